@@ -1,0 +1,298 @@
+//! Wording of every checker diagnostic, in one place. Style: lowercase, no final period, user input in backticks.
+
+use crate::diag::{did_you_mean, Diagnostic};
+use crate::source::Span;
+
+fn suggest(d: Diagnostic, name: &str, candidates: &[&str], fallback: &str) -> Diagnostic {
+    match did_you_mean(name, candidates.iter().copied()) {
+        Some(s) => d.help(format!("did you mean `{s}`?")),
+        None => d.help(fallback.to_string()),
+    }
+}
+
+pub fn duplicate_definition(what: &str, name: &str, span: Span, first: Span) -> Diagnostic {
+    Diagnostic::error("remit::duplicate-definition", format!("`{name}` is defined more than once"))
+        .label(span, format!("{what} `{name}` defined again here"))
+        .label(first, "first defined here")
+        .help("every tool, effect class, kind, enum, approval kind and mandate needs a distinct name")
+}
+
+pub fn duplicate_parameter(name: &str, span: Span, first: Span) -> Diagnostic {
+    Diagnostic::error("remit::duplicate-parameter", format!("parameter `{name}` is declared twice"))
+        .label(span, "declared again here")
+        .label(first, "first declared here")
+        .help("rename or remove one of the parameters")
+}
+
+pub fn duplicate_levels(span: Span, first: Span) -> Diagnostic {
+    Diagnostic::error("remit::duplicate-levels", "the impact scale is declared more than once")
+        .label(span, "second scale")
+        .label(first, "first scale")
+        .help("a policy set has one ordered scale of impact levels; the standard library declares it")
+}
+
+pub fn unknown_effect(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-effect", format!("unknown effect class `{name}`"))
+        .label(span, "no effect class has this name");
+    suggest(d, name, candidates, "declare it with `effect NAME` or use a class of the standard library")
+}
+
+pub fn not_an_effect(name: &str, found: &str, span: Span, decl: Span) -> Diagnostic {
+    Diagnostic::error("remit::not-an-effect", format!("`{name}` is a {found}, not an effect class"))
+        .label(span, "an effect class is expected here")
+        .label(decl, format!("`{name}` is declared as a {found} here"))
+        .help("`effects` lists equivalent-action classes; a tool cannot be a member of another tool")
+}
+
+pub fn unknown_target(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-tool", format!("unknown tool or effect class `{name}`"))
+        .label(span, "not declared in the catalog or the standard library");
+    suggest(d, name, candidates, "declare the tool with `tool NAME(…)` or name an effect class")
+}
+
+pub fn not_a_target(name: &str, found: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::not-a-tool", format!("`{name}` is a {found}, not a tool or an effect class"))
+        .label(span, "a tool or an effect class is expected here")
+        .help("rules apply to a tool, an effect class, `any tool` or `side effects`")
+}
+
+pub fn unknown_level(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-level", format!("`{name}` is not a level of the impact scale"))
+        .label(span, "not on the scale");
+    let scale = candidates.join(" < ");
+    suggest(d, name, candidates, &format!("the scale is {scale}"))
+}
+
+pub fn unknown_type(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-type", format!("unknown type `{name}`"))
+        .label(span, "not a type");
+    suggest(
+        d,
+        name,
+        candidates,
+        "types are string, int, decimal, money, bool, timestamp, duration, set<T>, or a declared kind or enum",
+    )
+}
+
+pub fn nested_set(span: Span) -> Diagnostic {
+    Diagnostic::error("remit::nested-set", "sets of sets are not supported")
+        .label(span, "nested set type")
+        .help("use a set of scalar values, e.g. `set<string>`")
+}
+
+pub fn unknown_approval(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-approval", format!("unknown approval kind `{name}`"))
+        .label(span, "no approval kind has this name");
+    suggest(d, name, candidates, "declare it with `approval NAME { binds …; ttl … }`")
+}
+
+pub fn not_an_approval(name: &str, found: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::not-an-approval", format!("`{name}` is a {found}, not an approval kind"))
+        .label(span, "an approval kind is expected here")
+        .help("a gate names the kind of approval it needs, e.g. `require approval human_publication for …`")
+}
+
+pub fn unknown_binding(name: &str, span: Span) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-binding", format!("an approval cannot be bound to `{name}`"))
+        .label(span, "unknown binding");
+    suggest(d, name, &["tool", "target", "arguments", "manifest"], "bindings are tool, target, arguments and manifest")
+}
+
+pub fn unbound_approval(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::unbound-approval", format!("approval kind `{name}` is bound to nothing"))
+        .label(span, "no `binds` clause")
+        .help("an unbound approval could be replayed for any call; add `binds tool, target, arguments` or `binds manifest`")
+}
+
+pub fn missing_ttl(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::missing-ttl", format!("approval kind `{name}` has no time-to-live"))
+        .label(span, "no `ttl` clause")
+        .help("approvals expire; add e.g. `ttl 900s`")
+}
+
+pub fn zero_ttl(name: &str, span: Span, gates: Vec<Span>) -> Diagnostic {
+    let mut d = Diagnostic::error("remit::unsatisfiable-gate", format!("approval kind `{name}` expires the moment it is issued"))
+        .label(span, "a time-to-live of zero")
+        .help("no approval of this kind can ever be valid, so every gate on it escalates forever; give it a positive ttl");
+    for g in gates {
+        d = d.label(g, "this gate can never be satisfied");
+    }
+    d
+}
+
+pub fn gate_without_manifest(approval: &str, tool: &str, span: Span, binds: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::unsatisfiable-gate",
+        format!("gate `{approval}` can never be satisfied for tool `{tool}`"),
+    )
+    .label(span, format!("`{tool}` has no `manifest: string` parameter"))
+    .label(binds, "the approval kind is bound to a manifest")
+    .help("approvals bound to a manifest compare it with the call's `manifest` argument; gate tools that publish a manifest, or bind the approval to `arguments`")
+}
+
+pub fn missing_class_parameter(tool: &str, class: &str, param: &str, span: Span, class_span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::missing-class-parameter",
+        format!("tool `{tool}` is in class `{class}` but has no parameter `{param}`"),
+    )
+    .label(span, format!("add `{param}` to this tool"))
+    .label(class_span, format!("`{class}` declares `{param}`"))
+    .help("rules on a class constrain the class's parameters, so every member must have them")
+}
+
+pub fn class_parameter_type(tool: &str, param: &str, found: &str, expected: &str, span: Span, class_span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::class-parameter-type",
+        format!("parameter `{param}` of tool `{tool}` is `{found}`, but its class declares `{expected}`"),
+    )
+    .label(span, format!("expected `{expected}`"))
+    .label(class_span, "declared here")
+    .help("a member tool's parameter must have the class parameter's type")
+}
+
+pub fn unknown_attribute(name: &str, span: Span) -> Diagnostic {
+    let candidates = ["args", "resource.id", "subject.id", "subject.scopes", "context", "now", "attempt", "level"];
+    let d = Diagnostic::error("remit::unknown-attribute", format!("unknown attribute `{name}`"))
+        .label(span, "not an attribute of a request");
+    suggest(
+        d,
+        name,
+        &candidates,
+        "attributes are args.NAME, resource.id, subject.id, subject.scopes, context.NAME, now, attempt and level",
+    )
+}
+
+pub fn unknown_parameter(param: &str, target: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-parameter", format!("`{target}` has no parameter `{param}`"))
+        .label(span, "no such parameter");
+    suggest(d, param, candidates, &format!("the parameters of `{target}` are: {}", list_or_none(candidates)))
+}
+
+pub fn arguments_on_broad_target(attr: &str, target: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::arguments-without-tool", format!("`{attr}` cannot be used on `{target}`"))
+        .label(span, "arguments depend on the tool")
+        .help("constrain arguments on a tool, or on an effect class that declares the parameter")
+}
+
+pub fn unknown_context(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-context", format!("context attribute `{name}` is not declared"))
+        .label(span, "undeclared context attribute");
+    suggest(d, name, candidates, &format!("declare it with `context {name}: TYPE`"))
+}
+
+pub fn type_mismatch(attr: &str, expected: &str, found: &str, span: Span, attr_span: Span) -> Diagnostic {
+    Diagnostic::error("remit::type-mismatch", format!("`{attr}` is `{expected}`, but the value is {found}"))
+        .label(span, format!("expected a `{expected}` value"))
+        .label(attr_span, format!("`{expected}` attribute"))
+        .help(format!("compare `{attr}` with a `{expected}` literal"))
+}
+
+pub fn unknown_variant(value: &str, enum_name: &str, span: Span, variants: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-variant", format!("`{value}` is not a variant of enum `{enum_name}`"))
+        .label(span, "unknown variant");
+    suggest(d, value, variants, &format!("the variants are: {}", variants.join(", ")))
+}
+
+pub fn invalid_operator(op: &str, ty: &str, span: Span, help: &str) -> Diagnostic {
+    Diagnostic::error("remit::invalid-operator", format!("`{op}` cannot be applied to a `{ty}` value"))
+        .label(span, format!("`{op}` on `{ty}`"))
+        .help(help.to_string())
+}
+
+pub fn not_a_condition(attr: &str, ty: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::not-a-condition", format!("`{attr}` is `{ty}`, not a condition"))
+        .label(span, "a bool is expected here")
+        .help(format!("compare it with a value, e.g. `{attr} == …`"))
+}
+
+pub fn unsatisfiable(what: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::unsatisfiable-condition", format!("this {what} condition can never be true"))
+        .label(span, "no request satisfies this")
+        .help("two of its comparisons contradict each other; the rule would never apply")
+}
+
+pub fn dead_grant(target: &str, span: Span, forbid: Span) -> Diagnostic {
+    Diagnostic::warning("remit::dead-grant", format!("this grant of `{target}` is cancelled by a prohibition"))
+        .label(span, "every call this allows …")
+        .label(forbid, "… is forbidden here")
+        .help("prohibitions always win; remove the grant or narrow the prohibition")
+}
+
+pub fn ungrantable(tool: &str, span: Span, tool_span: Span) -> Diagnostic {
+    Diagnostic::error("remit::ungrantable-mandate-change", format!("this grant would let an agent change mandates through `{tool}`"))
+        .label(span, "grants a tool that administers mandates")
+        .label(tool_span, "declared `administers mandates` here")
+        .help("no agent may hold the right to widen its own terms; mandates are changed by their owners, not through grants")
+}
+
+pub fn unknown_parent(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-mandate", format!("unknown parent mandate `{name}`"))
+        .label(span, "no mandate has this name");
+    suggest(d, name, candidates, "a delegated mandate names an existing mandate after `under`")
+}
+
+pub fn delegation_cycle(names: &[String], span: Span) -> Diagnostic {
+    Diagnostic::error("remit::delegation-cycle", format!("mandates delegate in a cycle: {}", names.join(" → ")))
+        .label(span, "this mandate is its own ancestor")
+        .help("every delegation chain must end at a root mandate declared with `for \"PRINCIPAL\"`")
+}
+
+pub fn delegation_too_deep(name: &str, ancestor: &str, depth: u32, span: Span, depth_span: Span) -> Diagnostic {
+    Diagnostic::error("remit::delegation-too-deep", format!("`{name}` is delegated deeper than `{ancestor}` allows"))
+        .label(span, "this mandate is too far below it")
+        .label(depth_span, format!("allows {depth} level(s) of delegation below it"))
+        .help("shorten the chain or raise the ancestor's `delegation depth`")
+}
+
+pub fn missing_principal(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::missing-principal", format!("root mandate `{name}` does not say on whose behalf it acts"))
+        .label(span, "no principal")
+        .help(format!("write `mandate {name} for \"PRINCIPAL\" {{ … }}`, or derive it with `under PARENT`"))
+}
+
+pub fn missing_holder(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::missing-holder", format!("mandate `{name}` has no holder"))
+        .label(span, "nobody holds this mandate")
+        .help("add `holder \"agent:…\"`: the agent that acts under it")
+}
+
+pub fn duplicate_clause(clause: &str, span: Span, first: Span) -> Diagnostic {
+    Diagnostic::error("remit::duplicate-clause", format!("`{clause}` is stated twice in one mandate"))
+        .label(span, "stated again here")
+        .label(first, "first stated here")
+        .help("keep one; a mandate has one value for it")
+}
+
+pub fn empty_window(span: Span) -> Diagnostic {
+    Diagnostic::error("remit::empty-validity-window", "the validity window is empty")
+        .label(span, "`from` is not before `until`")
+        .help("a mandate is valid from its `from` instant (included) until its `until` instant (excluded)")
+}
+
+pub fn conflicting_fact(name: &str, span: Span, first: Span) -> Diagnostic {
+    Diagnostic::error("remit::conflicting-fact-version", format!("fact `{name}` is required at two different versions"))
+        .label(span, "this version …")
+        .label(first, "… contradicts this one")
+        .help("a request carries one version of a fact, so one of the two requirements always fails")
+}
+
+pub fn empty_list(span: Span) -> Diagnostic {
+    Diagnostic::error("remit::empty-list", "a list of values must not be empty")
+        .label(span, "empty list")
+        .help("`in []` is never true and `within []` only holds for the empty set; say what you mean with values")
+}
+
+pub fn currency_mismatch(attr: &str, span: Span, first: Span) -> Diagnostic {
+    Diagnostic::error("remit::currency-mismatch", format!("`{attr}` is compared with amounts in two currencies"))
+        .label(span, "this currency …")
+        .label(first, "… differs from this one")
+        .help("remit never converts currencies; write one rule per currency")
+}
+
+fn list_or_none(items: &[&str]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+    }
+}

@@ -1,0 +1,150 @@
+//! Command-line interface: argument parsing (clap), loading files, rendering diagnostics and decisions.
+
+mod load;
+mod render;
+mod tests;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use remit::check::check;
+use remit::diag::Diagnostic;
+use remit::ir::Program;
+use remit::source::SourceMap;
+
+#[derive(Parser, Debug)]
+#[command(name = "remit", version, about = "Policy language and compiler for AI agents acting on behalf of people")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check policy files (and the folders' .remit files); exit 1 on any error
+    Check {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Evaluate one request (JSON) against a policy and print the decision (JSON)
+    Eval {
+        #[arg(required = true)]
+        policy: Vec<PathBuf>,
+        #[arg(long)]
+        request: PathBuf,
+    },
+    /// List the tools a subject may see (subject and context given as a request JSON)
+    Tools {
+        #[arg(required = true)]
+        policy: Vec<PathBuf>,
+        #[arg(long)]
+        subject: PathBuf,
+        /// Also list every hidden tool with the rule, scope or stop that hides it
+        #[arg(long)]
+        explain: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run policy test files (*.tests.toml) and print `N passed, M failed`
+    Test { paths: Vec<PathBuf> },
+    /// Print the argument digest of a request's call, as an approval binds it
+    Digest {
+        #[arg(long)]
+        request: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+    Github,
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check { paths, format } => cmd_check(&paths, format),
+        Command::Eval { policy, request } => cmd_eval(&policy, &request),
+        Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
+        Command::Test { paths } => tests::run(&paths),
+        Command::Digest { request } => cmd_digest(&request),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Loads and checks a policy; prints its diagnostics in `format`; `None` when it has errors.
+pub fn compile(paths: &[PathBuf], format: Format) -> Result<(Option<Program>, SourceMap, Vec<Diagnostic>), String> {
+    let (sources, mut diagnostics) = load::load(paths)?;
+    let checked = check(sources.clone());
+    diagnostics.extend(checked.diagnostics);
+    render::print(&sources, &diagnostics, format);
+    let program = if diagnostics.iter().any(Diagnostic::is_error) { None } else { checked.program };
+    Ok((program, sources, diagnostics))
+}
+
+fn cmd_check(paths: &[PathBuf], format: Format) -> Result<ExitCode, String> {
+    let (program, sources, diagnostics) = compile(paths, format)?;
+    if format == Format::Human {
+        let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+        let warnings = diagnostics.len() - errors;
+        let files = sources.files().filter(|(_, f)| !f.name.starts_with("std/")).count();
+        eprintln!("checked {files} file(s): {errors} error(s), {warnings} warning(s)");
+    }
+    Ok(if program.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+}
+
+fn cmd_eval(policy: &[PathBuf], request: &PathBuf) -> Result<ExitCode, String> {
+    let (program, _, _) = compile(policy, Format::Human)?;
+    let Some(program) = program else { return Ok(ExitCode::from(1)) };
+    let decision = remit::eval::decide(&program, &read(request)?);
+    println!("{}", decision.to_json());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_tools(policy: &[PathBuf], subject: &PathBuf, explain: bool, json: bool) -> Result<ExitCode, String> {
+    let (program, _, _) = compile(policy, Format::Human)?;
+    let Some(program) = program else { return Ok(ExitCode::from(1)) };
+    let visibility = remit::eval::visible_tools(&program, &read(subject)?);
+    if json {
+        println!("{}", visibility.to_json());
+        return Ok(ExitCode::SUCCESS);
+    }
+    for tool in &visibility.visible {
+        println!("{tool}");
+    }
+    if explain {
+        for hidden in &visibility.hidden {
+            match &hidden.rule {
+                Some(rule) => println!("hidden {}: {} ({} `{}` at {})", hidden.tool, hidden.reason, rule.mandate, rule.rule, rule.at),
+                None => println!("hidden {}: {}", hidden.tool, hidden.reason),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_digest(request: &PathBuf) -> Result<ExitCode, String> {
+    let bytes = read(request)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("`{}` is not JSON: {e}", request.display()))?;
+    let tool = value.pointer("/action/name").and_then(|v| v.as_str()).ok_or("the request has no `action.name`")?;
+    let empty = serde_json::Value::Object(Default::default());
+    let arguments = value.pointer("/action/arguments").unwrap_or(&empty);
+    println!("{}", remit::eval::argument_digest(tool, arguments));
+    Ok(ExitCode::SUCCESS)
+}

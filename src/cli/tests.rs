@@ -1,0 +1,71 @@
+//! `remit test`: finds `*.tests.toml` files, checks each one's policy, runs its cases, prints the tally.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use remit::testing;
+
+use super::{compile, Format};
+
+pub fn run(paths: &[PathBuf]) -> Result<ExitCode, String> {
+    let roots = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths.to_vec() };
+    let mut files = Vec::new();
+    for root in &roots {
+        if root.is_file() {
+            files.push(root.clone());
+        } else {
+            collect(root, &mut files).map_err(|e| format!("cannot read `{}`: {e}", root.display()))?;
+        }
+    }
+    files.sort();
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+        let parsed = match testing::parse(&text) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                println!("FAIL {}: invalid test file: {e}", file.display());
+                failed += 1;
+                continue;
+            }
+        };
+        let dir = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let policy: Vec<PathBuf> =
+            if parsed.policy.is_empty() { vec![dir.clone()] } else { parsed.policy.iter().map(|p| dir.join(p)).collect() };
+        let (program, _, _) = compile(&policy, Format::Human)?;
+        let Some(program) = program else {
+            println!("FAIL {}: the policy does not check ({} case(s) not run)", file.display(), parsed.cases.len());
+            failed += parsed.cases.len().max(1);
+            continue;
+        };
+        for outcome in testing::run(&program, &parsed) {
+            if outcome.failures.is_empty() {
+                passed += 1;
+            } else {
+                failed += 1;
+                println!("FAIL {} :: {}", file.display(), outcome.name);
+                for failure in &outcome.failures {
+                    println!("     {failure}");
+                }
+                println!("     decision: {}", outcome.decision.to_json());
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "target" || n.to_string_lossy().starts_with('.')) {
+                continue;
+            }
+            collect(&path, out)?;
+        } else if path.to_string_lossy().ends_with(".tests.toml") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}

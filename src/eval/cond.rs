@@ -1,0 +1,534 @@
+//! Condition evaluation. Attributes are read from the request and decoded by the type the checker gave them; a
+//! missing or wrongly typed attribute, or a comparison of values of different kinds, is an error, and an error
+//! anywhere in a condition makes the whole condition an error, so each caller fails closed in its own direction
+//! (a prohibition that errors matches, a grant that errors does not grant).
+//!
+//! Tool listing asks the same question before the call is known: [`possible`] gives the set of outcomes a
+//! condition may still have when the per-call values (arguments, and the resource and attempt when the listing
+//! request carries none) are unknown.
+
+use std::cmp::Ordering;
+
+use serde_json::{Number, Value as Json};
+
+use super::err::EvalError;
+use super::request::Request;
+use crate::ir::{Attr, Cond, Program, Test, ToolId, Type, Value};
+use crate::syntax::ast::CompareOp;
+use crate::value::{parse_duration, parse_timestamp, Decimal, Money, DECIMAL_SCALE};
+
+/// What a condition is evaluated against.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Env<'a> {
+    pub program: &'a Program,
+    pub request: &'a Request,
+    /// The called tool (`level` reads its level).
+    pub tool: ToolId,
+    /// Tool listing: the call is not known yet.
+    pub listing: bool,
+}
+
+/// Evaluates `cond`. Every child is evaluated; an error in any child is the result (see the module header).
+pub(crate) fn eval(cond: &Cond, env: &Env) -> Result<bool, EvalError> {
+    match cond {
+        Cond::True => Ok(true),
+        Cond::False => Ok(false),
+        Cond::Atom(atom) => match fetch(&atom.attr, &atom.ty, env)? {
+            Fetched::Value(value) => test(&value, &atom.test),
+            Fetched::Unknown => Err(EvalError::Missing),
+        },
+        Cond::And(items) => {
+            let mut all = true;
+            for item in items {
+                all &= eval(item, env)?;
+            }
+            Ok(all)
+        }
+        Cond::Or(items) => {
+            let mut any = false;
+            for item in items {
+                any |= eval(item, env)?;
+            }
+            Ok(any)
+        }
+    }
+}
+
+/// A set of possible outcomes of a condition: true, false, error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Possible(u8);
+
+impl Possible {
+    pub const TRUE: Possible = Possible(1);
+    pub const FALSE: Possible = Possible(2);
+    pub const ERROR: Possible = Possible(4);
+    pub const ANY: Possible = Possible(7);
+
+    pub fn can_be_true(self) -> bool {
+        self.0 & 1 != 0
+    }
+
+    pub fn can_be_false(self) -> bool {
+        self.0 & 2 != 0
+    }
+
+    pub fn can_fail(self) -> bool {
+        self.0 & 4 != 0
+    }
+
+    fn of(result: Result<bool, EvalError>) -> Possible {
+        match result {
+            Ok(true) => Possible::TRUE,
+            Ok(false) => Possible::FALSE,
+            Err(_) => Possible::ERROR,
+        }
+    }
+
+    fn from_flags(t: bool, f: bool, e: bool) -> Possible {
+        Possible(u8::from(t) | u8::from(f) << 1 | u8::from(e) << 2)
+    }
+}
+
+/// The outcomes [`eval`] may give `cond` once the unknown per-call values are known. An over-approximation (atoms
+/// on the same unknown attribute are treated as independent) that is exact when nothing is unknown: so "cannot be
+/// true" and "cannot be false" are always safe conclusions.
+pub(crate) fn possible(cond: &Cond, env: &Env) -> Possible {
+    match cond {
+        Cond::True => Possible::TRUE,
+        Cond::False => Possible::FALSE,
+        Cond::Atom(atom) => match fetch(&atom.attr, &atom.ty, env) {
+            Ok(Fetched::Value(value)) => Possible::of(test(&value, &atom.test)),
+            Ok(Fetched::Unknown) => Possible::ANY,
+            Err(_) => Possible::ERROR,
+        },
+        Cond::And(items) | Cond::Or(items) => {
+            let parts: Vec<Possible> = items.iter().map(|c| possible(c, env)).collect();
+            let can_fail = parts.iter().any(|p| p.can_fail());
+            // Without an error, every child must be able to evaluate.
+            let all_can_succeed = parts.iter().all(|p| p.can_be_true() || p.can_be_false());
+            if matches!(cond, Cond::And(_)) {
+                let t = parts.iter().all(|p| p.can_be_true());
+                let f = all_can_succeed && parts.iter().any(|p| p.can_be_false());
+                Possible::from_flags(t, f, can_fail)
+            } else {
+                let t = all_can_succeed && parts.iter().any(|p| p.can_be_true());
+                let f = parts.iter().all(|p| p.can_be_false());
+                Possible::from_flags(t, f, can_fail)
+            }
+        }
+    }
+}
+
+enum Fetched {
+    Value(Value),
+    /// A per-call value, while listing tools.
+    Unknown,
+}
+
+/// Reads an attribute from the request.
+fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
+    let request = env.request;
+    let value = match attr {
+        Attr::Arg(name) => {
+            if env.listing {
+                return Ok(Fetched::Unknown);
+            }
+            let json = request.call.as_ref().and_then(|c| c.argument(name)).ok_or(EvalError::Missing)?;
+            decode(json, ty, env.program)?
+        }
+        Attr::Context(name) => decode(request.attributes.get(name).ok_or(EvalError::Missing)?, ty, env.program)?,
+        Attr::ResourceId => match &request.resource_id {
+            Some(id) => Value::String(id.clone()),
+            None if env.listing => return Ok(Fetched::Unknown),
+            None => return Err(EvalError::Missing),
+        },
+        Attr::Attempt => match request.attempt {
+            Some(n) => Value::Number(n),
+            None if env.listing => return Ok(Fetched::Unknown),
+            None => return Err(EvalError::Missing),
+        },
+        Attr::SubjectId => Value::String(request.subject_id.clone()),
+        Attr::SubjectScopes => {
+            let scopes = request.scopes.as_ref().ok_or(EvalError::Missing)?;
+            Value::Set(scopes.iter().cloned().map(Value::String).collect())
+        }
+        Attr::Now => Value::Timestamp(request.now),
+        Attr::Level => Value::Level(env.program.tools.get(env.tool).ok_or(EvalError::Missing)?.level),
+    };
+    Ok(Fetched::Value(value))
+}
+
+/// Decodes a JSON value of the request as `ty` (encodings: docs/requests.md).
+pub(crate) fn decode(json: &Json, ty: &Type, program: &Program) -> Result<Value, EvalError> {
+    let wrong = EvalError::WrongType;
+    Ok(match ty {
+        Type::String | Type::Kind(_) => Value::String(json.as_str().ok_or(wrong)?.to_string()),
+        // A value outside the enum is a type error, not just an unequal string.
+        Type::Enum(_, variants) => {
+            let s = json.as_str().ok_or(wrong)?;
+            if !variants.iter().any(|v| v == s) {
+                return Err(wrong);
+            }
+            Value::String(s.to_string())
+        }
+        Type::Int => {
+            let n = decimal_of_number(json.as_number().ok_or(wrong)?).ok_or(wrong)?;
+            if n.0 % 10i128.pow(DECIMAL_SCALE) != 0 {
+                return Err(wrong);
+            }
+            Value::Number(n)
+        }
+        Type::Decimal => Value::Number(match json {
+            Json::Number(n) => decimal_of_number(n).ok_or(wrong)?,
+            Json::String(s) => Decimal::parse(s).ok_or(wrong)?,
+            _ => return Err(wrong),
+        }),
+        Type::Money => Value::Money(Money::parse(json.as_str().ok_or(wrong)?).ok_or(wrong)?),
+        Type::Bool => Value::Bool(json.as_bool().ok_or(wrong)?),
+        Type::Timestamp => Value::Timestamp(parse_timestamp(json.as_str().ok_or(wrong)?).ok_or(wrong)?),
+        Type::Duration => {
+            let seconds = match json {
+                Json::Number(n) => n.as_u64().ok_or(wrong)?,
+                // value::parse_duration slices off the last byte: only ASCII text is safe to hand it.
+                Json::String(s) if s.is_ascii() => parse_duration(s).ok_or(wrong)?,
+                _ => return Err(wrong),
+            };
+            Value::Duration(i64::try_from(seconds).map_err(|_| wrong)?)
+        }
+        Type::Level => {
+            let name = json.as_str().ok_or(wrong)?;
+            Value::Level(program.levels.iter().position(|l| l == name).ok_or(wrong)?)
+        }
+        Type::Set(element) => {
+            let items = json.as_array().ok_or(wrong)?;
+            Value::Set(items.iter().map(|item| decode(item, element, program)).collect::<Result<_, _>>()?)
+        }
+    })
+}
+
+/// A JSON number as an exact decimal. Integers are exact; other numbers are read from serde_json's shortest
+/// round-trip text (`12.5`, `1e-7`), and rejected when they need more than 9 fractional digits.
+pub(crate) fn decimal_of_number(n: &Number) -> Option<Decimal> {
+    let scale = 10i128.pow(DECIMAL_SCALE);
+    if let Some(i) = n.as_i64() {
+        return i128::from(i).checked_mul(scale).map(Decimal);
+    }
+    if let Some(u) = n.as_u64() {
+        return i128::from(u).checked_mul(scale).map(Decimal);
+    }
+    decimal_of_text(&n.to_string())
+}
+
+/// Parses `-12.5`, `1e20`, `1.5E-7` exactly into a [`Decimal`].
+fn decimal_of_text(text: &str) -> Option<Decimal> {
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], text[at + 1..].parse::<i32>().ok()?),
+        None => (text, 0),
+    };
+    let (negative, digits) = match mantissa.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, mantissa),
+    };
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(frac) || frac.len() > 64 || !(-64..=64).contains(&exponent)
+    {
+        return None;
+    }
+    let mut units: i128 = format!("{whole}{frac}").parse().ok()?;
+    // units × 10^shift is the value in 10^-9 steps.
+    let shift = DECIMAL_SCALE as i32 + exponent - frac.len() as i32;
+    if shift >= 0 {
+        units = units.checked_mul(10i128.checked_pow(shift as u32)?)?;
+    } else {
+        let divisor = 10i128.checked_pow(shift.unsigned_abs())?;
+        if units % divisor != 0 {
+            return None;
+        }
+        units /= divisor;
+    }
+    Some(Decimal(if negative { -units } else { units }))
+}
+
+/// Applies a test to an attribute's value.
+fn test(value: &Value, test: &Test) -> Result<bool, EvalError> {
+    match test {
+        Test::Compare(op, operand) => compare(*op, value, operand),
+        Test::In(items) => member(value, items),
+        Test::NotIn(items) => member(value, items).map(|b| !b),
+        Test::Under(prefix) => Ok(text(value)?.starts_with(prefix.as_str())),
+        Test::NotUnder(prefix) => Ok(!text(value)?.starts_with(prefix.as_str())),
+        Test::Contains(item) => member(item, set(value)?),
+        Test::NotContains(item) => member(item, set(value)?).map(|b| !b),
+        Test::Within(items) => within(set(value)?, items),
+        Test::NotWithin(items) => within(set(value)?, items).map(|b| !b),
+    }
+}
+
+fn text(value: &Value) -> Result<&str, EvalError> {
+    match value {
+        Value::String(s) => Ok(s),
+        _ => Err(EvalError::Incomparable),
+    }
+}
+
+fn set(value: &Value) -> Result<&[Value], EvalError> {
+    match value {
+        Value::Set(items) => Ok(items),
+        _ => Err(EvalError::Incomparable),
+    }
+}
+
+fn compare(op: CompareOp, left: &Value, right: &Value) -> Result<bool, EvalError> {
+    match op {
+        CompareOp::Eq => equal(left, right),
+        CompareOp::Ne => equal(left, right).map(|b| !b),
+        CompareOp::Lt => Ok(order(left, right)? == Ordering::Less),
+        CompareOp::Le => Ok(order(left, right)? != Ordering::Greater),
+        CompareOp::Gt => Ok(order(left, right)? == Ordering::Greater),
+        CompareOp::Ge => Ok(order(left, right)? != Ordering::Less),
+    }
+}
+
+/// Equality of two values of the same kind. Money in different currencies is not comparable; sets are equal when
+/// each contains the other.
+fn equal(left: &Value, right: &Value) -> Result<bool, EvalError> {
+    Ok(match (left, right) {
+        (Value::String(a), Value::String(b)) => a == b,
+        (Value::Number(a), Value::Number(b)) => a == b,
+        (Value::Money(a), Value::Money(b)) if a.currency == b.currency => a.amount == b.amount,
+        (Value::Bool(a), Value::Bool(b)) => a == b,
+        (Value::Timestamp(a), Value::Timestamp(b)) => a == b,
+        (Value::Duration(a), Value::Duration(b)) => a == b,
+        (Value::Level(a), Value::Level(b)) => a == b,
+        (Value::Set(a), Value::Set(b)) => within(a, b)? && within(b, a)?,
+        _ => return Err(EvalError::Incomparable),
+    })
+}
+
+fn order(left: &Value, right: &Value) -> Result<Ordering, EvalError> {
+    Ok(match (left, right) {
+        (Value::Number(a), Value::Number(b)) => a.cmp(b),
+        (Value::Money(a), Value::Money(b)) if a.currency == b.currency => a.amount.cmp(&b.amount),
+        (Value::Timestamp(a), Value::Timestamp(b)) => a.cmp(b),
+        (Value::Duration(a), Value::Duration(b)) => a.cmp(b),
+        (Value::Level(a), Value::Level(b)) => a.cmp(b),
+        _ => return Err(EvalError::Incomparable),
+    })
+}
+
+/// Whether `value` equals one of `items`. A match decides; without one, an incomparable item is an error (it
+/// might have been the match).
+fn member(value: &Value, items: &[Value]) -> Result<bool, EvalError> {
+    let mut failure = None;
+    for item in items {
+        match equal(value, item) {
+            Ok(true) => return Ok(true),
+            Ok(false) => {}
+            Err(e) => failure = Some(e),
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(false),
+    }
+}
+
+/// Whether every element of `values` is one of `items`.
+fn within(values: &[Value], items: &[Value]) -> Result<bool, EvalError> {
+    let mut all = true;
+    for value in values {
+        all &= member(value, items)?;
+    }
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::request::{parse, Need};
+    use crate::eval::tests::program;
+    use crate::ir::Atom;
+
+    fn request(json: &str) -> Request {
+        parse(json.as_bytes(), Need::Call).expect("test request parses")
+    }
+
+    fn base(args: &str, attributes: &str) -> Request {
+        request(&format!(
+            r#"{{"subject":{{"id":"agent:a","credential":{{"scopes":["s1","s2"]}}}},
+                "action":{{"name":"pay","arguments":{args}}},"resource":{{"id":"orders/7"}},
+                "context":{{"mandate":"m","now":"2026-11-30T12:00:00Z","attempt":2,"attributes":{attributes}}}}}"#
+        ))
+    }
+
+    fn atom(attr: Attr, ty: Type, test: Test) -> Cond {
+        Cond::Atom(Atom { attr, ty, test })
+    }
+
+    fn arg(name: &str, ty: Type, test: Test) -> Cond {
+        atom(Attr::Arg(name.into()), ty, test)
+    }
+
+    fn num(text: &str) -> Value {
+        Value::Number(Decimal::parse(text).expect("test decimal"))
+    }
+
+    fn usd(text: &str) -> Value {
+        Value::Money(Money::parse(text).expect("test money"))
+    }
+
+    fn run(cond: &Cond, req: &Request) -> Result<bool, EvalError> {
+        let program = program();
+        eval(cond, &Env { program: &program, request: req, tool: 0, listing: false })
+    }
+
+    #[test]
+    fn compares_typed_arguments() {
+        let req = base(
+            r#"{"amount":"25.00 USD","n":3,"d":"1.50","f":2.5,"ok":true,"when":"2026-11-30T11:00:00Z","wait":"15m"}"#,
+            "{}",
+        );
+        let le = |v| Test::Compare(CompareOp::Le, v);
+        assert_eq!(run(&arg("amount", Type::Money, le(usd("100 USD"))), &req), Ok(true));
+        assert_eq!(run(&arg("amount", Type::Money, le(usd("25 USD"))), &req), Ok(true));
+        assert_eq!(run(&arg("amount", Type::Money, le(usd("24.99 USD"))), &req), Ok(false));
+        assert_eq!(run(&arg("amount", Type::Money, le(usd("100 EUR"))), &req), Err(EvalError::Incomparable));
+        assert_eq!(run(&arg("n", Type::Int, Test::Compare(CompareOp::Gt, num("2"))), &req), Ok(true));
+        assert_eq!(run(&arg("d", Type::Decimal, Test::Compare(CompareOp::Eq, num("1.5"))), &req), Ok(true));
+        assert_eq!(run(&arg("f", Type::Decimal, Test::Compare(CompareOp::Lt, num("2.51"))), &req), Ok(true));
+        assert_eq!(run(&arg("ok", Type::Bool, Test::Compare(CompareOp::Eq, Value::Bool(true))), &req), Ok(true));
+        let noon = Value::Timestamp(parse_timestamp("2026-11-30T12:00:00Z").expect("timestamp"));
+        assert_eq!(run(&arg("when", Type::Timestamp, Test::Compare(CompareOp::Lt, noon.clone())), &req), Ok(true));
+        assert_eq!(run(&atom(Attr::Now, Type::Timestamp, Test::Compare(CompareOp::Ge, noon)), &req), Ok(true));
+        assert_eq!(
+            run(&arg("wait", Type::Duration, Test::Compare(CompareOp::Eq, Value::Duration(900))), &req),
+            Ok(true)
+        );
+        assert_eq!(run(&atom(Attr::Attempt, Type::Int, Test::Compare(CompareOp::Eq, num("2"))), &req), Ok(true));
+    }
+
+    #[test]
+    fn missing_or_mistyped_attributes_are_errors() {
+        let req = base(r#"{"n":"3","f":2.5,"s":1,"wait":"15 minutes","m":"25 usd"}"#, "{}");
+        let eq = |v| Test::Compare(CompareOp::Eq, v);
+        assert_eq!(run(&arg("absent", Type::String, eq(Value::String("x".into()))), &req), Err(EvalError::Missing));
+        assert_eq!(run(&arg("n", Type::Int, eq(num("3"))), &req), Err(EvalError::WrongType));
+        assert_eq!(run(&arg("f", Type::Int, eq(num("2"))), &req), Err(EvalError::WrongType));
+        assert_eq!(run(&arg("s", Type::String, eq(Value::String("1".into()))), &req), Err(EvalError::WrongType));
+        assert_eq!(run(&arg("wait", Type::Duration, eq(Value::Duration(900))), &req), Err(EvalError::WrongType));
+        assert_eq!(run(&arg("m", Type::Money, eq(usd("25 USD"))), &req), Err(EvalError::WrongType));
+        let ctx = atom(Attr::Context("region".into()), Type::String, eq(Value::String("eu".into())));
+        assert_eq!(run(&ctx, &req), Err(EvalError::Missing));
+        // Negated tests do not turn a missing value into a match.
+        let not_in = arg("absent", Type::String, Test::NotIn(vec![Value::String("x".into())]));
+        assert_eq!(run(&not_in, &req), Err(EvalError::Missing));
+        let not_under = arg("absent", Type::String, Test::NotUnder("x".into()));
+        assert_eq!(run(&not_under, &req), Err(EvalError::Missing));
+    }
+
+    #[test]
+    fn an_error_anywhere_makes_the_condition_an_error() {
+        let req = base(r#"{"to":"press@example.com"}"#, r#"{"region":"eu"}"#);
+        let under = arg("to", Type::String, Test::Under("press@".into()));
+        let missing = arg("absent", Type::String, Test::Under("x".into()));
+        assert_eq!(run(&Cond::And(vec![Cond::False, missing.clone()]), &req), Err(EvalError::Missing));
+        assert_eq!(run(&Cond::Or(vec![under.clone(), missing]), &req), Err(EvalError::Missing));
+        assert_eq!(run(&Cond::And(vec![under.clone(), Cond::True]), &req), Ok(true));
+        assert_eq!(run(&Cond::Or(vec![]), &req), Ok(false));
+        assert_eq!(run(&Cond::And(vec![]), &req), Ok(true));
+        let region = atom(Attr::Context("region".into()), Type::String, Test::In(vec![Value::String("eu".into())]));
+        assert_eq!(run(&Cond::And(vec![under, region]), &req), Ok(true));
+    }
+
+    #[test]
+    fn sets_and_enums() {
+        let req = base(r#"{"tags":["a","b"],"channel":"sms","bad":"fax"}"#, "{}");
+        let strings = |xs: &[&str]| xs.iter().map(|x| Value::String(x.to_string())).collect::<Vec<_>>();
+        let set = Type::Set(Box::new(Type::String));
+        assert_eq!(run(&arg("tags", set.clone(), Test::Contains(Value::String("a".into()))), &req), Ok(true));
+        assert_eq!(run(&arg("tags", set.clone(), Test::NotContains(Value::String("a".into()))), &req), Ok(false));
+        assert_eq!(run(&arg("tags", set.clone(), Test::Within(strings(&["a", "b", "c"]))), &req), Ok(true));
+        assert_eq!(run(&arg("tags", set.clone(), Test::Within(strings(&["a"]))), &req), Ok(false));
+        assert_eq!(run(&arg("tags", set.clone(), Test::NotWithin(strings(&["a"]))), &req), Ok(true));
+        let same = Test::Compare(CompareOp::Eq, Value::Set(strings(&["b", "a", "a"])));
+        assert_eq!(run(&arg("tags", set, same), &req), Ok(true));
+        let scopes = Type::Set(Box::new(Type::String));
+        let has = Test::Contains(Value::String("s2".into()));
+        assert_eq!(run(&atom(Attr::SubjectScopes, scopes, has), &req), Ok(true));
+        let channel = Type::Enum("channel".into(), vec!["email".into(), "sms".into()]);
+        assert_eq!(run(&arg("channel", channel.clone(), Test::In(strings(&["sms"]))), &req), Ok(true));
+        assert_eq!(run(&arg("bad", channel, Test::NotIn(strings(&["sms"]))), &req), Err(EvalError::WrongType));
+        let under = Test::Under("orders/".into());
+        assert_eq!(run(&atom(Attr::ResourceId, Type::String, under), &req), Ok(true));
+    }
+
+    #[test]
+    fn membership_with_an_incomparable_item_is_an_error_unless_matched() {
+        let req = base(r#"{"amount":"10 EUR"}"#, "{}");
+        let found = Test::In(vec![usd("10 USD"), usd("10 EUR")]);
+        assert_eq!(run(&arg("amount", Type::Money, found), &req), Ok(true));
+        let not_found = Test::NotIn(vec![usd("10 USD"), usd("20 EUR")]);
+        assert_eq!(run(&arg("amount", Type::Money, not_found), &req), Err(EvalError::Incomparable));
+    }
+
+    #[test]
+    fn levels_compare_by_position() {
+        let req = base("{}", "{}");
+        let program = program();
+        let env = Env { program: &program, request: &req, tool: 0, listing: false };
+        let at_most = |l| atom(Attr::Level, Type::Level, Test::Compare(CompareOp::Le, Value::Level(l)));
+        let level = program.tools[0].level;
+        assert_eq!(eval(&at_most(level), &env), Ok(true));
+        assert_eq!(eval(&at_most(level - 1), &env), Ok(false));
+    }
+
+    #[test]
+    fn json_numbers_become_exact_decimals() {
+        let n = |text: &str| decimal_of_number(&serde_json::from_str::<Number>(text).expect("number"));
+        assert_eq!(n("12"), Decimal::parse("12"));
+        assert_eq!(n("-12.50"), Decimal::parse("-12.5"));
+        assert_eq!(n("1e3"), Decimal::parse("1000"));
+        assert_eq!(n("1.5e-7"), Decimal::parse("0.00000015"));
+        assert_eq!(n("1e-10"), None);
+        assert_eq!(n("1e300"), None);
+        assert_eq!(n("18446744073709551615"), Decimal::parse("18446744073709551615"));
+        assert_eq!(decimal_of_text("1E+2"), Decimal::parse("100"));
+        assert_eq!(decimal_of_text("1."), Decimal::parse("1"));
+        assert_eq!(decimal_of_text("é"), None);
+        assert_eq!(decimal_of_text("1eé"), None);
+    }
+
+    #[test]
+    fn non_ascii_durations_are_wrong_types_not_panics() {
+        let req = base(r#"{"wait":"1é"}"#, "{}");
+        let cond = arg("wait", Type::Duration, Test::Compare(CompareOp::Eq, Value::Duration(1)));
+        assert_eq!(run(&cond, &req), Err(EvalError::WrongType));
+    }
+
+    #[test]
+    fn listing_treats_per_call_values_as_unknown() {
+        let req = parse(
+            br#"{"subject":{"id":"agent:a"},"context":{"mandate":"m","now":"2026-11-30T12:00:00Z"}}"#,
+            Need::Listing,
+        )
+        .expect("listing request parses");
+        let program = program();
+        let env = Env { program: &program, request: &req, tool: 0, listing: true };
+        let on_arg = arg("to", Type::String, Test::Under("press@".into()));
+        let on_ctx = atom(Attr::Context("region".into()), Type::String, Test::Under("eu".into()));
+        let on_subject = atom(Attr::SubjectId, Type::String, Test::Under("agent:".into()));
+        assert_eq!(possible(&on_arg, &env), Possible::ANY);
+        assert_eq!(possible(&atom(Attr::ResourceId, Type::String, Test::Under("x".into())), &env), Possible::ANY);
+        assert_eq!(possible(&on_ctx, &env), Possible::ERROR);
+        assert_eq!(possible(&on_subject, &env), Possible::TRUE);
+        // An error anywhere is possible; false under `and` once something is false; true under `or`.
+        let and_false = possible(&Cond::And(vec![on_arg.clone(), Cond::False]), &env);
+        assert!(!and_false.can_be_true() && and_false.can_be_false() && and_false.can_fail());
+        let or_true = possible(&Cond::Or(vec![on_arg.clone(), on_subject.clone()]), &env);
+        assert!(or_true.can_be_true() && !or_true.can_be_false() && or_true.can_fail());
+        // A known error dominates: the condition can never be true or false.
+        assert_eq!(possible(&Cond::Or(vec![on_arg, on_ctx]), &env), Possible::ERROR);
+        assert_eq!(possible(&Cond::And(vec![on_subject, Cond::True]), &env), Possible::TRUE);
+    }
+}

@@ -1,0 +1,254 @@
+//! The decision (docs/requests.md) and its JSON. The JSON is written by hand so its bytes are fixed: keys in the
+//! documented order, no whitespace, strings escaped as in the argument digest.
+
+use super::digest::write_string;
+use super::err;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    Allow,
+    Deny,
+    Escalate,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allow => "allow",
+            Outcome::Deny => "deny",
+            Outcome::Escalate => "escalate",
+        }
+    }
+}
+
+/// A rule (or mandate clause) that contributed to a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DecidingRule {
+    pub mandate: String,
+    pub rule: String,
+    /// `file:line:column` of the clause.
+    pub at: String,
+}
+
+impl DecidingRule {
+    /// The order of `rules` in a decision.
+    pub(crate) fn sort_key(&self) -> (&str, &str, &str) {
+        (&self.at, &self.rule, &self.mandate)
+    }
+
+    fn write(&self, out: &mut String) {
+        out.push_str("{\"mandate\":");
+        write_string(out, &self.mandate);
+        out.push_str(",\"rule\":");
+        write_string(out, &self.rule);
+        out.push_str(",\"at\":");
+        write_string(out, &self.at);
+        out.push('}');
+    }
+}
+
+/// An approval a gate needs and no presented approval satisfied. Only the fields the kind binds are set, with the
+/// values of this call, so the principal's queue knows exactly what to approve.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MissingApproval {
+    pub kind: String,
+    pub mandate: String,
+    pub tool: Option<String>,
+    pub target: Option<String>,
+    pub digest: Option<String>,
+    pub manifest: Option<String>,
+}
+
+impl MissingApproval {
+    fn write(&self, out: &mut String) {
+        out.push_str("{\"kind\":");
+        write_string(out, &self.kind);
+        out.push_str(",\"mandate\":");
+        write_string(out, &self.mandate);
+        let optional =
+            [("tool", &self.tool), ("target", &self.target), ("digest", &self.digest), ("manifest", &self.manifest)];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                out.push_str(",\"");
+                out.push_str(key);
+                out.push_str("\":");
+                write_string(out, value);
+            }
+        }
+        out.push('}');
+    }
+}
+
+/// What the gateway must do when it carries out an allowed call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Obligation {
+    ConsumeApproval(String),
+    RecordOperation(String),
+    IncrementCounter(String),
+}
+
+impl Obligation {
+    pub fn to_json(&self) -> String {
+        let (kind, key, value) = match self {
+            Obligation::ConsumeApproval(id) => ("consume-approval", "id", id),
+            Obligation::RecordOperation(id) => ("record-operation", "id", id),
+            Obligation::IncrementCounter(counter) => ("increment-counter", "counter", counter),
+        };
+        let mut out = format!("{{\"kind\":\"{kind}\",\"{key}\":");
+        write_string(&mut out, value);
+        out.push('}');
+        out
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    pub reasons: Vec<String>,
+    pub rules: Vec<DecidingRule>,
+    pub missing_approvals: Vec<MissingApproval>,
+    pub obligations: Vec<Obligation>,
+    /// Mandate names, root first; empty when the decision came before the mandate was resolved.
+    pub mandate_chain: Vec<String>,
+    /// The root mandate's principal, on escalations.
+    pub escalate_to: Option<String>,
+    /// The module hash of the policy that decided.
+    pub policy: String,
+}
+
+impl Decision {
+    /// A deny with the given reasons and nothing else: the shape of every decision made before the mandate is
+    /// resolved.
+    pub fn deny(reasons: Vec<String>, policy: impl Into<String>) -> Decision {
+        Decision {
+            outcome: Outcome::Deny,
+            reasons,
+            rules: Vec::new(),
+            missing_approvals: Vec::new(),
+            obligations: Vec::new(),
+            mandate_chain: Vec::new(),
+            escalate_to: None,
+            policy: policy.into(),
+        }
+    }
+
+    /// The decision on a request that is not JSON or has a field of the wrong type (also for a request that
+    /// cannot even be read).
+    pub fn malformed(policy: impl Into<String>) -> Decision {
+        Decision::deny(vec![err::REQUEST_MALFORMED.to_string()], policy)
+    }
+
+    /// Compact JSON on one line, keys in the documented order.
+    pub fn to_json(&self) -> String {
+        let mut out = String::from("{\"decision\":\"");
+        out.push_str(self.outcome.as_str());
+        out.push_str("\",\"reasons\":");
+        write_strings(&mut out, &self.reasons);
+        out.push_str(",\"rules\":");
+        write_list(&mut out, &self.rules, DecidingRule::write);
+        out.push_str(",\"missing_approvals\":");
+        write_list(&mut out, &self.missing_approvals, MissingApproval::write);
+        out.push_str(",\"obligations\":");
+        write_list(&mut out, &self.obligations, |o, out| out.push_str(&o.to_json()));
+        out.push_str(",\"mandate_chain\":");
+        write_strings(&mut out, &self.mandate_chain);
+        out.push_str(",\"escalate_to\":");
+        match &self.escalate_to {
+            Some(principal) => write_string(&mut out, principal),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"policy\":");
+        write_string(&mut out, &self.policy);
+        out.push('}');
+        out
+    }
+}
+
+pub(crate) fn write_strings(out: &mut String, items: &[String]) {
+    write_list(out, items, |s, out| write_string(out, s));
+}
+
+pub(crate) fn write_list<T>(out: &mut String, items: &[T], write: impl Fn(&T, &mut String)) {
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write(item, out);
+    }
+    out.push(']');
+}
+
+/// Writes a deciding rule (shared with the tool listing's JSON).
+pub(crate) fn write_rule(rule: &DecidingRule, out: &mut String) {
+    rule.write(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_keys_follow_the_documented_order() {
+        let decision = Decision {
+            outcome: Outcome::Escalate,
+            reasons: vec!["approval.missing".into()],
+            rules: vec![DecidingRule {
+                mandate: "wallet".into(),
+                rule: "require approval commercial_terms".into(),
+                at: "wallet/policy.remit:14:3".into(),
+            }],
+            missing_approvals: vec![MissingApproval {
+                kind: "commercial_terms".into(),
+                mandate: "wallet".into(),
+                tool: Some("pay".into()),
+                target: None,
+                digest: Some("sha256:00".into()),
+                manifest: None,
+            }],
+            obligations: vec![],
+            mandate_chain: vec!["wallet".into()],
+            escalate_to: Some("user:alice".into()),
+            policy: "sha256:ff".into(),
+        };
+        assert_eq!(
+            decision.to_json(),
+            concat!(
+                r#"{"decision":"escalate","reasons":["approval.missing"],"#,
+                r#""rules":[{"mandate":"wallet","rule":"require approval commercial_terms","at":"wallet/policy.remit:14:3"}],"#,
+                r#""missing_approvals":[{"kind":"commercial_terms","mandate":"wallet","tool":"pay","digest":"sha256:00"}],"#,
+                r#""obligations":[],"mandate_chain":["wallet"],"escalate_to":"user:alice","policy":"sha256:ff"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn malformed_decision_and_obligations() {
+        assert_eq!(
+            Decision::malformed("sha256:1").to_json(),
+            r#"{"decision":"deny","reasons":["request.malformed"],"rules":[],"missing_approvals":[],"obligations":[],"mandate_chain":[],"escalate_to":null,"policy":"sha256:1"}"#
+        );
+        let obligations = [
+            Obligation::ConsumeApproval("apr-\"1".into()),
+            Obligation::RecordOperation("op-1".into()),
+            Obligation::IncrementCounter("pay_per_op".into()),
+        ];
+        let json: Vec<String> = obligations.iter().map(Obligation::to_json).collect();
+        assert_eq!(
+            json,
+            [
+                r#"{"kind":"consume-approval","id":"apr-\"1"}"#,
+                r#"{"kind":"record-operation","id":"op-1"}"#,
+                r#"{"kind":"increment-counter","counter":"pay_per_op"}"#
+            ]
+        );
+    }
+
+    #[test]
+    fn decision_json_is_valid_json() {
+        let mut decision = Decision::deny(vec!["rule.forbidden".into()], "p");
+        decision.mandate_chain = vec!["a\nb".into(), "é\u{1}".into()];
+        let parsed: serde_json::Value = serde_json::from_str(&decision.to_json()).expect("valid JSON");
+        assert_eq!(parsed["mandate_chain"][1], "é\u{1}");
+    }
+}

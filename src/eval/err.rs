@@ -1,0 +1,34 @@
+//! Reason codes (the stable vocabulary of decisions, docs/requests.md) and the error a condition raises when it
+//! cannot be evaluated. Codes live here so every part of the interpreter spells them the same way.
+
+pub const REQUEST_MALFORMED: &str = "request.malformed";
+pub const REQUEST_MISSING_FIELD: &str = "request.missing-field";
+pub const TOOL_UNDECLARED: &str = "tool.undeclared";
+pub const MANDATE_UNKNOWN: &str = "mandate.unknown";
+pub const SUBJECT_NOT_HOLDER: &str = "subject.not-holder";
+pub const SELF_MODIFICATION: &str = "mandate.self-modification";
+pub const SCOPE_MISSING: &str = "credential.scope-missing";
+pub const NOT_YET_VALID: &str = "mandate.not-yet-valid";
+pub const EXPIRED: &str = "mandate.expired";
+pub const STOP_ACTIVE: &str = "stop.active";
+pub const FORBIDDEN: &str = "rule.forbidden";
+pub const LIMIT_EXCEEDED: &str = "limit.exceeded";
+pub const SCOPE_OUTSIDE: &str = "scope.outside";
+pub const LEVEL_EXCEEDED: &str = "level.exceeded";
+pub const OPERATION_MISSING_ID: &str = "operation.missing-id";
+pub const FACT_STALE: &str = "fact.stale";
+pub const BUDGET_EXHAUSTED: &str = "budget.exhausted";
+pub const UNMATCHED: &str = "rule.unmatched";
+pub const APPROVAL_MISSING: &str = "approval.missing";
+pub const ALLOWED: &str = "rule.allowed";
+
+/// Why a condition could not be evaluated. Callers never look inside: any error fails closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvalError {
+    /// The attribute is absent from the request.
+    Missing,
+    /// The attribute is present but does not decode as the type the checker gave it.
+    WrongType,
+    /// The values cannot be compared (different kinds, or money in different currencies).
+    Incomparable,
+}

@@ -1,0 +1,340 @@
+//! The reference interpreter: decides a request (docs/requests.md) against a checked [`Program`]. It is the
+//! executable definition of the semantics the wasm backend must reproduce byte for byte, so it is written for
+//! clarity and determinism: no IO, no clock, no panics on request data, and every list in a decision sorted so the
+//! order of rules and files never shows.
+//!
+//! Resolution stops early only for the tool, the mandate and the holder; after that every mandate of the chain is
+//! examined in full and the decision collects every reason: any deny reason denies, else any escalate reason
+//! escalates, else the call is allowed.
+
+mod cond;
+mod decision;
+mod digest;
+mod err;
+mod request;
+mod visible;
+
+use serde_json::{Map, Value as Json};
+
+pub use decision::{DecidingRule, Decision, MissingApproval, Obligation, Outcome};
+pub use digest::argument_digest;
+pub use visible::{visible_tools, HiddenTool, Visibility};
+
+use crate::ir::{ApprovalKind, Binding, Mandate, Program, RuleKind, Tool, ToolId};
+use crate::source::Span;
+use crate::syntax::ast::Outcome as Otherwise;
+use crate::value::format_timestamp;
+use cond::Env;
+use request::{Call, Need, Request};
+
+/// Decides one request. Never panics on any `request` bytes.
+pub fn decide(program: &Program, request: &[u8]) -> Decision {
+    let policy = program.hash.as_str();
+    let req = match request::parse(request, Need::Call) {
+        Ok(req) => req,
+        Err(error) => return Decision::deny(error.codes(), policy),
+    };
+    let Some(call) = req.call.as_ref() else {
+        return Decision::deny(vec![err::REQUEST_MISSING_FIELD.into()], policy);
+    };
+    let Some(tool) = program.tool(&call.name) else {
+        return Decision::deny(vec![err::TOOL_UNDECLARED.into()], policy);
+    };
+    let Some(leaf) = program.mandate(&req.mandate) else {
+        return Decision::deny(vec![err::MANDATE_UNKNOWN.into()], policy);
+    };
+    let chain = program.chain(leaf);
+    let mut decision = if program.mandates[leaf].holders.contains(&req.subject_id) {
+        let mut tally = Tally::default();
+        tally.examine(program, &req, call, tool, &chain);
+        tally.into_decision(program, &req, tool, &chain)
+    } else {
+        Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy)
+    };
+    decision.mandate_chain = chain.iter().map(|&m| program.mandates[m].name.clone()).collect();
+    decision
+}
+
+/// One reason found while examining the chain.
+#[derive(Debug)]
+struct Finding {
+    outcome: Otherwise,
+    code: &'static str,
+    rule: Option<DecidingRule>,
+}
+
+/// Everything found about a call, before it is turned into a decision.
+#[derive(Debug, Default)]
+struct Tally {
+    findings: Vec<Finding>,
+    /// Grants that matched and gates that were satisfied: the `rules` of an allow.
+    granted: Vec<DecidingRule>,
+    missing: Vec<MissingApproval>,
+    /// Single-use approvals that satisfied a gate.
+    consumed: Vec<String>,
+    /// Budgets that apply to the call.
+    counters: Vec<String>,
+}
+
+impl Tally {
+    fn deny(&mut self, code: &'static str, rule: Option<DecidingRule>) {
+        self.findings.push(Finding { outcome: Otherwise::Deny, code, rule });
+    }
+
+    fn add(&mut self, outcome: Otherwise, code: &'static str, rule: Option<DecidingRule>) {
+        self.findings.push(Finding { outcome, code, rule });
+    }
+
+    /// Examines every mandate of the chain (root first; the order does not matter, everything is sorted later).
+    fn examine(&mut self, program: &Program, req: &Request, call: &Call, tool_id: ToolId, chain: &[usize]) {
+        let tool = &program.tools[tool_id];
+        if tool.administers_mandates {
+            self.deny(err::SELF_MODIFICATION, None);
+        }
+        if lacks_scope(tool, req) {
+            self.deny(err::SCOPE_MISSING, None);
+        }
+        let env = Env { program, request: req, tool: tool_id, listing: false };
+        let empty = Json::Object(Map::new());
+        let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
+        for &mandate_id in chain {
+            let mandate = &program.mandates[mandate_id];
+            if let Some((code, rule)) = validity(program, mandate, req.now) {
+                self.deny(code, Some(rule));
+            }
+            if let Some(rule) = stopped(program, mandate, req, tool) {
+                self.deny(err::STOP_ACTIVE, Some(rule));
+            }
+            if let Some(rule) = level_exceeded(program, mandate, tool) {
+                self.deny(err::LEVEL_EXCEEDED, Some(rule));
+            }
+            let mut granted = false;
+            for rule in &mandate.rules {
+                if !program.covers(&rule.target, tool_id) {
+                    continue;
+                }
+                let entry = || deciding_rule(program, mandate, &rule.label, rule.span);
+                let result = cond::eval(&rule.condition, &env);
+                // Rules without a written condition have `True`; one that errors still applies (fail closed).
+                let applies = result != Ok(false);
+                match &rule.kind {
+                    RuleKind::Allow if result == Ok(true) => {
+                        granted = true;
+                        self.granted.push(entry());
+                    }
+                    RuleKind::Forbid if applies => self.deny(err::FORBIDDEN, Some(entry())),
+                    RuleKind::Limit if result != Ok(true) => self.deny(err::LIMIT_EXCEEDED, Some(entry())),
+                    RuleKind::Scope if result != Ok(true) => self.deny(err::SCOPE_OUTSIDE, Some(entry())),
+                    RuleKind::Gate { approval } if applies => {
+                        let kind = &program.approvals[*approval];
+                        let chosen = req
+                            .approvals
+                            .iter()
+                            .filter(|a| satisfies(a, kind, program, chain, req, call, &digest))
+                            .map(|a| &a.id)
+                            .min();
+                        match chosen {
+                            Some(id) => {
+                                if kind.single_use {
+                                    self.consumed.push(id.clone());
+                                }
+                                self.granted.push(entry());
+                            }
+                            None => {
+                                self.missing.push(missing_approval(kind, mandate, req, call, &digest));
+                                self.add(Otherwise::Escalate, err::APPROVAL_MISSING, Some(entry()));
+                            }
+                        }
+                    }
+                    RuleKind::RequireOperationId if applies && req.operation_id.as_deref().unwrap_or("").is_empty() => {
+                        self.deny(err::OPERATION_MISSING_ID, Some(entry()));
+                    }
+                    // Current only as a JSON integer equal to the version.
+                    RuleKind::Fact { name, version, on_stale }
+                        if applies && req.facts.get(name).and_then(Json::as_u64) != Some(*version) =>
+                    {
+                        self.add(*on_stale, err::FACT_STALE, Some(entry()));
+                    }
+                    RuleKind::Budget { name, max, .. } if applies => {
+                        self.counters.push(name.clone());
+                        let used = req.counters.get(name).and_then(Json::as_u64);
+                        if used.is_none_or(|used| used >= *max) {
+                            self.deny(err::BUDGET_EXHAUSTED, Some(entry()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !granted {
+                let rule = deciding_rule(program, mandate, otherwise_text(mandate.otherwise), mandate.otherwise_span);
+                self.add(mandate.otherwise, err::UNMATCHED, Some(rule));
+            }
+        }
+    }
+
+    fn into_decision(self, program: &Program, req: &Request, tool: ToolId, chain: &[usize]) -> Decision {
+        let mut decision = Decision::deny(Vec::new(), program.hash.as_str());
+        let outcome = if self.findings.iter().any(|f| f.outcome == Otherwise::Deny) {
+            Some(Otherwise::Deny)
+        } else if self.findings.is_empty() {
+            None
+        } else {
+            Some(Otherwise::Escalate)
+        };
+        match outcome {
+            Some(outcome) => {
+                let deciding = self.findings.into_iter().filter(|f| f.outcome == outcome);
+                let (codes, rules): (Vec<_>, Vec<_>) = deciding.map(|f| (f.code.to_string(), f.rule)).unzip();
+                decision.reasons = sorted(codes);
+                decision.rules = sorted_rules(rules.into_iter().flatten().collect());
+                if outcome == Otherwise::Escalate {
+                    decision.outcome = Outcome::Escalate;
+                    decision.missing_approvals = sorted(self.missing);
+                    decision.escalate_to = chain.first().map(|&root| program.mandates[root].principal.clone());
+                }
+            }
+            None => {
+                decision.outcome = Outcome::Allow;
+                decision.reasons = vec![err::ALLOWED.to_string()];
+                decision.rules = sorted_rules(self.granted);
+                let mut obligations: Vec<Obligation> =
+                    self.consumed.into_iter().map(Obligation::ConsumeApproval).collect();
+                if let Some(id) = req.operation_id.as_ref().filter(|id| !id.is_empty()) {
+                    if program.tools[tool].side_effects {
+                        obligations.push(Obligation::RecordOperation(id.clone()));
+                    }
+                }
+                obligations.extend(self.counters.into_iter().map(Obligation::IncrementCounter));
+                let mut keyed: Vec<(String, Obligation)> = obligations.into_iter().map(|o| (o.to_json(), o)).collect();
+                keyed.sort_by(|a, b| a.0.cmp(&b.0));
+                keyed.dedup_by(|a, b| a.0 == b.0);
+                decision.obligations = keyed.into_iter().map(|(_, o)| o).collect();
+            }
+        }
+        decision
+    }
+}
+
+fn sorted<T: Ord>(mut items: Vec<T>) -> Vec<T> {
+    items.sort();
+    items.dedup();
+    items
+}
+
+pub(crate) fn sorted_rules(mut rules: Vec<DecidingRule>) -> Vec<DecidingRule> {
+    rules.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    rules.dedup();
+    rules
+}
+
+/// Whether the tool requires scopes and the credential carries none of them (no credential: no scopes).
+pub(crate) fn lacks_scope(tool: &Tool, req: &Request) -> bool {
+    let held = req.scopes.as_deref().unwrap_or(&[]);
+    !tool.scopes.is_empty() && !tool.scopes.iter().any(|s| held.contains(s))
+}
+
+/// Whether `now` is outside the mandate's validity window, with the reason code.
+pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i64) -> Option<(&'static str, DecidingRule)> {
+    let code = if mandate.valid_from.is_some_and(|from| now < from) {
+        err::NOT_YET_VALID
+    } else if mandate.valid_until.is_some_and(|until| now >= until) {
+        err::EXPIRED
+    } else {
+        return None;
+    };
+    let mut text = String::from("valid");
+    if let Some(from) = mandate.valid_from {
+        text.push_str(" from ");
+        text.push_str(&format_timestamp(from));
+    }
+    if let Some(until) = mandate.valid_until {
+        text.push_str(" until ");
+        text.push_str(&format_timestamp(until));
+    }
+    Some((code, deciding_rule(program, mandate, &text, mandate.valid_span)))
+}
+
+/// A stop on the mandate, for a tool with side effects.
+pub(crate) fn stopped(program: &Program, mandate: &Mandate, req: &Request, tool: &Tool) -> Option<DecidingRule> {
+    let stopped = tool.side_effects && req.stops.contains(&mandate.name);
+    stopped.then(|| deciding_rule(program, mandate, "stop", mandate.span))
+}
+
+/// The tool's level is above the mandate's maximum.
+pub(crate) fn level_exceeded(program: &Program, mandate: &Mandate, tool: &Tool) -> Option<DecidingRule> {
+    let max = mandate.max_level.filter(|&max| tool.level > max)?;
+    let name = program.levels.get(max).cloned().unwrap_or_else(|| max.to_string());
+    Some(deciding_rule(program, mandate, &format!("max level {name}"), mandate.max_level_span))
+}
+
+pub(crate) fn otherwise_text(outcome: Otherwise) -> &'static str {
+    match outcome {
+        Otherwise::Deny => "otherwise deny",
+        Otherwise::Escalate => "otherwise escalate",
+    }
+}
+
+pub(crate) fn deciding_rule(program: &Program, mandate: &Mandate, rule: &str, span: Span) -> DecidingRule {
+    DecidingRule { mandate: mandate.name.clone(), rule: rule.to_string(), at: location(program, span) }
+}
+
+/// `file:line:column` of a span; a span that does not fit its file (never made by the checker) degrades to the
+/// file name instead of panicking.
+fn location(program: &Program, span: Span) -> String {
+    let Some((_, file)) = program.sources.files().nth(span.file as usize) else {
+        return "?".to_string();
+    };
+    if file.text.get(..span.start as usize).is_none() {
+        return file.name.clone();
+    }
+    program.sources.location(span)
+}
+
+/// Whether a presented approval satisfies a gate of `kind` for this call.
+fn satisfies(
+    approval: &request::Approval,
+    kind: &ApprovalKind,
+    program: &Program,
+    chain: &[usize],
+    req: &Request,
+    call: &Call,
+    digest: &str,
+) -> bool {
+    let now = i128::from(req.now);
+    let issued = i128::from(approval.issued_at);
+    let in_time = issued <= now && now < i128::from(approval.expires_at) && now < issued + i128::from(kind.ttl);
+    let in_chain = chain.iter().any(|&m| program.mandates[m].name == approval.mandate);
+    let bound = kind.binds.iter().all(|binding| match binding {
+        Binding::Tool => approval.tool.as_deref() == Some(call.name.as_str()),
+        Binding::Target => approval.target.is_some() && approval.target == req.resource_id,
+        Binding::Arguments => approval.digest.as_deref() == Some(digest),
+        Binding::Manifest => approval.manifest.is_some() && approval.manifest.as_deref() == manifest(call),
+    });
+    approval.kind == kind.name && in_chain && in_time && !approval.consumed && bound
+}
+
+/// `args.manifest` when it is a string.
+fn manifest(call: &Call) -> Option<&str> {
+    call.argument("manifest").and_then(Json::as_str)
+}
+
+fn missing_approval(
+    kind: &ApprovalKind,
+    mandate: &Mandate,
+    req: &Request,
+    call: &Call,
+    digest: &str,
+) -> MissingApproval {
+    let binds = |b: Binding| kind.binds.contains(&b);
+    MissingApproval {
+        kind: kind.name.clone(),
+        mandate: mandate.name.clone(),
+        tool: binds(Binding::Tool).then(|| call.name.clone()),
+        target: req.resource_id.clone().filter(|_| binds(Binding::Target)),
+        digest: binds(Binding::Arguments).then(|| digest.to_string()),
+        manifest: manifest(call).filter(|_| binds(Binding::Manifest)).map(str::to_string),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,297 @@
+//! Parsing a request (docs/requests.md) into typed data. Works on any bytes without panicking: invalid UTF-8, bad
+//! JSON and excessive nesting are serde_json errors (serde_json bounds recursion), and every field is checked for
+//! its JSON type before use. `null` counts as a wrong type, never as absent, so `"stops": null` cannot switch a stop
+//! off.
+
+use serde_json::{Map, Value as Json};
+
+use super::err;
+use crate::value::{parse_timestamp, Decimal, DECIMAL_SCALE};
+
+/// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
+/// where `action` is not read at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    Call,
+    Listing,
+}
+
+/// What is wrong with a request that cannot be decided on. Both flags may be set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RequestError {
+    pub malformed: bool,
+    pub missing: bool,
+}
+
+impl RequestError {
+    /// The reason codes, sorted.
+    pub fn codes(self) -> Vec<String> {
+        let mut codes = Vec::new();
+        if self.malformed {
+            codes.push(err::REQUEST_MALFORMED.to_string());
+        }
+        if self.missing {
+            codes.push(err::REQUEST_MISSING_FIELD.to_string());
+        }
+        codes
+    }
+
+    pub fn is_error(self) -> bool {
+        self.malformed || self.missing
+    }
+}
+
+/// The tool call of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Call {
+    pub name: String,
+    /// `action.arguments`, always a JSON object when present.
+    pub arguments: Option<Json>,
+}
+
+impl Call {
+    pub fn argument(&self, name: &str) -> Option<&Json> {
+        self.arguments.as_ref().and_then(|a| a.get(name))
+    }
+}
+
+/// A presented approval whose every field has the right type. Approvals that do not are dropped at parse time:
+/// they never satisfy anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Approval {
+    pub id: String,
+    pub kind: String,
+    pub mandate: String,
+    pub issued_at: i64,
+    pub expires_at: i64,
+    pub tool: Option<String>,
+    pub target: Option<String>,
+    pub digest: Option<String>,
+    pub manifest: Option<String>,
+    pub consumed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Request {
+    pub subject_id: String,
+    /// `subject.credential.scopes`; `None` when there is no credential or it lists no scopes field.
+    pub scopes: Option<Vec<String>>,
+    /// Always present for [`Need::Call`]; never read for [`Need::Listing`].
+    pub call: Option<Call>,
+    pub resource_id: Option<String>,
+    pub mandate: String,
+    pub now: i64,
+    pub operation_id: Option<String>,
+    pub attempt: Option<Decimal>,
+    pub approvals: Vec<Approval>,
+    pub stops: Vec<String>,
+    pub facts: Map<String, Json>,
+    pub counters: Map<String, Json>,
+    pub attributes: Map<String, Json>,
+}
+
+/// Parses `bytes` as a request.
+pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
+    let Ok(json) = serde_json::from_slice::<Json>(bytes) else {
+        return Err(RequestError { malformed: true, missing: false });
+    };
+    let Some(root) = json.as_object() else {
+        return Err(RequestError { malformed: true, missing: false });
+    };
+    let mut p = Problems::default();
+
+    let subject = p.object(root, "subject");
+    let subject_id = p.required_string(root, "subject", "id");
+    let credential = subject.and_then(|s| p.object(s, "credential"));
+    if let Some(credential) = credential {
+        p.string(credential, "id");
+    }
+    let scopes = credential.and_then(|c| p.strings(c, "scopes"));
+
+    let call = match need {
+        Need::Listing => None,
+        Need::Call => {
+            let action = p.object(root, "action");
+            let name = p.required_string(root, "action", "name");
+            let arguments = action.and_then(|a| p.object(a, "arguments")).map(|a| Json::Object(a.clone()));
+            name.map(|name| Call { name, arguments })
+        }
+    };
+
+    let resource_id = p.object(root, "resource").and_then(|r| p.string(r, "id"));
+
+    let context = p.object(root, "context");
+    let mandate = p.required_string(root, "context", "mandate");
+    let now = p.required_string(root, "context", "now").and_then(|text| {
+        let parsed = parse_timestamp(&text);
+        if parsed.is_none() {
+            p.error.malformed = true;
+        }
+        parsed
+    });
+    let empty = Map::new();
+    let context = context.unwrap_or(&empty);
+    let operation_id = p.string(context, "operation_id");
+    let attempt = match context.get("attempt") {
+        None => None,
+        Some(value) => {
+            let attempt = integer(value);
+            if attempt.is_none() {
+                p.error.malformed = true;
+            }
+            attempt
+        }
+    };
+    let approvals = match context.get("approvals") {
+        None => Vec::new(),
+        Some(Json::Array(items)) => items.iter().filter_map(approval).collect(),
+        Some(_) => {
+            p.error.malformed = true;
+            Vec::new()
+        }
+    };
+    let stops = p.strings(context, "stops").unwrap_or_default();
+    let facts = p.object(context, "facts").cloned().unwrap_or_default();
+    let counters = p.object(context, "counters").cloned().unwrap_or_default();
+    let attributes = p.object(context, "attributes").cloned().unwrap_or_default();
+
+    if p.error.is_error() {
+        return Err(p.error);
+    }
+    // With no problem recorded every required field was found; the `else` only guards the types.
+    let (Some(subject_id), Some(mandate), Some(now)) = (subject_id, mandate, now) else {
+        return Err(RequestError { malformed: false, missing: true });
+    };
+    if need == Need::Call && call.is_none() {
+        return Err(RequestError { malformed: false, missing: true });
+    }
+    Ok(Request {
+        subject_id,
+        scopes,
+        call,
+        resource_id,
+        mandate,
+        now,
+        operation_id,
+        attempt,
+        approvals,
+        stops,
+        facts,
+        counters,
+        attributes,
+    })
+}
+
+/// Reads fields while recording what is wrong, so one pass reports both a missing field and a malformed one.
+#[derive(Debug, Default)]
+struct Problems {
+    error: RequestError,
+}
+
+impl Problems {
+    /// An optional object field; a present non-object is malformed.
+    fn object<'a>(&mut self, parent: &'a Map<String, Json>, key: &str) -> Option<&'a Map<String, Json>> {
+        match parent.get(key) {
+            None => None,
+            Some(Json::Object(map)) => Some(map),
+            Some(_) => {
+                self.error.malformed = true;
+                None
+            }
+        }
+    }
+
+    /// An optional string field; a present non-string is malformed.
+    fn string(&mut self, parent: &Map<String, Json>, key: &str) -> Option<String> {
+        match parent.get(key) {
+            None => None,
+            Some(Json::String(s)) => Some(s.clone()),
+            Some(_) => {
+                self.error.malformed = true;
+                None
+            }
+        }
+    }
+
+    /// A required string field `parent.key` of the root. An absent parent means the field is missing too; a
+    /// parent of the wrong type is already recorded as malformed by [`Problems::object`].
+    fn required_string(&mut self, root: &Map<String, Json>, parent: &str, key: &str) -> Option<String> {
+        match root.get(parent) {
+            None => {
+                self.error.missing = true;
+                None
+            }
+            Some(Json::Object(map)) => match map.get(key) {
+                None => {
+                    self.error.missing = true;
+                    None
+                }
+                Some(Json::String(s)) => Some(s.clone()),
+                Some(_) => {
+                    self.error.malformed = true;
+                    None
+                }
+            },
+            Some(_) => None,
+        }
+    }
+
+    /// An optional array of strings.
+    fn strings(&mut self, parent: &Map<String, Json>, key: &str) -> Option<Vec<String>> {
+        let items = match parent.get(key) {
+            None => return None,
+            Some(Json::Array(items)) => items,
+            Some(_) => {
+                self.error.malformed = true;
+                return None;
+            }
+        };
+        let strings: Option<Vec<String>> = items.iter().map(|i| i.as_str().map(str::to_string)).collect();
+        if strings.is_none() {
+            self.error.malformed = true;
+        }
+        strings
+    }
+}
+
+/// A JSON integer (not `1.0`) as an exact decimal.
+fn integer(value: &Json) -> Option<Decimal> {
+    let n = value.as_number()?;
+    let whole = match (n.as_i64(), n.as_u64()) {
+        (Some(i), _) => i128::from(i),
+        (None, Some(u)) => i128::from(u),
+        (None, None) => return None,
+    };
+    whole.checked_mul(10i128.pow(DECIMAL_SCALE)).map(Decimal)
+}
+
+/// One presented approval, or `None` when a field it needs is absent or any known field has the wrong type.
+fn approval(value: &Json) -> Option<Approval> {
+    let map = value.as_object()?;
+    let required = |key: &str| map.get(key).and_then(Json::as_str).map(str::to_string);
+    // An optional field that is present must be a string; a wrongly typed one spoils the whole approval.
+    let optional = |key: &str| -> Result<Option<String>, ()> {
+        match map.get(key) {
+            None => Ok(None),
+            Some(Json::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(()),
+        }
+    };
+    let consumed = match map.get("consumed") {
+        None => false,
+        Some(Json::Bool(b)) => *b,
+        Some(_) => return None,
+    };
+    Some(Approval {
+        id: required("id")?,
+        kind: required("kind")?,
+        mandate: required("mandate")?,
+        issued_at: parse_timestamp(&required("issued_at")?)?,
+        expires_at: parse_timestamp(&required("expires_at")?)?,
+        tool: optional("tool").ok()?,
+        target: optional("target").ok()?,
+        digest: optional("digest").ok()?,
+        manifest: optional("manifest").ok()?,
+        consumed,
+    })
+}

@@ -1,0 +1,256 @@
+//! The syntax tree of one `.remit` file, as written: names are unresolved and every node keeps its span.
+
+use crate::source::Span;
+
+/// A name as written, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Name {
+    pub text: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct File {
+    pub decls: Vec<Decl>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decl {
+    Import(Import),
+    Effect(EffectDecl),
+    Levels(LevelsDecl),
+    Kind(Name),
+    Enum(EnumDecl),
+    Context(ContextDecl),
+    Approval(ApprovalDecl),
+    Tool(ToolDecl),
+    Mandate(MandateDecl),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Import {
+    pub path: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectDecl {
+    pub name: Name,
+    pub params: Vec<Param>,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelsDecl {
+    pub levels: Vec<Name>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnumDecl {
+    pub name: Name,
+    pub variants: Vec<Name>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextDecl {
+    pub name: Name,
+    pub ty: TypeExpr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalDecl {
+    pub name: Name,
+    pub binds: Vec<Name>,
+    pub ttl: Option<(u64, Span)>,
+    pub single_use: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    pub name: Name,
+    pub ty: TypeExpr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TypeExpr {
+    Named(Name),
+    Set(Box<TypeExpr>, Span),
+}
+
+impl TypeExpr {
+    pub fn span(&self) -> Span {
+        match self {
+            TypeExpr::Named(n) => n.span,
+            TypeExpr::Set(_, s) => *s,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDecl {
+    pub name: Name,
+    pub params: Vec<Param>,
+    pub effects: Vec<Name>,
+    pub level: Option<Name>,
+    pub side_effects: bool,
+    pub scopes: Vec<(String, Span)>,
+    pub administers_mandates: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MandateDecl {
+    pub name: Name,
+    pub principal: Option<(String, Span)>,
+    pub parent: Option<Name>,
+    pub clauses: Vec<Clause>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    Deny,
+    Escalate,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clause {
+    pub kind: ClauseKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Window {
+    PerOperation,
+    PerHour,
+    PerDay,
+    InTotal,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClauseKind {
+    Holder(Vec<(String, Span)>),
+    Purpose(String),
+    Valid { from: Option<(i64, Span)>, until: Option<(i64, Span)> },
+    MaxLevel(Name),
+    Otherwise(Outcome),
+    DelegationDepth(u32),
+    Allow { target: Target, condition: Option<Expr> },
+    Forbid { target: Target, condition: Option<Expr> },
+    Limit { target: Target, condition: Expr },
+    Scope { target: Target, condition: Expr },
+    Gate { approval: Name, target: Target, condition: Option<Expr> },
+    RequireOperationId { target: Target },
+    Budget { name: Name, max: u64, target: Target, window: Window },
+    Fact { name: Name, version: u64, target: Target, on_stale: Outcome },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    AnyTool(Span),
+    SideEffects(Span),
+    Named(Name),
+}
+
+impl Target {
+    pub fn span(&self) -> Span {
+        match self {
+            Target::AnyTool(s) | Target::SideEffects(s) => *s,
+            Target::Named(n) => n.span,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Or(Vec<Expr>),
+    And(Vec<Expr>),
+    Not(Box<Expr>, Span),
+    /// A bool attribute used alone as a condition.
+    Truthy(Attribute),
+    Compare { attr: Attribute, op: CompareOp, operand: Operand, span: Span },
+    In { attr: Attribute, negated: bool, items: Vec<Operand>, span: Span },
+    Under { attr: Attribute, prefix: String, span: Span },
+    Contains { attr: Attribute, item: Operand, span: Span },
+    Within { attr: Attribute, items: Vec<Operand>, span: Span },
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Or(items) | Expr::And(items) => {
+                let first = items.first().map(Expr::span).unwrap_or_default();
+                let last = items.last().map(Expr::span).unwrap_or_default();
+                first.to(last)
+            }
+            Expr::Not(_, s) => *s,
+            Expr::Truthy(a) => a.span,
+            Expr::Compare { span, .. }
+            | Expr::In { span, .. }
+            | Expr::Under { span, .. }
+            | Expr::Contains { span, .. }
+            | Expr::Within { span, .. } => *span,
+        }
+    }
+}
+
+/// `args.amount`, `resource.id`, `now`, … as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attribute {
+    pub root: String,
+    pub field: Option<String>,
+    pub span: Span,
+}
+
+impl Attribute {
+    pub fn display(&self) -> String {
+        match &self.field {
+            Some(f) => format!("{}.{}", self.root, f),
+            None => self.root.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CompareOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CompareOp::Eq => "==",
+            CompareOp::Ne => "!=",
+            CompareOp::Lt => "<",
+            CompareOp::Le => "<=",
+            CompareOp::Gt => ">",
+            CompareOp::Ge => ">=",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operand {
+    pub value: Literal,
+    pub span: Span,
+}
+
+/// A literal as written. Bare identifiers (level names) stay names until checked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    String(String),
+    /// A number as written (integer or decimal), kept exact.
+    Number(String),
+    Money { amount: String, currency: String },
+    Bool(bool),
+    /// Seconds since the Unix epoch.
+    Timestamp(i64),
+    /// Seconds.
+    Duration(u64),
+    Ident(String),
+}

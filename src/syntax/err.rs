@@ -1,0 +1,21 @@
+//! Wording of syntax errors.
+
+use crate::diag::Diagnostic;
+use crate::source::Span;
+
+pub fn syntax(span: Span, expected: &str) -> Diagnostic {
+    Diagnostic::error("remit::syntax", format!("unexpected input, expected {expected}"))
+        .label(span, "not valid here")
+        .help("see docs/language.md for the grammar of declarations and clauses")
+}
+
+pub fn bad_literal(span: Span, what: &str, text: &str) -> Diagnostic {
+    Diagnostic::error("remit::invalid-literal", format!("`{text}` is not a valid {what}"))
+        .label(span, format!("invalid {what}"))
+        .help(match what {
+            "timestamp" => "timestamps are UTC: `2026-11-30T12:00:00Z`",
+            "duration" => "durations are a whole number with a unit: `900s`, `15m`, `24h`, `7d`",
+            "money amount" => "money is an exact decimal with at most 9 fractional digits and a currency: `12.50 USD`",
+            _ => "numbers are exact decimals with at most 9 fractional digits",
+        })
+}

@@ -1,0 +1,7 @@
+//! Syntax: the pest grammar (`grammar/remit.pest`) and its lowering to the [`ast`]. Only this module knows pest.
+
+pub mod ast;
+mod err;
+mod parser;
+
+pub use parser::parse_file;

@@ -1,0 +1,527 @@
+//! Lowers pest's parse tree to the [`ast`](super::ast).
+
+use pest::iterators::Pair;
+use pest::Parser as _;
+
+use super::ast::*;
+use super::err;
+use crate::diag::Diagnostic;
+use crate::source::{FileId, Span};
+use crate::value::{parse_duration, parse_timestamp, Decimal};
+
+#[derive(pest_derive::Parser)]
+#[grammar = "../grammar/remit.pest"]
+struct RemitParser;
+
+/// Parses one file. On a syntax error, returns the diagnostics found.
+pub fn parse_file(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
+    let mut pairs = match RemitParser::parse(Rule::file, text) {
+        Ok(pairs) => pairs,
+        Err(error) => return Err(vec![syntax_error(file, text, error)]),
+    };
+    let mut lower = Lower { file, errors: Vec::new() };
+    let root = pairs.next().expect("the file rule always produces one pair");
+    let mut decls = Vec::new();
+    for pair in root.into_inner() {
+        if pair.as_rule() != Rule::EOI {
+            decls.push(lower.decl(pair));
+        }
+    }
+    if lower.errors.is_empty() {
+        Ok(File { decls })
+    } else {
+        Err(lower.errors)
+    }
+}
+
+fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Diagnostic {
+    let (start, end) = match error.location {
+        pest::error::InputLocation::Pos(p) => (p, p),
+        pest::error::InputLocation::Span((s, e)) => (s, e),
+    };
+    // Underline the word at the error position so the label is visible.
+    let word_end = text[start..]
+        .char_indices()
+        .find(|(_, c)| c.is_whitespace())
+        .map_or(text.len(), |(i, _)| start + i)
+        .max(end);
+    let expected = match &error.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } => describe_expected(positives),
+        pest::error::ErrorVariant::CustomError { message } => message.clone(),
+    };
+    err::syntax(Span::new(file, start, word_end), &expected)
+}
+
+fn describe_expected(rules: &[Rule]) -> String {
+    let mut names: Vec<&str> = rules.iter().filter_map(|r| rule_name(*r)).collect();
+    names.sort();
+    names.dedup();
+    match names.len() {
+        0 => "a declaration".to_string(),
+        1 => names[0].to_string(),
+        _ => {
+            let last = names.pop().unwrap_or_default();
+            format!("{} or {last}", names.join(", "))
+        }
+    }
+}
+
+fn rule_name(rule: Rule) -> Option<&'static str> {
+    Some(match rule {
+        Rule::EOI
+        | Rule::import_decl
+        | Rule::effect_decl
+        | Rule::levels_decl
+        | Rule::kind_decl
+        | Rule::enum_decl
+        | Rule::context_decl
+        | Rule::approval_decl
+        | Rule::tool_decl
+        | Rule::mandate_decl => "a declaration (`tool`, `effect`, `mandate`, …)",
+        Rule::ident => "a name",
+        Rule::string => "a string",
+        Rule::timestamp => "a timestamp",
+        Rule::duration => "a duration",
+        Rule::number => "a number",
+        Rule::literal | Rule::operand => "a value",
+        Rule::ty => "a type",
+        Rule::params => "a parameter list `(…)`",
+        Rule::param => "a parameter `name: type`",
+        Rule::target => "a tool, an effect class, `any tool` or `side effects`",
+        Rule::expr | Rule::unary | Rule::comparison | Rule::attribute => "a condition",
+        Rule::cmp_op | Rule::in_op | Rule::not_in | Rule::under_op | Rule::contains_op | Rule::within_op => {
+            "an operator"
+        }
+        Rule::list => "a list `[…]`",
+        Rule::outcome => "`deny` or `escalate`",
+        Rule::window => "`per operation`, `per hour`, `per day` or `in total`",
+        Rule::holder_clause
+        | Rule::purpose_clause
+        | Rule::valid_clause
+        | Rule::max_level_clause
+        | Rule::otherwise_clause
+        | Rule::depth_clause
+        | Rule::allow_clause
+        | Rule::forbid_clause
+        | Rule::limit_clause
+        | Rule::scope_clause
+        | Rule::gate_clause
+        | Rule::operation_clause
+        | Rule::budget_clause
+        | Rule::fact_clause => "a mandate clause (`holder`, `allow`, `forbid`, …) or `}`",
+        Rule::effects_clause
+        | Rule::tool_level_clause
+        | Rule::side_effects_clause
+        | Rule::requires_scope_clause
+        | Rule::administers_clause => "a tool clause (`effects`, `level`, `side effects`, …) or `}`",
+        Rule::binds_clause | Rule::ttl_clause | Rule::single_use_clause => {
+            "an approval clause (`binds`, `ttl`, `single use`) or `}`"
+        }
+        Rule::kw_where => "`where`",
+        Rule::kw_and => "`and`",
+        Rule::kw_or => "`or`",
+        _ => return None,
+    })
+}
+
+struct Lower {
+    file: FileId,
+    errors: Vec<Diagnostic>,
+}
+
+impl Lower {
+    fn span(&self, pair: &Pair<'_, Rule>) -> Span {
+        let s = pair.as_span();
+        Span::new(self.file, s.start(), s.end())
+    }
+
+    fn name(&self, pair: Pair<'_, Rule>) -> Name {
+        Name { text: pair.as_str().to_string(), span: self.span(&pair) }
+    }
+
+    fn string(&self, pair: Pair<'_, Rule>) -> (String, Span) {
+        let span = self.span(&pair);
+        let inner = pair.into_inner().next().map_or("", |p| p.as_str());
+        let mut out = String::with_capacity(inner.len());
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            if c == '\\' {
+                match chars.next() {
+                    Some('n') => out.push('\n'),
+                    Some('t') => out.push('\t'),
+                    Some(other) => out.push(other),
+                    None => {}
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        (out, span)
+    }
+
+    fn timestamp(&mut self, pair: Pair<'_, Rule>) -> (i64, Span) {
+        let span = self.span(&pair);
+        match parse_timestamp(pair.as_str()) {
+            Some(t) => (t, span),
+            None => {
+                self.errors.push(err::bad_literal(span, "timestamp", pair.as_str()));
+                (0, span)
+            }
+        }
+    }
+
+    fn count(&mut self, pair: Pair<'_, Rule>) -> u64 {
+        let span = self.span(&pair);
+        match pair.as_str().parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => {
+                self.errors.push(err::bad_literal(span, "count", pair.as_str()));
+                0
+            }
+        }
+    }
+
+    fn decl(&mut self, pair: Pair<'_, Rule>) -> Decl {
+        let span = self.span(&pair);
+        let rule = pair.as_rule();
+        let mut inner = pair.into_inner();
+        match rule {
+            Rule::import_decl => {
+                let (path, _) = self.string(inner.next().expect("import path"));
+                Decl::Import(Import { path, span })
+            }
+            Rule::effect_decl => {
+                let name = self.name(inner.next().expect("effect name"));
+                let mut params = Vec::new();
+                let mut description = None;
+                for p in inner {
+                    match p.as_rule() {
+                        Rule::params => params = self.params(p),
+                        _ => description = Some(self.string(p).0),
+                    }
+                }
+                Decl::Effect(EffectDecl { name, params, description })
+            }
+            Rule::levels_decl => Decl::Levels(LevelsDecl { levels: inner.map(|p| self.name(p)).collect(), span }),
+            Rule::kind_decl => Decl::Kind(self.name(inner.next().expect("kind name"))),
+            Rule::enum_decl => {
+                let name = self.name(inner.next().expect("enum name"));
+                Decl::Enum(EnumDecl { name, variants: inner.map(|p| self.name(p)).collect() })
+            }
+            Rule::context_decl => {
+                let name = self.name(inner.next().expect("context name"));
+                let ty = self.ty(inner.next().expect("context type"));
+                Decl::Context(ContextDecl { name, ty })
+            }
+            Rule::approval_decl => self.approval(inner),
+            Rule::tool_decl => self.tool(inner),
+            Rule::mandate_decl => self.mandate(inner, span),
+            other => unreachable!("not a declaration: {other:?}"),
+        }
+    }
+
+    fn params(&mut self, pair: Pair<'_, Rule>) -> Vec<Param> {
+        pair.into_inner()
+            .map(|param| {
+                let mut inner = param.into_inner();
+                let name = self.name(inner.next().expect("param name"));
+                let ty = self.ty(inner.next().expect("param type"));
+                Param { name, ty }
+            })
+            .collect()
+    }
+
+    fn ty(&mut self, pair: Pair<'_, Rule>) -> TypeExpr {
+        let inner = pair.into_inner().next().expect("type body");
+        match inner.as_rule() {
+            Rule::set_ty => {
+                let span = self.span(&inner);
+                let element = self.ty(inner.into_inner().next().expect("set element type"));
+                TypeExpr::Set(Box::new(element), span)
+            }
+            _ => TypeExpr::Named(self.name(inner)),
+        }
+    }
+
+    fn approval(&mut self, mut inner: pest::iterators::Pairs<'_, Rule>) -> Decl {
+        let name = self.name(inner.next().expect("approval name"));
+        let mut decl = ApprovalDecl { name, binds: Vec::new(), ttl: None, single_use: false };
+        for clause in inner {
+            match clause.as_rule() {
+                Rule::binds_clause => decl.binds.extend(clause.into_inner().map(|p| self.name(p))),
+                Rule::ttl_clause => {
+                    let d = clause.into_inner().next().expect("ttl duration");
+                    let span = self.span(&d);
+                    match parse_duration(d.as_str()) {
+                        Some(seconds) => decl.ttl = Some((seconds, span)),
+                        None => self.errors.push(err::bad_literal(span, "duration", d.as_str())),
+                    }
+                }
+                Rule::single_use_clause => decl.single_use = true,
+                other => unreachable!("not an approval clause: {other:?}"),
+            }
+        }
+        Decl::Approval(decl)
+    }
+
+    fn tool(&mut self, mut inner: pest::iterators::Pairs<'_, Rule>) -> Decl {
+        let name = self.name(inner.next().expect("tool name"));
+        let params = self.params(inner.next().expect("tool params"));
+        let mut tool = ToolDecl {
+            name,
+            params,
+            effects: Vec::new(),
+            level: None,
+            side_effects: false,
+            scopes: Vec::new(),
+            administers_mandates: false,
+        };
+        for clause in inner {
+            match clause.as_rule() {
+                Rule::effects_clause => {
+                    tool.effects.extend(clause.into_inner().filter(|p| p.as_rule() == Rule::ident).map(|p| self.name(p)))
+                }
+                Rule::tool_level_clause => tool.level = Some(self.name(clause.into_inner().next().expect("level"))),
+                Rule::side_effects_clause => tool.side_effects = true,
+                Rule::requires_scope_clause => tool.scopes.extend(clause.into_inner().map(|p| self.string(p))),
+                Rule::administers_clause => tool.administers_mandates = true,
+                other => unreachable!("not a tool clause: {other:?}"),
+            }
+        }
+        Decl::Tool(tool)
+    }
+
+    fn mandate(&mut self, mut inner: pest::iterators::Pairs<'_, Rule>, span: Span) -> Decl {
+        let name = self.name(inner.next().expect("mandate name"));
+        let mut decl = MandateDecl { name, principal: None, parent: None, clauses: Vec::new(), span };
+        for pair in inner {
+            match pair.as_rule() {
+                Rule::principal_spec => decl.principal = Some(self.string(pair.into_inner().next().expect("principal"))),
+                Rule::parent_spec => decl.parent = Some(self.name(pair.into_inner().next().expect("parent"))),
+                _ => {
+                    let clause = self.clause(pair);
+                    decl.clauses.push(clause);
+                }
+            }
+        }
+        Decl::Mandate(decl)
+    }
+
+    fn clause(&mut self, pair: Pair<'_, Rule>) -> Clause {
+        let span = self.span(&pair);
+        let rule = pair.as_rule();
+        let mut inner = pair.into_inner().filter(|p| !matches!(p.as_rule(), Rule::kw_where));
+        let kind = match rule {
+            Rule::holder_clause => ClauseKind::Holder(inner.map(|p| self.string(p)).collect()),
+            Rule::purpose_clause => ClauseKind::Purpose(self.string(inner.next().expect("purpose")).0),
+            Rule::valid_clause => {
+                let (mut from, mut until) = (None, None);
+                for bound in inner {
+                    let is_from = bound.as_rule() == Rule::valid_from;
+                    let t = self.timestamp(bound.into_inner().next().expect("timestamp"));
+                    if is_from {
+                        from = Some(t);
+                    } else {
+                        until = Some(t);
+                    }
+                }
+                ClauseKind::Valid { from, until }
+            }
+            Rule::max_level_clause => ClauseKind::MaxLevel(self.name(inner.next().expect("level"))),
+            Rule::otherwise_clause => ClauseKind::Otherwise(outcome(inner.next().expect("outcome"))),
+            Rule::depth_clause => {
+                let n = self.count(inner.next().expect("depth"));
+                ClauseKind::DelegationDepth(n.min(u32::MAX as u64) as u32)
+            }
+            Rule::allow_clause | Rule::forbid_clause => {
+                let target = self.target(inner.next().expect("target"));
+                let condition = inner.next().map(|w| self.where_clause(w));
+                if rule == Rule::allow_clause {
+                    ClauseKind::Allow { target, condition }
+                } else {
+                    ClauseKind::Forbid { target, condition }
+                }
+            }
+            Rule::limit_clause | Rule::scope_clause => {
+                let target = self.target(inner.next().expect("target"));
+                let condition = self.expr(inner.next().expect("condition"));
+                if rule == Rule::limit_clause {
+                    ClauseKind::Limit { target, condition }
+                } else {
+                    ClauseKind::Scope { target, condition }
+                }
+            }
+            Rule::gate_clause => {
+                let approval = self.name(inner.next().expect("approval"));
+                let target = self.target(inner.next().expect("target"));
+                let condition = inner.next().map(|w| self.where_clause(w));
+                ClauseKind::Gate { approval, target, condition }
+            }
+            Rule::operation_clause => ClauseKind::RequireOperationId { target: self.target(inner.next().expect("target")) },
+            Rule::budget_clause => {
+                let name = self.name(inner.next().expect("budget name"));
+                let max = self.count(inner.next().expect("budget max"));
+                let target = self.target(inner.next().expect("target"));
+                let window = match inner.next().and_then(|w| w.into_inner().next()).map(|w| w.as_rule()) {
+                    Some(Rule::per_operation) => Window::PerOperation,
+                    Some(Rule::per_hour) => Window::PerHour,
+                    Some(Rule::per_day) => Window::PerDay,
+                    _ => Window::InTotal,
+                };
+                ClauseKind::Budget { name, max, target, window }
+            }
+            Rule::fact_clause => {
+                let name = self.name(inner.next().expect("fact name"));
+                let version = self.count(inner.next().expect("fact version"));
+                let target = self.target(inner.next().expect("target"));
+                let on_stale = inner
+                    .next()
+                    .map_or(Outcome::Deny, |e| outcome(e.into_inner().next().expect("outcome")));
+                ClauseKind::Fact { name, version, target, on_stale }
+            }
+            other => unreachable!("not a mandate clause: {other:?}"),
+        };
+        Clause { kind, span }
+    }
+
+    fn target(&mut self, pair: Pair<'_, Rule>) -> Target {
+        let inner = pair.into_inner().next().expect("target body");
+        match inner.as_rule() {
+            Rule::any_tool => Target::AnyTool(self.span(&inner)),
+            Rule::side_effect_tools => Target::SideEffects(self.span(&inner)),
+            _ => Target::Named(self.name(inner)),
+        }
+    }
+
+    fn where_clause(&mut self, pair: Pair<'_, Rule>) -> Expr {
+        let expr = pair.into_inner().find(|p| p.as_rule() == Rule::expr).expect("where condition");
+        self.expr(expr)
+    }
+
+    fn expr(&mut self, pair: Pair<'_, Rule>) -> Expr {
+        match pair.as_rule() {
+            Rule::expr | Rule::conj => {
+                let is_or = pair.as_rule() == Rule::expr;
+                let mut items: Vec<Expr> = pair
+                    .into_inner()
+                    .filter(|p| !matches!(p.as_rule(), Rule::kw_and | Rule::kw_or))
+                    .map(|p| self.expr(p))
+                    .collect();
+                if items.len() == 1 {
+                    items.pop().expect("one item")
+                } else if is_or {
+                    Expr::Or(items)
+                } else {
+                    Expr::And(items)
+                }
+            }
+            Rule::unary => self.expr(pair.into_inner().next().expect("unary body")),
+            Rule::negation => {
+                let span = self.span(&pair);
+                let operand = pair.into_inner().find(|p| p.as_rule() != Rule::kw_not).expect("negated");
+                Expr::Not(Box::new(self.expr(operand)), span)
+            }
+            Rule::comparison => self.comparison(pair),
+            other => unreachable!("not an expression: {other:?}"),
+        }
+    }
+
+    fn comparison(&mut self, pair: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&pair);
+        let mut inner = pair.into_inner();
+        let attr = self.attribute(inner.next().expect("attribute"));
+        let Some(op) = inner.next() else {
+            return Expr::Truthy(attr);
+        };
+        match op.as_rule() {
+            Rule::cmp_op => {
+                let op = match op.as_str() {
+                    "==" => CompareOp::Eq,
+                    "!=" => CompareOp::Ne,
+                    "<" => CompareOp::Lt,
+                    "<=" => CompareOp::Le,
+                    ">" => CompareOp::Gt,
+                    _ => CompareOp::Ge,
+                };
+                let operand = self.operand(inner.next().expect("operand"));
+                Expr::Compare { attr, op, operand, span }
+            }
+            Rule::in_op | Rule::not_in => {
+                let items = self.list(inner.next().expect("list"));
+                Expr::In { attr, negated: op.as_rule() == Rule::not_in, items, span }
+            }
+            Rule::under_op => Expr::Under { attr, prefix: self.string(inner.next().expect("prefix")).0, span },
+            Rule::contains_op => {
+                let literal = inner.next().expect("item");
+                let item = Operand { span: self.span(&literal), value: self.literal(literal) };
+                Expr::Contains { attr, item, span }
+            }
+            Rule::within_op => Expr::Within { attr, items: self.list(inner.next().expect("list")), span },
+            other => unreachable!("not an operator: {other:?}"),
+        }
+    }
+
+    fn attribute(&mut self, pair: Pair<'_, Rule>) -> Attribute {
+        let span = self.span(&pair);
+        let mut inner = pair.into_inner();
+        let root = inner.next().expect("attribute root").as_str().to_string();
+        let field = inner.next().map(|p| p.as_str().to_string());
+        Attribute { root, field, span }
+    }
+
+    fn list(&mut self, pair: Pair<'_, Rule>) -> Vec<Operand> {
+        pair.into_inner().map(|p| self.operand(p)).collect()
+    }
+
+    fn operand(&mut self, pair: Pair<'_, Rule>) -> Operand {
+        let span = self.span(&pair);
+        let inner = pair.into_inner().next().expect("operand body");
+        let value = match inner.as_rule() {
+            Rule::literal => self.literal(inner),
+            _ => Literal::Ident(inner.as_str().to_string()),
+        };
+        Operand { value, span }
+    }
+
+    fn literal(&mut self, pair: Pair<'_, Rule>) -> Literal {
+        let inner = pair.into_inner().next().expect("literal body");
+        let span = self.span(&inner);
+        let text = inner.as_str();
+        match inner.as_rule() {
+            Rule::string => Literal::String(self.string(inner).0),
+            Rule::boolean => Literal::Bool(text == "true"),
+            Rule::timestamp => Literal::Timestamp(self.timestamp(inner).0),
+            Rule::duration => match parse_duration(text) {
+                Some(d) => Literal::Duration(d),
+                None => {
+                    self.errors.push(err::bad_literal(span, "duration", text));
+                    Literal::Duration(0)
+                }
+            },
+            Rule::number => {
+                if Decimal::parse(text).is_none() {
+                    self.errors.push(err::bad_literal(span, "number", text));
+                }
+                Literal::Number(text.to_string())
+            }
+            Rule::money => {
+                let mut parts = inner.into_inner();
+                let amount = parts.next().expect("amount").as_str().to_string();
+                let currency = parts.next().expect("currency").as_str().to_string();
+                if Decimal::parse(&amount).is_none() {
+                    self.errors.push(err::bad_literal(span, "money amount", text));
+                }
+                Literal::Money { amount, currency }
+            }
+            other => unreachable!("not a literal: {other:?}"),
+        }
+    }
+}
+
+fn outcome(pair: Pair<'_, Rule>) -> Outcome {
+    if pair.as_str() == "escalate" {
+        Outcome::Escalate
+    } else {
+        Outcome::Deny
+    }
+}

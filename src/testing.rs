@@ -1,0 +1,199 @@
+//! Policy tests: expected decisions for requests, written by policy authors in `*.tests.toml` files
+//! (see docs/testing.md). This module parses a test file and runs its cases against a checked program.
+
+use serde_json::{Map, Value};
+
+use crate::eval::{decide, Decision, Obligation};
+use crate::ir::Program;
+
+/// One parsed test file.
+#[derive(Debug, Clone)]
+pub struct TestFile {
+    /// Policy files relative to the test file; empty means every `.remit` file of its folder.
+    pub policy: Vec<String>,
+    pub cases: Vec<Case>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub name: String,
+    pub request: Value,
+    pub expect: String,
+    pub reasons: Option<Vec<String>>,
+    pub missing_approvals: Option<Vec<String>>,
+    pub obligations: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub name: String,
+    /// What differed from the expectation; empty when the case passed.
+    pub failures: Vec<String>,
+    pub decision: Decision,
+}
+
+/// Parses a test file's TOML text.
+pub fn parse(text: &str) -> Result<TestFile, String> {
+    let doc: toml::Value = toml::from_str(text).map_err(|e| e.to_string())?;
+    let doc = to_json(doc);
+    let policy = string_list(doc.get("policy"), "policy")?.unwrap_or_default();
+    let defaults = doc.pointer("/defaults/request").cloned().unwrap_or(Value::Object(Map::new()));
+    let cases = doc.get("case").and_then(Value::as_array).ok_or("a test file needs at least one `[[case]]`")?;
+    let mut out = Vec::new();
+    for (index, case) in cases.iter().enumerate() {
+        let name = case.get("name").and_then(Value::as_str).map_or(format!("case {}", index + 1), str::to_string);
+        let context = |e: String| format!("{name}: {e}");
+        let expect = case.get("expect").and_then(Value::as_str).ok_or_else(|| context("missing `expect`".into()))?;
+        if !matches!(expect, "allow" | "deny" | "escalate") {
+            return Err(context(format!("`expect` must be allow, deny or escalate, not `{expect}`")));
+        }
+        let mut request = defaults.clone();
+        if let Some(overrides) = case.get("request") {
+            merge(&mut request, overrides);
+        }
+        for path in string_list(case.get("unset"), "unset").map_err(context)?.unwrap_or_default() {
+            unset(&mut request, &path);
+        }
+        out.push(Case {
+            name: name.clone(),
+            request,
+            expect: expect.to_string(),
+            reasons: string_list(case.get("reasons"), "reasons").map_err(context)?,
+            missing_approvals: string_list(case.get("missing_approvals"), "missing_approvals").map_err(context)?,
+            obligations: string_list(case.get("obligations"), "obligations").map_err(context)?,
+        });
+    }
+    Ok(TestFile { policy, cases: out })
+}
+
+/// Runs every case of a test file.
+pub fn run(program: &Program, file: &TestFile) -> Vec<Outcome> {
+    file.cases.iter().map(|case| run_case(program, case)).collect()
+}
+
+fn run_case(program: &Program, case: &Case) -> Outcome {
+    let decision = decide(program, case.request.to_string().as_bytes());
+    let mut failures = Vec::new();
+    let outcome = decision.outcome.as_str();
+    if outcome != case.expect {
+        failures.push(format!("expected `{}`, got `{outcome}`", case.expect));
+    }
+    let mut compare = |what: &str, expected: &Option<Vec<String>>, actual: Vec<String>| {
+        if let Some(expected) = expected {
+            let mut expected = expected.clone();
+            expected.sort();
+            expected.dedup();
+            let mut actual = actual;
+            actual.sort();
+            actual.dedup();
+            if expected != actual {
+                failures.push(format!("expected {what} {expected:?}, got {actual:?}"));
+            }
+        }
+    };
+    compare("reasons", &case.reasons, decision.reasons.clone());
+    compare(
+        "missing approvals",
+        &case.missing_approvals,
+        decision.missing_approvals.iter().map(|m| m.kind.clone()).collect(),
+    );
+    compare("obligations", &case.obligations, decision.obligations.iter().map(short).collect());
+    Outcome { name: case.name.clone(), failures, decision }
+}
+
+/// `kind:value`, as test files write obligations.
+fn short(obligation: &Obligation) -> String {
+    match obligation {
+        Obligation::ConsumeApproval(id) => format!("consume-approval:{id}"),
+        Obligation::RecordOperation(id) => format!("record-operation:{id}"),
+        Obligation::IncrementCounter(counter) => format!("increment-counter:{counter}"),
+    }
+}
+
+fn to_json(value: toml::Value) -> Value {
+    match value {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::from(i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(items) => Value::Array(items.into_iter().map(to_json).collect()),
+        toml::Value::Table(table) => Value::Object(table.into_iter().map(|(k, v)| (k, to_json(v))).collect()),
+    }
+}
+
+fn string_list(value: Option<&Value>, field: &str) -> Result<Option<Vec<String>>, String> {
+    let Some(value) = value else { return Ok(None) };
+    let items = value.as_array().ok_or(format!("`{field}` must be a list of strings"))?;
+    items
+        .iter()
+        .map(|v| v.as_str().map(str::to_string).ok_or(format!("`{field}` must be a list of strings")))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// Deep merge of tables; anything else (arrays included) replaces.
+fn merge(base: &mut Value, overrides: &Value) {
+    match (base, overrides) {
+        (Value::Object(base), Value::Object(overrides)) => {
+            for (key, value) in overrides {
+                match base.get_mut(key) {
+                    Some(existing) => merge(existing, value),
+                    None => {
+                        base.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        (base, overrides) => *base = overrides.clone(),
+    }
+}
+
+fn unset(value: &mut Value, path: &str) {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let Some(last) = parts.pop() else { return };
+    let mut current = value;
+    for part in parts {
+        match current.get_mut(part) {
+            Some(next) => current = next,
+            None => return,
+        }
+    }
+    if let Some(object) = current.as_object_mut() {
+        object.remove(last);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_merge_deeply_and_unset_removes() {
+        let file = parse(
+            r#"
+            [defaults.request]
+            subject = { id = "a" }
+            context = { mandate = "m", now = "2026-01-01T00:00:00Z", operation_id = "op" }
+            [[case]]
+            name = "x"
+            expect = "deny"
+            unset = ["context.operation_id"]
+            [case.request.context]
+            mandate = "other"
+            "#,
+        )
+        .unwrap();
+        let request = &file.cases[0].request;
+        assert_eq!(request.pointer("/context/mandate").unwrap(), "other");
+        assert_eq!(request.pointer("/context/now").unwrap(), "2026-01-01T00:00:00Z");
+        assert!(request.pointer("/context/operation_id").is_none());
+        assert_eq!(request.pointer("/subject/id").unwrap(), "a");
+    }
+
+    #[test]
+    fn bad_expectations_are_rejected() {
+        assert!(parse("[[case]]\nname = \"x\"\nexpect = \"maybe\"").is_err());
+        assert!(parse("policy = [\"a.remit\"]").is_err());
+    }
+}

@@ -1,0 +1,84 @@
+//! UI tests: every `tests/ui/*.remit` file is checked by the `remit` binary; its first line says which
+//! diagnostic code it must produce (`// expect: remit::CODE`), and a snapshot stores the source together with
+//! the rendered report and the JSON diagnostics (message, help, exact underlined text).
+//! Adding a test means adding a file; `cargo insta review` accepts new snapshots.
+
+use std::path::Path;
+use std::process::Command;
+
+fn check(path: &Path) -> (String, String, bool) {
+    let human = Command::new(env!("CARGO_BIN_EXE_remit"))
+        .args(["check", "--format", "human"])
+        .arg(path)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run remit check");
+    let json = Command::new(env!("CARGO_BIN_EXE_remit"))
+        .args(["check", "--format", "json"])
+        .arg(path)
+        .output()
+        .expect("run remit check --format json");
+    let rendered = String::from_utf8_lossy(&human.stderr).into_owned();
+    (rendered, String::from_utf8_lossy(&json.stdout).into_owned(), human.status.success())
+}
+
+/// The JSON diagnostics, reduced to what a reader checks: code, message, each label with the text it underlines.
+fn summarize(json: &str) -> String {
+    let mut out = String::new();
+    for line in json.lines() {
+        let d: serde_json::Value = serde_json::from_str(line).expect("each line is a JSON diagnostic");
+        out.push_str(&format!("{} [{}] {}\n", d["severity"].as_str().unwrap(), d["code"].as_str().unwrap(), d["message"].as_str().unwrap()));
+        for label in d["labels"].as_array().unwrap() {
+            out.push_str(&format!(
+                "  {}:{}:{} `{}`: {}\n",
+                label["file"].as_str().unwrap(),
+                label["line"],
+                label["column"],
+                label["text"].as_str().unwrap(),
+                label["message"].as_str().unwrap()
+            ));
+        }
+        if let Some(help) = d["help"].as_str() {
+            out.push_str(&format!("  help: {help}\n"));
+        }
+    }
+    out
+}
+
+#[test]
+fn ui_fixtures() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui");
+    let mut fixtures: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "remit"))
+        .collect();
+    fixtures.sort();
+    assert!(fixtures.len() >= 25, "expected at least 25 UI fixtures, found {}", fixtures.len());
+    let mut codes = std::collections::BTreeSet::new();
+    for path in fixtures {
+        let source = std::fs::read_to_string(&path).unwrap();
+        let expected = source
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("// expect: "))
+            .unwrap_or_else(|| panic!("{} must start with `// expect: remit::CODE`", path.display()))
+            .trim()
+            .to_string();
+        let (rendered, json, success) = check(&path);
+        let summary = summarize(&json);
+        assert!(
+            summary.contains(&format!("[{expected}]")),
+            "{}: expected diagnostic {expected}, got:\n{summary}",
+            path.display()
+        );
+        let is_warning = summary.lines().all(|l| !l.starts_with("error"));
+        assert_eq!(success, is_warning, "{}: exit status must be 1 exactly when there is an error", path.display());
+        codes.insert(expected);
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        insta::with_settings!({ snapshot_path => "ui/snapshots", prepend_module_to_snapshot => false }, {
+            insta::assert_snapshot!(name, format!("{source}\n----- remit check -----\n{rendered}\n----- diagnostics -----\n{summary}"));
+        });
+    }
+    assert!(codes.len() >= 25, "expected at least 25 distinct diagnostic codes, found {}: {codes:?}", codes.len());
+}
