@@ -217,6 +217,9 @@ pub struct ApprovalKind {
     pub ttl: u64,
     pub single_use: bool,
     pub span: Span,
+    /// Where `binds` and `ttl` were written (the name when absent).
+    pub binds_span: Span,
+    pub ttl_span: Span,
 }
 
 #[derive(Debug, Clone)]
@@ -238,6 +241,7 @@ pub struct Mandate {
     pub valid_span: Span,
     pub max_level_span: Span,
     pub otherwise_span: Span,
+    pub depth_span: Span,
 }
 
 /// A checked policy set.

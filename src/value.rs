@@ -118,7 +118,7 @@ pub fn format_timestamp(seconds: i64) -> String {
 /// Parses `900s`, `15m`, `24h`, `7d` into seconds.
 pub fn parse_duration(text: &str) -> Option<u64> {
     let unit = text.chars().last()?;
-    let number: u64 = text[..text.len() - 1].parse().ok()?;
+    let number: u64 = text[..text.len() - unit.len_utf8()].parse().ok()?;
     let factor = match unit {
         's' => 1,
         'm' => 60,
@@ -188,5 +188,7 @@ mod tests {
         assert_eq!(Decimal::parse("-3.25").unwrap().to_string(), "-3.25");
         assert_eq!(Money::parse("100 USD").unwrap().to_string(), "100 USD");
         assert_eq!(Money::parse("100 usd"), None);
+        assert_eq!(parse_duration("15m"), Some(900));
+        assert_eq!(parse_duration("1é"), None);
     }
 }

@@ -38,9 +38,9 @@ pub fn unknown_effect(name: &str, span: Span, candidates: &[&str]) -> Diagnostic
 }
 
 pub fn not_an_effect(name: &str, found: &str, span: Span, decl: Span) -> Diagnostic {
-    Diagnostic::error("remit::not-an-effect", format!("`{name}` is a {found}, not an effect class"))
+    Diagnostic::error("remit::not-an-effect", format!("`{name}` is {found}, not an effect class"))
         .label(span, "an effect class is expected here")
-        .label(decl, format!("`{name}` is declared as a {found} here"))
+        .label(decl, format!("`{name}` is declared as {found} here"))
         .help("`effects` lists equivalent-action classes; a tool cannot be a member of another tool")
 }
 
@@ -51,7 +51,7 @@ pub fn unknown_target(name: &str, span: Span, candidates: &[&str]) -> Diagnostic
 }
 
 pub fn not_a_target(name: &str, found: &str, span: Span) -> Diagnostic {
-    Diagnostic::error("remit::not-a-tool", format!("`{name}` is a {found}, not a tool or an effect class"))
+    Diagnostic::error("remit::not-a-tool", format!("`{name}` is {found}, not a tool or an effect class"))
         .label(span, "a tool or an effect class is expected here")
         .help("rules apply to a tool, an effect class, `any tool` or `side effects`")
 }
@@ -74,6 +74,18 @@ pub fn unknown_type(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
     )
 }
 
+pub fn not_a_type(name: &str, found: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::not-a-type", format!("`{name}` is {found}, not a type"))
+        .label(span, "a type is expected here")
+        .help("types are string, int, decimal, money, bool, timestamp, duration, set<T>, or a declared kind or enum")
+}
+
+pub fn quoted_level(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::type-mismatch", format!("`level` is compared with levels, not with the string `\"{name}\"`"))
+        .label(span, "a level name is expected here")
+        .help(format!("write the level without quotes: `level <= {name}`"))
+}
+
 pub fn nested_set(span: Span) -> Diagnostic {
     Diagnostic::error("remit::nested-set", "sets of sets are not supported")
         .label(span, "nested set type")
@@ -87,7 +99,7 @@ pub fn unknown_approval(name: &str, span: Span, candidates: &[&str]) -> Diagnost
 }
 
 pub fn not_an_approval(name: &str, found: &str, span: Span) -> Diagnostic {
-    Diagnostic::error("remit::not-an-approval", format!("`{name}` is a {found}, not an approval kind"))
+    Diagnostic::error("remit::not-an-approval", format!("`{name}` is {found}, not an approval kind"))
         .label(span, "an approval kind is expected here")
         .help("a gate names the kind of approval it needs, e.g. `require approval human_publication for …`")
 }
@@ -111,6 +123,7 @@ pub fn missing_ttl(name: &str, span: Span) -> Diagnostic {
 }
 
 pub fn zero_ttl(name: &str, span: Span, gates: Vec<Span>) -> Diagnostic {
+    // Also reported without gates: a kind nobody can use is a mistake waiting for its first gate.
     let mut d = Diagnostic::error("remit::unsatisfiable-gate", format!("approval kind `{name}` expires the moment it is issued"))
         .label(span, "a time-to-live of zero")
         .help("no approval of this kind can ever be valid, so every gate on it escalates forever; give it a positive ttl");
@@ -151,6 +164,11 @@ pub fn class_parameter_type(tool: &str, param: &str, found: &str, expected: &str
 }
 
 pub fn unknown_attribute(name: &str, span: Span) -> Diagnostic {
+    if name == "args" || name == "context" {
+        return Diagnostic::error("remit::unknown-attribute", format!("`{name}` needs a field"))
+            .label(span, "which one?")
+            .help(format!("name the field: `{name}.NAME`"));
+    }
     let candidates = ["args", "resource.id", "subject.id", "subject.scopes", "context", "now", "attempt", "level"];
     let d = Diagnostic::error("remit::unknown-attribute", format!("unknown attribute `{name}`"))
         .label(span, "not an attribute of a request");
@@ -165,7 +183,12 @@ pub fn unknown_attribute(name: &str, span: Span) -> Diagnostic {
 pub fn unknown_parameter(param: &str, target: &str, span: Span, candidates: &[&str]) -> Diagnostic {
     let d = Diagnostic::error("remit::unknown-parameter", format!("`{target}` has no parameter `{param}`"))
         .label(span, "no such parameter");
-    suggest(d, param, candidates, &format!("the parameters of `{target}` are: {}", list_or_none(candidates)))
+    let fallback = if candidates.is_empty() {
+        format!("`{target}` declares no parameters")
+    } else {
+        format!("the parameters of `{target}` are: {}", list_or_none(candidates))
+    };
+    suggest(d, param, candidates, &fallback)
 }
 
 pub fn arguments_on_broad_target(attr: &str, target: &str, span: Span) -> Diagnostic {
@@ -182,9 +205,9 @@ pub fn unknown_context(name: &str, span: Span, candidates: &[&str]) -> Diagnosti
 
 pub fn type_mismatch(attr: &str, expected: &str, found: &str, span: Span, attr_span: Span) -> Diagnostic {
     Diagnostic::error("remit::type-mismatch", format!("`{attr}` is `{expected}`, but the value is {found}"))
-        .label(span, format!("expected a `{expected}` value"))
-        .label(attr_span, format!("`{expected}` attribute"))
-        .help(format!("compare `{attr}` with a `{expected}` literal"))
+        .label(span, format!("expected a value of type `{expected}`"))
+        .label(attr_span, format!("of type `{expected}`"))
+        .help(format!("compare `{attr}` with a value of type `{expected}`"))
 }
 
 pub fn unknown_variant(value: &str, enum_name: &str, span: Span, variants: &[&str]) -> Diagnostic {
@@ -205,10 +228,14 @@ pub fn not_a_condition(attr: &str, ty: &str, span: Span) -> Diagnostic {
         .help(format!("compare it with a value, e.g. `{attr} == …`"))
 }
 
-pub fn unsatisfiable(what: &str, span: Span) -> Diagnostic {
+pub fn unsatisfiable(what: &str, denies_everything: bool, span: Span) -> Diagnostic {
     Diagnostic::error("remit::unsatisfiable-condition", format!("this {what} condition can never be true"))
         .label(span, "no request satisfies this")
-        .help("two of its comparisons contradict each other; the rule would never apply")
+        .help(if denies_everything {
+            "two of its comparisons contradict each other, so every call it covers would be denied"
+        } else {
+            "two of its comparisons contradict each other; the rule would never apply"
+        })
 }
 
 pub fn dead_grant(target: &str, span: Span, forbid: Span) -> Diagnostic {
@@ -240,7 +267,10 @@ pub fn delegation_cycle(names: &[String], span: Span) -> Diagnostic {
 pub fn delegation_too_deep(name: &str, ancestor: &str, depth: u32, span: Span, depth_span: Span) -> Diagnostic {
     Diagnostic::error("remit::delegation-too-deep", format!("`{name}` is delegated deeper than `{ancestor}` allows"))
         .label(span, "this mandate is too far below it")
-        .label(depth_span, format!("allows {depth} level(s) of delegation below it"))
+        .label(depth_span, match depth {
+            1 => "allows one level of delegation below it".to_string(),
+            n => format!("allows {n} levels of delegation below it"),
+        })
         .help("shorten the chain or raise the ancestor's `delegation depth`")
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::err;
-use super::sat::{implies, satisfiable};
+use super::sat::{for_level, implies, satisfiable};
 use crate::diag::Diagnostic;
 use crate::ir::{Binding, Cond, Program, Rule, RuleKind, Type};
 use crate::source::Span;
@@ -21,12 +21,13 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
             .collect();
         for rule in &mandate.rules {
             if satisfiable(&rule.condition, levels) == Some(false) {
-                out.push(err::unsatisfiable(kind_word(&rule.kind), rule.span));
+                let denies = matches!(rule.kind, RuleKind::Limit | RuleKind::Scope);
+                out.push(err::unsatisfiable(kind_word(&rule.kind), denies, rule.span));
                 continue;
             }
             match &rule.kind {
                 RuleKind::Allow => {
-                    if let Some(d) = ungrantable(program, rule, &forbids) {
+                    if let Some(d) = ungrantable(program, rule, &chain, &forbids) {
                         out.push(d);
                     } else if let Some(forbid) = cancelling_forbid(program, rule, &forbids) {
                         out.push(err::dead_grant(&program.target_name(&rule.target), rule.span, forbid));
@@ -41,7 +42,7 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
                                     &kind.name,
                                     &program.tools[tool].name,
                                     rule.span,
-                                    kind.span,
+                                    kind.binds_span,
                                 ));
                                 break;
                             }
@@ -56,13 +57,13 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
             let a = &program.mandates[ancestor];
             if let Some(depth) = a.delegation_depth {
                 if distance as u32 > depth {
-                    out.push(err::delegation_too_deep(&mandate.name, &a.name, depth, mandate.span, a.span));
+                    out.push(err::delegation_too_deep(&mandate.name, &a.name, depth, mandate.span, a.depth_span));
                 }
             }
         }
     }
     for (index, kind) in program.approvals.iter().enumerate() {
-        if kind.ttl == 0 {
+        if kind.ttl == 0 && kind.ttl_span != kind.span {
             let gates: Vec<Span> = program
                 .mandates
                 .iter()
@@ -70,19 +71,27 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
                 .filter(|r| r.kind == RuleKind::Gate { approval: index })
                 .map(|r| r.span)
                 .collect();
-            if !gates.is_empty() {
-                out.push(err::zero_ttl(&kind.name, kind.span, gates));
-            }
+            out.push(err::zero_ttl(&kind.name, kind.ttl_span, gates));
         }
     }
-    let mut facts: HashMap<&str, (u64, Span)> = HashMap::new();
-    for rule in program.mandates.iter().flat_map(|m| m.rules.iter()) {
-        if let RuleKind::Fact { name, version, .. } = &rule.kind {
-            match facts.get(name.as_str()) {
-                Some((v, first)) if v != version => out.push(err::conflicting_fact(name, rule.span, *first)),
-                Some(_) => {}
-                None => {
-                    facts.insert(name, (*version, rule.span));
+    // Within one chain a request carries one version of each fact; unrelated mandates may differ.
+    for (index, mandate) in program.mandates.iter().enumerate() {
+        let mut facts: HashMap<&str, (u64, Span)> = HashMap::new();
+        for &m in program.chain(index).iter().filter(|&&m| m != index) {
+            for rule in &program.mandates[m].rules {
+                if let RuleKind::Fact { name, version, .. } = &rule.kind {
+                    facts.entry(name).or_insert((*version, rule.span));
+                }
+            }
+        }
+        for rule in &mandate.rules {
+            if let RuleKind::Fact { name, version, .. } = &rule.kind {
+                match facts.get(name.as_str()) {
+                    Some((v, first)) if v != version => out.push(err::conflicting_fact(name, rule.span, *first)),
+                    Some(_) => {}
+                    None => {
+                        facts.insert(name, (*version, rule.span));
+                    }
                 }
             }
         }
@@ -101,12 +110,18 @@ fn kind_word(kind: &RuleKind) -> &'static str {
     }
 }
 
-/// A grant that reaches a tool administering mandates, unless a prohibition without condition removes it.
-fn ungrantable(program: &Program, rule: &Rule, forbids: &[&Rule]) -> Option<Diagnostic> {
+/// A grant that reaches a tool administering mandates, unless the tool is above a maximum level of the chain,
+/// the grant's condition excludes it, or a prohibition without condition removes it.
+fn ungrantable(program: &Program, rule: &Rule, chain: &[usize], forbids: &[&Rule]) -> Option<Diagnostic> {
     rule.tools.iter().find_map(|&tool| {
         let t = &program.tools[tool];
+        if !t.administers_mandates {
+            return None;
+        }
+        let above_max = chain.iter().any(|&m| program.mandates[m].max_level.is_some_and(|max| t.level > max));
+        let excluded = satisfiable(&for_level(&rule.condition, t.level), program.levels.len()) == Some(false);
         let removed = forbids.iter().any(|f| f.condition == Cond::True && f.tools.binary_search(&tool).is_ok());
-        (t.administers_mandates && !removed).then(|| err::ungrantable(&t.name, rule.span, t.span))
+        (!above_max && !excluded && !removed).then(|| err::ungrantable(&t.name, rule.span, t.span))
     })
 }
 
@@ -119,8 +134,9 @@ fn cancelling_forbid(program: &Program, rule: &Rule, forbids: &[&Rule]) -> Optio
         if applicable.is_empty() {
             return None;
         }
-        let any = Cond::Or(applicable.iter().map(|f| f.condition.clone()).collect());
-        if implies(&rule.condition, &any, levels) != Some(true) {
+        let level = program.tools[tool].level;
+        let any = Cond::Or(applicable.iter().map(|f| for_level(&f.condition, level)).collect());
+        if implies(&for_level(&rule.condition, level), &any, levels) != Some(true) {
             return None;
         }
         first = first.or(applicable.first().map(|f| f.span));

@@ -76,6 +76,18 @@ enum Symbol {
 }
 
 impl Symbol {
+    /// The kind of declaration, with its article: "an effect class".
+    fn with_article(self) -> &'static str {
+        match self {
+            Symbol::Effect(_) => "an effect class",
+            Symbol::Tool(_) => "a tool",
+            Symbol::Kind => "a kind",
+            Symbol::Enum => "an enum",
+            Symbol::Approval(_) => "an approval kind",
+            Symbol::Mandate(_) => "a mandate",
+        }
+    }
+
     fn describe(self) -> &'static str {
         match self {
             Symbol::Effect(_) => "effect class",
@@ -155,10 +167,23 @@ impl<'a> Checker<'a> {
                 self.symbols.insert(name.text.clone(), (symbol, name.span));
             }
         }
+        let mut context_spans: HashMap<&str, Span> = HashMap::new();
         for decl in decls {
             if let Decl::Context(c) = decl {
+                if let Some(first) = context_spans.insert(&c.name.text, c.name.span) {
+                    self.error(err::duplicate_definition("context attribute", &c.name.text, c.name.span, first));
+                    continue;
+                }
                 if let Some(ty) = self.resolve_type(&c.ty) {
                     self.contexts.insert(c.name.text.clone(), ty);
+                }
+            }
+            if let Decl::Enum(e) = decl {
+                let mut seen: HashMap<&str, Span> = HashMap::new();
+                for v in &e.variants {
+                    if let Some(first) = seen.insert(&v.text, v.span) {
+                        self.error(err::duplicate_definition("variant", &v.text, v.span, first));
+                    }
                 }
             }
         }
@@ -200,7 +225,11 @@ impl<'a> Checker<'a> {
                     Some(Symbol::Enum) => {
                         Some(Type::Enum(name.text.clone(), self.enums.get(&name.text).cloned().unwrap_or_default()))
                     }
-                    _ => {
+                    Some(other) => {
+                        self.error(err::not_a_type(&name.text, other.with_article(), name.span));
+                        None
+                    }
+                    None => {
                         let mut candidates =
                             vec!["string", "int", "decimal", "money", "bool", "timestamp", "duration"];
                         candidates.extend(self.names_where(|s| matches!(s, Symbol::Kind | Symbol::Enum)));
@@ -348,7 +377,7 @@ impl<'a> Checker<'a> {
                     }
                 }
                 Some((other, decl)) => {
-                    self.error(err::not_an_effect(&e.text, other.describe(), e.span, decl));
+                    self.error(err::not_an_effect(&e.text, other.with_article(), e.span, decl));
                 }
                 None => {
                     let candidates = self.names_where(|s| matches!(s, Symbol::Effect(_)));
@@ -395,7 +424,9 @@ impl<'a> Checker<'a> {
             binds,
             ttl: a.ttl.map_or(0, |(t, _)| t),
             single_use: a.single_use,
-            span: a.ttl.map_or(a.name.span, |(_, s)| s),
+            span: a.name.span,
+            binds_span: a.binds_span.unwrap_or(a.name.span),
+            ttl_span: a.ttl.map_or(a.name.span, |(_, s)| s),
         }
     }
 
@@ -415,23 +446,36 @@ impl<'a> Checker<'a> {
             parents.push(parent);
         }
         for (index, m) in mandates.iter().enumerate() {
-            let mut path = vec![index];
+            if !self.in_cycle(&parents, index) {
+                continue;
+            }
+            let mut members = vec![index];
             let mut current = index;
-            while let Some(parent) = parents[current] {
-                if parent == index {
-                    let mut names: Vec<String> = path.iter().map(|&i| mandates[i].name.text.clone()).collect();
-                    names.push(m.name.text.clone());
-                    self.error(err::delegation_cycle(&names, m.name.span));
-                    break;
-                }
-                if path.contains(&parent) {
-                    break; // a cycle further up, reported at its own members
-                }
-                path.push(parent);
+            while let Some(parent) = parents[current].filter(|&p| p != index) {
+                members.push(parent);
                 current = parent;
+            }
+            // One report per cycle, at its first-declared member.
+            if members.iter().all(|&member| member >= index) {
+                let mut names: Vec<String> = members.iter().map(|&i| mandates[i].name.text.clone()).collect();
+                names.push(m.name.text.clone());
+                self.error(err::delegation_cycle(&names, m.name.span));
             }
         }
         parents
+    }
+
+    /// Whether mandate `start` lies on a delegation cycle.
+    fn in_cycle(&self, parents: &[Option<usize>], start: usize) -> bool {
+        let mut current = start;
+        for _ in 0..parents.len() {
+            match parents[current] {
+                Some(parent) if parent == start => return true,
+                Some(parent) => current = parent,
+                None => return false,
+            }
+        }
+        false
     }
 
     fn mandate(&mut self, m: &ast::MandateDecl, parent: Option<usize>, scope: &Scope<'_>) -> ir::Mandate {
@@ -451,6 +495,7 @@ impl<'a> Checker<'a> {
             valid_span: m.name.span,
             max_level_span: m.name.span,
             otherwise_span: m.name.span,
+            depth_span: m.name.span,
         };
         if m.parent.is_none() && m.principal.is_none() {
             self.error(err::missing_principal(&m.name.text, m.name.span));
@@ -501,6 +546,7 @@ impl<'a> Checker<'a> {
                 ClauseKind::DelegationDepth(depth) => {
                     if once(self, "delegation depth", span) {
                         out.delegation_depth = Some(*depth);
+                        out.depth_span = span;
                     }
                 }
                 _ => {
@@ -526,7 +572,7 @@ impl<'a> Checker<'a> {
                 Some((Symbol::Tool(id), _)) => ir::Target::Tool(id),
                 Some((Symbol::Effect(id), _)) => ir::Target::Effect(id),
                 Some((other, _)) => {
-                    self.error(err::not_a_target(&name.text, other.describe(), name.span));
+                    self.error(err::not_a_target(&name.text, other.with_article(), name.span));
                     return None;
                 }
                 None => {
@@ -561,7 +607,7 @@ impl<'a> Checker<'a> {
                 let id = match self.symbols.get(&approval.text).copied() {
                     Some((Symbol::Approval(id), _)) => Some(id),
                     Some((other, _)) => {
-                        self.error(err::not_an_approval(&approval.text, other.describe(), approval.span));
+                        self.error(err::not_an_approval(&approval.text, other.with_article(), approval.span));
                         None
                     }
                     None => {
@@ -857,6 +903,11 @@ impl<'a> Checker<'a> {
             (Type::Bool, Literal::Bool(b)) => Some(Value::Bool(*b)),
             (Type::Timestamp, Literal::Timestamp(t)) => Some(Value::Timestamp(*t)),
             (Type::Duration, Literal::Duration(d)) => Some(Value::Duration(*d as i64)),
+            (Type::Level, Literal::String(name)) => {
+                self.error(err::quoted_level(name, operand.span));
+                env.failed = true;
+                return None;
+            }
             (Type::Level, Literal::Ident(name)) => {
                 let level = self.level(&ast::Name { text: name.clone(), span: operand.span });
                 if level.is_none() {

@@ -23,6 +23,30 @@ pub fn implies(a: &Cond, b: &Cond, levels: usize) -> Option<bool> {
     satisfiable(&Cond::And(vec![a.clone(), negate(b)]), levels).map(|sat| !sat)
 }
 
+/// `cond` for calls to a tool of level `level`: the `level` attribute is known, so its atoms become constants.
+pub fn for_level(cond: &Cond, level: usize) -> Cond {
+    match cond {
+        Cond::True | Cond::False => cond.clone(),
+        Cond::And(items) => Cond::And(items.iter().map(|c| for_level(c, level)).collect()),
+        Cond::Or(items) => Cond::Or(items.iter().map(|c| for_level(c, level)).collect()),
+        Cond::Atom(atom) if atom.attr == Attr::Level => {
+            let pinned = Atom {
+                attr: Attr::Level,
+                ty: Type::Level,
+                test: Test::Compare(CompareOp::Eq, Value::Level(level)),
+            };
+            let both = Cond::And(vec![Cond::Atom(pinned), cond.clone()]);
+            // Decided by the one-attribute domain check: satisfiable together with `level == L` or not.
+            if satisfiable(&both, usize::MAX).unwrap_or(true) {
+                Cond::True
+            } else {
+                Cond::False
+            }
+        }
+        Cond::Atom(_) => cond.clone(),
+    }
+}
+
 /// The negation of a condition, still negation-free.
 pub fn negate(cond: &Cond) -> Cond {
     match cond {

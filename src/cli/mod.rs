@@ -129,10 +129,15 @@ fn cmd_tools(policy: &[PathBuf], subject: &PathBuf, explain: bool, json: bool) -
     }
     if explain {
         for hidden in &visibility.hidden {
-            match &hidden.rule {
-                Some(rule) => println!("hidden {}: {} ({} `{}` at {})", hidden.tool, hidden.reason, rule.mandate, rule.rule, rule.at),
-                None => println!("hidden {}: {}", hidden.tool, hidden.reason),
-            }
+            let detail = match &hidden.rule {
+                Some(rule) => format!(" ({} `{}` at {})", rule.mandate, rule.rule, rule.at),
+                None if hidden.reason == "credential.scope-missing" => {
+                    let scopes = program.tool(&hidden.tool).map(|t| program.tools[t].scopes.join("`, `"));
+                    format!(" (needs one of the scopes `{}`)", scopes.unwrap_or_default())
+                }
+                None => String::new(),
+            };
+            println!("hidden {}: {}{detail}", hidden.tool, hidden.reason);
         }
     }
     Ok(ExitCode::SUCCESS)

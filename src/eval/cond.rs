@@ -189,8 +189,7 @@ pub(crate) fn decode(json: &Json, ty: &Type, program: &Program) -> Result<Value,
         Type::Duration => {
             let seconds = match json {
                 Json::Number(n) => n.as_u64().ok_or(wrong)?,
-                // value::parse_duration slices off the last byte: only ASCII text is safe to hand it.
-                Json::String(s) if s.is_ascii() => parse_duration(s).ok_or(wrong)?,
+                Json::String(s) => parse_duration(s).ok_or(wrong)?,
                 _ => return Err(wrong),
             };
             Value::Duration(i64::try_from(seconds).map_err(|_| wrong)?)

@@ -31,9 +31,13 @@ pub struct DecidingRule {
 }
 
 impl DecidingRule {
-    /// The order of `rules` in a decision.
-    pub(crate) fn sort_key(&self) -> (&str, &str, &str) {
-        (&self.at, &self.rule, &self.mandate)
+    /// The order of `rules` in a decision: by file, then line and column as numbers.
+    pub(crate) fn sort_key(&self) -> (&str, u64, u64, &str, &str) {
+        let mut parts = self.at.rsplitn(3, ':');
+        let column = parts.next().and_then(|c| c.parse().ok()).unwrap_or(0);
+        let line = parts.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+        let file = parts.next().unwrap_or(&self.at);
+        (file, line, column, &self.rule, &self.mandate)
     }
 
     fn write(&self, out: &mut String) {

@@ -1,7 +1,7 @@
 //! The argument digest that `binds arguments` approvals carry, and the one JSON string writer of the interpreter.
 //! The canonical form has to be reproducible by gateways and by the wasm backend, so it is spelled out here rather
-//! than left to a serializer: object keys sorted by byte order, no whitespace, strings escaped minimally, numbers as
-//! serde_json prints them.
+//! than left to a serializer: object keys sorted by byte order, no whitespace, strings escaped minimally, numbers exactly
+//! as written in the request (serde_json's `arbitrary_precision` keeps their text).
 
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
@@ -113,11 +113,11 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_printed_as_serde_json_prints_them() {
-        let value: Json = serde_json::from_str("[1, -2, 12.50, 1.0, 18446744073709551615, 1e3, 1e20, 1.5e-7, 0.1, -0]")
+    fn numbers_are_written_as_in_the_request() {
+        let value: Json = serde_json::from_str("[1, -2, 12.50, 1.0, 18446744073709551615, 1e3, 1E20, 1.5e-7, 0.1, -0]")
             .expect("parses");
-        // Floats go through f64: `12.50` loses its trailing zero, `-0` becomes a float.
-        assert_eq!(canonical_json(&value), "[1,-2,12.5,1.0,18446744073709551615,1000.0,1e+20,1.5e-7,0.1,-0.0]");
+        // No float round trip: `12.50` keeps its trailing zero; an exponent gains its sign (`1e3` → `1e+3`).
+        assert_eq!(canonical_json(&value), "[1,-2,12.50,1.0,18446744073709551615,1e+3,1e+20,1.5e-7,0.1,-0]");
     }
 
     #[test]

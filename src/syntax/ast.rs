@@ -12,6 +12,8 @@ pub struct Name {
 #[derive(Debug, Clone, PartialEq)]
 pub struct File {
     pub decls: Vec<Decl>,
+    /// The span of each declaration, parallel to `decls`.
+    pub spans: Vec<Span>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +64,7 @@ pub struct ContextDecl {
 pub struct ApprovalDecl {
     pub name: Name,
     pub binds: Vec<Name>,
+    pub binds_span: Option<Span>,
     pub ttl: Option<(u64, Span)>,
     pub single_use: bool,
 }

@@ -9,12 +9,19 @@ pub fn syntax(span: Span, expected: &str) -> Diagnostic {
         .help("see docs/language.md for the grammar of declarations and clauses")
 }
 
+pub fn unexpected_end(span: Span, expected: &str) -> Diagnostic {
+    Diagnostic::error("remit::syntax", format!("unexpected end of file, expected {expected}"))
+        .label(span, "the file ends after this")
+        .help("a declaration is probably not closed: check that every `{` has its `}`")
+}
+
 pub fn bad_literal(span: Span, what: &str, text: &str) -> Diagnostic {
     Diagnostic::error("remit::invalid-literal", format!("`{text}` is not a valid {what}"))
         .label(span, format!("invalid {what}"))
         .help(match what {
             "timestamp" => "timestamps are UTC: `2026-11-30T12:00:00Z`",
             "duration" => "durations are a whole number with a unit: `900s`, `15m`, `24h`, `7d`",
+            "count" => "counts, depths and versions are whole numbers, at most 18446744073709551615",
             "money amount" => "money is an exact decimal with at most 9 fractional digits and a currency: `12.50 USD`",
             _ => "numbers are exact decimals with at most 9 fractional digits",
         })

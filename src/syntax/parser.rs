@@ -21,14 +21,15 @@ pub fn parse_file(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
     };
     let mut lower = Lower { file, errors: Vec::new() };
     let root = pairs.next().expect("the file rule always produces one pair");
-    let mut decls = Vec::new();
+    let (mut decls, mut spans) = (Vec::new(), Vec::new());
     for pair in root.into_inner() {
         if pair.as_rule() != Rule::EOI {
+            spans.push(lower.tight_span(&pair));
             decls.push(lower.decl(pair));
         }
     }
     if lower.errors.is_empty() {
-        Ok(File { decls })
+        Ok(File { decls, spans })
     } else {
         Err(lower.errors)
     }
@@ -49,6 +50,12 @@ fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Di
         pest::error::ErrorVariant::ParsingError { positives, .. } => describe_expected(positives),
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
+    if text[start..].trim().is_empty() {
+        // Point at the last thing the file says rather than at nothing.
+        let end = significant_len(text);
+        let last_start = text[..end].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        return err::unexpected_end(Span::new(file, last_start, end), &expected);
+    }
     err::syntax(Span::new(file, start, word_end), &expected)
 }
 
@@ -133,6 +140,14 @@ impl Lower {
     fn span(&self, pair: &Pair<'_, Rule>) -> Span {
         let s = pair.as_span();
         Span::new(self.file, s.start(), s.end())
+    }
+
+    /// The span of a pair without the trivia pest consumed while trying an optional part after its last
+    /// token, so that a trailing comment is not part of a clause.
+    fn tight_span(&self, pair: &Pair<'_, Rule>) -> Span {
+        let mut span = self.span(pair);
+        span.end = span.start + significant_len(pair.as_str()) as u32;
+        span
     }
 
     fn name(&self, pair: Pair<'_, Rule>) -> Name {
@@ -245,10 +260,14 @@ impl Lower {
 
     fn approval(&mut self, mut inner: pest::iterators::Pairs<'_, Rule>) -> Decl {
         let name = self.name(inner.next().expect("approval name"));
-        let mut decl = ApprovalDecl { name, binds: Vec::new(), ttl: None, single_use: false };
+        let mut decl = ApprovalDecl { name, binds: Vec::new(), binds_span: None, ttl: None, single_use: false };
         for clause in inner {
             match clause.as_rule() {
-                Rule::binds_clause => decl.binds.extend(clause.into_inner().map(|p| self.name(p))),
+                Rule::binds_clause => {
+                    let span = self.tight_span(&clause);
+                    decl.binds_span = Some(decl.binds_span.map_or(span, |s| s.to(span)));
+                    decl.binds.extend(clause.into_inner().map(|p| self.name(p)))
+                }
                 Rule::ttl_clause => {
                     let d = clause.into_inner().next().expect("ttl duration");
                     let span = self.span(&d);
@@ -308,7 +327,7 @@ impl Lower {
     }
 
     fn clause(&mut self, pair: Pair<'_, Rule>) -> Clause {
-        let span = self.span(&pair);
+        let span = self.tight_span(&pair);
         let rule = pair.as_rule();
         let mut inner = pair.into_inner().filter(|p| !matches!(p.as_rule(), Rule::kw_where));
         let kind = match rule {
@@ -427,7 +446,7 @@ impl Lower {
     }
 
     fn comparison(&mut self, pair: Pair<'_, Rule>) -> Expr {
-        let span = self.span(&pair);
+        let span = self.tight_span(&pair);
         let mut inner = pair.into_inner();
         let attr = self.attribute(inner.next().expect("attribute"));
         let Some(op) = inner.next() else {
@@ -516,6 +535,35 @@ impl Lower {
             other => unreachable!("not a literal: {other:?}"),
         }
     }
+}
+
+/// The length of `text` up to the end of its last character that is neither whitespace nor in a comment.
+fn significant_len(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let (mut i, mut end) = (0, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                end = i.min(bytes.len());
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b if b.is_ascii_whitespace() => i += 1,
+            _ => {
+                i += 1;
+                end = i;
+            }
+        }
+    }
+    end
 }
 
 fn outcome(pair: Pair<'_, Rule>) -> Outcome {

@@ -1,0 +1,73 @@
+//! The shipped examples: every one checks clean, their policy tests pass (at least 40 cases), `remit tools`
+//! lists exactly each club lane's tools, and `remit eval` prints decisions for the shipped requests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn remit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_remit"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run remit")
+}
+
+fn examples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut out: Vec<PathBuf> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn every_example_checks_clean() {
+    let examples = examples();
+    assert_eq!(examples.len(), 4, "the four scenarios of the language issue");
+    for example in examples {
+        let out = remit(&["check", example.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}:\n{stderr}", example.display());
+        assert!(stderr.contains("0 error(s), 0 warning(s)"), "{}:\n{stderr}", example.display());
+    }
+}
+
+#[test]
+fn example_policy_tests_pass() {
+    let out = remit(&["test", "examples"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let (passed, failed) = last.split_once(" passed, ").expect("a tally line");
+    let passed: usize = passed.parse().unwrap();
+    assert_eq!(failed, "0 failed", "{stdout}");
+    assert!(passed >= 40, "{stdout}");
+    assert!(out.status.success());
+}
+
+#[test]
+fn club_lanes_list_exactly_their_tools() {
+    let expected = std::fs::read_to_string("examples/club/lanes.expected")
+        .or_else(|_| std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/club/lanes.expected")))
+        .unwrap();
+    let mut lanes = 0;
+    for line in expected.lines().filter(|l| !l.trim().is_empty()) {
+        let (lane, tools) = line.split_once(':').unwrap();
+        let subject = format!("examples/club/subjects/{lane}.json");
+        let out = remit(&["tools", "examples/club", "--subject", &subject]);
+        assert!(out.status.success());
+        let listed: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+        let wanted: Vec<String> = tools.split(',').map(|t| t.trim().to_string()).collect();
+        assert_eq!(listed, wanted, "lane `{lane}`");
+        lanes += 1;
+    }
+    assert_eq!(lanes, 3);
+}
+
+#[test]
+fn tools_explain_names_what_hides_each_tool() {
+    let out = remit(&["tools", "examples/club", "--subject", "examples/club/subjects/member.json", "--explain"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let hidden = stdout.lines().find(|l| l.starts_with("hidden export_roster:")).expect("the 15th tool is hidden");
+    assert!(hidden.contains("rule.forbidden") || hidden.contains("credential.scope-missing"), "{hidden}");
+}
