@@ -14,7 +14,12 @@ pub fn duplicate_definition(what: &str, name: &str, span: Span, first: Span) -> 
     Diagnostic::error("remit::duplicate-definition", format!("`{name}` is defined more than once"))
         .label(span, format!("{what} `{name}` defined again here"))
         .label(first, "first defined here")
-        .help("every tool, effect class, kind, enum, approval kind and mandate needs a distinct name")
+        .help(match what {
+            "variant" => "the variants of an enum must be distinct",
+            "level" => "each level appears once on the impact scale",
+            "context attribute" => "declare each context attribute once, with one type",
+            _ => "tools, effect classes, kinds, enums, approval kinds and mandates share one namespace, the standard library included",
+        })
 }
 
 pub fn duplicate_parameter(name: &str, span: Span, first: Span) -> Diagnostic {
