@@ -4,12 +4,12 @@
 //! [`eval`] (the reference interpreter). The core does no IO; the `remit` binary owns files, JSON output and the
 //! terminal.
 
-pub mod diag;
-pub mod source;
-pub mod syntax;
-pub mod value;
-pub mod ir;
 pub mod check;
-pub mod stdlib;
+pub mod diag;
 pub mod eval;
+pub mod ir;
+pub mod source;
+pub mod stdlib;
+pub mod syntax;
 pub mod testing;
+pub mod value;

@@ -48,7 +48,9 @@ fn example_policy_tests_pass() {
 #[test]
 fn club_lanes_list_exactly_their_tools() {
     let expected = std::fs::read_to_string("examples/club/lanes.expected")
-        .or_else(|_| std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/club/lanes.expected")))
+        .or_else(|_| {
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/club/lanes.expected"))
+        })
         .unwrap();
     let mut lanes = 0;
     for line in expected.lines().filter(|l| !l.trim().is_empty()) {

@@ -27,7 +27,12 @@ fn summarize(json: &str) -> String {
     let mut out = String::new();
     for line in json.lines() {
         let d: serde_json::Value = serde_json::from_str(line).expect("each line is a JSON diagnostic");
-        out.push_str(&format!("{} [{}] {}\n", d["severity"].as_str().unwrap(), d["code"].as_str().unwrap(), d["message"].as_str().unwrap()));
+        out.push_str(&format!(
+            "{} [{}] {}\n",
+            d["severity"].as_str().unwrap(),
+            d["code"].as_str().unwrap(),
+            d["message"].as_str().unwrap()
+        ));
         for label in d["labels"].as_array().unwrap() {
             out.push_str(&format!(
                 "  {}:{}:{} `{}`: {}\n",

@@ -69,8 +69,7 @@ pub fn unknown_level(name: &str, span: Span, candidates: &[&str]) -> Diagnostic 
 }
 
 pub fn unknown_type(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
-    let d = Diagnostic::error("remit::unknown-type", format!("unknown type `{name}`"))
-        .label(span, "not a type");
+    let d = Diagnostic::error("remit::unknown-type", format!("unknown type `{name}`")).label(span, "not a type");
     suggest(
         d,
         name,
@@ -86,9 +85,12 @@ pub fn not_a_type(name: &str, found: &str, span: Span) -> Diagnostic {
 }
 
 pub fn quoted_level(name: &str, span: Span) -> Diagnostic {
-    Diagnostic::error("remit::type-mismatch", format!("`level` is compared with levels, not with the string `\"{name}\"`"))
-        .label(span, "a level name is expected here")
-        .help(format!("write the level without quotes: `level <= {name}`"))
+    Diagnostic::error(
+        "remit::type-mismatch",
+        format!("`level` is compared with levels, not with the string `\"{name}\"`"),
+    )
+    .label(span, "a level name is expected here")
+    .help(format!("write the level without quotes: `level <= {name}`"))
 }
 
 pub fn nested_set(span: Span) -> Diagnostic {
@@ -129,9 +131,12 @@ pub fn missing_ttl(name: &str, span: Span) -> Diagnostic {
 
 pub fn zero_ttl(name: &str, span: Span, gates: Vec<Span>) -> Diagnostic {
     // Also reported without gates: a kind nobody can use is a mistake waiting for its first gate.
-    let mut d = Diagnostic::error("remit::unsatisfiable-gate", format!("approval kind `{name}` expires the moment it is issued"))
-        .label(span, "a time-to-live of zero")
-        .help("no approval of this kind can ever be valid, so every gate on it escalates forever; give it a positive ttl");
+    let mut d = Diagnostic::error(
+        "remit::unsatisfiable-gate",
+        format!("approval kind `{name}` expires the moment it is issued"),
+    )
+    .label(span, "a time-to-live of zero")
+    .help("no approval of this kind can ever be valid, so every gate on it escalates forever; give it a positive ttl");
     for g in gates {
         d = d.label(g, "this gate can never be satisfied");
     }
@@ -158,7 +163,14 @@ pub fn missing_class_parameter(tool: &str, class: &str, param: &str, span: Span,
     .help("rules on a class constrain the class's parameters, so every member must have them")
 }
 
-pub fn class_parameter_type(tool: &str, param: &str, found: &str, expected: &str, span: Span, class_span: Span) -> Diagnostic {
+pub fn class_parameter_type(
+    tool: &str,
+    param: &str,
+    found: &str,
+    expected: &str,
+    span: Span,
+    class_span: Span,
+) -> Diagnostic {
     Diagnostic::error(
         "remit::class-parameter-type",
         format!("parameter `{param}` of tool `{tool}` is `{found}`, but its class declares `{expected}`"),
@@ -251,10 +263,15 @@ pub fn dead_grant(target: &str, span: Span, forbid: Span) -> Diagnostic {
 }
 
 pub fn ungrantable(tool: &str, span: Span, tool_span: Span) -> Diagnostic {
-    Diagnostic::error("remit::ungrantable-mandate-change", format!("this grant would let an agent change mandates through `{tool}`"))
-        .label(span, "grants a tool that administers mandates")
-        .label(tool_span, "declared `administers mandates` here")
-        .help("no agent may hold the right to widen its own terms; mandates are changed by their owners, not through grants")
+    Diagnostic::error(
+        "remit::ungrantable-mandate-change",
+        format!("this grant would let an agent change mandates through `{tool}`"),
+    )
+    .label(span, "grants a tool that administers mandates")
+    .label(tool_span, "declared `administers mandates` here")
+    .help(
+        "no agent may hold the right to widen its own terms; mandates are changed by their owners, not through grants",
+    )
 }
 
 pub fn unknown_parent(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
@@ -272,10 +289,13 @@ pub fn delegation_cycle(names: &[String], span: Span) -> Diagnostic {
 pub fn delegation_too_deep(name: &str, ancestor: &str, depth: u32, span: Span, depth_span: Span) -> Diagnostic {
     Diagnostic::error("remit::delegation-too-deep", format!("`{name}` is delegated deeper than `{ancestor}` allows"))
         .label(span, "this mandate is too far below it")
-        .label(depth_span, match depth {
-            1 => "allows one level of delegation below it".to_string(),
-            n => format!("allows {n} levels of delegation below it"),
-        })
+        .label(
+            depth_span,
+            match depth {
+                1 => "allows one level of delegation below it".to_string(),
+                n => format!("allows {n} levels of delegation below it"),
+            },
+        )
         .help("shorten the chain or raise the ancestor's `delegation depth`")
 }
 

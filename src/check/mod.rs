@@ -149,8 +149,12 @@ impl<'a> Checker<'a> {
                             let mut seen: HashMap<&str, Span> = HashMap::new();
                             for level in &l.levels {
                                 if let Some(first) = seen.insert(&level.text, level.span) {
-                                    self.diagnostics
-                                        .push(err::duplicate_definition("level", &level.text, level.span, first));
+                                    self.diagnostics.push(err::duplicate_definition(
+                                        "level",
+                                        &level.text,
+                                        level.span,
+                                        first,
+                                    ));
                                 }
                             }
                         }
@@ -230,8 +234,7 @@ impl<'a> Checker<'a> {
                         None
                     }
                     None => {
-                        let mut candidates =
-                            vec!["string", "int", "decimal", "money", "bool", "timestamp", "duration"];
+                        let mut candidates = vec!["string", "int", "decimal", "money", "bool", "timestamp", "duration"];
                         candidates.extend(self.names_where(|s| matches!(s, Symbol::Kind | Symbol::Enum)));
                         self.error(err::unknown_type(&name.text, name.span, &candidates));
                         None

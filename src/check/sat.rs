@@ -30,11 +30,8 @@ pub fn for_level(cond: &Cond, level: usize) -> Cond {
         Cond::And(items) => Cond::And(items.iter().map(|c| for_level(c, level)).collect()),
         Cond::Or(items) => Cond::Or(items.iter().map(|c| for_level(c, level)).collect()),
         Cond::Atom(atom) if atom.attr == Attr::Level => {
-            let pinned = Atom {
-                attr: Attr::Level,
-                ty: Type::Level,
-                test: Test::Compare(CompareOp::Eq, Value::Level(level)),
-            };
+            let pinned =
+                Atom { attr: Attr::Level, ty: Type::Level, test: Test::Compare(CompareOp::Eq, Value::Level(level)) };
             let both = Cond::And(vec![Cond::Atom(pinned), cond.clone()]);
             // Decided by the one-attribute domain check: satisfiable together with `level == L` or not.
             if satisfiable(&both, usize::MAX).unwrap_or(true) {
@@ -108,9 +105,7 @@ fn dnf(cond: &Cond) -> Option<Vec<Conjunction<'_>>> {
                 }
                 out = out
                     .iter()
-                    .flat_map(|left| {
-                        part.iter().map(move |right| left.iter().chain(right.iter()).copied().collect())
-                    })
+                    .flat_map(|left| part.iter().map(move |right| left.iter().chain(right.iter()).copied().collect()))
                     .collect();
             }
             Some(out)

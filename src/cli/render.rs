@@ -83,7 +83,11 @@ pub fn human(sources: &SourceMap, d: &Diagnostic, colour: bool) -> String {
         if label.span.file == primary.file {
             let span = SourceSpan::new((label.span.start as usize).into(), label.span.len());
             let text = Some(label.message.clone());
-            labels.push(if i == 0 { LabeledSpan::new_primary_with_span(text, span) } else { LabeledSpan::new_with_span(text, span) });
+            labels.push(if i == 0 {
+                LabeledSpan::new_primary_with_span(text, span)
+            } else {
+                LabeledSpan::new_with_span(text, span)
+            });
         } else {
             let note = format!("{} ({})", label.message, sources.location(label.span));
             help = Some(match help {
@@ -146,7 +150,12 @@ pub fn github(sources: &SourceMap, d: &Diagnostic) -> String {
         Some(span) => {
             let (line, col) = sources.line_col(span);
             let name = &sources.file(span.file).name;
-            format!("::{level} file={},line={line},col={col},title={}::{}", escape_prop(name), escape_prop(d.code), escape(&message))
+            format!(
+                "::{level} file={},line={line},col={col},title={}::{}",
+                escape_prop(name),
+                escape_prop(d.code),
+                escape(&message)
+            )
         }
         None => format!("::{level} title={}::{}", escape_prop(d.code), escape(&message)),
     }

@@ -30,8 +30,11 @@ pub fn run(paths: &[PathBuf]) -> Result<ExitCode, String> {
             }
         };
         let dir = file.parent().unwrap_or(Path::new(".")).to_path_buf();
-        let policy: Vec<PathBuf> =
-            if parsed.policy.is_empty() { vec![dir.clone()] } else { parsed.policy.iter().map(|p| dir.join(p)).collect() };
+        let policy: Vec<PathBuf> = if parsed.policy.is_empty() {
+            vec![dir.clone()]
+        } else {
+            parsed.policy.iter().map(|p| dir.join(p)).collect()
+        };
         let (program, _, _) = compile(&policy, Format::Human)?;
         let Some(program) = program else {
             println!("FAIL {}: the policy does not check ({} case(s) not run)", file.display(), parsed.cases.len());

@@ -55,6 +55,48 @@ pub fn decide(program: &Program, request: &[u8]) -> Decision {
     decision
 }
 
+/// How one rule of the chain evaluated for a call: what `remit eval --trace` shows, and what the fail-closed
+/// property tests inspect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleTrace {
+    pub mandate: String,
+    pub rule: String,
+    /// `allow`, `forbid`, `limit`, `scope`, `gate`, `operation-id`, `fact` or `budget`.
+    pub kind: &'static str,
+    /// The condition's value; `None` when it could not be evaluated.
+    pub result: Option<bool>,
+}
+
+/// Every rule of the request's mandate chain that covers the called tool, with its condition's value. Empty when
+/// the request does not get as far as a tool and a mandate.
+pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
+    let Ok(req) = request::parse(request, Need::Call) else { return Vec::new() };
+    let Some(call) = req.call.as_ref() else { return Vec::new() };
+    let (Some(tool), Some(leaf)) = (program.tool(&call.name), program.mandate(&req.mandate)) else {
+        return Vec::new();
+    };
+    let env = Env { program, request: &req, tool, listing: false };
+    let mut out = Vec::new();
+    for mandate_id in program.chain(leaf) {
+        let mandate = &program.mandates[mandate_id];
+        for rule in mandate.rules.iter().filter(|r| program.covers(&r.target, tool)) {
+            let kind = match rule.kind {
+                RuleKind::Allow => "allow",
+                RuleKind::Forbid => "forbid",
+                RuleKind::Limit => "limit",
+                RuleKind::Scope => "scope",
+                RuleKind::Gate { .. } => "gate",
+                RuleKind::RequireOperationId => "operation-id",
+                RuleKind::Fact { .. } => "fact",
+                RuleKind::Budget { .. } => "budget",
+            };
+            let result = cond::eval(&rule.condition, &env).ok();
+            out.push(RuleTrace { mandate: mandate.name.clone(), rule: rule.label.clone(), kind, result });
+        }
+    }
+    out
+}
+
 /// One reason found while examining the chain.
 #[derive(Debug)]
 struct Finding {

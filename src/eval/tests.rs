@@ -103,6 +103,7 @@ fn mandate(
         valid_span: if valid.is_some() { span("valid from") } else { name_span },
         max_level_span: if max_level.is_some() { span("max level") } else { name_span },
         otherwise_span: if otherwise == Otherwise::Escalate { span("otherwise escalate") } else { name_span },
+        depth_span: name_span,
     }
 }
 
@@ -237,6 +238,8 @@ pub(crate) fn program() -> Program {
             ttl: 3600,
             single_use: true,
             span: span("approval commercial_terms"),
+            binds_span: span("approval commercial_terms"),
+            ttl_span: span("approval commercial_terms"),
         },
         ApprovalKind {
             name: "human_publication".into(),
@@ -244,6 +247,8 @@ pub(crate) fn program() -> Program {
             ttl: 86_400,
             single_use: false,
             span: span("approval human_publication"),
+            binds_span: span("approval human_publication"),
+            ttl_span: span("approval human_publication"),
         },
     ];
     let mut program = Program {

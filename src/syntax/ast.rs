@@ -171,11 +171,33 @@ pub enum Expr {
     Not(Box<Expr>, Span),
     /// A bool attribute used alone as a condition.
     Truthy(Attribute),
-    Compare { attr: Attribute, op: CompareOp, operand: Operand, span: Span },
-    In { attr: Attribute, negated: bool, items: Vec<Operand>, span: Span },
-    Under { attr: Attribute, prefix: String, span: Span },
-    Contains { attr: Attribute, item: Operand, span: Span },
-    Within { attr: Attribute, items: Vec<Operand>, span: Span },
+    Compare {
+        attr: Attribute,
+        op: CompareOp,
+        operand: Operand,
+        span: Span,
+    },
+    In {
+        attr: Attribute,
+        negated: bool,
+        items: Vec<Operand>,
+        span: Span,
+    },
+    Under {
+        attr: Attribute,
+        prefix: String,
+        span: Span,
+    },
+    Contains {
+        attr: Attribute,
+        item: Operand,
+        span: Span,
+    },
+    Within {
+        attr: Attribute,
+        items: Vec<Operand>,
+        span: Span,
+    },
 }
 
 impl Expr {
@@ -249,7 +271,10 @@ pub enum Literal {
     String(String),
     /// A number as written (integer or decimal), kept exact.
     Number(String),
-    Money { amount: String, currency: String },
+    Money {
+        amount: String,
+        currency: String,
+    },
     Bool(bool),
     /// Seconds since the Unix epoch.
     Timestamp(i64),

@@ -41,11 +41,8 @@ fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Di
         pest::error::InputLocation::Span((s, e)) => (s, e),
     };
     // Underline the word at the error position so the label is visible.
-    let word_end = text[start..]
-        .char_indices()
-        .find(|(_, c)| c.is_whitespace())
-        .map_or(text.len(), |(i, _)| start + i)
-        .max(end);
+    let word_end =
+        text[start..].char_indices().find(|(_, c)| c.is_whitespace()).map_or(text.len(), |(i, _)| start + i).max(end);
     let expected = match &error.variant {
         pest::error::ErrorVariant::ParsingError { positives, .. } => describe_expected(positives),
         pest::error::ErrorVariant::CustomError { message } => message.clone(),
@@ -297,9 +294,9 @@ impl Lower {
         };
         for clause in inner {
             match clause.as_rule() {
-                Rule::effects_clause => {
-                    tool.effects.extend(clause.into_inner().filter(|p| p.as_rule() == Rule::ident).map(|p| self.name(p)))
-                }
+                Rule::effects_clause => tool
+                    .effects
+                    .extend(clause.into_inner().filter(|p| p.as_rule() == Rule::ident).map(|p| self.name(p))),
                 Rule::tool_level_clause => tool.level = Some(self.name(clause.into_inner().next().expect("level"))),
                 Rule::side_effects_clause => tool.side_effects = true,
                 Rule::requires_scope_clause => tool.scopes.extend(clause.into_inner().map(|p| self.string(p))),
@@ -315,7 +312,9 @@ impl Lower {
         let mut decl = MandateDecl { name, principal: None, parent: None, clauses: Vec::new(), span };
         for pair in inner {
             match pair.as_rule() {
-                Rule::principal_spec => decl.principal = Some(self.string(pair.into_inner().next().expect("principal"))),
+                Rule::principal_spec => {
+                    decl.principal = Some(self.string(pair.into_inner().next().expect("principal")))
+                }
                 Rule::parent_spec => decl.parent = Some(self.name(pair.into_inner().next().expect("parent"))),
                 _ => {
                     let clause = self.clause(pair);
@@ -376,7 +375,9 @@ impl Lower {
                 let condition = inner.next().map(|w| self.where_clause(w));
                 ClauseKind::Gate { approval, target, condition }
             }
-            Rule::operation_clause => ClauseKind::RequireOperationId { target: self.target(inner.next().expect("target")) },
+            Rule::operation_clause => {
+                ClauseKind::RequireOperationId { target: self.target(inner.next().expect("target")) }
+            }
             Rule::budget_clause => {
                 let name = self.name(inner.next().expect("budget name"));
                 let max = self.count(inner.next().expect("budget max"));
@@ -393,9 +394,7 @@ impl Lower {
                 let name = self.name(inner.next().expect("fact name"));
                 let version = self.count(inner.next().expect("fact version"));
                 let target = self.target(inner.next().expect("target"));
-                let on_stale = inner
-                    .next()
-                    .map_or(Outcome::Deny, |e| outcome(e.into_inner().next().expect("outcome")));
+                let on_stale = inner.next().map_or(Outcome::Deny, |e| outcome(e.into_inner().next().expect("outcome")));
                 ClauseKind::Fact { name, version, target, on_stale }
             }
             other => unreachable!("not a mandate clause: {other:?}"),

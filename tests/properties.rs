@@ -1,0 +1,271 @@
+//! Property tests over the shipped examples:
+//! - reordering declarations, mandate clauses and files never changes a decision;
+//! - an evaluation error never yields allow (fail closed), on mutated requests;
+//! - arbitrary bytes never crash the interpreter and always deny.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use remit::check::check;
+use remit::eval::{decide, trace, Decision, Outcome};
+use remit::ir::Program;
+use remit::source::SourceMap;
+use remit::syntax::ast::Decl;
+use remit::syntax::parse_file;
+use serde_json::Value;
+
+struct Example {
+    files: Vec<(String, String)>,
+    requests: Vec<Value>,
+}
+
+fn example(name: &str) -> Example {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    let mut files = Vec::new();
+    let mut requests = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".remit") {
+            files.push((name, std::fs::read_to_string(&path).unwrap()));
+        } else if name.ends_with(".tests.toml") {
+            let parsed = remit::testing::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            requests.extend(parsed.cases.into_iter().map(|c| c.request));
+        }
+    }
+    assert!(!requests.is_empty());
+    Example { files, requests }
+}
+
+const EXAMPLES: [&str; 4] = ["web-publication", "wallet", "club", "bank-disputes"];
+
+fn compile(files: &[(String, String)]) -> Program {
+    let mut sources: SourceMap = remit::stdlib::sources();
+    for (name, text) in files {
+        sources.add(name.clone(), text.clone());
+    }
+    let checked = check(sources);
+    checked.program.unwrap_or_else(|| panic!("does not check: {:#?}", checked.diagnostics))
+}
+
+/// A decision without what legitimately depends on the text's layout: source positions and the policy hash.
+fn semantic(decision: &Decision) -> String {
+    let mut d = decision.clone();
+    d.policy.clear();
+    for rule in &mut d.rules {
+        rule.at.clear();
+    }
+    d.rules.sort_by(|a, b| (&a.mandate, &a.rule).cmp(&(&b.mandate, &b.rule)));
+    d.to_json()
+}
+
+/// A permutation of `0..n` drawn from `seed`.
+fn permutation(n: usize, seed: &mut u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let j = ((*seed >> 33) % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// The file with its declarations, and each mandate's clauses, in another order.
+fn shuffle_file(text: &str, seed: &mut u64) -> String {
+    let file = parse_file(0, text).expect("example parses");
+    let mut out = String::new();
+    for index in permutation(file.decls.len(), seed) {
+        let span = file.spans[index];
+        let decl_text = &text[span.start as usize..span.end as usize];
+        match &file.decls[index] {
+            Decl::Mandate(m) if !m.clauses.is_empty() => {
+                let first = m.clauses[0].span.start as usize;
+                out.push_str(&text[span.start as usize..first]);
+                for c in permutation(m.clauses.len(), seed) {
+                    let clause = m.clauses[c].span;
+                    out.push_str("\n  ");
+                    out.push_str(&text[clause.start as usize..clause.end as usize]);
+                }
+                out.push_str("\n}\n\n");
+            }
+            _ => {
+                out.push_str(decl_text);
+                out.push_str("\n\n");
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn reordering_rules_and_files_never_changes_a_decision(which in 0..EXAMPLES.len(), seed in any::<u64>()) {
+        let example = example(EXAMPLES[which]);
+        let original = compile(&example.files);
+        let mut seed = seed;
+        let mut shuffled: Vec<(String, String)> =
+            example.files.iter().map(|(name, text)| (name.clone(), shuffle_file(text, &mut seed))).collect();
+        let order = permutation(shuffled.len(), &mut seed);
+        shuffled = order.into_iter().map(|i| shuffled[i].clone()).collect();
+        let reordered = compile(&shuffled);
+        for request in &example.requests {
+            let bytes = request.to_string();
+            prop_assert_eq!(
+                semantic(&decide(&original, bytes.as_bytes())),
+                semantic(&decide(&reordered, bytes.as_bytes())),
+                "request {}", bytes
+            );
+        }
+    }
+}
+
+/// Paths of every value inside a JSON document (JSON pointers).
+fn paths(value: &Value, prefix: String, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let p = format!("{prefix}/{}", k.replace('~', "~0").replace('/', "~1"));
+                out.push(p.clone());
+                paths(v, p, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                let p = format!("{prefix}/{i}");
+                out.push(p.clone());
+                paths(v, p, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn replacement(kind: u8) -> Value {
+    match kind % 8 {
+        0 => Value::Null,
+        1 => Value::from(-7),
+        2 => Value::from("garbage"),
+        3 => Value::Bool(true),
+        4 => serde_json::json!([1, "x"]),
+        5 => serde_json::json!({"nested": {}}),
+        6 => Value::from("100000 USD"),
+        _ => Value::from("2026-13-45T99:99:99Z"),
+    }
+}
+
+fn mutate(request: &Value, pick: usize, kind: u8, delete: bool) -> Value {
+    let mut out = request.clone();
+    let mut all = Vec::new();
+    paths(&out, String::new(), &mut all);
+    if all.is_empty() {
+        return out;
+    }
+    let path = &all[pick % all.len()];
+    let (parent, last) = path.rsplit_once('/').unwrap();
+    let last = last.replace("~1", "/").replace("~0", "~");
+    match out.pointer_mut(parent) {
+        Some(Value::Object(map)) if delete => {
+            map.remove(&last);
+        }
+        Some(Value::Array(items)) if delete => {
+            if let Ok(i) = last.parse::<usize>() {
+                items.remove(i);
+            }
+        }
+        Some(_) => {
+            if let Some(slot) = out.pointer_mut(path) {
+                *slot = replacement(kind);
+            }
+        }
+        None => {}
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn an_evaluation_error_never_allows(which in 0..EXAMPLES.len(), case in any::<usize>(), pick in any::<usize>(),
+                                         kind in any::<u8>(), delete in any::<bool>(), twice in any::<bool>()) {
+        thread_local! {
+            static PROGRAMS: Vec<(Program, Vec<Value>)> =
+                EXAMPLES.iter().map(|n| { let e = example(n); (compile(&e.files), e.requests) }).collect();
+        }
+        PROGRAMS.with(|programs| {
+            let (program, requests) = &programs[which];
+            let mut request = mutate(&requests[case % requests.len()], pick, kind, delete);
+            if twice {
+                request = mutate(&request, pick / 7, kind.wrapping_add(3), !delete);
+            }
+            let bytes = request.to_string();
+            let decision = decide(program, bytes.as_bytes());
+            if decision.outcome == Outcome::Allow {
+                for rule in trace(program, bytes.as_bytes()) {
+                    // Restrictions that cannot be evaluated count as violated; gates as applying.
+                    let failed = rule.result.is_none();
+                    prop_assert!(!(failed && matches!(rule.kind, "forbid" | "limit" | "scope")),
+                        "allowed although `{}` of `{}` could not be evaluated: {}", rule.rule, rule.mandate, bytes);
+                    prop_assert!(!(rule.kind == "forbid" && rule.result == Some(true)),
+                        "allowed although `{}` forbids it: {}", rule.rule, bytes);
+                }
+                // Every granting rule listed evaluated to true, and every mandate of the chain granted.
+                let traced = trace(program, bytes.as_bytes());
+                for mandate in &decision.mandate_chain {
+                    prop_assert!(traced.iter().any(|r| &r.mandate == mandate && r.kind == "allow" && r.result == Some(true)),
+                        "allowed without a grant of `{}` that evaluated to true: {}", mandate, bytes);
+                }
+            }
+            Ok(())
+        })?;
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_crash_and_always_deny(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        thread_local! { static PROGRAM: Program = compile(&example("wallet").files); }
+        PROGRAM.with(|program| {
+            let decision = decide(program, &bytes);
+            prop_assert_eq!(decision.outcome, Outcome::Deny);
+            Ok(())
+        })?;
+    }
+}
+
+#[test]
+fn mutations_reach_allow_and_errors() {
+    // The fail-closed property is only meaningful if mutated requests still reach allows and evaluation errors.
+    let e = example("wallet");
+    let program = compile(&e.files);
+    let (mut allows, mut errors) = (0, 0);
+    for (i, request) in e.requests.iter().enumerate() {
+        for pick in 0..40 {
+            let bytes = mutate(request, pick * 3 + i, pick as u8, pick % 2 == 0).to_string();
+            if decide(&program, bytes.as_bytes()).outcome == Outcome::Allow {
+                allows += 1;
+            }
+            if trace(&program, bytes.as_bytes()).iter().any(|r| r.result.is_none()) {
+                errors += 1;
+            }
+        }
+    }
+    assert!(allows > 20, "only {allows} mutated requests were allowed");
+    assert!(errors > 20, "only {errors} mutated requests hit an evaluation error");
+}
+
+#[test]
+fn shuffling_really_reorders() {
+    let e = example("web-publication");
+    let (_, text) = e.files.iter().find(|(n, _)| n == "policy.remit").unwrap();
+    let mut seed = 7;
+    let shuffled = shuffle_file(text, &mut seed);
+    assert_ne!(shuffled.replace(char::is_whitespace, ""), text.replace(char::is_whitespace, ""));
+    let position = |t: &str, needle: &str| t.find(needle).unwrap();
+    let moved =
+        ["mandate web_research", "mandate web_release", "forbid social_post", "allow edit_code"].windows(2).any(|w| {
+            (position(text, w[0]) < position(text, w[1])) != (position(&shuffled, w[0]) < position(&shuffled, w[1]))
+        });
+    assert!(moved, "seed 7 leaves the declarations in order:\n{shuffled}");
+}
