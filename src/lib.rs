@@ -13,3 +13,4 @@ pub mod stdlib;
 pub mod syntax;
 pub mod testing;
 pub mod value;
+pub mod wasm;
