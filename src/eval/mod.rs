@@ -19,6 +19,9 @@ use serde_json::{Map, Value as Json};
 pub use decision::{DecidingRule, Decision, MissingApproval, Obligation, Outcome};
 pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
+// The wasm backend writes the same JSON, so it shares the writers.
+pub(crate) use decision::write_rule as write_deciding_rule;
+pub(crate) use digest::write_string as write_json_string;
 
 use crate::ir::{ApprovalKind, Binding, Mandate, Program, RuleKind, Tool, ToolId};
 use crate::source::Span;
@@ -284,6 +287,12 @@ pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i64) -> Option
     } else {
         return None;
     };
+    let text = validity_text(mandate);
+    Some((code, deciding_rule(program, mandate, &text, mandate.valid_span)))
+}
+
+/// How a mandate's validity window is named in decisions: `valid from … until …`.
+pub(crate) fn validity_text(mandate: &Mandate) -> String {
     let mut text = String::from("valid");
     if let Some(from) = mandate.valid_from {
         text.push_str(" from ");
@@ -293,7 +302,7 @@ pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i64) -> Option
         text.push_str(" until ");
         text.push_str(&format_timestamp(until));
     }
-    Some((code, deciding_rule(program, mandate, &text, mandate.valid_span)))
+    text
 }
 
 /// A stop on the mandate, for a tool with side effects.

@@ -15,7 +15,7 @@ pub const TAPE_TOKEN_SIZE: u32 = 16;
 pub const TAPE_CAPACITY: u32 = MAX_INPUT + 8;
 /// Scratch space reset on every call: unescaped strings, the canonical argument text, sort buffers.
 pub const SCRATCH_BASE: u32 = TAPE_BASE + TAPE_CAPACITY * TAPE_TOKEN_SIZE;
-pub const SCRATCH_SIZE: u32 = 2 * MAX_INPUT;
+pub const SCRATCH_SIZE: u32 = 4 * MAX_INPUT;
 /// The decision (or tool listing) JSON written by the call.
 pub const OUT_BASE: u32 = SCRATCH_BASE + SCRATCH_SIZE;
 pub const OUT_SIZE: u32 = 4 * MAX_INPUT;

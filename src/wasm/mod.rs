@@ -5,9 +5,12 @@
 //! bytecode); the module is the fixed runtime ([`rt`]) plus those tables as static data, emitted with
 //! wasm-encoder in one [`module::ModuleBuilder::finish`], which validates it with wasmparser every time.
 
+pub mod asm;
+pub mod codegen;
 pub mod layout;
 pub mod module;
 pub mod rt;
+pub mod vm;
 
 use crate::ir::Program;
 
@@ -18,8 +21,20 @@ pub const ABI_VERSION: i32 = 1;
 pub fn compile(program: &Program) -> Result<Vec<u8>, String> {
     let mut m = module::ModuleBuilder::new();
     rt::declare(&mut m);
+    vm::prim::declare(&mut m);
+    vm::request::declare(&mut m);
+    vm::values::declare(&mut m);
+    vm::decide::declare(&mut m);
+    let tables = codegen::lower(&mut m, program)?;
     rt::define(&mut m);
-    let _ = program;
+    vm::prim::define(&mut m);
+    vm::request::define(&mut m);
+    vm::values::define(&mut m);
+    vm::decide::define(&mut m, &tables);
     m.export_global("remit_abi_version", ABI_VERSION);
+    m.export_func("remit_alloc", "remit_alloc");
+    m.export_func("remit_decide", "remit_decide");
+    m.export_func("remit_visible_tools", "remit_visible_tools");
+    m.export_func("remit_policy_info", "remit_policy_info");
     m.finish()
 }

@@ -79,7 +79,7 @@ impl ModuleBuilder {
 
     /// Places bytes in the static data without interning, aligned to `align`, and returns their address.
     pub fn raw(&mut self, bytes: &[u8], align: usize) -> u32 {
-        while self.data.len() % align != 0 {
+        while !self.data.len().is_multiple_of(align) {
             self.data.push(0);
         }
         let at = DATA_BASE + self.data.len() as u32;

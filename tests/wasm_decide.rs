@@ -1,0 +1,263 @@
+//! The wasm backend agrees with the reference interpreter, byte for byte: every example's policy is compiled to
+//! a module, and every request of its policy tests (and its `requests/` folder), plus mutated and malformed
+//! variants, is decided by both.
+
+use std::path::Path;
+
+use remit::check::check;
+use remit::ir::Program;
+use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
+
+struct Wasm {
+    store: Store<()>,
+    memory: Memory,
+    alloc: TypedFunc<i32, i32>,
+    decide: TypedFunc<(i32, i32), i64>,
+    visible: TypedFunc<(i32, i32), i64>,
+}
+
+impl Wasm {
+    fn new(engine: &Engine, bytes: &[u8]) -> Wasm {
+        let module = Module::new(engine, bytes).expect("module compiles");
+        let mut store = Store::new(engine, ());
+        let instance = Instance::new(&mut store, &module, &[]).expect("instantiates with no imports");
+        let memory = instance.get_memory(&mut store, "memory").expect("memory export");
+        let alloc = instance.get_typed_func(&mut store, "remit_alloc").expect("remit_alloc");
+        let decide = instance.get_typed_func(&mut store, "remit_decide").expect("remit_decide");
+        let visible = instance.get_typed_func(&mut store, "remit_visible_tools").expect("remit_visible_tools");
+        Wasm { store, memory, alloc, decide, visible }
+    }
+
+    fn decide(&mut self, request: &[u8]) -> String {
+        let f = self.decide.clone();
+        self.call(f, request)
+    }
+
+    fn visible(&mut self, request: &[u8]) -> String {
+        let f = self.visible.clone();
+        self.call(f, request)
+    }
+
+    fn call(&mut self, f: TypedFunc<(i32, i32), i64>, request: &[u8]) -> String {
+        let ptr = self.alloc.call(&mut self.store, request.len() as i32).expect("alloc does not trap");
+        if ptr != 0 {
+            self.memory.write(&mut self.store, ptr as usize, request).expect("write request");
+        }
+        let packed = f.call(&mut self.store, (ptr, request.len() as i32)).expect("the module does not trap");
+        let (at, len) = ((packed as u64 >> 32) as usize, (packed as u64 & 0xffff_ffff) as usize);
+        let mut out = vec![0; len];
+        self.memory.read(&self.store, at, &mut out).expect("read decision");
+        String::from_utf8(out).expect("decisions are UTF-8")
+    }
+}
+
+fn example(name: &str) -> (Program, Vec<Vec<u8>>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    let mut sources = remit::stdlib::sources();
+    let mut requests = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        if file.ends_with(".remit") {
+            sources.add(file, std::fs::read_to_string(&path).unwrap());
+        } else if file.ends_with(".tests.toml") {
+            let parsed = remit::testing::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            requests.extend(parsed.cases.into_iter().map(|c| c.request.to_string().into_bytes()));
+        }
+    }
+    let checked = check(sources);
+    let diagnostics: Vec<String> = checked.diagnostics.iter().map(|d| format!("{}: {}", d.code, d.message)).collect();
+    let program = checked.program.unwrap_or_else(|| panic!("{name} does not check: {diagnostics:#?}"));
+    (program, requests)
+}
+
+#[test]
+fn examples_decide_identically_in_wasm() {
+    let engine = Engine::default();
+    for name in ["wallet", "club", "bank-disputes", "web-publication"] {
+        let (program, requests) = example(name);
+        let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+        let mut wasm = Wasm::new(&engine, &bytes);
+        let mut mismatches = Vec::new();
+        for request in &requests {
+            let expected = remit::eval::decide(&program, request).to_json();
+            let actual = wasm.decide(request);
+            let listing = (remit::eval::visible_tools(&program, request).to_json(), wasm.visible(request));
+            if listing.0 != listing.1 {
+                mismatches.push(format!(
+                    "listing for {}\nexpected: {}\nactual:   {}",
+                    String::from_utf8_lossy(request),
+                    listing.0,
+                    listing.1
+                ));
+            }
+            if expected != actual {
+                mismatches.push(format!(
+                    "request:  {}\nexpected: {expected}\nactual:   {actual}",
+                    String::from_utf8_lossy(request)
+                ));
+            }
+        }
+        assert!(
+            mismatches.is_empty(),
+            "{name}: {} of {} differ:\n{}",
+            mismatches.len(),
+            requests.len(),
+            mismatches[..mismatches.len().min(40)].join("\n\n")
+        );
+    }
+}
+
+/// A small deterministic generator (the test must be reproducible without a seed file).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
+    use serde_json::{json, Value};
+    let strings = [
+        "acme-grocer",
+        "",
+        "é",
+        "a\"b",
+        "back\\slash",
+        "line\nbreak",
+        "\u{1}",
+        "100 USD",
+        "75.00 USD",
+        "100.000000001 USD",
+        "12.50",
+        "-0",
+        "1e3",
+        "2026-12-03T15:20:00Z",
+        "2026-02-30T00:00:00Z",
+        "900s",
+        "+15m",
+        "1é",
+        "wallet",
+        "agent:shopper",
+        "op-1",
+        "USD",
+        "sha256:00",
+    ];
+    match rng.below(if depth > 2 { 6 } else { 9 }) {
+        0 => Value::Null,
+        1 => Value::Bool(rng.below(2) == 0),
+        2 => {
+            let numbers = [
+                "0",
+                "-1",
+                "7",
+                "100",
+                "1.5",
+                "12.50",
+                "1e2",
+                "-0",
+                "18446744073709551616",
+                "9223372036854775808",
+                "-9223372036854775809",
+                "0.1234567891",
+            ];
+            serde_json::from_str(numbers[rng.below(numbers.len())]).unwrap()
+        }
+        3..=5 => Value::String(strings[rng.below(strings.len())].to_string()),
+        6 => Value::Array((0..rng.below(4)).map(|_| random_value(rng, depth + 1)).collect()),
+        7 => json!({ "id": random_value(rng, depth + 1), "kind": "commercial_terms", "mandate": "wallet" }),
+        _ => {
+            let keys = ["amount", "merchant", "id", "scopes", "mandate", "now", "kind", "x"];
+            let mut map = serde_json::Map::new();
+            for _ in 0..rng.below(4) {
+                map.insert(keys[rng.below(keys.len())].to_string(), random_value(rng, depth + 1));
+            }
+            Value::Object(map)
+        }
+    }
+}
+
+/// Replaces, removes or adds one value somewhere in the request.
+fn mutate(rng: &mut Rng, value: &mut serde_json::Value, depth: u32) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) if !map.is_empty() && rng.below(4) != 0 => {
+            let keys: Vec<String> = map.keys().cloned().collect();
+            let key = &keys[rng.below(keys.len())];
+            match rng.below(5) {
+                0 => {
+                    map.remove(key);
+                }
+                1 => {
+                    map.insert(key.clone(), random_value(rng, depth));
+                }
+                _ => mutate(rng, map.get_mut(key).unwrap(), depth + 1),
+            }
+        }
+        Value::Array(items) if !items.is_empty() && rng.below(3) != 0 => {
+            let i = rng.below(items.len());
+            mutate(rng, &mut items[i], depth + 1);
+        }
+        _ => *value = random_value(rng, depth),
+    }
+}
+
+/// Text-level damage a JSON value cannot express: truncation, duplicate keys, invalid UTF-8, deep nesting.
+fn damage(rng: &mut Rng, text: &str) -> Vec<u8> {
+    let mut bytes = text.as_bytes().to_vec();
+    match rng.below(6) {
+        0 => bytes.truncate(rng.below(bytes.len() + 1)),
+        1 => {
+            let at = rng.below(bytes.len());
+            bytes[at] = (rng.next() & 0xff) as u8;
+        }
+        2 => {
+            // A duplicate key inside the first object.
+            if let Some(at) = text.find('{') {
+                bytes.splice(at + 1..at + 1, br#""subject":{"id":"agent:other"},"#.iter().copied());
+            }
+        }
+        3 => bytes = format!("{}{}{}", "[".repeat(70), text, "]".repeat(70)).into_bytes(),
+        4 => bytes.extend_from_slice(b" x"),
+        _ => bytes.insert(rng.below(bytes.len() + 1), 0xc3),
+    }
+    bytes
+}
+
+#[test]
+fn mutated_and_malformed_requests_decide_identically() {
+    let engine = Engine::default();
+    let rounds: usize = std::env::var("REMIT_DIFF_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(25_000);
+    let mut total = 0;
+    for (index, name) in ["wallet", "club", "bank-disputes", "web-publication"].iter().enumerate() {
+        let (program, requests) = example(name);
+        let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+        let mut wasm = Wasm::new(&engine, &bytes);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ index as u64);
+        for round in 0..rounds {
+            let base = &requests[round % requests.len()];
+            let mut value: serde_json::Value = serde_json::from_slice(base).unwrap();
+            for _ in 0..=rng.below(3) {
+                mutate(&mut rng, &mut value, 0);
+            }
+            let text = value.to_string();
+            let request = if rng.below(4) == 0 { damage(&mut rng, &text) } else { text.into_bytes() };
+            let expected = remit::eval::decide(&program, &request).to_json();
+            let actual = wasm.decide(&request);
+            assert_eq!(actual, expected, "{name}: request {}", String::from_utf8_lossy(&request));
+            let listing = remit::eval::visible_tools(&program, &request).to_json();
+            assert_eq!(wasm.visible(&request), listing, "{name}: listing for {}", String::from_utf8_lossy(&request));
+            total += 1;
+        }
+    }
+    assert!(total >= 4 * rounds);
+}

@@ -1,0 +1,324 @@
+//! Differential testing on random policies: random catalogs and mandates (every parameter type, every operator,
+//! nested connectives, gates, limits, scopes, budgets, facts, windows, levels, stops) are checked, compiled to
+//! wasm, and asked random requests (well-typed, mistyped, missing); the module must answer exactly as the
+//! interpreter, for decisions and tool listings.
+
+use remit::check::check;
+use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const PARAMS: [(&str, &str); 10] = [
+    ("n", "int"),
+    ("d", "decimal"),
+    ("amount", "money"),
+    ("s", "string"),
+    ("flag", "bool"),
+    ("when", "timestamp"),
+    ("wait", "duration"),
+    ("tier", "tier"),
+    ("vendor", "vendor"),
+    ("tags", "set<string>"),
+];
+
+fn literal(rng: &mut Rng, ty: &str) -> String {
+    match ty {
+        "int" => rng.pick(&["0", "5", "-3", "100", "7"]).to_string(),
+        "decimal" => rng.pick(&["1.5", "0", "-2.25", "10", "3.000000001"]).to_string(),
+        "money" => rng.pick(&["10 USD", "99.99 USD", "0 USD", "100 USD"]).to_string(),
+        "string" | "vendor" => format!("\"{}\"", rng.pick(&["a", "acme", "a/b", "", "é", "x\\\"y"])),
+        "bool" => rng.pick(&["true", "false"]).to_string(),
+        "timestamp" => rng.pick(&["2026-12-01T00:00:00Z", "2026-12-31T23:59:59Z", "2027-01-01T00:00:00Z"]).to_string(),
+        "duration" => rng.pick(&["60s", "15m", "1h", "0s"]).to_string(),
+        "tier" => format!("\"{}\"", rng.pick(&["gold", "silver", "bronze"])),
+        _ => "\"a\"".to_string(),
+    }
+}
+
+fn atom(rng: &mut Rng, params: &[(&str, &str)]) -> String {
+    let choice = rng.below(10);
+    if choice == 0 {
+        return format!("level {} {}", rng.pick(&["<=", ">", "=="]), rng.pick(&["research", "draft", "publish"]));
+    }
+    if choice == 1 {
+        return format!("resource.id under \"{}\"", rng.pick(&["site/", "a", ""]));
+    }
+    if choice == 2 {
+        return format!("subject.scopes contains \"{}\"", rng.pick(&["s1", "s2"]));
+    }
+    if choice == 3 {
+        return format!("context.region {} \"{}\"", rng.pick(&["==", "!="]), rng.pick(&["eu", "us"]));
+    }
+    if choice == 4 {
+        return format!("attempt {} {}", rng.pick(&["<", ">=", "=="]), rng.pick(&["1", "2"]));
+    }
+    if choice == 5 {
+        return format!("now < {}", literal(rng, "timestamp"));
+    }
+    let (name, ty) = *rng.pick(params);
+    let attr = format!("args.{name}");
+    match ty {
+        "bool" => {
+            if rng.chance(50) {
+                attr
+            } else {
+                format!("{attr} == {}", literal(rng, ty))
+            }
+        }
+        "set<string>" => match rng.below(2) {
+            0 => format!("{attr} contains \"{}\"", rng.pick(&["a", "b"])),
+            _ => format!("{attr} within [\"a\", \"b\"{}]", if rng.chance(50) { ", \"c\"" } else { "" }),
+        },
+        "string" | "vendor" => match rng.below(3) {
+            0 => format!("{attr} under \"{}\"", rng.pick(&["a", "x", ""])),
+            1 => format!("{attr} in [{}, {}]", literal(rng, ty), literal(rng, ty)),
+            _ => format!("{attr} {} {}", rng.pick(&["==", "!="]), literal(rng, ty)),
+        },
+        "tier" => format!("{attr} {} [{}]", rng.pick(&["in", "not in"]), literal(rng, ty)),
+        _ => format!("{attr} {} {}", rng.pick(&["<", "<=", ">", ">=", "==", "!="]), literal(rng, ty)),
+    }
+}
+
+fn condition(rng: &mut Rng, params: &[(&str, &str)], depth: u32) -> String {
+    match if depth > 1 { 0 } else { rng.below(4) } {
+        0 | 1 => atom(rng, params),
+        2 => format!(
+            "({} {} {})",
+            condition(rng, params, depth + 1),
+            rng.pick(&["and", "or"]),
+            condition(rng, params, depth + 1)
+        ),
+        _ => format!("not {}", condition(rng, params, depth + 1)),
+    }
+}
+
+fn policy(rng: &mut Rng) -> String {
+    let mut out = String::from(
+        "kind vendor\nenum tier { gold, silver, bronze }\ncontext region: string\neffect grp(amount: money)\n",
+    );
+    let tools = 1 + rng.below(3);
+    for t in 0..tools {
+        let params: Vec<String> = PARAMS.iter().map(|(n, ty)| format!("{n}: {ty}")).collect();
+        out.push_str(&format!(
+            "tool t{t}({}, manifest: string) {{ effects grp level {} {} {} }}\n",
+            params.join(", "),
+            rng.pick(&["research", "draft", "publish"]),
+            if rng.chance(60) { "side effects" } else { "" },
+            if rng.chance(30) { "requires scope \"s1\", \"s3\"" } else { "" },
+        ));
+    }
+    out.push_str(
+        "approval ok_a { binds tool, target, arguments ttl 1h single use }\napproval ok_b { binds manifest ttl 1h }\n",
+    );
+    for m in 0..1 + rng.below(2) {
+        out.push_str(&format!("mandate m{m} for \"user:p{m}\" {{\n  holder \"agent:a\", \"agent:b\"\n"));
+        if rng.chance(40) {
+            out.push_str("  valid from 2026-12-01T00:00:00Z until 2027-01-01T00:00:00Z\n");
+        }
+        if rng.chance(30) {
+            out.push_str(&format!("  max level {}\n", rng.pick(&["draft", "publish"])));
+        }
+        if rng.chance(50) {
+            out.push_str("  otherwise escalate\n");
+        }
+        for _ in 0..1 + rng.below(5) {
+            let target = if rng.chance(30) { "grp".to_string() } else { format!("t{}", rng.below(tools)) };
+            let cond = condition(rng, &PARAMS, 0);
+            let line = match rng.below(9) {
+                0..=2 => {
+                    if rng.chance(30) {
+                        format!("allow {target}")
+                    } else {
+                        format!("allow {target} where {cond}")
+                    }
+                }
+                3 => format!("forbid {target} where {cond}"),
+                4 => format!("limit {target}: {cond}"),
+                5 => format!("require approval {} for {target} where {cond}", rng.pick(&["ok_a", "ok_b"])),
+                6 => format!("require operation id for {target}"),
+                7 => {
+                    format!("budget b{}: at most {} calls to {target} per operation", rng.below(1000), 1 + rng.below(2))
+                }
+                _ => format!(
+                    "fact f{} at version {} for {target}{}",
+                    rng.below(2),
+                    1 + rng.below(2),
+                    if rng.chance(50) { " else escalate" } else { "" }
+                ),
+            };
+            out.push_str(&format!("  {line}\n"));
+        }
+        out.push_str("}\n");
+    }
+    out
+}
+
+fn value(rng: &mut Rng, ty: &str) -> serde_json::Value {
+    use serde_json::json;
+    if rng.chance(4) {
+        return rng.pick(&[json!(null), json!(5), json!("x"), json!(true), json!([1])]).clone();
+    }
+    match ty {
+        "int" => json!(rng.pick(&[0, 5, -3, 100, 7, 6])),
+        "decimal" => serde_json::from_str(rng.pick(&["1.5", "0", "-2.25", "10.0", "\"3.000000001\"", "1e2"])).unwrap(),
+        "money" => json!(rng.pick(&["10 USD", "99.99 USD", "100.00 USD", "5 EUR", "101 USD"])),
+        "string" | "vendor" => json!(rng.pick(&["a", "acme", "a/b", "", "é", "x\"y", "ab"])),
+        "bool" => json!(rng.chance(50)),
+        "timestamp" => json!(rng.pick(&["2026-12-01T00:00:00Z", "2026-12-15T12:00:00Z", "2027-02-01T00:00:00Z"])),
+        "duration" => serde_json::from_str(rng.pick(&["60", "\"15m\"", "\"2h\"", "0"])).unwrap(),
+        "tier" => json!(rng.pick(&["gold", "silver", "bronze", "iron"])),
+        _ => json!(rng.pick(&[vec!["a"], vec!["a", "b"], vec![], vec!["c"]])),
+    }
+}
+
+fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
+    use serde_json::{json, Map, Value};
+    let mut args = Map::new();
+    for (name, ty) in PARAMS {
+        if rng.chance(85) {
+            args.insert(name.to_string(), value(rng, ty));
+        }
+    }
+    args.insert("manifest".into(), json!(rng.pick(&["m1", "m2"])));
+    let own_tools = program.tools.iter().filter(|t| t.name.starts_with('t') && t.name.len() == 2).count();
+    let extra = usize::from(rng.chance(10));
+    let tool = format!("t{}", rng.below(own_tools + extra));
+    let extra = usize::from(rng.chance(10));
+    let mandate = format!("m{}", rng.below(program.mandates.len() + extra));
+    let now = if rng.chance(80) {
+        "2026-12-15T12:00:00Z"
+    } else {
+        *rng.pick(&["2026-11-30T00:00:00Z", "2027-01-01T00:00:00Z"])
+    };
+    let digest = remit::eval::argument_digest(&tool, &Value::Object(args.clone()));
+    let mut approvals = Vec::new();
+    for i in 0..rng.below(3) {
+        approvals.push(json!({
+            "id": format!("ap{}", rng.below(3)), "kind": rng.pick(&["ok_a", "ok_b"]), "mandate": mandate,
+            "issued_at": "2026-12-15T11:30:00Z", "expires_at": rng.pick(&["2026-12-15T12:00:00Z", "2026-12-15T13:00:00Z"]),
+            "tool": tool, "target": "site/x", "digest": if rng.chance(70) { digest.clone() } else { "sha256:0".into() },
+            "manifest": rng.pick(&["m1", "m2"]), "consumed": i == 2,
+        }));
+    }
+    let mut counters = Map::new();
+    let mut facts = Map::new();
+    for rule in program.mandates.iter().flat_map(|m| m.rules.iter()) {
+        match &rule.kind {
+            remit::ir::RuleKind::Budget { name, .. } if rng.chance(80) => {
+                counters.insert(name.clone(), json!(rng.below(3)));
+            }
+            remit::ir::RuleKind::Fact { name, .. } if rng.chance(80) => {
+                facts.insert(name.clone(), json!(1 + rng.below(2)));
+            }
+            _ => {}
+        }
+    }
+    let mut req = json!({
+        "subject": { "id": if rng.chance(90) { "agent:a" } else { "agent:c" } },
+        "action": { "name": tool, "arguments": args },
+        "context": { "mandate": mandate, "now": now, "attempt": rng.below(3), "approvals": approvals,
+                     "counters": counters, "facts": facts, "attributes": { "region": rng.pick(&["eu", "us"]) } },
+    });
+    if rng.chance(80) {
+        req["resource"] = json!({ "id": rng.pick(&["site/x", "a/b", "other"]) });
+    }
+    if rng.chance(70) {
+        req["subject"]["credential"] =
+            json!({ "id": "c", "scopes": if rng.chance(50) { vec!["s1", "s2"] } else { vec!["s2"] } });
+    }
+    if rng.chance(60) {
+        req["context"]["operation_id"] = json!(rng.pick(&["op-1", ""]));
+    }
+    if rng.chance(10) {
+        req["context"]["stops"] = json!([format!("m{}", rng.below(2))]);
+    }
+    req.to_string().into_bytes()
+}
+
+struct Wasm {
+    store: Store<()>,
+    memory: Memory,
+    alloc: TypedFunc<i32, i32>,
+    functions: [TypedFunc<(i32, i32), i64>; 2],
+}
+
+impl Wasm {
+    fn call(&mut self, which: usize, request: &[u8]) -> String {
+        let ptr = self.alloc.call(&mut self.store, request.len() as i32).unwrap();
+        self.memory.write(&mut self.store, ptr as usize, request).unwrap();
+        let packed = self.functions[which].call(&mut self.store, (ptr, request.len() as i32)).expect("no trap");
+        let mut out = vec![0; (packed as u64 & 0xffff_ffff) as usize];
+        self.memory.read(&self.store, (packed as u64 >> 32) as usize, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+}
+
+#[test]
+fn random_policies_decide_identically_in_wasm() {
+    let engine = Engine::default();
+    let policies: usize = std::env::var("REMIT_RANDOM_POLICIES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut checked, mut requests) = (0, 0);
+    let mut outcomes = std::collections::BTreeMap::new();
+    for _ in 0..policies * 4 {
+        if checked == policies {
+            break;
+        }
+        let text = policy(&mut rng);
+        let mut sources = remit::stdlib::sources();
+        sources.add("random.remit", text.clone());
+        let Some(program) = check(sources).program else { continue };
+        checked += 1;
+        let bytes = remit::wasm::compile(&program).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let module = Module::new(&engine, &bytes).unwrap();
+        let mut store = Store::new(&engine, ());
+        let instance = Instance::new(&mut store, &module, &[]).unwrap();
+        let mut wasm = Wasm {
+            memory: instance.get_memory(&mut store, "memory").unwrap(),
+            alloc: instance.get_typed_func(&mut store, "remit_alloc").unwrap(),
+            functions: [
+                instance.get_typed_func(&mut store, "remit_decide").unwrap(),
+                instance.get_typed_func(&mut store, "remit_visible_tools").unwrap(),
+            ],
+            store,
+        };
+        for _ in 0..200 {
+            let req = request(&mut rng, &program);
+            let decision = remit::eval::decide(&program, &req);
+            *outcomes.entry(decision.outcome.as_str()).or_insert(0) += 1;
+            let expected = decision.to_json();
+            assert_eq!(wasm.call(0, &req), expected, "policy:\n{text}\nrequest: {}", String::from_utf8_lossy(&req));
+            let listing = remit::eval::visible_tools(&program, &req).to_json();
+            assert_eq!(wasm.call(1, &req), listing, "policy:\n{text}\nlisting: {}", String::from_utf8_lossy(&req));
+            requests += 1;
+        }
+    }
+    assert!(checked * 2 >= policies, "only {checked} of the random policies checked");
+    // The comparison means something only if every outcome occurs often.
+    eprintln!("{checked} policies, {requests} requests, outcomes {outcomes:?}");
+    for outcome in ["allow", "deny", "escalate"] {
+        assert!(outcomes.get(outcome).copied().unwrap_or(0) * 20 >= requests, "too few `{outcome}`: {outcomes:?}");
+    }
+    assert!(requests >= checked * 200);
+}
