@@ -181,12 +181,18 @@ fn value(rng: &mut Rng, ty: &str) -> serde_json::Value {
     }
     match ty {
         "int" => json!(rng.pick(&[0, 5, -3, 100, 7, 6])),
-        "decimal" => serde_json::from_str(rng.pick(&["1.5", "0", "-2.25", "10.0", "\"3.000000001\"", "1e2"])).unwrap(),
+        "decimal" => {
+            let text: &str = rng.pick(&["1.5", "0", "-2.25", "10.0", "\"3.000000001\"", "1e2"]);
+            serde_json::from_str(text).unwrap()
+        }
         "money" => json!(rng.pick(&["10 USD", "99.99 USD", "100.00 USD", "5 EUR", "101 USD"])),
         "string" | "vendor" => json!(rng.pick(&["a", "acme", "a/b", "", "é", "x\"y", "ab"])),
         "bool" => json!(rng.chance(50)),
         "timestamp" => json!(rng.pick(&["2026-12-01T00:00:00Z", "2026-12-15T12:00:00Z", "2027-02-01T00:00:00Z"])),
-        "duration" => serde_json::from_str(rng.pick(&["60", "\"15m\"", "\"2h\"", "0"])).unwrap(),
+        "duration" => {
+            let text: &str = rng.pick(&["60", "\"15m\"", "\"2h\"", "0"]);
+            serde_json::from_str(text).unwrap()
+        }
         "tier" => json!(rng.pick(&["gold", "silver", "bronze", "iron"])),
         _ => json!(rng.pick(&[vec!["a"], vec!["a", "b"], vec![], vec!["c"]])),
     }
