@@ -182,7 +182,7 @@ fn value(rng: &mut Rng, ty: &str) -> serde_json::Value {
     match ty {
         "int" => json!(rng.pick(&[0, 5, -3, 100, 7, 6])),
         "decimal" => {
-            let text: &str = rng.pick(&["1.5", "0", "-2.25", "10.0", "\"3.000000001\"", "1e2"]);
+            let text = *rng.pick(&["1.5", "0", "-2.25", "10.0", "\"3.000000001\"", "1e2"]);
             serde_json::from_str(text).unwrap()
         }
         "money" => json!(rng.pick(&["10 USD", "99.99 USD", "100.00 USD", "5 EUR", "101 USD"])),
@@ -190,7 +190,7 @@ fn value(rng: &mut Rng, ty: &str) -> serde_json::Value {
         "bool" => json!(rng.chance(50)),
         "timestamp" => json!(rng.pick(&["2026-12-01T00:00:00Z", "2026-12-15T12:00:00Z", "2027-02-01T00:00:00Z"])),
         "duration" => {
-            let text: &str = rng.pick(&["60", "\"15m\"", "\"2h\"", "0"]);
+            let text = *rng.pick(&["60", "\"15m\"", "\"2h\"", "0"]);
             serde_json::from_str(text).unwrap()
         }
         "tier" => json!(rng.pick(&["gold", "silver", "bronze", "iron"])),
