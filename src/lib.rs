@@ -8,6 +8,7 @@ pub mod check;
 pub mod diag;
 pub mod eval;
 pub mod ir;
+pub mod json;
 pub mod source;
 pub mod stdlib;
 pub mod syntax;

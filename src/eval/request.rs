@@ -1,11 +1,12 @@
-//! Parsing a request (docs/requests.md) into typed data. Works on any bytes without panicking: invalid UTF-8, bad
-//! JSON and excessive nesting are serde_json errors (serde_json bounds recursion), and every field is checked for
-//! its JSON type before use. `null` counts as a wrong type, never as absent, so `"stops": null` cannot switch a stop
-//! off.
+//! Parsing a request (docs/requests.md) into typed data. Works on any bytes without panicking: the bytes must first
+//! pass [`crate::json::validate`] (strict JSON, at most 64 levels deep, no duplicate keys, at most `MAX_INPUT`
+//! bytes; docs/json.md), then serde_json parses them, and every field is checked for its JSON type before use.
+//! `null` counts as a wrong type, never as absent, so `"stops": null` cannot switch a stop off.
 
 use serde_json::{Map, Value as Json};
 
 use super::err;
+use crate::json::JsonError;
 use crate::value::{parse_timestamp, Decimal, DECIMAL_SCALE};
 
 /// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
@@ -16,11 +17,13 @@ pub(crate) enum Need {
     Listing,
 }
 
-/// What is wrong with a request that cannot be decided on. Both flags may be set.
+/// What is wrong with a request that cannot be decided on. `malformed` and `missing` may both be set; `oversize`
+/// comes alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct RequestError {
     pub malformed: bool,
     pub missing: bool,
+    pub oversize: bool,
 }
 
 impl RequestError {
@@ -33,11 +36,14 @@ impl RequestError {
         if self.missing {
             codes.push(err::REQUEST_MISSING_FIELD.to_string());
         }
+        if self.oversize {
+            codes.push(err::REQUEST_OVERSIZE.to_string());
+        }
         codes
     }
 
     pub fn is_error(self) -> bool {
-        self.malformed || self.missing
+        self.malformed || self.missing || self.oversize
     }
 }
 
@@ -92,11 +98,17 @@ pub(crate) struct Request {
 
 /// Parses `bytes` as a request.
 pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
+    const MALFORMED: RequestError = RequestError { malformed: true, missing: false, oversize: false };
+    match crate::json::validate(bytes) {
+        Ok(()) => {}
+        Err(JsonError::TooLarge) => return Err(RequestError { oversize: true, ..RequestError::default() }),
+        Err(JsonError::Syntax | JsonError::Depth | JsonError::Duplicate) => return Err(MALFORMED),
+    }
     let Ok(json) = serde_json::from_slice::<Json>(bytes) else {
-        return Err(RequestError { malformed: true, missing: false });
+        return Err(MALFORMED);
     };
     let Some(root) = json.as_object() else {
-        return Err(RequestError { malformed: true, missing: false });
+        return Err(MALFORMED);
     };
     let mut p = Problems::default();
 
@@ -160,10 +172,10 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     }
     // With no problem recorded every required field was found; the `else` only guards the types.
     let (Some(subject_id), Some(mandate), Some(now)) = (subject_id, mandate, now) else {
-        return Err(RequestError { malformed: false, missing: true });
+        return Err(RequestError { missing: true, ..RequestError::default() });
     };
     if need == Need::Call && call.is_none() {
-        return Err(RequestError { malformed: false, missing: true });
+        return Err(RequestError { missing: true, ..RequestError::default() });
     }
     Ok(Request {
         subject_id,

@@ -3,16 +3,22 @@
 //! Each piece first declares its functions (so pieces may call each other), then defines them.
 
 pub mod canon;
+pub mod json;
+pub mod out;
 pub mod sha256;
 
 use super::module::ModuleBuilder;
 
 pub fn declare(m: &mut ModuleBuilder) {
+    json::declare(m);
+    out::declare(m);
     sha256::declare(m);
     canon::declare(m);
 }
 
 pub fn define(m: &mut ModuleBuilder) {
+    json::define(m);
+    out::define(m);
     sha256::define(m);
     canon::define(m);
 }
