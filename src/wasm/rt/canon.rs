@@ -21,11 +21,15 @@
 //!   characters `\u00xx` (lowercase hex), everything else as UTF-8 bytes (`\/` → `/`, `\u00e9` → `é`, surrogate
 //!   pairs combined). A string without escapes is copied as is;
 //! - arrays in order; objects with their entries sorted by the unescaped key bytes (equivalently: by code points),
-//!   and of duplicate keys only the last one (serde_json's map keeps the last value).
+//!   and of duplicate keys only the last one, as serde_json's map keeps the last value (`json_parse` rejects
+//!   duplicate keys, so this only matters for tapes built some other way).
 //!
 //! Objects are sorted by a Shell sort (insertion sort for small objects) over their key token indices with the token
 //! index as tie-break, so equal keys stay in input order and the last one wins by skipping an entry whose key equals
 //! the next entry's. Keys are compared on the raw bytes when neither has escapes, else by decoding code points.
+//!
+//! Cost (release, wasmtime, this 2-core machine): about 0.9 µs for a 107-byte argument object (its canonical text
+//! is 3 SHA-256 blocks at about 0.2 µs each; see the ignored `digest_speed` test in tests/wasm_digest.rs).
 //!
 //! Memory: the first `MAX_INPUT` bytes of the scratch area, `SCRATCH_BASE..+MAX_INPUT`, are reserved for the digest
 //! (the decision VM's scratch, `vm::VM_SCRATCH`, starts right after): [`super::sha256::SHA256_SCRATCH`] (256 bytes), then
