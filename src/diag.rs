@@ -32,11 +32,20 @@ pub struct Diagnostic {
     pub message: String,
     pub labels: Vec<Label>,
     pub help: Option<String>,
+    /// A request (JSON text) that demonstrates the problem, e.g. a narrowing counterexample.
+    pub witness: Option<String>,
 }
 
 impl Diagnostic {
     pub fn error(code: &'static str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { code, severity: Severity::Error, message: message.into(), labels: Vec::new(), help: None }
+        Diagnostic {
+            code,
+            severity: Severity::Error,
+            message: message.into(),
+            labels: Vec::new(),
+            help: None,
+            witness: None,
+        }
     }
 
     pub fn warning(code: &'static str, message: impl Into<String>) -> Diagnostic {
@@ -50,6 +59,11 @@ impl Diagnostic {
 
     pub fn help(mut self, help: impl Into<String>) -> Diagnostic {
         self.help = Some(help.into());
+        self
+    }
+
+    pub fn witness(mut self, witness: impl Into<String>) -> Diagnostic {
+        self.witness = Some(witness.into());
         self
     }
 

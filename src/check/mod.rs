@@ -1,8 +1,10 @@
 //! Semantic checks: resolves names, type-checks constraints, lints the mandates, and lowers the syntax tree of
-//! a whole policy set to the [`ir::Program`]. Every problem of every file is reported in one run.
+//! a whole policy set to the [`ir::Program`]; then proves that every sub-mandate narrows its parent
+//! ([`narrowing`], docs/narrowing.md). Every problem of every file is reported in one run.
 
 mod err;
 mod lints;
+pub mod narrowing;
 pub mod sat;
 
 use std::collections::{BTreeMap, HashMap};
@@ -23,8 +25,28 @@ pub struct Checked {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// Which optional checks run.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Prove that every sub-mandate narrows its parent (`narrowing`). Run time evaluates the whole chain
+    /// anyway, so a program checked without it still cannot widen; what only needs decisions (`remit test`,
+    /// `remit diff`, tests confirming counterexamples) turns it off.
+    pub narrowing: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { narrowing: true }
+    }
+}
+
 /// Parses and checks every file of `sources` as one policy set.
 pub fn check(sources: SourceMap) -> Checked {
+    check_with(sources, Options::default())
+}
+
+/// [`check`] with a choice of optional checks.
+pub fn check_with(sources: SourceMap, options: Options) -> Checked {
     let mut diagnostics = Vec::new();
     let mut decls = Vec::new();
     for (id, file) in sources.files() {
@@ -39,6 +61,11 @@ pub fn check(sources: SourceMap) -> Checked {
     diagnostics.extend(checker.diagnostics);
     let program = program.map(|mut program| {
         diagnostics.extend(lints::lint(&program));
+        // Narrowing compares sound programs only: after any error its questions have no reliable answer.
+        if options.narrowing && !diagnostics.iter().any(Diagnostic::is_error) {
+            program.sources = sources.clone();
+            diagnostics.extend(narrowing::check(&program));
+        }
         program.hash = policy_hash(&sources);
         program.sources = sources;
         program

@@ -114,22 +114,77 @@ fn dnf(cond: &Cond) -> Option<Vec<Conjunction<'_>>> {
 }
 
 fn conjunction_satisfiable(atoms: &[&Atom], levels: usize) -> bool {
-    let mut by_attr: BTreeMap<&Attr, Vec<&Atom>> = BTreeMap::new();
+    let mut by_attr: BTreeMap<&Attr, Vec<&Test>> = BTreeMap::new();
+    let mut types: BTreeMap<&Attr, &Type> = BTreeMap::new();
     for atom in atoms {
-        by_attr.entry(&atom.attr).or_default().push(atom);
+        by_attr.entry(&atom.attr).or_default().push(&atom.test);
+        types.entry(&atom.attr).or_insert(&atom.ty);
     }
-    by_attr.values().all(|group| group_satisfiable(group, levels))
+    by_attr.iter().all(|(attr, tests)| domain_model(types[attr], tests, levels).is_some())
 }
 
-fn group_satisfiable(atoms: &[&Atom], levels: usize) -> bool {
-    match &atoms[0].ty {
-        Type::Set(_) => sets_satisfiable(atoms),
+/// The earliest and latest timestamps a request can carry (`YYYY` has four digits).
+const FIRST_TIMESTAMP: i64 = -62_167_219_200; // 0000-01-01T00:00:00Z
+const LAST_TIMESTAMP: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+/// Where an unconstrained timestamp is placed, so witnesses read naturally: 2026-01-01T00:00:00Z.
+const DEFAULT_TIMESTAMP: i64 = 1_767_225_600;
+
+/// A value of type `ty` that passes every test, or `None` when no value does. This decides satisfiability one
+/// attribute at a time (attributes are independent), and gives the narrowing check the concrete values of its
+/// counterexamples. Values are chosen to read well: the bound itself, whole numbers, the required prefix.
+/// `levels` is the size of the impact scale.
+pub fn domain_model(ty: &Type, tests: &[&Test], levels: usize) -> Option<Value> {
+    match ty {
+        Type::Set(element) => set_model(element, tests, levels),
         Type::Int | Type::Decimal | Type::Money | Type::Timestamp | Type::Duration | Type::Level => {
-            ordered_satisfiable(atoms, levels)
+            ordered_model(ty, tests, levels)
         }
-        Type::Bool => discrete_satisfiable(atoms, Some(vec!["false".into(), "true".into()])),
-        Type::Enum(_, variants) => discrete_satisfiable(atoms, Some(variants.clone())),
-        Type::String | Type::Kind(_) => discrete_satisfiable(atoms, None),
+        Type::Bool => {
+            discrete_model(tests, Some(vec!["false".into(), "true".into()])).map(|b| Value::Bool(b == "true"))
+        }
+        Type::Enum(_, variants) => discrete_model(tests, Some(variants.clone())).map(Value::String),
+        Type::String | Type::Kind(_) => discrete_model(tests, None).map(Value::String),
+    }
+}
+
+/// Whether `value` passes `test` (values of different kinds never compare).
+pub fn holds(value: &Value, test: &Test) -> bool {
+    match test {
+        Test::Compare(op, operand) => compare(*op, value, operand),
+        Test::In(items) => items.contains(value),
+        Test::NotIn(items) => !items.contains(value),
+        Test::Under(prefix) => matches!(value, Value::String(s) if s.starts_with(prefix.as_str())),
+        Test::NotUnder(prefix) => matches!(value, Value::String(s) if !s.starts_with(prefix.as_str())),
+        Test::Contains(item) => matches!(value, Value::Set(items) if items.contains(item)),
+        Test::NotContains(item) => matches!(value, Value::Set(items) if !items.contains(item)),
+        Test::Within(list) => matches!(value, Value::Set(items) if items.iter().all(|i| list.contains(i))),
+        Test::NotWithin(list) => matches!(value, Value::Set(items) if !items.iter().all(|i| list.contains(i))),
+    }
+}
+
+fn compare(op: CompareOp, left: &Value, right: &Value) -> bool {
+    let order = match (left, right) {
+        (Value::Money(a), Value::Money(b)) if a.currency != b.currency => return false,
+        (Value::Money(a), Value::Money(b)) => a.amount.cmp(&b.amount),
+        _ if std::mem::discriminant(left) != std::mem::discriminant(right) => return false,
+        _ => match (ordinal(left), ordinal(right)) {
+            (Some(a), Some(b)) => a.cmp(&b),
+            _ => {
+                return match op {
+                    CompareOp::Eq => left == right,
+                    CompareOp::Ne => left != right,
+                    _ => false,
+                }
+            }
+        },
+    };
+    match op {
+        CompareOp::Eq => order.is_eq(),
+        CompareOp::Ne => order.is_ne(),
+        CompareOp::Lt => order.is_lt(),
+        CompareOp::Le => order.is_le(),
+        CompareOp::Gt => order.is_gt(),
+        CompareOp::Ge => order.is_ge(),
     }
 }
 
@@ -145,15 +200,19 @@ fn ordinal(value: &Value) -> Option<i128> {
     }
 }
 
-fn ordered_satisfiable(atoms: &[&Atom], levels: usize) -> bool {
-    let ty = &atoms[0].ty;
+fn ordered_model(ty: &Type, tests: &[&Test], levels: usize) -> Option<Value> {
     // Ints are stored as scaled decimals: their unit step is 10^9.
-    let step: i128 = if *ty == Type::Int { 10i128.pow(DECIMAL_SCALE) } else { 1 };
+    let unit: i128 = 10i128.pow(DECIMAL_SCALE);
+    let step: i128 = if *ty == Type::Int { unit } else { 1 };
+    // What the tests require, and separately what a request can carry: levels on the scale, durations as
+    // unsigned seconds, four-digit years.
     let (mut lo, mut hi): (Option<i128>, Option<i128>) = (None, None);
-    if *ty == Type::Level {
-        lo = Some(0);
-        hi = Some(levels.saturating_sub(1) as i128);
-    }
+    let (type_lo, type_hi): (Option<i128>, Option<i128>) = match ty {
+        Type::Level => (Some(0), Some(levels.saturating_sub(1) as i128)),
+        Type::Duration => (Some(0), None),
+        Type::Timestamp => (Some(FIRST_TIMESTAMP.into()), Some(LAST_TIMESTAMP.into())),
+        _ => (None, None),
+    };
     let mut allowed: Option<BTreeSet<i128>> = None;
     let mut excluded: BTreeSet<i128> = BTreeSet::new();
     let mut currencies: BTreeSet<&str> = BTreeSet::new();
@@ -163,8 +222,8 @@ fn ordered_satisfiable(atoms: &[&Atom], levels: usize) -> bool {
             None => set,
         });
     };
-    for atom in atoms {
-        let values: Vec<&Value> = match &atom.test {
+    for test in tests {
+        let values: Vec<&Value> = match test {
             Test::Compare(_, v) => vec![v],
             Test::In(vs) | Test::NotIn(vs) => vs.iter().collect(),
             _ => Vec::new(),
@@ -175,7 +234,7 @@ fn ordered_satisfiable(atoms: &[&Atom], levels: usize) -> bool {
             }
         }
         let ords: BTreeSet<i128> = values.iter().filter_map(|v| ordinal(v)).collect();
-        match &atom.test {
+        match test {
             Test::Compare(op, v) => {
                 let Some(x) = ordinal(v) else { continue };
                 // The smallest value above x and the largest below it, on the type's grid.
@@ -204,23 +263,59 @@ fn ordered_satisfiable(atoms: &[&Atom], levels: usize) -> bool {
         }
     }
     if currencies.len() > 1 {
-        return false; // a value has one currency; comparing it with another always fails
+        return None; // a value has one currency; comparing it with another always fails
     }
-    let in_range = |x: i128| lo.is_none_or(|l| x >= l) && hi.is_none_or(|h| x <= h) && x.rem_euclid(step) == 0;
-    if let Some(allowed) = allowed {
-        return allowed.iter().any(|x| in_range(*x) && !excluded.contains(x));
-    }
-    match (lo, hi) {
-        (Some(l), Some(h)) => {
-            if l > h {
-                return false;
+    let currency = currencies.first().map_or("USD", |c| c).to_string();
+    let tighter = |a: Option<i128>, b: Option<i128>, pick: fn(i128, i128) -> i128| match (a, b) {
+        (Some(a), Some(b)) => Some(pick(a, b)),
+        (a, b) => a.or(b),
+    };
+    let (min, max) = (tighter(lo, type_lo, i128::max), tighter(hi, type_hi, i128::min));
+    let fits = |x: i128| {
+        min.is_none_or(|l| x >= l) && max.is_none_or(|h| x <= h) && x.rem_euclid(step) == 0 && !excluded.contains(&x)
+    };
+    let found = match allowed {
+        Some(allowed) => allowed.into_iter().find(|x| fits(*x)),
+        None => {
+            // Prefer round values (whole units, then hundredths) at the bound the tests set.
+            let grids: &[i128] = match ty {
+                Type::Decimal | Type::Money => &[unit, unit / 100, 1],
+                _ => &[step],
+            };
+            let default: i128 = if *ty == Type::Timestamp { DEFAULT_TIMESTAMP.into() } else { 0 };
+            let mut found = None;
+            'grids: for &grid in grids {
+                let start = match (lo, hi) {
+                    (Some(l), _) => (l + grid - 1).div_euclid(grid) * grid,
+                    (None, Some(h)) => h.div_euclid(grid) * grid,
+                    (None, None) => default,
+                };
+                // Into what a request can carry (an empty range is caught by `fits`).
+                let start = max.map_or(start, |h| start.min(h));
+                let start = min.map_or(start, |l| start.max(l));
+                if start.rem_euclid(grid) != 0 {
+                    continue; // no point of this grid where the bounds put it: try a finer one
+                }
+                // Finitely many exclusions: one of the next |excluded| + 1 grid points up or down is free.
+                for k in 0..=excluded.len() as i128 {
+                    for x in [start + k * grid, start - k * grid] {
+                        if fits(x) {
+                            found = Some(x);
+                            break 'grids;
+                        }
+                    }
+                }
             }
-            let count = (h - l) / step + 1;
-            let blocked = excluded.iter().filter(|x| in_range(**x)).count() as i128;
-            count > blocked
+            found
         }
-        _ => true,
-    }
+    }?;
+    Some(match ty {
+        Type::Int | Type::Decimal => Value::Number(crate::value::Decimal(found)),
+        Type::Money => Value::Money(crate::value::Money { amount: crate::value::Decimal(found), currency }),
+        Type::Timestamp => Value::Timestamp(i64::try_from(found).ok()?),
+        Type::Duration => Value::Duration(i64::try_from(found).ok()?),
+        _ => Value::Level(usize::try_from(found).ok()?),
+    })
 }
 
 fn text(value: &Value) -> Option<String> {
@@ -231,19 +326,19 @@ fn text(value: &Value) -> Option<String> {
     }
 }
 
-fn discrete_satisfiable(atoms: &[&Atom], domain: Option<Vec<String>>) -> bool {
+fn discrete_model(tests: &[&Test], domain: Option<Vec<String>>) -> Option<String> {
     let mut allowed: Option<BTreeSet<String>> = domain.map(|d| d.into_iter().collect());
     let mut excluded: BTreeSet<String> = BTreeSet::new();
     let mut prefixes: Vec<&str> = Vec::new();
     let mut not_prefixes: Vec<&str> = Vec::new();
-    for atom in atoms {
+    for test in tests {
         let mut restrict = |set: BTreeSet<String>| {
             allowed = Some(match allowed.take() {
                 Some(current) => current.intersection(&set).cloned().collect(),
                 None => set,
             });
         };
-        match &atom.test {
+        match test {
             Test::Compare(CompareOp::Eq, v) => restrict(text(v).into_iter().collect()),
             Test::Compare(_, v) => excluded.extend(text(v)),
             Test::In(vs) => restrict(vs.iter().filter_map(text).collect()),
@@ -259,54 +354,78 @@ fn discrete_satisfiable(atoms: &[&Atom], domain: Option<Vec<String>>) -> bool {
             && !not_prefixes.iter().any(|p| s.starts_with(p))
     };
     if let Some(allowed) = allowed {
-        return allowed.iter().any(|s| fits(s));
+        return allowed.into_iter().find(|s| fits(s));
     }
     // Infinitely many strings: the longest required prefix must extend every other one and must not
     // itself fall under an excluded prefix; then some extension of it avoids the finitely many exclusions.
     let longest = prefixes.iter().max_by_key(|p| p.len()).copied().unwrap_or("");
-    prefixes.iter().all(|p| longest.starts_with(p)) && !not_prefixes.iter().any(|q| longest.starts_with(q))
+    if !prefixes.iter().all(|p| longest.starts_with(p)) || not_prefixes.iter().any(|q| longest.starts_with(q)) {
+        return None;
+    }
+    // Each exclusion and each excluded prefix rules out at most one one-character extension; past the 26
+    // letters, further distinct characters keep that true.
+    let blockers = excluded.len() + not_prefixes.len();
+    let extensions = (0..=blockers as u32).map(|i| match i {
+        0..=25 => char::from(b'a' + i as u8),
+        _ => char::from_u32(0x4E00 + i).unwrap_or('?'),
+    });
+    let mut candidates: Vec<String> = Vec::new();
+    if !longest.is_empty() {
+        candidates.push(longest.to_string());
+    }
+    candidates.extend(extensions.map(|c| format!("{longest}{c}")));
+    candidates.into_iter().find(|s| fits(s))
 }
 
-fn sets_satisfiable(atoms: &[&Atom]) -> bool {
-    let mut must: BTreeSet<&Value> = BTreeSet::new();
-    let mut must_not: BTreeSet<&Value> = BTreeSet::new();
-    let mut within: Option<BTreeSet<&Value>> = None;
-    let mut not_within: Vec<BTreeSet<&Value>> = Vec::new();
-    for atom in atoms {
-        match &atom.test {
-            Test::Contains(v) => {
-                must.insert(v);
-            }
-            Test::NotContains(v) => {
-                must_not.insert(v);
-            }
+fn set_model(element: &Type, tests: &[&Test], levels: usize) -> Option<Value> {
+    let mut must: Vec<&Value> = Vec::new();
+    let mut must_not: Vec<Value> = Vec::new();
+    let mut within: Option<Vec<&Value>> = None;
+    let mut not_within: Vec<&[Value]> = Vec::new();
+    for test in tests {
+        match test {
+            Test::Contains(v) => must.push(v),
+            Test::NotContains(v) => must_not.push(v.clone()),
             Test::Within(vs) => {
-                let set: BTreeSet<&Value> = vs.iter().collect();
                 within = Some(match within.take() {
-                    Some(current) => current.intersection(&set).copied().collect(),
-                    None => set,
-                });
+                    Some(current) => current.into_iter().filter(|v| vs.contains(v)).collect(),
+                    None => vs.iter().collect(),
+                })
             }
-            Test::NotWithin(vs) => not_within.push(vs.iter().collect()),
+            Test::NotWithin(vs) => not_within.push(vs),
             _ => {}
         }
     }
-    if !must.is_disjoint(&must_not) {
-        return false;
+    if must.iter().any(|m| must_not.contains(m)) {
+        return None;
     }
     if let Some(within) = &within {
-        if !must.is_subset(within) {
-            return false;
+        if !must.iter().all(|m| within.contains(m)) {
+            return None;
         }
     }
-    // Each `not within L` needs one member outside L: a required member, or one we may add.
-    not_within.iter().all(|list| {
-        must.iter().any(|m| !list.contains(m))
-            || match &within {
-                Some(w) => w.iter().any(|v| !list.contains(v) && !must_not.contains(v)),
-                None => true,
-            }
-    })
+    let mut members: Vec<Value> = Vec::new();
+    for m in must {
+        if !members.contains(m) {
+            members.push(m.clone());
+        }
+    }
+    // Each `not within L` needs a member outside L: add one (from `within`, never a forbidden one) when the
+    // members so far all lie in L. Adding members never breaks `contains`, so this greedy choice is complete.
+    for list in not_within {
+        if members.iter().any(|m| !list.contains(m)) {
+            continue;
+        }
+        let mut avoid = list.to_vec();
+        avoid.extend(must_not.iter().cloned());
+        let allowed = within.as_ref().map(|w| Test::In(w.iter().map(|v| (*v).clone()).collect()));
+        let avoid = Test::NotIn(avoid);
+        let mut element_tests: Vec<&Test> = vec![&avoid];
+        element_tests.extend(allowed.as_ref());
+        members.push(domain_model(element, &element_tests, levels)?);
+    }
+    members.sort();
+    Some(Value::Set(members))
 }
 
 #[cfg(test)]
@@ -386,5 +505,57 @@ mod tests {
         let c = atom("l", Type::Level, Test::Compare(CompareOp::Gt, Value::Level(4)));
         assert_eq!(satisfiable(&c, 5), Some(false));
         assert_eq!(satisfiable(&c, 6), Some(true));
+    }
+
+    fn model(ty: Type, tests: &[Test]) -> Option<Value> {
+        let refs: Vec<&Test> = tests.iter().collect();
+        let found = domain_model(&ty, &refs, 5);
+        if let Some(value) = &found {
+            assert!(tests.iter().all(|t| holds(value, t)), "{value:?} must pass {tests:?}");
+        }
+        found
+    }
+
+    #[test]
+    fn models_pick_readable_values_at_the_bounds() {
+        let gt = |v| Test::Compare(CompareOp::Gt, v);
+        assert_eq!(model(Type::Money, &[gt(money("100"))]), Some(money("101")));
+        assert_eq!(
+            model(Type::Money, &[gt(money("100")), Test::Compare(CompareOp::Lt, money("100.5"))]),
+            Some(money("100.01"))
+        );
+        assert_eq!(
+            model(Type::Int, &[Test::Compare(CompareOp::Le, int(3)), Test::NotIn(vec![int(3), int(2)])]),
+            Some(int(1))
+        );
+        let noon = Value::Timestamp(1_780_000_000);
+        assert_eq!(
+            model(Type::Timestamp, &[Test::Compare(CompareOp::Lt, noon)]),
+            Some(Value::Timestamp(1_779_999_999))
+        );
+        assert_eq!(model(Type::Duration, &[Test::Compare(CompareOp::Lt, Value::Duration(0))]), None);
+        assert_eq!(model(Type::Level, &[Test::Compare(CompareOp::Gt, Value::Level(3))]), Some(Value::Level(4)));
+    }
+
+    #[test]
+    fn string_models_extend_the_required_prefix() {
+        let s = |t: &str| Value::String(t.to_string());
+        assert_eq!(model(Type::String, &[Test::Under("site/".into())]), Some(s("site/")));
+        let blocked =
+            [Test::Under("site/".into()), Test::Compare(CompareOp::Ne, s("site/")), Test::NotUnder("site/a".into())];
+        assert_eq!(model(Type::String, &blocked), Some(s("site/b")));
+        assert_eq!(model(Type::String, &[Test::Under("a/b".into()), Test::NotUnder("a/".into())]), None);
+    }
+
+    #[test]
+    fn set_models_add_members_outside_excluded_lists() {
+        let s = |t: &str| Value::String(t.to_string());
+        let tags = Type::Set(Box::new(Type::String));
+        let found = model(tags.clone(), &[Test::Contains(s("a")), Test::NotWithin(vec![s("a"), s("b")])]);
+        assert!(matches!(found, Some(Value::Set(items)) if items.len() == 2));
+        // Over a finite element type, "not within" every variant is impossible.
+        let e = Type::Set(Box::new(Type::Enum("c".into(), vec!["a".into(), "b".into()])));
+        assert_eq!(model(e, &[Test::NotWithin(vec![s("a"), s("b")])]), None);
+        assert_eq!(model(tags, &[Test::Contains(s("a")), Test::Within(vec![s("b")])]), None);
     }
 }

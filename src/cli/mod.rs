@@ -1,5 +1,6 @@
 //! Command-line interface: argument parsing (clap), loading files, rendering diagnostics and decisions.
 
+mod diff;
 mod load;
 mod render;
 mod tests;
@@ -56,6 +57,13 @@ enum Command {
         #[arg(long)]
         request: PathBuf,
     },
+    /// Compare the authority of each mandate in two versions (files or folders); exit 1 when any widened
+    Diff {
+        old: PathBuf,
+        new: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +81,7 @@ pub fn run() -> ExitCode {
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths } => tests::run(&paths),
         Command::Digest { request } => cmd_digest(&request),
+        Command::Diff { old, new, format } => diff::run(&old, &new, format),
     };
     match result {
         Ok(code) => code,

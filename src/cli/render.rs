@@ -101,6 +101,24 @@ pub fn human(sources: &SourceMap, d: &Diagnostic, colour: bool) -> String {
     let handler = GraphicalReportHandler::new_themed(theme).with_width(100).with_links(false);
     let mut out = String::new();
     let _ = handler.render_report(&mut out, &report);
+    if let Some(witness) = &d.witness {
+        out.push_str(&witness_note(witness));
+    }
+    out
+}
+
+/// The witness request, pretty-printed and indented under the report.
+fn witness_note(witness: &str) -> String {
+    let pretty = serde_json::from_str::<serde_json::Value>(witness)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| witness.to_string());
+    let mut out = String::from("  note: witness request (`remit eval` format):\n");
+    for line in pretty.lines() {
+        out.push_str("    ");
+        out.push_str(line);
+        out.push('\n');
+    }
     out
 }
 
@@ -127,11 +145,14 @@ pub fn json(sources: &SourceMap, d: &Diagnostic) -> String {
         }
         None => (None, None, None),
     };
-    serde_json::json!({
+    let mut out = serde_json::json!({
         "code": d.code, "severity": d.severity.as_str(), "message": d.message,
         "file": file, "line": line, "column": column, "labels": labels, "help": d.help,
-    })
-    .to_string()
+    });
+    if let Some(witness) = &d.witness {
+        out["witness"] = serde_json::from_str(witness).unwrap_or_else(|_| serde_json::Value::String(witness.clone()));
+    }
+    out.to_string()
 }
 
 pub fn github(sources: &SourceMap, d: &Diagnostic) -> String {
@@ -145,6 +166,10 @@ pub fn github(sources: &SourceMap, d: &Diagnostic) -> String {
     if let Some(help) = &d.help {
         message.push_str("\nhelp: ");
         message.push_str(help);
+    }
+    if let Some(witness) = &d.witness {
+        message.push_str("\nwitness: ");
+        message.push_str(witness);
     }
     match d.primary_span() {
         Some(span) => {

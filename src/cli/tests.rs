@@ -3,9 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use remit::check::{check_with, Options};
+use remit::diag::Diagnostic;
+use remit::ir::Program;
 use remit::testing;
 
-use super::{compile, Format};
+use super::{load, render, Format};
 
 pub fn run(paths: &[PathBuf]) -> Result<ExitCode, String> {
     let roots = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths.to_vec() };
@@ -35,8 +38,7 @@ pub fn run(paths: &[PathBuf]) -> Result<ExitCode, String> {
         } else {
             parsed.policy.iter().map(|p| dir.join(p)).collect()
         };
-        let (program, _, _) = compile(&policy, Format::Human)?;
-        let Some(program) = program else {
+        let Some(program) = compile(&policy)? else {
             println!("FAIL {}: the policy does not check ({} case(s) not run)", file.display(), parsed.cases.len());
             failed += parsed.cases.len().max(1);
             continue;
@@ -71,4 +73,15 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Loads and checks a test file's policy. Decisions never depend on the narrowing proof (run time evaluates the
+/// whole delegation chain), so the policy tests of a policy whose sub-mandates are wider than their parents
+/// still run: that is how the defensive chain semantics itself is tested. `remit check` enforces the proof.
+fn compile(policy: &[PathBuf]) -> Result<Option<Program>, String> {
+    let (sources, mut diagnostics) = load::load(policy)?;
+    let checked = check_with(sources.clone(), Options { narrowing: false });
+    diagnostics.extend(checked.diagnostics);
+    render::print(&sources, &diagnostics, Format::Human);
+    Ok(if diagnostics.iter().any(Diagnostic::is_error) { None } else { checked.program })
 }

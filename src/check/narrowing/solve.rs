@@ -1,0 +1,246 @@
+//! Satisfiability of a conjunction of formulas, with a model. Variables only constrain each other through the
+//! formulas' structure (the theory is per variable: `sat::domain_model`), which the search exploits:
+//! - literals are assumed as soon as they are reached, and each variable keeps a value that satisfies all of its
+//!   literals, so most new literals are checked by one comparison;
+//! - alternatives that contradict what is assumed are dropped before branching, and a disjunction left with one
+//!   alternative is assumed outright;
+//! - disjunctions that share no variable are solved independently, so unrelated clauses never multiply the search.
+//!
+//! The fragment is decidable and the search is complete; the step budget only bounds pathological inputs, which
+//! are reported as undecided rather than guessed.
+
+use super::formula::{Mask, Model, VarId, Vars, F};
+use crate::check::sat::{domain_model, holds};
+use crate::ir::{Test, Value};
+
+/// Search steps before giving up on one question.
+const STEP_BUDGET: usize = 200_000;
+
+#[derive(Debug)]
+pub enum Answer {
+    Sat(Model),
+    Unsat,
+    /// The step budget ran out.
+    Unknown,
+}
+
+#[derive(Debug)]
+struct Exhausted;
+
+pub struct Solver<'f> {
+    vars: &'f Vars,
+    levels: usize,
+    /// The literals assumed on each variable.
+    assumed: Vec<Vec<&'f Test>>,
+    /// A value satisfying every literal assumed on the variable. It stays valid when literals are undone, so it
+    /// is kept: the next literal is usually checked against it alone.
+    value: Vec<Option<Value>>,
+    trail: Vec<VarId>,
+    steps: usize,
+}
+
+impl<'f> Solver<'f> {
+    pub fn new(vars: &'f Vars, levels: usize) -> Solver<'f> {
+        Solver {
+            vars,
+            levels,
+            assumed: vec![Vec::new(); vars.len()],
+            value: vec![None; vars.len()],
+            trail: Vec::new(),
+            steps: 0,
+        }
+    }
+
+    /// Whether every goal can hold at once, with a value for every variable when they can.
+    pub fn solve(&mut self, goals: &[&'f F]) -> Answer {
+        self.steps = 0;
+        let answer = match self.search(goals.to_vec()) {
+            Ok(true) => Answer::Sat(self.model()),
+            Ok(false) => Answer::Unsat,
+            Err(Exhausted) => Answer::Unknown,
+        };
+        self.undo(0);
+        answer
+    }
+
+    fn model(&self) -> Model {
+        (0..self.vars.len())
+            .map(|v| match &self.value[v] {
+                Some(value) if !self.assumed[v].is_empty() => value.clone(),
+                // Unconstrained: any value of the domain.
+                _ => domain_model(self.vars.domain(v as VarId), &[], self.levels).unwrap_or(Value::Bool(false)),
+            })
+            .collect()
+    }
+
+    fn undo(&mut self, mark: usize) {
+        while self.trail.len() > mark {
+            if let Some(v) = self.trail.pop() {
+                self.assumed[v as usize].pop();
+            }
+        }
+    }
+
+    /// Assumes a literal; `false` (and nothing assumed) when it contradicts the variable's literals.
+    fn assume(&mut self, var: VarId, test: &'f Test) -> bool {
+        let v = var as usize;
+        if !self.value[v].as_ref().is_some_and(|value| holds(value, test)) {
+            let mut tests = self.assumed[v].clone();
+            tests.push(test);
+            match domain_model(self.vars.domain(var), &tests, self.levels) {
+                Some(value) => self.value[v] = Some(value),
+                None => return false,
+            }
+        }
+        self.assumed[v].push(test);
+        self.trail.push(var);
+        true
+    }
+
+    /// Whether a literal is consistent with what is assumed (nothing is assumed).
+    fn consistent(&mut self, var: VarId, test: &'f Test) -> bool {
+        let v = var as usize;
+        if self.value[v].as_ref().is_some_and(|value| holds(value, test)) {
+            return true;
+        }
+        let mut tests = self.assumed[v].clone();
+        tests.push(test);
+        domain_model(self.vars.domain(var), &tests, self.levels).is_some()
+    }
+
+    /// A cheap necessary condition for an alternative to hold: its own literals fit what is assumed.
+    fn possible(&mut self, f: &'f F) -> bool {
+        match f {
+            F::True | F::Or(..) => true,
+            F::False => false,
+            F::Lit(v, t) => self.consistent(*v, t),
+            F::And(items, _) => items.iter().all(|i| match i {
+                F::Lit(v, t) => self.consistent(*v, t),
+                F::False => false,
+                _ => true,
+            }),
+        }
+    }
+
+    fn tick(&mut self) -> Result<(), Exhausted> {
+        self.steps += 1;
+        if self.steps > STEP_BUDGET {
+            Err(Exhausted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Assumes every goal; on failure nothing stays assumed.
+    fn search(&mut self, goals: Vec<&'f F>) -> Result<bool, Exhausted> {
+        let mark = self.trail.len();
+        let result = self.search_here(goals);
+        if !matches!(result, Ok(true)) {
+            self.undo(mark);
+        }
+        result
+    }
+
+    fn search_here(&mut self, goals: Vec<&'f F>) -> Result<bool, Exhausted> {
+        self.tick()?;
+        let mut stack = goals;
+        let mut ors: Vec<&'f F> = Vec::new();
+        loop {
+            while let Some(f) = stack.pop() {
+                match f {
+                    F::True => {}
+                    F::False => return Ok(false),
+                    F::Lit(v, t) => {
+                        if !self.assume(*v, t) {
+                            return Ok(false);
+                        }
+                    }
+                    F::And(items, _) => stack.extend(items.iter()),
+                    F::Or(..) => ors.push(f),
+                }
+            }
+            // Propagation: a disjunction with no viable alternative fails, one with a single one is assumed.
+            let mut progressed = false;
+            let mut i = 0;
+            while i < ors.len() {
+                let F::Or(items, _) = ors[i] else {
+                    i += 1;
+                    continue;
+                };
+                let mut viable = None;
+                let mut count = 0;
+                for item in items {
+                    if self.possible(item) {
+                        count += 1;
+                        viable = Some(item);
+                        if count > 1 {
+                            break;
+                        }
+                    }
+                }
+                match (count, viable) {
+                    (0, _) => return Ok(false),
+                    (1, Some(only)) => {
+                        stack.push(only);
+                        ors.swap_remove(i);
+                        progressed = true;
+                    }
+                    _ => i += 1,
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        for group in components(ors) {
+            if !self.branch(group)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Satisfies a group of disjunctions by trying the alternatives of the most constrained one.
+    fn branch(&mut self, mut ors: Vec<&'f F>) -> Result<bool, Exhausted> {
+        let mut best: Option<(usize, Vec<&'f F>)> = None;
+        for (index, f) in ors.iter().enumerate() {
+            let F::Or(items, _) = f else { continue };
+            let viable: Vec<&'f F> = items.iter().filter(|i| self.possible(i)).collect();
+            if best.as_ref().is_none_or(|(_, b)| viable.len() < b.len()) {
+                best = Some((index, viable));
+            }
+        }
+        let Some((index, alternatives)) = best else { return Ok(true) };
+        ors.swap_remove(index);
+        for alternative in alternatives {
+            let mut goals = ors.clone();
+            goals.push(alternative);
+            if self.search(goals)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Groups of disjunctions that share variables (transitively).
+fn components(ors: Vec<&F>) -> Vec<Vec<&F>> {
+    let mut groups: Vec<(Mask, Vec<&F>)> = Vec::new();
+    for f in ors {
+        let mut mask = f.mask();
+        let mut members = vec![f];
+        let mut i = 0;
+        while i < groups.len() {
+            if groups[i].0 & mask != 0 {
+                let (m, fs) = groups.swap_remove(i);
+                mask |= m;
+                members.extend(fs);
+                i = 0;
+            } else {
+                i += 1;
+            }
+        }
+        groups.push((mask, members));
+    }
+    groups.into_iter().map(|(_, fs)| fs).collect()
+}

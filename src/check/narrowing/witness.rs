@@ -1,0 +1,285 @@
+//! Counterexamples: a model of the solver written as a request (docs/requests.md), and its confirmation by the
+//! reference interpreter. Nothing is shown as a witness unless the interpreter agrees with it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Map, Value as Json};
+
+use super::formula::{Model, Var, VarId, Vars};
+use crate::eval::{argument_digest, decide, Decision, Outcome};
+use crate::ir::{Attr, Binding, MandateId, Program, Type, Value};
+use crate::value::format_timestamp;
+
+/// What the request is about, besides the model.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape<'a> {
+    /// The program whose declarations give the types of the attributes the model leaves open.
+    pub program: &'a Program,
+    pub tool: &'a str,
+    pub mandate: &'a str,
+}
+
+/// The currencies literals compare each currency variable with (a fresh one must differ from all of them).
+pub type Currencies = BTreeMap<VarId, BTreeSet<String>>;
+
+/// Writes the model as a request. Only what the model says is present appears, so the request is minimal.
+pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Currencies) -> Json {
+    let bool_of = |id: VarId| matches!(model.get(id as usize), Some(Value::Bool(true)));
+    let find = |wanted: &Var| vars.iter().find(|(_, v)| *v == wanted).map(|(id, _)| id);
+    let present = |attr: &Attr| find(&Var::Present(attr.clone())).is_some_and(bool_of);
+    // The value variable of an attribute and its type (the first one when two versions typed it differently).
+    let value_of = |attr: &Attr| -> Option<(Value, Type)> {
+        vars.iter().find_map(|(id, v)| match v {
+            Var::Value(a, ty) if a == attr => model.get(id as usize).map(|value| (value.clone(), ty.clone())),
+            _ => None,
+        })
+    };
+    let program = shape.program;
+    let currency_of = |attr: &Attr| -> String {
+        let Some(id) = find(&Var::Currency(attr.clone())) else { return "USD".into() };
+        let mentioned = currencies.get(&id).cloned().unwrap_or_default();
+        match model.get(id as usize) {
+            Some(Value::String(code)) if code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase()) => {
+                code.clone()
+            }
+            // A currency no literal mentions: any other valid code behaves the same.
+            _ => ["USD", "EUR", "GBP", "CHF", "JPY", "CAD", "AUD", "SEK", "NOK", "DKK"]
+                .iter()
+                .find(|c| !mentioned.contains(**c))
+                .map_or("XTS".to_string(), |c| c.to_string()),
+        }
+    };
+    let levels = &program.levels;
+    let attribute = |attr: &Attr, declared: Option<&Type>| -> Json {
+        let (value, ty) = match value_of(attr) {
+            Some(found) => found,
+            None => {
+                let ty = declared.cloned().unwrap_or(Type::String);
+                let value = crate::check::sat::domain_model(&ty, &[], levels.len()).unwrap_or(Value::Bool(false));
+                (value, ty)
+            }
+        };
+        encode(&value, &ty, levels, &currency_of(attr))
+    };
+
+    let tool = program.tool(shape.tool).map(|t| &program.tools[t]);
+    let mut arguments = Map::new();
+    let mut attributes = Map::new();
+    let mut scopes: Option<Json> = None;
+    let mut resource: Option<Json> = None;
+    let mut attempt: Option<Json> = None;
+    for (_, var) in vars.iter() {
+        let Var::Present(attr) = var else { continue };
+        if !present(attr) {
+            continue;
+        }
+        match attr {
+            Attr::Arg(name) => {
+                let declared = tool.and_then(|t| t.param(name));
+                arguments.insert(name.clone(), attribute(attr, declared));
+            }
+            Attr::Context(name) => {
+                attributes.insert(name.clone(), attribute(attr, program.contexts.get(name)));
+            }
+            Attr::ResourceId => resource = Some(attribute(attr, Some(&Type::String))),
+            Attr::SubjectScopes => scopes = Some(attribute(attr, Some(&Type::Set(Box::new(Type::String))))),
+            Attr::Attempt => attempt = Some(attribute(attr, Some(&Type::Int))),
+            Attr::Now | Attr::SubjectId | Attr::Level => {}
+        }
+    }
+    let now = match value_of(&Attr::Now) {
+        Some((Value::Timestamp(t), _)) => t,
+        _ => 1_767_225_600,
+    };
+    let subject = match value_of(&Attr::SubjectId) {
+        Some((Value::String(s), _)) => s,
+        _ => program
+            .mandate(shape.mandate)
+            .and_then(|m| program.mandates[m].holders.first().cloned())
+            .unwrap_or_default(),
+    };
+
+    let mut subject_json = json!({ "id": subject });
+    if let Some(scopes) = scopes {
+        subject_json["credential"] = json!({ "id": "witness-credential", "scopes": scopes });
+    }
+    let mut context = Map::new();
+    context.insert("mandate".into(), json!(shape.mandate));
+    context.insert("now".into(), json!(format_timestamp(now)));
+    if find(&Var::OperationId).is_some_and(bool_of) {
+        context.insert("operation_id".into(), json!("op-witness"));
+    }
+    if let Some(attempt) = attempt {
+        context.insert("attempt".into(), attempt);
+    }
+    let arguments_json = Json::Object(arguments.clone());
+    let mut approvals = Vec::new();
+    let mut facts = Map::new();
+    let mut counters = Map::new();
+    for (id, var) in vars.iter() {
+        match var {
+            Var::Approval(kind) if bool_of(id) => {
+                let age = match find(&Var::ApprovalAge(kind.clone())).and_then(|a| model.get(a as usize)) {
+                    Some(Value::Duration(d)) => *d,
+                    _ => 0,
+                };
+                let mandate = match find(&Var::ApprovalMandate(kind.clone())).and_then(|a| model.get(a as usize)) {
+                    Some(Value::String(m)) => m.clone(),
+                    _ => shape.mandate.to_string(),
+                };
+                // A binding no side constrains is written matching, as a real approval would be.
+                let bound = |b: Binding| find(&Var::ApprovalBound(kind.clone(), b)).is_none_or(bool_of);
+                let mut approval = json!({
+                    "id": format!("witness-{kind}"),
+                    "kind": kind,
+                    "mandate": mandate,
+                    "issued_at": format_timestamp(now.saturating_sub(age)),
+                    "expires_at": format_timestamp(now.saturating_add(3600)),
+                });
+                let tool_name =
+                    if bound(Binding::Tool) { shape.tool.to_string() } else { format!("not-{}", shape.tool) };
+                approval["tool"] = json!(tool_name);
+                if let Some(Json::String(target)) = &resource {
+                    let target = if bound(Binding::Target) { target.clone() } else { format!("not-{target}") };
+                    approval["target"] = json!(target);
+                }
+                let digest = argument_digest(shape.tool, &arguments_json);
+                approval["digest"] = json!(if bound(Binding::Arguments) { digest } else { "sha256:0".into() });
+                if let Some(Json::String(manifest)) = arguments.get("manifest") {
+                    let manifest = if bound(Binding::Manifest) { manifest.clone() } else { format!("not-{manifest}") };
+                    approval["manifest"] = json!(manifest);
+                }
+                approvals.push(approval);
+            }
+            Var::FactPresent(name) if bool_of(id) => {
+                let value = find(&Var::Fact(name.clone())).and_then(|f| model.get(f as usize)).cloned();
+                facts.insert(name.clone(), encode(&value.unwrap_or(int(0)), &Type::Int, levels, ""));
+            }
+            Var::CounterPresent(name) if bool_of(id) => {
+                let value = find(&Var::Counter(name.clone())).and_then(|c| model.get(c as usize)).cloned();
+                counters.insert(name.clone(), encode(&value.unwrap_or(int(0)), &Type::Int, levels, ""));
+            }
+            _ => {}
+        }
+    }
+    if !approvals.is_empty() {
+        context.insert("approvals".into(), Json::Array(approvals));
+    }
+    if !facts.is_empty() {
+        context.insert("facts".into(), Json::Object(facts));
+    }
+    if !counters.is_empty() {
+        context.insert("counters".into(), Json::Object(counters));
+    }
+    if !attributes.is_empty() {
+        context.insert("attributes".into(), Json::Object(attributes));
+    }
+    let mut request = json!({
+        "subject": subject_json,
+        "action": { "name": shape.tool, "arguments": arguments_json },
+    });
+    if let Some(resource) = resource {
+        request["resource"] = json!({ "id": resource });
+    }
+    request["context"] = Json::Object(context);
+    request
+}
+
+fn int(n: i64) -> Value {
+    Value::Number(crate::value::Decimal::from_int(n))
+}
+
+/// A JSON number from its decimal text (exact: serde_json keeps the digits).
+fn number(text: &str) -> Json {
+    serde_json::from_str(text).unwrap_or(Json::Null)
+}
+
+/// A value in the request encoding of its type (docs/requests.md).
+fn encode(value: &Value, ty: &Type, levels: &[String], currency: &str) -> Json {
+    match (value, ty) {
+        (Value::Number(d), Type::Money) => json!(format!("{d} {currency}")),
+        (Value::Number(d), Type::Int) => number(&d.to_string()),
+        (Value::Number(d), _) => json!(d.to_string()),
+        (Value::Money(m), _) => json!(m.to_string()),
+        (Value::String(s), _) => json!(s),
+        (Value::Bool(b), _) => json!(b),
+        (Value::Timestamp(t), _) => json!(format_timestamp(*t)),
+        (Value::Duration(d), _) => number(&d.to_string()),
+        (Value::Level(l), _) => json!(levels.get(*l).cloned().unwrap_or_default()),
+        (Value::Set(items), Type::Set(element)) => {
+            Json::Array(items.iter().map(|i| encode(i, element, levels, currency)).collect())
+        }
+        (Value::Set(items), _) => {
+            Json::Array(items.iter().map(|i| encode(i, &Type::String, levels, currency)).collect())
+        }
+    }
+}
+
+/// The interpreter's decisions on a counterexample: the sub-mandate standing alone, and its parent.
+#[derive(Debug, Clone)]
+pub struct Confirmation {
+    pub child: Decision,
+    pub parent: Decision,
+}
+
+impl Confirmation {
+    /// The sub-mandate's own terms allow the request and its parent's chain does not.
+    pub fn confirms(&self) -> bool {
+        self.child.outcome == Outcome::Allow && self.parent.outcome != Outcome::Allow
+    }
+}
+
+/// The request as the parent sees it: addressed to the parent, with approvals issued under the child counted as
+/// issued under the parent (one approval, presented once, serves the whole chain at run time).
+pub fn for_parent(request: &Json, child: &str, parent: &str) -> Json {
+    let mut out = request.clone();
+    out["context"]["mandate"] = json!(parent);
+    if let Some(Json::Array(approvals)) = out.pointer_mut("/context/approvals") {
+        for approval in approvals {
+            if approval.get("mandate").and_then(Json::as_str) == Some(child) {
+                approval["mandate"] = json!(parent);
+            }
+        }
+    }
+    out
+}
+
+/// A copy of a program that evaluates a sub-mandate standing alone (no parent) and its parent for the
+/// sub-mandate's holder: the two sides the narrowing check compares.
+#[derive(Debug, Clone)]
+pub struct Scratch {
+    program: Program,
+}
+
+impl Scratch {
+    pub fn new(program: &Program) -> Scratch {
+        Scratch { program: program.clone() }
+    }
+
+    pub fn confirm(&mut self, child: MandateId, request: &Json) -> Option<Confirmation> {
+        let parent = self.program.mandates.get(child)?.parent?;
+        let bytes = serde_json::to_vec(request).ok()?;
+        self.program.mandates[child].parent = None;
+        let child_decision = decide(&self.program, &bytes);
+        self.program.mandates[child].parent = Some(parent);
+
+        // The parent judges the same call by the same agent: the holder check is the child's, not the parent's.
+        let subject = request.pointer("/subject/id").and_then(Json::as_str).unwrap_or_default().to_string();
+        let (child_name, parent_name) =
+            (self.program.mandates[child].name.clone(), self.program.mandates[parent].name.clone());
+        let parent_request = for_parent(request, &child_name, &parent_name);
+        let bytes = serde_json::to_vec(&parent_request).ok()?;
+        let holders = self.program.mandates[parent].holders.clone();
+        if !holders.contains(&subject) {
+            self.program.mandates[parent].holders.push(subject);
+        }
+        let parent_decision = decide(&self.program, &bytes);
+        self.program.mandates[parent].holders = holders;
+        Some(Confirmation { child: child_decision, parent: parent_decision })
+    }
+}
+
+/// Confirms a narrowing counterexample on a copy of `program` (for tests and tools; the check reuses one copy).
+pub fn confirm(program: &Program, child: MandateId, request: &Json) -> Option<Confirmation> {
+    Scratch::new(program).confirm(child, request)
+}

@@ -1,0 +1,142 @@
+//! `remit diff OLD NEW`: how the authority of each mandate changed between two versions of a policy set (files
+//! or folders, e.g. the policy on main and in a pull request). The comparison itself is
+//! `remit::check::narrowing::diff`; this file loads both versions and prints the report. Exit status 1 when any
+//! mandate widened, was added or could not be decided, so CI can require a human review; 2 when a version does
+//! not check.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use remit::check::narrowing::diff::{diff, Example, MandateDiff, Status};
+use remit::check::{check_with, Options};
+use remit::diag::Diagnostic;
+use remit::ir::Program;
+use serde_json::json;
+
+use super::{load, render, Format};
+
+pub fn run(old: &Path, new: &Path, format: Format) -> Result<ExitCode, String> {
+    let old_program = compile(old, format)?;
+    let new_program = compile(new, format)?;
+    let report = diff(&old_program, &new_program);
+    match format {
+        Format::Human => human(&report),
+        Format::Json => println!("{}", as_json(&report)),
+        Format::Github => github(&report, &old_program, &new_program),
+    }
+    let widened = report.iter().any(|m| m.status.widens());
+    Ok(if widened { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Loads and checks one version; the narrowing proof is not needed to compare authority.
+fn compile(path: &Path, format: Format) -> Result<Program, String> {
+    let (sources, mut diagnostics) = load::load(&[PathBuf::from(path)])?;
+    let checked = check_with(sources.clone(), Options { narrowing: false });
+    diagnostics.extend(checked.diagnostics);
+    let errors: Vec<Diagnostic> = diagnostics.into_iter().filter(Diagnostic::is_error).collect();
+    match checked.program {
+        Some(program) if errors.is_empty() => Ok(program),
+        _ => {
+            render::print(&sources, &errors, format);
+            Err(format!("`{}` does not check; fix it before comparing", path.display()))
+        }
+    }
+}
+
+fn count(report: &[MandateDiff], status: Status) -> usize {
+    report.iter().filter(|m| m.status == status).count()
+}
+
+fn summary(report: &[MandateDiff]) -> String {
+    let mut parts = vec![format!("{} mandate(s)", report.len())];
+    for status in [Status::Widened, Status::Narrowed, Status::Both, Status::Unchanged, Status::Added, Status::Removed] {
+        parts.push(format!("{} {}", count(report, status), status.as_str()));
+    }
+    let undecided = count(report, Status::Undecided);
+    if undecided > 0 {
+        parts.push(format!("{undecided} undecided"));
+    }
+    parts.join(", ")
+}
+
+fn human(report: &[MandateDiff]) {
+    for m in report {
+        println!("{:<10} {}", m.status.as_str(), m.name);
+        if let Some(e) = &m.widened {
+            println!("  now allowed; before, {}:", e.refused_by);
+            println!("    {}", e.request);
+        }
+        if let Some(e) = &m.narrowed {
+            println!("  allowed before; now {}:", e.refused_by);
+            println!("    {}", e.request);
+        }
+        if m.status == Status::Undecided {
+            println!("  the comparison did not finish; review this mandate by hand");
+        }
+    }
+    println!("{}", summary(report));
+}
+
+fn example(e: &Option<Example>) -> serde_json::Value {
+    match e {
+        None => serde_json::Value::Null,
+        Some(e) => json!({
+            "tool": e.tool,
+            "reason": e.refused_by,
+            "old": e.old.outcome.as_str(),
+            "new": e.new.outcome.as_str(),
+            "witness": e.request,
+        }),
+    }
+}
+
+fn as_json(report: &[MandateDiff]) -> serde_json::Value {
+    let mandates: Vec<_> = report
+        .iter()
+        .map(|m| {
+            json!({
+                "mandate": m.name,
+                "status": m.status.as_str(),
+                "widened": example(&m.widened),
+                "narrowed": example(&m.narrowed),
+            })
+        })
+        .collect();
+    json!({
+        "mandates": mandates,
+        "widened": report.iter().any(|m| m.status.widens()),
+        "summary": summary(report),
+    })
+}
+
+/// Workflow annotations at the mandate's declaration: errors for widening, notices for narrowing.
+fn github(report: &[MandateDiff], old: &Program, new: &Program) {
+    let escape = |s: &str| s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    let escape_prop = |s: &str| escape(s).replace(':', "%3A").replace(',', "%2C");
+    for m in report.iter().filter(|m| m.status != Status::Unchanged) {
+        let level = if m.status.widens() { "error" } else { "notice" };
+        // Removed mandates are located in the old version; everything else in the new one.
+        let (program, id) = match (new.mandate(&m.name), old.mandate(&m.name)) {
+            (Some(id), _) => (new, id),
+            (None, Some(id)) => (old, id),
+            (None, None) => continue,
+        };
+        let span = program.mandates[id].span;
+        let (line, col) = program.sources.line_col(span);
+        let file = &program.sources.file(span.file).name;
+        let mut message = format!("mandate `{}` {}", m.name, m.status.as_str());
+        if let Some(e) = &m.widened {
+            message.push_str(&format!("\nnow allowed; before, {}:\n{}", e.refused_by, e.request));
+        }
+        if let Some(e) = &m.narrowed {
+            message.push_str(&format!("\nallowed before; now {}:\n{}", e.refused_by, e.request));
+        }
+        println!(
+            "::{level} file={},line={line},col={col},title={}::{}",
+            escape_prop(file),
+            escape_prop("remit diff"),
+            escape(&message)
+        );
+    }
+    println!("{}", summary(report));
+}
