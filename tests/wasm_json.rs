@@ -537,6 +537,37 @@ fn edge_cases_agree() {
         b"[true,false,null]".to_vec(),
         b"[truee]".to_vec(),
     ];
+    // Whitespace runs of every length up to 20, with a non-whitespace byte (form feed, vertical tab, NUL, a digit)
+    // at every position of the run.
+    let mut cases = cases;
+    for len in 0..20 {
+        let run: Vec<u8> = (0..len).map(|i| b" \t\n\r"[i * 7 % 4]).collect();
+        let mut doc = run.clone();
+        doc.extend_from_slice(b"[");
+        doc.extend_from_slice(&run);
+        doc.extend_from_slice(b"1");
+        doc.extend_from_slice(&run);
+        doc.extend_from_slice(b",{");
+        doc.extend_from_slice(&run);
+        doc.extend_from_slice(b"\"a\"");
+        doc.extend_from_slice(&run);
+        doc.extend_from_slice(b":");
+        doc.extend_from_slice(&run);
+        doc.extend_from_slice(b"2}]");
+        doc.extend_from_slice(&run);
+        cases.push(doc.clone());
+        for at in 0..len {
+            for bad in [0x0c, 0x0b, 0, b'7'] {
+                let mut bytes = doc.clone();
+                bytes[at] = bad;
+                cases.push(bytes.clone());
+                let inner = len + 1 + at;
+                bytes[at] = run[at];
+                bytes[inner] = bad;
+                cases.push(bytes);
+            }
+        }
+    }
     for (i, case) in cases.iter().enumerate() {
         for cut in [case.len(), case.len().saturating_sub(1)] {
             let text = &case[..cut];

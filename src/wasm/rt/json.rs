@@ -435,17 +435,51 @@ fn parse(m: &ModuleBuilder, tables: &Tables) -> Function {
     })
 }
 
-/// Advances P over whitespace.
+/// Advances P over whitespace: up to two bytes one at a time (compact JSON has none, pretty JSON often one after
+/// a colon), then a longer run (a newline and indentation) eight bytes at a time.
 fn skip_ws(a: &mut Asm, tables: &Tables) {
     use parse_locals::*;
+    let ws_byte = |a: &mut Asm| {
+        a.local_get(P).local_get(END).i32_ge_u();
+        a.br_if("ws_done");
+        a.local_get(P).i32_load8_u(mem(0, 1)).i32_load8_u(mem(tables.ws as u64, 1)).i32_eqz();
+        a.br_if("ws_done");
+        a.add_to(P, 1);
+    };
     a.block("ws_done");
-    a.loop_("ws");
-    a.local_get(P).local_get(END).i32_ge_u();
-    a.br_if("ws_done");
-    a.local_get(P).i32_load8_u(mem(0, 1)).i32_load8_u(mem(tables.ws as u64, 1)).i32_eqz();
-    a.br_if("ws_done");
-    a.add_to(P, 1);
-    a.br("ws");
+    ws_byte(a);
+    ws_byte(a);
+    a.block("ws_tail");
+    a.loop_("ws_words");
+    a.local_get(P).i32_const(8).i32_add().local_get(END).i32_gt_u();
+    a.br_if("ws_tail");
+    // Bit 7 of each byte of M: the byte is not whitespace. nonzero(x) = ((x & 0x7f..) + 0x7f..) | x is exact per
+    // byte (no carry crosses a byte), and a byte is whitespace when it equals one of the four.
+    a.local_get(P).i64_load(mem(0, 8)).local_set(V);
+    for (i, w) in [b' ', b'\t', b'\n', b'\r'].into_iter().enumerate() {
+        a.local_get(V).i64_const(ONES.wrapping_mul(i64::from(w))).i64_xor().local_tee(M);
+        a.i64_const(ONES.wrapping_mul(0x7f))
+            .i64_and()
+            .i64_const(ONES.wrapping_mul(0x7f))
+            .i64_add()
+            .local_get(M)
+            .i64_or();
+        if i > 0 {
+            a.i64_and();
+        }
+    }
+    a.i64_const(HIGHS).i64_and().local_tee(M).i64_eqz();
+    a.if_("all_ws");
+    a.add_to(P, 8);
+    a.br("ws_words");
+    a.end();
+    a.local_get(P).local_get(M).i64_ctz().i32_wrap_i64().i32_const(3).i32_shr_u().i32_add().local_set(P);
+    a.br("ws_done");
+    a.end();
+    a.end();
+    a.loop_("ws_bytes");
+    ws_byte(a);
+    a.br("ws_bytes");
     a.end();
     a.end();
 }
