@@ -1,5 +1,6 @@
 //! Command-line interface: argument parsing (clap), loading files, rendering diagnostics and decisions.
 
+mod build;
 mod diff;
 mod load;
 mod render;
@@ -31,7 +32,17 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
-    /// Evaluate one request (JSON) against a policy and print the decision (JSON)
+    /// Compile a policy into a WebAssembly decision module (docs/abi.md)
+    Build {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Write a wasmtime-precompiled module (.cwasm) instead of the .wasm
+        #[arg(long)]
+        precompile: bool,
+    },
+    /// Evaluate one request (JSON) against a policy (sources, or one .wasm/.cwasm) and print the decision (JSON)
     Eval {
         #[arg(required = true)]
         policy: Vec<PathBuf>,
@@ -77,6 +88,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { paths, format } => cmd_check(&paths, format),
+        Command::Build { paths, output, precompile } => build::run(&paths, &output, precompile),
         Command::Eval { policy, request } => cmd_eval(&policy, &request),
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths } => tests::run(&paths),
@@ -118,6 +130,9 @@ fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
 }
 
 fn cmd_eval(policy: &[PathBuf], request: &PathBuf) -> Result<ExitCode, String> {
+    if let Some(module) = build::compiled_policy(policy) {
+        return build::eval(module, &read(request)?);
+    }
     let (program, _, _) = compile(policy, Format::Human)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
     let decision = remit::eval::decide(&program, &read(request)?);

@@ -1,0 +1,708 @@
+//! The host runtime (`remit::runtime`), `remit build` / `remit eval policy.wasm`, and the cross-runtime proof:
+//! every example request decided by the module in Node's built-in WebAssembly and in wasmtime, byte-identical to
+//! the reference interpreter.
+//!
+//! The host is tested against small stub modules built here with `remit::wasm::module::ModuleBuilder` (an echo
+//! decision, an infinite loop, a trap, a slow call, an out-of-bounds result), so it does not depend on the decision
+//! logic; the cross-runtime proof uses the real compiler.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use remit::check::check;
+use remit::ir::Program;
+use remit::runtime::{Compiled, Limits, PolicyHandle, Runtime, REASON_FUEL, REASON_TRAP};
+use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
+use remit::wasm::module::ModuleBuilder;
+use wasm_encoder::{BlockType, Function, Instruction as I, ValType};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Stub modules
+
+const STUB_VISIBLE: &str = r#"{"visible":["stub_tool"],"hidden":[]}"#;
+const STUB_OVERSIZE: &str = r#"{"decision":"deny","reasons":["request.oversize"]}"#;
+
+fn info(policy: &str) -> String {
+    format!(r#"{{"policy":"{policy}","abi_version":1,"mandates":[],"entry_points":[]}}"#)
+}
+
+fn pack_const(f: &mut Function, addr: u32, len: usize) {
+    f.instruction(&I::I64Const(((addr as i64) << 32) | len as i64));
+}
+
+/// A module that speaks the ABI. `remit_decide` on a request starting with
+/// `L` loops forever, `T` traps, `X` returns bytes outside its memory, `S` spins ~50 M iterations and then returns
+/// `tag`, `P` returns `tag`; any other request is echoed back; an oversize request (`ptr == 0`) gets
+/// [`STUB_OVERSIZE`].
+fn stub(tag: &str, policy: &str, abi_version: i32) -> Vec<u8> {
+    let mut m = ModuleBuilder::new();
+    m.declare("remit_alloc", &[ValType::I32], &[ValType::I32]);
+    m.declare("remit_decide", &[ValType::I32, ValType::I32], &[ValType::I64]);
+    m.declare("remit_visible_tools", &[ValType::I32, ValType::I32], &[ValType::I64]);
+    m.declare("remit_policy_info", &[], &[ValType::I64]);
+    let tag_at = m.bytes(tag.as_bytes());
+    let visible_at = m.bytes(STUB_VISIBLE.as_bytes());
+    let oversize_at = m.bytes(STUB_OVERSIZE.as_bytes());
+    let info_json = info(policy);
+    let info_at = m.bytes(info_json.as_bytes());
+
+    let mut f = Function::new([]);
+    f.instruction(&I::LocalGet(0))
+        .instruction(&I::I32Const(MAX_INPUT as i32))
+        .instruction(&I::I32GtU)
+        .instruction(&I::If(BlockType::Result(ValType::I32)))
+        .instruction(&I::I32Const(0))
+        .instruction(&I::Else)
+        .instruction(&I::I32Const(INPUT_BASE as i32))
+        .instruction(&I::End)
+        .instruction(&I::End);
+    m.define("remit_alloc", f);
+
+    let mut f = Function::new([(2, ValType::I32)]); // 2: first byte, 3: counter
+    f.instruction(&I::LocalGet(0)).instruction(&I::I32Eqz).instruction(&I::If(BlockType::Empty));
+    pack_const(&mut f, oversize_at, STUB_OVERSIZE.len());
+    f.instruction(&I::Return).instruction(&I::End);
+    f.instruction(&I::LocalGet(1)).instruction(&I::If(BlockType::Empty));
+    f.instruction(&I::LocalGet(0))
+        .instruction(&I::I32Load8U(remit::wasm::module::mem(0, 1)))
+        .instruction(&I::LocalSet(2));
+    let on = |f: &mut Function, byte: u8| {
+        f.instruction(&I::LocalGet(2))
+            .instruction(&I::I32Const(byte as i32))
+            .instruction(&I::I32Eq)
+            .instruction(&I::If(BlockType::Empty));
+    };
+    on(&mut f, b'L');
+    f.instruction(&I::Loop(BlockType::Empty)).instruction(&I::Br(0)).instruction(&I::End).instruction(&I::End);
+    on(&mut f, b'T');
+    f.instruction(&I::Unreachable).instruction(&I::End);
+    on(&mut f, b'X');
+    f.instruction(&I::I64Const((0xffff_0000_i64 << 32) | 16)).instruction(&I::Return).instruction(&I::End);
+    on(&mut f, b'S');
+    f.instruction(&I::I32Const(50_000_000))
+        .instruction(&I::LocalSet(3))
+        .instruction(&I::Loop(BlockType::Empty))
+        .instruction(&I::LocalGet(3))
+        .instruction(&I::I32Const(1))
+        .instruction(&I::I32Sub)
+        .instruction(&I::LocalTee(3))
+        .instruction(&I::BrIf(0))
+        .instruction(&I::End);
+    pack_const(&mut f, tag_at, tag.len());
+    f.instruction(&I::Return).instruction(&I::End);
+    on(&mut f, b'P');
+    pack_const(&mut f, tag_at, tag.len());
+    f.instruction(&I::Return).instruction(&I::End);
+    f.instruction(&I::End); // if len != 0
+                            // Echo: (ptr << 32) | len.
+    f.instruction(&I::LocalGet(0))
+        .instruction(&I::I64ExtendI32U)
+        .instruction(&I::I64Const(32))
+        .instruction(&I::I64Shl)
+        .instruction(&I::LocalGet(1))
+        .instruction(&I::I64ExtendI32U)
+        .instruction(&I::I64Or)
+        .instruction(&I::End);
+    m.define("remit_decide", f);
+
+    let mut f = Function::new([]);
+    pack_const(&mut f, visible_at, STUB_VISIBLE.len());
+    f.instruction(&I::End);
+    m.define("remit_visible_tools", f);
+    let mut f = Function::new([]);
+    pack_const(&mut f, info_at, info_json.len());
+    f.instruction(&I::End);
+    m.define("remit_policy_info", f);
+
+    for name in ["remit_alloc", "remit_decide", "remit_visible_tools", "remit_policy_info"] {
+        m.export_func(name, name);
+    }
+    m.export_global("remit_abi_version", abi_version);
+    m.finish().expect("the stub validates")
+}
+
+fn stub_a() -> Vec<u8> {
+    stub("A", "sha256:stub-a", 1)
+}
+
+/// A module built by hand, for what `ModuleBuilder` never emits: an import, or a memory that may grow. Its
+/// `remit_decide` tries to grow the memory by 2,000 pages (125 MiB) and returns 1 byte when that was refused, 2
+/// when it succeeded.
+fn raw_module(import: bool) -> Vec<u8> {
+    use wasm_encoder::*;
+    let mut module = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([ValType::I32], [ValType::I32]);
+    types.ty().function([ValType::I32, ValType::I32], [ValType::I64]);
+    types.ty().function([], [ValType::I64]);
+    module.section(&types);
+    if import {
+        let mut imports = ImportSection::new();
+        imports.import("env", "clock", EntityType::Function(2));
+        module.section(&imports);
+    }
+    let base = if import { 1 } else { 0 };
+    let mut functions = FunctionSection::new();
+    for ty in [0, 1, 1, 2] {
+        functions.function(ty);
+    }
+    module.section(&functions);
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType { minimum: 1, maximum: None, memory64: false, shared: false, page_size_log2: None });
+    module.section(&memories);
+    let mut globals = GlobalSection::new();
+    globals.global(GlobalType { val_type: ValType::I32, mutable: false, shared: false }, &ConstExpr::i32_const(1));
+    module.section(&globals);
+    let mut exports = ExportSection::new();
+    exports.export("memory", ExportKind::Memory, 0);
+    exports.export("remit_abi_version", ExportKind::Global, 0);
+    for (i, name) in ["remit_alloc", "remit_decide", "remit_visible_tools", "remit_policy_info"].iter().enumerate() {
+        exports.export(name, ExportKind::Func, base + i as u32);
+    }
+    module.section(&exports);
+    let info_json = info("sha256:grow");
+    let mut code = CodeSection::new();
+    let mut alloc = Function::new([]);
+    alloc.instruction(&I::I32Const(1024)).instruction(&I::End);
+    code.function(&alloc);
+    for _ in 0..2 {
+        let mut grow = Function::new([]);
+        grow.instruction(&I::I32Const(2000))
+            .instruction(&I::MemoryGrow(0))
+            .instruction(&I::I32Const(-1))
+            .instruction(&I::I32Eq)
+            .instruction(&I::If(BlockType::Result(ValType::I64)))
+            .instruction(&I::I64Const(1))
+            .instruction(&I::Else)
+            .instruction(&I::I64Const(2))
+            .instruction(&I::End)
+            .instruction(&I::End);
+        code.function(&grow);
+    }
+    let mut policy_info = Function::new([]);
+    policy_info.instruction(&I::I64Const(info_json.len() as i64)).instruction(&I::End);
+    code.function(&policy_info);
+    module.section(&code);
+    let mut data = DataSection::new();
+    data.active(0, &ConstExpr::i32_const(0), info_json.bytes());
+    module.section(&data);
+    module.finish()
+}
+
+fn runtime() -> Runtime {
+    Runtime::new().expect("wasmtime")
+}
+
+fn load(runtime: &Runtime, wasm: &[u8]) -> Arc<Compiled> {
+    Arc::new(runtime.load(wasm).expect("the module loads"))
+}
+
+fn deny(reason: &str, policy: &str) -> Vec<u8> {
+    remit::eval::Decision::deny(vec![reason.to_string()], policy).to_json().into_bytes()
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The host
+
+#[test]
+fn requests_go_in_and_results_come_out_through_one_reused_instance() {
+    let compiled = load(&runtime(), &stub_a());
+    assert_eq!(compiled.policy(), "sha256:stub-a");
+    assert_eq!(compiled.info().json, info("sha256:stub-a"));
+    let mut evaluator = compiled.evaluator().unwrap();
+    for i in 0..2_000 {
+        let request = format!("{{\"n\":{i}}}");
+        assert_eq!(evaluator.decide(request.as_bytes()), request.as_bytes());
+    }
+    assert_eq!(evaluator.decide(b""), b"");
+    assert_eq!(evaluator.decide(b"P"), b"A");
+    let largest = vec![b'x'; MAX_INPUT as usize];
+    assert_eq!(evaluator.decide(&largest), largest, "a request of exactly the limit is written whole");
+    assert_eq!(evaluator.visible_tools(b"{}"), STUB_VISIBLE.as_bytes());
+    assert!(evaluator.fuel_used() > 0);
+    let seen = evaluator.decide_with(b"zero copy", |bytes| bytes.to_vec());
+    assert_eq!(seen, b"zero copy");
+}
+
+#[test]
+fn an_oversize_request_is_not_written_and_the_module_answers_it() {
+    let mut evaluator = load(&runtime(), &stub_a()).evaluator().unwrap();
+    let oversize = vec![b'x'; MAX_INPUT as usize + 1];
+    assert_eq!(evaluator.decide(&oversize), STUB_OVERSIZE.as_bytes());
+}
+
+#[test]
+fn an_endless_call_runs_out_of_fuel_and_is_denied() {
+    let compiled = load(&runtime(), &stub_a());
+    let mut evaluator = compiled.evaluator().unwrap();
+    let started = Instant::now();
+    assert_eq!(evaluator.decide(b"L"), deny(REASON_FUEL, "sha256:stub-a"));
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    // The instance was replaced; the next call works.
+    assert_eq!(evaluator.decide(b"after"), b"after");
+}
+
+#[test]
+fn a_trap_or_a_result_outside_memory_is_denied_and_the_instance_replaced() {
+    let mut evaluator = load(&runtime(), &stub_a()).evaluator().unwrap();
+    assert_eq!(evaluator.decide(b"T"), deny(REASON_TRAP, "sha256:stub-a"));
+    assert_eq!(evaluator.decide(b"ok"), b"ok");
+    assert_eq!(evaluator.decide(b"X"), deny(REASON_TRAP, "sha256:stub-a"));
+    assert_eq!(evaluator.decide(b"ok"), b"ok");
+    assert_eq!(evaluator.visible_tools(b"T"), STUB_VISIBLE.as_bytes(), "the stub's listing does not trap");
+}
+
+#[test]
+fn a_small_fuel_budget_denies_a_call_that_needs_more() {
+    let limits = Limits { fuel: 10_000, ..Limits::default() };
+    let mut evaluator = load(&Runtime::with_limits(limits).unwrap(), &stub_a()).evaluator().unwrap();
+    assert_eq!(evaluator.decide(b"S"), deny(REASON_FUEL, "sha256:stub-a"));
+    assert_eq!(evaluator.decide(b"P"), b"A");
+}
+
+#[test]
+fn modules_that_break_the_abi_are_refused_at_load_time() {
+    let runtime = runtime();
+    let refused = |wasm: &[u8]| runtime.load(wasm).expect_err("refused");
+    assert!(refused(&raw_module(true)).contains("imports `env.clock`"), "{}", refused(&raw_module(true)));
+    assert!(refused(&stub("A", "p", 2)).contains("ABI version 2"), "{}", refused(&stub("A", "p", 2)));
+    assert!(refused(b"not wasm at all").contains("not a valid WebAssembly module"));
+    let mut skeleton = ModuleBuilder::new();
+    skeleton.export_global("remit_abi_version", 1);
+    let skeleton = skeleton.finish().unwrap();
+    assert!(refused(&skeleton).contains("does not export `remit_alloc`"), "{}", refused(&skeleton));
+    let bad_info = stub("A", "p\"", 1); // `{"policy":"p"",…}` is not JSON
+    assert!(refused(&bad_info).contains("invalid JSON"), "{}", refused(&bad_info));
+}
+
+#[test]
+fn memory_is_capped() {
+    // Growth beyond the cap is refused (the module sees -1 and carries on).
+    let mut evaluator = load(&runtime(), &raw_module(false)).evaluator().unwrap();
+    assert_eq!(evaluator.decide(b"{}").len(), 1, "memory.grow past the cap must fail");
+    // A module whose fixed memory is larger than the cap does not load.
+    let small = Runtime::with_limits(Limits { memory_bytes: 1 << 20, ..Limits::default() }).unwrap();
+    let error = small.load(&stub_a()).expect_err("the stub's memory is a few MiB");
+    assert!(error.contains("cannot instantiate"), "{error}");
+}
+
+#[test]
+fn precompiled_modules_are_recognised() {
+    let runtime = runtime();
+    let cwasm = runtime.precompile(&stub_a()).unwrap();
+    assert!(wasmtime::Engine::detect_precompiled(&cwasm).is_some());
+    match runtime.load(&cwasm) {
+        Ok(compiled) => {
+            let mut evaluator = Arc::new(compiled).evaluator().unwrap();
+            assert_eq!(evaluator.decide(b"echo"), b"echo");
+            assert!(runtime.load(&cwasm[..cwasm.len() / 2]).is_err(), "a truncated .cwasm is refused");
+        }
+        // Until the crate's lints allow the one `unsafe` call (see `runtime::deserialize`).
+        Err(error) => assert_eq!(error, remit::runtime::CWASM_DISABLED),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Hot reload
+
+fn slow_runtime() -> Runtime {
+    Runtime::with_limits(Limits { fuel: 20_000_000_000, ..Limits::default() }).unwrap()
+}
+
+#[test]
+fn a_swap_never_interrupts_a_call_in_flight_and_every_later_call_sees_it() {
+    let runtime = slow_runtime();
+    let (a, b) = (stub_a(), stub("B", "sha256:stub-b", 1));
+    let handle = PolicyHandle::new(runtime.load(&a).unwrap());
+    let mut overlapped = 0;
+    let mut attempt = 0u64;
+    while attempt < 4 || (overlapped == 0 && attempt < 20) {
+        // Generation `attempt` holds A when even, B when odd; the swap installs the other one.
+        let (old_tag, new_tag, next) = if attempt.is_multiple_of(2) { ("A", "B", &b) } else { ("B", "A", &a) };
+        let next = runtime.load(next).unwrap();
+        let mut evaluator = handle.evaluator().unwrap();
+        assert_eq!(evaluator.generation(), attempt);
+        let (started, swapped) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let worker = {
+            let (started, swapped) = (started.clone(), swapped.clone());
+            std::thread::spawn(move || {
+                started.wait();
+                let result = evaluator.decide(b"S");
+                let ended = Instant::now();
+                let generation = evaluator.generation();
+                swapped.wait();
+                let after = evaluator.decide(b"P");
+                (result, generation, ended, after, evaluator.generation())
+            })
+        };
+        started.wait();
+        std::thread::sleep(Duration::from_millis(10));
+        let previous = handle.swap(next);
+        let swap_returned = Instant::now();
+        swapped.wait();
+        assert_eq!(previous.policy(), format!("sha256:stub-{}", old_tag.to_lowercase()));
+        let (result, generation, ended, after, after_generation) = worker.join().unwrap();
+        // The call answered with the policy it ran on, whole.
+        let tag = if generation == attempt { old_tag } else { new_tag };
+        assert_eq!(result, tag.as_bytes());
+        // The call after the swap runs on the new policy.
+        assert_eq!((after.as_slice(), after_generation), (new_tag.as_bytes(), attempt + 1));
+        if generation == attempt && swap_returned < ended {
+            overlapped += 1; // the swap returned while the old policy was still answering
+        }
+        attempt += 1;
+    }
+    assert!(overlapped >= 1, "no attempt swapped while a call was in flight");
+}
+
+#[test]
+fn threads_calling_through_many_swaps_always_get_one_whole_current_policy() {
+    let runtime = slow_runtime();
+    let (a, b) = (stub_a(), stub("B", "sha256:stub-b", 1));
+    let handle = PolicyHandle::new(runtime.load(&a).unwrap());
+    let published = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            let (handle, published, done) = (handle.clone(), published.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut evaluator = handle.evaluator().unwrap();
+                let mut calls = 0u64;
+                while done.load(Ordering::SeqCst) == 0 || calls < 10 {
+                    let at_least = published.load(Ordering::SeqCst);
+                    let result = evaluator.decide(b"P");
+                    let generation = evaluator.generation();
+                    assert!(generation >= at_least, "a call started after swap {at_least} ran on {generation}");
+                    let expected: &[u8] = if generation.is_multiple_of(2) { b"A" } else { b"B" };
+                    assert_eq!(result, expected, "generation {generation}");
+                    assert_eq!(evaluator.decide(b"echo me"), b"echo me");
+                    calls += 1;
+                }
+                calls
+            })
+        })
+        .collect();
+    for generation in 1..=30u64 {
+        let next = if generation.is_multiple_of(2) { &a } else { &b };
+        handle.swap(runtime.load(next).unwrap());
+        published.store(generation, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    done.store(1, Ordering::SeqCst);
+    for worker in workers {
+        assert!(worker.join().unwrap() >= 10);
+    }
+    assert_eq!(handle.current().policy(), "sha256:stub-a");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The CLI
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("remit-runtime-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn remit(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_remit"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run remit")
+}
+
+#[test]
+fn remit_build_writes_a_valid_module_and_a_precompiled_one() {
+    let dir = temp_dir("build");
+    let wasm = dir.join("wallet.wasm");
+    let out = remit(&["build", "examples/wallet", "-o", wasm.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&wasm).unwrap();
+    wasmparser::Validator::new().validate_all(&bytes).expect("a valid module");
+    let cwasm = dir.join("wallet.cwasm");
+    let out = remit(&["build", "examples/wallet", "-o", cwasm.to_str().unwrap(), "--precompile"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(wasmtime::Engine::detect_precompiled(&std::fs::read(&cwasm).unwrap()).is_some());
+    // A policy with errors builds nothing.
+    let broken = dir.join("broken.remit");
+    std::fs::write(&broken, "mandate m for \"p\" { allow no_such_tool }").unwrap();
+    let out = remit(&["build", broken.to_str().unwrap(), "-o", dir.join("broken.wasm").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!dir.join("broken.wasm").exists());
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn remit_eval_runs_a_wasm_policy_through_the_runtime() {
+    let dir = temp_dir("eval");
+    let module = dir.join("stub.wasm");
+    std::fs::write(&module, stub_a()).unwrap();
+    let request = dir.join("request.json");
+    std::fs::write(&request, b"{\"echo\": true}").unwrap();
+    let out = remit(&["eval", module.to_str().unwrap(), "--request", request.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"{\"echo\": true}\n");
+    std::fs::write(&request, b"T").unwrap();
+    let out = remit(&["eval", module.to_str().unwrap(), "--request", request.to_str().unwrap()]);
+    assert_eq!(out.stdout, [deny(REASON_TRAP, "sha256:stub-a"), b"\n".to_vec()].concat());
+    std::fs::remove_dir_all(dir).ok();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Cross-runtime proof: Node's WebAssembly, wasmtime, the interpreter
+
+fn node_available() -> bool {
+    Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Runs tests/node/decide.mjs on `requests` (written to files) with a time limit: one result per request.
+fn node_decide(dir: &Path, wasm: &[u8], requests: &[Vec<u8>], visible_tools: bool) -> Vec<Vec<u8>> {
+    let module = dir.join("policy.wasm");
+    std::fs::write(&module, wasm).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node/decide.mjs");
+    let mut command = Command::new("node");
+    command.arg(script);
+    if visible_tools {
+        command.arg("--visible-tools");
+    }
+    command.arg(&module);
+    for (i, request) in requests.iter().enumerate() {
+        let path = dir.join(format!("request-{i:05}.json"));
+        std::fs::write(&path, request).unwrap();
+        command.arg(path);
+    }
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run node");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        stdout.read_to_end(&mut out).map(|_| out)
+    });
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("node did not finish within 300 s (a module that never returns?)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).ok();
+    assert!(status.success(), "node failed: {stderr}");
+    let out = reader.join().unwrap().unwrap();
+    let mut lines: Vec<Vec<u8>> = out.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+    assert_eq!(lines.pop(), Some(Vec::new()), "output ends with a newline");
+    assert_eq!(lines.len(), requests.len(), "one line per request; stderr: {stderr}");
+    lines
+}
+
+#[test]
+fn the_node_host_and_the_wasmtime_host_agree_on_the_stub() {
+    if !node_available() {
+        eprintln!("skipping: `node` is not on PATH (the cross-runtime proof needs Node's built-in WebAssembly)");
+        return;
+    }
+    let wasm = stub_a();
+    let requests: Vec<Vec<u8>> = vec![
+        b"{\"subject\":{\"id\":\"a\"}}".to_vec(),
+        Vec::new(),
+        vec![0xff, 0xfe, 0x00, 0x80],
+        "é – ✓".as_bytes().to_vec(),
+        vec![b'y'; MAX_INPUT as usize],
+        vec![b'z'; MAX_INPUT as usize + 1],
+        b"T".to_vec(),
+        b"P".to_vec(),
+    ];
+    let dir = temp_dir("node-stub");
+    let from_node = node_decide(&dir, &wasm, &requests, false);
+    let mut evaluator = load(&runtime(), &wasm).evaluator().unwrap();
+    for (request, node) in requests.iter().zip(&from_node) {
+        assert_eq!(
+            &evaluator.decide(request),
+            node,
+            "request {:?}",
+            String::from_utf8_lossy(&request[..request.len().min(40)])
+        );
+    }
+    assert_eq!(from_node[5], STUB_OVERSIZE.as_bytes());
+    let listing = node_decide(&dir, &wasm, &requests[..1], true);
+    assert_eq!(listing[0], evaluator.visible_tools(&requests[0]));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+const EXAMPLES: [&str; 4] = ["bank-disputes", "club", "wallet", "web-publication"];
+
+/// An example's program, its files named relative to its folder as `remit eval examples/NAME` names them.
+fn example_program(name: &str) -> Program {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    let mut sources = remit::stdlib::sources();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        sources.add(name, std::fs::read_to_string(path).unwrap());
+    }
+    let checked = check(sources);
+    checked.program.unwrap_or_else(|| panic!("{name} does not check: {:#?}", checked.diagnostics))
+}
+
+/// Every request of an example: its `requests/` folder and the requests of its policy test cases.
+fn example_requests(name: &str) -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    let mut requests = Vec::new();
+    let mut shipped: Vec<PathBuf> =
+        std::fs::read_dir(dir.join("requests")).unwrap().map(|e| e.unwrap().path()).collect();
+    shipped.sort();
+    requests.extend(shipped.iter().map(|p| std::fs::read(p).unwrap()));
+    let mut tests: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    tests.sort();
+    for path in tests.iter().filter(|p| p.to_string_lossy().ends_with(".tests.toml")) {
+        let file = remit::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        // As `remit test` sends them.
+        requests.extend(file.cases.iter().map(|case| case.request.to_string().into_bytes()));
+    }
+    requests
+}
+
+/// Inputs no gateway should send; every one must be denied. The last one is oversize.
+fn garbage(valid: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![
+        Vec::new(),
+        b"not json".to_vec(),
+        b"null".to_vec(),
+        b"[]".to_vec(),
+        b"{\"subject\":".to_vec(),
+        valid[..valid.len() / 2].to_vec(),
+        vec![b'['; 100_000],
+        b"{\"subject\":{\"id\":1e999999},\"action\":{\"name\":[]},\"context\":{}}".to_vec(),
+        b"{\"subject\":{\"id\":\"\\ud800\"}}".to_vec(),
+    ];
+    // Invalid UTF-8 inside a string of an otherwise valid request.
+    let text = String::from_utf8_lossy(valid).into_owned();
+    if let Some(at) = text.find("\"id\": \"").or_else(|| text.find("\"id\":\"")) {
+        let mut bytes = valid.to_vec();
+        let quote = at + text[at..].find(": \"").map_or(5, |i| i + 3);
+        bytes.splice(quote..quote, [0xff, 0xc0, 0x80]);
+        out.push(bytes);
+    }
+    const JSONISH: &[u8] = b"{}[]\":,0123456789.-etrufalsn \\";
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..24 {
+        let len = [1, 7, 64, 300, 2_000, 40_000][i % 6];
+        let bytes = (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                // Half of them stay JSON-looking.
+                if i.is_multiple_of(2) {
+                    JSONISH[(seed % JSONISH.len() as u64) as usize]
+                } else {
+                    seed as u8
+                }
+            })
+            .collect();
+        out.push(bytes);
+    }
+    let mut oversize = valid.to_vec();
+    oversize.resize(MAX_INPUT as usize + 1, b' ');
+    out.push(oversize);
+    out
+}
+
+fn exports(wasm: &[u8], name: &str) -> bool {
+    wasmparser::Parser::new(0).parse_all(wasm).any(|payload| match payload {
+        Ok(wasmparser::Payload::ExportSection(section)) => section.into_iter().any(|e| e.is_ok_and(|e| e.name == name)),
+        _ => false,
+    })
+}
+
+fn is_deny(decision: &[u8]) -> bool {
+    let value: serde_json::Value = serde_json::from_slice(decision).expect("a decision is JSON");
+    value["decision"] == "deny"
+        && value["reasons"]
+            .as_array()
+            .is_some_and(|r| r.iter().all(|r| !r.as_str().unwrap_or("").starts_with("runtime.")))
+}
+
+#[test]
+fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
+    if !node_available() {
+        eprintln!("skipping: `node` is not on PATH (the cross-runtime proof needs Node's built-in WebAssembly)");
+        return;
+    }
+    let runtime = runtime();
+    let mut checked = 0;
+    for name in EXAMPLES {
+        let program = example_program(name);
+        let wasm = remit::wasm::compile(&program).expect("the example compiles");
+        // Gate until the decision VM lands (src/wasm/vm.rs); the lead removes it then.
+        if !exports(&wasm, "remit_decide") {
+            eprintln!("skipping the cross-runtime proof: the compiled module exports no `remit_decide` yet");
+            return;
+        }
+        // Only WebAssembly 2.0 features, so every runtime of the last years runs it.
+        wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::WASM2)
+            .validate_all(&wasm)
+            .unwrap_or_else(|e| panic!("{name}: the module needs more than WebAssembly 2.0: {e}"));
+        let requests = example_requests(name);
+        let garbage = garbage(&requests[0]);
+        let mut padded = requests[0].clone();
+        padded.resize(MAX_INPUT as usize, b' '); // exactly the limit: decided normally
+        let all: Vec<Vec<u8>> = requests.iter().chain(&garbage).chain([&padded]).cloned().collect();
+        let dir = temp_dir(&format!("cross-{name}"));
+        let from_node = node_decide(&dir, &wasm, &all, false);
+        let mut evaluator = load(&runtime, &wasm).evaluator().unwrap();
+        let oversize_at = requests.len() + garbage.len() - 1;
+        for (i, request) in all.iter().enumerate() {
+            let shown = String::from_utf8_lossy(&request[..request.len().min(300)]).into_owned();
+            let from_wasmtime = evaluator.decide(request);
+            assert_eq!(
+                String::from_utf8_lossy(&from_wasmtime),
+                String::from_utf8_lossy(&from_node[i]),
+                "{name}: wasmtime and node differ on {shown}"
+            );
+            if i == oversize_at {
+                let value: serde_json::Value = serde_json::from_slice(&from_wasmtime).unwrap();
+                assert_eq!(value["reasons"], serde_json::json!(["request.oversize"]), "{name}");
+                assert!(is_deny(&from_wasmtime));
+            }
+            let expected = remit::eval::decide(&program, request).to_json();
+            assert_eq!(
+                String::from_utf8_lossy(&from_wasmtime),
+                expected,
+                "{name}: wasm and interpreter differ on {shown}"
+            );
+            if i >= requests.len() && i < oversize_at {
+                assert!(is_deny(&from_wasmtime), "{name}: garbage not denied: {shown}");
+            }
+            checked += 1;
+        }
+        // Tool listings: the example's subjects (when it has them) and its requests.
+        let mut subjects = requests.clone();
+        if let Ok(entries) =
+            std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name).join("subjects"))
+        {
+            let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+            files.sort();
+            subjects.extend(files.iter().map(|p| std::fs::read(p).unwrap()));
+        }
+        subjects.extend(garbage[..garbage.len() - 1].iter().cloned());
+        let from_node = node_decide(&dir, &wasm, &subjects, true);
+        for (request, node) in subjects.iter().zip(&from_node) {
+            let expected = remit::eval::visible_tools(&program, request).to_json();
+            assert_eq!(String::from_utf8_lossy(&evaluator.visible_tools(request)), expected, "{name}");
+            assert_eq!(String::from_utf8_lossy(node), expected, "{name}");
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+    assert!(checked >= 100, "{checked}");
+}
