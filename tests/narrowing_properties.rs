@@ -3,7 +3,8 @@
 //! Each pair is a random parent mandate (sometimes under a random root) and a child that is either a mutation of
 //! the parent (rules dropped, added, narrowed with `and`, widened with `or`, windows, levels, budgets moved) or
 //! entirely random, over a small catalog with money, string, enum, int and set parameters, a context attribute,
-//! the resource, `now`, `attempt`, the credential's scopes and the tool's level. Then random requests are
+//! the resource, `now`, `attempt`, the credential's scopes and the tool's level (plus bool, decimal and duration
+//! parameters on one tool). Then random requests are
 //! decided by the reference interpreter for the child standing alone and for its parent.
 //! - Soundness: when the check says "narrows", no request is allowed by the child and refused by the parent.
 //! - Every counterexample the check reports is confirmed by the interpreter (the check itself confirms; an
@@ -35,7 +36,7 @@ tool pay(amount: money, merchant: string, tier: tier, n: int, tags: set<string>,
   side effects
 }
 
-tool give_back(amount: money, merchant: string) {
+tool give_back(amount: money, merchant: string, urgent: bool, rate: decimal, wait: duration) {
   effects spend
   level draft
   side effects
@@ -87,6 +88,8 @@ const PREFIXES: [&str; 5] = ["site/", "site/a/", "docs/", "acme", "s"];
 const REGIONS: [&str; 3] = ["eu", "us", "uk"];
 const AMOUNTS: [&str; 8] = ["0", "10", "50", "50.01", "100", "100.5", "200", "500"];
 const INTS: [i64; 6] = [-1, 0, 1, 3, 5, 10];
+const RATES: [&str; 5] = ["0", "0.5", "0.55", "1", "2.25"];
+const WAITS: [i64; 4] = [0, 60, 900, 3600];
 const TIMES: [&str; 5] = [
     "2026-10-01T00:00:00Z",
     "2026-11-01T00:00:00Z",
@@ -196,6 +199,12 @@ impl World {
                 0 => Test::In(vec![int(*rng.pick(&INTS)), int(*rng.pick(&INTS))]),
                 _ => Test::Compare(*rng.pick(&ops), int(*rng.pick(&INTS))),
             },
+            Type::Decimal => {
+                let rate = Value::Number(Decimal::parse(rng.word(&RATES)).expect("pool rates parse"));
+                Test::Compare(*rng.pick(&ops), rate)
+            }
+            Type::Duration => Test::Compare(*rng.pick(&ops), Value::Duration(*rng.pick(&WAITS))),
+            Type::Bool => Test::Compare(CompareOp::Eq, Value::Bool(rng.chance(50))),
             Type::Timestamp => Test::Compare(*rng.pick(&ops), Value::Timestamp(time(rng.word(&TIMES)))),
             Type::Level => Test::Compare(*rng.pick(&ops), Value::Level(rng.below(self.base.levels.len()))),
             Type::Enum(..) => match rng.below(4) {
@@ -427,6 +436,23 @@ impl World {
             let value = match ty {
                 Type::Money => format!("\"{} {currency}\"", rng.word(&AMOUNTS)),
                 Type::Int => rng.pick(&INTS).to_string(),
+                Type::Decimal => {
+                    let rate = rng.word(&RATES);
+                    if rng.chance(50) {
+                        rate.to_string()
+                    } else {
+                        format!("\"{rate}\"")
+                    }
+                }
+                Type::Duration => {
+                    let wait = rng.pick(&WAITS) + rng.below(2) as i64;
+                    if rng.chance(50) {
+                        wait.to_string()
+                    } else {
+                        format!("\"{wait}s\"")
+                    }
+                }
+                Type::Bool => rng.chance(50).to_string(),
                 Type::Enum(..) => format!("\"{}\"", rng.word(&TIERS)),
                 Type::Set(_) => {
                     let tags: Vec<String> =

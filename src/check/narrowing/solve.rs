@@ -244,3 +244,52 @@ fn components(ors: Vec<&F>) -> Vec<Vec<&F>> {
     }
     groups.into_iter().map(|(_, fs)| fs).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::narrowing::formula::{and, is, lit, negate, or, Var};
+    use crate::ir::{Attr, Type};
+    use crate::syntax::ast::CompareOp;
+    use crate::value::Decimal;
+
+    fn amount(vars: &mut Vars) -> VarId {
+        vars.id(Var::Value(Attr::Arg("amount".into()), Type::Int))
+    }
+
+    fn at_most(var: VarId, n: i64) -> F {
+        lit(var, Test::Compare(CompareOp::Le, Value::Number(Decimal::from_int(n))))
+    }
+
+    #[test]
+    fn implication_between_ranges_with_a_model() {
+        let mut vars = Vars::default();
+        let a = amount(&mut vars);
+        let (small, large) = (at_most(a, 50), at_most(a, 100));
+        // small ∧ ¬large is unsatisfiable; large ∧ ¬small has a model, at the bound.
+        let refused = negate(&large);
+        assert!(matches!(Solver::new(&vars, 5).solve(&[&small, &refused]), Answer::Unsat));
+        let refused = negate(&small);
+        match Solver::new(&vars, 5).solve(&[&large, &refused]) {
+            Answer::Sat(model) => assert_eq!(model[a as usize], Value::Number(Decimal::from_int(51))),
+            other => panic!("expected a model, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unrelated_disjunctions_are_solved_apart() {
+        // Thirty independent two-way choices and one contradiction: without splitting into components the
+        // search would revisit 2^30 combinations before failing.
+        let mut vars = Vars::default();
+        let mut goals = Vec::new();
+        for i in 0..30 {
+            let x = vars.id(Var::Present(Attr::Arg(format!("x{i}"))));
+            let y = vars.id(Var::Present(Attr::Arg(format!("y{i}"))));
+            goals.push(or([is(x, true), is(y, true)]));
+        }
+        let a = amount(&mut vars);
+        goals.push(or([and([at_most(a, 1), negate(&at_most(a, 5))]), and([at_most(a, 2), negate(&at_most(a, 3))])]));
+        let refs: Vec<&F> = goals.iter().collect();
+        assert!(matches!(Solver::new(&vars, 5).solve(&refs), Answer::Unsat));
+    }
+}
