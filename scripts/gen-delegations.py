@@ -5,8 +5,8 @@
     scripts/gen-delegations.py OUT_DIR [--mandates 1000] [--version a|b] [--widening PERCENT] [--seed N]
 
 Version `a` is the base. Version `b` is the same policy with its files renamed, its mandates and rules in
-another order, five sub-mandates widened, five narrowed, one added and one removed: `remit diff a b` must report
-exactly those. Every sub-mandate restates its parent's terms, so version `a` checks clean (unless
+another order, five sub-mandates widened, five edited to narrow (an edit that changes nothing, on a grandchild
+already capped lower, is reported unchanged), one added and one removed; it prints the names it changed. Every sub-mandate restates its parent's terms, so version `a` checks clean (unless
 `--widening` makes that percentage of sub-mandates drop the restated data scope).
 """
 
