@@ -126,30 +126,19 @@ impl Runtime {
     }
 }
 
-/// Loads a precompiled module: not in this build. wasmtime's `Module::deserialize` is `unsafe` (it trusts the
-/// machine code inside the artifact) and the crate's lints say `unsafe_code = "forbid"`, which no `allow` can
-/// lift. Enabling it takes `unsafe_code = "deny"` in Cargo.toml and this body (see docs/abi.md, "Precompiled
-/// modules"):
-///
-/// ```text
-/// #[allow(unsafe_code)]
-/// fn deserialize(engine: &Engine, bytes: &[u8]) -> Result<Module, String> {
-///     // SAFETY: a `.cwasm` must come from a trusted build (`remit build --precompile` in the policy's CI) with
-///     // this same wasmtime version; `Module::deserialize` refuses, with an error and before using any of the code,
-///     // an artifact of another wasmtime version or other compilation settings (fuel metering, target, CPU
-///     // features). Never load a `.cwasm` from an untrusted source: ship the `.wasm`, which is validated here.
-///     unsafe { Module::deserialize(engine, bytes) }.map_err(err("cannot load the precompiled module"))
-/// }
-/// ```
+/// Loads a precompiled module. wasmtime's `Module::deserialize` is `unsafe`: it trusts the machine code inside the
+/// artifact. This is the crate's one `unsafe` call (the lints deny `unsafe_code` everywhere else).
+#[allow(unsafe_code)]
 fn deserialize(engine: &Engine, bytes: &[u8]) -> Result<Module, String> {
-    let _ = (engine, bytes);
-    Err(CWASM_DISABLED.to_string())
+    // SAFETY: a `.cwasm` must come from a trusted build (`remit build --precompile` in the policy's CI) with this
+    // same wasmtime version; `Module::deserialize` refuses, with an error and before using any of the code, an
+    // artifact of another wasmtime version or other compilation settings (fuel metering, target, CPU features).
+    // Never load a `.cwasm` from an untrusted source: ship the `.wasm`, which is validated here.
+    unsafe { Module::deserialize(engine, bytes) }.map_err(|e| format!("cannot load the precompiled module: {e}"))
 }
 
-/// The error of loading a `.cwasm` while [`deserialize`] is disabled.
-pub const CWASM_DISABLED: &str = "loading a precompiled `.cwasm` is not enabled in this build (wasmtime's \
-                                  `Module::deserialize` is `unsafe`, which the crate's lints forbid); load the \
-                                  `.wasm` instead";
+/// Kept for hosts that match on it; loading `.cwasm` files is enabled in this build.
+pub const CWASM_DISABLED: &str = "loading a precompiled `.cwasm` is not enabled in this build";
 
 /// What `remit_policy_info` says about a module.
 #[derive(Debug, Clone, PartialEq, Eq)]
