@@ -180,7 +180,8 @@ fn examples(runtime: &Runtime, budget: Duration) {
         let rego_path = root().join(format!("bench/policies/{example}.rego"));
         rego.add_policy(rego_path.display().to_string(), std::fs::read_to_string(&rego_path).unwrap()).unwrap();
         let mut evaluator = wasm_evaluator(runtime, &program);
-        let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap()));
+        let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), false));
+        let mut epoch = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), true));
         wasm_missing |= evaluator.is_none();
         for (name, request) in requests(example) {
             let expected = remit::eval::decide(&program, &request);
@@ -211,6 +212,9 @@ fn examples(runtime: &Runtime, budget: Duration) {
             }
             if let Some(raw) = raw.as_mut() {
                 engines.push(("wasm, no fuel", Box::new(|r: &[u8]| raw.decide(r))));
+            }
+            if let Some(epoch) = epoch.as_mut() {
+                engines.push(("wasm, epoch", Box::new(|r: &[u8]| epoch.decide(r))));
             }
             let program = &program;
             engines.push(("remit interp", Box::new(move |r: &[u8]| remit::eval::decide(program, r).to_json().len())));
@@ -267,7 +271,8 @@ fn scaling(runtime: &Runtime, budget: Duration, quick: bool) {
         let case = scale::Case::new(n);
         let program = case.program();
         let mut evaluator = wasm_evaluator(runtime, &program);
-        let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap()));
+        let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), false));
+        let mut epoch = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), true));
         let request = case.request();
         let expected = remit::eval::decide(&program, &request);
         assert_eq!(expected.outcome.as_str(), "allow", "scale {n}: {}", expected.to_json());
@@ -291,6 +296,9 @@ fn scaling(runtime: &Runtime, budget: Duration, quick: bool) {
         }
         if let Some(raw) = raw.as_mut() {
             engines.push(("wasm, no fuel", Box::new(|r: &[u8]| raw.decide(r))));
+        }
+        if let Some(epoch) = epoch.as_mut() {
+            engines.push(("wasm, epoch", Box::new(|r: &[u8]| epoch.decide(r))));
         }
         let program = &program;
         engines.push(("remit interp", Box::new(move |r: &[u8]| remit::eval::decide(program, r).to_json().len())));
