@@ -291,19 +291,21 @@ fn memory_is_capped() {
 }
 
 #[test]
-fn precompiled_modules_are_recognised() {
+fn precompiled_modules_load_and_decide_like_the_wasm() {
     let runtime = runtime();
     let cwasm = runtime.precompile(&stub_a()).unwrap();
     assert!(wasmtime::Engine::detect_precompiled(&cwasm).is_some());
-    match runtime.load(&cwasm) {
-        Ok(compiled) => {
-            let mut evaluator = Arc::new(compiled).evaluator().unwrap();
-            assert_eq!(evaluator.decide(b"echo"), b"echo");
-            assert!(runtime.load(&cwasm[..cwasm.len() / 2]).is_err(), "a truncated .cwasm is refused");
-        }
-        // Until the crate's lints allow the one `unsafe` call (see `runtime::deserialize`).
-        Err(error) => assert_eq!(error, remit::runtime::CWASM_DISABLED),
-    }
+    let compiled = runtime.load(&cwasm).expect("a .cwasm of this engine loads");
+    assert_eq!(compiled.policy(), "sha256:stub-a");
+    let mut evaluator = Arc::new(compiled).evaluator().unwrap();
+    assert_eq!(evaluator.decide(b"echo"), b"echo");
+    assert_eq!(evaluator.decide(b"L"), deny(REASON_FUEL, "sha256:stub-a"), "fuel metering is compiled in");
+    assert!(runtime.load(&cwasm[..cwasm.len() / 2]).is_err(), "a truncated .cwasm is refused");
+    // An engine with other settings (here: no fuel metering) refuses it instead of running it unbounded.
+    let other = wasmtime::Engine::new(&wasmtime::Config::new()).unwrap();
+    assert!(other.precompile_module(&stub_a()).is_ok());
+    let foreign = other.precompile_module(&stub_a()).unwrap();
+    assert!(runtime.load(&foreign).is_err(), "a .cwasm compiled without fuel metering must not load");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
