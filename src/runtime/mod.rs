@@ -137,9 +137,6 @@ fn deserialize(engine: &Engine, bytes: &[u8]) -> Result<Module, String> {
     unsafe { Module::deserialize(engine, bytes) }.map_err(|e| format!("cannot load the precompiled module: {e}"))
 }
 
-/// Kept for hosts that match on it; loading `.cwasm` files is enabled in this build.
-pub const CWASM_DISABLED: &str = "loading a precompiled `.cwasm` is not enabled in this build";
-
 /// What `remit_policy_info` says about a module.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyInfo {
