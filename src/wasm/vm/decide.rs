@@ -1001,15 +1001,7 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     let digest = m.func("vm_digest");
     let get = m.func("json_get");
     let kind = m.func("json_kind");
-    // Reason codes as JSON strings, by bit.
-    let mut reasons = Vec::new();
-    for code in REASONS {
-        let json = format!("\"{code}\"");
-        let p = m.bytes(json.as_bytes());
-        reasons.extend_from_slice(&p.to_le_bytes());
-        reasons.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    }
-    let reasons_at = m.raw(&reasons, 4);
+    let reasons_at = reasons_table(m);
     let outcomes = [
         text(m, "{\"decision\":\"deny\",\"reasons\":["),
         text(m, "{\"decision\":\"escalate\",\"reasons\":["),
@@ -1990,6 +1982,19 @@ fn define_entry_points(m: &mut ModuleBuilder, t: &Tables) {
     let _ = TAG_DEC;
 }
 
+/// The reason codes as JSON strings, by bit: (ptr, len) pairs in static data, laid out once per module.
+fn reasons_table(m: &mut ModuleBuilder) -> u32 {
+    let mut bytes = Vec::new();
+    for code in REASONS {
+        let json = format!("\"{code}\"");
+        let p = m.bytes(json.as_bytes());
+        bytes.extend_from_slice(&p.to_le_bytes());
+        bytes.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    }
+    // Both users ask for the same bytes; interning them keeps one copy.
+    m.bytes(&bytes)
+}
+
 /// Index of a reason code (its bit position).
 fn code(c: &str) -> i32 {
     reason(c).trailing_zeros() as i32
@@ -2291,14 +2296,7 @@ fn define_visible(m: &mut ModuleBuilder, t: &Tables) {
     let out_reset = m.func("out_reset");
     let out_bytes = m.func("out_bytes");
     let out_pos = m.func("out_pos");
-    let mut reasons = Vec::new();
-    for c in REASONS {
-        let json = format!("\"{c}\"");
-        let p = m.bytes(json.as_bytes());
-        reasons.extend_from_slice(&p.to_le_bytes());
-        reasons.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    }
-    let reasons_at = m.raw(&reasons, 4);
+    let reasons_at = reasons_table(m);
     let mut b = Body::new(2);
     let (ptr, len) = (0, 1);
     let (x, all, k, leaf, y, i, h, first, e) =
