@@ -33,6 +33,7 @@ pub fn declare(m: &mut ModuleBuilder) {
     m.declare("vm_finish", &[I32], &[I64]);
     m.declare("vm_examine", &[I32, I32], &[]);
     m.declare("vm_lacks_scope", &[I32], &[I32]);
+    m.declare("vm_is_holder", &[I32], &[I32]);
     m.declare("vm_hidden", &[I32, I32], &[I32]);
     m.declare("remit_alloc", &[I32], &[I32]);
     m.declare("remit_decide", &[I32, I32], &[I64]);
@@ -62,6 +63,7 @@ pub fn define(m: &mut ModuleBuilder, t: &Tables) {
     define_helpers(m, t);
     define_approval(m, t);
     define_lacks_scope(m);
+    define_is_holder(m, t);
     define_examine(m, t);
     define_hidden(m, t);
     define_finish(m, t);
@@ -568,6 +570,46 @@ fn finding(b: &mut Body, push: u32, escalate: Option<u32>, bit: u32, rank: &[I<'
     }
     b.emit(rank.iter().cloned());
     b.emit([I::Call(push)]);
+}
+
+/// vm_is_holder(mandate) -> 1 when the request's subject is one of the mandate's holders.
+fn define_is_holder(m: &mut ModuleBuilder, t: &Tables) {
+    let eq = m.func("vm_bytes_eq");
+    let mut b = Body::new(1);
+    let (rec, i, h) = (b.i32(), b.i32(), b.i32());
+    b.emit([
+        I::LocalGet(0),
+        I::I32Const(MANDATE_REC as i32),
+        I::I32Mul,
+        I::I32Const(t.mandates as i32),
+        I::I32Add,
+        I::LocalSet(rec),
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::LocalGet(i),
+        I::LocalGet(rec),
+        load32(12),
+        I::I32GeU,
+        I::BrIf(1),
+        I::LocalGet(rec),
+        load32(8),
+        I::LocalGet(i),
+        I::I32Const(8),
+        I::I32Mul,
+        I::I32Add,
+        I::LocalTee(h),
+        load32(0),
+        I::LocalGet(h),
+        load32(4),
+        I::I32Const(slot::SUBJ_P as i32),
+        load32(0),
+        I::I32Const(slot::SUBJ_L as i32),
+        load32(0),
+        I::Call(eq),
+    ]);
+    b.emit(ret_if(1));
+    b.emit([I::LocalGet(i), I::I32Const(1), I::I32Add, I::LocalSet(i), I::Br(0), I::End, I::End, I::I32Const(0)]);
+    m.define("vm_is_holder", b.finish());
 }
 
 /// vm_lacks_scope(tool_rec) -> 1 when the tool requires scopes and the credential carries none of them.
@@ -1615,8 +1657,8 @@ fn define_entry_points(m: &mut ModuleBuilder, t: &Tables) {
     let start = m.func("json_start");
     let end = m.func("json_end");
     let find = m.func("vm_find");
-    let eq = m.func("vm_bytes_eq");
     let examine = m.func("vm_examine");
+    let is_holder = m.func("vm_is_holder");
     let finish = m.func("vm_finish");
     let mut b = Body::new(3);
     let (ptr, len, listing) = (0, 1, 2);
@@ -1846,7 +1888,7 @@ fn define_entry_points(m: &mut ModuleBuilder, t: &Tables) {
     let read = m.func("vm_read_request");
     let mut b = Body::new(2);
     let (ptr, len) = (0, 1);
-    let (x, y, tool, leaf, i, h) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let (x, tool, leaf) = (b.i32(), b.i32(), b.i32());
     let deny_with = |bit: u32| {
         [
             I::I32Const(slot::DENY_BITS as i32),
@@ -1913,50 +1955,7 @@ fn define_entry_points(m: &mut ModuleBuilder, t: &Tables) {
         I::LocalGet(leaf),
         store32(0),
         I::LocalGet(leaf),
-        I::I32Const(MANDATE_REC as i32),
-        I::I32Mul,
-        I::I32Const(t.mandates as i32),
-        I::I32Add,
-        I::LocalSet(y),
-        I::I32Const(0),
-        I::LocalSet(i),
-        I::I32Const(0),
-        I::LocalSet(h),
-        I::Block(BlockType::Empty),
-        I::Loop(BlockType::Empty),
-        I::LocalGet(i),
-        I::LocalGet(y),
-        load32(12),
-        I::I32GeU,
-        I::BrIf(1),
-        I::LocalGet(y),
-        load32(8),
-        I::LocalGet(i),
-        I::I32Const(8),
-        I::I32Mul,
-        I::I32Add,
-        I::LocalTee(x),
-        load32(0),
-        I::LocalGet(x),
-        load32(4),
-        I::I32Const(slot::SUBJ_P as i32),
-        load32(0),
-        I::I32Const(slot::SUBJ_L as i32),
-        load32(0),
-        I::Call(eq),
-        I::If(BlockType::Empty),
-        I::I32Const(1),
-        I::LocalSet(h),
-        I::Br(2),
-        I::End,
-        I::LocalGet(i),
-        I::I32Const(1),
-        I::I32Add,
-        I::LocalSet(i),
-        I::Br(0),
-        I::End,
-        I::End,
-        I::LocalGet(h),
+        I::Call(is_holder),
         I::I32Eqz,
         I::If(BlockType::Empty),
     ]);
@@ -2291,16 +2290,15 @@ fn define_hidden(m: &mut ModuleBuilder, t: &Tables) {
 fn define_visible(m: &mut ModuleBuilder, t: &Tables) {
     let read = m.func("vm_read_request");
     let find = m.func("vm_find");
-    let eq = m.func("vm_bytes_eq");
     let hidden = m.func("vm_hidden");
+    let is_holder = m.func("vm_is_holder");
     let out_reset = m.func("out_reset");
     let out_bytes = m.func("out_bytes");
     let out_pos = m.func("out_pos");
     let reasons_at = reasons_table(m);
     let mut b = Body::new(2);
     let (ptr, len) = (0, 1);
-    let (x, all, k, leaf, y, i, h, first, e) =
-        (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let (x, all, k, leaf, first, e) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
     let n = t.tool_count as i32;
     let listed = |idx: u32| [I::I32Const(array::LISTED as i32), I::LocalGet(idx), I::I32Const(8), I::I32Mul, I::I32Add];
     // `all` >= 0: every tool is hidden for that reason (a request problem, unknown mandate, not a holder).
@@ -2330,48 +2328,7 @@ fn define_visible(m: &mut ModuleBuilder, t: &Tables) {
         I::LocalSet(all),
         I::Else,
         I::LocalGet(leaf),
-        I::I32Const(MANDATE_REC as i32),
-        I::I32Mul,
-        I::I32Const(t.mandates as i32),
-        I::I32Add,
-        I::LocalSet(y),
-        I::I32Const(0),
-        I::LocalSet(h),
-        I::Block(BlockType::Empty),
-        I::Loop(BlockType::Empty),
-        I::LocalGet(i),
-        I::LocalGet(y),
-        load32(12),
-        I::I32GeU,
-        I::BrIf(1),
-        I::LocalGet(y),
-        load32(8),
-        I::LocalGet(i),
-        I::I32Const(8),
-        I::I32Mul,
-        I::I32Add,
-        I::LocalTee(e),
-        load32(0),
-        I::LocalGet(e),
-        load32(4),
-        I::I32Const(slot::SUBJ_P as i32),
-        load32(0),
-        I::I32Const(slot::SUBJ_L as i32),
-        load32(0),
-        I::Call(eq),
-        I::If(BlockType::Empty),
-        I::I32Const(1),
-        I::LocalSet(h),
-        I::Br(2),
-        I::End,
-        I::LocalGet(i),
-        I::I32Const(1),
-        I::I32Add,
-        I::LocalSet(i),
-        I::Br(0),
-        I::End,
-        I::End,
-        I::LocalGet(h),
+        I::Call(is_holder),
         I::I32Eqz,
         I::If(BlockType::Empty),
         I::I32Const(code("subject.not-holder")),
