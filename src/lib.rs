@@ -9,6 +9,7 @@ pub mod diag;
 pub mod eval;
 pub mod ir;
 pub mod json;
+pub mod picture;
 pub mod runtime;
 pub mod source;
 pub mod stdlib;

@@ -13,16 +13,41 @@ use remit::diag::Diagnostic;
 use remit::ir::Program;
 use serde_json::json;
 
-use super::{load, render, Format};
+use super::{load, render, write_output, Format};
 
-pub fn run(old: &Path, new: &Path, format: Format) -> Result<ExitCode, String> {
-    let old_program = compile(old, format)?;
-    let new_program = compile(new, format)?;
+/// The formats of `remit diff`: the diagnostic formats, plus the pictures (remit::picture).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffFormat {
+    Human,
+    Json,
+    Github,
+    /// A self-contained page: the coloured delegation tree and every change with its witness request
+    Html,
+    /// The coloured delegation tree alone
+    Svg,
+}
+
+pub fn run(old: &Path, new: &Path, format: DiffFormat, output: Option<&Path>) -> Result<ExitCode, String> {
+    let diagnostics = match format {
+        DiffFormat::Json => Format::Json,
+        DiffFormat::Github => Format::Github,
+        DiffFormat::Human | DiffFormat::Html | DiffFormat::Svg => Format::Human,
+    };
+    let old_program = compile(old, diagnostics)?;
+    let new_program = compile(new, diagnostics)?;
     let report = diff(&old_program, &new_program);
     match format {
-        Format::Human => human(&report),
-        Format::Json => println!("{}", as_json(&report)),
-        Format::Github => github(&report, &old_program, &new_program),
+        DiffFormat::Human => human(&report),
+        DiffFormat::Json => println!("{}", as_json(&report)),
+        DiffFormat::Github => github(&report, &old_program, &new_program),
+        DiffFormat::Html => {
+            write_output(output, &remit::picture::diff_html(&old_program, &new_program, &report))?;
+            eprintln!("{}", summary(&report));
+        }
+        DiffFormat::Svg => {
+            write_output(output, &remit::picture::diff_svg(&old_program, &new_program, &report))?;
+            eprintln!("{}", summary(&report));
+        }
     }
     let widened = report.iter().any(|m| m.status.widens());
     Ok(if widened { ExitCode::from(1) } else { ExitCode::SUCCESS })

@@ -6,7 +6,7 @@ mod load;
 mod render;
 mod tests;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -72,9 +72,55 @@ enum Command {
     Diff {
         old: PathBuf,
         new: PathBuf,
-        #[arg(long, value_enum, default_value_t = Format::Human)]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = diff::DiffFormat::Human)]
+        format: diff::DiffFormat,
+        /// Where `html` and `svg` are written (default: standard output)
+        #[arg(short, long)]
+        output: Option<PathBuf>,
     },
+    /// Draw the delegation forest: every mandate with what it grants, forbids and gates
+    Graph {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
+        format: GraphFormat,
+        /// Write to this file instead of standard output
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Show a stop as active on this mandate (and so on every mandate under it); repeatable
+        #[arg(long = "stop", value_name = "MANDATE")]
+        stops: Vec<String>,
+    },
+    /// Explain one decision: the chain, each rule of the called tool with its condition and the request's values
+    Explain {
+        #[arg(required = true)]
+        policy: Vec<PathBuf>,
+        #[arg(long)]
+        request: PathBuf,
+        #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
+        format: ExplainFormat,
+        /// Write to this file instead of standard output
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphFormat {
+    /// Mermaid flowchart (renders in GitHub comments and Markdown)
+    Mermaid,
+    /// Graphviz DOT
+    Dot,
+    /// A self-contained SVG
+    Svg,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExplainFormat {
+    /// For the terminal (coloured when it is one and NO_COLOR is unset)
+    Text,
+    /// A self-contained HTML page
+    Html,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +139,11 @@ pub fn run() -> ExitCode {
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths } => tests::run(&paths),
         Command::Digest { request } => cmd_digest(&request),
-        Command::Diff { old, new, format } => diff::run(&old, &new, format),
+        Command::Diff { old, new, format, output } => diff::run(&old, &new, format, output.as_deref()),
+        Command::Graph { paths, format, output, stops } => cmd_graph(&paths, format, output.as_deref(), &stops),
+        Command::Explain { policy, request, format, output } => {
+            cmd_explain(&policy, &request, format, output.as_deref())
+        }
     };
     match result {
         Ok(code) => code,
@@ -175,5 +225,57 @@ fn cmd_digest(request: &PathBuf) -> Result<ExitCode, String> {
     let empty = serde_json::Value::Object(Default::default());
     let arguments = value.pointer("/action/arguments").unwrap_or(&empty);
     println!("{}", remit::eval::argument_digest(tool, arguments));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes a rendered picture to `output`, or to standard output.
+pub fn write_output(output: Option<&Path>, text: &str) -> Result<(), String> {
+    match output {
+        Some(path) => std::fs::write(path, text).map_err(|e| format!("cannot write `{}`: {e}", path.display())),
+        None => {
+            print!("{text}");
+            Ok(())
+        }
+    }
+}
+
+fn cmd_graph(
+    paths: &[PathBuf],
+    format: GraphFormat,
+    output: Option<&Path>,
+    stops: &[String],
+) -> Result<ExitCode, String> {
+    let (program, _, _) = compile(paths, Format::Human)?;
+    let Some(program) = program else { return Ok(ExitCode::from(1)) };
+    if let Some(unknown) = stops.iter().find(|s| program.mandate(s).is_none()) {
+        return Err(format!("`--stop {unknown}` names no mandate of this policy"));
+    }
+    let format = match format {
+        GraphFormat::Mermaid => remit::picture::Format::Mermaid,
+        GraphFormat::Dot => remit::picture::Format::Dot,
+        GraphFormat::Svg => remit::picture::Format::Svg,
+    };
+    write_output(output, &remit::picture::graph(&program, stops, format))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_explain(
+    policy: &[PathBuf],
+    request: &PathBuf,
+    format: ExplainFormat,
+    output: Option<&Path>,
+) -> Result<ExitCode, String> {
+    let (program, _, _) = compile(policy, Format::Human)?;
+    let Some(program) = program else { return Ok(ExitCode::from(1)) };
+    let explanation = remit::picture::explain::explain(&program, &read(request)?);
+    let text = match format {
+        ExplainFormat::Text => {
+            use std::io::IsTerminal;
+            let ansi = output.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            remit::picture::explain::text(&explanation, ansi)
+        }
+        ExplainFormat::Html => remit::picture::explain::html(&explanation),
+    };
+    write_output(output, &text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond the Rust toolchain and node, and nothing else (idempotent):
+#   - Debian's chromium (a real browser for the picture and inbox tests) and graphviz (`dot` checks our DOT);
+#   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
+#   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v dot >/dev/null || missing+=(graphviz)
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \
+    || { $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; }
+fi
+python3 -c 'import playwright' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check 'playwright==1.65.2'
+if [ ! -f tests/browser/node_modules/mermaid/dist/mermaid.min.js ]; then
+  (cd tests/browser && npm ci --no-audit --no-fund --silent)
+fi

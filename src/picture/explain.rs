@@ -1,0 +1,442 @@
+//! `remit explain`: one decision drawn as the path it took. The decision itself comes from the interpreter
+//! ([`crate::eval::decide`]) and each rule's value from [`crate::eval::trace`]; this module only arranges them —
+//! the chain, every rule of the called tool with its condition, the request's values of the attributes the
+//! condition reads, what the rule did, and which gates lacked an approval. It never decides anything itself.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use serde_json::Value as Json;
+
+use super::svg::xml;
+use crate::eval::{decide, trace, Decision, Outcome, RuleTrace};
+use crate::ir::{Attr, Cond, Program, RuleKind};
+
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    pub decision: Decision,
+    /// `tool(arguments) on resource by subject under mandate at now`, as far as the request says.
+    pub call: String,
+    /// Findings about the call itself, before any mandate's rules (the credential, the tool, the mandate).
+    pub preliminary: Vec<String>,
+    pub mandates: Vec<MandateStep>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MandateStep {
+    pub name: String,
+    pub principal: String,
+    pub steps: Vec<RuleStep>,
+    /// Mandate terms (window, stop, level, `otherwise`) that took part in the decision.
+    pub terms: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RuleStep {
+    /// The clause as written.
+    pub text: String,
+    pub at: String,
+    pub verdict: Verdict,
+    /// What the rule did, in words.
+    pub effect: String,
+    /// `attribute = value` for each attribute the condition (or the rule) reads.
+    pub values: Vec<String>,
+    /// Whether the decision lists this rule among those that decided.
+    pub decided: bool,
+}
+
+/// How a rule came out, for its mark and colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It let the call through (a grant matched, a bound held, a gate was satisfied).
+    Passed,
+    /// It did not apply to this call.
+    Idle,
+    /// It refused the call.
+    Refused,
+    /// It sent the call to a human.
+    Escalated,
+}
+
+impl Verdict {
+    fn mark(self) -> &'static str {
+        match self {
+            Verdict::Passed => "✓",
+            Verdict::Idle => "·",
+            Verdict::Refused => "✗",
+            Verdict::Escalated => "?",
+        }
+    }
+
+    fn class(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Idle => "idle",
+            Verdict::Refused => "refused",
+            Verdict::Escalated => "escalated",
+        }
+    }
+}
+
+/// Explains the decision on `request`.
+pub fn explain(program: &Program, request: &[u8]) -> Explanation {
+    let decision = decide(program, request);
+    let traces = trace(program, request);
+    let json: Json = serde_json::from_slice(request).unwrap_or(Json::Null);
+    let tool = json.pointer("/action/name").and_then(Json::as_str).and_then(|n| program.tool(n));
+    let decided: BTreeSet<(&str, &str)> = decision.rules.iter().map(|r| (r.mandate.as_str(), r.at.as_str())).collect();
+    let mut mandates = Vec::new();
+    let mut traces = traces.into_iter();
+    for name in &decision.mandate_chain {
+        let Some(id) = program.mandate(name) else { continue };
+        let mandate = &program.mandates[id];
+        let mut step = MandateStep {
+            name: name.clone(),
+            principal: mandate.principal.clone(),
+            steps: Vec::new(),
+            terms: Vec::new(),
+        };
+        let mut clause_locations = BTreeSet::new();
+        if let Some(tool) = tool {
+            // `trace` lists the rules of the chain that cover the tool in this same order.
+            for rule in mandate.rules.iter().filter(|r| program.covers(&r.target, tool)) {
+                let Some(t) = traces.next() else { break };
+                let at = program.sources.location(rule.span);
+                let is_decided = decided.contains(&(name.as_str(), at.as_str()));
+                clause_locations.insert(at.clone());
+                let (verdict, effect) = judge(program, &rule.kind, &t, &decision, name, &json);
+                step.steps.push(RuleStep {
+                    text: program.sources.snippet(rule.span).split_whitespace().collect::<Vec<_>>().join(" "),
+                    at,
+                    verdict,
+                    effect,
+                    values: values(program, &rule.kind, &rule.condition, &json, tool),
+                    decided: is_decided,
+                });
+            }
+        }
+        for r in decision.rules.iter().filter(|r| &r.mandate == name && !clause_locations.contains(&r.at)) {
+            step.terms.push(format!("{} ({})", r.rule, r.at));
+        }
+        mandates.push(step);
+    }
+    let preliminary = decision.reasons.iter().filter_map(|code| preliminary(program, code, tool)).collect();
+    Explanation { call: call_summary(&json), preliminary, decision, mandates }
+}
+
+/// The sentence for a reason that is about the call as a whole rather than a rule.
+fn preliminary(program: &Program, code: &str, tool: Option<usize>) -> Option<String> {
+    let tool_name = tool.map_or("the tool".to_string(), |t| format!("`{}`", program.tools[t].name));
+    Some(match code {
+        "request.malformed" => "the request is not well-formed JSON of the documented shape".into(),
+        "request.missing-field" => "the request lacks a required field".into(),
+        "request.oversize" => "the request is larger than 256 KiB".into(),
+        "tool.undeclared" => "the tool is not in the catalog: an undeclared tool is never allowed".into(),
+        "mandate.unknown" => "`context.mandate` names no mandate of this policy".into(),
+        "subject.not-holder" => "the subject does not hold the mandate".into(),
+        "mandate.self-modification" => format!("{tool_name} administers mandates: never grantable to an agent"),
+        "credential.scope-missing" => {
+            let scopes = tool.map(|t| program.tools[t].scopes.join("`, `")).unwrap_or_default();
+            format!("the credential lacks every scope {tool_name} requires (one of `{scopes}`)")
+        }
+        _ => return None,
+    })
+}
+
+fn judge(
+    program: &Program,
+    kind: &RuleKind,
+    t: &RuleTrace,
+    decision: &Decision,
+    mandate: &str,
+    json: &Json,
+) -> (Verdict, String) {
+    let refused_if = |code: &str| decision.reasons.iter().any(|r| r == code);
+    match (kind, t.result) {
+        (RuleKind::Allow, Some(true)) => (Verdict::Passed, "grants the call".into()),
+        (RuleKind::Allow, Some(false)) => (Verdict::Idle, "does not match".into()),
+        (RuleKind::Allow, None) => (Verdict::Idle, "cannot be evaluated, so it does not grant".into()),
+        (RuleKind::Forbid, Some(true)) => (Verdict::Refused, "forbids the call".into()),
+        (RuleKind::Forbid, Some(false)) => (Verdict::Idle, "does not apply".into()),
+        (RuleKind::Forbid, None) => (Verdict::Refused, "cannot be evaluated, so it counts as matching".into()),
+        (RuleKind::Limit | RuleKind::Scope, Some(true)) => (Verdict::Passed, "holds".into()),
+        (RuleKind::Limit | RuleKind::Scope, Some(false)) => (Verdict::Refused, "is violated".into()),
+        (RuleKind::Limit | RuleKind::Scope, None) => {
+            (Verdict::Refused, "cannot be evaluated, so it counts as violated".into())
+        }
+        (RuleKind::Gate { .. }, Some(false)) => (Verdict::Idle, "does not apply".into()),
+        (RuleKind::Gate { approval }, result) => {
+            let kind = &program.approvals[*approval].name;
+            let why = if result.is_none() { "cannot be evaluated, so it applies; " } else { "applies; " };
+            let presented: Vec<&str> = json
+                .pointer("/context/approvals")
+                .and_then(Json::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter(|x| x.get("kind").and_then(Json::as_str) == Some(kind))
+                        .filter_map(|x| x.get("id").and_then(Json::as_str))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let presented = if presented.is_empty() {
+                format!("no `{kind}` approval was presented")
+            } else {
+                format!("presented `{kind}` approvals: {}", presented.join(", "))
+            };
+            if decision.missing_approvals.iter().any(|m| &m.kind == kind && m.mandate == mandate) {
+                (Verdict::Escalated, format!("{why}no presented approval satisfies it ({presented})"))
+            } else {
+                (Verdict::Passed, format!("{why}satisfied ({presented})"))
+            }
+        }
+        (RuleKind::RequireOperationId, _) if refused_if("operation.missing-id") => {
+            (Verdict::Refused, "no operation id in the request".into())
+        }
+        (RuleKind::RequireOperationId, _) => (Verdict::Passed, "the call has an operation id".into()),
+        (RuleKind::Fact { name, version, .. }, _) => {
+            let current = json.pointer(&format!("/context/facts/{}", pointer_escape(name)));
+            let shown = current.map_or("missing".to_string(), Json::to_string);
+            if current.and_then(Json::as_u64) == Some(*version) {
+                (Verdict::Passed, format!("fact `{name}` is at version {version}"))
+            } else if refused_if("fact.stale") && decision.outcome == Outcome::Deny {
+                (Verdict::Refused, format!("fact `{name}` is {shown}, version {version} is current"))
+            } else {
+                (Verdict::Escalated, format!("fact `{name}` is {shown}, version {version} is current"))
+            }
+        }
+        (RuleKind::Budget { name, max, .. }, _) => {
+            let counter = json.pointer(&format!("/context/counters/{}", pointer_escape(name)));
+            match counter.and_then(Json::as_u64) {
+                Some(used) if used < *max => (Verdict::Passed, format!("budget `{name}`: {used} of {max} used")),
+                Some(used) => (Verdict::Refused, format!("budget `{name}` is used up: {used} of {max}")),
+                None => (Verdict::Refused, format!("counter `{name}` is missing, so the budget counts as used up")),
+            }
+        }
+    }
+}
+
+fn pointer_escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The request's value of each attribute a rule reads.
+fn values(program: &Program, kind: &RuleKind, cond: &Cond, json: &Json, tool: usize) -> Vec<String> {
+    let mut attrs = BTreeSet::new();
+    collect(cond, &mut attrs);
+    let mut out: Vec<String> = attrs
+        .into_iter()
+        .map(|attr| {
+            let value = match &attr {
+                Attr::Arg(name) => json.pointer(&format!("/action/arguments/{}", pointer_escape(name))).cloned(),
+                Attr::ResourceId => json.pointer("/resource/id").cloned(),
+                Attr::SubjectId => json.pointer("/subject/id").cloned(),
+                Attr::SubjectScopes => json.pointer("/subject/credential/scopes").cloned(),
+                Attr::Context(name) => json.pointer(&format!("/context/attributes/{}", pointer_escape(name))).cloned(),
+                Attr::Now => json.pointer("/context/now").cloned(),
+                Attr::Attempt => json.pointer("/context/attempt").cloned(),
+                Attr::Level => Some(Json::String(program.levels[program.tools[tool].level].clone())),
+            };
+            format!("{} = {}", attr.display(), value.map_or("(missing)".to_string(), |v| v.to_string()))
+        })
+        .collect();
+    if matches!(kind, RuleKind::RequireOperationId) {
+        let op = json.pointer("/context/operation_id").map_or("(missing)".to_string(), Json::to_string);
+        out.push(format!("context.operation_id = {op}"));
+    }
+    out
+}
+
+fn collect(cond: &Cond, out: &mut BTreeSet<Attr>) {
+    match cond {
+        Cond::True | Cond::False => {}
+        Cond::Atom(atom) => {
+            out.insert(atom.attr.clone());
+        }
+        Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| collect(c, out)),
+    }
+}
+
+fn call_summary(json: &Json) -> String {
+    let text = |p: &str| json.pointer(p).and_then(Json::as_str).unwrap_or("?").to_string();
+    let arguments = json.pointer("/action/arguments").map_or("{}".to_string(), Json::to_string);
+    let mut call = format!("{}{arguments}", text("/action/name"));
+    if let Some(resource) = json.pointer("/resource/id").and_then(Json::as_str) {
+        call.push_str(&format!(" on {resource}"));
+    }
+    call.push_str(&format!(
+        " by {} under {} at {}",
+        text("/subject/id"),
+        text("/context/mandate"),
+        text("/context/now")
+    ));
+    call
+}
+
+const RESET: &str = "\x1b[0m";
+
+fn colour(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Passed => "\x1b[32m",
+        Verdict::Idle => "\x1b[2m",
+        Verdict::Refused => "\x1b[31m",
+        Verdict::Escalated => "\x1b[33m",
+    }
+}
+
+fn outcome_verdict(outcome: Outcome) -> Verdict {
+    match outcome {
+        Outcome::Allow => Verdict::Passed,
+        Outcome::Deny => Verdict::Refused,
+        Outcome::Escalate => Verdict::Escalated,
+    }
+}
+
+/// The explanation for a terminal; `ansi` adds colours (the marks carry the same meaning without them).
+pub fn text(e: &Explanation, ansi: bool) -> String {
+    let paint = |v: Verdict, s: &str| if ansi { format!("{}{s}{RESET}", colour(v)) } else { s.to_string() };
+    let bold = |s: &str| if ansi { format!("\x1b[1m{s}{RESET}") } else { s.to_string() };
+    let d = &e.decision;
+    let mut out = String::new();
+    let mut headline = d.outcome.as_str().to_uppercase();
+    if let Some(to) = &d.escalate_to {
+        headline.push_str(&format!(" to {to}"));
+    }
+    let _ = writeln!(out, "{} {}", bold("decision"), paint(outcome_verdict(d.outcome), &headline));
+    let _ = writeln!(out, "{} {}", bold("reasons "), d.reasons.join(", "));
+    let _ = writeln!(out, "{} {}", bold("call    "), e.call);
+    if !d.mandate_chain.is_empty() {
+        let _ = writeln!(out, "{} {}", bold("chain   "), d.mandate_chain.join(" → "));
+    }
+    let _ = writeln!(out, "{} {}", bold("policy  "), d.policy);
+    for p in &e.preliminary {
+        let v = outcome_verdict(d.outcome);
+        let _ = writeln!(out, "\n  {} {p}", paint(v, v.mark()));
+    }
+    for m in &e.mandates {
+        let _ = writeln!(out, "\n{} (for {})", bold(&m.name), m.principal);
+        for term in &m.terms {
+            let v = outcome_verdict(d.outcome);
+            let _ = writeln!(out, "  {} {term}", paint(v, v.mark()));
+        }
+        if m.steps.is_empty() {
+            let _ = writeln!(out, "  {} no rule of this mandate covers the tool", paint(Verdict::Idle, "·"));
+        }
+        for s in &m.steps {
+            let star = if s.decided { " *" } else { "" };
+            let _ = writeln!(out, "  {} {}{star}", paint(s.verdict, s.verdict.mark()), s.text);
+            let _ = writeln!(out, "      {} — {}", paint(s.verdict, &s.effect), s.at);
+            for v in &s.values {
+                let _ = writeln!(out, "      {v}");
+            }
+        }
+    }
+    if !d.missing_approvals.is_empty() {
+        let _ = writeln!(out, "\n{}", bold("missing approvals"));
+        for m in &d.missing_approvals {
+            let _ = writeln!(out, "  {} under {}: {}", m.kind, m.mandate, bindings(m));
+        }
+    }
+    if !d.obligations.is_empty() {
+        let _ = writeln!(out, "\n{}", bold("obligations"));
+        for o in &d.obligations {
+            let _ = writeln!(out, "  {}", o.to_json());
+        }
+    }
+    out.push_str("\n* = listed among the rules that decided\n");
+    out
+}
+
+fn bindings(m: &crate::eval::MissingApproval) -> String {
+    let parts: Vec<String> =
+        [("tool", &m.tool), ("target", &m.target), ("digest", &m.digest), ("manifest", &m.manifest)]
+            .into_iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} = {v}")))
+            .collect();
+    if parts.is_empty() {
+        "no binding".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The explanation as a self-contained HTML page (inline styles, no scripts).
+pub fn html(e: &Explanation) -> String {
+    let d = &e.decision;
+    let mut out = String::from(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>remit explain</title>\n<style>\
+         body{font-family:system-ui,sans-serif;margin:2em;color:#263238}code,pre,.rule{font-family:ui-monospace,monospace}\
+         .outcome{font-size:1.4em;font-weight:bold;padding:.2em .6em;border-radius:4px}\
+         .allow{background:#e3f4e1;color:#1b5e20}.deny{background:#fde0dc;color:#b71c1c}.escalate{background:#fff3cd;color:#8a6d00}\
+         .mandate{border:1px solid #b0bec5;border-radius:6px;margin:1em 0;padding:.5em 1em}\
+         .step{margin:.4em 0;padding:.3em .6em;border-left:4px solid #cfd8dc}\
+         .passed{border-color:#2e7d32}.refused{border-color:#c62828;background:#fff5f4}.escalated{border-color:#f9a825;background:#fffbea}\
+         .idle{color:#78909c}.values{color:#455a64;font-size:.9em}.decided{font-weight:bold}\
+         </style></head><body>\n",
+    );
+    let mut headline = d.outcome.as_str().to_string();
+    if let Some(to) = &d.escalate_to {
+        headline.push_str(&format!(" to {to}"));
+    }
+    let _ = writeln!(out, "<h1>remit explain</h1>");
+    let _ =
+        writeln!(out, "<p><span class=\"outcome {}\" id=\"outcome\">{}</span></p>", d.outcome.as_str(), xml(&headline));
+    let _ = writeln!(out, "<p>reasons: <code id=\"reasons\">{}</code></p>", xml(&d.reasons.join(", ")));
+    let _ = writeln!(out, "<p>call: <code>{}</code></p>", xml(&e.call));
+    let _ = writeln!(out, "<p>chain: {}</p>", xml(&d.mandate_chain.join(" → ")));
+    let _ = writeln!(out, "<p>policy: <code>{}</code></p>", xml(&d.policy));
+    for p in &e.preliminary {
+        let _ = writeln!(out, "<div class=\"step {}\">{}</div>", outcome_verdict(d.outcome).class(), xml(p));
+    }
+    for m in &e.mandates {
+        let _ = writeln!(
+            out,
+            "<div class=\"mandate\" data-mandate=\"{}\"><h2>{} <small>for {}</small></h2>",
+            xml(&m.name),
+            xml(&m.name),
+            xml(&m.principal)
+        );
+        for term in &m.terms {
+            let _ = writeln!(out, "<div class=\"step {}\">{}</div>", outcome_verdict(d.outcome).class(), xml(term));
+        }
+        for s in &m.steps {
+            let decided = if s.decided { " decided" } else { "" };
+            let _ = writeln!(
+                out,
+                "<div class=\"step {}{decided}\"><span class=\"mark\">{}</span> <span class=\"rule\">{}</span><br>\
+                 <span class=\"effect\">{}</span> <small>{}</small>",
+                s.verdict.class(),
+                s.verdict.mark(),
+                xml(&s.text),
+                xml(&s.effect),
+                xml(&s.at)
+            );
+            for v in &s.values {
+                let _ = writeln!(out, "<div class=\"values\"><code>{}</code></div>", xml(v));
+            }
+            out.push_str("</div>\n");
+        }
+        out.push_str("</div>\n");
+    }
+    if !d.missing_approvals.is_empty() {
+        out.push_str("<h2>missing approvals</h2><ul>\n");
+        for m in &d.missing_approvals {
+            let _ = writeln!(
+                out,
+                "<li class=\"missing\">{} under {}: <code>{}</code></li>",
+                xml(&m.kind),
+                xml(&m.mandate),
+                xml(&bindings(m))
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    if !d.obligations.is_empty() {
+        out.push_str("<h2>obligations</h2><ul>\n");
+        for o in &d.obligations {
+            let _ = writeln!(out, "<li><code>{}</code></li>", xml(&o.to_json()));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</body></html>\n");
+    out
+}

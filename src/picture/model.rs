@@ -1,0 +1,273 @@
+//! What a picture shows, independent of how it is drawn: the delegation forest of a checked program, one node
+//! per mandate with its terms grouped by what they do. Clause texts are the policy's own words (the clause's
+//! source with whitespace collapsed), so a reviewer reads exactly what was written.
+
+use std::collections::BTreeMap;
+
+use crate::check::narrowing::diff::{MandateDiff, Status};
+use crate::ir::{MandateId, Program, RuleKind};
+use crate::syntax::ast::Outcome as Otherwise;
+use crate::value::format_timestamp;
+
+/// The delegation forest: roots in name order, children in name order, so the picture does not depend on the
+/// order of files or declarations.
+#[derive(Debug, Clone, Default)]
+pub struct Forest {
+    pub nodes: Vec<Node>,
+    pub roots: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub name: String,
+    pub principal: String,
+    pub holders: Vec<String>,
+    pub purpose: Option<String>,
+    /// `from … until …`, when the mandate states a window.
+    pub window: Option<String>,
+    pub max_level: Option<String>,
+    pub otherwise: &'static str,
+    pub delegation_depth: Option<u32>,
+    pub sections: Vec<Section>,
+    pub children: Vec<usize>,
+    pub stop: Stop,
+    /// Set on the pictures of `remit diff`.
+    pub change: Option<Change>,
+}
+
+/// A group of clauses of one mandate: what it grants, forbids, bounds, gates or requires.
+#[derive(Debug, Clone)]
+pub struct Section {
+    pub title: &'static str,
+    pub clauses: Vec<String>,
+}
+
+/// Whether a stop refuses the mandate's side-effecting calls: its own stop, or one on an ancestor (a stop on any
+/// mandate of the chain applies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    None,
+    Here,
+    Inherited(String),
+}
+
+/// How a mandate changed between two versions, with the confirmed requests that show it.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub status: Status,
+    /// Why the old version refused a request the new one allows, and that request (JSON).
+    pub widened: Option<(String, String)>,
+    /// Why the new version refuses a request the old one allowed, and that request (JSON).
+    pub narrowed: Option<(String, String)>,
+}
+
+/// The section titles, in the order a node shows them.
+const SECTIONS: [&str; 5] = ["grants", "forbids", "bounds", "gates", "requires"];
+
+fn section_of(kind: &RuleKind) -> &'static str {
+    match kind {
+        RuleKind::Allow => "grants",
+        RuleKind::Forbid => "forbids",
+        RuleKind::Limit | RuleKind::Scope => "bounds",
+        RuleKind::Gate { .. } => "gates",
+        RuleKind::RequireOperationId | RuleKind::Budget { .. } | RuleKind::Fact { .. } => "requires",
+    }
+}
+
+impl Forest {
+    /// The forest of `program`; `stops` names the mandates with an active stop (unknown names are ignored).
+    pub fn of(program: &Program, stops: &[String]) -> Forest {
+        let mut forest = Forest::default();
+        for (id, _) in program.mandates.iter().enumerate() {
+            forest.nodes.push(node(program, id, stops));
+        }
+        let mut roots = Vec::new();
+        for (id, mandate) in program.mandates.iter().enumerate() {
+            match mandate.parent {
+                Some(parent) => forest.nodes[parent].children.push(id),
+                None => roots.push(id),
+            }
+        }
+        forest.roots = roots;
+        forest.sort();
+        forest
+    }
+
+    /// The forest of `new` coloured by `report` (`remit diff`), with the mandates only `old` has added where
+    /// they were (under their old parent when it still exists, else as roots).
+    pub fn of_diff(old: &Program, new: &Program, report: &[MandateDiff]) -> Forest {
+        let mut forest = Forest::of(new, &[]);
+        let changes: BTreeMap<&str, &MandateDiff> = report.iter().map(|m| (m.name.as_str(), m)).collect();
+        let mut removed = Vec::new();
+        for (id, mandate) in old.mandates.iter().enumerate() {
+            if new.mandate(&mandate.name).is_none() {
+                removed.push((forest.nodes.len(), id));
+                forest.nodes.push(node(old, id, &[]));
+            }
+        }
+        // Attached once every node exists, so a removed child of a removed parent finds it.
+        for (index, id) in removed {
+            let parent = old.mandates[id].parent.and_then(|p| forest.index(&old.mandates[p].name));
+            match parent {
+                Some(p) => forest.nodes[p].children.push(index),
+                None => forest.roots.push(index),
+            }
+        }
+        for node in &mut forest.nodes {
+            let Some(m) = changes.get(node.name.as_str()) else { continue };
+            node.change = Some(Change {
+                status: m.status,
+                widened: m.widened.as_ref().map(|e| (e.refused_by.clone(), e.request.to_string())),
+                narrowed: m.narrowed.as_ref().map(|e| (e.refused_by.clone(), e.request.to_string())),
+            });
+        }
+        forest.sort();
+        forest
+    }
+
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Nodes in drawing order: each root followed by its subtree, depth first.
+    pub fn preorder(&self) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut stack: Vec<(usize, usize)> = self.roots.iter().rev().map(|&r| (r, 0)).collect();
+        while let Some((id, depth)) = stack.pop() {
+            out.push((id, depth));
+            stack.extend(self.nodes[id].children.iter().rev().map(|&c| (c, depth + 1)));
+        }
+        out
+    }
+
+    fn sort(&mut self) {
+        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        self.roots.sort_by(|a, b| names[*a].cmp(&names[*b]));
+        for node in &mut self.nodes {
+            node.children.sort_by(|a, b| names[*a].cmp(&names[*b]));
+        }
+    }
+}
+
+fn node(program: &Program, id: MandateId, stops: &[String]) -> Node {
+    let mandate = &program.mandates[id];
+    let mut grouped: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for rule in &mandate.rules {
+        let text = program.sources.snippet(rule.span).split_whitespace().collect::<Vec<_>>().join(" ");
+        grouped.entry(section_of(&rule.kind)).or_default().push(text);
+    }
+    let sections = SECTIONS
+        .iter()
+        .filter_map(|title| {
+            let mut clauses = grouped.remove(title)?;
+            clauses.sort();
+            Some(Section { title, clauses })
+        })
+        .collect();
+    let window = match (mandate.valid_from, mandate.valid_until) {
+        (None, None) => None,
+        (from, until) => Some(format!(
+            "{} → {}",
+            from.map_or("…".to_string(), format_timestamp),
+            until.map_or("…".to_string(), format_timestamp)
+        )),
+    };
+    let chain = program.chain(id);
+    let stop = if stops.contains(&mandate.name) {
+        Stop::Here
+    } else {
+        chain
+            .iter()
+            .rev()
+            .find(|&&m| stops.contains(&program.mandates[m].name))
+            .map_or(Stop::None, |&m| Stop::Inherited(program.mandates[m].name.clone()))
+    };
+    let mut holders = mandate.holders.clone();
+    holders.sort();
+    Node {
+        name: mandate.name.clone(),
+        principal: mandate.principal.clone(),
+        holders,
+        purpose: mandate.purpose.clone(),
+        window,
+        max_level: mandate.max_level.map(|l| program.levels[l].clone()),
+        otherwise: match mandate.otherwise {
+            Otherwise::Deny => "deny",
+            Otherwise::Escalate => "escalate",
+        },
+        delegation_depth: mandate.delegation_depth,
+        sections,
+        children: Vec::new(),
+        stop,
+        change: None,
+    }
+}
+
+impl Node {
+    /// The node's header lines (after the name), as every format shows them.
+    pub fn facts(&self) -> Vec<String> {
+        let mut lines = vec![format!("for {} · held by {}", self.principal, self.holders.join(", "))];
+        if let Some(purpose) = &self.purpose {
+            lines.push(format!("purpose: {purpose}"));
+        }
+        if let Some(window) = &self.window {
+            lines.push(format!("valid {window}"));
+        }
+        let mut terms = Vec::new();
+        if let Some(level) = &self.max_level {
+            terms.push(format!("max level {level}"));
+        }
+        if let Some(depth) = self.delegation_depth {
+            terms.push(format!("delegation depth {depth}"));
+        }
+        terms.push(format!("otherwise {}", self.otherwise));
+        lines.push(terms.join(" · "));
+        match &self.stop {
+            Stop::None => {}
+            Stop::Here => lines.push("STOPPED: side-effecting calls refused".into()),
+            Stop::Inherited(from) => lines.push(format!("STOPPED via {from}: side-effecting calls refused")),
+        }
+        lines
+    }
+
+    /// A short word for the node's state in a diff or under a stop, used as a CSS/DOT class.
+    pub fn class(&self) -> &'static str {
+        match (&self.change, &self.stop) {
+            (Some(change), _) => change.status.as_str(),
+            (None, Stop::None) => "mandate",
+            (None, _) => "stopped",
+        }
+    }
+}
+
+/// Fill and stroke colours of a node class: the one palette every format uses.
+pub fn colours(class: &str) -> (&'static str, &'static str) {
+    match class {
+        "unchanged" => ("#f2f2f2", "#8c8c8c"),
+        "narrowed" => ("#e3f4e1", "#2e7d32"),
+        "widened" => ("#fde0dc", "#c62828"),
+        "both" => ("#fff0d6", "#e65100"),
+        "added" => ("#dfeefc", "#1565c0"),
+        "removed" => ("#eeeeee", "#616161"),
+        "undecided" => ("#efe3f7", "#6a1b9a"),
+        "stopped" => ("#fde0dc", "#b71c1c"),
+        _ => ("#ffffff", "#37474f"),
+    }
+}
+
+/// What each class means, for legends.
+pub fn legend(diff: bool) -> Vec<(&'static str, &'static str)> {
+    if diff {
+        vec![
+            ("unchanged", "same authority"),
+            ("narrowed", "refuses requests it allowed"),
+            ("widened", "allows requests it refused"),
+            ("both", "widened and narrowed"),
+            ("added", "new mandate"),
+            ("removed", "mandate removed"),
+            ("undecided", "review by hand"),
+        ]
+    } else {
+        vec![("mandate", "no stop"), ("stopped", "a stop refuses its side-effecting calls")]
+    }
+}

@@ -1,0 +1,216 @@
+//! Pictures of authority (`remit graph`, `remit diff --format html|svg`, `remit explain`).
+//!
+//! - Golden outputs: the Mermaid and DOT of every example, and the explanation (text) of every example request,
+//!   are insta snapshots (`tests/pictures/snapshots`); adding an example or a request adds snapshots.
+//! - Graphviz (`dot`) accepts every DOT output and draws every mandate.
+//! - The README's Mermaid block is exactly what `remit graph examples/wallet` prints.
+//! - In a real browser (Debian's chromium driven by Playwright, `tests/browser/pictures.py`): the SVG graph with
+//!   a stop, the Mermaid rendered by the mermaid package, the diff page and SVG of `tests/narrowing/diff`, and the
+//!   explanation page of an escalation — each checked for its labels and its colours, and screenshotted into
+//!   the test's temporary folder. `scripts/test-deps.sh` installs the browser and packages.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn remit(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_remit"))
+        .args(args)
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run remit");
+    assert!(
+        out.status.code() == Some(0) || args[0] == "diff",
+        "remit {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn examples() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn snapshot(name: &str, content: &str) {
+    insta::with_settings!({ snapshot_path => "pictures/snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!(name, content);
+    });
+}
+
+#[test]
+fn graphs_of_the_examples() {
+    for example in examples() {
+        let path = format!("examples/{example}");
+        snapshot(&format!("graph-{example}.mmd"), &remit(&["graph", &path, "--format", "mermaid"]));
+        snapshot(&format!("graph-{example}.dot"), &remit(&["graph", &path, "--format", "dot"]));
+    }
+}
+
+#[test]
+fn graphviz_draws_every_mandate() {
+    for example in examples() {
+        let path = format!("examples/{example}");
+        let dot = remit(&["graph", &path, "--format", "dot"]);
+        let mut child = Command::new("dot")
+            .arg("-Tsvg")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("graphviz `dot` (scripts/test-deps.sh installs it)");
+        child.stdin.take().unwrap().write_all(dot.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "dot refused the graph of {example}: {}", String::from_utf8_lossy(&out.stderr));
+        let svg = String::from_utf8_lossy(&out.stdout);
+        let listing = remit(&["graph", &path, "--format", "mermaid"]);
+        for name in listing.lines().filter_map(|l| l.split("<b>").nth(1)).map(|l| l.split("</b>").next().unwrap()) {
+            assert!(svg.contains(&format!(">{name}<")), "{example}: `{name}` missing from graphviz's drawing");
+        }
+    }
+}
+
+#[test]
+fn explanations_of_the_example_requests() {
+    for example in examples() {
+        let dir = root().join("examples").join(&example).join("requests");
+        let mut requests: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        requests.sort();
+        for request in requests {
+            let stem = request.file_stem().unwrap().to_string_lossy().into_owned();
+            let text = remit(&["explain", &format!("examples/{example}"), "--request", request.to_str().unwrap()]);
+            // Every decision the explanation shows is the interpreter's decision.
+            let decision = remit(&["eval", &format!("examples/{example}"), "--request", request.to_str().unwrap()]);
+            let decision: serde_json::Value = serde_json::from_str(&decision).unwrap();
+            let headline = text.lines().next().unwrap();
+            assert!(
+                headline.contains(&decision["decision"].as_str().unwrap().to_uppercase()),
+                "{example}/{stem}: `{headline}` does not match {decision}"
+            );
+            // The policy hash changes with every edit of the example; the snapshot keeps the rest.
+            let text: String = text
+                .lines()
+                .map(|l| if l.starts_with("policy  ") { "policy   [hash]" } else { l })
+                .collect::<Vec<_>>()
+                .join("\n");
+            snapshot(&format!("explain-{example}-{stem}.txt"), &text);
+        }
+    }
+}
+
+#[test]
+fn the_readme_shows_the_wallets_tree() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let block = readme.split("```mermaid\n").nth(1).and_then(|b| b.split("```").next()).expect("a mermaid block");
+    assert_eq!(block, remit(&["graph", "examples/wallet", "--format", "mermaid"]), "regenerate the README's block");
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn fill(selector: &str, rgb: &str) -> serde_json::Value {
+    json!({ "selector": selector, "property": "fill", "value": rgb })
+}
+
+fn background(selector: &str, rgb: &str) -> serde_json::Value {
+    json!({ "selector": selector, "property": "backgroundColor", "value": rgb })
+}
+
+const RED: &str = "rgb(253, 224, 220)";
+const GREEN: &str = "rgb(227, 244, 225)";
+const WHITE: &str = "rgb(255, 255, 255)";
+const BLUE: &str = "rgb(223, 238, 252)";
+const ORANGE: &str = "rgb(255, 240, 214)";
+
+#[test]
+fn pictures_render_in_a_real_browser() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pictures");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shot = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let web = "examples/web-publication";
+    let (old, new) = ("tests/narrowing/diff/old", "tests/narrowing/diff/new");
+    let escalation = "examples/wallet/requests/escalate-an-80-usd-payment-needs-alices-approval-of-the-order.json";
+    let names = ["web_root", "web_code", "web_content", "web_localization", "web_release", "announcements"];
+
+    let graph_svg = write(&dir, "graph.svg", &remit(&["graph", web, "--format", "svg", "--stop", "web_release"]));
+    let graph_mmd = write(&dir, "graph.mmd", &remit(&["graph", web, "--format", "mermaid", "--stop", "web_release"]));
+    let diff_html = write(&dir, "diff.html", &remit(&["diff", old, new, "--format", "html"]));
+    let diff_svg = write(&dir, "diff.svg", &remit(&["diff", old, new, "--format", "svg"]));
+    let explain_html = write(
+        &dir,
+        "explain.html",
+        &remit(&["explain", "examples/wallet", "--request", escalation, "--format", "html"]),
+    );
+    let report: serde_json::Value = serde_json::from_str(&remit(&["diff", old, new, "--format", "json"])).unwrap();
+    let wider = report["mandates"].as_array().unwrap().iter().find(|m| m["mandate"] == "wider").unwrap();
+    let witness_amount = wider["widened"]["witness"]["action"]["arguments"]["amount"].as_str().unwrap().to_string();
+
+    let mut graph_texts: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    graph_texts.push("STOPPED: side-effecting calls refused".into());
+    graph_texts.push("require approval human_publication for public_publication".into());
+    let diff_names = ["fresh", "gone", "mixed", "narrower", "heir", "same", "wider"];
+    let specs = json!([
+        {
+            "file": graph_svg, "screenshot": shot("graph.png"), "texts": graph_texts,
+            "styles": [fill("g.node.stopped > rect", RED), fill("g.node.mandate > rect", WHITE)],
+        },
+        {
+            "file": graph_mmd, "mermaid": true, "screenshot": shot("graph-mermaid.png"), "texts": names,
+            "styles": [fill("g.node.stopped > rect", RED), fill("g.node.mandate > rect", WHITE)],
+        },
+        {
+            "file": diff_html, "screenshot": shot("diff.png"),
+            "texts": diff_names.iter().map(|n| n.to_string()).chain([witness_amount.clone(), "widened".into()]).collect::<Vec<_>>(),
+            "styles": [
+                fill("g.node.widened > rect", RED), fill("g.node.narrowed > rect", GREEN),
+                fill("g.node.added > rect", BLUE), fill("g.node.both > rect", ORANGE),
+                background("tr[data-status=widened] td:nth-child(2)", RED),
+                background("tr[data-status=narrowed] td:nth-child(2)", GREEN),
+            ],
+        },
+        {
+            "file": diff_svg, "screenshot": shot("diff-svg.png"),
+            "texts": diff_names.iter().map(|n| n.to_string()).chain([witness_amount]).collect::<Vec<_>>(),
+            "styles": [fill("g.node.widened > rect", RED), fill("g.node.narrowed > rect", GREEN)],
+        },
+        {
+            "file": explain_html, "screenshot": shot("explain.png"),
+            "texts": ["escalate to user:alice", "commercial_terms", "args.amount = \"80.00 USD\"", "approval.missing"],
+            "styles": [
+                background("#outcome", "rgb(255, 243, 205)"),
+                json!({ "selector": ".step.escalated.decided", "property": "borderLeftColor", "value": "rgb(249, 168, 37)" }),
+            ],
+        },
+    ]);
+    let mut child = Command::new("python3")
+        .arg(root().join("tests/browser/pictures.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child.stdin.take().unwrap().write_all(specs.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "browser checks failed (scripts/test-deps.sh installs chromium and playwright):\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every page was checked (a script that silently did nothing must not pass).
+    assert_eq!(stdout.lines().filter(|l| l.contains("\"ok\": true")).count(), 5, "{stdout}");
+}
