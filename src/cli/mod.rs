@@ -2,6 +2,7 @@
 
 mod build;
 mod diff;
+mod fmt;
 mod load;
 mod render;
 mod tests;
@@ -63,6 +64,14 @@ enum Command {
     },
     /// Run policy test files (*.tests.toml) and print `N passed, M failed`
     Test { paths: Vec<PathBuf> },
+    /// Put policy files (and the folders' .remit files) in the canonical layout; `--check` only reports
+    Fmt {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Write nothing; exit 1 when a file is not formatted
+        #[arg(long)]
+        check: bool,
+    },
     /// Print the argument digest of a request's call, as an approval binds it
     Digest {
         #[arg(long)]
@@ -93,6 +102,7 @@ pub fn run() -> ExitCode {
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths } => tests::run(&paths),
         Command::Digest { request } => cmd_digest(&request),
+        Command::Fmt { paths, check } => fmt::run(&paths, check),
         Command::Diff { old, new, format } => diff::run(&old, &new, format),
     };
     match result {
