@@ -4,6 +4,7 @@ mod build;
 mod diff;
 mod fmt;
 mod load;
+mod lsp;
 mod render;
 mod tests;
 
@@ -72,6 +73,8 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Run the language server over stdio (diagnostics as you type, hover, definitions, references, completion)
+    Lsp,
     /// Print the argument digest of a request's call, as an approval binds it
     Digest {
         #[arg(long)]
@@ -103,6 +106,7 @@ pub fn run() -> ExitCode {
         Command::Test { paths } => tests::run(&paths),
         Command::Digest { request } => cmd_digest(&request),
         Command::Fmt { paths, check } => fmt::run(&paths, check),
+        Command::Lsp => lsp::run(),
         Command::Diff { old, new, format } => diff::run(&old, &new, format),
     };
     match result {
