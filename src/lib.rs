@@ -4,6 +4,7 @@
 //! [`eval`] (the reference interpreter). The core does no IO; the `remit` binary owns files, JSON output and the
 //! terminal.
 
+pub mod analysis;
 pub mod check;
 pub mod diag;
 pub mod eval;

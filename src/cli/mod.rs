@@ -2,7 +2,9 @@
 
 mod build;
 mod diff;
+mod fmt;
 mod load;
+mod lsp;
 mod render;
 mod tests;
 
@@ -63,6 +65,16 @@ enum Command {
     },
     /// Run policy test files (*.tests.toml) and print `N passed, M failed`
     Test { paths: Vec<PathBuf> },
+    /// Put policy files (and the folders' .remit files) in the canonical layout; `--check` only reports
+    Fmt {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Write nothing; exit 1 when a file is not formatted
+        #[arg(long)]
+        check: bool,
+    },
+    /// Run the language server over stdio (diagnostics as you type, hover, definitions, references, completion)
+    Lsp,
     /// Print the argument digest of a request's call, as an approval binds it
     Digest {
         #[arg(long)]
@@ -144,6 +156,8 @@ pub fn run() -> ExitCode {
         Command::Explain { policy, request, format, output } => {
             cmd_explain(&policy, &request, format, output.as_deref())
         }
+        Command::Fmt { paths, check } => fmt::run(&paths, check),
+        Command::Lsp => lsp::run(),
     };
     match result {
         Ok(code) => code,

@@ -2,6 +2,7 @@
 
 pub mod ast;
 mod err;
+pub mod format;
 mod parser;
 
 pub use parser::parse_file;

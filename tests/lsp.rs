@@ -1,0 +1,277 @@
+//! `remit lsp` driven over stdio with LSP messages, as an editor would: diagnostics as you type (the same codes
+//! and help as `remit check`, cleared when fixed), hover, go to definition (into the standard library too), find
+//! references, completion of `args.` and of names, document symbols, shutdown. The wallet example is copied
+//! to a temporary folder so the test can edit it freely.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    messages: Receiver<Value>,
+    next_id: u64,
+}
+
+fn read_one(out: &mut BufReader<ChildStdout>) -> Option<Value> {
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Content-Length:") {
+            length = v.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    out.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+impl Client {
+    fn start() -> Client {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_remit"))
+            .arg("lsp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start remit lsp");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let (send, messages) = channel();
+        std::thread::spawn(move || {
+            while let Some(message) = read_one(&mut stdout) {
+                if send.send(message).is_err() {
+                    break;
+                }
+            }
+        });
+        Client { child, stdin, messages, next_id: 1 }
+    }
+
+    fn send(&mut self, message: Value) {
+        let body = message.to_string();
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    fn next(&mut self) -> Value {
+        self.messages.recv_timeout(Duration::from_secs(30)).expect("the server answers within 30 s")
+    }
+
+    /// Sends a request and returns its result (notifications that arrive first are skipped).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        loop {
+            let message = self.next();
+            if message["id"] == id {
+                assert!(message.get("error").is_none(), "{method}: {message}");
+                return message["result"].clone();
+            }
+        }
+    }
+
+    /// The next `publishDiagnostics` for `uri`.
+    fn diagnostics(&mut self, uri: &str) -> Vec<Value> {
+        loop {
+            let message = self.next();
+            if message["method"] == "textDocument/publishDiagnostics" && message["params"]["uri"] == uri {
+                return message["params"]["diagnostics"].as_array().unwrap().clone();
+            }
+        }
+    }
+}
+
+fn uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+fn workspace() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lsp-wallet");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
+    for file in ["policy.remit", "catalog.remit"] {
+        std::fs::copy(example.join(file), dir.join(file)).unwrap();
+    }
+    dir
+}
+
+/// The position (line, UTF-16 character) of the `nth` occurrence of `needle` in `text`, plus `shift` characters.
+fn position(text: &str, needle: &str, nth: usize, shift: usize) -> Value {
+    let offset = text.match_indices(needle).nth(nth).unwrap().0 + shift;
+    let line = text[..offset].matches('\n').count();
+    let character = offset - text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    json!({ "line": line, "character": character })
+}
+
+#[test]
+fn an_editor_session() {
+    let dir = workspace();
+    let policy = dir.join("policy.remit");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    let doc = uri(&policy);
+    let mut client = Client::start();
+
+    let init = client.request("initialize", json!({ "processId": null, "rootUri": uri(&dir), "capabilities": {} }));
+    let caps = &init["capabilities"];
+    assert_eq!(caps["positionEncoding"], "utf-16");
+    for cap in ["hoverProvider", "definitionProvider", "referencesProvider", "documentSymbolProvider"] {
+        assert_eq!(caps[cap], true, "{cap}");
+    }
+    client.notify("initialized", json!({}));
+
+    // A clean policy: the document opens without diagnostics; a typo shows `remit check`'s diagnostic, with its
+    // help; fixing it clears the list.
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": doc, "languageId": "remit", "version": 1, "text": text } }),
+    );
+    let broken = text.replace("allow add_to_cart", "allow add_to_crt");
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": doc, "version": 2 }, "contentChanges": [{ "text": broken }] }),
+    );
+    let diagnostics = client.diagnostics(&doc);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    let d = &diagnostics[0];
+    assert_eq!(d["code"], "remit::unknown-tool");
+    assert_eq!(d["severity"], 1);
+    assert!(d["message"].as_str().unwrap().contains("did you mean `add_to_cart`"), "{d}");
+    assert_eq!(d["range"]["start"], position(&broken, "add_to_crt", 0, 0));
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": doc, "version": 3 }, "contentChanges": [{ "text": text }] }),
+    );
+    assert_eq!(client.diagnostics(&doc), Vec::<Value>::new(), "fixed: cleared");
+
+    // Hover on a tool: its classes and level.
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": doc }, "position": position(&text, "make_payment", 0, 3) }),
+    );
+    let shown = hover["contents"]["value"].as_str().unwrap();
+    assert!(shown.contains("**tool** `make_payment`") && shown.contains("financial_operation"), "{shown}");
+    // Hover on a class: its member tools.
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": doc }, "position": position(&text, "financial_operation", 0, 1) }),
+    );
+    assert!(hover["contents"]["value"].as_str().unwrap().contains("make_payment"), "{hover}");
+    // Hover on the mandate: its chain and grants.
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": doc }, "position": position(&text, "mandate wallet", 0, 9) }),
+    );
+    let shown = hover["contents"]["value"].as_str().unwrap();
+    assert!(shown.contains("chain: wallet") && shown.contains("allow read_only"), "{shown}");
+
+    // Go to definition: a standard-library tool opens a real file at its declaration.
+    let def = client.request(
+        "textDocument/definition",
+        json!({ "textDocument": { "uri": doc }, "position": position(&text, "make_payment", 0, 2) }),
+    );
+    let target = def["uri"].as_str().unwrap().strip_prefix("file://").unwrap().to_string();
+    assert!(target.ends_with("std/tools.remit"), "{def}");
+    let std_text = std::fs::read_to_string(&target).unwrap();
+    let line = std_text.lines().nth(def["range"]["start"]["line"].as_u64().unwrap() as usize).unwrap();
+    let start = def["range"]["start"]["character"].as_u64().unwrap() as usize;
+    assert_eq!(&line[start..start + "make_payment".len()], "make_payment");
+
+    // References of the approval kind: its declaration in the stdlib and its use in the policy.
+    let refs = client.request("textDocument/references", json!({ "textDocument": { "uri": doc }, "position": position(&text, "commercial_terms", 0, 0), "context": { "includeDeclaration": true } }));
+    let refs = refs.as_array().unwrap();
+    assert_eq!(refs.len(), 2, "{refs:?}");
+    assert!(refs.iter().any(|r| r["uri"] == doc));
+
+    // Completion: `args.` in a clause on a class offers the class's parameters.
+    let typing = text.replace("limit financial_operation: args.amount", "limit financial_operation: args.am");
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": doc, "version": 4 }, "contentChanges": [{ "text": typing }] }),
+    );
+    let items = client.request(
+        "textDocument/completion",
+        json!({ "textDocument": { "uri": doc }, "position": position(&typing, "args.am", 0, 7) }),
+    );
+    let labels: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["amount"]);
+    // And names anywhere else.
+    let items = client.request(
+        "textDocument/completion",
+        json!({ "textDocument": { "uri": doc }, "position": position(&typing, "allow read_only", 0, 8) }),
+    );
+    let labels: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["label"].as_str().unwrap()).collect();
+    assert!(labels.contains(&"read_only") && labels.contains(&"read_file"), "{labels:?}");
+
+    // The outline of the document.
+    let symbols = client.request("textDocument/documentSymbol", json!({ "textDocument": { "uri": doc } }));
+    let names: Vec<&str> = symbols.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["wallet"]);
+
+    // Unknown requests get an error, not silence.
+    client.send(json!({ "jsonrpc": "2.0", "id": 999, "method": "textDocument/rename", "params": {} }));
+    loop {
+        let message = client.next();
+        if message["id"] == 999 {
+            assert_eq!(message["error"]["code"], -32601);
+            break;
+        }
+    }
+
+    client.request("shutdown", Value::Null);
+    client.notify("exit", Value::Null);
+    let status = client.child.wait().unwrap();
+    assert!(status.success());
+}
+
+/// The same server under a real client: Debian's neovim, headless (scripts/test-deps.sh installs it), driven by
+/// tests/editors/neovim.lua.
+#[test]
+fn neovim_as_the_client() {
+    let dir = workspace().join("nvim");
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
+    for file in ["policy.remit", "catalog.remit"] {
+        std::fs::copy(example.join(file), dir.join(file)).unwrap();
+    }
+    let out = dir.join("seen.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/editors/neovim.lua");
+    let mut child = Command::new("nvim")
+        .args(["--headless", "--clean", "-n", "-c"])
+        .arg(format!("luafile {}", script.display()))
+        .env("REMIT", env!("CARGO_BIN_EXE_remit"))
+        .env("POLICY", dir.join("policy.remit"))
+        .env("OUT", &out)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("neovim (scripts/test-deps.sh installs it)");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "neovim did not finish in 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("neovim wrote its report")).unwrap();
+    assert_eq!(seen["got"], true, "{seen}");
+    let d = &seen["diagnostics"][0];
+    assert_eq!(d["code"], "remit::unknown-tool", "{seen}");
+    assert!(d["message"].as_str().unwrap().contains("did you mean `add_to_cart`"), "{seen}");
+    assert!(seen["hover"]["contents"]["value"].as_str().unwrap().contains("financial_operation"), "{seen}");
+    assert!(seen["definition"]["uri"].as_str().unwrap().ends_with("std/tools.remit"), "{seen}");
+}
