@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the Rust toolchain and node, and nothing else (idempotent):
-#   - Debian's chromium (a real browser for the picture and inbox tests) and graphviz (`dot` checks our DOT);
+#   - Debian's chromium (a real browser for the picture and inbox tests), graphviz (`dot` checks our DOT) and
+#     neovim (a real client of `remit lsp`);
 #   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
 #   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json).
 set -euo pipefail
@@ -10,6 +11,7 @@ sudo=""
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v dot >/dev/null || missing+=(graphviz)
+command -v nvim >/dev/null || missing+=(neovim)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \
