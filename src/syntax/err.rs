@@ -26,3 +26,9 @@ pub fn bad_literal(span: Span, what: &str, text: &str) -> Diagnostic {
             _ => "numbers are exact decimals with at most 9 fractional digits",
         })
 }
+
+pub fn nesting_too_deep(span: Span, max: usize) -> Diagnostic {
+    Diagnostic::error("remit::nesting-too-deep", format!("parentheses, `not`s and `set<…>` nest more than {max} deep"))
+        .label(span, format!("level {} starts here", max + 1))
+        .help("split the condition into several clauses (a mandate's `forbid`s and `limit`s all apply), or drop double negations")
+}

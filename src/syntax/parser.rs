@@ -13,8 +13,18 @@ use crate::value::{parse_duration, parse_timestamp, Decimal};
 #[grammar = "../grammar/remit.pest"]
 struct RemitParser;
 
+/// How deeply parentheses, `not`s and `set<…>` types may nest. Every phase after the parser (pest itself, the
+/// lowering, the checker, narrowing, the interpreter, codegen) recurses over this nesting, so bounding it here
+/// bounds their stack use; real conditions nest a handful of levels.
+pub const MAX_NESTING: usize = 64;
+
 /// Parses one file. On a syntax error, returns the diagnostics found.
 pub fn parse_file(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
+    if let Some(at) = too_deep(text) {
+        let word = text[at..].find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(text.len() - at);
+        let end = at + word.max(1);
+        return Err(vec![err::nesting_too_deep(Span::new(file, at, end), MAX_NESTING)]);
+    }
     let mut pairs = match RemitParser::parse(Rule::file, text) {
         Ok(pairs) => pairs,
         Err(error) => return Err(vec![syntax_error(file, text, error)]),
@@ -534,6 +544,83 @@ impl Lower {
             other => unreachable!("not a literal: {other:?}"),
         }
     }
+}
+
+/// The byte offset of the first `(`, `not` or `set<` that nests deeper than [`MAX_NESTING`], found by a scan of
+/// the tokens (strings and comments skipped) before pest, which recurses once per level, sees the text.
+///
+/// A `(` (or `set<`) opens a level that its `)` (or `>`) closes; a run of `not`s opens one level each, closed
+/// when the operand they negate begins (a comparison) or, if the operand is parenthesised, with it.
+fn too_deep(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    // Each open `(` or `set<` with the number of `not`s right before it; `nots` counts the current run.
+    let mut open: Vec<(bool, usize)> = Vec::new(); // (is a set type, nots before it)
+    let (mut depth, mut nots, mut i) = (0usize, 0usize, 0usize);
+    let mut after_set = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && !matches!(bytes[i], b'"' | b'\n') {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                (nots, after_set) = (0, false);
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'(' | b'<' if b == b'(' || after_set => {
+                open.push((b == b'<', nots));
+                depth += 1 + nots;
+                (nots, after_set) = (0, false);
+                if depth > MAX_NESTING {
+                    return Some(i);
+                }
+            }
+            b'>' => {
+                if let Some(&(true, before)) = open.last() {
+                    open.pop();
+                    depth -= 1 + before;
+                }
+                (nots, after_set) = (0, false);
+            }
+            b')' => {
+                // Also closes a `set<` left open by a `>` that was missing (the parser will say so).
+                while let Some((set, before)) = open.pop() {
+                    depth -= 1 + before;
+                    if !set {
+                        break;
+                    }
+                }
+                (nots, after_set) = (0, false);
+            }
+            b if b.is_ascii_alphabetic() || b == b'_' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let word = &text[start..i];
+                after_set = word == "set";
+                if word == "not" {
+                    nots += 1;
+                    if depth + nots > MAX_NESTING {
+                        return Some(start);
+                    }
+                } else {
+                    nots = 0;
+                }
+                continue;
+            }
+            b if b.is_ascii_whitespace() => {}
+            _ => (nots, after_set) = (0, false),
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The length of `text` up to the end of its last character that is neither whitespace nor in a comment.
