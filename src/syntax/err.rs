@@ -32,3 +32,13 @@ pub fn nesting_too_deep(span: Span, max: usize) -> Diagnostic {
         .label(span, format!("level {} starts here", max + 1))
         .help("split the condition into several clauses (a mandate's `forbid`s and `limit`s all apply), or drop double negations")
 }
+
+pub fn invisible_character(span: Span, c: char, name: &str, place: &str) -> Diagnostic {
+    let code = format!("U+{:04X}", c as u32);
+    Diagnostic::error("remit::invisible-character", format!("{place} contains the invisible character {code} ({name})"))
+        .label(span, format!("{code} here"))
+        .help(
+            "invisible and text-direction characters make a policy read differently from what it does (trojan \
+             source): remove it; in a string, write what it should match as visible text",
+        )
+}

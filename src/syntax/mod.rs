@@ -4,4 +4,4 @@ pub mod ast;
 mod err;
 mod parser;
 
-pub use parser::{parse_file, MAX_NESTING};
+pub use parser::{invisible_name, parse_file, MAX_NESTING};

@@ -20,6 +20,10 @@ pub const MAX_NESTING: usize = 64;
 
 /// Parses one file. On a syntax error, returns the diagnostics found.
 pub fn parse_file(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
+    let invisible = invisible_characters(file, text);
+    if !invisible.is_empty() {
+        return Err(invisible);
+    }
     if let Some(at) = too_deep(text) {
         let word = text[at..].find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(text.len() - at);
         let end = at + word.max(1);
@@ -546,6 +550,71 @@ impl Lower {
     }
 }
 
+/// A diagnostic for every character that is invisible or changes the direction of text (and NUL and the other
+/// control characters but tab and line ends), anywhere in the file: in a string literal or a comment it would
+/// make the policy read differently from what it does ("trojan source", CVE-2021-42574); elsewhere it is not
+/// valid anyway, and a syntax error would echo it.
+fn invisible_characters(file: FileId, text: &str) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let (mut in_string, mut in_comment, mut escaped) = (false, false, false);
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if let Some(name) = invisible_name(c) {
+            let place = if in_string {
+                "a string literal"
+            } else if in_comment {
+                "a comment"
+            } else {
+                "the policy text"
+            };
+            found.push(err::invisible_character(Span::new(file, i, i + c.len_utf8()), c, name, place));
+        }
+        match c {
+            '\n' => (in_string, in_comment) = (false, false),
+            _ if in_comment => {}
+            '\\' if in_string => {
+                escaped = !escaped;
+                continue;
+            }
+            '"' if !escaped => in_string = !in_string,
+            '/' if !in_string && chars.peek().is_some_and(|&(_, n)| n == '/') => in_comment = true,
+            _ => {}
+        }
+        escaped = false;
+    }
+    found
+}
+
+/// The name of a character [`invisible_characters`] refuses (`None`: a visible character, tab or line end).
+pub fn invisible_name(c: char) -> Option<&'static str> {
+    Some(match c {
+        '\t' | '\n' | '\r' => return None,
+        '\0' => "null",
+        '\u{1}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => "control character",
+        '\u{202a}' => "left-to-right embedding",
+        '\u{202b}' => "right-to-left embedding",
+        '\u{202c}' => "pop directional formatting",
+        '\u{202d}' => "left-to-right override",
+        '\u{202e}' => "right-to-left override",
+        '\u{2066}' => "left-to-right isolate",
+        '\u{2067}' => "right-to-left isolate",
+        '\u{2068}' => "first strong isolate",
+        '\u{2069}' => "pop directional isolate",
+        '\u{200e}' => "left-to-right mark",
+        '\u{200f}' => "right-to-left mark",
+        '\u{061c}' => "arabic letter mark",
+        '\u{200b}' => "zero width space",
+        '\u{200c}' => "zero width non-joiner",
+        '\u{200d}' => "zero width joiner",
+        '\u{2060}'..='\u{2064}' => "invisible operator or word joiner",
+        '\u{feff}' => "zero width no-break space (byte order mark)",
+        '\u{2028}' => "line separator",
+        '\u{2029}' => "paragraph separator",
+        '\u{ad}' => "soft hyphen",
+        _ => return None,
+    })
+}
+
 /// The byte offset of the first `(`, `not` or `set<` that nests deeper than [`MAX_NESTING`], found by a scan of
 /// the tokens (strings and comments skipped) before pest, which recurses once per level, sees the text.
 ///
@@ -657,5 +726,29 @@ fn outcome(pair: Pair<'_, Rule>) -> Outcome {
         Outcome::Escalate
     } else {
         Outcome::Deny
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(text: &str) -> Vec<(&'static str, u32)> {
+        parse_file(0, text).err().unwrap_or_default().iter().map(|d| (d.code, d.labels[0].span.start)).collect()
+    }
+
+    #[test]
+    fn invisible_characters_are_refused_in_strings_comments_and_elsewhere() {
+        for c in ['\0', '\u{1b}', '\u{7f}', '\u{85}', '\u{202e}', '\u{2066}', '\u{200b}', '\u{feff}', '\u{2028}'] {
+            let string = format!("tool t(a: string)\nmandate m for \"o{c}\" {{}}\n");
+            assert_eq!(codes(&string), [("remit::invisible-character", 34)], "{c:?} in a string");
+            let comment = format!("// a {c}\ntool t(a: string)\n");
+            assert_eq!(codes(&comment), [("remit::invisible-character", 5)], "{c:?} in a comment");
+            let elsewhere = format!("tool t(a:{c} string)\n");
+            assert_eq!(codes(&elsewhere), [("remit::invisible-character", 9)], "{c:?} between tokens");
+        }
+        // Tabs, line ends, escapes and visible non-ASCII text stay valid.
+        let fine = "tool t(a: string)\r\n\t// café, 東京, \"quoted\"\nmandate m for \"o\\\"é\\\\\" {}\n";
+        assert_eq!(codes(fine), []);
     }
 }
