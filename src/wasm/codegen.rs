@@ -6,7 +6,7 @@
 //! entry a decision may list, and the name tables (FNV-1a, open addressing) that map a tool or mandate name to
 //! its id in O(1).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use wasm_encoder::{BlockType, Instruction as I, ValType};
 
@@ -212,6 +212,8 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
         words(&mut bytes, &[p, prefix.len() as u32, *binds]);
     }
     t.missing = if bytes.is_empty() { 0 } else { m.raw(&bytes, 4) };
+    let missing_rank: HashMap<(&str, &str), u32> =
+        missing_keys.iter().enumerate().map(|(i, (k, mm, _))| ((k.as_str(), mm.as_str()), i as u32)).collect();
 
     // Counter obligations, ranked by their JSON text.
     let mut counters: Vec<String> = program
@@ -233,6 +235,7 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
         words(&mut bytes, &[p, json.len() as u32]);
     }
     t.counters = if bytes.is_empty() { 0 } else { m.raw(&bytes, 4) };
+    let counter_rank: HashMap<&str, u32> = counters.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
 
     // Approval kinds.
     let mut bytes = Vec::new();
@@ -259,8 +262,8 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
                 RuleKind::Scope => (RULE_SCOPE, 0, 0, 0, 0),
                 RuleKind::Gate { approval } => {
                     let kind = &program.approvals[*approval];
-                    let rank = missing_keys.iter().position(|(k, mm, _)| *k == kind.name && *mm == mandate.name);
-                    (RULE_GATE, *approval as u32, rank.unwrap_or(0) as u32, mi as u32, 0)
+                    let rank = missing_rank.get(&(kind.name.as_str(), mandate.name.as_str()));
+                    (RULE_GATE, *approval as u32, rank.copied().unwrap_or(0), mi as u32, 0)
                 }
                 RuleKind::RequireOperationId => (RULE_OPERATION, 0, 0, 0, 0),
                 RuleKind::Fact { name, version, on_stale } => {
@@ -269,7 +272,7 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
                 }
                 RuleKind::Budget { name, max, .. } => {
                     let json = format!("{{\"kind\":\"increment-counter\",\"counter\":{}}}", json_string(name));
-                    let rank = counters.iter().position(|c| *c == json).unwrap_or(0) as u32;
+                    let rank = counter_rank.get(json.as_str()).copied().unwrap_or(0);
                     let p = m.bytes(name.as_bytes());
                     // The counter name and its obligation rank share a word pair: len in the low 16 bits.
                     (RULE_BUDGET, p, name.len() as u32 | rank << 16, 0, *max)
