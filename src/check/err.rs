@@ -99,6 +99,25 @@ pub fn nested_set(span: Span) -> Diagnostic {
         .help("use a set of scalar values, e.g. `set<string>`")
 }
 
+pub fn too_many_rules(mandate: &str, tool: &str, room: usize, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::too-many-rules",
+        format!("`{mandate}` and its parents have more than {room} rules for `{tool}`"),
+    )
+    .label(span, format!("rule {} for `{tool}` along the chain of `{mandate}`", room + 1))
+    .help(
+        "a decision collects every rule of the called tool along the mandate chain: at most 4,096 entries, four of \
+         them per mandate of the chain (validity, stop, level, `otherwise`); merge rules (`forbid t where a or b`) \
+         or split the mandate",
+    )
+}
+
+pub fn policy_too_large(what: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::policy-too-large", format!("the policy has {what}: a module cannot hold it"))
+        .label(span, "past the limit here")
+        .help("split the policy into several modules (by principal, for example); docs/language.md lists the limits")
+}
+
 pub fn unknown_approval(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
     let d = Diagnostic::error("remit::unknown-approval", format!("unknown approval kind `{name}`"))
         .label(span, "no approval kind has this name");

@@ -45,6 +45,9 @@ pub struct Tables {
     pub tools_by_name: u32,
 }
 
+// `remit check` reports a policy past this limit (`check::limits`); codegen refuses it again below.
+const _: () = assert!(super::vm::ARRAY_CAP as usize == crate::check::limits::MAX_RULES_PER_TOOL);
+
 pub const TOOL_REC: u32 = 24;
 pub const MANDATE_REC: u32 = 88;
 pub const RULE_REC: u32 = 32;
@@ -273,6 +276,9 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
                 RuleKind::Budget { name, max, .. } => {
                     let json = format!("{{\"kind\":\"increment-counter\",\"counter\":{}}}", json_string(name));
                     let rank = counter_rank.get(json.as_str()).copied().unwrap_or(0);
+                    if rank > 0xffff || name.len() > 0xffff {
+                        return Err("more than 65,535 budget counters, or a longer name: see `remit check`".into());
+                    }
                     let p = m.bytes(name.as_bytes());
                     // The counter name and its obligation rank share a word pair: len in the low 16 bits.
                     (RULE_BUDGET, p, name.len() as u32 | rank << 16, 0, *max)
