@@ -274,6 +274,15 @@ pub fn unsatisfiable(what: &str, denies_everything: bool, span: Span) -> Diagnos
         })
 }
 
+pub fn lint_incomplete(what: &str, question: &str, span: Span) -> Diagnostic {
+    Diagnostic::warning("remit::lint-incomplete", format!("this {what} is too large to check {question}"))
+        .label(span, "not fully checked")
+        .help(
+            "the check expands a condition into alternatives (`a and (b or c)` has two) and stops past 4,096, so a \
+             contradiction here could go unnoticed: split the rule into several rules with smaller conditions",
+        )
+}
+
 pub fn dead_grant(target: &str, span: Span, forbid: Span) -> Diagnostic {
     Diagnostic::warning("remit::dead-grant", format!("this grant of `{target}` is cancelled by a prohibition"))
         .label(span, "every call this allows …")
