@@ -92,3 +92,24 @@ fn imports_inside_the_root_still_work_with_dotdot_and_symlinks() {
     assert_eq!(messages(&stdout)[0].0, "remit::import-outside-root");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A policy test file names its policy files like imports: `remit test` does not read one outside the folders it
+/// was given.
+#[test]
+fn remit_test_does_not_read_a_policy_outside_the_folder_given() {
+    let dir = scratch("tests-toml");
+    let root = dir.join("root");
+    for policy in ["../outside/secret.remit", "/etc/passwd", "sub/../../outside/secret.remit"] {
+        let case = "[[case]]\nname = \"x\"\nrequest = {}\nexpect = \"deny\"\n";
+        write(&root.join("sub/a.tests.toml"), &format!("policy = [{policy:?}]\n{case}"));
+        let out = Command::new(env!("CARGO_BIN_EXE_remit")).arg("test").arg(root.join("sub")).output().unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(stdout.contains(&format!("policy `{policy}` leaves the folders given")), "{stdout}");
+        assert!(
+            !stdout.contains("SECRET") && !stderr.contains("SECRET") && !stderr.contains("root:"),
+            "{stdout}{stderr}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -103,7 +103,7 @@ fn display_name(file: &Path, root: &Path) -> String {
     parts.join("/")
 }
 
-fn canonical(path: &Path) -> Result<PathBuf, String> {
+pub fn canonical(path: &Path) -> Result<PathBuf, String> {
     path.canonicalize().map_err(|e| format!("cannot read `{}`: {e}", path.display()))
 }
 
@@ -113,7 +113,7 @@ const MAX_SYMLINKS: usize = 40;
 /// Where `import` (written in a file of the folder `from`, canonical) leads, with every symlink followed, or
 /// `None` when it leaves every root: an absolute path, a `..` above the root, a symlink out of it, or too many
 /// symlinks. Nothing outside the roots is ever looked at, so the answer does not depend on what exists there.
-fn confine(from: &Path, import: &str, roots: &[PathBuf]) -> Option<PathBuf> {
+pub fn confine(from: &Path, import: &str, roots: &[PathBuf]) -> Option<PathBuf> {
     let inside = |p: &Path| roots.iter().any(|r| p.starts_with(r));
     let relative = Path::new(import);
     if import.contains(['\\', '\0']) || relative.has_root() || relative.is_absolute() {
