@@ -145,7 +145,7 @@ pub fn json(sources: &SourceMap, d: &Diagnostic) -> String {
             let (file, line, column) = position(l.span);
             serde_json::json!({
                 "message": l.message, "file": file, "line": line, "column": column,
-                "text": sources.snippet(l.span),
+                "text": visible(sources.snippet(l.span)),
             })
         })
         .collect();
