@@ -20,6 +20,11 @@ fn parens(n: usize) -> String {
     format!("{}args.a == \"x\"{}", "(".repeat(n), ")".repeat(n))
 }
 
+/// At the maximum, with `not in` (an operator, not a level) innermost.
+fn parens_not_in(n: usize) -> String {
+    format!("{}args.a not in [\"y\", \"inner\"]{}", "(".repeat(n), ")".repeat(n))
+}
+
 fn nots(n: usize) -> String {
     format!("{}args.a == \"x\"", "not ".repeat(n))
 }
@@ -86,7 +91,13 @@ fn too_deep_is_a_diagnostic_in_check_build_and_eval() {
 /// test harness gives a thread), the interpreter and the module agree, and the `remit` binary says the same.
 #[test]
 fn the_maximum_depth_works_in_every_phase() {
-    let shapes = [parens(MAX_NESTING), nots(MAX_NESTING), not_parens(MAX_NESTING / 2), mixed(MAX_NESTING / 2)];
+    let shapes = [
+        parens(MAX_NESTING),
+        parens_not_in(MAX_NESTING),
+        nots(MAX_NESTING),
+        not_parens(MAX_NESTING / 2),
+        mixed(MAX_NESTING / 2),
+    ];
     for condition in shapes {
         let text = policy(&condition);
         let worker = std::thread::spawn({

@@ -674,7 +674,11 @@ fn too_deep(text: &str) -> Option<usize> {
                 }
                 let word = &text[start..i];
                 after_set = word == "set";
-                if word == "not" {
+                // `not in` is an operator, not a negation.
+                let rest = text[i..].trim_start();
+                let operator =
+                    rest.starts_with("in") && !rest[2..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+                if word == "not" && !operator {
                     nots += 1;
                     if depth + nots > MAX_NESTING {
                         return Some(start);
