@@ -34,6 +34,9 @@ pub struct SourceFile {
     /// The name shown to users and recorded in decisions (relative to the policy root).
     pub name: String,
     pub text: String,
+    /// The byte offset of each line's start, so that [`SourceMap::line_col`] is a binary search, not a scan of the
+    /// file (a compiled policy records the location of every rule).
+    line_starts: Vec<u32>,
 }
 
 /// Every file of a policy set, the standard library first.
@@ -48,7 +51,9 @@ impl SourceMap {
     }
 
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> FileId {
-        self.files.push(SourceFile { name: name.into(), text: text.into() });
+        let text = text.into();
+        let line_starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i as u32 + 1)).collect();
+        self.files.push(SourceFile { name: name.into(), text, line_starts });
         (self.files.len() - 1) as FileId
     }
 
@@ -71,10 +76,10 @@ impl SourceMap {
 
     /// 1-based line and column (in characters) of a span's start.
     pub fn line_col(&self, span: Span) -> (usize, usize) {
-        let text = &self.file(span.file).text;
-        let before = &text[..span.start as usize];
-        let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let file = self.file(span.file);
+        let line = file.line_starts.partition_point(|&start| start <= span.start);
+        let line_start = file.line_starts[line - 1] as usize;
+        let col = file.text[line_start..span.start as usize].chars().count() + 1;
         (line, col)
     }
 

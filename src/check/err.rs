@@ -99,6 +99,25 @@ pub fn nested_set(span: Span) -> Diagnostic {
         .help("use a set of scalar values, e.g. `set<string>`")
 }
 
+pub fn too_many_rules(mandate: &str, tool: &str, room: usize, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::too-many-rules",
+        format!("`{mandate}` and its parents have more than {room} rules for `{tool}`"),
+    )
+    .label(span, format!("rule {} for `{tool}` along the chain of `{mandate}`", room + 1))
+    .help(
+        "a decision collects every rule of the called tool along the mandate chain: at most 4,096 entries, four of \
+         them per mandate of the chain (validity, stop, level, `otherwise`); merge rules (`forbid t where a or b`) \
+         or split the mandate",
+    )
+}
+
+pub fn policy_too_large(what: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::policy-too-large", format!("the policy has {what}: a module cannot hold it"))
+        .label(span, "past the limit here")
+        .help("split the policy into several modules (by principal, for example); docs/language.md lists the limits")
+}
+
 pub fn unknown_approval(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
     let d = Diagnostic::error("remit::unknown-approval", format!("unknown approval kind `{name}`"))
         .label(span, "no approval kind has this name");
@@ -253,6 +272,15 @@ pub fn unsatisfiable(what: &str, denies_everything: bool, span: Span) -> Diagnos
         } else {
             "two of its comparisons contradict each other; the rule would never apply"
         })
+}
+
+pub fn lint_incomplete(what: &str, question: &str, span: Span) -> Diagnostic {
+    Diagnostic::warning("remit::lint-incomplete", format!("this {what} is too large to check {question}"))
+        .label(span, "not fully checked")
+        .help(
+            "the check expands a condition into alternatives (`a and (b or c)` has two) and stops past 4,096, so a \
+             contradiction here could go unnoticed: split the rule into several rules with smaller conditions",
+        )
 }
 
 pub fn dead_grant(target: &str, span: Span, forbid: Span) -> Diagnostic {

@@ -20,17 +20,30 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
             .filter(|r| r.kind == RuleKind::Forbid)
             .collect();
         for rule in &mandate.rules {
-            if satisfiable(&rule.condition, levels) == Some(false) {
-                let denies = matches!(rule.kind, RuleKind::Limit | RuleKind::Scope);
-                out.push(err::unsatisfiable(kind_word(&rule.kind), denies, rule.span));
-                continue;
+            match satisfiable(&rule.condition, levels) {
+                Some(false) => {
+                    let denies = matches!(rule.kind, RuleKind::Limit | RuleKind::Scope);
+                    out.push(err::unsatisfiable(kind_word(&rule.kind), denies, rule.span));
+                    continue;
+                }
+                // Cut off by the budget: say so rather than pass silently.
+                None => out.push(err::lint_incomplete(kind_word(&rule.kind), "whether it can ever be true", rule.span)),
+                Some(true) => {}
             }
             match &rule.kind {
                 RuleKind::Allow => {
                     if let Some(d) = ungrantable(program, rule, &chain, &forbids) {
                         out.push(d);
-                    } else if let Some(forbid) = cancelling_forbid(program, rule, &forbids) {
-                        out.push(err::dead_grant(&program.target_name(&rule.target), rule.span, forbid));
+                    } else {
+                        match cancelling_forbid(program, rule, &forbids) {
+                            Ok(Some(forbid)) => {
+                                out.push(err::dead_grant(&program.target_name(&rule.target), rule.span, forbid))
+                            }
+                            Ok(None) => {}
+                            Err(Undecided) => {
+                                out.push(err::lint_incomplete("grant", "whether prohibitions cancel it", rule.span))
+                            }
+                        }
                     }
                 }
                 RuleKind::Gate { approval } => {
@@ -125,21 +138,30 @@ fn ungrantable(program: &Program, rule: &Rule, chain: &[usize], forbids: &[&Rule
     })
 }
 
+/// A lint question too large for the budget of `sat` (too many alternatives).
+struct Undecided;
+
 /// The prohibition that cancels every call a grant allows, if one does (alone or with others).
-fn cancelling_forbid(program: &Program, rule: &Rule, forbids: &[&Rule]) -> Option<Span> {
+fn cancelling_forbid(program: &Program, rule: &Rule, forbids: &[&Rule]) -> Result<Option<Span>, Undecided> {
     let levels = program.levels.len();
-    let mut first = None;
+    let (mut first, mut undecided) = (None, false);
     for &tool in &rule.tools {
         let applicable: Vec<&&Rule> = forbids.iter().filter(|f| f.tools.binary_search(&tool).is_ok()).collect();
         if applicable.is_empty() {
-            return None;
+            return Ok(None);
         }
         let level = program.tools[tool].level;
         let any = Cond::Or(applicable.iter().map(|f| for_level(&f.condition, level)).collect());
-        if implies(&for_level(&rule.condition, level), &any, levels) != Some(true) {
-            return None;
+        match implies(&for_level(&rule.condition, level), &any, levels) {
+            Some(true) => {}
+            Some(false) => return Ok(None),
+            None => undecided = true,
         }
         first = first.or(applicable.first().map(|f| f.span));
     }
-    first
+    if undecided {
+        Err(Undecided)
+    } else {
+        Ok(first)
+    }
 }

@@ -3,6 +3,7 @@
 //! ([`narrowing`], docs/narrowing.md). Every problem of every file is reported in one run.
 
 mod err;
+pub mod limits;
 mod lints;
 pub mod narrowing;
 pub mod sat;
@@ -61,6 +62,7 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
     diagnostics.extend(checker.diagnostics);
     let program = program.map(|mut program| {
         diagnostics.extend(lints::lint(&program));
+        diagnostics.extend(limits::check(&program));
         // Narrowing compares sound programs only: after any error its questions have no reliable answer.
         if options.narrowing && !diagnostics.iter().any(Diagnostic::is_error) {
             program.sources = sources.clone();

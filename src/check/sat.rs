@@ -14,8 +14,22 @@ const MAX_CONJUNCTIONS: usize = 4096;
 /// Whether some request satisfies `cond` (`None` when the condition is too large to decide).
 /// `levels` is the size of the impact scale.
 pub fn satisfiable(cond: &Cond, levels: usize) -> Option<bool> {
-    let dnf = dnf(cond)?;
+    let Some(dnf) = dnf(cond) else {
+        // Too many alternatives: the atoms every alternative shares (the top-level `and`) may still contradict.
+        let mut shared = Vec::new();
+        conjuncts(cond, &mut shared);
+        return (!conjunction_satisfiable(&shared, levels)).then_some(false);
+    };
     Some(dnf.iter().any(|conjunction| conjunction_satisfiable(conjunction, levels)))
+}
+
+/// The atoms of `cond`'s top-level `and` (through nested `and`s): every request satisfying `cond` satisfies them.
+fn conjuncts<'a>(cond: &'a Cond, out: &mut Conjunction<'a>) {
+    match cond {
+        Cond::And(items) => items.iter().for_each(|item| conjuncts(item, out)),
+        Cond::Atom(atom) => out.push(atom),
+        _ => {}
+    }
 }
 
 /// Whether every request satisfying `a` satisfies `b` (`None` when undecided).

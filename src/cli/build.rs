@@ -1,5 +1,5 @@
 //! `remit build` (a policy to a WebAssembly decision module, optionally precompiled) and `remit eval` of a compiled
-//! policy (`.wasm` / `.cwasm`) through the host runtime.
+//! policy (`.wasm` / `.cwasm`) and `remit tools` of one, through the host runtime.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -40,4 +40,15 @@ pub fn eval(policy: &Path, request: &[u8]) -> Result<ExitCode, String> {
     use std::io::Write;
     std::io::stdout().write_all(&decision).map_err(|e| format!("cannot write the decision: {e}"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `remit tools policy.wasm --subject REQ.json`: the listing JSON the module gives (the interpreter's bytes).
+pub fn visible_tools(policy: &Path, request: &[u8]) -> Result<String, String> {
+    let compiled = std::sync::Arc::new(Runtime::new()?.load_file(policy)?);
+    let listing = compiled.evaluator()?.visible_tools(request);
+    let listing = String::from_utf8(listing).map_err(|_| "the module's tool listing is not UTF-8".to_string())?;
+    if listing.starts_with("{\"visible\":[],\"hidden\":[],\"error\"") {
+        return Err(format!("the module failed: {listing}"));
+    }
+    Ok(listing)
 }

@@ -51,7 +51,7 @@ enum Command {
         #[arg(long)]
         request: PathBuf,
     },
-    /// List the tools a subject may see (subject and context given as a request JSON)
+    /// List the tools a subject may see (subject and context given as a request JSON), from sources or one .wasm/.cwasm
     Tools {
         #[arg(required = true)]
         policy: Vec<PathBuf>,
@@ -205,27 +205,37 @@ fn cmd_eval(policy: &[PathBuf], request: &PathBuf) -> Result<ExitCode, String> {
 }
 
 fn cmd_tools(policy: &[PathBuf], subject: &PathBuf, explain: bool, json: bool) -> Result<ExitCode, String> {
-    let (program, _, _) = compile(policy, Format::Human)?;
-    let Some(program) = program else { return Ok(ExitCode::from(1)) };
-    let visibility = remit::eval::visible_tools(&program, &read(subject)?);
+    // The listing JSON (`remit::eval::Visibility::to_json`), from the module or from the interpreter.
+    let (listing, program) = if let Some(module) = build::compiled_policy(policy) {
+        (build::visible_tools(module, &read(subject)?)?, None)
+    } else {
+        let (program, _, _) = compile(policy, Format::Human)?;
+        let Some(program) = program else { return Ok(ExitCode::from(1)) };
+        (remit::eval::visible_tools(&program, &read(subject)?).to_json(), Some(program))
+    };
     if json {
-        println!("{}", visibility.to_json());
+        println!("{listing}");
         return Ok(ExitCode::SUCCESS);
     }
-    for tool in &visibility.visible {
-        println!("{tool}");
+    let value: serde_json::Value =
+        serde_json::from_str(&listing).map_err(|e| format!("the tool listing is not JSON: {e}"))?;
+    let strings = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    for tool in value["visible"].as_array().into_iter().flatten() {
+        println!("{}", strings(tool));
     }
     if explain {
-        for hidden in &visibility.hidden {
-            let detail = match &hidden.rule {
-                Some(rule) => format!(" ({} `{}` at {})", rule.mandate, rule.rule, rule.at),
-                None if hidden.reason == "credential.scope-missing" => {
-                    let scopes = program.tool(&hidden.tool).map(|t| program.tools[t].scopes.join("`, `"));
-                    format!(" (needs one of the scopes `{}`)", scopes.unwrap_or_default())
-                }
-                None => String::new(),
+        for hidden in value["hidden"].as_array().into_iter().flatten() {
+            let (tool, reason, rule) = (strings(&hidden["tool"]), strings(&hidden["reason"]), &hidden["rule"]);
+            let detail = if rule.is_object() {
+                format!(" ({} `{}` at {})", strings(&rule["mandate"]), strings(&rule["rule"]), strings(&rule["at"]))
+            } else if reason == "credential.scope-missing" {
+                // A module does not carry the scopes' names: only the sources can say which are needed.
+                let scopes = program.as_ref().and_then(|p| p.tool(&tool).map(|t| p.tools[t].scopes.join("`, `")));
+                scopes.map(|s| format!(" (needs one of the scopes `{s}`)")).unwrap_or_default()
+            } else {
+                String::new()
             };
-            println!("hidden {}: {}{detail}", hidden.tool, hidden.reason);
+            println!("hidden {tool}: {reason}{detail}");
         }
     }
     Ok(ExitCode::SUCCESS)

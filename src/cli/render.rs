@@ -96,7 +96,7 @@ pub fn human(sources: &SourceMap, d: &Diagnostic, colour: bool) -> String {
             });
         }
     }
-    let report = Report { diagnostic: d, source: NamedSource::new(&file.name, file.text.clone()), labels, help };
+    let report = Report { diagnostic: d, source: NamedSource::new(&file.name, visible(&file.text)), labels, help };
     let theme = if colour { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
     let handler = GraphicalReportHandler::new_themed(theme).with_width(100).with_links(false);
     let mut out = String::new();
@@ -105,6 +105,17 @@ pub fn human(sources: &SourceMap, d: &Diagnostic, colour: bool) -> String {
         out.push_str(&witness_note(witness));
     }
     out
+}
+
+/// `text` with every invisible or text-direction character (`remit::invisible-character`) shown as a visible one
+/// of the same UTF-8 length, so spans still fit and the report on the terminal reads as the policy is parsed.
+fn visible(text: &str) -> String {
+    text.chars()
+        .map(|c| match remit::syntax::invisible_name(c) {
+            None => c,
+            Some(_) => ['?', '\u{bf}', '\u{fffd}', '\u{fffd}'][c.len_utf8() - 1],
+        })
+        .collect()
 }
 
 /// The witness request, pretty-printed and indented under the report.
@@ -134,7 +145,7 @@ pub fn json(sources: &SourceMap, d: &Diagnostic) -> String {
             let (file, line, column) = position(l.span);
             serde_json::json!({
                 "message": l.message, "file": file, "line": line, "column": column,
-                "text": sources.snippet(l.span),
+                "text": visible(sources.snippet(l.span)),
             })
         })
         .collect();

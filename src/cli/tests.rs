@@ -21,6 +21,14 @@ pub fn run(paths: &[PathBuf]) -> Result<ExitCode, String> {
         }
     }
     files.sort();
+    // A test file names its policy files like an import: inside the folders given (or a file's folder) only.
+    let confined: Vec<PathBuf> = roots
+        .iter()
+        .map(|r| {
+            let folder = if r.is_file() { r.parent() } else { Some(r.as_path()) };
+            load::canonical(folder.filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+        })
+        .collect::<Result<_, _>>()?;
     let (mut passed, mut failed) = (0usize, 0usize);
     for file in &files {
         let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
@@ -38,6 +46,12 @@ pub fn run(paths: &[PathBuf]) -> Result<ExitCode, String> {
         } else {
             parsed.policy.iter().map(|p| dir.join(p)).collect()
         };
+        let from = load::canonical(if dir.as_os_str().is_empty() { Path::new(".") } else { &dir })?;
+        if let Some(outside) = parsed.policy.iter().find(|p| load::confine(&from, p, &confined).is_none()) {
+            println!("FAIL {}: policy `{outside}` leaves the folders given to `remit test`: not read", file.display());
+            failed += parsed.cases.len().max(1);
+            continue;
+        }
         let Some(program) = compile(&policy)? else {
             println!("FAIL {}: the policy does not check ({} case(s) not run)", file.display(), parsed.cases.len());
             failed += parsed.cases.len().max(1);

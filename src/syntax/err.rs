@@ -26,3 +26,19 @@ pub fn bad_literal(span: Span, what: &str, text: &str) -> Diagnostic {
             _ => "numbers are exact decimals with at most 9 fractional digits",
         })
 }
+
+pub fn nesting_too_deep(span: Span, max: usize) -> Diagnostic {
+    Diagnostic::error("remit::nesting-too-deep", format!("parentheses, `not`s and `set<…>` nest more than {max} deep"))
+        .label(span, format!("level {} starts here", max + 1))
+        .help("split the condition into several clauses (a mandate's `forbid`s and `limit`s all apply), or drop double negations")
+}
+
+pub fn invisible_character(span: Span, c: char, name: &str, place: &str) -> Diagnostic {
+    let code = format!("U+{:04X}", c as u32);
+    Diagnostic::error("remit::invisible-character", format!("{place} contains the invisible character {code} ({name})"))
+        .label(span, format!("{code} here"))
+        .help(
+            "invisible and text-direction characters make a policy read differently from what it does (trojan \
+             source): remove it; in a string, write what it should match as visible text",
+        )
+}

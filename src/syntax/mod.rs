@@ -5,4 +5,4 @@ mod err;
 pub mod format;
 mod parser;
 
-pub use parser::parse_file;
+pub use parser::{invisible_name, parse_file, MAX_NESTING};

@@ -13,8 +13,22 @@ use crate::value::{parse_duration, parse_timestamp, Decimal};
 #[grammar = "../grammar/remit.pest"]
 struct RemitParser;
 
+/// How deeply parentheses, `not`s and `set<…>` types may nest. Every phase after the parser (pest itself, the
+/// lowering, the checker, narrowing, the interpreter, codegen) recurses over this nesting, so bounding it here
+/// bounds their stack use; real conditions nest a handful of levels.
+pub const MAX_NESTING: usize = 64;
+
 /// Parses one file. On a syntax error, returns the diagnostics found.
 pub fn parse_file(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
+    let invisible = invisible_characters(file, text);
+    if !invisible.is_empty() {
+        return Err(invisible);
+    }
+    if let Some(at) = too_deep(text) {
+        let word = text[at..].find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(text.len() - at);
+        let end = at + word.max(1);
+        return Err(vec![err::nesting_too_deep(Span::new(file, at, end), MAX_NESTING)]);
+    }
     let mut pairs = match RemitParser::parse(Rule::file, text) {
         Ok(pairs) => pairs,
         Err(error) => return Err(vec![syntax_error(file, text, error)]),
@@ -536,6 +550,152 @@ impl Lower {
     }
 }
 
+/// A diagnostic for every character that is invisible or changes the direction of text (and NUL and the other
+/// control characters but tab and line ends), anywhere in the file: in a string literal or a comment it would
+/// make the policy read differently from what it does ("trojan source", CVE-2021-42574); elsewhere it is not
+/// valid anyway, and a syntax error would echo it.
+fn invisible_characters(file: FileId, text: &str) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let (mut in_string, mut in_comment, mut escaped) = (false, false, false);
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if let Some(name) = invisible_name(c) {
+            let place = if in_string {
+                "a string literal"
+            } else if in_comment {
+                "a comment"
+            } else {
+                "the policy text"
+            };
+            found.push(err::invisible_character(Span::new(file, i, i + c.len_utf8()), c, name, place));
+        }
+        match c {
+            '\n' => (in_string, in_comment) = (false, false),
+            _ if in_comment => {}
+            '\\' if in_string => {
+                escaped = !escaped;
+                continue;
+            }
+            '"' if !escaped => in_string = !in_string,
+            '/' if !in_string && chars.peek().is_some_and(|&(_, n)| n == '/') => in_comment = true,
+            _ => {}
+        }
+        escaped = false;
+    }
+    found
+}
+
+/// The name of a character [`invisible_characters`] refuses (`None`: a visible character, tab or line end).
+pub fn invisible_name(c: char) -> Option<&'static str> {
+    Some(match c {
+        '\t' | '\n' | '\r' => return None,
+        '\0' => "null",
+        '\u{1}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => "control character",
+        '\u{202a}' => "left-to-right embedding",
+        '\u{202b}' => "right-to-left embedding",
+        '\u{202c}' => "pop directional formatting",
+        '\u{202d}' => "left-to-right override",
+        '\u{202e}' => "right-to-left override",
+        '\u{2066}' => "left-to-right isolate",
+        '\u{2067}' => "right-to-left isolate",
+        '\u{2068}' => "first strong isolate",
+        '\u{2069}' => "pop directional isolate",
+        '\u{200e}' => "left-to-right mark",
+        '\u{200f}' => "right-to-left mark",
+        '\u{061c}' => "arabic letter mark",
+        '\u{200b}' => "zero width space",
+        '\u{200c}' => "zero width non-joiner",
+        '\u{200d}' => "zero width joiner",
+        '\u{2060}'..='\u{2064}' => "invisible operator or word joiner",
+        '\u{feff}' => "zero width no-break space (byte order mark)",
+        '\u{2028}' => "line separator",
+        '\u{2029}' => "paragraph separator",
+        '\u{ad}' => "soft hyphen",
+        _ => return None,
+    })
+}
+
+/// The byte offset of the first `(`, `not` or `set<` that nests deeper than [`MAX_NESTING`], found by a scan of
+/// the tokens (strings and comments skipped) before pest, which recurses once per level, sees the text.
+///
+/// A `(` (or `set<`) opens a level that its `)` (or `>`) closes; a run of `not`s opens one level each, closed
+/// when the operand they negate begins (a comparison) or, if the operand is parenthesised, with it.
+fn too_deep(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    // Each open `(` or `set<` with the number of `not`s right before it; `nots` counts the current run.
+    let mut open: Vec<(bool, usize)> = Vec::new(); // (is a set type, nots before it)
+    let (mut depth, mut nots, mut i) = (0usize, 0usize, 0usize);
+    let mut after_set = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && !matches!(bytes[i], b'"' | b'\n') {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                (nots, after_set) = (0, false);
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'(' | b'<' if b == b'(' || after_set => {
+                open.push((b == b'<', nots));
+                depth += 1 + nots;
+                (nots, after_set) = (0, false);
+                if depth > MAX_NESTING {
+                    return Some(i);
+                }
+            }
+            b'>' => {
+                if let Some(&(true, before)) = open.last() {
+                    open.pop();
+                    depth -= 1 + before;
+                }
+                (nots, after_set) = (0, false);
+            }
+            b')' => {
+                // Also closes a `set<` left open by a `>` that was missing (the parser will say so).
+                while let Some((set, before)) = open.pop() {
+                    depth -= 1 + before;
+                    if !set {
+                        break;
+                    }
+                }
+                (nots, after_set) = (0, false);
+            }
+            b if b.is_ascii_alphabetic() || b == b'_' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let word = &text[start..i];
+                after_set = word == "set";
+                // `not in` is an operator, not a negation.
+                let rest = text[i..].trim_start();
+                let operator =
+                    rest.starts_with("in") && !rest[2..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+                if word == "not" && !operator {
+                    nots += 1;
+                    if depth + nots > MAX_NESTING {
+                        return Some(start);
+                    }
+                } else {
+                    nots = 0;
+                }
+                continue;
+            }
+            b if b.is_ascii_whitespace() => {}
+            _ => (nots, after_set) = (0, false),
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The length of `text` up to the end of its last character that is neither whitespace nor in a comment.
 fn significant_len(text: &str) -> usize {
     let bytes = text.as_bytes();
@@ -570,5 +730,29 @@ fn outcome(pair: Pair<'_, Rule>) -> Outcome {
         Outcome::Escalate
     } else {
         Outcome::Deny
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(text: &str) -> Vec<(&'static str, u32)> {
+        parse_file(0, text).err().unwrap_or_default().iter().map(|d| (d.code, d.labels[0].span.start)).collect()
+    }
+
+    #[test]
+    fn invisible_characters_are_refused_in_strings_comments_and_elsewhere() {
+        for c in ['\0', '\u{1b}', '\u{7f}', '\u{85}', '\u{202e}', '\u{2066}', '\u{200b}', '\u{feff}', '\u{2028}'] {
+            let string = format!("tool t(a: string)\nmandate m for \"o{c}\" {{}}\n");
+            assert_eq!(codes(&string), [("remit::invisible-character", 34)], "{c:?} in a string");
+            let comment = format!("// a {c}\ntool t(a: string)\n");
+            assert_eq!(codes(&comment), [("remit::invisible-character", 5)], "{c:?} in a comment");
+            let elsewhere = format!("tool t(a:{c} string)\n");
+            assert_eq!(codes(&elsewhere), [("remit::invisible-character", 9)], "{c:?} between tokens");
+        }
+        // Tabs, line ends, escapes and visible non-ASCII text stay valid.
+        let fine = "tool t(a: string)\r\n\t// café, 東京, \"quoted\"\nmandate m for \"o\\\"é\\\\\" {}\n";
+        assert_eq!(codes(fine), []);
     }
 }

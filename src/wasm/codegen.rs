@@ -6,7 +6,7 @@
 //! entry a decision may list, and the name tables (FNV-1a, open addressing) that map a tool or mandate name to
 //! its id in O(1).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use wasm_encoder::{BlockType, Instruction as I, ValType};
 
@@ -44,6 +44,9 @@ pub struct Tables {
     /// Tools in name order: (tool id, name as JSON ptr, len).
     pub tools_by_name: u32,
 }
+
+// `remit check` reports a policy past this limit (`check::limits`); codegen refuses it again below.
+const _: () = assert!(super::vm::ARRAY_CAP as usize == crate::check::limits::MAX_RULES_PER_TOOL);
 
 pub const TOOL_REC: u32 = 24;
 pub const MANDATE_REC: u32 = 88;
@@ -212,6 +215,8 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
         words(&mut bytes, &[p, prefix.len() as u32, *binds]);
     }
     t.missing = if bytes.is_empty() { 0 } else { m.raw(&bytes, 4) };
+    let missing_rank: HashMap<(&str, &str), u32> =
+        missing_keys.iter().enumerate().map(|(i, (k, mm, _))| ((k.as_str(), mm.as_str()), i as u32)).collect();
 
     // Counter obligations, ranked by their JSON text.
     let mut counters: Vec<String> = program
@@ -233,6 +238,7 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
         words(&mut bytes, &[p, json.len() as u32]);
     }
     t.counters = if bytes.is_empty() { 0 } else { m.raw(&bytes, 4) };
+    let counter_rank: HashMap<&str, u32> = counters.iter().enumerate().map(|(i, c)| (c.as_str(), i as u32)).collect();
 
     // Approval kinds.
     let mut bytes = Vec::new();
@@ -259,8 +265,8 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
                 RuleKind::Scope => (RULE_SCOPE, 0, 0, 0, 0),
                 RuleKind::Gate { approval } => {
                     let kind = &program.approvals[*approval];
-                    let rank = missing_keys.iter().position(|(k, mm, _)| *k == kind.name && *mm == mandate.name);
-                    (RULE_GATE, *approval as u32, rank.unwrap_or(0) as u32, mi as u32, 0)
+                    let rank = missing_rank.get(&(kind.name.as_str(), mandate.name.as_str()));
+                    (RULE_GATE, *approval as u32, rank.copied().unwrap_or(0), mi as u32, 0)
                 }
                 RuleKind::RequireOperationId => (RULE_OPERATION, 0, 0, 0, 0),
                 RuleKind::Fact { name, version, on_stale } => {
@@ -269,7 +275,10 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
                 }
                 RuleKind::Budget { name, max, .. } => {
                     let json = format!("{{\"kind\":\"increment-counter\",\"counter\":{}}}", json_string(name));
-                    let rank = counters.iter().position(|c| *c == json).unwrap_or(0) as u32;
+                    let rank = counter_rank.get(json.as_str()).copied().unwrap_or(0);
+                    if rank > 0xffff || name.len() > 0xffff {
+                        return Err("more than 65,535 budget counters, or a longer name: see `remit check`".into());
+                    }
                     let p = m.bytes(name.as_bytes());
                     // The counter name and its obligation rank share a word pair: len in the low 16 bits.
                     (RULE_BUDGET, p, name.len() as u32 | rank << 16, 0, *max)
@@ -423,6 +432,55 @@ fn define_conditions(m: &mut ModuleBuilder, program: &Program, conditions: &[&Co
     }
 }
 
+/// How many condition nodes one function inlines at most, and how many parts one `and`/`or` combines at most.
+/// Larger conditions (a 50,000-term `or`) are split into functions of this size: wasm limits a function's body
+/// (7.6 MB) and locals (50,000), and Cranelift's compile time grows faster than linearly in a function's size.
+const PART_WEIGHT: usize = 1024;
+const PART_FANOUT: usize = 64;
+
+/// The number of nodes of a condition.
+fn weight(cond: &Cond) -> usize {
+    match cond {
+        Cond::And(items) | Cond::Or(items) => 1 + items.iter().map(weight).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// The parts an `and`/`or` combines: its items, or, past [`PART_FANOUT`] items, groups of them under the same
+/// connective. Regrouping never changes a result: both evaluations of `and`/`or` (with errors, and the possible
+/// outcomes) fold their parts associatively, without short-circuit.
+fn grouped(cond: &Cond) -> std::borrow::Cow<'_, [Cond]> {
+    let (Cond::And(items) | Cond::Or(items)) = cond else { return std::borrow::Cow::Owned(Vec::new()) };
+    if items.len() <= PART_FANOUT {
+        return std::borrow::Cow::Borrowed(items);
+    }
+    let size = items.len().div_ceil(PART_FANOUT);
+    let group = |chunk: &[Cond]| match cond {
+        Cond::And(_) => Cond::And(chunk.to_vec()),
+        _ => Cond::Or(chunk.to_vec()),
+    };
+    std::borrow::Cow::Owned(items.chunks(size).map(group).collect())
+}
+
+/// One part of an `and`/`or`: inlined while the function's `budget` of nodes lasts, otherwise a call to a function
+/// of its own (taking the tool's level, like `cond_N`), so no function grows past [`PART_WEIGHT`] nodes plus
+/// [`PART_FANOUT`] calls.
+fn emit_part(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond, possible: bool, budget: &mut usize) {
+    let w = weight(cond);
+    if w <= *budget {
+        *budget -= w;
+        emit_cond(m, program, b, cond, possible);
+        return;
+    }
+    *budget = budget.saturating_sub(1);
+    let name: &'static str = Box::leak(format!("part_{}", m.function_count()).into_boxed_str());
+    m.declare(name, &[ValType::I32], &[ValType::I32]);
+    let mut part = Body::new(1);
+    emit_cond(m, program, &mut part, cond, possible);
+    m.define(name, part.finish());
+    b.emit([I::LocalGet(0), I::Call(m.func(name))]);
+}
+
 /// Leaves 0/1/2 on the stack (or, when `possible`, the outcome bits): And/Or are errors when any child is
 /// (src/eval/cond.rs).
 fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond, possible: bool) {
@@ -433,7 +491,7 @@ fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond
         Cond::False => {
             b.emit([I::I32Const(if possible { 2 } else { 0 })]);
         }
-        Cond::And(items) | Cond::Or(items) if possible => {
+        Cond::And(_) | Cond::Or(_) if possible => {
             // t/f/e over the parts: can_fail = any e; all_can_succeed = all (t|f);
             // And: t = all t, f = all_can_succeed && any f; Or: t = all_can_succeed && any t, f = all f.
             let and = matches!(cond, Cond::And(_));
@@ -446,9 +504,10 @@ fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond
                 I::I32Const(1),
                 I::LocalSet(succeed),
             ]);
-            for item in items {
+            let mut budget = PART_WEIGHT;
+            for item in grouped(cond).iter() {
                 let r = b.i32();
-                emit_cond(m, program, b, item, true);
+                emit_part(m, program, b, item, true, &mut budget);
                 b.emit([I::LocalSet(r)]);
                 for (acc, bit, all) in
                     [(all_t, 1, true), (all_f, 2, true), (any_t, 1, false), (any_f, 2, false), (any_e, 4, false)]
@@ -474,13 +533,14 @@ fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond
             }
             b.emit([I::I32Const(1), I::I32Shl, I::I32Or, I::LocalGet(any_e), I::I32Const(2), I::I32Shl, I::I32Or]);
         }
-        Cond::And(items) | Cond::Or(items) => {
+        Cond::And(_) | Cond::Or(_) => {
             let and = matches!(cond, Cond::And(_));
             let (err, acc) = (b.i32(), b.i32());
             b.emit([I::I32Const(and as i32), I::LocalSet(acc)]);
-            for item in items {
+            let mut budget = PART_WEIGHT;
+            for item in grouped(cond).iter() {
                 let r = b.i32();
-                emit_cond(m, program, b, item, false);
+                emit_part(m, program, b, item, false, &mut budget);
                 b.emit([
                     I::LocalTee(r),
                     I::I32Const(2),

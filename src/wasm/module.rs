@@ -56,6 +56,11 @@ impl ModuleBuilder {
         index
     }
 
+    /// How many functions are declared (so a fresh name can be made from it).
+    pub fn function_count(&self) -> usize {
+        self.funcs.len()
+    }
+
     /// The index of a declared function.
     pub fn func(&self, name: &str) -> u32 {
         *self.by_name.get(name).unwrap_or_else(|| panic!("function `{name}` is not declared"))
