@@ -102,8 +102,9 @@ fn uri(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
-fn workspace() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lsp-wallet");
+/// A fresh copy of the wallet example in its own folder (each test has its own: the server loads a folder).
+fn workspace(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
@@ -123,7 +124,7 @@ fn position(text: &str, needle: &str, nth: usize, shift: usize) -> Value {
 
 #[test]
 fn an_editor_session() {
-    let dir = workspace();
+    let dir = workspace("lsp-session");
     let policy = dir.join("policy.remit");
     let text = std::fs::read_to_string(&policy).unwrap();
     let doc = uri(&policy);
@@ -245,12 +246,7 @@ fn an_editor_session() {
 /// tests/editors/neovim.lua.
 #[test]
 fn neovim_as_the_client() {
-    let dir = workspace().join("nvim");
-    std::fs::create_dir_all(&dir).unwrap();
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
-    for file in ["policy.remit", "catalog.remit"] {
-        std::fs::copy(example.join(file), dir.join(file)).unwrap();
-    }
+    let dir = workspace("lsp-neovim");
     let out = dir.join("seen.json");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/editors/neovim.lua");
     let mut child = Command::new("nvim")
