@@ -20,6 +20,8 @@ use wasm_encoder::{BlockType, Function, Instruction as I, ValType};
 enum Host {
     Python,
     Js,
+    /// hosts/js with every call in a worker thread bounded by this many milliseconds (`--timeout-ms`).
+    JsBounded(u32),
 }
 
 /// hosts/js compiled by the pinned TypeScript (type errors fail the test), once per test process.
@@ -40,6 +42,10 @@ fn js_cli() -> PathBuf {
         .clone()
 }
 
+fn label(host: Host) -> String {
+    format!("{host:?}").replace(['(', ')'], "")
+}
+
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
@@ -54,6 +60,11 @@ fn host_command(host: Host) -> Command {
         Host::Js => {
             let mut command = Command::new("node");
             command.arg(js_cli());
+            command
+        }
+        Host::JsBounded(ms) => {
+            let mut command = Command::new("node");
+            command.arg(js_cli()).arg("--timeout-ms").arg(ms.to_string());
             command
         }
     }
@@ -102,7 +113,7 @@ fn is_plain_deny(decision: &str) -> bool {
 
 fn host_agrees_with_the_interpreter_on_the_corpus(host: Host) {
     let started = Instant::now();
-    let dir = temp_dir(&format!("hosts-{host:?}"));
+    let dir = temp_dir(&format!("hosts-{}", label(host)));
     let (mut decisions, mut listings, mut units) = (0, 0, 0);
     for unit in corpus() {
         let wasm = module(&unit, &dir);
@@ -148,6 +159,11 @@ fn the_python_host_returns_the_interpreters_bytes_on_the_whole_corpus() {
 #[test]
 fn the_js_host_returns_the_interpreters_bytes_on_the_whole_corpus() {
     host_agrees_with_the_interpreter_on_the_corpus(Host::Js);
+}
+
+#[test]
+fn the_js_host_with_a_deadline_per_call_returns_the_interpreters_bytes_on_the_whole_corpus() {
+    host_agrees_with_the_interpreter_on_the_corpus(Host::JsBounded(10_000));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -247,13 +263,13 @@ fn deny(reason: &str) -> String {
 }
 
 fn failing_calls_are_denied_and_the_instance_replaced(host: Host) {
-    let dir = temp_dir(&format!("hosts-stub-{host:?}"));
+    let dir = temp_dir(&format!("hosts-stub-{}", label(host)));
     let wasm = dir.join("stub.wasm");
     std::fs::write(&wasm, stub(1)).unwrap();
     let mut requests: Vec<Vec<u8>> = vec![b"echo".to_vec(), b"T".to_vec(), b"after a trap".to_vec(), b"X".to_vec()];
     requests.extend([b"after X".to_vec(), Vec::new(), vec![b'y'; MAX_INPUT as usize], vec![0xff, 0x00, 0x80]]);
-    if matches!(host, Host::Python) {
-        // Node has no fuel: an endless call is the caller's to bound (hosts/js/README.md).
+    if !matches!(host, Host::Js) {
+        // Node has no fuel: an endless call is bounded by a worker thread and a deadline (hosts/js/src/bounded.ts).
         requests.extend([b"L".to_vec(), b"after a runaway call".to_vec()]);
     }
     let started = Instant::now();
@@ -261,7 +277,7 @@ fn failing_calls_are_denied_and_the_instance_replaced(host: Host) {
     let trap = deny("runtime.trap").into_bytes();
     let mut expected = vec![b"echo".to_vec(), trap.clone(), b"after a trap".to_vec(), trap, b"after X".to_vec()];
     expected.extend([Vec::new(), vec![b'y'; MAX_INPUT as usize], vec![0xff, 0x00, 0x80]]);
-    if matches!(host, Host::Python) {
+    if !matches!(host, Host::Js) {
         expected.extend([deny("runtime.fuel-exhausted").into_bytes(), b"after a runaway call".to_vec()]);
     }
     for (i, (result, expected)) in results.iter().zip(&expected).enumerate() {
@@ -294,4 +310,9 @@ fn the_python_host_denies_failing_calls_and_refuses_foreign_modules() {
 #[test]
 fn the_js_host_denies_failing_calls_and_refuses_foreign_modules() {
     failing_calls_are_denied_and_the_instance_replaced(Host::Js);
+}
+
+#[test]
+fn the_js_host_with_a_deadline_denies_a_runaway_call_and_carries_on() {
+    failing_calls_are_denied_and_the_instance_replaced(Host::JsBounded(1_000));
 }

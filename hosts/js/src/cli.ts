@@ -1,23 +1,27 @@
 #!/usr/bin/env node
-// remit-host [--visible-tools] POLICY.wasm REQUEST...  — one result per request, one per line, byte for byte.
+// remit-host [--visible-tools] [--timeout-ms N] POLICY.wasm REQUEST...  — one result per request, one per line,
+// byte for byte; with --timeout-ms, each call runs in a worker thread bounded by that time (bounded.ts).
 // remit-host [--visible-tools] --frames IN POLICY.wasm — requests read from a file of frames (a 4-byte big-endian
 // length, then the bytes), results written as frames to stdout: how the test suite sends thousands of requests,
 // garbage included, through one reused instance.
-import { readFileSync, writeSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { BoundedEvaluator } from "./bounded.js";
 import { LoadError, Policy } from "./index.js";
 
 function usage(): never {
-  process.stderr.write("usage: remit-host [--visible-tools] [--frames IN] POLICY.wasm [REQUEST...]\n");
+  process.stderr.write("usage: remit-host [--visible-tools] [--timeout-ms N] [--frames IN] POLICY.wasm [REQUEST...]\n");
   process.exit(2);
 }
 
 const args = process.argv.slice(2);
 let visible = false;
 let frames: string | undefined;
+let timeoutMs: number | undefined;
 while (args[0]?.startsWith("--")) {
   const flag = args.shift();
   if (flag === "--visible-tools") visible = true;
   else if (flag === "--frames") frames = args.shift() ?? usage();
+  else if (flag === "--timeout-ms") timeoutMs = Number(args.shift() ?? usage());
   else usage();
 }
 const [wasmPath, ...requestPaths] = args;
@@ -30,7 +34,7 @@ try {
   process.stderr.write(`error: ${wasmPath}: ${error instanceof LoadError ? error.message : error}\n`);
   process.exit(1);
 }
-const evaluator = policy.evaluator();
+const evaluator = timeoutMs === undefined ? policy.evaluator() : new BoundedEvaluator(policy, timeoutMs);
 const call = (request: Uint8Array) => (visible ? evaluator.visibleTools(request) : evaluator.decide(request));
 
 const out: Uint8Array[] = [];
@@ -47,5 +51,4 @@ if (frames !== undefined) {
 } else {
   for (const path of requestPaths) out.push(call(readFileSync(path)), Buffer.from("\n"));
 }
-const all = Buffer.concat(out);
-for (let written = 0; written < all.length; ) written += writeSync(1, all, written);
+process.stdout.write(Buffer.concat(out));

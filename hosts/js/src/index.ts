@@ -8,8 +8,8 @@
 //   const decision: Uint8Array = evaluator.decide(requestBytes);       // exactly the bytes `remit eval` prints
 //
 // JavaScript runs a WebAssembly call to its end on the calling thread: there is no fuel in V8. The module never
-// loops by design (docs/abi.md); a host that must bound each call in time runs its evaluator in a worker thread and
-// terminates the worker at a deadline, answering `Policy.deny(REASON_FUEL)`.
+// loops by design (docs/abi.md); to bound each call in time anyway, use `BoundedEvaluator` (bounded.ts, Node only),
+// which runs the evaluator in a worker thread and denies a call that overruns its deadline.
 
 /** The ABI version this host speaks. */
 export const ABI_VERSION = 1;
