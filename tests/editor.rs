@@ -85,7 +85,7 @@ fn the_grammar_tokenizes_every_example_as_the_committed_snapshots() {
 }
 
 #[test]
-fn the_tokenizer_check_catches_what_the_grammar_gets_wrong() {
+fn the_tokenizer_check_catches_what_the_grammar_gets_wrong_and_passes_the_semantics_policies() {
     // A string with an invalid escape must come out scoped `invalid.*`, and the check must refuse it.
     let dir = temp_dir("editor-bad");
     let bad = dir.join("bad.remit");
@@ -94,6 +94,21 @@ fn the_tokenizer_check_catches_what_the_grammar_gets_wrong() {
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert_eq!(result.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("bad.remit:1:17: \"\\\\q\" is scoped invalid"), "{stderr}");
+
+    // And it passes the policies of tests/semantics (no snapshots: they are test data, not examples).
+    let mut semantics: Vec<PathBuf> = std::fs::read_dir(root().join("tests/semantics"))
+        .unwrap()
+        .filter_map(|e| {
+            let dir = e.unwrap().path();
+            dir.is_dir().then_some(dir)
+        })
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "remit"))
+        .collect();
+    semantics.sort();
+    assert!(semantics.len() >= 16);
+    let result = tokenize(&dir.join("semantics"), &semantics);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
     std::fs::remove_dir_all(dir).ok();
 }
 
