@@ -3,7 +3,8 @@
 #   - Debian's chromium (a real browser for the picture and inbox tests), graphviz (`dot` checks our DOT) and
 #     neovim (a real client of `remit lsp`);
 #   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
-#   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json).
+#   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json);
+#   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
@@ -21,3 +22,5 @@ python3 -c 'import playwright' 2>/dev/null || python3 -m pip install --quiet --d
 if [ ! -f tests/browser/node_modules/mermaid/dist/mermaid.min.js ]; then
   (cd tests/browser && npm ci --no-audit --no-fund --silent)
 fi
+# The host libraries and the editor package (Python's wasmtime, npm packages):
+./scripts/test-deps-hosts.sh

@@ -9,12 +9,12 @@
 //! - The command: `--check` exits 1 and writes nothing; without it the file is rewritten; a file with a syntax
 //!   error is refused and left as it was.
 
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{compile, example, semantic, Rng, EXAMPLES};
+use support::examples::{compile, example, semantic, Rng, EXAMPLES};
 use remit::eval::decide;
 use remit::syntax::ast::Decl;
 use remit::syntax::format::format;

@@ -1,7 +1,6 @@
-//! Helpers shared by integration tests: the shipped examples as (file, text) pairs with their test-case
-//! requests, compiling them without the disk loader, a deterministic random source, and decisions without
-//! what legitimately depends on layout. (Older test files still carry their own copies; new ones use these.)
-#![allow(dead_code)]
+//! The shipped examples as (file, text) pairs with their test-case requests, compiling them without the disk
+//! loader, a deterministic random source, and decisions without what legitimately depends on layout. (Older
+//! test files still carry their own copies; new ones use these.)
 
 use std::path::Path;
 

@@ -1,0 +1,189 @@
+//! Shared by the tests of what ships around the compiler (tests/hosts.rs, tests/editor.rs, tests/ci_action.rs,
+//! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
+//! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
+//! shipped examples and their requests (tests/format.rs).
+#![allow(dead_code)]
+
+pub mod examples;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use remit::check::{check_with, Options};
+use remit::ir::Program;
+use remit::wasm::layout::MAX_INPUT;
+
+pub const DEPS: &str = "scripts/test-deps-hosts.sh";
+
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A path that `scripts/test-deps-hosts.sh` creates; a missing one fails with that script's name.
+pub fn installed(relative: &str) -> PathBuf {
+    let path = root().join(relative);
+    assert!(path.exists(), "`{relative}` is missing: run `./{DEPS}` (it installs the pinned test dependencies)");
+    path
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("remit-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `command` to its end, or kills it and fails after `limit`; stdout and stderr are collected.
+pub fn run(command: &mut Command, limit: Duration) -> Output {
+    let shown = format!("{command:?}");
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        out.read_to_end(&mut bytes).map(|_| bytes)
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        err.read_to_end(&mut bytes).map(|_| bytes)
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("{shown} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output { status, stdout: out.join().unwrap().unwrap(), stderr: err.join().unwrap().unwrap() }
+}
+
+pub fn remit_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_remit")
+}
+
+/// One policy of the corpus: a shipped example or a folder of tests/semantics.
+#[derive(Debug)]
+pub struct Unit {
+    pub name: String,
+    pub dir: PathBuf,
+    pub program: Program,
+    /// Every request: the `requests/` folder, then every test case's request (as `remit test` sends it).
+    pub requests: Vec<Vec<u8>>,
+    /// Subjects for tool listings (the example's `subjects/` folder, when it has one).
+    pub subjects: Vec<Vec<u8>>,
+}
+
+fn sorted(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+}
+
+/// Every example and every folder of tests/semantics, checked as `remit test` checks them (the semantics
+/// folders hold deliberately widening sub-mandates, so the narrowing proof is off: decisions never depend on it).
+pub fn corpus() -> Vec<Unit> {
+    let mut dirs: Vec<PathBuf> = sorted(&root().join("examples")).into_iter().filter(|p| p.is_dir()).collect();
+    dirs.extend(sorted(&root().join("tests/semantics")).into_iter().filter(|p| p.is_dir()));
+    dirs.into_iter()
+        .map(|dir| {
+            let name = dir.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+            // Named relative to the folder, as `remit build FOLDER` names them (imports stay inside the folder).
+            let mut sources = remit::stdlib::sources();
+            for path in sorted(&dir).iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
+                let file = path.file_name().unwrap().to_string_lossy().into_owned();
+                sources.add(file, std::fs::read_to_string(path).unwrap());
+            }
+            let checked = check_with(sources, Options { narrowing: false });
+            let program =
+                checked.program.unwrap_or_else(|| panic!("{name} does not check: {:#?}", checked.diagnostics));
+            let mut requests: Vec<Vec<u8>> =
+                sorted(&dir.join("requests")).iter().map(|p| std::fs::read(p).unwrap()).collect();
+            for path in sorted(&dir).iter().filter(|p| p.to_string_lossy().ends_with(".tests.toml")) {
+                let file = remit::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+                requests.extend(file.cases.iter().map(|case| case.request.to_string().into_bytes()));
+            }
+            let subjects = sorted(&dir.join("subjects")).iter().map(|p| std::fs::read(p).unwrap()).collect();
+            Unit { name, dir, program, requests, subjects }
+        })
+        .collect()
+}
+
+/// Inputs no gateway should send; every one must be denied. The last one is oversize (as tests/runtime.rs).
+pub fn garbage(valid: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![
+        Vec::new(),
+        b"not json".to_vec(),
+        b"null".to_vec(),
+        b"[]".to_vec(),
+        b"{\"subject\":".to_vec(),
+        valid[..valid.len() / 2].to_vec(),
+        vec![b'['; 100_000],
+        b"{\"subject\":{\"id\":1e999999},\"action\":{\"name\":[]},\"context\":{}}".to_vec(),
+        b"{\"subject\":{\"id\":\"\\ud800\"}}".to_vec(),
+    ];
+    let text = String::from_utf8_lossy(valid).into_owned();
+    if let Some(at) = text.find("\"id\": \"").or_else(|| text.find("\"id\":\"")) {
+        let mut bytes = valid.to_vec();
+        let quote = at + text[at..].find(": \"").map_or(5, |i| i + 3);
+        bytes.splice(quote..quote, [0xff, 0xc0, 0x80]);
+        out.push(bytes);
+    }
+    const JSONISH: &[u8] = b"{}[]\":,0123456789.-etrufalsn \\";
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..24 {
+        let len = [1, 7, 64, 300, 2_000, 40_000][i % 6];
+        let bytes = (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                if i.is_multiple_of(2) {
+                    JSONISH[(seed % JSONISH.len() as u64) as usize]
+                } else {
+                    seed as u8
+                }
+            })
+            .collect();
+        out.push(bytes);
+    }
+    let mut at_limit = valid.to_vec();
+    at_limit.resize(MAX_INPUT as usize, b' '); // exactly the limit: decided normally
+    out.push(at_limit);
+    let mut oversize = valid.to_vec();
+    oversize.resize(MAX_INPUT as usize + 1, b' ');
+    out.push(oversize);
+    out
+}
+
+/// Frames: a 4-byte big-endian length, then the bytes (the hosts' `--frames` format).
+pub fn frames(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for item in items {
+        out.extend((item.len() as u32).to_be_bytes());
+        out.extend(item);
+    }
+    out
+}
+
+pub fn unframe(mut bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        assert!(bytes.len() >= 4, "a truncated frame");
+        let len = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
+        out.push(bytes[4..4 + len].to_vec());
+        bytes = &bytes[4 + len..];
+    }
+    out
+}
