@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use remit::check::check;
+use remit::check::{check_with, Options};
 use remit::ir::Program;
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
@@ -52,10 +52,15 @@ impl Wasm {
 }
 
 fn example(name: &str) -> (Program, Vec<Vec<u8>>) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    policy_folder(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name))
+}
+
+/// A folder's policy (with the standard library) and the requests of its policy tests.
+fn policy_folder(dir: &Path) -> (Program, Vec<Vec<u8>>) {
+    let name = dir.display();
     let mut sources = remit::stdlib::sources();
     let mut requests = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
     for path in entries {
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -66,7 +71,8 @@ fn example(name: &str) -> (Program, Vec<Vec<u8>>) {
             requests.extend(parsed.cases.into_iter().map(|c| c.request.to_string().into_bytes()));
         }
     }
-    let checked = check(sources);
+    // Decisions never depend on the narrowing proof (some semantic folders widen on purpose, as `remit test` allows).
+    let checked = check_with(sources, Options { narrowing: false });
     let diagnostics: Vec<String> = checked.diagnostics.iter().map(|d| format!("{}: {}", d.code, d.message)).collect();
     let program = checked.program.unwrap_or_else(|| panic!("{name} does not check: {diagnostics:#?}"));
     (program, requests)
@@ -107,6 +113,36 @@ fn examples_decide_identically_in_wasm() {
             mismatches[..mismatches.len().min(40)].join("\n\n")
         );
     }
+}
+
+/// Every case of the semantic suite (tests/semantics, one folder per rule) decides alike in the module.
+#[test]
+fn semantic_suite_decides_identically_in_wasm() {
+    let engine = Engine::default();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/semantics");
+    let mut folders: Vec<_> =
+        std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    folders.sort();
+    let mut total = 0;
+    for dir in folders {
+        let (program, requests) = policy_folder(&dir);
+        let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+        let mut wasm = Wasm::new(&engine, &bytes);
+        for request in &requests {
+            let expected = remit::eval::decide(&program, request).to_json();
+            assert_eq!(wasm.decide(request), expected, "{}: {}", dir.display(), String::from_utf8_lossy(request));
+            let listing = remit::eval::visible_tools(&program, request).to_json();
+            assert_eq!(
+                wasm.visible(request),
+                listing,
+                "{}: listing {}",
+                dir.display(),
+                String::from_utf8_lossy(request)
+            );
+            total += 1;
+        }
+    }
+    assert!(total >= 200, "only {total} semantic cases");
 }
 
 /// A small deterministic generator (the test must be reproducible without a seed file).

@@ -134,7 +134,13 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
                 return Ok(Fetched::Unknown);
             }
             let json = request.call.as_ref().and_then(|c| c.argument(name)).ok_or(EvalError::Missing)?;
-            decode(json, ty, env.program)?
+            let value = decode(json, ty, env.program)?;
+            // Money is non-negative unless the parameter is `signed`: a negative amount is a mistyped argument.
+            let signed = env.program.tools.get(env.tool).is_some_and(|t| t.is_signed(name));
+            if !signed && negative(&value) {
+                return Err(EvalError::WrongType);
+            }
+            value
         }
         Attr::Context(name) => decode(request.attributes.get(name).ok_or(EvalError::Missing)?, ty, env.program)?,
         Attr::ResourceId => match &request.resource_id {
@@ -203,6 +209,15 @@ pub(crate) fn decode(json: &Json, ty: &Type, program: &Program) -> Result<Value,
             Value::Set(items.iter().map(|item| decode(item, element, program)).collect::<Result<_, _>>()?)
         }
     })
+}
+
+/// Whether a money value (or an element of a set of money) is below zero.
+fn negative(value: &Value) -> bool {
+    match value {
+        Value::Money(money) => money.amount.0 < 0,
+        Value::Set(items) => items.iter().any(negative),
+        _ => false,
+    }
 }
 
 /// A JSON number as an exact decimal: its text as written, `-?digits(.digits)?` with at most 24 integer and 9

@@ -4,6 +4,7 @@
 pub const REQUEST_MALFORMED: &str = "request.malformed";
 pub const REQUEST_MISSING_FIELD: &str = "request.missing-field";
 pub const REQUEST_OVERSIZE: &str = "request.oversize";
+pub const UNDECLARED_ARGUMENT: &str = "request.undeclared-argument";
 pub const TOOL_UNDECLARED: &str = "tool.undeclared";
 pub const MANDATE_UNKNOWN: &str = "mandate.unknown";
 pub const SUBJECT_NOT_HOLDER: &str = "subject.not-holder";

@@ -139,6 +139,9 @@ impl Tally {
         if lacks_scope(tool, req) {
             self.deny(err::SCOPE_MISSING, None);
         }
+        if has_undeclared_argument(tool, call) {
+            self.deny(err::UNDECLARED_ARGUMENT, None);
+        }
         let env = Env { program, request: req, tool: tool_id, listing: false };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
@@ -276,6 +279,13 @@ pub(crate) fn sorted_rules(mut rules: Vec<DecidingRule>) -> Vec<DecidingRule> {
 pub(crate) fn lacks_scope(tool: &Tool, req: &Request) -> bool {
     let held = req.scopes.as_deref().unwrap_or(&[]);
     !tool.scopes.is_empty() && !tool.scopes.iter().any(|s| held.contains(s))
+}
+
+/// Whether the call passes an argument its tool does not declare (tools are closed unless `open arguments`): the
+/// backend could act on a value no rule has seen.
+fn has_undeclared_argument(tool: &Tool, call: &Call) -> bool {
+    let Some(Json::Object(arguments)) = &call.arguments else { return false };
+    !tool.open_arguments && arguments.keys().any(|key| tool.param(key).is_none())
 }
 
 /// Whether `now` is outside the mandate's validity window, with the reason code.

@@ -33,6 +33,7 @@ pub fn declare(m: &mut ModuleBuilder) {
     m.declare("vm_finish", &[I32], &[I64]);
     m.declare("vm_examine", &[I32, I32], &[]);
     m.declare("vm_lacks_scope", &[I32], &[I32]);
+    m.declare("vm_undeclared_argument", &[I32], &[I32]);
     m.declare("vm_is_holder", &[I32], &[I32]);
     m.declare("vm_hidden", &[I32, I32], &[I32]);
     m.declare("remit_alloc", &[I32], &[I32]);
@@ -63,6 +64,7 @@ pub fn define(m: &mut ModuleBuilder, t: &Tables) {
     define_helpers(m, t);
     define_approval(m, t);
     define_lacks_scope(m);
+    define_undeclared_argument(m);
     define_is_holder(m, t);
     define_examine(m, t);
     define_hidden(m, t);
@@ -641,6 +643,91 @@ fn define_lacks_scope(m: &mut ModuleBuilder) {
     m.define("vm_lacks_scope", b.finish());
 }
 
+/// vm_undeclared_argument(tool_rec) -> 1 when the tool is closed and the call passes an argument it does not
+/// declare (src/eval/mod.rs `has_undeclared_argument`).
+fn define_undeclared_argument(m: &mut ModuleBuilder) {
+    let count = m.func("json_count");
+    let next = m.func("json_next");
+    let str_eq = m.func("json_str_eq");
+    let mut b = Body::new(1);
+    let trec = 0;
+    let (args, key, i, n, j, e, found) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    b.emit(field(trec, 12));
+    b.emit([I::I32Const(1 << codegen::TOOL_OPEN_ARGUMENTS_BIT), I::I32And]);
+    b.emit(ret_if(0));
+    b.emit([I::I32Const(tok::ARGUMENTS as i32), load32(0), I::LocalTee(args), I::I32Const(0), I::I32LtS]);
+    b.emit(ret_if(0));
+    b.emit([
+        I::LocalGet(args),
+        I::Call(count),
+        I::LocalSet(n),
+        I::LocalGet(args),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(key),
+    ]);
+    // For each key: is it one of the declared names?
+    b.emit([
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::LocalGet(i),
+        I::LocalGet(n),
+        I::I32GeU,
+        I::BrIf(1),
+        I::I32Const(0),
+        I::LocalSet(found),
+        I::I32Const(0),
+        I::LocalSet(j),
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::LocalGet(j),
+    ]);
+    b.emit(field(trec, 28));
+    b.emit([I::I32GeU, I::BrIf(1), I::LocalGet(key)]);
+    b.emit(field(trec, 24));
+    b.emit([
+        I::LocalGet(j),
+        I::I32Const(8),
+        I::I32Mul,
+        I::I32Add,
+        I::LocalTee(e),
+        load32(0),
+        I::LocalGet(e),
+        load32(4),
+        I::Call(str_eq),
+        I::If(BlockType::Empty),
+        I::I32Const(1),
+        I::LocalSet(found),
+        I::Br(2),
+        I::End,
+        I::LocalGet(j),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(j),
+        I::Br(0),
+        I::End,
+        I::End,
+        I::LocalGet(found),
+        I::I32Eqz,
+    ]);
+    b.emit(ret_if(1));
+    b.emit([
+        I::LocalGet(key),
+        I::Call(next),
+        I::Call(next),
+        I::LocalSet(key),
+        I::LocalGet(i),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(i),
+        I::Br(0),
+        I::End,
+        I::End,
+        I::I32Const(0),
+    ]);
+    m.define("vm_undeclared_argument", b.finish());
+}
+
 fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
     let push = m.func("vm_push");
     let cond = m.func("vm_cond");
@@ -652,6 +739,7 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
     let u64m = m.func("vm_u64_member");
     let get = m.func("json_get");
     let lacks_scope = m.func("vm_lacks_scope");
+    let undeclared = m.func("vm_undeclared_argument");
     // vm_examine(tool, leaf): every mandate of the leaf's chain, every rule of the tool (src/eval/mod.rs examine).
     let mut b = Body::new(2);
     let (tool, leaf) = (0, 1);
@@ -714,6 +802,17 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         I::I32Const(slot::DENY_BITS as i32),
         load32(0),
         I::I32Const(reason("credential.scope-missing") as i32),
+        I::I32Or,
+        store32(0),
+        I::End,
+    ]);
+    // Closed tools: an undeclared argument denies.
+    b.emit([I::LocalGet(trec), I::Call(undeclared), I::If(BlockType::Empty)]);
+    b.emit([
+        I::I32Const(slot::DENY_BITS as i32),
+        I::I32Const(slot::DENY_BITS as i32),
+        load32(0),
+        I::I32Const(reason("request.undeclared-argument") as i32),
         I::I32Or,
         store32(0),
         I::End,

@@ -82,7 +82,7 @@ pub mod array {
 }
 
 /// Reason codes in byte order: the bit index is the code's position, so a bitset prints sorted.
-pub const REASONS: [&str; 21] = [
+pub const REASONS: [&str; 22] = [
     "approval.missing",
     "budget.exhausted",
     "credential.scope-missing",
@@ -97,6 +97,7 @@ pub const REASONS: [&str; 21] = [
     "request.malformed",
     "request.missing-field",
     "request.oversize",
+    "request.undeclared-argument",
     "rule.allowed",
     "rule.forbidden",
     "rule.unmatched",
