@@ -187,6 +187,19 @@ fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
         "op-1",
         "USD",
         "sha256:00",
+        // Paths `under` refuses, blank identifiers (issue 7, items 6 and 9), negative money (item 5).
+        "site/services/consulting/../../admin/",
+        "a//b",
+        "a/./b",
+        "..",
+        "a\\b",
+        "a\u{0}b",
+        "%2e%2E/%2F%5c%00%25",
+        " ",
+        "\t\u{a0}\u{3000}\u{2028}",
+        "\u{200b}",
+        "-1000.00 USD",
+        "-0.00 USD",
     ];
     match rng.below(if depth > 2 { 6 } else { 9 }) {
         0 => Value::Null,
@@ -212,7 +225,7 @@ fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
         6 => Value::Array((0..rng.below(4)).map(|_| random_value(rng, depth + 1)).collect()),
         7 => json!({ "id": random_value(rng, depth + 1), "kind": "commercial_terms", "mandate": "wallet" }),
         _ => {
-            let keys = ["amount", "merchant", "id", "scopes", "mandate", "now", "kind", "x"];
+            let keys = ["amount", "merchant", "id", "scopes", "mandate", "now", "kind", "x", "target", "operation_id"];
             let mut map = serde_json::Map::new();
             for _ in 0..rng.below(4) {
                 map.insert(keys[rng.below(keys.len())].to_string(), random_value(rng, depth + 1));

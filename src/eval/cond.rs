@@ -233,8 +233,8 @@ fn test(value: &Value, test: &Test) -> Result<bool, EvalError> {
         Test::Compare(op, operand) => compare(*op, value, operand),
         Test::In(items) => member(value, items),
         Test::NotIn(items) => member(value, items).map(|b| !b),
-        Test::Under(prefix) => Ok(text(value)?.starts_with(prefix.as_str())),
-        Test::NotUnder(prefix) => Ok(!text(value)?.starts_with(prefix.as_str())),
+        Test::Under(prefix) => Ok(path(value)?.starts_with(prefix.as_str())),
+        Test::NotUnder(prefix) => Ok(!path(value)?.starts_with(prefix.as_str())),
         Test::Contains(item) => member(item, set(value)?),
         Test::NotContains(item) => member(item, set(value)?).map(|b| !b),
         Test::Within(items) => within(set(value)?, items),
@@ -247,6 +247,26 @@ fn text(value: &Value) -> Result<&str, EvalError> {
         Value::String(s) => Ok(s),
         _ => Err(EvalError::Incomparable),
     }
+}
+
+/// The text of a value tested with `under`: a value that could name a place outside the prefix once a backend
+/// normalises or decodes it cannot be tested, so the test is an error and fails closed (docs/language.md).
+fn path(value: &Value) -> Result<&str, EvalError> {
+    let text = text(value)?;
+    if unsafe_path(text) {
+        return Err(EvalError::UnsafePath);
+    }
+    Ok(text)
+}
+
+/// A backslash or NUL, an empty segment (`//`), a `.` or `..` segment, or a percent-encoded separator, dot, NUL or
+/// percent (`%2f %5c %2e %00 %25`, either case).
+pub(crate) fn unsafe_path(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    text.contains(['\\', '\0'])
+        || text.contains("//")
+        || ["%2f", "%5c", "%2e", "%00", "%25"].iter().any(|e| lower.contains(e))
+        || text.split('/').any(|segment| segment == "." || segment == "..")
 }
 
 fn set(value: &Value) -> Result<&[Value], EvalError> {

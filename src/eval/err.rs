@@ -33,4 +33,7 @@ pub enum EvalError {
     WrongType,
     /// The values cannot be compared (different kinds, or money in different currencies).
     Incomparable,
+    /// A value tested with `under` has a `.`/`..`/empty segment, a backslash, a NUL or a percent-encoded
+    /// separator: it is never under anything.
+    UnsafePath,
 }

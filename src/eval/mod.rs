@@ -374,9 +374,9 @@ fn satisfies(
     approval.kind == kind.name && in_chain && in_time && !approval.consumed && bound
 }
 
-/// `args.manifest` when it is a string.
+/// `args.manifest` when it is a string that is not blank (a blank manifest binds nothing).
 fn manifest(call: &Call) -> Option<&str> {
-    call.argument("manifest").and_then(Json::as_str)
+    call.argument("manifest").and_then(Json::as_str).filter(|m| !request::is_blank(m))
 }
 
 fn missing_approval(

@@ -130,7 +130,8 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
         }
     };
 
-    let resource_id = p.object(root, "resource").and_then(|r| p.string(r, "id"));
+    // An empty or white-space-only id is absent (never binds, never matches, never counts as given).
+    let resource_id = p.object(root, "resource").and_then(|r| p.string(r, "id")).filter(|id| !is_blank(id));
 
     let context = p.object(root, "context");
     let mandate = p.required_string(root, "context", "mandate");
@@ -143,7 +144,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     });
     let empty = Map::new();
     let context = context.unwrap_or(&empty);
-    let operation_id = p.string(context, "operation_id");
+    let operation_id = p.string(context, "operation_id").filter(|id| !is_blank(id));
     let attempt = match context.get("attempt") {
         None => None,
         Some(value) => {
@@ -266,6 +267,11 @@ impl Problems {
     }
 }
 
+/// Empty or only white space (Unicode `White_Space`): such an identifier counts as absent.
+pub(crate) fn is_blank(text: &str) -> bool {
+    text.chars().all(char::is_whitespace)
+}
+
 /// A JSON integer (not `1.0`) as an exact decimal.
 fn integer(value: &Json) -> Option<Decimal> {
     let n = value.as_number()?;
@@ -295,15 +301,15 @@ fn approval(value: &Json) -> Option<Approval> {
         Some(_) => return None,
     };
     Some(Approval {
-        id: required("id")?,
+        id: required("id").filter(|id| !is_blank(id))?,
         kind: required("kind")?,
         mandate: required("mandate")?,
         issued_at: parse_timestamp(&required("issued_at")?)?,
         expires_at: parse_timestamp(&required("expires_at")?)?,
         tool: optional("tool").ok()?,
-        target: optional("target").ok()?,
+        target: optional("target").ok()?.filter(|t| !is_blank(t)),
         digest: optional("digest").ok()?,
-        manifest: optional("manifest").ok()?,
+        manifest: optional("manifest").ok()?.filter(|m| !is_blank(m)),
         consumed,
     })
 }

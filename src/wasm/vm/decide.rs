@@ -30,6 +30,7 @@ pub fn declare(m: &mut ModuleBuilder) {
     m.declare("vm_digest", &[], &[]);
     m.declare("vm_approval_ok", &[I32, I32, I32, I32], &[I32]);
     m.declare("vm_u64_member", &[I32, I32, I32], &[I32]);
+    m.declare("vm_blank_tok", &[I32], &[I32]);
     m.declare("vm_finish", &[I32], &[I64]);
     m.declare("vm_examine", &[I32, I32], &[]);
     m.declare("vm_lacks_scope", &[I32], &[I32]);
@@ -313,6 +314,33 @@ fn define_helpers(m: &mut ModuleBuilder, t: &Tables) {
         I::Call(u64p),
     ]);
     m.define("vm_u64_member", b.finish());
+
+    // vm_blank_tok(string_tok) -> 1 when the string is empty or white space only; scratch used to unescape it is
+    // released.
+    let blank = m.func("vm_blank");
+    let mut b = Body::new(1);
+    let (save, r) = (b.i32(), b.i32());
+    let packed = b.i64();
+    b.emit([
+        I::I32Const(slot::BUMP as i32),
+        load32(0),
+        I::LocalSet(save),
+        I::LocalGet(0),
+        I::Call(str_of),
+        I::LocalTee(packed),
+        I::I64Const(32),
+        I::I64ShrU,
+        I::I32WrapI64,
+        I::LocalGet(packed),
+        I::I32WrapI64,
+        I::Call(blank),
+        I::LocalSet(r),
+        I::I32Const(slot::BUMP as i32),
+        I::LocalGet(save),
+        store32(0),
+        I::LocalGet(r),
+    ]);
+    m.define("vm_blank_tok", b.finish());
 }
 
 fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
@@ -323,6 +351,8 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     let str_of = m.func("vm_str");
     let ts = m.func("vm_parse_timestamp");
     let digest = m.func("vm_digest");
+    let blank = m.func("vm_blank");
+    let blank_tok = m.func("vm_blank_tok");
     // vm_approval_ok(approval_tok, kind_id, chain_ptr, chain_n) -> 1 when the presented approval satisfies a gate
     // of that kind for this call (src/eval/mod.rs `satisfies`, after request.rs `approval`).
     let mut b = Body::new(4);
@@ -367,8 +397,23 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     b.emit([I::LocalGet(k), I::I32Const(2), I::I32Ne]);
     b.emit(ret_if(0));
     b.emit([I::End]);
-    // Both timestamps parse.
+    // Both timestamps parse, and the id is not blank.
     b.emit([I::I32Const(slot::BUMP as i32), load32(0), I::LocalSet(save)]);
+    b.emit([
+        I::LocalGet(fields[0]),
+        I::Call(str_of),
+        I::LocalTee(packed),
+        I::I64Const(32),
+        I::I64ShrU,
+        I::I32WrapI64,
+        I::LocalGet(packed),
+        I::I32WrapI64,
+        I::Call(blank),
+        I::I32Const(slot::BUMP as i32),
+        I::LocalGet(save),
+        store32(0),
+    ]);
+    b.emit(ret_if(0));
     for (index, target) in [(3usize, issued), (4, expires)] {
         b.emit([
             I::LocalGet(fields[index]),
@@ -523,6 +568,8 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     b.emit([I::Call(get), I::LocalTee(f), I::I32Const(0), I::I32LtS]);
     b.emit(ret_if(0));
     b.emit([I::LocalGet(f), I::Call(kind), I::I32Const(KIND_STRING), I::I32Ne]);
+    b.emit(ret_if(0));
+    b.emit([I::LocalGet(f), I::Call(blank_tok)]);
     b.emit(ret_if(0));
     b.emit([I::LocalGet(fields[8]), I::LocalGet(f), I::Call(str_eq_tok), I::I32Eqz]);
     b.emit(ret_if(0));
@@ -1142,6 +1189,7 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     let digest = m.func("vm_digest");
     let get = m.func("json_get");
     let kind = m.func("json_kind");
+    let blank_tok = m.func("vm_blank_tok");
     let reasons_at = reasons_table(m);
     let outcomes = [
         text(m, "{\"decision\":\"deny\",\"reasons\":["),
@@ -1446,6 +1494,10 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
         I::Call(kind),
         I::I32Const(KIND_STRING),
         I::I32Eq,
+        I::LocalGet(tmp),
+        I::Call(blank_tok),
+        I::I32Eqz,
+        I::I32And,
         I::If(BlockType::Empty),
     ]);
     put(&mut b, &text(m, ",\"manifest\":"));
@@ -1756,6 +1808,7 @@ fn define_entry_points(m: &mut ModuleBuilder, t: &Tables) {
     let start = m.func("json_start");
     let end = m.func("json_end");
     let find = m.func("vm_find");
+    let blank = m.func("vm_blank");
     let examine = m.func("vm_examine");
     let is_holder = m.func("vm_is_holder");
     let finish = m.func("vm_finish");
@@ -1977,7 +2030,19 @@ fn define_entry_points(m: &mut ModuleBuilder, t: &Tables) {
             store32(0),
         ]);
         if let Some(hs) = has {
-            b.emit([I::I32Const(hs as i32), I::I32Const(1), store32(0)]);
+            // An empty or white-space-only id is absent (src/eval/request.rs `is_blank`).
+            b.emit([
+                I::I32Const(hs as i32),
+                I::LocalGet(packed),
+                I::I64Const(32),
+                I::I64ShrU,
+                I::I32WrapI64,
+                I::LocalGet(packed),
+                I::I32WrapI64,
+                I::Call(blank),
+                I::I32Eqz,
+                store32(0),
+            ]);
         }
         b.emit([I::End]);
     }

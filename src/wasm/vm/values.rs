@@ -1022,6 +1022,7 @@ fn define_test(m: &mut ModuleBuilder) {
     let ord = m.func("vm_ord");
     let member = m.func("vm_member");
     let starts = m.func("vm_starts_with");
+    let path_unsafe = m.func("vm_path_unsafe");
     // vm_test(v, kind, op, items, n, prefix_ptr, prefix_len) -> 0/1/2.
     let mut b = Body::new(7);
     let (v, kind, op, items, n, pp, pl) = (0, 1, 2, 3, 4, 5, 6);
@@ -1086,6 +1087,9 @@ fn define_test(m: &mut ModuleBuilder) {
         I::If(BlockType::Empty),
     ]);
     b.emit([I::LocalGet(v), load32(0), I::I32Const(TAG_STR), I::I32Ne]);
+    b.emit(ret_if(2));
+    // A value with a dot segment, `//`, a backslash, NUL or percent-encoded separator is never under anything.
+    b.emit([I::LocalGet(v), load32(4), I::LocalGet(v), load32(8), I::Call(path_unsafe)]);
     b.emit(ret_if(2));
     b.emit([
         I::LocalGet(v),
