@@ -145,8 +145,11 @@ impl Tally {
         let env = Env { program, request: req, tool: tool_id, listing: false };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
-        for &mandate_id in chain {
+        for (position, &mandate_id) in chain.iter().enumerate() {
             let mandate = &program.mandates[mandate_id];
+            // An approval counts for this mandate's gates only if issued under it or an ancestor: authority
+            // flows down the chain, never up.
+            let issuers = &chain[..=position];
             if let Some((code, rule)) = validity(program, mandate, req.now) {
                 self.deny(code, Some(rule));
             }
@@ -178,7 +181,7 @@ impl Tally {
                         let chosen = req
                             .approvals
                             .iter()
-                            .filter(|a| satisfies(a, kind, program, chain, req, call, &digest))
+                            .filter(|a| satisfies(a, kind, program, issuers, req, call, &digest))
                             .map(|a| &a.id)
                             .min();
                         match chosen {
@@ -351,12 +354,13 @@ fn location(program: &Program, span: Span) -> String {
     program.sources.location(span)
 }
 
-/// Whether a presented approval satisfies a gate of `kind` for this call.
+/// Whether a presented approval satisfies a gate of `kind` for this call; `issuers` are the gate's mandate and its
+/// ancestors.
 fn satisfies(
     approval: &request::Approval,
     kind: &ApprovalKind,
     program: &Program,
-    chain: &[usize],
+    issuers: &[usize],
     req: &Request,
     call: &Call,
     digest: &str,
@@ -364,7 +368,7 @@ fn satisfies(
     let now = i128::from(req.now);
     let issued = i128::from(approval.issued_at);
     let in_time = issued <= now && now < i128::from(approval.expires_at) && now < issued + i128::from(kind.ttl);
-    let in_chain = chain.iter().any(|&m| program.mandates[m].name == approval.mandate);
+    let in_chain = issuers.iter().any(|&m| program.mandates[m].name == approval.mandate);
     let bound = kind.binds.iter().all(|binding| match binding {
         Binding::Tool => approval.tool.as_deref() == Some(call.name.as_str()),
         Binding::Target => approval.target.is_some() && approval.target == req.resource_id,

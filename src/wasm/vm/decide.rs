@@ -354,7 +354,7 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     let blank = m.func("vm_blank");
     let blank_tok = m.func("vm_blank_tok");
     // vm_approval_ok(approval_tok, kind_id, chain_ptr, chain_n) -> 1 when the presented approval satisfies a gate
-    // of that kind for this call (src/eval/mod.rs `satisfies`, after request.rs `approval`).
+    // of that kind for this call, issued under one of the first chain_n mandates of the chain (src/eval/mod.rs `satisfies`, after request.rs `approval`).
     let mut b = Body::new(4);
     let (a, kid, chain, chain_n) = (0, 1, 2, 3);
     let (k, f, i, save, found, krec) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
@@ -448,7 +448,7 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     b.emit(field(krec, 4));
     b.emit([I::Call(str_eq), I::I32Eqz]);
     b.emit(ret_if(0));
-    // Issued under a mandate of the chain.
+    // Issued under one of the given mandates of the chain (the gate's and its ancestors).
     b.emit([
         I::Block(BlockType::Empty),
         I::Loop(BlockType::Empty),
@@ -1103,7 +1103,15 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         I::LocalGet(el),
     ]);
     b.emit(field(rrec, 8));
-    b.emit([I::LocalGet(chain), I::LocalGet(cn), I::Call(approval_ok), I::If(BlockType::Empty)]);
+    // Issued under the gate's mandate or an ancestor: the chain up to and including position ci.
+    b.emit([
+        I::LocalGet(chain),
+        I::LocalGet(ci),
+        I::I32Const(1),
+        I::I32Add,
+        I::Call(approval_ok),
+        I::If(BlockType::Empty),
+    ]);
     let id = m.bytes(b"id");
     b.emit([I::LocalGet(el), I::I32Const(id as i32), I::I32Const(2), I::Call(get), I::LocalSet(index)]);
     b.emit([
