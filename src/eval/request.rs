@@ -157,7 +157,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     };
     let approvals = match context.get("approvals") {
         None => Vec::new(),
-        Some(Json::Array(items)) => items.iter().filter_map(approval).collect(),
+        Some(Json::Array(items)) => usable_approvals(items),
         Some(_) => {
             p.error.malformed = true;
             Vec::new()
@@ -281,6 +281,32 @@ fn integer(value: &Json) -> Option<Decimal> {
         (None, None) => return None,
     };
     whole.checked_mul(10i128.pow(DECIMAL_SCALE)).map(Decimal)
+}
+
+/// The fields a presented approval has: two approvals with the same id are the same approval only if these are equal.
+const APPROVAL_FIELDS: [&str; 10] =
+    ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest", "consumed"];
+
+/// The well-formed approvals whose id no other presented approval contradicts. Two approvals with the same `id`
+/// are one approval only if both are well formed and every field is equal (as JSON values, an absent field equal
+/// only to an absent one): identical duplicates count once, and when any two differ (or one is malformed) no
+/// approval with that id satisfies anything (a consumed copy next to an unconsumed one, for instance).
+fn usable_approvals(items: &[Json]) -> Vec<Approval> {
+    let mut groups: std::collections::HashMap<&str, Vec<&Json>> = std::collections::HashMap::new();
+    for item in items {
+        if let Some(id) = item.get("id").and_then(Json::as_str) {
+            groups.entry(id).or_default().push(item);
+        }
+    }
+    let same = |a: &Json, b: &Json| APPROVAL_FIELDS.iter().all(|key| a.get(key) == b.get(key));
+    let contradicted: std::collections::HashSet<&str> = groups
+        .iter()
+        .filter(|(_, group)| {
+            group.len() > 1 && group.iter().any(|item| approval(item).is_none() || !same(item, group[0]))
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    items.iter().filter_map(approval).filter(|a| !contradicted.contains(a.id.as_str())).collect()
 }
 
 /// One presented approval, or `None` when a field it needs is absent or any known field has the wrong type.

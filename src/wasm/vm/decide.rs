@@ -29,6 +29,8 @@ pub fn declare(m: &mut ModuleBuilder) {
     m.declare("vm_sort_unique", &[I32, I32], &[]);
     m.declare("vm_digest", &[], &[]);
     m.declare("vm_approval_ok", &[I32, I32, I32, I32], &[I32]);
+    m.declare("vm_approval_wf", &[I32], &[I32]);
+    m.declare("vm_approval_conflict", &[I32], &[I32]);
     m.declare("vm_u64_member", &[I32, I32, I32], &[I32]);
     m.declare("vm_blank_tok", &[I32], &[I32]);
     m.declare("vm_finish", &[I32], &[I64]);
@@ -343,23 +345,19 @@ fn define_helpers(m: &mut ModuleBuilder, t: &Tables) {
     m.define("vm_blank_tok", b.finish());
 }
 
-fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
+/// Emits the checks that make a presented approval well formed (src/eval/request.rs `approval`): an object; `id`,
+/// `kind`, `mandate`, `issued_at`, `expires_at` strings; `tool`, `target`, `digest`, `manifest` absent or strings;
+/// `consumed` absent or a bool (and, `for_use`, not true); both timestamps parse; the id is not blank. Returns 0
+/// from the function being built when one fails; leaves the field tokens and the two timestamps in locals.
+fn approval_form(m: &mut ModuleBuilder, b: &mut Body, a: u32, for_use: bool) -> (Vec<u32>, u32, u32) {
     let get = m.func("json_get");
     let kind = m.func("json_kind");
-    let str_eq = m.func("json_str_eq");
-    let str_eq_tok = m.func("json_str_eq_tok");
     let str_of = m.func("vm_str");
     let ts = m.func("vm_parse_timestamp");
-    let digest = m.func("vm_digest");
     let blank = m.func("vm_blank");
-    let blank_tok = m.func("vm_blank_tok");
-    // vm_approval_ok(approval_tok, kind_id, chain_ptr, chain_n) -> 1 when the presented approval satisfies a gate
-    // of that kind for this call, issued under one of the first chain_n mandates of the chain (src/eval/mod.rs `satisfies`, after request.rs `approval`).
-    let mut b = Body::new(4);
-    let (a, kid, chain, chain_n) = (0, 1, 2, 3);
-    let (k, f, i, save, found, krec) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let (k, f, save) = (b.i32(), b.i32(), b.i32());
     let fields: Vec<u32> = (0..9).map(|_| b.i32()).collect();
-    let (issued, expires, now) = (b.i64(), b.i64(), b.i64());
+    let (issued, expires) = (b.i64(), b.i64());
     let packed = b.i64();
     let names = ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest"];
     b.emit([I::LocalGet(a), I::Call(kind), I::I32Const(KIND_OBJECT), I::I32Ne]);
@@ -392,8 +390,13 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     b.emit([I::LocalGet(a)]);
     b.emit(key);
     b.emit([I::Call(get), I::LocalTee(f), I::I32Const(0), I::I32GeS, I::If(BlockType::Empty)]);
-    b.emit([I::LocalGet(f), I::Call(kind), I::LocalTee(k), I::I32Const(3), I::I32Eq]);
-    b.emit(ret_if(0));
+    if for_use {
+        b.emit([I::LocalGet(f), I::Call(kind), I::LocalTee(k), I::I32Const(3), I::I32Eq]);
+        b.emit(ret_if(0));
+    } else {
+        b.emit([I::LocalGet(f), I::Call(kind), I::LocalSet(k), I::LocalGet(k), I::I32Const(3), I::I32Eq]);
+        b.emit([I::If(BlockType::Empty), I::I32Const(2), I::LocalSet(k), I::End]);
+    }
     b.emit([I::LocalGet(k), I::I32Const(2), I::I32Ne]);
     b.emit(ret_if(0));
     b.emit([I::End]);
@@ -434,6 +437,23 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
         b.emit(ret_if(0));
         b.emit([I::I32Const(slot::TMP as i32), load64(8), I::LocalSet(target)]);
     }
+    (fields, issued, expires)
+}
+
+fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
+    let get = m.func("json_get");
+    let kind = m.func("json_kind");
+    let str_eq = m.func("json_str_eq");
+    let str_eq_tok = m.func("json_str_eq_tok");
+    let digest = m.func("vm_digest");
+    let blank_tok = m.func("vm_blank_tok");
+    // vm_approval_ok(approval_tok, kind_id, chain_ptr, chain_n) -> 1 when the presented approval satisfies a gate
+    // of that kind for this call, issued under one of the first chain_n mandates of the chain (src/eval/mod.rs `satisfies`, after request.rs `approval`).
+    let mut b = Body::new(4);
+    let (a, kid, chain, chain_n) = (0, 1, 2, 3);
+    let (f, i, found, krec) = (b.i32(), b.i32(), b.i32(), b.i32());
+    let now = b.i64();
+    let (fields, issued, expires) = approval_form(m, &mut b, a, true);
     // The kind.
     b.emit([
         I::LocalGet(kid),
@@ -575,6 +595,142 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     b.emit(ret_if(0));
     b.emit([I::End, I::I32Const(1)]);
     m.define("vm_approval_ok", b.finish());
+
+    // vm_approval_wf(approval_tok) -> 1 when the presented approval is well formed (consumed or not).
+    let mut b = Body::new(1);
+    approval_form(m, &mut b, 0, false);
+    b.emit([I::I32Const(1)]);
+    m.define("vm_approval_wf", b.finish());
+
+    // vm_approval_conflict(approval_tok) -> 1 when another presented approval has the same id and is not the same
+    // approval: malformed, or different in any field an approval has (src/eval/request.rs `conflicting`). The
+    // approval itself is well formed.
+    let wf = m.func("vm_approval_wf");
+    let count = m.func("json_count");
+    let next = m.func("json_next");
+    let mut b = Body::new(1);
+    let a = 0;
+    let (id, el, n, i, x, y, same) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let keys = ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest", "consumed"];
+    let id_key = text(m, "id");
+    b.emit([I::LocalGet(a)]);
+    b.emit(id_key.clone());
+    b.emit([
+        I::Call(get),
+        I::LocalSet(id),
+        I::I32Const(tok::APPROVALS as i32),
+        load32(0),
+        I::LocalTee(el),
+        I::Call(count),
+        I::LocalSet(n),
+        I::LocalGet(el),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(el),
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::LocalGet(i),
+        I::LocalGet(n),
+        I::I32GeU,
+        I::BrIf(1),
+        // Another object whose id is a string equal to this one's.
+        I::LocalGet(el),
+        I::LocalGet(a),
+        I::I32Ne,
+        I::LocalGet(el),
+        I::Call(kind),
+        I::I32Const(KIND_OBJECT),
+        I::I32Eq,
+        I::I32And,
+        I::If(BlockType::Empty),
+        I::LocalGet(el),
+    ]);
+    b.emit(id_key);
+    b.emit([
+        I::Call(get),
+        I::LocalTee(x),
+        I::Call(kind),
+        I::I32Const(KIND_STRING),
+        I::I32Eq,
+        I::If(BlockType::Empty),
+        I::LocalGet(id),
+        I::LocalGet(x),
+        I::Call(str_eq_tok),
+        I::If(BlockType::Empty),
+        I::LocalGet(el),
+        I::Call(wf),
+        I::LocalSet(same),
+    ]);
+    for key in keys {
+        let key = text(m, key);
+        b.emit([I::LocalGet(a)]);
+        b.emit(key.clone());
+        b.emit([I::Call(get), I::LocalSet(x), I::LocalGet(el)]);
+        b.emit(key);
+        b.emit([
+            I::Call(get),
+            I::LocalSet(y),
+            // Both absent; or both present, of one kind, and (strings) equal.
+            I::LocalGet(x),
+            I::I32Const(0),
+            I::I32LtS,
+            I::LocalGet(y),
+            I::I32Const(0),
+            I::I32LtS,
+            I::I32Ne,
+            I::If(BlockType::Empty),
+            I::I32Const(0),
+            I::LocalSet(same),
+            I::Else,
+            I::LocalGet(x),
+            I::I32Const(0),
+            I::I32GeS,
+            I::If(BlockType::Empty),
+            I::LocalGet(x),
+            I::Call(kind),
+            I::LocalGet(y),
+            I::Call(kind),
+            I::I32Ne,
+            I::If(BlockType::Empty),
+            I::I32Const(0),
+            I::LocalSet(same),
+            I::Else,
+            I::LocalGet(x),
+            I::Call(kind),
+            I::I32Const(KIND_STRING),
+            I::I32Eq,
+            I::If(BlockType::Empty),
+            I::LocalGet(same),
+            I::LocalGet(x),
+            I::LocalGet(y),
+            I::Call(str_eq_tok),
+            I::I32And,
+            I::LocalSet(same),
+            I::End,
+            I::End,
+            I::End,
+            I::End,
+        ]);
+    }
+    b.emit([I::LocalGet(same), I::I32Eqz]);
+    b.emit(ret_if(1));
+    b.emit([
+        I::End,
+        I::End,
+        I::End,
+        I::LocalGet(el),
+        I::Call(next),
+        I::LocalSet(el),
+        I::LocalGet(i),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(i),
+        I::Br(0),
+        I::End,
+        I::End,
+        I::I32Const(0),
+    ]);
+    m.define("vm_approval_conflict", b.finish());
 }
 
 /// Adds a reason bit to the deny (or escalate) set and its entry rank to the matching array.
@@ -780,6 +936,7 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
     let cond = m.func("vm_cond");
     let in_strings = m.func("vm_in_strings");
     let approval_ok = m.func("vm_approval_ok");
+    let conflict = m.func("vm_approval_conflict");
     let cmp_tok = m.func("json_str_cmp_tok");
     let count = m.func("json_count");
     let next = m.func("json_next");
@@ -1110,6 +1267,14 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         I::I32Const(1),
         I::I32Add,
         I::Call(approval_ok),
+        I::If(BlockType::Result(I32)),
+        // Another approval with this id and other content: neither counts.
+        I::LocalGet(el),
+        I::Call(conflict),
+        I::I32Eqz,
+        I::Else,
+        I::I32Const(0),
+        I::End,
         I::If(BlockType::Empty),
     ]);
     let id = m.bytes(b"id");
