@@ -310,3 +310,88 @@ fn mutated_and_malformed_requests_decide_identically() {
     }
     assert!(total >= 4 * rounds);
 }
+
+/// A policy with `kinds` approval kinds that each bind the target and the manifest, all gating one tool.
+fn gated_policy(kinds: usize) -> Program {
+    let mut text = String::from("tool put(manifest: string) {\n  side effects\n}\n");
+    for k in 0..kinds {
+        text.push_str(&format!("approval k{k} {{\n  binds target, manifest\n  ttl 1h\n}}\n"));
+    }
+    text.push_str("mandate m for \"user:p\" {\n  holder \"agent:a\"\n  allow put\n");
+    for k in 0..kinds {
+        text.push_str(&format!("  require approval k{k} for put\n"));
+    }
+    text.push_str("}\n");
+    let mut sources = remit::stdlib::sources();
+    sources.add("gates.remit", text);
+    let checked = check_with(sources, Options { narrowing: false });
+    checked.program.unwrap_or_else(|| panic!("{:#?}", checked.diagnostics))
+}
+
+/// A request whose resource id and manifest are each `len` characters.
+fn large_request(len: usize) -> Vec<u8> {
+    let long = "x".repeat(len);
+    serde_json::json!({
+        "subject": {"id": "agent:a"},
+        "action": {"name": "put", "arguments": {"manifest": long}},
+        "resource": {"id": long},
+        "context": {"mandate": "m", "now": "2026-11-30T12:00:00Z"}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Issue 7, item 1: an escalation that repeats the request's strings once per missing approval (six kinds, 240 KB
+/// of strings: 1.44 MB of decision) used to overflow the module's 1 MiB output area and come out as truncated JSON.
+/// The output area is now sized by `eval::output_limit`, so the module writes the interpreter's bytes.
+#[test]
+fn a_large_escalation_fits_the_output_area() {
+    let program = gated_policy(6);
+    let request = large_request(120_000);
+    assert!(request.len() <= 256 * 1024);
+    let expected = remit::eval::decide(&program, &request).to_json();
+    assert!(expected.starts_with(r#"{"decision":"escalate""#), "{}", &expected[..200]);
+    assert!(expected.len() > 1 << 20, "the decision is larger than the old output area: {}", expected.len());
+    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let mut wasm = Wasm::new(&Engine::default(), &bytes);
+    let actual = wasm.decide(&request);
+    assert_eq!(actual.len(), expected.len());
+    assert!(actual == expected, "the module's decision differs from the interpreter's");
+}
+
+/// Past `MAX_OUTPUT` (80 kinds × 240 KB > 16 MiB) no area is large enough: both answer a well-formed deny with
+/// its own reason, never truncated JSON; the same policy with short strings still escalates in full.
+#[test]
+fn a_decision_past_the_largest_output_area_is_an_oversize_deny() {
+    let program = gated_policy(80);
+    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let mut wasm = Wasm::new(&Engine::default(), &bytes);
+    for (len, oversize) in [(120_000, true), (1_000, false), (110_000, true), (60_000, false)] {
+        let request = large_request(len);
+        let expected = remit::eval::decide(&program, &request).to_json();
+        let parsed: serde_json::Value = serde_json::from_str(&expected).expect("valid JSON");
+        let reasons = parsed["reasons"].to_string();
+        assert_eq!(reasons == r#"["decision.oversize"]"#, oversize, "len {len}: {reasons}");
+        if oversize {
+            assert_eq!(parsed["decision"], "deny");
+            assert_eq!(parsed["mandate_chain"], serde_json::json!(["m"]));
+        }
+        let actual = wasm.decide(&request);
+        assert!(actual == expected, "len {len}: the module differs ({} vs {} bytes)", actual.len(), expected.len());
+    }
+}
+
+/// Requests at the input limit: the largest accepted request and one byte more.
+#[test]
+fn requests_at_the_input_limit_decide_identically() {
+    let program = gated_policy(2);
+    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let mut wasm = Wasm::new(&Engine::default(), &bytes);
+    let fill = 256 * 1024 - large_request(0).len();
+    let (fits, over) = (large_request(fill / 2), large_request(fill / 2 + 1));
+    assert!(fits.len() <= 256 * 1024 && over.len() > 256 * 1024);
+    for request in [fits, over] {
+        let expected = remit::eval::decide(&program, &request).to_json();
+        assert_eq!(wasm.decide(&request), expected, "request of {} bytes", request.len());
+    }
+}

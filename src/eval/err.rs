@@ -2,6 +2,7 @@
 //! cannot be evaluated. Codes live here so every part of the interpreter spells them the same way.
 
 pub const REQUEST_MALFORMED: &str = "request.malformed";
+pub const DECISION_OVERSIZE: &str = "decision.oversize";
 pub const REQUEST_MISSING_FIELD: &str = "request.missing-field";
 pub const REQUEST_OVERSIZE: &str = "request.oversize";
 pub const UNDECLARED_ARGUMENT: &str = "request.undeclared-argument";

@@ -55,7 +55,95 @@ pub fn decide(program: &Program, request: &[u8]) -> Decision {
         Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy)
     };
     decision.mandate_chain = chain.iter().map(|&m| program.mandates[m].name.clone()).collect();
+    // A decision that would not fit the module's output area is a deny of its own (never truncated JSON). With
+    // the area sized by `output_limit` this happens only for policies past `MAX_OUTPUT`.
+    let size = decision.to_json().len();
+    if size > MIN_OUTPUT && size > output_limit(program) {
+        let chain = std::mem::take(&mut decision.mandate_chain);
+        decision = Decision::deny(vec![err::DECISION_OVERSIZE.into()], policy);
+        decision.mandate_chain = chain;
+    }
     decision
+}
+
+/// The smallest and the largest output area of a decision module (bytes; whole 64 KiB pages).
+pub const MIN_OUTPUT: usize = 1 << 20;
+pub const MAX_OUTPUT: usize = 16 << 20;
+
+/// The most bytes any decision or tool listing of `program` can take, rounded up to whole 64 KiB pages and kept
+/// within [`MIN_OUTPUT`, `MAX_OUTPUT`]: the size of the module's output area, and the size past which the
+/// interpreter answers `decision.oversize` as the module does.
+///
+/// Why it is a bound: everything a decision writes is static text of the policy (reasons, deciding rules,
+/// missing-approval kinds, mandates, counters, the policy hash), counted here in full for every mandate, except
+/// strings of the request. Those are the resource id and `args.manifest`, written once per missing approval that
+/// binds them, and the approval ids and operation id of an allow. Each is written escaped no longer than its text
+/// in the request (an escape is never longer than the escape or character it stands for), and distinct values are
+/// distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT` per missing approval that may
+/// carry a request string, plus one for the ids, bounds them. A listing writes only static text.
+pub fn output_limit(program: &Program) -> usize {
+    let input = crate::wasm::layout::MAX_INPUT as usize;
+    let json_len = |s: &str| {
+        let mut out = String::new();
+        write_json_string(&mut out, s);
+        out.len()
+    };
+    let entry_len = |mandate: &Mandate, text: &str, span: Span| {
+        let mut out = String::new();
+        write_deciding_rule(&deciding_rule(program, mandate, text, span), &mut out);
+        out.len() + 1
+    };
+    // Keys, every reason code, the policy hash, `null`s and separators.
+    let mut fixed = 2048 + json_len(&program.hash);
+    let longest_tool = program.tools.iter().map(|t| json_len(&t.name)).max().unwrap_or(0);
+    let mut longest_entry = 0;
+    for mandate in &program.mandates {
+        fixed += json_len(&mandate.name) + json_len(&mandate.principal) + 2;
+        let level = mandate.max_level.map(|l| format!("max level {}", program.levels.get(l).map_or("", |s| s)));
+        let clauses = [
+            (validity_text(mandate), mandate.valid_span),
+            ("stop".to_string(), mandate.span),
+            (level.unwrap_or_default(), mandate.max_level_span),
+            (otherwise_text(mandate.otherwise).to_string(), mandate.otherwise_span),
+        ];
+        let rules = mandate.rules.iter().map(|r| (r.label.clone(), r.span));
+        for (text, span) in clauses.into_iter().chain(rules) {
+            let len = entry_len(mandate, &text, span);
+            longest_entry = longest_entry.max(len);
+            fixed += len;
+        }
+        for rule in &mandate.rules {
+            fixed += match &rule.kind {
+                // `{"kind":…,"mandate":…,"tool":…,"digest":"sha256:…"}` and the keys of target and manifest.
+                RuleKind::Gate { approval } => {
+                    json_len(&program.approvals[*approval].name) + json_len(&mandate.name) + longest_tool + 160
+                }
+                RuleKind::Budget { name, .. } => json_len(name) + 48,
+                _ => 0,
+            };
+        }
+    }
+    // Missing approvals that may carry the resource id or the manifest: distinct (kind, mandate) gates of a chain.
+    let carries = |kind: &ApprovalKind| kind.binds.iter().any(|b| matches!(b, Binding::Target | Binding::Manifest));
+    let repeats = (0..program.mandates.len())
+        .map(|leaf| {
+            let mut gates: Vec<(usize, usize)> = Vec::new();
+            for m in program.chain(leaf) {
+                for rule in &program.mandates[m].rules {
+                    if let RuleKind::Gate { approval } = rule.kind {
+                        if carries(&program.approvals[approval]) && !gates.contains(&(approval, m)) {
+                            gates.push((approval, m));
+                        }
+                    }
+                }
+            }
+            gates.len()
+        })
+        .max()
+        .unwrap_or(0);
+    let decision = fixed.saturating_add(repeats.saturating_add(1).saturating_mul(input));
+    let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
+    decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
 }
 
 /// How one rule of the chain evaluated for a call: what `remit eval --trace` shows, and what the fail-closed

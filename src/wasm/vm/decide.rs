@@ -1354,6 +1354,8 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     let out_reset = m.func("out_reset");
     let out_bytes = m.func("out_bytes");
     let out_pos = m.func("out_pos");
+    let out_overflow = m.func("out_overflow");
+    let this = m.func("vm_finish");
     let out_raw = m.func("out_json_string_raw");
     let out_tok = m.func("out_json_string_tok");
     let sort = m.func("vm_sort_unique");
@@ -1939,6 +1941,28 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     put(&mut b, &text(m, ",\"policy\":"));
     b.emit([I::I32Const(t.policy_json.0 as i32), I::I32Const(t.policy_json.1 as i32), I::Call(out_bytes)]);
     put(&mut b, &close);
+    // A decision that did not fit the output area is replaced by a deny of its own (src/eval/mod.rs `decide`);
+    // that one always fits, the area being at least as large as all the static text of the policy.
+    let oversize = reason("decision.oversize") as i32;
+    b.emit([
+        I::Call(out_overflow),
+        I::I32Const(slot::DENY_BITS as i32),
+        load32(0),
+        I::I32Const(oversize),
+        I::I32Ne,
+        I::I32And,
+        I::If(BlockType::Empty),
+        I::I32Const(slot::DENY_BITS as i32),
+        I::I32Const(oversize),
+        store32(0),
+        I::I32Const(slot::DENY_N as i32),
+        I::I32Const(0),
+        store32(0),
+        I::I32Const(DENY),
+        I::Call(this),
+        I::Return,
+        I::End,
+    ]);
     b.emit([
         I::I64Const(OUT_BASE as i64),
         I::I64Const(32),
