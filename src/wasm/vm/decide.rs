@@ -1377,6 +1377,9 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     let outcome = 0;
     let (bits, i, first, arr, n, r, p, e, mrec, tmp) =
         (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    // The escaped resource id and manifest of an escalation, written once and copied per missing approval
+    // (length -1: not prepared, escape in place).
+    let (tp, tl, mp, ml) = (b.i32(), b.i32(), b.i32(), b.i32());
     let comma = text(m, ",");
     let put = |b: &mut Body, s: &[I<'static>]| {
         b.emit(s.iter().cloned());
@@ -1439,6 +1442,54 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
         I::End,
         I::End,
     ]);
+    // An escalation may repeat the resource id and the manifest once per missing approval: escape them once.
+    let prepare = |b: &mut Body, write: &[I<'static>], ptr: u32, len: u32| {
+        b.emit([I::Call(out_pos), I::LocalSet(p)]);
+        b.emit(write.iter().cloned());
+        b.emit([
+            I::Call(out_pos),
+            I::LocalGet(p),
+            I::I32Sub,
+            I::LocalTee(n),
+            I::Call(alloc),
+            I::LocalTee(e),
+            I::If(BlockType::Empty),
+            I::LocalGet(e),
+            I::LocalGet(p),
+            I::LocalGet(n),
+            I::MemoryCopy { src_mem: 0, dst_mem: 0 },
+            I::LocalGet(e),
+            I::LocalSet(ptr),
+            I::LocalGet(n),
+            I::LocalSet(len),
+            I::End,
+            I::Call(out_reset),
+        ]);
+    };
+    b.emit([I::I32Const(-1), I::LocalSet(tl), I::I32Const(-1), I::LocalSet(ml)]);
+    b.emit([I::LocalGet(outcome), I::I32Const(ESCALATE), I::I32Eq, I::If(BlockType::Empty)]);
+    b.emit([I::I32Const(slot::HAS_RES as i32), load32(0), I::If(BlockType::Empty)]);
+    prepare(
+        &mut b,
+        &[I::I32Const(slot::RES_P as i32), load32(0), I::I32Const(slot::RES_L as i32), load32(0), I::Call(out_raw)],
+        tp,
+        tl,
+    );
+    b.emit([I::End]);
+    let manifest_key = text(m, "manifest");
+    b.emit([I::I32Const(tok::ARGUMENTS as i32), load32(0), I::LocalTee(tmp), I::I32Const(0), I::I32GeS]);
+    b.emit([I::If(BlockType::Empty), I::LocalGet(tmp)]);
+    b.emit(manifest_key);
+    b.emit([
+        I::Call(get),
+        I::LocalTee(tmp),
+        I::Call(kind),
+        I::I32Const(KIND_STRING),
+        I::I32Eq,
+        I::If(BlockType::Empty),
+    ]);
+    prepare(&mut b, &[I::LocalGet(tmp), I::Call(out_tok)], mp, ml);
+    b.emit([I::End, I::End, I::End]);
     // Header and reasons.
     for (k, o) in outcomes.iter().enumerate() {
         b.emit([I::LocalGet(outcome), I::I32Const(k as i32), I::I32Eq, I::If(BlockType::Empty)]);
@@ -1580,12 +1631,15 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
         I::I32Const(0),
         I::LocalSet(i),
     ]);
+    // A full output area stops the list: the decision is replaced by `decision.oversize` anyway.
     b.emit([
         I::Block(BlockType::Empty),
         I::Loop(BlockType::Empty),
         I::LocalGet(i),
         I::LocalGet(n),
         I::I32GeU,
+        I::Call(out_overflow),
+        I::I32Or,
         I::BrIf(1),
     ]);
     sep(&mut b, &comma);
@@ -1632,11 +1686,20 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     ]);
     put(&mut b, &text(m, ",\"target\":"));
     b.emit([
+        I::LocalGet(tl),
+        I::I32Const(0),
+        I::I32GeS,
+        I::If(BlockType::Empty),
+        I::LocalGet(tp),
+        I::LocalGet(tl),
+        I::Call(out_bytes),
+        I::Else,
         I::I32Const(slot::RES_P as i32),
         load32(0),
         I::I32Const(slot::RES_L as i32),
         load32(0),
         I::Call(out_raw),
+        I::End,
         I::End,
     ]);
     b.emit([I::LocalGet(bits), I::I32Const(4), I::I32And, I::If(BlockType::Empty), I::Call(digest)]);
@@ -1676,7 +1739,22 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
         I::If(BlockType::Empty),
     ]);
     put(&mut b, &text(m, ",\"manifest\":"));
-    b.emit([I::LocalGet(tmp), I::Call(out_tok), I::End, I::End, I::End]);
+    b.emit([
+        I::LocalGet(ml),
+        I::I32Const(0),
+        I::I32GeS,
+        I::If(BlockType::Empty),
+        I::LocalGet(mp),
+        I::LocalGet(ml),
+        I::Call(out_bytes),
+        I::Else,
+        I::LocalGet(tmp),
+        I::Call(out_tok),
+        I::End,
+        I::End,
+        I::End,
+        I::End,
+    ]);
     put(&mut b, &text(m, "}"));
     b.emit([I::LocalGet(i), I::I32Const(1), I::I32Add, I::LocalSet(i), I::Br(0), I::End, I::End, I::End]);
     put(&mut b, &text(m, "],\"obligations\":["));
