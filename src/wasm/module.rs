@@ -32,6 +32,12 @@ pub struct ModuleBuilder {
     globals: Vec<(String, i32)>,
 }
 
+impl Default for ModuleBuilder {
+    fn default() -> ModuleBuilder {
+        ModuleBuilder::new()
+    }
+}
+
 impl ModuleBuilder {
     pub fn new() -> ModuleBuilder {
         ModuleBuilder::with_output(OUT_SIZE)
