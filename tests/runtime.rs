@@ -740,3 +740,41 @@ fn large_escalations_come_out_whole_or_as_an_oversize_deny_in_every_host() {
         }
     }
 }
+
+/// Issue 7, item 8, near the input limit: 1,500 presented approvals (identical copies of one, or 1,500 distinct
+/// ids, smallest last) decide alike in wasmtime with its default fuel and in the interpreter: the module looks for
+/// contradicting copies of the chosen id only, not of every satisfying approval.
+#[test]
+fn many_presented_approvals_decide_within_the_default_fuel() {
+    let mut sources = remit::stdlib::sources();
+    sources.add(
+        "gate.remit",
+        "tool put(doc: string) {\n  side effects\n}\nmandate m for \"user:p\" {\n  holder \"agent:a\"\n  allow put\n  \
+         require approval legal for put\n}\n",
+    );
+    let program = check(sources).program.expect("the policy checks");
+    let wasm = remit::wasm::compile(&program).expect("compiles");
+    let mut evaluator = load(&runtime(), &wasm).evaluator().unwrap();
+    for same in [true, false] {
+        let approvals: Vec<serde_json::Value> = (0..1_500)
+            .map(|i| {
+                serde_json::json!({
+                    "id": if same { "a".to_string() } else { format!("a{:05}", 1_500 - i) },
+                    "kind": "legal", "mandate": "m", "issued_at": "2026-11-30T11:00:00Z",
+                    "expires_at": "2026-12-01T00:00:00Z", "target": "doc:1"
+                })
+            })
+            .collect();
+        let request = serde_json::json!({
+            "subject": {"id": "agent:a"}, "action": {"name": "put", "arguments": {"doc": "d"}},
+            "resource": {"id": "doc:1"},
+            "context": {"mandate": "m", "now": "2026-11-30T12:00:00Z", "approvals": approvals}
+        })
+        .to_string()
+        .into_bytes();
+        assert!(request.len() <= MAX_INPUT as usize);
+        let expected = remit::eval::decide(&program, &request).to_json();
+        assert!(expected.starts_with(r#"{"decision":"allow""#), "{expected}");
+        assert_eq!(String::from_utf8_lossy(&evaluator.decide(&request)), expected, "same ids: {same}");
+    }
+}

@@ -964,6 +964,7 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         b.i32(),
     );
     let (ai, an, el, best, index) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let (floor, best_el) = (b.i32(), b.i32());
     let now = b.i64();
     b.emit([
         I::LocalGet(tool),
@@ -1230,19 +1231,28 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
     ]);
     finding(&mut b, push, None, reason("budget.exhausted"), &rule_rank);
     b.emit([I::End, I::End]);
-    // gate: the smallest id among the satisfying approvals, or a missing approval.
+    // gate: the smallest id among the satisfying approvals whose id no other approval contradicts, or a missing
+    // approval. The smallest satisfying id above `floor` is found first and only then checked for a contradicting
+    // copy (one scan per contradicted id, not one per approval); a contradicted id raises the floor.
     b.emit(kind_is(codegen::RULE_GATE));
     b.emit([
         I::If(BlockType::Empty),
         I::I32Const(-1),
         I::LocalSet(best),
+        I::I32Const(-1),
+        I::LocalSet(floor),
         I::I32Const(tok::APPROVALS as i32),
         load32(0),
-        I::LocalTee(el),
         I::I32Const(0),
         I::I32GeS,
         I::If(BlockType::Empty),
-        I::LocalGet(el),
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::I32Const(-1),
+        I::LocalSet(best),
+        I::I32Const(tok::APPROVALS as i32),
+        load32(0),
+        I::LocalTee(el),
         I::Call(count),
         I::LocalSet(an),
         I::LocalGet(el),
@@ -1267,34 +1277,42 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         I::I32Const(1),
         I::I32Add,
         I::Call(approval_ok),
-        I::If(BlockType::Result(I32)),
-        // Another approval with this id and other content: neither counts.
-        I::LocalGet(el),
-        I::Call(conflict),
-        I::I32Eqz,
-        I::Else,
-        I::I32Const(0),
-        I::End,
         I::If(BlockType::Empty),
     ]);
     let id = m.bytes(b"id");
     b.emit([I::LocalGet(el), I::I32Const(id as i32), I::I32Const(2), I::Call(get), I::LocalSet(index)]);
+    // Above the floor, and below the best so far.
     b.emit([
+        I::LocalGet(floor),
+        I::I32Const(0),
+        I::I32LtS,
+        I::If(BlockType::Result(I32)),
+        I::I32Const(1),
+        I::Else,
+        I::LocalGet(index),
+        I::LocalGet(floor),
+        I::Call(cmp_tok),
+        I::I32Const(0),
+        I::I32GtS,
+        I::End,
+        I::If(BlockType::Empty),
         I::LocalGet(best),
         I::I32Const(0),
         I::I32LtS,
-        I::If(BlockType::Empty),
-        I::LocalGet(index),
-        I::LocalSet(best),
+        I::If(BlockType::Result(I32)),
+        I::I32Const(1),
         I::Else,
         I::LocalGet(index),
         I::LocalGet(best),
         I::Call(cmp_tok),
         I::I32Const(0),
         I::I32LtS,
+        I::End,
         I::If(BlockType::Empty),
         I::LocalGet(index),
         I::LocalSet(best),
+        I::LocalGet(el),
+        I::LocalSet(best_el),
         I::End,
         I::End,
         I::End,
@@ -1305,6 +1323,20 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         I::I32Const(1),
         I::I32Add,
         I::LocalSet(ai),
+        I::Br(0),
+        I::End,
+        I::End,
+        // None: missing. A contradicted id: try the ids above it. Else found.
+        I::LocalGet(best),
+        I::I32Const(0),
+        I::I32LtS,
+        I::BrIf(1),
+        I::LocalGet(best_el),
+        I::Call(conflict),
+        I::I32Eqz,
+        I::BrIf(1),
+        I::LocalGet(best),
+        I::LocalSet(floor),
         I::Br(0),
         I::End,
         I::End,
