@@ -167,6 +167,8 @@ pub struct Rule {
 pub struct Effect {
     pub name: String,
     pub params: Vec<(String, Type)>,
+    /// Parameters declared `signed` (money that may be negative).
+    pub signed: Vec<String>,
     pub description: Option<String>,
     pub span: Span,
 }
@@ -180,12 +182,21 @@ pub struct Tool {
     pub side_effects: bool,
     pub scopes: Vec<String>,
     pub administers_mandates: bool,
+    /// `open arguments`: arguments the tool does not declare are allowed. Closed by default: an undeclared
+    /// argument denies (`request.undeclared-argument`).
+    pub open_arguments: bool,
+    /// Parameters declared `signed`: their money may be negative. Every other money value must be >= 0.
+    pub signed: Vec<String>,
     pub span: Span,
 }
 
 impl Tool {
     pub fn param(&self, name: &str) -> Option<&Type> {
         self.params.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    pub fn is_signed(&self, name: &str) -> bool {
+        self.signed.iter().any(|n| n == name)
     }
 }
 

@@ -696,3 +696,85 @@ fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
     }
     assert!(checked >= 100, "{checked}");
 }
+
+/// Issue 7, item 1, through the real hosts with their default limits: six approval kinds that each bind the target
+/// and the manifest, and a request with a 120,000-character resource id and manifest. The escalation (1.44 MB)
+/// comes out whole; with 80 kinds (past the 16 MiB output area) it is the `decision.oversize` deny. wasmtime (with
+/// its default fuel), Node and the interpreter agree byte for byte.
+#[test]
+fn large_escalations_come_out_whole_or_as_an_oversize_deny_in_every_host() {
+    let long = "x".repeat(120_000);
+    let request = serde_json::json!({
+        "subject": {"id": "agent:a"},
+        "action": {"name": "put", "arguments": {"manifest": long}},
+        "resource": {"id": long},
+        "context": {"mandate": "m", "now": "2026-11-30T12:00:00Z"}
+    })
+    .to_string()
+    .into_bytes();
+    let runtime = runtime();
+    for (kinds, outcome) in [(6, "escalate"), (80, "deny")] {
+        let mut text = String::from("tool put(manifest: string) {\n  side effects\n}\nmandate m for \"user:p\" {\n");
+        text.push_str("  holder \"agent:a\"\n  allow put\n");
+        for k in 0..kinds {
+            text.push_str(&format!("  require approval k{k} for put\n"));
+        }
+        text.push_str("}\n");
+        for k in 0..kinds {
+            text.push_str(&format!("approval k{k} {{\n  binds target, manifest\n  ttl 1h\n}}\n"));
+        }
+        let mut sources = remit::stdlib::sources();
+        sources.add("gates.remit", text);
+        let program = check(sources).program.expect("the policy checks");
+        let wasm = remit::wasm::compile(&program).expect("compiles");
+        let expected = remit::eval::decide(&program, &request).to_json();
+        let value: serde_json::Value = serde_json::from_str(&expected).expect("valid JSON");
+        assert_eq!(value["decision"], outcome);
+        let from_wasmtime = load(&runtime, &wasm).evaluator().unwrap().decide(&request);
+        assert!(from_wasmtime == expected.as_bytes(), "{kinds} kinds: wasmtime differs from the interpreter");
+        if node_available() {
+            let dir = temp_dir(&format!("large-{kinds}"));
+            let from_node = node_decide(&dir, &wasm, std::slice::from_ref(&request), false);
+            assert!(from_node[0] == expected.as_bytes(), "{kinds} kinds: node differs from the interpreter");
+            std::fs::remove_dir_all(dir).ok();
+        }
+    }
+}
+
+/// Issue 7, item 8, near the input limit: 1,500 presented approvals (identical copies of one, or 1,500 distinct
+/// ids, smallest last) decide alike in wasmtime with its default fuel and in the interpreter: the module looks for
+/// contradicting copies of the chosen id only, not of every satisfying approval.
+#[test]
+fn many_presented_approvals_decide_within_the_default_fuel() {
+    let mut sources = remit::stdlib::sources();
+    sources.add(
+        "gate.remit",
+        "tool put(doc: string) {\n  side effects\n}\nmandate m for \"user:p\" {\n  holder \"agent:a\"\n  allow put\n  \
+         require approval legal for put\n}\n",
+    );
+    let program = check(sources).program.expect("the policy checks");
+    let wasm = remit::wasm::compile(&program).expect("compiles");
+    let mut evaluator = load(&runtime(), &wasm).evaluator().unwrap();
+    for same in [true, false] {
+        let approvals: Vec<serde_json::Value> = (0..1_500)
+            .map(|i| {
+                serde_json::json!({
+                    "id": if same { "a".to_string() } else { format!("a{:05}", 1_500 - i) },
+                    "kind": "legal", "mandate": "m", "issued_at": "2026-11-30T11:00:00Z",
+                    "expires_at": "2026-12-01T00:00:00Z", "target": "doc:1"
+                })
+            })
+            .collect();
+        let request = serde_json::json!({
+            "subject": {"id": "agent:a"}, "action": {"name": "put", "arguments": {"doc": "d"}},
+            "resource": {"id": "doc:1"},
+            "context": {"mandate": "m", "now": "2026-11-30T12:00:00Z", "approvals": approvals}
+        })
+        .to_string()
+        .into_bytes();
+        assert!(request.len() <= MAX_INPUT as usize);
+        let expected = remit::eval::decide(&program, &request).to_json();
+        assert!(expected.starts_with(r#"{"decision":"allow""#), "{expected}");
+        assert_eq!(String::from_utf8_lossy(&evaluator.decide(&request)), expected, "same ids: {same}");
+    }
+}

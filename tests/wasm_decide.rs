@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use remit::check::check;
+use remit::check::{check_with, Options};
 use remit::ir::Program;
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
@@ -52,10 +52,15 @@ impl Wasm {
 }
 
 fn example(name: &str) -> (Program, Vec<Vec<u8>>) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    policy_folder(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name))
+}
+
+/// A folder's policy (with the standard library) and the requests of its policy tests.
+fn policy_folder(dir: &Path) -> (Program, Vec<Vec<u8>>) {
+    let name = dir.display();
     let mut sources = remit::stdlib::sources();
     let mut requests = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
     for path in entries {
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -66,7 +71,8 @@ fn example(name: &str) -> (Program, Vec<Vec<u8>>) {
             requests.extend(parsed.cases.into_iter().map(|c| c.request.to_string().into_bytes()));
         }
     }
-    let checked = check(sources);
+    // Decisions never depend on the narrowing proof (some semantic folders widen on purpose, as `remit test` allows).
+    let checked = check_with(sources, Options { narrowing: false });
     let diagnostics: Vec<String> = checked.diagnostics.iter().map(|d| format!("{}: {}", d.code, d.message)).collect();
     let program = checked.program.unwrap_or_else(|| panic!("{name} does not check: {diagnostics:#?}"));
     (program, requests)
@@ -107,6 +113,36 @@ fn examples_decide_identically_in_wasm() {
             mismatches[..mismatches.len().min(40)].join("\n\n")
         );
     }
+}
+
+/// Every case of the semantic suite (tests/semantics, one folder per rule) decides alike in the module.
+#[test]
+fn semantic_suite_decides_identically_in_wasm() {
+    let engine = Engine::default();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/semantics");
+    let mut folders: Vec<_> =
+        std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    folders.sort();
+    let mut total = 0;
+    for dir in folders {
+        let (program, requests) = policy_folder(&dir);
+        let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+        let mut wasm = Wasm::new(&engine, &bytes);
+        for request in &requests {
+            let expected = remit::eval::decide(&program, request).to_json();
+            assert_eq!(wasm.decide(request), expected, "{}: {}", dir.display(), String::from_utf8_lossy(request));
+            let listing = remit::eval::visible_tools(&program, request).to_json();
+            assert_eq!(
+                wasm.visible(request),
+                listing,
+                "{}: listing {}",
+                dir.display(),
+                String::from_utf8_lossy(request)
+            );
+            total += 1;
+        }
+    }
+    assert!(total >= 200, "only {total} semantic cases");
 }
 
 /// A small deterministic generator (the test must be reproducible without a seed file).
@@ -151,6 +187,19 @@ fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
         "op-1",
         "USD",
         "sha256:00",
+        // Paths `under` refuses, blank identifiers (issue 7, items 6 and 9), negative money (item 5).
+        "site/services/consulting/../../admin/",
+        "a//b",
+        "a/./b",
+        "..",
+        "a\\b",
+        "a\u{0}b",
+        "%2e%2E/%2F%5c%00%25",
+        " ",
+        "\t\u{a0}\u{3000}\u{2028}",
+        "\u{200b}",
+        "-1000.00 USD",
+        "-0.00 USD",
     ];
     match rng.below(if depth > 2 { 6 } else { 9 }) {
         0 => Value::Null,
@@ -176,7 +225,7 @@ fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
         6 => Value::Array((0..rng.below(4)).map(|_| random_value(rng, depth + 1)).collect()),
         7 => json!({ "id": random_value(rng, depth + 1), "kind": "commercial_terms", "mandate": "wallet" }),
         _ => {
-            let keys = ["amount", "merchant", "id", "scopes", "mandate", "now", "kind", "x"];
+            let keys = ["amount", "merchant", "id", "scopes", "mandate", "now", "kind", "x", "target", "operation_id"];
             let mut map = serde_json::Map::new();
             for _ in 0..rng.below(4) {
                 map.insert(keys[rng.below(keys.len())].to_string(), random_value(rng, depth + 1));
@@ -260,4 +309,89 @@ fn mutated_and_malformed_requests_decide_identically() {
         }
     }
     assert!(total >= 4 * rounds);
+}
+
+/// A policy with `kinds` approval kinds that each bind the target and the manifest, all gating one tool.
+fn gated_policy(kinds: usize) -> Program {
+    let mut text = String::from("tool put(manifest: string) {\n  side effects\n}\n");
+    for k in 0..kinds {
+        text.push_str(&format!("approval k{k} {{\n  binds target, manifest\n  ttl 1h\n}}\n"));
+    }
+    text.push_str("mandate m for \"user:p\" {\n  holder \"agent:a\"\n  allow put\n");
+    for k in 0..kinds {
+        text.push_str(&format!("  require approval k{k} for put\n"));
+    }
+    text.push_str("}\n");
+    let mut sources = remit::stdlib::sources();
+    sources.add("gates.remit", text);
+    let checked = check_with(sources, Options { narrowing: false });
+    checked.program.unwrap_or_else(|| panic!("{:#?}", checked.diagnostics))
+}
+
+/// A request whose resource id and manifest are each `len` characters.
+fn large_request(len: usize) -> Vec<u8> {
+    let long = "x".repeat(len);
+    serde_json::json!({
+        "subject": {"id": "agent:a"},
+        "action": {"name": "put", "arguments": {"manifest": long}},
+        "resource": {"id": long},
+        "context": {"mandate": "m", "now": "2026-11-30T12:00:00Z"}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Issue 7, item 1: an escalation that repeats the request's strings once per missing approval (six kinds, 240 KB
+/// of strings: 1.44 MB of decision) used to overflow the module's 1 MiB output area and come out as truncated JSON.
+/// The output area is now sized by `eval::output_limit`, so the module writes the interpreter's bytes.
+#[test]
+fn a_large_escalation_fits_the_output_area() {
+    let program = gated_policy(6);
+    let request = large_request(120_000);
+    assert!(request.len() <= 256 * 1024);
+    let expected = remit::eval::decide(&program, &request).to_json();
+    assert!(expected.starts_with(r#"{"decision":"escalate""#), "{}", &expected[..200]);
+    assert!(expected.len() > 1 << 20, "the decision is larger than the old output area: {}", expected.len());
+    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let mut wasm = Wasm::new(&Engine::default(), &bytes);
+    let actual = wasm.decide(&request);
+    assert_eq!(actual.len(), expected.len());
+    assert!(actual == expected, "the module's decision differs from the interpreter's");
+}
+
+/// Past `MAX_OUTPUT` (80 kinds × 240 KB > 16 MiB) no area is large enough: both answer a well-formed deny with
+/// its own reason, never truncated JSON; the same policy with short strings still escalates in full.
+#[test]
+fn a_decision_past_the_largest_output_area_is_an_oversize_deny() {
+    let program = gated_policy(80);
+    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let mut wasm = Wasm::new(&Engine::default(), &bytes);
+    for (len, oversize) in [(120_000, true), (1_000, false), (110_000, true), (60_000, false)] {
+        let request = large_request(len);
+        let expected = remit::eval::decide(&program, &request).to_json();
+        let parsed: serde_json::Value = serde_json::from_str(&expected).expect("valid JSON");
+        let reasons = parsed["reasons"].to_string();
+        assert_eq!(reasons == r#"["decision.oversize"]"#, oversize, "len {len}: {reasons}");
+        if oversize {
+            assert_eq!(parsed["decision"], "deny");
+            assert_eq!(parsed["mandate_chain"], serde_json::json!(["m"]));
+        }
+        let actual = wasm.decide(&request);
+        assert!(actual == expected, "len {len}: the module differs ({} vs {} bytes)", actual.len(), expected.len());
+    }
+}
+
+/// Requests at the input limit: the largest accepted request and one byte more.
+#[test]
+fn requests_at_the_input_limit_decide_identically() {
+    let program = gated_policy(2);
+    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let mut wasm = Wasm::new(&Engine::default(), &bytes);
+    let fill = 256 * 1024 - large_request(0).len();
+    let (fits, over) = (large_request(fill / 2), large_request(fill / 2 + 1));
+    assert!(fits.len() <= 256 * 1024 && over.len() > 256 * 1024);
+    for request in [fits, over] {
+        let expected = remit::eval::decide(&program, &request).to_json();
+        assert_eq!(wasm.decide(&request), expected, "request of {} bytes", request.len());
+    }
 }

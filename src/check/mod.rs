@@ -282,10 +282,20 @@ impl<'a> Checker<'a> {
                 continue;
             }
             if let Some(ty) = self.resolve_type(&p.ty) {
+                if let Some(span) = p.signed {
+                    if !matches!(&ty, Type::Money) && ty != Type::Set(Box::new(Type::Money)) {
+                        self.error(err::signed_not_money(&p.name.text, &ty.display(), span));
+                    }
+                }
                 out.push((p.name.text.clone(), ty));
             }
         }
         out
+    }
+
+    /// The names of the parameters written `signed` (money that may be negative).
+    fn signed_params(params: &[ast::Param]) -> Vec<String> {
+        params.iter().filter(|p| p.signed.is_some()).map(|p| p.name.text.clone()).collect()
     }
 
     fn level(&mut self, name: &ast::Name) -> Option<Level> {
@@ -312,6 +322,7 @@ impl<'a> Checker<'a> {
                 effects.push(ir::Effect {
                     name: e.name.text.clone(),
                     params,
+                    signed: Self::signed_params(&e.params),
                     description: e.description.clone(),
                     span: e.name.span,
                 });
@@ -392,13 +403,22 @@ impl<'a> Checker<'a> {
                             )),
                             Some(at) => {
                                 let found = params.iter().find(|(n, _)| n == pname).map(|(_, ty)| ty);
+                                let signed = |yes: bool, ty: &Type| {
+                                    if yes {
+                                        format!("signed {}", ty.display())
+                                    } else {
+                                        ty.display()
+                                    }
+                                };
+                                let tool_signed = t.params[at].signed.is_some();
+                                let class_signed = effects[id].signed.contains(pname);
                                 if let Some(found) = found {
-                                    if found != pty {
+                                    if found != pty || tool_signed != class_signed {
                                         self.error(err::class_parameter_type(
                                             &t.name.text,
                                             pname,
-                                            &found.display(),
-                                            &pty.display(),
+                                            &signed(tool_signed, found),
+                                            &signed(class_signed, pty),
                                             t.params[at].ty.span(),
                                             class_span,
                                         ));
@@ -428,6 +448,8 @@ impl<'a> Checker<'a> {
             side_effects: t.side_effects,
             scopes: t.scopes.iter().map(|(s, _)| s.clone()).collect(),
             administers_mandates: t.administers_mandates,
+            open_arguments: t.open_arguments,
+            signed: Self::signed_params(&t.params),
             span: t.name.span,
         }
     }

@@ -134,7 +134,13 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
                 return Ok(Fetched::Unknown);
             }
             let json = request.call.as_ref().and_then(|c| c.argument(name)).ok_or(EvalError::Missing)?;
-            decode(json, ty, env.program)?
+            let value = decode(json, ty, env.program)?;
+            // Money is non-negative unless the parameter is `signed`: a negative amount is a mistyped argument.
+            let signed = env.program.tools.get(env.tool).is_some_and(|t| t.is_signed(name));
+            if !signed && negative(&value) {
+                return Err(EvalError::WrongType);
+            }
+            value
         }
         Attr::Context(name) => decode(request.attributes.get(name).ok_or(EvalError::Missing)?, ty, env.program)?,
         Attr::ResourceId => match &request.resource_id {
@@ -205,6 +211,15 @@ pub(crate) fn decode(json: &Json, ty: &Type, program: &Program) -> Result<Value,
     })
 }
 
+/// Whether a money value (or an element of a set of money) is below zero.
+fn negative(value: &Value) -> bool {
+    match value {
+        Value::Money(money) => money.amount.0 < 0,
+        Value::Set(items) => items.iter().any(negative),
+        _ => false,
+    }
+}
+
 /// A JSON number as an exact decimal: its text as written, `-?digits(.digits)?` with at most 24 integer and 9
 /// fractional digits ([`Decimal::parse`]); exponent forms are not decimals. One rule, easy to reproduce in the
 /// wasm backend.
@@ -218,8 +233,8 @@ fn test(value: &Value, test: &Test) -> Result<bool, EvalError> {
         Test::Compare(op, operand) => compare(*op, value, operand),
         Test::In(items) => member(value, items),
         Test::NotIn(items) => member(value, items).map(|b| !b),
-        Test::Under(prefix) => Ok(text(value)?.starts_with(prefix.as_str())),
-        Test::NotUnder(prefix) => Ok(!text(value)?.starts_with(prefix.as_str())),
+        Test::Under(prefix) => Ok(path(value)?.starts_with(prefix.as_str())),
+        Test::NotUnder(prefix) => Ok(!path(value)?.starts_with(prefix.as_str())),
         Test::Contains(item) => member(item, set(value)?),
         Test::NotContains(item) => member(item, set(value)?).map(|b| !b),
         Test::Within(items) => within(set(value)?, items),
@@ -232,6 +247,26 @@ fn text(value: &Value) -> Result<&str, EvalError> {
         Value::String(s) => Ok(s),
         _ => Err(EvalError::Incomparable),
     }
+}
+
+/// The text of a value tested with `under`: a value that could name a place outside the prefix once a backend
+/// normalises or decodes it cannot be tested, so the test is an error and fails closed (docs/language.md).
+fn path(value: &Value) -> Result<&str, EvalError> {
+    let text = text(value)?;
+    if unsafe_path(text) {
+        return Err(EvalError::UnsafePath);
+    }
+    Ok(text)
+}
+
+/// A backslash or NUL, an empty segment (`//`), a `.` or `..` segment, or a percent-encoded separator, dot, NUL or
+/// percent (`%2f %5c %2e %00 %25`, either case).
+pub(crate) fn unsafe_path(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    text.contains(['\\', '\0'])
+        || text.contains("//")
+        || ["%2f", "%5c", "%2e", "%00", "%25"].iter().any(|e| lower.contains(e))
+        || text.split('/').any(|segment| segment == "." || segment == "..")
 }
 
 fn set(value: &Value) -> Result<&[Value], EvalError> {

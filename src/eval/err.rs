@@ -2,8 +2,10 @@
 //! cannot be evaluated. Codes live here so every part of the interpreter spells them the same way.
 
 pub const REQUEST_MALFORMED: &str = "request.malformed";
+pub const DECISION_OVERSIZE: &str = "decision.oversize";
 pub const REQUEST_MISSING_FIELD: &str = "request.missing-field";
 pub const REQUEST_OVERSIZE: &str = "request.oversize";
+pub const UNDECLARED_ARGUMENT: &str = "request.undeclared-argument";
 pub const TOOL_UNDECLARED: &str = "tool.undeclared";
 pub const MANDATE_UNKNOWN: &str = "mandate.unknown";
 pub const SUBJECT_NOT_HOLDER: &str = "subject.not-holder";
@@ -32,4 +34,7 @@ pub enum EvalError {
     WrongType,
     /// The values cannot be compared (different kinds, or money in different currencies).
     Incomparable,
+    /// A value tested with `under` has a `.`/`..`/empty segment, a backslash, a NUL or a percent-encoded
+    /// separator: it is never under anything.
+    UnsafePath,
 }

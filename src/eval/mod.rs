@@ -55,7 +55,95 @@ pub fn decide(program: &Program, request: &[u8]) -> Decision {
         Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy)
     };
     decision.mandate_chain = chain.iter().map(|&m| program.mandates[m].name.clone()).collect();
+    // A decision that would not fit the module's output area is a deny of its own (never truncated JSON). With
+    // the area sized by `output_limit` this happens only for policies past `MAX_OUTPUT`.
+    let size = decision.to_json().len();
+    if size > MIN_OUTPUT && size > output_limit(program) {
+        let chain = std::mem::take(&mut decision.mandate_chain);
+        decision = Decision::deny(vec![err::DECISION_OVERSIZE.into()], policy);
+        decision.mandate_chain = chain;
+    }
     decision
+}
+
+/// The smallest and the largest output area of a decision module (bytes; whole 64 KiB pages).
+pub const MIN_OUTPUT: usize = 1 << 20;
+pub const MAX_OUTPUT: usize = 16 << 20;
+
+/// The most bytes any decision or tool listing of `program` can take, rounded up to whole 64 KiB pages and kept
+/// within [`MIN_OUTPUT`, `MAX_OUTPUT`]: the size of the module's output area, and the size past which the
+/// interpreter answers `decision.oversize` as the module does.
+///
+/// Why it is a bound: everything a decision writes is static text of the policy (reasons, deciding rules,
+/// missing-approval kinds, mandates, counters, the policy hash), counted here in full for every mandate, except
+/// strings of the request. Those are the resource id and `args.manifest`, written once per missing approval that
+/// binds them, and the approval ids and operation id of an allow. Each is written escaped no longer than its text
+/// in the request (an escape is never longer than the escape or character it stands for), and distinct values are
+/// distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT` per missing approval that may
+/// carry a request string, plus one for the ids, bounds them. A listing writes only static text.
+pub fn output_limit(program: &Program) -> usize {
+    let input = crate::wasm::layout::MAX_INPUT as usize;
+    let json_len = |s: &str| {
+        let mut out = String::new();
+        write_json_string(&mut out, s);
+        out.len()
+    };
+    let entry_len = |mandate: &Mandate, text: &str, span: Span| {
+        let mut out = String::new();
+        write_deciding_rule(&deciding_rule(program, mandate, text, span), &mut out);
+        out.len() + 1
+    };
+    // Keys, every reason code, the policy hash, `null`s and separators.
+    let mut fixed = 2048 + json_len(&program.hash);
+    let longest_tool = program.tools.iter().map(|t| json_len(&t.name)).max().unwrap_or(0);
+    let mut longest_entry = 0;
+    for mandate in &program.mandates {
+        fixed += json_len(&mandate.name) + json_len(&mandate.principal) + 2;
+        let level = mandate.max_level.map(|l| format!("max level {}", program.levels.get(l).map_or("", |s| s)));
+        let clauses = [
+            (validity_text(mandate), mandate.valid_span),
+            ("stop".to_string(), mandate.span),
+            (level.unwrap_or_default(), mandate.max_level_span),
+            (otherwise_text(mandate.otherwise).to_string(), mandate.otherwise_span),
+        ];
+        let rules = mandate.rules.iter().map(|r| (r.label.clone(), r.span));
+        for (text, span) in clauses.into_iter().chain(rules) {
+            let len = entry_len(mandate, &text, span);
+            longest_entry = longest_entry.max(len);
+            fixed += len;
+        }
+        for rule in &mandate.rules {
+            fixed += match &rule.kind {
+                // `{"kind":…,"mandate":…,"tool":…,"digest":"sha256:…"}` and the keys of target and manifest.
+                RuleKind::Gate { approval } => {
+                    json_len(&program.approvals[*approval].name) + json_len(&mandate.name) + longest_tool + 160
+                }
+                RuleKind::Budget { name, .. } => json_len(name) + 48,
+                _ => 0,
+            };
+        }
+    }
+    // Missing approvals that may carry the resource id or the manifest: distinct (kind, mandate) gates of a chain.
+    let carries = |kind: &ApprovalKind| kind.binds.iter().any(|b| matches!(b, Binding::Target | Binding::Manifest));
+    let repeats = (0..program.mandates.len())
+        .map(|leaf| {
+            let mut gates: Vec<(usize, usize)> = Vec::new();
+            for m in program.chain(leaf) {
+                for rule in &program.mandates[m].rules {
+                    if let RuleKind::Gate { approval } = rule.kind {
+                        if carries(&program.approvals[approval]) && !gates.contains(&(approval, m)) {
+                            gates.push((approval, m));
+                        }
+                    }
+                }
+            }
+            gates.len()
+        })
+        .max()
+        .unwrap_or(0);
+    let decision = fixed.saturating_add(repeats.saturating_add(1).saturating_mul(input));
+    let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
+    decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
 }
 
 /// How one rule of the chain evaluated for a call: what `remit eval --trace` shows, and what the fail-closed
@@ -139,11 +227,17 @@ impl Tally {
         if lacks_scope(tool, req) {
             self.deny(err::SCOPE_MISSING, None);
         }
+        if has_undeclared_argument(tool, call) {
+            self.deny(err::UNDECLARED_ARGUMENT, None);
+        }
         let env = Env { program, request: req, tool: tool_id, listing: false };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
-        for &mandate_id in chain {
+        for (position, &mandate_id) in chain.iter().enumerate() {
             let mandate = &program.mandates[mandate_id];
+            // An approval counts for this mandate's gates only if issued under it or an ancestor: authority
+            // flows down the chain, never up.
+            let issuers = &chain[..=position];
             if let Some((code, rule)) = validity(program, mandate, req.now) {
                 self.deny(code, Some(rule));
             }
@@ -175,7 +269,7 @@ impl Tally {
                         let chosen = req
                             .approvals
                             .iter()
-                            .filter(|a| satisfies(a, kind, program, chain, req, call, &digest))
+                            .filter(|a| satisfies(a, kind, program, issuers, req, call, &digest))
                             .map(|a| &a.id)
                             .min();
                         match chosen {
@@ -278,6 +372,13 @@ pub(crate) fn lacks_scope(tool: &Tool, req: &Request) -> bool {
     !tool.scopes.is_empty() && !tool.scopes.iter().any(|s| held.contains(s))
 }
 
+/// Whether the call passes an argument its tool does not declare (tools are closed unless `open arguments`): the
+/// backend could act on a value no rule has seen.
+fn has_undeclared_argument(tool: &Tool, call: &Call) -> bool {
+    let Some(Json::Object(arguments)) = &call.arguments else { return false };
+    !tool.open_arguments && arguments.keys().any(|key| tool.param(key).is_none())
+}
+
 /// Whether `now` is outside the mandate's validity window, with the reason code.
 pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i64) -> Option<(&'static str, DecidingRule)> {
     let code = if mandate.valid_from.is_some_and(|from| now < from) {
@@ -341,12 +442,13 @@ fn location(program: &Program, span: Span) -> String {
     program.sources.location(span)
 }
 
-/// Whether a presented approval satisfies a gate of `kind` for this call.
+/// Whether a presented approval satisfies a gate of `kind` for this call; `issuers` are the gate's mandate and its
+/// ancestors.
 fn satisfies(
     approval: &request::Approval,
     kind: &ApprovalKind,
     program: &Program,
-    chain: &[usize],
+    issuers: &[usize],
     req: &Request,
     call: &Call,
     digest: &str,
@@ -354,7 +456,7 @@ fn satisfies(
     let now = i128::from(req.now);
     let issued = i128::from(approval.issued_at);
     let in_time = issued <= now && now < i128::from(approval.expires_at) && now < issued + i128::from(kind.ttl);
-    let in_chain = chain.iter().any(|&m| program.mandates[m].name == approval.mandate);
+    let in_chain = issuers.iter().any(|&m| program.mandates[m].name == approval.mandate);
     let bound = kind.binds.iter().all(|binding| match binding {
         Binding::Tool => approval.tool.as_deref() == Some(call.name.as_str()),
         Binding::Target => approval.target.is_some() && approval.target == req.resource_id,
@@ -364,9 +466,9 @@ fn satisfies(
     approval.kind == kind.name && in_chain && in_time && !approval.consumed && bound
 }
 
-/// `args.manifest` when it is a string.
+/// `args.manifest` when it is a string that is not blank (a blank manifest binds nothing).
 fn manifest(call: &Call) -> Option<&str> {
-    call.argument("manifest").and_then(Json::as_str)
+    call.argument("manifest").and_then(Json::as_str).filter(|m| !request::is_blank(m))
 }
 
 fn missing_approval(

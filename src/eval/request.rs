@@ -130,7 +130,8 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
         }
     };
 
-    let resource_id = p.object(root, "resource").and_then(|r| p.string(r, "id"));
+    // An empty or white-space-only id is absent (never binds, never matches, never counts as given).
+    let resource_id = p.object(root, "resource").and_then(|r| p.string(r, "id")).filter(|id| !is_blank(id));
 
     let context = p.object(root, "context");
     let mandate = p.required_string(root, "context", "mandate");
@@ -143,7 +144,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     });
     let empty = Map::new();
     let context = context.unwrap_or(&empty);
-    let operation_id = p.string(context, "operation_id");
+    let operation_id = p.string(context, "operation_id").filter(|id| !is_blank(id));
     let attempt = match context.get("attempt") {
         None => None,
         Some(value) => {
@@ -156,7 +157,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     };
     let approvals = match context.get("approvals") {
         None => Vec::new(),
-        Some(Json::Array(items)) => items.iter().filter_map(approval).collect(),
+        Some(Json::Array(items)) => usable_approvals(items),
         Some(_) => {
             p.error.malformed = true;
             Vec::new()
@@ -266,6 +267,11 @@ impl Problems {
     }
 }
 
+/// Empty or only white space (Unicode `White_Space`): such an identifier counts as absent.
+pub(crate) fn is_blank(text: &str) -> bool {
+    text.chars().all(char::is_whitespace)
+}
+
 /// A JSON integer (not `1.0`) as an exact decimal.
 fn integer(value: &Json) -> Option<Decimal> {
     let n = value.as_number()?;
@@ -275,6 +281,32 @@ fn integer(value: &Json) -> Option<Decimal> {
         (None, None) => return None,
     };
     whole.checked_mul(10i128.pow(DECIMAL_SCALE)).map(Decimal)
+}
+
+/// The fields a presented approval has: two approvals with the same id are the same approval only if these are equal.
+const APPROVAL_FIELDS: [&str; 10] =
+    ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest", "consumed"];
+
+/// The well-formed approvals whose id no other presented approval contradicts. Two approvals with the same `id`
+/// are one approval only if both are well formed and every field is equal (as JSON values, an absent field equal
+/// only to an absent one): identical duplicates count once, and when any two differ (or one is malformed) no
+/// approval with that id satisfies anything (a consumed copy next to an unconsumed one, for instance).
+fn usable_approvals(items: &[Json]) -> Vec<Approval> {
+    let mut groups: std::collections::HashMap<&str, Vec<&Json>> = std::collections::HashMap::new();
+    for item in items {
+        if let Some(id) = item.get("id").and_then(Json::as_str) {
+            groups.entry(id).or_default().push(item);
+        }
+    }
+    let same = |a: &Json, b: &Json| APPROVAL_FIELDS.iter().all(|key| a.get(key) == b.get(key));
+    let contradicted: std::collections::HashSet<&str> = groups
+        .iter()
+        .filter(|(_, group)| {
+            group.len() > 1 && group.iter().any(|item| approval(item).is_none() || !same(item, group[0]))
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    items.iter().filter_map(approval).filter(|a| !contradicted.contains(a.id.as_str())).collect()
 }
 
 /// One presented approval, or `None` when a field it needs is absent or any known field has the wrong type.
@@ -295,15 +327,15 @@ fn approval(value: &Json) -> Option<Approval> {
         Some(_) => return None,
     };
     Some(Approval {
-        id: required("id")?,
+        id: required("id").filter(|id| !is_blank(id))?,
         kind: required("kind")?,
         mandate: required("mandate")?,
         issued_at: parse_timestamp(&required("issued_at")?)?,
         expires_at: parse_timestamp(&required("expires_at")?)?,
         tool: optional("tool").ok()?,
-        target: optional("target").ok()?,
+        target: optional("target").ok()?.filter(|t| !is_blank(t)),
         digest: optional("digest").ok()?,
-        manifest: optional("manifest").ok()?,
+        manifest: optional("manifest").ok()?.filter(|m| !is_blank(m)),
         consumed,
     })
 }

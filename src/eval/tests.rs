@@ -121,6 +121,8 @@ pub(crate) fn program() -> Program {
         side_effects: false,
         scopes: Vec::new(),
         administers_mandates: false,
+        open_arguments: false,
+        signed: Vec::new(),
         span: span(&format!("tool {name}")),
     };
     let pay = Tool {
@@ -258,6 +260,7 @@ pub(crate) fn program() -> Program {
         effects: vec![Effect {
             name: "financial_operation".into(),
             params: vec![("amount".into(), Type::Money)],
+            signed: Vec::new(),
             description: None,
             span: span("effect financial_operation"),
         }],
@@ -461,9 +464,12 @@ fn chain_state_denies() {
 
 #[test]
 fn tool_and_mandate_level_denials() {
-    let read = |tool: &str| with(pay_request(), "/action/name", json!(tool));
+    let read = |tool: &str| with(with(pay_request(), "/action/name", json!(tool)), "/action/arguments", json!({}));
     let edit = decide_json(&read("edit_mandate"));
     assert_eq!(reasons(&edit), ["mandate.self-modification", "rule.unmatched"]);
+    // The pay call's arguments are undeclared for `edit_mandate`: listed with every other deny reason.
+    let extra = decide_json(&with(pay_request(), "/action/name", json!("edit_mandate")));
+    assert_eq!(reasons(&extra), ["mandate.self-modification", "request.undeclared-argument", "rule.unmatched"]);
     let publish = decide_json(&read("publish"));
     assert_eq!(reasons(&publish), ["level.exceeded", "rule.unmatched"]);
     assert_eq!(publish.rules[0].rule, "max level local_change");

@@ -73,6 +73,8 @@ pub struct ApprovalDecl {
 pub struct Param {
     pub name: Name,
     pub ty: TypeExpr,
+    /// Where `signed` was written: the parameter accepts negative money.
+    pub signed: Option<Span>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +101,8 @@ pub struct ToolDecl {
     pub side_effects: bool,
     pub scopes: Vec<(String, Span)>,
     pub administers_mandates: bool,
+    /// `open arguments`: arguments the tool does not declare are allowed (tools are closed by default).
+    pub open_arguments: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

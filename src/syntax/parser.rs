@@ -131,7 +131,8 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::tool_level_clause
         | Rule::side_effects_clause
         | Rule::requires_scope_clause
-        | Rule::administers_clause => "a tool clause (`effects`, `level`, `side effects`, …) or `}`",
+        | Rule::administers_clause
+        | Rule::open_arguments_clause => "a tool clause (`effects`, `level`, `side effects`, …) or `}`",
         Rule::binds_clause | Rule::ttl_clause | Rule::single_use_clause => {
             "an approval clause (`binds`, `ttl`, `single use`) or `}`"
         }
@@ -251,8 +252,14 @@ impl Lower {
             .map(|param| {
                 let mut inner = param.into_inner();
                 let name = self.name(inner.next().expect("param name"));
-                let ty = self.ty(inner.next().expect("param type"));
-                Param { name, ty }
+                let mut ty = inner.next().expect("param type");
+                let mut signed = None;
+                if ty.as_rule() == Rule::signed {
+                    signed = Some(self.span(&ty));
+                    ty = inner.next().expect("param type after `signed`");
+                }
+                let ty = self.ty(ty);
+                Param { name, ty, signed }
             })
             .collect()
     }
@@ -305,6 +312,7 @@ impl Lower {
             side_effects: false,
             scopes: Vec::new(),
             administers_mandates: false,
+            open_arguments: false,
         };
         for clause in inner {
             match clause.as_rule() {
@@ -315,6 +323,7 @@ impl Lower {
                 Rule::side_effects_clause => tool.side_effects = true,
                 Rule::requires_scope_clause => tool.scopes.extend(clause.into_inner().map(|p| self.string(p))),
                 Rule::administers_clause => tool.administers_mandates = true,
+                Rule::open_arguments_clause => tool.open_arguments = true,
                 other => unreachable!("not a tool clause: {other:?}"),
             }
         }

@@ -16,7 +16,7 @@ use super::vm::prim::fnv1a;
 use super::vm::values::{self, ATTR_ARG, ATTR_ATTEMPT, ATTR_CONTEXT, ATTR_LEVEL, ATTR_NOW, ATTR_RESOURCE};
 use super::vm::values::{ATTR_SCOPES, ATTR_SUBJECT};
 use crate::eval::DecidingRule;
-use crate::ir::{Attr, Binding, Cond, Program, RuleKind, Test, Type};
+use crate::ir::{Attr, Binding, Cond, Program, RuleKind, Target, Test, Type};
 use crate::syntax::ast::Outcome;
 
 /// Addresses and sizes of the tables, used as immediates by the decision code.
@@ -48,7 +48,10 @@ pub struct Tables {
 // `remit check` reports a policy past this limit (`check::limits`); codegen refuses it again below.
 const _: () = assert!(super::vm::ARRAY_CAP as usize == crate::check::limits::MAX_RULES_PER_TOOL);
 
-pub const TOOL_REC: u32 = 24;
+/// A tool: name ptr, len, level, flags (bit 0 side effects, 1 administers mandates, 2 open arguments), scopes
+/// ptr, count, parameter names ptr, count.
+pub const TOOL_REC: u32 = 32;
+pub const TOOL_OPEN_ARGUMENTS_BIT: u32 = 2;
 pub const MANDATE_REC: u32 = 88;
 pub const RULE_REC: u32 = 32;
 pub const APPROVAL_REC: u32 = 24;
@@ -130,12 +133,22 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
             words(&mut scopes, &[p, s.len() as u32]);
         }
         let scopes_at = if scopes.is_empty() { 0 } else { m.raw(&scopes, 4) };
+        // The declared parameter names, for the closed-arguments check.
+        let mut params = Vec::new();
+        for (p, _) in &tool.params {
+            let at = m.bytes(p.as_bytes());
+            words(&mut params, &[at, p.len() as u32]);
+        }
+        let params_at = if params.is_empty() { 0 } else { m.raw(&params, 4) };
         let name = m.bytes(tool.name.as_bytes());
-        let flags = tool.side_effects as u32 | (tool.administers_mandates as u32) << 1;
+        let flags = tool.side_effects as u32
+            | (tool.administers_mandates as u32) << 1
+            | (tool.open_arguments as u32) << TOOL_OPEN_ARGUMENTS_BIT;
         words(
             &mut bytes,
             &[name, tool.name.len() as u32, tool.level as u32, flags, scopes_at, tool.scopes.len() as u32],
         );
+        words(&mut bytes, &[params_at, tool.params.len() as u32]);
     }
     t.tools = if bytes.is_empty() { 0 } else { m.raw(&bytes, 4) };
     let names: Vec<&str> = program.tools.iter().map(|x| x.name.as_str()).collect();
@@ -254,6 +267,8 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
     let mut rule_base = Vec::new();
     let mut bytes = Vec::new();
     let mut conditions: Vec<&Cond> = Vec::new();
+    // Per rule, the parameters its target declares `signed` (every other money argument must be >= 0).
+    let mut signed: Vec<&[String]> = Vec::new();
     for (mi, mandate) in program.mandates.iter().enumerate() {
         rule_base.push(conditions.len() as u32);
         for (ri, rule) in mandate.rules.iter().enumerate() {
@@ -287,6 +302,11 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
             words(&mut bytes, &[kind, entry, a, b, c, 0]);
             bytes.extend_from_slice(&wide.to_le_bytes());
             conditions.push(&rule.condition);
+            signed.push(match rule.target {
+                Target::Tool(tool) => &program.tools[tool].signed,
+                Target::Effect(effect) => &program.effects[effect].signed,
+                Target::AnyTool | Target::SideEffects => &[],
+            });
         }
     }
     t.rules = if bytes.is_empty() { 0 } else { m.raw(&bytes, 8) };
@@ -355,7 +375,7 @@ pub fn lower(m: &mut ModuleBuilder, program: &Program) -> Result<Tables, String>
     let info = policy_info(program);
     t.policy_info = (m.bytes(info.as_bytes()), info.len() as u32);
 
-    define_conditions(m, program, &conditions);
+    define_conditions(m, program, &conditions, &signed);
     Ok(t)
 }
 
@@ -382,7 +402,7 @@ fn policy_info(program: &Program) -> String {
 /// Declares and defines `cond_N` (0/1/2) and `poss_N` (the set of outcomes while listing tools, src/eval/cond.rs
 /// `possible`: bits true 1, false 2, error 4) for every non-trivial condition, and their dispatchers `vm_cond` and
 /// `vm_poss`, br_tables over rule numbers. Both take the called tool's level (for `level`).
-fn define_conditions(m: &mut ModuleBuilder, program: &Program, conditions: &[&Cond]) {
+fn define_conditions(m: &mut ModuleBuilder, program: &Program, conditions: &[&Cond], signed: &[&[String]]) {
     m.declare("vm_poss", &[ValType::I32, ValType::I32], &[ValType::I32]);
     let mut names: Vec<Option<(&'static str, &'static str)>> = Vec::new();
     for (i, cond) in conditions.iter().enumerate() {
@@ -399,10 +419,10 @@ fn define_conditions(m: &mut ModuleBuilder, program: &Program, conditions: &[&Co
     for (i, cond) in conditions.iter().enumerate() {
         if let Some((eval, poss)) = names[i] {
             let mut b = Body::new(1);
-            emit_cond(m, program, &mut b, cond, false);
+            emit_cond(m, program, &mut b, cond, false, signed[i]);
             m.define(eval, b.finish());
             let mut b = Body::new(1);
-            emit_cond(m, program, &mut b, cond, true);
+            emit_cond(m, program, &mut b, cond, true, signed[i]);
             m.define(poss, b.finish());
         }
     }
@@ -465,25 +485,33 @@ fn grouped(cond: &Cond) -> std::borrow::Cow<'_, [Cond]> {
 /// One part of an `and`/`or`: inlined while the function's `budget` of nodes lasts, otherwise a call to a function
 /// of its own (taking the tool's level, like `cond_N`), so no function grows past [`PART_WEIGHT`] nodes plus
 /// [`PART_FANOUT`] calls.
-fn emit_part(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond, possible: bool, budget: &mut usize) {
+fn emit_part(
+    m: &mut ModuleBuilder,
+    program: &Program,
+    b: &mut Body,
+    cond: &Cond,
+    possible: bool,
+    budget: &mut usize,
+    signed: &[String],
+) {
     let w = weight(cond);
     if w <= *budget {
         *budget -= w;
-        emit_cond(m, program, b, cond, possible);
+        emit_cond(m, program, b, cond, possible, signed);
         return;
     }
     *budget = budget.saturating_sub(1);
     let name: &'static str = Box::leak(format!("part_{}", m.function_count()).into_boxed_str());
     m.declare(name, &[ValType::I32], &[ValType::I32]);
     let mut part = Body::new(1);
-    emit_cond(m, program, &mut part, cond, possible);
+    emit_cond(m, program, &mut part, cond, possible, signed);
     m.define(name, part.finish());
     b.emit([I::LocalGet(0), I::Call(m.func(name))]);
 }
 
 /// Leaves 0/1/2 on the stack (or, when `possible`, the outcome bits): And/Or are errors when any child is
 /// (src/eval/cond.rs).
-fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond, possible: bool) {
+fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond, possible: bool, signed: &[String]) {
     match cond {
         Cond::True => {
             b.emit([I::I32Const(1)]);
@@ -507,7 +535,7 @@ fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond
             let mut budget = PART_WEIGHT;
             for item in grouped(cond).iter() {
                 let r = b.i32();
-                emit_part(m, program, b, item, true, &mut budget);
+                emit_part(m, program, b, item, true, &mut budget, signed);
                 b.emit([I::LocalSet(r)]);
                 for (acc, bit, all) in
                     [(all_t, 1, true), (all_f, 2, true), (any_t, 1, false), (any_f, 2, false), (any_e, 4, false)]
@@ -540,7 +568,7 @@ fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond
             let mut budget = PART_WEIGHT;
             for item in grouped(cond).iter() {
                 let r = b.i32();
-                emit_part(m, program, b, item, false, &mut budget);
+                emit_part(m, program, b, item, false, &mut budget, signed);
                 b.emit([
                     I::LocalTee(r),
                     I::I32Const(2),
@@ -596,7 +624,9 @@ fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond
                 None => (0, 0),
             };
             let name_word = if attr == ATTR_LEVEL { None } else { Some(np as i32) };
-            b.emit([I::I32Const(attr)]);
+            // An argument that is not `signed` must not be negative money (src/eval/cond.rs `fetch`).
+            let non_negative = matches!(&atom.attr, Attr::Arg(name) if !signed.contains(name));
+            b.emit([I::I32Const(attr | if non_negative { values::ATTR_NON_NEGATIVE } else { 0 })]);
             match name_word {
                 Some(w) => b.emit([I::I32Const(w)]),
                 // `level` reads the called tool's level, which the caller passes as the parameter.

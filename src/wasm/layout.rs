@@ -16,10 +16,14 @@ pub const TAPE_CAPACITY: u32 = MAX_INPUT + 8;
 /// Scratch space reset on every call: unescaped strings, the canonical argument text, sort buffers.
 pub const SCRATCH_BASE: u32 = TAPE_BASE + TAPE_CAPACITY * TAPE_TOKEN_SIZE;
 pub const SCRATCH_SIZE: u32 = 4 * MAX_INPUT;
-/// The decision (or tool listing) JSON written by the call.
+/// The decision (or tool listing) JSON written by the call. Its size is the policy's: the most bytes any decision
+/// or listing of that policy can take ([`crate::eval::output_limit`], at least [`OUT_SIZE`] and at most
+/// [`crate::eval::MAX_OUTPUT`]); a module built with `ModuleBuilder::new()` has `OUT_SIZE`.
 pub const OUT_BASE: u32 = SCRATCH_BASE + SCRATCH_SIZE;
-pub const OUT_SIZE: u32 = 4 * MAX_INPUT;
-/// The policy's static data (strings, tables).
-pub const DATA_BASE: u32 = OUT_BASE + OUT_SIZE;
+pub const OUT_SIZE: u32 = crate::eval::MIN_OUTPUT as u32;
+/// The policy's static data (strings, tables) starts after the output area.
+pub const fn data_base(out_size: u32) -> u32 {
+    OUT_BASE + out_size
+}
 
 pub const PAGE: u32 = 64 * 1024;

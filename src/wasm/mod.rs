@@ -19,7 +19,8 @@ pub const ABI_VERSION: i32 = 1;
 
 /// Compiles a checked program into a validated WebAssembly module.
 pub fn compile(program: &Program) -> Result<Vec<u8>, String> {
-    let mut m = module::ModuleBuilder::new();
+    // The output area holds the largest decision or listing the policy can write (eval::output_limit).
+    let mut m = module::ModuleBuilder::with_output(crate::eval::output_limit(program) as u32);
     rt::declare(&mut m);
     vm::prim::declare(&mut m);
     vm::request::declare(&mut m);

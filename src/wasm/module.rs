@@ -9,7 +9,7 @@ use wasm_encoder::{
     GlobalType, MemArg, MemArgTarget, MemorySection, MemoryType, Module, NameMap, NameSection, TypeSection, ValType,
 };
 
-use super::layout::{DATA_BASE, PAGE};
+use super::layout::{data_base, OUT_SIZE, PAGE};
 
 #[derive(Debug)]
 struct FuncEntry {
@@ -19,8 +19,10 @@ struct FuncEntry {
 }
 
 /// A module under construction.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ModuleBuilder {
+    /// Size of the output area (layout.rs): the static data starts after it.
+    out_size: u32,
     types: Vec<(Vec<ValType>, Vec<ValType>)>,
     funcs: Vec<FuncEntry>,
     by_name: HashMap<&'static str, u32>,
@@ -30,9 +32,34 @@ pub struct ModuleBuilder {
     globals: Vec<(String, i32)>,
 }
 
+impl Default for ModuleBuilder {
+    fn default() -> ModuleBuilder {
+        ModuleBuilder::new()
+    }
+}
+
 impl ModuleBuilder {
     pub fn new() -> ModuleBuilder {
-        ModuleBuilder::default()
+        ModuleBuilder::with_output(OUT_SIZE)
+    }
+
+    /// A module whose output area holds `out_size` bytes (rounded up to whole pages).
+    pub fn with_output(out_size: u32) -> ModuleBuilder {
+        ModuleBuilder {
+            out_size: out_size.max(OUT_SIZE).next_multiple_of(PAGE),
+            types: Vec::new(),
+            funcs: Vec::new(),
+            by_name: HashMap::new(),
+            data: Vec::new(),
+            interned: HashMap::new(),
+            exports: Vec::new(),
+            globals: Vec::new(),
+        }
+    }
+
+    /// Size of the output area.
+    pub fn out_size(&self) -> u32 {
+        self.out_size
     }
 
     fn intern_type(&mut self, params: &[ValType], results: &[ValType]) -> u32 {
@@ -87,7 +114,7 @@ impl ModuleBuilder {
         while !self.data.len().is_multiple_of(align) {
             self.data.push(0);
         }
-        let at = DATA_BASE + self.data.len() as u32;
+        let at = data_base(self.out_size) + self.data.len() as u32;
         self.data.extend_from_slice(bytes);
         at
     }
@@ -115,7 +142,7 @@ impl ModuleBuilder {
             functions.function(f.ty);
         }
         module.section(&functions);
-        let pages = (DATA_BASE as u64 + self.data.len() as u64).div_ceil(PAGE as u64);
+        let pages = (data_base(self.out_size) as u64 + self.data.len() as u64).div_ceil(PAGE as u64);
         let mut memories = MemorySection::new();
         memories.memory(MemoryType {
             minimum: pages,
@@ -149,7 +176,7 @@ impl ModuleBuilder {
         }
         module.section(&code);
         let mut data = DataSection::new();
-        data.active(0, &ConstExpr::i32_const(DATA_BASE as i32), self.data.iter().copied());
+        data.active(0, &ConstExpr::i32_const(data_base(self.out_size) as i32), self.data.iter().copied());
         module.section(&data);
         let mut names = NameSection::new();
         let mut function_names = NameMap::new();

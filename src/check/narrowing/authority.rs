@@ -61,7 +61,7 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
     if t.administers_mandates {
         return vec![Conjunct { formula: F::False, origin: Origin::SelfModification }];
     }
-    let mut enc = Encoder { vars, level: t.level };
+    let mut enc = Encoder { vars, level: t.level, signed: t.signed.clone() };
     let mut out = Vec::new();
     let mut push = |formula: F, origin: Origin| {
         if formula != F::True {
@@ -174,6 +174,8 @@ pub struct Encoder<'v> {
     pub vars: &'v mut Vars,
     /// The called tool's level: `level` atoms are constants.
     pub level: usize,
+    /// The called tool's `signed` parameters: every other money argument must be >= 0 to be read.
+    pub signed: Vec<String>,
 }
 
 impl Encoder<'_> {
@@ -203,6 +205,20 @@ impl Encoder<'_> {
                 if let Some(code) = currency(&atom.test) {
                     let var = self.vars.id(Var::Currency(atom.attr.clone()));
                     parts.push(lit(var, Test::Compare(CompareOp::Eq, Value::String(code.to_string()))));
+                }
+                // As the interpreter reads them: a money argument that is not `signed` is mistyped below zero,
+                // and an empty resource id is absent.
+                let value = || Var::Value(atom.attr.clone(), atom.ty.clone());
+                match &atom.attr {
+                    Attr::Arg(name) if atom.ty == Type::Money && !self.signed.contains(name) => {
+                        let var = self.vars.id(value());
+                        parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+                    }
+                    Attr::ResourceId => {
+                        let var = self.vars.id(value());
+                        parts.push(lit(var, Test::Compare(CompareOp::Ne, Value::String(String::new()))));
+                    }
+                    _ => {}
                 }
                 and(parts)
             }
@@ -250,8 +266,19 @@ impl Encoder<'_> {
         for &binding in binds {
             parts.push(is(self.vars.id(Var::ApprovalBound(kind.to_string(), binding)), true));
             match binding {
-                Binding::Target => parts.push(is(self.vars.id(Var::Present(Attr::ResourceId)), true)),
-                Binding::Manifest => parts.push(is(self.vars.id(Var::Present(Attr::Arg("manifest".into()))), true)),
+                Binding::Target => {
+                    parts.push(is(self.vars.id(Var::Present(Attr::ResourceId)), true));
+                    // An empty resource id is absent: nothing binds to it.
+                    let value = self.vars.id(Var::Value(Attr::ResourceId, Type::String));
+                    parts.push(lit(value, Test::Compare(CompareOp::Ne, Value::String(String::new()))));
+                }
+                Binding::Manifest => {
+                    let manifest = Attr::Arg("manifest".into());
+                    parts.push(is(self.vars.id(Var::Present(manifest.clone())), true));
+                    // A blank manifest binds nothing.
+                    let value = self.vars.id(Var::Value(manifest, Type::String));
+                    parts.push(lit(value, Test::Compare(CompareOp::Ne, Value::String(String::new()))));
+                }
                 Binding::Tool | Binding::Arguments => {}
             }
         }

@@ -76,7 +76,10 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
         match attr {
             Attr::Arg(name) => {
                 let declared = tool.and_then(|t| t.param(name));
-                arguments.insert(name.clone(), attribute(attr, declared));
+                // A closed tool refuses an argument it does not declare: no witness carries one.
+                if declared.is_some() || tool.is_some_and(|t| t.open_arguments) {
+                    arguments.insert(name.clone(), attribute(attr, declared));
+                }
             }
             Attr::Context(name) => {
                 attributes.insert(name.clone(), attribute(attr, program.contexts.get(name)));

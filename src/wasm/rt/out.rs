@@ -3,7 +3,7 @@
 //! instead of after every write.
 //!
 //! Functions (all i32):
-//! - `out_reset()`: cursor at `OUT_BASE`, limit `OUT_BASE + OUT_SIZE`, overflow cleared;
+//! - `out_reset()`: cursor at `OUT_BASE`, limit the end of the module's output area, overflow cleared;
 //! - `out_to(base, limit)`: cursor at `base`, limit `limit` (clamped to at least `base`), e.g. to write into a
 //!   scratch buffer; the overflow flag is kept;
 //! - `out_pos() -> i32`: absolute address of the next byte; `out_overflow() -> i32`: 1 after a dropped write;
@@ -19,7 +19,7 @@
 use wasm_encoder::ValType;
 
 use super::json::{function, Asm, KIND_STRING, T_END, T_FLAGS, T_START, UNESC_A};
-use crate::wasm::layout::{OUT_BASE, OUT_SIZE, SLOTS_BASE};
+use crate::wasm::layout::{OUT_BASE, SLOTS_BASE};
 use crate::wasm::module::{mem, ModuleBuilder};
 
 /// The cursor: absolute address of the next byte.
@@ -79,12 +79,13 @@ pub fn define(m: &mut ModuleBuilder) {
     let out_raw = m.func("out_json_string_raw");
     let json_kind = m.func("json_kind");
     let view = m.func("json_str_view");
+    let out_end = OUT_BASE + m.out_size();
 
     m.define(
         "out_reset",
         function(&[], |a| {
             a.i32_const(SLOT_POS as i32).i32_const(OUT_BASE as i32).i32_store(mem(0, 4));
-            a.i32_const(SLOT_LIMIT as i32).i32_const((OUT_BASE + OUT_SIZE) as i32).i32_store(mem(0, 4));
+            a.i32_const(SLOT_LIMIT as i32).i32_const(out_end as i32).i32_store(mem(0, 4));
             a.i32_const(SLOT_OVERFLOW as i32).i32_const(0).i32_store(mem(0, 4));
         }),
     );

@@ -29,10 +29,14 @@ pub fn declare(m: &mut ModuleBuilder) {
     m.declare("vm_sort_unique", &[I32, I32], &[]);
     m.declare("vm_digest", &[], &[]);
     m.declare("vm_approval_ok", &[I32, I32, I32, I32], &[I32]);
+    m.declare("vm_approval_wf", &[I32], &[I32]);
+    m.declare("vm_approval_conflict", &[I32], &[I32]);
     m.declare("vm_u64_member", &[I32, I32, I32], &[I32]);
+    m.declare("vm_blank_tok", &[I32], &[I32]);
     m.declare("vm_finish", &[I32], &[I64]);
     m.declare("vm_examine", &[I32, I32], &[]);
     m.declare("vm_lacks_scope", &[I32], &[I32]);
+    m.declare("vm_undeclared_argument", &[I32], &[I32]);
     m.declare("vm_is_holder", &[I32], &[I32]);
     m.declare("vm_hidden", &[I32, I32], &[I32]);
     m.declare("remit_alloc", &[I32], &[I32]);
@@ -63,6 +67,7 @@ pub fn define(m: &mut ModuleBuilder, t: &Tables) {
     define_helpers(m, t);
     define_approval(m, t);
     define_lacks_scope(m);
+    define_undeclared_argument(m);
     define_is_holder(m, t);
     define_examine(m, t);
     define_hidden(m, t);
@@ -311,23 +316,48 @@ fn define_helpers(m: &mut ModuleBuilder, t: &Tables) {
         I::Call(u64p),
     ]);
     m.define("vm_u64_member", b.finish());
+
+    // vm_blank_tok(string_tok) -> 1 when the string is empty or white space only; scratch used to unescape it is
+    // released.
+    let blank = m.func("vm_blank");
+    let mut b = Body::new(1);
+    let (save, r) = (b.i32(), b.i32());
+    let packed = b.i64();
+    b.emit([
+        I::I32Const(slot::BUMP as i32),
+        load32(0),
+        I::LocalSet(save),
+        I::LocalGet(0),
+        I::Call(str_of),
+        I::LocalTee(packed),
+        I::I64Const(32),
+        I::I64ShrU,
+        I::I32WrapI64,
+        I::LocalGet(packed),
+        I::I32WrapI64,
+        I::Call(blank),
+        I::LocalSet(r),
+        I::I32Const(slot::BUMP as i32),
+        I::LocalGet(save),
+        store32(0),
+        I::LocalGet(r),
+    ]);
+    m.define("vm_blank_tok", b.finish());
 }
 
-fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
+/// Emits the checks that make a presented approval well formed (src/eval/request.rs `approval`): an object; `id`,
+/// `kind`, `mandate`, `issued_at`, `expires_at` strings; `tool`, `target`, `digest`, `manifest` absent or strings;
+/// `consumed` absent or a bool (and, `for_use`, not true); both timestamps parse; the id is not blank. Returns 0
+/// from the function being built when one fails; leaves the field tokens and the two timestamps in locals.
+fn approval_form(m: &mut ModuleBuilder, b: &mut Body, a: u32, for_use: bool) -> (Vec<u32>, u32, u32) {
     let get = m.func("json_get");
     let kind = m.func("json_kind");
-    let str_eq = m.func("json_str_eq");
-    let str_eq_tok = m.func("json_str_eq_tok");
     let str_of = m.func("vm_str");
     let ts = m.func("vm_parse_timestamp");
-    let digest = m.func("vm_digest");
-    // vm_approval_ok(approval_tok, kind_id, chain_ptr, chain_n) -> 1 when the presented approval satisfies a gate
-    // of that kind for this call (src/eval/mod.rs `satisfies`, after request.rs `approval`).
-    let mut b = Body::new(4);
-    let (a, kid, chain, chain_n) = (0, 1, 2, 3);
-    let (k, f, i, save, found, krec) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let blank = m.func("vm_blank");
+    let (k, f, save) = (b.i32(), b.i32(), b.i32());
     let fields: Vec<u32> = (0..9).map(|_| b.i32()).collect();
-    let (issued, expires, now) = (b.i64(), b.i64(), b.i64());
+    let (issued, expires) = (b.i64(), b.i64());
     let packed = b.i64();
     let names = ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest"];
     b.emit([I::LocalGet(a), I::Call(kind), I::I32Const(KIND_OBJECT), I::I32Ne]);
@@ -360,13 +390,33 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     b.emit([I::LocalGet(a)]);
     b.emit(key);
     b.emit([I::Call(get), I::LocalTee(f), I::I32Const(0), I::I32GeS, I::If(BlockType::Empty)]);
-    b.emit([I::LocalGet(f), I::Call(kind), I::LocalTee(k), I::I32Const(3), I::I32Eq]);
-    b.emit(ret_if(0));
+    if for_use {
+        b.emit([I::LocalGet(f), I::Call(kind), I::LocalTee(k), I::I32Const(3), I::I32Eq]);
+        b.emit(ret_if(0));
+    } else {
+        b.emit([I::LocalGet(f), I::Call(kind), I::LocalSet(k), I::LocalGet(k), I::I32Const(3), I::I32Eq]);
+        b.emit([I::If(BlockType::Empty), I::I32Const(2), I::LocalSet(k), I::End]);
+    }
     b.emit([I::LocalGet(k), I::I32Const(2), I::I32Ne]);
     b.emit(ret_if(0));
     b.emit([I::End]);
-    // Both timestamps parse.
+    // Both timestamps parse, and the id is not blank.
     b.emit([I::I32Const(slot::BUMP as i32), load32(0), I::LocalSet(save)]);
+    b.emit([
+        I::LocalGet(fields[0]),
+        I::Call(str_of),
+        I::LocalTee(packed),
+        I::I64Const(32),
+        I::I64ShrU,
+        I::I32WrapI64,
+        I::LocalGet(packed),
+        I::I32WrapI64,
+        I::Call(blank),
+        I::I32Const(slot::BUMP as i32),
+        I::LocalGet(save),
+        store32(0),
+    ]);
+    b.emit(ret_if(0));
     for (index, target) in [(3usize, issued), (4, expires)] {
         b.emit([
             I::LocalGet(fields[index]),
@@ -387,6 +437,23 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
         b.emit(ret_if(0));
         b.emit([I::I32Const(slot::TMP as i32), load64(8), I::LocalSet(target)]);
     }
+    (fields, issued, expires)
+}
+
+fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
+    let get = m.func("json_get");
+    let kind = m.func("json_kind");
+    let str_eq = m.func("json_str_eq");
+    let str_eq_tok = m.func("json_str_eq_tok");
+    let digest = m.func("vm_digest");
+    let blank_tok = m.func("vm_blank_tok");
+    // vm_approval_ok(approval_tok, kind_id, chain_ptr, chain_n) -> 1 when the presented approval satisfies a gate
+    // of that kind for this call, issued under one of the first chain_n mandates of the chain (src/eval/mod.rs `satisfies`, after request.rs `approval`).
+    let mut b = Body::new(4);
+    let (a, kid, chain, chain_n) = (0, 1, 2, 3);
+    let (f, i, found, krec) = (b.i32(), b.i32(), b.i32(), b.i32());
+    let now = b.i64();
+    let (fields, issued, expires) = approval_form(m, &mut b, a, true);
     // The kind.
     b.emit([
         I::LocalGet(kid),
@@ -401,7 +468,7 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     b.emit(field(krec, 4));
     b.emit([I::Call(str_eq), I::I32Eqz]);
     b.emit(ret_if(0));
-    // Issued under a mandate of the chain.
+    // Issued under one of the given mandates of the chain (the gate's and its ancestors).
     b.emit([
         I::Block(BlockType::Empty),
         I::Loop(BlockType::Empty),
@@ -522,10 +589,148 @@ fn define_approval(m: &mut ModuleBuilder, t: &Tables) {
     b.emit(ret_if(0));
     b.emit([I::LocalGet(f), I::Call(kind), I::I32Const(KIND_STRING), I::I32Ne]);
     b.emit(ret_if(0));
+    b.emit([I::LocalGet(f), I::Call(blank_tok)]);
+    b.emit(ret_if(0));
     b.emit([I::LocalGet(fields[8]), I::LocalGet(f), I::Call(str_eq_tok), I::I32Eqz]);
     b.emit(ret_if(0));
     b.emit([I::End, I::I32Const(1)]);
     m.define("vm_approval_ok", b.finish());
+
+    // vm_approval_wf(approval_tok) -> 1 when the presented approval is well formed (consumed or not).
+    let mut b = Body::new(1);
+    approval_form(m, &mut b, 0, false);
+    b.emit([I::I32Const(1)]);
+    m.define("vm_approval_wf", b.finish());
+
+    // vm_approval_conflict(approval_tok) -> 1 when another presented approval has the same id and is not the same
+    // approval: malformed, or different in any field an approval has (src/eval/request.rs `conflicting`). The
+    // approval itself is well formed.
+    let wf = m.func("vm_approval_wf");
+    let count = m.func("json_count");
+    let next = m.func("json_next");
+    let mut b = Body::new(1);
+    let a = 0;
+    let (id, el, n, i, x, y, same) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let keys = ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest", "consumed"];
+    let id_key = text(m, "id");
+    b.emit([I::LocalGet(a)]);
+    b.emit(id_key.clone());
+    b.emit([
+        I::Call(get),
+        I::LocalSet(id),
+        I::I32Const(tok::APPROVALS as i32),
+        load32(0),
+        I::LocalTee(el),
+        I::Call(count),
+        I::LocalSet(n),
+        I::LocalGet(el),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(el),
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::LocalGet(i),
+        I::LocalGet(n),
+        I::I32GeU,
+        I::BrIf(1),
+        // Another object whose id is a string equal to this one's.
+        I::LocalGet(el),
+        I::LocalGet(a),
+        I::I32Ne,
+        I::LocalGet(el),
+        I::Call(kind),
+        I::I32Const(KIND_OBJECT),
+        I::I32Eq,
+        I::I32And,
+        I::If(BlockType::Empty),
+        I::LocalGet(el),
+    ]);
+    b.emit(id_key);
+    b.emit([
+        I::Call(get),
+        I::LocalTee(x),
+        I::Call(kind),
+        I::I32Const(KIND_STRING),
+        I::I32Eq,
+        I::If(BlockType::Empty),
+        I::LocalGet(id),
+        I::LocalGet(x),
+        I::Call(str_eq_tok),
+        I::If(BlockType::Empty),
+        I::LocalGet(el),
+        I::Call(wf),
+        I::LocalSet(same),
+    ]);
+    for key in keys {
+        let key = text(m, key);
+        b.emit([I::LocalGet(a)]);
+        b.emit(key.clone());
+        b.emit([I::Call(get), I::LocalSet(x), I::LocalGet(el)]);
+        b.emit(key);
+        b.emit([
+            I::Call(get),
+            I::LocalSet(y),
+            // Both absent; or both present, of one kind, and (strings) equal.
+            I::LocalGet(x),
+            I::I32Const(0),
+            I::I32LtS,
+            I::LocalGet(y),
+            I::I32Const(0),
+            I::I32LtS,
+            I::I32Ne,
+            I::If(BlockType::Empty),
+            I::I32Const(0),
+            I::LocalSet(same),
+            I::Else,
+            I::LocalGet(x),
+            I::I32Const(0),
+            I::I32GeS,
+            I::If(BlockType::Empty),
+            I::LocalGet(x),
+            I::Call(kind),
+            I::LocalGet(y),
+            I::Call(kind),
+            I::I32Ne,
+            I::If(BlockType::Empty),
+            I::I32Const(0),
+            I::LocalSet(same),
+            I::Else,
+            I::LocalGet(x),
+            I::Call(kind),
+            I::I32Const(KIND_STRING),
+            I::I32Eq,
+            I::If(BlockType::Empty),
+            I::LocalGet(same),
+            I::LocalGet(x),
+            I::LocalGet(y),
+            I::Call(str_eq_tok),
+            I::I32And,
+            I::LocalSet(same),
+            I::End,
+            I::End,
+            I::End,
+            I::End,
+        ]);
+    }
+    b.emit([I::LocalGet(same), I::I32Eqz]);
+    b.emit(ret_if(1));
+    b.emit([
+        I::End,
+        I::End,
+        I::End,
+        I::LocalGet(el),
+        I::Call(next),
+        I::LocalSet(el),
+        I::LocalGet(i),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(i),
+        I::Br(0),
+        I::End,
+        I::End,
+        I::I32Const(0),
+    ]);
+    m.define("vm_approval_conflict", b.finish());
 }
 
 /// Adds a reason bit to the deny (or escalate) set and its entry rank to the matching array.
@@ -641,17 +846,104 @@ fn define_lacks_scope(m: &mut ModuleBuilder) {
     m.define("vm_lacks_scope", b.finish());
 }
 
+/// vm_undeclared_argument(tool_rec) -> 1 when the tool is closed and the call passes an argument it does not
+/// declare (src/eval/mod.rs `has_undeclared_argument`).
+fn define_undeclared_argument(m: &mut ModuleBuilder) {
+    let count = m.func("json_count");
+    let next = m.func("json_next");
+    let str_eq = m.func("json_str_eq");
+    let mut b = Body::new(1);
+    let trec = 0;
+    let (args, key, i, n, j, e, found) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    b.emit(field(trec, 12));
+    b.emit([I::I32Const(1 << codegen::TOOL_OPEN_ARGUMENTS_BIT), I::I32And]);
+    b.emit(ret_if(0));
+    b.emit([I::I32Const(tok::ARGUMENTS as i32), load32(0), I::LocalTee(args), I::I32Const(0), I::I32LtS]);
+    b.emit(ret_if(0));
+    b.emit([
+        I::LocalGet(args),
+        I::Call(count),
+        I::LocalSet(n),
+        I::LocalGet(args),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(key),
+    ]);
+    // For each key: is it one of the declared names?
+    b.emit([
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::LocalGet(i),
+        I::LocalGet(n),
+        I::I32GeU,
+        I::BrIf(1),
+        I::I32Const(0),
+        I::LocalSet(found),
+        I::I32Const(0),
+        I::LocalSet(j),
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::LocalGet(j),
+    ]);
+    b.emit(field(trec, 28));
+    b.emit([I::I32GeU, I::BrIf(1), I::LocalGet(key)]);
+    b.emit(field(trec, 24));
+    b.emit([
+        I::LocalGet(j),
+        I::I32Const(8),
+        I::I32Mul,
+        I::I32Add,
+        I::LocalTee(e),
+        load32(0),
+        I::LocalGet(e),
+        load32(4),
+        I::Call(str_eq),
+        I::If(BlockType::Empty),
+        I::I32Const(1),
+        I::LocalSet(found),
+        I::Br(2),
+        I::End,
+        I::LocalGet(j),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(j),
+        I::Br(0),
+        I::End,
+        I::End,
+        I::LocalGet(found),
+        I::I32Eqz,
+    ]);
+    b.emit(ret_if(1));
+    b.emit([
+        I::LocalGet(key),
+        I::Call(next),
+        I::Call(next),
+        I::LocalSet(key),
+        I::LocalGet(i),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalSet(i),
+        I::Br(0),
+        I::End,
+        I::End,
+        I::I32Const(0),
+    ]);
+    m.define("vm_undeclared_argument", b.finish());
+}
+
 fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
     let push = m.func("vm_push");
     let cond = m.func("vm_cond");
     let in_strings = m.func("vm_in_strings");
     let approval_ok = m.func("vm_approval_ok");
+    let conflict = m.func("vm_approval_conflict");
     let cmp_tok = m.func("json_str_cmp_tok");
     let count = m.func("json_count");
     let next = m.func("json_next");
     let u64m = m.func("vm_u64_member");
     let get = m.func("json_get");
     let lacks_scope = m.func("vm_lacks_scope");
+    let undeclared = m.func("vm_undeclared_argument");
     // vm_examine(tool, leaf): every mandate of the leaf's chain, every rule of the tool (src/eval/mod.rs examine).
     let mut b = Body::new(2);
     let (tool, leaf) = (0, 1);
@@ -672,6 +964,7 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         b.i32(),
     );
     let (ai, an, el, best, index) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let (floor, best_el) = (b.i32(), b.i32());
     let now = b.i64();
     b.emit([
         I::LocalGet(tool),
@@ -714,6 +1007,17 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         I::I32Const(slot::DENY_BITS as i32),
         load32(0),
         I::I32Const(reason("credential.scope-missing") as i32),
+        I::I32Or,
+        store32(0),
+        I::End,
+    ]);
+    // Closed tools: an undeclared argument denies.
+    b.emit([I::LocalGet(trec), I::Call(undeclared), I::If(BlockType::Empty)]);
+    b.emit([
+        I::I32Const(slot::DENY_BITS as i32),
+        I::I32Const(slot::DENY_BITS as i32),
+        load32(0),
+        I::I32Const(reason("request.undeclared-argument") as i32),
         I::I32Or,
         store32(0),
         I::End,
@@ -927,19 +1231,28 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
     ]);
     finding(&mut b, push, None, reason("budget.exhausted"), &rule_rank);
     b.emit([I::End, I::End]);
-    // gate: the smallest id among the satisfying approvals, or a missing approval.
+    // gate: the smallest id among the satisfying approvals whose id no other approval contradicts, or a missing
+    // approval. The smallest satisfying id above `floor` is found first and only then checked for a contradicting
+    // copy (one scan per contradicted id, not one per approval); a contradicted id raises the floor.
     b.emit(kind_is(codegen::RULE_GATE));
     b.emit([
         I::If(BlockType::Empty),
         I::I32Const(-1),
         I::LocalSet(best),
+        I::I32Const(-1),
+        I::LocalSet(floor),
         I::I32Const(tok::APPROVALS as i32),
         load32(0),
-        I::LocalTee(el),
         I::I32Const(0),
         I::I32GeS,
         I::If(BlockType::Empty),
-        I::LocalGet(el),
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::I32Const(-1),
+        I::LocalSet(best),
+        I::I32Const(tok::APPROVALS as i32),
+        load32(0),
+        I::LocalTee(el),
         I::Call(count),
         I::LocalSet(an),
         I::LocalGet(el),
@@ -957,25 +1270,49 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         I::LocalGet(el),
     ]);
     b.emit(field(rrec, 8));
-    b.emit([I::LocalGet(chain), I::LocalGet(cn), I::Call(approval_ok), I::If(BlockType::Empty)]);
+    // Issued under the gate's mandate or an ancestor: the chain up to and including position ci.
+    b.emit([
+        I::LocalGet(chain),
+        I::LocalGet(ci),
+        I::I32Const(1),
+        I::I32Add,
+        I::Call(approval_ok),
+        I::If(BlockType::Empty),
+    ]);
     let id = m.bytes(b"id");
     b.emit([I::LocalGet(el), I::I32Const(id as i32), I::I32Const(2), I::Call(get), I::LocalSet(index)]);
+    // Above the floor, and below the best so far.
     b.emit([
+        I::LocalGet(floor),
+        I::I32Const(0),
+        I::I32LtS,
+        I::If(BlockType::Result(I32)),
+        I::I32Const(1),
+        I::Else,
+        I::LocalGet(index),
+        I::LocalGet(floor),
+        I::Call(cmp_tok),
+        I::I32Const(0),
+        I::I32GtS,
+        I::End,
+        I::If(BlockType::Empty),
         I::LocalGet(best),
         I::I32Const(0),
         I::I32LtS,
-        I::If(BlockType::Empty),
-        I::LocalGet(index),
-        I::LocalSet(best),
+        I::If(BlockType::Result(I32)),
+        I::I32Const(1),
         I::Else,
         I::LocalGet(index),
         I::LocalGet(best),
         I::Call(cmp_tok),
         I::I32Const(0),
         I::I32LtS,
+        I::End,
         I::If(BlockType::Empty),
         I::LocalGet(index),
         I::LocalSet(best),
+        I::LocalGet(el),
+        I::LocalSet(best_el),
         I::End,
         I::End,
         I::End,
@@ -986,6 +1323,20 @@ fn define_examine(m: &mut ModuleBuilder, t: &Tables) {
         I::I32Const(1),
         I::I32Add,
         I::LocalSet(ai),
+        I::Br(0),
+        I::End,
+        I::End,
+        // None: missing. A contradicted id: try the ids above it. Else found.
+        I::LocalGet(best),
+        I::I32Const(0),
+        I::I32LtS,
+        I::BrIf(1),
+        I::LocalGet(best_el),
+        I::Call(conflict),
+        I::I32Eqz,
+        I::BrIf(1),
+        I::LocalGet(best),
+        I::LocalSet(floor),
         I::Br(0),
         I::End,
         I::End,
@@ -1035,6 +1386,8 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     let out_reset = m.func("out_reset");
     let out_bytes = m.func("out_bytes");
     let out_pos = m.func("out_pos");
+    let out_overflow = m.func("out_overflow");
+    let this = m.func("vm_finish");
     let out_raw = m.func("out_json_string_raw");
     let out_tok = m.func("out_json_string_tok");
     let sort = m.func("vm_sort_unique");
@@ -1043,6 +1396,7 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     let digest = m.func("vm_digest");
     let get = m.func("json_get");
     let kind = m.func("json_kind");
+    let blank_tok = m.func("vm_blank_tok");
     let reasons_at = reasons_table(m);
     let outcomes = [
         text(m, "{\"decision\":\"deny\",\"reasons\":["),
@@ -1055,6 +1409,9 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     let outcome = 0;
     let (bits, i, first, arr, n, r, p, e, mrec, tmp) =
         (b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    // The escaped resource id and manifest of an escalation, written once and copied per missing approval
+    // (length -1: not prepared, escape in place).
+    let (tp, tl, mp, ml) = (b.i32(), b.i32(), b.i32(), b.i32());
     let comma = text(m, ",");
     let put = |b: &mut Body, s: &[I<'static>]| {
         b.emit(s.iter().cloned());
@@ -1117,6 +1474,54 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
         I::End,
         I::End,
     ]);
+    // An escalation may repeat the resource id and the manifest once per missing approval: escape them once.
+    let prepare = |b: &mut Body, write: &[I<'static>], ptr: u32, len: u32| {
+        b.emit([I::Call(out_pos), I::LocalSet(p)]);
+        b.emit(write.iter().cloned());
+        b.emit([
+            I::Call(out_pos),
+            I::LocalGet(p),
+            I::I32Sub,
+            I::LocalTee(n),
+            I::Call(alloc),
+            I::LocalTee(e),
+            I::If(BlockType::Empty),
+            I::LocalGet(e),
+            I::LocalGet(p),
+            I::LocalGet(n),
+            I::MemoryCopy { src_mem: 0, dst_mem: 0 },
+            I::LocalGet(e),
+            I::LocalSet(ptr),
+            I::LocalGet(n),
+            I::LocalSet(len),
+            I::End,
+            I::Call(out_reset),
+        ]);
+    };
+    b.emit([I::I32Const(-1), I::LocalSet(tl), I::I32Const(-1), I::LocalSet(ml)]);
+    b.emit([I::LocalGet(outcome), I::I32Const(ESCALATE), I::I32Eq, I::If(BlockType::Empty)]);
+    b.emit([I::I32Const(slot::HAS_RES as i32), load32(0), I::If(BlockType::Empty)]);
+    prepare(
+        &mut b,
+        &[I::I32Const(slot::RES_P as i32), load32(0), I::I32Const(slot::RES_L as i32), load32(0), I::Call(out_raw)],
+        tp,
+        tl,
+    );
+    b.emit([I::End]);
+    let manifest_key = text(m, "manifest");
+    b.emit([I::I32Const(tok::ARGUMENTS as i32), load32(0), I::LocalTee(tmp), I::I32Const(0), I::I32GeS]);
+    b.emit([I::If(BlockType::Empty), I::LocalGet(tmp)]);
+    b.emit(manifest_key);
+    b.emit([
+        I::Call(get),
+        I::LocalTee(tmp),
+        I::Call(kind),
+        I::I32Const(KIND_STRING),
+        I::I32Eq,
+        I::If(BlockType::Empty),
+    ]);
+    prepare(&mut b, &[I::LocalGet(tmp), I::Call(out_tok)], mp, ml);
+    b.emit([I::End, I::End, I::End]);
     // Header and reasons.
     for (k, o) in outcomes.iter().enumerate() {
         b.emit([I::LocalGet(outcome), I::I32Const(k as i32), I::I32Eq, I::If(BlockType::Empty)]);
@@ -1258,12 +1663,15 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
         I::I32Const(0),
         I::LocalSet(i),
     ]);
+    // A full output area stops the list: the decision is replaced by `decision.oversize` anyway.
     b.emit([
         I::Block(BlockType::Empty),
         I::Loop(BlockType::Empty),
         I::LocalGet(i),
         I::LocalGet(n),
         I::I32GeU,
+        I::Call(out_overflow),
+        I::I32Or,
         I::BrIf(1),
     ]);
     sep(&mut b, &comma);
@@ -1310,11 +1718,20 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     ]);
     put(&mut b, &text(m, ",\"target\":"));
     b.emit([
+        I::LocalGet(tl),
+        I::I32Const(0),
+        I::I32GeS,
+        I::If(BlockType::Empty),
+        I::LocalGet(tp),
+        I::LocalGet(tl),
+        I::Call(out_bytes),
+        I::Else,
         I::I32Const(slot::RES_P as i32),
         load32(0),
         I::I32Const(slot::RES_L as i32),
         load32(0),
         I::Call(out_raw),
+        I::End,
         I::End,
     ]);
     b.emit([I::LocalGet(bits), I::I32Const(4), I::I32And, I::If(BlockType::Empty), I::Call(digest)]);
@@ -1347,10 +1764,29 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
         I::Call(kind),
         I::I32Const(KIND_STRING),
         I::I32Eq,
+        I::LocalGet(tmp),
+        I::Call(blank_tok),
+        I::I32Eqz,
+        I::I32And,
         I::If(BlockType::Empty),
     ]);
     put(&mut b, &text(m, ",\"manifest\":"));
-    b.emit([I::LocalGet(tmp), I::Call(out_tok), I::End, I::End, I::End]);
+    b.emit([
+        I::LocalGet(ml),
+        I::I32Const(0),
+        I::I32GeS,
+        I::If(BlockType::Empty),
+        I::LocalGet(mp),
+        I::LocalGet(ml),
+        I::Call(out_bytes),
+        I::Else,
+        I::LocalGet(tmp),
+        I::Call(out_tok),
+        I::End,
+        I::End,
+        I::End,
+        I::End,
+    ]);
     put(&mut b, &text(m, "}"));
     b.emit([I::LocalGet(i), I::I32Const(1), I::I32Add, I::LocalSet(i), I::Br(0), I::End, I::End, I::End]);
     put(&mut b, &text(m, "],\"obligations\":["));
@@ -1615,6 +2051,28 @@ fn define_finish(m: &mut ModuleBuilder, t: &Tables) {
     put(&mut b, &text(m, ",\"policy\":"));
     b.emit([I::I32Const(t.policy_json.0 as i32), I::I32Const(t.policy_json.1 as i32), I::Call(out_bytes)]);
     put(&mut b, &close);
+    // A decision that did not fit the output area is replaced by a deny of its own (src/eval/mod.rs `decide`);
+    // that one always fits, the area being at least as large as all the static text of the policy.
+    let oversize = reason("decision.oversize") as i32;
+    b.emit([
+        I::Call(out_overflow),
+        I::I32Const(slot::DENY_BITS as i32),
+        load32(0),
+        I::I32Const(oversize),
+        I::I32Ne,
+        I::I32And,
+        I::If(BlockType::Empty),
+        I::I32Const(slot::DENY_BITS as i32),
+        I::I32Const(oversize),
+        store32(0),
+        I::I32Const(slot::DENY_N as i32),
+        I::I32Const(0),
+        store32(0),
+        I::I32Const(DENY),
+        I::Call(this),
+        I::Return,
+        I::End,
+    ]);
     b.emit([
         I::I64Const(OUT_BASE as i64),
         I::I64Const(32),
@@ -1657,6 +2115,7 @@ fn define_entry_points(m: &mut ModuleBuilder, t: &Tables) {
     let start = m.func("json_start");
     let end = m.func("json_end");
     let find = m.func("vm_find");
+    let blank = m.func("vm_blank");
     let examine = m.func("vm_examine");
     let is_holder = m.func("vm_is_holder");
     let finish = m.func("vm_finish");
@@ -1878,7 +2337,19 @@ fn define_entry_points(m: &mut ModuleBuilder, t: &Tables) {
             store32(0),
         ]);
         if let Some(hs) = has {
-            b.emit([I::I32Const(hs as i32), I::I32Const(1), store32(0)]);
+            // An empty or white-space-only id is absent (src/eval/request.rs `is_blank`).
+            b.emit([
+                I::I32Const(hs as i32),
+                I::LocalGet(packed),
+                I::I64Const(32),
+                I::I64ShrU,
+                I::I32WrapI64,
+                I::LocalGet(packed),
+                I::I32WrapI64,
+                I::Call(blank),
+                I::I32Eqz,
+                store32(0),
+            ]);
         }
         b.emit([I::End]);
     }

@@ -82,10 +82,11 @@ pub mod array {
 }
 
 /// Reason codes in byte order: the bit index is the code's position, so a bitset prints sorted.
-pub const REASONS: [&str; 21] = [
+pub const REASONS: [&str; 23] = [
     "approval.missing",
     "budget.exhausted",
     "credential.scope-missing",
+    "decision.oversize",
     "fact.stale",
     "level.exceeded",
     "limit.exceeded",
@@ -97,6 +98,7 @@ pub const REASONS: [&str; 21] = [
     "request.malformed",
     "request.missing-field",
     "request.oversize",
+    "request.undeclared-argument",
     "rule.allowed",
     "rule.forbidden",
     "rule.unmatched",

@@ -17,6 +17,8 @@ pub fn declare(m: &mut ModuleBuilder) {
     m.declare("vm_hash", &[I32, I32], &[I32]);
     m.declare("vm_alloc", &[I32], &[I32]);
     m.declare("vm_str", &[I32], &[ValType::I64]);
+    m.declare("vm_blank", &[I32, I32], &[I32]);
+    m.declare("vm_path_unsafe", &[I32, I32], &[I32]);
 }
 
 pub fn define(m: &mut ModuleBuilder) {
@@ -61,6 +63,187 @@ pub fn define(m: &mut ModuleBuilder) {
     m.define("vm_hash", hash());
     m.define("vm_alloc", alloc());
     m.define("vm_str", string_of_token(m));
+    m.define("vm_blank", blank());
+    m.define("vm_path_unsafe", path_unsafe());
+}
+
+/// vm_blank(p, l) -> 1 when the UTF-8 bytes are empty or only white space (Unicode `White_Space`, as Rust's
+/// `char::is_whitespace`: U+0009..U+000D, U+0020, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F,
+/// U+205F, U+3000). The bytes are valid UTF-8, so a lead byte's continuation bytes lie inside the string; the
+/// word read at the cursor may extend past the end, but only its bytes of the current character are compared.
+fn blank() -> wasm_encoder::Function {
+    let mut b = Body::new(2);
+    let (p, l) = (0, 1);
+    let (i, w, n) = (b.i32(), b.i32(), b.i32());
+    let is = |b: &mut Body, mask: i32, value: i32, width: i32| {
+        b.emit([
+            I::LocalGet(w),
+            I::I32Const(mask),
+            I::I32And,
+            I::I32Const(value),
+            I::I32Eq,
+            I::If(BlockType::Empty),
+            I::I32Const(width),
+            I::LocalSet(n),
+            I::End,
+        ]);
+    };
+    b.emit([I::Loop(BlockType::Empty), I::LocalGet(i), I::LocalGet(l), I::I32GeU, I::If(BlockType::Empty)]);
+    b.emit([I::I32Const(1), I::Return, I::End]);
+    b.emit([I::LocalGet(p), I::LocalGet(i), I::I32Add, load32(0), I::LocalSet(w), I::I32Const(0), I::LocalSet(n)]);
+    // One byte: space, \t \n \v \f \r.
+    is(&mut b, 0xff, 0x20, 1);
+    b.emit([
+        I::LocalGet(w),
+        I::I32Const(0xff),
+        I::I32And,
+        I::I32Const(9),
+        I::I32Sub,
+        I::I32Const(5),
+        I::I32LtU,
+        I::If(BlockType::Empty),
+        I::I32Const(1),
+        I::LocalSet(n),
+        I::End,
+    ]);
+    // Two bytes: U+0085, U+00A0. Three: U+1680, U+2028, U+2029, U+202F, U+205F, U+3000, U+2000..U+200A.
+    for (mask, value, width) in [
+        (0xffff, 0x85c2, 2),
+        (0xffff, 0xa0c2, 2),
+        (0xff_ffff, 0x80_9ae1, 3),
+        (0xff_ffff, 0xa8_80e2, 3),
+        (0xff_ffff, 0xa9_80e2, 3),
+        (0xff_ffff, 0xaf_80e2, 3),
+        (0xff_ffff, 0x9f_81e2, 3),
+        (0xff_ffff, 0x80_80e3, 3),
+    ] {
+        is(&mut b, mask, value, width);
+    }
+    b.emit([
+        I::LocalGet(w),
+        I::I32Const(0xffff),
+        I::I32And,
+        I::I32Const(0x80e2),
+        I::I32Eq,
+        I::LocalGet(w),
+        I::I32Const(16),
+        I::I32ShrU,
+        I::I32Const(0xff),
+        I::I32And,
+        I::I32Const(0x80),
+        I::I32Sub,
+        I::I32Const(11),
+        I::I32LtU,
+        I::I32And,
+        I::If(BlockType::Empty),
+        I::I32Const(3),
+        I::LocalSet(n),
+        I::End,
+    ]);
+    b.emit([I::LocalGet(n), I::I32Eqz, I::If(BlockType::Empty), I::I32Const(0), I::Return, I::End]);
+    b.emit([I::LocalGet(i), I::LocalGet(n), I::I32Add, I::LocalSet(i), I::Br(0), I::End, I::I32Const(0)]);
+    b.finish()
+}
+
+/// vm_path_unsafe(p, l) -> 1 when a value cannot be tested with `under` (src/eval/cond.rs `unsafe_path`): a
+/// backslash or NUL byte, `//`, a `.` or `..` segment, or `%2f %5c %2e %00 %25` in either case.
+fn path_unsafe() -> wasm_encoder::Function {
+    let mut b = Body::new(2);
+    let (p, l) = (0, 1);
+    let (i, c, d, e) = (b.i32(), b.i32(), b.i32(), b.i32());
+    // Pushes the byte at i + k, or 0x2f (`/`) at the end of the string (a segment ends there too).
+    let at = |b: &mut Body, k: i32| {
+        b.emit([
+            I::LocalGet(p),
+            I::LocalGet(i),
+            I::I32Add,
+            load8(k as u64),
+            I::I32Const(0x2f),
+            I::LocalGet(i),
+            I::I32Const(k),
+            I::I32Add,
+            I::LocalGet(l),
+            I::I32LtU,
+            I::Select,
+        ]);
+    };
+    b.emit([I::Loop(BlockType::Empty), I::LocalGet(i), I::LocalGet(l), I::I32GeU, I::If(BlockType::Empty)]);
+    b.emit([I::I32Const(0), I::Return, I::End]);
+    at(&mut b, 0);
+    b.emit([I::LocalSet(c)]);
+    at(&mut b, 1);
+    b.emit([I::LocalSet(d)]);
+    at(&mut b, 2);
+    b.emit([I::LocalSet(e)]);
+    let ret1 = [I::If(BlockType::Empty), I::I32Const(1), I::Return, I::End];
+    // A backslash or NUL; `//` (the end of the string does not count as a second `/` here).
+    b.emit([I::LocalGet(c), I::I32Const(0x5c), I::I32Eq, I::LocalGet(c), I::I32Eqz, I::I32Or]);
+    b.emit(ret1.clone());
+    b.emit([
+        I::LocalGet(c),
+        I::I32Const(0x2f),
+        I::I32Eq,
+        I::LocalGet(d),
+        I::I32Const(0x2f),
+        I::I32Eq,
+        I::I32And,
+        I::LocalGet(i),
+        I::I32Const(1),
+        I::I32Add,
+        I::LocalGet(l),
+        I::I32LtU,
+        I::I32And,
+    ]);
+    b.emit(ret1.clone());
+    // A percent escape (three bytes inside the string).
+    b.emit([
+        I::LocalGet(c),
+        I::I32Const(0x25),
+        I::I32Eq,
+        I::LocalGet(i),
+        I::I32Const(2),
+        I::I32Add,
+        I::LocalGet(l),
+        I::I32LtU,
+        I::I32And,
+        I::If(BlockType::Empty),
+    ]);
+    for (first, seconds) in [(b'2', &b"fFeE5"[..]), (b'5', &b"cC"[..]), (b'0', &b"0"[..])] {
+        for &second in seconds {
+            b.emit([
+                I::LocalGet(d),
+                I::I32Const(first as i32),
+                I::I32Eq,
+                I::LocalGet(e),
+                I::I32Const(second as i32),
+                I::I32Eq,
+                I::I32And,
+            ]);
+            b.emit(ret1.clone());
+        }
+    }
+    b.emit([I::End]);
+    // A `.` or `..` segment: at a segment start, `.` then the end or `/`, or `..` then the end or `/`.
+    b.emit([I::LocalGet(i), I::I32Eqz]);
+    b.emit([I::If(BlockType::Result(I32)), I::I32Const(1), I::Else]);
+    b.emit([
+        I::LocalGet(p),
+        I::LocalGet(i),
+        I::I32Add,
+        I::I32Const(1),
+        I::I32Sub,
+        load8(0),
+        I::I32Const(0x2f),
+        I::I32Eq,
+    ]);
+    b.emit([I::End, I::LocalGet(c), I::I32Const(0x2e), I::I32Eq, I::I32And, I::If(BlockType::Empty)]);
+    b.emit([I::LocalGet(d), I::I32Const(0x2f), I::I32Eq]);
+    b.emit(ret1.clone());
+    b.emit([I::LocalGet(d), I::I32Const(0x2e), I::I32Eq, I::LocalGet(e), I::I32Const(0x2f), I::I32Eq, I::I32And]);
+    b.emit(ret1);
+    b.emit([I::End]);
+    b.emit([I::LocalGet(i), I::I32Const(1), I::I32Add, I::LocalSet(i), I::Br(0), I::End, I::I32Const(0)]);
+    b.finish()
 }
 
 /// Byte order of two byte strings: -1, 0 or 1.

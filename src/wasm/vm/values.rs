@@ -50,6 +50,8 @@ pub const ATTR_SCOPES: i32 = 5;
 pub const ATTR_NOW: i32 = 6;
 pub const ATTR_ATTEMPT: i32 = 7;
 pub const ATTR_LEVEL: i32 = 8;
+/// Or-ed into the attribute kind of an argument that is not `signed`: negative money is a mistyped value.
+pub const ATTR_NON_NEGATIVE: i32 = 0x100;
 
 pub fn class(ty: &Type) -> (i32, i32) {
     match ty {
@@ -173,6 +175,7 @@ pub fn declare(m: &mut ModuleBuilder) {
     m.declare("vm_test", &[I32, I32, I32, I32, I32, I32, I32], &[I32]);
     m.declare("vm_decode", &[I32, I32, I32, I32, I32, I32], &[I32]);
     m.declare("vm_decode_text", &[I32, I32, I32, I32, I32, I32, I32], &[I32]);
+    m.declare("vm_negative", &[I32], &[I32]);
     m.declare("vm_atom", &[I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32, I32], &[I32]);
 }
 
@@ -1019,6 +1022,7 @@ fn define_test(m: &mut ModuleBuilder) {
     let ord = m.func("vm_ord");
     let member = m.func("vm_member");
     let starts = m.func("vm_starts_with");
+    let path_unsafe = m.func("vm_path_unsafe");
     // vm_test(v, kind, op, items, n, prefix_ptr, prefix_len) -> 0/1/2.
     let mut b = Body::new(7);
     let (v, kind, op, items, n, pp, pl) = (0, 1, 2, 3, 4, 5, 6);
@@ -1083,6 +1087,9 @@ fn define_test(m: &mut ModuleBuilder) {
         I::If(BlockType::Empty),
     ]);
     b.emit([I::LocalGet(v), load32(0), I::I32Const(TAG_STR), I::I32Ne]);
+    b.emit(ret_if(2));
+    // A value with a dot segment, `//`, a backslash, NUL or percent-encoded separator is never under anything.
+    b.emit([I::LocalGet(v), load32(4), I::LocalGet(v), load32(8), I::Call(path_unsafe)]);
     b.emit(ret_if(2));
     b.emit([
         I::LocalGet(v),
@@ -1439,6 +1446,40 @@ fn define_decode(m: &mut ModuleBuilder) {
 }
 
 fn define_atom(m: &mut ModuleBuilder) {
+    // vm_negative(record) -> 1 when the value is negative money or a set with a negative money element
+    // (src/eval/cond.rs `negative`).
+    let mut b = Body::new(1);
+    let (i, e) = (b.i32(), b.i32());
+    b.emit([I::LocalGet(0), load32(0), I::I32Const(TAG_MONEY), I::I32Eq, I::If(BlockType::Empty)]);
+    b.emit([I::LocalGet(0), load32(4), I::Return, I::End]);
+    b.emit([I::LocalGet(0), load32(0), I::I32Const(TAG_SET), I::I32Ne]);
+    b.emit(ret_if(0));
+    b.emit([
+        I::Block(BlockType::Empty),
+        I::Loop(BlockType::Empty),
+        I::LocalGet(i),
+        I::LocalGet(0),
+        load32(8),
+        I::I32GeU,
+        I::BrIf(1),
+        I::LocalGet(0),
+        load32(4),
+        I::LocalGet(i),
+        I::I32Const(REC),
+        I::I32Mul,
+        I::I32Add,
+        I::LocalTee(e),
+        load32(0),
+        I::I32Const(TAG_MONEY),
+        I::I32Eq,
+        I::LocalGet(e),
+        load32(4),
+        I::I32And,
+    ]);
+    b.emit(ret_if(1));
+    b.emit([I::LocalGet(i), I::I32Const(1), I::I32Add, I::LocalSet(i), I::Br(0), I::End, I::End, I::I32Const(0)]);
+    m.define("vm_negative", b.finish());
+    let negative = m.func("vm_negative");
     let get = m.func("json_get");
     let decode = m.func("vm_decode");
     let test = m.func("vm_test");
@@ -1449,7 +1490,18 @@ fn define_atom(m: &mut ModuleBuilder) {
     let (attr, np, nl, cls, ecls, vars, nvars) = (0, 1, 2, 3, 4, 5, 6);
     let (tk, op, items, n, pp, pl) = (7, 8, 9, 10, 11, 12);
     let (save, r, obj, t, v) = (b.i32(), b.i32(), b.i32(), b.i32(), b.i32());
+    let non_negative = b.i32();
     let val = slot::VAL as i32;
+    b.emit([
+        I::LocalGet(attr),
+        I::I32Const(ATTR_NON_NEGATIVE),
+        I::I32And,
+        I::LocalSet(non_negative),
+        I::LocalGet(attr),
+        I::I32Const(0xff),
+        I::I32And,
+        I::LocalSet(attr),
+    ]);
     b.emit([
         I::I32Const(slot::BUMP as i32),
         load32(0),
@@ -1512,6 +1564,12 @@ fn define_atom(m: &mut ModuleBuilder) {
         I::Call(decode),
         I::I32Eqz,
         I::BrIf(1),
+        I::LocalGet(non_negative),
+        I::If(BlockType::Empty),
+        I::I32Const(val),
+        I::Call(negative),
+        I::BrIf(2),
+        I::End,
         I::End,
     ]);
     // Strings of the request: resource.id (optional) and subject.id.
