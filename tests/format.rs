@@ -14,11 +14,11 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::examples::{compile, example, semantic, Rng, EXAMPLES};
 use remit::eval::decide;
 use remit::syntax::ast::Decl;
 use remit::syntax::format::format;
 use remit::syntax::parse_file;
+use support::examples::{compile, example, semantic, Rng, EXAMPLES};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
