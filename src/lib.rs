@@ -7,6 +7,7 @@
 pub mod check;
 pub mod diag;
 pub mod eval;
+pub mod gateway;
 pub mod ir;
 pub mod json;
 pub mod runtime;
