@@ -4,6 +4,7 @@ mod build;
 mod diff;
 mod load;
 mod render;
+mod serve;
 mod tests;
 
 use std::path::PathBuf;
@@ -68,6 +69,14 @@ enum Command {
         #[arg(long)]
         request: PathBuf,
     },
+    /// Run the gateway: decisions over HTTP (AuthZEN 1.0 and native), state, obligations, log, inbox (docs/gateway.md)
+    Serve(serve::ServeArgs),
+    /// Answer access requests in a running gateway's inbox
+    #[command(subcommand)]
+    Approvals(serve::ApprovalsCommand),
+    /// Set stops and publish fact versions in a running gateway
+    #[command(subcommand)]
+    Admin(serve::AdminCommand),
     /// Compare the authority of each mandate in two versions (files or folders); exit 1 when any widened
     Diff {
         old: PathBuf,
@@ -94,6 +103,9 @@ pub fn run() -> ExitCode {
         Command::Test { paths } => tests::run(&paths),
         Command::Digest { request } => cmd_digest(&request),
         Command::Diff { old, new, format } => diff::run(&old, &new, format),
+        Command::Serve(args) => serve::serve(args),
+        Command::Approvals(command) => serve::approvals(command),
+        Command::Admin(command) => serve::admin(command),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,284 @@
+//! `remit serve` (the gateway), and the commands that talk to a running gateway (`remit approvals`, `remit admin`)
+//! or read its store (`remit audit`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use serde_json::Value as Json;
+
+use remit::gateway::client;
+use remit::gateway::http::Tokens;
+use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, SystemClock};
+use remit::runtime::Runtime;
+
+use super::Format;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
+    #[arg(required = true)]
+    policy: Vec<PathBuf>,
+    /// Where the state lives: `sqlite:PATH`
+    #[arg(long, default_value = "sqlite:remit-gateway.db")]
+    store: String,
+    /// Address to listen on (port 0 picks a free port)
+    #[arg(long, default_value = "127.0.0.1:8181")]
+    listen: String,
+    /// The URL clients reach the gateway at, for access request links (default: http://LISTEN)
+    #[arg(long)]
+    base_url: Option<String>,
+    /// An inbox user: `IDENTITY=TOKEN` (e.g. `user:alice=s3cret`); repeatable
+    #[arg(long = "inbox-token", value_name = "IDENTITY=TOKEN")]
+    inbox_tokens: Vec<String>,
+    /// An admin: `NAME=TOKEN`; repeatable
+    #[arg(long = "admin-token", value_name = "NAME=TOKEN")]
+    admin_tokens: Vec<String>,
+    /// An argument name whose value the decision log masks; repeatable
+    #[arg(long)]
+    mask: Vec<String>,
+    /// `process` (survives a crash of the gateway) or `full` (also a power loss: an fsync per decision)
+    #[arg(long, default_value = "process")]
+    durability: String,
+    /// How long an access request waits for an answer, in seconds
+    #[arg(long, default_value_t = 86_400)]
+    access_request_ttl: i64,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsCommand {
+    /// List the access requests waiting for you (and those answered)
+    List {
+        #[command(flatten)]
+        remote: Remote,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve an access request: mints the approvals its call needs
+    Approve {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Deny an access request
+    Deny {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// Stop a mandate: every side-effecting call under it is denied from now on
+    Stop {
+        mandate: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Clear a mandate's stop
+    Unstop {
+        mandate: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Publish the current version of a canonical fact
+    Fact {
+        name: String,
+        version: u64,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Print the active stops and fact versions
+    State {
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct Remote {
+    /// The gateway's URL (default: $REMIT_GATEWAY, else http://127.0.0.1:8181)
+    #[arg(long)]
+    gateway: Option<String>,
+    /// Your bearer token (default: $REMIT_TOKEN)
+    #[arg(long)]
+    token: Option<String>,
+}
+
+impl Remote {
+    fn url(&self, path: &str) -> String {
+        let base = self
+            .gateway
+            .clone()
+            .or_else(|| std::env::var("REMIT_GATEWAY").ok())
+            .unwrap_or_else(|| "http://127.0.0.1:8181".into());
+        format!("{}{path}", base.trim_end_matches('/'))
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Json, String> {
+        let token = self.token.clone().or_else(|| std::env::var("REMIT_TOKEN").ok()).unwrap_or_default();
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![("Authorization", auth.as_str())];
+        if body.is_some() {
+            headers.push(("Content-Type", "application/json"));
+        }
+        let response = client::request(method, &self.url(path), &headers, body)?;
+        let json = response.json();
+        if response.status >= 400 {
+            let message = json.pointer("/error/message").and_then(Json::as_str).unwrap_or("").to_string();
+            return Err(format!("the gateway answered {}: {message}", response.status));
+        }
+        Ok(json)
+    }
+}
+
+fn pairs(values: &[String], what: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for value in values {
+        let (identity, token) =
+            value.rsplit_once('=').ok_or_else(|| format!("`{value}`: a {what} is written `IDENTITY=TOKEN`"))?;
+        if identity.is_empty() || token.len() < 8 {
+            return Err(format!("`{identity}`: a {what} needs an identity and a token of at least 8 characters"));
+        }
+        out.insert(token.to_string(), identity.to_string());
+    }
+    Ok(out)
+}
+
+/// The policy to serve: a module and its gateway metadata.
+fn load_policy(paths: &[PathBuf], runtime: &Runtime) -> Result<Option<Policy>, String> {
+    let (wasm, meta) = match super::build::compiled_policy(paths) {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            let meta = remit::gateway::meta::extract(&bytes)?.ok_or_else(|| {
+                format!(
+                    "`{}` carries no gateway metadata: build it with `remit build`, or serve the sources",
+                    path.display()
+                )
+            })?;
+            (bytes, meta)
+        }
+        None => {
+            let (program, _, _) = super::compile(paths, Format::Human)?;
+            let Some(program) = program else { return Ok(None) };
+            let wasm = remit::wasm::compile(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
+            (wasm, PolicyMeta::from_program(&program))
+        }
+    };
+    Policy::new(runtime.load(&wasm)?, meta).map(Some)
+}
+
+pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, String> {
+    let path = spec.strip_prefix("sqlite:").ok_or_else(|| format!("`{spec}`: the store is written `sqlite:PATH`"))?;
+    SqliteStore::open(Path::new(path), durability).map_err(|e| format!("cannot open the store `{path}`: {e}"))
+}
+
+pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
+    let runtime = Runtime::new()?;
+    let Some(policy) = load_policy(&args.policy, &runtime)? else { return Ok(ExitCode::from(1)) };
+    let durability = match args.durability.as_str() {
+        "process" => Durability::Process,
+        "full" => Durability::Full,
+        other => return Err(format!("`{other}`: --durability is `process` or `full`")),
+    };
+    let store = open_store(&args.store, durability)?;
+    let tokens =
+        Tokens { inbox: pairs(&args.inbox_tokens, "inbox token")?, admin: pairs(&args.admin_tokens, "admin token")? };
+    let policy_hash = policy.compiled.policy().to_string();
+    for identity in tokens.inbox.values() {
+        if !policy.meta.held_by(identity).is_empty() {
+            return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
+        }
+    }
+    let listen = args.listen.clone();
+    let base_url = args.base_url.clone();
+    let make = move |base: String| {
+        let config = Config { base_url: base, access_request_ttl: args.access_request_ttl, mask: args.mask.clone() };
+        Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config))
+    };
+    // The base URL is known once the port is bound (port 0), so the gateway is made then.
+    remit::gateway::http::run(&listen, move |address| {
+        let base = base_url.unwrap_or_else(|| format!("http://{address}"));
+        println!("remit gateway listening on http://{address}");
+        println!("policy {policy_hash}");
+        println!("inbox: {base}/inbox");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        (make(base), tokens)
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
+    match command {
+        ApprovalsCommand::List { remote, json } => {
+            let answer = remote.call("GET", "/inbox/api/requests", None)?;
+            if json {
+                println!("{answer}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let requests = answer.get("requests").and_then(Json::as_array).cloned().unwrap_or_default();
+            if requests.is_empty() {
+                println!("no access requests");
+            }
+            for r in requests {
+                let text = |k: &str| r.get(k).and_then(Json::as_str).unwrap_or("-").to_string();
+                let kinds: Vec<String> = r
+                    .get("missing_approvals")
+                    .and_then(Json::as_array)
+                    .map(|m| {
+                        m.iter().filter_map(|m| m.get("kind").and_then(Json::as_str)).map(str::to_string).collect()
+                    })
+                    .unwrap_or_default();
+                println!(
+                    "{}  {:<8}  {} calls {} on {} (digest {})  needs: {}  reasons: {}",
+                    text("id"),
+                    text("status"),
+                    text("agent"),
+                    text("tool"),
+                    text("target"),
+                    text("digest"),
+                    if kinds.is_empty() { "-".into() } else { kinds.join(", ") },
+                    r.get("reasons").map(|r| r.to_string()).unwrap_or_default()
+                );
+            }
+        }
+        ApprovalsCommand::Approve { id, remote } => {
+            let answer = remote.call("POST", &format!("/inbox/api/requests/{id}/approve"), None)?;
+            for a in answer.get("approvals").and_then(Json::as_array).into_iter().flatten() {
+                let text = |k: &str| a.get(k).and_then(Json::as_str).unwrap_or("").to_string();
+                let expires = a.get("expires_at").and_then(Json::as_i64).map(remit::value::format_timestamp);
+                println!(
+                    "approved {id}: minted approval {} of kind {} for {}, expires at {}",
+                    text("id"),
+                    text("kind"),
+                    text("approver"),
+                    expires.unwrap_or_default()
+                );
+            }
+        }
+        ApprovalsCommand::Deny { id, remote } => {
+            remote.call("POST", &format!("/inbox/api/requests/{id}/deny"), None)?;
+            println!("denied {id}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
+    let answer = match command {
+        AdminCommand::Stop { mandate, remote } => remote.call("PUT", &format!("/admin/v1/stops/{mandate}"), None)?,
+        AdminCommand::Unstop { mandate, remote } => {
+            remote.call("DELETE", &format!("/admin/v1/stops/{mandate}"), None)?
+        }
+        AdminCommand::Fact { name, version, remote } => {
+            let body = serde_json::json!({"version": version}).to_string();
+            remote.call("PUT", &format!("/admin/v1/facts/{name}"), Some(body.as_bytes()))?
+        }
+        AdminCommand::State { remote } => remote.call("GET", "/admin/v1/state", None)?,
+    };
+    println!("{answer}");
+    Ok(ExitCode::SUCCESS)
+}

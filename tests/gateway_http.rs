@@ -1,0 +1,413 @@
+//! The gateway over HTTP on 127.0.0.1 (port 0): AuthZEN 1.0, the native API, bad input, operations endpoints, the
+//! inbox and admin APIs with their tokens, the wallet end to end, and `remit serve` / `remit approvals` / `remit
+//! admin` / `remit audit` as commands. Every server stops by itself at the end of its test.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use remit::check::check;
+use remit::gateway::client::{request, Response};
+use remit::gateway::core::FixedClock;
+use remit::gateway::http::{router, serve, Tokens};
+use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
+use remit::runtime::Runtime;
+use remit::value::parse_timestamp;
+use serde_json::{json, Value};
+
+const ALICE: &str = "alice-inbox-token";
+const BOB: &str = "bob-inbox-token";
+const AGENT: &str = "agent-pretends-to-be-inbox";
+const ADMIN: &str = "ops-admin-token";
+
+fn wallet() -> remit::ir::Program {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
+    let mut sources = remit::stdlib::sources();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
+        sources.add(path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(path).unwrap());
+    }
+    check(sources).program.unwrap()
+}
+
+/// A gateway on the wallet with a fixed clock, served on a free loopback port until dropped.
+struct Server {
+    address: SocketAddr,
+    store: Arc<SqliteStore>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+fn start(name: &str) -> Server {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-http-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = wallet();
+    let compiled = Runtime::new().unwrap().load(&remit::wasm::compile(&program).unwrap()).unwrap();
+    let policy = Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp("2026-12-03T15:30:00Z").unwrap()));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let config = Config { base_url: format!("http://{address}"), ..Config::default() };
+    let gateway = Arc::new(Gateway::new(policy, store.clone(), clock, config));
+    let mut tokens = Tokens::default();
+    tokens.inbox.insert(ALICE.into(), "user:alice".into());
+    tokens.inbox.insert(BOB.into(), "user:bob".into());
+    tokens.inbox.insert(AGENT.into(), "agent:shopper".into());
+    tokens.admin.insert(ADMIN.into(), "ops".into());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async move {
+            listener.set_nonblocking(true).unwrap();
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            serve(listener, router(gateway, tokens), async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+    });
+    Server { address, store, stop: Some(stop), thread: Some(thread), dir }
+}
+
+impl Server {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    fn post(&self, path: &str, body: &Value) -> Response {
+        let body = body.to_string();
+        request("POST", &self.url(path), &[("Content-Type", "application/json")], Some(body.as_bytes())).unwrap()
+    }
+
+    fn call(&self, method: &str, path: &str, token: Option<&str>) -> Response {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        request(method, &self.url(path), &headers, None).unwrap()
+    }
+}
+
+/// An AuthZEN evaluation of a wallet payment.
+fn payment(amount: &str, operation: &str) -> Value {
+    json!({
+        "subject": {"type": "agent", "id": "agent:shopper",
+                    "properties": {"credential": {"id": "cred-7", "scopes": ["wallet.all"]}}},
+        "action": {"name": "make_payment", "properties": {"merchant": "acme-grocer", "amount": amount}},
+        "resource": {"type": "order", "id": "order:991"},
+        "context": {"operation_id": operation}
+    })
+}
+
+#[test]
+fn authzen_evaluation_answers_allow_deny_and_escalate_with_remit_context() {
+    let s = start("evaluation");
+    let allowed = s.post("/access/v1/evaluation", &payment("20.00 USD", "op-1"));
+    assert_eq!(allowed.status, 200);
+    let body = allowed.json();
+    assert_eq!(body["decision"], true, "{body}");
+    assert_eq!(body["context"]["decision"], "allow");
+    assert_eq!(body["context"]["mandate_chain"], json!(["wallet"]), "the subject's one mandate");
+    assert!(body["context"]["decision_id"].as_str().unwrap().starts_with("dec-"));
+    let escalated = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-2")).json();
+    assert_eq!(escalated["decision"], false);
+    assert_eq!(escalated["context"]["decision"], "escalate");
+    let access = &escalated["context"]["access_request"];
+    assert!(access["url"].as_str().unwrap().starts_with(&s.url("/inbox/ar-")), "{access}");
+    assert_eq!(access["expires_at"], "2026-12-04T15:30:00Z");
+    // The AuthZEN interop shapes work unchanged: an unknown action is a plain `false`.
+    let interop = json!({"subject": {"type": "user", "id": "alice@acmecorp.com"},
+                         "action": {"name": "can_read_user"},
+                         "resource": {"type": "user", "id": "rick@the-citadel.com"}});
+    let answer = s.post("/access/v1/evaluation", &interop);
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.json()["decision"], false);
+    // The subject holds no mandate, so none is filled in: the module's deny.
+    assert_eq!(answer.json()["context"]["reasons"], json!(["request.missing-field"]));
+}
+
+#[test]
+fn authzen_evaluations_follow_the_three_semantics_and_merge_defaults() {
+    let s = start("evaluations");
+    let batch = |semantic: &str| {
+        let mut defaults = payment("20.00 USD", "op-x");
+        defaults["evaluations"] = json!([
+            {"context": {"operation_id": format!("{semantic}-a")}},
+            {"action": {"name": "export_purchase_history", "properties": {"destination": "x"}}},
+            {"context": {"operation_id": format!("{semantic}-b")}}
+        ]);
+        defaults["options"] = json!({"evaluations_semantic": semantic});
+        let answer = s.post("/access/v1/evaluations", &defaults);
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        let list = answer.json()["evaluations"].as_array().unwrap().clone();
+        list.iter().map(|e| e["decision"].as_bool().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(batch("execute_all"), [true, false, true]);
+    assert_eq!(batch("deny_on_first_deny"), [true, false]);
+    assert_eq!(batch("permit_on_first_permit"), [true]);
+    // Without `evaluations` the request is one evaluation.
+    let single = s.post("/access/v1/evaluations", &payment("20.00 USD", "op-single")).json();
+    assert_eq!(single["decision"], true);
+    let bad = s.post("/access/v1/evaluations", &json!({"evaluations": [], "options": {"evaluations_semantic": "x"}}));
+    assert_eq!(bad.status, 400);
+}
+
+#[test]
+fn the_native_api_returns_remit_decisions_unchanged() {
+    let s = start("native");
+    let request_json = json!({
+        "subject": {"id": "agent:shopper", "credential": {"id": "c", "scopes": ["orders.read"]}},
+        "action": {"name": "view_orders", "arguments": {"merchant": "acme-grocer"}},
+        "context": {"mandate": "wallet"}
+    });
+    let answer = s.post("/v1/decide", &request_json);
+    assert_eq!(answer.status, 200);
+    let text = answer.text();
+    assert!(text.starts_with("{\"decision\":\"allow\",\"reasons\":[\"rule.allowed\"]"), "{text}");
+    assert!(answer.header("remit-decision-id").unwrap().starts_with("dec-"));
+    // Malformed request JSON is the module's deny, as everywhere else.
+    let garbage = request("POST", &s.url("/v1/decide"), &[], Some(b"{\"subject\":")).unwrap();
+    assert_eq!(garbage.status, 200);
+    assert_eq!(garbage.json()["reasons"], json!(["request.malformed"]));
+}
+
+#[test]
+fn bad_input_is_a_json_400_and_oversize_a_413() {
+    let s = start("bad-input");
+    for body in [&b"{\"subject\":"[..], b"[1, 2]", b"{\"a\": 1, \"a\": 2}", b"\xff"] {
+        let answer = request("POST", &s.url("/access/v1/evaluation"), &[], Some(body)).unwrap();
+        assert_eq!(answer.status, 400, "{:?}", String::from_utf8_lossy(body));
+        assert_eq!(answer.json()["error"]["code"], "http.bad-json");
+    }
+    let big = vec![b' '; 300_000];
+    let answer = request("POST", &s.url("/access/v1/evaluation"), &[], Some(&big)).unwrap();
+    assert_eq!(answer.status, 413);
+    let answer = request("POST", &s.url("/v1/decide"), &[], Some(&big)).unwrap();
+    assert_eq!(answer.status, 413);
+    let answer = s.call("GET", "/nope", None);
+    assert_eq!(answer.status, 404);
+    assert_eq!(answer.json()["error"]["code"], "http.not-found");
+}
+
+#[test]
+fn discovery_search_health_ready_and_metrics() {
+    let s = start("ops");
+    let config = s.call("GET", "/.well-known/authzen-configuration", None).json();
+    assert_eq!(config["access_evaluation_endpoint"], s.url("/access/v1/evaluation"));
+    assert_eq!(config["search_action_endpoint"], s.url("/access/v1/search/action"));
+    let search = s.post(
+        "/access/v1/search/action",
+        &json!({"subject": {"type": "agent", "id": "agent:shopper",
+                            "properties": {"credential": {"id": "c", "scopes": ["wallet.all"]}}},
+                "resource": {"type": "wallet", "id": "wallet:alice"}}),
+    );
+    assert_eq!(search.status, 200, "{}", search.text());
+    let names: Vec<String> =
+        search.json()["results"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
+    assert!(names.contains(&"make_payment".to_string()), "{names:?}");
+    assert!(!names.contains(&"export_purchase_history".to_string()), "{names:?}");
+    assert_eq!(s.call("GET", "/health", None).status, 200);
+    assert_eq!(s.call("GET", "/ready", None).json()["status"], "ready");
+    s.post("/access/v1/evaluation", &payment("20.00 USD", "op-1"));
+    s.post("/access/v1/evaluation", &payment("20.00 USD", "op-1"));
+    let metrics = s.call("GET", "/metrics", None).text();
+    assert!(metrics.contains("remit_decisions_total{outcome=\"allow\"} 1"), "{metrics}");
+    assert!(metrics.contains("remit_decision_reasons_total{reason=\"budget.exhausted\"} 1"), "{metrics}");
+    assert!(metrics.contains("remit_decision_seconds_count 2"), "{metrics}");
+}
+
+#[test]
+fn the_inbox_and_admin_apis_need_their_own_tokens() {
+    let s = start("auth");
+    let escalated = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
+    let id = escalated["context"]["access_request"]["id"].as_str().unwrap().to_string();
+    let approve = format!("/inbox/api/requests/{id}/approve");
+    assert_eq!(s.call("GET", "/inbox/api/requests", None).status, 401);
+    assert_eq!(s.call("POST", &approve, None).status, 401);
+    assert_eq!(s.call("POST", &approve, Some("not-a-token")).status, 403);
+    assert_eq!(s.call("POST", &approve, Some(ADMIN)).status, 403, "an admin token is not an inbox token");
+    assert_eq!(s.call("POST", &approve, Some(AGENT)).status, 403, "an agent never approves");
+    assert_eq!(s.call("POST", &approve, Some(BOB)).status, 403, "not bob's request");
+    assert_eq!(s.call("GET", "/inbox/api/requests", Some(BOB)).json()["requests"], json!([]));
+    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", None).status, 401);
+    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ALICE)).status, 403);
+    // Stops and facts through the admin API take effect on the next decision.
+    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ADMIN)).status, 200);
+    let stopped = s.post("/access/v1/evaluation", &payment("20.00 USD", "op-2")).json();
+    assert_eq!(stopped["context"]["reasons"], json!(["stop.active"]));
+    assert_eq!(s.call("DELETE", "/admin/v1/stops/wallet", Some(ADMIN)).status, 200);
+    assert_eq!(s.post("/access/v1/evaluation", &payment("20.00 USD", "op-3")).json()["decision"], true);
+    assert_eq!(s.call("PUT", "/admin/v1/stops/nope", Some(ADMIN)).status, 404);
+    let fact = request(
+        "PUT",
+        &s.url("/admin/v1/facts/price_sheet"),
+        &[("Authorization", &format!("Bearer {ADMIN}"))],
+        Some(br#"{"version": 4}"#),
+    )
+    .unwrap();
+    assert_eq!(fact.status, 200);
+    assert_eq!(s.call("GET", "/admin/v1/state", Some(ADMIN)).json()["facts"]["price_sheet"], 4);
+}
+
+#[test]
+fn wallet_end_to_end_escalate_approve_retry_consume_escalate_again() {
+    let s = start("e2e");
+    let first = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
+    assert_eq!(first["decision"], false);
+    let id = first["context"]["access_request"]["id"].as_str().unwrap().to_string();
+    let inbox = s.call("GET", "/inbox/api/requests", Some(ALICE)).json();
+    let waiting = &inbox["requests"][0];
+    assert_eq!(waiting["id"], id.as_str());
+    assert_eq!(waiting["status"], "pending");
+    assert_eq!(waiting["tool"], "make_payment");
+    assert_eq!(waiting["target"], "order:991");
+    assert_eq!(waiting["agent"], "agent:shopper");
+    assert_eq!(waiting["credential"], "cred-7");
+    assert_eq!(waiting["missing_approvals"][0]["kind"], "commercial_terms");
+    assert_eq!(waiting["reasons"], json!(["approval.missing"]));
+    // The page itself is served.
+    let page = s.call("GET", &format!("/inbox/{id}"), None);
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("remit — access requests"));
+    let approved = s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE));
+    assert_eq!(approved.status, 200, "{}", approved.text());
+    assert_eq!(approved.json()["approvals"][0]["approver"], "user:alice");
+    assert_eq!(s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE)).status, 409);
+    // A changed argument is another call.
+    assert_eq!(s.post("/access/v1/evaluation", &payment("80.01 USD", "op-1")).json()["decision"], false);
+    let retry = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
+    assert_eq!(retry["decision"], true, "{retry}");
+    assert!(retry["context"]["obligations"].as_array().unwrap().iter().any(|o| o["kind"] == "consume-approval"));
+    // Consumed: the same call in a new operation escalates again (in the same operation the budget denies).
+    let again = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-2")).json();
+    assert_eq!(again["decision"], false);
+    assert_eq!(again["context"]["decision"], "escalate");
+    let entries = s.store_log();
+    // Four decisions and one approval.
+    assert_eq!(remit::gateway::audit::verify(entries).unwrap(), 5);
+}
+
+impl Server {
+    fn store_log(&self) -> Vec<remit::gateway::store::LogEntry> {
+        use remit::gateway::Store;
+        self.store.begin().unwrap().log_entries(1, 1 << 30).unwrap()
+    }
+}
+
+// ---- the commands ----
+
+fn remit_bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_remit"))
+}
+
+/// `remit serve` on a free port; the child and the gateway's URL.
+struct Process {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve_process(policy: &Path, store: &Path) -> Process {
+    let mut child = remit_bin()
+        .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .arg("--store")
+        .arg(format!("sqlite:{}", store.display()))
+        .args(["--inbox-token", &format!("user:alice={ALICE}"), "--admin-token", &format!("ops={ADMIN}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("the gateway says where it listens").unwrap();
+    let url = first.strip_prefix("remit gateway listening on ").expect(&first).to_string();
+    std::thread::spawn(move || for _ in lines {});
+    Process { child, url }
+}
+
+/// A policy without a validity window, so the command tests hold on any date.
+const SHOP: &str = r#"
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow make_payment
+  require approval commercial_terms for make_payment where args.amount > 60 USD
+  require operation id for make_payment
+}
+"#;
+
+#[test]
+fn remit_serve_approvals_admin_and_a_graceful_stop() {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-cli-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    // A built module serves like its sources.
+    let wasm = dir.join("shop.wasm");
+    let built =
+        remit_bin().args(["build", dir.join("policy").to_str().unwrap(), "-o", wasm.to_str().unwrap()]).output();
+    assert!(built.unwrap().status.success());
+    let store = dir.join("state.db");
+    let server = serve_process(&wasm, &store);
+    let call = json!({"subject": {"type": "agent", "id": "agent:shopper"},
+                      "action": {"name": "make_payment", "properties": {"merchant": "m", "amount": "80.00 USD"}},
+                      "resource": {"type": "order", "id": "o-1"}, "context": {"operation_id": "op-1"}});
+    let post = |body: &Value| {
+        let text = body.to_string();
+        request("POST", &format!("{}/access/v1/evaluation", server.url), &[], Some(text.as_bytes())).unwrap().json()
+    };
+    let escalated = post(&call);
+    let id = escalated["context"]["access_request"]["id"].as_str().unwrap().to_string();
+    let cli = |args: &[&str], token: &str| {
+        let out = remit_bin().args(args).args(["--gateway", &server.url, "--token", token]).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, listed, _) = cli(&["approvals", "list"], ALICE);
+    assert!(ok && listed.contains(&id) && listed.contains("commercial_terms"), "{listed}");
+    let (ok, _, err) = cli(&["approvals", "approve", &id], ADMIN);
+    assert!(!ok && err.contains("403"), "{err}");
+    let (ok, out, err) = cli(&["approvals", "approve", &id], ALICE);
+    assert!(ok, "{err}");
+    assert!(out.contains("minted approval apr-"), "{out}");
+    assert_eq!(post(&call)["decision"], true);
+    let (ok, _, err) = cli(&["admin", "stop", "shop"], ADMIN);
+    assert!(ok, "{err}");
+    let small = json!({"subject": {"id": "agent:shopper"},
+                       "action": {"name": "make_payment", "properties": {"merchant": "m", "amount": "5.00 USD"}},
+                       "context": {"operation_id": "op-2"}});
+    assert_eq!(post(&small)["context"]["reasons"], json!(["stop.active"]));
+    let (ok, _, _) = cli(&["admin", "unstop", "shop"], ADMIN);
+    assert!(ok);
+    assert_eq!(post(&small)["decision"], true);
+    // SIGTERM: the gateway drains and exits cleanly.
+    let mut server = server;
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(server.child.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).ok();
+}
