@@ -394,7 +394,9 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     let (ok, out, err) = cli(&["approvals", "approve", &id], ALICE);
     assert!(ok, "{err}");
     assert!(out.contains("minted approval apr-"), "{out}");
-    assert_eq!(post(&call)["decision"], true);
+    let allowed = post(&call);
+    assert_eq!(allowed["decision"], true);
+    let allowed_id = allowed["context"]["decision_id"].as_str().unwrap().to_string();
     let (ok, _, err) = cli(&["admin", "stop", "shop"], ADMIN);
     assert!(ok, "{err}");
     let small = json!({"subject": {"id": "agent:shopper"},
@@ -409,5 +411,34 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     let pid = server.child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     assert!(server.child.wait().unwrap().success());
+    // The audit commands read the store the gateway left.
+    let audit = |args: &[&str]| {
+        let out = remit_bin().arg("audit").args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let spec = format!("sqlite:{}", store.display());
+    let (code, out) = audit(&["verify", &spec]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.starts_with("7 entries, the chain holds"), "{out}");
+    let (code, why) = audit(&["why", &allowed_id, "--store", &spec]);
+    assert_eq!(code, Some(0), "{why}");
+    assert!(why.contains("agent:shopper calls make_payment on o-1"), "{why}");
+    assert!(why.contains("of kind commercial_terms by user:alice (access request ar-"), "{why}");
+    assert!(why.contains("mandate chain: shop"), "{why}");
+    assert!(why.contains("rule: shop `require approval commercial_terms for make_payment`"), "{why}");
+    let (code, receipt) = audit(&["receipt", "--operation", "op-1", "--store", &spec]);
+    assert_eq!(code, Some(0), "{receipt}");
+    let receipt: Value = serde_json::from_str(&receipt).unwrap();
+    assert_eq!(receipt["agents"], json!(["agent:shopper"]));
+    assert_eq!(receipt["approvals"][0]["approver"], "user:alice");
+    assert_eq!(receipt["external_effects"].as_array().unwrap().len(), 1);
+    assert_eq!(receipt["outcome"], "allow");
+    // A changed entry is found.
+    let tampered = SqliteStore::open(&store, Durability::Process).unwrap();
+    tampered.execute_raw("UPDATE log SET body = replace(body, '80.00 USD', '8.00 USD') WHERE seq = 3").unwrap();
+    drop(tampered);
+    let (code, out) = audit(&["verify", &spec]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("broken at entry 3"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
 }

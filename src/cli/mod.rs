@@ -77,6 +77,9 @@ enum Command {
     /// Set stops and publish fact versions in a running gateway
     #[command(subcommand)]
     Admin(serve::AdminCommand),
+    /// Check the gateway's decision log, explain a decision, print an operation's receipt
+    #[command(subcommand)]
+    Audit(serve::AuditCommand),
     /// Compare the authority of each mandate in two versions (files or folders); exit 1 when any widened
     Diff {
         old: PathBuf,
@@ -106,6 +109,7 @@ pub fn run() -> ExitCode {
         Command::Serve(args) => serve::serve(args),
         Command::Approvals(command) => serve::approvals(command),
         Command::Admin(command) => serve::admin(command),
+        Command::Audit(command) => serve::audit(command),
     };
     match result {
         Ok(code) => code,

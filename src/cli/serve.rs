@@ -282,3 +282,77 @@ pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
     println!("{answer}");
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCommand {
+    /// Check the decision log's hash chain; exit 1 at the first changed, deleted or moved entry
+    Verify {
+        /// The store: `sqlite:PATH` or PATH
+        store: String,
+    },
+    /// Say who authorised a decision: mandate chain, rules, approvals and approvers, credential, policy
+    Why {
+        decision: String,
+        #[arg(long)]
+        store: String,
+    },
+    /// Print the chain receipt of an operation (JSON)
+    Receipt {
+        #[arg(long)]
+        operation: String,
+        #[arg(long)]
+        store: String,
+    },
+}
+
+fn read_log(spec: &str) -> Result<Vec<remit::gateway::store::LogEntry>, String> {
+    let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
+    if !Path::new(path).is_file() {
+        return Err(format!("`{path}` is not a store file"));
+    }
+    let store = SqliteStore::open_existing(Path::new(path)).map_err(|e| format!("cannot open `{path}`: {e}"))?;
+    remit::gateway::audit::read_all(&store).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
+}
+
+pub fn audit(command: AuditCommand) -> Result<ExitCode, String> {
+    use remit::gateway::audit;
+    match command {
+        AuditCommand::Verify { store } => {
+            let entries = read_log(&store)?;
+            let head = entries.last().map(|e| e.hash.clone()).unwrap_or_else(|| audit::GENESIS.to_string());
+            match audit::verify(entries) {
+                Ok(count) => {
+                    println!("{count} entries, the chain holds; head {head}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(broken) => {
+                    println!("the chain is broken at entry {}: {}", broken.seq, broken.problem);
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        AuditCommand::Why { decision, store } => {
+            let entries = read_log(&store)?;
+            let Some(lines) = audit::why(&entries, &decision) else {
+                return Err(format!("no decision `{decision}` in the log"));
+            };
+            for line in lines {
+                println!("{line}");
+            }
+            if let Err(broken) = audit::verify(entries) {
+                println!("warning: the log's chain is broken at entry {}: {}", broken.seq, broken.problem);
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AuditCommand::Receipt { operation, store } => {
+            let entries = read_log(&store)?;
+            let receipt = audit::receipt(&entries, &operation);
+            if receipt["decisions"].as_array().is_none_or(|d| d.is_empty()) {
+                return Err(format!("no decision in the log has the operation id `{operation}`"));
+            }
+            println!("{}", serde_json::to_string_pretty(&receipt).expect("JSON serializes"));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
