@@ -442,3 +442,105 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     assert!(out.contains("broken at entry 3"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_stop_set_during_load_refuses_every_call_that_starts_after_it_is_acknowledged() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+    let s = start("stop-under-load");
+    let done = AtomicBool::new(false);
+    let counter = AtomicUsize::new(0);
+    let (acknowledged, results) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut seen = Vec::new();
+                    while !done.load(Ordering::SeqCst) {
+                        let op = format!("op-{}", counter.fetch_add(1, Ordering::SeqCst));
+                        let sent = Instant::now();
+                        let answer = s.post("/access/v1/evaluation", &payment("20.00 USD", &op)).json();
+                        seen.push((sent, answer["decision"] == true));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ADMIN)).status, 200);
+        let acknowledged = Instant::now();
+        std::thread::sleep(Duration::from_millis(300));
+        done.store(true, Ordering::SeqCst);
+        let results: Vec<(Instant, bool)> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        (acknowledged, results)
+    });
+    let before = results.iter().filter(|(sent, allowed)| *sent < acknowledged && *allowed).count();
+    let after: Vec<_> = results.iter().filter(|(sent, _)| *sent > acknowledged).collect();
+    assert!(before > 0, "calls were allowed before the stop");
+    assert!(!after.is_empty(), "calls were made after the stop");
+    assert!(after.iter().all(|(_, allowed)| !allowed), "no allow after the stop was acknowledged");
+}
+
+const COUNTED: &str = r#"
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow make_payment
+  budget total_payments: at most 1000000 calls to make_payment in total
+}
+"#;
+
+#[test]
+fn kill_9_under_load_loses_no_acknowledged_decision_and_the_counters_match_the_log() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = std::env::temp_dir().join(format!("remit-gateway-crash-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(dir.join("policy/shop.remit"), COUNTED).unwrap();
+    let store = dir.join("state.db");
+    let mut server = serve_process(&dir.join("policy"), &store);
+    let url = format!("{}/v1/decide", server.url);
+    let body = br#"{"subject":{"id":"agent:shopper"},"action":{"name":"make_payment","arguments":{}}}"#;
+    let done = AtomicBool::new(false);
+    let acknowledged: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut ids = Vec::new();
+                    while !done.load(Ordering::SeqCst) {
+                        match request("POST", &url, &[], Some(body)) {
+                            Ok(r) if r.status == 200 => ids.push(r.header("remit-decision-id").unwrap().to_string()),
+                            _ => break,
+                        }
+                    }
+                    ids
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        server.child.kill().unwrap(); // SIGKILL, mid-load
+        server.child.wait().unwrap();
+        done.store(true, Ordering::SeqCst);
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    assert!(acknowledged.len() > 10, "the load ran ({} decisions)", acknowledged.len());
+    let opened = SqliteStore::open(&store, Durability::Process).unwrap();
+    let entries = remit::gateway::audit::read_all(&opened).unwrap();
+    let logged: std::collections::BTreeSet<String> = entries
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(&e.body).unwrap()["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(acknowledged.iter().all(|id| logged.contains(id)), "every acknowledged decision is in the log");
+    let allows = entries.iter().filter(|e| e.body.contains("\"decision\":{\"decision\":\"allow\"")).count() as u64;
+    use remit::gateway::Store;
+    assert_eq!(opened.begin().unwrap().counter("total_payments", "total").unwrap(), allows);
+    assert_eq!(remit::gateway::audit::verify(entries).unwrap(), logged.len() as u64);
+    drop(opened);
+    // Restarted on the same store, the gateway goes on from where it stopped.
+    let server = serve_process(&dir.join("policy"), &store);
+    let after = request("POST", &format!("{}/v1/decide", server.url), &[], Some(body)).unwrap();
+    assert_eq!(after.json()["decision"], "allow");
+    drop(server);
+    let opened = SqliteStore::open(&store, Durability::Process).unwrap();
+    let entries = remit::gateway::audit::read_all(&opened).unwrap();
+    assert_eq!(remit::gateway::audit::verify(entries).unwrap(), logged.len() as u64 + 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
