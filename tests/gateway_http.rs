@@ -544,3 +544,33 @@ fn kill_9_under_load_loses_no_acknowledged_decision_and_the_counters_match_the_l
     assert_eq!(remit::gateway::audit::verify(entries).unwrap(), logged.len() as u64 + 1);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The wallet end to end with the principal approving in the web page, in headless Debian chromium driven by
+/// Playwright (`scripts/setup-browser.sh` installs both; `.ci/run` runs it).
+#[test]
+fn wallet_end_to_end_the_principal_approves_in_the_browser() {
+    let ready = Command::new("python3").args(["-c", "import playwright.sync_api"]).status().is_ok_and(|s| s.success())
+        && Path::new("/usr/bin/chromium").exists();
+    assert!(ready, "the browser test needs chromium and Playwright: run scripts/setup-browser.sh");
+    let s = start("browser");
+    let first = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
+    assert_eq!(first["context"]["decision"], "escalate");
+    let id = first["context"]["access_request"]["id"].as_str().unwrap().to_string();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/inbox.py");
+    let screenshot = s.dir.join("inbox.png");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args([&s.url(""), ALICE, &id, screenshot.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let say = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{say}");
+    if let Ok(keep) = std::env::var("REMIT_KEEP_SCREENSHOT") {
+        std::fs::copy(&screenshot, keep).unwrap();
+    }
+    // The page's approval is the one the retry consumes.
+    let retry = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
+    assert_eq!(retry["decision"], true, "{retry}");
+    let again = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-2")).json();
+    assert_eq!(again["context"]["decision"], "escalate");
+}

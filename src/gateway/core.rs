@@ -567,6 +567,7 @@ impl Gateway {
             tool,
             target: text("/resource/id"),
             manifest: text("/action/arguments/manifest"),
+            arguments: self.masked(sent.clone()).pointer("/action/arguments").cloned().unwrap_or(empty.clone()),
             missing_approvals: missing,
             reasons,
             chain,

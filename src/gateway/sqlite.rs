@@ -14,6 +14,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use super::audit::{entry_hash, GENESIS};
 use super::store::*;
 
+/// The schema's version (`PRAGMA user_version`): a store of another version is refused, not silently reused.
+const SCHEMA_VERSION: i64 = 1;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
   id TEXT PRIMARY KEY, kind TEXT NOT NULL, mandate TEXT NOT NULL, issued_at INTEGER NOT NULL,
@@ -31,7 +34,7 @@ CREATE INDEX IF NOT EXISTS operations_by_id ON operations (operation);
 CREATE TABLE IF NOT EXISTS access_requests (
   id TEXT PRIMARY KEY, status TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
   principal TEXT, agent TEXT NOT NULL, credential TEXT, mandate TEXT NOT NULL, tool TEXT NOT NULL, target TEXT,
-  digest TEXT NOT NULL, manifest TEXT, missing_approvals TEXT NOT NULL, reasons TEXT NOT NULL, chain TEXT NOT NULL,
+  digest TEXT NOT NULL, manifest TEXT, arguments TEXT NOT NULL, missing_approvals TEXT NOT NULL, reasons TEXT NOT NULL, chain TEXT NOT NULL,
   decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER);
 CREATE INDEX IF NOT EXISTS access_requests_key ON access_requests (key, status);
 CREATE TABLE IF NOT EXISTS log (
@@ -80,7 +83,18 @@ impl SqliteStore {
             Durability::Full => "FULL",
         };
         connection.pragma_update(None, "synchronous", synchronous).map_err(store_err)?;
+        let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(store_err)?;
+        let tables: i64 = connection
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |row| row.get(0))
+            .map_err(store_err)?;
+        if version != SCHEMA_VERSION && (version != 0 || tables != 0) {
+            return Err(StoreError(format!(
+                "the store has schema version {version} (or is not a remit store); this gateway uses version \
+                 {SCHEMA_VERSION}"
+            )));
+        }
         connection.execute_batch(SCHEMA).map_err(store_err)?;
+        connection.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(store_err)?;
         Ok(SqliteStore { connection: Mutex::new(connection) })
     }
 
@@ -140,7 +154,7 @@ const APPROVAL_COLUMNS: &str = "id, kind, mandate, issued_at, expires_at, tool, 
      consumed, approver, access_request, consumed_by";
 
 const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
-     target, digest, manifest, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at";
+     target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at";
 
 fn json_column<T: serde::de::DeserializeOwned>(row: &Row<'_>, index: usize) -> rusqlite::Result<T> {
     let text: String = row.get(index)?;
@@ -162,13 +176,14 @@ fn request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
         target: row.get(9)?,
         digest: row.get(10)?,
         manifest: row.get(11)?,
-        missing_approvals: json_column(row, 12)?,
-        reasons: json_column(row, 13)?,
-        chain: json_column(row, 14)?,
-        decision_id: row.get(15)?,
-        key: row.get(16)?,
-        decided_by: row.get(17)?,
-        decided_at: row.get(18)?,
+        arguments: json_column(row, 12)?,
+        missing_approvals: json_column(row, 13)?,
+        reasons: json_column(row, 14)?,
+        chain: json_column(row, 15)?,
+        decision_id: row.get(16)?,
+        key: row.get(17)?,
+        decided_by: row.get(18)?,
+        decided_at: row.get(19)?,
     })
 }
 
@@ -374,7 +389,7 @@ impl Tx for SqliteTx<'_> {
             .execute(
                 &format!(
                     "INSERT INTO access_requests ({REQUEST_COLUMNS}) \
-                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19)"
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
                 ),
                 params![
                     r.id,
@@ -389,6 +404,7 @@ impl Tx for SqliteTx<'_> {
                     r.target,
                     r.digest,
                     r.manifest,
+                    json(&r.arguments),
                     json(&r.missing_approvals),
                     json(&r.reasons),
                     json(&r.chain),

@@ -68,6 +68,8 @@ pub struct AccessRequest {
     pub target: Option<String>,
     pub digest: String,
     pub manifest: Option<String>,
+    /// The call's arguments as the principal sees them (masked fields as `"***"`); the digest binds the real ones.
+    pub arguments: serde_json::Value,
     /// The decision's `missing_approvals`, as JSON.
     pub missing_approvals: serde_json::Value,
     pub reasons: Vec<String>,
