@@ -406,6 +406,9 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     let (ok, _, _) = cli(&["admin", "unstop", "shop"], ADMIN);
     assert!(ok);
     assert_eq!(post(&small)["decision"], true);
+    // The log can be checked while the gateway runs (a read-only reader beside the writer).
+    let live = remit_bin().args(["audit", "verify", &format!("sqlite:{}", store.display())]).output().unwrap();
+    assert!(live.status.success(), "{}", String::from_utf8_lossy(&live.stdout));
     // SIGTERM: the gateway drains and exits cleanly.
     let mut server = server;
     let pid = server.child.id().to_string();

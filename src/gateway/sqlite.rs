@@ -54,6 +54,8 @@ pub enum Durability {
 #[derive(Debug)]
 pub struct SqliteStore {
     connection: Mutex<Connection>,
+    /// Opened by [`SqliteStore::open_existing`]: transactions are read transactions.
+    read_only: bool,
 }
 
 fn store_err(e: rusqlite::Error) -> StoreError {
@@ -67,12 +69,18 @@ impl SqliteStore {
         SqliteStore::setup(connection, durability)
     }
 
-    /// Opens an existing store for reading and checking (e.g. `remit audit verify`); fails when it does not exist.
+    /// Opens an existing store for reading and checking (e.g. `remit audit verify`, also while a gateway runs):
+    /// creates nothing, changes nothing, and fails when the file is not a store of this version.
     pub fn open_existing(path: &Path) -> StoreResult<SqliteStore> {
         use rusqlite::OpenFlags;
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let connection = Connection::open_with_flags(path, flags).map_err(store_err)?;
-        SqliteStore::setup(connection, Durability::Process)
+        connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
+        let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(store_err)?;
+        if version != SCHEMA_VERSION {
+            return Err(StoreError(format!("not a remit store of schema version {SCHEMA_VERSION} (found {version})")));
+        }
+        Ok(SqliteStore { connection: Mutex::new(connection), read_only: true })
     }
 
     fn setup(connection: Connection, durability: Durability) -> StoreResult<SqliteStore> {
@@ -95,7 +103,7 @@ impl SqliteStore {
         }
         connection.execute_batch(SCHEMA).map_err(store_err)?;
         connection.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(store_err)?;
-        Ok(SqliteStore { connection: Mutex::new(connection) })
+        Ok(SqliteStore { connection: Mutex::new(connection), read_only: false })
     }
 
     /// Runs raw SQL on the store (tests use it to tamper with the log, or to break the store).
@@ -113,7 +121,8 @@ impl SqliteStore {
 impl Store for SqliteStore {
     fn begin(&self) -> StoreResult<Box<dyn Tx + '_>> {
         let connection = self.lock();
-        connection.execute_batch("BEGIN IMMEDIATE").map_err(store_err)?;
+        let begin = if self.read_only { "BEGIN DEFERRED" } else { "BEGIN IMMEDIATE" };
+        connection.execute_batch(begin).map_err(store_err)?;
         Ok(Box::new(SqliteTx { connection, open: true }))
     }
 }
