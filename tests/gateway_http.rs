@@ -11,7 +11,7 @@ use std::sync::Arc;
 use remit::check::check;
 use remit::gateway::client::{request, Response};
 use remit::gateway::core::FixedClock;
-use remit::gateway::http::{router, serve, Tokens};
+use remit::gateway::http::{router_with_reload, serve, Reloader, Tokens};
 use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
 use remit::runtime::Runtime;
 use remit::value::parse_timestamp;
@@ -23,8 +23,16 @@ const AGENT: &str = "agent-pretends-to-be-inbox";
 const ADMIN: &str = "ops-admin-token";
 
 fn wallet() -> remit::ir::Program {
+    wallet_and(&[])
+}
+
+/// The wallet with extra files (another policy version).
+fn wallet_and(extra: &[(&str, &str)]) -> remit::ir::Program {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
     let mut sources = remit::stdlib::sources();
+    for (name, text) in extra {
+        sources.add(name.to_string(), text.to_string());
+    }
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
@@ -55,6 +63,10 @@ impl Drop for Server {
 }
 
 fn start(name: &str) -> Server {
+    start_with(name, None)
+}
+
+fn start_with(name: &str, reloader: Option<Reloader>) -> Server {
     let dir = std::env::temp_dir().join(format!("remit-gateway-http-{name}-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
@@ -78,7 +90,7 @@ fn start(name: &str) -> Server {
         runtime.block_on(async move {
             listener.set_nonblocking(true).unwrap();
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            serve(listener, router(gateway, tokens), async {
+            serve(listener, router_with_reload(gateway, tokens, reloader), async {
                 let _ = stopped.await;
             })
             .await
@@ -335,7 +347,7 @@ fn serve_process(policy: &Path, store: &Path) -> Process {
         .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0"])
         .arg("--store")
         .arg(format!("sqlite:{}", store.display()))
-        .args(["--inbox-token", &format!("user:alice={ALICE}"), "--admin-token", &format!("ops={ADMIN}")])
+        .args(["--inbox-token", &format!("user:alice={ALICE}"), "--admin-token", &format!("ops={ADMIN}"), "--watch"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -406,6 +418,18 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     let (ok, _, _) = cli(&["admin", "unstop", "shop"], ADMIN);
     assert!(ok);
     assert_eq!(post(&small)["decision"], true);
+    // `--watch`: a rebuilt module is swapped in without a restart.
+    let ready = || request("GET", &format!("{}/ready", server.url), &[], None).unwrap().json()["policy"].clone();
+    let before = ready();
+    std::fs::write(dir.join("policy/note.remit"), "// version B\n").unwrap();
+    let mut rebuilt = remit_bin();
+    rebuilt.args(["build", dir.join("policy").to_str().unwrap(), "-o", wasm.to_str().unwrap()]);
+    assert!(rebuilt.output().unwrap().status.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while ready() == before && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_ne!(ready(), before, "the watched module was reloaded");
     // The log can be checked while the gateway runs (a read-only reader beside the writer).
     let live = remit_bin().args(["audit", "verify", &format!("sqlite:{}", store.display())]).output().unwrap();
     assert!(live.status.success(), "{}", String::from_utf8_lossy(&live.stdout));
@@ -576,4 +600,60 @@ fn wallet_end_to_end_the_principal_approves_in_the_browser() {
     assert_eq!(retry["decision"], true, "{retry}");
     let again = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-2")).json();
     assert_eq!(again["context"]["decision"], "escalate");
+}
+
+#[test]
+fn a_hundred_hot_reloads_under_load_lose_no_call_and_every_decision_names_a_policy_it_was_given() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let runtime = Runtime::new().unwrap();
+    let versions: Vec<(Arc<remit::runtime::Compiled>, PolicyMeta)> =
+        [wallet(), wallet_and(&[("note.remit", "// version B of the wallet\n")])]
+            .iter()
+            .map(|p| (Arc::new(runtime.load(&remit::wasm::compile(p).unwrap()).unwrap()), PolicyMeta::from_program(p)))
+            .collect();
+    let hashes: Vec<String> = versions.iter().map(|(c, _)| c.policy().to_string()).collect();
+    assert_ne!(hashes[0], hashes[1]);
+    let next = Arc::new(AtomicUsize::new(0));
+    let counter = next.clone();
+    let reloader: Reloader = Arc::new(move || {
+        let (compiled, meta) = versions[(counter.fetch_add(1, Ordering::SeqCst) + 1) % 2].clone();
+        Ok(Policy { compiled, meta })
+    });
+    let s = start_with("reload", Some(reloader));
+    let done = AtomicBool::new(false);
+    let ops = AtomicUsize::new(0);
+    let answers: Vec<(u16, Value)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut seen = Vec::new();
+                    while !done.load(Ordering::SeqCst) {
+                        let op = format!("op-{}", ops.fetch_add(1, Ordering::SeqCst));
+                        let answer = s.post("/access/v1/evaluation", &payment("20.00 USD", &op));
+                        seen.push((answer.status, answer.json()));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for _ in 0..100 {
+            let reloaded = s.call("POST", "/admin/v1/reload", Some(ADMIN));
+            assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+        }
+        done.store(true, Ordering::SeqCst);
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    assert!(answers.len() > 100, "the load ran ({} calls)", answers.len());
+    for (status, answer) in &answers {
+        assert_eq!(*status, 200);
+        assert_eq!(answer["decision"], true, "{answer}");
+        assert!(hashes.contains(&answer["context"]["policy"].as_str().unwrap().to_string()), "{answer}");
+    }
+    for hash in &hashes {
+        assert!(answers.iter().any(|(_, a)| a["context"]["policy"] == hash.as_str()), "some decisions ran on {hash}");
+    }
+    assert_eq!(next.load(Ordering::SeqCst), 100);
+    let metrics = s.call("GET", "/metrics", None).text();
+    assert!(metrics.contains("remit_policy_reloads_total 100"), "{metrics}");
+    assert_eq!(s.call("POST", "/admin/v1/reload", Some(ALICE)).status, 403);
 }

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value as Json;
 
 use remit::gateway::client;
-use remit::gateway::http::Tokens;
+use remit::gateway::http::{Reloader, Tokens};
 use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, SystemClock};
 use remit::runtime::Runtime;
 
@@ -44,6 +44,9 @@ pub struct ServeArgs {
     /// How long an access request waits for an answer, in seconds
     #[arg(long, default_value_t = 86_400)]
     access_request_ttl: i64,
+    /// Reload the policy when its files change (also: `POST /admin/v1/reload`, `remit admin reload`)
+    #[arg(long)]
+    watch: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -87,6 +90,11 @@ pub enum AdminCommand {
     Fact {
         name: String,
         version: u64,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Load the gateway's policy again from its files and swap it in
+    Reload {
         #[command(flatten)]
         remote: Remote,
     },
@@ -194,9 +202,20 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     }
     let listen = args.listen.clone();
     let base_url = args.base_url.clone();
+    let paths = args.policy.clone();
+    let reloader: Reloader = Arc::new(move || match load_policy(&paths, &runtime)? {
+        Some(policy) => Ok(policy),
+        None => Err("the policy has errors (printed by the gateway); the current policy stays in force".into()),
+    });
+    let watch = args.watch.then(|| (args.policy.clone(), reloader.clone()));
     let make = move |base: String| {
         let config = Config { base_url: base, access_request_ttl: args.access_request_ttl, mask: args.mask.clone() };
-        Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config))
+        let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
+        if let Some((paths, reloader)) = watch {
+            let gateway = gateway.clone();
+            std::thread::spawn(move || watch_files(&paths, &reloader, &gateway));
+        }
+        gateway
     };
     // The base URL is known once the port is bound (port 0), so the gateway is made then.
     remit::gateway::http::run(&listen, move |address| {
@@ -206,9 +225,60 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         println!("inbox: {base}/inbox");
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        (make(base), tokens)
+        (make(base), tokens, Some(reloader))
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The latest modification time among the policy's files (folders searched).
+fn latest_change(paths: &[PathBuf]) -> Option<std::time::SystemTime> {
+    fn walk(path: &Path, latest: &mut Option<std::time::SystemTime>) {
+        if let Ok(meta) = std::fs::metadata(path) {
+            if let Ok(modified) = meta.modified() {
+                *latest = (*latest).max(Some(modified));
+            }
+            if meta.is_dir() {
+                for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                    walk(&entry.path(), latest);
+                }
+            }
+        }
+    }
+    let mut latest = None;
+    for path in paths {
+        walk(path, &mut latest);
+    }
+    latest
+}
+
+/// `--watch`: polls the policy's files every half second and swaps in the policy once they changed and then stayed
+/// the same for one poll (so a file being written is not loaded half-way), when it loads.
+fn watch_files(paths: &[PathBuf], reloader: &Reloader, gateway: &Gateway) {
+    let mut seen = latest_change(paths);
+    let mut changed = false;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let now = latest_change(paths);
+        if now != seen {
+            seen = now;
+            changed = true;
+            continue;
+        }
+        if !changed {
+            continue;
+        }
+        changed = false;
+        match reloader() {
+            Ok(policy) => {
+                eprintln!("reloaded: policy {}", policy.compiled.policy());
+                gateway.swap_policy(policy);
+            }
+            Err(e) => {
+                gateway.counts.reload_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                eprintln!("not reloaded: {e}");
+            }
+        }
+    }
 }
 
 pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
@@ -278,6 +348,7 @@ pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
             remote.call("PUT", &format!("/admin/v1/facts/{name}"), Some(body.as_bytes()))?
         }
         AdminCommand::State { remote } => remote.call("GET", "/admin/v1/state", None)?,
+        AdminCommand::Reload { remote } => remote.call("POST", "/admin/v1/reload", None)?,
     };
     println!("{answer}");
     Ok(ExitCode::SUCCESS)

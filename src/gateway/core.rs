@@ -178,6 +178,8 @@ pub struct Counts {
     pub store_failures: AtomicU64,
     pub obligation_failures: AtomicU64,
     pub ignored_fields: AtomicU64,
+    pub reloads: AtomicU64,
+    pub reload_failures: AtomicU64,
     /// Reason code → decisions that gave it.
     pub reasons: Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -226,6 +228,7 @@ impl Gateway {
     /// Replaces the policy: decisions that already started finish on the old one.
     pub fn swap_policy(&self, policy: Policy) {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        self.counts.reloads.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -22,7 +22,7 @@ use axum::routing::{get, post, put};
 use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
-use super::core::{ActionError, Decided, Gateway};
+use super::core::{ActionError, Decided, Gateway, Policy};
 
 /// The largest body of a single decision request (the module's maximum input).
 pub const MAX_BODY: usize = 262_144;
@@ -61,18 +61,32 @@ impl Latency {
     }
 }
 
-#[derive(Debug)]
+/// Loads the policy again (from where it came): what `POST /admin/v1/reload` and the file watch call.
+pub type Reloader = Arc<dyn Fn() -> Result<Policy, String> + Send + Sync>;
+
 struct App {
     gateway: Arc<Gateway>,
     tokens: Tokens,
     latency: Latency,
+    reloader: Option<Reloader>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").field("gateway", &self.gateway).finish_non_exhaustive()
+    }
 }
 
 type Shared = State<Arc<App>>;
 
 /// The router of every endpoint.
 pub fn router(gateway: Arc<Gateway>, tokens: Tokens) -> Router {
-    let app = Arc::new(App { gateway, tokens, latency: Latency::default() });
+    router_with_reload(gateway, tokens, None)
+}
+
+/// [`router`] with `POST /admin/v1/reload`, which swaps in what `reloader` loads.
+pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Option<Reloader>) -> Router {
+    let app = Arc::new(App { gateway, tokens, latency: Latency::default(), reloader });
     let single = Router::new()
         .route("/access/v1/evaluation", post(evaluation))
         .route("/access/v1/search/action", post(search_action))
@@ -96,6 +110,7 @@ pub fn router(gateway: Arc<Gateway>, tokens: Tokens) -> Router {
         .route("/admin/v1/state", get(admin_state))
         .route("/admin/v1/stops/{mandate}", put(admin_stop).delete(admin_unstop))
         .route("/admin/v1/facts/{name}", put(admin_fact))
+        .route("/admin/v1/reload", post(admin_reload))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(app)
@@ -358,6 +373,8 @@ async fn metrics(State(app): Shared) -> Response {
         ("remit_store_failures_total", "Decisions denied because the store failed.", &counts.store_failures),
         ("remit_obligation_failures_total", "Allows turned into denies by an obligation.", &counts.obligation_failures),
         ("remit_ignored_fields_total", "Requests that carried state only the gateway fills.", &counts.ignored_fields),
+        ("remit_policy_reloads_total", "Policies swapped in.", &counts.reloads),
+        ("remit_policy_reload_failures_total", "Reloads refused (the policy did not load).", &counts.reload_failures),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", n.load(Ordering::Relaxed));
     }
@@ -518,6 +535,33 @@ async fn admin_unstop(State(app): Shared, headers: HeaderMap, Path(mandate): Pat
     set_stop(app, headers, mandate, false).await
 }
 
+/// `POST /admin/v1/reload`: loads the policy again and swaps it in atomically (decisions in flight finish on the old
+/// one); a policy that does not load leaves the current one in force (`422`).
+async fn admin_reload(State(app): Shared, headers: HeaderMap) -> Response {
+    if let Err(response) = authenticate(&headers, &app.tokens.admin) {
+        return response;
+    }
+    let Some(reloader) = app.reloader.clone() else {
+        return error(StatusCode::NOT_FOUND, "reload.unavailable", "this gateway cannot reload its policy");
+    };
+    let gateway = app.gateway.clone();
+    let swapped = tokio::task::spawn_blocking(move || {
+        let policy = reloader()?;
+        let hash = policy.compiled.policy().to_string();
+        gateway.swap_policy(policy);
+        Ok::<_, String>(hash)
+    })
+    .await;
+    match swapped {
+        Ok(Ok(policy)) => json_response(StatusCode::OK, json!({"policy": policy}).to_string()),
+        Ok(Err(e)) => {
+            app.gateway.counts.reload_failures.fetch_add(1, Ordering::Relaxed);
+            error(StatusCode::UNPROCESSABLE_ENTITY, "reload.failed", e)
+        }
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "gateway.internal", "the reload failed"),
+    }
+}
+
 /// `PUT /admin/v1/facts/NAME` with `{"version": N}`.
 async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<String>, body: Bytes) -> Response {
     let identity = match authenticate(&headers, &app.tokens.admin) {
@@ -541,7 +585,10 @@ async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<Str
 
 /// Runs a gateway on `listen` until SIGTERM or Ctrl-C; `make` gets the bound address (port 0 picks one) and
 /// returns the gateway and the tokens.
-pub fn run(listen: &str, make: impl FnOnce(SocketAddr) -> (Arc<Gateway>, Tokens)) -> Result<(), String> {
+pub fn run(
+    listen: &str,
+    make: impl FnOnce(SocketAddr) -> (Arc<Gateway>, Tokens, Option<Reloader>),
+) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -550,8 +597,10 @@ pub fn run(listen: &str, make: impl FnOnce(SocketAddr) -> (Arc<Gateway>, Tokens)
         let listener =
             tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
         let address = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
-        let (gateway, tokens) = make(address);
-        serve(listener, router(gateway, tokens), shutdown_signal()).await.map_err(|e| format!("the server failed: {e}"))
+        let (gateway, tokens, reloader) = make(address);
+        serve(listener, router_with_reload(gateway, tokens, reloader), shutdown_signal())
+            .await
+            .map_err(|e| format!("the server failed: {e}"))
     })
 }
 
