@@ -350,3 +350,64 @@ fn a_store_that_fails_denies_every_call() {
     assert!(s.store.begin().unwrap().operations("op-1").unwrap().is_empty(), "the obligations rolled back");
     assert!(s.gateway.decide(&payment("20.00 USD", "op-1")).allowed(), "the counter was not incremented");
 }
+
+fn wallet_files(replace: &[(&str, &str)]) -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
+    ["catalog.remit", "policy.remit"]
+        .iter()
+        .map(|name| {
+            let mut text = std::fs::read_to_string(dir.join(name)).unwrap();
+            for (from, to) in replace {
+                text = text.replace(from, to);
+            }
+            (name.to_string(), text)
+        })
+        .collect()
+}
+
+#[test]
+fn shadow_mode_logs_the_policys_decision_and_answers_allow() {
+    let program = example("wallet");
+    let dir = std::env::temp_dir().join(format!("remit-gateway-core-shadow-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let config = Config { shadow_mandates: vec!["wallet".into()], ..Config::default() };
+    let gateway = Gateway::new(policy(&program), store.clone(), clock, config);
+    let over = gateway.decide(&payment("120.00 USD", "op-1"));
+    assert!(over.allowed());
+    assert_eq!(over.reasons, ["gateway.shadow"]);
+    let would: Value = serde_json::from_str(over.shadowed.as_deref().unwrap()).unwrap();
+    assert_eq!(would["reasons"], json!(["limit.exceeded"]));
+    let escalated = gateway.decide(&payment("80.00 USD", "op-2"));
+    assert!(escalated.allowed() && escalated.access_request.is_none(), "no access request in shadow mode");
+    // An allow is an allow: its obligations are carried out.
+    let allowed = gateway.decide(&payment("20.00 USD", "op-3"));
+    assert!(allowed.allowed() && allowed.shadowed.is_none());
+    assert_eq!(store.begin().unwrap().counter("payment_per_op", "operation:op-3").unwrap(), 1);
+    let entries = log(&store);
+    let first: Value = serde_json::from_str(&entries[0].body).unwrap();
+    assert_eq!(first["decision"]["decision"], "deny", "the log has the policy's decision");
+    assert_eq!(first["shadow"]["answered"], "allow");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn replay_reports_the_decisions_another_policy_would_change() {
+    let s = setup("replay", &example("wallet"));
+    for (amount, op) in [("20.00 USD", "op-1"), ("80.00 USD", "op-2"), ("120.00 USD", "op-3")] {
+        s.gateway.decide(&payment(amount, op));
+    }
+    s.gateway.decide(b"not json");
+    let entries = log(&s.store);
+    let same = policy(&example("wallet")).compiled;
+    let report = remit::gateway::replay::replay(&entries, &same).unwrap();
+    assert_eq!((report.replayed, report.changes.len()), (4, 0), "the same policy decides the same");
+    // Approvals above 90 USD only, and a cap of 150 USD.
+    let wider = program_of(&wallet_files(&[("> 60 USD", "> 90 USD"), ("<= 100 USD", "<= 150 USD")]));
+    let report = remit::gateway::replay::replay(&entries, &policy(&wider).compiled).unwrap();
+    let summary: Vec<(String, String)> = report.changes.iter().map(|c| (c.before.clone(), c.after.clone())).collect();
+    assert_eq!(summary, [("escalate".into(), "allow".into()), ("deny".into(), "escalate".into())]);
+    assert_eq!(report.changes.iter().filter(|c| c.widens()).count(), 1);
+}

@@ -460,6 +460,14 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     assert_eq!(receipt["approvals"][0]["approver"], "user:alice");
     assert_eq!(receipt["external_effects"].as_array().unwrap().len(), 1);
     assert_eq!(receipt["outcome"], "allow");
+    // Replaying the log under the policy's sources changes nothing.
+    let policy_dir = dir.join("policy");
+    let replayed = remit_bin().args(["replay", &spec, "--policy", policy_dir.to_str().unwrap()]).output().unwrap();
+    let said = String::from_utf8_lossy(&replayed.stdout).into_owned();
+    assert!(
+        replayed.status.success() && said.contains("4 decisions replayed") && said.contains(": 0 changed"),
+        "{said}"
+    );
     // A changed entry is found.
     let tampered = SqliteStore::open(&store, Durability::Process).unwrap();
     tampered.execute_raw("UPDATE log SET body = replace(body, '80.00 USD', '8.00 USD') WHERE seq = 3").unwrap();

@@ -80,6 +80,13 @@ enum Command {
     /// Check the gateway's decision log, explain a decision, print an operation's receipt
     #[command(subcommand)]
     Audit(serve::AuditCommand),
+    /// Re-decide a gateway log's requests under another policy; exit 1 when a decision would become an allow
+    Replay {
+        /// The gateway's store: `sqlite:PATH` or PATH
+        store: String,
+        #[arg(long, required = true, num_args = 1..)]
+        policy: Vec<PathBuf>,
+    },
     /// Compare the authority of each mandate in two versions (files or folders); exit 1 when any widened
     Diff {
         old: PathBuf,
@@ -110,6 +117,7 @@ pub fn run() -> ExitCode {
         Command::Approvals(command) => serve::approvals(command),
         Command::Admin(command) => serve::admin(command),
         Command::Audit(command) => serve::audit(command),
+        Command::Replay { store, policy } => serve::replay(&store, &policy),
     };
     match result {
         Ok(code) => code,

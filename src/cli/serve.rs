@@ -44,6 +44,12 @@ pub struct ServeArgs {
     /// How long an access request waits for an answer, in seconds
     #[arg(long, default_value_t = 86_400)]
     access_request_ttl: i64,
+    /// Shadow mode: log the decision the policy makes, answer allow (try a policy before enforcing it)
+    #[arg(long)]
+    shadow: bool,
+    /// Shadow mode only for calls under this mandate (or a sub-mandate of it); repeatable
+    #[arg(long, value_name = "MANDATE")]
+    shadow_mandate: Vec<String>,
     /// Reload the policy when its files change (also: `POST /admin/v1/reload`, `remit admin reload`)
     #[arg(long)]
     watch: bool,
@@ -200,6 +206,9 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
         }
     }
+    if args.shadow || !args.shadow_mandate.is_empty() {
+        eprintln!("shadow mode: denies and escalations are logged and answered allow");
+    }
     let listen = args.listen.clone();
     let base_url = args.base_url.clone();
     let paths = args.policy.clone();
@@ -209,7 +218,13 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     });
     let watch = args.watch.then(|| (args.policy.clone(), reloader.clone()));
     let make = move |base: String| {
-        let config = Config { base_url: base, access_request_ttl: args.access_request_ttl, mask: args.mask.clone() };
+        let config = Config {
+            base_url: base,
+            access_request_ttl: args.access_request_ttl,
+            mask: args.mask.clone(),
+            shadow: args.shadow,
+            shadow_mandates: args.shadow_mandate.clone(),
+        };
         let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
         if let Some((paths, reloader)) = watch {
             let gateway = gateway.clone();
@@ -426,4 +441,36 @@ pub fn audit(command: AuditCommand) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `remit replay STORE --policy NEW…`: exit 1 when a decision would widen (become an allow).
+pub fn replay(store: &str, policy: &[PathBuf]) -> Result<ExitCode, String> {
+    let entries = read_log(store)?;
+    let runtime = Runtime::new()?;
+    let Some(policy) = load_policy(policy, &runtime)? else { return Ok(ExitCode::from(1)) };
+    let report = remit::gateway::replay::replay(&entries, &policy.compiled)?;
+    for change in &report.changes {
+        println!(
+            "{} (log entry {}): {} calls {}: {} ({}) -> {} ({})",
+            change.decision_id,
+            change.seq,
+            change.agent,
+            change.tool,
+            change.before,
+            change.before_reasons.join(", "),
+            change.after,
+            change.after_reasons.join(", ")
+        );
+    }
+    let widened = report.changes.iter().filter(|c| c.widens()).count();
+    println!(
+        "{} decisions replayed under {}: {} changed ({} to allow), {} skipped (made by the gateway){}",
+        report.replayed,
+        policy.compiled.policy(),
+        report.changes.len(),
+        widened,
+        report.skipped,
+        if report.masked > 0 { format!(", {} with masked arguments", report.masked) } else { String::new() }
+    );
+    Ok(if widened > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

@@ -29,6 +29,8 @@ use crate::value::format_timestamp;
 pub const REASON_STORE: &str = "gateway.store-unavailable";
 /// The reason of the deny that replaces an allow whose obligations cannot be carried out.
 pub const REASON_OBLIGATION: &str = "gateway.obligation-failed";
+/// The reason of the allow a gateway in shadow mode answers in place of a deny or an escalation.
+pub const REASON_SHADOW: &str = "gateway.shadow";
 /// The reason of the deny of a request that names no mandate when its subject holds several.
 pub const REASON_AMBIGUOUS: &str = "mandate.ambiguous";
 
@@ -79,11 +81,21 @@ pub struct Config {
     pub access_request_ttl: i64,
     /// Argument names whose values the log replaces with `"***"`.
     pub mask: Vec<String>,
+    /// Shadow mode for every decision: log the decision the policy makes, answer allow.
+    pub shadow: bool,
+    /// Shadow mode for the requests whose mandate chain contains one of these mandates.
+    pub shadow_mandates: Vec<String>,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { base_url: "http://127.0.0.1:8181".into(), access_request_ttl: 86_400, mask: Vec::new() }
+        Config {
+            base_url: "http://127.0.0.1:8181".into(),
+            access_request_ttl: 86_400,
+            mask: Vec::new(),
+            shadow: false,
+            shadow_mandates: Vec::new(),
+        }
     }
 }
 
@@ -132,6 +144,8 @@ pub struct Decided {
     pub logged: Option<u64>,
     /// The policy hash that decided.
     pub policy: String,
+    /// In shadow mode, the decision the policy made (JSON) when the gateway answered allow in its place.
+    pub shadowed: Option<String>,
 }
 
 impl Decided {
@@ -180,6 +194,8 @@ pub struct Counts {
     pub ignored_fields: AtomicU64,
     pub reloads: AtomicU64,
     pub reload_failures: AtomicU64,
+    /// Denies and escalations answered allow in shadow mode.
+    pub shadowed: AtomicU64,
     /// Reason code → decisions that gave it.
     pub reasons: Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -368,6 +384,7 @@ impl Gateway {
                     access_request: None,
                     logged: None,
                     policy: policy_hash,
+                    shadowed: None,
                 }
             }
         };
@@ -429,10 +446,23 @@ impl Gateway {
                     outcome = "deny".into();
                 }
             }
+        }
+        let mandate = sent.pointer("/context/mandate").and_then(Json::as_str);
+        let in_shadow = self.config.shadow
+            || self.config.shadow_mandates.iter().any(|m| chain.contains(m) || mandate == Some(m.as_str()));
+        let mut shadowed = None;
+        if outcome != "allow" && in_shadow {
+            self.counts.shadowed.fetch_add(1, Ordering::Relaxed);
+            let mut allow = Decision::deny(vec![REASON_SHADOW.to_string()], policy_hash);
+            allow.outcome = crate::eval::Outcome::Allow;
+            allow.mandate_chain = chain.clone();
+            shadowed = Some(std::mem::replace(&mut decision_json, allow.to_json()));
+            outcome = "allow".into();
         } else if outcome == "escalate" {
             access_request = Some(self.escalate(tx.as_mut(), &decision, &sent, id, now)?);
         }
-        let reasons: Vec<String> = decision
+        let answered: Json = serde_json::from_str(&decision_json).unwrap_or(Json::Null);
+        let reasons: Vec<String> = answered
             .get("reasons")
             .and_then(Json::as_array)
             .map(|r| r.iter().filter_map(Json::as_str).map(str::to_string).collect())
@@ -453,6 +483,9 @@ impl Gateway {
         if let Some(request) = &access_request {
             body["access_request"] = Json::String(request.id.clone());
         }
+        if shadowed.is_some() {
+            body["shadow"] = json!({"answered": "allow"});
+        }
         let entry = tx.append_log(now, "decision", &body.to_string())?;
         tx.commit()?;
         Ok(Decided {
@@ -463,6 +496,7 @@ impl Gateway {
             access_request,
             logged: Some(entry.seq),
             policy: policy_hash.to_string(),
+            shadowed,
         })
     }
 

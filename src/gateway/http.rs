@@ -202,6 +202,9 @@ fn authzen_answer(decided: &Decided) -> Json {
                    "expires_at": crate::value::format_timestamp(request.expires_at)}),
         );
     }
+    if let Some(would) = decided.shadowed.as_ref().and_then(|d| serde_json::from_str::<Json>(d).ok()) {
+        context.insert("shadow".into(), would);
+    }
     json!({"decision": decided.allowed(), "context": context})
 }
 
@@ -224,6 +227,7 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
                 access_request: None,
                 logged: None,
                 policy,
+                shadowed: None,
             }
         }
     }
@@ -326,6 +330,9 @@ async fn decide(State(app): Shared, body: Bytes) -> Response {
     if let Some(url) = decided.access_request.as_ref().and_then(|r| HeaderValue::from_str(&r.url).ok()) {
         headers.insert("remit-access-request", url);
     }
+    if let Some(would) = decided.shadowed.as_ref().and_then(|d| HeaderValue::from_str(d).ok()) {
+        headers.insert("remit-shadow-decision", would);
+    }
     response
 }
 
@@ -374,6 +381,7 @@ async fn metrics(State(app): Shared) -> Response {
         ("remit_obligation_failures_total", "Allows turned into denies by an obligation.", &counts.obligation_failures),
         ("remit_ignored_fields_total", "Requests that carried state only the gateway fills.", &counts.ignored_fields),
         ("remit_policy_reloads_total", "Policies swapped in.", &counts.reloads),
+        ("remit_shadowed_total", "Denies and escalations answered allow in shadow mode.", &counts.shadowed),
         ("remit_policy_reload_failures_total", "Reloads refused (the policy did not load).", &counts.reload_failures),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", n.load(Ordering::Relaxed));

@@ -7,7 +7,7 @@
 //! - [`store`]: the state behind a trait ([`store::Store`], [`store::Tx`]); [`sqlite`] its embedded implementation;
 //! - [`core`]: filling state and time into requests, deciding through the module, obligations, access requests,
 //!   stops and facts — no HTTP;
-//! - [`audit`]: the log's hash chain;
+//! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
 //!   HTTP client for the CLI and tests.
 
@@ -16,6 +16,7 @@ pub mod client;
 pub mod core;
 pub mod http;
 pub mod meta;
+pub mod replay;
 pub mod sqlite;
 pub mod store;
 
