@@ -343,8 +343,13 @@ impl Drop for Process {
 }
 
 fn serve_process(policy: &Path, store: &Path) -> Process {
+    serve_process_with(policy, store, &[])
+}
+
+fn serve_process_with(policy: &Path, store: &Path, extra: &[&str]) -> Process {
     let mut child = remit_bin()
         .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(extra)
         .arg("--store")
         .arg(format!("sqlite:{}", store.display()))
         .args(["--inbox-token", &format!("user:alice={ALICE}"), "--admin-token", &format!("ops={ADMIN}"), "--watch"])
@@ -664,4 +669,88 @@ fn a_hundred_hot_reloads_under_load_lose_no_call_and_every_decision_names_a_poli
     let metrics = s.call("GET", "/metrics", None).text();
     assert!(metrics.contains("remit_policy_reloads_total 100"), "{metrics}");
     assert_eq!(s.call("POST", "/admin/v1/reload", Some(ALICE)).status, 403);
+}
+
+#[test]
+fn signed_bundles_serve_and_unsigned_changed_or_foreign_ones_are_refused() {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-bundle-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let out = remit_bin().args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    assert_eq!(run(&["keygen", "-o", &path("owner.key")]).0, Some(0));
+    assert_eq!(run(&["keygen", "-o", &path("other.key")]).0, Some(0));
+    let policy = path("policy");
+    let (code, said) = run(&[
+        "build",
+        &policy,
+        "-o",
+        &path("signed.bundle"),
+        "--bundle",
+        "--sign",
+        &path("owner.key"),
+        "--revision",
+        "r42",
+    ]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("signed bundle"), "{said}");
+    assert_eq!(run(&["build", &policy, "-o", &path("unsigned.bundle"), "--bundle"]).0, Some(0));
+    assert_eq!(
+        run(&["build", &policy, "-o", &path("x"), "--sign", &path("owner.key")]).0,
+        Some(2),
+        "--sign needs --bundle"
+    );
+    let mut changed = std::fs::read(path("signed.bundle")).unwrap();
+    let last = changed.len() - 1;
+    changed[last] ^= 1;
+    std::fs::write(path("changed.bundle"), &changed).unwrap();
+    let store = path("state.db");
+    let key = path("owner.key.pub");
+    let refused = |policy: &str, key: &str| {
+        let out = remit_bin()
+            .args([
+                "serve",
+                policy,
+                "--listen",
+                "127.0.0.1:0",
+                "--store",
+                &format!("sqlite:{store}"),
+                "--verify-key",
+                key,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "refused");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(refused(&path("unsigned.bundle"), &key).contains("not signed"));
+    assert!(refused(&path("changed.bundle"), &key).contains("was changed"));
+    assert!(refused(&path("signed.bundle"), &path("other.key.pub")).contains("does not verify"));
+    assert!(refused(&policy, &key).contains("only a signed bundle"));
+    // The signed bundle serves; a reload to an unsigned one is refused and the signed policy stays.
+    std::fs::copy(path("signed.bundle"), path("serving.bundle")).unwrap();
+    let server = serve_process_with(Path::new(&path("serving.bundle")), Path::new(&store), &["--verify-key", &key]);
+    let ready = || request("GET", &format!("{}/ready", server.url), &[], None).unwrap().json()["policy"].clone();
+    let before = ready();
+    assert!(before.as_str().unwrap().starts_with("sha256:"));
+    std::fs::write(dir.join("policy/note.remit"), "// another version\n").unwrap();
+    assert_eq!(run(&["build", &policy, "-o", &path("serving.bundle"), "--bundle"]).0, Some(0));
+    let auth = format!("Bearer {ADMIN}");
+    let reload =
+        request("POST", &format!("{}/admin/v1/reload", server.url), &[("Authorization", &auth)], None).unwrap();
+    assert_eq!(reload.status, 422, "{}", reload.text());
+    assert_eq!(ready(), before);
+    // Signed by the owner, the new version is taken.
+    let (code, _) = run(&["build", &policy, "-o", &path("serving.bundle"), "--bundle", "--sign", &path("owner.key")]);
+    assert_eq!(code, Some(0));
+    let reload =
+        request("POST", &format!("{}/admin/v1/reload", server.url), &[("Authorization", &auth)], None).unwrap();
+    assert_eq!(reload.status, 200, "{}", reload.text());
+    assert_ne!(ready(), before);
+    drop(server);
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -42,6 +42,20 @@ enum Command {
         /// Write a wasmtime-precompiled module (.cwasm) instead of the .wasm
         #[arg(long)]
         precompile: bool,
+        /// Write a policy bundle (module + manifest) for `remit serve`
+        #[arg(long)]
+        bundle: bool,
+        /// Sign the bundle with this secret key (`remit keygen`)
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
+        /// The revision the bundle's manifest names (e.g. a commit id)
+        #[arg(long)]
+        revision: Option<String>,
+    },
+    /// Make an ed25519 key pair for signing bundles: KEY (secret) and KEY.pub
+    Keygen {
+        #[arg(short, long)]
+        output: PathBuf,
     },
     /// Evaluate one request (JSON) against a policy (sources, or one .wasm/.cwasm) and print the decision (JSON)
     Eval {
@@ -107,7 +121,10 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { paths, format } => cmd_check(&paths, format),
-        Command::Build { paths, output, precompile } => build::run(&paths, &output, precompile),
+        Command::Build { paths, output, precompile, bundle, sign, revision } => {
+            build::run(&paths, &output, build::Packaging { precompile, bundle, sign, revision })
+        }
+        Command::Keygen { output } => serve::keygen(&output),
         Command::Eval { policy, request } => cmd_eval(&policy, &request),
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths } => tests::run(&paths),

@@ -44,6 +44,10 @@ pub struct ServeArgs {
     /// How long an access request waits for an answer, in seconds
     #[arg(long, default_value_t = 86_400)]
     access_request_ttl: i64,
+    /// Serve only a bundle signed by this public key (`remit keygen`); refuse unsigned or changed ones, also on
+    /// reload
+    #[arg(long, value_name = "PUB")]
+    verify_key: Option<PathBuf>,
     /// Shadow mode: log the decision the policy makes, answer allow (try a policy before enforcing it)
     #[arg(long)]
     shadow: bool,
@@ -161,8 +165,44 @@ fn pairs(values: &[String], what: &str) -> Result<std::collections::BTreeMap<Str
     Ok(out)
 }
 
-/// The policy to serve: a module and its gateway metadata.
-fn load_policy(paths: &[PathBuf], runtime: &Runtime) -> Result<Option<Policy>, String> {
+/// A single policy file that is a bundle.
+fn bundle_path(paths: &[PathBuf]) -> Option<&Path> {
+    match paths {
+        [path] if path.is_file() => {
+            let mut head = [0u8; 15];
+            use std::io::Read;
+            let read = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+            remit::gateway::bundle::is_bundle(&head[..read]).then_some(path.as_path())
+        }
+        _ => None,
+    }
+}
+
+/// The policy to serve: a module and its gateway metadata. With `verify_key`, only a bundle signed by that key.
+fn load_policy(
+    paths: &[PathBuf],
+    runtime: &Runtime,
+    verify_key: Option<&remit::gateway::bundle::VerifyingKey>,
+) -> Result<Option<Policy>, String> {
+    if let Some(path) = bundle_path(paths) {
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+        let bundle = remit::gateway::bundle::Bundle::read(&bytes).map_err(|e| format!("`{}`: {e}", path.display()))?;
+        if let Some(key) = verify_key {
+            bundle.verify(key).map_err(|e| format!("`{}`: {e}", path.display()))?;
+        }
+        let meta = remit::gateway::meta::extract(&bundle.module)?
+            .ok_or_else(|| format!("`{}`: the bundle's module carries no gateway metadata", path.display()))?;
+        let policy = Policy::new(runtime.load(&bundle.module)?, meta)?;
+        if policy.compiled.policy() != bundle.manifest.policy {
+            return Err(format!("`{}`: the manifest names another policy than its module's", path.display()));
+        }
+        return Ok(Some(policy));
+    }
+    if verify_key.is_some() {
+        return Err(
+            "with --verify-key the gateway serves only a signed bundle (`remit build --bundle --sign KEY`)".into()
+        );
+    }
     let (wasm, meta) = match super::build::compiled_policy(paths) {
         Some(path) => {
             let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
@@ -191,7 +231,16 @@ pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, Str
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let runtime = Runtime::new()?;
-    let Some(policy) = load_policy(&args.policy, &runtime)? else { return Ok(ExitCode::from(1)) };
+    let verify_key = match &args.verify_key {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            Some(remit::gateway::bundle::verifying_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let Some(policy) = load_policy(&args.policy, &runtime, verify_key.as_ref())? else {
+        return Ok(ExitCode::from(1));
+    };
     let durability = match args.durability.as_str() {
         "process" => Durability::Process,
         "full" => Durability::Full,
@@ -212,7 +261,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let listen = args.listen.clone();
     let base_url = args.base_url.clone();
     let paths = args.policy.clone();
-    let reloader: Reloader = Arc::new(move || match load_policy(&paths, &runtime)? {
+    let reloader: Reloader = Arc::new(move || match load_policy(&paths, &runtime, verify_key.as_ref())? {
         Some(policy) => Ok(policy),
         None => Err("the policy has errors (printed by the gateway); the current policy stays in force".into()),
     });
@@ -447,7 +496,7 @@ pub fn audit(command: AuditCommand) -> Result<ExitCode, String> {
 pub fn replay(store: &str, policy: &[PathBuf]) -> Result<ExitCode, String> {
     let entries = read_log(store)?;
     let runtime = Runtime::new()?;
-    let Some(policy) = load_policy(policy, &runtime)? else { return Ok(ExitCode::from(1)) };
+    let Some(policy) = load_policy(policy, &runtime, None)? else { return Ok(ExitCode::from(1)) };
     let report = remit::gateway::replay::replay(&entries, &policy.compiled)?;
     for change in &report.changes {
         println!(
@@ -473,4 +522,25 @@ pub fn replay(store: &str, policy: &[PathBuf]) -> Result<ExitCode, String> {
         if report.masked > 0 { format!(", {} with masked arguments", report.masked) } else { String::new() }
     );
     Ok(if widened > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// `remit keygen -o KEY`: KEY (secret, mode 0600) and KEY.pub.
+pub fn keygen(output: &Path) -> Result<ExitCode, String> {
+    let (secret, public) = remit::gateway::bundle::keygen()?;
+    let public_path = PathBuf::from(format!("{}.pub", output.display()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    use std::io::Write;
+    options
+        .open(output)
+        .and_then(|mut f| f.write_all(secret.as_bytes()))
+        .map_err(|e| format!("cannot write `{}`: {e}", output.display()))?;
+    std::fs::write(&public_path, public).map_err(|e| format!("cannot write `{}`: {e}", public_path.display()))?;
+    eprintln!("wrote {} (secret: keep it out of the repository) and {}", output.display(), public_path.display());
+    Ok(ExitCode::SUCCESS)
 }

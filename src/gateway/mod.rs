@@ -8,10 +8,12 @@
 //! - [`core`]: filling state and time into requests, deciding through the module, obligations, access requests,
 //!   stops and facts — no HTTP;
 //! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
+//! - [`bundle`]: signed policy bundles (ed25519);
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
 //!   HTTP client for the CLI and tests.
 
 pub mod audit;
+pub mod bundle;
 pub mod client;
 pub mod core;
 pub mod http;
