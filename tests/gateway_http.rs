@@ -754,3 +754,32 @@ fn signed_bundles_serve_and_unsigned_changed_or_foreign_ones_are_refused() {
     drop(server);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_access_log_prints_one_json_line_per_decision() {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-access-log-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(dir.join("policy/shop.remit"), COUNTED).unwrap();
+    let mut child = remit_bin()
+        .args(["serve", dir.join("policy").to_str().unwrap(), "--listen", "127.0.0.1:0", "--access-log"])
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = lines.next().unwrap().unwrap().strip_prefix("remit gateway listening on ").unwrap().to_string();
+    let body = br#"{"subject":{"id":"agent:shopper"},"action":{"name":"make_payment","arguments":{}}}"#;
+    let answer = request("POST", &format!("{url}/v1/decide"), &[], Some(body)).unwrap();
+    let id = answer.header("remit-decision-id").unwrap().to_string();
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line: Value = stderr.lines().find_map(|l| serde_json::from_str(l).ok()).expect("a JSON line");
+    assert_eq!(line["decision_id"], id.as_str());
+    assert_eq!(line["outcome"], "allow");
+    assert_eq!(line["logged"], 1);
+    std::fs::remove_dir_all(&dir).ok();
+}

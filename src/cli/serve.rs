@@ -54,6 +54,9 @@ pub struct ServeArgs {
     /// Shadow mode only for calls under this mandate (or a sub-mandate of it); repeatable
     #[arg(long, value_name = "MANDATE")]
     shadow_mandate: Vec<String>,
+    /// Print one JSON line per decision on stderr (id, outcome, reasons, policy, log entry, latency)
+    #[arg(long)]
+    access_log: bool,
     /// Reload the policy when its files change (also: `POST /admin/v1/reload`, `remit admin reload`)
     #[arg(long)]
     watch: bool,
@@ -273,6 +276,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             mask: args.mask.clone(),
             shadow: args.shadow,
             shadow_mandates: args.shadow_mandate.clone(),
+            access_log: args.access_log,
         };
         let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
         if let Some((paths, reloader)) = watch {

@@ -85,6 +85,8 @@ pub struct Config {
     pub shadow: bool,
     /// Shadow mode for the requests whose mandate chain contains one of these mandates.
     pub shadow_mandates: Vec<String>,
+    /// Print one JSON line per decision on stderr (structured access log).
+    pub access_log: bool,
 }
 
 impl Default for Config {
@@ -95,6 +97,7 @@ impl Default for Config {
             mask: Vec::new(),
             shadow: false,
             shadow_mandates: Vec::new(),
+            access_log: false,
         }
     }
 }
@@ -838,4 +841,20 @@ pub fn new_id(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     hasher.write_u128(nanos);
     format!("{prefix}-{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_key;
+
+    #[test]
+    fn budget_windows_are_keyed_by_operation_utc_hour_day_or_nothing() {
+        let now = crate::value::parse_timestamp("2026-12-03T15:30:00Z").unwrap();
+        assert_eq!(window_key("operation", Some("op-1"), now).as_deref(), Some("operation:op-1"));
+        assert_eq!(window_key("operation", None, now), None);
+        assert_eq!(window_key("hour", None, now).as_deref(), Some("hour:2026-12-03T15"));
+        assert_eq!(window_key("day", None, now).as_deref(), Some("day:2026-12-03"));
+        assert_eq!(window_key("total", Some("op"), now).as_deref(), Some("total"));
+        assert_eq!(window_key("fortnight", None, now), None);
+    }
 }

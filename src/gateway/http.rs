@@ -212,7 +212,16 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
     let gateway = app.gateway.clone();
     let started = Instant::now();
     let decided = tokio::task::spawn_blocking(move || gateway.decide(&request)).await;
-    app.latency.observe(started.elapsed().as_secs_f64());
+    let elapsed = started.elapsed();
+    app.latency.observe(elapsed.as_secs_f64());
+    if let (true, Ok(d)) = (app.gateway.config().access_log, &decided) {
+        let line = json!({
+            "time": crate::value::format_timestamp(app.gateway.now()), "decision_id": d.id, "outcome": d.outcome,
+            "reasons": d.reasons, "policy": d.policy, "logged": d.logged, "shadow": d.shadowed.is_some(),
+            "access_request": d.access_request.as_ref().map(|r| &r.id), "micros": elapsed.as_micros() as u64,
+        });
+        eprintln!("{line}");
+    }
     match decided {
         Ok(decided) => decided,
         // The blocking task panicked: deny, as the core would for a store it cannot use.

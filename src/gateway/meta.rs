@@ -168,3 +168,32 @@ fn leb128(out: &mut Vec<u8>, mut value: u64) {
         out.push(byte | 0x80);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_survives_a_round_trip_through_a_custom_section() {
+        let meta = PolicyMeta {
+            policy: "sha256:x".into(),
+            mandates: vec![MandateMeta {
+                name: "m".into(),
+                principal: "user:p".into(),
+                holders: vec!["agent:a".into()],
+                chain: vec!["m".into()],
+            }],
+            approvals: vec![ApprovalMeta { kind: "k".into(), binds: vec!["tool".into()], ttl: 900, single_use: true }],
+            budgets: vec![BudgetMeta { mandate: "m".into(), name: "b".into(), max: 2, window: "hour".into() }],
+        };
+        // The smallest valid module: magic and version.
+        let empty = b"\0asm\x01\0\0\0".to_vec();
+        assert_eq!(extract(&empty).unwrap(), None);
+        let with = embed(&empty, &meta);
+        wasmparser::Validator::new().validate_all(&with).expect("still a valid module");
+        assert_eq!(extract(&with).unwrap(), Some(meta.clone()));
+        assert_eq!(meta.window_of(&["m".to_string()], "b"), Some("hour"));
+        assert_eq!(meta.window_of(&["other".to_string()], "b"), None);
+        assert_eq!(meta.held_by("agent:a").len(), 1);
+    }
+}
