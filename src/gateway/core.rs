@@ -34,6 +34,9 @@ pub const REASON_SHADOW: &str = "gateway.shadow";
 /// The reason of the deny of a request that names no mandate when its subject holds several.
 pub const REASON_AMBIGUOUS: &str = "mandate.ambiguous";
 
+/// How many idle module instances the gateway keeps.
+const MAX_POOLED_EVALUATORS: usize = 8;
+
 /// The context fields only the gateway may fill.
 pub const GATEWAY_FIELDS: [&str; 5] = ["approvals", "counters", "stops", "facts", "now"];
 
@@ -271,7 +274,12 @@ impl Gateway {
             _ => policy.compiled.evaluator().ok()?,
         };
         let result = f(&mut evaluator);
-        self.evaluators.lock().unwrap_or_else(|p| p.into_inner()).push(evaluator);
+        let mut pool = self.evaluators.lock().unwrap_or_else(|p| p.into_inner());
+        // Decisions take turns (one store transaction at a time); only listings run side by side. A few instances
+        // cover that; more would only hold their fixed memories.
+        if pool.len() < MAX_POOLED_EVALUATORS {
+            pool.push(evaluator);
+        }
         Some(result)
     }
 
