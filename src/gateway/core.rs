@@ -34,6 +34,49 @@ pub const REASON_SHADOW: &str = "gateway.shadow";
 /// The reason of the deny of a request that names no mandate when its subject holds several.
 pub const REASON_AMBIGUOUS: &str = "mandate.ambiguous";
 
+/// The most decisions one transaction commits together.
+const MAX_BATCH: usize = 256;
+
+/// A decision waiting for its batch.
+struct Job {
+    policy: Arc<Policy>,
+    id: String,
+    raw: Vec<u8>,
+    prepared: Prepared,
+    now: i64,
+}
+
+/// Where a batch leader puts a job's result.
+#[derive(Default)]
+struct Slot {
+    result: Mutex<Option<StoreResult<Decided>>>,
+    ready: std::sync::Condvar,
+}
+
+impl Slot {
+    fn fill(&self, result: StoreResult<Decided>) {
+        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        self.ready.notify_all();
+    }
+
+    fn wait(&self) -> StoreResult<Decided> {
+        let mut result = self.result.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(result) = result.take() {
+                return result;
+            }
+            result = self.ready.wait(result).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+#[derive(Default)]
+struct Batch {
+    jobs: Vec<(Job, Arc<Slot>)>,
+    /// A leader is running batches.
+    leading: bool,
+}
+
 /// How many idle module instances the gateway keeps.
 const MAX_POOLED_EVALUATORS: usize = 8;
 
@@ -202,6 +245,8 @@ pub struct Counts {
     pub reload_failures: AtomicU64,
     /// Denies and escalations answered allow in shadow mode.
     pub shadowed: AtomicU64,
+    /// Decision transactions committed (group commit: one for a batch of decisions).
+    pub commits: AtomicU64,
     /// Reason code → decisions that gave it.
     pub reasons: Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -213,6 +258,7 @@ pub struct Gateway {
     clock: Arc<dyn Clock>,
     config: Config,
     evaluators: Mutex<Vec<Evaluator>>,
+    batch: Mutex<Batch>,
     pub counts: Counts,
 }
 
@@ -223,6 +269,7 @@ impl std::fmt::Debug for Gateway {
 }
 
 /// A request after the gateway prepared it (before the state is filled in).
+#[derive(Clone)]
 struct Prepared {
     /// `None` when the bytes are not an acceptable JSON object: they go to the module as they came.
     value: Option<Map<String, Json>>,
@@ -239,6 +286,7 @@ impl Gateway {
             clock,
             config,
             evaluators: Mutex::new(Vec::new()),
+            batch: Mutex::new(Batch::default()),
             counts: Counts::default(),
         }
     }
@@ -381,8 +429,8 @@ impl Gateway {
         if !prepared.ignored.is_empty() {
             self.counts.ignored_fields.fetch_add(1, Ordering::Relaxed);
         }
-        let result = self.decide_in_store(&policy, &id, request, prepared, now);
-        let decided = match result {
+        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now };
+        let decided = match self.run_batched(job) {
             Ok(decided) => decided,
             Err(_) => {
                 self.counts.store_failures.fetch_add(1, Ordering::Relaxed);
@@ -403,6 +451,73 @@ impl Gateway {
         decided
     }
 
+    /// Group commit: the caller queues its job; whoever finds no batch running becomes the leader and runs every
+    /// queued job, one after the other, in one transaction (each in its own savepoint, so a job whose writes fail
+    /// leaves the others intact), commits once, and hands each job its result. No result is handed out before the
+    /// commit, so an answered decision is always in the log. Jobs are taken before the transaction begins: a job
+    /// queued after a stop (or any change) committed sees it.
+    fn run_batched(&self, job: Job) -> StoreResult<Decided> {
+        let slot = Arc::new(Slot::default());
+        let lead = {
+            let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+            queue.jobs.push((job, slot.clone()));
+            !std::mem::replace(&mut queue.leading, true)
+        };
+        if lead {
+            loop {
+                let jobs = {
+                    let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+                    if queue.jobs.is_empty() {
+                        queue.leading = false;
+                        break;
+                    }
+                    let take = queue.jobs.len().min(MAX_BATCH);
+                    queue.jobs.drain(..take).collect::<Vec<_>>()
+                };
+                // A panic while running the batch must not leave its followers waiting: they get a store error
+                // (a deny), and the next caller leads.
+                let run = std::panic::AssertUnwindSafe(|| self.run_batch(jobs.iter().map(|(job, _)| job)));
+                let results = std::panic::catch_unwind(run)
+                    .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
+                for ((_, slot), result) in jobs.iter().zip(results) {
+                    slot.fill(result);
+                }
+            }
+        }
+        slot.wait()
+    }
+
+    fn run_batch<'j>(&self, jobs: impl ExactSizeIterator<Item = &'j Job>) -> Vec<StoreResult<Decided>> {
+        let count = jobs.len();
+        let mut tx = match self.store.begin() {
+            Ok(tx) => tx,
+            Err(e) => return vec![Err(e); count],
+        };
+        let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
+        for job in jobs {
+            // After a store error the transaction may have been rolled back as a whole (SQLite does so for a full
+            // disk or an I/O error): the rest of the batch is not run, so nothing is written outside it.
+            if let Some(Err(e)) = results.last() {
+                let e = e.clone();
+                results.push(Err(e));
+                continue;
+            }
+            let result = tx.savepoint().and_then(|()| {
+                let decided = self.decide_in_store(&mut tx, job);
+                tx.release(decided.is_ok())?;
+                decided
+            });
+            results.push(result);
+        }
+        match tx.commit() {
+            Ok(()) => {
+                self.counts.commits.fetch_add(1, Ordering::Relaxed);
+                results
+            }
+            Err(e) => vec![Err(e); count],
+        }
+    }
+
     fn count(&self, decided: &Decided) {
         let counter = match decided.outcome.as_str() {
             "allow" => &self.counts.allow,
@@ -416,16 +531,13 @@ impl Gateway {
         }
     }
 
-    fn decide_in_store(
-        &self,
-        policy: &Arc<Policy>,
-        id: &str,
-        raw: &[u8],
-        prepared: Prepared,
-        now: i64,
-    ) -> StoreResult<Decided> {
+    /// One decision inside the batch's transaction (see [`Gateway::decide`]); its writes are kept only if the
+    /// transaction commits.
+    fn decide_in_store(&self, tx: &mut Box<dyn Tx + '_>, job: &Job) -> StoreResult<Decided> {
+        let Job { policy, id, raw, prepared, now } = job;
+        let (id, now) = (id.as_str(), *now);
+        let prepared = prepared.clone();
         let policy_hash = policy.compiled.policy();
-        let mut tx = self.store.begin()?;
         let Prepared { value, ignored, early_deny } = prepared;
         let mut chain = Vec::new();
         let (sent, mut decision_json) = match (value, early_deny) {
@@ -498,7 +610,6 @@ impl Gateway {
             body["shadow"] = json!({"answered": "allow"});
         }
         let entry = tx.append_log(now, "decision", &body.to_string())?;
-        tx.commit()?;
         Ok(Decided {
             id: id.to_string(),
             decision: decision_json,

@@ -390,6 +390,11 @@ async fn metrics(State(app): Shared) -> Response {
         ("remit_obligation_failures_total", "Allows turned into denies by an obligation.", &counts.obligation_failures),
         ("remit_ignored_fields_total", "Requests that carried state only the gateway fills.", &counts.ignored_fields),
         ("remit_policy_reloads_total", "Policies swapped in.", &counts.reloads),
+        (
+            "remit_decision_commits_total",
+            "Store transactions that committed decisions (group commit).",
+            &counts.commits,
+        ),
         ("remit_shadowed_total", "Denies and escalations answered allow in shadow mode.", &counts.shadowed),
         ("remit_policy_reload_failures_total", "Reloads refused (the policy did not load).", &counts.reload_failures),
     ] {

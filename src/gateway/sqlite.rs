@@ -468,6 +468,15 @@ impl Tx for SqliteTx<'_> {
         Ok(LogEntry { seq, time, kind: kind.to_string(), body: body.to_string(), prev, hash })
     }
 
+    fn savepoint(&mut self) -> StoreResult<()> {
+        self.connection.execute_batch("SAVEPOINT job").map_err(store_err)
+    }
+
+    fn release(&mut self, keep: bool) -> StoreResult<()> {
+        let sql = if keep { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
+        self.connection.execute_batch(sql).map_err(store_err)
+    }
+
     fn commit(mut self: Box<Self>) -> StoreResult<()> {
         self.open = false;
         if let Err(e) = self.connection.execute_batch("COMMIT") {

@@ -139,6 +139,11 @@ pub trait Tx {
     /// Appends an entry after the head (computing its hash) and returns it.
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry>;
 
+    /// Opens a savepoint inside the transaction.
+    fn savepoint(&mut self) -> StoreResult<()>;
+    /// Closes the savepoint: keeps its writes (`keep`) or rolls them back.
+    fn release(&mut self, keep: bool) -> StoreResult<()>;
+
     fn commit(self: Box<Self>) -> StoreResult<()>;
 }
 
