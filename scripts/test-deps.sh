@@ -18,7 +18,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \
     || { $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; }
 fi
-python3 -c 'import playwright' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check 'playwright==1.65.2'
+if ! command -v python3 >/dev/null; then
+  $sudo apt-get install -y -qq python3 python3-pip >/dev/null 2>&1 \
+    || { $sudo apt-get update -qq && $sudo apt-get install -y -qq python3 python3-pip >/dev/null; }
+fi
+if ! python3 -c 'import playwright.sync_api' 2>/dev/null; then
+  pip=(python3 -m pip install --quiet --disable-pip-version-check 'playwright==1.65.2')
+  "${pip[@]}" || "${pip[@]}" --break-system-packages
+fi
 if [ ! -f tests/browser/node_modules/mermaid/dist/mermaid.min.js ]; then
   (cd tests/browser && npm ci --no-audit --no-fund --silent)
 fi

@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod check;
 pub mod diag;
 pub mod eval;
+pub mod gateway;
 pub mod ir;
 pub mod json;
 pub mod picture;

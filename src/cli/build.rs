@@ -8,13 +8,50 @@ use remit::runtime::Runtime;
 
 use super::Format;
 
-/// `remit build PATHS… -o OUT [--precompile]`.
-pub fn run(paths: &[PathBuf], output: &Path, precompile: bool) -> Result<ExitCode, String> {
-    let (program, _, _) = super::compile(paths, Format::Human)?;
+/// How `remit build` packages the module.
+#[derive(Debug, Default)]
+pub struct Packaging {
+    pub precompile: bool,
+    /// Write a bundle (module + manifest), signed with this secret key file when given.
+    pub bundle: bool,
+    pub sign: Option<PathBuf>,
+    pub revision: Option<String>,
+}
+
+/// `remit build PATHS… -o OUT [--precompile | --bundle [--sign KEY] [--revision R]]`.
+pub fn run(paths: &[PathBuf], output: &Path, packaging: Packaging) -> Result<ExitCode, String> {
+    let Packaging { precompile, bundle, sign, revision } = packaging;
+    if sign.is_some() && !bundle {
+        return Err("`--sign` signs a bundle: add `--bundle`".into());
+    }
+    if precompile && bundle {
+        return Err("a bundle carries the portable `.wasm`: drop `--precompile`".into());
+    }
+    let key = match &sign {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            Some(remit::gateway::bundle::signing_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let (program, sources, _) = super::compile(paths, Format::Human)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
     let wasm = remit::wasm::compile(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
+    // What a gateway needs besides the decisions (holders, approval kinds, budget windows), in a custom section
+    // that runtimes skip: `remit serve policy.wasm` knows what `remit serve FOLDER` knows.
+    let wasm = remit::gateway::meta::embed(&wasm, &remit::gateway::PolicyMeta::from_program(&program));
     let (bytes, what) = if precompile {
         (Runtime::new()?.precompile(&wasm)?, format!("precompiled module (from {} bytes of wasm)", wasm.len()))
+    } else if bundle {
+        let files = sources
+            .files()
+            .filter(|(_, f)| !f.name.starts_with("std/"))
+            .map(|(_, f)| (f.name.as_str(), f.text.as_str()));
+        let digest = remit::gateway::bundle::sources_digest(files);
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let built_at = remit::value::format_timestamp(since as i64);
+        let bytes = remit::gateway::bundle::write(&wasm, &program.hash, revision, digest, built_at, key.as_ref());
+        (bytes, if key.is_some() { "signed bundle" } else { "unsigned bundle" }.to_string())
     } else {
         (wasm, "module".to_string())
     };

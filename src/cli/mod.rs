@@ -6,6 +6,7 @@ mod fmt;
 mod load;
 mod lsp;
 mod render;
+mod serve;
 mod tests;
 
 use std::path::{Path, PathBuf};
@@ -43,6 +44,20 @@ enum Command {
         /// Write a wasmtime-precompiled module (.cwasm) instead of the .wasm
         #[arg(long)]
         precompile: bool,
+        /// Write a policy bundle (module + manifest) for `remit serve`
+        #[arg(long)]
+        bundle: bool,
+        /// Sign the bundle with this secret key (`remit keygen`)
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
+        /// The revision the bundle's manifest names (e.g. a commit id)
+        #[arg(long)]
+        revision: Option<String>,
+    },
+    /// Make an ed25519 key pair for signing bundles: KEY (secret) and KEY.pub
+    Keygen {
+        #[arg(short, long)]
+        output: PathBuf,
     },
     /// Evaluate one request (JSON) against a policy (sources, or one .wasm/.cwasm) and print the decision (JSON)
     Eval {
@@ -79,6 +94,24 @@ enum Command {
     Digest {
         #[arg(long)]
         request: PathBuf,
+    },
+    /// Run the gateway: decisions over HTTP (AuthZEN 1.0 and native), state, obligations, log, inbox (docs/gateway.md)
+    Serve(serve::ServeArgs),
+    /// Answer access requests in a running gateway's inbox
+    #[command(subcommand)]
+    Approvals(serve::ApprovalsCommand),
+    /// Set stops and publish fact versions in a running gateway
+    #[command(subcommand)]
+    Admin(serve::AdminCommand),
+    /// Check the gateway's decision log, explain a decision, print an operation's receipt
+    #[command(subcommand)]
+    Audit(serve::AuditCommand),
+    /// Re-decide a gateway log's requests under another policy; exit 1 when a decision would become an allow
+    Replay {
+        /// The gateway's store: `sqlite:PATH` or PATH
+        store: String,
+        #[arg(long, required = true, num_args = 1..)]
+        policy: Vec<PathBuf>,
     },
     /// Compare the authority of each mandate in two versions (files or folders); exit 1 when any widened
     Diff {
@@ -146,7 +179,10 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { paths, format } => cmd_check(&paths, format),
-        Command::Build { paths, output, precompile } => build::run(&paths, &output, precompile),
+        Command::Build { paths, output, precompile, bundle, sign, revision } => {
+            build::run(&paths, &output, build::Packaging { precompile, bundle, sign, revision })
+        }
+        Command::Keygen { output } => serve::keygen(&output),
         Command::Eval { policy, request } => cmd_eval(&policy, &request),
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths } => tests::run(&paths),
@@ -158,6 +194,11 @@ pub fn run() -> ExitCode {
         }
         Command::Fmt { paths, check } => fmt::run(&paths, check),
         Command::Lsp => lsp::run(),
+        Command::Serve(args) => serve::serve(args),
+        Command::Approvals(command) => serve::approvals(command),
+        Command::Admin(command) => serve::admin(command),
+        Command::Audit(command) => serve::audit(command),
+        Command::Replay { store, policy } => serve::replay(&store, &policy),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,175 @@
+//! Signed policy bundles: a decision module with a manifest (policy hash, revision, sources digest, build time, the
+//! module's SHA-256) and an ed25519 signature over the manifest, so a gateway started with `--verify-key` serves
+//! only policies its owner signed.
+//!
+//! The file (`remit build --bundle [--sign KEY]`):
+//!
+//! ```text
+//! remit-bundle 1\n
+//! {manifest JSON, one line}\n
+//! ed25519:HEX-SIGNATURE-OF-THE-MANIFEST-LINE\n      (or `unsigned\n`)
+//! MODULE BYTES (to the end of the file)
+//! ```
+//!
+//! Keys are files of one line: `remit-ed25519-secret:HEX` (the 32-byte seed; written 0600) and
+//! `remit-ed25519-public:HEX` (`remit keygen`).
+
+use ed25519_dalek::{Signature, Signer, Verifier};
+pub use ed25519_dalek::{SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::audit::hex;
+
+const MAGIC: &[u8] = b"remit-bundle 1\n";
+const SECRET: &str = "remit-ed25519-secret:";
+const PUBLIC: &str = "remit-ed25519-public:";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The policy hash (the module's `policy`).
+    pub policy: String,
+    pub revision: Option<String>,
+    /// `sha256:` over the policy's source files (names and texts, standard library excluded).
+    pub sources: String,
+    /// `sha256:` of the module bytes.
+    pub module: String,
+    pub built_at: String,
+    /// The public key that signed it (`remit-ed25519-public:HEX`), when signed.
+    pub key: Option<String>,
+}
+
+/// A bundle read from its bytes.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    pub manifest: Manifest,
+    manifest_line: Vec<u8>,
+    signature: Option<Signature>,
+    pub module: Vec<u8>,
+}
+
+pub fn is_bundle(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex(&Sha256::digest(bytes)))
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
+/// A new key pair: (secret file text, public file text).
+pub fn keygen() -> Result<(String, String), String> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| format!("no randomness from the system: {e}"))?;
+    let key = SigningKey::from_bytes(&seed);
+    Ok((format!("{SECRET}{}\n", hex(&seed)), public_text(&key.verifying_key())))
+}
+
+fn public_text(key: &VerifyingKey) -> String {
+    format!("{PUBLIC}{}\n", hex(key.as_bytes()))
+}
+
+pub fn signing_key(text: &str) -> Result<SigningKey, String> {
+    let seed = text.trim().strip_prefix(SECRET).and_then(unhex).ok_or("not a remit secret key (`remit keygen`)")?;
+    let seed: [u8; 32] = seed.try_into().map_err(|_| "a remit secret key has 32 bytes")?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+pub fn verifying_key(text: &str) -> Result<VerifyingKey, String> {
+    let bytes = text.trim().strip_prefix(PUBLIC).and_then(unhex).ok_or("not a remit public key (`remit keygen`)")?;
+    let bytes: [u8; 32] = bytes.try_into().map_err(|_| "a remit public key has 32 bytes")?;
+    VerifyingKey::from_bytes(&bytes).map_err(|e| format!("not a valid ed25519 public key: {e}"))
+}
+
+/// `sha256:` over `(name, text)` pairs in order.
+pub fn sources_digest<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut hasher = Sha256::new();
+    for (name, text) in files {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
+        hasher.update([0]);
+    }
+    format!("sha256:{}", hex(&hasher.finalize()))
+}
+
+/// Writes a bundle of `module`, signed with `key` when given.
+pub fn write(
+    module: &[u8],
+    policy: &str,
+    revision: Option<String>,
+    sources: String,
+    built_at: String,
+    key: Option<&SigningKey>,
+) -> Vec<u8> {
+    let manifest = Manifest {
+        policy: policy.to_string(),
+        revision,
+        sources,
+        module: sha256(module),
+        built_at,
+        key: key.map(|k| public_text(&k.verifying_key()).trim().to_string()),
+    };
+    let line = serde_json::to_string(&manifest).expect("plain data serializes");
+    let signature = match key {
+        Some(key) => format!("ed25519:{}", hex(&key.sign(line.as_bytes()).to_bytes())),
+        None => "unsigned".to_string(),
+    };
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(line.as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(signature.as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(module);
+    out
+}
+
+impl Bundle {
+    /// Reads a bundle and checks that the module is the one the manifest names (not the signature: [`verify`]).
+    ///
+    /// [`verify`]: Bundle::verify
+    pub fn read(bytes: &[u8]) -> Result<Bundle, String> {
+        let rest = bytes.strip_prefix(MAGIC).ok_or("not a remit bundle")?;
+        let line_end = rest.iter().position(|&b| b == b'\n').ok_or("a bundle without a manifest")?;
+        let manifest_line = rest[..line_end].to_vec();
+        let rest = &rest[line_end + 1..];
+        let sig_end = rest.iter().position(|&b| b == b'\n').ok_or("a bundle without a signature line")?;
+        let signature_text = std::str::from_utf8(&rest[..sig_end]).map_err(|_| "a broken signature line")?;
+        let module = rest[sig_end + 1..].to_vec();
+        let manifest: Manifest =
+            serde_json::from_slice(&manifest_line).map_err(|e| format!("the bundle's manifest is not valid: {e}"))?;
+        let signature = match signature_text {
+            "unsigned" => None,
+            text => {
+                let bytes = text.strip_prefix("ed25519:").and_then(unhex).ok_or("a broken signature")?;
+                let bytes: [u8; 64] = bytes.try_into().map_err(|_| "an ed25519 signature has 64 bytes")?;
+                Some(Signature::from_bytes(&bytes))
+            }
+        };
+        if sha256(&module) != manifest.module {
+            return Err("the bundle's module is not the one its manifest names: it was changed".into());
+        }
+        Ok(Bundle { manifest, manifest_line, signature, module })
+    }
+
+    pub fn signed(&self) -> bool {
+        self.signature.is_some()
+    }
+
+    /// Checks the signature with `key`: an unsigned bundle, or one signed by another key or changed after signing,
+    /// is refused.
+    pub fn verify(&self, key: &VerifyingKey) -> Result<(), String> {
+        let Some(signature) = &self.signature else {
+            return Err("the bundle is not signed, and this gateway serves only signed bundles".into());
+        };
+        key.verify(&self.manifest_line, signature).map_err(|_| {
+            "the bundle's signature does not verify with the given key: it was changed or signed by another key".into()
+        })
+    }
+}

@@ -1,0 +1,979 @@
+//! The gateway's core, which knows nothing of HTTP: it fills the state and the time into each request from its store
+//! and clock, decides through the compiled module ([`crate::runtime`], never the interpreter), and carries out the
+//! decision's obligations atomically with appending the log entry, in one store transaction, exactly once.
+//!
+//! - Caller-supplied `context.approvals`, `counters`, `stops`, `facts` and `now` are removed before the gateway
+//!   fills its own; the attempt is recorded in the log entry (`ignored`).
+//! - An obligation that cannot be carried out (an approval already consumed, a counter whose window the policy does
+//!   not declare) turns the allow into a deny (`gateway.obligation-failed`); a store that fails turns any decision
+//!   into a deny (`gateway.store-unavailable`). Neither ever allows.
+//! - An escalation becomes an access request in the principal's inbox; approving it mints approvals of the gate's
+//!   kind, bound as the policy says, which the retry of the exact call presents (filled by the gateway) and consumes.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{json, Map, Value as Json};
+use sha2::{Digest, Sha256};
+
+use super::audit::hex;
+use super::meta::PolicyMeta;
+use super::store::*;
+use crate::eval::Decision;
+use crate::runtime::{Compiled, Evaluator};
+use crate::value::format_timestamp;
+
+/// The reason of the deny the gateway answers when its store cannot be read or written.
+pub const REASON_STORE: &str = "gateway.store-unavailable";
+/// The reason of the deny that replaces an allow whose obligations cannot be carried out.
+pub const REASON_OBLIGATION: &str = "gateway.obligation-failed";
+/// The reason of the allow a gateway in shadow mode answers in place of a deny or an escalation.
+pub const REASON_SHADOW: &str = "gateway.shadow";
+/// The reason of the deny of a request that names no mandate when its subject holds several.
+pub const REASON_AMBIGUOUS: &str = "mandate.ambiguous";
+
+/// The most decisions one transaction commits together.
+const MAX_BATCH: usize = 256;
+
+/// A decision waiting for its batch.
+struct Job {
+    policy: Arc<Policy>,
+    id: String,
+    raw: Vec<u8>,
+    prepared: Prepared,
+    now: i64,
+}
+
+/// Where a batch leader puts a job's result.
+#[derive(Default)]
+struct Slot {
+    result: Mutex<Option<StoreResult<Decided>>>,
+    ready: std::sync::Condvar,
+}
+
+impl Slot {
+    fn fill(&self, result: StoreResult<Decided>) {
+        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        self.ready.notify_all();
+    }
+
+    fn wait(&self) -> StoreResult<Decided> {
+        let mut result = self.result.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(result) = result.take() {
+                return result;
+            }
+            result = self.ready.wait(result).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+#[derive(Default)]
+struct Batch {
+    jobs: Vec<(Job, Arc<Slot>)>,
+    /// A leader is running batches.
+    leading: bool,
+}
+
+/// How many idle module instances the gateway keeps.
+const MAX_POOLED_EVALUATORS: usize = 8;
+
+/// The context fields only the gateway may fill.
+pub const GATEWAY_FIELDS: [&str; 5] = ["approvals", "counters", "stops", "facts", "now"];
+
+/// Where the time comes from: the system clock in production, a settable one in tests.
+pub trait Clock: Send + Sync {
+    /// Unix seconds.
+    fn now(&self) -> i64;
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> i64 {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.map_or(0, |d| d.as_secs() as i64)
+    }
+}
+
+/// A clock that says what it was told.
+#[derive(Debug, Default)]
+pub struct FixedClock(pub AtomicI64);
+
+impl FixedClock {
+    pub fn new(now: i64) -> FixedClock {
+        FixedClock(AtomicI64::new(now))
+    }
+
+    pub fn set(&self, now: i64) {
+        self.0.store(now, Ordering::SeqCst);
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the gateway is reached, for access request URLs (`{base_url}/inbox/{id}`).
+    pub base_url: String,
+    /// How long an access request waits for an answer, in seconds.
+    pub access_request_ttl: i64,
+    /// Argument names whose values the log replaces with `"***"`.
+    pub mask: Vec<String>,
+    /// Shadow mode for every decision: log the decision the policy makes, answer allow.
+    pub shadow: bool,
+    /// Shadow mode for the requests whose mandate chain contains one of these mandates.
+    pub shadow_mandates: Vec<String>,
+    /// Print one JSON line per decision on stderr (structured access log).
+    pub access_log: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            base_url: "http://127.0.0.1:8181".into(),
+            access_request_ttl: 86_400,
+            mask: Vec::new(),
+            shadow: false,
+            shadow_mandates: Vec::new(),
+            access_log: false,
+        }
+    }
+}
+
+/// A policy the gateway serves: the compiled module and what the gateway must know about it.
+#[derive(Debug)]
+pub struct Policy {
+    pub compiled: Arc<Compiled>,
+    pub meta: PolicyMeta,
+}
+
+impl Policy {
+    /// Pairs a module with its metadata; they must describe the same policy.
+    pub fn new(compiled: Compiled, meta: PolicyMeta) -> Result<Policy, String> {
+        if compiled.policy() != meta.policy {
+            return Err(format!(
+                "the gateway metadata is for policy `{}`, the module is policy `{}`",
+                meta.policy,
+                compiled.policy()
+            ));
+        }
+        Ok(Policy { compiled: Arc::new(compiled), meta })
+    }
+}
+
+/// Where an escalated call waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessRequestRef {
+    pub id: String,
+    pub url: String,
+    pub expires_at: i64,
+}
+
+/// What [`Gateway::decide`] answers.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The decision's id in the log.
+    pub id: String,
+    /// remit's decision JSON: the module's bytes, or the gateway's own deny.
+    pub decision: String,
+    /// `allow`, `deny`, `escalate`.
+    pub outcome: String,
+    /// The reasons of the decision.
+    pub reasons: Vec<String>,
+    pub access_request: Option<AccessRequestRef>,
+    /// The log entry's sequence number; `None` when the store failed (then the decision is a deny).
+    pub logged: Option<u64>,
+    /// The policy hash that decided.
+    pub policy: String,
+    /// In shadow mode, the decision the policy made (JSON) when the gateway answered allow in its place.
+    pub shadowed: Option<String>,
+}
+
+impl Decided {
+    pub fn allowed(&self) -> bool {
+        self.outcome == "allow"
+    }
+}
+
+/// Why an inbox or admin action was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionError {
+    NotFound(String),
+    /// Already approved, denied or expired.
+    Conflict(String),
+    Forbidden(String),
+    Invalid(String),
+    Store(StoreError),
+}
+
+impl std::fmt::Display for ActionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ActionError::NotFound(m)
+            | ActionError::Conflict(m)
+            | ActionError::Forbidden(m)
+            | ActionError::Invalid(m) => f.write_str(m),
+            ActionError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<StoreError> for ActionError {
+    fn from(e: StoreError) -> ActionError {
+        ActionError::Store(e)
+    }
+}
+
+/// Counts the gateway keeps for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub allow: AtomicU64,
+    pub deny: AtomicU64,
+    pub escalate: AtomicU64,
+    pub store_failures: AtomicU64,
+    pub obligation_failures: AtomicU64,
+    pub ignored_fields: AtomicU64,
+    pub reloads: AtomicU64,
+    pub reload_failures: AtomicU64,
+    /// Denies and escalations answered allow in shadow mode.
+    pub shadowed: AtomicU64,
+    /// Decision transactions committed (group commit: one for a batch of decisions).
+    pub commits: AtomicU64,
+    /// Reason code → decisions that gave it.
+    pub reasons: Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+/// The decision point with its state.
+pub struct Gateway {
+    policy: RwLock<Arc<Policy>>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: Config,
+    evaluators: Mutex<Vec<Evaluator>>,
+    batch: Mutex<Batch>,
+    pub counts: Counts,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").field("policy", &self.policy().compiled.policy()).finish_non_exhaustive()
+    }
+}
+
+/// A request after the gateway prepared it (before the state is filled in).
+#[derive(Clone)]
+struct Prepared {
+    /// `None` when the bytes are not an acceptable JSON object: they go to the module as they came.
+    value: Option<Map<String, Json>>,
+    ignored: Vec<String>,
+    /// A deny the gateway makes itself before asking the module.
+    early_deny: Option<&'static str>,
+}
+
+impl Gateway {
+    pub fn new(policy: Policy, store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: Config) -> Gateway {
+        Gateway {
+            policy: RwLock::new(Arc::new(policy)),
+            store,
+            clock,
+            config,
+            evaluators: Mutex::new(Vec::new()),
+            batch: Mutex::new(Batch::default()),
+            counts: Counts::default(),
+        }
+    }
+
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the policy: decisions that already started finish on the old one.
+    pub fn swap_policy(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
+        self.counts.reloads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.now()
+    }
+
+    /// Runs `f` on a pooled evaluator of `policy`; `None` when no instance can be made (the module instantiated at
+    /// load time, so only when memory is exhausted): the caller then fails closed.
+    fn with_evaluator<R>(&self, policy: &Arc<Policy>, f: impl FnOnce(&mut Evaluator) -> R) -> Option<R> {
+        let pooled = self.evaluators.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut evaluator = match pooled {
+            Some(e) if Arc::ptr_eq(e.compiled(), &policy.compiled) => e,
+            _ => policy.compiled.evaluator().ok()?,
+        };
+        let result = f(&mut evaluator);
+        let mut pool = self.evaluators.lock().unwrap_or_else(|p| p.into_inner());
+        // Decisions take turns (one store transaction at a time); only listings run side by side. A few instances
+        // cover that; more would only hold their fixed memories.
+        if pool.len() < MAX_POOLED_EVALUATORS {
+            pool.push(evaluator);
+        }
+        Some(result)
+    }
+
+    /// The module's decision JSON for `request` (a `runtime.trap` deny when no instance can be made).
+    fn module_decide(&self, policy: &Arc<Policy>, request: &[u8]) -> String {
+        match self.with_evaluator(policy, |e| e.decide(request)) {
+            Some(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            None => Decision::deny(vec![crate::runtime::REASON_TRAP.to_string()], policy.compiled.policy()).to_json(),
+        }
+    }
+
+    fn module_listing(&self, policy: &Arc<Policy>, request: &[u8]) -> Vec<u8> {
+        let listing = self.with_evaluator(policy, |e| e.visible_tools(request));
+        listing.unwrap_or_else(|| br#"{"visible":[],"hidden":[],"error":"runtime.trap"}"#.to_vec())
+    }
+
+    /// Removes the fields only the gateway fills and picks the mandate of a request that names none.
+    fn prepare(&self, request: &[u8], meta: &PolicyMeta) -> Prepared {
+        let mut prepared = Prepared { value: None, ignored: Vec::new(), early_deny: None };
+        if crate::json::validate(request).is_err() {
+            return prepared;
+        }
+        let Ok(Json::Object(mut value)) = serde_json::from_slice::<Json>(request) else { return prepared };
+        let context = value.entry("context").or_insert_with(|| Json::Object(Map::new()));
+        let Json::Object(context) = context else { return prepared };
+        for field in GATEWAY_FIELDS {
+            if context.remove(field).is_some() {
+                prepared.ignored.push(format!("context.{field}"));
+            }
+        }
+        if !context.contains_key("mandate") {
+            let subject = value.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str);
+            if let Some(subject) = subject {
+                let held = meta.held_by(subject);
+                match held.as_slice() {
+                    [one] => {
+                        let name = Json::String(one.name.clone());
+                        value["context"].as_object_mut().expect("an object").insert("mandate".into(), name);
+                    }
+                    [] => {}
+                    _ => prepared.early_deny = Some(REASON_AMBIGUOUS),
+                }
+            }
+        }
+        prepared.value = Some(value);
+        prepared
+    }
+
+    /// Fills the gateway's state into a prepared request; the chain of its mandate.
+    fn fill(
+        &self,
+        tx: &mut dyn Tx,
+        request: &mut Map<String, Json>,
+        meta: &PolicyMeta,
+        now: i64,
+    ) -> StoreResult<Vec<String>> {
+        let mandate = request.get("context").and_then(|c| c.get("mandate")).and_then(Json::as_str);
+        let chain = mandate.and_then(|m| meta.mandate(m)).map(|m| m.chain.clone()).unwrap_or_default();
+        let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str).map(str::to_string);
+        let operation = request
+            .get("context")
+            .and_then(|c| c.get("operation_id"))
+            .and_then(Json::as_str)
+            .filter(|o| !o.is_empty())
+            .map(str::to_string);
+        let approvals: Vec<Json> = tx
+            .live_approvals(&chain, now)?
+            .into_iter()
+            .filter(|a| a.tool.is_none() || a.tool == tool)
+            .map(|a| presented(&a))
+            .collect();
+        let stops: Vec<Json> = tx.stops()?.into_iter().map(Json::String).collect();
+        let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(name, v)| (name, Json::from(v))).collect();
+        let mut counters = Map::new();
+        for budget in meta.budgets_of(&chain) {
+            if counters.contains_key(&budget.name) {
+                continue;
+            }
+            if let Some(window) = window_key(&budget.window, operation.as_deref(), now) {
+                counters.insert(budget.name.clone(), Json::from(tx.counter(&budget.name, &window)?));
+            }
+        }
+        let context = request.get_mut("context").and_then(Json::as_object_mut).expect("prepare made it an object");
+        context.insert("now".into(), Json::String(format_timestamp(now)));
+        context.insert("approvals".into(), Json::Array(approvals));
+        context.insert("stops".into(), Json::Array(stops));
+        context.insert("facts".into(), Json::Object(facts));
+        context.insert("counters".into(), Json::Object(counters));
+        Ok(chain)
+    }
+
+    /// Decides one request (remit's request JSON, docs/requests.md), carrying out its obligations and logging it.
+    pub fn decide(&self, request: &[u8]) -> Decided {
+        let policy = self.policy();
+        let policy_hash = policy.compiled.policy().to_string();
+        let now = self.clock.now();
+        let id = new_id("dec");
+        let prepared = self.prepare(request, &policy.meta);
+        if !prepared.ignored.is_empty() {
+            self.counts.ignored_fields.fetch_add(1, Ordering::Relaxed);
+        }
+        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now };
+        let decided = match self.run_batched(job) {
+            Ok(decided) => decided,
+            Err(_) => {
+                self.counts.store_failures.fetch_add(1, Ordering::Relaxed);
+                let decision = Decision::deny(vec![REASON_STORE.to_string()], policy_hash.as_str()).to_json();
+                Decided {
+                    id,
+                    decision,
+                    outcome: "deny".into(),
+                    reasons: vec![REASON_STORE.into()],
+                    access_request: None,
+                    logged: None,
+                    policy: policy_hash,
+                    shadowed: None,
+                }
+            }
+        };
+        self.count(&decided);
+        decided
+    }
+
+    /// Group commit: the caller queues its job; whoever finds no batch running becomes the leader and runs every
+    /// queued job, one after the other, in one transaction (each in its own savepoint, so a job whose writes fail
+    /// leaves the others intact), commits once, and hands each job its result. No result is handed out before the
+    /// commit, so an answered decision is always in the log. Jobs are taken before the transaction begins: a job
+    /// queued after a stop (or any change) committed sees it.
+    fn run_batched(&self, job: Job) -> StoreResult<Decided> {
+        let slot = Arc::new(Slot::default());
+        let lead = {
+            let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+            queue.jobs.push((job, slot.clone()));
+            !std::mem::replace(&mut queue.leading, true)
+        };
+        if lead {
+            loop {
+                let jobs = {
+                    let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+                    if queue.jobs.is_empty() {
+                        queue.leading = false;
+                        break;
+                    }
+                    let take = queue.jobs.len().min(MAX_BATCH);
+                    queue.jobs.drain(..take).collect::<Vec<_>>()
+                };
+                // A panic while running the batch must not leave its followers waiting: they get a store error
+                // (a deny), and the next caller leads.
+                let run = std::panic::AssertUnwindSafe(|| self.run_batch(jobs.iter().map(|(job, _)| job)));
+                let results = std::panic::catch_unwind(run)
+                    .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
+                for ((_, slot), result) in jobs.iter().zip(results) {
+                    slot.fill(result);
+                }
+            }
+        }
+        slot.wait()
+    }
+
+    fn run_batch<'j>(&self, jobs: impl ExactSizeIterator<Item = &'j Job>) -> Vec<StoreResult<Decided>> {
+        let count = jobs.len();
+        let mut tx = match self.store.begin() {
+            Ok(tx) => tx,
+            Err(e) => return vec![Err(e); count],
+        };
+        let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
+        for job in jobs {
+            // After a store error the transaction may have been rolled back as a whole (SQLite does so for a full
+            // disk or an I/O error): the rest of the batch is not run, so nothing is written outside it.
+            if let Some(Err(e)) = results.last() {
+                let e = e.clone();
+                results.push(Err(e));
+                continue;
+            }
+            let result = tx.savepoint().and_then(|()| {
+                let decided = self.decide_in_store(&mut tx, job);
+                tx.release(decided.is_ok())?;
+                decided
+            });
+            results.push(result);
+        }
+        match tx.commit() {
+            Ok(()) => {
+                self.counts.commits.fetch_add(1, Ordering::Relaxed);
+                results
+            }
+            Err(e) => vec![Err(e); count],
+        }
+    }
+
+    fn count(&self, decided: &Decided) {
+        let counter = match decided.outcome.as_str() {
+            "allow" => &self.counts.allow,
+            "escalate" => &self.counts.escalate,
+            _ => &self.counts.deny,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let mut reasons = self.counts.reasons.lock().unwrap_or_else(|p| p.into_inner());
+        for reason in &decided.reasons {
+            *reasons.entry(reason.clone()).or_default() += 1;
+        }
+    }
+
+    /// One decision inside the batch's transaction (see [`Gateway::decide`]); its writes are kept only if the
+    /// transaction commits.
+    fn decide_in_store(&self, tx: &mut Box<dyn Tx + '_>, job: &Job) -> StoreResult<Decided> {
+        let Job { policy, id, raw, prepared, now } = job;
+        let (id, now) = (id.as_str(), *now);
+        let prepared = prepared.clone();
+        let policy_hash = policy.compiled.policy();
+        let Prepared { value, ignored, early_deny } = prepared;
+        let mut chain = Vec::new();
+        let (sent, mut decision_json) = match (value, early_deny) {
+            (Some(value), Some(reason)) => {
+                (Json::Object(value), Decision::deny(vec![reason.to_string()], policy_hash).to_json())
+            }
+            (Some(mut value), None) => {
+                chain = self.fill(tx.as_mut(), &mut value, &policy.meta, now)?;
+                let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
+                (Json::Object(value), self.module_decide(policy, &bytes))
+            }
+            (None, _) => (Json::String(String::from_utf8_lossy(raw).into_owned()), self.module_decide(policy, raw)),
+        };
+        let mut decision: Json = serde_json::from_str(&decision_json).unwrap_or(Json::Null);
+        let outcome = decision.get("decision").and_then(Json::as_str).unwrap_or("deny").to_string();
+        let mut outcome =
+            if ["allow", "deny", "escalate"].contains(&outcome.as_str()) { outcome } else { "deny".into() };
+        let mut module_decision = None;
+        let mut approvals_used = Vec::new();
+        let mut access_request = None;
+        if outcome == "allow" {
+            match self.carry_out(tx.as_mut(), &decision, &sent, &policy.meta, &chain, id, now)? {
+                Ok(used) => approvals_used = used,
+                Err(problem) => {
+                    self.counts.obligation_failures.fetch_add(1, Ordering::Relaxed);
+                    module_decision = Some((decision.clone(), problem));
+                    decision_json = Decision::deny(vec![REASON_OBLIGATION.to_string()], policy_hash).to_json();
+                    decision = serde_json::from_str(&decision_json).expect("a deny is JSON");
+                    outcome = "deny".into();
+                }
+            }
+        }
+        let mandate = sent.pointer("/context/mandate").and_then(Json::as_str);
+        let in_shadow = self.config.shadow
+            || self.config.shadow_mandates.iter().any(|m| chain.contains(m) || mandate == Some(m.as_str()));
+        let mut shadowed = None;
+        if outcome != "allow" && in_shadow {
+            self.counts.shadowed.fetch_add(1, Ordering::Relaxed);
+            let mut allow = Decision::deny(vec![REASON_SHADOW.to_string()], policy_hash);
+            allow.outcome = crate::eval::Outcome::Allow;
+            allow.mandate_chain = chain.clone();
+            shadowed = Some(std::mem::replace(&mut decision_json, allow.to_json()));
+            outcome = "allow".into();
+        } else if outcome == "escalate" {
+            access_request = Some(self.escalate(tx.as_mut(), &decision, &sent, id, now)?);
+        }
+        let answered: Json = serde_json::from_str(&decision_json).unwrap_or(Json::Null);
+        let reasons: Vec<String> = answered
+            .get("reasons")
+            .and_then(Json::as_array)
+            .map(|r| r.iter().filter_map(Json::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        let mut body = json!({
+            "id": id,
+            "request": self.masked(sent.clone()),
+            "decision": decision,
+            "policy": policy_hash,
+            "credential": sent.pointer("/subject/credential/id"),
+            "approvals_used": approvals_used,
+            "ignored": ignored,
+        });
+        if let Some((module, problem)) = module_decision {
+            body["module_decision"] = module;
+            body["obligation_problem"] = Json::String(problem);
+        }
+        if let Some(request) = &access_request {
+            body["access_request"] = Json::String(request.id.clone());
+        }
+        if shadowed.is_some() {
+            body["shadow"] = json!({"answered": "allow"});
+        }
+        let entry = tx.append_log(now, "decision", &body.to_string())?;
+        Ok(Decided {
+            id: id.to_string(),
+            decision: decision_json,
+            outcome,
+            reasons,
+            access_request,
+            logged: Some(entry.seq),
+            policy: policy_hash.to_string(),
+            shadowed,
+        })
+    }
+
+    /// Carries out an allow's obligations; `Ok(Err(problem))` when one of them cannot be, and then nothing was
+    /// written (every obligation is checked before any is carried out).
+    #[allow(clippy::too_many_arguments)]
+    fn carry_out(
+        &self,
+        tx: &mut dyn Tx,
+        decision: &Json,
+        sent: &Json,
+        meta: &PolicyMeta,
+        chain: &[String],
+        id: &str,
+        now: i64,
+    ) -> StoreResult<Result<Vec<Json>, String>> {
+        let obligations = decision.get("obligations").and_then(Json::as_array).cloned().unwrap_or_default();
+        let operation = sent.pointer("/context/operation_id").and_then(Json::as_str).filter(|o| !o.is_empty());
+        let tool = sent.pointer("/action/name").and_then(Json::as_str).unwrap_or("");
+        enum Step {
+            Consume(String),
+            Count(String, String),
+            Record(String),
+        }
+        let mut steps = Vec::new();
+        let mut used = Vec::new();
+        for obligation in &obligations {
+            let kind = obligation.get("kind").and_then(Json::as_str).unwrap_or("");
+            let field = |name: &str| obligation.get(name).and_then(Json::as_str).map(str::to_string);
+            match (kind, field("id"), field("counter")) {
+                ("consume-approval", Some(approval), _) => match tx.approval(&approval)? {
+                    Some(a) if !a.consumed && a.expires_at > now => {
+                        used.push(json!({"id": a.id, "kind": a.kind, "approver": a.approver,
+                                         "access_request": a.access_request}));
+                        steps.push(Step::Consume(approval));
+                    }
+                    Some(_) => return Ok(Err(format!("approval `{approval}` is already consumed or expired"))),
+                    None => return Ok(Err(format!("approval `{approval}` is not in the store"))),
+                },
+                ("increment-counter", _, Some(counter)) => {
+                    let window = meta.window_of(chain, &counter).and_then(|w| window_key(w, operation, now));
+                    match window {
+                        Some(window) => steps.push(Step::Count(counter, window)),
+                        None => return Ok(Err(format!("counter `{counter}` has no window the gateway can keep"))),
+                    }
+                }
+                ("record-operation", Some(op), _) => steps.push(Step::Record(op)),
+                _ => return Ok(Err(format!("unknown obligation {obligation}"))),
+            }
+        }
+        for step in steps {
+            match step {
+                Step::Consume(approval) => {
+                    if !tx.consume_approval(&approval, id)? {
+                        return Err(StoreError(format!("approval `{approval}` changed inside a transaction")));
+                    }
+                }
+                Step::Count(counter, window) => {
+                    tx.increment_counter(&counter, &window)?;
+                }
+                Step::Record(operation) => {
+                    let record =
+                        OperationRecord { operation, decision_id: id.to_string(), tool: tool.to_string(), time: now };
+                    tx.record_operation(&record)?;
+                }
+            }
+        }
+        Ok(Ok(used))
+    }
+
+    /// Files (or joins) the access request of an escalated call.
+    fn escalate(
+        &self,
+        tx: &mut dyn Tx,
+        decision: &Json,
+        sent: &Json,
+        decision_id: &str,
+        now: i64,
+    ) -> StoreResult<AccessRequestRef> {
+        let text = |pointer: &str| sent.pointer(pointer).and_then(Json::as_str).map(str::to_string);
+        let tool = text("/action/name").unwrap_or_default();
+        let empty = Json::Object(Map::new());
+        let arguments = sent.pointer("/action/arguments").unwrap_or(&empty);
+        let missing = decision.get("missing_approvals").cloned().unwrap_or(Json::Array(Vec::new()));
+        let chain: Vec<String> = decision
+            .get("mandate_chain")
+            .and_then(Json::as_array)
+            .map(|c| c.iter().filter_map(Json::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        let reasons: Vec<String> = decision
+            .get("reasons")
+            .and_then(Json::as_array)
+            .map(|r| r.iter().filter_map(Json::as_str).map(str::to_string).collect())
+            .unwrap_or_default();
+        let mut request = AccessRequest {
+            id: new_id("ar"),
+            status: PENDING.into(),
+            created_at: now,
+            expires_at: now + self.config.access_request_ttl,
+            principal: decision.get("escalate_to").and_then(Json::as_str).map(str::to_string),
+            agent: text("/subject/id").unwrap_or_default(),
+            credential: text("/subject/credential/id"),
+            mandate: text("/context/mandate").unwrap_or_default(),
+            digest: crate::eval::argument_digest(&tool, arguments),
+            tool,
+            target: text("/resource/id"),
+            manifest: text("/action/arguments/manifest"),
+            arguments: self.masked(sent.clone()).pointer("/action/arguments").cloned().unwrap_or(empty.clone()),
+            missing_approvals: missing,
+            reasons,
+            chain,
+            decision_id: decision_id.to_string(),
+            key: String::new(),
+            decided_by: None,
+            decided_at: None,
+        };
+        let identity = json!([
+            request.agent,
+            request.credential,
+            request.mandate,
+            request.tool,
+            request.target,
+            request.digest,
+            request.manifest,
+            request.missing_approvals,
+            request.reasons
+        ]);
+        request.key = format!("sha256:{}", hex(&Sha256::digest(identity.to_string().as_bytes())));
+        let request = match tx.pending_access_request(&request.key, now)? {
+            Some(existing) => existing,
+            None => {
+                tx.insert_access_request(&request)?;
+                request
+            }
+        };
+        Ok(AccessRequestRef {
+            url: format!("{}/inbox/{}", self.config.base_url.trim_end_matches('/'), request.id),
+            id: request.id,
+            expires_at: request.expires_at,
+        })
+    }
+
+    fn masked(&self, mut request: Json) -> Json {
+        if let Some(arguments) = request.pointer_mut("/action/arguments").and_then(Json::as_object_mut) {
+            for name in &self.config.mask {
+                if let Some(value) = arguments.get_mut(name) {
+                    *value = Json::String("***".into());
+                }
+            }
+        }
+        request
+    }
+
+    /// The tool listing (docs/abi.md) of a request's subject, with the gateway's state and time filled in.
+    pub fn visible_tools(&self, request: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let policy = self.policy();
+        let now = self.clock.now();
+        let prepared = self.prepare(request, &policy.meta);
+        let Some(mut value) = prepared.value else {
+            return Ok(self.module_listing(&policy, request));
+        };
+        let mut tx = self.store.begin()?;
+        self.fill(tx.as_mut(), &mut value, &policy.meta, now)?;
+        drop(tx);
+        let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
+        Ok(self.module_listing(&policy, &bytes))
+    }
+
+    /// Access requests, newest first (only those with `status` when given).
+    pub fn access_requests(&self, status: Option<&str>) -> Result<Vec<AccessRequest>, StoreError> {
+        self.store.begin()?.access_requests(status)
+    }
+
+    pub fn access_request(&self, id: &str) -> Result<Option<AccessRequest>, StoreError> {
+        self.store.begin()?.access_request(id)
+    }
+
+    /// Whether `identity` may answer access requests at all: an agent (a holder of a mandate) never may.
+    pub fn may_approve(&self, identity: &str) -> bool {
+        self.policy().meta.held_by(identity).is_empty()
+    }
+
+    /// Approves a pending access request as `approver`: mints one approval per missing approval, of the gate's
+    /// kind, bound to what the kind binds (the exact call's tool, target, argument digest, manifest), valid for the
+    /// kind's TTL from now, single use when the kind is.
+    pub fn approve(&self, id: &str, approver: &str) -> Result<Vec<StoredApproval>, ActionError> {
+        let policy = self.policy();
+        if !self.may_approve(approver) {
+            return Err(ActionError::Forbidden(format!("`{approver}` holds a mandate: an agent never approves")));
+        }
+        let now = self.clock.now();
+        let mut tx = self.store.begin()?;
+        let request = self.answerable(tx.as_mut(), id, approver, now)?;
+        let missing = request.missing_approvals.as_array().cloned().unwrap_or_default();
+        if missing.is_empty() {
+            return Err(ActionError::Invalid(format!(
+                "access request `{id}` waits for no approval (its reasons: {}): change the policy instead",
+                request.reasons.join(", ")
+            )));
+        }
+        let mut minted = Vec::new();
+        for m in &missing {
+            let text = |key: &str| m.get(key).and_then(Json::as_str).map(str::to_string);
+            let kind = text("kind").unwrap_or_default();
+            let Some(meta) = policy.meta.approval(&kind) else {
+                return Err(ActionError::Invalid(format!("the policy has no approval kind `{kind}`")));
+            };
+            minted.push(StoredApproval {
+                id: new_id("apr"),
+                kind,
+                mandate: text("mandate").unwrap_or_else(|| request.mandate.clone()),
+                issued_at: now,
+                expires_at: now + meta.ttl as i64,
+                tool: text("tool"),
+                target: text("target"),
+                digest: text("digest"),
+                manifest: text("manifest"),
+                single_use: meta.single_use,
+                consumed: false,
+                approver: approver.to_string(),
+                access_request: Some(request.id.clone()),
+                consumed_by: None,
+            });
+        }
+        for approval in &minted {
+            tx.insert_approval(approval)?;
+        }
+        tx.decide_access_request(id, APPROVED, approver, now)?;
+        let body = json!({"access_request": id, "status": APPROVED, "by": approver, "approvals": minted});
+        tx.append_log(now, "approval", &body.to_string())?;
+        tx.commit()?;
+        Ok(minted)
+    }
+
+    /// Denies a pending access request as `by`.
+    pub fn deny_request(&self, id: &str, by: &str) -> Result<(), ActionError> {
+        if !self.may_approve(by) {
+            return Err(ActionError::Forbidden(format!("`{by}` holds a mandate: an agent never answers")));
+        }
+        let now = self.clock.now();
+        let mut tx = self.store.begin()?;
+        self.answerable(tx.as_mut(), id, by, now)?;
+        tx.decide_access_request(id, DENIED, by, now)?;
+        let body = json!({"access_request": id, "status": DENIED, "by": by});
+        tx.append_log(now, "approval", &body.to_string())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn answerable(&self, tx: &mut dyn Tx, id: &str, by: &str, now: i64) -> Result<AccessRequest, ActionError> {
+        let Some(request) = tx.access_request(id)? else {
+            return Err(ActionError::NotFound(format!("no access request `{id}`")));
+        };
+        if request.status != PENDING {
+            return Err(ActionError::Conflict(format!("access request `{id}` is already {}", request.status)));
+        }
+        if request.expires_at <= now {
+            return Err(ActionError::Conflict(format!("access request `{id}` expired")));
+        }
+        if request.principal.as_deref().is_some_and(|p| p != by) {
+            return Err(ActionError::Forbidden(format!(
+                "access request `{id}` is for `{}`, not `{by}`",
+                request.principal.as_deref().unwrap_or("")
+            )));
+        }
+        Ok(request)
+    }
+
+    /// Sets (`active`) or clears the stop of a mandate; it applies to every decision that starts after this returns.
+    pub fn set_stop(&self, mandate: &str, active: bool, by: &str) -> Result<(), ActionError> {
+        if self.policy().meta.mandate(mandate).is_none() {
+            return Err(ActionError::NotFound(format!("no mandate `{mandate}` in the policy")));
+        }
+        let now = self.clock.now();
+        let mut tx = self.store.begin()?;
+        tx.set_stop(mandate, active)?;
+        let body = json!({"mandate": mandate, "active": active, "by": by});
+        tx.append_log(now, "stop", &body.to_string())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Publishes the current version of a fact.
+    pub fn set_fact(&self, name: &str, version: u64, by: &str) -> Result<(), ActionError> {
+        let now = self.clock.now();
+        let mut tx = self.store.begin()?;
+        tx.set_fact(name, version)?;
+        let body = json!({"fact": name, "version": version, "by": by});
+        tx.append_log(now, "fact", &body.to_string())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The active stops and the current fact versions.
+    pub fn state(&self) -> Result<Json, StoreError> {
+        let mut tx = self.store.begin()?;
+        let stops = tx.stops()?;
+        let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(n, v)| (n, Json::from(v))).collect();
+        Ok(json!({"stops": stops, "facts": facts}))
+    }
+}
+
+/// An approval as the module reads it (docs/requests.md).
+fn presented(a: &StoredApproval) -> Json {
+    let mut map = Map::new();
+    map.insert("id".into(), a.id.clone().into());
+    map.insert("kind".into(), a.kind.clone().into());
+    map.insert("mandate".into(), a.mandate.clone().into());
+    map.insert("issued_at".into(), format_timestamp(a.issued_at).into());
+    map.insert("expires_at".into(), format_timestamp(a.expires_at).into());
+    for (key, value) in [("tool", &a.tool), ("target", &a.target), ("digest", &a.digest), ("manifest", &a.manifest)] {
+        if let Some(value) = value {
+            map.insert(key.into(), value.clone().into());
+        }
+    }
+    map.insert("consumed".into(), a.consumed.into());
+    Json::Object(map)
+}
+
+/// The window a budget counts in at `now`: `operation:ID`, `hour:YYYY-MM-DDTHH`, `day:YYYY-MM-DD`, `total`.
+/// `None` for a per-operation budget of a call without an operation id (the counter stays absent: the module
+/// denies, `budget.exhausted`).
+pub fn window_key(window: &str, operation: Option<&str>, now: i64) -> Option<String> {
+    let time = format_timestamp(now);
+    match window {
+        "operation" => operation.map(|op| format!("operation:{op}")),
+        "hour" => Some(format!("hour:{}", &time[..13])),
+        "day" => Some(format!("day:{}", &time[..10])),
+        "total" => Some("total".to_string()),
+        _ => None,
+    }
+}
+
+/// A fresh identifier `PREFIX-` + 16 random hex digits (std's randomly keyed hasher over a counter and the time).
+pub fn new_id(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    format!("{prefix}-{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_key;
+
+    #[test]
+    fn budget_windows_are_keyed_by_operation_utc_hour_day_or_nothing() {
+        let now = crate::value::parse_timestamp("2026-12-03T15:30:00Z").unwrap();
+        assert_eq!(window_key("operation", Some("op-1"), now).as_deref(), Some("operation:op-1"));
+        assert_eq!(window_key("operation", None, now), None);
+        assert_eq!(window_key("hour", None, now).as_deref(), Some("hour:2026-12-03T15"));
+        assert_eq!(window_key("day", None, now).as_deref(), Some("day:2026-12-03"));
+        assert_eq!(window_key("total", Some("op"), now).as_deref(), Some("total"));
+        assert_eq!(window_key("fortnight", None, now), None);
+    }
+}

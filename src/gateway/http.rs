@@ -1,0 +1,648 @@
+//! The gateway over HTTP (axum on tokio): OpenID AuthZEN 1.0 (evaluation, evaluations, action search, discovery),
+//! remit's native `/v1/decide`, the principal's inbox (a web page and its JSON API), the admin API (stops, facts),
+//! and operations (`/health`, `/ready`, Prometheus `/metrics`). docs/gateway.md is the reference.
+//!
+//! Decisions run on tokio's blocking pool: the core is synchronous (SQLite, wasmtime).
+
+// Helpers return the error response itself (`Result<_, Response>`), which handlers answer as is: boxing it would
+// only add an allocation on the error path.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::Router;
+use serde_json::{json, Map, Value as Json};
+
+use super::core::{ActionError, Decided, Gateway, Policy};
+
+/// The largest body of a single decision request (the module's maximum input).
+pub const MAX_BODY: usize = 262_144;
+/// The largest body of a batch (`/access/v1/evaluations`).
+pub const MAX_BATCH_BODY: usize = 4 << 20;
+/// The most evaluations one batch may carry.
+pub const MAX_BATCH: usize = 1000;
+
+/// Who may use the inbox and the admin API: bearer token → identity.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    pub inbox: BTreeMap<String, String>,
+    pub admin: BTreeMap<String, String>,
+}
+
+/// Latency buckets of `remit_decision_seconds`, in seconds.
+const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+#[derive(Debug, Default)]
+struct Latency {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    /// Microseconds.
+    sum_us: AtomicU64,
+}
+
+impl Latency {
+    fn observe(&self, seconds: f64) {
+        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
+            if seconds <= le {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+}
+
+/// Loads the policy again (from where it came): what `POST /admin/v1/reload` and the file watch call.
+pub type Reloader = Arc<dyn Fn() -> Result<Policy, String> + Send + Sync>;
+
+struct App {
+    gateway: Arc<Gateway>,
+    tokens: Tokens,
+    latency: Latency,
+    reloader: Option<Reloader>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").field("gateway", &self.gateway).finish_non_exhaustive()
+    }
+}
+
+type Shared = State<Arc<App>>;
+
+/// The router of every endpoint.
+pub fn router(gateway: Arc<Gateway>, tokens: Tokens) -> Router {
+    router_with_reload(gateway, tokens, None)
+}
+
+/// [`router`] with `POST /admin/v1/reload`, which swaps in what `reloader` loads.
+pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Option<Reloader>) -> Router {
+    let app = Arc::new(App { gateway, tokens, latency: Latency::default(), reloader });
+    let single = Router::new()
+        .route("/access/v1/evaluation", post(evaluation))
+        .route("/access/v1/search/action", post(search_action))
+        .route("/v1/decide", post(decide))
+        .layer(DefaultBodyLimit::max(MAX_BODY));
+    let batch =
+        Router::new().route("/access/v1/evaluations", post(evaluations)).layer(DefaultBodyLimit::max(MAX_BATCH_BODY));
+    Router::new()
+        .merge(single)
+        .merge(batch)
+        .route("/.well-known/authzen-configuration", get(configuration))
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/inbox", get(inbox_page))
+        .route("/inbox/{id}", get(inbox_page))
+        .route("/inbox/api/requests", get(inbox_list))
+        .route("/inbox/api/requests/{id}", get(inbox_one))
+        .route("/inbox/api/requests/{id}/approve", post(inbox_approve))
+        .route("/inbox/api/requests/{id}/deny", post(inbox_deny))
+        .route("/admin/v1/state", get(admin_state))
+        .route("/admin/v1/stops/{mandate}", put(admin_stop).delete(admin_unstop))
+        .route("/admin/v1/facts/{name}", put(admin_fact))
+        .route("/admin/v1/reload", post(admin_reload))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(app)
+}
+
+/// Serves until `shutdown` resolves, then finishes the requests in flight (the log is written before each response,
+/// so nothing is left to flush).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// A JSON error: `{"error": {"code": …, "message": …}}`.
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let body = json!({"error": {"code": code, "message": message.into()}});
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "http.not-found", "no such endpoint")
+}
+
+/// Parses a body as one acceptable JSON object (docs/json.md), or a 400.
+fn parse_object(body: &[u8]) -> Result<Map<String, Json>, Response> {
+    if let Err(e) = crate::json::validate(body) {
+        return Err(error(StatusCode::BAD_REQUEST, "http.bad-json", format!("the body is not acceptable JSON: {e}")));
+    }
+    match serde_json::from_slice::<Json>(body) {
+        Ok(Json::Object(map)) => Ok(map),
+        _ => Err(error(StatusCode::BAD_REQUEST, "http.bad-json", "the body must be a JSON object")),
+    }
+}
+
+/// remit's request from an AuthZEN one (docs/gateway.md, "From AuthZEN to remit"): `subject.id`, the credential
+/// from `subject.credential` or `subject.properties.credential`; `action.name`, the tool arguments from
+/// `action.arguments` or else `action.properties`; `resource.id`; `context` as it is. `type`s are kept only in the
+/// log's copy of the AuthZEN request.
+pub fn remit_request(authzen: &Map<String, Json>) -> Json {
+    let field = |object: &str, key: &str| authzen.get(object).and_then(|o| o.get(key)).cloned();
+    let mut subject = Map::new();
+    if let Some(id) = field("subject", "id") {
+        subject.insert("id".into(), id);
+    }
+    let credential = field("subject", "credential")
+        .or_else(|| authzen.get("subject").and_then(|s| s.pointer("/properties/credential")).cloned());
+    if let Some(credential) = credential {
+        subject.insert("credential".into(), credential);
+    }
+    let mut action = Map::new();
+    if let Some(name) = field("action", "name") {
+        action.insert("name".into(), name);
+    }
+    if let Some(arguments) = field("action", "arguments").or_else(|| field("action", "properties")) {
+        action.insert("arguments".into(), arguments);
+    }
+    let mut request = Map::new();
+    request.insert("subject".into(), Json::Object(subject));
+    request.insert("action".into(), Json::Object(action));
+    if let Some(id) = field("resource", "id") {
+        request.insert("resource".into(), json!({"id": id}));
+    }
+    if let Some(context) = authzen.get("context") {
+        request.insert("context".into(), context.clone());
+    }
+    Json::Object(request)
+}
+
+/// The AuthZEN answer for a decision: `decision` true only for an allow; `context` is remit's decision with its
+/// id and, for an escalation, the access request (id, URL, expiry).
+fn authzen_answer(decided: &Decided) -> Json {
+    let mut context = match serde_json::from_str::<Json>(&decided.decision) {
+        Ok(Json::Object(map)) => map,
+        _ => Map::new(),
+    };
+    context.insert("decision_id".into(), decided.id.clone().into());
+    if let Some(request) = &decided.access_request {
+        context.insert(
+            "access_request".into(),
+            json!({"id": request.id, "url": request.url,
+                   "expires_at": crate::value::format_timestamp(request.expires_at)}),
+        );
+    }
+    if let Some(would) = decided.shadowed.as_ref().and_then(|d| serde_json::from_str::<Json>(d).ok()) {
+        context.insert("shadow".into(), would);
+    }
+    json!({"decision": decided.allowed(), "context": context})
+}
+
+async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
+    let gateway = app.gateway.clone();
+    let started = Instant::now();
+    let decided = tokio::task::spawn_blocking(move || gateway.decide(&request)).await;
+    let elapsed = started.elapsed();
+    app.latency.observe(elapsed.as_secs_f64());
+    if let (true, Ok(d)) = (app.gateway.config().access_log, &decided) {
+        let line = json!({
+            "time": crate::value::format_timestamp(app.gateway.now()), "decision_id": d.id, "outcome": d.outcome,
+            "reasons": d.reasons, "policy": d.policy, "logged": d.logged, "shadow": d.shadowed.is_some(),
+            "access_request": d.access_request.as_ref().map(|r| &r.id), "micros": elapsed.as_micros() as u64,
+        });
+        eprintln!("{line}");
+    }
+    match decided {
+        Ok(decided) => decided,
+        // The blocking task panicked: deny, as the core would for a store it cannot use.
+        Err(_) => {
+            let policy = app.gateway.policy().compiled.policy().to_string();
+            let reason = super::core::REASON_STORE;
+            Decided {
+                id: super::core::new_id("dec"),
+                decision: crate::eval::Decision::deny(vec![reason.into()], policy.as_str()).to_json(),
+                outcome: "deny".into(),
+                reasons: vec![reason.into()],
+                access_request: None,
+                logged: None,
+                policy,
+                shadowed: None,
+            }
+        }
+    }
+}
+
+async fn evaluation(State(app): Shared, body: Bytes) -> Response {
+    let object = match parse_object(&body) {
+        Ok(object) => object,
+        Err(response) => return response,
+    };
+    let request = serde_json::to_vec(&remit_request(&object)).expect("JSON serializes");
+    let decided = run_decision(&app, request).await;
+    json_response(StatusCode::OK, authzen_answer(&decided).to_string())
+}
+
+async fn evaluations(State(app): Shared, body: Bytes) -> Response {
+    let object = match parse_object(&body) {
+        Ok(object) => object,
+        Err(response) => return response,
+    };
+    let items = match object.get("evaluations") {
+        None => Vec::new(),
+        Some(Json::Array(items)) => items.clone(),
+        Some(_) => return error(StatusCode::BAD_REQUEST, "http.bad-request", "`evaluations` must be an array"),
+    };
+    if items.len() > MAX_BATCH {
+        return error(StatusCode::PAYLOAD_TOO_LARGE, "http.too-many", format!("at most {MAX_BATCH} evaluations"));
+    }
+    let semantic = object.get("options").and_then(|o| o.get("evaluations_semantic")).and_then(Json::as_str);
+    let semantic = semantic.unwrap_or("execute_all");
+    if !["execute_all", "deny_on_first_deny", "permit_on_first_permit"].contains(&semantic) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "http.bad-request",
+            format!("unknown evaluations_semantic `{semantic}`"),
+        );
+    }
+    // Without `evaluations` the request is one evaluation (AuthZEN 1.0 backwards compatibility).
+    if items.is_empty() {
+        let request = serde_json::to_vec(&remit_request(&object)).expect("JSON serializes");
+        let decided = run_decision(&app, request).await;
+        return json_response(StatusCode::OK, authzen_answer(&decided).to_string());
+    }
+    let mut answers = Vec::new();
+    for item in items {
+        let Json::Object(item) = item else {
+            return error(StatusCode::BAD_REQUEST, "http.bad-request", "every evaluation must be an object");
+        };
+        // Each evaluation's subject, action, resource and context replace the request's defaults.
+        let mut merged = object.clone();
+        merged.remove("evaluations");
+        merged.remove("options");
+        for (key, value) in item {
+            merged.insert(key, value);
+        }
+        let request = serde_json::to_vec(&remit_request(&merged)).expect("JSON serializes");
+        let decided = run_decision(&app, request).await;
+        let allowed = decided.allowed();
+        answers.push(authzen_answer(&decided));
+        if (semantic == "deny_on_first_deny" && !allowed) || (semantic == "permit_on_first_permit" && allowed) {
+            break;
+        }
+    }
+    json_response(StatusCode::OK, json!({"evaluations": answers}).to_string())
+}
+
+/// The tools the subject may call (the module's listing with the gateway's state): `{"results": [{"name": …}]}`.
+async fn search_action(State(app): Shared, body: Bytes) -> Response {
+    let object = match parse_object(&body) {
+        Ok(object) => object,
+        Err(response) => return response,
+    };
+    let mut request = remit_request(&object);
+    // The listing needs no action; a placeholder name keeps the request well-formed for the module.
+    request["action"] = json!({"name": "", "arguments": {}});
+    let bytes = serde_json::to_vec(&request).expect("JSON serializes");
+    let gateway = app.gateway.clone();
+    let listing = tokio::task::spawn_blocking(move || gateway.visible_tools(&bytes)).await;
+    let listing = match listing {
+        Ok(Ok(listing)) => listing,
+        _ => return error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, "the store is unavailable"),
+    };
+    let listing: Json = serde_json::from_slice(&listing).unwrap_or(Json::Null);
+    let results: Vec<Json> = listing
+        .get("visible")
+        .and_then(Json::as_array)
+        .map(|tools| tools.iter().map(|t| json!({"name": t})).collect())
+        .unwrap_or_default();
+    json_response(StatusCode::OK, json!({"results": results, "page": {"next_token": ""}}).to_string())
+}
+
+/// remit's decision JSON unchanged; the decision id (and the access request of an escalation) in headers.
+async fn decide(State(app): Shared, body: Bytes) -> Response {
+    let decided = run_decision(&app, body.to_vec()).await;
+    let mut response = json_response(StatusCode::OK, decided.decision.clone());
+    let headers = response.headers_mut();
+    if let Ok(id) = HeaderValue::from_str(&decided.id) {
+        headers.insert("remit-decision-id", id);
+    }
+    if let Some(url) = decided.access_request.as_ref().and_then(|r| HeaderValue::from_str(&r.url).ok()) {
+        headers.insert("remit-access-request", url);
+    }
+    if let Some(would) = decided.shadowed.as_ref().and_then(|d| HeaderValue::from_str(d).ok()) {
+        headers.insert("remit-shadow-decision", would);
+    }
+    response
+}
+
+async fn configuration(State(app): Shared) -> Response {
+    let base = app.gateway.config().base_url.trim_end_matches('/').to_string();
+    let body = json!({
+        "policy_decision_point": base,
+        "access_evaluation_endpoint": format!("{base}/access/v1/evaluation"),
+        "access_evaluations_endpoint": format!("{base}/access/v1/evaluations"),
+        "search_action_endpoint": format!("{base}/access/v1/search/action"),
+    });
+    json_response(StatusCode::OK, body.to_string())
+}
+
+async fn health() -> Response {
+    json_response(StatusCode::OK, r#"{"status":"ok"}"#.into())
+}
+
+/// Ready when the store answers.
+async fn ready(State(app): Shared) -> Response {
+    let gateway = app.gateway.clone();
+    let ok = tokio::task::spawn_blocking(move || gateway.state().is_ok()).await.unwrap_or(false);
+    if ok {
+        let policy = app.gateway.policy().compiled.policy().to_string();
+        json_response(StatusCode::OK, json!({"status": "ready", "policy": policy}).to_string())
+    } else {
+        error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, "the store is unavailable")
+    }
+}
+
+async fn metrics(State(app): Shared) -> Response {
+    use std::fmt::Write;
+    let counts = &app.gateway.counts;
+    let mut out = String::new();
+    out.push_str("# HELP remit_decisions_total Decisions by outcome.\n# TYPE remit_decisions_total counter\n");
+    for (outcome, n) in [("allow", &counts.allow), ("deny", &counts.deny), ("escalate", &counts.escalate)] {
+        let _ = writeln!(out, "remit_decisions_total{{outcome=\"{outcome}\"}} {}", n.load(Ordering::Relaxed));
+    }
+    out.push_str("# HELP remit_decision_reasons_total Decisions by reason code.\n");
+    out.push_str("# TYPE remit_decision_reasons_total counter\n");
+    for (reason, n) in counts.reasons.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let _ = writeln!(out, "remit_decision_reasons_total{{reason=\"{reason}\"}} {n}");
+    }
+    for (name, help, n) in [
+        ("remit_store_failures_total", "Decisions denied because the store failed.", &counts.store_failures),
+        ("remit_obligation_failures_total", "Allows turned into denies by an obligation.", &counts.obligation_failures),
+        ("remit_ignored_fields_total", "Requests that carried state only the gateway fills.", &counts.ignored_fields),
+        ("remit_policy_reloads_total", "Policies swapped in.", &counts.reloads),
+        (
+            "remit_decision_commits_total",
+            "Store transactions that committed decisions (group commit).",
+            &counts.commits,
+        ),
+        ("remit_shadowed_total", "Denies and escalations answered allow in shadow mode.", &counts.shadowed),
+        ("remit_policy_reload_failures_total", "Reloads refused (the policy did not load).", &counts.reload_failures),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", n.load(Ordering::Relaxed));
+    }
+    out.push_str("# HELP remit_decision_seconds Time to decide, log and answer one request.\n");
+    out.push_str("# TYPE remit_decision_seconds histogram\n");
+    for (bucket, le) in app.latency.buckets.iter().zip(BUCKETS) {
+        let _ = writeln!(out, "remit_decision_seconds_bucket{{le=\"{le}\"}} {}", bucket.load(Ordering::Relaxed));
+    }
+    let count = app.latency.count.load(Ordering::Relaxed);
+    let _ = writeln!(out, "remit_decision_seconds_bucket{{le=\"+Inf\"}} {count}");
+    let sum = app.latency.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+    let _ = writeln!(out, "remit_decision_seconds_sum {sum}\nremit_decision_seconds_count {count}");
+    let policy = app.gateway.policy().compiled.policy().to_string();
+    let _ = writeln!(out, "# HELP remit_policy_info The policy in force.\n# TYPE remit_policy_info gauge");
+    let _ = writeln!(out, "remit_policy_info{{policy=\"{policy}\"}} 1");
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// The identity of a bearer token in `tokens`: 401 without a bearer token, 403 with one that is not in `tokens`
+/// (an agent's credential, an admin token on the inbox, a token of another gateway).
+fn authenticate(headers: &HeaderMap, tokens: &BTreeMap<String, String>) -> Result<String, Response> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let Some(token) = bearer else {
+        let mut response = error(StatusCode::UNAUTHORIZED, "auth.missing", "a bearer token is required");
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return Err(response);
+    };
+    // Compare every configured token in full, so the time taken says nothing about which prefix matched.
+    let mut found = None;
+    for (known, identity) in tokens {
+        if constant_time_eq(known.as_bytes(), token.as_bytes()) {
+            found = Some(identity.clone());
+        }
+    }
+    found.ok_or_else(|| error(StatusCode::FORBIDDEN, "auth.forbidden", "this token may not use this API"))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn action_error(e: ActionError) -> Response {
+    match e {
+        ActionError::NotFound(m) => error(StatusCode::NOT_FOUND, "inbox.not-found", m),
+        ActionError::Conflict(m) => error(StatusCode::CONFLICT, "inbox.conflict", m),
+        ActionError::Forbidden(m) => error(StatusCode::FORBIDDEN, "auth.forbidden", m),
+        ActionError::Invalid(m) => error(StatusCode::UNPROCESSABLE_ENTITY, "inbox.invalid", m),
+        ActionError::Store(e) => error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, e.to_string()),
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ActionError> + Send + 'static,
+) -> Result<T, Response> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(action_error),
+        Err(_) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, "gateway.internal", "the request failed")),
+    }
+}
+
+async fn inbox_page() -> Html<&'static str> {
+    Html(include_str!("inbox.html"))
+}
+
+/// The access requests the token's identity may answer (its own as principal), newest first.
+async fn inbox_list(State(app): Shared, headers: HeaderMap) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.inbox) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    let who = identity.clone();
+    let list = blocking(move || {
+        let requests = gateway.access_requests(None)?;
+        Ok(requests.into_iter().filter(|r| r.principal.as_deref() == Some(who.as_str())).collect::<Vec<_>>())
+    })
+    .await;
+    match list {
+        Ok(list) => json_response(StatusCode::OK, json!({"identity": identity, "requests": list}).to_string()),
+        Err(response) => response,
+    }
+}
+
+async fn inbox_one(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.inbox) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    let found = blocking(move || Ok(gateway.access_request(&id)?)).await;
+    match found {
+        Ok(Some(request)) if request.principal.as_deref() == Some(identity.as_str()) => {
+            json_response(StatusCode::OK, serde_json::to_string(&request).expect("serializes"))
+        }
+        Ok(_) => error(StatusCode::NOT_FOUND, "inbox.not-found", "no such access request for you"),
+        Err(response) => response,
+    }
+}
+
+async fn inbox_approve(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.inbox) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    match blocking(move || gateway.approve(&id, &identity)).await {
+        Ok(minted) => json_response(StatusCode::OK, json!({"status": "approved", "approvals": minted}).to_string()),
+        Err(response) => response,
+    }
+}
+
+async fn inbox_deny(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.inbox) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    match blocking(move || gateway.deny_request(&id, &identity)).await {
+        Ok(()) => json_response(StatusCode::OK, json!({"status": "denied"}).to_string()),
+        Err(response) => response,
+    }
+}
+
+async fn admin_state(State(app): Shared, headers: HeaderMap) -> Response {
+    if let Err(response) = authenticate(&headers, &app.tokens.admin) {
+        return response;
+    }
+    let gateway = app.gateway.clone();
+    match blocking(move || Ok(gateway.state()?)).await {
+        Ok(state) => json_response(StatusCode::OK, state.to_string()),
+        Err(response) => response,
+    }
+}
+
+async fn set_stop(app: Arc<App>, headers: HeaderMap, mandate: String, active: bool) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.admin) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    let m = mandate.clone();
+    match blocking(move || gateway.set_stop(&m, active, &identity)).await {
+        Ok(()) => json_response(StatusCode::OK, json!({"mandate": mandate, "stopped": active}).to_string()),
+        Err(response) => response,
+    }
+}
+
+async fn admin_stop(State(app): Shared, headers: HeaderMap, Path(mandate): Path<String>) -> Response {
+    set_stop(app, headers, mandate, true).await
+}
+
+async fn admin_unstop(State(app): Shared, headers: HeaderMap, Path(mandate): Path<String>) -> Response {
+    set_stop(app, headers, mandate, false).await
+}
+
+/// `POST /admin/v1/reload`: loads the policy again and swaps it in atomically (decisions in flight finish on the old
+/// one); a policy that does not load leaves the current one in force (`422`).
+async fn admin_reload(State(app): Shared, headers: HeaderMap) -> Response {
+    if let Err(response) = authenticate(&headers, &app.tokens.admin) {
+        return response;
+    }
+    let Some(reloader) = app.reloader.clone() else {
+        return error(StatusCode::NOT_FOUND, "reload.unavailable", "this gateway cannot reload its policy");
+    };
+    let gateway = app.gateway.clone();
+    let swapped = tokio::task::spawn_blocking(move || {
+        let policy = reloader()?;
+        let hash = policy.compiled.policy().to_string();
+        gateway.swap_policy(policy);
+        Ok::<_, String>(hash)
+    })
+    .await;
+    match swapped {
+        Ok(Ok(policy)) => json_response(StatusCode::OK, json!({"policy": policy}).to_string()),
+        Ok(Err(e)) => {
+            app.gateway.counts.reload_failures.fetch_add(1, Ordering::Relaxed);
+            error(StatusCode::UNPROCESSABLE_ENTITY, "reload.failed", e)
+        }
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "gateway.internal", "the reload failed"),
+    }
+}
+
+/// `PUT /admin/v1/facts/NAME` with `{"version": N}`.
+async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<String>, body: Bytes) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.admin) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let object = match parse_object(&body) {
+        Ok(object) => object,
+        Err(response) => return response,
+    };
+    let Some(version) = object.get("version").and_then(Json::as_u64) else {
+        return error(StatusCode::BAD_REQUEST, "http.bad-request", "the body must be `{\"version\": N}` (N ≥ 0)");
+    };
+    let gateway = app.gateway.clone();
+    let n = name.clone();
+    match blocking(move || gateway.set_fact(&n, version, &identity)).await {
+        Ok(()) => json_response(StatusCode::OK, json!({"fact": name, "version": version}).to_string()),
+        Err(response) => response,
+    }
+}
+
+/// Runs a gateway on `listen` until SIGTERM or Ctrl-C; `make` gets the bound address (port 0 picks one) and
+/// returns the gateway and the tokens.
+pub fn run(
+    listen: &str,
+    make: impl FnOnce(SocketAddr) -> (Arc<Gateway>, Tokens, Option<Reloader>),
+) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async move {
+        let listener =
+            tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
+        let address = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+        let (gateway, tokens, reloader) = make(address);
+        serve(listener, router_with_reload(gateway, tokens, reloader), shutdown_signal())
+            .await
+            .map_err(|e| format!("the server failed: {e}"))
+    })
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {},
+        _ = terminate => {},
+    }
+}

@@ -1,0 +1,199 @@
+//! What the gateway must know about a policy besides its decisions: which subjects hold which mandates (to pick
+//! the mandate of a request that names none), each mandate's chain, the approval kinds (to mint an approval of the
+//! right binding and TTL), and the budgets with their windows (to fill each counter with the count of its window).
+//!
+//! It is a pure function of the checked program ([`PolicyMeta::from_program`]) and travels as JSON next to the
+//! module (`remit build` embeds it in the module's custom section `remit.gateway`, which runtimes ignore), so a
+//! gateway serving a `.wasm` knows the same as one serving the sources. The decisions themselves always come from
+//! the module.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ir::{Program, RuleKind};
+use crate::syntax::ast::Window;
+
+/// The name of the custom section that carries a [`PolicyMeta`] inside a decision module.
+pub const SECTION: &str = "remit.gateway";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyMeta {
+    /// The policy hash; must equal the module's.
+    pub policy: String,
+    pub mandates: Vec<MandateMeta>,
+    pub approvals: Vec<ApprovalMeta>,
+    pub budgets: Vec<BudgetMeta>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MandateMeta {
+    pub name: String,
+    pub principal: String,
+    pub holders: Vec<String>,
+    /// Root first, this mandate last.
+    pub chain: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalMeta {
+    pub kind: String,
+    /// `tool`, `target`, `arguments`, `manifest`.
+    pub binds: Vec<String>,
+    /// Seconds.
+    pub ttl: u64,
+    pub single_use: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetMeta {
+    pub mandate: String,
+    pub name: String,
+    pub max: u64,
+    /// `operation`, `hour`, `day`, `total`.
+    pub window: String,
+}
+
+impl PolicyMeta {
+    pub fn from_program(program: &Program) -> PolicyMeta {
+        let mandates = program
+            .mandates
+            .iter()
+            .enumerate()
+            .map(|(id, m)| MandateMeta {
+                name: m.name.clone(),
+                principal: m.principal.clone(),
+                holders: m.holders.clone(),
+                chain: program.chain(id).into_iter().map(|c| program.mandates[c].name.clone()).collect(),
+            })
+            .collect();
+        let approvals = program
+            .approvals
+            .iter()
+            .map(|a| ApprovalMeta {
+                kind: a.name.clone(),
+                binds: a.binds.iter().map(|b| b.name().to_string()).collect(),
+                ttl: a.ttl,
+                single_use: a.single_use,
+            })
+            .collect();
+        let mut budgets = Vec::new();
+        for m in &program.mandates {
+            for rule in &m.rules {
+                if let RuleKind::Budget { name, max, window } = &rule.kind {
+                    let window = match window {
+                        Window::PerOperation => "operation",
+                        Window::PerHour => "hour",
+                        Window::PerDay => "day",
+                        Window::InTotal => "total",
+                    };
+                    budgets.push(BudgetMeta {
+                        mandate: m.name.clone(),
+                        name: name.clone(),
+                        max: *max,
+                        window: window.to_string(),
+                    });
+                }
+            }
+        }
+        PolicyMeta { policy: program.hash.clone(), mandates, approvals, budgets }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("plain data serializes")
+    }
+
+    pub fn from_json(text: &[u8]) -> Result<PolicyMeta, String> {
+        serde_json::from_slice(text).map_err(|e| format!("the gateway metadata is not valid: {e}"))
+    }
+
+    pub fn mandate(&self, name: &str) -> Option<&MandateMeta> {
+        self.mandates.iter().find(|m| m.name == name)
+    }
+
+    /// The mandates `subject` holds.
+    pub fn held_by(&self, subject: &str) -> Vec<&MandateMeta> {
+        self.mandates.iter().filter(|m| m.holders.iter().any(|h| h == subject)).collect()
+    }
+
+    pub fn approval(&self, kind: &str) -> Option<&ApprovalMeta> {
+        self.approvals.iter().find(|a| a.kind == kind)
+    }
+
+    /// The budgets of the mandates in `chain`.
+    pub fn budgets_of<'a>(&'a self, chain: &'a [String]) -> impl Iterator<Item = &'a BudgetMeta> + 'a {
+        self.budgets.iter().filter(move |b| chain.contains(&b.mandate))
+    }
+
+    /// The window of a counter named by an `increment-counter` obligation, as the chain's budgets declare it.
+    pub fn window_of(&self, chain: &[String], counter: &str) -> Option<&str> {
+        self.budgets.iter().find(|b| b.name == counter && chain.contains(&b.mandate)).map(|b| b.window.as_str())
+    }
+}
+
+/// `wasm` with a custom section `remit.gateway` holding `meta` appended (a custom section may come last; runtimes
+/// skip it).
+pub fn embed(wasm: &[u8], meta: &PolicyMeta) -> Vec<u8> {
+    let payload = meta.to_json();
+    let mut content = Vec::new();
+    leb128(&mut content, SECTION.len() as u64);
+    content.extend_from_slice(SECTION.as_bytes());
+    content.extend_from_slice(payload.as_bytes());
+    let mut out = wasm.to_vec();
+    out.push(0);
+    leb128(&mut out, content.len() as u64);
+    out.extend_from_slice(&content);
+    out
+}
+
+/// The [`PolicyMeta`] of a module's `remit.gateway` section, when it has one.
+pub fn extract(wasm: &[u8]) -> Result<Option<PolicyMeta>, String> {
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        let payload = payload.map_err(|e| format!("not a valid module: {e}"))?;
+        if let wasmparser::Payload::CustomSection(section) = payload {
+            if section.name() == SECTION {
+                return PolicyMeta::from_json(section.data()).map(Some);
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn leb128(out: &mut Vec<u8>, mut value: u64) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_survives_a_round_trip_through_a_custom_section() {
+        let meta = PolicyMeta {
+            policy: "sha256:x".into(),
+            mandates: vec![MandateMeta {
+                name: "m".into(),
+                principal: "user:p".into(),
+                holders: vec!["agent:a".into()],
+                chain: vec!["m".into()],
+            }],
+            approvals: vec![ApprovalMeta { kind: "k".into(), binds: vec!["tool".into()], ttl: 900, single_use: true }],
+            budgets: vec![BudgetMeta { mandate: "m".into(), name: "b".into(), max: 2, window: "hour".into() }],
+        };
+        // The smallest valid module: magic and version.
+        let empty = b"\0asm\x01\0\0\0".to_vec();
+        assert_eq!(extract(&empty).unwrap(), None);
+        let with = embed(&empty, &meta);
+        wasmparser::Validator::new().validate_all(&with).expect("still a valid module");
+        assert_eq!(extract(&with).unwrap(), Some(meta.clone()));
+        assert_eq!(meta.window_of(&["m".to_string()], "b"), Some("hour"));
+        assert_eq!(meta.window_of(&["other".to_string()], "b"), None);
+        assert_eq!(meta.held_by("agent:a").len(), 1);
+    }
+}

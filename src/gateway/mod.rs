@@ -1,0 +1,28 @@
+//! The gateway (`remit serve`): the decision point that keeps the state decisions depend on, carries out their
+//! obligations, logs every decision in a hash chain and sends escalations to the principal's inbox.
+//!
+//! A layer above [`crate::runtime`]; the only part of remit that knows the async runtime (tokio), the HTTP
+//! framework (axum) and the database (SQLite through rusqlite). Its pieces:
+//! - [`meta`]: what the gateway must know about a policy besides its decisions (holders, approval kinds, budgets);
+//! - [`store`]: the state behind a trait ([`store::Store`], [`store::Tx`]); [`sqlite`] its embedded implementation;
+//! - [`core`]: filling state and time into requests, deciding through the module, obligations, access requests,
+//!   stops and facts — no HTTP;
+//! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
+//! - [`bundle`]: signed policy bundles (ed25519);
+//! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
+//!   HTTP client for the CLI and tests.
+
+pub mod audit;
+pub mod bundle;
+pub mod client;
+pub mod core;
+pub mod http;
+pub mod meta;
+pub mod replay;
+pub mod sqlite;
+pub mod store;
+
+pub use self::core::{Clock, Config, Decided, FixedClock, Gateway, Policy, SystemClock};
+pub use self::meta::PolicyMeta;
+pub use self::sqlite::{Durability, SqliteStore};
+pub use self::store::{Store, StoreError, Tx};

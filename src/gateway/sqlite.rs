@@ -1,0 +1,493 @@
+//! The embedded store: one SQLite file in WAL mode (SQLite built from source by `rusqlite`'s `bundled` feature, so
+//! no system library is needed).
+//!
+//! One connection behind a mutex; every [`Tx`] is a `BEGIN IMMEDIATE` transaction, so transactions are serialized
+//! (also against other processes opening the same file, e.g. `remit audit verify`). `synchronous = NORMAL` in WAL
+//! mode: a committed transaction survives a crash of the process (`kill -9`); `--durability full` (`synchronous =
+//! FULL`) also survives a power loss at the cost of an fsync per decision.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::audit::{entry_hash, GENESIS};
+use super::store::*;
+
+/// The schema's version (`PRAGMA user_version`): a store of another version is refused, not silently reused.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS approvals (
+  id TEXT PRIMARY KEY, kind TEXT NOT NULL, mandate TEXT NOT NULL, issued_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL, tool TEXT, target TEXT, digest TEXT, manifest TEXT,
+  single_use INTEGER NOT NULL, consumed INTEGER NOT NULL DEFAULT 0, approver TEXT NOT NULL,
+  access_request TEXT, consumed_by TEXT);
+CREATE INDEX IF NOT EXISTS approvals_live ON approvals (mandate, consumed, expires_at);
+CREATE TABLE IF NOT EXISTS counters (
+  counter TEXT NOT NULL, window TEXT NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (counter, window));
+CREATE TABLE IF NOT EXISTS stops (mandate TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS facts (name TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS operations (
+  operation TEXT NOT NULL, decision_id TEXT NOT NULL, tool TEXT NOT NULL, time INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS operations_by_id ON operations (operation);
+CREATE TABLE IF NOT EXISTS access_requests (
+  id TEXT PRIMARY KEY, status TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+  principal TEXT, agent TEXT NOT NULL, credential TEXT, mandate TEXT NOT NULL, tool TEXT NOT NULL, target TEXT,
+  digest TEXT NOT NULL, manifest TEXT, arguments TEXT NOT NULL, missing_approvals TEXT NOT NULL, reasons TEXT NOT NULL, chain TEXT NOT NULL,
+  decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER);
+CREATE INDEX IF NOT EXISTS access_requests_key ON access_requests (key, status);
+CREATE TABLE IF NOT EXISTS log (
+  seq INTEGER PRIMARY KEY, time INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL,
+  hash TEXT NOT NULL);
+";
+
+/// How hard a commit tries to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Survives a crash of the process (WAL, `synchronous = NORMAL`).
+    Process,
+    /// Survives a power loss too (`synchronous = FULL`: an fsync per commit).
+    Full,
+}
+
+#[derive(Debug)]
+pub struct SqliteStore {
+    connection: Mutex<Connection>,
+    /// Opened by [`SqliteStore::open_existing`]: transactions are read transactions.
+    read_only: bool,
+}
+
+fn store_err(e: rusqlite::Error) -> StoreError {
+    StoreError(e.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating it when absent) the store at `path`.
+    pub fn open(path: &Path, durability: Durability) -> StoreResult<SqliteStore> {
+        let connection = Connection::open(path).map_err(store_err)?;
+        SqliteStore::setup(connection, durability)
+    }
+
+    /// Opens an existing store for reading and checking (e.g. `remit audit verify`, also while a gateway runs):
+    /// creates nothing, changes nothing, and fails when the file is not a store of this version.
+    pub fn open_existing(path: &Path) -> StoreResult<SqliteStore> {
+        use rusqlite::OpenFlags;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection = Connection::open_with_flags(path, flags).map_err(store_err)?;
+        connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
+        let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(store_err)?;
+        if version != SCHEMA_VERSION {
+            return Err(StoreError(format!("not a remit store of schema version {SCHEMA_VERSION} (found {version})")));
+        }
+        Ok(SqliteStore { connection: Mutex::new(connection), read_only: true })
+    }
+
+    fn setup(connection: Connection, durability: Durability) -> StoreResult<SqliteStore> {
+        connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
+        connection.pragma_update(None, "journal_mode", "WAL").map_err(store_err)?;
+        let synchronous = match durability {
+            Durability::Process => "NORMAL",
+            Durability::Full => "FULL",
+        };
+        connection.pragma_update(None, "synchronous", synchronous).map_err(store_err)?;
+        let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(store_err)?;
+        let tables: i64 = connection
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |row| row.get(0))
+            .map_err(store_err)?;
+        if version != SCHEMA_VERSION && (version != 0 || tables != 0) {
+            return Err(StoreError(format!(
+                "the store has schema version {version} (or is not a remit store); this gateway uses version \
+                 {SCHEMA_VERSION}"
+            )));
+        }
+        connection.execute_batch(SCHEMA).map_err(store_err)?;
+        connection.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(store_err)?;
+        Ok(SqliteStore { connection: Mutex::new(connection), read_only: false })
+    }
+
+    /// Runs raw SQL on the store (tests use it to tamper with the log, or to break the store).
+    pub fn execute_raw(&self, sql: &str) -> StoreResult<()> {
+        self.lock().execute_batch(sql).map_err(store_err)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves no open transaction behind (the guard's drop rolls back), so the
+        // connection is still usable.
+        self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Store for SqliteStore {
+    fn begin(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        let connection = self.lock();
+        let begin = if self.read_only { "BEGIN DEFERRED" } else { "BEGIN IMMEDIATE" };
+        connection.execute_batch(begin).map_err(store_err)?;
+        Ok(Box::new(SqliteTx { connection, open: true }))
+    }
+}
+
+struct SqliteTx<'a> {
+    connection: MutexGuard<'a, Connection>,
+    open: bool,
+}
+
+impl Drop for SqliteTx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.connection.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+fn approval_of(row: &Row<'_>) -> rusqlite::Result<StoredApproval> {
+    Ok(StoredApproval {
+        id: row.get(0)?,
+        kind: row.get(1)?,
+        mandate: row.get(2)?,
+        issued_at: row.get(3)?,
+        expires_at: row.get(4)?,
+        tool: row.get(5)?,
+        target: row.get(6)?,
+        digest: row.get(7)?,
+        manifest: row.get(8)?,
+        single_use: row.get(9)?,
+        consumed: row.get(10)?,
+        approver: row.get(11)?,
+        access_request: row.get(12)?,
+        consumed_by: row.get(13)?,
+    })
+}
+
+const APPROVAL_COLUMNS: &str = "id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, single_use, \
+     consumed, approver, access_request, consumed_by";
+
+const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
+     target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at";
+
+fn json_column<T: serde::de::DeserializeOwned>(row: &Row<'_>, index: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(index)?;
+    serde_json::from_str(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
+    Ok(AccessRequest {
+        id: row.get(0)?,
+        status: row.get(1)?,
+        created_at: row.get(2)?,
+        expires_at: row.get(3)?,
+        principal: row.get(4)?,
+        agent: row.get(5)?,
+        credential: row.get(6)?,
+        mandate: row.get(7)?,
+        tool: row.get(8)?,
+        target: row.get(9)?,
+        digest: row.get(10)?,
+        manifest: row.get(11)?,
+        arguments: json_column(row, 12)?,
+        missing_approvals: json_column(row, 13)?,
+        reasons: json_column(row, 14)?,
+        chain: json_column(row, 15)?,
+        decision_id: row.get(16)?,
+        key: row.get(17)?,
+        decided_by: row.get(18)?,
+        decided_at: row.get(19)?,
+    })
+}
+
+fn log_of(row: &Row<'_>) -> rusqlite::Result<LogEntry> {
+    let seq: i64 = row.get(0)?;
+    Ok(LogEntry {
+        seq: seq as u64,
+        time: row.get(1)?,
+        kind: row.get(2)?,
+        body: row.get(3)?,
+        prev: row.get(4)?,
+        hash: row.get(5)?,
+    })
+}
+
+impl Tx for SqliteTx<'_> {
+    fn stops(&mut self) -> StoreResult<Vec<String>> {
+        let mut statement =
+            self.connection.prepare_cached("SELECT mandate FROM stops ORDER BY mandate").map_err(store_err)?;
+        let rows = statement.query_map([], |row| row.get(0)).map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn facts(&mut self) -> StoreResult<Vec<(String, u64)>> {
+        let mut statement =
+            self.connection.prepare_cached("SELECT name, version FROM facts ORDER BY name").map_err(store_err)?;
+        let rows = statement
+            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as u64)))
+            .map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>> {
+        let mut statement = self
+            .connection
+            .prepare_cached(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE mandate = ?1 AND consumed = 0 AND expires_at > ?2 \
+                 ORDER BY id"
+            ))
+            .map_err(store_err)?;
+        let mut out = Vec::new();
+        for mandate in mandates {
+            let rows = statement.query_map(params![mandate, now], approval_of).map_err(store_err)?;
+            for row in rows {
+                out.push(row.map_err(store_err)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn approvals_of_request(&mut self, access_request: &str) -> StoreResult<Vec<StoredApproval>> {
+        let mut statement = self
+            .connection
+            .prepare_cached(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE access_request = ?1 ORDER BY id"))
+            .map_err(store_err)?;
+        let rows = statement.query_map(params![access_request], approval_of).map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn approval(&mut self, id: &str) -> StoreResult<Option<StoredApproval>> {
+        self.connection
+            .query_row(&format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"), params![id], approval_of)
+            .optional()
+            .map_err(store_err)
+    }
+
+    fn counter(&mut self, counter: &str, window: &str) -> StoreResult<u64> {
+        let value: Option<i64> = self
+            .connection
+            .prepare_cached("SELECT value FROM counters WHERE counter = ?1 AND window = ?2")
+            .and_then(|mut s| s.query_row(params![counter, window], |row| row.get(0)).optional())
+            .map_err(store_err)?;
+        Ok(value.unwrap_or(0) as u64)
+    }
+
+    fn access_request(&mut self, id: &str) -> StoreResult<Option<AccessRequest>> {
+        self.connection
+            .query_row(&format!("SELECT {REQUEST_COLUMNS} FROM access_requests WHERE id = ?1"), params![id], request_of)
+            .optional()
+            .map_err(store_err)
+    }
+
+    fn pending_access_request(&mut self, key: &str, now: i64) -> StoreResult<Option<AccessRequest>> {
+        self.connection
+            .query_row(
+                &format!(
+                    "SELECT {REQUEST_COLUMNS} FROM access_requests WHERE key = ?1 AND status = 'pending' \
+                     AND expires_at > ?2 ORDER BY created_at DESC LIMIT 1"
+                ),
+                params![key, now],
+                request_of,
+            )
+            .optional()
+            .map_err(store_err)
+    }
+
+    fn access_requests(&mut self, status: Option<&str>) -> StoreResult<Vec<AccessRequest>> {
+        let mut statement = self
+            .connection
+            .prepare_cached(&format!(
+                "SELECT {REQUEST_COLUMNS} FROM access_requests WHERE ?1 IS NULL OR status = ?1 \
+                 ORDER BY created_at DESC, id LIMIT 1000"
+            ))
+            .map_err(store_err)?;
+        let rows = statement.query_map(params![status], request_of).map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>> {
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT operation, decision_id, tool, time FROM operations WHERE operation = ?1 ORDER BY rowid",
+            )
+            .map_err(store_err)?;
+        let rows = statement
+            .query_map(params![operation], |row| {
+                Ok(OperationRecord {
+                    operation: row.get(0)?,
+                    decision_id: row.get(1)?,
+                    tool: row.get(2)?,
+                    time: row.get(3)?,
+                })
+            })
+            .map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn log_head(&mut self) -> StoreResult<(u64, String)> {
+        let head: Option<(i64, String)> = self
+            .connection
+            .prepare_cached("SELECT seq, hash FROM log ORDER BY seq DESC LIMIT 1")
+            .and_then(|mut s| s.query_row([], |row| Ok((row.get(0)?, row.get(1)?))).optional())
+            .map_err(store_err)?;
+        Ok(head.map_or((0, GENESIS.to_string()), |(seq, hash)| (seq as u64, hash)))
+    }
+
+    fn log_entries(&mut self, from: u64, limit: usize) -> StoreResult<Vec<LogEntry>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT seq, time, kind, body, prev, hash FROM log WHERE seq >= ?1 ORDER BY seq LIMIT ?2")
+            .map_err(store_err)?;
+        let rows = statement.query_map(params![from as i64, limit as i64], log_of).map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn consume_approval(&mut self, id: &str, decision: &str) -> StoreResult<bool> {
+        let changed = self
+            .connection
+            .prepare_cached("UPDATE approvals SET consumed = 1, consumed_by = ?2 WHERE id = ?1 AND consumed = 0")
+            .and_then(|mut s| s.execute(params![id, decision]))
+            .map_err(store_err)?;
+        Ok(changed == 1)
+    }
+
+    fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64> {
+        let value: i64 = self
+            .connection
+            .prepare_cached(
+                "INSERT INTO counters (counter, window, value) VALUES (?1, ?2, 1) \
+                 ON CONFLICT (counter, window) DO UPDATE SET value = value + 1 RETURNING value",
+            )
+            .and_then(|mut s| s.query_row(params![counter, window], |row| row.get(0)))
+            .map_err(store_err)?;
+        Ok(value as u64)
+    }
+
+    fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()> {
+        self.connection
+            .prepare_cached("INSERT INTO operations (operation, decision_id, tool, time) VALUES (?1, ?2, ?3, ?4)")
+            .and_then(|mut s| s.execute(params![record.operation, record.decision_id, record.tool, record.time]))
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    fn insert_approval(&mut self, a: &StoredApproval) -> StoreResult<()> {
+        self.connection
+            .execute(
+                &format!("INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"),
+                params![
+                    a.id,
+                    a.kind,
+                    a.mandate,
+                    a.issued_at,
+                    a.expires_at,
+                    a.tool,
+                    a.target,
+                    a.digest,
+                    a.manifest,
+                    a.single_use,
+                    a.consumed,
+                    a.approver,
+                    a.access_request,
+                    a.consumed_by
+                ],
+            )
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    fn insert_access_request(&mut self, r: &AccessRequest) -> StoreResult<()> {
+        self.connection
+            .execute(
+                &format!(
+                    "INSERT INTO access_requests ({REQUEST_COLUMNS}) \
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
+                ),
+                params![
+                    r.id,
+                    r.status,
+                    r.created_at,
+                    r.expires_at,
+                    r.principal,
+                    r.agent,
+                    r.credential,
+                    r.mandate,
+                    r.tool,
+                    r.target,
+                    r.digest,
+                    r.manifest,
+                    json(&r.arguments),
+                    json(&r.missing_approvals),
+                    json(&r.reasons),
+                    json(&r.chain),
+                    r.decision_id,
+                    r.key,
+                    r.decided_by,
+                    r.decided_at
+                ],
+            )
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    fn decide_access_request(&mut self, id: &str, status: &str, by: &str, at: i64) -> StoreResult<()> {
+        self.connection
+            .execute(
+                "UPDATE access_requests SET status = ?2, decided_by = ?3, decided_at = ?4 WHERE id = ?1",
+                params![id, status, by, at],
+            )
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    fn set_stop(&mut self, mandate: &str, active: bool) -> StoreResult<()> {
+        let sql = if active {
+            "INSERT OR IGNORE INTO stops (mandate) VALUES (?1)"
+        } else {
+            "DELETE FROM stops WHERE mandate = ?1"
+        };
+        self.connection.execute(sql, params![mandate]).map_err(store_err)?;
+        Ok(())
+    }
+
+    fn set_fact(&mut self, name: &str, version: u64) -> StoreResult<()> {
+        self.connection
+            .execute(
+                "INSERT INTO facts (name, version) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET version = ?2",
+                params![name, version as i64],
+            )
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry> {
+        let (last, prev) = self.log_head()?;
+        let seq = last + 1;
+        let hash = entry_hash(&prev, seq, time, kind, body);
+        self.connection
+            .prepare_cached("INSERT INTO log (seq, time, kind, body, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+            .and_then(|mut s| s.execute(params![seq as i64, time, kind, body, prev, hash]))
+            .map_err(store_err)?;
+        Ok(LogEntry { seq, time, kind: kind.to_string(), body: body.to_string(), prev, hash })
+    }
+
+    fn savepoint(&mut self) -> StoreResult<()> {
+        self.connection.execute_batch("SAVEPOINT job").map_err(store_err)
+    }
+
+    fn release(&mut self, keep: bool) -> StoreResult<()> {
+        let sql = if keep { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
+        self.connection.execute_batch(sql).map_err(store_err)
+    }
+
+    fn commit(mut self: Box<Self>) -> StoreResult<()> {
+        self.open = false;
+        if let Err(e) = self.connection.execute_batch("COMMIT") {
+            let _ = self.connection.execute_batch("ROLLBACK");
+            return Err(store_err(e));
+        }
+        Ok(())
+    }
+}
+
+/// A column kept as JSON text.
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("plain data serializes")
+}

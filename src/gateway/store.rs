@@ -1,0 +1,154 @@
+//! The gateway's state behind one trait, so that a PostgreSQL store for several replicas can sit beside the
+//! embedded SQLite one ([`super::sqlite::SqliteStore`]).
+//!
+//! Everything happens inside a [`Tx`]: a write transaction that sees a consistent state and either commits all of
+//! its writes or none. The core reads the state a decision needs, decides, carries out the obligations and appends
+//! the log entry in one `Tx`, which is what makes the obligations happen exactly once and atomically with the log.
+
+use serde::{Deserialize, Serialize};
+
+/// A store that cannot be read or written (unavailable, full, corrupt). The core turns it into a deny with the
+/// reason `gateway.store-unavailable`, never an allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "store: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// An approval minted by the gateway (on an access request's approval) and kept in the store; presented to the
+/// module in the shape of docs/requests.md.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredApproval {
+    pub id: String,
+    pub kind: String,
+    pub mandate: String,
+    /// Unix seconds.
+    pub issued_at: i64,
+    pub expires_at: i64,
+    pub tool: Option<String>,
+    pub target: Option<String>,
+    pub digest: Option<String>,
+    pub manifest: Option<String>,
+    pub single_use: bool,
+    pub consumed: bool,
+    /// The identity of the person who approved.
+    pub approver: String,
+    /// The access request it answered.
+    pub access_request: Option<String>,
+    /// The decision that consumed it.
+    pub consumed_by: Option<String>,
+}
+
+/// Where an access request is in its life.
+pub const PENDING: &str = "pending";
+pub const APPROVED: &str = "approved";
+pub const DENIED: &str = "denied";
+
+/// An escalated call waiting for (or having had) the principal's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessRequest {
+    pub id: String,
+    /// `pending`, `approved`, `denied`.
+    pub status: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    /// Who decides: the decision's `escalate_to`.
+    pub principal: Option<String>,
+    pub agent: String,
+    pub credential: Option<String>,
+    pub mandate: String,
+    pub tool: String,
+    pub target: Option<String>,
+    pub digest: String,
+    pub manifest: Option<String>,
+    /// The call's arguments as the principal sees them (masked fields as `"***"`); the digest binds the real ones.
+    pub arguments: serde_json::Value,
+    /// The decision's `missing_approvals`, as JSON.
+    pub missing_approvals: serde_json::Value,
+    pub reasons: Vec<String>,
+    pub chain: Vec<String>,
+    /// The escalated decision.
+    pub decision_id: String,
+    /// The same call escalated again while pending joins this request instead of making a new one.
+    pub key: String,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<i64>,
+}
+
+/// One entry of the decision log, a hash chain: `hash = sha256(prev ‖ seq ‖ time ‖ kind ‖ body)` (see
+/// [`super::audit::entry_hash`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub seq: u64,
+    pub time: i64,
+    /// `decision`, `approval`, `stop`, `fact`.
+    pub kind: String,
+    /// JSON.
+    pub body: String,
+    pub prev: String,
+    pub hash: String,
+}
+
+/// One recorded operation id (the `record-operation` obligation of an allowed side-effecting call).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    pub operation: String,
+    pub decision_id: String,
+    pub tool: String,
+    pub time: i64,
+}
+
+/// A write transaction. Dropping it without [`Tx::commit`] rolls everything back.
+pub trait Tx {
+    /// The mandates with an active stop.
+    fn stops(&mut self) -> StoreResult<Vec<String>>;
+    /// The current version of every published fact.
+    fn facts(&mut self) -> StoreResult<Vec<(String, u64)>>;
+    /// The approvals not consumed and not expired at `now`, issued under one of `mandates`.
+    fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>>;
+    fn approvals_of_request(&mut self, access_request: &str) -> StoreResult<Vec<StoredApproval>>;
+    fn approval(&mut self, id: &str) -> StoreResult<Option<StoredApproval>>;
+    /// The count of `counter` in its window `window` (e.g. `operation:op-1`, `hour:2026-11-30T12`, `total`).
+    fn counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
+    fn access_request(&mut self, id: &str) -> StoreResult<Option<AccessRequest>>;
+    fn pending_access_request(&mut self, key: &str, now: i64) -> StoreResult<Option<AccessRequest>>;
+    /// Access requests, newest first; only those with `status` when given.
+    fn access_requests(&mut self, status: Option<&str>) -> StoreResult<Vec<AccessRequest>>;
+    fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>>;
+    /// The last entry's sequence number and hash (`0` and the genesis hash for an empty log).
+    fn log_head(&mut self) -> StoreResult<(u64, String)>;
+    /// Entries with `seq >= from`, in order, at most `limit`.
+    fn log_entries(&mut self, from: u64, limit: usize) -> StoreResult<Vec<LogEntry>>;
+
+    /// Marks a live approval consumed by `decision`; `false` when it is unknown or already consumed.
+    fn consume_approval(&mut self, id: &str, decision: &str) -> StoreResult<bool>;
+    fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
+    fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()>;
+    fn insert_approval(&mut self, approval: &StoredApproval) -> StoreResult<()>;
+    fn insert_access_request(&mut self, request: &AccessRequest) -> StoreResult<()>;
+    fn decide_access_request(&mut self, id: &str, status: &str, by: &str, at: i64) -> StoreResult<()>;
+    fn set_stop(&mut self, mandate: &str, active: bool) -> StoreResult<()>;
+    fn set_fact(&mut self, name: &str, version: u64) -> StoreResult<()>;
+    /// Appends an entry after the head (computing its hash) and returns it.
+    fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry>;
+
+    /// Opens a savepoint inside the transaction.
+    fn savepoint(&mut self) -> StoreResult<()>;
+    /// Closes the savepoint: keeps its writes (`keep`) or rolls them back.
+    fn release(&mut self, keep: bool) -> StoreResult<()>;
+
+    fn commit(self: Box<Self>) -> StoreResult<()>;
+}
+
+/// A place that keeps the gateway's state.
+pub trait Store: Send + Sync {
+    /// A write transaction; transactions are serializable (one at a time for SQLite).
+    fn begin(&self) -> StoreResult<Box<dyn Tx + '_>>;
+}

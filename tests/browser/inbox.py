@@ -1,0 +1,45 @@
+"""Drives the gateway's inbox page in headless Debian chromium (Playwright, no downloaded browser).
+
+Usage: inbox.py BASE_URL TOKEN REQUEST_ID SCREENSHOT
+Signs in with the inbox token, checks that the access request shows the exact call, approves it in the page,
+and waits until the page shows it approved. Exit status 0 when all of that happened.
+"""
+
+import sys
+
+from playwright.sync_api import expect, sync_playwright
+
+
+def main() -> int:
+    base, token, request_id, screenshot = sys.argv[1:5]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            headless=True,
+            args=["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = browser.new_page()
+        page.goto(f"{base}/inbox/{request_id}")
+        page.fill("#token", token)
+        page.click("#login button")
+        card = page.locator(f'section.request[data-id="{request_id}"]')
+        expect(card).to_be_visible(timeout=10_000)
+        expect(card).to_contain_text("agent:shopper asks to call make_payment")
+        expect(card).to_contain_text("commercial_terms (wallet)")
+        expect(card).to_contain_text("order:991")
+        expect(card).to_contain_text("\"amount\":\"80.00 USD\"")
+        expect(card).to_contain_text("sha256:")
+        expect(card.locator(".status")).to_have_text("pending")
+        page.screenshot(path=screenshot.replace(".png", "-pending.png"), full_page=True)
+        card.locator("button.approve").click()
+        expect(card.locator(".status")).to_have_text("approved", timeout=10_000)
+        expect(card).to_contain_text("user:alice")
+        expect(card.locator("button")).to_have_count(0)
+        page.screenshot(path=screenshot, full_page=True)
+        browser.close()
+    print("approved in the page")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

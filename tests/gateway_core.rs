@@ -1,0 +1,413 @@
+//! The gateway core without HTTP: state filled from the store, obligations exactly once under concurrency, forged
+//! state ignored, the log's hash chain, and a store failure denying.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
+
+use remit::check::check;
+use remit::gateway::audit;
+use remit::gateway::core::{FixedClock, REASON_AMBIGUOUS, REASON_STORE};
+use remit::gateway::store::{Store, StoreError, StoreResult, Tx};
+use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
+use remit::ir::Program;
+use remit::runtime::Runtime;
+use remit::value::parse_timestamp;
+use serde_json::{json, Value};
+
+const NOW: &str = "2026-12-03T15:30:00Z";
+
+fn program_of(files: &[(String, String)]) -> Program {
+    let mut sources = remit::stdlib::sources();
+    for (name, text) in files {
+        sources.add(name.clone(), text.clone());
+    }
+    let checked = check(sources);
+    checked.program.unwrap_or_else(|| panic!("does not check: {:#?}", checked.diagnostics))
+}
+
+fn example(name: &str) -> Program {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let files: Vec<(String, String)> = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "remit"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(p).unwrap()))
+        .collect();
+    program_of(&files)
+}
+
+fn policy(program: &Program) -> Policy {
+    let wasm = remit::wasm::compile(program).unwrap();
+    let compiled = Runtime::new().unwrap().load(&wasm).unwrap();
+    Policy::new(compiled, PolicyMeta::from_program(program)).unwrap()
+}
+
+struct Setup {
+    gateway: Arc<Gateway>,
+    store: Arc<SqliteStore>,
+    clock: Arc<FixedClock>,
+    dir: PathBuf,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+fn setup(name: &str, program: &Program) -> Setup {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-core-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let gateway = Gateway::new(policy(program), store.clone(), clock.clone(), Config::default());
+    Setup { gateway: Arc::new(gateway), store, clock, dir }
+}
+
+fn payment(amount: &str, operation: &str) -> Vec<u8> {
+    json!({
+        "subject": {"id": "agent:shopper", "credential": {"id": "cred-1", "scopes": ["wallet.all"]}},
+        "action": {"name": "make_payment", "arguments": {"merchant": "acme-grocer", "amount": amount}},
+        "resource": {"id": "order:991"},
+        "context": {"mandate": "wallet", "operation_id": operation}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn decision(decided: &remit::gateway::Decided) -> Value {
+    serde_json::from_str(&decided.decision).unwrap()
+}
+
+fn log(store: &SqliteStore) -> Vec<remit::gateway::store::LogEntry> {
+    store.begin().unwrap().log_entries(1, usize::MAX >> 1).unwrap()
+}
+
+/// Runs `n` calls of `request` at once; the number of allows.
+fn concurrently(gateway: &Arc<Gateway>, request: &[u8], n: usize) -> usize {
+    let barrier = Barrier::new(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                scope.spawn(|| {
+                    barrier.wait();
+                    gateway.decide(request).allowed()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count()
+    })
+}
+
+const GATED: &str = r#"
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow make_payment
+  require approval commercial_terms for make_payment
+}
+"#;
+
+fn gated_payment() -> Vec<u8> {
+    json!({
+        "subject": {"id": "agent:shopper"},
+        "action": {"name": "make_payment", "arguments": {"merchant": "acme-grocer", "amount": "80.00 USD"}},
+        "resource": {"id": "order:1"}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[test]
+fn two_hundred_concurrent_calls_with_one_single_use_approval_allow_exactly_once() {
+    let s = setup("single-use", &program_of(&[("shop.remit".into(), GATED.into())]));
+    let first = s.gateway.decide(&gated_payment());
+    assert_eq!(first.outcome, "escalate", "{}", first.decision);
+    let request = first.access_request.clone().expect("an access request");
+    let minted = s.gateway.approve(&request.id, "user:alice").unwrap();
+    assert_eq!(minted.len(), 1);
+    assert!(minted[0].single_use);
+    assert_eq!(concurrently(&s.gateway, &gated_payment(), 200), 1);
+    // The one allow consumed the approval; the log has every decision and the chain holds.
+    let entries = log(&s.store);
+    let allows: Vec<Value> = entries
+        .iter()
+        .filter(|e| e.kind == "decision")
+        .map(|e| serde_json::from_str::<Value>(&e.body).unwrap())
+        .filter(|b| b["decision"]["decision"] == "allow")
+        .collect();
+    assert_eq!(allows.len(), 1);
+    assert_eq!(allows[0]["approvals_used"][0]["approver"], "user:alice");
+    assert_eq!(audit::verify(entries).unwrap(), 1 + 1 + 200);
+    let approval = s.store.begin().unwrap().approval(&minted[0].id).unwrap().unwrap();
+    assert!(approval.consumed);
+}
+
+#[test]
+fn a_budget_of_n_per_operation_allows_exactly_n_of_two_hundred_concurrent_calls() {
+    let text = r#"
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow make_payment
+  require operation id for make_payment
+  budget per_op: at most 3 calls to make_payment per operation
+}
+"#;
+    let s = setup("budget", &program_of(&[("shop.remit".into(), text.into())]));
+    let request = |op: &str| {
+        json!({"subject": {"id": "agent:shopper"},
+               "action": {"name": "make_payment", "arguments": {"merchant": "m", "amount": "1.00 USD"}},
+               "context": {"operation_id": op}})
+        .to_string()
+        .into_bytes()
+    };
+    assert_eq!(concurrently(&s.gateway, &request("op-1"), 200), 3);
+    // Another operation has its own window; the counter of op-1 is exactly 3.
+    assert!(s.gateway.decide(&request("op-2")).allowed());
+    assert_eq!(s.store.begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 3);
+    let denied = s.gateway.decide(&request("op-1"));
+    assert_eq!(denied.reasons, ["budget.exhausted"]);
+}
+
+#[test]
+fn hourly_and_daily_budgets_count_in_the_window_of_the_gateway_clock() {
+    let text = r#"
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow make_payment
+  budget hourly: at most 2 calls to make_payment per hour
+  budget daily: at most 3 calls to make_payment per day
+}
+"#;
+    let s = setup("windows", &program_of(&[("shop.remit".into(), text.into())]));
+    let request = br#"{"subject":{"id":"agent:shopper"},"action":{"name":"make_payment","arguments":{}}}"#;
+    let start = parse_timestamp("2026-12-03T10:00:00Z").unwrap();
+    s.clock.set(start);
+    let outcomes: Vec<bool> = [0, 60, 120, 3600, 3660, 7200]
+        .iter()
+        .map(|dt| {
+            s.clock.set(start + dt);
+            s.gateway.decide(request).allowed()
+        })
+        .collect();
+    // Two in the first hour, then the third of the day in the next hour, then the day is used up.
+    assert_eq!(outcomes, [true, true, false, true, false, false]);
+    s.clock.set(start + 86_400);
+    assert!(s.gateway.decide(request).allowed(), "a new day and a new hour");
+}
+
+#[test]
+fn forged_approvals_counters_stops_facts_and_time_in_the_request_are_ignored_and_logged() {
+    let s = setup("forged", &example("wallet"));
+    let mut request: Value = serde_json::from_slice(&payment("80.00 USD", "op-1")).unwrap();
+    let digest = remit::eval::argument_digest("make_payment", &request["action"]["arguments"]);
+    request["context"]["approvals"] = json!([{
+        "id": "apr-forged", "kind": "commercial_terms", "mandate": "wallet",
+        "issued_at": "2026-12-03T15:00:00Z", "expires_at": "2026-12-03T16:00:00Z",
+        "tool": "make_payment", "target": "order:991", "digest": digest, "consumed": false
+    }]);
+    request["context"]["counters"] = json!({"payment_per_op": 0});
+    request["context"]["now"] = json!("2026-12-03T15:30:00Z");
+    let decided = s.gateway.decide(request.to_string().as_bytes());
+    assert_eq!(decided.outcome, "escalate", "{}", decided.decision);
+    assert_eq!(decided.reasons, ["approval.missing"]);
+    let entry = log(&s.store).pop().unwrap();
+    let body: Value = serde_json::from_str(&entry.body).unwrap();
+    assert_eq!(body["ignored"], json!(["context.approvals", "context.counters", "context.now"]));
+    assert_eq!(body["request"]["context"]["approvals"], json!([]), "the gateway's own (none)");
+    // A counter reset in the request does not reopen a used-up budget.
+    let small = payment("20.00 USD", "op-2");
+    assert!(s.gateway.decide(&small).allowed());
+    let mut again: Value = serde_json::from_slice(&small).unwrap();
+    again["context"]["counters"] = json!({"payment_per_op": 0});
+    let decided = s.gateway.decide(again.to_string().as_bytes());
+    assert_eq!(decided.reasons, ["budget.exhausted"]);
+    // The time is the gateway's: the mandate expired on its clock, whatever the request says.
+    s.clock.set(parse_timestamp("2027-02-01T00:00:00Z").unwrap());
+    let decided = s.gateway.decide(&payment("20.00 USD", "op-3"));
+    assert_eq!(decided.reasons, ["mandate.expired"]);
+    assert_eq!(s.gateway.counts.ignored_fields.load(std::sync::atomic::Ordering::Relaxed), 2);
+}
+
+#[test]
+fn an_approved_call_is_allowed_once_and_a_changed_argument_escalates_again() {
+    let s = setup("approve", &example("wallet"));
+    let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
+    assert_eq!(escalated.outcome, "escalate");
+    let request = escalated.access_request.unwrap();
+    assert!(request.url.ends_with(&format!("/inbox/{}", request.id)));
+    // The same call again while pending joins the same access request.
+    let joined = s.gateway.decide(&payment("80.00 USD", "op-1"));
+    assert_eq!(joined.access_request.unwrap().id, request.id);
+    // An agent never approves; only the principal does.
+    assert!(matches!(
+        s.gateway.approve(&request.id, "agent:shopper"),
+        Err(remit::gateway::core::ActionError::Forbidden(_))
+    ));
+    assert!(matches!(s.gateway.approve(&request.id, "user:bob"), Err(remit::gateway::core::ActionError::Forbidden(_))));
+    let minted = s.gateway.approve(&request.id, "user:alice").unwrap();
+    assert_eq!(minted[0].kind, "commercial_terms");
+    assert_eq!(minted[0].expires_at - minted[0].issued_at, 3600, "the kind's ttl");
+    assert!(minted[0].digest.as_deref().unwrap().starts_with("sha256:"));
+    assert!(s.gateway.approve(&request.id, "user:alice").is_err(), "approved once");
+    // Another amount is another call: not covered.
+    let changed = s.gateway.decide(&payment("81.00 USD", "op-1"));
+    assert_eq!(changed.outcome, "escalate");
+    let allowed = s.gateway.decide(&payment("80.00 USD", "op-1"));
+    assert!(allowed.allowed(), "{}", allowed.decision);
+    let obligations = &decision(&allowed)["obligations"];
+    assert_eq!(obligations[0]["kind"], "consume-approval");
+    let again = s.gateway.decide(&payment("80.00 USD", "op-9"));
+    assert_eq!(again.outcome, "escalate", "the approval was consumed");
+    let ops = s.store.begin().unwrap().operations("op-1").unwrap();
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0].decision_id, allowed.id);
+}
+
+#[test]
+fn stops_and_facts_come_from_the_store() {
+    let s = setup("stops", &example("wallet"));
+    assert!(s.gateway.decide(&payment("20.00 USD", "op-1")).allowed());
+    s.gateway.set_stop("wallet", true, "admin").unwrap();
+    assert_eq!(s.gateway.decide(&payment("20.00 USD", "op-2")).reasons, ["stop.active"]);
+    s.gateway.set_stop("wallet", false, "admin").unwrap();
+    assert!(s.gateway.decide(&payment("20.00 USD", "op-3")).allowed());
+    assert!(s.gateway.set_stop("nope", true, "admin").is_err());
+    s.gateway.set_fact("price_sheet", 7, "admin").unwrap();
+    assert_eq!(s.gateway.state().unwrap()["facts"]["price_sheet"], 7);
+}
+
+#[test]
+fn a_subject_with_one_mandate_gets_it_and_one_with_several_is_denied_ambiguous() {
+    let text = r#"
+mandate a for "user:alice" { holder "agent:one" holder "agent:two" allow make_payment }
+mandate b for "user:alice" { holder "agent:two" allow make_payment }
+"#;
+    let s = setup("ambiguous", &program_of(&[("m.remit".into(), text.into())]));
+    let call = |agent: &str| {
+        json!({"subject": {"id": agent}, "action": {"name": "make_payment", "arguments": {}}}).to_string().into_bytes()
+    };
+    let one = s.gateway.decide(&call("agent:one"));
+    assert!(one.allowed(), "{}", one.decision);
+    assert_eq!(decision(&one)["mandate_chain"], json!(["a"]));
+    let two = s.gateway.decide(&call("agent:two"));
+    assert_eq!(two.reasons, [REASON_AMBIGUOUS]);
+    // A malformed request goes to the module as it came, and is logged.
+    let garbage = s.gateway.decide(b"{\"subject\": ");
+    assert_eq!(garbage.reasons, ["request.malformed"]);
+    assert!(garbage.logged.is_some());
+}
+
+#[test]
+fn a_changed_deleted_or_reordered_log_entry_is_detected() {
+    let s = setup("tamper", &example("wallet"));
+    for op in ["op-1", "op-2", "op-3", "op-4"] {
+        s.gateway.decide(&payment("20.00 USD", op));
+    }
+    assert_eq!(audit::verify(log(&s.store)).unwrap(), 4);
+    s.store.execute_raw("UPDATE log SET body = replace(body, 'op-2', 'op-X') WHERE seq = 2").unwrap();
+    let broken = audit::verify(log(&s.store)).unwrap_err();
+    assert_eq!(broken.seq, 2);
+    assert!(broken.problem.contains("changed"), "{}", broken.problem);
+    s.store.execute_raw("UPDATE log SET body = replace(body, 'op-X', 'op-2') WHERE seq = 2").unwrap();
+    assert_eq!(audit::verify(log(&s.store)).unwrap(), 4);
+    s.store.execute_raw("DELETE FROM log WHERE seq = 3").unwrap();
+    assert_eq!(audit::verify(log(&s.store)).unwrap_err().seq, 4);
+    // Moving entry 4 into the hole: its `prev` no longer fits.
+    s.store.execute_raw("UPDATE log SET seq = 3 WHERE seq = 4").unwrap();
+    assert_eq!(audit::verify(log(&s.store)).unwrap_err().seq, 3);
+}
+
+/// A store that is down.
+struct Down;
+
+impl Store for Down {
+    fn begin(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        Err(StoreError("disk I/O error".into()))
+    }
+}
+
+#[test]
+fn a_store_that_fails_denies_every_call() {
+    let program = example("wallet");
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let gateway = Gateway::new(policy(&program), Arc::new(Down), clock, Config::default());
+    let decided = gateway.decide(&payment("20.00 USD", "op-1"));
+    assert_eq!(decided.outcome, "deny");
+    assert_eq!(decided.reasons, [REASON_STORE]);
+    assert!(decided.logged.is_none());
+    // A full disk: a store whose writes fail after the decision also denies, and nothing is half-written.
+    let s = setup("full", &program);
+    s.store
+        .execute_raw(
+            "CREATE TRIGGER full BEFORE INSERT ON log BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END;",
+        )
+        .unwrap();
+    let decided = s.gateway.decide(&payment("20.00 USD", "op-1"));
+    assert_eq!(decided.reasons, [REASON_STORE]);
+    s.store.execute_raw("DROP TRIGGER full").unwrap();
+    assert!(s.store.begin().unwrap().operations("op-1").unwrap().is_empty(), "the obligations rolled back");
+    assert!(s.gateway.decide(&payment("20.00 USD", "op-1")).allowed(), "the counter was not incremented");
+}
+
+fn wallet_files(replace: &[(&str, &str)]) -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
+    ["catalog.remit", "policy.remit"]
+        .iter()
+        .map(|name| {
+            let mut text = std::fs::read_to_string(dir.join(name)).unwrap();
+            for (from, to) in replace {
+                text = text.replace(from, to);
+            }
+            (name.to_string(), text)
+        })
+        .collect()
+}
+
+#[test]
+fn shadow_mode_logs_the_policys_decision_and_answers_allow() {
+    let program = example("wallet");
+    let dir = std::env::temp_dir().join(format!("remit-gateway-core-shadow-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let config = Config { shadow_mandates: vec!["wallet".into()], ..Config::default() };
+    let gateway = Gateway::new(policy(&program), store.clone(), clock, config);
+    let over = gateway.decide(&payment("120.00 USD", "op-1"));
+    assert!(over.allowed());
+    assert_eq!(over.reasons, ["gateway.shadow"]);
+    let would: Value = serde_json::from_str(over.shadowed.as_deref().unwrap()).unwrap();
+    assert_eq!(would["reasons"], json!(["limit.exceeded"]));
+    let escalated = gateway.decide(&payment("80.00 USD", "op-2"));
+    assert!(escalated.allowed() && escalated.access_request.is_none(), "no access request in shadow mode");
+    // An allow is an allow: its obligations are carried out.
+    let allowed = gateway.decide(&payment("20.00 USD", "op-3"));
+    assert!(allowed.allowed() && allowed.shadowed.is_none());
+    assert_eq!(store.begin().unwrap().counter("payment_per_op", "operation:op-3").unwrap(), 1);
+    let entries = log(&store);
+    let first: Value = serde_json::from_str(&entries[0].body).unwrap();
+    assert_eq!(first["decision"]["decision"], "deny", "the log has the policy's decision");
+    assert_eq!(first["shadow"]["answered"], "allow");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn replay_reports_the_decisions_another_policy_would_change() {
+    let s = setup("replay", &example("wallet"));
+    for (amount, op) in [("20.00 USD", "op-1"), ("80.00 USD", "op-2"), ("120.00 USD", "op-3")] {
+        s.gateway.decide(&payment(amount, op));
+    }
+    s.gateway.decide(b"not json");
+    let entries = log(&s.store);
+    let same = policy(&example("wallet")).compiled;
+    let report = remit::gateway::replay::replay(&entries, &same).unwrap();
+    assert_eq!((report.replayed, report.changes.len()), (4, 0), "the same policy decides the same");
+    // Approvals above 90 USD only, and a cap of 150 USD.
+    let wider = program_of(&wallet_files(&[("> 60 USD", "> 90 USD"), ("<= 100 USD", "<= 150 USD")]));
+    let report = remit::gateway::replay::replay(&entries, &policy(&wider).compiled).unwrap();
+    let summary: Vec<(String, String)> = report.changes.iter().map(|c| (c.before.clone(), c.after.clone())).collect();
+    assert_eq!(summary, [("escalate".into(), "allow".into()), ("deny".into(), "escalate".into())]);
+    assert_eq!(report.changes.iter().filter(|c| c.widens()).count(), 1);
+}
