@@ -93,10 +93,12 @@ fn module(unit: &Unit, dir: &Path) -> PathBuf {
     if unit.name.starts_with("examples/") {
         let out = run(Command::new(remit_bin()).arg("build").arg(&unit.dir).arg("-o").arg(&path), secs(120));
         assert!(out.status.success(), "remit build {}: {}", unit.name, String::from_utf8_lossy(&out.stderr));
-        assert_eq!(
-            std::fs::read(&path).unwrap(),
-            remit::wasm::compile(&unit.program).unwrap(),
-            "{}: `remit build` and the library compile the same module",
+        // `remit build` adds the gateway's metadata (a custom section hosts ignore) to the library's module.
+        let library = remit::wasm::compile(&unit.program).unwrap();
+        let with_meta = remit::gateway::meta::embed(&library, &remit::gateway::PolicyMeta::from_program(&unit.program));
+        assert!(
+            std::fs::read(&path).unwrap() == with_meta,
+            "{}: `remit build` is the library's module plus the gateway metadata",
             unit.name
         );
     } else {
