@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on one example: check it, compile it to a WebAssembly decision module, evaluate each request of its
 # `requests/` folder through the module (and confirm the interpreter gives the same bytes), run its policy tests.
-# Usage: scripts/main-job.sh [examples/NAME]   (default: examples/wallet)
+# Usage: scripts/main-job.sh [examples/NAME [--serve]]   (default: examples/wallet)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 example="${1:-examples/wallet}"
@@ -25,3 +25,64 @@ done
 
 echo "== remit test $example"
 "$remit" test "$example"
+
+# The gateway, on the wallet (the example whose principal, agent and approval the steps below name): serve it on a
+# free loopback port, send the agent's 80 USD payment (escalates to Alice's inbox), approve it as Alice, retry
+# (allowed, the single-use approval consumed), send it again in another operation (escalates again: the approval is
+# used up) and in the same one (denied: one payment per operation), then verify the decision log's hash chain and
+# print the operation's receipt. `--serve` keeps the gateway running afterwards, until Ctrl-C.
+[ "$(basename "$example")" = wallet ] || exit 0
+echo "== remit serve $example (gateway on 127.0.0.1, a free port)"
+store="$out/wallet.db"
+"$remit" serve "$example" --store "sqlite:$store" --listen 127.0.0.1:0 \
+  --inbox-token user:alice=alice-demo-token --admin-token ops=ops-demo-token > "$out/serve.log" 2>&1 &
+server=$!
+trap 'kill "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q "listening on" "$out/serve.log" 2>/dev/null && break; sleep 0.1; done
+url="$(sed -n 's/^remit gateway listening on //p' "$out/serve.log")"
+[ -n "$url" ] || { cat "$out/serve.log" >&2; echo "the gateway did not start" >&2; exit 1; }
+cat "$out/serve.log"
+
+# One AuthZEN evaluation; prints `decision` and, when there is one, the access request's id.
+evaluate() {
+  python3 - "$url" "${1:-op-main-job}" <<'PY'
+import json, sys, urllib.request
+body = {"subject": {"type": "agent", "id": "agent:shopper",
+                    "properties": {"credential": {"id": "cred-alice-shopper-3", "scopes": ["payments.write"]}}},
+        "action": {"name": "make_payment", "properties": {"merchant": "acme-grocer", "amount": "80.00 USD"}},
+        "resource": {"type": "order", "id": "order:acme-20261203-118"},
+        "context": {"operation_id": sys.argv[2]}}
+request = urllib.request.Request(sys.argv[1] + "/access/v1/evaluation", json.dumps(body).encode(),
+                                 {"content-type": "application/json"})
+answer = json.load(urllib.request.urlopen(request))
+access = answer.get("context", {}).get("access_request", {})
+print(answer["decision"], access.get("id", "-"), " ".join(answer.get("context", {}).get("reasons", [])))
+PY
+}
+echo "== POST $url/access/v1/evaluation: the agent pays 80 USD"
+read -r decision access reasons < <(evaluate)
+echo "decision $decision, access request $access ($reasons)"
+[ "$decision" = False ] && [ "$access" != - ] || { echo "expected an escalation to Alice's inbox" >&2; exit 1; }
+
+echo "== remit approvals approve $access (as Alice)"
+REMIT_TOKEN=alice-demo-token "$remit" approvals approve "$access" --gateway "$url"
+
+echo "== the same call again: allowed, and the approval is consumed"
+read -r decision _ reasons < <(evaluate)
+echo "decision $decision ($reasons)"
+[ "$decision" = True ] || { echo "expected the approved call to be allowed" >&2; exit 1; }
+read -r decision access reasons < <(evaluate op-main-job-2)
+echo "the same payment in another operation: decision $decision, access request $access ($reasons)"
+[ "$decision" = False ] && [ "$reasons" = approval.missing ] || { echo "a single-use approval allows once" >&2; exit 1; }
+read -r decision _ reasons < <(evaluate)
+echo "a second payment in the first operation: decision $decision ($reasons)"
+[ "$decision" = False ] || { echo "the budget allows one payment per operation" >&2; exit 1; }
+
+echo "== remit audit verify $store; remit audit receipt --operation op-main-job"
+"$remit" audit verify "$store"
+"$remit" audit receipt --operation op-main-job --store "$store"
+
+if [ "${2:-}" = --serve ]; then
+  echo "== serving $url (inbox: $url/inbox, Alice's token alice-demo-token); Ctrl-C stops it"
+  wait "$server"
+fi
