@@ -22,7 +22,7 @@ pub fn run(paths: &[PathBuf], check_only: bool) -> Result<ExitCode, String> {
     let mut files = Vec::new();
     for path in paths {
         if path.is_dir() {
-            collect(path, &mut files).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            load::collect(path, &mut files).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
         } else if path.is_file() {
             files.push(path.clone());
         } else {
@@ -73,18 +73,6 @@ pub fn run(paths: &[PathBuf], check_only: bool) -> Result<ExitCode, String> {
     }
     eprintln!("{} of {} file(s) reformatted", changed.len(), files.len());
     Ok(ExitCode::SUCCESS)
-}
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            collect(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "remit") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// `path:line: the first line that changes`, so `--check` says where to look.

@@ -75,7 +75,8 @@ pub fn load(paths: &[PathBuf]) -> Result<(SourceMap, Vec<Diagnostic>), String> {
     Ok((sources, diagnostics))
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// Every `.remit` file under `dir`, recursively (`remit check`, `remit fmt` and `remit lsp` read folders alike).
+pub(super) fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         if path.is_dir() {

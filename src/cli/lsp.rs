@@ -221,7 +221,8 @@ impl Server {
     fn workspace(&self, document: &Path) -> Option<Workspace> {
         let folder = document.parent()?.to_path_buf();
         let mut files = Vec::new();
-        collect(&folder, &mut files);
+        // An unreadable entry ends the walk; what was found so far is still checked.
+        let _ = super::load::collect(&folder, &mut files);
         if !files.contains(&document.to_path_buf()) {
             files.push(document.to_path_buf());
         }
@@ -372,18 +373,6 @@ impl Server {
             units += if self.utf8 { c.len_utf8() } else { c.len_utf16() };
         }
         line_start + line_text.len()
-    }
-}
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            collect(&path, out);
-        } else if path.extension().is_some_and(|e| e == "remit") {
-            out.push(path);
-        }
     }
 }
 
