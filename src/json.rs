@@ -1,14 +1,21 @@
 //! The JSON acceptance rule shared by the interpreter and the wasm backend (docs/json.md): strict RFC 8259, plus a
-//! nesting limit, a size limit and no duplicate object keys. The interpreter runs [`validate`] before serde_json
-//! parses a request; the wasm runtime's `json_parse` (src/wasm/rt/json.rs) implements the same rule, and the
-//! differential tests in tests/wasm_json.rs hold the two to it.
+//! nesting limit, a size limit and no duplicate object keys. The interpreter and the gateway read requests with
+//! [`parse`]; the wasm runtime's `json_parse` (src/wasm/rt/json.rs) implements the same rule, and the differential
+//! tests in tests/wasm_json.rs hold the two to it.
 //!
 //! Duplicate keys are rejected because they are a smuggling vector: a gateway that keeps the first occurrence and a
 //! policy that keeps the last would see two different requests in the same bytes.
+//!
+//! [`parse`] builds the `serde_json::Value` itself rather than handing the bytes to serde_json: with the
+//! `arbitrary_precision` feature (which keeps decimals exact), serde_json's deserializer reads an object whose first
+//! key is `$serde_json::private::Number` as a number, so a request could change shape between the rule and the
+//! tree. Here every key is just a key.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::fmt;
+use std::str::FromStr;
+
+use serde_json::{Map, Number, Value};
 
 use crate::wasm::layout::MAX_INPUT;
 
@@ -43,26 +50,43 @@ impl std::error::Error for JsonError {}
 
 /// Checks that `input` is one acceptable JSON document (see the module documentation).
 pub fn validate(input: &[u8]) -> Result<(), JsonError> {
+    parse(input).map(drop)
+}
+
+/// Reads `input` as one acceptable JSON document (see the module documentation).
+pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
     if input.len() > MAX_INPUT as usize {
         return Err(JsonError::TooLarge);
     }
+    parse_within(input, MAX_DEPTH)
+}
+
+/// Reads JSON the gateway wrote itself (a log entry, a stored access request): the same grammar and key rule
+/// without the request limits — a stored entry wraps a request, so it may be larger and one level deeper — but
+/// with serde_json's own depth limit, and, like [`parse`], never serde_json's magic keys.
+pub fn parse_stored(text: &str) -> Result<Value, JsonError> {
+    parse_within(text.as_bytes(), 2 * MAX_DEPTH)
+}
+
+fn parse_within(input: &[u8], max_depth: usize) -> Result<Value, JsonError> {
     // Outside strings only ASCII is allowed, so checking the whole input once is the same as checking every string.
     if std::str::from_utf8(input).is_err() {
         return Err(JsonError::Syntax);
     }
-    let mut p = Parser { s: input, i: 0 };
+    let mut p = Parser { s: input, i: 0, max_depth };
     p.ws();
-    p.value(0)?;
+    let value = p.value(0)?;
     p.ws();
     if p.i != input.len() {
         return Err(JsonError::Syntax);
     }
-    Ok(())
+    Ok(value)
 }
 
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
+    max_depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -86,23 +110,23 @@ impl<'a> Parser<'a> {
     }
 
     /// One value at the current position; `depth` is the number of enclosing containers.
-    fn value(&mut self, depth: usize) -> Result<(), JsonError> {
+    fn value(&mut self, depth: usize) -> Result<Value, JsonError> {
         match self.peek().ok_or(JsonError::Syntax)? {
             b'{' => self.object(depth + 1),
             b'[' => self.array(depth + 1),
-            b'"' => self.string().map(drop),
+            b'"' => self.string().and_then(text).map(Value::String),
             b'-' | b'0'..=b'9' => self.number(),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
+            b't' => self.literal(b"true", Value::Bool(true)),
+            b'f' => self.literal(b"false", Value::Bool(false)),
+            b'n' => self.literal(b"null", Value::Null),
             _ => Err(JsonError::Syntax),
         }
     }
 
-    fn literal(&mut self, word: &[u8]) -> Result<(), JsonError> {
+    fn literal(&mut self, word: &[u8], value: Value) -> Result<Value, JsonError> {
         if self.s[self.i..].starts_with(word) {
             self.i += word.len();
-            Ok(())
+            Ok(value)
         } else {
             Err(JsonError::Syntax)
         }
@@ -119,7 +143,8 @@ impl<'a> Parser<'a> {
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
-    fn number(&mut self) -> Result<(), JsonError> {
+    fn number(&mut self) -> Result<Value, JsonError> {
+        let start = self.i;
         if self.peek() == Some(b'-') {
             self.i += 1;
         }
@@ -139,21 +164,24 @@ impl<'a> Parser<'a> {
             }
             self.digits()?;
         }
-        Ok(())
+        // The text is ASCII and already matches the grammar; serde_json keeps it exactly (arbitrary precision).
+        let text = std::str::from_utf8(&self.s[start..self.i]).map_err(|_| JsonError::Syntax)?;
+        Number::from_str(text).map(Value::Number).map_err(|_| JsonError::Syntax)
     }
 
-    fn array(&mut self, depth: usize) -> Result<(), JsonError> {
-        if depth > MAX_DEPTH {
+    fn array(&mut self, depth: usize) -> Result<Value, JsonError> {
+        if depth > self.max_depth {
             return Err(JsonError::Depth);
         }
         self.i += 1;
         self.ws();
+        let mut items = Vec::new();
         if self.peek() == Some(b']') {
             self.i += 1;
-            return Ok(());
+            return Ok(Value::Array(items));
         }
         loop {
-            self.value(depth)?;
+            items.push(self.value(depth)?);
             self.ws();
             match self.peek() {
                 Some(b',') => {
@@ -162,37 +190,39 @@ impl<'a> Parser<'a> {
                 }
                 Some(b']') => {
                     self.i += 1;
-                    return Ok(());
+                    return Ok(Value::Array(items));
                 }
                 _ => return Err(JsonError::Syntax),
             }
         }
     }
 
-    fn object(&mut self, depth: usize) -> Result<(), JsonError> {
-        if depth > MAX_DEPTH {
+    fn object(&mut self, depth: usize) -> Result<Value, JsonError> {
+        if depth > self.max_depth {
             return Err(JsonError::Depth);
         }
         self.i += 1;
         self.ws();
+        // serde_json's map (an IndexMap with a randomly keyed hasher): no key set can be crafted to make the
+        // duplicate check quadratic.
+        let mut members = Map::new();
         if self.peek() == Some(b'}') {
             self.i += 1;
-            return Ok(());
+            return Ok(Value::Object(members));
         }
-        // A randomly keyed hash set: no key set can be crafted to make this quadratic.
-        let mut keys: HashSet<Cow<'a, [u8]>> = HashSet::new();
         loop {
             if self.peek() != Some(b'"') {
                 return Err(JsonError::Syntax);
             }
-            let key = self.string()?;
-            if !keys.insert(key) {
+            let key = text(self.string()?)?;
+            if members.contains_key(&key) {
                 return Err(JsonError::Duplicate);
             }
             self.ws();
             self.eat(b':')?;
             self.ws();
-            self.value(depth)?;
+            let value = self.value(depth)?;
+            members.insert(key, value);
             self.ws();
             match self.peek() {
                 Some(b',') => {
@@ -201,7 +231,7 @@ impl<'a> Parser<'a> {
                 }
                 Some(b'}') => {
                     self.i += 1;
-                    return Ok(());
+                    return Ok(Value::Object(members));
                 }
                 _ => return Err(JsonError::Syntax),
             }
@@ -288,6 +318,11 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// A string's unescaped content as text: the input is UTF-8 and escapes decode to whole characters.
+fn text(content: Cow<'_, [u8]>) -> Result<String, JsonError> {
+    String::from_utf8(content.into_owned()).map_err(|_| JsonError::Syntax)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,6 +343,19 @@ mod tests {
             "{:?} should be a syntax error",
             String::from_utf8_lossy(text)
         );
+    }
+
+    /// serde_json (with `arbitrary_precision`) reads an object keyed `$serde_json::private::Number` as a number and
+    /// fails on a non-numeric value; to the JSON rule it is an ordinary key (found by fuzzing the module against the
+    /// interpreter: fuzz/regressions/decide-serde-magic-key.json).
+    #[test]
+    fn serde_json_magic_keys_are_ordinary_keys() {
+        for key in ["$serde_json::private::Number", "$serde_json::private::RawValue"] {
+            let text = format!(r#"{{"{key}": "acme", "n": 1.50}}"#);
+            let value = parse(text.as_bytes()).expect("acceptable JSON");
+            assert_eq!(value[key], Value::String("acme".into()));
+            assert_eq!(value["n"].to_string(), "1.50");
+        }
     }
 
     #[test]
@@ -524,12 +572,14 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
-        /// The interpreter parses requests with serde_json after `validate`: it must take everything `validate`
-        /// takes, and agree on the strings.
+        /// `parse` builds the tree serde_json would (on keys that are not serde_json's private magic key): same
+        /// strings, same numbers kept as written, same member order.
         #[test]
-        fn serde_json_accepts_what_validate_accepts(text in json_text()) {
-            prop_assert_eq!(validate(text.as_bytes()), Ok(()));
-            prop_assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok(), "{}", text);
+        fn parse_builds_what_serde_json_builds(text in json_text()) {
+            let ours = parse(text.as_bytes());
+            let theirs = serde_json::from_str::<serde_json::Value>(&text);
+            prop_assert!(theirs.is_ok(), "{}", text);
+            prop_assert_eq!(ours, Ok(theirs.unwrap()));
         }
 
         #[test]

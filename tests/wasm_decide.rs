@@ -395,3 +395,24 @@ fn requests_at_the_input_limit_decide_identically() {
         assert_eq!(wasm.decide(&request), expected, "request of {} bytes", request.len());
     }
 }
+
+/// Every input the fuzzer ever found a disagreement with (fuzz/regressions/decide-*.json, run against the wallet
+/// like the `decide` fuzz target) decides and lists alike: adding a regression means adding a file.
+#[test]
+fn fuzz_regressions_decide_identically() {
+    let (program, _) = example("wallet");
+    let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+    let mut wasm = Wasm::new(&Engine::default(), &bytes);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
+    let mut inputs: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    inputs.retain(|p| p.file_name().unwrap().to_string_lossy().starts_with("decide-"));
+    inputs.sort();
+    assert!(!inputs.is_empty(), "no regression inputs in {}", dir.display());
+    for path in inputs {
+        let request = std::fs::read(&path).unwrap();
+        let name = path.display();
+        assert_eq!(wasm.decide(&request), remit::eval::decide(&program, &request).to_json(), "{name}: decision");
+        let listing = remit::eval::visible_tools(&program, &request).to_json();
+        assert_eq!(wasm.visible(&request), listing, "{name}: listing");
+    }
+}

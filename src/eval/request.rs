@@ -99,13 +99,10 @@ pub(crate) struct Request {
 /// Parses `bytes` as a request.
 pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     const MALFORMED: RequestError = RequestError { malformed: true, missing: false, oversize: false };
-    match crate::json::validate(bytes) {
-        Ok(()) => {}
+    let json = match crate::json::parse(bytes) {
+        Ok(json) => json,
         Err(JsonError::TooLarge) => return Err(RequestError { oversize: true, ..RequestError::default() }),
         Err(JsonError::Syntax | JsonError::Depth | JsonError::Duplicate) => return Err(MALFORMED),
-    }
-    let Ok(json) = serde_json::from_slice::<Json>(bytes) else {
-        return Err(MALFORMED);
     };
     let Some(root) = json.as_object() else {
         return Err(MALFORMED);

@@ -60,7 +60,7 @@ pub fn read_all(store: &dyn super::store::Store) -> Result<Vec<LogEntry>, super:
 }
 
 fn body(entry: &LogEntry) -> serde_json::Value {
-    serde_json::from_str(&entry.body).unwrap_or(serde_json::Value::Null)
+    crate::json::parse_stored(&entry.body).unwrap_or(serde_json::Value::Null)
 }
 
 /// The log entry of a decision.

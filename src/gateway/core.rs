@@ -347,10 +347,7 @@ impl Gateway {
     /// Removes the fields only the gateway fills and picks the mandate of a request that names none.
     fn prepare(&self, request: &[u8], meta: &PolicyMeta) -> Prepared {
         let mut prepared = Prepared { value: None, ignored: Vec::new(), early_deny: None };
-        if crate::json::validate(request).is_err() {
-            return prepared;
-        }
-        let Ok(Json::Object(mut value)) = serde_json::from_slice::<Json>(request) else { return prepared };
+        let Ok(Json::Object(mut value)) = crate::json::parse(request) else { return prepared };
         let context = value.entry("context").or_insert_with(|| Json::Object(Map::new()));
         let Json::Object(context) = context else { return prepared };
         for field in GATEWAY_FIELDS {

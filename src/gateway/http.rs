@@ -144,12 +144,10 @@ async fn not_found() -> Response {
 
 /// Parses a body as one acceptable JSON object (docs/json.md), or a 400.
 fn parse_object(body: &[u8]) -> Result<Map<String, Json>, Response> {
-    if let Err(e) = crate::json::validate(body) {
-        return Err(error(StatusCode::BAD_REQUEST, "http.bad-json", format!("the body is not acceptable JSON: {e}")));
-    }
-    match serde_json::from_slice::<Json>(body) {
+    match crate::json::parse(body) {
         Ok(Json::Object(map)) => Ok(map),
-        _ => Err(error(StatusCode::BAD_REQUEST, "http.bad-json", "the body must be a JSON object")),
+        Ok(_) => Err(error(StatusCode::BAD_REQUEST, "http.bad-json", "the body must be a JSON object")),
+        Err(e) => Err(error(StatusCode::BAD_REQUEST, "http.bad-json", format!("the body is not acceptable JSON: {e}"))),
     }
 }
 

@@ -49,7 +49,7 @@ pub fn replay(entries: &[LogEntry], policy: &Arc<Compiled>) -> Result<Report, St
     let mut evaluator = policy.evaluator()?;
     let mut report = Report::default();
     for entry in entries.iter().filter(|e| e.kind == "decision") {
-        let body: Json = serde_json::from_str(&entry.body).map_err(|e| format!("log entry {}: {e}", entry.seq))?;
+        let body: Json = crate::json::parse_stored(&entry.body).map_err(|e| format!("log entry {}: {e}", entry.seq))?;
         // The module's decision: the logged one, or the one an obligation failure replaced.
         let decided = body.get("module_decision").unwrap_or(&body["decision"]);
         let reasons = strings(&decided["reasons"]);

@@ -165,9 +165,16 @@ const APPROVAL_COLUMNS: &str = "id, kind, mandate, issued_at, expires_at, tool, 
 const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
      target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at";
 
-fn json_column<T: serde::de::DeserializeOwned>(row: &Row<'_>, index: usize) -> rusqlite::Result<T> {
+/// A JSON column, read with the project's parser: the values hold request data, whose keys serde_json's
+/// deserializer would misread (see src/json.rs).
+fn json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<serde_json::Value> {
     let text: String = row.get(index)?;
-    serde_json::from_str(&text)
+    crate::json::parse_stored(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn strings_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Vec<String>> {
+    serde_json::from_value(json_column(row, index)?)
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
 }
 
@@ -187,8 +194,8 @@ fn request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
         manifest: row.get(11)?,
         arguments: json_column(row, 12)?,
         missing_approvals: json_column(row, 13)?,
-        reasons: json_column(row, 14)?,
-        chain: json_column(row, 15)?,
+        reasons: strings_column(row, 14)?,
+        chain: strings_column(row, 15)?,
         decision_id: row.get(16)?,
         key: row.get(17)?,
         decided_by: row.get(18)?,
