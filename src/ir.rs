@@ -113,6 +113,23 @@ pub enum Test {
     NotWithin(Vec<Value>),
 }
 
+impl Test {
+    /// The test that holds exactly when this one does not (the checker keeps conditions negation-free).
+    pub fn negated(&self) -> Test {
+        match self {
+            Test::Compare(op, v) => Test::Compare(op.negated(), v.clone()),
+            Test::In(v) => Test::NotIn(v.clone()),
+            Test::NotIn(v) => Test::In(v.clone()),
+            Test::Under(p) => Test::NotUnder(p.clone()),
+            Test::NotUnder(p) => Test::Under(p.clone()),
+            Test::Contains(v) => Test::NotContains(v.clone()),
+            Test::NotContains(v) => Test::Contains(v.clone()),
+            Test::Within(v) => Test::NotWithin(v.clone()),
+            Test::NotWithin(v) => Test::Within(v.clone()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Atom {
     pub attr: Attr,

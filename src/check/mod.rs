@@ -768,7 +768,7 @@ impl<'a> Checker<'a> {
                     return Cond::True;
                 }
                 let Some(value) = self.literal(attr, &ty, operand, env) else { return Cond::True };
-                let op = if negated { negate(*op) } else { *op };
+                let op = if negated { op.negated() } else { *op };
                 Cond::Atom(Atom { attr: self.attr_of(attr), ty, test: Test::Compare(op, value) })
             }
             Expr::In { attr, negated: not_in, items, span } => {
@@ -997,17 +997,6 @@ struct CondEnv<'s, 't> {
     failed: bool,
     /// The first currency each money attribute was compared with.
     currencies: HashMap<String, (String, Span)>,
-}
-
-fn negate(op: CompareOp) -> CompareOp {
-    match op {
-        CompareOp::Eq => CompareOp::Ne,
-        CompareOp::Ne => CompareOp::Eq,
-        CompareOp::Lt => CompareOp::Ge,
-        CompareOp::Le => CompareOp::Gt,
-        CompareOp::Gt => CompareOp::Le,
-        CompareOp::Ge => CompareOp::Lt,
-    }
 }
 
 fn describe_literal(literal: &Literal) -> String {

@@ -251,6 +251,18 @@ pub enum CompareOp {
 }
 
 impl CompareOp {
+    /// The comparison that holds exactly when this one does not (`<` and `>=`).
+    pub fn negated(self) -> CompareOp {
+        match self {
+            CompareOp::Eq => CompareOp::Ne,
+            CompareOp::Ne => CompareOp::Eq,
+            CompareOp::Lt => CompareOp::Ge,
+            CompareOp::Le => CompareOp::Gt,
+            CompareOp::Gt => CompareOp::Le,
+            CompareOp::Ge => CompareOp::Lt,
+        }
+    }
+
     pub fn symbol(self) -> &'static str {
         match self {
             CompareOp::Eq => "==",

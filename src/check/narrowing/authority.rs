@@ -243,7 +243,7 @@ impl Encoder<'_> {
     }
 
     fn atom(&mut self, atom: &Atom, negated: bool) -> F {
-        let test = if negated { super::formula::negate_test(&atom.test) } else { atom.test.clone() };
+        let test = if negated { atom.test.negated() } else { atom.test.clone() };
         let var = self.vars.id(Var::Value(atom.attr.clone(), atom.ty.clone()));
         // A money amount is compared as a decimal; its currency is its own variable.
         let test = if atom.ty == Type::Money { amounts(test) } else { test };
