@@ -1,7 +1,7 @@
 //! The checked program: names resolved to ids, types known, targets expanded to tool sets. The interpreter
 //! (and later the wasm backend) consume only this.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::source::{SourceMap, Span};
 use crate::syntax::ast::{CompareOp, Outcome, Window};
@@ -283,6 +283,8 @@ pub struct Program {
     pub tools: Vec<Tool>,
     pub approvals: Vec<ApprovalKind>,
     pub contexts: BTreeMap<String, Type>,
+    /// Context attributes declared `signed`: their money may be negative. Every other money value must be >= 0.
+    pub signed_contexts: BTreeSet<String>,
     pub mandates: Vec<Mandate>,
     pub tool_index: BTreeMap<String, ToolId>,
     pub mandate_index: BTreeMap<String, MandateId>,

@@ -29,10 +29,11 @@ pub fn duplicate_parameter(name: &str, span: Span, first: Span) -> Diagnostic {
         .help("rename or remove one of the parameters")
 }
 
-pub fn signed_not_money(name: &str, ty: &str, span: Span) -> Diagnostic {
-    Diagnostic::error("remit::signed-not-money", format!("parameter `{name}` is `{ty}`, which cannot be `signed`"))
+/// `what`: "parameter" or "context attribute".
+pub fn signed_not_money(what: &str, name: &str, ty: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::signed-not-money", format!("{what} `{name}` is `{ty}`, which cannot be `signed`"))
         .label(span, "only money may be signed")
-        .help("`signed` lets a money parameter be negative; other types keep their own range: remove `signed`")
+        .help("`signed` lets money be negative; other types keep their own range: remove `signed`")
 }
 
 pub fn duplicate_levels(span: Span, first: Span) -> Diagnostic {

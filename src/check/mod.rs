@@ -8,7 +8,7 @@ mod lints;
 pub mod narrowing;
 pub mod sat;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use sha2::{Digest, Sha256};
 
@@ -136,6 +136,7 @@ struct Checker<'a> {
     levels: Vec<String>,
     enums: HashMap<String, Vec<String>>,
     contexts: BTreeMap<String, Type>,
+    signed_contexts: BTreeSet<String>,
 }
 
 impl<'a> Checker<'a> {
@@ -147,6 +148,7 @@ impl<'a> Checker<'a> {
             levels: Vec::new(),
             enums: HashMap::new(),
             contexts: BTreeMap::new(),
+            signed_contexts: BTreeSet::new(),
         }
     }
 
@@ -208,6 +210,13 @@ impl<'a> Checker<'a> {
                     continue;
                 }
                 if let Some(ty) = self.resolve_type(&c.ty) {
+                    if let Some(span) = c.signed {
+                        if ty != Type::Money && ty != Type::Set(Box::new(Type::Money)) {
+                            self.error(err::signed_not_money("context attribute", &c.name.text, &ty.display(), span));
+                        } else {
+                            self.signed_contexts.insert(c.name.text.clone());
+                        }
+                    }
                     self.contexts.insert(c.name.text.clone(), ty);
                 }
             }
@@ -284,7 +293,7 @@ impl<'a> Checker<'a> {
             if let Some(ty) = self.resolve_type(&p.ty) {
                 if let Some(span) = p.signed {
                     if !matches!(&ty, Type::Money) && ty != Type::Set(Box::new(Type::Money)) {
-                        self.error(err::signed_not_money(&p.name.text, &ty.display(), span));
+                        self.error(err::signed_not_money("parameter", &p.name.text, &ty.display(), span));
                     }
                 }
                 out.push((p.name.text.clone(), ty));
@@ -376,6 +385,7 @@ impl<'a> Checker<'a> {
             tools,
             approvals,
             contexts: self.contexts.clone(),
+            signed_contexts: self.signed_contexts.clone(),
             mandates,
             tool_index,
             mandate_index,

@@ -58,6 +58,8 @@ pub struct EnumDecl {
 pub struct ContextDecl {
     pub name: Name,
     pub ty: TypeExpr,
+    /// Where `signed` is written: the attribute's money may be negative.
+    pub signed: Option<Span>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

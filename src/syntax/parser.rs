@@ -237,8 +237,14 @@ impl Lower {
             }
             Rule::context_decl => {
                 let name = self.name(inner.next().expect("context name"));
-                let ty = self.ty(inner.next().expect("context type"));
-                Decl::Context(ContextDecl { name, ty })
+                let mut ty = inner.next().expect("context type");
+                let mut signed = None;
+                if ty.as_rule() == Rule::signed {
+                    signed = Some(self.span(&ty));
+                    ty = inner.next().expect("context type after `signed`");
+                }
+                let ty = self.ty(ty);
+                Decl::Context(ContextDecl { name, ty, signed })
             }
             Rule::approval_decl => self.approval(inner),
             Rule::tool_decl => self.tool(inner),

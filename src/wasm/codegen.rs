@@ -623,8 +623,13 @@ fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond
                 None => (0, 0),
             };
             let name_word = if attr == ATTR_LEVEL { None } else { Some(np as i32) };
-            // An argument that is not `signed` must not be negative money (src/eval/cond.rs `fetch`).
-            let non_negative = matches!(&atom.attr, Attr::Arg(name) if !signed.contains(name));
+            // An argument or context attribute that is not `signed` must not be negative money (src/eval/cond.rs
+            // `fetch`).
+            let non_negative = match &atom.attr {
+                Attr::Arg(name) => !signed.contains(name),
+                Attr::Context(name) => !program.signed_contexts.contains(name),
+                _ => false,
+            };
             b.emit([I::I32Const(attr | if non_negative { values::ATTR_NON_NEGATIVE } else { 0 })]);
             match name_word {
                 Some(w) => b.emit([I::I32Const(w)]),
