@@ -297,12 +297,21 @@ pub fn dead_grant(target: &str, span: Span, forbid: Span) -> Diagnostic {
         .help("prohibitions always win; remove the grant or narrow the prohibition")
 }
 
-pub fn ungrantable(tool: &str, span: Span, tool_span: Span) -> Diagnostic {
+/// `tools`: every tool the grant reaches that administers mandates (at least one); `tool_span` is the first one's.
+pub fn ungrantable(tools: &[&str], span: Span, tool_span: Span) -> Diagnostic {
+    let quoted: Vec<String> = tools.iter().map(|t| format!("`{t}`")).collect();
+    let (through, label) = match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => (
+            format!("{} and {last}", rest.join(", ")),
+            format!("grants {} tools that administer mandates", tools.len()),
+        ),
+        _ => (quoted.concat(), "grants a tool that administers mandates".to_string()),
+    };
     Diagnostic::error(
         "remit::ungrantable-mandate-change",
-        format!("this grant would let an agent change mandates through `{tool}`"),
+        format!("this grant would let an agent change mandates through {through}"),
     )
-    .label(span, "grants a tool that administers mandates")
+    .label(span, label)
     .label(tool_span, "declared `administers mandates` here")
     .help(
         "no agent may hold the right to widen its own terms; mandates are changed by their owners, not through grants",

@@ -123,19 +123,26 @@ fn kind_word(kind: &RuleKind) -> &'static str {
     }
 }
 
-/// A grant that reaches a tool administering mandates, unless the tool is above a maximum level of the chain,
-/// the grant's condition excludes it, or a prohibition without condition removes it.
+/// A grant that reaches tools administering mandates (every one is named), except a tool above a maximum level
+/// of the chain, one the grant's condition excludes, or one a prohibition without condition removes.
 fn ungrantable(program: &Program, rule: &Rule, chain: &[usize], forbids: &[&Rule]) -> Option<Diagnostic> {
-    rule.tools.iter().find_map(|&tool| {
-        let t = &program.tools[tool];
-        if !t.administers_mandates {
-            return None;
-        }
-        let above_max = chain.iter().any(|&m| program.mandates[m].max_level.is_some_and(|max| t.level > max));
-        let excluded = satisfiable(&for_level(&rule.condition, t.level), program.levels.len()) == Some(false);
-        let removed = forbids.iter().any(|f| f.condition == Cond::True && f.tools.binary_search(&tool).is_ok());
-        (!above_max && !excluded && !removed).then(|| err::ungrantable(&t.name, rule.span, t.span))
-    })
+    let mut reached: Vec<&crate::ir::Tool> = rule
+        .tools
+        .iter()
+        .filter(|&&tool| {
+            let t = &program.tools[tool];
+            let above_max = chain.iter().any(|&m| program.mandates[m].max_level.is_some_and(|max| t.level > max));
+            let excluded = satisfiable(&for_level(&rule.condition, t.level), program.levels.len()) == Some(false);
+            let removed = forbids.iter().any(|f| f.condition == Cond::True && f.tools.binary_search(&tool).is_ok());
+            t.administers_mandates && !above_max && !excluded && !removed
+        })
+        .map(|&tool| &program.tools[tool])
+        .collect();
+    // By name, not by declaration order: moving a tool elsewhere does not change the diagnostic.
+    reached.sort_by(|a, b| a.name.cmp(&b.name));
+    let first = reached.first()?;
+    let names: Vec<&str> = reached.iter().map(|t| t.name.as_str()).collect();
+    Some(err::ungrantable(&names, rule.span, first.span))
 }
 
 /// A lint question too large for the budget of `sat` (too many alternatives).
