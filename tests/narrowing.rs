@@ -129,7 +129,9 @@ fn narrow_fixtures_pass() {
 
 #[test]
 fn rendered_reports() {
-    for name in ["dropped_prohibition", "dropped_gate", "argument_range", "window_end", "delegation_depth"] {
+    for name in
+        ["dropped_prohibition", "dropped_gate", "argument_range", "bare_child_grant", "window_end", "delegation_depth"]
+    {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/narrowing/widen/{name}.remit"));
         let source = std::fs::read_to_string(&path).unwrap();
         let out = remit(&["check", "--format", "human"], &path);

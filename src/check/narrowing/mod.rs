@@ -25,9 +25,11 @@ pub use authority::Origin;
 pub use witness::{confirm, for_parent, Confirmation};
 
 use crate::diag::Diagnostic;
-use crate::ir::{MandateId, Program, RuleKind, ToolId};
+use crate::ir::{Attr, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
+use crate::syntax::ast::CompareOp;
+use crate::value::Decimal;
 use authority::{atom_true, conjuncts, truth_in, Conjunct, Side};
-use formula::{literals, negate, Model, Var, Vars, F};
+use formula::{is, lit, literals, negate, Model, Var, Vars, F};
 use solve::{Answer, Solver};
 use witness::{Currencies, Scratch, Shape};
 
@@ -155,11 +157,54 @@ fn compare(
         if questions.is_empty() {
             continue;
         }
+        // A witness people can read has every declared argument, well typed, and its amounts in the currency the
+        // policy names: the solver is asked for such a call first, then for one with every argument, and for a
+        // call with arguments missing only when no such call is a counterexample.
+        let every_argument: Vec<F> = program.tools[tool]
+            .params
+            .iter()
+            .filter_map(|(param, _)| vars.find(&Var::Present(Attr::Arg(param.clone()))))
+            .map(|id| is(id, true))
+            .collect();
+        let all_goals: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();
+        let named_currency: Vec<F> = currencies(&all_goals, &vars)
+            .into_iter()
+            .filter(|(_, codes)| codes.len() == 1)
+            .filter_map(|(id, codes)| codes.into_iter().next().map(|code| (id, code)))
+            .map(|(id, code)| lit(id, Test::Compare(CompareOp::Eq, Value::String(code))))
+            .collect();
+        // Money the interpreter reads as well typed: not below zero unless `signed`.
+        let t = &program.tools[tool];
+        let well_typed_money: Vec<F> = vars
+            .iter()
+            .filter(|(_, var)| match var {
+                Var::Value(Attr::Arg(name), Type::Money) => !t.is_signed(name),
+                Var::Value(Attr::Context(name), Type::Money) => !program.signed_contexts.contains(name),
+                _ => false,
+            })
+            .map(|(id, _)| lit(id, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))))
+            .collect();
+        let preferred: Vec<F> =
+            every_argument.iter().chain(&named_currency).chain(&well_typed_money).cloned().collect();
         let mut solver = Solver::new(&vars, program.levels.len());
         for (origin, refused) in &questions {
             let mut goals: Vec<&F> = a.iter().map(|c| &c.formula).collect();
             goals.push(refused);
-            match solver.solve(&goals) {
+            let mut answer = Answer::Unsat;
+            for preference in [&preferred, &every_argument] {
+                if preference.is_empty() {
+                    continue;
+                }
+                let with: Vec<&F> = goals.iter().copied().chain(preference.iter()).collect();
+                if let Answer::Sat(model) = solver.solve(&with) {
+                    answer = Answer::Sat(model);
+                    break;
+                }
+            }
+            if !matches!(answer, Answer::Sat(_)) {
+                answer = solver.solve(&goals);
+            }
+            match answer {
                 Answer::Unsat => {}
                 Answer::Unknown => {
                     if !undecided {
@@ -170,9 +215,18 @@ fn compare(
                 Answer::Sat(model) => {
                     reported.insert(*origin);
                     let shape = Shape { program, tool: name, mandate: &program.mandates[child].name };
-                    let request = witness::request(&model, &vars, shape, &currencies(&goals, &vars));
+                    let currencies = currencies(&goals, &vars);
                     let scratch = scratch.get_or_insert_with(|| Scratch::new(program));
-                    let confirmed = scratch.confirm(child, &request).is_some_and(|c| c.confirms());
+                    // The arguments no rule reads are filled in too, unless that changes the outcome (it cannot
+                    // today; the minimal request is the fallback all the same).
+                    let filled = witness::request(&model, &vars, shape, &currencies, true);
+                    let (request, confirmed) = if scratch.confirm(child, &filled).is_some_and(|c| c.confirms()) {
+                        (filled, true)
+                    } else {
+                        let minimal = witness::request(&model, &vars, shape, &currencies, false);
+                        let confirmed = scratch.confirm(child, &minimal).is_some_and(|c| c.confirms());
+                        (minimal, confirmed)
+                    };
                     let kind = if confirmed {
                         Kind::Widens(Widening {
                             tool: name.to_string(),
