@@ -62,6 +62,36 @@ pub fn unknown_target(name: &str, span: Span, candidates: &[&str]) -> Diagnostic
     suggest(d, name, candidates, "declare the tool with `tool NAME(…)` or name an effect class")
 }
 
+/// A `classify` declaration names something that is not a declared tool.
+pub fn unknown_tool(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-tool", format!("unknown tool `{name}`"))
+        .label(span, "not declared in the catalog or the standard library");
+    suggest(d, name, candidates, "`classify` puts tools (the policy's or the standard library's) into classes")
+}
+
+pub fn not_a_tool(name: &str, found: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::not-a-tool", format!("`{name}` is {found}, not a tool"))
+        .label(span, "a tool is expected here")
+        .help("`classify TOOL, … as CLASS, …` puts tools into classes; a class cannot be a member of another class")
+}
+
+pub fn unnamed_library_tools(class: &str, tools: &[&str], span: Span) -> Diagnostic {
+    let quoted: Vec<String> = tools.iter().map(|t| format!("`{t}`")).collect();
+    Diagnostic::warning(
+        "remit::class-grant-unnamed-tools",
+        format!(
+            "`allow {class}` also grants {} from the standard library, which this policy never names",
+            quoted.join(", ")
+        ),
+    )
+    .label(span, format!("grants every member of `{class}`"))
+    .help(format!(
+        "a class grant covers every member, the standard library's included: grant the tools you mean by name, forbid \
+         the others, or acknowledge them with `classify {} as {class}`",
+        tools.join(", ")
+    ))
+}
+
 pub fn not_a_target(name: &str, found: &str, span: Span) -> Diagnostic {
     Diagnostic::error("remit::not-a-tool", format!("`{name}` is {found}, not a tool or an effect class"))
         .label(span, "a tool or an effect class is expected here")

@@ -62,6 +62,7 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
     diagnostics.extend(checker.diagnostics);
     let program = program.map(|mut program| {
         diagnostics.extend(lints::lint(&program));
+        diagnostics.extend(lints::unnamed_library_tools(&program, &sources, &decls));
         diagnostics.extend(limits::check(&program));
         // Narrowing compares sound programs only: after any error its questions have no reliable answer.
         if options.narrowing && !diagnostics.iter().any(Diagnostic::is_error) {
@@ -192,7 +193,7 @@ impl<'a> Checker<'a> {
                     }
                     continue;
                 }
-                Decl::Import(_) | Decl::Context(_) => continue,
+                Decl::Import(_) | Decl::Context(_) | Decl::Classify(_) => continue,
             };
             if let Some((previous, first)) = self.symbols.get(&name.text) {
                 let _ = previous;
@@ -337,10 +338,12 @@ impl<'a> Checker<'a> {
                 });
             }
         }
+        let classified = self.classified(decls);
         let mut tools = Vec::new();
         for decl in decls {
             if let Decl::Tool(t) = decl {
-                tools.push(self.tool(t, &effects, &effect_spans));
+                let extra = classified.get(t.name.text.as_str()).map_or(&[][..], Vec::as_slice);
+                tools.push(self.tool(t, extra, &effects, &effect_spans));
             }
         }
         let mut approvals = Vec::new();
@@ -392,10 +395,40 @@ impl<'a> Checker<'a> {
         })
     }
 
-    fn tool(&mut self, t: &ast::ToolDecl, effects: &[ir::Effect], effect_spans: &[Vec<Span>]) -> ir::Tool {
+    /// The classes each tool is put in by `classify` declarations, by tool name; a name that is not a tool is
+    /// reported here.
+    fn classified<'d>(&mut self, decls: &'d [Decl]) -> HashMap<&'d str, Vec<&'d ast::Name>> {
+        let mut out: HashMap<&str, Vec<&ast::Name>> = HashMap::new();
+        for decl in decls {
+            let Decl::Classify(c) = decl else { continue };
+            for tool in &c.tools {
+                match self.symbols.get(&tool.text).copied() {
+                    Some((Symbol::Tool(_), _)) => out.entry(tool.text.as_str()).or_default().extend(&c.classes),
+                    Some((other, _)) => self.error(err::not_a_tool(&tool.text, other.with_article(), tool.span)),
+                    None => {
+                        let candidates = self.names_where(|s| matches!(s, Symbol::Tool(_)));
+                        let d = err::unknown_tool(&tool.text, tool.span, &candidates);
+                        self.error(d);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Lowers a tool; `classified` are the classes `classify` declarations add to its `effects`.
+    fn tool(
+        &mut self,
+        t: &ast::ToolDecl,
+        classified: &[&ast::Name],
+        effects: &[ir::Effect],
+        effect_spans: &[Vec<Span>],
+    ) -> ir::Tool {
         let params = self.params(&t.params);
         let mut tool_effects = Vec::new();
-        for e in &t.effects {
+        for (e, by_classify) in t.effects.iter().map(|e| (e, false)).chain(classified.iter().map(|e| (*e, true))) {
+            // A missing class parameter is reported where the membership is stated.
+            let member_span = if by_classify { e.span } else { t.name.span };
             match self.symbols.get(&e.text).copied() {
                 Some((Symbol::Effect(id), _)) => {
                     if !tool_effects.contains(&id) {
@@ -408,7 +441,7 @@ impl<'a> Checker<'a> {
                                 &t.name.text,
                                 &e.text,
                                 pname,
-                                t.name.span,
+                                member_span,
                                 class_span,
                             )),
                             Some(at) => {

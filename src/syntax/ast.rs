@@ -26,7 +26,16 @@ pub enum Decl {
     Context(ContextDecl),
     Approval(ApprovalDecl),
     Tool(ToolDecl),
+    Classify(ClassifyDecl),
     Mandate(MandateDecl),
+}
+
+/// `classify TOOL, … as CLASS, …`: the tools (the policy's or the standard library's) are members of the classes,
+/// as if each tool's `effects` clause listed them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassifyDecl {
+    pub tools: Vec<Name>,
+    pub classes: Vec<Name>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

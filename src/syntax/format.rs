@@ -112,6 +112,7 @@ const STARTERS: &[&str] = &[
     "context",
     "approval",
     "tool",
+    "classify",
     "mandate",
     // mandate clauses
     "holder",

@@ -95,6 +95,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::context_decl
         | Rule::approval_decl
         | Rule::tool_decl
+        | Rule::classify_decl
         | Rule::mandate_decl => "a declaration (`tool`, `effect`, `mandate`, …)",
         Rule::ident => "a name",
         Rule::string => "a string",
@@ -248,6 +249,11 @@ impl Lower {
             }
             Rule::approval_decl => self.approval(inner),
             Rule::tool_decl => self.tool(inner),
+            Rule::classify_decl => {
+                let tools = inner.next().expect("classified tools").into_inner().map(|p| self.name(p)).collect();
+                let classes = inner.next().expect("classes").into_inner().map(|p| self.name(p)).collect();
+                Decl::Classify(ClassifyDecl { tools, classes })
+            }
             Rule::mandate_decl => self.mandate(inner, span),
             other => unreachable!("not a declaration: {other:?}"),
         }
