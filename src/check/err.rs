@@ -92,6 +92,15 @@ pub fn unnamed_library_tools(class: &str, tools: &[&str], span: Span) -> Diagnos
     ))
 }
 
+pub fn invalid_tool_name(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::invalid-tool-name", format!("`{name}` cannot be a tool name"))
+        .label(span, "not a tool name")
+        .help(
+            "a tool name is what requests carry in `action.name`: 1 to 128 ASCII letters, digits and `_ - . / :`; \
+             quote it when it is not an identifier (`tool \"github/create_issue\"(…)`)",
+        )
+}
+
 pub fn not_a_target(name: &str, found: &str, span: Span) -> Diagnostic {
     Diagnostic::error("remit::not-a-tool", format!("`{name}` is {found}, not a tool or an effect class"))
         .label(span, "a tool or an effect class is expected here")

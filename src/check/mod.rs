@@ -164,7 +164,12 @@ impl<'a> Checker<'a> {
         for decl in decls {
             let (name, symbol) = match decl {
                 Decl::Effect(e) => (&e.name, Symbol::Effect(post_inc(&mut effects))),
-                Decl::Tool(t) => (&t.name, Symbol::Tool(post_inc(&mut tools))),
+                Decl::Tool(t) => {
+                    if !is_tool_name(&t.name.text) {
+                        self.error(err::invalid_tool_name(&t.name.text, t.name.span));
+                    }
+                    (&t.name, Symbol::Tool(post_inc(&mut tools)))
+                }
                 Decl::Kind(k) => (k, Symbol::Kind),
                 Decl::Enum(e) => {
                     self.enums.insert(e.name.text.clone(), e.variants.iter().map(|v| v.text.clone()).collect());
@@ -1040,6 +1045,18 @@ struct CondEnv<'s, 't> {
     failed: bool,
     /// The first currency each money attribute was compared with.
     currencies: HashMap<String, (String, Span)>,
+}
+
+/// The longest tool name (as MCP's tool-name guidance bounds it).
+const MAX_TOOL_NAME: usize = 128;
+
+/// A quoted tool name is the name requests carry: non-empty, at most [`MAX_TOOL_NAME`] bytes, and made of ASCII
+/// letters, digits and `_ - . / :` only — no space, quote or control character that a log, a header or a
+/// terminal could misread.
+fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/' | b':'))
 }
 
 fn describe_literal(literal: &Literal) -> String {

@@ -250,7 +250,7 @@ impl Lower {
             Rule::approval_decl => self.approval(inner),
             Rule::tool_decl => self.tool(inner),
             Rule::classify_decl => {
-                let tools = inner.next().expect("classified tools").into_inner().map(|p| self.name(p)).collect();
+                let tools = inner.next().expect("classified tools").into_inner().map(|p| self.tool_name(p)).collect();
                 let classes = inner.next().expect("classes").into_inner().map(|p| self.name(p)).collect();
                 Decl::Classify(ClassifyDecl { tools, classes })
             }
@@ -314,7 +314,7 @@ impl Lower {
     }
 
     fn tool(&mut self, mut inner: pest::iterators::Pairs<'_, Rule>) -> Decl {
-        let name = self.name(inner.next().expect("tool name"));
+        let name = self.tool_name(inner.next().expect("tool name"));
         let params = self.params(inner.next().expect("tool params"));
         let mut tool = ToolDecl {
             name,
@@ -442,7 +442,19 @@ impl Lower {
         match inner.as_rule() {
             Rule::any_tool => Target::AnyTool(self.span(&inner)),
             Rule::side_effect_tools => Target::SideEffects(self.span(&inner)),
-            _ => Target::Named(self.name(inner)),
+            _ => Target::Named(self.tool_name(inner)),
+        }
+    }
+
+    /// A tool name: an identifier, or a quoted string holding the name requests carry (its text unescaped, its
+    /// span the whole literal).
+    fn tool_name(&self, pair: Pair<'_, Rule>) -> Name {
+        match pair.as_rule() {
+            Rule::string => {
+                let (text, span) = self.string(pair);
+                Name { text, span }
+            }
+            _ => self.name(pair),
         }
     }
 
