@@ -15,7 +15,7 @@
 use crate::json::{heap_sort, Doc, ARRAY, FALSE, MAX_DEPTH, NULL, NUMBER, OBJECT, STRING, TRUE};
 use crate::out::{write_string, write_string_tok};
 use crate::sha256::Sha256;
-use crate::Sink;
+use crate::{copy, Sink};
 
 /// `sha256:<64 lowercase hex>` of `tool` (raw UTF-8) and the value `args` of `doc` (`None`: `{}`). `false` when the
 /// key buffer was too small for an object (never for a tape of [`crate::json::parse`] with as many key slots).
@@ -34,13 +34,11 @@ pub fn argument_digest(doc: &Doc<'_>, args: Option<u32>, tool: &[u8], keys: &mut
     h.write(b"}");
     let hash = h.finish();
     let mut out = [0u8; 71];
-    out[..7].copy_from_slice(b"sha256:");
+    copy(&mut out, b"sha256:");
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (i, byte) in hash.iter().enumerate() {
-        if let Some(pair) = out.get_mut(7 + 2 * i..9 + 2 * i) {
-            pair[0] = HEX[usize::from(byte >> 4)];
-            pair[1] = HEX[usize::from(byte & 0xf)];
-        }
+    let digits = hash.iter().flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]);
+    for (slot, digit) in out.iter_mut().skip(7).zip(digits) {
+        *slot = digit;
     }
     (out, complete)
 }

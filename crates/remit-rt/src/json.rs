@@ -557,6 +557,12 @@ fn sorted_keys_distinct(input: &[u8], tape: &[Token], keys: &mut [u32], obj: u32
     Ok(())
 }
 
+fn swap(v: &mut [u32], a: usize, b: usize) {
+    if a < v.len() && b < v.len() {
+        v.swap(a, b);
+    }
+}
+
 /// Sorts `v` by `less` in place: no allocation, no recursion, `n log n` comparisons on every input.
 pub fn heap_sort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {
     let len = v.len();
@@ -578,7 +584,7 @@ pub fn heap_sort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {
         if !less(r, c) {
             break;
         }
-        v.swap(root, child);
+        swap(v, root, child);
         root = child;
     };
     let mut start = len / 2;
@@ -589,7 +595,7 @@ pub fn heap_sort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {
     let mut end = len;
     while end > 1 {
         end -= 1;
-        v.swap(0, end);
+        swap(v, 0, end);
         sift(v, 0, end);
     }
 }

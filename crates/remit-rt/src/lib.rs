@@ -22,6 +22,15 @@ mod wasm;
 /// tests/rt_native.rs).
 pub const MAX_INPUT: usize = 262_144;
 
+/// Copies `src` to `dst` as far as both go. `copy_from_slice` panics on a length mismatch, which the optimizer
+/// cannot always rule out; this never panics and still compiles to a `memcpy`.
+#[inline(always)]
+pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+}
+
 /// Where bytes go: the output writer, or a hash.
 pub trait Sink {
     /// Appends `bytes`.

@@ -4,7 +4,7 @@
 //! And the one JSON string writer (the interpreter's `write_string` in src/eval/digest.rs), for any [`Sink`].
 
 use crate::json::{Doc, ESCAPED, STRING};
-use crate::Sink;
+use crate::{copy, Sink};
 
 /// Writes into `buf` from its start.
 #[derive(Debug)]
@@ -44,7 +44,7 @@ impl<'a> Sink for Out<'a> {
         let end = self.pos.wrapping_add(bytes.len());
         match self.buf.get_mut(self.pos..end) {
             Some(dst) if end >= self.pos => {
-                dst.copy_from_slice(bytes);
+                copy(dst, bytes);
                 self.pos = end;
             }
             _ => self.overflow = true,

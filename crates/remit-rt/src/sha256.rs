@@ -1,7 +1,7 @@
 //! SHA-256 (FIPS 180-4), streaming: [`Sha256::write`] any number of times, then [`Sha256::finish`]. The argument
 //! digest hashes the canonical text as it is written, so it is never held whole.
 
-use crate::Sink;
+use crate::{copy, Sink};
 
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
@@ -60,9 +60,7 @@ impl Sink for Sha256 {
         if self.buffered > 0 {
             let room = 64 - self.buffered.min(64);
             let take = room.min(bytes.len());
-            if let (Some(dst), Some(src)) = (self.buf.get_mut(self.buffered..self.buffered + take), bytes.get(..take)) {
-                dst.copy_from_slice(src);
-            }
+            copy(self.buf.get_mut(self.buffered..).unwrap_or(&mut []), bytes.get(..take).unwrap_or(&[]));
             self.buffered += take;
             bytes = bytes.get(take..).unwrap_or(&[]);
             if self.buffered < 64 {
@@ -75,13 +73,11 @@ impl Sink for Sha256 {
         let mut blocks = bytes.chunks_exact(64);
         for block in &mut blocks {
             let mut b = [0u8; 64];
-            b.copy_from_slice(block);
+            copy(&mut b, block);
             compress(&mut self.state, &b);
         }
         let rest = blocks.remainder();
-        if let Some(dst) = self.buf.get_mut(..rest.len()) {
-            dst.copy_from_slice(rest);
-        }
+        copy(&mut self.buf, rest);
         self.buffered = rest.len();
     }
 }
