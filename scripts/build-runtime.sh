@@ -31,6 +31,12 @@ fi
 out=${1:-src/wasm/runtime.wasm}
 
 [ -x "$rustc" ] || { echo "build-runtime: $rustc is missing (apt-get install rustc libstd-rust-dev-wasm32 lld)" >&2; exit 1; }
+# The committed bytes come from this version (Debian 12's); another compiler gives other bytes.
+version=$("$rustc" --version)
+case "$version" in
+  "rustc 1.63.0"*) ;;
+  *) echo "build-runtime: $rustc is \`$version\`; the artifact is built with Debian 12's rustc 1.63.0" >&2; exit 1 ;;
+esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 REMIT_RT_SOURCES=$(sources) "$rustc" --edition 2021 --crate-name remit_rt --crate-type cdylib \
