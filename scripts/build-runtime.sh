@@ -42,7 +42,7 @@ trap 'rm -rf "$tmp"' EXIT
 REMIT_RT_SOURCES=$(sources) "$rustc" --edition 2021 --crate-name remit_rt --crate-type cdylib \
   --target wasm32-unknown-unknown -C panic=abort -C opt-level=3 -C codegen-units=1 -C debuginfo=0 \
   -C strip=symbols --remap-path-prefix="$PWD=." \
-  -C link-arg=--stack-first -C link-arg=-zstack-size=65536 \
+  -C target-feature=+bulk-memory,+mutable-globals,+nontrapping-fptoint -C link-arg=--stack-first -C link-arg=-zstack-size=65536 \
   -C link-arg=--initial-memory=$((pages * 65536)) -C link-arg=--max-memory=$((pages * 65536)) \
   -o "$tmp/runtime.wasm" crates/remit-rt/src/lib.rs
 

@@ -377,19 +377,24 @@ fn parse_speed() {
         remit::wasm::rt::declare(&mut m);
         remit::wasm::rt::define(&mut m);
         m.export_func("json_parse", "json_parse");
+        m.export_func("json_kind", "json_kind");
         Module::new(&engine, m.finish().unwrap()).unwrap()
     };
     let mut old_store = Store::new(&engine, ());
     let old_instance = Instance::new(&mut old_store, &old, &[]).unwrap();
     let old_memory = old_instance.get_memory(&mut old_store, "memory").unwrap();
     let old_parse = old_instance.get_typed_func::<(i32, i32), i32>(&mut old_store, "json_parse").unwrap();
-    let new = Module::new(&engine, artifact()).unwrap();
+    // REMIT_RT_ARTIFACT=FILE measures another build of the runtime (e.g. with other compiler flags).
+    let candidate = std::env::var("REMIT_RT_ARTIFACT").map(|p| std::fs::read(p).unwrap());
+    let new = Module::new(&engine, candidate.as_deref().unwrap_or(artifact())).unwrap();
     let mut new_store = Store::new(&engine, ());
     let new_instance = Instance::new(&mut new_store, &new, &[]).unwrap();
     let new_memory = new_instance.get_memory(&mut new_store, "memory").unwrap();
     let new_input = new_instance.get_typed_func::<(), i32>(&mut new_store, "rt_input").unwrap();
     let new_input = new_input.call(&mut new_store, ()).unwrap() as usize;
     let new_parse = new_instance.get_typed_func::<i32, i32>(&mut new_store, "rt_json_validate").unwrap();
+    let new_bare = new_instance.get_typed_func::<(), i32>(&mut new_store, "rt_input").unwrap();
+    let old_bare = old_instance.get_typed_func::<i32, i32>(&mut old_store, "json_kind").unwrap();
 
     fn median(mut call: impl FnMut()) -> f64 {
         let mut samples = Vec::new();
@@ -403,14 +408,36 @@ fn parse_speed() {
         samples.sort_by(f64::total_cmp);
         samples[50]
     }
-    println!("{:<70} {:>6} {:>10} {:>10}", "request", "bytes", "old ns", "new ns");
-    for example in ["wallet", "bank-disputes", "release-pipeline", "support-desk"] {
+    // What a call costs that does nothing (the old module's `json_kind(0)`, the new one's `rt_input()`): the rest
+    // is the parse.
+    let old_call = median(|| {
+        old_bare.call(&mut old_store, 0).unwrap();
+    });
+    let new_call = median(|| {
+        new_bare.call(&mut new_store, ()).unwrap();
+    });
+    println!("a call that does nothing: old {old_call:.0} ns, new {new_call:.0} ns (medians; subtracted below)");
+    println!("{:<64} {:>6} {:>10} {:>10} {:>6}", "request (json parse, ns)", "bytes", "old", "new", "new/old");
+    let mut inputs = Vec::new();
+    for example in ["wallet", "bank-disputes", "club", "web-publication"] {
         let dir = root().join("examples").join(example).join("requests");
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        let mut paths: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+        let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
         paths.sort();
         for path in paths {
-            let text = std::fs::read(&path).unwrap();
+            inputs.push((format!("{example}/{}", path.file_name().unwrap().to_string_lossy()), std::fs::read(&path).unwrap()));
+        }
+    }
+    // Shapes, to see where the time goes.
+    let wallet = &inputs[0].1;
+    let compact = serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(wallet).unwrap()).unwrap();
+    inputs.push(("shape: the first wallet request, compact".into(), compact));
+    inputs.push(("shape: 600 spaces".into(), format!("{}1", " ".repeat(600)).into_bytes()));
+    inputs.push(("shape: 30 strings of 20 bytes".into(), serde_json::to_vec(&vec!["abcdefghijklmnopqrst"; 30]).unwrap()));
+    inputs.push(("shape: 150 one-digit numbers".into(), serde_json::to_vec(&vec![7; 150]).unwrap()));
+    let object: serde_json::Map<String, serde_json::Value> = (0..16).map(|i| (format!("key{i}"), 1.into())).collect();
+    inputs.push(("shape: an object of 16 keys".into(), serde_json::to_vec(&object).unwrap()));
+    {
+        for (name, text) in inputs {
             old_memory.write(&mut old_store, INPUT_BASE as usize, &text).unwrap();
             new_memory.write(&mut new_store, new_input, &text).unwrap();
             let len = text.len() as i32;
@@ -422,8 +449,10 @@ fn parse_speed() {
             let new_ns = median(|| {
                 new_parse.call(&mut new_store, len).unwrap();
             });
-            let name = format!("{example}/{}", path.file_name().unwrap().to_string_lossy());
-            println!("{name:<70} {:>6} {old_ns:>10.0} {new_ns:>10.0}", text.len());
+            let mut name = name;
+            name.truncate(64);
+            let (old_net, new_net) = (old_ns - old_call, new_ns - new_call);
+            println!("{name:<64} {:>6} {old_net:>10.0} {new_net:>10.0} {:>6.2}", text.len(), new_net / old_net);
         }
     }
 }

@@ -229,9 +229,50 @@ fn hex4(s: &[u8], i: usize) -> Option<u32> {
     Some(value)
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The eight bytes at `i` (little-endian), when eight remain.
+#[inline(always)]
+fn word(s: &[u8], i: usize) -> Option<u64> {
+    let mut bytes = [0u8; 8];
+    crate::copy(&mut bytes, s.get(i..i.wrapping_add(8))?);
+    Some(u64::from_le_bytes(bytes))
+}
+
+/// Bit 7 of each byte set exactly when that byte of `x` is not zero (no carry crosses a byte).
+#[inline(always)]
+fn nonzero(x: u64) -> u64 {
+    ((x & LOW7).wrapping_add(LOW7) | x) & HIGH
+}
+
+#[inline(always)]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Skips whitespace from `i`: two bytes one at a time (compact JSON has none, pretty JSON often one after a colon),
+/// then a longer run (a newline and indentation) eight bytes at a time.
 #[inline(always)]
 fn ws(s: &[u8], mut i: usize) -> usize {
-    while matches!(at(s, i), b' ' | b'\t' | b'\n' | b'\r') {
+    if !is_ws(at(s, i)) {
+        return i;
+    }
+    i += 1;
+    if !is_ws(at(s, i)) {
+        return i;
+    }
+    i += 1;
+    while let Some(w) = word(s, i) {
+        let other = nonzero(w ^ (ONES * 0x20)) & nonzero(w ^ (ONES * 0x09)) & nonzero(w ^ (ONES * 0x0a))
+            & nonzero(w ^ (ONES * 0x0d));
+        if other != 0 {
+            return i + (other.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while is_ws(at(s, i)) {
         i += 1;
     }
     i
@@ -241,6 +282,7 @@ fn ws(s: &[u8], mut i: usize) -> usize {
 struct Frame {
     tok: u32,
     count: u32,
+    object: bool,
     /// Small objects: a Bloom filter of their keys (see [`key_bit`]).
     bloom: u64,
 }
@@ -265,12 +307,18 @@ pub fn parse(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, 
     if input.len() > MAX_INPUT || tape.len() < capacity(input.len()) || keys.len() < capacity(input.len()) {
         return Err(JsonError::TooLarge);
     }
-    // Outside strings only ASCII is allowed, so checking the whole input once is the same as checking every string.
-    if core::str::from_utf8(input).is_err() {
-        return Err(JsonError::Syntax);
+    match tokens(input, tape, keys) {
+        // The interpreter checks the encoding first (src/json.rs); here it is checked inside strings as they are
+        // scanned (outside strings a byte past ASCII is a syntax error anyway), so a depth or duplicate fault found
+        // before an invalid byte must still be reported as what the encoding makes it.
+        Err(JsonError::Depth | JsonError::Duplicate) if core::str::from_utf8(input).is_err() => Err(JsonError::Syntax),
+        result => result,
     }
+}
+
+fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, JsonError> {
     let s = input;
-    let mut stack = [Frame { tok: 0, count: 0, bloom: 0 }; MAX_DEPTH];
+    let mut stack = [Frame { tok: 0, count: 0, object: false, bloom: 0 }; MAX_DEPTH];
     let mut sp = 0usize;
     let mut n = 0u32;
     let mut i = ws(s, 0);
@@ -297,7 +345,7 @@ pub fn parse(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, 
                     next: 0,
                 };
                 if let Some(f) = stack.get_mut(sp) {
-                    *f = Frame { tok, count: 0, bloom: 0 };
+                    *f = Frame { tok, count: 0, object: c == b'{', bloom: 0 };
                 }
                 sp += 1;
                 i = ws(s, i + 1);
@@ -354,7 +402,7 @@ pub fn parse(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, 
                 Some(f) => *f,
                 None => return Err(JsonError::Syntax),
             };
-            let object = tape.get(frame.tok as usize).map_or(false, |t| t.kind == OBJECT);
+            let object = frame.object;
             match at(s, i) {
                 b',' => {
                     i = ws(s, i + 1);
@@ -443,24 +491,20 @@ fn key(
 }
 
 /// A string whose content starts at `i` (after the quote): returns the index of the closing quote and whether the
-/// content has escapes. The input is known to be UTF-8, so raw bytes only need checking for control characters.
+/// content has escapes. Raw bytes are checked for control characters and, past ASCII, for valid UTF-8.
 #[inline(always)]
 fn string(s: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
     let mut escaped = false;
     loop {
-        // Eight bytes at a time while no quote, backslash or control character is among them.
-        while let Some(chunk) = s.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            let w = u64::from_le_bytes(word);
-            const ONES: u64 = 0x0101_0101_0101_0101;
-            const HIGH: u64 = 0x8080_8080_8080_8080;
-            let quote = w ^ (ONES * u64::from(b'"'));
-            let slash = w ^ (ONES * u64::from(b'\\'));
-            // A byte is zero in `x` (or < 0x20 in `w`) exactly when its high bit is set in the test below, for
-            // bytes below 0x80; bytes with the high bit set are excluded by `!w`.
-            let special = (quote.wrapping_sub(ONES) | slash.wrapping_sub(ONES) | w.wrapping_sub(ONES * 0x20)) & !w & HIGH;
+        // Eight bytes at a time to the first quote, backslash or control character (bit 7 of each byte of
+        // `special`, exact per byte: a byte below 0x20 has bit 7 clear in itself and in itself + 0x60).
+        while let Some(w) = word(s, i) {
+            let control = !(((w & LOW7).wrapping_add(ONES * 0x60)) | w) & HIGH;
+            let special = (!nonzero(w ^ (ONES * u64::from(b'"'))) | !nonzero(w ^ (ONES * u64::from(b'\\')))) & HIGH
+                | control
+                | (w & HIGH);
             if special != 0 {
+                i += (special.trailing_zeros() / 8) as usize;
                 break;
             }
             i += 8;
@@ -493,8 +537,24 @@ fn string(s: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
             }
             // Control characters, and the end of the input (read as 0).
             0x00..=0x1f => return Err(JsonError::Syntax),
+            0x80..=0xff => i += utf8_char(s, i)?,
             _ => i += 1,
         }
+    }
+}
+
+/// The length of the UTF-8 character at `i` (whose first byte is past ASCII): no overlong forms, no surrogates,
+/// nothing above U+10FFFF.
+fn utf8_char(s: &[u8], i: usize) -> Result<usize, JsonError> {
+    let len = match at(s, i) {
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => return Err(JsonError::Syntax),
+    };
+    match s.get(i..i.wrapping_add(len)).map(core::str::from_utf8) {
+        Some(Ok(_)) => Ok(len),
+        _ => Err(JsonError::Syntax),
     }
 }
 
