@@ -318,7 +318,11 @@ pub fn parse(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, 
 
 fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, JsonError> {
     let s = input;
-    let mut stack = [Frame { tok: 0, count: 0, object: false, bloom: 0 }; MAX_DEPTH];
+    // The innermost open container lives in `cur` (locals, as the hand-written parser keeps it); the ones around
+    // it in `stack[..sp - 1]`.
+    const EMPTY: Frame = Frame { tok: 0, count: 0, object: false, bloom: 0 };
+    let mut stack = [EMPTY; MAX_DEPTH];
+    let mut cur = EMPTY;
     let mut sp = 0usize;
     let mut n = 0u32;
     let mut i = ws(s, 0);
@@ -344,19 +348,18 @@ fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, Jso
                     end: 0,
                     next: 0,
                 };
-                if let Some(f) = stack.get_mut(sp) {
-                    *f = Frame { tok, count: 0, object: c == b'{', bloom: 0 };
+                if let Some(f) = stack.get_mut(sp.wrapping_sub(1)) {
+                    *f = cur;
                 }
+                cur = Frame { tok, count: 0, object: c == b'{', bloom: 0 };
                 sp += 1;
                 i = ws(s, i + 1);
                 let close = if c == b'{' { b'}' } else { b']' };
                 if at(s, i) != close {
                     if c == b'{' {
-                        i = key(s, i, tape, &mut n, &mut stack, sp)?;
+                        i = key(s, i, tape, &mut n, &mut cur)?;
                     }
-                    if let Some(f) = stack.get_mut(sp.wrapping_sub(1)) {
-                        f.count += 1;
-                    }
+                    cur.count += 1;
                     continue 'value;
                 }
                 // An empty container: closed below, like any other.
@@ -398,20 +401,15 @@ fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, Jso
             if sp == 0 {
                 break 'value;
             }
-            let frame = match stack.get(sp - 1) {
-                Some(f) => *f,
-                None => return Err(JsonError::Syntax),
-            };
+            let frame = cur;
             let object = frame.object;
             match at(s, i) {
                 b',' => {
                     i = ws(s, i + 1);
                     if object {
-                        i = key(s, i, tape, &mut n, &mut stack, sp)?;
+                        i = key(s, i, tape, &mut n, &mut cur)?;
                     }
-                    if let Some(f) = stack.get_mut(sp - 1) {
-                        f.count += 1;
-                    }
+                    cur.count += 1;
                     continue 'value;
                 }
                 b'}' if object => {
@@ -428,6 +426,9 @@ fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, Jso
                 t.count = if frame.count > 0xffff { 0xffff } else { frame.count as u16 };
             }
             sp -= 1;
+            if let Some(f) = stack.get(sp.wrapping_sub(1)) {
+                cur = *f;
+            }
             i = ws(s, i + 1);
         }
     }
@@ -437,15 +438,8 @@ fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, Jso
     Ok(n)
 }
 
-/// A key at `i` (then `:` and whitespace) in the object of frame `sp - 1`; returns where its value starts.
-fn key(
-    s: &[u8],
-    i: usize,
-    tape: &mut [Token],
-    n: &mut u32,
-    stack: &mut [Frame; MAX_DEPTH],
-    sp: usize,
-) -> Result<usize, JsonError> {
+/// A key at `i` (then `:` and whitespace) in the object `frame`; returns where its value starts.
+fn key(s: &[u8], i: usize, tape: &mut [Token], n: &mut u32, frame: &mut Frame) -> Result<usize, JsonError> {
     if at(s, i) != b'"' {
         return Err(JsonError::Syntax);
     }
@@ -464,10 +458,6 @@ fn key(
         None => return Err(JsonError::TooLarge),
     }
     *n += 1;
-    let frame = match stack.get_mut(sp.wrapping_sub(1)) {
-        Some(f) => f,
-        None => return Err(JsonError::Syntax),
-    };
     if frame.count < SMALL_OBJECT {
         let raw = s.get(i + 1..end).unwrap_or(&[]);
         let bit = key_bit(raw, escaped);
