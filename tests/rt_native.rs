@@ -4,6 +4,7 @@
 //!   and on objects past the small-object limit (there the kind may differ only as json.rs says);
 //! - `digest::argument_digest` equals `remit::eval::argument_digest` on every accepted document;
 //! - `sha256` equals the sha2 crate's; the output writer never writes past its buffer and reports overflow.
+//!
 //! The artifact compiled from the same crate is held to the native one in tests/runtime_artifact.rs.
 
 use proptest::prelude::*;
@@ -70,10 +71,27 @@ fn ws() -> impl Strategy<Value = String> {
 /// A string literal: characters that need escaping, non-ASCII ones, written plainly or escaped in every way.
 fn string() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
-        prop::sample::select(&["a", "b", "A", "é", "✓", "😀", "\u{7f}", "\u{ffff}", "/", " "][..]).prop_map(str::to_string),
+        prop::sample::select(&["a", "b", "A", "é", "✓", "😀", "\u{7f}", "\u{ffff}", "/", " "][..])
+            .prop_map(str::to_string),
         prop::sample::select(
-            &["\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t", "\\u0061", "\\u00e9", "\\u00E9", "\\u0000",
-              "\\u001f", "\\ud83d\\ude00", "\\uD83D\\uDE00", "\\uffff"][..]
+            &[
+                "\\\"",
+                "\\\\",
+                "\\/",
+                "\\b",
+                "\\f",
+                "\\n",
+                "\\r",
+                "\\t",
+                "\\u0061",
+                "\\u00e9",
+                "\\u00E9",
+                "\\u0000",
+                "\\u001f",
+                "\\ud83d\\ude00",
+                "\\uD83D\\uDE00",
+                "\\uffff"
+            ][..]
         )
         .prop_map(str::to_string),
     ];
@@ -107,11 +125,8 @@ fn key() -> impl Strategy<Value = String> {
 }
 
 fn document() -> impl Strategy<Value = String> {
-    let leaf = prop_oneof![
-        string(),
-        number(),
-        prop::sample::select(&["true", "false", "null"][..]).prop_map(str::to_string),
-    ];
+    let leaf =
+        prop_oneof![string(), number(), prop::sample::select(&["true", "false", "null"][..]).prop_map(str::to_string),];
     leaf.prop_recursive(6, 64, 8, |inner| {
         prop_oneof![
             (prop::collection::vec((ws(), inner.clone(), ws()), 0..6), ws()).prop_map(|(items, w)| {

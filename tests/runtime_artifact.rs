@@ -54,8 +54,10 @@ fn sources_hash() -> String {
     let mut paths = vec!["scripts/build-runtime.sh".to_string()];
     walk(&root().join("crates/remit-rt/src"), &mut paths);
     paths.sort();
-    let listing: String =
-        paths.iter().map(|p| format!("{}  {p}\n", hex(&Sha256::digest(std::fs::read(root().join(p)).unwrap())))).collect();
+    let listing: String = paths
+        .iter()
+        .map(|p| format!("{}  {p}\n", hex(&Sha256::digest(std::fs::read(root().join(p)).unwrap()))))
+        .collect();
     hex(&Sha256::digest(listing.as_bytes()))
 }
 
@@ -424,7 +426,10 @@ fn parse_speed() {
         let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
         paths.sort();
         for path in paths {
-            inputs.push((format!("{example}/{}", path.file_name().unwrap().to_string_lossy()), std::fs::read(&path).unwrap()));
+            inputs.push((
+                format!("{example}/{}", path.file_name().unwrap().to_string_lossy()),
+                std::fs::read(&path).unwrap(),
+            ));
         }
     }
     // Shapes, to see where the time goes.
@@ -432,7 +437,8 @@ fn parse_speed() {
     let compact = serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(wallet).unwrap()).unwrap();
     inputs.push(("shape: the first wallet request, compact".into(), compact));
     inputs.push(("shape: 600 spaces".into(), format!("{}1", " ".repeat(600)).into_bytes()));
-    inputs.push(("shape: 30 strings of 20 bytes".into(), serde_json::to_vec(&vec!["abcdefghijklmnopqrst"; 30]).unwrap()));
+    inputs
+        .push(("shape: 30 strings of 20 bytes".into(), serde_json::to_vec(&vec!["abcdefghijklmnopqrst"; 30]).unwrap()));
     inputs.push(("shape: 150 one-digit numbers".into(), serde_json::to_vec(&vec![7; 150]).unwrap()));
     let object: serde_json::Map<String, serde_json::Value> = (0..16).map(|i| (format!("key{i}"), 1.into())).collect();
     inputs.push(("shape: an object of 16 keys".into(), serde_json::to_vec(&object).unwrap()));

@@ -265,7 +265,9 @@ fn ws(s: &[u8], mut i: usize) -> usize {
     }
     i += 1;
     while let Some(w) = word(s, i) {
-        let other = nonzero(w ^ (ONES * 0x20)) & nonzero(w ^ (ONES * 0x09)) & nonzero(w ^ (ONES * 0x0a))
+        let other = nonzero(w ^ (ONES * 0x20))
+            & nonzero(w ^ (ONES * 0x09))
+            & nonzero(w ^ (ONES * 0x0a))
             & nonzero(w ^ (ONES * 0x0d));
         if other != 0 {
             return i + (other.trailing_zeros() / 8) as usize;
