@@ -255,11 +255,16 @@ fn is_ws(b: u8) -> bool {
 /// Skips whitespace from `i`: two bytes one at a time (compact JSON has none, pretty JSON often one after a colon),
 /// then a longer run (a newline and indentation) eight bytes at a time.
 #[inline(always)]
-fn ws(s: &[u8], mut i: usize) -> usize {
+fn ws(s: &[u8], i: usize) -> usize {
     if !is_ws(at(s, i)) {
         return i;
     }
-    i += 1;
+    ws_run(s, i + 1)
+}
+
+/// The rest of [`ws`], out of line: the parse loop stays small.
+#[inline(never)]
+fn ws_run(s: &[u8], mut i: usize) -> usize {
     if !is_ws(at(s, i)) {
         return i;
     }
