@@ -446,6 +446,7 @@ fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, Jso
 }
 
 /// A key at `i` (then `:` and whitespace) in the object `frame`; returns where its value starts.
+#[inline(never)]
 fn key(s: &[u8], i: usize, tape: &mut [Token], n: &mut u32, frame: &mut Frame) -> Result<usize, JsonError> {
     if at(s, i) != b'"' {
         return Err(JsonError::Syntax);
@@ -510,48 +511,60 @@ fn string(s: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
             b'"' => return Ok((i, escaped)),
             b'\\' => {
                 escaped = true;
-                match at(s, i + 1) {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                    b'u' => {
-                        let unit = hex4(s, i + 2).ok_or(JsonError::Syntax)?;
-                        i += 6;
-                        if (0xDC00..=0xDFFF).contains(&unit) {
-                            return Err(JsonError::Syntax);
-                        }
-                        if (0xD800..=0xDBFF).contains(&unit) {
-                            if at(s, i) != b'\\' || at(s, i + 1) != b'u' {
-                                return Err(JsonError::Syntax);
-                            }
-                            let low = hex4(s, i + 2).ok_or(JsonError::Syntax)?;
-                            if !(0xDC00..=0xDFFF).contains(&low) {
-                                return Err(JsonError::Syntax);
-                            }
-                            i += 6;
-                        }
-                    }
-                    _ => return Err(JsonError::Syntax),
+                match escape_len(s, i) {
+                    0 => return Err(JsonError::Syntax),
+                    len => i += len,
                 }
             }
             // Control characters, and the end of the input (read as 0).
             0x00..=0x1f => return Err(JsonError::Syntax),
-            0x80..=0xff => i += utf8_char(s, i)?,
+            0x80..=0xff => match utf8_char(s, i) {
+                0 => return Err(JsonError::Syntax),
+                len => i += len,
+            },
             _ => i += 1,
         }
     }
 }
 
+// The rare paths below are out of line and return a plain length (0: invalid), so the parse loop stays small:
+// Cranelift's register allocator spills more the more a function holds (docs/module-v2.md, measured).
+
+/// The length of the escape at `i` (on its backslash), a `\u` surrogate pair counting as one; 0 when invalid.
+#[inline(never)]
+fn escape_len(s: &[u8], i: usize) -> usize {
+    match at(s, i + 1) {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
+        b'u' => match hex4(s, i + 2) {
+            Some(0xDC00..=0xDFFF) | None => 0,
+            Some(0xD800..=0xDBFF) => {
+                if at(s, i + 6) != b'\\' || at(s, i + 7) != b'u' {
+                    return 0;
+                }
+                match hex4(s, i + 8) {
+                    Some(0xDC00..=0xDFFF) => 12,
+                    _ => 0,
+                }
+            }
+            Some(_) => 6,
+        },
+        _ => 0,
+    }
+}
+
 /// The length of the UTF-8 character at `i` (whose first byte is past ASCII): no overlong forms, no surrogates,
-/// nothing above U+10FFFF.
-fn utf8_char(s: &[u8], i: usize) -> Result<usize, JsonError> {
+/// nothing above U+10FFFF; 0 when invalid.
+#[inline(never)]
+fn utf8_char(s: &[u8], i: usize) -> usize {
     let len = match at(s, i) {
         0xc2..=0xdf => 2,
         0xe0..=0xef => 3,
         0xf0..=0xf4 => 4,
-        _ => return Err(JsonError::Syntax),
+        _ => return 0,
     };
     match s.get(i..i.wrapping_add(len)).map(core::str::from_utf8) {
-        Some(Ok(_)) => Ok(len),
-        _ => Err(JsonError::Syntax),
+        Some(Ok(_)) => len,
+        _ => 0,
     }
 }
 
@@ -590,6 +603,7 @@ fn number(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
 
 /// The keys of the object at `obj` (whose tokens end before `end`) are pairwise distinct: sorted by content in
 /// `keys`, then neighbours compared. `n log n` key comparisons whatever the keys are.
+#[inline(never)]
 fn sorted_keys_distinct(input: &[u8], tape: &[Token], keys: &mut [u32], obj: u32, end: u32) -> Result<(), JsonError> {
     let doc = Doc { input, tape };
     let mut len = 0usize;
