@@ -9,6 +9,9 @@
 #   scripts/build-runtime.sh OUT.wasm     writes OUT.wasm instead (the test's rebuild)
 #   scripts/build-runtime.sh --sources    prints the sources' hash and exits
 #
+# REMIT_RT_CFG=NAME adds `--cfg NAME` (tests/runtime_artifact.rs builds with `remit_rt_panic_probe`, a function with
+# a panic path, and expects this script to refuse the result).
+#
 # The artifact imports nothing (a panic path left after optimization calls an undefined function, which the link
 # turns into an import; this script refuses any import), has min = max memory (it never grows), and carries the
 # sources' hash in the custom section `remit.runtime.sources`.
@@ -44,7 +47,7 @@ REMIT_RT_SOURCES=$(sources) "$rustc" --edition 2021 --crate-name remit_rt --crat
   -C strip=symbols --remap-path-prefix="$PWD=." \
   -C target-feature=+bulk-memory,+mutable-globals,+nontrapping-fptoint -C link-arg=--stack-first -C link-arg=-zstack-size=65536 \
   -C link-arg=--initial-memory=$((pages * 65536)) -C link-arg=--max-memory=$((pages * 65536)) \
-  -o "$tmp/runtime.wasm" crates/remit-rt/src/lib.rs
+  ${REMIT_RT_CFG:+--cfg "$REMIT_RT_CFG"} -o "$tmp/runtime.wasm" crates/remit-rt/src/lib.rs
 
 # No imports: node reads the module's import list (WebAssembly.Module.imports).
 imports=$(node -e '

@@ -145,6 +145,25 @@ fn rebuilding_the_artifact_gives_the_same_bytes() {
     assert!(rebuilt == artifact(), "the rebuilt runtime differs from {ARTIFACT}: run `./scripts/build-runtime.sh`");
 }
 
+/// A panic path the optimizer keeps fails the build: the panic handler calls an undefined function, which becomes
+/// an import, which the script refuses (the module never traps by panicking).
+#[test]
+fn a_panic_path_fails_the_runtime_build() {
+    assert!(Path::new(RUSTC).exists() && Path::new(WASM32_STD).exists(), "run `./scripts/test-deps.sh`");
+    let out = temp_dir("runtime-panic-probe").join("runtime.wasm");
+    let built = run(
+        Command::new("scripts/build-runtime.sh")
+            .arg(&out)
+            .env("REMIT_RT_CFG", "remit_rt_panic_probe")
+            .current_dir(root()),
+        Duration::from_secs(300),
+    );
+    let stderr = String::from_utf8_lossy(&built.stderr);
+    assert!(!built.status.success(), "the build accepted a panic path: {stderr}");
+    assert!(stderr.contains("imports env.remit_rt_panic_path_survived_optimization"), "{stderr}");
+    assert!(!out.exists(), "nothing is written");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The artifact against the native crate and the interpreter.
 

@@ -89,6 +89,15 @@ fn parsed(bytes: &'static [u8]) -> Result<(Doc<'static>, &'static mut [u32]), Js
     Ok((Doc { input: bytes, tape }, keys))
 }
 
+/// Only in the build script's self-test (`REMIT_RT_CFG=remit_rt_panic_probe`, tests/runtime_artifact.rs): an index
+/// the optimizer cannot prove in bounds, so the build must fail.
+#[cfg(remit_rt_panic_probe)]
+#[no_mangle]
+pub extern "C" fn rt_panic_probe(i: i32) -> i32 {
+    let table = [3, 1, 4, 1, 5];
+    table[i as usize]
+}
+
 #[no_mangle]
 pub extern "C" fn rt_input() -> i32 {
     unsafe { addr_of!(INPUT) as usize as i32 }
