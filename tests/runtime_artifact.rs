@@ -1,7 +1,8 @@
 //! The committed runtime artifact, src/wasm/runtime.wasm (crates/remit-rt built by scripts/build-runtime.sh):
 //! - it was built from the sources in this tree (the hash in its custom section `remit.runtime.sources`), and
 //!   rebuilding it with Debian's rustc gives the same bytes (scripts/test-deps.sh installs that toolchain);
-//! - it imports nothing, its memory never grows (min = max), it exports what crates/remit-rt/src/wasm.rs says;
+//! - it imports nothing, its memory never grows (min = max), it exports what crates/remit-rt/src/wasm.rs says; a
+//!   build with a panic path left in is refused;
 //! - in wasmtime and in Node it agrees with the crate compiled natively, and with the interpreter's JSON rule
 //!   (`remit::json::validate`) and argument digest (`remit::eval::argument_digest`), on the whole decision corpus,
 //!   the garbage inputs, and the corpus requests with every element duplicated.
