@@ -238,13 +238,7 @@ impl Lower {
             }
             Rule::context_decl => {
                 let name = self.name(inner.next().expect("context name"));
-                let mut ty = inner.next().expect("context type");
-                let mut signed = None;
-                if ty.as_rule() == Rule::signed {
-                    signed = Some(self.span(&ty));
-                    ty = inner.next().expect("context type after `signed`");
-                }
-                let ty = self.ty(ty);
+                let (ty, signed) = self.signed_ty(&mut inner);
                 Decl::Context(ContextDecl { name, ty, signed })
             }
             Rule::approval_decl => self.approval(inner),
@@ -259,18 +253,23 @@ impl Lower {
         }
     }
 
+    /// `[signed] type` (of a parameter or a context attribute): the type, and where `signed` is written.
+    fn signed_ty(&mut self, inner: &mut pest::iterators::Pairs<'_, Rule>) -> (TypeExpr, Option<Span>) {
+        let mut ty = inner.next().expect("a type");
+        let mut signed = None;
+        if ty.as_rule() == Rule::signed {
+            signed = Some(self.span(&ty));
+            ty = inner.next().expect("a type after `signed`");
+        }
+        (self.ty(ty), signed)
+    }
+
     fn params(&mut self, pair: Pair<'_, Rule>) -> Vec<Param> {
         pair.into_inner()
             .map(|param| {
                 let mut inner = param.into_inner();
                 let name = self.name(inner.next().expect("param name"));
-                let mut ty = inner.next().expect("param type");
-                let mut signed = None;
-                if ty.as_rule() == Rule::signed {
-                    signed = Some(self.span(&ty));
-                    ty = inner.next().expect("param type after `signed`");
-                }
-                let ty = self.ty(ty);
+                let (ty, signed) = self.signed_ty(&mut inner);
                 Param { name, ty, signed }
             })
             .collect()
