@@ -157,54 +157,13 @@ fn compare(
         if questions.is_empty() {
             continue;
         }
-        // A witness people can read has every declared argument, well typed, and its amounts in the currency the
-        // policy names: the solver is asked for such a call first, then for one with every argument, and for a
-        // call with arguments missing only when no such call is a counterexample.
-        let every_argument: Vec<F> = program.tools[tool]
-            .params
-            .iter()
-            .filter_map(|(param, _)| vars.find(&Var::Present(Attr::Arg(param.clone()))))
-            .map(|id| is(id, true))
-            .collect();
         let all_goals: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();
-        let named_currency: Vec<F> = currencies(&all_goals, &vars)
-            .into_iter()
-            .filter(|(_, codes)| codes.len() == 1)
-            .filter_map(|(id, codes)| codes.into_iter().next().map(|code| (id, code)))
-            .map(|(id, code)| lit(id, Test::Compare(CompareOp::Eq, Value::String(code))))
-            .collect();
-        // Money the interpreter reads as well typed: not below zero unless `signed`.
-        let t = &program.tools[tool];
-        let well_typed_money: Vec<F> = vars
-            .iter()
-            .filter(|(_, var)| match var {
-                Var::Value(Attr::Arg(name), Type::Money) => !t.is_signed(name),
-                Var::Value(Attr::Context(name), Type::Money) => !program.signed_contexts.contains(name),
-                _ => false,
-            })
-            .map(|(id, _)| lit(id, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))))
-            .collect();
-        let preferred: Vec<F> =
-            every_argument.iter().chain(&named_currency).chain(&well_typed_money).cloned().collect();
+        let readable = Readable::new(program, tool, &vars, &all_goals);
         let mut solver = Solver::new(&vars, program.levels.len());
         for (origin, refused) in &questions {
             let mut goals: Vec<&F> = a.iter().map(|c| &c.formula).collect();
             goals.push(refused);
-            let mut answer = Answer::Unsat;
-            for preference in [&preferred, &every_argument] {
-                if preference.is_empty() {
-                    continue;
-                }
-                let with: Vec<&F> = goals.iter().copied().chain(preference.iter()).collect();
-                if let Answer::Sat(model) = solver.solve(&with) {
-                    answer = Answer::Sat(model);
-                    break;
-                }
-            }
-            if !matches!(answer, Answer::Sat(_)) {
-                answer = solver.solve(&goals);
-            }
-            match answer {
+            match readable.solve(&mut solver, &goals) {
                 Answer::Unsat => {}
                 Answer::Unknown => {
                     if !undecided {
@@ -242,6 +201,56 @@ fn compare(
                 }
             }
         }
+    }
+}
+
+/// What makes a witness read like a real call, as extra goals the solver is asked to meet first: every argument
+/// the tool declares present, and its amounts well typed (not below zero unless `signed`) and in the currency the
+/// policy names. A call with arguments missing is only shown when no complete one is a counterexample.
+struct Readable {
+    every_argument: Vec<F>,
+    /// `every_argument`, plus currencies and non-negative amounts.
+    everything: Vec<F>,
+}
+
+impl Readable {
+    fn new(program: &Program, tool: ToolId, vars: &Vars, goals: &[&F]) -> Readable {
+        let t = &program.tools[tool];
+        let every_argument: Vec<F> = t
+            .params
+            .iter()
+            .filter_map(|(param, _)| vars.find(&Var::Present(Attr::Arg(param.clone()))))
+            .map(|id| is(id, true))
+            .collect();
+        let named_currency = currencies(goals, vars)
+            .into_iter()
+            .filter(|(_, codes)| codes.len() == 1)
+            .filter_map(|(id, codes)| codes.into_iter().next().map(|code| (id, code)))
+            .map(|(id, code)| lit(id, Test::Compare(CompareOp::Eq, Value::String(code))));
+        let non_negative = vars
+            .iter()
+            .filter(|(_, var)| match var {
+                Var::Value(Attr::Arg(name), Type::Money) => !t.is_signed(name),
+                Var::Value(Attr::Context(name), Type::Money) => !program.signed_contexts.contains(name),
+                _ => false,
+            })
+            .map(|(id, _)| lit(id, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+        let everything = every_argument.iter().cloned().chain(named_currency).chain(non_negative).collect();
+        Readable { every_argument, everything }
+    }
+
+    /// The first answer to `goals` with everything preferred, then with every argument, then with nothing more.
+    fn solve<'f>(&'f self, solver: &mut Solver<'f>, goals: &[&'f F]) -> Answer {
+        for preferred in [&self.everything, &self.every_argument] {
+            if preferred.is_empty() {
+                continue;
+            }
+            let with: Vec<&F> = goals.iter().copied().chain(preferred.iter()).collect();
+            if let Answer::Sat(model) = solver.solve(&with) {
+                return Answer::Sat(model);
+            }
+        }
+        solver.solve(goals)
     }
 }
 
