@@ -1,88 +1,41 @@
 //! Property tests over the shipped examples:
-//! - reordering declarations, mandate clauses and files never changes a decision;
+//! - reordering declarations, mandate clauses and files never changes a decision or a listing's explanations;
 //! - an evaluation error never yields allow (fail closed), on mutated requests;
 //! - arbitrary bytes never crash the interpreter and always deny.
 
-use std::path::Path;
+mod support;
 
 use proptest::prelude::*;
-use remit::check::check;
-use remit::eval::{decide, trace, Decision, Outcome};
+use remit::eval::{decide, trace, visible_tools, Outcome};
 use remit::ir::Program;
-use remit::source::SourceMap;
 use remit::syntax::ast::Decl;
 use remit::syntax::parse_file;
 use serde_json::Value;
+use support::examples::{compile, example, semantic, Rng, EXAMPLES};
 
-struct Example {
-    files: Vec<(String, String)>,
-    requests: Vec<Value>,
-}
-
-fn example(name: &str) -> Example {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
-    let mut files = Vec::new();
-    let mut requests = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.ends_with(".remit") {
-            files.push((name, std::fs::read_to_string(&path).unwrap()));
-        } else if name.ends_with(".tests.toml") {
-            let parsed = remit::testing::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            requests.extend(parsed.cases.into_iter().map(|c| c.request));
+/// A listing without source positions (`at`), which legitimately depend on the text's layout.
+fn listing(program: &Program, request: &[u8]) -> String {
+    let mut visibility = visible_tools(program, request);
+    for hidden in &mut visibility.hidden {
+        if let Some(rule) = hidden.rule.as_mut() {
+            rule.at.clear();
         }
     }
-    assert!(!requests.is_empty());
-    Example { files, requests }
-}
-
-const EXAMPLES: [&str; 4] = ["web-publication", "wallet", "club", "bank-disputes"];
-
-fn compile(files: &[(String, String)]) -> Program {
-    let mut sources: SourceMap = remit::stdlib::sources();
-    for (name, text) in files {
-        sources.add(name.clone(), text.clone());
-    }
-    let checked = check(sources);
-    checked.program.unwrap_or_else(|| panic!("does not check: {:#?}", checked.diagnostics))
-}
-
-/// A decision without what legitimately depends on the text's layout: source positions and the policy hash.
-fn semantic(decision: &Decision) -> String {
-    let mut d = decision.clone();
-    d.policy.clear();
-    for rule in &mut d.rules {
-        rule.at.clear();
-    }
-    d.rules.sort_by(|a, b| (&a.mandate, &a.rule).cmp(&(&b.mandate, &b.rule)));
-    d.to_json()
-}
-
-/// A permutation of `0..n` drawn from `seed`.
-fn permutation(n: usize, seed: &mut u64) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let j = ((*seed >> 33) % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
+    visibility.to_json()
 }
 
 /// The file with its declarations, and each mandate's clauses, in another order.
-fn shuffle_file(text: &str, seed: &mut u64) -> String {
+fn shuffle_file(text: &str, rng: &mut Rng) -> String {
     let file = parse_file(0, text).expect("example parses");
     let mut out = String::new();
-    for index in permutation(file.decls.len(), seed) {
+    for index in rng.permutation(file.decls.len()) {
         let span = file.spans[index];
         let decl_text = &text[span.start as usize..span.end as usize];
         match &file.decls[index] {
             Decl::Mandate(m) if !m.clauses.is_empty() => {
                 let first = m.clauses[0].span.start as usize;
                 out.push_str(&text[span.start as usize..first]);
-                for c in permutation(m.clauses.len(), seed) {
+                for c in rng.permutation(m.clauses.len()) {
                     let clause = m.clauses[c].span;
                     out.push_str("\n  ");
                     out.push_str(&text[clause.start as usize..clause.end as usize]);
@@ -105,19 +58,21 @@ proptest! {
     fn reordering_rules_and_files_never_changes_a_decision(which in 0..EXAMPLES.len(), seed in any::<u64>()) {
         let example = example(EXAMPLES[which]);
         let original = compile(&example.files);
-        let mut seed = seed;
+        let mut rng = Rng(seed);
         let mut shuffled: Vec<(String, String)> =
-            example.files.iter().map(|(name, text)| (name.clone(), shuffle_file(text, &mut seed))).collect();
-        let order = permutation(shuffled.len(), &mut seed);
+            example.files.iter().map(|(name, text)| (name.clone(), shuffle_file(text, &mut rng))).collect();
+        let order = rng.permutation(shuffled.len());
         shuffled = order.into_iter().map(|i| shuffled[i].clone()).collect();
         let reordered = compile(&shuffled);
         for request in &example.requests {
             let bytes = request.to_string();
+            // The whole decision but positions and hash, `rules` order included; and the listing's explanations.
             prop_assert_eq!(
                 semantic(&decide(&original, bytes.as_bytes())),
                 semantic(&decide(&reordered, bytes.as_bytes())),
                 "request {}", bytes
             );
+            prop_assert_eq!(listing(&original, bytes.as_bytes()), listing(&reordered, bytes.as_bytes()), "listing for {}", bytes);
         }
     }
 }
@@ -259,8 +214,7 @@ fn mutations_reach_allow_and_errors() {
 fn shuffling_really_reorders() {
     let e = example("web-publication");
     let (_, text) = e.files.iter().find(|(n, _)| n == "policy.remit").unwrap();
-    let mut seed = 7;
-    let shuffled = shuffle_file(text, &mut seed);
+    let shuffled = shuffle_file(text, &mut Rng(7));
     assert_ne!(shuffled.replace(char::is_whitespace, ""), text.replace(char::is_whitespace, ""));
     let position = |t: &str, needle: &str| t.find(needle).unwrap();
     let moved =

@@ -31,13 +31,15 @@ pub struct DecidingRule {
 }
 
 impl DecidingRule {
-    /// The order of `rules` in a decision: by file, then line and column as numbers.
-    pub(crate) fn sort_key(&self) -> (&str, u64, u64, &str, &str) {
+    /// The order of `rules` in a decision, and so which rule a listing names when several hide a tool: by mandate
+    /// name, then the rule's text — never by where it is written, so moving clauses or files changes nothing but
+    /// `at` — and only then by file, line and column (two identical clauses of one mandate).
+    pub(crate) fn sort_key(&self) -> (&str, &str, &str, u64, u64) {
         let mut parts = self.at.rsplitn(3, ':');
         let column = parts.next().and_then(|c| c.parse().ok()).unwrap_or(0);
         let line = parts.next().and_then(|l| l.parse().ok()).unwrap_or(0);
         let file = parts.next().unwrap_or(&self.at);
-        (file, line, column, &self.rule, &self.mandate)
+        (&self.mandate, &self.rule, file, line, column)
     }
 
     fn write(&self, out: &mut String) {

@@ -54,7 +54,6 @@ pub fn semantic(decision: &Decision) -> String {
     for rule in &mut d.rules {
         rule.at.clear();
     }
-    d.rules.sort_by(|a, b| (&a.mandate, &a.rule).cmp(&(&b.mandate, &b.rule)));
     d.to_json()
 }
 
