@@ -52,3 +52,34 @@ fn tools_on_a_module_lists_what_the_sources_list() {
     assert!(compared >= 30, "compared only {compared} listings");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Which rule explains a hidden tool does not depend on where clauses are written (issue 8, item 3): with two
+/// prohibitions hiding `t`, either order of the lines names the same one (the first by mandate, then rule text),
+/// from the sources and from the module alike.
+#[test]
+fn the_rule_that_explains_a_hidden_tool_does_not_depend_on_clause_order() {
+    let dir = std::env::temp_dir().join(format!("remit-tools-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let subject = dir.join("subject.json");
+    std::fs::write(&subject, r#"{"subject":{"id":"agent:a"},"context":{"mandate":"m","now":"2026-12-01T00:00:00Z"}}"#)
+        .unwrap();
+    let mut listings = Vec::new();
+    for (name, forbids) in [("a", "  forbid t\n  forbid side effects\n"), ("b", "  forbid side effects\n  forbid t\n")]
+    {
+        let policy = dir.join(format!("{name}.remit"));
+        let text = format!(
+            "tool t(q: string) {{\n  side effects\n}}\n\nmandate m for \"org:a\" {{\n  holder \"agent:a\"\n  allow t\n{forbids}}}\n"
+        );
+        std::fs::write(&policy, text).unwrap();
+        let wasm = dir.join(format!("{name}.wasm"));
+        remit(&["build", policy.to_str().unwrap(), "-o", wasm.to_str().unwrap()]);
+        for source in [&policy, &wasm] {
+            let json = remit(&["tools", source.to_str().unwrap(), "--subject", subject.to_str().unwrap(), "--json"]);
+            let listing: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let hidden = listing["hidden"].as_array().unwrap().iter().find(|h| h["tool"] == "t").cloned().unwrap();
+            listings.push(hidden["rule"]["rule"].clone());
+        }
+    }
+    assert_eq!(listings, vec![serde_json::json!("forbid side effects"); 4]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
