@@ -7,8 +7,10 @@
 //!
 //! The artifact compiled from the same crate is held to the native one in tests/runtime_artifact.rs.
 
+mod support;
+
 use proptest::prelude::*;
-use remit_rt::json::{capacity, parse, Doc, JsonError, Token};
+use remit_rt::json::JsonError;
 use remit_rt::out::Out;
 use remit_rt::Sink;
 use sha2::{Digest, Sha256};
@@ -20,9 +22,7 @@ fn the_input_limit_is_the_abi_s() {
 }
 
 fn native(bytes: &[u8]) -> Result<(), JsonError> {
-    let mut tape = vec![Token::default(); capacity(bytes.len())];
-    let mut keys = vec![0u32; capacity(bytes.len())];
-    parse(bytes, &mut tape, &mut keys).map(drop)
+    support::rt_parse(bytes, |parsed| parsed.map(drop))
 }
 
 fn reference(bytes: &[u8]) -> Result<(), JsonError> {
@@ -35,13 +35,12 @@ fn reference(bytes: &[u8]) -> Result<(), JsonError> {
 }
 
 fn native_digest(bytes: &[u8], tool: &str) -> String {
-    let mut tape = vec![Token::default(); capacity(bytes.len())];
-    let mut keys = vec![0u32; capacity(bytes.len())];
-    let n = parse(bytes, &mut tape, &mut keys).unwrap();
-    let doc = Doc { input: bytes, tape: &tape[..n as usize] };
-    let (digest, complete) = remit_rt::digest::argument_digest(&doc, Some(0), tool.as_bytes(), &mut keys);
-    assert!(complete);
-    String::from_utf8(digest.to_vec()).unwrap()
+    support::rt_parse(bytes, |parsed| {
+        let (doc, keys) = parsed.unwrap();
+        let (digest, complete) = remit_rt::digest::argument_digest(&doc, Some(0), tool.as_bytes(), keys);
+        assert!(complete);
+        String::from_utf8(digest.to_vec()).unwrap()
+    })
 }
 
 /// Holds the crate to the interpreter on `bytes`: the same verdict and kind (`exact`), or the same verdict.

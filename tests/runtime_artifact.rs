@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
 use remit::wasm::module::ModuleBuilder;
-use remit_rt::json::{capacity, parse, Doc, JsonError, Token};
+use remit_rt::json::{JsonError, TAPE_LEN, WINDOW};
 use sha2::{Digest, Sha256};
 use support::{corpus, frames, garbage, root, run, temp_dir, unframe};
 use wasmparser::{Parser, Payload, TypeRef};
@@ -124,7 +124,7 @@ fn the_artifact_imports_nothing_and_never_grows() {
     let (min, max) = shape.memory.expect("a memory");
     assert_eq!(Some(min), max, "min = max memory");
     // The memory holds the input, a tape for the largest input, the key buffer and the output.
-    let needed = MAX_INPUT as usize * 2 + capacity(MAX_INPUT as usize) * (16 + 4);
+    let needed = WINDOW + MAX_INPUT as usize + TAPE_LEN * (16 + 4);
     assert!(min as usize * 65536 >= needed, "{min} pages");
     for name in ["memory", "rt_input", "rt_json_validate", "rt_json_canonical", "rt_argument_digest", "rt_sha256"] {
         assert!(shape.exports.iter().any(|e| e == name), "exports {name}: {:?}", shape.exports);
@@ -252,9 +252,7 @@ fn code(e: JsonError) -> i32 {
 
 /// The native crate's verdict, as the artifact's code.
 fn native_code(bytes: &[u8]) -> i32 {
-    let mut tape = vec![Token::default(); capacity(bytes.len())];
-    let mut keys = vec![0u32; capacity(bytes.len())];
-    parse(bytes, &mut tape, &mut keys).map_or_else(code, |_| 0)
+    support::rt_parse(bytes, |parsed| parsed.map_or_else(code, |_| 0))
 }
 
 /// The interpreter's verdict, as the artifact's code.
@@ -272,14 +270,13 @@ fn interpreter_code(bytes: &[u8]) -> i32 {
 
 /// The native crate's canonical JSON of an accepted input.
 fn native_canonical(bytes: &[u8]) -> Vec<u8> {
-    let mut tape = vec![Token::default(); capacity(bytes.len())];
-    let mut keys = vec![0u32; capacity(bytes.len())];
-    let n = parse(bytes, &mut tape, &mut keys).unwrap();
-    let doc = Doc { input: bytes, tape: &tape[..n as usize] };
-    let mut buf = vec![0u8; 2 * bytes.len() + 16];
-    let mut out = remit_rt::out::Out::new(&mut buf);
-    assert!(remit_rt::digest::write_canonical(&mut out, &doc, 0, &mut keys, 0));
-    out.written().to_vec()
+    support::rt_parse(bytes, |parsed| {
+        let (doc, keys) = parsed.unwrap();
+        let mut buf = vec![0u8; 2 * bytes.len() + 16];
+        let mut out = remit_rt::out::Out::new(&mut buf);
+        assert!(remit_rt::digest::write_canonical(&mut out, &doc, 0, keys, 0));
+        out.written().to_vec()
+    })
 }
 
 /// Every input the artifact is checked on: the corpus requests, the garbage, and each request with its first key

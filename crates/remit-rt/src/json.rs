@@ -65,6 +65,23 @@ pub const fn capacity(len: usize) -> usize {
     (len + MAX_DEPTH + 1) / 2 + 2
 }
 
+/// The window a document is parsed in: a power of two larger than [`MAX_INPUT`] plus the end marker, so that a
+/// read position masked to the window is always in it and never wraps around before the end of the document.
+pub const WINDOW: usize = 1 << 19;
+
+/// The bytes [`parse`] reads: the document somewhere in the first [`MAX_INPUT`] bytes, and eight more bytes than
+/// the mask reaches, so that a word read at any masked position is in the array too.
+pub type Window = [u8; WINDOW + 8];
+
+/// Tokens enough for every document of at most [`MAX_INPUT`] bytes.
+pub const TAPE_LEN: usize = capacity(MAX_INPUT);
+
+/// The tape [`parse`] writes.
+pub type Tape = [Token; TAPE_LEN];
+
+/// Scratch for the keys of large objects, one slot per token.
+pub type Keys = [u32; TAPE_LEN];
+
 /// An accepted document: the input and its tape.
 #[derive(Clone, Copy, Debug)]
 pub struct Doc<'a> {
@@ -233,12 +250,23 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// The eight bytes at `i` (little-endian), when eight remain.
+/// The byte at `i` of the window. The index is masked to the window, so there is no bounds check and no length
+/// to keep in a register: the parse loop reads at most a few bytes past the end of the document (which [`parse`]
+/// marks with a 0 byte), never near [`WINDOW`].
 #[inline(always)]
-fn word(s: &[u8], i: usize) -> Option<u64> {
+fn peek(w: &Window, i: usize) -> u8 {
+    w[i & (WINDOW - 1)]
+}
+
+/// The eight bytes at `i` of the window (little-endian); the window has eight bytes past the mask for this.
+#[inline(always)]
+fn word(w: &Window, i: usize) -> u64 {
+    let j = i & (WINDOW - 1);
     let mut bytes = [0u8; 8];
-    crate::copy(&mut bytes, s.get(i..i.wrapping_add(8))?);
-    Some(u64::from_le_bytes(bytes))
+    if let Some(src) = w.get(j..j + 8) {
+        crate::copy(&mut bytes, src);
+    }
+    u64::from_le_bytes(bytes)
 }
 
 /// Bit 7 of each byte set exactly when that byte of `x` is not zero (no carry crosses a byte).
@@ -252,37 +280,35 @@ fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-/// Skips whitespace from `i`: two bytes one at a time (compact JSON has none, pretty JSON often one after a colon),
-/// then a longer run (a newline and indentation) eight bytes at a time.
+/// Skips whitespace from `i`: one byte inline (compact JSON has none, pretty JSON often one after a colon), then a
+/// longer run (a newline and indentation) out of line.
 #[inline(always)]
-fn ws(s: &[u8], i: usize) -> usize {
-    if !is_ws(at(s, i)) {
+fn ws(w: &Window, i: usize) -> usize {
+    if !is_ws(peek(w, i)) {
         return i;
     }
-    ws_run(s, i + 1)
+    ws_run(w, i + 1)
 }
 
-/// The rest of [`ws`], out of line: the parse loop stays small.
+/// The rest of [`ws`], eight bytes at a time: the end marker (0) is not whitespace, so the run ends at the end of
+/// the document at the latest.
 #[inline(never)]
-fn ws_run(s: &[u8], mut i: usize) -> usize {
-    if !is_ws(at(s, i)) {
+fn ws_run(w: &Window, mut i: usize) -> usize {
+    if !is_ws(peek(w, i)) {
         return i;
     }
     i += 1;
-    while let Some(w) = word(s, i) {
-        let other = nonzero(w ^ (ONES * 0x20))
-            & nonzero(w ^ (ONES * 0x09))
-            & nonzero(w ^ (ONES * 0x0a))
-            & nonzero(w ^ (ONES * 0x0d));
+    loop {
+        let x = word(w, i);
+        let other = nonzero(x ^ (ONES * 0x20))
+            & nonzero(x ^ (ONES * 0x09))
+            & nonzero(x ^ (ONES * 0x0a))
+            & nonzero(x ^ (ONES * 0x0d));
         if other != 0 {
             return i + (other.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
-    while is_ws(at(s, i)) {
-        i += 1;
-    }
-    i
 }
 
 #[derive(Clone, Copy)]
@@ -295,60 +321,79 @@ struct Frame {
 }
 
 /// One bit for a key by its (length, first byte, last byte); an escaped key says nothing by its raw bytes.
-fn key_bit(raw: &[u8], escaped: bool) -> u64 {
+#[inline(always)]
+fn key_bit(w: &Window, start: usize, end: usize, escaped: bool) -> u64 {
     if escaped {
         return u64::MAX;
     }
-    let len = raw.len() as u64;
-    let first = u64::from(at(raw, 0));
-    let last = match raw.last() {
-        Some(b) => u64::from(*b),
-        None => 0,
-    };
+    let len = end.wrapping_sub(start) as u64;
+    // For an empty key both bytes are outside it (the quotes): still a fixed pair.
+    let first = u64::from(peek(w, start));
+    let last = u64::from(peek(w, end.wrapping_sub(1)));
     1u64 << ((len.wrapping_mul(31) ^ first.wrapping_mul(7) ^ last.wrapping_mul(131)) & 63)
 }
 
-/// Parses `input` into `tape` (which needs [`capacity`]`(input.len())` tokens; `keys`, scratch for sorting the keys
-/// of large objects, as many) and returns the number of tokens; token 0 is the root.
-pub fn parse(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, JsonError> {
-    if input.len() > MAX_INPUT || tape.len() < capacity(input.len()) || keys.len() < capacity(input.len()) {
+/// Parses the document `window[start..end]` into `tape` and returns the number of tokens; token 0 is the root, and
+/// token offsets are offsets into the window. Byte `end` of the window is overwritten with 0, the end marker that
+/// lets the parse loop run without a length: 0 is never valid where the parser reads a byte (not whitespace, not
+/// a value's first byte, a control character inside a string, not a digit), so every scan stops there at the
+/// latest, and reaching it is an error unless the root value ended just before. `keys` is scratch for sorting the
+/// keys of large objects.
+pub fn parse(
+    window: &mut Window,
+    start: usize,
+    end: usize,
+    tape: &mut Tape,
+    keys: &mut Keys,
+) -> Result<u32, JsonError> {
+    if end > MAX_INPUT || start > end || end - start > MAX_INPUT {
         return Err(JsonError::TooLarge);
     }
-    match tokens(input, tape, keys) {
+    if let Some(b) = window.get_mut(end) {
+        *b = 0;
+    }
+    let w: &Window = window;
+    match tokens(w, start, end, tape, keys) {
         // The interpreter checks the encoding first (src/json.rs); here it is checked inside strings as they are
         // scanned (outside strings a byte past ASCII is a syntax error anyway), so a depth or duplicate fault found
         // before an invalid byte must still be reported as what the encoding makes it.
-        Err(JsonError::Depth | JsonError::Duplicate) if core::str::from_utf8(input).is_err() => Err(JsonError::Syntax),
+        Err(JsonError::Depth | JsonError::Duplicate)
+            if core::str::from_utf8(w.get(start..end).unwrap_or(&[])).is_err() =>
+        {
+            Err(JsonError::Syntax)
+        }
         result => result,
     }
 }
 
-fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, JsonError> {
-    let s = input;
-    // The innermost open container lives in `cur` (locals, as the hand-written parser keeps it); the ones around
-    // it in `stack[..sp - 1]`.
+/// The parse loop. What it keeps live is the read position, the token count, the depth and the innermost
+/// container (token, count, kind, Bloom filter); the window, tape and frame stack are fixed-size arrays, so their
+/// bounds are constants and need no register (Cranelift spills what does not fit: docs/module-v2.md).
+fn tokens(w: &Window, start: usize, end: usize, tape: &mut Tape, keys: &mut Keys) -> Result<u32, JsonError> {
+    // The innermost open container lives in `cur`; the ones around it in `stack[..sp - 1]`.
     const EMPTY: Frame = Frame { tok: 0, count: 0, object: false, bloom: 0 };
     let mut stack = [EMPTY; MAX_DEPTH];
     let mut cur = EMPTY;
     let mut sp = 0usize;
-    let mut n = 0u32;
-    let mut i = ws(s, 0);
+    let mut n = 0usize;
+    let mut i = ws(w, start);
     'value: loop {
         // A value starts at `i`.
         let tok = n;
-        let slot = match tape.get_mut(tok as usize) {
+        let slot = match tape.get_mut(tok) {
             Some(slot) => slot,
             None => return Err(JsonError::TooLarge),
         };
         n += 1;
-        let c = at(s, i);
+        let c = peek(w, i);
         match c {
             b'{' | b'[' => {
                 if sp >= MAX_DEPTH {
                     return Err(JsonError::Depth);
                 }
+                let object = c == b'{';
                 *slot = Token {
-                    kind: if c == b'{' { OBJECT } else { ARRAY },
+                    kind: if object { OBJECT } else { ARRAY },
                     flags: 0,
                     count: 0,
                     start: i as u32,
@@ -358,13 +403,13 @@ fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, Jso
                 if let Some(f) = stack.get_mut(sp.wrapping_sub(1)) {
                     *f = cur;
                 }
-                cur = Frame { tok, count: 0, object: c == b'{', bloom: 0 };
+                cur = Frame { tok: tok as u32, count: 0, object, bloom: 0 };
                 sp += 1;
-                i = ws(s, i + 1);
-                let close = if c == b'{' { b'}' } else { b']' };
-                if at(s, i) != close {
-                    if c == b'{' {
-                        i = key(s, i, tape, &mut n, &mut cur)?;
+                i = ws(w, i + 1);
+                // `]` is `[` + 2, as `}` is `{` + 2.
+                if peek(w, i) != c + 2 {
+                    if object {
+                        i = key(w, i, tape, &mut n, &mut cur)?;
                     }
                     cur.count += 1;
                     continue 'value;
@@ -372,34 +417,37 @@ fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, Jso
                 // An empty container: closed below, like any other.
             }
             b'"' => {
-                let (end, escaped) = string(s, i + 1)?;
+                let (close, escaped) = string(w, i + 1)?;
                 *slot = Token {
                     kind: STRING,
                     flags: if escaped { ESCAPED } else { 0 },
                     count: 0,
                     start: i as u32 + 1,
-                    end: end as u32,
-                    next: n,
+                    end: close as u32,
+                    next: n as u32,
                 };
-                i = ws(s, end + 1);
+                i = ws(w, close + 1);
             }
             b'-' | b'0'..=b'9' => {
-                let end = number(s, i)?;
-                *slot = Token { kind: NUMBER, flags: 0, count: 0, start: i as u32, end: end as u32, next: n };
-                i = ws(s, end);
+                let last = number(w, i)?;
+                *slot = Token { kind: NUMBER, flags: 0, count: 0, start: i as u32, end: last as u32, next: n as u32 };
+                i = ws(w, last);
             }
             b't' | b'f' | b'n' => {
-                let (word, kind): (&[u8], u8) = match c {
-                    b't' => (b"true", TRUE),
-                    b'f' => (b"false", FALSE),
-                    _ => (b"null", NULL),
-                };
-                if s.get(i..i + word.len()) != Some(word) {
+                // The literal's bytes compared as one word (the bytes past the window's end marker are never equal
+                // to a literal's, since the marker is 0).
+                let x = word(w, i);
+                let (len, kind) = if x & 0xffff_ffff == u64::from(u32::from_le_bytes(*b"true")) {
+                    (4, TRUE)
+                } else if x & 0xff_ffff_ffff == u64::from_le_bytes(*b"false\0\0\0") {
+                    (5, FALSE)
+                } else if x & 0xffff_ffff == u64::from(u32::from_le_bytes(*b"null")) {
+                    (4, NULL)
+                } else {
                     return Err(JsonError::Syntax);
-                }
-                let end = i + word.len();
-                *slot = Token { kind, flags: 0, count: 0, start: i as u32, end: end as u32, next: n };
-                i = ws(s, end);
+                };
+                *slot = Token { kind, flags: 0, count: 0, start: i as u32, end: (i + len) as u32, next: n as u32 };
+                i = ws(w, i + len);
             }
             _ => return Err(JsonError::Syntax),
         }
@@ -408,121 +456,128 @@ fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, Jso
             if sp == 0 {
                 break 'value;
             }
-            let frame = cur;
-            let object = frame.object;
-            match at(s, i) {
+            match peek(w, i) {
                 b',' => {
-                    i = ws(s, i + 1);
-                    if object {
-                        i = key(s, i, tape, &mut n, &mut cur)?;
+                    i = ws(w, i + 1);
+                    if cur.object {
+                        i = key(w, i, tape, &mut n, &mut cur)?;
                     }
                     cur.count += 1;
                     continue 'value;
                 }
-                b'}' if object => {
-                    if frame.count > SMALL_OBJECT {
-                        sorted_keys_distinct(input, tape, keys, frame.tok, n)?;
+                b'}' if cur.object => {
+                    if cur.count > SMALL_OBJECT {
+                        sorted_keys_distinct(w, tape, keys, cur.tok, n as u32)?;
                     }
                 }
-                b']' if !object => {}
+                b']' if !cur.object => {}
                 _ => return Err(JsonError::Syntax),
             }
-            if let Some(t) = tape.get_mut(frame.tok as usize) {
+            if let Some(t) = tape.get_mut(cur.tok as usize) {
                 t.end = i as u32 + 1;
-                t.next = n;
-                t.count = if frame.count > 0xffff { 0xffff } else { frame.count as u16 };
+                t.next = n as u32;
+                t.count = if cur.count > 0xffff { 0xffff } else { cur.count as u16 };
             }
             sp -= 1;
             if let Some(f) = stack.get(sp.wrapping_sub(1)) {
                 cur = *f;
             }
-            i = ws(s, i + 1);
+            i = ws(w, i + 1);
         }
     }
-    if i != s.len() {
+    if i != end {
         return Err(JsonError::Syntax);
     }
-    Ok(n)
+    Ok(n as u32)
 }
 
 /// A key at `i` (then `:` and whitespace) in the object `frame`; returns where its value starts.
-#[inline(never)]
-fn key(s: &[u8], i: usize, tape: &mut [Token], n: &mut u32, frame: &mut Frame) -> Result<usize, JsonError> {
-    if at(s, i) != b'"' {
+#[inline(always)]
+fn key(w: &Window, i: usize, tape: &mut Tape, n: &mut usize, frame: &mut Frame) -> Result<usize, JsonError> {
+    if peek(w, i) != b'"' {
         return Err(JsonError::Syntax);
     }
-    let (end, escaped) = string(s, i + 1)?;
+    let (close, escaped) = string(w, i + 1)?;
     let tok = *n;
-    let t = Token {
-        kind: STRING,
-        flags: if escaped { ESCAPED } else { 0 },
-        count: 0,
-        start: i as u32 + 1,
-        end: end as u32,
-        next: tok + 1,
-    };
-    match tape.get_mut(tok as usize) {
-        Some(slot) => *slot = t,
+    match tape.get_mut(tok) {
+        Some(slot) => {
+            *slot = Token {
+                kind: STRING,
+                flags: if escaped { ESCAPED } else { 0 },
+                count: 0,
+                start: i as u32 + 1,
+                end: close as u32,
+                next: tok as u32 + 1,
+            }
+        }
         None => return Err(JsonError::TooLarge),
     }
     *n += 1;
     if frame.count < SMALL_OBJECT {
-        let raw = s.get(i + 1..end).unwrap_or(&[]);
-        let bit = key_bit(raw, escaped);
-        if frame.bloom & bit != 0 {
-            let doc = Doc { input: s, tape };
-            let mut k = frame.tok + 1;
-            while k < tok {
-                if doc.text_eq(k, tok) {
-                    return Err(JsonError::Duplicate);
-                }
-                k = doc.token(doc.token(k).next).next;
-            }
+        let bit = key_bit(w, i + 1, close, escaped);
+        if frame.bloom & bit != 0 && duplicate_key(w, tape, frame.tok, tok as u32) {
+            return Err(JsonError::Duplicate);
         }
         frame.bloom |= bit;
     }
-    let j = ws(s, end + 1);
-    if at(s, j) != b':' {
+    let j = ws(w, close + 1);
+    if peek(w, j) != b':' {
         return Err(JsonError::Syntax);
     }
-    Ok(ws(s, j + 1))
+    Ok(ws(w, j + 1))
+}
+
+/// Whether the key `tok` of the object `obj` equals one of the object's earlier keys (out of line: only a Bloom
+/// filter hit comes here).
+#[inline(never)]
+fn duplicate_key(w: &Window, tape: &Tape, obj: u32, tok: u32) -> bool {
+    let doc = Doc { input: w, tape };
+    let mut k = obj + 1;
+    while k < tok {
+        if doc.text_eq(k, tok) {
+            return true;
+        }
+        k = doc.token(doc.token(k).next).next;
+    }
+    false
 }
 
 /// A string whose content starts at `i` (after the quote): returns the index of the closing quote and whether the
 /// content has escapes. Raw bytes are checked for control characters and, past ASCII, for valid UTF-8.
 #[inline(always)]
-fn string(s: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
+fn string(w: &Window, mut i: usize) -> Result<(usize, bool), JsonError> {
     let mut escaped = false;
     loop {
-        // Eight bytes at a time to the first quote, backslash or control character (bit 7 of each byte of
-        // `special`, exact per byte: a byte below 0x20 has bit 7 clear in itself and in itself + 0x60).
-        while let Some(w) = word(s, i) {
-            let control = !(((w & LOW7).wrapping_add(ONES * 0x60)) | w) & HIGH;
-            let special = (!nonzero(w ^ (ONES * u64::from(b'"'))) | !nonzero(w ^ (ONES * u64::from(b'\\')))) & HIGH
+        // Eight bytes at a time to the first quote, backslash, control character (the end marker is one) or
+        // non-ASCII byte (bit 7 of each byte of `special`, exact per byte: a byte below 0x20 has bit 7 clear in
+        // itself and in itself + 0x60).
+        loop {
+            let x = word(w, i);
+            let control = !(((x & LOW7).wrapping_add(ONES * 0x60)) | x) & HIGH;
+            let special = (!nonzero(x ^ (ONES * u64::from(b'"'))) | !nonzero(x ^ (ONES * u64::from(b'\\')))) & HIGH
                 | control
-                | (w & HIGH);
+                | (x & HIGH);
             if special != 0 {
                 i += (special.trailing_zeros() / 8) as usize;
                 break;
             }
             i += 8;
         }
-        match at(s, i) {
+        match peek(w, i) {
             b'"' => return Ok((i, escaped)),
             b'\\' => {
                 escaped = true;
-                match escape_len(s, i) {
+                match escape_len(w, i) {
                     0 => return Err(JsonError::Syntax),
                     len => i += len,
                 }
             }
-            // Control characters, and the end of the input (read as 0).
-            0x00..=0x1f => return Err(JsonError::Syntax),
-            0x80..=0xff => match utf8_char(s, i) {
+            0x80..=0xff => match utf8_char(w, i) {
                 0 => return Err(JsonError::Syntax),
                 len => i += len,
             },
-            _ => i += 1,
+            // Control characters and the end marker.
+            _ => return Err(JsonError::Syntax),
         }
     }
 }
@@ -532,7 +587,9 @@ fn string(s: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
 
 /// The length of the escape at `i` (on its backslash), a `\u` surrogate pair counting as one; 0 when invalid.
 #[inline(never)]
-fn escape_len(s: &[u8], i: usize) -> usize {
+fn escape_len(w: &Window, i: usize) -> usize {
+    let s: &[u8] = w;
+    let i = i & (WINDOW - 1);
     match at(s, i + 1) {
         b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
         b'u' => match hex4(s, i + 2) {
@@ -553,50 +610,53 @@ fn escape_len(s: &[u8], i: usize) -> usize {
 }
 
 /// The length of the UTF-8 character at `i` (whose first byte is past ASCII): no overlong forms, no surrogates,
-/// nothing above U+10FFFF; 0 when invalid.
+/// nothing above U+10FFFF; 0 when invalid (also when it runs into the end marker, which is no continuation byte).
 #[inline(never)]
-fn utf8_char(s: &[u8], i: usize) -> usize {
-    let len = match at(s, i) {
+fn utf8_char(w: &Window, i: usize) -> usize {
+    let i = i & (WINDOW - 1);
+    let len = match peek(w, i) {
         0xc2..=0xdf => 2,
         0xe0..=0xef => 3,
         0xf0..=0xf4 => 4,
         _ => return 0,
     };
-    match s.get(i..i.wrapping_add(len)).map(core::str::from_utf8) {
+    match w.get(i..i + len).map(core::str::from_utf8) {
         Some(Ok(_)) => len,
         _ => 0,
     }
 }
 
-fn digits(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
-    if !at(s, i).is_ascii_digit() {
+#[inline(always)]
+fn digits(w: &Window, mut i: usize) -> Result<usize, JsonError> {
+    if !peek(w, i).is_ascii_digit() {
         return Err(JsonError::Syntax);
     }
-    while at(s, i).is_ascii_digit() {
+    while peek(w, i).is_ascii_digit() {
         i += 1;
     }
     Ok(i)
 }
 
 /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?` from `i`; returns its end.
-fn number(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
-    if at(s, i) == b'-' {
+#[inline(always)]
+fn number(w: &Window, mut i: usize) -> Result<usize, JsonError> {
+    if peek(w, i) == b'-' {
         i += 1;
     }
-    match at(s, i) {
+    match peek(w, i) {
         b'0' => i += 1,
-        b'1'..=b'9' => i = digits(s, i)?,
+        b'1'..=b'9' => i = digits(w, i)?,
         _ => return Err(JsonError::Syntax),
     }
-    if at(s, i) == b'.' {
-        i = digits(s, i + 1)?;
+    if peek(w, i) == b'.' {
+        i = digits(w, i + 1)?;
     }
-    if matches!(at(s, i), b'e' | b'E') {
+    if matches!(peek(w, i), b'e' | b'E') {
         i += 1;
-        if matches!(at(s, i), b'+' | b'-') {
+        if matches!(peek(w, i), b'+' | b'-') {
             i += 1;
         }
-        i = digits(s, i)?;
+        i = digits(w, i)?;
     }
     Ok(i)
 }
@@ -671,14 +731,39 @@ pub fn heap_sort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {
     }
 }
 
+/// Boxed parse buffers for the unit tests (the fixed-size arrays are too large for a test thread's stack).
+#[cfg(test)]
+pub(crate) struct Buffers {
+    pub window: Box<Window>,
+    pub tape: Box<Tape>,
+    pub keys: Box<Keys>,
+}
+
+#[cfg(test)]
+impl Buffers {
+    pub fn new() -> Buffers {
+        Buffers {
+            window: vec![0u8; WINDOW + 8].into_boxed_slice().try_into().unwrap(),
+            tape: vec![Token::default(); TAPE_LEN].into_boxed_slice().try_into().unwrap(),
+            keys: vec![0u32; TAPE_LEN].into_boxed_slice().try_into().unwrap(),
+        }
+    }
+
+    /// Parses `text` (at the window's start); the document and the key buffer.
+    pub fn parse(&mut self, text: &[u8]) -> Result<(Doc<'_>, &mut [u32]), JsonError> {
+        let len = text.len().min(MAX_INPUT);
+        crate::copy(&mut self.window[..len], text);
+        let n = parse(&mut self.window, 0, text.len(), &mut self.tape, &mut self.keys)?;
+        Ok((Doc { input: &self.window[..text.len()], tape: &self.tape[..n as usize] }, &mut self.keys[..]))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn check(text: &[u8]) -> Result<u32, JsonError> {
-        let mut tape = vec![Token::default(); capacity(text.len())];
-        let mut keys = vec![0u32; capacity(text.len())];
-        parse(text, &mut tape, &mut keys)
+        Buffers::new().parse(text).map(|(doc, _)| doc.tape.len() as u32)
     }
 
     #[test]
@@ -715,11 +800,9 @@ mod tests {
     #[test]
     fn tape_fields() {
         let text = b"{\"a\\n\":[1,{}],\"b\":null}";
-        let mut tape = vec![Token::default(); capacity(text.len())];
-        let mut keys = vec![0u32; capacity(text.len())];
-        let n = parse(text, &mut tape, &mut keys).unwrap();
-        assert_eq!(n, 7);
-        let doc = Doc { input: text, tape: &tape[..n as usize] };
+        let mut buffers = Buffers::new();
+        let (doc, _) = buffers.parse(text).unwrap();
+        assert_eq!(doc.tape.len(), 7);
         assert_eq!(doc.token(0), Token { kind: OBJECT, flags: 0, count: 2, start: 0, end: 23, next: 7 });
         assert_eq!(doc.token(1).flags, ESCAPED);
         assert_eq!(doc.text(1).collect::<Vec<u8>>(), b"a\n");
@@ -733,10 +816,8 @@ mod tests {
     #[test]
     fn unescaping() {
         let text = br#""\u00e9\ud83d\ude00\/\t\"x""#;
-        let mut tape = vec![Token::default(); capacity(text.len())];
-        let mut keys = vec![0u32; capacity(text.len())];
-        parse(text, &mut tape, &mut keys).unwrap();
-        let doc = Doc { input: text, tape: &tape };
+        let mut buffers = Buffers::new();
+        let (doc, _) = buffers.parse(text).unwrap();
         assert_eq!(doc.text(0).collect::<Vec<u8>>(), "é😀/\t\"x".as_bytes());
     }
 }

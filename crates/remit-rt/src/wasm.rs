@@ -19,18 +19,18 @@
 use core::ptr::{addr_of, addr_of_mut};
 
 use crate::digest::{argument_digest, write_canonical};
-use crate::json::{capacity, parse, Doc, JsonError, Token};
+use crate::json::{parse, Doc, JsonError, Keys, Tape, Token, Window, TAPE_LEN, WINDOW};
 use crate::out::Out;
 use crate::sha256::sha256;
 use crate::{Sink, MAX_INPUT};
 
-const TAPE_LEN: usize = capacity(MAX_INPUT);
 /// The output buffer: as large as the input, so that canonical JSON (which writes `1E3` as `1e+3`) can overflow it.
 const OUT_LEN: usize = MAX_INPUT;
 
-static mut INPUT: [u8; MAX_INPUT] = [0; MAX_INPUT];
-static mut TAPE: [Token; TAPE_LEN] = [Token { kind: 0, flags: 0, count: 0, start: 0, end: 0, next: 0 }; TAPE_LEN];
-static mut KEYS: [u32; TAPE_LEN] = [0; TAPE_LEN];
+/// The input buffer is the parser's window: the host writes a request at its start.
+static mut INPUT: Window = [0; WINDOW + 8];
+static mut TAPE: Tape = [Token { kind: 0, flags: 0, count: 0, start: 0, end: 0, next: 0 }; TAPE_LEN];
+static mut KEYS: Keys = [0; TAPE_LEN];
 static mut OUT: [u8; OUT_LEN] = [0; OUT_LEN];
 static mut HASH: [u8; 32] = [0; 32];
 
@@ -61,8 +61,12 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     unsafe { remit_rt_panic_path_survived_optimization() }
 }
 
+/// The input's first `len` bytes, when `len` is at most [`MAX_INPUT`].
 fn input(len: i32) -> Option<&'static [u8]> {
     let len = len as u32 as usize;
+    if len > MAX_INPUT {
+        return None;
+    }
     // Safety: calls are not re-entrant (docs/abi.md), so no other reference to the buffer is alive.
     unsafe { (*addr_of!(INPUT)).get(..len) }
 }
@@ -80,13 +84,17 @@ fn pack(ptr: usize, len: usize) -> i64 {
     ((ptr as u64) << 32 | len as u64) as i64
 }
 
-/// Parses `bytes` into the tape; the document and the key buffer.
-fn parsed(bytes: &'static [u8]) -> Result<(Doc<'static>, &'static mut [u32]), JsonError> {
-    // Safety: as in `input`; the tape and keys are only used within one call.
-    let (tape, keys) = unsafe { (&mut *addr_of_mut!(TAPE), &mut *addr_of_mut!(KEYS)) };
-    let n = parse(bytes, tape, keys)?;
+/// Parses the input's bytes `start..end` into the tape; the document (over the input's first `end` bytes) and the
+/// key buffer.
+fn parsed(start: usize, end: usize) -> Result<(Doc<'static>, &'static mut [u32]), JsonError> {
+    // Safety: as in `input`; the window, tape and keys are only used within one call, and the window is written
+    // (its end marker) before it is read through the document.
+    let (window, tape, keys) =
+        unsafe { (&mut *addr_of_mut!(INPUT), &mut *addr_of_mut!(TAPE), &mut *addr_of_mut!(KEYS)) };
+    let n = parse(window, start, end, tape, keys)?;
+    let window: &'static Window = window;
     let tape: &'static [Token] = tape.get(..n as usize).unwrap_or(&[]);
-    Ok((Doc { input: bytes, tape }, keys))
+    Ok((Doc { input: window.get(..end).unwrap_or(&[]), tape }, keys))
 }
 
 /// Only in the build script's self-test (`REMIT_RT_CFG=remit_rt_panic_probe`, tests/runtime_artifact.rs): an index
@@ -105,22 +113,15 @@ pub extern "C" fn rt_input() -> i32 {
 
 #[no_mangle]
 pub extern "C" fn rt_json_validate(len: i32) -> i32 {
-    match input(len) {
-        None => code(JsonError::TooLarge),
-        Some(bytes) => match parsed(bytes) {
-            Ok(_) => 0,
-            Err(e) => code(e),
-        },
+    match parsed(0, len as u32 as usize) {
+        Ok(_) => 0,
+        Err(e) => code(e),
     }
 }
 
 #[no_mangle]
 pub extern "C" fn rt_json_canonical(len: i32) -> i64 {
-    let bytes = match input(len) {
-        Some(bytes) => bytes,
-        None => return pack(0, 4),
-    };
-    let (doc, keys) = match parsed(bytes) {
+    let (doc, keys) = match parsed(0, len as u32 as usize) {
         Ok(p) => p,
         Err(e) => return pack(0, code(e) as usize),
     };
@@ -136,17 +137,18 @@ pub extern "C" fn rt_json_canonical(len: i32) -> i64 {
 
 #[no_mangle]
 pub extern "C" fn rt_argument_digest(tool_len: i32, len: i32) -> i64 {
-    let bytes = match input(len) {
-        Some(bytes) => bytes,
-        None => return pack(0, 4),
-    };
-    let split = (tool_len as u32 as usize).min(bytes.len());
-    let (tool, args) = bytes.split_at(split);
-    let (digest, complete) = if args.is_empty() {
+    let len = len as u32 as usize;
+    if len > MAX_INPUT {
+        return pack(0, 4);
+    }
+    let split = (tool_len as u32 as usize).min(len);
+    let (digest, complete) = if split == len {
+        let tool = input(len as i32).unwrap_or(&[]);
         argument_digest(&Doc { input: &[], tape: &[] }, None, tool, &mut [])
     } else {
-        match parsed(args) {
-            Ok((doc, keys)) => argument_digest(&doc, Some(0), tool, keys),
+        match parsed(split, len) {
+            // The document is over the whole input, the tool name included (the parse writes past its end only).
+            Ok((doc, keys)) => argument_digest(&doc, Some(0), doc.input.get(..split).unwrap_or(&[]), keys),
             Err(e) => return pack(0, code(e) as usize),
         }
     };
