@@ -193,7 +193,7 @@ pub fn unframe(mut bytes: &[u8]) -> Vec<Vec<u8>> {
 pub struct RtBuffers {
     window: Box<remit_rt::json::Window>,
     tape: Box<remit_rt::json::Tape>,
-    keys: Box<remit_rt::json::Keys>,
+    scratch: Box<remit_rt::json::Scratch>,
 }
 
 impl RtBuffers {
@@ -202,7 +202,7 @@ impl RtBuffers {
         RtBuffers {
             window: vec![0u8; WINDOW + 8].into_boxed_slice().try_into().unwrap(),
             tape: vec![Token::default(); TAPE_LEN].into_boxed_slice().try_into().unwrap(),
-            keys: vec![0u32; TAPE_LEN].into_boxed_slice().try_into().unwrap(),
+            scratch: Box::new(remit_rt::json::Scratch::EMPTY),
         }
     }
 }
@@ -222,10 +222,10 @@ pub fn rt_parse<R>(
         let b = guard.get_or_insert_with(RtBuffers::new);
         let len = bytes.len().min(remit_rt::MAX_INPUT);
         b.window[..len].copy_from_slice(&bytes[..len]);
-        match remit_rt::json::parse(&mut b.window, 0, bytes.len(), &mut b.tape, &mut b.keys) {
+        match remit_rt::json::parse(&mut b.window, 0, bytes.len(), &mut b.tape, &mut b.scratch) {
             Ok(n) => {
                 let doc = remit_rt::json::Doc { input: &b.window[..bytes.len()], tape: &b.tape[..n as usize] };
-                f(Ok((doc, &mut b.keys[..])))
+                f(Ok((doc, &mut b.scratch.keys[..])))
             }
             Err(e) => f(Err(e)),
         }

@@ -79,8 +79,18 @@ pub const TAPE_LEN: usize = capacity(MAX_INPUT);
 /// The tape [`parse`] writes.
 pub type Tape = [Token; TAPE_LEN];
 
-/// Scratch for the keys of large objects, one slot per token.
-pub type Keys = [u32; TAPE_LEN];
+/// What [`parse`] keeps besides the tape: the stack of open containers, and a slot per token for sorting the keys of
+/// large objects (which [`crate::digest`] reuses to sort keys). Passed in rather than made per call, so a parse does
+/// not begin by zeroing a frame stack.
+#[derive(Clone, Debug)]
+pub struct Scratch {
+    pub keys: [u32; TAPE_LEN],
+    frames: [Frame; MAX_DEPTH],
+}
+
+impl Scratch {
+    pub const EMPTY: Scratch = Scratch { keys: [0; TAPE_LEN], frames: [Frame::EMPTY; MAX_DEPTH] };
+}
 
 /// An accepted document: the input and its tape.
 #[derive(Clone, Copy, Debug)]
@@ -311,13 +321,23 @@ fn ws_run(w: &Window, mut i: usize) -> usize {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Frame {
     tok: u32,
     count: u32,
     object: bool,
     /// Small objects: a Bloom filter of their keys (see [`key_bit`]).
     bloom: u64,
+}
+
+impl Frame {
+    const EMPTY: Frame = Frame { tok: 0, count: 0, object: false, bloom: 0 };
+}
+
+/// The innermost of `sp` open containers (`sp` is at most [`MAX_DEPTH`]; the mask only spares the bounds check).
+#[inline(always)]
+fn top(stack: &mut [Frame; MAX_DEPTH], sp: usize) -> &mut Frame {
+    &mut stack[sp.wrapping_sub(1) & (MAX_DEPTH - 1)]
 }
 
 /// One bit for a key by its (length, first byte, last byte); an escaped key says nothing by its raw bytes.
@@ -337,14 +357,13 @@ fn key_bit(w: &Window, start: usize, end: usize, escaped: bool) -> u64 {
 /// token offsets are offsets into the window. Byte `end` of the window is overwritten with 0, the end marker that
 /// lets the parse loop run without a length: 0 is never valid where the parser reads a byte (not whitespace, not
 /// a value's first byte, a control character inside a string, not a digit), so every scan stops there at the
-/// latest, and reaching it is an error unless the root value ended just before. `keys` is scratch for sorting the
-/// keys of large objects.
+/// latest, and reaching it is an error unless the root value ended just before.
 pub fn parse(
     window: &mut Window,
     start: usize,
     end: usize,
     tape: &mut Tape,
-    keys: &mut Keys,
+    scratch: &mut Scratch,
 ) -> Result<u32, JsonError> {
     if end > MAX_INPUT || start > end || end - start > MAX_INPUT {
         return Err(JsonError::TooLarge);
@@ -353,7 +372,7 @@ pub fn parse(
         *b = 0;
     }
     let w: &Window = window;
-    match tokens(w, start, end, tape, keys) {
+    match tokens(w, start, end, tape, &mut scratch.keys, &mut scratch.frames) {
         // The interpreter checks the encoding first (src/json.rs); here it is checked inside strings as they are
         // scanned (outside strings a byte past ASCII is a syntax error anyway), so a depth or duplicate fault found
         // before an invalid byte must still be reported as what the encoding makes it.
@@ -366,14 +385,20 @@ pub fn parse(
     }
 }
 
-/// The parse loop. What it keeps live is the read position, the token count, the depth and the innermost
-/// container (token, count, kind, Bloom filter); the window, tape and frame stack are fixed-size arrays, so their
-/// bounds are constants and need no register (Cranelift spills what does not fit: docs/module-v2.md).
-fn tokens(w: &Window, start: usize, end: usize, tape: &mut Tape, keys: &mut Keys) -> Result<u32, JsonError> {
-    // The innermost open container lives in `cur`; the ones around it in `stack[..sp - 1]`.
-    const EMPTY: Frame = Frame { tok: 0, count: 0, object: false, bloom: 0 };
-    let mut stack = [EMPTY; MAX_DEPTH];
-    let mut cur = EMPTY;
+/// The parse loop. What it keeps in locals is the read position, the token count and the depth; the open containers
+/// are in `stack` (memory), and the window, tape and stack are fixed-size arrays, so their bounds are constants and
+/// need no register (Cranelift spills what does not fit its registers, and it chose the read position: see
+/// docs/module-v2.md for what was measured).
+fn tokens(
+    w: &Window,
+    start: usize,
+    end: usize,
+    tape: &mut Tape,
+    keys: &mut [u32; TAPE_LEN],
+    stack: &mut [Frame; MAX_DEPTH],
+) -> Result<u32, JsonError> {
+    // The open containers are `stack[..sp]`, the innermost last: in memory, not in locals, so that the loop
+    // carries only `i`, `n` and `sp` (measured: docs/module-v2.md).
     let mut sp = 0usize;
     let mut n = 0usize;
     let mut i = ws(w, start);
@@ -400,16 +425,14 @@ fn tokens(w: &Window, start: usize, end: usize, tape: &mut Tape, keys: &mut Keys
                     end: 0,
                     next: 0,
                 };
-                if let Some(f) = stack.get_mut(sp.wrapping_sub(1)) {
-                    *f = cur;
-                }
-                cur = Frame { tok: tok as u32, count: 0, object, bloom: 0 };
                 sp += 1;
+                let cur = top(stack, sp);
+                *cur = Frame { tok: tok as u32, count: 0, object, bloom: 0 };
                 i = ws(w, i + 1);
                 // `]` is `[` + 2, as `}` is `{` + 2.
                 if peek(w, i) != c + 2 {
                     if object {
-                        i = key(w, i, tape, &mut n, &mut cur)?;
+                        i = key(w, i, tape, &mut n, cur)?;
                     }
                     cur.count += 1;
                     continue 'value;
@@ -456,11 +479,12 @@ fn tokens(w: &Window, start: usize, end: usize, tape: &mut Tape, keys: &mut Keys
             if sp == 0 {
                 break 'value;
             }
+            let cur = top(stack, sp);
             match peek(w, i) {
                 b',' => {
                     i = ws(w, i + 1);
                     if cur.object {
-                        i = key(w, i, tape, &mut n, &mut cur)?;
+                        i = key(w, i, tape, &mut n, cur)?;
                     }
                     cur.count += 1;
                     continue 'value;
@@ -479,9 +503,6 @@ fn tokens(w: &Window, start: usize, end: usize, tape: &mut Tape, keys: &mut Keys
                 t.count = if cur.count > 0xffff { 0xffff } else { cur.count as u16 };
             }
             sp -= 1;
-            if let Some(f) = stack.get(sp.wrapping_sub(1)) {
-                cur = *f;
-            }
             i = ws(w, i + 1);
         }
     }
@@ -736,7 +757,7 @@ pub fn heap_sort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {
 pub(crate) struct Buffers {
     pub window: Box<Window>,
     pub tape: Box<Tape>,
-    pub keys: Box<Keys>,
+    pub scratch: Box<Scratch>,
 }
 
 #[cfg(test)]
@@ -745,7 +766,7 @@ impl Buffers {
         Buffers {
             window: vec![0u8; WINDOW + 8].into_boxed_slice().try_into().unwrap(),
             tape: vec![Token::default(); TAPE_LEN].into_boxed_slice().try_into().unwrap(),
-            keys: vec![0u32; TAPE_LEN].into_boxed_slice().try_into().unwrap(),
+            scratch: Box::new(Scratch::EMPTY),
         }
     }
 
@@ -753,8 +774,8 @@ impl Buffers {
     pub fn parse(&mut self, text: &[u8]) -> Result<(Doc<'_>, &mut [u32]), JsonError> {
         let len = text.len().min(MAX_INPUT);
         crate::copy(&mut self.window[..len], text);
-        let n = parse(&mut self.window, 0, text.len(), &mut self.tape, &mut self.keys)?;
-        Ok((Doc { input: &self.window[..text.len()], tape: &self.tape[..n as usize] }, &mut self.keys[..]))
+        let n = parse(&mut self.window, 0, text.len(), &mut self.tape, &mut self.scratch)?;
+        Ok((Doc { input: &self.window[..text.len()], tape: &self.tape[..n as usize] }, &mut self.scratch.keys[..]))
     }
 }
 

@@ -19,7 +19,7 @@
 use core::ptr::{addr_of, addr_of_mut};
 
 use crate::digest::{argument_digest, write_canonical};
-use crate::json::{parse, Doc, JsonError, Keys, Tape, Token, Window, TAPE_LEN, WINDOW};
+use crate::json::{parse, Doc, JsonError, Scratch, Tape, Token, Window, TAPE_LEN, WINDOW};
 use crate::out::Out;
 use crate::sha256::sha256;
 use crate::{Sink, MAX_INPUT};
@@ -30,7 +30,7 @@ const OUT_LEN: usize = MAX_INPUT;
 /// The input buffer is the parser's window: the host writes a request at its start.
 static mut INPUT: Window = [0; WINDOW + 8];
 static mut TAPE: Tape = [Token { kind: 0, flags: 0, count: 0, start: 0, end: 0, next: 0 }; TAPE_LEN];
-static mut KEYS: Keys = [0; TAPE_LEN];
+static mut SCRATCH: Scratch = Scratch::EMPTY;
 static mut OUT: [u8; OUT_LEN] = [0; OUT_LEN];
 static mut HASH: [u8; 32] = [0; 32];
 
@@ -89,12 +89,12 @@ fn pack(ptr: usize, len: usize) -> i64 {
 fn parsed(start: usize, end: usize) -> Result<(Doc<'static>, &'static mut [u32]), JsonError> {
     // Safety: as in `input`; the window, tape and keys are only used within one call, and the window is written
     // (its end marker) before it is read through the document.
-    let (window, tape, keys) =
-        unsafe { (&mut *addr_of_mut!(INPUT), &mut *addr_of_mut!(TAPE), &mut *addr_of_mut!(KEYS)) };
-    let n = parse(window, start, end, tape, keys)?;
+    let (window, tape, scratch) =
+        unsafe { (&mut *addr_of_mut!(INPUT), &mut *addr_of_mut!(TAPE), &mut *addr_of_mut!(SCRATCH)) };
+    let n = parse(window, start, end, tape, scratch)?;
     let window: &'static Window = window;
     let tape: &'static [Token] = tape.get(..n as usize).unwrap_or(&[]);
-    Ok((Doc { input: window.get(..end).unwrap_or(&[]), tape }, keys))
+    Ok((Doc { input: window.get(..end).unwrap_or(&[]), tape }, &mut scratch.keys))
 }
 
 /// Only in the build script's self-test (`REMIT_RT_CFG=remit_rt_panic_probe`, tests/runtime_artifact.rs): an index
