@@ -1,10 +1,11 @@
 //! Shared by the tests of what ships around the compiler (tests/hosts.rs, tests/editor.rs, tests/ci_action.rs,
 //! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
-//! shipped examples and their requests (tests/format.rs).
+//! shipped examples and their requests (tests/format.rs); `mutate` mutated requests for the differential tests.
 #![allow(dead_code)]
 
 pub mod examples;
+pub mod mutate;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

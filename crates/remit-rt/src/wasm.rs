@@ -11,6 +11,7 @@
 //! | `rt_json_validate(len) -> i32` | the input's first `len` bytes by the JSON rule: 0 accepted, 1 syntax, 2 depth, 3 duplicate key, 4 too large |
 //! | `rt_json_canonical(len) -> i64` | the canonical JSON of an accepted input (the argument digest's form), packed `ptr << 32 \| len`; `ptr` 0 and `len` the code above on a rejected input, 5 when the output overflowed |
 //! | `rt_argument_digest(tool_len, len) -> i64` | the input is the tool name (`tool_len` bytes) then the arguments' JSON (none: `{}`); the 71-byte `sha256:…` digest, packed; `ptr` 0 and a code on a rejected input |
+//! | `rt_request_decode(len, need) -> i32` | the input read as a request (`need` 0: for a decision, 1: for a tool listing; `crate::request::parse`): 0 or bits 0 `request.malformed`, 1 `request.missing-field`, 2 `request.oversize`; when none is set, the number of usable approvals `<< 8` (tests only) |
 //! | `rt_sha256(len) -> i32` | address of the 32-byte SHA-256 of the input's first `len` bytes (of no bytes when `len` is too large) |
 //!
 //! Every length is read as unsigned and checked against the buffer before anything is read.
@@ -21,6 +22,7 @@ use core::ptr::{addr_of, addr_of_mut};
 use crate::digest::{argument_digest, write_canonical};
 use crate::json::{parse, Doc, JsonError, Scratch, Tape, Token, Window, TAPE_LEN, WINDOW};
 use crate::out::Out;
+use crate::request::{self, Need, RequestError};
 use crate::sha256::sha256;
 use crate::{Sink, MAX_INPUT};
 
@@ -160,6 +162,19 @@ pub extern "C" fn rt_argument_digest(tool_len: i32, len: i32) -> i64 {
     let mut out = Out::new(buf);
     out.write(&digest);
     pack(ptr, out.len())
+}
+
+#[no_mangle]
+pub extern "C" fn rt_request_decode(len: i32, need: i32) -> i32 {
+    let need = if need == 0 { Need::Call } else { Need::Listing };
+    let read = match parsed(0, len as u32 as usize) {
+        Err(e) => Err(RequestError::json(e)),
+        Ok((doc, keys)) => request::parse(&doc, need, keys).map(|r| r.approvals.len()),
+    };
+    match read {
+        Ok(approvals) => (approvals as i32) << 8,
+        Err(e) => i32::from(e.malformed) | i32::from(e.missing) << 1 | i32::from(e.oversize) << 2,
+    }
 }
 
 #[no_mangle]
