@@ -257,7 +257,6 @@ fn hex4(s: &[u8], i: usize) -> Option<u32> {
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
-const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
 /// The byte at `i` of the window. The index is masked to the window, so there is no bounds check and no length
@@ -277,12 +276,6 @@ fn word(w: &Window, i: usize) -> u64 {
         crate::copy(&mut bytes, src);
     }
     u64::from_le_bytes(bytes)
-}
-
-/// Bit 7 of each byte set exactly when that byte of `x` is not zero (no carry crosses a byte).
-#[inline(always)]
-fn nonzero(x: u64) -> u64 {
-    ((x & LOW7).wrapping_add(LOW7) | x) & HIGH
 }
 
 /// Skips whitespace from `i`, a byte at a time through a table, inline. Measured against the alternatives
@@ -559,14 +552,16 @@ fn string(w: &Window, mut i: usize) -> Result<(usize, bool), JsonError> {
     let mut escaped = false;
     loop {
         // Eight bytes at a time to the first quote, backslash, control character (the end marker is one) or
-        // non-ASCII byte (bit 7 of each byte of `special`, exact per byte: a byte below 0x20 has bit 7 clear in
-        // itself and in itself + 0x60).
+        // non-ASCII byte: bit 7 of the lowest such byte of `special` is set, and of no byte below it. A byte below
+        // 0x20, or a byte equal to `"` or `\` after the xor, borrows when its constant is subtracted and sets its bit
+        // 7; a borrow only runs upwards, so bytes above the first special one may be flagged too, never below.
         loop {
             let x = word(w, i);
-            let control = !(((x & LOW7).wrapping_add(ONES * 0x60)) | x) & HIGH;
-            let special = (!nonzero(x ^ (ONES * u64::from(b'"'))) | !nonzero(x ^ (ONES * u64::from(b'\\')))) & HIGH
-                | control
-                | (x & HIGH);
+            let special = (x.wrapping_sub(ONES * 0x20)
+                | (x ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES)
+                | (x ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES)
+                | x)
+                & HIGH;
             if special != 0 {
                 i += (special.trailing_zeros() / 8) as usize;
                 break;
