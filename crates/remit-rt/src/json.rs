@@ -368,7 +368,9 @@ pub fn parse(
 /// The parse loop. What it keeps in locals is the read position, the token count and the depth; the open containers
 /// are in `stack` (memory), and the window, tape and stack are fixed-size arrays, so their bounds are constants and
 /// need no register (Cranelift spills what does not fit its registers, and it chose the read position: see
-/// docs/module-v2.md for what was measured).
+/// docs/module-v2.md for what was measured). Out of line: inlined into its caller, the loop shared its error exit
+/// with the caller's (the encoding check below needs `start` and `end` there), which cost about 6%.
+#[inline(never)]
 fn tokens(
     w: &Window,
     start: usize,
