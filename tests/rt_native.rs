@@ -299,7 +299,7 @@ struct Read {
 /// A token as a serde_json value (strings from their unescaped content).
 fn json_of(doc: &Doc<'_>, tok: u32) -> Value {
     let t = doc.token(tok);
-    if t.kind == remit_rt::json::STRING {
+    if t.kind() == remit_rt::json::STRING {
         return Value::String(String::from_utf8(doc.text(tok).collect()).unwrap());
     }
     serde_json::from_slice(&doc.input[t.start as usize..t.end as usize]).unwrap()

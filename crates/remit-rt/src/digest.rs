@@ -47,7 +47,7 @@ pub fn argument_digest(doc: &Doc<'_>, args: Option<u32>, tool: &[u8], keys: &mut
 /// written unsorted).
 pub fn write_canonical(out: &mut impl Sink, doc: &Doc<'_>, tok: u32, keys: &mut [u32], depth: usize) -> bool {
     let t = doc.token(tok);
-    match t.kind {
+    match t.kind() {
         NULL => out.write(b"null"),
         TRUE => out.write(b"true"),
         FALSE => out.write(b"false"),

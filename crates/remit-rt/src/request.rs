@@ -111,7 +111,7 @@ pub struct Request<'a> {
 /// approvals' list; with fewer, the request is refused as `oversize`, which the runtime's buffers never cause).
 pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Request<'a>, RequestError> {
     const ROOT: u32 = 0;
-    if doc.token(ROOT).kind != OBJECT {
+    if doc.token(ROOT).kind() != OBJECT {
         return Err(MALFORMED);
     }
     let mut p = Problems { doc, error: RequestError::default() };
@@ -158,7 +158,7 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
     let mut approvals: &'a [u32] = &[];
     match field(doc, context, b"approvals") {
         None => {}
-        Some(items) if doc.token(items).kind == ARRAY => match usable_approvals(doc, items, slots) {
+        Some(items) if doc.token(items).kind() == ARRAY => match usable_approvals(doc, items, slots) {
             Some(usable) => approvals = usable,
             None => return Err(RequestError { oversize: true, ..RequestError::default() }),
         },
@@ -212,7 +212,7 @@ impl Problems<'_, '_> {
     /// An optional field of `kind`; a present value of another kind is malformed.
     fn typed(&mut self, parent: Option<u32>, key: &[u8], kind: u8) -> Option<u32> {
         let value = field(self.doc, parent, key)?;
-        if self.doc.token(value).kind != kind {
+        if self.doc.token(value).kind() != kind {
             self.error.malformed = true;
             return None;
         }
@@ -239,7 +239,7 @@ impl Problems<'_, '_> {
             }
             Some(parent) => parent,
         };
-        if self.doc.token(parent).kind != OBJECT {
+        if self.doc.token(parent).kind() != OBJECT {
             return None;
         }
         match field(self.doc, Some(parent), key) {
@@ -247,7 +247,7 @@ impl Problems<'_, '_> {
                 self.error.missing = true;
                 None
             }
-            Some(value) if self.doc.token(value).kind == STRING => Some(value),
+            Some(value) if self.doc.token(value).kind() == STRING => Some(value),
             Some(_) => {
                 self.error.malformed = true;
                 None
@@ -259,7 +259,7 @@ impl Problems<'_, '_> {
     /// malformed.
     fn strings(&mut self, parent: Option<u32>, key: &[u8]) -> Option<u32> {
         let items = self.typed(parent, key, ARRAY)?;
-        if elements(self.doc, items).any(|item| self.doc.token(item).kind != STRING) {
+        if elements(self.doc, items).any(|item| self.doc.token(item).kind() != STRING) {
             self.error.malformed = true;
             return None;
         }
@@ -270,7 +270,7 @@ impl Problems<'_, '_> {
 /// The elements of the array token `array`, in order.
 pub fn elements<'d>(doc: &'d Doc<'_>, array: u32) -> impl Iterator<Item = u32> + 'd {
     let end = doc.token(array).next;
-    let mut item = if doc.token(array).kind == ARRAY { array + 1 } else { end };
+    let mut item = if doc.token(array).kind() == ARRAY { array + 1 } else { end };
     core::iter::from_fn(move || {
         if item >= end {
             return None;
@@ -328,7 +328,7 @@ fn timestamp(doc: &Doc<'_>, tok: u32) -> Option<i64> {
 /// A JSON integer (not `1.0`, not `1e3`) in the range of `i64` or `u64`, as an exact decimal: what serde_json's
 /// `as_i64` / `as_u64` accept of a number it keeps as written (`arbitrary_precision`).
 fn integer(doc: &Doc<'_>, tok: u32) -> Option<i128> {
-    if doc.token(tok).kind != NUMBER {
+    if doc.token(tok).kind() != NUMBER {
         return None;
     }
     let raw = doc.raw(tok);
@@ -367,7 +367,7 @@ pub fn usable_approvals<'a>(doc: &Doc<'_>, items: u32, slots: &'a mut [u32]) -> 
     // The items with a string id (only they can be grouped, and only they can be usable).
     let mut len = 0;
     for item in elements(doc, items) {
-        if doc.token(item).kind == OBJECT && doc.get(item, b"id").map(|id| doc.token(id).kind) == Some(STRING) {
+        if doc.token(item).kind() == OBJECT && doc.get(item, b"id").map(|id| doc.token(id).kind()) == Some(STRING) {
             *slots.get_mut(len)? = item;
             len += 1;
         }
@@ -421,10 +421,10 @@ fn same(doc: &Doc<'_>, a: u32, b: u32, key: &[u8]) -> bool {
 /// the nesting, which the parser bounds; past [`crate::json::MAX_DEPTH`] (never on a parsed tape) values are unequal.
 pub fn value_eq(doc: &Doc<'_>, a: u32, b: u32, depth: usize) -> bool {
     let (ta, tb) = (doc.token(a), doc.token(b));
-    if ta.kind != tb.kind || depth > crate::json::MAX_DEPTH {
+    if ta.kind() != tb.kind() || depth > crate::json::MAX_DEPTH {
         return false;
     }
-    match ta.kind {
+    match ta.kind() {
         NULL | TRUE | FALSE => true,
         NUMBER => doc.raw(a) == doc.raw(b),
         STRING => doc.text_eq(a, b),
@@ -463,7 +463,7 @@ pub fn value_eq(doc: &Doc<'_>, a: u32, b: u32, depth: usize) -> bool {
 /// The key tokens of the object token `obj`, in order.
 pub fn elements_of_object<'d>(doc: &'d Doc<'_>, obj: u32) -> impl Iterator<Item = u32> + 'd {
     let end = doc.token(obj).next;
-    let mut key = if doc.token(obj).kind == OBJECT { obj + 1 } else { end };
+    let mut key = if doc.token(obj).kind() == OBJECT { obj + 1 } else { end };
     core::iter::from_fn(move || {
         if key >= end {
             return None;
@@ -477,20 +477,20 @@ pub fn elements_of_object<'d>(doc: &'d Doc<'_>, obj: u32) -> impl Iterator<Item 
 
 /// One presented approval, or `None` when a field it needs is absent or any known field has the wrong type.
 pub fn approval(doc: &Doc<'_>, item: u32) -> Option<Approval> {
-    if doc.token(item).kind != OBJECT {
+    if doc.token(item).kind() != OBJECT {
         return None;
     }
     let get = |key: &[u8]| doc.get(item, key);
-    let required = |key: &[u8]| get(key).filter(|&v| doc.token(v).kind == STRING);
+    let required = |key: &[u8]| get(key).filter(|&v| doc.token(v).kind() == STRING);
     // An optional field that is present must be a string; a wrongly typed one spoils the whole approval.
     let optional = |key: &[u8]| -> Result<Option<u32>, ()> {
         match get(key) {
             None => Ok(None),
-            Some(v) if doc.token(v).kind == STRING => Ok(Some(v)),
+            Some(v) if doc.token(v).kind() == STRING => Ok(Some(v)),
             Some(_) => Err(()),
         }
     };
-    let consumed = match get(b"consumed").map(|v| doc.token(v).kind) {
+    let consumed = match get(b"consumed").map(|v| doc.token(v).kind()) {
         None => false,
         Some(TRUE) => true,
         Some(FALSE) => false,

@@ -31,7 +31,7 @@ const OUT_LEN: usize = MAX_INPUT;
 
 /// The input buffer is the parser's window: the host writes a request at its start.
 static mut INPUT: Window = [0; WINDOW + 8];
-static mut TAPE: Tape = [Token { kind: 0, flags: 0, count: 0, start: 0, end: 0, next: 0 }; TAPE_LEN];
+static mut TAPE: Tape = [Token::new(0, 0, 0, 0, 0, 0); TAPE_LEN];
 static mut SCRATCH: Scratch = Scratch::EMPTY;
 static mut OUT: [u8; OUT_LEN] = [0; OUT_LEN];
 static mut HASH: [u8; 32] = [0; 32];
