@@ -407,7 +407,13 @@ fn tokens(
     let mut sp = 0usize;
     let mut n = 0usize;
     let mut i = ws(w, start);
+    // Set when an object key comes first (after `{` or a comma in an object): one key parser for both.
+    let mut want_key = false;
     'value: loop {
+        if want_key {
+            want_key = false;
+            i = key(w, i, tape, &mut n, top(stack, sp))?;
+        }
         // A value starts at `i`.
         let tok = n;
         if tok >= TAPE_LEN {
@@ -428,9 +434,7 @@ fn tokens(
                 i = ws(w, i + 1);
                 // `]` is `[` + 2, as `}` is `{` + 2.
                 if peek(w, i) != c + 2 {
-                    if object {
-                        i = key(w, i, tape, &mut n, cur)?;
-                    }
+                    want_key = object;
                     cur.count += 1;
                     continue 'value;
                 }
@@ -479,9 +483,7 @@ fn tokens(
             match peek(w, i) {
                 b',' => {
                     i = ws(w, i + 1);
-                    if cur.object {
-                        i = key(w, i, tape, &mut n, cur)?;
-                    }
+                    want_key = cur.object;
                     cur.count += 1;
                     continue 'value;
                 }
@@ -533,7 +535,9 @@ fn key(w: &Window, i: usize, tape: &mut Tape, n: &mut usize, frame: &mut Frame) 
         None => return Err(JsonError::TooLarge),
     }
     *n += 1;
-    if frame.count < SMALL_OBJECT {
+    // `frame.count` already counts this key: the first [`SMALL_OBJECT`] keys go through the filter, and an object
+    // with more is also sorted when it closes.
+    if frame.count <= SMALL_OBJECT {
         let bit = key_bit(w, i + 1, close, escaped);
         if frame.bloom & bit != 0 && duplicate_key(w, tape, frame.tok, tok as u32) {
             return Err(JsonError::Duplicate);
@@ -829,6 +833,19 @@ mod tests {
         text.push_str("\"k\\u0037\":0}");
         assert_eq!(check(text.as_bytes()), Err(JsonError::Duplicate));
         assert!(check(text.replace("k\\u0037", "k\\u0037x").as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_duplicate_is_found_at_every_object_size() {
+        // Around the small-object limit above all: the filter takes the first keys, the sort the objects past it.
+        for n in 1..40 {
+            for (at, copy) in [(0, "\"k0\""), (n - 1, "\"k\\u0030\""), (n / 2, "\"k0\""), (n, "\"k0\"")] {
+                let mut keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{i}")).collect();
+                keys.insert(at, format!("{copy}:0"));
+                let text = format!("{{{}}}", keys.join(","));
+                assert_eq!(check(text.as_bytes()), Err(JsonError::Duplicate), "{text}");
+            }
+        }
     }
 
     #[test]
