@@ -410,8 +410,8 @@ fn tokens(
     // Set when an object key comes first (after `{` or a comma in an object): one key parser for both.
     let mut want_key = false;
     'value: loop {
+        // Every way back to this point (an open container, a comma) sets `want_key` again.
         if want_key {
-            want_key = false;
             i = key(w, i, tape, &mut n, top(stack, sp))?;
         }
         // A value starts at `i`.
