@@ -7,8 +7,10 @@
 //!
 //! The artifact compiled from the same crate is held to the native one in tests/runtime_artifact.rs.
 
+mod support;
+
 use proptest::prelude::*;
-use remit_rt::json::{capacity, parse, Doc, JsonError, Token};
+use remit_rt::json::JsonError;
 use remit_rt::out::Out;
 use remit_rt::Sink;
 use sha2::{Digest, Sha256};
@@ -20,9 +22,7 @@ fn the_input_limit_is_the_abi_s() {
 }
 
 fn native(bytes: &[u8]) -> Result<(), JsonError> {
-    let mut tape = vec![Token::default(); capacity(bytes.len())];
-    let mut keys = vec![0u32; capacity(bytes.len())];
-    parse(bytes, &mut tape, &mut keys).map(drop)
+    support::rt_parse(bytes, |parsed| parsed.map(drop))
 }
 
 fn reference(bytes: &[u8]) -> Result<(), JsonError> {
@@ -35,13 +35,12 @@ fn reference(bytes: &[u8]) -> Result<(), JsonError> {
 }
 
 fn native_digest(bytes: &[u8], tool: &str) -> String {
-    let mut tape = vec![Token::default(); capacity(bytes.len())];
-    let mut keys = vec![0u32; capacity(bytes.len())];
-    let n = parse(bytes, &mut tape, &mut keys).unwrap();
-    let doc = Doc { input: bytes, tape: &tape[..n as usize] };
-    let (digest, complete) = remit_rt::digest::argument_digest(&doc, Some(0), tool.as_bytes(), &mut keys);
-    assert!(complete);
-    String::from_utf8(digest.to_vec()).unwrap()
+    support::rt_parse(bytes, |parsed| {
+        let (doc, keys) = parsed.unwrap();
+        let (digest, complete) = remit_rt::digest::argument_digest(&doc, Some(0), tool.as_bytes(), keys);
+        assert!(complete);
+        String::from_utf8(digest.to_vec()).unwrap()
+    })
 }
 
 /// Holds the crate to the interpreter on `bytes`: the same verdict and kind (`exact`), or the same verdict.
@@ -268,5 +267,226 @@ fn corpus_requests_and_the_limit() {
         text.push(b' ');
         assert_eq!(native(&text), Err(JsonError::TooLarge));
         agree(&text, true).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reading requests (crates/remit-rt/src/request.rs, the twin of src/eval/request.rs).
+
+use remit_rt::json::Doc;
+use remit_rt::request::Need;
+use serde_json::{json, Value};
+
+/// A request as read, in the interpreter's terms: strings unescaped, JSON values as serde_json's, absent objects
+/// empty.
+#[derive(Debug, PartialEq)]
+struct Read {
+    subject_id: String,
+    scopes: Option<Vec<String>>,
+    call: Option<(String, Option<Value>)>,
+    resource_id: Option<String>,
+    mandate: String,
+    now: i64,
+    operation_id: Option<String>,
+    attempt: Option<i128>,
+    approvals: Vec<Value>,
+    stops: Vec<String>,
+    facts: Value,
+    counters: Value,
+    attributes: Value,
+}
+
+/// A token as a serde_json value (strings from their unescaped content).
+fn json_of(doc: &Doc<'_>, tok: u32) -> Value {
+    let t = doc.token(tok);
+    if t.kind() == remit_rt::json::STRING {
+        return Value::String(String::from_utf8(doc.text(tok).collect()).unwrap());
+    }
+    serde_json::from_slice(&doc.input[t.start as usize..t.end as usize]).unwrap()
+}
+
+fn text_of(doc: &Doc<'_>, tok: u32) -> String {
+    String::from_utf8(doc.text(tok).collect()).unwrap()
+}
+
+/// The runtime crate's reading of `bytes`: the fields, or the reason codes.
+fn rt_read(bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
+    support::rt_parse(bytes, |parsed| {
+        let codes = |e: remit_rt::request::RequestError| e.codes().map(str::to_string).collect::<Vec<_>>();
+        let (doc, keys) = parsed.map_err(|e| codes(remit_rt::request::RequestError::json(e)))?;
+        let r = remit_rt::request::parse(&doc, need, keys).map_err(codes)?;
+        let strings = |array: u32| remit_rt::request::elements(&doc, array).map(|s| text_of(&doc, s)).collect();
+        let object = |tok: Option<u32>| tok.map_or_else(|| json!({}), |t| json_of(&doc, t));
+        Ok(Read {
+            subject_id: text_of(&doc, r.subject_id),
+            scopes: r.scopes.map(strings),
+            call: r.call.map(|c| (text_of(&doc, c.name), c.arguments.map(|a| json_of(&doc, a)))),
+            resource_id: r.resource_id.map(|t| text_of(&doc, t)),
+            mandate: text_of(&doc, r.mandate),
+            now: r.now,
+            operation_id: r.operation_id.map(|t| text_of(&doc, t)),
+            attempt: r.attempt,
+            approvals: r.approvals.iter().map(|&a| json_of(&doc, a)).collect(),
+            stops: r.stops.map(strings).unwrap_or_default(),
+            facts: object(r.facts),
+            counters: object(r.counters),
+            attributes: object(r.attributes),
+        })
+    })
+}
+
+/// The interpreter's verdict on `bytes` (its `request.*` reasons: for a decision all of them, for a listing the
+/// first, which is all it shows), and otherwise the fields as docs/requests.md defines them, read with serde_json.
+fn reference_read(program: &remit::ir::Program, bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
+    let codes: Vec<String> = match need {
+        Need::Call => remit::eval::decide(program, bytes).reasons,
+        Need::Listing => {
+            remit::eval::visible_tools(program, bytes).hidden.into_iter().map(|h| h.reason).take(1).collect()
+        }
+    };
+    // The reading's own codes (a decision has others, like `request.undeclared-argument`, from later steps).
+    const READING: [&str; 3] = ["request.malformed", "request.missing-field", "request.oversize"];
+    let codes: Vec<String> = codes.into_iter().filter(|c| READING.contains(&c.as_str())).collect();
+    if !codes.is_empty() {
+        return Err(codes);
+    }
+    let root: Value = serde_json::from_slice(bytes).expect("a request the interpreter reads is JSON");
+    let at = |path: &[&str]| path.iter().try_fold(&root, |v, k| v.get(k));
+    let string = |path: &[&str]| at(path).and_then(Value::as_str).map(str::to_string);
+    let strings = |path: &[&str]| {
+        at(path).and_then(Value::as_array).map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+    };
+    let blank = |s: &String| s.chars().all(char::is_whitespace);
+    let object = |path: &[&str]| at(path).cloned().unwrap_or_else(|| json!({}));
+    Ok(Read {
+        subject_id: string(&["subject", "id"]).unwrap(),
+        scopes: strings(&["subject", "credential", "scopes"]),
+        call: (need == Need::Call)
+            .then(|| (string(&["action", "name"]).unwrap(), at(&["action", "arguments"]).cloned())),
+        resource_id: string(&["resource", "id"]).filter(|s| !blank(s)),
+        mandate: string(&["context", "mandate"]).unwrap(),
+        now: remit::value::parse_timestamp(&string(&["context", "now"]).unwrap()).unwrap(),
+        operation_id: string(&["context", "operation_id"]).filter(|s| !blank(s)),
+        attempt: at(&["context", "attempt"]).map(|n| {
+            let n = n.as_number().unwrap();
+            let whole = n.as_i64().map(i128::from).or(n.as_u64().map(i128::from)).unwrap();
+            whole * 1_000_000_000
+        }),
+        approvals: usable_approvals(at(&["context", "approvals"]).and_then(Value::as_array).map_or(&[], Vec::as_slice)),
+        stops: strings(&["context", "stops"]).unwrap_or_default(),
+        facts: object(&["context", "facts"]),
+        counters: object(&["context", "counters"]),
+        attributes: object(&["context", "attributes"]),
+    })
+}
+
+/// docs/requests.md's rule for presented approvals, with serde_json: well formed (string id, kind, mandate; valid
+/// timestamps; optional fields strings; `consumed` a bool; a blank id is none), and no other approval with the same id
+/// that differs in any field or is not well formed.
+fn usable_approvals(items: &[Value]) -> Vec<Value> {
+    const FIELDS: [&str; 10] =
+        ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest", "consumed"];
+    let well_formed = |item: &Value| -> bool {
+        let Some(map) = item.as_object() else { return false };
+        let string = |k: &str| map.get(k).and_then(Value::as_str);
+        let optional = |k: &str| map.get(k).is_none_or(Value::is_string);
+        string("id").is_some_and(|id| !id.chars().all(char::is_whitespace))
+            && string("kind").is_some()
+            && string("mandate").is_some()
+            && string("issued_at").and_then(remit::value::parse_timestamp).is_some()
+            && string("expires_at").and_then(remit::value::parse_timestamp).is_some()
+            && ["tool", "target", "digest", "manifest"].into_iter().all(optional)
+            && map.get("consumed").is_none_or(Value::is_boolean)
+    };
+    let id = |item: &Value| item.get("id").and_then(Value::as_str).map(str::to_string);
+    items
+        .iter()
+        .filter(|item| well_formed(item))
+        .filter(|item| {
+            items
+                .iter()
+                .filter(|other| id(other) == id(item))
+                .all(|other| well_formed(other) && FIELDS.iter().all(|k| other.get(k) == item.get(k)))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Holds the runtime crate's reading of `bytes` to the interpreter's, for a decision and for a listing.
+fn same_reading(program: &remit::ir::Program, bytes: &[u8]) {
+    for need in [Need::Call, Need::Listing] {
+        let mine = rt_read(bytes, need);
+        let mine_shown = match (&mine, need) {
+            (Err(codes), Need::Listing) => Err(codes.iter().take(1).cloned().collect()),
+            _ => mine,
+        };
+        assert_eq!(mine_shown, reference_read(program, bytes, need), "{need:?}: {}", String::from_utf8_lossy(bytes));
+    }
+}
+
+#[test]
+fn corpus_requests_are_read_as_the_interpreter_reads_them() {
+    let mut total = 0;
+    for unit in support::corpus() {
+        for request in unit.requests.iter().chain(&unit.subjects) {
+            same_reading(&unit.program, request);
+            total += 1;
+        }
+    }
+    assert!(total >= 300, "only {total} requests");
+}
+
+#[test]
+fn mutated_requests_are_read_as_the_interpreter_reads_them() {
+    use support::mutate::{damage, Rng};
+    let rounds: usize = std::env::var("REMIT_DIFF_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000);
+    let corpus = support::corpus();
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let (mut accepted, mut refused) = (0, 0);
+    for round in 0..rounds {
+        let unit = &corpus[round % corpus.len()];
+        let Some(base) = unit.requests.get(rng.below(unit.requests.len())) else { continue };
+        let mut value: Value = serde_json::from_slice(base).unwrap();
+        for _ in 0..=rng.below(3) {
+            support::mutate::mutate(&mut rng, &mut value, 0);
+        }
+        let text = value.to_string();
+        let request = if rng.below(4) == 0 { damage(&mut rng, &text) } else { text.into_bytes() };
+        same_reading(&unit.program, &request);
+        if rt_read(&request, Need::Call).is_ok() {
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    // Both outcomes are exercised (most mutations break a required field: about 5% are read).
+    assert!(accepted > rounds / 50 && refused > rounds / 10, "{accepted} accepted, {refused} refused");
+}
+
+#[test]
+fn approvals_that_share_an_id_are_read_as_the_interpreter_reads_them() {
+    let corpus = support::corpus();
+    let unit = corpus.iter().find(|u| u.name.ends_with("wallet")).expect("the wallet example");
+    let approval = json!({"id": "a", "kind": "k", "mandate": "wallet", "issued_at": "2026-11-30T11:00:00Z",
+        "expires_at": "2026-11-30T13:00:00Z", "tool": "pay"});
+    let variants = [
+        approval.clone(),
+        json!({"id": "a", "kind": "k", "mandate": "wallet", "issued_at": "2026-11-30T11:00:00Z",
+            "expires_at": "2026-11-30T13:00:00Z", "tool": "pay", "consumed": false}),
+        json!({"tool": "pay", "expires_at": "2026-11-30T13:00:00Z", "issued_at": "2026-11-30T11:00:00Z",
+            "mandate": "wallet", "kind": "k", "id": "a"}),
+        json!({"id": "a", "kind": 1}),
+        json!({"id": "b", "kind": "k", "mandate": "wallet", "issued_at": "2026-11-30T11:00:00Z",
+            "expires_at": "2026-11-30T13:00:00Z"}),
+        json!({"id": " ", "kind": "k", "mandate": "wallet", "issued_at": "2026-11-30T11:00:00Z",
+            "expires_at": "2026-11-30T13:00:00Z"}),
+        json!(7),
+    ];
+    let mut rng = support::mutate::Rng(77);
+    for _ in 0..400 {
+        let items: Vec<Value> = (0..rng.below(5)).map(|_| variants[rng.below(variants.len())].clone()).collect();
+        let request = json!({"subject": {"id": "agent:shopper"}, "action": {"name": "pay"},
+            "context": {"mandate": "wallet", "now": "2026-11-30T12:00:00Z", "approvals": items}});
+        same_reading(&unit.program, request.to_string().as_bytes());
     }
 }

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
 use remit::wasm::module::ModuleBuilder;
-use remit_rt::json::{capacity, parse, Doc, JsonError, Token};
+use remit_rt::json::{JsonError, TAPE_LEN, WINDOW};
+use remit_rt::request::{Need, RequestError};
 use sha2::{Digest, Sha256};
 use support::{corpus, frames, garbage, root, run, temp_dir, unframe};
 use wasmparser::{Parser, Payload, TypeRef};
@@ -124,9 +125,18 @@ fn the_artifact_imports_nothing_and_never_grows() {
     let (min, max) = shape.memory.expect("a memory");
     assert_eq!(Some(min), max, "min = max memory");
     // The memory holds the input, a tape for the largest input, the key buffer and the output.
-    let needed = MAX_INPUT as usize * 2 + capacity(MAX_INPUT as usize) * (16 + 4);
+    let needed = WINDOW + MAX_INPUT as usize + TAPE_LEN * (16 + 4);
     assert!(min as usize * 65536 >= needed, "{min} pages");
-    for name in ["memory", "rt_input", "rt_json_validate", "rt_json_canonical", "rt_argument_digest", "rt_sha256"] {
+    let exports = [
+        "memory",
+        "rt_input",
+        "rt_json_validate",
+        "rt_json_canonical",
+        "rt_argument_digest",
+        "rt_sha256",
+        "rt_request_decode",
+    ];
+    for name in exports {
         assert!(shape.exports.iter().any(|e| e == name), "exports {name}: {:?}", shape.exports);
     }
 }
@@ -176,6 +186,7 @@ struct Rt {
     canonical: TypedFunc<i32, i64>,
     digest: TypedFunc<(i32, i32), i64>,
     sha256: TypedFunc<i32, i32>,
+    request: TypedFunc<(i32, i32), i32>,
 }
 
 impl Rt {
@@ -196,6 +207,7 @@ impl Rt {
             canonical: instance.get_typed_func(&mut store, "rt_json_canonical").unwrap(),
             digest: instance.get_typed_func(&mut store, "rt_argument_digest").unwrap(),
             sha256: instance.get_typed_func(&mut store, "rt_sha256").unwrap(),
+            request: instance.get_typed_func(&mut store, "rt_request_decode").unwrap(),
             memory,
             store,
         }
@@ -234,6 +246,12 @@ impl Rt {
         self.unpack(r)
     }
 
+    /// `rt_request_decode`: 0 or the reading's error bits, else the number of usable approvals `<< 8`.
+    fn request(&mut self, bytes: &[u8], need: Need) -> i32 {
+        let len = self.put(bytes);
+        self.request.call(&mut self.store, (len, if need == Need::Call { 0 } else { 1 })).unwrap()
+    }
+
     fn sha256(&mut self, bytes: &[u8]) -> Vec<u8> {
         let len = self.put(bytes);
         let at = self.sha256.call(&mut self.store, len).unwrap() as usize;
@@ -252,9 +270,7 @@ fn code(e: JsonError) -> i32 {
 
 /// The native crate's verdict, as the artifact's code.
 fn native_code(bytes: &[u8]) -> i32 {
-    let mut tape = vec![Token::default(); capacity(bytes.len())];
-    let mut keys = vec![0u32; capacity(bytes.len())];
-    parse(bytes, &mut tape, &mut keys).map_or_else(code, |_| 0)
+    support::rt_parse(bytes, |parsed| parsed.map_or_else(code, |_| 0))
 }
 
 /// The interpreter's verdict, as the artifact's code.
@@ -272,14 +288,13 @@ fn interpreter_code(bytes: &[u8]) -> i32 {
 
 /// The native crate's canonical JSON of an accepted input.
 fn native_canonical(bytes: &[u8]) -> Vec<u8> {
-    let mut tape = vec![Token::default(); capacity(bytes.len())];
-    let mut keys = vec![0u32; capacity(bytes.len())];
-    let n = parse(bytes, &mut tape, &mut keys).unwrap();
-    let doc = Doc { input: bytes, tape: &tape[..n as usize] };
-    let mut buf = vec![0u8; 2 * bytes.len() + 16];
-    let mut out = remit_rt::out::Out::new(&mut buf);
-    assert!(remit_rt::digest::write_canonical(&mut out, &doc, 0, &mut keys, 0));
-    out.written().to_vec()
+    support::rt_parse(bytes, |parsed| {
+        let (doc, keys) = parsed.unwrap();
+        let mut buf = vec![0u8; 2 * bytes.len() + 16];
+        let mut out = remit_rt::out::Out::new(&mut buf);
+        assert!(remit_rt::digest::write_canonical(&mut out, &doc, 0, keys, 0));
+        out.written().to_vec()
+    })
 }
 
 /// Every input the artifact is checked on: the corpus requests, the garbage, and each request with its first key
@@ -344,6 +359,66 @@ fn the_artifact_agrees_with_the_native_crate_and_the_interpreter() {
     // No arguments: `{}`.
     let none = rt.digest("t", b"").unwrap();
     assert_eq!(String::from_utf8(none).unwrap(), remit::eval::argument_digest("t", &serde_json::json!({})));
+}
+
+/// The native crate's reading of a request, as `rt_request_decode` reports it.
+fn native_request(bytes: &[u8], need: Need) -> i32 {
+    support::rt_parse(bytes, |parsed| {
+        let read = match parsed {
+            Err(e) => Err(RequestError::json(e)),
+            Ok((doc, keys)) => remit_rt::request::parse(&doc, need, keys).map(|r| r.approvals.len()),
+        };
+        match read {
+            Ok(approvals) => (approvals as i32) << 8,
+            Err(e) => i32::from(e.malformed) | i32::from(e.missing) << 1 | i32::from(e.oversize) << 2,
+        }
+    })
+}
+
+/// Requests are read in the artifact as natively (tests/rt_native.rs holds the native reading to the interpreter's)
+/// and classified as the interpreter classifies them: the corpus, the inputs above, and mutated requests.
+#[test]
+fn the_artifact_reads_requests_as_the_native_crate() {
+    let mut rt = Rt::new();
+    let corpus = corpus();
+    let mut requests = inputs();
+    let mut rng = support::mutate::Rng(0xa11ce);
+    for round in 0..2_000 {
+        let unit = &corpus[round % corpus.len()];
+        let Some(base) = unit.requests.get(rng.below(unit.requests.len())) else { continue };
+        let mut value: serde_json::Value = serde_json::from_slice(base).unwrap();
+        support::mutate::mutate(&mut rng, &mut value, 0);
+        let text = value.to_string();
+        requests.push(if rng.below(4) == 0 { support::mutate::damage(&mut rng, &text) } else { text.into_bytes() });
+    }
+    let program = &corpus[0].program;
+    let (mut read, mut refused) = (0, 0);
+    for request in &requests {
+        let shown = String::from_utf8_lossy(&request[..request.len().min(200)]).into_owned();
+        for need in [Need::Call, Need::Listing] {
+            assert_eq!(rt.request(request, need), native_request(request, need), "{need:?}: {shown}");
+        }
+        let verdict = rt.request(request, Need::Call);
+        let codes: Vec<&str> = [(1, "request.malformed"), (2, "request.missing-field"), (4, "request.oversize")]
+            .into_iter()
+            .filter(|(bit, _)| verdict & 0xff & bit != 0)
+            .map(|(_, code)| code)
+            .collect();
+        let decision = remit::eval::decide(program, request);
+        let reading: Vec<&str> = decision
+            .reasons
+            .iter()
+            .map(String::as_str)
+            .filter(|c| ["request.malformed", "request.missing-field", "request.oversize"].contains(c))
+            .collect();
+        assert_eq!(codes, reading, "{shown}");
+        if codes.is_empty() {
+            read += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(read > 300 && refused > 300, "{read} read, {refused} refused");
 }
 
 /// A canonical text longer than the output buffer is refused whole (code 5), never truncated.

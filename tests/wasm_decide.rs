@@ -2,10 +2,13 @@
 //! a module, and every request of its policy tests (and its `requests/` folder), plus mutated and malformed
 //! variants, is decided by both.
 
+mod support;
+
 use std::path::Path;
 
 use remit::check::{check_with, Options};
 use remit::ir::Program;
+use support::mutate::{damage, mutate, Rng};
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
 struct Wasm {
@@ -143,143 +146,6 @@ fn semantic_suite_decides_identically_in_wasm() {
         }
     }
     assert!(total >= 200, "only {total} semantic cases");
-}
-
-/// A small deterministic generator (the test must be reproducible without a seed file).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
-    use serde_json::{json, Value};
-    let strings = [
-        "acme-grocer",
-        "",
-        "é",
-        "a\"b",
-        "back\\slash",
-        "line\nbreak",
-        "\u{1}",
-        "100 USD",
-        "75.00 USD",
-        "100.000000001 USD",
-        "12.50",
-        "-0",
-        "1e3",
-        "2026-12-03T15:20:00Z",
-        "2026-02-30T00:00:00Z",
-        "900s",
-        "+15m",
-        "1é",
-        "wallet",
-        "agent:shopper",
-        "op-1",
-        "USD",
-        "sha256:00",
-        // Paths `under` refuses, blank identifiers (issue 7, items 6 and 9), negative money (item 5).
-        "site/services/consulting/../../admin/",
-        "a//b",
-        "a/./b",
-        "..",
-        "a\\b",
-        "a\u{0}b",
-        "%2e%2E/%2F%5c%00%25",
-        " ",
-        "\t\u{a0}\u{3000}\u{2028}",
-        "\u{200b}",
-        "-1000.00 USD",
-        "-0.00 USD",
-    ];
-    match rng.below(if depth > 2 { 6 } else { 9 }) {
-        0 => Value::Null,
-        1 => Value::Bool(rng.below(2) == 0),
-        2 => {
-            let numbers = [
-                "0",
-                "-1",
-                "7",
-                "100",
-                "1.5",
-                "12.50",
-                "1e2",
-                "-0",
-                "18446744073709551616",
-                "9223372036854775808",
-                "-9223372036854775809",
-                "0.1234567891",
-            ];
-            serde_json::from_str(numbers[rng.below(numbers.len())]).unwrap()
-        }
-        3..=5 => Value::String(strings[rng.below(strings.len())].to_string()),
-        6 => Value::Array((0..rng.below(4)).map(|_| random_value(rng, depth + 1)).collect()),
-        7 => json!({ "id": random_value(rng, depth + 1), "kind": "commercial_terms", "mandate": "wallet" }),
-        _ => {
-            let keys = ["amount", "merchant", "id", "scopes", "mandate", "now", "kind", "x", "target", "operation_id"];
-            let mut map = serde_json::Map::new();
-            for _ in 0..rng.below(4) {
-                map.insert(keys[rng.below(keys.len())].to_string(), random_value(rng, depth + 1));
-            }
-            Value::Object(map)
-        }
-    }
-}
-
-/// Replaces, removes or adds one value somewhere in the request.
-fn mutate(rng: &mut Rng, value: &mut serde_json::Value, depth: u32) {
-    use serde_json::Value;
-    match value {
-        Value::Object(map) if !map.is_empty() && rng.below(4) != 0 => {
-            let keys: Vec<String> = map.keys().cloned().collect();
-            let key = &keys[rng.below(keys.len())];
-            match rng.below(5) {
-                0 => {
-                    map.remove(key);
-                }
-                1 => {
-                    map.insert(key.clone(), random_value(rng, depth));
-                }
-                _ => mutate(rng, map.get_mut(key).unwrap(), depth + 1),
-            }
-        }
-        Value::Array(items) if !items.is_empty() && rng.below(3) != 0 => {
-            let i = rng.below(items.len());
-            mutate(rng, &mut items[i], depth + 1);
-        }
-        _ => *value = random_value(rng, depth),
-    }
-}
-
-/// Text-level damage a JSON value cannot express: truncation, duplicate keys, invalid UTF-8, deep nesting.
-fn damage(rng: &mut Rng, text: &str) -> Vec<u8> {
-    let mut bytes = text.as_bytes().to_vec();
-    match rng.below(6) {
-        0 => bytes.truncate(rng.below(bytes.len() + 1)),
-        1 => {
-            let at = rng.below(bytes.len());
-            bytes[at] = (rng.next() & 0xff) as u8;
-        }
-        2 => {
-            // A duplicate key inside the first object.
-            if let Some(at) = text.find('{') {
-                bytes.splice(at + 1..at + 1, br#""subject":{"id":"agent:other"},"#.iter().copied());
-            }
-        }
-        3 => bytes = format!("{}{}{}", "[".repeat(70), text, "]".repeat(70)).into_bytes(),
-        4 => bytes.extend_from_slice(b" x"),
-        _ => bytes.insert(rng.below(bytes.len() + 1), 0xc3),
-    }
-    bytes
 }
 
 #[test]

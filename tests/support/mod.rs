@@ -1,10 +1,11 @@
 //! Shared by the tests of what ships around the compiler (tests/hosts.rs, tests/editor.rs, tests/ci_action.rs,
 //! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
-//! shipped examples and their requests (tests/format.rs).
+//! shipped examples and their requests (tests/format.rs); `mutate` mutated requests for the differential tests.
 #![allow(dead_code)]
 
 pub mod examples;
+pub mod mutate;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -186,4 +187,48 @@ pub fn unframe(mut bytes: &[u8]) -> Vec<Vec<u8>> {
         bytes = &bytes[4 + len..];
     }
     out
+}
+
+/// The runtime crate's buffers (crates/remit-rt/src/json.rs: fixed-size arrays, so the parse loop needs no
+/// lengths), boxed.
+pub struct RtBuffers {
+    window: Box<remit_rt::json::Window>,
+    tape: Box<remit_rt::json::Tape>,
+    scratch: Box<remit_rt::json::Scratch>,
+}
+
+impl RtBuffers {
+    fn new() -> RtBuffers {
+        use remit_rt::json::{Token, TAPE_LEN, WINDOW};
+        RtBuffers {
+            window: vec![0u8; WINDOW + 8].into_boxed_slice().try_into().unwrap(),
+            tape: vec![Token::default(); TAPE_LEN].into_boxed_slice().try_into().unwrap(),
+            scratch: Box::new(remit_rt::json::Scratch::EMPTY),
+        }
+    }
+}
+
+/// Calls `f` with the runtime crate's parse of `bytes` (natively): the document and the key buffer, or the error.
+/// The buffers are made once per thread and reused, as the artifact reuses its memory: whatever an earlier, longer
+/// input left past the end of this one must not change anything.
+pub fn rt_parse<R>(
+    bytes: &[u8],
+    f: impl FnOnce(Result<(remit_rt::json::Doc<'_>, &mut [u32]), remit_rt::json::JsonError>) -> R,
+) -> R {
+    thread_local! {
+        static BUFFERS: std::cell::RefCell<Option<RtBuffers>> = const { std::cell::RefCell::new(None) };
+    }
+    BUFFERS.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let b = guard.get_or_insert_with(RtBuffers::new);
+        let len = bytes.len().min(remit_rt::MAX_INPUT);
+        b.window[..len].copy_from_slice(&bytes[..len]);
+        match remit_rt::json::parse(&mut b.window, 0, bytes.len(), &mut b.tape, &mut b.scratch) {
+            Ok(n) => {
+                let doc = remit_rt::json::Doc { input: &b.window[..bytes.len()], tape: &b.tape[..n as usize] };
+                f(Ok((doc, &mut b.scratch.keys[..])))
+            }
+            Err(e) => f(Err(e)),
+        }
+    })
 }

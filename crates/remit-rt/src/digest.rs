@@ -47,7 +47,7 @@ pub fn argument_digest(doc: &Doc<'_>, args: Option<u32>, tool: &[u8], keys: &mut
 /// written unsorted).
 pub fn write_canonical(out: &mut impl Sink, doc: &Doc<'_>, tok: u32, keys: &mut [u32], depth: usize) -> bool {
     let t = doc.token(tok);
-    match t.kind {
+    match t.kind() {
         NULL => out.write(b"null"),
         TRUE => out.write(b"true"),
         FALSE => out.write(b"false"),
@@ -130,17 +130,15 @@ fn write_number(out: &mut impl Sink, text: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json::{capacity, parse, Token};
+    use crate::json::Buffers;
     use crate::out::Out;
 
     fn canonical(text: &str) -> String {
-        let mut tape = vec![Token::default(); capacity(text.len())];
-        let mut keys = vec![0u32; capacity(text.len())];
-        let n = parse(text.as_bytes(), &mut tape, &mut keys).unwrap();
-        let doc = Doc { input: text.as_bytes(), tape: &tape[..n as usize] };
+        let mut buffers = Buffers::new();
+        let (doc, keys) = buffers.parse(text.as_bytes()).unwrap();
         let mut buf = vec![0u8; 2 * text.len() + 16];
         let mut out = Out::new(&mut buf);
-        assert!(write_canonical(&mut out, &doc, 0, &mut keys, 0));
+        assert!(write_canonical(&mut out, &doc, 0, keys, 0));
         assert!(!out.overflow());
         String::from_utf8(out.written().to_vec()).unwrap()
     }
@@ -164,15 +162,13 @@ mod tests {
     #[test]
     fn digest_of_fixed_cases() {
         let text = br#"{"amount": "25.00 USD", "merchant": "acme"}"#;
-        let mut tape = vec![Token::default(); capacity(text.len())];
-        let mut keys = vec![0u32; capacity(text.len())];
-        let n = parse(text, &mut tape, &mut keys).unwrap();
-        let doc = Doc { input: text, tape: &tape[..n as usize] };
+        let mut buffers = Buffers::new();
+        let (doc, keys) = buffers.parse(text).unwrap();
         // Digests of the canonical texts, computed with `printf '%s' TEXT | sha256sum` (src/eval/digest.rs).
-        let (d, complete) = argument_digest(&doc, Some(0), b"pay", &mut keys);
+        let (d, complete) = argument_digest(&doc, Some(0), b"pay", keys);
         assert!(complete);
         assert_eq!(&d[..], &b"sha256:4c32a2e75e970c681e0162da2416da6dc0bbec36565b866fe1b1edbec497f97f"[..]);
-        let (d, _) = argument_digest(&doc, None, b"t", &mut keys);
+        let (d, _) = argument_digest(&doc, None, b"t", keys);
         assert_eq!(&d[..], &b"sha256:8fd627452e8a504048e4617df4e2cda85034bf48d3e7df4c3e2eb4a4acb0133e"[..]);
     }
 }

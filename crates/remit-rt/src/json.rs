@@ -29,22 +29,45 @@ pub const OBJECT: u8 = 7;
 /// [`Token::flags`]: the string contains at least one escape.
 pub const ESCAPED: u8 = 1;
 
-/// One value or object key. Offsets are relative to the start of the input.
+/// One value or object key. Offsets are relative to the start of the input. The kind, flags and count share one
+/// `u32` (in that order from the lowest byte, the layout of docs/json.md's tape), so the parser writes a token with
+/// four stores rather than six (measured: about 5% of the parse).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Token {
-    /// [`NULL`] .. [`OBJECT`]; 0 for no token.
-    pub kind: u8,
-    /// [`ESCAPED`] on strings.
-    pub flags: u8,
-    /// Containers: elements of an array, entries of an object, saturated at `0xffff`.
-    pub count: u16,
+    /// [`Token::kind`], [`Token::flags`], [`Token::count`].
+    head: u32,
     /// Strings: after the opening quote; numbers and literals: their first byte; containers: the `[` or `{`.
     pub start: u32,
     /// Strings: the closing quote; numbers and literals: after their last byte; containers: after `]` or `}`.
     pub end: u32,
     /// The first token after this value and all its descendants; for a key, its value.
     pub next: u32,
+}
+
+impl Token {
+    pub const fn new(kind: u8, flags: u8, count: u16, start: u32, end: u32, next: u32) -> Token {
+        Token { head: kind as u32 | (flags as u32) << 8 | (count as u32) << 16, start, end, next }
+    }
+
+    /// [`NULL`] .. [`OBJECT`]; 0 for no token.
+    pub fn kind(&self) -> u8 {
+        self.head as u8
+    }
+
+    /// [`ESCAPED`] on strings.
+    pub fn flags(&self) -> u8 {
+        (self.head >> 8) as u8
+    }
+
+    /// Containers: elements of an array, entries of an object, saturated at `0xffff`.
+    pub fn count(&self) -> u16 {
+        (self.head >> 16) as u16
+    }
+
+    fn set_count(&mut self, count: u16) {
+        self.head = self.head & 0xffff | u32::from(count) << 16;
+    }
 }
 
 /// Why bytes are not an acceptable document (`remit::json::JsonError`).
@@ -65,6 +88,33 @@ pub const fn capacity(len: usize) -> usize {
     (len + MAX_DEPTH + 1) / 2 + 2
 }
 
+/// The window a document is parsed in: a power of two larger than [`MAX_INPUT`] plus the end marker, so that a
+/// read position masked to the window is always in it and never wraps around before the end of the document.
+pub const WINDOW: usize = 1 << 19;
+
+/// The bytes [`parse`] reads: the document somewhere in the first [`MAX_INPUT`] bytes, and eight more bytes than
+/// the mask reaches, so that a word read at any masked position is in the array too.
+pub type Window = [u8; WINDOW + 8];
+
+/// Tokens enough for every document of at most [`MAX_INPUT`] bytes.
+pub const TAPE_LEN: usize = capacity(MAX_INPUT);
+
+/// The tape [`parse`] writes.
+pub type Tape = [Token; TAPE_LEN];
+
+/// What [`parse`] keeps besides the tape: the stack of open containers, and a slot per token for sorting the keys of
+/// large objects (which [`crate::digest`] reuses to sort keys). Passed in rather than made per call, so a parse does
+/// not begin by zeroing a frame stack.
+#[derive(Clone, Debug)]
+pub struct Scratch {
+    pub keys: [u32; TAPE_LEN],
+    frames: [Frame; MAX_DEPTH],
+}
+
+impl Scratch {
+    pub const EMPTY: Scratch = Scratch { keys: [0; TAPE_LEN], frames: [Frame::EMPTY; MAX_DEPTH] };
+}
+
 /// An accepted document: the input and its tape.
 #[derive(Clone, Copy, Debug)]
 pub struct Doc<'a> {
@@ -72,7 +122,7 @@ pub struct Doc<'a> {
     pub tape: &'a [Token],
 }
 
-const NONE: Token = Token { kind: 0, flags: 0, count: 0, start: 0, end: 0, next: u32::MAX };
+const NONE: Token = Token::new(0, 0, 0, 0, 0, u32::MAX);
 
 impl<'a> Doc<'a> {
     /// Token `i`, or a token of kind 0 when there is none.
@@ -92,7 +142,7 @@ impl<'a> Doc<'a> {
     /// The unescaped bytes of a string token (nothing for another kind).
     pub fn text(&self, i: u32) -> Unescaped<'a> {
         let t = self.token(i);
-        if t.kind != STRING {
+        if t.kind() != STRING {
             return Unescaped::new(&[]);
         }
         Unescaped::new(self.raw(i))
@@ -100,7 +150,7 @@ impl<'a> Doc<'a> {
 
     /// Whether the string tokens `a` and `b` have equal unescaped contents.
     pub fn text_eq(&self, a: u32, b: u32) -> bool {
-        if (self.token(a).flags | self.token(b).flags) & ESCAPED == 0 {
+        if (self.token(a).flags() | self.token(b).flags()) & ESCAPED == 0 {
             return self.raw(a) == self.raw(b);
         }
         self.text(a).eq(self.text(b))
@@ -108,7 +158,7 @@ impl<'a> Doc<'a> {
 
     /// Byte order of the unescaped contents of string tokens `a` and `b`.
     pub fn text_cmp(&self, a: u32, b: u32) -> core::cmp::Ordering {
-        if (self.token(a).flags | self.token(b).flags) & ESCAPED == 0 {
+        if (self.token(a).flags() | self.token(b).flags()) & ESCAPED == 0 {
             return self.raw(a).cmp(self.raw(b));
         }
         self.text(a).cmp(self.text(b))
@@ -117,14 +167,14 @@ impl<'a> Doc<'a> {
     /// The value of the entry of object `obj` whose unescaped key is `key`.
     pub fn get(&self, obj: u32, key: &[u8]) -> Option<u32> {
         let o = self.token(obj);
-        if o.kind != OBJECT {
+        if o.kind() != OBJECT {
             return None;
         }
         let mut k = obj + 1;
         while k < o.next {
             let kt = self.token(k);
             let matches =
-                if kt.flags & ESCAPED == 0 { self.raw(k) == key } else { self.text(k).eq(key.iter().copied()) };
+                if kt.flags() & ESCAPED == 0 { self.raw(k) == key } else { self.text(k).eq(key.iter().copied()) };
             if matches {
                 return Some(kt.next);
             }
@@ -230,62 +280,51 @@ fn hex4(s: &[u8], i: usize) -> Option<u32> {
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
-const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// The eight bytes at `i` (little-endian), when eight remain.
+/// The byte at `i` of the window. The index is masked to the window, so there is no bounds check and no length
+/// to keep in a register: the parse loop reads at most a few bytes past the end of the document (which [`parse`]
+/// marks with a 0 byte), never near [`WINDOW`].
 #[inline(always)]
-fn word(s: &[u8], i: usize) -> Option<u64> {
+fn peek(w: &Window, i: usize) -> u8 {
+    w[i & (WINDOW - 1)]
+}
+
+/// The eight bytes at `i` of the window (little-endian); the window has eight bytes past the mask for this.
+#[inline(always)]
+fn word(w: &Window, i: usize) -> u64 {
+    let j = i & (WINDOW - 1);
     let mut bytes = [0u8; 8];
-    crate::copy(&mut bytes, s.get(i..i.wrapping_add(8))?);
-    Some(u64::from_le_bytes(bytes))
-}
-
-/// Bit 7 of each byte set exactly when that byte of `x` is not zero (no carry crosses a byte).
-#[inline(always)]
-fn nonzero(x: u64) -> u64 {
-    ((x & LOW7).wrapping_add(LOW7) | x) & HIGH
-}
-
-#[inline(always)]
-fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
-}
-
-/// Skips whitespace from `i`: two bytes one at a time (compact JSON has none, pretty JSON often one after a colon),
-/// then a longer run (a newline and indentation) eight bytes at a time.
-#[inline(always)]
-fn ws(s: &[u8], i: usize) -> usize {
-    if !is_ws(at(s, i)) {
-        return i;
+    if let Some(src) = w.get(j..j + 8) {
+        crate::copy(&mut bytes, src);
     }
-    ws_run(s, i + 1)
+    u64::from_le_bytes(bytes)
 }
 
-/// The rest of [`ws`], out of line: the parse loop stays small.
-#[inline(never)]
-fn ws_run(s: &[u8], mut i: usize) -> usize {
-    if !is_ws(at(s, i)) {
-        return i;
-    }
-    i += 1;
-    while let Some(w) = word(s, i) {
-        let other = nonzero(w ^ (ONES * 0x20))
-            & nonzero(w ^ (ONES * 0x09))
-            & nonzero(w ^ (ONES * 0x0a))
-            & nonzero(w ^ (ONES * 0x0d));
-        if other != 0 {
-            return i + (other.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while is_ws(at(s, i)) {
+/// Skips whitespace from `i`, a byte at a time through a table, inline. Measured against the alternatives
+/// (docs/module-v2.md): runs eight bytes at a time out of line cost a call at every skip, and Cranelift then spills
+/// what is live across it (the read position among them); inline, the word loop made the parse loop too large.
+/// Requests have short runs (a newline and indentation); a long run costs about 1 ns per 2 bytes.
+#[inline(always)]
+fn ws(w: &Window, mut i: usize) -> usize {
+    while WS[usize::from(peek(w, i))] {
         i += 1;
     }
     i
 }
 
-#[derive(Clone, Copy)]
+/// The four whitespace bytes, as a table (one load per byte). The end marker (0) is not whitespace, so a run ends
+/// at the end of the document at the latest.
+static WS: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b' ' as usize] = true;
+    table[b'\t' as usize] = true;
+    table[b'\n' as usize] = true;
+    table[b'\r' as usize] = true;
+    table
+};
+
+#[derive(Clone, Copy, Debug)]
 struct Frame {
     tok: u32,
     count: u32,
@@ -294,235 +333,277 @@ struct Frame {
     bloom: u64,
 }
 
+impl Frame {
+    const EMPTY: Frame = Frame { tok: 0, count: 0, object: false, bloom: 0 };
+}
+
+/// The innermost of `sp` open containers (`sp` is at most [`MAX_DEPTH`]; the mask only spares the bounds check).
+#[inline(always)]
+fn top(stack: &mut [Frame; MAX_DEPTH], sp: usize) -> &mut Frame {
+    &mut stack[sp.wrapping_sub(1) & (MAX_DEPTH - 1)]
+}
+
 /// One bit for a key by its (length, first byte, last byte); an escaped key says nothing by its raw bytes.
-fn key_bit(raw: &[u8], escaped: bool) -> u64 {
+#[inline(always)]
+fn key_bit(w: &Window, start: usize, end: usize, escaped: bool) -> u64 {
     if escaped {
         return u64::MAX;
     }
-    let len = raw.len() as u64;
-    let first = u64::from(at(raw, 0));
-    let last = match raw.last() {
-        Some(b) => u64::from(*b),
-        None => 0,
-    };
+    let len = end.wrapping_sub(start) as u64;
+    // For an empty key both bytes are outside it (the quotes): still a fixed pair.
+    let first = u64::from(peek(w, start));
+    let last = u64::from(peek(w, end.wrapping_sub(1)));
     1u64 << ((len.wrapping_mul(31) ^ first.wrapping_mul(7) ^ last.wrapping_mul(131)) & 63)
 }
 
-/// Parses `input` into `tape` (which needs [`capacity`]`(input.len())` tokens; `keys`, scratch for sorting the keys
-/// of large objects, as many) and returns the number of tokens; token 0 is the root.
-pub fn parse(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, JsonError> {
-    if input.len() > MAX_INPUT || tape.len() < capacity(input.len()) || keys.len() < capacity(input.len()) {
+/// Parses the document `window[start..end]` into `tape` and returns the number of tokens; token 0 is the root, and
+/// token offsets are offsets into the window. Byte `end` of the window is overwritten with 0, the end marker that
+/// lets the parse loop run without a length: 0 is never valid where the parser reads a byte (not whitespace, not
+/// a value's first byte, a control character inside a string, not a digit), so every scan stops there at the
+/// latest, and reaching it is an error unless the root value ended just before.
+pub fn parse(
+    window: &mut Window,
+    start: usize,
+    end: usize,
+    tape: &mut Tape,
+    scratch: &mut Scratch,
+) -> Result<u32, JsonError> {
+    if end > MAX_INPUT || start > end || end - start > MAX_INPUT {
         return Err(JsonError::TooLarge);
     }
-    match tokens(input, tape, keys) {
+    if let Some(b) = window.get_mut(end) {
+        *b = 0;
+    }
+    let w: &Window = window;
+    match tokens(w, start, end, tape, &mut scratch.keys, &mut scratch.frames) {
         // The interpreter checks the encoding first (src/json.rs); here it is checked inside strings as they are
         // scanned (outside strings a byte past ASCII is a syntax error anyway), so a depth or duplicate fault found
         // before an invalid byte must still be reported as what the encoding makes it.
-        Err(JsonError::Depth | JsonError::Duplicate) if core::str::from_utf8(input).is_err() => Err(JsonError::Syntax),
+        Err(JsonError::Depth | JsonError::Duplicate)
+            if core::str::from_utf8(w.get(start..end).unwrap_or(&[])).is_err() =>
+        {
+            Err(JsonError::Syntax)
+        }
         result => result,
     }
 }
 
-fn tokens(input: &[u8], tape: &mut [Token], keys: &mut [u32]) -> Result<u32, JsonError> {
-    let s = input;
-    // The innermost open container lives in `cur` (locals, as the hand-written parser keeps it); the ones around
-    // it in `stack[..sp - 1]`.
-    const EMPTY: Frame = Frame { tok: 0, count: 0, object: false, bloom: 0 };
-    let mut stack = [EMPTY; MAX_DEPTH];
-    let mut cur = EMPTY;
+/// The parse loop. What it keeps in locals is the read position, the token count and the depth; the open containers
+/// are in `stack` (memory), and the window, tape and stack are fixed-size arrays, so their bounds are constants and
+/// need no register (Cranelift spills what does not fit its registers, and it chose the read position: see
+/// docs/module-v2.md for what was measured). Out of line: inlined into its caller, the loop shared its error exit
+/// with the caller's (the encoding check below needs `start` and `end` there), which cost about 6%.
+#[inline(never)]
+fn tokens(
+    w: &Window,
+    start: usize,
+    end: usize,
+    tape: &mut Tape,
+    keys: &mut [u32; TAPE_LEN],
+    stack: &mut [Frame; MAX_DEPTH],
+) -> Result<u32, JsonError> {
+    // The open containers are `stack[..sp]`, the innermost last: in memory, not in locals, so that the loop
+    // carries only `i`, `n` and `sp` (measured: docs/module-v2.md).
     let mut sp = 0usize;
-    let mut n = 0u32;
-    let mut i = ws(s, 0);
+    let mut n = 0usize;
+    let mut i = ws(w, start);
+    // Set when an object key comes first (after `{` or a comma in an object): one key parser for both.
+    let mut want_key = false;
     'value: loop {
+        // Every way back to this point (an open container, a comma) sets `want_key` again.
+        if want_key {
+            i = key(w, i, tape, &mut n, top(stack, sp))?;
+        }
         // A value starts at `i`.
         let tok = n;
-        let slot = match tape.get_mut(tok as usize) {
-            Some(slot) => slot,
-            None => return Err(JsonError::TooLarge),
-        };
+        if tok >= TAPE_LEN {
+            return Err(JsonError::TooLarge);
+        }
         n += 1;
-        let c = at(s, i);
+        let c = peek(w, i);
         match c {
             b'{' | b'[' => {
                 if sp >= MAX_DEPTH {
                     return Err(JsonError::Depth);
                 }
-                *slot = Token {
-                    kind: if c == b'{' { OBJECT } else { ARRAY },
-                    flags: 0,
-                    count: 0,
-                    start: i as u32,
-                    end: 0,
-                    next: 0,
-                };
-                if let Some(f) = stack.get_mut(sp.wrapping_sub(1)) {
-                    *f = cur;
-                }
-                cur = Frame { tok, count: 0, object: c == b'{', bloom: 0 };
+                let object = c == b'{';
+                put(tape, tok, Token::new(if object { OBJECT } else { ARRAY }, 0, 0, i as u32, 0, 0));
                 sp += 1;
-                i = ws(s, i + 1);
-                let close = if c == b'{' { b'}' } else { b']' };
-                if at(s, i) != close {
-                    if c == b'{' {
-                        i = key(s, i, tape, &mut n, &mut cur)?;
-                    }
+                let cur = top(stack, sp);
+                *cur = Frame { tok: tok as u32, count: 0, object, bloom: 0 };
+                i = ws(w, i + 1);
+                // `]` is `[` + 2, as `}` is `{` + 2.
+                if peek(w, i) != c + 2 {
+                    want_key = object;
                     cur.count += 1;
                     continue 'value;
                 }
                 // An empty container: closed below, like any other.
             }
             b'"' => {
-                let (end, escaped) = string(s, i + 1)?;
-                *slot = Token {
-                    kind: STRING,
-                    flags: if escaped { ESCAPED } else { 0 },
-                    count: 0,
-                    start: i as u32 + 1,
-                    end: end as u32,
-                    next: n,
-                };
-                i = ws(s, end + 1);
+                let (close, escaped) = string(w, i + 1)?;
+                put(
+                    tape,
+                    tok,
+                    Token::new(STRING, if escaped { ESCAPED } else { 0 }, 0, i as u32 + 1, close as u32, n as u32),
+                );
+                i = close + 1;
             }
             b'-' | b'0'..=b'9' => {
-                let end = number(s, i)?;
-                *slot = Token { kind: NUMBER, flags: 0, count: 0, start: i as u32, end: end as u32, next: n };
-                i = ws(s, end);
+                let last = number(w, i)?;
+                put(tape, tok, Token::new(NUMBER, 0, 0, i as u32, last as u32, n as u32));
+                i = last;
             }
             b't' | b'f' | b'n' => {
-                let (word, kind): (&[u8], u8) = match c {
-                    b't' => (b"true", TRUE),
-                    b'f' => (b"false", FALSE),
-                    _ => (b"null", NULL),
-                };
-                if s.get(i..i + word.len()) != Some(word) {
+                // The literal's bytes compared as one word (the bytes past the window's end marker are never equal
+                // to a literal's, since the marker is 0).
+                let x = word(w, i);
+                let (len, kind) = if x & 0xffff_ffff == u64::from(u32::from_le_bytes(*b"true")) {
+                    (4, TRUE)
+                } else if x & 0xff_ffff_ffff == u64::from_le_bytes(*b"false\0\0\0") {
+                    (5, FALSE)
+                } else if x & 0xffff_ffff == u64::from(u32::from_le_bytes(*b"null")) {
+                    (4, NULL)
+                } else {
                     return Err(JsonError::Syntax);
-                }
-                let end = i + word.len();
-                *slot = Token { kind, flags: 0, count: 0, start: i as u32, end: end as u32, next: n };
-                i = ws(s, end);
+                };
+                put(tape, tok, Token::new(kind, 0, 0, i as u32, (i + len) as u32, n as u32));
+                i += len;
             }
             _ => return Err(JsonError::Syntax),
         }
         // After a value (or on the closing byte of an empty container): commas and closes.
         loop {
+            // One whitespace skip for every value and close (a scalar leaves `i` right after itself).
+            i = ws(w, i);
             if sp == 0 {
                 break 'value;
             }
-            let frame = cur;
-            let object = frame.object;
-            match at(s, i) {
+            let cur = top(stack, sp);
+            match peek(w, i) {
                 b',' => {
-                    i = ws(s, i + 1);
-                    if object {
-                        i = key(s, i, tape, &mut n, &mut cur)?;
-                    }
+                    i = ws(w, i + 1);
+                    want_key = cur.object;
                     cur.count += 1;
                     continue 'value;
                 }
-                b'}' if object => {
-                    if frame.count > SMALL_OBJECT {
-                        sorted_keys_distinct(input, tape, keys, frame.tok, n)?;
+                b'}' if cur.object => {
+                    if cur.count > SMALL_OBJECT {
+                        sorted_keys_distinct(w, tape, keys, cur.tok, n as u32)?;
                     }
                 }
-                b']' if !object => {}
+                b']' if !cur.object => {}
                 _ => return Err(JsonError::Syntax),
             }
-            if let Some(t) = tape.get_mut(frame.tok as usize) {
+            if let Some(t) = tape.get_mut(cur.tok as usize) {
                 t.end = i as u32 + 1;
-                t.next = n;
-                t.count = if frame.count > 0xffff { 0xffff } else { frame.count as u16 };
+                t.next = n as u32;
+                t.set_count(if cur.count > 0xffff { 0xffff } else { cur.count as u16 });
             }
             sp -= 1;
-            if let Some(f) = stack.get(sp.wrapping_sub(1)) {
-                cur = *f;
-            }
-            i = ws(s, i + 1);
+            i += 1;
         }
     }
-    if i != s.len() {
+    if i != end {
         return Err(JsonError::Syntax);
     }
-    Ok(n)
+    Ok(n as u32)
+}
+
+/// Writes token `tok` (the loop checked it against [`TAPE_LEN`] when it counted the token, so `get_mut` never
+/// fails: the check is only there because the compiler cannot see that). Written whole at the end of each value rather
+/// than through a reference taken at its start, which Cranelift kept in a stack slot.
+#[inline(always)]
+fn put(tape: &mut Tape, tok: usize, token: Token) {
+    if let Some(slot) = tape.get_mut(tok) {
+        *slot = token;
+    }
 }
 
 /// A key at `i` (then `:` and whitespace) in the object `frame`; returns where its value starts.
-#[inline(never)]
-fn key(s: &[u8], i: usize, tape: &mut [Token], n: &mut u32, frame: &mut Frame) -> Result<usize, JsonError> {
-    if at(s, i) != b'"' {
+#[inline(always)]
+fn key(w: &Window, i: usize, tape: &mut Tape, n: &mut usize, frame: &mut Frame) -> Result<usize, JsonError> {
+    if peek(w, i) != b'"' {
         return Err(JsonError::Syntax);
     }
-    let (end, escaped) = string(s, i + 1)?;
+    let (close, escaped) = string(w, i + 1)?;
     let tok = *n;
-    let t = Token {
-        kind: STRING,
-        flags: if escaped { ESCAPED } else { 0 },
-        count: 0,
-        start: i as u32 + 1,
-        end: end as u32,
-        next: tok + 1,
-    };
-    match tape.get_mut(tok as usize) {
-        Some(slot) => *slot = t,
+    match tape.get_mut(tok) {
+        Some(slot) => {
+            *slot = Token::new(STRING, if escaped { ESCAPED } else { 0 }, 0, i as u32 + 1, close as u32, tok as u32 + 1)
+        }
         None => return Err(JsonError::TooLarge),
     }
     *n += 1;
-    if frame.count < SMALL_OBJECT {
-        let raw = s.get(i + 1..end).unwrap_or(&[]);
-        let bit = key_bit(raw, escaped);
-        if frame.bloom & bit != 0 {
-            let doc = Doc { input: s, tape };
-            let mut k = frame.tok + 1;
-            while k < tok {
-                if doc.text_eq(k, tok) {
-                    return Err(JsonError::Duplicate);
-                }
-                k = doc.token(doc.token(k).next).next;
-            }
+    // `frame.count` already counts this key: the first [`SMALL_OBJECT`] keys go through the filter, and an object
+    // with more is also sorted when it closes.
+    if frame.count <= SMALL_OBJECT {
+        let bit = key_bit(w, i + 1, close, escaped);
+        if frame.bloom & bit != 0 && duplicate_key(w, tape, frame.tok, tok as u32) {
+            return Err(JsonError::Duplicate);
         }
         frame.bloom |= bit;
     }
-    let j = ws(s, end + 1);
-    if at(s, j) != b':' {
+    let j = ws(w, close + 1);
+    if peek(w, j) != b':' {
         return Err(JsonError::Syntax);
     }
-    Ok(ws(s, j + 1))
+    Ok(ws(w, j + 1))
+}
+
+/// Whether the key `tok` of the object `obj` equals one of the object's earlier keys (out of line: only a Bloom
+/// filter hit comes here).
+#[inline(never)]
+fn duplicate_key(w: &Window, tape: &Tape, obj: u32, tok: u32) -> bool {
+    let doc = Doc { input: w, tape };
+    let mut k = obj + 1;
+    while k < tok {
+        if doc.text_eq(k, tok) {
+            return true;
+        }
+        k = doc.token(doc.token(k).next).next;
+    }
+    false
 }
 
 /// A string whose content starts at `i` (after the quote): returns the index of the closing quote and whether the
 /// content has escapes. Raw bytes are checked for control characters and, past ASCII, for valid UTF-8.
 #[inline(always)]
-fn string(s: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
+fn string(w: &Window, mut i: usize) -> Result<(usize, bool), JsonError> {
     let mut escaped = false;
     loop {
-        // Eight bytes at a time to the first quote, backslash or control character (bit 7 of each byte of
-        // `special`, exact per byte: a byte below 0x20 has bit 7 clear in itself and in itself + 0x60).
-        while let Some(w) = word(s, i) {
-            let control = !(((w & LOW7).wrapping_add(ONES * 0x60)) | w) & HIGH;
-            let special = (!nonzero(w ^ (ONES * u64::from(b'"'))) | !nonzero(w ^ (ONES * u64::from(b'\\')))) & HIGH
-                | control
-                | (w & HIGH);
+        // Eight bytes at a time to the first quote, backslash, control character (the end marker is one) or
+        // non-ASCII byte: bit 7 of the lowest such byte of `special` is set, and of no byte below it. A byte below
+        // 0x20, or a byte equal to `"` or `\` after the xor, borrows when its constant is subtracted and sets its bit
+        // 7; a borrow only runs upwards, so bytes above the first special one may be flagged too, never below.
+        loop {
+            let x = word(w, i);
+            let special = (x.wrapping_sub(ONES * 0x20)
+                | (x ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES)
+                | (x ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES)
+                | x)
+                & HIGH;
             if special != 0 {
                 i += (special.trailing_zeros() / 8) as usize;
                 break;
             }
             i += 8;
         }
-        match at(s, i) {
+        match peek(w, i) {
             b'"' => return Ok((i, escaped)),
             b'\\' => {
                 escaped = true;
-                match escape_len(s, i) {
+                match escape_len(w, i) {
                     0 => return Err(JsonError::Syntax),
                     len => i += len,
                 }
             }
-            // Control characters, and the end of the input (read as 0).
-            0x00..=0x1f => return Err(JsonError::Syntax),
-            0x80..=0xff => match utf8_char(s, i) {
+            0x80..=0xff => match utf8_char(w, i) {
                 0 => return Err(JsonError::Syntax),
                 len => i += len,
             },
-            _ => i += 1,
+            // Control characters and the end marker.
+            _ => return Err(JsonError::Syntax),
         }
     }
 }
@@ -532,7 +613,9 @@ fn string(s: &[u8], mut i: usize) -> Result<(usize, bool), JsonError> {
 
 /// The length of the escape at `i` (on its backslash), a `\u` surrogate pair counting as one; 0 when invalid.
 #[inline(never)]
-fn escape_len(s: &[u8], i: usize) -> usize {
+fn escape_len(w: &Window, i: usize) -> usize {
+    let s: &[u8] = w;
+    let i = i & (WINDOW - 1);
     match at(s, i + 1) {
         b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
         b'u' => match hex4(s, i + 2) {
@@ -553,50 +636,65 @@ fn escape_len(s: &[u8], i: usize) -> usize {
 }
 
 /// The length of the UTF-8 character at `i` (whose first byte is past ASCII): no overlong forms, no surrogates,
-/// nothing above U+10FFFF; 0 when invalid.
+/// nothing above U+10FFFF; 0 when invalid (also when it runs into the end marker, which is no continuation byte).
 #[inline(never)]
-fn utf8_char(s: &[u8], i: usize) -> usize {
-    let len = match at(s, i) {
+fn utf8_char(w: &Window, i: usize) -> usize {
+    let i = i & (WINDOW - 1);
+    let len = match peek(w, i) {
         0xc2..=0xdf => 2,
         0xe0..=0xef => 3,
         0xf0..=0xf4 => 4,
         _ => return 0,
     };
-    match s.get(i..i.wrapping_add(len)).map(core::str::from_utf8) {
+    match w.get(i..i + len).map(core::str::from_utf8) {
         Some(Ok(_)) => len,
         _ => 0,
     }
 }
 
-fn digits(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
-    if !at(s, i).is_ascii_digit() {
+/// Whether `b` is an ASCII digit, computed on `u32`: on `u8` the compiler masks every byte to 8 bits again, which
+/// Cranelift does not remove.
+#[inline(always)]
+fn digit(b: u8) -> bool {
+    u32::from(b).wrapping_sub(u32::from(b'0')) < 10
+}
+
+#[inline(always)]
+fn digits(w: &Window, mut i: usize) -> Result<usize, JsonError> {
+    if !digit(peek(w, i)) {
         return Err(JsonError::Syntax);
     }
-    while at(s, i).is_ascii_digit() {
+    i += 1;
+    while digit(peek(w, i)) {
         i += 1;
     }
     Ok(i)
 }
 
 /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?` from `i`; returns its end.
-fn number(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
-    if at(s, i) == b'-' {
+#[inline(always)]
+fn number(w: &Window, mut i: usize) -> Result<usize, JsonError> {
+    if peek(w, i) == b'-' {
         i += 1;
     }
-    match at(s, i) {
-        b'0' => i += 1,
-        b'1'..=b'9' => i = digits(s, i)?,
-        _ => return Err(JsonError::Syntax),
-    }
-    if at(s, i) == b'.' {
-        i = digits(s, i + 1)?;
-    }
-    if matches!(at(s, i), b'e' | b'E') {
+    let first = u32::from(peek(w, i));
+    if first == u32::from(b'0') {
         i += 1;
-        if matches!(at(s, i), b'+' | b'-') {
+    } else if first.wrapping_sub(u32::from(b'1')) < 9 {
+        i = digits(w, i)?;
+    } else {
+        return Err(JsonError::Syntax);
+    }
+    if peek(w, i) == b'.' {
+        i = digits(w, i + 1)?;
+    }
+    if u32::from(peek(w, i)) | 0x20 == u32::from(b'e') {
+        i += 1;
+        let sign = u32::from(peek(w, i));
+        if sign == u32::from(b'+') || sign == u32::from(b'-') {
             i += 1;
         }
-        i = digits(s, i)?;
+        i = digits(w, i)?;
     }
     Ok(i)
 }
@@ -671,14 +769,39 @@ pub fn heap_sort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {
     }
 }
 
+/// Boxed parse buffers for the unit tests (the fixed-size arrays are too large for a test thread's stack).
+#[cfg(test)]
+pub(crate) struct Buffers {
+    pub window: Box<Window>,
+    pub tape: Box<Tape>,
+    pub scratch: Box<Scratch>,
+}
+
+#[cfg(test)]
+impl Buffers {
+    pub fn new() -> Buffers {
+        Buffers {
+            window: vec![0u8; WINDOW + 8].into_boxed_slice().try_into().unwrap(),
+            tape: vec![Token::default(); TAPE_LEN].into_boxed_slice().try_into().unwrap(),
+            scratch: Box::new(Scratch::EMPTY),
+        }
+    }
+
+    /// Parses `text` (at the window's start); the document and the key buffer.
+    pub fn parse(&mut self, text: &[u8]) -> Result<(Doc<'_>, &mut [u32]), JsonError> {
+        let len = text.len().min(MAX_INPUT);
+        crate::copy(&mut self.window[..len], text);
+        let n = parse(&mut self.window, 0, text.len(), &mut self.tape, &mut self.scratch)?;
+        Ok((Doc { input: &self.window[..text.len()], tape: &self.tape[..n as usize] }, &mut self.scratch.keys[..]))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn check(text: &[u8]) -> Result<u32, JsonError> {
-        let mut tape = vec![Token::default(); capacity(text.len())];
-        let mut keys = vec![0u32; capacity(text.len())];
-        parse(text, &mut tape, &mut keys)
+        Buffers::new().parse(text).map(|(doc, _)| doc.tape.len() as u32)
     }
 
     #[test]
@@ -713,30 +836,39 @@ mod tests {
     }
 
     #[test]
+    fn a_duplicate_is_found_at_every_object_size() {
+        // Around the small-object limit above all: the filter takes the first keys, the sort the objects past it.
+        for n in 1..40 {
+            for (at, copy) in [(0, "\"k0\""), (n - 1, "\"k\\u0030\""), (n / 2, "\"k0\""), (n, "\"k0\"")] {
+                let mut keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{i}")).collect();
+                keys.insert(at, format!("{copy}:0"));
+                let text = format!("{{{}}}", keys.join(","));
+                assert_eq!(check(text.as_bytes()), Err(JsonError::Duplicate), "{text}");
+            }
+        }
+    }
+
+    #[test]
     fn tape_fields() {
         let text = b"{\"a\\n\":[1,{}],\"b\":null}";
-        let mut tape = vec![Token::default(); capacity(text.len())];
-        let mut keys = vec![0u32; capacity(text.len())];
-        let n = parse(text, &mut tape, &mut keys).unwrap();
-        assert_eq!(n, 7);
-        let doc = Doc { input: text, tape: &tape[..n as usize] };
-        assert_eq!(doc.token(0), Token { kind: OBJECT, flags: 0, count: 2, start: 0, end: 23, next: 7 });
-        assert_eq!(doc.token(1).flags, ESCAPED);
+        let mut buffers = Buffers::new();
+        let (doc, _) = buffers.parse(text).unwrap();
+        assert_eq!(doc.tape.len(), 7);
+        assert_eq!(doc.token(0), Token::new(OBJECT, 0, 2, 0, 23, 7));
+        assert_eq!(doc.token(1).flags(), ESCAPED);
         assert_eq!(doc.text(1).collect::<Vec<u8>>(), b"a\n");
         assert_eq!(doc.get(0, b"a\n"), Some(2));
-        assert_eq!(doc.token(2), Token { kind: ARRAY, flags: 0, count: 2, start: 7, end: 13, next: 5 });
+        assert_eq!(doc.token(2), Token::new(ARRAY, 0, 2, 7, 13, 5));
         assert_eq!(doc.get(0, b"b"), Some(6));
-        assert_eq!(doc.token(6).kind, NULL);
-        assert_eq!(doc.token(99).kind, 0);
+        assert_eq!(doc.token(6).kind(), NULL);
+        assert_eq!(doc.token(99).kind(), 0);
     }
 
     #[test]
     fn unescaping() {
         let text = br#""\u00e9\ud83d\ude00\/\t\"x""#;
-        let mut tape = vec![Token::default(); capacity(text.len())];
-        let mut keys = vec![0u32; capacity(text.len())];
-        parse(text, &mut tape, &mut keys).unwrap();
-        let doc = Doc { input: text, tape: &tape };
+        let mut buffers = Buffers::new();
+        let (doc, _) = buffers.parse(text).unwrap();
         assert_eq!(doc.text(0).collect::<Vec<u8>>(), "é😀/\t\"x".as_bytes());
     }
 }

@@ -2,8 +2,9 @@
 //! no allocator, compiled once to wasm32 by `scripts/build-runtime.sh` into the committed `src/wasm/runtime.wasm`,
 //! and compiled natively (with std, for tests) by cargo. Files are named after the interpreter's where they mirror
 //! it: `json.rs` is `src/json.rs`'s acceptance rule (docs/json.md) into a tape, `digest.rs` is
-//! `src/eval/digest.rs`'s canonical argument digest; `sha256.rs` and `out.rs` (the output writer) have no twin
-//! there. `wasm.rs` holds the artifact's exports and its fixed buffers; it exists only on wasm32.
+//! `src/eval/digest.rs`'s canonical argument digest, `request.rs` is `src/eval/request.rs` (reading a request's
+//! fields from the tape), `value.rs` the timestamps of `src/value.rs`; `sha256.rs` and `out.rs` (the output writer)
+//! have no twin there. `wasm.rs` holds the artifact's exports and its fixed buffers; it exists only on wasm32.
 //!
 //! The whole crate must stay panic-free on wasm32: a panic path that the optimizer cannot remove becomes a call to
 //! an undefined function, which the build script refuses as an import (the module imports nothing and never traps).
@@ -14,7 +15,9 @@
 pub mod digest;
 pub mod json;
 pub mod out;
+pub mod request;
 pub mod sha256;
+pub mod value;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 

@@ -105,9 +105,9 @@ pub fn write_string(out: &mut impl Sink, text: &[u8]) {
 /// Writes the string token `tok` as [`write_string`] writes its unescaped content; `null` for another token.
 pub fn write_string_tok(out: &mut impl Sink, doc: &Doc<'_>, tok: u32) {
     let t = doc.token(tok);
-    if t.kind != STRING {
+    if t.kind() != STRING {
         out.write(b"null");
-    } else if t.flags & ESCAPED == 0 {
+    } else if t.flags() & ESCAPED == 0 {
         write_string(out, doc.raw(tok));
     } else {
         out.byte(b'"');

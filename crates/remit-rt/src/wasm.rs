@@ -11,6 +11,7 @@
 //! | `rt_json_validate(len) -> i32` | the input's first `len` bytes by the JSON rule: 0 accepted, 1 syntax, 2 depth, 3 duplicate key, 4 too large |
 //! | `rt_json_canonical(len) -> i64` | the canonical JSON of an accepted input (the argument digest's form), packed `ptr << 32 \| len`; `ptr` 0 and `len` the code above on a rejected input, 5 when the output overflowed |
 //! | `rt_argument_digest(tool_len, len) -> i64` | the input is the tool name (`tool_len` bytes) then the arguments' JSON (none: `{}`); the 71-byte `sha256:…` digest, packed; `ptr` 0 and a code on a rejected input |
+//! | `rt_request_decode(len, need) -> i32` | the input read as a request (`need` 0: for a decision, 1: for a tool listing; `crate::request::parse`): 0 or bits 0 `request.malformed`, 1 `request.missing-field`, 2 `request.oversize`; when none is set, the number of usable approvals `<< 8` (tests only) |
 //! | `rt_sha256(len) -> i32` | address of the 32-byte SHA-256 of the input's first `len` bytes (of no bytes when `len` is too large) |
 //!
 //! Every length is read as unsigned and checked against the buffer before anything is read.
@@ -19,18 +20,19 @@
 use core::ptr::{addr_of, addr_of_mut};
 
 use crate::digest::{argument_digest, write_canonical};
-use crate::json::{capacity, parse, Doc, JsonError, Token};
+use crate::json::{parse, Doc, JsonError, Scratch, Tape, Token, Window, TAPE_LEN, WINDOW};
 use crate::out::Out;
+use crate::request::{self, Need, RequestError};
 use crate::sha256::sha256;
 use crate::{Sink, MAX_INPUT};
 
-const TAPE_LEN: usize = capacity(MAX_INPUT);
 /// The output buffer: as large as the input, so that canonical JSON (which writes `1E3` as `1e+3`) can overflow it.
 const OUT_LEN: usize = MAX_INPUT;
 
-static mut INPUT: [u8; MAX_INPUT] = [0; MAX_INPUT];
-static mut TAPE: [Token; TAPE_LEN] = [Token { kind: 0, flags: 0, count: 0, start: 0, end: 0, next: 0 }; TAPE_LEN];
-static mut KEYS: [u32; TAPE_LEN] = [0; TAPE_LEN];
+/// The input buffer is the parser's window: the host writes a request at its start.
+static mut INPUT: Window = [0; WINDOW + 8];
+static mut TAPE: Tape = [Token::new(0, 0, 0, 0, 0, 0); TAPE_LEN];
+static mut SCRATCH: Scratch = Scratch::EMPTY;
 static mut OUT: [u8; OUT_LEN] = [0; OUT_LEN];
 static mut HASH: [u8; 32] = [0; 32];
 
@@ -61,8 +63,12 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     unsafe { remit_rt_panic_path_survived_optimization() }
 }
 
+/// The input's first `len` bytes, when `len` is at most [`MAX_INPUT`].
 fn input(len: i32) -> Option<&'static [u8]> {
     let len = len as u32 as usize;
+    if len > MAX_INPUT {
+        return None;
+    }
     // Safety: calls are not re-entrant (docs/abi.md), so no other reference to the buffer is alive.
     unsafe { (*addr_of!(INPUT)).get(..len) }
 }
@@ -80,13 +86,17 @@ fn pack(ptr: usize, len: usize) -> i64 {
     ((ptr as u64) << 32 | len as u64) as i64
 }
 
-/// Parses `bytes` into the tape; the document and the key buffer.
-fn parsed(bytes: &'static [u8]) -> Result<(Doc<'static>, &'static mut [u32]), JsonError> {
-    // Safety: as in `input`; the tape and keys are only used within one call.
-    let (tape, keys) = unsafe { (&mut *addr_of_mut!(TAPE), &mut *addr_of_mut!(KEYS)) };
-    let n = parse(bytes, tape, keys)?;
+/// Parses the input's bytes `start..end` into the tape; the document (over the input's first `end` bytes) and the
+/// key buffer.
+fn parsed(start: usize, end: usize) -> Result<(Doc<'static>, &'static mut [u32]), JsonError> {
+    // Safety: as in `input`; the window, tape and keys are only used within one call, and the window is written
+    // (its end marker) before it is read through the document.
+    let (window, tape, scratch) =
+        unsafe { (&mut *addr_of_mut!(INPUT), &mut *addr_of_mut!(TAPE), &mut *addr_of_mut!(SCRATCH)) };
+    let n = parse(window, start, end, tape, scratch)?;
+    let window: &'static Window = window;
     let tape: &'static [Token] = tape.get(..n as usize).unwrap_or(&[]);
-    Ok((Doc { input: bytes, tape }, keys))
+    Ok((Doc { input: window.get(..end).unwrap_or(&[]), tape }, &mut scratch.keys))
 }
 
 /// Only in the build script's self-test (`REMIT_RT_CFG=remit_rt_panic_probe`, tests/runtime_artifact.rs): an index
@@ -105,22 +115,15 @@ pub extern "C" fn rt_input() -> i32 {
 
 #[no_mangle]
 pub extern "C" fn rt_json_validate(len: i32) -> i32 {
-    match input(len) {
-        None => code(JsonError::TooLarge),
-        Some(bytes) => match parsed(bytes) {
-            Ok(_) => 0,
-            Err(e) => code(e),
-        },
+    match parsed(0, len as u32 as usize) {
+        Ok(_) => 0,
+        Err(e) => code(e),
     }
 }
 
 #[no_mangle]
 pub extern "C" fn rt_json_canonical(len: i32) -> i64 {
-    let bytes = match input(len) {
-        Some(bytes) => bytes,
-        None => return pack(0, 4),
-    };
-    let (doc, keys) = match parsed(bytes) {
+    let (doc, keys) = match parsed(0, len as u32 as usize) {
         Ok(p) => p,
         Err(e) => return pack(0, code(e) as usize),
     };
@@ -136,17 +139,18 @@ pub extern "C" fn rt_json_canonical(len: i32) -> i64 {
 
 #[no_mangle]
 pub extern "C" fn rt_argument_digest(tool_len: i32, len: i32) -> i64 {
-    let bytes = match input(len) {
-        Some(bytes) => bytes,
-        None => return pack(0, 4),
-    };
-    let split = (tool_len as u32 as usize).min(bytes.len());
-    let (tool, args) = bytes.split_at(split);
-    let (digest, complete) = if args.is_empty() {
+    let len = len as u32 as usize;
+    if len > MAX_INPUT {
+        return pack(0, 4);
+    }
+    let split = (tool_len as u32 as usize).min(len);
+    let (digest, complete) = if split == len {
+        let tool = input(len as i32).unwrap_or(&[]);
         argument_digest(&Doc { input: &[], tape: &[] }, None, tool, &mut [])
     } else {
-        match parsed(args) {
-            Ok((doc, keys)) => argument_digest(&doc, Some(0), tool, keys),
+        match parsed(split, len) {
+            // The document is over the whole input, the tool name included (the parse writes past its end only).
+            Ok((doc, keys)) => argument_digest(&doc, Some(0), doc.input.get(..split).unwrap_or(&[]), keys),
             Err(e) => return pack(0, code(e) as usize),
         }
     };
@@ -158,6 +162,19 @@ pub extern "C" fn rt_argument_digest(tool_len: i32, len: i32) -> i64 {
     let mut out = Out::new(buf);
     out.write(&digest);
     pack(ptr, out.len())
+}
+
+#[no_mangle]
+pub extern "C" fn rt_request_decode(len: i32, need: i32) -> i32 {
+    let need = if need == 0 { Need::Call } else { Need::Listing };
+    let read = match parsed(0, len as u32 as usize) {
+        Err(e) => Err(RequestError::json(e)),
+        Ok((doc, keys)) => request::parse(&doc, need, keys).map(|r| r.approvals.len()),
+    };
+    match read {
+        Ok(approvals) => (approvals as i32) << 8,
+        Err(e) => i32::from(e.malformed) | i32::from(e.missing) << 1 | i32::from(e.oversize) << 2,
+    }
 }
 
 #[no_mangle]

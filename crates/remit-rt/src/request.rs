@@ -1,0 +1,570 @@
+//! Reading a request (docs/requests.md) from its tape, the twin of `src/eval/request.rs`: the same fields, read in the
+//! same order, with the same classification of what is wrong (`request.malformed`, `request.missing-field`,
+//! `request.oversize`). The document must have passed [`crate::json::parse`] (its error is classified by
+//! [`RequestError::json`]); every field is checked for its JSON type before use, and `null` counts as a wrong type,
+//! never as absent, so `"stops": null` cannot switch a stop off.
+//!
+//! Nothing is copied: strings, arrays and objects are tape tokens (read with [`Doc::text`] and friends); only the
+//! timestamps and the attempt number are converted. The usable approvals are listed in a slot buffer the caller
+//! gives (the parse's key slots, [`crate::json::Scratch::keys`], which the parse no longer needs).
+
+use crate::json::{heap_sort, Doc, ARRAY, FALSE, NULL, NUMBER, OBJECT, STRING, TRUE};
+use crate::value::{parse_timestamp, DECIMAL_SCALE};
+
+/// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
+/// where `action` is not read at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    Call,
+    Listing,
+}
+
+/// What is wrong with a request that cannot be decided on. `malformed` and `missing` may both be set; `oversize`
+/// comes alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestError {
+    pub malformed: bool,
+    pub missing: bool,
+    pub oversize: bool,
+}
+
+const MALFORMED: RequestError = RequestError { malformed: true, missing: false, oversize: false };
+const MISSING: RequestError = RequestError { malformed: false, missing: true, oversize: false };
+
+impl RequestError {
+    /// The classification of a document the JSON rule refused.
+    pub fn json(e: crate::json::JsonError) -> RequestError {
+        match e {
+            crate::json::JsonError::TooLarge => RequestError { oversize: true, ..RequestError::default() },
+            _ => MALFORMED,
+        }
+    }
+
+    /// The reason codes, sorted (`request.malformed` < `request.missing-field` < `request.oversize`).
+    pub fn codes(self) -> impl Iterator<Item = &'static str> {
+        [
+            (self.malformed, "request.malformed"),
+            (self.missing, "request.missing-field"),
+            (self.oversize, "request.oversize"),
+        ]
+        .into_iter()
+        .filter(|(set, _)| *set)
+        .map(|(_, code)| code)
+    }
+
+    pub fn is_error(self) -> bool {
+        self.malformed || self.missing || self.oversize
+    }
+}
+
+/// The tool call of a request: the name's string token and `action.arguments` (an object token) when present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    pub name: u32,
+    pub arguments: Option<u32>,
+}
+
+/// A presented approval whose every field has the right type (strings are tokens). Approvals that do not are
+/// dropped when the request is read: they never satisfy anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Approval {
+    pub id: u32,
+    pub kind: u32,
+    pub mandate: u32,
+    pub issued_at: i64,
+    pub expires_at: i64,
+    pub tool: Option<u32>,
+    pub target: Option<u32>,
+    pub digest: Option<u32>,
+    pub manifest: Option<u32>,
+    pub consumed: bool,
+}
+
+/// A request that can be decided on. Tokens are of the document it was read from.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub subject_id: u32,
+    /// `subject.credential.scopes` (an array token whose items are all strings); `None` when there is no credential
+    /// or it lists no scopes field.
+    pub scopes: Option<u32>,
+    /// Always present for [`Need::Call`]; never read for [`Need::Listing`].
+    pub call: Option<Call>,
+    /// Absent also when empty or only white space.
+    pub resource_id: Option<u32>,
+    pub mandate: u32,
+    pub now: i64,
+    /// Absent also when empty or only white space.
+    pub operation_id: Option<u32>,
+    /// An exact decimal (units of 10^-9), always a whole number.
+    pub attempt: Option<i128>,
+    /// The usable approvals ([`usable_approvals`]): object tokens, in document order.
+    pub approvals: &'a [u32],
+    /// `context.stops`: an array token whose items are all strings.
+    pub stops: Option<u32>,
+    /// `context.facts`, `context.counters`, `context.attributes`: object tokens (absent: empty).
+    pub facts: Option<u32>,
+    pub counters: Option<u32>,
+    pub attributes: Option<u32>,
+}
+
+/// Reads the request whose root is token 0 of `doc`. `slots` needs as many entries as `doc` has tokens (it holds the
+/// approvals' list; with fewer, the request is refused as `oversize`, which the runtime's buffers never cause).
+pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Request<'a>, RequestError> {
+    const ROOT: u32 = 0;
+    if doc.token(ROOT).kind() != OBJECT {
+        return Err(MALFORMED);
+    }
+    let mut p = Problems { doc, error: RequestError::default() };
+
+    let subject = p.object(Some(ROOT), b"subject");
+    let subject_id = p.required_string(ROOT, b"subject", b"id");
+    let credential = p.object(subject, b"credential");
+    p.string(credential, b"id");
+    let scopes = p.strings(credential, b"scopes");
+
+    let call = match need {
+        Need::Listing => None,
+        Need::Call => {
+            let action = p.object(Some(ROOT), b"action");
+            let name = p.required_string(ROOT, b"action", b"name");
+            let arguments = p.object(action, b"arguments");
+            name.map(|name| Call { name, arguments })
+        }
+    };
+
+    let resource = p.object(Some(ROOT), b"resource");
+    let resource_id = p.string(resource, b"id").filter(|&id| !is_blank(doc, id));
+
+    let context = p.object(Some(ROOT), b"context");
+    let mandate = p.required_string(ROOT, b"context", b"mandate");
+    let now = p.required_string(ROOT, b"context", b"now").and_then(|text| {
+        let parsed = timestamp(doc, text);
+        if parsed.is_none() {
+            p.error.malformed = true;
+        }
+        parsed
+    });
+    let operation_id = p.string(context, b"operation_id").filter(|&id| !is_blank(doc, id));
+    let attempt = match field(doc, context, b"attempt") {
+        None => None,
+        Some(value) => {
+            let attempt = integer(doc, value);
+            if attempt.is_none() {
+                p.error.malformed = true;
+            }
+            attempt
+        }
+    };
+    let mut approvals: &'a [u32] = &[];
+    match field(doc, context, b"approvals") {
+        None => {}
+        Some(items) if doc.token(items).kind() == ARRAY => match usable_approvals(doc, items, slots) {
+            Some(usable) => approvals = usable,
+            None => return Err(RequestError { oversize: true, ..RequestError::default() }),
+        },
+        Some(_) => p.error.malformed = true,
+    }
+    let stops = p.strings(context, b"stops");
+    let facts = p.object(context, b"facts");
+    let counters = p.object(context, b"counters");
+    let attributes = p.object(context, b"attributes");
+
+    if p.error.is_error() {
+        return Err(p.error);
+    }
+    // With no problem recorded every required field was found; the `match` only guards the types.
+    let (subject_id, mandate, now) = match (subject_id, mandate, now) {
+        (Some(s), Some(m), Some(n)) => (s, m, n),
+        _ => return Err(MISSING),
+    };
+    if need == Need::Call && call.is_none() {
+        return Err(MISSING);
+    }
+    Ok(Request {
+        subject_id,
+        scopes,
+        call,
+        resource_id,
+        mandate,
+        now,
+        operation_id,
+        attempt,
+        approvals,
+        stops,
+        facts,
+        counters,
+        attributes,
+    })
+}
+
+/// The value of `key` in the object `parent` (no parent, or a parent that is not an object: none).
+fn field(doc: &Doc<'_>, parent: Option<u32>, key: &[u8]) -> Option<u32> {
+    doc.get(parent?, key)
+}
+
+/// Reads fields while recording what is wrong, so one pass reports both a missing field and a malformed one.
+struct Problems<'d, 'a> {
+    doc: &'d Doc<'a>,
+    error: RequestError,
+}
+
+impl Problems<'_, '_> {
+    /// An optional field of `kind`; a present value of another kind is malformed.
+    fn typed(&mut self, parent: Option<u32>, key: &[u8], kind: u8) -> Option<u32> {
+        let value = field(self.doc, parent, key)?;
+        if self.doc.token(value).kind() != kind {
+            self.error.malformed = true;
+            return None;
+        }
+        Some(value)
+    }
+
+    /// An optional object field; a present non-object is malformed.
+    fn object(&mut self, parent: Option<u32>, key: &[u8]) -> Option<u32> {
+        self.typed(parent, key, OBJECT)
+    }
+
+    /// An optional string field; a present non-string is malformed.
+    fn string(&mut self, parent: Option<u32>, key: &[u8]) -> Option<u32> {
+        self.typed(parent, key, STRING)
+    }
+
+    /// A required string field `parent.key` of the root. An absent parent means the field is missing too; a
+    /// parent of the wrong type is already recorded as malformed by [`Problems::object`].
+    fn required_string(&mut self, root: u32, parent: &[u8], key: &[u8]) -> Option<u32> {
+        let parent = match field(self.doc, Some(root), parent) {
+            None => {
+                self.error.missing = true;
+                return None;
+            }
+            Some(parent) => parent,
+        };
+        if self.doc.token(parent).kind() != OBJECT {
+            return None;
+        }
+        match field(self.doc, Some(parent), key) {
+            None => {
+                self.error.missing = true;
+                None
+            }
+            Some(value) if self.doc.token(value).kind() == STRING => Some(value),
+            Some(_) => {
+                self.error.malformed = true;
+                None
+            }
+        }
+    }
+
+    /// An optional array of strings (the array token); a present non-array, or an item that is not a string, is
+    /// malformed.
+    fn strings(&mut self, parent: Option<u32>, key: &[u8]) -> Option<u32> {
+        let items = self.typed(parent, key, ARRAY)?;
+        if elements(self.doc, items).any(|item| self.doc.token(item).kind() != STRING) {
+            self.error.malformed = true;
+            return None;
+        }
+        Some(items)
+    }
+}
+
+/// The elements of the array token `array`, in order.
+pub fn elements<'d>(doc: &'d Doc<'_>, array: u32) -> impl Iterator<Item = u32> + 'd {
+    let end = doc.token(array).next;
+    let mut item = if doc.token(array).kind() == ARRAY { array + 1 } else { end };
+    core::iter::from_fn(move || {
+        if item >= end {
+            return None;
+        }
+        let current = item;
+        // A token's `next` is always past it (the parser's tape), so this ends; `max` keeps it so on any tape.
+        item = doc.token(item).next.max(item + 1);
+        Some(current)
+    })
+}
+
+/// Empty or only white space (Unicode `White_Space`, as `char::is_whitespace`, [`white_space`]): such an identifier counts as absent.
+/// `tok` is a string token.
+pub fn is_blank(doc: &Doc<'_>, tok: u32) -> bool {
+    let mut bytes = doc.text(tok);
+    // The unescaped content of an accepted string is UTF-8: decode it character by character.
+    while let Some(first) = bytes.next() {
+        let (len, init) = match first {
+            0x00..=0x7f => (0, u32::from(first)),
+            0xc0..=0xdf => (1, u32::from(first & 0x1f)),
+            0xe0..=0xef => (2, u32::from(first & 0x0f)),
+            _ => (3, u32::from(first & 0x07)),
+        };
+        let mut code = init;
+        for _ in 0..len {
+            code = (code << 6) | u32::from(bytes.next().unwrap_or(0x80) & 0x3f);
+        }
+        if !white_space(code) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The Unicode `White_Space` property, which `char::is_whitespace` tests (its table lookup in `core` keeps a panic
+/// path on wasm32, so the 25 code points are listed here; a test compares every `char`).
+pub fn white_space(code: u32) -> bool {
+    matches!(
+        code,
+        0x09..=0x0d | 0x20 | 0x85 | 0xa0 | 0x1680 | 0x2000..=0x200a | 0x2028 | 0x2029 | 0x202f | 0x205f | 0x3000
+    )
+}
+
+/// The timestamp a string token holds (its unescaped content), or `None`.
+fn timestamp(doc: &Doc<'_>, tok: u32) -> Option<i64> {
+    let mut text = [0u8; 20];
+    let mut len = 0;
+    for byte in doc.text(tok) {
+        *text.get_mut(len)? = byte;
+        len += 1;
+    }
+    parse_timestamp(text.get(..len)?)
+}
+
+/// A JSON integer (not `1.0`, not `1e3`) in the range of `i64` or `u64`, as an exact decimal: what serde_json's
+/// `as_i64` / `as_u64` accept of a number it keeps as written (`arbitrary_precision`).
+fn integer(doc: &Doc<'_>, tok: u32) -> Option<i128> {
+    if doc.token(tok).kind() != NUMBER {
+        return None;
+    }
+    let raw = doc.raw(tok);
+    let (negative, digits) = match raw.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, raw),
+    };
+    if digits.is_empty() || digits.len() > 20 {
+        return None;
+    }
+    let mut whole: i128 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        whole = whole * 10 + i128::from(d - b'0');
+    }
+    let whole = if negative { -whole } else { whole };
+    if whole < i128::from(i64::MIN) || whole > i128::from(u64::MAX) {
+        return None;
+    }
+    whole.checked_mul(10i128.pow(DECIMAL_SCALE))
+}
+
+/// The fields a presented approval has: two approvals with the same id are the same approval only if these are equal.
+const APPROVAL_FIELDS: [&[u8]; 10] =
+    [b"id", b"kind", b"mandate", b"issued_at", b"expires_at", b"tool", b"target", b"digest", b"manifest", b"consumed"];
+
+/// The well-formed approvals among the items of the array `items` whose id no other presented approval
+/// contradicts, in document order, listed in `slots`. Two approvals with the same `id` are one approval only if
+/// both are well formed and every field is equal (as JSON values, an absent field equal only to an absent one):
+/// identical duplicates count once, and when any two differ (or one is malformed) no approval with that id satisfies
+/// anything. Items are grouped by sorting them by id, so any number of approvals costs `n log n` comparisons.
+/// `None` when `slots` is too small.
+pub fn usable_approvals<'a>(doc: &Doc<'_>, items: u32, slots: &'a mut [u32]) -> Option<&'a [u32]> {
+    // The items with a string id (only they can be grouped, and only they can be usable).
+    let mut len = 0;
+    for item in elements(doc, items) {
+        if doc.token(item).kind() == OBJECT && doc.get(item, b"id").map(|id| doc.token(id).kind()) == Some(STRING) {
+            *slots.get_mut(len)? = item;
+            len += 1;
+        }
+    }
+    let listed = slots.get_mut(..len)?;
+    let id = |item: u32| doc.get(item, b"id").unwrap_or(u32::MAX);
+    heap_sort(listed, |a, b| doc.text_cmp(id(a), id(b)).is_lt());
+    // A group whose items are not all well formed and equal is struck out (its slots set to `u32::MAX`).
+    let mut first = 0;
+    while first < len {
+        let head = *listed.get(first)?;
+        let mut end = first + 1;
+        while end < len && doc.text_eq(id(head), id(*listed.get(end)?)) {
+            end += 1;
+        }
+        let group = listed.get_mut(first..end)?;
+        let contradicted = group.len() > 1
+            && group.iter().any(|&item| {
+                approval(doc, item).is_none() || !APPROVAL_FIELDS.iter().all(|key| same(doc, item, head, key))
+            });
+        if contradicted {
+            group.iter_mut().for_each(|slot| *slot = u32::MAX);
+        }
+        first = end;
+    }
+    // Keep the well-formed ones, back in document order.
+    let mut kept = 0;
+    for k in 0..len {
+        let item = *listed.get(k)?;
+        if item != u32::MAX && approval(doc, item).is_some() {
+            *listed.get_mut(kept)? = item;
+            kept += 1;
+        }
+    }
+    let usable = listed.get_mut(..kept)?;
+    heap_sort(usable, |a, b| a < b);
+    Some(usable)
+}
+
+/// Whether the objects `a` and `b` have equal values for `key` (both absent counts as equal).
+fn same(doc: &Doc<'_>, a: u32, b: u32, key: &[u8]) -> bool {
+    match (doc.get(a, key), doc.get(b, key)) {
+        (None, None) => true,
+        (Some(x), Some(y)) => value_eq(doc, x, y, 0),
+        _ => false,
+    }
+}
+
+/// JSON value equality as serde_json's (with `arbitrary_precision`): numbers by their text as written, strings
+/// by their unescaped content, arrays element by element, objects by their entries in any order. Recursion follows
+/// the nesting, which the parser bounds; past [`crate::json::MAX_DEPTH`] (never on a parsed tape) values are unequal.
+pub fn value_eq(doc: &Doc<'_>, a: u32, b: u32, depth: usize) -> bool {
+    let (ta, tb) = (doc.token(a), doc.token(b));
+    if ta.kind() != tb.kind() || depth > crate::json::MAX_DEPTH {
+        return false;
+    }
+    match ta.kind() {
+        NULL | TRUE | FALSE => true,
+        NUMBER => doc.raw(a) == doc.raw(b),
+        STRING => doc.text_eq(a, b),
+        ARRAY => {
+            let (mut x, mut y) = (elements(doc, a), elements(doc, b));
+            loop {
+                match (x.next(), y.next()) {
+                    (None, None) => return true,
+                    (Some(i), Some(j)) if value_eq(doc, i, j, depth + 1) => {}
+                    _ => return false,
+                }
+            }
+        }
+        OBJECT => {
+            // Keys are distinct in an accepted document: equal sizes and every entry of `a` found equal in `b`.
+            let entries = |obj: u32| elements_of_object(doc, obj).count();
+            entries(a) == entries(b)
+                && elements_of_object(doc, a).all(|key| {
+                    let mut found = None;
+                    for other in elements_of_object(doc, b) {
+                        if doc.text_eq(key, other) {
+                            found = Some(doc.token(other).next);
+                            break;
+                        }
+                    }
+                    match found {
+                        Some(value) => value_eq(doc, doc.token(key).next, value, depth + 1),
+                        None => false,
+                    }
+                })
+        }
+        _ => false,
+    }
+}
+
+/// The key tokens of the object token `obj`, in order.
+pub fn elements_of_object<'d>(doc: &'d Doc<'_>, obj: u32) -> impl Iterator<Item = u32> + 'd {
+    let end = doc.token(obj).next;
+    let mut key = if doc.token(obj).kind() == OBJECT { obj + 1 } else { end };
+    core::iter::from_fn(move || {
+        if key >= end {
+            return None;
+        }
+        let current = key;
+        let value = doc.token(key).next.max(key + 1);
+        key = doc.token(value).next.max(value + 1);
+        Some(current)
+    })
+}
+
+/// One presented approval, or `None` when a field it needs is absent or any known field has the wrong type.
+pub fn approval(doc: &Doc<'_>, item: u32) -> Option<Approval> {
+    if doc.token(item).kind() != OBJECT {
+        return None;
+    }
+    let get = |key: &[u8]| doc.get(item, key);
+    let required = |key: &[u8]| get(key).filter(|&v| doc.token(v).kind() == STRING);
+    // An optional field that is present must be a string; a wrongly typed one spoils the whole approval.
+    let optional = |key: &[u8]| -> Result<Option<u32>, ()> {
+        match get(key) {
+            None => Ok(None),
+            Some(v) if doc.token(v).kind() == STRING => Ok(Some(v)),
+            Some(_) => Err(()),
+        }
+    };
+    let consumed = match get(b"consumed").map(|v| doc.token(v).kind()) {
+        None => false,
+        Some(TRUE) => true,
+        Some(FALSE) => false,
+        Some(_) => return None,
+    };
+    Some(Approval {
+        id: required(b"id").filter(|&id| !is_blank(doc, id))?,
+        kind: required(b"kind")?,
+        mandate: required(b"mandate")?,
+        issued_at: timestamp(doc, required(b"issued_at")?)?,
+        expires_at: timestamp(doc, required(b"expires_at")?)?,
+        tool: optional(b"tool").ok()?,
+        target: optional(b"target").ok()?.filter(|&t| !is_blank(doc, t)),
+        digest: optional(b"digest").ok()?,
+        manifest: optional(b"manifest").ok()?.filter(|&m| !is_blank(doc, m)),
+        consumed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::Buffers;
+
+    #[test]
+    fn white_space_is_char_is_whitespace() {
+        for code in 0..=0x10ffffu32 {
+            if let Some(c) = char::from_u32(code) {
+                assert_eq!(white_space(code), c.is_whitespace(), "U+{code:04X}");
+            }
+        }
+    }
+
+    fn read(text: &str, need: Need) -> Result<usize, RequestError> {
+        let mut buffers = Buffers::new();
+        let (doc, keys) = buffers.parse(text.as_bytes()).map_err(RequestError::json)?;
+        let mut slots = keys.to_vec();
+        parse(&doc, need, &mut slots).map(|r| r.approvals.len())
+    }
+
+    #[test]
+    fn classification() {
+        let base =
+            r#"{"subject":{"id":"a"},"action":{"name":"t"},"context":{"mandate":"m","now":"2026-11-30T12:00:00Z"}}"#;
+        assert_eq!(read(base, Need::Call), Ok(0));
+        assert_eq!(read("[]", Need::Call), Err(MALFORMED));
+        assert_eq!(read(&base.replace(r#""action":{"name":"t"},"#, ""), Need::Call), Err(MISSING));
+        assert_eq!(read(&base.replace(r#""action":{"name":"t"},"#, ""), Need::Listing), Ok(0));
+        let both = base.replace(r#""name":"t""#, r#""name":1"#).replace(r#""mandate":"m","#, "");
+        assert_eq!(read(&both, Need::Call), Err(RequestError { malformed: true, missing: true, oversize: false }));
+        assert_eq!(read(&base.replace("12:00:00Z", "12:00:00+01:00"), Need::Call), Err(MALFORMED));
+        assert_eq!(read(&base.replace(r#""now""#, r#""attempt":1.0,"now""#), Need::Call), Err(MALFORMED));
+        assert_eq!(read(&base.replace(r#""now""#, r#""attempt":-0,"now""#), Need::Call), Ok(0));
+    }
+
+    #[test]
+    fn approvals_with_one_id_must_agree() {
+        let approval = r#"{"id":"x","kind":"k","mandate":"m","issued_at":"2026-11-30T11:00:00Z","expires_at":"2026-11-30T13:00:00Z"}"#;
+        let with = |items: &str| {
+            read(
+                &format!(
+                    r#"{{"subject":{{"id":"a"}},"action":{{"name":"t"}},"context":{{"mandate":"m","now":"2026-11-30T12:00:00Z","approvals":[{items}]}}}}"#
+                ),
+                Need::Call,
+            )
+        };
+        assert_eq!(with(approval), Ok(1));
+        assert_eq!(with(&format!("{approval},{approval}")), Ok(2));
+        let consumed = approval.replace('}', r#","consumed":true}"#);
+        assert_eq!(with(&format!("{approval},{consumed}")), Ok(0));
+        let other = approval.replace(r#""id":"x""#, r#""id":"\u0079""#);
+        assert_eq!(with(&format!("{approval},{other},1,null")), Ok(2));
+        let broken = approval.replace(r#""kind":"k""#, r#""kind":7"#);
+        assert_eq!(with(&format!("{approval},{broken}")), Ok(0));
+        assert_eq!(with(&format!("{other},{broken}")), Ok(1));
+    }
+}
