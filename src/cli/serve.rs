@@ -206,7 +206,7 @@ fn load_policy(
             "with --verify-key the gateway serves only a signed bundle (`remit build --bundle --sign KEY`)".into()
         );
     }
-    let (wasm, meta) = match super::build::compiled_policy(paths) {
+    let (wasm, meta, program) = match super::build::compiled_policy(paths) {
         Some(path) => {
             let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
             let meta = remit::gateway::meta::extract(&bytes)?.ok_or_else(|| {
@@ -215,16 +215,22 @@ fn load_policy(
                     path.display()
                 )
             })?;
-            (bytes, meta)
+            (bytes, meta, None)
         }
         None => {
             let (program, _, _) = super::compile(paths, Format::Human)?;
             let Some(program) = program else { return Ok(None) };
             let wasm = remit::wasm::compile(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
-            (wasm, PolicyMeta::from_program(&program))
+            let meta = PolicyMeta::from_program(&program);
+            // Kept for the inbox's explanations, which re-decide a logged request on the checked program.
+            (wasm, meta, Some(Arc::new(program)))
         }
     };
-    Policy::new(runtime.load(&wasm)?, meta).map(Some)
+    let policy = Policy::new(runtime.load(&wasm)?, meta)?;
+    match program {
+        Some(program) => policy.with_program(program).map(Some),
+        None => Ok(Some(policy)),
+    }
 }
 
 pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, String> {

@@ -22,6 +22,8 @@ use super::audit::hex;
 use super::meta::PolicyMeta;
 use super::store::*;
 use crate::eval::Decision;
+use crate::ir::Program;
+use crate::picture::explain::Explanation;
 use crate::runtime::{Compiled, Evaluator};
 use crate::value::format_timestamp;
 
@@ -148,11 +150,13 @@ impl Default for Config {
     }
 }
 
-/// A policy the gateway serves: the compiled module and what the gateway must know about it.
+/// A policy the gateway serves: the compiled module and what the gateway must know about it, and the checked
+/// program when the gateway was given the sources (then the inbox can explain decisions; a module alone cannot).
 #[derive(Debug)]
 pub struct Policy {
     pub compiled: Arc<Compiled>,
     pub meta: PolicyMeta,
+    pub program: Option<Arc<Program>>,
 }
 
 impl Policy {
@@ -165,7 +169,20 @@ impl Policy {
                 compiled.policy()
             ));
         }
-        Ok(Policy { compiled: Arc::new(compiled), meta })
+        Ok(Policy { compiled: Arc::new(compiled), meta, program: None })
+    }
+
+    /// Adds the checked program the module was compiled from, for explanations; it must be the same policy.
+    pub fn with_program(mut self, program: Arc<Program>) -> Result<Policy, String> {
+        if program.hash != self.compiled.policy() {
+            return Err(format!(
+                "the sources are policy `{}`, the module is policy `{}`",
+                program.hash,
+                self.compiled.policy()
+            ));
+        }
+        self.program = Some(program);
+        Ok(self)
     }
 }
 
@@ -229,6 +246,29 @@ impl std::fmt::Display for ActionError {
 impl From<StoreError> for ActionError {
     fn from(e: StoreError) -> ActionError {
         ActionError::Store(e)
+    }
+}
+
+/// Why [`Gateway::explain`] has no explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoExplanation {
+    /// The gateway serves a compiled module (a `.wasm` or a bundle) without its sources.
+    NoSources,
+    /// The logged decision cannot be explained by this gateway's policy (said why).
+    Unexplainable(String),
+    Store(StoreError),
+}
+
+impl std::fmt::Display for NoExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoExplanation::NoSources => f.write_str(
+                "this gateway serves a compiled module without its policy sources, and an explanation needs them: \
+                 serve the policy folder (`remit serve POLICY_DIR`) to explain decisions",
+            ),
+            NoExplanation::Unexplainable(why) => f.write_str(why),
+            NoExplanation::Store(e) => write!(f, "{e}"),
+        }
     }
 }
 
@@ -731,6 +771,8 @@ impl Gateway {
             key: String::new(),
             decided_by: None,
             decided_at: None,
+            // The decision's entry is the next one this transaction appends (see `decide_in_store`).
+            log_seq: Some(tx.log_head()?.0 + 1),
         };
         let identity = json!([
             request.agent,
@@ -791,6 +833,67 @@ impl Gateway {
 
     pub fn access_request(&self, id: &str) -> Result<Option<AccessRequest>, StoreError> {
         self.store.begin()?.access_request(id)
+    }
+
+    /// The escalated decision of an access request drawn as the path it took ([`crate::picture::explain`]): the
+    /// request as the gateway logged it (with the state and time it filled in) re-decided by the interpreter on the
+    /// checked program of the policy that decided it. Needs the policy's sources; refuses rather than explain under
+    /// another policy, from an entry whose hash does not hold, or from an entry that is not that decision's.
+    pub fn explain(&self, request: &AccessRequest) -> Result<Explanation, NoExplanation> {
+        let policy = self.policy();
+        let Some(program) = policy.program.clone() else { return Err(NoExplanation::NoSources) };
+        let unexplainable = |why: String| Err(NoExplanation::Unexplainable(why));
+        let Some(seq) = request.log_seq else {
+            return unexplainable("the request was filed before the store recorded its decision's log entry".into());
+        };
+        let entry = self.store.begin().map_err(NoExplanation::Store)?.log_entries(seq, 1);
+        let entry = entry.map_err(NoExplanation::Store)?.into_iter().next().filter(|e| e.seq == seq);
+        let Some(entry) = entry else { return unexplainable(format!("log entry {seq} is missing")) };
+        if super::audit::entry_hash(&entry.prev, entry.seq, entry.time, &entry.kind, &entry.body) != entry.hash {
+            return unexplainable(format!("log entry {seq} does not match its hash: it was changed"));
+        }
+        let body = crate::json::parse_stored(&entry.body).unwrap_or(Json::Null);
+        if entry.kind != "decision" || body["id"] != request.decision_id.as_str() {
+            return unexplainable(format!("log entry {seq} is not decision `{}`", request.decision_id));
+        }
+        let decided_by = body["policy"].as_str().unwrap_or("");
+        if decided_by != program.hash {
+            return unexplainable(format!(
+                "decision `{}` was made by policy `{decided_by}`; this gateway now serves `{}`",
+                request.decision_id, program.hash
+            ));
+        }
+        let bytes = match &body["request"] {
+            Json::String(raw) => raw.as_bytes().to_vec(),
+            value => serde_json::to_vec(value).expect("a JSON value serializes"),
+        };
+        let mut explanation = crate::picture::explain::explain(&program, &bytes);
+        explanation.notes.push(format!(
+            "access request {} · decision {} · log entry {seq} ({}), as the gateway filled it in (state, time)",
+            request.id, request.decision_id, entry.hash
+        ));
+        let logged = &body["decision"];
+        let again = &explanation.decision;
+        let reasons: Vec<&str> = logged["reasons"].as_array().into_iter().flatten().filter_map(Json::as_str).collect();
+        if logged["decision"].as_str() != Some(again.outcome.as_str()) || reasons != again.reasons {
+            let masked = self.config.mask.iter().filter(|m| request.arguments.get(m.as_str()).is_some());
+            let masked: Vec<&str> = masked.map(String::as_str).collect();
+            explanation.notes.push(format!(
+                "the gateway decided {} ({}); re-deciding the logged request gives {} ({}){}",
+                logged["decision"].as_str().unwrap_or("?"),
+                reasons.join(", "),
+                again.outcome.as_str(),
+                again.reasons.join(", "),
+                if masked.is_empty() {
+                    String::new()
+                } else {
+                    format!(": the log masks `{}`, whose values the rules may read", masked.join("`, `"))
+                }
+            ));
+        } else if self.config.mask.iter().any(|m| request.arguments.get(m.as_str()).is_some()) {
+            explanation.notes.push("masked arguments are shown as \"***\", as the log keeps them".into());
+        }
+        Ok(explanation)
     }
 
     /// Whether `identity` may answer access requests at all: an agent (a holder of a mandate) never may.

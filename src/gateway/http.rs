@@ -22,7 +22,7 @@ use axum::routing::{get, post, put};
 use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
-use super::core::{ActionError, Decided, Gateway, Policy};
+use super::core::{ActionError, Decided, Gateway, NoExplanation, Policy};
 
 /// The largest body of a single decision request (the module's maximum input).
 pub const MAX_BODY: usize = 262_144;
@@ -103,8 +103,10 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
         .route("/metrics", get(metrics))
         .route("/inbox", get(inbox_page))
         .route("/inbox/{id}", get(inbox_page))
+        .route("/inbox/{id}/explanation", get(explanation_page))
         .route("/inbox/api/requests", get(inbox_list))
         .route("/inbox/api/requests/{id}", get(inbox_one))
+        .route("/inbox/api/requests/{id}/explanation", get(inbox_explanation))
         .route("/inbox/api/requests/{id}/approve", post(inbox_approve))
         .route("/inbox/api/requests/{id}/deny", post(inbox_deny))
         .route("/admin/v1/state", get(admin_state))
@@ -464,6 +466,12 @@ async fn inbox_page() -> Html<&'static str> {
     Html(include_str!("inbox.html"))
 }
 
+/// The page that shows an access request's explanation: it holds no data, and fetches the explanation with the
+/// inbox token the inbox page signed in with.
+async fn explanation_page() -> Html<&'static str> {
+    Html(include_str!("explanation.html"))
+}
+
 /// The access requests the token's identity may answer (its own as principal), newest first.
 async fn inbox_list(State(app): Shared, headers: HeaderMap) -> Response {
     let identity = match authenticate(&headers, &app.tokens.inbox) {
@@ -478,7 +486,12 @@ async fn inbox_list(State(app): Shared, headers: HeaderMap) -> Response {
     })
     .await;
     match list {
-        Ok(list) => json_response(StatusCode::OK, json!({"identity": identity, "requests": list}).to_string()),
+        Ok(list) => {
+            // Whether the requests can be explained: only with the policy's sources (docs/gateway.md).
+            let explanations = app.gateway.policy().program.is_some();
+            let body = json!({"identity": identity, "requests": list, "explanations": explanations});
+            json_response(StatusCode::OK, body.to_string())
+        }
         Err(response) => response,
     }
 }
@@ -496,6 +509,50 @@ async fn inbox_one(State(app): Shared, headers: HeaderMap, Path(id): Path<String
         }
         Ok(_) => error(StatusCode::NOT_FOUND, "inbox.not-found", "no such access request for you"),
         Err(response) => response,
+    }
+}
+
+/// `GET /inbox/api/requests/{id}/explanation`: the escalated decision drawn as the path it took, as a
+/// self-contained HTML page (`text/html`, no scripts, all request text escaped; a content security policy forbids
+/// scripts should anything slip through) or, with `Accept: text/plain`, as text. Same authentication and
+/// visibility as the request itself; `501` when the gateway has no policy sources, `409` when the logged decision
+/// cannot be explained by the policy in force.
+async fn inbox_explanation(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.inbox) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let plain = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/plain"));
+    let gateway = app.gateway.clone();
+    let explained = tokio::task::spawn_blocking(move || {
+        let request = match gateway.access_request(&id) {
+            Ok(Some(request)) if request.principal.as_deref() == Some(identity.as_str()) => request,
+            Ok(_) => return Err(error(StatusCode::NOT_FOUND, "inbox.not-found", "no such access request for you")),
+            Err(e) => return Err(error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, e.to_string())),
+        };
+        gateway.explain(&request).map_err(|e| {
+            let status = match e {
+                NoExplanation::NoSources => StatusCode::NOT_IMPLEMENTED,
+                NoExplanation::Unexplainable(_) => StatusCode::CONFLICT,
+                NoExplanation::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            error(status, "explain.unavailable", e.to_string())
+        })
+    })
+    .await;
+    match explained {
+        Ok(Ok(explanation)) if plain => {
+            let text = crate::picture::explain::text(&explanation, false);
+            ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+        }
+        Ok(Ok(explanation)) => {
+            let page = crate::picture::explain::html(&explanation);
+            let csp = "default-src 'none'; style-src 'unsafe-inline'";
+            ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CONTENT_SECURITY_POLICY, csp)], page)
+                .into_response()
+        }
+        Ok(Err(response)) => response,
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "gateway.internal", "the request failed"),
     }
 }
 

@@ -15,7 +15,8 @@ use super::audit::{entry_hash, GENESIS};
 use super::store::*;
 
 /// The schema's version (`PRAGMA user_version`): a store of another version is refused, not silently reused.
-const SCHEMA_VERSION: i64 = 1;
+/// Version 2 added `access_requests.log_seq`; a version 1 store is migrated when a gateway opens it.
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
@@ -35,7 +36,7 @@ CREATE TABLE IF NOT EXISTS access_requests (
   id TEXT PRIMARY KEY, status TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
   principal TEXT, agent TEXT NOT NULL, credential TEXT, mandate TEXT NOT NULL, tool TEXT NOT NULL, target TEXT,
   digest TEXT NOT NULL, manifest TEXT, arguments TEXT NOT NULL, missing_approvals TEXT NOT NULL, reasons TEXT NOT NULL, chain TEXT NOT NULL,
-  decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER);
+  decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER, log_seq INTEGER);
 CREATE INDEX IF NOT EXISTS access_requests_key ON access_requests (key, status);
 CREATE TABLE IF NOT EXISTS log (
   seq INTEGER PRIMARY KEY, time INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL,
@@ -77,7 +78,8 @@ impl SqliteStore {
         let connection = Connection::open_with_flags(path, flags).map_err(store_err)?;
         connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
         let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(store_err)?;
-        if version != SCHEMA_VERSION {
+        // The log, which is what such a reader reads, is the same in versions 1 and 2.
+        if !(1..=SCHEMA_VERSION).contains(&version) {
             return Err(StoreError(format!("not a remit store of schema version {SCHEMA_VERSION} (found {version})")));
         }
         Ok(SqliteStore { connection: Mutex::new(connection), read_only: true })
@@ -95,7 +97,9 @@ impl SqliteStore {
         let tables: i64 = connection
             .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |row| row.get(0))
             .map_err(store_err)?;
-        if version != SCHEMA_VERSION && (version != 0 || tables != 0) {
+        if version == 1 {
+            connection.execute_batch("ALTER TABLE access_requests ADD COLUMN log_seq INTEGER").map_err(store_err)?;
+        } else if version != SCHEMA_VERSION && (version != 0 || tables != 0) {
             return Err(StoreError(format!(
                 "the store has schema version {version} (or is not a remit store); this gateway uses version \
                  {SCHEMA_VERSION}"
@@ -163,7 +167,8 @@ const APPROVAL_COLUMNS: &str = "id, kind, mandate, issued_at, expires_at, tool, 
      consumed, approver, access_request, consumed_by";
 
 const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
-     target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at";
+     target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at, \
+     log_seq";
 
 /// A JSON column, read with the project's parser: the values hold request data, whose keys serde_json's
 /// deserializer would misread (see src/json.rs).
@@ -200,6 +205,7 @@ fn request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
         key: row.get(17)?,
         decided_by: row.get(18)?,
         decided_at: row.get(19)?,
+        log_seq: row.get::<_, Option<i64>>(20)?.map(|seq| seq as u64),
     })
 }
 
@@ -405,7 +411,7 @@ impl Tx for SqliteTx<'_> {
             .execute(
                 &format!(
                     "INSERT INTO access_requests ({REQUEST_COLUMNS}) \
-                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21)"
                 ),
                 params![
                     r.id,
@@ -427,7 +433,8 @@ impl Tx for SqliteTx<'_> {
                     r.decision_id,
                     r.key,
                     r.decided_by,
-                    r.decided_at
+                    r.decided_at,
+                    r.log_seq.map(|seq| seq as i64)
                 ],
             )
             .map_err(store_err)?;
