@@ -244,6 +244,10 @@ fn discovery_search_health_ready_and_metrics() {
     assert!(metrics.contains("remit_decisions_total{outcome=\"allow\"} 1"), "{metrics}");
     assert!(metrics.contains("remit_decision_reasons_total{reason=\"budget.exhausted\"} 1"), "{metrics}");
     assert!(metrics.contains("remit_decision_seconds_count 2"), "{metrics}");
+    // The log lag: both decisions were logged (in committed transactions), none waits.
+    assert!(metrics.contains("remit_log_lag_seconds_count 2"), "{metrics}");
+    assert!(metrics.contains("remit_log_lag_seconds_bucket{le=\"+Inf\"} 2"), "{metrics}");
+    assert!(metrics.contains("remit_log_pending 0"), "{metrics}");
 }
 
 #[test]

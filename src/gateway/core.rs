@@ -46,29 +46,47 @@ struct Job {
     raw: Vec<u8>,
     prepared: Prepared,
     now: i64,
+    /// When the job was queued, for the log lag.
+    queued: std::time::Instant,
 }
 
-/// Where a batch leader puts a job's result.
+/// What a job's caller is handed: its result, or the lead (its job is still queued, and it runs the next batch).
+// Moved once per decision; boxing the result would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Handed {
+    Done(StoreResult<Decided>),
+    Lead,
+}
+
+/// Where a batch leader puts a job's result, or hands the lead on.
 #[derive(Default)]
 struct Slot {
-    result: Mutex<Option<StoreResult<Decided>>>,
+    handed: Mutex<Option<Handed>>,
     ready: std::sync::Condvar,
 }
 
 impl Slot {
-    fn fill(&self, result: StoreResult<Decided>) {
-        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+    fn hand(&self, handed: Handed) {
+        *self.handed.lock().unwrap_or_else(|p| p.into_inner()) = Some(handed);
         self.ready.notify_all();
     }
 
-    fn wait(&self) -> StoreResult<Decided> {
-        let mut result = self.result.lock().unwrap_or_else(|p| p.into_inner());
+    fn fill(&self, result: StoreResult<Decided>) {
+        self.hand(Handed::Done(result));
+    }
+
+    fn wait(&self) -> Handed {
+        let mut handed = self.handed.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(result) = result.take() {
-                return result;
+            if let Some(handed) = handed.take() {
+                return handed;
             }
-            result = self.ready.wait(result).unwrap_or_else(|p| p.into_inner());
+            handed = self.ready.wait(handed).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    fn is_done(&self) -> bool {
+        matches!(*self.handed.lock().unwrap_or_else(|p| p.into_inner()), Some(Handed::Done(_)))
     }
 }
 
@@ -272,6 +290,43 @@ impl std::fmt::Display for NoExplanation {
     }
 }
 
+/// The upper bounds of the buckets of the gateway's latency histograms, in seconds.
+pub const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+/// A Prometheus histogram of durations over [`BUCKETS`] (cumulative buckets, count, sum).
+#[derive(Debug, Default)]
+pub struct Histogram {
+    pub buckets: [AtomicU64; BUCKETS.len()],
+    pub count: AtomicU64,
+    /// Microseconds.
+    pub sum_us: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, seconds: f64) {
+        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
+            if seconds <= le {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// The histogram in Prometheus text format under `name`.
+    pub fn render(&self, name: &str, help: &str, out: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {}", bucket.load(Ordering::Relaxed));
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
 /// Counts the gateway keeps for `/metrics`.
 #[derive(Debug, Default)]
 pub struct Counts {
@@ -287,6 +342,11 @@ pub struct Counts {
     pub shadowed: AtomicU64,
     /// Decision transactions committed (group commit: one for a batch of decisions).
     pub commits: AtomicU64,
+    /// The log lag: from a decision's arrival to the end of the transaction that logged it (committed, or failed
+    /// and denied); no decision is answered before.
+    pub log_lag: Histogram,
+    /// Decisions that arrived and are not yet logged (queued or in the running transaction).
+    pub log_pending: AtomicU64,
     /// Reason code → decisions that gave it.
     pub reasons: Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -466,7 +526,8 @@ impl Gateway {
         if !prepared.ignored.is_empty() {
             self.counts.ignored_fields.fetch_add(1, Ordering::Relaxed);
         }
-        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now };
+        let queued = std::time::Instant::now();
+        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now, queued };
         let decided = match self.run_batched(job) {
             Ok(decided) => decided,
             Err(_) => {
@@ -493,35 +554,55 @@ impl Gateway {
     /// leaves the others intact), commits once, and hands each job its result. No result is handed out before the
     /// commit, so an answered decision is always in the log. Jobs are taken before the transaction begins: a job
     /// queued after a stop (or any change) committed sees it.
+    ///
+    /// A leader leads until its own job is done, then hands the lead to the caller of the oldest queued job (which
+    /// runs the next batch, its own job in it): under a steady stream of calls no caller keeps leading batches of
+    /// others while its own answer waits.
     fn run_batched(&self, job: Job) -> StoreResult<Decided> {
         let slot = Arc::new(Slot::default());
         let lead = {
             let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
             queue.jobs.push((job, slot.clone()));
+            self.counts.log_pending.fetch_add(1, Ordering::Relaxed);
             !std::mem::replace(&mut queue.leading, true)
         };
-        if lead {
-            loop {
-                let jobs = {
-                    let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
-                    if queue.jobs.is_empty() {
-                        queue.leading = false;
-                        break;
-                    }
-                    let take = queue.jobs.len().min(MAX_BATCH);
-                    queue.jobs.drain(..take).collect::<Vec<_>>()
-                };
-                // A panic while running the batch must not leave its followers waiting: they get a store error
-                // (a deny), and the next caller leads.
-                let run = std::panic::AssertUnwindSafe(|| self.run_batch(jobs.iter().map(|(job, _)| job)));
-                let results = std::panic::catch_unwind(run)
-                    .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
-                for ((_, slot), result) in jobs.iter().zip(results) {
-                    slot.fill(result);
-                }
+        if !lead {
+            match slot.wait() {
+                Handed::Done(result) => return result,
+                Handed::Lead => {}
             }
         }
-        slot.wait()
+        loop {
+            let jobs = {
+                let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_done() {
+                    // Hand on the lead (still `leading`, so nobody else takes the queue meanwhile), or end it.
+                    match queue.jobs.first() {
+                        Some((_, next)) => next.hand(Handed::Lead),
+                        None => queue.leading = false,
+                    }
+                    break;
+                }
+                let take = queue.jobs.len().min(MAX_BATCH);
+                queue.jobs.drain(..take).collect::<Vec<_>>()
+            };
+            // A panic while running the batch must not leave its followers waiting: they get a store error
+            // (a deny), and the lead passes on as usual.
+            let run = std::panic::AssertUnwindSafe(|| self.run_batch(jobs.iter().map(|(job, _)| job)));
+            let results = std::panic::catch_unwind(run)
+                .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
+            let committed = std::time::Instant::now();
+            for ((job, slot), result) in jobs.iter().zip(results) {
+                self.counts.log_lag.observe(committed.duration_since(job.queued).as_secs_f64());
+                self.counts.log_pending.fetch_sub(1, Ordering::Relaxed);
+                slot.fill(result);
+            }
+        }
+        match slot.wait() {
+            Handed::Done(result) => result,
+            // Only a queued job is handed the lead, and this one is done: never happens, and would deny.
+            Handed::Lead => Err(StoreError("the group commit lost a result".into())),
+        }
     }
 
     fn run_batch<'j>(&self, jobs: impl ExactSizeIterator<Item = &'j Job>) -> Vec<StoreResult<Decided>> {
@@ -571,7 +652,7 @@ impl Gateway {
     /// One decision inside the batch's transaction (see [`Gateway::decide`]); its writes are kept only if the
     /// transaction commits.
     fn decide_in_store(&self, tx: &mut Box<dyn Tx + '_>, job: &Job) -> StoreResult<Decided> {
-        let Job { policy, id, raw, prepared, now } = job;
+        let Job { policy, id, raw, prepared, now, .. } = job;
         let (id, now) = (id.as_str(), *now);
         let prepared = prepared.clone();
         let policy_hash = policy.compiled.policy();

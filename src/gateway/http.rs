@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ use axum::routing::{get, post, put};
 use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
-use super::core::{ActionError, Decided, Gateway, NoExplanation, Policy};
+use super::core::{ActionError, Decided, Gateway, Histogram, NoExplanation, Policy};
 
 /// The largest body of a single decision request (the module's maximum input).
 pub const MAX_BODY: usize = 262_144;
@@ -38,36 +38,13 @@ pub struct Tokens {
     pub admin: BTreeMap<String, String>,
 }
 
-/// Latency buckets of `remit_decision_seconds`, in seconds.
-const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
-
-#[derive(Debug, Default)]
-struct Latency {
-    buckets: [AtomicU64; BUCKETS.len()],
-    count: AtomicU64,
-    /// Microseconds.
-    sum_us: AtomicU64,
-}
-
-impl Latency {
-    fn observe(&self, seconds: f64) {
-        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
-            if seconds <= le {
-                bucket.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
-    }
-}
-
 /// Loads the policy again (from where it came): what `POST /admin/v1/reload` and the file watch call.
 pub type Reloader = Arc<dyn Fn() -> Result<Policy, String> + Send + Sync>;
 
 struct App {
     gateway: Arc<Gateway>,
     tokens: Tokens,
-    latency: Latency,
+    latency: Histogram,
     reloader: Option<Reloader>,
 }
 
@@ -86,7 +63,7 @@ pub fn router(gateway: Arc<Gateway>, tokens: Tokens) -> Router {
 
 /// [`router`] with `POST /admin/v1/reload`, which swaps in what `reloader` loads.
 pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Option<Reloader>) -> Router {
-    let app = Arc::new(App { gateway, tokens, latency: Latency::default(), reloader });
+    let app = Arc::new(App { gateway, tokens, latency: Histogram::default(), reloader });
     let single = Router::new()
         .route("/access/v1/evaluation", post(evaluation))
         .route("/access/v1/search/action", post(search_action))
@@ -400,15 +377,18 @@ async fn metrics(State(app): Shared) -> Response {
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", n.load(Ordering::Relaxed));
     }
-    out.push_str("# HELP remit_decision_seconds Time to decide, log and answer one request.\n");
-    out.push_str("# TYPE remit_decision_seconds histogram\n");
-    for (bucket, le) in app.latency.buckets.iter().zip(BUCKETS) {
-        let _ = writeln!(out, "remit_decision_seconds_bucket{{le=\"{le}\"}} {}", bucket.load(Ordering::Relaxed));
-    }
-    let count = app.latency.count.load(Ordering::Relaxed);
-    let _ = writeln!(out, "remit_decision_seconds_bucket{{le=\"+Inf\"}} {count}");
-    let sum = app.latency.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-    let _ = writeln!(out, "remit_decision_seconds_sum {sum}\nremit_decision_seconds_count {count}");
+    app.latency.render("remit_decision_seconds", "Time to decide, log and answer one request.", &mut out);
+    counts.log_lag.render(
+        "remit_log_lag_seconds",
+        "From a decision's arrival to the commit of its log entry (group commit); it is answered only after.",
+        &mut out,
+    );
+    let pending = counts.log_pending.load(Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP remit_log_pending Decisions arrived and not yet logged.\n# TYPE remit_log_pending gauge\n\
+         remit_log_pending {pending}"
+    );
     let policy = app.gateway.policy().compiled.policy().to_string();
     let _ = writeln!(out, "# HELP remit_policy_info The policy in force.\n# TYPE remit_policy_info gauge");
     let _ = writeln!(out, "remit_policy_info{{policy=\"{policy}\"}} 1");
