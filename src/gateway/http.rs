@@ -46,6 +46,8 @@ struct App {
     tokens: Tokens,
     latency: Histogram,
     reloader: Option<Reloader>,
+    /// Decisions running now (see [`blocking_decision`]).
+    running: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for App {
@@ -63,7 +65,7 @@ pub fn router(gateway: Arc<Gateway>, tokens: Tokens) -> Router {
 
 /// [`router`] with `POST /admin/v1/reload`, which swaps in what `reloader` loads.
 pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Option<Reloader>) -> Router {
-    let app = Arc::new(App { gateway, tokens, latency: Histogram::default(), reloader });
+    let app = Arc::new(App { gateway, tokens, latency: Histogram::default(), reloader, running: Default::default() });
     let single = Router::new()
         .route("/access/v1/evaluation", post(evaluation))
         .route("/access/v1/search/action", post(search_action))
@@ -188,7 +190,7 @@ fn authzen_answer(decided: &Decided) -> Json {
 async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
     let gateway = app.gateway.clone();
     let started = Instant::now();
-    let decided = tokio::task::spawn_blocking(move || gateway.decide(&request)).await;
+    let decided = blocking_decision(app, move || gateway.decide(&request)).await;
     let elapsed = started.elapsed();
     app.latency.observe(elapsed.as_secs_f64());
     if let (true, Ok(d)) = (app.gateway.config().access_log, &decided) {
@@ -217,6 +219,23 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
             }
         }
     }
+}
+
+/// Runs a decision, which blocks (SQLite, the group commit). When no other decision is running, on a
+/// multi-threaded runtime, in place on the worker that received the request (`block_in_place`: two thread wake-ups
+/// fewer than a round trip through the blocking pool, which is most of one lone call's latency); otherwise on the
+/// blocking pool, since handing a worker's tasks to another thread on every call costs more than it saves under
+/// concurrency (BENCHMARKS.md, "Gateway"). `Err` when the decision panicked.
+async fn blocking_decision<T: Send + 'static>(app: &App, f: impl FnOnce() -> T + Send + 'static) -> Result<T, ()> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let running = app.running.fetch_add(1, Ordering::AcqRel);
+    let result = if running == 0 && Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tokio::task::block_in_place(f))).map_err(|_| ())
+    } else {
+        tokio::task::spawn_blocking(f).await.map_err(|_| ())
+    };
+    app.running.fetch_sub(1, Ordering::AcqRel);
+    result
 }
 
 async fn evaluation(State(app): Shared, body: Bytes) -> Response {
