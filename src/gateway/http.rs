@@ -228,14 +228,20 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
 /// concurrency (BENCHMARKS.md, "Gateway"). `Err` when the decision panicked.
 async fn blocking_decision<T: Send + 'static>(app: &App, f: impl FnOnce() -> T + Send + 'static) -> Result<T, ()> {
     use tokio::runtime::{Handle, RuntimeFlavor};
-    let running = app.running.fetch_add(1, Ordering::AcqRel);
-    let result = if running == 0 && Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+    /// Counts the decision out also when its request is dropped while it waits (the client went away).
+    struct Running<'a>(&'a std::sync::atomic::AtomicUsize);
+    impl Drop for Running<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    let alone = app.running.fetch_add(1, Ordering::AcqRel) == 0;
+    let _running = Running(&app.running);
+    if alone && Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tokio::task::block_in_place(f))).map_err(|_| ())
     } else {
         tokio::task::spawn_blocking(f).await.map_err(|_| ())
-    };
-    app.running.fetch_sub(1, Ordering::AcqRel);
-    result
+    }
 }
 
 async fn evaluation(State(app): Shared, body: Bytes) -> Response {
