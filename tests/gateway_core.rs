@@ -485,3 +485,22 @@ fn a_store_of_schema_version_1_is_upgraded_and_its_old_requests_say_they_cannot_
     let fresh = gateway.access_request(&again.access_request.unwrap().id).unwrap().unwrap();
     assert!(fresh.log_seq.is_some() && gateway.explain(&fresh).is_ok());
 }
+
+#[test]
+fn the_checkpoint_thread_copies_committed_decisions_into_the_database_file() {
+    let wallet = example("wallet");
+    let s = setup("checkpoint", &wallet);
+    let database = s.dir.join("state.db");
+    let before = std::fs::metadata(&database).unwrap().len();
+    for n in 0..300 {
+        assert!(s.gateway.decide(&payment("20.00 USD", &format!("op-{n}"))).allowed());
+    }
+    // A commit checkpoints by itself only past 10,000 pages (40 MB): these few pages reach the database file only
+    // through the checkpoint thread (every 100 ms).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::metadata(&database).unwrap().len() <= before && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(std::fs::metadata(&database).unwrap().len() > before, "nothing was checkpointed");
+    assert_eq!(audit::verify(audit::read_all(s.store.as_ref()).unwrap()).unwrap(), 300);
+}
