@@ -484,6 +484,8 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     assert_eq!(unavailable.status, 501, "{}", unavailable.text());
     assert_eq!(unavailable.json()["error"]["code"], "explain.unavailable");
     assert!(unavailable.json()["error"]["message"].as_str().unwrap().contains("needs them"), "{}", unavailable.text());
+    let (ok, _, err) = cli(&["approvals", "explain", &id], ALICE);
+    assert!(!ok && err.contains("501") && err.contains("needs them"), "{err}");
     let (ok, _, err) = cli(&["approvals", "approve", &id], ADMIN);
     assert!(!ok && err.contains("403"), "{err}");
     let (ok, out, err) = cli(&["approvals", "approve", &id], ALICE);
@@ -660,6 +662,44 @@ fn kill_9_under_load_loses_no_acknowledged_decision_and_the_counters_match_the_l
     let opened = SqliteStore::open(&store, Durability::Process).unwrap();
     let entries = remit::gateway::audit::read_all(&opened).unwrap();
     assert_eq!(remit::gateway::audit::verify(entries).unwrap(), logged.len() as u64 + 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `remit serve` given the sources explains an access request; `remit approvals explain` prints it as text.
+#[test]
+fn remit_approvals_explain_prints_the_path_of_a_request_served_from_sources() {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-explain-cli-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    let server = serve_process(&dir.join("policy"), &dir.join("state.db"));
+    let call = json!({"subject": {"type": "agent", "id": "agent:shopper"},
+                      "action": {"name": "make_payment", "properties": {"merchant": "m", "amount": "80.00 USD"}},
+                      "resource": {"type": "order", "id": "o-1"}, "context": {"operation_id": "op-1"}});
+    let text = call.to_string();
+    let url = format!("{}/access/v1/evaluation", server.url);
+    let escalated = request("POST", &url, &[], Some(text.as_bytes())).unwrap().json();
+    let id = escalated["context"]["access_request"]["id"].as_str().unwrap().to_string();
+    let explain = |token: &str| {
+        let out = remit_bin()
+            .args(["approvals", "explain", &id, "--gateway", &server.url, "--token", token])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = explain(ALICE);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("decision ESCALATE to user:alice"), "{out}");
+    assert!(out.contains("? require approval commercial_terms for make_payment where args.amount > 60 USD *"), "{out}");
+    assert!(out.contains("args.amount = \"80.00 USD\""), "{out}");
+    assert!(out.contains(&format!("access request {id}")), "{out}");
+    let (ok, _, err) = explain(ADMIN);
+    assert!(!ok && err.contains("403"), "{err}");
+    drop(server);
     std::fs::remove_dir_all(&dir).ok();
 }
 
