@@ -411,3 +411,96 @@ fn replay_reports_the_decisions_another_policy_would_change() {
     assert_eq!(summary, [("escalate".into(), "allow".into()), ("deny".into(), "escalate".into())]);
     assert_eq!(report.changes.iter().filter(|c| c.widens()).count(), 1);
 }
+
+#[test]
+fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_the_policy_that_decided() {
+    use remit::gateway::NoExplanation;
+    let wallet = example("wallet");
+    let s = setup("explain", &wallet);
+    let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
+    let request = s.gateway.access_request(&escalated.access_request.unwrap().id).unwrap().unwrap();
+    // A module alone cannot say which clause did what.
+    assert_eq!(s.gateway.explain(&request).unwrap_err(), NoExplanation::NoSources);
+    s.gateway.swap_policy(policy(&wallet).with_program(Arc::new(wallet.clone())).unwrap());
+    let explanation = s.gateway.explain(&request).unwrap();
+    assert_eq!(explanation.decision.outcome.as_str(), "escalate");
+    assert_eq!(explanation.decision.reasons, ["approval.missing"]);
+    let gate = explanation.mandates[0].steps.iter().find(|s| s.text.starts_with("require approval")).unwrap();
+    assert!(gate.decided && gate.effect.contains("no presented approval satisfies it"), "{gate:?}");
+    assert_eq!(explanation.notes.len(), 1, "the decision is re-decided as it was: {:?}", explanation.notes);
+    // Sources of another policy than the one that decided are not used to explain it.
+    let other = program_of(&[
+        ("a.remit".into(), std::fs::read_to_string("examples/wallet/policy.remit").unwrap()),
+        ("catalog.remit".into(), std::fs::read_to_string("examples/wallet/catalog.remit").unwrap()),
+        ("note.remit".into(), "// version B\n".into()),
+    ]);
+    s.gateway.swap_policy(policy(&other).with_program(Arc::new(other.clone())).unwrap());
+    let NoExplanation::Unexplainable(why) = s.gateway.explain(&request).unwrap_err() else { panic!() };
+    assert!(why.contains("was made by policy") && why.contains(&other.hash), "{why}");
+    // A program must be the module's policy.
+    assert!(policy(&wallet).with_program(Arc::new(other)).is_err());
+}
+
+#[test]
+fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
+    let wallet = example("wallet");
+    let dir = std::env::temp_dir().join(format!("remit-gateway-core-mask-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let config = Config { mask: vec!["amount".into()], ..Config::default() };
+    let served = policy(&wallet).with_program(Arc::new(wallet.clone())).unwrap();
+    let gateway = Gateway::new(served, store, clock, config);
+    let escalated = gateway.decide(&payment("80.00 USD", "op-1"));
+    let request = gateway.access_request(&escalated.access_request.unwrap().id).unwrap().unwrap();
+    let explanation = gateway.explain(&request).unwrap();
+    // `"***"` is no amount: the re-decision differs from the gateway's, and the page says why.
+    let said = explanation.notes.join("\n");
+    assert!(said.contains("the gateway decided escalate (approval.missing)"), "{said}");
+    assert!(said.contains("the log masks `amount`"), "{said}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_store_of_schema_version_1_is_upgraded_and_its_old_requests_say_they_cannot_be_explained() {
+    let wallet = example("wallet");
+    let s = setup("schema-1", &wallet);
+    let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
+    let id = escalated.access_request.unwrap().id;
+    // Make it a version 1 store: no `log_seq` column.
+    s.store.execute_raw("ALTER TABLE access_requests DROP COLUMN log_seq; PRAGMA user_version = 1;").unwrap();
+    let path = s.dir.join("state.db");
+    assert!(SqliteStore::open_existing(&path).is_ok(), "audit readers read a version 1 log");
+    let upgraded = SqliteStore::open(&path, Durability::Process).unwrap();
+    let request = upgraded.begin().unwrap().access_request(&id).unwrap().unwrap();
+    assert_eq!(request.log_seq, None);
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let served = policy(&wallet).with_program(Arc::new(wallet.clone())).unwrap();
+    let gateway = Gateway::new(served, Arc::new(upgraded), clock, Config::default());
+    let remit::gateway::NoExplanation::Unexplainable(why) = gateway.explain(&request).unwrap_err() else { panic!() };
+    assert!(why.contains("before the store recorded"), "{why}");
+    // New requests in the upgraded store record their entry.
+    let again = gateway.decide(&payment("70.00 USD", "op-2"));
+    let fresh = gateway.access_request(&again.access_request.unwrap().id).unwrap().unwrap();
+    assert!(fresh.log_seq.is_some() && gateway.explain(&fresh).is_ok());
+}
+
+#[test]
+fn the_checkpoint_thread_copies_committed_decisions_into_the_database_file() {
+    let wallet = example("wallet");
+    let s = setup("checkpoint", &wallet);
+    let database = s.dir.join("state.db");
+    let before = std::fs::metadata(&database).unwrap().len();
+    for n in 0..300 {
+        assert!(s.gateway.decide(&payment("20.00 USD", &format!("op-{n}"))).allowed());
+    }
+    // A commit checkpoints by itself only past 10,000 pages (40 MB): these few pages reach the database file only
+    // through the checkpoint thread (every 100 ms).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::metadata(&database).unwrap().len() <= before && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(std::fs::metadata(&database).unwrap().len() > before, "nothing was checkpointed");
+    assert_eq!(audit::verify(audit::read_all(s.store.as_ref()).unwrap()).unwrap(), 300);
+}

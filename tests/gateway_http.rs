@@ -72,7 +72,8 @@ fn start_with(name: &str, reloader: Option<Reloader>) -> Server {
     std::fs::create_dir_all(&dir).unwrap();
     let program = wallet();
     let compiled = Runtime::new().unwrap().load(&remit::wasm::compile(&program).unwrap()).unwrap();
-    let policy = Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap();
+    let meta = PolicyMeta::from_program(&program);
+    let policy = Policy::new(compiled, meta).unwrap().with_program(Arc::new(program)).unwrap();
     let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
     let clock = Arc::new(FixedClock::new(parse_timestamp("2026-12-03T15:30:00Z").unwrap()));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -243,6 +244,10 @@ fn discovery_search_health_ready_and_metrics() {
     assert!(metrics.contains("remit_decisions_total{outcome=\"allow\"} 1"), "{metrics}");
     assert!(metrics.contains("remit_decision_reasons_total{reason=\"budget.exhausted\"} 1"), "{metrics}");
     assert!(metrics.contains("remit_decision_seconds_count 2"), "{metrics}");
+    // The log lag: both decisions were logged (in committed transactions), none waits.
+    assert!(metrics.contains("remit_log_lag_seconds_count 2"), "{metrics}");
+    assert!(metrics.contains("remit_log_lag_seconds_bucket{le=\"+Inf\"} 2"), "{metrics}");
+    assert!(metrics.contains("remit_log_pending 0"), "{metrics}");
 }
 
 #[test]
@@ -314,6 +319,70 @@ fn wallet_end_to_end_escalate_approve_retry_consume_escalate_again() {
     let entries = s.store_log();
     // Four decisions and one approval.
     assert_eq!(remit::gateway::audit::verify(entries).unwrap(), 5);
+}
+
+/// The inbox links an escalated request to its explanation: the logged request re-decided on the policy's
+/// sources, drawn as the path it took, as HTML (escaped, no scripts) or text, only for the request's principal.
+#[test]
+fn the_inbox_explains_an_escalated_request_from_its_log_entry() {
+    let s = start("explain");
+    let escalated = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
+    let id = escalated["context"]["access_request"]["id"].as_str().unwrap().to_string();
+    let path = format!("/inbox/api/requests/{id}/explanation");
+    assert_eq!(s.call("GET", &path, None).status, 401);
+    assert_eq!(s.call("GET", &path, Some(ADMIN)).status, 403, "an admin token is not an inbox token");
+    assert_eq!(s.call("GET", &path, Some(BOB)).status, 404, "not bob's request");
+    assert_eq!(s.call("GET", "/inbox/api/requests/ar-nope/explanation", Some(ALICE)).status, 404);
+    assert_eq!(s.call("GET", "/inbox/api/requests", Some(ALICE)).json()["explanations"], true);
+    let page = s.call("GET", &path, Some(ALICE));
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(page.header("content-type").unwrap().starts_with("text/html"));
+    assert!(page.header("content-security-policy").unwrap().contains("default-src 'none'"));
+    let html = page.text();
+    assert!(html.contains(r#"<span class="outcome escalate" id="outcome">escalate to user:alice</span>"#), "{html}");
+    // The gate that escalated, with the request's value and the approval it lacked.
+    let gate = r#"<div class="step escalated decided"><span class="mark">?</span> <span class="rule">require approval commercial_terms for make_payment where args.amount &gt; 60 USD</span>"#;
+    assert!(html.contains(gate), "{html}");
+    assert!(html.contains("no `commercial_terms` approval was presented"), "{html}");
+    assert!(html.contains("args.amount = &quot;80.00 USD&quot;"), "{html}");
+    assert!(html.contains(r#"<li class="missing">commercial_terms under wallet"#), "{html}");
+    // The grant that matched, and the entry it was read from.
+    assert!(html.contains(r#"<div class="step passed"><span class="mark">✓</span> <span class="rule">allow make_payment where args.merchant in"#), "{html}");
+    assert!(html.contains(&format!("access request {id} · decision dec-")), "{html}");
+    let decision_id = escalated["context"]["decision_id"].as_str().unwrap();
+    assert!(html.contains(decision_id), "{html}");
+    // The time and state the gateway filled in, not the caller's.
+    assert!(html.contains("at 2026-12-03T15:30:00Z"), "{html}");
+    let auth = format!("Bearer {ALICE}");
+    let text = request("GET", &s.url(&path), &[("Authorization", &auth), ("Accept", "text/plain")], None).unwrap();
+    assert!(text.header("content-type").unwrap().starts_with("text/plain"));
+    assert!(text.text().contains("? require approval commercial_terms for make_payment"), "{}", text.text());
+    // Request strings are escaped: a merchant outside the list escalates (`otherwise escalate`) with its name.
+    let mut hostile = payment("10.00 USD", "op-2");
+    hostile["action"]["properties"]["merchant"] = json!("<script>alert(1)</script>");
+    hostile["resource"]["id"] = json!("<img src=x onerror=alert(2)>");
+    let other = s.post("/access/v1/evaluation", &hostile).json();
+    assert_eq!(other["context"]["decision"], "escalate", "{other}");
+    let other_id = other["context"]["access_request"]["id"].as_str().unwrap();
+    let page = s.call("GET", &format!("/inbox/api/requests/{other_id}/explanation"), Some(ALICE)).text();
+    assert!(!page.contains("<script") && !page.contains("<img"), "{page}");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && page.contains("&lt;img src=x"), "{page}");
+    // Approved and consumed, the request still explains the decision that filed it.
+    assert_eq!(s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE)).status, 200);
+    assert_eq!(s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json()["decision"], true);
+    assert_eq!(s.call("GET", &path, Some(ALICE)).status, 200);
+    // An entry whose hash no longer holds is not explained.
+    let seq = s.call("GET", &format!("/inbox/api/requests/{id}"), Some(ALICE)).json()["log_seq"].as_u64().unwrap();
+    s.store
+        .execute_raw(&format!("UPDATE log SET body = replace(body, '80.00 USD', '8.00 USD') WHERE seq = {seq}"))
+        .unwrap();
+    let changed = s.call("GET", &path, Some(ALICE));
+    assert_eq!(changed.status, 409, "{}", changed.text());
+    assert!(changed.json()["error"]["message"].as_str().unwrap().contains("was changed"), "{}", changed.text());
+    // The page that shows it is served like the inbox page (it holds no data: it fetches with the token).
+    let shell = s.call("GET", &format!("/inbox/{id}/explanation"), None);
+    assert_eq!(shell.status, 200);
+    assert!(shell.text().contains(r#"sandbox="""#));
 }
 
 impl Server {
@@ -406,6 +475,17 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     };
     let (ok, listed, _) = cli(&["approvals", "list"], ALICE);
     assert!(ok && listed.contains(&id) && listed.contains("commercial_terms"), "{listed}");
+    // A bare module has no sources: the inbox says an explanation needs them instead of linking to one.
+    let alice = format!("Bearer {ALICE}");
+    let get =
+        |path: &str| request("GET", &format!("{}{path}", server.url), &[("Authorization", &alice)], None).unwrap();
+    assert_eq!(get("/inbox/api/requests").json()["explanations"], false);
+    let unavailable = get(&format!("/inbox/api/requests/{id}/explanation"));
+    assert_eq!(unavailable.status, 501, "{}", unavailable.text());
+    assert_eq!(unavailable.json()["error"]["code"], "explain.unavailable");
+    assert!(unavailable.json()["error"]["message"].as_str().unwrap().contains("needs them"), "{}", unavailable.text());
+    let (ok, _, err) = cli(&["approvals", "explain", &id], ALICE);
+    assert!(!ok && err.contains("501") && err.contains("needs them"), "{err}");
     let (ok, _, err) = cli(&["approvals", "approve", &id], ADMIN);
     assert!(!ok && err.contains("403"), "{err}");
     let (ok, out, err) = cli(&["approvals", "approve", &id], ALICE);
@@ -585,6 +665,44 @@ fn kill_9_under_load_loses_no_acknowledged_decision_and_the_counters_match_the_l
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `remit serve` given the sources explains an access request; `remit approvals explain` prints it as text.
+#[test]
+fn remit_approvals_explain_prints_the_path_of_a_request_served_from_sources() {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-explain-cli-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    let server = serve_process(&dir.join("policy"), &dir.join("state.db"));
+    let call = json!({"subject": {"type": "agent", "id": "agent:shopper"},
+                      "action": {"name": "make_payment", "properties": {"merchant": "m", "amount": "80.00 USD"}},
+                      "resource": {"type": "order", "id": "o-1"}, "context": {"operation_id": "op-1"}});
+    let text = call.to_string();
+    let url = format!("{}/access/v1/evaluation", server.url);
+    let escalated = request("POST", &url, &[], Some(text.as_bytes())).unwrap().json();
+    let id = escalated["context"]["access_request"]["id"].as_str().unwrap().to_string();
+    let explain = |token: &str| {
+        let out = remit_bin()
+            .args(["approvals", "explain", &id, "--gateway", &server.url, "--token", token])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = explain(ALICE);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("decision ESCALATE to user:alice"), "{out}");
+    assert!(out.contains("? require approval commercial_terms for make_payment where args.amount > 60 USD *"), "{out}");
+    assert!(out.contains("args.amount = \"80.00 USD\""), "{out}");
+    assert!(out.contains(&format!("access request {id}")), "{out}");
+    let (ok, _, err) = explain(ADMIN);
+    assert!(!ok && err.contains("403"), "{err}");
+    drop(server);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The wallet end to end with the principal approving in the web page, in headless Debian chromium driven by
 /// Playwright (`scripts/test-deps.sh` installs both; the README's test command runs it).
 #[test]
@@ -630,7 +748,7 @@ fn a_hundred_hot_reloads_under_load_lose_no_call_and_every_decision_names_a_poli
     let counter = next.clone();
     let reloader: Reloader = Arc::new(move || {
         let (compiled, meta) = versions[(counter.fetch_add(1, Ordering::SeqCst) + 1) % 2].clone();
-        Ok(Policy { compiled, meta })
+        Ok(Policy { compiled, meta, program: None })
     });
     let s = start_with("reload", Some(reloader));
     let done = AtomicBool::new(false);

@@ -83,6 +83,13 @@ pub enum ApprovalsCommand {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Explain why an access request waits: its decision drawn as the path it took (needs a gateway that serves
+    /// the policy's sources)
+    Explain {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -136,6 +143,20 @@ impl Remote {
             .or_else(|| std::env::var("REMIT_GATEWAY").ok())
             .unwrap_or_else(|| "http://127.0.0.1:8181".into());
         format!("{}{path}", base.trim_end_matches('/'))
+    }
+
+    /// GETs `path` as text (`Accept: text/plain`).
+    fn text(&self, path: &str) -> Result<String, String> {
+        let token = self.token.clone().or_else(|| std::env::var("REMIT_TOKEN").ok()).unwrap_or_default();
+        let auth = format!("Bearer {token}");
+        let headers = [("Authorization", auth.as_str()), ("Accept", "text/plain")];
+        let response = client::request("GET", &self.url(path), &headers, None)?;
+        if response.status >= 400 {
+            let json = response.json();
+            let message = json.pointer("/error/message").and_then(Json::as_str).unwrap_or("").to_string();
+            return Err(format!("the gateway answered {}: {message}", response.status));
+        }
+        Ok(response.text())
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Json, String> {
@@ -206,7 +227,7 @@ fn load_policy(
             "with --verify-key the gateway serves only a signed bundle (`remit build --bundle --sign KEY`)".into()
         );
     }
-    let (wasm, meta) = match super::build::compiled_policy(paths) {
+    let (wasm, meta, program) = match super::build::compiled_policy(paths) {
         Some(path) => {
             let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
             let meta = remit::gateway::meta::extract(&bytes)?.ok_or_else(|| {
@@ -215,16 +236,22 @@ fn load_policy(
                     path.display()
                 )
             })?;
-            (bytes, meta)
+            (bytes, meta, None)
         }
         None => {
             let (program, _, _) = super::compile(paths, Format::Human)?;
             let Some(program) = program else { return Ok(None) };
             let wasm = remit::wasm::compile(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
-            (wasm, PolicyMeta::from_program(&program))
+            let meta = PolicyMeta::from_program(&program);
+            // Kept for the inbox's explanations, which re-decide a logged request on the checked program.
+            (wasm, meta, Some(Arc::new(program)))
         }
     };
-    Policy::new(runtime.load(&wasm)?, meta).map(Some)
+    let policy = Policy::new(runtime.load(&wasm)?, meta)?;
+    match program {
+        Some(program) => policy.with_program(program).map(Some),
+        None => Ok(Some(policy)),
+    }
 }
 
 pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, String> {
@@ -400,6 +427,9 @@ pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
         ApprovalsCommand::Deny { id, remote } => {
             remote.call("POST", &format!("/inbox/api/requests/{id}/deny"), None)?;
             println!("denied {id}");
+        }
+        ApprovalsCommand::Explain { id, remote } => {
+            print!("{}", remote.text(&format!("/inbox/api/requests/{id}/explanation"))?);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -22,6 +22,8 @@ use super::audit::hex;
 use super::meta::PolicyMeta;
 use super::store::*;
 use crate::eval::Decision;
+use crate::ir::Program;
+use crate::picture::explain::Explanation;
 use crate::runtime::{Compiled, Evaluator};
 use crate::value::format_timestamp;
 
@@ -44,29 +46,47 @@ struct Job {
     raw: Vec<u8>,
     prepared: Prepared,
     now: i64,
+    /// When the job was queued, for the log lag.
+    queued: std::time::Instant,
 }
 
-/// Where a batch leader puts a job's result.
+/// What a job's caller is handed: its result, or the lead (its job is still queued, and it runs the next batch).
+// Moved once per decision; boxing the result would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Handed {
+    Done(StoreResult<Decided>),
+    Lead,
+}
+
+/// Where a batch leader puts a job's result, or hands the lead on.
 #[derive(Default)]
 struct Slot {
-    result: Mutex<Option<StoreResult<Decided>>>,
+    handed: Mutex<Option<Handed>>,
     ready: std::sync::Condvar,
 }
 
 impl Slot {
-    fn fill(&self, result: StoreResult<Decided>) {
-        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+    fn hand(&self, handed: Handed) {
+        *self.handed.lock().unwrap_or_else(|p| p.into_inner()) = Some(handed);
         self.ready.notify_all();
     }
 
-    fn wait(&self) -> StoreResult<Decided> {
-        let mut result = self.result.lock().unwrap_or_else(|p| p.into_inner());
+    fn fill(&self, result: StoreResult<Decided>) {
+        self.hand(Handed::Done(result));
+    }
+
+    fn wait(&self) -> Handed {
+        let mut handed = self.handed.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(result) = result.take() {
-                return result;
+            if let Some(handed) = handed.take() {
+                return handed;
             }
-            result = self.ready.wait(result).unwrap_or_else(|p| p.into_inner());
+            handed = self.ready.wait(handed).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    fn is_done(&self) -> bool {
+        matches!(*self.handed.lock().unwrap_or_else(|p| p.into_inner()), Some(Handed::Done(_)))
     }
 }
 
@@ -148,11 +168,13 @@ impl Default for Config {
     }
 }
 
-/// A policy the gateway serves: the compiled module and what the gateway must know about it.
+/// A policy the gateway serves: the compiled module and what the gateway must know about it, and the checked
+/// program when the gateway was given the sources (then the inbox can explain decisions; a module alone cannot).
 #[derive(Debug)]
 pub struct Policy {
     pub compiled: Arc<Compiled>,
     pub meta: PolicyMeta,
+    pub program: Option<Arc<Program>>,
 }
 
 impl Policy {
@@ -165,7 +187,20 @@ impl Policy {
                 compiled.policy()
             ));
         }
-        Ok(Policy { compiled: Arc::new(compiled), meta })
+        Ok(Policy { compiled: Arc::new(compiled), meta, program: None })
+    }
+
+    /// Adds the checked program the module was compiled from, for explanations; it must be the same policy.
+    pub fn with_program(mut self, program: Arc<Program>) -> Result<Policy, String> {
+        if program.hash != self.compiled.policy() {
+            return Err(format!(
+                "the sources are policy `{}`, the module is policy `{}`",
+                program.hash,
+                self.compiled.policy()
+            ));
+        }
+        self.program = Some(program);
+        Ok(self)
     }
 }
 
@@ -232,6 +267,66 @@ impl From<StoreError> for ActionError {
     }
 }
 
+/// Why [`Gateway::explain`] has no explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoExplanation {
+    /// The gateway serves a compiled module (a `.wasm` or a bundle) without its sources.
+    NoSources,
+    /// The logged decision cannot be explained by this gateway's policy (said why).
+    Unexplainable(String),
+    Store(StoreError),
+}
+
+impl std::fmt::Display for NoExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoExplanation::NoSources => f.write_str(
+                "this gateway serves a compiled module without its policy sources, and an explanation needs them: \
+                 serve the policy folder (`remit serve POLICY_DIR`) to explain decisions",
+            ),
+            NoExplanation::Unexplainable(why) => f.write_str(why),
+            NoExplanation::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The upper bounds of the buckets of the gateway's latency histograms, in seconds.
+pub const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+/// A Prometheus histogram of durations over [`BUCKETS`] (cumulative buckets, count, sum).
+#[derive(Debug, Default)]
+pub struct Histogram {
+    pub buckets: [AtomicU64; BUCKETS.len()],
+    pub count: AtomicU64,
+    /// Microseconds.
+    pub sum_us: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, seconds: f64) {
+        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
+            if seconds <= le {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// The histogram in Prometheus text format under `name`.
+    pub fn render(&self, name: &str, help: &str, out: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {}", bucket.load(Ordering::Relaxed));
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
 /// Counts the gateway keeps for `/metrics`.
 #[derive(Debug, Default)]
 pub struct Counts {
@@ -247,6 +342,11 @@ pub struct Counts {
     pub shadowed: AtomicU64,
     /// Decision transactions committed (group commit: one for a batch of decisions).
     pub commits: AtomicU64,
+    /// The log lag: from a decision's arrival to the end of the transaction that logged it (committed, or failed
+    /// and denied); no decision is answered before.
+    pub log_lag: Histogram,
+    /// Decisions that arrived and are not yet logged (queued or in the running transaction).
+    pub log_pending: AtomicU64,
     /// Reason code → decisions that gave it.
     pub reasons: Mutex<std::collections::BTreeMap<String, u64>>,
 }
@@ -426,7 +526,8 @@ impl Gateway {
         if !prepared.ignored.is_empty() {
             self.counts.ignored_fields.fetch_add(1, Ordering::Relaxed);
         }
-        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now };
+        let queued = std::time::Instant::now();
+        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now, queued };
         let decided = match self.run_batched(job) {
             Ok(decided) => decided,
             Err(_) => {
@@ -453,35 +554,55 @@ impl Gateway {
     /// leaves the others intact), commits once, and hands each job its result. No result is handed out before the
     /// commit, so an answered decision is always in the log. Jobs are taken before the transaction begins: a job
     /// queued after a stop (or any change) committed sees it.
+    ///
+    /// A leader leads until its own job is done, then hands the lead to the caller of the oldest queued job (which
+    /// runs the next batch, its own job in it): under a steady stream of calls no caller keeps leading batches of
+    /// others while its own answer waits.
     fn run_batched(&self, job: Job) -> StoreResult<Decided> {
         let slot = Arc::new(Slot::default());
         let lead = {
             let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
             queue.jobs.push((job, slot.clone()));
+            self.counts.log_pending.fetch_add(1, Ordering::Relaxed);
             !std::mem::replace(&mut queue.leading, true)
         };
-        if lead {
-            loop {
-                let jobs = {
-                    let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
-                    if queue.jobs.is_empty() {
-                        queue.leading = false;
-                        break;
-                    }
-                    let take = queue.jobs.len().min(MAX_BATCH);
-                    queue.jobs.drain(..take).collect::<Vec<_>>()
-                };
-                // A panic while running the batch must not leave its followers waiting: they get a store error
-                // (a deny), and the next caller leads.
-                let run = std::panic::AssertUnwindSafe(|| self.run_batch(jobs.iter().map(|(job, _)| job)));
-                let results = std::panic::catch_unwind(run)
-                    .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
-                for ((_, slot), result) in jobs.iter().zip(results) {
-                    slot.fill(result);
-                }
+        if !lead {
+            match slot.wait() {
+                Handed::Done(result) => return result,
+                Handed::Lead => {}
             }
         }
-        slot.wait()
+        loop {
+            let jobs = {
+                let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_done() {
+                    // Hand on the lead (still `leading`, so nobody else takes the queue meanwhile), or end it.
+                    match queue.jobs.first() {
+                        Some((_, next)) => next.hand(Handed::Lead),
+                        None => queue.leading = false,
+                    }
+                    break;
+                }
+                let take = queue.jobs.len().min(MAX_BATCH);
+                queue.jobs.drain(..take).collect::<Vec<_>>()
+            };
+            // A panic while running the batch must not leave its followers waiting: they get a store error
+            // (a deny), and the lead passes on as usual.
+            let run = std::panic::AssertUnwindSafe(|| self.run_batch(jobs.iter().map(|(job, _)| job)));
+            let results = std::panic::catch_unwind(run)
+                .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
+            let committed = std::time::Instant::now();
+            for ((job, slot), result) in jobs.iter().zip(results) {
+                self.counts.log_lag.observe(committed.duration_since(job.queued).as_secs_f64());
+                self.counts.log_pending.fetch_sub(1, Ordering::Relaxed);
+                slot.fill(result);
+            }
+        }
+        match slot.wait() {
+            Handed::Done(result) => result,
+            // Only a queued job is handed the lead, and this one is done: never happens, and would deny.
+            Handed::Lead => Err(StoreError("the group commit lost a result".into())),
+        }
     }
 
     fn run_batch<'j>(&self, jobs: impl ExactSizeIterator<Item = &'j Job>) -> Vec<StoreResult<Decided>> {
@@ -531,7 +652,7 @@ impl Gateway {
     /// One decision inside the batch's transaction (see [`Gateway::decide`]); its writes are kept only if the
     /// transaction commits.
     fn decide_in_store(&self, tx: &mut Box<dyn Tx + '_>, job: &Job) -> StoreResult<Decided> {
-        let Job { policy, id, raw, prepared, now } = job;
+        let Job { policy, id, raw, prepared, now, .. } = job;
         let (id, now) = (id.as_str(), *now);
         let prepared = prepared.clone();
         let policy_hash = policy.compiled.policy();
@@ -731,6 +852,8 @@ impl Gateway {
             key: String::new(),
             decided_by: None,
             decided_at: None,
+            // The decision's entry is the next one this transaction appends (see `decide_in_store`).
+            log_seq: Some(tx.log_head()?.0 + 1),
         };
         let identity = json!([
             request.agent,
@@ -791,6 +914,67 @@ impl Gateway {
 
     pub fn access_request(&self, id: &str) -> Result<Option<AccessRequest>, StoreError> {
         self.store.begin()?.access_request(id)
+    }
+
+    /// The escalated decision of an access request drawn as the path it took ([`crate::picture::explain`]): the
+    /// request as the gateway logged it (with the state and time it filled in) re-decided by the interpreter on the
+    /// checked program of the policy that decided it. Needs the policy's sources; refuses rather than explain under
+    /// another policy, from an entry whose hash does not hold, or from an entry that is not that decision's.
+    pub fn explain(&self, request: &AccessRequest) -> Result<Explanation, NoExplanation> {
+        let policy = self.policy();
+        let Some(program) = policy.program.clone() else { return Err(NoExplanation::NoSources) };
+        let unexplainable = |why: String| Err(NoExplanation::Unexplainable(why));
+        let Some(seq) = request.log_seq else {
+            return unexplainable("the request was filed before the store recorded its decision's log entry".into());
+        };
+        let entry = self.store.begin().map_err(NoExplanation::Store)?.log_entries(seq, 1);
+        let entry = entry.map_err(NoExplanation::Store)?.into_iter().next().filter(|e| e.seq == seq);
+        let Some(entry) = entry else { return unexplainable(format!("log entry {seq} is missing")) };
+        if super::audit::entry_hash(&entry.prev, entry.seq, entry.time, &entry.kind, &entry.body) != entry.hash {
+            return unexplainable(format!("log entry {seq} does not match its hash: it was changed"));
+        }
+        let body = crate::json::parse_stored(&entry.body).unwrap_or(Json::Null);
+        if entry.kind != "decision" || body["id"] != request.decision_id.as_str() {
+            return unexplainable(format!("log entry {seq} is not decision `{}`", request.decision_id));
+        }
+        let decided_by = body["policy"].as_str().unwrap_or("");
+        if decided_by != program.hash {
+            return unexplainable(format!(
+                "decision `{}` was made by policy `{decided_by}`; this gateway now serves `{}`",
+                request.decision_id, program.hash
+            ));
+        }
+        let bytes = match &body["request"] {
+            Json::String(raw) => raw.as_bytes().to_vec(),
+            value => serde_json::to_vec(value).expect("a JSON value serializes"),
+        };
+        let mut explanation = crate::picture::explain::explain(&program, &bytes);
+        explanation.notes.push(format!(
+            "access request {} · decision {} · log entry {seq} ({}), as the gateway filled it in (state, time)",
+            request.id, request.decision_id, entry.hash
+        ));
+        let logged = &body["decision"];
+        let again = &explanation.decision;
+        let reasons: Vec<&str> = logged["reasons"].as_array().into_iter().flatten().filter_map(Json::as_str).collect();
+        if logged["decision"].as_str() != Some(again.outcome.as_str()) || reasons != again.reasons {
+            let masked = self.config.mask.iter().filter(|m| request.arguments.get(m.as_str()).is_some());
+            let masked: Vec<&str> = masked.map(String::as_str).collect();
+            explanation.notes.push(format!(
+                "the gateway decided {} ({}); re-deciding the logged request gives {} ({}){}",
+                logged["decision"].as_str().unwrap_or("?"),
+                reasons.join(", "),
+                again.outcome.as_str(),
+                again.reasons.join(", "),
+                if masked.is_empty() {
+                    String::new()
+                } else {
+                    format!(": the log masks `{}`, whose values the rules may read", masked.join("`, `"))
+                }
+            ));
+        } else if self.config.mask.iter().any(|m| request.arguments.get(m.as_str()).is_some()) {
+            explanation.notes.push("masked arguments are shown as \"***\", as the log keeps them".into());
+        }
+        Ok(explanation)
     }
 
     /// Whether `identity` may answer access requests at all: an agent (a holder of a mandate) never may.

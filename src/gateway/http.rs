@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ use axum::routing::{get, post, put};
 use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
-use super::core::{ActionError, Decided, Gateway, Policy};
+use super::core::{ActionError, Decided, Gateway, Histogram, NoExplanation, Policy};
 
 /// The largest body of a single decision request (the module's maximum input).
 pub const MAX_BODY: usize = 262_144;
@@ -38,37 +38,16 @@ pub struct Tokens {
     pub admin: BTreeMap<String, String>,
 }
 
-/// Latency buckets of `remit_decision_seconds`, in seconds.
-const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
-
-#[derive(Debug, Default)]
-struct Latency {
-    buckets: [AtomicU64; BUCKETS.len()],
-    count: AtomicU64,
-    /// Microseconds.
-    sum_us: AtomicU64,
-}
-
-impl Latency {
-    fn observe(&self, seconds: f64) {
-        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
-            if seconds <= le {
-                bucket.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
-    }
-}
-
 /// Loads the policy again (from where it came): what `POST /admin/v1/reload` and the file watch call.
 pub type Reloader = Arc<dyn Fn() -> Result<Policy, String> + Send + Sync>;
 
 struct App {
     gateway: Arc<Gateway>,
     tokens: Tokens,
-    latency: Latency,
+    latency: Histogram,
     reloader: Option<Reloader>,
+    /// Decisions running now (see [`blocking_decision`]).
+    running: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for App {
@@ -86,7 +65,7 @@ pub fn router(gateway: Arc<Gateway>, tokens: Tokens) -> Router {
 
 /// [`router`] with `POST /admin/v1/reload`, which swaps in what `reloader` loads.
 pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Option<Reloader>) -> Router {
-    let app = Arc::new(App { gateway, tokens, latency: Latency::default(), reloader });
+    let app = Arc::new(App { gateway, tokens, latency: Histogram::default(), reloader, running: Default::default() });
     let single = Router::new()
         .route("/access/v1/evaluation", post(evaluation))
         .route("/access/v1/search/action", post(search_action))
@@ -103,8 +82,10 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
         .route("/metrics", get(metrics))
         .route("/inbox", get(inbox_page))
         .route("/inbox/{id}", get(inbox_page))
+        .route("/inbox/{id}/explanation", get(explanation_page))
         .route("/inbox/api/requests", get(inbox_list))
         .route("/inbox/api/requests/{id}", get(inbox_one))
+        .route("/inbox/api/requests/{id}/explanation", get(inbox_explanation))
         .route("/inbox/api/requests/{id}/approve", post(inbox_approve))
         .route("/inbox/api/requests/{id}/deny", post(inbox_deny))
         .route("/admin/v1/state", get(admin_state))
@@ -209,7 +190,7 @@ fn authzen_answer(decided: &Decided) -> Json {
 async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
     let gateway = app.gateway.clone();
     let started = Instant::now();
-    let decided = tokio::task::spawn_blocking(move || gateway.decide(&request)).await;
+    let decided = blocking_decision(app, move || gateway.decide(&request)).await;
     let elapsed = started.elapsed();
     app.latency.observe(elapsed.as_secs_f64());
     if let (true, Ok(d)) = (app.gateway.config().access_log, &decided) {
@@ -237,6 +218,29 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
                 shadowed: None,
             }
         }
+    }
+}
+
+/// Runs a decision, which blocks (SQLite, the group commit). When no other decision is running, on a
+/// multi-threaded runtime, in place on the worker that received the request (`block_in_place`: two thread wake-ups
+/// fewer than a round trip through the blocking pool, which is most of one lone call's latency); otherwise on the
+/// blocking pool, since handing a worker's tasks to another thread on every call costs more than it saves under
+/// concurrency (BENCHMARKS.md, "Gateway"). `Err` when the decision panicked.
+async fn blocking_decision<T: Send + 'static>(app: &App, f: impl FnOnce() -> T + Send + 'static) -> Result<T, ()> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    /// Counts the decision out also when its request is dropped while it waits (the client went away).
+    struct Running<'a>(&'a std::sync::atomic::AtomicUsize);
+    impl Drop for Running<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    let alone = app.running.fetch_add(1, Ordering::AcqRel) == 0;
+    let _running = Running(&app.running);
+    if alone && Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tokio::task::block_in_place(f))).map_err(|_| ())
+    } else {
+        tokio::task::spawn_blocking(f).await.map_err(|_| ())
     }
 }
 
@@ -398,15 +402,18 @@ async fn metrics(State(app): Shared) -> Response {
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", n.load(Ordering::Relaxed));
     }
-    out.push_str("# HELP remit_decision_seconds Time to decide, log and answer one request.\n");
-    out.push_str("# TYPE remit_decision_seconds histogram\n");
-    for (bucket, le) in app.latency.buckets.iter().zip(BUCKETS) {
-        let _ = writeln!(out, "remit_decision_seconds_bucket{{le=\"{le}\"}} {}", bucket.load(Ordering::Relaxed));
-    }
-    let count = app.latency.count.load(Ordering::Relaxed);
-    let _ = writeln!(out, "remit_decision_seconds_bucket{{le=\"+Inf\"}} {count}");
-    let sum = app.latency.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-    let _ = writeln!(out, "remit_decision_seconds_sum {sum}\nremit_decision_seconds_count {count}");
+    app.latency.render("remit_decision_seconds", "Time to decide, log and answer one request.", &mut out);
+    counts.log_lag.render(
+        "remit_log_lag_seconds",
+        "From a decision's arrival to the commit of its log entry (group commit); it is answered only after.",
+        &mut out,
+    );
+    let pending = counts.log_pending.load(Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP remit_log_pending Decisions arrived and not yet logged.\n# TYPE remit_log_pending gauge\n\
+         remit_log_pending {pending}"
+    );
     let policy = app.gateway.policy().compiled.policy().to_string();
     let _ = writeln!(out, "# HELP remit_policy_info The policy in force.\n# TYPE remit_policy_info gauge");
     let _ = writeln!(out, "remit_policy_info{{policy=\"{policy}\"}} 1");
@@ -464,6 +471,12 @@ async fn inbox_page() -> Html<&'static str> {
     Html(include_str!("inbox.html"))
 }
 
+/// The page that shows an access request's explanation: it holds no data, and fetches the explanation with the
+/// inbox token the inbox page signed in with.
+async fn explanation_page() -> Html<&'static str> {
+    Html(include_str!("explanation.html"))
+}
+
 /// The access requests the token's identity may answer (its own as principal), newest first.
 async fn inbox_list(State(app): Shared, headers: HeaderMap) -> Response {
     let identity = match authenticate(&headers, &app.tokens.inbox) {
@@ -478,7 +491,12 @@ async fn inbox_list(State(app): Shared, headers: HeaderMap) -> Response {
     })
     .await;
     match list {
-        Ok(list) => json_response(StatusCode::OK, json!({"identity": identity, "requests": list}).to_string()),
+        Ok(list) => {
+            // Whether the requests can be explained: only with the policy's sources (docs/gateway.md).
+            let explanations = app.gateway.policy().program.is_some();
+            let body = json!({"identity": identity, "requests": list, "explanations": explanations});
+            json_response(StatusCode::OK, body.to_string())
+        }
         Err(response) => response,
     }
 }
@@ -496,6 +514,50 @@ async fn inbox_one(State(app): Shared, headers: HeaderMap, Path(id): Path<String
         }
         Ok(_) => error(StatusCode::NOT_FOUND, "inbox.not-found", "no such access request for you"),
         Err(response) => response,
+    }
+}
+
+/// `GET /inbox/api/requests/{id}/explanation`: the escalated decision drawn as the path it took, as a
+/// self-contained HTML page (`text/html`, no scripts, all request text escaped; a content security policy forbids
+/// scripts should anything slip through) or, with `Accept: text/plain`, as text. Same authentication and
+/// visibility as the request itself; `501` when the gateway has no policy sources, `409` when the logged decision
+/// cannot be explained by the policy in force.
+async fn inbox_explanation(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.inbox) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let plain = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/plain"));
+    let gateway = app.gateway.clone();
+    let explained = tokio::task::spawn_blocking(move || {
+        let request = match gateway.access_request(&id) {
+            Ok(Some(request)) if request.principal.as_deref() == Some(identity.as_str()) => request,
+            Ok(_) => return Err(error(StatusCode::NOT_FOUND, "inbox.not-found", "no such access request for you")),
+            Err(e) => return Err(error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, e.to_string())),
+        };
+        gateway.explain(&request).map_err(|e| {
+            let status = match e {
+                NoExplanation::NoSources => StatusCode::NOT_IMPLEMENTED,
+                NoExplanation::Unexplainable(_) => StatusCode::CONFLICT,
+                NoExplanation::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            error(status, "explain.unavailable", e.to_string())
+        })
+    })
+    .await;
+    match explained {
+        Ok(Ok(explanation)) if plain => {
+            let text = crate::picture::explain::text(&explanation, false);
+            ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
+        }
+        Ok(Ok(explanation)) => {
+            let page = crate::picture::explain::html(&explanation);
+            let csp = "default-src 'none'; style-src 'unsafe-inline'";
+            ([(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::CONTENT_SECURITY_POLICY, csp)], page)
+                .into_response()
+        }
+        Ok(Err(response)) => response,
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "gateway.internal", "the request failed"),
     }
 }
 

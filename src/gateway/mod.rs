@@ -22,7 +22,7 @@ pub mod replay;
 pub mod sqlite;
 pub mod store;
 
-pub use self::core::{Clock, Config, Decided, FixedClock, Gateway, Policy, SystemClock};
+pub use self::core::{Clock, Config, Decided, FixedClock, Gateway, NoExplanation, Policy, SystemClock};
 pub use self::meta::PolicyMeta;
 pub use self::sqlite::{Durability, SqliteStore};
 pub use self::store::{Store, StoreError, Tx};

@@ -5,6 +5,11 @@
 //! (also against other processes opening the same file, e.g. `remit audit verify`). `synchronous = NORMAL` in WAL
 //! mode: a committed transaction survives a crash of the process (`kill -9`); `--durability full` (`synchronous =
 //! FULL`) also survives a power loss at the cost of an fsync per decision.
+//!
+//! Checkpoints (copying the WAL into the database file, with an fsync) run on a thread of their own with its own
+//! connection, every 100 ms, so that no decision waits for one; a committing transaction checkpoints by itself only
+//! when the WAL has grown past 10,000 pages (the background thread fell behind). Checkpoints move only committed
+//! transactions, so where they run changes no durability.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -15,7 +20,8 @@ use super::audit::{entry_hash, GENESIS};
 use super::store::*;
 
 /// The schema's version (`PRAGMA user_version`): a store of another version is refused, not silently reused.
-const SCHEMA_VERSION: i64 = 1;
+/// Version 2 added `access_requests.log_seq`; a version 1 store is migrated when a gateway opens it.
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
@@ -35,7 +41,7 @@ CREATE TABLE IF NOT EXISTS access_requests (
   id TEXT PRIMARY KEY, status TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
   principal TEXT, agent TEXT NOT NULL, credential TEXT, mandate TEXT NOT NULL, tool TEXT NOT NULL, target TEXT,
   digest TEXT NOT NULL, manifest TEXT, arguments TEXT NOT NULL, missing_approvals TEXT NOT NULL, reasons TEXT NOT NULL, chain TEXT NOT NULL,
-  decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER);
+  decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER, log_seq INTEGER);
 CREATE INDEX IF NOT EXISTS access_requests_key ON access_requests (key, status);
 CREATE TABLE IF NOT EXISTS log (
   seq INTEGER PRIMARY KEY, time INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL,
@@ -56,6 +62,31 @@ pub struct SqliteStore {
     connection: Mutex<Connection>,
     /// Opened by [`SqliteStore::open_existing`]: transactions are read transactions.
     read_only: bool,
+    /// Dropping it stops the checkpoint thread.
+    _checkpointer: Option<std::sync::mpsc::Sender<()>>,
+}
+
+/// How often the checkpoint thread runs a passive checkpoint.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+/// The WAL size, in pages, past which a committing transaction checkpoints by itself (SQLite's default: 1,000).
+const WAL_AUTOCHECKPOINT: i64 = 10_000;
+
+/// Starts the checkpoint thread of the store at `path`: a passive checkpoint (never blocks the writer) every
+/// [`CHECKPOINT_EVERY`] until the returned sender is dropped.
+fn checkpointer(path: &Path, synchronous: &str) -> StoreResult<std::sync::mpsc::Sender<()>> {
+    let connection = Connection::open(path).map_err(store_err)?;
+    connection.pragma_update(None, "synchronous", synchronous).map_err(store_err)?;
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("remit-checkpoint".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
+                // A failed checkpoint is retried at the next tick; the writer's own checkpoints remain.
+                let _ = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            }
+        })
+        .map_err(|e| StoreError(format!("cannot start the checkpoint thread: {e}")))?;
+    Ok(stop)
 }
 
 fn store_err(e: rusqlite::Error) -> StoreError {
@@ -66,7 +97,10 @@ impl SqliteStore {
     /// Opens (creating it when absent) the store at `path`.
     pub fn open(path: &Path, durability: Durability) -> StoreResult<SqliteStore> {
         let connection = Connection::open(path).map_err(store_err)?;
-        SqliteStore::setup(connection, durability)
+        let mut store = SqliteStore::setup(connection, durability)?;
+        let synchronous = if durability == Durability::Full { "FULL" } else { "NORMAL" };
+        store._checkpointer = Some(checkpointer(path, synchronous)?);
+        Ok(store)
     }
 
     /// Opens an existing store for reading and checking (e.g. `remit audit verify`, also while a gateway runs):
@@ -77,10 +111,11 @@ impl SqliteStore {
         let connection = Connection::open_with_flags(path, flags).map_err(store_err)?;
         connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
         let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(store_err)?;
-        if version != SCHEMA_VERSION {
+        // The log, which is what such a reader reads, is the same in versions 1 and 2.
+        if !(1..=SCHEMA_VERSION).contains(&version) {
             return Err(StoreError(format!("not a remit store of schema version {SCHEMA_VERSION} (found {version})")));
         }
-        Ok(SqliteStore { connection: Mutex::new(connection), read_only: true })
+        Ok(SqliteStore { connection: Mutex::new(connection), read_only: true, _checkpointer: None })
     }
 
     fn setup(connection: Connection, durability: Durability) -> StoreResult<SqliteStore> {
@@ -91,11 +126,14 @@ impl SqliteStore {
             Durability::Full => "FULL",
         };
         connection.pragma_update(None, "synchronous", synchronous).map_err(store_err)?;
+        connection.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT).map_err(store_err)?;
         let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(store_err)?;
         let tables: i64 = connection
             .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |row| row.get(0))
             .map_err(store_err)?;
-        if version != SCHEMA_VERSION && (version != 0 || tables != 0) {
+        if version == 1 {
+            connection.execute_batch("ALTER TABLE access_requests ADD COLUMN log_seq INTEGER").map_err(store_err)?;
+        } else if version != SCHEMA_VERSION && (version != 0 || tables != 0) {
             return Err(StoreError(format!(
                 "the store has schema version {version} (or is not a remit store); this gateway uses version \
                  {SCHEMA_VERSION}"
@@ -103,7 +141,7 @@ impl SqliteStore {
         }
         connection.execute_batch(SCHEMA).map_err(store_err)?;
         connection.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(store_err)?;
-        Ok(SqliteStore { connection: Mutex::new(connection), read_only: false })
+        Ok(SqliteStore { connection: Mutex::new(connection), read_only: false, _checkpointer: None })
     }
 
     /// Runs raw SQL on the store (tests use it to tamper with the log, or to break the store).
@@ -122,7 +160,7 @@ impl Store for SqliteStore {
     fn begin(&self) -> StoreResult<Box<dyn Tx + '_>> {
         let connection = self.lock();
         let begin = if self.read_only { "BEGIN DEFERRED" } else { "BEGIN IMMEDIATE" };
-        connection.execute_batch(begin).map_err(store_err)?;
+        connection.prepare_cached(begin).and_then(|mut s| s.execute([])).map_err(store_err)?;
         Ok(Box::new(SqliteTx { connection, open: true }))
     }
 }
@@ -163,7 +201,8 @@ const APPROVAL_COLUMNS: &str = "id, kind, mandate, issued_at, expires_at, tool, 
      consumed, approver, access_request, consumed_by";
 
 const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
-     target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at";
+     target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at, \
+     log_seq";
 
 /// A JSON column, read with the project's parser: the values hold request data, whose keys serde_json's
 /// deserializer would misread (see src/json.rs).
@@ -200,6 +239,7 @@ fn request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
         key: row.get(17)?,
         decided_by: row.get(18)?,
         decided_at: row.get(19)?,
+        log_seq: row.get::<_, Option<i64>>(20)?.map(|seq| seq as u64),
     })
 }
 
@@ -405,7 +445,7 @@ impl Tx for SqliteTx<'_> {
             .execute(
                 &format!(
                     "INSERT INTO access_requests ({REQUEST_COLUMNS}) \
-                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21)"
                 ),
                 params![
                     r.id,
@@ -427,7 +467,8 @@ impl Tx for SqliteTx<'_> {
                     r.decision_id,
                     r.key,
                     r.decided_by,
-                    r.decided_at
+                    r.decided_at,
+                    r.log_seq.map(|seq| seq as i64)
                 ],
             )
             .map_err(store_err)?;
@@ -476,17 +517,21 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn savepoint(&mut self) -> StoreResult<()> {
-        self.connection.execute_batch("SAVEPOINT job").map_err(store_err)
+        self.connection.prepare_cached("SAVEPOINT job").and_then(|mut s| s.execute([])).map_err(store_err)?;
+        Ok(())
     }
 
     fn release(&mut self, keep: bool) -> StoreResult<()> {
-        let sql = if keep { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
-        self.connection.execute_batch(sql).map_err(store_err)
+        if keep {
+            self.connection.prepare_cached("RELEASE job").and_then(|mut s| s.execute([])).map_err(store_err)?;
+            return Ok(());
+        }
+        self.connection.execute_batch("ROLLBACK TO job; RELEASE job").map_err(store_err)
     }
 
     fn commit(mut self: Box<Self>) -> StoreResult<()> {
         self.open = false;
-        if let Err(e) = self.connection.execute_batch("COMMIT") {
+        if let Err(e) = self.connection.prepare_cached("COMMIT").and_then(|mut s| s.execute([])) {
             let _ = self.connection.execute_batch("ROLLBACK");
             return Err(store_err(e));
         }

@@ -80,6 +80,10 @@ pub struct AccessRequest {
     pub key: String,
     pub decided_by: Option<String>,
     pub decided_at: Option<i64>,
+    /// The sequence number of the escalated decision's log entry (what its explanation re-reads); `None` for a
+    /// request filed by a store of schema version 1.
+    #[serde(default)]
+    pub log_seq: Option<u64>,
 }
 
 /// One entry of the decision log, a hash chain: `hash = sha256(prev ‖ seq ‖ time ‖ kind ‖ body)` (see

@@ -20,6 +20,9 @@ pub struct Explanation {
     /// Findings about the call itself, before any mandate's rules (the credential, the tool, the mandate).
     pub preliminary: Vec<String>,
     pub mandates: Vec<MandateStep>,
+    /// What the caller adds about where the request came from (the gateway: the access request, the log entry,
+    /// masked arguments); shown above the path.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -121,7 +124,7 @@ pub fn explain(program: &Program, request: &[u8]) -> Explanation {
         mandates.push(step);
     }
     let preliminary = decision.reasons.iter().filter_map(|code| preliminary(program, code, tool)).collect();
-    Explanation { call: call_summary(&json), preliminary, decision, mandates }
+    Explanation { call: call_summary(&json), preliminary, decision, mandates, notes: Vec::new() }
 }
 
 /// The sentence for a reason that is about the call as a whole rather than a rule.
@@ -308,6 +311,9 @@ pub fn text(e: &Explanation, ansi: bool) -> String {
         let _ = writeln!(out, "{} {}", bold("chain   "), d.mandate_chain.join(" → "));
     }
     let _ = writeln!(out, "{} {}", bold("policy  "), d.policy);
+    for note in &e.notes {
+        let _ = writeln!(out, "{} {note}", bold("note    "));
+    }
     for p in &e.preliminary {
         let v = outcome_verdict(d.outcome);
         let _ = writeln!(out, "\n  {} {p}", paint(v, v.mark()));
@@ -384,6 +390,13 @@ pub fn html(e: &Explanation) -> String {
     let _ = writeln!(out, "<p>call: <code>{}</code></p>", xml(&e.call));
     let _ = writeln!(out, "<p>chain: {}</p>", xml(&d.mandate_chain.join(" → ")));
     let _ = writeln!(out, "<p>policy: <code>{}</code></p>", xml(&d.policy));
+    if !e.notes.is_empty() {
+        out.push_str("<ul class=\"notes\">\n");
+        for note in &e.notes {
+            let _ = writeln!(out, "<li>{}</li>", xml(note));
+        }
+        out.push_str("</ul>\n");
+    }
     for p in &e.preliminary {
         let _ = writeln!(out, "<div class=\"step {}\">{}</div>", outcome_verdict(d.outcome).class(), xml(p));
     }
