@@ -9,6 +9,7 @@
 //!   stops and facts — no HTTP;
 //! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
 //! - [`bundle`]: signed policy bundles (ed25519);
+//! - [`mcp`]: `remit mcp-proxy`, the gateway as an MCP server in front of an upstream MCP server (stdio);
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
 //!   HTTP client for the CLI and tests.
 
@@ -17,6 +18,7 @@ pub mod bundle;
 pub mod client;
 pub mod core;
 pub mod http;
+pub mod mcp;
 pub mod meta;
 pub mod replay;
 pub mod sqlite;

@@ -1,0 +1,111 @@
+//! `remit mcp-proxy`: the gateway as an MCP server on stdin/stdout in front of an upstream MCP server it starts
+//! (docs/mcp.md). The protocol lives in `remit::gateway::mcp`; this module reads the flags and wires the pieces.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use remit::gateway::http::Tokens;
+use remit::gateway::mcp::{Identity, Outbox, Proxy};
+use remit::gateway::{Config, Durability, Gateway, SystemClock};
+use remit::runtime::Runtime;
+
+#[derive(Args, Debug)]
+pub struct McpProxyArgs {
+    /// The policy: a folder (or .remit files), a .wasm built by `remit build`, or a bundle
+    #[arg(long, required = true, num_args = 1..)]
+    policy: Vec<PathBuf>,
+    /// The subject the agent on stdin/stdout is (e.g. `agent:coder`)
+    #[arg(long)]
+    subject: String,
+    /// The id of the agent's credential
+    #[arg(long)]
+    credential: Option<String>,
+    /// The scopes of the agent's credential, comma-separated (or the flag repeated)
+    #[arg(long = "credential-scopes", value_delimiter = ',')]
+    scopes: Vec<String>,
+    /// The mandate the agent acts under (default: the one mandate the subject holds)
+    #[arg(long)]
+    mandate: Option<String>,
+    /// Where the state lives: `sqlite:PATH`
+    #[arg(long, default_value = "sqlite:remit-gateway.db")]
+    store: String,
+    /// Serve the gateway's HTTP API and inbox on this loopback address (port 0 picks one; printed on stderr)
+    #[arg(long, value_name = "ADDRESS")]
+    inbox: Option<String>,
+    /// The URL the inbox is reached at, for access request links (default: http://ADDRESS of --inbox)
+    #[arg(long)]
+    base_url: Option<String>,
+    /// An inbox user: `IDENTITY=TOKEN`; repeatable
+    #[arg(long = "inbox-token", value_name = "IDENTITY=TOKEN")]
+    inbox_tokens: Vec<String>,
+    /// An admin: `NAME=TOKEN`; repeatable
+    #[arg(long = "admin-token", value_name = "NAME=TOKEN")]
+    admin_tokens: Vec<String>,
+    /// An argument name whose value the decision log masks; repeatable
+    #[arg(long)]
+    mask: Vec<String>,
+    /// How long an access request waits for an answer, in seconds
+    #[arg(long, default_value_t = 86_400)]
+    access_request_ttl: i64,
+    /// How long to wait for the upstream's answer to one request, in seconds
+    #[arg(long, default_value_t = 120)]
+    upstream_timeout: u64,
+    /// The upstream MCP server's command and its arguments (after `--`)
+    #[arg(last = true, required = true, value_name = "UPSTREAM")]
+    upstream: Vec<String>,
+}
+
+pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
+    let runtime = Runtime::new()?;
+    let Some(policy) = super::serve::load_policy(&args.policy, &runtime, None)? else {
+        return Ok(ExitCode::from(1));
+    };
+    let store = super::serve::open_store(&args.store, Durability::Process)?;
+    let tokens = Tokens {
+        inbox: super::serve::pairs(&args.inbox_tokens, "inbox token")?,
+        admin: super::serve::pairs(&args.admin_tokens, "admin token")?,
+    };
+    for identity in tokens.inbox.values() {
+        if !policy.meta.held_by(identity).is_empty() {
+            return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
+        }
+    }
+    let listener = match &args.inbox {
+        Some(address) => {
+            Some(std::net::TcpListener::bind(address).map_err(|e| format!("cannot listen on `{address}`: {e}"))?)
+        }
+        None => None,
+    };
+    let bound = listener.as_ref().map(|l| l.local_addr()).transpose().map_err(|e| e.to_string())?;
+    let base_url = args
+        .base_url
+        .clone()
+        .or_else(|| bound.map(|a| format!("http://{a}")))
+        .unwrap_or_else(|| "http://127.0.0.1:8181".into());
+    let config = Config {
+        base_url: base_url.clone(),
+        access_request_ttl: args.access_request_ttl,
+        mask: args.mask.clone(),
+        ..Config::default()
+    };
+    let policy_hash = policy.compiled.policy().to_string();
+    let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
+    // stdout is the agent's channel: everything for people goes to stderr.
+    eprintln!("remit mcp-proxy: policy {policy_hash}, subject {}", args.subject);
+    if let Some(listener) = listener {
+        let router = remit::gateway::http::router(gateway.clone(), tokens);
+        remit::gateway::http::serve_in_background(listener, router)?;
+        eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
+    }
+    let identity =
+        Identity { subject: args.subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };
+    let outbox = Outbox::new(Box::new(std::io::stdout()));
+    let timeout = Duration::from_secs(args.upstream_timeout.max(1));
+    let proxy = Proxy::start(gateway, identity, &args.upstream, outbox, timeout)?;
+    proxy.run(std::io::stdin().lock());
+    Ok(ExitCode::SUCCESS)
+}
