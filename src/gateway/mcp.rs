@@ -216,9 +216,10 @@ impl Upstream {
             Some(Ok(status)) => format!("the upstream server exited ({status})"),
             _ => "the upstream server closed its output".to_string(),
         };
-        eprintln!("remit mcp-proxy: {why}");
+        // `gone` first: a writer that finds the pipe closed reads why from it.
         *self.gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
         *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        eprintln!("remit mcp-proxy: {why}");
         for (_, waiting) in self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
             let _ = waiting.send(Err(RpcError::new(INTERNAL_ERROR, why.clone())));
         }

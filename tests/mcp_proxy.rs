@@ -1,0 +1,376 @@
+//! `remit mcp-proxy` in front of a real MCP server (`@modelcontextprotocol/server-filesystem` from npm, pinned in
+//! tests/mcp/package-lock.json and installed by `scripts/test-deps-mcp.sh`), driven over its stdin/stdout the way an
+//! MCP client drives it: one JSON-RPC message per line, protocol revision 2025-06-18. The policy is
+//! tests/mcp/filesystem: reads inside `workspace/` allowed, writes there need the owner's approval, anything else
+//! (`..`, absolute paths, other folders) denied. The escalated write is approved over the inbox's HTTP API on the
+//! loopback port the proxy serves, then retried. Everything runs in a temporary folder, on loopback, and every wait
+//! is bounded.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+const OWNER_TOKEN: &str = "owner-inbox-token";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The filesystem server's entry point; missing → the set-up script to run.
+fn server() -> PathBuf {
+    let path = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(
+        path.exists(),
+        "the MCP test server is missing: run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)"
+    );
+    path
+}
+
+/// A fresh folder: `root/` is what the filesystem server may touch (`workspace/a.txt` inside, `secret.txt` beside).
+fn sandbox(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("remit-mcp-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("root/workspace")).unwrap();
+    std::fs::write(dir.join("root/workspace/a.txt"), "hello from the workspace\n").unwrap();
+    std::fs::write(dir.join("root/secret.txt"), "the owner's secret\n").unwrap();
+    dir
+}
+
+/// One side of an MCP session over a child's stdin/stdout.
+struct Session {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    errors: Receiver<String>,
+    dir: PathBuf,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+impl Session {
+    fn spawn(mut command: Command, dir: &Path) -> Session {
+        let mut child = command
+            .current_dir(dir.join("root"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the process");
+        let (send, lines) = channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (send, errors) = channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        Session { child, stdin, lines, errors, dir: dir.to_path_buf() }
+    }
+
+    /// The proxy for `subject`, in front of the filesystem server on `dir/root` (started through `sh`, which
+    /// writes the server's pid to `dir/upstream.pid`), with its inbox on a free loopback port.
+    fn proxy(dir: &Path, subject: &str) -> Session {
+        let upstream = format!(
+            "echo $$ > '{}'; exec node '{}' '{}'",
+            dir.join("upstream.pid").display(),
+            server().display(),
+            dir.join("root").display()
+        );
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(root().join("tests/mcp/filesystem"))
+            .args(["--subject", subject, "--credential", "cred-1"])
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join("state.db").display()))
+            .args(["--inbox", "127.0.0.1:0", "--inbox-token", &format!("user:owner={OWNER_TOKEN}")])
+            .args(["--upstream-timeout", "30", "--", "sh", "-c", &upstream]);
+        Session::spawn(command, dir)
+    }
+
+    /// The filesystem server alone (for comparing what the proxy passes through).
+    fn direct(dir: &Path) -> Session {
+        let mut command = Command::new("node");
+        command.arg(server()).arg(dir.join("root"));
+        Session::spawn(command, dir)
+    }
+
+    fn send_line(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn notify(&mut self, method: &str) {
+        self.send_line(&json!({"jsonrpc": "2.0", "method": method}).to_string());
+    }
+
+    /// The next message with `id` (notifications on the way are skipped).
+    fn response(&mut self, id: &Value) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no response to id {id} in time"));
+            let message: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{line}");
+            if message.get("id") == Some(id) {
+                return message;
+            }
+        }
+    }
+
+    fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&message.to_string());
+        self.response(&json!(id))
+    }
+
+    fn initialize(&mut self) -> Value {
+        let params = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "remit-tests", "version": "1"}});
+        let answer = self.request(0, "initialize", params);
+        self.notify("notifications/initialized");
+        answer
+    }
+
+    fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
+        let answer = self.request(id, "tools/call", json!({"name": tool, "arguments": arguments}));
+        assert!(answer.get("result").is_some(), "a tool result: {answer}");
+        answer["result"].clone()
+    }
+
+    /// The inbox's base URL, as the proxy printed it on stderr.
+    fn inbox(&mut self) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.errors.recv_timeout(left).expect("the proxy prints its inbox URL");
+            if let Some(url) = line.strip_prefix("remit mcp-proxy: inbox ") {
+                return url.trim_end_matches("/inbox").to_string();
+            }
+        }
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+fn is_error(result: &Value) -> bool {
+    result["isError"].as_bool().unwrap_or(false)
+}
+
+fn names(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> =
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_agent_sees_its_tools_reads_inside_is_denied_outside_and_writes_after_approval() {
+    let dir = sandbox("flow");
+    let mut proxy = Session::proxy(&dir, "agent:coder");
+    let inbox = proxy.inbox();
+
+    let init = proxy.initialize();
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    assert_eq!(init["result"]["serverInfo"]["name"], "remit-mcp-proxy");
+    assert!(init["result"]["capabilities"]["tools"].is_object(), "{init}");
+
+    // The listing: the five declared and granted tools of the fourteen the server has, schemas as the server
+    // wrote them.
+    let list = proxy.request(1, "tools/list", json!({}));
+    let shown = names(&list);
+    assert_eq!(shown, ["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"]);
+    let mut direct = Session::direct(&dir);
+    direct.initialize();
+    let all = direct.request(1, "tools/list", json!({}));
+    assert!(names(&all).len() > shown.len() + 5, "the server has more tools: {:?}", names(&all));
+    for tool in list["result"]["tools"].as_array().unwrap() {
+        let original = all["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == tool["name"]).unwrap();
+        assert_eq!(tool, original, "the proxy passes a visible tool through unchanged");
+    }
+    drop(direct);
+
+    // A read inside the workspace reaches the server.
+    let read = proxy.call(2, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+    assert_eq!(text(&read), "hello from the workspace\n");
+    assert_eq!(read["_meta"]["remit.dev/decision"]["outcome"], "allow");
+
+    // Traversal and paths outside the workspace are denied with the reason and the rule; nothing is read.
+    for (id, path) in
+        [(3, "workspace/../secret.txt".to_string()), (4, dir.join("root/secret.txt").display().to_string())]
+    {
+        let denied = proxy.call(id, "read_text_file", json!({"path": path}));
+        assert!(is_error(&denied), "{denied}");
+        let said = text(&denied);
+        assert!(said.contains("remit denied this call"), "{said}");
+        assert!(said.contains("scope.outside"), "{said}");
+        assert!(said.contains("scope read_only: resource.id under \"workspace/\""), "the rule: {said}");
+        assert!(!said.contains("secret"), "{said}");
+        assert_eq!(denied["_meta"]["remit.dev/decision"]["outcome"], "deny");
+    }
+
+    // A write escalates: nothing is written, the agent is told the access request and where it waits.
+    let write = json!({"path": "workspace/notes.txt", "content": "approved words\n"});
+    let escalated = proxy.call(5, "write_file", write.clone());
+    assert!(is_error(&escalated), "{escalated}");
+    let said = text(&escalated);
+    let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
+    assert!(said.contains(&format!("access request {access}")), "{said}");
+    assert!(said.contains(&format!("{inbox}/inbox/{access}")), "{said}");
+    assert!(said.contains("file_write") && said.contains("approval.missing"), "{said}");
+    assert!(!dir.join("root/workspace/notes.txt").exists());
+
+    // The owner approves in the inbox; the same call is then allowed once and reaches the server.
+    let url = format!("{inbox}/inbox/api/requests/{access}/approve");
+    let auth = format!("Bearer {OWNER_TOKEN}");
+    let approved = remit::gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
+    assert_eq!(approved.status, 200, "{}", approved.json());
+    let allowed = proxy.call(6, "write_file", write.clone());
+    assert!(!is_error(&allowed), "{allowed}");
+    assert_eq!(allowed["_meta"]["remit.dev/decision"]["outcome"], "allow");
+    assert_eq!(std::fs::read_to_string(dir.join("root/workspace/notes.txt")).unwrap(), "approved words\n");
+
+    // The approval was single use; other content is another call.
+    let again = proxy.call(7, "write_file", write);
+    assert!(is_error(&again) && text(&again).contains("access request"), "{again}");
+    let other = proxy.call(8, "write_file", json!({"path": "workspace/notes.txt", "content": "other words\n"}));
+    assert!(is_error(&other) && text(&other).contains("access request"), "{other}");
+    assert_eq!(std::fs::read_to_string(dir.join("root/workspace/notes.txt")).unwrap(), "approved words\n");
+
+    // Every decision and every forwarded call's outcome is in the log, and the chain holds.
+    drop(proxy);
+    let store = format!("sqlite:{}", dir.join("state.db").display());
+    let verify = Command::new(env!("CARGO_BIN_EXE_remit")).args(["audit", "verify", &store]).output().unwrap();
+    let out = String::from_utf8_lossy(&verify.stdout);
+    assert!(verify.status.success(), "{out}");
+    // 7 decisions, 1 approval, 2 outcomes (the read and the approved write).
+    assert!(out.starts_with("10 entries, the chain holds"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_messages_and_unknown_tools_get_errors_and_the_proxy_stays_up() {
+    let dir = sandbox("bad");
+    let mut proxy = Session::proxy(&dir, "agent:coder");
+    proxy.initialize();
+
+    proxy.send_line("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ");
+    let parse = proxy.response(&Value::Null);
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+
+    proxy.send_line(r#"[{"jsonrpc": "2.0", "id": 2, "method": "ping"}]"#);
+    let batch = proxy.response(&Value::Null);
+    assert_eq!(batch["error"]["code"], -32600, "{batch}");
+
+    proxy.send_line(r#"{"id": 3, "method": "ping"}"#);
+    let version = proxy.response(&json!(3));
+    assert_eq!(version["error"]["code"], -32600, "{version}");
+
+    proxy.send_line(r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"arguments": {}}}"#);
+    let nameless = proxy.response(&json!(4));
+    assert_eq!(nameless["error"]["code"], -32602, "{nameless}");
+
+    // A tool the server does not have: the MCP error for an unknown tool.
+    let unknown = proxy.request(5, "tools/call", json!({"name": "delete_everything", "arguments": {}}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("delete_everything"), "{unknown}");
+
+    // A tool the server has and the policy does not declare: denied, never forwarded.
+    let undeclared = proxy.call(6, "move_file", json!({"source": "workspace/a.txt", "destination": "gone.txt"}));
+    assert!(is_error(&undeclared) && text(&undeclared).contains("tool.undeclared"), "{undeclared}");
+    assert!(dir.join("root/workspace/a.txt").exists());
+
+    // An argument the tool does not declare: denied.
+    let extra = proxy.call(7, "read_text_file", json!({"path": "workspace/a.txt", "encoding": "latin1"}));
+    assert!(is_error(&extra) && text(&extra).contains("request.undeclared-argument"), "{extra}");
+
+    // Still up: other methods are forwarded, and calls still work.
+    let ping = proxy.request(8, "ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    let read = proxy.call(9, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+    let forwarded = proxy.request(10, "resources/list", json!({}));
+    assert!(forwarded.get("error").is_some() || forwarded.get("result").is_some(), "{forwarded}");
+    std::fs::remove_dir_all(&proxy.dir).ok();
+}
+
+#[test]
+fn an_upstream_crash_gives_error_responses_and_the_proxy_stays_up() {
+    let dir = sandbox("crash");
+    let mut proxy = Session::proxy(&dir, "agent:coder");
+    proxy.initialize();
+    let read = proxy.call(1, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+
+    let pid = std::fs::read_to_string(dir.join("upstream.pid")).unwrap();
+    let killed = Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
+    assert!(killed.success());
+    // The proxy notices on its own (it reads the server's output until the end).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("noticed");
+        if line.contains("the upstream server exited") {
+            break;
+        }
+    }
+
+    for id in [2, 3] {
+        let answer = proxy.request(
+            id,
+            "tools/call",
+            json!({"name": "read_text_file",
+                                                             "arguments": {"path": "workspace/a.txt"}}),
+        );
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains("upstream server exited"), "{answer}");
+    }
+    let forwarded = proxy.request(4, "resources/list", json!({}));
+    assert_eq!(forwarded["error"]["code"], -32603, "{forwarded}");
+    // Decisions that need no upstream are still made; the proxy itself answers.
+    let denied = proxy.call(5, "read_text_file", json!({"path": "workspace/../secret.txt"}));
+    assert!(is_error(&denied) && text(&denied).contains("scope.outside"), "{denied}");
+    let ping = proxy.request(6, "ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    std::fs::remove_dir_all(&proxy.dir).ok();
+}
+
+#[test]
+fn a_subject_without_a_mandate_sees_no_tool_and_calls_none() {
+    let dir = sandbox("stranger");
+    let mut proxy = Session::proxy(&dir, "agent:stranger");
+    proxy.initialize();
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), Vec::<String>::new(), "{list}");
+    let read = proxy.call(2, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(is_error(&read), "{read}");
+    assert!(!text(&read).contains("hello"), "{read}");
+    std::fs::remove_dir_all(&proxy.dir).ok();
+}
