@@ -5,7 +5,7 @@
 #   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
 #   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json);
 #   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh);
-#   - the MCP server the `remit mcp-proxy` tests run (scripts/test-deps-mcp.sh).
+#   - the MCP server and the MCP client (Python SDK) the `remit mcp-proxy` tests run (scripts/test-deps-mcp.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""

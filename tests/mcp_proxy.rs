@@ -1,6 +1,7 @@
 //! `remit mcp-proxy` in front of a real MCP server (`@modelcontextprotocol/server-filesystem` from npm, pinned in
 //! tests/mcp/package-lock.json and installed by `scripts/test-deps-mcp.sh`), driven over its stdin/stdout the way an
-//! MCP client drives it: one JSON-RPC message per line, protocol revision 2025-06-18. The policy is
+//! MCP client drives it: one JSON-RPC message per line, protocol revision 2025-06-18 — by the test itself (exact
+//! messages, bad input, crashes) and by a real client, the official Python SDK (tests/mcp/client.py). The policy is
 //! tests/mcp/filesystem: reads inside `workspace/` allowed, writes there need the owner's approval, anything else
 //! (`..`, absolute paths, other folders) denied. The escalated write is approved over the inbox's HTTP API on the
 //! loopback port the proxy serves, then retried. Everything runs in a temporary folder, on loopback, and every wait
@@ -44,14 +45,24 @@ fn sandbox(name: &str) -> PathBuf {
 /// One side of an MCP session over a child's stdin/stdout.
 struct Session {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     errors: Receiver<String>,
     dir: PathBuf,
 }
 
 impl Drop for Session {
+    /// Closes the session as a client does (end of input: the proxy stops its upstream and exits); kills it when it
+    /// has not exited within a few seconds.
     fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         self.child.kill().ok();
         self.child.wait().ok();
     }
@@ -86,7 +97,7 @@ impl Session {
                 }
             }
         });
-        let stdin = child.stdin.take().unwrap();
+        let stdin = child.stdin.take();
         Session { child, stdin, lines, errors, dir: dir.to_path_buf() }
     }
 
@@ -120,9 +131,10 @@ impl Session {
     }
 
     fn send_line(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-        self.stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
     }
 
     fn notify(&mut self, method: &str) {
@@ -174,6 +186,59 @@ impl Session {
             }
         }
     }
+}
+
+/// The official Python SDK's client (tests/mcp/client.py) through the proxy: handshake, listing, allowed read,
+/// denied traversal, escalated write approved over HTTP, retried and allowed once.
+#[test]
+fn the_official_python_sdk_client_works_through_the_proxy() {
+    let dir = sandbox("sdk");
+    let python = root().join("tests/mcp/.venv/bin/python");
+    assert!(python.exists(), "the MCP client is missing: run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
+    let store = format!("sqlite:{}", dir.join("state.db").display());
+    let owner = format!("user:owner={OWNER_TOKEN}");
+    let policy = root().join("tests/mcp/filesystem");
+    let mut command = Command::new(python);
+    command
+        .arg(root().join("tests/mcp/client.py"))
+        .arg("--cwd")
+        .arg(dir.join("root"))
+        .args(["--token", OWNER_TOKEN, "--errlog"])
+        .arg(dir.join("proxy.log"))
+        .args(["--", env!("CARGO_BIN_EXE_remit"), "mcp-proxy", "--policy"])
+        .arg(&policy)
+        .args(["--subject", "agent:coder", "--store", &store, "--inbox", "127.0.0.1:0", "--inbox-token", &owner])
+        .args(["--", "node"])
+        .arg(server())
+        .arg(dir.join("root"))
+        .stdin(Stdio::null());
+    let (send, done) = channel();
+    std::thread::spawn(move || {
+        let _ = send.send(command.output());
+    });
+    let output = done.recv_timeout(Duration::from_secs(150)).expect("the client finishes").expect("run python");
+    let log = std::fs::read_to_string(dir.join("proxy.log")).unwrap_or_default();
+    assert!(output.status.success(), "{}\n{log}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).expect("the client prints its report");
+    assert_eq!(report["server"], "remit-mcp-proxy");
+    assert_eq!(report["protocol"], "2025-06-18");
+    assert_eq!(
+        report["tools"],
+        json!(["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"])
+    );
+    assert_eq!(report["read"], json!({"is_error": false, "text": "hello from the workspace\n"}));
+    assert_eq!(report["traversal"]["is_error"], true);
+    assert!(report["traversal"]["text"].as_str().unwrap().contains("scope.outside"), "{report}");
+    assert_eq!(report["escalated"]["is_error"], true);
+    let access = report["escalated"]["access_request"].as_str().unwrap();
+    assert!(report["escalated"]["text"].as_str().unwrap().contains(access), "{report}");
+    assert_eq!(report["approved"], 200);
+    assert_eq!(report["retried"]["is_error"], false, "{report}");
+    assert_eq!(report["retried"]["outcome"], "allow");
+    assert_eq!(std::fs::read_to_string(dir.join("root/workspace/from-sdk.txt")).unwrap(), "written through the SDK\n");
+    assert_eq!(report["again"]["is_error"], true);
+    assert!(report["again"]["text"].as_str().unwrap().contains("access request"), "{report}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 fn text(result: &Value) -> String {
