@@ -439,3 +439,47 @@ fn a_subject_without_a_mandate_sees_no_tool_and_calls_none() {
     assert!(!text(&read).contains("hello"), "{read}");
     std::fs::remove_dir_all(&proxy.dir).ok();
 }
+
+/// `remit import mcp` against the filesystem server: a catalog that checks and is canonically formatted, with the
+/// server's exact names, types and hints; run again against a catalog that differs, it reports what changed.
+#[test]
+fn import_mcp_writes_a_checked_catalog_and_reports_changes() {
+    let dir = sandbox("import");
+    let catalog = dir.join("catalog.remit");
+    let upstream = format!("stdio:node {} {}", server().display(), dir.join("root").display());
+    let remit = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_remit")).args(args).stdin(Stdio::null()).output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let path = catalog.display().to_string();
+    let (code, _) = remit(&["import", "mcp", "--upstream", &upstream, "-o", &path]);
+    assert_eq!(code, Some(0));
+    let text = std::fs::read_to_string(&catalog).unwrap();
+    // The server types `head` and `tail` as JSON Schema numbers: decimal.
+    let read = "tool read_text_file(\n  path: string, // required\n  tail: decimal, // optional\n  head: decimal, // optional\n";
+    assert!(text.contains(read), "{text}");
+    assert!(text.contains("tool write_file(\n  path: string, // required\n  content: string, // required\n"), "{text}");
+    assert!(text.contains("  effects read_only // the server's readOnlyHint\n  level research\n"), "{text}");
+    assert!(text.contains("the server says it has side effects (destructive)\n  side effects\n"), "{text}");
+    assert!(text.contains("`edits` (required, array of object) has no remit type"), "{text}");
+    assert!(text.contains("the standard library already declares `read_file`"), "{text}");
+    assert!(!text.contains("\ntool read_file("), "{text}");
+    assert_eq!(remit(&["check", &path]).0, Some(0), "the catalog checks");
+    assert_eq!(remit(&["fmt", "--check", &path]).0, Some(0), "the catalog is in the canonical layout");
+
+    // The same server again: nothing changed, the file is left alone.
+    let (code, out) = remit(&["import", "mcp", "--upstream", &upstream, "-o", &path]);
+    assert_eq!((code, out.contains("the server's tools are the ones declared")), (Some(0), true), "{out}");
+    // A catalog that is behind the server: a tool missing, a type changed, a tool the server no longer has.
+    let behind = text
+        .replace("tool get_file_info(\n  path: string,", "tool get_file_info(\n  path: int,")
+        .replace("tool write_file(", "tool old_write_file(");
+    std::fs::write(&catalog, &behind).unwrap();
+    let (code, out) = remit(&["import", "mcp", "--upstream", &upstream, "-o", &path]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("new: write_file (not declared: calls to it are denied"), "{out}");
+    assert!(out.contains("removed: old_write_file"), "{out}");
+    assert!(out.contains("changed: get_file_info: `path` is now `string` (was `int`)"), "{out}");
+    assert_eq!(std::fs::read_to_string(&catalog).unwrap(), behind, "left as it is");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -109,3 +109,112 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     proxy.run(std::io::stdin().lock());
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(Args, Debug)]
+pub struct ImportMcpArgs {
+    /// The MCP server: `stdio:COMMAND ARGS…` (split at spaces; for arguments with spaces give the command after `--`)
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The catalog to write. When it exists, it is compared with the server (new, removed and changed tools) and
+    /// left as it is unless `--overwrite`
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Replace an existing catalog
+    #[arg(long)]
+    overwrite: bool,
+    /// How long to wait for the server, in seconds
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// The server's command and arguments (instead of `--upstream`)
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Names the standard library declares (a catalog cannot declare them again).
+fn stdlib_names() -> std::collections::BTreeSet<String> {
+    let checked = remit::check::check(remit::stdlib::sources());
+    let Some(program) = checked.program else { return Default::default() };
+    let mut names: std::collections::BTreeSet<String> = program.tools.iter().map(|t| t.name.clone()).collect();
+    names.extend(program.effects.iter().map(|e| e.name.clone()));
+    names.extend(program.approvals.iter().map(|a| a.name.clone()));
+    names.extend(program.levels.iter().cloned());
+    names
+}
+
+/// The tool signatures a catalog file declares.
+fn declared(text: &str) -> Result<std::collections::BTreeMap<String, remit::gateway::mcp_catalog::Signature>, String> {
+    use remit::syntax::ast::{Decl, TypeExpr};
+    fn ty(t: &TypeExpr) -> String {
+        match t {
+            TypeExpr::Named(n) => n.text.clone(),
+            TypeExpr::Set(inner, _) => format!("set<{}>", ty(inner)),
+        }
+    }
+    let mut sources = remit::source::SourceMap::default();
+    let file = sources.add("catalog", text);
+    let parsed = remit::syntax::parse_file(file, text).map_err(|_| "it does not parse (run `remit check`)")?;
+    Ok(parsed
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Tool(t) => {
+                Some((t.name.text.clone(), t.params.iter().map(|p| (p.name.text.clone(), ty(&p.ty))).collect()))
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
+    use remit::gateway::mcp_catalog;
+    let command: Vec<String> = match (&args.upstream, args.command.is_empty()) {
+        (Some(upstream), true) => {
+            let Some(line) = upstream.strip_prefix("stdio:") else {
+                return Err(format!(
+                    "`{upstream}`: the upstream is written `stdio:COMMAND ARGS…` (HTTP is not supported yet)"
+                ));
+            };
+            line.split_whitespace().map(str::to_string).collect()
+        }
+        (None, false) => args.command.clone(),
+        _ => return Err("give the server as `--upstream stdio:COMMAND` or as a command after `--`, one of them".into()),
+    };
+    let (info, tools) = remit::gateway::mcp::list_tools(&command, Duration::from_secs(args.timeout.max(1)))?;
+    let server = match (info.pointer("/serverInfo/name").and_then(|v| v.as_str()), info.pointer("/serverInfo/version"))
+    {
+        (Some(name), Some(version)) => format!("`{name}` {}", version.as_str().unwrap_or_default()),
+        (Some(name), None) => format!("`{name}`"),
+        _ => format!("`{}`", command.join(" ")),
+    };
+    let taken = stdlib_names();
+    let text = mcp_catalog::catalog(&tools, &taken, server.trim());
+    if args.output.exists() && !args.overwrite {
+        let existing = std::fs::read_to_string(&args.output)
+            .map_err(|e| format!("cannot read `{}`: {e}", args.output.display()))?;
+        let declared = declared(&existing).map_err(|e| format!("`{}`: {e}", args.output.display()))?;
+        let changes = mcp_catalog::compare(&declared, &mcp_catalog::signatures(&tools, &taken));
+        for name in &changes.new {
+            println!("new: {name} (not declared: calls to it are denied until it is imported and classified)");
+        }
+        for name in &changes.removed {
+            println!("removed: {name} (declared, the server no longer lists it)");
+        }
+        for (name, what) in &changes.changed {
+            println!("changed: {name}: {what}");
+        }
+        if changes.is_empty() {
+            println!("{}: the server's tools are the ones declared", args.output.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!("{} left as it is; `--overwrite` replaces it with a fresh import", args.output.display());
+        return Ok(ExitCode::from(1));
+    }
+    std::fs::write(&args.output, &text).map_err(|e| format!("cannot write `{}`: {e}", args.output.display()))?;
+    let declared = text.lines().filter(|l| l.starts_with("tool ")).count();
+    eprintln!(
+        "wrote {}: {declared} of the server's {} tools declared; review its TODOs",
+        args.output.display(),
+        tools.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}

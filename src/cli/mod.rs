@@ -101,6 +101,9 @@ enum Command {
     /// Put the gateway in front of an MCP server: an MCP server on stdin/stdout that filters `tools/list` and decides
     /// every `tools/call` before the upstream (started from the command after `--`) sees it (docs/mcp.md)
     McpProxy(mcp::McpProxyArgs),
+    /// Write a typed tool catalog from what an external source declares
+    #[command(subcommand)]
+    Import(ImportCommand),
     /// Answer access requests in a running gateway's inbox
     #[command(subcommand)]
     Approvals(serve::ApprovalsCommand),
@@ -154,6 +157,12 @@ enum Command {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum ImportCommand {
+    /// A catalog from an MCP server's `tools/list` (docs/mcp.md); against an existing catalog, what changed
+    Mcp(mcp::ImportMcpArgs),
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GraphFormat {
     /// Mermaid flowchart (renders in GitHub comments and Markdown)
@@ -200,6 +209,7 @@ pub fn run() -> ExitCode {
         Command::Lsp => lsp::run(),
         Command::Serve(args) => serve::serve(args),
         Command::McpProxy(args) => mcp::run(args),
+        Command::Import(ImportCommand::Mcp(args)) => mcp::import(args),
         Command::Approvals(command) => serve::approvals(command),
         Command::Admin(command) => serve::admin(command),
         Command::Audit(command) => serve::audit(command),

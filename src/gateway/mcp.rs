@@ -322,6 +322,15 @@ impl Upstream {
     }
 }
 
+/// Starts `command` as an MCP server, opens a session and reads its tools (every page): its `initialize` result and
+/// the tools. The server is stopped before this returns. (`remit import mcp`.)
+pub fn list_tools(command: &[String], timeout: Duration) -> Result<(Json, Vec<Json>), String> {
+    let upstream = Upstream::spawn(command, Outbox::new(Box::new(std::io::sink())), timeout)?;
+    let listed = upstream.session().and_then(|info| Ok((info, upstream.tools()?)));
+    upstream.kill();
+    listed.map_err(|e| format!("the MCP server `{}` answered: {} ({})", command.join(" "), e.message, e.code))
+}
+
 /// The proxy: the gateway, the agent's identity, the upstream and the way back to the agent.
 pub struct Proxy {
     gateway: Arc<Gateway>,
