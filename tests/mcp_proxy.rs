@@ -52,19 +52,28 @@ struct Session {
 }
 
 impl Drop for Session {
-    /// Closes the session as a client does (end of input: the proxy stops its upstream and exits); kills it when it
-    /// has not exited within a few seconds.
+    /// Closes the session as a client does (end of input: a stdio proxy stops its upstream and exits); then SIGTERM
+    /// (an HTTP proxy stops on it); kills what has not exited within a few seconds.
     fn drop(&mut self) {
         drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+        let exited = |child: &mut Child, within: Duration| {
+            let deadline = Instant::now() + within;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
+            false
+        };
+        if exited(&mut self.child, Duration::from_secs(2)) {
+            return;
         }
-        self.child.kill().ok();
-        self.child.wait().ok();
+        Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().ok();
+        if !exited(&mut self.child, Duration::from_secs(3)) {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
     }
 }
 
@@ -193,8 +202,7 @@ impl Session {
 #[test]
 fn the_official_python_sdk_client_works_through_the_proxy() {
     let dir = sandbox("sdk");
-    let python = root().join("tests/mcp/.venv/bin/python");
-    assert!(python.exists(), "the MCP client is missing: run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
+    let python = python();
     let store = format!("sqlite:{}", dir.join("state.db").display());
     let owner = format!("user:owner={OWNER_TOKEN}");
     let policy = root().join("tests/mcp/filesystem");
@@ -212,20 +220,29 @@ fn the_official_python_sdk_client_works_through_the_proxy() {
         .arg(server())
         .arg(dir.join("root"))
         .stdin(Stdio::null());
+    let report = client_report(command, &dir.join("proxy.log"));
+    check_report(&report, &dir);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Runs the Python client to its end (bounded) and parses the report it prints.
+fn client_report(mut command: Command, log: &Path) -> Value {
     let (send, done) = channel();
     std::thread::spawn(move || {
         let _ = send.send(command.output());
     });
     let output = done.recv_timeout(Duration::from_secs(150)).expect("the client finishes").expect("run python");
-    let log = std::fs::read_to_string(dir.join("proxy.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(log).unwrap_or_default();
     assert!(output.status.success(), "{}\n{log}", String::from_utf8_lossy(&output.stderr));
-    let report: Value = serde_json::from_slice(&output.stdout).expect("the client prints its report");
+    serde_json::from_slice(&output.stdout).expect("the client prints its report")
+}
+
+/// What tests/mcp/client.py must have seen, over either transport.
+fn check_report(report: &Value, dir: &Path) {
     assert_eq!(report["server"], "remit-mcp-proxy");
     assert_eq!(report["protocol"], "2025-06-18");
-    assert_eq!(
-        report["tools"],
-        json!(["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"])
-    );
+    let tools = json!(["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"]);
+    assert_eq!(report["tools"], tools);
     assert_eq!(report["read"], json!({"is_error": false, "text": "hello from the workspace\n"}));
     assert_eq!(report["traversal"]["is_error"], true);
     assert!(report["traversal"]["text"].as_str().unwrap().contains("scope.outside"), "{report}");
@@ -235,9 +252,96 @@ fn the_official_python_sdk_client_works_through_the_proxy() {
     assert_eq!(report["approved"], 200);
     assert_eq!(report["retried"]["is_error"], false, "{report}");
     assert_eq!(report["retried"]["outcome"], "allow");
-    assert_eq!(std::fs::read_to_string(dir.join("root/workspace/from-sdk.txt")).unwrap(), "written through the SDK\n");
+    let written = std::fs::read_to_string(dir.join("root/workspace/from-sdk.txt")).unwrap();
+    assert_eq!(written, "written through the SDK\n");
     assert_eq!(report["again"]["is_error"], true);
     assert!(report["again"]["text"].as_str().unwrap().contains("access request"), "{report}");
+}
+
+fn python() -> PathBuf {
+    let python = root().join("tests/mcp/.venv/bin/python");
+    assert!(python.exists(), "the MCP client is missing: run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
+    python
+}
+
+/// The proxy over Streamable HTTP (`--listen`), with two agents' bearer tokens: the official Python SDK's HTTP
+/// client through it, and the transport's refusals (no token, a foreign origin, no session, another agent's
+/// session, GET) with the exact status codes.
+#[test]
+fn streamable_http_with_bearer_tokens() {
+    use remit::gateway::client::request;
+    let dir = sandbox("http");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/filesystem"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:coder=coder-token-1"])
+        .args(["--agent-token", "agent:stranger=stranger-token-1"])
+        .args(["--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
+        .arg(server())
+        .arg(dir.join("root"));
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+
+    let mut sdk = Command::new(python());
+    sdk.arg(root().join("tests/mcp/client.py"))
+        .args(["--http", &url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN])
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    check_report(&report, &dir);
+
+    let post = |token: Option<&str>, session: Option<&str>, origin: Option<&str>, body: &Value| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth.as_str()));
+        }
+        if let Some(session) = session {
+            headers.push(("Mcp-Session-Id", session));
+        }
+        if let Some(origin) = origin {
+            headers.push(("Origin", origin));
+        }
+        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    assert_eq!(post(None, None, None, &init).status, 401);
+    assert_eq!(post(Some("wrong-token-1"), None, None, &init).status, 401);
+    assert_eq!(post(Some("coder-token-1"), None, Some("http://evil.example"), &init).status, 403);
+    assert_eq!(post(Some("coder-token-1"), None, Some("http://localhost:3000"), &init).status, 200);
+    assert_eq!(post(Some("coder-token-1"), None, None, &list).status, 400, "no session");
+
+    let stranger = post(Some("stranger-token-1"), None, None, &init);
+    assert_eq!(stranger.status, 200);
+    let session = stranger.header("mcp-session-id").expect("a session").to_string();
+    let listed = post(Some("stranger-token-1"), Some(&session), None, &list);
+    assert_eq!(listed.json()["result"]["tools"], json!([]), "the stranger holds no mandate: no tool");
+    assert_eq!(post(Some("coder-token-1"), Some(&session), None, &list).status, 404, "another agent's session");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(Some("stranger-token-1"), Some(&session), None, &note).status, 202);
+    let garbage = request(
+        "POST",
+        &url,
+        &[("Authorization", "Bearer stranger-token-1"), ("Mcp-Session-Id", &session)],
+        Some(b"{not json"),
+    )
+    .unwrap();
+    assert_eq!((garbage.status, garbage.json()["error"]["code"].clone()), (400, json!(-32700)));
+    let get = request("GET", &url, &[("Authorization", "Bearer stranger-token-1")], None).unwrap();
+    assert_eq!(get.status, 405);
+    drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -18,9 +18,9 @@ pub struct McpProxyArgs {
     /// The policy: a folder (or .remit files), a .wasm built by `remit build`, or a bundle
     #[arg(long, required = true, num_args = 1..)]
     policy: Vec<PathBuf>,
-    /// The subject the agent on stdin/stdout is (e.g. `agent:coder`)
-    #[arg(long)]
-    subject: String,
+    /// The subject the agent on stdin/stdout is (e.g. `agent:coder`); with `--listen`, `--agent-token` instead
+    #[arg(long, required_unless_present = "listen")]
+    subject: Option<String>,
     /// The id of the agent's credential
     #[arg(long)]
     credential: Option<String>,
@@ -34,8 +34,15 @@ pub struct McpProxyArgs {
     #[arg(long, default_value = "sqlite:remit-gateway.db")]
     store: String,
     /// Serve the gateway's HTTP API and inbox on this loopback address (port 0 picks one; printed on stderr)
-    #[arg(long, value_name = "ADDRESS")]
+    #[arg(long, value_name = "ADDRESS", conflicts_with = "listen")]
     inbox: Option<String>,
+    /// Speak MCP over Streamable HTTP at `http://ADDRESS/mcp` instead of stdio (with the inbox on the same address)
+    #[arg(long, value_name = "ADDRESS")]
+    listen: Option<String>,
+    /// With `--listen`: an agent's bearer token, `SUBJECT=TOKEN` (the credential's scopes: `--credential-scopes`);
+    /// repeatable
+    #[arg(long = "agent-token", value_name = "SUBJECT=TOKEN", requires = "listen")]
+    agent_tokens: Vec<String>,
     /// The URL the inbox is reached at, for access request links (default: http://ADDRESS of --inbox)
     #[arg(long)]
     base_url: Option<String>,
@@ -59,6 +66,10 @@ pub struct McpProxyArgs {
     upstream: Vec<String>,
 }
 
+fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
+    !gateway.policy().meta.held_by(subject).is_empty()
+}
+
 pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let runtime = Runtime::new()?;
     let Some(policy) = super::serve::load_policy(&args.policy, &runtime, None)? else {
@@ -74,7 +85,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
             return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
         }
     }
-    let listener = match &args.inbox {
+    let listener = match args.inbox.as_ref().or(args.listen.as_ref()) {
         Some(address) => {
             Some(std::net::TcpListener::bind(address).map_err(|e| format!("cannot listen on `{address}`: {e}"))?)
         }
@@ -94,17 +105,41 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     };
     let policy_hash = policy.compiled.policy().to_string();
     let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
+    let timeout = Duration::from_secs(args.upstream_timeout.max(1));
+    if args.listen.is_some() {
+        let listener = listener.expect("bound");
+        let mut agents = std::collections::BTreeMap::new();
+        for (token, subject) in super::serve::pairs(&args.agent_tokens, "agent token")? {
+            if !policy_holders(&gateway, &subject) {
+                eprintln!("remit mcp-proxy: warning: `{subject}` holds no mandate of the policy: its calls are denied");
+            }
+            let credential = args.credential.clone();
+            let identity = Identity { subject, credential, scopes: args.scopes.clone(), mandate: args.mandate.clone() };
+            agents.insert(token, identity);
+        }
+        if agents.is_empty() {
+            return Err("with --listen, give each agent a bearer token: --agent-token SUBJECT=TOKEN".into());
+        }
+        let sink = Outbox::new(Box::new(std::io::sink()));
+        let proxy = Proxy::start(gateway.clone(), Identity::default(), &args.upstream, sink, timeout)?;
+        let router =
+            remit::gateway::http::router(gateway, tokens).merge(remit::gateway::mcp_http::router(proxy, agents));
+        eprintln!("remit mcp-proxy: policy {policy_hash}");
+        eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
+        eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
+        remit::gateway::http::run_router(listener, router)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let subject = args.subject.clone().unwrap_or_default();
     // stdout is the agent's channel: everything for people goes to stderr.
-    eprintln!("remit mcp-proxy: policy {policy_hash}, subject {}", args.subject);
+    eprintln!("remit mcp-proxy: policy {policy_hash}, subject {subject}");
     if let Some(listener) = listener {
         let router = remit::gateway::http::router(gateway.clone(), tokens);
         remit::gateway::http::serve_in_background(listener, router)?;
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
     }
-    let identity =
-        Identity { subject: args.subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };
+    let identity = Identity { subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };
     let outbox = Outbox::new(Box::new(std::io::stdout()));
-    let timeout = Duration::from_secs(args.upstream_timeout.max(1));
     let proxy = Proxy::start(gateway, identity, &args.upstream, outbox, timeout)?;
     proxy.run(std::io::stdin().lock());
     Ok(ExitCode::SUCCESS)

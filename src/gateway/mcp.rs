@@ -31,7 +31,7 @@ use super::core::Gateway;
 /// The protocol revision the proxy speaks (and asks the upstream for).
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
 /// The revisions an agent may ask for; any other gets [`PROTOCOL_VERSION`].
-const SUPPORTED_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
+pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
 /// The longest line (one message) the proxy reads from either side.
 pub const MAX_MESSAGE: usize = 4 << 20;
 
@@ -44,7 +44,7 @@ pub const INTERNAL_ERROR: i64 = -32603;
 /// The `_meta` key under which a tool result carries remit's decision.
 pub const META_DECISION: &str = "remit.dev/decision";
 
-/// Who the agent is: fixed when the proxy starts (stdio has no per-call identity).
+/// Who the agent is: over stdio fixed when the proxy starts; over HTTP the bearer token's.
 #[derive(Debug, Clone, Default)]
 pub struct Identity {
     pub subject: String,
@@ -387,7 +387,7 @@ impl Proxy {
                 Ok(Some((id, method, params))) => {
                     let proxy = self.clone();
                     workers.push(std::thread::spawn(move || {
-                        let outcome = proxy.request(&id, &method, params);
+                        let outcome = proxy.request(&proxy.identity, &id, &method, params);
                         proxy.outbox.send(&response(&id, outcome));
                     }));
                     workers.retain(|w| !w.is_finished());
@@ -471,12 +471,22 @@ impl Proxy {
         let _ = self.upstream.write(&message);
     }
 
-    fn request(&self, id: &Json, method: &str, params: Option<Json>) -> Result<Json, RpcError> {
+    /// Answers one message that came over HTTP from `identity` (Streamable HTTP, [`super::mcp_http`]): the response
+    /// to a request (a JSON-RPC error for a message that is not one), `None` for a notification or a response.
+    pub fn answer(&self, identity: &Identity, body: &[u8]) -> Option<Json> {
+        match self.accept(body) {
+            Err(reply) => Some(reply),
+            Ok(None) => None,
+            Ok(Some((id, method, params))) => Some(response(&id, self.request(identity, &id, &method, params))),
+        }
+    }
+
+    fn request(&self, identity: &Identity, id: &Json, method: &str, params: Option<Json>) -> Result<Json, RpcError> {
         match method {
             "initialize" => self.initialize(params),
             "ping" => Ok(json!({})),
-            "tools/list" => self.list_tools(),
-            "tools/call" => self.call_tool(params.unwrap_or_else(|| json!({}))),
+            "tools/list" => self.list_tools(identity),
+            "tools/call" => self.call_tool(identity, params.unwrap_or_else(|| json!({}))),
             _ => {
                 self.upstream.session()?;
                 let key = id.to_string();
@@ -516,8 +526,8 @@ impl Proxy {
     }
 
     /// The tool names the module's listing shows the subject.
-    fn visible(&self) -> Result<Vec<String>, RpcError> {
-        let request = serde_json::to_vec(&self.identity.request(None)).expect("JSON serializes");
+    fn visible(&self, identity: &Identity) -> Result<Vec<String>, RpcError> {
+        let request = serde_json::to_vec(&identity.request(None)).expect("JSON serializes");
         let listing = self
             .gateway
             .visible_tools(&request)
@@ -533,9 +543,9 @@ impl Proxy {
             .collect())
     }
 
-    fn list_tools(&self) -> Result<Json, RpcError> {
+    fn list_tools(&self, identity: &Identity) -> Result<Json, RpcError> {
         let tools = self.upstream.tools()?;
-        let visible = self.visible()?;
+        let visible = self.visible(identity)?;
         let shown: Vec<Json> = tools
             .into_iter()
             .filter(|t| t.get("name").and_then(Json::as_str).is_some_and(|n| visible.iter().any(|v| v == n)))
@@ -543,7 +553,7 @@ impl Proxy {
         Ok(json!({"tools": shown}))
     }
 
-    fn call_tool(&self, params: Json) -> Result<Json, RpcError> {
+    fn call_tool(&self, identity: &Identity, params: Json) -> Result<Json, RpcError> {
         let Some(name) = params.get("name").and_then(Json::as_str) else {
             return Err(RpcError::new(INVALID_PARAMS, "`tools/call` needs `params.name`, a string"));
         };
@@ -559,7 +569,7 @@ impl Proxy {
                 format!("unknown tool: `{name}` (the upstream server has none)"),
             ));
         }
-        let request = serde_json::to_vec(&self.identity.request(Some((name, arguments)))).expect("JSON serializes");
+        let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
         let decided = self.gateway.decide(&request);
         let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
         let mut meta = json!({
