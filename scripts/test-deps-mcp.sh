@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the `remit mcp-proxy` tests (tests/mcp_proxy.rs) need, pinned:
-#   - the MCP server the proxy is put in front of: `@modelcontextprotocol/server-filesystem` from the npm registry
-#     (tests/mcp/package-lock.json);
+#   - the MCP servers the proxy is put in front of: `@modelcontextprotocol/server-filesystem` and
+#     `@modelcontextprotocol/server-everything` from the npm registry (tests/mcp/package-lock.json);
 #   - a real MCP client: the official Python SDK, `mcp` from PyPI (tests/mcp/requirements.txt), in a virtualenv at
 #     tests/mcp/.venv (python3 with venv comes from scripts/test-deps-hosts.sh).
 # Idempotent: `npm ci` and `pip install` run only when what is installed is not what is pinned.

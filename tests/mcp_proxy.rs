@@ -587,3 +587,59 @@ fn import_mcp_writes_a_checked_catalog_and_reports_changes() {
     assert_eq!(std::fs::read_to_string(&catalog).unwrap(), behind, "left as it is");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP as the upstream, on a
+/// loopback port it picks (tests/mcp/loopback.cjs): the proxy opens an HTTP session with it (event-stream answers),
+/// lists only `echo`, forwards an allowed echo, denies a forbidden one, and answers an error when the server is gone.
+#[test]
+fn an_upstream_over_streamable_http() {
+    let dir = sandbox("http-upstream");
+    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.exists(), "the MCP test server is missing: run `./scripts/test-deps.sh`");
+    let mut command = Command::new("node");
+    command
+        .arg("--require")
+        .arg(root().join("tests/mcp/loopback.cjs"))
+        .arg(everything)
+        .arg("streamableHttp")
+        .env("PORT", "0");
+    let upstream = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let port = loop {
+        let line = upstream.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("a port");
+        if let Some(port) = line.strip_prefix("loopback listening on port ") {
+            break port.trim().to_string();
+        }
+    };
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/everything"))
+        .args(["--subject", "agent:tester", "--store"])
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--", &format!("http://127.0.0.1:{port}/mcp")]);
+    let mut proxy = Session::spawn(command, &dir);
+    let init = proxy.initialize();
+    assert_eq!(init["result"]["serverInfo"]["name"], "remit-mcp-proxy", "{init}");
+    assert!(init["result"]["capabilities"]["resources"].is_object(), "the upstream's capabilities: {init}");
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), ["echo"], "{list}");
+    let echoed = proxy.call(2, "echo", json!({"message": "hello over http"}));
+    assert!(!is_error(&echoed), "{echoed}");
+    assert_eq!(text(&echoed), "Echo: hello over http");
+    let forbidden = proxy.call(3, "echo", json!({"message": "forbidden"}));
+    assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
+    let hyphenated = proxy.call(4, "get-sum", json!({"a": 1, "b": 2}));
+    assert!(is_error(&hyphenated) && text(&hyphenated).contains("tool.undeclared"), "{hyphenated}");
+    let forwarded = proxy.request(5, "prompts/list", json!({}));
+    assert!(forwarded["result"]["prompts"].is_array(), "{forwarded}");
+
+    drop(upstream);
+    let gone = proxy.request(6, "tools/call", json!({"name": "echo", "arguments": {"message": "anyone?"}}));
+    assert_eq!(gone["error"]["code"], -32603, "{gone}");
+    let ping = proxy.request(7, "ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -139,10 +139,22 @@ impl Outbox {
     }
 }
 
-/// The upstream MCP server: a child process spoken to over its stdin/stdout.
+/// An upstream reached over Streamable HTTP: each message is one `POST` (a new connection), answered with JSON or
+/// with an event stream that ends with the response.
+struct HttpLink {
+    url: String,
+    /// The `Mcp-Session-Id` the server gave at `initialize`.
+    session: Mutex<Option<String>>,
+    /// The revision negotiated, sent as `MCP-Protocol-Version` after `initialize`.
+    version: Mutex<Option<String>>,
+    outbox: Outbox,
+}
+
+/// The upstream MCP server: a child process spoken to over its stdin/stdout, or a server reached over HTTP.
 struct Upstream {
     stdin: Mutex<Option<ChildStdin>>,
     child: Mutex<Option<Child>>,
+    http: Option<HttpLink>,
     /// Requests sent up, waiting for their response.
     pending: Mutex<HashMap<u64, mpsc::Sender<Result<Json, RpcError>>>>,
     next_id: AtomicU64,
@@ -170,6 +182,7 @@ impl Upstream {
         let upstream = Arc::new(Upstream {
             stdin: Mutex::new(child.stdin.take()),
             child: Mutex::new(Some(child)),
+            http: None,
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             gone: Mutex::new(None),
@@ -180,6 +193,94 @@ impl Upstream {
         let reader = upstream.clone();
         std::thread::spawn(move || reader.read(BufReader::new(stdout), &outbox));
         Ok(upstream)
+    }
+
+    /// An upstream at `url` (`http://HOST:PORT/PATH`); nothing is sent before the first request.
+    fn connect(url: &str, outbox: Outbox, timeout: Duration) -> Result<Arc<Upstream>, String> {
+        if !url.starts_with("http://") {
+            return Err(format!("`{url}`: the upstream is `http://HOST:PORT/PATH` (https is not supported yet)"));
+        }
+        let http = HttpLink { url: url.to_string(), session: Mutex::new(None), version: Mutex::new(None), outbox };
+        Ok(Arc::new(Upstream {
+            stdin: Mutex::new(None),
+            child: Mutex::new(None),
+            http: Some(http),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            gone: Mutex::new(None),
+            session: Mutex::new(None),
+            tools: Mutex::new(None),
+            timeout,
+        }))
+    }
+
+    /// A message the upstream sent that is not a response to the proxy: to the agent.
+    fn notify_agent(&self, message: Map<String, Json>, outbox: &Outbox) {
+        if message.get("method").and_then(Json::as_str) == Some("notifications/tools/list_changed") {
+            *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        outbox.send(&Json::Object(message));
+    }
+
+    /// POSTs one message to an HTTP upstream; the response with `id` when one is awaited. Other messages in an
+    /// event stream go to the agent.
+    fn post(&self, http: &HttpLink, message: &Json, id: Option<u64>) -> Result<Option<Json>, RpcError> {
+        let down = |why: String| RpcError::new(INTERNAL_ERROR, format!("the upstream server at {}: {why}", http.url));
+        let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let version = http.version.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut headers = vec![("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+        if let Some(session) = &session {
+            headers.push(("Mcp-Session-Id", session.as_str()));
+        }
+        if let Some(version) = &version {
+            headers.push(("MCP-Protocol-Version", version.as_str()));
+        }
+        let body = message.to_string();
+        let response = super::mcp_wire::exchange("POST", &http.url, &headers, Some(body.as_bytes()), self.timeout)
+            .map_err(down)?;
+        if response.status == 404 && session.is_some() {
+            // The server ended the session: the next request opens a new one.
+            *http.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return Err(down("the session expired; it is opened again on the next request".into()));
+        }
+        if response.status >= 400 {
+            let status = response.status;
+            let text = response.body(4096).map(|b| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();
+            return Err(down(format!("HTTP {status}: {text}")));
+        }
+        if let Some(session) = response.header("mcp-session-id") {
+            *http.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
+        }
+        let Some(id) = id else { return Ok(None) };
+        let mut answer = None;
+        let mut take = |text: &str| {
+            let Ok(Json::Object(message)) = serde_json::from_str::<Json>(text) else { return false };
+            if message.contains_key("method") {
+                self.notify_agent(message, &http.outbox);
+                return false;
+            }
+            if message.get("id").and_then(Json::as_u64) != Some(id) {
+                return false;
+            }
+            answer = Some(match message.get("error") {
+                Some(error) => Err(RpcError::from_json(error)),
+                None => Ok(message.get("result").cloned().unwrap_or(Json::Null)),
+            });
+            true
+        };
+        let read = if response.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
+            response.events(MAX_MESSAGE, &mut take)
+        } else {
+            response.body(MAX_MESSAGE).map(|body| {
+                take(&String::from_utf8_lossy(&body));
+            })
+        };
+        read.map_err(|e| down(e.to_string()))?;
+        match answer {
+            Some(outcome) => outcome.map(Some),
+            None => Err(down(format!("no response to request {id}"))),
+        }
     }
 
     fn read(&self, mut stdout: impl BufRead, outbox: &Outbox) {
@@ -195,10 +296,7 @@ impl Upstream {
                 continue;
             };
             if message.contains_key("method") {
-                if message.get("method").and_then(Json::as_str) == Some("notifications/tools/list_changed") {
-                    *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                }
-                outbox.send(&Json::Object(message));
+                self.notify_agent(message, outbox);
                 continue;
             }
             let Some(id) = message.get("id").and_then(Json::as_u64) else { continue };
@@ -230,6 +328,9 @@ impl Upstream {
     }
 
     fn write(&self, message: &Json) -> Result<(), RpcError> {
+        if let Some(http) = &self.http {
+            return self.post(http, message, None).map(|_| ());
+        }
         let mut line = message.to_string();
         line.push('\n');
         let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
@@ -251,6 +352,13 @@ impl Upstream {
     fn request_as(&self, id: u64, method: &str, params: Option<Json>) -> Result<Json, RpcError> {
         if let Some(why) = self.gone() {
             return Err(RpcError::new(INTERNAL_ERROR, why));
+        }
+        if let Some(http) = &self.http {
+            let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+            if let Some(params) = params {
+                message["params"] = params;
+            }
+            return self.post(http, &message, Some(id)).map(|answer| answer.unwrap_or(Json::Null));
         }
         let (send, receive) = mpsc::channel();
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, send);
@@ -289,6 +397,10 @@ impl Upstream {
             "clientInfo": {"name": "remit-mcp-proxy", "version": env!("CARGO_PKG_VERSION")},
         });
         let result = self.request("initialize", Some(params))?;
+        if let Some(http) = &self.http {
+            let version = result.get("protocolVersion").and_then(Json::as_str).unwrap_or(PROTOCOL_VERSION);
+            *http.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
+        }
         self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
         *session = Some(Ok(result.clone()));
         Ok(result)
@@ -316,6 +428,13 @@ impl Upstream {
     }
 
     fn kill(&self) {
+        if let Some(http) = &self.http {
+            let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(session) = session {
+                let headers = [("Mcp-Session-Id", session.as_str())];
+                let _ = super::mcp_wire::exchange("DELETE", &http.url, &headers, None, Duration::from_secs(5));
+            }
+        }
         if let Some(child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             let _ = child.kill();
         }
@@ -325,7 +444,11 @@ impl Upstream {
 /// Starts `command` as an MCP server, opens a session and reads its tools (every page): its `initialize` result and
 /// the tools. The server is stopped before this returns. (`remit import mcp`.)
 pub fn list_tools(command: &[String], timeout: Duration) -> Result<(Json, Vec<Json>), String> {
-    let upstream = Upstream::spawn(command, Outbox::new(Box::new(std::io::sink())), timeout)?;
+    let sink = Outbox::new(Box::new(std::io::sink()));
+    let upstream = match command {
+        [url] if url.starts_with("http://") || url.starts_with("https://") => Upstream::connect(url, sink, timeout)?,
+        _ => Upstream::spawn(command, sink, timeout)?,
+    };
     let listed = upstream.session().and_then(|info| Ok((info, upstream.tools()?)));
     upstream.kill();
     listed.map_err(|e| format!("the MCP server `{}` answered: {} ({})", command.join(" "), e.message, e.code))
@@ -356,7 +479,12 @@ impl Proxy {
         outbox: Outbox,
         timeout: Duration,
     ) -> Result<Arc<Proxy>, String> {
-        let upstream = Upstream::spawn(command, outbox.clone(), timeout)?;
+        let upstream = match command {
+            [url] if url.starts_with("http://") || url.starts_with("https://") => {
+                Upstream::connect(url, outbox.clone(), timeout)?
+            }
+            _ => Upstream::spawn(command, outbox.clone(), timeout)?,
+        };
         Ok(Arc::new(Proxy { gateway, identity, upstream, outbox, forwarded: Mutex::new(HashMap::new()) }))
     }
 
