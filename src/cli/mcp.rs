@@ -147,7 +147,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
 
 #[derive(Args, Debug)]
 pub struct ImportMcpArgs {
-    /// The MCP server: `stdio:COMMAND ARGS…` (split at spaces; for arguments with spaces give the command after `--`)
+    /// The MCP server: `stdio:COMMAND ARGS…` (split at spaces; for arguments with spaces give the command after
+    /// `--`), or the URL of a Streamable HTTP server
     #[arg(long)]
     upstream: Option<String>,
     /// The catalog to write. When it exists, it is compared with the server (new, removed and changed tools) and
@@ -203,6 +204,7 @@ fn declared(text: &str) -> Result<std::collections::BTreeMap<String, remit::gate
 pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
     use remit::gateway::mcp_catalog;
     let command: Vec<String> = match (&args.upstream, args.command.is_empty()) {
+        (Some(upstream), true) if upstream.starts_with("http://") => vec![upstream.clone()],
         (Some(upstream), true) => {
             let Some(line) = upstream.strip_prefix("stdio:") else {
                 return Err(format!(

@@ -47,12 +47,13 @@ impl Session {
         self.next += 1;
         writeln!(self.stdin, r#"{{"jsonrpc":"2.0","id":{id},{rest}}}"#).unwrap();
         self.stdin.flush().unwrap();
-        let want = format!(r#""id":{id},"#);
+        // The response's own id: first or last member (servers differ), never one inside `result`.
+        let (first, last) = (format!(r#"{{"jsonrpc":"2.0","id":{id},"#), format!(r#","id":{id}}}"#));
         let mut line = String::new();
         loop {
             line.clear();
             assert!(self.stdout.read_line(&mut line).unwrap() > 0, "the server closed its output");
-            if line.contains(&want) {
+            if line.starts_with(&first) || line.trim_end().ends_with(&last) {
                 return line;
             }
         }
@@ -120,16 +121,17 @@ fn main() {
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at start: {}", load().trim());
     let (mut d, mut p, mut n) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        for (session, request, samples) in
-            [(&mut direct, read, &mut d), (&mut proxied, read, &mut p), (&mut proxied, denied, &mut n)]
-        {
-            for _ in 0..calls {
-                let started = Instant::now();
-                session.call(request);
-                samples.push(started.elapsed());
-            }
+    let time = |session: &mut Session, request: &str, samples: &mut Vec<Duration>| {
+        for _ in 0..calls {
+            let started = Instant::now();
+            session.call(request);
+            samples.push(started.elapsed());
         }
+    };
+    for _ in 0..rounds {
+        time(&mut direct, read, &mut d);
+        time(&mut proxied, read, &mut p);
+        time(&mut proxied, denied, &mut n);
     }
     println!("load average at end:   {}", load().trim());
     println!("{} calls each, one in flight, in {rounds} interleaved rounds", d.len());
