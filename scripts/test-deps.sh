@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the Rust toolchain and node, and nothing else (idempotent):
+#   - Debian's rustc, its wasm32 standard library and lld: scripts/build-runtime.sh builds the decision module's
+#     runtime (crates/remit-rt) with them, and tests/runtime_artifact.rs rebuilds it and compares the bytes;
 #   - Debian's chromium (a real browser for the picture and inbox tests), graphviz (`dot` checks our DOT) and
 #     neovim (a real client of `remit lsp`);
 #   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
@@ -14,6 +16,9 @@ missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v dot >/dev/null || missing+=(graphviz)
 command -v nvim >/dev/null || missing+=(neovim)
+[ -x /usr/bin/rustc ] || missing+=(rustc)
+[ -d /usr/lib/rustlib/wasm32-unknown-unknown/lib ] || missing+=(libstd-rust-dev-wasm32)
+[ -x /usr/bin/wasm-ld ] || missing+=(lld)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \

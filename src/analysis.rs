@@ -111,6 +111,11 @@ impl Index {
                     self.uses.push((level.span, level.text.clone()));
                 }
             }
+            Decl::Classify(c) => {
+                for name in c.tools.iter().chain(&c.classes) {
+                    self.uses.push((name.span, name.text.clone()));
+                }
+            }
             Decl::Mandate(m) => {
                 self.define(&m.name.text, SymbolKind::Mandate, m.name.span, span, text);
                 self.mandate_uses(m);
@@ -373,6 +378,7 @@ const KEYWORDS: &[&str] = &[
     "allow",
     "approval",
     "budget",
+    "classify",
     "contains",
     "delegation",
     "effect",

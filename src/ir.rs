@@ -1,7 +1,7 @@
 //! The checked program: names resolved to ids, types known, targets expanded to tool sets. The interpreter
 //! (and later the wasm backend) consume only this.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::source::{SourceMap, Span};
 use crate::syntax::ast::{CompareOp, Outcome, Window};
@@ -111,6 +111,23 @@ pub enum Test {
     NotContains(Value),
     Within(Vec<Value>),
     NotWithin(Vec<Value>),
+}
+
+impl Test {
+    /// The test that holds exactly when this one does not (the checker keeps conditions negation-free).
+    pub fn negated(&self) -> Test {
+        match self {
+            Test::Compare(op, v) => Test::Compare(op.negated(), v.clone()),
+            Test::In(v) => Test::NotIn(v.clone()),
+            Test::NotIn(v) => Test::In(v.clone()),
+            Test::Under(p) => Test::NotUnder(p.clone()),
+            Test::NotUnder(p) => Test::Under(p.clone()),
+            Test::Contains(v) => Test::NotContains(v.clone()),
+            Test::NotContains(v) => Test::Contains(v.clone()),
+            Test::Within(v) => Test::NotWithin(v.clone()),
+            Test::NotWithin(v) => Test::Within(v.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -266,6 +283,8 @@ pub struct Program {
     pub tools: Vec<Tool>,
     pub approvals: Vec<ApprovalKind>,
     pub contexts: BTreeMap<String, Type>,
+    /// Context attributes declared `signed`: their money may be negative. Every other money value must be >= 0.
+    pub signed_contexts: BTreeSet<String>,
     pub mandates: Vec<Mandate>,
     pub tool_index: BTreeMap<String, ToolId>,
     pub mandate_index: BTreeMap<String, MandateId>,

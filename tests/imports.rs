@@ -113,3 +113,24 @@ fn remit_test_does_not_read_a_policy_outside_the_folder_given() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Only policy files are read: an import of another file inside the root — named directly or through a symlink
+/// whose own name ends in `.remit` — is refused before anything is read, so none of its text is printed.
+#[cfg(unix)]
+#[test]
+fn imports_of_files_that_are_not_policies_are_refused() {
+    let dir = scratch("not-remit");
+    let root = dir.join("root");
+    write(&root.join("notes.txt"), "SECRET token\n");
+    std::os::unix::fs::symlink("notes.txt", root.join("disguised.remit")).unwrap();
+    write(&root.join("policy.remit"), &format!("import \"notes.txt\"\nimport \"disguised.remit\"\n{MANDATE}"));
+    let (code, stdout, stderr) = check(&[&root.join("policy.remit")]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(!stdout.contains("SECRET") && !stderr.contains("SECRET"), "{stdout}{stderr}");
+    let expected: Vec<_> = ["notes.txt", "disguised.remit"]
+        .iter()
+        .map(|i| ("remit::import-not-remit".to_string(), format!("import `{i}` is not a `.remit` file")))
+        .collect();
+    assert_eq!(messages(&stdout), expected);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -590,7 +590,8 @@ fn import_mcp_writes_a_checked_catalog_and_reports_changes() {
 
 /// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP as the upstream, on a
 /// loopback port it picks (tests/mcp/loopback.cjs): the proxy opens an HTTP session with it (event-stream answers),
-/// lists only `echo`, forwards an allowed echo, denies a forbidden one, and answers an error when the server is gone.
+/// lists only the two declared tools (`get-sum` quoted), forwards allowed calls, denies a forbidden echo, a sum over
+/// the limit and an undeclared tool, and answers an error when the server is gone.
 #[test]
 fn an_upstream_over_streamable_http() {
     let dir = sandbox("http-upstream");
@@ -624,14 +625,19 @@ fn an_upstream_over_streamable_http() {
     assert_eq!(init["result"]["serverInfo"]["name"], "remit-mcp-proxy", "{init}");
     assert!(init["result"]["capabilities"]["resources"].is_object(), "the upstream's capabilities: {init}");
     let list = proxy.request(1, "tools/list", json!({}));
-    assert_eq!(names(&list), ["echo"], "{list}");
+    assert_eq!(names(&list), ["echo", "get-sum"], "{list}");
     let echoed = proxy.call(2, "echo", json!({"message": "hello over http"}));
     assert!(!is_error(&echoed), "{echoed}");
     assert_eq!(text(&echoed), "Echo: hello over http");
     let forbidden = proxy.call(3, "echo", json!({"message": "forbidden"}));
     assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
-    let hyphenated = proxy.call(4, "get-sum", json!({"a": 1, "b": 2}));
-    assert!(is_error(&hyphenated) && text(&hyphenated).contains("tool.undeclared"), "{hyphenated}");
+    // A tool whose MCP name is not an identifier, declared quoted.
+    let sum = proxy.call(4, "get-sum", json!({"a": 1, "b": 2}));
+    assert!(!is_error(&sum) && text(&sum).contains('3'), "{sum}");
+    let large = proxy.call(8, "get-sum", json!({"a": 1000, "b": 2}));
+    assert!(is_error(&large) && text(&large).contains("limit.exceeded"), "{large}");
+    let undeclared = proxy.call(9, "get-env", json!({}));
+    assert!(is_error(&undeclared) && text(&undeclared).contains("tool.undeclared"), "{undeclared}");
     let forwarded = proxy.request(5, "prompts/list", json!({}));
     assert!(forwarded["result"]["prompts"].is_array(), "{forwarded}");
 

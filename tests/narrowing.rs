@@ -129,7 +129,9 @@ fn narrow_fixtures_pass() {
 
 #[test]
 fn rendered_reports() {
-    for name in ["dropped_prohibition", "dropped_gate", "argument_range", "window_end", "delegation_depth"] {
+    for name in
+        ["dropped_prohibition", "dropped_gate", "argument_range", "bare_child_grant", "window_end", "delegation_depth"]
+    {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/narrowing/widen/{name}.remit"));
         let source = std::fs::read_to_string(&path).unwrap();
         let out = remit(&["check", "--format", "human"], &path);
@@ -277,4 +279,44 @@ fn diff_of_a_reordered_renamed_copy_is_unchanged() {
         }
         let _ = std::fs::remove_dir_all(&copy);
     }
+}
+
+/// A witness can be replayed on the very policy that fails the proof: `remit eval` refuses that policy, and
+/// `remit eval --no-narrowing` evaluates it — through the real chain, which refuses the witness (the run-time
+/// defence docs/narrowing.md describes).
+#[test]
+fn witnesses_replay_with_no_narrowing() {
+    let dir = std::env::temp_dir().join(format!("remit-witness-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut replayed = 0;
+    for path in fixtures("widen") {
+        let out = remit(&["check", "--format", "json"], &path);
+        let first_witness = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok()?.get("witness").cloned())
+            .next();
+        let Some(witness) = first_witness else { continue };
+        let request = dir.join("witness.json");
+        std::fs::write(&request, witness.to_string()).unwrap();
+        let eval = |extra: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_remit"))
+                .arg("eval")
+                .args(extra)
+                .arg(&path)
+                .arg("--request")
+                .arg(&request)
+                .env("NO_COLOR", "1")
+                .output()
+                .expect("run remit")
+        };
+        let refused = eval(&[]);
+        assert_eq!(refused.status.code(), Some(1), "{}: `remit eval` refuses a widening policy", path.display());
+        let replay = eval(&["--no-narrowing"]);
+        assert_eq!(replay.status.code(), Some(0), "{}: {}", path.display(), String::from_utf8_lossy(&replay.stderr));
+        let decision: Value = serde_json::from_slice(&replay.stdout).expect("a decision");
+        assert_ne!(decision["decision"], "allow", "{}: the chain must refuse its witness: {decision}", path.display());
+        replayed += 1;
+    }
+    assert!(replayed >= 10, "only {replayed} witnesses replayed");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -29,10 +29,11 @@ pub fn duplicate_parameter(name: &str, span: Span, first: Span) -> Diagnostic {
         .help("rename or remove one of the parameters")
 }
 
-pub fn signed_not_money(name: &str, ty: &str, span: Span) -> Diagnostic {
-    Diagnostic::error("remit::signed-not-money", format!("parameter `{name}` is `{ty}`, which cannot be `signed`"))
+/// `what`: "parameter" or "context attribute".
+pub fn signed_not_money(what: &str, name: &str, ty: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::signed-not-money", format!("{what} `{name}` is `{ty}`, which cannot be `signed`"))
         .label(span, "only money may be signed")
-        .help("`signed` lets a money parameter be negative; other types keep their own range: remove `signed`")
+        .help("`signed` lets money be negative; other types keep their own range: remove `signed`")
 }
 
 pub fn unknown_target_argument(name: &str, tool: &str, span: Span, candidates: &[&str]) -> Diagnostic {
@@ -79,6 +80,45 @@ pub fn unknown_target(name: &str, span: Span, candidates: &[&str]) -> Diagnostic
     let d = Diagnostic::error("remit::unknown-tool", format!("unknown tool or effect class `{name}`"))
         .label(span, "not declared in the catalog or the standard library");
     suggest(d, name, candidates, "declare the tool with `tool NAME(…)` or name an effect class")
+}
+
+/// A `classify` declaration names something that is not a declared tool.
+pub fn unknown_tool(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-tool", format!("unknown tool `{name}`"))
+        .label(span, "not declared in the catalog or the standard library");
+    suggest(d, name, candidates, "`classify` puts tools (the policy's or the standard library's) into classes")
+}
+
+pub fn not_a_tool(name: &str, found: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::not-a-tool", format!("`{name}` is {found}, not a tool"))
+        .label(span, "a tool is expected here")
+        .help("`classify TOOL, … as CLASS, …` puts tools into classes; a class cannot be a member of another class")
+}
+
+pub fn unnamed_library_tools(class: &str, tools: &[&str], span: Span) -> Diagnostic {
+    let quoted: Vec<String> = tools.iter().map(|t| format!("`{t}`")).collect();
+    Diagnostic::warning(
+        "remit::class-grant-unnamed-tools",
+        format!(
+            "`allow {class}` also grants {} from the standard library, which this policy never names",
+            quoted.join(", ")
+        ),
+    )
+    .label(span, format!("grants every member of `{class}`"))
+    .help(format!(
+        "a class grant covers every member, the standard library's included: grant the tools you mean by name, forbid \
+         the others, or acknowledge them with `classify {} as {class}`",
+        tools.join(", ")
+    ))
+}
+
+pub fn invalid_tool_name(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::invalid-tool-name", format!("`{name}` cannot be a tool name"))
+        .label(span, "not a tool name")
+        .help(
+            "a tool name is what requests carry in `action.name`: 1 to 128 ASCII letters, digits and `_ - . / :`; \
+             quote it when it is not an identifier (`tool \"github/create_issue\"(…)`)",
+        )
 }
 
 pub fn not_a_target(name: &str, found: &str, span: Span) -> Diagnostic {
@@ -316,12 +356,21 @@ pub fn dead_grant(target: &str, span: Span, forbid: Span) -> Diagnostic {
         .help("prohibitions always win; remove the grant or narrow the prohibition")
 }
 
-pub fn ungrantable(tool: &str, span: Span, tool_span: Span) -> Diagnostic {
+/// `tools`: every tool the grant reaches that administers mandates (at least one); `tool_span` is the first one's.
+pub fn ungrantable(tools: &[&str], span: Span, tool_span: Span) -> Diagnostic {
+    let quoted: Vec<String> = tools.iter().map(|t| format!("`{t}`")).collect();
+    let (through, label) = match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => (
+            format!("{} and {last}", rest.join(", ")),
+            format!("grants {} tools that administer mandates", tools.len()),
+        ),
+        _ => (quoted.concat(), "grants a tool that administers mandates".to_string()),
+    };
     Diagnostic::error(
         "remit::ungrantable-mandate-change",
-        format!("this grant would let an agent change mandates through `{tool}`"),
+        format!("this grant would let an agent change mandates through {through}"),
     )
-    .label(span, "grants a tool that administers mandates")
+    .label(span, label)
     .label(tool_span, "declared `administers mandates` here")
     .help(
         "no agent may hold the right to widen its own terms; mandates are changed by their owners, not through grants",

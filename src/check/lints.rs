@@ -1,13 +1,52 @@
 //! Checks over the lowered program: contradictions, dead grants, unsatisfiable gates, ungrantable mandate
 //! changes, delegation depth and conflicting fact versions.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use super::err;
 use super::sat::{for_level, implies, satisfiable};
 use crate::diag::Diagnostic;
-use crate::ir::{Binding, Cond, Program, Rule, RuleKind, Type};
-use crate::source::Span;
+use crate::ir::{Binding, Cond, Program, Rule, RuleKind, Target, Type};
+use crate::source::{SourceMap, Span};
+use crate::syntax::ast::Decl;
+
+/// A class grant that reaches standard-library tools the policy never names: `allow read_only` grants the
+/// library's `web_search` and `read_file` too, which an author writing a shopping policy may never have seen.
+/// Naming a tool anywhere — a rule on it, or `classify TOOL as CLASS` to acknowledge the membership — silences
+/// the warning for that tool. A warning, not an error: decisions do not change.
+pub fn unnamed_library_tools(program: &Program, sources: &SourceMap, decls: &[Decl]) -> Vec<Diagnostic> {
+    let in_library = |span: Span| sources.file(span.file).name.starts_with("std/");
+    let mut named: BTreeSet<usize> = BTreeSet::new();
+    for mandate in &program.mandates {
+        for rule in &mandate.rules {
+            if let Target::Tool(tool) = rule.target {
+                named.insert(tool);
+            }
+        }
+    }
+    for decl in decls {
+        if let Decl::Classify(c) = decl {
+            named.extend(c.tools.iter().filter_map(|t| program.tool(&t.text)));
+        }
+    }
+    let mut out = Vec::new();
+    for mandate in &program.mandates {
+        for rule in mandate.rules.iter().filter(|r| r.kind == RuleKind::Allow) {
+            let Target::Effect(class) = rule.target else { continue };
+            let mut unnamed: Vec<&str> = rule
+                .tools
+                .iter()
+                .filter(|&&t| in_library(program.tools[t].span) && !named.contains(&t))
+                .map(|&t| program.tools[t].name.as_str())
+                .collect();
+            unnamed.sort();
+            if !unnamed.is_empty() {
+                out.push(err::unnamed_library_tools(&program.effects[class].name, &unnamed, rule.span));
+            }
+        }
+    }
+    out
+}
 
 pub fn lint(program: &Program) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -123,19 +162,26 @@ fn kind_word(kind: &RuleKind) -> &'static str {
     }
 }
 
-/// A grant that reaches a tool administering mandates, unless the tool is above a maximum level of the chain,
-/// the grant's condition excludes it, or a prohibition without condition removes it.
+/// A grant that reaches tools administering mandates (every one is named), except a tool above a maximum level
+/// of the chain, one the grant's condition excludes, or one a prohibition without condition removes.
 fn ungrantable(program: &Program, rule: &Rule, chain: &[usize], forbids: &[&Rule]) -> Option<Diagnostic> {
-    rule.tools.iter().find_map(|&tool| {
-        let t = &program.tools[tool];
-        if !t.administers_mandates {
-            return None;
-        }
-        let above_max = chain.iter().any(|&m| program.mandates[m].max_level.is_some_and(|max| t.level > max));
-        let excluded = satisfiable(&for_level(&rule.condition, t.level), program.levels.len()) == Some(false);
-        let removed = forbids.iter().any(|f| f.condition == Cond::True && f.tools.binary_search(&tool).is_ok());
-        (!above_max && !excluded && !removed).then(|| err::ungrantable(&t.name, rule.span, t.span))
-    })
+    let mut reached: Vec<&crate::ir::Tool> = rule
+        .tools
+        .iter()
+        .filter(|&&tool| {
+            let t = &program.tools[tool];
+            let above_max = chain.iter().any(|&m| program.mandates[m].max_level.is_some_and(|max| t.level > max));
+            let excluded = satisfiable(&for_level(&rule.condition, t.level), program.levels.len()) == Some(false);
+            let removed = forbids.iter().any(|f| f.condition == Cond::True && f.tools.binary_search(&tool).is_ok());
+            t.administers_mandates && !above_max && !excluded && !removed
+        })
+        .map(|&tool| &program.tools[tool])
+        .collect();
+    // By name, not by declaration order: moving a tool elsewhere does not change the diagnostic.
+    reached.sort_by(|a, b| a.name.cmp(&b.name));
+    let first = reached.first()?;
+    let names: Vec<&str> = reached.iter().map(|t| t.name.as_str()).collect();
+    Some(err::ungrantable(&names, rule.span, first.span))
 }
 
 /// A lint question too large for the budget of `sat` (too many alternatives).

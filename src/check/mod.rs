@@ -8,7 +8,7 @@ mod lints;
 pub mod narrowing;
 pub mod sat;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use sha2::{Digest, Sha256};
 
@@ -62,6 +62,7 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
     diagnostics.extend(checker.diagnostics);
     let program = program.map(|mut program| {
         diagnostics.extend(lints::lint(&program));
+        diagnostics.extend(lints::unnamed_library_tools(&program, &sources, &decls));
         diagnostics.extend(limits::check(&program));
         // Narrowing compares sound programs only: after any error its questions have no reliable answer.
         if options.narrowing && !diagnostics.iter().any(Diagnostic::is_error) {
@@ -156,6 +157,7 @@ struct Checker<'a> {
     levels: Vec<String>,
     enums: HashMap<String, Vec<String>>,
     contexts: BTreeMap<String, Type>,
+    signed_contexts: BTreeSet<String>,
 }
 
 impl<'a> Checker<'a> {
@@ -167,6 +169,7 @@ impl<'a> Checker<'a> {
             levels: Vec::new(),
             enums: HashMap::new(),
             contexts: BTreeMap::new(),
+            signed_contexts: BTreeSet::new(),
         }
     }
 
@@ -181,7 +184,12 @@ impl<'a> Checker<'a> {
         for decl in decls {
             let (name, symbol) = match decl {
                 Decl::Effect(e) => (&e.name, Symbol::Effect(post_inc(&mut effects))),
-                Decl::Tool(t) => (&t.name, Symbol::Tool(post_inc(&mut tools))),
+                Decl::Tool(t) => {
+                    if !is_tool_name(&t.name.text) {
+                        self.error(err::invalid_tool_name(&t.name.text, t.name.span));
+                    }
+                    (&t.name, Symbol::Tool(post_inc(&mut tools)))
+                }
                 Decl::Kind(k) => (k, Symbol::Kind),
                 Decl::Enum(e) => {
                     self.enums.insert(e.name.text.clone(), e.variants.iter().map(|v| v.text.clone()).collect());
@@ -210,7 +218,7 @@ impl<'a> Checker<'a> {
                     }
                     continue;
                 }
-                Decl::Import(_) | Decl::Context(_) => continue,
+                Decl::Import(_) | Decl::Context(_) | Decl::Classify(_) => continue,
             };
             if let Some((previous, first)) = self.symbols.get(&name.text) {
                 let _ = previous;
@@ -228,6 +236,13 @@ impl<'a> Checker<'a> {
                     continue;
                 }
                 if let Some(ty) = self.resolve_type(&c.ty) {
+                    if let Some(span) = c.signed {
+                        if ty != Type::Money && ty != Type::Set(Box::new(Type::Money)) {
+                            self.error(err::signed_not_money("context attribute", &c.name.text, &ty.display(), span));
+                        } else {
+                            self.signed_contexts.insert(c.name.text.clone());
+                        }
+                    }
                     self.contexts.insert(c.name.text.clone(), ty);
                 }
             }
@@ -304,7 +319,7 @@ impl<'a> Checker<'a> {
             if let Some(ty) = self.resolve_type(&p.ty) {
                 if let Some(span) = p.signed {
                     if !matches!(&ty, Type::Money) && ty != Type::Set(Box::new(Type::Money)) {
-                        self.error(err::signed_not_money(&p.name.text, &ty.display(), span));
+                        self.error(err::signed_not_money("parameter", &p.name.text, &ty.display(), span));
                     }
                 }
                 out.push((p.name.text.clone(), ty));
@@ -348,10 +363,12 @@ impl<'a> Checker<'a> {
                 });
             }
         }
+        let classified = self.classified(decls);
         let mut tools = Vec::new();
         for decl in decls {
             if let Decl::Tool(t) = decl {
-                tools.push(self.tool(t, &effects, &effect_spans));
+                let extra = classified.get(t.name.text.as_str()).map_or(&[][..], Vec::as_slice);
+                tools.push(self.tool(t, extra, &effects, &effect_spans));
             }
         }
         let mut approvals = Vec::new();
@@ -396,16 +413,47 @@ impl<'a> Checker<'a> {
             tools,
             approvals,
             contexts: self.contexts.clone(),
+            signed_contexts: self.signed_contexts.clone(),
             mandates,
             tool_index,
             mandate_index,
         })
     }
 
-    fn tool(&mut self, t: &ast::ToolDecl, effects: &[ir::Effect], effect_spans: &[Vec<Span>]) -> ir::Tool {
+    /// The classes each tool is put in by `classify` declarations, by tool name; a name that is not a tool is
+    /// reported here.
+    fn classified<'d>(&mut self, decls: &'d [Decl]) -> HashMap<&'d str, Vec<&'d ast::Name>> {
+        let mut out: HashMap<&str, Vec<&ast::Name>> = HashMap::new();
+        for decl in decls {
+            let Decl::Classify(c) = decl else { continue };
+            for tool in &c.tools {
+                match self.symbols.get(&tool.text).copied() {
+                    Some((Symbol::Tool(_), _)) => out.entry(tool.text.as_str()).or_default().extend(&c.classes),
+                    Some((other, _)) => self.error(err::not_a_tool(&tool.text, other.with_article(), tool.span)),
+                    None => {
+                        let candidates = self.names_where(|s| matches!(s, Symbol::Tool(_)));
+                        let d = err::unknown_tool(&tool.text, tool.span, &candidates);
+                        self.error(d);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Lowers a tool; `classified` are the classes `classify` declarations add to its `effects`.
+    fn tool(
+        &mut self,
+        t: &ast::ToolDecl,
+        classified: &[&ast::Name],
+        effects: &[ir::Effect],
+        effect_spans: &[Vec<Span>],
+    ) -> ir::Tool {
         let params = self.params(&t.params);
         let mut tool_effects = Vec::new();
-        for e in &t.effects {
+        for (e, by_classify) in t.effects.iter().map(|e| (e, false)).chain(classified.iter().map(|e| (*e, true))) {
+            // A missing class parameter is reported where the membership is stated.
+            let member_span = if by_classify { e.span } else { t.name.span };
             match self.symbols.get(&e.text).copied() {
                 Some((Symbol::Effect(id), _)) => {
                     if !tool_effects.contains(&id) {
@@ -418,7 +466,7 @@ impl<'a> Checker<'a> {
                                 &t.name.text,
                                 &e.text,
                                 pname,
-                                t.name.span,
+                                member_span,
                                 class_span,
                             )),
                             Some(at) => {
@@ -807,7 +855,7 @@ impl<'a> Checker<'a> {
                     return Cond::True;
                 }
                 let Some(value) = self.literal(attr, &ty, operand, env) else { return Cond::True };
-                let op = if negated { negate(*op) } else { *op };
+                let op = if negated { op.negated() } else { *op };
                 Cond::Atom(Atom { attr: self.attr_of(attr), ty, test: Test::Compare(op, value) })
             }
             Expr::In { attr, negated: not_in, items, span } => {
@@ -1038,15 +1086,16 @@ struct CondEnv<'s, 't> {
     currencies: HashMap<String, (String, Span)>,
 }
 
-fn negate(op: CompareOp) -> CompareOp {
-    match op {
-        CompareOp::Eq => CompareOp::Ne,
-        CompareOp::Ne => CompareOp::Eq,
-        CompareOp::Lt => CompareOp::Ge,
-        CompareOp::Le => CompareOp::Gt,
-        CompareOp::Gt => CompareOp::Le,
-        CompareOp::Ge => CompareOp::Lt,
-    }
+/// The longest tool name (as MCP's tool-name guidance bounds it).
+const MAX_TOOL_NAME: usize = 128;
+
+/// A quoted tool name is the name requests carry: non-empty, at most [`MAX_TOOL_NAME`] bytes, and made of ASCII
+/// letters, digits and `_ - . / :` only — no space, quote or control character that a log, a header or a
+/// terminal could misread.
+pub fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/' | b':'))
 }
 
 fn describe_literal(literal: &Literal) -> String {

@@ -66,30 +66,8 @@ pub fn negate(cond: &Cond) -> Cond {
         Cond::And(items) => Cond::Or(items.iter().map(negate).collect()),
         Cond::Or(items) => Cond::And(items.iter().map(negate).collect()),
         Cond::Atom(atom) => {
-            let test = match &atom.test {
-                Test::Compare(op, v) => Test::Compare(negate_op(*op), v.clone()),
-                Test::In(v) => Test::NotIn(v.clone()),
-                Test::NotIn(v) => Test::In(v.clone()),
-                Test::Under(p) => Test::NotUnder(p.clone()),
-                Test::NotUnder(p) => Test::Under(p.clone()),
-                Test::Contains(v) => Test::NotContains(v.clone()),
-                Test::NotContains(v) => Test::Contains(v.clone()),
-                Test::Within(v) => Test::NotWithin(v.clone()),
-                Test::NotWithin(v) => Test::Within(v.clone()),
-            };
-            Cond::Atom(Atom { attr: atom.attr.clone(), ty: atom.ty.clone(), test })
+            Cond::Atom(Atom { attr: atom.attr.clone(), ty: atom.ty.clone(), test: atom.test.negated() })
         }
-    }
-}
-
-fn negate_op(op: CompareOp) -> CompareOp {
-    match op {
-        CompareOp::Eq => CompareOp::Ne,
-        CompareOp::Ne => CompareOp::Eq,
-        CompareOp::Lt => CompareOp::Ge,
-        CompareOp::Le => CompareOp::Gt,
-        CompareOp::Gt => CompareOp::Le,
-        CompareOp::Ge => CompareOp::Lt,
     }
 }
 

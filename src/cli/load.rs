@@ -64,6 +64,11 @@ pub fn load(paths: &[PathBuf]) -> Result<(SourceMap, Vec<Diagnostic>), String> {
                 let folder = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
                 match confine(&canonical(folder)?, &import.path, &roots) {
                     None => diagnostics.push(import_outside_root(&import.path, import.span)),
+                    // Nothing but policy files is read: any other file would have its first line printed in a
+                    // syntax error.
+                    Some(resolved) if resolved.extension().is_none_or(|e| e != "remit") => {
+                        diagnostics.push(import_not_remit(&import.path, import.span))
+                    }
                     Some(resolved) if resolved.is_file() => {
                         queue.push((file.parent().unwrap_or(Path::new(".")).join(&import.path), root.clone()))
                     }
@@ -162,6 +167,14 @@ fn import_outside_root(path: &str, span: Span) -> Diagnostic {
         .help(
             "an import is relative to the importing file and must stay inside the folders (and the folders of the \
              files) given on the command line: absolute paths, `..` above them and symlinks out of them are refused",
+        )
+}
+
+fn import_not_remit(path: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::import-not-remit", format!("import `{path}` is not a `.remit` file"))
+        .label(span, "not a policy file")
+        .help(
+            "imports name policy files, whose names end in `.remit` (once symlinks are followed); nothing else is read",
         )
 }
 

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use remit::check::check;
+use remit::check::{check_with, Options};
 use remit::diag::Diagnostic;
 use remit::ir::Program;
 use remit::source::SourceMap;
@@ -66,6 +66,9 @@ enum Command {
         policy: Vec<PathBuf>,
         #[arg(long)]
         request: PathBuf,
+        /// Evaluate sources even when a delegation fails the narrowing proof (to replay its witness)
+        #[arg(long)]
+        no_narrowing: bool,
     },
     /// List the tools a subject may see (subject and context given as a request JSON), from sources or one .wasm/.cwasm
     Tools {
@@ -154,6 +157,9 @@ enum Command {
         /// Write to this file instead of standard output
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Explain even when a delegation fails the narrowing proof (to follow its witness)
+        #[arg(long)]
+        no_narrowing: bool,
     },
 }
 
@@ -196,14 +202,16 @@ pub fn run() -> ExitCode {
             build::run(&paths, &output, build::Packaging { precompile, bundle, sign, revision })
         }
         Command::Keygen { output } => serve::keygen(&output),
-        Command::Eval { policy, request } => cmd_eval(&policy, &request),
+        Command::Eval { policy, request, no_narrowing } => {
+            cmd_eval(&policy, &request, Options { narrowing: !no_narrowing })
+        }
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths } => tests::run(&paths),
         Command::Digest { request } => cmd_digest(&request),
         Command::Diff { old, new, format, output } => diff::run(&old, &new, format, output.as_deref()),
         Command::Graph { paths, format, output, stops } => cmd_graph(&paths, format, output.as_deref(), &stops),
-        Command::Explain { policy, request, format, output } => {
-            cmd_explain(&policy, &request, format, output.as_deref())
+        Command::Explain { policy, request, format, output, no_narrowing } => {
+            cmd_explain(&policy, &request, format, output.as_deref(), Options { narrowing: !no_narrowing })
         }
         Command::Fmt { paths, check } => fmt::run(&paths, check),
         Command::Lsp => lsp::run(),
@@ -226,8 +234,17 @@ pub fn run() -> ExitCode {
 
 /// Loads and checks a policy; prints its diagnostics in `format`; `None` when it has errors.
 pub fn compile(paths: &[PathBuf], format: Format) -> Result<(Option<Program>, SourceMap, Vec<Diagnostic>), String> {
+    compile_with(paths, format, Options { narrowing: true })
+}
+
+/// [`compile`], with the narrowing proof on or off (`--no-narrowing`).
+pub fn compile_with(
+    paths: &[PathBuf],
+    format: Format,
+    options: Options,
+) -> Result<(Option<Program>, SourceMap, Vec<Diagnostic>), String> {
     let (sources, mut diagnostics) = load::load(paths)?;
-    let checked = check(sources.clone());
+    let checked = check_with(sources.clone(), options);
     diagnostics.extend(checked.diagnostics);
     render::print(&sources, &diagnostics, format);
     let program = if diagnostics.iter().any(Diagnostic::is_error) { None } else { checked.program };
@@ -249,11 +266,11 @@ fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
 }
 
-fn cmd_eval(policy: &[PathBuf], request: &PathBuf) -> Result<ExitCode, String> {
+fn cmd_eval(policy: &[PathBuf], request: &PathBuf, options: Options) -> Result<ExitCode, String> {
     if let Some(module) = build::compiled_policy(policy) {
         return build::eval(module, &read(request)?);
     }
-    let (program, _, _) = compile(policy, Format::Human)?;
+    let (program, _, _) = compile_with(policy, Format::Human, options)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
     let decision = remit::eval::decide(&program, &read(request)?);
     println!("{}", decision.to_json());
@@ -344,8 +361,9 @@ fn cmd_explain(
     request: &PathBuf,
     format: ExplainFormat,
     output: Option<&Path>,
+    options: Options,
 ) -> Result<ExitCode, String> {
-    let (program, _, _) = compile(policy, Format::Human)?;
+    let (program, _, _) = compile_with(policy, Format::Human, options)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
     let explanation = remit::picture::explain::explain(&program, &read(request)?);
     let text = match format {

@@ -142,7 +142,14 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
             }
             value
         }
-        Attr::Context(name) => decode(request.attributes.get(name).ok_or(EvalError::Missing)?, ty, env.program)?,
+        Attr::Context(name) => {
+            let value = decode(request.attributes.get(name).ok_or(EvalError::Missing)?, ty, env.program)?;
+            // As for arguments: negative money is mistyped unless the attribute is declared `signed`.
+            if !env.program.signed_contexts.contains(name) && negative(&value) {
+                return Err(EvalError::WrongType);
+            }
+            value
+        }
         Attr::ResourceId => match &request.resource_id {
             Some(id) => Value::String(id.clone()),
             None if env.listing => return Ok(Fetched::Unknown),

@@ -268,6 +268,7 @@ pub(crate) fn program() -> Program {
         tools,
         approvals,
         contexts: [("region".to_string(), Type::String)].into_iter().collect(),
+        signed_contexts: Default::default(),
         mandate_index: [("wallet".to_string(), 0), ("groceries".to_string(), 1), ("site".to_string(), 2)]
             .into_iter()
             .collect(),

@@ -5,8 +5,9 @@
 //! an array of those → `set<…>`, a string `enum` → a declared enum); each parameter says whether the server requires
 //! it; `readOnlyHint` makes a read-only research tool, anything else has side effects (MCP's defaults: not read-only,
 //! destructive) and a `TODO` where the author must choose its effect classes. Names are kept exactly: a tool whose
-//! MCP name remit cannot declare is left out with a note (so it stays undeclared, hence denied), and a parameter
-//! that has no remit type makes its tool `open arguments` with a note (no rule can read it).
+//! MCP name is not an identifier is declared quoted (`tool "get-sum"(…)`), one that cannot be a tool name at all is
+//! left out with a note (so it stays undeclared, hence denied), and a parameter that has no remit type or name
+//! makes its tool `open arguments` with a note (no rule can read it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -74,6 +75,30 @@ fn enum_variants(schema: &Json) -> Option<Vec<String>> {
     names.filter(|n| !n.is_empty())
 }
 
+/// The enum a parameter's `enum` becomes: `TOOL_PARAM` in lowercase, other characters as `_`.
+fn enum_name(tool: &str, param: &str) -> String {
+    let name: String = format!("{tool}_{param}")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .collect();
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("_{name}")
+    } else {
+        name
+    }
+}
+
+/// How a catalog names a tool: as it is when it is an identifier, quoted when it is another valid tool name.
+fn declared_name(name: &str) -> Option<String> {
+    if is_name(name) {
+        Some(name.to_string())
+    } else if crate::check::is_tool_name(name) {
+        Some(format!("\"{name}\""))
+    } else {
+        None
+    }
+}
+
 /// Reads one tool of a `tools/list` result.
 pub fn import_tool(tool: &Json) -> Option<ImportedTool> {
     let name = tool.get("name")?.as_str()?.to_string();
@@ -84,8 +109,8 @@ pub fn import_tool(tool: &Json) -> Option<ImportedTool> {
     let mut enums = Vec::new();
     for (param, property) in schema.get("properties").and_then(Json::as_object).into_iter().flatten() {
         let mut ty = scalar(property).map(str::to_string);
+        let enum_name = enum_name(&name, param);
         if let Some(variants) = enum_variants(property) {
-            let enum_name = format!("{name}_{param}");
             if is_name(&enum_name) {
                 enums.push((enum_name.clone(), variants));
                 ty = Some(enum_name);
@@ -94,7 +119,6 @@ pub fn import_tool(tool: &Json) -> Option<ImportedTool> {
             let items = property.get("items").unwrap_or(&Json::Null);
             ty = scalar(items).map(|t| format!("set<{t}>"));
             if let Some(variants) = enum_variants(items) {
-                let enum_name = format!("{name}_{param}");
                 if is_name(&enum_name) {
                     enums.push((enum_name.clone(), variants));
                     ty = Some(format!("set<{enum_name}>"));
@@ -158,18 +182,18 @@ pub fn catalog(tools: &[Json], taken: &BTreeSet<String>, server: &str) -> String
     imported.sort_by(|a, b| a.name.cmp(&b.name));
     for tool in &imported {
         out.push('\n');
-        if !is_name(&tool.name) {
+        let Some(declared_as) = declared_name(&tool.name) else {
             out.push_str(&comment(
                 &format!(
-                    "TODO: the server's tool `{}` has a name remit cannot declare (names are [a-z_][a-z0-9_]*, not a \
-                     keyword): it is left out, so calls to it are denied.",
+                    "TODO: the server's tool `{}` has a name remit cannot declare (1 to 128 ASCII letters, digits and \
+                     `_ - . / :`): it is left out, so calls to it are denied.",
                     tool.name
                 ),
                 "",
                 110,
             ));
             continue;
-        }
+        };
         if taken.contains(&tool.name) {
             out.push_str(&comment(
                 &format!(
@@ -207,9 +231,9 @@ pub fn catalog(tools: &[Json], taken: &BTreeSet<String>, server: &str) -> String
             }
         }
         if declared.is_empty() {
-            out.push_str(&format!("tool {}() {{\n", tool.name));
+            out.push_str(&format!("tool {declared_as}() {{\n"));
         } else {
-            out.push_str(&format!("tool {}(\n{}\n) {{\n", tool.name, declared.join("\n")));
+            out.push_str(&format!("tool {declared_as}(\n{}\n) {{\n", declared.join("\n")));
         }
         for note in &notes {
             out.push_str(&comment(note, "  ", 110));
@@ -262,7 +286,7 @@ pub fn signatures(tools: &[Json], taken: &BTreeSet<String>) -> BTreeMap<String, 
     tools
         .iter()
         .filter_map(import_tool)
-        .filter(|t| is_name(&t.name) && !taken.contains(&t.name))
+        .filter(|t| declared_name(&t.name).is_some() && !taken.contains(&t.name))
         .map(|t| {
             // Only what the catalog declares: a parameter without a remit type or name is not declared.
             let params = t
@@ -337,13 +361,20 @@ mod tests {
     }
 
     #[test]
-    fn names_remit_cannot_declare_are_left_out() {
+    fn other_names_are_quoted_and_impossible_ones_left_out() {
         assert!(is_name("read_file") && !is_name("readFile") && !is_name("in") && !is_name("a-b") && !is_name(""));
-        let tools = [json!({"name": "getUser", "inputSchema": {}}), json!({"name": "read_file", "inputSchema": {}})];
+        let tools = [
+            json!({"name": "getUser", "inputSchema": {}}),
+            json!({"name": "get user", "inputSchema": {}}),
+            json!({"name": "read_file", "inputSchema": {}}),
+            json!({"name": "get-sum", "inputSchema": {"properties": {"mode": {"type": "string", "enum": ["a", "b"]}}}}),
+        ];
         let taken = BTreeSet::from(["read_file".to_string()]);
         let text = catalog(&tools, &taken, "test");
-        assert!(!text.contains("tool getUser") && !text.contains("tool read_file"), "{text}");
-        assert!(text.contains("`getUser`") && text.contains("already declares `read_file`"), "{text}");
+        assert!(text.contains("tool \"getUser\"() {"), "{text}");
+        assert!(text.contains("enum get_sum_mode { a, b }\n") && text.contains("  mode: get_sum_mode, // optional"));
+        assert!(!text.contains("tool \"get user\"") && text.contains("`get user` has a name remit cannot declare"));
+        assert!(!text.contains("tool read_file") && text.contains("already declares `read_file`"), "{text}");
     }
 
     #[test]

@@ -26,7 +26,16 @@ pub enum Decl {
     Context(ContextDecl),
     Approval(ApprovalDecl),
     Tool(ToolDecl),
+    Classify(ClassifyDecl),
     Mandate(MandateDecl),
+}
+
+/// `classify TOOL, … as CLASS, …`: the tools (the policy's or the standard library's) are members of the classes,
+/// as if each tool's `effects` clause listed them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassifyDecl {
+    pub tools: Vec<Name>,
+    pub classes: Vec<Name>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +67,8 @@ pub struct EnumDecl {
 pub struct ContextDecl {
     pub name: Name,
     pub ty: TypeExpr,
+    /// Where `signed` is written: the attribute's money may be negative.
+    pub signed: Option<Span>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -254,6 +265,18 @@ pub enum CompareOp {
 }
 
 impl CompareOp {
+    /// The comparison that holds exactly when this one does not (`<` and `>=`).
+    pub fn negated(self) -> CompareOp {
+        match self {
+            CompareOp::Eq => CompareOp::Ne,
+            CompareOp::Ne => CompareOp::Eq,
+            CompareOp::Lt => CompareOp::Ge,
+            CompareOp::Le => CompareOp::Gt,
+            CompareOp::Gt => CompareOp::Le,
+            CompareOp::Ge => CompareOp::Lt,
+        }
+    }
+
     pub fn symbol(self) -> &'static str {
         match self {
             CompareOp::Eq => "==",

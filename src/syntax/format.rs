@@ -112,6 +112,7 @@ const STARTERS: &[&str] = &[
     "context",
     "approval",
     "tool",
+    "classify",
     "mandate",
     // mandate clauses
     "holder",
@@ -289,8 +290,11 @@ fn space_between(prev: &Token<'_>, token: &Token<'_>, statement: &[&str], closes
     if token.text == "}" && prev.text == "{" {
         return false;
     }
-    // `tool name(` and `effect name(`: the parameters follow the name.
-    if token.text == "(" && prev.kind == Kind::Word && matches!(statement, ["tool", _] | ["effect", _]) {
+    // `tool name(`, `tool "quoted/name"(` and `effect name(`: the parameters follow the name.
+    if token.text == "("
+        && matches!(prev.kind, Kind::Word | Kind::String)
+        && matches!(statement, ["tool", _] | ["effect", _])
+    {
         return false;
     }
     true

@@ -95,6 +95,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::context_decl
         | Rule::approval_decl
         | Rule::tool_decl
+        | Rule::classify_decl
         | Rule::mandate_decl => "a declaration (`tool`, `effect`, `mandate`, …)",
         Rule::ident => "a name",
         Rule::string => "a string",
@@ -238,14 +239,30 @@ impl Lower {
             }
             Rule::context_decl => {
                 let name = self.name(inner.next().expect("context name"));
-                let ty = self.ty(inner.next().expect("context type"));
-                Decl::Context(ContextDecl { name, ty })
+                let (ty, signed) = self.signed_ty(&mut inner);
+                Decl::Context(ContextDecl { name, ty, signed })
             }
             Rule::approval_decl => self.approval(inner),
             Rule::tool_decl => self.tool(inner),
+            Rule::classify_decl => {
+                let tools = inner.next().expect("classified tools").into_inner().map(|p| self.tool_name(p)).collect();
+                let classes = inner.next().expect("classes").into_inner().map(|p| self.name(p)).collect();
+                Decl::Classify(ClassifyDecl { tools, classes })
+            }
             Rule::mandate_decl => self.mandate(inner, span),
             other => unreachable!("not a declaration: {other:?}"),
         }
+    }
+
+    /// `[signed] type` (of a parameter or a context attribute): the type, and where `signed` is written.
+    fn signed_ty(&mut self, inner: &mut pest::iterators::Pairs<'_, Rule>) -> (TypeExpr, Option<Span>) {
+        let mut ty = inner.next().expect("a type");
+        let mut signed = None;
+        if ty.as_rule() == Rule::signed {
+            signed = Some(self.span(&ty));
+            ty = inner.next().expect("a type after `signed`");
+        }
+        (self.ty(ty), signed)
     }
 
     fn params(&mut self, pair: Pair<'_, Rule>) -> Vec<Param> {
@@ -253,13 +270,7 @@ impl Lower {
             .map(|param| {
                 let mut inner = param.into_inner();
                 let name = self.name(inner.next().expect("param name"));
-                let mut ty = inner.next().expect("param type");
-                let mut signed = None;
-                if ty.as_rule() == Rule::signed {
-                    signed = Some(self.span(&ty));
-                    ty = inner.next().expect("param type after `signed`");
-                }
-                let ty = self.ty(ty);
+                let (ty, signed) = self.signed_ty(&mut inner);
                 Param { name, ty, signed }
             })
             .collect()
@@ -303,7 +314,7 @@ impl Lower {
     }
 
     fn tool(&mut self, mut inner: pest::iterators::Pairs<'_, Rule>) -> Decl {
-        let name = self.name(inner.next().expect("tool name"));
+        let name = self.tool_name(inner.next().expect("tool name"));
         let params = self.params(inner.next().expect("tool params"));
         let mut tool = ToolDecl {
             name,
@@ -437,7 +448,19 @@ impl Lower {
         match inner.as_rule() {
             Rule::any_tool => Target::AnyTool(self.span(&inner)),
             Rule::side_effect_tools => Target::SideEffects(self.span(&inner)),
-            _ => Target::Named(self.name(inner)),
+            _ => Target::Named(self.tool_name(inner)),
+        }
+    }
+
+    /// A tool name: an identifier, or a quoted string holding the name requests carry (its text unescaped, its
+    /// span the whole literal).
+    fn tool_name(&self, pair: Pair<'_, Rule>) -> Name {
+        match pair.as_rule() {
+            Rule::string => {
+                let (text, span) = self.string(pair);
+                Name { text, span }
+            }
+            _ => self.name(pair),
         }
     }
 

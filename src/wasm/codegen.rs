@@ -404,20 +404,19 @@ fn policy_info(program: &Program) -> String {
 /// `vm_poss`, br_tables over rule numbers. Both take the called tool's level (for `level`).
 fn define_conditions(m: &mut ModuleBuilder, program: &Program, conditions: &[&Cond], signed: &[&[String]]) {
     m.declare("vm_poss", &[ValType::I32, ValType::I32], &[ValType::I32]);
-    let mut names: Vec<Option<(&'static str, &'static str)>> = Vec::new();
+    let mut names: Vec<Option<(String, String)>> = Vec::new();
     for (i, cond) in conditions.iter().enumerate() {
         if matches!(cond, Cond::True | Cond::False) {
             names.push(None);
         } else {
-            let eval: &'static str = Box::leak(format!("cond_{i}").into_boxed_str());
-            let poss: &'static str = Box::leak(format!("poss_{i}").into_boxed_str());
-            m.declare(eval, &[ValType::I32], &[ValType::I32]);
-            m.declare(poss, &[ValType::I32], &[ValType::I32]);
+            let (eval, poss) = (format!("cond_{i}"), format!("poss_{i}"));
+            m.declare(eval.clone(), &[ValType::I32], &[ValType::I32]);
+            m.declare(poss.clone(), &[ValType::I32], &[ValType::I32]);
             names.push(Some((eval, poss)));
         }
     }
     for (i, cond) in conditions.iter().enumerate() {
-        if let Some((eval, poss)) = names[i] {
+        if let Some((eval, poss)) = &names[i] {
             let mut b = Body::new(1);
             emit_cond(m, program, &mut b, cond, false, signed[i]);
             m.define(eval, b.finish());
@@ -437,7 +436,7 @@ fn define_conditions(m: &mut ModuleBuilder, program: &Program, conditions: &[&Co
         for (i, cond) in conditions.iter().enumerate() {
             b.emit([I::End]);
             let (t, f) = if possible { (1, 2) } else { (1, 0) };
-            match (cond, names[i]) {
+            match (cond, &names[i]) {
                 (Cond::True, _) => b.emit([I::I32Const(t), I::Return]),
                 (Cond::False, _) => b.emit([I::I32Const(f), I::Return]),
                 (_, Some((eval, poss))) => {
@@ -501,12 +500,12 @@ fn emit_part(
         return;
     }
     *budget = budget.saturating_sub(1);
-    let name: &'static str = Box::leak(format!("part_{}", m.function_count()).into_boxed_str());
-    m.declare(name, &[ValType::I32], &[ValType::I32]);
+    let name = format!("part_{}", m.function_count());
+    let index = m.declare(name.clone(), &[ValType::I32], &[ValType::I32]);
     let mut part = Body::new(1);
     emit_cond(m, program, &mut part, cond, possible, signed);
-    m.define(name, part.finish());
-    b.emit([I::LocalGet(0), I::Call(m.func(name))]);
+    m.define(&name, part.finish());
+    b.emit([I::LocalGet(0), I::Call(index)]);
 }
 
 /// Leaves 0/1/2 on the stack (or, when `possible`, the outcome bits): And/Or are errors when any child is
@@ -624,8 +623,13 @@ fn emit_cond(m: &mut ModuleBuilder, program: &Program, b: &mut Body, cond: &Cond
                 None => (0, 0),
             };
             let name_word = if attr == ATTR_LEVEL { None } else { Some(np as i32) };
-            // An argument that is not `signed` must not be negative money (src/eval/cond.rs `fetch`).
-            let non_negative = matches!(&atom.attr, Attr::Arg(name) if !signed.contains(name));
+            // An argument or context attribute that is not `signed` must not be negative money (src/eval/cond.rs
+            // `fetch`).
+            let non_negative = match &atom.attr {
+                Attr::Arg(name) => !signed.contains(name),
+                Attr::Context(name) => !program.signed_contexts.contains(name),
+                _ => false,
+            };
             b.emit([I::I32Const(attr | if non_negative { values::ATTR_NON_NEGATIVE } else { 0 })]);
             match name_word {
                 Some(w) => b.emit([I::I32Const(w)]),

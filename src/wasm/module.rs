@@ -2,6 +2,7 @@
 //! pieces can call each other in any order), static data interned into one segment, and everything encoded in one
 //! `finish()` that also validates the result with wasmparser.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use wasm_encoder::{
@@ -13,7 +14,7 @@ use super::layout::{data_base, OUT_SIZE, PAGE};
 
 #[derive(Debug)]
 struct FuncEntry {
-    name: &'static str,
+    name: Cow<'static, str>,
     ty: u32,
     body: Option<Function>,
 }
@@ -25,7 +26,7 @@ pub struct ModuleBuilder {
     out_size: u32,
     types: Vec<(Vec<ValType>, Vec<ValType>)>,
     funcs: Vec<FuncEntry>,
-    by_name: HashMap<&'static str, u32>,
+    by_name: HashMap<Cow<'static, str>, u32>,
     data: Vec<u8>,
     interned: HashMap<Vec<u8>, u32>,
     exports: Vec<(String, ExportKind, u32)>,
@@ -73,11 +74,13 @@ impl ModuleBuilder {
         }
     }
 
-    /// Declares a function; its index is fixed from now on. Declaring a name twice is a compiler bug.
-    pub fn declare(&mut self, name: &'static str, params: &[ValType], results: &[ValType]) -> u32 {
-        assert!(!self.by_name.contains_key(name), "function `{name}` declared twice");
+    /// Declares a function; its index is fixed from now on. Declaring a name twice is a compiler bug. Runtime
+    /// functions have static names; per-policy ones (`cond_3`, `part_17`) are made when compiling.
+    pub fn declare(&mut self, name: impl Into<Cow<'static, str>>, params: &[ValType], results: &[ValType]) -> u32 {
+        let name = name.into();
+        assert!(!self.by_name.contains_key(&name), "function `{name}` declared twice");
         let ty = self.intern_type(params, results);
-        self.funcs.push(FuncEntry { name, ty, body: None });
+        self.funcs.push(FuncEntry { name: name.clone(), ty, body: None });
         let index = (self.funcs.len() - 1) as u32;
         self.by_name.insert(name, index);
         index
@@ -181,7 +184,7 @@ impl ModuleBuilder {
         let mut names = NameSection::new();
         let mut function_names = NameMap::new();
         for (i, f) in self.funcs.iter().enumerate() {
-            function_names.append(i as u32, f.name);
+            function_names.append(i as u32, &f.name);
         }
         names.functions(&function_names);
         module.section(&names);

@@ -7,6 +7,8 @@
 //! Stops are not part of authority: a stop is state, not a term of a mandate, and it refuses the same calls on
 //! both sides of a comparison. Comparisons therefore range over requests without stops.
 
+use std::collections::BTreeSet;
+
 use super::formula::{and, is, lit, or, Model, Var, Vars, F};
 use crate::check::sat::for_level;
 use crate::ir::{Atom, Attr, Binding, Cond, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
@@ -61,7 +63,7 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
     if t.administers_mandates {
         return vec![Conjunct { formula: F::False, origin: Origin::SelfModification }];
     }
-    let mut enc = Encoder { vars, level: t.level, signed: t.signed.clone() };
+    let mut enc = Encoder { vars, level: t.level, signed: t.signed.clone(), signed_contexts: &program.signed_contexts };
     let mut out = Vec::new();
     let mut push = |formula: F, origin: Origin| {
         if formula != F::True {
@@ -176,6 +178,8 @@ pub struct Encoder<'v> {
     pub level: usize,
     /// The called tool's `signed` parameters: every other money argument must be >= 0 to be read.
     pub signed: Vec<String>,
+    /// The context attributes declared `signed`: every other money attribute must be >= 0 to be read.
+    pub signed_contexts: &'v BTreeSet<String>,
 }
 
 impl Encoder<'_> {
@@ -214,6 +218,10 @@ impl Encoder<'_> {
                         let var = self.vars.id(value());
                         parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
                     }
+                    Attr::Context(name) if atom.ty == Type::Money && !self.signed_contexts.contains(name) => {
+                        let var = self.vars.id(value());
+                        parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+                    }
                     Attr::ResourceId => {
                         let var = self.vars.id(value());
                         parts.push(lit(var, Test::Compare(CompareOp::Ne, Value::String(String::new()))));
@@ -243,7 +251,7 @@ impl Encoder<'_> {
     }
 
     fn atom(&mut self, atom: &Atom, negated: bool) -> F {
-        let test = if negated { super::formula::negate_test(&atom.test) } else { atom.test.clone() };
+        let test = if negated { atom.test.negated() } else { atom.test.clone() };
         let var = self.vars.id(Var::Value(atom.attr.clone(), atom.ty.clone()));
         // A money amount is compared as a decimal; its currency is its own variable.
         let test = if atom.ty == Type::Money { amounts(test) } else { test };

@@ -152,7 +152,7 @@ fn exceeding_or(
                 Answer::Sat(model) => {
                     let goals: Vec<&F> = a.iter().map(|c| &c.formula).chain([refused]).collect();
                     let shape = Shape { program: wide, tool: tool_name, mandate: name };
-                    let request = witness::request(&model, &vars, shape, &currencies(&goals, &vars));
+                    let request = witness::request(&model, &vars, shape, &currencies(&goals, &vars), false);
                     let bytes = serde_json::to_vec(&request).unwrap_or_default();
                     let (allowed, refused_decision) = (decide(wide, &bytes), decide(narrow, &bytes));
                     if allowed.outcome != Outcome::Allow || refused_decision.outcome == Outcome::Allow {

@@ -212,33 +212,9 @@ pub fn negate(f: &F) -> F {
     match f {
         F::True => F::False,
         F::False => F::True,
-        F::Lit(v, test) => F::Lit(*v, negate_test(test)),
+        F::Lit(v, test) => F::Lit(*v, test.negated()),
         F::And(items, mask) => F::Or(items.iter().map(negate).collect(), *mask),
         F::Or(items, mask) => F::And(items.iter().map(negate).collect(), *mask),
-    }
-}
-
-pub fn negate_test(test: &Test) -> Test {
-    match test {
-        Test::Compare(op, v) => Test::Compare(
-            match op {
-                CompareOp::Eq => CompareOp::Ne,
-                CompareOp::Ne => CompareOp::Eq,
-                CompareOp::Lt => CompareOp::Ge,
-                CompareOp::Le => CompareOp::Gt,
-                CompareOp::Gt => CompareOp::Le,
-                CompareOp::Ge => CompareOp::Lt,
-            },
-            v.clone(),
-        ),
-        Test::In(v) => Test::NotIn(v.clone()),
-        Test::NotIn(v) => Test::In(v.clone()),
-        Test::Under(p) => Test::NotUnder(p.clone()),
-        Test::NotUnder(p) => Test::Under(p.clone()),
-        Test::Contains(v) => Test::NotContains(v.clone()),
-        Test::NotContains(v) => Test::Contains(v.clone()),
-        Test::Within(v) => Test::NotWithin(v.clone()),
-        Test::NotWithin(v) => Test::Within(v.clone()),
     }
 }
 

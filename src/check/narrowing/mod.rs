@@ -25,9 +25,11 @@ pub use authority::Origin;
 pub use witness::{confirm, for_parent, Confirmation};
 
 use crate::diag::Diagnostic;
-use crate::ir::{MandateId, Program, RuleKind, ToolId};
+use crate::ir::{Attr, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
+use crate::syntax::ast::CompareOp;
+use crate::value::Decimal;
 use authority::{atom_true, conjuncts, truth_in, Conjunct, Side};
-use formula::{literals, negate, Model, Var, Vars, F};
+use formula::{is, lit, literals, negate, Model, Var, Vars, F};
 use solve::{Answer, Solver};
 use witness::{Currencies, Scratch, Shape};
 
@@ -155,11 +157,13 @@ fn compare(
         if questions.is_empty() {
             continue;
         }
+        let all_goals: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();
+        let readable = Readable::new(program, tool, &vars, &all_goals);
         let mut solver = Solver::new(&vars, program.levels.len());
         for (origin, refused) in &questions {
             let mut goals: Vec<&F> = a.iter().map(|c| &c.formula).collect();
             goals.push(refused);
-            match solver.solve(&goals) {
+            match readable.solve(&mut solver, &goals) {
                 Answer::Unsat => {}
                 Answer::Unknown => {
                     if !undecided {
@@ -170,9 +174,18 @@ fn compare(
                 Answer::Sat(model) => {
                     reported.insert(*origin);
                     let shape = Shape { program, tool: name, mandate: &program.mandates[child].name };
-                    let request = witness::request(&model, &vars, shape, &currencies(&goals, &vars));
+                    let currencies = currencies(&goals, &vars);
                     let scratch = scratch.get_or_insert_with(|| Scratch::new(program));
-                    let confirmed = scratch.confirm(child, &request).is_some_and(|c| c.confirms());
+                    // The arguments no rule reads are filled in too, unless that changes the outcome (it cannot
+                    // today; the minimal request is the fallback all the same).
+                    let filled = witness::request(&model, &vars, shape, &currencies, true);
+                    let (request, confirmed) = if scratch.confirm(child, &filled).is_some_and(|c| c.confirms()) {
+                        (filled, true)
+                    } else {
+                        let minimal = witness::request(&model, &vars, shape, &currencies, false);
+                        let confirmed = scratch.confirm(child, &minimal).is_some_and(|c| c.confirms());
+                        (minimal, confirmed)
+                    };
                     let kind = if confirmed {
                         Kind::Widens(Widening {
                             tool: name.to_string(),
@@ -188,6 +201,56 @@ fn compare(
                 }
             }
         }
+    }
+}
+
+/// What makes a witness read like a real call, as extra goals the solver is asked to meet first: every argument
+/// the tool declares present, and its amounts well typed (not below zero unless `signed`) and in the currency the
+/// policy names. A call with arguments missing is only shown when no complete one is a counterexample.
+struct Readable {
+    every_argument: Vec<F>,
+    /// `every_argument`, plus currencies and non-negative amounts.
+    everything: Vec<F>,
+}
+
+impl Readable {
+    fn new(program: &Program, tool: ToolId, vars: &Vars, goals: &[&F]) -> Readable {
+        let t = &program.tools[tool];
+        let every_argument: Vec<F> = t
+            .params
+            .iter()
+            .filter_map(|(param, _)| vars.find(&Var::Present(Attr::Arg(param.clone()))))
+            .map(|id| is(id, true))
+            .collect();
+        let named_currency = currencies(goals, vars)
+            .into_iter()
+            .filter(|(_, codes)| codes.len() == 1)
+            .filter_map(|(id, codes)| codes.into_iter().next().map(|code| (id, code)))
+            .map(|(id, code)| lit(id, Test::Compare(CompareOp::Eq, Value::String(code))));
+        let non_negative = vars
+            .iter()
+            .filter(|(_, var)| match var {
+                Var::Value(Attr::Arg(name), Type::Money) => !t.is_signed(name),
+                Var::Value(Attr::Context(name), Type::Money) => !program.signed_contexts.contains(name),
+                _ => false,
+            })
+            .map(|(id, _)| lit(id, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+        let everything = every_argument.iter().cloned().chain(named_currency).chain(non_negative).collect();
+        Readable { every_argument, everything }
+    }
+
+    /// The first answer to `goals` with everything preferred, then with every argument, then with nothing more.
+    fn solve<'f>(&'f self, solver: &mut Solver<'f>, goals: &[&'f F]) -> Answer {
+        for preferred in [&self.everything, &self.every_argument] {
+            if preferred.is_empty() {
+                continue;
+            }
+            let with: Vec<&F> = goals.iter().copied().chain(preferred.iter()).collect();
+            if let Answer::Sat(model) = solver.solve(&with) {
+                return Answer::Sat(model);
+            }
+        }
+        solver.solve(goals)
     }
 }
 

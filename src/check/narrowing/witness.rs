@@ -22,8 +22,10 @@ pub struct Shape<'a> {
 /// The currencies literals compare each currency variable with (a fresh one must differ from all of them).
 pub type Currencies = BTreeMap<VarId, BTreeSet<String>>;
 
-/// Writes the model as a request. Only what the model says is present appears, so the request is minimal.
-pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Currencies) -> Json {
+/// Writes the model as a request: what the model says is present appears, and, when `fill` is set, every other
+/// argument the tool declares, with a value of its type (no rule reads it, so it changes nothing but the
+/// argument digest, which is computed from the request as written).
+pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Currencies, fill: bool) -> Json {
     let bool_of = |id: VarId| matches!(model.get(id as usize), Some(Value::Bool(true)));
     let find = |wanted: &Var| vars.iter().find(|(_, v)| *v == wanted).map(|(id, _)| id);
     let present = |attr: &Attr| find(&Var::Present(attr.clone())).is_some_and(bool_of);
@@ -89,6 +91,20 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             Attr::Attempt => attempt = Some(attribute(attr, Some(&Type::Int))),
             Attr::Now | Attr::SubjectId | Attr::Level => {}
         }
+    }
+    if let (true, Some(tool)) = (fill, tool) {
+        // In the order the tool declares them, then any undeclared one an open tool was given.
+        let mut ordered = Map::new();
+        for (name, ty) in &tool.params {
+            let attr = Attr::Arg(name.clone());
+            if let Some(value) = arguments.remove(name) {
+                ordered.insert(name.clone(), value);
+            } else if find(&Var::Present(attr.clone())).is_none() {
+                ordered.insert(name.clone(), attribute(&attr, Some(ty)));
+            }
+        }
+        ordered.append(&mut arguments);
+        arguments = ordered;
     }
     let now = match value_of(&Attr::Now) {
         Some((Value::Timestamp(t), _)) => t,

@@ -50,7 +50,8 @@ pub const ATTR_SCOPES: i32 = 5;
 pub const ATTR_NOW: i32 = 6;
 pub const ATTR_ATTEMPT: i32 = 7;
 pub const ATTR_LEVEL: i32 = 8;
-/// Or-ed into the attribute kind of an argument that is not `signed`: negative money is a mistyped value.
+/// Or-ed into the attribute kind of an argument or context attribute that is not `signed`: negative money is a
+/// mistyped value.
 pub const ATTR_NON_NEGATIVE: i32 = 0x100;
 
 pub fn class(ty: &Type) -> (i32, i32) {

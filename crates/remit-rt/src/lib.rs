@@ -1,0 +1,42 @@
+//! The runtime of the decision module, version 2 (issue 12, docs/module-v2.md): written once in `no_std` Rust with
+//! no allocator, compiled once to wasm32 by `scripts/build-runtime.sh` into the committed `src/wasm/runtime.wasm`,
+//! and compiled natively (with std, for tests) by cargo. Files are named after the interpreter's where they mirror
+//! it: `json.rs` is `src/json.rs`'s acceptance rule (docs/json.md) into a tape, `digest.rs` is
+//! `src/eval/digest.rs`'s canonical argument digest; `sha256.rs` and `out.rs` (the output writer) have no twin
+//! there. `wasm.rs` holds the artifact's exports and its fixed buffers; it exists only on wasm32.
+//!
+//! The whole crate must stay panic-free on wasm32: a panic path that the optimizer cannot remove becomes a call to
+//! an undefined function, which the build script refuses as an import (the module imports nothing and never traps).
+//! So indexing is `get`/`get_mut` or guarded by a check the optimizer can see, and nothing recurses without a bound.
+//! It is written in the Rust that Debian's rustc 1.63 accepts (`rust-version` in Cargo.toml keeps clippy to it).
+#![cfg_attr(not(test), no_std)]
+
+pub mod digest;
+pub mod json;
+pub mod out;
+pub mod sha256;
+#[cfg(target_arch = "wasm32")]
+mod wasm;
+
+/// Largest request accepted, in bytes (docs/abi.md; the same as `remit::wasm::layout::MAX_INPUT`, checked by
+/// tests/rt_native.rs).
+pub const MAX_INPUT: usize = 262_144;
+
+/// Copies `src` to `dst` as far as both go. `copy_from_slice` panics on a length mismatch, which the optimizer
+/// cannot always rule out; this never panics and still compiles to a `memcpy`.
+#[inline(always)]
+pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+}
+
+/// Where bytes go: the output writer, or a hash.
+pub trait Sink {
+    /// Appends `bytes`.
+    fn write(&mut self, bytes: &[u8]);
+    /// Appends one byte.
+    fn byte(&mut self, byte: u8) {
+        self.write(&[byte]);
+    }
+}

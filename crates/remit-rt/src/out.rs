@@ -1,0 +1,154 @@
+//! The output writer: a cursor over a fixed buffer that never writes past it. A write that does not fit writes
+//! nothing, leaves the cursor where it was and sets the overflow flag, which callers check once at the end (so
+//! output is never truncated JSON: an overflowing result is replaced, e.g. by the `decision.oversize` deny).
+//! And the one JSON string writer (the interpreter's `write_string` in src/eval/digest.rs), for any [`Sink`].
+
+use crate::json::{Doc, ESCAPED, STRING};
+use crate::{copy, Sink};
+
+/// Writes into `buf` from its start.
+#[derive(Debug)]
+pub struct Out<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+    overflow: bool,
+}
+
+impl<'a> Out<'a> {
+    pub fn new(buf: &'a mut [u8]) -> Out<'a> {
+        Out { buf, pos: 0, overflow: false }
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.pos
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pos == 0
+    }
+
+    /// Whether a write did not fit.
+    pub fn overflow(&self) -> bool {
+        self.overflow
+    }
+
+    /// What was written.
+    pub fn written(&self) -> &[u8] {
+        self.buf.get(..self.pos).unwrap_or(&[])
+    }
+}
+
+impl<'a> Sink for Out<'a> {
+    fn write(&mut self, bytes: &[u8]) {
+        let end = self.pos.wrapping_add(bytes.len());
+        match self.buf.get_mut(self.pos..end) {
+            Some(dst) if end >= self.pos => {
+                copy(dst, bytes);
+                self.pos = end;
+            }
+            _ => self.overflow = true,
+        }
+    }
+
+    fn byte(&mut self, byte: u8) {
+        match self.buf.get_mut(self.pos) {
+            Some(dst) => {
+                *dst = byte;
+                self.pos += 1;
+            }
+            None => self.overflow = true,
+        }
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The escape of `byte` in a JSON string, if it needs one: `"` and `\` with a backslash, the short forms JSON has,
+/// other control characters `\u00xx`.
+#[inline(always)]
+fn escape(byte: u8) -> Option<([u8; 6], usize)> {
+    let short = match byte {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        b'\n' => b'n',
+        b'\t' => b't',
+        b'\r' => b'r',
+        0x08 => b'b',
+        0x0c => b'f',
+        0x00..=0x1f => {
+            let hi = HEX.get(usize::from(byte >> 4)).copied().unwrap_or(b'0');
+            let lo = HEX.get(usize::from(byte & 0xf)).copied().unwrap_or(b'0');
+            return Some(([b'\\', b'u', b'0', b'0', hi, lo], 6));
+        }
+        _ => return None,
+    };
+    Some(([b'\\', short, 0, 0, 0, 0], 2))
+}
+
+/// Writes the unescaped string `text` as JSON: runs of plain bytes at once, escapes as needed. Everything but `"`,
+/// `\` and control characters (DEL and non-ASCII included) is written as is.
+pub fn write_string(out: &mut impl Sink, text: &[u8]) {
+    out.byte(b'"');
+    let mut run = 0;
+    for (i, &b) in text.iter().enumerate() {
+        if let Some((esc, len)) = escape(b) {
+            out.write(text.get(run..i).unwrap_or(&[]));
+            out.write(esc.get(..len).unwrap_or(&[]));
+            run = i + 1;
+        }
+    }
+    out.write(text.get(run..).unwrap_or(&[]));
+    out.byte(b'"');
+}
+
+/// Writes the string token `tok` as [`write_string`] writes its unescaped content; `null` for another token.
+pub fn write_string_tok(out: &mut impl Sink, doc: &Doc<'_>, tok: u32) {
+    let t = doc.token(tok);
+    if t.kind != STRING {
+        out.write(b"null");
+    } else if t.flags & ESCAPED == 0 {
+        write_string(out, doc.raw(tok));
+    } else {
+        out.byte(b'"');
+        for b in doc.text(tok) {
+            match escape(b) {
+                Some((esc, len)) => out.write(esc.get(..len).unwrap_or(&[])),
+                None => out.byte(b),
+            }
+        }
+        out.byte(b'"');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_that_does_not_fit_writes_nothing() {
+        let mut buf = [0u8; 8];
+        let mut out = Out::new(&mut buf);
+        out.write(b"abcde");
+        out.write(b"fghi");
+        assert!(out.overflow());
+        assert_eq!(out.written(), b"abcde");
+        out.write(b"xyz");
+        out.byte(b'!');
+        assert_eq!(out.written(), b"abcdexyz");
+        out.byte(b'?');
+        assert_eq!(out.len(), 8);
+    }
+
+    #[test]
+    fn strings_are_escaped_minimally() {
+        let mut buf = [0u8; 128];
+        let mut out = Out::new(&mut buf);
+        write_string(&mut out, "q\" b\\ n\n t\t r\r b\u{8} f\u{c} nul\u{0} us\u{1f} del\u{7f} / é".as_bytes());
+        assert_eq!(
+            out.written(),
+            "\"q\\\" b\\\\ n\\n t\\t r\\r b\\b f\\f nul\\u0000 us\\u001f del\u{7f} / é\"".as_bytes()
+        );
+        assert!(!out.overflow());
+    }
+}

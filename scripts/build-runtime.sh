@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the decision module's runtime, crates/remit-rt, into the committed wasm32 artifact src/wasm/runtime.wasm
+# (docs/module-v2.md), with Debian's rustc 1.63 and its wasm32 standard library (`apt-get install rustc
+# libstd-rust-dev-wasm32 lld`; scripts/test-deps.sh installs them): the crate is no_std, so that toolchain is enough,
+# and the same one always gives the same bytes. Run it after changing the crate; tests/runtime_artifact.rs fails on
+# a stale artifact and, where this toolchain is installed, rebuilds it and compares the bytes.
+#
+#   scripts/build-runtime.sh              writes src/wasm/runtime.wasm
+#   scripts/build-runtime.sh OUT.wasm     writes OUT.wasm instead (the test's rebuild)
+#   scripts/build-runtime.sh --sources    prints the sources' hash and exits
+#
+# REMIT_RT_CFG=NAME adds `--cfg NAME` (tests/runtime_artifact.rs builds with `remit_rt_panic_probe`, a function with
+# a panic path, and expects this script to refuse the result).
+#
+# The artifact imports nothing (a panic path left after optimization calls an undefined function, which the link
+# turns into an import; this script refuses any import), has min = max memory (it never grows), and carries the
+# sources' hash in the custom section `remit.runtime.sources`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rustc=${REMIT_RT_RUSTC:-/usr/bin/rustc}
+# 50 pages of 64 KiB: the stack (64 KiB, first), then the input, tape, key and output buffers of src/wasm.rs.
+pages=50
+
+# The sources: every .rs file of the crate and this script, in byte order of their paths, as `sha256sum` lists them;
+# their hash is the hash of that list (tests/runtime_artifact.rs computes it the same way).
+sources() {
+  { find crates/remit-rt/src -name '*.rs'; echo scripts/build-runtime.sh; } | LC_ALL=C sort | xargs sha256sum \
+    | sha256sum | cut -c1-64
+}
+if [ "${1:-}" = "--sources" ]; then
+  sources
+  exit 0
+fi
+out=${1:-src/wasm/runtime.wasm}
+
+[ -x "$rustc" ] || { echo "build-runtime: $rustc is missing (apt-get install rustc libstd-rust-dev-wasm32 lld)" >&2; exit 1; }
+# The committed bytes come from this version (Debian 12's); another compiler gives other bytes.
+version=$("$rustc" --version)
+case "$version" in
+  "rustc 1.63.0"*) ;;
+  *) echo "build-runtime: $rustc is \`$version\`; the artifact is built with Debian 12's rustc 1.63.0" >&2; exit 1 ;;
+esac
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+REMIT_RT_SOURCES=$(sources) "$rustc" --edition 2021 --crate-name remit_rt --crate-type cdylib \
+  --target wasm32-unknown-unknown -C panic=abort -C opt-level=3 -C codegen-units=1 -C debuginfo=0 \
+  -C strip=symbols --remap-path-prefix="$PWD=." \
+  -C target-feature=+bulk-memory,+mutable-globals,+nontrapping-fptoint -C link-arg=--stack-first -C link-arg=-zstack-size=65536 \
+  -C link-arg=--initial-memory=$((pages * 65536)) -C link-arg=--max-memory=$((pages * 65536)) \
+  ${REMIT_RT_CFG:+--cfg "$REMIT_RT_CFG"} -o "$tmp/runtime.wasm" crates/remit-rt/src/lib.rs
+
+# No imports: node reads the module's import list (WebAssembly.Module.imports).
+imports=$(node -e '
+  const bytes = require("fs").readFileSync(process.argv[1]);
+  const m = new WebAssembly.Module(bytes);
+  console.log(WebAssembly.Module.imports(m).map(i => i.module + "." + i.name).join(" "));
+' "$tmp/runtime.wasm")
+if [ -n "$imports" ]; then
+  echo "build-runtime: the runtime imports $imports (a panic path the optimizer kept, or a missing function)" >&2
+  exit 1
+fi
+cp "$tmp/runtime.wasm" "$out"
+echo "build-runtime: $out ($(wc -c <"$out") bytes, sources $(sources | cut -c1-12))"

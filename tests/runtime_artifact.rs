@@ -1,0 +1,484 @@
+//! The committed runtime artifact, src/wasm/runtime.wasm (crates/remit-rt built by scripts/build-runtime.sh):
+//! - it was built from the sources in this tree (the hash in its custom section `remit.runtime.sources`), and
+//!   rebuilding it with Debian's rustc gives the same bytes (scripts/test-deps.sh installs that toolchain);
+//! - it imports nothing, its memory never grows (min = max), it exports what crates/remit-rt/src/wasm.rs says; a
+//!   build with a panic path left in is refused;
+//! - in wasmtime and in Node it agrees with the crate compiled natively, and with the interpreter's JSON rule
+//!   (`remit::json::validate`) and argument digest (`remit::eval::argument_digest`), on the whole decision corpus,
+//!   the garbage inputs, and the corpus requests with every element duplicated.
+//!
+//! `cargo test --release --test runtime_artifact -- --ignored --nocapture parse_speed` measures its JSON parse
+//! against the hand-written backend's `json_parse` (src/wasm/rt/json.rs), side by side in one process.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
+use remit::wasm::module::ModuleBuilder;
+use remit_rt::json::{capacity, parse, Doc, JsonError, Token};
+use sha2::{Digest, Sha256};
+use support::{corpus, frames, garbage, root, run, temp_dir, unframe};
+use wasmparser::{Parser, Payload, TypeRef};
+use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
+
+const ARTIFACT: &str = "src/wasm/runtime.wasm";
+const SECTION: &str = "remit.runtime.sources";
+const RUSTC: &str = "/usr/bin/rustc";
+const WASM32_STD: &str = "/usr/lib/rustlib/wasm32-unknown-unknown/lib";
+
+fn artifact() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| std::fs::read(root().join(ARTIFACT)).unwrap())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The hash scripts/build-runtime.sh puts in the artifact: SHA-256 of the `sha256sum` listing of the crate's `.rs`
+/// files and the script, in byte order of their paths.
+fn sources_hash() -> String {
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path.strip_prefix(root()).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut paths = vec!["scripts/build-runtime.sh".to_string()];
+    walk(&root().join("crates/remit-rt/src"), &mut paths);
+    paths.sort();
+    let listing: String = paths
+        .iter()
+        .map(|p| format!("{}  {p}\n", hex(&Sha256::digest(std::fs::read(root().join(p)).unwrap()))))
+        .collect();
+    hex(&Sha256::digest(listing.as_bytes()))
+}
+
+/// What a module is, as the tests below need it.
+#[derive(Debug, Default)]
+struct Shape {
+    imports: Vec<String>,
+    memory: Option<(u64, Option<u64>)>,
+    exports: Vec<String>,
+    sources: Option<String>,
+}
+
+fn shape(bytes: &[u8]) -> Shape {
+    let mut shape = Shape::default();
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.expect("the artifact parses") {
+            Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    let import = import.unwrap();
+                    let kind = match import.ty {
+                        TypeRef::Func(_) => "func",
+                        TypeRef::Memory(_) => "memory",
+                        _ => "other",
+                    };
+                    shape.imports.push(format!("{}.{} ({kind})", import.module, import.name));
+                }
+            }
+            Payload::MemorySection(reader) => {
+                for memory in reader {
+                    let memory = memory.unwrap();
+                    assert!(shape.memory.is_none(), "one memory");
+                    shape.memory = Some((memory.initial, memory.maximum));
+                }
+            }
+            Payload::ExportSection(reader) => {
+                shape.exports.extend(reader.into_iter().map(|e| e.unwrap().name.to_string()));
+            }
+            Payload::CustomSection(section) if section.name() == SECTION => {
+                shape.sources = Some(String::from_utf8(section.data().to_vec()).unwrap());
+            }
+            _ => {}
+        }
+    }
+    shape
+}
+
+#[test]
+fn the_artifact_is_built_from_these_sources() {
+    let recorded = shape(artifact()).sources.expect("the artifact names its sources");
+    assert_eq!(
+        recorded,
+        sources_hash(),
+        "{ARTIFACT} is stale: crates/remit-rt or scripts/build-runtime.sh changed since it was built; run \
+         `./scripts/build-runtime.sh` and commit the artifact"
+    );
+}
+
+#[test]
+fn the_artifact_imports_nothing_and_never_grows() {
+    wasmparser::Validator::new().validate_all(artifact()).expect("the artifact validates");
+    let shape = shape(artifact());
+    assert_eq!(shape.imports, Vec::<String>::new());
+    let (min, max) = shape.memory.expect("a memory");
+    assert_eq!(Some(min), max, "min = max memory");
+    // The memory holds the input, a tape for the largest input, the key buffer and the output.
+    let needed = MAX_INPUT as usize * 2 + capacity(MAX_INPUT as usize) * (16 + 4);
+    assert!(min as usize * 65536 >= needed, "{min} pages");
+    for name in ["memory", "rt_input", "rt_json_validate", "rt_json_canonical", "rt_argument_digest", "rt_sha256"] {
+        assert!(shape.exports.iter().any(|e| e == name), "exports {name}: {:?}", shape.exports);
+    }
+}
+
+/// Rebuilding with the same toolchain gives the committed bytes. The toolchain is Debian's (scripts/test-deps.sh).
+#[test]
+fn rebuilding_the_artifact_gives_the_same_bytes() {
+    assert!(
+        Path::new(RUSTC).exists() && Path::new(WASM32_STD).exists(),
+        "{RUSTC} with the wasm32 standard library is missing: run `./scripts/test-deps.sh` (it installs Debian's \
+         rustc, libstd-rust-dev-wasm32 and lld)"
+    );
+    let out = temp_dir("runtime-rebuild").join("runtime.wasm");
+    let built = run(Command::new("scripts/build-runtime.sh").arg(&out).current_dir(root()), Duration::from_secs(300));
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let rebuilt = std::fs::read(&out).unwrap();
+    assert!(rebuilt == artifact(), "the rebuilt runtime differs from {ARTIFACT}: run `./scripts/build-runtime.sh`");
+}
+
+/// A panic path the optimizer keeps fails the build: the panic handler calls an undefined function, which becomes
+/// an import, which the script refuses (the module never traps by panicking).
+#[test]
+fn a_panic_path_fails_the_runtime_build() {
+    assert!(Path::new(RUSTC).exists() && Path::new(WASM32_STD).exists(), "run `./scripts/test-deps.sh`");
+    let out = temp_dir("runtime-panic-probe").join("runtime.wasm");
+    let built = run(
+        Command::new("scripts/build-runtime.sh")
+            .arg(&out)
+            .env("REMIT_RT_CFG", "remit_rt_panic_probe")
+            .current_dir(root()),
+        Duration::from_secs(300),
+    );
+    let stderr = String::from_utf8_lossy(&built.stderr);
+    assert!(!built.status.success(), "the build accepted a panic path: {stderr}");
+    assert!(stderr.contains("imports env.remit_rt_panic_path_survived_optimization"), "{stderr}");
+    assert!(!out.exists(), "nothing is written");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The artifact against the native crate and the interpreter.
+
+struct Rt {
+    store: Store<()>,
+    memory: Memory,
+    input: u32,
+    validate: TypedFunc<i32, i32>,
+    canonical: TypedFunc<i32, i64>,
+    digest: TypedFunc<(i32, i32), i64>,
+    sha256: TypedFunc<i32, i32>,
+}
+
+impl Rt {
+    fn new() -> Rt {
+        static MODULE: OnceLock<(Engine, Module)> = OnceLock::new();
+        let (engine, module) = MODULE.get_or_init(|| {
+            let engine = Engine::default();
+            let module = Module::new(&engine, artifact()).unwrap();
+            (engine, module)
+        });
+        let mut store = Store::new(engine, ());
+        let instance = Instance::new(&mut store, module, &[]).expect("instantiates with no imports");
+        let memory = instance.get_memory(&mut store, "memory").unwrap();
+        let input = instance.get_typed_func::<(), i32>(&mut store, "rt_input").unwrap().call(&mut store, ()).unwrap();
+        Rt {
+            input: input as u32,
+            validate: instance.get_typed_func(&mut store, "rt_json_validate").unwrap(),
+            canonical: instance.get_typed_func(&mut store, "rt_json_canonical").unwrap(),
+            digest: instance.get_typed_func(&mut store, "rt_argument_digest").unwrap(),
+            sha256: instance.get_typed_func(&mut store, "rt_sha256").unwrap(),
+            memory,
+            store,
+        }
+    }
+
+    /// Writes `bytes` (at most `MAX_INPUT` of them) to the input buffer; the length to pass.
+    fn put(&mut self, bytes: &[u8]) -> i32 {
+        let n = bytes.len().min(MAX_INPUT as usize);
+        self.memory.write(&mut self.store, self.input as usize, &bytes[..n]).unwrap();
+        bytes.len() as i32
+    }
+
+    fn unpack(&self, r: i64) -> Result<Vec<u8>, i32> {
+        let (ptr, len) = ((r as u64 >> 32) as usize, (r as u64 & 0xffff_ffff) as usize);
+        if ptr == 0 {
+            return Err(len as i32);
+        }
+        Ok(self.memory.data(&self.store)[ptr..ptr + len].to_vec())
+    }
+
+    fn validate(&mut self, bytes: &[u8]) -> i32 {
+        let len = self.put(bytes);
+        self.validate.call(&mut self.store, len).unwrap()
+    }
+
+    fn canonical(&mut self, bytes: &[u8]) -> Result<Vec<u8>, i32> {
+        let len = self.put(bytes);
+        let r = self.canonical.call(&mut self.store, len).unwrap();
+        self.unpack(r)
+    }
+
+    fn digest(&mut self, tool: &str, args: &[u8]) -> Result<Vec<u8>, i32> {
+        let both = [tool.as_bytes(), args].concat();
+        let len = self.put(&both);
+        let r = self.digest.call(&mut self.store, (tool.len() as i32, len)).unwrap();
+        self.unpack(r)
+    }
+
+    fn sha256(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let len = self.put(bytes);
+        let at = self.sha256.call(&mut self.store, len).unwrap() as usize;
+        self.memory.data(&self.store)[at..at + 32].to_vec()
+    }
+}
+
+fn code(e: JsonError) -> i32 {
+    match e {
+        JsonError::Syntax => 1,
+        JsonError::Depth => 2,
+        JsonError::Duplicate => 3,
+        JsonError::TooLarge => 4,
+    }
+}
+
+/// The native crate's verdict, as the artifact's code.
+fn native_code(bytes: &[u8]) -> i32 {
+    let mut tape = vec![Token::default(); capacity(bytes.len())];
+    let mut keys = vec![0u32; capacity(bytes.len())];
+    parse(bytes, &mut tape, &mut keys).map_or_else(code, |_| 0)
+}
+
+/// The interpreter's verdict, as the artifact's code.
+fn interpreter_code(bytes: &[u8]) -> i32 {
+    remit::json::validate(bytes).map_or_else(
+        |e| match e {
+            remit::json::JsonError::Syntax => 1,
+            remit::json::JsonError::Depth => 2,
+            remit::json::JsonError::Duplicate => 3,
+            remit::json::JsonError::TooLarge => 4,
+        },
+        |_| 0,
+    )
+}
+
+/// The native crate's canonical JSON of an accepted input.
+fn native_canonical(bytes: &[u8]) -> Vec<u8> {
+    let mut tape = vec![Token::default(); capacity(bytes.len())];
+    let mut keys = vec![0u32; capacity(bytes.len())];
+    let n = parse(bytes, &mut tape, &mut keys).unwrap();
+    let doc = Doc { input: bytes, tape: &tape[..n as usize] };
+    let mut buf = vec![0u8; 2 * bytes.len() + 16];
+    let mut out = remit_rt::out::Out::new(&mut buf);
+    assert!(remit_rt::digest::write_canonical(&mut out, &doc, 0, &mut keys, 0));
+    out.written().to_vec()
+}
+
+/// Every input the artifact is checked on: the corpus requests, the garbage, and each request with its first key
+/// repeated (a duplicate) and with its whole text repeated inside an array (`[r, r]`).
+fn inputs() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for unit in corpus() {
+        for request in unit.requests.iter().chain(&unit.subjects) {
+            out.push(request.clone());
+            let text = String::from_utf8_lossy(request);
+            if let Some(at) = text.find("\":") {
+                let key_start = text[..at].rfind('"').unwrap();
+                let key = &text[key_start..at + 2];
+                out.push(text.replacen(key, &format!("{key} 0, {key}"), 1).into_bytes());
+            }
+            out.push([b"[".as_slice(), request, b",", request, b"]"].concat());
+        }
+        if let Some(first) = unit.requests.first() {
+            out.extend(garbage(first));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_artifact_agrees_with_the_native_crate_and_the_interpreter() {
+    let mut rt = Rt::new();
+    let (mut accepted, mut rejected) = (0, 0);
+    for input in inputs() {
+        let shown = String::from_utf8_lossy(&input[..input.len().min(200)]).into_owned();
+        let wasm = rt.validate(&input);
+        assert_eq!(wasm, native_code(&input), "artifact vs native on {shown}");
+        let reference = interpreter_code(&input);
+        // Both reject the same inputs; the kind may differ only for a duplicate among more than 16 keys (found when
+        // the object closes), which the corpus does not have.
+        assert_eq!(wasm, reference, "artifact vs interpreter on {shown}");
+        if wasm != 0 {
+            rejected += 1;
+            assert_eq!(rt.canonical(&input), Err(wasm));
+            continue;
+        }
+        accepted += 1;
+        let value = remit::json::parse(&input).unwrap();
+        for tool in ["pay", "t\"ool\n", "é"] {
+            // The tool name and the arguments share the input buffer.
+            if tool.len() + input.len() > MAX_INPUT as usize {
+                assert_eq!(rt.digest(tool, &input), Err(4));
+                continue;
+            }
+            let digest = rt.digest(tool, &input).expect("digest of an accepted input");
+            assert_eq!(String::from_utf8(digest).unwrap(), remit::eval::argument_digest(tool, &value), "{shown}");
+        }
+        // The canonical text fits the output buffer unless it is longer than the input (`1E3` → `1e+3`).
+        let native = native_canonical(&input);
+        match rt.canonical(&input) {
+            Ok(text) => assert_eq!(text, native, "{shown}"),
+            Err(code) => assert!(code == 5 && native.len() > MAX_INPUT as usize, "{code} on {shown}"),
+        }
+        assert_eq!(rt.sha256(&input), Sha256::digest(&input).to_vec());
+    }
+    assert!(accepted > 500 && rejected > 30, "{accepted} accepted, {rejected} rejected");
+    // No arguments: `{}`.
+    let none = rt.digest("t", b"").unwrap();
+    assert_eq!(String::from_utf8(none).unwrap(), remit::eval::argument_digest("t", &serde_json::json!({})));
+}
+
+/// A canonical text longer than the output buffer is refused whole (code 5), never truncated.
+#[test]
+fn an_overflowing_output_is_reported_not_truncated() {
+    let mut rt = Rt::new();
+    let count = MAX_INPUT as usize / 4 - 1;
+    let text = format!("[{}1E1]", "1E1,".repeat(count - 1));
+    assert_eq!(rt.validate(text.as_bytes()), 0);
+    assert_eq!(rt.canonical(text.as_bytes()), Err(5));
+    let shorter = format!("[{}1E1]", "1E1,".repeat(1000));
+    assert_eq!(rt.canonical(shorter.as_bytes()).unwrap(), native_canonical(shorter.as_bytes()));
+    // Lengths past the input buffer are refused without reading, including negative ones.
+    for len in [MAX_INPUT as i32 + 1, -1, i32::MIN] {
+        assert_eq!(rt.validate.call(&mut rt.store, len).unwrap(), 4);
+        assert_eq!(rt.canonical.call(&mut rt.store, len).unwrap(), 4);
+    }
+}
+
+/// Node runs the artifact (tests/node/runtime_artifact.mjs) on the same inputs: the same verdicts and digests.
+#[test]
+fn node_agrees_with_wasmtime() {
+    let inputs: Vec<Vec<u8>> = inputs().into_iter().filter(|i| i.len() <= MAX_INPUT as usize).collect();
+    let dir = temp_dir("runtime-node");
+    std::fs::write(dir.join("inputs"), frames(&inputs)).unwrap();
+    let out = run(
+        Command::new("node").arg("tests/node/runtime_artifact.mjs").arg(ARTIFACT).arg(dir.join("inputs")),
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let results = unframe(&out.stdout);
+    assert_eq!(results.len(), inputs.len());
+    let mut rt = Rt::new();
+    for (input, result) in inputs.iter().zip(results) {
+        let code = rt.validate(input);
+        let mut expected = vec![code as u8];
+        if code == 0 && input.len() + 3 <= MAX_INPUT as usize {
+            expected.extend(rt.digest("pay", input).unwrap());
+        }
+        assert_eq!(result, expected, "{}", String::from_utf8_lossy(&input[..input.len().min(200)]));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Speed (release builds): `cargo test --release --test runtime_artifact -- --ignored --nocapture parse_speed`
+
+#[test]
+#[ignore]
+fn parse_speed() {
+    let engine = Engine::default();
+    let old = {
+        let mut m = ModuleBuilder::new();
+        remit::wasm::rt::declare(&mut m);
+        remit::wasm::rt::define(&mut m);
+        m.export_func("json_parse", "json_parse");
+        m.export_func("json_kind", "json_kind");
+        Module::new(&engine, m.finish().unwrap()).unwrap()
+    };
+    let mut old_store = Store::new(&engine, ());
+    let old_instance = Instance::new(&mut old_store, &old, &[]).unwrap();
+    let old_memory = old_instance.get_memory(&mut old_store, "memory").unwrap();
+    let old_parse = old_instance.get_typed_func::<(i32, i32), i32>(&mut old_store, "json_parse").unwrap();
+    // REMIT_RT_ARTIFACT=FILE measures another build of the runtime (e.g. with other compiler flags).
+    let candidate = std::env::var("REMIT_RT_ARTIFACT").map(|p| std::fs::read(p).unwrap());
+    let new = Module::new(&engine, candidate.as_deref().unwrap_or(artifact())).unwrap();
+    let mut new_store = Store::new(&engine, ());
+    let new_instance = Instance::new(&mut new_store, &new, &[]).unwrap();
+    let new_memory = new_instance.get_memory(&mut new_store, "memory").unwrap();
+    let new_input = new_instance.get_typed_func::<(), i32>(&mut new_store, "rt_input").unwrap();
+    let new_input = new_input.call(&mut new_store, ()).unwrap() as usize;
+    let new_parse = new_instance.get_typed_func::<i32, i32>(&mut new_store, "rt_json_validate").unwrap();
+    let new_bare = new_instance.get_typed_func::<(), i32>(&mut new_store, "rt_input").unwrap();
+    let old_bare = old_instance.get_typed_func::<i32, i32>(&mut old_store, "json_kind").unwrap();
+
+    fn median(mut call: impl FnMut()) -> f64 {
+        let mut samples = Vec::new();
+        for _ in 0..101 {
+            let started = std::time::Instant::now();
+            for _ in 0..500 {
+                call();
+            }
+            samples.push(started.elapsed().as_nanos() as f64 / 500.0);
+        }
+        samples.sort_by(f64::total_cmp);
+        samples[50]
+    }
+    // What a call costs that does nothing (the old module's `json_kind(0)`, the new one's `rt_input()`): the rest
+    // is the parse.
+    let old_call = median(|| {
+        old_bare.call(&mut old_store, 0).unwrap();
+    });
+    let new_call = median(|| {
+        new_bare.call(&mut new_store, ()).unwrap();
+    });
+    println!("a call that does nothing: old {old_call:.0} ns, new {new_call:.0} ns (medians; subtracted below)");
+    println!("{:<64} {:>6} {:>10} {:>10} {:>6}", "request (json parse, ns)", "bytes", "old", "new", "new/old");
+    let mut inputs = Vec::new();
+    for example in ["wallet", "bank-disputes", "club", "web-publication"] {
+        let dir = root().join("examples").join(example).join("requests");
+        let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        paths.sort();
+        for path in paths {
+            inputs.push((
+                format!("{example}/{}", path.file_name().unwrap().to_string_lossy()),
+                std::fs::read(&path).unwrap(),
+            ));
+        }
+    }
+    // Shapes, to see where the time goes.
+    let wallet = &inputs[0].1;
+    let compact = serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(wallet).unwrap()).unwrap();
+    inputs.push(("shape: the first wallet request, compact".into(), compact));
+    inputs.push(("shape: 600 spaces".into(), format!("{}1", " ".repeat(600)).into_bytes()));
+    inputs
+        .push(("shape: 30 strings of 20 bytes".into(), serde_json::to_vec(&vec!["abcdefghijklmnopqrst"; 30]).unwrap()));
+    inputs.push(("shape: 150 one-digit numbers".into(), serde_json::to_vec(&vec![7; 150]).unwrap()));
+    let object: serde_json::Map<String, serde_json::Value> = (0..16).map(|i| (format!("key{i}"), 1.into())).collect();
+    inputs.push(("shape: an object of 16 keys".into(), serde_json::to_vec(&object).unwrap()));
+    {
+        for (name, text) in inputs {
+            old_memory.write(&mut old_store, INPUT_BASE as usize, &text).unwrap();
+            new_memory.write(&mut new_store, new_input, &text).unwrap();
+            let len = text.len() as i32;
+            assert_eq!(old_parse.call(&mut old_store, (INPUT_BASE as i32, len)).unwrap(), 0);
+            assert_eq!(new_parse.call(&mut new_store, len).unwrap(), 0);
+            let old_ns = median(|| {
+                old_parse.call(&mut old_store, (INPUT_BASE as i32, len)).unwrap();
+            });
+            let new_ns = median(|| {
+                new_parse.call(&mut new_store, len).unwrap();
+            });
+            let mut name = name;
+            name.truncate(64);
+            let (old_net, new_net) = (old_ns - old_call, new_ns - new_call);
+            println!("{name:<64} {:>6} {old_net:>10.0} {new_net:>10.0} {:>6.2}", text.len(), new_net / old_net);
+        }
+    }
+}
