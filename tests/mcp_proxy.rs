@@ -481,6 +481,13 @@ fn bad_messages_and_unknown_tools_get_errors_and_the_proxy_stays_up() {
     let extra = proxy.call(7, "read_text_file", json!({"path": "workspace/a.txt", "encoding": "latin1"}));
     assert!(is_error(&extra) && text(&extra).contains("request.undeclared-argument"), "{extra}");
 
+    // A message over 4 MiB: refused, and the next line is read as a message of its own.
+    let huge =
+        format!(r#"{{"jsonrpc": "2.0", "id": 11, "method": "ping", "params": {{"pad": "{}"}}}}"#, "x".repeat(5 << 20));
+    proxy.send_line(&huge);
+    let oversize = proxy.response(&Value::Null);
+    assert_eq!(oversize["error"]["code"], -32600, "{oversize}");
+
     // Still up: other methods are forwarded, and calls still work.
     let ping = proxy.request(8, "ping", json!({}));
     assert_eq!(ping["result"], json!({}), "{ping}");
