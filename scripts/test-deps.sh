@@ -6,7 +6,8 @@
 #     neovim (a real client of `remit lsp`);
 #   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
 #   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json);
-#   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh).
+#   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh);
+#   - the MCP server and the MCP client (Python SDK) the `remit mcp-proxy` tests run (scripts/test-deps-mcp.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
@@ -36,3 +37,5 @@ if [ ! -f tests/browser/node_modules/mermaid/dist/mermaid.min.js ]; then
 fi
 # The host libraries and the editor package (Python's wasmtime, npm packages):
 ./scripts/test-deps-hosts.sh
+# The MCP server behind `remit mcp-proxy` in tests/mcp_proxy.rs:
+./scripts/test-deps-mcp.sh

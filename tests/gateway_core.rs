@@ -504,3 +504,48 @@ fn the_checkpoint_thread_copies_committed_decisions_into_the_database_file() {
     assert!(std::fs::metadata(&database).unwrap().len() > before, "nothing was checkpointed");
     assert_eq!(audit::verify(audit::read_all(s.store.as_ref()).unwrap()).unwrap(), 300);
 }
+
+/// A tool that names its target argument (`target args.path`): the gateway sets `resource.id` from it, whatever the
+/// caller sent, so a scope on `resource.id` and an approval bound to the target apply to calls that have no resource
+/// (MCP). The metadata carries the target, also inside a built module.
+#[test]
+fn the_target_argument_fills_the_resource() {
+    let text = r#"
+        tool read_text_file(path: string, head: int) {
+          effects read_only
+          target args.path
+        }
+        mandate files for "user:owner" {
+          holder "agent:coder"
+          allow read_text_file
+          scope read_text_file: resource.id under "workspace/"
+        }
+    "#;
+    let program = program_of(&[("files.remit".to_string(), text.to_string())]);
+    let meta = PolicyMeta::from_program(&program);
+    assert_eq!(meta.target_of("read_text_file"), Some("path"));
+    let built = remit::gateway::meta::embed(&remit::wasm::compile(&program).unwrap(), &meta);
+    assert_eq!(remit::gateway::meta::extract(&built).unwrap().unwrap().target_of("read_text_file"), Some("path"));
+
+    let setup = setup("target", &program);
+    let read = |arguments: Value, resource: Option<&str>| {
+        let mut request = json!({"subject": {"id": "agent:coder"},
+                                 "action": {"name": "read_text_file", "arguments": arguments}});
+        if let Some(id) = resource {
+            request["resource"] = json!({"id": id});
+        }
+        let decided = setup.gateway.decide(request.to_string().as_bytes());
+        (decided.outcome.clone(), decided.reasons.clone())
+    };
+    assert_eq!(read(json!({"path": "workspace/a.txt"}), None).0, "allow");
+    // The caller's resource does not count: the argument is what the tool acts on.
+    assert_eq!(read(json!({"path": "workspace/a.txt"}), Some("elsewhere/b")).0, "allow");
+    assert_eq!(read(json!({"path": "secret.txt"}), Some("workspace/a.txt")).1, ["scope.outside"]);
+    assert_eq!(read(json!({"path": "workspace/../secret.txt"}), None).1, ["scope.outside"]);
+    // No string to take the target from: no resource, and the scope fails closed.
+    assert_eq!(read(json!({"head": 3}), Some("workspace/a.txt")).1, ["scope.outside"]);
+    assert_eq!(read(json!({"path": 7}), None).0, "deny");
+    let entries = audit::read_all(setup.store.as_ref()).unwrap();
+    let ignored = entries.iter().filter(|e| e.body.contains(r#""ignored":["resource.id"]"#)).count();
+    assert_eq!(ignored, 3, "a replaced resource is recorded");
+}

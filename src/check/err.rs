@@ -36,6 +36,26 @@ pub fn signed_not_money(what: &str, name: &str, ty: &str, span: Span) -> Diagnos
         .help("`signed` lets money be negative; other types keep their own range: remove `signed`")
 }
 
+pub fn unknown_target_argument(name: &str, tool: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-target-argument", format!("tool `{tool}` has no parameter `{name}`"))
+        .label(span, "the target must be one of the tool's parameters");
+    suggest(d, name, candidates, "declare the parameter in the tool's `(…)`, or name one that is declared")
+}
+
+pub fn target_not_string(name: &str, ty: &str, span: Span, declared: Span) -> Diagnostic {
+    Diagnostic::error("remit::target-not-string", format!("parameter `{name}` is `{ty}`, so it cannot be a target"))
+        .label(span, "named as the target here")
+        .label(declared, format!("declared `{ty}` here"))
+        .help("a target is an identifier (`resource.id` is a string): name a `string` parameter (or one of a `kind`)")
+}
+
+pub fn duplicate_target(tool: &str, span: Span, first: Span) -> Diagnostic {
+    Diagnostic::error("remit::duplicate-target", format!("tool `{tool}` names its target twice"))
+        .label(span, "named again here")
+        .label(first, "first named here")
+        .help("a call has one target: keep one `target args.NAME`")
+}
+
 pub fn duplicate_levels(span: Span, first: Span) -> Diagnostic {
     Diagnostic::error("remit::duplicate-levels", "the impact scale is declared more than once")
         .label(span, "second scale")

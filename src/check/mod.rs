@@ -78,6 +78,26 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
     Checked { program: if has_error { None } else { program }, diagnostics }
 }
 
+/// Each tool's target argument (`target args.NAME`), sorted by tool: what a gateway fills `resource.id` from.
+/// Decisions never read it, so it is not part of [`ir::Tool`] (the interpreter and the module stay as they are); it
+/// is read again from the checked program's sources, where `check` accepted it.
+pub fn tool_targets(program: &ir::Program) -> Vec<(String, String)> {
+    let mut targets = Vec::new();
+    for (id, file) in program.sources.files() {
+        let Ok(parsed) = parse_file(id, &file.text) else { continue };
+        for decl in parsed.decls {
+            let Decl::Tool(t) = decl else { continue };
+            let (Some(target), Some(tool)) = (t.targets.first(), program.tool(&t.name.text)) else { continue };
+            if matches!(program.tools[tool].param(&target.text), Some(Type::String | Type::Kind(_))) {
+                targets.push((t.name.text.clone(), target.text.clone()));
+            }
+        }
+    }
+    targets.sort();
+    targets.dedup();
+    targets
+}
+
 /// `sha256:` + hex digest of all sources, sorted by name, so file order does not change it.
 fn policy_hash(sources: &SourceMap) -> String {
     let mut files: Vec<_> = sources.files().map(|(_, f)| (f.name.as_str(), f.text.as_str())).collect();
@@ -488,6 +508,7 @@ impl<'a> Checker<'a> {
         }
         tool_effects.sort();
         let level = t.level.as_ref().and_then(|l| self.level(l)).unwrap_or(0);
+        self.target_argument(t, &params);
         ir::Tool {
             name: t.name.text.clone(),
             params,
@@ -499,6 +520,24 @@ impl<'a> Checker<'a> {
             open_arguments: t.open_arguments,
             signed: Self::signed_params(&t.params),
             span: t.name.span,
+        }
+    }
+
+    /// Checks a tool's `target args.NAME`: a declared parameter holding a string (or an identifier of a `kind`),
+    /// stated once.
+    fn target_argument(&mut self, t: &ast::ToolDecl, params: &[(String, Type)]) {
+        let Some((first, rest)) = t.targets.split_first() else { return };
+        for again in rest {
+            self.error(err::duplicate_target(&t.name.text, again.span, first.span));
+        }
+        let Some((_, ty)) = params.iter().find(|(n, _)| *n == first.text) else {
+            let candidates: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+            self.error(err::unknown_target_argument(&first.text, &t.name.text, first.span, &candidates));
+            return;
+        };
+        if !matches!(ty, Type::String | Type::Kind(_)) {
+            let declared = t.params.iter().find(|p| p.name.text == first.text).map_or(first.span, |p| p.ty.span());
+            self.error(err::target_not_string(&first.text, &ty.display(), first.span, declared));
         }
     }
 
@@ -1053,7 +1092,7 @@ const MAX_TOOL_NAME: usize = 128;
 /// A quoted tool name is the name requests carry: non-empty, at most [`MAX_TOOL_NAME`] bytes, and made of ASCII
 /// letters, digits and `_ - . / :` only — no space, quote or control character that a log, a header or a
 /// terminal could misread.
-fn is_tool_name(name: &str) -> bool {
+pub fn is_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_TOOL_NAME
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/' | b':'))

@@ -5,6 +5,7 @@ mod diff;
 mod fmt;
 mod load;
 mod lsp;
+mod mcp;
 mod render;
 mod serve;
 mod tests;
@@ -100,6 +101,12 @@ enum Command {
     },
     /// Run the gateway: decisions over HTTP (AuthZEN 1.0 and native), state, obligations, log, inbox (docs/gateway.md)
     Serve(serve::ServeArgs),
+    /// Put the gateway in front of an MCP server: an MCP server on stdin/stdout that filters `tools/list` and decides
+    /// every `tools/call` before the upstream (started from the command after `--`) sees it (docs/mcp.md)
+    McpProxy(mcp::McpProxyArgs),
+    /// Write a typed tool catalog from what an external source declares
+    #[command(subcommand)]
+    Import(ImportCommand),
     /// Answer access requests in a running gateway's inbox
     #[command(subcommand)]
     Approvals(serve::ApprovalsCommand),
@@ -156,6 +163,12 @@ enum Command {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum ImportCommand {
+    /// A catalog from an MCP server's `tools/list` (docs/mcp.md); against an existing catalog, what changed
+    Mcp(mcp::ImportMcpArgs),
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GraphFormat {
     /// Mermaid flowchart (renders in GitHub comments and Markdown)
@@ -203,6 +216,8 @@ pub fn run() -> ExitCode {
         Command::Fmt { paths, check } => fmt::run(&paths, check),
         Command::Lsp => lsp::run(),
         Command::Serve(args) => serve::serve(args),
+        Command::McpProxy(args) => mcp::run(args),
+        Command::Import(ImportCommand::Mcp(args)) => mcp::import(args),
         Command::Approvals(command) => serve::approvals(command),
         Command::Admin(command) => serve::admin(command),
         Command::Audit(command) => serve::audit(command),

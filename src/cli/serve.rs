@@ -176,7 +176,7 @@ impl Remote {
     }
 }
 
-fn pairs(values: &[String], what: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+pub(super) fn pairs(values: &[String], what: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
     let mut out = std::collections::BTreeMap::new();
     for value in values {
         let (identity, token) =
@@ -203,7 +203,7 @@ fn bundle_path(paths: &[PathBuf]) -> Option<&Path> {
 }
 
 /// The policy to serve: a module and its gateway metadata. With `verify_key`, only a bundle signed by that key.
-fn load_policy(
+pub(super) fn load_policy(
     paths: &[PathBuf],
     runtime: &Runtime,
     verify_key: Option<&remit::gateway::bundle::VerifyingKey>,

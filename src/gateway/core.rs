@@ -448,6 +448,7 @@ impl Gateway {
     fn prepare(&self, request: &[u8], meta: &PolicyMeta) -> Prepared {
         let mut prepared = Prepared { value: None, ignored: Vec::new(), early_deny: None };
         let Ok(Json::Object(mut value)) = crate::json::parse(request) else { return prepared };
+        fill_target(&mut value, meta, &mut prepared.ignored);
         let context = value.entry("context").or_insert_with(|| Json::Object(Map::new()));
         let Json::Object(context) = context else { return prepared };
         for field in GATEWAY_FIELDS {
@@ -892,6 +893,15 @@ impl Gateway {
         request
     }
 
+    /// Appends what became of an allowed call (a front end that carries calls out, `remit mcp-proxy`, reports the
+    /// upstream's answer) to the log, as an `outcome` entry after its decision.
+    pub fn log_outcome(&self, body: &Json) -> Result<u64, StoreError> {
+        let mut tx = self.store.begin()?;
+        let entry = tx.append_log(self.clock.now(), "outcome", &body.to_string())?;
+        tx.commit()?;
+        Ok(entry.seq)
+    }
+
     /// The tool listing (docs/abi.md) of a request's subject, with the gateway's state and time filled in.
     pub fn visible_tools(&self, request: &[u8]) -> Result<Vec<u8>, StoreError> {
         let policy = self.policy();
@@ -1099,6 +1109,29 @@ impl Gateway {
         let stops = tx.stops()?;
         let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(n, v)| (n, Json::from(v))).collect();
         Ok(json!({"stops": stops, "facts": facts}))
+    }
+}
+
+/// For a tool that names its target (`target args.NAME`), sets `resource.id` to that argument's string value, or
+/// removes the resource when the argument is absent or not a string (then every condition on `resource.id` fails
+/// closed and nothing binds to it). A caller's different `resource.id` is replaced and recorded in `ignored`: the
+/// target is what the tool acts on, not what the caller says it is.
+pub fn fill_target(request: &mut Map<String, Json>, meta: &PolicyMeta, ignored: &mut Vec<String>) {
+    let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str);
+    let Some(argument) = tool.and_then(|t| meta.target_of(t)) else { return };
+    let target = request.get("action").and_then(|a| a.get("arguments")).and_then(|a| a.get(argument));
+    let target = target.and_then(Json::as_str).map(str::to_string);
+    let given = request.get("resource").map(|r| r.get("id").and_then(Json::as_str).map(str::to_string));
+    if given.is_some() && given != Some(target.clone()) {
+        ignored.push("resource.id".into());
+    }
+    match target {
+        Some(id) => {
+            request.insert("resource".into(), json!({"id": id}));
+        }
+        None => {
+            request.remove("resource");
+        }
     }
 }
 

@@ -686,6 +686,43 @@ pub fn run(
     })
 }
 
+/// Serves `router` on an already bound listener until SIGTERM or Ctrl-C (then finishes the requests in flight).
+pub fn run_router(listener: std::net::TcpListener, router: Router) -> Result<(), String> {
+    listener.set_nonblocking(true).map_err(|e| format!("cannot use the listener: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| format!("cannot listen: {e}"))?;
+        serve(listener, router, shutdown_signal()).await.map_err(|e| format!("the server failed: {e}"))
+    })
+}
+
+/// Serves `router` on an already bound listener from a thread of its own (with its own async runtime) until the
+/// process ends: how `remit mcp-proxy` offers the inbox beside its stdio session.
+pub fn serve_in_background(listener: std::net::TcpListener, router: Router) -> Result<(), String> {
+    listener.set_nonblocking(true).map_err(|e| format!("cannot use the listener: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(listener) => {
+                    if let Err(e) = serve(listener, router, std::future::pending()).await {
+                        eprintln!("the inbox server failed: {e}");
+                    }
+                }
+                Err(e) => eprintln!("the inbox server cannot listen: {e}"),
+            }
+        })
+    });
+    Ok(())
+}
+
 async fn shutdown_signal() {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -3,6 +3,8 @@
 //! right binding and TTL), and the budgets with their windows (to fill each counter with the count of its window).
 //!
 //! It is a pure function of the checked program ([`PolicyMeta::from_program`]) and travels as JSON next to the
+//! module, and the argument each tool names as its target (`target args.NAME`: the gateway fills `resource.id`
+//! from it, so MCP calls, which have no resource, can be scoped and approvals bound). It travels as JSON next to the
 //! module (`remit build` embeds it in the module's custom section `remit.gateway`, which runtimes ignore), so a
 //! gateway serving a `.wasm` knows the same as one serving the sources. The decisions themselves always come from
 //! the module.
@@ -22,6 +24,16 @@ pub struct PolicyMeta {
     pub mandates: Vec<MandateMeta>,
     pub approvals: Vec<ApprovalMeta>,
     pub budgets: Vec<BudgetMeta>,
+    /// Tools whose target is one of their arguments; absent in metadata written before targets existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetMeta>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetMeta {
+    pub tool: String,
+    /// The argument whose (string) value is the call's `resource.id`.
+    pub argument: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,7 +106,11 @@ impl PolicyMeta {
                 }
             }
         }
-        PolicyMeta { policy: program.hash.clone(), mandates, approvals, budgets }
+        let targets = crate::check::tool_targets(program)
+            .into_iter()
+            .map(|(tool, argument)| TargetMeta { tool, argument })
+            .collect();
+        PolicyMeta { policy: program.hash.clone(), mandates, approvals, budgets, targets }
     }
 
     pub fn to_json(&self) -> String {
@@ -112,6 +128,11 @@ impl PolicyMeta {
     /// The mandates `subject` holds.
     pub fn held_by(&self, subject: &str) -> Vec<&MandateMeta> {
         self.mandates.iter().filter(|m| m.holders.iter().any(|h| h == subject)).collect()
+    }
+
+    /// The argument `tool` names as its target.
+    pub fn target_of(&self, tool: &str) -> Option<&str> {
+        self.targets.iter().find(|t| t.tool == tool).map(|t| t.argument.as_str())
     }
 
     pub fn approval(&self, kind: &str) -> Option<&ApprovalMeta> {
@@ -185,6 +206,7 @@ mod tests {
             }],
             approvals: vec![ApprovalMeta { kind: "k".into(), binds: vec!["tool".into()], ttl: 900, single_use: true }],
             budgets: vec![BudgetMeta { mandate: "m".into(), name: "b".into(), max: 2, window: "hour".into() }],
+            targets: vec![TargetMeta { tool: "read_file".into(), argument: "path".into() }],
         };
         // The smallest valid module: magic and version.
         let empty = b"\0asm\x01\0\0\0".to_vec();
@@ -195,5 +217,13 @@ mod tests {
         assert_eq!(meta.window_of(&["m".to_string()], "b"), Some("hour"));
         assert_eq!(meta.window_of(&["other".to_string()], "b"), None);
         assert_eq!(meta.held_by("agent:a").len(), 1);
+        assert_eq!(meta.target_of("read_file"), Some("path"));
+        assert_eq!(meta.target_of("m"), None);
+    }
+
+    #[test]
+    fn metadata_without_targets_still_reads() {
+        let old = br#"{"policy":"sha256:x","mandates":[],"approvals":[],"budgets":[]}"#;
+        assert_eq!(PolicyMeta::from_json(old).unwrap().targets, Vec::new());
     }
 }

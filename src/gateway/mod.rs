@@ -9,6 +9,10 @@
 //!   stops and facts — no HTTP;
 //! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
 //! - [`bundle`]: signed policy bundles (ed25519);
+//! - [`mcp`]: `remit mcp-proxy`, the gateway as an MCP server in front of an upstream MCP server (stdio);
+//!   [`mcp_http`] the same over Streamable HTTP (bearer tokens → subjects); [`mcp_wire`] the HTTP exchange with an
+//!   upstream over Streamable HTTP; [`mcp_catalog`]: `remit import mcp`, a
+//!   typed tool catalog from a server's `tools/list`;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
 //!   HTTP client for the CLI and tests.
 
@@ -17,6 +21,10 @@ pub mod bundle;
 pub mod client;
 pub mod core;
 pub mod http;
+pub mod mcp;
+pub mod mcp_catalog;
+pub mod mcp_http;
+pub mod mcp_wire;
 pub mod meta;
 pub mod replay;
 pub mod sqlite;

@@ -114,6 +114,9 @@ pub struct ToolDecl {
     pub administers_mandates: bool,
     /// `open arguments`: arguments the tool does not declare are allowed (tools are closed by default).
     pub open_arguments: bool,
+    /// `target args.NAME`: the parameter whose value is the call's target (the gateway fills `resource.id` from
+    /// it). More than one is an error the checker reports.
+    pub targets: Vec<Name>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

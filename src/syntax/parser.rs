@@ -133,7 +133,8 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::side_effects_clause
         | Rule::requires_scope_clause
         | Rule::administers_clause
-        | Rule::open_arguments_clause => "a tool clause (`effects`, `level`, `side effects`, …) or `}`",
+        | Rule::open_arguments_clause
+        | Rule::target_arg_clause => "a tool clause (`effects`, `level`, `side effects`, …) or `}`",
         Rule::binds_clause | Rule::ttl_clause | Rule::single_use_clause => {
             "an approval clause (`binds`, `ttl`, `single use`) or `}`"
         }
@@ -324,6 +325,7 @@ impl Lower {
             scopes: Vec::new(),
             administers_mandates: false,
             open_arguments: false,
+            targets: Vec::new(),
         };
         for clause in inner {
             match clause.as_rule() {
@@ -335,6 +337,11 @@ impl Lower {
                 Rule::requires_scope_clause => tool.scopes.extend(clause.into_inner().map(|p| self.string(p))),
                 Rule::administers_clause => tool.administers_mandates = true,
                 Rule::open_arguments_clause => tool.open_arguments = true,
+                Rule::target_arg_clause => {
+                    let argument = clause.into_inner().next().expect("target argument");
+                    let field = argument.into_inner().next().expect("target argument name");
+                    tool.targets.push(self.name(field));
+                }
                 other => unreachable!("not a tool clause: {other:?}"),
             }
         }

@@ -1,0 +1,257 @@
+//! `remit mcp-proxy`: the gateway as an MCP server on stdin/stdout in front of an upstream MCP server it starts
+//! (docs/mcp.md). The protocol lives in `remit::gateway::mcp`; this module reads the flags and wires the pieces.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use remit::gateway::http::Tokens;
+use remit::gateway::mcp::{Identity, Outbox, Proxy};
+use remit::gateway::{Config, Durability, Gateway, SystemClock};
+use remit::runtime::Runtime;
+
+#[derive(Args, Debug)]
+pub struct McpProxyArgs {
+    /// The policy: a folder (or .remit files), a .wasm built by `remit build`, or a bundle
+    #[arg(long, required = true, num_args = 1..)]
+    policy: Vec<PathBuf>,
+    /// The subject the agent on stdin/stdout is (e.g. `agent:coder`); with `--listen`, `--agent-token` instead
+    #[arg(long, required_unless_present = "listen")]
+    subject: Option<String>,
+    /// The id of the agent's credential
+    #[arg(long)]
+    credential: Option<String>,
+    /// The scopes of the agent's credential, comma-separated (or the flag repeated)
+    #[arg(long = "credential-scopes", value_delimiter = ',')]
+    scopes: Vec<String>,
+    /// The mandate the agent acts under (default: the one mandate the subject holds)
+    #[arg(long)]
+    mandate: Option<String>,
+    /// Where the state lives: `sqlite:PATH`
+    #[arg(long, default_value = "sqlite:remit-gateway.db")]
+    store: String,
+    /// Serve the gateway's HTTP API and inbox on this loopback address (port 0 picks one; printed on stderr)
+    #[arg(long, value_name = "ADDRESS", conflicts_with = "listen")]
+    inbox: Option<String>,
+    /// Speak MCP over Streamable HTTP at `http://ADDRESS/mcp` instead of stdio (with the inbox on the same address)
+    #[arg(long, value_name = "ADDRESS")]
+    listen: Option<String>,
+    /// With `--listen`: an agent's bearer token, `SUBJECT=TOKEN` (the credential's scopes: `--credential-scopes`);
+    /// repeatable
+    #[arg(long = "agent-token", value_name = "SUBJECT=TOKEN", requires = "listen")]
+    agent_tokens: Vec<String>,
+    /// The URL the inbox is reached at, for access request links (default: http://ADDRESS of --inbox)
+    #[arg(long)]
+    base_url: Option<String>,
+    /// An inbox user: `IDENTITY=TOKEN`; repeatable
+    #[arg(long = "inbox-token", value_name = "IDENTITY=TOKEN")]
+    inbox_tokens: Vec<String>,
+    /// An admin: `NAME=TOKEN`; repeatable
+    #[arg(long = "admin-token", value_name = "NAME=TOKEN")]
+    admin_tokens: Vec<String>,
+    /// An argument name whose value the decision log masks; repeatable
+    #[arg(long)]
+    mask: Vec<String>,
+    /// How long an access request waits for an answer, in seconds
+    #[arg(long, default_value_t = 86_400)]
+    access_request_ttl: i64,
+    /// How long to wait for the upstream's answer to one request, in seconds
+    #[arg(long, default_value_t = 120)]
+    upstream_timeout: u64,
+    /// The upstream MCP server's command and its arguments (after `--`)
+    #[arg(last = true, required = true, value_name = "UPSTREAM")]
+    upstream: Vec<String>,
+}
+
+fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
+    !gateway.policy().meta.held_by(subject).is_empty()
+}
+
+pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
+    let runtime = Runtime::new()?;
+    let Some(policy) = super::serve::load_policy(&args.policy, &runtime, None)? else {
+        return Ok(ExitCode::from(1));
+    };
+    let store = super::serve::open_store(&args.store, Durability::Process)?;
+    let tokens = Tokens {
+        inbox: super::serve::pairs(&args.inbox_tokens, "inbox token")?,
+        admin: super::serve::pairs(&args.admin_tokens, "admin token")?,
+    };
+    for identity in tokens.inbox.values() {
+        if !policy.meta.held_by(identity).is_empty() {
+            return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
+        }
+    }
+    let listener = match args.inbox.as_ref().or(args.listen.as_ref()) {
+        Some(address) => {
+            Some(std::net::TcpListener::bind(address).map_err(|e| format!("cannot listen on `{address}`: {e}"))?)
+        }
+        None => None,
+    };
+    let bound = listener.as_ref().map(|l| l.local_addr()).transpose().map_err(|e| e.to_string())?;
+    let base_url = args
+        .base_url
+        .clone()
+        .or_else(|| bound.map(|a| format!("http://{a}")))
+        .unwrap_or_else(|| "http://127.0.0.1:8181".into());
+    let config = Config {
+        base_url: base_url.clone(),
+        access_request_ttl: args.access_request_ttl,
+        mask: args.mask.clone(),
+        ..Config::default()
+    };
+    let policy_hash = policy.compiled.policy().to_string();
+    let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
+    let timeout = Duration::from_secs(args.upstream_timeout.max(1));
+    if args.listen.is_some() {
+        let listener = listener.expect("bound");
+        let mut agents = std::collections::BTreeMap::new();
+        for (token, subject) in super::serve::pairs(&args.agent_tokens, "agent token")? {
+            if !policy_holders(&gateway, &subject) {
+                eprintln!("remit mcp-proxy: warning: `{subject}` holds no mandate of the policy: its calls are denied");
+            }
+            let credential = args.credential.clone();
+            let identity = Identity { subject, credential, scopes: args.scopes.clone(), mandate: args.mandate.clone() };
+            agents.insert(token, identity);
+        }
+        if agents.is_empty() {
+            return Err("with --listen, give each agent a bearer token: --agent-token SUBJECT=TOKEN".into());
+        }
+        let sink = Outbox::new(Box::new(std::io::sink()));
+        let proxy = Proxy::start(gateway.clone(), Identity::default(), &args.upstream, sink, timeout)?;
+        let router =
+            remit::gateway::http::router(gateway, tokens).merge(remit::gateway::mcp_http::router(proxy, agents));
+        eprintln!("remit mcp-proxy: policy {policy_hash}");
+        eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
+        eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
+        remit::gateway::http::run_router(listener, router)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let subject = args.subject.clone().unwrap_or_default();
+    // stdout is the agent's channel: everything for people goes to stderr.
+    eprintln!("remit mcp-proxy: policy {policy_hash}, subject {subject}");
+    if let Some(listener) = listener {
+        let router = remit::gateway::http::router(gateway.clone(), tokens);
+        remit::gateway::http::serve_in_background(listener, router)?;
+        eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
+    }
+    let identity = Identity { subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };
+    let outbox = Outbox::new(Box::new(std::io::stdout()));
+    let proxy = Proxy::start(gateway, identity, &args.upstream, outbox, timeout)?;
+    proxy.run(std::io::stdin().lock());
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct ImportMcpArgs {
+    /// The MCP server: `stdio:COMMAND ARGS…` (split at spaces; for arguments with spaces give the command after
+    /// `--`), or the URL of a Streamable HTTP server
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The catalog to write. When it exists, it is compared with the server (new, removed and changed tools) and
+    /// left as it is unless `--overwrite`
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Replace an existing catalog
+    #[arg(long)]
+    overwrite: bool,
+    /// How long to wait for the server, in seconds
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// The server's command and arguments (instead of `--upstream`)
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Names the standard library declares (a catalog cannot declare them again).
+fn stdlib_names() -> std::collections::BTreeSet<String> {
+    let checked = remit::check::check(remit::stdlib::sources());
+    let Some(program) = checked.program else { return Default::default() };
+    let mut names: std::collections::BTreeSet<String> = program.tools.iter().map(|t| t.name.clone()).collect();
+    names.extend(program.effects.iter().map(|e| e.name.clone()));
+    names.extend(program.approvals.iter().map(|a| a.name.clone()));
+    names.extend(program.levels.iter().cloned());
+    names
+}
+
+/// The tool signatures a catalog file declares.
+fn declared(text: &str) -> Result<std::collections::BTreeMap<String, remit::gateway::mcp_catalog::Signature>, String> {
+    use remit::syntax::ast::{Decl, TypeExpr};
+    fn ty(t: &TypeExpr) -> String {
+        match t {
+            TypeExpr::Named(n) => n.text.clone(),
+            TypeExpr::Set(inner, _) => format!("set<{}>", ty(inner)),
+        }
+    }
+    let mut sources = remit::source::SourceMap::default();
+    let file = sources.add("catalog", text);
+    let parsed = remit::syntax::parse_file(file, text).map_err(|_| "it does not parse (run `remit check`)")?;
+    Ok(parsed
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Tool(t) => {
+                Some((t.name.text.clone(), t.params.iter().map(|p| (p.name.text.clone(), ty(&p.ty))).collect()))
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
+    use remit::gateway::mcp_catalog;
+    let command: Vec<String> = match (&args.upstream, args.command.is_empty()) {
+        (Some(upstream), true) if upstream.starts_with("http://") => vec![upstream.clone()],
+        (Some(upstream), true) => {
+            let Some(line) = upstream.strip_prefix("stdio:") else {
+                return Err(format!(
+                    "`{upstream}`: the upstream is written `stdio:COMMAND ARGS…` (HTTP is not supported yet)"
+                ));
+            };
+            line.split_whitespace().map(str::to_string).collect()
+        }
+        (None, false) => args.command.clone(),
+        _ => return Err("give the server as `--upstream stdio:COMMAND` or as a command after `--`, one of them".into()),
+    };
+    let (info, tools) = remit::gateway::mcp::list_tools(&command, Duration::from_secs(args.timeout.max(1)))?;
+    let server = match (info.pointer("/serverInfo/name").and_then(|v| v.as_str()), info.pointer("/serverInfo/version"))
+    {
+        (Some(name), Some(version)) => format!("`{name}` {}", version.as_str().unwrap_or_default()),
+        (Some(name), None) => format!("`{name}`"),
+        _ => format!("`{}`", command.join(" ")),
+    };
+    let taken = stdlib_names();
+    let text = mcp_catalog::catalog(&tools, &taken, server.trim());
+    if args.output.exists() && !args.overwrite {
+        let existing = std::fs::read_to_string(&args.output)
+            .map_err(|e| format!("cannot read `{}`: {e}", args.output.display()))?;
+        let declared = declared(&existing).map_err(|e| format!("`{}`: {e}", args.output.display()))?;
+        let changes = mcp_catalog::compare(&declared, &mcp_catalog::signatures(&tools, &taken));
+        for name in &changes.new {
+            println!("new: {name} (not declared: calls to it are denied until it is imported and classified)");
+        }
+        for name in &changes.removed {
+            println!("removed: {name} (declared, the server no longer lists it)");
+        }
+        for (name, what) in &changes.changed {
+            println!("changed: {name}: {what}");
+        }
+        if changes.is_empty() {
+            println!("{}: the server's tools are the ones declared", args.output.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!("{} left as it is; `--overwrite` replaces it with a fresh import", args.output.display());
+        return Ok(ExitCode::from(1));
+    }
+    std::fs::write(&args.output, &text).map_err(|e| format!("cannot write `{}`: {e}", args.output.display()))?;
+    let declared = text.lines().filter(|l| l.starts_with("tool ")).count();
+    eprintln!(
+        "wrote {}: {declared} of the server's {} tools declared; review its TODOs",
+        args.output.display(),
+        tools.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,787 @@
+//! `remit mcp-proxy`: the gateway in front of an MCP server. To the agent the proxy is an MCP server (JSON-RPC 2.0,
+//! one message per line on stdin/stdout, protocol revision 2025-06-18); to the upstream server it is an MCP client
+//! over the upstream command's stdin/stdout. It is a front end of [`Gateway`], like [`super::http`]: every
+//! `tools/call` is decided by the gateway core (state, clock, obligations, log, access requests) before anything
+//! reaches the upstream, and `tools/list` shows only the tools the module's listing lets the subject see.
+//!
+//! - `initialize` is answered by the proxy (it holds its own session with the upstream, opened once); `ping` too.
+//! - `tools/list`: the upstream's tools (every page), only those visible to the subject, schemas unchanged.
+//! - `tools/call`: a tool the upstream does not list → JSON-RPC error `-32602`; otherwise decided: deny → a tool
+//!   result with `isError` whose text gives the reasons and rules; escalate → `isError` naming the access request
+//!   and its inbox URL; allow → forwarded, and its outcome appended to the log after the decision.
+//! - Every other request and notification is forwarded as it is (request ids are renumbered on the way up and back);
+//!   the upstream's notifications and requests go to the agent as they are.
+//! - A line that is not JSON-RPC gets an error response; an upstream that exits fails the calls waiting on it and
+//!   every later one with an error response. The proxy stays up in both cases.
+//!
+//! Threads, not async: one thread reads the agent, one the upstream, and each agent request runs on its own thread
+//! (decisions are synchronous: SQLite and wasmtime).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value as Json};
+
+use super::core::Gateway;
+
+/// The protocol revision the proxy speaks (and asks the upstream for).
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The revisions an agent may ask for; any other gets [`PROTOCOL_VERSION`].
+pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
+/// The longest line (one message) the proxy reads from either side.
+pub const MAX_MESSAGE: usize = 4 << 20;
+
+/// JSON-RPC error codes.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// The `_meta` key under which a tool result carries remit's decision.
+pub const META_DECISION: &str = "remit.dev/decision";
+
+/// Who the agent is: over stdio fixed when the proxy starts; over HTTP the bearer token's.
+#[derive(Debug, Clone, Default)]
+pub struct Identity {
+    pub subject: String,
+    pub credential: Option<String>,
+    pub scopes: Vec<String>,
+    /// The mandate to act under; `None`: the one mandate the subject holds (the gateway picks it).
+    pub mandate: Option<String>,
+}
+
+impl Identity {
+    /// remit's request for a call of `tool` with `arguments` (docs/requests.md); the gateway fills the rest.
+    fn request(&self, tool: Option<(&str, &Json)>) -> Json {
+        let mut subject = json!({"id": self.subject});
+        if self.credential.is_some() || !self.scopes.is_empty() {
+            let mut credential = json!({"scopes": self.scopes});
+            if let Some(id) = &self.credential {
+                credential["id"] = Json::String(id.clone());
+            }
+            subject["credential"] = credential;
+        }
+        let mut context = Map::new();
+        if let Some(mandate) = &self.mandate {
+            context.insert("mandate".into(), Json::String(mandate.clone()));
+        }
+        let mut request = json!({"subject": subject, "context": context});
+        if let Some((name, arguments)) = tool {
+            request["action"] = json!({"name": name, "arguments": arguments});
+        }
+        request
+    }
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Json>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError { code, message: message.into(), data: None }
+    }
+
+    fn to_json(&self) -> Json {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            error["data"] = data.clone();
+        }
+        error
+    }
+
+    /// The error object of a response, as the upstream sent it.
+    fn from_json(error: &Json) -> RpcError {
+        RpcError {
+            code: error.get("code").and_then(Json::as_i64).unwrap_or(INTERNAL_ERROR),
+            message: error.get("message").and_then(Json::as_str).unwrap_or("").to_string(),
+            data: error.get("data").cloned(),
+        }
+    }
+}
+
+fn response(id: &Json, outcome: Result<Json, RpcError>) -> Json {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
+    }
+}
+
+/// Where the agent's messages go: one JSON value per line, written whole under a lock.
+#[derive(Clone)]
+pub struct Outbox(Arc<Mutex<Box<dyn Write + Send>>>);
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Outbox")
+    }
+}
+
+impl Outbox {
+    pub fn new(writer: Box<dyn Write + Send>) -> Outbox {
+        Outbox(Arc::new(Mutex::new(writer)))
+    }
+
+    fn send(&self, message: &Json) {
+        let mut line = message.to_string();
+        line.push('\n');
+        let mut writer = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // The agent went away: nothing to tell it; the read loop ends at its EOF.
+        let _ = writer.write_all(line.as_bytes()).and_then(|()| writer.flush());
+    }
+}
+
+/// An upstream reached over Streamable HTTP: each message is one `POST` (a new connection), answered with JSON or
+/// with an event stream that ends with the response.
+struct HttpLink {
+    url: String,
+    /// The `Mcp-Session-Id` the server gave at `initialize`.
+    session: Mutex<Option<String>>,
+    /// The revision negotiated, sent as `MCP-Protocol-Version` after `initialize`.
+    version: Mutex<Option<String>>,
+    outbox: Outbox,
+}
+
+/// The upstream MCP server: a child process spoken to over its stdin/stdout, or a server reached over HTTP.
+struct Upstream {
+    stdin: Mutex<Option<ChildStdin>>,
+    child: Mutex<Option<Child>>,
+    http: Option<HttpLink>,
+    /// Requests sent up, waiting for their response.
+    pending: Mutex<HashMap<u64, mpsc::Sender<Result<Json, RpcError>>>>,
+    next_id: AtomicU64,
+    /// Why the upstream is not running, once it is not.
+    gone: Mutex<Option<String>>,
+    /// The upstream's `initialize` result, once the session is open.
+    session: Mutex<Option<Result<Json, RpcError>>>,
+    /// The upstream's tools (every page), until it says the list changed.
+    tools: Mutex<Option<Vec<Json>>>,
+    timeout: Duration,
+}
+
+impl Upstream {
+    /// Spawns `command` and starts the thread that reads it; its messages that are not responses go to `outbox`.
+    fn spawn(command: &[String], outbox: Outbox, timeout: Duration) -> Result<Arc<Upstream>, String> {
+        let (program, args) = command.split_first().ok_or("the upstream command is empty")?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start the upstream server `{program}`: {e}"))?;
+        let stdout = child.stdout.take().expect("piped");
+        let upstream = Arc::new(Upstream {
+            stdin: Mutex::new(child.stdin.take()),
+            child: Mutex::new(Some(child)),
+            http: None,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            gone: Mutex::new(None),
+            session: Mutex::new(None),
+            tools: Mutex::new(None),
+            timeout,
+        });
+        let reader = upstream.clone();
+        std::thread::spawn(move || reader.read(BufReader::new(stdout), &outbox));
+        Ok(upstream)
+    }
+
+    /// An upstream at `url` (`http://HOST:PORT/PATH`); nothing is sent before the first request.
+    fn connect(url: &str, outbox: Outbox, timeout: Duration) -> Result<Arc<Upstream>, String> {
+        if !url.starts_with("http://") {
+            return Err(format!("`{url}`: the upstream is `http://HOST:PORT/PATH` (https is not supported yet)"));
+        }
+        let http = HttpLink { url: url.to_string(), session: Mutex::new(None), version: Mutex::new(None), outbox };
+        Ok(Arc::new(Upstream {
+            stdin: Mutex::new(None),
+            child: Mutex::new(None),
+            http: Some(http),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            gone: Mutex::new(None),
+            session: Mutex::new(None),
+            tools: Mutex::new(None),
+            timeout,
+        }))
+    }
+
+    /// A message the upstream sent that is not a response to the proxy: to the agent.
+    fn notify_agent(&self, message: Map<String, Json>, outbox: &Outbox) {
+        if message.get("method").and_then(Json::as_str) == Some("notifications/tools/list_changed") {
+            *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        outbox.send(&Json::Object(message));
+    }
+
+    /// POSTs one message to an HTTP upstream; the response with `id` when one is awaited. Other messages in an
+    /// event stream go to the agent.
+    fn post(&self, http: &HttpLink, message: &Json, id: Option<u64>) -> Result<Option<Json>, RpcError> {
+        let down = |why: String| RpcError::new(INTERNAL_ERROR, format!("the upstream server at {}: {why}", http.url));
+        let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let version = http.version.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut headers = vec![("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+        if let Some(session) = &session {
+            headers.push(("Mcp-Session-Id", session.as_str()));
+        }
+        if let Some(version) = &version {
+            headers.push(("MCP-Protocol-Version", version.as_str()));
+        }
+        let body = message.to_string();
+        let response = super::mcp_wire::exchange("POST", &http.url, &headers, Some(body.as_bytes()), self.timeout)
+            .map_err(down)?;
+        if response.status == 404 && session.is_some() {
+            // The server ended the session: the next request opens a new one.
+            *http.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return Err(down("the session expired; it is opened again on the next request".into()));
+        }
+        if response.status >= 400 {
+            let status = response.status;
+            let text = response.body(4096).map(|b| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();
+            return Err(down(format!("HTTP {status}: {text}")));
+        }
+        if let Some(session) = response.header("mcp-session-id") {
+            *http.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
+        }
+        let Some(id) = id else { return Ok(None) };
+        let mut answer = None;
+        let mut take = |text: &str| {
+            let Ok(Json::Object(message)) = serde_json::from_str::<Json>(text) else { return false };
+            if message.contains_key("method") {
+                self.notify_agent(message, &http.outbox);
+                return false;
+            }
+            if message.get("id").and_then(Json::as_u64) != Some(id) {
+                return false;
+            }
+            answer = Some(match message.get("error") {
+                Some(error) => Err(RpcError::from_json(error)),
+                None => Ok(message.get("result").cloned().unwrap_or(Json::Null)),
+            });
+            true
+        };
+        let read = if response.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
+            response.events(MAX_MESSAGE, &mut take)
+        } else {
+            response.body(MAX_MESSAGE).map(|body| {
+                take(&String::from_utf8_lossy(&body));
+            })
+        };
+        read.map_err(|e| down(e.to_string()))?;
+        match answer {
+            Some(outcome) => outcome.map(Some),
+            None => Err(down(format!("no response to request {id}"))),
+        }
+    }
+
+    fn read(&self, mut stdout: impl BufRead, outbox: &Outbox) {
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match std::io::Read::take(&mut stdout, MAX_MESSAGE as u64 + 1).read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let Ok(Json::Object(message)) = serde_json::from_slice::<Json>(&line) else {
+                eprintln!("remit mcp-proxy: the upstream sent a line that is not a JSON-RPC message; ignored");
+                continue;
+            };
+            if message.contains_key("method") {
+                self.notify_agent(message, outbox);
+                continue;
+            }
+            let Some(id) = message.get("id").and_then(Json::as_u64) else { continue };
+            let waiting = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            if let Some(waiting) = waiting {
+                let outcome = match message.get("error") {
+                    Some(error) => Err(RpcError::from_json(error)),
+                    None => Ok(message.get("result").cloned().unwrap_or(Json::Null)),
+                };
+                let _ = waiting.send(outcome);
+            }
+        }
+        let status = self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut().map(|c| c.wait());
+        let why = match status {
+            Some(Ok(status)) => format!("the upstream server exited ({status})"),
+            _ => "the upstream server closed its output".to_string(),
+        };
+        // `gone` first: a writer that finds the pipe closed reads why from it.
+        *self.gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+        *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        eprintln!("remit mcp-proxy: {why}");
+        for (_, waiting) in self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+            let _ = waiting.send(Err(RpcError::new(INTERNAL_ERROR, why.clone())));
+        }
+    }
+
+    fn gone(&self) -> Option<String> {
+        self.gone.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn write(&self, message: &Json) -> Result<(), RpcError> {
+        if let Some(http) = &self.http {
+            return self.post(http, message, None).map(|_| ());
+        }
+        let mut line = message.to_string();
+        line.push('\n');
+        let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
+        let down = || RpcError::new(INTERNAL_ERROR, self.gone().unwrap_or("the upstream server is not running".into()));
+        let Some(pipe) = stdin.as_mut() else { return Err(down()) };
+        pipe.write_all(line.as_bytes()).and_then(|()| pipe.flush()).map_err(|_| down())
+    }
+
+    /// Sends a request and waits for its result (or the upstream's error, or an error when it exits or times out).
+    fn request(&self, method: &str, params: Option<Json>) -> Result<Json, RpcError> {
+        self.request_as(self.new_id(), method, params)
+    }
+
+    fn new_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// [`Upstream::request`] under an id from [`Upstream::new_id`].
+    fn request_as(&self, id: u64, method: &str, params: Option<Json>) -> Result<Json, RpcError> {
+        if let Some(why) = self.gone() {
+            return Err(RpcError::new(INTERNAL_ERROR, why));
+        }
+        if let Some(http) = &self.http {
+            let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+            if let Some(params) = params {
+                message["params"] = params;
+            }
+            return self.post(http, &message, Some(id)).map(|answer| answer.unwrap_or(Json::Null));
+        }
+        let (send, receive) = mpsc::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, send);
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        if let Err(e) = self.write(&message) {
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            return Err(e);
+        }
+        match receive.recv_timeout(self.timeout) {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                    "params": {"requestId": id, "reason": "timed out in remit mcp-proxy"}});
+                let _ = self.write(&cancel);
+                Err(RpcError::new(
+                    INTERNAL_ERROR,
+                    format!("the upstream server did not answer `{method}` within {} s", self.timeout.as_secs()),
+                ))
+            }
+        }
+    }
+
+    /// The upstream's `initialize` result, opening the session the first time.
+    fn session(&self) -> Result<Json, RpcError> {
+        let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(Ok(result)) = session.as_ref() {
+            return Ok(result.clone());
+        }
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "remit-mcp-proxy", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let result = self.request("initialize", Some(params))?;
+        if let Some(http) = &self.http {
+            let version = result.get("protocolVersion").and_then(Json::as_str).unwrap_or(PROTOCOL_VERSION);
+            *http.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
+        }
+        self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        *session = Some(Ok(result.clone()));
+        Ok(result)
+    }
+
+    /// The upstream's tools, every page of `tools/list`.
+    fn tools(&self) -> Result<Vec<Json>, RpcError> {
+        if let Some(tools) = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Ok(tools);
+        }
+        self.session()?;
+        let mut tools = Vec::new();
+        let mut cursor: Option<Json> = None;
+        for _ in 0..1000 {
+            let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+            let page = self.request("tools/list", params)?;
+            tools.extend(page.get("tools").and_then(Json::as_array).into_iter().flatten().cloned());
+            cursor = page.get("nextCursor").filter(|c| !c.is_null()).cloned();
+            if cursor.is_none() {
+                break;
+            }
+        }
+        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(tools.clone());
+        Ok(tools)
+    }
+
+    fn kill(&self) {
+        if let Some(http) = &self.http {
+            let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(session) = session {
+                let headers = [("Mcp-Session-Id", session.as_str())];
+                let _ = super::mcp_wire::exchange("DELETE", &http.url, &headers, None, Duration::from_secs(5));
+            }
+        }
+        if let Some(child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            let _ = child.kill();
+        }
+    }
+}
+
+/// Starts `command` as an MCP server, opens a session and reads its tools (every page): its `initialize` result and
+/// the tools. The server is stopped before this returns. (`remit import mcp`.)
+pub fn list_tools(command: &[String], timeout: Duration) -> Result<(Json, Vec<Json>), String> {
+    let sink = Outbox::new(Box::new(std::io::sink()));
+    let upstream = match command {
+        [url] if url.starts_with("http://") || url.starts_with("https://") => Upstream::connect(url, sink, timeout)?,
+        _ => Upstream::spawn(command, sink, timeout)?,
+    };
+    let listed = upstream.session().and_then(|info| Ok((info, upstream.tools()?)));
+    upstream.kill();
+    listed.map_err(|e| format!("the MCP server `{}` answered: {} ({})", command.join(" "), e.message, e.code))
+}
+
+/// The proxy: the gateway, the agent's identity, the upstream and the way back to the agent.
+pub struct Proxy {
+    gateway: Arc<Gateway>,
+    identity: Identity,
+    upstream: Arc<Upstream>,
+    outbox: Outbox,
+    /// Agent request id (as JSON text) → the id it was forwarded under, for `notifications/cancelled`.
+    forwarded: Mutex<HashMap<String, u64>>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy").field("identity", &self.identity).finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// Starts the upstream `command`; messages to the agent go to `outbox`.
+    pub fn start(
+        gateway: Arc<Gateway>,
+        identity: Identity,
+        command: &[String],
+        outbox: Outbox,
+        timeout: Duration,
+    ) -> Result<Arc<Proxy>, String> {
+        let upstream = match command {
+            [url] if url.starts_with("http://") || url.starts_with("https://") => {
+                Upstream::connect(url, outbox.clone(), timeout)?
+            }
+            _ => Upstream::spawn(command, outbox.clone(), timeout)?,
+        };
+        Ok(Arc::new(Proxy { gateway, identity, upstream, outbox, forwarded: Mutex::new(HashMap::new()) }))
+    }
+
+    /// Serves the agent until its input ends, then stops the upstream.
+    pub fn run(self: &Arc<Self>, mut input: impl BufRead) {
+        let mut workers = Vec::new();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match std::io::Read::take(&mut input, MAX_MESSAGE as u64 + 1).read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if line.len() > MAX_MESSAGE {
+                let error = RpcError::new(INVALID_REQUEST, format!("a message is at most {MAX_MESSAGE} bytes"));
+                self.outbox.send(&response(&Json::Null, Err(error)));
+                // Skip the rest of the oversize line.
+                let mut rest = Vec::new();
+                let _ = input.read_until(b'\n', &mut rest);
+                continue;
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match self.accept(&line) {
+                Err(reply) => self.outbox.send(&reply),
+                Ok(None) => {}
+                Ok(Some((id, method, params))) => {
+                    let proxy = self.clone();
+                    workers.push(std::thread::spawn(move || {
+                        let outcome = proxy.request(&proxy.identity, &id, &method, params);
+                        proxy.outbox.send(&response(&id, outcome));
+                    }));
+                    workers.retain(|w| !w.is_finished());
+                }
+            }
+        }
+        for worker in workers {
+            let _ = worker.join();
+        }
+        self.upstream.kill();
+    }
+
+    /// Reads one message from the agent: a request to answer (`Ok(Some)`), something handled already (`Ok(None)`:
+    /// a notification or a response, forwarded), or the error response to send (`Err`).
+    #[allow(clippy::type_complexity)]
+    fn accept(&self, line: &[u8]) -> Result<Option<(Json, String, Option<Json>)>, Json> {
+        let invalid = |id: &Json, message: &str| response(id, Err(RpcError::new(INVALID_REQUEST, message)));
+        let message: Json = serde_json::from_slice(line).map_err(|e| {
+            response(&Json::Null, Err(RpcError::new(PARSE_ERROR, format!("the message is not JSON: {e}"))))
+        })?;
+        let Json::Object(message) = message else {
+            let what = if message.is_array() {
+                "batches are not part of MCP 2025-06-18: send one message per line"
+            } else {
+                "a JSON-RPC message is a JSON object"
+            };
+            return Err(invalid(&Json::Null, what));
+        };
+        let id = message.get("id").cloned();
+        if let Some(id) = &id {
+            if !(id.is_string() || id.is_i64() || id.is_u64()) {
+                return Err(invalid(&Json::Null, "`id` must be a string or an integer"));
+            }
+        }
+        let reply_id = id.clone().unwrap_or(Json::Null);
+        if message.get("jsonrpc").and_then(Json::as_str) != Some("2.0") {
+            return Err(invalid(&reply_id, "`jsonrpc` must be \"2.0\""));
+        }
+        let params = message.get("params").cloned();
+        if params.as_ref().is_some_and(|p| !p.is_object()) {
+            return Err(invalid(&reply_id, "`params` must be an object"));
+        }
+        match (message.get("method"), id) {
+            (Some(Json::String(method)), Some(id)) => Ok(Some((id, method.clone(), params))),
+            (Some(Json::String(method)), None) => {
+                self.notification(method, params);
+                Ok(None)
+            }
+            (Some(_), _) => Err(invalid(&reply_id, "`method` must be a string")),
+            (None, Some(_)) if message.contains_key("result") || message.contains_key("error") => {
+                // The agent answers a request the upstream sent it (sampling, roots, elicitation): pass it up.
+                if self.upstream.write(&Json::Object(message)).is_err() {
+                    eprintln!("remit mcp-proxy: a response for the upstream was dropped: it is not running");
+                }
+                Ok(None)
+            }
+            (None, _) => Err(invalid(&reply_id, "a request needs a `method`")),
+        }
+    }
+
+    fn notification(&self, method: &str, params: Option<Json>) {
+        let mut message = json!({"jsonrpc": "2.0", "method": method});
+        match method {
+            // The proxy opened its own session with the upstream.
+            "notifications/initialized" => return,
+            "notifications/cancelled" => {
+                let request = params.as_ref().and_then(|p| p.get("requestId")).map(Json::to_string);
+                let upstream_id =
+                    request.and_then(|r| self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).get(&r).copied());
+                let Some(upstream_id) = upstream_id else { return };
+                let mut params = params.unwrap_or_else(|| json!({}));
+                params["requestId"] = Json::from(upstream_id);
+                message["params"] = params;
+            }
+            _ => {
+                if let Some(params) = params {
+                    message["params"] = params;
+                }
+            }
+        }
+        let _ = self.upstream.write(&message);
+    }
+
+    /// Answers one message that came over HTTP from `identity` (Streamable HTTP, [`super::mcp_http`]): the response
+    /// to a request (a JSON-RPC error for a message that is not one), `None` for a notification or a response.
+    pub fn answer(&self, identity: &Identity, body: &[u8]) -> Option<Json> {
+        match self.accept(body) {
+            Err(reply) => Some(reply),
+            Ok(None) => None,
+            Ok(Some((id, method, params))) => Some(response(&id, self.request(identity, &id, &method, params))),
+        }
+    }
+
+    fn request(&self, identity: &Identity, id: &Json, method: &str, params: Option<Json>) -> Result<Json, RpcError> {
+        match method {
+            "initialize" => self.initialize(params),
+            "ping" => Ok(json!({})),
+            "tools/list" => self.list_tools(identity),
+            "tools/call" => self.call_tool(identity, params.unwrap_or_else(|| json!({}))),
+            _ => {
+                self.upstream.session()?;
+                let key = id.to_string();
+                let up = self.upstream.new_id();
+                self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), up);
+                let outcome = self.upstream.request_as(up, method, params);
+                self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                outcome
+            }
+        }
+    }
+
+    fn initialize(&self, params: Option<Json>) -> Result<Json, RpcError> {
+        let asked = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Json::as_str);
+        let Some(asked) = asked else {
+            return Err(RpcError::new(INVALID_PARAMS, "`initialize` needs `params.protocolVersion`"));
+        };
+        let version = if SUPPORTED_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
+        let upstream = self.upstream.session()?;
+        let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+        if !capabilities.is_object() {
+            capabilities = json!({});
+        }
+        if capabilities.get("tools").is_none() {
+            capabilities["tools"] = json!({});
+        }
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {"name": "remit-mcp-proxy", "title": "remit (policy-governed MCP proxy)",
+                           "version": env!("CARGO_PKG_VERSION")},
+        });
+        if let Some(instructions) = upstream.get("instructions") {
+            result["instructions"] = instructions.clone();
+        }
+        Ok(result)
+    }
+
+    /// The tool names the module's listing shows the subject.
+    fn visible(&self, identity: &Identity) -> Result<Vec<String>, RpcError> {
+        let request = serde_json::to_vec(&identity.request(None)).expect("JSON serializes");
+        let listing = self
+            .gateway
+            .visible_tools(&request)
+            .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("the gateway's store is unavailable: {e}")))?;
+        let listing: Json = serde_json::from_slice(&listing).unwrap_or(Json::Null);
+        Ok(listing
+            .get("visible")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Json::as_str)
+            .map(str::to_string)
+            .collect())
+    }
+
+    fn list_tools(&self, identity: &Identity) -> Result<Json, RpcError> {
+        let tools = self.upstream.tools()?;
+        let visible = self.visible(identity)?;
+        let shown: Vec<Json> = tools
+            .into_iter()
+            .filter(|t| t.get("name").and_then(Json::as_str).is_some_and(|n| visible.iter().any(|v| v == n)))
+            .collect();
+        Ok(json!({"tools": shown}))
+    }
+
+    fn call_tool(&self, identity: &Identity, params: Json) -> Result<Json, RpcError> {
+        let Some(name) = params.get("name").and_then(Json::as_str) else {
+            return Err(RpcError::new(INVALID_PARAMS, "`tools/call` needs `params.name`, a string"));
+        };
+        let empty = json!({});
+        let arguments = params.get("arguments").unwrap_or(&empty);
+        if !arguments.is_object() {
+            return Err(RpcError::new(INVALID_PARAMS, "`params.arguments` must be an object"));
+        }
+        let tools = self.upstream.tools()?;
+        if !tools.iter().any(|t| t.get("name").and_then(Json::as_str) == Some(name)) {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!("unknown tool: `{name}` (the upstream server has none)"),
+            ));
+        }
+        let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
+        let decided = self.gateway.decide(&request);
+        let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
+        let mut meta = json!({
+            META_DECISION: {"id": decided.id, "outcome": decided.outcome, "decision": decision},
+        });
+        if let Some(access) = &decided.access_request {
+            meta[META_DECISION]["access_request"] = json!({"id": access.id, "url": access.url,
+                "expires_at": crate::value::format_timestamp(access.expires_at)});
+        }
+        if !decided.allowed() {
+            let text = refusal_text(&decided, &decision);
+            return Ok(json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta}));
+        }
+        let outcome = self.upstream.request("tools/call", Some(params.clone()));
+        let entry = match &outcome {
+            Ok(result) => json!({"decision": decided.id, "tool": name,
+                                 "is_error": result.get("isError").and_then(Json::as_bool).unwrap_or(false)}),
+            Err(e) => json!({"decision": decided.id, "tool": name, "error": e.to_json()}),
+        };
+        if let Err(e) = self.gateway.log_outcome(&entry) {
+            eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", decided.id);
+        }
+        let mut result = outcome?;
+        if let Some(result) = result.as_object_mut() {
+            let slot = result.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(slot) = slot.as_object_mut() {
+                slot.insert(META_DECISION.into(), meta[META_DECISION].clone());
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// What the agent reads when a call is denied or escalated.
+fn refusal_text(decided: &super::core::Decided, decision: &Json) -> String {
+    let strings = |key: &str| -> Vec<String> {
+        decision
+            .get(key)
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Json::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let rules: Vec<String> = decision
+        .get("rules")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let text = |k: &str| r.get(k).and_then(Json::as_str).unwrap_or("").to_string();
+            format!("{}: `{}` ({})", text("mandate"), text("rule"), text("at"))
+        })
+        .collect();
+    let mut lines = Vec::new();
+    match &decided.access_request {
+        Some(access) => {
+            let to = decision.get("escalate_to").and_then(Json::as_str).unwrap_or("the principal");
+            lines.push(format!(
+                "remit escalated this call: it waits for {to} as access request {} ({}, open until {}). \
+                 Once it is approved, make the same call again; a call with other arguments needs its own approval.",
+                access.id,
+                access.url,
+                crate::value::format_timestamp(access.expires_at)
+            ));
+            let missing: Vec<String> = decision
+                .get("missing_approvals")
+                .and_then(Json::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.get("kind").and_then(Json::as_str))
+                .map(str::to_string)
+                .collect();
+            if !missing.is_empty() {
+                lines.push(format!("missing approvals: {}", missing.join(", ")));
+            }
+        }
+        None => lines.push("remit denied this call.".to_string()),
+    }
+    lines.push(format!("reasons: {}", strings("reasons").join(", ")));
+    if !rules.is_empty() {
+        lines.push(format!("rules: {}", rules.join("; ")));
+    }
+    lines.push(format!("decision {} under policy {}", decided.id, decided.policy));
+    lines.join("\n")
+}

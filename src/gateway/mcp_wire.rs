@@ -1,0 +1,172 @@
+//! One HTTP/1.1 exchange with an MCP server over Streamable HTTP, read as it arrives (std only): the status and
+//! headers, then a JSON body framed by `Content-Length` or chunks, or an event stream read event by event until
+//! the caller has the message it waits for. A server may keep an event stream (or the connection) open after the
+//! response; reading to the end of the connection would wait for the server's timeout.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// The status, the headers (lowercase names) and a reader of the body (framing removed).
+pub struct Exchange {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    body: BufReader<Body>,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange").field("status", &self.status).finish_non_exhaustive()
+    }
+}
+
+enum Framing {
+    Length(u64),
+    /// Bytes left in the current chunk; `None` before the first chunk and after the last one.
+    Chunked {
+        left: u64,
+        done: bool,
+    },
+    UntilClose,
+}
+
+struct Body {
+    stream: BufReader<TcpStream>,
+    framing: Framing,
+}
+
+impl Read for Body {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        match &mut self.framing {
+            Framing::Length(0) => Ok(0),
+            Framing::Length(left) => {
+                let want = out.len().min(*left as usize);
+                let n = self.stream.read(&mut out[..want])?;
+                *left -= n as u64;
+                Ok(n)
+            }
+            Framing::UntilClose => self.stream.read(out),
+            Framing::Chunked { done: true, .. } => Ok(0),
+            Framing::Chunked { left, done } => {
+                if *left == 0 {
+                    let mut line = String::new();
+                    self.stream.read_line(&mut line)?;
+                    if line.trim().is_empty() {
+                        // The CRLF that ends the previous chunk.
+                        line.clear();
+                        self.stream.read_line(&mut line)?;
+                    }
+                    let size = u64::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
+                        .map_err(|_| std::io::Error::other("a broken chunk size"))?;
+                    if size == 0 {
+                        *done = true;
+                        return Ok(0);
+                    }
+                    *left = size;
+                }
+                let want = out.len().min(*left as usize);
+                let n = self.stream.read(&mut out[..want])?;
+                if n == 0 {
+                    return Err(std::io::Error::other("a truncated chunk"));
+                }
+                *left -= n as u64;
+                Ok(n)
+            }
+        }
+    }
+}
+
+impl Exchange {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The whole body (as framed; at most `limit` bytes).
+    pub fn body(mut self, limit: usize) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        (&mut self.body).take(limit as u64).read_to_end(&mut out)?;
+        Ok(out)
+    }
+
+    /// Reads an event stream's events (the `data:` lines of each, joined) until `take` returns true or the stream
+    /// ends; at most `limit` bytes in all.
+    pub fn events(mut self, limit: usize, mut take: impl FnMut(&str) -> bool) -> std::io::Result<()> {
+        let mut data = String::new();
+        let mut line = String::new();
+        let mut read = 0;
+        loop {
+            line.clear();
+            let n = self.body.read_line(&mut line)?;
+            read += n;
+            if read > limit {
+                return Err(std::io::Error::other("the event stream is too long"));
+            }
+            let text = line.trim_end_matches(['\r', '\n']);
+            if n == 0 || text.is_empty() {
+                if !data.is_empty() && take(&data) {
+                    return Ok(());
+                }
+                data.clear();
+                if n == 0 {
+                    return Ok(());
+                }
+            } else if let Some(value) = text.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(value.strip_prefix(' ').unwrap_or(value));
+            }
+        }
+    }
+}
+
+/// Sends `method url` with `headers` and `body` (one connection, `Connection: close`) and reads the head.
+pub fn exchange(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<Exchange, String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("`{url}`: only http:// URLs are supported"))?;
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let stream = TcpStream::connect(host).map_err(|e| format!("cannot connect to `{host}`: {e}"))?;
+    stream.set_read_timeout(Some(timeout)).ok();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.map_or(0, <[u8]>::len)));
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body.unwrap_or_default());
+    (&stream).write_all(&bytes).map_err(|e| format!("cannot send to `{host}`: {e}"))?;
+    let mut stream = BufReader::new(stream);
+    let broken = |e: std::io::Error| format!("cannot read from `{host}`: {e}");
+    let mut status_line = String::new();
+    stream.read_line(&mut status_line).map_err(broken)?;
+    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or("no HTTP status")?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line).map_err(broken)? == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
+    }
+    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    let framing = if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        Framing::Chunked { left: 0, done: false }
+    } else if let Some(length) = header("content-length").and_then(|v| v.parse().ok()) {
+        Framing::Length(length)
+    } else if status == 202 || status == 204 || method == "HEAD" {
+        Framing::Length(0)
+    } else {
+        Framing::UntilClose
+    };
+    Ok(Exchange { status, headers, body: BufReader::new(Body { stream, framing }) })
+}

@@ -1,0 +1,658 @@
+//! `remit mcp-proxy` in front of a real MCP server (`@modelcontextprotocol/server-filesystem` from npm, pinned in
+//! tests/mcp/package-lock.json and installed by `scripts/test-deps-mcp.sh`), driven over its stdin/stdout the way an
+//! MCP client drives it: one JSON-RPC message per line, protocol revision 2025-06-18 — by the test itself (exact
+//! messages, bad input, crashes) and by a real client, the official Python SDK (tests/mcp/client.py). The policy is
+//! tests/mcp/filesystem: reads inside `workspace/` allowed, writes there need the owner's approval, anything else
+//! (`..`, absolute paths, other folders) denied. The escalated write is approved over the inbox's HTTP API on the
+//! loopback port the proxy serves, then retried. Everything runs in a temporary folder, on loopback, and every wait
+//! is bounded.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+const OWNER_TOKEN: &str = "owner-inbox-token";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The filesystem server's entry point; missing → the set-up script to run.
+fn server() -> PathBuf {
+    let path = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(
+        path.exists(),
+        "the MCP test server is missing: run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)"
+    );
+    path
+}
+
+/// A fresh folder: `root/` is what the filesystem server may touch (`workspace/a.txt` inside, `secret.txt` beside).
+fn sandbox(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("remit-mcp-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("root/workspace")).unwrap();
+    std::fs::write(dir.join("root/workspace/a.txt"), "hello from the workspace\n").unwrap();
+    std::fs::write(dir.join("root/secret.txt"), "the owner's secret\n").unwrap();
+    dir
+}
+
+/// One side of an MCP session over a child's stdin/stdout.
+struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    errors: Receiver<String>,
+    dir: PathBuf,
+}
+
+impl Drop for Session {
+    /// Closes the session as a client does (end of input: a stdio proxy stops its upstream and exits); then SIGTERM
+    /// (an HTTP proxy stops on it); kills what has not exited within a few seconds.
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let exited = |child: &mut Child, within: Duration| {
+            let deadline = Instant::now() + within;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        };
+        if exited(&mut self.child, Duration::from_secs(2)) {
+            return;
+        }
+        Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().ok();
+        if !exited(&mut self.child, Duration::from_secs(3)) {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
+    }
+}
+
+impl Session {
+    fn spawn(mut command: Command, dir: &Path) -> Session {
+        let mut child = command
+            .current_dir(dir.join("root"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the process");
+        let (send, lines) = channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (send, errors) = channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Session { child, stdin, lines, errors, dir: dir.to_path_buf() }
+    }
+
+    /// The proxy for `subject`, in front of the filesystem server on `dir/root` (started through `sh`, which
+    /// writes the server's pid to `dir/upstream.pid`), with its inbox on a free loopback port.
+    fn proxy(dir: &Path, subject: &str) -> Session {
+        let upstream = format!(
+            "echo $$ > '{}'; exec node '{}' '{}'",
+            dir.join("upstream.pid").display(),
+            server().display(),
+            dir.join("root").display()
+        );
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(root().join("tests/mcp/filesystem"))
+            .args(["--subject", subject, "--credential", "cred-1"])
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join("state.db").display()))
+            .args(["--inbox", "127.0.0.1:0", "--inbox-token", &format!("user:owner={OWNER_TOKEN}")])
+            .args(["--upstream-timeout", "30", "--", "sh", "-c", &upstream]);
+        Session::spawn(command, dir)
+    }
+
+    /// The filesystem server alone (for comparing what the proxy passes through).
+    fn direct(dir: &Path) -> Session {
+        let mut command = Command::new("node");
+        command.arg(server()).arg(dir.join("root"));
+        Session::spawn(command, dir)
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn notify(&mut self, method: &str) {
+        self.send_line(&json!({"jsonrpc": "2.0", "method": method}).to_string());
+    }
+
+    /// The next message with `id` (notifications on the way are skipped).
+    fn response(&mut self, id: &Value) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no response to id {id} in time"));
+            let message: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{line}");
+            if message.get("id") == Some(id) {
+                return message;
+            }
+        }
+    }
+
+    fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&message.to_string());
+        self.response(&json!(id))
+    }
+
+    fn initialize(&mut self) -> Value {
+        let params = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "remit-tests", "version": "1"}});
+        let answer = self.request(0, "initialize", params);
+        self.notify("notifications/initialized");
+        answer
+    }
+
+    fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
+        let answer = self.request(id, "tools/call", json!({"name": tool, "arguments": arguments}));
+        assert!(answer.get("result").is_some(), "a tool result: {answer}");
+        answer["result"].clone()
+    }
+
+    /// The inbox's base URL, as the proxy printed it on stderr.
+    fn inbox(&mut self) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.errors.recv_timeout(left).expect("the proxy prints its inbox URL");
+            if let Some(url) = line.strip_prefix("remit mcp-proxy: inbox ") {
+                return url.trim_end_matches("/inbox").to_string();
+            }
+        }
+    }
+}
+
+/// The official Python SDK's client (tests/mcp/client.py) through the proxy: handshake, listing, allowed read,
+/// denied traversal, escalated write approved over HTTP, retried and allowed once.
+#[test]
+fn the_official_python_sdk_client_works_through_the_proxy() {
+    let dir = sandbox("sdk");
+    let python = python();
+    let store = format!("sqlite:{}", dir.join("state.db").display());
+    let owner = format!("user:owner={OWNER_TOKEN}");
+    let policy = root().join("tests/mcp/filesystem");
+    let mut command = Command::new(python);
+    command
+        .arg(root().join("tests/mcp/client.py"))
+        .arg("--cwd")
+        .arg(dir.join("root"))
+        .args(["--token", OWNER_TOKEN, "--errlog"])
+        .arg(dir.join("proxy.log"))
+        .args(["--", env!("CARGO_BIN_EXE_remit"), "mcp-proxy", "--policy"])
+        .arg(&policy)
+        .args(["--subject", "agent:coder", "--store", &store, "--inbox", "127.0.0.1:0", "--inbox-token", &owner])
+        .args(["--", "node"])
+        .arg(server())
+        .arg(dir.join("root"))
+        .stdin(Stdio::null());
+    let report = client_report(command, &dir.join("proxy.log"));
+    check_report(&report, &dir);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Runs the Python client to its end (bounded) and parses the report it prints.
+fn client_report(mut command: Command, log: &Path) -> Value {
+    let (send, done) = channel();
+    std::thread::spawn(move || {
+        let _ = send.send(command.output());
+    });
+    let output = done.recv_timeout(Duration::from_secs(150)).expect("the client finishes").expect("run python");
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(output.status.success(), "{}\n{log}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("the client prints its report")
+}
+
+/// What tests/mcp/client.py must have seen, over either transport.
+fn check_report(report: &Value, dir: &Path) {
+    assert_eq!(report["server"], "remit-mcp-proxy");
+    assert_eq!(report["protocol"], "2025-06-18");
+    let tools = json!(["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"]);
+    assert_eq!(report["tools"], tools);
+    assert_eq!(report["read"], json!({"is_error": false, "text": "hello from the workspace\n"}));
+    assert_eq!(report["traversal"]["is_error"], true);
+    assert!(report["traversal"]["text"].as_str().unwrap().contains("scope.outside"), "{report}");
+    assert_eq!(report["escalated"]["is_error"], true);
+    let access = report["escalated"]["access_request"].as_str().unwrap();
+    assert!(report["escalated"]["text"].as_str().unwrap().contains(access), "{report}");
+    assert_eq!(report["approved"], 200);
+    assert_eq!(report["retried"]["is_error"], false, "{report}");
+    assert_eq!(report["retried"]["outcome"], "allow");
+    let written = std::fs::read_to_string(dir.join("root/workspace/from-sdk.txt")).unwrap();
+    assert_eq!(written, "written through the SDK\n");
+    assert_eq!(report["again"]["is_error"], true);
+    assert!(report["again"]["text"].as_str().unwrap().contains("access request"), "{report}");
+}
+
+fn python() -> PathBuf {
+    let python = root().join("tests/mcp/.venv/bin/python");
+    assert!(python.exists(), "the MCP client is missing: run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
+    python
+}
+
+/// The proxy over Streamable HTTP (`--listen`), with two agents' bearer tokens: the official Python SDK's HTTP
+/// client through it, and the transport's refusals (no token, a foreign origin, no session, another agent's
+/// session, GET) with the exact status codes.
+#[test]
+fn streamable_http_with_bearer_tokens() {
+    use remit::gateway::client::request;
+    let dir = sandbox("http");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/filesystem"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:coder=coder-token-1"])
+        .args(["--agent-token", "agent:stranger=stranger-token-1"])
+        .args(["--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
+        .arg(server())
+        .arg(dir.join("root"));
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+
+    let mut sdk = Command::new(python());
+    sdk.arg(root().join("tests/mcp/client.py"))
+        .args(["--http", &url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN])
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    check_report(&report, &dir);
+
+    let post = |token: Option<&str>, session: Option<&str>, origin: Option<&str>, body: &Value| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth.as_str()));
+        }
+        if let Some(session) = session {
+            headers.push(("Mcp-Session-Id", session));
+        }
+        if let Some(origin) = origin {
+            headers.push(("Origin", origin));
+        }
+        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    assert_eq!(post(None, None, None, &init).status, 401);
+    assert_eq!(post(Some("wrong-token-1"), None, None, &init).status, 401);
+    assert_eq!(post(Some("coder-token-1"), None, Some("http://evil.example"), &init).status, 403);
+    assert_eq!(post(Some("coder-token-1"), None, Some("http://localhost:3000"), &init).status, 200);
+    assert_eq!(post(Some("coder-token-1"), None, None, &list).status, 400, "no session");
+
+    let stranger = post(Some("stranger-token-1"), None, None, &init);
+    assert_eq!(stranger.status, 200);
+    let session = stranger.header("mcp-session-id").expect("a session").to_string();
+    let listed = post(Some("stranger-token-1"), Some(&session), None, &list);
+    assert_eq!(listed.json()["result"]["tools"], json!([]), "the stranger holds no mandate: no tool");
+    assert_eq!(post(Some("coder-token-1"), Some(&session), None, &list).status, 404, "another agent's session");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(Some("stranger-token-1"), Some(&session), None, &note).status, 202);
+    let garbage = request(
+        "POST",
+        &url,
+        &[("Authorization", "Bearer stranger-token-1"), ("Mcp-Session-Id", &session)],
+        Some(b"{not json"),
+    )
+    .unwrap();
+    assert_eq!((garbage.status, garbage.json()["error"]["code"].clone()), (400, json!(-32700)));
+    let get = request("GET", &url, &[("Authorization", "Bearer stranger-token-1")], None).unwrap();
+    assert_eq!(get.status, 405);
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn text(result: &Value) -> String {
+    result["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+fn is_error(result: &Value) -> bool {
+    result["isError"].as_bool().unwrap_or(false)
+}
+
+fn names(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> =
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_agent_sees_its_tools_reads_inside_is_denied_outside_and_writes_after_approval() {
+    let dir = sandbox("flow");
+    let mut proxy = Session::proxy(&dir, "agent:coder");
+    let inbox = proxy.inbox();
+
+    let init = proxy.initialize();
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    assert_eq!(init["result"]["serverInfo"]["name"], "remit-mcp-proxy");
+    assert!(init["result"]["capabilities"]["tools"].is_object(), "{init}");
+
+    // The listing: the five declared and granted tools of the fourteen the server has, schemas as the server
+    // wrote them.
+    let list = proxy.request(1, "tools/list", json!({}));
+    let shown = names(&list);
+    assert_eq!(shown, ["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"]);
+    let mut direct = Session::direct(&dir);
+    direct.initialize();
+    let all = direct.request(1, "tools/list", json!({}));
+    assert!(names(&all).len() > shown.len() + 5, "the server has more tools: {:?}", names(&all));
+    for tool in list["result"]["tools"].as_array().unwrap() {
+        let original = all["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == tool["name"]).unwrap();
+        assert_eq!(tool, original, "the proxy passes a visible tool through unchanged");
+    }
+    drop(direct);
+
+    // A read inside the workspace reaches the server.
+    let read = proxy.call(2, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+    assert_eq!(text(&read), "hello from the workspace\n");
+    assert_eq!(read["_meta"]["remit.dev/decision"]["outcome"], "allow");
+
+    // Traversal and paths outside the workspace are denied with the reason and the rule; nothing is read.
+    for (id, path) in
+        [(3, "workspace/../secret.txt".to_string()), (4, dir.join("root/secret.txt").display().to_string())]
+    {
+        let denied = proxy.call(id, "read_text_file", json!({"path": path}));
+        assert!(is_error(&denied), "{denied}");
+        let said = text(&denied);
+        assert!(said.contains("remit denied this call"), "{said}");
+        assert!(said.contains("scope.outside"), "{said}");
+        assert!(said.contains("scope read_only: resource.id under \"workspace/\""), "the rule: {said}");
+        assert!(!said.contains("secret"), "{said}");
+        assert_eq!(denied["_meta"]["remit.dev/decision"]["outcome"], "deny");
+    }
+
+    // A write escalates: nothing is written, the agent is told the access request and where it waits.
+    let write = json!({"path": "workspace/notes.txt", "content": "approved words\n"});
+    let escalated = proxy.call(5, "write_file", write.clone());
+    assert!(is_error(&escalated), "{escalated}");
+    let said = text(&escalated);
+    let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
+    assert!(said.contains(&format!("access request {access}")), "{said}");
+    assert!(said.contains(&format!("{inbox}/inbox/{access}")), "{said}");
+    assert!(said.contains("file_write") && said.contains("approval.missing"), "{said}");
+    assert!(!dir.join("root/workspace/notes.txt").exists());
+
+    // The owner approves in the inbox; the same call is then allowed once and reaches the server.
+    let url = format!("{inbox}/inbox/api/requests/{access}/approve");
+    let auth = format!("Bearer {OWNER_TOKEN}");
+    let approved = remit::gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
+    assert_eq!(approved.status, 200, "{}", approved.json());
+    let allowed = proxy.call(6, "write_file", write.clone());
+    assert!(!is_error(&allowed), "{allowed}");
+    assert_eq!(allowed["_meta"]["remit.dev/decision"]["outcome"], "allow");
+    assert_eq!(std::fs::read_to_string(dir.join("root/workspace/notes.txt")).unwrap(), "approved words\n");
+
+    // The approval was single use; other content is another call.
+    let again = proxy.call(7, "write_file", write);
+    assert!(is_error(&again) && text(&again).contains("access request"), "{again}");
+    let other = proxy.call(8, "write_file", json!({"path": "workspace/notes.txt", "content": "other words\n"}));
+    assert!(is_error(&other) && text(&other).contains("access request"), "{other}");
+    assert_eq!(std::fs::read_to_string(dir.join("root/workspace/notes.txt")).unwrap(), "approved words\n");
+
+    // Every decision and every forwarded call's outcome is in the log, and the chain holds.
+    drop(proxy);
+    let store = format!("sqlite:{}", dir.join("state.db").display());
+    let verify = Command::new(env!("CARGO_BIN_EXE_remit")).args(["audit", "verify", &store]).output().unwrap();
+    let out = String::from_utf8_lossy(&verify.stdout);
+    assert!(verify.status.success(), "{out}");
+    // 7 decisions, 1 approval, 2 outcomes (the read and the approved write).
+    assert!(out.starts_with("10 entries, the chain holds"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_messages_and_unknown_tools_get_errors_and_the_proxy_stays_up() {
+    let dir = sandbox("bad");
+    let mut proxy = Session::proxy(&dir, "agent:coder");
+    proxy.initialize();
+
+    proxy.send_line("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ");
+    let parse = proxy.response(&Value::Null);
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+
+    proxy.send_line(r#"[{"jsonrpc": "2.0", "id": 2, "method": "ping"}]"#);
+    let batch = proxy.response(&Value::Null);
+    assert_eq!(batch["error"]["code"], -32600, "{batch}");
+
+    proxy.send_line(r#"{"id": 3, "method": "ping"}"#);
+    let version = proxy.response(&json!(3));
+    assert_eq!(version["error"]["code"], -32600, "{version}");
+
+    proxy.send_line(r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"arguments": {}}}"#);
+    let nameless = proxy.response(&json!(4));
+    assert_eq!(nameless["error"]["code"], -32602, "{nameless}");
+
+    // A tool the server does not have: the MCP error for an unknown tool.
+    let unknown = proxy.request(5, "tools/call", json!({"name": "delete_everything", "arguments": {}}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("delete_everything"), "{unknown}");
+
+    // A tool the server has and the policy does not declare: denied, never forwarded.
+    let undeclared = proxy.call(6, "move_file", json!({"source": "workspace/a.txt", "destination": "gone.txt"}));
+    assert!(is_error(&undeclared) && text(&undeclared).contains("tool.undeclared"), "{undeclared}");
+    assert!(dir.join("root/workspace/a.txt").exists());
+
+    // An argument the tool does not declare: denied.
+    let extra = proxy.call(7, "read_text_file", json!({"path": "workspace/a.txt", "encoding": "latin1"}));
+    assert!(is_error(&extra) && text(&extra).contains("request.undeclared-argument"), "{extra}");
+
+    // A message over 4 MiB: refused, and the next line is read as a message of its own.
+    let huge =
+        format!(r#"{{"jsonrpc": "2.0", "id": 11, "method": "ping", "params": {{"pad": "{}"}}}}"#, "x".repeat(5 << 20));
+    proxy.send_line(&huge);
+    let oversize = proxy.response(&Value::Null);
+    assert_eq!(oversize["error"]["code"], -32600, "{oversize}");
+
+    // Still up: other methods are forwarded, and calls still work.
+    let ping = proxy.request(8, "ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    let read = proxy.call(9, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+    let forwarded = proxy.request(10, "resources/list", json!({}));
+    assert!(forwarded.get("error").is_some() || forwarded.get("result").is_some(), "{forwarded}");
+    std::fs::remove_dir_all(&proxy.dir).ok();
+}
+
+#[test]
+fn an_upstream_crash_gives_error_responses_and_the_proxy_stays_up() {
+    let dir = sandbox("crash");
+    let mut proxy = Session::proxy(&dir, "agent:coder");
+    proxy.initialize();
+    let read = proxy.call(1, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+
+    let pid = std::fs::read_to_string(dir.join("upstream.pid")).unwrap();
+    let killed = Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
+    assert!(killed.success());
+    // The proxy notices on its own (it reads the server's output until the end).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("noticed");
+        if line.contains("the upstream server exited") {
+            break;
+        }
+    }
+
+    for id in [2, 3] {
+        let answer = proxy.request(
+            id,
+            "tools/call",
+            json!({"name": "read_text_file",
+                                                             "arguments": {"path": "workspace/a.txt"}}),
+        );
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains("upstream server exited"), "{answer}");
+    }
+    let forwarded = proxy.request(4, "resources/list", json!({}));
+    assert_eq!(forwarded["error"]["code"], -32603, "{forwarded}");
+    // Decisions that need no upstream are still made; the proxy itself answers.
+    let denied = proxy.call(5, "read_text_file", json!({"path": "workspace/../secret.txt"}));
+    assert!(is_error(&denied) && text(&denied).contains("scope.outside"), "{denied}");
+    let ping = proxy.request(6, "ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    std::fs::remove_dir_all(&proxy.dir).ok();
+}
+
+#[test]
+fn a_subject_without_a_mandate_sees_no_tool_and_calls_none() {
+    let dir = sandbox("stranger");
+    let mut proxy = Session::proxy(&dir, "agent:stranger");
+    proxy.initialize();
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), Vec::<String>::new(), "{list}");
+    let read = proxy.call(2, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(is_error(&read), "{read}");
+    assert!(!text(&read).contains("hello"), "{read}");
+    std::fs::remove_dir_all(&proxy.dir).ok();
+}
+
+/// `remit import mcp` against the filesystem server: a catalog that checks and is canonically formatted, with the
+/// server's exact names, types and hints; run again against a catalog that differs, it reports what changed.
+#[test]
+fn import_mcp_writes_a_checked_catalog_and_reports_changes() {
+    let dir = sandbox("import");
+    let catalog = dir.join("catalog.remit");
+    let upstream = format!("stdio:node {} {}", server().display(), dir.join("root").display());
+    let remit = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_remit")).args(args).stdin(Stdio::null()).output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stdout).into_owned())
+    };
+    let path = catalog.display().to_string();
+    let (code, _) = remit(&["import", "mcp", "--upstream", &upstream, "-o", &path]);
+    assert_eq!(code, Some(0));
+    let text = std::fs::read_to_string(&catalog).unwrap();
+    // The server types `head` and `tail` as JSON Schema numbers: decimal.
+    let read = "tool read_text_file(\n  path: string, // required\n  tail: decimal, // optional\n  head: decimal, // optional\n";
+    assert!(text.contains(read), "{text}");
+    assert!(text.contains("tool write_file(\n  path: string, // required\n  content: string, // required\n"), "{text}");
+    assert!(text.contains("  effects read_only // the server's readOnlyHint\n  level research\n"), "{text}");
+    assert!(text.contains("the server says it has side effects (destructive)\n  side effects\n"), "{text}");
+    assert!(text.contains("`edits` (required, array of object) has no remit type"), "{text}");
+    assert!(text.contains("the standard library already declares `read_file`"), "{text}");
+    assert!(!text.contains("\ntool read_file("), "{text}");
+    assert_eq!(remit(&["check", &path]).0, Some(0), "the catalog checks");
+    assert_eq!(remit(&["fmt", "--check", &path]).0, Some(0), "the catalog is in the canonical layout");
+
+    // The same server again: nothing changed, the file is left alone.
+    let (code, out) = remit(&["import", "mcp", "--upstream", &upstream, "-o", &path]);
+    assert_eq!((code, out.contains("the server's tools are the ones declared")), (Some(0), true), "{out}");
+    // A catalog that is behind the server: a tool missing, a type changed, a tool the server no longer has.
+    let behind = text
+        .replace("tool get_file_info(\n  path: string,", "tool get_file_info(\n  path: int,")
+        .replace("tool write_file(", "tool old_write_file(");
+    std::fs::write(&catalog, &behind).unwrap();
+    let (code, out) = remit(&["import", "mcp", "--upstream", &upstream, "-o", &path]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("new: write_file (not declared: calls to it are denied"), "{out}");
+    assert!(out.contains("removed: old_write_file"), "{out}");
+    assert!(out.contains("changed: get_file_info: `path` is now `string` (was `int`)"), "{out}");
+    assert_eq!(std::fs::read_to_string(&catalog).unwrap(), behind, "left as it is");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP as the upstream, on a
+/// loopback port it picks (tests/mcp/loopback.cjs): the proxy opens an HTTP session with it (event-stream answers),
+/// lists only the two declared tools (`get-sum` quoted), forwards allowed calls, denies a forbidden echo, a sum over
+/// the limit and an undeclared tool, and answers an error when the server is gone.
+#[test]
+fn an_upstream_over_streamable_http() {
+    let dir = sandbox("http-upstream");
+    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.exists(), "the MCP test server is missing: run `./scripts/test-deps.sh`");
+    let mut command = Command::new("node");
+    command
+        .arg("--require")
+        .arg(root().join("tests/mcp/loopback.cjs"))
+        .arg(everything)
+        .arg("streamableHttp")
+        .env("PORT", "0");
+    let upstream = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let port = loop {
+        let line = upstream.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("a port");
+        if let Some(port) = line.strip_prefix("loopback listening on port ") {
+            break port.trim().to_string();
+        }
+    };
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/everything"))
+        .args(["--subject", "agent:tester", "--store"])
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--", &format!("http://127.0.0.1:{port}/mcp")]);
+    let mut proxy = Session::spawn(command, &dir);
+    let init = proxy.initialize();
+    assert_eq!(init["result"]["serverInfo"]["name"], "remit-mcp-proxy", "{init}");
+    assert!(init["result"]["capabilities"]["resources"].is_object(), "the upstream's capabilities: {init}");
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), ["echo", "get-sum"], "{list}");
+    let echoed = proxy.call(2, "echo", json!({"message": "hello over http"}));
+    assert!(!is_error(&echoed), "{echoed}");
+    assert_eq!(text(&echoed), "Echo: hello over http");
+    let forbidden = proxy.call(3, "echo", json!({"message": "forbidden"}));
+    assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
+    // A tool whose MCP name is not an identifier, declared quoted.
+    let sum = proxy.call(4, "get-sum", json!({"a": 1, "b": 2}));
+    assert!(!is_error(&sum) && text(&sum).contains('3'), "{sum}");
+    let large = proxy.call(8, "get-sum", json!({"a": 1000, "b": 2}));
+    assert!(is_error(&large) && text(&large).contains("limit.exceeded"), "{large}");
+    let undeclared = proxy.call(9, "get-env", json!({}));
+    assert!(is_error(&undeclared) && text(&undeclared).contains("tool.undeclared"), "{undeclared}");
+    let forwarded = proxy.request(5, "prompts/list", json!({}));
+    assert!(forwarded["result"]["prompts"].is_array(), "{forwarded}");
+
+    drop(upstream);
+    let gone = proxy.request(6, "tools/call", json!({"name": "echo", "arguments": {"message": "anyone?"}}));
+    assert_eq!(gone["error"]["code"], -32603, "{gone}");
+    let ping = proxy.request(7, "ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
