@@ -348,8 +348,9 @@ fn a_call_every_mandate_grants_is_allowed_with_its_obligations() {
         decision.to_json(),
         concat!(
             r#"{"decision":"allow","reasons":["rule.allowed"],"rules":["#,
-            r#"{"mandate":"wallet","rule":"allow any tool","at":"policy.remit:14:3"},"#,
-            r#"{"mandate":"groceries","rule":"allow pay","at":"policy.remit:24:3"}],"#,
+            // By mandate name, then rule text: never by position.
+            r#"{"mandate":"groceries","rule":"allow pay","at":"policy.remit:24:3"},"#,
+            r#"{"mandate":"wallet","rule":"allow any tool","at":"policy.remit:14:3"}],"#,
             r#""missing_approvals":[],"obligations":["#,
             r#"{"kind":"increment-counter","counter":"pay_per_op"},{"kind":"record-operation","id":"op-1"}],"#,
             r#""mandate_chain":["wallet","groceries"],"escalate_to":null,"policy":"sha256:test"}"#
@@ -473,7 +474,9 @@ fn tool_and_mandate_level_denials() {
     assert_eq!(reasons(&extra), ["mandate.self-modification", "request.undeclared-argument", "rule.unmatched"]);
     let publish = decide_json(&read("publish"));
     assert_eq!(reasons(&publish), ["level.exceeded", "rule.unmatched"]);
-    assert_eq!(publish.rules[0].rule, "max level local_change");
+    let named: Vec<(&str, &str)> = publish.rules.iter().map(|r| (r.mandate.as_str(), r.rule.as_str())).collect();
+    assert!(named.contains(&("wallet", "max level local_change")), "{named:?}");
+    assert!(named.windows(2).all(|w| w[0] <= w[1]), "rules by mandate, then text: {named:?}");
     let undeclared = decide_json(&read("delete_everything"));
     assert_eq!(reasons(&undeclared), ["tool.undeclared"]);
     assert!(undeclared.mandate_chain.is_empty());
