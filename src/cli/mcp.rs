@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use clap::Args;
 
-use remit::gateway::http::Tokens;
 use remit::gateway::mcp::{Identity, Outbox, Proxy};
 use remit::gateway::{Config, Durability, Gateway, SystemClock};
 use remit::runtime::Runtime;
@@ -46,18 +45,8 @@ pub struct McpProxyArgs {
     /// The URL the inbox is reached at, for access request links (default: http://ADDRESS of --inbox)
     #[arg(long)]
     base_url: Option<String>,
-    /// An inbox user: `IDENTITY=TOKEN`; repeatable
-    #[arg(long = "inbox-token", value_name = "IDENTITY=TOKEN")]
-    inbox_tokens: Vec<String>,
-    /// An admin: `NAME=TOKEN`; repeatable
-    #[arg(long = "admin-token", value_name = "NAME=TOKEN")]
-    admin_tokens: Vec<String>,
-    /// An argument name whose value the decision log masks; repeatable
-    #[arg(long)]
-    mask: Vec<String>,
-    /// How long an access request waits for an answer, in seconds
-    #[arg(long, default_value_t = 86_400)]
-    access_request_ttl: i64,
+    #[command(flatten)]
+    inbox_args: super::serve::InboxArgs,
     /// How long to wait for the upstream's answer to one request, in seconds
     #[arg(long, default_value_t = 120)]
     upstream_timeout: u64,
@@ -76,15 +65,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(1));
     };
     let store = super::serve::open_store(&args.store, Durability::Process)?;
-    let tokens = Tokens {
-        inbox: super::serve::pairs(&args.inbox_tokens, "inbox token")?,
-        admin: super::serve::pairs(&args.admin_tokens, "admin token")?,
-    };
-    for identity in tokens.inbox.values() {
-        if !policy.meta.held_by(identity).is_empty() {
-            return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
-        }
-    }
+    let tokens = args.inbox_args.tokens(&policy)?;
     let listener = match args.inbox.as_ref().or(args.listen.as_ref()) {
         Some(address) => {
             Some(std::net::TcpListener::bind(address).map_err(|e| format!("cannot listen on `{address}`: {e}"))?)
@@ -99,8 +80,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         .unwrap_or_else(|| "http://127.0.0.1:8181".into());
     let config = Config {
         base_url: base_url.clone(),
-        access_request_ttl: args.access_request_ttl,
-        mask: args.mask.clone(),
+        access_request_ttl: args.inbox_args.access_request_ttl,
+        mask: args.inbox_args.mask.clone(),
         ..Config::default()
     };
     let policy_hash = policy.compiled.policy().to_string();

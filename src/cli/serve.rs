@@ -15,6 +15,39 @@ use remit::runtime::Runtime;
 
 use super::Format;
 
+/// What `remit serve` and `remit mcp-proxy` share: who may use the inbox and the admin API, and what the log masks.
+#[derive(Args, Debug)]
+pub struct InboxArgs {
+    /// An inbox user: `IDENTITY=TOKEN` (e.g. `user:alice=s3cret`); repeatable
+    #[arg(long = "inbox-token", value_name = "IDENTITY=TOKEN")]
+    inbox_tokens: Vec<String>,
+    /// An admin: `NAME=TOKEN`; repeatable
+    #[arg(long = "admin-token", value_name = "NAME=TOKEN")]
+    admin_tokens: Vec<String>,
+    /// An argument name whose value the decision log masks; repeatable
+    #[arg(long)]
+    pub mask: Vec<String>,
+    /// How long an access request waits for an answer, in seconds
+    #[arg(long, default_value_t = 86_400)]
+    pub access_request_ttl: i64,
+}
+
+impl InboxArgs {
+    /// The tokens, refusing an inbox token for an identity that holds a mandate (an agent must not approve).
+    pub fn tokens(&self, policy: &Policy) -> Result<Tokens, String> {
+        let tokens = Tokens {
+            inbox: pairs(&self.inbox_tokens, "inbox token")?,
+            admin: pairs(&self.admin_tokens, "admin token")?,
+        };
+        for identity in tokens.inbox.values() {
+            if !policy.meta.held_by(identity).is_empty() {
+                return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
+            }
+        }
+        Ok(tokens)
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
@@ -29,21 +62,11 @@ pub struct ServeArgs {
     /// The URL clients reach the gateway at, for access request links (default: http://LISTEN)
     #[arg(long)]
     base_url: Option<String>,
-    /// An inbox user: `IDENTITY=TOKEN` (e.g. `user:alice=s3cret`); repeatable
-    #[arg(long = "inbox-token", value_name = "IDENTITY=TOKEN")]
-    inbox_tokens: Vec<String>,
-    /// An admin: `NAME=TOKEN`; repeatable
-    #[arg(long = "admin-token", value_name = "NAME=TOKEN")]
-    admin_tokens: Vec<String>,
-    /// An argument name whose value the decision log masks; repeatable
-    #[arg(long)]
-    mask: Vec<String>,
+    #[command(flatten)]
+    inbox: InboxArgs,
     /// `process` (survives a crash of the gateway) or `full` (also a power loss: an fsync per decision)
     #[arg(long, default_value = "process")]
     durability: String,
-    /// How long an access request waits for an answer, in seconds
-    #[arg(long, default_value_t = 86_400)]
-    access_request_ttl: i64,
     /// Serve only a bundle signed by this public key (`remit keygen`); refuse unsigned or changed ones, also on
     /// reload
     #[arg(long, value_name = "PUB")]
@@ -277,14 +300,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         other => return Err(format!("`{other}`: --durability is `process` or `full`")),
     };
     let store = open_store(&args.store, durability)?;
-    let tokens =
-        Tokens { inbox: pairs(&args.inbox_tokens, "inbox token")?, admin: pairs(&args.admin_tokens, "admin token")? };
+    let tokens = args.inbox.tokens(&policy)?;
     let policy_hash = policy.compiled.policy().to_string();
-    for identity in tokens.inbox.values() {
-        if !policy.meta.held_by(identity).is_empty() {
-            return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
-        }
-    }
     if args.shadow || !args.shadow_mandate.is_empty() {
         eprintln!("shadow mode: denies and escalations are logged and answered allow");
     }
@@ -299,8 +316,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let make = move |base: String| {
         let config = Config {
             base_url: base,
-            access_request_ttl: args.access_request_ttl,
-            mask: args.mask.clone(),
+            access_request_ttl: args.inbox.access_request_ttl,
+            mask: args.inbox.mask.clone(),
             shadow: args.shadow,
             shadow_mandates: args.shadow_mandate.clone(),
             access_log: args.access_log,

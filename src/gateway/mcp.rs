@@ -179,17 +179,8 @@ impl Upstream {
             .spawn()
             .map_err(|e| format!("cannot start the upstream server `{program}`: {e}"))?;
         let stdout = child.stdout.take().expect("piped");
-        let upstream = Arc::new(Upstream {
-            stdin: Mutex::new(child.stdin.take()),
-            child: Mutex::new(Some(child)),
-            http: None,
-            pending: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
-            gone: Mutex::new(None),
-            session: Mutex::new(None),
-            tools: Mutex::new(None),
-            timeout,
-        });
+        let stdin = child.stdin.take();
+        let upstream = Upstream::new(stdin, Some(child), None, timeout);
         let reader = upstream.clone();
         std::thread::spawn(move || reader.read(BufReader::new(stdout), &outbox));
         Ok(upstream)
@@ -201,17 +192,27 @@ impl Upstream {
             return Err(format!("`{url}`: the upstream is `http://HOST:PORT/PATH` (https is not supported yet)"));
         }
         let http = HttpLink { url: url.to_string(), session: Mutex::new(None), version: Mutex::new(None), outbox };
-        Ok(Arc::new(Upstream {
-            stdin: Mutex::new(None),
-            child: Mutex::new(None),
-            http: Some(http),
+        Ok(Upstream::new(None, None, Some(http), timeout))
+    }
+
+    /// An upstream with nothing pending yet: a child's pipe, or an HTTP link.
+    fn new(
+        stdin: Option<ChildStdin>,
+        child: Option<Child>,
+        http: Option<HttpLink>,
+        timeout: Duration,
+    ) -> Arc<Upstream> {
+        Arc::new(Upstream {
+            stdin: Mutex::new(stdin),
+            child: Mutex::new(child),
+            http,
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             gone: Mutex::new(None),
             session: Mutex::new(None),
             tools: Mutex::new(None),
             timeout,
-        }))
+        })
     }
 
     /// A message the upstream sent that is not a response to the proxy: to the agent.
