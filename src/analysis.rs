@@ -398,6 +398,8 @@ const KEYWORDS: &[&str] = &[
     "purpose",
     "require",
     "scope",
+    "signed",
+    "target",
     "tool",
     "under",
     "valid",
