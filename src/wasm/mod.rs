@@ -7,6 +7,7 @@
 
 pub mod asm;
 pub mod codegen;
+pub mod image;
 pub mod layout;
 pub mod module;
 pub mod rt;

@@ -10,9 +10,11 @@
 //! an undefined function, which the build script refuses as an import (the module imports nothing and never traps).
 //! So indexing is `get`/`get_mut` or guarded by a check the optimizer can see, and nothing recurses without a bound.
 //! It is written in the Rust that Debian's rustc 1.63 accepts (`rust-version` in Cargo.toml keeps clippy to it).
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "std")), no_std)]
 
+pub mod decide;
 pub mod digest;
+pub mod image;
 pub mod json;
 pub mod out;
 pub mod request;

@@ -1,0 +1,533 @@
+//! The policy image: a checked policy as data, the one thing per policy in a decision module. The compiler
+//! (`src/wasm/image.rs`) writes it from `ir::Program`; the runtime reads it. Every record is defined once, here, as a
+//! `#[repr(C)]` struct of `u32` fields written little-endian in field order ([`record!`]): the writer calls
+//! `encode`, the reader `decode`, and tests/rt_image.rs writes every example's image and reads it back.
+//!
+//! Layout: a [`Header`] at offset 0, then tables of records and a string pool, every offset a byte offset from the
+//! image's start. Names are found by hash ([`Image::find`]: open addressing over FNV-1a of the unescaped name), and
+//! each tool lists its rules per mandate, so a decision touches only the called tool's rules of the chain's
+//! mandates, whatever the policy's size.
+//!
+//! The image is never trusted blindly: a read outside it gives zeros (and a string outside it is empty), so a
+//! corrupt image decides wrongly but never traps.
+
+/// `remit` + image version, the first word of every image.
+pub const MAGIC: u32 = 0x7469_6d72; // "rmit"
+pub const VERSION: u32 = 1;
+
+/// Reads the little-endian `u32` at `at`, or 0 outside `image`.
+#[inline(always)]
+pub fn word(image: &[u8], at: usize) -> u32 {
+    match image.get(at..at.wrapping_add(4)) {
+        Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]),
+        _ => 0,
+    }
+}
+
+/// Defines a record: a struct of `u32` fields, its size, and its encoding (field order, little-endian).
+macro_rules! record {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[repr(C)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: u32,)*
+        }
+
+        impl $name {
+            /// Bytes of one record.
+            pub const SIZE: usize = core::mem::size_of::<$name>();
+
+            /// Writes the record into `out`'s first [`Self::SIZE`] bytes (as far as `out` goes).
+            pub fn encode(&self, out: &mut [u8]) {
+                let mut at = 0;
+                $(
+                    for (d, s) in out.iter_mut().skip(at).zip(self.$field.to_le_bytes()) {
+                        *d = s;
+                    }
+                    at += 4;
+                )*
+                let _ = at;
+            }
+
+            /// Reads the record at byte `at` of `image` (zeros outside it).
+            #[inline(always)]
+            pub fn decode(image: &[u8], at: u32) -> $name {
+                let mut _i = at as usize;
+                $name {
+                    $($field: {
+                        let v = word(image, _i);
+                        _i = _i.wrapping_add(4);
+                        v
+                    },)*
+                }
+            }
+        }
+    };
+}
+
+record! {
+    /// Where the image's tables are. Counts are of records; a `Str` is `(offset, length)` into the image.
+    Header {
+        magic,
+        version,
+        /// Bytes of the whole image.
+        image_len,
+        /// Bytes of the output area the module reserves after the image (`eval::output_limit`).
+        output_limit,
+        /// The policy hash (the raw text, e.g. `sha256:…`).
+        policy_off, policy_len,
+        /// The whole JSON of `remit_policy_info`.
+        info_off, info_len,
+        /// [`Tool`] records; the hash table of tool names (slots: tool index + 1, 0 empty; a power of two).
+        tools_off, tools_count, tool_slots_off, tool_slots_len,
+        /// Tool indices in the order of their names (the listing's order).
+        listing_off,
+        /// [`Mandate`] records and the hash table of their names.
+        mandates_off, mandates_count, mandate_slots_off, mandate_slots_len,
+        /// [`Kind`] records (approval kinds).
+        kinds_off, kinds_count,
+        /// [`Str`] records: the level names, lowest first.
+        levels_off, levels_count,
+        /// [`Entry`] records: every deciding rule a decision or listing can name.
+        entries_off, entries_count,
+    }
+}
+
+record! {
+    /// A string in the image.
+    Str { off, len }
+}
+
+record! {
+    Tool {
+        name_off, name_len,
+        /// [`Param`] records.
+        params_off, params_count,
+        /// Position on the impact scale.
+        level,
+        /// [`TOOL_SIDE_EFFECTS`], [`TOOL_ADMINISTERS_MANDATES`], [`TOOL_OPEN_ARGUMENTS`].
+        flags,
+        /// [`Str`] records: scopes of which the credential must hold one (none: no requirement).
+        scopes_off, scopes_count,
+        /// [`RuleList`] records sorted by mandate: the rules of each mandate that cover this tool.
+        lists_off, lists_count,
+    }
+}
+
+pub const TOOL_SIDE_EFFECTS: u32 = 1;
+pub const TOOL_ADMINISTERS_MANDATES: u32 = 2;
+pub const TOOL_OPEN_ARGUMENTS: u32 = 4;
+
+record! {
+    /// A declared parameter of a tool.
+    Param {
+        name_off, name_len,
+        /// A [`Type`] record's offset.
+        ty,
+        /// 1 when money may be negative (`signed`).
+        signed,
+    }
+}
+
+record! {
+    /// The rules of one mandate that cover one tool, in the mandate's order: `u32` offsets of [`Rule`] records.
+    RuleList { mandate, rules_off, rules_count }
+}
+
+record! {
+    Mandate {
+        name_off, name_len,
+        principal_off, principal_len,
+        /// Rank of the name in byte order among all mandate names (the order of `missing_approvals`).
+        name_rank,
+        /// [`Str`] records: the holders.
+        holders_off, holders_count,
+        /// Mandate indices, root first, this mandate last.
+        chain_off, chain_count,
+        /// The JSON array of the chain's names, as a decision writes `mandate_chain`.
+        chain_json_off, chain_json_len,
+        /// [`MANDATE_VALID_FROM`], [`MANDATE_VALID_UNTIL`], [`MANDATE_MAX_LEVEL`], [`MANDATE_ESCALATES`].
+        flags,
+        /// Seconds since the epoch (`i64` as two words, low first).
+        valid_from_lo, valid_from_hi, valid_until_lo, valid_until_hi,
+        max_level,
+        /// Entry indices of the validity window, the stop, the level bound and the `otherwise` clause.
+        validity_entry, stop_entry, level_entry, otherwise_entry,
+    }
+}
+
+pub const MANDATE_VALID_FROM: u32 = 1;
+pub const MANDATE_VALID_UNTIL: u32 = 2;
+pub const MANDATE_MAX_LEVEL: u32 = 4;
+/// `otherwise escalate` (else `otherwise deny`).
+pub const MANDATE_ESCALATES: u32 = 8;
+
+record! {
+    /// An approval kind.
+    Kind {
+        name_off, name_len,
+        /// Rank of the name in byte order among all kind names.
+        name_rank,
+        /// [`BINDS_TOOL`] …
+        binds,
+        ttl_lo, ttl_hi,
+        single_use,
+    }
+}
+
+pub const BINDS_TOOL: u32 = 1;
+pub const BINDS_TARGET: u32 = 2;
+pub const BINDS_ARGUMENTS: u32 = 4;
+pub const BINDS_MANIFEST: u32 = 8;
+
+record! {
+    /// A deciding rule: the JSON `{"mandate":…,"rule":…,"at":…}` a decision writes, and its rank in the canonical
+    /// order (`DecidingRule::sort_key`); equal entries share one record.
+    Entry { json_off, json_len, rank }
+}
+
+record! {
+    Rule {
+        /// [`RULE_ALLOW`] …
+        kind,
+        /// The condition: `cond_count` [`Node`] records from `cond_off`, in prefix order.
+        cond_off, cond_count,
+        /// The rule's entry index.
+        entry,
+        /// Gate: the [`Kind`] index.
+        kind_index,
+        /// Fact and budget: the name.
+        name_off, name_len,
+        /// Fact: the version; budget: the maximum (`u64` as two words, low first).
+        number_lo, number_hi,
+        /// Fact: 1 when stale escalates (else deny).
+        escalates,
+        /// Budget: rank of the counter's obligation JSON among all counters (the order of `obligations`).
+        counter_rank,
+    }
+}
+
+pub const RULE_ALLOW: u32 = 0;
+pub const RULE_FORBID: u32 = 1;
+pub const RULE_LIMIT: u32 = 2;
+pub const RULE_SCOPE: u32 = 3;
+pub const RULE_GATE: u32 = 4;
+pub const RULE_OPERATION_ID: u32 = 5;
+pub const RULE_FACT: u32 = 6;
+pub const RULE_BUDGET: u32 = 7;
+
+record! {
+    /// One node of a condition in prefix order: a constant, an atom, or `and`/`or` followed by its `arg` children.
+    Node {
+        /// [`NODE_TRUE`] …
+        op,
+        /// Atom: the [`Atom`] record's offset; `and`/`or`: the number of children.
+        arg,
+    }
+}
+
+pub const NODE_TRUE: u32 = 0;
+pub const NODE_FALSE: u32 = 1;
+pub const NODE_ATOM: u32 = 2;
+pub const NODE_AND: u32 = 3;
+pub const NODE_OR: u32 = 4;
+
+/// The deepest nesting of `and`/`or` the runtime evaluates (its stack of open nodes); the compiler refuses deeper
+/// conditions (the parser's nesting limit keeps them far below).
+pub const MAX_COND_DEPTH: usize = 256;
+
+/// The most deciding rules one decision collects: the rules of the called tool along the chain plus four clauses per
+/// mandate (`check::limits::MAX_RULES_PER_TOOL`, which `remit check` enforces); the size of the runtime's lists.
+pub const MAX_DECIDING: usize = 4096;
+
+record! {
+    /// One test on one attribute (`ir::Atom`).
+    Atom {
+        /// [`ATTR_ARG`] …
+        attr,
+        /// Argument or context attribute name.
+        name_off, name_len,
+        /// A [`Type`] record's offset: how the request's value is read.
+        ty,
+        /// [`TEST_EQ`] …
+        test,
+        /// The operand: `values_count` [`Value`] records from `values_off` (one for comparisons and `contains`;
+        /// the list for `in` and `within`; a string for `under`).
+        values_off, values_count,
+        /// Context attributes: 1 when declared `signed` (arguments look it up on the called tool).
+        signed,
+    }
+}
+
+pub const ATTR_ARG: u32 = 0;
+pub const ATTR_RESOURCE_ID: u32 = 1;
+pub const ATTR_SUBJECT_ID: u32 = 2;
+pub const ATTR_SUBJECT_SCOPES: u32 = 3;
+pub const ATTR_CONTEXT: u32 = 4;
+pub const ATTR_NOW: u32 = 5;
+pub const ATTR_ATTEMPT: u32 = 6;
+pub const ATTR_LEVEL: u32 = 7;
+
+pub const TEST_EQ: u32 = 0;
+pub const TEST_NE: u32 = 1;
+pub const TEST_LT: u32 = 2;
+pub const TEST_LE: u32 = 3;
+pub const TEST_GT: u32 = 4;
+pub const TEST_GE: u32 = 5;
+pub const TEST_IN: u32 = 6;
+pub const TEST_NOT_IN: u32 = 7;
+pub const TEST_UNDER: u32 = 8;
+pub const TEST_NOT_UNDER: u32 = 9;
+pub const TEST_CONTAINS: u32 = 10;
+pub const TEST_NOT_CONTAINS: u32 = 11;
+pub const TEST_WITHIN: u32 = 12;
+pub const TEST_NOT_WITHIN: u32 = 13;
+
+record! {
+    /// A type (`ir::Type`).
+    Type {
+        /// [`TYPE_STRING`] …
+        code,
+        /// Enum: [`Str`] records of the variants.
+        variants_off, variants_count,
+        /// Set: the element [`Type`] record's offset.
+        element,
+    }
+}
+
+pub const TYPE_STRING: u32 = 0;
+pub const TYPE_INT: u32 = 1;
+pub const TYPE_DECIMAL: u32 = 2;
+pub const TYPE_MONEY: u32 = 3;
+pub const TYPE_BOOL: u32 = 4;
+pub const TYPE_TIMESTAMP: u32 = 5;
+pub const TYPE_DURATION: u32 = 6;
+/// Identifiers of a declared kind: strings.
+pub const TYPE_KIND: u32 = 7;
+pub const TYPE_ENUM: u32 = 8;
+pub const TYPE_SET: u32 = 9;
+pub const TYPE_LEVEL: u32 = 10;
+
+record! {
+    /// A typed constant (`ir::Value`).
+    Value {
+        /// [`VALUE_STRING`] …
+        tag,
+        /// String: the text; money: the currency.
+        str_off, str_len,
+        /// Number and money (units of 10^-9), timestamp and duration (seconds), level, bool (0/1): an `i128` as
+        /// four words, lowest first.
+        n0, n1, n2, n3,
+        /// Set: `items_count` [`Value`] records from `items_off`.
+        items_off, items_count,
+    }
+}
+
+pub const VALUE_STRING: u32 = 0;
+pub const VALUE_NUMBER: u32 = 1;
+pub const VALUE_MONEY: u32 = 2;
+pub const VALUE_BOOL: u32 = 3;
+pub const VALUE_TIMESTAMP: u32 = 4;
+pub const VALUE_DURATION: u32 = 5;
+pub const VALUE_LEVEL: u32 = 6;
+pub const VALUE_SET: u32 = 7;
+
+impl Value {
+    /// The number the value holds (`n0..n3` as an `i128`).
+    pub fn number(&self) -> i128 {
+        let bits =
+            u128::from(self.n0) | u128::from(self.n1) << 32 | u128::from(self.n2) << 64 | u128::from(self.n3) << 96;
+        bits as i128
+    }
+
+    /// Sets `n0..n3` to `n`.
+    pub fn set_number(&mut self, n: i128) {
+        let bits = n as u128;
+        self.n0 = bits as u32;
+        self.n1 = (bits >> 32) as u32;
+        self.n2 = (bits >> 64) as u32;
+        self.n3 = (bits >> 96) as u32;
+    }
+}
+
+/// Two words, low first, as an `i64`.
+pub fn join64(lo: u32, hi: u32) -> i64 {
+    (u64::from(lo) | u64::from(hi) << 32) as i64
+}
+
+/// An `i64` as two words, low first.
+pub fn split64(n: i64) -> (u32, u32) {
+    let bits = n as u64;
+    (bits as u32, (bits >> 32) as u32)
+}
+
+/// FNV-1a (32 bits) of `bytes`: the hash of the name tables.
+pub fn hash(bytes: impl Iterator<Item = u8>) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in bytes {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// A policy image being read.
+#[derive(Clone, Copy, Debug)]
+pub struct Image<'a> {
+    pub bytes: &'a [u8],
+    pub header: Header,
+}
+
+impl<'a> Image<'a> {
+    /// The image in `bytes`; `None` when its magic or version is not this runtime's.
+    pub fn new(bytes: &'a [u8]) -> Option<Image<'a>> {
+        let header = Header::decode(bytes, 0);
+        if header.magic != MAGIC || header.version != VERSION {
+            return None;
+        }
+        let bytes = bytes.get(..header.image_len as usize).unwrap_or(bytes);
+        Some(Image { bytes, header })
+    }
+
+    /// The string at `(off, len)`, empty outside the image.
+    #[inline(always)]
+    pub fn str(&self, off: u32, len: u32) -> &'a [u8] {
+        self.bytes.get(off as usize..(off as usize).wrapping_add(len as usize)).unwrap_or(&[])
+    }
+
+    /// The `u32` at `at`.
+    #[inline(always)]
+    pub fn word(&self, at: u32) -> u32 {
+        word(self.bytes, at as usize)
+    }
+
+    /// Record `i` of a table of records of `size` bytes from `off`.
+    #[inline(always)]
+    pub fn at(off: u32, size: usize, i: u32) -> u32 {
+        off.wrapping_add((size as u32).wrapping_mul(i))
+    }
+
+    pub fn tool(&self, i: u32) -> Tool {
+        Tool::decode(self.bytes, Image::at(self.header.tools_off, Tool::SIZE, i))
+    }
+
+    pub fn mandate(&self, i: u32) -> Mandate {
+        Mandate::decode(self.bytes, Image::at(self.header.mandates_off, Mandate::SIZE, i))
+    }
+
+    pub fn kind(&self, i: u32) -> Kind {
+        Kind::decode(self.bytes, Image::at(self.header.kinds_off, Kind::SIZE, i))
+    }
+
+    pub fn entry(&self, i: u32) -> Entry {
+        Entry::decode(self.bytes, Image::at(self.header.entries_off, Entry::SIZE, i))
+    }
+
+    /// The [`Str`] record `i` of a list from `off`, as bytes.
+    pub fn str_at(&self, off: u32, i: u32) -> &'a [u8] {
+        let s = Str::decode(self.bytes, Image::at(off, Str::SIZE, i));
+        self.str(s.off, s.len)
+    }
+
+    /// The index of the record whose name is `name` (unescaped bytes, given twice: once to hash, once to compare)
+    /// in the hash table at `slots_off` of `slots_len` slots (a power of two), `name_of` giving each index's name.
+    pub fn find<I, F>(&self, slots_off: u32, slots_len: u32, name: impl Fn() -> I, name_of: F) -> Option<u32>
+    where
+        I: Iterator<Item = u8>,
+        F: Fn(u32) -> &'a [u8],
+    {
+        if slots_len == 0 {
+            return None;
+        }
+        let mask = slots_len.wrapping_sub(1);
+        let mut slot = hash(name()) & mask;
+        // Every probe sequence ends at an empty slot: the writer keeps the table at most half full.
+        let mut probes = 0;
+        while probes < slots_len {
+            let v = self.word(slots_off.wrapping_add(slot.wrapping_mul(4)));
+            if v == 0 {
+                return None;
+            }
+            let index = v - 1;
+            if name().eq(name_of(index).iter().copied()) {
+                return Some(index);
+            }
+            slot = slot.wrapping_add(1) & mask;
+            probes += 1;
+        }
+        None
+    }
+
+    pub fn tool_name(&self, i: u32) -> &'a [u8] {
+        let t = self.tool(i);
+        self.str(t.name_off, t.name_len)
+    }
+
+    pub fn mandate_name(&self, i: u32) -> &'a [u8] {
+        let m = self.mandate(i);
+        self.str(m.name_off, m.name_len)
+    }
+}
+
+/// The hash table the writer stores for `names` (index `i` has name `names[i]`): `slots` words, a power of two at
+/// least twice the count, each 0 (empty) or index + 1, filled by linear probing from [`hash`]. Written here so
+/// that writer and reader share it.
+#[cfg(feature = "std")]
+pub fn hash_table(names: &[&[u8]]) -> std::vec::Vec<u32> {
+    let len = (names.len() * 2).max(1).next_power_of_two();
+    let mut slots = std::vec![0u32; len];
+    let mask = (len - 1) as u32;
+    for (i, name) in names.iter().enumerate() {
+        let mut slot = hash(name.iter().copied()) & mask;
+        while slots[slot as usize] != 0 {
+            slot = (slot + 1) & mask;
+        }
+        slots[slot as usize] = i as u32 + 1;
+    }
+    slots
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let m = Mandate { name_off: 7, chain_count: 3, otherwise_entry: u32::MAX, ..Mandate::default() };
+        let mut buf = vec![0u8; 4 + Mandate::SIZE];
+        m.encode(&mut buf[4..]);
+        assert_eq!(Mandate::decode(&buf, 4), m);
+        // Outside the image: zeros.
+        assert_eq!(Mandate::decode(&buf, 8).otherwise_entry, 0);
+    }
+
+    #[test]
+    fn numbers_split_and_join() {
+        let mut v = Value::default();
+        for n in [0i128, -1, 1, i128::MAX, i128::MIN, -25_000_000_000] {
+            v.set_number(n);
+            assert_eq!(v.number(), n);
+        }
+        for n in [0i64, -1, i64::MAX, i64::MIN] {
+            let (lo, hi) = split64(n);
+            assert_eq!(join64(lo, hi), n);
+        }
+    }
+
+    #[test]
+    fn names_are_found_by_hash() {
+        let names: Vec<&[u8]> = vec![b"pay", b"read_orders", b"a", b"", b"content.edit"];
+        let slots = hash_table(&names);
+        let mut bytes = vec![0u8; 16];
+        for s in &slots {
+            bytes.extend_from_slice(&s.to_le_bytes());
+        }
+        let image = Image { bytes: &bytes, header: Header::default() };
+        for (i, name) in names.iter().enumerate() {
+            let found = image.find(16, slots.len() as u32, || name.iter().copied(), |j| names[j as usize]);
+            assert_eq!(found, Some(i as u32));
+        }
+        assert_eq!(image.find(16, slots.len() as u32, || b"nope".iter().copied(), |j| names[j as usize]), None);
+    }
+}
