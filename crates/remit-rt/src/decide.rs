@@ -1,27 +1,37 @@
-//! Deciding a request against a policy image, the twin of `src/eval/mod.rs` (and `decision.rs` for the JSON), and
-//! the module's two other answers: the tool listing (`visible.rs`) and the policy info. Every entry point reads a
-//! parsed request (or the parse's error), writes its JSON into an [`Out`], and uses only the fixed lists of a
-//! [`Work`]: no allocation, so the same code runs natively and in the wasm32 artifact.
+//! Deciding a request against a policy image, the twin of `src/eval/mod.rs` (and of `decision.rs` for the JSON).
+//! Every entry point reads a parsed request (or the parse's error), writes its JSON into an [`Out`], and uses only
+//! the fixed lists of a [`Work`]: no allocation, so the same code runs natively and in the wasm32 artifact.
 //!
-//! Status (issue 12): the entry points' signatures are fixed (wasm.rs and the native engine call them); the
-//! decision algorithm is being written.
+//! As in the interpreter, resolution stops early only for the tool, the mandate and the holder; after that every
+//! mandate of the chain is examined in full and the decision collects every reason: any deny reason denies, else
+//! any escalate reason escalates, else the call is allowed. Lists are sorted by ranks the compiler computed (rules
+//! by `DecidingRule::sort_key`, missing approvals by kind and mandate name, counters by their obligation's JSON), so
+//! nothing depends on where a clause is written.
 
-use crate::image::{Image, MAX_DECIDING};
-use crate::json::{Doc, JsonError};
-use crate::out::Out;
+use core::cmp::Ordering;
+
+use crate::cond::{self, Env, Truth};
+use crate::digest::argument_digest;
+use crate::err;
+use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
+use crate::json::{heap_sort, Doc, JsonError, NUMBER};
+use crate::out::{escaped, write_string, write_string_tok, Out};
+use crate::request::{self, elements, Approval, Need, Request};
 use crate::Sink;
 
 /// The lists one decision collects, each of at most [`MAX_DECIDING`] items (the checker's bound on the rules a
-/// decision examines). Reused from call to call.
+/// decision examines, four clauses per mandate included). Reused from call to call.
 #[derive(Clone, Debug)]
 pub struct Work {
-    /// Entry indices of the deny findings, the escalate findings, and the grants and satisfied gates.
+    /// Entry indices of the deny findings, of the escalate findings, and of the grants and satisfied gates.
     pub deny: [u32; MAX_DECIDING],
     pub escalate: [u32; MAX_DECIDING],
     pub granted: [u32; MAX_DECIDING],
-    /// Missing approvals: `(kind index << 16 | mandate index)`-like keys, see `decide`.
-    pub missing: [u32; MAX_DECIDING],
-    /// Tokens of the approvals a decision consumes.
+    /// Missing approvals as `(kind index, mandate index)` pairs.
+    pub missing: [u32; 2 * MAX_DECIDING],
+    /// The order of the missing approvals.
+    pub order: [u32; MAX_DECIDING],
+    /// Tokens of the approval ids a decision consumes.
     pub consumed: [u32; MAX_DECIDING],
     /// Counter ranks of the budgets that apply.
     pub counters: [u32; MAX_DECIDING],
@@ -32,15 +42,652 @@ impl Work {
         deny: [0; MAX_DECIDING],
         escalate: [0; MAX_DECIDING],
         granted: [0; MAX_DECIDING],
-        missing: [0; MAX_DECIDING],
+        missing: [0; 2 * MAX_DECIDING],
+        order: [0; MAX_DECIDING],
         consumed: [0; MAX_DECIDING],
         counters: [0; MAX_DECIDING],
     };
 }
 
+/// A list being filled in one of [`Work`]'s arrays.
+struct List<'w> {
+    items: &'w mut [u32],
+    len: usize,
+}
+
+impl<'w> List<'w> {
+    fn new(items: &'w mut [u32]) -> List<'w> {
+        List { items, len: 0 }
+    }
+
+    /// Appends `item` (past the capacity, which the checker's bound rules out, it is dropped).
+    fn push(&mut self, item: u32) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = item;
+            self.len += 1;
+        }
+    }
+
+    fn slice(&mut self) -> &mut [u32] {
+        let len = self.len;
+        self.items.get_mut(..len).unwrap_or(&mut [])
+    }
+}
+
 /// Writes the decision on the parsed request (docs/requests.md), exactly `remit::eval::decide(…).to_json()`.
 pub fn decide(image: &Image<'_>, parsed: Result<(Doc<'_>, &mut [u32]), JsonError>, work: &mut Work, out: &mut Out<'_>) {
-    let _ = (image, parsed, work, out);
+    let policy = image.str(image.header.policy_off, image.header.policy_len);
+    let (doc, keys) = match parsed {
+        Ok(p) => p,
+        Err(e) => return write_deny(out, err::of_request(request::RequestError::json(e)), b"[]", policy),
+    };
+    let req = match request::parse(&doc, Need::Call, keys) {
+        Ok(req) => req,
+        Err(e) => return write_deny(out, err::of_request(e), b"[]", policy),
+    };
+    // The approvals stay at the front of the key slots; the rest sorts object keys for the argument digest.
+    let usable = req.approvals.len();
+    let req = req.with_approvals(&[]);
+    let (approvals, spare) = keys.split_at_mut(usable.min(keys.len()));
+    let req = req.with_approvals(approvals);
+    let call = match req.call {
+        Some(call) => call,
+        None => return write_deny(out, err::REQUEST_MISSING_FIELD, b"[]", policy),
+    };
+    let h = image.header;
+    let tool = match image.find(h.tool_slots_off, h.tool_slots_len, || doc.text(call.name), |i| image.tool_name(i)) {
+        Some(tool) => tool,
+        None => return write_deny(out, err::TOOL_UNDECLARED, b"[]", policy),
+    };
+    let leaf = match image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(req.mandate), |i| {
+        image.mandate_name(i)
+    }) {
+        Some(leaf) => leaf,
+        None => return write_deny(out, err::MANDATE_UNKNOWN, b"[]", policy),
+    };
+    let mandate = image.mandate(leaf);
+    let chain_json = image.str(mandate.chain_json_off, mandate.chain_json_len);
+    if !is_holder(image, &doc, &mandate, req.subject_id) {
+        write_deny(out, err::SUBJECT_NOT_HOLDER, chain_json, policy);
+    } else {
+        let call = Call { tool, record: image.tool(tool), name: call.name, arguments: call.arguments };
+        let mut tally = Tally::new(work);
+        tally.examine(image, &doc, &req, &call, &mandate, spare);
+        tally.write(image, &doc, &req, &call, &mandate, out);
+    }
+    // A decision that does not fit the output area (sized by `eval::output_limit`) is a deny of its own, never
+    // truncated JSON.
+    if out.overflow() {
+        out.clear();
+        write_deny(out, err::DECISION_OVERSIZE, chain_json, policy);
+    }
+}
+
+/// The called tool.
+struct Call {
+    tool: u32,
+    record: Tool,
+    /// The name's and the arguments' tokens.
+    name: u32,
+    arguments: Option<u32>,
+}
+
+/// Whether the request's subject is one of the mandate's holders.
+fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) -> bool {
+    (0..mandate.holders_count).any(|i| doc.text(subject).eq(image.str_at(mandate.holders_off, i).iter().copied()))
+}
+
+/// A deny with the given reasons and nothing else, the shape of every decision made before the chain is examined.
+fn write_deny(out: &mut Out<'_>, codes: u32, chain_json: &[u8], policy: &[u8]) {
+    out.write(b"{\"decision\":\"deny\",\"reasons\":");
+    err::write_codes(out, codes);
+    out.write(b",\"rules\":[],\"missing_approvals\":[],\"obligations\":[],\"mandate_chain\":");
+    out.write(chain_json);
+    out.write(b",\"escalate_to\":null,\"policy\":");
+    write_string(out, policy);
+    out.byte(b'}');
+}
+
+/// Everything found about a call, before it is written as a decision.
+struct Tally<'w> {
+    deny_codes: u32,
+    escalate_codes: u32,
+    deny: List<'w>,
+    escalate: List<'w>,
+    granted: List<'w>,
+    missing: List<'w>,
+    order: &'w mut [u32],
+    consumed: List<'w>,
+    counters: List<'w>,
+    /// The argument digest, once a gate needed it.
+    digest: Option<[u8; 71]>,
+}
+
+impl<'w> Tally<'w> {
+    fn new(work: &'w mut Work) -> Tally<'w> {
+        Tally {
+            deny_codes: 0,
+            escalate_codes: 0,
+            deny: List::new(&mut work.deny),
+            escalate: List::new(&mut work.escalate),
+            granted: List::new(&mut work.granted),
+            missing: List::new(&mut work.missing),
+            order: &mut work.order,
+            consumed: List::new(&mut work.consumed),
+            counters: List::new(&mut work.counters),
+            digest: None,
+        }
+    }
+
+    fn deny(&mut self, code: u32, entry: Option<u32>) {
+        self.deny_codes |= code;
+        if let Some(entry) = entry {
+            self.deny.push(entry);
+        }
+    }
+
+    fn escalate(&mut self, code: u32, entry: u32) {
+        self.escalate_codes |= code;
+        self.escalate.push(entry);
+    }
+
+    fn add(&mut self, escalates: bool, code: u32, entry: u32) {
+        if escalates {
+            self.escalate(code, entry);
+        } else {
+            self.deny(code, Some(entry));
+        }
+    }
+
+    /// Examines every mandate of the chain (root first; the order does not matter, everything is sorted later).
+    fn examine(
+        &mut self,
+        image: &Image<'_>,
+        doc: &Doc<'_>,
+        req: &Request<'_>,
+        call: &Call,
+        leaf: &Mandate,
+        spare: &mut [u32],
+    ) {
+        let tool = &call.record;
+        if tool.flags & image::TOOL_ADMINISTERS_MANDATES != 0 {
+            self.deny(err::SELF_MODIFICATION, None);
+        }
+        if lacks_scope(image, doc, tool, req) {
+            self.deny(err::SCOPE_MISSING, None);
+        }
+        if has_undeclared_argument(image, doc, tool, call.arguments) {
+            self.deny(err::UNDECLARED_ARGUMENT, None);
+        }
+        let env = Env { image: *image, doc: *doc, request: req, tool: call.tool, listing: false };
+        for position in 0..leaf.chain_count {
+            let index = image.word(leaf.chain_off.wrapping_add(4 * position));
+            let mandate = image.mandate(index);
+            if let Some((code, entry)) = validity(&mandate, req.now) {
+                self.deny(code, Some(entry));
+            }
+            if is_stopped(image, doc, &mandate, tool, req) {
+                self.deny(err::STOP_ACTIVE, Some(mandate.stop_entry));
+            }
+            if level_exceeded(&mandate, tool) {
+                self.deny(err::LEVEL_EXCEEDED, Some(mandate.level_entry));
+            }
+            let mut granted = false;
+            let list = rule_list(image, tool, index);
+            for k in 0..list.rules_count {
+                let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
+                let result = cond::eval(&env, rule.cond_off, rule.cond_count);
+                // Rules without a written condition are `true`; one that errors still applies (fail closed).
+                let applies = result != Truth::False;
+                match rule.kind {
+                    image::RULE_ALLOW if result == Truth::True => {
+                        granted = true;
+                        self.granted.push(rule.entry);
+                    }
+                    image::RULE_FORBID if applies => self.deny(err::FORBIDDEN, Some(rule.entry)),
+                    image::RULE_LIMIT if result != Truth::True => self.deny(err::LIMIT_EXCEEDED, Some(rule.entry)),
+                    image::RULE_SCOPE if result != Truth::True => self.deny(err::SCOPE_OUTSIDE, Some(rule.entry)),
+                    image::RULE_GATE if applies => {
+                        let kind = image.kind(rule.kind_index);
+                        // An approval counts for this mandate's gates only if issued under it or an ancestor:
+                        // authority flows down the chain, never up.
+                        let chosen = self.chosen_approval(image, doc, req, call, &kind, leaf, position, spare);
+                        match chosen {
+                            Some(id) => {
+                                if kind.single_use != 0 {
+                                    self.consumed.push(id);
+                                }
+                                self.granted.push(rule.entry);
+                            }
+                            None => {
+                                self.missing.push(rule.kind_index);
+                                self.missing.push(index);
+                                self.escalate(err::APPROVAL_MISSING, rule.entry);
+                            }
+                        }
+                    }
+                    image::RULE_OPERATION_ID if applies && req.operation_id.is_none() => {
+                        self.deny(err::OPERATION_MISSING_ID, Some(rule.entry));
+                    }
+                    // Current only as a JSON integer equal to the version.
+                    image::RULE_FACT if applies => {
+                        let version = image::join64(rule.number_lo, rule.number_hi) as u64;
+                        let name = image.str(rule.name_off, rule.name_len);
+                        if entry_u64(doc, req.facts, name) != Some(version) {
+                            self.add(rule.escalates != 0, err::FACT_STALE, rule.entry);
+                        }
+                    }
+                    image::RULE_BUDGET if applies => {
+                        self.counters.push(rule.counter_rank);
+                        let max = image::join64(rule.number_lo, rule.number_hi) as u64;
+                        let name = image.str(rule.name_off, rule.name_len);
+                        match entry_u64(doc, req.counters, name) {
+                            Some(used) if used < max => {}
+                            _ => self.deny(err::BUDGET_EXHAUSTED, Some(rule.entry)),
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !granted {
+                self.add(mandate.flags & image::MANDATE_ESCALATES != 0, err::UNMATCHED, mandate.otherwise_entry);
+            }
+        }
+    }
+
+    /// The smallest id (in byte order) of the presented approvals that satisfy a gate of `kind` of the chain's
+    /// mandate at `position`.
+    #[allow(clippy::too_many_arguments)]
+    fn chosen_approval(
+        &mut self,
+        image: &Image<'_>,
+        doc: &Doc<'_>,
+        req: &Request<'_>,
+        call: &Call,
+        kind: &Kind,
+        leaf: &Mandate,
+        position: u32,
+        spare: &mut [u32],
+    ) -> Option<u32> {
+        if kind.binds & image::BINDS_ARGUMENTS != 0 && self.digest.is_none() {
+            self.digest = Some(digest(image, doc, call, spare));
+        }
+        let mut chosen: Option<u32> = None;
+        for &item in req.approvals {
+            let approval = match request::approval(doc, item) {
+                Some(a) => a,
+                None => continue,
+            };
+            if !satisfies(image, doc, &approval, kind, leaf, position, req, call, self.digest.as_ref()) {
+                continue;
+            }
+            chosen = match chosen {
+                Some(best) if doc.text_cmp(best, approval.id) != Ordering::Greater => Some(best),
+                _ => Some(approval.id),
+            };
+        }
+        chosen
+    }
+
+    /// Writes the decision.
+    fn write(
+        mut self,
+        image: &Image<'_>,
+        doc: &Doc<'_>,
+        req: &Request<'_>,
+        call: &Call,
+        leaf: &Mandate,
+        out: &mut Out<'_>,
+    ) {
+        let chain_json = image.str(leaf.chain_json_off, leaf.chain_json_len);
+        let policy = image.str(image.header.policy_off, image.header.policy_len);
+        let escalates = self.deny_codes == 0 && self.escalate_codes != 0;
+        let (outcome, codes, rules): (&[u8], u32, &mut List<'w>) = if self.deny_codes != 0 {
+            (b"deny", self.deny_codes, &mut self.deny)
+        } else if escalates {
+            (b"escalate", self.escalate_codes, &mut self.escalate)
+        } else {
+            (b"allow", err::ALLOWED, &mut self.granted)
+        };
+        out.write(b"{\"decision\":\"");
+        out.write(outcome);
+        out.write(b"\",\"reasons\":");
+        err::write_codes(out, codes);
+        out.write(b",\"rules\":");
+        write_entries(image, rules.slice(), out);
+        out.write(b",\"missing_approvals\":");
+        if escalates {
+            self.write_missing(image, doc, req, call, out);
+        } else {
+            out.write(b"[]");
+        }
+        out.write(b",\"obligations\":");
+        if self.deny_codes == 0 && !escalates {
+            self.write_obligations(image, doc, req, call, out);
+        } else {
+            out.write(b"[]");
+        }
+        out.write(b",\"mandate_chain\":");
+        out.write(chain_json);
+        out.write(b",\"escalate_to\":");
+        if escalates {
+            let root = image.mandate(image.word(leaf.chain_off));
+            write_string(out, image.str(root.principal_off, root.principal_len));
+        } else {
+            out.write(b"null");
+        }
+        out.write(b",\"policy\":");
+        write_string(out, policy);
+        out.byte(b'}');
+    }
+
+    /// `missing_approvals`: one per distinct (kind, mandate), by kind name then mandate name, with the fields the
+    /// kind binds.
+    fn write_missing(&mut self, image: &Image<'_>, doc: &Doc<'_>, req: &Request<'_>, call: &Call, out: &mut Out<'_>) {
+        let pairs = self.missing.slice();
+        let count = pairs.len() / 2;
+        let pair = |i: u32| -> (u32, u32) {
+            let at = 2 * i as usize;
+            (pairs.get(at).copied().unwrap_or(0), pairs.get(at + 1).copied().unwrap_or(0))
+        };
+        let key = |i: u32| {
+            let (kind, mandate) = pair(i);
+            (image.kind(kind).name_rank, image.mandate(mandate).name_rank)
+        };
+        let order = self.order.get_mut(..count).unwrap_or(&mut []);
+        for (i, slot) in order.iter_mut().enumerate() {
+            *slot = i as u32;
+        }
+        heap_sort(order, |a, b| key(a) < key(b));
+        out.byte(b'[');
+        let mut last = None;
+        for &i in order.iter() {
+            if last == Some(key(i)) {
+                continue;
+            }
+            if last.is_some() {
+                out.byte(b',');
+            }
+            last = Some(key(i));
+            let (kind_index, mandate_index) = pair(i);
+            let kind = image.kind(kind_index);
+            let mandate = image.mandate(mandate_index);
+            out.write(b"{\"kind\":");
+            write_string(out, image.str(kind.name_off, kind.name_len));
+            out.write(b",\"mandate\":");
+            write_string(out, image.str(mandate.name_off, mandate.name_len));
+            if kind.binds & image::BINDS_TOOL != 0 {
+                out.write(b",\"tool\":");
+                write_string_tok(out, doc, call.name);
+            }
+            if let (true, Some(target)) = (kind.binds & image::BINDS_TARGET != 0, req.resource_id) {
+                out.write(b",\"target\":");
+                write_string_tok(out, doc, target);
+            }
+            if kind.binds & image::BINDS_ARGUMENTS != 0 {
+                out.write(b",\"digest\":\"");
+                out.write(self.digest.as_ref().map_or(&[][..], |d| &d[..]));
+                out.byte(b'"');
+            }
+            if let (true, Some(manifest)) = (kind.binds & image::BINDS_MANIFEST != 0, manifest(doc, call)) {
+                out.write(b",\"manifest\":");
+                write_string_tok(out, doc, manifest);
+            }
+            out.byte(b'}');
+        }
+        out.byte(b']');
+    }
+
+    /// `obligations` of an allow, in the byte order of their JSON, without repeats: approvals consumed
+    /// (`consume-approval`), budgets counted (`increment-counter`), the operation recorded (`record-operation`).
+    fn write_obligations(
+        &mut self,
+        image: &Image<'_>,
+        doc: &Doc<'_>,
+        req: &Request<'_>,
+        call: &Call,
+        out: &mut Out<'_>,
+    ) {
+        let mut first = true;
+        let mut separate = |out: &mut Out<'_>| {
+            if !first {
+                out.byte(b',');
+            }
+            first = false;
+        };
+        out.byte(b'[');
+        let consumed = self.consumed.slice();
+        // By the escaped id followed by the closing `"}`, as the whole JSON sorts.
+        let json_order = |a: u32, b: u32| escaped(doc, a).chain(*b"\"}").cmp(escaped(doc, b).chain(*b"\"}"));
+        heap_sort(consumed, |a, b| json_order(a, b) == Ordering::Less);
+        let mut last: Option<u32> = None;
+        for &id in consumed.iter() {
+            if let Some(prev) = last {
+                if json_order(prev, id) == Ordering::Equal {
+                    continue;
+                }
+            }
+            last = Some(id);
+            separate(out);
+            out.write(b"{\"kind\":\"consume-approval\",\"id\":");
+            write_string_tok(out, doc, id);
+            out.byte(b'}');
+        }
+        let counters = self.counters.slice();
+        heap_sort(counters, |a, b| a < b);
+        let mut last = None;
+        for &rank in counters.iter() {
+            if last == Some(rank) {
+                continue;
+            }
+            last = Some(rank);
+            if let Some(name) = counter_name(image, req, call, rank) {
+                separate(out);
+                out.write(b"{\"kind\":\"increment-counter\",\"counter\":");
+                write_string(out, name);
+                out.byte(b'}');
+            }
+        }
+        if let (Some(id), true) = (req.operation_id, call.record.flags & image::TOOL_SIDE_EFFECTS != 0) {
+            separate(out);
+            out.write(b"{\"kind\":\"record-operation\",\"id\":");
+            write_string_tok(out, doc, id);
+            out.byte(b'}');
+        }
+        out.byte(b']');
+    }
+}
+
+/// The name of the budget counter of rank `rank` among the rules of the call's chain.
+fn counter_name<'a>(image: &Image<'a>, req: &Request<'_>, call: &Call, rank: u32) -> Option<&'a [u8]> {
+    let _ = req;
+    let tool = &call.record;
+    for l in 0..tool.lists_count {
+        let list = RuleList::decode(image.bytes, Image::at(tool.lists_off, RuleList::SIZE, l));
+        for k in 0..list.rules_count {
+            let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
+            if rule.kind == image::RULE_BUDGET && rule.counter_rank == rank {
+                return Some(image.str(rule.name_off, rule.name_len));
+            }
+        }
+    }
+    None
+}
+
+/// Writes the entries, sorted by rank and without repeats, as a JSON array.
+pub(crate) fn write_entries(image: &Image<'_>, entries: &mut [u32], out: &mut Out<'_>) {
+    heap_sort(entries, |a, b| image.entry(a).rank < image.entry(b).rank);
+    out.byte(b'[');
+    let mut last = None;
+    for &e in entries.iter() {
+        if last == Some(e) {
+            continue;
+        }
+        if last.is_some() {
+            out.byte(b',');
+        }
+        last = Some(e);
+        let entry = image.entry(e);
+        out.write(image.str(entry.json_off, entry.json_len));
+    }
+    out.byte(b']');
+}
+
+/// The rules of mandate `mandate` that cover `tool` (lists are sorted by mandate: a binary search).
+pub(crate) fn rule_list(image: &Image<'_>, tool: &Tool, mandate: u32) -> RuleList {
+    let (mut lo, mut hi) = (0, tool.lists_count);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let list = RuleList::decode(image.bytes, Image::at(tool.lists_off, RuleList::SIZE, mid));
+        match list.mandate.cmp(&mandate) {
+            Ordering::Equal => return list,
+            Ordering::Less => lo = mid + 1,
+            Ordering::Greater => hi = mid,
+        }
+    }
+    RuleList::default()
+}
+
+/// Whether the tool requires scopes and the credential carries none of them (no credential: no scopes).
+pub(crate) fn lacks_scope(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, req: &Request<'_>) -> bool {
+    if tool.scopes_count == 0 {
+        return false;
+    }
+    let held = match req.scopes {
+        Some(scopes) => scopes,
+        None => return true,
+    };
+    !(0..tool.scopes_count).any(|i| {
+        let scope = image.str_at(tool.scopes_off, i);
+        elements(doc, held).any(|s| doc.text(s).eq(scope.iter().copied()))
+    })
+}
+
+/// Whether the call passes an argument its tool does not declare (tools are closed unless `open arguments`).
+fn has_undeclared_argument(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, arguments: Option<u32>) -> bool {
+    let arguments = match arguments {
+        Some(a) if tool.flags & image::TOOL_OPEN_ARGUMENTS == 0 => a,
+        _ => return false,
+    };
+    request::elements_of_object(doc, arguments).any(|key| cond::param(image, tool, doc.text(key)).is_none())
+}
+
+/// Whether `now` is outside the mandate's validity window: the reason and the window's entry.
+pub(crate) fn validity(mandate: &Mandate, now: i64) -> Option<(u32, u32)> {
+    let from = image::join64(mandate.valid_from_lo, mandate.valid_from_hi);
+    let until = image::join64(mandate.valid_until_lo, mandate.valid_until_hi);
+    if mandate.flags & image::MANDATE_VALID_FROM != 0 && now < from {
+        Some((err::NOT_YET_VALID, mandate.validity_entry))
+    } else if mandate.flags & image::MANDATE_VALID_UNTIL != 0 && now >= until {
+        Some((err::EXPIRED, mandate.validity_entry))
+    } else {
+        None
+    }
+}
+
+/// A stop on the mandate, for a tool with side effects.
+pub(crate) fn is_stopped(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, tool: &Tool, req: &Request<'_>) -> bool {
+    if tool.flags & image::TOOL_SIDE_EFFECTS == 0 {
+        return false;
+    }
+    let name = image.str(mandate.name_off, mandate.name_len);
+    match req.stops {
+        Some(stops) => elements(doc, stops).any(|s| doc.text(s).eq(name.iter().copied())),
+        None => false,
+    }
+}
+
+/// The tool's level is above the mandate's maximum.
+pub(crate) fn level_exceeded(mandate: &Mandate, tool: &Tool) -> bool {
+    mandate.flags & image::MANDATE_MAX_LEVEL != 0 && tool.level > mandate.max_level
+}
+
+/// The entry of `name` in the object `obj` as a JSON integer in `u64` (serde_json's `as_u64`: digits only).
+fn entry_u64(doc: &Doc<'_>, obj: Option<u32>, name: &[u8]) -> Option<u64> {
+    let value = doc.get(obj?, name)?;
+    if doc.token(value).kind() != NUMBER {
+        return None;
+    }
+    let mut n: u64 = 0;
+    let raw = doc.raw(value);
+    if raw.is_empty() {
+        return None;
+    }
+    for &c in raw {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(n)
+}
+
+/// The argument digest of the call (`sha256:…`).
+fn digest(image: &Image<'_>, doc: &Doc<'_>, call: &Call, keys: &mut [u32]) -> [u8; 71] {
+    argument_digest(doc, call.arguments, image.tool_name(call.tool), keys).0
+}
+
+/// `args.manifest` when it is a string that is not blank (a blank manifest binds nothing).
+fn manifest(doc: &Doc<'_>, call: &Call) -> Option<u32> {
+    let value = doc.get(call.arguments?, b"manifest")?;
+    let is_string = doc.token(value).kind() == crate::json::STRING;
+    (is_string && !request::is_blank(doc, value)).then_some(value)
+}
+
+/// Whether a presented approval satisfies a gate of `kind` for this call; the gate's mandate is the chain's
+/// mandate at `position`, and the issuers are it and its ancestors.
+#[allow(clippy::too_many_arguments)]
+fn satisfies(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    approval: &Approval,
+    kind: &Kind,
+    leaf: &Mandate,
+    position: u32,
+    req: &Request<'_>,
+    call: &Call,
+    digest: Option<&[u8; 71]>,
+) -> bool {
+    let now = i128::from(req.now);
+    let issued = i128::from(approval.issued_at);
+    let ttl = i128::from(image::join64(kind.ttl_lo, kind.ttl_hi) as u64);
+    let in_time = issued <= now && now < i128::from(approval.expires_at) && now < issued + ttl;
+    if approval.consumed || !in_time {
+        return false;
+    }
+    if !doc.text(approval.kind).eq(image.str(kind.name_off, kind.name_len).iter().copied()) {
+        return false;
+    }
+    let in_chain = (0..=position).any(|p| {
+        let m = image.word(leaf.chain_off.wrapping_add(4 * p));
+        doc.text(approval.mandate).eq(image.mandate_name(m).iter().copied())
+    });
+    if !in_chain {
+        return false;
+    }
+    let text_eq = |a: Option<u32>, b: Option<u32>| match (a, b) {
+        (Some(a), Some(b)) => doc.text_eq(a, b),
+        _ => false,
+    };
+    if kind.binds & image::BINDS_TOOL != 0 && !text_eq(approval.tool, Some(call.name)) {
+        return false;
+    }
+    if kind.binds & image::BINDS_TARGET != 0 && !text_eq(approval.target, req.resource_id) {
+        return false;
+    }
+    if kind.binds & image::BINDS_ARGUMENTS != 0 {
+        let matches = match (approval.digest, digest) {
+            (Some(given), Some(d)) => doc.text(given).eq(d.iter().copied()),
+            _ => false,
+        };
+        if !matches {
+            return false;
+        }
+    }
+    if kind.binds & image::BINDS_MANIFEST != 0 && !text_eq(approval.manifest, manifest(doc, call)) {
+        return false;
+    }
+    true
 }
 
 /// Writes the tool listing of the parsed request's subject and context, exactly
@@ -51,7 +698,7 @@ pub fn visible_tools(
     work: &mut Work,
     out: &mut Out<'_>,
 ) {
-    let _ = (image, parsed, work, out);
+    crate::visible::visible_tools(image, parsed, work, out)
 }
 
 /// Writes the JSON of `remit_policy_info` (docs/abi.md), which the compiler stored whole.

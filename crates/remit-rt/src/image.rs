@@ -473,7 +473,7 @@ impl<'a> Image<'a> {
 /// The hash table the writer stores for `names` (index `i` has name `names[i]`): `slots` words, a power of two at
 /// least twice the count, each 0 (empty) or index + 1, filled by linear probing from [`hash`]. Written here so
 /// that writer and reader share it.
-#[cfg(feature = "std")]
+#[cfg(any(test, feature = "std"))]
 pub fn hash_table(names: &[&[u8]]) -> std::vec::Vec<u32> {
     let len = (names.len() * 2).max(1).next_power_of_two();
     let mut slots = std::vec![0u32; len];

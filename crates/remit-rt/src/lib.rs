@@ -12,14 +12,17 @@
 //! It is written in the Rust that Debian's rustc 1.63 accepts (`rust-version` in Cargo.toml keeps clippy to it).
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 
+pub mod cond;
 pub mod decide;
 pub mod digest;
+pub mod err;
 pub mod image;
 pub mod json;
 pub mod out;
 pub mod request;
 pub mod sha256;
 pub mod value;
+pub mod visible;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 

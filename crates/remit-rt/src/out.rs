@@ -33,6 +33,12 @@ impl<'a> Out<'a> {
         self.overflow
     }
 
+    /// Forgets everything written and the overflow (to write a smaller answer instead).
+    pub fn clear(&mut self) {
+        self.pos = 0;
+        self.overflow = false;
+    }
+
     /// What was written.
     pub fn written(&self) -> &[u8] {
         self.buf.get(..self.pos).unwrap_or(&[])
@@ -119,6 +125,15 @@ pub fn write_string_tok(out: &mut impl Sink, doc: &Doc<'_>, tok: u32) {
         }
         out.byte(b'"');
     }
+}
+
+/// The bytes [`write_string_tok`] writes between the quotes of the string token `tok` (escaped minimally), one by
+/// one: for comparing the JSON of two strings without writing them.
+pub fn escaped<'d>(doc: &Doc<'d>, tok: u32) -> impl Iterator<Item = u8> + 'd {
+    doc.text(tok).flat_map(|b| {
+        let (bytes, len) = escape(b).unwrap_or(([b, 0, 0, 0, 0, 0], 1));
+        bytes.into_iter().take(len)
+    })
 }
 
 #[cfg(test)]

@@ -107,6 +107,28 @@ pub struct Request<'a> {
     pub attributes: Option<u32>,
 }
 
+impl<'a> Request<'a> {
+    /// The same request with another list of approvals (the list's slots are the caller's: this lets the caller
+    /// take back the rest of the slot buffer once the request is read).
+    pub fn with_approvals<'b>(&self, approvals: &'b [u32]) -> Request<'b> {
+        Request {
+            subject_id: self.subject_id,
+            scopes: self.scopes,
+            call: self.call,
+            resource_id: self.resource_id,
+            mandate: self.mandate,
+            now: self.now,
+            operation_id: self.operation_id,
+            attempt: self.attempt,
+            approvals,
+            stops: self.stops,
+            facts: self.facts,
+            counters: self.counters,
+            attributes: self.attributes,
+        }
+    }
+}
+
 /// Reads the request whose root is token 0 of `doc`. `slots` needs as many entries as `doc` has tokens (it holds the
 /// approvals' list; with fewer, the request is refused as `oversize`, which the runtime's buffers never cause).
 pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Request<'a>, RequestError> {

@@ -1,0 +1,195 @@
+//! Tool listing, the twin of `src/eval/visible.rs`: which tools a gateway should show an agent before any call is
+//! made. A tool is hidden only when every call to it would be denied whatever its arguments, with the first such
+//! reason in the documented order; anything that depends on the call is left to [`crate::decide::decide`].
+
+use crate::cond::{self, Env};
+use crate::decide::{is_stopped, lacks_scope, level_exceeded, rule_list, validity, Work};
+use crate::err;
+use crate::image::{self, Image, Mandate, Rule, Tool};
+use crate::json::{Doc, JsonError};
+use crate::out::{write_string, Out};
+use crate::request::{self, Need, Request};
+use crate::Sink;
+
+/// Writes the listing of the parsed request's subject and context, exactly `remit::eval::visible_tools(…).to_json()`:
+/// `{"visible":[…],"hidden":[{"tool":…,"reason":…,"rule":{…}}]}`, each list in the order of the tools' names.
+pub fn visible_tools(
+    image: &Image<'_>,
+    parsed: Result<(Doc<'_>, &mut [u32]), JsonError>,
+    _work: &mut Work,
+    out: &mut Out<'_>,
+) {
+    let (doc, keys) = match parsed {
+        Ok(p) => p,
+        Err(e) => return hide_all(image, out, first(err::of_request(request::RequestError::json(e)))),
+    };
+    let req = match request::parse(&doc, Need::Listing, keys) {
+        Ok(req) => req,
+        // `request.malformed` sorts first, so it wins when both apply.
+        Err(e) => return hide_all(image, out, first(err::of_request(e))),
+    };
+    let h = image.header;
+    let leaf = match image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(req.mandate), |i| {
+        image.mandate_name(i)
+    }) {
+        Some(leaf) => leaf,
+        None => return hide_all(image, out, err::MANDATE_UNKNOWN),
+    };
+    let leaf = image.mandate(leaf);
+    let holder = (0..leaf.holders_count)
+        .any(|i| doc.text(req.subject_id).eq(image.str_at(leaf.holders_off, i).iter().copied()));
+    if !holder {
+        return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
+    }
+    // Two passes over the tools in name order: the visible ones, then the hidden ones with their reasons.
+    out.write(b"{\"visible\":[");
+    let mut first_item = true;
+    for i in 0..h.tools_count {
+        let tool = image.word(h.listing_off.wrapping_add(4 * i));
+        if hidden_because(image, &doc, &req, &leaf, tool).is_none() {
+            if !first_item {
+                out.byte(b',');
+            }
+            first_item = false;
+            write_string(out, image.tool_name(tool));
+        }
+    }
+    out.write(b"],\"hidden\":[");
+    let mut first_item = true;
+    for i in 0..h.tools_count {
+        let tool = image.word(h.listing_off.wrapping_add(4 * i));
+        if let Some((code, entry)) = hidden_because(image, &doc, &req, &leaf, tool) {
+            if !first_item {
+                out.byte(b',');
+            }
+            first_item = false;
+            write_hidden(image, out, tool, code, entry);
+        }
+    }
+    out.write(b"]}");
+}
+
+/// The lowest code of a set.
+fn first(codes: u32) -> u32 {
+    codes & codes.wrapping_neg()
+}
+
+fn write_hidden(image: &Image<'_>, out: &mut Out<'_>, tool: u32, code: u32, entry: Option<u32>) {
+    out.write(b"{\"tool\":");
+    write_string(out, image.tool_name(tool));
+    out.write(b",\"reason\":\"");
+    out.write(err::name(code).as_bytes());
+    out.byte(b'"');
+    if let Some(entry) = entry {
+        let entry = image.entry(entry);
+        out.write(b",\"rule\":");
+        out.write(image.str(entry.json_off, entry.json_len));
+    }
+    out.byte(b'}');
+}
+
+/// Every tool hidden for one reason, with no rule.
+fn hide_all(image: &Image<'_>, out: &mut Out<'_>, code: u32) {
+    out.write(b"{\"visible\":[],\"hidden\":[");
+    for i in 0..image.header.tools_count {
+        if i > 0 {
+            out.byte(b',');
+        }
+        write_hidden(image, out, image.word(image.header.listing_off.wrapping_add(4 * i)), code, None);
+    }
+    out.write(b"]}");
+}
+
+/// The lowest-ranked of the entries offered: among several clauses giving the same reason, the one a decision
+/// would list first.
+#[derive(Default)]
+struct Lowest {
+    found: Option<(u32, u32)>,
+}
+
+impl Lowest {
+    fn offer(&mut self, image: &Image<'_>, entry: u32) {
+        let rank = image.entry(entry).rank;
+        match self.found {
+            Some((best, _)) if best <= rank => {}
+            _ => self.found = Some((rank, entry)),
+        }
+    }
+
+    fn entry(&self) -> Option<u32> {
+        self.found.map(|(_, e)| e)
+    }
+}
+
+/// The first reason, in the documented order, that denies every call to `tool`, with its clause.
+fn hidden_because(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    req: &Request<'_>,
+    leaf: &Mandate,
+    tool_index: u32,
+) -> Option<(u32, Option<u32>)> {
+    let tool: Tool = image.tool(tool_index);
+    if tool.flags & image::TOOL_ADMINISTERS_MANDATES != 0 {
+        return Some((err::SELF_MODIFICATION, None));
+    }
+    if lacks_scope(image, doc, &tool, req) {
+        return Some((err::SCOPE_MISSING, None));
+    }
+    let mandate_at = |p: u32| image.word(leaf.chain_off.wrapping_add(4 * p));
+    let (mut not_yet, mut expired, mut stopped, mut level) =
+        (Lowest::default(), Lowest::default(), Lowest::default(), Lowest::default());
+    for p in 0..leaf.chain_count {
+        let mandate = image.mandate(mandate_at(p));
+        match validity(&mandate, req.now) {
+            Some((code, entry)) if code == err::NOT_YET_VALID => not_yet.offer(image, entry),
+            Some((_, entry)) => expired.offer(image, entry),
+            None => {}
+        }
+        if is_stopped(image, doc, &mandate, &tool, req) {
+            stopped.offer(image, mandate.stop_entry);
+        }
+        if level_exceeded(&mandate, &tool) {
+            level.offer(image, mandate.level_entry);
+        }
+    }
+    for (code, lowest) in [
+        (err::NOT_YET_VALID, &not_yet),
+        (err::EXPIRED, &expired),
+        (err::STOP_ACTIVE, &stopped),
+        (err::LEVEL_EXCEEDED, &level),
+    ] {
+        if let Some(entry) = lowest.entry() {
+            return Some((code, Some(entry)));
+        }
+    }
+
+    let env = Env { image: *image, doc: *doc, request: req, tool: tool_index, listing: true };
+    let (mut forbidding, mut unmatched) = (Lowest::default(), Lowest::default());
+    for p in 0..leaf.chain_count {
+        let index = mandate_at(p);
+        let mandate = image.mandate(index);
+        let mut may_grant = false;
+        let list = rule_list(image, &tool, index);
+        for k in 0..list.rules_count {
+            let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
+            match rule.kind {
+                // Matches (or fails, which also forbids) whatever the arguments.
+                image::RULE_FORBID if !cond::possible(&env, rule.cond_off, rule.cond_count).can_be_false() => {
+                    forbidding.offer(image, rule.entry);
+                }
+                image::RULE_ALLOW if cond::possible(&env, rule.cond_off, rule.cond_count).can_be_true() => {
+                    may_grant = true;
+                }
+                _ => {}
+            }
+        }
+        if !may_grant {
+            unmatched.offer(image, mandate.otherwise_entry);
+        }
+    }
+    if let Some(entry) = forbidding.entry() {
+        return Some((err::FORBIDDEN, Some(entry)));
+    }
+    unmatched.entry().map(|entry| (err::UNMATCHED, Some(entry)))
+}
