@@ -4,42 +4,21 @@
 
 mod support;
 
-use remit_rt::decide::Work;
-use remit_rt::image::Image;
-use remit_rt::out::Out;
-
-fn decide_native(image: &Image<'_>, request: &[u8], work: &mut Work, out: &mut [u8]) -> Vec<u8> {
-    support::rt_parse(request, |parsed| {
-        let mut out = Out::new(out);
-        remit_rt::decide::decide(image, parsed, work, &mut out);
-        out.written().to_vec()
-    })
-}
-
-fn listing_native(image: &Image<'_>, request: &[u8], work: &mut Work, out: &mut [u8]) -> Vec<u8> {
-    support::rt_parse(request, |parsed| {
-        let mut out = Out::new(out);
-        remit_rt::decide::visible_tools(image, parsed, work, &mut out);
-        out.written().to_vec()
-    })
-}
+use remit::runtime::native::Native;
 
 #[test]
 fn native_decisions_equal_the_interpreter() {
-    let mut work = Box::new(Work::EMPTY);
     let mut failures = Vec::new();
     let mut compared = 0;
     for unit in support::corpus() {
-        let bytes = remit::wasm::image::write(&unit.program).unwrap();
-        let image = Image::new(&bytes).unwrap();
-        let mut out = vec![0u8; image.header.output_limit as usize];
+        let mut native = Native::new(&unit.program).unwrap();
         let mut inputs = unit.requests.clone();
         if let Some(first) = unit.requests.first() {
             inputs.extend(support::garbage(first));
         }
         for request in &inputs {
             let expected = remit::eval::decide(&unit.program, request).to_json();
-            let got = decide_native(&image, request, &mut work, &mut out);
+            let got = native.decide(request);
             compared += 1;
             if got != expected.as_bytes() {
                 failures.push(format!(
@@ -50,7 +29,7 @@ fn native_decisions_equal_the_interpreter() {
                 ));
             }
             let expected = remit::eval::visible_tools(&unit.program, request).to_json();
-            let got = listing_native(&image, request, &mut work, &mut out);
+            let got = native.visible_tools(request);
             if got != expected.as_bytes() {
                 failures.push(format!(
                     "{} (listing): {}\n  interpreter: {expected}\n  runtime:     {}",

@@ -14,6 +14,8 @@
 //!   [`PolicyHandle::evaluator`] finishes an in-flight call on the policy it started with, and every call that starts
 //!   after [`PolicyHandle::swap`] returned runs on the new policy.
 
+pub mod native;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
