@@ -66,14 +66,86 @@ pub fn parse(text: &str) -> Result<TestFile, String> {
     Ok(TestFile { policy, cases: out })
 }
 
-/// Runs every case of a test file.
-pub fn run(program: &Program, file: &TestFile) -> Vec<Outcome> {
-    file.cases.iter().map(|case| run_case(program, case)).collect()
+/// Which engines decide a test file's cases (`remit test --engine`). The interpreter always decides (it is the
+/// reference); each other engine chosen must write exactly its bytes, so the expectations, checked on the
+/// interpreter's decision, hold for every engine chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// The reference interpreter only (`src/eval`).
+    #[default]
+    Interpreter,
+    /// The module's runtime called natively over the policy image (`runtime::native`).
+    Native,
+    /// The decision module `remit build` writes, in wasmtime.
+    Module,
+    /// All three.
+    All,
 }
 
-fn run_case(program: &Program, case: &Case) -> Outcome {
-    let decision = decide(program, case.request.to_string().as_bytes());
+impl Engine {
+    pub fn parse(name: &str) -> Option<Engine> {
+        Some(match name {
+            "interpreter" => Engine::Interpreter,
+            "native" => Engine::Native,
+            "module" => Engine::Module,
+            "all" => Engine::All,
+            _ => return None,
+        })
+    }
+}
+
+/// The engines of one run, made once per program.
+struct Engines {
+    native: Option<crate::runtime::native::Native>,
+    module: Option<crate::runtime::Evaluator>,
+}
+
+impl Engines {
+    fn new(program: &Program, engine: Engine) -> Result<Engines, String> {
+        let native = match engine {
+            Engine::Native | Engine::All => Some(
+                crate::runtime::native::Native::new(program)
+                    .map_err(|e| format!("cannot write the policy image: {e:?}"))?,
+            ),
+            _ => None,
+        };
+        let module = match engine {
+            Engine::Module | Engine::All => {
+                let wasm = crate::wasm::compile(program)?;
+                let runtime = crate::runtime::Runtime::new()?;
+                Some(std::sync::Arc::new(runtime.load(&wasm)?).evaluator()?)
+            }
+            _ => None,
+        };
+        Ok(Engines { native, module })
+    }
+}
+
+/// Runs every case of a test file with the interpreter.
+pub fn run(program: &Program, file: &TestFile) -> Vec<Outcome> {
+    run_with(program, file, Engine::Interpreter).unwrap_or_default()
+}
+
+/// Runs every case of a test file with the chosen engines; an error when an engine cannot be made for the program.
+pub fn run_with(program: &Program, file: &TestFile, engine: Engine) -> Result<Vec<Outcome>, String> {
+    let mut engines = Engines::new(program, engine)?;
+    Ok(file.cases.iter().map(|case| run_case(program, case, &mut engines)).collect())
+}
+
+fn run_case(program: &Program, case: &Case, engines: &mut Engines) -> Outcome {
+    let request = case.request.to_string();
+    let decision = decide(program, request.as_bytes());
     let mut failures = Vec::new();
+    let expected = decision.to_json();
+    let others = [
+        ("native engine", engines.native.as_mut().map(|n| n.decide(request.as_bytes()))),
+        ("module", engines.module.as_mut().map(|m| m.decide(request.as_bytes()))),
+    ];
+    for (name, bytes) in others {
+        if let Some(bytes) = bytes.filter(|b| b != expected.as_bytes()) {
+            failures.push(format!("the {name} disagrees with the interpreter: {}", String::from_utf8_lossy(&bytes)));
+        }
+    }
     let outcome = decision.outcome.as_str();
     if outcome != case.expect {
         failures.push(format!("expected `{}`, got `{outcome}`", case.expect));

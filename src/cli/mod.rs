@@ -83,7 +83,14 @@ enum Command {
         json: bool,
     },
     /// Run policy test files (*.tests.toml) and print `N passed, M failed`
-    Test { paths: Vec<PathBuf> },
+    Test {
+        paths: Vec<PathBuf>,
+        /// Which engines decide: `interpreter` (the reference), `native` (the module's runtime over the policy
+        /// image), `module` (the built .wasm in wasmtime) or `all`; every engine but the interpreter must also write
+        /// the interpreter's bytes
+        #[arg(long, default_value = "interpreter", value_parser = ["interpreter", "native", "module", "all"])]
+        engine: String,
+    },
     /// Put policy files (and the folders' .remit files) in the canonical layout; `--check` only reports
     Fmt {
         #[arg(required = true)]
@@ -206,7 +213,7 @@ pub fn run() -> ExitCode {
             cmd_eval(&policy, &request, Options { narrowing: !no_narrowing })
         }
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
-        Command::Test { paths } => tests::run(&paths),
+        Command::Test { paths, engine } => tests::run(&paths, remit::testing::Engine::parse(&engine).unwrap_or_default()),
         Command::Digest { request } => cmd_digest(&request),
         Command::Diff { old, new, format, output } => diff::run(&old, &new, format, output.as_deref()),
         Command::Graph { paths, format, output, stops } => cmd_graph(&paths, format, output.as_deref(), &stops),

@@ -10,7 +10,7 @@ use remit::testing;
 
 use super::{load, render, Format};
 
-pub fn run(paths: &[PathBuf]) -> Result<ExitCode, String> {
+pub fn run(paths: &[PathBuf], engine: testing::Engine) -> Result<ExitCode, String> {
     let roots = if paths.is_empty() { vec![PathBuf::from(".")] } else { paths.to_vec() };
     let mut files = Vec::new();
     for root in &roots {
@@ -57,7 +57,15 @@ pub fn run(paths: &[PathBuf]) -> Result<ExitCode, String> {
             failed += parsed.cases.len().max(1);
             continue;
         };
-        for outcome in testing::run(&program, &parsed) {
+        let outcomes = match testing::run_with(&program, &parsed, engine) {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                println!("FAIL {}: {e} ({} case(s) not run)", file.display(), parsed.cases.len());
+                failed += parsed.cases.len().max(1);
+                continue;
+            }
+        };
+        for outcome in outcomes {
             if outcome.failures.is_empty() {
                 passed += 1;
             } else {
