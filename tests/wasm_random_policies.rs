@@ -3,31 +3,11 @@
 //! wasm, and asked random requests (well-typed, mistyped, missing); the module must answer exactly as the
 //! interpreter, for decisions and tool listings.
 
+mod support;
+
 use remit::check::{check_with, Options};
+use support::rng::XorShift as Rng;
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
 
 const PARAMS: [(&str, &str); 11] = [
     ("n", "int"),

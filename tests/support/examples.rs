@@ -1,6 +1,5 @@
 //! The shipped examples as (file, text) pairs with their test-case requests, compiling them without the disk
-//! loader, a deterministic random source, and decisions without what legitimately depends on layout. (Older
-//! test files still carry their own copies; new ones use these.)
+//! loader, and decisions without what legitimately depends on layout.
 
 use std::path::Path;
 
@@ -55,23 +54,4 @@ pub fn semantic(decision: &Decision) -> String {
         rule.at.clear();
     }
     d.to_json()
-}
-
-/// A small deterministic generator (PCG-style LCG step, high bits).
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
-
-    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..n).collect();
-        for i in (1..n).rev() {
-            let j = self.below(i + 1);
-            order.swap(i, j);
-        }
-        order
-    }
 }

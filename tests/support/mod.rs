@@ -1,11 +1,13 @@
 //! Shared by the tests of what ships around the compiler (tests/hosts.rs, tests/editor.rs, tests/ci_action.rs,
 //! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
-//! shipped examples and their requests (tests/format.rs); `mutate` mutated requests for the differential tests.
+//! shipped examples and their requests (tests/format.rs); `mutate` mutated requests for the differential tests;
+//! `rng` the deterministic random sources of every randomised test.
 #![allow(dead_code)]
 
 pub mod examples;
 pub mod mutate;
+pub mod rng;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -142,14 +144,12 @@ pub fn garbage(valid: &[u8]) -> Vec<Vec<u8>> {
         out.push(bytes);
     }
     const JSONISH: &[u8] = b"{}[]\":,0123456789.-etrufalsn \\";
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = rng::XorShift(0x2545_f491_4f6c_dd1d);
     for i in 0..24 {
         let len = [1, 7, 64, 300, 2_000, 40_000][i % 6];
         let bytes = (0..len)
             .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
+                let seed = rng.next();
                 if i.is_multiple_of(2) {
                     JSONISH[(seed % JSONISH.len() as u64) as usize]
                 } else {
