@@ -16,10 +16,10 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use remit::check::check;
-use remit::ir::Program;
 use remit::runtime::{Compiled, Limits, PolicyHandle, Runtime, REASON_FUEL, REASON_TRAP};
 use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
 use remit::wasm::module::ModuleBuilder;
+use support::examples::{self, EXAMPLES};
 use wasm_encoder::{BlockType, Function, Instruction as I, ValType};
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -542,40 +542,6 @@ fn the_node_host_and_the_wasmtime_host_agree_on_the_stub() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-const EXAMPLES: [&str; 4] = ["bank-disputes", "club", "wallet", "web-publication"];
-
-/// An example's program, its files named relative to its folder as `remit eval examples/NAME` names them.
-fn example_program(name: &str) -> Program {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
-    let mut sources = remit::stdlib::sources();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        sources.add(name, std::fs::read_to_string(path).unwrap());
-    }
-    let checked = check(sources);
-    checked.program.unwrap_or_else(|| panic!("{name} does not check: {:#?}", checked.diagnostics))
-}
-
-/// Every request of an example: its `requests/` folder and the requests of its policy test cases.
-fn example_requests(name: &str) -> Vec<Vec<u8>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
-    let mut requests = Vec::new();
-    let mut shipped: Vec<PathBuf> =
-        std::fs::read_dir(dir.join("requests")).unwrap().map(|e| e.unwrap().path()).collect();
-    shipped.sort();
-    requests.extend(shipped.iter().map(|p| std::fs::read(p).unwrap()));
-    let mut tests: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    tests.sort();
-    for path in tests.iter().filter(|p| p.to_string_lossy().ends_with(".tests.toml")) {
-        let file = remit::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-        // As `remit test` sends them.
-        requests.extend(file.cases.iter().map(|case| case.request.to_string().into_bytes()));
-    }
-    requests
-}
-
 fn is_deny(decision: &[u8]) -> bool {
     let value: serde_json::Value = serde_json::from_slice(decision).expect("a decision is JSON");
     value["decision"] == "deny"
@@ -593,13 +559,13 @@ fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
     let runtime = runtime();
     let mut checked = 0;
     for name in EXAMPLES {
-        let program = example_program(name);
+        let program = examples::program(name);
         let wasm = remit::wasm::compile(&program).expect("the example compiles");
         // Only WebAssembly 2.0 features, so every runtime of the last years runs it.
         wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::WASM2)
             .validate_all(&wasm)
             .unwrap_or_else(|e| panic!("{name}: the module needs more than WebAssembly 2.0: {e}"));
-        let requests = example_requests(name);
+        let requests = examples::requests(&examples::dir(name));
         // The shared garbage ends with the request padded to exactly the limit (decided normally), then oversize.
         let garbage = support::garbage(&requests[0]);
         let all: Vec<Vec<u8>> = requests.iter().chain(&garbage).cloned().collect();
@@ -633,13 +599,7 @@ fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
         }
         // Tool listings: the example's subjects (when it has them) and its requests.
         let mut subjects = requests.clone();
-        if let Ok(entries) =
-            std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name).join("subjects"))
-        {
-            let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-            files.sort();
-            subjects.extend(files.iter().map(|p| std::fs::read(p).unwrap()));
-        }
+        subjects.extend(examples::subjects(&examples::dir(name)));
         subjects.extend(garbage[..garbage.len() - 1].iter().cloned());
         let from_node = node_decide(&dir, &wasm, &subjects, true);
         for (request, node) in subjects.iter().zip(&from_node) {

@@ -1,7 +1,7 @@
 //! Shared by the tests of what ships around the compiler (tests/hosts.rs, tests/editor.rs, tests/ci_action.rs,
 //! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
-//! shipped examples and their requests (tests/format.rs); `mutate` mutated requests for the differential tests;
+//! one loader of the shipped examples and policy folders; `mutate` mutated requests for the differential tests;
 //! `rng` the deterministic random sources of every randomised test.
 #![allow(dead_code)]
 
@@ -87,16 +87,10 @@ pub struct Unit {
     pub subjects: Vec<Vec<u8>>,
 }
 
-fn sorted(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-    files.sort();
-    files
-}
-
 /// Every example and every folder of tests/semantics, checked as `remit test` checks them (the semantics
 /// folders hold deliberately widening sub-mandates, so the narrowing proof is off: decisions never depend on it).
 pub fn corpus() -> Vec<Unit> {
+    use examples::sorted;
     let mut dirs: Vec<PathBuf> = sorted(&root().join("examples")).into_iter().filter(|p| p.is_dir()).collect();
     dirs.extend(sorted(&root().join("tests/semantics")).into_iter().filter(|p| p.is_dir()));
     dirs.into_iter()
@@ -104,20 +98,14 @@ pub fn corpus() -> Vec<Unit> {
             let name = dir.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
             // Named relative to the folder, as `remit build FOLDER` names them (imports stay inside the folder).
             let mut sources = remit::stdlib::sources();
-            for path in sorted(&dir).iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
-                let file = path.file_name().unwrap().to_string_lossy().into_owned();
-                sources.add(file, std::fs::read_to_string(path).unwrap());
+            for (file, text) in examples::remit_files(&dir) {
+                sources.add(file, text);
             }
             let checked = check_with(sources, Options { narrowing: false });
             let program =
                 checked.program.unwrap_or_else(|| panic!("{name} does not check: {:#?}", checked.diagnostics));
-            let mut requests: Vec<Vec<u8>> =
-                sorted(&dir.join("requests")).iter().map(|p| std::fs::read(p).unwrap()).collect();
-            for path in sorted(&dir).iter().filter(|p| p.to_string_lossy().ends_with(".tests.toml")) {
-                let file = remit::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-                requests.extend(file.cases.iter().map(|case| case.request.to_string().into_bytes()));
-            }
-            let subjects = sorted(&dir.join("subjects")).iter().map(|p| std::fs::read(p).unwrap()).collect();
+            let requests = examples::requests(&dir);
+            let subjects = examples::subjects(&dir);
             Unit { name, dir, program, requests, subjects }
         })
         .collect()
