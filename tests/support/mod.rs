@@ -2,12 +2,13 @@
 //! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
 //! one loader of the shipped examples and policy folders; `mutate` mutated requests for the differential tests;
-//! `rng` the deterministic random sources of every randomised test.
+//! `rng` the deterministic random sources of every randomised test; `stub` hand-built modules for the hosts' tests.
 #![allow(dead_code)]
 
 pub mod examples;
 pub mod mutate;
 pub mod rng;
+pub mod stub;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
