@@ -2,13 +2,15 @@
 //! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
 //! one loader of the shipped examples and policy folders; `mutate` mutated requests for the differential tests;
-//! `rng` the deterministic random sources of every randomised test; `stub` hand-built modules for the hosts' tests.
+//! `rng` the deterministic random sources of every randomised test; `stub` hand-built modules for the hosts' tests;
+//! `wasm` a decision module run directly in wasmtime.
 #![allow(dead_code)]
 
 pub mod examples;
 pub mod mutate;
 pub mod rng;
 pub mod stub;
+pub mod wasm;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
