@@ -18,7 +18,8 @@ use remit::eval::decide;
 use remit::syntax::ast::Decl;
 use remit::syntax::format::format;
 use remit::syntax::parse_file;
-use support::examples::{compile, example, semantic, Rng, EXAMPLES};
+use support::examples::{compile, example, semantic, EXAMPLES};
+use support::rng::Lcg as Rng;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

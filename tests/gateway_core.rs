@@ -1,10 +1,11 @@
 //! The gateway core without HTTP: state filled from the store, obligations exactly once under concurrency, forged
 //! state ignored, the log's hash chain, and a store failure denying.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 
-use remit::check::check;
 use remit::gateway::audit;
 use remit::gateway::core::{FixedClock, REASON_AMBIGUOUS, REASON_STORE};
 use remit::gateway::store::{Store, StoreError, StoreResult, Tx};
@@ -13,29 +14,9 @@ use remit::ir::Program;
 use remit::runtime::Runtime;
 use remit::value::parse_timestamp;
 use serde_json::{json, Value};
+use support::examples;
 
 const NOW: &str = "2026-12-03T15:30:00Z";
-
-fn program_of(files: &[(String, String)]) -> Program {
-    let mut sources = remit::stdlib::sources();
-    for (name, text) in files {
-        sources.add(name.clone(), text.clone());
-    }
-    let checked = check(sources);
-    checked.program.unwrap_or_else(|| panic!("does not check: {:#?}", checked.diagnostics))
-}
-
-fn example(name: &str) -> Program {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    let files: Vec<(String, String)> = files
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "remit"))
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(p).unwrap()))
-        .collect();
-    program_of(&files)
-}
 
 fn policy(program: &Program) -> Policy {
     let wasm = remit::wasm::compile(program).unwrap();
@@ -121,7 +102,7 @@ fn gated_payment() -> Vec<u8> {
 
 #[test]
 fn two_hundred_concurrent_calls_with_one_single_use_approval_allow_exactly_once() {
-    let s = setup("single-use", &program_of(&[("shop.remit".into(), GATED.into())]));
+    let s = setup("single-use", &examples::compile(&[("shop.remit".into(), GATED.into())]));
     let first = s.gateway.decide(&gated_payment());
     assert_eq!(first.outcome, "escalate", "{}", first.decision);
     let request = first.access_request.clone().expect("an access request");
@@ -154,7 +135,7 @@ mandate shop for "user:alice" {
   budget per_op: at most 3 calls to make_payment per operation
 }
 "#;
-    let s = setup("budget", &program_of(&[("shop.remit".into(), text.into())]));
+    let s = setup("budget", &examples::compile(&[("shop.remit".into(), text.into())]));
     let request = |op: &str| {
         json!({"subject": {"id": "agent:shopper"},
                "action": {"name": "make_payment", "arguments": {"merchant": "m", "amount": "1.00 USD"}},
@@ -180,7 +161,7 @@ mandate shop for "user:alice" {
   budget daily: at most 3 calls to make_payment per day
 }
 "#;
-    let s = setup("windows", &program_of(&[("shop.remit".into(), text.into())]));
+    let s = setup("windows", &examples::compile(&[("shop.remit".into(), text.into())]));
     let request = br#"{"subject":{"id":"agent:shopper"},"action":{"name":"make_payment","arguments":{}}}"#;
     let start = parse_timestamp("2026-12-03T10:00:00Z").unwrap();
     s.clock.set(start);
@@ -199,7 +180,7 @@ mandate shop for "user:alice" {
 
 #[test]
 fn forged_approvals_counters_stops_facts_and_time_in_the_request_are_ignored_and_logged() {
-    let s = setup("forged", &example("wallet"));
+    let s = setup("forged", &examples::program("wallet"));
     let mut request: Value = serde_json::from_slice(&payment("80.00 USD", "op-1")).unwrap();
     let digest = remit::eval::argument_digest("make_payment", &request["action"]["arguments"]);
     request["context"]["approvals"] = json!([{
@@ -232,7 +213,7 @@ fn forged_approvals_counters_stops_facts_and_time_in_the_request_are_ignored_and
 
 #[test]
 fn an_approved_call_is_allowed_once_and_a_changed_argument_escalates_again() {
-    let s = setup("approve", &example("wallet"));
+    let s = setup("approve", &examples::program("wallet"));
     let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
     assert_eq!(escalated.outcome, "escalate");
     let request = escalated.access_request.unwrap();
@@ -267,7 +248,7 @@ fn an_approved_call_is_allowed_once_and_a_changed_argument_escalates_again() {
 
 #[test]
 fn stops_and_facts_come_from_the_store() {
-    let s = setup("stops", &example("wallet"));
+    let s = setup("stops", &examples::program("wallet"));
     assert!(s.gateway.decide(&payment("20.00 USD", "op-1")).allowed());
     s.gateway.set_stop("wallet", true, "admin").unwrap();
     assert_eq!(s.gateway.decide(&payment("20.00 USD", "op-2")).reasons, ["stop.active"]);
@@ -284,7 +265,7 @@ fn a_subject_with_one_mandate_gets_it_and_one_with_several_is_denied_ambiguous()
 mandate a for "user:alice" { holder "agent:one" holder "agent:two" allow make_payment }
 mandate b for "user:alice" { holder "agent:two" allow make_payment }
 "#;
-    let s = setup("ambiguous", &program_of(&[("m.remit".into(), text.into())]));
+    let s = setup("ambiguous", &examples::compile(&[("m.remit".into(), text.into())]));
     let call = |agent: &str| {
         json!({"subject": {"id": agent}, "action": {"name": "make_payment", "arguments": {}}}).to_string().into_bytes()
     };
@@ -301,7 +282,7 @@ mandate b for "user:alice" { holder "agent:two" allow make_payment }
 
 #[test]
 fn a_changed_deleted_or_reordered_log_entry_is_detected() {
-    let s = setup("tamper", &example("wallet"));
+    let s = setup("tamper", &examples::program("wallet"));
     for op in ["op-1", "op-2", "op-3", "op-4"] {
         s.gateway.decide(&payment("20.00 USD", op));
     }
@@ -330,7 +311,7 @@ impl Store for Down {
 
 #[test]
 fn a_store_that_fails_denies_every_call() {
-    let program = example("wallet");
+    let program = examples::program("wallet");
     let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
     let gateway = Gateway::new(policy(&program), Arc::new(Down), clock, Config::default());
     let decided = gateway.decide(&payment("20.00 USD", "op-1"));
@@ -352,7 +333,7 @@ fn a_store_that_fails_denies_every_call() {
 }
 
 fn wallet_files(replace: &[(&str, &str)]) -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
+    let dir = examples::dir("wallet");
     ["catalog.remit", "policy.remit"]
         .iter()
         .map(|name| {
@@ -367,7 +348,7 @@ fn wallet_files(replace: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn shadow_mode_logs_the_policys_decision_and_answers_allow() {
-    let program = example("wallet");
+    let program = examples::program("wallet");
     let dir = std::env::temp_dir().join(format!("remit-gateway-core-shadow-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
@@ -395,17 +376,17 @@ fn shadow_mode_logs_the_policys_decision_and_answers_allow() {
 
 #[test]
 fn replay_reports_the_decisions_another_policy_would_change() {
-    let s = setup("replay", &example("wallet"));
+    let s = setup("replay", &examples::program("wallet"));
     for (amount, op) in [("20.00 USD", "op-1"), ("80.00 USD", "op-2"), ("120.00 USD", "op-3")] {
         s.gateway.decide(&payment(amount, op));
     }
     s.gateway.decide(b"not json");
     let entries = log(&s.store);
-    let same = policy(&example("wallet")).compiled;
+    let same = policy(&examples::program("wallet")).compiled;
     let report = remit::gateway::replay::replay(&entries, &same).unwrap();
     assert_eq!((report.replayed, report.changes.len()), (4, 0), "the same policy decides the same");
     // Approvals above 90 USD only, and a cap of 150 USD.
-    let wider = program_of(&wallet_files(&[("> 60 USD", "> 90 USD"), ("<= 100 USD", "<= 150 USD")]));
+    let wider = examples::compile(&wallet_files(&[("> 60 USD", "> 90 USD"), ("<= 100 USD", "<= 150 USD")]));
     let report = remit::gateway::replay::replay(&entries, &policy(&wider).compiled).unwrap();
     let summary: Vec<(String, String)> = report.changes.iter().map(|c| (c.before.clone(), c.after.clone())).collect();
     assert_eq!(summary, [("escalate".into(), "allow".into()), ("deny".into(), "escalate".into())]);
@@ -415,7 +396,7 @@ fn replay_reports_the_decisions_another_policy_would_change() {
 #[test]
 fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_the_policy_that_decided() {
     use remit::gateway::NoExplanation;
-    let wallet = example("wallet");
+    let wallet = examples::program("wallet");
     let s = setup("explain", &wallet);
     let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
     let request = s.gateway.access_request(&escalated.access_request.unwrap().id).unwrap().unwrap();
@@ -429,7 +410,7 @@ fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_th
     assert!(gate.decided && gate.effect.contains("no presented approval satisfies it"), "{gate:?}");
     assert_eq!(explanation.notes.len(), 1, "the decision is re-decided as it was: {:?}", explanation.notes);
     // Sources of another policy than the one that decided are not used to explain it.
-    let other = program_of(&[
+    let other = examples::compile(&[
         ("a.remit".into(), std::fs::read_to_string("examples/wallet/policy.remit").unwrap()),
         ("catalog.remit".into(), std::fs::read_to_string("examples/wallet/catalog.remit").unwrap()),
         ("note.remit".into(), "// version B\n".into()),
@@ -443,7 +424,7 @@ fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_th
 
 #[test]
 fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
-    let wallet = example("wallet");
+    let wallet = examples::program("wallet");
     let dir = std::env::temp_dir().join(format!("remit-gateway-core-mask-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
@@ -464,7 +445,7 @@ fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
 
 #[test]
 fn a_store_of_schema_version_1_is_upgraded_and_its_old_requests_say_they_cannot_be_explained() {
-    let wallet = example("wallet");
+    let wallet = examples::program("wallet");
     let s = setup("schema-1", &wallet);
     let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
     let id = escalated.access_request.unwrap().id;
@@ -488,7 +469,7 @@ fn a_store_of_schema_version_1_is_upgraded_and_its_old_requests_say_they_cannot_
 
 #[test]
 fn the_checkpoint_thread_copies_committed_decisions_into_the_database_file() {
-    let wallet = example("wallet");
+    let wallet = examples::program("wallet");
     let s = setup("checkpoint", &wallet);
     let database = s.dir.join("state.db");
     let before = std::fs::metadata(&database).unwrap().len();
@@ -521,7 +502,7 @@ fn the_target_argument_fills_the_resource() {
           scope read_text_file: resource.id under "workspace/"
         }
     "#;
-    let program = program_of(&[("files.remit".to_string(), text.to_string())]);
+    let program = examples::compile(&[("files.remit".to_string(), text.to_string())]);
     let meta = PolicyMeta::from_program(&program);
     assert_eq!(meta.target_of("read_text_file"), Some("path"));
     let built = remit::gateway::meta::embed(&remit::wasm::compile(&program).unwrap(), &meta);

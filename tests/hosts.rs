@@ -11,10 +11,9 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
-use remit::wasm::module::ModuleBuilder;
+use remit::wasm::layout::MAX_INPUT;
+use support::stub::{deny, raw_module, Listing, STUB_VISIBLE};
 use support::{corpus, frames, garbage, installed, remit_bin, root, run, temp_dir, unframe, Unit};
-use wasm_encoder::{BlockType, Function, Instruction as I, ValType};
 
 #[derive(Clone, Copy, Debug)]
 enum Host {
@@ -170,98 +169,13 @@ fn the_js_host_with_a_deadline_per_call_returns_the_interpreters_bytes_on_the_wh
 
 // ---------------------------------------------------------------------------------------------------------------
 // Failing modules: what a host answers when a call traps, runs away or returns bytes outside the memory, and which
-// modules it refuses to load. The module never does these by design (docs/abi.md), so a stub built here does.
+// modules it refuses to load. The module never does these by design (docs/abi.md), so a stub (support/stub.rs) does.
 
 const STUB_POLICY: &str = "sha256:stub";
-const STUB_VISIBLE: &str = r#"{"visible":["stub_tool"],"hidden":[]}"#;
 
-/// `remit_decide` and `remit_visible_tools` on a request starting with `T` trap, `L` loop forever, `X` return bytes
-/// outside the memory; any other request is echoed back. `remit_visible_tools` answers [`STUB_VISIBLE`] otherwise.
+/// The stub of tests/support/stub.rs whose listing fails as its decision does.
 fn stub(abi_version: i32) -> Vec<u8> {
-    let mut m = ModuleBuilder::new();
-    m.declare("remit_alloc", &[ValType::I32], &[ValType::I32]);
-    m.declare("remit_decide", &[ValType::I32, ValType::I32], &[ValType::I64]);
-    m.declare("remit_visible_tools", &[ValType::I32, ValType::I32], &[ValType::I64]);
-    m.declare("remit_policy_info", &[], &[ValType::I64]);
-    let info = format!(r#"{{"policy":"{STUB_POLICY}","abi_version":1,"mandates":[],"entry_points":[]}}"#);
-    let info_at = m.bytes(info.as_bytes());
-    let visible_at = m.bytes(STUB_VISIBLE.as_bytes());
-    let pack = |f: &mut Function, addr: u32, len: usize| {
-        f.instruction(&I::I64Const(((addr as i64) << 32) | len as i64));
-    };
-
-    let mut f = Function::new([]);
-    f.instruction(&I::LocalGet(0))
-        .instruction(&I::I32Const(MAX_INPUT as i32))
-        .instruction(&I::I32GtU)
-        .instruction(&I::If(BlockType::Result(ValType::I32)))
-        .instruction(&I::I32Const(0))
-        .instruction(&I::Else)
-        .instruction(&I::I32Const(INPUT_BASE as i32))
-        .instruction(&I::End)
-        .instruction(&I::End);
-    m.define("remit_alloc", f);
-
-    for (name, otherwise) in [("remit_decide", None), ("remit_visible_tools", Some(visible_at))] {
-        let mut f = Function::new([(1, ValType::I32)]);
-        f.instruction(&I::LocalGet(1)).instruction(&I::If(BlockType::Empty));
-        f.instruction(&I::LocalGet(0))
-            .instruction(&I::I32Load8U(remit::wasm::module::mem(0, 1)))
-            .instruction(&I::LocalSet(2));
-        for byte in [b'T', b'L', b'X'] {
-            f.instruction(&I::LocalGet(2))
-                .instruction(&I::I32Const(byte as i32))
-                .instruction(&I::I32Eq)
-                .instruction(&I::If(BlockType::Empty));
-            match byte {
-                b'T' => f.instruction(&I::Unreachable),
-                b'L' => f.instruction(&I::Loop(BlockType::Empty)).instruction(&I::Br(0)).instruction(&I::End),
-                _ => f.instruction(&I::I64Const((0xffff_0000_i64 << 32) | 16)).instruction(&I::Return),
-            };
-            f.instruction(&I::End);
-        }
-        f.instruction(&I::End);
-        match otherwise {
-            Some(at) => pack(&mut f, at, STUB_VISIBLE.len()),
-            None => {
-                f.instruction(&I::LocalGet(0))
-                    .instruction(&I::I64ExtendI32U)
-                    .instruction(&I::I64Const(32))
-                    .instruction(&I::I64Shl)
-                    .instruction(&I::LocalGet(1))
-                    .instruction(&I::I64ExtendI32U)
-                    .instruction(&I::I64Or);
-            }
-        }
-        f.instruction(&I::End);
-        m.define(name, f);
-    }
-    let mut f = Function::new([]);
-    pack(&mut f, info_at, info.len());
-    f.instruction(&I::End);
-    m.define("remit_policy_info", f);
-    for name in ["remit_alloc", "remit_decide", "remit_visible_tools", "remit_policy_info"] {
-        m.export_func(name, name);
-    }
-    m.export_global("remit_abi_version", abi_version);
-    m.finish().expect("the stub validates")
-}
-
-/// A module that imports a host function: refused.
-fn importing() -> Vec<u8> {
-    use wasm_encoder::{EntityType, ImportSection, Module, TypeSection};
-    let mut module = Module::new();
-    let mut types = TypeSection::new();
-    types.ty().function([], [ValType::I64]);
-    module.section(&types);
-    let mut imports = ImportSection::new();
-    imports.import("env", "clock", EntityType::Function(0));
-    module.section(&imports);
-    module.finish()
-}
-
-fn deny(reason: &str) -> String {
-    remit::eval::Decision::deny(vec![reason.to_string()], STUB_POLICY).to_json()
+    support::stub::stub("A", STUB_POLICY, abi_version, Listing::Failing)
 }
 
 fn failing_calls_are_denied_and_the_instance_replaced(host: Host) {
@@ -276,11 +190,11 @@ fn failing_calls_are_denied_and_the_instance_replaced(host: Host) {
     }
     let started = Instant::now();
     let results = host_results(host, &dir, &wasm, &requests, false);
-    let trap = deny("runtime.trap").into_bytes();
+    let trap = deny("runtime.trap", STUB_POLICY);
     let mut expected = vec![b"echo".to_vec(), trap.clone(), b"after a trap".to_vec(), trap, b"after X".to_vec()];
     expected.extend([Vec::new(), vec![b'y'; MAX_INPUT as usize], vec![0xff, 0x00, 0x80]]);
     if !matches!(host, Host::Js) {
-        expected.extend([deny("runtime.fuel-exhausted").into_bytes(), b"after a runaway call".to_vec()]);
+        expected.extend([deny("runtime.fuel-exhausted", STUB_POLICY), b"after a runaway call".to_vec()]);
     }
     for (i, (result, expected)) in results.iter().zip(&expected).enumerate() {
         assert_eq!(String::from_utf8_lossy(result), String::from_utf8_lossy(expected), "{host:?}: request {i}");
@@ -292,7 +206,7 @@ fn failing_calls_are_denied_and_the_instance_replaced(host: Host) {
 
     for (bytes, message) in [
         (stub(2), "ABI version 2"),
-        (importing(), "imports `env.clock`"),
+        (raw_module(true), "imports `env.clock`"),
         (b"not wasm".to_vec(), "not a valid WebAssembly module"),
     ] {
         std::fs::write(&wasm, bytes).unwrap();

@@ -8,6 +8,8 @@
 //! each example against a copy with renamed files and every declaration and clause in reverse order (unchanged,
 //! exit 0).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -18,6 +20,7 @@ use remit::ir::Program;
 use remit::syntax::ast::Decl;
 use remit::syntax::parse_file;
 use serde_json::Value;
+use support::examples::{self, EXAMPLES};
 
 fn fixtures(folder: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/narrowing").join(folder);
@@ -254,21 +257,13 @@ fn reversed(text: &str) -> String {
 
 #[test]
 fn diff_of_a_reordered_renamed_copy_is_unchanged() {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    for name in ["web-publication", "wallet", "club", "bank-disputes"] {
-        let dir = examples.join(name);
+    for name in EXAMPLES {
+        let dir = examples::dir(name);
         let copy = std::env::temp_dir().join(format!("remit-diff-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&copy);
         std::fs::create_dir_all(copy.join("renamed")).unwrap();
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "remit"))
-            .collect();
-        files.sort();
-        for (i, file) in files.iter().rev().enumerate() {
-            let text = std::fs::read_to_string(file).unwrap();
-            std::fs::write(copy.join("renamed").join(format!("part-{i}.remit")), reversed(&text)).unwrap();
+        for (i, (_, text)) in examples::remit_files(&dir).iter().rev().enumerate() {
+            std::fs::write(copy.join("renamed").join(format!("part-{i}.remit")), reversed(text)).unwrap();
         }
         let out = diff(&dir, &copy, "json");
         let report: Value = serde_json::from_slice(&out.stdout)

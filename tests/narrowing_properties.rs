@@ -15,6 +15,8 @@
 //! Size: `NARROWING_PAIRS` pairs (default 10,000, split over four tests that run in parallel) × `NARROWING_REQUESTS`
 //! requests (default 100).
 
+mod support;
+
 use remit::check::narrowing::{analyse, Kind};
 use remit::check::{check_with, Options};
 use remit::eval::{argument_digest, decide, Outcome};
@@ -23,6 +25,7 @@ use remit::source::Span;
 use remit::syntax::ast::{CompareOp, Outcome as Otherwise, Window};
 use remit::value::{format_timestamp, parse_timestamp, Decimal, Money};
 use serde_json::Value as Json;
+use support::rng::SplitMix as Rng;
 
 const CATALOG: &str = r#"
 enum tier { basic, pro, max }
@@ -54,31 +57,6 @@ tool announce(manifest: string, tier: tier) {
   requires scope "pub"
 }
 "#;
-
-/// A small deterministic generator (SplitMix64), so a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-    fn word(&mut self, items: &[&'static str]) -> &'static str {
-        items[self.below(items.len())]
-    }
-}
 
 const MERCHANTS: [&str; 5] = ["acme", "globex", "initech", "casino", "acme-x"];
 const TIERS: [&str; 3] = ["basic", "pro", "max"];

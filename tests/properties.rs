@@ -11,7 +11,8 @@ use remit::ir::Program;
 use remit::syntax::ast::Decl;
 use remit::syntax::parse_file;
 use serde_json::Value;
-use support::examples::{compile, example, semantic, Rng, EXAMPLES};
+use support::examples::{compile, example, semantic, EXAMPLES};
+use support::rng::Lcg as Rng;
 
 /// A listing without source positions (`at`), which legitimately depend on the text's layout.
 fn listing(program: &Program, request: &[u8]) -> String {

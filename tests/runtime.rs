@@ -2,9 +2,9 @@
 //! every example request decided by the module in Node's built-in WebAssembly and in wasmtime, byte-identical to
 //! the reference interpreter.
 //!
-//! The host is tested against small stub modules built here with `remit::wasm::module::ModuleBuilder` (an echo
-//! decision, an infinite loop, a trap, a slow call, an out-of-bounds result), so it does not depend on the decision
-//! logic; the cross-runtime proof uses the real compiler.
+//! The host is tested against the stub modules of tests/support/stub.rs (an echo decision, an infinite loop, a trap,
+//! a slow call, an out-of-bounds result), so it does not depend on the decision logic; the cross-runtime proof uses
+//! the real compiler.
 
 mod support;
 
@@ -16,183 +16,14 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use remit::check::check;
-use remit::ir::Program;
 use remit::runtime::{Compiled, Limits, PolicyHandle, Runtime, REASON_FUEL, REASON_TRAP};
-use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
+use remit::wasm::layout::MAX_INPUT;
 use remit::wasm::module::ModuleBuilder;
-use wasm_encoder::{BlockType, Function, Instruction as I, ValType};
-
-// ---------------------------------------------------------------------------------------------------------------
-// Stub modules
-
-const STUB_VISIBLE: &str = r#"{"visible":["stub_tool"],"hidden":[]}"#;
-const STUB_OVERSIZE: &str = r#"{"decision":"deny","reasons":["request.oversize"]}"#;
-
-fn info(policy: &str) -> String {
-    format!(r#"{{"policy":"{policy}","abi_version":1,"mandates":[],"entry_points":[]}}"#)
-}
-
-fn pack_const(f: &mut Function, addr: u32, len: usize) {
-    f.instruction(&I::I64Const(((addr as i64) << 32) | len as i64));
-}
-
-/// A module that speaks the ABI. `remit_decide` on a request starting with
-/// `L` loops forever, `T` traps, `X` returns bytes outside its memory, `S` spins ~50 M iterations and then returns
-/// `tag`, `P` returns `tag`; any other request is echoed back; an oversize request (`ptr == 0`) gets
-/// [`STUB_OVERSIZE`].
-fn stub(tag: &str, policy: &str, abi_version: i32) -> Vec<u8> {
-    let mut m = ModuleBuilder::new();
-    m.declare("remit_alloc", &[ValType::I32], &[ValType::I32]);
-    m.declare("remit_decide", &[ValType::I32, ValType::I32], &[ValType::I64]);
-    m.declare("remit_visible_tools", &[ValType::I32, ValType::I32], &[ValType::I64]);
-    m.declare("remit_policy_info", &[], &[ValType::I64]);
-    let tag_at = m.bytes(tag.as_bytes());
-    let visible_at = m.bytes(STUB_VISIBLE.as_bytes());
-    let oversize_at = m.bytes(STUB_OVERSIZE.as_bytes());
-    let info_json = info(policy);
-    let info_at = m.bytes(info_json.as_bytes());
-
-    let mut f = Function::new([]);
-    f.instruction(&I::LocalGet(0))
-        .instruction(&I::I32Const(MAX_INPUT as i32))
-        .instruction(&I::I32GtU)
-        .instruction(&I::If(BlockType::Result(ValType::I32)))
-        .instruction(&I::I32Const(0))
-        .instruction(&I::Else)
-        .instruction(&I::I32Const(INPUT_BASE as i32))
-        .instruction(&I::End)
-        .instruction(&I::End);
-    m.define("remit_alloc", f);
-
-    let mut f = Function::new([(2, ValType::I32)]); // 2: first byte, 3: counter
-    f.instruction(&I::LocalGet(0)).instruction(&I::I32Eqz).instruction(&I::If(BlockType::Empty));
-    pack_const(&mut f, oversize_at, STUB_OVERSIZE.len());
-    f.instruction(&I::Return).instruction(&I::End);
-    f.instruction(&I::LocalGet(1)).instruction(&I::If(BlockType::Empty));
-    f.instruction(&I::LocalGet(0))
-        .instruction(&I::I32Load8U(remit::wasm::module::mem(0, 1)))
-        .instruction(&I::LocalSet(2));
-    let on = |f: &mut Function, byte: u8| {
-        f.instruction(&I::LocalGet(2))
-            .instruction(&I::I32Const(byte as i32))
-            .instruction(&I::I32Eq)
-            .instruction(&I::If(BlockType::Empty));
-    };
-    on(&mut f, b'L');
-    f.instruction(&I::Loop(BlockType::Empty)).instruction(&I::Br(0)).instruction(&I::End).instruction(&I::End);
-    on(&mut f, b'T');
-    f.instruction(&I::Unreachable).instruction(&I::End);
-    on(&mut f, b'X');
-    f.instruction(&I::I64Const((0xffff_0000_i64 << 32) | 16)).instruction(&I::Return).instruction(&I::End);
-    on(&mut f, b'S');
-    f.instruction(&I::I32Const(50_000_000))
-        .instruction(&I::LocalSet(3))
-        .instruction(&I::Loop(BlockType::Empty))
-        .instruction(&I::LocalGet(3))
-        .instruction(&I::I32Const(1))
-        .instruction(&I::I32Sub)
-        .instruction(&I::LocalTee(3))
-        .instruction(&I::BrIf(0))
-        .instruction(&I::End);
-    pack_const(&mut f, tag_at, tag.len());
-    f.instruction(&I::Return).instruction(&I::End);
-    on(&mut f, b'P');
-    pack_const(&mut f, tag_at, tag.len());
-    f.instruction(&I::Return).instruction(&I::End);
-    f.instruction(&I::End); // if len != 0
-                            // Echo: (ptr << 32) | len.
-    f.instruction(&I::LocalGet(0))
-        .instruction(&I::I64ExtendI32U)
-        .instruction(&I::I64Const(32))
-        .instruction(&I::I64Shl)
-        .instruction(&I::LocalGet(1))
-        .instruction(&I::I64ExtendI32U)
-        .instruction(&I::I64Or)
-        .instruction(&I::End);
-    m.define("remit_decide", f);
-
-    let mut f = Function::new([]);
-    pack_const(&mut f, visible_at, STUB_VISIBLE.len());
-    f.instruction(&I::End);
-    m.define("remit_visible_tools", f);
-    let mut f = Function::new([]);
-    pack_const(&mut f, info_at, info_json.len());
-    f.instruction(&I::End);
-    m.define("remit_policy_info", f);
-
-    for name in ["remit_alloc", "remit_decide", "remit_visible_tools", "remit_policy_info"] {
-        m.export_func(name, name);
-    }
-    m.export_global("remit_abi_version", abi_version);
-    m.finish().expect("the stub validates")
-}
+use support::examples::{self, EXAMPLES};
+use support::stub::{deny, info, raw_module, stub, Listing, STUB_OVERSIZE, STUB_VISIBLE};
 
 fn stub_a() -> Vec<u8> {
-    stub("A", "sha256:stub-a", 1)
-}
-
-/// A module built by hand, for what `ModuleBuilder` never emits: an import, or a memory that may grow. Its
-/// `remit_decide` tries to grow the memory by 2,000 pages (125 MiB) and returns 1 byte when that was refused, 2
-/// when it succeeded.
-fn raw_module(import: bool) -> Vec<u8> {
-    use wasm_encoder::*;
-    let mut module = Module::new();
-    let mut types = TypeSection::new();
-    types.ty().function([ValType::I32], [ValType::I32]);
-    types.ty().function([ValType::I32, ValType::I32], [ValType::I64]);
-    types.ty().function([], [ValType::I64]);
-    module.section(&types);
-    if import {
-        let mut imports = ImportSection::new();
-        imports.import("env", "clock", EntityType::Function(2));
-        module.section(&imports);
-    }
-    let base = if import { 1 } else { 0 };
-    let mut functions = FunctionSection::new();
-    for ty in [0, 1, 1, 2] {
-        functions.function(ty);
-    }
-    module.section(&functions);
-    let mut memories = MemorySection::new();
-    memories.memory(MemoryType { minimum: 1, maximum: None, memory64: false, shared: false, page_size_log2: None });
-    module.section(&memories);
-    let mut globals = GlobalSection::new();
-    globals.global(GlobalType { val_type: ValType::I32, mutable: false, shared: false }, &ConstExpr::i32_const(1));
-    module.section(&globals);
-    let mut exports = ExportSection::new();
-    exports.export("memory", ExportKind::Memory, 0);
-    exports.export("remit_abi_version", ExportKind::Global, 0);
-    for (i, name) in ["remit_alloc", "remit_decide", "remit_visible_tools", "remit_policy_info"].iter().enumerate() {
-        exports.export(name, ExportKind::Func, base + i as u32);
-    }
-    module.section(&exports);
-    let info_json = info("sha256:grow");
-    let mut code = CodeSection::new();
-    let mut alloc = Function::new([]);
-    alloc.instruction(&I::I32Const(1024)).instruction(&I::End);
-    code.function(&alloc);
-    for _ in 0..2 {
-        let mut grow = Function::new([]);
-        grow.instruction(&I::I32Const(2000))
-            .instruction(&I::MemoryGrow(0))
-            .instruction(&I::I32Const(-1))
-            .instruction(&I::I32Eq)
-            .instruction(&I::If(BlockType::Result(ValType::I64)))
-            .instruction(&I::I64Const(1))
-            .instruction(&I::Else)
-            .instruction(&I::I64Const(2))
-            .instruction(&I::End)
-            .instruction(&I::End);
-        code.function(&grow);
-    }
-    let mut policy_info = Function::new([]);
-    policy_info.instruction(&I::I64Const(info_json.len() as i64)).instruction(&I::End);
-    code.function(&policy_info);
-    module.section(&code);
-    let mut data = DataSection::new();
-    data.active(0, &ConstExpr::i32_const(0), info_json.bytes());
-    module.section(&data);
-    module.finish()
+    stub("A", "sha256:stub-a", 1, Listing::Fixed)
 }
 
 fn runtime() -> Runtime {
@@ -201,10 +32,6 @@ fn runtime() -> Runtime {
 
 fn load(runtime: &Runtime, wasm: &[u8]) -> Arc<Compiled> {
     Arc::new(runtime.load(wasm).expect("the module loads"))
-}
-
-fn deny(reason: &str, policy: &str) -> Vec<u8> {
-    remit::eval::Decision::deny(vec![reason.to_string()], policy).to_json().into_bytes()
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -271,13 +98,17 @@ fn modules_that_break_the_abi_are_refused_at_load_time() {
     let runtime = runtime();
     let refused = |wasm: &[u8]| runtime.load(wasm).expect_err("refused");
     assert!(refused(&raw_module(true)).contains("imports `env.clock`"), "{}", refused(&raw_module(true)));
-    assert!(refused(&stub("A", "p", 2)).contains("ABI version 2"), "{}", refused(&stub("A", "p", 2)));
+    assert!(
+        refused(&stub("A", "p", 2, Listing::Fixed)).contains("ABI version 2"),
+        "{}",
+        refused(&stub("A", "p", 2, Listing::Fixed))
+    );
     assert!(refused(b"not wasm at all").contains("not a valid WebAssembly module"));
     let mut skeleton = ModuleBuilder::new();
     skeleton.export_global("remit_abi_version", 1);
     let skeleton = skeleton.finish().unwrap();
     assert!(refused(&skeleton).contains("does not export `remit_alloc`"), "{}", refused(&skeleton));
-    let bad_info = stub("A", "p\"", 1); // `{"policy":"p"",…}` is not JSON
+    let bad_info = stub("A", "p\"", 1, Listing::Fixed); // `{"policy":"p"",…}` is not JSON
     assert!(refused(&bad_info).contains("invalid JSON"), "{}", refused(&bad_info));
 }
 
@@ -320,7 +151,7 @@ fn slow_runtime() -> Runtime {
 #[test]
 fn a_swap_never_interrupts_a_call_in_flight_and_every_later_call_sees_it() {
     let runtime = slow_runtime();
-    let (a, b) = (stub_a(), stub("B", "sha256:stub-b", 1));
+    let (a, b) = (stub_a(), stub("B", "sha256:stub-b", 1, Listing::Fixed));
     let handle = PolicyHandle::new(runtime.load(&a).unwrap());
     let mut overlapped = 0;
     let mut attempt = 0u64;
@@ -366,7 +197,7 @@ fn a_swap_never_interrupts_a_call_in_flight_and_every_later_call_sees_it() {
 #[test]
 fn threads_calling_through_many_swaps_always_get_one_whole_current_policy() {
     let runtime = slow_runtime();
-    let (a, b) = (stub_a(), stub("B", "sha256:stub-b", 1));
+    let (a, b) = (stub_a(), stub("B", "sha256:stub-b", 1, Listing::Fixed));
     let handle = PolicyHandle::new(runtime.load(&a).unwrap());
     let published = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
@@ -542,40 +373,6 @@ fn the_node_host_and_the_wasmtime_host_agree_on_the_stub() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-const EXAMPLES: [&str; 4] = ["bank-disputes", "club", "wallet", "web-publication"];
-
-/// An example's program, its files named relative to its folder as `remit eval examples/NAME` names them.
-fn example_program(name: &str) -> Program {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
-    let mut sources = remit::stdlib::sources();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        sources.add(name, std::fs::read_to_string(path).unwrap());
-    }
-    let checked = check(sources);
-    checked.program.unwrap_or_else(|| panic!("{name} does not check: {:#?}", checked.diagnostics))
-}
-
-/// Every request of an example: its `requests/` folder and the requests of its policy test cases.
-fn example_requests(name: &str) -> Vec<Vec<u8>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
-    let mut requests = Vec::new();
-    let mut shipped: Vec<PathBuf> =
-        std::fs::read_dir(dir.join("requests")).unwrap().map(|e| e.unwrap().path()).collect();
-    shipped.sort();
-    requests.extend(shipped.iter().map(|p| std::fs::read(p).unwrap()));
-    let mut tests: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    tests.sort();
-    for path in tests.iter().filter(|p| p.to_string_lossy().ends_with(".tests.toml")) {
-        let file = remit::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-        // As `remit test` sends them.
-        requests.extend(file.cases.iter().map(|case| case.request.to_string().into_bytes()));
-    }
-    requests
-}
-
 fn is_deny(decision: &[u8]) -> bool {
     let value: serde_json::Value = serde_json::from_slice(decision).expect("a decision is JSON");
     value["decision"] == "deny"
@@ -593,13 +390,13 @@ fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
     let runtime = runtime();
     let mut checked = 0;
     for name in EXAMPLES {
-        let program = example_program(name);
+        let program = examples::program(name);
         let wasm = remit::wasm::compile(&program).expect("the example compiles");
         // Only WebAssembly 2.0 features, so every runtime of the last years runs it.
         wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::WASM2)
             .validate_all(&wasm)
             .unwrap_or_else(|e| panic!("{name}: the module needs more than WebAssembly 2.0: {e}"));
-        let requests = example_requests(name);
+        let requests = examples::requests(&examples::dir(name));
         // The shared garbage ends with the request padded to exactly the limit (decided normally), then oversize.
         let garbage = support::garbage(&requests[0]);
         let all: Vec<Vec<u8>> = requests.iter().chain(&garbage).cloned().collect();
@@ -633,13 +430,7 @@ fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
         }
         // Tool listings: the example's subjects (when it has them) and its requests.
         let mut subjects = requests.clone();
-        if let Ok(entries) =
-            std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name).join("subjects"))
-        {
-            let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-            files.sort();
-            subjects.extend(files.iter().map(|p| std::fs::read(p).unwrap()));
-        }
+        subjects.extend(examples::subjects(&examples::dir(name)));
         subjects.extend(garbage[..garbage.len() - 1].iter().cloned());
         let from_node = node_decide(&dir, &wasm, &subjects, true);
         for (request, node) in subjects.iter().zip(&from_node) {

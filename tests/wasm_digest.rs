@@ -3,6 +3,8 @@
 //! number form, escapes, unicode and whitespace, parsed by the module's `json_parse`). Duplicate keys, which
 //! `json_parse` rejects, are checked on tapes built here in the same format.
 
+mod support;
+
 use std::collections::HashSet;
 
 use remit::wasm::layout::{INPUT_BASE, MAX_INPUT, OUT_BASE, TAPE_BASE};
@@ -10,29 +12,8 @@ use remit::wasm::module::ModuleBuilder;
 use remit::wasm::rt;
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
+use support::rng::SplitMix as Rng;
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
-
-/// A deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-}
 
 struct Rt {
     store: Store<()>,
@@ -344,7 +325,7 @@ const CHARS: &[char] = &[
 impl Gen {
     fn ws(&mut self, out: &mut String) {
         if self.rng.chance(20) {
-            out.push_str(self.rng.pick(&[" ", "\n", "\t", "  ", "\r\n "]));
+            out.push_str(self.rng.word(&[" ", "\n", "\t", "  ", "\r\n "]));
         }
     }
 
@@ -382,7 +363,7 @@ impl Gen {
         out.push('"');
         let mut value = String::new();
         for _ in 0..len {
-            let c = self.rng.pick(pool);
+            let c = *self.rng.pick(pool);
             self.char_escaped(c, out);
             value.push(c);
         }
@@ -412,7 +393,7 @@ impl Gen {
 
     fn number(&mut self, out: &mut String) {
         if self.rng.chance(20) {
-            out.push_str(self.rng.pick(&["-0", "0", "1.50", "1e3", "1E-7", "12345678901234567890123", "-0.0E+00"]));
+            out.push_str(self.rng.word(&["-0", "0", "1.50", "1e3", "1E-7", "12345678901234567890123", "-0.0E+00"]));
             return;
         }
         if self.rng.chance(30) {
@@ -422,7 +403,7 @@ impl Gen {
             out.push('0');
         } else {
             out.push(char::from(b'1' + self.rng.below(9) as u8));
-            let n = self.rng.pick(&[0, 1, 2, 5, 18, 19, 20, 30]);
+            let n = *self.rng.pick(&[0, 1, 2, 5, 18, 19, 20, 30]);
             self.digits(out, n);
         }
         if self.rng.chance(40) {
@@ -431,8 +412,8 @@ impl Gen {
             self.digits(out, n);
         }
         if self.rng.chance(30) {
-            out.push_str(self.rng.pick(&["e", "E"]));
-            out.push_str(self.rng.pick(&["", "+", "-"]));
+            out.push_str(self.rng.word(&["e", "E"]));
+            out.push_str(self.rng.word(&["", "+", "-"]));
             let n = 1 + self.rng.below(3);
             self.digits(out, n);
         }
@@ -441,7 +422,7 @@ impl Gen {
     fn value(&mut self, out: &mut String, depth: usize) {
         let kinds = if depth >= 5 { 5 } else { 7 };
         match self.rng.below(kinds) {
-            0 => out.push_str(self.rng.pick(&["null", "true", "false"])),
+            0 => out.push_str(self.rng.word(&["null", "true", "false"])),
             1 | 2 => self.number(out),
             3 | 4 => {
                 let len = self.rng.below(12);
@@ -486,7 +467,7 @@ impl Gen {
 
     fn tool(&mut self) -> String {
         let n = self.rng.below(10);
-        (0..n).map(|_| self.rng.pick(CHARS)).collect()
+        (0..n).map(|_| *self.rng.pick(CHARS)).collect()
     }
 }
 

@@ -3,31 +3,12 @@
 //! wasm, and asked random requests (well-typed, mistyped, missing); the module must answer exactly as the
 //! interpreter, for decisions and tool listings.
 
+mod support;
+
 use remit::check::{check_with, Options};
-use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
+use support::rng::XorShift as Rng;
+use support::wasm::Wasm;
+use wasmtime::Engine;
 
 const PARAMS: [(&str, &str); 11] = [
     ("n", "int"),
@@ -283,24 +264,6 @@ fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
     req.to_string().into_bytes()
 }
 
-struct Wasm {
-    store: Store<()>,
-    memory: Memory,
-    alloc: TypedFunc<i32, i32>,
-    functions: [TypedFunc<(i32, i32), i64>; 2],
-}
-
-impl Wasm {
-    fn call(&mut self, which: usize, request: &[u8]) -> String {
-        let ptr = self.alloc.call(&mut self.store, request.len() as i32).unwrap();
-        self.memory.write(&mut self.store, ptr as usize, request).unwrap();
-        let packed = self.functions[which].call(&mut self.store, (ptr, request.len() as i32)).expect("no trap");
-        let mut out = vec![0; (packed as u64 & 0xffff_ffff) as usize];
-        self.memory.read(&self.store, (packed as u64 >> 32) as usize, &mut out).unwrap();
-        String::from_utf8(out).unwrap()
-    }
-}
-
 #[test]
 fn random_policies_decide_identically_in_wasm() {
     let engine = Engine::default();
@@ -319,26 +282,15 @@ fn random_policies_decide_identically_in_wasm() {
         let Some(program) = check_with(sources, Options { narrowing: false }).program else { continue };
         checked += 1;
         let bytes = remit::wasm::compile(&program).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let module = Module::new(&engine, &bytes).unwrap();
-        let mut store = Store::new(&engine, ());
-        let instance = Instance::new(&mut store, &module, &[]).unwrap();
-        let mut wasm = Wasm {
-            memory: instance.get_memory(&mut store, "memory").unwrap(),
-            alloc: instance.get_typed_func(&mut store, "remit_alloc").unwrap(),
-            functions: [
-                instance.get_typed_func(&mut store, "remit_decide").unwrap(),
-                instance.get_typed_func(&mut store, "remit_visible_tools").unwrap(),
-            ],
-            store,
-        };
+        let mut wasm = Wasm::new(&engine, &bytes);
         for _ in 0..200 {
             let req = request(&mut rng, &program);
             let decision = remit::eval::decide(&program, &req);
             *outcomes.entry(decision.outcome.as_str()).or_insert(0) += 1;
             let expected = decision.to_json();
-            assert_eq!(wasm.call(0, &req), expected, "policy:\n{text}\nrequest: {}", String::from_utf8_lossy(&req));
+            assert_eq!(wasm.decide(&req), expected, "policy:\n{text}\nrequest: {}", String::from_utf8_lossy(&req));
             let listing = remit::eval::visible_tools(&program, &req).to_json();
-            assert_eq!(wasm.call(1, &req), listing, "policy:\n{text}\nlisting: {}", String::from_utf8_lossy(&req));
+            assert_eq!(wasm.visible(&req), listing, "policy:\n{text}\nlisting: {}", String::from_utf8_lossy(&req));
             requests += 1;
         }
     }

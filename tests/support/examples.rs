@@ -1,8 +1,8 @@
-//! The shipped examples as (file, text) pairs with their test-case requests, compiling them without the disk
-//! loader, a deterministic random source, and decisions without what legitimately depends on layout. (Older
-//! test files still carry their own copies; new ones use these.)
+//! The shipped examples (and any policy folder): their `.remit` files as (file, text) pairs, their requests and
+//! subjects, compiling them without the disk loader, and decisions without what legitimately depends on layout.
+//! The one loader of the tests (tests/wasm_decide.rs still carries its own).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use remit::check::check;
 use remit::eval::Decision;
@@ -12,6 +12,51 @@ use serde_json::Value;
 
 pub const EXAMPLES: [&str; 4] = ["web-publication", "wallet", "club", "bank-disputes"];
 
+/// The folder of a shipped example.
+pub fn dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
+}
+
+/// A folder's files, sorted; none when it does not exist.
+pub fn sorted(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+}
+
+/// A folder's `.remit` files, sorted, named relative to the folder as `remit build FOLDER` names them.
+pub fn remit_files(dir: &Path) -> Vec<(String, String)> {
+    sorted(dir)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "remit"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(p).unwrap()))
+        .collect()
+}
+
+/// The requests of a folder's policy tests (`*.tests.toml`, sorted), in order.
+pub fn test_requests(dir: &Path) -> Vec<Value> {
+    let mut requests = Vec::new();
+    for path in sorted(dir).iter().filter(|p| p.to_string_lossy().ends_with(".tests.toml")) {
+        let file = remit::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        requests.extend(file.cases.into_iter().map(|case| case.request));
+    }
+    requests
+}
+
+/// Every request of a folder as bytes: its `requests/` folder, then every test case's request (as `remit test`
+/// sends it).
+pub fn requests(dir: &Path) -> Vec<Vec<u8>> {
+    let mut requests: Vec<Vec<u8>> = sorted(&dir.join("requests")).iter().map(|p| std::fs::read(p).unwrap()).collect();
+    requests.extend(test_requests(dir).iter().map(|request| request.to_string().into_bytes()));
+    requests
+}
+
+/// Subjects for tool listings: the folder's `subjects/` folder, when it has one.
+pub fn subjects(dir: &Path) -> Vec<Vec<u8>> {
+    sorted(&dir.join("subjects")).iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
 pub struct Example {
     pub files: Vec<(String, String)>,
     pub requests: Vec<Value>,
@@ -19,22 +64,15 @@ pub struct Example {
 
 /// An example's `.remit` files and the requests of its policy tests.
 pub fn example(name: &str) -> Example {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
-    let mut files = Vec::new();
-    let mut requests = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.ends_with(".remit") {
-            files.push((name, std::fs::read_to_string(&path).unwrap()));
-        } else if name.ends_with(".tests.toml") {
-            let parsed = remit::testing::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            requests.extend(parsed.cases.into_iter().map(|c| c.request));
-        }
-    }
+    let dir = dir(name);
+    let requests = test_requests(&dir);
     assert!(!requests.is_empty(), "{name} has policy tests");
-    Example { files, requests }
+    Example { files: remit_files(&dir), requests }
+}
+
+/// An example's program, checked as `remit build examples/NAME` checks it.
+pub fn program(name: &str) -> Program {
+    compile(&remit_files(&dir(name)))
 }
 
 /// Checks the files with the standard library; panics with the diagnostics when they do not check.
@@ -55,23 +93,4 @@ pub fn semantic(decision: &Decision) -> String {
         rule.at.clear();
     }
     d.to_json()
-}
-
-/// A small deterministic generator (PCG-style LCG step, high bits).
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
-
-    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..n).collect();
-        for i in (1..n).rev() {
-            let j = self.below(i + 1);
-            order.swap(i, j);
-        }
-        order
-    }
 }

@@ -1,11 +1,16 @@
 //! Shared by the tests of what ships around the compiler (tests/hosts.rs, tests/editor.rs, tests/ci_action.rs,
 //! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
-//! shipped examples and their requests (tests/format.rs); `mutate` mutated requests for the differential tests.
+//! one loader of the shipped examples and policy folders; `mutate` mutated requests for the differential tests;
+//! `rng` the deterministic random sources of every randomised test; `stub` hand-built modules for the hosts' tests;
+//! `wasm` a decision module run directly in wasmtime.
 #![allow(dead_code)]
 
 pub mod examples;
 pub mod mutate;
+pub mod rng;
+pub mod stub;
+pub mod wasm;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -85,16 +90,10 @@ pub struct Unit {
     pub subjects: Vec<Vec<u8>>,
 }
 
-fn sorted(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-    files.sort();
-    files
-}
-
 /// Every example and every folder of tests/semantics, checked as `remit test` checks them (the semantics
 /// folders hold deliberately widening sub-mandates, so the narrowing proof is off: decisions never depend on it).
 pub fn corpus() -> Vec<Unit> {
+    use examples::sorted;
     let mut dirs: Vec<PathBuf> = sorted(&root().join("examples")).into_iter().filter(|p| p.is_dir()).collect();
     dirs.extend(sorted(&root().join("tests/semantics")).into_iter().filter(|p| p.is_dir()));
     dirs.into_iter()
@@ -102,20 +101,14 @@ pub fn corpus() -> Vec<Unit> {
             let name = dir.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
             // Named relative to the folder, as `remit build FOLDER` names them (imports stay inside the folder).
             let mut sources = remit::stdlib::sources();
-            for path in sorted(&dir).iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
-                let file = path.file_name().unwrap().to_string_lossy().into_owned();
-                sources.add(file, std::fs::read_to_string(path).unwrap());
+            for (file, text) in examples::remit_files(&dir) {
+                sources.add(file, text);
             }
             let checked = check_with(sources, Options { narrowing: false });
             let program =
                 checked.program.unwrap_or_else(|| panic!("{name} does not check: {:#?}", checked.diagnostics));
-            let mut requests: Vec<Vec<u8>> =
-                sorted(&dir.join("requests")).iter().map(|p| std::fs::read(p).unwrap()).collect();
-            for path in sorted(&dir).iter().filter(|p| p.to_string_lossy().ends_with(".tests.toml")) {
-                let file = remit::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-                requests.extend(file.cases.iter().map(|case| case.request.to_string().into_bytes()));
-            }
-            let subjects = sorted(&dir.join("subjects")).iter().map(|p| std::fs::read(p).unwrap()).collect();
+            let requests = examples::requests(&dir);
+            let subjects = examples::subjects(&dir);
             Unit { name, dir, program, requests, subjects }
         })
         .collect()
@@ -142,14 +135,12 @@ pub fn garbage(valid: &[u8]) -> Vec<Vec<u8>> {
         out.push(bytes);
     }
     const JSONISH: &[u8] = b"{}[]\":,0123456789.-etrufalsn \\";
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = rng::XorShift(0x2545_f491_4f6c_dd1d);
     for i in 0..24 {
         let len = [1, 7, 64, 300, 2_000, 40_000][i % 6];
         let bytes = (0..len)
             .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
+                let seed = rng.next();
                 if i.is_multiple_of(2) {
                     JSONISH[(seed % JSONISH.len() as u64) as usize]
                 } else {

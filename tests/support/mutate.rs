@@ -1,22 +1,10 @@
 //! Mutated requests for differential tests (tests/wasm_decide.rs, tests/rt_native.rs, tests/runtime_artifact.rs):
-//! a reproducible generator, random JSON values with the strings and numbers requests trip on, one-value mutations of
-//! a request, and text-level damage a JSON value cannot express.
+//! random JSON values with the strings and numbers requests trip on, one-value mutations of a request, and
+//! text-level damage a JSON value cannot express.
 
-/// A small deterministic generator (the test must be reproducible without a seed file).
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+/// The generator these inputs were fixed with (xorshift); tests/wasm_decide.rs, tests/rt_native.rs and
+/// tests/runtime_artifact.rs name it `mutate::Rng`.
+pub use super::rng::XorShift as Rng;
 
 pub fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
     use serde_json::{json, Value};
