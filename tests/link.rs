@@ -7,7 +7,10 @@
 //!   with an empty import object: `remit_policy_info` is the hand-written module's, byte for byte;
 //! - `remit_decide` and `remit_visible_tools` answer every request of the corpus and the garbage inputs without
 //!   trapping, in the output area after the image (what they answer is not checked yet: the decision is being
-//!   written, crates/remit-rt/src/decide.rs).
+//!   written, crates/remit-rt/src/decide.rs), nor with the image's header overwritten with any lengths and offsets;
+//! - the linker refuses a runtime without the ABI's pieces and an image without a valid header.
+//!
+//! `cargo test --test link -- --ignored --nocapture sizes` prints module sizes against the hand-written module's.
 
 mod support;
 
@@ -235,6 +238,50 @@ fn node_runs_every_linked_module() {
     }
 }
 
+/// The runtime never trusts the image's header: with its lengths and offsets set to anything (written into the
+/// memory of a running module, past the linker's checks), every entry point still answers inside the memory without
+/// trapping.
+#[test]
+fn a_corrupt_image_header_never_traps() {
+    let unit = &corpus()[0];
+    let module = remit::wasm::link(&unit.program).unwrap();
+    let image = remit::wasm::image::write(&unit.program).unwrap();
+    let layout = layout(RUNTIME, &image).unwrap();
+    let engine = Engine::default();
+    let mut store = Store::new(&engine, ());
+    let instance = Instance::new(&mut store, &Module::new(&engine, &module).unwrap(), &[]).unwrap();
+    let memory = instance.get_memory(&mut store, "memory").unwrap();
+    let size = memory.data_size(&store) as u64;
+    let inside = |r: i64| (r as u64 >> 32) + (r as u64 & 0xffff_ffff) <= size;
+    let info = instance.get_typed_func::<(), i64>(&mut store, "remit_policy_info").unwrap();
+    let alloc = instance.get_typed_func::<i32, i32>(&mut store, "remit_alloc").unwrap();
+    let request = &unit.requests[0];
+    let mut patched = 0;
+    for word in 0..remit_rt::image::Header::SIZE / 4 {
+        for value in [0u32, 1, 7, image.len() as u32 + 1, size as u32, 0x7fff_ffff, u32::MAX] {
+            let at = layout.image as usize + 4 * word;
+            memory.write(&mut store, at, &value.to_le_bytes()).unwrap();
+            let r = info.call(&mut store, ()).unwrap_or_else(|e| panic!("word {word} = {value}: {e}"));
+            assert!(inside(r), "word {word} = {value}");
+            for entry in ["remit_decide", "remit_visible_tools"] {
+                let f = instance.get_typed_func::<(i32, i32), i64>(&mut store, entry).unwrap();
+                let ptr = alloc.call(&mut store, request.len() as i32).unwrap();
+                memory.write(&mut store, ptr as usize, request).unwrap();
+                let r = f.call(&mut store, (ptr, request.len() as i32)).unwrap_or_else(|e| panic!("{entry}: {e}"));
+                assert!(inside(r), "{entry}: word {word} = {value}");
+            }
+            memory.write(&mut store, at, &image[4 * word..4 * word + 4]).unwrap();
+            patched += 1;
+        }
+    }
+    assert!(patched > 100);
+    // Restored, the module answers its policy info again.
+    let r = info.call(&mut store, ()).unwrap();
+    let (ptr, len) = ((r as u64 >> 32) as usize, (r as u64 & 0xffff_ffff) as usize);
+    let json = &memory.data(&store)[ptr..ptr + len];
+    assert!(json.starts_with(b"{\"policy\":\"sha256:"), "{}", String::from_utf8_lossy(json));
+}
+
 /// What the linker refuses: a runtime without the ABI's pieces, an image without a header.
 #[test]
 fn the_linker_refuses_what_it_cannot_link() {
@@ -267,4 +314,31 @@ fn the_artifact_carries_the_entry_points() {
     let module = remit::wasm::link(&corpus()[0].program).unwrap();
     let exports: Vec<String> = shape(&module).exports.into_iter().map(|(n, _)| n).collect();
     assert!(exports.iter().all(|e| !e.starts_with("rt_") && !e.starts_with("__")), "{exports:?}");
+}
+
+/// Sizes of the linked module against the hand-written one (both with the gateway's metadata, as `remit build`
+/// writes them): `cargo test --test link -- --ignored --nocapture sizes`.
+#[test]
+#[ignore]
+fn sizes() {
+    println!(
+        "{:<40} {:>9} {:>9} {:>7} {:>9} {:>9}",
+        "policy", "old bytes", "new bytes", "image", "old pages", "new pages"
+    );
+    for unit in corpus() {
+        let meta = remit::gateway::PolicyMeta::from_program(&unit.program);
+        let old = remit::gateway::meta::embed(&remit::wasm::compile(&unit.program).unwrap(), &meta);
+        let new = remit::wasm::link(&unit.program).unwrap();
+        let image = remit::wasm::image::write(&unit.program).unwrap();
+        let pages = |bytes: &[u8]| shape(bytes).memory.unwrap().0;
+        println!(
+            "{:<40} {:>9} {:>9} {:>7} {:>9} {:>9}",
+            unit.name,
+            old.len(),
+            new.len(),
+            image.len(),
+            pages(&old),
+            pages(&new)
+        );
+    }
 }
