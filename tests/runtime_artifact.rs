@@ -1,8 +1,9 @@
 //! The committed runtime artifact, src/wasm/runtime.wasm (crates/remit-rt built by scripts/build-runtime.sh):
 //! - it was built from the sources in this tree (the hash in its custom section `remit.runtime.sources`), and
 //!   rebuilding it with Debian's rustc gives the same bytes (scripts/test-deps.sh installs that toolchain);
-//! - it imports nothing, its memory never grows (min = max), it exports what crates/remit-rt/src/wasm.rs says; a
-//!   build with a panic path left in is refused;
+//! - it imports nothing, its memory never grows (min = max), it exports what crates/remit-rt/src/wasm.rs says (the
+//!   entry points of docs/abi.md, which tests/link.rs runs linked with each policy's image, and the test exports
+//!   `rt_*`); a build with a panic path left in is refused;
 //! - in wasmtime and in Node it agrees with the crate compiled natively, and with the interpreter's JSON rule
 //!   (`remit::json::validate`) and argument digest (`remit::eval::argument_digest`), on the whole decision corpus,
 //!   the garbage inputs, and the corpus requests with every element duplicated.
@@ -127,8 +128,20 @@ fn the_artifact_imports_nothing_and_never_grows() {
     // The memory holds the input, a tape for the largest input, the key buffer and the output.
     let needed = WINDOW + MAX_INPUT as usize + TAPE_LEN * (16 + 4);
     assert!(min as usize * 65536 >= needed, "{min} pages");
+    // Past `__heap_base` (where a decision module's image goes, src/wasm/link.rs), the bare artifact has room for
+    // the test exports' output: as much as the input.
+    let engine = Engine::default();
+    let mut store = Store::new(&engine, ());
+    let instance = Instance::new(&mut store, &Module::new(&engine, artifact()).unwrap(), &[]).unwrap();
+    let heap_base = instance.get_global(&mut store, "__heap_base").unwrap().get(&mut store).i32().unwrap() as u64;
+    assert!(heap_base.next_multiple_of(8) + MAX_INPUT as u64 <= min * 65536, "{heap_base} in {min} pages");
     let exports = [
         "memory",
+        "remit_alloc",
+        "remit_decide",
+        "remit_visible_tools",
+        "remit_policy_info",
+        "__heap_base",
         "rt_input",
         "rt_json_validate",
         "rt_json_canonical",

@@ -4,16 +4,24 @@
 //! The program is first lowered to [`tables`] (the backend's IR: interned strings, per-tool rule lists, condition
 //! bytecode); the module is the fixed runtime ([`rt`]) plus those tables as static data, emitted with
 //! wasm-encoder in one [`module::ModuleBuilder::finish`], which validates it with wasmparser every time.
+//!
+//! The module version 2 (issue 12, docs/module-v2.md), not used by `remit build` yet: [`link()`] puts the committed
+//! runtime artifact (crates/remit-rt, `runtime.wasm`) and the program's policy image ([`image`]) together; its
+//! errors are [`err::Error`].
 
 pub mod asm;
 pub mod codegen;
+pub mod err;
 pub mod image;
 pub mod layout;
+pub mod link;
 pub mod module;
 pub mod rt;
 pub mod vm;
 
 use crate::ir::Program;
+
+pub use link::link;
 
 /// The ABI version exported as the global `remit_abi_version`.
 pub const ABI_VERSION: i32 = 1;

@@ -1,9 +1,30 @@
 //! The wasm32 artifact's exports (scripts/build-runtime.sh builds `src/wasm/runtime.wasm` from this crate): the
-//! fixed buffers every call works in, the panic handler that turns a surviving panic path into an import (which the
-//! build refuses), and the custom section that names the sources the artifact was built from.
+//! entry points of docs/abi.md, the fixed buffers every call works in, the panic handler that turns a surviving
+//! panic path into an import (which the build refuses), and the custom section that names the sources the artifact
+//! was built from.
 //!
-//! The exports are the runtime's policy-independent pieces, for the differential tests (tests/runtime_artifact.rs,
-//! tests/node/runtime_artifact.mjs) until the decision entry points of docs/abi.md come with the policy image:
+//! **The decision module** is this artifact plus a policy image, put together by the linker (`src/wasm/link.rs`,
+//! no compiler involved): the image is one data segment at `__heap_base` rounded up to 8 ([`image_start`]; wasm-ld
+//! defines the symbol, so the runtime knows the address as a constant and the linker reads it from the exported
+//! global of the same name), and the output area follows it, [`Header::output_limit`] bytes (8-aligned), up to the
+//! end of the memory, which the linker sizes for both. Memory map (`--stack-first`): the shadow stack (64 KiB,
+//! growing down to 0), the statics below (input window, tape, scratch, work lists), `__heap_base`, the image, the
+//! output area.
+//!
+//! | export (docs/abi.md) | what |
+//! |---|---|
+//! | `remit_alloc(len) -> i32` | the input buffer's address, or 0 when `len` (unsigned) is past [`MAX_INPUT`] |
+//! | `remit_decide(ptr, len) -> i64` | `crate::decide::decide` on the parsed input, its JSON in the output area, packed `ptr << 32 \| len` |
+//! | `remit_visible_tools(ptr, len) -> i64` | `crate::decide::visible_tools`, the same way |
+//! | `remit_policy_info() -> i64` | `crate::decide::policy_info` |
+//!
+//! A `len` past [`MAX_INPUT`] (whatever `ptr` is: the host passes 0 after `remit_alloc` said 0) is the JSON parse's
+//! `TooLarge` (`request.oversize`); a `ptr` that is not the input buffer is a `Syntax` fault (`request.malformed`,
+//! as the hand-written module answers). Without a valid image (the bare artifact, or a corrupt one) the entry
+//! points decide over an empty image and `remit_policy_info` answers no bytes, which no host accepts.
+//!
+//! The test exports (`rt_*`), for the differential tests (tests/runtime_artifact.rs,
+//! tests/node/runtime_artifact.mjs); the linker does not export them:
 //!
 //! | export | what |
 //! |---|---|
@@ -14,27 +35,91 @@
 //! | `rt_request_decode(len, need) -> i32` | the input read as a request (`need` 0: for a decision, 1: for a tool listing; `crate::request::parse`): 0 or bits 0 `request.malformed`, 1 `request.missing-field`, 2 `request.oversize`; when none is set, the number of usable approvals `<< 8` (tests only) |
 //! | `rt_sha256(len) -> i32` | address of the 32-byte SHA-256 of the input's first `len` bytes (of no bytes when `len` is too large) |
 //!
+//! The test exports write into the output area too, at most [`TEST_OUT_LEN`] bytes of it (in the bare artifact the
+//! area is what the build script leaves between `__heap_base` and the end of the memory).
+//!
 //! Every length is read as unsigned and checked against the buffer before anything is read.
 #![allow(unsafe_code)]
 
 use core::ptr::{addr_of, addr_of_mut};
 
+use crate::decide::{decide, policy_info, visible_tools, Work};
 use crate::digest::{argument_digest, write_canonical};
+use crate::image::{Header, Image};
 use crate::json::{parse, Doc, JsonError, Scratch, Tape, Token, Window, TAPE_LEN, WINDOW};
 use crate::out::Out;
 use crate::request::{self, Need, RequestError};
 use crate::sha256::sha256;
 use crate::{Sink, MAX_INPUT};
 
-/// The output buffer: as large as the input, so that canonical JSON (which writes `1E3` as `1e+3`) can overflow it.
-const OUT_LEN: usize = MAX_INPUT;
+/// The most output the test exports write: as much as the input, so that canonical JSON (which writes `1E3` as
+/// `1e+3`) can overflow it (tests/runtime_artifact.rs checks that an overflow is reported, not truncated).
+pub const TEST_OUT_LEN: usize = MAX_INPUT;
 
 /// The input buffer is the parser's window: the host writes a request at its start.
 static mut INPUT: Window = [0; WINDOW + 8];
 static mut TAPE: Tape = [Token::new(0, 0, 0, 0, 0, 0); TAPE_LEN];
 static mut SCRATCH: Scratch = Scratch::EMPTY;
-static mut OUT: [u8; OUT_LEN] = [0; OUT_LEN];
+static mut WORK: Work = Work::EMPTY;
 static mut HASH: [u8; 32] = [0; 32];
+
+extern "C" {
+    /// Defined by wasm-ld: the first byte past the statics (and the stack). Resolved at link time, not imported:
+    /// its address is a constant in the code, and the artifact exports it as the global `__heap_base`.
+    static __heap_base: u8;
+}
+
+const PAGE: usize = 65_536;
+
+/// Where the linker puts the policy image: `__heap_base` rounded up to 8 (src/wasm/link.rs computes the same from
+/// the exported global).
+fn image_start() -> usize {
+    // Safety: only the symbol's address is taken, never its byte.
+    let base = unsafe { addr_of!(__heap_base) as usize };
+    base.wrapping_add(7) & !7
+}
+
+/// The end of the memory (it never grows: min = max).
+fn memory_end() -> usize {
+    core::arch::wasm32::memory_size(0).wrapping_mul(PAGE)
+}
+
+/// The bytes from `start` to `end` of the memory (none when `start` is past `end`).
+///
+/// Safety: the caller holds no other reference into the range (calls are not re-entrant, docs/abi.md).
+unsafe fn region(start: usize, end: usize) -> &'static mut [u8] {
+    let len = end.saturating_sub(start);
+    if len == 0 {
+        return &mut [];
+    }
+    // The memory is one allocation from 0 to `memory_end`, and nothing Rust owns lies past `__heap_base`.
+    core::slice::from_raw_parts_mut(start as *mut u8, len)
+}
+
+/// The policy image, and the output area after it. Without a valid image (the bare artifact) the image is empty
+/// and the output area is everything past `__heap_base`.
+fn image_and_output() -> (Image<'static>, &'static mut [u8]) {
+    let (start, end) = (image_start(), memory_end());
+    // Safety: the image and the output area are disjoint, past every static, and used only within one call.
+    let header = Header::decode(unsafe { region(start, start.saturating_add(Header::SIZE).min(end)) }, 0);
+    let len = (header.image_len as usize).min(end.saturating_sub(start));
+    let image = Image::new(unsafe { region(start, start.saturating_add(len)) });
+    match image {
+        Some(image) => {
+            let out = start.saturating_add(len).saturating_add(7) & !7;
+            let out_end = out.saturating_add(header.output_limit as usize).min(end);
+            (image, unsafe { region(out, out_end) })
+        }
+        None => (Image { bytes: &[], header: Header::default() }, unsafe { region(start, end) }),
+    }
+}
+
+/// The output area for a test export: at most [`TEST_OUT_LEN`] bytes.
+fn test_output() -> &'static mut [u8] {
+    let out = image_and_output().1;
+    let len = out.len().min(TEST_OUT_LEN);
+    out.get_mut(..len).unwrap_or(&mut [])
+}
 
 /// The SHA-256 (hex) of the sources this artifact was built from (scripts/build-runtime.sh sets it; the test
 /// tests/runtime_artifact.rs recomputes it from the working tree and refuses a stale artifact).
@@ -99,6 +184,53 @@ fn parsed(start: usize, end: usize) -> Result<(Doc<'static>, &'static mut [u32])
     Ok((Doc { input: window.get(..end).unwrap_or(&[]), tape }, &mut scratch.keys))
 }
 
+/// The request at `ptr`, `len` bytes, parsed: `TooLarge` past [`MAX_INPUT`] (the host passes `ptr` 0 then), a
+/// `Syntax` fault when `ptr` is not the input buffer `remit_alloc` hands out.
+fn request_at(ptr: i32, len: i32) -> Result<(Doc<'static>, &'static mut [u32]), JsonError> {
+    let len = len as u32 as usize;
+    if len > MAX_INPUT {
+        return Err(JsonError::TooLarge);
+    }
+    if ptr as u32 as usize != unsafe { addr_of!(INPUT) as usize } {
+        return Err(JsonError::Syntax);
+    }
+    parsed(0, len)
+}
+
+/// Runs `write` on the image, the work lists and the output area; what it wrote, packed.
+fn answer(write: impl FnOnce(&Image<'static>, &mut Work, &mut Out<'_>)) -> i64 {
+    let (image, buf) = image_and_output();
+    let ptr = buf.as_ptr() as usize;
+    let mut out = Out::new(buf);
+    // Safety: as in `input`.
+    let work = unsafe { &mut *addr_of_mut!(WORK) };
+    write(&image, work, &mut out);
+    pack(ptr, out.len())
+}
+
+#[no_mangle]
+pub extern "C" fn remit_alloc(len: i32) -> i32 {
+    if len as u32 as usize > MAX_INPUT {
+        return 0;
+    }
+    unsafe { addr_of!(INPUT) as usize as i32 }
+}
+
+#[no_mangle]
+pub extern "C" fn remit_decide(ptr: i32, len: i32) -> i64 {
+    answer(|image, work, out| decide(image, request_at(ptr, len), work, out))
+}
+
+#[no_mangle]
+pub extern "C" fn remit_visible_tools(ptr: i32, len: i32) -> i64 {
+    answer(|image, work, out| visible_tools(image, request_at(ptr, len), work, out))
+}
+
+#[no_mangle]
+pub extern "C" fn remit_policy_info() -> i64 {
+    answer(|image, _, out| policy_info(image, out))
+}
+
 /// Only in the build script's self-test (`REMIT_RT_CFG=remit_rt_panic_probe`, tests/runtime_artifact.rs): an index
 /// the optimizer cannot prove in bounds, so the build must fail.
 #[cfg(remit_rt_panic_probe)]
@@ -127,7 +259,7 @@ pub extern "C" fn rt_json_canonical(len: i32) -> i64 {
         Ok(p) => p,
         Err(e) => return pack(0, code(e) as usize),
     };
-    let buf = unsafe { &mut *addr_of_mut!(OUT) };
+    let buf = test_output();
     let ptr = buf.as_ptr() as usize;
     let mut out = Out::new(buf);
     let complete = write_canonical(&mut out, &doc, 0, keys, 0);
@@ -157,7 +289,7 @@ pub extern "C" fn rt_argument_digest(tool_len: i32, len: i32) -> i64 {
     if !complete {
         return pack(0, 5);
     }
-    let buf = unsafe { &mut *addr_of_mut!(OUT) };
+    let buf = test_output();
     let ptr = buf.as_ptr() as usize;
     let mut out = Out::new(buf);
     out.write(&digest);
