@@ -65,11 +65,21 @@ fn linked_modules_equal_the_native_engine() {
             compared += 1;
             let (a, b) = (native.decide(request), module.decide(request));
             if a != b {
-                failures.push(format!("{}: native {}\n  module {}", unit.name, String::from_utf8_lossy(&a), String::from_utf8_lossy(&b)));
+                failures.push(format!(
+                    "{}: native {}\n  module {}",
+                    unit.name,
+                    String::from_utf8_lossy(&a),
+                    String::from_utf8_lossy(&b)
+                ));
             }
             let (a, b) = (native.visible_tools(request), module.visible_tools(request));
             if a != b {
-                failures.push(format!("{} (listing): native {}\n  module {}", unit.name, String::from_utf8_lossy(&a), String::from_utf8_lossy(&b)));
+                failures.push(format!(
+                    "{} (listing): native {}\n  module {}",
+                    unit.name,
+                    String::from_utf8_lossy(&a),
+                    String::from_utf8_lossy(&b)
+                ));
             }
         }
     }

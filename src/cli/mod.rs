@@ -213,7 +213,9 @@ pub fn run() -> ExitCode {
             cmd_eval(&policy, &request, Options { narrowing: !no_narrowing })
         }
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
-        Command::Test { paths, engine } => tests::run(&paths, remit::testing::Engine::parse(&engine).unwrap_or_default()),
+        Command::Test { paths, engine } => {
+            tests::run(&paths, remit::testing::Engine::parse(&engine).unwrap_or_default())
+        }
         Command::Digest { request } => cmd_digest(&request),
         Command::Diff { old, new, format, output } => diff::run(&old, &new, format, output.as_deref()),
         Command::Graph { paths, format, output, stops } => cmd_graph(&paths, format, output.as_deref(), &stops),

@@ -1,57 +1,815 @@
-//! PLACEHOLDER (replaced by the rtcond branch's conditions): the API decide.rs and visible.rs call.
+//! Conditions, the twin of `src/eval/cond.rs`: a rule's condition read from the policy image (its [`Node`]s in
+//! prefix order) and evaluated against a request read from its tape. Attributes are decoded by the type the checker
+//! gave them ([`Type`]); a missing or wrongly typed attribute, or a comparison of values of different kinds, is an
+//! error, and an error anywhere in a condition makes the whole condition an error ([`Truth::Error`]), so each caller
+//! fails closed in its own direction. [`possible`] is the tool listing's question: the outcomes a condition may
+//! still have while the per-call values are unknown.
+//!
+//! Nothing allocates and nothing recurses: `and`/`or` nodes open frames on a fixed stack of [`MAX_COND_DEPTH`]
+//! (the image writer refuses deeper conditions; a deeper or truncated condition in a corrupt image is an error), and
+//! a frame counts the children still to come, so the stack's depth is the nesting, never the number of children.
+//! Values are not copied out of the request: a string is its tape token, compared unescaped; a set is its array
+//! token, its elements decoded again when a test walks them (sets of sets do not exist: the checker refuses them, and
+//! an image that holds one reads as an error).
 
-use crate::image::{Image, Param, Tool};
-use crate::json::Doc;
-use crate::request::Request;
+use core::cmp::Ordering;
 
-#[derive(Debug, Clone, Copy)]
-pub struct Env<'a> {
-    pub image: Image<'a>,
-    pub doc: Doc<'a>,
-    pub request: &'a Request<'a>,
-    pub tool: u32,
-    pub listing: bool,
-}
+use crate::image::{self, Image, Node, Param, Tool, Type, Value, MAX_COND_DEPTH};
+use crate::json::{Doc, ARRAY, ESCAPED, FALSE, NUMBER, STRING, TRUE};
+use crate::request::{elements, Request};
+use crate::value::{duration_of, parse_decimal, parse_money, parse_timestamp, DECIMAL_SCALE, MAX_NUMBER_TEXT};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The value of a condition: true, false, or an error (fail closed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Truth {
-    True,
     False,
+    True,
     Error,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Possible(u8);
-
-impl Possible {
-    pub fn can_be_true(self) -> bool {
-        self.0 & 1 != 0
+impl Truth {
+    pub fn of(b: bool) -> Truth {
+        if b {
+            Truth::True
+        } else {
+            Truth::False
+        }
     }
-    pub fn can_be_false(self) -> bool {
-        self.0 & 2 != 0
+
+    /// As the interpreter's trace writes it: `None` for an error.
+    pub fn ok(self) -> Option<bool> {
+        match self {
+            Truth::False => Some(false),
+            Truth::True => Some(true),
+            Truth::Error => None,
+        }
     }
 }
 
-pub fn eval(env: &Env<'_>, off: u32, count: u32) -> Truth {
-    use crate::image::{Node, NODE_AND, NODE_FALSE, NODE_TRUE};
-    let _ = count;
-    let n = Node::decode(env.image.bytes, off);
-    match n.op {
-        NODE_TRUE => Truth::True,
-        NODE_FALSE => Truth::False,
-        NODE_AND if n.arg == 0 => Truth::True,
+/// A set of possible outcomes of a condition: true, false, error (`src/eval/cond.rs`'s `Possible`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Possible(pub u8);
+
+impl Possible {
+    pub const TRUE: Possible = Possible(1);
+    pub const FALSE: Possible = Possible(2);
+    pub const ERROR: Possible = Possible(4);
+    pub const ANY: Possible = Possible(7);
+
+    pub fn can_be_true(self) -> bool {
+        self.0 & 1 != 0
+    }
+
+    pub fn can_be_false(self) -> bool {
+        self.0 & 2 != 0
+    }
+
+    pub fn can_fail(self) -> bool {
+        self.0 & 4 != 0
+    }
+
+    /// The one outcome `truth`.
+    pub fn of(truth: Truth) -> Possible {
+        match truth {
+            Truth::True => Possible::TRUE,
+            Truth::False => Possible::FALSE,
+            Truth::Error => Possible::ERROR,
+        }
+    }
+
+    /// Whether `truth` is one of the outcomes.
+    pub fn contains(self, truth: Truth) -> bool {
+        self.0 & Possible::of(truth).0 != 0
+    }
+
+    fn from_flags(t: bool, f: bool, e: bool) -> Possible {
+        Possible(u8::from(t) | u8::from(f) << 1 | u8::from(e) << 2)
+    }
+}
+
+/// What a condition is evaluated against: the request (its document and what [`crate::request::parse`] read from
+/// it) and the called tool (`level` reads its level; an argument's money may be negative when the tool's parameter
+/// of that name is `signed`).
+#[derive(Clone, Copy, Debug)]
+pub struct Env<'e> {
+    pub image: &'e Image<'e>,
+    pub doc: &'e Doc<'e>,
+    pub request: &'e Request<'e>,
+    /// The called tool's record.
+    pub tool: Tool,
+    /// Tool listing: the call is not known yet (arguments are unknown, and so are the resource and the attempt when
+    /// the request has none).
+    pub listing: bool,
+}
+
+impl<'e> Env<'e> {
+    /// The environment of a call to (or a listing of) tool `tool` of `image`.
+    pub fn new(image: &'e Image<'e>, doc: &'e Doc<'e>, request: &'e Request<'e>, tool: u32, listing: bool) -> Env<'e> {
+        Env { image, doc, request, tool: image.tool(tool), listing }
+    }
+}
+
+/// One open `and`/`or`: the children still to come, and what those seen so far give.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    left: u32,
+    and: bool,
+    /// [`eval`]: the value so far; [`possible`]: the `ALL_*`/`ANY_*` bits.
+    bits: u8,
+}
+
+impl Frame {
+    const EMPTY: Frame = Frame { left: 0, and: false, bits: 0 };
+}
+
+/// Evaluates the condition of `cond_count` nodes from `cond_off` (a [`crate::image::Rule`]'s) against `env`
+/// (whose image is `image`). An error anywhere is the result: an atom that fails ends the evaluation, since no
+/// later child could change that.
+pub fn eval(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Truth {
+    let first = node(image, cond_off, 0);
+    // Most conditions are one node: no stack for them.
+    if cond_count == 1 && first.op != image::NODE_AND && first.op != image::NODE_OR {
+        return leaf(image, first, env);
+    }
+    eval_nested(image, cond_off, cond_count, env)
+}
+
+fn node(image: &Image<'_>, cond_off: u32, i: u32) -> Node {
+    Node::decode(image.bytes, Image::at(cond_off, Node::SIZE, i))
+}
+
+/// A node that is not `and`/`or`.
+fn leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Truth {
+    match node.op {
+        image::NODE_TRUE => Truth::True,
+        image::NODE_FALSE => Truth::False,
+        image::NODE_ATOM => match fetch(image, node.arg, env) {
+            Fetched::Value(atom, value) => test(image, env.doc, &atom, value),
+            Fetched::Unknown | Fetched::Error => Truth::Error,
+        },
         _ => Truth::Error,
     }
 }
 
-pub fn possible(env: &Env<'_>, off: u32, count: u32) -> Possible {
-    let _ = (env, off, count);
-    Possible(7)
+#[inline(never)]
+fn eval_nested(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Truth {
+    let mut stack = [Frame::EMPTY; MAX_COND_DEPTH];
+    let mut sp = 0usize;
+    let mut i = 0u32;
+    while i < cond_count {
+        let n = node(image, cond_off, i);
+        i += 1;
+        let mut value = match n.op {
+            image::NODE_AND | image::NODE_OR if n.arg > 0 => {
+                let and = n.op == image::NODE_AND;
+                match stack.get_mut(sp) {
+                    Some(frame) => *frame = Frame { left: n.arg, and, bits: u8::from(and) },
+                    None => return Truth::Error,
+                }
+                sp += 1;
+                continue;
+            }
+            // No children: `and` is true, `or` false.
+            image::NODE_AND => true,
+            image::NODE_OR => false,
+            _ => match leaf(image, n, env) {
+                Truth::True => true,
+                Truth::False => false,
+                Truth::Error => return Truth::Error,
+            },
+        };
+        // Close every frame this value completes.
+        loop {
+            if sp == 0 {
+                // The root's value; nodes left over mean a corrupt image.
+                return if i == cond_count { Truth::of(value) } else { Truth::Error };
+            }
+            let frame = match stack.get_mut(sp - 1) {
+                Some(frame) => frame,
+                None => return Truth::Error,
+            };
+            let b = frame.bits != 0;
+            frame.bits = u8::from(if frame.and { b && value } else { b || value });
+            frame.left -= 1;
+            if frame.left > 0 {
+                break;
+            }
+            value = frame.bits != 0;
+            sp -= 1;
+        }
+    }
+    // The nodes ran out before the root closed.
+    Truth::Error
 }
 
-/// The declared parameter of `tool` named `name` (unescaped bytes).
-pub fn param(image: &Image<'_>, tool: &Tool, name: impl Iterator<Item = u8> + Clone) -> Option<Param> {
-    (0..tool.params_count)
-        .map(|i| Param::decode(image.bytes, Image::at(tool.params_off, Param::SIZE, i)))
-        .find(|p| name.clone().eq(image.str(p.name_off, p.name_len).iter().copied()))
+// The bits of a frame of [`possible`]: whether all its children so far can be true, can be false, can evaluate
+// (true or false); whether any can be true, can be false, can fail.
+const ALL_TRUE: u8 = 1;
+const ALL_FALSE: u8 = 2;
+const ALL_SUCCEED: u8 = 4;
+const ANY_TRUE: u8 = 8;
+const ANY_FALSE: u8 = 16;
+const ANY_FAIL: u8 = 32;
+
+/// The outcomes [`eval`] may give the condition once the unknown per-call values are known: an over-approximation
+/// (atoms on the same unknown attribute are treated as independent) that is exact when nothing is unknown, as
+/// `src/eval/cond.rs`'s `possible`.
+pub fn possible(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Possible {
+    let first = node(image, cond_off, 0);
+    if cond_count == 1 && first.op != image::NODE_AND && first.op != image::NODE_OR {
+        return possible_leaf(image, first, env);
+    }
+    possible_nested(image, cond_off, cond_count, env)
+}
+
+fn possible_leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Possible {
+    match node.op {
+        image::NODE_TRUE => Possible::TRUE,
+        image::NODE_FALSE => Possible::FALSE,
+        image::NODE_ATOM => match fetch(image, node.arg, env) {
+            Fetched::Value(atom, value) => Possible::of(test(image, env.doc, &atom, value)),
+            Fetched::Unknown => Possible::ANY,
+            Fetched::Error => Possible::ERROR,
+        },
+        _ => Possible::ERROR,
+    }
+}
+
+/// The outcomes of an `and` (or an `or`) whose children's outcomes gave `bits`.
+fn close(and: bool, bits: u8) -> Possible {
+    let all_succeed = bits & ALL_SUCCEED != 0;
+    let fail = bits & ANY_FAIL != 0;
+    if and {
+        Possible::from_flags(bits & ALL_TRUE != 0, all_succeed && bits & ANY_FALSE != 0, fail)
+    } else {
+        Possible::from_flags(all_succeed && bits & ANY_TRUE != 0, bits & ALL_FALSE != 0, fail)
+    }
+}
+
+#[inline(never)]
+fn possible_nested(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Possible {
+    let mut stack = [Frame::EMPTY; MAX_COND_DEPTH];
+    let mut sp = 0usize;
+    let mut i = 0u32;
+    const START: u8 = ALL_TRUE | ALL_FALSE | ALL_SUCCEED;
+    while i < cond_count {
+        let n = node(image, cond_off, i);
+        i += 1;
+        let mut value = match n.op {
+            image::NODE_AND | image::NODE_OR if n.arg > 0 => {
+                match stack.get_mut(sp) {
+                    Some(frame) => *frame = Frame { left: n.arg, and: n.op == image::NODE_AND, bits: START },
+                    None => return Possible::ERROR,
+                }
+                sp += 1;
+                continue;
+            }
+            image::NODE_AND => close(true, START),
+            image::NODE_OR => close(false, START),
+            _ => possible_leaf(image, n, env),
+        };
+        loop {
+            if sp == 0 {
+                return if i == cond_count { value } else { Possible::ERROR };
+            }
+            let frame = match stack.get_mut(sp - 1) {
+                Some(frame) => frame,
+                None => return Possible::ERROR,
+            };
+            let (t, f, e) = (value.can_be_true(), value.can_be_false(), value.can_fail());
+            let mut bits = frame.bits;
+            if !t {
+                bits &= !ALL_TRUE;
+            }
+            if !f {
+                bits &= !ALL_FALSE;
+            }
+            if !(t || f) {
+                bits &= !ALL_SUCCEED;
+            }
+            if t {
+                bits |= ANY_TRUE;
+            }
+            if f {
+                bits |= ANY_FALSE;
+            }
+            if e {
+                bits |= ANY_FAIL;
+            }
+            frame.bits = bits;
+            frame.left -= 1;
+            if frame.left > 0 {
+                break;
+            }
+            value = close(frame.and, bits);
+            sp -= 1;
+        }
+    }
+    Possible::ERROR
+}
+
+/// An attribute's value, read from the request (`src/eval/cond.rs`'s `Value` of the attribute).
+#[derive(Clone, Copy, Debug)]
+enum Val {
+    /// A string token of the request.
+    Str(u32),
+    /// An exact decimal (units of 10^-9).
+    Num(i128),
+    Money(i128, [u8; 3]),
+    Bool(bool),
+    Timestamp(i64),
+    Duration(i64),
+    Level(i128),
+    /// An array token of the request, every element of which decodes as the element type.
+    Set(u32, Type),
+}
+
+enum Fetched {
+    Value(image::Atom, Val),
+    /// A per-call value, while listing tools.
+    Unknown,
+    Error,
+}
+
+/// The type of the elements of `subject.scopes`.
+const STRINGS: Type = Type { code: image::TYPE_STRING, variants_off: 0, variants_count: 0, element: 0 };
+
+/// Reads atom `at`'s attribute from the request (`src/eval/cond.rs`'s `fetch`).
+fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
+    let atom = image::Atom::decode(image.bytes, at);
+    let doc = env.doc;
+    let request = env.request;
+    let name = image.str(atom.name_off, atom.name_len);
+    let value = match atom.attr {
+        image::ATTR_ARG => {
+            if env.listing {
+                return Fetched::Unknown;
+            }
+            let json = match request.call.and_then(|c| c.arguments).and_then(|args| doc.get(args, name)) {
+                Some(json) => json,
+                None => return Fetched::Error,
+            };
+            let value = match decode(image, doc, json, &Type::decode(image.bytes, atom.ty)) {
+                Some(value) => value,
+                None => return Fetched::Error,
+            };
+            // Money is non-negative unless the parameter is `signed`: a negative amount is a mistyped argument.
+            if !signed_param(image, &env.tool, name) && negative(image, doc, value) {
+                return Fetched::Error;
+            }
+            value
+        }
+        image::ATTR_CONTEXT => {
+            let json = match request.attributes.and_then(|attrs| doc.get(attrs, name)) {
+                Some(json) => json,
+                None => return Fetched::Error,
+            };
+            let value = match decode(image, doc, json, &Type::decode(image.bytes, atom.ty)) {
+                Some(value) => value,
+                None => return Fetched::Error,
+            };
+            if atom.signed == 0 && negative(image, doc, value) {
+                return Fetched::Error;
+            }
+            value
+        }
+        image::ATTR_RESOURCE_ID => match request.resource_id {
+            Some(id) => Val::Str(id),
+            None if env.listing => return Fetched::Unknown,
+            None => return Fetched::Error,
+        },
+        image::ATTR_ATTEMPT => match request.attempt {
+            Some(n) => Val::Num(n),
+            None if env.listing => return Fetched::Unknown,
+            None => return Fetched::Error,
+        },
+        image::ATTR_SUBJECT_ID => Val::Str(request.subject_id),
+        image::ATTR_SUBJECT_SCOPES => match request.scopes {
+            Some(scopes) => Val::Set(scopes, STRINGS),
+            None => return Fetched::Error,
+        },
+        image::ATTR_NOW => Val::Timestamp(request.now),
+        image::ATTR_LEVEL => Val::Level(i128::from(env.tool.level)),
+        _ => return Fetched::Error,
+    };
+    Fetched::Value(atom, value)
+}
+
+/// Whether the tool's parameter `name` is declared `signed` (`ir::Tool::is_signed`; an undeclared name is not).
+fn signed_param(image: &Image<'_>, tool: &Tool, name: &[u8]) -> bool {
+    (0..tool.params_count).any(|i| {
+        let p = Param::decode(image.bytes, Image::at(tool.params_off, Param::SIZE, i));
+        p.signed != 0 && image.str(p.name_off, p.name_len) == name
+    })
+}
+
+/// Whether a money value (or an element of a set of money) is below zero.
+fn negative(image: &Image<'_>, doc: &Doc<'_>, value: Val) -> bool {
+    match value {
+        Val::Money(amount, _) => amount < 0,
+        Val::Set(array, element) => {
+            element.code == image::TYPE_MONEY
+                && elements(doc, array)
+                    .any(|item| matches!(decode(image, doc, item, &element), Some(Val::Money(a, _)) if a < 0))
+        }
+        _ => false,
+    }
+}
+
+/// The unescaped content of the string token `tok` in `buf`, when it fits.
+fn unescaped<'b>(doc: &Doc<'_>, tok: u32, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    let mut len = 0;
+    for byte in doc.text(tok) {
+        *buf.get_mut(len)? = byte;
+        len += 1;
+    }
+    buf.get(..len)
+}
+
+/// Whether the string token `tok` holds exactly `bytes` (unescaped).
+fn text_is(doc: &Doc<'_>, tok: u32, bytes: &[u8]) -> bool {
+    if doc.token(tok).flags() & ESCAPED == 0 {
+        return doc.raw(tok) == bytes;
+    }
+    doc.text(tok).eq(bytes.iter().copied())
+}
+
+/// Whether `list` (of [`image::Str`] records from `off`) holds the string token `tok`; its position.
+fn position(image: &Image<'_>, doc: &Doc<'_>, tok: u32, off: u32, count: u32) -> Option<u32> {
+    (0..count).find(|&i| text_is(doc, tok, image.str_at(off, i)))
+}
+
+/// Decodes the request's value `tok` as `ty` (`src/eval/cond.rs`'s `decode`; encodings: docs/requests.md); `None`
+/// when it is not one (a wrong type).
+fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> {
+    let kind = doc.token(tok).kind();
+    let mut buf = [0u8; MAX_NUMBER_TEXT];
+    Some(match ty.code {
+        image::TYPE_STRING | image::TYPE_KIND if kind == STRING => Val::Str(tok),
+        // A value outside the enum is a type error, not just an unequal string.
+        image::TYPE_ENUM if kind == STRING => {
+            position(image, doc, tok, ty.variants_off, ty.variants_count)?;
+            Val::Str(tok)
+        }
+        image::TYPE_INT if kind == NUMBER => {
+            let n = parse_decimal(doc.raw(tok))?;
+            if n % 10i128.pow(DECIMAL_SCALE) != 0 {
+                return None;
+            }
+            Val::Num(n)
+        }
+        image::TYPE_DECIMAL if kind == NUMBER => Val::Num(parse_decimal(doc.raw(tok))?),
+        image::TYPE_DECIMAL if kind == STRING => Val::Num(parse_decimal(unescaped(doc, tok, &mut buf)?)?),
+        image::TYPE_MONEY if kind == STRING => {
+            let (amount, currency) = parse_money(unescaped(doc, tok, &mut buf)?)?;
+            Val::Money(amount, currency)
+        }
+        image::TYPE_BOOL if kind == TRUE => Val::Bool(true),
+        image::TYPE_BOOL if kind == FALSE => Val::Bool(false),
+        image::TYPE_TIMESTAMP if kind == STRING => {
+            let mut text = [0u8; 20];
+            Val::Timestamp(parse_timestamp(unescaped(doc, tok, &mut text)?)?)
+        }
+        image::TYPE_DURATION => {
+            let seconds = match kind {
+                // serde_json's `as_u64` of a number kept as written: its text read by `u64::from_str` (a JSON number
+                // has no `+`, so: digits only).
+                NUMBER => {
+                    let raw = doc.raw(tok);
+                    if raw.is_empty() || !raw.iter().all(|b| b.is_ascii_digit()) {
+                        return None;
+                    }
+                    let mut n: u64 = 0;
+                    for &d in raw {
+                        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+                    }
+                    n
+                }
+                STRING => duration_of(doc.text(tok))?,
+                _ => return None,
+            };
+            Val::Duration(i64::try_from(seconds).ok()?)
+        }
+        image::TYPE_LEVEL if kind == STRING => {
+            let h = &image.header;
+            Val::Level(i128::from(position(image, doc, tok, h.levels_off, h.levels_count)?))
+        }
+        image::TYPE_SET if kind == ARRAY => {
+            let element = Type::decode(image.bytes, ty.element);
+            // Sets of sets do not exist (the checker refuses them); decoding one would need recursion.
+            if element.code == image::TYPE_SET {
+                return None;
+            }
+            for item in elements(doc, tok) {
+                decode(image, doc, item, &element)?;
+            }
+            Val::Set(tok, element)
+        }
+        _ => return None,
+    })
+}
+
+/// Applies atom `atom`'s test to its attribute's value (`src/eval/cond.rs`'s `test`).
+fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &image::Atom, value: Val) -> Truth {
+    let c = Cmp { image, doc };
+    let operand = || c.value(atom.values_off, 0);
+    let (items, count) = (atom.values_off, atom.values_count);
+    let result = match atom.test {
+        image::TEST_EQ | image::TEST_NE if count == 1 => {
+            c.equal(value, &operand()).map(|b| b == (atom.test == image::TEST_EQ))
+        }
+        image::TEST_LT if count == 1 => c.order(value, &operand()).map(|o| o == Ordering::Less),
+        image::TEST_LE if count == 1 => c.order(value, &operand()).map(|o| o != Ordering::Greater),
+        image::TEST_GT if count == 1 => c.order(value, &operand()).map(|o| o == Ordering::Greater),
+        image::TEST_GE if count == 1 => c.order(value, &operand()).map(|o| o != Ordering::Less),
+        image::TEST_IN => c.member(value, items, count),
+        image::TEST_NOT_IN => c.member(value, items, count).map(|b| !b),
+        image::TEST_UNDER | image::TEST_NOT_UNDER if count == 1 => {
+            let prefix = operand();
+            match value {
+                Val::Str(tok) if prefix.tag == image::VALUE_STRING && !unsafe_path(doc.text(tok)) => {
+                    let under = starts_with(doc.text(tok), image.str(prefix.str_off, prefix.str_len));
+                    Ok(under == (atom.test == image::TEST_UNDER))
+                }
+                _ => Err(()),
+            }
+        }
+        image::TEST_CONTAINS | image::TEST_NOT_CONTAINS if count == 1 => match value {
+            Val::Set(array, element) => {
+                c.member_of_set(&operand(), array, &element).map(|b| b == (atom.test == image::TEST_CONTAINS))
+            }
+            _ => Err(()),
+        },
+        image::TEST_WITHIN | image::TEST_NOT_WITHIN => match value {
+            Val::Set(array, element) => {
+                c.within(array, &element, items, count).map(|b| b == (atom.test == image::TEST_WITHIN))
+            }
+            _ => Err(()),
+        },
+        _ => Err(()),
+    };
+    match result {
+        Ok(b) => Truth::of(b),
+        Err(()) => Truth::Error,
+    }
+}
+
+/// Whether `text` begins with `prefix`.
+fn starts_with(mut text: impl Iterator<Item = u8>, prefix: &[u8]) -> bool {
+    prefix.iter().all(|&p| text.next() == Some(p))
+}
+
+/// A text `under` cannot test (`src/eval/cond.rs`'s `unsafe_path`): a backslash or NUL, an empty segment (`//`), a
+/// `.` or `..` segment, or a percent-encoded separator, dot, NUL or percent (`%2f %5c %2e %00 %25`, either case).
+/// Read byte by byte: the last two bytes (lowercased) and the current segment's length and whether it is all dots.
+pub fn unsafe_path(bytes: impl Iterator<Item = u8>) -> bool {
+    let (mut prev2, mut prev1) = (0u8, 0u8);
+    let mut segment = 0usize;
+    let mut dots = true;
+    let dot_segment = |len: usize, dots: bool| dots && (len == 1 || len == 2);
+    for b in bytes {
+        if b == b'\\' || b == 0 {
+            return true;
+        }
+        let lower = b.to_ascii_lowercase();
+        if b == b'/' {
+            if prev1 == b'/' || dot_segment(segment, dots) {
+                return true;
+            }
+            segment = 0;
+            dots = true;
+        } else {
+            segment = segment.saturating_add(1);
+            dots &= b == b'.';
+        }
+        if prev2 == b'%' && matches!((prev1, lower), (b'2', b'f' | b'e' | b'5') | (b'5', b'c') | (b'0', b'0')) {
+            return true;
+        }
+        prev2 = prev1;
+        prev1 = lower;
+    }
+    dot_segment(segment, dots)
+}
+
+/// Comparisons of request values with the image's constants.
+struct Cmp<'c> {
+    image: &'c Image<'c>,
+    doc: &'c Doc<'c>,
+}
+
+impl Cmp<'_> {
+    /// The [`Value`] record `i` of a list from `off`.
+    fn value(&self, off: u32, i: u32) -> Value {
+        Value::decode(self.image.bytes, Image::at(off, Value::SIZE, i))
+    }
+
+    /// Equality of two values of the same kind (`src/eval/cond.rs`'s `equal`): money in different currencies is not
+    /// comparable; sets are equal when each contains the other.
+    fn equal(&self, left: Val, right: &Value) -> Result<bool, ()> {
+        match (left, right.tag) {
+            (Val::Set(array, element), image::VALUE_SET) => {
+                Ok(self.within(array, &element, right.items_off, right.items_count)?
+                    && self.set_within(right.items_off, right.items_count, array, &element)?)
+            }
+            _ => self.equal_scalar(left, right),
+        }
+    }
+
+    /// [`Cmp::equal`] where `left` is an element of a set (never a set itself).
+    fn equal_scalar(&self, left: Val, right: &Value) -> Result<bool, ()> {
+        let n = right.number();
+        Ok(match (left, right.tag) {
+            (Val::Str(tok), image::VALUE_STRING) => {
+                text_is(self.doc, tok, self.image.str(right.str_off, right.str_len))
+            }
+            (Val::Num(a), image::VALUE_NUMBER) => a == n,
+            (Val::Money(a, currency), image::VALUE_MONEY)
+                if currency[..] == *self.image.str(right.str_off, right.str_len) =>
+            {
+                a == n
+            }
+            (Val::Bool(b), image::VALUE_BOOL) => i128::from(b) == n,
+            (Val::Timestamp(t), image::VALUE_TIMESTAMP) => i128::from(t) == n,
+            (Val::Duration(d), image::VALUE_DURATION) => i128::from(d) == n,
+            (Val::Level(l), image::VALUE_LEVEL) => l == n,
+            _ => return Err(()),
+        })
+    }
+
+    fn order(&self, left: Val, right: &Value) -> Result<Ordering, ()> {
+        let n = right.number();
+        Ok(match (left, right.tag) {
+            (Val::Num(a), image::VALUE_NUMBER) => a.cmp(&n),
+            (Val::Money(a, currency), image::VALUE_MONEY)
+                if currency[..] == *self.image.str(right.str_off, right.str_len) =>
+            {
+                a.cmp(&n)
+            }
+            (Val::Timestamp(t), image::VALUE_TIMESTAMP) => i128::from(t).cmp(&n),
+            (Val::Duration(d), image::VALUE_DURATION) => i128::from(d).cmp(&n),
+            (Val::Level(l), image::VALUE_LEVEL) => l.cmp(&n),
+            _ => return Err(()),
+        })
+    }
+
+    /// Whether `value` equals one of the `count` constants from `items` (`member`). A match decides; without one,
+    /// an incomparable item is an error (it might have been the match).
+    fn member(&self, value: Val, items: u32, count: u32) -> Result<bool, ()> {
+        let mut failed = false;
+        for i in 0..count {
+            match self.equal(value, &self.value(items, i)) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(()) => failed = true,
+            }
+        }
+        if failed {
+            Err(())
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Whether the constant `item` equals one of the elements of the request's set `array` (`member(item, set)`).
+    fn member_of_set(&self, item: &Value, array: u32, element: &Type) -> Result<bool, ()> {
+        let mut failed = false;
+        for tok in elements(self.doc, array) {
+            // Equality is symmetric: `equal(item, x)` is `equal(x, item)`.
+            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            match self.equal_scalar(x, item) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(()) => failed = true,
+            }
+        }
+        if failed {
+            Err(())
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Whether every element of the request's set `array` is one of the constants (`within(set, items)`).
+    fn within(&self, array: u32, element: &Type, items: u32, count: u32) -> Result<bool, ()> {
+        let mut all = true;
+        for tok in elements(self.doc, array) {
+            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            let mut found = false;
+            let mut failed = false;
+            for i in 0..count {
+                match self.equal_scalar(x, &self.value(items, i)) {
+                    Ok(true) => {
+                        found = true;
+                        break;
+                    }
+                    Ok(false) => {}
+                    Err(()) => failed = true,
+                }
+            }
+            if !found && failed {
+                return Err(());
+            }
+            all &= found;
+        }
+        Ok(all)
+    }
+
+    /// Whether every constant is an element of the request's set `array` (`within(items, set)`).
+    fn set_within(&self, items: u32, count: u32, array: u32, element: &Type) -> Result<bool, ()> {
+        let mut all = true;
+        for i in 0..count {
+            all &= self.member_of_set(&self.value(items, i), array, element)?;
+        }
+        Ok(all)
+    }
+}
+
+/// Only in a build with `--cfg remit_rt_cond_probe` (`REMIT_RT_CFG=remit_rt_cond_probe scripts/build-runtime.sh
+/// OUT.wasm`; tests/rt_cond.rs): [`eval`] and [`possible`] called on an image, a document and a request the optimizer
+/// cannot see through (filled from the argument), so that a panic path anywhere in them fails the build, while no
+/// export of the artifact calls them yet.
+#[cfg(remit_rt_cond_probe)]
+#[no_mangle]
+pub extern "C" fn rt_cond_probe(seed: i32, off: i32, count: i32, tool: i32) -> i32 {
+    use crate::json::Token;
+    use crate::request::Call;
+    let mut state = seed as u32;
+    let mut next = move || {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        state
+    };
+    let mut bytes = [0u8; 4096];
+    for b in bytes.iter_mut() {
+        *b = (next() >> 16) as u8;
+    }
+    let mut input = [0u8; 512];
+    for b in input.iter_mut() {
+        *b = (next() >> 16) as u8;
+    }
+    let mut tape = [Token::default(); 64];
+    for t in tape.iter_mut() {
+        *t = Token::new(next() as u8 & 7, next() as u8, next() as u16, next() & 511, next() & 511, next() & 63);
+    }
+    let image = Image { bytes: &bytes, header: image::Header::decode(&bytes, 0) };
+    let doc = Doc { input: &input, tape: &tape };
+    let some = |n: u32| if n & 1 == 0 { None } else { Some(n >> 1 & 63) };
+    let request = Request {
+        subject_id: next() & 63,
+        scopes: some(next()),
+        call: Some(Call { name: next() & 63, arguments: some(next()) }),
+        resource_id: some(next()),
+        mandate: next() & 63,
+        now: i64::from(next()),
+        operation_id: None,
+        attempt: some(next()).map(i128::from),
+        approvals: &[],
+        stops: None,
+        facts: None,
+        counters: None,
+        attributes: some(next()),
+    };
+    let env = Env::new(&image, &doc, &request, tool as u32, next() & 1 == 0);
+    let truth = eval(&image, off as u32, count as u32, &env);
+    let possible = possible(&image, off as u32, count as u32, &env);
+    truth as i32 | i32::from(possible.0) << 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_paths() {
+        let yes = [
+            "a\\b", "a\0b", "a//b", "//", "a/./b", "a/../b", "..", ".", "a/.", "./a", "%2f", "x%2Fy", "%5C", "%2e",
+            "%00", "%25", "a%%25",
+        ];
+        for text in yes {
+            assert!(unsafe_path(text.bytes()), "{text:?}");
+        }
+        let no = ["", "a", "/", "a/b/", "/a", "...", "a/.../b", ".a", "a.", "%2", "%", "%2g", "%20", "2f%", "a/b"];
+        for text in no {
+            assert!(!unsafe_path(text.bytes()), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn starts_with_prefix() {
+        assert!(starts_with(b"orders/7".iter().copied(), b"orders/"));
+        assert!(starts_with(b"x".iter().copied(), b""));
+        assert!(!starts_with(b"order".iter().copied(), b"orders/"));
+    }
+
+    #[test]
+    fn possible_of_and_or() {
+        let all = ALL_TRUE | ALL_FALSE | ALL_SUCCEED;
+        assert_eq!(close(true, all), Possible::TRUE);
+        assert_eq!(close(false, all), Possible::FALSE);
+        // One child ANY: an `and` of it alone may be anything.
+        let any = ALL_TRUE | ALL_FALSE | ALL_SUCCEED | ANY_TRUE | ANY_FALSE | ANY_FAIL;
+        assert_eq!(close(true, any), Possible::ANY);
+        // A child that can only fail: neither true nor false is possible for `or`, and `and` cannot be false.
+        assert_eq!(close(false, ANY_FAIL), Possible::ERROR);
+        assert_eq!(close(true, ANY_FAIL), Possible::ERROR);
+    }
 }

@@ -13,7 +13,7 @@ use core::cmp::Ordering;
 use crate::cond::{self, Env, Truth};
 use crate::digest::argument_digest;
 use crate::err;
-use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
+use crate::image::{self, Image, Kind, Mandate, Param, Rule, RuleList, Tool, MAX_DECIDING};
 use crate::json::{heap_sort, Doc, JsonError, NUMBER};
 use crate::out::{escaped, write_string, write_string_tok, Out};
 use crate::request::{self, elements, Approval, Need, Request};
@@ -99,12 +99,12 @@ pub fn decide(image: &Image<'_>, parsed: Result<(Doc<'_>, &mut [u32]), JsonError
         Some(tool) => tool,
         None => return write_deny(out, err::TOOL_UNDECLARED, b"[]", policy),
     };
-    let leaf = match image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(req.mandate), |i| {
-        image.mandate_name(i)
-    }) {
-        Some(leaf) => leaf,
-        None => return write_deny(out, err::MANDATE_UNKNOWN, b"[]", policy),
-    };
+    let leaf =
+        match image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(req.mandate), |i| image.mandate_name(i))
+        {
+            Some(leaf) => leaf,
+            None => return write_deny(out, err::MANDATE_UNKNOWN, b"[]", policy),
+        };
     let mandate = image.mandate(leaf);
     let chain_json = image.str(mandate.chain_json_off, mandate.chain_json_len);
     if !is_holder(image, &doc, &mandate, req.subject_id) {
@@ -219,7 +219,7 @@ impl<'w> Tally<'w> {
         if has_undeclared_argument(image, doc, tool, call.arguments) {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
-        let env = Env { image: *image, doc: *doc, request: req, tool: call.tool, listing: false };
+        let env = Env::new(image, doc, req, call.tool, false);
         for position in 0..leaf.chain_count {
             let index = image.word(leaf.chain_off.wrapping_add(4 * position));
             let mandate = image.mandate(index);
@@ -236,7 +236,7 @@ impl<'w> Tally<'w> {
             let list = rule_list(image, tool, index);
             for k in 0..list.rules_count {
                 let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
-                let result = cond::eval(&env, rule.cond_off, rule.cond_count);
+                let result = cond::eval(image, rule.cond_off, rule.cond_count, &env);
                 // Rules without a written condition are `true`; one that errors still applies (fail closed).
                 let applies = result != Truth::False;
                 match rule.kind {
@@ -569,7 +569,15 @@ fn has_undeclared_argument(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, argume
         Some(a) if tool.flags & image::TOOL_OPEN_ARGUMENTS == 0 => a,
         _ => return false,
     };
-    request::elements_of_object(doc, arguments).any(|key| cond::param(image, tool, doc.text(key)).is_none())
+    request::elements_of_object(doc, arguments).any(|key| !is_param(image, tool, doc, key))
+}
+
+/// Whether the string token `key` names one of the tool's parameters.
+fn is_param(image: &Image<'_>, tool: &Tool, doc: &Doc<'_>, key: u32) -> bool {
+    (0..tool.params_count).any(|i| {
+        let p = Param::decode(image.bytes, Image::at(tool.params_off, Param::SIZE, i));
+        doc.text(key).eq(image.str(p.name_off, p.name_len).iter().copied())
+    })
 }
 
 /// Whether `now` is outside the mandate's validity window: the reason and the window's entry.

@@ -3,7 +3,8 @@
 //! and compiled natively (with std, for tests) by cargo. Files are named after the interpreter's where they mirror
 //! it: `json.rs` is `src/json.rs`'s acceptance rule (docs/json.md) into a tape, `digest.rs` is
 //! `src/eval/digest.rs`'s canonical argument digest, `request.rs` is `src/eval/request.rs` (reading a request's
-//! fields from the tape), `value.rs` the timestamps of `src/value.rs`; `sha256.rs` and `out.rs` (the output writer)
+//! fields from the tape), `cond.rs` is `src/eval/cond.rs` (conditions over the policy image), `value.rs` the
+//! timestamps, decimals, money and durations of `src/value.rs`; `sha256.rs` and `out.rs` (the output writer)
 //! have no twin there. `wasm.rs` holds the artifact's exports and its fixed buffers; it exists only on wasm32.
 //!
 //! The whole crate must stay panic-free on wasm32: a panic path that the optimizer cannot remove becomes a call to

@@ -1,8 +1,100 @@
 //! Values the runtime reads from a request, the twin of the parts of `src/value.rs` it needs: timestamps
-//! (`YYYY-MM-DDTHH:MM:SSZ`, seconds since the Unix epoch) and the scale of exact decimals.
+//! (`YYYY-MM-DDTHH:MM:SSZ`, seconds since the Unix epoch), exact decimals (`Decimal::parse`), money
+//! (`Money::parse`) and durations (`parse_duration`), each read from bytes exactly as the interpreter reads the same
+//! text (tests/rt_cond.rs compares them on generated strings).
 
 /// Fractional digits of an exact decimal: a decimal is an `i128` counting units of 10^-9 (`remit::value::Decimal`).
 pub const DECIMAL_SCALE: u32 = 9;
+
+/// Most bytes of a valid decimal (`-`, 24 integer digits, `.`, 9 fractional digits) or money text (a decimal, a
+/// space, three letters): a longer text is not one, so callers may copy a value into a buffer of this size first.
+pub const MAX_NUMBER_TEXT: usize = 40;
+
+/// An exact decimal (units of 10^-9) written `-?digits(.digits)?` with at most 24 integer and [`DECIMAL_SCALE`]
+/// fractional digits, as `remit::value::Decimal::parse` reads it (`-0` is 0; `1.`, `.5`, `+1`, `1e3` are not
+/// decimals); `None` for anything else.
+pub fn parse_decimal(text: &[u8]) -> Option<i128> {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let (whole, frac) = match digits.iter().position(|&b| b == b'.') {
+        Some(dot) => (digits.get(..dot)?, digits.get(dot + 1..)?),
+        None => (digits, &[][..]),
+    };
+    let all_digits = |s: &[u8]| s.iter().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(frac) || digits.last() == Some(&b'.') {
+        return None;
+    }
+    if frac.len() > DECIMAL_SCALE as usize || whole.len() > 24 {
+        return None;
+    }
+    // At most 24 digits, times 10^9: below 10^33, far inside `i128`.
+    let mut value: i128 = 0;
+    for &d in whole {
+        value = value * 10 + i128::from(d - b'0');
+    }
+    for k in 0..DECIMAL_SCALE as usize {
+        let d = frac.get(k).map_or(0, |&d| d - b'0');
+        value = value * 10 + i128::from(d);
+    }
+    Some(if negative { -value } else { value })
+}
+
+/// Money written `"12.50 USD"`: a decimal ([`parse_decimal`]), one space, a currency of three ASCII capitals, as
+/// `remit::value::Money::parse` reads it (the text splits at its first space); the amount and the currency.
+pub fn parse_money(text: &[u8]) -> Option<(i128, [u8; 3])> {
+    let space = text.iter().position(|&b| b == b' ')?;
+    let (amount, currency) = (text.get(..space)?, text.get(space + 1..)?);
+    let currency: [u8; 3] = currency.try_into().ok()?;
+    if !currency.iter().all(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    Some((parse_decimal(amount)?, currency))
+}
+
+/// Seconds of a duration written `900s`, `15m`, `24h`, `7d`, as `remit::value::parse_duration` reads it: a `u64` as
+/// Rust's `u64::from_str` reads it (ASCII digits, an optional leading `+`, leading zeros allowed), then the unit;
+/// `None` when it overflows `u64`.
+pub fn parse_duration(text: &[u8]) -> Option<u64> {
+    duration_of(text.iter().copied())
+}
+
+/// [`parse_duration`] over bytes as they come (a duration may be any length: leading zeros), so a request's string
+/// can be read without copying it.
+pub fn duration_of(bytes: impl Iterator<Item = u8>) -> Option<u64> {
+    // Every byte but the last is part of the number; the last is the unit. A non-ASCII last character fails either
+    // way: its leading bytes are no digits, and its last byte is no unit.
+    let mut last: Option<u8> = None;
+    let mut number: u64 = 0;
+    let mut digits = 0usize;
+    let mut first = true;
+    for b in bytes {
+        if let Some(d) = last {
+            if first && d == b'+' {
+                // `u64::from_str` takes one leading `+` (not alone: then there are no digits).
+            } else if d.is_ascii_digit() {
+                number = number.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+                digits += 1;
+            } else {
+                return None;
+            }
+            first = false;
+        }
+        last = Some(b);
+    }
+    if digits == 0 {
+        return None;
+    }
+    let factor = match last? {
+        b's' => 1,
+        b'm' => 60,
+        b'h' => 3600,
+        b'd' => 86_400,
+        _ => return None,
+    };
+    number.checked_mul(factor)
+}
 
 /// Seconds since the Unix epoch of a UTC timestamp written exactly `YYYY-MM-DDTHH:MM:SSZ` (a real calendar date, hours
 /// 0-23, minutes and seconds 0-59), as `remit::value::parse_timestamp` reads it; `None` for anything else.
@@ -60,6 +152,33 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_money_durations() {
+        assert_eq!(parse_decimal(b"12.50"), Some(12_500_000_000));
+        assert_eq!(parse_decimal(b"12.5"), parse_decimal(b"12.50"));
+        assert_eq!(parse_decimal(b"-0"), Some(0));
+        assert_eq!(parse_decimal(b"-3.25"), Some(-3_250_000_000));
+        assert_eq!(parse_decimal(b"0.000000001"), Some(1));
+        assert_eq!(parse_decimal(&[b'9'; 24]), Some(999_999_999_999_999_999_999_999 * 1_000_000_000));
+        for bad in ["", "-", "1.", ".5", "+1", "1e3", "1.5.3", "0.1234567891", "1 ", "--1", "\\u0031"] {
+            assert_eq!(parse_decimal(bad.as_bytes()), None, "{bad}");
+        }
+        assert_eq!(parse_decimal(&[b'1'; 25]), None);
+        assert_eq!(parse_money(b"25.00 USD"), Some((25_000_000_000, *b"USD")));
+        assert_eq!(parse_money(b"-1000.00 USD"), Some((-1_000_000_000_000, *b"USD")));
+        for bad in ["25 usd", "25 USDX", "25  USD", "25USD", " USD", "25 US", "1e3 USD", "25 ÉUR"] {
+            assert_eq!(parse_money(bad.as_bytes()), None, "{bad}");
+        }
+        assert_eq!(parse_duration(b"15m"), Some(900));
+        assert_eq!(parse_duration(b"+15m"), Some(900));
+        assert_eq!(parse_duration(b"00000000000000000000000015m"), Some(900));
+        assert_eq!(parse_duration(b"7d"), Some(604_800));
+        assert_eq!(parse_duration(b"18446744073709551615s"), Some(u64::MAX));
+        for bad in ["", "s", "+s", "++1s", "-1s", "1", "1é", "1 s", "18446744073709551616s", "18446744073709551615m"] {
+            assert_eq!(parse_duration(bad.as_bytes()), None, "{bad}");
+        }
+    }
 
     #[test]
     fn timestamps() {

@@ -29,15 +29,15 @@ pub fn visible_tools(
         Err(e) => return hide_all(image, out, first(err::of_request(e))),
     };
     let h = image.header;
-    let leaf = match image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(req.mandate), |i| {
-        image.mandate_name(i)
-    }) {
-        Some(leaf) => leaf,
-        None => return hide_all(image, out, err::MANDATE_UNKNOWN),
-    };
+    let leaf =
+        match image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(req.mandate), |i| image.mandate_name(i))
+        {
+            Some(leaf) => leaf,
+            None => return hide_all(image, out, err::MANDATE_UNKNOWN),
+        };
     let leaf = image.mandate(leaf);
-    let holder = (0..leaf.holders_count)
-        .any(|i| doc.text(req.subject_id).eq(image.str_at(leaf.holders_off, i).iter().copied()));
+    let holder =
+        (0..leaf.holders_count).any(|i| doc.text(req.subject_id).eq(image.str_at(leaf.holders_off, i).iter().copied()));
     if !holder {
         return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
     }
@@ -164,7 +164,7 @@ fn hidden_because(
         }
     }
 
-    let env = Env { image: *image, doc: *doc, request: req, tool: tool_index, listing: true };
+    let env = Env::new(image, doc, req, tool_index, true);
     let (mut forbidding, mut unmatched) = (Lowest::default(), Lowest::default());
     for p in 0..leaf.chain_count {
         let index = mandate_at(p);
@@ -175,10 +175,10 @@ fn hidden_because(
             let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
             match rule.kind {
                 // Matches (or fails, which also forbids) whatever the arguments.
-                image::RULE_FORBID if !cond::possible(&env, rule.cond_off, rule.cond_count).can_be_false() => {
+                image::RULE_FORBID if !cond::possible(image, rule.cond_off, rule.cond_count, &env).can_be_false() => {
                     forbidding.offer(image, rule.entry);
                 }
-                image::RULE_ALLOW if cond::possible(&env, rule.cond_off, rule.cond_count).can_be_true() => {
+                image::RULE_ALLOW if cond::possible(image, rule.cond_off, rule.cond_count, &env).can_be_true() => {
                     may_grant = true;
                 }
                 _ => {}

@@ -1,0 +1,659 @@
+//! Conditions in the runtime crate (crates/remit-rt/src/cond.rs, over the policy image and the request's tape)
+//! against the interpreter (src/eval/cond.rs), rule by rule: `remit::eval::trace` gives the value of every rule of the
+//! chain that covers the called tool, and the runtime evaluates the same rules, found as a decision finds them (the
+//! tool's rule lists per mandate of the chain). On the corpus's requests, on mutated requests
+//! (`tests/support/mutate.rs`), and on requests whose arguments and context attributes are set to values made from
+//! the policy's own constants (equal, just above and below, in other encodings, escaped, of other types), so that
+//! every test meets matches, mismatches and errors (`REMIT_DIFF_ROUNDS` scales the random part, default 3,000).
+//!
+//! The listing's `possible` (the interpreter's is crate-private) is tested by the property it must have: the
+//! outcomes it allows for a listing request include the outcome of every call with that subject and context, and are
+//! exactly that outcome when the condition reads no per-call value. And the value parsers against
+//! `remit::value`'s on generated strings (proptest).
+
+mod support;
+
+use proptest::prelude::*;
+use remit::ir::{Attr, Cond, Program, Test, Type, Value};
+use remit::value::{format_timestamp, Decimal, Money};
+use remit_rt::cond::{self, Env, Possible, Truth};
+use remit_rt::image::{self, Image, Rule, RuleList};
+use remit_rt::json::Doc;
+use remit_rt::request::{self, Need, Request};
+use serde_json::Value as Json;
+use support::mutate::{damage, mutate, Rng};
+
+fn rounds() -> usize {
+    std::env::var("REMIT_DIFF_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000)
+}
+
+fn kind_name(kind: u32) -> &'static str {
+    match kind {
+        image::RULE_ALLOW => "allow",
+        image::RULE_FORBID => "forbid",
+        image::RULE_LIMIT => "limit",
+        image::RULE_SCOPE => "scope",
+        image::RULE_GATE => "gate",
+        image::RULE_OPERATION_ID => "operation-id",
+        image::RULE_FACT => "fact",
+        image::RULE_BUDGET => "budget",
+        _ => "?",
+    }
+}
+
+fn find_tool(image: &Image<'_>, doc: &Doc<'_>, name: u32) -> Option<u32> {
+    let h = image.header;
+    image.find(h.tool_slots_off, h.tool_slots_len, || doc.text(name), |j| image.tool_name(j))
+}
+
+fn find_mandate(image: &Image<'_>, doc: &Doc<'_>, name: u32) -> Option<u32> {
+    let h = image.header;
+    image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(name), |j| image.mandate_name(j))
+}
+
+/// The rules of tool `tool` along the chain of mandate `leaf`, root first, each mandate's in its order: as a
+/// decision finds them (the tool's rule lists, sorted by mandate).
+fn chain_rules(image: &Image<'_>, tool: u32, leaf: u32) -> Vec<Rule> {
+    let t = image.tool(tool);
+    let m = image.mandate(leaf);
+    let mut out = Vec::new();
+    for k in 0..m.chain_count {
+        let mandate = image.word(m.chain_off + 4 * k);
+        for l in 0..t.lists_count {
+            let list = RuleList::decode(image.bytes, Image::at(t.lists_off, RuleList::SIZE, l));
+            if list.mandate == mandate {
+                for j in 0..list.rules_count {
+                    out.push(Rule::decode(image.bytes, image.word(list.rules_off + 4 * j)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What the runtime reads of a call request: `(kind, value)` of every rule of the chain covering the called tool
+/// (empty when the request is refused, or names no tool or mandate of the policy, as `eval::trace`).
+fn rt_trace(image: &Image<'_>, bytes: &[u8]) -> Vec<(&'static str, Option<bool>)> {
+    support::rt_parse(bytes, |parsed| {
+        let Ok((doc, keys)) = parsed else { return Vec::new() };
+        let Ok(req) = request::parse(&doc, Need::Call, keys) else { return Vec::new() };
+        let Some(call) = req.call else { return Vec::new() };
+        let (Some(tool), Some(leaf)) = (find_tool(image, &doc, call.name), find_mandate(image, &doc, req.mandate))
+        else {
+            return Vec::new();
+        };
+        let env = Env::new(image, &doc, &req, tool, false);
+        chain_rules(image, tool, leaf)
+            .iter()
+            .map(|r| (kind_name(r.kind), cond::eval(image, r.cond_off, r.cond_count, &env).ok()))
+            .collect()
+    })
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    requests: usize,
+    rules: usize,
+    outcomes: [usize; 3],
+}
+
+impl Tally {
+    fn add(&mut self, results: &[(&'static str, Option<bool>)]) {
+        self.requests += 1;
+        self.rules += results.len();
+        for (_, r) in results {
+            self.outcomes[match r {
+                Some(true) => 0,
+                Some(false) => 1,
+                None => 2,
+            }] += 1;
+        }
+    }
+}
+
+/// Compares the runtime with the interpreter on one request.
+fn same(unit: &str, program: &Program, image: &Image<'_>, bytes: &[u8], tally: &mut Tally) {
+    let expected: Vec<(&'static str, Option<bool>)> =
+        remit::eval::trace(program, bytes).iter().map(|t| (t.kind, t.result)).collect();
+    let got = rt_trace(image, bytes);
+    assert_eq!(got, expected, "{unit}: {}", String::from_utf8_lossy(bytes));
+    tally.add(&got);
+}
+
+// -------------------------------------------------------------------------------------------------------------------
+// Values made from the policy's constants.
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// The JSON string `text` with its first ASCII letter or digit written as a `\u` escape.
+fn escaped(text: &str) -> String {
+    let mut out = String::new();
+    let mut done = false;
+    for (i, c) in text.char_indices() {
+        if !done && i > 0 && c.is_ascii_alphanumeric() {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+            done = true;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn decimal(n: i128) -> String {
+    Decimal(n).to_string()
+}
+
+/// JSON texts near `value` (of type `ty`): the value itself in each encoding the type reads, its neighbours, and
+/// the same in the wrong encoding.
+fn near(value: &Value, ty: &Type, program: &Program, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => {
+            for t in [s.clone(), format!("{s}x"), format!("{s}a/b"), format!("{s}../x"), format!("{s}/./x")] {
+                out.push(json_string(&t));
+            }
+            out.push(escaped(&json_string(s)));
+            if let Some(shorter) = s.get(..s.len().saturating_sub(1)) {
+                out.push(json_string(shorter));
+            }
+        }
+        Value::Number(d) => {
+            let one = 1_000_000_000;
+            for n in [d.0, d.0 + 1, d.0 - 1, d.0 + one, d.0 - one, -d.0] {
+                out.push(decimal(n));
+                out.push(json_string(&decimal(n)));
+            }
+            out.push(format!("{}.000", decimal(d.0)));
+            out.push(format!("{}e0", decimal(d.0)));
+        }
+        Value::Money(m) => {
+            for n in [m.amount.0, m.amount.0 + 10_000_000, m.amount.0 - 10_000_000, -m.amount.0 - 1] {
+                out.push(json_string(&format!("{} {}", decimal(n), m.currency)));
+            }
+            out.push(json_string(&format!("{} EUR", decimal(m.amount.0))));
+            out.push(json_string(&format!("{}.00 {}", decimal(m.amount.0), m.currency)));
+            out.push(escaped(&json_string(&format!("{} {}", decimal(m.amount.0), m.currency))));
+            out.push(decimal(m.amount.0));
+        }
+        Value::Bool(b) => out.extend([b.to_string(), (!b).to_string(), json_string(&b.to_string())]),
+        Value::Timestamp(t) => {
+            for n in [*t, t + 1, t - 1] {
+                out.push(json_string(&format_timestamp(n)));
+            }
+            out.push(escaped(&json_string(&format_timestamp(*t))));
+            out.push(t.to_string());
+        }
+        Value::Duration(d) => {
+            for n in [*d, d + 1, d - 1] {
+                out.push(n.to_string());
+                out.push(json_string(&format!("{n}s")));
+            }
+            if d % 60 == 0 {
+                out.push(json_string(&format!("{}m", d / 60)));
+                out.push(json_string(&format!("+0{}m", d / 60)));
+            }
+            out.push(escaped(&json_string(&format!("{d}s"))));
+            out.push(format!("{d}.0"));
+        }
+        Value::Level(l) => {
+            for name in &program.levels {
+                out.push(json_string(name));
+            }
+            out.push(l.to_string());
+        }
+        Value::Set(items) => {
+            let element = match ty {
+                Type::Set(e) => e.as_ref().clone(),
+                other => other.clone(),
+            };
+            let mut singles = Vec::new();
+            for item in items {
+                near(item, &element, program, &mut singles);
+            }
+            let whole: Vec<String> = items.iter().map(render).collect();
+            out.push(format!("[{}]", whole.join(",")));
+            out.push(format!("[{}]", whole.iter().rev().cloned().collect::<Vec<_>>().join(",")));
+            if let Some((first, _)) = whole.split_first() {
+                out.push(format!("[{first}]"));
+                out.push(format!("[{first},{first}]"));
+            }
+            for s in singles.iter().take(6) {
+                out.push(format!("[{s}]"));
+                out.push(s.clone());
+            }
+            out.push("[]".into());
+        }
+    }
+}
+
+/// A constant written as the request encodes it.
+fn render(value: &Value) -> String {
+    match value {
+        Value::String(s) => json_string(s),
+        Value::Number(d) => d.to_string(),
+        Value::Money(m) => json_string(&m.to_string()),
+        Value::Bool(b) => b.to_string(),
+        Value::Timestamp(t) => json_string(&format_timestamp(*t)),
+        Value::Duration(d) => d.to_string(),
+        Value::Level(l) => l.to_string(),
+        Value::Set(items) => format!("[{}]", items.iter().map(render).collect::<Vec<_>>().join(",")),
+    }
+}
+
+/// Values of no particular policy: the other types, and the encodings requests trip on.
+const ODD: &[&str] = &[
+    "null",
+    "true",
+    "{}",
+    "[]",
+    "[1,\"a\"]",
+    "0",
+    "-0",
+    "7",
+    "-7",
+    "1.5",
+    "1e3",
+    "0.1234567891",
+    "18446744073709551615",
+    "18446744073709551616",
+    "9223372036854775808",
+    "\"\"",
+    "\" \"",
+    "\"x\"",
+    "\"1.5\"",
+    "\"-0\"",
+    "\"25.00 USD\"",
+    "\"-5.00 USD\"",
+    "\"-0.00 USD\"",
+    "\"25 usd\"",
+    "\"15m\"",
+    "\"+15m\"",
+    "\"1\\u00e9\"",
+    "\"2026-11-30T12:00:00Z\"",
+    "\"2026-02-30T00:00:00Z\"",
+    "\"a//b\"",
+    "\"a/./b\"",
+    "\"%2e%2E\"",
+    "\"a\\\\b\"",
+    "\"a\\u0000b\"",
+    "[\"-1.00 USD\",\"1.00 USD\"]",
+];
+
+/// Every atom of the program's rules.
+fn atoms(program: &Program) -> Vec<remit::ir::Atom> {
+    fn walk(cond: &Cond, out: &mut Vec<remit::ir::Atom>) {
+        match cond {
+            Cond::Atom(a) => out.push(a.clone()),
+            Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| walk(c, out)),
+            Cond::True | Cond::False => {}
+        }
+    }
+    let mut out = Vec::new();
+    for m in &program.mandates {
+        for r in &m.rules {
+            walk(&r.condition, &mut out);
+        }
+    }
+    out
+}
+
+/// JSON texts for an atom's attribute.
+fn candidates(atom: &remit::ir::Atom, program: &Program) -> Vec<String> {
+    let mut out = Vec::new();
+    let operands: Vec<&Value> = match &atom.test {
+        Test::Compare(_, v) | Test::Contains(v) | Test::NotContains(v) => vec![v],
+        Test::In(vs) | Test::NotIn(vs) | Test::Within(vs) | Test::NotWithin(vs) => vs.iter().collect(),
+        Test::Under(_) | Test::NotUnder(_) => Vec::new(),
+    };
+    let scalar = match &atom.ty {
+        Type::Set(e) => e.as_ref().clone(),
+        t => t.clone(),
+    };
+    for v in &operands {
+        near(v, &atom.ty, program, &mut out);
+    }
+    if let Test::Under(p) | Test::NotUnder(p) = &atom.test {
+        near(&Value::String(p.clone()), &atom.ty, program, &mut out);
+    }
+    if let Type::Enum(_, variants) = &scalar {
+        out.extend(variants.iter().map(|v| json_string(v)));
+    }
+    if scalar == Type::Level {
+        out.extend(program.levels.iter().map(|l| json_string(l)));
+    }
+    // Sets of the singles: a set attribute meets its elements' values.
+    if matches!(atom.ty, Type::Set(_)) {
+        let singles: Vec<String> = out.iter().filter(|s| !s.starts_with('[')).cloned().collect();
+        for pair in singles.chunks(2) {
+            out.push(format!("[{}]", pair.join(",")));
+        }
+    }
+    out
+}
+
+/// A request with `value` (JSON text) at `path` (an object path; objects made on the way).
+fn with_value(base: &Json, path: &[&str], value: &str) -> Vec<u8> {
+    const MARK: &str = "\u{1}remit-rt-cond-value";
+    let mut json = base.clone();
+    let mut at = &mut json;
+    for key in &path[..path.len() - 1] {
+        if !at.get(*key).is_some_and(Json::is_object) {
+            at[*key] = serde_json::json!({});
+        }
+        at = at.get_mut(*key).unwrap();
+    }
+    at[path[path.len() - 1]] = Json::String(MARK.into());
+    json.to_string().replace(&json_string(MARK), value).into_bytes()
+}
+
+// -------------------------------------------------------------------------------------------------------------------
+// The differential tests.
+
+#[test]
+fn the_corpus_requests_evaluate_as_in_the_interpreter() {
+    let mut tally = Tally::default();
+    for unit in support::corpus() {
+        let bytes = remit::wasm::image::write(&unit.program).unwrap();
+        let image = Image::new(&bytes).unwrap();
+        for request in &unit.requests {
+            same(&unit.name, &unit.program, &image, request, &mut tally);
+        }
+    }
+    eprintln!("corpus: {tally:?}");
+    assert!(tally.rules > 500 && tally.outcomes.iter().all(|&n| n > 20), "{tally:?}");
+}
+
+#[test]
+fn mutated_requests_evaluate_as_in_the_interpreter() {
+    let corpus = support::corpus();
+    let images: Vec<Vec<u8>> = corpus.iter().map(|u| remit::wasm::image::write(&u.program).unwrap()).collect();
+    let mut rng = Rng(0x00c0_7d17_1095_0001);
+    let mut tally = Tally::default();
+    for round in 0..rounds() {
+        let k = round % corpus.len();
+        let unit = &corpus[k];
+        let image = Image::new(&images[k]).unwrap();
+        let Some(base) = unit.requests.get(rng.below(unit.requests.len())) else { continue };
+        let mut value: Json = serde_json::from_slice(base).unwrap();
+        for _ in 0..=rng.below(3) {
+            mutate(&mut rng, &mut value, 0);
+        }
+        let text = value.to_string();
+        let request = if rng.below(8) == 0 { damage(&mut rng, &text) } else { text.into_bytes() };
+        same(&unit.name, &unit.program, &image, &request, &mut tally);
+    }
+    eprintln!("mutated: {tally:?}");
+    assert!(tally.rules > rounds() / 10, "{tally:?}");
+}
+
+/// Arguments and context attributes set to values made from the constants the policy tests them against: every
+/// type's decoding, equal and neighbouring values, other encodings and types, escapes, negative money.
+#[test]
+fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
+    let corpus = support::corpus();
+    let mut rng = Rng(0x00c0_7d17_1095_0002);
+    let mut tally = Tally::default();
+    let per_unit = (rounds() * 4 / corpus.len()).max(40);
+    for unit in &corpus {
+        let bytes = remit::wasm::image::write(&unit.program).unwrap();
+        let image = Image::new(&bytes).unwrap();
+        let program = &unit.program;
+        let atoms = atoms(program);
+        let bases: Vec<Json> = unit
+            .requests
+            .iter()
+            .filter_map(|r| serde_json::from_slice::<Json>(r).ok())
+            .filter(|j| j.get("action").and_then(|a| a.get("name")).is_some_and(Json::is_string))
+            .collect();
+        if atoms.is_empty() || bases.is_empty() {
+            continue;
+        }
+        let mut extra: Vec<(&[&str], &str)> = Vec::new();
+        let (res, att): (&[&str], &[&str]) = (&["resource", "id"], &["context", "attempt"]);
+        for v in ["\"orders/7\"", "\"a/../b\"", "\" \"", "7"] {
+            extra.push((res, v));
+        }
+        for v in ["1", "2", "0", "-1", "3"] {
+            extra.push((att, v));
+        }
+        for _ in 0..per_unit {
+            let mut base = bases[rng.below(bases.len())].clone();
+            // One to three attributes set; the rest of the request as it was.
+            for _ in 0..=rng.below(3) {
+                let atom = &atoms[rng.below(atoms.len())];
+                let mut values = candidates(atom, program);
+                values.extend(ODD.iter().map(|s| s.to_string()));
+                let value = values[rng.below(values.len())].clone();
+                let text = match &atom.attr {
+                    Attr::Arg(name) => with_value(&base, &["action", "arguments", name], &value),
+                    Attr::Context(name) => with_value(&base, &["context", "attributes", name], &value),
+                    Attr::SubjectScopes => with_value(&base, &["subject", "credential", "scopes"], &value),
+                    Attr::ResourceId => with_value(&base, &["resource", "id"], &value),
+                    Attr::Attempt => with_value(&base, &["context", "attempt"], &value),
+                    _ => {
+                        let (path, v) = extra[rng.below(extra.len())];
+                        with_value(&base, path, v)
+                    }
+                };
+                match serde_json::from_slice(&text) {
+                    Ok(next) => base = next,
+                    // A value serde_json keeps differently once parsed (none expected): compare this text as is.
+                    Err(_) => {
+                        same(&unit.name, program, &image, &text, &mut tally);
+                        break;
+                    }
+                }
+                same(&unit.name, program, &image, &text, &mut tally);
+            }
+        }
+    }
+    eprintln!("near constants: {tally:?}");
+    assert!(tally.outcomes.iter().all(|&n| n > 200), "{tally:?}");
+}
+
+/// Escapes survive `serde_json::Value::to_string` only as what they stand for; the test above writes each value's
+/// text into the request as written, so escaped text reaches both readers. This checks that it does.
+#[test]
+fn escaped_values_reach_the_readers() {
+    let base: Json = serde_json::json!({"action": {"name": "t"}});
+    let text = with_value(&base, &["action", "arguments", "a"], &escaped("\"25 USD\""));
+    assert!(String::from_utf8(text).unwrap().contains("\\u0032"));
+}
+
+// -------------------------------------------------------------------------------------------------------------------
+// The listing's `possible`.
+
+/// The outcome sets the runtime gives, for a listing request, the rules of `tool` along its chain; with whether
+/// each condition reads a value that the listing does not know.
+fn rt_possible(image: &Image<'_>, listing: &[u8], tool: &str) -> Option<Vec<(Possible, bool)>> {
+    support::rt_parse(listing, |parsed| {
+        let (doc, keys) = parsed.ok()?;
+        let req: Request<'_> = request::parse(&doc, Need::Listing, keys).ok()?;
+        let h = image.header;
+        let tool = image.find(h.tool_slots_off, h.tool_slots_len, || tool.bytes(), |j| image.tool_name(j))?;
+        let leaf = find_mandate(image, &doc, req.mandate)?;
+        let env = Env::new(image, &doc, &req, tool, true);
+        Some(
+            chain_rules(image, tool, leaf)
+                .iter()
+                .map(|r| {
+                    let unknown = (0..r.cond_count).any(|i| {
+                        let n = image::Node::decode(image.bytes, Image::at(r.cond_off, image::Node::SIZE, i));
+                        n.op == image::NODE_ATOM && {
+                            let a = image::Atom::decode(image.bytes, n.arg);
+                            a.attr == image::ATTR_ARG
+                                || a.attr == image::ATTR_RESOURCE_ID && req.resource_id.is_none()
+                                || a.attr == image::ATTR_ATTEMPT && req.attempt.is_none()
+                        }
+                    });
+                    (cond::possible(image, r.cond_off, r.cond_count, &env), unknown)
+                })
+                .collect(),
+        )
+    })
+}
+
+fn truth(r: Option<bool>) -> Truth {
+    match r {
+        Some(b) => Truth::of(b),
+        None => Truth::Error,
+    }
+}
+
+#[derive(Default, Debug)]
+struct Listed {
+    rules: usize,
+    exact: usize,
+    widened: usize,
+}
+
+/// `possible` on the listing `listing` includes the interpreter's value of every rule for the call `call` (the
+/// same subject and context); exactly that value when the condition reads nothing per call.
+fn possible_covers(unit: &str, program: &Program, image: &Image<'_>, listing: &[u8], call: &[u8], n: &mut Listed) {
+    let trace = remit::eval::trace(program, call);
+    if trace.is_empty() {
+        return;
+    }
+    let call_json: Json = serde_json::from_slice(call).unwrap();
+    let tool = call_json["action"]["name"].as_str().unwrap();
+    let possible = rt_possible(image, listing, tool)
+        .unwrap_or_else(|| panic!("{unit}: the listing is refused: {}", String::from_utf8_lossy(listing)));
+    assert_eq!(possible.len(), trace.len(), "{unit}");
+    for ((p, unknown), t) in possible.iter().zip(&trace) {
+        let value = truth(t.result);
+        let shown = || format!("{unit}: {} {}: {p:?} {value:?}\n{}", t.mandate, t.rule, String::from_utf8_lossy(call));
+        assert!(p.contains(value), "{}", shown());
+        if !unknown {
+            assert_eq!(*p, Possible::of(value), "{}", shown());
+            n.exact += 1;
+        } else if *p != Possible::of(value) {
+            n.widened += 1;
+        }
+        n.rules += 1;
+    }
+}
+
+/// The listing request of a call: without its `action` (and, when `unknown_resource`, without its resource and
+/// attempt too).
+fn listing_of(call: &Json, unknown_resource: bool) -> Vec<u8> {
+    let mut listing = call.clone();
+    let map = listing.as_object_mut().unwrap();
+    map.remove("action");
+    if unknown_resource {
+        map.remove("resource");
+        if let Some(ctx) = map.get_mut("context").and_then(Json::as_object_mut) {
+            ctx.remove("attempt");
+        }
+    }
+    listing.to_string().into_bytes()
+}
+
+#[test]
+fn possible_outcomes_include_every_call_with_that_subject_and_context() {
+    let corpus = support::corpus();
+    let mut rng = Rng(0x00c0_7d17_1095_0003);
+    let mut n = Listed::default();
+    for unit in &corpus {
+        let bytes = remit::wasm::image::write(&unit.program).unwrap();
+        let image = Image::new(&bytes).unwrap();
+        let mut calls: Vec<Vec<u8>> = unit.requests.clone();
+        // Mutated calls too (their arguments and context above all), a few per unit.
+        for _ in 0..(rounds() / corpus.len()).max(10) {
+            let Some(base) = unit.requests.get(rng.below(unit.requests.len())) else { break };
+            let mut value: Json = serde_json::from_slice(base).unwrap();
+            mutate(&mut rng, &mut value, 0);
+            calls.push(value.to_string().into_bytes());
+        }
+        for call in &calls {
+            let Ok(json) = serde_json::from_slice::<Json>(call) else { continue };
+            if remit::eval::trace(&unit.program, call).is_empty() {
+                continue;
+            }
+            for unknown_resource in [false, true] {
+                let listing = listing_of(&json, unknown_resource);
+                possible_covers(&unit.name, &unit.program, &image, &listing, call, &mut n);
+            }
+        }
+        // The unit's listing subjects, with each call's action and resource.
+        for subject in &unit.subjects {
+            let Ok(listing) = serde_json::from_slice::<Json>(subject) else { continue };
+            for call in &unit.requests {
+                let Ok(json) = serde_json::from_slice::<Json>(call) else { continue };
+                let mut grafted = listing.clone();
+                for key in ["action", "resource"] {
+                    if let Some(v) = json.get(key) {
+                        grafted[key] = v.clone();
+                    }
+                }
+                let grafted = grafted.to_string().into_bytes();
+                if request_refused(subject) {
+                    continue;
+                }
+                possible_covers(&unit.name, &unit.program, &image, subject, &grafted, &mut n);
+            }
+        }
+    }
+    eprintln!("possible: {n:?}");
+    assert!(n.rules > 500 && n.exact > 100 && n.widened > 10, "{n:?}");
+}
+
+fn request_refused(listing: &[u8]) -> bool {
+    support::rt_parse(listing, |parsed| match parsed {
+        Ok((doc, keys)) => request::parse(&doc, Need::Listing, keys).is_err(),
+        Err(_) => true,
+    })
+}
+
+// -------------------------------------------------------------------------------------------------------------------
+// The value parsers against `remit::value`'s.
+
+/// Text of the characters decimals, money and durations are made of, and a few others.
+fn texty() -> impl Strategy<Value = String> {
+    proptest::string::string_regex("[-+0-9. A-Za-z_é\u{0}]{0,30}").unwrap()
+}
+
+fn numberish() -> impl Strategy<Value = String> {
+    proptest::string::string_regex("-?[0-9]{0,26}(\\.[0-9]{0,11})?( [A-Z]{2,4}| [a-z]{3})?").unwrap()
+}
+
+fn durationish() -> impl Strategy<Value = String> {
+    proptest::string::string_regex("\\+?-?[0-9]{0,22}[smhdxé]?").unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+    #[test]
+    fn decimals_parse_as_in_the_interpreter(text in prop_oneof![texty(), numberish()]) {
+        prop_assert_eq!(remit_rt::value::parse_decimal(text.as_bytes()), Decimal::parse(&text).map(|d| d.0));
+    }
+
+    #[test]
+    fn money_parses_as_in_the_interpreter(text in prop_oneof![texty(), numberish()]) {
+        let expected = Money::parse(&text).map(|m| (m.amount.0, m.currency.into_bytes()));
+        let got = remit_rt::value::parse_money(text.as_bytes()).map(|(a, c)| (a, c.to_vec()));
+        prop_assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn durations_parse_as_in_the_interpreter(text in prop_oneof![texty(), durationish()]) {
+        prop_assert_eq!(remit_rt::value::parse_duration(text.as_bytes()), remit::value::parse_duration(&text));
+    }
+
+    #[test]
+    fn unsafe_paths_are_the_interpreters(text in proptest::string::string_regex("[./%25cfeE0a\\\\\u{0}]{0,12}").unwrap()) {
+        prop_assert_eq!(cond::unsafe_path(text.bytes()), unsafe_path(&text));
+    }
+}
+
+/// `src/eval/cond.rs`'s `unsafe_path` (crate-private there), word for word: the oracle of the runtime's byte-wise
+/// reading.
+fn unsafe_path(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    text.contains(['\\', '\0'])
+        || text.contains("//")
+        || ["%2f", "%5c", "%2e", "%00", "%25"].iter().any(|e| lower.contains(e))
+        || text.split('/').any(|segment| segment == "." || segment == "..")
+}
