@@ -86,3 +86,76 @@ fn linked_modules_equal_the_native_engine() {
     let shown: Vec<&String> = failures.iter().take(5).collect();
     assert!(failures.is_empty(), "{} of {compared} requests differ; first:\n{shown:#?}", failures.len());
 }
+
+/// Old module (hand-written backend) and module v2 side by side on the examples' requests: wasmtime, fuel on
+/// (`remit::runtime`, the product's bound) and off (bare ABI calls), interleaved rounds, per-call medians. A timing
+/// benchmark, not a test: `cargo test --release --test rt_decide -- --ignored --nocapture decide_speed`.
+#[test]
+#[ignore]
+fn decide_speed() {
+    use std::time::Instant;
+    let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let engine = wasmtime::Engine::default();
+    let runtime = remit::runtime::Runtime::new().unwrap();
+    println!("| request | bytes | old, fuel | v2, fuel | v2/old | old, no fuel | v2, no fuel | v2/old |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for name in ["wallet", "bank-disputes", "club", "web-publication"] {
+        let program = &support::examples::program(name);
+        let old = remit::wasm::compile(program).unwrap();
+        let new = remit::wasm::link(program).unwrap();
+        let mut old_raw = support::wasm::Wasm::new(&engine, &old);
+        let mut new_raw = support::wasm::Wasm::new(&engine, &new);
+        let mut old_fuel = std::sync::Arc::new(runtime.load(&old).unwrap()).evaluator().unwrap();
+        let mut new_fuel = std::sync::Arc::new(runtime.load(&new).unwrap()).evaluator().unwrap();
+        for (i, request) in support::examples::requests(&support::examples::dir(name)).iter().enumerate() {
+            assert_eq!(old_raw.decide(request), new_raw.decide(request));
+            let batch = 50;
+            let mut samples: [Vec<f64>; 4] = Default::default();
+            for _ in 0..rounds {
+                let mut time = |f: &mut dyn FnMut() -> usize| {
+                    let start = Instant::now();
+                    for _ in 0..batch {
+                        std::hint::black_box(f());
+                    }
+                    start.elapsed().as_nanos() as f64 / batch as f64
+                };
+                samples[0].push(time(&mut || old_fuel.decide_with(request, |d| d.len())));
+                samples[1].push(time(&mut || new_fuel.decide_with(request, |d| d.len())));
+                samples[2].push(time(&mut || old_raw.decide(request).len()));
+                samples[3].push(time(&mut || new_raw.decide(request).len()));
+            }
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                v[v.len() / 2]
+            };
+            let m: Vec<f64> = samples.iter_mut().map(median).collect();
+            println!(
+                "| {name} #{} | {} | {:.0} ns | {:.0} ns | {:.2} | {:.0} ns | {:.0} ns | {:.2} |",
+                i + 1,
+                request.len(),
+                m[0],
+                m[1],
+                m[1] / m[0],
+                m[2],
+                m[3],
+                m[3] / m[2]
+            );
+        }
+    }
+}
+
+/// A loop over the runtime natively, for profiling (`perf record` the test binary):
+/// `cargo test --release --test rt_decide -- --ignored native_loop`.
+#[test]
+#[ignore]
+fn native_loop() {
+    let program = support::examples::program("wallet");
+    let requests = support::examples::requests(&support::examples::dir("wallet"));
+    let mut native = Native::new(&program).unwrap();
+    let calls: usize = std::env::var("REMIT_LOOP_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
+    let mut total = 0;
+    for i in 0..calls {
+        total += native.decide(&requests[i % requests.len()]).len();
+    }
+    assert!(total > 0);
+}

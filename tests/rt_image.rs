@@ -14,7 +14,7 @@ fn every_image_reads_back_as_its_program() {
         let image = Image::new(&bytes).unwrap_or_else(|| panic!("{}: no image header", unit.name));
         let h = image.header;
         assert_eq!(h.image_len as usize, bytes.len());
-        assert_eq!(image.str(h.policy_off, h.policy_len), program.hash.as_bytes());
+        assert_eq!(image.str(h.policy_off, h.policy_len), serde_json::to_string(&program.hash).unwrap().as_bytes());
         assert_eq!(h.tools_count as usize, program.tools.len(), "{}", unit.name);
         for (i, tool) in program.tools.iter().enumerate() {
             let name = tool.name.as_bytes();

@@ -78,6 +78,13 @@ impl<'p> Writer<'p> {
         s
     }
 
+    /// A string of the pool as JSON (quotes included, escaped as decisions escape).
+    fn json(&mut self, text: &str) -> (u32, u32) {
+        let mut json = String::new();
+        eval::write_json_string(&mut json, text);
+        self.string(json.as_bytes())
+    }
+
     /// A list of [`Str`] records.
     fn strs<'a>(&mut self, items: impl ExactSizeIterator<Item = &'a [u8]>) -> (u32, u32) {
         let items: Vec<(u32, u32)> = items.map(|t| self.string(t)).collect();
@@ -250,7 +257,7 @@ impl<'p> Writer<'p> {
         let program = self.program;
         let mut h = Header { magic: rec::MAGIC, version: rec::VERSION, ..Header::default() };
         h.output_limit = eval::output_limit(program) as u32;
-        (h.policy_off, h.policy_len) = self.string(program.hash.as_bytes());
+        (h.policy_off, h.policy_len) = self.json(&program.hash);
         let info = policy_info(program);
         (h.info_off, h.info_len) = self.string(info.as_bytes());
         (h.levels_off, h.levels_count) = self.strs(program.levels.iter().map(|l| l.as_bytes()));
@@ -260,11 +267,14 @@ impl<'p> Writer<'p> {
         let mut kinds = Vec::new();
         for (i, kind) in program.approvals.iter().enumerate() {
             let (name_off, name_len) = self.string(kind.name.as_bytes());
+            let (name_json_off, name_json_len) = self.json(&kind.name);
             let (ttl_lo, ttl_hi) = rec::split64(kind.ttl as i64);
             let binds = kind.binds.iter().map(|b| binding_bit(*b)).fold(0, |a, b| a | b);
             kinds.push(rec::Kind {
                 name_off,
                 name_len,
+                name_json_off,
+                name_json_len,
                 name_rank: kind_rank[i],
                 binds,
                 ttl_lo,
@@ -302,7 +312,8 @@ impl<'p> Writer<'p> {
         let mut rule_at: Vec<Vec<u32>> = Vec::new();
         for (index, mandate) in program.mandates.iter().enumerate() {
             let (name_off, name_len) = self.string(mandate.name.as_bytes());
-            let (principal_off, principal_len) = self.string(mandate.principal.as_bytes());
+            let (name_json_off, name_json_len) = self.json(&mandate.name);
+            let (principal_off, principal_len) = self.json(&mandate.principal);
             let (holders_off, holders_count) = self.strs(mandate.holders.iter().map(|s| s.as_bytes()));
             let chain: Vec<u32> = program.chain(index).iter().map(|&m| m as u32).collect();
             let chain_off = self.words(&chain);
@@ -340,6 +351,8 @@ impl<'p> Writer<'p> {
             mandates.push(rec::Mandate {
                 name_off,
                 name_len,
+                name_json_off,
+                name_json_len,
                 principal_off,
                 principal_len,
                 name_rank: mandate_rank[index],
@@ -406,6 +419,7 @@ impl<'p> Writer<'p> {
         let mut tools = Vec::new();
         for (tool_id, tool) in program.tools.iter().enumerate() {
             let (name_off, name_len) = self.string(tool.name.as_bytes());
+            let (name_json_off, name_json_len) = self.json(&tool.name);
             let mut params = Vec::new();
             for (name, ty) in &tool.params {
                 let (name_off, name_len) = self.string(name.as_bytes());
@@ -448,6 +462,8 @@ impl<'p> Writer<'p> {
             tools.push(rec::Tool {
                 name_off,
                 name_len,
+                name_json_off,
+                name_json_len,
                 params_off,
                 params_count: params.len() as u32,
                 level: tool.level as u32,

@@ -35,6 +35,10 @@ pub struct Work {
     pub consumed: [u32; MAX_DECIDING],
     /// Counter ranks of the budgets that apply.
     pub counters: [u32; MAX_DECIDING],
+    /// The first presented approvals, read once per decision (the rest are read at each gate), and whether each
+    /// is well formed. (Two arrays of all-zero initial values, so the artifact keeps them out of its data.)
+    pub approvals: [Approval; MAX_DECIDING],
+    pub well_formed: [bool; MAX_DECIDING],
 }
 
 impl Work {
@@ -46,6 +50,8 @@ impl Work {
         order: [0; MAX_DECIDING],
         consumed: [0; MAX_DECIDING],
         counters: [0; MAX_DECIDING],
+        approvals: [Approval::EMPTY; MAX_DECIDING],
+        well_formed: [false; MAX_DECIDING],
     };
 }
 
@@ -95,16 +101,15 @@ pub fn decide(image: &Image<'_>, parsed: Result<(Doc<'_>, &mut [u32]), JsonError
         None => return write_deny(out, err::REQUEST_MISSING_FIELD, b"[]", policy),
     };
     let h = image.header;
-    let tool = match image.find(h.tool_slots_off, h.tool_slots_len, || doc.text(call.name), |i| image.tool_name(i)) {
+    let tool = match find(image, h.tool_slots_off, h.tool_slots_len, &doc, call.name, |i| image.tool_name(i)) {
         Some(tool) => tool,
         None => return write_deny(out, err::TOOL_UNDECLARED, b"[]", policy),
     };
-    let leaf =
-        match image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(req.mandate), |i| image.mandate_name(i))
-        {
-            Some(leaf) => leaf,
-            None => return write_deny(out, err::MANDATE_UNKNOWN, b"[]", policy),
-        };
+    let leaf = match find(image, h.mandate_slots_off, h.mandate_slots_len, &doc, req.mandate, |i| image.mandate_name(i))
+    {
+        Some(leaf) => leaf,
+        None => return write_deny(out, err::MANDATE_UNKNOWN, b"[]", policy),
+    };
     let mandate = image.mandate(leaf);
     let chain_json = image.str(mandate.chain_json_off, mandate.chain_json_len);
     if !is_holder(image, &doc, &mandate, req.subject_id) {
@@ -123,6 +128,21 @@ pub fn decide(image: &Image<'_>, parsed: Result<(Doc<'_>, &mut [u32]), JsonError
     }
 }
 
+/// The record of the hash table at `slots_off` whose name is the string token `tok`.
+pub(crate) fn find<'a>(
+    image: &Image<'a>,
+    slots_off: u32,
+    slots_len: u32,
+    doc: &Doc<'_>,
+    tok: u32,
+    name_of: impl Fn(u32) -> &'a [u8],
+) -> Option<u32> {
+    match doc.plain(tok) {
+        Some(name) => image.find_bytes(slots_off, slots_len, name, name_of),
+        None => image.find(slots_off, slots_len, || doc.text(tok), name_of),
+    }
+}
+
 /// The called tool.
 struct Call {
     tool: u32,
@@ -134,7 +154,7 @@ struct Call {
 
 /// Whether the request's subject is one of the mandate's holders.
 fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) -> bool {
-    (0..mandate.holders_count).any(|i| doc.text(subject).eq(image.str_at(mandate.holders_off, i).iter().copied()))
+    (0..mandate.holders_count).any(|i| doc.text_is(subject, image.str_at(mandate.holders_off, i)))
 }
 
 /// A deny with the given reasons and nothing else, the shape of every decision made before the chain is examined.
@@ -144,7 +164,7 @@ fn write_deny(out: &mut Out<'_>, codes: u32, chain_json: &[u8], policy: &[u8]) {
     out.write(b",\"rules\":[],\"missing_approvals\":[],\"obligations\":[],\"mandate_chain\":");
     out.write(chain_json);
     out.write(b",\"escalate_to\":null,\"policy\":");
-    write_string(out, policy);
+    out.write(policy);
     out.byte(b'}');
 }
 
@@ -159,6 +179,10 @@ struct Tally<'w> {
     order: &'w mut [u32],
     consumed: List<'w>,
     counters: List<'w>,
+    /// The usable approvals read (`Work::approvals`), how many.
+    approvals: &'w mut [Approval],
+    well_formed: &'w mut [bool],
+    approvals_read: usize,
     /// The argument digest, once a gate needed it.
     digest: Option<[u8; 71]>,
 }
@@ -175,6 +199,9 @@ impl<'w> Tally<'w> {
             order: &mut work.order,
             consumed: List::new(&mut work.consumed),
             counters: List::new(&mut work.counters),
+            approvals: &mut work.approvals,
+            well_formed: &mut work.well_formed,
+            approvals_read: 0,
             digest: None,
         }
     }
@@ -312,9 +339,21 @@ impl<'w> Tally<'w> {
         if kind.binds & image::BINDS_ARGUMENTS != 0 && self.digest.is_none() {
             self.digest = Some(digest(image, doc, call, spare));
         }
+        if self.approvals_read == 0 {
+            for ((slot, ok), &item) in self.approvals.iter_mut().zip(self.well_formed.iter_mut()).zip(req.approvals) {
+                let read = request::approval(doc, item);
+                *ok = read.is_some();
+                *slot = read.unwrap_or(Approval::EMPTY);
+            }
+            self.approvals_read = req.approvals.len().min(self.approvals.len()).max(1);
+        }
         let mut chosen: Option<u32> = None;
-        for &item in req.approvals {
-            let approval = match request::approval(doc, item) {
+        for (i, &item) in req.approvals.iter().enumerate() {
+            let read = match (self.approvals.get(i), self.well_formed.get(i)) {
+                (Some(read), Some(&ok)) if i < self.approvals_read => Some(*read).filter(|_| ok),
+                _ => request::approval(doc, item),
+            };
+            let approval = match read {
                 Some(a) => a,
                 None => continue,
             };
@@ -372,12 +411,12 @@ impl<'w> Tally<'w> {
         out.write(b",\"escalate_to\":");
         if escalates {
             let root = image.mandate(image.word(leaf.chain_off));
-            write_string(out, image.str(root.principal_off, root.principal_len));
+            out.write(image.str(root.principal_off, root.principal_len));
         } else {
             out.write(b"null");
         }
         out.write(b",\"policy\":");
-        write_string(out, policy);
+        out.write(policy);
         out.byte(b'}');
     }
 
@@ -413,9 +452,9 @@ impl<'w> Tally<'w> {
             let kind = image.kind(kind_index);
             let mandate = image.mandate(mandate_index);
             out.write(b"{\"kind\":");
-            write_string(out, image.str(kind.name_off, kind.name_len));
+            out.write(image.str(kind.name_json_off, kind.name_json_len));
             out.write(b",\"mandate\":");
-            write_string(out, image.str(mandate.name_off, mandate.name_len));
+            out.write(image.str(mandate.name_json_off, mandate.name_json_len));
             if kind.binds & image::BINDS_TOOL != 0 {
                 out.write(b",\"tool\":");
                 write_string_tok(out, doc, call.name);
@@ -559,7 +598,7 @@ pub(crate) fn lacks_scope(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, req: &R
     };
     !(0..tool.scopes_count).any(|i| {
         let scope = image.str_at(tool.scopes_off, i);
-        elements(doc, held).any(|s| doc.text(s).eq(scope.iter().copied()))
+        elements(doc, held).any(|s| doc.text_is(s, scope))
     })
 }
 
@@ -576,7 +615,7 @@ fn has_undeclared_argument(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, argume
 fn is_param(image: &Image<'_>, tool: &Tool, doc: &Doc<'_>, key: u32) -> bool {
     (0..tool.params_count).any(|i| {
         let p = Param::decode(image.bytes, Image::at(tool.params_off, Param::SIZE, i));
-        doc.text(key).eq(image.str(p.name_off, p.name_len).iter().copied())
+        doc.text_is(key, image.str(p.name_off, p.name_len))
     })
 }
 
@@ -600,7 +639,7 @@ pub(crate) fn is_stopped(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, to
     }
     let name = image.str(mandate.name_off, mandate.name_len);
     match req.stops {
-        Some(stops) => elements(doc, stops).any(|s| doc.text(s).eq(name.iter().copied())),
+        Some(stops) => elements(doc, stops).any(|s| doc.text_is(s, name)),
         None => false,
     }
 }
@@ -663,12 +702,12 @@ fn satisfies(
     if approval.consumed || !in_time {
         return false;
     }
-    if !doc.text(approval.kind).eq(image.str(kind.name_off, kind.name_len).iter().copied()) {
+    if !doc.text_is(approval.kind, image.str(kind.name_off, kind.name_len)) {
         return false;
     }
     let in_chain = (0..=position).any(|p| {
         let m = image.word(leaf.chain_off.wrapping_add(4 * p));
-        doc.text(approval.mandate).eq(image.mandate_name(m).iter().copied())
+        doc.text_is(approval.mandate, image.mandate_name(m))
     });
     if !in_chain {
         return false;
@@ -685,7 +724,7 @@ fn satisfies(
     }
     if kind.binds & image::BINDS_ARGUMENTS != 0 {
         let matches = match (approval.digest, digest) {
-            (Some(given), Some(d)) => doc.text(given).eq(d.iter().copied()),
+            (Some(given), Some(d)) => doc.text_is(given, d),
             _ => false,
         };
         if !matches {

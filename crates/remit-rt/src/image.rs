@@ -75,7 +75,7 @@ record! {
         image_len,
         /// Bytes of the output area the module reserves after the image (`eval::output_limit`).
         output_limit,
-        /// The policy hash (the raw text, e.g. `sha256:…`).
+        /// The policy hash as a JSON string (`"sha256:…"`, quotes included: written as is).
         policy_off, policy_len,
         /// The whole JSON of `remit_policy_info`.
         info_off, info_len,
@@ -102,6 +102,8 @@ record! {
 record! {
     Tool {
         name_off, name_len,
+        /// The name as a JSON string (quotes included).
+        name_json_off, name_json_len,
         /// [`Param`] records.
         params_off, params_count,
         /// Position on the impact scale.
@@ -138,6 +140,8 @@ record! {
 record! {
     Mandate {
         name_off, name_len,
+        /// The name, and the principal, as JSON strings (quotes included).
+        name_json_off, name_json_len,
         principal_off, principal_len,
         /// Rank of the name in byte order among all mandate names (the order of `missing_approvals`).
         name_rank,
@@ -167,6 +171,8 @@ record! {
     /// An approval kind.
     Kind {
         name_off, name_len,
+        /// The name as a JSON string (quotes included).
+        name_json_off, name_json_len,
         /// Rank of the name in byte order among all kind names.
         name_rank,
         /// [`BINDS_TOOL`] …
@@ -452,6 +458,32 @@ impl<'a> Image<'a> {
             let index = v - 1;
             if name().eq(name_of(index).iter().copied()) {
                 return Some(index);
+            }
+            slot = slot.wrapping_add(1) & mask;
+            probes += 1;
+        }
+        None
+    }
+
+    /// [`Image::find`] for a name given as bytes.
+    #[inline]
+    pub fn find_bytes<F>(&self, slots_off: u32, slots_len: u32, name: &[u8], name_of: F) -> Option<u32>
+    where
+        F: Fn(u32) -> &'a [u8],
+    {
+        if slots_len == 0 {
+            return None;
+        }
+        let mask = slots_len.wrapping_sub(1);
+        let mut slot = hash(name.iter().copied()) & mask;
+        let mut probes = 0;
+        while probes < slots_len {
+            let v = self.word(slots_off.wrapping_add(slot.wrapping_mul(4)));
+            if v == 0 {
+                return None;
+            }
+            if name_of(v - 1) == name {
+                return Some(v - 1);
             }
             slot = slot.wrapping_add(1) & mask;
             probes += 1;

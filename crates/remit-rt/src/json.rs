@@ -156,6 +156,21 @@ impl<'a> Doc<'a> {
         self.text(a).eq(self.text(b))
     }
 
+    /// Whether the string token `tok`'s unescaped content is `bytes` (a plain comparison when it has no escape).
+    #[inline]
+    pub fn text_is(&self, tok: u32, bytes: &[u8]) -> bool {
+        if self.token(tok).flags() & ESCAPED == 0 {
+            return self.raw(tok) == bytes;
+        }
+        self.text(tok).eq(bytes.iter().copied())
+    }
+
+    /// The raw content of string token `tok` when it has no escape (so raw is unescaped).
+    #[inline]
+    pub fn plain(&self, tok: u32) -> Option<&'a [u8]> {
+        (self.token(tok).flags() & ESCAPED == 0).then(|| self.raw(tok))
+    }
+
     /// Byte order of the unescaped contents of string tokens `a` and `b`.
     pub fn text_cmp(&self, a: u32, b: u32) -> core::cmp::Ordering {
         if (self.token(a).flags() | self.token(b).flags()) & ESCAPED == 0 {

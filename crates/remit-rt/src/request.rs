@@ -80,6 +80,22 @@ pub struct Approval {
     pub consumed: bool,
 }
 
+impl Approval {
+    /// All zeros (a placeholder in fixed arrays; never a presented approval).
+    pub const EMPTY: Approval = Approval {
+        id: 0,
+        kind: 0,
+        mandate: 0,
+        issued_at: 0,
+        expires_at: 0,
+        tool: None,
+        target: None,
+        digest: None,
+        manifest: None,
+        consumed: false,
+    };
+}
+
 /// A request that can be decided on. Tokens are of the document it was read from.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
@@ -307,6 +323,12 @@ pub fn elements<'d>(doc: &'d Doc<'_>, array: u32) -> impl Iterator<Item = u32> +
 /// Empty or only white space (Unicode `White_Space`, as `char::is_whitespace`, [`white_space`]): such an identifier counts as absent.
 /// `tok` is a string token.
 pub fn is_blank(doc: &Doc<'_>, tok: u32) -> bool {
+    // The usual case: a first byte that is printable ASCII other than a space.
+    if let Some(&first) = doc.plain(tok).and_then(|raw| raw.first()) {
+        if (0x21..0x7f).contains(&first) {
+            return false;
+        }
+    }
     let mut bytes = doc.text(tok);
     // The unescaped content of an accepted string is UTF-8: decode it character by character.
     while let Some(first) = bytes.next() {
@@ -338,6 +360,9 @@ pub fn white_space(code: u32) -> bool {
 
 /// The timestamp a string token holds (its unescaped content), or `None`.
 fn timestamp(doc: &Doc<'_>, tok: u32) -> Option<i64> {
+    if let Some(raw) = doc.plain(tok) {
+        return parse_timestamp(raw);
+    }
     let mut text = [0u8; 20];
     let mut len = 0;
     for byte in doc.text(tok) {

@@ -3,11 +3,11 @@
 //! reason in the documented order; anything that depends on the call is left to [`crate::decide::decide`].
 
 use crate::cond::{self, Env};
-use crate::decide::{is_stopped, lacks_scope, level_exceeded, rule_list, validity, Work};
+use crate::decide::{find, is_stopped, lacks_scope, level_exceeded, rule_list, validity, Work};
 use crate::err;
 use crate::image::{self, Image, Mandate, Rule, Tool};
 use crate::json::{Doc, JsonError};
-use crate::out::{write_string, Out};
+use crate::out::Out;
 use crate::request::{self, Need, Request};
 use crate::Sink;
 
@@ -29,15 +29,13 @@ pub fn visible_tools(
         Err(e) => return hide_all(image, out, first(err::of_request(e))),
     };
     let h = image.header;
-    let leaf =
-        match image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(req.mandate), |i| image.mandate_name(i))
-        {
-            Some(leaf) => leaf,
-            None => return hide_all(image, out, err::MANDATE_UNKNOWN),
-        };
+    let leaf = match find(image, h.mandate_slots_off, h.mandate_slots_len, &doc, req.mandate, |i| image.mandate_name(i))
+    {
+        Some(leaf) => leaf,
+        None => return hide_all(image, out, err::MANDATE_UNKNOWN),
+    };
     let leaf = image.mandate(leaf);
-    let holder =
-        (0..leaf.holders_count).any(|i| doc.text(req.subject_id).eq(image.str_at(leaf.holders_off, i).iter().copied()));
+    let holder = (0..leaf.holders_count).any(|i| doc.text_is(req.subject_id, image.str_at(leaf.holders_off, i)));
     if !holder {
         return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
     }
@@ -51,7 +49,8 @@ pub fn visible_tools(
                 out.byte(b',');
             }
             first_item = false;
-            write_string(out, image.tool_name(tool));
+            let t = image.tool(tool);
+            out.write(image.str(t.name_json_off, t.name_json_len));
         }
     }
     out.write(b"],\"hidden\":[");
@@ -76,7 +75,8 @@ fn first(codes: u32) -> u32 {
 
 fn write_hidden(image: &Image<'_>, out: &mut Out<'_>, tool: u32, code: u32, entry: Option<u32>) {
     out.write(b"{\"tool\":");
-    write_string(out, image.tool_name(tool));
+    let t = image.tool(tool);
+    out.write(image.str(t.name_json_off, t.name_json_len));
     out.write(b",\"reason\":\"");
     out.write(err::name(code).as_bytes());
     out.byte(b'"');
