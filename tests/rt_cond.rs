@@ -313,6 +313,7 @@ fn near(value: &Value, ty: &Type, program: &Program, out: &mut Vec<String>) {
                 out.push(decimal(n));
                 out.push(json_string(&decimal(n)));
             }
+            out.push(escaped(&json_string(&decimal(d.0))));
             out.push(format!("{}.000", decimal(d.0)));
             out.push(format!("{}e0", decimal(d.0)));
         }
@@ -354,6 +355,7 @@ fn near(value: &Value, ty: &Type, program: &Program, out: &mut Vec<String>) {
         Value::Level(l) => {
             for name in &program.levels {
                 out.push(json_string(name));
+                out.push(escaped(&json_string(name)));
             }
             out.push(l.to_string());
         }
@@ -478,6 +480,7 @@ fn candidates(atom: &remit::ir::Atom, program: &Program) -> Vec<String> {
     }
     if let Type::Enum(_, variants) = &scalar {
         out.extend(variants.iter().map(|v| json_string(v)));
+        out.extend(variants.iter().map(|v| escaped(&json_string(v))));
     }
     if scalar == Type::Level {
         out.extend(program.levels.iter().map(|l| json_string(l)));
@@ -492,8 +495,9 @@ fn candidates(atom: &remit::ir::Atom, program: &Program) -> Vec<String> {
     out
 }
 
-/// A request with `value` (JSON text) at `path` (an object path; objects made on the way).
-fn with_value(base: &Json, path: &[&str], value: &str) -> Vec<u8> {
+/// A request with `value` (JSON text) at `path` (an object path; objects made on the way); the last key written with
+/// an escape when `escape_key`.
+fn with_value(base: &Json, path: &[&str], value: &str, escape_key: bool) -> Vec<u8> {
     const MARK: &str = "\u{1}remit-rt-cond-value";
     let mut json = base.clone();
     let mut at = &mut json;
@@ -503,8 +507,14 @@ fn with_value(base: &Json, path: &[&str], value: &str) -> Vec<u8> {
         }
         at = at.get_mut(*key).unwrap();
     }
-    at[path[path.len() - 1]] = Json::String(MARK.into());
-    json.to_string().replace(&json_string(MARK), value).into_bytes()
+    let last = path[path.len() - 1];
+    at[last] = Json::String(MARK.into());
+    let text = json.to_string();
+    if escape_key {
+        let entry = format!("{}:{}", json_string(last), json_string(MARK));
+        return text.replace(&entry, &format!("{}:{value}", escaped(&json_string(last)))).into_bytes();
+    }
+    text.replace(&json_string(MARK), value).into_bytes()
 }
 
 // -------------------------------------------------------------------------------------------------------------------
@@ -587,15 +597,16 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
                 let mut values = candidates(atom, program);
                 values.extend(ODD.iter().map(|s| s.to_string()));
                 let value = values[rng.below(values.len())].clone();
+                let escape_key = rng.below(4) == 0;
                 let text = match &atom.attr {
-                    Attr::Arg(name) => with_value(&base, &["action", "arguments", name], &value),
-                    Attr::Context(name) => with_value(&base, &["context", "attributes", name], &value),
-                    Attr::SubjectScopes => with_value(&base, &["subject", "credential", "scopes"], &value),
-                    Attr::ResourceId => with_value(&base, &["resource", "id"], &value),
-                    Attr::Attempt => with_value(&base, &["context", "attempt"], &value),
+                    Attr::Arg(name) => with_value(&base, &["action", "arguments", name], &value, escape_key),
+                    Attr::Context(name) => with_value(&base, &["context", "attributes", name], &value, escape_key),
+                    Attr::SubjectScopes => with_value(&base, &["subject", "credential", "scopes"], &value, escape_key),
+                    Attr::ResourceId => with_value(&base, &["resource", "id"], &value, escape_key),
+                    Attr::Attempt => with_value(&base, &["context", "attempt"], &value, escape_key),
                     _ => {
                         let (path, v) = extra[rng.below(extra.len())];
-                        with_value(&base, path, v)
+                        with_value(&base, path, v, escape_key)
                     }
                 };
                 same(&unit.name, program, &image, &text, &mut tally);
@@ -616,8 +627,9 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
 #[test]
 fn escaped_values_reach_the_readers() {
     let base: Json = serde_json::json!({"action": {"name": "t"}});
-    let text = with_value(&base, &["action", "arguments", "a"], &escaped("\"25 USD\""));
-    assert!(String::from_utf8(text).unwrap().contains("\\u0032"));
+    let text = with_value(&base, &["action", "arguments", "a"], &escaped("\"25 USD\""), true);
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains(r#""\u0061":"\u0032"#), "{text}");
 }
 
 // -------------------------------------------------------------------------------------------------------------------
