@@ -14,7 +14,9 @@
 mod support;
 
 use proptest::prelude::*;
-use remit::ir::{Attr, Cond, Program, Test, Type, Value};
+use remit::check::{check_with, Options};
+use remit::ir::{Atom, Attr, Cond, Program, RuleKind, Target, Test, Type, Value};
+use remit::syntax::ast::CompareOp;
 use remit::value::{format_timestamp, Decimal, Money};
 use remit_rt::cond::{self, Env, Possible, Truth};
 use remit_rt::image::{self, Image, Rule, RuleList};
@@ -121,6 +123,152 @@ fn same(unit: &str, program: &Program, image: &Image<'_>, bytes: &[u8], tally: &
 }
 
 // -------------------------------------------------------------------------------------------------------------------
+// The units: the corpus, the policies of tests/rt_cond/, and conditions the language cannot write.
+
+/// The corpus (`support::corpus`), then for every policy of tests/rt_cond/ (checked as the semantics folders are,
+/// without the narrowing proof) the policy and the same policy with [`synthetic`] rules added, each with a request
+/// for every tool and mandate ([`base_requests`]).
+fn units() -> Vec<support::Unit> {
+    let mut units = support::corpus();
+    let dir = support::root().join("tests/rt_cond");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let mut sources = remit::stdlib::sources();
+        sources.add(file.clone(), std::fs::read_to_string(path).unwrap());
+        let checked = check_with(sources, Options { narrowing: false });
+        let program = checked.program.unwrap_or_else(|| panic!("{file} does not check: {:#?}", checked.diagnostics));
+        let requests = base_requests(&program);
+        let name = format!("tests/rt_cond/{file}");
+        let more = synthetic(program.clone());
+        units.push(support::Unit {
+            name: name.clone(),
+            dir: dir.clone(),
+            program,
+            requests: requests.clone(),
+            subjects: Vec::new(),
+        });
+        units.push(support::Unit {
+            name: format!("{name} (synthetic rules)"),
+            dir: dir.clone(),
+            program: more,
+            requests,
+            subjects: Vec::new(),
+        });
+    }
+    units
+}
+
+/// A valid request value of type `ty`.
+fn default_json(ty: &Type, program: &Program) -> Json {
+    use serde_json::json;
+    match ty {
+        Type::String => json!("x"),
+        Type::Kind(_) => json!("acct/1"),
+        Type::Int => json!(3),
+        Type::Decimal => serde_json::from_str("1.5").unwrap(),
+        Type::Money => json!("10 USD"),
+        Type::Bool => json!(true),
+        Type::Timestamp => json!("2026-11-30T12:00:00Z"),
+        Type::Duration => json!("15m"),
+        Type::Enum(_, variants) => json!(variants[0]),
+        Type::Level => json!(program.levels[0]),
+        Type::Set(element) => json!([default_json(element, program)]),
+    }
+}
+
+/// A call of every tool the policy itself declares (not the standard library's) under every mandate, every
+/// parameter and context attribute given a valid value.
+fn base_requests(program: &Program) -> Vec<Vec<u8>> {
+    let attributes: serde_json::Map<String, Json> =
+        program.contexts.iter().map(|(name, ty)| (name.clone(), default_json(ty, program))).collect();
+    let mut out = Vec::new();
+    for tool in program.tools.iter().filter(|t| t.name.starts_with("rc_")) {
+        let arguments: serde_json::Map<String, Json> =
+            tool.params.iter().map(|(name, ty)| (name.clone(), default_json(ty, program))).collect();
+        for mandate in &program.mandates {
+            let request = serde_json::json!({
+                "subject": {"id": "agent:a", "credential": {"scopes": ["s1", "s2"]}},
+                "action": {"name": tool.name, "arguments": arguments},
+                "resource": {"id": "orders/7"},
+                "context": {"mandate": mandate.name, "now": "2026-11-30T12:00:00Z", "attempt": 1,
+                            "attributes": attributes},
+            });
+            out.push(request.to_string().into_bytes());
+        }
+    }
+    out
+}
+
+/// `program` with rules whose conditions the language cannot write but the image and both evaluators must handle
+/// alike: sets compared whole and listed in `in`, money lists in two currencies, comparisons of values of different
+/// kinds, `level`-typed arguments and attributes, empty `and`/`or`, and-or nesting near [`image::MAX_COND_DEPTH`],
+/// and an `or` of thousands of atoms. Each is a copy of the first `allow` of the policy's first mandate for the
+/// tool, with the condition replaced.
+fn synthetic(mut program: Program) -> Program {
+    let root = 0;
+    let atom = |attr: Attr, ty: Type, test: Test| Cond::Atom(Atom { attr, ty, test });
+    let arg = |name: &str| Attr::Arg(name.into());
+    let s = |x: &str| Value::String(x.into());
+    let money = |x: &str| Value::Money(Money::parse(x).unwrap());
+    let int = |n: i64| Value::Number(Decimal::from_int(n));
+    let strings = || Type::Set(Box::new(Type::String));
+    let monies = || Type::Set(Box::new(Type::Money));
+    let eq = |v: Value| Test::Compare(CompareOp::Eq, v);
+    let mut deep = atom(arg("n"), Type::Int, eq(int(3)));
+    for level in 0..(image::MAX_COND_DEPTH - 2) {
+        let other =
+            if level % 3 == 0 { Cond::True } else { atom(arg("b"), Type::Bool, eq(Value::Bool(level % 2 == 0))) };
+        deep = if level % 2 == 0 { Cond::And(vec![deep, other]) } else { Cond::Or(vec![other, deep]) };
+    }
+    let wide = Cond::Or((0..3_000).map(|k| atom(arg("n"), Type::Int, eq(int(k * 7 - 100)))).collect());
+    let conds: Vec<(&str, Cond)> = vec![
+        ("rc_sets", atom(arg("tags"), strings(), eq(Value::Set(vec![s("a"), s("b")])))),
+        ("rc_sets", atom(arg("tags"), strings(), Test::Compare(CompareOp::Ne, Value::Set(vec![s("c")])))),
+        ("rc_sets", atom(arg("tags"), strings(), Test::In(vec![Value::Set(vec![s("a")]), s("a"), Value::Set(vec![])]))),
+        ("rc_sets", atom(arg("tags"), strings(), Test::NotIn(vec![Value::Set(vec![s("a"), s("b")])]))),
+        ("rc_sets", atom(arg("amounts"), monies(), eq(Value::Set(vec![money("1 USD"), money("2 EUR")])))),
+        ("rc_sets", atom(Attr::SubjectScopes, strings(), eq(Value::Set(vec![s("s1"), s("s2")])))),
+        ("rc_sets", atom(arg("tags"), strings(), Test::Contains(Value::Set(vec![s("a")])))),
+        ("rc_sets", atom(arg("amounts"), monies(), Test::Within(vec![money("1 USD"), money("1 EUR")]))),
+        ("rc_sets", atom(arg("amounts"), monies(), Test::NotContains(money("2 EUR")))),
+        ("rc_scalars", atom(arg("m"), Type::Money, Test::In(vec![money("10 USD"), money("10 EUR"), money("5 USD")]))),
+        ("rc_scalars", atom(arg("m"), Type::Money, Test::NotIn(vec![money("7 EUR"), money("5 USD")]))),
+        ("rc_scalars", atom(arg("m"), Type::Money, Test::Compare(CompareOp::Lt, money("20 EUR")))),
+        ("rc_scalars", atom(arg("s"), Type::Level, Test::Compare(CompareOp::Le, Value::Level(1)))),
+        (
+            "rc_read",
+            atom(Attr::Context("rc_region".into()), Type::Level, Test::In(vec![Value::Level(0), Value::Level(3)])),
+        ),
+        ("rc_scalars", atom(arg("m"), Type::Money, Test::Under("1".into()))),
+        ("rc_scalars", atom(arg("s"), Type::String, Test::Compare(CompareOp::Lt, s("x")))),
+        ("rc_scalars", atom(arg("n"), Type::Int, eq(s("3")))),
+        ("rc_scalars", atom(arg("s"), Type::String, Test::Contains(s("x")))),
+        ("rc_scalars", atom(arg("s"), Type::String, Test::Within(vec![s("x")]))),
+        ("rc_scalars", atom(Attr::Level, Type::Level, Test::In(vec![Value::Level(1), s("draft")]))),
+        ("rc_scalars", Cond::And(vec![Cond::Or(vec![]), Cond::And(vec![])])),
+        ("rc_scalars", Cond::Or(vec![Cond::And(vec![]), atom(arg("n"), Type::Int, eq(int(3)))])),
+        ("rc_scalars", Cond::Or(vec![])),
+        ("rc_scalars", deep),
+        ("rc_scalars", wide),
+    ];
+    for (i, (tool, cond)) in conds.into_iter().enumerate() {
+        let t = program.tool(tool).unwrap();
+        let mut rule = program.mandates[root]
+            .rules
+            .iter()
+            .find(|r| r.target == Target::Tool(t) && r.kind == RuleKind::Allow)
+            .unwrap_or_else(|| panic!("no allow of {tool} to copy"))
+            .clone();
+        rule.condition = cond;
+        rule.label = format!("synthetic {i}");
+        program.mandates[root].rules.push(rule);
+    }
+    program
+}
+
+// -------------------------------------------------------------------------------------------------------------------
 // Values made from the policy's constants.
 
 fn json_string(s: &str) -> String {
@@ -165,6 +313,7 @@ fn near(value: &Value, ty: &Type, program: &Program, out: &mut Vec<String>) {
                 out.push(decimal(n));
                 out.push(json_string(&decimal(n)));
             }
+            out.push(escaped(&json_string(&decimal(d.0))));
             out.push(format!("{}.000", decimal(d.0)));
             out.push(format!("{}e0", decimal(d.0)));
         }
@@ -196,10 +345,17 @@ fn near(value: &Value, ty: &Type, program: &Program, out: &mut Vec<String>) {
             }
             out.push(escaped(&json_string(&format!("{d}s"))));
             out.push(format!("{d}.0"));
+            // Past `i64` (a `u64` still): not a duration.
+            for big in
+                ["9223372036854775807", "9223372036854775808", "\"9223372036854775808s\"", "\"153722867280912931m\""]
+            {
+                out.push(big.to_string());
+            }
         }
         Value::Level(l) => {
             for name in &program.levels {
                 out.push(json_string(name));
+                out.push(escaped(&json_string(name)));
             }
             out.push(l.to_string());
         }
@@ -281,8 +437,9 @@ const ODD: &[&str] = &[
     "[\"-1.00 USD\",\"1.00 USD\"]",
 ];
 
-/// Every atom of the program's rules.
-fn atoms(program: &Program) -> Vec<remit::ir::Atom> {
+/// The atoms of each rule of the program (rules without atoms left out): a test picks a rule, then one of its
+/// atoms, so that an `or` of thousands of atoms does not drown the other rules.
+fn atoms(program: &Program) -> Vec<Vec<remit::ir::Atom>> {
     fn walk(cond: &Cond, out: &mut Vec<remit::ir::Atom>) {
         match cond {
             Cond::Atom(a) => out.push(a.clone()),
@@ -293,7 +450,11 @@ fn atoms(program: &Program) -> Vec<remit::ir::Atom> {
     let mut out = Vec::new();
     for m in &program.mandates {
         for r in &m.rules {
-            walk(&r.condition, &mut out);
+            let mut atoms = Vec::new();
+            walk(&r.condition, &mut atoms);
+            if !atoms.is_empty() {
+                out.push(atoms);
+            }
         }
     }
     out
@@ -319,6 +480,7 @@ fn candidates(atom: &remit::ir::Atom, program: &Program) -> Vec<String> {
     }
     if let Type::Enum(_, variants) = &scalar {
         out.extend(variants.iter().map(|v| json_string(v)));
+        out.extend(variants.iter().map(|v| escaped(&json_string(v))));
     }
     if scalar == Type::Level {
         out.extend(program.levels.iter().map(|l| json_string(l)));
@@ -333,8 +495,9 @@ fn candidates(atom: &remit::ir::Atom, program: &Program) -> Vec<String> {
     out
 }
 
-/// A request with `value` (JSON text) at `path` (an object path; objects made on the way).
-fn with_value(base: &Json, path: &[&str], value: &str) -> Vec<u8> {
+/// A request with `value` (JSON text) at `path` (an object path; objects made on the way); the last key written with
+/// an escape when `escape_key`.
+fn with_value(base: &Json, path: &[&str], value: &str, escape_key: bool) -> Vec<u8> {
     const MARK: &str = "\u{1}remit-rt-cond-value";
     let mut json = base.clone();
     let mut at = &mut json;
@@ -344,8 +507,14 @@ fn with_value(base: &Json, path: &[&str], value: &str) -> Vec<u8> {
         }
         at = at.get_mut(*key).unwrap();
     }
-    at[path[path.len() - 1]] = Json::String(MARK.into());
-    json.to_string().replace(&json_string(MARK), value).into_bytes()
+    let last = path[path.len() - 1];
+    at[last] = Json::String(MARK.into());
+    let text = json.to_string();
+    if escape_key {
+        let entry = format!("{}:{}", json_string(last), json_string(MARK));
+        return text.replace(&entry, &format!("{}:{value}", escaped(&json_string(last)))).into_bytes();
+    }
+    text.replace(&json_string(MARK), value).into_bytes()
 }
 
 // -------------------------------------------------------------------------------------------------------------------
@@ -354,7 +523,7 @@ fn with_value(base: &Json, path: &[&str], value: &str) -> Vec<u8> {
 #[test]
 fn the_corpus_requests_evaluate_as_in_the_interpreter() {
     let mut tally = Tally::default();
-    for unit in support::corpus() {
+    for unit in units() {
         let bytes = remit::wasm::image::write(&unit.program).unwrap();
         let image = Image::new(&bytes).unwrap();
         for request in &unit.requests {
@@ -367,7 +536,7 @@ fn the_corpus_requests_evaluate_as_in_the_interpreter() {
 
 #[test]
 fn mutated_requests_evaluate_as_in_the_interpreter() {
-    let corpus = support::corpus();
+    let corpus = units();
     let images: Vec<Vec<u8>> = corpus.iter().map(|u| remit::wasm::image::write(&u.program).unwrap()).collect();
     let mut rng = Rng(0x00c0_7d17_1095_0001);
     let mut tally = Tally::default();
@@ -392,9 +561,10 @@ fn mutated_requests_evaluate_as_in_the_interpreter() {
 /// type's decoding, equal and neighbouring values, other encodings and types, escapes, negative money.
 #[test]
 fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
-    let corpus = support::corpus();
+    let corpus = units();
     let mut rng = Rng(0x00c0_7d17_1095_0002);
     let mut tally = Tally::default();
+    let mut listed = Listed::default();
     let per_unit = (rounds() * 4 / corpus.len()).max(40);
     for unit in &corpus {
         let bytes = remit::wasm::image::write(&unit.program).unwrap();
@@ -422,34 +592,33 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
             let mut base = bases[rng.below(bases.len())].clone();
             // One to three attributes set; the rest of the request as it was.
             for _ in 0..=rng.below(3) {
-                let atom = &atoms[rng.below(atoms.len())];
+                let rule = &atoms[rng.below(atoms.len())];
+                let atom = &rule[rng.below(rule.len())];
                 let mut values = candidates(atom, program);
                 values.extend(ODD.iter().map(|s| s.to_string()));
                 let value = values[rng.below(values.len())].clone();
+                let escape_key = rng.below(4) == 0;
                 let text = match &atom.attr {
-                    Attr::Arg(name) => with_value(&base, &["action", "arguments", name], &value),
-                    Attr::Context(name) => with_value(&base, &["context", "attributes", name], &value),
-                    Attr::SubjectScopes => with_value(&base, &["subject", "credential", "scopes"], &value),
-                    Attr::ResourceId => with_value(&base, &["resource", "id"], &value),
-                    Attr::Attempt => with_value(&base, &["context", "attempt"], &value),
+                    Attr::Arg(name) => with_value(&base, &["action", "arguments", name], &value, escape_key),
+                    Attr::Context(name) => with_value(&base, &["context", "attributes", name], &value, escape_key),
+                    Attr::SubjectScopes => with_value(&base, &["subject", "credential", "scopes"], &value, escape_key),
+                    Attr::ResourceId => with_value(&base, &["resource", "id"], &value, escape_key),
+                    Attr::Attempt => with_value(&base, &["context", "attempt"], &value, escape_key),
                     _ => {
                         let (path, v) = extra[rng.below(extra.len())];
-                        with_value(&base, path, v)
+                        with_value(&base, path, v, escape_key)
                     }
                 };
-                match serde_json::from_slice(&text) {
-                    Ok(next) => base = next,
-                    // A value serde_json keeps differently once parsed (none expected): compare this text as is.
-                    Err(_) => {
-                        same(&unit.name, program, &image, &text, &mut tally);
-                        break;
-                    }
-                }
                 same(&unit.name, program, &image, &text, &mut tally);
+                // The listing of the same subject and context allows this call's outcomes.
+                let Ok(next) = serde_json::from_slice::<Json>(&text) else { break };
+                let listing = listing_of(&next, rng.below(2) == 0);
+                possible_covers(&unit.name, program, &image, &listing, &text, &mut listed);
+                base = next;
             }
         }
     }
-    eprintln!("near constants: {tally:?}");
+    eprintln!("near constants: {tally:?}; possible: {listed:?}");
     assert!(tally.outcomes.iter().all(|&n| n > 200), "{tally:?}");
 }
 
@@ -458,8 +627,9 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
 #[test]
 fn escaped_values_reach_the_readers() {
     let base: Json = serde_json::json!({"action": {"name": "t"}});
-    let text = with_value(&base, &["action", "arguments", "a"], &escaped("\"25 USD\""));
-    assert!(String::from_utf8(text).unwrap().contains("\\u0032"));
+    let text = with_value(&base, &["action", "arguments", "a"], &escaped("\"25 USD\""), true);
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains(r#""\u0061":"\u0032"#), "{text}");
 }
 
 // -------------------------------------------------------------------------------------------------------------------
@@ -552,7 +722,7 @@ fn listing_of(call: &Json, unknown_resource: bool) -> Vec<u8> {
 
 #[test]
 fn possible_outcomes_include_every_call_with_that_subject_and_context() {
-    let corpus = support::corpus();
+    let corpus = units();
     let mut rng = Rng(0x00c0_7d17_1095_0003);
     let mut n = Listed::default();
     for unit in &corpus {
@@ -604,6 +774,45 @@ fn request_refused(listing: &[u8]) -> bool {
         Ok((doc, keys)) => request::parse(&doc, Need::Listing, keys).is_err(),
         Err(_) => true,
     })
+}
+
+// -------------------------------------------------------------------------------------------------------------------
+// No panic path on wasm32.
+
+/// The artifact's exports do not call the conditions yet (the decision entry points will), so the optimizer drops
+/// them from the artifact and its build cannot see a panic path in them. This builds the runtime with
+/// `--cfg remit_rt_cond_probe`, which exports a function calling `eval` and `possible` on an image, a document and a
+/// request it cannot see through, and expects the build (which refuses any import, so any panic path) to succeed
+/// with that export in it.
+#[test]
+fn the_conditions_build_for_wasm32_without_a_panic_path() {
+    const RUSTC: &str = "/usr/bin/rustc";
+    const WASM32_STD: &str = "/usr/lib/rustlib/wasm32-unknown-unknown/lib";
+    assert!(
+        std::path::Path::new(RUSTC).exists() && std::path::Path::new(WASM32_STD).exists(),
+        "run `./scripts/test-deps.sh`"
+    );
+    let out = support::temp_dir("rt-cond-probe").join("probe.wasm");
+    let built = support::run(
+        std::process::Command::new("scripts/build-runtime.sh")
+            .arg(&out)
+            .env("REMIT_RT_CFG", "remit_rt_cond_probe")
+            .current_dir(support::root()),
+        std::time::Duration::from_secs(300),
+    );
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let bytes = std::fs::read(&out).unwrap();
+    let exports: Vec<String> = wasmparser::Parser::new(0)
+        .parse_all(&bytes)
+        .filter_map(|p| match p.unwrap() {
+            wasmparser::Payload::ExportSection(s) => {
+                Some(s.into_iter().map(|e| e.unwrap().name.to_string()).collect::<Vec<_>>())
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(exports.iter().any(|e| e == "rt_cond_probe"), "{exports:?}");
 }
 
 // -------------------------------------------------------------------------------------------------------------------

@@ -777,6 +777,113 @@ pub extern "C" fn rt_cond_probe(seed: i32, off: i32, count: i32, tool: i32) -> i
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::{Header, MAGIC, NODE_AND, NODE_ATOM, NODE_FALSE, NODE_OR, NODE_TRUE, VERSION};
+    use crate::json::Buffers;
+    use crate::request::Need;
+
+    const REQUEST: &[u8] = br#"{"subject":{"id":"a"},"action":{"name":"t","arguments":{"x":1}},"context":{"mandate":"m","now":"2026-11-30T12:00:00Z"}}"#;
+
+    /// Evaluates the condition `nodes` (`(op, arg)`; an atom's `arg` is ignored: every atom reads the absent
+    /// argument `absent`, an error, or unknown while listing) of a hand-written image: `eval` and `possible`, and
+    /// `possible` while listing.
+    fn run(nodes: &[(u32, u32)], count: usize) -> (Truth, Possible, Possible) {
+        let atom_at = Header::SIZE;
+        let name_at = atom_at + image::Atom::SIZE;
+        let nodes_at = name_at + 8;
+        let mut bytes = vec![0u8; nodes_at + nodes.len() * Node::SIZE];
+        Header { magic: MAGIC, version: VERSION, image_len: bytes.len() as u32, ..Header::default() }
+            .encode(&mut bytes);
+        let atom =
+            image::Atom { attr: image::ATTR_ARG, name_off: name_at as u32, name_len: 6, ..image::Atom::default() };
+        atom.encode(&mut bytes[atom_at..]);
+        bytes[name_at..name_at + 6].copy_from_slice(b"absent");
+        for (i, &(op, arg)) in nodes.iter().enumerate() {
+            let arg = if op == NODE_ATOM { atom_at as u32 } else { arg };
+            Node { op, arg }.encode(&mut bytes[nodes_at + i * Node::SIZE..]);
+        }
+        let image = Image::new(&bytes).unwrap();
+        let mut buffers = Buffers::new();
+        let (doc, keys) = buffers.parse(REQUEST).unwrap();
+        let mut slots = keys.to_vec();
+        let request = crate::request::parse(&doc, Need::Call, &mut slots).unwrap();
+        let mut env = Env { image: &image, doc: &doc, request: &request, tool: Tool::default(), listing: false };
+        let (off, count) = (nodes_at as u32, count as u32);
+        let truth = eval(&image, off, count, &env);
+        let p = possible(&image, off, count, &env);
+        env.listing = true;
+        (truth, p, possible(&image, off, count, &env))
+    }
+
+    fn eval_of(nodes: &[(u32, u32)]) -> Truth {
+        let (truth, p, _) = run(nodes, nodes.len());
+        // Nothing is unknown: `possible` is exact.
+        assert_eq!(p, Possible::of(truth), "{nodes:?}");
+        truth
+    }
+
+    const T: (u32, u32) = (NODE_TRUE, 0);
+    const F: (u32, u32) = (NODE_FALSE, 0);
+    const A: (u32, u32) = (NODE_ATOM, 0);
+    const fn and(n: u32) -> (u32, u32) {
+        (NODE_AND, n)
+    }
+    const fn or(n: u32) -> (u32, u32) {
+        (NODE_OR, n)
+    }
+
+    #[test]
+    fn and_or_in_prefix_order() {
+        assert_eq!(eval_of(&[T]), Truth::True);
+        assert_eq!(eval_of(&[F]), Truth::False);
+        assert_eq!(eval_of(&[and(2), T, or(2), F, T]), Truth::True);
+        assert_eq!(eval_of(&[and(2), or(2), F, F, T]), Truth::False);
+        assert_eq!(eval_of(&[or(3), F, and(0), F]), Truth::True);
+        assert_eq!(eval_of(&[and(2), T, or(0)]), Truth::False);
+        assert_eq!(eval_of(&[or(2), and(2), T, and(1), or(1), F, F]), Truth::False);
+        // An error anywhere is the value, whatever the other children say.
+        assert_eq!(eval_of(&[and(2), F, A]), Truth::Error);
+        assert_eq!(eval_of(&[or(2), T, A]), Truth::Error);
+        assert_eq!(eval_of(&[or(2), and(1), A, T]), Truth::Error);
+        assert_eq!(eval_of(&[A]), Truth::Error);
+    }
+
+    #[test]
+    fn many_children_need_one_frame() {
+        let mut nodes = vec![or(10_000)];
+        nodes.extend(std::iter::repeat(F).take(9_999));
+        nodes.push(T);
+        assert_eq!(eval_of(&nodes), Truth::True);
+    }
+
+    #[test]
+    fn a_corrupt_condition_is_an_error() {
+        let error = (Truth::Error, Possible::ERROR, Possible::ERROR);
+        assert_eq!(run(&[], 0), error);
+        assert_eq!(run(&[and(2), T], 2), error, "truncated");
+        assert_eq!(run(&[and(2), T, T], 2), error, "count short of the nodes");
+        assert_eq!(run(&[T, T], 2), error, "nodes after the root");
+        assert_eq!(run(&[(9, 0)], 1), error, "no such node");
+        assert_eq!(run(&[and(1), (9, 0)], 2), error);
+        // Nesting: the stack holds `MAX_COND_DEPTH` open nodes, no more.
+        let mut deep = vec![or(1); MAX_COND_DEPTH];
+        deep.push(T);
+        assert_eq!(eval_of(&deep), Truth::True);
+        deep.insert(0, and(1));
+        assert_eq!(run(&deep, deep.len()), error);
+    }
+
+    #[test]
+    fn listing_an_unknown_argument() {
+        let (_, _, listed) = run(&[A], 1);
+        assert_eq!(listed, Possible::ANY);
+        // `and`: false once something is false; an error stays possible.
+        let (_, _, listed) = run(&[and(2), A, F], 3);
+        assert_eq!(listed, Possible(Possible::FALSE.0 | Possible::ERROR.0));
+        let (_, _, listed) = run(&[or(2), A, T], 3);
+        assert_eq!(listed, Possible(Possible::TRUE.0 | Possible::ERROR.0));
+        let (_, _, listed) = run(&[and(2), A, T], 3);
+        assert_eq!(listed, Possible::ANY);
+    }
 
     #[test]
     fn unsafe_paths() {

@@ -388,11 +388,26 @@ pub struct Image<'a> {
 impl<'a> Image<'a> {
     /// The image in `bytes`; `None` when its magic or version is not this runtime's.
     pub fn new(bytes: &'a [u8]) -> Option<Image<'a>> {
-        let header = Header::decode(bytes, 0);
+        let mut header = Header::decode(bytes, 0);
         if header.magic != MAGIC || header.version != VERSION {
             return None;
         }
         let bytes = bytes.get(..header.image_len as usize).unwrap_or(bytes);
+        // A table cannot hold more records than fit between its offset and the image's end, so that a corrupt
+        // count cannot make a loop run long (loops over records are bounded by the header's counts).
+        let fit = |off: u32, count: &mut u32, size: usize| {
+            let room = (bytes.len() as u64).saturating_sub(u64::from(off)) / size as u64;
+            *count = (*count).min(room as u32);
+        };
+        let h = &mut header;
+        fit(h.tools_off, &mut h.tools_count, Tool::SIZE);
+        fit(h.tool_slots_off, &mut h.tool_slots_len, 4);
+        fit(h.listing_off, &mut h.tools_count, 4);
+        fit(h.mandates_off, &mut h.mandates_count, Mandate::SIZE);
+        fit(h.mandate_slots_off, &mut h.mandate_slots_len, 4);
+        fit(h.kinds_off, &mut h.kinds_count, Kind::SIZE);
+        fit(h.levels_off, &mut h.levels_count, Str::SIZE);
+        fit(h.entries_off, &mut h.entries_count, Entry::SIZE);
         Some(Image { bytes, header })
     }
 
