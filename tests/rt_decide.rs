@@ -159,3 +159,27 @@ fn native_loop() {
     }
     assert!(total > 0);
 }
+
+/// A loop over a linked module in wasmtime with a perf map, for profiling the runtime's wasm code: build an
+/// unstripped artifact (scripts/build-runtime.sh's rustc line without `-C strip=symbols`), then
+/// `REMIT_RT_ARTIFACT=that.wasm perf record -k mono TEST_BINARY --ignored module_loop`.
+#[test]
+#[ignore]
+fn module_loop() {
+    let artifact = std::env::var("REMIT_RT_ARTIFACT").map(std::fs::read).unwrap().unwrap();
+    let name = std::env::var("REMIT_LOOP_EXAMPLE").unwrap_or_else(|_| "wallet".into());
+    let program = support::examples::program(&name);
+    let requests = support::examples::requests(&support::examples::dir(&name));
+    let image = remit::wasm::image::write(&program).unwrap();
+    let module = remit::wasm::link::link_image(&artifact, &image, None).unwrap();
+    let mut config = wasmtime::Config::new();
+    config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    let engine = wasmtime::Engine::new(&config).unwrap();
+    let mut wasm = support::wasm::Wasm::new(&engine, &module);
+    let calls: usize = std::env::var("REMIT_LOOP_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000);
+    let mut total = 0;
+    for i in 0..calls {
+        total += wasm.decide(&requests[i % requests.len()]).len();
+    }
+    assert!(total > 0);
+}

@@ -151,9 +151,25 @@ fn leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Truth {
     }
 }
 
-#[inline(never)]
+/// Conditions nested at most this deep are evaluated on a small stack (a deeper one starts again on the full
+/// [`MAX_COND_DEPTH`] stack): zeroing the full stack for every condition cost more than evaluating most of them.
+const SHALLOW: usize = 16;
+
 fn eval_nested(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Truth {
-    let mut stack = [Frame::EMPTY; MAX_COND_DEPTH];
+    match eval_on(&mut [Frame::EMPTY; SHALLOW], image, cond_off, cond_count, env) {
+        Some(truth) => truth,
+        None => eval_deep(image, cond_off, cond_count, env),
+    }
+}
+
+#[inline(never)]
+fn eval_deep(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Truth {
+    eval_on(&mut [Frame::EMPTY; MAX_COND_DEPTH], image, cond_off, cond_count, env).unwrap_or(Truth::Error)
+}
+
+/// [`eval`] on `stack`; `None` when the condition nests deeper than the stack.
+#[inline(never)]
+fn eval_on(stack: &mut [Frame], image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Option<Truth> {
     let mut sp = 0usize;
     let mut i = 0u32;
     while i < cond_count {
@@ -164,7 +180,7 @@ fn eval_nested(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>)
                 let and = n.op == image::NODE_AND;
                 match stack.get_mut(sp) {
                     Some(frame) => *frame = Frame { left: n.arg, and, bits: u8::from(and) },
-                    None => return Truth::Error,
+                    None => return None,
                 }
                 sp += 1;
                 continue;
@@ -175,18 +191,18 @@ fn eval_nested(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>)
             _ => match leaf(image, n, env) {
                 Truth::True => true,
                 Truth::False => false,
-                Truth::Error => return Truth::Error,
+                Truth::Error => return Some(Truth::Error),
             },
         };
         // Close every frame this value completes.
         loop {
             if sp == 0 {
                 // The root's value; nodes left over mean a corrupt image.
-                return if i == cond_count { Truth::of(value) } else { Truth::Error };
+                return Some(if i == cond_count { Truth::of(value) } else { Truth::Error });
             }
             let frame = match stack.get_mut(sp - 1) {
                 Some(frame) => frame,
-                None => return Truth::Error,
+                None => return Some(Truth::Error),
             };
             let b = frame.bits != 0;
             frame.bits = u8::from(if frame.and { b && value } else { b || value });
@@ -199,7 +215,7 @@ fn eval_nested(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>)
         }
     }
     // The nodes ran out before the root closed.
-    Truth::Error
+    Some(Truth::Error)
 }
 
 // The bits of a frame of [`possible`]: whether all its children so far can be true, can be false, can evaluate

@@ -29,6 +29,8 @@ pub struct Work {
     pub granted: [u32; MAX_DECIDING],
     /// Missing approvals as `(kind index, mandate index)` pairs.
     pub missing: [u32; 2 * MAX_DECIDING],
+    /// The gates that apply, as `(rule offset, position in the chain)` pairs.
+    pub gates: [u32; 2 * MAX_DECIDING],
     /// The order of the missing approvals.
     pub order: [u32; MAX_DECIDING],
     /// Tokens of the approval ids a decision consumes.
@@ -47,6 +49,7 @@ impl Work {
         escalate: [0; MAX_DECIDING],
         granted: [0; MAX_DECIDING],
         missing: [0; 2 * MAX_DECIDING],
+        gates: [0; 2 * MAX_DECIDING],
         order: [0; MAX_DECIDING],
         consumed: [0; MAX_DECIDING],
         counters: [0; MAX_DECIDING],
@@ -176,6 +179,7 @@ struct Tally<'w> {
     escalate: List<'w>,
     granted: List<'w>,
     missing: List<'w>,
+    gates: List<'w>,
     order: &'w mut [u32],
     consumed: List<'w>,
     counters: List<'w>,
@@ -196,6 +200,7 @@ impl<'w> Tally<'w> {
             escalate: List::new(&mut work.escalate),
             granted: List::new(&mut work.granted),
             missing: List::new(&mut work.missing),
+            gates: List::new(&mut work.gates),
             order: &mut work.order,
             consumed: List::new(&mut work.consumed),
             counters: List::new(&mut work.counters),
@@ -262,7 +267,8 @@ impl<'w> Tally<'w> {
             let mut granted = false;
             let list = rule_list(image, tool, index);
             for k in 0..list.rules_count {
-                let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
+                let rule_at = image.word(list.rules_off.wrapping_add(4 * k));
+                let rule = Rule::decode(image.bytes, rule_at);
                 let result = cond::eval(image, rule.cond_off, rule.cond_count, &env);
                 // Rules without a written condition are `true`; one that errors still applies (fail closed).
                 let applies = result != Truth::False;
@@ -274,24 +280,10 @@ impl<'w> Tally<'w> {
                     image::RULE_FORBID if applies => self.deny(err::FORBIDDEN, Some(rule.entry)),
                     image::RULE_LIMIT if result != Truth::True => self.deny(err::LIMIT_EXCEEDED, Some(rule.entry)),
                     image::RULE_SCOPE if result != Truth::True => self.deny(err::SCOPE_OUTSIDE, Some(rule.entry)),
+                    // Resolved after the chain (`resolve_gates`): on a deny no gate can change the decision.
                     image::RULE_GATE if applies => {
-                        let kind = image.kind(rule.kind_index);
-                        // An approval counts for this mandate's gates only if issued under it or an ancestor:
-                        // authority flows down the chain, never up.
-                        let chosen = self.chosen_approval(image, doc, req, call, &kind, leaf, position, spare);
-                        match chosen {
-                            Some(id) => {
-                                if kind.single_use != 0 {
-                                    self.consumed.push(id);
-                                }
-                                self.granted.push(rule.entry);
-                            }
-                            None => {
-                                self.missing.push(rule.kind_index);
-                                self.missing.push(index);
-                                self.escalate(err::APPROVAL_MISSING, rule.entry);
-                            }
-                        }
+                        self.gates.push(rule_at);
+                        self.gates.push(position);
                     }
                     image::RULE_OPERATION_ID if applies && req.operation_id.is_none() => {
                         self.deny(err::OPERATION_MISSING_ID, Some(rule.entry));
@@ -318,6 +310,48 @@ impl<'w> Tally<'w> {
             }
             if !granted {
                 self.add(mandate.flags & image::MANDATE_ESCALATES != 0, err::UNMATCHED, mandate.otherwise_entry);
+            }
+        }
+        if self.deny_codes == 0 {
+            self.resolve_gates(image, doc, req, call, leaf, spare);
+        }
+    }
+
+    /// The gates that apply, each satisfied by a presented approval (the smallest id) or missing one. Only what an
+    /// allow or an escalation writes depends on them (the rules that granted, the approvals consumed, the missing
+    /// approvals), so a decision that denies skips them, and the argument digest with them.
+    fn resolve_gates(
+        &mut self,
+        image: &Image<'_>,
+        doc: &Doc<'_>,
+        req: &Request<'_>,
+        call: &Call,
+        leaf: &Mandate,
+        spare: &mut [u32],
+    ) {
+        let mut i = 0;
+        while i + 1 < self.gates.len {
+            let (rule_at, position) = match (self.gates.items.get(i), self.gates.items.get(i + 1)) {
+                (Some(&r), Some(&p)) => (r, p),
+                _ => break,
+            };
+            i += 2;
+            let rule = Rule::decode(image.bytes, rule_at);
+            let kind = image.kind(rule.kind_index);
+            // An approval counts for this mandate's gates only if issued under it or an ancestor: authority flows
+            // down the chain, never up.
+            match self.chosen_approval(image, doc, req, call, &kind, leaf, position, spare) {
+                Some(id) => {
+                    if kind.single_use != 0 {
+                        self.consumed.push(id);
+                    }
+                    self.granted.push(rule.entry);
+                }
+                None => {
+                    self.missing.push(rule.kind_index);
+                    self.missing.push(image.word(leaf.chain_off.wrapping_add(4 * position)));
+                    self.escalate(err::APPROVAL_MISSING, rule.entry);
+                }
             }
         }
     }

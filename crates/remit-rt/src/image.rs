@@ -506,14 +506,18 @@ impl<'a> Image<'a> {
         None
     }
 
+    /// The name of tool `i` (`name_off`, `name_len` are a record's first two words: only they are read).
+    #[inline]
     pub fn tool_name(&self, i: u32) -> &'a [u8] {
-        let t = self.tool(i);
-        self.str(t.name_off, t.name_len)
+        let at = Image::at(self.header.tools_off, Tool::SIZE, i);
+        self.str(self.word(at), self.word(at.wrapping_add(4)))
     }
 
+    /// The name of mandate `i` (its record's first two words).
+    #[inline]
     pub fn mandate_name(&self, i: u32) -> &'a [u8] {
-        let m = self.mandate(i);
-        self.str(m.name_off, m.name_len)
+        let at = Image::at(self.header.mandates_off, Mandate::SIZE, i);
+        self.str(self.word(at), self.word(at.wrapping_add(4)))
     }
 }
 

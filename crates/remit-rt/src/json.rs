@@ -156,6 +156,35 @@ impl<'a> Doc<'a> {
         self.text(a).eq(self.text(b))
     }
 
+    /// The values of the entries of object `obj` named `names` (unescaped keys), found in one pass over its keys;
+    /// all `None` when `obj` is absent or not an object.
+    pub fn fields<const N: usize>(&self, obj: Option<u32>, names: [&[u8]; N]) -> [Option<u32>; N] {
+        let mut found = [None; N];
+        let obj = match obj {
+            Some(obj) if self.token(obj).kind() == OBJECT => obj,
+            _ => return found,
+        };
+        let end = self.token(obj).next;
+        let mut k = obj + 1;
+        while k < end {
+            let kt = self.token(k);
+            for (slot, name) in found.iter_mut().zip(names) {
+                let matches = if kt.flags() & ESCAPED == 0 {
+                    (kt.end.wrapping_sub(kt.start)) as usize == name.len() && self.raw(k) == name
+                } else {
+                    self.text(k).eq(name.iter().copied())
+                };
+                if matches {
+                    *slot = Some(kt.next);
+                    break;
+                }
+            }
+            // The key's value, then the next key (`max`: always forward, on any tape).
+            k = self.token(kt.next).next.max(k + 1);
+        }
+        found
+    }
+
     /// Whether the string token `tok`'s unescaped content is `bytes` (a plain comparison when it has no escape).
     #[inline]
     pub fn text_is(&self, tok: u32, bytes: &[u8]) -> bool {

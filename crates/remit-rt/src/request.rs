@@ -153,37 +153,47 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
         return Err(MALFORMED);
     }
     let mut p = Problems { doc, error: RequestError::default() };
+    // Each object's fields are found in one pass over its keys.
+    let [subject, action, resource, context] = doc.fields(Some(ROOT), [b"subject", b"action", b"resource", b"context"]);
 
-    let subject = p.object(Some(ROOT), b"subject");
-    let subject_id = p.required_string(ROOT, b"subject", b"id");
-    let credential = p.object(subject, b"credential");
-    p.string(credential, b"id");
-    let scopes = p.strings(credential, b"scopes");
+    let subject_object = p.typed(subject, OBJECT);
+    let [subject_id, credential] = doc.fields(subject_object, [b"id", b"credential"]);
+    let subject_id = p.required_string(subject, subject_id);
+    let credential = p.typed(credential, OBJECT);
+    let [credential_id, scopes] = doc.fields(credential, [b"id", b"scopes"]);
+    p.typed(credential_id, STRING);
+    let scopes = p.strings(scopes);
 
     let call = match need {
         Need::Listing => None,
         Need::Call => {
-            let action = p.object(Some(ROOT), b"action");
-            let name = p.required_string(ROOT, b"action", b"name");
-            let arguments = p.object(action, b"arguments");
+            let object = p.typed(action, OBJECT);
+            let [name, arguments] = doc.fields(object, [b"name", b"arguments"]);
+            let name = p.required_string(action, name);
+            let arguments = p.typed(arguments, OBJECT);
             name.map(|name| Call { name, arguments })
         }
     };
 
-    let resource = p.object(Some(ROOT), b"resource");
-    let resource_id = p.string(resource, b"id").filter(|&id| !is_blank(doc, id));
+    let resource = p.typed(resource, OBJECT);
+    let [resource_id] = doc.fields(resource, [b"id"]);
+    let resource_id = p.typed(resource_id, STRING).filter(|&id| !is_blank(doc, id));
 
-    let context = p.object(Some(ROOT), b"context");
-    let mandate = p.required_string(ROOT, b"context", b"mandate");
-    let now = p.required_string(ROOT, b"context", b"now").and_then(|text| {
+    let object = p.typed(context, OBJECT);
+    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes] = doc.fields(
+        object,
+        [b"mandate", b"now", b"operation_id", b"attempt", b"approvals", b"stops", b"facts", b"counters", b"attributes"],
+    );
+    let mandate = p.required_string(context, mandate);
+    let now = p.required_string(context, now).and_then(|text| {
         let parsed = timestamp(doc, text);
         if parsed.is_none() {
             p.error.malformed = true;
         }
         parsed
     });
-    let operation_id = p.string(context, b"operation_id").filter(|&id| !is_blank(doc, id));
-    let attempt = match field(doc, context, b"attempt") {
+    let operation_id = p.typed(operation_id, STRING).filter(|&id| !is_blank(doc, id));
+    let attempt = match attempt {
         None => None,
         Some(value) => {
             let attempt = integer(doc, value);
@@ -194,7 +204,7 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
         }
     };
     let mut approvals: &'a [u32] = &[];
-    match field(doc, context, b"approvals") {
+    match approval_items {
         None => {}
         Some(items) if doc.token(items).kind() == ARRAY => match usable_approvals(doc, items, slots) {
             Some(usable) => approvals = usable,
@@ -202,10 +212,10 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
         },
         Some(_) => p.error.malformed = true,
     }
-    let stops = p.strings(context, b"stops");
-    let facts = p.object(context, b"facts");
-    let counters = p.object(context, b"counters");
-    let attributes = p.object(context, b"attributes");
+    let stops = p.strings(stops);
+    let facts = p.typed(facts, OBJECT);
+    let counters = p.typed(counters, OBJECT);
+    let attributes = p.typed(attributes, OBJECT);
 
     if p.error.is_error() {
         return Err(p.error);
@@ -235,11 +245,6 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
     })
 }
 
-/// The value of `key` in the object `parent` (no parent, or a parent that is not an object: none).
-fn field(doc: &Doc<'_>, parent: Option<u32>, key: &[u8]) -> Option<u32> {
-    doc.get(parent?, key)
-}
-
 /// Reads fields while recording what is wrong, so one pass reports both a missing field and a malformed one.
 struct Problems<'d, 'a> {
     doc: &'d Doc<'a>,
@@ -247,9 +252,9 @@ struct Problems<'d, 'a> {
 }
 
 impl Problems<'_, '_> {
-    /// An optional field of `kind`; a present value of another kind is malformed.
-    fn typed(&mut self, parent: Option<u32>, key: &[u8], kind: u8) -> Option<u32> {
-        let value = field(self.doc, parent, key)?;
+    /// An optional field of `kind` (its value token, when present); a present value of another kind is malformed.
+    fn typed(&mut self, value: Option<u32>, kind: u8) -> Option<u32> {
+        let value = value?;
         if self.doc.token(value).kind() != kind {
             self.error.malformed = true;
             return None;
@@ -257,20 +262,10 @@ impl Problems<'_, '_> {
         Some(value)
     }
 
-    /// An optional object field; a present non-object is malformed.
-    fn object(&mut self, parent: Option<u32>, key: &[u8]) -> Option<u32> {
-        self.typed(parent, key, OBJECT)
-    }
-
-    /// An optional string field; a present non-string is malformed.
-    fn string(&mut self, parent: Option<u32>, key: &[u8]) -> Option<u32> {
-        self.typed(parent, key, STRING)
-    }
-
-    /// A required string field `parent.key` of the root. An absent parent means the field is missing too; a
-    /// parent of the wrong type is already recorded as malformed by [`Problems::object`].
-    fn required_string(&mut self, root: u32, parent: &[u8], key: &[u8]) -> Option<u32> {
-        let parent = match field(self.doc, Some(root), parent) {
+    /// A required string field `value` of the root's field `parent`. An absent parent means the field is missing
+    /// too; a parent of the wrong type is recorded as malformed where it is read.
+    fn required_string(&mut self, parent: Option<u32>, value: Option<u32>) -> Option<u32> {
+        let parent = match parent {
             None => {
                 self.error.missing = true;
                 return None;
@@ -280,7 +275,7 @@ impl Problems<'_, '_> {
         if self.doc.token(parent).kind() != OBJECT {
             return None;
         }
-        match field(self.doc, Some(parent), key) {
+        match value {
             None => {
                 self.error.missing = true;
                 None
@@ -295,8 +290,8 @@ impl Problems<'_, '_> {
 
     /// An optional array of strings (the array token); a present non-array, or an item that is not a string, is
     /// malformed.
-    fn strings(&mut self, parent: Option<u32>, key: &[u8]) -> Option<u32> {
-        let items = self.typed(parent, key, ARRAY)?;
+    fn strings(&mut self, value: Option<u32>) -> Option<u32> {
+        let items = self.typed(value, ARRAY)?;
         if elements(self.doc, items).any(|item| self.doc.token(item).kind() != STRING) {
             self.error.malformed = true;
             return None;
