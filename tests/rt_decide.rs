@@ -112,7 +112,7 @@ fn decide_speed() {
             let batch = 50;
             let mut samples: [Vec<f64>; 4] = Default::default();
             for _ in 0..rounds {
-                let mut time = |f: &mut dyn FnMut() -> usize| {
+                let time = |f: &mut dyn FnMut() -> usize| {
                     let start = Instant::now();
                     for _ in 0..batch {
                         std::hint::black_box(f());

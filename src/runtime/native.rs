@@ -63,12 +63,7 @@ impl Native {
     fn call(
         &mut self,
         request: &[u8],
-        entry: fn(
-            &Image<'_>,
-            Result<(remit_rt::json::Doc<'_>, &mut [u32]), remit_rt::json::JsonError>,
-            &mut Work,
-            &mut Out<'_>,
-        ),
+        entry: fn(&Image<'_>, remit_rt::json::Parsed<'_>, &mut Work, &mut Out<'_>),
     ) -> Vec<u8> {
         let Some(image) = Image::new(&self.image) else { return Vec::new() };
         // A request past the maximum is not copied (as `remit_alloc` refuses it); the parse refuses its length.

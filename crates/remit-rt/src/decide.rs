@@ -14,7 +14,7 @@ use crate::cond::{self, Env, Truth};
 use crate::digest::argument_digest;
 use crate::err;
 use crate::image::{self, Image, Kind, Mandate, Param, Rule, RuleList, Tool, MAX_DECIDING};
-use crate::json::{heap_sort, Doc, JsonError, NUMBER};
+use crate::json::{heap_sort, Doc, Parsed, NUMBER};
 use crate::out::{escaped, write_string, write_string_tok, Out};
 use crate::request::{self, elements, Approval, Need, Request};
 use crate::Sink;
@@ -84,7 +84,7 @@ impl<'w> List<'w> {
 }
 
 /// Writes the decision on the parsed request (docs/requests.md), exactly `remit::eval::decide(…).to_json()`.
-pub fn decide(image: &Image<'_>, parsed: Result<(Doc<'_>, &mut [u32]), JsonError>, work: &mut Work, out: &mut Out<'_>) {
+pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut Out<'_>) {
     let policy = image.str(image.header.policy_off, image.header.policy_len);
     let (doc, keys) = match parsed {
         Ok(p) => p,
@@ -773,12 +773,7 @@ fn satisfies(
 
 /// Writes the tool listing of the parsed request's subject and context, exactly
 /// `remit::eval::visible_tools(…).to_json()`.
-pub fn visible_tools(
-    image: &Image<'_>,
-    parsed: Result<(Doc<'_>, &mut [u32]), JsonError>,
-    work: &mut Work,
-    out: &mut Out<'_>,
-) {
+pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut Out<'_>) {
     crate::visible::visible_tools(image, parsed, work, out)
 }
 

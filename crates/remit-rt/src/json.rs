@@ -115,6 +115,10 @@ impl Scratch {
     pub const EMPTY: Scratch = Scratch { keys: [0; TAPE_LEN], frames: [Frame::EMPTY; MAX_DEPTH] };
 }
 
+/// What an entry point reads: a parsed document and the parse's key slots (which the request reading reuses), or
+/// the parse's error.
+pub type Parsed<'a> = Result<(Doc<'a>, &'a mut [u32]), JsonError>;
+
 /// An accepted document: the input and its tape.
 #[derive(Clone, Copy, Debug)]
 pub struct Doc<'a> {

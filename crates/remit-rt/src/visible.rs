@@ -6,19 +6,14 @@ use crate::cond::{self, Env};
 use crate::decide::{find, is_stopped, lacks_scope, level_exceeded, rule_list, validity, Work};
 use crate::err;
 use crate::image::{self, Image, Mandate, Rule, Tool};
-use crate::json::{Doc, JsonError};
+use crate::json::{Doc, Parsed};
 use crate::out::Out;
 use crate::request::{self, Need, Request};
 use crate::Sink;
 
 /// Writes the listing of the parsed request's subject and context, exactly `remit::eval::visible_tools(…).to_json()`:
 /// `{"visible":[…],"hidden":[{"tool":…,"reason":…,"rule":{…}}]}`, each list in the order of the tools' names.
-pub fn visible_tools(
-    image: &Image<'_>,
-    parsed: Result<(Doc<'_>, &mut [u32]), JsonError>,
-    _work: &mut Work,
-    out: &mut Out<'_>,
-) {
+pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, out: &mut Out<'_>) {
     let (doc, keys) = match parsed {
         Ok(p) => p,
         Err(e) => return hide_all(image, out, first(err::of_request(request::RequestError::json(e)))),
