@@ -50,14 +50,22 @@ macro_rules! record {
                 let _ = at;
             }
 
-            /// Reads the record at byte `at` of `image` (zeros outside it).
+            /// Reads the record at byte `at` of `image` (all zeros when it does not lie wholly inside). One bounds
+            /// check per record: the fields are read from a fixed-size array at constant offsets, and a field the
+            /// caller does not use is not read at all.
             #[inline(always)]
             pub fn decode(image: &[u8], at: u32) -> $name {
-                let mut _i = at as usize;
+                let at = at as usize;
+                let bytes: &[u8; $name::SIZE] =
+                    match image.get(at..at.wrapping_add($name::SIZE)).and_then(|b| b.try_into().ok()) {
+                        Some(bytes) => bytes,
+                        None => return $name::default(),
+                    };
+                let mut _i = 0;
                 $name {
                     $($field: {
-                        let v = word(image, _i);
-                        _i = _i.wrapping_add(4);
+                        let v = word(bytes, _i);
+                        _i += 4;
                         v
                     },)*
                 }
