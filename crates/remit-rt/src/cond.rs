@@ -543,8 +543,15 @@ fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &image::Atom, value: Val) -> Tru
         image::TEST_UNDER | image::TEST_NOT_UNDER if count == 1 => {
             let prefix = operand();
             match value {
-                Val::Str(tok) if prefix.tag == image::VALUE_STRING && !unsafe_path(doc.text(tok)) => {
-                    let under = starts_with(doc.text(tok), image.str(prefix.str_off, prefix.str_len));
+                Val::Str(tok) if prefix.tag == image::VALUE_STRING => {
+                    let prefix = image.str(prefix.str_off, prefix.str_len);
+                    // Without escapes the raw bytes are the text: no unescaping iterator.
+                    let under = match doc.plain(tok) {
+                        Some(raw) if unsafe_path(raw.iter().copied()) => return Truth::Error,
+                        Some(raw) => raw.starts_with(prefix),
+                        None if unsafe_path(doc.text(tok)) => return Truth::Error,
+                        None => starts_with(doc.text(tok), prefix),
+                    };
                     Ok(under == (atom.test == image::TEST_UNDER))
                 }
                 _ => Err(()),

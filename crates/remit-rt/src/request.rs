@@ -522,32 +522,34 @@ pub fn approval(doc: &Doc<'_>, item: u32) -> Option<Approval> {
     if doc.token(item).kind() != OBJECT {
         return None;
     }
-    let get = |key: &[u8]| doc.get(item, key);
-    let required = |key: &[u8]| get(key).filter(|&v| doc.token(v).kind() == STRING);
+    // One pass over the approval's keys.
+    let [id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, consumed] =
+        doc.fields(Some(item), APPROVAL_FIELDS);
+    let required = |v: Option<u32>| v.filter(|&v| doc.token(v).kind() == STRING);
     // An optional field that is present must be a string; a wrongly typed one spoils the whole approval.
-    let optional = |key: &[u8]| -> Result<Option<u32>, ()> {
-        match get(key) {
+    let optional = |v: Option<u32>| -> Result<Option<u32>, ()> {
+        match v {
             None => Ok(None),
             Some(v) if doc.token(v).kind() == STRING => Ok(Some(v)),
             Some(_) => Err(()),
         }
     };
-    let consumed = match get(b"consumed").map(|v| doc.token(v).kind()) {
+    let consumed = match consumed.map(|v| doc.token(v).kind()) {
         None => false,
         Some(TRUE) => true,
         Some(FALSE) => false,
         Some(_) => return None,
     };
     Some(Approval {
-        id: required(b"id").filter(|&id| !is_blank(doc, id))?,
-        kind: required(b"kind")?,
-        mandate: required(b"mandate")?,
-        issued_at: timestamp(doc, required(b"issued_at")?)?,
-        expires_at: timestamp(doc, required(b"expires_at")?)?,
-        tool: optional(b"tool").ok()?,
-        target: optional(b"target").ok()?.filter(|&t| !is_blank(doc, t)),
-        digest: optional(b"digest").ok()?,
-        manifest: optional(b"manifest").ok()?.filter(|&m| !is_blank(doc, m)),
+        id: required(id).filter(|&id| !is_blank(doc, id))?,
+        kind: required(kind)?,
+        mandate: required(mandate)?,
+        issued_at: timestamp(doc, required(issued_at)?)?,
+        expires_at: timestamp(doc, required(expires_at)?)?,
+        tool: optional(tool).ok()?,
+        target: optional(target).ok()?.filter(|&t| !is_blank(doc, t)),
+        digest: optional(digest).ok()?,
+        manifest: optional(manifest).ok()?.filter(|&m| !is_blank(doc, m)),
         consumed,
     })
 }

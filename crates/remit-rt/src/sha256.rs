@@ -42,9 +42,11 @@ impl Sha256 {
     pub fn finish(mut self) -> [u8; 32] {
         let bits = self.total.wrapping_mul(8);
         self.write(&[0x80]);
-        while self.buffered != 56 {
-            self.write(&[0]);
+        // Zeros up to 56 bytes of the block (past one block boundary when fewer than 8 bytes are left).
+        if self.buffered > 56 {
+            self.write(&[0; 64][..64 - self.buffered.min(64)]);
         }
+        self.write(&[0; 56][..56 - self.buffered.min(56)]);
         self.write(&bits.to_be_bytes());
         let mut out = [0u8; 32];
         for (chunk, word) in out.chunks_exact_mut(4).zip(self.state.iter()) {
