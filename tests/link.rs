@@ -248,21 +248,20 @@ fn a_corrupt_image_header_never_traps() {
     let image = remit::wasm::image::write(&unit.program).unwrap();
     let layout = layout(RUNTIME, &image).unwrap();
     let engine = Engine::default();
-    let mut store = Store::new(&engine, ());
-    let instance = Instance::new(&mut store, &Module::new(&engine, &module).unwrap(), &[]).unwrap();
-    let memory = instance.get_memory(&mut store, "memory").unwrap();
-    let size = memory.data_size(&store) as u64;
-    let inside = |r: i64| (r as u64 >> 32) + (r as u64 & 0xffff_ffff) <= size;
-    let info = instance.get_typed_func::<(), i64>(&mut store, "remit_policy_info").unwrap();
-    let alloc = instance.get_typed_func::<i32, i32>(&mut store, "remit_alloc").unwrap();
+    let module = Module::new(&engine, &module).unwrap();
     let request = &unit.requests[0];
     let mut patched = 0;
+    // The runtime reads the header at its first call (and keeps what it read): a fresh instance per corruption.
     for word in 0..remit_rt::image::Header::SIZE / 4 {
-        for value in [0u32, 1, 7, image.len() as u32 + 1, size as u32, 0x7fff_ffff, u32::MAX] {
-            let at = layout.image as usize + 4 * word;
-            memory.write(&mut store, at, &value.to_le_bytes()).unwrap();
-            let r = info.call(&mut store, ()).unwrap_or_else(|e| panic!("word {word} = {value}: {e}"));
-            assert!(inside(r), "word {word} = {value}");
+        for value in [0u32, 1, 7, image.len() as u32 + 1, 0x7fff_ffff, u32::MAX] {
+            let mut store = Store::new(&engine, ());
+            let instance = Instance::new(&mut store, &module, &[]).unwrap();
+            let memory = instance.get_memory(&mut store, "memory").unwrap();
+            let size = memory.data_size(&store) as u64;
+            let inside = |r: i64| (r as u64 >> 32) + (r as u64 & 0xffff_ffff) <= size;
+            let info = instance.get_typed_func::<(), i64>(&mut store, "remit_policy_info").unwrap();
+            let alloc = instance.get_typed_func::<i32, i32>(&mut store, "remit_alloc").unwrap();
+            memory.write(&mut store, layout.image as usize + 4 * word, &value.to_le_bytes()).unwrap();
             for entry in ["remit_decide", "remit_visible_tools"] {
                 let f = instance.get_typed_func::<(i32, i32), i64>(&mut store, entry).unwrap();
                 let ptr = alloc.call(&mut store, request.len() as i32).unwrap();
@@ -270,18 +269,12 @@ fn a_corrupt_image_header_never_traps() {
                 let r = f.call(&mut store, (ptr, request.len() as i32)).unwrap_or_else(|e| panic!("{entry}: {e}"));
                 assert!(inside(r), "{entry}: word {word} = {value}");
             }
-            // The whole image back: with a corrupt header the output area can cover the image itself (a host that
-            // writes outside what `remit_alloc` gave has broken the ABI; the module must still not trap).
-            memory.write(&mut store, layout.image as usize, &image).unwrap();
+            let r = info.call(&mut store, ()).unwrap_or_else(|e| panic!("word {word} = {value}: {e}"));
+            assert!(inside(r), "word {word} = {value}");
             patched += 1;
         }
     }
     assert!(patched > 100);
-    // Restored, the module answers its policy info again.
-    let r = info.call(&mut store, ()).unwrap();
-    let (ptr, len) = ((r as u64 >> 32) as usize, (r as u64 & 0xffff_ffff) as usize);
-    let json = &memory.data(&store)[ptr..ptr + len];
-    assert!(json.starts_with(b"{\"policy\":\"sha256:"), "{}", String::from_utf8_lossy(json));
 }
 
 /// What the linker refuses: a runtime without the ABI's pieces, an image without a header.

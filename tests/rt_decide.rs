@@ -183,3 +183,48 @@ fn module_loop() {
     }
     assert!(total > 0);
 }
+
+/// The scaling series of BENCHMARKS.md (N grants, each on its own tool; the called tool has a grant and a
+/// prohibition) through the old module and module v2 side by side, fuel on: how the latency grows with the policy.
+/// `cargo test --release --test rt_decide -- --ignored --nocapture scale_speed`.
+#[test]
+#[ignore]
+fn scale_speed() {
+    use std::fmt::Write;
+    use std::time::Instant;
+    let runtime = remit::runtime::Runtime::new().unwrap();
+    let request = br#"{"subject":{"id":"agent:a"},"action":{"name":"t0","arguments":{"x":"v0"}},"resource":{"id":"r"},"context":{"mandate":"scale","now":"2026-12-01T00:00:00Z"}}"#;
+    println!("| grants | old, fuel | v2, fuel | v2/old |");
+    println!("|---|---|---|---|");
+    for n in [10usize, 1_000, 10_000] {
+        let mut text = String::new();
+        for i in 0..n - 1 {
+            writeln!(text, "tool t{i}(x: string) {{\n  level draft\n}}").unwrap();
+        }
+        text.push_str("mandate scale for \"user:p\" {\n  holder \"agent:a\"\n  purpose \"p\"\n");
+        text.push_str("  allow t0 where args.x in [\"v0\", \"w0\"]\n  forbid t0 where args.x == \"bad\"\n");
+        for i in 1..n - 1 {
+            writeln!(text, "  allow t{i} where args.x == \"v{i}\"").unwrap();
+        }
+        text.push_str("}\n");
+        let program = support::examples::compile(&[("scale.remit".to_string(), text)]);
+        let old = std::sync::Arc::new(runtime.load(&remit::wasm::compile(&program).unwrap()).unwrap());
+        let new = std::sync::Arc::new(runtime.load(&remit::wasm::link(&program).unwrap()).unwrap());
+        let (mut old, mut new) = (old.evaluator().unwrap(), new.evaluator().unwrap());
+        assert_eq!(old.decide(request), new.decide(request));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..300 {
+            for (engine, samples) in [(&mut old, &mut a), (&mut new, &mut b)] {
+                let start = Instant::now();
+                for _ in 0..50 {
+                    std::hint::black_box(engine.decide_with(request, |d| d.len()));
+                }
+                samples.push(start.elapsed().as_nanos() as f64 / 50.0);
+            }
+        }
+        a.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        b.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let (ma, mb) = (a[a.len() / 2], b[b.len() / 2]);
+        println!("| {n} | {ma:.0} ns | {mb:.0} ns | {:.2} |", mb / ma);
+    }
+}

@@ -404,8 +404,10 @@ impl<'a> Image<'a> {
         // A table cannot hold more records than fit between its offset and the image's end, so that a corrupt
         // count cannot make a loop run long (loops over records are bounded by the header's counts).
         let fit = |off: u32, count: &mut u32, size: usize| {
-            let room = (bytes.len() as u64).saturating_sub(u64::from(off)) / size as u64;
-            *count = (*count).min(room as u32);
+            let room = (bytes.len() as u64).saturating_sub(u64::from(off));
+            if u64::from(*count) * size as u64 > room {
+                *count = (room / size as u64) as u32;
+            }
         };
         let h = &mut header;
         fit(h.tools_off, &mut h.tools_count, Tool::SIZE);

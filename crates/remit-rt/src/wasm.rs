@@ -99,6 +99,21 @@ unsafe fn region(start: usize, end: usize) -> &'static mut [u8] {
 /// The policy image, and the output area after it. Without a valid image (the bare artifact) the image is empty
 /// and the output area is everything past `__heap_base`.
 fn image_and_output() -> (Image<'static>, &'static mut [u8]) {
+    // Read once per instance: the image never changes (the host writes only where `remit_alloc` points), and
+    // reading and checking its header cost a measurable part of a small decision.
+    // Safety: calls are not re-entrant (docs/abi.md).
+    if let Some((image, out, out_end)) = unsafe { *addr_of!(LAYOUT) } {
+        return (image, unsafe { region(out, out_end) });
+    }
+    let (image, out, out_end) = layout();
+    unsafe { *addr_of_mut!(LAYOUT) = Some((image, out, out_end)) };
+    (image, unsafe { region(out, out_end) })
+}
+
+/// The image and the output area (start, end) found after `__heap_base`, cached by [`image_and_output`].
+static mut LAYOUT: Option<(Image<'static>, usize, usize)> = None;
+
+fn layout() -> (Image<'static>, usize, usize) {
     let (start, end) = (image_start(), memory_end());
     // Safety: the image and the output area are disjoint, past every static, and used only within one call.
     let header = Header::decode(unsafe { region(start, start.saturating_add(Header::SIZE).min(end)) }, 0);
@@ -108,9 +123,9 @@ fn image_and_output() -> (Image<'static>, &'static mut [u8]) {
         Some(image) => {
             let out = start.saturating_add(len).saturating_add(7) & !7;
             let out_end = out.saturating_add(header.output_limit as usize).min(end);
-            (image, unsafe { region(out, out_end) })
+            (image, out, out_end)
         }
-        None => (Image { bytes: &[], header: Header::default() }, unsafe { region(start, end) }),
+        None => (Image { bytes: &[], header: Header::default() }, start, end),
     }
 }
 
