@@ -78,7 +78,10 @@ pub enum Engine {
     Native,
     /// The decision module `remit build` writes, in wasmtime.
     Module,
-    /// All three.
+    /// The decision module version 2 (the runtime artifact linked with the policy image, `wasm::link`), in
+    /// wasmtime (issue 12: `remit build` switches to it once it is at least as fast).
+    ModuleV2,
+    /// All four.
     All,
 }
 
@@ -88,6 +91,7 @@ impl Engine {
             "interpreter" => Engine::Interpreter,
             "native" => Engine::Native,
             "module" => Engine::Module,
+            "module-v2" => Engine::ModuleV2,
             "all" => Engine::All,
             _ => return None,
         })
@@ -98,6 +102,7 @@ impl Engine {
 struct Engines {
     native: Option<crate::runtime::native::Native>,
     module: Option<crate::runtime::Evaluator>,
+    module_v2: Option<crate::runtime::Evaluator>,
 }
 
 impl Engines {
@@ -117,7 +122,15 @@ impl Engines {
             }
             _ => None,
         };
-        Ok(Engines { native, module })
+        let module_v2 = match engine {
+            Engine::ModuleV2 | Engine::All => {
+                let wasm = crate::wasm::link(program).map_err(|e| e.to_string())?;
+                let runtime = crate::runtime::Runtime::new()?;
+                Some(std::sync::Arc::new(runtime.load(&wasm)?).evaluator()?)
+            }
+            _ => None,
+        };
+        Ok(Engines { native, module, module_v2 })
     }
 }
 
@@ -140,6 +153,7 @@ fn run_case(program: &Program, case: &Case, engines: &mut Engines) -> Outcome {
     let others = [
         ("native engine", engines.native.as_mut().map(|n| n.decide(request.as_bytes()))),
         ("module", engines.module.as_mut().map(|m| m.decide(request.as_bytes()))),
+        ("module v2", engines.module_v2.as_mut().map(|m| m.decide(request.as_bytes()))),
     ];
     for (name, bytes) in others {
         if let Some(bytes) = bytes.filter(|b| b != expected.as_bytes()) {

@@ -35,7 +35,8 @@ fn every_example_checks_clean() {
 
 #[test]
 fn example_policy_tests_pass() {
-    let out = remit(&["test", "examples"]);
+    // Every engine: the interpreter, the module's runtime natively, the built module and module v2 in wasmtime.
+    let out = remit(&["test", "--engine", "all", "examples"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().last().unwrap_or_default();
     let (passed, failed) = last.split_once(" passed, ").expect("a tally line");

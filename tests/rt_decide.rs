@@ -228,3 +228,34 @@ fn scale_speed() {
         println!("| {n} | {ma:.0} ns | {mb:.0} ns | {:.2} |", mb / ma);
     }
 }
+
+/// Mutated and damaged requests (tests/support/mutate.rs) decided and listed by the runtime natively, against the
+/// interpreter: `REMIT_DIFF_ROUNDS` rounds (default 3,000) over the corpus.
+#[test]
+fn mutated_requests_decide_as_the_interpreter_decides() {
+    use support::mutate::{damage, Rng};
+    let rounds: usize = std::env::var("REMIT_DIFF_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000);
+    let corpus = support::corpus();
+    let mut engines: Vec<Native> = corpus.iter().map(|u| Native::new(&u.program).unwrap()).collect();
+    let mut rng = Rng(0x5eed_2012_0000_0002);
+    let mut outcomes = std::collections::BTreeMap::new();
+    for round in 0..rounds {
+        let index = round % corpus.len();
+        let unit = &corpus[index];
+        let Some(base) = unit.requests.get(rng.below(unit.requests.len())) else { continue };
+        let mut value: serde_json::Value = serde_json::from_slice(base).unwrap();
+        for _ in 0..=rng.below(3) {
+            support::mutate::mutate(&mut rng, &mut value, 0);
+        }
+        let text = value.to_string();
+        let request = if rng.below(4) == 0 { damage(&mut rng, &text) } else { text.into_bytes() };
+        let decision = remit::eval::decide(&unit.program, &request);
+        *outcomes.entry(decision.outcome.as_str()).or_insert(0) += 1;
+        let shown = || format!("{}: {}", unit.name, String::from_utf8_lossy(&request));
+        assert_eq!(String::from_utf8_lossy(&engines[index].decide(&request)), decision.to_json(), "{}", shown());
+        let listing = remit::eval::visible_tools(&unit.program, &request).to_json();
+        assert_eq!(String::from_utf8_lossy(&engines[index].visible_tools(&request)), listing, "{}", shown());
+    }
+    eprintln!("{rounds} mutated requests: {outcomes:?}");
+    assert!(outcomes.len() == 3 || rounds < 100, "every outcome occurs: {outcomes:?}");
+}

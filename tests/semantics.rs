@@ -6,7 +6,8 @@ use std::process::Command;
 #[test]
 fn decision_semantics() {
     let out = Command::new(env!("CARGO_BIN_EXE_remit"))
-        .args(["test", "tests/semantics"])
+        // Every engine: the interpreter, the module's runtime natively, the built module and module v2 in wasmtime.
+        .args(["test", "--engine", "all", "tests/semantics"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("NO_COLOR", "1")
         .output()

@@ -86,9 +86,9 @@ enum Command {
     Test {
         paths: Vec<PathBuf>,
         /// Which engines decide: `interpreter` (the reference), `native` (the module's runtime over the policy
-        /// image), `module` (the built .wasm in wasmtime) or `all`; every engine but the interpreter must also write
-        /// the interpreter's bytes
-        #[arg(long, default_value = "interpreter", value_parser = ["interpreter", "native", "module", "all"])]
+        /// image), `module` (the built .wasm in wasmtime), `module-v2` (the runtime linked with the policy image, in
+        /// wasmtime) or `all`; every engine but the interpreter must also write the interpreter's bytes
+        #[arg(long, default_value = "interpreter", value_parser = ["interpreter", "native", "module", "module-v2", "all"])]
         engine: String,
     },
     /// Put policy files (and the folders' .remit files) in the canonical layout; `--check` only reports
