@@ -656,3 +656,272 @@ fn an_upstream_over_streamable_http() {
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A minimal MCP server over Streamable HTTP, in the test (one `echo` tool, JSON answers), that records every
+/// request's headers and body: to show what the proxy sends upstream. Listens on a loopback port it picks; stops
+/// when the test ends (its thread dies with the process, the listener with the thread).
+fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            stream.set_read_timeout(Some(WAIT)).ok();
+            let mut reader = BufReader::new(stream);
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let length = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0usize);
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).ok();
+            let body = String::from_utf8_lossy(&body).into_owned();
+            record.lock().unwrap().push(format!("{head}\n{body}"));
+            let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let result = match message["method"].as_str() {
+                Some("initialize") => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                                             "serverInfo": {"name": "recorder", "version": "1"}}),
+                Some("tools/list") => json!({"tools": [{"name": "echo", "inputSchema": {"type": "object",
+                                             "properties": {"message": {"type": "string"}}}}]}),
+                Some("tools/call") => json!({"content": [{"type": "text",
+                                             "text": format!("Echo: {}", message["params"]["arguments"]["message"].as_str().unwrap_or(""))}]}),
+                _ => json!({}),
+            };
+            let (status, answer) = if message.get("id").is_some() {
+                ("200 OK", json!({"jsonrpc": "2.0", "id": message["id"], "result": result}).to_string())
+            } else {
+                ("202 Accepted", String::new())
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            let mut stream = reader.into_inner();
+            stream.write_all(response.as_bytes()).ok();
+        }
+    });
+    (url, seen)
+}
+
+/// A signing key made in the test (ES256 and EdDSA) and its JWKS entry.
+fn es256_key(kid: &str) -> (jsonwebtoken::EncodingKey, Value) {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use p256::pkcs8::EncodePrivateKey;
+    let key = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+    let point = key.verifying_key().to_encoded_point(false);
+    let jwk = json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
+                     "x": URL_SAFE_NO_PAD.encode(point.x().unwrap()), "y": URL_SAFE_NO_PAD.encode(point.y().unwrap())});
+    (jsonwebtoken::EncodingKey::from_ec_der(key.to_pkcs8_der().unwrap().as_bytes()), jwk)
+}
+
+fn ed25519_key(kid: &str) -> (jsonwebtoken::EncodingKey, Value) {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use ed25519_dalek::pkcs8::EncodePrivateKey;
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).unwrap();
+    let key = ed25519_dalek::SigningKey::from_bytes(&seed);
+    let jwk = json!({"kty": "OKP", "crv": "Ed25519", "kid": kid,
+                     "x": URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes())});
+    (jsonwebtoken::EncodingKey::from_ed_der(key.to_pkcs8_der().unwrap().as_bytes()), jwk)
+}
+
+fn jwt(alg: jsonwebtoken::Algorithm, kid: &str, key: &jsonwebtoken::EncodingKey, claims: &Value) -> String {
+    let mut header = jsonwebtoken::Header::new(alg);
+    header.kid = Some(kid.to_string());
+    jsonwebtoken::encode(&header, claims, key).unwrap()
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// The proxy as an OAuth 2.1 resource server (`--jwks`): a 401 that points at the protected resource metadata, the
+/// metadata itself, JWTs (ES256, EdDSA) whose claims are the agent's identity, every way a token is refused, and the
+/// token never reaching the upstream (a server in the test records what it receives).
+#[test]
+fn jwt_bearer_tokens_over_streamable_http() {
+    use jsonwebtoken::Algorithm::{EdDSA, ES256};
+    use remit::gateway::client::request;
+    let dir = sandbox("jwt");
+    let (upstream, seen) = recording_upstream();
+    let (ec, ec_jwk) = es256_key("ec-1");
+    let (ed, ed_jwk) = ed25519_key("ed-1");
+    let (forger, _) = es256_key("ec-1");
+    std::fs::write(dir.join("jwks.json"), json!({"keys": [ec_jwk, ed_jwk]}).to_string()).unwrap();
+    let issuer = "https://auth.test.example";
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/everything"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--jwks"])
+        .arg(dir.join("jwks.json"))
+        .args(["--jwt-issuer", issuer, "--", &upstream]);
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let origin = url.trim_end_matches("/mcp");
+    let post = |token: Option<&str>, session: Option<&str>, body: &Value| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth.as_str()));
+        }
+        if let Some(session) = session {
+            headers.push(("Mcp-Session-Id", session));
+        }
+        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+
+    // No token: 401 pointing at the metadata, which names the resource and the authorization server.
+    let metadata_url = format!("{origin}/.well-known/oauth-protected-resource/mcp");
+    let missing = post(None, None, &init);
+    assert_eq!(missing.status, 401);
+    let challenge = missing.header("www-authenticate").unwrap().to_string();
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")), "{challenge}");
+    assert!(!challenge.contains("error="), "no error code without a token: {challenge}");
+    let metadata = request("GET", &metadata_url, &[], None).unwrap();
+    assert_eq!(metadata.status, 200);
+    assert_eq!(metadata.json()["resource"], json!(url));
+    assert_eq!(metadata.json()["authorization_servers"], json!([issuer]));
+
+    // A valid token: its `sub` is the subject, the proxy's resource URL its audience.
+    let now = unix_now();
+    let claims = json!({"iss": issuer, "aud": url, "sub": "agent:tester", "exp": now + 300, "iat": now,
+                        "scope": "echo.use"});
+    let token = jwt(ES256, "ec-1", &ec, &claims);
+    let opened = post(Some(&token), None, &init);
+    assert_eq!(opened.status, 200, "{}", opened.json());
+    let session = opened.header("mcp-session-id").unwrap().to_string();
+    let list = post(Some(&token), Some(&session), &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert_eq!(names(&list.json()), ["echo"]);
+    let call = |token: &str, id: i64, message: &str| {
+        post(
+            Some(token),
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"message": message}}}),
+        )
+    };
+    let echoed = call(&token, 3, "hello with a JWT");
+    assert_eq!(echoed.status, 200);
+    assert_eq!(text(&echoed.json()["result"]), "Echo: hello with a JWT");
+    let forbidden = call(&token, 4, "forbidden");
+    assert!(text(&forbidden.json()["result"]).contains("rule.forbidden"), "{}", forbidden.json());
+    // EdDSA too, for the same subject (the session is the subject's, whichever of its tokens is used).
+    let ed_token = jwt(EdDSA, "ed-1", &ed, &claims);
+    assert_eq!(text(&call(&ed_token, 5, "hello with EdDSA").json()["result"]), "Echo: hello with EdDSA");
+
+    // Each refused token: 401 with `invalid_token` and the reason; nothing reaches the upstream.
+    let calls_before = seen.lock().unwrap().iter().filter(|r| r.contains("tools/call")).count();
+    let with = |key: &str, value: Value| {
+        let mut c = claims.clone();
+        c[key] = value;
+        c
+    };
+    let refused = [
+        (jwt(ES256, "ec-1", &ec, &with("exp", json!(now - 120))), "expired"),
+        (jwt(ES256, "ec-1", &ec, &with("aud", json!("http://127.0.0.1:1/mcp"))), "audience"),
+        (jwt(ES256, "ec-1", &ec, &with("iss", json!("https://evil.example"))), "issuer"),
+        (jwt(ES256, "ec-1", &forger, &claims), "signature"),
+        (jwt(ES256, "ec-9", &ec, &claims), "key or algorithm"),
+        ("not.a.jwt".to_string(), "not a JWT"),
+    ];
+    for (bad, why) in &refused {
+        let answer = call(bad, 6, "should not pass");
+        assert_eq!(answer.status, 401, "{why}");
+        let challenge = answer.header("www-authenticate").unwrap();
+        assert!(challenge.contains("error=\"invalid_token\""), "{why}: {challenge}");
+        assert!(challenge.contains(why), "{why}: {challenge}");
+        assert!(challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")), "{challenge}");
+    }
+    let calls_after = seen.lock().unwrap().iter().filter(|r| r.contains("tools/call")).count();
+    assert_eq!(calls_before, calls_after, "refused tokens reach nothing");
+
+    // Another subject's valid token holds no mandate: no tool listed, no call forwarded; and it cannot use the
+    // tester's session.
+    let stranger = jwt(ES256, "ec-1", &ec, &with("sub", json!("agent:stranger")));
+    let list = post(Some(&stranger), Some(&session), &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}));
+    assert_eq!(list.status, 404, "another subject's session");
+    let own = post(Some(&stranger), None, &init).header("mcp-session-id").unwrap().to_string();
+    let list = post(Some(&stranger), Some(&own), &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}));
+    assert_eq!(names(&list.json()), Vec::<String>::new());
+
+    // The upstream saw the calls but never a token: no Authorization header, no token text anywhere.
+    drop(proxy);
+    let seen = seen.lock().unwrap();
+    assert!(seen.iter().any(|r| r.contains("hello with a JWT")), "the call reached the upstream");
+    for received in seen.iter() {
+        assert!(!received.to_ascii_lowercase().contains("authorization:"), "{received}");
+        assert!(!received.contains(&token) && !received.contains(&ed_token), "{received}");
+        assert!(!received.contains("Bearer"), "{received}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The official Python SDK's HTTP client with a JWT as its bearer token (audience and claim names configured): the
+/// same flow as with a configured token, the subject and its credential read from the token's claims.
+#[test]
+fn the_python_sdk_client_with_a_jwt() {
+    let dir = sandbox("jwt-sdk");
+    let (key, jwk) = ed25519_key("ed-1");
+    std::fs::write(dir.join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/filesystem"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--jwks"])
+        .arg(dir.join("jwks.json"))
+        .args(["--jwt-issuer", "https://auth.test.example", "--jwt-audience", "remit-files"])
+        .args(["--subject-claim", "agent", "--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
+        .arg(server())
+        .arg(dir.join("root"));
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let now = unix_now();
+    let claims = json!({"iss": "https://auth.test.example", "aud": "remit-files", "sub": "user-42",
+                        "agent": "agent:coder", "exp": now + 600, "client_id": "cred-1"});
+    let token = jwt(jsonwebtoken::Algorithm::EdDSA, "ed-1", &key, &claims);
+    let mut sdk = Command::new(python());
+    sdk.arg(root().join("tests/mcp/client.py"))
+        .args(["--http", &url, "--agent-token", &token, "--token", OWNER_TOKEN])
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    check_report(&report, &dir);
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}

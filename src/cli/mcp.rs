@@ -42,6 +42,32 @@ pub struct McpProxyArgs {
     /// repeatable
     #[arg(long = "agent-token", value_name = "SUBJECT=TOKEN", requires = "listen")]
     agent_tokens: Vec<String>,
+    /// With `--listen`: accept JWT bearer tokens signed by a key of this JWKS file (RS256/384/512, PS256/384/512,
+    /// ES256, ES384, EdDSA); their claims give the subject and the credential's scopes
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    jwks: Option<PathBuf>,
+    /// With `--jwks`: an accepted token issuer (`iss`); repeatable, at least one
+    #[arg(long = "jwt-issuer", value_name = "ISSUER", requires = "jwks")]
+    jwt_issuers: Vec<String>,
+    /// With `--jwks`: an accepted audience (`aud`); repeatable (default: the proxy's resource URL, http://ADDRESS/mcp)
+    #[arg(long = "jwt-audience", value_name = "AUDIENCE", requires = "jwks")]
+    jwt_audiences: Vec<String>,
+    /// With `--jwks`: seconds of clock skew allowed on `exp` and `nbf`
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, requires = "jwks")]
+    jwt_leeway: u64,
+    /// With `--jwks`: the claim holding the subject id
+    #[arg(long, value_name = "CLAIM", default_value = "sub", requires = "jwks")]
+    subject_claim: String,
+    /// With `--jwks`: the claim holding the scopes, a space-separated string or an array (default: `scope`, else `scp`)
+    #[arg(long, value_name = "CLAIM", requires = "jwks")]
+    scope_claim: Option<String>,
+    /// With `--jwks`: the claim holding the credential id (default `client_id`; without it, `--credential`)
+    #[arg(long, value_name = "CLAIM", default_value = "client_id", requires = "jwks")]
+    credential_claim: String,
+    /// With `--jwks`: an authorization server named in the protected resource metadata; repeatable (default: the
+    /// issuers)
+    #[arg(long = "authorization-server", value_name = "URL", requires = "jwks")]
+    authorization_servers: Vec<String>,
     /// The URL the inbox is reached at, for access request links (default: http://ADDRESS of --inbox)
     #[arg(long)]
     base_url: Option<String>,
@@ -98,13 +124,49 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
             let identity = Identity { subject, credential, scopes: args.scopes.clone(), mandate: args.mandate.clone() };
             agents.insert(token, identity);
         }
-        if agents.is_empty() {
-            return Err("with --listen, give each agent a bearer token: --agent-token SUBJECT=TOKEN".into());
+        let bearer = match &args.jwks {
+            None => None,
+            Some(path) => {
+                use remit::gateway::mcp_auth::{JwtConfig, JwtVerifier};
+                if args.jwt_issuers.is_empty() {
+                    return Err("with --jwks, name the accepted issuers: --jwt-issuer ISSUER".into());
+                }
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read the key set `{}`: {e}", path.display()))?;
+                let resource = format!("{base_url}/mcp");
+                let audiences =
+                    if args.jwt_audiences.is_empty() { vec![resource.clone()] } else { args.jwt_audiences.clone() };
+                let mut config = JwtConfig::new(audiences, args.jwt_issuers.clone());
+                config.leeway = args.jwt_leeway;
+                config.subject_claim = args.subject_claim.clone();
+                config.scope_claim = args.scope_claim.clone();
+                config.credential_claim = args.credential_claim.clone();
+                let verifier = JwtVerifier::from_jwks(&text, config)
+                    .map_err(|e| format!("the key set `{}`: {e}", path.display()))?;
+                let authorization_servers = if args.authorization_servers.is_empty() {
+                    args.jwt_issuers.clone()
+                } else {
+                    args.authorization_servers.clone()
+                };
+                Some(remit::gateway::mcp_http::Bearer {
+                    verifier,
+                    credential: args.credential.clone(),
+                    mandate: args.mandate.clone(),
+                    resource,
+                    authorization_servers,
+                })
+            }
+        };
+        if agents.is_empty() && bearer.is_none() {
+            return Err(
+                "with --listen, give each agent a bearer token (--agent-token SUBJECT=TOKEN) or accept JWTs (--jwks)"
+                    .into(),
+            );
         }
         let sink = Outbox::new(Box::new(std::io::sink()));
         let proxy = Proxy::start(gateway.clone(), Identity::default(), &args.upstream, sink, timeout)?;
-        let router =
-            remit::gateway::http::router(gateway, tokens).merge(remit::gateway::mcp_http::router(proxy, agents));
+        let router = remit::gateway::http::router(gateway, tokens)
+            .merge(remit::gateway::mcp_http::router(proxy, agents, bearer));
         eprintln!("remit mcp-proxy: policy {policy_hash}");
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");

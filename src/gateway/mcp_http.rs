@@ -3,9 +3,12 @@
 //! response (`application/json`; the proxy never opens an SSE stream), `202 Accepted` for a notification or a
 //! response; `GET` is `405` (no server-initiated stream); `DELETE` ends a session.
 //!
-//! Identity comes from the bearer token: each agent token maps to a subject (`--agent-token SUBJECT=TOKEN`); a
-//! request without a known token is `401` with `WWW-Authenticate: Bearer`. The token never goes upstream (the upstream
-//! is a stdio process that sees only the JSON-RPC message). `initialize` opens a session (`Mcp-Session-Id`), bound
+//! Identity comes from the bearer token: a configured agent token maps to a subject (`--agent-token SUBJECT=TOKEN`);
+//! with a key set (`--jwks`, [`super::mcp_auth`]) any other token must be a valid JWT, whose claims give the subject,
+//! the credential and its scopes. A request without an accepted token is `401` with `WWW-Authenticate: Bearer` (with
+//! a key set: `resource_metadata`, the URL of the OAuth protected resource metadata (RFC 9728) served at
+//! `/.well-known/oauth-protected-resource/mcp`, and `error="invalid_token"` for a token that was refused). The token
+//! never goes upstream: the upstream sees only the JSON-RPC message and the proxy's own headers. `initialize` opens a session (`Mcp-Session-Id`), bound
 //! to the token's subject; later requests must carry it (`400` without, `404` for an unknown one or another
 //! subject's). A request whose `Origin` is not a loopback origin is `403` (DNS rebinding), and an
 //! `MCP-Protocol-Version` the proxy does not speak is `400`.
@@ -17,30 +20,73 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value as Json};
 
 use super::mcp::{Identity, Proxy, MAX_MESSAGE};
+use super::mcp_auth::JwtVerifier;
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
+
+/// Where metadata about the protected resource is published (RFC 9728, the path of `/mcp` inserted).
+pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
+
+/// JWT bearer tokens: how they are checked and what the identity they give carries besides the claims.
+#[derive(Debug)]
+pub struct Bearer {
+    pub verifier: JwtVerifier,
+    /// The credential id when the token has no credential claim.
+    pub credential: Option<String>,
+    /// The mandate to act under (`--mandate`), for every token.
+    pub mandate: Option<String>,
+    /// The resource's URL (`http://ADDRESS/mcp`), the `resource` of the metadata.
+    pub resource: String,
+    /// The authorization servers the metadata names (by default the accepted issuers).
+    pub authorization_servers: Vec<String>,
+}
+
+impl Bearer {
+    fn metadata_url(&self) -> String {
+        let origin = self.resource.strip_suffix("/mcp").unwrap_or(&self.resource);
+        format!("{origin}{RESOURCE_METADATA_PATH}")
+    }
+}
 
 struct App {
     proxy: Arc<Proxy>,
     /// Bearer token → who the agent is.
     agents: BTreeMap<String, Identity>,
+    /// JWT bearer tokens, when a key set is configured.
+    bearer: Option<Bearer>,
     /// Session id → the subject that opened it.
     sessions: Mutex<HashMap<String, String>>,
 }
 
-/// The `/mcp` endpoint for `agents` (bearer token → identity).
-pub fn router(proxy: Arc<Proxy>, agents: BTreeMap<String, Identity>) -> Router {
-    let app = Arc::new(App { proxy, agents, sessions: Mutex::new(HashMap::new()) });
-    Router::new()
-        .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
-        .layer(DefaultBodyLimit::max(MAX_MESSAGE))
-        .with_state(app)
+/// The `/mcp` endpoint for `agents` (bearer token → identity) and, with `bearer`, JWTs (and the resource metadata).
+pub fn router(proxy: Arc<Proxy>, agents: BTreeMap<String, Identity>, bearer: Option<Bearer>) -> Router {
+    let with_metadata = bearer.is_some();
+    let app = Arc::new(App { proxy, agents, bearer, sessions: Mutex::new(HashMap::new()) });
+    let mut router = Router::new().route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp));
+    if with_metadata {
+        router = router
+            .route(RESOURCE_METADATA_PATH, get(resource_metadata))
+            .route("/.well-known/oauth-protected-resource", get(resource_metadata));
+    }
+    router.layer(DefaultBodyLimit::max(MAX_MESSAGE)).with_state(app)
+}
+
+/// OAuth 2.0 Protected Resource Metadata (RFC 9728), which MCP clients read to find the authorization server.
+async fn resource_metadata(State(app): State<Arc<App>>) -> Response {
+    let Some(bearer) = &app.bearer else { return StatusCode::NOT_FOUND.into_response() };
+    let body = json!({
+        "resource": bearer.resource,
+        "authorization_servers": bearer.authorization_servers,
+        "bearer_methods_supported": ["header"],
+        "resource_name": "remit mcp-proxy",
+    });
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 fn plain(status: StatusCode, message: &str) -> Response {
@@ -72,14 +118,42 @@ fn identify(app: &App, headers: &HeaderMap) -> Result<Identity, Response> {
         .map(str::trim);
     let found =
         token.and_then(|t| app.agents.iter().find(|(known, _)| constant_time_eq(known.as_bytes(), t.as_bytes())));
-    match found {
-        Some((_, identity)) => Ok(identity.clone()),
-        None => {
-            let mut response = plain(StatusCode::UNAUTHORIZED, "an agent's bearer token is required");
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"remit\""));
-            Err(response)
-        }
+    if let Some((_, identity)) = found {
+        return Ok(identity.clone());
     }
+    let Some(bearer) = &app.bearer else {
+        let mut response = plain(StatusCode::UNAUTHORIZED, "an agent's bearer token is required");
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"remit\""));
+        return Err(response);
+    };
+    let refused = match token {
+        None => None,
+        Some(token) => match bearer.verifier.verify(token, super::mcp_auth::now()) {
+            Ok(claims) => {
+                return Ok(Identity {
+                    subject: claims.subject,
+                    credential: claims.credential.or_else(|| bearer.credential.clone()),
+                    scopes: claims.scopes,
+                    mandate: bearer.mandate.clone(),
+                })
+            }
+            Err(why) => Some(why),
+        },
+    };
+    // RFC 6750 §3: no error code when no token was sent; `invalid_token` with the reason when one was refused.
+    let mut challenge = format!("Bearer realm=\"remit\", resource_metadata=\"{}\"", bearer.metadata_url());
+    let message = match &refused {
+        Some(why) => {
+            challenge.push_str(&format!(", error=\"invalid_token\", error_description=\"{why}\""));
+            why.to_string()
+        }
+        None => "a bearer token is required".to_string(),
+    };
+    let mut response = plain(StatusCode::UNAUTHORIZED, &message);
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
+    Err(response)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
