@@ -925,3 +925,156 @@ fn the_python_sdk_client_with_a_jwt() {
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The club example (examples/club, seed 004) through the proxy, with the official Python SDK as the client and a
+/// club server built on the same SDK (tests/mcp/club/): for each lane — no credential, an applicant's, a member's —
+/// the client sees exactly the tools `remit tools` shows for that lane (3, 10 and 14 of the 15), every listed tool
+/// is callable, and every other one is denied and never reaches the server. Over stdio (one proxy per lane, the
+/// credential from the flags) and over HTTP (one proxy, the credential's scopes from each lane's JWT).
+#[test]
+fn the_club_lanes_through_a_real_client() {
+    let dir = sandbox("club");
+    let remit_bin = env!("CARGO_BIN_EXE_remit");
+    // The lanes as `remit tools` computes them on the example itself (its subjects carry their own `now`).
+    let mut expected = std::collections::BTreeMap::new();
+    for lane in ["none", "applicant", "member"] {
+        let subject = root().join(format!("examples/club/subjects/{lane}.json"));
+        let output = Command::new(remit_bin)
+            .arg("tools")
+            .arg(root().join("examples/club"))
+            .arg("--subject")
+            .arg(subject)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let tools: Vec<String> = String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+        expected.insert(lane, tools);
+    }
+    assert_eq!([expected["none"].len(), expected["applicant"].len(), expected["member"].len()], [3, 10, 14]);
+    let catalog = std::fs::read_to_string(root().join("examples/club/catalog.remit")).unwrap();
+    let declared: Vec<&str> =
+        catalog.lines().filter_map(|l| l.strip_prefix("tool ")).map(|l| l.split('(').next().unwrap()).collect();
+    assert_eq!(declared.len(), 15);
+    assert!(!expected["member"].iter().any(|t| t == "export_roster"), "the mandate forbids the roster");
+
+    // The proxy decides with the gateway's clock: the example's mandate is valid 2026-09-01..2027-09-01, so the
+    // test runs a copy whose only change is a window that holds today.
+    let club = dir.join("club");
+    std::fs::create_dir_all(&club).unwrap();
+    std::fs::write(club.join("catalog.remit"), &catalog).unwrap();
+    let policy = std::fs::read_to_string(root().join("examples/club/policy.remit")).unwrap();
+    let window = "valid from 2026-09-01T00:00:00Z until 2027-09-01T00:00:00Z";
+    assert!(policy.contains(window), "the example's window changed: update this test");
+    std::fs::write(
+        club.join("policy.remit"),
+        policy.replace(window, "valid from 2020-01-01T00:00:00Z until 2100-01-01T00:00:00Z"),
+    )
+    .unwrap();
+
+    let server = root().join("tests/mcp/club/server.py");
+    let client = root().join("tests/mcp/club/client.py");
+    // What one lane's report must show; `calls` is what reached the server.
+    let check = |lane: &str, report: &Value, calls: Option<&Path>| {
+        let want = &expected[lane];
+        assert_eq!(report["tools"], json!(want), "lane {lane}");
+        for tool in &declared {
+            let call = &report["calls"][tool];
+            if want.iter().any(|t| t == tool) {
+                assert_eq!(
+                    (call["outcome"].as_str(), call["is_error"].as_bool()),
+                    (Some("allow"), Some(false)),
+                    "{lane} {tool}: {call}"
+                );
+                assert!(call["text"].as_str().unwrap().starts_with(&format!("{tool}: ")), "{lane} {tool}: {call}");
+            } else {
+                assert_eq!(
+                    (call["outcome"].as_str(), call["is_error"].as_bool()),
+                    (Some("deny"), Some(true)),
+                    "{lane} {tool}: {call}"
+                );
+                let said = call["text"].as_str().unwrap();
+                assert!(said.starts_with("remit denied this call."), "{lane} {tool}: {said}");
+                let reason = if *tool == "export_roster" { "rule.forbidden" } else { "credential.scope-missing" };
+                assert!(said.contains(reason), "{lane} {tool}: {said}");
+            }
+        }
+        if let Some(calls) = calls {
+            let mut reached: Vec<String> =
+                std::fs::read_to_string(calls).unwrap_or_default().lines().map(str::to_string).collect();
+            reached.sort();
+            assert_eq!(&reached, want, "lane {lane}: only the listed tools reach the server");
+        }
+    };
+
+    // Over stdio: one proxy per lane, the credential given on its command line.
+    for (lane, credential) in [
+        ("none", None),
+        ("applicant", Some(("cred-applicant-0457", "club.applicant"))),
+        ("member", Some(("cred-member-0192", "club.member"))),
+    ] {
+        let calls = dir.join(format!("calls-stdio-{lane}.txt"));
+        let mut command = Command::new(python());
+        command.arg(&client).args(["--lane", lane, "--", remit_bin, "mcp-proxy", "--policy"]).arg(&club);
+        command
+            .args(["--subject", "agent:club-answers", "--store"])
+            .arg(format!("sqlite:{}", dir.join(format!("{lane}.db")).display()));
+        if let Some((id, scope)) = credential {
+            command.args(["--credential", id, "--credential-scopes", scope]);
+        }
+        command.arg("--").arg(python()).arg(&server).arg("--calls").arg(&calls).stdin(Stdio::null());
+        let report = client_report(command, &dir.join("none.log"));
+        check(lane, &report[lane], Some(&calls));
+    }
+
+    // Over HTTP: one proxy, each lane a JWT whose `scope` is the lane's credential.
+    let (key, jwk) = es256_key("club-1");
+    std::fs::write(dir.join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
+    let calls = dir.join("calls-http.txt");
+    let mut command = Command::new(remit_bin);
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(&club)
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("http.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--jwks"])
+        .arg(dir.join("jwks.json"))
+        .args(["--jwt-issuer", "https://id.harbour-rowing.example", "--jwt-audience", "club-answers", "--"])
+        .arg(python())
+        .arg(&server)
+        .arg("--calls")
+        .arg(&calls);
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let now = unix_now();
+    let token = |scope: &str, client: &str| {
+        let claims = json!({"iss": "https://id.harbour-rowing.example", "aud": "club-answers",
+                            "sub": "agent:club-answers", "exp": now + 600, "scope": scope, "client_id": client});
+        jwt(jsonwebtoken::Algorithm::ES256, "club-1", &key, &claims)
+    };
+    let mut sdk = Command::new(python());
+    sdk.arg(&client)
+        .args(["--http", &url])
+        .args(["--lane", &format!("none={}", token("", "conversation-1"))])
+        .args(["--lane", &format!("applicant={}", token("club.applicant", "cred-applicant-0457"))])
+        .args(["--lane", &format!("member={}", token("club.member", "cred-member-0192"))])
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    // One server for the three lanes: what reached it is the lanes' listings together (each call once).
+    let mut all: Vec<String> = expected.values().flatten().cloned().collect();
+    all.sort();
+    let mut reached: Vec<String> = std::fs::read_to_string(&calls).unwrap().lines().map(str::to_string).collect();
+    reached.sort();
+    assert_eq!(reached, all);
+    for lane in ["none", "applicant", "member"] {
+        check(lane, &report[lane], None);
+    }
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
