@@ -239,8 +239,12 @@ fn client_report(mut command: Command, log: &Path) -> Value {
 
 /// What tests/mcp/client.py must have seen, over either transport.
 fn check_report(report: &Value, dir: &Path) {
+    check_report_at(report, dir, "2025-06-18");
+}
+
+fn check_report_at(report: &Value, dir: &Path, protocol: &str) {
     assert_eq!(report["server"], "remit-mcp-proxy");
-    assert_eq!(report["protocol"], "2025-06-18");
+    assert_eq!(report["protocol"], protocol);
     let tools = json!(["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"]);
     assert_eq!(report["tools"], tools);
     assert_eq!(report["read"], json!({"is_error": false, "text": "hello from the workspace\n"}));
@@ -875,7 +879,10 @@ fn jwt_bearer_tokens_over_streamable_http() {
     // The upstream saw the calls but never a token: no Authorization header, no token text anywhere.
     drop(proxy);
     let seen = seen.lock().unwrap();
-    assert!(seen.iter().any(|r| r.contains("hello with a JWT")), "the call reached the upstream");
+    let forwarded = seen.iter().find(|r| r.contains("hello with a JWT")).expect("the call reached the upstream");
+    // The routing headers of 2026-07-28 go upstream too, mirrored from the message.
+    let head = forwarded.to_ascii_lowercase();
+    assert!(head.contains("\nmcp-method: tools/call\r\n") && head.contains("\nmcp-name: echo\r\n"), "{forwarded}");
     for received in seen.iter() {
         assert!(!received.to_ascii_lowercase().contains("authorization:"), "{received}");
         assert!(!received.contains(&token) && !received.contains(&ed_token), "{received}");
@@ -1075,6 +1082,112 @@ fn the_club_lanes_through_a_real_client() {
     for lane in ["none", "applicant", "member"] {
         check(lane, &report[lane], None);
     }
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The stateless revision 2026-07-28 over HTTP: the official Python SDK's client in its stateless mode
+/// (`server/discover`, `_meta` and the `Mcp-Method` / `Mcp-Name` headers on every request) runs the whole flow
+/// without a session; requests whose headers do not match their body are refused with `HeaderMismatch`.
+#[test]
+fn the_stateless_revision_over_http() {
+    use remit::gateway::client::request;
+    let dir = sandbox("stateless");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/filesystem"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:coder=coder-token-1"])
+        .args(["--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
+        .arg(server())
+        .arg(dir.join("root"));
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let mut sdk = Command::new(python());
+    sdk.arg(root().join("tests/mcp/client.py"))
+        .args(["--http", &url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN, "--stateless"])
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    check_report_at(&report, &dir, "2026-07-28");
+
+    // By hand: (header name, value) pairs and a body.
+    let post = |extra: &[(&str, &str)], body: &Value| {
+        let mut headers = vec![("Content-Type", "application/json"), ("Authorization", "Bearer coder-token-1")];
+        headers.extend_from_slice(extra);
+        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let v = ("MCP-Protocol-Version", "2026-07-28");
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}});
+    let found = post(&[v, ("Mcp-Method", "server/discover")], &discover);
+    assert_eq!(found.status, 200, "{}", found.json());
+    assert!(found.header("mcp-session-id").is_none(), "no session in the stateless revision");
+    let result = &found.json()["result"];
+    assert!(result["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")), "{result}");
+    assert!(result["supportedVersions"].as_array().unwrap().contains(&json!("2025-06-18")), "{result}");
+    assert_eq!((result["resultType"].as_str(), result["ttlMs"].as_i64()), (Some("complete"), Some(0)), "{result}");
+
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}});
+    let listed = post(&[v, ("Mcp-Method", "tools/list")], &list);
+    assert_eq!(names(&listed.json()).len(), 5, "{}", listed.json());
+    assert_eq!(listed.json()["result"]["cacheScope"], "private");
+
+    let read = |id: i64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": {"path": "workspace/"}, "_meta": meta}})
+    };
+    let ok = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "list_directory")], &read(3, "list_directory"));
+    assert_eq!(ok.status, 200);
+    assert!(text(&ok.json()["result"]).contains("a.txt"), "{}", ok.json());
+    // The same name, Base64-wrapped as the revision allows, is the same name.
+    let wrapped = format!("=?base64?{}?=", "bGlzdF9kaXJlY3Rvcnk=");
+    let ok = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", &wrapped)], &read(4, "list_directory"));
+    assert_eq!(ok.status, 200, "{}", ok.json());
+
+    // Headers that disagree with the body, or are missing: 400, HeaderMismatch, the request's id; nothing runs.
+    for (id, headers) in [
+        (5, vec![v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "read_text_file")]),
+        (6, vec![v, ("Mcp-Method", "tools/list"), ("Mcp-Name", "list_directory")]),
+        (7, vec![v, ("Mcp-Name", "list_directory")]),
+        (8, vec![v, ("Mcp-Method", "tools/call")]),
+        (9, vec![v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "=?base64?not base64?=")]),
+        (10, vec![v, ("Mcp-Method", "tools/call"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "list_directory")]),
+    ] {
+        let refused = post(&headers, &read(id, "list_directory"));
+        assert_eq!(refused.status, 400, "{id}: {}", refused.json());
+        assert_eq!(refused.json()["error"]["code"], -32020, "{id}: {}", refused.json());
+        assert_eq!(refused.json()["id"], id);
+    }
+    // A body whose `_meta` names another revision than the header.
+    let mut other = read(11, "list_directory");
+    other["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-06-18");
+    let refused = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "list_directory")], &other);
+    assert_eq!((refused.status, refused.json()["error"]["code"].clone()), (400, json!(-32020)));
+    // No `_meta` envelope: invalid params.
+    let bare = json!({"jsonrpc": "2.0", "id": 12, "method": "tools/list"});
+    let refused = post(&[v, ("Mcp-Method", "tools/list")], &bare);
+    assert_eq!((refused.status, refused.json()["error"]["code"].clone()), (400, json!(-32602)));
+    // A revision the proxy does not speak: the versions it does.
+    let unknown = post(&[("MCP-Protocol-Version", "2099-01-01"), ("Mcp-Method", "tools/list")], &list);
+    assert_eq!((unknown.status, unknown.json()["error"]["code"].clone()), (400, json!(-32022)));
+    assert!(unknown.json()["error"]["data"]["supported"].as_array().unwrap().contains(&json!("2026-07-28")));
+    // `initialize` is not part of the revision.
+    let init = json!({"jsonrpc": "2.0", "id": 13, "method": "initialize",
+                      "params": {"protocolVersion": "2026-07-28", "capabilities": {}, "_meta": meta,
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let refused = post(&[v, ("Mcp-Method", "initialize")], &init);
+    assert_eq!((refused.status, refused.json()["error"]["code"].clone()), (404, json!(-32601)));
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -77,6 +77,16 @@ impl Identity {
     }
 }
 
+/// The parameter a method's `Mcp-Name` header mirrors (MCP 2026-07-28): `name` of `tools/call` and `prompts/get`,
+/// `uri` of `resources/read`.
+pub fn name_param(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
@@ -235,6 +245,17 @@ impl Upstream {
         }
         if let Some(version) = &version {
             headers.push(("MCP-Protocol-Version", version.as_str()));
+        }
+        // The routing headers of MCP 2026-07-28, mirrored from the message the proxy itself built (so they match
+        // it); a server of an earlier revision ignores them.
+        let method = message.get("method").and_then(Json::as_str);
+        if let Some(method) = method {
+            headers.push(("Mcp-Method", method));
+        }
+        let name = method.and_then(name_param).and_then(|key| message.get("params")?.get(key)?.as_str());
+        let name = name.map(super::mcp_wire::encode_header_value);
+        if let Some(name) = &name {
+            headers.push(("Mcp-Name", name.as_str()));
         }
         let body = message.to_string();
         let response = super::mcp_wire::exchange("POST", &http.url, &headers, Some(body.as_bytes()), self.timeout)
@@ -647,6 +668,29 @@ impl Proxy {
             "capabilities": capabilities,
             "serverInfo": {"name": "remit-mcp-proxy", "title": "remit (policy-governed MCP proxy)",
                            "version": env!("CARGO_PKG_VERSION")},
+        });
+        if let Some(instructions) = upstream.get("instructions") {
+            result["instructions"] = instructions.clone();
+        }
+        Ok(result)
+    }
+
+    /// What `server/discover` (MCP 2026-07-28) tells about the server behind the proxy: the upstream's
+    /// capabilities (with `tools`) and instructions, as [`Proxy::initialize`] does.
+    pub fn discover(&self, versions: &[&str]) -> Result<Json, RpcError> {
+        let upstream = self.upstream.session()?;
+        let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+        if !capabilities.is_object() {
+            capabilities = json!({});
+        }
+        if capabilities.get("tools").is_none() {
+            capabilities["tools"] = json!({});
+        }
+        let mut result = json!({
+            "supportedVersions": versions,
+            "capabilities": capabilities,
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "remit-mcp-proxy",
+                      "title": "remit (policy-governed MCP proxy)", "version": env!("CARGO_PKG_VERSION")}},
         });
         if let Some(instructions) = upstream.get("instructions") {
             result["instructions"] = instructions.clone();

@@ -11,7 +11,12 @@
 //! never goes upstream: the upstream sees only the JSON-RPC message and the proxy's own headers. `initialize` opens a session (`Mcp-Session-Id`), bound
 //! to the token's subject; later requests must carry it (`400` without, `404` for an unknown one or another
 //! subject's). A request whose `Origin` is not a loopback origin is `403` (DNS rebinding), and an
-//! `MCP-Protocol-Version` the proxy does not speak is `400`.
+//! `MCP-Protocol-Version` the proxy does not speak is `400` (`UnsupportedProtocolVersion`, -32022, with the versions
+//! it does).
+//!
+//! The stateless revision 2026-07-28 (`MCP-Protocol-Version: 2026-07-28`) is served on the same endpoint: no
+//! `initialize` and no session (`server/discover` instead); the `Mcp-Method` and `Mcp-Name` headers must match the
+//! body (and `params._meta` carry the revision), else `400` with `HeaderMismatch` (-32020).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -29,6 +34,21 @@ use super::mcp_auth::JwtVerifier;
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
+const METHOD: &str = "mcp-method";
+const NAME: &str = "mcp-name";
+
+/// The stateless revision: no `initialize`, no session; each request carries its revision, client info and
+/// capabilities in `params._meta` and mirrors its method (and tool, prompt or resource) in headers.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// JSON-RPC errors of 2026-07-28.
+pub const HEADER_MISMATCH: i64 = -32020;
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+const METHOD_NOT_FOUND: i64 = -32601;
+/// Results a 2026-07-28 client may cache: they carry `ttlMs` and `cacheScope`.
+const CACHEABLE: [&str; 6] =
+    ["server/discover", "tools/list", "resources/list", "resources/templates/list", "resources/read", "prompts/list"];
 
 /// Where metadata about the protected resource is published (RFC 9728, the path of `/mcp` inserted).
 pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
@@ -169,9 +189,19 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         Ok(identity) => identity,
         Err(response) => return response,
     };
-    if let Some(version) = headers.get(VERSION).and_then(|v| v.to_str().ok()) {
+    if let Some(version) = headers.get(VERSION) {
+        let version = version.to_str().unwrap_or("");
+        if version == STATELESS_VERSION {
+            return stateless(app, identity, &headers, body).await;
+        }
         if !super::mcp::SUPPORTED_VERSIONS.contains(&version) {
-            return plain(StatusCode::BAD_REQUEST, &format!("protocol version `{version}` is not supported"));
+            let id = serde_json::from_slice::<Json>(&body).ok().and_then(|m| m.get("id").cloned());
+            let mut supported = vec![STATELESS_VERSION];
+            supported.extend(super::mcp::SUPPORTED_VERSIONS);
+            let error = json!({"code": UNSUPPORTED_VERSION,
+                               "message": format!("protocol version `{version}` is not supported"),
+                               "data": {"supported": supported, "requested": version}});
+            return rpc(StatusCode::BAD_REQUEST, json!({"jsonrpc": "2.0", "id": id, "error": error}));
         }
     }
     let method = serde_json::from_slice::<Json>(&body).ok().and_then(|m| m.get("method")?.as_str().map(str::to_string));
@@ -203,6 +233,126 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         }
     }
     response
+}
+
+fn rpc(status: StatusCode, message: Json) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], message.to_string()).into_response()
+}
+
+/// A POST of the stateless revision (2026-07-28): the headers checked against the body (`400` with `HeaderMismatch`
+/// when they differ or are missing), then the message answered as any other, without a session; results tagged
+/// `resultType: complete`, and cacheable ones `ttlMs: 0`, `cacheScope: private` (a listing is decided per caller and
+/// can change with the gateway's state).
+async fn stateless(app: Arc<App>, identity: Identity, headers: &HeaderMap, body: Bytes) -> Response {
+    let message = match serde_json::from_slice::<Json>(&body) {
+        Ok(Json::Object(message)) => message,
+        // Not a JSON-RPC object: the proxy's own error answer.
+        _ => return answer(app, identity, body, None).await,
+    };
+    let (Some(id), Some(method)) = (message.get("id").cloned(), message.get("method").and_then(Json::as_str)) else {
+        // A notification (or a malformed message): nothing to route, as in the earlier revisions.
+        return answer(app, identity, body, None).await;
+    };
+    let refuse = |status: StatusCode, code: i64, text: String, data: Option<Json>| {
+        let mut error = json!({"code": code, "message": text});
+        if let Some(data) = data {
+            error["data"] = data;
+        }
+        rpc(status, json!({"jsonrpc": "2.0", "id": id, "error": error}))
+    };
+    let mismatch = |text: String| refuse(StatusCode::BAD_REQUEST, HEADER_MISMATCH, text, None);
+    for name in [VERSION, METHOD, NAME] {
+        if headers.get_all(name).iter().count() > 1 {
+            return mismatch(format!("header mismatch: `{name}` appears more than once"));
+        }
+    }
+    let meta = message.get("params").and_then(|p| p.get("_meta")).and_then(Json::as_object);
+    let Some(meta) = meta.filter(|m| m.contains_key(META_VERSION) && m.contains_key(META_CAPABILITIES)) else {
+        let text = format!("`params._meta` must carry `{META_VERSION}` and `{META_CAPABILITIES}`");
+        return refuse(StatusCode::BAD_REQUEST, super::mcp::INVALID_PARAMS, text, None);
+    };
+    if meta.get(META_VERSION).and_then(Json::as_str) != Some(STATELESS_VERSION) {
+        return mismatch(format!(
+            "header mismatch: `MCP-Protocol-Version` is `{STATELESS_VERSION}`, the body's is not"
+        ));
+    }
+    let header = |name: &str| headers.get(name).map(|v| v.to_str().map_err(|_| ()));
+    match header(METHOD) {
+        Some(Ok(value)) if value == method => {}
+        Some(Ok(value)) => {
+            return mismatch(format!("header mismatch: `Mcp-Method` is `{value}`, the body's method `{method}`"))
+        }
+        Some(Err(())) => return mismatch("header mismatch: `Mcp-Method` has invalid characters".into()),
+        None => return mismatch("header mismatch: the `Mcp-Method` header is missing".into()),
+    }
+    let named = super::mcp::name_param(method)
+        .and_then(|key| Some((key, message.get("params")?.get(key)?.as_str()?.to_string())));
+    if let Some((key, value)) = named {
+        let decoded = match header(NAME) {
+            None => return mismatch("header mismatch: the `Mcp-Name` header is missing".into()),
+            Some(Err(())) => None,
+            Some(Ok(raw)) => super::mcp_wire::decode_header_value(raw),
+        };
+        if decoded.as_deref() != Some(value.as_str()) {
+            return mismatch(format!("header mismatch: `Mcp-Name` does not match the body's `{key}` `{value}`"));
+        }
+    }
+    match method {
+        "server/discover" => {
+            let proxy = app.proxy.clone();
+            let mut versions = vec![STATELESS_VERSION];
+            versions.extend(super::mcp::SUPPORTED_VERSIONS);
+            let found = tokio::task::spawn_blocking(move || proxy.discover(&versions)).await;
+            match found {
+                Ok(Ok(result)) => {
+                    let result = stateless_result(method, result);
+                    rpc(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                }
+                Ok(Err(e)) => refuse(StatusCode::OK, e.code, e.message, e.data),
+                Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
+            }
+        }
+        "initialize" => refuse(
+            StatusCode::NOT_FOUND,
+            METHOD_NOT_FOUND,
+            format!("`initialize` is not part of MCP {STATELESS_VERSION}: use `server/discover`"),
+            None,
+        ),
+        _ => answer(app, identity, body, Some(method.to_string())).await,
+    }
+}
+
+/// `result` as 2026-07-28 writes it for `method`.
+fn stateless_result(method: &str, mut result: Json) -> Json {
+    if let Some(fields) = result.as_object_mut() {
+        fields.entry("resultType").or_insert_with(|| json!("complete"));
+        if CACHEABLE.contains(&method) {
+            fields.entry("ttlMs").or_insert_with(|| json!(0));
+            fields.entry("cacheScope").or_insert_with(|| json!("private"));
+        }
+    }
+    result
+}
+
+/// The proxy's answer to a message of the stateless revision (`method`: the request's), or to a message that is
+/// not a request (`None`).
+async fn answer(app: Arc<App>, identity: Identity, body: Bytes, method: Option<String>) -> Response {
+    let proxy = app.proxy.clone();
+    let answer = match tokio::task::spawn_blocking(move || proxy.answer(&identity, &body)).await {
+        Ok(answer) => answer,
+        Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
+    };
+    let Some(mut answer) = answer else { return StatusCode::ACCEPTED.into_response() };
+    let code = answer.get("error").and_then(|e| e.get("code")).and_then(Json::as_i64);
+    let status = match code {
+        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(_) if answer.get("id").is_some_and(Json::is_null) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    };
+    if let (Some(method), Some(result)) = (&method, answer.get_mut("result")) {
+        *result = stateless_result(method, result.take());
+    }
+    rpc(status, answer)
 }
 
 async fn get_mcp(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
