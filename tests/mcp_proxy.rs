@@ -113,6 +113,11 @@ impl Session {
     /// The proxy for `subject`, in front of the filesystem server on `dir/root` (started through `sh`, which
     /// writes the server's pid to `dir/upstream.pid`), with its inbox on a free loopback port.
     fn proxy(dir: &Path, subject: &str) -> Session {
+        Session::proxy_with(dir, subject, &[])
+    }
+
+    /// [`Session::proxy`] with more flags for the proxy.
+    fn proxy_with(dir: &Path, subject: &str, flags: &[&str]) -> Session {
         let upstream = format!(
             "echo $$ > '{}'; exec node '{}' '{}'",
             dir.join("upstream.pid").display(),
@@ -128,6 +133,7 @@ impl Session {
             .arg("--store")
             .arg(format!("sqlite:{}", dir.join("state.db").display()))
             .args(["--inbox", "127.0.0.1:0", "--inbox-token", &format!("user:owner={OWNER_TOKEN}")])
+            .args(flags)
             .args(["--upstream-timeout", "30", "--", "sh", "-c", &upstream]);
         Session::spawn(command, dir)
     }
@@ -502,43 +508,78 @@ fn bad_messages_and_unknown_tools_get_errors_and_the_proxy_stays_up() {
     std::fs::remove_dir_all(&proxy.dir).ok();
 }
 
+/// The upstream crashes (SIGKILL): the calls in flight are answered with errors, the proxy stays up, and the next
+/// request starts the server again (a new session), so calls work again. A server that crashes again soon after it
+/// was started is started again only after a backoff (here 10 s): until then requests that need it are answered
+/// with an error saying when, and calls the policy refuses are still refused.
 #[test]
-fn an_upstream_crash_gives_error_responses_and_the_proxy_stays_up() {
+fn an_upstream_crash_is_survived_and_the_server_started_again_with_backoff() {
     let dir = sandbox("crash");
-    let mut proxy = Session::proxy(&dir, "agent:coder");
+    let mut proxy = Session::proxy_with(&dir, "agent:coder", &["--upstream-restart-backoff", "10"]);
     proxy.initialize();
     let read = proxy.call(1, "read_text_file", json!({"path": "workspace/a.txt"}));
     assert!(!is_error(&read), "{read}");
 
-    let pid = std::fs::read_to_string(dir.join("upstream.pid")).unwrap();
-    let killed = Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
-    assert!(killed.success());
-    // The proxy notices on its own (it reads the server's output until the end).
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("noticed");
-        if line.contains("the upstream server exited") {
-            break;
+    let kill_upstream = |proxy: &mut Session| {
+        let pid = std::fs::read_to_string(dir.join("upstream.pid")).unwrap();
+        std::fs::remove_file(dir.join("upstream.pid")).unwrap();
+        let killed = Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
+        assert!(killed.success());
+        // The proxy notices on its own (it reads the server's output until the end).
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("noticed");
+            if line.starts_with("remit mcp-proxy: the upstream server exited") {
+                break;
+            }
         }
-    }
+    };
+    kill_upstream(&mut proxy);
+    // It ran a while before: started again at once, and the call reaches the new server.
+    let read = proxy.call(2, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+    assert_eq!(text(&read), "hello from the workspace\n");
+    assert!(dir.join("upstream.pid").exists(), "a new server process");
 
-    for id in [2, 3] {
+    // Crashed again right after its start: no new start before the backoff.
+    kill_upstream(&mut proxy);
+    let crashed_at = Instant::now();
+    for id in [3, 4] {
         let answer = proxy.request(
             id,
             "tools/call",
-            json!({"name": "read_text_file",
-                                                             "arguments": {"path": "workspace/a.txt"}}),
+            json!({"name": "read_text_file", "arguments": {"path": "workspace/a.txt"}}),
         );
         assert_eq!(answer["error"]["code"], -32603, "{answer}");
-        assert!(answer["error"]["message"].as_str().unwrap().contains("upstream server exited"), "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("upstream server exited") && message.contains("started again in"), "{answer}");
     }
-    let forwarded = proxy.request(4, "resources/list", json!({}));
+    let forwarded = proxy.request(5, "resources/list", json!({}));
     assert_eq!(forwarded["error"]["code"], -32603, "{forwarded}");
+    assert!(!dir.join("upstream.pid").exists(), "not started again yet");
     // Decisions that need no upstream are still made; the proxy itself answers.
-    let denied = proxy.call(5, "read_text_file", json!({"path": "workspace/../secret.txt"}));
+    let denied = proxy.call(6, "read_text_file", json!({"path": "workspace/../secret.txt"}));
     assert!(is_error(&denied) && text(&denied).contains("scope.outside"), "{denied}");
-    let ping = proxy.request(6, "ping", json!({}));
+    let ping = proxy.request(7, "ping", json!({}));
     assert_eq!(ping["result"], json!({}), "{ping}");
+
+    // After the backoff the next call starts it again and works.
+    let mut id = 8;
+    let read = loop {
+        let answer = proxy.request(
+            id,
+            "tools/call",
+            json!({"name": "read_text_file", "arguments": {"path": "workspace/a.txt"}}),
+        );
+        if answer.get("result").is_some() {
+            break answer["result"].clone();
+        }
+        assert!(crashed_at.elapsed() < Duration::from_secs(40), "never started again: {answer}");
+        std::thread::sleep(Duration::from_millis(500));
+        id += 1;
+    };
+    assert!(!is_error(&read) && text(&read) == "hello from the workspace\n", "{read}");
+    assert!(crashed_at.elapsed() >= Duration::from_secs(8), "not before the backoff: {:?}", crashed_at.elapsed());
     std::fs::remove_dir_all(&proxy.dir).ok();
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use remit::gateway::mcp::{Identity, Outbox, Proxy};
+use remit::gateway::mcp::{Identity, Outbox, Proxy, UpstreamOptions};
 use remit::gateway::{Config, Durability, Gateway, SystemClock};
 use remit::runtime::Runtime;
 
@@ -76,6 +76,10 @@ pub struct McpProxyArgs {
     /// How long to wait for the upstream's answer to one request, in seconds
     #[arg(long, default_value_t = 120)]
     upstream_timeout: u64,
+    /// How long to wait, in seconds, before starting a stdio upstream again that exited soon after it started;
+    /// doubled on each such exit in a row, up to 30
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    upstream_restart_backoff: f64,
     /// The upstream MCP server's command and its arguments (after `--`)
     #[arg(last = true, required = true, value_name = "UPSTREAM")]
     upstream: Vec<String>,
@@ -112,7 +116,11 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     };
     let policy_hash = policy.compiled.policy().to_string();
     let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
-    let timeout = Duration::from_secs(args.upstream_timeout.max(1));
+    let backoff = Duration::try_from_secs_f64(args.upstream_restart_backoff).map_err(|_| {
+        format!("`--upstream-restart-backoff {}`: not a number of seconds", args.upstream_restart_backoff)
+    })?;
+    let options =
+        UpstreamOptions { timeout: Duration::from_secs(args.upstream_timeout.max(1)), restart_backoff: backoff };
     if args.listen.is_some() {
         let listener = listener.expect("bound");
         let mut agents = std::collections::BTreeMap::new();
@@ -164,7 +172,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
             );
         }
         let sink = Outbox::new(Box::new(std::io::sink()));
-        let proxy = Proxy::start(gateway.clone(), Identity::default(), &args.upstream, sink, timeout)?;
+        let proxy = Proxy::start(gateway.clone(), Identity::default(), &args.upstream, sink, options)?;
         let router = remit::gateway::http::router(gateway, tokens)
             .merge(remit::gateway::mcp_http::router(proxy, agents, bearer));
         eprintln!("remit mcp-proxy: policy {policy_hash}");
@@ -183,7 +191,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     }
     let identity = Identity { subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };
     let outbox = Outbox::new(Box::new(std::io::stdout()));
-    let proxy = Proxy::start(gateway, identity, &args.upstream, outbox, timeout)?;
+    let proxy = Proxy::start(gateway, identity, &args.upstream, outbox, options)?;
     proxy.run(std::io::stdin().lock());
     Ok(ExitCode::SUCCESS)
 }

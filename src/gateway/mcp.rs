@@ -11,8 +11,9 @@
 //!   and its inbox URL; allow → forwarded, and its outcome appended to the log after the decision.
 //! - Every other request and notification is forwarded as it is (request ids are renumbered on the way up and back);
 //!   the upstream's notifications and requests go to the agent as they are.
-//! - A line that is not JSON-RPC gets an error response; an upstream that exits fails the calls waiting on it and
-//!   every later one with an error response. The proxy stays up in both cases.
+//! - A line that is not JSON-RPC gets an error response; an upstream that exits fails the calls waiting on it with
+//!   an error response, and a stdio upstream is started again by the next request that needs it (with a backoff
+//!   when it keeps exiting soon after its start). The proxy stays up in both cases.
 //!
 //! Threads, not async: one thread reads the agent, one the upstream, and each agent request runs on its own thread
 //! (decisions are synchronous: SQLite and wasmtime).
@@ -22,7 +23,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value as Json};
 
@@ -476,11 +477,39 @@ pub fn list_tools(command: &[String], timeout: Duration) -> Result<(Json, Vec<Js
     listed.map_err(|e| format!("the MCP server `{}` answered: {} ({})", command.join(" "), e.message, e.code))
 }
 
+/// How soon a crashed upstream command is started again: at once after it ran a while, then after the first
+/// backoff ([`UpstreamOptions::restart_backoff`]), twice that, four times … (at most [`MAX_BACKOFF`]) while it keeps
+/// exiting within [`STABLE`] of its start.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const STABLE: Duration = Duration::from_secs(30);
+
+/// How the proxy treats its upstream.
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamOptions {
+    /// How long one request waits for the upstream's answer.
+    pub timeout: Duration,
+    /// The first wait before starting a stdio upstream again that exited soon after it was started.
+    pub restart_backoff: Duration,
+}
+
+/// The upstream in use, and what restarting a stdio upstream after it exited needs.
+struct Current {
+    upstream: Arc<Upstream>,
+    started: Instant,
+    /// Restarts in a row of an upstream that did not stay up for [`STABLE`].
+    quick_restarts: u32,
+    /// No restart before this.
+    not_before: Instant,
+}
+
 /// The proxy: the gateway, the agent's identity, the upstream and the way back to the agent.
 pub struct Proxy {
     gateway: Arc<Gateway>,
     identity: Identity,
-    upstream: Arc<Upstream>,
+    current: Mutex<Current>,
+    /// The stdio upstream's command, to start it again after it exits; `None` for an HTTP upstream.
+    command: Option<Vec<String>>,
+    options: UpstreamOptions,
     outbox: Outbox,
     /// Agent request id (as JSON text) → the id it was forwarded under, for `notifications/cancelled`.
     forwarded: Mutex<HashMap<String, u64>>,
@@ -499,15 +528,62 @@ impl Proxy {
         identity: Identity,
         command: &[String],
         outbox: Outbox,
-        timeout: Duration,
+        options: UpstreamOptions,
     ) -> Result<Arc<Proxy>, String> {
-        let upstream = match command {
+        let timeout = options.timeout;
+        let (upstream, restart) = match command {
             [url] if url.starts_with("http://") || url.starts_with("https://") => {
-                Upstream::connect(url, outbox.clone(), timeout)?
+                (Upstream::connect(url, outbox.clone(), timeout)?, None)
             }
-            _ => Upstream::spawn(command, outbox.clone(), timeout)?,
+            _ => (Upstream::spawn(command, outbox.clone(), timeout)?, Some(command.to_vec())),
         };
-        Ok(Arc::new(Proxy { gateway, identity, upstream, outbox, forwarded: Mutex::new(HashMap::new()) }))
+        let now = Instant::now();
+        let current = Current { upstream, started: now, quick_restarts: 0, not_before: now };
+        Ok(Arc::new(Proxy {
+            gateway,
+            identity,
+            current: Mutex::new(current),
+            command: restart,
+            options,
+            outbox,
+            forwarded: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The upstream to use. A stdio upstream that exited is started again (a new session; calls that were waiting
+    /// on the old one were answered with an error) unless it crashed again too soon: then, until its backoff
+    /// elapses, the exited one, whose requests fail saying when the next start may be.
+    fn upstream(&self) -> Arc<Upstream> {
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(why), Some(command)) = (current.upstream.gone(), &self.command) else {
+            return current.upstream.clone();
+        };
+        // Why it exited, without the note added while it waits.
+        let why = why.split("; it is started again").next().unwrap_or_default().to_string();
+        let now = Instant::now();
+        if now < current.not_before {
+            let wait = current.not_before - now;
+            let mut note = current.upstream.gone.lock().unwrap_or_else(|p| p.into_inner());
+            *note = Some(format!("{why}; it is started again in {:.1} s at the earliest", wait.as_secs_f64()));
+            return current.upstream.clone();
+        }
+        let quick = now.duration_since(current.started) < STABLE;
+        current.quick_restarts = if quick { current.quick_restarts + 1 } else { 0 };
+        let backoff = match current.quick_restarts {
+            0 => Duration::ZERO,
+            n => self.options.restart_backoff.saturating_mul(1 << (n - 1).min(5)).min(MAX_BACKOFF),
+        };
+        eprintln!("remit mcp-proxy: starting the upstream server again ({why})");
+        match Upstream::spawn(command, self.outbox.clone(), self.options.timeout) {
+            Ok(upstream) => {
+                current.upstream = upstream;
+                current.started = now;
+            }
+            Err(e) => eprintln!("remit mcp-proxy: {e}"),
+        }
+        // The backoff runs from this start: a server that exits again at once waits before the next one.
+        current.not_before = now + backoff;
+        current.upstream.clone()
     }
 
     /// Serves the agent until its input ends, then stops the upstream.
@@ -547,7 +623,7 @@ impl Proxy {
         for worker in workers {
             let _ = worker.join();
         }
-        self.upstream.kill();
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.kill();
     }
 
     /// Reads one message from the agent: a request to answer (`Ok(Some)`), something handled already (`Ok(None)`:
@@ -589,7 +665,7 @@ impl Proxy {
             (Some(_), _) => Err(invalid(&reply_id, "`method` must be a string")),
             (None, Some(_)) if message.contains_key("result") || message.contains_key("error") => {
                 // The agent answers a request the upstream sent it (sampling, roots, elicitation): pass it up.
-                if self.upstream.write(&Json::Object(message)).is_err() {
+                if self.upstream().write(&Json::Object(message)).is_err() {
                     eprintln!("remit mcp-proxy: a response for the upstream was dropped: it is not running");
                 }
                 Ok(None)
@@ -618,7 +694,7 @@ impl Proxy {
                 }
             }
         }
-        let _ = self.upstream.write(&message);
+        let _ = self.upstream().write(&message);
     }
 
     /// Answers one message that came over HTTP from `identity` (Streamable HTTP, [`super::mcp_http`]): the response
@@ -638,11 +714,12 @@ impl Proxy {
             "tools/list" => self.list_tools(identity),
             "tools/call" => self.call_tool(identity, params.unwrap_or_else(|| json!({}))),
             _ => {
-                self.upstream.session()?;
+                let upstream = self.upstream();
+                upstream.session()?;
                 let key = id.to_string();
-                let up = self.upstream.new_id();
+                let up = upstream.new_id();
                 self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), up);
-                let outcome = self.upstream.request_as(up, method, params);
+                let outcome = upstream.request_as(up, method, params);
                 self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
                 outcome
             }
@@ -655,7 +732,7 @@ impl Proxy {
             return Err(RpcError::new(INVALID_PARAMS, "`initialize` needs `params.protocolVersion`"));
         };
         let version = if SUPPORTED_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
-        let upstream = self.upstream.session()?;
+        let upstream = self.upstream().session()?;
         let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         if !capabilities.is_object() {
             capabilities = json!({});
@@ -678,7 +755,7 @@ impl Proxy {
     /// What `server/discover` (MCP 2026-07-28) tells about the server behind the proxy: the upstream's
     /// capabilities (with `tools`) and instructions, as [`Proxy::initialize`] does.
     pub fn discover(&self, versions: &[&str]) -> Result<Json, RpcError> {
-        let upstream = self.upstream.session()?;
+        let upstream = self.upstream().session()?;
         let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         if !capabilities.is_object() {
             capabilities = json!({});
@@ -717,7 +794,7 @@ impl Proxy {
     }
 
     fn list_tools(&self, identity: &Identity) -> Result<Json, RpcError> {
-        let tools = self.upstream.tools()?;
+        let tools = self.upstream().tools()?;
         let visible = self.visible(identity)?;
         let shown: Vec<Json> = tools
             .into_iter()
@@ -735,7 +812,8 @@ impl Proxy {
         if !arguments.is_object() {
             return Err(RpcError::new(INVALID_PARAMS, "`params.arguments` must be an object"));
         }
-        let tools = self.upstream.tools()?;
+        let upstream = self.upstream();
+        let tools = upstream.tools()?;
         if !tools.iter().any(|t| t.get("name").and_then(Json::as_str) == Some(name)) {
             return Err(RpcError::new(
                 INVALID_PARAMS,
@@ -756,7 +834,7 @@ impl Proxy {
             let text = refusal_text(&decided, &decision);
             return Ok(json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta}));
         }
-        let outcome = self.upstream.request("tools/call", Some(params.clone()));
+        let outcome = upstream.request("tools/call", Some(params.clone()));
         let entry = match &outcome {
             Ok(result) => json!({"decision": decided.id, "tool": name,
                                  "is_error": result.get("isError").and_then(Json::as_bool).unwrap_or(false)}),
