@@ -1232,3 +1232,59 @@ fn the_stateless_revision_over_http() {
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Several upstreams behind one proxy (`--upstream NAME=stdio:…`): the filesystem server and the club's server, their
+/// tools merged under their own names, each call routed to the server that offers the tool; the same server twice
+/// makes every tool a collision, reported on stderr, neither listed nor called.
+#[test]
+fn several_upstreams_merge_their_tools_and_refuse_collisions() {
+    let dir = sandbox("multi");
+    let club = format!("stdio:{} {}", python().display(), root().join("tests/mcp/club/server.py").display());
+    let files = format!("stdio:node {} {}", server().display(), dir.join("root").display());
+    let proxy_for = |name: &str, upstreams: &[String]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(root().join("tests/mcp/multi"))
+            .arg(root().join("tests/mcp/filesystem/catalog.remit"))
+            .arg(root().join("examples/club/catalog.remit"))
+            .args(["--subject", "agent:helper", "--store"])
+            .arg(format!("sqlite:{}", dir.join(format!("{name}.db")).display()));
+        for upstream in upstreams {
+            command.arg("--upstream").arg(upstream);
+        }
+        Session::spawn(command, &dir)
+    };
+
+    let mut proxy = proxy_for("merged", &[format!("files={files}"), format!("club={club}")]);
+    proxy.initialize();
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), ["club_info", "opening_hours", "read_text_file"], "{list}");
+    let read = proxy.call(2, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert_eq!((is_error(&read), text(&read)), (false, "hello from the workspace\n".to_string()), "{read}");
+    let asked = proxy.call(3, "opening_hours", json!({"weekday": "monday"}));
+    assert_eq!((is_error(&asked), text(&asked)), (false, "opening_hours: monday: 07:00-21:00".to_string()));
+    let denied = proxy.call(4, "read_text_file", json!({"path": "secret.txt"}));
+    assert!(is_error(&denied) && text(&denied).contains("scope.outside"), "{denied}");
+    let undeclared = proxy.call(5, "crew_schedule", json!({"week": "2026-W50"}));
+    assert!(is_error(&undeclared) && text(&undeclared).contains("remit denied"), "{undeclared}");
+    drop(proxy);
+
+    let mut twice = proxy_for("twice", &[format!("a={club}"), format!("b={club}")]);
+    twice.initialize();
+    let list = twice.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), Vec::<String>::new(), "{list}");
+    let refused = twice.request(2, "tools/call", json!({"name": "club_info", "arguments": {"topic": "history"}}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("several upstream servers"), "{refused}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let line = twice.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("reported");
+        if line.contains("the tool `club_info` is offered by the upstreams `a` and `b`") {
+            break;
+        }
+    }
+    drop(twice);
+    std::fs::remove_dir_all(&dir).ok();
+}

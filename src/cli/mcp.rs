@@ -80,9 +80,47 @@ pub struct McpProxyArgs {
     /// doubled on each such exit in a row, up to 30
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     upstream_restart_backoff: f64,
-    /// The upstream MCP server's command and its arguments (after `--`)
-    #[arg(last = true, required = true, value_name = "UPSTREAM")]
+    /// Another upstream MCP server: `NAME=stdio:COMMAND ARGS…` (split at spaces) or `NAME=http://HOST:PORT/PATH`;
+    /// repeatable. Their tools are merged under their own names (one two servers offer is refused); resources,
+    /// prompts and the rest go to the first upstream
+    #[arg(long = "upstream", value_name = "NAME=SPEC")]
+    upstreams: Vec<String>,
+    /// The upstream MCP server's command and its arguments (after `--`), or its URL; the first upstream
+    #[arg(last = true, value_name = "UPSTREAM")]
     upstream: Vec<String>,
+}
+
+/// The upstreams: the one after `--` (named `main`) first, then each `--upstream NAME=SPEC`.
+fn upstreams(args: &McpProxyArgs) -> Result<Vec<(String, Vec<String>)>, String> {
+    let mut upstreams = Vec::new();
+    if !args.upstream.is_empty() {
+        upstreams.push(("main".to_string(), args.upstream.clone()));
+    }
+    for spec in &args.upstreams {
+        let Some((name, what)) = spec.split_once('=').filter(|(n, _)| !n.is_empty()) else {
+            return Err(format!(
+                "`--upstream {spec}`: write `NAME=stdio:COMMAND ARGS…` or `NAME=http://HOST:PORT/PATH`"
+            ));
+        };
+        let command: Vec<String> = if what.starts_with("http://") || what.starts_with("https://") {
+            vec![what.to_string()]
+        } else if let Some(line) = what.strip_prefix("stdio:") {
+            line.split_whitespace().map(str::to_string).collect()
+        } else {
+            return Err(format!("`--upstream {spec}`: the server is `stdio:COMMAND ARGS…` or an `http://` URL"));
+        };
+        if command.is_empty() {
+            return Err(format!("`--upstream {spec}`: the command is empty"));
+        }
+        if upstreams.iter().any(|(n, _)| n == name) {
+            return Err(format!("`--upstream {spec}`: there is already an upstream named `{name}`"));
+        }
+        upstreams.push((name.to_string(), command));
+    }
+    if upstreams.is_empty() {
+        return Err("give the upstream MCP server: its command after `--`, or `--upstream NAME=stdio:COMMAND`".into());
+    }
+    Ok(upstreams)
 }
 
 fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
@@ -90,6 +128,7 @@ fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
 }
 
 pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
+    let upstreams = upstreams(&args)?;
     let runtime = Runtime::new()?;
     let Some(policy) = super::serve::load_policy(&args.policy, &runtime, None)? else {
         return Ok(ExitCode::from(1));
@@ -172,7 +211,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
             );
         }
         let sink = Outbox::new(Box::new(std::io::sink()));
-        let proxy = Proxy::start(gateway.clone(), Identity::default(), &args.upstream, sink, options)?;
+        let proxy = Proxy::start_many(gateway.clone(), Identity::default(), &upstreams, sink, options)?;
         let router = remit::gateway::http::router(gateway, tokens)
             .merge(remit::gateway::mcp_http::router(proxy, agents, bearer));
         eprintln!("remit mcp-proxy: policy {policy_hash}");
@@ -191,7 +230,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     }
     let identity = Identity { subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };
     let outbox = Outbox::new(Box::new(std::io::stdout()));
-    let proxy = Proxy::start(gateway, identity, &args.upstream, outbox, options)?;
+    let proxy = Proxy::start_many(gateway, identity, &upstreams, outbox, options)?;
     proxy.run(std::io::stdin().lock());
     Ok(ExitCode::SUCCESS)
 }

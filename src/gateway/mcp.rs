@@ -15,6 +15,9 @@
 //!   an error response, and a stdio upstream is started again by the next request that needs it (with a backoff
 //!   when it keeps exiting soon after its start). The proxy stays up in both cases.
 //!
+//! Several upstreams (`--upstream NAME=…`): their tools merged under their own names (a name two offer is neither
+//! listed nor called), each call routed to the server offering the tool, everything else to the first.
+//!
 //! Threads, not async: one thread reads the agent, one the upstream, and each agent request runs on its own thread
 //! (decisions are synchronous: SQLite and wasmtime).
 
@@ -41,6 +44,7 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+pub const METHOD_NOT_FOUND: i64 = -32601;
 
 /// The `_meta` key under which a tool result carries remit's decision.
 pub const META_DECISION: &str = "remit.dev/decision";
@@ -176,6 +180,9 @@ struct Upstream {
     /// The upstream's tools (every page), until it says the list changed.
     tools: Mutex<Option<Vec<Json>>>,
     timeout: Duration,
+    /// Not the first of several upstreams: its requests to the client (sampling, roots, elicitation) are refused by
+    /// the proxy instead of reaching the agent, whose answers could not be told apart from the first upstream's.
+    secondary: std::sync::atomic::AtomicBool,
 }
 
 impl Upstream {
@@ -223,6 +230,7 @@ impl Upstream {
             session: Mutex::new(None),
             tools: Mutex::new(None),
             timeout,
+            secondary: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -230,6 +238,16 @@ impl Upstream {
     fn notify_agent(&self, message: Map<String, Json>, outbox: &Outbox) {
         if message.get("method").and_then(Json::as_str) == Some("notifications/tools/list_changed") {
             *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        if self.secondary.load(Ordering::Relaxed) {
+            if let Some(id) = message.get("id") {
+                let error = RpcError::new(
+                    METHOD_NOT_FOUND,
+                    "remit mcp-proxy passes requests to the client only from its first upstream server",
+                );
+                let _ = self.write(&response(id, Err(error)));
+                return;
+            }
         }
         outbox.send(&Json::Object(message));
     }
@@ -502,13 +520,23 @@ struct Current {
     not_before: Instant,
 }
 
-/// The proxy: the gateway, the agent's identity, the upstream and the way back to the agent.
-pub struct Proxy {
-    gateway: Arc<Gateway>,
-    identity: Identity,
+/// One upstream server behind the proxy.
+struct Slot {
+    /// Its name (`--upstream NAME=…`), for diagnostics.
+    name: String,
     current: Mutex<Current>,
     /// The stdio upstream's command, to start it again after it exits; `None` for an HTTP upstream.
     command: Option<Vec<String>>,
+}
+
+/// The proxy: the gateway, the agent's identity, the upstreams and the way back to the agent.
+pub struct Proxy {
+    gateway: Arc<Gateway>,
+    identity: Identity,
+    /// The upstream servers; the first also serves everything but tools (resources, prompts, …).
+    slots: Vec<Slot>,
+    /// Tool names offered by several upstreams, already reported.
+    collisions: Mutex<std::collections::BTreeSet<String>>,
     options: UpstreamOptions,
     outbox: Outbox,
     /// Agent request id (as JSON text) → the id it was forwarded under, for `notifications/cancelled`.
@@ -522,7 +550,7 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// Starts the upstream `command`; messages to the agent go to `outbox`.
+    /// Starts the upstream `command` (a command, or one `http://` URL); messages to the agent go to `outbox`.
     pub fn start(
         gateway: Arc<Gateway>,
         identity: Identity,
@@ -530,32 +558,57 @@ impl Proxy {
         outbox: Outbox,
         options: UpstreamOptions,
     ) -> Result<Arc<Proxy>, String> {
-        let timeout = options.timeout;
-        let (upstream, restart) = match command {
-            [url] if url.starts_with("http://") || url.starts_with("https://") => {
-                (Upstream::connect(url, outbox.clone(), timeout)?, None)
-            }
-            _ => (Upstream::spawn(command, outbox.clone(), timeout)?, Some(command.to_vec())),
-        };
-        let now = Instant::now();
-        let current = Current { upstream, started: now, quick_restarts: 0, not_before: now };
+        Proxy::start_many(gateway, identity, &[("main".to_string(), command.to_vec())], outbox, options)
+    }
+
+    /// Starts several named upstreams. Their tools are merged under their own names; a name two of them offer is
+    /// neither listed nor called (reported on stderr). Everything else goes to the first.
+    pub fn start_many(
+        gateway: Arc<Gateway>,
+        identity: Identity,
+        upstreams: &[(String, Vec<String>)],
+        outbox: Outbox,
+        options: UpstreamOptions,
+    ) -> Result<Arc<Proxy>, String> {
+        if upstreams.is_empty() {
+            return Err("no upstream server: give its command after `--`, or `--upstream NAME=stdio:COMMAND`".into());
+        }
+        let mut slots = Vec::new();
+        for (i, (name, command)) in upstreams.iter().enumerate() {
+            let (upstream, restart) = match command.as_slice() {
+                [url] if url.starts_with("http://") || url.starts_with("https://") => {
+                    (Upstream::connect(url, outbox.clone(), options.timeout)?, None)
+                }
+                _ => (Upstream::spawn(command, outbox.clone(), options.timeout)?, Some(command.clone())),
+            };
+            upstream.secondary.store(i > 0, Ordering::Relaxed);
+            let now = Instant::now();
+            let current = Current { upstream, started: now, quick_restarts: 0, not_before: now };
+            slots.push(Slot { name: name.clone(), current: Mutex::new(current), command: restart });
+        }
         Ok(Arc::new(Proxy {
             gateway,
             identity,
-            current: Mutex::new(current),
-            command: restart,
+            slots,
+            collisions: Mutex::new(Default::default()),
             options,
             outbox,
             forwarded: Mutex::new(HashMap::new()),
         }))
     }
 
-    /// The upstream to use. A stdio upstream that exited is started again (a new session; calls that were waiting
-    /// on the old one were answered with an error) unless it crashed again too soon: then, until its backoff
-    /// elapses, the exited one, whose requests fail saying when the next start may be.
+    /// The first upstream, which serves everything but tools.
     fn upstream(&self) -> Arc<Upstream> {
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        let (Some(why), Some(command)) = (current.upstream.gone(), &self.command) else {
+        self.slot_upstream(0)
+    }
+
+    /// The upstream of slot `index`. A stdio upstream that exited is started again (a new session; calls that were
+    /// waiting on the old one were answered with an error) unless it crashed again too soon: then, until its
+    /// backoff elapses, the exited one, whose requests fail saying when the next start may be.
+    fn slot_upstream(&self, index: usize) -> Arc<Upstream> {
+        let slot = &self.slots[index];
+        let mut current = slot.current.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(why), Some(command)) = (current.upstream.gone(), &slot.command) else {
             return current.upstream.clone();
         };
         // Why it exited, without the note added while it waits.
@@ -573,9 +626,10 @@ impl Proxy {
             0 => Duration::ZERO,
             n => self.options.restart_backoff.saturating_mul(1 << (n - 1).min(5)).min(MAX_BACKOFF),
         };
-        eprintln!("remit mcp-proxy: starting the upstream server again ({why})");
+        eprintln!("remit mcp-proxy: starting the upstream server `{}` again ({why})", slot.name);
         match Upstream::spawn(command, self.outbox.clone(), self.options.timeout) {
             Ok(upstream) => {
+                upstream.secondary.store(index > 0, Ordering::Relaxed);
                 current.upstream = upstream;
                 current.started = now;
             }
@@ -623,7 +677,9 @@ impl Proxy {
         for worker in workers {
             let _ = worker.join();
         }
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.kill();
+        for slot in &self.slots {
+            slot.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.kill();
+        }
     }
 
     /// Reads one message from the agent: a request to answer (`Ok(Some)`), something handled already (`Ok(None)`:
@@ -793,8 +849,55 @@ impl Proxy {
             .collect())
     }
 
+    /// Every upstream's tools, each with the slot that offers it; a name several offer is left out (and reported
+    /// once). With several upstreams one that fails is left out too (reported); the error when all fail.
+    fn tools(&self) -> Result<Vec<(usize, Json)>, RpcError> {
+        let mut tools = Vec::new();
+        let mut failed = None;
+        for index in 0..self.slots.len() {
+            match self.slot_upstream(index).tools() {
+                Ok(offered) => tools.extend(offered.into_iter().map(|t| (index, t))),
+                Err(e) if self.slots.len() > 1 => {
+                    eprintln!(
+                        "remit mcp-proxy: the upstream `{}` has no tools to offer: {}",
+                        self.slots[index].name, e.message
+                    );
+                    failed = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if tools.is_empty() {
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        if self.slots.len() == 1 {
+            return Ok(tools);
+        }
+        let name = |t: &Json| t.get("name").and_then(Json::as_str).map(str::to_string);
+        let mut offered: HashMap<String, Vec<usize>> = HashMap::new();
+        for (index, tool) in &tools {
+            if let Some(name) = name(tool) {
+                offered.entry(name).or_default().push(*index);
+            }
+        }
+        let mut reported = self.collisions.lock().unwrap_or_else(|p| p.into_inner());
+        for (tool, slots) in offered.iter().filter(|(_, slots)| slots.len() > 1) {
+            if reported.insert(tool.clone()) {
+                let names: Vec<String> = slots.iter().map(|i| format!("`{}`", self.slots[*i].name)).collect();
+                eprintln!(
+                    "remit mcp-proxy: the tool `{tool}` is offered by the upstreams {}: it is neither listed nor \
+                     called (put each behind its own proxy)",
+                    names.join(" and ")
+                );
+            }
+        }
+        Ok(tools.into_iter().filter(|(_, t)| name(t).is_some_and(|n| offered[&n].len() == 1)).collect())
+    }
+
     fn list_tools(&self, identity: &Identity) -> Result<Json, RpcError> {
-        let tools = self.upstream().tools()?;
+        let tools: Vec<Json> = self.tools()?.into_iter().map(|(_, t)| t).collect();
         let visible = self.visible(identity)?;
         let shown: Vec<Json> = tools
             .into_iter()
@@ -812,14 +915,14 @@ impl Proxy {
         if !arguments.is_object() {
             return Err(RpcError::new(INVALID_PARAMS, "`params.arguments` must be an object"));
         }
-        let upstream = self.upstream();
-        let tools = upstream.tools()?;
-        if !tools.iter().any(|t| t.get("name").and_then(Json::as_str) == Some(name)) {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                format!("unknown tool: `{name}` (the upstream server has none)"),
-            ));
-        }
+        let tools = self.tools()?;
+        let Some(index) = tools.iter().find(|(_, t)| t.get("name").and_then(Json::as_str) == Some(name)).map(|t| t.0)
+        else {
+            let several = self.collisions.lock().unwrap_or_else(|p| p.into_inner()).contains(name);
+            let why = if several { "several upstream servers offer it" } else { "the upstream server has none" };
+            return Err(RpcError::new(INVALID_PARAMS, format!("unknown tool: `{name}` ({why})")));
+        };
+        let upstream = self.slot_upstream(index);
         let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
         let decided = self.gateway.decide(&request);
         let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
