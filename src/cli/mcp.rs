@@ -212,12 +212,18 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         }
         let sink = Outbox::new(Box::new(std::io::sink()));
         let proxy = Proxy::start_many(gateway.clone(), Identity::default(), &upstreams, sink, options)?;
-        let router = remit::gateway::http::router(gateway, tokens)
-            .merge(remit::gateway::mcp_http::router(proxy, agents, bearer));
+        let router = remit::gateway::http::router(gateway, tokens).merge(remit::gateway::mcp_http::router(
+            proxy.clone(),
+            agents,
+            bearer,
+        ));
         eprintln!("remit mcp-proxy: policy {policy_hash}");
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
-        remit::gateway::http::run_router(listener, router)?;
+        let served = remit::gateway::http::run_router(listener, router);
+        // Stopped (SIGTERM, Ctrl-C): the queued outcome entries go into the log before the process ends.
+        proxy.flush_outcomes();
+        served?;
         return Ok(ExitCode::SUCCESS);
     }
     let subject = args.subject.clone().unwrap_or_default();

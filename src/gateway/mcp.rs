@@ -18,8 +18,9 @@
 //! Several upstreams (`--upstream NAME=…`): their tools merged under their own names (a name two offer is neither
 //! listed nor called), each call routed to the server offering the tool, everything else to the first.
 //!
-//! Threads, not async: one thread reads the agent, one the upstream, and each agent request runs on its own thread
-//! (decisions are synchronous: SQLite and wasmtime).
+//! Threads, not async: one thread reads the agent, one each upstream, agent requests run on a pool of worker threads
+//! that grows whenever none is idle (decisions are synchronous: SQLite and wasmtime), and outcome entries are logged
+//! by a thread of their own after the agent has its answer.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -146,11 +147,11 @@ impl Outbox {
     }
 
     fn send(&self, message: &Json) {
-        let mut line = message.to_string();
-        line.push('\n');
+        let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
+        line.push(b'\n');
         let mut writer = self.0.lock().unwrap_or_else(|p| p.into_inner());
         // The agent went away: nothing to tell it; the read loop ends at its EOF.
-        let _ = writer.write_all(line.as_bytes()).and_then(|()| writer.flush());
+        let _ = writer.write_all(&line).and_then(|()| writer.flush());
     }
 }
 
@@ -178,7 +179,7 @@ struct Upstream {
     /// The upstream's `initialize` result, once the session is open.
     session: Mutex<Option<Result<Json, RpcError>>>,
     /// The upstream's tools (every page), until it says the list changed.
-    tools: Mutex<Option<Vec<Json>>>,
+    tools: Mutex<Option<Arc<Vec<Json>>>>,
     timeout: Duration,
     /// Not the first of several upstreams: its requests to the client (sampling, roots, elicitation) are refused by
     /// the proxy instead of reaching the agent, whose answers could not be told apart from the first upstream's.
@@ -448,7 +449,8 @@ impl Upstream {
     }
 
     /// The upstream's tools, every page of `tools/list`.
-    fn tools(&self) -> Result<Vec<Json>, RpcError> {
+    /// (Shared, not copied: every `tools/call` looks its tool up here.)
+    fn tools(&self) -> Result<Arc<Vec<Json>>, RpcError> {
         if let Some(tools) = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             return Ok(tools);
         }
@@ -464,6 +466,7 @@ impl Upstream {
                 break;
             }
         }
+        let tools = Arc::new(tools);
         *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(tools.clone());
         Ok(tools)
     }
@@ -490,7 +493,7 @@ pub fn list_tools(command: &[String], timeout: Duration) -> Result<(Json, Vec<Js
         [url] if url.starts_with("http://") || url.starts_with("https://") => Upstream::connect(url, sink, timeout)?,
         _ => Upstream::spawn(command, sink, timeout)?,
     };
-    let listed = upstream.session().and_then(|info| Ok((info, upstream.tools()?)));
+    let listed = upstream.session().and_then(|info| Ok((info, upstream.tools()?.to_vec())));
     upstream.kill();
     listed.map_err(|e| format!("the MCP server `{}` answered: {} ({})", command.join(" "), e.message, e.code))
 }
@@ -537,6 +540,10 @@ pub struct Proxy {
     slots: Vec<Slot>,
     /// Tool names offered by several upstreams, already reported.
     collisions: Mutex<std::collections::BTreeSet<String>>,
+    /// Outcome entries for the log, written in order by a thread of their own after the agent has its answer (the
+    /// decision's entry was committed before the call was forwarded; this one only records how it went).
+    outcomes: Mutex<Option<mpsc::Sender<Json>>>,
+    outcome_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     options: UpstreamOptions,
     outbox: Outbox,
     /// Agent request id (as JSON text) → the id it was forwarded under, for `notifications/cancelled`.
@@ -586,11 +593,22 @@ impl Proxy {
             let current = Current { upstream, started: now, quick_restarts: 0, not_before: now };
             slots.push(Slot { name: name.clone(), current: Mutex::new(current), command: restart });
         }
+        let (outcomes, entries) = mpsc::channel::<Json>();
+        let logger = gateway.clone();
+        let outcome_writer = std::thread::spawn(move || {
+            for entry in entries {
+                if let Err(e) = logger.log_outcome(&entry) {
+                    eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", entry["decision"]);
+                }
+            }
+        });
         Ok(Arc::new(Proxy {
             gateway,
             identity,
             slots,
             collisions: Mutex::new(Default::default()),
+            outcomes: Mutex::new(Some(outcomes)),
+            outcome_writer: Mutex::new(Some(outcome_writer)),
             options,
             outbox,
             forwarded: Mutex::new(HashMap::new()),
@@ -642,6 +660,12 @@ impl Proxy {
 
     /// Serves the agent until its input ends, then stops the upstream.
     pub fn run(self: &Arc<Self>, mut input: impl BufRead) {
+        // Requests run on worker threads, kept between requests (starting a thread per call costs more than the
+        // call's own work); a new worker starts whenever none is idle, so a slow call never holds up another.
+        type Job = (Json, String, Option<Json>);
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        let idle = Arc::new(AtomicU64::new(0));
         let mut workers = Vec::new();
         let mut line = Vec::new();
         loop {
@@ -664,21 +688,38 @@ impl Proxy {
             match self.accept(&line) {
                 Err(reply) => self.outbox.send(&reply),
                 Ok(None) => {}
-                Ok(Some((id, method, params))) => {
-                    let proxy = self.clone();
-                    workers.push(std::thread::spawn(move || {
-                        let outcome = proxy.request(&proxy.identity, &id, &method, params);
-                        proxy.outbox.send(&response(&id, outcome));
-                    }));
-                    workers.retain(|w| !w.is_finished());
+                Ok(Some(job)) => {
+                    // Claim an idle worker, or start one.
+                    let claimed = idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
+                    if !claimed {
+                        let (proxy, queue, idle) = (self.clone(), queue.clone(), idle.clone());
+                        workers.push(std::thread::spawn(move || loop {
+                            let job = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                            let Ok((id, method, params)) = job else { return };
+                            let outcome = proxy.request(&proxy.identity, &id, &method, params);
+                            proxy.outbox.send(&response(&id, outcome));
+                            idle.fetch_add(1, Ordering::AcqRel);
+                        }));
+                    }
+                    let _ = jobs.send(job);
                 }
             }
         }
+        drop(jobs);
         for worker in workers {
             let _ = worker.join();
         }
         for slot in &self.slots {
             slot.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.kill();
+        }
+        self.flush_outcomes();
+    }
+
+    /// Writes the outcome entries still queued, then logs further ones as they come (synchronously).
+    pub fn flush_outcomes(&self) {
+        drop(self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(writer) = self.outcome_writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = writer.join();
         }
     }
 
@@ -849,19 +890,18 @@ impl Proxy {
             .collect())
     }
 
-    /// Every upstream's tools, each with the slot that offers it; a name several offer is left out (and reported
-    /// once). With several upstreams one that fails is left out too (reported); the error when all fail.
-    fn tools(&self) -> Result<Vec<(usize, Json)>, RpcError> {
+    /// Every upstream's tools (shared, not copied), and the names several offer (left out of listings and calls,
+    /// reported once). With several upstreams one that fails is left out too (reported); the error when all fail.
+    #[allow(clippy::type_complexity)]
+    fn tools(&self) -> Result<(Vec<(usize, Arc<Vec<Json>>)>, Vec<String>), RpcError> {
         let mut tools = Vec::new();
         let mut failed = None;
         for index in 0..self.slots.len() {
             match self.slot_upstream(index).tools() {
-                Ok(offered) => tools.extend(offered.into_iter().map(|t| (index, t))),
+                Ok(offered) => tools.push((index, offered)),
                 Err(e) if self.slots.len() > 1 => {
-                    eprintln!(
-                        "remit mcp-proxy: the upstream `{}` has no tools to offer: {}",
-                        self.slots[index].name, e.message
-                    );
+                    let name = &self.slots[index].name;
+                    eprintln!("remit mcp-proxy: the upstream `{name}` has no tools to offer: {}", e.message);
                     failed = Some(e);
                 }
                 Err(e) => return Err(e),
@@ -872,19 +912,20 @@ impl Proxy {
                 return Err(e);
             }
         }
-        if self.slots.len() == 1 {
-            return Ok(tools);
+        if tools.len() < 2 {
+            return Ok((tools, Vec::new()));
         }
-        let name = |t: &Json| t.get("name").and_then(Json::as_str).map(str::to_string);
-        let mut offered: HashMap<String, Vec<usize>> = HashMap::new();
-        for (index, tool) in &tools {
-            if let Some(name) = name(tool) {
+        let mut offered: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (index, list) in &tools {
+            for name in list.iter().filter_map(tool_name) {
                 offered.entry(name).or_default().push(*index);
             }
         }
+        let mut collided = Vec::new();
         let mut reported = self.collisions.lock().unwrap_or_else(|p| p.into_inner());
         for (tool, slots) in offered.iter().filter(|(_, slots)| slots.len() > 1) {
-            if reported.insert(tool.clone()) {
+            collided.push(tool.to_string());
+            if reported.insert(tool.to_string()) {
                 let names: Vec<String> = slots.iter().map(|i| format!("`{}`", self.slots[*i].name)).collect();
                 eprintln!(
                     "remit mcp-proxy: the tool `{tool}` is offered by the upstreams {}: it is neither listed nor \
@@ -893,15 +934,20 @@ impl Proxy {
                 );
             }
         }
-        Ok(tools.into_iter().filter(|(_, t)| name(t).is_some_and(|n| offered[&n].len() == 1)).collect())
+        drop(reported);
+        Ok((tools, collided))
     }
 
     fn list_tools(&self, identity: &Identity) -> Result<Json, RpcError> {
-        let tools: Vec<Json> = self.tools()?.into_iter().map(|(_, t)| t).collect();
+        let (tools, collided) = self.tools()?;
         let visible = self.visible(identity)?;
         let shown: Vec<Json> = tools
-            .into_iter()
-            .filter(|t| t.get("name").and_then(Json::as_str).is_some_and(|n| visible.iter().any(|v| v == n)))
+            .iter()
+            .flat_map(|(_, list)| list.iter())
+            .filter(|t| {
+                tool_name(t).is_some_and(|n| visible.iter().any(|v| v == n) && !collided.iter().any(|c| c == n))
+            })
+            .cloned()
             .collect();
         Ok(json!({"tools": shown}))
     }
@@ -915,13 +961,14 @@ impl Proxy {
         if !arguments.is_object() {
             return Err(RpcError::new(INVALID_PARAMS, "`params.arguments` must be an object"));
         }
-        let tools = self.tools()?;
-        let Some(index) = tools.iter().find(|(_, t)| t.get("name").and_then(Json::as_str) == Some(name)).map(|t| t.0)
-        else {
-            let several = self.collisions.lock().unwrap_or_else(|p| p.into_inner()).contains(name);
+        let (tools, collided) = self.tools()?;
+        let offering = tools.iter().find(|(_, list)| list.iter().any(|t| tool_name(t) == Some(name))).map(|t| t.0);
+        let several = collided.iter().any(|c| c == name);
+        let Some(index) = offering.filter(|_| !several) else {
             let why = if several { "several upstream servers offer it" } else { "the upstream server has none" };
             return Err(RpcError::new(INVALID_PARAMS, format!("unknown tool: `{name}` ({why})")));
         };
+        drop(tools);
         let upstream = self.slot_upstream(index);
         let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
         let decided = self.gateway.decide(&request);
@@ -943,8 +990,11 @@ impl Proxy {
                                  "is_error": result.get("isError").and_then(Json::as_bool).unwrap_or(false)}),
             Err(e) => json!({"decision": decided.id, "tool": name, "error": e.to_json()}),
         };
-        if let Err(e) = self.gateway.log_outcome(&entry) {
-            eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", decided.id);
+        let queued = self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|q| q.send(entry.clone()));
+        if !matches!(queued, Some(Ok(()))) {
+            if let Err(e) = self.gateway.log_outcome(&entry) {
+                eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", decided.id);
+            }
         }
         let mut result = outcome?;
         if let Some(result) = result.as_object_mut() {
@@ -955,6 +1005,11 @@ impl Proxy {
         }
         Ok(result)
     }
+}
+
+/// A tool's `name`.
+fn tool_name(tool: &Json) -> Option<&str> {
+    tool.get("name").and_then(Json::as_str)
 }
 
 /// What the agent reads when a call is denied or escalated.

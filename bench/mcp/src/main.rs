@@ -4,10 +4,13 @@
 //! Each round times `--calls` sequential `read_text_file` calls (allowed by tests/mcp/filesystem, so the proxy
 //! decides, logs the decision, forwards, logs the outcome) directly, then the same through the proxy, then a call the
 //! policy denies through the proxy (decided and logged, never forwarded); rounds alternate so noise hits both alike.
-//! Percentiles are over all calls. Usage (after `scripts/test-deps-mcp.sh` and `cargo build --release`):
+//! Percentiles are over all calls. With `--baseline PATH` another `remit` binary (e.g. a build of an earlier commit)
+//! is timed the same way in the same rounds, so two versions of the proxy are compared side by side. Usage (after
+//! `scripts/test-deps-mcp.sh` and `cargo build --release`):
 //!
 //! ```sh
-//! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--calls 200] [--rounds 10]
+//! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
+//!   [--calls 200] [--rounds 10]
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -79,10 +82,12 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
     let (mut remit, mut calls, mut rounds) = (repo.join("target/release/remit"), 200usize, 10usize);
+    let mut baseline: Option<PathBuf> = None;
     while let Some(flag) = args.next() {
         let value = args.next().expect("a value");
         match flag.as_str() {
             "--remit" => remit = PathBuf::from(value),
+            "--baseline" => baseline = Some(PathBuf::from(value)),
             "--calls" => calls = value.parse().unwrap(),
             "--rounds" => rounds = value.parse().unwrap(),
             other => panic!("unknown flag {other}"),
@@ -97,19 +102,23 @@ fn main() {
 
     let mut direct = Command::new("node");
     direct.arg(&server).arg(&root);
-    let mut proxied = Command::new(&remit);
-    proxied
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(repo.join("tests/mcp/filesystem"))
-        .args(["--subject", "agent:coder", "--store"])
-        .arg(format!("sqlite:{}", dir.join("state.db").display()))
-        .arg("--")
-        .arg("node")
-        .arg(&server)
-        .arg(&root);
+    let proxy = |remit: &Path, store: &str| {
+        let mut proxied = Command::new(remit);
+        proxied
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(repo.join("tests/mcp/filesystem"))
+            .args(["--subject", "agent:coder", "--store"])
+            .arg(format!("sqlite:{}", dir.join(store).display()))
+            .arg("--")
+            .arg("node")
+            .arg(&server)
+            .arg(&root);
+        Session::start(proxied, &root)
+    };
     let mut direct = Session::start(direct, &root);
-    let mut proxied = Session::start(proxied, &root);
+    let mut proxied = proxy(&remit, "state.db");
+    let mut old = baseline.as_deref().map(|b| proxy(b, "baseline.db"));
 
     let read = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"workspace/a.txt"}}"#;
     let denied = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"../secret.txt"}}"#;
@@ -117,10 +126,13 @@ fn main() {
     let answer = proxied.call(read);
     assert!(answer.contains("hello") && answer.contains(r#""outcome":"allow""#), "{answer}");
     assert!(proxied.call(denied).contains("scope.outside"));
+    if let Some(old) = old.as_mut() {
+        assert!(old.call(read).contains("hello") && old.call(denied).contains("scope.outside"));
+    }
 
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at start: {}", load().trim());
-    let (mut d, mut p, mut n) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut d, mut p, mut n, mut bp, mut bn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let time = |session: &mut Session, request: &str, samples: &mut Vec<Duration>| {
         for _ in 0..calls {
             let started = Instant::now();
@@ -132,21 +144,34 @@ fn main() {
         time(&mut direct, read, &mut d);
         time(&mut proxied, read, &mut p);
         time(&mut proxied, denied, &mut n);
+        if let Some(old) = old.as_mut() {
+            time(old, read, &mut bp);
+            time(old, denied, &mut bn);
+        }
     }
     println!("load average at end:   {}", load().trim());
     println!("{} calls each, one in flight, in {rounds} interleaved rounds", d.len());
     println!("{:<44} {:>10} {:>10} {:>10}", "", "p50 µs", "p90 µs", "p99 µs");
-    for (name, samples) in [
+    let mut rows = vec![
         ("direct to the server (read_text_file)", &mut d),
         ("through remit mcp-proxy (allowed, forwarded)", &mut p),
         ("through remit mcp-proxy (denied, not sent)", &mut n),
-    ] {
+    ];
+    if old.is_some() {
+        rows.push(("baseline proxy (allowed, forwarded)", &mut bp));
+        rows.push(("baseline proxy (denied, not sent)", &mut bn));
+    }
+    for (name, samples) in rows {
         samples.sort();
         let [a, b, c] = [0.5, 0.9, 0.99].map(|q| micros(percentile(samples, q)));
         println!("{name:<44} {a:>10.0} {b:>10.0} {c:>10.0}");
     }
     println!("added by the proxy, p50: {:.0} µs", micros(percentile(&p, 0.5)) - micros(percentile(&d, 0.5)));
+    if old.is_some() {
+        println!("added by the baseline, p50: {:.0} µs", micros(percentile(&bp, 0.5)) - micros(percentile(&d, 0.5)));
+    }
     drop(direct);
     drop(proxied);
+    drop(old);
     std::fs::remove_dir_all(&dir).ok();
 }
