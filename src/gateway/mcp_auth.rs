@@ -300,8 +300,8 @@ pub fn now() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    //! Keys generated here, tokens signed here: RS256, ES256 and EdDSA tokens that verify, and each way a token is
-    //! refused.
+    //! Keys generated here, tokens signed here: RS256, RS512, PS256, ES256, ES384 and EdDSA tokens that verify, and
+    //! each way a token is refused.
     use super::*;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use base64::Engine;
@@ -314,6 +314,7 @@ mod tests {
     struct Keys {
         rsa: (EncodingKey, Json),
         ec: (EncodingKey, Json),
+        ec384: (EncodingKey, Json),
         ed: (EncodingKey, Json),
         other_rsa: EncodingKey,
     }
@@ -349,9 +350,16 @@ mod tests {
             };
             let ed_jwk = json!({"kty": "OKP", "crv": "Ed25519", "kid": "ed-1",
                                 "x": URL_SAFE_NO_PAD.encode(ed.verifying_key().as_bytes())});
+            let ec384 = p384::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+            let point = ec384.verifying_key().to_encoded_point(false);
+            let ec384_jwk = json!({"kty": "EC", "crv": "P-384", "kid": "ec384-1",
+                                   "x": URL_SAFE_NO_PAD.encode(point.x().unwrap()),
+                                   "y": URL_SAFE_NO_PAD.encode(point.y().unwrap())});
+            let ec384_der = ec384.to_pkcs8_der().unwrap();
             Keys {
                 rsa: rsa_key("rsa-1"),
                 ec: (EncodingKey::from_ec_der(ec_der.as_bytes()), ec_jwk),
+                ec384: (EncodingKey::from_ec_der(ec384_der.as_bytes()), ec384_jwk),
                 ed: (EncodingKey::from_ed_der(ed_der.as_bytes()), ed_jwk),
                 other_rsa: rsa_key("rsa-1").0,
             }
@@ -360,7 +368,14 @@ mod tests {
 
     fn verifier() -> JwtVerifier {
         let k = keys();
-        let jwks = json!({"keys": [k.rsa.1, k.ec.1, k.ed.1,
+        // The RSA key again, for RSASSA-PSS and SHA-512 (a key verifies one algorithm: its `alg`).
+        let mut pss = k.rsa.1.clone();
+        pss["kid"] = json!("rsa-pss");
+        pss["alg"] = json!("PS256");
+        let mut rs512 = k.rsa.1.clone();
+        rs512["kid"] = json!("rsa-512");
+        rs512["alg"] = json!("RS512");
+        let jwks = json!({"keys": [k.rsa.1, pss, rs512, k.ec.1, k.ec384.1, k.ed.1,
                                    {"kty": "RSA", "use": "enc", "n": "AQAB", "e": "AQAB", "alg": "RSA-OAEP"}]});
         let config = JwtConfig::new(vec!["http://127.0.0.1:1/mcp".into()], vec!["https://as.example".into()]);
         JwtVerifier::from_jwks(&jwks.to_string(), config).unwrap()
@@ -392,6 +407,14 @@ mod tests {
         assert_eq!(v.verify(&rs(&claims()), NOW), Ok(want.clone()));
         assert_eq!(v.verify(&sign(Algorithm::ES256, "ec-1", &keys().ec.0, &claims()), NOW), Ok(want.clone()));
         assert_eq!(v.verify(&sign(Algorithm::EdDSA, "ed-1", &keys().ed.0, &claims()), NOW), Ok(want.clone()));
+        assert_eq!(v.verify(&sign(Algorithm::ES384, "ec384-1", &keys().ec384.0, &claims()), NOW), Ok(want.clone()));
+        assert_eq!(v.verify(&sign(Algorithm::PS256, "rsa-pss", &keys().rsa.0, &claims()), NOW), Ok(want.clone()));
+        assert_eq!(v.verify(&sign(Algorithm::RS512, "rsa-512", &keys().rsa.0, &claims()), NOW), Ok(want.clone()));
+        // The same key under the kid for another algorithm: refused.
+        assert_eq!(
+            v.verify(&sign(Algorithm::RS256, "rsa-pss", &keys().rsa.0, &claims()), NOW),
+            Err(TokenError::UnknownKey)
+        );
         // Without a `kid` the key is found by its algorithm.
         let header = Header::new(Algorithm::ES256);
         let token = jsonwebtoken::encode(&header, &claims(), &keys().ec.0).unwrap();
