@@ -19,8 +19,8 @@
 //! listed nor called), each call routed to the server offering the tool, everything else to the first.
 //!
 //! Threads, not async: one thread reads the agent, one each upstream, agent requests run on a pool of worker threads
-//! that grows whenever none is idle (decisions are synchronous: SQLite and wasmtime), and outcome entries are logged
-//! by a thread of their own after the agent has its answer.
+//! that grows whenever none is idle (decisions are synchronous: SQLite and wasmtime), and outcome entries are queued
+//! in the gateway (written with the next decisions, or by a thread of their own when no call comes).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -540,8 +540,9 @@ pub struct Proxy {
     slots: Vec<Slot>,
     /// Tool names offered by several upstreams, already reported.
     collisions: Mutex<std::collections::BTreeSet<String>>,
-    /// Outcome entries for the log, written in order by a thread of their own after the agent has its answer (the
-    /// decision's entry was committed before the call was forwarded; this one only records how it went).
+    /// Outcome entries go into the log with the next batch of decisions (the decision's own entry was committed
+    /// before the call was forwarded; this one only records how it went); dropping this sender stops the thread
+    /// that writes those no batch took.
     outcomes: Mutex<Option<mpsc::Sender<Json>>>,
     outcome_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     options: UpstreamOptions,
@@ -593,13 +594,18 @@ impl Proxy {
             let current = Current { upstream, started: now, quick_restarts: 0, not_before: now };
             slots.push(Slot { name: name.clone(), current: Mutex::new(current), command: restart });
         }
-        let (outcomes, entries) = mpsc::channel::<Json>();
+        // Outcome entries are queued in the gateway and go into the log with the next batch of decisions; this
+        // thread writes those that waited longer than a moment (no further call came), and all of them at the end.
+        let (outcomes, stop) = mpsc::channel::<Json>();
         let logger = gateway.clone();
-        let outcome_writer = std::thread::spawn(move || {
-            for entry in entries {
-                if let Err(e) = logger.log_outcome(&entry) {
-                    eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", entry["decision"]);
-                }
+        let outcome_writer = std::thread::spawn(move || loop {
+            let stopped =
+                matches!(stop.recv_timeout(Duration::from_millis(50)), Err(mpsc::RecvTimeoutError::Disconnected));
+            if let Err(e) = logger.flush_entries() {
+                eprintln!("remit mcp-proxy: outcome entries are not in the log: {e}");
+            }
+            if stopped {
+                return;
             }
         });
         Ok(Arc::new(Proxy {
@@ -990,9 +996,10 @@ impl Proxy {
                                  "is_error": result.get("isError").and_then(Json::as_bool).unwrap_or(false)}),
             Err(e) => json!({"decision": decided.id, "tool": name, "error": e.to_json()}),
         };
-        let queued = self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|q| q.send(entry.clone()));
-        if !matches!(queued, Some(Ok(()))) {
-            if let Err(e) = self.gateway.log_outcome(&entry) {
+        self.gateway.queue_outcome(&entry);
+        if self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            // Stopping: nobody flushes later.
+            if let Err(e) = self.gateway.flush_entries() {
                 eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", decided.id);
             }
         }
