@@ -920,10 +920,10 @@ impl Gateway {
         request
     }
 
-    /// Appends what became of an allowed call (a front end that carries calls out, `remit mcp-proxy`, reports the
-    /// upstream's answer) to the log, as an `outcome` entry after its decision.
-    /// Queues an `outcome` entry: it goes into the log with the next batch of decisions, or at the next
-    /// [`Gateway::flush_entries`].
+    /// Queues what became of an allowed call (a front end that carries calls out, `remit mcp-proxy`, reports the
+    /// upstream's answer) as an `outcome` entry: it goes into the log after its decision, with the next batch of
+    /// decisions (in that transaction, before them) or at the next [`Gateway::flush_entries`], whichever comes first
+    /// — no transaction of its own on the path of the next call.
     pub fn queue_outcome(&self, body: &Json) {
         self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).push(("outcome", body.to_string()));
     }
@@ -934,18 +934,18 @@ impl Gateway {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut tx = self.store.begin()?;
-        for (kind, body) in &entries {
-            tx.append_log(self.clock.now(), kind, body)?;
+        let written = self.store.begin().and_then(|mut tx| {
+            let now = self.clock.now();
+            entries.iter().try_for_each(|(kind, body)| tx.append_log(now, kind, body).map(|_| ()))?;
+            tx.commit()
+        });
+        if written.is_err() {
+            // Kept for the next batch or flush, ahead of what was queued meanwhile.
+            let mut queue = self.queued_entries.lock().unwrap_or_else(|p| p.into_inner());
+            let later = std::mem::replace(&mut *queue, entries);
+            queue.extend(later);
         }
-        tx.commit()
-    }
-
-    pub fn log_outcome(&self, body: &Json) -> Result<u64, StoreError> {
-        let mut tx = self.store.begin()?;
-        let entry = tx.append_log(self.clock.now(), "outcome", &body.to_string())?;
-        tx.commit()?;
-        Ok(entry.seq)
+        written
     }
 
     /// The tool listing (docs/abi.md) of a request's subject, with the gateway's state and time filled in.

@@ -29,7 +29,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value as Json};
 
-use super::mcp::{Identity, Proxy, MAX_MESSAGE};
+use super::mcp::{Identity, Proxy, MAX_MESSAGE, METHOD_NOT_FOUND};
 use super::mcp_auth::JwtVerifier;
 
 const SESSION: &str = "mcp-session-id";
@@ -45,7 +45,6 @@ const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// JSON-RPC errors of 2026-07-28.
 pub const HEADER_MISMATCH: i64 = -32020;
 pub const UNSUPPORTED_VERSION: i64 = -32022;
-const METHOD_NOT_FOUND: i64 = -32601;
 /// Results a 2026-07-28 client may cache: they carry `ttlMs` and `cacheScope`.
 const CACHEABLE: [&str; 6] =
     ["server/discover", "tools/list", "resources/list", "resources/templates/list", "resources/read", "prompts/list"];
