@@ -167,10 +167,21 @@ impl Caller for HttpSession {
     }
 }
 
-/// A child process whose stderr is read until a line starting with `prefix`: the rest of that line.
-fn started(mut command: Command, prefix: &str) -> (Child, String) {
-    let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+/// Stops a child when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// A child process whose stderr is read until a line starting with `prefix`: the child and the rest of that line.
+fn started(mut command: Command, prefix: &str) -> (Running, String) {
+    let mut child =
+        Running(command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start"));
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
     let mut line = String::new();
     loop {
         line.clear();
@@ -184,22 +195,15 @@ fn started(mut command: Command, prefix: &str) -> (Child, String) {
     }
 }
 
-/// Stops a child when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.kill().ok();
-        self.0.wait().ok();
-    }
-}
-
 impl Drop for Session {
     fn drop(&mut self) {
         self.child.kill().ok();
         self.child.wait().ok();
     }
 }
+
+/// The direct side, the proxy, the baseline proxy, the allowed call and the denied call.
+type Sides = (Box<dyn Caller>, Box<dyn Caller>, Option<Box<dyn Caller>>, &'static str, &'static str);
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
@@ -237,19 +241,13 @@ fn main() {
     let root = dir.join("root");
 
     let mut running = Vec::new();
-    let (mut direct, mut proxied, mut old, read, denied): (
-        Box<dyn Caller>,
-        Box<dyn Caller>,
-        Option<Box<dyn Caller>>,
-        &str,
-        &str,
-    ) = if http {
+    let (mut direct, mut proxied, mut old, read, denied): Sides = if http {
         let everything = repo.join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
         let mut command = Command::new("node");
         command.arg("--require").arg(repo.join("tests/mcp/loopback.cjs")).arg(everything).arg("streamableHttp");
         command.env("PORT", "0");
         let (child, port) = started(command, "loopback listening on port ");
-        running.push(Running(child));
+        running.push(child);
         let upstream = format!("http://127.0.0.1:{}/mcp", port.trim());
         let mut proxy = |remit: &Path, store: &str| {
             let mut command = Command::new(remit);
@@ -261,7 +259,7 @@ fn main() {
                 .arg(format!("sqlite:{}", dir.join(store).display()))
                 .args(["--", &upstream]);
             let (child, url) = started(command, "remit mcp-proxy: mcp ");
-            running.push(Running(child));
+            running.push(child);
             Box::new(HttpSession::start(&url, Some("bench-token"))) as Box<dyn Caller>
         };
         let proxied = proxy(&remit, "state.db");
