@@ -530,3 +530,23 @@ fn the_target_argument_fills_the_resource() {
     let ignored = entries.iter().filter(|e| e.body.contains(r#""ignored":["resource.id"]"#)).count();
     assert_eq!(ignored, 3, "a replaced resource is recorded");
 }
+
+/// Queued entries (an MCP call's outcome) go into the log with the next batch of decisions, before its decisions,
+/// or when flushed; the chain holds either way.
+#[test]
+fn queued_entries_are_written_with_the_next_decisions_or_when_flushed() {
+    let s = setup("queued", &example("wallet"));
+    s.gateway.decide(&payment("20.00 USD", "op-1"));
+    s.gateway.queue_outcome(&json!({"decision": "dec-1", "tool": "make_payment", "is_error": false}));
+    assert_eq!(log(&s.store).len(), 1, "queued, not written yet");
+    s.gateway.decide(&payment("20.00 USD", "op-2"));
+    let kinds: Vec<String> = log(&s.store).iter().map(|e| e.kind.clone()).collect();
+    assert_eq!(kinds, ["decision", "outcome", "decision"]);
+    s.gateway.queue_outcome(&json!({"decision": "dec-2", "tool": "make_payment", "is_error": true}));
+    s.gateway.flush_entries().unwrap();
+    s.gateway.flush_entries().unwrap();
+    let entries = log(&s.store);
+    assert_eq!(entries.len(), 4);
+    assert!(entries[3].body.contains("dec-2"), "{}", entries[3].body);
+    assert_eq!(audit::verify(entries).unwrap(), 4);
+}

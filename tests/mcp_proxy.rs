@@ -113,6 +113,11 @@ impl Session {
     /// The proxy for `subject`, in front of the filesystem server on `dir/root` (started through `sh`, which
     /// writes the server's pid to `dir/upstream.pid`), with its inbox on a free loopback port.
     fn proxy(dir: &Path, subject: &str) -> Session {
+        Session::proxy_with(dir, subject, &[])
+    }
+
+    /// [`Session::proxy`] with more flags for the proxy.
+    fn proxy_with(dir: &Path, subject: &str, flags: &[&str]) -> Session {
         let upstream = format!(
             "echo $$ > '{}'; exec node '{}' '{}'",
             dir.join("upstream.pid").display(),
@@ -128,6 +133,7 @@ impl Session {
             .arg("--store")
             .arg(format!("sqlite:{}", dir.join("state.db").display()))
             .args(["--inbox", "127.0.0.1:0", "--inbox-token", &format!("user:owner={OWNER_TOKEN}")])
+            .args(flags)
             .args(["--upstream-timeout", "30", "--", "sh", "-c", &upstream]);
         Session::spawn(command, dir)
     }
@@ -239,8 +245,12 @@ fn client_report(mut command: Command, log: &Path) -> Value {
 
 /// What tests/mcp/client.py must have seen, over either transport.
 fn check_report(report: &Value, dir: &Path) {
+    check_report_at(report, dir, "2025-06-18");
+}
+
+fn check_report_at(report: &Value, dir: &Path, protocol: &str) {
     assert_eq!(report["server"], "remit-mcp-proxy");
-    assert_eq!(report["protocol"], "2025-06-18");
+    assert_eq!(report["protocol"], protocol);
     let tools = json!(["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"]);
     assert_eq!(report["tools"], tools);
     assert_eq!(report["read"], json!({"is_error": false, "text": "hello from the workspace\n"}));
@@ -498,43 +508,78 @@ fn bad_messages_and_unknown_tools_get_errors_and_the_proxy_stays_up() {
     std::fs::remove_dir_all(&proxy.dir).ok();
 }
 
+/// The upstream crashes (SIGKILL): the calls in flight are answered with errors, the proxy stays up, and the next
+/// request starts the server again (a new session), so calls work again. A server that crashes again soon after it
+/// was started is started again only after a backoff (here 10 s): until then requests that need it are answered
+/// with an error saying when, and calls the policy refuses are still refused.
 #[test]
-fn an_upstream_crash_gives_error_responses_and_the_proxy_stays_up() {
+fn an_upstream_crash_is_survived_and_the_server_started_again_with_backoff() {
     let dir = sandbox("crash");
-    let mut proxy = Session::proxy(&dir, "agent:coder");
+    let mut proxy = Session::proxy_with(&dir, "agent:coder", &["--upstream-restart-backoff", "10"]);
     proxy.initialize();
     let read = proxy.call(1, "read_text_file", json!({"path": "workspace/a.txt"}));
     assert!(!is_error(&read), "{read}");
 
-    let pid = std::fs::read_to_string(dir.join("upstream.pid")).unwrap();
-    let killed = Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
-    assert!(killed.success());
-    // The proxy notices on its own (it reads the server's output until the end).
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("noticed");
-        if line.contains("the upstream server exited") {
-            break;
+    let kill_upstream = |proxy: &mut Session| {
+        let pid = std::fs::read_to_string(dir.join("upstream.pid")).unwrap();
+        std::fs::remove_file(dir.join("upstream.pid")).unwrap();
+        let killed = Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
+        assert!(killed.success());
+        // The proxy notices on its own (it reads the server's output until the end).
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("noticed");
+            if line.starts_with("remit mcp-proxy: the upstream server exited") {
+                break;
+            }
         }
-    }
+    };
+    kill_upstream(&mut proxy);
+    // It ran a while before: started again at once, and the call reaches the new server.
+    let read = proxy.call(2, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+    assert_eq!(text(&read), "hello from the workspace\n");
+    assert!(dir.join("upstream.pid").exists(), "a new server process");
 
-    for id in [2, 3] {
+    // Crashed again right after its start: no new start before the backoff.
+    kill_upstream(&mut proxy);
+    let crashed_at = Instant::now();
+    for id in [3, 4] {
         let answer = proxy.request(
             id,
             "tools/call",
-            json!({"name": "read_text_file",
-                                                             "arguments": {"path": "workspace/a.txt"}}),
+            json!({"name": "read_text_file", "arguments": {"path": "workspace/a.txt"}}),
         );
         assert_eq!(answer["error"]["code"], -32603, "{answer}");
-        assert!(answer["error"]["message"].as_str().unwrap().contains("upstream server exited"), "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("upstream server exited") && message.contains("started again in"), "{answer}");
     }
-    let forwarded = proxy.request(4, "resources/list", json!({}));
+    let forwarded = proxy.request(5, "resources/list", json!({}));
     assert_eq!(forwarded["error"]["code"], -32603, "{forwarded}");
+    assert!(!dir.join("upstream.pid").exists(), "not started again yet");
     // Decisions that need no upstream are still made; the proxy itself answers.
-    let denied = proxy.call(5, "read_text_file", json!({"path": "workspace/../secret.txt"}));
+    let denied = proxy.call(6, "read_text_file", json!({"path": "workspace/../secret.txt"}));
     assert!(is_error(&denied) && text(&denied).contains("scope.outside"), "{denied}");
-    let ping = proxy.request(6, "ping", json!({}));
+    let ping = proxy.request(7, "ping", json!({}));
     assert_eq!(ping["result"], json!({}), "{ping}");
+
+    // After the backoff the next call starts it again and works.
+    let mut id = 8;
+    let read = loop {
+        let answer = proxy.request(
+            id,
+            "tools/call",
+            json!({"name": "read_text_file", "arguments": {"path": "workspace/a.txt"}}),
+        );
+        if answer.get("result").is_some() {
+            break answer["result"].clone();
+        }
+        assert!(crashed_at.elapsed() < Duration::from_secs(40), "never started again: {answer}");
+        std::thread::sleep(Duration::from_millis(500));
+        id += 1;
+    };
+    assert!(!is_error(&read) && text(&read) == "hello from the workspace\n", "{read}");
+    assert!(crashed_at.elapsed() >= Duration::from_secs(8), "not before the backoff: {:?}", crashed_at.elapsed());
     std::fs::remove_dir_all(&proxy.dir).ok();
 }
 
@@ -654,5 +699,592 @@ fn an_upstream_over_streamable_http() {
     let ping = proxy.request(7, "ping", json!({}));
     assert_eq!(ping["result"], json!({}), "{ping}");
     drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A minimal MCP server over Streamable HTTP, in the test (one `echo` tool, JSON answers), that records every
+/// request's headers and body: to show what the proxy sends upstream. Listens on a loopback port it picks; stops
+/// when the test ends (its thread dies with the process, the listener with the thread).
+fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            stream.set_read_timeout(Some(WAIT)).ok();
+            let mut reader = BufReader::new(stream);
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let length = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0usize);
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).ok();
+            let body = String::from_utf8_lossy(&body).into_owned();
+            record.lock().unwrap().push(format!("{head}\n{body}"));
+            let message: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let result = match message["method"].as_str() {
+                Some("initialize") => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                                             "serverInfo": {"name": "recorder", "version": "1"}}),
+                Some("tools/list") => json!({"tools": [{"name": "echo", "inputSchema": {"type": "object",
+                                             "properties": {"message": {"type": "string"}}}}]}),
+                Some("tools/call") => json!({"content": [{"type": "text",
+                                             "text": format!("Echo: {}", message["params"]["arguments"]["message"].as_str().unwrap_or(""))}]}),
+                _ => json!({}),
+            };
+            let (status, answer) = if message.get("id").is_some() {
+                ("200 OK", json!({"jsonrpc": "2.0", "id": message["id"], "result": result}).to_string())
+            } else {
+                ("202 Accepted", String::new())
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            let mut stream = reader.into_inner();
+            stream.write_all(response.as_bytes()).ok();
+        }
+    });
+    (url, seen)
+}
+
+/// A signing key made in the test (ES256 and EdDSA) and its JWKS entry.
+fn es256_key(kid: &str) -> (jsonwebtoken::EncodingKey, Value) {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use p256::pkcs8::EncodePrivateKey;
+    let key = p256::ecdsa::SigningKey::random(&mut rand::rngs::OsRng);
+    let point = key.verifying_key().to_encoded_point(false);
+    let jwk = json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
+                     "x": URL_SAFE_NO_PAD.encode(point.x().unwrap()), "y": URL_SAFE_NO_PAD.encode(point.y().unwrap())});
+    (jsonwebtoken::EncodingKey::from_ec_der(key.to_pkcs8_der().unwrap().as_bytes()), jwk)
+}
+
+fn ed25519_key(kid: &str) -> (jsonwebtoken::EncodingKey, Value) {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use ed25519_dalek::pkcs8::EncodePrivateKey;
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).unwrap();
+    let key = ed25519_dalek::SigningKey::from_bytes(&seed);
+    let jwk = json!({"kty": "OKP", "crv": "Ed25519", "kid": kid,
+                     "x": URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes())});
+    (jsonwebtoken::EncodingKey::from_ed_der(key.to_pkcs8_der().unwrap().as_bytes()), jwk)
+}
+
+fn jwt(alg: jsonwebtoken::Algorithm, kid: &str, key: &jsonwebtoken::EncodingKey, claims: &Value) -> String {
+    let mut header = jsonwebtoken::Header::new(alg);
+    header.kid = Some(kid.to_string());
+    jsonwebtoken::encode(&header, claims, key).unwrap()
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// The proxy as an OAuth 2.1 resource server (`--jwks`): a 401 that points at the protected resource metadata, the
+/// metadata itself, JWTs (ES256, EdDSA) whose claims are the agent's identity, every way a token is refused, and the
+/// token never reaching the upstream (a server in the test records what it receives).
+#[test]
+fn jwt_bearer_tokens_over_streamable_http() {
+    use jsonwebtoken::Algorithm::{EdDSA, ES256};
+    use remit::gateway::client::request;
+    let dir = sandbox("jwt");
+    let (upstream, seen) = recording_upstream();
+    let (ec, ec_jwk) = es256_key("ec-1");
+    let (ed, ed_jwk) = ed25519_key("ed-1");
+    let (forger, _) = es256_key("ec-1");
+    std::fs::write(dir.join("jwks.json"), json!({"keys": [ec_jwk, ed_jwk]}).to_string()).unwrap();
+    let issuer = "https://auth.test.example";
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/everything"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--jwks"])
+        .arg(dir.join("jwks.json"))
+        .args(["--jwt-issuer", issuer, "--", &upstream]);
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let origin = url.trim_end_matches("/mcp");
+    let post = |token: Option<&str>, session: Option<&str>, body: &Value| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth.as_str()));
+        }
+        if let Some(session) = session {
+            headers.push(("Mcp-Session-Id", session));
+        }
+        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+
+    // No token: 401 pointing at the metadata, which names the resource and the authorization server.
+    let metadata_url = format!("{origin}/.well-known/oauth-protected-resource/mcp");
+    let missing = post(None, None, &init);
+    assert_eq!(missing.status, 401);
+    let challenge = missing.header("www-authenticate").unwrap().to_string();
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")), "{challenge}");
+    assert!(!challenge.contains("error="), "no error code without a token: {challenge}");
+    let metadata = request("GET", &metadata_url, &[], None).unwrap();
+    assert_eq!(metadata.status, 200);
+    assert_eq!(metadata.json()["resource"], json!(url));
+    assert_eq!(metadata.json()["authorization_servers"], json!([issuer]));
+
+    // A valid token: its `sub` is the subject, the proxy's resource URL its audience.
+    let now = unix_now();
+    let claims = json!({"iss": issuer, "aud": url, "sub": "agent:tester", "exp": now + 300, "iat": now,
+                        "scope": "echo.use"});
+    let token = jwt(ES256, "ec-1", &ec, &claims);
+    let opened = post(Some(&token), None, &init);
+    assert_eq!(opened.status, 200, "{}", opened.json());
+    let session = opened.header("mcp-session-id").unwrap().to_string();
+    let list = post(Some(&token), Some(&session), &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert_eq!(names(&list.json()), ["echo"]);
+    let call = |token: &str, id: i64, message: &str| {
+        post(
+            Some(token),
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"message": message}}}),
+        )
+    };
+    let echoed = call(&token, 3, "hello with a JWT");
+    assert_eq!(echoed.status, 200);
+    assert_eq!(text(&echoed.json()["result"]), "Echo: hello with a JWT");
+    let forbidden = call(&token, 4, "forbidden");
+    assert!(text(&forbidden.json()["result"]).contains("rule.forbidden"), "{}", forbidden.json());
+    // EdDSA too, for the same subject (the session is the subject's, whichever of its tokens is used).
+    let ed_token = jwt(EdDSA, "ed-1", &ed, &claims);
+    assert_eq!(text(&call(&ed_token, 5, "hello with EdDSA").json()["result"]), "Echo: hello with EdDSA");
+
+    // Each refused token: 401 with `invalid_token` and the reason; nothing reaches the upstream.
+    let calls_before = seen.lock().unwrap().iter().filter(|r| r.contains("tools/call")).count();
+    let with = |key: &str, value: Value| {
+        let mut c = claims.clone();
+        c[key] = value;
+        c
+    };
+    let refused = [
+        (jwt(ES256, "ec-1", &ec, &with("exp", json!(now - 120))), "expired"),
+        (jwt(ES256, "ec-1", &ec, &with("aud", json!("http://127.0.0.1:1/mcp"))), "audience"),
+        (jwt(ES256, "ec-1", &ec, &with("iss", json!("https://evil.example"))), "issuer"),
+        (jwt(ES256, "ec-1", &forger, &claims), "signature"),
+        (jwt(ES256, "ec-9", &ec, &claims), "key or algorithm"),
+        ("not.a.jwt".to_string(), "not a JWT"),
+    ];
+    for (bad, why) in &refused {
+        let answer = call(bad, 6, "should not pass");
+        assert_eq!(answer.status, 401, "{why}");
+        let challenge = answer.header("www-authenticate").unwrap();
+        assert!(challenge.contains("error=\"invalid_token\""), "{why}: {challenge}");
+        assert!(challenge.contains(why), "{why}: {challenge}");
+        assert!(challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")), "{challenge}");
+    }
+    let calls_after = seen.lock().unwrap().iter().filter(|r| r.contains("tools/call")).count();
+    assert_eq!(calls_before, calls_after, "refused tokens reach nothing");
+
+    // Another subject's valid token holds no mandate: no tool listed, no call forwarded; and it cannot use the
+    // tester's session.
+    let stranger = jwt(ES256, "ec-1", &ec, &with("sub", json!("agent:stranger")));
+    let list = post(Some(&stranger), Some(&session), &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}));
+    assert_eq!(list.status, 404, "another subject's session");
+    let own = post(Some(&stranger), None, &init).header("mcp-session-id").unwrap().to_string();
+    let list = post(Some(&stranger), Some(&own), &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}));
+    assert_eq!(names(&list.json()), Vec::<String>::new());
+
+    // The upstream saw the calls but never a token: no Authorization header, no token text anywhere.
+    drop(proxy);
+    let seen = seen.lock().unwrap();
+    let forwarded = seen.iter().find(|r| r.contains("hello with a JWT")).expect("the call reached the upstream");
+    // The routing headers of 2026-07-28 go upstream too, mirrored from the message.
+    let head = forwarded.to_ascii_lowercase();
+    assert!(head.contains("\nmcp-method: tools/call\r\n") && head.contains("\nmcp-name: echo\r\n"), "{forwarded}");
+    for received in seen.iter() {
+        assert!(!received.to_ascii_lowercase().contains("authorization:"), "{received}");
+        assert!(!received.contains(&token) && !received.contains(&ed_token), "{received}");
+        assert!(!received.contains("Bearer"), "{received}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The official Python SDK's HTTP client with a JWT as its bearer token (audience and claim names configured): the
+/// same flow as with a configured token, the subject and its credential read from the token's claims.
+#[test]
+fn the_python_sdk_client_with_a_jwt() {
+    let dir = sandbox("jwt-sdk");
+    let (key, jwk) = ed25519_key("ed-1");
+    std::fs::write(dir.join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/filesystem"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--jwks"])
+        .arg(dir.join("jwks.json"))
+        .args(["--jwt-issuer", "https://auth.test.example", "--jwt-audience", "remit-files"])
+        .args(["--subject-claim", "agent", "--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
+        .arg(server())
+        .arg(dir.join("root"));
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let now = unix_now();
+    let claims = json!({"iss": "https://auth.test.example", "aud": "remit-files", "sub": "user-42",
+                        "agent": "agent:coder", "exp": now + 600, "client_id": "cred-1"});
+    let token = jwt(jsonwebtoken::Algorithm::EdDSA, "ed-1", &key, &claims);
+    let mut sdk = Command::new(python());
+    sdk.arg(root().join("tests/mcp/client.py"))
+        .args(["--http", &url, "--agent-token", &token, "--token", OWNER_TOKEN])
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    check_report(&report, &dir);
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The club example (examples/club, seed 004) through the proxy, with the official Python SDK as the client and a
+/// club server built on the same SDK (tests/mcp/club/): for each lane — no credential, an applicant's, a member's —
+/// the client sees exactly the tools `remit tools` shows for that lane (3, 10 and 14 of the 15), every listed tool
+/// is callable, and every other one is denied and never reaches the server. Over stdio (one proxy per lane, the
+/// credential from the flags) and over HTTP (one proxy, the credential's scopes from each lane's JWT).
+#[test]
+fn the_club_lanes_through_a_real_client() {
+    let dir = sandbox("club");
+    let remit_bin = env!("CARGO_BIN_EXE_remit");
+    // The lanes as `remit tools` computes them on the example itself (its subjects carry their own `now`).
+    let mut expected = std::collections::BTreeMap::new();
+    for lane in ["none", "applicant", "member"] {
+        let subject = root().join(format!("examples/club/subjects/{lane}.json"));
+        let output = Command::new(remit_bin)
+            .arg("tools")
+            .arg(root().join("examples/club"))
+            .arg("--subject")
+            .arg(subject)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let tools: Vec<String> = String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+        expected.insert(lane, tools);
+    }
+    assert_eq!([expected["none"].len(), expected["applicant"].len(), expected["member"].len()], [3, 10, 14]);
+    let catalog = std::fs::read_to_string(root().join("examples/club/catalog.remit")).unwrap();
+    let declared: Vec<&str> =
+        catalog.lines().filter_map(|l| l.strip_prefix("tool ")).map(|l| l.split('(').next().unwrap()).collect();
+    assert_eq!(declared.len(), 15);
+    assert!(!expected["member"].iter().any(|t| t == "export_roster"), "the mandate forbids the roster");
+
+    // The proxy decides with the gateway's clock: the example's mandate is valid 2026-09-01..2027-09-01, so the
+    // test runs a copy whose only change is a window that holds today.
+    let club = dir.join("club");
+    std::fs::create_dir_all(&club).unwrap();
+    std::fs::write(club.join("catalog.remit"), &catalog).unwrap();
+    let policy = std::fs::read_to_string(root().join("examples/club/policy.remit")).unwrap();
+    let window = "valid from 2026-09-01T00:00:00Z until 2027-09-01T00:00:00Z";
+    assert!(policy.contains(window), "the example's window changed: update this test");
+    std::fs::write(
+        club.join("policy.remit"),
+        policy.replace(window, "valid from 2020-01-01T00:00:00Z until 2100-01-01T00:00:00Z"),
+    )
+    .unwrap();
+
+    let server = root().join("tests/mcp/club/server.py");
+    let client = root().join("tests/mcp/club/client.py");
+    // What one lane's report must show; `calls` is what reached the server.
+    let check = |lane: &str, report: &Value, calls: Option<&Path>| {
+        let want = &expected[lane];
+        assert_eq!(report["tools"], json!(want), "lane {lane}");
+        for tool in &declared {
+            let call = &report["calls"][tool];
+            if want.iter().any(|t| t == tool) {
+                assert_eq!(
+                    (call["outcome"].as_str(), call["is_error"].as_bool()),
+                    (Some("allow"), Some(false)),
+                    "{lane} {tool}: {call}"
+                );
+                assert!(call["text"].as_str().unwrap().starts_with(&format!("{tool}: ")), "{lane} {tool}: {call}");
+            } else {
+                assert_eq!(
+                    (call["outcome"].as_str(), call["is_error"].as_bool()),
+                    (Some("deny"), Some(true)),
+                    "{lane} {tool}: {call}"
+                );
+                let said = call["text"].as_str().unwrap();
+                assert!(said.starts_with("remit denied this call."), "{lane} {tool}: {said}");
+                let reason = if *tool == "export_roster" { "rule.forbidden" } else { "credential.scope-missing" };
+                assert!(said.contains(reason), "{lane} {tool}: {said}");
+            }
+        }
+        if let Some(calls) = calls {
+            let mut reached: Vec<String> =
+                std::fs::read_to_string(calls).unwrap_or_default().lines().map(str::to_string).collect();
+            reached.sort();
+            assert_eq!(&reached, want, "lane {lane}: only the listed tools reach the server");
+        }
+    };
+
+    // Over stdio: one proxy per lane, the credential given on its command line.
+    for (lane, credential) in [
+        ("none", None),
+        ("applicant", Some(("cred-applicant-0457", "club.applicant"))),
+        ("member", Some(("cred-member-0192", "club.member"))),
+    ] {
+        let calls = dir.join(format!("calls-stdio-{lane}.txt"));
+        let mut command = Command::new(python());
+        command.arg(&client).args(["--lane", lane, "--", remit_bin, "mcp-proxy", "--policy"]).arg(&club);
+        command
+            .args(["--subject", "agent:club-answers", "--store"])
+            .arg(format!("sqlite:{}", dir.join(format!("{lane}.db")).display()));
+        if let Some((id, scope)) = credential {
+            command.args(["--credential", id, "--credential-scopes", scope]);
+        }
+        command.arg("--").arg(python()).arg(&server).arg("--calls").arg(&calls).stdin(Stdio::null());
+        let report = client_report(command, &dir.join("none.log"));
+        check(lane, &report[lane], Some(&calls));
+    }
+
+    // Over HTTP: one proxy, each lane a JWT whose `scope` is the lane's credential.
+    let (key, jwk) = es256_key("club-1");
+    std::fs::write(dir.join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
+    let calls = dir.join("calls-http.txt");
+    let mut command = Command::new(remit_bin);
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(&club)
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("http.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--jwks"])
+        .arg(dir.join("jwks.json"))
+        .args(["--jwt-issuer", "https://id.harbour-rowing.example", "--jwt-audience", "club-answers", "--"])
+        .arg(python())
+        .arg(&server)
+        .arg("--calls")
+        .arg(&calls);
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let now = unix_now();
+    let token = |scope: &str, client: &str| {
+        let claims = json!({"iss": "https://id.harbour-rowing.example", "aud": "club-answers",
+                            "sub": "agent:club-answers", "exp": now + 600, "scope": scope, "client_id": client});
+        jwt(jsonwebtoken::Algorithm::ES256, "club-1", &key, &claims)
+    };
+    let mut sdk = Command::new(python());
+    sdk.arg(&client)
+        .args(["--http", &url])
+        .args(["--lane", &format!("none={}", token("", "conversation-1"))])
+        .args(["--lane", &format!("applicant={}", token("club.applicant", "cred-applicant-0457"))])
+        .args(["--lane", &format!("member={}", token("club.member", "cred-member-0192"))])
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    // One server for the three lanes: what reached it is the lanes' listings together (each call once).
+    let mut all: Vec<String> = expected.values().flatten().cloned().collect();
+    all.sort();
+    let mut reached: Vec<String> = std::fs::read_to_string(&calls).unwrap().lines().map(str::to_string).collect();
+    reached.sort();
+    assert_eq!(reached, all);
+    for lane in ["none", "applicant", "member"] {
+        check(lane, &report[lane], None);
+    }
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The stateless revision 2026-07-28 over HTTP: the official Python SDK's client in its stateless mode
+/// (`server/discover`, `_meta` and the `Mcp-Method` / `Mcp-Name` headers on every request) runs the whole flow
+/// without a session; requests whose headers do not match their body are refused with `HeaderMismatch`.
+#[test]
+fn the_stateless_revision_over_http() {
+    use remit::gateway::client::request;
+    let dir = sandbox("stateless");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/filesystem"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:coder=coder-token-1"])
+        .args(["--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
+        .arg(server())
+        .arg(dir.join("root"));
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let mut sdk = Command::new(python());
+    sdk.arg(root().join("tests/mcp/client.py"))
+        .args(["--http", &url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN, "--stateless"])
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    check_report_at(&report, &dir, "2026-07-28");
+
+    // By hand: (header name, value) pairs and a body.
+    let post = |extra: &[(&str, &str)], body: &Value| {
+        let mut headers = vec![("Content-Type", "application/json"), ("Authorization", "Bearer coder-token-1")];
+        headers.extend_from_slice(extra);
+        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let v = ("MCP-Protocol-Version", "2026-07-28");
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}});
+    let found = post(&[v, ("Mcp-Method", "server/discover")], &discover);
+    assert_eq!(found.status, 200, "{}", found.json());
+    assert!(found.header("mcp-session-id").is_none(), "no session in the stateless revision");
+    let result = &found.json()["result"];
+    assert!(result["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")), "{result}");
+    assert!(result["supportedVersions"].as_array().unwrap().contains(&json!("2025-06-18")), "{result}");
+    assert_eq!((result["resultType"].as_str(), result["ttlMs"].as_i64()), (Some("complete"), Some(0)), "{result}");
+
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}});
+    let listed = post(&[v, ("Mcp-Method", "tools/list")], &list);
+    assert_eq!(names(&listed.json()).len(), 5, "{}", listed.json());
+    assert_eq!(listed.json()["result"]["cacheScope"], "private");
+
+    let read = |id: i64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": {"path": "workspace/"}, "_meta": meta}})
+    };
+    let ok = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "list_directory")], &read(3, "list_directory"));
+    assert_eq!(ok.status, 200);
+    assert!(text(&ok.json()["result"]).contains("a.txt"), "{}", ok.json());
+    // The same name, Base64-wrapped as the revision allows, is the same name.
+    let wrapped = format!("=?base64?{}?=", "bGlzdF9kaXJlY3Rvcnk=");
+    let ok = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", &wrapped)], &read(4, "list_directory"));
+    assert_eq!(ok.status, 200, "{}", ok.json());
+
+    // Headers that disagree with the body, or are missing: 400, HeaderMismatch, the request's id; nothing runs.
+    for (id, headers) in [
+        (5, vec![v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "read_text_file")]),
+        (6, vec![v, ("Mcp-Method", "tools/list"), ("Mcp-Name", "list_directory")]),
+        (7, vec![v, ("Mcp-Name", "list_directory")]),
+        (8, vec![v, ("Mcp-Method", "tools/call")]),
+        (9, vec![v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "=?base64?not base64?=")]),
+        (10, vec![v, ("Mcp-Method", "tools/call"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "list_directory")]),
+    ] {
+        let refused = post(&headers, &read(id, "list_directory"));
+        assert_eq!(refused.status, 400, "{id}: {}", refused.json());
+        assert_eq!(refused.json()["error"]["code"], -32020, "{id}: {}", refused.json());
+        assert_eq!(refused.json()["id"], id);
+    }
+    // A body whose `_meta` names another revision than the header.
+    let mut other = read(11, "list_directory");
+    other["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-06-18");
+    let refused = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "list_directory")], &other);
+    assert_eq!((refused.status, refused.json()["error"]["code"].clone()), (400, json!(-32020)));
+    // No `_meta` envelope: invalid params.
+    let bare = json!({"jsonrpc": "2.0", "id": 12, "method": "tools/list"});
+    let refused = post(&[v, ("Mcp-Method", "tools/list")], &bare);
+    assert_eq!((refused.status, refused.json()["error"]["code"].clone()), (400, json!(-32602)));
+    // A revision the proxy does not speak: the versions it does.
+    let unknown = post(&[("MCP-Protocol-Version", "2099-01-01"), ("Mcp-Method", "tools/list")], &list);
+    assert_eq!((unknown.status, unknown.json()["error"]["code"].clone()), (400, json!(-32022)));
+    assert!(unknown.json()["error"]["data"]["supported"].as_array().unwrap().contains(&json!("2026-07-28")));
+    // `initialize` is not part of the revision.
+    let init = json!({"jsonrpc": "2.0", "id": 13, "method": "initialize",
+                      "params": {"protocolVersion": "2026-07-28", "capabilities": {}, "_meta": meta,
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let refused = post(&[v, ("Mcp-Method", "initialize")], &init);
+    assert_eq!((refused.status, refused.json()["error"]["code"].clone()), (404, json!(-32601)));
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Several upstreams behind one proxy (`--upstream NAME=stdio:…`): the filesystem server and the club's server, their
+/// tools merged under their own names, each call routed to the server that offers the tool; the same server twice
+/// makes every tool a collision, reported on stderr, neither listed nor called.
+#[test]
+fn several_upstreams_merge_their_tools_and_refuse_collisions() {
+    let dir = sandbox("multi");
+    let club = format!("stdio:{} {}", python().display(), root().join("tests/mcp/club/server.py").display());
+    let files = format!("stdio:node {} {}", server().display(), dir.join("root").display());
+    let proxy_for = |name: &str, upstreams: &[String]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(root().join("tests/mcp/multi"))
+            .arg(root().join("tests/mcp/filesystem/catalog.remit"))
+            .arg(root().join("examples/club/catalog.remit"))
+            .args(["--subject", "agent:helper", "--store"])
+            .arg(format!("sqlite:{}", dir.join(format!("{name}.db")).display()));
+        for upstream in upstreams {
+            command.arg("--upstream").arg(upstream);
+        }
+        Session::spawn(command, &dir)
+    };
+
+    let mut proxy = proxy_for("merged", &[format!("files={files}"), format!("club={club}")]);
+    proxy.initialize();
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), ["club_info", "opening_hours", "read_text_file"], "{list}");
+    let read = proxy.call(2, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert_eq!((is_error(&read), text(&read)), (false, "hello from the workspace\n".to_string()), "{read}");
+    let asked = proxy.call(3, "opening_hours", json!({"weekday": "monday"}));
+    assert_eq!((is_error(&asked), text(&asked)), (false, "opening_hours: monday: 07:00-21:00".to_string()));
+    let denied = proxy.call(4, "read_text_file", json!({"path": "secret.txt"}));
+    assert!(is_error(&denied) && text(&denied).contains("scope.outside"), "{denied}");
+    let undeclared = proxy.call(5, "crew_schedule", json!({"week": "2026-W50"}));
+    assert!(is_error(&undeclared) && text(&undeclared).contains("remit denied"), "{undeclared}");
+    drop(proxy);
+
+    let mut twice = proxy_for("twice", &[format!("a={club}"), format!("b={club}")]);
+    twice.initialize();
+    let list = twice.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), Vec::<String>::new(), "{list}");
+    let refused = twice.request(2, "tools/call", json!({"name": "club_info", "arguments": {"topic": "history"}}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("several upstream servers"), "{refused}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let line = twice.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("reported");
+        if line.contains("the tool `club_info` is offered by the upstreams `a` and `b`") {
+            break;
+        }
+    }
+    drop(twice);
     std::fs::remove_dir_all(&dir).ok();
 }

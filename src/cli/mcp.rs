@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use remit::gateway::mcp::{Identity, Outbox, Proxy};
+use remit::gateway::mcp::{Identity, Outbox, Proxy, UpstreamOptions};
 use remit::gateway::{Config, Durability, Gateway, SystemClock};
 use remit::runtime::Runtime;
 
@@ -42,6 +42,32 @@ pub struct McpProxyArgs {
     /// repeatable
     #[arg(long = "agent-token", value_name = "SUBJECT=TOKEN", requires = "listen")]
     agent_tokens: Vec<String>,
+    /// With `--listen`: accept JWT bearer tokens signed by a key of this JWKS file (RS256/384/512, PS256/384/512,
+    /// ES256, ES384, EdDSA); their claims give the subject and the credential's scopes
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    jwks: Option<PathBuf>,
+    /// With `--jwks`: an accepted token issuer (`iss`); repeatable, at least one
+    #[arg(long = "jwt-issuer", value_name = "ISSUER", requires = "jwks")]
+    jwt_issuers: Vec<String>,
+    /// With `--jwks`: an accepted audience (`aud`); repeatable (default: the proxy's resource URL, http://ADDRESS/mcp)
+    #[arg(long = "jwt-audience", value_name = "AUDIENCE", requires = "jwks")]
+    jwt_audiences: Vec<String>,
+    /// With `--jwks`: seconds of clock skew allowed on `exp` and `nbf`
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, requires = "jwks")]
+    jwt_leeway: u64,
+    /// With `--jwks`: the claim holding the subject id
+    #[arg(long, value_name = "CLAIM", default_value = "sub", requires = "jwks")]
+    subject_claim: String,
+    /// With `--jwks`: the claim holding the scopes, a space-separated string or an array (default: `scope`, else `scp`)
+    #[arg(long, value_name = "CLAIM", requires = "jwks")]
+    scope_claim: Option<String>,
+    /// With `--jwks`: the claim holding the credential id (default `client_id`; without it, `--credential`)
+    #[arg(long, value_name = "CLAIM", default_value = "client_id", requires = "jwks")]
+    credential_claim: String,
+    /// With `--jwks`: an authorization server named in the protected resource metadata; repeatable (default: the
+    /// issuers)
+    #[arg(long = "authorization-server", value_name = "URL", requires = "jwks")]
+    authorization_servers: Vec<String>,
     /// The URL the inbox is reached at, for access request links (default: http://ADDRESS of --inbox)
     #[arg(long)]
     base_url: Option<String>,
@@ -50,9 +76,51 @@ pub struct McpProxyArgs {
     /// How long to wait for the upstream's answer to one request, in seconds
     #[arg(long, default_value_t = 120)]
     upstream_timeout: u64,
-    /// The upstream MCP server's command and its arguments (after `--`)
-    #[arg(last = true, required = true, value_name = "UPSTREAM")]
+    /// How long to wait, in seconds, before starting a stdio upstream again that exited soon after it started;
+    /// doubled on each such exit in a row, up to 30
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    upstream_restart_backoff: f64,
+    /// Another upstream MCP server: `NAME=stdio:COMMAND ARGS…` (split at spaces) or `NAME=http://HOST:PORT/PATH`;
+    /// repeatable. Their tools are merged under their own names (one two servers offer is refused); resources,
+    /// prompts and the rest go to the first upstream
+    #[arg(long = "upstream", value_name = "NAME=SPEC")]
+    upstreams: Vec<String>,
+    /// The upstream MCP server's command and its arguments (after `--`), or its URL; the first upstream
+    #[arg(last = true, value_name = "UPSTREAM")]
     upstream: Vec<String>,
+}
+
+/// The upstreams: the one after `--` (named `main`) first, then each `--upstream NAME=SPEC`.
+fn upstreams(args: &McpProxyArgs) -> Result<Vec<(String, Vec<String>)>, String> {
+    let mut upstreams = Vec::new();
+    if !args.upstream.is_empty() {
+        upstreams.push(("main".to_string(), args.upstream.clone()));
+    }
+    for spec in &args.upstreams {
+        let Some((name, what)) = spec.split_once('=').filter(|(n, _)| !n.is_empty()) else {
+            return Err(format!(
+                "`--upstream {spec}`: write `NAME=stdio:COMMAND ARGS…` or `NAME=http://HOST:PORT/PATH`"
+            ));
+        };
+        let command: Vec<String> = if what.starts_with("http://") || what.starts_with("https://") {
+            vec![what.to_string()]
+        } else if let Some(line) = what.strip_prefix("stdio:") {
+            line.split_whitespace().map(str::to_string).collect()
+        } else {
+            return Err(format!("`--upstream {spec}`: the server is `stdio:COMMAND ARGS…` or an `http://` URL"));
+        };
+        if command.is_empty() {
+            return Err(format!("`--upstream {spec}`: the command is empty"));
+        }
+        if upstreams.iter().any(|(n, _)| n == name) {
+            return Err(format!("`--upstream {spec}`: there is already an upstream named `{name}`"));
+        }
+        upstreams.push((name.to_string(), command));
+    }
+    if upstreams.is_empty() {
+        return Err("give the upstream MCP server: its command after `--`, or `--upstream NAME=stdio:COMMAND`".into());
+    }
+    Ok(upstreams)
 }
 
 fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
@@ -60,6 +128,7 @@ fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
 }
 
 pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
+    let upstreams = upstreams(&args)?;
     let runtime = Runtime::new()?;
     let Some(policy) = super::serve::load_policy(&args.policy, &runtime, None)? else {
         return Ok(ExitCode::from(1));
@@ -86,7 +155,11 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     };
     let policy_hash = policy.compiled.policy().to_string();
     let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
-    let timeout = Duration::from_secs(args.upstream_timeout.max(1));
+    let backoff = Duration::try_from_secs_f64(args.upstream_restart_backoff).map_err(|_| {
+        format!("`--upstream-restart-backoff {}`: not a number of seconds", args.upstream_restart_backoff)
+    })?;
+    let options =
+        UpstreamOptions { timeout: Duration::from_secs(args.upstream_timeout.max(1)), restart_backoff: backoff };
     if args.listen.is_some() {
         let listener = listener.expect("bound");
         let mut agents = std::collections::BTreeMap::new();
@@ -98,17 +171,59 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
             let identity = Identity { subject, credential, scopes: args.scopes.clone(), mandate: args.mandate.clone() };
             agents.insert(token, identity);
         }
-        if agents.is_empty() {
-            return Err("with --listen, give each agent a bearer token: --agent-token SUBJECT=TOKEN".into());
+        let bearer = match &args.jwks {
+            None => None,
+            Some(path) => {
+                use remit::gateway::mcp_auth::{JwtConfig, JwtVerifier};
+                if args.jwt_issuers.is_empty() {
+                    return Err("with --jwks, name the accepted issuers: --jwt-issuer ISSUER".into());
+                }
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read the key set `{}`: {e}", path.display()))?;
+                let resource = format!("{base_url}/mcp");
+                let audiences =
+                    if args.jwt_audiences.is_empty() { vec![resource.clone()] } else { args.jwt_audiences.clone() };
+                let mut config = JwtConfig::new(audiences, args.jwt_issuers.clone());
+                config.leeway = args.jwt_leeway;
+                config.subject_claim = args.subject_claim.clone();
+                config.scope_claim = args.scope_claim.clone();
+                config.credential_claim = args.credential_claim.clone();
+                let verifier = JwtVerifier::from_jwks(&text, config)
+                    .map_err(|e| format!("the key set `{}`: {e}", path.display()))?;
+                let authorization_servers = if args.authorization_servers.is_empty() {
+                    args.jwt_issuers.clone()
+                } else {
+                    args.authorization_servers.clone()
+                };
+                Some(remit::gateway::mcp_http::Bearer {
+                    verifier,
+                    credential: args.credential.clone(),
+                    mandate: args.mandate.clone(),
+                    resource,
+                    authorization_servers,
+                })
+            }
+        };
+        if agents.is_empty() && bearer.is_none() {
+            return Err(
+                "with --listen, give each agent a bearer token (--agent-token SUBJECT=TOKEN) or accept JWTs (--jwks)"
+                    .into(),
+            );
         }
         let sink = Outbox::new(Box::new(std::io::sink()));
-        let proxy = Proxy::start(gateway.clone(), Identity::default(), &args.upstream, sink, timeout)?;
-        let router =
-            remit::gateway::http::router(gateway, tokens).merge(remit::gateway::mcp_http::router(proxy, agents));
+        let proxy = Proxy::start_many(gateway.clone(), Identity::default(), &upstreams, sink, options)?;
+        let router = remit::gateway::http::router(gateway, tokens).merge(remit::gateway::mcp_http::router(
+            proxy.clone(),
+            agents,
+            bearer,
+        ));
         eprintln!("remit mcp-proxy: policy {policy_hash}");
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
-        remit::gateway::http::run_router(listener, router)?;
+        let served = remit::gateway::http::run_router(listener, router);
+        // Stopped (SIGTERM, Ctrl-C): the queued outcome entries go into the log before the process ends.
+        proxy.flush_outcomes();
+        served?;
         return Ok(ExitCode::SUCCESS);
     }
     let subject = args.subject.clone().unwrap_or_default();
@@ -121,7 +236,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     }
     let identity = Identity { subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };
     let outbox = Outbox::new(Box::new(std::io::stdout()));
-    let proxy = Proxy::start(gateway, identity, &args.upstream, outbox, timeout)?;
+    let proxy = Proxy::start_many(gateway, identity, &upstreams, outbox, options)?;
     proxy.run(std::io::stdin().lock());
     Ok(ExitCode::SUCCESS)
 }

@@ -110,7 +110,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Put the gateway in front of an MCP server: an MCP server on stdin/stdout that filters `tools/list` and decides
     /// every `tools/call` before the upstream (started from the command after `--`) sees it (docs/mcp.md)
-    McpProxy(mcp::McpProxyArgs),
+    McpProxy(Box<mcp::McpProxyArgs>),
     /// Write a typed tool catalog from what an external source declares
     #[command(subcommand)]
     Import(ImportCommand),
@@ -225,7 +225,7 @@ pub fn run() -> ExitCode {
         Command::Fmt { paths, check } => fmt::run(&paths, check),
         Command::Lsp => lsp::run(),
         Command::Serve(args) => serve::serve(args),
-        Command::McpProxy(args) => mcp::run(args),
+        Command::McpProxy(args) => mcp::run(*args),
         Command::Import(ImportCommand::Mcp(args)) => mcp::import(args),
         Command::Approvals(command) => serve::approvals(command),
         Command::Admin(command) => serve::admin(command),

@@ -359,6 +359,10 @@ pub struct Gateway {
     config: Config,
     evaluators: Mutex<Vec<Evaluator>>,
     batch: Mutex<Batch>,
+    /// Log entries that record what happened after a decision (an MCP call's outcome), written with the next batch
+    /// of decisions or by [`Gateway::flush_entries`], whichever comes first: no transaction of their own on the path
+    /// of the next call.
+    queued_entries: Mutex<Vec<(&'static str, String)>>,
     pub counts: Counts,
 }
 
@@ -387,6 +391,7 @@ impl Gateway {
             config,
             evaluators: Mutex::new(Vec::new()),
             batch: Mutex::new(Batch::default()),
+            queued_entries: Mutex::new(Vec::new()),
             counts: Counts::default(),
         }
     }
@@ -612,6 +617,25 @@ impl Gateway {
             Ok(tx) => tx,
             Err(e) => return vec![Err(e); count],
         };
+        // Queued entries first, in a savepoint of their own: if they cannot be written they are queued again and the
+        // decisions go on.
+        let mut entries = std::mem::take(&mut *self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()));
+        let requeue = |entries: Vec<(&'static str, String)>| {
+            let mut queue = self.queued_entries.lock().unwrap_or_else(|p| p.into_inner());
+            let later = std::mem::replace(&mut *queue, entries);
+            queue.extend(later);
+        };
+        if !entries.is_empty() {
+            let now = self.clock.now();
+            let written = tx.savepoint().and_then(|()| {
+                let appended = entries.iter().try_for_each(|(kind, body)| tx.append_log(now, kind, body).map(|_| ()));
+                tx.release(appended.is_ok())?;
+                appended
+            });
+            if written.is_err() {
+                requeue(std::mem::take(&mut entries));
+            }
+        }
         let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
         for job in jobs {
             // After a store error the transaction may have been rolled back as a whole (SQLite does so for a full
@@ -633,7 +657,10 @@ impl Gateway {
                 self.counts.commits.fetch_add(1, Ordering::Relaxed);
                 results
             }
-            Err(e) => vec![Err(e); count],
+            Err(e) => {
+                requeue(entries);
+                vec![Err(e); count]
+            }
         }
     }
 
@@ -893,13 +920,32 @@ impl Gateway {
         request
     }
 
-    /// Appends what became of an allowed call (a front end that carries calls out, `remit mcp-proxy`, reports the
-    /// upstream's answer) to the log, as an `outcome` entry after its decision.
-    pub fn log_outcome(&self, body: &Json) -> Result<u64, StoreError> {
-        let mut tx = self.store.begin()?;
-        let entry = tx.append_log(self.clock.now(), "outcome", &body.to_string())?;
-        tx.commit()?;
-        Ok(entry.seq)
+    /// Queues what became of an allowed call (a front end that carries calls out, `remit mcp-proxy`, reports the
+    /// upstream's answer) as an `outcome` entry: it goes into the log after its decision, with the next batch of
+    /// decisions (in that transaction, before them) or at the next [`Gateway::flush_entries`], whichever comes first
+    /// — no transaction of its own on the path of the next call.
+    pub fn queue_outcome(&self, body: &Json) {
+        self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).push(("outcome", body.to_string()));
+    }
+
+    /// Writes the queued entries in one transaction (nothing when none is queued).
+    pub fn flush_entries(&self) -> Result<(), StoreError> {
+        let entries = std::mem::take(&mut *self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()));
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let written = self.store.begin().and_then(|mut tx| {
+            let now = self.clock.now();
+            entries.iter().try_for_each(|(kind, body)| tx.append_log(now, kind, body).map(|_| ()))?;
+            tx.commit()
+        });
+        if written.is_err() {
+            // Kept for the next batch or flush, ahead of what was queued meanwhile.
+            let mut queue = self.queued_entries.lock().unwrap_or_else(|p| p.into_inner());
+            let later = std::mem::replace(&mut *queue, entries);
+            queue.extend(later);
+        }
+        written
     }
 
     /// The tool listing (docs/abi.md) of a request's subject, with the gateway's state and time filled in.

@@ -11,18 +11,23 @@
 //!   and its inbox URL; allow → forwarded, and its outcome appended to the log after the decision.
 //! - Every other request and notification is forwarded as it is (request ids are renumbered on the way up and back);
 //!   the upstream's notifications and requests go to the agent as they are.
-//! - A line that is not JSON-RPC gets an error response; an upstream that exits fails the calls waiting on it and
-//!   every later one with an error response. The proxy stays up in both cases.
+//! - A line that is not JSON-RPC gets an error response; an upstream that exits fails the calls waiting on it with
+//!   an error response, and a stdio upstream is started again by the next request that needs it (with a backoff
+//!   when it keeps exiting soon after its start). The proxy stays up in both cases.
 //!
-//! Threads, not async: one thread reads the agent, one the upstream, and each agent request runs on its own thread
-//! (decisions are synchronous: SQLite and wasmtime).
+//! Several upstreams (`--upstream NAME=…`): their tools merged under their own names (a name two offer is neither
+//! listed nor called), each call routed to the server offering the tool, everything else to the first.
+//!
+//! Threads, not async: one thread reads the agent, one each upstream, agent requests run on a pool of worker threads
+//! that grows whenever none is idle (decisions are synchronous: SQLite and wasmtime), and outcome entries are queued
+//! in the gateway (written with the next decisions, or by a thread of their own when no call comes).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value as Json};
 
@@ -40,6 +45,7 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+pub const METHOD_NOT_FOUND: i64 = -32601;
 
 /// The `_meta` key under which a tool result carries remit's decision.
 pub const META_DECISION: &str = "remit.dev/decision";
@@ -74,6 +80,16 @@ impl Identity {
             request["action"] = json!({"name": name, "arguments": arguments});
         }
         request
+    }
+}
+
+/// The parameter a method's `Mcp-Name` header mirrors (MCP 2026-07-28): `name` of `tools/call` and `prompts/get`,
+/// `uri` of `resources/read`.
+pub fn name_param(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
     }
 }
 
@@ -131,11 +147,11 @@ impl Outbox {
     }
 
     fn send(&self, message: &Json) {
-        let mut line = message.to_string();
-        line.push('\n');
+        let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
+        line.push(b'\n');
         let mut writer = self.0.lock().unwrap_or_else(|p| p.into_inner());
         // The agent went away: nothing to tell it; the read loop ends at its EOF.
-        let _ = writer.write_all(line.as_bytes()).and_then(|()| writer.flush());
+        let _ = writer.write_all(&line).and_then(|()| writer.flush());
     }
 }
 
@@ -163,8 +179,11 @@ struct Upstream {
     /// The upstream's `initialize` result, once the session is open.
     session: Mutex<Option<Result<Json, RpcError>>>,
     /// The upstream's tools (every page), until it says the list changed.
-    tools: Mutex<Option<Vec<Json>>>,
+    tools: Mutex<Option<Arc<Vec<Json>>>>,
     timeout: Duration,
+    /// Not the first of several upstreams: its requests to the client (sampling, roots, elicitation) are refused by
+    /// the proxy instead of reaching the agent, whose answers could not be told apart from the first upstream's.
+    secondary: std::sync::atomic::AtomicBool,
 }
 
 impl Upstream {
@@ -212,6 +231,7 @@ impl Upstream {
             session: Mutex::new(None),
             tools: Mutex::new(None),
             timeout,
+            secondary: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -219,6 +239,16 @@ impl Upstream {
     fn notify_agent(&self, message: Map<String, Json>, outbox: &Outbox) {
         if message.get("method").and_then(Json::as_str) == Some("notifications/tools/list_changed") {
             *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        if self.secondary.load(Ordering::Relaxed) {
+            if let Some(id) = message.get("id") {
+                let error = RpcError::new(
+                    METHOD_NOT_FOUND,
+                    "remit mcp-proxy passes requests to the client only from its first upstream server",
+                );
+                let _ = self.write(&response(id, Err(error)));
+                return;
+            }
         }
         outbox.send(&Json::Object(message));
     }
@@ -235,6 +265,17 @@ impl Upstream {
         }
         if let Some(version) = &version {
             headers.push(("MCP-Protocol-Version", version.as_str()));
+        }
+        // The routing headers of MCP 2026-07-28, mirrored from the message the proxy itself built (so they match
+        // it); a server of an earlier revision ignores them.
+        let method = message.get("method").and_then(Json::as_str);
+        if let Some(method) = method {
+            headers.push(("Mcp-Method", method));
+        }
+        let name = method.and_then(name_param).and_then(|key| message.get("params")?.get(key)?.as_str());
+        let name = name.map(super::mcp_wire::encode_header_value);
+        if let Some(name) = &name {
+            headers.push(("Mcp-Name", name.as_str()));
         }
         let body = message.to_string();
         let response = super::mcp_wire::exchange("POST", &http.url, &headers, Some(body.as_bytes()), self.timeout)
@@ -408,7 +449,8 @@ impl Upstream {
     }
 
     /// The upstream's tools, every page of `tools/list`.
-    fn tools(&self) -> Result<Vec<Json>, RpcError> {
+    /// (Shared, not copied: every `tools/call` looks its tool up here.)
+    fn tools(&self) -> Result<Arc<Vec<Json>>, RpcError> {
         if let Some(tools) = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             return Ok(tools);
         }
@@ -424,6 +466,7 @@ impl Upstream {
                 break;
             }
         }
+        let tools = Arc::new(tools);
         *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(tools.clone());
         Ok(tools)
     }
@@ -450,16 +493,59 @@ pub fn list_tools(command: &[String], timeout: Duration) -> Result<(Json, Vec<Js
         [url] if url.starts_with("http://") || url.starts_with("https://") => Upstream::connect(url, sink, timeout)?,
         _ => Upstream::spawn(command, sink, timeout)?,
     };
-    let listed = upstream.session().and_then(|info| Ok((info, upstream.tools()?)));
+    let listed = upstream.session().and_then(|info| Ok((info, upstream.tools()?.to_vec())));
     upstream.kill();
     listed.map_err(|e| format!("the MCP server `{}` answered: {} ({})", command.join(" "), e.message, e.code))
 }
 
-/// The proxy: the gateway, the agent's identity, the upstream and the way back to the agent.
+/// How soon a crashed upstream command is started again: at once after it ran a while, then after the first
+/// backoff ([`UpstreamOptions::restart_backoff`]), twice that, four times … (at most [`MAX_BACKOFF`]) while it keeps
+/// exiting within [`STABLE`] of its start.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const STABLE: Duration = Duration::from_secs(30);
+
+/// How the proxy treats its upstream.
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamOptions {
+    /// How long one request waits for the upstream's answer.
+    pub timeout: Duration,
+    /// The first wait before starting a stdio upstream again that exited soon after it was started.
+    pub restart_backoff: Duration,
+}
+
+/// The upstream in use, and what restarting a stdio upstream after it exited needs.
+struct Current {
+    upstream: Arc<Upstream>,
+    started: Instant,
+    /// Restarts in a row of an upstream that did not stay up for [`STABLE`].
+    quick_restarts: u32,
+    /// No restart before this.
+    not_before: Instant,
+}
+
+/// One upstream server behind the proxy.
+struct Slot {
+    /// Its name (`--upstream NAME=…`), for diagnostics.
+    name: String,
+    current: Mutex<Current>,
+    /// The stdio upstream's command, to start it again after it exits; `None` for an HTTP upstream.
+    command: Option<Vec<String>>,
+}
+
+/// The proxy: the gateway, the agent's identity, the upstreams and the way back to the agent.
 pub struct Proxy {
     gateway: Arc<Gateway>,
     identity: Identity,
-    upstream: Arc<Upstream>,
+    /// The upstream servers; the first also serves everything but tools (resources, prompts, …).
+    slots: Vec<Slot>,
+    /// Tool names offered by several upstreams, already reported.
+    collisions: Mutex<std::collections::BTreeSet<String>>,
+    /// Outcome entries go into the log with the next batch of decisions (the decision's own entry was committed
+    /// before the call was forwarded; this one only records how it went); dropping this sender stops the thread
+    /// that writes those no batch took.
+    outcomes: Mutex<Option<mpsc::Sender<Json>>>,
+    outcome_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    options: UpstreamOptions,
     outbox: Outbox,
     /// Agent request id (as JSON text) → the id it was forwarded under, for `notifications/cancelled`.
     forwarded: Mutex<HashMap<String, u64>>,
@@ -472,25 +558,120 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// Starts the upstream `command`; messages to the agent go to `outbox`.
+    /// Starts the upstream `command` (a command, or one `http://` URL); messages to the agent go to `outbox`.
     pub fn start(
         gateway: Arc<Gateway>,
         identity: Identity,
         command: &[String],
         outbox: Outbox,
-        timeout: Duration,
+        options: UpstreamOptions,
     ) -> Result<Arc<Proxy>, String> {
-        let upstream = match command {
-            [url] if url.starts_with("http://") || url.starts_with("https://") => {
-                Upstream::connect(url, outbox.clone(), timeout)?
+        Proxy::start_many(gateway, identity, &[("main".to_string(), command.to_vec())], outbox, options)
+    }
+
+    /// Starts several named upstreams. Their tools are merged under their own names; a name two of them offer is
+    /// neither listed nor called (reported on stderr). Everything else goes to the first.
+    pub fn start_many(
+        gateway: Arc<Gateway>,
+        identity: Identity,
+        upstreams: &[(String, Vec<String>)],
+        outbox: Outbox,
+        options: UpstreamOptions,
+    ) -> Result<Arc<Proxy>, String> {
+        if upstreams.is_empty() {
+            return Err("no upstream server: give its command after `--`, or `--upstream NAME=stdio:COMMAND`".into());
+        }
+        let mut slots = Vec::new();
+        for (i, (name, command)) in upstreams.iter().enumerate() {
+            let (upstream, restart) = match command.as_slice() {
+                [url] if url.starts_with("http://") || url.starts_with("https://") => {
+                    (Upstream::connect(url, outbox.clone(), options.timeout)?, None)
+                }
+                _ => (Upstream::spawn(command, outbox.clone(), options.timeout)?, Some(command.clone())),
+            };
+            upstream.secondary.store(i > 0, Ordering::Relaxed);
+            let now = Instant::now();
+            let current = Current { upstream, started: now, quick_restarts: 0, not_before: now };
+            slots.push(Slot { name: name.clone(), current: Mutex::new(current), command: restart });
+        }
+        // Outcome entries are queued in the gateway and go into the log with the next batch of decisions; this
+        // thread writes those that waited longer than a moment (no further call came), and all of them at the end.
+        let (outcomes, stop) = mpsc::channel::<Json>();
+        let logger = gateway.clone();
+        let outcome_writer = std::thread::spawn(move || loop {
+            let stopped =
+                matches!(stop.recv_timeout(Duration::from_millis(50)), Err(mpsc::RecvTimeoutError::Disconnected));
+            if let Err(e) = logger.flush_entries() {
+                eprintln!("remit mcp-proxy: outcome entries are not in the log: {e}");
             }
-            _ => Upstream::spawn(command, outbox.clone(), timeout)?,
+            if stopped {
+                return;
+            }
+        });
+        Ok(Arc::new(Proxy {
+            gateway,
+            identity,
+            slots,
+            collisions: Mutex::new(Default::default()),
+            outcomes: Mutex::new(Some(outcomes)),
+            outcome_writer: Mutex::new(Some(outcome_writer)),
+            options,
+            outbox,
+            forwarded: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The first upstream, which serves everything but tools.
+    fn upstream(&self) -> Arc<Upstream> {
+        self.slot_upstream(0)
+    }
+
+    /// The upstream of slot `index`. A stdio upstream that exited is started again (a new session; calls that were
+    /// waiting on the old one were answered with an error) unless it crashed again too soon: then, until its
+    /// backoff elapses, the exited one, whose requests fail saying when the next start may be.
+    fn slot_upstream(&self, index: usize) -> Arc<Upstream> {
+        let slot = &self.slots[index];
+        let mut current = slot.current.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(why), Some(command)) = (current.upstream.gone(), &slot.command) else {
+            return current.upstream.clone();
         };
-        Ok(Arc::new(Proxy { gateway, identity, upstream, outbox, forwarded: Mutex::new(HashMap::new()) }))
+        // Why it exited, without the note added while it waits.
+        let why = why.split("; it is started again").next().unwrap_or_default().to_string();
+        let now = Instant::now();
+        if now < current.not_before {
+            let wait = current.not_before - now;
+            let mut note = current.upstream.gone.lock().unwrap_or_else(|p| p.into_inner());
+            *note = Some(format!("{why}; it is started again in {:.1} s at the earliest", wait.as_secs_f64()));
+            return current.upstream.clone();
+        }
+        let quick = now.duration_since(current.started) < STABLE;
+        current.quick_restarts = if quick { current.quick_restarts + 1 } else { 0 };
+        let backoff = match current.quick_restarts {
+            0 => Duration::ZERO,
+            n => self.options.restart_backoff.saturating_mul(1 << (n - 1).min(5)).min(MAX_BACKOFF),
+        };
+        eprintln!("remit mcp-proxy: starting the upstream server `{}` again ({why})", slot.name);
+        match Upstream::spawn(command, self.outbox.clone(), self.options.timeout) {
+            Ok(upstream) => {
+                upstream.secondary.store(index > 0, Ordering::Relaxed);
+                current.upstream = upstream;
+                current.started = now;
+            }
+            Err(e) => eprintln!("remit mcp-proxy: {e}"),
+        }
+        // The backoff runs from this start: a server that exits again at once waits before the next one.
+        current.not_before = now + backoff;
+        current.upstream.clone()
     }
 
     /// Serves the agent until its input ends, then stops the upstream.
     pub fn run(self: &Arc<Self>, mut input: impl BufRead) {
+        // Requests run on worker threads, kept between requests (starting a thread per call costs more than the
+        // call's own work); a new worker starts whenever none is idle, so a slow call never holds up another.
+        type Job = (Json, String, Option<Json>);
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        let idle = Arc::new(AtomicU64::new(0));
         let mut workers = Vec::new();
         let mut line = Vec::new();
         loop {
@@ -513,20 +694,39 @@ impl Proxy {
             match self.accept(&line) {
                 Err(reply) => self.outbox.send(&reply),
                 Ok(None) => {}
-                Ok(Some((id, method, params))) => {
-                    let proxy = self.clone();
-                    workers.push(std::thread::spawn(move || {
-                        let outcome = proxy.request(&proxy.identity, &id, &method, params);
-                        proxy.outbox.send(&response(&id, outcome));
-                    }));
-                    workers.retain(|w| !w.is_finished());
+                Ok(Some(job)) => {
+                    // Claim an idle worker, or start one.
+                    let claimed = idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
+                    if !claimed {
+                        let (proxy, queue, idle) = (self.clone(), queue.clone(), idle.clone());
+                        workers.push(std::thread::spawn(move || loop {
+                            let job = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                            let Ok((id, method, params)) = job else { return };
+                            let outcome = proxy.request(&proxy.identity, &id, &method, params);
+                            proxy.outbox.send(&response(&id, outcome));
+                            idle.fetch_add(1, Ordering::AcqRel);
+                        }));
+                    }
+                    let _ = jobs.send(job);
                 }
             }
         }
+        drop(jobs);
         for worker in workers {
             let _ = worker.join();
         }
-        self.upstream.kill();
+        for slot in &self.slots {
+            slot.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.kill();
+        }
+        self.flush_outcomes();
+    }
+
+    /// Writes the outcome entries still queued, then logs further ones as they come (synchronously).
+    pub fn flush_outcomes(&self) {
+        drop(self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(writer) = self.outcome_writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = writer.join();
+        }
     }
 
     /// Reads one message from the agent: a request to answer (`Ok(Some)`), something handled already (`Ok(None)`:
@@ -568,7 +768,7 @@ impl Proxy {
             (Some(_), _) => Err(invalid(&reply_id, "`method` must be a string")),
             (None, Some(_)) if message.contains_key("result") || message.contains_key("error") => {
                 // The agent answers a request the upstream sent it (sampling, roots, elicitation): pass it up.
-                if self.upstream.write(&Json::Object(message)).is_err() {
+                if self.upstream().write(&Json::Object(message)).is_err() {
                     eprintln!("remit mcp-proxy: a response for the upstream was dropped: it is not running");
                 }
                 Ok(None)
@@ -597,7 +797,7 @@ impl Proxy {
                 }
             }
         }
-        let _ = self.upstream.write(&message);
+        let _ = self.upstream().write(&message);
     }
 
     /// Answers one message that came over HTTP from `identity` (Streamable HTTP, [`super::mcp_http`]): the response
@@ -617,11 +817,12 @@ impl Proxy {
             "tools/list" => self.list_tools(identity),
             "tools/call" => self.call_tool(identity, params.unwrap_or_else(|| json!({}))),
             _ => {
-                self.upstream.session()?;
+                let upstream = self.upstream();
+                upstream.session()?;
                 let key = id.to_string();
-                let up = self.upstream.new_id();
+                let up = upstream.new_id();
                 self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), up);
-                let outcome = self.upstream.request_as(up, method, params);
+                let outcome = upstream.request_as(up, method, params);
                 self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
                 outcome
             }
@@ -634,7 +835,7 @@ impl Proxy {
             return Err(RpcError::new(INVALID_PARAMS, "`initialize` needs `params.protocolVersion`"));
         };
         let version = if SUPPORTED_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
-        let upstream = self.upstream.session()?;
+        let upstream = self.upstream().session()?;
         let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         if !capabilities.is_object() {
             capabilities = json!({});
@@ -647,6 +848,29 @@ impl Proxy {
             "capabilities": capabilities,
             "serverInfo": {"name": "remit-mcp-proxy", "title": "remit (policy-governed MCP proxy)",
                            "version": env!("CARGO_PKG_VERSION")},
+        });
+        if let Some(instructions) = upstream.get("instructions") {
+            result["instructions"] = instructions.clone();
+        }
+        Ok(result)
+    }
+
+    /// What `server/discover` (MCP 2026-07-28) tells about the server behind the proxy: the upstream's
+    /// capabilities (with `tools`) and instructions, as [`Proxy::initialize`] does.
+    pub fn discover(&self, versions: &[&str]) -> Result<Json, RpcError> {
+        let upstream = self.upstream().session()?;
+        let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+        if !capabilities.is_object() {
+            capabilities = json!({});
+        }
+        if capabilities.get("tools").is_none() {
+            capabilities["tools"] = json!({});
+        }
+        let mut result = json!({
+            "supportedVersions": versions,
+            "capabilities": capabilities,
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "remit-mcp-proxy",
+                      "title": "remit (policy-governed MCP proxy)", "version": env!("CARGO_PKG_VERSION")}},
         });
         if let Some(instructions) = upstream.get("instructions") {
             result["instructions"] = instructions.clone();
@@ -672,12 +896,64 @@ impl Proxy {
             .collect())
     }
 
+    /// Every upstream's tools (shared, not copied), and the names several offer (left out of listings and calls,
+    /// reported once). With several upstreams one that fails is left out too (reported); the error when all fail.
+    #[allow(clippy::type_complexity)]
+    fn tools(&self) -> Result<(Vec<(usize, Arc<Vec<Json>>)>, Vec<String>), RpcError> {
+        let mut tools = Vec::new();
+        let mut failed = None;
+        for index in 0..self.slots.len() {
+            match self.slot_upstream(index).tools() {
+                Ok(offered) => tools.push((index, offered)),
+                Err(e) if self.slots.len() > 1 => {
+                    let name = &self.slots[index].name;
+                    eprintln!("remit mcp-proxy: the upstream `{name}` has no tools to offer: {}", e.message);
+                    failed = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if tools.is_empty() {
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        if tools.len() < 2 {
+            return Ok((tools, Vec::new()));
+        }
+        let mut offered: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (index, list) in &tools {
+            for name in list.iter().filter_map(tool_name) {
+                offered.entry(name).or_default().push(*index);
+            }
+        }
+        let mut collided = Vec::new();
+        let mut reported = self.collisions.lock().unwrap_or_else(|p| p.into_inner());
+        for (tool, slots) in offered.iter().filter(|(_, slots)| slots.len() > 1) {
+            collided.push(tool.to_string());
+            if reported.insert(tool.to_string()) {
+                let names: Vec<String> = slots.iter().map(|i| format!("`{}`", self.slots[*i].name)).collect();
+                eprintln!(
+                    "remit mcp-proxy: the tool `{tool}` is offered by the upstreams {}: it is neither listed nor \
+                     called (put each behind its own proxy)",
+                    names.join(" and ")
+                );
+            }
+        }
+        drop(reported);
+        Ok((tools, collided))
+    }
+
     fn list_tools(&self, identity: &Identity) -> Result<Json, RpcError> {
-        let tools = self.upstream.tools()?;
+        let (tools, collided) = self.tools()?;
         let visible = self.visible(identity)?;
         let shown: Vec<Json> = tools
-            .into_iter()
-            .filter(|t| t.get("name").and_then(Json::as_str).is_some_and(|n| visible.iter().any(|v| v == n)))
+            .iter()
+            .flat_map(|(_, list)| list.iter())
+            .filter(|t| {
+                tool_name(t).is_some_and(|n| visible.iter().any(|v| v == n) && !collided.iter().any(|c| c == n))
+            })
+            .cloned()
             .collect();
         Ok(json!({"tools": shown}))
     }
@@ -691,13 +967,15 @@ impl Proxy {
         if !arguments.is_object() {
             return Err(RpcError::new(INVALID_PARAMS, "`params.arguments` must be an object"));
         }
-        let tools = self.upstream.tools()?;
-        if !tools.iter().any(|t| t.get("name").and_then(Json::as_str) == Some(name)) {
-            return Err(RpcError::new(
-                INVALID_PARAMS,
-                format!("unknown tool: `{name}` (the upstream server has none)"),
-            ));
-        }
+        let (tools, collided) = self.tools()?;
+        let offering = tools.iter().find(|(_, list)| list.iter().any(|t| tool_name(t) == Some(name))).map(|t| t.0);
+        let several = collided.iter().any(|c| c == name);
+        let Some(index) = offering.filter(|_| !several) else {
+            let why = if several { "several upstream servers offer it" } else { "the upstream server has none" };
+            return Err(RpcError::new(INVALID_PARAMS, format!("unknown tool: `{name}` ({why})")));
+        };
+        drop(tools);
+        let upstream = self.slot_upstream(index);
         let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
         let decided = self.gateway.decide(&request);
         let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
@@ -712,14 +990,18 @@ impl Proxy {
             let text = refusal_text(&decided, &decision);
             return Ok(json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta}));
         }
-        let outcome = self.upstream.request("tools/call", Some(params.clone()));
+        let outcome = upstream.request("tools/call", Some(params.clone()));
         let entry = match &outcome {
             Ok(result) => json!({"decision": decided.id, "tool": name,
                                  "is_error": result.get("isError").and_then(Json::as_bool).unwrap_or(false)}),
             Err(e) => json!({"decision": decided.id, "tool": name, "error": e.to_json()}),
         };
-        if let Err(e) = self.gateway.log_outcome(&entry) {
-            eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", decided.id);
+        self.gateway.queue_outcome(&entry);
+        if self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            // Stopping: nobody flushes later.
+            if let Err(e) = self.gateway.flush_entries() {
+                eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", decided.id);
+            }
         }
         let mut result = outcome?;
         if let Some(result) = result.as_object_mut() {
@@ -730,6 +1012,11 @@ impl Proxy {
         }
         Ok(result)
     }
+}
+
+/// A tool's `name`.
+fn tool_name(tool: &Json) -> Option<&str> {
+    tool.get("name").and_then(Json::as_str)
 }
 
 /// What the agent reads when a call is denied or escalated.

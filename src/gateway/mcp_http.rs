@@ -3,12 +3,20 @@
 //! response (`application/json`; the proxy never opens an SSE stream), `202 Accepted` for a notification or a
 //! response; `GET` is `405` (no server-initiated stream); `DELETE` ends a session.
 //!
-//! Identity comes from the bearer token: each agent token maps to a subject (`--agent-token SUBJECT=TOKEN`); a
-//! request without a known token is `401` with `WWW-Authenticate: Bearer`. The token never goes upstream (the upstream
-//! is a stdio process that sees only the JSON-RPC message). `initialize` opens a session (`Mcp-Session-Id`), bound
+//! Identity comes from the bearer token: a configured agent token maps to a subject (`--agent-token SUBJECT=TOKEN`);
+//! with a key set (`--jwks`, [`super::mcp_auth`]) any other token must be a valid JWT, whose claims give the subject,
+//! the credential and its scopes. A request without an accepted token is `401` with `WWW-Authenticate: Bearer` (with
+//! a key set: `resource_metadata`, the URL of the OAuth protected resource metadata (RFC 9728) served at
+//! `/.well-known/oauth-protected-resource/mcp`, and `error="invalid_token"` for a token that was refused). The token
+//! never goes upstream: the upstream sees only the JSON-RPC message and the proxy's own headers. `initialize` opens a session (`Mcp-Session-Id`), bound
 //! to the token's subject; later requests must carry it (`400` without, `404` for an unknown one or another
 //! subject's). A request whose `Origin` is not a loopback origin is `403` (DNS rebinding), and an
-//! `MCP-Protocol-Version` the proxy does not speak is `400`.
+//! `MCP-Protocol-Version` the proxy does not speak is `400` (`UnsupportedProtocolVersion`, -32022, with the versions
+//! it does).
+//!
+//! The stateless revision 2026-07-28 (`MCP-Protocol-Version: 2026-07-28`) is served on the same endpoint: no
+//! `initialize` and no session (`server/discover` instead); the `Mcp-Method` and `Mcp-Name` headers must match the
+//! body (and `params._meta` carry the revision), else `400` with `HeaderMismatch` (-32020).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -17,30 +25,87 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value as Json};
 
-use super::mcp::{Identity, Proxy, MAX_MESSAGE};
+use super::mcp::{Identity, Proxy, MAX_MESSAGE, METHOD_NOT_FOUND};
+use super::mcp_auth::JwtVerifier;
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
+const METHOD: &str = "mcp-method";
+const NAME: &str = "mcp-name";
+
+/// The stateless revision: no `initialize`, no session; each request carries its revision, client info and
+/// capabilities in `params._meta` and mirrors its method (and tool, prompt or resource) in headers.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// JSON-RPC errors of 2026-07-28.
+pub const HEADER_MISMATCH: i64 = -32020;
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+/// Results a 2026-07-28 client may cache: they carry `ttlMs` and `cacheScope`.
+const CACHEABLE: [&str; 6] =
+    ["server/discover", "tools/list", "resources/list", "resources/templates/list", "resources/read", "prompts/list"];
+
+/// Where metadata about the protected resource is published (RFC 9728, the path of `/mcp` inserted).
+pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
+
+/// JWT bearer tokens: how they are checked and what the identity they give carries besides the claims.
+#[derive(Debug)]
+pub struct Bearer {
+    pub verifier: JwtVerifier,
+    /// The credential id when the token has no credential claim.
+    pub credential: Option<String>,
+    /// The mandate to act under (`--mandate`), for every token.
+    pub mandate: Option<String>,
+    /// The resource's URL (`http://ADDRESS/mcp`), the `resource` of the metadata.
+    pub resource: String,
+    /// The authorization servers the metadata names (by default the accepted issuers).
+    pub authorization_servers: Vec<String>,
+}
+
+impl Bearer {
+    fn metadata_url(&self) -> String {
+        let origin = self.resource.strip_suffix("/mcp").unwrap_or(&self.resource);
+        format!("{origin}{RESOURCE_METADATA_PATH}")
+    }
+}
 
 struct App {
     proxy: Arc<Proxy>,
     /// Bearer token → who the agent is.
     agents: BTreeMap<String, Identity>,
+    /// JWT bearer tokens, when a key set is configured.
+    bearer: Option<Bearer>,
     /// Session id → the subject that opened it.
     sessions: Mutex<HashMap<String, String>>,
 }
 
-/// The `/mcp` endpoint for `agents` (bearer token → identity).
-pub fn router(proxy: Arc<Proxy>, agents: BTreeMap<String, Identity>) -> Router {
-    let app = Arc::new(App { proxy, agents, sessions: Mutex::new(HashMap::new()) });
-    Router::new()
-        .route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp))
-        .layer(DefaultBodyLimit::max(MAX_MESSAGE))
-        .with_state(app)
+/// The `/mcp` endpoint for `agents` (bearer token → identity) and, with `bearer`, JWTs (and the resource metadata).
+pub fn router(proxy: Arc<Proxy>, agents: BTreeMap<String, Identity>, bearer: Option<Bearer>) -> Router {
+    let with_metadata = bearer.is_some();
+    let app = Arc::new(App { proxy, agents, bearer, sessions: Mutex::new(HashMap::new()) });
+    let mut router = Router::new().route("/mcp", post(post_mcp).get(get_mcp).delete(delete_mcp));
+    if with_metadata {
+        router = router
+            .route(RESOURCE_METADATA_PATH, get(resource_metadata))
+            .route("/.well-known/oauth-protected-resource", get(resource_metadata));
+    }
+    router.layer(DefaultBodyLimit::max(MAX_MESSAGE)).with_state(app)
+}
+
+/// OAuth 2.0 Protected Resource Metadata (RFC 9728), which MCP clients read to find the authorization server.
+async fn resource_metadata(State(app): State<Arc<App>>) -> Response {
+    let Some(bearer) = &app.bearer else { return StatusCode::NOT_FOUND.into_response() };
+    let body = json!({
+        "resource": bearer.resource,
+        "authorization_servers": bearer.authorization_servers,
+        "bearer_methods_supported": ["header"],
+        "resource_name": "remit mcp-proxy",
+    });
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 fn plain(status: StatusCode, message: &str) -> Response {
@@ -72,14 +137,42 @@ fn identify(app: &App, headers: &HeaderMap) -> Result<Identity, Response> {
         .map(str::trim);
     let found =
         token.and_then(|t| app.agents.iter().find(|(known, _)| constant_time_eq(known.as_bytes(), t.as_bytes())));
-    match found {
-        Some((_, identity)) => Ok(identity.clone()),
-        None => {
-            let mut response = plain(StatusCode::UNAUTHORIZED, "an agent's bearer token is required");
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"remit\""));
-            Err(response)
-        }
+    if let Some((_, identity)) = found {
+        return Ok(identity.clone());
     }
+    let Some(bearer) = &app.bearer else {
+        let mut response = plain(StatusCode::UNAUTHORIZED, "an agent's bearer token is required");
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"remit\""));
+        return Err(response);
+    };
+    let refused = match token {
+        None => None,
+        Some(token) => match bearer.verifier.verify(token, super::mcp_auth::now()) {
+            Ok(claims) => {
+                return Ok(Identity {
+                    subject: claims.subject,
+                    credential: claims.credential.or_else(|| bearer.credential.clone()),
+                    scopes: claims.scopes,
+                    mandate: bearer.mandate.clone(),
+                })
+            }
+            Err(why) => Some(why),
+        },
+    };
+    // RFC 6750 §3: no error code when no token was sent; `invalid_token` with the reason when one was refused.
+    let mut challenge = format!("Bearer realm=\"remit\", resource_metadata=\"{}\"", bearer.metadata_url());
+    let message = match &refused {
+        Some(why) => {
+            challenge.push_str(&format!(", error=\"invalid_token\", error_description=\"{why}\""));
+            why.to_string()
+        }
+        None => "a bearer token is required".to_string(),
+    };
+    let mut response = plain(StatusCode::UNAUTHORIZED, &message);
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
+    Err(response)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -95,9 +188,19 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         Ok(identity) => identity,
         Err(response) => return response,
     };
-    if let Some(version) = headers.get(VERSION).and_then(|v| v.to_str().ok()) {
+    if let Some(version) = headers.get(VERSION) {
+        let version = version.to_str().unwrap_or("");
+        if version == STATELESS_VERSION {
+            return stateless(app, identity, &headers, body).await;
+        }
         if !super::mcp::SUPPORTED_VERSIONS.contains(&version) {
-            return plain(StatusCode::BAD_REQUEST, &format!("protocol version `{version}` is not supported"));
+            let id = serde_json::from_slice::<Json>(&body).ok().and_then(|m| m.get("id").cloned());
+            let mut supported = vec![STATELESS_VERSION];
+            supported.extend(super::mcp::SUPPORTED_VERSIONS);
+            let error = json!({"code": UNSUPPORTED_VERSION,
+                               "message": format!("protocol version `{version}` is not supported"),
+                               "data": {"supported": supported, "requested": version}});
+            return rpc(StatusCode::BAD_REQUEST, json!({"jsonrpc": "2.0", "id": id, "error": error}));
         }
     }
     let method = serde_json::from_slice::<Json>(&body).ok().and_then(|m| m.get("method")?.as_str().map(str::to_string));
@@ -129,6 +232,126 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         }
     }
     response
+}
+
+fn rpc(status: StatusCode, message: Json) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], message.to_string()).into_response()
+}
+
+/// A POST of the stateless revision (2026-07-28): the headers checked against the body (`400` with `HeaderMismatch`
+/// when they differ or are missing), then the message answered as any other, without a session; results tagged
+/// `resultType: complete`, and cacheable ones `ttlMs: 0`, `cacheScope: private` (a listing is decided per caller and
+/// can change with the gateway's state).
+async fn stateless(app: Arc<App>, identity: Identity, headers: &HeaderMap, body: Bytes) -> Response {
+    let message = match serde_json::from_slice::<Json>(&body) {
+        Ok(Json::Object(message)) => message,
+        // Not a JSON-RPC object: the proxy's own error answer.
+        _ => return answer(app, identity, body, None).await,
+    };
+    let (Some(id), Some(method)) = (message.get("id").cloned(), message.get("method").and_then(Json::as_str)) else {
+        // A notification (or a malformed message): nothing to route, as in the earlier revisions.
+        return answer(app, identity, body, None).await;
+    };
+    let refuse = |status: StatusCode, code: i64, text: String, data: Option<Json>| {
+        let mut error = json!({"code": code, "message": text});
+        if let Some(data) = data {
+            error["data"] = data;
+        }
+        rpc(status, json!({"jsonrpc": "2.0", "id": id, "error": error}))
+    };
+    let mismatch = |text: String| refuse(StatusCode::BAD_REQUEST, HEADER_MISMATCH, text, None);
+    for name in [VERSION, METHOD, NAME] {
+        if headers.get_all(name).iter().count() > 1 {
+            return mismatch(format!("header mismatch: `{name}` appears more than once"));
+        }
+    }
+    let meta = message.get("params").and_then(|p| p.get("_meta")).and_then(Json::as_object);
+    let Some(meta) = meta.filter(|m| m.contains_key(META_VERSION) && m.contains_key(META_CAPABILITIES)) else {
+        let text = format!("`params._meta` must carry `{META_VERSION}` and `{META_CAPABILITIES}`");
+        return refuse(StatusCode::BAD_REQUEST, super::mcp::INVALID_PARAMS, text, None);
+    };
+    if meta.get(META_VERSION).and_then(Json::as_str) != Some(STATELESS_VERSION) {
+        return mismatch(format!(
+            "header mismatch: `MCP-Protocol-Version` is `{STATELESS_VERSION}`, the body's is not"
+        ));
+    }
+    let header = |name: &str| headers.get(name).map(|v| v.to_str().map_err(|_| ()));
+    match header(METHOD) {
+        Some(Ok(value)) if value == method => {}
+        Some(Ok(value)) => {
+            return mismatch(format!("header mismatch: `Mcp-Method` is `{value}`, the body's method `{method}`"))
+        }
+        Some(Err(())) => return mismatch("header mismatch: `Mcp-Method` has invalid characters".into()),
+        None => return mismatch("header mismatch: the `Mcp-Method` header is missing".into()),
+    }
+    let named = super::mcp::name_param(method)
+        .and_then(|key| Some((key, message.get("params")?.get(key)?.as_str()?.to_string())));
+    if let Some((key, value)) = named {
+        let decoded = match header(NAME) {
+            None => return mismatch("header mismatch: the `Mcp-Name` header is missing".into()),
+            Some(Err(())) => None,
+            Some(Ok(raw)) => super::mcp_wire::decode_header_value(raw),
+        };
+        if decoded.as_deref() != Some(value.as_str()) {
+            return mismatch(format!("header mismatch: `Mcp-Name` does not match the body's `{key}` `{value}`"));
+        }
+    }
+    match method {
+        "server/discover" => {
+            let proxy = app.proxy.clone();
+            let mut versions = vec![STATELESS_VERSION];
+            versions.extend(super::mcp::SUPPORTED_VERSIONS);
+            let found = tokio::task::spawn_blocking(move || proxy.discover(&versions)).await;
+            match found {
+                Ok(Ok(result)) => {
+                    let result = stateless_result(method, result);
+                    rpc(StatusCode::OK, json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                }
+                Ok(Err(e)) => refuse(StatusCode::OK, e.code, e.message, e.data),
+                Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
+            }
+        }
+        "initialize" => refuse(
+            StatusCode::NOT_FOUND,
+            METHOD_NOT_FOUND,
+            format!("`initialize` is not part of MCP {STATELESS_VERSION}: use `server/discover`"),
+            None,
+        ),
+        _ => answer(app, identity, body, Some(method.to_string())).await,
+    }
+}
+
+/// `result` as 2026-07-28 writes it for `method`.
+fn stateless_result(method: &str, mut result: Json) -> Json {
+    if let Some(fields) = result.as_object_mut() {
+        fields.entry("resultType").or_insert_with(|| json!("complete"));
+        if CACHEABLE.contains(&method) {
+            fields.entry("ttlMs").or_insert_with(|| json!(0));
+            fields.entry("cacheScope").or_insert_with(|| json!("private"));
+        }
+    }
+    result
+}
+
+/// The proxy's answer to a message of the stateless revision (`method`: the request's), or to a message that is
+/// not a request (`None`).
+async fn answer(app: Arc<App>, identity: Identity, body: Bytes, method: Option<String>) -> Response {
+    let proxy = app.proxy.clone();
+    let answer = match tokio::task::spawn_blocking(move || proxy.answer(&identity, &body)).await {
+        Ok(answer) => answer,
+        Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
+    };
+    let Some(mut answer) = answer else { return StatusCode::ACCEPTED.into_response() };
+    let code = answer.get("error").and_then(|e| e.get("code")).and_then(Json::as_i64);
+    let status = match code {
+        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(_) if answer.get("id").is_some_and(Json::is_null) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    };
+    if let (Some(method), Some(result)) = (&method, answer.get_mut("result")) {
+        *result = stateless_result(method, result.take());
+    }
+    rpc(status, answer)
 }
 
 async fn get_mcp(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {

@@ -1,7 +1,8 @@
 //! One HTTP/1.1 exchange with an MCP server over Streamable HTTP, read as it arrives (std only): the status and
 //! headers, then a JSON body framed by `Content-Length` or chunks, or an event stream read event by event until
 //! the caller has the message it waits for. A server may keep an event stream (or the connection) open after the
-//! response; reading to the end of the connection would wait for the server's timeout.
+//! response; reading to the end of the connection would wait for the server's timeout. Also the header values of
+//! MCP 2026-07-28 (`Mcp-Name`: plain, or `=?base64?…?=`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -169,4 +170,55 @@ pub fn exchange(
         Framing::UntilClose
     };
     Ok(Exchange { status, headers, body: BufReader::new(Body { stream, framing }) })
+}
+
+/// A value for `Mcp-Name` (MCP 2026-07-28): as it is when it is visible ASCII and spaces without edge whitespace and
+/// does not look like the sentinel; otherwise `=?base64?BASE64?=` of its UTF-8.
+pub fn encode_header_value(value: &str) -> String {
+    use base64::Engine;
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && value.trim() == value
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if plain && !value.is_empty() {
+        return value.to_string();
+    }
+    format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value.as_bytes()))
+}
+
+/// The inverse of [`encode_header_value`]; `None` for a malformed sentinel (bad or non-canonical base64, not UTF-8),
+/// so a corrupt header never matches.
+pub fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine;
+    let Some(payload) = value.strip_prefix("=?base64?").and_then(|v| v.strip_suffix("?=")) else {
+        return Some(value.to_string());
+    };
+    let engine = base64::engine::general_purpose::STANDARD;
+    let bytes = engine.decode(payload).ok()?;
+    if engine.encode(&bytes) != payload {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_round_trip_and_only_unsafe_ones_are_encoded() {
+        for (value, encoded) in [
+            ("get_weather", "get_weather"),
+            ("get-sum", "get-sum"),
+            ("Hello, 世界", "=?base64?SGVsbG8sIOS4lueVjA==?="),
+            (" padded ", "=?base64?IHBhZGRlZCA=?="),
+            ("line1\nline2", "=?base64?bGluZTEKbGluZTI=?="),
+            ("=?base64?literal?=", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="),
+        ] {
+            assert_eq!(encode_header_value(value), encoded);
+            assert_eq!(decode_header_value(encoded).as_deref(), Some(value));
+        }
+        assert_eq!(decode_header_value("=?base64?not base64?="), None);
+        assert_eq!(decode_header_value("=?base64?IHBhZGRlZCB=?="), None, "non-canonical");
+        assert_eq!(decode_header_value("=?base64?/w==?="), None, "not UTF-8");
+    }
 }

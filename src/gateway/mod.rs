@@ -10,7 +10,8 @@
 //! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
 //! - [`bundle`]: signed policy bundles (ed25519);
 //! - [`mcp`]: `remit mcp-proxy`, the gateway as an MCP server in front of an upstream MCP server (stdio);
-//!   [`mcp_http`] the same over Streamable HTTP (bearer tokens → subjects); [`mcp_wire`] the HTTP exchange with an
+//!   [`mcp_http`] the same over Streamable HTTP (bearer tokens → subjects); [`mcp_auth`] JWT bearer tokens
+//!   (the proxy as an OAuth 2.1 resource server); [`mcp_wire`] the HTTP exchange with an
 //!   upstream over Streamable HTTP; [`mcp_catalog`]: `remit import mcp`, a
 //!   typed tool catalog from a server's `tools/list`;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
@@ -22,6 +23,7 @@ pub mod client;
 pub mod core;
 pub mod http;
 pub mod mcp;
+pub mod mcp_auth;
 pub mod mcp_catalog;
 pub mod mcp_http;
 pub mod mcp_wire;

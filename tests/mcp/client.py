@@ -2,7 +2,10 @@
 `remit mcp-proxy` over stdio, for tests/mcp_proxy.rs.
 
 Usage: client.py --cwd DIR --token OWNER_TOKEN --errlog FILE -- PROXY_COMMAND...   (stdio: the client starts the proxy)
-       client.py --http URL --agent-token TOKEN --token OWNER_TOKEN                (Streamable HTTP: a running proxy)
+       client.py --http URL --agent-token TOKEN --token OWNER_TOKEN [--stateless]  (Streamable HTTP: a running proxy)
+
+With --stateless the client speaks the stateless revision 2026-07-28: `server/discover` instead of `initialize`, and
+every request carries its revision in `_meta` and its method and tool in the `Mcp-Method` / `Mcp-Name` headers.
 
 It lists the tools, reads inside the workspace, tries a path traversal, writes (escalated), approves the access
 request over the inbox's HTTP API with the owner's token, writes again (allowed) and once more (escalated again),
@@ -36,19 +39,22 @@ async def main(args):
         headers = {"Authorization": f"Bearer {args.agent_token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
             async with streamable_http_client(args.http, http_client=http) as streams:
-                return await run(streams[0], streams[1], args.token)
+                return await run(streams[0], streams[1], args.token, args.stateless)
     server = StdioServerParameters(command=args.command[0], args=args.command[1:], cwd=args.cwd)
     with open(args.errlog, "w") as errlog:
         async with stdio_client(server, errlog=errlog) as (read, write):
             return await run(read, write, args.token)
 
 
-async def run(read, write, owner_token):
+async def run(read, write, owner_token, stateless=False):
     report = {}
     async with ClientSession(read, write, read_timeout_seconds=30) as session:
-        init = await session.initialize()
-        report["server"] = init.server_info.name
-        report["protocol"] = init.protocol_version
+        if stateless:
+            await session.discover()
+        else:
+            await session.initialize()
+        report["server"] = session.server_info.name
+        report["protocol"] = session.protocol_version
         tools = await session.list_tools()
         report["tools"] = sorted(t.name for t in tools.tools)
 
@@ -85,6 +91,7 @@ if __name__ == "__main__":
     parser.add_argument("--errlog")
     parser.add_argument("--http")
     parser.add_argument("--agent-token")
+    parser.add_argument("--stateless", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.command and args.command[0] == "--":

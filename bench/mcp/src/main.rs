@@ -4,10 +4,16 @@
 //! Each round times `--calls` sequential `read_text_file` calls (allowed by tests/mcp/filesystem, so the proxy
 //! decides, logs the decision, forwards, logs the outcome) directly, then the same through the proxy, then a call the
 //! policy denies through the proxy (decided and logged, never forwarded); rounds alternate so noise hits both alike.
-//! Percentiles are over all calls. Usage (after `scripts/test-deps-mcp.sh` and `cargo build --release`):
+//! Percentiles are over all calls. With `--http` the same over Streamable HTTP: `@modelcontextprotocol/server-everything`
+//! (its `echo` tool, policy tests/mcp/everything) served on a loopback port, called directly and through
+//! `remit mcp-proxy --listen` in front of it (each message one POST on a new connection, as the proxy does upstream).
+//! With `--baseline PATH` another `remit` binary (e.g. a build of an earlier commit)
+//! is timed the same way in the same rounds, so two versions of the proxy are compared side by side. Usage (after
+//! `scripts/test-deps-mcp.sh` and `cargo build --release`):
 //!
 //! ```sh
-//! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--calls 200] [--rounds 10]
+//! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
+//!   [--calls 200] [--rounds 10]
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -60,12 +66,144 @@ impl Session {
     }
 }
 
+/// One side of a benchmarked MCP conversation: a request in, its response line out.
+trait Caller {
+    fn call(&mut self, rest: &str) -> String;
+}
+
+impl Caller for Session {
+    fn call(&mut self, rest: &str) -> String {
+        Session::call(self, rest)
+    }
+}
+
+/// An MCP client over Streamable HTTP: one POST per message, each on a new connection, a bearer token when given,
+/// the session id the server gave at `initialize`; a JSON or an event-stream answer, read until the response.
+struct HttpSession {
+    host: String,
+    path: String,
+    token: Option<String>,
+    session: Option<String>,
+    next: u64,
+}
+
+impl HttpSession {
+    fn start(url: &str, token: Option<&str>) -> HttpSession {
+        let rest = url.strip_prefix("http://").expect("an http:// URL");
+        let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let mut session =
+            HttpSession { host: host.into(), path: path.into(), token: token.map(Into::into), session: None, next: 1 };
+        let init = r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}"#;
+        session.call(init);
+        session.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, None);
+        session.call(r#""method":"tools/list""#);
+        session
+    }
+
+    /// POSTs `body`; the response with `id` (a JSON body, or the event stream's matching `data:` line).
+    fn post(&mut self, body: &str, id: Option<u64>) -> String {
+        use std::io::Read;
+        let mut stream = std::net::TcpStream::connect(&self.host).expect("connect");
+        stream.set_nodelay(true).ok();
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n",
+            self.path,
+            self.host,
+            body.len()
+        );
+        if let Some(token) = &self.token {
+            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        if let Some(session) = &self.session {
+            head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
+        }
+        head.push_str("\r\n");
+        head.push_str(body);
+        stream.write_all(head.as_bytes()).unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        let mut length = None;
+        loop {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            let trimmed = line.trim_end();
+            if trimmed.is_empty() {
+                break;
+            }
+            let lower = trimmed.to_ascii_lowercase();
+            if let Some(value) = lower.strip_prefix("mcp-session-id:") {
+                let start = trimmed.len() - value.len();
+                self.session = Some(trimmed[start..].trim().to_string());
+            }
+            if let Some(value) = lower.strip_prefix("content-length:") {
+                length = value.trim().parse::<usize>().ok();
+            }
+        }
+        let Some(id) = id else { return String::new() };
+        let want = format!(r#""id":{id}"#);
+        if let Some(length) = length {
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            return String::from_utf8(body).unwrap();
+        }
+        loop {
+            line.clear();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended without the response");
+            if let Some(data) = line.strip_prefix("data:") {
+                if data.contains(&want) {
+                    return data.trim().to_string();
+                }
+            }
+        }
+    }
+}
+
+impl Caller for HttpSession {
+    fn call(&mut self, rest: &str) -> String {
+        let id = self.next;
+        self.next += 1;
+        self.post(&format!(r#"{{"jsonrpc":"2.0","id":{id},{rest}}}"#), Some(id))
+    }
+}
+
+/// Stops a child when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// A child process whose stderr is read until a line starting with `prefix`: the child and the rest of that line.
+fn started(mut command: Command, prefix: &str) -> (Running, String) {
+    let mut child =
+        Running(command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start"));
+    let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no `{prefix}` line");
+        if let Some(rest) = line.trim_end().strip_prefix(prefix) {
+            let rest = rest.to_string();
+            // Keep draining stderr so the child never blocks on it.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return (child, rest);
+        }
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         self.child.kill().ok();
         self.child.wait().ok();
     }
 }
+
+/// The direct side, the proxy, the baseline proxy, the allowed call and the denied call.
+type Sides = (Box<dyn Caller>, Box<dyn Caller>, Option<Box<dyn Caller>>, &'static str, &'static str);
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
@@ -79,10 +217,17 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
     let (mut remit, mut calls, mut rounds) = (repo.join("target/release/remit"), 200usize, 10usize);
+    let mut baseline: Option<PathBuf> = None;
+    let mut http = false;
     while let Some(flag) = args.next() {
+        if flag == "--http" {
+            http = true;
+            continue;
+        }
         let value = args.next().expect("a value");
         match flag.as_str() {
             "--remit" => remit = PathBuf::from(value),
+            "--baseline" => baseline = Some(PathBuf::from(value)),
             "--calls" => calls = value.parse().unwrap(),
             "--rounds" => rounds = value.parse().unwrap(),
             other => panic!("unknown flag {other}"),
@@ -95,33 +240,71 @@ fn main() {
     std::fs::write(dir.join("root/workspace/a.txt"), "hello\n").unwrap();
     let root = dir.join("root");
 
-    let mut direct = Command::new("node");
-    direct.arg(&server).arg(&root);
-    let mut proxied = Command::new(&remit);
-    proxied
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(repo.join("tests/mcp/filesystem"))
-        .args(["--subject", "agent:coder", "--store"])
-        .arg(format!("sqlite:{}", dir.join("state.db").display()))
-        .arg("--")
-        .arg("node")
-        .arg(&server)
-        .arg(&root);
-    let mut direct = Session::start(direct, &root);
-    let mut proxied = Session::start(proxied, &root);
-
-    let read = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"workspace/a.txt"}}"#;
-    let denied = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"../secret.txt"}}"#;
+    let mut running = Vec::new();
+    let (mut direct, mut proxied, mut old, read, denied): Sides = if http {
+        let everything = repo.join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        let mut command = Command::new("node");
+        command.arg("--require").arg(repo.join("tests/mcp/loopback.cjs")).arg(everything).arg("streamableHttp");
+        command.env("PORT", "0");
+        let (child, port) = started(command, "loopback listening on port ");
+        running.push(child);
+        let upstream = format!("http://127.0.0.1:{}/mcp", port.trim());
+        let mut proxy = |remit: &Path, store: &str| {
+            let mut command = Command::new(remit);
+            command
+                .arg("mcp-proxy")
+                .arg("--policy")
+                .arg(repo.join("tests/mcp/everything"))
+                .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=bench-token", "--store"])
+                .arg(format!("sqlite:{}", dir.join(store).display()))
+                .args(["--", &upstream]);
+            let (child, url) = started(command, "remit mcp-proxy: mcp ");
+            running.push(child);
+            Box::new(HttpSession::start(&url, Some("bench-token"))) as Box<dyn Caller>
+        };
+        let proxied = proxy(&remit, "state.db");
+        let old = baseline.as_deref().map(|b| proxy(b, "baseline.db"));
+        let direct = Box::new(HttpSession::start(&upstream, None)) as Box<dyn Caller>;
+        let read = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}"#;
+        let denied = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"forbidden"}}"#;
+        (direct, proxied, old, read, denied)
+    } else {
+        let mut direct = Command::new("node");
+        direct.arg(&server).arg(&root);
+        let proxy = |remit: &Path, store: &str| {
+            let mut proxied = Command::new(remit);
+            proxied
+                .arg("mcp-proxy")
+                .arg("--policy")
+                .arg(repo.join("tests/mcp/filesystem"))
+                .args(["--subject", "agent:coder", "--store"])
+                .arg(format!("sqlite:{}", dir.join(store).display()))
+                .arg("--")
+                .arg("node")
+                .arg(&server)
+                .arg(&root);
+            Box::new(Session::start(proxied, &root)) as Box<dyn Caller>
+        };
+        let direct = Box::new(Session::start(direct, &root)) as Box<dyn Caller>;
+        let proxied = proxy(&remit, "state.db");
+        let old = baseline.as_deref().map(|b| proxy(b, "baseline.db"));
+        let read = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"workspace/a.txt"}}"#;
+        let denied = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"../secret.txt"}}"#;
+        (direct, proxied, old, read, denied)
+    };
+    let refused = if http { "rule.forbidden" } else { "scope.outside" };
     assert!(direct.call(read).contains("hello"));
     let answer = proxied.call(read);
     assert!(answer.contains("hello") && answer.contains(r#""outcome":"allow""#), "{answer}");
-    assert!(proxied.call(denied).contains("scope.outside"));
+    assert!(proxied.call(denied).contains(refused));
+    if let Some(old) = old.as_mut() {
+        assert!(old.call(read).contains("hello") && old.call(denied).contains(refused));
+    }
 
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at start: {}", load().trim());
-    let (mut d, mut p, mut n) = (Vec::new(), Vec::new(), Vec::new());
-    let time = |session: &mut Session, request: &str, samples: &mut Vec<Duration>| {
+    let (mut d, mut p, mut n, mut bp, mut bn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let time = |session: &mut Box<dyn Caller>, request: &str, samples: &mut Vec<Duration>| {
         for _ in 0..calls {
             let started = Instant::now();
             session.call(request);
@@ -132,21 +315,35 @@ fn main() {
         time(&mut direct, read, &mut d);
         time(&mut proxied, read, &mut p);
         time(&mut proxied, denied, &mut n);
+        if let Some(old) = old.as_mut() {
+            time(old, read, &mut bp);
+            time(old, denied, &mut bn);
+        }
     }
     println!("load average at end:   {}", load().trim());
     println!("{} calls each, one in flight, in {rounds} interleaved rounds", d.len());
     println!("{:<44} {:>10} {:>10} {:>10}", "", "p50 µs", "p90 µs", "p99 µs");
-    for (name, samples) in [
-        ("direct to the server (read_text_file)", &mut d),
+    let mut rows = vec![
+        (if http { "direct to the server (echo, HTTP)" } else { "direct to the server (read_text_file)" }, &mut d),
         ("through remit mcp-proxy (allowed, forwarded)", &mut p),
         ("through remit mcp-proxy (denied, not sent)", &mut n),
-    ] {
+    ];
+    if old.is_some() {
+        rows.push(("baseline proxy (allowed, forwarded)", &mut bp));
+        rows.push(("baseline proxy (denied, not sent)", &mut bn));
+    }
+    for (name, samples) in rows {
         samples.sort();
         let [a, b, c] = [0.5, 0.9, 0.99].map(|q| micros(percentile(samples, q)));
         println!("{name:<44} {a:>10.0} {b:>10.0} {c:>10.0}");
     }
     println!("added by the proxy, p50: {:.0} µs", micros(percentile(&p, 0.5)) - micros(percentile(&d, 0.5)));
+    if old.is_some() {
+        println!("added by the baseline, p50: {:.0} µs", micros(percentile(&bp, 0.5)) - micros(percentile(&d, 0.5)));
+    }
     drop(direct);
     drop(proxied);
+    drop(old);
+    drop(running);
     std::fs::remove_dir_all(&dir).ok();
 }
