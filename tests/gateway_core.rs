@@ -535,7 +535,7 @@ fn the_target_argument_fills_the_resource() {
 /// or when flushed; the chain holds either way.
 #[test]
 fn queued_entries_are_written_with_the_next_decisions_or_when_flushed() {
-    let s = setup("queued", &example("wallet"));
+    let s = setup("queued", &examples::program("wallet"));
     s.gateway.decide(&payment("20.00 USD", "op-1"));
     s.gateway.queue_outcome(&json!({"decision": "dec-1", "tool": "make_payment", "is_error": false}));
     assert_eq!(log(&s.store).len(), 1, "queued, not written yet");
