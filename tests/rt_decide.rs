@@ -259,3 +259,29 @@ fn mutated_requests_decide_as_the_interpreter_decides() {
     eprintln!("{rounds} mutated requests: {outcomes:?}");
     assert!(outcomes.len() == 3 || rounds < 100, "every outcome occurs: {outcomes:?}");
 }
+
+/// Work per decision, deterministically: wasmtime fuel (about one unit per executed wasm instruction) of the old
+/// module and of module v2 on every example request. `cargo test --test rt_decide -- --ignored --nocapture fuel`.
+#[test]
+#[ignore]
+fn fuel_per_decision() {
+    let runtime = remit::runtime::Runtime::new().unwrap();
+    let (mut total_old, mut total_new) = (0u64, 0u64);
+    println!("| request | old fuel | v2 fuel | v2/old |");
+    println!("|---|---|---|---|");
+    for name in ["wallet", "bank-disputes", "club", "web-publication"] {
+        let program = support::examples::program(name);
+        let old = std::sync::Arc::new(runtime.load(&remit::wasm::compile(&program).unwrap()).unwrap());
+        let new = std::sync::Arc::new(runtime.load(&remit::wasm::link(&program).unwrap()).unwrap());
+        let (mut old, mut new) = (old.evaluator().unwrap(), new.evaluator().unwrap());
+        for (i, request) in support::examples::requests(&support::examples::dir(name)).iter().enumerate() {
+            old.decide(request);
+            new.decide(request);
+            let (a, b) = (old.fuel_used(), new.fuel_used());
+            total_old += a;
+            total_new += b;
+            println!("| {name} #{} | {a} | {b} | {:.2} |", i + 1, b as f64 / a as f64);
+        }
+    }
+    println!("total: old {total_old}, v2 {total_new} ({:.2})", total_new as f64 / total_old as f64);
+}
