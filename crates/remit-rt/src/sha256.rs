@@ -57,6 +57,24 @@ impl Sha256 {
 }
 
 impl Sink for Sha256 {
+    /// One byte: the canonical JSON writes its quotes, colons and commas one at a time.
+    #[inline]
+    fn byte(&mut self, byte: u8) {
+        self.total = self.total.wrapping_add(1);
+        match self.buf.get_mut(self.buffered) {
+            Some(slot) => {
+                *slot = byte;
+                self.buffered += 1;
+            }
+            None => self.buffered = 64,
+        }
+        if self.buffered >= 64 {
+            let block = self.buf;
+            compress(&mut self.state, &block);
+            self.buffered = 0;
+        }
+    }
+
     fn write(&mut self, mut bytes: &[u8]) {
         self.total = self.total.wrapping_add(bytes.len() as u64);
         if self.buffered > 0 {
