@@ -9,50 +9,8 @@ use std::path::Path;
 use remit::check::{check_with, Options};
 use remit::ir::Program;
 use support::mutate::{damage, mutate, Rng};
-use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
-
-struct Wasm {
-    store: Store<()>,
-    memory: Memory,
-    alloc: TypedFunc<i32, i32>,
-    decide: TypedFunc<(i32, i32), i64>,
-    visible: TypedFunc<(i32, i32), i64>,
-}
-
-impl Wasm {
-    fn new(engine: &Engine, bytes: &[u8]) -> Wasm {
-        let module = Module::new(engine, bytes).expect("module compiles");
-        let mut store = Store::new(engine, ());
-        let instance = Instance::new(&mut store, &module, &[]).expect("instantiates with no imports");
-        let memory = instance.get_memory(&mut store, "memory").expect("memory export");
-        let alloc = instance.get_typed_func(&mut store, "remit_alloc").expect("remit_alloc");
-        let decide = instance.get_typed_func(&mut store, "remit_decide").expect("remit_decide");
-        let visible = instance.get_typed_func(&mut store, "remit_visible_tools").expect("remit_visible_tools");
-        Wasm { store, memory, alloc, decide, visible }
-    }
-
-    fn decide(&mut self, request: &[u8]) -> String {
-        let f = self.decide.clone();
-        self.call(f, request)
-    }
-
-    fn visible(&mut self, request: &[u8]) -> String {
-        let f = self.visible.clone();
-        self.call(f, request)
-    }
-
-    fn call(&mut self, f: TypedFunc<(i32, i32), i64>, request: &[u8]) -> String {
-        let ptr = self.alloc.call(&mut self.store, request.len() as i32).expect("alloc does not trap");
-        if ptr != 0 {
-            self.memory.write(&mut self.store, ptr as usize, request).expect("write request");
-        }
-        let packed = f.call(&mut self.store, (ptr, request.len() as i32)).expect("the module does not trap");
-        let (at, len) = ((packed as u64 >> 32) as usize, (packed as u64 & 0xffff_ffff) as usize);
-        let mut out = vec![0; len];
-        self.memory.read(&self.store, at, &mut out).expect("read decision");
-        String::from_utf8(out).expect("decisions are UTF-8")
-    }
-}
+use support::wasm::Wasm;
+use wasmtime::Engine;
 
 fn example(name: &str) -> (Program, Vec<Vec<u8>>) {
     policy_folder(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name))

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ir::{Program, RuleKind};
 use crate::syntax::ast::Window;
+use crate::wasm::link::leb128;
 
 /// The name of the custom section that carries a [`PolicyMeta`] inside a decision module.
 pub const SECTION: &str = "remit.gateway";
@@ -176,18 +177,6 @@ pub fn extract(wasm: &[u8]) -> Result<Option<PolicyMeta>, String> {
         }
     }
     Ok(None)
-}
-
-fn leb128(out: &mut Vec<u8>, mut value: u64) {
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
 }
 
 #[cfg(test)]

@@ -330,7 +330,8 @@ fn align8(n: u64) -> u64 {
     n.div_ceil(8) * 8
 }
 
-fn leb128(out: &mut Vec<u8>, mut value: u64) {
+/// Appends `value` as unsigned LEB128 (the wasm binary format's integers; also `gateway::meta`'s custom section).
+pub(crate) fn leb128(out: &mut Vec<u8>, mut value: u64) {
     loop {
         let byte = (value & 0x7f) as u8;
         value >>= 7;

@@ -1,6 +1,6 @@
 //! A decision module run directly in wasmtime through its ABI (docs/abi.md), without `remit::runtime`: no fuel, no
 //! instance replacement, so a trap fails the test instead of becoming a deny. The differential tests compare what
-//! it answers with the interpreter. (tests/wasm_decide.rs still carries its own copy.)
+//! it answers with the interpreter.
 
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
