@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use remit_rt::image::{self as rec, Header, Str};
 
 use crate::eval::{self, DecidingRule, Obligation};
-use crate::ir::{Atom, Attr, Binding, Cond, Program, RuleKind, Target, Test, Type, Value};
+use crate::ir::{Atom, Attr, Binding, Cond, Program, RuleKind, Test, Type, Value};
 use crate::syntax::ast::{CompareOp, Outcome};
 
 /// Why a program cannot be written as an image (the checker's limits keep every checked program far from these).
@@ -437,7 +437,7 @@ impl<'p> Writer<'p> {
                     .rules
                     .iter()
                     .zip(&rule_at[m])
-                    .filter(|(rule, _)| covers(program, &rule.target, tool_id))
+                    .filter(|(rule, _)| program.covers(&rule.target, tool_id))
                     .map(|(_, &at)| at)
                     .collect();
                 if !covering.is_empty() {
@@ -535,10 +535,6 @@ fn ranks(names: Vec<String>) -> Vec<u32> {
         rank[i] = r as u32;
     }
     rank
-}
-
-fn covers(program: &Program, target: &Target, tool: usize) -> bool {
-    program.covers(target, tool)
 }
 
 fn type_code(ty: &Type) -> u32 {

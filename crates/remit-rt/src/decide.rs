@@ -554,7 +554,7 @@ impl<'w> Tally<'w> {
                 continue;
             }
             last = Some(rank);
-            if let Some(name) = counter_name(image, req, call, rank) {
+            if let Some(name) = counter_name(image, call, rank) {
                 separate(out);
                 out.write(b"{\"kind\":\"increment-counter\",\"counter\":");
                 write_string(out, name);
@@ -572,8 +572,7 @@ impl<'w> Tally<'w> {
 }
 
 /// The name of the budget counter of rank `rank` among the rules of the call's chain.
-fn counter_name<'a>(image: &Image<'a>, req: &Request<'_>, call: &Call, rank: u32) -> Option<&'a [u8]> {
-    let _ = req;
+fn counter_name<'a>(image: &Image<'a>, call: &Call, rank: u32) -> Option<&'a [u8]> {
     let tool = &call.record;
     for l in 0..tool.lists_count {
         let list = RuleList::decode(image.bytes, Image::at(tool.lists_off, RuleList::SIZE, l));
