@@ -14,8 +14,8 @@
 
 use core::cmp::Ordering;
 
-use crate::image::{self, Image, Node, Param, Tool, Type, Value, MAX_COND_DEPTH};
-use crate::json::{Doc, ARRAY, ESCAPED, FALSE, NUMBER, STRING, TRUE};
+use crate::image::{self, Image, Node, Tool, Type, Value, MAX_COND_DEPTH};
+use crate::json::{Doc, ARRAY, FALSE, NUMBER, STRING, TRUE};
 use crate::request::{elements, Request};
 use crate::value::{duration_of, parse_decimal, parse_money, parse_timestamp, DECIMAL_SCALE, MAX_NUMBER_TEXT};
 
@@ -413,10 +413,7 @@ fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
 
 /// Whether the tool's parameter `name` is declared `signed` (`ir::Tool::is_signed`; an undeclared name is not).
 fn signed_param(image: &Image<'_>, tool: &Tool, name: &[u8]) -> bool {
-    (0..tool.params_count).any(|i| {
-        let p = Param::decode(image.bytes, Image::at(tool.params_off, Param::SIZE, i));
-        p.signed != 0 && image.str(p.name_off, p.name_len) == name
-    })
+    image.param(tool, |p| p == name).map_or(false, |p| p.signed != 0)
 }
 
 /// Whether a money value (or an element of a set of money) is below zero.
@@ -442,17 +439,9 @@ fn unescaped<'b>(doc: &Doc<'_>, tok: u32, buf: &'b mut [u8]) -> Option<&'b [u8]>
     buf.get(..len)
 }
 
-/// Whether the string token `tok` holds exactly `bytes` (unescaped).
-fn text_is(doc: &Doc<'_>, tok: u32, bytes: &[u8]) -> bool {
-    if doc.token(tok).flags() & ESCAPED == 0 {
-        return doc.raw(tok) == bytes;
-    }
-    doc.text(tok).eq(bytes.iter().copied())
-}
-
 /// Whether `list` (of [`image::Str`] records from `off`) holds the string token `tok`; its position.
 fn position(image: &Image<'_>, doc: &Doc<'_>, tok: u32, off: u32, count: u32) -> Option<u32> {
-    (0..count).find(|&i| text_is(doc, tok, image.str_at(off, i)))
+    (0..count).find(|&i| doc.text_is(tok, image.str_at(off, i)))
 }
 
 /// Decodes the request's value `tok` as `ty` (`src/eval/cond.rs`'s `decode`; encodings: docs/requests.md); `None`
@@ -642,9 +631,7 @@ impl Cmp<'_> {
     fn equal_scalar(&self, left: Val, right: &Value) -> Result<bool, ()> {
         let n = right.number();
         Ok(match (left, right.tag) {
-            (Val::Str(tok), image::VALUE_STRING) => {
-                text_is(self.doc, tok, self.image.str(right.str_off, right.str_len))
-            }
+            (Val::Str(tok), image::VALUE_STRING) => self.doc.text_is(tok, self.image.str(right.str_off, right.str_len)),
             (Val::Num(a), image::VALUE_NUMBER) => a == n,
             (Val::Money(a, currency), image::VALUE_MONEY)
                 if currency[..] == *self.image.str(right.str_off, right.str_len) =>

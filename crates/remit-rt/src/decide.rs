@@ -13,7 +13,7 @@ use core::cmp::Ordering;
 use crate::cond::{self, Env, Truth};
 use crate::digest::argument_digest;
 use crate::err;
-use crate::image::{self, Image, Kind, Mandate, Param, Rule, RuleList, Tool, MAX_DECIDING};
+use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
 use crate::json::{heap_sort, Doc, Parsed, NUMBER};
 use crate::out::{escaped, write_string, write_string_tok, Out};
 use crate::request::{self, elements, Approval, Need, Request};
@@ -641,15 +641,7 @@ fn has_undeclared_argument(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, argume
         Some(a) if tool.flags & image::TOOL_OPEN_ARGUMENTS == 0 => a,
         _ => return false,
     };
-    request::elements_of_object(doc, arguments).any(|key| !is_param(image, tool, doc, key))
-}
-
-/// Whether the string token `key` names one of the tool's parameters.
-fn is_param(image: &Image<'_>, tool: &Tool, doc: &Doc<'_>, key: u32) -> bool {
-    (0..tool.params_count).any(|i| {
-        let p = Param::decode(image.bytes, Image::at(tool.params_off, Param::SIZE, i));
-        doc.text_is(key, image.str(p.name_off, p.name_len))
-    })
+    request::elements_of_object(doc, arguments).any(|key| image.param(tool, |name| doc.text_is(key, name)).is_none())
 }
 
 /// Whether `now` is outside the mandate's validity window: the reason and the window's entry.

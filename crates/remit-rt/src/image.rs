@@ -516,6 +516,13 @@ impl<'a> Image<'a> {
         None
     }
 
+    /// The parameter of `tool` whose name `is_name` accepts (parameter names are distinct).
+    pub fn param(&self, tool: &Tool, is_name: impl Fn(&[u8]) -> bool) -> Option<Param> {
+        (0..tool.params_count)
+            .map(|i| Param::decode(self.bytes, Image::at(tool.params_off, Param::SIZE, i)))
+            .find(|p| is_name(self.str(p.name_off, p.name_len)))
+    }
+
     /// The name of tool `i` (`name_off`, `name_len` are a record's first two words: only they are read).
     #[inline]
     pub fn tool_name(&self, i: u32) -> &'a [u8] {
