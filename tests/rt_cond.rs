@@ -78,7 +78,7 @@ fn chain_rules(image: &Image<'_>, tool: u32, leaf: u32) -> Vec<Rule> {
 fn rt_trace(image: &Image<'_>, bytes: &[u8]) -> Vec<(&'static str, Option<bool>)> {
     support::rt_parse(bytes, |parsed| {
         let Ok((doc, keys)) = parsed else { return Vec::new() };
-        let Ok(req) = request::parse(&doc, Need::Call, keys) else { return Vec::new() };
+        let Ok(req) = request::parse(&doc, Need::Call) else { return Vec::new() };
         let Some(call) = req.call else { return Vec::new() };
         let (Some(tool), Some(leaf)) = (find_tool(image, &doc, call.name), find_mandate(image, &doc, req.mandate))
         else {
@@ -640,7 +640,7 @@ fn escaped_values_reach_the_readers() {
 fn rt_possible(image: &Image<'_>, listing: &[u8], tool: &str) -> Option<Vec<(Possible, bool)>> {
     support::rt_parse(listing, |parsed| {
         let (doc, keys) = parsed.ok()?;
-        let req: Request<'_> = request::parse(&doc, Need::Listing, keys).ok()?;
+        let req: Request = request::parse(&doc, Need::Listing).ok()?;
         let h = image.header;
         let tool = image.find(h.tool_slots_off, h.tool_slots_len, || tool.bytes(), |j| image.tool_name(j))?;
         let leaf = find_mandate(image, &doc, req.mandate)?;
@@ -771,48 +771,9 @@ fn possible_outcomes_include_every_call_with_that_subject_and_context() {
 
 fn request_refused(listing: &[u8]) -> bool {
     support::rt_parse(listing, |parsed| match parsed {
-        Ok((doc, keys)) => request::parse(&doc, Need::Listing, keys).is_err(),
+        Ok((doc, keys)) => request::parse(&doc, Need::Listing).is_err(),
         Err(_) => true,
     })
-}
-
-// -------------------------------------------------------------------------------------------------------------------
-// No panic path on wasm32.
-
-/// The artifact's exports do not call the conditions yet (the decision entry points will), so the optimizer drops
-/// them from the artifact and its build cannot see a panic path in them. This builds the runtime with
-/// `--cfg remit_rt_cond_probe`, which exports a function calling `eval` and `possible` on an image, a document and a
-/// request it cannot see through, and expects the build (which refuses any import, so any panic path) to succeed
-/// with that export in it.
-#[test]
-fn the_conditions_build_for_wasm32_without_a_panic_path() {
-    const RUSTC: &str = "/usr/bin/rustc";
-    const WASM32_STD: &str = "/usr/lib/rustlib/wasm32-unknown-unknown/lib";
-    assert!(
-        std::path::Path::new(RUSTC).exists() && std::path::Path::new(WASM32_STD).exists(),
-        "run `./scripts/test-deps.sh`"
-    );
-    let out = support::temp_dir("rt-cond-probe").join("probe.wasm");
-    let built = support::run(
-        std::process::Command::new("scripts/build-runtime.sh")
-            .arg(&out)
-            .env("REMIT_RT_CFG", "remit_rt_cond_probe")
-            .current_dir(support::root()),
-        std::time::Duration::from_secs(300),
-    );
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-    let bytes = std::fs::read(&out).unwrap();
-    let exports: Vec<String> = wasmparser::Parser::new(0)
-        .parse_all(&bytes)
-        .filter_map(|p| match p.unwrap() {
-            wasmparser::Payload::ExportSection(s) => {
-                Some(s.into_iter().map(|e| e.unwrap().name.to_string()).collect::<Vec<_>>())
-            }
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    assert!(exports.iter().any(|e| e == "rt_cond_probe"), "{exports:?}");
 }
 
 // -------------------------------------------------------------------------------------------------------------------

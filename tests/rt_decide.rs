@@ -102,7 +102,7 @@ fn decide_speed() {
     for name in ["wallet", "bank-disputes", "club", "web-publication"] {
         let program = &support::examples::program(name);
         let old = remit::wasm::compile(program).unwrap();
-        let new = remit::wasm::link(program).unwrap();
+        let new = linked(program);
         let mut old_raw = support::wasm::Wasm::new(&engine, &old);
         let mut new_raw = support::wasm::Wasm::new(&engine, &new);
         let mut old_fuel = std::sync::Arc::new(runtime.load(&old).unwrap()).evaluator().unwrap();
@@ -149,8 +149,7 @@ fn decide_speed() {
 #[test]
 #[ignore]
 fn native_loop() {
-    let program = support::examples::program("wallet");
-    let requests = support::examples::requests(&support::examples::dir("wallet"));
+    let (program, requests) = loop_requests();
     let mut native = Native::new(&program).unwrap();
     let calls: usize = std::env::var("REMIT_LOOP_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000);
     let mut total = 0;
@@ -160,6 +159,29 @@ fn native_loop() {
     assert!(total > 0);
 }
 
+/// The profiling loops' policy and requests: the example `REMIT_LOOP_EXAMPLE` (wallet by default), all its requests
+/// or only the one numbered `REMIT_LOOP_REQUEST` (from 1, as `fuel_per_decision` numbers them).
+fn loop_requests() -> (remit::ir::Program, Vec<Vec<u8>>) {
+    let name = std::env::var("REMIT_LOOP_EXAMPLE").unwrap_or_else(|_| "wallet".into());
+    let mut requests = support::examples::requests(&support::examples::dir(&name));
+    if let Some(n) = std::env::var("REMIT_LOOP_REQUEST").ok().and_then(|v| v.parse::<usize>().ok()) {
+        requests = vec![requests.swap_remove(n - 1)];
+    }
+    (support::examples::program(&name), requests)
+}
+
+/// Module v2 of `program`: linked with the committed runtime, or with the artifact at `REMIT_RT_ARTIFACT` (so that
+/// the measurements below compare another build of the runtime without rebuilding the tests).
+fn linked(program: &remit::ir::Program) -> Vec<u8> {
+    match std::env::var("REMIT_RT_ARTIFACT") {
+        Ok(path) => {
+            let image = remit::wasm::image::write(program).unwrap();
+            remit::wasm::link::link_image(&std::fs::read(path).unwrap(), &image, None).unwrap()
+        }
+        Err(_) => remit::wasm::link(program).unwrap(),
+    }
+}
+
 /// A loop over a linked module in wasmtime with a perf map, for profiling the runtime's wasm code: build an
 /// unstripped artifact (scripts/build-runtime.sh's rustc line without `-C strip=symbols`), then
 /// `REMIT_RT_ARTIFACT=that.wasm perf record -k mono TEST_BINARY --ignored module_loop`.
@@ -167,9 +189,7 @@ fn native_loop() {
 #[ignore]
 fn module_loop() {
     let artifact = std::env::var("REMIT_RT_ARTIFACT").map(std::fs::read).unwrap().unwrap();
-    let name = std::env::var("REMIT_LOOP_EXAMPLE").unwrap_or_else(|_| "wallet".into());
-    let program = support::examples::program(&name);
-    let requests = support::examples::requests(&support::examples::dir(&name));
+    let (program, requests) = loop_requests();
     let image = remit::wasm::image::write(&program).unwrap();
     let module = remit::wasm::link::link_image(&artifact, &image, None).unwrap();
     let mut config = wasmtime::Config::new();
@@ -209,7 +229,7 @@ fn scale_speed() {
         text.push_str("}\n");
         let program = support::examples::compile(&[("scale.remit".to_string(), text)]);
         let old = std::sync::Arc::new(runtime.load(&remit::wasm::compile(&program).unwrap()).unwrap());
-        let new = std::sync::Arc::new(runtime.load(&remit::wasm::link(&program).unwrap()).unwrap());
+        let new = std::sync::Arc::new(runtime.load(&linked(&program)).unwrap());
         let (mut old, mut new) = (old.evaluator().unwrap(), new.evaluator().unwrap());
         assert_eq!(old.decide(request), new.decide(request));
         let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -272,7 +292,7 @@ fn fuel_per_decision() {
     for name in ["wallet", "bank-disputes", "club", "web-publication"] {
         let program = support::examples::program(name);
         let old = std::sync::Arc::new(runtime.load(&remit::wasm::compile(&program).unwrap()).unwrap());
-        let new = std::sync::Arc::new(runtime.load(&remit::wasm::link(&program).unwrap()).unwrap());
+        let new = std::sync::Arc::new(runtime.load(&linked(&program)).unwrap());
         let (mut old, mut new) = (old.evaluator().unwrap(), new.evaluator().unwrap());
         for (i, request) in support::examples::requests(&support::examples::dir(name)).iter().enumerate() {
             old.decide(request);

@@ -314,7 +314,7 @@ fn rt_read(bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
     support::rt_parse(bytes, |parsed| {
         let codes = |e: remit_rt::request::RequestError| e.codes().map(str::to_string).collect::<Vec<_>>();
         let (doc, keys) = parsed.map_err(|e| codes(remit_rt::request::RequestError::json(e)))?;
-        let r = remit_rt::request::parse(&doc, need, keys).map_err(codes)?;
+        let r = remit_rt::request::parse(&doc, need).map_err(codes)?;
         let strings = |array: u32| remit_rt::request::elements(&doc, array).map(|s| text_of(&doc, s)).collect();
         let object = |tok: Option<u32>| tok.map_or_else(|| json!({}), |t| json_of(&doc, t));
         Ok(Read {
@@ -326,7 +326,7 @@ fn rt_read(bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
             now: r.now,
             operation_id: r.operation_id.map(|t| text_of(&doc, t)),
             attempt: r.attempt,
-            approvals: r.approvals.iter().map(|&a| json_of(&doc, a)).collect(),
+            approvals: r.approvals(&doc, keys, &mut []).unwrap().iter().map(|&a| json_of(&doc, a)).collect(),
             stops: r.stops.map(strings).unwrap_or_default(),
             facts: object(r.facts),
             counters: object(r.counters),

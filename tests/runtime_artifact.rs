@@ -379,7 +379,9 @@ fn native_request(bytes: &[u8], need: Need) -> i32 {
     support::rt_parse(bytes, |parsed| {
         let read = match parsed {
             Err(e) => Err(RequestError::json(e)),
-            Ok((doc, keys)) => remit_rt::request::parse(&doc, need, keys).map(|r| r.approvals.len()),
+            Ok((doc, keys)) => {
+                remit_rt::request::parse(&doc, need).map(|r| r.approvals(&doc, keys, &mut []).map_or(0, <[u32]>::len))
+            }
         };
         match read {
             Ok(approvals) => (approvals as i32) << 8,

@@ -94,7 +94,7 @@ impl Possible {
 pub struct Env<'e> {
     pub image: &'e Image<'e>,
     pub doc: &'e Doc<'e>,
-    pub request: &'e Request<'e>,
+    pub request: &'e Request,
     /// The called tool's record.
     pub tool: Tool,
     /// Tool listing: the call is not known yet (arguments are unknown, and so are the resource and the attempt when
@@ -104,7 +104,7 @@ pub struct Env<'e> {
 
 impl<'e> Env<'e> {
     /// The environment of a call to (or a listing of) tool `tool` of `image`.
-    pub fn new(image: &'e Image<'e>, doc: &'e Doc<'e>, request: &'e Request<'e>, tool: u32, listing: bool) -> Env<'e> {
+    pub fn new(image: &'e Image<'e>, doc: &'e Doc<'e>, request: &'e Request, tool: u32, listing: bool) -> Env<'e> {
         Env { image, doc, request, tool: image.tool(tool), listing }
     }
 }
@@ -734,56 +734,6 @@ impl Cmp<'_> {
     }
 }
 
-/// Only in a build with `--cfg remit_rt_cond_probe` (`REMIT_RT_CFG=remit_rt_cond_probe scripts/build-runtime.sh
-/// OUT.wasm`; tests/rt_cond.rs): [`eval`] and [`possible`] called on an image, a document and a request the optimizer
-/// cannot see through (filled from the argument), so that a panic path anywhere in them fails the build, while no
-/// export of the artifact calls them yet.
-#[cfg(remit_rt_cond_probe)]
-#[no_mangle]
-pub extern "C" fn rt_cond_probe(seed: i32, off: i32, count: i32, tool: i32) -> i32 {
-    use crate::json::Token;
-    use crate::request::Call;
-    let mut state = seed as u32;
-    let mut next = move || {
-        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-        state
-    };
-    let mut bytes = [0u8; 4096];
-    for b in bytes.iter_mut() {
-        *b = (next() >> 16) as u8;
-    }
-    let mut input = [0u8; 512];
-    for b in input.iter_mut() {
-        *b = (next() >> 16) as u8;
-    }
-    let mut tape = [Token::default(); 64];
-    for t in tape.iter_mut() {
-        *t = Token::new(next() as u8 & 7, next() as u8, next() as u16, next() & 511, next() & 511, next() & 63);
-    }
-    let image = Image { bytes: &bytes, header: image::Header::decode(&bytes, 0) };
-    let doc = Doc { input: &input, tape: &tape };
-    let some = |n: u32| if n & 1 == 0 { None } else { Some(n >> 1 & 63) };
-    let request = Request {
-        subject_id: next() & 63,
-        scopes: some(next()),
-        call: Some(Call { name: next() & 63, arguments: some(next()) }),
-        resource_id: some(next()),
-        mandate: next() & 63,
-        now: i64::from(next()),
-        operation_id: None,
-        attempt: some(next()).map(i128::from),
-        approvals: &[],
-        stops: None,
-        facts: None,
-        counters: None,
-        attributes: some(next()),
-    };
-    let env = Env::new(&image, &doc, &request, tool as u32, next() & 1 == 0);
-    let truth = eval(&image, off as u32, count as u32, &env);
-    let possible = possible(&image, off as u32, count as u32, &env);
-    truth as i32 | i32::from(possible.0) << 4
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -813,9 +763,8 @@ mod tests {
         }
         let image = Image::new(&bytes).unwrap();
         let mut buffers = Buffers::new();
-        let (doc, keys) = buffers.parse(REQUEST).unwrap();
-        let mut slots = keys.to_vec();
-        let request = crate::request::parse(&doc, Need::Call, &mut slots).unwrap();
+        let (doc, _) = buffers.parse(REQUEST).unwrap();
+        let request = crate::request::parse(&doc, Need::Call).unwrap();
         let mut env = Env { image: &image, doc: &doc, request: &request, tool: Tool::default(), listing: false };
         let (off, count) = (nodes_at as u32, count as u32);
         let truth = eval(&image, off, count, &env);

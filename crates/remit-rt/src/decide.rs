@@ -37,10 +37,9 @@ pub struct Work {
     pub consumed: [u32; MAX_DECIDING],
     /// Counter ranks of the budgets that apply.
     pub counters: [u32; MAX_DECIDING],
-    /// The first presented approvals, read once per decision (the rest are read at each gate), and whether each
-    /// is well formed. (Two arrays of all-zero initial values, so the artifact keeps them out of its data.)
+    /// The first usable approvals, read once per decision when the request is read (the rest are read at each
+    /// gate). (All-zero initial values, so the artifact keeps the array out of its data.)
     pub approvals: [Approval; MAX_DECIDING],
-    pub well_formed: [bool; MAX_DECIDING],
 }
 
 impl Work {
@@ -54,7 +53,6 @@ impl Work {
         consumed: [0; MAX_DECIDING],
         counters: [0; MAX_DECIDING],
         approvals: [Approval::EMPTY; MAX_DECIDING],
-        well_formed: [false; MAX_DECIDING],
     };
 }
 
@@ -90,15 +88,10 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
         Ok(p) => p,
         Err(e) => return write_deny(out, err::of_request(request::RequestError::json(e)), b"[]", policy),
     };
-    let req = match request::parse(&doc, Need::Call, keys) {
+    let req = match request::parse(&doc, Need::Call) {
         Ok(req) => req,
         Err(e) => return write_deny(out, err::of_request(e), b"[]", policy),
     };
-    // The approvals stay at the front of the key slots; the rest sorts object keys for the argument digest.
-    let usable = req.approvals.len();
-    let req = req.with_approvals(&[]);
-    let (approvals, spare) = keys.split_at_mut(usable.min(keys.len()));
-    let req = req.with_approvals(approvals);
     let call = match req.call {
         Some(call) => call,
         None => return write_deny(out, err::REQUEST_MISSING_FIELD, b"[]", policy),
@@ -120,7 +113,7 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
     } else {
         let call = Call { tool, record: image.tool(tool), name: call.name, arguments: call.arguments };
         let mut tally = Tally::new(work);
-        tally.examine(image, &doc, &req, &call, &mandate, spare);
+        tally.examine(image, &doc, &req, &call, &mandate, keys);
         tally.write(image, &doc, &req, &call, &mandate, out);
     }
     // A decision that does not fit the output area (sized by `eval::output_limit`) is a deny of its own, never
@@ -183,10 +176,8 @@ struct Tally<'w> {
     order: &'w mut [u32],
     consumed: List<'w>,
     counters: List<'w>,
-    /// The usable approvals read (`Work::approvals`), how many.
+    /// The first usable approvals, read when the first gate needs them (`Work::approvals`).
     approvals: &'w mut [Approval],
-    well_formed: &'w mut [bool],
-    approvals_read: usize,
     /// The argument digest, once a gate needed it.
     digest: Option<[u8; 71]>,
 }
@@ -205,8 +196,6 @@ impl<'w> Tally<'w> {
             consumed: List::new(&mut work.consumed),
             counters: List::new(&mut work.counters),
             approvals: &mut work.approvals,
-            well_formed: &mut work.well_formed,
-            approvals_read: 0,
             digest: None,
         }
     }
@@ -236,10 +225,10 @@ impl<'w> Tally<'w> {
         &mut self,
         image: &Image<'_>,
         doc: &Doc<'_>,
-        req: &Request<'_>,
+        req: &Request,
         call: &Call,
         leaf: &Mandate,
-        spare: &mut [u32],
+        keys: &mut [u32],
     ) {
         let tool = &call.record;
         if tool.flags & image::TOOL_ADMINISTERS_MANDATES != 0 {
@@ -313,7 +302,7 @@ impl<'w> Tally<'w> {
             }
         }
         if self.deny_codes == 0 {
-            self.resolve_gates(image, doc, req, call, leaf, spare);
+            self.resolve_gates(image, doc, req, call, leaf, keys);
         }
     }
 
@@ -324,11 +313,18 @@ impl<'w> Tally<'w> {
         &mut self,
         image: &Image<'_>,
         doc: &Doc<'_>,
-        req: &Request<'_>,
+        req: &Request,
         call: &Call,
         leaf: &Mandate,
-        spare: &mut [u32],
+        keys: &mut [u32],
     ) {
+        if self.gates.len == 0 {
+            return;
+        }
+        // The usable approvals, read once, stay at the front of the parse's key slots; the rest sorts object keys
+        // for the argument digest.
+        let count = req.approvals(doc, keys, self.approvals).map_or(0, <[u32]>::len);
+        let (usable, spare) = keys.split_at_mut(count.min(keys.len()));
         let mut i = 0;
         while i + 1 < self.gates.len {
             let (rule_at, position) = match (self.gates.items.get(i), self.gates.items.get(i + 1)) {
@@ -340,7 +336,7 @@ impl<'w> Tally<'w> {
             let kind = image.kind(rule.kind_index);
             // An approval counts for this mandate's gates only if issued under it or an ancestor: authority flows
             // down the chain, never up.
-            match self.chosen_approval(image, doc, req, call, &kind, leaf, position, spare) {
+            match self.chosen_approval(image, doc, req, call, &kind, leaf, position, usable, spare) {
                 Some(id) => {
                     if kind.single_use != 0 {
                         self.consumed.push(id);
@@ -363,29 +359,22 @@ impl<'w> Tally<'w> {
         &mut self,
         image: &Image<'_>,
         doc: &Doc<'_>,
-        req: &Request<'_>,
+        req: &Request,
         call: &Call,
         kind: &Kind,
         leaf: &Mandate,
         position: u32,
+        usable: &[u32],
         spare: &mut [u32],
     ) -> Option<u32> {
         if kind.binds & image::BINDS_ARGUMENTS != 0 && self.digest.is_none() {
             self.digest = Some(digest(image, doc, call, spare));
         }
-        if self.approvals_read == 0 {
-            for ((slot, ok), &item) in self.approvals.iter_mut().zip(self.well_formed.iter_mut()).zip(req.approvals) {
-                let read = request::approval(doc, item);
-                *ok = read.is_some();
-                *slot = read.unwrap_or(Approval::EMPTY);
-            }
-            self.approvals_read = req.approvals.len().min(self.approvals.len()).max(1);
-        }
         let mut chosen: Option<u32> = None;
-        for (i, &item) in req.approvals.iter().enumerate() {
-            let read = match (self.approvals.get(i), self.well_formed.get(i)) {
-                (Some(read), Some(&ok)) if i < self.approvals_read => Some(*read).filter(|_| ok),
-                _ => request::approval(doc, item),
+        for (i, &item) in usable.iter().enumerate() {
+            let read = match self.approvals.get(i) {
+                Some(read) => Some(*read),
+                None => request::approval(doc, item),
             };
             let approval = match read {
                 Some(a) => a,
@@ -407,7 +396,7 @@ impl<'w> Tally<'w> {
         mut self,
         image: &Image<'_>,
         doc: &Doc<'_>,
-        req: &Request<'_>,
+        req: &Request,
         call: &Call,
         leaf: &Mandate,
         out: &mut Out<'_>,
@@ -456,7 +445,7 @@ impl<'w> Tally<'w> {
 
     /// `missing_approvals`: one per distinct (kind, mandate), by kind name then mandate name, with the fields the
     /// kind binds.
-    fn write_missing(&mut self, image: &Image<'_>, doc: &Doc<'_>, req: &Request<'_>, call: &Call, out: &mut Out<'_>) {
+    fn write_missing(&mut self, image: &Image<'_>, doc: &Doc<'_>, req: &Request, call: &Call, out: &mut Out<'_>) {
         let pairs = self.missing.slice();
         let count = pairs.len() / 2;
         let pair = |i: u32| -> (u32, u32) {
@@ -513,14 +502,7 @@ impl<'w> Tally<'w> {
 
     /// `obligations` of an allow, in the byte order of their JSON, without repeats: approvals consumed
     /// (`consume-approval`), budgets counted (`increment-counter`), the operation recorded (`record-operation`).
-    fn write_obligations(
-        &mut self,
-        image: &Image<'_>,
-        doc: &Doc<'_>,
-        req: &Request<'_>,
-        call: &Call,
-        out: &mut Out<'_>,
-    ) {
+    fn write_obligations(&mut self, image: &Image<'_>, doc: &Doc<'_>, req: &Request, call: &Call, out: &mut Out<'_>) {
         let mut first = true;
         let mut separate = |out: &mut Out<'_>| {
             if !first {
@@ -621,7 +603,7 @@ pub(crate) fn rule_list(image: &Image<'_>, tool: &Tool, mandate: u32) -> RuleLis
 }
 
 /// Whether the tool requires scopes and the credential carries none of them (no credential: no scopes).
-pub(crate) fn lacks_scope(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, req: &Request<'_>) -> bool {
+pub(crate) fn lacks_scope(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, req: &Request) -> bool {
     if tool.scopes_count == 0 {
         return false;
     }
@@ -658,7 +640,7 @@ pub(crate) fn validity(mandate: &Mandate, now: i64) -> Option<(u32, u32)> {
 }
 
 /// A stop on the mandate, for a tool with side effects.
-pub(crate) fn is_stopped(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, tool: &Tool, req: &Request<'_>) -> bool {
+pub(crate) fn is_stopped(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, tool: &Tool, req: &Request) -> bool {
     if tool.flags & image::TOOL_SIDE_EFFECTS == 0 {
         return false;
     }
@@ -716,7 +698,7 @@ fn satisfies(
     kind: &Kind,
     leaf: &Mandate,
     position: u32,
-    req: &Request<'_>,
+    req: &Request,
     call: &Call,
     digest: Option<&[u8; 71]>,
 ) -> bool {

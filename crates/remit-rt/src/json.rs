@@ -162,7 +162,7 @@ impl<'a> Doc<'a> {
 
     /// The values of the entries of object `obj` named `names` (unescaped keys), found in one pass over its keys;
     /// all `None` when `obj` is absent or not an object.
-    pub fn fields<const N: usize>(&self, obj: Option<u32>, names: [&[u8]; N]) -> [Option<u32>; N] {
+    pub fn fields<const N: usize>(&self, obj: Option<u32>, names: &[Key; N]) -> [Option<u32>; N] {
         let mut found = [None; N];
         let obj = match obj {
             Some(obj) if self.token(obj).kind() == OBJECT => obj,
@@ -172,21 +172,44 @@ impl<'a> Doc<'a> {
         let mut k = obj + 1;
         while k < end {
             let kt = self.token(k);
-            for (slot, name) in found.iter_mut().zip(names) {
-                let matches = if kt.flags() & ESCAPED == 0 {
-                    (kt.end.wrapping_sub(kt.start)) as usize == name.len() && self.raw(k) == name
-                } else {
-                    self.text(k).eq(name.iter().copied())
-                };
-                if matches {
-                    *slot = Some(kt.next);
-                    break;
+            if kt.flags() & ESCAPED == 0 {
+                let key = self.key_words(&kt);
+                for (slot, name) in found.iter_mut().zip(names) {
+                    if name.is(self, k, key) {
+                        *slot = Some(kt.next);
+                        break;
+                    }
+                }
+            } else {
+                for (slot, name) in found.iter_mut().zip(names) {
+                    if self.text(k).eq(name.name.iter().copied()) {
+                        *slot = Some(kt.next);
+                        break;
+                    }
                 }
             }
             // The key's value, then the next key (`max`: always forward, on any tape).
             k = self.token(kt.next).next.max(k + 1);
         }
         found
+    }
+
+    /// An unescaped key's length and its first 16 bytes as [`Key`] holds them: two words read whole when the input
+    /// has 16 bytes from the key's start (nearly always: a value and the closing brace follow every key).
+    #[inline]
+    fn key_words(&self, t: &Token) -> (u32, u64, u64) {
+        let len = t.end.wrapping_sub(t.start);
+        let start = t.start as usize;
+        let (lo, hi) = match self.input.get(start..start.wrapping_add(16)) {
+            Some(src) => (le_word(src), le_word(src.get(8..).unwrap_or(&[]))),
+            None => {
+                // Near the end of the input: the key's bytes only.
+                let key = self.input.get(start..t.end as usize).unwrap_or(&[]);
+                (le_word(key), le_word(key.get(8..).unwrap_or(&[])))
+            }
+        };
+        let (lo, hi) = Key::keep(lo, hi, len as usize);
+        (len, lo, hi)
     }
 
     /// Whether the string token `tok`'s unescaped content is `bytes` (a plain comparison when it has no escape).
@@ -214,21 +237,70 @@ impl<'a> Doc<'a> {
 
     /// The value of the entry of object `obj` whose unescaped key is `key`.
     pub fn get(&self, obj: u32, key: &[u8]) -> Option<u32> {
-        let o = self.token(obj);
-        if o.kind() != OBJECT {
-            return None;
-        }
-        let mut k = obj + 1;
-        while k < o.next {
-            let kt = self.token(k);
-            let matches =
-                if kt.flags() & ESCAPED == 0 { self.raw(k) == key } else { self.text(k).eq(key.iter().copied()) };
-            if matches {
-                return Some(kt.next);
+        let [value] = self.fields(Some(obj), &[Key::of(key)]);
+        value
+    }
+}
+
+/// The first eight bytes of `bytes` as a little-endian word (one load when there are eight; zeros past a shorter
+/// slice).
+#[inline(always)]
+fn le_word(bytes: &[u8]) -> u64 {
+    match bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+        Some(b) => u64::from_le_bytes(b),
+        None => bytes.iter().take(8).enumerate().fold(0, |w, (i, &b)| w | u64::from(b) << (8 * i)),
+    }
+}
+
+/// A key name prepared for [`Doc::fields`]: its length and its first 16 bytes as two little-endian words, zero past
+/// the name, so a key is compared with two word comparisons rather than a byte loop (and the rest of the bytes only
+/// for names longer than 16). The names a request has are constants: `Key::new` in a `const`.
+#[derive(Clone, Copy, Debug)]
+pub struct Key<'n> {
+    pub name: &'n [u8],
+    len: u32,
+    lo: u64,
+    hi: u64,
+}
+
+impl<'n> Key<'n> {
+    pub const fn new(name: &'n [u8]) -> Key<'n> {
+        let (mut lo, mut hi, mut i) = (0u64, 0u64, 0);
+        while i < name.len() && i < 16 {
+            if i < 8 {
+                lo |= (name[i] as u64) << (8 * i);
+            } else {
+                hi |= (name[i] as u64) << (8 * (i - 8));
             }
-            k = self.token(kt.next).next;
+            i += 1;
         }
-        None
+        Key { name, len: name.len() as u32, lo, hi }
+    }
+
+    /// [`Key::new`] at run time.
+    pub fn of(name: &'n [u8]) -> Key<'n> {
+        let (lo, hi) = Key::keep(le_word(name), le_word(name.get(8..).unwrap_or(&[])), name.len());
+        Key { name, len: name.len() as u32, lo, hi }
+    }
+
+    /// `lo` and `hi` with the bytes past the first `len` zeroed.
+    #[inline(always)]
+    const fn keep(lo: u64, hi: u64, len: usize) -> (u64, u64) {
+        let lo_keep = if len >= 8 { u64::MAX } else { (1u64 << (8 * len)) - 1 };
+        let hi_keep = if len >= 16 {
+            u64::MAX
+        } else if len <= 8 {
+            0
+        } else {
+            (1u64 << (8 * (len - 8))) - 1
+        };
+        (lo & lo_keep, hi & hi_keep)
+    }
+
+    /// Whether the unescaped key token `k` of `doc`, whose [`Doc::key_words`] are `words`, is this name.
+    #[inline]
+    fn is(&self, doc: &Doc<'_>, k: u32, (len, lo, hi): (u32, u64, u64)) -> bool {
+        len == self.len && lo == self.lo && hi == self.hi && (len <= 16 || doc.raw(k) == self.name)
     }
 }
 
@@ -910,6 +982,31 @@ mod tests {
         assert_eq!(doc.get(0, b"b"), Some(6));
         assert_eq!(doc.token(6).kind(), NULL);
         assert_eq!(doc.token(99).kind(), 0);
+    }
+
+    #[test]
+    fn fields_compare_whole_names_of_every_length() {
+        // Names of 0-20 bytes sharing prefixes, each found only under its exact key, also as the document's last
+        // key (fewer than 16 bytes left to read) and written with an escape.
+        let names: Vec<String> = (0..=20).map(|n| "abcdefghijklmnopqrstu"[..n].to_string()).collect();
+        for (i, name) in names.iter().enumerate() {
+            let escaped = name.replacen('a', "\\u0061", 1);
+            for key in [name.clone(), escaped] {
+                for text in [format!(r#"{{"{key}": {i}, "zz": 0}}"#), format!(r#"{{"zz": 0, "{key}": {i}}}"#)] {
+                    let mut buffers = Buffers::new();
+                    let (doc, _) = buffers.parse(text.as_bytes()).unwrap();
+                    for (j, other) in names.iter().enumerate() {
+                        let [found, zz] = doc.fields(Some(0), &[Key::of(other.as_bytes()), Key::new(b"zz")]);
+                        assert!(zz.is_some(), "{text}");
+                        assert_eq!(
+                            found.map(|v| doc.raw(v)),
+                            (i == j).then(|| i.to_string().into_bytes()).as_deref(),
+                            "{other} in {text}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

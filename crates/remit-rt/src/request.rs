@@ -8,7 +8,7 @@
 //! timestamps and the attempt number are converted. The usable approvals are listed in a slot buffer the caller
 //! gives (the parse's key slots, [`crate::json::Scratch::keys`], which the parse no longer needs).
 
-use crate::json::{heap_sort, Doc, ARRAY, FALSE, NULL, NUMBER, OBJECT, STRING, TRUE};
+use crate::json::{heap_sort, Doc, Key, ARRAY, FALSE, NULL, NUMBER, OBJECT, STRING, TRUE};
 use crate::value::{parse_timestamp, DECIMAL_SCALE};
 
 /// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
@@ -98,7 +98,7 @@ impl Approval {
 
 /// A request that can be decided on. Tokens are of the document it was read from.
 #[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
+pub struct Request {
     pub subject_id: u32,
     /// `subject.credential.scopes` (an array token whose items are all strings); `None` when there is no credential
     /// or it lists no scopes field.
@@ -113,8 +113,8 @@ pub struct Request<'a> {
     pub operation_id: Option<u32>,
     /// An exact decimal (units of 10^-9), always a whole number.
     pub attempt: Option<i128>,
-    /// The usable approvals ([`usable_approvals`]): object tokens, in document order.
-    pub approvals: &'a [u32],
+    /// `context.approvals`: an array token (what it holds is read by [`Request::approvals`]).
+    pub approval_items: Option<u32>,
     /// `context.stops`: an array token whose items are all strings.
     pub stops: Option<u32>,
     /// `context.facts`, `context.counters`, `context.attributes`: object tokens (absent: empty).
@@ -123,44 +123,54 @@ pub struct Request<'a> {
     pub attributes: Option<u32>,
 }
 
-impl<'a> Request<'a> {
-    /// The same request with another list of approvals (the list's slots are the caller's: this lets the caller
-    /// take back the rest of the slot buffer once the request is read).
-    pub fn with_approvals<'b>(&self, approvals: &'b [u32]) -> Request<'b> {
-        Request {
-            subject_id: self.subject_id,
-            scopes: self.scopes,
-            call: self.call,
-            resource_id: self.resource_id,
-            mandate: self.mandate,
-            now: self.now,
-            operation_id: self.operation_id,
-            attempt: self.attempt,
-            approvals,
-            stops: self.stops,
-            facts: self.facts,
-            counters: self.counters,
-            attributes: self.attributes,
+impl Request {
+    /// The usable approvals ([`usable_approvals`]) of `context.approvals`, listed in `slots`, the first
+    /// `read.len()` of them also read into `read`. `None` only when `slots` has fewer entries than the array has
+    /// items (never with the parse's key slots, one per token).
+    pub fn approvals<'s>(&self, doc: &Doc<'_>, slots: &'s mut [u32], read: &mut [Approval]) -> Option<&'s [u32]> {
+        match self.approval_items {
+            None => Some(&[]),
+            Some(items) => usable_approvals(doc, items, slots, read),
         }
     }
 }
 
-/// Reads the request whose root is token 0 of `doc`. `slots` needs as many entries as `doc` has tokens (it holds the
-/// approvals' list; with fewer, the request is refused as `oversize`, which the runtime's buffers never cause).
-pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Request<'a>, RequestError> {
+/// The fields read, by object.
+const ID: Key<'static> = Key::new(b"id");
+const ROOT_FIELDS: [Key<'static>; 4] =
+    [Key::new(b"subject"), Key::new(b"action"), Key::new(b"resource"), Key::new(b"context")];
+const SUBJECT_FIELDS: [Key<'static>; 2] = [ID, Key::new(b"credential")];
+const CREDENTIAL_FIELDS: [Key<'static>; 2] = [ID, Key::new(b"scopes")];
+const ACTION_FIELDS: [Key<'static>; 2] = [Key::new(b"name"), Key::new(b"arguments")];
+const CONTEXT_FIELDS: [Key<'static>; 9] = [
+    Key::new(b"mandate"),
+    Key::new(b"now"),
+    Key::new(b"operation_id"),
+    Key::new(b"attempt"),
+    Key::new(b"approvals"),
+    Key::new(b"stops"),
+    Key::new(b"facts"),
+    Key::new(b"counters"),
+    Key::new(b"attributes"),
+];
+
+/// Reads the request whose root is token 0 of `doc`. The presented approvals are only checked to be an array: an
+/// item that is not a usable approval is left out, never an error, so they are read when a gate needs them
+/// ([`Request::approvals`]), and a decision that ends before any gate never reads them.
+pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     const ROOT: u32 = 0;
     if doc.token(ROOT).kind() != OBJECT {
         return Err(MALFORMED);
     }
     let mut p = Problems { doc, error: RequestError::default() };
     // Each object's fields are found in one pass over its keys.
-    let [subject, action, resource, context] = doc.fields(Some(ROOT), [b"subject", b"action", b"resource", b"context"]);
+    let [subject, action, resource, context] = doc.fields(Some(ROOT), &ROOT_FIELDS);
 
     let subject_object = p.typed(subject, OBJECT);
-    let [subject_id, credential] = doc.fields(subject_object, [b"id", b"credential"]);
+    let [subject_id, credential] = doc.fields(subject_object, &SUBJECT_FIELDS);
     let subject_id = p.required_string(subject, subject_id);
     let credential = p.typed(credential, OBJECT);
-    let [credential_id, scopes] = doc.fields(credential, [b"id", b"scopes"]);
+    let [credential_id, scopes] = doc.fields(credential, &CREDENTIAL_FIELDS);
     p.typed(credential_id, STRING);
     let scopes = p.strings(scopes);
 
@@ -168,7 +178,7 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
         Need::Listing => None,
         Need::Call => {
             let object = p.typed(action, OBJECT);
-            let [name, arguments] = doc.fields(object, [b"name", b"arguments"]);
+            let [name, arguments] = doc.fields(object, &ACTION_FIELDS);
             let name = p.required_string(action, name);
             let arguments = p.typed(arguments, OBJECT);
             name.map(|name| Call { name, arguments })
@@ -176,14 +186,12 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
     };
 
     let resource = p.typed(resource, OBJECT);
-    let [resource_id] = doc.fields(resource, [b"id"]);
+    let [resource_id] = doc.fields(resource, &[ID]);
     let resource_id = p.typed(resource_id, STRING).filter(|&id| !is_blank(doc, id));
 
     let object = p.typed(context, OBJECT);
-    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes] = doc.fields(
-        object,
-        [b"mandate", b"now", b"operation_id", b"attempt", b"approvals", b"stops", b"facts", b"counters", b"attributes"],
-    );
+    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes] =
+        doc.fields(object, &CONTEXT_FIELDS);
     let mandate = p.required_string(context, mandate);
     let now = p.required_string(context, now).and_then(|text| {
         let parsed = timestamp(doc, text);
@@ -203,15 +211,7 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
             attempt
         }
     };
-    let mut approvals: &'a [u32] = &[];
-    match approval_items {
-        None => {}
-        Some(items) if doc.token(items).kind() == ARRAY => match usable_approvals(doc, items, slots) {
-            Some(usable) => approvals = usable,
-            None => return Err(RequestError { oversize: true, ..RequestError::default() }),
-        },
-        Some(_) => p.error.malformed = true,
-    }
+    let approval_items = p.typed(approval_items, ARRAY);
     let stops = p.strings(stops);
     let facts = p.typed(facts, OBJECT);
     let counters = p.typed(counters, OBJECT);
@@ -237,7 +237,7 @@ pub fn parse<'a>(doc: &Doc<'_>, need: Need, slots: &'a mut [u32]) -> Result<Requ
         now,
         operation_id,
         attempt,
-        approvals,
+        approval_items,
         stops,
         facts,
         counters,
@@ -396,16 +396,31 @@ fn integer(doc: &Doc<'_>, tok: u32) -> Option<i128> {
 }
 
 /// The fields a presented approval has: two approvals with the same id are the same approval only if these are equal.
-const APPROVAL_FIELDS: [&[u8]; 10] =
-    [b"id", b"kind", b"mandate", b"issued_at", b"expires_at", b"tool", b"target", b"digest", b"manifest", b"consumed"];
+const APPROVAL_FIELDS: [Key<'static>; 10] = [
+    ID,
+    Key::new(b"kind"),
+    Key::new(b"mandate"),
+    Key::new(b"issued_at"),
+    Key::new(b"expires_at"),
+    Key::new(b"tool"),
+    Key::new(b"target"),
+    Key::new(b"digest"),
+    Key::new(b"manifest"),
+    Key::new(b"consumed"),
+];
 
 /// The well-formed approvals among the items of the array `items` whose id no other presented approval
 /// contradicts, in document order, listed in `slots`. Two approvals with the same `id` are one approval only if
 /// both are well formed and every field is equal (as JSON values, an absent field equal only to an absent one):
 /// identical duplicates count once, and when any two differ (or one is malformed) no approval with that id satisfies
 /// anything. Items are grouped by sorting them by id, so any number of approvals costs `n log n` comparisons.
-/// `None` when `slots` is too small.
-pub fn usable_approvals<'a>(doc: &Doc<'_>, items: u32, slots: &'a mut [u32]) -> Option<&'a [u32]> {
+/// `None` when `slots` is too small. The first `read.len()` usable approvals are also read into `read`.
+pub fn usable_approvals<'a>(
+    doc: &Doc<'_>,
+    items: u32,
+    slots: &'a mut [u32],
+    read: &mut [Approval],
+) -> Option<&'a [u32]> {
     // The items with a string id (only they can be grouped, and only they can be usable).
     let mut len = 0;
     for item in elements(doc, items) {
@@ -428,25 +443,31 @@ pub fn usable_approvals<'a>(doc: &Doc<'_>, items: u32, slots: &'a mut [u32]) -> 
         let group = listed.get_mut(first..end)?;
         let contradicted = group.len() > 1
             && group.iter().any(|&item| {
-                approval(doc, item).is_none() || !APPROVAL_FIELDS.iter().all(|key| same(doc, item, head, key))
+                approval(doc, item).is_none() || !APPROVAL_FIELDS.iter().all(|key| same(doc, item, head, key.name))
             });
         if contradicted {
             group.iter_mut().for_each(|slot| *slot = u32::MAX);
         }
         first = end;
     }
-    // Keep the well-formed ones, back in document order.
+    // Back in document order (the struck ones last), then keep the well-formed ones, reading the first of them
+    // into `read` on the way.
+    heap_sort(listed, |a, b| a < b);
     let mut kept = 0;
     for k in 0..len {
         let item = *listed.get(k)?;
-        if item != u32::MAX && approval(doc, item).is_some() {
+        if item == u32::MAX {
+            break;
+        }
+        if let Some(approval) = approval(doc, item) {
             *listed.get_mut(kept)? = item;
+            if let Some(slot) = read.get_mut(kept) {
+                *slot = approval;
+            }
             kept += 1;
         }
     }
-    let usable = listed.get_mut(..kept)?;
-    heap_sort(usable, |a, b| a < b);
-    Some(usable)
+    listed.get(..kept)
 }
 
 /// Whether the objects `a` and `b` have equal values for `key` (both absent counts as equal).
@@ -524,7 +545,7 @@ pub fn approval(doc: &Doc<'_>, item: u32) -> Option<Approval> {
     }
     // One pass over the approval's keys.
     let [id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, consumed] =
-        doc.fields(Some(item), APPROVAL_FIELDS);
+        doc.fields(Some(item), &APPROVAL_FIELDS);
     let required = |v: Option<u32>| v.filter(|&v| doc.token(v).kind() == STRING);
     // An optional field that is present must be a string; a wrongly typed one spoils the whole approval.
     let optional = |v: Option<u32>| -> Result<Option<u32>, ()> {
@@ -572,7 +593,7 @@ mod tests {
         let mut buffers = Buffers::new();
         let (doc, keys) = buffers.parse(text.as_bytes()).map_err(RequestError::json)?;
         let mut slots = keys.to_vec();
-        parse(&doc, need, &mut slots).map(|r| r.approvals.len())
+        parse(&doc, need).map(|r| r.approvals(&doc, &mut slots, &mut []).map_or(0, <[u32]>::len))
     }
 
     #[test]

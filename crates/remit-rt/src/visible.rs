@@ -14,11 +14,11 @@ use crate::Sink;
 /// Writes the listing of the parsed request's subject and context, exactly `remit::eval::visible_tools(…).to_json()`:
 /// `{"visible":[…],"hidden":[{"tool":…,"reason":…,"rule":{…}}]}`, each list in the order of the tools' names.
 pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, out: &mut Out<'_>) {
-    let (doc, keys) = match parsed {
+    let (doc, _) = match parsed {
         Ok(p) => p,
         Err(e) => return hide_all(image, out, first(err::of_request(request::RequestError::json(e)))),
     };
-    let req = match request::parse(&doc, Need::Listing, keys) {
+    let req = match request::parse(&doc, Need::Listing) {
         Ok(req) => req,
         // `request.malformed` sorts first, so it wins when both apply.
         Err(e) => return hide_all(image, out, first(err::of_request(e))),
@@ -120,7 +120,7 @@ impl Lowest {
 fn hidden_because(
     image: &Image<'_>,
     doc: &Doc<'_>,
-    req: &Request<'_>,
+    req: &Request,
     leaf: &Mandate,
     tool_index: u32,
 ) -> Option<(u32, Option<u32>)> {

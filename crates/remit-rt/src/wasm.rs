@@ -316,7 +316,7 @@ pub extern "C" fn rt_request_decode(len: i32, need: i32) -> i32 {
     let need = if need == 0 { Need::Call } else { Need::Listing };
     let read = match parsed(0, len as u32 as usize) {
         Err(e) => Err(RequestError::json(e)),
-        Ok((doc, keys)) => request::parse(&doc, need, keys).map(|r| r.approvals.len()),
+        Ok((doc, keys)) => request::parse(&doc, need).map(|r| r.approvals(&doc, keys, &mut []).map_or(0, <[u32]>::len)),
     };
     match read {
         Ok(approvals) => (approvals as i32) << 8,
