@@ -77,7 +77,7 @@ fn chain_rules(image: &Image<'_>, tool: u32, leaf: u32) -> Vec<Rule> {
 /// (empty when the request is refused, or names no tool or mandate of the policy, as `eval::trace`).
 fn rt_trace(image: &Image<'_>, bytes: &[u8]) -> Vec<(&'static str, Option<bool>)> {
     support::rt_parse(bytes, |parsed| {
-        let Ok((doc, keys)) = parsed else { return Vec::new() };
+        let Ok((doc, _)) = parsed else { return Vec::new() };
         let Ok(req) = request::parse(&doc, Need::Call) else { return Vec::new() };
         let Some(call) = req.call else { return Vec::new() };
         let (Some(tool), Some(leaf)) = (find_tool(image, &doc, call.name), find_mandate(image, &doc, req.mandate))
@@ -639,7 +639,7 @@ fn escaped_values_reach_the_readers() {
 /// each condition reads a value that the listing does not know.
 fn rt_possible(image: &Image<'_>, listing: &[u8], tool: &str) -> Option<Vec<(Possible, bool)>> {
     support::rt_parse(listing, |parsed| {
-        let (doc, keys) = parsed.ok()?;
+        let (doc, _) = parsed.ok()?;
         let req: Request = request::parse(&doc, Need::Listing).ok()?;
         let h = image.header;
         let tool = image.find(h.tool_slots_off, h.tool_slots_len, || tool.bytes(), |j| image.tool_name(j))?;
@@ -771,7 +771,7 @@ fn possible_outcomes_include_every_call_with_that_subject_and_context() {
 
 fn request_refused(listing: &[u8]) -> bool {
     support::rt_parse(listing, |parsed| match parsed {
-        Ok((doc, keys)) => request::parse(&doc, Need::Listing).is_err(),
+        Ok((doc, _)) => request::parse(&doc, Need::Listing).is_err(),
         Err(_) => true,
     })
 }
