@@ -196,20 +196,26 @@ impl<'a> Doc<'a> {
 
     /// An unescaped key's length and its first 16 bytes as [`Key`] holds them: two words read whole when the input
     /// has 16 bytes from the key's start (nearly always: a value and the closing brace follow every key).
-    #[inline]
+    #[inline(always)]
     fn key_words(&self, t: &Token) -> (u32, u64, u64) {
         let len = t.end.wrapping_sub(t.start);
         let start = t.start as usize;
         let (lo, hi) = match self.input.get(start..start.wrapping_add(16)) {
-            Some(src) => (le_word(src), le_word(src.get(8..).unwrap_or(&[]))),
-            None => {
-                // Near the end of the input: the key's bytes only.
-                let key = self.input.get(start..t.end as usize).unwrap_or(&[]);
-                (le_word(key), le_word(key.get(8..).unwrap_or(&[])))
+            Some(src) => {
+                let word = |at: usize| src.get(at..at + 8).and_then(|b| <[u8; 8]>::try_from(b).ok());
+                (word(0).map_or(0, u64::from_le_bytes), word(8).map_or(0, u64::from_le_bytes))
             }
+            None => self.key_words_at_end(t),
         };
         let (lo, hi) = Key::keep(lo, hi, len as usize);
         (len, lo, hi)
+    }
+
+    /// [`Doc::key_words`] of a key with fewer than 16 bytes of input from its start: its bytes only.
+    #[inline(never)]
+    fn key_words_at_end(&self, t: &Token) -> (u64, u64) {
+        let key = self.input.get(t.start as usize..t.end as usize).unwrap_or(&[]);
+        (le_word(key), le_word(key.get(8..).unwrap_or(&[])))
     }
 
     /// Whether the string token `tok`'s unescaped content is `bytes` (a plain comparison when it has no escape).

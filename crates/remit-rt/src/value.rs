@@ -29,15 +29,26 @@ pub fn parse_decimal(text: &[u8]) -> Option<i128> {
     if frac.len() > DECIMAL_SCALE as usize || whole.len() > 24 {
         return None;
     }
-    // At most 24 digits, times 10^9: below 10^33, far inside `i128`.
-    let mut value: i128 = 0;
-    for &d in whole {
-        value = value * 10 + i128::from(d - b'0');
-    }
+    // The fraction in units of 10^-9 (at most nine digits: below 10^9).
+    let mut units: u64 = 0;
     for k in 0..DECIMAL_SCALE as usize {
-        let d = frac.get(k).map_or(0, |&d| d - b'0');
-        value = value * 10 + i128::from(d);
+        units = units * 10 + u64::from(frac.get(k).map_or(0, |&d| d - b'0'));
     }
+    // The usual case in `u64` arithmetic (`i128` multiplications are calls on wasm32): up to 19 digits fit, and
+    // times 10^9 plus the fraction as long as that fits too.
+    let value = match whole.len() {
+        0..=19 => {
+            let w = whole.iter().fold(0u64, |w, &d| w.wrapping_mul(10).wrapping_add(u64::from(d - b'0')));
+            w.checked_mul(10u64.pow(DECIMAL_SCALE))
+                .and_then(|x| x.checked_add(units))
+                .map_or_else(|| i128::from(w) * 10i128.pow(DECIMAL_SCALE) + i128::from(units), i128::from)
+        }
+        // At most 24 digits, times 10^9: below 10^33, far inside `i128`.
+        _ => {
+            whole.iter().fold(0i128, |w, &d| w * 10 + i128::from(d - b'0')) * 10i128.pow(DECIMAL_SCALE)
+                + i128::from(units)
+        }
+    };
     Some(if negative { -value } else { value })
 }
 
