@@ -294,7 +294,15 @@ fn fuel_per_decision() {
         let old = std::sync::Arc::new(runtime.load(&remit::wasm::compile(&program).unwrap()).unwrap());
         let new = std::sync::Arc::new(runtime.load(&linked(&program)).unwrap());
         let (mut old, mut new) = (old.evaluator().unwrap(), new.evaluator().unwrap());
-        for (i, request) in support::examples::requests(&support::examples::dir(name)).iter().enumerate() {
+        // REMIT_FUEL_REQUEST=FILE: that request instead of the example's (to measure one path of the decision).
+        let requests = match std::env::var("REMIT_FUEL_REQUEST") {
+            Ok(path) => vec![std::fs::read(path).unwrap()],
+            Err(_) => support::examples::requests(&support::examples::dir(name)),
+        };
+        for (i, request) in requests.iter().enumerate() {
+            if std::env::var("REMIT_FUEL_PRINT").is_ok() {
+                println!("{}", String::from_utf8_lossy(request));
+            }
             old.decide(request);
             new.decide(request);
             let (a, b) = (old.fuel_used(), new.fuel_used());

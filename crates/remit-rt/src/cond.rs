@@ -370,7 +370,7 @@ fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
                 None => return Fetched::Error,
             };
             // Money is non-negative unless the parameter is `signed`: a negative amount is a mistyped argument.
-            if !signed_param(image, &env.tool, name) && negative(image, doc, value) {
+            if negative(image, doc, value) && !signed_param(image, &env.tool, name) {
                 return Fetched::Error;
             }
             value
@@ -429,8 +429,12 @@ fn negative(image: &Image<'_>, doc: &Doc<'_>, value: Val) -> bool {
     }
 }
 
-/// The unescaped content of the string token `tok` in `buf`, when it fits.
-fn unescaped<'b>(doc: &Doc<'_>, tok: u32, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+/// The unescaped content of the string token `tok` (in `buf` when it has an escape), when it fits `buf`.
+fn unescaped<'b>(doc: &Doc<'b>, tok: u32, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    // Without an escape the raw bytes are the text (no copy), within the same bound.
+    if let Some(raw) = doc.plain(tok) {
+        return (raw.len() <= buf.len()).then(|| raw);
+    }
     let mut len = 0;
     for byte in doc.text(tok) {
         *buf.get_mut(len)? = byte;

@@ -36,9 +36,11 @@ pub fn argument_digest(doc: &Doc<'_>, args: Option<u32>, tool: &[u8], keys: &mut
     let mut out = [0u8; 71];
     copy(&mut out, b"sha256:");
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = hash.iter().flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]);
-    for (slot, digit) in out.iter_mut().skip(7).zip(digits) {
-        *slot = digit;
+    for (pair, byte) in out.get_mut(7..).unwrap_or(&mut []).chunks_exact_mut(2).zip(hash) {
+        if let [hi, lo] = pair {
+            *hi = HEX[usize::from(byte >> 4)];
+            *lo = HEX[usize::from(byte & 0xf)];
+        }
     }
     (out, complete)
 }
