@@ -192,6 +192,9 @@ fn module_loop() {
     let (program, requests) = loop_requests();
     let image = remit::wasm::image::write(&program).unwrap();
     let module = remit::wasm::link::link_image(&artifact, &image, None).unwrap();
+    if let Ok(path) = std::env::var("REMIT_LOOP_DUMP") {
+        std::fs::write(path, &module).unwrap();
+    }
     let mut config = wasmtime::Config::new();
     config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     let engine = wasmtime::Engine::new(&config).unwrap();

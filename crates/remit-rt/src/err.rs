@@ -78,17 +78,14 @@ pub fn name(code: u32) -> &'static str {
 /// Writes the set as a JSON array of strings, in byte order.
 pub fn write_codes(out: &mut impl Sink, codes: u32) {
     out.byte(b'[');
-    let mut first = true;
-    for (i, code) in CODES.iter().enumerate() {
-        if codes & (1 << i) != 0 {
-            if !first {
-                out.byte(b',');
-            }
-            first = false;
-            out.byte(b'"');
-            out.write(code.as_bytes());
-            out.byte(b'"');
-        }
+    // The set bits, lowest first: the codes are numbered in byte order.
+    let mut rest = codes;
+    while rest != 0 {
+        let code = CODES.get(rest.trailing_zeros() as usize).copied().unwrap_or("");
+        out.write(if rest == codes { b"\"" } else { b",\"" });
+        out.write(code.as_bytes());
+        out.byte(b'"');
+        rest &= rest - 1;
     }
     out.byte(b']');
 }

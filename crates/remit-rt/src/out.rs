@@ -97,15 +97,44 @@ fn escape(byte: u8) -> Option<([u8; 6], usize)> {
 pub fn write_string(out: &mut impl Sink, text: &[u8]) {
     out.byte(b'"');
     let mut run = 0;
-    for (i, &b) in text.iter().enumerate() {
-        if let Some((esc, len)) = escape(b) {
+    let mut i = 0;
+    while i < text.len() {
+        // Eight bytes at a time up to the first byte that needs an escape (most strings have none).
+        if let Some(word) = text.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
+            match first_special(u64::from_le_bytes(word)) {
+                8 => {
+                    i += 8;
+                    continue;
+                }
+                n => i += n,
+            }
+        }
+        if let Some((esc, len)) = text.get(i).and_then(|&b| escape(b)) {
             out.write(text.get(run..i).unwrap_or(&[]));
             out.write(esc.get(..len).unwrap_or(&[]));
             run = i + 1;
         }
+        i += 1;
     }
     out.write(text.get(run..).unwrap_or(&[]));
     out.byte(b'"');
+}
+
+/// The index of the first byte of the little-endian word `x` that [`escape`] escapes (`"`, `\`, below 0x20), 8
+/// when there is none. Bit 7 of a byte of `special` is set when that byte is below 0x20 or zero after the xor with
+/// `"` or `\` (a borrow), masked by `!x` so a byte past ASCII is never flagged; a borrow only runs upwards, so the
+/// lowest flagged byte is exact.
+#[inline(always)]
+fn first_special(x: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let quote = x ^ (ONES * u64::from(b'"'));
+    let backslash = x ^ (ONES * u64::from(b'\\'));
+    let special = (x.wrapping_sub(ONES * 0x20) & !x
+        | quote.wrapping_sub(ONES) & !quote
+        | backslash.wrapping_sub(ONES) & !backslash)
+        & HIGH;
+    (special.trailing_zeros() / 8) as usize
 }
 
 /// Writes the string token `tok` as [`write_string`] writes its unescaped content; `null` for another token.
@@ -153,6 +182,34 @@ mod tests {
         assert_eq!(out.written(), b"abcdexyz");
         out.byte(b'?');
         assert_eq!(out.len(), 8);
+    }
+
+    #[test]
+    fn strings_are_escaped_as_byte_by_byte() {
+        // Every byte at every position of a word, among plain bytes and escapes.
+        let plain = |text: &[u8]| {
+            let mut json = vec![b'"'];
+            for &b in text {
+                match escape(b) {
+                    Some((esc, len)) => json.extend_from_slice(&esc[..len]),
+                    None => json.push(b),
+                }
+            }
+            json.push(b'"');
+            json
+        };
+        for b in 0..=255u8 {
+            for at in 0..20 {
+                for len in [at + 1, at + 3, 20] {
+                    let mut text: Vec<u8> = (0..len).map(|i| "abc\\é\"z\n".as_bytes()[i % 8]).collect();
+                    text[at] = b;
+                    let mut buf = [0u8; 256];
+                    let mut out = Out::new(&mut buf);
+                    write_string(&mut out, &text);
+                    assert_eq!(out.written(), &plain(&text)[..], "{b:#x} at {at} of {len}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -381,13 +381,20 @@ fn integer(doc: &Doc<'_>, tok: u32) -> Option<i128> {
     if digits.is_empty() || digits.len() > 20 {
         return None;
     }
-    let mut whole: i128 = 0;
+    // At most 20 digits: below 10^20, which `u128` holds; `u64` arithmetic while it fits (an `i128`
+    // multiplication is a call on wasm32).
+    let mut whole: u128 = 0;
     for &d in digits {
         if !d.is_ascii_digit() {
             return None;
         }
-        whole = whole * 10 + i128::from(d - b'0');
+        let digit = u64::from(d - b'0');
+        whole = match u64::try_from(whole) {
+            Ok(w) if w < u64::MAX / 10 - 9 => u128::from(w * 10 + digit),
+            _ => whole * 10 + u128::from(digit),
+        };
     }
+    let whole = i128::try_from(whole).ok()?;
     let whole = if negative { -whole } else { whole };
     if whole < i128::from(i64::MIN) || whole > i128::from(u64::MAX) {
         return None;
