@@ -439,18 +439,22 @@ impl<'a> Image<'a> {
         off.wrapping_add((size as u32).wrapping_mul(i))
     }
 
+    #[inline(always)]
     pub fn tool(&self, i: u32) -> Tool {
         Tool::decode(self.bytes, Image::at(self.header.tools_off, Tool::SIZE, i))
     }
 
+    #[inline(always)]
     pub fn mandate(&self, i: u32) -> Mandate {
         Mandate::decode(self.bytes, Image::at(self.header.mandates_off, Mandate::SIZE, i))
     }
 
+    #[inline(always)]
     pub fn kind(&self, i: u32) -> Kind {
         Kind::decode(self.bytes, Image::at(self.header.kinds_off, Kind::SIZE, i))
     }
 
+    #[inline(always)]
     pub fn entry(&self, i: u32) -> Entry {
         Entry::decode(self.bytes, Image::at(self.header.entries_off, Entry::SIZE, i))
     }

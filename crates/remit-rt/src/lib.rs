@@ -40,6 +40,41 @@ pub(crate) fn copy(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// [`copy`] of `src` into `dst` (of the same length), a short one as two overlapping fixed-size copies instead of a
+/// `memcpy`: most writes are short (a key, a name, punctuation), and on wasm32 a `memcpy` is `memory.copy`, which
+/// wasmtime runs as a call out of the module.
+#[inline(always)]
+pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
+    /// `src[at..at + N]` to `dst[at..at + N]`, as one load and one store.
+    #[inline(always)]
+    fn fixed<const N: usize>(dst: &mut [u8], src: &[u8], at: usize) {
+        let from = src.get(at..at + N).and_then(|s| <&[u8; N]>::try_from(s).ok());
+        let to = dst.get_mut(at..at + N).and_then(|d| <&mut [u8; N]>::try_from(d).ok());
+        if let (Some(from), Some(to)) = (from, to) {
+            *to = *from;
+        }
+    }
+    let len = src.len();
+    match len {
+        0 => {}
+        1..=3 => {
+            // The first, middle and last bytes cover every length from 1 to 3.
+            fixed::<1>(dst, src, 0);
+            fixed::<1>(dst, src, len / 2);
+            fixed::<1>(dst, src, len - 1);
+        }
+        4..=7 => {
+            fixed::<4>(dst, src, 0);
+            fixed::<4>(dst, src, len - 4);
+        }
+        8..=16 => {
+            fixed::<8>(dst, src, 0);
+            fixed::<8>(dst, src, len - 8);
+        }
+        _ => copy(dst, src),
+    }
+}
+
 /// Where bytes go: the output writer, or a hash.
 pub trait Sink {
     /// Appends `bytes`.

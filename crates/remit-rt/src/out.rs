@@ -4,7 +4,7 @@
 //! And the one JSON string writer (the interpreter's `write_string` in src/eval/digest.rs), for any [`Sink`].
 
 use crate::json::{Doc, ESCAPED, STRING};
-use crate::{copy, Sink};
+use crate::{copy_short, Sink};
 
 /// Writes into `buf` from its start.
 #[derive(Debug)]
@@ -50,7 +50,7 @@ impl<'a> Sink for Out<'a> {
         let end = self.pos.wrapping_add(bytes.len());
         match self.buf.get_mut(self.pos..end) {
             Some(dst) if end >= self.pos => {
-                copy(dst, bytes);
+                copy_short(dst, bytes);
                 self.pos = end;
             }
             _ => self.overflow = true,
@@ -168,6 +168,22 @@ pub fn escaped<'d>(doc: &Doc<'d>, tok: u32) -> impl Iterator<Item = u8> + 'd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_of_every_short_length() {
+        let src: Vec<u8> = (1..=40).collect();
+        for len in 0..=40 {
+            let mut buf = [0u8; 64];
+            let mut out = Out::new(&mut buf);
+            out.byte(0xff);
+            out.write(&src[..len]);
+            out.byte(0xee);
+            let mut expected = vec![0xff];
+            expected.extend_from_slice(&src[..len]);
+            expected.push(0xee);
+            assert_eq!(out.written(), &expected[..], "{len}");
+        }
+    }
 
     #[test]
     fn a_write_that_does_not_fit_writes_nothing() {

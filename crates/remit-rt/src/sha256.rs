@@ -1,7 +1,7 @@
 //! SHA-256 (FIPS 180-4), streaming: [`Sha256::write`] any number of times, then [`Sha256::finish`]. The argument
 //! digest hashes the canonical text as it is written, so it is never held whole.
 
-use crate::{copy, Sink};
+use crate::{copy, copy_short, Sink};
 
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
@@ -80,7 +80,8 @@ impl Sink for Sha256 {
         if self.buffered > 0 {
             let room = 64 - self.buffered.min(64);
             let take = room.min(bytes.len());
-            copy(self.buf.get_mut(self.buffered..).unwrap_or(&mut []), bytes.get(..take).unwrap_or(&[]));
+            let to = self.buf.get_mut(self.buffered..self.buffered + take).unwrap_or(&mut []);
+            copy_short(to, bytes.get(..take).unwrap_or(&[]));
             self.buffered += take;
             bytes = bytes.get(take..).unwrap_or(&[]);
             if self.buffered < 64 {
@@ -97,7 +98,7 @@ impl Sink for Sha256 {
             compress(&mut self.state, &b);
         }
         let rest = blocks.remainder();
-        copy(&mut self.buf, rest);
+        copy_short(self.buf.get_mut(..rest.len()).unwrap_or(&mut []), rest);
         self.buffered = rest.len();
     }
 }
