@@ -413,7 +413,7 @@ fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
 
 /// Whether the tool's parameter `name` is declared `signed` (`ir::Tool::is_signed`; an undeclared name is not).
 fn signed_param(image: &Image<'_>, tool: &Tool, name: &[u8]) -> bool {
-    image.param(tool, |p| p == name).map_or(false, |p| p.signed != 0)
+    image.param(tool, |p| crate::same_bytes(p, name)).map_or(false, |p| p.signed != 0)
 }
 
 /// Whether a money value (or an element of a set of money) is below zero.

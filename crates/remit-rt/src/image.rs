@@ -4,7 +4,7 @@
 //! `encode`, the reader `decode`, and tests/rt_image.rs writes every example's image and reads it back.
 //!
 //! Layout: a [`Header`] at offset 0, then tables of records and a string pool, every offset a byte offset from the
-//! image's start. Names are found by hash ([`Image::find`]: open addressing over FNV-1a of the unescaped name), and
+//! image's start. Names are found by hash ([`Image::find`]: open addressing over a word-wise FNV-1a of the unescaped name), and
 //! each tool lists its rules per mandate, so a decision touches only the called tool's rules of the chain's
 //! mandates, whatever the policy's size.
 //!
@@ -376,14 +376,51 @@ pub fn split64(n: i64) -> (u32, u32) {
     (bits as u32, (bits >> 32) as u32)
 }
 
-/// FNV-1a (32 bits) of `bytes`: the hash of the name tables.
+/// The hash of the name tables: FNV-1a's step over eight bytes at a time (a little-endian word, the last one
+/// zero-padded), 64-bit, the length mixed in first, folded to 32 bits. Eight bytes per multiplication rather than one:
+/// a lookup hashes the request's tool and mandate names on every decision.
 pub fn hash(bytes: impl Iterator<Item = u8>) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
+    let (mut h, mut word, mut n) = (HASH_BASIS, 0u64, 0usize);
     for b in bytes {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
+        word |= u64::from(b) << (8 * (n % 8));
+        n += 1;
+        if n % 8 == 0 {
+            h = (h ^ word).wrapping_mul(HASH_PRIME);
+            word = 0;
+        }
     }
-    h
+    if n % 8 != 0 {
+        h = (h ^ word).wrapping_mul(HASH_PRIME);
+    }
+    fold(h ^ n as u64)
+}
+
+/// [`hash`] of a slice, reading its words whole.
+#[inline]
+pub fn hash_bytes(bytes: &[u8]) -> u32 {
+    let mut h = HASH_BASIS;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        if let Ok(w) = <[u8; 8]>::try_from(w) {
+            h = (h ^ u64::from_le_bytes(w)).wrapping_mul(HASH_PRIME);
+        }
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let word = rest.iter().enumerate().fold(0u64, |w, (i, &b)| w | u64::from(b) << (8 * i));
+        h = (h ^ word).wrapping_mul(HASH_PRIME);
+    }
+    fold(h ^ bytes.len() as u64)
+}
+
+const HASH_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+const HASH_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// 64 bits to 32, the high half (where the multiplications carry) mixed into the low.
+#[inline(always)]
+fn fold(h: u64) -> u32 {
+    let h = h.wrapping_mul(HASH_PRIME);
+    (h ^ (h >> 32)) as u32
 }
 
 /// A policy image being read.
@@ -504,14 +541,14 @@ impl<'a> Image<'a> {
             return None;
         }
         let mask = slots_len.wrapping_sub(1);
-        let mut slot = hash(name.iter().copied()) & mask;
+        let mut slot = hash_bytes(name) & mask;
         let mut probes = 0;
         while probes < slots_len {
             let v = self.word(slots_off.wrapping_add(slot.wrapping_mul(4)));
             if v == 0 {
                 return None;
             }
-            if name_of(v - 1) == name {
+            if crate::same_bytes(name_of(v - 1), name) {
                 return Some(v - 1);
             }
             slot = slot.wrapping_add(1) & mask;
@@ -551,7 +588,7 @@ pub fn hash_table(names: &[&[u8]]) -> std::vec::Vec<u32> {
     let mut slots = std::vec![0u32; len];
     let mask = (len - 1) as u32;
     for (i, name) in names.iter().enumerate() {
-        let mut slot = hash(name.iter().copied()) & mask;
+        let mut slot = hash_bytes(name) & mask;
         while slots[slot as usize] != 0 {
             slot = (slot + 1) & mask;
         }
@@ -601,5 +638,17 @@ mod tests {
             assert_eq!(found, Some(i as u32));
         }
         assert_eq!(image.find(16, slots.len() as u32, || b"nope".iter().copied(), |j| names[j as usize]), None);
+    }
+
+    #[test]
+    fn hash_of_bytes_is_hash_of_their_iterator() {
+        let text: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37)).collect();
+        for start in 0..8 {
+            for end in start..text.len() {
+                let bytes = &text[start..end];
+                assert_eq!(hash_bytes(bytes), hash(bytes.iter().copied()), "{start}..{end}");
+            }
+        }
+        assert_ne!(hash_bytes(b"a"), hash_bytes(b"a\0"));
     }
 }

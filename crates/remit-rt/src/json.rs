@@ -155,7 +155,7 @@ impl<'a> Doc<'a> {
     /// Whether the string tokens `a` and `b` have equal unescaped contents.
     pub fn text_eq(&self, a: u32, b: u32) -> bool {
         if (self.token(a).flags() | self.token(b).flags()) & ESCAPED == 0 {
-            return self.raw(a) == self.raw(b);
+            return crate::same_bytes(self.raw(a), self.raw(b));
         }
         self.text(a).eq(self.text(b))
     }
@@ -222,7 +222,7 @@ impl<'a> Doc<'a> {
     #[inline]
     pub fn text_is(&self, tok: u32, bytes: &[u8]) -> bool {
         if self.token(tok).flags() & ESCAPED == 0 {
-            return self.raw(tok) == bytes;
+            return crate::same_bytes(self.raw(tok), bytes);
         }
         self.text(tok).eq(bytes.iter().copied())
     }
@@ -306,7 +306,7 @@ impl<'n> Key<'n> {
     /// Whether the unescaped key token `k` of `doc`, whose [`Doc::key_words`] are `words`, is this name.
     #[inline]
     fn is(&self, doc: &Doc<'_>, k: u32, (len, lo, hi): (u32, u64, u64)) -> bool {
-        len == self.len && lo == self.lo && hi == self.hi && (len <= 16 || doc.raw(k) == self.name)
+        len == self.len && lo == self.lo && hi == self.hi && (len <= 16 || crate::same_bytes(doc.raw(k), self.name))
     }
 }
 

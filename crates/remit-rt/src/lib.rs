@@ -75,6 +75,24 @@ pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// Whether `a` and `b` are the same bytes, compared eight at a time (slice `==` is a call to a byte-by-byte
+/// `memcmp` on wasm32; the names compared here are mostly under 32 bytes).
+#[inline]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut x, mut y) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (p, q) in (&mut x).zip(&mut y) {
+        if let (Ok(p), Ok(q)) = (<[u8; 8]>::try_from(p), <[u8; 8]>::try_from(q)) {
+            if u64::from_le_bytes(p) != u64::from_le_bytes(q) {
+                return false;
+            }
+        }
+    }
+    x.remainder().iter().zip(y.remainder()).all(|(p, q)| p == q)
+}
+
 /// Where bytes go: the output writer, or a hash.
 pub trait Sink {
     /// Appends `bytes`.
@@ -82,5 +100,25 @@ pub trait Sink {
     /// Appends one byte.
     fn byte(&mut self, byte: u8) {
         self.write(&[byte]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        let text: Vec<u8> = (0..40u8).collect();
+        for len in 0..20 {
+            for at in 0..len {
+                let a = &text[..len];
+                let mut b = a.to_vec();
+                assert!(same_bytes(a, &b));
+                b[at] ^= 1;
+                assert!(!same_bytes(a, &b), "{len} {at}");
+            }
+            assert!(!same_bytes(&text[..len], &text[..len + 1]));
+        }
     }
 }

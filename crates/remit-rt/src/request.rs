@@ -496,7 +496,7 @@ pub fn value_eq(doc: &Doc<'_>, a: u32, b: u32, depth: usize) -> bool {
     }
     match ta.kind() {
         NULL | TRUE | FALSE => true,
-        NUMBER => doc.raw(a) == doc.raw(b),
+        NUMBER => crate::same_bytes(doc.raw(a), doc.raw(b)),
         STRING => doc.text_eq(a, b),
         ARRAY => {
             let (mut x, mut y) = (elements(doc, a), elements(doc, b));
