@@ -815,6 +815,12 @@ proptest! {
     #[test]
     fn unsafe_paths_are_the_interpreters(text in proptest::string::string_regex("[./%25cfeE0a\\\\\u{0}]{0,12}").unwrap()) {
         prop_assert_eq!(cond::unsafe_path(text.bytes()), unsafe_path(&text));
+        prop_assert_eq!(cond::unsafe_raw_path(text.as_bytes()), unsafe_path(&text));
+    }
+
+    #[test]
+    fn long_paths_are_the_interpreters(text in proptest::string::string_regex("([a-z/]{0,9}[./%25cfeE0a\\\\\u{0}]?){0,5}").unwrap()) {
+        prop_assert_eq!(cond::unsafe_raw_path(text.as_bytes()), unsafe_path(&text));
     }
 }
 

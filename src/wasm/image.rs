@@ -31,6 +31,8 @@ struct Writer<'p> {
     bytes: Vec<u8>,
     strings: HashMap<Vec<u8>, (u32, u32)>,
     types: HashMap<Type, u32>,
+    /// Each distinct atom is written once (a scope restated in every mandate of a chain shares one record).
+    atoms: HashMap<Atom, u32>,
     entries: Vec<DecidingRule>,
     entry_index: HashMap<DecidingRule, u32>,
     too_deep: bool,
@@ -43,6 +45,7 @@ impl<'p> Writer<'p> {
             bytes: vec![0; Header::SIZE],
             strings: HashMap::new(),
             types: HashMap::new(),
+            atoms: HashMap::new(),
             entries: Vec::new(),
             entry_index: HashMap::new(),
             too_deep: false,
@@ -184,6 +187,9 @@ impl<'p> Writer<'p> {
     }
 
     fn atom(&mut self, atom: &Atom) -> u32 {
+        if let Some(&at) = self.atoms.get(atom) {
+            return at;
+        }
         let (attr, name) = match &atom.attr {
             Attr::Arg(name) => (rec::ATTR_ARG, Some(name)),
             Attr::ResourceId => (rec::ATTR_RESOURCE_ID, None),
@@ -217,6 +223,7 @@ impl<'p> Writer<'p> {
         r.values_count = operands.len() as u32;
         let at = self.reserve(rec::Atom::SIZE, 1);
         self.put(at, |o| r.encode(o));
+        self.atoms.insert(atom.clone(), at);
         at
     }
 

@@ -540,7 +540,7 @@ fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &image::Atom, value: Val) -> Tru
                     let prefix = image.str(prefix.str_off, prefix.str_len);
                     // Without escapes the raw bytes are the text: no unescaping iterator.
                     let under = match doc.plain(tok) {
-                        Some(raw) if unsafe_path(raw.iter().copied()) => return Truth::Error,
+                        Some(raw) if unsafe_raw_path(raw) => return Truth::Error,
                         Some(raw) => raw.starts_with(prefix),
                         None if unsafe_path(doc.text(tok)) => return Truth::Error,
                         None => starts_with(doc.text(tok), prefix),
@@ -573,6 +573,47 @@ fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &image::Atom, value: Val) -> Tru
 /// Whether `text` begins with `prefix`.
 fn starts_with(mut text: impl Iterator<Item = u8>, prefix: &[u8]) -> bool {
     prefix.iter().all(|&p| text.next() == Some(p))
+}
+
+/// [`unsafe_path`] of bytes in memory, eight at a time while none is a dot, `%`, backslash or NUL: then only an
+/// empty segment (`//`) can make the text unsafe. Resource ids are mostly such paths.
+pub fn unsafe_raw_path(raw: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    // Bit 7 of each byte of `x` that is zero, exactly (no borrow crosses bytes).
+    let zero = |x: u64| !(((x & LOW).wrapping_add(LOW)) | x | LOW);
+    let mut words = raw.chunks_exact(8);
+    let mut slash_before = false;
+    for word in &mut words {
+        let x = match <[u8; 8]>::try_from(word) {
+            Ok(w) => u64::from_le_bytes(w),
+            Err(_) => return unsafe_path(raw.iter().copied()),
+        };
+        let special = zero(x ^ (ONES * u64::from(b'.')))
+            | zero(x ^ (ONES * u64::from(b'%')))
+            | zero(x ^ (ONES * u64::from(b'\\')))
+            | zero(x);
+        if special != 0 {
+            return unsafe_path(raw.iter().copied());
+        }
+        let slashes = zero(x ^ (ONES * u64::from(b'/')));
+        if slashes & (slashes >> 8) != 0 || (slash_before && slashes & 0x80 != 0) {
+            return true;
+        }
+        slash_before = slashes >> 63 != 0;
+    }
+    let rest = words.remainder();
+    if rest.iter().any(|&b| matches!(b, b'.' | b'%' | b'\\' | 0)) {
+        return unsafe_path(raw.iter().copied());
+    }
+    let mut prev_slash = slash_before;
+    for &b in rest {
+        if b == b'/' && prev_slash {
+            return true;
+        }
+        prev_slash = b == b'/';
+    }
+    false
 }
 
 /// A text `under` cannot test (`src/eval/cond.rs`'s `unsafe_path`): a backslash or NUL, an empty segment (`//`), a
