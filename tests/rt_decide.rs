@@ -191,7 +191,11 @@ fn module_loop() {
     let artifact = std::env::var("REMIT_RT_ARTIFACT").map(std::fs::read).unwrap().unwrap();
     let (program, requests) = loop_requests();
     let image = remit::wasm::image::write(&program).unwrap();
-    let module = remit::wasm::link::link_image(&artifact, &image, None).unwrap();
+    // REMIT_LOOP_OLD: the hand-written module instead, for comparing counts of executed instructions.
+    let module = match std::env::var_os("REMIT_LOOP_OLD") {
+        Some(_) => remit::wasm::compile(&program).unwrap(),
+        None => remit::wasm::link::link_image(&artifact, &image, None).unwrap(),
+    };
     if let Ok(path) = std::env::var("REMIT_LOOP_DUMP") {
         std::fs::write(path, &module).unwrap();
     }

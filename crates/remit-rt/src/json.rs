@@ -162,36 +162,37 @@ impl<'a> Doc<'a> {
 
     /// The values of the entries of object `obj` named `names` (unescaped keys), found in one pass over its keys;
     /// all `None` when `obj` is absent or not an object.
-    pub fn fields<const N: usize>(&self, obj: Option<u32>, names: &[Key; N]) -> [Option<u32>; N] {
+    #[inline(always)]
+    pub fn fields<const N: usize>(&self, obj: Option<u32>, names: &[Key<'_>; N]) -> [Option<u32>; N] {
         let mut found = [None; N];
+        self.find_fields(obj, names, &mut found);
+        found
+    }
+
+    /// [`Doc::fields`], once for every number of names: one loop over the names rather than a copy unrolled for
+    /// each object read (the module's code executed per decision is what it pays for, in instruction cache misses).
+    #[inline(never)]
+    fn find_fields(&self, obj: Option<u32>, names: &[Key<'_>], found: &mut [Option<u32>]) {
         let obj = match obj {
             Some(obj) if self.token(obj).kind() == OBJECT => obj,
-            _ => return found,
+            _ => return,
         };
         let end = self.token(obj).next;
         let mut k = obj + 1;
         while k < end {
             let kt = self.token(k);
-            if kt.flags() & ESCAPED == 0 {
+            let at = if kt.flags() & ESCAPED == 0 {
                 let key = self.key_words(&kt);
-                for (slot, name) in found.iter_mut().zip(names) {
-                    if name.is(self, k, key) {
-                        *slot = Some(kt.next);
-                        break;
-                    }
-                }
+                names.iter().position(|name| name.is(self, k, key))
             } else {
-                for (slot, name) in found.iter_mut().zip(names) {
-                    if self.text(k).eq(name.name.iter().copied()) {
-                        *slot = Some(kt.next);
-                        break;
-                    }
-                }
+                names.iter().position(|name| self.text(k).eq(name.name.iter().copied()))
+            };
+            if let Some(slot) = at.and_then(|i| found.get_mut(i)) {
+                *slot = Some(kt.next);
             }
             // The key's value, then the next key (`max`: always forward, on any tape).
             k = self.token(kt.next).next.max(k + 1);
         }
-        found
     }
 
     /// An unescaped key's length and its first 16 bytes as [`Key`] holds them: two words read whole when the input
@@ -243,8 +244,9 @@ impl<'a> Doc<'a> {
 
     /// The value of the entry of object `obj` whose unescaped key is `key`.
     pub fn get(&self, obj: u32, key: &[u8]) -> Option<u32> {
-        let [value] = self.fields(Some(obj), &[Key::of(key)]);
-        value
+        let mut found = [None];
+        self.find_fields(Some(obj), &[Key::of(key)], &mut found);
+        found[0]
     }
 }
 

@@ -46,6 +46,9 @@ impl<'a> Out<'a> {
 }
 
 impl<'a> Sink for Out<'a> {
+    // Out of line: a decision writes from dozens of places, and one copy of this code keeps the module's hot code
+    // small (instruction cache misses, not instructions, were what the decision paid for; docs/module-v2.md).
+    #[inline(never)]
     fn write(&mut self, bytes: &[u8]) {
         let end = self.pos.wrapping_add(bytes.len());
         match self.buf.get_mut(self.pos..end) {

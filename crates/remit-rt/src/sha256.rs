@@ -75,6 +75,7 @@ impl Sink for Sha256 {
         }
     }
 
+    #[inline(never)]
     fn write(&mut self, mut bytes: &[u8]) {
         self.total = self.total.wrapping_add(bytes.len() as u64);
         if self.buffered > 0 {
