@@ -1,5 +1,6 @@
 //! Fuzzes the module's input path: any bytes given to `remit_decide` and `remit_visible_tools` of the compiled
-//! wallet example must not trap and must give exactly the interpreter's JSON.
+//! wallet example must not trap and must give exactly the interpreter's JSON — through the hand-written module, module
+//! v2 (`remit::wasm::link`) and the runtime crate natively (`remit::runtime::native`).
 //! Run: `cargo +nightly fuzz run decide` from the repository root (see fuzz/README.md).
 #![no_main]
 
@@ -8,13 +9,47 @@ use std::sync::{Mutex, OnceLock};
 use libfuzzer_sys::fuzz_target;
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
-struct Harness {
-    program: remit::ir::Program,
+/// One decision module in a warm instance.
+struct Module1 {
     store: Store<()>,
     memory: Memory,
     alloc: TypedFunc<i32, i32>,
     decide: TypedFunc<(i32, i32), i64>,
     visible: TypedFunc<(i32, i32), i64>,
+}
+
+impl Module1 {
+    fn new(engine: &Engine, bytes: &[u8]) -> Module1 {
+        let module = Module::new(engine, bytes).expect("valid module");
+        let mut store = Store::new(engine, ());
+        let instance = Instance::new(&mut store, &module, &[]).expect("no imports");
+        Module1 {
+            memory: instance.get_memory(&mut store, "memory").expect("memory"),
+            alloc: instance.get_typed_func(&mut store, "remit_alloc").expect("alloc"),
+            decide: instance.get_typed_func(&mut store, "remit_decide").expect("decide"),
+            visible: instance.get_typed_func(&mut store, "remit_visible_tools").expect("visible"),
+            store,
+        }
+    }
+
+    fn call(&mut self, visible: bool, data: &[u8]) -> String {
+        let ptr = self.alloc.call(&mut self.store, data.len() as i32).expect("alloc never traps");
+        if ptr != 0 {
+            self.memory.write(&mut self.store, ptr as usize, data).expect("fits");
+        }
+        let f = if visible { self.visible.clone() } else { self.decide.clone() };
+        let packed = f.call(&mut self.store, (ptr, data.len() as i32)).expect("the module never traps");
+        let mut out = vec![0; (packed as u64 & 0xffff_ffff) as usize];
+        self.memory.read(&self.store, (packed as u64 >> 32) as usize, &mut out).expect("in memory");
+        String::from_utf8(out).expect("UTF-8")
+    }
+}
+
+struct Harness {
+    program: remit::ir::Program,
+    old: Module1,
+    v2: Module1,
+    native: remit::runtime::native::Native,
 }
 
 fn harness() -> &'static Mutex<Harness> {
@@ -26,39 +61,25 @@ fn harness() -> &'static Mutex<Harness> {
             sources.add(file, std::fs::read_to_string(format!("{dir}/{file}")).expect("example file"));
         }
         let program = remit::check::check(sources).program.expect("the example checks");
-        let bytes = remit::wasm::compile(&program).expect("compiles");
         let engine = Engine::default();
-        let module = Module::new(&engine, &bytes).expect("valid module");
-        let mut store = Store::new(&engine, ());
-        let instance = Instance::new(&mut store, &module, &[]).expect("no imports");
         Mutex::new(Harness {
-            memory: instance.get_memory(&mut store, "memory").expect("memory"),
-            alloc: instance.get_typed_func(&mut store, "remit_alloc").expect("alloc"),
-            decide: instance.get_typed_func(&mut store, "remit_decide").expect("decide"),
-            visible: instance.get_typed_func(&mut store, "remit_visible_tools").expect("visible"),
+            old: Module1::new(&engine, &remit::wasm::compile(&program).expect("compiles")),
+            v2: Module1::new(&engine, &remit::wasm::link(&program).expect("links")),
+            native: remit::runtime::native::Native::new(&program).expect("an image"),
             program,
-            store,
         })
     })
-}
-
-fn call(h: &mut Harness, visible: bool, data: &[u8]) -> String {
-    let ptr = h.alloc.call(&mut h.store, data.len() as i32).expect("alloc never traps");
-    if ptr != 0 {
-        h.memory.write(&mut h.store, ptr as usize, data).expect("fits");
-    }
-    let f = if visible { h.visible.clone() } else { h.decide.clone() };
-    let packed = f.call(&mut h.store, (ptr, data.len() as i32)).expect("the module never traps");
-    let mut out = vec![0; (packed as u64 & 0xffff_ffff) as usize];
-    h.memory.read(&h.store, (packed as u64 >> 32) as usize, &mut out).expect("in memory");
-    String::from_utf8(out).expect("UTF-8")
 }
 
 fuzz_target!(|data: &[u8]| {
     let mut guard = harness().lock().expect("not poisoned");
     let h = &mut *guard;
-    let decision = call(h, false, data);
-    assert_eq!(decision, remit::eval::decide(&h.program, data).to_json());
-    let listing = call(h, true, data);
-    assert_eq!(listing, remit::eval::visible_tools(&h.program, data).to_json());
+    let decision = remit::eval::decide(&h.program, data).to_json();
+    assert_eq!(h.old.call(false, data), decision, "hand-written module");
+    assert_eq!(h.v2.call(false, data), decision, "module v2");
+    assert_eq!(String::from_utf8(h.native.decide(data)).expect("UTF-8"), decision, "native");
+    let listing = remit::eval::visible_tools(&h.program, data).to_json();
+    assert_eq!(h.old.call(true, data), listing, "hand-written module");
+    assert_eq!(h.v2.call(true, data), listing, "module v2");
+    assert_eq!(String::from_utf8(h.native.visible_tools(data)).expect("UTF-8"), listing, "native");
 });
