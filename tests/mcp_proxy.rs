@@ -1288,3 +1288,50 @@ fn several_upstreams_merge_their_tools_and_refuse_collisions() {
     drop(twice);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A call the upstream does not answer within `--upstream-timeout` fails on its own (`-32603`, and the request is
+/// cancelled upstream) while calls after it are answered; the proxy goes on serving. The upstream is
+/// `@modelcontextprotocol/server-everything` over stdio, whose long-running operation takes as long as it is asked
+/// to. The tools are listed first, so the calls take the proxy's direct path (decided on the thread that reads the
+/// agent, answered from the one that reads the upstream) and the timeout is that path's.
+#[test]
+fn a_call_the_upstream_does_not_answer_in_time_fails_alone() {
+    let dir = sandbox("slow");
+    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.exists(), "run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/slow"))
+        .args(["--subject", "agent:tester", "--store"])
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--upstream-timeout", "1", "--", "node"])
+        .arg(&everything)
+        .arg("stdio");
+    let mut proxy = Session::spawn(command, &dir);
+    proxy.initialize();
+    let listed = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&listed), ["echo", "trigger-long-running-operation"]);
+
+    let started = Instant::now();
+    let slow = json!({"name": "trigger-long-running-operation", "arguments": {"duration": 4, "steps": 1}});
+    proxy.send_line(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow}).to_string());
+    // Sent after the slow call and answered before its timeout: nothing waits on it.
+    let echo = proxy.call(3, "echo", json!({"message": "meanwhile"}));
+    assert!(text(&echo).contains("meanwhile"), "{echo}");
+    assert!(started.elapsed() < Duration::from_millis(900), "the echo waited for the slow call");
+    let timed_out = proxy.response(&json!(2));
+    let waited = started.elapsed();
+    assert_eq!(timed_out["error"]["code"], -32603, "{timed_out}");
+    let message = timed_out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("did not answer `tools/call` within 1 s"), "{message}");
+    assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(3), "answered after {waited:?}");
+    // Still serving, and the slow call's late answer (the server was asked to cancel it) reaches nobody.
+    let echo = proxy.call(4, "echo", json!({"message": "after"}));
+    assert!(text(&echo).contains("after"), "{echo}");
+    let quick = json!({"name": "trigger-long-running-operation", "arguments": {"duration": 0.1, "steps": 1}});
+    let done = proxy.request(5, "tools/call", quick);
+    assert!(text(&done["result"]).contains("completed"), "{done}");
+    assert_eq!(done["result"]["_meta"]["remit.dev/decision"]["outcome"], "allow", "{done}");
+}

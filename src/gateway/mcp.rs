@@ -20,7 +20,10 @@
 //!
 //! Threads, not async: one thread reads the agent, one each upstream, agent requests run on a pool of worker threads
 //! that grows whenever none is idle (decisions are synchronous: SQLite and wasmtime), and outcome entries are queued
-//! in the gateway (written with the next decisions, or by a thread of their own when no call comes).
+//! in the gateway (written with the next decisions, or by a thread of their own when no call comes). A `tools/call`
+//! for a stdio upstream whose tools are known takes a shorter way, because each hand-off between threads costs
+//! scheduling latency on a busy machine: it is decided on the thread that reads the agent, written to the upstream
+//! from there, and answered from the thread that reads the upstream (a sweeper thread fails it at its deadline).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -166,13 +169,41 @@ struct HttpLink {
     outbox: Outbox,
 }
 
+/// What is done with a response from a stdio upstream: handed to the thread waiting for it, or, for a call the
+/// proxy answers from the upstream's reader thread (see [`Proxy::run`]), a function that answers the agent.
+enum Waiter {
+    Thread(mpsc::Sender<Result<Json, RpcError>>),
+    /// Called with the response, or with an error when the upstream exits or the deadline passes.
+    Then {
+        deadline: Instant,
+        method: String,
+        reply: Box<dyn FnOnce(Result<Json, RpcError>) + Send>,
+    },
+}
+
+impl Waiter {
+    fn answer(self, outcome: Result<Json, RpcError>) {
+        match self {
+            Waiter::Thread(waiting) => {
+                let _ = waiting.send(outcome);
+            }
+            Waiter::Then { reply, .. } => reply(outcome),
+        }
+    }
+}
+
+/// How often a stdio upstream's requests answered by a function are checked against their deadline.
+const DEADLINE_TICK: Duration = Duration::from_millis(100);
+
 /// The upstream MCP server: a child process spoken to over its stdin/stdout, or a server reached over HTTP.
 struct Upstream {
     stdin: Mutex<Option<ChildStdin>>,
     child: Mutex<Option<Child>>,
     http: Option<HttpLink>,
     /// Requests sent up, waiting for their response.
-    pending: Mutex<HashMap<u64, mpsc::Sender<Result<Json, RpcError>>>>,
+    pending: Mutex<HashMap<u64, Waiter>>,
+    /// Whether the thread that fails overdue [`Waiter::Then`] requests runs.
+    sweeping: std::sync::atomic::AtomicBool,
     next_id: AtomicU64,
     /// Why the upstream is not running, once it is not.
     gone: Mutex<Option<String>>,
@@ -226,6 +257,7 @@ impl Upstream {
             child: Mutex::new(child),
             http,
             pending: Mutex::new(HashMap::new()),
+            sweeping: std::sync::atomic::AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             gone: Mutex::new(None),
             session: Mutex::new(None),
@@ -344,11 +376,12 @@ impl Upstream {
             let Some(id) = message.get("id").and_then(Json::as_u64) else { continue };
             let waiting = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             if let Some(waiting) = waiting {
-                let outcome = match message.get("error") {
-                    Some(error) => Err(RpcError::from_json(error)),
-                    None => Ok(message.get("result").cloned().unwrap_or(Json::Null)),
+                let mut message = message;
+                let outcome = match message.remove("error") {
+                    Some(error) => Err(RpcError::from_json(&error)),
+                    None => Ok(message.remove("result").unwrap_or(Json::Null)),
                 };
-                let _ = waiting.send(outcome);
+                waiting.answer(outcome);
             }
         }
         let status = self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut().map(|c| c.wait());
@@ -360,8 +393,10 @@ impl Upstream {
         *self.gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
         *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) = None;
         eprintln!("remit mcp-proxy: {why}");
-        for (_, waiting) in self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-            let _ = waiting.send(Err(RpcError::new(INTERNAL_ERROR, why.clone())));
+        let waiting: Vec<Waiter> =
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, w)| w).collect();
+        for waiting in waiting {
+            waiting.answer(Err(RpcError::new(INTERNAL_ERROR, why.clone())));
         }
     }
 
@@ -403,7 +438,7 @@ impl Upstream {
             return self.post(http, &message, Some(id)).map(|answer| answer.unwrap_or(Json::Null));
         }
         let (send, receive) = mpsc::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, send);
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Waiter::Thread(send));
         let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
         if let Some(params) = params {
             message["params"] = params;
@@ -416,13 +451,75 @@ impl Upstream {
             Ok(outcome) => outcome,
             Err(_) => {
                 self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-                let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                    "params": {"requestId": id, "reason": "timed out in remit mcp-proxy"}});
-                let _ = self.write(&cancel);
-                Err(RpcError::new(
-                    INTERNAL_ERROR,
-                    format!("the upstream server did not answer `{method}` within {} s", self.timeout.as_secs()),
-                ))
+                Err(self.timed_out(id, method))
+            }
+        }
+    }
+
+    /// Cancels request `id` upstream; the error its caller gets.
+    fn timed_out(&self, id: u64, method: &str) -> RpcError {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": id, "reason": "timed out in remit mcp-proxy"}});
+        let _ = self.write(&cancel);
+        RpcError::new(
+            INTERNAL_ERROR,
+            format!("the upstream server did not answer `{method}` within {} s", self.timeout.as_secs()),
+        )
+    }
+
+    /// Sends a request to a stdio upstream without waiting: `reply` is called with the response on the upstream's
+    /// reader thread, or with an error — at once when it cannot be sent, when the upstream exits, or after the
+    /// timeout (the request is then cancelled upstream, as [`Upstream::request`] does).
+    fn request_then(
+        self: &Arc<Self>,
+        method: &str,
+        params: Json,
+        reply: Box<dyn FnOnce(Result<Json, RpcError>) + Send>,
+    ) {
+        if let Some(why) = self.gone() {
+            return reply(Err(RpcError::new(INTERNAL_ERROR, why)));
+        }
+        let id = self.new_id();
+        let waiter = Waiter::Then { deadline: Instant::now() + self.timeout, method: method.to_string(), reply };
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, waiter);
+        if !self.sweeping.swap(true, Ordering::AcqRel) {
+            let upstream = Arc::downgrade(self);
+            std::thread::spawn(move || Upstream::sweep(upstream));
+        }
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if let Err(e) = self.write(&message) {
+            // Unless the reader, finding the upstream gone, answered it already.
+            if let Some(waiting) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
+                waiting.answer(Err(e));
+            }
+        }
+    }
+
+    /// Fails the requests of [`Upstream::request_then`] whose deadline passed, until the upstream is gone (its
+    /// reader answers what is left) or dropped.
+    fn sweep(upstream: std::sync::Weak<Upstream>) {
+        loop {
+            std::thread::sleep(DEADLINE_TICK);
+            let Some(upstream) = upstream.upgrade() else { return };
+            if upstream.gone().is_some() {
+                return;
+            }
+            let now = Instant::now();
+            let overdue: Vec<(u64, Waiter)> = {
+                let mut pending = upstream.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let ids: Vec<u64> = pending
+                    .iter()
+                    .filter(|(_, w)| matches!(w, Waiter::Then { deadline, .. } if *deadline <= now))
+                    .map(|(id, _)| *id)
+                    .collect();
+                ids.into_iter().filter_map(|id| Some((id, pending.remove(&id)?))).collect()
+            };
+            for (id, waiting) in overdue {
+                let method = match &waiting {
+                    Waiter::Then { method, .. } => method.clone(),
+                    Waiter::Thread(_) => String::new(),
+                };
+                waiting.answer(Err(upstream.timed_out(id, &method)));
             }
         }
     }
@@ -694,6 +791,7 @@ impl Proxy {
             match self.accept(&line) {
                 Err(reply) => self.outbox.send(&reply),
                 Ok(None) => {}
+                Ok(Some((id, method, params))) if method == "tools/call" && self.call_tool_here(&id, &params) => {}
                 Ok(Some(job)) => {
                     // Claim an idle worker, or start one.
                     let claimed = idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
@@ -714,6 +812,14 @@ impl Proxy {
         drop(jobs);
         for worker in workers {
             let _ = worker.join();
+        }
+        // And the calls answered from the upstreams' reader threads (each ends by its deadline at the latest).
+        while self.slots.iter().any(|slot| {
+            let upstream = slot.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.clone();
+            let pending = upstream.pending.lock().unwrap_or_else(|p| p.into_inner());
+            pending.values().any(|w| matches!(w, Waiter::Then { .. }))
+        }) {
+            std::thread::sleep(Duration::from_millis(5));
         }
         for slot in &self.slots {
             slot.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.kill();
@@ -959,6 +1065,51 @@ impl Proxy {
     }
 
     fn call_tool(&self, identity: &Identity, params: Json) -> Result<Json, RpcError> {
+        match self.decide_call(identity, params)? {
+            Call::Answered(result) => Ok(result),
+            Call::Forward(forward) => {
+                let outcome = forward.upstream.request("tools/call", Some(forward.params.clone()));
+                self.finish_call(forward, outcome)
+            }
+        }
+    }
+
+    /// Answers `tools/call` request `id` to the agent: decided on this thread, and when it is allowed, forwarded
+    /// to its stdio upstream and answered from that upstream's reader thread — no hand-off to another thread on the
+    /// way there or back. `false` (nothing done) when the call may have to wait for the upstream before it can be
+    /// decided (a tool list not read yet, an upstream to start again) or goes to an HTTP upstream: a worker's.
+    fn call_tool_here(self: &Arc<Self>, id: &Json, params: &Option<Json>) -> bool {
+        let ready = self.slots.iter().all(|slot| {
+            let current = slot.current.lock().unwrap_or_else(|p| p.into_inner());
+            let upstream = &current.upstream;
+            upstream.http.is_none()
+                && upstream.gone().is_none()
+                && upstream.tools.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        });
+        if !ready {
+            return false;
+        }
+        let params = params.clone().unwrap_or_else(|| json!({}));
+        match self.decide_call(&self.identity, params) {
+            Err(e) => self.outbox.send(&response(id, Err(e))),
+            Ok(Call::Answered(result)) => self.outbox.send(&response(id, Ok(result))),
+            Ok(Call::Forward(mut forward)) => {
+                let (proxy, id) = (self.clone(), id.clone());
+                let upstream = forward.upstream.clone();
+                let params = std::mem::take(&mut forward.params);
+                upstream.request_then(
+                    "tools/call",
+                    params,
+                    Box::new(move |outcome| proxy.outbox.send(&response(&id, proxy.finish_call(forward, outcome)))),
+                );
+            }
+        }
+        true
+    }
+
+    /// Decides a `tools/call`: the agent's answer when it is not forwarded (a deny, an escalation), else what to
+    /// forward.
+    fn decide_call(&self, identity: &Identity, params: Json) -> Result<Call, RpcError> {
         let Some(name) = params.get("name").and_then(Json::as_str) else {
             return Err(RpcError::new(INVALID_PARAMS, "`tools/call` needs `params.name`, a string"));
         };
@@ -979,39 +1130,63 @@ impl Proxy {
         let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
         let decided = self.gateway.decide(&request);
         let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
-        let mut meta = json!({
-            META_DECISION: {"id": decided.id, "outcome": decided.outcome, "decision": decision},
-        });
+        let mut meta = json!({"id": decided.id, "outcome": decided.outcome, "decision": decision});
         if let Some(access) = &decided.access_request {
-            meta[META_DECISION]["access_request"] = json!({"id": access.id, "url": access.url,
+            meta["access_request"] = json!({"id": access.id, "url": access.url,
                 "expires_at": crate::value::format_timestamp(access.expires_at)});
         }
         if !decided.allowed() {
-            let text = refusal_text(&decided, &decision);
-            return Ok(json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta}));
+            let text = refusal_text(&decided, &meta["decision"]);
+            let result = json!({"content": [{"type": "text", "text": text}], "isError": true,
+                                "_meta": {META_DECISION: meta}});
+            return Ok(Call::Answered(result));
         }
-        let outcome = upstream.request("tools/call", Some(params.clone()));
+        let name = name.to_string();
+        Ok(Call::Forward(Forward { upstream, params, decision: decided.id, tool: name, meta }))
+    }
+
+    /// Logs how a forwarded call went (its `outcome` entry) and adds the decision to the upstream's result.
+    fn finish_call(&self, forward: Forward, outcome: Result<Json, RpcError>) -> Result<Json, RpcError> {
+        let Forward { decision, tool, meta, .. } = forward;
         let entry = match &outcome {
-            Ok(result) => json!({"decision": decided.id, "tool": name,
+            Ok(result) => json!({"decision": decision, "tool": tool,
                                  "is_error": result.get("isError").and_then(Json::as_bool).unwrap_or(false)}),
-            Err(e) => json!({"decision": decided.id, "tool": name, "error": e.to_json()}),
+            Err(e) => json!({"decision": decision, "tool": tool, "error": e.to_json()}),
         };
         self.gateway.queue_outcome(&entry);
         if self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
             // Stopping: nobody flushes later.
             if let Err(e) = self.gateway.flush_entries() {
-                eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", decided.id);
+                eprintln!("remit mcp-proxy: the outcome of {decision} is not in the log: {e}");
             }
         }
         let mut result = outcome?;
         if let Some(result) = result.as_object_mut() {
             let slot = result.entry("_meta").or_insert_with(|| json!({}));
             if let Some(slot) = slot.as_object_mut() {
-                slot.insert(META_DECISION.into(), meta[META_DECISION].clone());
+                slot.insert(META_DECISION.into(), meta);
             }
         }
         Ok(result)
     }
+}
+
+/// A decided `tools/call`.
+enum Call {
+    /// Not forwarded: its result.
+    Answered(Json),
+    /// Allowed: to be forwarded.
+    Forward(Forward),
+}
+
+/// An allowed call on its way to the upstream: the message's params, and what its outcome entry and result carry.
+struct Forward {
+    upstream: Arc<Upstream>,
+    params: Json,
+    decision: String,
+    tool: String,
+    /// The decision, as the result's `_meta` carries it.
+    meta: Json,
 }
 
 /// A tool's `name`.
