@@ -1128,7 +1128,9 @@ impl Proxy {
         drop(tools);
         let upstream = self.slot_upstream(index);
         let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
-        let decided = self.gateway.decide(&request);
+        // The decision's entry may wait for the writer thread when it changes nothing else (see
+        // `Gateway::decide_deferring`): the proxy flushes the queue within moments and at exit.
+        let decided = self.gateway.decide_deferring(&request);
         let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
         let mut meta = json!({"id": decided.id, "outcome": decided.outcome, "decision": decision});
         if let Some(access) = &decided.access_request {
