@@ -1021,8 +1021,11 @@ fn the_club_lanes_through_a_real_client() {
 
     let server = root().join("tests/mcp/club/server.py");
     let client = root().join("tests/mcp/club/client.py");
-    // What one lane's report must show; `calls` is what reached the server.
-    let check = |lane: &str, report: &Value, calls: Option<&Path>| {
+    // What one lane's report must show; `calls` is what reached the server. Over HTTP (a JWT) a call refused only
+    // for want of a scope is a `403 insufficient_scope` challenge naming the first scope the tool requires.
+    let first_scope =
+        |tool: &str| if expected["applicant"].iter().any(|t| t == tool) { "club.applicant" } else { "club.member" };
+    let check = |lane: &str, report: &Value, calls: Option<&Path>, http: bool| {
         let want = &expected[lane];
         assert_eq!(report["tools"], json!(want), "lane {lane}");
         for tool in &declared {
@@ -1044,6 +1047,19 @@ fn the_club_lanes_through_a_real_client() {
                 assert!(said.starts_with("remit denied this call."), "{lane} {tool}: {said}");
                 let reason = if *tool == "export_roster" { "rule.forbidden" } else { "credential.scope-missing" };
                 assert!(said.contains(reason), "{lane} {tool}: {said}");
+                if http && *tool != "export_roster" {
+                    assert_eq!(call["code"], -32003, "{lane} {tool}: {call}");
+                    let challenge = call["challenge"].as_str().unwrap_or_else(|| panic!("{lane} {tool}: {call}"));
+                    let scope = format!("scope=\"{}\"", first_scope(tool));
+                    assert!(
+                        challenge.starts_with("Bearer ") && challenge.contains("error=\"insufficient_scope\""),
+                        "{challenge}"
+                    );
+                    assert!(challenge.contains(&scope), "{lane} {tool}: {challenge}");
+                    assert!(challenge.contains("resource_metadata=\"http://127.0.0.1:"), "{challenge}");
+                } else {
+                    assert!(call.get("code").is_none() && call.get("challenge").is_none(), "{lane} {tool}: {call}");
+                }
             }
         }
         if let Some(calls) = calls {
@@ -1071,7 +1087,7 @@ fn the_club_lanes_through_a_real_client() {
         }
         command.arg("--").arg(python()).arg(&server).arg("--calls").arg(&calls).stdin(Stdio::null());
         let report = client_report(command, &dir.join("none.log"));
-        check(lane, &report[lane], Some(&calls));
+        check(lane, &report[lane], Some(&calls), false);
     }
 
     // Over HTTP: one proxy, each lane a JWT whose `scope` is the lane's credential.
@@ -1121,7 +1137,7 @@ fn the_club_lanes_through_a_real_client() {
     reached.sort();
     assert_eq!(reached, all);
     for lane in ["none", "applicant", "member"] {
-        check(lane, &report[lane], None);
+        check(lane, &report[lane], None, true);
     }
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();

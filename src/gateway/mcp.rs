@@ -984,6 +984,14 @@ impl Proxy {
         Ok(result)
     }
 
+    /// The scopes a tool's declaration requires (`requires scope …`: any one of them will do), when the proxy has
+    /// the policy's sources (a compiled module does not carry their names).
+    pub fn tool_scopes(&self, tool: &str) -> Option<Vec<String>> {
+        let policy = self.gateway.policy();
+        let program = policy.program.as_ref()?;
+        program.tool(tool).map(|t| program.tools[t].scopes.clone())
+    }
+
     /// The tool names the module's listing shows the subject.
     fn visible(&self, identity: &Identity) -> Result<Vec<String>, RpcError> {
         let request = serde_json::to_vec(&identity.request(None)).expect("JSON serializes");
