@@ -1351,3 +1351,111 @@ fn a_call_the_upstream_does_not_answer_in_time_fails_alone() {
     assert!(text(&done["result"]).contains("completed"), "{done}");
     assert_eq!(done["result"]["_meta"]["remit.dev/decision"]["outcome"], "allow", "{done}");
 }
+
+/// A key set served by the test on a loopback port, which the test can change; the number of times it was fetched.
+fn key_set_server() -> (String, std::sync::Arc<std::sync::Mutex<Value>>, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let keys = Arc::new(Mutex::new(json!({"keys": []})));
+    let hits = Arc::new(AtomicU64::new(0));
+    let (served, counted) = (keys.clone(), hits.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            stream.set_read_timeout(Some(WAIT)).ok();
+            let mut reader = BufReader::new(stream);
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+            let body = served.lock().unwrap().to_string();
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            reader.into_inner().write_all(response.as_bytes()).ok();
+        }
+    });
+    (url, keys, hits)
+}
+
+/// `--jwks-url`: the key set is fetched at start, again when a token names a key it lacks (a rotated key works at
+/// once; a made-up `kid` causes no further fetch within 10 s) and when it is older than `--jwks-refresh`. A URL that
+/// cannot be fetched, or is not loopback `http://`, stops the proxy at start.
+#[test]
+fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
+    use jsonwebtoken::Algorithm::ES256;
+    use remit::gateway::client::request;
+    use std::sync::atomic::Ordering;
+    let dir = sandbox("jwks-url");
+    let (upstream, _) = recording_upstream();
+    let (old, old_jwk) = es256_key("old");
+    let (new, new_jwk) = es256_key("new");
+    let (url, keys, hits) = key_set_server();
+    *keys.lock().unwrap() = json!({"keys": [old_jwk.clone()]});
+    let issuer = "https://auth.test.example";
+    let proxy_with = |key_url: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(root().join("tests/mcp/everything"))
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join("state.db").display()))
+            .args(["--listen", "127.0.0.1:0", "--jwks-url", key_url, "--jwks-refresh", "2"])
+            .args(["--jwt-issuer", issuer, "--jwt-audience", "remit-test", "--", &upstream]);
+        command
+    };
+    let proxy = Session::spawn(proxy_with(&url), &dir);
+    let deadline = Instant::now() + WAIT;
+    let mcp = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(mcp) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break mcp.to_string();
+        }
+    };
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "fetched at start");
+    let now = unix_now();
+    let claims = json!({"iss": issuer, "aud": "remit-test", "sub": "agent:tester", "exp": now + 300});
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let open = |token: &str| {
+        let auth = format!("Bearer {token}");
+        let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
+        request("POST", &mcp, &headers, Some(init.to_string().as_bytes())).unwrap()
+    };
+    assert_eq!(open(&jwt(ES256, "old", &old, &claims)).status, 200);
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "a known key needs no fetch");
+
+    // The authorization server rotates to a new key: the first token signed with it makes the proxy fetch again.
+    *keys.lock().unwrap() = json!({"keys": [new_jwk.clone()]});
+    assert_eq!(open(&jwt(ES256, "new", &new, &claims)).status, 200);
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // The old key is gone, and further unknown keys (a made-up `kid`) fetch nothing more for now.
+    let refused = open(&jwt(ES256, "old", &old, &claims));
+    assert_eq!(refused.status, 401);
+    assert!(refused.header("www-authenticate").unwrap().contains("error=\"invalid_token\""));
+    assert_eq!(open(&jwt(ES256, "made-up", &old, &claims)).status, 401);
+    assert_eq!(hits.load(Ordering::SeqCst), 2, "unknown keys refetch at most once per 10 s");
+
+    // Past `--jwks-refresh`, the next request fetches the set again: the old key, served again, is accepted.
+    *keys.lock().unwrap() = json!({"keys": [old_jwk, new_jwk]});
+    std::thread::sleep(Duration::from_millis(2200));
+    assert_eq!(open(&jwt(ES256, "old", &old, &claims)).status, 200);
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    drop(proxy);
+
+    // A key set that cannot be fetched, or would be fetched in the clear from another host, stops the proxy.
+    for (bad, said) in [("http://127.0.0.1:9/jwks.json", "cannot connect"), ("http://auth.example/jwks", "loopback")] {
+        let output = proxy_with(bad).current_dir(dir.join("root")).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(said), "{bad}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
