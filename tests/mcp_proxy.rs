@@ -702,8 +702,10 @@ fn an_upstream_over_streamable_http() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A minimal MCP server over Streamable HTTP, in the test (one `echo` tool, JSON answers), that records every
-/// request's headers and body: to show what the proxy sends upstream. Listens on a loopback port it picks; stops
+/// A minimal MCP server over Streamable HTTP, in the test (JSON answers), that records every request's headers and
+/// body: to show what the proxy sends upstream. Its `echo` mirrors `message` into `Mcp-Param-Message`
+/// (`x-mcp-header`, MCP 2026-07-28); its `get-sum` has an annotation the revision forbids (on a `number`), so the
+/// proxy leaves it out. Listens on a loopback port it picks; stops
 /// when the test ends (its thread dies with the process, the listener with the thread).
 fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::Read;
@@ -738,8 +740,11 @@ fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>
             let result = match message["method"].as_str() {
                 Some("initialize") => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                                              "serverInfo": {"name": "recorder", "version": "1"}}),
-                Some("tools/list") => json!({"tools": [{"name": "echo", "inputSchema": {"type": "object",
-                                             "properties": {"message": {"type": "string"}}}}]}),
+                Some("tools/list") => json!({"tools": [
+                    {"name": "echo", "inputSchema": {"type": "object",
+                     "properties": {"message": {"type": "string", "x-mcp-header": "Message"}}}},
+                    {"name": "get-sum", "inputSchema": {"type": "object",
+                     "properties": {"a": {"type": "number", "x-mcp-header": "A"}, "b": {"type": "number"}}}}]}),
                 Some("tools/call") => json!({"content": [{"type": "text",
                                              "text": format!("Echo: {}", message["params"]["arguments"]["message"].as_str().unwrap_or(""))}]}),
                 _ => json!({}),
@@ -1457,5 +1462,102 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success() && stderr.contains(said), "{bad}: {stderr}");
     }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The `Mcp-Param-*` headers of MCP 2026-07-28: a stateless `tools/call` must carry, for each argument its tool's schema
+/// marks `x-mcp-header`, the header with the argument's value (plain or `=?base64?…?=`); a missing, different,
+/// repeated or undecodable one, or one for an absent argument, is `400 HeaderMismatch` and nothing is decided or
+/// forwarded. Upstream, the proxy sends the headers from the message it forwards. A tool whose annotations break the
+/// revision's rules is left out (listing and calls).
+#[test]
+fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
+    use remit::gateway::client::request;
+    let dir = sandbox("mcp-param");
+    let (upstream, seen) = recording_upstream();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/everything"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token", "--", &upstream]);
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let post = |extra: &[(&str, &str)], body: &Value| {
+        let mut headers = vec![("Content-Type", "application/json"), ("Authorization", "Bearer tester-token")];
+        headers.extend_from_slice(extra);
+        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let v = ("MCP-Protocol-Version", "2026-07-28");
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}});
+    let listed = post(&[v, ("Mcp-Method", "tools/list")], &list);
+    assert_eq!(names(&listed.json()), ["echo"], "get-sum's annotation is invalid: {}", listed.json());
+    let warned = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("a warning");
+        if line.contains("`get-sum` is left out") {
+            break line;
+        }
+    };
+    assert!(warned.contains("not a string, integer or boolean"), "{warned}");
+
+    let echo = |id: i64, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "echo", "arguments": arguments, "_meta": meta}})
+    };
+    let call = [v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")];
+    let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&'static str, &'static str)> {
+        call.iter().chain(extra).copied().collect()
+    };
+    let forwarded =
+        || seen.lock().unwrap().iter().filter(|r| r.contains("\"tools/call\"")).cloned().collect::<Vec<_>>();
+
+    // The header matches the argument: decided and forwarded, the upstream gets the header too.
+    let ok = post(&with(&[("Mcp-Param-Message", "hello")]), &echo(2, json!({"message": "hello"})));
+    assert_eq!(ok.status, 200, "{}", ok.json());
+    assert_eq!(text(&ok.json()["result"]), "Echo: hello");
+    assert!(forwarded()[0].to_ascii_lowercase().contains("mcp-param-message: hello\r\n"), "{}", forwarded()[0]);
+    // Header names are case-insensitive; a value outside plain ASCII comes Base64-wrapped, and goes on so.
+    let wrapped = "=?base64?R3LDvMOfZQ==?="; // "Grüße"
+    let ok = post(&with(&[("MCP-PARAM-MESSAGE", wrapped)]), &echo(3, json!({"message": "Grüße"})));
+    assert_eq!(ok.status, 200, "{}", ok.json());
+    assert!(forwarded()[1].contains(&format!("Mcp-Param-Message: {wrapped}\r\n")), "{}", forwarded()[1]);
+    // No argument, no header (and an unknown Mcp-Param header is ignored): past the headers, to the decision (the
+    // policy's `forbid echo where args.message == …` cannot be evaluated without it, so it is denied).
+    let ok = post(&with(&[("Mcp-Param-Other", "x")]), &echo(4, json!({})));
+    assert_eq!(ok.status, 200, "{}", ok.json());
+    assert_eq!(ok.json()["result"]["_meta"]["remit.dev/decision"]["outcome"], "deny", "{}", ok.json());
+
+    // Missing, different, repeated, undecodable, or sent for an absent argument: refused before anything runs.
+    for (id, headers, arguments) in [
+        (5, vec![], json!({"message": "hello"})),
+        (6, vec![("Mcp-Param-Message", "other")], json!({"message": "hello"})),
+        (7, vec![("Mcp-Param-Message", "hello"), ("Mcp-Param-Message", "hello")], json!({"message": "hello"})),
+        (8, vec![("Mcp-Param-Message", "=?base64?not base64?=")], json!({"message": "hello"})),
+        (9, vec![("Mcp-Param-Message", "hello")], json!({})),
+        (10, vec![("Mcp-Param-Message", "hello")], json!({"message": null})),
+    ] {
+        let refused = post(&with(&headers), &echo(id, arguments));
+        assert_eq!(refused.status, 400, "{id}: {}", refused.json());
+        assert_eq!(refused.json()["error"]["code"], -32020, "{id}: {}", refused.json());
+        assert_eq!(refused.json()["id"], id);
+    }
+    assert_eq!(forwarded().len(), 2, "no refused call reached the upstream");
+    // The invalid tool cannot be called either.
+    let sum = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+                     "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}, "_meta": meta}});
+    let refused = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "get-sum"), ("Mcp-Param-A", "1")], &sum);
+    assert_eq!(refused.json()["error"]["code"], -32602, "{}", refused.json());
+    drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }

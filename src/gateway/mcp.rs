@@ -309,6 +309,12 @@ impl Upstream {
         if let Some(name) = &name {
             headers.push(("Mcp-Name", name.as_str()));
         }
+        // And the arguments its tool's schema marks `x-mcp-header`, as `Mcp-Param-{Name}` (absent or null: none).
+        let params: Vec<(String, String)> = match (method, name.as_ref()) {
+            (Some("tools/call"), Some(_)) => self.param_headers(message),
+            _ => Vec::new(),
+        };
+        headers.extend(params.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         let body = message.to_string();
         let response = super::mcp_wire::exchange("POST", &http.url, &headers, Some(body.as_bytes()), self.timeout)
             .map_err(down)?;
@@ -355,6 +361,23 @@ impl Upstream {
             Some(outcome) => outcome.map(Some),
             None => Err(down(format!("no response to request {id}"))),
         }
+    }
+
+    /// The `Mcp-Param-{Name}` headers of a `tools/call` message, from its tool's `x-mcp-header` annotations (the
+    /// tool as last listed) and its arguments, encoded.
+    fn param_headers(&self, message: &Json) -> Vec<(String, String)> {
+        let params = message.get("params");
+        let tool = params.and_then(|p| p.get("name")).and_then(Json::as_str);
+        let tools = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let schema = tools.as_ref().and_then(|t| t.iter().find(|t| tool_name(t) == tool)?.get("inputSchema").cloned());
+        let (Some(schema), Some(arguments)) = (schema, params.and_then(|p| p.get("arguments"))) else {
+            return Vec::new();
+        };
+        let annotations = super::mcp_wire::param_headers(&schema).unwrap_or_default();
+        annotations
+            .iter()
+            .filter_map(|a| Some((a.header(), super::mcp_wire::encode_header_value(&a.value(arguments)?))))
+            .collect()
     }
 
     fn read(&self, mut stdout: impl BufRead, outbox: &Outbox) {
@@ -563,6 +586,19 @@ impl Upstream {
                 break;
             }
         }
+        // A tool whose `x-mcp-header` annotations break the rules of MCP 2026-07-28 is left out, as the revision
+        // tells an HTTP client to: its `Mcp-Param-*` headers could not be built or checked.
+        tools.retain(|tool| {
+            let Some(schema) = tool.get("inputSchema") else { return true };
+            match super::mcp_wire::param_headers(schema) {
+                Ok(_) => true,
+                Err(why) => {
+                    let name = tool_name(tool).unwrap_or("?");
+                    eprintln!("remit mcp-proxy: the upstream's tool `{name}` is left out: {why}");
+                    false
+                }
+            }
+        });
         let tools = Arc::new(tools);
         *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(tools.clone());
         Ok(tools)
@@ -990,6 +1026,14 @@ impl Proxy {
         let policy = self.gateway.policy();
         let program = policy.program.as_ref()?;
         program.tool(tool).map(|t| program.tools[t].scopes.clone())
+    }
+
+    /// The `x-mcp-header` annotations of the tool `name` (MCP 2026-07-28), reading the upstreams' tools when they are
+    /// not known yet; `None` for a tool no upstream offers (its call is an error anyway).
+    pub fn param_headers(&self, name: &str) -> Option<Vec<super::mcp_wire::ParamHeader>> {
+        let (tools, _) = self.tools().ok()?;
+        let tool = tools.iter().flat_map(|(_, list)| list.iter()).find(|t| tool_name(t) == Some(name))?;
+        Some(tool.get("inputSchema").and_then(|s| super::mcp_wire::param_headers(s).ok()).unwrap_or_default())
     }
 
     /// The tool names the module's listing shows the subject.

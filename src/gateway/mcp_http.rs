@@ -31,11 +31,14 @@ use serde_json::{json, Value as Json};
 
 use super::mcp::{Identity, Proxy, MAX_MESSAGE, METHOD_NOT_FOUND};
 use super::mcp_auth::JwtVerifier;
+use super::mcp_wire::ParamHeader;
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
 const METHOD: &str = "mcp-method";
 const NAME: &str = "mcp-name";
+/// The prefix of the headers that mirror tool arguments (`Mcp-Param-{Name}`), lowercase as header names are read.
+const PARAM_PREFIX: &str = "mcp-param-";
 
 /// The stateless revision: no `initialize`, no session; each request carries its revision, client info and
 /// capabilities in `params._meta` and mirrors its method (and tool, prompt or resource) in headers.
@@ -302,11 +305,11 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
     let message = match serde_json::from_slice::<Json>(&body) {
         Ok(Json::Object(message)) => message,
         // Not a JSON-RPC object: the proxy's own error answer.
-        _ => return answer(app, identity, body, None).await,
+        _ => return answer(app, identity, body, None, Vec::new()).await,
     };
     let (Some(id), Some(method)) = (message.get("id").cloned(), message.get("method").and_then(Json::as_str)) else {
         // A notification (or a malformed message): nothing to route, as in the earlier revisions.
-        return answer(app, identity, body, None).await;
+        return answer(app, identity, body, None, Vec::new()).await;
     };
     let refuse = |status: StatusCode, code: i64, text: String, data: Option<Json>| {
         let mut error = json!({"code": code, "message": text});
@@ -373,8 +376,54 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
             format!("`initialize` is not part of MCP {STATELESS_VERSION}: use `server/discover`"),
             None,
         ),
-        _ => answer(app, identity, body, Some(method.to_string())).await,
+        _ => {
+            // The `Mcp-Param-*` headers, checked against the arguments once the tool's schema is at hand.
+            let params: Vec<(String, Option<String>)> = headers
+                .iter()
+                .filter(|(name, _)| name.as_str().starts_with(PARAM_PREFIX))
+                .map(|(name, value)| (name.as_str().to_string(), value.to_str().ok().map(str::to_string)))
+                .collect();
+            answer(app, identity, body, Some(method.to_string()), params).await
+        }
     }
+}
+
+/// Checks a stateless `tools/call`'s `Mcp-Param-*` headers against its arguments, as MCP 2026-07-28 requires of a
+/// server that reads the body: for each `x-mcp-header` annotation of the tool's input schema, an argument that is
+/// present (and not `null`) needs its header, once, whose value — visible ASCII, decoded when it is
+/// `=?base64?…?=` — is the argument's (numbers compared as numbers); an absent argument must have no header.
+/// `Mcp-Param-*` headers no annotation names are ignored (the revision tells servers to), and so is a tool no
+/// upstream offers (its call is refused anyway). Why the request is refused.
+fn check_param_headers(proxy: &Proxy, message: &Json, sent: &[(String, Option<String>)]) -> Result<(), String> {
+    let Some(tool) = message.pointer("/params/name").and_then(Json::as_str) else { return Ok(()) };
+    let Some(annotations) = proxy.param_headers(tool) else { return Ok(()) };
+    let empty = json!({});
+    let arguments = message.pointer("/params/arguments").unwrap_or(&empty);
+    for annotation in annotations {
+        let header = annotation.header();
+        let lower = header.to_ascii_lowercase();
+        let values: Vec<&Option<String>> = sent.iter().filter(|(name, _)| *name == lower).map(|(_, v)| v).collect();
+        if values.len() > 1 {
+            return Err(format!("`{header}` appears more than once"));
+        }
+        let argument = annotation.argument(arguments);
+        match (argument, values.first()) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(format!("`{header}` is sent, the argument it mirrors is not")),
+            (Some(_), None) => return Err(format!("the `{header}` header is missing")),
+            (Some(_), Some(None)) => return Err(format!("`{header}` has invalid characters")),
+            (Some(value), Some(Some(raw))) => {
+                let Some(decoded) = super::mcp_wire::decode_header_value(raw) else {
+                    return Err(format!("`{header}` is not a valid `=?base64?…?=` value"));
+                };
+                let expected = annotation.value(arguments).unwrap_or_default();
+                if !ParamHeader::matches(&decoded, &expected, value.is_number()) {
+                    return Err(format!("`{header}` does not match the argument `{}`", annotation.path.join(".")));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `result` as 2026-07-28 writes it for `method`.
@@ -391,12 +440,33 @@ fn stateless_result(method: &str, mut result: Json) -> Json {
 
 /// The proxy's answer to a message of the stateless revision (`method`: the request's), or to a message that is
 /// not a request (`None`).
-async fn answer(app: Arc<App>, identity: (Identity, bool), body: Bytes, method: Option<String>) -> Response {
+///
+/// `params`: the `Mcp-Param-*` headers of a stateless `tools/call` (lowercase names; `None` for a value that is not
+/// visible ASCII), checked against its arguments before anything is decided ([`check_param_headers`]).
+async fn answer(
+    app: Arc<App>,
+    identity: (Identity, bool),
+    body: Bytes,
+    method: Option<String>,
+    params: Vec<(String, Option<String>)>,
+) -> Response {
     let (identity, jwt) = identity;
     let proxy = app.proxy.clone();
     let asked = body.clone();
-    let answer = match tokio::task::spawn_blocking(move || proxy.answer(&identity, &asked)).await {
-        Ok(answer) => answer,
+    let call = method.as_deref() == Some("tools/call");
+    let answered = tokio::task::spawn_blocking(move || {
+        if call {
+            let message: Json = serde_json::from_slice(&asked).unwrap_or(Json::Null);
+            check_param_headers(&proxy, &message, &params).map_err(|why| (message.get("id").cloned(), why))?;
+        }
+        Ok(proxy.answer(&identity, &asked))
+    });
+    let answer = match answered.await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err((id, why))) => {
+            let error = json!({"code": HEADER_MISMATCH, "message": format!("header mismatch: {why}")});
+            return rpc(StatusCode::BAD_REQUEST, json!({"jsonrpc": "2.0", "id": id, "error": error}));
+        }
         Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
     let Some(mut answer) = answer else { return StatusCode::ACCEPTED.into_response() };
