@@ -53,6 +53,31 @@ struct Job {
     defer: bool,
 }
 
+/// A decision's log entry, in the order of its fields in the log.
+#[derive(serde::Serialize)]
+struct LogBody<'a> {
+    id: &'a str,
+    request: &'a Json,
+    decision: &'a Json,
+    policy: &'a str,
+    credential: Option<&'a Json>,
+    approvals_used: &'a [Json],
+    ignored: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module_decision: Option<&'a Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    obligation_problem: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    access_request: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shadow: Option<ShadowNote>,
+}
+
+#[derive(serde::Serialize)]
+struct ShadowNote {
+    answered: &'static str,
+}
+
 /// A log entry waiting to be written: its time, kind and body.
 type QueuedEntry = (i64, &'static str, String);
 
@@ -835,26 +860,22 @@ impl Gateway {
             .and_then(Json::as_array)
             .map(|r| r.iter().filter_map(Json::as_str).map(str::to_string).collect())
             .unwrap_or_default();
-        let mut body = json!({
-            "id": id,
-            "request": self.masked(sent.clone()),
-            "decision": decision,
-            "policy": policy_hash,
-            "credential": sent.pointer("/subject/credential/id"),
-            "approvals_used": approvals_used,
-            "ignored": ignored,
-        });
-        if let Some((module, problem)) = module_decision {
-            body["module_decision"] = module;
-            body["obligation_problem"] = Json::String(problem);
-        }
-        if let Some(request) = &access_request {
-            body["access_request"] = Json::String(request.id.clone());
-        }
-        if shadowed.is_some() {
-            body["shadow"] = json!({"answered": "allow"});
-        }
-        let body = body.to_string();
+        // Serialized from borrowed parts (the request is copied only when an argument is masked).
+        let masked = self.masks(&sent).then(|| self.masked(sent.clone()));
+        let body = LogBody {
+            id,
+            request: masked.as_ref().unwrap_or(&sent),
+            decision: &decision,
+            policy: policy_hash,
+            credential: sent.pointer("/subject/credential/id"),
+            approvals_used: &approvals_used,
+            ignored: &ignored,
+            module_decision: module_decision.as_ref().map(|(module, _)| module),
+            obligation_problem: module_decision.as_ref().map(|(_, problem)| problem.as_str()),
+            access_request: access_request.as_ref().map(|r| r.id.as_str()),
+            shadow: shadowed.as_ref().map(|_| ShadowNote { answered: "allow" }),
+        };
+        let body = serde_json::to_string(&body).expect("a log entry serializes");
         let logged = if defer { None } else { Some(tx.append_log(now, "decision", &body)?.seq) };
         let decided = Decided {
             id: id.to_string(),
@@ -1008,6 +1029,12 @@ impl Gateway {
             id: request.id,
             expires_at: request.expires_at,
         })
+    }
+
+    /// Whether [`Gateway::masked`] would change `request`.
+    fn masks(&self, request: &Json) -> bool {
+        let arguments = request.pointer("/action/arguments").and_then(Json::as_object);
+        arguments.is_some_and(|a| self.config.mask.iter().any(|name| a.contains_key(name)))
     }
 
     fn masked(&self, mut request: Json) -> Json {

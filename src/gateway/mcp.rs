@@ -127,11 +127,29 @@ impl RpcError {
     }
 }
 
+// Messages are built by moving their parts in: `json!` would copy each value it is given (it serializes them), and
+// a tool's result or arguments can be large.
 fn response(id: &Json, outcome: Result<Json, RpcError>) -> Json {
+    let mut message = Map::with_capacity(3);
+    message.insert("jsonrpc".into(), Json::from("2.0"));
+    message.insert("id".into(), id.clone());
     match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
+        Ok(result) => message.insert("result".into(), result),
+        Err(error) => message.insert("error".into(), error.to_json()),
+    };
+    Json::Object(message)
+}
+
+/// A JSON-RPC request to the upstream.
+fn request_message(id: u64, method: &str, params: Option<Json>) -> Json {
+    let mut message = Map::with_capacity(4);
+    message.insert("jsonrpc".into(), Json::from("2.0"));
+    message.insert("id".into(), Json::from(id));
+    message.insert("method".into(), Json::from(method));
+    if let Some(params) = params {
+        message.insert("params".into(), params);
     }
+    Json::Object(message)
 }
 
 /// Where the agent's messages go: one JSON value per line, written whole under a lock.
@@ -431,12 +449,12 @@ impl Upstream {
         if let Some(http) = &self.http {
             return self.post(http, message, None).map(|_| ());
         }
-        let mut line = message.to_string();
-        line.push('\n');
+        let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
+        line.push(b'\n');
         let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
         let down = || RpcError::new(INTERNAL_ERROR, self.gone().unwrap_or("the upstream server is not running".into()));
         let Some(pipe) = stdin.as_mut() else { return Err(down()) };
-        pipe.write_all(line.as_bytes()).and_then(|()| pipe.flush()).map_err(|_| down())
+        pipe.write_all(&line).and_then(|()| pipe.flush()).map_err(|_| down())
     }
 
     /// Sends a request and waits for its result (or the upstream's error, or an error when it exits or times out).
@@ -454,18 +472,12 @@ impl Upstream {
             return Err(RpcError::new(INTERNAL_ERROR, why));
         }
         if let Some(http) = &self.http {
-            let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-            if let Some(params) = params {
-                message["params"] = params;
-            }
+            let message = request_message(id, method, params);
             return self.post(http, &message, Some(id)).map(|answer| answer.unwrap_or(Json::Null));
         }
         let (send, receive) = mpsc::channel();
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Waiter::Thread(send));
-        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(params) = params {
-            message["params"] = params;
-        }
+        let message = request_message(id, method, params);
         if let Err(e) = self.write(&message) {
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             return Err(e);
@@ -509,7 +521,7 @@ impl Upstream {
             let upstream = Arc::downgrade(self);
             std::thread::spawn(move || Upstream::sweep(upstream));
         }
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let message = request_message(id, method, Some(params));
         if let Err(e) = self.write(&message) {
             // Unless the reader, finding the upstream gone, answered it already.
             if let Some(waiting) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
@@ -1184,15 +1196,24 @@ impl Proxy {
         // `Gateway::decide_deferring`): the proxy flushes the queue within moments and at exit.
         let decided = self.gateway.decide_deferring(&request);
         let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
-        let mut meta = json!({"id": decided.id, "outcome": decided.outcome, "decision": decision});
+        let mut meta = Map::with_capacity(4);
+        meta.insert("id".into(), Json::from(decided.id.as_str()));
+        meta.insert("outcome".into(), Json::from(decided.outcome.as_str()));
+        meta.insert("decision".into(), decision);
         if let Some(access) = &decided.access_request {
-            meta["access_request"] = json!({"id": access.id, "url": access.url,
-                "expires_at": crate::value::format_timestamp(access.expires_at)});
+            meta.insert(
+                "access_request".into(),
+                json!({"id": access.id, "url": access.url,
+                "expires_at": crate::value::format_timestamp(access.expires_at)}),
+            );
         }
+        let meta = Json::Object(meta);
         if !decided.allowed() {
             let text = refusal_text(&decided, &meta["decision"]);
-            let result = json!({"content": [{"type": "text", "text": text}], "isError": true,
-                                "_meta": {META_DECISION: meta}});
+            let mut result = json!({"content": [{"type": "text", "text": text}], "isError": true});
+            let mut decision = Map::with_capacity(1);
+            decision.insert(META_DECISION.into(), meta);
+            result["_meta"] = Json::Object(decision);
             return Ok(Call::Answered(result));
         }
         let name = name.to_string();
