@@ -176,7 +176,7 @@ impl Outbox {
     }
 }
 
-/// An upstream reached over Streamable HTTP: each message is one `POST` (a new connection), answered with JSON or
+/// An upstream reached over Streamable HTTP: each message is one `POST` (on a kept connection when there is one), answered with JSON or
 /// with an event stream that ends with the response.
 struct HttpLink {
     url: String,
@@ -185,6 +185,8 @@ struct HttpLink {
     /// The revision negotiated, sent as `MCP-Protocol-Version` after `initialize`.
     version: Mutex<Option<String>>,
     outbox: Outbox,
+    /// Connections kept open between messages.
+    connections: super::mcp_wire::Connections,
 }
 
 /// What is done with a response from a stdio upstream: handed to the thread waiting for it, or, for a call the
@@ -259,7 +261,13 @@ impl Upstream {
         if !url.starts_with("http://") {
             return Err(format!("`{url}`: the upstream is `http://HOST:PORT/PATH` (https is not supported yet)"));
         }
-        let http = HttpLink { url: url.to_string(), session: Mutex::new(None), version: Mutex::new(None), outbox };
+        let http = HttpLink {
+            url: url.to_string(),
+            session: Mutex::new(None),
+            version: Mutex::new(None),
+            outbox,
+            connections: Default::default(),
+        };
         Ok(Upstream::new(None, None, Some(http), timeout))
     }
 
@@ -333,9 +341,10 @@ impl Upstream {
             _ => Vec::new(),
         };
         headers.extend(params.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-        let body = message.to_string();
-        let response = super::mcp_wire::exchange("POST", &http.url, &headers, Some(body.as_bytes()), self.timeout)
-            .map_err(down)?;
+        let body = serde_json::to_vec(message).expect("a JSON value serializes");
+        let exchanged =
+            super::mcp_wire::exchange_with(&http.connections, "POST", &http.url, &headers, Some(&body), self.timeout);
+        let mut response = exchanged.map_err(down)?;
         if response.status == 404 && session.is_some() {
             // The server ended the session: the next request opens a new one.
             *http.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -350,7 +359,10 @@ impl Upstream {
         if let Some(session) = response.header("mcp-session-id") {
             *http.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
         }
-        let Some(id) = id else { return Ok(None) };
+        let Some(id) = id else {
+            http.connections.release(response);
+            return Ok(None);
+        };
         let mut answer = None;
         let mut take = |text: &str| {
             let Ok(Json::Object(message)) = serde_json::from_str::<Json>(text) else { return false };
@@ -375,6 +387,8 @@ impl Upstream {
             })
         };
         read.map_err(|e| down(e.to_string()))?;
+        // Kept for the next message when the server ended its answer (the connection is closed otherwise).
+        http.connections.release(response);
         match answer {
             Some(outcome) => outcome.map(Some),
             None => Err(down(format!("no response to request {id}"))),

@@ -151,7 +151,7 @@ pub fn fetch_key_set(url: &str, timeout: Duration) -> Result<String, String> {
             "`{url}`: a key set over plain http is fetched only from a loopback host (https is not supported yet)"
         ));
     }
-    let response = super::mcp_wire::exchange("GET", url, &[("Accept", "application/json")], None, timeout)?;
+    let mut response = super::mcp_wire::exchange("GET", url, &[("Accept", "application/json")], None, timeout)?;
     if response.status != 200 {
         return Err(format!("`{url}` answered HTTP {}", response.status));
     }

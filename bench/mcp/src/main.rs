@@ -6,7 +6,8 @@
 //! policy denies through the proxy (decided and logged, never forwarded); rounds alternate so noise hits both alike.
 //! Percentiles are over all calls. With `--http` the same over Streamable HTTP: `@modelcontextprotocol/server-everything`
 //! (its `echo` tool, policy tests/mcp/everything) served on a loopback port, called directly and through
-//! `remit mcp-proxy --listen` in front of it (each message one POST on a new connection, as the proxy does upstream).
+//! `remit mcp-proxy --listen` in front of it (the bench's client: each message one POST on a new connection, to the
+//! server and to the proxy alike; the proxy keeps its connections to the server open).
 //! With `--baseline PATH` another `remit` binary (e.g. a build of an earlier commit)
 //! is timed the same way in the same rounds, so two versions of the proxy are compared side by side. Usage (after
 //! `scripts/test-deps-mcp.sh` and `cargo build --release`):
