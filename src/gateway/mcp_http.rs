@@ -272,9 +272,9 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
     let proxy = app.proxy.clone();
     let subject = identity.subject.clone();
     let asked = body.clone();
-    let answer = match tokio::task::spawn_blocking(move || proxy.answer(&identity, &asked)).await {
-        Ok(answer) => answer,
-        Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
+    let answer = match blocking(move || proxy.answer(&identity, &asked)) {
+        Some(answer) => answer,
+        None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
     let Some(answer) = answer else { return StatusCode::ACCEPTED.into_response() };
     if let Some(challenge) = scope_challenge(&app, jwt, &body, &answer) {
@@ -291,6 +291,13 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         }
     }
     response
+}
+
+/// Runs the proxy's blocking work (a decision, a call upstream) on this worker thread, the runtime moving its other
+/// tasks to another meanwhile: handing it to the blocking pool cost a thread wake-up per request. `None` when it
+/// panicked (the request is answered `500`, as a failed blocking task was).
+fn blocking<R>(work: impl FnOnce() -> R) -> Option<R> {
+    tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).ok())
 }
 
 fn rpc(status: StatusCode, message: Json) -> Response {
@@ -454,20 +461,20 @@ async fn answer(
     let proxy = app.proxy.clone();
     let asked = body.clone();
     let call = method.as_deref() == Some("tools/call");
-    let answered = tokio::task::spawn_blocking(move || {
+    let answered = blocking(move || {
         if call {
             let message: Json = serde_json::from_slice(&asked).unwrap_or(Json::Null);
             check_param_headers(&proxy, &message, &params).map_err(|why| (message.get("id").cloned(), why))?;
         }
         Ok(proxy.answer(&identity, &asked))
     });
-    let answer = match answered.await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err((id, why))) => {
+    let answer = match answered {
+        Some(Ok(answer)) => answer,
+        Some(Err((id, why))) => {
             let error = json!({"code": HEADER_MISMATCH, "message": format!("header mismatch: {why}")});
             return rpc(StatusCode::BAD_REQUEST, json!({"jsonrpc": "2.0", "id": id, "error": error}));
         }
-        Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
+        None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
     let Some(mut answer) = answer else { return StatusCode::ACCEPTED.into_response() };
     if let Some(challenge) = scope_challenge(&app, jwt, &body, &answer) {
