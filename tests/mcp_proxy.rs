@@ -1144,6 +1144,28 @@ fn the_club_lanes_through_a_real_client() {
     for lane in ["none", "applicant", "member"] {
         check(lane, &report[lane], None, true);
     }
+    // The stateless revision gets the same challenge: an applicant's token calling a member's tool.
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "crew_schedule", "arguments": {"week": "2026-W50"},
+                                 "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                           "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let auth = format!("Bearer {}", token("club.applicant", "cred-applicant-0457"));
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", auth.as_str()),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "crew_schedule"),
+    ];
+    let refused = remit::gateway::client::request("POST", &url, &headers, Some(call.to_string().as_bytes())).unwrap();
+    assert_eq!(refused.status, 403, "{}", refused.json());
+    let challenge = refused.header("www-authenticate").unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"club.member\""),
+        "{challenge}"
+    );
+    assert_eq!((refused.json()["id"].clone(), refused.json()["error"]["code"].clone()), (json!(7), json!(-32003)));
+    assert_eq!(refused.json()["error"]["data"]["scope"], "club.member");
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
