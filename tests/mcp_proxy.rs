@@ -1580,6 +1580,13 @@ fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
                      "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}, "_meta": meta}});
     let refused = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "get-sum"), ("Mcp-Param-A", "1")], &sum);
     assert_eq!(refused.json()["error"]["code"], -32602, "{}", refused.json());
+    // Once the proxy has stopped, the entries that waited in the queue (these decisions change nothing but the log,
+    // so they were answered before their entries were written) are in the log, and the chain holds: three decisions,
+    // and the outcomes of the two forwarded calls.
     drop(proxy);
+    let store = format!("sqlite:{}", dir.join("state.db").display());
+    let verify = Command::new(env!("CARGO_BIN_EXE_remit")).args(["audit", "verify", &store]).output().unwrap();
+    let out = String::from_utf8_lossy(&verify.stdout);
+    assert!(verify.status.success() && out.starts_with("5 entries, the chain holds"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -238,7 +238,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
         let served = remit::gateway::http::run_router(listener, router);
-        // Stopped (SIGTERM, Ctrl-C): the queued outcome entries go into the log before the process ends.
+        // Stopped (SIGTERM, Ctrl-C): the queued entries (outcomes, and decisions that changed nothing else) go into
+        // the log before the process ends.
         proxy.flush_outcomes();
         served?;
         return Ok(ExitCode::SUCCESS);
