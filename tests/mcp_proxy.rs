@@ -1379,41 +1379,60 @@ fn a_call_the_upstream_does_not_answer_in_time_fails_alone() {
     assert_eq!(done["result"]["_meta"]["remit.dev/decision"]["outcome"], "allow", "{done}");
 }
 
-/// A key set served by the test on a loopback port, which the test can change; the number of times it was fetched.
-fn key_set_server() -> (String, std::sync::Arc<std::sync::Mutex<Value>>, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+type Shared<T> = std::sync::Arc<std::sync::Mutex<T>>;
+
+/// A key set served by the test on a loopback port at `/jwks.json`, which the test can change, and the number of
+/// times it was fetched; and an authorization server's metadata (RFC 8414) at
+/// `/.well-known/oauth-authorization-server` (`404` while it is `null`).
+fn key_set_server() -> (String, Shared<Value>, std::sync::Arc<std::sync::atomic::AtomicU64>, Shared<Value>) {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
     let keys = Arc::new(Mutex::new(json!({"keys": []})));
+    let metadata = Arc::new(Mutex::new(Value::Null));
     let hits = Arc::new(AtomicU64::new(0));
-    let (served, counted) = (keys.clone(), hits.clone());
+    let (served, counted, described) = (keys.clone(), hits.clone(), metadata.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { break };
             stream.set_read_timeout(Some(WAIT)).ok();
             let mut reader = BufReader::new(stream);
+            let mut request_line = String::new();
+            reader.read_line(&mut request_line).ok();
             loop {
                 let mut line = String::new();
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
                     break;
                 }
             }
-            counted.fetch_add(1, Ordering::SeqCst);
-            let body = served.lock().unwrap().to_string();
+            let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
+            let body = if path == "/jwks.json" {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Some(served.lock().unwrap().to_string())
+            } else if path == "/.well-known/oauth-authorization-server" {
+                Some(described.lock().unwrap().clone()).filter(|m| !m.is_null()).map(|m| m.to_string())
+            } else {
+                None
+            };
+            let (status, body) = match body {
+                Some(body) => ("200 OK", body),
+                None => ("404 Not Found", String::new()),
+            };
             let response = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
             reader.into_inner().write_all(response.as_bytes()).ok();
         }
     });
-    (url, keys, hits)
+    (url, keys, hits, metadata)
 }
 
 /// `--jwks-url`: the key set is fetched at start, again when a token names a key it lacks (a rotated key works at
 /// once; a made-up `kid` causes no further fetch within 10 s) and when it is older than `--jwks-refresh`. A URL that
-/// cannot be fetched, or is not loopback `http://`, stops the proxy at start.
+/// cannot be fetched, or is not loopback `http://`, stops the proxy at start. `--jwks-from-issuer` reads the URL from
+/// the issuer's metadata (RFC 8414), which must name that issuer.
 #[test]
 fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     use jsonwebtoken::Algorithm::ES256;
@@ -1423,7 +1442,7 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     let (upstream, _) = recording_upstream();
     let (old, old_jwk) = es256_key("old");
     let (new, new_jwk) = es256_key("new");
-    let (url, keys, hits) = key_set_server();
+    let (url, keys, hits, metadata) = key_set_server();
     *keys.lock().unwrap() = json!({"keys": [old_jwk.clone()]});
     let issuer = "https://auth.test.example";
     let proxy_with = |key_url: &str| {
@@ -1484,6 +1503,39 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success() && stderr.contains(said), "{bad}: {stderr}");
     }
+
+    // `--jwks-from-issuer`: the URL is the `jwks_uri` of the issuer's metadata, which must name that issuer.
+    let local_issuer = url.trim_end_matches("/jwks.json").to_string();
+    let from_issuer = |issuer: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(root().join("tests/mcp/everything"))
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join("issuer.db").display()))
+            .args(["--listen", "127.0.0.1:0", "--jwks-from-issuer", "--jwt-issuer", issuer])
+            .args(["--jwt-audience", "remit-test", "--", &upstream]);
+        command
+    };
+    let output = from_issuer(&local_issuer).current_dir(dir.join("root")).stdin(Stdio::null()).output().unwrap();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no metadata for the issuer"), "no metadata yet");
+    *metadata.lock().unwrap() = json!({"issuer": "http://elsewhere.example", "jwks_uri": url});
+    let output = from_issuer(&local_issuer).current_dir(dir.join("root")).stdin(Stdio::null()).output().unwrap();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("names another issuer"), "a mismatching issuer");
+    *metadata.lock().unwrap() = json!({"issuer": local_issuer, "jwks_uri": url});
+    let proxy = Session::spawn(from_issuer(&local_issuer), &dir);
+    let mcp = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(mcp) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break mcp.to_string();
+        }
+    };
+    let claims = json!({"iss": local_issuer, "aud": "remit-test", "sub": "agent:tester", "exp": now + 300});
+    let auth = format!("Bearer {}", jwt(ES256, "new", &new, &claims));
+    let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
+    assert_eq!(request("POST", &mcp, &headers, Some(init.to_string().as_bytes())).unwrap().status, 200);
+    drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -13,7 +13,7 @@ use remit::gateway::{Config, Durability, Gateway, SystemClock};
 use remit::runtime::Runtime;
 
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("keys").args(["jwks", "jwks_url"])))]
+#[command(group(clap::ArgGroup::new("keys").args(["jwks", "jwks_url", "jwks_from_issuer"])))]
 pub struct McpProxyArgs {
     /// The policy: a folder (or .remit files), a .wasm built by `remit build`, or a bundle
     #[arg(long, required = true, num_args = 1..)]
@@ -51,28 +51,33 @@ pub struct McpProxyArgs {
     /// `--jwks-refresh` seconds and when a token names a key it lacks (at most once per 10 s)
     #[arg(long, value_name = "URL", requires = "listen", conflicts_with = "jwks")]
     jwks_url: Option<String>,
-    /// With `--jwks-url`: how old the fetched key set may get before it is fetched again, in seconds
-    #[arg(long, value_name = "SECONDS", default_value_t = 300, requires = "jwks_url")]
+    /// With `--listen`: as `--jwks-url`, the URL read from the `jwks_uri` of the `--jwt-issuer`'s metadata (RFC 8414,
+    /// else OpenID Connect discovery; loopback http)
+    #[arg(long, requires = "listen", conflicts_with_all = ["jwks", "jwks_url"])]
+    jwks_from_issuer: bool,
+    /// With `--jwks-url` or `--jwks-from-issuer`: how old the fetched key set may get before it is fetched again, in
+    /// seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     jwks_refresh: u64,
-    /// With `--jwks` or `--jwks-url`: an accepted token issuer (`iss`); repeatable, at least one
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): an accepted token issuer (`iss`); repeatable, at least one
     #[arg(long = "jwt-issuer", value_name = "ISSUER", requires = "keys")]
     jwt_issuers: Vec<String>,
-    /// With `--jwks` or `--jwks-url`: an accepted audience (`aud`); repeatable (default: the proxy's resource URL, http://ADDRESS/mcp)
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): an accepted audience (`aud`); repeatable (default: the proxy's resource URL, http://ADDRESS/mcp)
     #[arg(long = "jwt-audience", value_name = "AUDIENCE", requires = "keys")]
     jwt_audiences: Vec<String>,
-    /// With `--jwks` or `--jwks-url`: seconds of clock skew allowed on `exp` and `nbf`
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): seconds of clock skew allowed on `exp` and `nbf`
     #[arg(long, value_name = "SECONDS", default_value_t = 30, requires = "keys")]
     jwt_leeway: u64,
-    /// With `--jwks` or `--jwks-url`: the claim holding the subject id
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): the claim holding the subject id
     #[arg(long, value_name = "CLAIM", default_value = "sub", requires = "keys")]
     subject_claim: String,
-    /// With `--jwks` or `--jwks-url`: the claim holding the scopes, a space-separated string or an array (default: `scope`, else `scp`)
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): the claim holding the scopes, a space-separated string or an array (default: `scope`, else `scp`)
     #[arg(long, value_name = "CLAIM", requires = "keys")]
     scope_claim: Option<String>,
-    /// With `--jwks` or `--jwks-url`: the claim holding the credential id (default `client_id`; without it, `--credential`)
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): the claim holding the credential id (default `client_id`; without it, `--credential`)
     #[arg(long, value_name = "CLAIM", default_value = "client_id", requires = "keys")]
     credential_claim: String,
-    /// With `--jwks` or `--jwks-url`: an authorization server named in the protected resource metadata; repeatable (default: the
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): an authorization server named in the protected resource metadata; repeatable (default: the
     /// issuers)
     #[arg(long = "authorization-server", value_name = "URL", requires = "keys")]
     authorization_servers: Vec<String>,
@@ -179,7 +184,18 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
             let identity = Identity { subject, credential, scopes: args.scopes.clone(), mandate: args.mandate.clone() };
             agents.insert(token, identity);
         }
-        let bearer = match (&args.jwks, &args.jwks_url) {
+        let discovered = match (args.jwks_from_issuer, args.jwt_issuers.as_slice()) {
+            (false, _) => None,
+            (true, [issuer]) => Some(
+                remit::gateway::mcp_auth::discover_jwks_uri(issuer, Duration::from_secs(10))
+                    .map_err(|e| format!("--jwks-from-issuer: {e}"))?,
+            ),
+            (true, _) => {
+                return Err("--jwks-from-issuer reads the metadata of one issuer: give one --jwt-issuer".into())
+            }
+        };
+        let jwks_url = args.jwks_url.clone().or(discovered);
+        let bearer = match (&args.jwks, &jwks_url) {
             (None, None) => None,
             (file, url) => {
                 use remit::gateway::mcp_auth::{JwtConfig, JwtVerifier};

@@ -6,10 +6,11 @@
 //! agent's identity: the subject id (`sub` by default), the credential's scopes (`scope` space-separated, or an array;
 //! `scp` when there is no `scope`) and the credential id (`client_id`, RFC 9068).
 //!
-//! The key set is a JWKS file read at start, or a URL (`--jwks-url`, plain `http://` to a loopback host) fetched at
-//! start, again when it is older than the refresh interval (on the request that finds it so; a failed fetch keeps
-//! the keys it has), and at once when a token names a key the set does not have — at most once per
-//! [`UNKNOWN_KEY_REFETCH`], so tokens with made-up `kid`s cannot make the proxy hammer the authorization server.
+//! The key set is a JWKS file read at start, or a URL (`--jwks-url`, or the issuer's `jwks_uri`:
+//! [`discover_jwks_uri`]; plain `http://` to a loopback host) fetched at start, again when it is older than the
+//! refresh interval (on the request that finds it so; a failed fetch keeps the keys it has), and at once when a token
+//! names a key the set does not have — at most once per [`UNKNOWN_KEY_REFETCH`], so tokens with made-up `kid`s cannot
+//! make the proxy hammer the authorization server.
 //!
 //! Validity times are checked here rather than by `jsonwebtoken`: remit builds serde_json with
 //! `arbitrary_precision`, under which the library's own `exp`/`nbf` parsing (`deserialize_any`) fails on every
@@ -134,8 +135,42 @@ impl std::fmt::Debug for JwtVerifier {
     }
 }
 
-/// Fetches the key set at `url` (`http://` to a loopback host only: https is not supported yet, and keys fetched
-/// in the clear from another host could be replaced on the way).
+/// The `jwks_uri` of `issuer`'s metadata: the OAuth authorization server metadata (RFC 8414, at
+/// `/.well-known/oauth-authorization-server` with the issuer's path after it), else the OpenID Connect discovery
+/// document (`/.well-known/openid-configuration` after the issuer). The document's `issuer` must be `issuer` exactly
+/// (RFC 8414 §3.3), or its keys could be another server's. Fetched as [`fetch_key_set`] fetches: loopback `http://`.
+pub fn discover_jwks_uri(issuer: &str, timeout: Duration) -> Result<String, String> {
+    let trimmed = issuer.trim_end_matches('/');
+    let rest = trimmed.strip_prefix("http://").unwrap_or(trimmed);
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let candidates = [
+        format!("http://{authority}/.well-known/oauth-authorization-server{path}"),
+        format!("{trimmed}/.well-known/openid-configuration"),
+    ];
+    let mut tried = Vec::new();
+    for url in &candidates {
+        let text = match fetch_key_set(url, timeout) {
+            Ok(text) => text,
+            Err(e) => {
+                tried.push(e);
+                continue;
+            }
+        };
+        let metadata: Json = serde_json::from_str(&text).map_err(|e| format!("`{url}` is not JSON: {e}"))?;
+        if metadata.get("issuer").and_then(Json::as_str) != Some(issuer) {
+            return Err(format!("`{url}` names another issuer than `{issuer}`"));
+        }
+        return metadata
+            .get("jwks_uri")
+            .and_then(Json::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("`{url}` has no `jwks_uri`"));
+    }
+    Err(format!("no metadata for the issuer `{issuer}`: {}", tried.join("; ")))
+}
+
+/// Fetches the key set (or another document of the authorization server) at `url` (`http://` to a loopback host
+/// only: https is not supported yet, and keys fetched in the clear from another host could be replaced on the way).
 pub fn fetch_key_set(url: &str, timeout: Duration) -> Result<String, String> {
     let rest = url.strip_prefix("http://").ok_or_else(|| {
         format!("`{url}`: the key set URL must be `http://` to a loopback host (https is not supported yet)")
