@@ -550,3 +550,94 @@ fn queued_entries_are_written_with_the_next_decisions_or_when_flushed() {
     assert!(entries[3].body.contains("dec-2"), "{}", entries[3].body);
     assert_eq!(audit::verify(entries).unwrap(), 4);
 }
+
+const DEFERRING: &str = r#"
+tool look(path: string) {
+  effects read_only
+  level research
+}
+
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow look
+  allow make_payment
+  require approval commercial_terms for make_payment
+}
+"#;
+
+fn look(subject: &str) -> Vec<u8> {
+    json!({"subject": {"id": subject}, "action": {"name": "look", "arguments": {"path": "a.txt"}}})
+        .to_string()
+        .into_bytes()
+}
+
+/// `decide_deferring` (remit mcp-proxy): a decision that changes nothing but the log is answered before its entry
+/// is written — the entry waits in the queue with outcome entries, in order, until the next decision that changes the
+/// state (committed with the queue before it, before it is answered) or the next flush. While writing the queue
+/// fails, nothing is deferred: a decision is committed before it is answered, so a store that cannot be written
+/// denies.
+#[test]
+fn deferred_entries_wait_in_order_and_state_changes_are_committed_before_the_answer() {
+    let s = setup("deferred", &examples::compile(&[("shop.remit".into(), DEFERRING.into())]));
+    let body = |e: &remit::gateway::store::LogEntry| serde_json::from_str::<Value>(&e.body).unwrap();
+    let allowed = s.gateway.decide_deferring(&look("agent:shopper"));
+    assert!(allowed.allowed(), "{}", allowed.decision);
+    assert_eq!(allowed.logged, None);
+    let denied = s.gateway.decide_deferring(&look("agent:stranger"));
+    assert_eq!(denied.outcome, "deny");
+    s.gateway.queue_outcome(&json!({"decision": allowed.id, "tool": "look", "is_error": false}));
+    assert!(log(&s.store).is_empty(), "nothing written yet");
+
+    // An escalation files an access request: committed before it is answered, after what was queued.
+    let escalated = s.gateway.decide_deferring(&gated_payment());
+    assert_eq!(escalated.outcome, "escalate", "{}", escalated.decision);
+    assert!(escalated.logged.is_some());
+    let entries = log(&s.store);
+    let ids: Vec<Value> =
+        entries.iter().map(|e| body(e).get("id").or(body(e).get("decision")).cloned().unwrap()).collect();
+    assert_eq!(ids, [json!(allowed.id), json!(denied.id), json!(allowed.id), json!(escalated.id)]);
+    assert_eq!(
+        entries.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
+        ["decision", "decision", "outcome", "decision"]
+    );
+    let request = escalated.access_request.clone().unwrap();
+    assert_eq!(s.gateway.access_request(&request.id).unwrap().unwrap().log_seq, Some(4));
+
+    // The approved retry consumes the approval: consumed in the store before the allow is answered.
+    let minted = s.gateway.approve(&request.id, "user:alice").unwrap();
+    let paid = s.gateway.decide_deferring(&gated_payment());
+    assert!(paid.allowed(), "{}", paid.decision);
+    assert!(paid.logged.is_some());
+    assert!(s.store.begin().unwrap().approval(&minted[0].id).unwrap().unwrap().consumed);
+
+    // A plain allow waits again, until a flush.
+    let before = log(&s.store).len();
+    let again = s.gateway.decide_deferring(&look("agent:shopper"));
+    assert_eq!(again.logged, None);
+    assert_eq!(log(&s.store).len(), before);
+    s.gateway.flush_entries().unwrap();
+    let entries = log(&s.store);
+    assert_eq!(entries.len(), before + 1);
+    assert_eq!(body(entries.last().unwrap())["id"], json!(again.id));
+    assert_eq!(audit::verify(entries).unwrap() as usize, before + 1);
+
+    // The log cannot be written: the queued entry stays queued, and from then on nothing is deferred — the next
+    // plain allow is committed before it is answered, so it is the store's deny.
+    s.store
+        .execute_raw(
+            "CREATE TRIGGER full BEFORE INSERT ON log BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END;",
+        )
+        .unwrap();
+    let queued = s.gateway.decide_deferring(&look("agent:shopper"));
+    assert!(queued.allowed(), "the failure is not known yet");
+    assert!(s.gateway.flush_entries().is_err());
+    let refused = s.gateway.decide_deferring(&look("agent:shopper"));
+    assert_eq!(refused.reasons, [REASON_STORE]);
+    s.store.execute_raw("DROP TRIGGER full").unwrap();
+    // Once it can be written again, the entry that waited goes in and deferring resumes.
+    s.gateway.flush_entries().unwrap();
+    let entries = log(&s.store);
+    assert_eq!(body(entries.last().unwrap())["id"], json!(queued.id));
+    assert_eq!(s.gateway.decide_deferring(&look("agent:shopper")).logged, None);
+    assert_eq!(audit::verify(entries).unwrap() as usize, before + 2);
+}

@@ -702,8 +702,10 @@ fn an_upstream_over_streamable_http() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A minimal MCP server over Streamable HTTP, in the test (one `echo` tool, JSON answers), that records every
-/// request's headers and body: to show what the proxy sends upstream. Listens on a loopback port it picks; stops
+/// A minimal MCP server over Streamable HTTP, in the test (JSON answers), that records every request's headers and
+/// body: to show what the proxy sends upstream. Its `echo` mirrors `message` into `Mcp-Param-Message`
+/// (`x-mcp-header`, MCP 2026-07-28); its `get-sum` has an annotation the revision forbids (on a `number`), so the
+/// proxy leaves it out. Listens on a loopback port it picks; stops
 /// when the test ends (its thread dies with the process, the listener with the thread).
 fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::io::Read;
@@ -738,8 +740,11 @@ fn recording_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>
             let result = match message["method"].as_str() {
                 Some("initialize") => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                                              "serverInfo": {"name": "recorder", "version": "1"}}),
-                Some("tools/list") => json!({"tools": [{"name": "echo", "inputSchema": {"type": "object",
-                                             "properties": {"message": {"type": "string"}}}}]}),
+                Some("tools/list") => json!({"tools": [
+                    {"name": "echo", "inputSchema": {"type": "object",
+                     "properties": {"message": {"type": "string", "x-mcp-header": "Message"}}}},
+                    {"name": "get-sum", "inputSchema": {"type": "object",
+                     "properties": {"a": {"type": "number", "x-mcp-header": "A"}, "b": {"type": "number"}}}}]}),
                 Some("tools/call") => json!({"content": [{"type": "text",
                                              "text": format!("Echo: {}", message["params"]["arguments"]["message"].as_str().unwrap_or(""))}]}),
                 _ => json!({}),
@@ -1021,8 +1026,11 @@ fn the_club_lanes_through_a_real_client() {
 
     let server = root().join("tests/mcp/club/server.py");
     let client = root().join("tests/mcp/club/client.py");
-    // What one lane's report must show; `calls` is what reached the server.
-    let check = |lane: &str, report: &Value, calls: Option<&Path>| {
+    // What one lane's report must show; `calls` is what reached the server. Over HTTP (a JWT) a call refused only
+    // for want of a scope is a `403 insufficient_scope` challenge naming the first scope the tool requires.
+    let first_scope =
+        |tool: &str| if expected["applicant"].iter().any(|t| t == tool) { "club.applicant" } else { "club.member" };
+    let check = |lane: &str, report: &Value, calls: Option<&Path>, http: bool| {
         let want = &expected[lane];
         assert_eq!(report["tools"], json!(want), "lane {lane}");
         for tool in &declared {
@@ -1044,6 +1052,19 @@ fn the_club_lanes_through_a_real_client() {
                 assert!(said.starts_with("remit denied this call."), "{lane} {tool}: {said}");
                 let reason = if *tool == "export_roster" { "rule.forbidden" } else { "credential.scope-missing" };
                 assert!(said.contains(reason), "{lane} {tool}: {said}");
+                if http && *tool != "export_roster" {
+                    assert_eq!(call["code"], -32003, "{lane} {tool}: {call}");
+                    let challenge = call["challenge"].as_str().unwrap_or_else(|| panic!("{lane} {tool}: {call}"));
+                    let scope = format!("scope=\"{}\"", first_scope(tool));
+                    assert!(
+                        challenge.starts_with("Bearer ") && challenge.contains("error=\"insufficient_scope\""),
+                        "{challenge}"
+                    );
+                    assert!(challenge.contains(&scope), "{lane} {tool}: {challenge}");
+                    assert!(challenge.contains("resource_metadata=\"http://127.0.0.1:"), "{challenge}");
+                } else {
+                    assert!(call.get("code").is_none() && call.get("challenge").is_none(), "{lane} {tool}: {call}");
+                }
             }
         }
         if let Some(calls) = calls {
@@ -1071,7 +1092,7 @@ fn the_club_lanes_through_a_real_client() {
         }
         command.arg("--").arg(python()).arg(&server).arg("--calls").arg(&calls).stdin(Stdio::null());
         let report = client_report(command, &dir.join("none.log"));
-        check(lane, &report[lane], Some(&calls));
+        check(lane, &report[lane], Some(&calls), false);
     }
 
     // Over HTTP: one proxy, each lane a JWT whose `scope` is the lane's credential.
@@ -1121,8 +1142,30 @@ fn the_club_lanes_through_a_real_client() {
     reached.sort();
     assert_eq!(reached, all);
     for lane in ["none", "applicant", "member"] {
-        check(lane, &report[lane], None);
+        check(lane, &report[lane], None, true);
     }
+    // The stateless revision gets the same challenge: an applicant's token calling a member's tool.
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "crew_schedule", "arguments": {"week": "2026-W50"},
+                                 "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                           "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let auth = format!("Bearer {}", token("club.applicant", "cred-applicant-0457"));
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Authorization", auth.as_str()),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "crew_schedule"),
+    ];
+    let refused = remit::gateway::client::request("POST", &url, &headers, Some(call.to_string().as_bytes())).unwrap();
+    assert_eq!(refused.status, 403, "{}", refused.json());
+    let challenge = refused.header("www-authenticate").unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains("scope=\"club.member\""),
+        "{challenge}"
+    );
+    assert_eq!((refused.json()["id"].clone(), refused.json()["error"]["code"].clone()), (json!(7), json!(-32003)));
+    assert_eq!(refused.json()["error"]["data"]["scope"], "club.member");
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -1286,5 +1329,316 @@ fn several_upstreams_merge_their_tools_and_refuse_collisions() {
         }
     }
     drop(twice);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A call the upstream does not answer within `--upstream-timeout` fails on its own (`-32603`, and the request is
+/// cancelled upstream) while calls after it are answered; the proxy goes on serving. The upstream is
+/// `@modelcontextprotocol/server-everything` over stdio, whose long-running operation takes as long as it is asked
+/// to. The tools are listed first, so the calls take the proxy's direct path (decided on the thread that reads the
+/// agent, answered from the one that reads the upstream) and the timeout is that path's.
+#[test]
+fn a_call_the_upstream_does_not_answer_in_time_fails_alone() {
+    let dir = sandbox("slow");
+    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.exists(), "run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/slow"))
+        .args(["--subject", "agent:tester", "--store"])
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--upstream-timeout", "1", "--", "node"])
+        .arg(&everything)
+        .arg("stdio");
+    let mut proxy = Session::spawn(command, &dir);
+    proxy.initialize();
+    let listed = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&listed), ["echo", "trigger-long-running-operation"]);
+
+    let started = Instant::now();
+    let slow = json!({"name": "trigger-long-running-operation", "arguments": {"duration": 4, "steps": 1}});
+    proxy.send_line(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow}).to_string());
+    // Sent after the slow call and answered before its timeout: nothing waits on it.
+    let echo = proxy.call(3, "echo", json!({"message": "meanwhile"}));
+    assert!(text(&echo).contains("meanwhile"), "{echo}");
+    assert!(started.elapsed() < Duration::from_millis(900), "the echo waited for the slow call");
+    let timed_out = proxy.response(&json!(2));
+    let waited = started.elapsed();
+    assert_eq!(timed_out["error"]["code"], -32603, "{timed_out}");
+    let message = timed_out["error"]["message"].as_str().unwrap();
+    assert!(message.contains("did not answer `tools/call` within 1 s"), "{message}");
+    assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(3), "answered after {waited:?}");
+    // Still serving, and the slow call's late answer (the server was asked to cancel it) reaches nobody.
+    let echo = proxy.call(4, "echo", json!({"message": "after"}));
+    assert!(text(&echo).contains("after"), "{echo}");
+    let quick = json!({"name": "trigger-long-running-operation", "arguments": {"duration": 0.1, "steps": 1}});
+    let done = proxy.request(5, "tools/call", quick);
+    assert!(text(&done["result"]).contains("completed"), "{done}");
+    assert_eq!(done["result"]["_meta"]["remit.dev/decision"]["outcome"], "allow", "{done}");
+}
+
+type Shared<T> = std::sync::Arc<std::sync::Mutex<T>>;
+
+/// A key set served by the test on a loopback port at `/jwks.json`, which the test can change, and the number of
+/// times it was fetched; and an authorization server's metadata (RFC 8414) at
+/// `/.well-known/oauth-authorization-server` (`404` while it is `null`).
+fn key_set_server() -> (String, Shared<Value>, std::sync::Arc<std::sync::atomic::AtomicU64>, Shared<Value>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let keys = Arc::new(Mutex::new(json!({"keys": []})));
+    let metadata = Arc::new(Mutex::new(Value::Null));
+    let hits = Arc::new(AtomicU64::new(0));
+    let (served, counted, described) = (keys.clone(), hits.clone(), metadata.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { break };
+            stream.set_read_timeout(Some(WAIT)).ok();
+            let mut reader = BufReader::new(stream);
+            let mut request_line = String::new();
+            reader.read_line(&mut request_line).ok();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+            }
+            let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
+            let body = if path == "/jwks.json" {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Some(served.lock().unwrap().to_string())
+            } else if path == "/.well-known/oauth-authorization-server" {
+                Some(described.lock().unwrap().clone()).filter(|m| !m.is_null()).map(|m| m.to_string())
+            } else {
+                None
+            };
+            let (status, body) = match body {
+                Some(body) => ("200 OK", body),
+                None => ("404 Not Found", String::new()),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            reader.into_inner().write_all(response.as_bytes()).ok();
+        }
+    });
+    (url, keys, hits, metadata)
+}
+
+/// `--jwks-url`: the key set is fetched at start, again when a token names a key it lacks (a rotated key works at
+/// once; a made-up `kid` causes no further fetch within 10 s) and when it is older than `--jwks-refresh`. A URL that
+/// cannot be fetched, or is not loopback `http://`, stops the proxy at start. `--jwks-from-issuer` reads the URL from
+/// the issuer's metadata (RFC 8414), which must name that issuer.
+#[test]
+fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
+    use jsonwebtoken::Algorithm::ES256;
+    use remit::gateway::client::request;
+    use std::sync::atomic::Ordering;
+    let dir = sandbox("jwks-url");
+    let (upstream, _) = recording_upstream();
+    let (old, old_jwk) = es256_key("old");
+    let (new, new_jwk) = es256_key("new");
+    let (url, keys, hits, metadata) = key_set_server();
+    *keys.lock().unwrap() = json!({"keys": [old_jwk.clone()]});
+    let issuer = "https://auth.test.example";
+    let proxy_with = |key_url: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(root().join("tests/mcp/everything"))
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join("state.db").display()))
+            .args(["--listen", "127.0.0.1:0", "--jwks-url", key_url, "--jwks-refresh", "2"])
+            .args(["--jwt-issuer", issuer, "--jwt-audience", "remit-test", "--", &upstream]);
+        command
+    };
+    let proxy = Session::spawn(proxy_with(&url), &dir);
+    let deadline = Instant::now() + WAIT;
+    let mcp = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(mcp) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break mcp.to_string();
+        }
+    };
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "fetched at start");
+    let now = unix_now();
+    let claims = json!({"iss": issuer, "aud": "remit-test", "sub": "agent:tester", "exp": now + 300});
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let open = |token: &str| {
+        let auth = format!("Bearer {token}");
+        let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
+        request("POST", &mcp, &headers, Some(init.to_string().as_bytes())).unwrap()
+    };
+    assert_eq!(open(&jwt(ES256, "old", &old, &claims)).status, 200);
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "a known key needs no fetch");
+
+    // The authorization server rotates to a new key: the first token signed with it makes the proxy fetch again.
+    *keys.lock().unwrap() = json!({"keys": [new_jwk.clone()]});
+    assert_eq!(open(&jwt(ES256, "new", &new, &claims)).status, 200);
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    // The old key is gone, and further unknown keys (a made-up `kid`) fetch nothing more for now.
+    let refused = open(&jwt(ES256, "old", &old, &claims));
+    assert_eq!(refused.status, 401);
+    assert!(refused.header("www-authenticate").unwrap().contains("error=\"invalid_token\""));
+    assert_eq!(open(&jwt(ES256, "made-up", &old, &claims)).status, 401);
+    assert_eq!(hits.load(Ordering::SeqCst), 2, "unknown keys refetch at most once per 10 s");
+
+    // Past `--jwks-refresh`, the next request fetches the set again: the old key, served again, is accepted.
+    *keys.lock().unwrap() = json!({"keys": [old_jwk, new_jwk]});
+    std::thread::sleep(Duration::from_millis(2200));
+    assert_eq!(open(&jwt(ES256, "old", &old, &claims)).status, 200);
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    drop(proxy);
+
+    // A key set that cannot be fetched, or would be fetched in the clear from another host, stops the proxy.
+    for (bad, said) in [("http://127.0.0.1:9/jwks.json", "cannot connect"), ("http://auth.example/jwks", "loopback")] {
+        let output = proxy_with(bad).current_dir(dir.join("root")).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(said), "{bad}: {stderr}");
+    }
+
+    // `--jwks-from-issuer`: the URL is the `jwks_uri` of the issuer's metadata, which must name that issuer.
+    let local_issuer = url.trim_end_matches("/jwks.json").to_string();
+    let from_issuer = |issuer: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .arg("mcp-proxy")
+            .arg("--policy")
+            .arg(root().join("tests/mcp/everything"))
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join("issuer.db").display()))
+            .args(["--listen", "127.0.0.1:0", "--jwks-from-issuer", "--jwt-issuer", issuer])
+            .args(["--jwt-audience", "remit-test", "--", &upstream]);
+        command
+    };
+    let output = from_issuer(&local_issuer).current_dir(dir.join("root")).stdin(Stdio::null()).output().unwrap();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no metadata for the issuer"), "no metadata yet");
+    *metadata.lock().unwrap() = json!({"issuer": "http://elsewhere.example", "jwks_uri": url});
+    let output = from_issuer(&local_issuer).current_dir(dir.join("root")).stdin(Stdio::null()).output().unwrap();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("names another issuer"), "a mismatching issuer");
+    *metadata.lock().unwrap() = json!({"issuer": local_issuer, "jwks_uri": url});
+    let proxy = Session::spawn(from_issuer(&local_issuer), &dir);
+    let mcp = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(mcp) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break mcp.to_string();
+        }
+    };
+    let claims = json!({"iss": local_issuer, "aud": "remit-test", "sub": "agent:tester", "exp": now + 300});
+    let auth = format!("Bearer {}", jwt(ES256, "new", &new, &claims));
+    let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
+    assert_eq!(request("POST", &mcp, &headers, Some(init.to_string().as_bytes())).unwrap().status, 200);
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The `Mcp-Param-*` headers of MCP 2026-07-28: a stateless `tools/call` must carry, for each argument its tool's schema
+/// marks `x-mcp-header`, the header with the argument's value (plain or `=?base64?…?=`); a missing, different,
+/// repeated or undecodable one, or one for an absent argument, is `400 HeaderMismatch` and nothing is decided or
+/// forwarded. Upstream, the proxy sends the headers from the message it forwards. A tool whose annotations break the
+/// revision's rules is left out (listing and calls).
+#[test]
+fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
+    use remit::gateway::client::request;
+    let dir = sandbox("mcp-param");
+    let (upstream, seen) = recording_upstream();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/everything"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token", "--", &upstream]);
+    let proxy = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+            break url.to_string();
+        }
+    };
+    let post = |extra: &[(&str, &str)], body: &Value| {
+        let mut headers = vec![("Content-Type", "application/json"), ("Authorization", "Bearer tester-token")];
+        headers.extend_from_slice(extra);
+        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let v = ("MCP-Protocol-Version", "2026-07-28");
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}});
+    let listed = post(&[v, ("Mcp-Method", "tools/list")], &list);
+    assert_eq!(names(&listed.json()), ["echo"], "get-sum's annotation is invalid: {}", listed.json());
+    let warned = loop {
+        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("a warning");
+        if line.contains("`get-sum` is left out") {
+            break line;
+        }
+    };
+    assert!(warned.contains("not a string, integer or boolean"), "{warned}");
+
+    let echo = |id: i64, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "echo", "arguments": arguments, "_meta": meta}})
+    };
+    let call = [v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")];
+    let with = |extra: &[(&'static str, &'static str)]| -> Vec<(&'static str, &'static str)> {
+        call.iter().chain(extra).copied().collect()
+    };
+    let forwarded =
+        || seen.lock().unwrap().iter().filter(|r| r.contains("\"tools/call\"")).cloned().collect::<Vec<_>>();
+
+    // The header matches the argument: decided and forwarded, the upstream gets the header too.
+    let ok = post(&with(&[("Mcp-Param-Message", "hello")]), &echo(2, json!({"message": "hello"})));
+    assert_eq!(ok.status, 200, "{}", ok.json());
+    assert_eq!(text(&ok.json()["result"]), "Echo: hello");
+    assert!(forwarded()[0].to_ascii_lowercase().contains("mcp-param-message: hello\r\n"), "{}", forwarded()[0]);
+    // Header names are case-insensitive; a value outside plain ASCII comes Base64-wrapped, and goes on so.
+    let wrapped = "=?base64?R3LDvMOfZQ==?="; // "Grüße"
+    let ok = post(&with(&[("MCP-PARAM-MESSAGE", wrapped)]), &echo(3, json!({"message": "Grüße"})));
+    assert_eq!(ok.status, 200, "{}", ok.json());
+    assert!(forwarded()[1].contains(&format!("Mcp-Param-Message: {wrapped}\r\n")), "{}", forwarded()[1]);
+    // No argument, no header (and an unknown Mcp-Param header is ignored): past the headers, to the decision (the
+    // policy's `forbid echo where args.message == …` cannot be evaluated without it, so it is denied).
+    let ok = post(&with(&[("Mcp-Param-Other", "x")]), &echo(4, json!({})));
+    assert_eq!(ok.status, 200, "{}", ok.json());
+    assert_eq!(ok.json()["result"]["_meta"]["remit.dev/decision"]["outcome"], "deny", "{}", ok.json());
+
+    // Missing, different, repeated, undecodable, or sent for an absent argument: refused before anything runs.
+    for (id, headers, arguments) in [
+        (5, vec![], json!({"message": "hello"})),
+        (6, vec![("Mcp-Param-Message", "other")], json!({"message": "hello"})),
+        (7, vec![("Mcp-Param-Message", "hello"), ("Mcp-Param-Message", "hello")], json!({"message": "hello"})),
+        (8, vec![("Mcp-Param-Message", "=?base64?not base64?=")], json!({"message": "hello"})),
+        (9, vec![("Mcp-Param-Message", "hello")], json!({})),
+        (10, vec![("Mcp-Param-Message", "hello")], json!({"message": null})),
+    ] {
+        let refused = post(&with(&headers), &echo(id, arguments));
+        assert_eq!(refused.status, 400, "{id}: {}", refused.json());
+        assert_eq!(refused.json()["error"]["code"], -32020, "{id}: {}", refused.json());
+        assert_eq!(refused.json()["id"], id);
+    }
+    assert_eq!(forwarded().len(), 2, "no refused call reached the upstream");
+    // The invalid tool cannot be called either.
+    let sum = json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+                     "params": {"name": "get-sum", "arguments": {"a": 1, "b": 2}, "_meta": meta}});
+    let refused = post(&[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "get-sum"), ("Mcp-Param-A", "1")], &sum);
+    assert_eq!(refused.json()["error"]["code"], -32602, "{}", refused.json());
+    // Once the proxy has stopped, the entries that waited in the queue (these decisions change nothing but the log,
+    // so they were answered before their entries were written) are in the log, and the chain holds: three decisions,
+    // and the outcomes of the two forwarded calls.
+    drop(proxy);
+    let store = format!("sqlite:{}", dir.join("state.db").display());
+    let verify = Command::new(env!("CARGO_BIN_EXE_remit")).args(["audit", "verify", &store]).output().unwrap();
+    let out = String::from_utf8_lossy(&verify.stdout);
+    assert!(verify.status.success() && out.starts_with("5 entries, the chain holds"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
 }

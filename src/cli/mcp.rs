@@ -13,6 +13,7 @@ use remit::gateway::{Config, Durability, Gateway, SystemClock};
 use remit::runtime::Runtime;
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("keys").args(["jwks", "jwks_url", "jwks_from_issuer"])))]
 pub struct McpProxyArgs {
     /// The policy: a folder (or .remit files), a .wasm built by `remit build`, or a bundle
     #[arg(long, required = true, num_args = 1..)]
@@ -46,27 +47,39 @@ pub struct McpProxyArgs {
     /// ES256, ES384, EdDSA); their claims give the subject and the credential's scopes
     #[arg(long, value_name = "FILE", requires = "listen")]
     jwks: Option<PathBuf>,
-    /// With `--jwks`: an accepted token issuer (`iss`); repeatable, at least one
-    #[arg(long = "jwt-issuer", value_name = "ISSUER", requires = "jwks")]
+    /// With `--listen`: as `--jwks`, the key set fetched from this URL (`http://` to a loopback host), again every
+    /// `--jwks-refresh` seconds and when a token names a key it lacks (at most once per 10 s)
+    #[arg(long, value_name = "URL", requires = "listen", conflicts_with = "jwks")]
+    jwks_url: Option<String>,
+    /// With `--listen`: as `--jwks-url`, the URL read from the `jwks_uri` of the `--jwt-issuer`'s metadata (RFC 8414,
+    /// else OpenID Connect discovery; loopback http)
+    #[arg(long, requires = "listen", conflicts_with_all = ["jwks", "jwks_url"])]
+    jwks_from_issuer: bool,
+    /// With `--jwks-url` or `--jwks-from-issuer`: how old the fetched key set may get before it is fetched again, in
+    /// seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    jwks_refresh: u64,
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): an accepted token issuer (`iss`); repeatable, at least one
+    #[arg(long = "jwt-issuer", value_name = "ISSUER", requires = "keys")]
     jwt_issuers: Vec<String>,
-    /// With `--jwks`: an accepted audience (`aud`); repeatable (default: the proxy's resource URL, http://ADDRESS/mcp)
-    #[arg(long = "jwt-audience", value_name = "AUDIENCE", requires = "jwks")]
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): an accepted audience (`aud`); repeatable (default: the proxy's resource URL, http://ADDRESS/mcp)
+    #[arg(long = "jwt-audience", value_name = "AUDIENCE", requires = "keys")]
     jwt_audiences: Vec<String>,
-    /// With `--jwks`: seconds of clock skew allowed on `exp` and `nbf`
-    #[arg(long, value_name = "SECONDS", default_value_t = 30, requires = "jwks")]
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): seconds of clock skew allowed on `exp` and `nbf`
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, requires = "keys")]
     jwt_leeway: u64,
-    /// With `--jwks`: the claim holding the subject id
-    #[arg(long, value_name = "CLAIM", default_value = "sub", requires = "jwks")]
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): the claim holding the subject id
+    #[arg(long, value_name = "CLAIM", default_value = "sub", requires = "keys")]
     subject_claim: String,
-    /// With `--jwks`: the claim holding the scopes, a space-separated string or an array (default: `scope`, else `scp`)
-    #[arg(long, value_name = "CLAIM", requires = "jwks")]
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): the claim holding the scopes, a space-separated string or an array (default: `scope`, else `scp`)
+    #[arg(long, value_name = "CLAIM", requires = "keys")]
     scope_claim: Option<String>,
-    /// With `--jwks`: the claim holding the credential id (default `client_id`; without it, `--credential`)
-    #[arg(long, value_name = "CLAIM", default_value = "client_id", requires = "jwks")]
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): the claim holding the credential id (default `client_id`; without it, `--credential`)
+    #[arg(long, value_name = "CLAIM", default_value = "client_id", requires = "keys")]
     credential_claim: String,
-    /// With `--jwks`: an authorization server named in the protected resource metadata; repeatable (default: the
+    /// With a key set (`--jwks`, `--jwks-url`, `--jwks-from-issuer`): an authorization server named in the protected resource metadata; repeatable (default: the
     /// issuers)
-    #[arg(long = "authorization-server", value_name = "URL", requires = "jwks")]
+    #[arg(long = "authorization-server", value_name = "URL", requires = "keys")]
     authorization_servers: Vec<String>,
     /// The URL the inbox is reached at, for access request links (default: http://ADDRESS of --inbox)
     #[arg(long)]
@@ -171,15 +184,24 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
             let identity = Identity { subject, credential, scopes: args.scopes.clone(), mandate: args.mandate.clone() };
             agents.insert(token, identity);
         }
-        let bearer = match &args.jwks {
-            None => None,
-            Some(path) => {
+        let discovered = match (args.jwks_from_issuer, args.jwt_issuers.as_slice()) {
+            (false, _) => None,
+            (true, [issuer]) => Some(
+                remit::gateway::mcp_auth::discover_jwks_uri(issuer, Duration::from_secs(10))
+                    .map_err(|e| format!("--jwks-from-issuer: {e}"))?,
+            ),
+            (true, _) => {
+                return Err("--jwks-from-issuer reads the metadata of one issuer: give one --jwt-issuer".into())
+            }
+        };
+        let jwks_url = args.jwks_url.clone().or(discovered);
+        let bearer = match (&args.jwks, &jwks_url) {
+            (None, None) => None,
+            (file, url) => {
                 use remit::gateway::mcp_auth::{JwtConfig, JwtVerifier};
                 if args.jwt_issuers.is_empty() {
-                    return Err("with --jwks, name the accepted issuers: --jwt-issuer ISSUER".into());
+                    return Err("with --jwks or --jwks-url, name the accepted issuers: --jwt-issuer ISSUER".into());
                 }
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read the key set `{}`: {e}", path.display()))?;
                 let resource = format!("{base_url}/mcp");
                 let audiences =
                     if args.jwt_audiences.is_empty() { vec![resource.clone()] } else { args.jwt_audiences.clone() };
@@ -188,8 +210,19 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
                 config.subject_claim = args.subject_claim.clone();
                 config.scope_claim = args.scope_claim.clone();
                 config.credential_claim = args.credential_claim.clone();
-                let verifier = JwtVerifier::from_jwks(&text, config)
-                    .map_err(|e| format!("the key set `{}`: {e}", path.display()))?;
+                let verifier = match (file, url) {
+                    (Some(path), _) => {
+                        let text = std::fs::read_to_string(path)
+                            .map_err(|e| format!("cannot read the key set `{}`: {e}", path.display()))?;
+                        JwtVerifier::from_jwks(&text, config)
+                            .map_err(|e| format!("the key set `{}`: {e}", path.display()))?
+                    }
+                    (None, Some(url)) => {
+                        let refresh = Duration::from_secs(args.jwks_refresh.max(1));
+                        JwtVerifier::from_url(url, refresh, config).map_err(|e| format!("the key set {e}"))?
+                    }
+                    (None, None) => unreachable!("matched above"),
+                };
                 let authorization_servers = if args.authorization_servers.is_empty() {
                     args.jwt_issuers.clone()
                 } else {
@@ -206,7 +239,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         };
         if agents.is_empty() && bearer.is_none() {
             return Err(
-                "with --listen, give each agent a bearer token (--agent-token SUBJECT=TOKEN) or accept JWTs (--jwks)"
+                "with --listen, give each agent a bearer token (--agent-token SUBJECT=TOKEN) or accept JWTs (--jwks, --jwks-url)"
                     .into(),
             );
         }
@@ -221,7 +254,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
         let served = remit::gateway::http::run_router(listener, router);
-        // Stopped (SIGTERM, Ctrl-C): the queued outcome entries go into the log before the process ends.
+        // Stopped (SIGTERM, Ctrl-C): the queued entries (outcomes, and decisions that changed nothing else) go into
+        // the log before the process ends.
         proxy.flush_outcomes();
         served?;
         return Ok(ExitCode::SUCCESS);

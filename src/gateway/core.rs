@@ -48,6 +48,49 @@ struct Job {
     now: i64,
     /// When the job was queued, for the log lag.
     queued: std::time::Instant,
+    /// Whether the decision's entry may wait in the queue when the decision changes nothing else
+    /// ([`Gateway::decide_deferring`]).
+    defer: bool,
+}
+
+/// A decision's log entry, in the order of its fields in the log.
+#[derive(serde::Serialize)]
+struct LogBody<'a> {
+    id: &'a str,
+    request: &'a Json,
+    decision: &'a Json,
+    policy: &'a str,
+    credential: Option<&'a Json>,
+    approvals_used: &'a [Json],
+    ignored: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module_decision: Option<&'a Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    obligation_problem: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    access_request: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shadow: Option<ShadowNote>,
+}
+
+#[derive(serde::Serialize)]
+struct ShadowNote {
+    answered: &'static str,
+}
+
+/// A log entry waiting to be written: its time, kind and body.
+type QueuedEntry = (i64, &'static str, String);
+
+/// What one decision did inside the batch's transaction.
+// Moved once per decision.
+#[allow(clippy::large_enum_variant)]
+enum Stored {
+    /// Its state changes and its entry are written in the transaction.
+    Logged(Decided),
+    /// It changes nothing but the log, and its entry waits in the queue.
+    Deferred(Decided, QueuedEntry),
+    /// A deferring job whose decision changes the state: nothing was written; it runs again as a logged one.
+    Rerun,
 }
 
 /// What a job's caller is handed: its result, or the lead (its job is still queued, and it runs the next batch).
@@ -224,7 +267,8 @@ pub struct Decided {
     /// The reasons of the decision.
     pub reasons: Vec<String>,
     pub access_request: Option<AccessRequestRef>,
-    /// The log entry's sequence number; `None` when the store failed (then the decision is a deny).
+    /// The log entry's sequence number; `None` when the store failed (then the decision is a deny), or when the entry
+    /// waits in the queue ([`Gateway::decide_deferring`]).
     pub logged: Option<u64>,
     /// The policy hash that decided.
     pub policy: String,
@@ -359,10 +403,13 @@ pub struct Gateway {
     config: Config,
     evaluators: Mutex<Vec<Evaluator>>,
     batch: Mutex<Batch>,
-    /// Log entries that record what happened after a decision (an MCP call's outcome), written with the next batch
-    /// of decisions or by [`Gateway::flush_entries`], whichever comes first: no transaction of their own on the path
-    /// of the next call.
-    queued_entries: Mutex<Vec<(&'static str, String)>>,
+    /// Log entries waiting to be written: what happened after a decision (an MCP call's outcome) and the entries of
+    /// deferred decisions ([`Gateway::decide_deferring`]), written in order with the next batch that writes or by
+    /// [`Gateway::flush_entries`], whichever comes first: no transaction of their own on the path of the next call.
+    queued_entries: Mutex<Vec<QueuedEntry>>,
+    /// The last attempt to write queued entries failed: no decision's entry waits in the queue until one succeeds
+    /// (every decision is then committed before it is answered, and a store that cannot be written denies).
+    queue_failing: std::sync::atomic::AtomicBool,
     pub counts: Counts,
 }
 
@@ -392,6 +439,7 @@ impl Gateway {
             evaluators: Mutex::new(Vec::new()),
             batch: Mutex::new(Batch::default()),
             queued_entries: Mutex::new(Vec::new()),
+            queue_failing: std::sync::atomic::AtomicBool::new(false),
             counts: Counts::default(),
         }
     }
@@ -524,6 +572,23 @@ impl Gateway {
 
     /// Decides one request (remit's request JSON, docs/requests.md), carrying out its obligations and logging it.
     pub fn decide(&self, request: &[u8]) -> Decided {
+        self.decide_with(request, false)
+    }
+
+    /// [`Gateway::decide`] for a front end that flushes the queue ([`Gateway::flush_entries`]) within moments and at
+    /// exit (`remit mcp-proxy`): a decision that changes nothing but the log — a deny, or an allow without
+    /// obligations — is answered before its entry is committed, and its entry waits in the queue with the outcome
+    /// entries (written, in order, before the next decisions that change the state, or by the next flush). A crash
+    /// before then loses those entries, never an approval's consumption, a counter, an operation record or an access
+    /// request: a decision that writes any of them is committed, with its entry and every entry queued before it,
+    /// before it is answered. While writing the queue fails, every decision is committed before it is answered (and
+    /// denied when the store cannot be written), as with [`Gateway::decide`].
+    pub fn decide_deferring(&self, request: &[u8]) -> Decided {
+        let defer = !self.queue_failing.load(Ordering::Relaxed);
+        self.decide_with(request, defer)
+    }
+
+    fn decide_with(&self, request: &[u8], defer: bool) -> Decided {
         let policy = self.policy();
         let policy_hash = policy.compiled.policy().to_string();
         let now = self.clock.now();
@@ -533,7 +598,7 @@ impl Gateway {
             self.counts.ignored_fields.fetch_add(1, Ordering::Relaxed);
         }
         let queued = std::time::Instant::now();
-        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now, queued };
+        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now, queued, defer };
         let decided = match self.run_batched(job) {
             Ok(decided) => decided,
             Err(_) => {
@@ -612,29 +677,21 @@ impl Gateway {
     }
 
     fn run_batch<'j>(&self, jobs: impl ExactSizeIterator<Item = &'j Job>) -> Vec<StoreResult<Decided>> {
+        let jobs: Vec<&Job> = jobs.collect();
         let count = jobs.len();
         let mut tx = match self.store.begin() {
             Ok(tx) => tx,
             Err(e) => return vec![Err(e); count],
         };
-        // Queued entries first, in a savepoint of their own: if they cannot be written they are queued again and the
-        // decisions go on.
-        let mut entries = std::mem::take(&mut *self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()));
-        let requeue = |entries: Vec<(&'static str, String)>| {
-            let mut queue = self.queued_entries.lock().unwrap_or_else(|p| p.into_inner());
-            let later = std::mem::replace(&mut *queue, entries);
-            queue.extend(later);
-        };
-        if !entries.is_empty() {
-            let now = self.clock.now();
-            let written = tx.savepoint().and_then(|()| {
-                let appended = entries.iter().try_for_each(|(kind, body)| tx.append_log(now, kind, body).map(|_| ()));
-                tx.release(appended.is_ok())?;
-                appended
-            });
-            if written.is_err() {
-                requeue(std::mem::take(&mut entries));
-            }
+        // The queued entries taken into this transaction (queued again if it does not commit), and the entries of
+        // this batch's deferred decisions (queued after it commits, unless a later decision of the batch writes).
+        let mut taken: Vec<QueuedEntry> = Vec::new();
+        let mut deferred: Vec<QueuedEntry> = Vec::new();
+        // Whether this transaction writes: then every entry goes into it, in order.
+        let mut writes = false;
+        if jobs.iter().any(|job| !job.defer) {
+            writes = true;
+            self.write_queued(&mut tx, &mut taken, &mut deferred);
         }
         let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
         for job in jobs {
@@ -645,23 +702,81 @@ impl Gateway {
                 results.push(Err(e));
                 continue;
             }
-            let result = tx.savepoint().and_then(|()| {
-                let decided = self.decide_in_store(&mut tx, job);
-                tx.release(decided.is_ok())?;
-                decided
+            let run = |tx: &mut Box<dyn Tx + '_>, defer: bool| {
+                tx.savepoint().and_then(|()| {
+                    let stored = self.decide_in_store(tx, job, defer);
+                    tx.release(stored.is_ok())?;
+                    stored
+                })
+            };
+            let result = match run(&mut tx, job.defer && !writes) {
+                Ok(Stored::Rerun) => {
+                    writes = true;
+                    self.write_queued(&mut tx, &mut taken, &mut deferred);
+                    run(&mut tx, false)
+                }
+                other => other,
+            };
+            results.push(match result {
+                Ok(Stored::Logged(decided)) => Ok(decided),
+                Ok(Stored::Deferred(decided, entry)) => {
+                    deferred.push(entry);
+                    Ok(decided)
+                }
+                Ok(Stored::Rerun) => Err(StoreError("a decision ran again without writing".into())),
+                Err(e) => Err(e),
             });
-            results.push(result);
         }
         match tx.commit() {
             Ok(()) => {
                 self.counts.commits.fetch_add(1, Ordering::Relaxed);
+                if !deferred.is_empty() {
+                    self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).extend(deferred);
+                }
                 results
             }
             Err(e) => {
-                requeue(entries);
+                // The batch's own deferred entries go with its decisions, which are answered with the store's deny.
+                self.requeue(taken);
                 vec![Err(e); count]
             }
         }
+    }
+
+    /// Writes the queued entries, then `deferred` (the running batch's own), into `tx` in a savepoint of their own:
+    /// those taken from the queue are added to `taken`, and `deferred` is emptied (its entries commit with the
+    /// batch's decisions, or go with them). If they cannot be written, the queue's are queued again, `deferred` is
+    /// left as it was, and the decisions go on.
+    fn write_queued(&self, tx: &mut Box<dyn Tx + '_>, taken: &mut Vec<QueuedEntry>, deferred: &mut Vec<QueuedEntry>) {
+        let queued = std::mem::take(&mut *self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()));
+        if queued.is_empty() && deferred.is_empty() {
+            return;
+        }
+        let written = tx.savepoint().and_then(|()| {
+            let appended = queued
+                .iter()
+                .chain(deferred.iter())
+                .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, body).map(|_| ()));
+            tx.release(appended.is_ok())?;
+            appended
+        });
+        self.queue_failing.store(written.is_err(), Ordering::Relaxed);
+        if written.is_err() {
+            self.requeue(queued);
+            return;
+        }
+        taken.extend(queued);
+        deferred.clear();
+    }
+
+    /// Puts entries that could not be written back at the head of the queue.
+    fn requeue(&self, entries: Vec<QueuedEntry>) {
+        if entries.is_empty() {
+            return;
+        }
+        let mut queue = self.queued_entries.lock().unwrap_or_else(|p| p.into_inner());
+        let later = std::mem::replace(&mut *queue, entries);
+        queue.extend(later);
     }
 
     fn count(&self, decided: &Decided) {
@@ -678,8 +793,9 @@ impl Gateway {
     }
 
     /// One decision inside the batch's transaction (see [`Gateway::decide`]); its writes are kept only if the
-    /// transaction commits.
-    fn decide_in_store(&self, tx: &mut Box<dyn Tx + '_>, job: &Job) -> StoreResult<Decided> {
+    /// transaction commits. With `defer`, a decision that changes nothing but the log writes nothing (its entry is
+    /// returned, to be queued), and one that would change the state writes nothing either: [`Stored::Rerun`].
+    fn decide_in_store(&self, tx: &mut Box<dyn Tx + '_>, job: &Job, defer: bool) -> StoreResult<Stored> {
         let Job { policy, id, raw, prepared, now, .. } = job;
         let (id, now) = (id.as_str(), *now);
         let prepared = prepared.clone();
@@ -701,6 +817,13 @@ impl Gateway {
         let outcome = decision.get("decision").and_then(Json::as_str).unwrap_or("deny").to_string();
         let mut outcome =
             if ["allow", "deny", "escalate"].contains(&outcome.as_str()) { outcome } else { "deny".into() };
+        let mandate = sent.pointer("/context/mandate").and_then(Json::as_str);
+        let in_shadow = self.config.shadow
+            || self.config.shadow_mandates.iter().any(|m| chain.contains(m) || mandate == Some(m.as_str()));
+        let obligations = decision.get("obligations").and_then(Json::as_array).is_some_and(|o| !o.is_empty());
+        if defer && ((outcome == "allow" && obligations) || (outcome == "escalate" && !in_shadow)) {
+            return Ok(Stored::Rerun);
+        }
         let mut module_decision = None;
         let mut approvals_used = Vec::new();
         let mut access_request = None;
@@ -716,9 +839,6 @@ impl Gateway {
                 }
             }
         }
-        let mandate = sent.pointer("/context/mandate").and_then(Json::as_str);
-        let in_shadow = self.config.shadow
-            || self.config.shadow_mandates.iter().any(|m| chain.contains(m) || mandate == Some(m.as_str()));
         let mut shadowed = None;
         if outcome != "allow" && in_shadow {
             self.counts.shadowed.fetch_add(1, Ordering::Relaxed);
@@ -730,42 +850,44 @@ impl Gateway {
         } else if outcome == "escalate" {
             access_request = Some(self.escalate(tx.as_mut(), &decision, &sent, id, now)?);
         }
-        let answered: Json = serde_json::from_str(&decision_json).unwrap_or(Json::Null);
-        let reasons: Vec<String> = answered
+        // What was answered: the decision, but for the allow answered in place of a shadowed one.
+        let shadow_allow: Option<Json> =
+            shadowed.as_ref().map(|_| serde_json::from_str(&decision_json).unwrap_or(Json::Null));
+        let reasons: Vec<String> = shadow_allow
+            .as_ref()
+            .unwrap_or(&decision)
             .get("reasons")
             .and_then(Json::as_array)
             .map(|r| r.iter().filter_map(Json::as_str).map(str::to_string).collect())
             .unwrap_or_default();
-        let mut body = json!({
-            "id": id,
-            "request": self.masked(sent.clone()),
-            "decision": decision,
-            "policy": policy_hash,
-            "credential": sent.pointer("/subject/credential/id"),
-            "approvals_used": approvals_used,
-            "ignored": ignored,
-        });
-        if let Some((module, problem)) = module_decision {
-            body["module_decision"] = module;
-            body["obligation_problem"] = Json::String(problem);
-        }
-        if let Some(request) = &access_request {
-            body["access_request"] = Json::String(request.id.clone());
-        }
-        if shadowed.is_some() {
-            body["shadow"] = json!({"answered": "allow"});
-        }
-        let entry = tx.append_log(now, "decision", &body.to_string())?;
-        Ok(Decided {
+        // Serialized from borrowed parts (the request is copied only when an argument is masked).
+        let masked = self.masks(&sent).then(|| self.masked(sent.clone()));
+        let body = LogBody {
+            id,
+            request: masked.as_ref().unwrap_or(&sent),
+            decision: &decision,
+            policy: policy_hash,
+            credential: sent.pointer("/subject/credential/id"),
+            approvals_used: &approvals_used,
+            ignored: &ignored,
+            module_decision: module_decision.as_ref().map(|(module, _)| module),
+            obligation_problem: module_decision.as_ref().map(|(_, problem)| problem.as_str()),
+            access_request: access_request.as_ref().map(|r| r.id.as_str()),
+            shadow: shadowed.as_ref().map(|_| ShadowNote { answered: "allow" }),
+        };
+        let body = serde_json::to_string(&body).expect("a log entry serializes");
+        let logged = if defer { None } else { Some(tx.append_log(now, "decision", &body)?.seq) };
+        let decided = Decided {
             id: id.to_string(),
             decision: decision_json,
             outcome,
             reasons,
             access_request,
-            logged: Some(entry.seq),
+            logged,
             policy: policy_hash.to_string(),
             shadowed,
-        })
+        };
+        Ok(if defer { Stored::Deferred(decided, (now, "decision", body)) } else { Stored::Logged(decided) })
     }
 
     /// Carries out an allow's obligations; `Ok(Err(problem))` when one of them cannot be, and then nothing was
@@ -909,6 +1031,12 @@ impl Gateway {
         })
     }
 
+    /// Whether [`Gateway::masked`] would change `request`.
+    fn masks(&self, request: &Json) -> bool {
+        let arguments = request.pointer("/action/arguments").and_then(Json::as_object);
+        arguments.is_some_and(|a| self.config.mask.iter().any(|name| a.contains_key(name)))
+    }
+
     fn masked(&self, mut request: Json) -> Json {
         if let Some(arguments) = request.pointer_mut("/action/arguments").and_then(Json::as_object_mut) {
             for name in &self.config.mask {
@@ -921,29 +1049,31 @@ impl Gateway {
     }
 
     /// Queues what became of an allowed call (a front end that carries calls out, `remit mcp-proxy`, reports the
-    /// upstream's answer) as an `outcome` entry: it goes into the log after its decision, with the next batch of
-    /// decisions (in that transaction, before them) or at the next [`Gateway::flush_entries`], whichever comes first
-    /// — no transaction of its own on the path of the next call.
+    /// upstream's answer) as an `outcome` entry: it goes into the log after its decision, with the next batch that
+    /// writes (in that transaction, before its decisions) or at the next [`Gateway::flush_entries`], whichever comes
+    /// first — no transaction of its own on the path of the next call.
     pub fn queue_outcome(&self, body: &Json) {
-        self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).push(("outcome", body.to_string()));
+        let entry = (self.clock.now(), "outcome", body.to_string());
+        self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     }
 
     /// Writes the queued entries in one transaction (nothing when none is queued).
     pub fn flush_entries(&self) -> Result<(), StoreError> {
-        let entries = std::mem::take(&mut *self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()));
-        if entries.is_empty() {
+        if self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
             return Ok(());
         }
-        let written = self.store.begin().and_then(|mut tx| {
-            let now = self.clock.now();
-            entries.iter().try_for_each(|(kind, body)| tx.append_log(now, kind, body).map(|_| ()))?;
-            tx.commit()
-        });
+        let mut tx = self.store.begin()?;
+        // Taken inside the transaction, as a batch takes them: whoever holds the store writes what was queued before
+        // it, so entries go into the log in the order they were queued.
+        let entries = std::mem::take(&mut *self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()));
+        let written = entries
+            .iter()
+            .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, body).map(|_| ()))
+            .and_then(|()| tx.commit());
+        self.queue_failing.store(written.is_err(), Ordering::Relaxed);
         if written.is_err() {
             // Kept for the next batch or flush, ahead of what was queued meanwhile.
-            let mut queue = self.queued_entries.lock().unwrap_or_else(|p| p.into_inner());
-            let later = std::mem::replace(&mut *queue, entries);
-            queue.extend(later);
+            self.requeue(entries);
         }
         written
     }

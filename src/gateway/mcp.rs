@@ -20,7 +20,10 @@
 //!
 //! Threads, not async: one thread reads the agent, one each upstream, agent requests run on a pool of worker threads
 //! that grows whenever none is idle (decisions are synchronous: SQLite and wasmtime), and outcome entries are queued
-//! in the gateway (written with the next decisions, or by a thread of their own when no call comes).
+//! in the gateway (written with the next decisions, or by a thread of their own when no call comes). A `tools/call`
+//! for a stdio upstream whose tools are known takes a shorter way, because each hand-off between threads costs
+//! scheduling latency on a busy machine: it is decided on the thread that reads the agent, written to the upstream
+//! from there, and answered from the thread that reads the upstream (a sweeper thread fails it at its deadline).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -124,11 +127,29 @@ impl RpcError {
     }
 }
 
+// Messages are built by moving their parts in: `json!` would copy each value it is given (it serializes them), and
+// a tool's result or arguments can be large.
 fn response(id: &Json, outcome: Result<Json, RpcError>) -> Json {
+    let mut message = Map::with_capacity(3);
+    message.insert("jsonrpc".into(), Json::from("2.0"));
+    message.insert("id".into(), id.clone());
     match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}),
+        Ok(result) => message.insert("result".into(), result),
+        Err(error) => message.insert("error".into(), error.to_json()),
+    };
+    Json::Object(message)
+}
+
+/// A JSON-RPC request to the upstream.
+fn request_message(id: u64, method: &str, params: Option<Json>) -> Json {
+    let mut message = Map::with_capacity(4);
+    message.insert("jsonrpc".into(), Json::from("2.0"));
+    message.insert("id".into(), Json::from(id));
+    message.insert("method".into(), Json::from(method));
+    if let Some(params) = params {
+        message.insert("params".into(), params);
     }
+    Json::Object(message)
 }
 
 /// Where the agent's messages go: one JSON value per line, written whole under a lock.
@@ -155,7 +176,7 @@ impl Outbox {
     }
 }
 
-/// An upstream reached over Streamable HTTP: each message is one `POST` (a new connection), answered with JSON or
+/// An upstream reached over Streamable HTTP: each message is one `POST` (on a kept connection when there is one), answered with JSON or
 /// with an event stream that ends with the response.
 struct HttpLink {
     url: String,
@@ -164,7 +185,35 @@ struct HttpLink {
     /// The revision negotiated, sent as `MCP-Protocol-Version` after `initialize`.
     version: Mutex<Option<String>>,
     outbox: Outbox,
+    /// Connections kept open between messages.
+    connections: super::mcp_wire::Connections,
 }
+
+/// What is done with a response from a stdio upstream: handed to the thread waiting for it, or, for a call the
+/// proxy answers from the upstream's reader thread (see [`Proxy::run`]), a function that answers the agent.
+enum Waiter {
+    Thread(mpsc::Sender<Result<Json, RpcError>>),
+    /// Called with the response, or with an error when the upstream exits or the deadline passes.
+    Then {
+        deadline: Instant,
+        method: String,
+        reply: Box<dyn FnOnce(Result<Json, RpcError>) + Send>,
+    },
+}
+
+impl Waiter {
+    fn answer(self, outcome: Result<Json, RpcError>) {
+        match self {
+            Waiter::Thread(waiting) => {
+                let _ = waiting.send(outcome);
+            }
+            Waiter::Then { reply, .. } => reply(outcome),
+        }
+    }
+}
+
+/// How often a stdio upstream's requests answered by a function are checked against their deadline.
+const DEADLINE_TICK: Duration = Duration::from_millis(100);
 
 /// The upstream MCP server: a child process spoken to over its stdin/stdout, or a server reached over HTTP.
 struct Upstream {
@@ -172,7 +221,9 @@ struct Upstream {
     child: Mutex<Option<Child>>,
     http: Option<HttpLink>,
     /// Requests sent up, waiting for their response.
-    pending: Mutex<HashMap<u64, mpsc::Sender<Result<Json, RpcError>>>>,
+    pending: Mutex<HashMap<u64, Waiter>>,
+    /// Whether the thread that fails overdue [`Waiter::Then`] requests runs.
+    sweeping: std::sync::atomic::AtomicBool,
     next_id: AtomicU64,
     /// Why the upstream is not running, once it is not.
     gone: Mutex<Option<String>>,
@@ -210,7 +261,13 @@ impl Upstream {
         if !url.starts_with("http://") {
             return Err(format!("`{url}`: the upstream is `http://HOST:PORT/PATH` (https is not supported yet)"));
         }
-        let http = HttpLink { url: url.to_string(), session: Mutex::new(None), version: Mutex::new(None), outbox };
+        let http = HttpLink {
+            url: url.to_string(),
+            session: Mutex::new(None),
+            version: Mutex::new(None),
+            outbox,
+            connections: Default::default(),
+        };
         Ok(Upstream::new(None, None, Some(http), timeout))
     }
 
@@ -226,6 +283,7 @@ impl Upstream {
             child: Mutex::new(child),
             http,
             pending: Mutex::new(HashMap::new()),
+            sweeping: std::sync::atomic::AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             gone: Mutex::new(None),
             session: Mutex::new(None),
@@ -277,9 +335,16 @@ impl Upstream {
         if let Some(name) = &name {
             headers.push(("Mcp-Name", name.as_str()));
         }
-        let body = message.to_string();
-        let response = super::mcp_wire::exchange("POST", &http.url, &headers, Some(body.as_bytes()), self.timeout)
-            .map_err(down)?;
+        // And the arguments its tool's schema marks `x-mcp-header`, as `Mcp-Param-{Name}` (absent or null: none).
+        let params: Vec<(String, String)> = match (method, name.as_ref()) {
+            (Some("tools/call"), Some(_)) => self.param_headers(message),
+            _ => Vec::new(),
+        };
+        headers.extend(params.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        let body = serde_json::to_vec(message).expect("a JSON value serializes");
+        let exchanged =
+            super::mcp_wire::exchange_with(&http.connections, "POST", &http.url, &headers, Some(&body), self.timeout);
+        let mut response = exchanged.map_err(down)?;
         if response.status == 404 && session.is_some() {
             // The server ended the session: the next request opens a new one.
             *http.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -294,7 +359,10 @@ impl Upstream {
         if let Some(session) = response.header("mcp-session-id") {
             *http.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
         }
-        let Some(id) = id else { return Ok(None) };
+        let Some(id) = id else {
+            http.connections.release(response);
+            return Ok(None);
+        };
         let mut answer = None;
         let mut take = |text: &str| {
             let Ok(Json::Object(message)) = serde_json::from_str::<Json>(text) else { return false };
@@ -319,10 +387,29 @@ impl Upstream {
             })
         };
         read.map_err(|e| down(e.to_string()))?;
+        // Kept for the next message when the server ended its answer (the connection is closed otherwise).
+        http.connections.release(response);
         match answer {
             Some(outcome) => outcome.map(Some),
             None => Err(down(format!("no response to request {id}"))),
         }
+    }
+
+    /// The `Mcp-Param-{Name}` headers of a `tools/call` message, from its tool's `x-mcp-header` annotations (the
+    /// tool as last listed) and its arguments, encoded.
+    fn param_headers(&self, message: &Json) -> Vec<(String, String)> {
+        let params = message.get("params");
+        let tool = params.and_then(|p| p.get("name")).and_then(Json::as_str);
+        let tools = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let schema = tools.as_ref().and_then(|t| t.iter().find(|t| tool_name(t) == tool)?.get("inputSchema").cloned());
+        let (Some(schema), Some(arguments)) = (schema, params.and_then(|p| p.get("arguments"))) else {
+            return Vec::new();
+        };
+        let annotations = super::mcp_wire::param_headers(&schema).unwrap_or_default();
+        annotations
+            .iter()
+            .filter_map(|a| Some((a.header(), super::mcp_wire::encode_header_value(&a.value(arguments)?))))
+            .collect()
     }
 
     fn read(&self, mut stdout: impl BufRead, outbox: &Outbox) {
@@ -344,11 +431,12 @@ impl Upstream {
             let Some(id) = message.get("id").and_then(Json::as_u64) else { continue };
             let waiting = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             if let Some(waiting) = waiting {
-                let outcome = match message.get("error") {
-                    Some(error) => Err(RpcError::from_json(error)),
-                    None => Ok(message.get("result").cloned().unwrap_or(Json::Null)),
+                let mut message = message;
+                let outcome = match message.remove("error") {
+                    Some(error) => Err(RpcError::from_json(&error)),
+                    None => Ok(message.remove("result").unwrap_or(Json::Null)),
                 };
-                let _ = waiting.send(outcome);
+                waiting.answer(outcome);
             }
         }
         let status = self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut().map(|c| c.wait());
@@ -360,8 +448,10 @@ impl Upstream {
         *self.gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
         *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) = None;
         eprintln!("remit mcp-proxy: {why}");
-        for (_, waiting) in self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-            let _ = waiting.send(Err(RpcError::new(INTERNAL_ERROR, why.clone())));
+        let waiting: Vec<Waiter> =
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, w)| w).collect();
+        for waiting in waiting {
+            waiting.answer(Err(RpcError::new(INTERNAL_ERROR, why.clone())));
         }
     }
 
@@ -373,12 +463,12 @@ impl Upstream {
         if let Some(http) = &self.http {
             return self.post(http, message, None).map(|_| ());
         }
-        let mut line = message.to_string();
-        line.push('\n');
+        let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
+        line.push(b'\n');
         let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
         let down = || RpcError::new(INTERNAL_ERROR, self.gone().unwrap_or("the upstream server is not running".into()));
         let Some(pipe) = stdin.as_mut() else { return Err(down()) };
-        pipe.write_all(line.as_bytes()).and_then(|()| pipe.flush()).map_err(|_| down())
+        pipe.write_all(&line).and_then(|()| pipe.flush()).map_err(|_| down())
     }
 
     /// Sends a request and waits for its result (or the upstream's error, or an error when it exits or times out).
@@ -396,18 +486,12 @@ impl Upstream {
             return Err(RpcError::new(INTERNAL_ERROR, why));
         }
         if let Some(http) = &self.http {
-            let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-            if let Some(params) = params {
-                message["params"] = params;
-            }
+            let message = request_message(id, method, params);
             return self.post(http, &message, Some(id)).map(|answer| answer.unwrap_or(Json::Null));
         }
         let (send, receive) = mpsc::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, send);
-        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(params) = params {
-            message["params"] = params;
-        }
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Waiter::Thread(send));
+        let message = request_message(id, method, params);
         if let Err(e) = self.write(&message) {
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             return Err(e);
@@ -416,13 +500,75 @@ impl Upstream {
             Ok(outcome) => outcome,
             Err(_) => {
                 self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-                let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                    "params": {"requestId": id, "reason": "timed out in remit mcp-proxy"}});
-                let _ = self.write(&cancel);
-                Err(RpcError::new(
-                    INTERNAL_ERROR,
-                    format!("the upstream server did not answer `{method}` within {} s", self.timeout.as_secs()),
-                ))
+                Err(self.timed_out(id, method))
+            }
+        }
+    }
+
+    /// Cancels request `id` upstream; the error its caller gets.
+    fn timed_out(&self, id: u64, method: &str) -> RpcError {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": id, "reason": "timed out in remit mcp-proxy"}});
+        let _ = self.write(&cancel);
+        RpcError::new(
+            INTERNAL_ERROR,
+            format!("the upstream server did not answer `{method}` within {} s", self.timeout.as_secs()),
+        )
+    }
+
+    /// Sends a request to a stdio upstream without waiting: `reply` is called with the response on the upstream's
+    /// reader thread, or with an error — at once when it cannot be sent, when the upstream exits, or after the
+    /// timeout (the request is then cancelled upstream, as [`Upstream::request`] does).
+    fn request_then(
+        self: &Arc<Self>,
+        method: &str,
+        params: Json,
+        reply: Box<dyn FnOnce(Result<Json, RpcError>) + Send>,
+    ) {
+        if let Some(why) = self.gone() {
+            return reply(Err(RpcError::new(INTERNAL_ERROR, why)));
+        }
+        let id = self.new_id();
+        let waiter = Waiter::Then { deadline: Instant::now() + self.timeout, method: method.to_string(), reply };
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, waiter);
+        if !self.sweeping.swap(true, Ordering::AcqRel) {
+            let upstream = Arc::downgrade(self);
+            std::thread::spawn(move || Upstream::sweep(upstream));
+        }
+        let message = request_message(id, method, Some(params));
+        if let Err(e) = self.write(&message) {
+            // Unless the reader, finding the upstream gone, answered it already.
+            if let Some(waiting) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
+                waiting.answer(Err(e));
+            }
+        }
+    }
+
+    /// Fails the requests of [`Upstream::request_then`] whose deadline passed, until the upstream is gone (its
+    /// reader answers what is left) or dropped.
+    fn sweep(upstream: std::sync::Weak<Upstream>) {
+        loop {
+            std::thread::sleep(DEADLINE_TICK);
+            let Some(upstream) = upstream.upgrade() else { return };
+            if upstream.gone().is_some() {
+                return;
+            }
+            let now = Instant::now();
+            let overdue: Vec<(u64, Waiter)> = {
+                let mut pending = upstream.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let ids: Vec<u64> = pending
+                    .iter()
+                    .filter(|(_, w)| matches!(w, Waiter::Then { deadline, .. } if *deadline <= now))
+                    .map(|(id, _)| *id)
+                    .collect();
+                ids.into_iter().filter_map(|id| Some((id, pending.remove(&id)?))).collect()
+            };
+            for (id, waiting) in overdue {
+                let method = match &waiting {
+                    Waiter::Then { method, .. } => method.clone(),
+                    Waiter::Thread(_) => String::new(),
+                };
+                waiting.answer(Err(upstream.timed_out(id, &method)));
             }
         }
     }
@@ -466,6 +612,19 @@ impl Upstream {
                 break;
             }
         }
+        // A tool whose `x-mcp-header` annotations break the rules of MCP 2026-07-28 is left out, as the revision
+        // tells an HTTP client to: its `Mcp-Param-*` headers could not be built or checked.
+        tools.retain(|tool| {
+            let Some(schema) = tool.get("inputSchema") else { return true };
+            match super::mcp_wire::param_headers(schema) {
+                Ok(_) => true,
+                Err(why) => {
+                    let name = tool_name(tool).unwrap_or("?");
+                    eprintln!("remit mcp-proxy: the upstream's tool `{name}` is left out: {why}");
+                    false
+                }
+            }
+        });
         let tools = Arc::new(tools);
         *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(tools.clone());
         Ok(tools)
@@ -694,6 +853,7 @@ impl Proxy {
             match self.accept(&line) {
                 Err(reply) => self.outbox.send(&reply),
                 Ok(None) => {}
+                Ok(Some((id, method, params))) if method == "tools/call" && self.call_tool_here(&id, &params) => {}
                 Ok(Some(job)) => {
                     // Claim an idle worker, or start one.
                     let claimed = idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
@@ -714,6 +874,14 @@ impl Proxy {
         drop(jobs);
         for worker in workers {
             let _ = worker.join();
+        }
+        // And the calls answered from the upstreams' reader threads (each ends by its deadline at the latest).
+        while self.slots.iter().any(|slot| {
+            let upstream = slot.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.clone();
+            let pending = upstream.pending.lock().unwrap_or_else(|p| p.into_inner());
+            pending.values().any(|w| matches!(w, Waiter::Then { .. }))
+        }) {
+            std::thread::sleep(Duration::from_millis(5));
         }
         for slot in &self.slots {
             slot.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.kill();
@@ -878,6 +1046,22 @@ impl Proxy {
         Ok(result)
     }
 
+    /// The scopes a tool's declaration requires (`requires scope …`: any one of them will do), when the proxy has
+    /// the policy's sources (a compiled module does not carry their names).
+    pub fn tool_scopes(&self, tool: &str) -> Option<Vec<String>> {
+        let policy = self.gateway.policy();
+        let program = policy.program.as_ref()?;
+        program.tool(tool).map(|t| program.tools[t].scopes.clone())
+    }
+
+    /// The `x-mcp-header` annotations of the tool `name` (MCP 2026-07-28), reading the upstreams' tools when they are
+    /// not known yet; `None` for a tool no upstream offers (its call is an error anyway).
+    pub fn param_headers(&self, name: &str) -> Option<Vec<super::mcp_wire::ParamHeader>> {
+        let (tools, _) = self.tools().ok()?;
+        let tool = tools.iter().flat_map(|(_, list)| list.iter()).find(|t| tool_name(t) == Some(name))?;
+        Some(tool.get("inputSchema").and_then(|s| super::mcp_wire::param_headers(s).ok()).unwrap_or_default())
+    }
+
     /// The tool names the module's listing shows the subject.
     fn visible(&self, identity: &Identity) -> Result<Vec<String>, RpcError> {
         let request = serde_json::to_vec(&identity.request(None)).expect("JSON serializes");
@@ -959,6 +1143,51 @@ impl Proxy {
     }
 
     fn call_tool(&self, identity: &Identity, params: Json) -> Result<Json, RpcError> {
+        match self.decide_call(identity, params)? {
+            Call::Answered(result) => Ok(result),
+            Call::Forward(forward) => {
+                let outcome = forward.upstream.request("tools/call", Some(forward.params.clone()));
+                self.finish_call(forward, outcome)
+            }
+        }
+    }
+
+    /// Answers `tools/call` request `id` to the agent: decided on this thread, and when it is allowed, forwarded
+    /// to its stdio upstream and answered from that upstream's reader thread — no hand-off to another thread on the
+    /// way there or back. `false` (nothing done) when the call may have to wait for the upstream before it can be
+    /// decided (a tool list not read yet, an upstream to start again) or goes to an HTTP upstream: a worker's.
+    fn call_tool_here(self: &Arc<Self>, id: &Json, params: &Option<Json>) -> bool {
+        let ready = self.slots.iter().all(|slot| {
+            let current = slot.current.lock().unwrap_or_else(|p| p.into_inner());
+            let upstream = &current.upstream;
+            upstream.http.is_none()
+                && upstream.gone().is_none()
+                && upstream.tools.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        });
+        if !ready {
+            return false;
+        }
+        let params = params.clone().unwrap_or_else(|| json!({}));
+        match self.decide_call(&self.identity, params) {
+            Err(e) => self.outbox.send(&response(id, Err(e))),
+            Ok(Call::Answered(result)) => self.outbox.send(&response(id, Ok(result))),
+            Ok(Call::Forward(mut forward)) => {
+                let (proxy, id) = (self.clone(), id.clone());
+                let upstream = forward.upstream.clone();
+                let params = std::mem::take(&mut forward.params);
+                upstream.request_then(
+                    "tools/call",
+                    params,
+                    Box::new(move |outcome| proxy.outbox.send(&response(&id, proxy.finish_call(forward, outcome)))),
+                );
+            }
+        }
+        true
+    }
+
+    /// Decides a `tools/call`: the agent's answer when it is not forwarded (a deny, an escalation), else what to
+    /// forward.
+    fn decide_call(&self, identity: &Identity, params: Json) -> Result<Call, RpcError> {
         let Some(name) = params.get("name").and_then(Json::as_str) else {
             return Err(RpcError::new(INVALID_PARAMS, "`tools/call` needs `params.name`, a string"));
         };
@@ -977,41 +1206,76 @@ impl Proxy {
         drop(tools);
         let upstream = self.slot_upstream(index);
         let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
-        let decided = self.gateway.decide(&request);
+        // The decision's entry may wait for the writer thread when it changes nothing else (see
+        // `Gateway::decide_deferring`): the proxy flushes the queue within moments and at exit.
+        let decided = self.gateway.decide_deferring(&request);
         let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
-        let mut meta = json!({
-            META_DECISION: {"id": decided.id, "outcome": decided.outcome, "decision": decision},
-        });
+        let mut meta = Map::with_capacity(4);
+        meta.insert("id".into(), Json::from(decided.id.as_str()));
+        meta.insert("outcome".into(), Json::from(decided.outcome.as_str()));
+        meta.insert("decision".into(), decision);
         if let Some(access) = &decided.access_request {
-            meta[META_DECISION]["access_request"] = json!({"id": access.id, "url": access.url,
-                "expires_at": crate::value::format_timestamp(access.expires_at)});
+            meta.insert(
+                "access_request".into(),
+                json!({"id": access.id, "url": access.url,
+                "expires_at": crate::value::format_timestamp(access.expires_at)}),
+            );
         }
+        let meta = Json::Object(meta);
         if !decided.allowed() {
-            let text = refusal_text(&decided, &decision);
-            return Ok(json!({"content": [{"type": "text", "text": text}], "isError": true, "_meta": meta}));
+            let text = refusal_text(&decided, &meta["decision"]);
+            let mut result = json!({"content": [{"type": "text", "text": text}], "isError": true});
+            let mut decision = Map::with_capacity(1);
+            decision.insert(META_DECISION.into(), meta);
+            result["_meta"] = Json::Object(decision);
+            return Ok(Call::Answered(result));
         }
-        let outcome = upstream.request("tools/call", Some(params.clone()));
+        let name = name.to_string();
+        Ok(Call::Forward(Forward { upstream, params, decision: decided.id, tool: name, meta }))
+    }
+
+    /// Logs how a forwarded call went (its `outcome` entry) and adds the decision to the upstream's result.
+    fn finish_call(&self, forward: Forward, outcome: Result<Json, RpcError>) -> Result<Json, RpcError> {
+        let Forward { decision, tool, meta, .. } = forward;
         let entry = match &outcome {
-            Ok(result) => json!({"decision": decided.id, "tool": name,
+            Ok(result) => json!({"decision": decision, "tool": tool,
                                  "is_error": result.get("isError").and_then(Json::as_bool).unwrap_or(false)}),
-            Err(e) => json!({"decision": decided.id, "tool": name, "error": e.to_json()}),
+            Err(e) => json!({"decision": decision, "tool": tool, "error": e.to_json()}),
         };
         self.gateway.queue_outcome(&entry);
         if self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
             // Stopping: nobody flushes later.
             if let Err(e) = self.gateway.flush_entries() {
-                eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", decided.id);
+                eprintln!("remit mcp-proxy: the outcome of {decision} is not in the log: {e}");
             }
         }
         let mut result = outcome?;
         if let Some(result) = result.as_object_mut() {
             let slot = result.entry("_meta").or_insert_with(|| json!({}));
             if let Some(slot) = slot.as_object_mut() {
-                slot.insert(META_DECISION.into(), meta[META_DECISION].clone());
+                slot.insert(META_DECISION.into(), meta);
             }
         }
         Ok(result)
     }
+}
+
+/// A decided `tools/call`.
+enum Call {
+    /// Not forwarded: its result.
+    Answered(Json),
+    /// Allowed: to be forwarded.
+    Forward(Forward),
+}
+
+/// An allowed call on its way to the upstream: the message's params, and what its outcome entry and result carry.
+struct Forward {
+    upstream: Arc<Upstream>,
+    params: Json,
+    decision: String,
+    tool: String,
+    /// The decision, as the result's `_meta` carries it.
+    meta: Json,
 }
 
 /// A tool's `name`.

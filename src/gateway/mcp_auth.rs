@@ -6,9 +6,18 @@
 //! agent's identity: the subject id (`sub` by default), the credential's scopes (`scope` space-separated, or an array;
 //! `scp` when there is no `scope`) and the credential id (`client_id`, RFC 9068).
 //!
+//! The key set is a JWKS file read at start, or a URL (`--jwks-url`, or the issuer's `jwks_uri`:
+//! [`discover_jwks_uri`]; plain `http://` to a loopback host) fetched at start, again when it is older than the
+//! refresh interval (on the request that finds it so; a failed fetch keeps the keys it has), and at once when a token
+//! names a key the set does not have — at most once per [`UNKNOWN_KEY_REFETCH`], so tokens with made-up `kid`s cannot
+//! make the proxy hammer the authorization server.
+//!
 //! Validity times are checked here rather than by `jsonwebtoken`: remit builds serde_json with
 //! `arbitrary_precision`, under which the library's own `exp`/`nbf` parsing (`deserialize_any`) fails on every
 //! number. The library checks the signature, the algorithm against the key, the issuer and the audience.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -97,16 +106,95 @@ struct Key {
     key: DecodingKey,
 }
 
+/// How often a token naming an unknown key may make the proxy fetch the key set again.
+pub const UNKNOWN_KEY_REFETCH: Duration = Duration::from_secs(10);
+/// The longest key set the proxy reads from a URL.
+const MAX_KEY_SET: usize = 1 << 20;
+
+/// A key set fetched from a URL, and when.
+struct Fetched {
+    url: String,
+    /// Fetched again when older than this.
+    refresh: Duration,
+    /// The last fetch (or attempt), and the last one a token with an unknown key caused.
+    state: std::sync::Mutex<(Instant, Option<Instant>)>,
+    /// Fetches done, for tests and logs.
+    fetches: std::sync::atomic::AtomicU64,
+}
+
 /// Validates bearer JWTs against a key set.
 pub struct JwtVerifier {
-    keys: Vec<Key>,
+    keys: RwLock<Arc<Vec<Key>>>,
     config: JwtConfig,
+    fetched: Option<Fetched>,
 }
 
 impl std::fmt::Debug for JwtVerifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JwtVerifier").field("keys", &self.keys.len()).field("config", &self.config).finish()
+        f.debug_struct("JwtVerifier").field("keys", &self.keys().len()).field("config", &self.config).finish()
     }
+}
+
+/// The `jwks_uri` of `issuer`'s metadata: the OAuth authorization server metadata (RFC 8414, at
+/// `/.well-known/oauth-authorization-server` with the issuer's path after it), else the OpenID Connect discovery
+/// document (`/.well-known/openid-configuration` after the issuer). The document's `issuer` must be `issuer` exactly
+/// (RFC 8414 §3.3), or its keys could be another server's. Fetched as [`fetch_key_set`] fetches: loopback `http://`.
+pub fn discover_jwks_uri(issuer: &str, timeout: Duration) -> Result<String, String> {
+    let trimmed = issuer.trim_end_matches('/');
+    let rest = trimmed.strip_prefix("http://").unwrap_or(trimmed);
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let candidates = [
+        format!("http://{authority}/.well-known/oauth-authorization-server{path}"),
+        format!("{trimmed}/.well-known/openid-configuration"),
+    ];
+    let mut tried = Vec::new();
+    for url in &candidates {
+        let text = match fetch_key_set(url, timeout) {
+            Ok(text) => text,
+            Err(e) => {
+                tried.push(e);
+                continue;
+            }
+        };
+        let metadata: Json = serde_json::from_str(&text).map_err(|e| format!("`{url}` is not JSON: {e}"))?;
+        if metadata.get("issuer").and_then(Json::as_str) != Some(issuer) {
+            return Err(format!("`{url}` names another issuer than `{issuer}`"));
+        }
+        return metadata
+            .get("jwks_uri")
+            .and_then(Json::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| format!("`{url}` has no `jwks_uri`"));
+    }
+    Err(format!("no metadata for the issuer `{issuer}`: {}", tried.join("; ")))
+}
+
+/// Fetches the key set (or another document of the authorization server) at `url` (`http://` to a loopback host
+/// only: https is not supported yet, and keys fetched in the clear from another host could be replaced on the way).
+pub fn fetch_key_set(url: &str, timeout: Duration) -> Result<String, String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!("`{url}`: the key set URL must be `http://` to a loopback host (https is not supported yet)")
+    })?;
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    };
+    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
+        return Err(format!(
+            "`{url}`: a key set over plain http is fetched only from a loopback host (https is not supported yet)"
+        ));
+    }
+    let mut response = super::mcp_wire::exchange("GET", url, &[("Accept", "application/json")], None, timeout)?;
+    if response.status != 200 {
+        return Err(format!("`{url}` answered HTTP {}", response.status));
+    }
+    let body = response.body(MAX_KEY_SET + 1).map_err(|e| format!("`{url}`: {e}"))?;
+    if body.len() > MAX_KEY_SET {
+        return Err(format!("`{url}`: the key set is larger than {MAX_KEY_SET} bytes"));
+    }
+    String::from_utf8(body).map_err(|_| format!("`{url}`: the key set is not UTF-8"))
 }
 
 /// The algorithm a key verifies: its `alg`, or the one its type implies (RSA: `RS256`).
@@ -154,33 +242,94 @@ impl JwtVerifier {
     /// A verifier for the keys of a JWKS document (`{"keys": [...]}`). Keys marked `"use": "enc"` are skipped; any
     /// other key this server cannot verify with is an error, and so is a set with no usable key.
     pub fn from_jwks(text: &str, config: JwtConfig) -> Result<JwtVerifier, String> {
-        let document: Json = serde_json::from_str(text).map_err(|e| format!("the key set is not JSON: {e}"))?;
-        let Some(entries) = document.get("keys").and_then(Json::as_array) else {
-            return Err("the key set has no `keys` array (a JWKS document: {\"keys\": [...]})".into());
-        };
-        let mut keys = Vec::new();
-        for (i, entry) in entries.iter().enumerate() {
-            let name = match entry.get("kid").and_then(Json::as_str) {
-                Some(kid) => format!("key `{kid}`"),
-                None => format!("key {}", i + 1),
-            };
-            let jwk: Jwk = serde_json::from_value(entry.clone()).map_err(|e| format!("{name}: {e}"))?;
-            if jwk.common.public_key_use == Some(PublicKeyUse::Encryption) {
-                continue;
-            }
-            let algorithm = key_algorithm(&jwk).map_err(|e| format!("{name}: {e}"))?;
-            let key = DecodingKey::from_jwk(&jwk).map_err(|e| format!("{name}: {e}"))?;
-            keys.push(Key { kid: jwk.common.key_id.clone(), algorithm, key });
-        }
-        if keys.is_empty() {
-            return Err("the key set has no signature key".into());
-        }
         if config.audiences.is_empty() || config.issuers.is_empty() {
             return Err("a token's audience and issuer must be configured".into());
         }
-        Ok(JwtVerifier { keys, config })
+        let keys = RwLock::new(Arc::new(parse_keys(text)?));
+        Ok(JwtVerifier { keys, config, fetched: None })
     }
 
+    /// A verifier for the key set at `url`, fetched now (an error when it cannot be, or has no usable key) and again
+    /// as the module's header says.
+    pub fn from_url(url: &str, refresh: Duration, config: JwtConfig) -> Result<JwtVerifier, String> {
+        let text = fetch_key_set(url, Duration::from_secs(10))?;
+        let mut verifier = JwtVerifier::from_jwks(&text, config).map_err(|e| format!("`{url}`: {e}"))?;
+        let state = std::sync::Mutex::new((Instant::now(), None));
+        let fetches = std::sync::atomic::AtomicU64::new(1);
+        verifier.fetched = Some(Fetched { url: url.to_string(), refresh, state, fetches });
+        Ok(verifier)
+    }
+
+    /// How many times the key set was fetched from its URL (0 for a file).
+    pub fn fetches(&self) -> u64 {
+        self.fetched.as_ref().map_or(0, |f| f.fetches.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn keys(&self) -> Arc<Vec<Key>> {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Fetches the key set again when it is due: `unknown_key` (a token named a key the set lacks; at most once per
+    /// [`UNKNOWN_KEY_REFETCH`]) or older than the refresh interval. Whether the keys were replaced. A fetch that
+    /// fails, or a set without a usable key, leaves the keys as they were (said on stderr).
+    fn refetch(&self, unknown_key: bool) -> bool {
+        let Some(fetched) = &self.fetched else { return false };
+        // One fetch at a time; a request that finds one running goes on with the keys there are.
+        let Ok(mut state) = fetched.state.try_lock() else { return false };
+        let now = Instant::now();
+        let (last, last_unknown) = *state;
+        let due = if unknown_key {
+            last_unknown.is_none_or(|at| now.duration_since(at) >= UNKNOWN_KEY_REFETCH)
+        } else {
+            now.duration_since(last) >= fetched.refresh
+        };
+        if !due {
+            return false;
+        }
+        *state = (now, if unknown_key { Some(now) } else { last_unknown });
+        fetched.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let keys = fetch_key_set(&fetched.url, Duration::from_secs(5)).and_then(|text| parse_keys(&text));
+        match keys {
+            Ok(keys) => {
+                *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);
+                true
+            }
+            Err(e) => {
+                eprintln!("remit mcp-proxy: the key set was not fetched again, the keys stay as they were: {e}");
+                false
+            }
+        }
+    }
+}
+
+/// The keys of a JWKS document (`{"keys": [...]}`). Keys marked `"use": "enc"` are skipped; any other key this server
+/// cannot verify with is an error, and so is a set with no usable key.
+fn parse_keys(text: &str) -> Result<Vec<Key>, String> {
+    let document: Json = serde_json::from_str(text).map_err(|e| format!("the key set is not JSON: {e}"))?;
+    let Some(entries) = document.get("keys").and_then(Json::as_array) else {
+        return Err("the key set has no `keys` array (a JWKS document: {\"keys\": [...]})".into());
+    };
+    let mut keys = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let name = match entry.get("kid").and_then(Json::as_str) {
+            Some(kid) => format!("key `{kid}`"),
+            None => format!("key {}", i + 1),
+        };
+        let jwk: Jwk = serde_json::from_value(entry.clone()).map_err(|e| format!("{name}: {e}"))?;
+        if jwk.common.public_key_use == Some(PublicKeyUse::Encryption) {
+            continue;
+        }
+        let algorithm = key_algorithm(&jwk).map_err(|e| format!("{name}: {e}"))?;
+        let key = DecodingKey::from_jwk(&jwk).map_err(|e| format!("{name}: {e}"))?;
+        keys.push(Key { kid: jwk.common.key_id.clone(), algorithm, key });
+    }
+    if keys.is_empty() {
+        return Err("the key set has no signature key".into());
+    }
+    Ok(keys)
+}
+
+impl JwtVerifier {
     pub fn config(&self) -> &JwtConfig {
         &self.config
     }
@@ -191,12 +340,13 @@ impl JwtVerifier {
             return Err(TokenError::Malformed);
         }
         let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
-        let candidates: Vec<&Key> = self
-            .keys
-            .iter()
-            .filter(|k| k.algorithm == header.alg)
-            .filter(|k| header.kid.is_none() || k.kid == header.kid)
-            .collect();
+        self.refetch(false);
+        let fits = |k: &&Key| k.algorithm == header.alg && (header.kid.is_none() || k.kid == header.kid);
+        let mut keys = self.keys();
+        if !keys.iter().any(|k| fits(&k)) && self.refetch(true) {
+            keys = self.keys();
+        }
+        let candidates: Vec<&Key> = keys.iter().filter(fits).collect();
         if candidates.is_empty() {
             return Err(TokenError::UnknownKey);
         }

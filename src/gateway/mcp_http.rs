@@ -31,11 +31,14 @@ use serde_json::{json, Value as Json};
 
 use super::mcp::{Identity, Proxy, MAX_MESSAGE, METHOD_NOT_FOUND};
 use super::mcp_auth::JwtVerifier;
+use super::mcp_wire::ParamHeader;
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
 const METHOD: &str = "mcp-method";
 const NAME: &str = "mcp-name";
+/// The prefix of the headers that mirror tool arguments (`Mcp-Param-{Name}`), lowercase as header names are read.
+const PARAM_PREFIX: &str = "mcp-param-";
 
 /// The stateless revision: no `initialize`, no session; each request carries its revision, client info and
 /// capabilities in `params._meta` and mirrors its method (and tool, prompt or resource) in headers.
@@ -44,6 +47,9 @@ const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// JSON-RPC errors of 2026-07-28.
 pub const HEADER_MISMATCH: i64 = -32020;
+/// The JSON-RPC error in the body of a `403 insufficient_scope` (remit's own code, in the range JSON-RPC leaves to
+/// servers: MCP defines the HTTP status and the challenge, not a code).
+pub const INSUFFICIENT_SCOPE: i64 = -32003;
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 /// Results a 2026-07-28 client may cache: they carry `ttlMs` and `cacheScope`.
 const CACHEABLE: [&str; 6] =
@@ -125,6 +131,13 @@ fn loopback_origin(origin: &HeaderValue) -> bool {
 /// The caller's identity, or the response refusing it.
 #[allow(clippy::result_large_err)]
 fn identify(app: &App, headers: &HeaderMap) -> Result<Identity, Response> {
+    identify_how(app, headers).map(|(identity, _)| identity)
+}
+
+/// [`identify`], and whether the identity is a JWT's (whose holder can ask the authorization server for more
+/// scopes: a call refused for want of one is challenged with `insufficient_scope`).
+#[allow(clippy::result_large_err)]
+fn identify_how(app: &App, headers: &HeaderMap) -> Result<(Identity, bool), Response> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         if !loopback_origin(origin) {
             return Err(plain(StatusCode::FORBIDDEN, "requests from another origin are refused"));
@@ -138,7 +151,7 @@ fn identify(app: &App, headers: &HeaderMap) -> Result<Identity, Response> {
     let found =
         token.and_then(|t| app.agents.iter().find(|(known, _)| constant_time_eq(known.as_bytes(), t.as_bytes())));
     if let Some((_, identity)) = found {
-        return Ok(identity.clone());
+        return Ok((identity.clone(), false));
     }
     let Some(bearer) = &app.bearer else {
         let mut response = plain(StatusCode::UNAUTHORIZED, "an agent's bearer token is required");
@@ -149,12 +162,13 @@ fn identify(app: &App, headers: &HeaderMap) -> Result<Identity, Response> {
         None => None,
         Some(token) => match bearer.verifier.verify(token, super::mcp_auth::now()) {
             Ok(claims) => {
-                return Ok(Identity {
+                let identity = Identity {
                     subject: claims.subject,
                     credential: claims.credential.or_else(|| bearer.credential.clone()),
                     scopes: claims.scopes,
                     mandate: bearer.mandate.clone(),
-                })
+                };
+                return Ok((identity, true));
             }
             Err(why) => Some(why),
         },
@@ -175,6 +189,47 @@ fn identify(app: &App, headers: &HeaderMap) -> Result<Identity, Response> {
     Err(response)
 }
 
+/// A `tools/call` answer refused only because the JWT lacks a scope the tool requires, as the MCP authorization
+/// spec's scope challenge (RFC 6750 §3.1): `403` with `WWW-Authenticate: Bearer error="insufficient_scope",
+/// scope="…"` and the resource metadata, the body a JSON-RPC error carrying the refusal. `None` for anything else:
+/// another answer, a deny with other reasons too (more scope would not make it an allow), a token that is not a JWT
+/// (no authorization server to ask), a policy without sources (the module does not know the scopes' names), or a
+/// scope that cannot be written in a challenge.
+///
+/// The scope challenged for is the first one the tool's `requires scope` lists: any one of them would do, and the
+/// challenge names the scopes needed, so it names one, the declaration's order saying which.
+fn scope_challenge(app: &App, jwt: bool, body: &[u8], answer: &Json) -> Option<Response> {
+    let bearer = app.bearer.as_ref().filter(|_| jwt)?;
+    let decision = answer.pointer("/result/_meta")?.get(super::mcp::META_DECISION)?;
+    let reasons = decision.pointer("/decision/reasons")?.as_array()?;
+    if decision.get("outcome")? != "deny" || reasons.len() != 1 || reasons[0] != "credential.scope-missing" {
+        return None;
+    }
+    let message: Json = serde_json::from_slice(body).ok()?;
+    let tool = message.pointer("/params/name")?.as_str()?;
+    let scope = app.proxy.tool_scopes(tool)?.into_iter().next()?;
+    // RFC 6750 §3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ); the description's characters are those and space.
+    let token_char = |c: char| c == '!' || ('#'..='[').contains(&c) || (']'..='~').contains(&c);
+    if scope.is_empty() || !scope.chars().all(token_char) {
+        return None;
+    }
+    let description: String = format!("the token lacks the scope `{scope}` that the tool `{tool}` requires")
+        .chars()
+        .map(|c| if c == ' ' || token_char(c) { c } else { '?' })
+        .collect();
+    let challenge = format!(
+        "Bearer realm=\"remit\", error=\"insufficient_scope\", scope=\"{scope}\", resource_metadata=\"{}\", \
+         error_description=\"{description}\"",
+        bearer.metadata_url()
+    );
+    let text = answer.pointer("/result/content/0/text").and_then(Json::as_str).unwrap_or("remit denied this call.");
+    let error = json!({"code": INSUFFICIENT_SCOPE, "message": text,
+                       "data": {"scope": scope, "_meta": {super::mcp::META_DECISION: decision}}});
+    let mut response = rpc(StatusCode::FORBIDDEN, json!({"jsonrpc": "2.0", "id": answer.get("id"), "error": error}));
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_str(&challenge).ok()?);
+    Some(response)
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -184,14 +239,14 @@ fn session_of(headers: &HeaderMap) -> Option<String> {
 }
 
 async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    let identity = match identify(&app, &headers) {
-        Ok(identity) => identity,
+    let (identity, jwt) = match identify_how(&app, &headers) {
+        Ok(found) => found,
         Err(response) => return response,
     };
     if let Some(version) = headers.get(VERSION) {
         let version = version.to_str().unwrap_or("");
         if version == STATELESS_VERSION {
-            return stateless(app, identity, &headers, body).await;
+            return stateless(app, (identity, jwt), &headers, body).await;
         }
         if !super::mcp::SUPPORTED_VERSIONS.contains(&version) {
             let id = serde_json::from_slice::<Json>(&body).ok().and_then(|m| m.get("id").cloned());
@@ -216,11 +271,15 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
     }
     let proxy = app.proxy.clone();
     let subject = identity.subject.clone();
-    let answer = match tokio::task::spawn_blocking(move || proxy.answer(&identity, &body)).await {
-        Ok(answer) => answer,
-        Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
+    let asked = body.clone();
+    let answer = match blocking(move || proxy.answer(&identity, &asked)) {
+        Some(answer) => answer,
+        None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
     let Some(answer) = answer else { return StatusCode::ACCEPTED.into_response() };
+    if let Some(challenge) = scope_challenge(&app, jwt, &body, &answer) {
+        return challenge;
+    }
     let malformed = answer.get("id").is_some_and(Json::is_null) && answer.get("error").is_some();
     let status = if malformed { StatusCode::BAD_REQUEST } else { StatusCode::OK };
     let mut response = (status, [(header::CONTENT_TYPE, "application/json")], answer.to_string()).into_response();
@@ -234,6 +293,13 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
     response
 }
 
+/// Runs the proxy's blocking work (a decision, a call upstream) on this worker thread, the runtime moving its other
+/// tasks to another meanwhile: handing it to the blocking pool cost a thread wake-up per request. `None` when it
+/// panicked (the request is answered `500`, as a failed blocking task was).
+fn blocking<R>(work: impl FnOnce() -> R) -> Option<R> {
+    tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).ok())
+}
+
 fn rpc(status: StatusCode, message: Json) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], message.to_string()).into_response()
 }
@@ -242,15 +308,15 @@ fn rpc(status: StatusCode, message: Json) -> Response {
 /// when they differ or are missing), then the message answered as any other, without a session; results tagged
 /// `resultType: complete`, and cacheable ones `ttlMs: 0`, `cacheScope: private` (a listing is decided per caller and
 /// can change with the gateway's state).
-async fn stateless(app: Arc<App>, identity: Identity, headers: &HeaderMap, body: Bytes) -> Response {
+async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMap, body: Bytes) -> Response {
     let message = match serde_json::from_slice::<Json>(&body) {
         Ok(Json::Object(message)) => message,
         // Not a JSON-RPC object: the proxy's own error answer.
-        _ => return answer(app, identity, body, None).await,
+        _ => return answer(app, identity, body, None, Vec::new()).await,
     };
     let (Some(id), Some(method)) = (message.get("id").cloned(), message.get("method").and_then(Json::as_str)) else {
         // A notification (or a malformed message): nothing to route, as in the earlier revisions.
-        return answer(app, identity, body, None).await;
+        return answer(app, identity, body, None, Vec::new()).await;
     };
     let refuse = |status: StatusCode, code: i64, text: String, data: Option<Json>| {
         let mut error = json!({"code": code, "message": text});
@@ -317,8 +383,54 @@ async fn stateless(app: Arc<App>, identity: Identity, headers: &HeaderMap, body:
             format!("`initialize` is not part of MCP {STATELESS_VERSION}: use `server/discover`"),
             None,
         ),
-        _ => answer(app, identity, body, Some(method.to_string())).await,
+        _ => {
+            // The `Mcp-Param-*` headers, checked against the arguments once the tool's schema is at hand.
+            let params: Vec<(String, Option<String>)> = headers
+                .iter()
+                .filter(|(name, _)| name.as_str().starts_with(PARAM_PREFIX))
+                .map(|(name, value)| (name.as_str().to_string(), value.to_str().ok().map(str::to_string)))
+                .collect();
+            answer(app, identity, body, Some(method.to_string()), params).await
+        }
     }
+}
+
+/// Checks a stateless `tools/call`'s `Mcp-Param-*` headers against its arguments, as MCP 2026-07-28 requires of a
+/// server that reads the body: for each `x-mcp-header` annotation of the tool's input schema, an argument that is
+/// present (and not `null`) needs its header, once, whose value — visible ASCII, decoded when it is
+/// `=?base64?…?=` — is the argument's (numbers compared as numbers); an absent argument must have no header.
+/// `Mcp-Param-*` headers no annotation names are ignored (the revision tells servers to), and so is a tool no
+/// upstream offers (its call is refused anyway). Why the request is refused.
+fn check_param_headers(proxy: &Proxy, message: &Json, sent: &[(String, Option<String>)]) -> Result<(), String> {
+    let Some(tool) = message.pointer("/params/name").and_then(Json::as_str) else { return Ok(()) };
+    let Some(annotations) = proxy.param_headers(tool) else { return Ok(()) };
+    let empty = json!({});
+    let arguments = message.pointer("/params/arguments").unwrap_or(&empty);
+    for annotation in annotations {
+        let header = annotation.header();
+        let lower = header.to_ascii_lowercase();
+        let values: Vec<&Option<String>> = sent.iter().filter(|(name, _)| *name == lower).map(|(_, v)| v).collect();
+        if values.len() > 1 {
+            return Err(format!("`{header}` appears more than once"));
+        }
+        let argument = annotation.argument(arguments);
+        match (argument, values.first()) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(format!("`{header}` is sent, the argument it mirrors is not")),
+            (Some(_), None) => return Err(format!("the `{header}` header is missing")),
+            (Some(_), Some(None)) => return Err(format!("`{header}` has invalid characters")),
+            (Some(value), Some(Some(raw))) => {
+                let Some(decoded) = super::mcp_wire::decode_header_value(raw) else {
+                    return Err(format!("`{header}` is not a valid `=?base64?…?=` value"));
+                };
+                let expected = annotation.value(arguments).unwrap_or_default();
+                if !ParamHeader::matches(&decoded, &expected, value.is_number()) {
+                    return Err(format!("`{header}` does not match the argument `{}`", annotation.path.join(".")));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `result` as 2026-07-28 writes it for `method`.
@@ -335,13 +447,39 @@ fn stateless_result(method: &str, mut result: Json) -> Json {
 
 /// The proxy's answer to a message of the stateless revision (`method`: the request's), or to a message that is
 /// not a request (`None`).
-async fn answer(app: Arc<App>, identity: Identity, body: Bytes, method: Option<String>) -> Response {
+///
+/// `params`: the `Mcp-Param-*` headers of a stateless `tools/call` (lowercase names; `None` for a value that is not
+/// visible ASCII), checked against its arguments before anything is decided ([`check_param_headers`]).
+async fn answer(
+    app: Arc<App>,
+    identity: (Identity, bool),
+    body: Bytes,
+    method: Option<String>,
+    params: Vec<(String, Option<String>)>,
+) -> Response {
+    let (identity, jwt) = identity;
     let proxy = app.proxy.clone();
-    let answer = match tokio::task::spawn_blocking(move || proxy.answer(&identity, &body)).await {
-        Ok(answer) => answer,
-        Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
+    let asked = body.clone();
+    let call = method.as_deref() == Some("tools/call");
+    let answered = blocking(move || {
+        if call {
+            let message: Json = serde_json::from_slice(&asked).unwrap_or(Json::Null);
+            check_param_headers(&proxy, &message, &params).map_err(|why| (message.get("id").cloned(), why))?;
+        }
+        Ok(proxy.answer(&identity, &asked))
+    });
+    let answer = match answered {
+        Some(Ok(answer)) => answer,
+        Some(Err((id, why))) => {
+            let error = json!({"code": HEADER_MISMATCH, "message": format!("header mismatch: {why}")});
+            return rpc(StatusCode::BAD_REQUEST, json!({"jsonrpc": "2.0", "id": id, "error": error}));
+        }
+        None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
     let Some(mut answer) = answer else { return StatusCode::ACCEPTED.into_response() };
+    if let Some(challenge) = scope_challenge(&app, jwt, &body, &answer) {
+        return challenge;
+    }
     let code = answer.get("error").and_then(|e| e.get("code")).and_then(Json::as_i64);
     let status = match code {
         Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,

@@ -6,14 +6,17 @@
 //! policy denies through the proxy (decided and logged, never forwarded); rounds alternate so noise hits both alike.
 //! Percentiles are over all calls. With `--http` the same over Streamable HTTP: `@modelcontextprotocol/server-everything`
 //! (its `echo` tool, policy tests/mcp/everything) served on a loopback port, called directly and through
-//! `remit mcp-proxy --listen` in front of it (each message one POST on a new connection, as the proxy does upstream).
+//! `remit mcp-proxy --listen` in front of it (the bench's client: each message one POST on a new connection, to the
+//! server and to the proxy alike; the proxy keeps its connections to the server open).
+//! With `--keep-alive` (with `--http`) the bench's client keeps its connection to the server and to the proxy open
+//! between messages, as HTTP clients such as the SDKs' do, so neither side's figure includes a TCP connection.
 //! With `--baseline PATH` another `remit` binary (e.g. a build of an earlier commit)
 //! is timed the same way in the same rounds, so two versions of the proxy are compared side by side. Usage (after
 //! `scripts/test-deps-mcp.sh` and `cargo build --release`):
 //!
 //! ```sh
 //! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
-//!   [--calls 200] [--rounds 10]
+//!   [--http [--keep-alive]] [--calls 200] [--rounds 10]
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -85,14 +88,24 @@ struct HttpSession {
     token: Option<String>,
     session: Option<String>,
     next: u64,
+    /// With `--keep-alive`: the connection kept open between messages (as HTTP clients such as the SDKs' do).
+    keep_alive: bool,
+    connection: Option<BufReader<std::net::TcpStream>>,
 }
 
 impl HttpSession {
-    fn start(url: &str, token: Option<&str>) -> HttpSession {
+    fn start(url: &str, token: Option<&str>, keep_alive: bool) -> HttpSession {
         let rest = url.strip_prefix("http://").expect("an http:// URL");
         let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let mut session =
-            HttpSession { host: host.into(), path: path.into(), token: token.map(Into::into), session: None, next: 1 };
+        let mut session = HttpSession {
+            host: host.into(),
+            path: path.into(),
+            token: token.map(Into::into),
+            session: None,
+            next: 1,
+            keep_alive,
+            connection: None,
+        };
         let init = r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}"#;
         session.call(init);
         session.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, None);
@@ -103,10 +116,17 @@ impl HttpSession {
     /// POSTs `body`; the response with `id` (a JSON body, or the event stream's matching `data:` line).
     fn post(&mut self, body: &str, id: Option<u64>) -> String {
         use std::io::Read;
-        let mut stream = std::net::TcpStream::connect(&self.host).expect("connect");
-        stream.set_nodelay(true).ok();
+        let mut reader = match self.connection.take() {
+            Some(kept) => kept,
+            None => {
+                let stream = std::net::TcpStream::connect(&self.host).expect("connect");
+                stream.set_nodelay(true).ok();
+                BufReader::new(stream)
+            }
+        };
+        let connection = if self.keep_alive { "keep-alive" } else { "close" };
         let mut head = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+            "POST {} HTTP/1.1\r\nHost: {}\r\nConnection: {connection}\r\nContent-Type: application/json\r\n\
              Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n",
             self.path,
             self.host,
@@ -120,10 +140,10 @@ impl HttpSession {
         }
         head.push_str("\r\n");
         head.push_str(body);
-        stream.write_all(head.as_bytes()).unwrap();
-        let mut reader = BufReader::new(stream);
+        reader.get_mut().write_all(head.as_bytes()).unwrap();
         let mut line = String::new();
         let mut length = None;
+        let mut chunked = false;
         loop {
             line.clear();
             reader.read_line(&mut line).unwrap();
@@ -139,6 +159,40 @@ impl HttpSession {
             if let Some(value) = lower.strip_prefix("content-length:") {
                 length = value.trim().parse::<usize>().ok();
             }
+            chunked |= lower.starts_with("transfer-encoding:") && lower.contains("chunked");
+        }
+        if self.keep_alive {
+            // The whole body, so the connection is ready for the next message.
+            let body = if chunked {
+                let mut body = Vec::new();
+                loop {
+                    line.clear();
+                    reader.read_line(&mut line).unwrap();
+                    let size = usize::from_str_radix(line.trim(), 16).expect("a chunk size");
+                    if size == 0 {
+                        line.clear();
+                        reader.read_line(&mut line).unwrap();
+                        break;
+                    }
+                    let mut chunk = vec![0; size + 2];
+                    reader.read_exact(&mut chunk).unwrap();
+                    body.extend_from_slice(&chunk[..size]);
+                }
+                body
+            } else {
+                let mut body = vec![0; length.unwrap_or(0)];
+                reader.read_exact(&mut body).unwrap();
+                body
+            };
+            self.connection = Some(reader);
+            let Some(id) = id else { return String::new() };
+            let text = String::from_utf8(body).unwrap();
+            if !chunked || length.is_some() {
+                return text;
+            }
+            let want = format!(r#""id":{id}"#);
+            let data = text.lines().filter_map(|l| l.strip_prefix("data:")).find(|d| d.contains(&want));
+            return data.expect("the response in the stream").trim().to_string();
         }
         let Some(id) = id else { return String::new() };
         let want = format!(r#""id":{id}"#);
@@ -218,10 +272,14 @@ fn main() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
     let (mut remit, mut calls, mut rounds) = (repo.join("target/release/remit"), 200usize, 10usize);
     let mut baseline: Option<PathBuf> = None;
-    let mut http = false;
+    let (mut http, mut keep_alive) = (false, false);
     while let Some(flag) = args.next() {
         if flag == "--http" {
             http = true;
+            continue;
+        }
+        if flag == "--keep-alive" {
+            keep_alive = true;
             continue;
         }
         let value = args.next().expect("a value");
@@ -260,11 +318,11 @@ fn main() {
                 .args(["--", &upstream]);
             let (child, url) = started(command, "remit mcp-proxy: mcp ");
             running.push(child);
-            Box::new(HttpSession::start(&url, Some("bench-token"))) as Box<dyn Caller>
+            Box::new(HttpSession::start(&url, Some("bench-token"), keep_alive)) as Box<dyn Caller>
         };
         let proxied = proxy(&remit, "state.db");
         let old = baseline.as_deref().map(|b| proxy(b, "baseline.db"));
-        let direct = Box::new(HttpSession::start(&upstream, None)) as Box<dyn Caller>;
+        let direct = Box::new(HttpSession::start(&upstream, None, keep_alive)) as Box<dyn Caller>;
         let read = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}"#;
         let denied = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"forbidden"}}"#;
         (direct, proxied, old, read, denied)
