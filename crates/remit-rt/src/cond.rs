@@ -433,7 +433,7 @@ fn negative(image: &Image<'_>, doc: &Doc<'_>, value: Val) -> bool {
 fn unescaped<'b>(doc: &Doc<'b>, tok: u32, buf: &'b mut [u8]) -> Option<&'b [u8]> {
     // Without an escape the raw bytes are the text (no copy), within the same bound.
     if let Some(raw) = doc.plain(tok) {
-        return (raw.len() <= buf.len()).then(|| raw);
+        return (raw.len() <= buf.len()).then_some(raw);
     }
     let mut len = 0;
     for byte in doc.text(tok) {
