@@ -37,7 +37,7 @@ pub struct Work {
     pub consumed: [u32; MAX_DECIDING],
     /// Counter ranks of the budgets that apply.
     pub counters: [u32; MAX_DECIDING],
-    /// The first usable approvals, read once per decision when the request is read (the rest are read at each
+    /// The first usable approvals, read once per decision when its first gate needs them (the rest are read at each
     /// gate). (All-zero initial values, so the artifact keeps the array out of its data.)
     pub approvals: [Approval; MAX_DECIDING],
 }
