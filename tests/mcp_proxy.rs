@@ -1175,7 +1175,6 @@ fn the_club_lanes_through_a_real_client() {
 /// without a session; requests whose headers do not match their body are refused with `HeaderMismatch`.
 #[test]
 fn the_stateless_revision_over_http() {
-    use remit::gateway::client::request;
     let dir = sandbox("stateless");
     let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
     command
@@ -1204,14 +1203,8 @@ fn the_stateless_revision_over_http() {
     check_report_at(&report, &dir, "2026-07-28");
 
     // By hand: (header name, value) pairs and a body.
-    let post = |extra: &[(&str, &str)], body: &Value| {
-        let mut headers = vec![("Content-Type", "application/json"), ("Authorization", "Bearer coder-token-1")];
-        headers.extend_from_slice(extra);
-        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
-    };
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {},
-                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let post = |extra: &[(&str, &str)], body: &Value| stateless_post(&url, "coder-token-1", extra, body);
+    let meta = stateless_meta();
     let v = ("MCP-Protocol-Version", "2026-07-28");
     let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}});
     let found = post(&[v, ("Mcp-Method", "server/discover")], &discover);
@@ -1546,7 +1539,6 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
 /// revision's rules is left out (listing and calls).
 #[test]
 fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
-    use remit::gateway::client::request;
     let dir = sandbox("mcp-param");
     let (upstream, seen) = recording_upstream();
     let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
@@ -1565,14 +1557,8 @@ fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
             break url.to_string();
         }
     };
-    let post = |extra: &[(&str, &str)], body: &Value| {
-        let mut headers = vec![("Content-Type", "application/json"), ("Authorization", "Bearer tester-token")];
-        headers.extend_from_slice(extra);
-        request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
-    };
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {},
-                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let post = |extra: &[(&str, &str)], body: &Value| stateless_post(&url, "tester-token", extra, body);
+    let meta = stateless_meta();
     let v = ("MCP-Protocol-Version", "2026-07-28");
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}});
     let listed = post(&[v, ("Mcp-Method", "tools/list")], &list);
@@ -1641,4 +1627,19 @@ fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
     let out = String::from_utf8_lossy(&verify.stdout);
     assert!(verify.status.success() && out.starts_with("5 entries, the chain holds"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A POST of `body` to the proxy's `/mcp` at `url` with the agent token `token` and the `extra` headers.
+fn stateless_post(url: &str, token: &str, extra: &[(&str, &str)], body: &Value) -> remit::gateway::client::Response {
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![("Content-Type", "application/json"), ("Authorization", auth.as_str())];
+    headers.extend_from_slice(extra);
+    remit::gateway::client::request("POST", url, &headers, Some(body.to_string().as_bytes())).unwrap()
+}
+
+/// The `_meta` a request of the stateless 2026-07-28 revision carries.
+fn stateless_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {},
+           "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}})
 }
