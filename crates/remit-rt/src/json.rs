@@ -163,17 +163,16 @@ impl<'a> Doc<'a> {
     /// The values of the entries of object `obj` named `names` (unescaped keys), found in one pass over its keys;
     /// all `None` when `obj` is absent or not an object.
     #[inline(always)]
-    pub fn fields<const N: usize>(&self, obj: Option<u32>, names: &Fields<'_, N>) -> [Option<u32>; N] {
+    pub fn fields<const N: usize>(&self, obj: Option<u32>, names: &[Key<'_>; N]) -> [Option<u32>; N] {
         let mut found = [None; N];
-        self.find_fields(obj, &names.keys, &names.by_len, &mut found);
+        self.find_fields(obj, names, &mut found);
         found
     }
 
-    /// [`Doc::fields`], once for every number of names: a loop rather than a copy unrolled for each object read (the
-    /// module's code executed per decision is what it pays for, in instruction cache misses). A key is compared only
-    /// with the names of its length (`by_len`, [`Fields`]).
+    /// [`Doc::fields`], once for every number of names: one loop over the names rather than a copy unrolled for
+    /// each object read (the module's code executed per decision is what it pays for, in instruction cache misses).
     #[inline(never)]
-    fn find_fields(&self, obj: Option<u32>, names: &[Key<'_>], by_len: &[u32; 17], found: &mut [Option<u32>]) {
+    fn find_fields(&self, obj: Option<u32>, names: &[Key<'_>], found: &mut [Option<u32>]) {
         let obj = match obj {
             Some(obj) if self.token(obj).kind() == OBJECT => obj,
             _ => return,
@@ -184,17 +183,7 @@ impl<'a> Doc<'a> {
             let kt = self.token(k);
             let at = if kt.flags() & ESCAPED == 0 {
                 let key = self.key_words(&kt);
-                let mut candidates = by_len.get((key.0 as usize).min(16)).copied().unwrap_or(0);
-                let mut at = None;
-                while candidates != 0 {
-                    let i = candidates.trailing_zeros() as usize;
-                    candidates &= candidates - 1;
-                    if names.get(i).map_or(false, |name| name.is(self, k, key)) {
-                        at = Some(i);
-                        break;
-                    }
-                }
-                at
+                names.iter().position(|name| name.is(self, k, key))
             } else {
                 names.iter().position(|name| self.text(k).eq(name.name.iter().copied()))
             };
@@ -255,8 +244,9 @@ impl<'a> Doc<'a> {
 
     /// The value of the entry of object `obj` whose unescaped key is `key`.
     pub fn get(&self, obj: u32, key: &[u8]) -> Option<u32> {
-        let [found] = self.fields(Some(obj), &Fields::one(Key::of(key)));
-        found
+        let mut found = [None];
+        self.find_fields(Some(obj), &[Key::of(key)], &mut found);
+        found[0]
     }
 }
 
@@ -267,48 +257,6 @@ fn le_word(bytes: &[u8]) -> u64 {
     match bytes.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
         Some(b) => u64::from_le_bytes(b),
         None => bytes.iter().take(8).enumerate().fold(0, |w, (i, &b)| w | u64::from(b) << (8 * i)),
-    }
-}
-
-/// The names [`Doc::fields`] looks for, prepared once (a `const` for the fields of a request's objects): each as a
-/// [`Key`], and for each key length the names of that length (bit `i` for name `i`; 16 bytes or more under 16), so a
-/// key is compared only with the names it could be.
-#[derive(Clone, Copy, Debug)]
-pub struct Fields<'n, const N: usize> {
-    keys: [Key<'n>; N],
-    by_len: [u32; 17],
-}
-
-impl<'n, const N: usize> Fields<'n, N> {
-    /// At most 32 names (the rest are never found).
-    pub const fn new(names: [&'n [u8]; N]) -> Fields<'n, N> {
-        let mut keys = [Key { name: b"", len: 0, lo: 0, hi: 0 }; N];
-        let mut by_len = [0u32; 17];
-        let mut i = 0;
-        while i < N {
-            keys[i] = Key::new(names[i]);
-            if i < 32 {
-                by_len[if names[i].len() < 16 { names[i].len() } else { 16 }] |= 1 << i;
-            }
-            i += 1;
-        }
-        Fields { keys, by_len }
-    }
-
-    /// The names, in order.
-    pub fn names(&self) -> impl Iterator<Item = &'n [u8]> + '_ {
-        self.keys.iter().map(|k| k.name)
-    }
-}
-
-impl<'n> Fields<'n, 1> {
-    /// One name, known at run time.
-    fn one(key: Key<'n>) -> Fields<'n, 1> {
-        let mut by_len = [0u32; 17];
-        if let Some(slot) = by_len.get_mut((key.len as usize).min(16)) {
-            *slot = 1;
-        }
-        Fields { keys: [key], by_len }
     }
 }
 
@@ -1056,10 +1004,7 @@ mod tests {
                     let mut buffers = Buffers::new();
                     let (doc, _) = buffers.parse(text.as_bytes()).unwrap();
                     for (j, other) in names.iter().enumerate() {
-                        let [found, zz] = doc.fields(Some(0), &Fields::new([other.as_bytes(), b"zz"]));
-                        let [zz_first, again] = doc.fields(Some(0), &Fields::new([b"zz", other.as_bytes()]));
-                        assert_eq!((zz_first, again), (zz, found));
-                        assert_eq!(doc.get(0, other.as_bytes()), found);
+                        let [found, zz] = doc.fields(Some(0), &[Key::of(other.as_bytes()), Key::new(b"zz")]);
                         assert!(zz.is_some(), "{text}");
                         assert_eq!(
                             found.map(|v| doc.raw(v)),

@@ -8,7 +8,7 @@
 //! timestamps and the attempt number are converted. The usable approvals are listed in a slot buffer the caller
 //! gives (the parse's key slots, [`crate::json::Scratch::keys`], which the parse no longer needs).
 
-use crate::json::{heap_sort, Doc, Fields, ARRAY, FALSE, NULL, NUMBER, OBJECT, STRING, TRUE};
+use crate::json::{heap_sort, Doc, Key, ARRAY, FALSE, NULL, NUMBER, OBJECT, STRING, TRUE};
 use crate::value::{parse_timestamp, DECIMAL_SCALE};
 
 /// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
@@ -136,22 +136,23 @@ impl Request {
 }
 
 /// The fields read, by object.
-const ROOT_FIELDS: Fields<'static, 4> = Fields::new([b"subject", b"action", b"resource", b"context"]);
-const SUBJECT_FIELDS: Fields<'static, 2> = Fields::new([b"id", b"credential"]);
-const CREDENTIAL_FIELDS: Fields<'static, 2> = Fields::new([b"id", b"scopes"]);
-const RESOURCE_FIELDS: Fields<'static, 1> = Fields::new([b"id"]);
-const ACTION_FIELDS: Fields<'static, 2> = Fields::new([b"name", b"arguments"]);
-const CONTEXT_FIELDS: Fields<'static, 9> = Fields::new([
-    b"mandate",
-    b"now",
-    b"operation_id",
-    b"attempt",
-    b"approvals",
-    b"stops",
-    b"facts",
-    b"counters",
-    b"attributes",
-]);
+const ID: Key<'static> = Key::new(b"id");
+const ROOT_FIELDS: [Key<'static>; 4] =
+    [Key::new(b"subject"), Key::new(b"action"), Key::new(b"resource"), Key::new(b"context")];
+const SUBJECT_FIELDS: [Key<'static>; 2] = [ID, Key::new(b"credential")];
+const CREDENTIAL_FIELDS: [Key<'static>; 2] = [ID, Key::new(b"scopes")];
+const ACTION_FIELDS: [Key<'static>; 2] = [Key::new(b"name"), Key::new(b"arguments")];
+const CONTEXT_FIELDS: [Key<'static>; 9] = [
+    Key::new(b"mandate"),
+    Key::new(b"now"),
+    Key::new(b"operation_id"),
+    Key::new(b"attempt"),
+    Key::new(b"approvals"),
+    Key::new(b"stops"),
+    Key::new(b"facts"),
+    Key::new(b"counters"),
+    Key::new(b"attributes"),
+];
 
 /// Reads the request whose root is token 0 of `doc`. The presented approvals are only checked to be an array: an
 /// item that is not a usable approval is left out, never an error, so they are read when a gate needs them
@@ -185,7 +186,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     };
 
     let resource = p.typed(resource, OBJECT);
-    let [resource_id] = doc.fields(resource, &RESOURCE_FIELDS);
+    let [resource_id] = doc.fields(resource, &[ID]);
     let resource_id = p.typed(resource_id, STRING).filter(|&id| !is_blank(doc, id));
 
     let object = p.typed(context, OBJECT);
@@ -402,18 +403,18 @@ fn integer(doc: &Doc<'_>, tok: u32) -> Option<i128> {
 }
 
 /// The fields a presented approval has: two approvals with the same id are the same approval only if these are equal.
-const APPROVAL_FIELDS: Fields<'static, 10> = Fields::new([
-    b"id",
-    b"kind",
-    b"mandate",
-    b"issued_at",
-    b"expires_at",
-    b"tool",
-    b"target",
-    b"digest",
-    b"manifest",
-    b"consumed",
-]);
+const APPROVAL_FIELDS: [Key<'static>; 10] = [
+    ID,
+    Key::new(b"kind"),
+    Key::new(b"mandate"),
+    Key::new(b"issued_at"),
+    Key::new(b"expires_at"),
+    Key::new(b"tool"),
+    Key::new(b"target"),
+    Key::new(b"digest"),
+    Key::new(b"manifest"),
+    Key::new(b"consumed"),
+];
 
 /// The well-formed approvals among the items of the array `items` whose id no other presented approval
 /// contradicts, in document order, listed in `slots`. Two approvals with the same `id` are one approval only if
@@ -449,7 +450,7 @@ pub fn usable_approvals<'a>(
         let group = listed.get_mut(first..end)?;
         let contradicted = group.len() > 1
             && group.iter().any(|&item| {
-                approval(doc, item).is_none() || !APPROVAL_FIELDS.names().all(|key| same(doc, item, head, key))
+                approval(doc, item).is_none() || !APPROVAL_FIELDS.iter().all(|key| same(doc, item, head, key.name))
             });
         if contradicted {
             group.iter_mut().for_each(|slot| *slot = u32::MAX);
