@@ -1004,13 +1004,7 @@ impl Proxy {
         };
         let version = if SUPPORTED_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
         let upstream = self.upstream().session()?;
-        let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
-        if !capabilities.is_object() {
-            capabilities = json!({});
-        }
-        if capabilities.get("tools").is_none() {
-            capabilities["tools"] = json!({});
-        }
+        let capabilities = offered_capabilities(&upstream);
         let mut result = json!({
             "protocolVersion": version,
             "capabilities": capabilities,
@@ -1027,13 +1021,7 @@ impl Proxy {
     /// capabilities (with `tools`) and instructions, as [`Proxy::initialize`] does.
     pub fn discover(&self, versions: &[&str]) -> Result<Json, RpcError> {
         let upstream = self.upstream().session()?;
-        let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
-        if !capabilities.is_object() {
-            capabilities = json!({});
-        }
-        if capabilities.get("tools").is_none() {
-            capabilities["tools"] = json!({});
-        }
+        let capabilities = offered_capabilities(&upstream);
         let mut result = json!({
             "supportedVersions": versions,
             "capabilities": capabilities,
@@ -1336,4 +1324,17 @@ fn refusal_text(decided: &super::core::Decided, decision: &Json) -> String {
     }
     lines.push(format!("decision {} under policy {}", decided.id, decided.policy));
     lines.join("\n")
+}
+
+/// The capabilities the proxy announces for the upstream session `upstream` (its `initialize` result): the
+/// upstream's, always an object and always with `tools` (the proxy lists tools even for a server that has none).
+fn offered_capabilities(upstream: &Json) -> Json {
+    let mut capabilities = upstream.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+    if !capabilities.is_object() {
+        capabilities = json!({});
+    }
+    if capabilities.get("tools").is_none() {
+        capabilities["tools"] = json!({});
+    }
+    capabilities
 }
