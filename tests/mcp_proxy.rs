@@ -78,6 +78,16 @@ impl Drop for Session {
 }
 
 impl Session {
+    /// The URL of the proxy's `/mcp` endpoint, from the line it prints when it listens (by `deadline`).
+    fn mcp_url(&self, deadline: Instant) -> String {
+        loop {
+            let line = self.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
+            if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
+                return url.to_string();
+            }
+        }
+    }
+
     fn spawn(mut command: Command, dir: &Path) -> Session {
         let mut child = command
             .current_dir(dir.join("root"))
@@ -295,12 +305,7 @@ fn streamable_http_with_bearer_tokens() {
         .arg(dir.join("root"));
     let proxy = Session::spawn(command, &dir);
     let deadline = Instant::now() + WAIT;
-    let url = loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
-        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
-            break url.to_string();
-        }
-    };
+    let url = proxy.mcp_url(deadline);
 
     let mut sdk = Command::new(python());
     sdk.arg(root().join("tests/mcp/client.py"))
@@ -825,12 +830,7 @@ fn jwt_bearer_tokens_over_streamable_http() {
         .args(["--jwt-issuer", issuer, "--", &upstream]);
     let proxy = Session::spawn(command, &dir);
     let deadline = Instant::now() + WAIT;
-    let url = loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
-        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
-            break url.to_string();
-        }
-    };
+    let url = proxy.mcp_url(deadline);
     let origin = url.trim_end_matches("/mcp");
     let post = |token: Option<&str>, session: Option<&str>, body: &Value| {
         let auth = token.map(|t| format!("Bearer {t}"));
@@ -959,12 +959,7 @@ fn the_python_sdk_client_with_a_jwt() {
         .arg(dir.join("root"));
     let proxy = Session::spawn(command, &dir);
     let deadline = Instant::now() + WAIT;
-    let url = loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
-        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
-            break url.to_string();
-        }
-    };
+    let url = proxy.mcp_url(deadline);
     let now = unix_now();
     let claims = json!({"iss": "https://auth.test.example", "aud": "remit-files", "sub": "user-42",
                         "agent": "agent:coder", "exp": now + 600, "client_id": "cred-1"});
@@ -1115,12 +1110,7 @@ fn the_club_lanes_through_a_real_client() {
         .arg(&calls);
     let proxy = Session::spawn(command, &dir);
     let deadline = Instant::now() + WAIT;
-    let url = loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
-        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
-            break url.to_string();
-        }
-    };
+    let url = proxy.mcp_url(deadline);
     let now = unix_now();
     let token = |scope: &str, client: &str| {
         let claims = json!({"iss": "https://id.harbour-rowing.example", "aud": "club-answers",
@@ -1189,12 +1179,7 @@ fn the_stateless_revision_over_http() {
         .arg(dir.join("root"));
     let proxy = Session::spawn(command, &dir);
     let deadline = Instant::now() + WAIT;
-    let url = loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
-        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
-            break url.to_string();
-        }
-    };
+    let url = proxy.mcp_url(deadline);
     let mut sdk = Command::new(python());
     sdk.arg(root().join("tests/mcp/client.py"))
         .args(["--http", &url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN, "--stateless"])
@@ -1452,12 +1437,7 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     };
     let proxy = Session::spawn(proxy_with(&url), &dir);
     let deadline = Instant::now() + WAIT;
-    let mcp = loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
-        if let Some(mcp) = line.strip_prefix("remit mcp-proxy: mcp ") {
-            break mcp.to_string();
-        }
-    };
+    let mcp = proxy.mcp_url(deadline);
     assert_eq!(hits.load(Ordering::SeqCst), 1, "fetched at start");
     let now = unix_now();
     let claims = json!({"iss": issuer, "aud": "remit-test", "sub": "agent:tester", "exp": now + 300});
@@ -1518,12 +1498,7 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("names another issuer"), "a mismatching issuer");
     *metadata.lock().unwrap() = json!({"issuer": local_issuer, "jwks_uri": url});
     let proxy = Session::spawn(from_issuer(&local_issuer), &dir);
-    let mcp = loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
-        if let Some(mcp) = line.strip_prefix("remit mcp-proxy: mcp ") {
-            break mcp.to_string();
-        }
-    };
+    let mcp = proxy.mcp_url(deadline);
     let claims = json!({"iss": local_issuer, "aud": "remit-test", "sub": "agent:tester", "exp": now + 300});
     let auth = format!("Bearer {}", jwt(ES256, "new", &new, &claims));
     let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
@@ -1551,12 +1526,7 @@ fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
         .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token", "--", &upstream]);
     let proxy = Session::spawn(command, &dir);
     let deadline = Instant::now() + WAIT;
-    let url = loop {
-        let line = proxy.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("the URL");
-        if let Some(url) = line.strip_prefix("remit mcp-proxy: mcp ") {
-            break url.to_string();
-        }
-    };
+    let url = proxy.mcp_url(deadline);
     let post = |extra: &[(&str, &str)], body: &Value| stateless_post(&url, "tester-token", extra, body);
     let meta = stateless_meta();
     let v = ("MCP-Protocol-Version", "2026-07-28");
