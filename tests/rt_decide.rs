@@ -97,8 +97,11 @@ fn decide_speed() {
     let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let engine = wasmtime::Engine::default();
     let runtime = remit::runtime::Runtime::new().unwrap();
-    println!("| request | bytes | old, fuel | v2, fuel | v2/old | old, no fuel | v2, no fuel | v2/old |");
-    println!("|---|---|---|---|---|---|---|---|");
+    let metering = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
+    let metering = remit::runtime::Runtime::with_limits(metering).unwrap();
+    println!("| request | bytes | old, fuel | v2 as loaded (no fuel) | v2/old | v2, fuel | v2 fuel/old | old, no fuel | v2, no fuel | v2/old |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut ratios: [Vec<f64>; 3] = Default::default();
     for name in ["wallet", "bank-disputes", "club", "web-publication"] {
         let program = &support::examples::program(name);
         let old = remit::wasm::compile(program).unwrap();
@@ -106,11 +109,14 @@ fn decide_speed() {
         let mut old_raw = support::wasm::Wasm::new(&engine, &old);
         let mut new_raw = support::wasm::Wasm::new(&engine, &new);
         let mut old_fuel = std::sync::Arc::new(runtime.load(&old).unwrap()).evaluator().unwrap();
-        let mut new_fuel = std::sync::Arc::new(runtime.load(&new).unwrap()).evaluator().unwrap();
+        let loaded = std::sync::Arc::new(runtime.load(&new).unwrap());
+        assert!(!loaded.metered() || std::env::var_os("REMIT_RT_ARTIFACT").is_some());
+        let mut new_loaded = loaded.evaluator().unwrap();
+        let mut new_fuel = std::sync::Arc::new(metering.load(&new).unwrap()).evaluator().unwrap();
         for (i, request) in support::examples::requests(&support::examples::dir(name)).iter().enumerate() {
             assert_eq!(old_raw.decide(request), new_raw.decide(request));
             let batch = 50;
-            let mut samples: [Vec<f64>; 4] = Default::default();
+            let mut samples: [Vec<f64>; 5] = Default::default();
             for _ in 0..rounds {
                 let time = |f: &mut dyn FnMut() -> usize| {
                     let start = Instant::now();
@@ -120,27 +126,46 @@ fn decide_speed() {
                     start.elapsed().as_nanos() as f64 / batch as f64
                 };
                 samples[0].push(time(&mut || old_fuel.decide_with(request, |d| d.len())));
-                samples[1].push(time(&mut || new_fuel.decide_with(request, |d| d.len())));
-                samples[2].push(time(&mut || old_raw.decide(request).len()));
-                samples[3].push(time(&mut || new_raw.decide(request).len()));
+                samples[1].push(time(&mut || new_loaded.decide_with(request, |d| d.len())));
+                samples[2].push(time(&mut || new_fuel.decide_with(request, |d| d.len())));
+                samples[3].push(time(&mut || old_raw.decide(request).len()));
+                samples[4].push(time(&mut || new_raw.decide(request).len()));
             }
             let median = |v: &mut Vec<f64>| {
                 v.sort_by(|a, b| a.partial_cmp(b).unwrap());
                 v[v.len() / 2]
             };
             let m: Vec<f64> = samples.iter_mut().map(median).collect();
+            ratios[0].push(m[1] / m[0]);
+            ratios[1].push(m[2] / m[0]);
+            ratios[2].push(m[4] / m[3]);
             println!(
-                "| {name} #{} | {} | {:.0} ns | {:.0} ns | {:.2} | {:.0} ns | {:.0} ns | {:.2} |",
+                "| {name} #{} | {} | {:.0} ns | {:.0} ns | {:.2} | {:.0} ns | {:.2} | {:.0} ns | {:.0} ns | {:.2} |",
                 i + 1,
                 request.len(),
                 m[0],
                 m[1],
                 m[1] / m[0],
                 m[2],
+                m[2] / m[0],
                 m[3],
-                m[3] / m[2]
+                m[4],
+                m[4] / m[3]
             );
         }
+    }
+    for (what, mut r) in
+        ["v2 as loaded / old with fuel", "v2 with fuel / old with fuel", "both without fuel"].iter().zip(ratios)
+    {
+        r.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let faster = r.iter().filter(|&&x| x < 1.0).count();
+        println!(
+            "{what}: median {:.2}, range {:.2}-{:.2}, v2 faster on {faster} of {}",
+            r[r.len() / 2],
+            r[0],
+            r[r.len() - 1],
+            r.len()
+        );
     }
 }
 
@@ -160,12 +185,16 @@ fn native_loop() {
 }
 
 /// The profiling loops' policy and requests: the example `REMIT_LOOP_EXAMPLE` (wallet by default), all its requests
-/// or only the one numbered `REMIT_LOOP_REQUEST` (from 1, as `fuel_per_decision` numbers them).
+/// or only the one numbered `REMIT_LOOP_REQUEST` (from 1, as `fuel_per_decision` numbers them), or the request in the
+/// file `REMIT_LOOP_FILE`.
 fn loop_requests() -> (remit::ir::Program, Vec<Vec<u8>>) {
     let name = std::env::var("REMIT_LOOP_EXAMPLE").unwrap_or_else(|_| "wallet".into());
     let mut requests = support::examples::requests(&support::examples::dir(&name));
     if let Some(n) = std::env::var("REMIT_LOOP_REQUEST").ok().and_then(|v| v.parse::<usize>().ok()) {
         requests = vec![requests.swap_remove(n - 1)];
+    }
+    if let Ok(path) = std::env::var("REMIT_LOOP_FILE") {
+        requests = vec![std::fs::read(path).unwrap()];
     }
     (support::examples::program(&name), requests)
 }
@@ -212,7 +241,8 @@ fn module_loop() {
 }
 
 /// The scaling series of BENCHMARKS.md (N grants, each on its own tool; the called tool has a grant and a
-/// prohibition) through the old module and module v2 side by side, fuel on: how the latency grows with the policy.
+/// prohibition) through the old module (fuel on) and module v2 as the runtime loads it (no fuel: its work bound)
+/// side by side: how the latency grows with the policy.
 /// `cargo test --release --test rt_decide -- --ignored --nocapture scale_speed`.
 #[test]
 #[ignore]
@@ -221,7 +251,7 @@ fn scale_speed() {
     use std::time::Instant;
     let runtime = remit::runtime::Runtime::new().unwrap();
     let request = br#"{"subject":{"id":"agent:a"},"action":{"name":"t0","arguments":{"x":"v0"}},"resource":{"id":"r"},"context":{"mandate":"scale","now":"2026-12-01T00:00:00Z"}}"#;
-    println!("| grants | old, fuel | v2, fuel | v2/old |");
+    println!("| grants | old, fuel | v2, as loaded | v2/old |");
     println!("|---|---|---|---|");
     for n in [10usize, 1_000, 10_000] {
         let mut text = String::new();
@@ -292,7 +322,8 @@ fn mutated_requests_decide_as_the_interpreter_decides() {
 #[test]
 #[ignore]
 fn fuel_per_decision() {
-    let runtime = remit::runtime::Runtime::new().unwrap();
+    let limits = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
+    let runtime = remit::runtime::Runtime::with_limits(limits).unwrap();
     let (mut total_old, mut total_new) = (0u64, 0u64);
     println!("| request | old fuel | v2 fuel | v2/old |");
     println!("|---|---|---|---|");

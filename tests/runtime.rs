@@ -141,6 +141,37 @@ fn precompiled_modules_load_and_decide_like_the_wasm() {
     assert!(runtime.load(&foreign).is_err(), "a .cwasm compiled without fuel metering must not load");
 }
 
+#[test]
+fn module_v2_runs_unmetered_and_only_module_v2() {
+    let runtime = Runtime::new().unwrap();
+    let program = support::examples::program("wallet");
+    let request = &support::examples::requests(&support::examples::dir("wallet"))[0];
+    let module = remit::wasm::link(&program).unwrap();
+    let expected = remit::eval::decide(&program, request).to_json().into_bytes();
+    for bytes in [module.clone(), runtime.precompile(&module).unwrap()] {
+        let compiled = Arc::new(runtime.load(&bytes).unwrap());
+        assert!(!compiled.metered());
+        let mut evaluator = compiled.evaluator().unwrap();
+        assert_eq!(evaluator.decide(request), expected);
+        assert_eq!(evaluator.fuel_used(), 0);
+    }
+    // A byte of the runtime's code changed (the code is most of the module, the image and metadata at its end)
+    // makes it an ordinary module; another image is still module v2.
+    let mut changed = module.clone();
+    changed[module.len() / 3] ^= 0x40;
+    assert!(!remit::wasm::link::is_linked_runtime(&changed));
+    assert!(remit::wasm::link::is_linked_runtime(&module));
+    let other_image = remit::wasm::link(&support::examples::program("club")).unwrap();
+    assert!(remit::wasm::link::is_linked_runtime(&other_image));
+    assert!(!remit::wasm::link::is_linked_runtime(&stub_a()));
+    assert!(runtime.load(&stub_a()).unwrap().metered());
+    // Metering it on request.
+    let metering = Runtime::with_limits(Limits { meter_bounded: true, ..Limits::default() }).unwrap();
+    let mut metered = Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
+    assert_eq!(metered.decide(request), expected);
+    assert!(metered.fuel_used() > 0);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Hot reload
 

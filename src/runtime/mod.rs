@@ -5,9 +5,11 @@
 //!   [`Compiled`] policy, checking the ABI on the way (no imports, the exports and their types, the ABI version,
 //!   `remit_policy_info`).
 //! - [`Evaluator`] owns one store and one instance of a compiled policy and reuses them across calls (one per
-//!   thread: calls are not re-entrant). Every call is bounded: a fuel budget ([`Limits::fuel`]), a memory cap
-//!   enforced by a resource limiter ([`Limits::memory_bytes`]; decision modules have a fixed memory, so this only
-//!   refuses growth). A trap, an exhausted budget or a broken ABI contract never escapes as an error or a hang: the
+//!   thread: calls are not re-entrant). Every call is bounded: module v2 (the committed runtime linked with a
+//!   policy image, checked byte for byte by `wasm::link::is_linked_runtime`) by its own work bound, linear in the
+//!   request's length for a given policy (docs/module-v2.md, "The work bound"), so it runs without a fuel meter;
+//!   every other module by a fuel budget ([`Limits::fuel`]). A memory cap is enforced by a resource limiter
+//!   ([`Limits::memory_bytes`]; decision modules have a fixed memory, so this only refuses growth). A trap, an exhausted budget or a broken ABI contract never escapes as an error or a hang: the
 //!   call answers a `deny` decision with the reason `runtime.trap` or `runtime.fuel-exhausted`, and the instance is
 //!   replaced before the next call.
 //! - [`PolicyHandle`] swaps the compiled policy atomically (hot reload): an evaluator made by
@@ -53,18 +55,24 @@ pub struct Limits {
     pub fuel: u64,
     /// The largest linear memory an instance may have, in bytes.
     pub memory_bytes: usize,
+    /// Meter module v2 too (by default it runs without fuel: its work is bounded by construction). For measuring
+    /// its fuel, and for hosts that want one meter for every module.
+    pub meter_bounded: bool,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { fuel: DEFAULT_FUEL, memory_bytes: DEFAULT_MEMORY_CAP }
+        Limits { fuel: DEFAULT_FUEL, memory_bytes: DEFAULT_MEMORY_CAP, meter_bounded: false }
     }
 }
 
-/// A wasmtime engine configured for decision modules, with the per-call limits.
+/// The wasmtime engines for decision modules, with the per-call limits.
 #[derive(Clone)]
 pub struct Runtime {
+    /// Fuel metering compiled in: for every module whose work is not known to be bounded.
     engine: Engine,
+    /// No fuel metering: for module v2 (see the module's header).
+    bounded: Engine,
     limits: Limits,
 }
 
@@ -74,11 +82,18 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-/// The engine configuration. Fuel metering is compiled into the code, so a `.cwasm` only loads into an engine with
-/// the same configuration (and the same wasmtime version): `remit build --precompile` uses this one.
-fn config() -> Config {
+/// The engine configuration, metered or not. Fuel metering is compiled into the code, so a `.cwasm` only loads into
+/// an engine with the same configuration (and the same wasmtime version): `remit build --precompile` uses these.
+fn config(metered: bool) -> Config {
     let mut config = Config::new();
-    config.consume_fuel(true);
+    config.consume_fuel(metered);
+    if !metered {
+        // Module v2 uses no SIMD (docs/abi.md). Turning it off also makes this engine refuse a `.cwasm` compiled
+        // with wasmtime's defaults and no fuel: a module precompiled elsewhere without a meter does not get in here
+        // by accident.
+        config.wasm_relaxed_simd(false);
+        config.wasm_simd(false);
+    }
     config
 }
 
@@ -93,32 +108,51 @@ impl Runtime {
     }
 
     pub fn with_limits(limits: Limits) -> Result<Runtime, String> {
-        let engine = Engine::new(&config()).map_err(err("cannot set up wasmtime"))?;
-        Ok(Runtime { engine, limits })
+        let engine = Engine::new(&config(true)).map_err(err("cannot set up wasmtime"))?;
+        let bounded = Engine::new(&config(false)).map_err(err("cannot set up wasmtime"))?;
+        Ok(Runtime { engine, bounded, limits })
     }
 
     pub fn limits(&self) -> Limits {
         self.limits
     }
 
+    /// The metered engine (every module but module v2).
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
 
+    /// Whether `wasm` runs without a fuel meter here: module v2 (the runtime linked with an image), unless the
+    /// limits meter it too.
+    pub fn is_bounded(&self, wasm: &[u8]) -> bool {
+        !self.limits.meter_bounded && crate::wasm::link::is_linked_runtime(wasm)
+    }
+
     /// Compiles a `.wasm` ahead of time into the bytes of a `.cwasm` for this engine configuration and wasmtime
-    /// version.
+    /// version (unmetered for module v2, [`Runtime::is_bounded`]).
     pub fn precompile(&self, wasm: &[u8]) -> Result<Vec<u8>, String> {
-        self.engine.precompile_module(wasm).map_err(err("cannot precompile the module"))
+        let engine = if self.is_bounded(wasm) { &self.bounded } else { &self.engine };
+        engine.precompile_module(wasm).map_err(err("cannot precompile the module"))
     }
 
     /// Loads a decision module from a `.wasm` or a `.cwasm` (told apart by their contents) and checks its ABI.
     pub fn load(&self, bytes: &[u8]) -> Result<Compiled, String> {
-        let module = match Engine::detect_precompiled(bytes) {
-            Some(Precompiled::Module) => deserialize(&self.engine, bytes)?,
+        let (module, metered) = match Engine::detect_precompiled(bytes) {
+            // A `.cwasm` is trusted whole (see `deserialize`): it loads into the engine it was compiled for, which
+            // `remit build --precompile` chose by the same test as below.
+            Some(Precompiled::Module) => match deserialize(&self.engine, bytes) {
+                Ok(module) => (module, true),
+                Err(metered) if self.limits.meter_bounded => return Err(metered),
+                Err(metered) => (deserialize(&self.bounded, bytes).map_err(|_| metered)?, false),
+            },
             Some(Precompiled::Component) => return Err("this is a precompiled component, not a decision module".into()),
-            None => Module::new(&self.engine, bytes).map_err(err("not a valid WebAssembly module"))?,
+            None => {
+                let bounded = self.is_bounded(bytes);
+                let engine = if bounded { &self.bounded } else { &self.engine };
+                (Module::new(engine, bytes).map_err(err("not a valid WebAssembly module"))?, !bounded)
+            }
         };
-        Compiled::new(self, module)
+        Compiled::new(self, module, metered)
     }
 
     /// [`Runtime::load`] of a file.
@@ -154,6 +188,8 @@ pub struct Compiled {
     engine: Engine,
     module: Module,
     limits: Limits,
+    /// Whether calls are metered by fuel (false for module v2, whose work is bounded without a meter).
+    metered: bool,
     info: PolicyInfo,
 }
 
@@ -171,7 +207,7 @@ const FUNCTIONS: [(&str, &[ValType], &[ValType]); 4] = [
 ];
 
 impl Compiled {
-    fn new(runtime: &Runtime, module: Module) -> Result<Compiled, String> {
+    fn new(runtime: &Runtime, module: Module, metered: bool) -> Result<Compiled, String> {
         if let Some(import) = module.imports().next() {
             return Err(format!(
                 "the module imports `{}.{}`: a decision module imports nothing",
@@ -181,14 +217,15 @@ impl Compiled {
         }
         check_exports(&module)?;
         let mut compiled = Compiled {
-            engine: runtime.engine.clone(),
+            engine: if metered { runtime.engine.clone() } else { runtime.bounded.clone() },
             module,
             limits: runtime.limits,
+            metered,
             info: PolicyInfo { policy: String::new(), json: String::new() },
         };
         // One instantiation now, so a module that cannot run here is refused at load time, not on a request.
         let mut live = Live::new(&compiled)?;
-        let json = live.policy_info(compiled.limits.fuel)?;
+        let json = live.policy_info()?;
         compiled.info = parse_info(json)?;
         Ok(compiled)
     }
@@ -204,6 +241,11 @@ impl Compiled {
 
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// Whether calls are metered by fuel: false for module v2, whose work is bounded without a meter.
+    pub fn metered(&self) -> bool {
+        self.metered
     }
 
     /// A new evaluator (one instance) of this policy.
@@ -271,6 +313,8 @@ impl Failure {
 
 /// One store and instance with the exports resolved.
 struct Live {
+    /// The fuel every call starts with; `None` for an unmetered module.
+    fuel: Option<u64>,
     store: Store<StoreLimits>,
     memory: Memory,
     alloc: TypedFunc<i32, i32>,
@@ -295,7 +339,10 @@ impl Live {
             .build();
         let mut store = Store::new(&compiled.engine, limits);
         store.limiter(|limits| limits);
-        store.set_fuel(compiled.limits.fuel).map_err(err("cannot set fuel"))?;
+        let fuel = compiled.metered.then_some(compiled.limits.fuel);
+        if let Some(fuel) = fuel {
+            store.set_fuel(fuel).map_err(err("cannot set fuel"))?;
+        }
         let instance =
             Instance::new(&mut store, &compiled.module, &[]).map_err(err("cannot instantiate the module"))?;
         let version = instance
@@ -312,7 +359,7 @@ impl Live {
             instance.get_typed_func(&mut store, "remit_visible_tools").map_err(err("`remit_visible_tools`"))?;
         let policy_info =
             instance.get_typed_func(&mut store, "remit_policy_info").map_err(err("`remit_policy_info`"))?;
-        Ok(Live { store, memory, alloc, decide, visible_tools, policy_info })
+        Ok(Live { fuel, store, memory, alloc, decide, visible_tools, policy_info })
     }
 
     /// The bytes `(ptr << 32) | len` designates, when they lie inside the memory.
@@ -326,8 +373,10 @@ impl Live {
     }
 
     /// Writes the request and calls the entry point; the result's place in memory.
-    fn call(&mut self, entry: Entry, request: &[u8], fuel: u64) -> Result<(usize, usize), Failure> {
-        self.store.set_fuel(fuel).map_err(|_| Failure::Trap)?;
+    fn call(&mut self, entry: Entry, request: &[u8]) -> Result<(usize, usize), Failure> {
+        if let Some(fuel) = self.fuel {
+            self.store.set_fuel(fuel).map_err(|_| Failure::Trap)?;
+        }
         // A length beyond i32 is oversize anyway: `remit_alloc` answers 0 and the module denies it.
         let len = i32::try_from(request.len()).unwrap_or(i32::MAX);
         let ptr = self.alloc.call(&mut self.store, len).map_err(|e| Failure::of(&e))?;
@@ -343,8 +392,10 @@ impl Live {
         self.result(packed)
     }
 
-    fn policy_info(&mut self, fuel: u64) -> Result<Vec<u8>, String> {
-        self.store.set_fuel(fuel).map_err(err("cannot set fuel"))?;
+    fn policy_info(&mut self) -> Result<Vec<u8>, String> {
+        if let Some(fuel) = self.fuel {
+            self.store.set_fuel(fuel).map_err(err("cannot set fuel"))?;
+        }
         let packed = self.policy_info.call(&mut self.store, ()).map_err(err("`remit_policy_info` failed"))?;
         let (ptr, len) = self.result(packed).map_err(|_| "`remit_policy_info` returned bytes outside its memory")?;
         Ok(self.memory.data(&self.store)[ptr..ptr + len].to_vec())
@@ -402,10 +453,13 @@ impl Evaluator {
         }
     }
 
-    /// The fuel the last call used (0 after a failed one that replaced the instance).
+    /// The fuel the last call used (0 after a failed one that replaced the instance, and for an unmetered module).
     pub fn fuel_used(&self) -> u64 {
-        let left = self.live.as_ref().and_then(|live| live.store.get_fuel().ok());
-        left.map_or(0, |left| self.compiled.limits.fuel.saturating_sub(left))
+        let Some(live) = self.live.as_ref() else { return 0 };
+        match (live.fuel, live.store.get_fuel()) {
+            (Some(fuel), Ok(left)) => fuel.saturating_sub(left),
+            _ => 0,
+        }
     }
 
     fn memory(&self) -> &[u8] {
@@ -418,7 +472,7 @@ impl Evaluator {
             self.live = Some(Live::new(&self.compiled).map_err(|_| Failure::Trap)?);
         }
         let live = self.live.as_mut().expect("just instantiated");
-        let result = live.call(entry, request, self.compiled.limits.fuel);
+        let result = live.call(entry, request);
         if result.is_err() {
             // The instance stopped mid-call: its memory and globals are in an unknown state.
             self.live = None;

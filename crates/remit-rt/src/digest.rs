@@ -12,7 +12,7 @@
 //! enough: each object on the current path holds its keys there). Recursion follows the nesting, which the parser
 //! bounds at 64; a deeper tape (not from the parser) is written as `null` below that depth.
 
-use crate::json::{heap_sort, Doc, ARRAY, FALSE, MAX_DEPTH, NULL, NUMBER, OBJECT, STRING, TRUE};
+use crate::json::{merge_sort, Doc, ARRAY, FALSE, MAX_DEPTH, NULL, NUMBER, OBJECT, STRING, TRUE};
 use crate::out::{write_string, write_string_tok};
 use crate::sha256::Sha256;
 use crate::{copy, Sink};
@@ -87,8 +87,9 @@ pub fn write_canonical(out: &mut impl Sink, doc: &Doc<'_>, tok: u32, keys: &mut 
                 return false;
             }
             let (mine, rest) = keys.split_at_mut(len.min(keys.len()));
-            // Equal keys keep their input order, so the last of them is the one written.
-            heap_sort(mine, |a, b| doc.text_cmp(a, b).then(a.cmp(&b)).is_lt());
+            // Equal keys keep their input order, so the last of them is the one written. `rest` is free until the
+            // values are written: the sort's buffer.
+            merge_sort(mine, rest, |a, b| doc.text_cmp(a, b).then(a.cmp(&b)).is_lt());
             out.byte(b'{');
             let mut first = true;
             for (i, &key) in mine.iter().enumerate() {

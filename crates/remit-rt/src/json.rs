@@ -237,7 +237,7 @@ impl<'a> Doc<'a> {
     /// Byte order of the unescaped contents of string tokens `a` and `b`.
     pub fn text_cmp(&self, a: u32, b: u32) -> core::cmp::Ordering {
         if (self.token(a).flags() | self.token(b).flags()) & ESCAPED == 0 {
-            return self.raw(a).cmp(self.raw(b));
+            return crate::compare_bytes(self.raw(a), self.raw(b));
         }
         self.text(a).cmp(self.text(b))
     }
@@ -842,8 +842,16 @@ fn sorted_keys_distinct(input: &[u8], tape: &[Token], keys: &mut [u32], obj: u32
         len += 1;
         k = doc.token(doc.token(k).next).next;
     }
-    let keys = keys.get_mut(..len).unwrap_or(&mut []);
-    heap_sort(keys, |a, b| doc.text_cmp(a, b).is_lt());
+    if len > keys.len() {
+        return Err(JsonError::TooLarge);
+    }
+    let (keys, buf) = keys.split_at_mut(len);
+    // Keys without escapes (nearly always all of them) compare as raw bytes, inline in the sort.
+    if keys.iter().all(|&k| doc.token(k).flags() & ESCAPED == 0) {
+        merge_sort(keys, buf, |a, b| crate::compare_bytes(doc.raw(a), doc.raw(b)).is_lt());
+    } else {
+        merge_sort(keys, buf, |a, b| doc.text_cmp(a, b).is_lt());
+    }
     for pair in keys.windows(2) {
         if let [a, b] = pair {
             if doc.text_eq(*a, *b) {
@@ -852,6 +860,67 @@ fn sorted_keys_distinct(input: &[u8], tape: &[Token], keys: &mut [u32], obj: u32
         }
     }
     Ok(())
+}
+
+/// Sorts `v` by `less`, stably, with `buf` (at least as long as `v`, else [`heap_sort`] in place) as the merge's
+/// other half: no allocation, no recursion, at most `n ⌈log2 n⌉` comparisons on every input, about half of what
+/// [`heap_sort`] makes. For the sorts whose length the input chooses (a request's object keys and approvals), where
+/// the comparisons are most of the work.
+pub fn merge_sort(v: &mut [u32], buf: &mut [u32], less: impl Fn(u32, u32) -> bool) {
+    let n = v.len();
+    let buf = match buf.get_mut(..n) {
+        Some(buf) => buf,
+        None => return heap_sort(v, less),
+    };
+    // Runs of `width` merged pairwise, from `v` into `buf` and back, until one run covers everything.
+    let mut width = 1;
+    let mut in_buf = false;
+    while width < n {
+        if in_buf {
+            merge_runs(buf, v, width, &less);
+        } else {
+            merge_runs(v, buf, width, &less);
+        }
+        in_buf = !in_buf;
+        width *= 2;
+    }
+    if in_buf {
+        for (d, s) in v.iter_mut().zip(buf.iter()) {
+            *d = *s;
+        }
+    }
+}
+
+/// One pass of [`merge_sort`]: each two neighbouring runs of `width` in `src` merged into the same place of `dst`
+/// (the left one first among equals).
+fn merge_runs(src: &[u32], dst: &mut [u32], width: usize, less: &impl Fn(u32, u32) -> bool) {
+    let n = src.len().min(dst.len());
+    let mut start = 0;
+    while start < n {
+        let mid = n.min(start + width);
+        let end = n.min(mid + width);
+        let (mut i, mut j) = (start, mid);
+        for slot in dst.get_mut(start..end).unwrap_or(&mut []) {
+            let left = src.get(i).copied().filter(|_| i < mid);
+            let right = src.get(j).copied().filter(|_| j < end);
+            *slot = match (left, right) {
+                (Some(l), Some(r)) if less(r, l) => {
+                    j += 1;
+                    r
+                }
+                (Some(l), _) => {
+                    i += 1;
+                    l
+                }
+                (None, Some(r)) => {
+                    j += 1;
+                    r
+                }
+                (None, None) => 0,
+            };
+        }
+        start = end;
+    }
 }
 
 fn swap(v: &mut [u32], a: usize, b: usize) {
@@ -927,6 +996,36 @@ impl Buffers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sorts_sort() {
+        // Every length up to 70 (runs of every parity), values with repeats; stability by sorting on the high
+        // half only and checking the low half keeps its order among equals.
+        let mut state = 0x9e37_79b9u32;
+        for n in 0..70 {
+            let v: Vec<u32> = (0..n)
+                .map(|i| {
+                    state ^= state << 13;
+                    state ^= state >> 17;
+                    state ^= state << 5;
+                    (state % 7) << 16 | i
+                })
+                .collect();
+            let mut expected = v.clone();
+            expected.sort_by_key(|x| x >> 16);
+            let mut merged = v.clone();
+            merge_sort(&mut merged, &mut vec![0; n as usize], |a, b| a >> 16 < b >> 16);
+            assert_eq!(merged, expected, "merge {n}");
+            let mut short = v.clone();
+            merge_sort(&mut short, &mut vec![0; (n as usize).saturating_sub(1)], |a, b| a >> 16 < b >> 16);
+            assert!(short.windows(2).all(|w| w[0] >> 16 <= w[1] >> 16), "heap fallback {n}");
+            let mut heap = v.clone();
+            heap_sort(&mut heap, |a, b| a < b);
+            let mut sorted = v;
+            sorted.sort_unstable();
+            assert_eq!(heap, sorted, "heap {n}");
+        }
+    }
 
     fn check(text: &[u8]) -> Result<u32, JsonError> {
         Buffers::new().parse(text).map(|(doc, _)| doc.tape.len() as u32)

@@ -8,7 +8,7 @@
 //! timestamps and the attempt number are converted. The usable approvals are listed in a slot buffer the caller
 //! gives (the parse's key slots, [`crate::json::Scratch::keys`], which the parse no longer needs).
 
-use crate::json::{heap_sort, Doc, Key, ARRAY, FALSE, NULL, NUMBER, OBJECT, STRING, TRUE};
+use crate::json::{merge_sort, Doc, Key, ARRAY, FALSE, NULL, NUMBER, OBJECT, STRING, TRUE};
 use crate::value::{parse_timestamp, DECIMAL_SCALE};
 
 /// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
@@ -428,7 +428,9 @@ pub fn usable_approvals<'a>(
     slots: &'a mut [u32],
     read: &mut [Approval],
 ) -> Option<&'a [u32]> {
-    // The items with a string id (only they can be grouped, and only they can be usable).
+    // The items with a string id (only they can be grouped, and only they can be usable) at the front of `slots`,
+    // their ids after them: both in document order, as each id lies inside its item. The ids are sorted and grouped
+    // without looking anything up again (an id looked up per comparison cost most of a decision with many approvals).
     let mut len = 0;
     for item in elements(doc, items) {
         if doc.token(item).kind() == OBJECT && doc.get(item, b"id").map(|id| doc.token(id).kind()) == Some(STRING) {
@@ -436,35 +438,57 @@ pub fn usable_approvals<'a>(
             len += 1;
         }
     }
-    let listed = slots.get_mut(..len)?;
-    let id = |item: u32| doc.get(item, b"id").unwrap_or(u32::MAX);
-    heap_sort(listed, |a, b| doc.text_cmp(id(a), id(b)).is_lt());
-    // A group whose items are not all well formed and equal is struck out (its slots set to `u32::MAX`).
+    if len > slots.len() {
+        return None;
+    }
+    let (listed, rest) = slots.split_at_mut(len);
+    if len > rest.len() {
+        return None;
+    }
+    let (ids, buf) = rest.split_at_mut(len);
+    for (id, &item) in ids.iter_mut().zip(listed.iter()) {
+        *id = doc.get(item, b"id")?;
+    }
+    merge_sort(ids, buf, |a, b| doc.text_cmp(a, b).is_lt());
+    // A group whose items are not all well formed and equal is struck out in `listed` (the `STRUCK` bit set, above
+    // every token index, so `listed` stays in order). The item an id lies in is the last item that starts before it.
+    const STRUCK: u32 = 1 << 31;
+    let place = |listed: &[u32], id: u32| listed.partition_point(|&item| item & !STRUCK < id).wrapping_sub(1);
     let mut first = 0;
     while first < len {
-        let head = *listed.get(first)?;
+        let head = *ids.get(first)?;
         let mut end = first + 1;
-        while end < len && doc.text_eq(id(head), id(*listed.get(end)?)) {
+        while end < len && doc.text_eq(head, *ids.get(end)?) {
             end += 1;
         }
-        let group = listed.get_mut(first..end)?;
-        let contradicted = group.len() > 1
-            && group.iter().any(|&item| {
-                approval(doc, item).is_none() || !APPROVAL_FIELDS.iter().all(|key| same(doc, item, head, key.name))
+        let group = ids.get(first..end)?;
+        if group.len() > 1 {
+            let head = *listed.get(place(listed, head))? & !STRUCK;
+            let contradicted = group.iter().any(|&id| match listed.get(place(listed, id)) {
+                Some(&item) => {
+                    let item = item & !STRUCK;
+                    approval(doc, item).is_none() || !APPROVAL_FIELDS.iter().all(|key| same(doc, item, head, key.name))
+                }
+                None => true,
             });
-        if contradicted {
-            group.iter_mut().for_each(|slot| *slot = u32::MAX);
+            if contradicted {
+                for &id in group {
+                    let at = place(listed, id);
+                    if let Some(slot) = listed.get_mut(at) {
+                        *slot |= STRUCK;
+                    }
+                }
+            }
         }
         first = end;
     }
-    // Back in document order (the struck ones last), then keep the well-formed ones, reading the first of them
-    // into `read` on the way.
-    heap_sort(listed, |a, b| a < b);
+    // The well-formed ones that are not struck out, in document order at the front of `slots`, the first of them
+    // also read into `read`.
     let mut kept = 0;
     for k in 0..len {
         let item = *listed.get(k)?;
-        if item == u32::MAX {
-            break;
+        if item & STRUCK != 0 {
+            continue;
         }
         if let Some(approval) = approval(doc, item) {
             *listed.get_mut(kept)? = item;
