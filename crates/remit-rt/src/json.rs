@@ -179,7 +179,9 @@ impl<'a> Doc<'a> {
         };
         let end = self.token(obj).next;
         let mut k = obj + 1;
-        while k < end {
+        // Keys are distinct in a parsed document, so the pass ends once every name is found.
+        let mut missing = names.len();
+        while k < end && missing > 0 {
             let kt = self.token(k);
             let at = if kt.flags() & ESCAPED == 0 {
                 let key = self.key_words(&kt);
@@ -188,6 +190,9 @@ impl<'a> Doc<'a> {
                 names.iter().position(|name| self.text(k).eq(name.name.iter().copied()))
             };
             if let Some(slot) = at.and_then(|i| found.get_mut(i)) {
+                if slot.is_none() {
+                    missing -= 1;
+                }
                 *slot = Some(kt.next);
             }
             // The key's value, then the next key (`max`: always forward, on any tape).

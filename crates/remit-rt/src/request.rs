@@ -431,12 +431,30 @@ pub fn usable_approvals<'a>(
     // The items with a string id (only they can be grouped, and only they can be usable) at the front of `slots`,
     // their ids after them: both in document order, as each id lies inside its item. The ids are sorted and grouped
     // without looking anything up again (an id looked up per comparison cost most of a decision with many approvals).
+    // Each item's id is looked up once, written beside it, and the pairs then split into the two lists through the
+    // room past them (an item with an id is at least three tokens, so three slots per item are always there).
     let mut len = 0;
     for item in elements(doc, items) {
-        if doc.token(item).kind() == OBJECT && doc.get(item, b"id").map(|id| doc.token(id).kind()) == Some(STRING) {
-            *slots.get_mut(len)? = item;
+        if doc.token(item).kind() != OBJECT {
+            continue;
+        }
+        if let Some(id) = doc.get(item, b"id").filter(|&id| doc.token(id).kind() == STRING) {
+            *slots.get_mut(2 * len)? = item;
+            *slots.get_mut(2 * len + 1)? = id;
             len += 1;
         }
+    }
+    if 3 * len > slots.len() {
+        return None;
+    }
+    for k in 0..len {
+        *slots.get_mut(2 * len + k)? = *slots.get(2 * k + 1)?;
+    }
+    for k in 0..len {
+        *slots.get_mut(k)? = *slots.get(2 * k)?;
+    }
+    for k in 0..len {
+        *slots.get_mut(len + k)? = *slots.get(2 * len + k)?;
     }
     if len > slots.len() {
         return None;
@@ -446,9 +464,6 @@ pub fn usable_approvals<'a>(
         return None;
     }
     let (ids, buf) = rest.split_at_mut(len);
-    for (id, &item) in ids.iter_mut().zip(listed.iter()) {
-        *id = doc.get(item, b"id")?;
-    }
     merge_sort(ids, buf, |a, b| doc.text_cmp(a, b).is_lt());
     // A group whose items are not all well formed and equal is struck out in `listed` (the `STRUCK` bit set, above
     // every token index, so `listed` stays in order). The item an id lies in is the last item that starts before it.
