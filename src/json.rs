@@ -17,7 +17,9 @@ use std::str::FromStr;
 
 use serde_json::{Map, Number, Value};
 
-use crate::wasm::layout::MAX_INPUT;
+/// Largest request accepted, in bytes (docs/abi.md): a larger one is `request.oversize`. The runtime crate's
+/// `remit_rt::MAX_INPUT` is the same (tests/rt_native.rs).
+pub const MAX_INPUT: usize = 256 * 1024;
 
 /// Deepest nesting accepted: the root container is at depth 1.
 pub const MAX_DEPTH: usize = 64;
@@ -55,7 +57,7 @@ pub fn validate(input: &[u8]) -> Result<(), JsonError> {
 
 /// Reads `input` as one acceptable JSON document (see the module documentation).
 pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
-    if input.len() > MAX_INPUT as usize {
+    if input.len() > MAX_INPUT {
         return Err(JsonError::TooLarge);
     }
     parse_within(input, MAX_DEPTH)
@@ -519,7 +521,7 @@ mod tests {
 
     #[test]
     fn size_limit() {
-        let limit = MAX_INPUT as usize;
+        let limit = MAX_INPUT;
         let mut text = vec![b' '; limit];
         text[0] = b'1';
         assert_eq!(validate(&text), Ok(()));

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use remit::wasm::layout::MAX_INPUT;
+use remit::json::MAX_INPUT;
 use support::stub::{deny, raw_module, Listing, STUB_VISIBLE};
 use support::{corpus, frames, garbage, installed, remit_bin, root, run, temp_dir, unframe, Unit};
 
@@ -92,12 +92,10 @@ fn module(unit: &Unit, dir: &Path) -> PathBuf {
     if unit.name.starts_with("examples/") {
         let out = run(Command::new(remit_bin()).arg("build").arg(&unit.dir).arg("-o").arg(&path), secs(120));
         assert!(out.status.success(), "remit build {}: {}", unit.name, String::from_utf8_lossy(&out.stderr));
-        // `remit build` adds the gateway's metadata (a custom section hosts ignore) to the library's module.
-        let library = remit::wasm::compile(&unit.program).unwrap();
-        let with_meta = remit::gateway::meta::embed(&library, &remit::gateway::PolicyMeta::from_program(&unit.program));
+        // `remit build` writes the library's module (with the gateway's metadata, a custom section hosts ignore).
         assert!(
-            std::fs::read(&path).unwrap() == with_meta,
-            "{}: `remit build` is the library's module plus the gateway metadata",
+            std::fs::read(&path).unwrap() == remit::wasm::compile(&unit.program).unwrap(),
+            "{}: `remit build` is the library's module",
             unit.name
         );
     } else {
@@ -183,7 +181,7 @@ fn failing_calls_are_denied_and_the_instance_replaced(host: Host) {
     let wasm = dir.join("stub.wasm");
     std::fs::write(&wasm, stub(1)).unwrap();
     let mut requests: Vec<Vec<u8>> = vec![b"echo".to_vec(), b"T".to_vec(), b"after a trap".to_vec(), b"X".to_vec()];
-    requests.extend([b"after X".to_vec(), Vec::new(), vec![b'y'; MAX_INPUT as usize], vec![0xff, 0x00, 0x80]]);
+    requests.extend([b"after X".to_vec(), Vec::new(), vec![b'y'; MAX_INPUT], vec![0xff, 0x00, 0x80]]);
     if !matches!(host, Host::Js) {
         // Node has no fuel: an endless call is bounded by a worker thread and a deadline (hosts/js/src/bounded.ts).
         requests.extend([b"L".to_vec(), b"after a runaway call".to_vec()]);
@@ -192,7 +190,7 @@ fn failing_calls_are_denied_and_the_instance_replaced(host: Host) {
     let results = host_results(host, &dir, &wasm, &requests, false);
     let trap = deny("runtime.trap", STUB_POLICY);
     let mut expected = vec![b"echo".to_vec(), trap.clone(), b"after a trap".to_vec(), trap, b"after X".to_vec()];
-    expected.extend([Vec::new(), vec![b'y'; MAX_INPUT as usize], vec![0xff, 0x00, 0x80]]);
+    expected.extend([Vec::new(), vec![b'y'; MAX_INPUT], vec![0xff, 0x00, 0x80]]);
     if !matches!(host, Host::Js) {
         expected.extend([deny("runtime.fuel-exhausted", STUB_POLICY), b"after a runaway call".to_vec()]);
     }

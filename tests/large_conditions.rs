@@ -1,6 +1,7 @@
-//! Large conditions build (issue 7, item 4): a condition too large for one wasm function (a 50,000-term `or` used
-//! to fail `remit build` with "function body size exceeds limit" after passing `remit check`) is split into
-//! functions of bounded size, and the split module decides exactly as the interpreter does, errors included.
+//! Large conditions build (issue 7, item 4): a 50,000-term `or` used to fail `remit build` with "function body size
+//! exceeds limit" after passing `remit check` (when conditions were wasm code). Conditions are data in the policy
+//! image now, evaluated without recursion; a policy of such conditions builds and decides exactly as the interpreter
+//! does, errors included.
 
 use std::sync::Arc;
 

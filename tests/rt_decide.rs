@@ -87,9 +87,10 @@ fn linked_modules_equal_the_native_engine() {
     assert!(failures.is_empty(), "{} of {compared} requests differ; first:\n{shown:#?}", failures.len());
 }
 
-/// Old module (hand-written backend) and module v2 side by side on the examples' requests: wasmtime, fuel on
-/// (`remit::runtime`, the product's bound) and off (bare ABI calls), interleaved rounds, per-call medians. A timing
-/// benchmark, not a test: `cargo test --release --test rt_decide -- --ignored --nocapture decide_speed`.
+/// The decision module on the examples' requests: as `remit::runtime` loads it (no fuel: its work bound), metered
+/// by fuel, and as bare ABI calls, interleaved rounds, per-call medians. A timing benchmark, not a test:
+/// `cargo test --release --test rt_decide -- --ignored --nocapture decide_speed`. With `REMIT_RT_ARTIFACT` the
+/// module is not the committed runtime's, so "as loaded" is metered too: compare builds on the other columns.
 #[test]
 #[ignore]
 fn decide_speed() {
@@ -99,24 +100,21 @@ fn decide_speed() {
     let runtime = remit::runtime::Runtime::new().unwrap();
     let metering = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
     let metering = remit::runtime::Runtime::with_limits(metering).unwrap();
-    println!("| request | bytes | old, fuel | v2 as loaded (no fuel) | v2/old | v2, fuel | v2 fuel/old | old, no fuel | v2, no fuel | v2/old |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    let mut ratios: [Vec<f64>; 3] = Default::default();
+    println!("| request | bytes | as loaded (no fuel) | with fuel | fuel / as loaded | bare ABI call |");
+    println!("|---|---|---|---|---|---|");
+    let mut p50s = Vec::new();
+    let mut ratios = Vec::new();
     for name in ["wallet", "bank-disputes", "club", "web-publication"] {
         let program = &support::examples::program(name);
-        let old = remit::wasm::compile(program).unwrap();
-        let new = linked(program);
-        let mut old_raw = support::wasm::Wasm::new(&engine, &old);
-        let mut new_raw = support::wasm::Wasm::new(&engine, &new);
-        let mut old_fuel = std::sync::Arc::new(runtime.load(&old).unwrap()).evaluator().unwrap();
-        let loaded = std::sync::Arc::new(runtime.load(&new).unwrap());
+        let module = linked(program);
+        let mut raw = support::wasm::Wasm::new(&engine, &module);
+        let loaded = std::sync::Arc::new(runtime.load(&module).unwrap());
         assert!(!loaded.metered() || std::env::var_os("REMIT_RT_ARTIFACT").is_some());
-        let mut new_loaded = loaded.evaluator().unwrap();
-        let mut new_fuel = std::sync::Arc::new(metering.load(&new).unwrap()).evaluator().unwrap();
+        let mut loaded = loaded.evaluator().unwrap();
+        let mut fuel = std::sync::Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
         for (i, request) in support::examples::requests(&support::examples::dir(name)).iter().enumerate() {
-            assert_eq!(old_raw.decide(request), new_raw.decide(request));
             let batch = 50;
-            let mut samples: [Vec<f64>; 5] = Default::default();
+            let mut samples: [Vec<f64>; 3] = Default::default();
             for _ in 0..rounds {
                 let time = |f: &mut dyn FnMut() -> usize| {
                     let start = Instant::now();
@@ -125,48 +123,36 @@ fn decide_speed() {
                     }
                     start.elapsed().as_nanos() as f64 / batch as f64
                 };
-                samples[0].push(time(&mut || old_fuel.decide_with(request, |d| d.len())));
-                samples[1].push(time(&mut || new_loaded.decide_with(request, |d| d.len())));
-                samples[2].push(time(&mut || new_fuel.decide_with(request, |d| d.len())));
-                samples[3].push(time(&mut || old_raw.decide(request).len()));
-                samples[4].push(time(&mut || new_raw.decide(request).len()));
+                samples[0].push(time(&mut || loaded.decide_with(request, |d| d.len())));
+                samples[1].push(time(&mut || fuel.decide_with(request, |d| d.len())));
+                samples[2].push(time(&mut || raw.decide(request).len()));
             }
-            let median = |v: &mut Vec<f64>| {
-                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                v[v.len() / 2]
-            };
-            let m: Vec<f64> = samples.iter_mut().map(median).collect();
-            ratios[0].push(m[1] / m[0]);
-            ratios[1].push(m[2] / m[0]);
-            ratios[2].push(m[4] / m[3]);
+            let m: Vec<f64> = samples.iter_mut().map(|v| median(v)).collect();
+            p50s.push(m[0]);
+            ratios.push(m[1] / m[0]);
             println!(
-                "| {name} #{} | {} | {:.0} ns | {:.0} ns | {:.2} | {:.0} ns | {:.2} | {:.0} ns | {:.0} ns | {:.2} |",
+                "| {name} #{} | {} | {:.0} ns | {:.0} ns | {:.2} | {:.0} ns |",
                 i + 1,
                 request.len(),
                 m[0],
                 m[1],
                 m[1] / m[0],
-                m[2],
-                m[2] / m[0],
-                m[3],
-                m[4],
-                m[4] / m[3]
+                m[2]
             );
         }
     }
-    for (what, mut r) in
-        ["v2 as loaded / old with fuel", "v2 with fuel / old with fuel", "both without fuel"].iter().zip(ratios)
-    {
-        r.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let faster = r.iter().filter(|&&x| x < 1.0).count();
-        println!(
-            "{what}: median {:.2}, range {:.2}-{:.2}, v2 faster on {faster} of {}",
-            r[r.len() / 2],
-            r[0],
-            r[r.len() - 1],
-            r.len()
-        );
-    }
+    let (p50, ratio) = (median(&mut p50s), median(&mut ratios));
+    let (lo, hi) = (p50s[0], p50s[p50s.len() - 1]);
+    println!(
+        "as loaded: median {p50:.0} ns ({lo:.0}-{hi:.0} ns) over {} requests; with fuel: median {ratio:.2}x",
+        p50s.len()
+    );
+}
+
+/// The median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
 }
 
 /// A loop over the runtime natively, for profiling (`perf record` the test binary):
@@ -199,7 +185,7 @@ fn loop_requests() -> (remit::ir::Program, Vec<Vec<u8>>) {
     (support::examples::program(&name), requests)
 }
 
-/// Module v2 of `program`: linked with the committed runtime, or with the artifact at `REMIT_RT_ARTIFACT` (so that
+/// The decision module of `program`: linked with the committed runtime, or with the artifact at `REMIT_RT_ARTIFACT` (so that
 /// the measurements below compare another build of the runtime without rebuilding the tests).
 fn linked(program: &remit::ir::Program) -> Vec<u8> {
     match std::env::var("REMIT_RT_ARTIFACT") {
@@ -220,11 +206,7 @@ fn module_loop() {
     let artifact = std::env::var("REMIT_RT_ARTIFACT").map(std::fs::read).unwrap().unwrap();
     let (program, requests) = loop_requests();
     let image = remit::wasm::image::write(&program).unwrap();
-    // REMIT_LOOP_OLD: the hand-written module instead, for comparing counts of executed instructions.
-    let module = match std::env::var_os("REMIT_LOOP_OLD") {
-        Some(_) => remit::wasm::compile(&program).unwrap(),
-        None => remit::wasm::link::link_image(&artifact, &image, None).unwrap(),
-    };
+    let module = remit::wasm::link::link_image(&artifact, &image, None).unwrap();
     if let Ok(path) = std::env::var("REMIT_LOOP_DUMP") {
         std::fs::write(path, &module).unwrap();
     }
@@ -241,8 +223,8 @@ fn module_loop() {
 }
 
 /// The scaling series of BENCHMARKS.md (N grants, each on its own tool; the called tool has a grant and a
-/// prohibition) through the old module (fuel on) and module v2 as the runtime loads it (no fuel: its work bound)
-/// side by side: how the latency grows with the policy.
+/// prohibition) through the decision module as the runtime loads it (no fuel: its work bound) and metered by
+/// fuel: how the latency grows with the policy.
 /// `cargo test --release --test rt_decide -- --ignored --nocapture scale_speed`.
 #[test]
 #[ignore]
@@ -250,9 +232,11 @@ fn scale_speed() {
     use std::fmt::Write;
     use std::time::Instant;
     let runtime = remit::runtime::Runtime::new().unwrap();
+    let metering = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
+    let metering = remit::runtime::Runtime::with_limits(metering).unwrap();
     let request = br#"{"subject":{"id":"agent:a"},"action":{"name":"t0","arguments":{"x":"v0"}},"resource":{"id":"r"},"context":{"mandate":"scale","now":"2026-12-01T00:00:00Z"}}"#;
-    println!("| grants | old, fuel | v2, as loaded | v2/old |");
-    println!("|---|---|---|---|");
+    println!("| grants | as loaded (no fuel) | with fuel |");
+    println!("|---|---|---|");
     for n in [10usize, 1_000, 10_000] {
         let mut text = String::new();
         for i in 0..n - 1 {
@@ -265,13 +249,13 @@ fn scale_speed() {
         }
         text.push_str("}\n");
         let program = support::examples::compile(&[("scale.remit".to_string(), text)]);
-        let old = std::sync::Arc::new(runtime.load(&remit::wasm::compile(&program).unwrap()).unwrap());
-        let new = std::sync::Arc::new(runtime.load(&linked(&program)).unwrap());
-        let (mut old, mut new) = (old.evaluator().unwrap(), new.evaluator().unwrap());
-        assert_eq!(old.decide(request), new.decide(request));
+        let module = linked(&program);
+        let mut loaded = std::sync::Arc::new(runtime.load(&module).unwrap()).evaluator().unwrap();
+        let mut fuel = std::sync::Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
+        assert_eq!(loaded.decide(request), remit::eval::decide(&program, request).to_json().into_bytes());
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..300 {
-            for (engine, samples) in [(&mut old, &mut a), (&mut new, &mut b)] {
+            for (engine, samples) in [(&mut loaded, &mut a), (&mut fuel, &mut b)] {
                 let start = Instant::now();
                 for _ in 0..50 {
                     std::hint::black_box(engine.decide_with(request, |d| d.len()));
@@ -279,10 +263,7 @@ fn scale_speed() {
                 samples.push(start.elapsed().as_nanos() as f64 / 50.0);
             }
         }
-        a.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        b.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        let (ma, mb) = (a[a.len() / 2], b[b.len() / 2]);
-        println!("| {n} | {ma:.0} ns | {mb:.0} ns | {:.2} |", mb / ma);
+        println!("| {n} | {:.0} ns | {:.0} ns |", median(&mut a), median(&mut b));
     }
 }
 
@@ -317,21 +298,19 @@ fn mutated_requests_decide_as_the_interpreter_decides() {
     assert!(outcomes.len() == 3 || rounds < 100, "every outcome occurs: {outcomes:?}");
 }
 
-/// Work per decision, deterministically: wasmtime fuel (about one unit per executed wasm instruction) of the old
-/// module and of module v2 on every example request. `cargo test --test rt_decide -- --ignored --nocapture fuel`.
+/// Work per decision, deterministically: wasmtime fuel (about one unit per executed wasm instruction) of the
+/// decision module on every example request. `cargo test --test rt_decide -- --ignored --nocapture fuel`.
 #[test]
 #[ignore]
 fn fuel_per_decision() {
     let limits = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
     let runtime = remit::runtime::Runtime::with_limits(limits).unwrap();
-    let (mut total_old, mut total_new) = (0u64, 0u64);
-    println!("| request | old fuel | v2 fuel | v2/old |");
-    println!("|---|---|---|---|");
+    let mut total = 0u64;
+    println!("| request | fuel |");
+    println!("|---|---|");
     for name in ["wallet", "bank-disputes", "club", "web-publication"] {
         let program = support::examples::program(name);
-        let old = std::sync::Arc::new(runtime.load(&remit::wasm::compile(&program).unwrap()).unwrap());
-        let new = std::sync::Arc::new(runtime.load(&linked(&program)).unwrap());
-        let (mut old, mut new) = (old.evaluator().unwrap(), new.evaluator().unwrap());
+        let mut module = std::sync::Arc::new(runtime.load(&linked(&program)).unwrap()).evaluator().unwrap();
         // REMIT_FUEL_REQUEST=FILE: that request instead of the example's (to measure one path of the decision).
         let requests = match std::env::var("REMIT_FUEL_REQUEST") {
             Ok(path) => vec![std::fs::read(path).unwrap()],
@@ -341,13 +320,10 @@ fn fuel_per_decision() {
             if std::env::var("REMIT_FUEL_PRINT").is_ok() {
                 println!("{}", String::from_utf8_lossy(request));
             }
-            old.decide(request);
-            new.decide(request);
-            let (a, b) = (old.fuel_used(), new.fuel_used());
-            total_old += a;
-            total_new += b;
-            println!("| {name} #{} | {a} | {b} | {:.2} |", i + 1, b as f64 / a as f64);
+            module.decide(request);
+            total += module.fuel_used();
+            println!("| {name} #{} | {} |", i + 1, module.fuel_used());
         }
     }
-    println!("total: old {total_old}, v2 {total_new} ({:.2})", total_new as f64 / total_old as f64);
+    println!("total: {total}");
 }

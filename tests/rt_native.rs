@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 #[test]
 fn the_input_limit_is_the_abi_s() {
-    assert_eq!(remit_rt::MAX_INPUT, remit::wasm::layout::MAX_INPUT as usize);
+    assert_eq!(remit_rt::MAX_INPUT, remit::json::MAX_INPUT);
     assert_eq!(remit_rt::json::MAX_DEPTH, remit::json::MAX_DEPTH);
 }
 

@@ -16,9 +16,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use remit::check::check;
+use remit::json::MAX_INPUT;
 use remit::runtime::{Compiled, Limits, PolicyHandle, Runtime, REASON_FUEL, REASON_TRAP};
-use remit::wasm::layout::MAX_INPUT;
-use remit::wasm::module::ModuleBuilder;
 use support::examples::{self, EXAMPLES};
 use support::stub::{deny, info, raw_module, stub, Listing, STUB_OVERSIZE, STUB_VISIBLE};
 
@@ -49,7 +48,7 @@ fn requests_go_in_and_results_come_out_through_one_reused_instance() {
     }
     assert_eq!(evaluator.decide(b""), b"");
     assert_eq!(evaluator.decide(b"P"), b"A");
-    let largest = vec![b'x'; MAX_INPUT as usize];
+    let largest = vec![b'x'; MAX_INPUT];
     assert_eq!(evaluator.decide(&largest), largest, "a request of exactly the limit is written whole");
     assert_eq!(evaluator.visible_tools(b"{}"), STUB_VISIBLE.as_bytes());
     assert!(evaluator.fuel_used() > 0);
@@ -60,7 +59,7 @@ fn requests_go_in_and_results_come_out_through_one_reused_instance() {
 #[test]
 fn an_oversize_request_is_not_written_and_the_module_answers_it() {
     let mut evaluator = load(&runtime(), &stub_a()).evaluator().unwrap();
-    let oversize = vec![b'x'; MAX_INPUT as usize + 1];
+    let oversize = vec![b'x'; MAX_INPUT + 1];
     assert_eq!(evaluator.decide(&oversize), STUB_OVERSIZE.as_bytes());
 }
 
@@ -104,9 +103,29 @@ fn modules_that_break_the_abi_are_refused_at_load_time() {
         refused(&stub("A", "p", 2, Listing::Fixed))
     );
     assert!(refused(b"not wasm at all").contains("not a valid WebAssembly module"));
-    let mut skeleton = ModuleBuilder::new();
-    skeleton.export_global("remit_abi_version", 1);
-    let skeleton = skeleton.finish().unwrap();
+    // A memory and the version global, no functions.
+    let skeleton = {
+        use wasm_encoder::{ConstExpr, ExportKind, ExportSection, GlobalSection, GlobalType, MemorySection};
+        let mut module = wasm_encoder::Module::new();
+        let mut memories = MemorySection::new();
+        memories.memory(wasm_encoder::MemoryType {
+            minimum: 1,
+            maximum: Some(1),
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+        module.section(&memories);
+        let mut globals = GlobalSection::new();
+        let constant = GlobalType { val_type: wasm_encoder::ValType::I32, mutable: false, shared: false };
+        globals.global(constant, &ConstExpr::i32_const(1));
+        module.section(&globals);
+        let mut exports = ExportSection::new();
+        exports.export("memory", ExportKind::Memory, 0);
+        exports.export("remit_abi_version", ExportKind::Global, 0);
+        module.section(&exports);
+        module.finish()
+    };
     assert!(refused(&skeleton).contains("does not export `remit_alloc`"), "{}", refused(&skeleton));
     let bad_info = stub("A", "p\"", 1, Listing::Fixed); // `{"policy":"p"",…}` is not JSON
     assert!(refused(&bad_info).contains("invalid JSON"), "{}", refused(&bad_info));
@@ -382,8 +401,8 @@ fn the_node_host_and_the_wasmtime_host_agree_on_the_stub() {
         Vec::new(),
         vec![0xff, 0xfe, 0x00, 0x80],
         "é – ✓".as_bytes().to_vec(),
-        vec![b'y'; MAX_INPUT as usize],
-        vec![b'z'; MAX_INPUT as usize + 1],
+        vec![b'y'; MAX_INPUT],
+        vec![b'z'; MAX_INPUT + 1],
         b"T".to_vec(),
         b"P".to_vec(),
     ];
@@ -549,7 +568,7 @@ fn many_presented_approvals_decide_within_the_default_fuel() {
         })
         .to_string()
         .into_bytes();
-        assert!(request.len() <= MAX_INPUT as usize);
+        assert!(request.len() <= MAX_INPUT);
         let expected = remit::eval::decide(&program, &request).to_json();
         assert!(expected.starts_with(r#"{"decision":"allow""#), "{expected}");
         assert_eq!(String::from_utf8_lossy(&evaluator.decide(&request)), expected, "same ids: {same}");

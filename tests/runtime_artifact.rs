@@ -7,9 +7,6 @@
 //! - in wasmtime and in Node it agrees with the crate compiled natively, and with the interpreter's JSON rule
 //!   (`remit::json::validate`) and argument digest (`remit::eval::argument_digest`), on the whole decision corpus,
 //!   the garbage inputs, and the corpus requests with every element duplicated.
-//!
-//! `cargo test --release --test runtime_artifact -- --ignored --nocapture parse_speed` measures its JSON parse
-//! against the hand-written backend's `json_parse` (src/wasm/rt/json.rs), side by side in one process.
 
 mod support;
 
@@ -18,8 +15,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
-use remit::wasm::module::ModuleBuilder;
+use remit::json::MAX_INPUT;
 use remit_rt::json::{JsonError, TAPE_LEN, WINDOW};
 use remit_rt::request::{Need, RequestError};
 use sha2::{Digest, Sha256};
@@ -126,7 +122,7 @@ fn the_artifact_imports_nothing_and_never_grows() {
     let (min, max) = shape.memory.expect("a memory");
     assert_eq!(Some(min), max, "min = max memory");
     // The memory holds the input, a tape for the largest input, the key buffer and the output.
-    let needed = WINDOW + MAX_INPUT as usize + TAPE_LEN * (16 + 4);
+    let needed = WINDOW + MAX_INPUT + TAPE_LEN * (16 + 4);
     assert!(min as usize * 65536 >= needed, "{min} pages");
     // Past `__heap_base` (where a decision module's image goes, src/wasm/link.rs), the bare artifact has room for
     // the test exports' output: as much as the input.
@@ -228,7 +224,7 @@ impl Rt {
 
     /// Writes `bytes` (at most `MAX_INPUT` of them) to the input buffer; the length to pass.
     fn put(&mut self, bytes: &[u8]) -> i32 {
-        let n = bytes.len().min(MAX_INPUT as usize);
+        let n = bytes.len().min(MAX_INPUT);
         self.memory.write(&mut self.store, self.input as usize, &bytes[..n]).unwrap();
         bytes.len() as i32
     }
@@ -353,7 +349,7 @@ fn the_artifact_agrees_with_the_native_crate_and_the_interpreter() {
         let value = remit::json::parse(&input).unwrap();
         for tool in ["pay", "t\"ool\n", "é"] {
             // The tool name and the arguments share the input buffer.
-            if tool.len() + input.len() > MAX_INPUT as usize {
+            if tool.len() + input.len() > MAX_INPUT {
                 assert_eq!(rt.digest(tool, &input), Err(4));
                 continue;
             }
@@ -364,7 +360,7 @@ fn the_artifact_agrees_with_the_native_crate_and_the_interpreter() {
         let native = native_canonical(&input);
         match rt.canonical(&input) {
             Ok(text) => assert_eq!(text, native, "{shown}"),
-            Err(code) => assert!(code == 5 && native.len() > MAX_INPUT as usize, "{code} on {shown}"),
+            Err(code) => assert!(code == 5 && native.len() > MAX_INPUT, "{code} on {shown}"),
         }
         assert_eq!(rt.sha256(&input), Sha256::digest(&input).to_vec());
     }
@@ -440,7 +436,7 @@ fn the_artifact_reads_requests_as_the_native_crate() {
 #[test]
 fn an_overflowing_output_is_reported_not_truncated() {
     let mut rt = Rt::new();
-    let count = MAX_INPUT as usize / 4 - 1;
+    let count = MAX_INPUT / 4 - 1;
     let text = format!("[{}1E1]", "1E1,".repeat(count - 1));
     assert_eq!(rt.validate(text.as_bytes()), 0);
     assert_eq!(rt.canonical(text.as_bytes()), Err(5));
@@ -456,7 +452,7 @@ fn an_overflowing_output_is_reported_not_truncated() {
 /// Node runs the artifact (tests/node/runtime_artifact.mjs) on the same inputs: the same verdicts and digests.
 #[test]
 fn node_agrees_with_wasmtime() {
-    let inputs: Vec<Vec<u8>> = inputs().into_iter().filter(|i| i.len() <= MAX_INPUT as usize).collect();
+    let inputs: Vec<Vec<u8>> = inputs().into_iter().filter(|i| i.len() <= MAX_INPUT).collect();
     let dir = temp_dir("runtime-node");
     std::fs::write(dir.join("inputs"), frames(&inputs)).unwrap();
     let out = run(
@@ -472,105 +468,9 @@ fn node_agrees_with_wasmtime() {
     for (input, result) in inputs.iter().zip(results) {
         let code = rt.validate(input);
         let mut expected = vec![code as u8];
-        if code == 0 && input.len() + 3 <= MAX_INPUT as usize {
+        if code == 0 && input.len() + 3 <= MAX_INPUT {
             expected.extend(rt.digest("pay", input).unwrap());
         }
         assert_eq!(result, expected, "{}", String::from_utf8_lossy(&input[..input.len().min(200)]));
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Speed (release builds): `cargo test --release --test runtime_artifact -- --ignored --nocapture parse_speed`
-
-#[test]
-#[ignore]
-fn parse_speed() {
-    let engine = Engine::default();
-    let old = {
-        let mut m = ModuleBuilder::new();
-        remit::wasm::rt::declare(&mut m);
-        remit::wasm::rt::define(&mut m);
-        m.export_func("json_parse", "json_parse");
-        m.export_func("json_kind", "json_kind");
-        Module::new(&engine, m.finish().unwrap()).unwrap()
-    };
-    let mut old_store = Store::new(&engine, ());
-    let old_instance = Instance::new(&mut old_store, &old, &[]).unwrap();
-    let old_memory = old_instance.get_memory(&mut old_store, "memory").unwrap();
-    let old_parse = old_instance.get_typed_func::<(i32, i32), i32>(&mut old_store, "json_parse").unwrap();
-    // REMIT_RT_ARTIFACT=FILE measures another build of the runtime (e.g. with other compiler flags).
-    let candidate = std::env::var("REMIT_RT_ARTIFACT").map(|p| std::fs::read(p).unwrap());
-    let new = Module::new(&engine, candidate.as_deref().unwrap_or(artifact())).unwrap();
-    let mut new_store = Store::new(&engine, ());
-    let new_instance = Instance::new(&mut new_store, &new, &[]).unwrap();
-    let new_memory = new_instance.get_memory(&mut new_store, "memory").unwrap();
-    let new_input = new_instance.get_typed_func::<(), i32>(&mut new_store, "rt_input").unwrap();
-    let new_input = new_input.call(&mut new_store, ()).unwrap() as usize;
-    let new_parse = new_instance.get_typed_func::<i32, i32>(&mut new_store, "rt_json_validate").unwrap();
-    let new_bare = new_instance.get_typed_func::<(), i32>(&mut new_store, "rt_input").unwrap();
-    let old_bare = old_instance.get_typed_func::<i32, i32>(&mut old_store, "json_kind").unwrap();
-
-    fn median(mut call: impl FnMut()) -> f64 {
-        let mut samples = Vec::new();
-        for _ in 0..101 {
-            let started = std::time::Instant::now();
-            for _ in 0..500 {
-                call();
-            }
-            samples.push(started.elapsed().as_nanos() as f64 / 500.0);
-        }
-        samples.sort_by(f64::total_cmp);
-        samples[50]
-    }
-    // What a call costs that does nothing (the old module's `json_kind(0)`, the new one's `rt_input()`): the rest
-    // is the parse.
-    let old_call = median(|| {
-        old_bare.call(&mut old_store, 0).unwrap();
-    });
-    let new_call = median(|| {
-        new_bare.call(&mut new_store, ()).unwrap();
-    });
-    println!("a call that does nothing: old {old_call:.0} ns, new {new_call:.0} ns (medians; subtracted below)");
-    println!("{:<64} {:>6} {:>10} {:>10} {:>6}", "request (json parse, ns)", "bytes", "old", "new", "new/old");
-    let mut inputs = Vec::new();
-    for example in ["wallet", "bank-disputes", "club", "web-publication"] {
-        let dir = root().join("examples").join(example).join("requests");
-        let mut paths: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-        paths.sort();
-        for path in paths {
-            inputs.push((
-                format!("{example}/{}", path.file_name().unwrap().to_string_lossy()),
-                std::fs::read(&path).unwrap(),
-            ));
-        }
-    }
-    // Shapes, to see where the time goes.
-    let wallet = &inputs[0].1;
-    let compact = serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(wallet).unwrap()).unwrap();
-    inputs.push(("shape: the first wallet request, compact".into(), compact));
-    inputs.push(("shape: 600 spaces".into(), format!("{}1", " ".repeat(600)).into_bytes()));
-    inputs
-        .push(("shape: 30 strings of 20 bytes".into(), serde_json::to_vec(&vec!["abcdefghijklmnopqrst"; 30]).unwrap()));
-    inputs.push(("shape: 150 one-digit numbers".into(), serde_json::to_vec(&vec![7; 150]).unwrap()));
-    let object: serde_json::Map<String, serde_json::Value> = (0..16).map(|i| (format!("key{i}"), 1.into())).collect();
-    inputs.push(("shape: an object of 16 keys".into(), serde_json::to_vec(&object).unwrap()));
-    {
-        for (name, text) in inputs {
-            old_memory.write(&mut old_store, INPUT_BASE as usize, &text).unwrap();
-            new_memory.write(&mut new_store, new_input, &text).unwrap();
-            let len = text.len() as i32;
-            assert_eq!(old_parse.call(&mut old_store, (INPUT_BASE as i32, len)).unwrap(), 0);
-            assert_eq!(new_parse.call(&mut new_store, len).unwrap(), 0);
-            let old_ns = median(|| {
-                old_parse.call(&mut old_store, (INPUT_BASE as i32, len)).unwrap();
-            });
-            let new_ns = median(|| {
-                new_parse.call(&mut new_store, len).unwrap();
-            });
-            let mut name = name;
-            name.truncate(64);
-            let (old_net, new_net) = (old_ns - old_call, new_ns - new_call);
-            println!("{name:<64} {:>6} {old_net:>10.0} {new_net:>10.0} {:>6.2}", text.len(), new_net / old_net);
-        }
     }
 }

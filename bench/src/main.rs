@@ -1,9 +1,11 @@
 //! remit side by side with Cedar and Rego, in one process (see BENCHMARKS.md):
 //!
-//! - `remit wasm`: the compiled decision module in wasmtime through `remit::runtime` (warm instance, fuel on), request
-//!   JSON bytes in, decision JSON bytes out;
-//! - `v2 wasm`: module version 2 (`remit::wasm::link`: the runtime artifact and the policy image), the same way;
-//!   `v2, no fuel` without the bound;
+//! - `remit wasm`: the decision module `remit build` writes (`remit::wasm::compile`: the runtime artifact linked with
+//!   the policy image) in wasmtime through `remit::runtime` as it loads it (warm instance; no fuel: the module's own
+//!   work bound, docs/module-v2.md), request JSON bytes in, decision JSON bytes out;
+//! - `wasm, fuel`: the same module metered by wasmtime fuel (`Limits::meter_bounded`), for orientation;
+//! - `wasm, no fuel` / `wasm, epoch`: bare ABI calls in a wasmtime engine of its own, without a bound / with epoch
+//!   interruption;
 //! - `remit interp`: the reference interpreter, `remit::eval::decide(..).to_json()`;
 //! - `cedar prebuilt`: `Authorizer::is_authorized` with the request and entities built beforehand;
 //! - `cedar json`: the same, building the Cedar request and context from the same request JSON bytes each call;
@@ -108,10 +110,12 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
-/// Module version 2 (docs/module-v2.md) through `remit::runtime`, fuel on.
-fn v2_evaluator(runtime: &Runtime, program: &Program) -> Evaluator {
-    let wasm = remit::wasm::link(program).expect("the policy links");
-    Arc::new(runtime.load(&wasm).expect("module v2 loads")).evaluator().expect("instantiates")
+/// The decision module through `remit::runtime` metered by fuel (`Limits::meter_bounded`).
+fn metered_evaluator(program: &Program) -> Evaluator {
+    let limits = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
+    let runtime = Runtime::with_limits(limits).expect("wasmtime");
+    let wasm = remit::wasm::compile(program).expect("the policy compiles");
+    Arc::new(runtime.load(&wasm).expect("the module loads")).evaluator().expect("instantiates")
 }
 
 /// What the remit module can do in this build.
@@ -190,8 +194,7 @@ fn examples(runtime: &Runtime, budget: Duration) {
         let mut evaluator = wasm_evaluator(runtime, &program);
         let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), false));
         let mut epoch = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), true));
-        let mut v2 = v2_evaluator(runtime, &program);
-        let mut v2_raw = raw::Raw::new(&remit::wasm::link(&program).unwrap(), false).expect("module v2 instantiates");
+        let mut metered = metered_evaluator(&program);
         wasm_missing |= evaluator.is_none();
         for (name, request) in requests(example) {
             let expected = remit::eval::decide(&program, &request);
@@ -200,11 +203,10 @@ fn examples(runtime: &Runtime, budget: Duration) {
             if let Some(evaluator) = evaluator.as_mut() {
                 let got = evaluator.decide(&request);
                 assert_eq!(String::from_utf8_lossy(&got), expected.to_json(), "{example}/{name}: wasm ≠ interpreter");
-                println!("fuel used: {example}/{name}: {}", evaluator.fuel_used());
             }
-            let got = v2.decide(&request);
-            assert_eq!(String::from_utf8_lossy(&got), expected.to_json(), "{example}/{name}: module v2 ≠ interpreter");
-            println!("fuel used by module v2: {example}/{name}: {}", v2.fuel_used());
+            let got = metered.decide(&request);
+            assert_eq!(String::from_utf8_lossy(&got), expected.to_json(), "{example}/{name}: metered ≠ interpreter");
+            println!("fuel used: {example}/{name}: {}", metered.fuel_used());
             let cedar_request = setup.request(&request);
             assert_eq!(
                 setup.allows(&cedar_request),
@@ -229,10 +231,8 @@ fn examples(runtime: &Runtime, budget: Duration) {
             if let Some(epoch) = epoch.as_mut() {
                 engines.push(("wasm, epoch", Box::new(|r: &[u8]| epoch.decide(r))));
             }
-            let v2_ref = &mut v2;
-            engines.push(("v2 wasm", Box::new(move |r: &[u8]| v2_ref.decide_with(r, |d| d.len()))));
-            let v2_raw_ref = &mut v2_raw;
-            engines.push(("v2, no fuel", Box::new(move |r: &[u8]| v2_raw_ref.decide(r))));
+            let metered_ref = &mut metered;
+            engines.push(("wasm, fuel", Box::new(move |r: &[u8]| metered_ref.decide_with(r, |d| d.len()))));
             let program = &program;
             engines.push(("remit interp", Box::new(move |r: &[u8]| remit::eval::decide(program, r).to_json().len())));
             let (setup_ref, prebuilt) = (&setup, &cedar_request);
@@ -290,14 +290,14 @@ fn scaling(runtime: &Runtime, budget: Duration, quick: bool) {
         let mut evaluator = wasm_evaluator(runtime, &program);
         let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), false));
         let mut epoch = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), true));
-        let mut v2 = v2_evaluator(runtime, &program);
+        let mut metered = metered_evaluator(&program);
         let request = case.request();
         let expected = remit::eval::decide(&program, &request);
         assert_eq!(expected.outcome.as_str(), "allow", "scale {n}: {}", expected.to_json());
         if let Some(evaluator) = evaluator.as_mut() {
             assert_eq!(String::from_utf8_lossy(&evaluator.decide(&request)), expected.to_json());
         }
-        assert_eq!(String::from_utf8_lossy(&v2.decide(&request)), expected.to_json(), "scale {n}: module v2");
+        assert_eq!(String::from_utf8_lossy(&metered.decide(&request)), expected.to_json(), "scale {n}: metered");
         let setup = case.cedar();
         let cedar_request = setup.request(&request);
         assert!(setup.allows(&cedar_request), "scale {n}: Cedar denies");
@@ -319,8 +319,8 @@ fn scaling(runtime: &Runtime, budget: Duration, quick: bool) {
         if let Some(epoch) = epoch.as_mut() {
             engines.push(("wasm, epoch", Box::new(|r: &[u8]| epoch.decide(r))));
         }
-        let v2_ref = &mut v2;
-        engines.push(("v2 wasm", Box::new(move |r: &[u8]| v2_ref.decide_with(r, |d| d.len()))));
+        let metered_ref = &mut metered;
+        engines.push(("wasm, fuel", Box::new(move |r: &[u8]| metered_ref.decide_with(r, |d| d.len()))));
         let program = &program;
         engines.push(("remit interp", Box::new(move |r: &[u8]| remit::eval::decide(program, r).to_json().len())));
         let (setup_ref, prebuilt) = (&setup, &cedar_request);
@@ -360,25 +360,17 @@ fn targets(rows: &[Row]) {
     let p50 = |row: &Row, engine: &str| row.stats.iter().find(|(n, _)| n == engine).map(|(_, s)| s.median);
     let worst_wasm = rows.iter().filter_map(|r| p50(r, "remit wasm")).fold(0.0, f64::max);
     println!("\ntargets (worst request):");
+    // Issue 12: p50 <= 1.0 µs with the per-call bound (the module's own, as loaded), >= 10× Cedar prebuilt.
     println!(
-        "- remit wasm p50 <= 1.5 µs: {} ({})",
+        "- remit wasm p50 <= 1.0 µs: {} ({})",
         fmt_ns(worst_wasm),
-        if worst_wasm <= 1500.0 { "met" } else { "missed" }
+        if worst_wasm <= 1000.0 { "met" } else { "missed" }
     );
-    // Issue 12's targets for module v2: p50 <= 1.0 µs with the per-call bound, >= 10× Cedar prebuilt, and at least as
-    // fast as the hand-written module on every request (before `remit build` switches to it).
-    let worst_v2 = rows.iter().filter_map(|r| p50(r, "v2 wasm")).fold(0.0, f64::max);
-    println!("- v2 wasm p50 <= 1.0 µs: {} ({})", fmt_ns(worst_v2), if worst_v2 <= 1000.0 { "met" } else { "missed" });
-    let v2_vs_cedar =
-        rows.iter().filter_map(|r| Some(p50(r, "cedar prebuilt")? / p50(r, "v2 wasm")?)).fold(f64::INFINITY, f64::min);
+    let vs_cedar =
+        rows.iter().filter_map(|r| Some(p50(r, "cedar prebuilt")? / p50(r, "remit wasm")?)).fold(f64::INFINITY, f64::min);
     println!(
-        "- v2 wasm >= 10× faster than cedar prebuilt: {v2_vs_cedar:.1}× ({})",
-        if v2_vs_cedar >= 10.0 { "met" } else { "missed" }
-    );
-    let v2_vs_old = rows.iter().filter_map(|r| Some(p50(r, "v2 wasm")? / p50(r, "remit wasm")?)).fold(0.0, f64::max);
-    println!(
-        "- v2 wasm at least as fast as remit wasm on every request: worst {v2_vs_old:.2}× ({})",
-        if v2_vs_old <= 1.0 { "met" } else { "missed" }
+        "- remit wasm >= 10× faster than cedar prebuilt: {vs_cedar:.1}× ({})",
+        if vs_cedar >= 10.0 { "met" } else { "missed" }
     );
     for (engine, factor) in [("cedar prebuilt", 4.0), ("cedar json", 15.0), ("regorus json", 6.0)] {
         let ratio =

@@ -1,6 +1,6 @@
 //! Fuzzes the module's input path: any bytes given to `remit_decide` and `remit_visible_tools` of the compiled
-//! wallet example must not trap and must give exactly the interpreter's JSON — through the hand-written module, module
-//! v2 (`remit::wasm::link`) and the runtime crate natively (`remit::runtime::native`).
+//! wallet example must not trap and must give exactly the interpreter's JSON — through the decision module
+//! (`remit::wasm::compile`) and the runtime crate natively (`remit::runtime::native`).
 //! Run: `cargo +nightly fuzz run decide` from the repository root (see fuzz/README.md).
 #![no_main]
 
@@ -47,8 +47,7 @@ impl Module1 {
 
 struct Harness {
     program: remit::ir::Program,
-    old: Module1,
-    v2: Module1,
+    module: Module1,
     native: remit::runtime::native::Native,
 }
 
@@ -63,8 +62,7 @@ fn harness() -> &'static Mutex<Harness> {
         let program = remit::check::check(sources).program.expect("the example checks");
         let engine = Engine::default();
         Mutex::new(Harness {
-            old: Module1::new(&engine, &remit::wasm::compile(&program).expect("compiles")),
-            v2: Module1::new(&engine, &remit::wasm::link(&program).expect("links")),
+            module: Module1::new(&engine, &remit::wasm::compile(&program).expect("compiles")),
             native: remit::runtime::native::Native::new(&program).expect("an image"),
             program,
         })
@@ -75,11 +73,9 @@ fuzz_target!(|data: &[u8]| {
     let mut guard = harness().lock().expect("not poisoned");
     let h = &mut *guard;
     let decision = remit::eval::decide(&h.program, data).to_json();
-    assert_eq!(h.old.call(false, data), decision, "hand-written module");
-    assert_eq!(h.v2.call(false, data), decision, "module v2");
+    assert_eq!(h.module.call(false, data), decision, "module");
     assert_eq!(String::from_utf8(h.native.decide(data)).expect("UTF-8"), decision, "native");
     let listing = remit::eval::visible_tools(&h.program, data).to_json();
-    assert_eq!(h.old.call(true, data), listing, "hand-written module");
-    assert_eq!(h.v2.call(true, data), listing, "module v2");
+    assert_eq!(h.module.call(true, data), listing, "module");
     assert_eq!(String::from_utf8(h.native.visible_tools(data)).expect("UTF-8"), listing, "native");
 });

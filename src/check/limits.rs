@@ -9,7 +9,7 @@ use crate::diag::Diagnostic;
 use crate::ir::{Program, RuleKind};
 
 /// A decision collects the rules of the called tool along the mandate chain, plus four entries per mandate of the
-/// chain (validity, stop, level, `otherwise`), into arrays of this many entries (`wasm::vm::ARRAY_CAP`).
+/// chain (validity, stop, level, `otherwise`), into arrays of this many entries (`remit_rt::image::MAX_DECIDING`).
 pub const MAX_RULES_PER_TOOL: usize = 4096;
 
 /// Rules in one policy: each rule with a condition is two functions of the module (a wasm module has at most

@@ -36,10 +36,10 @@ pub fn run(paths: &[PathBuf], output: &Path, packaging: Packaging) -> Result<Exi
     };
     let (program, sources, _) = super::compile(paths, Format::Human)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
-    let wasm = remit::wasm::compile(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
-    // What a gateway needs besides the decisions (holders, approval kinds, budget windows), in a custom section
-    // that runtimes skip: `remit serve policy.wasm` knows what `remit serve FOLDER` knows.
-    let wasm = remit::gateway::meta::embed(&wasm, &remit::gateway::PolicyMeta::from_program(&program));
+    // Module v2: the runtime linked with the policy's image, and what a gateway needs besides the decisions
+    // (holders, approval kinds, budget windows) in the custom section `remit.gateway`, which runtimes skip:
+    // `remit serve policy.wasm` knows what `remit serve FOLDER` knows.
+    let wasm = remit::wasm::link(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
     let (bytes, what) = if precompile {
         (Runtime::new()?.precompile(&wasm)?, format!("precompiled module (from {} bytes of wasm)", wasm.len()))
     } else if bundle {

@@ -264,7 +264,7 @@ pub(super) fn load_policy(
         None => {
             let (program, _, _) = super::compile(paths, Format::Human)?;
             let Some(program) = program else { return Ok(None) };
-            let wasm = remit::wasm::compile(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
+            let wasm = remit::wasm::link(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
             let meta = PolicyMeta::from_program(&program);
             // Kept for the inbox's explanations, which re-decide a logged request on the checked program.
             (wasm, meta, Some(Arc::new(program)))

@@ -83,7 +83,7 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT` per missing approval that may
 /// carry a request string, plus one for the ids, bounds them. A listing writes only static text.
 pub fn output_limit(program: &Program) -> usize {
-    let input = crate::wasm::layout::MAX_INPUT as usize;
+    let input = crate::json::MAX_INPUT;
     let json_len = |s: &str| {
         let mut out = String::new();
         write_json_string(&mut out, s);

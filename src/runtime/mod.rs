@@ -39,8 +39,8 @@ pub const ABI_VERSION: i32 = crate::wasm::ABI_VERSION;
 pub const DEFAULT_FUEL: u64 = 100_000_000;
 
 /// The default cap on an instance's linear memory. Decision modules declare a fixed memory of a few MiB (the
-/// regions of `wasm::layout` plus the policy's static data); a module that needs more than the cap is refused at
-/// load time.
+/// runtime's buffers, the policy image and the output area, docs/module-v2.md "Memory"); a module that needs more
+/// than the cap is refused at load time.
 pub const DEFAULT_MEMORY_CAP: usize = 64 << 20;
 
 /// The reason of the deny a host answers when the module trapped or broke the ABI contract.

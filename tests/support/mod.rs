@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use remit::check::{check_with, Options};
 use remit::ir::Program;
-use remit::wasm::layout::MAX_INPUT;
+use remit::json::MAX_INPUT;
 
 pub const DEPS: &str = "scripts/test-deps-hosts.sh";
 
@@ -151,10 +151,10 @@ pub fn garbage(valid: &[u8]) -> Vec<Vec<u8>> {
         out.push(bytes);
     }
     let mut at_limit = valid.to_vec();
-    at_limit.resize(MAX_INPUT as usize, b' '); // exactly the limit: decided normally
+    at_limit.resize(MAX_INPUT, b' '); // exactly the limit: decided normally
     out.push(at_limit);
     let mut oversize = valid.to_vec();
-    oversize.resize(MAX_INPUT as usize + 1, b' ');
+    oversize.resize(MAX_INPUT + 1, b' ');
     out.push(oversize);
     out
 }

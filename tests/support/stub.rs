@@ -1,11 +1,90 @@
 //! Modules built by hand for the hosts' tests (tests/runtime.rs, tests/hosts.rs): stubs that speak the ABI
-//! (docs/abi.md) but decide nothing, so a host is tested without the decision logic, and a raw module with what
-//! `ModuleBuilder` never emits (an import, a memory that may grow). The decision module never traps, runs away or
+//! (docs/abi.md) but decide nothing, so a host is tested without the decision logic, and a raw module with what a
+//! decision module never has (an import, a memory that may grow). The decision module never traps, runs away or
 //! answers outside its memory by design; a stub does on request.
 
-use remit::wasm::layout::{INPUT_BASE, MAX_INPUT};
-use remit::wasm::module::ModuleBuilder;
-use wasm_encoder::{BlockType, Function, Instruction as I, ValType};
+use remit::json::MAX_INPUT;
+use wasm_encoder::{
+    BlockType, CodeSection, ConstExpr, DataSection, ExportKind, ExportSection, Function, FunctionSection,
+    GlobalSection, GlobalType, Instruction as I, MemorySection, MemoryType, Module, TypeSection, ValType,
+};
+
+/// Where a stub's request goes (what its `remit_alloc` returns); its constant bytes follow the request area.
+const INPUT_BASE: u32 = 64 * 1024;
+/// A stub's fixed memory: a few MiB, so that a runtime with a 1 MiB cap refuses it.
+const STUB_PAGES: u64 = 32;
+
+/// The four functions of the ABI, in this order, with their types.
+const ABI_FUNCTIONS: [(&str, &[ValType], &[ValType]); 4] = [
+    ("remit_alloc", &[ValType::I32], &[ValType::I32]),
+    ("remit_decide", &[ValType::I32, ValType::I32], &[ValType::I64]),
+    ("remit_visible_tools", &[ValType::I32, ValType::I32], &[ValType::I64]),
+    ("remit_policy_info", &[], &[ValType::I64]),
+];
+
+/// A module with the ABI's exports: `bodies` in the order of [`ABI_FUNCTIONS`], `data` placed at its addresses,
+/// a fixed memory of [`STUB_PAGES`], the global `remit_abi_version`. Validated.
+fn abi_module(bodies: [Function; 4], data: &[(u32, Vec<u8>)], abi_version: i32) -> Vec<u8> {
+    let mut module = Module::new();
+    let mut types = TypeSection::new();
+    for (_, params, results) in ABI_FUNCTIONS {
+        types.ty().function(params.iter().copied(), results.iter().copied());
+    }
+    module.section(&types);
+    let mut functions = FunctionSection::new();
+    for i in 0..4 {
+        functions.function(i);
+    }
+    module.section(&functions);
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType {
+        minimum: STUB_PAGES,
+        maximum: Some(STUB_PAGES),
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    module.section(&memories);
+    let mut globals = GlobalSection::new();
+    let constant = GlobalType { val_type: ValType::I32, mutable: false, shared: false };
+    globals.global(constant, &ConstExpr::i32_const(abi_version));
+    module.section(&globals);
+    let mut exports = ExportSection::new();
+    exports.export("memory", ExportKind::Memory, 0);
+    exports.export("remit_abi_version", ExportKind::Global, 0);
+    for (i, (name, _, _)) in ABI_FUNCTIONS.iter().enumerate() {
+        exports.export(name, ExportKind::Func, i as u32);
+    }
+    module.section(&exports);
+    let mut code = CodeSection::new();
+    for body in &bodies {
+        code.function(body);
+    }
+    module.section(&code);
+    let mut segments = DataSection::new();
+    for (at, bytes) in data {
+        segments.active(0, &ConstExpr::i32_const(*at as i32), bytes.iter().copied());
+    }
+    module.section(&segments);
+    let bytes = module.finish();
+    wasmparser::Validator::new().validate_all(&bytes).expect("the stub validates");
+    bytes
+}
+
+/// Constant bytes for a stub, placed one after another past the request area.
+#[derive(Default)]
+struct Data {
+    segments: Vec<(u32, Vec<u8>)>,
+}
+
+impl Data {
+    /// Places `bytes` and says where.
+    fn bytes(&mut self, bytes: &[u8]) -> u32 {
+        let at = self.segments.last().map_or(INPUT_BASE + MAX_INPUT as u32, |(at, b)| at + b.len() as u32);
+        self.segments.push((at, bytes.to_vec()));
+        at
+    }
+}
 
 /// The stubs' tool listing.
 pub const STUB_VISIBLE: &str = r#"{"visible":["stub_tool"],"hidden":[]}"#;
@@ -46,7 +125,12 @@ fn on(f: &mut Function, byte: u8) {
 fn failures(f: &mut Function) {
     f.instruction(&I::LocalGet(1)).instruction(&I::If(BlockType::Empty));
     f.instruction(&I::LocalGet(0))
-        .instruction(&I::I32Load8U(remit::wasm::module::mem(0, 1)))
+        .instruction(&I::I32Load8U(wasm_encoder::MemArg {
+            offset: 0,
+            align: 0,
+            target: wasm_encoder::MemArgTarget::Memory(0),
+            ordering: None,
+        }))
         .instruction(&I::LocalSet(2));
     on(f, b'L');
     f.instruction(&I::Loop(BlockType::Empty)).instruction(&I::Br(0)).instruction(&I::End).instruction(&I::End);
@@ -60,11 +144,7 @@ fn failures(f: &mut Function) {
 /// bytes outside its memory, `S` spins ~50 M iterations and then returns `tag`, `P` returns `tag`; any other request
 /// is echoed back; an oversize request (`ptr == 0`) gets [`STUB_OVERSIZE`]. `remit_visible_tools` as `listing` says.
 pub fn stub(tag: &str, policy: &str, abi_version: i32, listing: Listing) -> Vec<u8> {
-    let mut m = ModuleBuilder::new();
-    m.declare("remit_alloc", &[ValType::I32], &[ValType::I32]);
-    m.declare("remit_decide", &[ValType::I32, ValType::I32], &[ValType::I64]);
-    m.declare("remit_visible_tools", &[ValType::I32, ValType::I32], &[ValType::I64]);
-    m.declare("remit_policy_info", &[], &[ValType::I64]);
+    let mut m = Data::default();
     let tag_at = m.bytes(tag.as_bytes());
     let visible_at = m.bytes(STUB_VISIBLE.as_bytes());
     let oversize_at = m.bytes(STUB_OVERSIZE.as_bytes());
@@ -81,7 +161,7 @@ pub fn stub(tag: &str, policy: &str, abi_version: i32, listing: Listing) -> Vec<
         .instruction(&I::I32Const(INPUT_BASE as i32))
         .instruction(&I::End)
         .instruction(&I::End);
-    m.define("remit_alloc", f);
+    let alloc = f;
 
     let mut f = Function::new([(2, ValType::I32)]); // 2: first byte, 3: counter
     f.instruction(&I::LocalGet(0)).instruction(&I::I32Eqz).instruction(&I::If(BlockType::Empty));
@@ -113,7 +193,7 @@ pub fn stub(tag: &str, policy: &str, abi_version: i32, listing: Listing) -> Vec<
         .instruction(&I::I64ExtendI32U)
         .instruction(&I::I64Or)
         .instruction(&I::End);
-    m.define("remit_decide", f);
+    let decide = f;
 
     let mut f = Function::new([(1, ValType::I32)]); // 2: first byte
     if listing == Listing::Failing {
@@ -122,24 +202,18 @@ pub fn stub(tag: &str, policy: &str, abi_version: i32, listing: Listing) -> Vec<
     }
     pack_const(&mut f, visible_at, STUB_VISIBLE.len());
     f.instruction(&I::End);
-    m.define("remit_visible_tools", f);
+    let visible_tools = f;
     let mut f = Function::new([]);
     pack_const(&mut f, info_at, info_json.len());
     f.instruction(&I::End);
-    m.define("remit_policy_info", f);
-
-    for name in ["remit_alloc", "remit_decide", "remit_visible_tools", "remit_policy_info"] {
-        m.export_func(name, name);
-    }
-    m.export_global("remit_abi_version", abi_version);
-    m.finish().expect("the stub validates")
+    abi_module([alloc, decide, visible_tools, f], &m.segments, abi_version)
 }
 
-/// A module built by hand, for what `ModuleBuilder` never emits: an import (`env.clock`), or a memory that may grow.
+/// A module with what a decision module never has: an import (`env.clock`), or a memory that may grow.
 /// Its `remit_decide` tries to grow the memory by 2,000 pages (125 MiB) and returns 1 byte when that was refused, 2
 /// when it succeeded.
 pub fn raw_module(import: bool) -> Vec<u8> {
-    use wasm_encoder::*;
+    use wasm_encoder::{EntityType, ImportSection};
     let mut module = Module::new();
     let mut types = TypeSection::new();
     types.ty().function([ValType::I32], [ValType::I32]);
