@@ -19,7 +19,7 @@ echo "== remit build $example -o $module"
 for request in "$example"/requests/*.json; do
   echo "== remit eval $module --request $request"
   "$remit" eval "$module" --request "$request" | tee "$out/wasm.json"
-  "$remit" eval "$example" --request "$request" > "$out/interpreter.json"
+  "$remit" eval "$example" --engine interpreter --request "$request" > "$out/interpreter.json"
   cmp -s "$out/wasm.json" "$out/interpreter.json" || { echo "the module and the interpreter disagree" >&2; exit 1; }
 done
 

@@ -1,7 +1,7 @@
-//! The JSON acceptance rule shared by the interpreter and the wasm backend (docs/json.md): strict RFC 8259, plus a
+//! The JSON acceptance rule shared by the interpreter and the decision module (docs/json.md): strict RFC 8259, plus a
 //! nesting limit, a size limit and no duplicate object keys. The interpreter and the gateway read requests with
-//! [`parse`]; the wasm runtime's `json_parse` (src/wasm/rt/json.rs) implements the same rule, and the differential
-//! tests in tests/wasm_json.rs hold the two to it.
+//! [`parse`]; the decision module's runtime (`remit_rt::json::parse`, crates/remit-rt) implements the same rule, and
+//! the differential tests in tests/rt_native.rs and tests/runtime_artifact.rs hold the two to it.
 //!
 //! Duplicate keys are rejected because they are a smuggling vector: a gateway that keeps the first occurrence and a
 //! policy that keeps the last would see two different requests in the same bytes.

@@ -339,6 +339,21 @@ fn remit_eval_runs_a_wasm_policy_through_the_runtime() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+#[test]
+fn remit_eval_of_sources_runs_the_runtime_natively_or_the_interpreter_with_the_same_bytes() {
+    let example = examples::dir("wallet");
+    for request in std::fs::read_dir(example.join("requests")).unwrap() {
+        let request = request.unwrap().path();
+        let (policy, request_arg) = (example.to_str().unwrap(), request.to_str().unwrap());
+        let native = remit(&["eval", policy, "--request", request_arg]);
+        let interpreter = remit(&["eval", policy, "--request", request_arg, "--engine", "interpreter"]);
+        assert!(native.status.success() && interpreter.status.success());
+        assert_eq!(String::from_utf8_lossy(&native.stdout), String::from_utf8_lossy(&interpreter.stdout));
+        let expected = remit::eval::decide(&examples::program("wallet"), &std::fs::read(&request).unwrap());
+        assert_eq!(native.stdout, format!("{}\n", expected.to_json()).into_bytes());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Cross-runtime proof: Node's WebAssembly, wasmtime, the interpreter
 

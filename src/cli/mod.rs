@@ -69,6 +69,10 @@ enum Command {
         /// Evaluate sources even when a delegation fails the narrowing proof (to replay its witness)
         #[arg(long)]
         no_narrowing: bool,
+        /// What decides sources: `native` (the module's runtime over the policy image, what gateways run) or
+        /// `interpreter` (the reference, src/eval); both write the same bytes
+        #[arg(long, default_value = "native", value_parser = ["native", "interpreter"])]
+        engine: String,
     },
     /// List the tools a subject may see (subject and context given as a request JSON), from sources or one .wasm/.cwasm
     Tools {
@@ -210,8 +214,8 @@ pub fn run() -> ExitCode {
             build::run(&paths, &output, build::Packaging { precompile, bundle, sign, revision })
         }
         Command::Keygen { output } => serve::keygen(&output),
-        Command::Eval { policy, request, no_narrowing } => {
-            cmd_eval(&policy, &request, Options { narrowing: !no_narrowing })
+        Command::Eval { policy, request, no_narrowing, engine } => {
+            cmd_eval(&policy, &request, Options { narrowing: !no_narrowing }, engine == "interpreter")
         }
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths, engine } => {
@@ -276,15 +280,19 @@ fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
 }
 
-fn cmd_eval(policy: &[PathBuf], request: &PathBuf, options: Options) -> Result<ExitCode, String> {
+fn cmd_eval(policy: &[PathBuf], request: &PathBuf, options: Options, interpreter: bool) -> Result<ExitCode, String> {
     if let Some(module) = build::compiled_policy(policy) {
         return build::eval(module, &read(request)?);
     }
     let (program, _, _) = compile_with(policy, Format::Human, options)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
-    // The module's runtime, natively over the policy image: the code a gateway runs (the interpreter, `src/eval`,
-    // is the reference the tests hold it to).
-    let decision = native(&program)?.decide(&read(request)?);
+    // By default the module's runtime, natively over the policy image: the code a gateway runs. The interpreter
+    // (`src/eval`) is the reference the tests hold it to.
+    let request = read(request)?;
+    let decision = match interpreter {
+        true => remit::eval::decide(&program, &request).to_json().into_bytes(),
+        false => native(&program)?.decide(&request),
+    };
     println!("{}", String::from_utf8_lossy(&decision));
     Ok(ExitCode::SUCCESS)
 }
