@@ -177,3 +177,62 @@ fn inflated_requests_stay_under_the_work_bound() {
     }
     assert!(over.is_empty(), "over the bound of {BOUND} units:\n{}", over.join("\n"));
 }
+
+/// A policy built to be slow at the heaviest weight that still runs unmetered ([`MAX_UNMETERED_WEIGHT`]): `rules`
+/// grants of one tool, each `args.tags within` the same `set` strings, so each grant scans the request's whole set
+/// against the whole list; and a request filling `tags` with those strings to the input limit.
+fn heavy(rules: usize, set: usize) -> (remit::ir::Program, Vec<u8>) {
+    use std::fmt::Write;
+    let list: Vec<String> = (0..set).map(|i| format!("\"t{i:03}\"")).collect();
+    let mut text = String::from("tool ht(tags: set<string>) {\n  level draft\n}\n");
+    text.push_str("mandate heavy for \"user:p\" {\n  holder \"agent:a\"\n  purpose \"p\"\n");
+    for r in 0..rules {
+        writeln!(text, "  allow ht where args.tags within [{}] and attempt < {}", list.join(", "), 1_000 + r).unwrap();
+    }
+    text.push_str("}\n");
+    let program = support::examples::compile(&[("heavy.remit".to_string(), text)]);
+    let base = json!({"subject": {"id": "agent:a"}, "action": {"name": "ht", "arguments": {"tags": []}},
+        "resource": {"id": "r"}, "context": {"mandate": "heavy", "now": "2026-12-01T00:00:00Z", "attempt": 1}});
+    let request = grow(&base, &["action", "arguments", "tags"], &|i| json!(format!("t{:03}", i % set)));
+    (program, request)
+}
+
+/// The heavy policy at the weight limit runs unmetered, and what it costs at the input limit; one step heavier it is
+/// metered. Printed: `cargo test --release --test rt_bound -- --nocapture heavy`.
+#[test]
+fn the_heaviest_unmetered_policy_at_the_input_limit() {
+    use remit::runtime::MAX_UNMETERED_WEIGHT;
+    let weight = |program: &remit::ir::Program| {
+        let bytes = remit::wasm::image::write(program).unwrap();
+        remit_rt::image::work_weight(&remit_rt::image::Image::new(&bytes).unwrap(), u64::MAX)
+    };
+    // The most rules of 30 strings under the limit.
+    let set = 30;
+    let mut rules = 1;
+    while weight(&heavy(rules + 1, set).0) <= MAX_UNMETERED_WEIGHT {
+        rules += 1;
+    }
+    let (program, request) = heavy(rules, set);
+    let module = remit::wasm::link(&program).unwrap();
+    let runtime = remit::runtime::Runtime::new().unwrap();
+    let loaded = std::sync::Arc::new(runtime.load(&module).unwrap());
+    assert!(!loaded.metered(), "weight {} runs unmetered", weight(&program));
+    let limits = remit::runtime::Limits { fuel: u64::MAX / 4, meter_bounded: true, ..Default::default() };
+    let metering = remit::runtime::Runtime::with_limits(limits).unwrap();
+    let mut metered = std::sync::Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
+    let expected = remit::eval::decide(&program, &request).to_json().into_bytes();
+    assert_eq!(metered.decide(&request), expected);
+    let fuel = metered.fuel_used();
+    let mut loaded = loaded.evaluator().unwrap();
+    let start = std::time::Instant::now();
+    assert_eq!(loaded.decide(&request), expected);
+    let time = start.elapsed();
+    println!(
+        "heavy: {rules} rules of {set} strings, weight {} of {MAX_UNMETERED_WEIGHT}, a {}-byte request: {fuel} fuel, {time:.1?} unmetered",
+        weight(&program),
+        request.len()
+    );
+    // One rule more is over the limit: metered.
+    let (heavier, _) = heavy(rules + 1, set);
+    assert!(runtime.load(&remit::wasm::link(&heavier).unwrap()).unwrap().metered());
+}

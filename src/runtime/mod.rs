@@ -38,6 +38,13 @@ pub const ABI_VERSION: i32 = crate::wasm::ABI_VERSION;
 /// denied.
 pub const DEFAULT_FUEL: u64 = 100_000_000;
 
+/// The heaviest policy image module v2 runs without fuel (`remit_rt::image::work_weight`: tools with their scopes and
+/// parameters, rules, condition nodes and operand elements). A call's work is at most linear in the request for a
+/// given policy, with this weight in the factor; past it (a tool with hundreds of atoms over large sets, say) the
+/// module is metered like any other. The shipped examples weigh 120-606; tests/rt_bound.rs times a policy built to be
+/// slow at this weight (docs/module-v2.md, "The work bound").
+pub const MAX_UNMETERED_WEIGHT: u64 = 1024;
+
 /// The default cap on an instance's linear memory. Decision modules declare a fixed memory of a few MiB (the
 /// runtime's buffers, the policy image and the output area, docs/module-v2.md "Memory"); a module that needs more
 /// than the cap is refused at load time.
@@ -127,10 +134,15 @@ impl Runtime {
         &self.engine
     }
 
-    /// Whether `wasm` runs without a fuel meter here: module v2 (the runtime linked with an image), unless the
-    /// limits meter it too.
+    /// Whether `wasm` runs without a fuel meter here: module v2 (the runtime linked with an image) whose image
+    /// weighs at most [`MAX_UNMETERED_WEIGHT`], unless the limits meter it too.
     pub fn is_bounded(&self, wasm: &[u8]) -> bool {
-        !self.limits.meter_bounded && crate::wasm::link::is_linked_runtime(wasm)
+        if self.limits.meter_bounded {
+            return false;
+        }
+        let image = crate::wasm::link::linked_image(wasm).and_then(remit_rt::image::Image::new);
+        image
+            .is_some_and(|image| remit_rt::image::work_weight(&image, MAX_UNMETERED_WEIGHT + 1) <= MAX_UNMETERED_WEIGHT)
     }
 
     /// Compiles a `.wasm` ahead of time into the bytes of a `.cwasm` for this engine configuration and wasmtime

@@ -60,36 +60,34 @@ pub fn link(program: &Program) -> Result<Vec<u8>, Error> {
     link_image(RUNTIME, &image, Some(&meta))
 }
 
-/// Whether `module` is exactly [`RUNTIME`] linked with some image (and gateway metadata): the module's last data
-/// segment taken as the image and its `remit.gateway` section as the metadata, linking them again gives the same
-/// bytes. Such a module runs the runtime's code, whose work is bounded by its input's length and its image
-/// (docs/module-v2.md, "The work bound"), so a host may run it without a fuel meter. Any other module, or a byte
-/// changed anywhere, answers `false`.
-pub fn is_linked_runtime(module: &[u8]) -> bool {
+/// The policy image of `module` when `module` is exactly [`RUNTIME`] linked with it (and gateway metadata): the
+/// module's last data segment taken as the image and its `remit.gateway` section as the metadata, linking them again
+/// gives the same bytes. Such a module runs the runtime's code, whose work is bounded by its input's length and its
+/// image (docs/module-v2.md, "The work bound"), so a host may run it without a fuel meter. Any other module, or a
+/// byte changed anywhere, gives `None`.
+pub fn linked_image(module: &[u8]) -> Option<&[u8]> {
     let mut image = None;
     let mut gateway = None;
     for payload in Parser::new(0).parse_all(module) {
-        match payload {
-            Ok(Payload::DataSection(reader)) => {
+        match payload.ok()? {
+            Payload::DataSection(reader) => {
                 for segment in reader {
-                    match segment {
-                        Ok(segment) => image = Some(segment.data),
-                        Err(_) => return false,
-                    }
+                    image = Some(segment.ok()?.data);
                 }
             }
-            Ok(Payload::CustomSection(section)) if section.name() == GATEWAY_SECTION => {
-                match std::str::from_utf8(section.data()) {
-                    Ok(text) => gateway = Some(text),
-                    Err(_) => return false,
-                }
+            Payload::CustomSection(section) if section.name() == GATEWAY_SECTION => {
+                gateway = Some(std::str::from_utf8(section.data()).ok()?);
             }
-            Ok(_) => {}
-            Err(_) => return false,
+            _ => {}
         }
     }
-    let Some(image) = image else { return false };
-    link_image(RUNTIME, image, gateway).is_ok_and(|linked| linked == module)
+    let image = image?;
+    link_image(RUNTIME, image, gateway).is_ok_and(|linked| linked == module).then_some(image)
+}
+
+/// Whether `module` is exactly [`RUNTIME`] linked with some image ([`linked_image`]).
+pub fn is_linked_runtime(module: &[u8]) -> bool {
+    linked_image(module).is_some()
 }
 
 /// Where the pieces of a linked module are: what [`link_image`] computed, for tests and docs.

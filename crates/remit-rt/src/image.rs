@@ -423,6 +423,42 @@ fn fold(h: u64) -> u32 {
     (h ^ (h >> 32)) as u32
 }
 
+/// The policy's factor in the runtime's work bound (docs/module-v2.md, "The work bound"), up to `cap`: every tool
+/// with its scopes and parameters, every rule of every tool (a rule covering several tools once per tool), every node
+/// of its condition, and every element of each atom's operand. A decision evaluates the called tool's rules and a listing every tool's, each condition once, and an
+/// atom costs at most the size of its attribute's value in the request times its operand's elements; so the part of a
+/// call's work that depends on the policy is at most this weight times the request's length, times a constant.
+/// Counting stops at `cap` (a corrupt image's counts cannot make it long: at most `cap` steps).
+pub fn work_weight(image: &Image<'_>, cap: u64) -> u64 {
+    let mut weight = 0u64;
+    for t in 0..image.header.tools_count {
+        let tool = image.tool(t);
+        // The credential's scopes are matched against the tool's, and the arguments' names against its parameters.
+        weight += 1 + u64::from(tool.scopes_count) + u64::from(tool.params_count);
+        for l in 0..tool.lists_count {
+            let list = RuleList::decode(image.bytes, Image::at(tool.lists_off, RuleList::SIZE, l));
+            for k in 0..list.rules_count {
+                let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
+                weight += 1;
+                for i in 0..rule.cond_count {
+                    let node = Node::decode(image.bytes, Image::at(rule.cond_off, Node::SIZE, i));
+                    weight += 1;
+                    if node.op == NODE_ATOM {
+                        weight += u64::from(Atom::decode(image.bytes, node.arg).values_count);
+                    }
+                    if weight >= cap {
+                        return cap;
+                    }
+                }
+                if weight >= cap {
+                    return cap;
+                }
+            }
+        }
+    }
+    weight
+}
+
 /// A policy image being read.
 #[derive(Clone, Copy, Debug)]
 pub struct Image<'a> {
