@@ -289,9 +289,10 @@ fn cmd_eval(policy: &[PathBuf], request: &PathBuf, options: Options, interpreter
     // By default the module's runtime, natively over the policy image: the code a gateway runs. The interpreter
     // (`src/eval`) is the reference the tests hold it to.
     let request = read(request)?;
-    let decision = match interpreter {
-        true => remit::eval::decide(&program, &request).to_json().into_bytes(),
-        false => native(&program)?.decide(&request),
+    let decision = if interpreter {
+        remit::eval::decide(&program, &request).to_json().into_bytes()
+    } else {
+        native(&program)?.decide(&request)
     };
     println!("{}", String::from_utf8_lossy(&decision));
     Ok(ExitCode::SUCCESS)

@@ -6,12 +6,13 @@
 //!   `remit_policy_info`).
 //! - [`Evaluator`] owns one store and one instance of a compiled policy and reuses them across calls (one per
 //!   thread: calls are not re-entrant). Every call is bounded: module v2 (the committed runtime linked with a
-//!   policy image, checked byte for byte by `wasm::link::is_linked_runtime`) by its own work bound, linear in the
-//!   request's length for a given policy (docs/module-v2.md, "The work bound"), so it runs without a fuel meter;
-//!   every other module by a fuel budget ([`Limits::fuel`]). A memory cap is enforced by a resource limiter
-//!   ([`Limits::memory_bytes`]; decision modules have a fixed memory, so this only refuses growth). A trap, an exhausted budget or a broken ABI contract never escapes as an error or a hang: the
-//!   call answers a `deny` decision with the reason `runtime.trap` or `runtime.fuel-exhausted`, and the instance is
-//!   replaced before the next call.
+//!   policy image, checked byte for byte by `wasm::link::linked_image`, whose image weighs at most
+//!   [`MAX_UNMETERED_WEIGHT`]) by its own work bound, linear in the request's length for a given policy
+//!   (docs/module-v2.md, "The work bound"), so it runs without a fuel meter; every other module by a fuel budget
+//!   ([`Limits::fuel`]). A memory cap is enforced by a resource limiter ([`Limits::memory_bytes`]; decision modules
+//!   have a fixed memory, so this only refuses growth). A trap, an exhausted budget or a broken ABI contract never
+//!   escapes as an error or a hang: the call answers a `deny` decision with the reason `runtime.trap` or
+//!   `runtime.fuel-exhausted`, and the instance is replaced before the next call.
 //! - [`PolicyHandle`] swaps the compiled policy atomically (hot reload): an evaluator made by
 //!   [`PolicyHandle::evaluator`] finishes an in-flight call on the policy it started with, and every call that starts
 //!   after [`PolicyHandle::swap`] returned runs on the new policy.
@@ -95,8 +96,8 @@ fn config(metered: bool) -> Config {
     let mut config = Config::new();
     config.consume_fuel(metered);
     // Module v2's fixed buffers (about 3 MiB of zeros) lie between the runtime's constants and the policy image: a
-    // dense memory image would span them, and every `.cwasm` would carry it (3.8 MiB for the wallet, 278 KiB
-    // without). Sparse, the segments are copied at instantiation, which is as fast here (21 against 29 µs for an
+    // dense memory image would span them, and every `.cwasm` would carry it (3.8 MiB for the wallet, about 300 KiB
+    // without: BENCHMARKS.md, Modules). Sparse, the segments are copied at instantiation, which is as fast here (21 against 29 µs for an
     // evaluator and its first call, measured on the wallet).
     config.memory_guaranteed_dense_image_size(0);
     if !metered {

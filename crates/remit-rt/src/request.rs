@@ -125,8 +125,8 @@ pub struct Request {
 
 impl Request {
     /// The usable approvals ([`usable_approvals`]) of `context.approvals`, listed in `slots`, the first
-    /// `read.len()` of them also read into `read`. `None` only when `slots` has fewer entries than the array has
-    /// items (never with the parse's key slots, one per token).
+    /// `read.len()` of them also read into `read`. `None` only when `slots` has fewer than three entries per item with
+    /// an id (never with the parse's key slots, one per token: such an item is at least three tokens).
     pub fn approvals<'s>(&self, doc: &Doc<'_>, slots: &'s mut [u32], read: &mut [Approval]) -> Option<&'s [u32]> {
         match self.approval_items {
             None => Some(&[]),
