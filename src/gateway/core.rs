@@ -419,6 +419,14 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
+/// A request as a front end hands it to the gateway.
+enum Request<'a> {
+    /// remit's request JSON, as it came.
+    Bytes(&'a [u8]),
+    /// The same, already read.
+    Value(Map<String, Json>),
+}
+
 /// A request after the gateway prepared it (before the state is filled in).
 #[derive(Clone)]
 struct Prepared {
@@ -499,8 +507,15 @@ impl Gateway {
 
     /// Removes the fields only the gateway fills and picks the mandate of a request that names none.
     fn prepare(&self, request: &[u8], meta: &PolicyMeta) -> Prepared {
+        match crate::json::parse(request) {
+            Ok(Json::Object(value)) => self.prepare_value(value, meta),
+            _ => Prepared { value: None, ignored: Vec::new(), early_deny: None },
+        }
+    }
+
+    /// [`Gateway::prepare`] of a request already read.
+    fn prepare_value(&self, mut value: Map<String, Json>, meta: &PolicyMeta) -> Prepared {
         let mut prepared = Prepared { value: None, ignored: Vec::new(), early_deny: None };
-        let Ok(Json::Object(mut value)) = crate::json::parse(request) else { return prepared };
         fill_target(&mut value, meta, &mut prepared.ignored);
         let context = value.entry("context").or_insert_with(|| Json::Object(Map::new()));
         let Json::Object(context) = context else { return prepared };
@@ -572,7 +587,7 @@ impl Gateway {
 
     /// Decides one request (remit's request JSON, docs/requests.md), carrying out its obligations and logging it.
     pub fn decide(&self, request: &[u8]) -> Decided {
-        self.decide_with(request, false)
+        self.decide_with(Request::Bytes(request), false)
     }
 
     /// [`Gateway::decide`] for a front end that flushes the queue ([`Gateway::flush_entries`]) within moments and at
@@ -585,20 +600,38 @@ impl Gateway {
     /// denied when the store cannot be written), as with [`Gateway::decide`].
     pub fn decide_deferring(&self, request: &[u8]) -> Decided {
         let defer = !self.queue_failing.load(Ordering::Relaxed);
-        self.decide_with(request, defer)
+        self.decide_with(Request::Bytes(request), defer)
     }
 
-    fn decide_with(&self, request: &[u8], defer: bool) -> Decided {
+    /// [`Gateway::decide_deferring`] of a request the front end built itself (`remit mcp-proxy`), as a JSON object
+    /// rather than its bytes: not serialized by the front end only to be read again here. The module still reads
+    /// the request as bytes (the gateway serializes it after filling in the state) and refuses what [`crate::json`]
+    /// refuses; the front end's own parser read whatever came from outside (serde_json: a duplicate key is not
+    /// refused there, and the last one is kept — in what is decided and in what is forwarded alike).
+    pub fn decide_request_deferring(&self, request: Map<String, Json>) -> Decided {
+        let defer = !self.queue_failing.load(Ordering::Relaxed);
+        self.decide_with(Request::Value(request), defer)
+    }
+
+    fn decide_with(&self, request: Request<'_>, defer: bool) -> Decided {
         let policy = self.policy();
         let policy_hash = policy.compiled.policy().to_string();
         let now = self.clock.now();
         let id = new_id("dec");
-        let prepared = self.prepare(request, &policy.meta);
+        let (prepared, request) = match request {
+            Request::Bytes(bytes) => (self.prepare(bytes, &policy.meta), bytes.to_vec()),
+            Request::Value(value) => {
+                // A request the gateway cannot prepare goes to the module as it is, as bytes.
+                let odd = value.get("context").is_some_and(|c| !c.is_object());
+                let raw = if odd { serde_json::to_vec(&value).expect("a JSON value serializes") } else { Vec::new() };
+                (self.prepare_value(value, &policy.meta), raw)
+            }
+        };
         if !prepared.ignored.is_empty() {
             self.counts.ignored_fields.fetch_add(1, Ordering::Relaxed);
         }
         let queued = std::time::Instant::now();
-        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now, queued, defer };
+        let job = Job { policy: policy.clone(), id: id.clone(), raw: request, prepared, now, queued, defer };
         let decided = match self.run_batched(job) {
             Ok(decided) => decided,
             Err(_) => {
@@ -679,7 +712,11 @@ impl Gateway {
     fn run_batch<'j>(&self, jobs: impl ExactSizeIterator<Item = &'j Job>) -> Vec<StoreResult<Decided>> {
         let jobs: Vec<&Job> = jobs.collect();
         let count = jobs.len();
-        let mut tx = match self.store.begin() {
+        // Whether this transaction writes: then every entry goes into it, in order. A batch of deferring jobs
+        // starts as a read transaction, and becomes a write one only if one of its decisions turns out to write.
+        let mut writes = jobs.iter().any(|job| !job.defer);
+        let begun = if writes { self.store.begin() } else { self.store.begin_read() };
+        let mut tx = match begun {
             Ok(tx) => tx,
             Err(e) => return vec![Err(e); count],
         };
@@ -687,10 +724,7 @@ impl Gateway {
         // this batch's deferred decisions (queued after it commits, unless a later decision of the batch writes).
         let mut taken: Vec<QueuedEntry> = Vec::new();
         let mut deferred: Vec<QueuedEntry> = Vec::new();
-        // Whether this transaction writes: then every entry goes into it, in order.
-        let mut writes = false;
-        if jobs.iter().any(|job| !job.defer) {
-            writes = true;
+        if writes {
             self.write_queued(&mut tx, &mut taken, &mut deferred);
         }
         let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
@@ -703,6 +737,10 @@ impl Gateway {
                 continue;
             }
             let run = |tx: &mut Box<dyn Tx + '_>, defer: bool| {
+                if defer {
+                    // A deferring decision writes nothing (it answers `Rerun` before it would): no savepoint.
+                    return self.decide_in_store(tx, job, true);
+                }
                 tx.savepoint().and_then(|()| {
                     let stored = self.decide_in_store(tx, job, defer);
                     tx.release(stored.is_ok())?;
@@ -711,6 +749,18 @@ impl Gateway {
             };
             let result = match run(&mut tx, job.defer && !writes) {
                 Ok(Stored::Rerun) => {
+                    // The read transaction ends (its decisions wrote nothing) and a write transaction takes over:
+                    // SQLite may refuse to turn a read transaction into a write one when another connection wrote
+                    // since it began, so none is.
+                    match tx.commit().and_then(|()| self.store.begin()) {
+                        Ok(write) => tx = write,
+                        Err(e) => {
+                            results.push(Err(e.clone()));
+                            results.resize(count, Err(e));
+                            self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).extend(deferred);
+                            return results;
+                        }
+                    }
                     writes = true;
                     self.write_queued(&mut tx, &mut taken, &mut deferred);
                     run(&mut tx, false)

@@ -155,4 +155,10 @@ pub trait Tx {
 pub trait Store: Send + Sync {
     /// A write transaction; transactions are serializable (one at a time for SQLite).
     fn begin(&self) -> StoreResult<Box<dyn Tx + '_>>;
+
+    /// A transaction for reading: the same consistent view as [`Store::begin`], but it may refuse to write (SQLite:
+    /// a deferred transaction, which takes no write lock). Reading is all a decision that changes nothing does.
+    fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        self.begin()
+    }
 }
