@@ -79,7 +79,66 @@ struct ShadowNote {
 }
 
 /// A log entry waiting to be written: its time, kind and body.
-type QueuedEntry = (i64, &'static str, String);
+type QueuedEntry = (i64, &'static str, Body);
+
+/// A queued entry's body: its text, or a deferred decision's parts, serialized only when the entry is written (by
+/// the writer thread, or in the next transaction that writes), not on the way to the decision's answer.
+enum Body {
+    Text(String),
+    Decision(Box<DecisionParts>),
+}
+
+/// What a decision's log entry says ([`LogBody`], owned).
+struct DecisionParts {
+    id: String,
+    request: Json,
+    decision: Json,
+    policy: String,
+    approvals_used: Vec<Json>,
+    ignored: Vec<String>,
+    module_decision: Option<(Json, String)>,
+    access_request: Option<String>,
+    shadow: bool,
+}
+
+impl DecisionParts {
+    /// The entry's text; the request with the masked arguments' values replaced (`mask`).
+    fn text(&self, mask: &[String]) -> String {
+        let masks = self
+            .request
+            .pointer("/action/arguments")
+            .and_then(Json::as_object)
+            .is_some_and(|a| mask.iter().any(|name| a.contains_key(name)));
+        // Serialized from borrowed parts (the request is copied only when an argument is masked).
+        let masked = masks.then(|| masked(self.request.clone(), mask));
+        let body = LogBody {
+            id: &self.id,
+            request: masked.as_ref().unwrap_or(&self.request),
+            decision: &self.decision,
+            policy: &self.policy,
+            credential: self.request.pointer("/subject/credential/id"),
+            approvals_used: &self.approvals_used,
+            ignored: &self.ignored,
+            module_decision: self.module_decision.as_ref().map(|(module, _)| module),
+            obligation_problem: self.module_decision.as_ref().map(|(_, problem)| problem.as_str()),
+            access_request: self.access_request.as_deref(),
+            shadow: self.shadow.then_some(ShadowNote { answered: "allow" }),
+        };
+        serde_json::to_string(&body).expect("a log entry serializes")
+    }
+}
+
+/// `request` with the values of the arguments named in `mask` replaced by `"***"`.
+fn masked(mut request: Json, mask: &[String]) -> Json {
+    if let Some(arguments) = request.pointer_mut("/action/arguments").and_then(Json::as_object_mut) {
+        for name in mask {
+            if let Some(value) = arguments.get_mut(name) {
+                *value = Json::String("***".into());
+            }
+        }
+    }
+    request
+}
 
 /// What one decision did inside the batch's transaction.
 // Moved once per decision.
@@ -565,8 +624,9 @@ impl Gateway {
             .filter(|a| a.tool.is_none() || a.tool == tool)
             .map(|a| presented(&a))
             .collect();
-        let stops: Vec<Json> = tx.stops()?.into_iter().map(Json::String).collect();
-        let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(name, v)| (name, Json::from(v))).collect();
+        let (stops, facts) = tx.stops_and_facts()?;
+        let stops: Vec<Json> = stops.into_iter().map(Json::String).collect();
+        let facts: Map<String, Json> = facts.into_iter().map(|(name, v)| (name, Json::from(v))).collect();
         let mut counters = Map::new();
         for budget in meta.budgets_of(&chain) {
             if counters.contains_key(&budget.name) {
@@ -806,7 +866,7 @@ impl Gateway {
             let appended = queued
                 .iter()
                 .chain(deferred.iter())
-                .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, body).map(|_| ()));
+                .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, &self.body_text(body)).map(|_| ()));
             tx.release(appended.is_ok())?;
             appended
         });
@@ -910,23 +970,23 @@ impl Gateway {
             .and_then(Json::as_array)
             .map(|r| r.iter().filter_map(Json::as_str).map(str::to_string).collect())
             .unwrap_or_default();
-        // Serialized from borrowed parts (the request is copied only when an argument is masked).
-        let masked = self.masks(&sent).then(|| self.masked(sent.clone()));
-        let body = LogBody {
-            id,
-            request: masked.as_ref().unwrap_or(&sent),
-            decision: &decision,
-            policy: policy_hash,
-            credential: sent.pointer("/subject/credential/id"),
-            approvals_used: &approvals_used,
-            ignored: &ignored,
-            module_decision: module_decision.as_ref().map(|(module, _)| module),
-            obligation_problem: module_decision.as_ref().map(|(_, problem)| problem.as_str()),
-            access_request: access_request.as_ref().map(|r| r.id.as_str()),
-            shadow: shadowed.as_ref().map(|_| ShadowNote { answered: "allow" }),
+        let parts = DecisionParts {
+            id: id.to_string(),
+            request: sent,
+            decision,
+            policy: policy_hash.to_string(),
+            approvals_used,
+            ignored,
+            module_decision,
+            access_request: access_request.as_ref().map(|r| r.id.clone()),
+            shadow: shadowed.is_some(),
         };
-        let body = serde_json::to_string(&body).expect("a log entry serializes");
-        let logged = if defer { None } else { Some(tx.append_log(now, "decision", &body)?.seq) };
+        let (logged, body) = if defer {
+            (None, Body::Decision(Box::new(parts)))
+        } else {
+            let body = parts.text(&self.config.mask);
+            (Some(tx.append_log(now, "decision", &body)?.seq), Body::Text(body))
+        };
         let decided = Decided {
             id: id.to_string(),
             decision: decision_json,
@@ -1082,20 +1142,16 @@ impl Gateway {
     }
 
     /// Whether [`Gateway::masked`] would change `request`.
-    fn masks(&self, request: &Json) -> bool {
-        let arguments = request.pointer("/action/arguments").and_then(Json::as_object);
-        arguments.is_some_and(|a| self.config.mask.iter().any(|name| a.contains_key(name)))
+    /// A queued entry's text.
+    fn body_text<'b>(&self, body: &'b Body) -> std::borrow::Cow<'b, str> {
+        match body {
+            Body::Text(text) => text.into(),
+            Body::Decision(parts) => parts.text(&self.config.mask).into(),
+        }
     }
 
-    fn masked(&self, mut request: Json) -> Json {
-        if let Some(arguments) = request.pointer_mut("/action/arguments").and_then(Json::as_object_mut) {
-            for name in &self.config.mask {
-                if let Some(value) = arguments.get_mut(name) {
-                    *value = Json::String("***".into());
-                }
-            }
-        }
-        request
+    fn masked(&self, request: Json) -> Json {
+        masked(request, &self.config.mask)
     }
 
     /// Queues what became of an allowed call (a front end that carries calls out, `remit mcp-proxy`, reports the
@@ -1103,7 +1159,7 @@ impl Gateway {
     /// writes (in that transaction, before its decisions) or at the next [`Gateway::flush_entries`], whichever comes
     /// first — no transaction of its own on the path of the next call.
     pub fn queue_outcome(&self, body: &Json) {
-        let entry = (self.clock.now(), "outcome", body.to_string());
+        let entry = (self.clock.now(), "outcome", Body::Text(body.to_string()));
         self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     }
 
@@ -1118,7 +1174,7 @@ impl Gateway {
         let entries = std::mem::take(&mut *self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()));
         let written = entries
             .iter()
-            .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, body).map(|_| ()))
+            .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, &self.body_text(body)).map(|_| ()))
             .and_then(|()| tx.commit());
         self.queue_failing.store(written.is_err(), Ordering::Relaxed);
         if written.is_err() {
