@@ -22,9 +22,11 @@
 //! every process, so the difference between the direct side and a proxy is the proxy's own cost, wake-ups
 //! included. Usage (after `scripts/test-deps-mcp.sh` and `cargo build --release`):
 //!
+//! With `--instances K` each side is K processes (K servers; K proxies, each with its server), called in turn.
+//!
 //! ```sh
 //! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
-//!   [--http [--keep-alive] | --stub-upstream 150] [--calls 200] [--rounds 10]
+//!   [--http [--keep-alive] | --stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -233,6 +235,28 @@ impl Caller for HttpSession {
     }
 }
 
+/// `--instances K`: K processes of one side (K servers, or K proxies each with its own server), each called for a
+/// block of consecutive calls in turn (not one call each: that would leave every process cold on every call), so
+/// that no one process's speed (where the scheduler put it, its JIT and heap) is the side's.
+struct Pool {
+    sides: Vec<Box<dyn Caller>>,
+    calls: usize,
+    block: usize,
+}
+
+impl Caller for Pool {
+    fn call(&mut self, rest: &str) -> String {
+        let side = self.calls / self.block % self.sides.len();
+        self.calls += 1;
+        self.sides[side].call(rest)
+    }
+}
+
+/// K of a side, made by `make(i)`, as one, each called `block` times in a row.
+fn pool(k: usize, block: usize, mut make: impl FnMut(usize) -> Box<dyn Caller>) -> Box<dyn Caller> {
+    Box::new(Pool { sides: (0..k).map(&mut make).collect(), calls: 0, block: block.max(1) })
+}
+
 /// Stops a child when dropped.
 struct Running(Child);
 
@@ -333,6 +357,7 @@ fn main() {
     let mut baseline: Option<PathBuf> = None;
     let (mut http, mut keep_alive) = (false, false);
     let mut stub: Option<u64> = None;
+    let mut instances = 1usize;
     while let Some(flag) = args.next() {
         if flag == "--http" {
             http = true;
@@ -349,6 +374,7 @@ fn main() {
             "--calls" => calls = value.parse().unwrap(),
             "--rounds" => rounds = value.parse().unwrap(),
             "--stub-upstream" => stub = Some(value.parse().unwrap()),
+            "--instances" => instances = value.parse::<usize>().unwrap().max(1),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -381,9 +407,9 @@ fn main() {
             running.push(child);
             Box::new(HttpSession::start(&url, Some("bench-token"), keep_alive)) as Box<dyn Caller>
         };
-        let proxied = proxy(&remit, "state.db");
-        let old = baseline.as_deref().map(|b| proxy(b, "baseline.db"));
-        let direct = Box::new(HttpSession::start(&upstream, None, keep_alive)) as Box<dyn Caller>;
+        let proxied = pool(instances, calls / instances, |i| proxy(&remit, &format!("state-{i}.db")));
+        let old = baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
+        let direct = pool(instances, calls / instances, |_| Box::new(HttpSession::start(&upstream, None, keep_alive)));
         let read = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}"#;
         let denied = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"forbidden"}}"#;
         (direct, proxied, old, read, denied)
@@ -419,9 +445,13 @@ fn main() {
                 .args(&upstream);
             Box::new(Session::start(proxied, &root)) as Box<dyn Caller>
         };
-        let direct = Box::new(Session::start(direct, &root)) as Box<dyn Caller>;
-        let proxied = proxy(&remit, "state.db");
-        let old = baseline.as_deref().map(|b| proxy(b, "baseline.db"));
+        let direct = pool(instances, calls / instances, |_| {
+            let mut command = Command::new(direct.get_program());
+            command.args(direct.get_args());
+            Box::new(Session::start(command, &root))
+        });
+        let proxied = pool(instances, calls / instances, |i| proxy(&remit, &format!("state-{i}.db")));
+        let old = baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
         let denied = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"../secret.txt"}}"#;
         (direct, proxied, old, read, denied)
     };
