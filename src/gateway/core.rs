@@ -898,7 +898,11 @@ impl Gateway {
         counter.fetch_add(1, Ordering::Relaxed);
         let mut reasons = self.counts.reasons.lock().unwrap_or_else(|p| p.into_inner());
         for reason in &decided.reasons {
-            *reasons.entry(reason.clone()).or_default() += 1;
+            // A reason seen before is not copied again.
+            match reasons.get_mut(reason) {
+                Some(count) => *count += 1,
+                None => _ = reasons.insert(reason.clone(), 1),
+            }
         }
     }
 

@@ -887,7 +887,8 @@ impl Proxy {
     pub fn run(self: &Arc<Self>, mut input: impl BufRead) {
         // Requests run on worker threads, kept between requests (starting a thread per call costs more than the
         // call's own work); a new worker starts whenever none is idle, so a slow call never holds up another.
-        type Job = (Json, String, Option<Json>);
+        // The request, and whether it is of the stateless revision (its result written as 2026-07-28 writes it).
+        type Job = (Json, String, Option<Json>, bool);
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
         let idle = Arc::new(AtomicU64::new(0));
@@ -913,18 +914,34 @@ impl Proxy {
             match self.accept(&line) {
                 Err(reply) => self.outbox.send(&reply),
                 Ok(None) => {}
-                Ok(Some((id, method, params))) if method == "tools/call" && self.ready_here() => {
-                    self.call_tool_here(&id, params)
-                }
-                Ok(Some(job)) => {
+                Ok(Some((id, method, params))) => {
+                    let stateless = match stateless_request(&method, params.as_ref()) {
+                        Ok(stateless) => stateless,
+                        Err(error) => {
+                            self.outbox.send(&response(&id, Err(error)));
+                            continue;
+                        }
+                    };
+                    if method == "tools/call" && self.ready_here() {
+                        self.call_tool_here(&id, params, stateless);
+                        continue;
+                    }
+                    let job = (id, method, params, stateless);
                     // Claim an idle worker, or start one.
                     let claimed = idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
                     if !claimed {
                         let (proxy, queue, idle) = (self.clone(), queue.clone(), idle.clone());
                         workers.push(std::thread::spawn(move || loop {
                             let job = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                            let Ok((id, method, params)) = job else { return };
-                            let outcome = proxy.request(&proxy.identity, &id, &method, params);
+                            let Ok((id, method, params, stateless)) = job else { return };
+                            let outcome = match method.as_str() {
+                                "server/discover" => proxy.discover(&stateless_versions()),
+                                _ => proxy.request(&proxy.identity, &id, &method, params),
+                            };
+                            let outcome = match stateless {
+                                true => outcome.map(|r| super::mcp_http::stateless_result(&method, r)),
+                                false => outcome,
+                            };
                             proxy.outbox.send(&response(&id, outcome));
                             idle.fetch_add(1, Ordering::AcqRel);
                         }));
@@ -964,7 +981,7 @@ impl Proxy {
         let message: Json = serde_json::from_slice(line).map_err(|e| {
             response(&Json::Null, Err(RpcError::new(PARSE_ERROR, format!("the message is not JSON: {e}"))))
         })?;
-        let Json::Object(message) = message else {
+        let Json::Object(mut message) = message else {
             let what = if message.is_array() {
                 "batches are not part of MCP 2025-06-18: send one message per line"
             } else {
@@ -982,7 +999,8 @@ impl Proxy {
         if message.get("jsonrpc").and_then(Json::as_str) != Some("2.0") {
             return Err(invalid(&reply_id, "`jsonrpc` must be \"2.0\""));
         }
-        let params = message.get("params").cloned();
+        // Taken, not copied: a call's arguments can be large.
+        let params = message.remove("params");
         if params.as_ref().is_some_and(|p| !p.is_object()) {
             return Err(invalid(&reply_id, "`params` must be an object"));
         }
@@ -1205,12 +1223,16 @@ impl Proxy {
     /// way there or back. Only when [`Proxy::ready_here`]: a call that may have to wait for the upstream before it
     /// can be decided (a tool list not read yet, an upstream to start again) or goes to an HTTP upstream is a
     /// worker's.
-    fn call_tool_here(self: &Arc<Self>, id: &Json, params: Option<Json>) {
+    fn call_tool_here(self: &Arc<Self>, id: &Json, params: Option<Json>, stateless: bool) {
         let params = params.unwrap_or_else(|| json!({}));
         match self.decide_call(&self.identity, params) {
             Err(e) => self.outbox.send(&response(id, Err(e))),
+            Ok(Call::Answered(result)) if stateless => {
+                self.outbox.send(&response(id, Ok(super::mcp_http::stateless_result("tools/call", result))))
+            }
             Ok(Call::Answered(result)) => self.outbox.send(&response(id, Ok(result))),
             Ok(Call::Forward(mut forward)) => {
+                forward.stateless = stateless;
                 // Forwarded first; what only the answer needs (the decision as the result carries it) is made while
                 // the upstream works, and the outcome is logged after the agent has its answer.
                 let upstream = forward.upstream.clone();
@@ -1279,7 +1301,8 @@ impl Proxy {
             return Ok(Call::Answered(result));
         }
         let tool = name.to_string();
-        Ok(Call::Forward(Box::new(Forward { upstream, params, decided, tool, meta: Default::default() })))
+        let meta = Default::default();
+        Ok(Call::Forward(Box::new(Forward { upstream, params, decided, tool, meta, stateless: false })))
     }
 
     /// Logs how a forwarded call went (its `outcome` entry) and adds the decision to the upstream's result.
@@ -1345,6 +1368,8 @@ struct Forward {
     /// The decision as the result's `_meta` carries it ([`decision_meta`]), serialized: made once, by whichever
     /// comes first, the thread that forwarded the call (while the upstream works) or the upstream's answer.
     meta: std::sync::OnceLock<String>,
+    /// A request of the stateless revision: the result says `resultType: complete` (see [`Forward::answer`]).
+    stateless: bool,
 }
 
 impl Forward {
@@ -1388,16 +1413,21 @@ impl Forward {
             Ok(RawResult(result)) => result,
         };
         let members = serde_json::from_str::<ResultHead>(&result);
+        // Over the stateless revision a result that says nothing of its type says `resultType: complete` (added as
+        // `super::mcp_http::stateless_result` adds it).
+        let typed = |result_type: &Option<&RawValue>| result_type.is_none() && self.stateless;
         let spliced = match members {
-            Ok(ResultHead { is_error, meta: None }) if result.trim_start().starts_with('{') => {
+            Ok(ResultHead { is_error, meta: None, result_type }) if result.trim_start().starts_with('{') => {
+                let add_type = typed(&result_type);
                 let end = result.trim_end();
                 let body = end[..end.len() - 1].trim_end();
                 let comma = if body.trim_start().len() > 1 { "," } else { "" };
-                Some((is_error.as_ref().and_then(|e| e.get().parse::<bool>().ok()).unwrap_or(false), body, comma))
+                let is_error = is_error.as_ref().and_then(|e| e.get().parse::<bool>().ok()).unwrap_or(false);
+                Some((is_error, body, comma, add_type))
             }
             _ => None,
         };
-        let Some((is_error, body, comma)) = spliced else {
+        let Some((is_error, body, comma, add_type)) = spliced else {
             let parsed: Json = serde_json::from_str(&result).unwrap_or(Json::Null);
             let entry = self.outcome_entry(Ok(self::is_error(&parsed)));
             let mut parsed = parsed;
@@ -1406,6 +1436,9 @@ impl Forward {
                 if let Some(slot) = slot.as_object_mut() {
                     slot.insert(META_DECISION.into(), serde_json::from_str(self.meta()).unwrap_or(Json::Null));
                 }
+            }
+            if self.stateless {
+                parsed = super::mcp_http::stateless_result("tools/call", parsed);
             }
             return (line(&response(id, Ok(parsed))), entry);
         };
@@ -1416,6 +1449,9 @@ impl Forward {
         out.extend_from_slice(br#","result":"#);
         out.extend_from_slice(body.as_bytes());
         out.extend_from_slice(comma.as_bytes());
+        if add_type {
+            out.extend_from_slice(br#""resultType":"complete","#);
+        }
         out.extend_from_slice(br#""_meta":{""#);
         out.extend_from_slice(META_DECISION.as_bytes());
         out.extend_from_slice(br#"":"#);
@@ -1442,6 +1478,8 @@ struct ResultHead<'a> {
     is_error: Option<&'a RawValue>,
     #[serde(rename = "_meta", borrow, default, deserialize_with = "present")]
     meta: Option<&'a RawValue>,
+    #[serde(rename = "resultType", borrow, default, deserialize_with = "present")]
+    result_type: Option<&'a RawValue>,
 }
 
 /// A member that is there, `null` included (`Option`'s own reading takes `null` for absent).
@@ -1471,6 +1509,47 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// The revisions `server/discover` names: the stateless one first, then those `initialize` accepts.
+fn stateless_versions() -> Vec<&'static str> {
+    let mut versions = vec![super::mcp_http::STATELESS_VERSION];
+    versions.extend(SUPPORTED_VERSIONS);
+    versions
+}
+
+/// Whether a request that came over stdio is of the stateless revision 2026-07-28, whose requests need no
+/// `initialize` before them: its `params._meta` names that revision, and must then carry the client's capabilities
+/// too. Why it is refused: `server/discover` (answered by the proxy) needs the stateless `_meta`; `initialize` is not
+/// part of that revision; a revision the proxy does not speak is `-32022` with those it does.
+fn stateless_request(method: &str, params: Option<&Json>) -> Result<bool, RpcError> {
+    use super::mcp_http::{META_CAPABILITIES, META_VERSION, STATELESS_VERSION, UNSUPPORTED_VERSION};
+    let meta = params.and_then(|p| p.get("_meta")).and_then(Json::as_object);
+    let needs_meta = || {
+        let text = format!("`params._meta` must carry `{META_VERSION}` and `{META_CAPABILITIES}`");
+        RpcError::new(INVALID_PARAMS, text)
+    };
+    let Some(version) = meta.and_then(|m| m.get(META_VERSION)) else {
+        return if method == "server/discover" { Err(needs_meta()) } else { Ok(false) };
+    };
+    let legacy = version.as_str().is_some_and(|v| SUPPORTED_VERSIONS.contains(&v));
+    if version.as_str() != Some(STATELESS_VERSION) && !(legacy && method != "server/discover") {
+        let shown = version.as_str().map_or_else(|| version.to_string(), str::to_string);
+        let mut error = RpcError::new(UNSUPPORTED_VERSION, format!("protocol version `{shown}` is not supported"));
+        error.data = Some(json!({"supported": stateless_versions(), "requested": version}));
+        return Err(error);
+    }
+    if legacy {
+        return Ok(false);
+    }
+    if !meta.and_then(|m| m.get(META_CAPABILITIES)).is_some_and(Json::is_object) {
+        return Err(needs_meta());
+    }
+    if method == "initialize" {
+        let text = format!("`initialize` is not part of MCP {STATELESS_VERSION}: use `server/discover`");
+        return Err(RpcError::new(METHOD_NOT_FOUND, text));
+    }
+    Ok(true)
 }
 
 /// A tool's `name`.
@@ -1562,7 +1641,7 @@ mod tests {
             shadowed: None,
         };
         let upstream = Upstream::new(None, None, None, Duration::from_secs(1));
-        Forward { upstream, params: Json::Null, decided, tool: "t".into(), meta: Default::default() }
+        Forward { upstream, params: Json::Null, decided, tool: "t".into(), meta: Default::default(), stateless: false }
     }
 
     /// The agent's answer spliced from the upstream's text is the answer the proxy would make by parsing the result
@@ -1580,12 +1659,14 @@ mod tests {
             r#"{"_meta":{"x":1},"content":[]}"#,
             r#"{"_meta":null}"#,
             r#"{"isError":"yes"}"#,
+            r#"{"content":[],"resultType":"incomplete"}"#,
             "[1,2]",
             "null",
             "\"text\"",
         ];
-        for result in results {
-            let forward = forward(decision);
+        for (result, stateless) in results.iter().flat_map(|r| [(*r, false), (*r, true)]) {
+            let mut forward = forward(decision);
+            forward.stateless = stateless;
             let id = json!(7);
             let (line, entry) = forward.answer(&id, Ok(RawResult(result.to_string())));
             assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'), "one line for {result}");
@@ -1601,9 +1682,12 @@ mod tests {
                         slot.insert(META_DECISION.into(), meta);
                     }
                 }
+                if stateless {
+                    result = super::super::mcp_http::stateless_result("tools/call", result);
+                }
                 (response(&id, Ok(result)), rebuilt)
             };
-            assert_eq!((answer, entry), expected, "for {result}");
+            assert_eq!((answer, entry), expected, "for {result} (stateless: {stateless})");
         }
         // An upstream's error is passed on, and logged as the outcome.
         let forward = forward(decision);
