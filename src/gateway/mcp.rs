@@ -1,5 +1,6 @@
 //! `remit mcp-proxy`: the gateway in front of an MCP server. To the agent the proxy is an MCP server (JSON-RPC 2.0,
-//! one message per line on stdin/stdout, protocol revision 2025-06-18); to the upstream server it is an MCP client
+//! one message per line on stdin/stdout, protocol revision 2025-06-18, and 2026-07-28 for a request whose `_meta`
+//! names it: no `initialize` needed, `server/discover`, typed results); to the upstream server it is an MCP client
 //! over the upstream command's stdin/stdout. It is a front end of [`Gateway`], like [`super::http`]: every
 //! `tools/call` is decided by the gateway core (state, clock, obligations, log, access requests) before anything
 //! reaches the upstream, and `tools/list` shows only the tools the module's listing lets the subject see.
@@ -23,7 +24,8 @@
 //! in the gateway (written with the next decisions, or by a thread of their own when no call comes). A `tools/call`
 //! for a stdio upstream whose tools are known takes a shorter way, because each hand-off between threads costs
 //! scheduling latency on a busy machine: it is decided on the thread that reads the agent, written to the upstream
-//! from there, and answered from the thread that reads the upstream (a sweeper thread fails it at its deadline).
+//! from there, and answered from the thread that reads the upstream (a sweeper thread fails it at its deadline):
+//! the upstream's result is not parsed there, the decision is spliced into its text ([`Forward::answer`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
