@@ -68,7 +68,10 @@ impl Session {
     fn call(&mut self, rest: &str) -> String {
         let id = self.next;
         self.next += 1;
-        writeln!(self.stdin, r#"{{"jsonrpc":"2.0","id":{id},{rest}}}"#).unwrap();
+        // One write per message, as clients do: `writeln!` on the unbuffered pipe would write each piece of the
+        // format on its own, and wake the reader (the server, or the proxy) for a partial line.
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},{rest}}}\n");
+        self.stdin.write_all(line.as_bytes()).unwrap();
         self.stdin.flush().unwrap();
         // The response's own id: first or last member (servers differ), never one inside `result`.
         let (first, last) = (format!(r#"{{"jsonrpc":"2.0","id":{id},"#), format!(r#","id":{id}}}"#));
@@ -334,7 +337,8 @@ fn serve_stub(micros: u64, dir: &Path) {
             }
             _ => "{}",
         };
-        writeln!(out, r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.trim()).unwrap();
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}}}\n", result.trim());
+        out.write_all(line.as_bytes()).unwrap();
         out.flush().unwrap();
     }
 }
