@@ -412,7 +412,8 @@ fn main() {
             Box::new(HttpSession::start(&url, Some("bench-token"), keep_alive)) as Box<dyn Caller>
         };
         let proxied = pool(instances, calls / instances, |i| proxy(&remit, &format!("state-{i}.db")));
-        let old = baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
+        let old =
+            baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
         let direct = pool(instances, calls / instances, |_| Box::new(HttpSession::start(&upstream, None, keep_alive)));
         let read = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}"#;
         let denied = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"forbidden"}}"#;
@@ -455,7 +456,8 @@ fn main() {
             Box::new(Session::start(command, &root))
         });
         let proxied = pool(instances, calls / instances, |i| proxy(&remit, &format!("state-{i}.db")));
-        let old = baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
+        let old =
+            baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
         let denied = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"../secret.txt"}}"#;
         (direct, proxied, old, read, denied)
     };
