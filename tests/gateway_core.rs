@@ -641,3 +641,37 @@ fn deferred_entries_wait_in_order_and_state_changes_are_committed_before_the_ans
     assert_eq!(s.gateway.decide_deferring(&look("agent:shopper")).logged, None);
     assert_eq!(audit::verify(entries).unwrap() as usize, before + 2);
 }
+
+/// A deferred decision's entry is written from its parts when the queue is flushed: the same entry, masked
+/// arguments masked, as the decision committed at once makes (and as the proxy's request object, not serialized
+/// first, makes).
+#[test]
+fn a_deferred_entry_is_the_entry_decide_writes_masks_included() {
+    let program = examples::compile(&[("shop.remit".into(), DEFERRING.into())]);
+    let dir = std::env::temp_dir().join(format!("remit-gateway-core-deferred-mask-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let config = Config { mask: vec!["path".into()], ..Config::default() };
+    let gateway = Gateway::new(policy(&program), store.clone(), clock, config);
+    let request = look("agent:shopper");
+    let committed = gateway.decide(&request);
+    let deferred = gateway.decide_deferring(&request);
+    let Value::Object(object) = serde_json::from_slice::<Value>(&request).unwrap() else { panic!() };
+    let built = gateway.decide_request_deferring(object);
+    assert_eq!(deferred.logged, None);
+    assert_eq!(built.logged, None);
+    gateway.flush_entries().unwrap();
+    let entries = log(&store);
+    assert_eq!(entries.len(), 3);
+    let mut bodies: Vec<Value> = entries.iter().map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+    assert_eq!(bodies[0]["request"]["action"]["arguments"]["path"], "***", "{}", bodies[0]);
+    for (body, decided) in bodies.iter_mut().zip([&committed, &deferred, &built]) {
+        assert_eq!(body["id"], json!(decided.id));
+        body["id"] = json!("dec");
+    }
+    assert_eq!(bodies[1], bodies[0]);
+    assert_eq!(bodies[2], bodies[0]);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -217,7 +217,18 @@ impl Session {
 /// denied traversal, escalated write approved over HTTP, retried and allowed once.
 #[test]
 fn the_official_python_sdk_client_works_through_the_proxy() {
-    let dir = sandbox("sdk");
+    sdk_over_stdio("sdk", false);
+}
+
+/// The same flow over stdio in the stateless revision 2026-07-28: the client's `server/discover` instead of
+/// `initialize`, every request carrying the revision in its `_meta`.
+#[test]
+fn the_official_python_sdk_client_over_stdio_in_the_stateless_revision() {
+    sdk_over_stdio("sdk-stateless", true);
+}
+
+fn sdk_over_stdio(name: &str, stateless: bool) {
+    let dir = sandbox(name);
     let python = python();
     let store = format!("sqlite:{}", dir.join("state.db").display());
     let owner = format!("user:owner={OWNER_TOKEN}");
@@ -229,6 +240,7 @@ fn the_official_python_sdk_client_works_through_the_proxy() {
         .arg(dir.join("root"))
         .args(["--token", OWNER_TOKEN, "--errlog"])
         .arg(dir.join("proxy.log"))
+        .args(stateless.then_some("--stateless"))
         .args(["--", env!("CARGO_BIN_EXE_remit"), "mcp-proxy", "--policy"])
         .arg(&policy)
         .args(["--subject", "agent:coder", "--store", &store, "--inbox", "127.0.0.1:0", "--inbox-token", &owner])
@@ -237,7 +249,7 @@ fn the_official_python_sdk_client_works_through_the_proxy() {
         .arg(dir.join("root"))
         .stdin(Stdio::null());
     let report = client_report(command, &dir.join("proxy.log"));
-    check_report(&report, &dir);
+    check_report_at(&report, &dir, if stateless { "2026-07-28" } else { "2025-06-18" });
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -1612,4 +1624,73 @@ fn stateless_meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
            "io.modelcontextprotocol/clientCapabilities": {},
            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}})
+}
+
+/// The stateless revision 2026-07-28 over stdio, by hand: no `initialize` before the requests, `server/discover`
+/// answered by the proxy, results typed (`resultType`, and `ttlMs` / `cacheScope` on listings) whether the call is
+/// forwarded or refused, and the revision's refusals; a request without the revision's `_meta` in the same session
+/// is answered as before.
+#[test]
+fn the_stateless_revision_over_stdio() {
+    let dir = sandbox("stateless-stdio");
+    let mut proxy = Session::proxy(&dir, "agent:coder");
+    let meta = stateless_meta();
+    let with_meta = |params: Value| {
+        let mut params = params;
+        params["_meta"] = meta.clone();
+        params
+    };
+
+    let found = proxy.request(1, "server/discover", with_meta(json!({})));
+    let result = &found["result"];
+    assert_eq!(result["supportedVersions"], json!(["2026-07-28", "2025-06-18", "2025-03-26", "2024-11-05"]), "{found}");
+    assert!(result["capabilities"]["tools"].is_object(), "{found}");
+    assert_eq!(result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "remit-mcp-proxy", "{found}");
+    assert_eq!(
+        (&result["resultType"], &result["ttlMs"], &result["cacheScope"]),
+        (&json!("complete"), &json!(0), &json!("private"))
+    );
+
+    let list = proxy.request(2, "tools/list", with_meta(json!({})));
+    assert_eq!(names(&list), ["create_directory", "get_file_info", "list_directory", "read_text_file", "write_file"]);
+    assert_eq!((&list["result"]["resultType"], &list["result"]["ttlMs"]), (&json!("complete"), &json!(0)), "{list}");
+
+    // Forwarded and answered from the upstream's reader thread (the decision spliced in) …
+    let call = |path: &str| with_meta(json!({"name": "read_text_file", "arguments": {"path": path}}));
+    let read = proxy.request(3, "tools/call", call("workspace/a.txt"))["result"].clone();
+    assert_eq!(text(&read), "hello from the workspace\n", "{read}");
+    assert_eq!(read["resultType"], "complete", "{read}");
+    assert_eq!(read["_meta"]["remit.dev/decision"]["outcome"], "allow", "{read}");
+    // … and refused by the proxy.
+    let denied = proxy.request(4, "tools/call", call("../secret.txt"))["result"].clone();
+    assert!(is_error(&denied) && text(&denied).contains("scope.outside"), "{denied}");
+    assert_eq!(denied["resultType"], "complete", "{denied}");
+
+    // The same request without the revision's `_meta`: the earlier revisions' answer, untyped.
+    let plain = proxy.call(5, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(plain.get("resultType").is_none() && text(&plain) == "hello from the workspace\n", "{plain}");
+
+    // Refusals: `server/discover` without the revision's `_meta`; `initialize` in that revision; a revision the
+    // proxy does not speak (with those it does); the revision without the client's capabilities.
+    let error = |answer: &Value| (answer["error"]["code"].as_i64().unwrap_or(0), answer.to_string());
+    let bare = proxy.request(6, "server/discover", json!({}));
+    assert_eq!(error(&bare).0, -32602, "{bare}");
+    let init =
+        json!({"protocolVersion": "2026-07-28", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
+    let initialize = proxy.request(7, "initialize", with_meta(init));
+    assert_eq!(error(&initialize).0, -32601, "{initialize}");
+    assert!(error(&initialize).1.contains("server/discover"), "{initialize}");
+    let future = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
+                                  "io.modelcontextprotocol/clientCapabilities": {}}});
+    let unsupported = proxy.request(8, "tools/list", future);
+    assert_eq!(error(&unsupported).0, -32022, "{unsupported}");
+    assert_eq!(unsupported["error"]["data"]["requested"], "2099-01-01");
+    assert!(unsupported["error"]["data"]["supported"].as_array().unwrap().contains(&json!("2026-07-28")));
+    let incapable = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
+    assert_eq!(error(&proxy.request(9, "tools/list", incapable)).0, -32602);
+
+    // A legacy session still opens as before, in the same process.
+    let opened = proxy.initialize();
+    assert_eq!(opened["result"]["protocolVersion"], "2025-06-18", "{opened}");
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -79,7 +79,66 @@ struct ShadowNote {
 }
 
 /// A log entry waiting to be written: its time, kind and body.
-type QueuedEntry = (i64, &'static str, String);
+type QueuedEntry = (i64, &'static str, Body);
+
+/// A queued entry's body: its text, or a deferred decision's parts, serialized only when the entry is written (by
+/// the writer thread, or in the next transaction that writes), not on the way to the decision's answer.
+enum Body {
+    Text(String),
+    Decision(Box<DecisionParts>),
+}
+
+/// What a decision's log entry says ([`LogBody`], owned).
+struct DecisionParts {
+    id: String,
+    request: Json,
+    decision: Json,
+    policy: String,
+    approvals_used: Vec<Json>,
+    ignored: Vec<String>,
+    module_decision: Option<(Json, String)>,
+    access_request: Option<String>,
+    shadow: bool,
+}
+
+impl DecisionParts {
+    /// The entry's text; the request with the masked arguments' values replaced (`mask`).
+    fn text(&self, mask: &[String]) -> String {
+        let masks = self
+            .request
+            .pointer("/action/arguments")
+            .and_then(Json::as_object)
+            .is_some_and(|a| mask.iter().any(|name| a.contains_key(name)));
+        // Serialized from borrowed parts (the request is copied only when an argument is masked).
+        let masked = masks.then(|| masked(self.request.clone(), mask));
+        let body = LogBody {
+            id: &self.id,
+            request: masked.as_ref().unwrap_or(&self.request),
+            decision: &self.decision,
+            policy: &self.policy,
+            credential: self.request.pointer("/subject/credential/id"),
+            approvals_used: &self.approvals_used,
+            ignored: &self.ignored,
+            module_decision: self.module_decision.as_ref().map(|(module, _)| module),
+            obligation_problem: self.module_decision.as_ref().map(|(_, problem)| problem.as_str()),
+            access_request: self.access_request.as_deref(),
+            shadow: self.shadow.then_some(ShadowNote { answered: "allow" }),
+        };
+        serde_json::to_string(&body).expect("a log entry serializes")
+    }
+}
+
+/// `request` with the values of the arguments named in `mask` replaced by `"***"`.
+fn masked(mut request: Json, mask: &[String]) -> Json {
+    if let Some(arguments) = request.pointer_mut("/action/arguments").and_then(Json::as_object_mut) {
+        for name in mask {
+            if let Some(value) = arguments.get_mut(name) {
+                *value = Json::String("***".into());
+            }
+        }
+    }
+    request
+}
 
 /// What one decision did inside the batch's transaction.
 // Moved once per decision.
@@ -419,6 +478,14 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
+/// A request as a front end hands it to the gateway.
+enum Request<'a> {
+    /// remit's request JSON, as it came.
+    Bytes(&'a [u8]),
+    /// The same, already read.
+    Value(Map<String, Json>),
+}
+
 /// A request after the gateway prepared it (before the state is filled in).
 #[derive(Clone)]
 struct Prepared {
@@ -499,8 +566,15 @@ impl Gateway {
 
     /// Removes the fields only the gateway fills and picks the mandate of a request that names none.
     fn prepare(&self, request: &[u8], meta: &PolicyMeta) -> Prepared {
+        match crate::json::parse(request) {
+            Ok(Json::Object(value)) => self.prepare_value(value, meta),
+            _ => Prepared { value: None, ignored: Vec::new(), early_deny: None },
+        }
+    }
+
+    /// [`Gateway::prepare`] of a request already read.
+    fn prepare_value(&self, mut value: Map<String, Json>, meta: &PolicyMeta) -> Prepared {
         let mut prepared = Prepared { value: None, ignored: Vec::new(), early_deny: None };
-        let Ok(Json::Object(mut value)) = crate::json::parse(request) else { return prepared };
         fill_target(&mut value, meta, &mut prepared.ignored);
         let context = value.entry("context").or_insert_with(|| Json::Object(Map::new()));
         let Json::Object(context) = context else { return prepared };
@@ -550,8 +624,9 @@ impl Gateway {
             .filter(|a| a.tool.is_none() || a.tool == tool)
             .map(|a| presented(&a))
             .collect();
-        let stops: Vec<Json> = tx.stops()?.into_iter().map(Json::String).collect();
-        let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(name, v)| (name, Json::from(v))).collect();
+        let (stops, facts) = tx.stops_and_facts()?;
+        let stops: Vec<Json> = stops.into_iter().map(Json::String).collect();
+        let facts: Map<String, Json> = facts.into_iter().map(|(name, v)| (name, Json::from(v))).collect();
         let mut counters = Map::new();
         for budget in meta.budgets_of(&chain) {
             if counters.contains_key(&budget.name) {
@@ -572,7 +647,7 @@ impl Gateway {
 
     /// Decides one request (remit's request JSON, docs/requests.md), carrying out its obligations and logging it.
     pub fn decide(&self, request: &[u8]) -> Decided {
-        self.decide_with(request, false)
+        self.decide_with(Request::Bytes(request), false)
     }
 
     /// [`Gateway::decide`] for a front end that flushes the queue ([`Gateway::flush_entries`]) within moments and at
@@ -585,20 +660,38 @@ impl Gateway {
     /// denied when the store cannot be written), as with [`Gateway::decide`].
     pub fn decide_deferring(&self, request: &[u8]) -> Decided {
         let defer = !self.queue_failing.load(Ordering::Relaxed);
-        self.decide_with(request, defer)
+        self.decide_with(Request::Bytes(request), defer)
     }
 
-    fn decide_with(&self, request: &[u8], defer: bool) -> Decided {
+    /// [`Gateway::decide_deferring`] of a request the front end built itself (`remit mcp-proxy`), as a JSON object
+    /// rather than its bytes: not serialized by the front end only to be read again here. The module still reads
+    /// the request as bytes (the gateway serializes it after filling in the state) and refuses what [`crate::json`]
+    /// refuses; the front end's own parser read whatever came from outside (serde_json: a duplicate key is not
+    /// refused there, and the last one is kept — in what is decided and in what is forwarded alike).
+    pub fn decide_request_deferring(&self, request: Map<String, Json>) -> Decided {
+        let defer = !self.queue_failing.load(Ordering::Relaxed);
+        self.decide_with(Request::Value(request), defer)
+    }
+
+    fn decide_with(&self, request: Request<'_>, defer: bool) -> Decided {
         let policy = self.policy();
         let policy_hash = policy.compiled.policy().to_string();
         let now = self.clock.now();
         let id = new_id("dec");
-        let prepared = self.prepare(request, &policy.meta);
+        let (prepared, request) = match request {
+            Request::Bytes(bytes) => (self.prepare(bytes, &policy.meta), bytes.to_vec()),
+            Request::Value(value) => {
+                // A request the gateway cannot prepare goes to the module as it is, as bytes.
+                let odd = value.get("context").is_some_and(|c| !c.is_object());
+                let raw = if odd { serde_json::to_vec(&value).expect("a JSON value serializes") } else { Vec::new() };
+                (self.prepare_value(value, &policy.meta), raw)
+            }
+        };
         if !prepared.ignored.is_empty() {
             self.counts.ignored_fields.fetch_add(1, Ordering::Relaxed);
         }
         let queued = std::time::Instant::now();
-        let job = Job { policy: policy.clone(), id: id.clone(), raw: request.to_vec(), prepared, now, queued, defer };
+        let job = Job { policy: policy.clone(), id: id.clone(), raw: request, prepared, now, queued, defer };
         let decided = match self.run_batched(job) {
             Ok(decided) => decided,
             Err(_) => {
@@ -679,7 +772,11 @@ impl Gateway {
     fn run_batch<'j>(&self, jobs: impl ExactSizeIterator<Item = &'j Job>) -> Vec<StoreResult<Decided>> {
         let jobs: Vec<&Job> = jobs.collect();
         let count = jobs.len();
-        let mut tx = match self.store.begin() {
+        // Whether this transaction writes: then every entry goes into it, in order. A batch of deferring jobs
+        // starts as a read transaction, and becomes a write one only if one of its decisions turns out to write.
+        let mut writes = jobs.iter().any(|job| !job.defer);
+        let begun = if writes { self.store.begin() } else { self.store.begin_read() };
+        let mut tx = match begun {
             Ok(tx) => tx,
             Err(e) => return vec![Err(e); count],
         };
@@ -687,10 +784,7 @@ impl Gateway {
         // this batch's deferred decisions (queued after it commits, unless a later decision of the batch writes).
         let mut taken: Vec<QueuedEntry> = Vec::new();
         let mut deferred: Vec<QueuedEntry> = Vec::new();
-        // Whether this transaction writes: then every entry goes into it, in order.
-        let mut writes = false;
-        if jobs.iter().any(|job| !job.defer) {
-            writes = true;
+        if writes {
             self.write_queued(&mut tx, &mut taken, &mut deferred);
         }
         let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
@@ -703,6 +797,10 @@ impl Gateway {
                 continue;
             }
             let run = |tx: &mut Box<dyn Tx + '_>, defer: bool| {
+                if defer {
+                    // A deferring decision writes nothing (it answers `Rerun` before it would): no savepoint.
+                    return self.decide_in_store(tx, job, true);
+                }
                 tx.savepoint().and_then(|()| {
                     let stored = self.decide_in_store(tx, job, defer);
                     tx.release(stored.is_ok())?;
@@ -711,6 +809,18 @@ impl Gateway {
             };
             let result = match run(&mut tx, job.defer && !writes) {
                 Ok(Stored::Rerun) => {
+                    // The read transaction ends (its decisions wrote nothing) and a write transaction takes over:
+                    // SQLite may refuse to turn a read transaction into a write one when another connection wrote
+                    // since it began, so none is.
+                    match tx.commit().and_then(|()| self.store.begin()) {
+                        Ok(write) => tx = write,
+                        Err(e) => {
+                            results.push(Err(e.clone()));
+                            results.resize(count, Err(e));
+                            self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).extend(deferred);
+                            return results;
+                        }
+                    }
                     writes = true;
                     self.write_queued(&mut tx, &mut taken, &mut deferred);
                     run(&mut tx, false)
@@ -756,7 +866,7 @@ impl Gateway {
             let appended = queued
                 .iter()
                 .chain(deferred.iter())
-                .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, body).map(|_| ()));
+                .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, &self.body_text(body)).map(|_| ()));
             tx.release(appended.is_ok())?;
             appended
         });
@@ -788,7 +898,11 @@ impl Gateway {
         counter.fetch_add(1, Ordering::Relaxed);
         let mut reasons = self.counts.reasons.lock().unwrap_or_else(|p| p.into_inner());
         for reason in &decided.reasons {
-            *reasons.entry(reason.clone()).or_default() += 1;
+            // A reason seen before is not copied again.
+            match reasons.get_mut(reason) {
+                Some(count) => *count += 1,
+                None => _ = reasons.insert(reason.clone(), 1),
+            }
         }
     }
 
@@ -860,23 +974,23 @@ impl Gateway {
             .and_then(Json::as_array)
             .map(|r| r.iter().filter_map(Json::as_str).map(str::to_string).collect())
             .unwrap_or_default();
-        // Serialized from borrowed parts (the request is copied only when an argument is masked).
-        let masked = self.masks(&sent).then(|| self.masked(sent.clone()));
-        let body = LogBody {
-            id,
-            request: masked.as_ref().unwrap_or(&sent),
-            decision: &decision,
-            policy: policy_hash,
-            credential: sent.pointer("/subject/credential/id"),
-            approvals_used: &approvals_used,
-            ignored: &ignored,
-            module_decision: module_decision.as_ref().map(|(module, _)| module),
-            obligation_problem: module_decision.as_ref().map(|(_, problem)| problem.as_str()),
-            access_request: access_request.as_ref().map(|r| r.id.as_str()),
-            shadow: shadowed.as_ref().map(|_| ShadowNote { answered: "allow" }),
+        let parts = DecisionParts {
+            id: id.to_string(),
+            request: sent,
+            decision,
+            policy: policy_hash.to_string(),
+            approvals_used,
+            ignored,
+            module_decision,
+            access_request: access_request.as_ref().map(|r| r.id.clone()),
+            shadow: shadowed.is_some(),
         };
-        let body = serde_json::to_string(&body).expect("a log entry serializes");
-        let logged = if defer { None } else { Some(tx.append_log(now, "decision", &body)?.seq) };
+        let (logged, body) = if defer {
+            (None, Body::Decision(Box::new(parts)))
+        } else {
+            let body = parts.text(&self.config.mask);
+            (Some(tx.append_log(now, "decision", &body)?.seq), Body::Text(body))
+        };
         let decided = Decided {
             id: id.to_string(),
             decision: decision_json,
@@ -1032,20 +1146,16 @@ impl Gateway {
     }
 
     /// Whether [`Gateway::masked`] would change `request`.
-    fn masks(&self, request: &Json) -> bool {
-        let arguments = request.pointer("/action/arguments").and_then(Json::as_object);
-        arguments.is_some_and(|a| self.config.mask.iter().any(|name| a.contains_key(name)))
+    /// A queued entry's text.
+    fn body_text<'b>(&self, body: &'b Body) -> std::borrow::Cow<'b, str> {
+        match body {
+            Body::Text(text) => text.into(),
+            Body::Decision(parts) => parts.text(&self.config.mask).into(),
+        }
     }
 
-    fn masked(&self, mut request: Json) -> Json {
-        if let Some(arguments) = request.pointer_mut("/action/arguments").and_then(Json::as_object_mut) {
-            for name in &self.config.mask {
-                if let Some(value) = arguments.get_mut(name) {
-                    *value = Json::String("***".into());
-                }
-            }
-        }
-        request
+    fn masked(&self, request: Json) -> Json {
+        masked(request, &self.config.mask)
     }
 
     /// Queues what became of an allowed call (a front end that carries calls out, `remit mcp-proxy`, reports the
@@ -1053,7 +1163,7 @@ impl Gateway {
     /// writes (in that transaction, before its decisions) or at the next [`Gateway::flush_entries`], whichever comes
     /// first — no transaction of its own on the path of the next call.
     pub fn queue_outcome(&self, body: &Json) {
-        let entry = (self.clock.now(), "outcome", body.to_string());
+        let entry = (self.clock.now(), "outcome", Body::Text(body.to_string()));
         self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     }
 
@@ -1068,7 +1178,7 @@ impl Gateway {
         let entries = std::mem::take(&mut *self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()));
         let written = entries
             .iter()
-            .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, body).map(|_| ()))
+            .try_for_each(|(time, kind, body)| tx.append_log(*time, kind, &self.body_text(body)).map(|_| ()))
             .and_then(|()| tx.commit());
         self.queue_failing.store(written.is_err(), Ordering::Relaxed);
         if written.is_err() {

@@ -1,5 +1,6 @@
 //! `remit mcp-proxy`: the gateway in front of an MCP server. To the agent the proxy is an MCP server (JSON-RPC 2.0,
-//! one message per line on stdin/stdout, protocol revision 2025-06-18); to the upstream server it is an MCP client
+//! one message per line on stdin/stdout, protocol revision 2025-06-18, and 2026-07-28 for a request whose `_meta`
+//! names it: no `initialize` needed, `server/discover`, typed results); to the upstream server it is an MCP client
 //! over the upstream command's stdin/stdout. It is a front end of [`Gateway`], like [`super::http`]: every
 //! `tools/call` is decided by the gateway core (state, clock, obligations, log, access requests) before anything
 //! reaches the upstream, and `tools/list` shows only the tools the module's listing lets the subject see.
@@ -23,7 +24,8 @@
 //! in the gateway (written with the next decisions, or by a thread of their own when no call comes). A `tools/call`
 //! for a stdio upstream whose tools are known takes a shorter way, because each hand-off between threads costs
 //! scheduling latency on a busy machine: it is decided on the thread that reads the agent, written to the upstream
-//! from there, and answered from the thread that reads the upstream (a sweeper thread fails it at its deadline).
+//! from there, and answered from the thread that reads the upstream (a sweeper thread fails it at its deadline):
+//! the upstream's result is not parsed there, the decision is spliced into its text ([`Forward::answer`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -32,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value as Json};
 
 use super::core::Gateway;
@@ -65,22 +68,30 @@ pub struct Identity {
 
 impl Identity {
     /// remit's request for a call of `tool` with `arguments` (docs/requests.md); the gateway fills the rest.
-    fn request(&self, tool: Option<(&str, &Json)>) -> Json {
-        let mut subject = json!({"id": self.subject});
+    fn request(&self, tool: Option<(&str, &Json)>) -> Map<String, Json> {
+        let mut subject = Map::with_capacity(2);
+        subject.insert("id".into(), Json::from(self.subject.as_str()));
         if self.credential.is_some() || !self.scopes.is_empty() {
-            let mut credential = json!({"scopes": self.scopes});
+            let mut credential = Map::with_capacity(2);
+            let scopes = self.scopes.iter().map(|s| Json::from(s.as_str())).collect();
+            credential.insert("scopes".into(), Json::Array(scopes));
             if let Some(id) = &self.credential {
-                credential["id"] = Json::String(id.clone());
+                credential.insert("id".into(), Json::from(id.as_str()));
             }
-            subject["credential"] = credential;
+            subject.insert("credential".into(), Json::Object(credential));
         }
         let mut context = Map::new();
         if let Some(mandate) = &self.mandate {
-            context.insert("mandate".into(), Json::String(mandate.clone()));
+            context.insert("mandate".into(), Json::from(mandate.as_str()));
         }
-        let mut request = json!({"subject": subject, "context": context});
+        let mut request = Map::with_capacity(3);
+        request.insert("subject".into(), Json::Object(subject));
+        request.insert("context".into(), Json::Object(context));
         if let Some((name, arguments)) = tool {
-            request["action"] = json!({"name": name, "arguments": arguments});
+            let mut action = Map::with_capacity(2);
+            action.insert("name".into(), Json::from(name));
+            action.insert("arguments".into(), arguments.clone());
+            request.insert("action".into(), Json::Object(action));
         }
         request
     }
@@ -170,9 +181,14 @@ impl Outbox {
     fn send(&self, message: &Json) {
         let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
         line.push(b'\n');
+        self.send_line(&line);
+    }
+
+    /// Sends one message already serialized, ending with its newline.
+    fn send_line(&self, line: &[u8]) {
         let mut writer = self.0.lock().unwrap_or_else(|p| p.into_inner());
         // The agent went away: nothing to tell it; the read loop ends at its EOF.
-        let _ = writer.write_all(&line).and_then(|()| writer.flush());
+        let _ = writer.write_all(line).and_then(|()| writer.flush());
     }
 }
 
@@ -193,13 +209,17 @@ struct HttpLink {
 /// proxy answers from the upstream's reader thread (see [`Proxy::run`]), a function that answers the agent.
 enum Waiter {
     Thread(mpsc::Sender<Result<Json, RpcError>>),
-    /// Called with the response, or with an error when the upstream exits or the deadline passes.
+    /// Called with the response's `result` as the upstream wrote it (JSON text, not parsed: the proxy adds its part
+    /// to it by splicing), or with an error when the upstream exits or the deadline passes.
     Then {
         deadline: Instant,
         method: String,
-        reply: Box<dyn FnOnce(Result<Json, RpcError>) + Send>,
+        reply: Box<dyn FnOnce(Result<RawResult, RpcError>) + Send>,
     },
 }
+
+/// A response's `result`, as the upstream wrote it: one JSON value (checked), not parsed into a tree.
+struct RawResult(String);
 
 impl Waiter {
     fn answer(self, outcome: Result<Json, RpcError>) {
@@ -207,9 +227,38 @@ impl Waiter {
             Waiter::Thread(waiting) => {
                 let _ = waiting.send(outcome);
             }
-            Waiter::Then { reply, .. } => reply(outcome),
+            Waiter::Then { reply, .. } => reply(outcome.map(|result| RawResult(result.to_string()))),
         }
     }
+
+    /// [`Waiter::answer`] with the response's `result` or `error` as the upstream wrote them.
+    fn answer_raw(self, result: Option<&RawValue>, error: Option<&RawValue>) {
+        let error = error.map(|e| RpcError::from_json(&serde_json::from_str(e.get()).unwrap_or(Json::Null)));
+        match (self, error) {
+            (waiting, Some(error)) => waiting.answer(Err(error)),
+            (Waiter::Then { reply, .. }, None) => {
+                reply(Ok(RawResult(result.map_or_else(|| "null".to_string(), |r| r.get().to_string()))))
+            }
+            (waiting @ Waiter::Thread(_), None) => {
+                let result = result.and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or(Json::Null);
+                waiting.answer(Ok(result))
+            }
+        }
+    }
+}
+
+/// The members of a message from the upstream that say what it is, the others skipped (checked, not parsed): a
+/// response to the proxy is handed on without being parsed into a tree.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
 }
 
 /// How often a stdio upstream's requests answered by a function are checked against their deadline.
@@ -420,6 +469,16 @@ impl Upstream {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
+            // A response (the common case) is read only as far as its id; anything else, or a message whose head
+            // cannot be read that way (a key twice, say), is parsed whole.
+            if let Ok(Head { id: Some(id), method: None, result, error }) = serde_json::from_slice::<Head>(&line) {
+                let Ok(id) = id.get().parse::<u64>() else { continue };
+                let waiting = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                if let Some(waiting) = waiting {
+                    waiting.answer_raw(result, error);
+                }
+                continue;
+            }
             let Ok(Json::Object(message)) = serde_json::from_slice::<Json>(&line) else {
                 eprintln!("remit mcp-proxy: the upstream sent a line that is not a JSON-RPC message; ignored");
                 continue;
@@ -523,7 +582,7 @@ impl Upstream {
         self: &Arc<Self>,
         method: &str,
         params: Json,
-        reply: Box<dyn FnOnce(Result<Json, RpcError>) + Send>,
+        reply: Box<dyn FnOnce(Result<RawResult, RpcError>) + Send>,
     ) {
         if let Some(why) = self.gone() {
             return reply(Err(RpcError::new(INTERNAL_ERROR, why)));
@@ -708,6 +767,8 @@ pub struct Proxy {
     outbox: Outbox,
     /// Agent request id (as JSON text) → the id it was forwarded under, for `notifications/cancelled`.
     forwarded: Mutex<HashMap<String, u64>>,
+    /// Calls answered from an upstream's reader thread whose answer is not sent or whose outcome is not queued yet.
+    in_flight: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -777,6 +838,7 @@ impl Proxy {
             options,
             outbox,
             forwarded: Mutex::new(HashMap::new()),
+            in_flight: Arc::new(AtomicU64::new(0)),
         }))
     }
 
@@ -827,7 +889,8 @@ impl Proxy {
     pub fn run(self: &Arc<Self>, mut input: impl BufRead) {
         // Requests run on worker threads, kept between requests (starting a thread per call costs more than the
         // call's own work); a new worker starts whenever none is idle, so a slow call never holds up another.
-        type Job = (Json, String, Option<Json>);
+        // The request, and whether it is of the stateless revision (its result written as 2026-07-28 writes it).
+        type Job = (Json, String, Option<Json>, bool);
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
         let idle = Arc::new(AtomicU64::new(0));
@@ -853,16 +916,34 @@ impl Proxy {
             match self.accept(&line) {
                 Err(reply) => self.outbox.send(&reply),
                 Ok(None) => {}
-                Ok(Some((id, method, params))) if method == "tools/call" && self.call_tool_here(&id, &params) => {}
-                Ok(Some(job)) => {
+                Ok(Some((id, method, params))) => {
+                    let stateless = match stateless_request(&method, params.as_ref()) {
+                        Ok(stateless) => stateless,
+                        Err(error) => {
+                            self.outbox.send(&response(&id, Err(error)));
+                            continue;
+                        }
+                    };
+                    if method == "tools/call" && self.ready_here() {
+                        self.call_tool_here(&id, params, stateless);
+                        continue;
+                    }
+                    let job = (id, method, params, stateless);
                     // Claim an idle worker, or start one.
                     let claimed = idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
                     if !claimed {
                         let (proxy, queue, idle) = (self.clone(), queue.clone(), idle.clone());
                         workers.push(std::thread::spawn(move || loop {
                             let job = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                            let Ok((id, method, params)) = job else { return };
-                            let outcome = proxy.request(&proxy.identity, &id, &method, params);
+                            let Ok((id, method, params, stateless)) = job else { return };
+                            let outcome = match method.as_str() {
+                                "server/discover" => proxy.discover(&stateless_versions()),
+                                _ => proxy.request(&proxy.identity, &id, &method, params),
+                            };
+                            let outcome = match stateless {
+                                true => outcome.map(|r| super::mcp_http::stateless_result(&method, r)),
+                                false => outcome,
+                            };
                             proxy.outbox.send(&response(&id, outcome));
                             idle.fetch_add(1, Ordering::AcqRel);
                         }));
@@ -875,12 +956,9 @@ impl Proxy {
         for worker in workers {
             let _ = worker.join();
         }
-        // And the calls answered from the upstreams' reader threads (each ends by its deadline at the latest).
-        while self.slots.iter().any(|slot| {
-            let upstream = slot.current.lock().unwrap_or_else(|p| p.into_inner()).upstream.clone();
-            let pending = upstream.pending.lock().unwrap_or_else(|p| p.into_inner());
-            pending.values().any(|w| matches!(w, Waiter::Then { .. }))
-        }) {
+        // And the calls answered from the upstreams' reader threads (each ends by its deadline at the latest), until
+        // each answer is sent and its outcome queued.
+        while self.in_flight.load(Ordering::Acquire) > 0 {
             std::thread::sleep(Duration::from_millis(5));
         }
         for slot in &self.slots {
@@ -905,7 +983,7 @@ impl Proxy {
         let message: Json = serde_json::from_slice(line).map_err(|e| {
             response(&Json::Null, Err(RpcError::new(PARSE_ERROR, format!("the message is not JSON: {e}"))))
         })?;
-        let Json::Object(message) = message else {
+        let Json::Object(mut message) = message else {
             let what = if message.is_array() {
                 "batches are not part of MCP 2025-06-18: send one message per line"
             } else {
@@ -923,7 +1001,8 @@ impl Proxy {
         if message.get("jsonrpc").and_then(Json::as_str) != Some("2.0") {
             return Err(invalid(&reply_id, "`jsonrpc` must be \"2.0\""));
         }
-        let params = message.get("params").cloned();
+        // Taken, not copied: a call's arguments can be large.
+        let params = message.remove("params");
         if params.as_ref().is_some_and(|p| !p.is_object()) {
             return Err(invalid(&reply_id, "`params` must be an object"));
         }
@@ -1052,7 +1131,7 @@ impl Proxy {
 
     /// The tool names the module's listing shows the subject.
     fn visible(&self, identity: &Identity) -> Result<Vec<String>, RpcError> {
-        let request = serde_json::to_vec(&identity.request(None)).expect("JSON serializes");
+        let request = serde_json::to_vec(&Json::Object(identity.request(None))).expect("JSON serializes");
         let listing = self
             .gateway
             .visible_tools(&request)
@@ -1133,44 +1212,61 @@ impl Proxy {
     fn call_tool(&self, identity: &Identity, params: Json) -> Result<Json, RpcError> {
         match self.decide_call(identity, params)? {
             Call::Answered(result) => Ok(result),
-            Call::Forward(forward) => {
-                let outcome = forward.upstream.request("tools/call", Some(forward.params.clone()));
-                self.finish_call(forward, outcome)
+            Call::Forward(mut forward) => {
+                let params = std::mem::take(&mut forward.params);
+                let outcome = forward.upstream.request("tools/call", Some(params));
+                self.finish_call(*forward, outcome)
             }
         }
     }
 
     /// Answers `tools/call` request `id` to the agent: decided on this thread, and when it is allowed, forwarded
     /// to its stdio upstream and answered from that upstream's reader thread — no hand-off to another thread on the
-    /// way there or back. `false` (nothing done) when the call may have to wait for the upstream before it can be
-    /// decided (a tool list not read yet, an upstream to start again) or goes to an HTTP upstream: a worker's.
-    fn call_tool_here(self: &Arc<Self>, id: &Json, params: &Option<Json>) -> bool {
-        let ready = self.slots.iter().all(|slot| {
+    /// way there or back. Only when [`Proxy::ready_here`]: a call that may have to wait for the upstream before it
+    /// can be decided (a tool list not read yet, an upstream to start again) or goes to an HTTP upstream is a
+    /// worker's.
+    fn call_tool_here(self: &Arc<Self>, id: &Json, params: Option<Json>, stateless: bool) {
+        let params = params.unwrap_or_else(|| json!({}));
+        match self.decide_call(&self.identity, params) {
+            Err(e) => self.outbox.send(&response(id, Err(e))),
+            Ok(Call::Answered(result)) if stateless => {
+                self.outbox.send(&response(id, Ok(super::mcp_http::stateless_result("tools/call", result))))
+            }
+            Ok(Call::Answered(result)) => self.outbox.send(&response(id, Ok(result))),
+            Ok(Call::Forward(mut forward)) => {
+                forward.stateless = stateless;
+                // Forwarded first; what only the answer needs (the decision as the result carries it) is made while
+                // the upstream works, and the outcome is logged after the agent has its answer.
+                let upstream = forward.upstream.clone();
+                let params = std::mem::take(&mut forward.params);
+                let forward = Arc::<Forward>::from(forward);
+                let (proxy, id, allowed) = (self.clone(), id.clone(), forward.clone());
+                let in_flight = InFlight::new(self);
+                upstream.request_then(
+                    "tools/call",
+                    params,
+                    Box::new(move |outcome| {
+                        let _in_flight = in_flight;
+                        let (line, entry) = allowed.answer(&id, outcome);
+                        proxy.outbox.send_line(&line);
+                        proxy.log_outcome(&entry);
+                    }),
+                );
+                forward.meta();
+            }
+        }
+    }
+
+    /// Whether a `tools/call` can be decided and forwarded without waiting for an upstream (see
+    /// [`Proxy::call_tool_here`]): every upstream is a running stdio one whose tools are known.
+    fn ready_here(&self) -> bool {
+        self.slots.iter().all(|slot| {
             let current = slot.current.lock().unwrap_or_else(|p| p.into_inner());
             let upstream = &current.upstream;
             upstream.http.is_none()
                 && upstream.gone().is_none()
                 && upstream.tools.lock().unwrap_or_else(|p| p.into_inner()).is_some()
-        });
-        if !ready {
-            return false;
-        }
-        let params = params.clone().unwrap_or_else(|| json!({}));
-        match self.decide_call(&self.identity, params) {
-            Err(e) => self.outbox.send(&response(id, Err(e))),
-            Ok(Call::Answered(result)) => self.outbox.send(&response(id, Ok(result))),
-            Ok(Call::Forward(mut forward)) => {
-                let (proxy, id) = (self.clone(), id.clone());
-                let upstream = forward.upstream.clone();
-                let params = std::mem::take(&mut forward.params);
-                upstream.request_then(
-                    "tools/call",
-                    params,
-                    Box::new(move |outcome| proxy.outbox.send(&response(&id, proxy.finish_call(forward, outcome)))),
-                );
-            }
-        }
-        true
+        })
     }
 
     /// Decides a `tools/call`: the agent's answer when it is not forwarded (a deny, an escalation), else what to
@@ -1193,59 +1289,68 @@ impl Proxy {
         };
         drop(tools);
         let upstream = self.slot_upstream(index);
-        let request = serde_json::to_vec(&identity.request(Some((name, arguments)))).expect("JSON serializes");
+        let request = identity.request(Some((name, arguments)));
         // The decision's entry may wait for the writer thread when it changes nothing else (see
         // `Gateway::decide_deferring`): the proxy flushes the queue within moments and at exit.
-        let decided = self.gateway.decide_deferring(&request);
-        let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
-        let mut meta = Map::with_capacity(4);
-        meta.insert("id".into(), Json::from(decided.id.as_str()));
-        meta.insert("outcome".into(), Json::from(decided.outcome.as_str()));
-        meta.insert("decision".into(), decision);
-        if let Some(access) = &decided.access_request {
-            meta.insert(
-                "access_request".into(),
-                json!({"id": access.id, "url": access.url,
-                "expires_at": crate::value::format_timestamp(access.expires_at)}),
-            );
-        }
-        let meta = Json::Object(meta);
+        let decided = self.gateway.decide_request_deferring(request);
         if !decided.allowed() {
-            let text = refusal_text(&decided, &meta["decision"]);
+            let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
+            let text = refusal_text(&decided, &decision);
             let mut result = json!({"content": [{"type": "text", "text": text}], "isError": true});
-            let mut decision = Map::with_capacity(1);
-            decision.insert(META_DECISION.into(), meta);
-            result["_meta"] = Json::Object(decision);
+            let mut meta = Map::with_capacity(1);
+            meta.insert(META_DECISION.into(), decision_meta(&decided, decision));
+            result["_meta"] = Json::Object(meta);
             return Ok(Call::Answered(result));
         }
-        let name = name.to_string();
-        Ok(Call::Forward(Forward { upstream, params, decision: decided.id, tool: name, meta }))
+        let tool = name.to_string();
+        let meta = Default::default();
+        Ok(Call::Forward(Box::new(Forward { upstream, params, decided, tool, meta, stateless: false })))
     }
 
     /// Logs how a forwarded call went (its `outcome` entry) and adds the decision to the upstream's result.
     fn finish_call(&self, forward: Forward, outcome: Result<Json, RpcError>) -> Result<Json, RpcError> {
-        let Forward { decision, tool, meta, .. } = forward;
-        let entry = match &outcome {
-            Ok(result) => json!({"decision": decision, "tool": tool,
-                                 "is_error": result.get("isError").and_then(Json::as_bool).unwrap_or(false)}),
-            Err(e) => json!({"decision": decision, "tool": tool, "error": e.to_json()}),
-        };
-        self.gateway.queue_outcome(&entry);
-        if self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
-            // Stopping: nobody flushes later.
-            if let Err(e) = self.gateway.flush_entries() {
-                eprintln!("remit mcp-proxy: the outcome of {decision} is not in the log: {e}");
-            }
-        }
+        self.log_outcome(&forward.outcome_entry(outcome.as_ref().map(is_error)));
         let mut result = outcome?;
         if let Some(result) = result.as_object_mut() {
             let slot = result.entry("_meta").or_insert_with(|| json!({}));
             if let Some(slot) = slot.as_object_mut() {
-                slot.insert(META_DECISION.into(), meta);
+                slot.insert(META_DECISION.into(), serde_json::from_str(forward.meta()).unwrap_or(Json::Null));
             }
         }
         Ok(result)
     }
+
+    /// Queues a forwarded call's `outcome` entry (written by the writer thread, or at once when the proxy stops).
+    fn log_outcome(&self, entry: &Json) {
+        self.gateway.queue_outcome(entry);
+        if self.outcomes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            // Stopping: nobody flushes later.
+            if let Err(e) = self.gateway.flush_entries() {
+                eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", entry["decision"]);
+            }
+        }
+    }
+}
+
+/// Whether a tool result says it failed (`isError`).
+fn is_error(result: &Json) -> bool {
+    result.get("isError").and_then(Json::as_bool).unwrap_or(false)
+}
+
+/// The decision as a result's `_meta` carries it: its id, outcome, remit's decision JSON and the access request.
+fn decision_meta(decided: &super::core::Decided, decision: Json) -> Json {
+    let mut meta = Map::with_capacity(4);
+    meta.insert("id".into(), Json::from(decided.id.as_str()));
+    meta.insert("outcome".into(), Json::from(decided.outcome.as_str()));
+    meta.insert("decision".into(), decision);
+    if let Some(access) = &decided.access_request {
+        meta.insert(
+            "access_request".into(),
+            json!({"id": access.id, "url": access.url,
+                   "expires_at": crate::value::format_timestamp(access.expires_at)}),
+        );
+    }
+    Json::Object(meta)
 }
 
 /// A decided `tools/call`.
@@ -1253,17 +1358,200 @@ enum Call {
     /// Not forwarded: its result.
     Answered(Json),
     /// Allowed: to be forwarded.
-    Forward(Forward),
+    Forward(Box<Forward>),
 }
 
 /// An allowed call on its way to the upstream: the message's params, and what its outcome entry and result carry.
 struct Forward {
     upstream: Arc<Upstream>,
     params: Json,
-    decision: String,
+    decided: super::core::Decided,
     tool: String,
-    /// The decision, as the result's `_meta` carries it.
-    meta: Json,
+    /// The decision as the result's `_meta` carries it ([`decision_meta`]), serialized: made once, by whichever
+    /// comes first, the thread that forwarded the call (while the upstream works) or the upstream's answer.
+    meta: std::sync::OnceLock<String>,
+    /// A request of the stateless revision: the result says `resultType: complete` (see [`Forward::answer`]).
+    stateless: bool,
+}
+
+impl Forward {
+    fn meta(&self) -> &str {
+        self.meta.get_or_init(|| {
+            let decided = &self.decided;
+            // The decision goes in as the gateway wrote it (the module's output, or the gateway's own deny): checked
+            // to be one JSON value, not parsed into a tree and serialized again.
+            let meta = Meta {
+                id: &decided.id,
+                outcome: &decided.outcome,
+                decision: serde_json::from_str(&decided.decision).ok(),
+                access_request: decided.access_request.as_ref().map(|access| {
+                    json!({"id": access.id, "url": access.url,
+                           "expires_at": crate::value::format_timestamp(access.expires_at)})
+                }),
+            };
+            serde_json::to_string(&meta).expect("the decision's meta serializes")
+        })
+    }
+
+    /// The `outcome` entry of the call: whether the tool failed, or the JSON-RPC error the upstream answered.
+    fn outcome_entry(&self, outcome: Result<bool, &RpcError>) -> Json {
+        let (decision, tool) = (&self.decided.id, &self.tool);
+        match outcome {
+            Ok(is_error) => json!({"decision": decision, "tool": tool, "is_error": is_error}),
+            Err(e) => json!({"decision": decision, "tool": tool, "error": e.to_json()}),
+        }
+    }
+
+    /// The agent's answer (one line) to request `id` from the upstream's `outcome`, and the call's outcome entry.
+    /// The decision is spliced into the result's text as the upstream wrote it: `"_meta":{"remit.dev/decision":…}`
+    /// added as its last member. A result that has `_meta` already (or is not an object) is parsed and serialized
+    /// again, as [`Proxy::finish_call`] does.
+    fn answer(&self, id: &Json, outcome: Result<RawResult, RpcError>) -> (Vec<u8>, Json) {
+        let result = match outcome {
+            Err(e) => {
+                let entry = self.outcome_entry(Err(&e));
+                return (line(&response(id, Err(e))), entry);
+            }
+            Ok(RawResult(result)) => result,
+        };
+        let members = serde_json::from_str::<ResultHead>(&result);
+        // Over the stateless revision a result that says nothing of its type says `resultType: complete` (added as
+        // `super::mcp_http::stateless_result` adds it).
+        let typed = |result_type: &Option<&RawValue>| result_type.is_none() && self.stateless;
+        let spliced = match members {
+            Ok(ResultHead { is_error, meta: None, result_type }) if result.trim_start().starts_with('{') => {
+                let add_type = typed(&result_type);
+                let end = result.trim_end();
+                let body = end[..end.len() - 1].trim_end();
+                let comma = if body.trim_start().len() > 1 { "," } else { "" };
+                let is_error = is_error.as_ref().and_then(|e| e.get().parse::<bool>().ok()).unwrap_or(false);
+                Some((is_error, body, comma, add_type))
+            }
+            _ => None,
+        };
+        let Some((is_error, body, comma, add_type)) = spliced else {
+            let parsed: Json = serde_json::from_str(&result).unwrap_or(Json::Null);
+            let entry = self.outcome_entry(Ok(self::is_error(&parsed)));
+            let mut parsed = parsed;
+            if let Some(members) = parsed.as_object_mut() {
+                let slot = members.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(slot) = slot.as_object_mut() {
+                    slot.insert(META_DECISION.into(), serde_json::from_str(self.meta()).unwrap_or(Json::Null));
+                }
+            }
+            if self.stateless {
+                parsed = super::mcp_http::stateless_result("tools/call", parsed);
+            }
+            return (line(&response(id, Ok(parsed))), entry);
+        };
+        let meta = self.meta();
+        let mut out = Vec::with_capacity(result.len() + meta.len() + 96);
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        serde_json::to_writer(&mut out, id).expect("an id serializes");
+        out.extend_from_slice(br#","result":"#);
+        out.extend_from_slice(body.as_bytes());
+        out.extend_from_slice(comma.as_bytes());
+        if add_type {
+            out.extend_from_slice(br#""resultType":"complete","#);
+        }
+        out.extend_from_slice(br#""_meta":{""#);
+        out.extend_from_slice(META_DECISION.as_bytes());
+        out.extend_from_slice(br#"":"#);
+        out.extend_from_slice(meta.as_bytes());
+        out.extend_from_slice(b"}}}\n");
+        (out, self.outcome_entry(Ok(is_error)))
+    }
+}
+
+/// [`decision_meta`] with the decision's text as the gateway made it.
+#[derive(serde::Serialize)]
+struct Meta<'a> {
+    id: &'a str,
+    outcome: &'a str,
+    decision: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    access_request: Option<Json>,
+}
+
+/// The members of a tool result the proxy looks at; the others are checked and skipped.
+#[derive(serde::Deserialize)]
+struct ResultHead<'a> {
+    #[serde(rename = "isError", borrow, default, deserialize_with = "present")]
+    is_error: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow, default, deserialize_with = "present")]
+    meta: Option<&'a RawValue>,
+    #[serde(rename = "resultType", borrow, default, deserialize_with = "present")]
+    result_type: Option<&'a RawValue>,
+}
+
+/// A member that is there, `null` included (`Option`'s own reading takes `null` for absent).
+fn present<'de, D: serde::Deserializer<'de>>(value: D) -> Result<Option<&'de RawValue>, D::Error> {
+    serde::Deserialize::deserialize(value).map(Some)
+}
+
+/// A message as one line to the agent.
+fn line(message: &Json) -> Vec<u8> {
+    let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
+    line.push(b'\n');
+    line
+}
+
+/// Counts a call answered from an upstream's reader thread until its answer is sent and its outcome queued, so that
+/// the proxy does not stop before (see [`Proxy::run`]).
+struct InFlight(Arc<AtomicU64>);
+
+impl InFlight {
+    fn new(proxy: &Proxy) -> InFlight {
+        proxy.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(proxy.in_flight.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The revisions `server/discover` names: the stateless one first, then those `initialize` accepts.
+fn stateless_versions() -> Vec<&'static str> {
+    let mut versions = vec![super::mcp_http::STATELESS_VERSION];
+    versions.extend(SUPPORTED_VERSIONS);
+    versions
+}
+
+/// Whether a request that came over stdio is of the stateless revision 2026-07-28, whose requests need no
+/// `initialize` before them: its `params._meta` names that revision, and must then carry the client's capabilities
+/// too. Why it is refused: `server/discover` (answered by the proxy) needs the stateless `_meta`; `initialize` is not
+/// part of that revision; a revision the proxy does not speak is `-32022` with those it does.
+fn stateless_request(method: &str, params: Option<&Json>) -> Result<bool, RpcError> {
+    use super::mcp_http::{META_CAPABILITIES, META_VERSION, STATELESS_VERSION, UNSUPPORTED_VERSION};
+    let meta = params.and_then(|p| p.get("_meta")).and_then(Json::as_object);
+    let needs_meta = || {
+        let text = format!("`params._meta` must carry `{META_VERSION}` and `{META_CAPABILITIES}`");
+        RpcError::new(INVALID_PARAMS, text)
+    };
+    let Some(version) = meta.and_then(|m| m.get(META_VERSION)) else {
+        return if method == "server/discover" { Err(needs_meta()) } else { Ok(false) };
+    };
+    let legacy = version.as_str().is_some_and(|v| SUPPORTED_VERSIONS.contains(&v));
+    if version.as_str() != Some(STATELESS_VERSION) && !(legacy && method != "server/discover") {
+        let shown = version.as_str().map_or_else(|| version.to_string(), str::to_string);
+        let mut error = RpcError::new(UNSUPPORTED_VERSION, format!("protocol version `{shown}` is not supported"));
+        error.data = Some(json!({"supported": stateless_versions(), "requested": version}));
+        return Err(error);
+    }
+    if legacy {
+        return Ok(false);
+    }
+    if !meta.and_then(|m| m.get(META_CAPABILITIES)).is_some_and(Json::is_object) {
+        return Err(needs_meta());
+    }
+    if method == "initialize" {
+        let text = format!("`initialize` is not part of MCP {STATELESS_VERSION}: use `server/discover`");
+        return Err(RpcError::new(METHOD_NOT_FOUND, text));
+    }
+    Ok(true)
 }
 
 /// A tool's `name`.
@@ -1337,4 +1625,85 @@ fn offered_capabilities(upstream: &Json) -> Json {
         capabilities["tools"] = json!({});
     }
     capabilities
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forward(decision: &str) -> Forward {
+        let decided = super::super::core::Decided {
+            id: "dec-1".into(),
+            decision: decision.into(),
+            outcome: "allow".into(),
+            reasons: Vec::new(),
+            access_request: None,
+            logged: None,
+            policy: "p".into(),
+            shadowed: None,
+        };
+        let upstream = Upstream::new(None, None, None, Duration::from_secs(1));
+        Forward { upstream, params: Json::Null, decided, tool: "t".into(), meta: Default::default(), stateless: false }
+    }
+
+    /// The agent's answer spliced from the upstream's text is the answer the proxy would make by parsing the result
+    /// and adding the decision to it: same JSON, same outcome entry, whatever the result's shape.
+    #[test]
+    fn a_spliced_answer_is_the_parsed_and_rebuilt_one() {
+        let decision = r#"{"decision":"allow","reasons":["rule.allowed"],"obligations":[],"n":1.50}"#;
+        let results = [
+            r#"{"content":[{"type":"text","text":"hello\n"}]}"#,
+            r#"{"content":[],"isError":true}"#,
+            r#"{"isError":false,"content":[]}"#,
+            "{}",
+            " { \n } ",
+            r#" {"a": [1, 2.0, "\u00e9"], "b": {"c": null}} "#,
+            r#"{"_meta":{"x":1},"content":[]}"#,
+            r#"{"_meta":null}"#,
+            r#"{"isError":"yes"}"#,
+            r#"{"content":[],"resultType":"incomplete"}"#,
+            "[1,2]",
+            "null",
+            "\"text\"",
+        ];
+        for (result, stateless) in results.iter().flat_map(|r| [(*r, false), (*r, true)]) {
+            let mut forward = forward(decision);
+            forward.stateless = stateless;
+            let id = json!(7);
+            let (line, entry) = forward.answer(&id, Ok(RawResult(result.to_string())));
+            assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'), "one line for {result}");
+            let answer: Json = serde_json::from_slice(&line).unwrap_or_else(|e| panic!("{e}: {result}"));
+            let expected = {
+                let mut result: Json = serde_json::from_str(result).unwrap();
+                let rebuilt = forward.outcome_entry(Ok(is_error(&result)));
+                if let Some(members) = result.as_object_mut() {
+                    let slot = members.entry("_meta").or_insert_with(|| json!({}));
+                    if let Some(slot) = slot.as_object_mut() {
+                        let meta = json!({"id": "dec-1", "outcome": "allow",
+                                          "decision": serde_json::from_str::<Json>(decision).unwrap()});
+                        slot.insert(META_DECISION.into(), meta);
+                    }
+                }
+                if stateless {
+                    result = super::super::mcp_http::stateless_result("tools/call", result);
+                }
+                (response(&id, Ok(result)), rebuilt)
+            };
+            assert_eq!((answer, entry), expected, "for {result} (stateless: {stateless})");
+        }
+        // An upstream's error is passed on, and logged as the outcome.
+        let forward = forward(decision);
+        let (line, entry) = forward.answer(&json!("a"), Err(RpcError::new(-32000, "broken")));
+        let answer: Json = serde_json::from_slice(&line).unwrap();
+        assert_eq!(answer, json!({"jsonrpc": "2.0", "id": "a", "error": {"code": -32000, "message": "broken"}}));
+        assert_eq!(entry["error"]["message"], "broken");
+    }
+
+    /// A decision text that is not one JSON value (never made by the gateway) is carried as `null`, not spliced.
+    #[test]
+    fn a_broken_decision_text_is_not_spliced() {
+        let forward = forward(r#"{"decision":"allow"} trailing"#);
+        let meta: Json = serde_json::from_str(forward.meta()).unwrap();
+        assert_eq!(meta, json!({"id": "dec-1", "outcome": "allow", "decision": null}));
+    }
 }

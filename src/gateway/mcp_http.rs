@@ -43,8 +43,8 @@ const PARAM_PREFIX: &str = "mcp-param-";
 /// The stateless revision: no `initialize`, no session; each request carries its revision, client info and
 /// capabilities in `params._meta` and mirrors its method (and tool, prompt or resource) in headers.
 pub const STATELESS_VERSION: &str = "2026-07-28";
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// JSON-RPC errors of 2026-07-28.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// The JSON-RPC error in the body of a `403 insufficient_scope` (remit's own code, in the range JSON-RPC leaves to
@@ -434,7 +434,7 @@ fn check_param_headers(proxy: &Proxy, message: &Json, sent: &[(String, Option<St
 }
 
 /// `result` as 2026-07-28 writes it for `method`.
-fn stateless_result(method: &str, mut result: Json) -> Json {
+pub fn stateless_result(method: &str, mut result: Json) -> Json {
     if let Some(fields) = result.as_object_mut() {
         fields.entry("resultType").or_insert_with(|| json!("complete"));
         if CACHEABLE.contains(&method) {

@@ -168,6 +168,13 @@ impl Store for SqliteStore {
         connection.prepare_cached(begin).and_then(|mut s| s.execute([])).map_err(store_err)?;
         Ok(Box::new(SqliteTx { connection, open: true }))
     }
+
+    fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        // No write lock (two fewer `fcntl` calls on the WAL index, to take it and to give it back).
+        let connection = self.lock();
+        connection.prepare_cached("BEGIN DEFERRED").and_then(|mut s| s.execute([])).map_err(store_err)?;
+        Ok(Box::new(SqliteTx { connection, open: true }))
+    }
 }
 
 struct SqliteTx<'a> {
@@ -202,8 +209,13 @@ fn approval_of(row: &Row<'_>) -> rusqlite::Result<StoredApproval> {
     })
 }
 
-const APPROVAL_COLUMNS: &str = "id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, single_use, \
-     consumed, approver, access_request, consumed_by";
+macro_rules! approval_columns {
+    () => {
+        "id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, single_use, consumed, approver, \
+         access_request, consumed_by"
+    };
+}
+const APPROVAL_COLUMNS: &str = approval_columns!();
 
 const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
      target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at, \
@@ -277,12 +289,35 @@ impl Tx for SqliteTx<'_> {
         rows.collect::<Result<_, _>>().map_err(store_err)
     }
 
+    fn stops_and_facts(&mut self) -> StoreResult<(Vec<String>, Vec<(String, u64)>)> {
+        // One statement for both (each costs a step through SQLite on every decision): the stops' rows have no
+        // version. Sorted here, as `stops` and `facts` sort them (by name, bytewise: SQLite's BINARY collation).
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT 0, mandate, NULL FROM stops UNION ALL SELECT 1, name, version FROM facts")
+            .map_err(store_err)?;
+        let mut rows = statement.query([]).map_err(store_err)?;
+        let (mut stops, mut facts) = (Vec::new(), Vec::new());
+        while let Some(row) = rows.next().map_err(store_err)? {
+            let name: String = row.get(1).map_err(store_err)?;
+            match row.get::<_, i64>(0).map_err(store_err)? {
+                0 => stops.push(name),
+                _ => facts.push((name, row.get::<_, i64>(2).map_err(store_err)? as u64)),
+            }
+        }
+        stops.sort_unstable();
+        facts.sort_unstable();
+        Ok((stops, facts))
+    }
+
     fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>> {
         let mut statement = self
             .connection
-            .prepare_cached(&format!(
-                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE mandate = ?1 AND consumed = 0 AND expires_at > ?2 \
-                 ORDER BY id"
+            // A literal, not `format!`: this runs on every decision.
+            .prepare_cached(concat!(
+                "SELECT ",
+                approval_columns!(),
+                " FROM approvals WHERE mandate = ?1 AND consumed = 0 AND expires_at > ?2 ORDER BY id"
             ))
             .map_err(store_err)?;
         let mut out = Vec::new();
@@ -547,4 +582,38 @@ impl Tx for SqliteTx<'_> {
 /// A column kept as JSON text.
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("plain data serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one statement that reads stops and facts together reads what the two that read each do, in their order.
+    #[test]
+    fn stops_and_facts_are_read_together_as_each_alone() {
+        let dir = std::env::temp_dir().join(format!("remit-sqlite-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap();
+        let read = |store: &SqliteStore| {
+            let mut tx = store.begin_read().unwrap();
+            let together = tx.stops_and_facts().unwrap();
+            assert_eq!(together, (tx.stops().unwrap(), tx.facts().unwrap()));
+            together
+        };
+        assert_eq!(read(&store), (vec![], vec![]));
+        let mut tx = store.begin().unwrap();
+        for stop in ["m-b", "m-a", "M-c", "m-ä"] {
+            tx.set_stop(stop, true).unwrap();
+        }
+        for (fact, version) in [("zeta", 3), ("alpha", 1), ("Beta", 7)] {
+            tx.set_fact(fact, version).unwrap();
+        }
+        tx.set_stop("m-b", false).unwrap();
+        tx.commit().unwrap();
+        let (stops, facts) = read(&store);
+        assert_eq!(stops, ["M-c", "m-a", "m-ä"]);
+        assert_eq!(facts, [("Beta".to_string(), 7), ("alpha".to_string(), 1), ("zeta".to_string(), 3)]);
+        drop(store);
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -115,6 +115,11 @@ pub trait Tx {
     fn stops(&mut self) -> StoreResult<Vec<String>>;
     /// The current version of every published fact.
     fn facts(&mut self) -> StoreResult<Vec<(String, u64)>>;
+    /// [`Tx::stops`] and [`Tx::facts`] together (what every decision reads: a store may read both at once).
+    #[allow(clippy::type_complexity)]
+    fn stops_and_facts(&mut self) -> StoreResult<(Vec<String>, Vec<(String, u64)>)> {
+        Ok((self.stops()?, self.facts()?))
+    }
     /// The approvals not consumed and not expired at `now`, issued under one of `mandates`.
     fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>>;
     fn approvals_of_request(&mut self, access_request: &str) -> StoreResult<Vec<StoredApproval>>;
@@ -155,4 +160,10 @@ pub trait Tx {
 pub trait Store: Send + Sync {
     /// A write transaction; transactions are serializable (one at a time for SQLite).
     fn begin(&self) -> StoreResult<Box<dyn Tx + '_>>;
+
+    /// A transaction for reading: the same consistent view as [`Store::begin`], but it may refuse to write (SQLite:
+    /// a deferred transaction, which takes no write lock). Reading is all a decision that changes nothing does.
+    fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        self.begin()
+    }
 }

@@ -1,11 +1,13 @@
 """A real MCP client (the official Python SDK, `mcp` from PyPI, pinned in requirements.txt) driving
 `remit mcp-proxy` over stdio, for tests/mcp_proxy.rs.
 
-Usage: client.py --cwd DIR --token OWNER_TOKEN --errlog FILE -- PROXY_COMMAND...   (stdio: the client starts the proxy)
+Usage: client.py --cwd DIR --token OWNER_TOKEN --errlog FILE [--stateless] -- PROXY_COMMAND...   (stdio: the client
+                 starts the proxy)
        client.py --http URL --agent-token TOKEN --token OWNER_TOKEN [--stateless]  (Streamable HTTP: a running proxy)
 
 With --stateless the client speaks the stateless revision 2026-07-28: `server/discover` instead of `initialize`, and
-every request carries its revision in `_meta` and its method and tool in the `Mcp-Method` / `Mcp-Name` headers.
+every request carries its revision in `_meta` (over HTTP also its method and tool in the `Mcp-Method` / `Mcp-Name`
+headers).
 
 It lists the tools, reads inside the workspace, tries a path traversal, writes (escalated), approves the access
 request over the inbox's HTTP API with the owner's token, writes again (allowed) and once more (escalated again),
@@ -43,7 +45,7 @@ async def main(args):
     server = StdioServerParameters(command=args.command[0], args=args.command[1:], cwd=args.cwd)
     with open(args.errlog, "w") as errlog:
         async with stdio_client(server, errlog=errlog) as (read, write):
-            return await run(read, write, args.token)
+            return await run(read, write, args.token, args.stateless)
 
 
 async def run(read, write, owner_token, stateless=False):

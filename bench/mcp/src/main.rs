@@ -11,12 +11,22 @@
 //! With `--keep-alive` (with `--http`) the bench's client keeps its connection to the server and to the proxy open
 //! between messages, as HTTP clients such as the SDKs' do, so neither side's figure includes a TCP connection.
 //! With `--baseline PATH` another `remit` binary (e.g. a build of an earlier commit)
-//! is timed the same way in the same rounds, so two versions of the proxy are compared side by side. Usage (after
-//! `scripts/test-deps-mcp.sh` and `cargo build --release`):
+//! is timed the same way in the same rounds, so two versions of the proxy are compared side by side.
+//!
+//! With `--stub-upstream MICROS` (stdio) the upstream is not the Node server itself but a stub that replays its
+//! answers: this binary, started as `--serve-stub`, answers `initialize` and `tools/list` with what the real server
+//! answered and each `tools/call` with the real server's answer to the timed call after computing (spinning) for
+//! MICROS µs, as a server that does work would. Each Node process has a speed of its own (its JIT, its heap, where
+//! the scheduler puts it), and the direct side and each proxy have their own: on a shared machine that difference
+//! alone moves the "added" figure by tens of µs from one run to the next. The stub's answers take the same time in
+//! every process, so the difference between the direct side and a proxy is the proxy's own cost, wake-ups
+//! included. Usage (after `scripts/test-deps-mcp.sh` and `cargo build --release`):
+//!
+//! With `--instances K` each side is K processes (K servers; K proxies, each with its server), called in turn.
 //!
 //! ```sh
 //! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
-//!   [--http [--keep-alive]] [--calls 200] [--rounds 10]
+//!   [--http [--keep-alive] | --stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -29,6 +39,8 @@ struct Session {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next: u64,
+    /// The answers to `initialize` and `tools/list`.
+    answers: Vec<String>,
 }
 
 impl Session {
@@ -42,11 +54,13 @@ impl Session {
             .expect("start the server");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut session = Session { child, stdin, stdout, next: 1 };
+        let mut session = Session { child, stdin, stdout, next: 1, answers: Vec::new() };
         let init = r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}"#;
-        session.call(init);
+        let answer = session.call(init);
+        session.answers.push(answer);
         writeln!(session.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
-        session.call(r#""method":"tools/list""#);
+        let answer = session.call(r#""method":"tools/list""#);
+        session.answers.push(answer);
         session
     }
 
@@ -54,7 +68,10 @@ impl Session {
     fn call(&mut self, rest: &str) -> String {
         let id = self.next;
         self.next += 1;
-        writeln!(self.stdin, r#"{{"jsonrpc":"2.0","id":{id},{rest}}}"#).unwrap();
+        // One write per message, as clients do: `writeln!` on the unbuffered pipe would write each piece of the
+        // format on its own, and wake the reader (the server, or the proxy) for a partial line.
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},{rest}}}\n");
+        self.stdin.write_all(line.as_bytes()).unwrap();
         self.stdin.flush().unwrap();
         // The response's own id: first or last member (servers differ), never one inside `result`.
         let (first, last) = (format!(r#"{{"jsonrpc":"2.0","id":{id},"#), format!(r#","id":{id}}}"#));
@@ -221,6 +238,28 @@ impl Caller for HttpSession {
     }
 }
 
+/// `--instances K`: K processes of one side (K servers, or K proxies each with its own server), each called for a
+/// block of consecutive calls in turn (not one call each: that would leave every process cold on every call), so
+/// that no one process's speed (where the scheduler put it, its JIT and heap) is the side's.
+struct Pool {
+    sides: Vec<Box<dyn Caller>>,
+    calls: usize,
+    block: usize,
+}
+
+impl Caller for Pool {
+    fn call(&mut self, rest: &str) -> String {
+        let side = self.calls / self.block % self.sides.len();
+        self.calls += 1;
+        self.sides[side].call(rest)
+    }
+}
+
+/// K of a side, made by `make(i)`, as one, each called `block` times in a row.
+fn pool(k: usize, block: usize, mut make: impl FnMut(usize) -> Box<dyn Caller>) -> Box<dyn Caller> {
+    Box::new(Pool { sides: (0..k).map(&mut make).collect(), calls: 0, block: block.max(1) })
+}
+
 /// Stops a child when dropped.
 struct Running(Child);
 
@@ -267,12 +306,62 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// The request id and method of a message from the bench or the proxy (`{"jsonrpc":"2.0","id":N,"method":"M",…`:
+/// both write those members in that order), without a JSON parser (this package is std only).
+fn id_and_method(line: &str) -> Option<(&str, &str)> {
+    let rest = &line[line.find(r#""id":"#)? + 5..];
+    let id = &rest[..rest.find(',')?];
+    let rest = &line[line.find(r#""method":""#)? + 10..];
+    Some((id, &rest[..rest.find('"')?]))
+}
+
+/// `--serve-stub MICROS DIR`: an MCP server on stdin/stdout that replays the real server's answers kept in DIR
+/// (`initialize.json`, `tools-list.json`, `call.json`: each a `result`), after spinning MICROS µs for a tool call.
+fn serve_stub(micros: u64, dir: &Path) {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect("a recorded answer");
+    let (initialize, tools, call) = (read("initialize.json"), read("tools-list.json"), read("call.json"));
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    let mut out = stdout.lock();
+    for line in stdin.lock().lines() {
+        let line = line.expect("a line");
+        let Some((id, method)) = id_and_method(&line) else { continue };
+        let result = match method {
+            "initialize" => &initialize,
+            "tools/list" => &tools,
+            "tools/call" => {
+                let started = Instant::now();
+                while started.elapsed() < Duration::from_micros(micros) {
+                    std::hint::spin_loop();
+                }
+                &call
+            }
+            _ => "{}",
+        };
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}}}\n", result.trim());
+        out.write_all(line.as_bytes()).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// The `result` member of a response line from the real server (its last member there).
+fn result_of(response: &str) -> String {
+    let start = response.find(r#""result":"#).expect("a result") + 9;
+    let end = response.rfind(r#","jsonrpc""#).filter(|e| *e > start).unwrap_or(response.trim_end().len() - 1);
+    response[start..end].to_string()
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
+    if std::env::args().nth(1).as_deref() == Some("--serve-stub") {
+        let micros = std::env::args().nth(2).and_then(|m| m.parse().ok()).expect("--serve-stub MICROS DIR");
+        return serve_stub(micros, Path::new(&std::env::args().nth(3).expect("--serve-stub MICROS DIR")));
+    }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
     let (mut remit, mut calls, mut rounds) = (repo.join("target/release/remit"), 200usize, 10usize);
     let mut baseline: Option<PathBuf> = None;
     let (mut http, mut keep_alive) = (false, false);
+    let mut stub: Option<u64> = None;
+    let mut instances = 1usize;
     while let Some(flag) = args.next() {
         if flag == "--http" {
             http = true;
@@ -288,6 +377,8 @@ fn main() {
             "--baseline" => baseline = Some(PathBuf::from(value)),
             "--calls" => calls = value.parse().unwrap(),
             "--rounds" => rounds = value.parse().unwrap(),
+            "--stub-upstream" => stub = Some(value.parse().unwrap()),
+            "--instances" => instances = value.parse::<usize>().unwrap().max(1),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -320,15 +411,33 @@ fn main() {
             running.push(child);
             Box::new(HttpSession::start(&url, Some("bench-token"), keep_alive)) as Box<dyn Caller>
         };
-        let proxied = proxy(&remit, "state.db");
-        let old = baseline.as_deref().map(|b| proxy(b, "baseline.db"));
-        let direct = Box::new(HttpSession::start(&upstream, None, keep_alive)) as Box<dyn Caller>;
+        let proxied = pool(instances, calls / instances, |i| proxy(&remit, &format!("state-{i}.db")));
+        let old =
+            baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
+        let direct = pool(instances, calls / instances, |_| Box::new(HttpSession::start(&upstream, None, keep_alive)));
         let read = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}"#;
         let denied = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"forbidden"}}"#;
         (direct, proxied, old, read, denied)
     } else {
         let mut direct = Command::new("node");
         direct.arg(&server).arg(&root);
+        let read = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"workspace/a.txt"}}"#;
+        let upstream: Vec<std::ffi::OsString> = match stub {
+            None => vec!["node".into(), server.clone().into(), root.clone().into()],
+            Some(micros) => {
+                // Record the real server's answers for the stub to replay.
+                let mut real = Session::start(direct, &root);
+                let (initialize, tools) = (real.answers[0].clone(), real.answers[1].clone());
+                let call = real.call(read);
+                for (name, line) in [("initialize.json", initialize), ("tools-list.json", tools), ("call.json", call)] {
+                    std::fs::write(dir.join(name), result_of(&line)).unwrap();
+                }
+                let me = std::env::current_exe().unwrap();
+                direct = Command::new(&me);
+                direct.arg("--serve-stub").arg(micros.to_string()).arg(&dir);
+                vec![me.into(), "--serve-stub".into(), micros.to_string().into(), dir.clone().into()]
+            }
+        };
         let proxy = |remit: &Path, store: &str| {
             let mut proxied = Command::new(remit);
             proxied
@@ -338,15 +447,17 @@ fn main() {
                 .args(["--subject", "agent:coder", "--store"])
                 .arg(format!("sqlite:{}", dir.join(store).display()))
                 .arg("--")
-                .arg("node")
-                .arg(&server)
-                .arg(&root);
+                .args(&upstream);
             Box::new(Session::start(proxied, &root)) as Box<dyn Caller>
         };
-        let direct = Box::new(Session::start(direct, &root)) as Box<dyn Caller>;
-        let proxied = proxy(&remit, "state.db");
-        let old = baseline.as_deref().map(|b| proxy(b, "baseline.db"));
-        let read = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"workspace/a.txt"}}"#;
+        let direct = pool(instances, calls / instances, |_| {
+            let mut command = Command::new(direct.get_program());
+            command.args(direct.get_args());
+            Box::new(Session::start(command, &root))
+        });
+        let proxied = pool(instances, calls / instances, |i| proxy(&remit, &format!("state-{i}.db")));
+        let old =
+            baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
         let denied = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"../secret.txt"}}"#;
         (direct, proxied, old, read, denied)
     };
