@@ -27,7 +27,7 @@ pub mod visible;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
-/// Largest request accepted, in bytes (docs/abi.md; the same as `remit::wasm::layout::MAX_INPUT`, checked by
+/// Largest request accepted, in bytes (docs/abi.md; the same as `remit::json::MAX_INPUT`, checked by
 /// tests/rt_native.rs).
 pub const MAX_INPUT: usize = 262_144;
 
