@@ -38,12 +38,17 @@ impl Drop for Setup {
 }
 
 fn setup(name: &str, program: &Program) -> Setup {
+    setup_with(name, policy(program), Config::default())
+}
+
+/// A gateway serving `policy` with `config`, over a fresh store in a folder of its own (removed on drop).
+fn setup_with(name: &str, policy: Policy, config: Config) -> Setup {
     let dir = std::env::temp_dir().join(format!("remit-gateway-core-{name}-{}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
     let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
     let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
-    let gateway = Gateway::new(policy(program), store.clone(), clock.clone(), Config::default());
+    let gateway = Gateway::new(policy, store.clone(), clock.clone(), config);
     Setup { gateway: Arc::new(gateway), store, clock, dir }
 }
 
@@ -349,13 +354,9 @@ fn wallet_files(replace: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 fn shadow_mode_logs_the_policys_decision_and_answers_allow() {
     let program = examples::program("wallet");
-    let dir = std::env::temp_dir().join(format!("remit-gateway-core-shadow-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
     let config = Config { shadow_mandates: vec!["wallet".into()], ..Config::default() };
-    let gateway = Gateway::new(policy(&program), store.clone(), clock, config);
+    let s = setup_with("shadow", policy(&program), config);
+    let (gateway, store) = (&s.gateway, &s.store);
     let over = gateway.decide(&payment("120.00 USD", "op-1"));
     assert!(over.allowed());
     assert_eq!(over.reasons, ["gateway.shadow"]);
@@ -367,11 +368,10 @@ fn shadow_mode_logs_the_policys_decision_and_answers_allow() {
     let allowed = gateway.decide(&payment("20.00 USD", "op-3"));
     assert!(allowed.allowed() && allowed.shadowed.is_none());
     assert_eq!(store.begin().unwrap().counter("payment_per_op", "operation:op-3").unwrap(), 1);
-    let entries = log(&store);
+    let entries = log(store);
     let first: Value = serde_json::from_str(&entries[0].body).unwrap();
     assert_eq!(first["decision"]["decision"], "deny", "the log has the policy's decision");
     assert_eq!(first["shadow"]["answered"], "allow");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -425,14 +425,10 @@ fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_th
 #[test]
 fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
     let wallet = examples::program("wallet");
-    let dir = std::env::temp_dir().join(format!("remit-gateway-core-mask-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
     let config = Config { mask: vec!["amount".into()], ..Config::default() };
     let served = policy(&wallet).with_program(Arc::new(wallet.clone())).unwrap();
-    let gateway = Gateway::new(served, store, clock, config);
+    let s = setup_with("mask", served, config);
+    let gateway = &s.gateway;
     let escalated = gateway.decide(&payment("80.00 USD", "op-1"));
     let request = gateway.access_request(&escalated.access_request.unwrap().id).unwrap().unwrap();
     let explanation = gateway.explain(&request).unwrap();
@@ -440,7 +436,6 @@ fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
     let said = explanation.notes.join("\n");
     assert!(said.contains("the gateway decided escalate (approval.missing)"), "{said}");
     assert!(said.contains("the log masks `amount`"), "{said}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -648,13 +643,9 @@ fn deferred_entries_wait_in_order_and_state_changes_are_committed_before_the_ans
 #[test]
 fn a_deferred_entry_is_the_entry_decide_writes_masks_included() {
     let program = examples::compile(&[("shop.remit".into(), DEFERRING.into())]);
-    let dir = std::env::temp_dir().join(format!("remit-gateway-core-deferred-mask-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
     let config = Config { mask: vec!["path".into()], ..Config::default() };
-    let gateway = Gateway::new(policy(&program), store.clone(), clock, config);
+    let s = setup_with("deferred-mask", policy(&program), config);
+    let (gateway, store) = (&s.gateway, &s.store);
     let request = look("agent:shopper");
     let committed = gateway.decide(&request);
     let deferred = gateway.decide_deferring(&request);
@@ -663,7 +654,7 @@ fn a_deferred_entry_is_the_entry_decide_writes_masks_included() {
     assert_eq!(deferred.logged, None);
     assert_eq!(built.logged, None);
     gateway.flush_entries().unwrap();
-    let entries = log(&store);
+    let entries = log(store);
     assert_eq!(entries.len(), 3);
     let mut bodies: Vec<Value> = entries.iter().map(|e| serde_json::from_str(&e.body).unwrap()).collect();
     assert_eq!(bodies[0]["request"]["action"]["arguments"]["path"], "***", "{}", bodies[0]);
@@ -673,5 +664,4 @@ fn a_deferred_entry_is_the_entry_decide_writes_masks_included() {
     }
     assert_eq!(bodies[1], bodies[0]);
     assert_eq!(bodies[2], bodies[0]);
-    std::fs::remove_dir_all(&dir).ok();
 }
