@@ -14,7 +14,7 @@ use crate::Sink;
 /// Writes the listing of the parsed request's subject and context, exactly `remit::eval::visible_tools(…).to_json()`:
 /// `{"visible":[…],"hidden":[{"tool":…,"reason":…,"rule":{…}}]}`, each list in the order of the tools' names.
 pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, out: &mut Out<'_>) {
-    let (doc, _) = match parsed {
+    let (doc, keys) = match parsed {
         Ok(p) => p,
         Err(e) => return hide_all(image, out, first(err::of_request(request::RequestError::json(e)))),
     };
@@ -34,12 +34,21 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, ou
     if !holder {
         return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
     }
-    // Two passes over the tools in name order: the visible ones, then the hidden ones with their reasons.
+    // Two passes over the tools in name order: the visible ones, then the hidden ones with their reasons. Each tool is
+    // judged once, in the first pass: its verdict is kept in the parse's key slots (free once the request is read:
+    // a listing reads no approvals), two per tool, `(code, entry)` with code 0 for a visible tool; a policy with more
+    // tools than that is judged again in the second pass.
+    let mut kept = keys.get_mut(..2 * h.tools_count as usize);
     out.write(b"{\"visible\":[");
     let mut first_item = true;
     for i in 0..h.tools_count {
         let tool = image.word(h.listing_off.wrapping_add(4 * i));
-        if hidden_because(image, &doc, &req, &leaf, tool).is_none() {
+        let verdict = hidden_because(image, &doc, &req, &leaf, tool);
+        if let Some([code, entry]) = kept.as_deref_mut().and_then(|k| k.get_mut(2 * i as usize..2 * i as usize + 2)) {
+            *code = verdict.map_or(0, |(code, _)| code);
+            *entry = verdict.and_then(|(_, entry)| entry).unwrap_or(u32::MAX);
+        }
+        if verdict.is_none() {
             if !first_item {
                 out.byte(b',');
             }
@@ -52,7 +61,12 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, ou
     let mut first_item = true;
     for i in 0..h.tools_count {
         let tool = image.word(h.listing_off.wrapping_add(4 * i));
-        if let Some((code, entry)) = hidden_because(image, &doc, &req, &leaf, tool) {
+        let verdict = match kept.as_deref().and_then(|k| k.get(2 * i as usize..2 * i as usize + 2)) {
+            Some(&[0, _]) => None,
+            Some(&[code, entry]) => Some((code, Some(entry).filter(|&e| e != u32::MAX))),
+            _ => hidden_because(image, &doc, &req, &leaf, tool),
+        };
+        if let Some((code, entry)) = verdict {
             if !first_item {
                 out.byte(b',');
             }
