@@ -340,9 +340,7 @@ fn streamable_http_with_bearer_tokens() {
         }
         request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
     };
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let init = initialize_message();
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     assert_eq!(post(None, None, None, &init).status, 401);
     assert_eq!(post(Some("wrong-token-1"), None, None, &init).status, 401);
@@ -681,14 +679,8 @@ fn an_upstream_over_streamable_http() {
             break port.trim().to_string();
         }
     };
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(root().join("tests/mcp/everything"))
-        .args(["--subject", "agent:tester", "--store"])
-        .arg(format!("sqlite:{}", dir.join("state.db").display()))
-        .args(["--", &format!("http://127.0.0.1:{port}/mcp")]);
+    let mut command = everything_proxy(&dir.join("state.db"));
+    command.args(["--subject", "agent:tester", "--", &format!("http://127.0.0.1:{port}/mcp")]);
     let mut proxy = Session::spawn(command, &dir);
     let init = proxy.initialize();
     assert_eq!(init["result"]["serverInfo"]["name"], "remit-mcp-proxy", "{init}");
@@ -812,6 +804,25 @@ fn jwt(alg: jsonwebtoken::Algorithm, kid: &str, key: &jsonwebtoken::EncodingKey,
     jsonwebtoken::encode(&header, claims, key).unwrap()
 }
 
+/// `remit mcp-proxy` on the policy tests/mcp/everything with its store at `db`; the caller adds the transport, the
+/// identity and the upstream.
+fn everything_proxy(db: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/everything"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", db.display()));
+    command
+}
+
+/// An `initialize` request of revision 2025-06-18.
+fn initialize_message() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+           "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
@@ -830,16 +841,13 @@ fn jwt_bearer_tokens_over_streamable_http() {
     let (forger, _) = es256_key("ec-1");
     std::fs::write(dir.join("jwks.json"), json!({"keys": [ec_jwk, ed_jwk]}).to_string()).unwrap();
     let issuer = "https://auth.test.example";
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(root().join("tests/mcp/everything"))
-        .arg("--store")
-        .arg(format!("sqlite:{}", dir.join("state.db").display()))
-        .args(["--listen", "127.0.0.1:0", "--jwks"])
-        .arg(dir.join("jwks.json"))
-        .args(["--jwt-issuer", issuer, "--", &upstream]);
+    let mut command = everything_proxy(&dir.join("state.db"));
+    command.args(["--listen", "127.0.0.1:0", "--jwks"]).arg(dir.join("jwks.json")).args([
+        "--jwt-issuer",
+        issuer,
+        "--",
+        &upstream,
+    ]);
     let proxy = Session::spawn(command, &dir);
     let deadline = Instant::now() + WAIT;
     let url = proxy.mcp_url(deadline);
@@ -855,9 +863,7 @@ fn jwt_bearer_tokens_over_streamable_http() {
         }
         request("POST", &url, &headers, Some(body.to_string().as_bytes())).unwrap()
     };
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let init = initialize_message();
 
     // No token: 401 pointing at the metadata, which names the resource and the authorization server.
     let metadata_url = format!("{origin}/.well-known/oauth-protected-resource/mcp");
@@ -1436,15 +1442,15 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     *keys.lock().unwrap() = json!({"keys": [old_jwk.clone()]});
     let issuer = "https://auth.test.example";
     let proxy_with = |key_url: &str| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-        command
-            .arg("mcp-proxy")
-            .arg("--policy")
-            .arg(root().join("tests/mcp/everything"))
-            .arg("--store")
-            .arg(format!("sqlite:{}", dir.join("state.db").display()))
-            .args(["--listen", "127.0.0.1:0", "--jwks-url", key_url, "--jwks-refresh", "2"])
-            .args(["--jwt-issuer", issuer, "--jwt-audience", "remit-test", "--", &upstream]);
+        let mut command = everything_proxy(&dir.join("state.db"));
+        command.args(["--listen", "127.0.0.1:0", "--jwks-url", key_url, "--jwks-refresh", "2"]).args([
+            "--jwt-issuer",
+            issuer,
+            "--jwt-audience",
+            "remit-test",
+            "--",
+            &upstream,
+        ]);
         command
     };
     let proxy = Session::spawn(proxy_with(&url), &dir);
@@ -1453,9 +1459,7 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     assert_eq!(hits.load(Ordering::SeqCst), 1, "fetched at start");
     let now = unix_now();
     let claims = json!({"iss": issuer, "aud": "remit-test", "sub": "agent:tester", "exp": now + 300});
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let init = initialize_message();
     let open = |token: &str| {
         let auth = format!("Bearer {token}");
         let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
@@ -1492,15 +1496,13 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     // `--jwks-from-issuer`: the URL is the `jwks_uri` of the issuer's metadata, which must name that issuer.
     let local_issuer = url.trim_end_matches("/jwks.json").to_string();
     let from_issuer = |issuer: &str| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-        command
-            .arg("mcp-proxy")
-            .arg("--policy")
-            .arg(root().join("tests/mcp/everything"))
-            .arg("--store")
-            .arg(format!("sqlite:{}", dir.join("issuer.db").display()))
-            .args(["--listen", "127.0.0.1:0", "--jwks-from-issuer", "--jwt-issuer", issuer])
-            .args(["--jwt-audience", "remit-test", "--", &upstream]);
+        let mut command = everything_proxy(&dir.join("issuer.db"));
+        command.args(["--listen", "127.0.0.1:0", "--jwks-from-issuer", "--jwt-issuer", issuer]).args([
+            "--jwt-audience",
+            "remit-test",
+            "--",
+            &upstream,
+        ]);
         command
     };
     let output = from_issuer(&local_issuer).current_dir(dir.join("root")).stdin(Stdio::null()).output().unwrap();
@@ -1528,14 +1530,8 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
 fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
     let dir = sandbox("mcp-param");
     let (upstream, seen) = recording_upstream();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(root().join("tests/mcp/everything"))
-        .arg("--store")
-        .arg(format!("sqlite:{}", dir.join("state.db").display()))
-        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token", "--", &upstream]);
+    let mut command = everything_proxy(&dir.join("state.db"));
+    command.args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token", "--", &upstream]);
     let proxy = Session::spawn(command, &dir);
     let deadline = Instant::now() + WAIT;
     let url = proxy.mcp_url(deadline);
