@@ -105,10 +105,9 @@ struct Engines {
 impl Engines {
     fn new(program: &Program, engine: Engine) -> Result<Engines, String> {
         let native = match engine {
-            Engine::Native | Engine::All => Some(
-                crate::runtime::native::Native::new(program)
-                    .map_err(|e| format!("cannot write the policy image: {e:?}"))?,
-            ),
+            Engine::Native | Engine::All => {
+                Some(crate::runtime::native::Native::new(program).map_err(|e| e.to_string())?)
+            }
             _ => None,
         };
         let module = match engine {

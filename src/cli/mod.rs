@@ -299,7 +299,7 @@ fn cmd_eval(policy: &[PathBuf], request: &PathBuf, options: Options, interpreter
 }
 
 fn native(program: &Program) -> Result<remit::runtime::native::Native, String> {
-    remit::runtime::native::Native::new(program).map_err(|e| format!("cannot write the policy image: {e:?}"))
+    remit::runtime::native::Native::new(program).map_err(|e| format!("cannot compile the policy: {e}"))
 }
 
 fn cmd_tools(policy: &[PathBuf], subject: &PathBuf, explain: bool, json: bool) -> Result<ExitCode, String> {

@@ -9,7 +9,8 @@ use remit_rt::json::{Scratch, Tape, Token, Window, TAPE_LEN, WINDOW};
 use remit_rt::out::Out;
 
 use crate::ir::Program;
-use crate::wasm::image::{self, ImageError};
+use crate::wasm::err::Error;
+use crate::wasm::image;
 
 /// One policy's image and the buffers its calls work in. Calls take `&mut self`: one engine per thread.
 pub struct Native {
@@ -28,8 +29,8 @@ impl std::fmt::Debug for Native {
 }
 
 impl Native {
-    /// The engine for a checked program (its image written here).
-    pub fn new(program: &Program) -> Result<Native, ImageError> {
+    /// The engine for a checked program (its image written here). Its errors are the backend's, worded there.
+    pub fn new(program: &Program) -> Result<Native, Error> {
         let image = image::write(program)?;
         let output = Image::new(&image).map_or(0, |i| i.header.output_limit as usize);
         Ok(Native {

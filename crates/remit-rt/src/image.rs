@@ -425,9 +425,10 @@ fn fold(h: u64) -> u32 {
 
 /// The policy's factor in the runtime's work bound (docs/module-v2.md, "The work bound"), up to `cap`: every tool
 /// with its scopes and parameters, every rule of every tool (a rule covering several tools once per tool), every node
-/// of its condition, and every element of each atom's operand. A decision evaluates the called tool's rules and a listing every tool's, each condition once, and an
-/// atom costs at most the size of its attribute's value in the request times its operand's elements; so the part of a
-/// call's work that depends on the policy is at most this weight times the request's length, times a constant.
+/// of its condition, and every element of each atom's operand. A decision evaluates the called tool's rules and a
+/// listing every tool's, each condition once, and an atom costs at most the size of its attribute's value in the
+/// request times its operand's elements; so the part of a call's work that depends on the policy is at most this
+/// weight times the request's length, times a constant.
 /// Counting stops at `cap` (a corrupt image's counts cannot make it long: at most `cap` steps).
 pub fn work_weight(image: &Image<'_>, cap: u64) -> u64 {
     let mut weight = 0u64;
