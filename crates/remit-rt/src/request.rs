@@ -429,10 +429,10 @@ pub fn usable_approvals<'a>(
     read: &mut [Approval],
 ) -> Option<&'a [u32]> {
     // The items with a string id (only they can be grouped, and only they can be usable) at the front of `slots`,
-    // their ids after them: both in document order, as each id lies inside its item. The ids are sorted and grouped
-    // without looking anything up again (an id looked up per comparison cost most of a decision with many approvals).
-    // Each item's id is looked up once, written beside it, and the pairs then split into the two lists through the
-    // room past them (an item with an id is at least three tokens, so three slots per item are always there).
+    // their ids two lengths further: both in document order, as each id lies inside its item; the slots between them
+    // are the sort's buffer. The ids are sorted and grouped without looking anything up again (an id looked up per
+    // comparison cost most of a decision with many approvals). Each item's id is looked up once and written beside it,
+    // then the pairs are split (an item with an id is at least three tokens, so three slots per item are there).
     let mut len = 0;
     for item in elements(doc, items) {
         if doc.token(item).kind() != OBJECT {
@@ -453,9 +453,6 @@ pub fn usable_approvals<'a>(
     for k in 0..len {
         *slots.get_mut(k)? = *slots.get(2 * k)?;
     }
-    for k in 0..len {
-        *slots.get_mut(len + k)? = *slots.get(2 * len + k)?;
-    }
     if len > slots.len() {
         return None;
     }
@@ -463,7 +460,8 @@ pub fn usable_approvals<'a>(
     if len > rest.len() {
         return None;
     }
-    let (ids, buf) = rest.split_at_mut(len);
+    let (buf, ids) = rest.split_at_mut(len);
+    let ids = ids.get_mut(..len)?;
     merge_sort(ids, buf, |a, b| doc.text_cmp(a, b).is_lt());
     // A group whose items are not all well formed and equal is struck out in `listed` (the `STRUCK` bit set, above
     // every token index, so `listed` stays in order). The item an id lies in is the last item that starts before it.
