@@ -162,10 +162,22 @@ pub enum RuleKind {
     Forbid,
     Limit,
     Scope,
-    Gate { approval: ApprovalId },
+    /// `on_missing`: deny (`else deny`) or escalate (the default) when no presented approval satisfies it.
+    Gate {
+        approval: ApprovalId,
+        on_missing: Outcome,
+    },
     RequireOperationId,
-    Budget { name: String, max: u64, window: Window },
-    Fact { name: String, version: u64, on_stale: Outcome },
+    Budget {
+        name: String,
+        max: u64,
+        window: Window,
+    },
+    Fact {
+        name: String,
+        version: u64,
+        on_stale: Outcome,
+    },
 }
 
 #[derive(Debug, Clone)]

@@ -263,7 +263,10 @@ impl World {
             4..=5 => RuleKind::Forbid,
             6 => RuleKind::Limit,
             7 => RuleKind::Scope,
-            8 => RuleKind::Gate { approval: *rng.pick(&self.approvals) },
+            8 => RuleKind::Gate {
+                approval: *rng.pick(&self.approvals),
+                on_missing: if rng.chance(30) { Otherwise::Deny } else { Otherwise::Escalate },
+            },
             9 => RuleKind::RequireOperationId,
             10 => RuleKind::Fact {
                 name: rng.word(&FACTS).to_string(),

@@ -141,7 +141,13 @@ fn policy(rng: &mut Rng) -> String {
                 }
                 3 => format!("forbid {target} where {cond}"),
                 4 => format!("limit {target}: {cond}"),
-                5 => format!("require approval {} for {target} where {cond}", rng.pick(&["ok_a", "ok_b"])),
+                5 => format!(
+                    "require approval {} for {target} where {cond}{}",
+                    rng.pick(&["ok_a", "ok_b"]),
+                    // From a copy of the source: the main stream, and so the mix of outcomes the test requires,
+                    // stays as it was before gates could refuse.
+                    if Rng(rng.0 ^ 0x9e37_79b9_7f4a_7c15).chance(25) { " else deny" } else { "" }
+                ),
                 6 => format!("require operation id for {target}"),
                 7 => {
                     format!("budget b{}: at most {} calls to {target} per operation", rng.below(1000), 1 + rng.below(2))

@@ -85,7 +85,7 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
                         }
                     }
                 }
-                RuleKind::Gate { approval } => {
+                RuleKind::Gate { approval, .. } => {
                     let kind = &program.approvals[*approval];
                     if kind.binds.contains(&Binding::Manifest) {
                         for &tool in &rule.tools {
@@ -120,7 +120,7 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
                 .mandates
                 .iter()
                 .flat_map(|m| m.rules.iter())
-                .filter(|r| r.kind == RuleKind::Gate { approval: index })
+                .filter(|r| matches!(r.kind, RuleKind::Gate { approval, .. } if approval == index))
                 .map(|r| r.span)
                 .collect();
             out.push(err::zero_ttl(&kind.name, kind.ttl_span, gates));

@@ -176,13 +176,18 @@ impl Checker<'_> {
     fn rule(&mut self, clause: &ast::Clause, scope: &Scope<'_>) -> Option<ir::Rule> {
         let text = self.sources.snippet(clause.span);
         let label = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        let label = label.split(" where ").next().unwrap_or(&label).trim_end_matches(':').to_string();
+        let mut label = label.split(" where ").next().unwrap_or(&label).trim_end_matches(':').to_string();
+        // A gate's `else` follows its condition: the label keeps it, as it keeps a fact's.
+        if let ClauseKind::Gate { condition: Some(_), on_missing: Some(outcome), .. } = &clause.kind {
+            label.push_str(" else ");
+            label.push_str(outcome.keyword());
+        }
         let (kind, target, condition) = match &clause.kind {
             ClauseKind::Allow { target, condition } => (RuleKind::Allow, target, condition.as_ref()),
             ClauseKind::Forbid { target, condition } => (RuleKind::Forbid, target, condition.as_ref()),
             ClauseKind::Limit { target, condition } => (RuleKind::Limit, target, Some(condition)),
             ClauseKind::Scope { target, condition } => (RuleKind::Scope, target, Some(condition)),
-            ClauseKind::Gate { approval, target, condition } => {
+            ClauseKind::Gate { approval, target, condition, on_missing } => {
                 let id = match self.symbols.get(&approval.text).copied() {
                     Some((Symbol::Approval(id), _)) => Some(id),
                     Some((other, _)) => {
@@ -200,7 +205,7 @@ impl Checker<'_> {
                 let condition = condition.as_ref().map(|c| self.condition(c, target, resolved.as_ref(), scope));
                 let (target, tools) = resolved?;
                 return Some(ir::Rule {
-                    kind: RuleKind::Gate { approval: id? },
+                    kind: RuleKind::Gate { approval: id?, on_missing: on_missing.unwrap_or(Outcome::Escalate) },
                     target,
                     tools,
                     condition: condition.unwrap_or(Some(Cond::True))?,

@@ -116,7 +116,7 @@ pub fn output_limit(program: &Program) -> usize {
         for rule in &mandate.rules {
             fixed += match &rule.kind {
                 // `{"kind":…,"mandate":…,"tool":…,"digest":"sha256:…"}` and the keys of target and manifest.
-                RuleKind::Gate { approval } => {
+                RuleKind::Gate { approval, .. } => {
                     json_len(&program.approvals[*approval].name) + json_len(&mandate.name) + longest_tool + 160
                 }
                 RuleKind::Budget { name, .. } => json_len(name) + 48,
@@ -131,7 +131,7 @@ pub fn output_limit(program: &Program) -> usize {
             let mut gates: Vec<(usize, usize)> = Vec::new();
             for m in program.chain(leaf) {
                 for rule in &program.mandates[m].rules {
-                    if let RuleKind::Gate { approval } = rule.kind {
+                    if let RuleKind::Gate { approval, .. } = rule.kind {
                         if carries(&program.approvals[approval]) && !gates.contains(&(approval, m)) {
                             gates.push((approval, m));
                         }
@@ -265,7 +265,7 @@ impl Tally {
                     RuleKind::Forbid if applies => self.deny(err::FORBIDDEN, Some(entry())),
                     RuleKind::Limit if result != Ok(true) => self.deny(err::LIMIT_EXCEEDED, Some(entry())),
                     RuleKind::Scope if result != Ok(true) => self.deny(err::SCOPE_OUTSIDE, Some(entry())),
-                    RuleKind::Gate { approval } if applies => {
+                    RuleKind::Gate { approval, on_missing } if applies => {
                         let kind = &program.approvals[*approval];
                         let chosen = req
                             .approvals
@@ -279,6 +279,10 @@ impl Tally {
                                     self.consumed.push(id.clone());
                                 }
                                 self.granted.push(entry());
+                            }
+                            // `else deny`: refused, and nothing for the principal's queue.
+                            None if *on_missing == Otherwise::Deny => {
+                                self.deny(err::APPROVAL_MISSING, Some(entry()));
                             }
                             None => {
                                 self.missing.push(missing_approval(kind, mandate, req, call, &digest));

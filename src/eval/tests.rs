@@ -160,7 +160,7 @@ pub(crate) fn program() -> Program {
                 "limit financial_operation: args.amount <= 100 USD",
             ),
             rule(
-                RuleKind::Gate { approval: 0 },
+                RuleKind::Gate { approval: 0, on_missing: Otherwise::Escalate },
                 Target::Tool(PAY),
                 amount(CompareOp::Gt, "50 USD"),
                 "require approval commercial_terms for pay where args.amount > 50 USD",
@@ -223,7 +223,7 @@ pub(crate) fn program() -> Program {
             ),
             rule(RuleKind::Forbid, Target::Tool(READ_PAGE), region, "forbid read_page where context.region == \"us\""),
             rule(
-                RuleKind::Gate { approval: 1 },
+                RuleKind::Gate { approval: 1, on_missing: Otherwise::Escalate },
                 Target::Tool(PUBLISH),
                 Cond::True,
                 "require approval human_publication for publish",

@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 use super::svg::xml;
 use crate::eval::{decide, trace, Decision, Outcome, RuleTrace};
 use crate::ir::{Attr, Cond, Program, RuleKind};
+use crate::syntax::ast::Outcome as Otherwise;
 
 #[derive(Debug, Clone)]
 pub struct Explanation {
@@ -168,7 +169,7 @@ fn judge(
             (Verdict::Refused, "cannot be evaluated, so it counts as violated".into())
         }
         (RuleKind::Gate { .. }, Some(false)) => (Verdict::Idle, "does not apply".into()),
-        (RuleKind::Gate { approval }, result) => {
+        (RuleKind::Gate { approval, on_missing }, result) => {
             let kind = &program.approvals[*approval].name;
             let why = if result.is_none() { "cannot be evaluated, so it applies; " } else { "applies; " };
             let presented: Vec<&str> = json
@@ -186,7 +187,13 @@ fn judge(
             } else {
                 format!("presented `{kind}` approvals: {}", presented.join(", "))
             };
-            if decision.missing_approvals.iter().any(|m| &m.kind == kind && m.mandate == mandate) {
+            // An `else deny` gate left unsatisfied is one of a deny's rules; an escalating one is a missing approval.
+            let refused = *on_missing == Otherwise::Deny
+                && decision.outcome == Outcome::Deny
+                && decision.rules.iter().any(|r| r.mandate == mandate && r.rule == t.rule);
+            if refused {
+                (Verdict::Refused, format!("{why}no presented approval satisfies it, so it refuses ({presented})"))
+            } else if decision.missing_approvals.iter().any(|m| &m.kind == kind && m.mandate == mandate) {
                 (Verdict::Escalated, format!("{why}no presented approval satisfies it ({presented})"))
             } else {
                 (Verdict::Passed, format!("{why}satisfied ({presented})"))

@@ -134,6 +134,16 @@ pub enum Outcome {
     Escalate,
 }
 
+impl Outcome {
+    /// The word after `else` / `otherwise`.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Outcome::Deny => "deny",
+            Outcome::Escalate => "escalate",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Clause {
     pub kind: ClauseKind,
@@ -152,18 +162,51 @@ pub enum Window {
 pub enum ClauseKind {
     Holder(Vec<(String, Span)>),
     Purpose(String),
-    Valid { from: Option<(i64, Span)>, until: Option<(i64, Span)> },
+    Valid {
+        from: Option<(i64, Span)>,
+        until: Option<(i64, Span)>,
+    },
     MaxLevel(Name),
     Otherwise(Outcome),
     DelegationDepth(u32),
-    Allow { target: Target, condition: Option<Expr> },
-    Forbid { target: Target, condition: Option<Expr> },
-    Limit { target: Target, condition: Expr },
-    Scope { target: Target, condition: Expr },
-    Gate { approval: Name, target: Target, condition: Option<Expr> },
-    RequireOperationId { target: Target },
-    Budget { name: Name, max: u64, target: Target, window: Window },
-    Fact { name: Name, version: u64, target: Target, on_stale: Outcome },
+    Allow {
+        target: Target,
+        condition: Option<Expr>,
+    },
+    Forbid {
+        target: Target,
+        condition: Option<Expr>,
+    },
+    Limit {
+        target: Target,
+        condition: Expr,
+    },
+    Scope {
+        target: Target,
+        condition: Expr,
+    },
+    /// `on_missing`: what a call without the approval gets (`else deny`; escalate when not written).
+    Gate {
+        approval: Name,
+        target: Target,
+        condition: Option<Expr>,
+        on_missing: Option<Outcome>,
+    },
+    RequireOperationId {
+        target: Target,
+    },
+    Budget {
+        name: Name,
+        max: u64,
+        target: Target,
+        window: Window,
+    },
+    Fact {
+        name: Name,
+        version: u64,
+        target: Target,
+        on_stale: Outcome,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -413,8 +413,14 @@ impl Lower {
             Rule::gate_clause => {
                 let approval = self.name(inner.next().expect("approval"));
                 let target = self.target(inner.next().expect("target"));
-                let condition = inner.next().map(|w| self.where_clause(w));
-                ClauseKind::Gate { approval, target, condition }
+                let (mut condition, mut on_missing) = (None, None);
+                for part in inner {
+                    match part.as_rule() {
+                        Rule::where_clause => condition = Some(self.where_clause(part)),
+                        _ => on_missing = Some(outcome(part.into_inner().next().expect("outcome"))),
+                    }
+                }
+                ClauseKind::Gate { approval, target, condition, on_missing }
             }
             Rule::operation_clause => {
                 ClauseKind::RequireOperationId { target: self.target(inner.next().expect("target")) }

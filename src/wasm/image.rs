@@ -391,8 +391,9 @@ impl<'p> Writer<'p> {
                     RuleKind::Forbid => rec::RULE_FORBID,
                     RuleKind::Limit => rec::RULE_LIMIT,
                     RuleKind::Scope => rec::RULE_SCOPE,
-                    RuleKind::Gate { approval } => {
+                    RuleKind::Gate { approval, on_missing } => {
                         r.kind_index = *approval as u32;
+                        r.escalates = u32::from(*on_missing == Outcome::Escalate);
                         rec::RULE_GATE
                     }
                     RuleKind::RequireOperationId => rec::RULE_OPERATION_ID,

@@ -180,6 +180,8 @@ struct Tally<'w> {
     approvals: &'w mut [Approval],
     /// The argument digest, once a gate needed it.
     digest: Option<[u8; 71]>,
+    /// Whether a gate that applies refuses without its approval (`else deny`).
+    refusing_gates: bool,
 }
 
 impl<'w> Tally<'w> {
@@ -197,6 +199,7 @@ impl<'w> Tally<'w> {
             counters: List::new(&mut work.counters),
             approvals: &mut work.approvals,
             digest: None,
+            refusing_gates: false,
         }
     }
 
@@ -269,10 +272,11 @@ impl<'w> Tally<'w> {
                     image::RULE_FORBID if applies => self.deny(err::FORBIDDEN, Some(rule.entry)),
                     image::RULE_LIMIT if result != Truth::True => self.deny(err::LIMIT_EXCEEDED, Some(rule.entry)),
                     image::RULE_SCOPE if result != Truth::True => self.deny(err::SCOPE_OUTSIDE, Some(rule.entry)),
-                    // Resolved after the chain (`resolve_gates`): on a deny no gate can change the decision.
+                    // Resolved after the chain (`resolve_gates`): on a deny only a refusing gate adds to the decision.
                     image::RULE_GATE if applies => {
                         self.gates.push(rule_at);
                         self.gates.push(position);
+                        self.refusing_gates |= rule.escalates == 0;
                     }
                     image::RULE_OPERATION_ID if applies && req.operation_id.is_none() => {
                         self.deny(err::OPERATION_MISSING_ID, Some(rule.entry));
@@ -301,14 +305,15 @@ impl<'w> Tally<'w> {
                 self.add(mandate.flags & image::MANDATE_ESCALATES != 0, err::UNMATCHED, mandate.otherwise_entry);
             }
         }
-        if self.deny_codes == 0 {
+        if self.deny_codes == 0 || self.refusing_gates {
             self.resolve_gates(image, doc, req, call, leaf, keys);
         }
     }
 
-    /// The gates that apply, each satisfied by a presented approval (the smallest id) or missing one. Only what an
-    /// allow or an escalation writes depends on them (the rules that granted, the approvals consumed, the missing
-    /// approvals), so a decision that denies skips them, and the argument digest with them.
+    /// The gates that apply, each satisfied by a presented approval (the smallest id) or missing one. Apart from a
+    /// refusing gate's deny (`else deny`), only what an allow or an escalation writes depends on them (the rules
+    /// that granted, the approvals consumed, the missing approvals), so a decision that denies skips the others,
+    /// and the argument digest with them.
     fn resolve_gates(
         &mut self,
         image: &Image<'_>,
@@ -333,6 +338,10 @@ impl<'w> Tally<'w> {
             };
             i += 2;
             let rule = Rule::decode(image.bytes, rule_at);
+            let escalates = rule.escalates != 0;
+            if escalates && self.deny_codes != 0 {
+                continue;
+            }
             let kind = image.kind(rule.kind_index);
             // An approval counts for this mandate's gates only if issued under it or an ancestor: authority flows
             // down the chain, never up.
@@ -343,6 +352,8 @@ impl<'w> Tally<'w> {
                     }
                     self.granted.push(rule.entry);
                 }
+                // `else deny`: refused, and nothing for the principal's queue.
+                None if !escalates => self.deny(err::APPROVAL_MISSING, Some(rule.entry)),
                 None => {
                     self.missing.push(rule.kind_index);
                     self.missing.push(image.word(leaf.chain_off.wrapping_add(4 * position)));

@@ -215,7 +215,7 @@ record! {
         name_off, name_len,
         /// Fact: the version; budget: the maximum (`u64` as two words, low first).
         number_lo, number_hi,
-        /// Fact: 1 when stale escalates (else deny).
+        /// Fact: 1 when stale escalates (else deny); gate: 1 when a missing approval escalates (else deny).
         escalates,
         /// Budget: rank of the counter's obligation JSON among all counters (the order of `obligations`).
         counter_rank,

@@ -110,7 +110,7 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
                 RuleKind::Allow => {}
                 RuleKind::Forbid => push(enc.falsity(&rule.condition), origin),
                 RuleKind::Limit | RuleKind::Scope => push(enc.truth(&rule.condition), origin),
-                RuleKind::Gate { approval } => {
+                RuleKind::Gate { approval, .. } => {
                     let kind = &program.approvals[*approval];
                     let approved = enc.approved(&kind.name, kind.ttl, &kind.binds, &side.approval_names);
                     push(or([enc.falsity(&rule.condition), approved]), origin);

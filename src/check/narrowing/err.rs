@@ -114,7 +114,7 @@ fn widens(program: &Program, child: &Mandate, parent: &Mandate, w: &Widening) ->
                 RuleKind::Scope => {
                     (format!("`{c}` allows `{tool}` calls outside the data scope of `{a}`"), "the data scope".into())
                 }
-                RuleKind::Gate { approval } => {
+                RuleKind::Gate { approval, .. } => {
                     let kind = &program.approvals[*approval].name;
                     (
                         format!("`{c}` allows `{tool}` without the `{kind}` approval that `{a}` requires"),

@@ -291,7 +291,7 @@ fn culprit(program: &Program, child: MandateId, tool: ToolId, exceeded: Origin, 
         Origin::Rule(m, index) => {
             let theirs = &program.mandates[m].rules[index].kind;
             let same = (0..mandate.rules.len()).filter(covering).find(|&i| match (&mandate.rules[i].kind, theirs) {
-                (RuleKind::Gate { approval: a }, RuleKind::Gate { approval: b }) => a == b,
+                (RuleKind::Gate { approval: a, .. }, RuleKind::Gate { approval: b, .. }) => a == b,
                 (RuleKind::Fact { name: a, .. }, RuleKind::Fact { name: b, .. }) => a == b,
                 (RuleKind::Budget { name: a, .. }, RuleKind::Budget { name: b, .. }) => a == b,
                 (mine, theirs) => mine == theirs && !matches!(mine, RuleKind::Allow),
