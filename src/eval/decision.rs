@@ -116,6 +116,9 @@ pub struct Decision {
     pub obligations: Vec<Obligation>,
     /// Mandate names, root first; empty when the decision came before the mandate was resolved.
     pub mandate_chain: Vec<String>,
+    /// `subject.credential.id` of the request (who authorised the call); `None` without one, or when the request
+    /// could not be read.
+    pub credential: Option<String>,
     /// The root mandate's principal, on escalations.
     pub escalate_to: Option<String>,
     /// The module hash of the policy that decided.
@@ -133,6 +136,7 @@ impl Decision {
             missing_approvals: Vec::new(),
             obligations: Vec::new(),
             mandate_chain: Vec::new(),
+            credential: None,
             escalate_to: None,
             policy: policy.into(),
         }
@@ -158,10 +162,14 @@ impl Decision {
         write_list(&mut out, &self.obligations, |o, out| out.push_str(&o.to_json()));
         out.push_str(",\"mandate_chain\":");
         write_strings(&mut out, &self.mandate_chain);
-        out.push_str(",\"escalate_to\":");
-        match &self.escalate_to {
-            Some(principal) => write_string(&mut out, principal),
-            None => out.push_str("null"),
+        for (key, value) in [("credential", &self.credential), ("escalate_to", &self.escalate_to)] {
+            out.push_str(",\"");
+            out.push_str(key);
+            out.push_str("\":");
+            match value {
+                Some(text) => write_string(&mut out, text),
+                None => out.push_str("null"),
+            }
         }
         out.push_str(",\"policy\":");
         write_string(&mut out, &self.policy);
@@ -214,6 +222,7 @@ mod tests {
             }],
             obligations: vec![],
             mandate_chain: vec!["wallet".into()],
+            credential: Some("cred-7".into()),
             escalate_to: Some("user:alice".into()),
             policy: "sha256:ff".into(),
         };
@@ -223,7 +232,7 @@ mod tests {
                 r#"{"decision":"escalate","reasons":["approval.missing"],"#,
                 r#""rules":[{"mandate":"wallet","rule":"require approval commercial_terms","at":"wallet/policy.remit:14:3"}],"#,
                 r#""missing_approvals":[{"kind":"commercial_terms","mandate":"wallet","tool":"pay","digest":"sha256:00"}],"#,
-                r#""obligations":[],"mandate_chain":["wallet"],"escalate_to":"user:alice","policy":"sha256:ff"}"#
+                r#""obligations":[],"mandate_chain":["wallet"],"credential":"cred-7","escalate_to":"user:alice","policy":"sha256:ff"}"#
             )
         );
     }
@@ -232,7 +241,7 @@ mod tests {
     fn malformed_decision_and_obligations() {
         assert_eq!(
             Decision::malformed("sha256:1").to_json(),
-            r#"{"decision":"deny","reasons":["request.malformed"],"rules":[],"missing_approvals":[],"obligations":[],"mandate_chain":[],"escalate_to":null,"policy":"sha256:1"}"#
+            r#"{"decision":"deny","reasons":["request.malformed"],"rules":[],"missing_approvals":[],"obligations":[],"mandate_chain":[],"credential":null,"escalate_to":null,"policy":"sha256:1"}"#
         );
         let obligations = [
             Obligation::ConsumeApproval("apr-\"1".into()),

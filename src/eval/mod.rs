@@ -38,6 +38,23 @@ pub fn decide(program: &Program, request: &[u8]) -> Decision {
         Ok(req) => req,
         Err(error) => return Decision::deny(error.codes(), policy),
     };
+    let mut decision = decide_request(program, &req);
+    // Every decision on a request that could be read names its credential, the early denies too.
+    decision.credential = req.credential_id.clone();
+    // A decision that would not fit the module's output area is a deny of its own (never truncated JSON). With
+    // the area sized by `output_limit` this happens only for policies past `MAX_OUTPUT`.
+    let size = decision.to_json().len();
+    if size > MIN_OUTPUT && size > output_limit(program) {
+        let mut oversize = Decision::deny(vec![err::DECISION_OVERSIZE.into()], policy);
+        oversize.mandate_chain = std::mem::take(&mut decision.mandate_chain);
+        oversize.credential = decision.credential;
+        decision = oversize;
+    }
+    decision
+}
+
+fn decide_request(program: &Program, req: &Request) -> Decision {
+    let policy = program.hash.as_str();
     let Some(call) = req.call.as_ref() else {
         return Decision::deny(vec![err::REQUEST_MISSING_FIELD.into()], policy);
     };
@@ -50,20 +67,12 @@ pub fn decide(program: &Program, request: &[u8]) -> Decision {
     let chain = program.chain(leaf);
     let mut decision = if program.mandates[leaf].holders.contains(&req.subject_id) {
         let mut tally = Tally::default();
-        tally.examine(program, &req, call, tool, &chain);
-        tally.into_decision(program, &req, tool, &chain)
+        tally.examine(program, req, call, tool, &chain);
+        tally.into_decision(program, req, tool, &chain)
     } else {
         Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy)
     };
     decision.mandate_chain = chain.iter().map(|&m| program.mandates[m].name.clone()).collect();
-    // A decision that would not fit the module's output area is a deny of its own (never truncated JSON). With
-    // the area sized by `output_limit` this happens only for policies past `MAX_OUTPUT`.
-    let size = decision.to_json().len();
-    if size > MIN_OUTPUT && size > output_limit(program) {
-        let chain = std::mem::take(&mut decision.mandate_chain);
-        decision = Decision::deny(vec![err::DECISION_OVERSIZE.into()], policy);
-        decision.mandate_chain = chain;
-    }
     decision
 }
 
@@ -78,9 +87,9 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// Why it is a bound: everything a decision writes is static text of the policy (reasons, deciding rules,
 /// missing-approval kinds, mandates, counters, the policy hash), counted here in full for every mandate, except
 /// strings of the request. Those are the resource id and `args.manifest`, written once per missing approval that
-/// binds them, and the approval ids and operation id of an allow. Each is written escaped no longer than its text
-/// in the request (an escape is never longer than the escape or character it stands for), and distinct values are
-/// distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT` per missing approval that may
+/// binds them, the approval ids and operation id of an allow, and the credential id. Each is written escaped no
+/// longer than its text in the request (an escape is never longer than the escape or character it stands for), and
+/// distinct values are distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT` per missing approval that may
 /// carry a request string, plus one for the ids, bounds them. A listing writes only static text.
 pub fn output_limit(program: &Program) -> usize {
     let input = crate::json::MAX_INPUT;

@@ -80,6 +80,8 @@ pub(crate) struct Approval {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Request {
     pub subject_id: String,
+    /// `subject.credential.id`, when it is not blank: who authorised the call, named in its decision.
+    pub credential_id: Option<String>,
     /// `subject.credential.scopes`; `None` when there is no credential or it lists no scopes field.
     pub scopes: Option<Vec<String>>,
     /// Always present for [`Need::Call`]; never read for [`Need::Listing`].
@@ -112,9 +114,8 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let subject = p.object(root, "subject");
     let subject_id = p.required_string(root, "subject", "id");
     let credential = subject.and_then(|s| p.object(s, "credential"));
-    if let Some(credential) = credential {
-        p.string(credential, "id");
-    }
+    // Blank counts as absent, as for every identifier.
+    let credential_id = credential.and_then(|c| p.string(c, "id")).filter(|id| !is_blank(id));
     let scopes = credential.and_then(|c| p.strings(c, "scopes"));
 
     let call = match need {
@@ -177,6 +178,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     }
     Ok(Request {
         subject_id,
+        credential_id,
         scopes,
         call,
         resource_id,

@@ -353,9 +353,32 @@ fn a_call_every_mandate_grants_is_allowed_with_its_obligations() {
             r#"{"mandate":"wallet","rule":"allow any tool","at":"policy.remit:14:3"}],"#,
             r#""missing_approvals":[],"obligations":["#,
             r#"{"kind":"increment-counter","counter":"pay_per_op"},{"kind":"record-operation","id":"op-1"}],"#,
-            r#""mandate_chain":["wallet","groceries"],"escalate_to":null,"policy":"sha256:test"}"#
+            r#""mandate_chain":["wallet","groceries"],"credential":"cred-7","escalate_to":null,"policy":"sha256:test"}"#
         )
     );
+}
+
+#[test]
+fn every_decision_on_a_readable_request_names_its_credential() {
+    let credential = |request: &Json| decide_json(request).credential;
+    assert_eq!(credential(&pay_request()).as_deref(), Some("cred-7"));
+    // The early denies too: an undeclared tool, an unknown mandate, a subject that is not a holder.
+    let early = [
+        with(pay_request(), "/action/name", json!("teleport")),
+        with(pay_request(), "/context/mandate", json!("nobody")),
+        with(pay_request(), "/subject/id", json!("agent:other")),
+    ];
+    for request in &early {
+        let decision = decide_json(request);
+        assert_eq!(decision.outcome, Outcome::Deny);
+        assert_eq!(decision.credential.as_deref(), Some("cred-7"), "{}", decision.to_json());
+    }
+    // Blank is absent, as for every identifier; no credential, no id.
+    assert_eq!(credential(&with(pay_request(), "/subject/credential/id", json!(" \t"))), None);
+    assert_eq!(credential(&with(pay_request(), "/subject/credential", json!({"scopes": ["payments.write"]}))), None);
+    // A request that cannot be read names nothing; a mistyped id makes it unreadable.
+    let mistyped = decide_json(&with(pay_request(), "/subject/credential/id", json!(7)));
+    assert_eq!((mistyped.reasons.as_slice(), mistyped.credential), (&["request.malformed".to_string()][..], None));
 }
 
 #[test]

@@ -59,7 +59,7 @@ for (const path of requestPaths) {
     const deny = visible
       ? `{"visible":[],"hidden":[],"error":"runtime.trap"}`
       : `{"decision":"deny","reasons":["runtime.trap"],"rules":[],"missing_approvals":[],"obligations":[],` +
-        `"mandate_chain":[],"escalate_to":null,"policy":${escape(info.policy)}}`;
+        `"mandate_chain":[],"credential":null,"escalate_to":null,"policy":${escape(info.policy)}}`;
     out.push(Buffer.from(deny, "utf8"));
     exports = await instantiate();
   }

@@ -86,30 +86,32 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
     let policy = image.str(image.header.policy_off, image.header.policy_len);
     let (doc, keys) = match parsed {
         Ok(p) => p,
-        Err(e) => return write_deny(out, err::of_request(request::RequestError::json(e)), b"[]", policy),
+        Err(e) => return write_deny(out, err::of_request(request::RequestError::json(e)), b"[]", None, policy),
     };
     let req = match request::parse(&doc, Need::Call) {
         Ok(req) => req,
-        Err(e) => return write_deny(out, err::of_request(e), b"[]", policy),
+        Err(e) => return write_deny(out, err::of_request(e), b"[]", None, policy),
     };
+    // Every decision on a request that could be read names its credential, the early denies too.
+    let credential = req.credential_id.map(|id| (&doc, id));
     let call = match req.call {
         Some(call) => call,
-        None => return write_deny(out, err::REQUEST_MISSING_FIELD, b"[]", policy),
+        None => return write_deny(out, err::REQUEST_MISSING_FIELD, b"[]", credential, policy),
     };
     let h = image.header;
     let tool = match find(image, h.tool_slots_off, h.tool_slots_len, &doc, call.name, |i| image.tool_name(i)) {
         Some(tool) => tool,
-        None => return write_deny(out, err::TOOL_UNDECLARED, b"[]", policy),
+        None => return write_deny(out, err::TOOL_UNDECLARED, b"[]", credential, policy),
     };
     let leaf = match find(image, h.mandate_slots_off, h.mandate_slots_len, &doc, req.mandate, |i| image.mandate_name(i))
     {
         Some(leaf) => leaf,
-        None => return write_deny(out, err::MANDATE_UNKNOWN, b"[]", policy),
+        None => return write_deny(out, err::MANDATE_UNKNOWN, b"[]", credential, policy),
     };
     let mandate = image.mandate(leaf);
     let chain_json = image.str(mandate.chain_json_off, mandate.chain_json_len);
     if !is_holder(image, &doc, &mandate, req.subject_id) {
-        write_deny(out, err::SUBJECT_NOT_HOLDER, chain_json, policy);
+        write_deny(out, err::SUBJECT_NOT_HOLDER, chain_json, credential, policy);
     } else {
         let call = Call { tool, record: image.tool(tool), name: call.name, arguments: call.arguments };
         let mut tally = Tally::new(work);
@@ -120,7 +122,7 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
     // truncated JSON.
     if out.overflow() {
         out.clear();
-        write_deny(out, err::DECISION_OVERSIZE, chain_json, policy);
+        write_deny(out, err::DECISION_OVERSIZE, chain_json, credential, policy);
     }
 }
 
@@ -154,14 +156,24 @@ fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) 
 }
 
 /// A deny with the given reasons and nothing else, the shape of every decision made before the chain is examined.
-fn write_deny(out: &mut Out<'_>, codes: u32, chain_json: &[u8], policy: &[u8]) {
+fn write_deny(out: &mut Out<'_>, codes: u32, chain_json: &[u8], credential: Option<(&Doc<'_>, u32)>, policy: &[u8]) {
     out.write(b"{\"decision\":\"deny\",\"reasons\":");
     err::write_codes(out, codes);
     out.write(b",\"rules\":[],\"missing_approvals\":[],\"obligations\":[],\"mandate_chain\":");
     out.write(chain_json);
+    write_credential(out, credential);
     out.write(b",\"escalate_to\":null,\"policy\":");
     out.write(policy);
     out.byte(b'}');
+}
+
+/// `,"credential":` and the request's credential id (`null` without one).
+fn write_credential(out: &mut Out<'_>, credential: Option<(&Doc<'_>, u32)>) {
+    out.write(b",\"credential\":");
+    match credential {
+        Some((doc, id)) => write_string_tok(out, doc, id),
+        None => out.write(b"null"),
+    }
 }
 
 /// Everything found about a call, before it is written as a decision.
@@ -442,6 +454,7 @@ impl<'w> Tally<'w> {
         }
         out.write(b",\"mandate_chain\":");
         out.write(chain_json);
+        write_credential(out, req.credential_id.map(|id| (doc, id)));
         out.write(b",\"escalate_to\":");
         if escalates {
             let root = image.mandate(image.word(leaf.chain_off));

@@ -100,6 +100,8 @@ impl Approval {
 #[derive(Debug, Clone, Copy)]
 pub struct Request {
     pub subject_id: u32,
+    /// `subject.credential.id`; absent also when empty or only white space.
+    pub credential_id: Option<u32>,
     /// `subject.credential.scopes` (an array token whose items are all strings); `None` when there is no credential
     /// or it lists no scopes field.
     pub scopes: Option<u32>,
@@ -171,7 +173,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     let subject_id = p.required_string(subject, subject_id);
     let credential = p.typed(credential, OBJECT);
     let [credential_id, scopes] = doc.fields(credential, &CREDENTIAL_FIELDS);
-    p.typed(credential_id, STRING);
+    let credential_id = p.typed(credential_id, STRING).filter(|&id| !is_blank(doc, id));
     let scopes = p.strings(scopes);
 
     let call = match need {
@@ -230,6 +232,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     }
     Ok(Request {
         subject_id,
+        credential_id,
         scopes,
         call,
         resource_id,

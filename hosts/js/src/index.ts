@@ -143,7 +143,7 @@ export class Policy {
   deny(reason: string): Uint8Array {
     return encoder.encode(
       `{"decision":"deny","reasons":[${JSON.stringify(reason)}],"rules":[],"missing_approvals":[],` +
-        `"obligations":[],"mandate_chain":[],"escalate_to":null,"policy":${JSON.stringify(this.policy)}}`,
+        `"obligations":[],"mandate_chain":[],"credential":null,"escalate_to":null,"policy":${JSON.stringify(this.policy)}}`,
     );
   }
 

@@ -137,7 +137,7 @@ class Policy:
         """The deny a host makes itself (docs/abi.md), byte-identical to `remit::runtime`'s."""
         return (
             '{"decision":"deny","reasons":[' + json.dumps(reason) + '],"rules":[],"missing_approvals":[],'
-            '"obligations":[],"mandate_chain":[],"escalate_to":null,"policy":'
+            '"obligations":[],"mandate_chain":[],"credential":null,"escalate_to":null,"policy":'
             + json.dumps(self.policy, ensure_ascii=False)
             + "}"
         ).encode("utf-8")
