@@ -22,6 +22,9 @@ pub struct Case {
     pub reasons: Option<Vec<String>>,
     pub missing_approvals: Option<Vec<String>>,
     pub obligations: Option<Vec<String>>,
+    /// `[case.decision]`: fields of the decision's JSON, each compared whole (e.g. `escalate_to`,
+    /// `missing_approvals` with every field, `credential`).
+    pub decision: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +64,11 @@ pub fn parse(text: &str) -> Result<TestFile, String> {
             reasons: string_list(case.get("reasons"), "reasons").map_err(context)?,
             missing_approvals: string_list(case.get("missing_approvals"), "missing_approvals").map_err(context)?,
             obligations: string_list(case.get("obligations"), "obligations").map_err(context)?,
+            decision: match case.get("decision") {
+                None => None,
+                Some(Value::Object(fields)) => Some(fields.clone()),
+                Some(_) => return Err(context("`decision` must be a table of decision fields".into())),
+            },
         });
     }
     Ok(TestFile { policy, cases: out })
@@ -171,6 +179,16 @@ fn run_case(program: &Program, case: &Case, engines: &mut Engines) -> Outcome {
         decision.missing_approvals.iter().map(|m| m.kind.clone()).collect(),
     );
     compare("obligations", &case.obligations, decision.obligations.iter().map(short).collect());
+    if let Some(fields) = &case.decision {
+        let written: Value = serde_json::from_str(&expected).unwrap_or(Value::Null);
+        for (key, value) in fields {
+            match written.get(key) {
+                Some(actual) if actual == value => {}
+                Some(actual) => failures.push(format!("expected decision field `{key}` {value}, got {actual}")),
+                None => failures.push(format!("the decision has no field `{key}`")),
+            }
+        }
+    }
     Outcome { name: case.name.clone(), failures, decision }
 }
 

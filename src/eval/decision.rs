@@ -53,12 +53,17 @@ impl DecidingRule {
     }
 }
 
-/// An approval a gate needs and no presented approval satisfied. Only the fields the kind binds are set, with the
-/// values of this call, so the principal's queue knows exactly what to approve.
+/// An approval the call's gates need and no presented approval satisfied: one per kind and binding, however many
+/// mandates of the chain gate the call on it. Only the fields the kind binds are set, with the values of this call,
+/// so the principal's queue knows exactly what to approve.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MissingApproval {
     pub kind: String,
+    /// The mandate to issue it under: of the mandates it serves, the one nearest the root, whose approvals count
+    /// for its own gates and every sub-mandate's.
     pub mandate: String,
+    /// Every mandate of the chain whose gate it satisfies, by name.
+    pub mandates: Vec<String>,
     pub tool: Option<String>,
     pub target: Option<String>,
     pub digest: Option<String>,
@@ -71,6 +76,8 @@ impl MissingApproval {
         write_string(out, &self.kind);
         out.push_str(",\"mandate\":");
         write_string(out, &self.mandate);
+        out.push_str(",\"mandates\":");
+        write_strings(out, &self.mandates);
         let optional =
             [("tool", &self.tool), ("target", &self.target), ("digest", &self.digest), ("manifest", &self.manifest)];
         for (key, value) in optional {
@@ -215,6 +222,7 @@ mod tests {
             missing_approvals: vec![MissingApproval {
                 kind: "commercial_terms".into(),
                 mandate: "wallet".into(),
+                mandates: vec!["wallet".into()],
                 tool: Some("pay".into()),
                 target: None,
                 digest: Some("sha256:00".into()),
@@ -231,7 +239,7 @@ mod tests {
             concat!(
                 r#"{"decision":"escalate","reasons":["approval.missing"],"#,
                 r#""rules":[{"mandate":"wallet","rule":"require approval commercial_terms","at":"wallet/policy.remit:14:3"}],"#,
-                r#""missing_approvals":[{"kind":"commercial_terms","mandate":"wallet","tool":"pay","digest":"sha256:00"}],"#,
+                r#""missing_approvals":[{"kind":"commercial_terms","mandate":"wallet","mandates":["wallet"],"tool":"pay","digest":"sha256:00"}],"#,
                 r#""obligations":[],"mandate_chain":["wallet"],"credential":"cred-7","escalate_to":"user:alice","policy":"sha256:ff"}"#
             )
         );

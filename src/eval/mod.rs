@@ -124,9 +124,10 @@ pub fn output_limit(program: &Program) -> usize {
         }
         for rule in &mandate.rules {
             fixed += match &rule.kind {
-                // `{"kind":…,"mandate":…,"tool":…,"digest":"sha256:…"}` and the keys of target and manifest.
+                // `{"kind":…,"mandate":…,"mandates":[…],"tool":…,"digest":"sha256:…"}` and the keys of target and
+                // manifest: a gate's mandate is in its kind's `mandates` once, and `mandate` at most once.
                 RuleKind::Gate { approval, .. } => {
-                    json_len(&program.approvals[*approval].name) + json_len(&mandate.name) + longest_tool + 160
+                    json_len(&program.approvals[*approval].name) + 2 * json_len(&mandate.name) + longest_tool + 180
                 }
                 RuleKind::Budget { name, .. } => json_len(name) + 48,
                 _ => 0,
@@ -212,7 +213,8 @@ struct Tally {
     findings: Vec<Finding>,
     /// Grants that matched and gates that were satisfied: the `rules` of an allow.
     granted: Vec<DecidingRule>,
-    missing: Vec<MissingApproval>,
+    /// Missing approvals, one per gate, with the position of the gate's mandate in the chain.
+    missing: Vec<(usize, MissingApproval)>,
     /// Single-use approvals that satisfied a gate.
     consumed: Vec<String>,
     /// Budgets that apply to the call.
@@ -294,7 +296,7 @@ impl Tally {
                                 self.deny(err::APPROVAL_MISSING, Some(entry()));
                             }
                             None => {
-                                self.missing.push(missing_approval(kind, mandate, req, call, &digest));
+                                self.missing.push((position, missing_approval(kind, mandate, req, call, &digest)));
                                 self.add(Otherwise::Escalate, err::APPROVAL_MISSING, Some(entry()));
                             }
                         }
@@ -342,7 +344,7 @@ impl Tally {
                 decision.rules = sorted_rules(rules.into_iter().flatten().collect());
                 if outcome == Otherwise::Escalate {
                     decision.outcome = Outcome::Escalate;
-                    decision.missing_approvals = sorted(self.missing);
+                    decision.missing_approvals = merged(self.missing);
                     decision.escalate_to = chain.first().map(|&root| program.mandates[root].principal.clone());
                 }
             }
@@ -366,6 +368,27 @@ impl Tally {
         }
         decision
     }
+}
+
+/// One missing approval per kind and binding, sorted: an approval issued under the mandate nearest the root counts
+/// for the gates of every mandate below it, so one approval serves all of them.
+fn merged(mut missing: Vec<(usize, MissingApproval)>) -> Vec<MissingApproval> {
+    let binding =
+        |m: &MissingApproval| (m.kind.clone(), m.tool.clone(), m.target.clone(), m.digest.clone(), m.manifest.clone());
+    missing.sort_by_key(|(position, m)| (binding(m), *position));
+    let mut out: Vec<MissingApproval> = Vec::new();
+    for (_, m) in missing {
+        match out.last_mut() {
+            Some(last) if binding(last) == binding(&m) => last.mandates.push(m.mandate),
+            // The first of its binding is the nearest the root: the mandate to issue it under.
+            _ => out.push(m),
+        }
+    }
+    for m in &mut out {
+        m.mandates.sort();
+        m.mandates.dedup();
+    }
+    out
 }
 
 fn sorted<T: Ord>(mut items: Vec<T>) -> Vec<T> {
@@ -496,6 +519,7 @@ fn missing_approval(
     MissingApproval {
         kind: kind.name.clone(),
         mandate: mandate.name.clone(),
+        mandates: vec![mandate.name.clone()],
         tool: binds(Binding::Tool).then(|| call.name.clone()),
         target: req.resource_id.clone().filter(|_| binds(Binding::Target)),
         digest: binds(Binding::Arguments).then(|| digest.to_string()),

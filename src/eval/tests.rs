@@ -393,6 +393,7 @@ fn a_gate_without_approval_escalates_to_the_root_principal() {
         [MissingApproval {
             kind: "commercial_terms".into(),
             mandate: "wallet".into(),
+            mandates: vec!["wallet".into()],
             tool: Some("pay".into()),
             target: Some("order:991".into()),
             digest: Some(digest),

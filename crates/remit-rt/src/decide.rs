@@ -27,7 +27,7 @@ pub struct Work {
     pub deny: [u32; MAX_DECIDING],
     pub escalate: [u32; MAX_DECIDING],
     pub granted: [u32; MAX_DECIDING],
-    /// Missing approvals as `(kind index, mandate index)` pairs.
+    /// Missing approvals as `(kind index, position of the gate's mandate in the chain)` pairs.
     pub missing: [u32; 2 * MAX_DECIDING],
     /// The gates that apply, as `(rule offset, position in the chain)` pairs.
     pub gates: [u32; 2 * MAX_DECIDING],
@@ -368,7 +368,7 @@ impl<'w> Tally<'w> {
                 None if !escalates => self.deny(err::APPROVAL_MISSING, Some(rule.entry)),
                 None => {
                     self.missing.push(rule.kind_index);
-                    self.missing.push(image.word(leaf.chain_off.wrapping_add(4 * position)));
+                    self.missing.push(position);
                     self.escalate(err::APPROVAL_MISSING, rule.entry);
                 }
             }
@@ -442,7 +442,7 @@ impl<'w> Tally<'w> {
         write_entries(image, rules.slice(), out);
         out.write(b",\"missing_approvals\":");
         if escalates {
-            self.write_missing(image, doc, req, call, out);
+            self.write_missing(image, doc, req, call, leaf, out);
         } else {
             out.write(b"[]");
         }
@@ -467,18 +467,28 @@ impl<'w> Tally<'w> {
         out.byte(b'}');
     }
 
-    /// `missing_approvals`: one per distinct (kind, mandate), by kind name then mandate name, with the fields the
-    /// kind binds.
-    fn write_missing(&mut self, image: &Image<'_>, doc: &Doc<'_>, req: &Request, call: &Call, out: &mut Out<'_>) {
+    /// `missing_approvals`: one per kind (the binding is the call's for every gate of a kind), by kind name, issued
+    /// under the nearest the root of the mandates it serves, which are listed by name; with the fields the kind
+    /// binds.
+    fn write_missing(
+        &mut self,
+        image: &Image<'_>,
+        doc: &Doc<'_>,
+        req: &Request,
+        call: &Call,
+        leaf: &Mandate,
+        out: &mut Out<'_>,
+    ) {
         let pairs = self.missing.slice();
         let count = pairs.len() / 2;
         let pair = |i: u32| -> (u32, u32) {
             let at = 2 * i as usize;
             (pairs.get(at).copied().unwrap_or(0), pairs.get(at + 1).copied().unwrap_or(0))
         };
+        let mandate_at = |position: u32| image.mandate(image.word(leaf.chain_off.wrapping_add(4 * position)));
         let key = |i: u32| {
-            let (kind, mandate) = pair(i);
-            (image.kind(kind).name_rank, image.mandate(mandate).name_rank)
+            let (kind, position) = pair(i);
+            (image.kind(kind).name_rank, mandate_at(position).name_rank)
         };
         let order = self.order.get_mut(..count).unwrap_or(&mut []);
         for (i, slot) in order.iter_mut().enumerate() {
@@ -486,22 +496,37 @@ impl<'w> Tally<'w> {
         }
         heap_sort(order, |a, b| key(a) < key(b));
         out.byte(b'[');
-        let mut last = None;
-        for &i in order.iter() {
-            if last == Some(key(i)) {
-                continue;
-            }
-            if last.is_some() {
+        let mut start = 0;
+        while let Some(&first) = order.get(start) {
+            let kind_rank = key(first).0;
+            let end = start + order.iter().skip(start).take_while(|&&i| key(i).0 == kind_rank).count();
+            let group = order.get(start..end).unwrap_or(&[]);
+            if start > 0 {
                 out.byte(b',');
             }
-            last = Some(key(i));
-            let (kind_index, mandate_index) = pair(i);
+            start = end;
+            let (kind_index, _) = pair(first);
             let kind = image.kind(kind_index);
-            let mandate = image.mandate(mandate_index);
+            let top = group.iter().map(|&i| pair(i).1).min().unwrap_or(0);
+            let top = mandate_at(top);
             out.write(b"{\"kind\":");
             out.write(image.str(kind.name_json_off, kind.name_json_len));
             out.write(b",\"mandate\":");
-            out.write(image.str(mandate.name_json_off, mandate.name_json_len));
+            out.write(image.str(top.name_json_off, top.name_json_len));
+            out.write(b",\"mandates\":[");
+            let mut last = None;
+            for &i in group {
+                let mandate = mandate_at(pair(i).1);
+                if last == Some(mandate.name_rank) {
+                    continue;
+                }
+                if last.is_some() {
+                    out.byte(b',');
+                }
+                last = Some(mandate.name_rank);
+                out.write(image.str(mandate.name_json_off, mandate.name_json_len));
+            }
+            out.byte(b']');
             if kind.binds & image::BINDS_TOOL != 0 {
                 out.write(b",\"tool\":");
                 write_string_tok(out, doc, call.name);
