@@ -68,6 +68,55 @@ pub struct MissingApproval {
     pub target: Option<String>,
     pub digest: Option<String>,
     pub manifest: Option<String>,
+    /// The presented approvals of this kind that did not satisfy it, by id, each with why.
+    pub refused: Vec<RefusedApproval>,
+}
+
+/// A presented approval of a gate's kind that does not satisfy the gate.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RefusedApproval {
+    pub id: String,
+    pub refusal: Refusal,
+}
+
+/// Why a presented approval of a gate's kind does not satisfy it: the first check it fails, in this order (the
+/// issuing mandate last, so every gate of one kind that a call misses refuses an approval for the same reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Refusal {
+    Consumed,
+    NotYetValid,
+    Expired,
+    TtlPassed,
+    /// The first binding (tool, target, arguments, manifest) whose value differs from the call's.
+    BindingMismatch(crate::ir::Binding),
+    /// Issued under a mandate that is not the gate's or an ancestor of it.
+    WrongMandate,
+}
+
+impl Refusal {
+    /// `why` in the decision.
+    pub fn why(self) -> &'static str {
+        match self {
+            Refusal::Consumed => "consumed",
+            Refusal::NotYetValid => "not-yet-valid",
+            Refusal::Expired => "expired",
+            Refusal::TtlPassed => "ttl-passed",
+            Refusal::BindingMismatch(_) => "binding-mismatch",
+            Refusal::WrongMandate => "wrong-mandate",
+        }
+    }
+
+    /// The reason code a decision lists next to `approval.missing`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::Consumed => err::APPROVAL_CONSUMED,
+            Refusal::NotYetValid => err::APPROVAL_NOT_YET_VALID,
+            Refusal::Expired => err::APPROVAL_EXPIRED,
+            Refusal::TtlPassed => err::APPROVAL_TTL_PASSED,
+            Refusal::BindingMismatch(_) => err::APPROVAL_BINDING_MISMATCH,
+            Refusal::WrongMandate => err::APPROVAL_WRONG_MANDATE,
+        }
+    }
 }
 
 impl MissingApproval {
@@ -88,6 +137,20 @@ impl MissingApproval {
                 write_string(out, value);
             }
         }
+        out.push_str(",\"refused\":");
+        write_list(out, &self.refused, |r, out| {
+            out.push_str("{\"id\":");
+            write_string(out, &r.id);
+            out.push_str(",\"why\":\"");
+            out.push_str(r.refusal.why());
+            out.push('"');
+            if let Refusal::BindingMismatch(binding) = r.refusal {
+                out.push_str(",\"binding\":\"");
+                out.push_str(binding.name());
+                out.push('"');
+            }
+            out.push('}');
+        });
         out.push('}');
     }
 }
@@ -227,6 +290,7 @@ mod tests {
                 target: None,
                 digest: Some("sha256:00".into()),
                 manifest: None,
+                refused: vec![RefusedApproval { id: "apr-1".into(), refusal: Refusal::Expired }],
             }],
             obligations: vec![],
             mandate_chain: vec!["wallet".into()],
@@ -239,7 +303,7 @@ mod tests {
             concat!(
                 r#"{"decision":"escalate","reasons":["approval.missing"],"#,
                 r#""rules":[{"mandate":"wallet","rule":"require approval commercial_terms","at":"wallet/policy.remit:14:3"}],"#,
-                r#""missing_approvals":[{"kind":"commercial_terms","mandate":"wallet","mandates":["wallet"],"tool":"pay","digest":"sha256:00"}],"#,
+                r#""missing_approvals":[{"kind":"commercial_terms","mandate":"wallet","mandates":["wallet"],"tool":"pay","digest":"sha256:00","refused":[{"id":"apr-1","why":"expired"}]}],"#,
                 r#""obligations":[],"mandate_chain":["wallet"],"credential":"cred-7","escalate_to":"user:alice","policy":"sha256:ff"}"#
             )
         );

@@ -23,6 +23,13 @@ pub const FACT_STALE: &str = "fact.stale";
 pub const BUDGET_EXHAUSTED: &str = "budget.exhausted";
 pub const UNMATCHED: &str = "rule.unmatched";
 pub const APPROVAL_MISSING: &str = "approval.missing";
+// Why a presented approval of a gate's kind did not satisfy it (next to `approval.missing`; `Refusal::code`).
+pub const APPROVAL_CONSUMED: &str = "approval.consumed";
+pub const APPROVAL_NOT_YET_VALID: &str = "approval.not-yet-valid";
+pub const APPROVAL_EXPIRED: &str = "approval.expired";
+pub const APPROVAL_TTL_PASSED: &str = "approval.ttl-passed";
+pub const APPROVAL_BINDING_MISMATCH: &str = "approval.binding-mismatch";
+pub const APPROVAL_WRONG_MANDATE: &str = "approval.wrong-mandate";
 pub const ALLOWED: &str = "rule.allowed";
 
 /// Why a condition could not be evaluated. Callers never look inside: any error fails closed.

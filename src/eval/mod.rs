@@ -16,7 +16,7 @@ mod visible;
 
 use serde_json::{Map, Value as Json};
 
-pub use decision::{DecidingRule, Decision, MissingApproval, Obligation, Outcome};
+pub use decision::{DecidingRule, Decision, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval};
 pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
 // The wasm backend writes the same JSON, so it shares the writers.
@@ -85,12 +85,15 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// interpreter answers `decision.oversize` as the module does.
 ///
 /// Why it is a bound: everything a decision writes is static text of the policy (reasons, deciding rules,
-/// missing-approval kinds, mandates, counters, the policy hash), counted here in full for every mandate, except
-/// strings of the request. Those are the resource id and `args.manifest`, written once per missing approval that
-/// binds them, the approval ids and operation id of an allow, and the credential id. Each is written escaped no
-/// longer than its text in the request (an escape is never longer than the escape or character it stands for), and
-/// distinct values are distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT` per missing approval that may
-/// carry a request string, plus one for the ids, bounds them. A listing writes only static text.
+/// missing-approval kinds, mandates, counters, the policy hash), counted here in full for every mandate, except strings
+/// of the request. Those are the resource id and `args.manifest`, written once per missing approval that binds them,
+/// the approval ids and operation id of an allow, and the credential id. Each is written escaped no longer than its
+/// text in the request (an escape is never longer than the escape or character it stands for), and distinct values are
+/// distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT` per missing approval that may carry a
+/// request string, plus one for the ids, bounds them. The `refused` lists of missing approvals add one more: an entry
+/// names a distinct presented approval (missing approvals are one per kind, an approval has one kind, and repeats of an
+/// id are written once) and is shorter than that approval's JSON (an entry is its id and at most 49 bytes, a usable
+/// approval its id, kind, mandate and two timestamps: more than 90). A listing writes only static text.
 pub fn output_limit(program: &Program) -> usize {
     let input = crate::json::MAX_INPUT;
     let json_len = |s: &str| {
@@ -152,7 +155,7 @@ pub fn output_limit(program: &Program) -> usize {
         })
         .max()
         .unwrap_or(0);
-    let decision = fixed.saturating_add(repeats.saturating_add(1).saturating_mul(input));
+    let decision = fixed.saturating_add(repeats.saturating_add(2).saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
     decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
 }
@@ -278,27 +281,34 @@ impl Tally {
                     RuleKind::Scope if result != Ok(true) => self.deny(err::SCOPE_OUTSIDE, Some(entry())),
                     RuleKind::Gate { approval, on_missing } if applies => {
                         let kind = &program.approvals[*approval];
-                        let chosen = req
-                            .approvals
-                            .iter()
-                            .filter(|a| satisfies(a, kind, program, issuers, req, call, &digest))
-                            .map(|a| &a.id)
-                            .min();
-                        match chosen {
-                            Some(id) => {
-                                if kind.single_use {
-                                    self.consumed.push(id.clone());
-                                }
-                                self.granted.push(entry());
+                        let of_kind = req.approvals.iter().filter(|a| a.kind == kind.name);
+                        let judged: Vec<(&String, Option<Refusal>)> =
+                            of_kind.map(|a| (&a.id, refusal(a, kind, program, issuers, req, call, &digest))).collect();
+                        let chosen = judged.iter().filter(|(_, refusal)| refusal.is_none()).map(|(id, _)| *id).min();
+                        if let Some(id) = chosen {
+                            if kind.single_use {
+                                self.consumed.push(id.clone());
                             }
+                            self.granted.push(entry());
+                            continue;
+                        }
+                        let mut refused: Vec<RefusedApproval> = judged
+                            .into_iter()
+                            .filter_map(|(id, refusal)| Some(RefusedApproval { id: id.clone(), refusal: refusal? }))
+                            .collect();
+                        refused.sort();
+                        refused.dedup();
+                        // Each refusal's code joins `approval.missing`, with the gate's outcome.
+                        for r in &refused {
+                            self.add(*on_missing, r.refusal.code(), None);
+                        }
+                        if *on_missing == Otherwise::Deny {
                             // `else deny`: refused, and nothing for the principal's queue.
-                            None if *on_missing == Otherwise::Deny => {
-                                self.deny(err::APPROVAL_MISSING, Some(entry()));
-                            }
-                            None => {
-                                self.missing.push((position, missing_approval(kind, mandate, req, call, &digest)));
-                                self.add(Otherwise::Escalate, err::APPROVAL_MISSING, Some(entry()));
-                            }
+                            self.deny(err::APPROVAL_MISSING, Some(entry()));
+                        } else {
+                            let missing = missing_approval(kind, mandate, req, call, &digest, refused);
+                            self.missing.push((position, missing));
+                            self.add(Otherwise::Escalate, err::APPROVAL_MISSING, Some(entry()));
                         }
                     }
                     RuleKind::RequireOperationId if applies && req.operation_id.as_deref().unwrap_or("").is_empty() => {
@@ -479,9 +489,9 @@ fn location(program: &Program, span: Span) -> String {
     program.sources.location(span)
 }
 
-/// Whether a presented approval satisfies a gate of `kind` for this call; `issuers` are the gate's mandate and its
-/// ancestors.
-fn satisfies(
+/// Why a presented approval of the gate's `kind` does not satisfy the gate for this call (`None`: it does);
+/// `issuers` are the gate's mandate and its ancestors. The checks run in [`Refusal`]'s order.
+fn refusal(
     approval: &request::Approval,
     kind: &ApprovalKind,
     program: &Program,
@@ -489,18 +499,31 @@ fn satisfies(
     req: &Request,
     call: &Call,
     digest: &str,
-) -> bool {
+) -> Option<Refusal> {
     let now = i128::from(req.now);
     let issued = i128::from(approval.issued_at);
-    let in_time = issued <= now && now < i128::from(approval.expires_at) && now < issued + i128::from(kind.ttl);
-    let in_chain = issuers.iter().any(|&m| program.mandates[m].name == approval.mandate);
-    let bound = kind.binds.iter().all(|binding| match binding {
+    let bound = |binding: &Binding| match binding {
         Binding::Tool => approval.tool.as_deref() == Some(call.name.as_str()),
         Binding::Target => approval.target.is_some() && approval.target == req.resource_id,
         Binding::Arguments => approval.digest.as_deref() == Some(digest),
         Binding::Manifest => approval.manifest.is_some() && approval.manifest.as_deref() == manifest(call),
-    });
-    approval.kind == kind.name && in_chain && in_time && !approval.consumed && bound
+    };
+    let mut unbound = Binding::ALL.into_iter().filter(|b| kind.binds.contains(b) && !bound(b));
+    Some(if approval.consumed {
+        Refusal::Consumed
+    } else if now < issued {
+        Refusal::NotYetValid
+    } else if now >= i128::from(approval.expires_at) {
+        Refusal::Expired
+    } else if now >= issued + i128::from(kind.ttl) {
+        Refusal::TtlPassed
+    } else if let Some(binding) = unbound.next() {
+        Refusal::BindingMismatch(binding)
+    } else if !issuers.iter().any(|&m| program.mandates[m].name == approval.mandate) {
+        Refusal::WrongMandate
+    } else {
+        return None;
+    })
 }
 
 /// `args.manifest` when it is a string that is not blank (a blank manifest binds nothing).
@@ -514,6 +537,7 @@ fn missing_approval(
     req: &Request,
     call: &Call,
     digest: &str,
+    refused: Vec<RefusedApproval>,
 ) -> MissingApproval {
     let binds = |b: Binding| kind.binds.contains(&b);
     MissingApproval {
@@ -524,6 +548,7 @@ fn missing_approval(
         target: req.resource_id.clone().filter(|_| binds(Binding::Target)),
         digest: binds(Binding::Arguments).then(|| digest.to_string()),
         manifest: manifest(call).filter(|_| binds(Binding::Manifest)).map(str::to_string),
+        refused,
     }
 }
 

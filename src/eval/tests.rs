@@ -398,6 +398,7 @@ fn a_gate_without_approval_escalates_to_the_root_principal() {
             target: Some("order:991".into()),
             digest: Some(digest),
             manifest: None,
+            refused: vec![],
         }]
     );
     assert_eq!(decision.rules.len(), 1);

@@ -193,8 +193,14 @@ fn judge(
                 && decision.rules.iter().any(|r| r.mandate == mandate && r.rule == t.rule);
             if refused {
                 (Verdict::Refused, format!("{why}no presented approval satisfies it, so it refuses ({presented})"))
-            } else if decision.missing_approvals.iter().any(|m| &m.kind == kind && m.mandate == mandate) {
-                (Verdict::Escalated, format!("{why}no presented approval satisfies it ({presented})"))
+            } else if let Some(missing) =
+                decision.missing_approvals.iter().find(|m| &m.kind == kind && m.mandates.iter().any(|n| n == mandate))
+            {
+                let refused: Vec<String> =
+                    missing.refused.iter().map(|r| format!("`{}` {}", r.id, r.refusal.why())).collect();
+                let refused =
+                    if refused.is_empty() { String::new() } else { format!("; refused: {}", refused.join(", ")) };
+                (Verdict::Escalated, format!("{why}no presented approval satisfies it ({presented}{refused})"))
             } else {
                 (Verdict::Passed, format!("{why}satisfied ({presented})"))
             }

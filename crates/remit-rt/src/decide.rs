@@ -14,7 +14,7 @@ use crate::cond::{self, Env, Truth};
 use crate::digest::argument_digest;
 use crate::err;
 use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
-use crate::json::{heap_sort, Doc, Parsed, NUMBER};
+use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER};
 use crate::out::{escaped, write_string, write_string_tok, Out};
 use crate::request::{self, elements, Approval, Need, Request};
 use crate::Sink;
@@ -116,7 +116,7 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
         let call = Call { tool, record: image.tool(tool), name: call.name, arguments: call.arguments };
         let mut tally = Tally::new(work);
         tally.examine(image, &doc, &req, &call, &mandate, keys);
-        tally.write(image, &doc, &req, &call, &mandate, out);
+        tally.write(image, &doc, &req, &call, &mandate, keys, out);
     }
     // A decision that does not fit the output area (sized by `eval::output_limit`) is a deny of its own, never
     // truncated JSON.
@@ -194,6 +194,8 @@ struct Tally<'w> {
     digest: Option<[u8; 71]>,
     /// Whether a gate that applies refuses without its approval (`else deny`).
     refusing_gates: bool,
+    /// How many usable approvals `resolve_gates` left at the front of the parse's key slots.
+    usable_len: usize,
 }
 
 impl<'w> Tally<'w> {
@@ -212,6 +214,7 @@ impl<'w> Tally<'w> {
             approvals: &mut work.approvals,
             digest: None,
             refusing_gates: false,
+            usable_len: 0,
         }
     }
 
@@ -341,6 +344,7 @@ impl<'w> Tally<'w> {
         // The usable approvals, read once, stay at the front of the parse's key slots; the rest sorts object keys
         // for the argument digest.
         let count = req.approvals(doc, keys, self.approvals).map_or(0, <[u32]>::len);
+        self.usable_len = count;
         let (usable, spare) = keys.split_at_mut(count.min(keys.len()));
         let mut i = 0;
         while i + 1 < self.gates.len {
@@ -357,26 +361,27 @@ impl<'w> Tally<'w> {
             let kind = image.kind(rule.kind_index);
             // An approval counts for this mandate's gates only if issued under it or an ancestor: authority flows
             // down the chain, never up.
+            // Each refusal's code joins `approval.missing`, with the gate's outcome.
             match self.chosen_approval(image, doc, req, call, &kind, leaf, position, usable, spare) {
-                Some(id) => {
+                Ok(id) => {
                     if kind.single_use != 0 {
                         self.consumed.push(id);
                     }
                     self.granted.push(rule.entry);
                 }
                 // `else deny`: refused, and nothing for the principal's queue.
-                None if !escalates => self.deny(err::APPROVAL_MISSING, Some(rule.entry)),
-                None => {
+                Err(refused) if !escalates => self.deny(err::APPROVAL_MISSING | refused, Some(rule.entry)),
+                Err(refused) => {
                     self.missing.push(rule.kind_index);
                     self.missing.push(position);
-                    self.escalate(err::APPROVAL_MISSING, rule.entry);
+                    self.escalate(err::APPROVAL_MISSING | refused, rule.entry);
                 }
             }
         }
     }
 
     /// The smallest id (in byte order) of the presented approvals that satisfy a gate of `kind` of the chain's
-    /// mandate at `position`.
+    /// mandate at `position`; without one, the reason codes of the approvals of that kind it refused.
     #[allow(clippy::too_many_arguments)]
     fn chosen_approval(
         &mut self,
@@ -389,21 +394,20 @@ impl<'w> Tally<'w> {
         position: u32,
         usable: &[u32],
         spare: &mut [u32],
-    ) -> Option<u32> {
+    ) -> Result<u32, u32> {
         if kind.binds & image::BINDS_ARGUMENTS != 0 && self.digest.is_none() {
             self.digest = Some(digest(image, doc, call, spare));
         }
+        let name = image.str(kind.name_off, kind.name_len);
         let mut chosen: Option<u32> = None;
-        for (i, &item) in usable.iter().enumerate() {
-            let read = match self.approvals.get(i) {
-                Some(read) => Some(*read),
-                None => request::approval(doc, item),
+        let mut refused = 0;
+        for i in 0..usable.len() {
+            let approval = match usable_approval(self.approvals, doc, usable, i) {
+                Some(a) if doc.text_is(a.kind, name) => a,
+                _ => continue,
             };
-            let approval = match read {
-                Some(a) => a,
-                None => continue,
-            };
-            if !satisfies(image, doc, &approval, kind, leaf, position, req, call, self.digest.as_ref()) {
+            if let Some(r) = refusal(image, doc, &approval, kind, leaf, position, req, call, self.digest.as_ref()) {
+                refused |= r.code;
                 continue;
             }
             chosen = match chosen {
@@ -411,10 +415,11 @@ impl<'w> Tally<'w> {
                 _ => Some(approval.id),
             };
         }
-        chosen
+        chosen.ok_or(refused)
     }
 
     /// Writes the decision.
+    #[allow(clippy::too_many_arguments)]
     fn write(
         mut self,
         image: &Image<'_>,
@@ -422,6 +427,7 @@ impl<'w> Tally<'w> {
         req: &Request,
         call: &Call,
         leaf: &Mandate,
+        keys: &mut [u32],
         out: &mut Out<'_>,
     ) {
         let chain_json = image.str(leaf.chain_json_off, leaf.chain_json_len);
@@ -442,7 +448,7 @@ impl<'w> Tally<'w> {
         write_entries(image, rules.slice(), out);
         out.write(b",\"missing_approvals\":");
         if escalates {
-            self.write_missing(image, doc, req, call, leaf, out);
+            self.write_missing(image, doc, req, call, leaf, keys, out);
         } else {
             out.write(b"[]");
         }
@@ -470,6 +476,7 @@ impl<'w> Tally<'w> {
     /// `missing_approvals`: one per kind (the binding is the call's for every gate of a kind), by kind name, issued
     /// under the nearest the root of the mandates it serves, which are listed by name; with the fields the kind
     /// binds.
+    #[allow(clippy::too_many_arguments)]
     fn write_missing(
         &mut self,
         image: &Image<'_>,
@@ -477,8 +484,10 @@ impl<'w> Tally<'w> {
         req: &Request,
         call: &Call,
         leaf: &Mandate,
+        keys: &mut [u32],
         out: &mut Out<'_>,
     ) {
+        let (usable, spare) = keys.split_at_mut(self.usable_len.min(keys.len()));
         let pairs = self.missing.slice();
         let count = pairs.len() / 2;
         let pair = |i: u32| -> (u32, u32) {
@@ -507,8 +516,8 @@ impl<'w> Tally<'w> {
             start = end;
             let (kind_index, _) = pair(first);
             let kind = image.kind(kind_index);
-            let top = group.iter().map(|&i| pair(i).1).min().unwrap_or(0);
-            let top = mandate_at(top);
+            let top_position = group.iter().map(|&i| pair(i).1).min().unwrap_or(0);
+            let top = mandate_at(top_position);
             out.write(b"{\"kind\":");
             out.write(image.str(kind.name_json_off, kind.name_json_len));
             out.write(b",\"mandate\":");
@@ -544,6 +553,9 @@ impl<'w> Tally<'w> {
                 out.write(b",\"manifest\":");
                 write_string_tok(out, doc, manifest);
             }
+            out.write(b",\"refused\":");
+            let gate = Gate { kind: &kind, leaf, position: top_position };
+            write_refused(image, doc, req, call, &gate, self.approvals, usable, spare, self.digest.as_ref(), out);
             out.byte(b'}');
         }
         out.byte(b']');
@@ -599,6 +611,102 @@ impl<'w> Tally<'w> {
             out.byte(b'}');
         }
         out.byte(b']');
+    }
+}
+
+/// `refused` of a missing approval: the presented approvals of its kind, by id without repeats, each with why it
+/// does not satisfy the gate at `position` (every gate of the kind the call misses refuses it for the same reason).
+#[allow(clippy::too_many_arguments)]
+fn write_refused(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    req: &Request,
+    call: &Call,
+    gate: &Gate<'_>,
+    cache: &[Approval],
+    usable: &[u32],
+    spare: &mut [u32],
+    digest: Option<&[u8; 71]>,
+    out: &mut Out<'_>,
+) {
+    let name = image.str(gate.kind.name_off, gate.kind.name_len);
+    let judged = |i: usize| {
+        let approval = usable_approval(cache, doc, usable, i).filter(|a| doc.text_is(a.kind, name))?;
+        let refusal = refusal(image, doc, &approval, gate.kind, gate.leaf, gate.position, req, call, digest)?;
+        Some((approval.id, refusal))
+    };
+    // The refused ones' ids and usable indices, then their order by id (a permutation and the sort's buffer).
+    let mut parts = spare.chunks_mut((spare.len() / 4).max(1));
+    let (ids, indices) = (parts.next().unwrap_or(&mut []), parts.next().unwrap_or(&mut []));
+    let (order, buf) = (parts.next().unwrap_or(&mut []), parts.next().unwrap_or(&mut []));
+    let mut n = 0;
+    for i in 0..usable.len() {
+        if let Some((id, _)) = judged(i) {
+            if let (Some(id_slot), Some(index_slot), Some(order_slot)) =
+                (ids.get_mut(n), indices.get_mut(n), order.get_mut(n))
+            {
+                *id_slot = id;
+                *index_slot = i as u32;
+                *order_slot = n as u32;
+                n += 1;
+            }
+        }
+    }
+    let ids = ids.get(..n).unwrap_or(&[]);
+    let order = order.get_mut(..n).unwrap_or(&mut []);
+    let id_of = |k: u32| ids.get(k as usize).copied().unwrap_or(0);
+    merge_sort(order, buf, |a, b| doc.text_cmp(id_of(a), id_of(b)).is_lt());
+    out.byte(b'[');
+    let mut last: Option<u32> = None;
+    for &k in order.iter() {
+        let id = id_of(k);
+        if let Some(prev) = last {
+            if doc.text_eq(prev, id) {
+                continue;
+            }
+            out.byte(b',');
+        }
+        last = Some(id);
+        let refusal = indices.get(k as usize).and_then(|&i| judged(i as usize)).map(|(_, r)| r);
+        let refusal = refusal.unwrap_or(Refusal { code: 0, binding: 0 });
+        out.write(b"{\"id\":");
+        write_string_tok(out, doc, id);
+        out.write(b",\"why\":\"");
+        let code = err::name(refusal.code).as_bytes();
+        out.write(code.strip_prefix(b"approval.").unwrap_or(code));
+        out.byte(b'"');
+        if refusal.binding != 0 {
+            out.write(b",\"binding\":\"");
+            out.write(binding_name(refusal.binding));
+            out.byte(b'"');
+        }
+        out.byte(b'}');
+    }
+    out.byte(b']');
+}
+
+/// A gate: its approval kind, and its mandate as a position in the chain ending at `leaf`.
+struct Gate<'a> {
+    kind: &'a Kind,
+    leaf: &'a Mandate,
+    position: u32,
+}
+
+/// The `i`th usable approval: read once per decision for the first ones (`cache`), at each use for the rest.
+fn usable_approval(cache: &[Approval], doc: &Doc<'_>, usable: &[u32], i: usize) -> Option<Approval> {
+    match cache.get(i) {
+        Some(read) => Some(*read),
+        None => request::approval(doc, *usable.get(i)?),
+    }
+}
+
+/// The name of a `BINDS_*` bit, as `eval::Binding::name` writes it.
+fn binding_name(binding: u32) -> &'static [u8] {
+    match binding {
+        image::BINDS_TOOL => b"tool",
+        image::BINDS_TARGET => b"target",
+        image::BINDS_ARGUMENTS => b"arguments",
+        _ => b"manifest",
     }
 }
 
@@ -737,10 +845,19 @@ fn manifest(doc: &Doc<'_>, call: &Call) -> Option<u32> {
     (is_string && !request::is_blank(doc, value)).then_some(value)
 }
 
-/// Whether a presented approval satisfies a gate of `kind` for this call; the gate's mandate is the chain's
-/// mandate at `position`, and the issuers are it and its ancestors.
+/// Why a presented approval does not satisfy a gate: a reason code (`err::APPROVAL_*`) and, for a binding that
+/// differs, its `BINDS_*` bit. The twin of `eval::Refusal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Refusal {
+    code: u32,
+    binding: u32,
+}
+
+/// Why a presented approval of the gate's `kind` does not satisfy the gate for this call (`None`: it does); the
+/// gate's mandate is the chain's mandate at `position`, and the issuers are it and its ancestors. The checks run in
+/// `eval::Refusal`'s order: consumed, not yet valid, expired, TTL passed, a binding, the issuing mandate.
 #[allow(clippy::too_many_arguments)]
-fn satisfies(
+fn refusal(
     image: &Image<'_>,
     doc: &Doc<'_>,
     approval: &Approval,
@@ -750,47 +867,50 @@ fn satisfies(
     req: &Request,
     call: &Call,
     digest: Option<&[u8; 71]>,
-) -> bool {
+) -> Option<Refusal> {
     let now = i128::from(req.now);
     let issued = i128::from(approval.issued_at);
     let ttl = i128::from(image::join64(kind.ttl_lo, kind.ttl_hi) as u64);
-    let in_time = issued <= now && now < i128::from(approval.expires_at) && now < issued + ttl;
-    if approval.consumed || !in_time {
-        return false;
+    let refused = |code: u32| Some(Refusal { code, binding: 0 });
+    if approval.consumed {
+        return refused(err::APPROVAL_CONSUMED);
     }
-    if !doc.text_is(approval.kind, image.str(kind.name_off, kind.name_len)) {
-        return false;
+    if now < issued {
+        return refused(err::APPROVAL_NOT_YET_VALID);
+    }
+    if now >= i128::from(approval.expires_at) {
+        return refused(err::APPROVAL_EXPIRED);
+    }
+    if now >= issued + ttl {
+        return refused(err::APPROVAL_TTL_PASSED);
+    }
+    let text_eq = |a: Option<u32>, b: Option<u32>| match (a, b) {
+        (Some(a), Some(b)) => doc.text_eq(a, b),
+        _ => false,
+    };
+    let digest_eq = match (approval.digest, digest) {
+        (Some(given), Some(d)) => doc.text_is(given, d),
+        _ => false,
+    };
+    let bindings = [
+        (image::BINDS_TOOL, text_eq(approval.tool, Some(call.name))),
+        (image::BINDS_TARGET, text_eq(approval.target, req.resource_id)),
+        (image::BINDS_ARGUMENTS, digest_eq),
+        (image::BINDS_MANIFEST, text_eq(approval.manifest, manifest(doc, call))),
+    ];
+    for (binding, bound) in bindings {
+        if kind.binds & binding != 0 && !bound {
+            return Some(Refusal { code: err::APPROVAL_BINDING_MISMATCH, binding });
+        }
     }
     let in_chain = (0..=position).any(|p| {
         let m = image.word(leaf.chain_off.wrapping_add(4 * p));
         doc.text_is(approval.mandate, image.mandate_name(m))
     });
     if !in_chain {
-        return false;
+        return refused(err::APPROVAL_WRONG_MANDATE);
     }
-    let text_eq = |a: Option<u32>, b: Option<u32>| match (a, b) {
-        (Some(a), Some(b)) => doc.text_eq(a, b),
-        _ => false,
-    };
-    if kind.binds & image::BINDS_TOOL != 0 && !text_eq(approval.tool, Some(call.name)) {
-        return false;
-    }
-    if kind.binds & image::BINDS_TARGET != 0 && !text_eq(approval.target, req.resource_id) {
-        return false;
-    }
-    if kind.binds & image::BINDS_ARGUMENTS != 0 {
-        let matches = match (approval.digest, digest) {
-            (Some(given), Some(d)) => doc.text_is(given, d),
-            _ => false,
-        };
-        if !matches {
-            return false;
-        }
-    }
-    if kind.binds & image::BINDS_MANIFEST != 0 && !text_eq(approval.manifest, manifest(doc, call)) {
-        return false;
-    }
-    true
+    None
 }
 
 /// Writes the tool listing of the parsed request's subject and context, exactly
