@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::source::{SourceMap, Span};
-use crate::syntax::ast::{CompareOp, Outcome, Window};
+use crate::syntax::ast::{CompareOp, FactVersion, Outcome, Window};
 use crate::value::{Decimal, Money};
 
 pub type ToolId = usize;
@@ -175,7 +175,7 @@ pub enum RuleKind {
     },
     Fact {
         name: String,
-        version: u64,
+        version: FactVersion,
         on_stale: Outcome,
     },
 }

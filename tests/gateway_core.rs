@@ -12,6 +12,7 @@ use remit::gateway::store::{Store, StoreError, StoreResult, Tx};
 use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
 use remit::ir::Program;
 use remit::runtime::Runtime;
+use remit::syntax::ast::FactVersion;
 use remit::value::parse_timestamp;
 use serde_json::{json, Value};
 use support::examples;
@@ -260,7 +261,7 @@ fn stops_and_facts_come_from_the_store() {
     s.gateway.set_stop("wallet", false, "admin").unwrap();
     assert!(s.gateway.decide(&payment("20.00 USD", "op-3")).allowed());
     assert!(s.gateway.set_stop("nope", true, "admin").is_err());
-    s.gateway.set_fact("price_sheet", 7, "admin").unwrap();
+    s.gateway.set_fact("price_sheet", &FactVersion::Number(7), "admin").unwrap();
     assert_eq!(s.gateway.state().unwrap()["facts"]["price_sheet"], 7);
 }
 

@@ -281,6 +281,17 @@ fn the_inbox_and_admin_apis_need_their_own_tokens() {
     .unwrap();
     assert_eq!(fact.status, 200);
     assert_eq!(s.call("GET", "/admin/v1/state", Some(ADMIN)).json()["facts"]["price_sheet"], 4);
+    // A string version is kept as a string (even next to an integer column); digits alone or blank are refused.
+    let publish = |body: &[u8]| {
+        let auth = format!("Bearer {ADMIN}");
+        request("PUT", &s.url("/admin/v1/facts/pricing_cpi"), &[("Authorization", &auth)], Some(body)).unwrap()
+    };
+    assert_eq!(publish(br#"{"version": "v3.2"}"#).status, 200);
+    assert_eq!(s.call("GET", "/admin/v1/state", Some(ADMIN)).json()["facts"]["pricing_cpi"], "v3.2");
+    for refused in [&br#"{"version": "12"}"#[..], br#"{"version": "  "}"#, br#"{"version": -1}"#] {
+        assert_eq!(publish(refused).status, 400, "{}", String::from_utf8_lossy(refused));
+    }
+    assert_eq!(s.call("GET", "/admin/v1/state", Some(ADMIN)).json()["facts"]["pricing_cpi"], "v3.2");
 }
 
 #[test]

@@ -22,7 +22,7 @@ use remit::check::{check_with, Options};
 use remit::eval::{argument_digest, decide, Outcome};
 use remit::ir::{Atom, Attr, Cond, Mandate, Program, Rule, RuleKind, Target, Test, Type, Value};
 use remit::source::Span;
-use remit::syntax::ast::{CompareOp, Outcome as Otherwise, Window};
+use remit::syntax::ast::{CompareOp, FactVersion, Outcome as Otherwise, Window};
 use remit::value::{format_timestamp, parse_timestamp, Decimal, Money};
 use serde_json::Value as Json;
 use support::rng::SplitMix as Rng;
@@ -270,7 +270,11 @@ impl World {
             9 => RuleKind::RequireOperationId,
             10 => RuleKind::Fact {
                 name: rng.word(&FACTS).to_string(),
-                version: rng.below(3) as u64,
+                // Version 2 is written as a string: the proof's string facts against the interpreter's.
+                version: match rng.below(3) {
+                    2 => FactVersion::Text("v2".into()),
+                    n => FactVersion::Number(n as u64),
+                },
                 on_stale: Otherwise::Deny,
             },
             _ => RuleKind::Budget {
@@ -471,7 +475,11 @@ impl World {
         let mut facts: Vec<String> = Vec::new();
         for f in FACTS {
             if rng.chance(70) {
-                facts.push(format!("\"{f}\":{}", rng.below(3)));
+                let version = match rng.below(3) {
+                    2 => "\"v2\"".to_string(),
+                    n => n.to_string(),
+                };
+                facts.push(format!("\"{f}\":{version}"));
             }
         }
         context.push(format!("\"facts\":{{{}}}", facts.join(",")));

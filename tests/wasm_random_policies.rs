@@ -155,7 +155,8 @@ fn policy(rng: &mut Rng) -> String {
                 _ => format!(
                     "fact f{} at version {} for {target}{}",
                     rng.below(2),
-                    1 + rng.below(2),
+                    // Version 2 is written as a string (and sent as one, below).
+                    ["1", "\"v2\""][rng.below(2)],
                     if rng.chance(50) { " else escalate" } else { "" }
                 ),
             };
@@ -237,7 +238,14 @@ fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
                 counters.insert(name.clone(), json!(rng.below(3)));
             }
             remit::ir::RuleKind::Fact { name, .. } if rng.chance(80) => {
-                facts.insert(name.clone(), json!(1 + rng.below(2)));
+                let version = if rng.below(2) == 0 { json!(1) } else { json!("v2") };
+                // Now and then the other JSON type with the same digits (from a copy: the main stream stays).
+                let version = match Rng(rng.0 ^ 0x51af_d7ed_558c_cd1d).chance(10) {
+                    true if version == json!(1) => json!("1"),
+                    true => json!(2),
+                    false => version,
+                };
+                facts.insert(name.clone(), version);
             }
             _ => {}
         }

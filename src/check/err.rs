@@ -121,6 +121,15 @@ pub fn invalid_tool_name(name: &str, span: Span) -> Diagnostic {
         )
 }
 
+pub fn invalid_fact_version(version: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::invalid-fact-version", format!("`{version:?}` cannot be a fact version"))
+        .label(span, "this fact's version")
+        .help(
+            "a version is a whole number (`at version 7`) or a string compared exactly (`at version \"v3.2\"`); \
+             a blank string names no version, and digits alone are written as a number, as gateways publish them",
+        )
+}
+
 pub fn not_a_target(name: &str, found: &str, span: Span) -> Diagnostic {
     Diagnostic::error("remit::not-a-tool", format!("`{name}` is {found}, not a tool or an effect class"))
         .label(span, "a tool or an effect class is expected here")

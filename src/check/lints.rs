@@ -9,6 +9,7 @@ use crate::diag::Diagnostic;
 use crate::ir::{Binding, Cond, Program, Rule, RuleKind, Target, Type};
 use crate::source::{SourceMap, Span};
 use crate::syntax::ast::Decl;
+use crate::syntax::ast::FactVersion;
 
 /// A class grant that reaches standard-library tools the policy never names: `allow read_only` grants the
 /// library's `web_search` and `read_file` too, which an author writing a shopping policy may never have seen.
@@ -128,21 +129,21 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
     }
     // Within one chain a request carries one version of each fact; unrelated mandates may differ.
     for (index, mandate) in program.mandates.iter().enumerate() {
-        let mut facts: HashMap<&str, (u64, Span)> = HashMap::new();
+        let mut facts: HashMap<&str, (&FactVersion, Span)> = HashMap::new();
         for &m in program.chain(index).iter().filter(|&&m| m != index) {
             for rule in &program.mandates[m].rules {
                 if let RuleKind::Fact { name, version, .. } = &rule.kind {
-                    facts.entry(name).or_insert((*version, rule.span));
+                    facts.entry(name).or_insert((version, rule.span));
                 }
             }
         }
         for rule in &mandate.rules {
             if let RuleKind::Fact { name, version, .. } = &rule.kind {
                 match facts.get(name.as_str()) {
-                    Some((v, first)) if v != version => out.push(err::conflicting_fact(name, rule.span, *first)),
+                    Some((v, first)) if *v != version => out.push(err::conflicting_fact(name, rule.span, *first)),
                     Some(_) => {}
                     None => {
-                        facts.insert(name, (*version, rule.span));
+                        facts.insert(name, (version, rule.span));
                     }
                 }
             }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::{err, Checker, Scope, Symbol};
 use crate::ir::{self, Cond, RuleKind};
 use crate::source::Span;
-use crate::syntax::ast::{self, ClauseKind, Outcome};
+use crate::syntax::ast::{self, ClauseKind, FactVersion, Outcome};
 
 impl Checker<'_> {
     /// Resolves `under PARENT` for every mandate and reports unknown parents and cycles.
@@ -218,7 +218,16 @@ impl Checker<'_> {
                 (RuleKind::Budget { name: name.text.clone(), max: *max, window: *window }, target, None)
             }
             ClauseKind::Fact { name, version, target, on_stale } => {
-                (RuleKind::Fact { name: name.text.clone(), version: *version, on_stale: *on_stale }, target, None)
+                if let FactVersion::Text(text) = version {
+                    if FactVersion::text(text).is_none() {
+                        self.error(err::invalid_fact_version(text, clause.span));
+                    }
+                }
+                (
+                    RuleKind::Fact { name: name.text.clone(), version: version.clone(), on_stale: *on_stale },
+                    target,
+                    None,
+                )
             }
             _ => unreachable!("mandate properties are handled by the caller"),
         };

@@ -129,10 +129,10 @@ pub enum AdminCommand {
         #[command(flatten)]
         remote: Remote,
     },
-    /// Publish the current version of a canonical fact
+    /// Publish the current version of a canonical fact (digits alone: a whole number; anything else: a string)
     Fact {
         name: String,
-        version: u64,
+        version: String,
         #[command(flatten)]
         remote: Remote,
     },
@@ -459,6 +459,10 @@ pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
             remote.call("DELETE", &format!("/admin/v1/stops/{mandate}"), None)?
         }
         AdminCommand::Fact { name, version, remote } => {
+            let version = match version.parse::<u64>() {
+                Ok(n) => serde_json::json!(n),
+                Err(_) => serde_json::json!(version),
+            };
             let body = serde_json::json!({"version": version}).to_string();
             remote.call("PUT", &format!("/admin/v1/facts/{name}"), Some(body.as_bytes()))?
         }

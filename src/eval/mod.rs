@@ -314,9 +314,9 @@ impl Tally {
                     RuleKind::RequireOperationId if applies && req.operation_id.as_deref().unwrap_or("").is_empty() => {
                         self.deny(err::OPERATION_MISSING_ID, Some(entry()));
                     }
-                    // Current only as a JSON integer equal to the version.
+                    // Current only as the same JSON type with the same value (`FactVersion::is_current`).
                     RuleKind::Fact { name, version, on_stale }
-                        if applies && req.facts.get(name).and_then(Json::as_u64) != Some(*version) =>
+                        if applies && !version.is_current(req.facts.get(name)) =>
                     {
                         self.add(*on_stale, err::FACT_STALE, Some(entry()));
                     }

@@ -8,7 +8,7 @@ use crate::ir::{
     ApprovalKind, Atom, Attr, Binding, Cond, Effect, Mandate, Program, Rule, RuleKind, Target, Test, Tool, Type, Value,
 };
 use crate::source::{SourceMap, Span};
-use crate::syntax::ast::{CompareOp, Outcome as Otherwise, Window};
+use crate::syntax::ast::{CompareOp, FactVersion, Outcome as Otherwise, Window};
 use crate::value::{parse_timestamp, Money};
 
 /// The text the spans point into; it only needs to contain each clause once.
@@ -178,7 +178,11 @@ pub(crate) fn program() -> Program {
                 "budget pay_per_op: at most 1 call to pay per operation",
             ),
             rule(
-                RuleKind::Fact { name: "price_sheet".into(), version: 7, on_stale: Otherwise::Deny },
+                RuleKind::Fact {
+                    name: "price_sheet".into(),
+                    version: FactVersion::Number(7),
+                    on_stale: Otherwise::Deny,
+                },
                 Target::Tool(PAY),
                 Cond::True,
                 "fact price_sheet at version 7 for pay",

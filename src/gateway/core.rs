@@ -10,6 +10,7 @@
 //! - An escalation becomes an access request in the principal's inbox; approving it mints approvals of the gate's
 //!   kind, bound as the policy says, which the retry of the exact call presents (filled by the gateway) and consumes.
 
+use crate::syntax::ast::FactVersion;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -626,7 +627,7 @@ impl Gateway {
             .collect();
         let (stops, facts) = tx.stops_and_facts()?;
         let stops: Vec<Json> = stops.into_iter().map(Json::String).collect();
-        let facts: Map<String, Json> = facts.into_iter().map(|(name, v)| (name, Json::from(v))).collect();
+        let facts: Map<String, Json> = facts.into_iter().map(|(name, v)| (name, v.to_json())).collect();
         let mut counters = Map::new();
         for budget in meta.budgets_of(&chain) {
             if counters.contains_key(&budget.name) {
@@ -1379,11 +1380,11 @@ impl Gateway {
     }
 
     /// Publishes the current version of a fact.
-    pub fn set_fact(&self, name: &str, version: u64, by: &str) -> Result<(), ActionError> {
+    pub fn set_fact(&self, name: &str, version: &FactVersion, by: &str) -> Result<(), ActionError> {
         let now = self.clock.now();
         let mut tx = self.store.begin()?;
         tx.set_fact(name, version)?;
-        let body = json!({"fact": name, "version": version, "by": by});
+        let body = json!({"fact": name, "version": version.to_json(), "by": by});
         tx.append_log(now, "fact", &body.to_string())?;
         tx.commit()?;
         Ok(())
@@ -1393,7 +1394,7 @@ impl Gateway {
     pub fn state(&self) -> Result<Json, StoreError> {
         let mut tx = self.store.begin()?;
         let stops = tx.stops()?;
-        let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(n, v)| (n, Json::from(v))).collect();
+        let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(n, v)| (n, v.to_json())).collect();
         Ok(json!({"stops": stops, "facts": facts}))
     }
 }

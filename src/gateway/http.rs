@@ -8,6 +8,7 @@
 // only add an allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+use crate::syntax::ast::FactVersion;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -654,13 +655,16 @@ async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<Str
         Ok(object) => object,
         Err(response) => return response,
     };
-    let Some(version) = object.get("version").and_then(Json::as_u64) else {
-        return error(StatusCode::BAD_REQUEST, "http.bad-request", "the body must be `{\"version\": N}` (N ≥ 0)");
+    let Some(version) = object.get("version").and_then(FactVersion::from_json) else {
+        let shape =
+            "the body must be `{\"version\": N}` (N ≥ 0) or `{\"version\": \"TEXT\"}` (not blank, not digits alone)";
+        return error(StatusCode::BAD_REQUEST, "http.bad-request", shape);
     };
     let gateway = app.gateway.clone();
     let n = name.clone();
-    match blocking(move || gateway.set_fact(&n, version, &identity)).await {
-        Ok(()) => json_response(StatusCode::OK, json!({"fact": name, "version": version}).to_string()),
+    let answer = json!({"fact": name, "version": version.to_json()}).to_string();
+    match blocking(move || gateway.set_fact(&n, &version, &identity)).await {
+        Ok(()) => json_response(StatusCode::OK, answer),
         Err(response) => response,
     }
 }

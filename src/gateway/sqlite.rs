@@ -11,6 +11,7 @@
 //! when the WAL has grown past 10,000 pages (the background thread fell behind). Checkpoints move only committed
 //! transactions, so where they run changes no durability.
 
+use crate::syntax::ast::FactVersion;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
@@ -280,16 +281,15 @@ impl Tx for SqliteTx<'_> {
         rows.collect::<Result<_, _>>().map_err(store_err)
     }
 
-    fn facts(&mut self) -> StoreResult<Vec<(String, u64)>> {
+    fn facts(&mut self) -> StoreResult<Vec<(String, FactVersion)>> {
         let mut statement =
             self.connection.prepare_cached("SELECT name, version FROM facts ORDER BY name").map_err(store_err)?;
-        let rows = statement
-            .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)? as u64)))
-            .map_err(store_err)?;
+        let rows =
+            statement.query_map([], |row| Ok((row.get::<_, String>(0)?, fact_version(row, 1)?))).map_err(store_err)?;
         rows.collect::<Result<_, _>>().map_err(store_err)
     }
 
-    fn stops_and_facts(&mut self) -> StoreResult<(Vec<String>, Vec<(String, u64)>)> {
+    fn stops_and_facts(&mut self) -> StoreResult<(Vec<String>, Vec<(String, FactVersion)>)> {
         // One statement for both (each costs a step through SQLite on every decision): the stops' rows have no
         // version. Sorted here, as `stops` and `facts` sort them (by name, bytewise: SQLite's BINARY collation).
         let mut statement = self
@@ -302,7 +302,7 @@ impl Tx for SqliteTx<'_> {
             let name: String = row.get(1).map_err(store_err)?;
             match row.get::<_, i64>(0).map_err(store_err)? {
                 0 => stops.push(name),
-                _ => facts.push((name, row.get::<_, i64>(2).map_err(store_err)? as u64)),
+                _ => facts.push((name, fact_version(row, 2).map_err(store_err)?)),
             }
         }
         stops.sort_unstable();
@@ -535,11 +535,17 @@ impl Tx for SqliteTx<'_> {
         Ok(())
     }
 
-    fn set_fact(&mut self, name: &str, version: u64) -> StoreResult<()> {
+    fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()> {
+        // An integer column keeps a string version as text: it is never digits alone (`FactVersion::text`), so
+        // SQLite's integer affinity never turns it into a number.
+        let version = match version {
+            FactVersion::Number(n) => rusqlite::types::Value::Integer(*n as i64),
+            FactVersion::Text(text) => rusqlite::types::Value::Text(text.clone()),
+        };
         self.connection
             .execute(
                 "INSERT INTO facts (name, version) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET version = ?2",
-                params![name, version as i64],
+                params![name, version],
             )
             .map_err(store_err)?;
         Ok(())
@@ -584,6 +590,15 @@ fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("plain data serializes")
 }
 
+/// A fact's version from column `index`: an integer, or text for a version written as a string.
+fn fact_version(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<FactVersion> {
+    Ok(match row.get::<_, rusqlite::types::Value>(index)? {
+        rusqlite::types::Value::Text(text) => FactVersion::Text(text),
+        rusqlite::types::Value::Integer(n) => FactVersion::Number(n as u64),
+        other => return Err(rusqlite::Error::InvalidColumnType(index, "version".into(), other.data_type())),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,13 +621,16 @@ mod tests {
             tx.set_stop(stop, true).unwrap();
         }
         for (fact, version) in [("zeta", 3), ("alpha", 1), ("Beta", 7)] {
-            tx.set_fact(fact, version).unwrap();
+            tx.set_fact(fact, &FactVersion::Number(version)).unwrap();
         }
+        tx.set_fact("gamma", &FactVersion::Text("v3.2".into())).unwrap();
         tx.set_stop("m-b", false).unwrap();
         tx.commit().unwrap();
         let (stops, facts) = read(&store);
         assert_eq!(stops, ["M-c", "m-a", "m-ä"]);
-        assert_eq!(facts, [("Beta".to_string(), 7), ("alpha".to_string(), 1), ("zeta".to_string(), 3)]);
+        let number = |name: &str, n| (name.to_string(), FactVersion::Number(n));
+        let text = ("gamma".to_string(), FactVersion::Text("v3.2".into()));
+        assert_eq!(facts, [number("Beta", 7), number("alpha", 1), text, number("zeta", 3)]);
         drop(store);
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -5,6 +5,7 @@
 //! its writes or none. The core reads the state a decision needs, decides, carries out the obligations and appends
 //! the log entry in one `Tx`, which is what makes the obligations happen exactly once and atomically with the log.
 
+use crate::syntax::ast::FactVersion;
 use serde::{Deserialize, Serialize};
 
 /// A store that cannot be read or written (unavailable, full, corrupt). The core turns it into a deny with the
@@ -114,10 +115,10 @@ pub trait Tx {
     /// The mandates with an active stop.
     fn stops(&mut self) -> StoreResult<Vec<String>>;
     /// The current version of every published fact.
-    fn facts(&mut self) -> StoreResult<Vec<(String, u64)>>;
+    fn facts(&mut self) -> StoreResult<Vec<(String, FactVersion)>>;
     /// [`Tx::stops`] and [`Tx::facts`] together (what every decision reads: a store may read both at once).
     #[allow(clippy::type_complexity)]
-    fn stops_and_facts(&mut self) -> StoreResult<(Vec<String>, Vec<(String, u64)>)> {
+    fn stops_and_facts(&mut self) -> StoreResult<(Vec<String>, Vec<(String, FactVersion)>)> {
         Ok((self.stops()?, self.facts()?))
     }
     /// The approvals not consumed and not expired at `now`, issued under one of `mandates`.
@@ -144,7 +145,7 @@ pub trait Tx {
     fn insert_access_request(&mut self, request: &AccessRequest) -> StoreResult<()>;
     fn decide_access_request(&mut self, id: &str, status: &str, by: &str, at: i64) -> StoreResult<()>;
     fn set_stop(&mut self, mandate: &str, active: bool) -> StoreResult<()>;
-    fn set_fact(&mut self, name: &str, version: u64) -> StoreResult<()>;
+    fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()>;
     /// Appends an entry after the head (computing its hash) and returns it.
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry>;
 

@@ -212,7 +212,7 @@ fn judge(
         (RuleKind::Fact { name, version, .. }, _) => {
             let current = json.pointer(&format!("/context/facts/{}", pointer_escape(name)));
             let shown = current.map_or("missing".to_string(), Json::to_string);
-            if current.and_then(Json::as_u64) == Some(*version) {
+            if version.is_current(current) {
                 (Verdict::Passed, format!("fact `{name}` is at version {version}"))
             } else if refused_if("fact.stale") && decision.outcome == Outcome::Deny {
                 (Verdict::Refused, format!("fact `{name}` is {shown}, version {version} is current"))

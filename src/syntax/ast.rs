@@ -203,10 +203,61 @@ pub enum ClauseKind {
     },
     Fact {
         name: Name,
-        version: u64,
+        version: FactVersion,
         target: Target,
         on_stale: Outcome,
     },
+}
+
+/// The version a `fact` clause requires: a whole number (`at version 7`) or a string compared exactly (`at version
+/// "v3.2"`); a request's fact is current only as the same JSON type with the same value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FactVersion {
+    Number(u64),
+    Text(String),
+}
+
+impl FactVersion {
+    /// A version as the gateway publishes it (`{"version": …}`): a JSON integer ≥ 0, or a string that is not blank
+    /// and not digits alone (those are written as numbers, as in a policy). `None` for anything else.
+    pub fn from_json(value: &serde_json::Value) -> Option<FactVersion> {
+        match value {
+            serde_json::Value::String(text) => FactVersion::text(text),
+            other => other.as_u64().map(FactVersion::Number),
+        }
+    }
+
+    /// A version written as a string, unless it is blank or digits alone.
+    pub fn text(text: &str) -> Option<FactVersion> {
+        let valid = !text.trim().is_empty() && !text.chars().all(|c| c.is_ascii_digit());
+        valid.then(|| FactVersion::Text(text.to_string()))
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            FactVersion::Number(n) => serde_json::Value::from(*n),
+            FactVersion::Text(text) => serde_json::Value::from(text.as_str()),
+        }
+    }
+
+    /// Whether a request's `context.facts` value is this version: a JSON integer equal to the number (digits only,
+    /// as serde_json's `as_u64` reads it), or a JSON string equal to the text.
+    pub fn is_current(&self, value: Option<&serde_json::Value>) -> bool {
+        match self {
+            FactVersion::Number(n) => value.and_then(serde_json::Value::as_u64) == Some(*n),
+            FactVersion::Text(text) => value.and_then(serde_json::Value::as_str) == Some(text.as_str()),
+        }
+    }
+}
+
+impl std::fmt::Display for FactVersion {
+    /// As written in a policy: `7`, `"v3.2"`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FactVersion::Number(n) => write!(f, "{n}"),
+            FactVersion::Text(text) => write!(f, "{text:?}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

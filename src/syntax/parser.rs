@@ -439,7 +439,12 @@ impl Lower {
             }
             Rule::fact_clause => {
                 let name = self.name(inner.next().expect("fact name"));
-                let version = self.count(inner.next().expect("fact version"));
+                let version = inner.next().expect("fact version");
+                let version = if version.as_rule() == Rule::string {
+                    FactVersion::Text(self.string(version).0)
+                } else {
+                    FactVersion::Number(self.count(version))
+                };
                 let target = self.target(inner.next().expect("target"));
                 let on_stale = inner.next().map_or(Outcome::Deny, |e| outcome(e.into_inner().next().expect("outcome")));
                 ClauseKind::Fact { name, version, target, on_stale }

@@ -10,7 +10,7 @@ use remit_rt::image::{self as rec, Header, Str};
 
 use crate::eval::{self, DecidingRule, Obligation};
 use crate::ir::{Atom, Attr, Binding, Cond, Program, RuleKind, Test, Type, Value};
-use crate::syntax::ast::{CompareOp, Outcome};
+use crate::syntax::ast::{CompareOp, FactVersion, Outcome};
 
 /// Why a program cannot be written as an image (the checker's limits keep every checked program far from these).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -399,7 +399,10 @@ impl<'p> Writer<'p> {
                     RuleKind::RequireOperationId => rec::RULE_OPERATION_ID,
                     RuleKind::Fact { name, version, on_stale } => {
                         (r.name_off, r.name_len) = self.string(name.as_bytes());
-                        (r.number_lo, r.number_hi) = rec::split64(*version as i64);
+                        match version {
+                            FactVersion::Number(n) => (r.number_lo, r.number_hi) = rec::split64(*n as i64),
+                            FactVersion::Text(text) => (r.text_off, r.text_len) = self.string(text.as_bytes()),
+                        }
                         r.escalates = u32::from(*on_stale == Outcome::Escalate);
                         rec::RULE_FACT
                     }

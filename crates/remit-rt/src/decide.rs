@@ -14,7 +14,7 @@ use crate::cond::{self, Env, Truth};
 use crate::digest::argument_digest;
 use crate::err;
 use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
-use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER};
+use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER, STRING};
 use crate::out::{escaped, write_string, write_string_tok, Out};
 use crate::request::{self, elements, Approval, Need, Request};
 use crate::Sink;
@@ -296,11 +296,18 @@ impl<'w> Tally<'w> {
                     image::RULE_OPERATION_ID if applies && req.operation_id.is_none() => {
                         self.deny(err::OPERATION_MISSING_ID, Some(rule.entry));
                     }
-                    // Current only as a JSON integer equal to the version.
+                    // Current only as the same JSON type with the same value: an integer, or a string.
                     image::RULE_FACT if applies => {
-                        let version = image::join64(rule.number_lo, rule.number_hi) as u64;
                         let name = image.str(rule.name_off, rule.name_len);
-                        if entry_u64(doc, req.facts, name) != Some(version) {
+                        let current = if rule.text_len != 0 {
+                            let value = req.facts.and_then(|facts| doc.get(facts, name));
+                            let version = image.str(rule.text_off, rule.text_len);
+                            value.map_or(false, |v| doc.token(v).kind() == STRING && doc.text_is(v, version))
+                        } else {
+                            let version = image::join64(rule.number_lo, rule.number_hi) as u64;
+                            entry_u64(doc, req.facts, name) == Some(version)
+                        };
+                        if !current {
                             self.add(rule.escalates != 0, err::FACT_STALE, rule.entry);
                         }
                     }
@@ -841,7 +848,7 @@ fn digest(image: &Image<'_>, doc: &Doc<'_>, call: &Call, keys: &mut [u32]) -> [u
 /// `args.manifest` when it is a string that is not blank (a blank manifest binds nothing).
 fn manifest(doc: &Doc<'_>, call: &Call) -> Option<u32> {
     let value = doc.get(call.arguments?, b"manifest")?;
-    let is_string = doc.token(value).kind() == crate::json::STRING;
+    let is_string = doc.token(value).kind() == STRING;
     (is_string && !request::is_blank(doc, value)).then_some(value)
 }
 

@@ -219,6 +219,9 @@ record! {
         escalates,
         /// Budget: rank of the counter's obligation JSON among all counters (the order of `obligations`).
         counter_rank,
+        /// Fact: the version written as a string (then `number_*` are 0); `text_len` is 0 for a whole-number version
+        /// (the checker refuses a blank one).
+        text_off, text_len,
     }
 }
 

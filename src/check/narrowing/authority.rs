@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use super::formula::{and, is, lit, or, Model, Var, Vars, F};
 use crate::check::sat::for_level;
 use crate::ir::{Atom, Attr, Binding, Cond, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
-use crate::syntax::ast::CompareOp;
+use crate::syntax::ast::{CompareOp, FactVersion};
 use crate::value::{Decimal, DECIMAL_SCALE};
 
 /// One side of a comparison: a chain of mandates of one program, as seen by one request.
@@ -121,8 +121,21 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
                 }
                 RuleKind::Fact { name, version, .. } => {
                     let present = enc.vars.id(Var::FactPresent(name.clone()));
-                    let value = enc.vars.id(Var::Fact(name.clone()));
-                    let current = and([is(present, true), lit(value, Test::Compare(CompareOp::Eq, whole(*version)))]);
+                    let is_text = enc.vars.id(Var::FactIsText(name.clone()));
+                    let is_version = match version {
+                        FactVersion::Number(n) => and([
+                            is(is_text, false),
+                            lit(enc.vars.id(Var::Fact(name.clone())), Test::Compare(CompareOp::Eq, whole(*n))),
+                        ]),
+                        FactVersion::Text(text) => and([
+                            is(is_text, true),
+                            lit(
+                                enc.vars.id(Var::FactText(name.clone())),
+                                Test::Compare(CompareOp::Eq, Value::String(text.clone())),
+                            ),
+                        ]),
+                    };
+                    let current = and([is(present, true), is_version]);
                     push(or([enc.falsity(&rule.condition), current]), origin);
                 }
                 RuleKind::Budget { name, max, .. } => {

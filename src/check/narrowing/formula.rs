@@ -25,8 +25,11 @@ pub enum Var {
     Currency(Attr),
     /// `context.operation_id` is present and not empty.
     OperationId,
-    /// `context.facts.NAME` (current only when it equals the required version).
+    /// `context.facts.NAME` (current only when it equals the required version): whether it is a string, and its
+    /// value as an integer or as a string (the one `FactIsText` says).
     Fact(String),
+    FactIsText(String),
+    FactText(String),
     FactPresent(String),
     /// `context.counters.NAME` (a budget needs a non-negative integer below its maximum).
     Counter(String),
@@ -47,12 +50,13 @@ impl Var {
         match self {
             Var::Value(_, Type::Money) => Type::Decimal,
             Var::Value(_, ty) => ty.clone(),
-            Var::Currency(_) | Var::ApprovalMandate(_) => Type::String,
+            Var::Currency(_) | Var::ApprovalMandate(_) | Var::FactText(_) => Type::String,
             Var::Fact(_) | Var::Counter(_) => Type::Int,
             Var::ApprovalAge(_) => Type::Duration,
             Var::Present(_)
             | Var::OperationId
             | Var::FactPresent(_)
+            | Var::FactIsText(_)
             | Var::CounterPresent(_)
             | Var::Approval(_)
             | Var::ApprovalBound(..) => Type::Bool,

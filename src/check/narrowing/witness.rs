@@ -171,8 +171,15 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                 approvals.push(approval);
             }
             Var::FactPresent(name) if bool_of(id) => {
-                let value = find(&Var::Fact(name.clone())).and_then(|f| model.get(f as usize)).cloned();
-                facts.insert(name.clone(), encode(&value.unwrap_or(int(0)), &Type::Int, levels, ""));
+                let text = find(&Var::FactIsText(name.clone())).is_some_and(bool_of);
+                let fact = if text {
+                    let value = find(&Var::FactText(name.clone())).and_then(|f| model.get(f as usize)).cloned();
+                    encode(&value.unwrap_or(Value::String(String::new())), &Type::String, levels, "")
+                } else {
+                    let value = find(&Var::Fact(name.clone())).and_then(|f| model.get(f as usize)).cloned();
+                    encode(&value.unwrap_or(int(0)), &Type::Int, levels, "")
+                };
+                facts.insert(name.clone(), fact);
             }
             Var::CounterPresent(name) if bool_of(id) => {
                 let value = find(&Var::Counter(name.clone())).and_then(|c| model.get(c as usize)).cloned();
