@@ -286,6 +286,28 @@ mandate b for "user:alice" { holder "agent:two" allow make_payment }
 }
 
 #[test]
+fn a_holder_pattern_picks_the_mandate_counts_for_ambiguity_and_makes_an_agent() {
+    let text = r#"
+mandate club for "org:club" { holder under "agent:club/" allow make_payment }
+mandate desk for "org:club" { holder under "agent:club/desk/" allow make_payment }
+"#;
+    let s = setup("patterns", &examples::compile(&[("m.remit".into(), text.into())]));
+    let call = |agent: &str| {
+        json!({"subject": {"id": agent}, "action": {"name": "make_payment", "arguments": {}}}).to_string().into_bytes()
+    };
+    let bot = s.gateway.decide(&call("agent:club/bot-1"));
+    assert!(bot.allowed(), "{}", bot.decision);
+    assert_eq!(decision(&bot)["mandate_chain"], json!(["club"]));
+    // Under both prefixes: two mandates, so the request must name one.
+    assert_eq!(s.gateway.decide(&call("agent:club/desk/evening")).reasons, [REASON_AMBIGUOUS]);
+    // Under no prefix (`..` climbs out of it): no mandate, denied by the module.
+    assert_eq!(s.gateway.decide(&call("agent:club/../x")).outcome, "deny");
+    // An identity held by a pattern is an agent: it never approves; others may.
+    assert!(!s.gateway.may_approve("agent:club/bot-1"));
+    assert!(s.gateway.may_approve("agent:clubhouse"));
+}
+
+#[test]
 fn a_changed_deleted_or_reordered_log_entry_is_detected() {
     let s = setup("tamper", &examples::program("wallet"));
     for op in ["op-1", "op-2", "op-3", "op-4"] {

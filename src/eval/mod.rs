@@ -48,7 +48,7 @@ pub fn decide(program: &Program, request: &[u8]) -> Decision {
         return Decision::deny(vec![err::MANDATE_UNKNOWN.into()], policy);
     };
     let chain = program.chain(leaf);
-    let mut decision = if program.mandates[leaf].holders.contains(&req.subject_id) {
+    let mut decision = if is_holder(&program.mandates[leaf], &req.subject_id) {
         let mut tally = Tally::default();
         tally.examine(program, &req, call, tool, &chain);
         tally.into_decision(program, &req, tool, &chain)
@@ -65,6 +65,21 @@ pub fn decide(program: &Program, request: &[u8]) -> Decision {
         decision.mandate_chain = chain;
     }
     decision
+}
+
+/// Whether `subject` holds `mandate`: one of its ids, or under one of its `holder under` prefixes with `under`'s
+/// meaning (docs/language.md): a subject id that could leave the prefix once normalised (a `.` or `..` segment, `//`,
+/// a backslash, an escaped separator, …) is under nothing, so it holds no mandate by pattern.
+pub fn is_holder(mandate: &crate::ir::Mandate, subject: &str) -> bool {
+    holds(&mandate.holders, &mandate.holder_prefixes, subject)
+}
+
+/// [`is_holder`] on the two lists (the gateway's metadata keeps them apart from the program).
+pub fn holds(ids: &[String], prefixes: &[String], subject: &str) -> bool {
+    ids.iter().any(|id| id == subject)
+        || (!prefixes.is_empty()
+            && !cond::unsafe_path(subject)
+            && prefixes.iter().any(|p| subject.starts_with(p.as_str())))
 }
 
 /// The smallest and the largest output area of a decision module (bytes; whole 64 KiB pages).

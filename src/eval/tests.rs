@@ -92,6 +92,7 @@ fn mandate(
         principal: principal.to_string(),
         parent,
         holders: holders.iter().map(|h| h.to_string()).collect(),
+        holder_prefixes: Vec::new(),
         purpose: None,
         valid_from: valid.map(|v| v.0),
         valid_until: valid.map(|v| v.1),

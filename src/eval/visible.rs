@@ -72,7 +72,7 @@ pub fn visible_tools(program: &Program, request: &[u8]) -> Visibility {
     let Some(leaf) = program.mandate(&req.mandate) else {
         return hide_all(err::MANDATE_UNKNOWN);
     };
-    if !program.mandates[leaf].holders.contains(&req.subject_id) {
+    if !super::is_holder(&program.mandates[leaf], &req.subject_id) {
         return hide_all(err::SUBJECT_NOT_HOLDER);
     }
     let chain = program.chain(leaf);

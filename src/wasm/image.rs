@@ -322,6 +322,8 @@ impl<'p> Writer<'p> {
             let (name_json_off, name_json_len) = self.json(&mandate.name);
             let (principal_off, principal_len) = self.json(&mandate.principal);
             let (holders_off, holders_count) = self.strs(mandate.holders.iter().map(|s| s.as_bytes()));
+            let (holder_prefixes_off, holder_prefixes_count) =
+                self.strs(mandate.holder_prefixes.iter().map(|s| s.as_bytes()));
             let chain: Vec<u32> = program.chain(index).iter().map(|&m| m as u32).collect();
             let chain_off = self.words(&chain);
             let mut chain_json = String::new();
@@ -365,6 +367,8 @@ impl<'p> Writer<'p> {
                 name_rank: mandate_rank[index],
                 holders_off,
                 holders_count,
+                holder_prefixes_off,
+                holder_prefixes_count,
                 chain_off,
                 chain_count: chain.len() as u32,
                 chain_json_off,

@@ -10,7 +10,7 @@
 
 use core::cmp::Ordering;
 
-use crate::cond::{self, Env, Truth};
+use crate::cond::{self, starts_with, unsafe_path, Env, Truth};
 use crate::digest::argument_digest;
 use crate::err;
 use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
@@ -148,9 +148,16 @@ struct Call {
     arguments: Option<u32>,
 }
 
-/// Whether the request's subject is one of the mandate's holders.
-fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) -> bool {
-    (0..mandate.holders_count).any(|i| doc.text_is(subject, image.str_at(mandate.holders_off, i)))
+/// Whether the request's subject holds the mandate (`eval::is_holder`): one of its ids, or under one of its
+/// `holder under` prefixes with `under`'s meaning (an id that could leave its prefix is under nothing).
+pub fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) -> bool {
+    if (0..mandate.holders_count).any(|i| doc.text_is(subject, image.str_at(mandate.holders_off, i))) {
+        return true;
+    }
+    mandate.holder_prefixes_count > 0
+        && !unsafe_path(doc.text(subject))
+        && (0..mandate.holder_prefixes_count)
+            .any(|i| starts_with(doc.text(subject), image.str_at(mandate.holder_prefixes_off, i)))
 }
 
 /// A deny with the given reasons and nothing else, the shape of every decision made before the chain is examined.

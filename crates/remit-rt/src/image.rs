@@ -153,8 +153,10 @@ record! {
         principal_off, principal_len,
         /// Rank of the name in byte order among all mandate names (the order of `missing_approvals`).
         name_rank,
-        /// [`Str`] records: the holders.
+        /// [`Str`] records: the holders' ids.
         holders_off, holders_count,
+        /// [`Str`] records: the `holder under` prefixes.
+        holder_prefixes_off, holder_prefixes_count,
         /// Mandate indices, root first, this mandate last.
         chain_off, chain_count,
         /// The JSON array of the chain's names, as a decision writes `mandate_chain`.

@@ -30,8 +30,7 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, ou
         None => return hide_all(image, out, err::MANDATE_UNKNOWN),
     };
     let leaf = image.mandate(leaf);
-    let holder = (0..leaf.holders_count).any(|i| doc.text_is(req.subject_id, image.str_at(leaf.holders_off, i)));
-    if !holder {
+    if !crate::decide::is_holder(image, &doc, &leaf, req.subject_id) {
         return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
     }
     // Two passes over the tools in name order: the visible ones, then the hidden ones with their reasons. Each tool is
