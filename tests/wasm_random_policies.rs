@@ -261,7 +261,24 @@ fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
         req["context"]["operation_id"] = json!(rng.pick(&["op-1", "", " \t"]));
     }
     if rng.chance(10) {
-        req["context"]["stops"] = json!([format!("m{}", rng.below(2))]);
+        let named = format!("m{}", rng.below(2));
+        // Half the time stops with ids and levels instead, on a mandate or a principal (two: the strongest is named),
+        // drawn from a side generator so that the main stream, and so the policies and requests, stay as they were.
+        let mut side = Rng((rng.0 ^ 0x9E37_79B9_7F4A_7C15) | 1);
+        req["context"]["stops"] = if side.chance(50) {
+            json!([named])
+        } else {
+            let mut stop = || {
+                let level = side.pick(&["pause", "cancel", "revoke", "quarantine"]).to_string();
+                let id = side.pick(&["STOP-1", "STOP-2", "S\"3"]).to_string();
+                if side.chance(50) {
+                    json!({ "id": id, "level": level, "mandate": format!("m{}", side.below(2)) })
+                } else {
+                    json!({ "id": id, "level": level, "principal": format!("user:p{}", side.below(2)) })
+                }
+            };
+            json!([stop(), stop()])
+        };
     }
     req.to_string().into_bytes()
 }

@@ -113,7 +113,7 @@ fn hidden_because(
             return Some((code, Some(rule)));
         }
     }
-    if let Some(rule) = first(mandates().filter_map(|m| stopped(program, m, req, tool)).collect()) {
+    if let Some(rule) = first(mandates().filter_map(|m| stopped(program, m, req, tool, true)).collect()) {
         return Some((err::STOP_ACTIVE, Some(rule)));
     }
     if let Some(rule) = first(mandates().filter_map(|m| level_exceeded(program, m, tool)).collect()) {

@@ -3,7 +3,7 @@
 //! reason in the documented order; anything that depends on the call is left to [`crate::decide::decide`].
 
 use crate::cond::{self, Env};
-use crate::decide::{find, is_stopped, lacks_scope, level_exceeded, rule_list, validity, Work};
+use crate::decide::{find, lacks_scope, level_exceeded, rule_list, stop_at, validity, Work};
 use crate::err;
 use crate::image::{self, Image, Mandate, Rule, Tool};
 use crate::json::{Doc, Parsed};
@@ -154,8 +154,13 @@ fn hidden_because(
             Some((_, entry)) => expired.offer(image, entry),
             None => {}
         }
-        if is_stopped(image, doc, &mandate, &tool, req) {
-            stopped.offer(image, mandate.stop_entry);
+        match stop_at(image, doc, &mandate, &tool, req).map(|s| s.strength) {
+            None => {}
+            Some(0) => stopped.offer(image, mandate.stop_entry),
+            Some(1) => stopped.offer(image, mandate.pause_entry),
+            Some(2) => stopped.offer(image, mandate.cancel_entry),
+            Some(3) => stopped.offer(image, mandate.revoke_entry),
+            Some(_) => stopped.offer(image, mandate.quarantine_entry),
         }
         if level_exceeded(&mandate, &tool) {
             level.offer(image, mandate.level_entry);
