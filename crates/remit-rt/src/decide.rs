@@ -705,8 +705,18 @@ pub(crate) fn validity(mandate: &Mandate, now: i64) -> Option<(u32, u32)> {
 /// principal, whose level refuses the tool (quarantine every tool; the other levels and a bare name tools with side
 /// effects). Of several: the strongest, then the smallest id; a bare name is the weakest.
 pub(crate) fn stop_at(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, tool: &Tool, req: &Request) -> Option<Stop> {
+    stop_for(image, doc, mandate, tool.flags & image::TOOL_SIDE_EFFECTS != 0, req)
+}
+
+/// [`stop_at`] for a tool with or without side effects.
+pub(crate) fn stop_for(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    mandate: &Mandate,
+    side_effects: bool,
+    req: &Request,
+) -> Option<Stop> {
     let stops = req.stops?;
-    let side_effects = tool.flags & image::TOOL_SIDE_EFFECTS != 0;
     let name = image.str(mandate.name_off, mandate.name_len);
     let principal = image.str(mandate.principal_text_off, mandate.principal_text_len);
     let root = mandate.chain_count == 1;
