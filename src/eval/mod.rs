@@ -466,7 +466,7 @@ pub(crate) fn stopped(
         };
     }
     let (strength, id) = best?;
-    let text = match strength.checked_sub(1).map(|l| StopLevel::ALL[l].name()) {
+    let text = match strength.checked_sub(1).and_then(|l| StopLevel::ALL.get(l)).map(|l| l.name()) {
         None => "stop".to_string(),
         Some(level) if listing => format!("stop ({level})"),
         Some(level) => format!("stop {id} ({level})"),
