@@ -527,6 +527,32 @@ fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
 }
 
 #[test]
+fn a_store_of_schema_version_2_gains_stops_with_ids() {
+    let wallet = examples::program("wallet");
+    let s = setup("schema-2", &wallet);
+    s.gateway.set_stop("wallet", true, "admin").unwrap();
+    // Make it a version 2 store: no `stop_records` table.
+    s.store.execute_raw("DROP TABLE stop_records; PRAGMA user_version = 2;").unwrap();
+    let path = s.dir.join("state.db");
+    assert!(SqliteStore::open_existing(&path).is_ok(), "audit readers read a version 2 log");
+    let upgraded = Arc::new(SqliteStore::open(&path, Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let gateway = Gateway::new(policy(&wallet), upgraded.clone(), clock, Config::default());
+    // The bare stop survived; a stop with an id can be set now.
+    assert_eq!(gateway.decide(&payment("20.00 USD", "op-1")).reasons, ["stop.active"]);
+    let quarantine = stop("STOP-Q", "quarantine", Some("wallet"), None);
+    gateway.set_stop_record(&quarantine, "admin").unwrap();
+    assert_eq!(gateway.decide(&view_orders()).reasons, ["stop.active"]);
+    drop(gateway);
+    drop(upgraded);
+    // A store of a later version than this gateway's is refused.
+    let later = SqliteStore::open(&path, Durability::Process).unwrap();
+    later.execute_raw("PRAGMA user_version = 4;").unwrap();
+    drop(later);
+    assert!(SqliteStore::open(&path, Durability::Process).is_err());
+}
+
+#[test]
 fn a_store_of_schema_version_1_is_upgraded_and_its_old_requests_say_they_cannot_be_explained() {
     let wallet = examples::program("wallet");
     let s = setup("schema-1", &wallet);
