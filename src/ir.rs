@@ -268,7 +268,11 @@ pub struct Mandate {
     /// Inherited from the root for sub-mandates.
     pub principal: String,
     pub parent: Option<MandateId>,
+    /// The agents' ids written `holder "…"`, sorted.
     pub holders: Vec<String>,
+    /// The prefixes written `holder under "…"`, sorted: every subject id under one of them holds the mandate
+    /// (`eval::is_holder`).
+    pub holder_prefixes: Vec<String>,
     pub purpose: Option<String>,
     pub valid_from: Option<i64>,
     pub valid_until: Option<i64>,

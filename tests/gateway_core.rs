@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 
 use remit::gateway::audit;
 use remit::gateway::core::{FixedClock, REASON_AMBIGUOUS, REASON_STORE};
-use remit::gateway::store::{Store, StoreError, StoreResult, Tx};
+use remit::gateway::store::{StopRecord, Store, StoreError, StoreResult, Tx};
 use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
 use remit::ir::Program;
 use remit::runtime::Runtime;
@@ -286,6 +286,94 @@ mandate b for "user:alice" { holder "agent:two" allow make_payment }
     assert!(garbage.logged.is_some());
 }
 
+fn view_orders() -> Vec<u8> {
+    json!({
+        "subject": {"id": "agent:shopper", "credential": {"id": "cred-1", "scopes": ["wallet.all"]}},
+        "action": {"name": "view_orders", "arguments": {"merchant": "acme-grocer"}},
+        "context": {"mandate": "wallet"}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn stop(id: &str, level: &str, mandate: Option<&str>, principal: Option<&str>) -> StopRecord {
+    StopRecord {
+        id: id.into(),
+        level: level.into(),
+        mandate: mandate.map(str::to_string),
+        principal: principal.map(str::to_string),
+    }
+}
+
+#[test]
+fn a_principal_stop_reaches_the_principals_mandates_and_the_decision_names_it() {
+    let s = setup("principal-stop", &examples::program("wallet"));
+    assert!(s.gateway.decide(&view_orders()).allowed());
+    s.gateway.set_stop_record(&stop("STOP-ALICE-1", "revoke", None, Some("user:alice")), "admin").unwrap();
+    let paid = s.gateway.decide(&payment("20.00 USD", "op-1"));
+    assert_eq!(paid.reasons, ["stop.active"]);
+    let rules = &decision(&paid)["rules"];
+    assert_eq!(rules.as_array().unwrap().len(), 1, "{rules}");
+    assert_eq!(rules[0]["mandate"], "wallet");
+    assert_eq!(rules[0]["rule"], "stop STOP-ALICE-1 (revoke)");
+    // `revoke` refuses side effects only: reads go on.
+    assert!(s.gateway.decide(&view_orders()).allowed());
+    // The stop was filled into the request in the documented shape, and logged.
+    let state = s.gateway.state().unwrap();
+    assert_eq!(state["stops_by_id"], json!([{"id": "STOP-ALICE-1", "level": "revoke", "principal": "user:alice"}]));
+    assert!(log(&s.store).iter().any(|e| e.kind == "stop" && e.body.contains("STOP-ALICE-1")));
+    // Another principal's stop changes nothing; a principal of no mandate, a bad level, both targets are refused.
+    s.gateway.clear_stop_record("STOP-ALICE-1", "admin").unwrap();
+    assert!(s.gateway.decide(&payment("20.00 USD", "op-2")).allowed());
+    assert!(s.gateway.set_stop_record(&stop("S", "revoke", None, Some("user:bob")), "admin").is_err());
+    assert!(s.gateway.set_stop_record(&stop("S", "halt", Some("wallet"), None), "admin").is_err());
+    assert!(s.gateway.set_stop_record(&stop("S", "pause", Some("wallet"), Some("user:alice")), "admin").is_err());
+    assert!(s.gateway.clear_stop_record("STOP-ALICE-1", "admin").is_err(), "cleared already");
+    assert!(s.gateway.decide(&payment("20.00 USD", "op-3")).allowed());
+}
+
+#[test]
+fn a_quarantine_refuses_reads_too_and_a_bare_stop_still_works_beside_it() {
+    let s = setup("quarantine", &examples::program("wallet"));
+    s.gateway.set_stop_record(&stop("STOP-WALLET-9", "quarantine", Some("wallet"), None), "admin").unwrap();
+    let read = s.gateway.decide(&view_orders());
+    assert_eq!(read.reasons, ["stop.active"]);
+    assert_eq!(decision(&read)["rules"][0]["rule"], "stop STOP-WALLET-9 (quarantine)");
+    // A bare stop on the same mandate is weaker: the quarantine is still the one named.
+    s.gateway.set_stop("wallet", true, "admin").unwrap();
+    let paid = s.gateway.decide(&payment("20.00 USD", "op-1"));
+    assert_eq!(decision(&paid)["rules"][0]["rule"], "stop STOP-WALLET-9 (quarantine)");
+    s.gateway.clear_stop_record("STOP-WALLET-9", "admin").unwrap();
+    assert!(s.gateway.decide(&view_orders()).allowed());
+    assert_eq!(decision(&s.gateway.decide(&payment("20.00 USD", "op-2")))["rules"][0]["rule"], "stop");
+    // A forged stop in the request is removed like every gateway field.
+    let mut forged: Value = serde_json::from_slice(&view_orders()).unwrap();
+    forged["context"]["stops"] = json!([{"id": "X", "level": "pause", "mandate": "nope"}, 7]);
+    assert!(s.gateway.decide(forged.to_string().as_bytes()).allowed());
+}
+
+#[test]
+fn a_holder_pattern_picks_the_mandate_counts_for_ambiguity_and_makes_an_agent() {
+    let text = r#"
+mandate club for "org:club" { holder under "agent:club/" allow make_payment }
+mandate desk for "org:club" { holder under "agent:club/desk/" allow make_payment }
+"#;
+    let s = setup("patterns", &examples::compile(&[("m.remit".into(), text.into())]));
+    let call = |agent: &str| {
+        json!({"subject": {"id": agent}, "action": {"name": "make_payment", "arguments": {}}}).to_string().into_bytes()
+    };
+    let bot = s.gateway.decide(&call("agent:club/bot-1"));
+    assert!(bot.allowed(), "{}", bot.decision);
+    assert_eq!(decision(&bot)["mandate_chain"], json!(["club"]));
+    // Under both prefixes: two mandates, so the request must name one.
+    assert_eq!(s.gateway.decide(&call("agent:club/desk/evening")).reasons, [REASON_AMBIGUOUS]);
+    // Under no prefix (`..` climbs out of it): no mandate, denied by the module.
+    assert_eq!(s.gateway.decide(&call("agent:club/../x")).outcome, "deny");
+    // An identity held by a pattern is an agent: it never approves; others may.
+    assert!(!s.gateway.may_approve("agent:club/bot-1"));
+    assert!(s.gateway.may_approve("agent:clubhouse"));
+}
+
 #[test]
 fn a_changed_deleted_or_reordered_log_entry_is_detected() {
     let s = setup("tamper", &examples::program("wallet"));
@@ -437,6 +525,32 @@ fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
     let said = explanation.notes.join("\n");
     assert!(said.contains("the gateway decided escalate (approval.missing)"), "{said}");
     assert!(said.contains("the log masks `amount`"), "{said}");
+}
+
+#[test]
+fn a_store_of_schema_version_2_gains_stops_with_ids() {
+    let wallet = examples::program("wallet");
+    let s = setup("schema-2", &wallet);
+    s.gateway.set_stop("wallet", true, "admin").unwrap();
+    // Make it a version 2 store: no `stop_records` table.
+    s.store.execute_raw("DROP TABLE stop_records; PRAGMA user_version = 2;").unwrap();
+    let path = s.dir.join("state.db");
+    assert!(SqliteStore::open_existing(&path).is_ok(), "audit readers read a version 2 log");
+    let upgraded = Arc::new(SqliteStore::open(&path, Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let gateway = Gateway::new(policy(&wallet), upgraded.clone(), clock, Config::default());
+    // The bare stop survived; a stop with an id can be set now.
+    assert_eq!(gateway.decide(&payment("20.00 USD", "op-1")).reasons, ["stop.active"]);
+    let quarantine = stop("STOP-Q", "quarantine", Some("wallet"), None);
+    gateway.set_stop_record(&quarantine, "admin").unwrap();
+    assert_eq!(gateway.decide(&view_orders()).reasons, ["stop.active"]);
+    drop(gateway);
+    drop(upgraded);
+    // A store of a later version than this gateway's is refused.
+    let later = SqliteStore::open(&path, Durability::Process).unwrap();
+    later.execute_raw("PRAGMA user_version = 4;").unwrap();
+    drop(later);
+    assert!(SqliteStore::open(&path, Durability::Process).is_err());
 }
 
 #[test]

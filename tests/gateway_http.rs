@@ -272,6 +272,28 @@ fn the_inbox_and_admin_apis_need_their_own_tokens() {
     assert_eq!(s.call("DELETE", "/admin/v1/stops/wallet", Some(ADMIN)).status, 200);
     assert_eq!(s.post("/access/v1/evaluation", &payment("20.00 USD", "op-3")).json()["decision"], true);
     assert_eq!(s.call("PUT", "/admin/v1/stops/nope", Some(ADMIN)).status, 404);
+    // Stops with ids: a quarantine of the principal refuses reads too, and the decision names it.
+    let admin = [("Authorization", format!("Bearer {ADMIN}"))];
+    let admin: Vec<(&str, &str)> = admin.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let quarantine = br#"{"level": "quarantine", "principal": "user:alice"}"#;
+    let put = |path: &str, body: &[u8], headers: &[(&str, &str)]| {
+        request("PUT", &s.url(path), headers, Some(body)).unwrap().status
+    };
+    assert_eq!(put("/admin/v1/stop-ids/STOP-ALICE-7", quarantine, &[]), 401);
+    assert_eq!(put("/admin/v1/stop-ids/STOP-ALICE-7", quarantine, &admin), 200);
+    let read = json!({"subject": {"id": "agent:shopper", "credential": {"id": "cred-7", "scopes": ["wallet.all"]}},
+                      "action": {"name": "view_orders", "arguments": {"merchant": "acme-grocer"}}});
+    let refused = s.post("/v1/decide", &read).json();
+    assert_eq!(refused["reasons"], json!(["stop.active"]), "{refused}");
+    assert_eq!(refused["rules"][0]["rule"], "stop STOP-ALICE-7 (quarantine)");
+    let state = s.call("GET", "/admin/v1/state", Some(ADMIN)).json();
+    assert_eq!(state["stops_by_id"][0]["principal"], "user:alice", "{state}");
+    assert_eq!(s.call("DELETE", "/admin/v1/stop-ids/STOP-ALICE-7", Some(ADMIN)).status, 200);
+    assert_eq!(s.call("DELETE", "/admin/v1/stop-ids/STOP-ALICE-7", Some(ADMIN)).status, 404);
+    assert_eq!(s.post("/v1/decide", &read).json()["decision"], "allow");
+    assert_eq!(put("/admin/v1/stop-ids/S", br#"{"level": "halt", "mandate": "wallet"}"#, &admin), 422);
+    assert_eq!(put("/admin/v1/stop-ids/S", br#"{"level": "pause", "principal": "user:nobody"}"#, &admin), 404);
+    assert_eq!(put("/admin/v1/stop-ids/S", br#"{"mandate": "wallet"}"#, &admin), 400);
     let fact = request(
         "PUT",
         &s.url("/admin/v1/facts/price_sheet"),
@@ -514,6 +536,14 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     let (ok, _, _) = cli(&["admin", "unstop", "shop"], ADMIN);
     assert!(ok);
     assert_eq!(post(&small)["decision"], true);
+    // A stop with an id on the principal, and its clearing.
+    let (ok, out, err) =
+        cli(&["admin", "stop", "--principal", "user:alice", "--id", "STOP-SHOP-1", "--level", "pause"], ADMIN);
+    assert!(ok && out.contains("STOP-SHOP-1"), "{out}{err}");
+    assert_eq!(post(&small)["context"]["reasons"], json!(["stop.active"]));
+    let (ok, _, err) = cli(&["admin", "unstop", "--id", "STOP-SHOP-1"], ADMIN);
+    assert!(ok, "{err}");
+    assert_eq!(post(&small)["decision"], true);
     // `--watch`: a rebuilt module is swapped in without a restart.
     let ready = || request("GET", &format!("{}/ready", server.url), &[], None).unwrap().json()["policy"].clone();
     let before = ready();
@@ -542,7 +572,7 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     let spec = format!("sqlite:{}", store.display());
     let (code, out) = audit(&["verify", &spec]);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.starts_with("7 entries, the chain holds"), "{out}");
+    assert!(out.starts_with("11 entries, the chain holds"), "{out}");
     let (code, why) = audit(&["why", &allowed_id, "--store", &spec]);
     assert_eq!(code, Some(0), "{why}");
     assert!(why.contains("agent:shopper calls make_payment on o-1"), "{why}");
@@ -561,7 +591,7 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     let replayed = remit_bin().args(["replay", &spec, "--policy", policy_dir.to_str().unwrap()]).output().unwrap();
     let said = String::from_utf8_lossy(&replayed.stdout).into_owned();
     assert!(
-        replayed.status.success() && said.contains("4 decisions replayed") && said.contains(": 0 changed"),
+        replayed.status.success() && said.contains("6 decisions replayed") && said.contains(": 0 changed"),
         "{said}"
     );
     // A changed entry is found.

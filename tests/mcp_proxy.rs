@@ -1098,7 +1098,7 @@ fn the_club_lanes_through_a_real_client() {
         let mut command = Command::new(python());
         command.arg(&client).args(["--lane", lane, "--", remit_bin, "mcp-proxy", "--policy"]).arg(&club);
         command
-            .args(["--subject", "agent:club-answers", "--store"])
+            .args(["--subject", "agent:club/answers", "--store"])
             .arg(format!("sqlite:{}", dir.join(format!("{lane}.db")).display()));
         if let Some((id, scope)) = credential {
             command.args(["--credential", id, "--credential-scopes", scope]);
@@ -1132,7 +1132,7 @@ fn the_club_lanes_through_a_real_client() {
     let now = unix_now();
     let token = |scope: &str, client: &str| {
         let claims = json!({"iss": "https://id.harbour-rowing.example", "aud": "club-answers",
-                            "sub": "agent:club-answers", "exp": now + 600, "scope": scope, "client_id": client});
+                            "sub": "agent:club/answers", "exp": now + 600, "scope": scope, "client_id": client});
         jwt(jsonwebtoken::Algorithm::ES256, "club-1", &key, &claims)
     };
     let mut sdk = Command::new(python());

@@ -297,6 +297,7 @@ impl World {
             principal: "owner:p".into(),
             parent: None,
             holders: vec![holder.into()],
+            holder_prefixes: Vec::new(),
             purpose: None,
             valid_from: from,
             valid_until: until,

@@ -79,6 +79,16 @@ fn shapes(request: &[u8]) -> Vec<(String, Vec<u8>)> {
         "scopes".into(),
         grow(&request, &["subject", "credential", "scopes"], &|i| json!(format!("scope.{i:07}"))),
     ));
+    // Stops with ids on the request's mandate (each read at every mandate of the chain, for every tool listed).
+    let mandate = request["context"]["mandate"].clone();
+    out.push((
+        "stops".into(),
+        grow(
+            &request,
+            &["context", "stops"],
+            &move |i| json!({"id": format!("STOP-{i:07}"), "level": "pause", "mandate": mandate}),
+        ),
+    ));
     if let Some(args) = request["action"]["arguments"].as_object() {
         for (key, value) in args {
             match value {

@@ -290,7 +290,7 @@ struct Read {
     operation_id: Option<String>,
     attempt: Option<i128>,
     approvals: Vec<Value>,
-    stops: Vec<String>,
+    stops: Vec<Value>,
     facts: Value,
     counters: Value,
     attributes: Value,
@@ -327,7 +327,10 @@ fn rt_read(bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
             operation_id: r.operation_id.map(|t| text_of(&doc, t)),
             attempt: r.attempt,
             approvals: r.approvals(&doc, keys, &mut []).unwrap().iter().map(|&a| json_of(&doc, a)).collect(),
-            stops: r.stops.map(strings).unwrap_or_default(),
+            stops: r
+                .stops
+                .map(|a| remit_rt::request::elements(&doc, a).map(|s| json_of(&doc, s)).collect())
+                .unwrap_or_default(),
             facts: object(r.facts),
             counters: object(r.counters),
             attributes: object(r.attributes),
@@ -373,7 +376,7 @@ fn reference_read(program: &remit::ir::Program, bytes: &[u8], need: Need) -> Res
             whole * 1_000_000_000
         }),
         approvals: usable_approvals(at(&["context", "approvals"]).and_then(Value::as_array).map_or(&[], Vec::as_slice)),
-        stops: strings(&["context", "stops"]).unwrap_or_default(),
+        stops: at(&["context", "stops"]).and_then(Value::as_array).cloned().unwrap_or_default(),
         facts: object(&["context", "facts"]),
         counters: object(&["context", "counters"]),
         attributes: object(&["context", "attributes"]),

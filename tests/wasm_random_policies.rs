@@ -118,7 +118,9 @@ fn policy(rng: &mut Rng) -> String {
     for m in 0..1 + rng.below(2) {
         // m1 is sometimes a sub-mandate of m0: gates of the chain, approvals issued up and down it.
         let head = if m == 1 && rng.chance(50) { "under m0".to_string() } else { format!("for \"user:p{m}\"") };
-        out.push_str(&format!("mandate m{m} {head} {{\n  holder \"agent:a\", \"agent:b\"\n"));
+        // Sometimes held by a pattern too (`holder under`): subjects under it, beside it and climbing out of it.
+        let holders = if rng.chance(30) { r#""agent:a", under "agent:g/""# } else { r#""agent:a", "agent:b""# };
+        out.push_str(&format!("mandate m{m} {head} {{\n  holder {holders}\n"));
         if rng.chance(40) {
             out.push_str("  valid from 2026-12-01T00:00:00Z until 2027-01-01T00:00:00Z\n");
         }
@@ -251,7 +253,7 @@ fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
         }
     }
     let mut req = json!({
-        "subject": { "id": if rng.chance(90) { "agent:a" } else { "agent:c" } },
+        "subject": { "id": if rng.chance(80) { "agent:a" } else { rng.pick(&["agent:c", "agent:g/x", "agent:g", "agent:g/../a"]) } },
         "action": { "name": tool, "arguments": args },
         "context": { "mandate": mandate, "now": now, "attempt": rng.below(3), "approvals": approvals,
                      "counters": counters, "facts": facts, "attributes": { "region": rng.pick(&["eu", "us"]) } },
@@ -273,7 +275,24 @@ fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
         req["context"]["operation_id"] = json!(rng.pick(&["op-1", "", " \t"]));
     }
     if rng.chance(10) {
-        req["context"]["stops"] = json!([format!("m{}", rng.below(2))]);
+        let named = format!("m{}", rng.below(2));
+        // Half the time stops with ids and levels instead, on a mandate or a principal (two: the strongest is named),
+        // drawn from a side generator so that the main stream, and so the policies and requests, stay as they were.
+        let mut side = Rng((rng.0 ^ 0x9E37_79B9_7F4A_7C15) | 1);
+        req["context"]["stops"] = if side.chance(50) {
+            json!([named])
+        } else {
+            let mut stop = || {
+                let level = side.pick(&["pause", "cancel", "revoke", "quarantine"]).to_string();
+                let id = side.pick(&["STOP-1", "STOP-2", "S\"3"]).to_string();
+                if side.chance(50) {
+                    json!({ "id": id, "level": level, "mandate": format!("m{}", side.below(2)) })
+                } else {
+                    json!({ "id": id, "level": level, "principal": format!("user:p{}", side.below(2)) })
+                }
+            };
+            json!([stop(), stop()])
+        };
     }
     req.to_string().into_bytes()
 }

@@ -423,6 +423,21 @@ pub fn missing_holder(name: &str, span: Span) -> Diagnostic {
         .help("add `holder \"agent:…\"`: the agent that acts under it")
 }
 
+pub fn holder_pattern_empty(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::holder-pattern-empty", format!("`holder under \"\"` lets every subject hold `{name}`"))
+        .label(span, "every id starts with the empty prefix")
+        .help("name the agents' namespace, e.g. `holder under \"agent:club/\"`, or list them with `holder \"agent:…\"`")
+}
+
+pub fn holder_pattern_open(prefix: &str, span: Span) -> Diagnostic {
+    Diagnostic::warning(
+        "remit::holder-pattern-open",
+        format!("the holder pattern `{prefix}` also matches ids that only begin like it (`{prefix}x`)"),
+    )
+    .label(span, "does not end with `/` or `:`")
+    .help(format!("end the prefix with a separator: `holder under \"{prefix}/\"`"))
+}
+
 pub fn duplicate_clause(clause: &str, span: Span, first: Span) -> Diagnostic {
     Diagnostic::error("remit::duplicate-clause", format!("`{clause}` is stated twice in one mandate"))
         .label(span, "stated again here")

@@ -63,6 +63,7 @@ impl Checker<'_> {
             principal: m.principal.as_ref().map(|(p, _)| p.clone()).unwrap_or_default(),
             parent,
             holders: Vec::new(),
+            holder_prefixes: Vec::new(),
             purpose: None,
             valid_from: None,
             valid_until: None,
@@ -92,7 +93,20 @@ impl Checker<'_> {
         for clause in &m.clauses {
             let span = clause.span;
             match &clause.kind {
-                ClauseKind::Holder(holders) => out.holders.extend(holders.iter().map(|(h, _)| h.clone())),
+                ClauseKind::Holder(holders) => {
+                    for holder in holders {
+                        if !holder.under {
+                            out.holders.push(holder.text.clone());
+                        } else {
+                            if holder.text.is_empty() {
+                                self.error(err::holder_pattern_empty(&m.name.text, holder.span));
+                            } else if !holder.text.ends_with(['/', ':']) {
+                                self.error(err::holder_pattern_open(&holder.text, holder.span));
+                            }
+                            out.holder_prefixes.push(holder.text.clone());
+                        }
+                    }
+                }
                 ClauseKind::Purpose(p) => {
                     if once(self, "purpose", span) {
                         out.purpose = Some(p.clone());
@@ -137,7 +151,9 @@ impl Checker<'_> {
         }
         out.holders.sort();
         out.holders.dedup();
-        if out.holders.is_empty() {
+        out.holder_prefixes.sort();
+        out.holder_prefixes.dedup();
+        if out.holders.is_empty() && out.holder_prefixes.is_empty() {
             self.error(err::missing_holder(&m.name.text, m.name.span));
         }
         out

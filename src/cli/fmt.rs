@@ -130,7 +130,7 @@ fn meaning(p: &Program) -> String {
             m.name,
             m.principal,
             m.parent,
-            m.holders,
+            (&m.holders, &m.holder_prefixes),
             m.purpose,
             m.valid_from,
             m.valid_until,

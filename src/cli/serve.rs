@@ -117,15 +117,30 @@ pub enum ApprovalsCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum AdminCommand {
-    /// Stop a mandate: every side-effecting call under it is denied from now on
+    /// Stop a mandate (and every mandate under it), or with `--principal` every mandate a principal gave. Without
+    /// `--id`: a stop on the mandate refusing side-effecting calls. With `--id ID --level LEVEL`: a stop with an id;
+    /// `pause`, `cancel` and `revoke` refuse side-effecting calls, `quarantine` every call (docs/gateway.md)
     Stop {
-        mandate: String,
+        #[arg(required_unless_present = "principal")]
+        mandate: Option<String>,
+        /// Stop every mandate of this principal (needs `--id` and `--level`)
+        #[arg(long, conflicts_with = "mandate", requires = "id")]
+        principal: Option<String>,
+        /// The stop's id (`STOP-WEB-014`); the decision names it
+        #[arg(long, requires = "level")]
+        id: Option<String>,
+        /// `pause`, `cancel`, `revoke` or `quarantine`
+        #[arg(long, requires = "id")]
+        level: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },
-    /// Clear a mandate's stop
+    /// Clear a mandate's stop, or with `--id` the stop with that id
     Unstop {
-        mandate: String,
+        #[arg(required_unless_present = "id", conflicts_with = "id")]
+        mandate: Option<String>,
+        #[arg(long)]
+        id: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -452,12 +467,38 @@ pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `text` as one path segment: unreserved characters as they are, every other byte percent-encoded.
+fn path_segment(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
     let answer = match command {
-        AdminCommand::Stop { mandate, remote } => remote.call("PUT", &format!("/admin/v1/stops/{mandate}"), None)?,
-        AdminCommand::Unstop { mandate, remote } => {
-            remote.call("DELETE", &format!("/admin/v1/stops/{mandate}"), None)?
-        }
+        AdminCommand::Stop { mandate, principal, id, level, remote } => match (id, mandate) {
+            (None, Some(mandate)) => remote.call("PUT", &format!("/admin/v1/stops/{mandate}"), None)?,
+            (Some(id), mandate) => {
+                let body = match (mandate, principal) {
+                    (Some(mandate), _) => serde_json::json!({"level": level, "mandate": mandate}),
+                    (None, principal) => serde_json::json!({"level": level, "principal": principal}),
+                };
+                let body = body.to_string();
+                remote.call("PUT", &format!("/admin/v1/stop-ids/{}", path_segment(&id)), Some(body.as_bytes()))?
+            }
+            (None, None) => return Err("give the mandate to stop, or `--principal P --id ID --level LEVEL`".into()),
+        },
+        AdminCommand::Unstop { mandate, id, remote } => match (id, mandate) {
+            (Some(id), _) => remote.call("DELETE", &format!("/admin/v1/stop-ids/{}", path_segment(&id)), None)?,
+            (None, Some(mandate)) => remote.call("DELETE", &format!("/admin/v1/stops/{mandate}"), None)?,
+            (None, None) => return Err("give the mandate, or `--id ID`".into()),
+        },
         AdminCommand::Fact { name, version, remote } => {
             let version = match version.parse::<u64>() {
                 Ok(n) => serde_json::json!(n),

@@ -29,7 +29,7 @@ use crate::source::Span;
 use crate::syntax::ast::Outcome as Otherwise;
 use crate::value::format_timestamp;
 use cond::Env;
-use request::{Call, Need, Request};
+use request::{Call, Need, Request, Stop, StopLevel, StopOn};
 
 /// Decides one request. Never panics on any `request` bytes.
 pub fn decide(program: &Program, request: &[u8]) -> Decision {
@@ -65,7 +65,7 @@ fn decide_request(program: &Program, req: &Request) -> Decision {
         return Decision::deny(vec![err::MANDATE_UNKNOWN.into()], policy);
     };
     let chain = program.chain(leaf);
-    let mut decision = if program.mandates[leaf].holders.contains(&req.subject_id) {
+    let mut decision = if is_holder(&program.mandates[leaf], &req.subject_id) {
         let mut tally = Tally::default();
         tally.examine(program, req, call, tool, &chain);
         tally.into_decision(program, req, tool, &chain)
@@ -74,6 +74,21 @@ fn decide_request(program: &Program, req: &Request) -> Decision {
     };
     decision.mandate_chain = chain.iter().map(|&m| program.mandates[m].name.clone()).collect();
     decision
+}
+
+/// Whether `subject` holds `mandate`: one of its ids, or under one of its `holder under` prefixes with `under`'s
+/// meaning (docs/language.md): a subject id that could leave the prefix once normalised (a `.` or `..` segment, `//`,
+/// a backslash, an escaped separator, …) is under nothing, so it holds no mandate by pattern.
+pub fn is_holder(mandate: &crate::ir::Mandate, subject: &str) -> bool {
+    holds(&mandate.holders, &mandate.holder_prefixes, subject)
+}
+
+/// [`is_holder`] on the two lists (the gateway's metadata keeps them apart from the program).
+pub fn holds(ids: &[String], prefixes: &[String], subject: &str) -> bool {
+    ids.iter().any(|id| id == subject)
+        || (!prefixes.is_empty()
+            && !cond::unsafe_path(subject)
+            && prefixes.iter().any(|p| subject.starts_with(p.as_str())))
 }
 
 /// The smallest and the largest output area of a decision module (bytes; whole 64 KiB pages).
@@ -87,13 +102,16 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// Why it is a bound: everything a decision writes is static text of the policy (reasons, deciding rules,
 /// missing-approval kinds, mandates, counters, the policy hash), counted here in full for every mandate, except strings
 /// of the request. Those are the resource id and `args.manifest`, written once per missing approval that binds them,
-/// the approval ids and operation id of an allow, and the credential id. Each is written escaped no longer than its
-/// text in the request (an escape is never longer than the escape or character it stands for), and distinct values are
-/// distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT` per missing approval that may carry a
-/// request string, plus one for the ids, bounds them. The `refused` lists of missing approvals add one more: an entry
-/// names a distinct presented approval (missing approvals are one per kind, an approval has one kind, and repeats of an
-/// id are written once) and is shorter than that approval's JSON (an entry is its id and at most 49 bytes, a usable
-/// approval its id, kind, mandate and two timestamps: more than 90). A listing writes only static text.
+/// the approval ids and operation id of an allow, the stop ids of a deny (one stop per mandate of the chain, each stop
+/// object reaching one mandate of it: its `mandate`, or the root for a `principal`), and the credential id. Each is
+/// written escaped no longer than its text in the request (an escape is never longer than the escape or character it
+/// stands for), and distinct values are distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT`
+/// per missing approval that may carry a request string, plus one for the ids (an allow's or a deny's, never both, and
+/// the credential's), bounds them; a stop's entry around its id (`stop  (quarantine)`) is counted with each mandate's
+/// clauses. The `refused` lists of missing approvals add one more: an entry names a distinct presented approval
+/// (missing approvals are one per kind, an approval has one kind, and repeats of an id are written once) and is shorter
+/// than that approval's JSON (an entry is its id and at most 49 bytes, a usable approval its id, kind, mandate and two
+/// timestamps: more than 90). A listing writes only static text (a stop by its level: `stop (LEVEL)`).
 pub fn output_limit(program: &Program) -> usize {
     let input = crate::json::MAX_INPUT;
     let json_len = |s: &str| {
@@ -116,6 +134,9 @@ pub fn output_limit(program: &Program) -> usize {
         let clauses = [
             (validity_text(mandate), mandate.valid_span),
             ("stop".to_string(), mandate.span),
+            // The longest stop entry without its id (a decision's), and a listing's.
+            ("stop  (quarantine)".to_string(), mandate.span),
+            ("stop (quarantine)".to_string(), mandate.span),
             (level.unwrap_or_default(), mandate.max_level_span),
             (otherwise_text(mandate.otherwise).to_string(), mandate.otherwise_span),
         ];
@@ -256,7 +277,7 @@ impl Tally {
             if let Some((code, rule)) = validity(program, mandate, req.now) {
                 self.deny(code, Some(rule));
             }
-            if let Some(rule) = stopped(program, mandate, req, tool) {
+            if let Some(rule) = stopped(program, mandate, req, tool, false) {
                 self.deny(err::STOP_ACTIVE, Some(rule));
             }
             if let Some(rule) = level_exceeded(program, mandate, tool) {
@@ -453,10 +474,50 @@ pub(crate) fn validity_text(mandate: &Mandate) -> String {
     text
 }
 
-/// A stop on the mandate, for a tool with side effects.
-pub(crate) fn stopped(program: &Program, mandate: &Mandate, req: &Request, tool: &Tool) -> Option<DecidingRule> {
-    let stopped = tool.side_effects && req.stops.contains(&mandate.name);
-    stopped.then(|| deciding_rule(program, mandate, "stop", mandate.span))
+/// The stop levels' names, weakest first (the image writes a listing's `stop (LEVEL)` entry for each).
+pub const STOP_LEVEL_NAMES: [&str; 4] = ["pause", "cancel", "revoke", "quarantine"];
+
+/// The stop that refuses this call at `mandate`, as its deciding rule: a stop naming the mandate, or (at a root)
+/// its principal, whose level refuses the tool (quarantine every tool, the others and a bare name tools with side
+/// effects). Of several, the decision names one per mandate: the strongest level, then the smallest id; a bare name
+/// is weaker than any object. A decision writes `stop ID (LEVEL)` (`stop` for a bare name); a listing, which repeats
+/// the rule for every hidden tool and so writes no request strings, `stop (LEVEL)`.
+pub(crate) fn stopped(
+    program: &Program,
+    mandate: &Mandate,
+    req: &Request,
+    tool: &Tool,
+    listing: bool,
+) -> Option<DecidingRule> {
+    // (level + 1, id); 0 for a bare name.
+    let mut best: Option<(usize, &str)> = None;
+    for stop in &req.stops {
+        let (strength, id) = match stop {
+            Stop::Named(name) if tool.side_effects && *name == mandate.name => (0, ""),
+            Stop::Object { id, level, on } => {
+                let reaches = match on {
+                    StopOn::Mandate(name) => *name == mandate.name,
+                    StopOn::Principal(principal) => mandate.parent.is_none() && *principal == mandate.principal,
+                };
+                if !reaches || !(tool.side_effects || *level == StopLevel::Quarantine) {
+                    continue;
+                }
+                (*level as usize + 1, id.as_str())
+            }
+            Stop::Named(_) => continue,
+        };
+        best = match best {
+            Some((s, i)) if s > strength || (s == strength && i <= id) => Some((s, i)),
+            _ => Some((strength, id)),
+        };
+    }
+    let (strength, id) = best?;
+    let text = match strength.checked_sub(1).and_then(|l| StopLevel::ALL.get(l)).map(|l| l.name()) {
+        None => "stop".to_string(),
+        Some(level) if listing => format!("stop ({level})"),
+        Some(level) => format!("stop {id} ({level})"),
+    };
+    Some(deciding_rule(program, mandate, &text, mandate.span))
 }
 
 /// The tool's level is above the mandate's maximum.

@@ -92,7 +92,7 @@ pub(crate) struct Request {
     pub operation_id: Option<String>,
     pub attempt: Option<Decimal>,
     pub approvals: Vec<Approval>,
-    pub stops: Vec<String>,
+    pub stops: Vec<Stop>,
     pub facts: Map<String, Json>,
     pub counters: Map<String, Json>,
     pub attributes: Map<String, Json>,
@@ -161,7 +161,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
             Vec::new()
         }
     };
-    let stops = p.strings(context, "stops").unwrap_or_default();
+    let stops = p.stops(context).unwrap_or_default();
     let facts = p.object(context, "facts").cloned().unwrap_or_default();
     let counters = p.object(context, "counters").cloned().unwrap_or_default();
     let attributes = p.object(context, "attributes").cloned().unwrap_or_default();
@@ -264,6 +264,83 @@ impl Problems {
         }
         strings
     }
+}
+
+/// One item of `context.stops` (docs/requests.md "Stops").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// A mandate's name: today's stop, without id or level (it refuses calls with side effects).
+    Named(String),
+    /// `{"id", "level", "mandate" | "principal"}`.
+    Object { id: String, level: StopLevel, on: StopOn },
+}
+
+/// What a stop object names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StopOn {
+    Mandate(String),
+    /// Every mandate of the principal: the roots it gave (and so every sub-mandate below them).
+    Principal(String),
+}
+
+/// A stop's level, weakest first: pause, cancel and revoke refuse calls with side effects, quarantine every call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum StopLevel {
+    Pause,
+    Cancel,
+    Revoke,
+    Quarantine,
+}
+
+impl StopLevel {
+    pub(crate) const ALL: [StopLevel; 4] =
+        [StopLevel::Pause, StopLevel::Cancel, StopLevel::Revoke, StopLevel::Quarantine];
+
+    pub(crate) fn name(self) -> &'static str {
+        super::STOP_LEVEL_NAMES[self as usize]
+    }
+
+    fn parse(text: &str) -> Option<StopLevel> {
+        StopLevel::ALL.into_iter().find(|l| l.name() == text)
+    }
+}
+
+impl Problems {
+    /// `context.stops`: an array of mandate names and stop objects. An object must carry a string `id`, a `level`
+    /// of the four and exactly one of a string `mandate` or `principal` (other keys are ignored); anything else
+    /// makes the request malformed, so an unreadable stop never allows what it would refuse.
+    fn stops(&mut self, context: &Map<String, Json>) -> Option<Vec<Stop>> {
+        let items = match context.get("stops") {
+            None => return None,
+            Some(Json::Array(items)) => items,
+            Some(_) => {
+                self.error.malformed = true;
+                return None;
+            }
+        };
+        let stops: Option<Vec<Stop>> = items.iter().map(stop).collect();
+        if stops.is_none() {
+            self.error.malformed = true;
+        }
+        stops
+    }
+}
+
+fn stop(item: &Json) -> Option<Stop> {
+    let object = match item {
+        Json::String(name) => return Some(Stop::Named(name.clone())),
+        Json::Object(object) => object,
+        _ => return None,
+    };
+    let text = |key: &str| object.get(key).map(|v| v.as_str().map(str::to_string));
+    let id = text("id")??;
+    let level = StopLevel::parse(object.get("level")?.as_str()?)?;
+    let on = match (text("mandate"), text("principal")) {
+        (Some(Some(mandate)), None) => StopOn::Mandate(mandate),
+        (None, Some(Some(principal))) => StopOn::Principal(principal),
+        _ => return None,
+    };
+    Some(Stop::Object { id, level, on })
 }
 
 /// Empty or only white space (Unicode `White_Space`): such an identifier counts as absent.

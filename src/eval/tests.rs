@@ -92,6 +92,7 @@ fn mandate(
         principal: principal.to_string(),
         parent,
         holders: holders.iter().map(|h| h.to_string()).collect(),
+        holder_prefixes: Vec::new(),
         purpose: None,
         valid_from: valid.map(|v| v.0),
         valid_until: valid.map(|v| v.1),
@@ -554,6 +555,11 @@ fn malformed_requests_are_denied() {
     assert_eq!(bad("/context/stops", json!("wallet")), ["request.malformed"]);
     assert_eq!(bad("/context/stops", json!(null)), ["request.malformed"]);
     assert_eq!(bad("/context/stops", json!(["wallet", 1])), ["request.malformed"]);
+    assert_eq!(bad("/context/stops", json!([{"id": "S", "level": "pause"}])), ["request.malformed"]);
+    assert_eq!(
+        bad("/context/stops", json!([{"id": "S", "level": "halt", "mandate": "wallet"}])),
+        ["request.malformed"]
+    );
     assert_eq!(bad("/context/approvals", json!({})), ["request.malformed"]);
     assert_eq!(bad("/context/facts", json!([])), ["request.malformed"]);
     assert_eq!(bad("/context/counters", json!(1)), ["request.malformed"]);
@@ -625,6 +631,38 @@ fn reordering_rules_never_changes_a_decision() {
         let bytes = request.to_string().into_bytes();
         assert_eq!(decide(&original, &bytes).to_json(), decide(&reversed, &bytes).to_json());
     }
+}
+
+#[test]
+fn stops_with_ids_are_named_by_the_strongest_level_then_the_smallest_id() {
+    let stops = json!([
+        "groceries",
+        {"id": "S-2", "level": "pause", "mandate": "groceries"},
+        {"id": "S-1", "level": "pause", "mandate": "groceries"},
+        {"id": "Q-9", "level": "quarantine", "principal": "user:alice"},
+        {"id": "Z", "level": "quarantine", "principal": "user:bob"},
+        {"id": "A", "level": "quarantine", "principal": "groceries"},
+    ]);
+    let named = |decision: &Decision| -> Vec<(String, String)> {
+        decision.rules.iter().map(|r| (r.mandate.clone(), r.rule.clone())).collect()
+    };
+    let pay = decide_json(&with(pay_request(), "/context/stops", stops.clone()));
+    assert_eq!(reasons(&pay), ["stop.active"]);
+    // The principal's stop at the root it gave, the mandate's own at the leaf (both pauses beat the bare name).
+    assert_eq!(
+        named(&pay),
+        [("groceries".into(), "stop S-1 (pause)".into()), ("wallet".into(), "stop Q-9 (quarantine)".into())]
+    );
+    // A read: only the quarantine refuses it.
+    let read = with(pay_request(), "/action", json!({"name": "read_page", "arguments": {"path": "a"}}));
+    let read = decide_json(&with(read, "/context/stops", stops));
+    assert_eq!(named(&read), [("wallet".to_string(), "stop Q-9 (quarantine)".to_string())]);
+    // A listing names the level only.
+    let quarantined = json!({"stops": [{"id": "Q-9", "level": "quarantine", "mandate": "groceries"}]});
+    let listed = listing("agent:shopper", "groceries", quarantined);
+    assert!(listed.visible.is_empty());
+    let rules: Vec<&str> = listed.hidden.iter().filter_map(|h| h.rule.as_ref()).map(|r| r.rule.as_str()).collect();
+    assert!(rules.contains(&"stop (quarantine)"), "{rules:?}");
 }
 
 fn listing(subject: &str, mandate: &str, extra: Json) -> Visibility {

@@ -72,7 +72,7 @@ pub fn visible_tools(program: &Program, request: &[u8]) -> Visibility {
     let Some(leaf) = program.mandate(&req.mandate) else {
         return hide_all(err::MANDATE_UNKNOWN);
     };
-    if !program.mandates[leaf].holders.contains(&req.subject_id) {
+    if !super::is_holder(&program.mandates[leaf], &req.subject_id) {
         return hide_all(err::SUBJECT_NOT_HOLDER);
     }
     let chain = program.chain(leaf);
@@ -113,7 +113,7 @@ fn hidden_because(
             return Some((code, Some(rule)));
         }
     }
-    if let Some(rule) = first(mandates().filter_map(|m| stopped(program, m, req, tool)).collect()) {
+    if let Some(rule) = first(mandates().filter_map(|m| stopped(program, m, req, tool, true)).collect()) {
         return Some((err::STOP_ACTIVE, Some(rule)));
     }
     if let Some(rule) = first(mandates().filter_map(|m| level_exceeded(program, m, tool)).collect()) {

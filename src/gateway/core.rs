@@ -625,9 +625,11 @@ impl Gateway {
             .filter(|a| a.tool.is_none() || a.tool == tool)
             .map(|a| presented(&a))
             .collect();
-        let (stops, facts) = tx.stops_and_facts()?;
-        let stops: Vec<Json> = stops.into_iter().map(Json::String).collect();
-        let facts: Map<String, Json> = facts.into_iter().map(|(name, v)| (name, v.to_json())).collect();
+        let state = tx.decision_state()?;
+        // Mandates stopped without an id as their names, then the stops with ids as objects (docs/requests.md).
+        let mut stops: Vec<Json> = state.stops.into_iter().map(Json::String).collect();
+        stops.extend(state.records.iter().map(StopRecord::to_json));
+        let facts: Map<String, Json> = state.facts.into_iter().map(|(name, v)| (name, v.to_json())).collect();
         let mut counters = Map::new();
         for budget in meta.budgets_of(&chain) {
             if counters.contains_key(&budget.name) {
@@ -1379,6 +1381,53 @@ impl Gateway {
         Ok(())
     }
 
+    /// Sets a stop with an id and a level on a mandate or a principal of the policy (replacing one with the same
+    /// id); it applies to every decision that starts after this returns.
+    pub fn set_stop_record(&self, stop: &StopRecord, by: &str) -> Result<(), ActionError> {
+        if stop.id.trim().is_empty() {
+            return Err(ActionError::Invalid("a stop needs a non-empty `id`".into()));
+        }
+        if !StopRecord::LEVELS.contains(&stop.level.as_str()) {
+            return Err(ActionError::Invalid(format!(
+                "`{}` is not a stop level: `pause`, `cancel`, `revoke` or `quarantine`",
+                stop.level
+            )));
+        }
+        let meta = &self.policy().meta;
+        match (&stop.mandate, &stop.principal) {
+            (Some(mandate), None) if meta.mandate(mandate).is_none() => {
+                return Err(ActionError::NotFound(format!("no mandate `{mandate}` in the policy")));
+            }
+            (None, Some(principal)) if !meta.mandates.iter().any(|m| &m.principal == principal) => {
+                return Err(ActionError::NotFound(format!("no mandate of the policy is given by `{principal}`")));
+            }
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => return Err(ActionError::Invalid("a stop names exactly one of `mandate` and `principal`".into())),
+        }
+        let now = self.clock.now();
+        let mut tx = self.store.begin()?;
+        tx.set_stop_record(stop)?;
+        let mut body = stop.to_json();
+        body["active"] = json!(true);
+        body["by"] = json!(by);
+        tx.append_log(now, "stop", &body.to_string())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Clears the stop with `id`.
+    pub fn clear_stop_record(&self, id: &str, by: &str) -> Result<(), ActionError> {
+        let now = self.clock.now();
+        let mut tx = self.store.begin()?;
+        if !tx.clear_stop_record(id)? {
+            return Err(ActionError::NotFound(format!("no stop `{id}`")));
+        }
+        let body = json!({"id": id, "active": false, "by": by});
+        tx.append_log(now, "stop", &body.to_string())?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Publishes the current version of a fact.
     pub fn set_fact(&self, name: &str, version: &FactVersion, by: &str) -> Result<(), ActionError> {
         let now = self.clock.now();
@@ -1394,8 +1443,9 @@ impl Gateway {
     pub fn state(&self) -> Result<Json, StoreError> {
         let mut tx = self.store.begin()?;
         let stops = tx.stops()?;
+        let records = tx.stop_records()?;
         let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(n, v)| (n, v.to_json())).collect();
-        Ok(json!({"stops": stops, "facts": facts}))
+        Ok(json!({"stops": stops, "stops_by_id": records, "facts": facts}))
     }
 }
 

@@ -24,6 +24,7 @@ use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
 use super::core::{ActionError, Decided, Gateway, Histogram, NoExplanation, Policy};
+use super::store::StopRecord;
 
 /// The largest body of a single decision request (the module's maximum input).
 pub const MAX_BODY: usize = 262_144;
@@ -91,6 +92,7 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
         .route("/inbox/api/requests/{id}/deny", post(inbox_deny))
         .route("/admin/v1/state", get(admin_state))
         .route("/admin/v1/stops/{mandate}", put(admin_stop).delete(admin_unstop))
+        .route("/admin/v1/stop-ids/{id}", put(admin_stop_record).delete(admin_clear_stop_record))
         .route("/admin/v1/facts/{name}", put(admin_fact))
         .route("/admin/v1/reload", post(admin_reload))
         .fallback(not_found)
@@ -646,6 +648,44 @@ async fn admin_reload(State(app): Shared, headers: HeaderMap) -> Response {
 }
 
 /// `PUT /admin/v1/facts/NAME` with `{"version": N}`.
+/// `PUT /admin/v1/stop-ids/ID` with `{"level": …, "mandate": …}` or `{"level": …, "principal": …}`: a stop with an
+/// id and a level (docs/gateway.md "Stops").
+async fn admin_stop_record(State(app): Shared, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.admin) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let object = match parse_object(&body) {
+        Ok(object) => object,
+        Err(response) => return response,
+    };
+    let text = |key: &str| object.get(key).and_then(Json::as_str).map(str::to_string);
+    let usage = "the body must be `{\"level\": LEVEL, \"mandate\": NAME}` or `{\"level\": LEVEL, \"principal\": ID}`";
+    let Some(level) = text("level") else {
+        return error(StatusCode::BAD_REQUEST, "http.bad-request", usage);
+    };
+    let stop = StopRecord { id, level, mandate: text("mandate"), principal: text("principal") };
+    let gateway = app.gateway.clone();
+    let record = stop.clone();
+    match blocking(move || gateway.set_stop_record(&record, &identity)).await {
+        Ok(()) => json_response(StatusCode::OK, json!({"stop": stop, "stopped": true}).to_string()),
+        Err(response) => response,
+    }
+}
+
+async fn admin_clear_stop_record(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.admin) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    let i = id.clone();
+    match blocking(move || gateway.clear_stop_record(&i, &identity)).await {
+        Ok(()) => json_response(StatusCode::OK, json!({"id": id, "stopped": false}).to_string()),
+        Err(response) => response,
+    }
+}
+
 async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<String>, body: Bytes) -> Response {
     let identity = match authenticate(&headers, &app.tokens.admin) {
         Ok(identity) => identity,

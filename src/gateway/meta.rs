@@ -42,6 +42,9 @@ pub struct MandateMeta {
     pub name: String,
     pub principal: String,
     pub holders: Vec<String>,
+    /// `holder under` prefixes: every subject id under one of them holds the mandate (`eval::holds`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holder_prefixes: Vec<String>,
     /// Root first, this mandate last.
     pub chain: Vec<String>,
 }
@@ -75,6 +78,7 @@ impl PolicyMeta {
                 name: m.name.clone(),
                 principal: m.principal.clone(),
                 holders: m.holders.clone(),
+                holder_prefixes: m.holder_prefixes.clone(),
                 chain: program.chain(id).into_iter().map(|c| program.mandates[c].name.clone()).collect(),
             })
             .collect();
@@ -126,9 +130,9 @@ impl PolicyMeta {
         self.mandates.iter().find(|m| m.name == name)
     }
 
-    /// The mandates `subject` holds.
+    /// The mandates `subject` holds, by id or by a `holder under` prefix.
     pub fn held_by(&self, subject: &str) -> Vec<&MandateMeta> {
-        self.mandates.iter().filter(|m| m.holders.iter().any(|h| h == subject)).collect()
+        self.mandates.iter().filter(|m| crate::eval::holds(&m.holders, &m.holder_prefixes, subject)).collect()
     }
 
     /// The argument `tool` names as its target.
@@ -191,6 +195,7 @@ mod tests {
                 name: "m".into(),
                 principal: "user:p".into(),
                 holders: vec!["agent:a".into()],
+                holder_prefixes: vec!["agent:club/".into()],
                 chain: vec!["m".into()],
             }],
             approvals: vec![ApprovalMeta { kind: "k".into(), binds: vec!["tool".into()], ttl: 900, single_use: true }],
@@ -206,6 +211,10 @@ mod tests {
         assert_eq!(meta.window_of(&["m".to_string()], "b"), Some("hour"));
         assert_eq!(meta.window_of(&["other".to_string()], "b"), None);
         assert_eq!(meta.held_by("agent:a").len(), 1);
+        // A `holder under` prefix holds as `under` tests: exact bytes, never an id that climbs out of it.
+        assert_eq!(meta.held_by("agent:club/desk").len(), 1);
+        assert!(meta.held_by("agent:clubhouse").is_empty());
+        assert!(meta.held_by("agent:club/../a").is_empty());
         assert_eq!(meta.target_of("read_file"), Some("path"));
         assert_eq!(meta.target_of("m"), None);
     }
@@ -214,5 +223,8 @@ mod tests {
     fn metadata_without_targets_still_reads() {
         let old = br#"{"policy":"sha256:x","mandates":[],"approvals":[],"budgets":[]}"#;
         assert_eq!(PolicyMeta::from_json(old).unwrap().targets, Vec::new());
+        let old = br#"{"policy":"sha256:x","mandates":[{"name":"m","principal":"p","holders":["a"],"chain":["m"]}],
+            "approvals":[],"budgets":[]}"#;
+        assert_eq!(PolicyMeta::from_json(old).unwrap().mandates[0].holder_prefixes, Vec::<String>::new());
     }
 }

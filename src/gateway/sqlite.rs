@@ -22,8 +22,10 @@ use super::audit::{entry_hash, GENESIS};
 use super::store::*;
 
 /// The schema's version (`PRAGMA user_version`): a store of another version is refused, not silently reused.
-/// Version 2 added `access_requests.log_seq`; a version 1 store is migrated when a gateway opens it.
-const SCHEMA_VERSION: i64 = 2;
+/// Version 2 added `access_requests.log_seq`, version 3 the table `stop_records` (stops with ids and levels: a
+/// gateway of version 2 would not read them, so it must refuse such a store); older stores are migrated when a
+/// gateway opens them.
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
@@ -35,6 +37,7 @@ CREATE INDEX IF NOT EXISTS approvals_live ON approvals (mandate, consumed, expir
 CREATE TABLE IF NOT EXISTS counters (
   counter TEXT NOT NULL, window TEXT NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (counter, window));
 CREATE TABLE IF NOT EXISTS stops (mandate TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS stop_records (id TEXT PRIMARY KEY, level TEXT NOT NULL, mandate TEXT, principal TEXT);
 CREATE TABLE IF NOT EXISTS facts (name TEXT PRIMARY KEY, version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS operations (
   operation TEXT NOT NULL, decision_id TEXT NOT NULL, tool TEXT NOT NULL, time INTEGER NOT NULL);
@@ -113,7 +116,7 @@ impl SqliteStore {
         let connection = Connection::open_with_flags(path, flags).map_err(store_err)?;
         connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
         let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(store_err)?;
-        // The log, which is what such a reader reads, is the same in versions 1 and 2.
+        // The log, which is what such a reader reads, is the same in versions 1 to 3.
         if !(1..=SCHEMA_VERSION).contains(&version) {
             return Err(StoreError(format!("not a remit store of schema version {SCHEMA_VERSION} (found {version})")));
         }
@@ -139,7 +142,7 @@ impl SqliteStore {
             .map_err(store_err)?;
         if version == 1 {
             connection.execute_batch("ALTER TABLE access_requests ADD COLUMN log_seq INTEGER").map_err(store_err)?;
-        } else if version != SCHEMA_VERSION && (version != 0 || tables != 0) {
+        } else if version != SCHEMA_VERSION && version != 2 && (version != 0 || tables != 0) {
             return Err(StoreError(format!(
                 "the store has schema version {version} (or is not a remit store); this gateway uses version \
                  {SCHEMA_VERSION}"
@@ -279,6 +282,50 @@ impl Tx for SqliteTx<'_> {
             self.connection.prepare_cached("SELECT mandate FROM stops ORDER BY mandate").map_err(store_err)?;
         let rows = statement.query_map([], |row| row.get(0)).map_err(store_err)?;
         rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn stop_records(&mut self) -> StoreResult<Vec<StopRecord>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT id, level, mandate, principal FROM stop_records ORDER BY id")
+            .map_err(store_err)?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok(StopRecord { id: row.get(0)?, level: row.get(1)?, mandate: row.get(2)?, principal: row.get(3)? })
+            })
+            .map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn decision_state(&mut self) -> StoreResult<DecisionState> {
+        // One statement for all three (each costs a step through SQLite on every decision). Sorted here, as the
+        // single reads sort them (bytewise: SQLite's BINARY collation).
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT 0, mandate, NULL, NULL, NULL FROM stops UNION ALL SELECT 1, name, version, NULL, NULL FROM facts \
+                 UNION ALL SELECT 2, id, level, mandate, principal FROM stop_records",
+            )
+            .map_err(store_err)?;
+        let mut rows = statement.query([]).map_err(store_err)?;
+        let mut state = DecisionState::default();
+        while let Some(row) = rows.next().map_err(store_err)? {
+            let name: String = row.get(1).map_err(store_err)?;
+            match row.get::<_, i64>(0).map_err(store_err)? {
+                0 => state.stops.push(name),
+                1 => state.facts.push((name, fact_version(row, 2).map_err(store_err)?)),
+                _ => state.records.push(StopRecord {
+                    id: name,
+                    level: row.get(2).map_err(store_err)?,
+                    mandate: row.get(3).map_err(store_err)?,
+                    principal: row.get(4).map_err(store_err)?,
+                }),
+            }
+        }
+        state.stops.sort_unstable();
+        state.facts.sort_unstable();
+        state.records.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        Ok(state)
     }
 
     fn facts(&mut self) -> StoreResult<Vec<(String, FactVersion)>> {
@@ -535,6 +582,21 @@ impl Tx for SqliteTx<'_> {
         Ok(())
     }
 
+    fn set_stop_record(&mut self, stop: &StopRecord) -> StoreResult<()> {
+        self.connection
+            .execute(
+                "INSERT OR REPLACE INTO stop_records (id, level, mandate, principal) VALUES (?1, ?2, ?3, ?4)",
+                params![stop.id, stop.level, stop.mandate, stop.principal],
+            )
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    fn clear_stop_record(&mut self, id: &str) -> StoreResult<bool> {
+        let n = self.connection.execute("DELETE FROM stop_records WHERE id = ?1", params![id]).map_err(store_err)?;
+        Ok(n > 0)
+    }
+
     fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()> {
         // An integer column keeps a string version as text: it is never digits alone (`FactVersion::text`), so
         // SQLite's integer affinity never turns it into a number.
@@ -613,6 +675,15 @@ mod tests {
             let mut tx = store.begin_read().unwrap();
             let together = tx.stops_and_facts().unwrap();
             assert_eq!(together, (tx.stops().unwrap(), tx.facts().unwrap()));
+            let state = tx.decision_state().unwrap();
+            assert_eq!(
+                state,
+                DecisionState {
+                    stops: together.0.clone(),
+                    records: tx.stop_records().unwrap(),
+                    facts: together.1.clone()
+                }
+            );
             together
         };
         assert_eq!(read(&store), (vec![], vec![]));
@@ -625,7 +696,17 @@ mod tests {
         }
         tx.set_fact("gamma", &FactVersion::Text("v3.2".into())).unwrap();
         tx.set_stop("m-b", false).unwrap();
+        for (id, mandate) in [("S-2", Some("m")), ("S-1", None), ("S-3", Some("n"))] {
+            let principal = mandate.is_none().then(|| "user:p".to_string());
+            let stop =
+                StopRecord { id: id.into(), level: "pause".into(), mandate: mandate.map(str::to_string), principal };
+            tx.set_stop_record(&stop).unwrap();
+        }
+        assert!(tx.clear_stop_record("S-3").unwrap());
+        assert!(!tx.clear_stop_record("S-3").unwrap());
         tx.commit().unwrap();
+        let ids: Vec<String> = store.begin_read().unwrap().stop_records().unwrap().into_iter().map(|s| s.id).collect();
+        assert_eq!(ids, ["S-1", "S-2"]);
         let (stops, facts) = read(&store);
         assert_eq!(stops, ["M-c", "m-a", "m-ä"]);
         let number = |name: &str, n| (name.to_string(), FactVersion::Number(n));

@@ -23,6 +23,41 @@ impl std::error::Error for StoreError {}
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A stop with an id and a level (docs/gateway.md "Stops"), on a mandate or on a principal; filled into a request's
+/// `context.stops` as the object docs/requests.md describes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRecord {
+    pub id: String,
+    /// `pause`, `cancel`, `revoke` or `quarantine`.
+    pub level: String,
+    /// Exactly one of the two is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mandate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+}
+
+impl StopRecord {
+    /// The levels, weakest first.
+    pub const LEVELS: [&'static str; 4] = ["pause", "cancel", "revoke", "quarantine"];
+
+    /// The item of `context.stops`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain data serializes")
+    }
+}
+
+/// What every decision reads from the store besides approvals and counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecisionState {
+    /// The mandates stopped without an id (sorted).
+    pub stops: Vec<String>,
+    /// The stops with ids (sorted by id).
+    pub records: Vec<StopRecord>,
+    /// The current version of every published fact (sorted by name).
+    pub facts: Vec<(String, FactVersion)>,
+}
+
 /// An approval minted by the gateway (on an access request's approval) and kept in the store; presented to the
 /// module in the shape of docs/requests.md.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +156,15 @@ pub trait Tx {
     fn stops_and_facts(&mut self) -> StoreResult<(Vec<String>, Vec<(String, FactVersion)>)> {
         Ok((self.stops()?, self.facts()?))
     }
+    /// The stops with ids, sorted by id. A store that keeps none (it refuses [`Tx::set_stop_record`]) has none.
+    fn stop_records(&mut self) -> StoreResult<Vec<StopRecord>> {
+        Ok(Vec::new())
+    }
+    /// The stops (both kinds) and the facts together (what every decision reads: a store may read them at once).
+    fn decision_state(&mut self) -> StoreResult<DecisionState> {
+        let (stops, facts) = self.stops_and_facts()?;
+        Ok(DecisionState { stops, records: self.stop_records()?, facts })
+    }
     /// The approvals not consumed and not expired at `now`, issued under one of `mandates`.
     fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>>;
     fn approvals_of_request(&mut self, access_request: &str) -> StoreResult<Vec<StoredApproval>>;
@@ -145,6 +189,17 @@ pub trait Tx {
     fn insert_access_request(&mut self, request: &AccessRequest) -> StoreResult<()>;
     fn decide_access_request(&mut self, id: &str, status: &str, by: &str, at: i64) -> StoreResult<()>;
     fn set_stop(&mut self, mandate: &str, active: bool) -> StoreResult<()>;
+    /// Sets the stop with `stop.id` (replacing one with the same id). A store that cannot keep it refuses, so a stop
+    /// is never acknowledged and then ignored.
+    fn set_stop_record(&mut self, stop: &StopRecord) -> StoreResult<()> {
+        let _ = stop;
+        Err(StoreError("this store keeps no stops with ids".into()))
+    }
+    /// Clears the stop with `id`; `false` when there was none.
+    fn clear_stop_record(&mut self, id: &str) -> StoreResult<bool> {
+        let _ = id;
+        Ok(false)
+    }
     fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()>;
     /// Appends an entry after the head (computing its hash) and returns it.
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry>;

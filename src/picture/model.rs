@@ -184,6 +184,7 @@ fn node(program: &Program, id: MandateId, stops: &[String]) -> Node {
     };
     let mut holders = mandate.holders.clone();
     holders.sort();
+    holders.extend(mandate.holder_prefixes.iter().map(|p| format!("any id under {p}")));
     Node {
         name: mandate.name.clone(),
         principal: mandate.principal.clone(),

@@ -158,9 +158,17 @@ pub enum Window {
     InTotal,
 }
 
+/// One holder of a mandate: an agent's id, or (`under`) every id that starts with a prefix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holder {
+    pub text: String,
+    pub span: Span,
+    pub under: bool,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClauseKind {
-    Holder(Vec<(String, Span)>),
+    Holder(Vec<Holder>),
     Purpose(String),
     Valid {
         from: Option<(i64, Span)>,

@@ -371,7 +371,16 @@ impl Lower {
         let rule = pair.as_rule();
         let mut inner = pair.into_inner().filter(|p| !matches!(p.as_rule(), Rule::kw_where));
         let kind = match rule {
-            Rule::holder_clause => ClauseKind::Holder(inner.map(|p| self.string(p)).collect()),
+            Rule::holder_clause => ClauseKind::Holder(
+                inner
+                    .map(|p| {
+                        let under = p.as_rule() == Rule::holder_under;
+                        let string = if under { p.into_inner().nth(1).expect("prefix") } else { p };
+                        let (text, span) = self.string(string);
+                        Holder { text, span, under }
+                    })
+                    .collect(),
+            ),
             Rule::purpose_clause => ClauseKind::Purpose(self.string(inner.next().expect("purpose")).0),
             Rule::valid_clause => {
                 let (mut from, mut until) = (None, None);

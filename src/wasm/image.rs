@@ -321,7 +321,10 @@ impl<'p> Writer<'p> {
             let (name_off, name_len) = self.string(mandate.name.as_bytes());
             let (name_json_off, name_json_len) = self.json(&mandate.name);
             let (principal_off, principal_len) = self.json(&mandate.principal);
+            let (principal_text_off, principal_text_len) = self.string(mandate.principal.as_bytes());
             let (holders_off, holders_count) = self.strs(mandate.holders.iter().map(|s| s.as_bytes()));
+            let (holder_prefixes_off, holder_prefixes_count) =
+                self.strs(mandate.holder_prefixes.iter().map(|s| s.as_bytes()));
             let chain: Vec<u32> = program.chain(index).iter().map(|&m| m as u32).collect();
             let chain_off = self.words(&chain);
             let mut chain_json = String::new();
@@ -344,6 +347,9 @@ impl<'p> Writer<'p> {
             let validity = eval::deciding_rule(program, mandate, &eval::validity_text(mandate), mandate.valid_span);
             let validity_entry = self.entry(validity);
             let stop_entry = self.entry(eval::deciding_rule(program, mandate, "stop", mandate.span));
+            let [pause_entry, cancel_entry, revoke_entry, quarantine_entry] = eval::STOP_LEVEL_NAMES.map(|level| {
+                self.entry(eval::deciding_rule(program, mandate, &format!("stop ({level})"), mandate.span))
+            });
             let mut max_level = 0;
             let mut level_entry = 0;
             if let Some(level) = mandate.max_level {
@@ -362,9 +368,13 @@ impl<'p> Writer<'p> {
                 name_json_len,
                 principal_off,
                 principal_len,
+                principal_text_off,
+                principal_text_len,
                 name_rank: mandate_rank[index],
                 holders_off,
                 holders_count,
+                holder_prefixes_off,
+                holder_prefixes_count,
                 chain_off,
                 chain_count: chain.len() as u32,
                 chain_json_off,
@@ -378,6 +388,10 @@ impl<'p> Writer<'p> {
                 validity_entry,
                 stop_entry,
                 level_entry,
+                pause_entry,
+                cancel_entry,
+                revoke_entry,
+                quarantine_entry,
                 otherwise_entry,
             });
 

@@ -45,6 +45,9 @@ pub fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
         "\u{200b}",
         "-1000.00 USD",
         "-0.00 USD",
+        // Stop levels (issue 8, item 10).
+        "quarantine",
+        "pause",
     ];
     match rng.below(if depth > 2 { 6 } else { 9 }) {
         0 => Value::Null,
@@ -70,7 +73,20 @@ pub fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
         6 => Value::Array((0..rng.below(4)).map(|_| random_value(rng, depth + 1)).collect()),
         7 => json!({ "id": random_value(rng, depth + 1), "kind": "commercial_terms", "mandate": "wallet" }),
         _ => {
-            let keys = ["amount", "merchant", "id", "scopes", "mandate", "now", "kind", "x", "target", "operation_id"];
+            let keys = [
+                "amount",
+                "merchant",
+                "id",
+                "scopes",
+                "mandate",
+                "now",
+                "kind",
+                "x",
+                "target",
+                "operation_id",
+                "level",
+                "principal",
+            ];
             let mut map = serde_json::Map::new();
             for _ in 0..rng.below(4) {
                 map.insert(keys[rng.below(keys.len())].to_string(), random_value(rng, depth + 1));

@@ -571,7 +571,7 @@ fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &image::Atom, value: Val) -> Tru
 }
 
 /// Whether `text` begins with `prefix`.
-fn starts_with(mut text: impl Iterator<Item = u8>, prefix: &[u8]) -> bool {
+pub fn starts_with(mut text: impl Iterator<Item = u8>, prefix: &[u8]) -> bool {
     prefix.iter().all(|&p| text.next() == Some(p))
 }
 

@@ -10,13 +10,13 @@
 
 use core::cmp::Ordering;
 
-use crate::cond::{self, Env, Truth};
+use crate::cond::{self, starts_with, unsafe_path, Env, Truth};
 use crate::digest::argument_digest;
 use crate::err;
 use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
 use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER, STRING};
 use crate::out::{escaped, write_string, write_string_tok, Out};
-use crate::request::{self, elements, Approval, Need, Request};
+use crate::request::{self, elements, Approval, Need, Request, Stop};
 use crate::Sink;
 
 /// The lists one decision collects, each of at most [`MAX_DECIDING`] items (the checker's bound on the rules a
@@ -37,6 +37,9 @@ pub struct Work {
     pub consumed: [u32; MAX_DECIDING],
     /// Counter ranks of the budgets that apply.
     pub counters: [u32; MAX_DECIDING],
+    /// The stop objects that refuse the call, one per mandate of the chain at most: `(mandate index, id token,
+    /// strength)` triples; a deny list names one as [`DYNAMIC`] plus its triple's index.
+    pub stops: [u32; 3 * MAX_DECIDING],
     /// The first usable approvals, read once per decision when its first gate needs them (the rest are read at each
     /// gate). (All-zero initial values, so the artifact keeps the array out of its data.)
     pub approvals: [Approval; MAX_DECIDING],
@@ -52,9 +55,13 @@ impl Work {
         order: [0; MAX_DECIDING],
         consumed: [0; MAX_DECIDING],
         counters: [0; MAX_DECIDING],
+        stops: [0; 3 * MAX_DECIDING],
         approvals: [Approval::EMPTY; MAX_DECIDING],
     };
 }
+
+/// Marks an item of a deny list that is not an entry index but a stop found in the request ([`Work::stops`]).
+pub const DYNAMIC: u32 = 1 << 31;
 
 /// A list being filled in one of [`Work`]'s arrays.
 struct List<'w> {
@@ -150,9 +157,16 @@ struct Call {
     arguments: Option<u32>,
 }
 
-/// Whether the request's subject is one of the mandate's holders.
-fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) -> bool {
-    (0..mandate.holders_count).any(|i| doc.text_is(subject, image.str_at(mandate.holders_off, i)))
+/// Whether the request's subject holds the mandate (`eval::is_holder`): one of its ids, or under one of its
+/// `holder under` prefixes with `under`'s meaning (an id that could leave its prefix is under nothing).
+pub fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) -> bool {
+    if (0..mandate.holders_count).any(|i| doc.text_is(subject, image.str_at(mandate.holders_off, i))) {
+        return true;
+    }
+    mandate.holder_prefixes_count > 0
+        && !unsafe_path(doc.text(subject))
+        && (0..mandate.holder_prefixes_count)
+            .any(|i| starts_with(doc.text(subject), image.str_at(mandate.holder_prefixes_off, i)))
 }
 
 /// A deny with the given reasons and nothing else, the shape of every decision made before the chain is examined.
@@ -188,6 +202,7 @@ struct Tally<'w> {
     order: &'w mut [u32],
     consumed: List<'w>,
     counters: List<'w>,
+    stops: List<'w>,
     /// The first usable approvals, read when the first gate needs them (`Work::approvals`).
     approvals: &'w mut [Approval],
     /// The argument digest, once a gate needed it.
@@ -211,6 +226,7 @@ impl<'w> Tally<'w> {
             order: &mut work.order,
             consumed: List::new(&mut work.consumed),
             counters: List::new(&mut work.counters),
+            stops: List::new(&mut work.stops),
             approvals: &mut work.approvals,
             digest: None,
             refusing_gates: false,
@@ -265,8 +281,17 @@ impl<'w> Tally<'w> {
             if let Some((code, entry)) = validity(&mandate, req.now) {
                 self.deny(code, Some(entry));
             }
-            if is_stopped(image, doc, &mandate, tool, req) {
-                self.deny(err::STOP_ACTIVE, Some(mandate.stop_entry));
+            match stop_at(image, doc, &mandate, tool, req) {
+                None => {}
+                Some(found) if found.strength == 0 => self.deny(err::STOP_ACTIVE, Some(mandate.stop_entry)),
+                Some(found) => {
+                    // Named by its id: written from the request ([`write_entries`]).
+                    let item = DYNAMIC | (self.stops.len / 3) as u32;
+                    self.stops.push(index);
+                    self.stops.push(found.id);
+                    self.stops.push(found.strength);
+                    self.deny(err::STOP_ACTIVE, Some(item));
+                }
             }
             if level_exceeded(&mandate, tool) {
                 self.deny(err::LEVEL_EXCEEDED, Some(mandate.level_entry));
@@ -452,7 +477,8 @@ impl<'w> Tally<'w> {
         out.write(b"\",\"reasons\":");
         err::write_codes(out, codes);
         out.write(b",\"rules\":");
-        write_entries(image, rules.slice(), out);
+        let stops = self.stops.len;
+        write_entries(image, doc, self.stops.items.get(..stops).unwrap_or(&[]), rules.slice(), out);
         out.write(b",\"missing_approvals\":");
         if escalates {
             self.write_missing(image, doc, req, call, leaf, keys, out);
@@ -733,8 +759,22 @@ fn counter_name<'a>(image: &Image<'a>, call: &Call, rank: u32) -> Option<&'a [u8
 }
 
 /// Writes the entries, sorted by rank and without repeats, as a JSON array.
-pub(crate) fn write_entries(image: &Image<'_>, entries: &mut [u32], out: &mut Out<'_>) {
-    heap_sort(entries, |a, b| image.entry(a).rank < image.entry(b).rank);
+pub(crate) fn write_entries(image: &Image<'_>, doc: &Doc<'_>, stops: &[u32], entries: &mut [u32], out: &mut Out<'_>) {
+    let stop = |item: u32| -> (Mandate, u32, u32) {
+        let at = 3 * (item & !DYNAMIC) as usize;
+        let word = |k: usize| stops.get(at + k).copied().unwrap_or(0);
+        (image.mandate(word(0)), word(1), word(2))
+    };
+    // A stop named by its id sorts where its mandate's `stop` entry does: no other clause's text begins with
+    // `stop`, and a mandate has one stop entry in a decision.
+    let rank = |e: u32| {
+        if e & DYNAMIC != 0 {
+            image.entry(stop(e).0.stop_entry).rank
+        } else {
+            image.entry(e).rank
+        }
+    };
+    heap_sort(entries, |a, b| rank(a) < rank(b));
     out.byte(b'[');
     let mut last = None;
     for &e in entries.iter() {
@@ -745,8 +785,30 @@ pub(crate) fn write_entries(image: &Image<'_>, entries: &mut [u32], out: &mut Ou
             out.byte(b',');
         }
         last = Some(e);
-        let entry = image.entry(e);
-        out.write(image.str(entry.json_off, entry.json_len));
+        if e & DYNAMIC == 0 {
+            let entry = image.entry(e);
+            out.write(image.str(entry.json_off, entry.json_len));
+            continue;
+        }
+        // The listing's `{"mandate":M,"rule":"stop (LEVEL)","at":…}` with ` ID` written after `stop`.
+        let (mandate, id, strength) = stop(e);
+        let level = match strength {
+            1 => mandate.pause_entry,
+            2 => mandate.cancel_entry,
+            3 => mandate.revoke_entry,
+            _ => mandate.quarantine_entry,
+        };
+        let entry = image.entry(level);
+        let json = image.str(entry.json_off, entry.json_len);
+        // `{"mandate":` + the name's JSON + `,"rule":"stop`.
+        let split = (11 + mandate.name_json_len as usize + 13).min(json.len());
+        let (head, tail) = json.split_at(split);
+        out.write(head);
+        out.byte(b' ');
+        for b in escaped(doc, id) {
+            out.byte(b);
+        }
+        out.write(tail);
     }
     out.byte(b']');
 }
@@ -803,16 +865,47 @@ pub(crate) fn validity(mandate: &Mandate, now: i64) -> Option<(u32, u32)> {
     }
 }
 
-/// A stop on the mandate, for a tool with side effects.
-pub(crate) fn is_stopped(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, tool: &Tool, req: &Request) -> bool {
-    if tool.flags & image::TOOL_SIDE_EFFECTS == 0 {
-        return false;
-    }
+/// The stop that refuses this call at `mandate` (`eval::stopped`): one naming the mandate, or at a root its
+/// principal, whose level refuses the tool (quarantine every tool; the other levels and a bare name tools with side
+/// effects). Of several: the strongest, then the smallest id; a bare name is the weakest.
+pub(crate) fn stop_at(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, tool: &Tool, req: &Request) -> Option<Stop> {
+    stop_for(image, doc, mandate, tool.flags & image::TOOL_SIDE_EFFECTS != 0, req)
+}
+
+/// [`stop_at`] for a tool with or without side effects.
+pub(crate) fn stop_for(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    mandate: &Mandate,
+    side_effects: bool,
+    req: &Request,
+) -> Option<Stop> {
+    let stops = req.stops?;
     let name = image.str(mandate.name_off, mandate.name_len);
-    match req.stops {
-        Some(stops) => elements(doc, stops).any(|s| doc.text_is(s, name)),
-        None => false,
+    let principal = image.str(mandate.principal_text_off, mandate.principal_text_len);
+    let root = mandate.chain_count == 1;
+    let mut best: Option<Stop> = None;
+    for item in elements(doc, stops) {
+        let stop = match request::stop(doc, item) {
+            Some(stop) => stop,
+            None => continue,
+        };
+        let reaches = if stop.principal { root && doc.text_is(stop.on, principal) } else { doc.text_is(stop.on, name) };
+        if !reaches || !(side_effects || stop.strength == request::STOP_LEVELS.len() as u32) {
+            continue;
+        }
+        best = match best {
+            Some(b) if b.strength > stop.strength => Some(b),
+            Some(b)
+                if b.strength == stop.strength
+                    && (b.strength == 0 || doc.text_cmp(b.id, stop.id) != Ordering::Greater) =>
+            {
+                Some(b)
+            }
+            _ => Some(stop),
+        };
     }
+    best
 }
 
 /// The tool's level is above the mandate's maximum.

@@ -151,10 +151,14 @@ record! {
         /// The name, and the principal, as JSON strings (quotes included).
         name_json_off, name_json_len,
         principal_off, principal_len,
+        /// The principal's text (what a stop's `principal` is compared with).
+        principal_text_off, principal_text_len,
         /// Rank of the name in byte order among all mandate names (the order of `missing_approvals`).
         name_rank,
-        /// [`Str`] records: the holders.
+        /// [`Str`] records: the holders' ids.
         holders_off, holders_count,
+        /// [`Str`] records: the `holder under` prefixes.
+        holder_prefixes_off, holder_prefixes_count,
         /// Mandate indices, root first, this mandate last.
         chain_off, chain_count,
         /// The JSON array of the chain's names, as a decision writes `mandate_chain`.
@@ -166,6 +170,9 @@ record! {
         max_level,
         /// Entry indices of the validity window, the stop, the level bound and the `otherwise` clause.
         validity_entry, stop_entry, level_entry, otherwise_entry,
+        /// Entry indices of a listing's `stop (pause)`, `stop (cancel)`, `stop (revoke)`, `stop (quarantine)`; a
+        /// decision writes the same entry with the stop's id after `stop`.
+        pause_entry, cancel_entry, revoke_entry, quarantine_entry,
     }
 }
 

@@ -117,7 +117,7 @@ pub struct Request {
     pub attempt: Option<i128>,
     /// `context.approvals`: an array token (what it holds is read by [`Request::approvals`]).
     pub approval_items: Option<u32>,
-    /// `context.stops`: an array token whose items are all strings.
+    /// `context.stops`: an array token whose items are all mandate names or well-formed stop objects ([`stop`]).
     pub stops: Option<u32>,
     /// `context.facts`, `context.counters`, `context.attributes`: object tokens (absent: empty).
     pub facts: Option<u32>,
@@ -214,7 +214,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
         }
     };
     let approval_items = p.typed(approval_items, ARRAY);
-    let stops = p.strings(stops);
+    let stops = p.stops(stops);
     let facts = p.typed(facts, OBJECT);
     let counters = p.typed(counters, OBJECT);
     let attributes = p.typed(attributes, OBJECT);
@@ -301,6 +301,58 @@ impl Problems<'_, '_> {
         }
         Some(items)
     }
+}
+
+impl Problems<'_, '_> {
+    /// `context.stops`: every item a mandate name or a stop object [`stop`] reads; else the request is malformed.
+    fn stops(&mut self, value: Option<u32>) -> Option<u32> {
+        let items = self.typed(value, ARRAY)?;
+        if elements(self.doc, items).any(|item| stop(self.doc, item).is_none()) {
+            self.error.malformed = true;
+            return None;
+        }
+        Some(items)
+    }
+}
+
+const STOP_FIELDS: [Key<'static>; 4] = [ID, Key::new(b"level"), Key::new(b"mandate"), Key::new(b"principal")];
+
+/// The level names, weakest first (`eval::request::StopLevel`): a stop's strength is its index plus one.
+pub const STOP_LEVELS: [&[u8]; 4] = [b"pause", b"cancel", b"revoke", b"quarantine"];
+
+/// One item of `context.stops` (the twin of `eval::request::Stop`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop {
+    /// 0 for a bare mandate name; else the level's index in [`STOP_LEVELS`] plus one.
+    pub strength: u32,
+    /// The id's string token (a bare name: the name's).
+    pub id: u32,
+    /// The named mandate's or principal's string token.
+    pub on: u32,
+    pub principal: bool,
+}
+
+/// A stop item: a string (a mandate's name), or an object with a string `id`, a `level` of [`STOP_LEVELS`] and
+/// exactly one of a string `mandate` or `principal` (other keys ignored). `None`: unreadable.
+pub fn stop(doc: &Doc<'_>, item: u32) -> Option<Stop> {
+    let kind = doc.token(item).kind();
+    if kind == STRING {
+        return Some(Stop { strength: 0, id: item, on: item, principal: false });
+    }
+    if kind != OBJECT {
+        return None;
+    }
+    let string = |t: Option<u32>| t.filter(|&t| doc.token(t).kind() == STRING);
+    let [id, level, mandate, principal] = doc.fields(Some(item), &STOP_FIELDS);
+    let id = string(id)?;
+    let level = string(level)?;
+    let strength = (0..STOP_LEVELS.len()).find(|&i| doc.text_is(level, STOP_LEVELS[i]))? as u32 + 1;
+    let (on, principal) = match (mandate, principal) {
+        (Some(m), None) => (string(Some(m))?, false),
+        (None, Some(p)) => (string(Some(p))?, true),
+        _ => return None,
+    };
+    Some(Stop { strength, id, on, principal })
 }
 
 /// The elements of the array token `array`, in order.

@@ -3,7 +3,7 @@
 //! reason in the documented order; anything that depends on the call is left to [`crate::decide::decide`].
 
 use crate::cond::{self, Env};
-use crate::decide::{find, is_stopped, lacks_scope, level_exceeded, rule_list, validity, Work};
+use crate::decide::{find, lacks_scope, level_exceeded, rule_list, stop_at, stop_for, validity, Work};
 use crate::err;
 use crate::image::{self, Image, Mandate, Rule, Tool};
 use crate::json::{Doc, Parsed};
@@ -13,7 +13,7 @@ use crate::Sink;
 
 /// Writes the listing of the parsed request's subject and context, exactly `remit::eval::visible_tools(…).to_json()`:
 /// `{"visible":[…],"hidden":[{"tool":…,"reason":…,"rule":{…}}]}`, each list in the order of the tools' names.
-pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, out: &mut Out<'_>) {
+pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut Out<'_>) {
     let (doc, keys) = match parsed {
         Ok(p) => p,
         Err(e) => return hide_all(image, out, first(err::of_request(request::RequestError::json(e)))),
@@ -30,10 +30,29 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, ou
         None => return hide_all(image, out, err::MANDATE_UNKNOWN),
     };
     let leaf = image.mandate(leaf);
-    let holder = (0..leaf.holders_count).any(|i| doc.text_is(req.subject_id, image.str_at(leaf.holders_off, i)));
-    if !holder {
+    if !crate::decide::is_holder(image, &doc, &leaf, req.subject_id) {
         return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
     }
+    // The stop entry of each mandate of the chain, for a tool with side effects and for one without (u32::MAX: none),
+    // found once: they depend on the tool only through that, and reading every stop item for every tool would make
+    // the listing's work the product of the tools and the request's length.
+    let stops = work.stops.get_mut(..2 * leaf.chain_count as usize);
+    let stops = match stops {
+        Some(stops) => {
+            for p in 0..leaf.chain_count {
+                let mandate = image.mandate(image.word(leaf.chain_off.wrapping_add(4 * p)));
+                for (k, side_effects) in [(0, true), (1, false)] {
+                    let entry = stop_for(image, &doc, &mandate, side_effects, &req)
+                        .map_or(u32::MAX, |s| stop_entry(&mandate, s.strength));
+                    if let Some(slot) = stops.get_mut(2 * p as usize + k) {
+                        *slot = entry;
+                    }
+                }
+            }
+            Some(&*stops)
+        }
+        None => None,
+    };
     // Two passes over the tools in name order: the visible ones, then the hidden ones with their reasons. Each tool is
     // judged once, in the first pass: its verdict is kept in the parse's key slots (free once the request is read:
     // a listing reads no approvals), two per tool, `(code, entry)` with code 0 for a visible tool; a policy with more
@@ -43,7 +62,7 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, ou
     let mut first_item = true;
     for i in 0..h.tools_count {
         let tool = image.word(h.listing_off.wrapping_add(4 * i));
-        let verdict = hidden_because(image, &doc, &req, &leaf, tool);
+        let verdict = hidden_because(image, &doc, &req, &leaf, tool, stops);
         if let Some([code, entry]) = kept.as_deref_mut().and_then(|k| k.get_mut(2 * i as usize..2 * i as usize + 2)) {
             *code = verdict.map_or(0, |(code, _)| code);
             *entry = verdict.and_then(|(_, entry)| entry).unwrap_or(u32::MAX);
@@ -64,7 +83,7 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, _work: &mut Work, ou
         let verdict = match kept.as_deref().and_then(|k| k.get(2 * i as usize..2 * i as usize + 2)) {
             Some(&[0, _]) => None,
             Some(&[code, entry]) => Some((code, Some(entry).filter(|&e| e != u32::MAX))),
-            _ => hidden_because(image, &doc, &req, &leaf, tool),
+            _ => hidden_because(image, &doc, &req, &leaf, tool, stops),
         };
         if let Some((code, entry)) = verdict {
             if !first_item {
@@ -109,6 +128,17 @@ fn hide_all(image: &Image<'_>, out: &mut Out<'_>, code: u32) {
     out.write(b"]}");
 }
 
+/// A listing's entry for a stop of `strength` at `mandate`: `stop` for a bare name, else `stop (LEVEL)`.
+fn stop_entry(mandate: &Mandate, strength: u32) -> u32 {
+    match strength {
+        0 => mandate.stop_entry,
+        1 => mandate.pause_entry,
+        2 => mandate.cancel_entry,
+        3 => mandate.revoke_entry,
+        _ => mandate.quarantine_entry,
+    }
+}
+
 /// The lowest-ranked of the entries offered: among several clauses giving the same reason, the one a decision
 /// would list first.
 #[derive(Default)]
@@ -137,6 +167,7 @@ fn hidden_because(
     req: &Request,
     leaf: &Mandate,
     tool_index: u32,
+    stops: Option<&[u32]>,
 ) -> Option<(u32, Option<u32>)> {
     let tool: Tool = image.tool(tool_index);
     if tool.flags & image::TOOL_ADMINISTERS_MANDATES != 0 {
@@ -155,8 +186,13 @@ fn hidden_because(
             Some((_, entry)) => expired.offer(image, entry),
             None => {}
         }
-        if is_stopped(image, doc, &mandate, &tool, req) {
-            stopped.offer(image, mandate.stop_entry);
+        let side_effects = tool.flags & image::TOOL_SIDE_EFFECTS != 0;
+        let found = match stops {
+            Some(stops) => stops.get(2 * p as usize + usize::from(!side_effects)).copied().filter(|&e| e != u32::MAX),
+            None => stop_at(image, doc, &mandate, &tool, req).map(|s| stop_entry(&mandate, s.strength)),
+        };
+        if let Some(entry) = found {
+            stopped.offer(image, entry);
         }
         if level_exceeded(&mandate, &tool) {
             level.offer(image, mandate.level_entry);

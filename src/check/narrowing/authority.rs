@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use super::formula::{and, is, lit, or, Model, Var, Vars, F};
 use crate::check::sat::for_level;
-use crate::ir::{Atom, Attr, Binding, Cond, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
+use crate::ir::{Atom, Attr, Binding, Cond, Mandate, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
 use crate::syntax::ast::{CompareOp, FactVersion};
 use crate::value::{Decimal, DECIMAL_SCALE};
 
@@ -21,8 +21,9 @@ pub struct Side<'p> {
     pub program: &'p Program,
     /// The mandates whose clauses apply, root first (a sub-mandate standing alone: just itself).
     pub chain: Vec<MandateId>,
-    /// The subjects the leaf accepts; `None` when the holder is not compared.
-    pub holders: Option<&'p [String]>,
+    /// The mandate whose holders (ids and `under` prefixes) the leaf accepts; `None` when the holder is not
+    /// compared.
+    pub holders: Option<&'p Mandate>,
     /// The mandate names an approval may name to count on this side.
     pub approval_names: Vec<String>,
 }
@@ -77,10 +78,13 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
         let present = enc.vars.id(Var::Present(scopes));
         push(and([is(present, true), any]), Origin::Scopes);
     }
-    if let Some(holders) = side.holders {
+    if let Some(holder) = side.holders {
+        // `subject.id in [ids] or subject.id under p …`: decidable like any `under` condition (`sat`'s prefixes).
         let subject = enc.vars.id(Var::Value(Attr::SubjectId, Type::String));
-        let holders = holders.iter().map(|h| Value::String(h.clone())).collect();
-        push(lit(subject, Test::In(holders)), Origin::Holder);
+        let ids: Vec<Value> = holder.holders.iter().map(|h| Value::String(h.clone())).collect();
+        let exact = (!ids.is_empty()).then(|| lit(subject, Test::In(ids)));
+        let patterns = holder.holder_prefixes.iter().map(|p| lit(subject, Test::Under(p.clone())));
+        push(or(exact.into_iter().chain(patterns)), Origin::Holder);
     }
     for &m in &side.chain {
         let mandate = &program.mandates[m];

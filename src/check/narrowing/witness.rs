@@ -114,7 +114,10 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
         Some((Value::String(s), _)) => s,
         _ => program
             .mandate(shape.mandate)
-            .and_then(|m| program.mandates[m].holders.first().cloned())
+            .and_then(|m| {
+                let m = &program.mandates[m];
+                m.holders.first().cloned().or_else(|| m.holder_prefixes.first().map(|p| format!("{p}agent")))
+            })
             .unwrap_or_default(),
     };
 
