@@ -250,9 +250,29 @@ impl Binding {
     pub const ALL: [Binding; 4] = [Binding::Tool, Binding::Target, Binding::Arguments, Binding::Manifest];
 }
 
+/// Who may grant an approval kind (`approved by`): an approval whose `approved_by` is none of these never satisfies a
+/// gate of the kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Approvers {
+    /// `principal`: the principal of the gate's mandate chain.
+    pub principal: bool,
+    pub ids: Vec<String>,
+    /// `under "prefix"`: every identity that starts with it (with `under`'s path rules, as for holders).
+    pub prefixes: Vec<String>,
+}
+
+impl Approvers {
+    /// Whether `identity` may grant the kind in a chain whose principal is `principal`.
+    pub fn admit(&self, identity: &str, principal: &str) -> bool {
+        (self.principal && identity == principal) || crate::eval::holds(&self.ids, &self.prefixes, identity)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ApprovalKind {
     pub name: String,
+    /// `approved by …`; `None`: anyone may grant it.
+    pub approvers: Option<Approvers>,
     pub binds: Vec<Binding>,
     pub ttl: u64,
     pub single_use: bool,

@@ -253,6 +253,41 @@ fn an_approved_call_is_allowed_once_and_a_changed_argument_escalates_again() {
 }
 
 #[test]
+fn only_the_approvers_a_kind_names_answer_and_the_decision_says_who_approved() {
+    const SPEND: &str = r#"
+approval spend {
+  binds tool, target
+  ttl 1h
+  approved by "user:cfo", under "role:finance/"
+}
+
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow make_payment
+  require approval spend for make_payment
+}
+"#;
+    let s = setup("approvers", &examples::compile(&[("shop.remit".into(), SPEND.into())]));
+    let escalated = s.gateway.decide(&gated_payment());
+    let request = escalated.access_request.clone().expect("an access request");
+    // The principal is not among the kind's approvers: neither sees it nor answers it; the CFO and finance do.
+    let pending = s.gateway.access_requests(None).unwrap();
+    let addressed = |who: &str| pending.iter().filter(|r| s.gateway.may_answer(r, who)).count();
+    assert_eq!((addressed("user:alice"), addressed("user:cfo"), addressed("role:finance/lea")), (0, 1, 1));
+    assert_eq!(addressed("role:finance/../ceo"), 0, "under's path rules");
+    assert!(matches!(
+        s.gateway.approve(&request.id, "user:alice"),
+        Err(remit::gateway::core::ActionError::Forbidden(_))
+    ));
+    let minted = s.gateway.approve(&request.id, "role:finance/lea").unwrap();
+    assert_eq!(minted[0].approver, "role:finance/lea");
+    let allowed = s.gateway.decide(&gated_payment());
+    assert!(allowed.allowed(), "{}", allowed.decision);
+    let used = &decision(&allowed)["approvals"];
+    assert_eq!(used, &json!([{"id": minted[0].id, "kind": "spend", "approved_by": "role:finance/lea"}]));
+}
+
+#[test]
 fn stops_and_facts_come_from_the_store() {
     let s = setup("stops", &examples::program("wallet"));
     assert!(s.gateway.decide(&payment("20.00 USD", "op-1")).allowed());

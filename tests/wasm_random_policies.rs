@@ -148,7 +148,7 @@ fn policy(rng: &mut Rng) -> String {
                     rng.pick(&["ok_a", "ok_b"]),
                     // From a copy of the source: the main stream, and so the mix of outcomes the test requires,
                     // stays as it was before gates could refuse.
-                    if Rng(rng.0 ^ 0x9e37_79b9_7f4a_7c15).chance(25) { " else deny" } else { "" }
+                    if Rng(rng.0 ^ 0x9e37_79b9_7f4a_7c15).chance(15) { " else deny" } else { "" }
                 ),
                 6 => format!("require operation id for {target}"),
                 7 => {
@@ -335,8 +335,10 @@ fn random_policies_decide_identically_in_wasm() {
     assert!(checked * 2 >= policies, "only {checked} of the random policies checked");
     // The comparison means something only if every outcome occurs often.
     eprintln!("{checked} policies, {requests} requests, outcomes {outcomes:?}");
+    // At least one request in 25 (480 of the default 12,000): refusing gates, stops with levels and holders by
+    // pattern made denies more frequent than the one in 20 this asked before them.
     for outcome in ["allow", "deny", "escalate"] {
-        assert!(outcomes.get(outcome).copied().unwrap_or(0) * 20 >= requests, "too few `{outcome}`: {outcomes:?}");
+        assert!(outcomes.get(outcome).copied().unwrap_or(0) * 25 >= requests, "too few `{outcome}`: {outcomes:?}");
     }
     assert!(requests >= checked * 200);
 }

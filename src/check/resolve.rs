@@ -311,8 +311,24 @@ impl Checker<'_> {
         if a.ttl.is_none() {
             self.error(err::missing_ttl(&a.name.text, a.name.span));
         }
+        let approvers = a.approvers.as_ref().map(|list| {
+            let mut approvers = ir::Approvers::default();
+            for approver in list {
+                match approver {
+                    ast::Approver::Principal => approvers.principal = true,
+                    ast::Approver::Id(id) => approvers.ids.push(id.clone()),
+                    ast::Approver::Under(prefix) => approvers.prefixes.push(prefix.clone()),
+                }
+            }
+            approvers.ids.sort();
+            approvers.ids.dedup();
+            approvers.prefixes.sort();
+            approvers.prefixes.dedup();
+            approvers
+        });
         ir::ApprovalKind {
             name: a.name.text.clone(),
+            approvers,
             binds,
             ttl: a.ttl.map_or(0, |(t, _)| t),
             single_use: a.single_use,

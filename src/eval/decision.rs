@@ -89,6 +89,8 @@ pub enum Refusal {
     TtlPassed,
     /// The first binding (tool, target, arguments, manifest) whose value differs from the call's.
     BindingMismatch(crate::ir::Binding),
+    /// Granted by no one the kind's `approved by` admits (or by no one named).
+    WrongApprover,
     /// Issued under a mandate that is not the gate's or an ancestor of it.
     WrongMandate,
 }
@@ -102,6 +104,7 @@ impl Refusal {
             Refusal::Expired => "expired",
             Refusal::TtlPassed => "ttl-passed",
             Refusal::BindingMismatch(_) => "binding-mismatch",
+            Refusal::WrongApprover => "wrong-approver",
             Refusal::WrongMandate => "wrong-mandate",
         }
     }
@@ -114,6 +117,7 @@ impl Refusal {
             Refusal::Expired => err::APPROVAL_EXPIRED,
             Refusal::TtlPassed => err::APPROVAL_TTL_PASSED,
             Refusal::BindingMismatch(_) => err::APPROVAL_BINDING_MISMATCH,
+            Refusal::WrongApprover => err::APPROVAL_WRONG_APPROVER,
             Refusal::WrongMandate => err::APPROVAL_WRONG_MANDATE,
         }
     }
@@ -155,6 +159,29 @@ impl MissingApproval {
     }
 }
 
+/// A presented approval that satisfied a gate of an allowed call: who authorised it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UsedApproval {
+    pub id: String,
+    pub kind: String,
+    /// The approval's `approved_by`, when it has one.
+    pub approved_by: Option<String>,
+}
+
+impl UsedApproval {
+    fn write(&self, out: &mut String) {
+        out.push_str("{\"id\":");
+        write_string(out, &self.id);
+        out.push_str(",\"kind\":");
+        write_string(out, &self.kind);
+        if let Some(by) = &self.approved_by {
+            out.push_str(",\"approved_by\":");
+            write_string(out, by);
+        }
+        out.push('}');
+    }
+}
+
 /// What the gateway must do when it carries out an allowed call.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Obligation {
@@ -183,6 +210,8 @@ pub struct Decision {
     pub reasons: Vec<String>,
     pub rules: Vec<DecidingRule>,
     pub missing_approvals: Vec<MissingApproval>,
+    /// On an allow, the presented approvals that satisfied its gates (by id): who approved.
+    pub approvals: Vec<UsedApproval>,
     pub obligations: Vec<Obligation>,
     /// Mandate names, root first; empty when the decision came before the mandate was resolved.
     pub mandate_chain: Vec<String>,
@@ -204,6 +233,7 @@ impl Decision {
             reasons,
             rules: Vec::new(),
             missing_approvals: Vec::new(),
+            approvals: Vec::new(),
             obligations: Vec::new(),
             mandate_chain: Vec::new(),
             credential: None,
@@ -228,6 +258,8 @@ impl Decision {
         write_list(&mut out, &self.rules, DecidingRule::write);
         out.push_str(",\"missing_approvals\":");
         write_list(&mut out, &self.missing_approvals, MissingApproval::write);
+        out.push_str(",\"approvals\":");
+        write_list(&mut out, &self.approvals, UsedApproval::write);
         out.push_str(",\"obligations\":");
         write_list(&mut out, &self.obligations, |o, out| out.push_str(&o.to_json()));
         out.push_str(",\"mandate_chain\":");
@@ -292,6 +324,7 @@ mod tests {
                 manifest: None,
                 refused: vec![RefusedApproval { id: "apr-1".into(), refusal: Refusal::Expired }],
             }],
+            approvals: vec![],
             obligations: vec![],
             mandate_chain: vec!["wallet".into()],
             credential: Some("cred-7".into()),
@@ -303,7 +336,7 @@ mod tests {
             concat!(
                 r#"{"decision":"escalate","reasons":["approval.missing"],"#,
                 r#""rules":[{"mandate":"wallet","rule":"require approval commercial_terms","at":"wallet/policy.remit:14:3"}],"#,
-                r#""missing_approvals":[{"kind":"commercial_terms","mandate":"wallet","mandates":["wallet"],"tool":"pay","digest":"sha256:00","refused":[{"id":"apr-1","why":"expired"}]}],"#,
+                r#""missing_approvals":[{"kind":"commercial_terms","mandate":"wallet","mandates":["wallet"],"tool":"pay","digest":"sha256:00","refused":[{"id":"apr-1","why":"expired"}]}],"approvals":[],"#,
                 r#""obligations":[],"mandate_chain":["wallet"],"credential":"cred-7","escalate_to":"user:alice","policy":"sha256:ff"}"#
             )
         );
@@ -313,7 +346,7 @@ mod tests {
     fn malformed_decision_and_obligations() {
         assert_eq!(
             Decision::malformed("sha256:1").to_json(),
-            r#"{"decision":"deny","reasons":["request.malformed"],"rules":[],"missing_approvals":[],"obligations":[],"mandate_chain":[],"credential":null,"escalate_to":null,"policy":"sha256:1"}"#
+            r#"{"decision":"deny","reasons":["request.malformed"],"rules":[],"missing_approvals":[],"approvals":[],"obligations":[],"mandate_chain":[],"credential":null,"escalate_to":null,"policy":"sha256:1"}"#
         );
         let obligations = [
             Obligation::ConsumeApproval("apr-\"1".into()),

@@ -29,6 +29,7 @@ pub const APPROVAL_NOT_YET_VALID: &str = "approval.not-yet-valid";
 pub const APPROVAL_EXPIRED: &str = "approval.expired";
 pub const APPROVAL_TTL_PASSED: &str = "approval.ttl-passed";
 pub const APPROVAL_BINDING_MISMATCH: &str = "approval.binding-mismatch";
+pub const APPROVAL_WRONG_APPROVER: &str = "approval.wrong-approver";
 pub const APPROVAL_WRONG_MANDATE: &str = "approval.wrong-mandate";
 pub const ALLOWED: &str = "rule.allowed";
 

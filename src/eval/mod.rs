@@ -16,7 +16,9 @@ mod visible;
 
 use serde_json::{Map, Value as Json};
 
-pub use decision::{DecidingRule, Decision, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval};
+pub use decision::{
+    DecidingRule, Decision, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, UsedApproval,
+};
 pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
 // The wasm backend writes the same JSON, so it shares the writers.
@@ -111,7 +113,9 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// clauses. The `refused` lists of missing approvals add one more: an entry names a distinct presented approval
 /// (missing approvals are one per kind, an approval has one kind, and repeats of an id are written once) and is shorter
 /// than that approval's JSON (an entry is its id and at most 49 bytes, a usable approval its id, kind, mandate and two
-/// timestamps: more than 90). A listing writes only static text (a stop by its level: `stop (LEVEL)`).
+/// timestamps: more than 90). An allow's `approvals` add one more: the id and `approved_by` of each approval that
+/// satisfied a gate, written once per id (the ids are written a second time there, hence a `MAX_INPUT` of its own).
+/// A listing writes only static text (a stop by its level: `stop (LEVEL)`).
 pub fn output_limit(program: &Program) -> usize {
     let input = crate::json::MAX_INPUT;
     let json_len = |s: &str| {
@@ -150,8 +154,9 @@ pub fn output_limit(program: &Program) -> usize {
             fixed += match &rule.kind {
                 // `{"kind":…,"mandate":…,"mandates":[…],"tool":…,"digest":"sha256:…"}` and the keys of target and
                 // manifest: a gate's mandate is in its kind's `mandates` once, and `mandate` at most once.
+                // And an allow's `{"id":…,"kind":…,"approved_by":…}` of the approval that satisfied it.
                 RuleKind::Gate { approval, .. } => {
-                    json_len(&program.approvals[*approval].name) + 2 * json_len(&mandate.name) + longest_tool + 180
+                    2 * json_len(&program.approvals[*approval].name) + 2 * json_len(&mandate.name) + longest_tool + 220
                 }
                 RuleKind::Budget { name, .. } => json_len(name) + 48,
                 _ => 0,
@@ -176,7 +181,7 @@ pub fn output_limit(program: &Program) -> usize {
         })
         .max()
         .unwrap_or(0);
-    let decision = fixed.saturating_add(repeats.saturating_add(2).saturating_mul(input));
+    let decision = fixed.saturating_add(repeats.saturating_add(3).saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
     decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
 }
@@ -241,6 +246,8 @@ struct Tally {
     missing: Vec<(usize, MissingApproval)>,
     /// Single-use approvals that satisfied a gate.
     consumed: Vec<String>,
+    /// Every approval that satisfied a gate.
+    used: Vec<UsedApproval>,
     /// Budgets that apply to the call.
     counters: Vec<String>,
 }
@@ -310,6 +317,10 @@ impl Tally {
                             if kind.single_use {
                                 self.consumed.push(id.clone());
                             }
+                            // Identical duplicates are one approval: any of them says who approved.
+                            let approved_by =
+                                req.approvals.iter().find(|a| &a.id == id).and_then(|a| a.approved_by.clone());
+                            self.used.push(UsedApproval { id: id.clone(), kind: kind.name.clone(), approved_by });
                             self.granted.push(entry());
                             continue;
                         }
@@ -383,6 +394,7 @@ impl Tally {
                 decision.outcome = Outcome::Allow;
                 decision.reasons = vec![err::ALLOWED.to_string()];
                 decision.rules = sorted_rules(self.granted);
+                decision.approvals = sorted(self.used);
                 let mut obligations: Vec<Obligation> =
                     self.consumed.into_iter().map(Obligation::ConsumeApproval).collect();
                 if let Some(id) = req.operation_id.as_ref().filter(|id| !id.is_empty()) {
@@ -580,6 +592,11 @@ fn refusal(
         Refusal::TtlPassed
     } else if let Some(binding) = unbound.next() {
         Refusal::BindingMismatch(binding)
+    } else if kind.approvers.as_ref().is_some_and(|approvers| {
+        let principal = issuers.first().map_or("", |&root| program.mandates[root].principal.as_str());
+        !approval.approved_by.as_deref().is_some_and(|by| approvers.admit(by, principal))
+    }) {
+        Refusal::WrongApprover
     } else if !issuers.iter().any(|&m| program.mandates[m].name == approval.mandate) {
         Refusal::WrongMandate
     } else {

@@ -75,6 +75,8 @@ pub(crate) struct Approval {
     pub digest: Option<String>,
     pub manifest: Option<String>,
     pub consumed: bool,
+    /// Who granted it (blank: absent); checked against the kind's `approved by`.
+    pub approved_by: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -360,8 +362,19 @@ fn integer(value: &Json) -> Option<Decimal> {
 }
 
 /// The fields a presented approval has: two approvals with the same id are the same approval only if these are equal.
-const APPROVAL_FIELDS: [&str; 10] =
-    ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest", "consumed"];
+const APPROVAL_FIELDS: [&str; 11] = [
+    "id",
+    "kind",
+    "mandate",
+    "issued_at",
+    "expires_at",
+    "tool",
+    "target",
+    "digest",
+    "manifest",
+    "consumed",
+    "approved_by",
+];
 
 /// The well-formed approvals whose id no other presented approval contradicts. Two approvals with the same `id`
 /// are one approval only if both are well formed and every field is equal (as JSON values, an absent field equal
@@ -413,5 +426,6 @@ fn approval(value: &Json) -> Option<Approval> {
         digest: optional("digest").ok()?,
         manifest: optional("manifest").ok()?.filter(|m| !is_blank(m)),
         consumed,
+        approved_by: optional("approved_by").ok()?.filter(|a| !is_blank(a)),
     })
 }

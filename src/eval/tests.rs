@@ -240,6 +240,7 @@ pub(crate) fn program() -> Program {
     sources.add("policy.remit", POLICY);
     let approvals = vec![
         ApprovalKind {
+            approvers: None,
             name: "commercial_terms".into(),
             binds: vec![Binding::Tool, Binding::Target, Binding::Arguments],
             ttl: 3600,
@@ -249,6 +250,7 @@ pub(crate) fn program() -> Program {
             ttl_span: span("approval commercial_terms"),
         },
         ApprovalKind {
+            approvers: None,
             name: "human_publication".into(),
             binds: vec![Binding::Manifest],
             ttl: 86_400,
@@ -356,7 +358,7 @@ fn a_call_every_mandate_grants_is_allowed_with_its_obligations() {
             // By mandate name, then rule text: never by position.
             r#"{"mandate":"groceries","rule":"allow pay","at":"policy.remit:24:3"},"#,
             r#"{"mandate":"wallet","rule":"allow any tool","at":"policy.remit:14:3"}],"#,
-            r#""missing_approvals":[],"obligations":["#,
+            r#""missing_approvals":[],"approvals":[],"obligations":["#,
             r#"{"kind":"increment-counter","counter":"pay_per_op"},{"kind":"record-operation","id":"op-1"}],"#,
             r#""mandate_chain":["wallet","groceries"],"credential":"cred-7","escalate_to":null,"policy":"sha256:test"}"#
         )

@@ -1358,13 +1358,28 @@ impl Gateway {
         if request.expires_at <= now {
             return Err(ActionError::Conflict(format!("access request `{id}` expired")));
         }
-        if request.principal.as_deref().is_some_and(|p| p != by) {
+        if !self.may_answer(&request, by) {
             return Err(ActionError::Forbidden(format!(
-                "access request `{id}` is for `{}`, not `{by}`",
+                "access request `{id}` is for `{}` or the approvers its approval kinds name, not `{by}`",
                 request.principal.as_deref().unwrap_or("")
             )));
         }
         Ok(request)
+    }
+
+    /// Whether `identity` may answer `request`: it waits for approvals and `identity` may grant every one of them
+    /// (`approved by`; without it, the principal), or it waits for none and `identity` is its principal.
+    pub fn may_answer(&self, request: &AccessRequest, identity: &str) -> bool {
+        let principal = request.principal.as_deref().unwrap_or("");
+        let missing = request.missing_approvals.as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if missing.is_empty() {
+            return identity == principal;
+        }
+        let meta = &self.policy().meta;
+        missing.iter().all(|m| {
+            let kind = m.get("kind").and_then(Json::as_str).unwrap_or("");
+            meta.approval(kind).is_some_and(|k| k.answerable_by(identity, principal))
+        })
     }
 
     /// Sets (`active`) or clears the stop of a mandate; it applies to every decision that starts after this returns.
@@ -1486,6 +1501,8 @@ fn presented(a: &StoredApproval) -> Json {
         }
     }
     map.insert("consumed".into(), a.consumed.into());
+    // Who answered the access request: what a kind's `approved by` checks.
+    map.insert("approved_by".into(), a.approver.clone().into());
     Json::Object(map)
 }
 

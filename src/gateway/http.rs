@@ -490,7 +490,7 @@ async fn inbox_list(State(app): Shared, headers: HeaderMap) -> Response {
     let who = identity.clone();
     let list = blocking(move || {
         let requests = gateway.access_requests(None)?;
-        Ok(requests.into_iter().filter(|r| r.principal.as_deref() == Some(who.as_str())).collect::<Vec<_>>())
+        Ok(requests.into_iter().filter(|r| gateway.may_answer(r, &who)).collect::<Vec<_>>())
     })
     .await;
     match list {
@@ -512,7 +512,7 @@ async fn inbox_one(State(app): Shared, headers: HeaderMap, Path(id): Path<String
     let gateway = app.gateway.clone();
     let found = blocking(move || Ok(gateway.access_request(&id)?)).await;
     match found {
-        Ok(Some(request)) if request.principal.as_deref() == Some(identity.as_str()) => {
+        Ok(Some(request)) if app.gateway.may_answer(&request, &identity) => {
             json_response(StatusCode::OK, serde_json::to_string(&request).expect("serializes"))
         }
         Ok(_) => error(StatusCode::NOT_FOUND, "inbox.not-found", "no such access request for you"),
@@ -534,7 +534,7 @@ async fn inbox_explanation(State(app): Shared, headers: HeaderMap, Path(id): Pat
     let gateway = app.gateway.clone();
     let explained = tokio::task::spawn_blocking(move || {
         let request = match gateway.access_request(&id) {
-            Ok(Some(request)) if request.principal.as_deref() == Some(identity.as_str()) => request,
+            Ok(Some(request)) if app.gateway.may_answer(&request, &identity) => request,
             Ok(_) => return Err(error(StatusCode::NOT_FOUND, "inbox.not-found", "no such access request for you")),
             Err(e) => return Err(error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, e.to_string())),
         };

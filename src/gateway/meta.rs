@@ -57,6 +57,32 @@ pub struct ApprovalMeta {
     /// Seconds.
     pub ttl: u64,
     pub single_use: bool,
+    /// `approved by`: who may grant it (`principal`, ids, `under` prefixes); absent: the principal answers, as before
+    /// approvers could be named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<ApproversMeta>,
+}
+
+/// [`crate::ir::Approvers`] as the gateway keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApproversMeta {
+    #[serde(default)]
+    pub principal: bool,
+    #[serde(default)]
+    pub ids: Vec<String>,
+    #[serde(default)]
+    pub prefixes: Vec<String>,
+}
+
+impl ApprovalMeta {
+    /// Whether `identity` may answer for this kind in a chain of `principal`: one its `approved by` admits, or,
+    /// without `approved by`, the principal.
+    pub fn answerable_by(&self, identity: &str, principal: &str) -> bool {
+        match &self.approvers {
+            None => identity == principal,
+            Some(a) => (a.principal && identity == principal) || crate::eval::holds(&a.ids, &a.prefixes, identity),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +116,11 @@ impl PolicyMeta {
                 binds: a.binds.iter().map(|b| b.name().to_string()).collect(),
                 ttl: a.ttl,
                 single_use: a.single_use,
+                approvers: a.approvers.as_ref().map(|a| ApproversMeta {
+                    principal: a.principal,
+                    ids: a.ids.clone(),
+                    prefixes: a.prefixes.clone(),
+                }),
             })
             .collect();
         let mut budgets = Vec::new();
@@ -198,7 +229,13 @@ mod tests {
                 holder_prefixes: vec!["agent:club/".into()],
                 chain: vec!["m".into()],
             }],
-            approvals: vec![ApprovalMeta { kind: "k".into(), binds: vec!["tool".into()], ttl: 900, single_use: true }],
+            approvals: vec![ApprovalMeta {
+                kind: "k".into(),
+                binds: vec!["tool".into()],
+                ttl: 900,
+                single_use: true,
+                approvers: Some(ApproversMeta { principal: true, ids: vec!["user:cfo".into()], prefixes: vec![] }),
+            }],
             budgets: vec![BudgetMeta { mandate: "m".into(), name: "b".into(), max: 2, window: "hour".into() }],
             targets: vec![TargetMeta { tool: "read_file".into(), argument: "path".into() }],
         };

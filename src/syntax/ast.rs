@@ -78,6 +78,17 @@ pub struct ApprovalDecl {
     pub binds_span: Option<Span>,
     pub ttl: Option<(u64, Span)>,
     pub single_use: bool,
+    /// `approved by …`: who may grant it; `None` when not written (anyone).
+    pub approvers: Option<Vec<Approver>>,
+}
+
+/// One entry of `approved by`: the principal of the mandate chain, an identity, or (`under`) every identity that
+/// starts with a prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approver {
+    Principal,
+    Id(String),
+    Under(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -290,7 +290,8 @@ impl Lower {
 
     fn approval(&mut self, mut inner: pest::iterators::Pairs<'_, Rule>) -> Decl {
         let name = self.name(inner.next().expect("approval name"));
-        let mut decl = ApprovalDecl { name, binds: Vec::new(), binds_span: None, ttl: None, single_use: false };
+        let mut decl =
+            ApprovalDecl { name, binds: Vec::new(), binds_span: None, ttl: None, single_use: false, approvers: None };
         for clause in inner {
             match clause.as_rule() {
                 Rule::binds_clause => {
@@ -307,6 +308,19 @@ impl Lower {
                     }
                 }
                 Rule::single_use_clause => decl.single_use = true,
+                Rule::approved_by_clause => {
+                    let approvers = decl.approvers.get_or_insert_with(Vec::new);
+                    for item in clause.into_inner() {
+                        approvers.push(match item.as_rule() {
+                            Rule::approver_principal => Approver::Principal,
+                            Rule::holder_under => {
+                                let prefix = item.into_inner().find(|p| p.as_rule() == Rule::string).expect("a prefix");
+                                Approver::Under(self.string(prefix).0)
+                            }
+                            _ => Approver::Id(self.string(item).0),
+                        });
+                    }
+                }
                 other => unreachable!("not an approval clause: {other:?}"),
             }
         }

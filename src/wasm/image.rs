@@ -277,6 +277,11 @@ impl<'p> Writer<'p> {
             let (name_json_off, name_json_len) = self.json(&kind.name);
             let (ttl_lo, ttl_hi) = rec::split64(kind.ttl as i64);
             let binds = kind.binds.iter().map(|b| binding_bit(*b)).fold(0, |a, b| a | b);
+            let none = crate::ir::Approvers::default();
+            let approvers = kind.approvers.as_ref().unwrap_or(&none);
+            let (approver_ids_off, approver_ids_count) = self.strs(approvers.ids.iter().map(|s| s.as_bytes()));
+            let (approver_prefixes_off, approver_prefixes_count) =
+                self.strs(approvers.prefixes.iter().map(|s| s.as_bytes()));
             kinds.push(rec::Kind {
                 name_off,
                 name_len,
@@ -287,6 +292,12 @@ impl<'p> Writer<'p> {
                 ttl_lo,
                 ttl_hi,
                 single_use: u32::from(kind.single_use),
+                approvers: u32::from(kind.approvers.is_some()),
+                approver_principal: u32::from(approvers.principal),
+                approver_ids_off,
+                approver_ids_count,
+                approver_prefixes_off,
+                approver_prefixes_count,
             });
         }
         h.kinds_off = self.reserve(rec::Kind::SIZE, kinds.len());

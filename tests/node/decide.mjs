@@ -58,7 +58,7 @@ for (const path of requestPaths) {
     process.stderr.write(`${path}: trap: ${error}\n`);
     const deny = visible
       ? `{"visible":[],"hidden":[],"error":"runtime.trap"}`
-      : `{"decision":"deny","reasons":["runtime.trap"],"rules":[],"missing_approvals":[],"obligations":[],` +
+      : `{"decision":"deny","reasons":["runtime.trap"],"rules":[],"missing_approvals":[],"approvals":[],"obligations":[],` +
         `"mandate_chain":[],"credential":null,"escalate_to":null,"policy":${escape(info.policy)}}`;
     out.push(Buffer.from(deny, "utf8"));
     exports = await instantiate();

@@ -35,6 +35,8 @@ pub struct Work {
     pub order: [u32; MAX_DECIDING],
     /// Tokens of the approval ids a decision consumes.
     pub consumed: [u32; MAX_DECIDING],
+    /// The approvals that satisfied gates, as `(id token, approved_by token or NONE, kind index)` triples.
+    pub used: [u32; 3 * MAX_DECIDING],
     /// Counter ranks of the budgets that apply.
     pub counters: [u32; MAX_DECIDING],
     /// The stop objects that refuse the call, one per mandate of the chain at most: `(mandate index, id token,
@@ -54,6 +56,7 @@ impl Work {
         gates: [0; 2 * MAX_DECIDING],
         order: [0; MAX_DECIDING],
         consumed: [0; MAX_DECIDING],
+        used: [0; 3 * MAX_DECIDING],
         counters: [0; MAX_DECIDING],
         stops: [0; 3 * MAX_DECIDING],
         approvals: [Approval::EMPTY; MAX_DECIDING],
@@ -173,7 +176,7 @@ pub fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u
 fn write_deny(out: &mut Out<'_>, codes: u32, chain_json: &[u8], credential: Option<(&Doc<'_>, u32)>, policy: &[u8]) {
     out.write(b"{\"decision\":\"deny\",\"reasons\":");
     err::write_codes(out, codes);
-    out.write(b",\"rules\":[],\"missing_approvals\":[],\"obligations\":[],\"mandate_chain\":");
+    out.write(b",\"rules\":[],\"missing_approvals\":[],\"approvals\":[],\"obligations\":[],\"mandate_chain\":");
     out.write(chain_json);
     write_credential(out, credential);
     out.write(b",\"escalate_to\":null,\"policy\":");
@@ -201,6 +204,7 @@ struct Tally<'w> {
     gates: List<'w>,
     order: &'w mut [u32],
     consumed: List<'w>,
+    used: List<'w>,
     counters: List<'w>,
     stops: List<'w>,
     /// The first usable approvals, read when the first gate needs them (`Work::approvals`).
@@ -225,6 +229,7 @@ impl<'w> Tally<'w> {
             gates: List::new(&mut work.gates),
             order: &mut work.order,
             consumed: List::new(&mut work.consumed),
+            used: List::new(&mut work.used),
             counters: List::new(&mut work.counters),
             stops: List::new(&mut work.stops),
             approvals: &mut work.approvals,
@@ -395,10 +400,13 @@ impl<'w> Tally<'w> {
             // down the chain, never up.
             // Each refusal's code joins `approval.missing`, with the gate's outcome.
             match self.chosen_approval(image, doc, req, call, &kind, leaf, position, usable, spare) {
-                Ok(id) => {
+                Ok(approval) => {
                     if kind.single_use != 0 {
-                        self.consumed.push(id);
+                        self.consumed.push(approval.id);
                     }
+                    self.used.push(approval.id);
+                    self.used.push(approval.approved_by.unwrap_or(NONE));
+                    self.used.push(rule.kind_index);
                     self.granted.push(rule.entry);
                 }
                 // `else deny`: refused, and nothing for the principal's queue.
@@ -426,12 +434,12 @@ impl<'w> Tally<'w> {
         position: u32,
         usable: &[u32],
         spare: &mut [u32],
-    ) -> Result<u32, u32> {
+    ) -> Result<Approval, u32> {
         if kind.binds & image::BINDS_ARGUMENTS != 0 && self.digest.is_none() {
             self.digest = Some(digest(image, doc, call, spare));
         }
         let name = image.str(kind.name_off, kind.name_len);
-        let mut chosen: Option<u32> = None;
+        let mut chosen: Option<Approval> = None;
         let mut refused = 0;
         for i in 0..usable.len() {
             let approval = match usable_approval(self.approvals, doc, usable, i) {
@@ -443,8 +451,8 @@ impl<'w> Tally<'w> {
                 continue;
             }
             chosen = match chosen {
-                Some(best) if doc.text_cmp(best, approval.id) != Ordering::Greater => Some(best),
-                _ => Some(approval.id),
+                Some(best) if doc.text_cmp(best.id, approval.id) != Ordering::Greater => Some(best),
+                _ => Some(approval),
             };
         }
         chosen.ok_or(refused)
@@ -482,6 +490,12 @@ impl<'w> Tally<'w> {
         out.write(b",\"missing_approvals\":");
         if escalates {
             self.write_missing(image, doc, req, call, leaf, keys, out);
+        } else {
+            out.write(b"[]");
+        }
+        out.write(b",\"approvals\":");
+        if self.deny_codes == 0 && !escalates {
+            self.write_used(image, doc, out);
         } else {
             out.write(b"[]");
         }
@@ -589,6 +603,43 @@ impl<'w> Tally<'w> {
             out.write(b",\"refused\":");
             let gate = Gate { kind: &kind, leaf, position: top_position };
             write_refused(image, doc, req, call, &gate, self.approvals, usable, spare, self.digest.as_ref(), out);
+            out.byte(b'}');
+        }
+        out.byte(b']');
+    }
+
+    /// `approvals` of an allow: the approvals that satisfied its gates, by id without repeats (an id is one
+    /// approval: identical duplicates only), each with its kind and who approved it.
+    fn write_used(&mut self, image: &Image<'_>, doc: &Doc<'_>, out: &mut Out<'_>) {
+        let triples = self.used.slice();
+        let count = triples.len() / 3;
+        let field = |i: u32, k: usize| triples.get(3 * i as usize + k).copied().unwrap_or(NONE);
+        let order = self.order.get_mut(..count).unwrap_or(&mut []);
+        for (i, slot) in order.iter_mut().enumerate() {
+            *slot = i as u32;
+        }
+        heap_sort(order, |a, b| doc.text_cmp(field(a, 0), field(b, 0)) == Ordering::Less);
+        out.byte(b'[');
+        let mut last: Option<u32> = None;
+        for &i in order.iter() {
+            let id = field(i, 0);
+            if let Some(prev) = last {
+                if doc.text_eq(prev, id) {
+                    continue;
+                }
+                out.byte(b',');
+            }
+            last = Some(id);
+            let kind = image.kind(field(i, 2));
+            out.write(b"{\"id\":");
+            write_string_tok(out, doc, id);
+            out.write(b",\"kind\":");
+            out.write(image.str(kind.name_json_off, kind.name_json_len));
+            let by = field(i, 1);
+            if by != NONE {
+                out.write(b",\"approved_by\":");
+                write_string_tok(out, doc, by);
+            }
             out.byte(b'}');
         }
         out.byte(b']');
@@ -717,6 +768,27 @@ fn write_refused(
     }
     out.byte(b']');
 }
+
+/// Whether the kind's `approved by` admits the identity `by` (a string token) in the chain ending at `leaf`: its
+/// principal (the root's), one of its ids, or an identity under one of its prefixes (with `under`'s path rules).
+fn admits(image: &Image<'_>, doc: &Doc<'_>, kind: &Kind, leaf: &Mandate, by: u32) -> bool {
+    if kind.approver_principal != 0 {
+        let root = image.mandate(image.word(leaf.chain_off));
+        if doc.text_is(by, image.str(root.principal_text_off, root.principal_text_len)) {
+            return true;
+        }
+    }
+    if (0..kind.approver_ids_count).any(|i| doc.text_is(by, image.str_at(kind.approver_ids_off, i))) {
+        return true;
+    }
+    kind.approver_prefixes_count > 0
+        && !unsafe_path(doc.text(by))
+        && (0..kind.approver_prefixes_count)
+            .any(|i| starts_with(doc.text(by), image.str_at(kind.approver_prefixes_off, i)))
+}
+
+/// No token: an approval without `approved_by` in [`Work::used`].
+const NONE: u32 = u32::MAX;
 
 /// A gate: its approval kind, and its mandate as a position in the chain ending at `leaf`.
 struct Gate<'a> {
@@ -1002,6 +1074,9 @@ fn refusal(
         if kind.binds & binding != 0 && !bound {
             return Some(Refusal { code: err::APPROVAL_BINDING_MISMATCH, binding });
         }
+    }
+    if kind.approvers != 0 && !approval.approved_by.map_or(false, |by| admits(image, doc, kind, leaf, by)) {
+        return refused(err::APPROVAL_WRONG_APPROVER);
     }
     let in_chain = (0..=position).any(|p| {
         let m = image.word(leaf.chain_off.wrapping_add(4 * p));

@@ -5,13 +5,14 @@
 use crate::Sink;
 
 /// Every code, in byte order: bit `i` of a code set is `CODES[i]`.
-pub const CODES: [&str; 29] = [
+pub const CODES: [&str; 30] = [
     "approval.binding-mismatch",
     "approval.consumed",
     "approval.expired",
     "approval.missing",
     "approval.not-yet-valid",
     "approval.ttl-passed",
+    "approval.wrong-approver",
     "approval.wrong-mandate",
     "budget.exhausted",
     "credential.scope-missing",
@@ -43,29 +44,30 @@ pub const APPROVAL_EXPIRED: u32 = 1 << 2;
 pub const APPROVAL_MISSING: u32 = 1 << 3;
 pub const APPROVAL_NOT_YET_VALID: u32 = 1 << 4;
 pub const APPROVAL_TTL_PASSED: u32 = 1 << 5;
-pub const APPROVAL_WRONG_MANDATE: u32 = 1 << 6;
-pub const BUDGET_EXHAUSTED: u32 = 1 << 7;
-pub const SCOPE_MISSING: u32 = 1 << 8;
-pub const DECISION_OVERSIZE: u32 = 1 << 9;
-pub const FACT_STALE: u32 = 1 << 10;
-pub const LEVEL_EXCEEDED: u32 = 1 << 11;
-pub const LIMIT_EXCEEDED: u32 = 1 << 12;
-pub const EXPIRED: u32 = 1 << 13;
-pub const NOT_YET_VALID: u32 = 1 << 14;
-pub const SELF_MODIFICATION: u32 = 1 << 15;
-pub const MANDATE_UNKNOWN: u32 = 1 << 16;
-pub const OPERATION_MISSING_ID: u32 = 1 << 17;
-pub const REQUEST_MALFORMED: u32 = 1 << 18;
-pub const REQUEST_MISSING_FIELD: u32 = 1 << 19;
-pub const REQUEST_OVERSIZE: u32 = 1 << 20;
-pub const UNDECLARED_ARGUMENT: u32 = 1 << 21;
-pub const ALLOWED: u32 = 1 << 22;
-pub const FORBIDDEN: u32 = 1 << 23;
-pub const UNMATCHED: u32 = 1 << 24;
-pub const SCOPE_OUTSIDE: u32 = 1 << 25;
-pub const STOP_ACTIVE: u32 = 1 << 26;
-pub const SUBJECT_NOT_HOLDER: u32 = 1 << 27;
-pub const TOOL_UNDECLARED: u32 = 1 << 28;
+pub const APPROVAL_WRONG_APPROVER: u32 = 1 << 6;
+pub const APPROVAL_WRONG_MANDATE: u32 = 1 << 7;
+pub const BUDGET_EXHAUSTED: u32 = 1 << 8;
+pub const SCOPE_MISSING: u32 = 1 << 9;
+pub const DECISION_OVERSIZE: u32 = 1 << 10;
+pub const FACT_STALE: u32 = 1 << 11;
+pub const LEVEL_EXCEEDED: u32 = 1 << 12;
+pub const LIMIT_EXCEEDED: u32 = 1 << 13;
+pub const EXPIRED: u32 = 1 << 14;
+pub const NOT_YET_VALID: u32 = 1 << 15;
+pub const SELF_MODIFICATION: u32 = 1 << 16;
+pub const MANDATE_UNKNOWN: u32 = 1 << 17;
+pub const OPERATION_MISSING_ID: u32 = 1 << 18;
+pub const REQUEST_MALFORMED: u32 = 1 << 19;
+pub const REQUEST_MISSING_FIELD: u32 = 1 << 20;
+pub const REQUEST_OVERSIZE: u32 = 1 << 21;
+pub const UNDECLARED_ARGUMENT: u32 = 1 << 22;
+pub const ALLOWED: u32 = 1 << 23;
+pub const FORBIDDEN: u32 = 1 << 24;
+pub const UNMATCHED: u32 = 1 << 25;
+pub const SCOPE_OUTSIDE: u32 = 1 << 26;
+pub const STOP_ACTIVE: u32 = 1 << 27;
+pub const SUBJECT_NOT_HOLDER: u32 = 1 << 28;
+pub const TOOL_UNDECLARED: u32 = 1 << 29;
 
 /// The request error's codes as a set.
 pub fn of_request(e: crate::request::RequestError) -> u32 {

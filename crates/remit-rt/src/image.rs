@@ -194,6 +194,13 @@ record! {
         binds,
         ttl_lo, ttl_hi,
         single_use,
+        /// 1 when the kind says `approved by` (only those it names may grant it), else 0 (anyone).
+        approvers,
+        /// 1 when `approved by` names the principal of the gate's chain.
+        approver_principal,
+        /// [`Str`] records: the identities and the `under` prefixes `approved by` names.
+        approver_ids_off, approver_ids_count,
+        approver_prefixes_off, approver_prefixes_count,
     }
 }
 

@@ -78,6 +78,8 @@ pub struct Approval {
     pub digest: Option<u32>,
     pub manifest: Option<u32>,
     pub consumed: bool,
+    /// Who granted it (blank: absent).
+    pub approved_by: Option<u32>,
 }
 
 impl Approval {
@@ -93,6 +95,7 @@ impl Approval {
         digest: None,
         manifest: None,
         consumed: false,
+        approved_by: None,
     };
 }
 
@@ -458,7 +461,7 @@ fn integer(doc: &Doc<'_>, tok: u32) -> Option<i128> {
 }
 
 /// The fields a presented approval has: two approvals with the same id are the same approval only if these are equal.
-const APPROVAL_FIELDS: [Key<'static>; 10] = [
+const APPROVAL_FIELDS: [Key<'static>; 11] = [
     ID,
     Key::new(b"kind"),
     Key::new(b"mandate"),
@@ -469,6 +472,7 @@ const APPROVAL_FIELDS: [Key<'static>; 10] = [
     Key::new(b"digest"),
     Key::new(b"manifest"),
     Key::new(b"consumed"),
+    Key::new(b"approved_by"),
 ];
 
 /// The well-formed approvals among the items of the array `items` whose id no other presented approval
@@ -643,7 +647,7 @@ pub fn approval(doc: &Doc<'_>, item: u32) -> Option<Approval> {
         return None;
     }
     // One pass over the approval's keys.
-    let [id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, consumed] =
+    let [id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, consumed, approved_by] =
         doc.fields(Some(item), &APPROVAL_FIELDS);
     let required = |v: Option<u32>| v.filter(|&v| doc.token(v).kind() == STRING);
     // An optional field that is present must be a string; a wrongly typed one spoils the whole approval.
@@ -671,6 +675,7 @@ pub fn approval(doc: &Doc<'_>, item: u32) -> Option<Approval> {
         digest: optional(digest).ok()?,
         manifest: optional(manifest).ok()?.filter(|&m| !is_blank(doc, m)),
         consumed,
+        approved_by: optional(approved_by).ok()?.filter(|&a| !is_blank(doc, a)),
     })
 }
 

@@ -142,7 +142,7 @@ export class Policy {
   /** The deny a host makes itself (docs/abi.md), byte-identical to the Rust host's. */
   deny(reason: string): Uint8Array {
     return encoder.encode(
-      `{"decision":"deny","reasons":[${JSON.stringify(reason)}],"rules":[],"missing_approvals":[],` +
+      `{"decision":"deny","reasons":[${JSON.stringify(reason)}],"rules":[],"missing_approvals":[],"approvals":[],` +
         `"obligations":[],"mandate_chain":[],"credential":null,"escalate_to":null,"policy":${JSON.stringify(this.policy)}}`,
     );
   }

@@ -136,7 +136,7 @@ class Policy:
     def deny(self, reason: str) -> bytes:
         """The deny a host makes itself (docs/abi.md), byte-identical to `remit::runtime`'s."""
         return (
-            '{"decision":"deny","reasons":[' + json.dumps(reason) + '],"rules":[],"missing_approvals":[],'
+            '{"decision":"deny","reasons":[' + json.dumps(reason) + '],"rules":[],"missing_approvals":[],"approvals":[],'
             '"obligations":[],"mandate_chain":[],"credential":null,"escalate_to":null,"policy":'
             + json.dumps(self.policy, ensure_ascii=False)
             + "}"
