@@ -140,6 +140,7 @@ const STARTERS: &[&str] = &[
     "binds",
     "ttl",
     "single",
+    "approved",
 ];
 
 /// An open `{`, `(`, `[` or `set<`, and the indentation of the line that opened it.

@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 
 use super::formula::{and, is, lit, or, Model, Var, Vars, F};
 use crate::check::sat::for_level;
-use crate::ir::{Atom, Attr, Binding, Cond, Mandate, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
+use crate::ir::{
+    Approvers, Atom, Attr, Binding, Cond, Mandate, MandateId, Program, RuleKind, Test, ToolId, Type, Value,
+};
 use crate::syntax::ast::{CompareOp, FactVersion};
 use crate::value::{Decimal, DECIMAL_SCALE};
 
@@ -116,7 +118,9 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
                 RuleKind::Limit | RuleKind::Scope => push(enc.truth(&rule.condition), origin),
                 RuleKind::Gate { approval, .. } => {
                     let kind = &program.approvals[*approval];
-                    let approved = enc.approved(&kind.name, kind.ttl, &kind.binds, &side.approval_names);
+                    let principal = program.mandates[m].principal.as_str();
+                    let approvers = kind.approvers.as_ref().map(|a| (a, principal));
+                    let approved = enc.approved(&kind.name, kind.ttl, &kind.binds, &side.approval_names, approvers);
                     push(or([enc.falsity(&rule.condition), approved]), origin);
                 }
                 RuleKind::RequireOperationId => {
@@ -277,7 +281,15 @@ impl Encoder<'_> {
 
     /// An approval of kind `kind` that satisfies a gate: presented, issued under one of `names`, within its ttl,
     /// and matching every binding of the kind.
-    pub fn approved(&mut self, kind: &str, ttl: u64, binds: &[Binding], names: &[String]) -> F {
+    /// `approvers`: the kind's `approved by` and the chain's principal, when it says who grants it.
+    pub fn approved(
+        &mut self,
+        kind: &str,
+        ttl: u64,
+        binds: &[Binding],
+        names: &[String],
+        approvers: Option<(&Approvers, &str)>,
+    ) -> F {
         let presented = self.vars.id(Var::Approval(kind.to_string()));
         let age = self.vars.id(Var::ApprovalAge(kind.to_string()));
         let mandate = self.vars.id(Var::ApprovalMandate(kind.to_string()));
@@ -288,6 +300,16 @@ impl Encoder<'_> {
             lit(age, Test::Compare(CompareOp::Lt, Value::Duration(ttl))),
             lit(mandate, Test::In(names.iter().map(|n| Value::String(n.clone())).collect())),
         ];
+        if let Some((approvers, principal)) = approvers {
+            let by = self.vars.id(Var::ApprovalBy(kind.to_string()));
+            let mut named: Vec<Value> = approvers.ids.iter().map(|id| Value::String(id.clone())).collect();
+            if approvers.principal {
+                named.push(Value::String(principal.to_string()));
+            }
+            let mut admitted = vec![lit(by, Test::In(named))];
+            admitted.extend(approvers.prefixes.iter().map(|p| lit(by, Test::Under(p.clone()))));
+            parts.push(or(admitted));
+        }
         for &binding in binds {
             parts.push(is(self.vars.id(Var::ApprovalBound(kind.to_string(), binding)), true));
             match binding {

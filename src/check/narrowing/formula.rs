@@ -40,6 +40,8 @@ pub enum Var {
     ApprovalAge(String),
     /// The mandate that approval was issued under (it must be in the chain).
     ApprovalMandate(String),
+    /// Who granted that approval (`approved_by`; it must be one its kind's `approved by` admits).
+    ApprovalBy(String),
     /// The approval's field for this binding matches the call.
     ApprovalBound(String, Binding),
 }
@@ -50,7 +52,7 @@ impl Var {
         match self {
             Var::Value(_, Type::Money) => Type::Decimal,
             Var::Value(_, ty) => ty.clone(),
-            Var::Currency(_) | Var::ApprovalMandate(_) | Var::FactText(_) => Type::String,
+            Var::Currency(_) | Var::ApprovalMandate(_) | Var::ApprovalBy(_) | Var::FactText(_) => Type::String,
             Var::Fact(_) | Var::Counter(_) => Type::Int,
             Var::ApprovalAge(_) => Type::Duration,
             Var::Present(_)

@@ -158,6 +158,11 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                     "issued_at": format_timestamp(now.saturating_sub(age)),
                     "expires_at": format_timestamp(now.saturating_add(3600)),
                 });
+                if let Some(Value::String(by)) =
+                    find(&Var::ApprovalBy(kind.clone())).and_then(|a| model.get(a as usize))
+                {
+                    approval["approved_by"] = json!(by);
+                }
                 let tool_name =
                     if bound(Binding::Tool) { shape.tool.to_string() } else { format!("not-{}", shape.tool) };
                 approval["tool"] = json!(tool_name);
