@@ -327,6 +327,7 @@ fn expected_info(program: &remit::ir::Program) -> String {
     let mandates: Vec<&str> = program.mandates.iter().map(|m| m.name.as_str()).collect();
     serde_json::json!({
         "policy": program.hash,
+        "program": remit::check::program_hash(program),
         "abi_version": 1,
         "mandates": mandates,
         "entry_points": ["remit_decide", "remit_visible_tools", "remit_policy_info"],

@@ -6,6 +6,7 @@
 mod support;
 
 use proptest::prelude::*;
+use remit::check::program_hash;
 use remit::eval::{decide, trace, visible_tools, Outcome};
 use remit::ir::Program;
 use remit::syntax::ast::Decl;
@@ -26,6 +27,25 @@ fn listing(program: &Program, request: &[u8]) -> String {
 }
 
 /// The file with its declarations, and each mandate's clauses, in another order.
+#[test]
+fn the_program_hash_changes_with_what_the_policy_says_and_not_with_its_layout() {
+    let example = example("wallet");
+    let original = program_hash(&compile(&example.files));
+    let edit = |from: &str, to: &str| {
+        let files: Vec<(String, String)> =
+            example.files.iter().map(|(name, text)| (name.clone(), text.replace(from, to))).collect();
+        program_hash(&compile(&files))
+    };
+    // Comments, blank lines and indentation are layout.
+    assert_eq!(edit("\n  allow read_only", "\n\n      // reading\n      allow   read_only"), original);
+    // A bound, a merchant, an approval kind's approver or a gate's outcome are meaning.
+    for (from, to) in
+        [("<= 100 USD", "<= 101 USD"), ("\"acme-grocer\"", "\"acme-grocers\""), ("60 USD\n", "60 USD else deny\n")]
+    {
+        assert_ne!(edit(from, to), original, "`{from}` → `{to}`");
+    }
+}
+
 fn shuffle_file(text: &str, rng: &mut Rng) -> String {
     let file = parse_file(0, text).expect("example parses");
     let mut out = String::new();
@@ -65,6 +85,8 @@ proptest! {
         let order = rng.permutation(shuffled.len());
         shuffled = order.into_iter().map(|i| shuffled[i].clone()).collect();
         let reordered = compile(&shuffled);
+        // What the policy says is the same program: the program hash stays (the source hash does not).
+        prop_assert_eq!(program_hash(&original), program_hash(&reordered));
         for request in &example.requests {
             let bytes = request.to_string();
             // The whole decision but positions and hash, `rules` order included; and the listing's explanations.

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use sha2::{Digest, Sha256};
 
 use crate::diag::Diagnostic;
-use crate::ir::{self, Type};
+use crate::ir::{self, Program, RuleKind, Type};
 use crate::source::{SourceMap, Span};
 use crate::syntax::ast::{self, Decl};
 use crate::syntax::parse_file;
@@ -122,6 +122,78 @@ fn policy_hash(sources: &SourceMap) -> String {
         hasher.update(text.as_bytes());
     }
     let digest = hasher.finalize();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// `sha256:` + hex digest of what the checked program says, not how it is written: every declaration and rule in
+/// a canonical text (names instead of ids, lists of declarations, clauses, parameters and holders sorted), without
+/// positions, comments, white space or file names. So a reformat, a reorder of declarations or clauses, or a move
+/// between files keeps it, while any change to the decisions the policy can make changes it (the order of terms
+/// inside one condition still counts). `remit_policy_info` reports it next to the source hash (docs/abi.md).
+pub fn program_hash(p: &Program) -> String {
+    let sorted = |mut items: Vec<String>| {
+        items.sort();
+        items
+    };
+    let mut lines: Vec<String> = vec![format!("levels {:?}", p.levels)];
+    for e in &p.effects {
+        let params = sorted(e.params.iter().map(|(n, t)| format!("{n}: {t:?}")).collect());
+        lines.push(format!("effect {:?} {params:?} signed {:?}", e.name, sorted(e.signed.clone())));
+    }
+    for t in &p.tools {
+        let params = sorted(t.params.iter().map(|(n, ty)| format!("{n}: {ty:?}")).collect());
+        let effects = sorted(t.effects.iter().map(|&e| p.effects[e].name.clone()).collect());
+        lines.push(format!(
+            "tool {:?} {params:?} effects {effects:?} level {} side {} scopes {:?} administers {} open {} signed {:?}",
+            t.name,
+            t.level,
+            t.side_effects,
+            sorted(t.scopes.clone()),
+            t.administers_mandates,
+            t.open_arguments,
+            sorted(t.signed.clone())
+        ));
+    }
+    for a in &p.approvals {
+        lines.push(format!("approval {:?} {:?} {} {} {:?}", a.name, a.binds, a.ttl, a.single_use, a.approvers));
+    }
+    for (name, ty) in &p.contexts {
+        lines.push(format!("context {name:?} {ty:?} signed {}", p.signed_contexts.contains(name)));
+    }
+    for m in &p.mandates {
+        let rules = sorted(
+            m.rules
+                .iter()
+                .map(|r| {
+                    let kind = match &r.kind {
+                        RuleKind::Gate { approval, on_missing } => {
+                            format!("Gate {:?} {on_missing:?}", p.approvals[*approval].name)
+                        }
+                        other => format!("{other:?}"),
+                    };
+                    format!("{kind} {:?} {:?}", p.target_name(&r.target), r.condition)
+                })
+                .collect(),
+        );
+        lines.push(format!(
+            "mandate {:?} principal {:?} parent {:?} holders {:?} {:?} purpose {:?} valid {:?} {:?} max {:?} \
+             otherwise {:?} depth {:?} rules {rules:?}",
+            m.name,
+            m.principal,
+            m.parent.map(|parent| &p.mandates[parent].name),
+            sorted(m.holders.clone()),
+            sorted(m.holder_prefixes.clone()),
+            m.purpose,
+            m.valid_from,
+            m.valid_until,
+            m.max_level,
+            m.otherwise,
+            m.delegation_depth,
+        ));
+    }
+    lines.sort();
+    let digest = Sha256::digest(lines.join("\n").as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }

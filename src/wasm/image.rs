@@ -613,6 +613,8 @@ fn binding_bit(b: Binding) -> u32 {
 fn policy_info(program: &Program) -> String {
     let mut out = String::from("{\"policy\":");
     eval::write_json_string(&mut out, &program.hash);
+    out.push_str(",\"program\":");
+    eval::write_json_string(&mut out, &crate::check::program_hash(program));
     out.push_str(&format!(",\"abi_version\":{},\"mandates\":", super::ABI_VERSION));
     let names: Vec<String> = program.mandates.iter().map(|m| m.name.clone()).collect();
     eval::write_json_strings(&mut out, &names);
