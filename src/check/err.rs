@@ -429,6 +429,12 @@ pub fn holder_pattern_empty(name: &str, span: Span) -> Diagnostic {
         .help("name the agents' namespace, e.g. `holder under \"agent:club/\"`, or list them with `holder \"agent:…\"`")
 }
 
+pub fn approver_pattern_empty(kind: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::approver-pattern-empty", format!("`approved by under \"\"` lets anyone grant `{kind}`"))
+        .label(span, "every identity starts with the empty prefix")
+        .help("name the approvers' namespace, e.g. `approved by under \"role:finance/\"`, or leave `approved by` out")
+}
+
 pub fn holder_pattern_open(prefix: &str, span: Span) -> Diagnostic {
     Diagnostic::warning(
         "remit::holder-pattern-open",

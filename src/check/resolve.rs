@@ -313,11 +313,16 @@ impl Checker<'_> {
         }
         let approvers = a.approvers.as_ref().map(|list| {
             let mut approvers = ir::Approvers::default();
-            for approver in list {
+            for (approver, span) in list {
                 match approver {
                     ast::Approver::Principal => approvers.principal = true,
                     ast::Approver::Id(id) => approvers.ids.push(id.clone()),
-                    ast::Approver::Under(prefix) => approvers.prefixes.push(prefix.clone()),
+                    ast::Approver::Under(prefix) => {
+                        if prefix.is_empty() {
+                            self.error(err::approver_pattern_empty(&a.name.text, *span));
+                        }
+                        approvers.prefixes.push(prefix.clone())
+                    }
                 }
             }
             approvers.ids.sort();

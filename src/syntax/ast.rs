@@ -78,8 +78,8 @@ pub struct ApprovalDecl {
     pub binds_span: Option<Span>,
     pub ttl: Option<(u64, Span)>,
     pub single_use: bool,
-    /// `approved by …`: who may grant it; `None` when not written (anyone).
-    pub approvers: Option<Vec<Approver>>,
+    /// `approved by …`: who may grant it, each where it is written; `None` when not written (anyone).
+    pub approvers: Option<Vec<(Approver, Span)>>,
 }
 
 /// One entry of `approved by`: the principal of the mandate chain, an identity, or (`under`) every identity that

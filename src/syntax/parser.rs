@@ -311,14 +311,16 @@ impl Lower {
                 Rule::approved_by_clause => {
                     let approvers = decl.approvers.get_or_insert_with(Vec::new);
                     for item in clause.into_inner() {
-                        approvers.push(match item.as_rule() {
+                        let span = self.span(&item);
+                        let approver = match item.as_rule() {
                             Rule::approver_principal => Approver::Principal,
                             Rule::holder_under => {
                                 let prefix = item.into_inner().find(|p| p.as_rule() == Rule::string).expect("a prefix");
                                 Approver::Under(self.string(prefix).0)
                             }
                             _ => Approver::Id(self.string(item).0),
-                        });
+                        };
+                        approvers.push((approver, span));
                     }
                 }
                 other => unreachable!("not an approval clause: {other:?}"),
