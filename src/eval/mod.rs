@@ -112,10 +112,10 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// the credential's), bounds them; a stop's entry around its id (`stop  (quarantine)`) is counted with each mandate's
 /// clauses. The `refused` lists of missing approvals add one more: an entry names a distinct presented approval
 /// (missing approvals are one per kind, an approval has one kind, and repeats of an id are written once) and is shorter
-/// than that approval's JSON (an entry is its id and at most 49 bytes, a usable approval its id, kind, mandate and two
-/// timestamps: more than 90). An allow's `approvals` add one more: the id and `approved_by` of each approval that
-/// satisfied a gate, written once per id (the ids are written a second time there, hence a `MAX_INPUT` of its own).
-/// A listing writes only static text (a stop by its level: `stop (LEVEL)`).
+/// than that approval's JSON (an entry is its id and at most 57 bytes; a usable approval is its id and more than 100:
+/// its keys, kind, mandate and two 20-character timestamps). An allow's `approvals` add one more: the id and
+/// `approved_by` of each approval that satisfied a gate, written once per id (the ids are written a second time there,
+/// hence a `MAX_INPUT` of its own). A listing writes only static text (a stop by its level: `stop (LEVEL)`).
 pub fn output_limit(program: &Program) -> usize {
     let input = crate::json::MAX_INPUT;
     let json_len = |s: &str| {
