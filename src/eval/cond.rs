@@ -54,6 +54,24 @@ pub(crate) fn eval(cond: &Cond, env: &Env) -> Result<bool, EvalError> {
     }
 }
 
+/// The first atom of `cond` in prefix order (as written, left to right) that cannot be evaluated, and why: the atom
+/// [`eval`] stops at when it gives an error (it evaluates children in order and returns the first error). `None`
+/// when `cond` evaluates.
+pub(crate) fn cause<'c>(cond: &'c Cond, env: &Env) -> Option<(&'c crate::ir::Atom, EvalError)> {
+    match cond {
+        Cond::True | Cond::False => None,
+        Cond::Atom(atom) => {
+            let result = match fetch(&atom.attr, &atom.ty, env) {
+                Ok(Fetched::Value(value)) => test(&value, &atom.test).map(|_| ()),
+                Ok(Fetched::Unknown) => Err(EvalError::Missing),
+                Err(e) => Err(e),
+            };
+            result.err().map(|e| (atom, e))
+        }
+        Cond::And(items) | Cond::Or(items) => items.iter().find_map(|item| cause(item, env)),
+    }
+}
+
 /// A set of possible outcomes of a condition: true, false, error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Possible(u8);

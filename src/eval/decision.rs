@@ -28,6 +28,18 @@ pub struct DecidingRule {
     pub rule: String,
     /// `file:line:column` of the clause.
     pub at: String,
+    /// Why the rule's condition could not be evaluated, when that is why it is listed (fail closed: a prohibition,
+    /// limit or scope counted as violated, a gate that applies).
+    pub unevaluable: Option<Unevaluable>,
+}
+
+/// The first atom of a condition (in prefix order: as written, left to right) whose evaluation failed: its
+/// attribute as the policy writes it (`args.amount`) and the problem.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Unevaluable {
+    pub attribute: String,
+    /// `missing`, `mistyped`, `incomparable` or `unsafe-path` ([`super::err::EvalError::code`]).
+    pub problem: &'static str,
 }
 
 impl DecidingRule {
@@ -49,6 +61,13 @@ impl DecidingRule {
         write_string(out, &self.rule);
         out.push_str(",\"at\":");
         write_string(out, &self.at);
+        if let Some(u) = &self.unevaluable {
+            out.push_str(",\"unevaluable\":{\"attribute\":");
+            write_string(out, &u.attribute);
+            out.push_str(",\"problem\":");
+            write_string(out, u.problem);
+            out.push('}');
+        }
         out.push('}');
     }
 }
@@ -281,6 +300,7 @@ mod tests {
                 mandate: "wallet".into(),
                 rule: "require approval commercial_terms".into(),
                 at: "wallet/policy.remit:14:3".into(),
+                unevaluable: None,
             }],
             missing_approvals: vec![MissingApproval {
                 kind: "commercial_terms".into(),

@@ -16,7 +16,9 @@ mod visible;
 
 use serde_json::{Map, Value as Json};
 
-pub use decision::{DecidingRule, Decision, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval};
+pub use decision::{
+    DecidingRule, Decision, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, Unevaluable,
+};
 pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
 // The wasm backend writes the same JSON, so it shares the writers.
@@ -147,6 +149,8 @@ pub fn output_limit(program: &Program) -> usize {
             fixed += len;
         }
         for rule in &mandate.rules {
+            // `,"unevaluable":{"attribute":…,"problem":"unsafe-path"}` on a rule listed because its condition failed.
+            fixed += longest_attribute(&rule.condition, &json_len).map_or(0, |len| len + 64);
             fixed += match &rule.kind {
                 // `{"kind":…,"mandate":…,"mandates":[…],"tool":…,"digest":"sha256:…"}` and the keys of target and
                 // manifest: a gate's mandate is in its kind's `mandates` once, and `mandate` at most once.
@@ -179,6 +183,17 @@ pub fn output_limit(program: &Program) -> usize {
     let decision = fixed.saturating_add(repeats.saturating_add(2).saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
     decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
+}
+
+/// The longest attribute (as JSON) an atom of `cond` reads, when it has atoms.
+fn longest_attribute(cond: &crate::ir::Cond, json_len: &dyn Fn(&str) -> usize) -> Option<usize> {
+    match cond {
+        crate::ir::Cond::True | crate::ir::Cond::False => None,
+        crate::ir::Cond::Atom(atom) => Some(json_len(&atom.attr.display())),
+        crate::ir::Cond::And(items) | crate::ir::Cond::Or(items) => {
+            items.iter().filter_map(|c| longest_attribute(c, json_len)).max()
+        }
+    }
 }
 
 /// How one rule of the chain evaluated for a call: what `remit eval --trace` shows, and what the fail-closed
@@ -288,8 +303,16 @@ impl Tally {
                 if !program.covers(&rule.target, tool_id) {
                     continue;
                 }
-                let entry = || deciding_rule(program, mandate, &rule.label, rule.span);
                 let result = cond::eval(&rule.condition, &env);
+                // A rule listed because its condition could not be evaluated says which attribute failed.
+                let unevaluable = || {
+                    let (atom, error) = cond::cause(&rule.condition, &env)?;
+                    Some(Unevaluable { attribute: atom.attr.display(), problem: error.code() })
+                };
+                let entry = || DecidingRule {
+                    unevaluable: if result.is_err() { unevaluable() } else { None },
+                    ..deciding_rule(program, mandate, &rule.label, rule.span)
+                };
                 // Rules without a written condition have `True`; one that errors still applies (fail closed).
                 let applies = result != Ok(false);
                 match &rule.kind {
@@ -535,7 +558,12 @@ pub(crate) fn otherwise_text(outcome: Otherwise) -> &'static str {
 }
 
 pub(crate) fn deciding_rule(program: &Program, mandate: &Mandate, rule: &str, span: Span) -> DecidingRule {
-    DecidingRule { mandate: mandate.name.clone(), rule: rule.to_string(), at: location(program, span) }
+    DecidingRule {
+        mandate: mandate.name.clone(),
+        rule: rule.to_string(),
+        at: location(program, span),
+        unevaluable: None,
+    }
 }
 
 /// `file:line:column` of a span; a span that does not fit its file (never made by the checker) degrades to the

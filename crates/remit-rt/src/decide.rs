@@ -29,8 +29,12 @@ pub struct Work {
     pub granted: [u32; MAX_DECIDING],
     /// Missing approvals as `(kind index, position of the gate's mandate in the chain)` pairs.
     pub missing: [u32; 2 * MAX_DECIDING],
-    /// The gates that apply, as `(rule offset, position in the chain)` pairs.
-    pub gates: [u32; 2 * MAX_DECIDING],
+    /// The gates that apply, as `(rule offset, position in the chain, item)` triples (the item: the rule's entry, or
+    /// [`CAUSED`] when its condition could not be evaluated).
+    pub gates: [u32; 3 * MAX_DECIDING],
+    /// The rules listed because their condition could not be evaluated: `(entry, atom offset, problem)` triples; a
+    /// list names one as [`CAUSED`] plus its triple's index.
+    pub causes: [u32; 3 * MAX_DECIDING],
     /// The order of the missing approvals.
     pub order: [u32; MAX_DECIDING],
     /// Tokens of the approval ids a decision consumes.
@@ -51,7 +55,8 @@ impl Work {
         escalate: [0; MAX_DECIDING],
         granted: [0; MAX_DECIDING],
         missing: [0; 2 * MAX_DECIDING],
-        gates: [0; 2 * MAX_DECIDING],
+        gates: [0; 3 * MAX_DECIDING],
+        causes: [0; 3 * MAX_DECIDING],
         order: [0; MAX_DECIDING],
         consumed: [0; MAX_DECIDING],
         counters: [0; MAX_DECIDING],
@@ -62,6 +67,9 @@ impl Work {
 
 /// Marks an item of a deny list that is not an entry index but a stop found in the request ([`Work::stops`]).
 pub const DYNAMIC: u32 = 1 << 31;
+
+/// Marks an item of a list that is a rule's entry with the cause of its failed condition ([`Work::causes`]).
+pub const CAUSED: u32 = 1 << 30;
 
 /// A list being filled in one of [`Work`]'s arrays.
 struct List<'w> {
@@ -199,6 +207,7 @@ struct Tally<'w> {
     granted: List<'w>,
     missing: List<'w>,
     gates: List<'w>,
+    causes: List<'w>,
     order: &'w mut [u32],
     consumed: List<'w>,
     counters: List<'w>,
@@ -223,6 +232,7 @@ impl<'w> Tally<'w> {
             granted: List::new(&mut work.granted),
             missing: List::new(&mut work.missing),
             gates: List::new(&mut work.gates),
+            causes: List::new(&mut work.causes),
             order: &mut work.order,
             consumed: List::new(&mut work.consumed),
             counters: List::new(&mut work.counters),
@@ -244,6 +254,23 @@ impl<'w> Tally<'w> {
     fn escalate(&mut self, code: u32, entry: u32) {
         self.escalate_codes |= code;
         self.escalate.push(entry);
+    }
+
+    /// The item that lists `rule`: its entry, with the cause when its condition could not be evaluated (`result`).
+    fn item(&mut self, image: &Image<'_>, rule: &Rule, result: Truth, env: &Env<'_>) -> u32 {
+        if result != Truth::Error {
+            return rule.entry;
+        }
+        match cond::cause(image, rule.cond_off, rule.cond_count, env) {
+            Some((atom, problem)) => {
+                let item = CAUSED | (self.causes.len / 3) as u32;
+                self.causes.push(rule.entry);
+                self.causes.push(atom);
+                self.causes.push(problem);
+                item
+            }
+            None => rule.entry,
+        }
     }
 
     fn add(&mut self, escalates: bool, code: u32, entry: u32) {
@@ -309,13 +336,24 @@ impl<'w> Tally<'w> {
                         granted = true;
                         self.granted.push(rule.entry);
                     }
-                    image::RULE_FORBID if applies => self.deny(err::FORBIDDEN, Some(rule.entry)),
-                    image::RULE_LIMIT if result != Truth::True => self.deny(err::LIMIT_EXCEEDED, Some(rule.entry)),
-                    image::RULE_SCOPE if result != Truth::True => self.deny(err::SCOPE_OUTSIDE, Some(rule.entry)),
+                    image::RULE_FORBID if applies => {
+                        let item = self.item(image, &rule, result, &env);
+                        self.deny(err::FORBIDDEN, Some(item));
+                    }
+                    image::RULE_LIMIT if result != Truth::True => {
+                        let item = self.item(image, &rule, result, &env);
+                        self.deny(err::LIMIT_EXCEEDED, Some(item));
+                    }
+                    image::RULE_SCOPE if result != Truth::True => {
+                        let item = self.item(image, &rule, result, &env);
+                        self.deny(err::SCOPE_OUTSIDE, Some(item));
+                    }
                     // Resolved after the chain (`resolve_gates`): on a deny only a refusing gate adds to the decision.
                     image::RULE_GATE if applies => {
+                        let item = self.item(image, &rule, result, &env);
                         self.gates.push(rule_at);
                         self.gates.push(position);
+                        self.gates.push(item);
                         self.refusing_gates |= rule.escalates == 0;
                     }
                     image::RULE_OPERATION_ID if applies && req.operation_id.is_none() => {
@@ -379,12 +417,13 @@ impl<'w> Tally<'w> {
         self.usable_len = count;
         let (usable, spare) = keys.split_at_mut(count.min(keys.len()));
         let mut i = 0;
-        while i + 1 < self.gates.len {
-            let (rule_at, position) = match (self.gates.items.get(i), self.gates.items.get(i + 1)) {
-                (Some(&r), Some(&p)) => (r, p),
+        while i + 2 < self.gates.len {
+            let gate = (self.gates.items.get(i), self.gates.items.get(i + 1), self.gates.items.get(i + 2));
+            let (rule_at, position, item) = match gate {
+                (Some(&r), Some(&p), Some(&e)) => (r, p, e),
                 _ => break,
             };
-            i += 2;
+            i += 3;
             let rule = Rule::decode(image.bytes, rule_at);
             let escalates = rule.escalates != 0;
             if escalates && self.deny_codes != 0 {
@@ -399,14 +438,14 @@ impl<'w> Tally<'w> {
                     if kind.single_use != 0 {
                         self.consumed.push(id);
                     }
-                    self.granted.push(rule.entry);
+                    self.granted.push(item);
                 }
                 // `else deny`: refused, and nothing for the principal's queue.
-                Err(refused) if !escalates => self.deny(err::APPROVAL_MISSING | refused, Some(rule.entry)),
+                Err(refused) if !escalates => self.deny(err::APPROVAL_MISSING | refused, Some(item)),
                 Err(refused) => {
                     self.missing.push(rule.kind_index);
                     self.missing.push(position);
-                    self.escalate(err::APPROVAL_MISSING | refused, rule.entry);
+                    self.escalate(err::APPROVAL_MISSING | refused, item);
                 }
             }
         }
@@ -477,8 +516,10 @@ impl<'w> Tally<'w> {
         out.write(b"\",\"reasons\":");
         err::write_codes(out, codes);
         out.write(b",\"rules\":");
-        let stops = self.stops.len;
-        write_entries(image, doc, self.stops.items.get(..stops).unwrap_or(&[]), rules.slice(), out);
+        let (stops, causes) = (self.stops.len, self.causes.len);
+        let stops = self.stops.items.get(..stops).unwrap_or(&[]);
+        let causes = self.causes.items.get(..causes).unwrap_or(&[]);
+        write_entries(image, doc, stops, causes, rules.slice(), out);
         out.write(b",\"missing_approvals\":");
         if escalates {
             self.write_missing(image, doc, req, call, leaf, keys, out);
@@ -759,7 +800,19 @@ fn counter_name<'a>(image: &Image<'a>, call: &Call, rank: u32) -> Option<&'a [u8
 }
 
 /// Writes the entries, sorted by rank and without repeats, as a JSON array.
-pub(crate) fn write_entries(image: &Image<'_>, doc: &Doc<'_>, stops: &[u32], entries: &mut [u32], out: &mut Out<'_>) {
+pub(crate) fn write_entries(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    stops: &[u32],
+    causes: &[u32],
+    entries: &mut [u32],
+    out: &mut Out<'_>,
+) {
+    let cause = |item: u32| -> (u32, u32, u32) {
+        let at = 3 * (item & !CAUSED) as usize;
+        let word = |k: usize| causes.get(at + k).copied().unwrap_or(0);
+        (word(0), word(1), word(2))
+    };
     let stop = |item: u32| -> (Mandate, u32, u32) {
         let at = 3 * (item & !DYNAMIC) as usize;
         let word = |k: usize| stops.get(at + k).copied().unwrap_or(0);
@@ -770,6 +823,8 @@ pub(crate) fn write_entries(image: &Image<'_>, doc: &Doc<'_>, stops: &[u32], ent
     let rank = |e: u32| {
         if e & DYNAMIC != 0 {
             image.entry(stop(e).0.stop_entry).rank
+        } else if e & CAUSED != 0 {
+            image.entry(cause(e).0).rank
         } else {
             image.entry(e).rank
         }
@@ -785,6 +840,19 @@ pub(crate) fn write_entries(image: &Image<'_>, doc: &Doc<'_>, stops: &[u32], ent
             out.byte(b',');
         }
         last = Some(e);
+        if e & DYNAMIC == 0 && e & CAUSED != 0 {
+            // The entry's object with `"unevaluable":{…}` before its closing brace.
+            let (entry, atom, problem) = cause(e);
+            let entry = image.entry(entry);
+            let json = image.str(entry.json_off, entry.json_len);
+            out.write(json.get(..json.len().saturating_sub(1)).unwrap_or(&[]));
+            out.write(b",\"unevaluable\":{\"attribute\":");
+            cond::write_attribute(out, image, atom);
+            out.write(b",\"problem\":\"");
+            out.write(cond::problem_name(problem));
+            out.write(b"\"}}");
+            continue;
+        }
         if e & DYNAMIC == 0 {
             let entry = image.entry(e);
             out.write(image.str(entry.json_off, entry.json_len));
