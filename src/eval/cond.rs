@@ -72,6 +72,26 @@ pub(crate) fn cause<'c>(cond: &'c Cond, env: &Env) -> Option<(&'c crate::ir::Ato
     }
 }
 
+/// How far a condition that does not hold is from holding: how many of its top-level conjuncts (the children of a
+/// root `and`, else the condition itself) are not true.
+pub(crate) fn distance(cond: &Cond, env: &Env) -> usize {
+    match cond {
+        Cond::And(items) => items.iter().filter(|item| eval(item, env) != Ok(true)).count(),
+        _ => 1,
+    }
+}
+
+/// The atom that makes a false condition false, following it down: an `and` to its first false child, an `or` to
+/// its first child (all are false). `None` for a constant.
+pub(crate) fn failed_atom<'c>(cond: &'c Cond, env: &Env) -> Option<&'c crate::ir::Atom> {
+    match cond {
+        Cond::True | Cond::False => None,
+        Cond::Atom(atom) => Some(atom),
+        Cond::And(items) => failed_atom(items.iter().find(|item| eval(item, env) == Ok(false))?, env),
+        Cond::Or(items) => failed_atom(items.first()?, env),
+    }
+}
+
 /// A set of possible outcomes of a condition: true, false, error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Possible(u8);

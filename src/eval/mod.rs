@@ -17,7 +17,7 @@ mod visible;
 use serde_json::{Map, Value as Json};
 
 pub use decision::{
-    DecidingRule, Decision, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, Unevaluable,
+    DecidingRule, Decision, Failed, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, Unevaluable,
 };
 pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
@@ -113,7 +113,11 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// clauses. The `refused` lists of missing approvals add one more: an entry names a distinct presented approval
 /// (missing approvals are one per kind, an approval has one kind, and repeats of an id are written once) and is shorter
 /// than that approval's JSON (an entry is its id and at most 49 bytes, a usable approval its id, kind, mandate and two
-/// timestamps: more than 90). A listing writes only static text (a stop by its level: `stop (LEVEL)`).
+/// timestamps: more than 90). The closest grant an unmatched mandate's `otherwise` names carries the request's value
+/// of the attribute its false atom reads, as canonical JSON: no longer than its text in the request (a value that
+/// decoded as its type has no exponent, whitespace goes, escapes only shrink); one per mandate of the chain, so one
+/// `MAX_INPUT` per mandate of the longest chain bounds them. A listing writes only static text (a stop by its level:
+/// `stop (LEVEL)`).
 pub fn output_limit(program: &Program) -> usize {
     let input = crate::json::MAX_INPUT;
     let json_len = |s: &str| {
@@ -148,6 +152,15 @@ pub fn output_limit(program: &Program) -> usize {
             longest_entry = longest_entry.max(len);
             fixed += len;
         }
+        // The `otherwise` of an unmatched mandate names its closest grant: `,"closest":` and the grant's entry with
+        // `,"failed":{"attribute":…,"value":…}` (the value, a request string, is budgeted below) or `unevaluable`.
+        let grants = mandate.rules.iter().filter(|r| matches!(r.kind, RuleKind::Allow));
+        fixed += grants
+            .map(|r| {
+                entry_len(mandate, &r.label, r.span) + longest_attribute(&r.condition, &json_len).unwrap_or(0) + 96
+            })
+            .max()
+            .unwrap_or(0);
         for rule in &mandate.rules {
             // `,"unevaluable":{"attribute":…,"problem":"unsafe-path"}` on a rule listed because its condition failed.
             fixed += longest_attribute(&rule.condition, &json_len).map_or(0, |len| len + 64);
@@ -180,7 +193,10 @@ pub fn output_limit(program: &Program) -> usize {
         })
         .max()
         .unwrap_or(0);
-    let decision = fixed.saturating_add(repeats.saturating_add(2).saturating_mul(input));
+    // A closest grant's value, once per unmatched mandate of the chain.
+    let chain = (0..program.mandates.len()).map(|leaf| program.chain(leaf).len()).max().unwrap_or(0);
+    let requests = repeats.saturating_add(2).saturating_add(chain);
+    let decision = fixed.saturating_add(requests.saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
     decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
 }
@@ -375,7 +391,9 @@ impl Tally {
                 }
             }
             if !granted {
-                let rule = deciding_rule(program, mandate, otherwise_text(mandate.otherwise), mandate.otherwise_span);
+                let mut rule =
+                    deciding_rule(program, mandate, otherwise_text(mandate.otherwise), mandate.otherwise_span);
+                rule.closest = closest(program, mandate, tool_id, &env).map(Box::new);
                 self.add(mandate.otherwise, err::UNMATCHED, Some(rule));
             }
         }
@@ -422,6 +440,36 @@ impl Tally {
         }
         decision
     }
+}
+
+/// The grant of the called tool in `mandate` (none of which granted) that came closest: the fewest top-level
+/// conjuncts not true (`cond::distance`), then the decision's order (rule text, then position); with the atom that
+/// made it false and the request's value of it, or the attribute that could not be evaluated.
+fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Option<DecidingRule> {
+    let grants = mandate.rules.iter().filter(|r| matches!(r.kind, RuleKind::Allow) && program.covers(&r.target, tool));
+    let scored =
+        grants.map(|r| (cond::distance(&r.condition, env), deciding_rule(program, mandate, &r.label, r.span), r));
+    let (_, mut entry, rule) = scored.min_by(|a, b| (a.0, a.1.sort_key()).cmp(&(b.0, b.1.sort_key())))?;
+    if cond::eval(&rule.condition, env).is_err() {
+        let (atom, error) = cond::cause(&rule.condition, env)?;
+        entry.unevaluable = Some(Unevaluable { attribute: atom.attr.display(), problem: error.code() });
+    } else if let Some(atom) = cond::failed_atom(&rule.condition, env) {
+        let req = env.request;
+        let json = match &atom.attr {
+            crate::ir::Attr::Arg(name) => req.call.as_ref().and_then(|c| c.argument(name)).cloned(),
+            crate::ir::Attr::Context(name) => req.attributes.get(name).cloned(),
+            crate::ir::Attr::ResourceId => req.resource_id.clone().map(Json::String),
+            crate::ir::Attr::SubjectId => Some(Json::String(req.subject_id.clone())),
+            _ => None,
+        };
+        let value = json.map(|j| {
+            let mut out = String::new();
+            digest::write_canonical(&mut out, &j);
+            out
+        });
+        entry.failed = Some(Failed { attribute: atom.attr.display(), value });
+    }
+    Some(entry)
 }
 
 /// One missing approval per kind and binding, sorted: an approval issued under the mandate nearest the root counts
@@ -563,6 +611,8 @@ pub(crate) fn deciding_rule(program: &Program, mandate: &Mandate, rule: &str, sp
         rule: rule.to_string(),
         at: location(program, span),
         unevaluable: None,
+        failed: None,
+        closest: None,
     }
 }
 

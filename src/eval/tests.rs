@@ -477,6 +477,8 @@ fn chain_state_denies() {
             rule: "stop".into(),
             at: "policy.remit:9:9".into(),
             unevaluable: None,
+            failed: None,
+            closest: None,
         }
     );
     let early = decide_json(&with(pay_request(), "/context/now", json!("2026-10-01T00:00:00Z")));

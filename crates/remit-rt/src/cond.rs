@@ -208,6 +208,89 @@ fn test_problem(image: &Image<'_>, atom: &image::Atom, value: Val) -> u32 {
     }
 }
 
+/// The number of nodes of the subtree at node `i` (prefix order) of a condition of `count` nodes.
+fn subtree_len(image: &Image<'_>, cond_off: u32, i: u32, count: u32) -> u32 {
+    let (mut pending, mut j) = (1u32, i);
+    while pending > 0 && j < count {
+        let n = node(image, cond_off, j);
+        pending -= 1;
+        if n.op == image::NODE_AND || n.op == image::NODE_OR {
+            pending = pending.saturating_add(n.arg);
+        }
+        j += 1;
+    }
+    j - i
+}
+
+/// How far a condition that does not hold is from holding: how many of its top-level conjuncts (the children of a
+/// root `and`, else the condition itself) are not true (`src/eval/cond.rs`'s `distance`).
+pub fn distance(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> u32 {
+    let root = node(image, cond_off, 0);
+    if cond_count == 0 || root.op != image::NODE_AND || root.arg == 0 {
+        return 1;
+    }
+    let (mut i, mut k, mut count) = (1u32, 0u32, 0u32);
+    while k < root.arg && i < cond_count {
+        let len = subtree_len(image, cond_off, i, cond_count);
+        if eval(image, Image::at(cond_off, Node::SIZE, i), len, env) != Truth::True {
+            count += 1;
+        }
+        i += len;
+        k += 1;
+    }
+    count
+}
+
+/// The atom (its offset) that makes a false condition false, following it down: an `and` to its first false
+/// child, an `or` to its first child (`src/eval/cond.rs`'s `failed_atom`). A loop over ever smaller subtrees: no
+/// recursion.
+pub fn failed_atom(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Option<u32> {
+    let (mut off, mut count) = (cond_off, cond_count);
+    while count > 0 {
+        let n = node(image, off, 0);
+        match n.op {
+            image::NODE_ATOM => return Some(n.arg),
+            image::NODE_AND if n.arg > 0 => {
+                let (mut i, mut k) = (1u32, 0u32);
+                let mut next = None;
+                while k < n.arg && i < count {
+                    let len = subtree_len(image, off, i, count);
+                    let child = Image::at(off, Node::SIZE, i);
+                    if eval(image, child, len, env) == Truth::False {
+                        next = Some((child, len));
+                        break;
+                    }
+                    i += len;
+                    k += 1;
+                }
+                let (o, c) = next?;
+                off = o;
+                count = c;
+            }
+            image::NODE_OR if n.arg > 0 => {
+                count = subtree_len(image, off, 1, count);
+                off = Image::at(off, Node::SIZE, 1);
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The request's token of atom `at`'s attribute, for `args.*`, `context.*`, `resource.id` and `subject.id`.
+pub fn value_token(image: &Image<'_>, at: u32, env: &Env<'_>) -> Option<u32> {
+    let atom = image::Atom::decode(image.bytes, at);
+    let name = image.str(atom.name_off, atom.name_len);
+    let (doc, request) = (env.doc, env.request);
+    match atom.attr {
+        image::ATTR_ARG => request.call.and_then(|c| c.arguments).and_then(|args| doc.get(args, name)),
+        image::ATTR_CONTEXT => request.attributes.and_then(|attrs| doc.get(attrs, name)),
+        image::ATTR_RESOURCE_ID => request.resource_id,
+        image::ATTR_SUBJECT_ID => Some(request.subject_id),
+        _ => None,
+    }
+}
+
 /// Writes atom `at`'s attribute as the policy writes it (`ir::Attr::display`), as a JSON string.
 pub fn write_attribute(out: &mut impl crate::Sink, image: &Image<'_>, at: u32) {
     let atom = image::Atom::decode(image.bytes, at);

@@ -11,7 +11,7 @@
 use core::cmp::Ordering;
 
 use crate::cond::{self, starts_with, unsafe_path, Env, Truth};
-use crate::digest::argument_digest;
+use crate::digest::{argument_digest, write_canonical};
 use crate::err;
 use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
 use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER, STRING};
@@ -35,6 +35,11 @@ pub struct Work {
     /// The rules listed because their condition could not be evaluated: `(entry, atom offset, problem)` triples; a
     /// list names one as [`CAUSED`] plus its triple's index.
     pub causes: [u32; 3 * MAX_DECIDING],
+    /// The `otherwise` entries listed for `rule.unmatched` with the grant that came closest: `(otherwise entry, grant
+    /// entry, atom offset, what, value token + 1)` 5-tuples (`what`: a `cond::PROBLEM_*` the grant's condition could
+    /// not be evaluated for, [`FAILED`] for a false atom, [`NO_ATOM`]); a list names one as [`CLOSEST`] plus its
+    /// tuple's index.
+    pub closest: [u32; 5 * MAX_DECIDING],
     /// The order of the missing approvals.
     pub order: [u32; MAX_DECIDING],
     /// Tokens of the approval ids a decision consumes.
@@ -57,6 +62,7 @@ impl Work {
         missing: [0; 2 * MAX_DECIDING],
         gates: [0; 3 * MAX_DECIDING],
         causes: [0; 3 * MAX_DECIDING],
+        closest: [0; 5 * MAX_DECIDING],
         order: [0; MAX_DECIDING],
         consumed: [0; MAX_DECIDING],
         counters: [0; MAX_DECIDING],
@@ -70,6 +76,13 @@ pub const DYNAMIC: u32 = 1 << 31;
 
 /// Marks an item of a list that is a rule's entry with the cause of its failed condition ([`Work::causes`]).
 pub const CAUSED: u32 = 1 << 30;
+
+/// Marks an item of a list that is an `otherwise` entry with the grant that came closest ([`Work::closest`]).
+pub const CLOSEST: u32 = 1 << 29;
+/// A closest grant's false atom ([`Work::closest`]).
+const FAILED: u32 = 4;
+/// A closest grant whose condition is a constant.
+const NO_ATOM: u32 = 5;
 
 /// A list being filled in one of [`Work`]'s arrays.
 struct List<'w> {
@@ -208,6 +221,7 @@ struct Tally<'w> {
     missing: List<'w>,
     gates: List<'w>,
     causes: List<'w>,
+    closest: List<'w>,
     order: &'w mut [u32],
     consumed: List<'w>,
     counters: List<'w>,
@@ -233,6 +247,7 @@ impl<'w> Tally<'w> {
             missing: List::new(&mut work.missing),
             gates: List::new(&mut work.gates),
             causes: List::new(&mut work.causes),
+            closest: List::new(&mut work.closest),
             order: &mut work.order,
             consumed: List::new(&mut work.consumed),
             counters: List::new(&mut work.counters),
@@ -271,6 +286,42 @@ impl<'w> Tally<'w> {
             }
             None => rule.entry,
         }
+    }
+
+    /// The item that lists mandate `mandate`'s `otherwise` for `rule.unmatched`: with the grant of the called tool
+    /// that came closest (the fewest top-level conjuncts not true, then the canonical rank), when it has one.
+    fn unmatched_item(&mut self, image: &Image<'_>, mandate: &Mandate, list: &RuleList, env: &Env<'_>) -> u32 {
+        let mut best: Option<(u32, u32, Rule)> = None;
+        for k in 0..list.rules_count {
+            let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
+            if rule.kind != image::RULE_ALLOW {
+                continue;
+            }
+            let key = (cond::distance(image, rule.cond_off, rule.cond_count, env), image.entry(rule.entry).rank);
+            if best.map_or(true, |(d, r, _)| key < (d, r)) {
+                best = Some((key.0, key.1, rule));
+            }
+        }
+        let rule = match best {
+            Some((_, _, rule)) => rule,
+            None => return mandate.otherwise_entry,
+        };
+        let (atom, what, value) = if cond::eval(image, rule.cond_off, rule.cond_count, env) == Truth::Error {
+            match cond::cause(image, rule.cond_off, rule.cond_count, env) {
+                Some((atom, problem)) => (atom, problem, 0),
+                None => (0, NO_ATOM, 0),
+            }
+        } else {
+            match cond::failed_atom(image, rule.cond_off, rule.cond_count, env) {
+                Some(atom) => (atom, FAILED, cond::value_token(image, atom, env).map_or(0, |t| t.wrapping_add(1))),
+                None => (0, NO_ATOM, 0),
+            }
+        };
+        let item = CLOSEST | (self.closest.len / 5) as u32;
+        for word in [mandate.otherwise_entry, rule.entry, atom, what, value] {
+            self.closest.push(word);
+        }
+        item
     }
 
     fn add(&mut self, escalates: bool, code: u32, entry: u32) {
@@ -387,7 +438,8 @@ impl<'w> Tally<'w> {
                 }
             }
             if !granted {
-                self.add(mandate.flags & image::MANDATE_ESCALATES != 0, err::UNMATCHED, mandate.otherwise_entry);
+                let item = self.unmatched_item(image, &mandate, &list, &env);
+                self.add(mandate.flags & image::MANDATE_ESCALATES != 0, err::UNMATCHED, item);
             }
         }
         if self.deny_codes == 0 || self.refusing_gates {
@@ -516,10 +568,13 @@ impl<'w> Tally<'w> {
         out.write(b"\",\"reasons\":");
         err::write_codes(out, codes);
         out.write(b",\"rules\":");
-        let (stops, causes) = (self.stops.len, self.causes.len);
-        let stops = self.stops.items.get(..stops).unwrap_or(&[]);
-        let causes = self.causes.items.get(..causes).unwrap_or(&[]);
-        write_entries(image, doc, stops, causes, rules.slice(), out);
+        let (stops, causes, closest) = (self.stops.len, self.causes.len, self.closest.len);
+        let found = Found {
+            stops: self.stops.items.get(..stops).unwrap_or(&[]),
+            causes: self.causes.items.get(..causes).unwrap_or(&[]),
+            closest: self.closest.items.get(..closest).unwrap_or(&[]),
+        };
+        write_entries(image, doc, &found, rules.slice(), out);
         out.write(b",\"missing_approvals\":");
         if escalates {
             self.write_missing(image, doc, req, call, leaf, keys, out);
@@ -800,18 +855,46 @@ fn counter_name<'a>(image: &Image<'a>, call: &Call, rank: u32) -> Option<&'a [u8
 }
 
 /// Writes the entries, sorted by rank and without repeats, as a JSON array.
+/// What the entries of a list refer to besides the image ([`DYNAMIC`], [`CAUSED`] and [`CLOSEST`] items).
+pub(crate) struct Found<'f> {
+    pub stops: &'f [u32],
+    pub causes: &'f [u32],
+    pub closest: &'f [u32],
+}
+
+/// Writes `entry`'s JSON without its closing brace.
+fn write_open(image: &Image<'_>, entry: u32, out: &mut Out<'_>) {
+    let entry = image.entry(entry);
+    let json = image.str(entry.json_off, entry.json_len);
+    out.write(json.get(..json.len().saturating_sub(1)).unwrap_or(&[]));
+}
+
+/// `,"unevaluable":{"attribute":…,"problem":…}` of atom `atom`.
+fn write_unevaluable(image: &Image<'_>, atom: u32, problem: u32, out: &mut Out<'_>) {
+    out.write(b",\"unevaluable\":{\"attribute\":");
+    cond::write_attribute(out, image, atom);
+    out.write(b",\"problem\":\"");
+    out.write(cond::problem_name(problem));
+    out.write(b"\"}");
+}
+
 pub(crate) fn write_entries(
     image: &Image<'_>,
     doc: &Doc<'_>,
-    stops: &[u32],
-    causes: &[u32],
+    found: &Found<'_>,
     entries: &mut [u32],
     out: &mut Out<'_>,
 ) {
+    let (stops, causes, closest) = (found.stops, found.causes, found.closest);
     let cause = |item: u32| -> (u32, u32, u32) {
         let at = 3 * (item & !CAUSED) as usize;
         let word = |k: usize| causes.get(at + k).copied().unwrap_or(0);
         (word(0), word(1), word(2))
+    };
+    let near = |item: u32| -> [u32; 5] {
+        let at = 5 * (item & !CLOSEST) as usize;
+        let word = |k: usize| closest.get(at + k).copied().unwrap_or(0);
+        [word(0), word(1), word(2), word(3), word(4)]
     };
     let stop = |item: u32| -> (Mandate, u32, u32) {
         let at = 3 * (item & !DYNAMIC) as usize;
@@ -825,6 +908,8 @@ pub(crate) fn write_entries(
             image.entry(stop(e).0.stop_entry).rank
         } else if e & CAUSED != 0 {
             image.entry(cause(e).0).rank
+        } else if e & CLOSEST != 0 {
+            image.entry(near(e)[0]).rank
         } else {
             image.entry(e).rank
         }
@@ -843,14 +928,29 @@ pub(crate) fn write_entries(
         if e & DYNAMIC == 0 && e & CAUSED != 0 {
             // The entry's object with `"unevaluable":{…}` before its closing brace.
             let (entry, atom, problem) = cause(e);
-            let entry = image.entry(entry);
-            let json = image.str(entry.json_off, entry.json_len);
-            out.write(json.get(..json.len().saturating_sub(1)).unwrap_or(&[]));
-            out.write(b",\"unevaluable\":{\"attribute\":");
-            cond::write_attribute(out, image, atom);
-            out.write(b",\"problem\":\"");
-            out.write(cond::problem_name(problem));
-            out.write(b"\"}}");
+            write_open(image, entry, out);
+            write_unevaluable(image, atom, problem, out);
+            out.byte(b'}');
+            continue;
+        }
+        if e & DYNAMIC == 0 && e & CLOSEST != 0 {
+            // The `otherwise` entry with `"closest":{…}`: the grant's entry with what failed.
+            let [otherwise, grant, atom, what, value] = near(e);
+            write_open(image, otherwise, out);
+            out.write(b",\"closest\":");
+            write_open(image, grant, out);
+            if what == FAILED {
+                out.write(b",\"failed\":{\"attribute\":");
+                cond::write_attribute(out, image, atom);
+                if value != 0 {
+                    out.write(b",\"value\":");
+                    write_canonical(out, doc, value.wrapping_sub(1), &mut [], 0);
+                }
+                out.byte(b'}');
+            } else if what != NO_ATOM {
+                write_unevaluable(image, atom, what, out);
+            }
+            out.write(b"}}");
             continue;
         }
         if e & DYNAMIC == 0 {
