@@ -451,8 +451,8 @@ fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Opt
         grants.map(|r| (cond::distance(&r.condition, env), deciding_rule(program, mandate, &r.label, r.span), r));
     let (_, mut entry, rule) = scored.min_by(|a, b| (a.0, a.1.sort_key()).cmp(&(b.0, b.1.sort_key())))?;
     if cond::eval(&rule.condition, env).is_err() {
-        let (atom, error) = cond::cause(&rule.condition, env)?;
-        entry.unevaluable = Some(Unevaluable { attribute: atom.attr.display(), problem: error.code() });
+        entry.unevaluable = cond::cause(&rule.condition, env)
+            .map(|(atom, error)| Unevaluable { attribute: atom.attr.display(), problem: error.code() });
     } else if let Some(atom) = cond::failed_atom(&rule.condition, env) {
         let req = env.request;
         let json = match &atom.attr {
