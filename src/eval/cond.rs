@@ -92,6 +92,49 @@ pub(crate) fn failed_atom<'c>(cond: &'c Cond, env: &Env) -> Option<&'c crate::ir
     }
 }
 
+/// An atom as a decision names it (`failed.condition`): attribute, test and operand in the language's words, the
+/// negation the checker pushed into it written as `!=`, `not in`, `not under`, `not contains`, `not within` or the
+/// opposite comparison (`args.amount <= 100 USD`, `args.merchant not in ["acme", "globex"]`).
+pub(crate) fn atom_text(atom: &crate::ir::Atom, program: &Program) -> String {
+    fn value(v: &Value, program: &Program) -> String {
+        match v {
+            Value::String(s) => Json::String(s.clone()).to_string(),
+            Value::Number(n) => n.to_string(),
+            Value::Money(m) => m.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Timestamp(t) => crate::value::format_timestamp(*t),
+            Value::Duration(d) => format!("{d}s"),
+            Value::Level(l) => program.levels.get(*l).cloned().unwrap_or_default(),
+            Value::Set(items) => list(items, program),
+        }
+    }
+    fn list(items: &[Value], program: &Program) -> String {
+        format!("[{}]", items.iter().map(|v| value(v, program)).collect::<Vec<_>>().join(", "))
+    }
+    let test = match &atom.test {
+        Test::Compare(op, v) => {
+            let op = match op {
+                CompareOp::Eq => "==",
+                CompareOp::Ne => "!=",
+                CompareOp::Lt => "<",
+                CompareOp::Le => "<=",
+                CompareOp::Gt => ">",
+                CompareOp::Ge => ">=",
+            };
+            format!("{op} {}", value(v, program))
+        }
+        Test::In(items) => format!("in {}", list(items, program)),
+        Test::NotIn(items) => format!("not in {}", list(items, program)),
+        Test::Under(p) => format!("under {}", Json::String(p.clone())),
+        Test::NotUnder(p) => format!("not under {}", Json::String(p.clone())),
+        Test::Contains(v) => format!("contains {}", value(v, program)),
+        Test::NotContains(v) => format!("not contains {}", value(v, program)),
+        Test::Within(items) => format!("within {}", list(items, program)),
+        Test::NotWithin(items) => format!("not within {}", list(items, program)),
+    };
+    format!("{} {test}", atom.attr.display())
+}
+
 /// A set of possible outcomes of a condition: true, false, error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Possible(u8);

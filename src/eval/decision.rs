@@ -42,6 +42,8 @@ pub struct DecidingRule {
 /// (for `args.*`, `context.*`, `resource.id` and `subject.id`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Failed {
+    /// The atom in the language's words (`args.amount <= 100 USD`).
+    pub condition: String,
     pub attribute: String,
     pub value: Option<String>,
 }
@@ -82,7 +84,9 @@ impl DecidingRule {
             out.push('}');
         }
         if let Some(f) = &self.failed {
-            out.push_str(",\"failed\":{\"attribute\":");
+            out.push_str(",\"failed\":{\"condition\":");
+            write_string(out, &f.condition);
+            out.push_str(",\"attribute\":");
             write_string(out, &f.attribute);
             if let Some(value) = &f.value {
                 out.push_str(",\"value\":");

@@ -22,6 +22,7 @@ pub use decision::{
 pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
 // The wasm backend writes the same JSON, so it shares the writers.
+pub(crate) use cond::atom_text;
 pub(crate) use decision::write_rule as write_deciding_rule;
 pub(crate) use decision::write_strings as write_json_strings;
 pub(crate) use digest::write_string as write_json_string;
@@ -157,7 +158,8 @@ pub fn output_limit(program: &Program) -> usize {
         let grants = mandate.rules.iter().filter(|r| matches!(r.kind, RuleKind::Allow));
         fixed += grants
             .map(|r| {
-                entry_len(mandate, &r.label, r.span) + longest_attribute(&r.condition, &json_len).unwrap_or(0) + 96
+                let atom = |a: &crate::ir::Atom| json_len(&a.attr.display()) + json_len(&cond::atom_text(a, program));
+                entry_len(mandate, &r.label, r.span) + longest_atom(&r.condition, &atom).unwrap_or(0) + 112
             })
             .max()
             .unwrap_or(0);
@@ -199,6 +201,17 @@ pub fn output_limit(program: &Program) -> usize {
     let decision = fixed.saturating_add(requests.saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
     decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
+}
+
+/// The largest `size` of an atom of `cond`, when it has atoms.
+fn longest_atom(cond: &crate::ir::Cond, size: &dyn Fn(&crate::ir::Atom) -> usize) -> Option<usize> {
+    match cond {
+        crate::ir::Cond::True | crate::ir::Cond::False => None,
+        crate::ir::Cond::Atom(atom) => Some(size(atom)),
+        crate::ir::Cond::And(items) | crate::ir::Cond::Or(items) => {
+            items.iter().filter_map(|c| longest_atom(c, size)).max()
+        }
+    }
 }
 
 /// The longest attribute (as JSON) an atom of `cond` reads, when it has atoms.
@@ -467,7 +480,8 @@ fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Opt
             digest::write_canonical(&mut out, &j);
             out
         });
-        entry.failed = Some(Failed { attribute: atom.attr.display(), value });
+        entry.failed =
+            Some(Failed { condition: cond::atom_text(atom, program), attribute: atom.attr.display(), value });
     }
     Some(entry)
 }

@@ -940,7 +940,10 @@ pub(crate) fn write_entries(
             out.write(b",\"closest\":");
             write_open(image, grant, out);
             if what == FAILED {
-                out.write(b",\"failed\":{\"attribute\":");
+                let record = image::Atom::decode(image.bytes, atom);
+                out.write(b",\"failed\":{\"condition\":");
+                out.write(image.str(record.text_off, record.text_len));
+                out.write(b",\"attribute\":");
                 cond::write_attribute(out, image, atom);
                 if value != 0 {
                     out.write(b",\"value\":");
