@@ -578,7 +578,10 @@ fn remit_serve_approvals_admin_and_a_graceful_stop() {
     assert!(why.contains("agent:shopper calls make_payment on o-1"), "{why}");
     assert!(why.contains("of kind commercial_terms by user:alice (access request ar-"), "{why}");
     assert!(why.contains("mandate chain: shop"), "{why}");
-    assert!(why.contains("rule: shop `require approval commercial_terms for make_payment`"), "{why}");
+    assert!(
+        why.contains("rule: shop `require approval commercial_terms for make_payment where args.amount > 60 USD`"),
+        "{why}"
+    );
     let (code, receipt) = audit(&["receipt", "--operation", "op-1", "--store", &spec]);
     assert_eq!(code, Some(0), "{receipt}");
     let receipt: Value = serde_json::from_str(&receipt).unwrap();

@@ -191,13 +191,9 @@ impl Checker<'_> {
 
     fn rule(&mut self, clause: &ast::Clause, scope: &Scope<'_>) -> Option<ir::Rule> {
         let text = self.sources.snippet(clause.span);
-        let label = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        let mut label = label.split(" where ").next().unwrap_or(&label).trim_end_matches(':').to_string();
-        // A gate's `else` follows its condition: the label keeps it, as it keeps a fact's.
-        if let ClauseKind::Gate { condition: Some(_), on_missing: Some(outcome), .. } = &clause.kind {
-            label.push_str(" else ");
-            label.push_str(outcome.keyword());
-        }
+        // The whole clause, its `where` condition and `else` included, so that two rules of one tool never share a
+        // label; laid out on one line (comments and line breaks dropped) so that reformatting changes no decision.
+        let label = crate::syntax::format::one_line(text);
         let (kind, target, condition) = match &clause.kind {
             ClauseKind::Allow { target, condition } => (RuleKind::Allow, target, condition.as_ref()),
             ClauseKind::Forbid { target, condition } => (RuleKind::Forbid, target, condition.as_ref()),

@@ -54,6 +54,87 @@ pub(crate) fn eval(cond: &Cond, env: &Env) -> Result<bool, EvalError> {
     }
 }
 
+/// The first atom of `cond` in prefix order (as written, left to right) that cannot be evaluated, and why: the atom
+/// [`eval`] stops at when it gives an error (it evaluates children in order and returns the first error). `None`
+/// when `cond` evaluates.
+pub(crate) fn cause<'c>(cond: &'c Cond, env: &Env) -> Option<(&'c crate::ir::Atom, EvalError)> {
+    match cond {
+        Cond::True | Cond::False => None,
+        Cond::Atom(atom) => {
+            let result = match fetch(&atom.attr, &atom.ty, env) {
+                Ok(Fetched::Value(value)) => test(&value, &atom.test).map(|_| ()),
+                Ok(Fetched::Unknown) => Err(EvalError::Missing),
+                Err(e) => Err(e),
+            };
+            result.err().map(|e| (atom, e))
+        }
+        Cond::And(items) | Cond::Or(items) => items.iter().find_map(|item| cause(item, env)),
+    }
+}
+
+/// How far a condition that does not hold is from holding: how many of its top-level conjuncts (the children of a
+/// root `and`, else the condition itself) are not true.
+pub(crate) fn distance(cond: &Cond, env: &Env) -> usize {
+    match cond {
+        Cond::And(items) => items.iter().filter(|item| eval(item, env) != Ok(true)).count(),
+        _ => 1,
+    }
+}
+
+/// The atom that makes a false condition false, following it down: an `and` to its first false child, an `or` to
+/// its first child (all are false). `None` for a constant.
+pub(crate) fn failed_atom<'c>(cond: &'c Cond, env: &Env) -> Option<&'c crate::ir::Atom> {
+    match cond {
+        Cond::True | Cond::False => None,
+        Cond::Atom(atom) => Some(atom),
+        Cond::And(items) => failed_atom(items.iter().find(|item| eval(item, env) == Ok(false))?, env),
+        Cond::Or(items) => failed_atom(items.first()?, env),
+    }
+}
+
+/// An atom as a decision names it (`failed.condition`): attribute, test and operand in the language's words, the
+/// negation the checker pushed into it written as `!=`, `not in`, `not under`, `not contains`, `not within` or the
+/// opposite comparison (`args.amount <= 100 USD`, `args.merchant not in ["acme", "globex"]`).
+pub(crate) fn atom_text(atom: &crate::ir::Atom, program: &Program) -> String {
+    fn value(v: &Value, program: &Program) -> String {
+        match v {
+            Value::String(s) => Json::String(s.clone()).to_string(),
+            Value::Number(n) => n.to_string(),
+            Value::Money(m) => m.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Timestamp(t) => crate::value::format_timestamp(*t),
+            Value::Duration(d) => format!("{d}s"),
+            Value::Level(l) => program.levels.get(*l).cloned().unwrap_or_default(),
+            Value::Set(items) => list(items, program),
+        }
+    }
+    fn list(items: &[Value], program: &Program) -> String {
+        format!("[{}]", items.iter().map(|v| value(v, program)).collect::<Vec<_>>().join(", "))
+    }
+    let test = match &atom.test {
+        Test::Compare(op, v) => {
+            let op = match op {
+                CompareOp::Eq => "==",
+                CompareOp::Ne => "!=",
+                CompareOp::Lt => "<",
+                CompareOp::Le => "<=",
+                CompareOp::Gt => ">",
+                CompareOp::Ge => ">=",
+            };
+            format!("{op} {}", value(v, program))
+        }
+        Test::In(items) => format!("in {}", list(items, program)),
+        Test::NotIn(items) => format!("not in {}", list(items, program)),
+        Test::Under(p) => format!("under {}", Json::String(p.clone())),
+        Test::NotUnder(p) => format!("not under {}", Json::String(p.clone())),
+        Test::Contains(v) => format!("contains {}", value(v, program)),
+        Test::NotContains(v) => format!("not contains {}", value(v, program)),
+        Test::Within(items) => format!("within {}", list(items, program)),
+        Test::NotWithin(items) => format!("not within {}", list(items, program)),
+    };
+    format!("{} {test}", atom.attr.display())
+}
+
 /// A set of possible outcomes of a condition: true, false, error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Possible(u8);

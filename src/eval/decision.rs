@@ -28,6 +28,33 @@ pub struct DecidingRule {
     pub rule: String,
     /// `file:line:column` of the clause.
     pub at: String,
+    /// Why the rule's condition could not be evaluated, when that is why it is listed (fail closed: a prohibition,
+    /// limit or scope counted as violated, a gate that applies).
+    pub unevaluable: Option<Unevaluable>,
+    /// A grant named as the closest (`closest` of an `otherwise`): the first atom of its condition that is false,
+    /// following the condition down (an `and` to its first false child, an `or` to its first child).
+    pub failed: Option<Failed>,
+    /// An `otherwise` listed for `rule.unmatched`: the grant of the called tool that came closest.
+    pub closest: Option<Box<DecidingRule>>,
+}
+
+/// The atom of a grant's condition that is false: its attribute, and the request's value of it as canonical JSON
+/// (for `args.*`, `context.*`, `resource.id` and `subject.id`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Failed {
+    /// The atom in the language's words (`args.amount <= 100 USD`).
+    pub condition: String,
+    pub attribute: String,
+    pub value: Option<String>,
+}
+
+/// The first atom of a condition (in prefix order: as written, left to right) whose evaluation failed: its
+/// attribute as the policy writes it (`args.amount`) and the problem.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Unevaluable {
+    pub attribute: String,
+    /// `missing`, `mistyped`, `incomparable` or `unsafe-path` ([`super::err::EvalError::code`]).
+    pub problem: &'static str,
 }
 
 impl DecidingRule {
@@ -49,6 +76,28 @@ impl DecidingRule {
         write_string(out, &self.rule);
         out.push_str(",\"at\":");
         write_string(out, &self.at);
+        if let Some(u) = &self.unevaluable {
+            out.push_str(",\"unevaluable\":{\"attribute\":");
+            write_string(out, &u.attribute);
+            out.push_str(",\"problem\":");
+            write_string(out, u.problem);
+            out.push('}');
+        }
+        if let Some(f) = &self.failed {
+            out.push_str(",\"failed\":{\"condition\":");
+            write_string(out, &f.condition);
+            out.push_str(",\"attribute\":");
+            write_string(out, &f.attribute);
+            if let Some(value) = &f.value {
+                out.push_str(",\"value\":");
+                out.push_str(value);
+            }
+            out.push('}');
+        }
+        if let Some(closest) = &self.closest {
+            out.push_str(",\"closest\":");
+            closest.write(out);
+        }
         out.push('}');
     }
 }
@@ -313,6 +362,9 @@ mod tests {
                 mandate: "wallet".into(),
                 rule: "require approval commercial_terms".into(),
                 at: "wallet/policy.remit:14:3".into(),
+                unevaluable: None,
+                failed: None,
+                closest: None,
             }],
             missing_approvals: vec![MissingApproval {
                 kind: "commercial_terms".into(),

@@ -25,7 +25,7 @@ pub fn argument_digest(tool: &str, arguments: &Json) -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-fn write_canonical(out: &mut String, value: &Json) {
+pub(crate) fn write_canonical(out: &mut String, value: &Json) {
     match value {
         Json::Null => out.push_str("null"),
         Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),

@@ -46,3 +46,15 @@ pub enum EvalError {
     /// separator: it is never under anything.
     UnsafePath,
 }
+
+impl EvalError {
+    /// How a decision names the problem (`unevaluable` of a rule, docs/requests.md).
+    pub fn code(self) -> &'static str {
+        match self {
+            EvalError::Missing => "missing",
+            EvalError::WrongType => "mistyped",
+            EvalError::Incomparable => "incomparable",
+            EvalError::UnsafePath => "unsafe-path",
+        }
+    }
+}

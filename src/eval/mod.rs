@@ -17,11 +17,13 @@ mod visible;
 use serde_json::{Map, Value as Json};
 
 pub use decision::{
-    DecidingRule, Decision, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, UsedApproval,
+    DecidingRule, Decision, Failed, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, Unevaluable,
+    UsedApproval,
 };
 pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
 // The wasm backend writes the same JSON, so it shares the writers.
+pub(crate) use cond::atom_text;
 pub(crate) use decision::write_rule as write_deciding_rule;
 pub(crate) use decision::write_strings as write_json_strings;
 pub(crate) use digest::write_string as write_json_string;
@@ -115,7 +117,11 @@ pub const MAX_OUTPUT: usize = 16 << 20;
 /// than that approval's JSON (an entry is its id and at most 57 bytes; a usable approval is its id and more than 100:
 /// its keys, kind, mandate and two 20-character timestamps). An allow's `approvals` add one more: the id and
 /// `approved_by` of each approval that satisfied a gate, written once per id (the ids are written a second time there,
-/// hence a `MAX_INPUT` of its own). A listing writes only static text (a stop by its level: `stop (LEVEL)`).
+/// hence a `MAX_INPUT` of its own). The closest grant an unmatched mandate's `otherwise` names carries the request's
+/// value of the attribute its false atom reads, as canonical JSON: no longer than its text in the request (a value that
+/// decoded as its type has no exponent, whitespace goes, escapes only shrink); one per mandate of the chain, so one
+/// `MAX_INPUT` per mandate of the longest chain bounds them. A listing writes only static text (a stop by its level:
+/// `stop (LEVEL)`).
 pub fn output_limit(program: &Program) -> usize {
     let input = crate::json::MAX_INPUT;
     let json_len = |s: &str| {
@@ -150,7 +156,19 @@ pub fn output_limit(program: &Program) -> usize {
             longest_entry = longest_entry.max(len);
             fixed += len;
         }
+        // The `otherwise` of an unmatched mandate names its closest grant: `,"closest":` and the grant's entry with
+        // `,"failed":{"attribute":…,"value":…}` (the value, a request string, is budgeted below) or `unevaluable`.
+        let grants = mandate.rules.iter().filter(|r| matches!(r.kind, RuleKind::Allow));
+        fixed += grants
+            .map(|r| {
+                let atom = |a: &crate::ir::Atom| json_len(&a.attr.display()) + json_len(&cond::atom_text(a, program));
+                entry_len(mandate, &r.label, r.span) + longest_atom(&r.condition, &atom).unwrap_or(0) + 112
+            })
+            .max()
+            .unwrap_or(0);
         for rule in &mandate.rules {
+            // `,"unevaluable":{"attribute":…,"problem":"unsafe-path"}` on a rule listed because its condition failed.
+            fixed += longest_attribute(&rule.condition, &json_len).map_or(0, |len| len + 64);
             fixed += match &rule.kind {
                 // `{"kind":…,"mandate":…,"mandates":[…],"tool":…,"digest":"sha256:…"}` and the keys of target and
                 // manifest: a gate's mandate is in its kind's `mandates` once, and `mandate` at most once.
@@ -181,9 +199,34 @@ pub fn output_limit(program: &Program) -> usize {
         })
         .max()
         .unwrap_or(0);
-    let decision = fixed.saturating_add(repeats.saturating_add(3).saturating_mul(input));
+    // A closest grant's value, once per unmatched mandate of the chain.
+    let chain = (0..program.mandates.len()).map(|leaf| program.chain(leaf).len()).max().unwrap_or(0);
+    let requests = repeats.saturating_add(3).saturating_add(chain);
+    let decision = fixed.saturating_add(requests.saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
     decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
+}
+
+/// The largest `size` of an atom of `cond`, when it has atoms.
+fn longest_atom(cond: &crate::ir::Cond, size: &dyn Fn(&crate::ir::Atom) -> usize) -> Option<usize> {
+    match cond {
+        crate::ir::Cond::True | crate::ir::Cond::False => None,
+        crate::ir::Cond::Atom(atom) => Some(size(atom)),
+        crate::ir::Cond::And(items) | crate::ir::Cond::Or(items) => {
+            items.iter().filter_map(|c| longest_atom(c, size)).max()
+        }
+    }
+}
+
+/// The longest attribute (as JSON) an atom of `cond` reads, when it has atoms.
+fn longest_attribute(cond: &crate::ir::Cond, json_len: &dyn Fn(&str) -> usize) -> Option<usize> {
+    match cond {
+        crate::ir::Cond::True | crate::ir::Cond::False => None,
+        crate::ir::Cond::Atom(atom) => Some(json_len(&atom.attr.display())),
+        crate::ir::Cond::And(items) | crate::ir::Cond::Or(items) => {
+            items.iter().filter_map(|c| longest_attribute(c, json_len)).max()
+        }
+    }
 }
 
 /// How one rule of the chain evaluated for a call: what `remit eval --trace` shows, and what the fail-closed
@@ -295,8 +338,16 @@ impl Tally {
                 if !program.covers(&rule.target, tool_id) {
                     continue;
                 }
-                let entry = || deciding_rule(program, mandate, &rule.label, rule.span);
                 let result = cond::eval(&rule.condition, &env);
+                // A rule listed because its condition could not be evaluated says which attribute failed.
+                let unevaluable = || {
+                    let (atom, error) = cond::cause(&rule.condition, &env)?;
+                    Some(Unevaluable { attribute: atom.attr.display(), problem: error.code() })
+                };
+                let entry = || DecidingRule {
+                    unevaluable: if result.is_err() { unevaluable() } else { None },
+                    ..deciding_rule(program, mandate, &rule.label, rule.span)
+                };
                 // Rules without a written condition have `True`; one that errors still applies (fail closed).
                 let applies = result != Ok(false);
                 match &rule.kind {
@@ -363,7 +414,9 @@ impl Tally {
                 }
             }
             if !granted {
-                let rule = deciding_rule(program, mandate, otherwise_text(mandate.otherwise), mandate.otherwise_span);
+                let mut rule =
+                    deciding_rule(program, mandate, otherwise_text(mandate.otherwise), mandate.otherwise_span);
+                rule.closest = closest(program, mandate, tool_id, &env).map(Box::new);
                 self.add(mandate.otherwise, err::UNMATCHED, Some(rule));
             }
         }
@@ -411,6 +464,37 @@ impl Tally {
         }
         decision
     }
+}
+
+/// The grant of the called tool in `mandate` (none of which granted) that came closest: the fewest top-level
+/// conjuncts not true (`cond::distance`), then the decision's order (rule text, then position); with the atom that
+/// made it false and the request's value of it, or the attribute that could not be evaluated.
+fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Option<DecidingRule> {
+    let grants = mandate.rules.iter().filter(|r| matches!(r.kind, RuleKind::Allow) && program.covers(&r.target, tool));
+    let scored =
+        grants.map(|r| (cond::distance(&r.condition, env), deciding_rule(program, mandate, &r.label, r.span), r));
+    let (_, mut entry, rule) = scored.min_by(|a, b| (a.0, a.1.sort_key()).cmp(&(b.0, b.1.sort_key())))?;
+    if cond::eval(&rule.condition, env).is_err() {
+        entry.unevaluable = cond::cause(&rule.condition, env)
+            .map(|(atom, error)| Unevaluable { attribute: atom.attr.display(), problem: error.code() });
+    } else if let Some(atom) = cond::failed_atom(&rule.condition, env) {
+        let req = env.request;
+        let json = match &atom.attr {
+            crate::ir::Attr::Arg(name) => req.call.as_ref().and_then(|c| c.argument(name)).cloned(),
+            crate::ir::Attr::Context(name) => req.attributes.get(name).cloned(),
+            crate::ir::Attr::ResourceId => req.resource_id.clone().map(Json::String),
+            crate::ir::Attr::SubjectId => Some(Json::String(req.subject_id.clone())),
+            _ => None,
+        };
+        let value = json.map(|j| {
+            let mut out = String::new();
+            digest::write_canonical(&mut out, &j);
+            out
+        });
+        entry.failed =
+            Some(Failed { condition: cond::atom_text(atom, program), attribute: atom.attr.display(), value });
+    }
+    Some(entry)
 }
 
 /// One missing approval per kind and binding, sorted: an approval issued under the mandate nearest the root counts
@@ -547,7 +631,14 @@ pub(crate) fn otherwise_text(outcome: Otherwise) -> &'static str {
 }
 
 pub(crate) fn deciding_rule(program: &Program, mandate: &Mandate, rule: &str, span: Span) -> DecidingRule {
-    DecidingRule { mandate: mandate.name.clone(), rule: rule.to_string(), at: location(program, span) }
+    DecidingRule {
+        mandate: mandate.name.clone(),
+        rule: rule.to_string(),
+        at: location(program, span),
+        unevaluable: None,
+        failed: None,
+        closest: None,
+    }
 }
 
 /// `file:line:column` of a span; a span that does not fit its file (never made by the checker) degrades to the

@@ -474,7 +474,14 @@ fn chain_state_denies() {
     assert_eq!(reasons(&stopped), ["stop.active"]);
     assert_eq!(
         stopped.rules[0],
-        DecidingRule { mandate: "wallet".into(), rule: "stop".into(), at: "policy.remit:9:9".into() }
+        DecidingRule {
+            mandate: "wallet".into(),
+            rule: "stop".into(),
+            at: "policy.remit:9:9".into(),
+            unevaluable: None,
+            failed: None,
+            closest: None,
+        }
     );
     let early = decide_json(&with(pay_request(), "/context/now", json!("2026-10-01T00:00:00Z")));
     assert_eq!(reasons(&early), ["mandate.not-yet-valid"]);

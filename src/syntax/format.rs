@@ -165,6 +165,29 @@ pub fn format(text: &str) -> Result<String, FormatError> {
     Ok(once)
 }
 
+/// One clause on one line, as decisions and listings name it: its tokens as written (comments dropped), spaced as
+/// [`format`] spaces a line, a comma just before a closing bracket dropped. A clause's label is the same however
+/// it was laid out or commented, so reformatting a policy never changes a decision's `rules`.
+pub fn one_line(text: &str) -> String {
+    let tokens: Vec<Token<'_>> = lex(text).into_iter().filter(|t| t.kind != Kind::Comment).collect();
+    let mut out = String::with_capacity(text.len());
+    let mut prev: Option<&Token<'_>> = None;
+    for (i, token) in tokens.iter().enumerate() {
+        let closing_next = tokens.get(i + 1).is_some_and(|n| n.kind == Kind::Punct && matches!(n.text, ")" | "]"));
+        if token.kind == Kind::Punct && token.text == "," && closing_next {
+            continue;
+        }
+        if let Some(p) = prev {
+            if space_between(p, token, &[], false, &[]) {
+                out.push(' ');
+            }
+        }
+        out.push_str(token.text);
+        prev = Some(token);
+    }
+    out
+}
+
 fn same_tokens(a: &str, b: &str) -> bool {
     let (a, b) = (lex(a), lex(b));
     a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.kind == y.kind && x.text == y.text)

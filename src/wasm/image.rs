@@ -207,6 +207,8 @@ impl<'p> Writer<'p> {
         if let Attr::Context(name) = &atom.attr {
             r.signed = u32::from(self.program.signed_contexts.contains(name));
         }
+        // The atom as a closest grant's `failed.condition` names it, as a JSON string.
+        (r.text_off, r.text_len) = self.json(&eval::atom_text(atom, self.program));
         let (test, operands): (u32, Vec<Value>) = match &atom.test {
             Test::Compare(op, v) => (compare_code(*op), vec![v.clone()]),
             Test::In(vs) => (rec::TEST_IN, vs.clone()),

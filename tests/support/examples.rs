@@ -91,6 +91,10 @@ pub fn semantic(decision: &Decision) -> String {
     d.policy.clear();
     for rule in &mut d.rules {
         rule.at.clear();
+        // The closest grant an `otherwise` names has its own position.
+        if let Some(closest) = rule.closest.as_mut() {
+            closest.at.clear();
+        }
     }
     d.to_json()
 }

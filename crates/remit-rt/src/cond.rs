@@ -145,10 +145,169 @@ fn leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Truth {
         image::NODE_FALSE => Truth::False,
         image::NODE_ATOM => match fetch(image, node.arg, env) {
             Fetched::Value(atom, value) => test(image, env.doc, &atom, value),
-            Fetched::Unknown | Fetched::Error => Truth::Error,
+            Fetched::Unknown | Fetched::Missing | Fetched::Error => Truth::Error,
         },
         _ => Truth::Error,
     }
+}
+
+/// Why an atom cannot be evaluated (`src/eval/err.rs`'s `EvalError`): absent from the request.
+pub const PROBLEM_MISSING: u32 = 0;
+/// Present but not of the attribute's type.
+pub const PROBLEM_MISTYPED: u32 = 1;
+/// Not comparable with the operand (money in another currency).
+pub const PROBLEM_INCOMPARABLE: u32 = 2;
+/// A value tested with `under` that could leave its prefix.
+pub const PROBLEM_UNSAFE_PATH: u32 = 3;
+
+/// How a decision names a problem (`EvalError::code`).
+pub fn problem_name(problem: u32) -> &'static [u8] {
+    match problem {
+        PROBLEM_MISSING => b"missing",
+        PROBLEM_MISTYPED => b"mistyped",
+        PROBLEM_INCOMPARABLE => b"incomparable",
+        _ => b"unsafe-path",
+    }
+}
+
+/// The first atom of a condition in prefix order (the image's node order: as written, left to right) that cannot
+/// be evaluated, and why: `(atom offset, problem)`; `src/eval/cond.rs`'s `cause`. [`eval`] gives an error exactly
+/// when there is one (it evaluates every node and stops at the first error). A flat walk: prefix order needs no
+/// stack.
+pub fn cause(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Option<(u32, u32)> {
+    let mut i = 0u32;
+    while i < cond_count {
+        let n = node(image, cond_off, i);
+        i += 1;
+        if n.op != image::NODE_ATOM {
+            continue;
+        }
+        let problem = match fetch(image, n.arg, env) {
+            Fetched::Value(atom, value) => match test(image, env.doc, &atom, value) {
+                Truth::Error => test_problem(image, &atom, value),
+                _ => continue,
+            },
+            Fetched::Unknown | Fetched::Missing => PROBLEM_MISSING,
+            Fetched::Error => PROBLEM_MISTYPED,
+        };
+        return Some((n.arg, problem));
+    }
+    None
+}
+
+/// Why [`test`] failed on `value`: an `under` test of a string against a string prefix fails only on an unsafe
+/// path; everything else that fails is incomparable.
+fn test_problem(image: &Image<'_>, atom: &image::Atom, value: Val) -> u32 {
+    let under = atom.test == image::TEST_UNDER || atom.test == image::TEST_NOT_UNDER;
+    let string_prefix =
+        || Value::decode(image.bytes, Image::at(atom.values_off, Value::SIZE, 0)).tag == image::VALUE_STRING;
+    if under && atom.values_count == 1 && matches!(value, Val::Str(_)) && string_prefix() {
+        PROBLEM_UNSAFE_PATH
+    } else {
+        PROBLEM_INCOMPARABLE
+    }
+}
+
+/// The number of nodes of the subtree at node `i` (prefix order) of a condition of `count` nodes.
+fn subtree_len(image: &Image<'_>, cond_off: u32, i: u32, count: u32) -> u32 {
+    let (mut pending, mut j) = (1u32, i);
+    while pending > 0 && j < count {
+        let n = node(image, cond_off, j);
+        pending -= 1;
+        if n.op == image::NODE_AND || n.op == image::NODE_OR {
+            pending = pending.saturating_add(n.arg);
+        }
+        j += 1;
+    }
+    j - i
+}
+
+/// How far a condition that does not hold is from holding: how many of its top-level conjuncts (the children of a
+/// root `and`, else the condition itself) are not true (`src/eval/cond.rs`'s `distance`).
+pub fn distance(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> u32 {
+    let root = node(image, cond_off, 0);
+    if cond_count == 0 || root.op != image::NODE_AND || root.arg == 0 {
+        return 1;
+    }
+    let (mut i, mut k, mut count) = (1u32, 0u32, 0u32);
+    while k < root.arg && i < cond_count {
+        let len = subtree_len(image, cond_off, i, cond_count);
+        if eval(image, Image::at(cond_off, Node::SIZE, i), len, env) != Truth::True {
+            count += 1;
+        }
+        i += len;
+        k += 1;
+    }
+    count
+}
+
+/// The atom (its offset) that makes a false condition false, following it down: an `and` to its first false
+/// child, an `or` to its first child (`src/eval/cond.rs`'s `failed_atom`). A loop over ever smaller subtrees: no
+/// recursion.
+pub fn failed_atom(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Option<u32> {
+    let (mut off, mut count) = (cond_off, cond_count);
+    while count > 0 {
+        let n = node(image, off, 0);
+        match n.op {
+            image::NODE_ATOM => return Some(n.arg),
+            image::NODE_AND if n.arg > 0 => {
+                let (mut i, mut k) = (1u32, 0u32);
+                let mut next = None;
+                while k < n.arg && i < count {
+                    let len = subtree_len(image, off, i, count);
+                    let child = Image::at(off, Node::SIZE, i);
+                    if eval(image, child, len, env) == Truth::False {
+                        next = Some((child, len));
+                        break;
+                    }
+                    i += len;
+                    k += 1;
+                }
+                let (o, c) = next?;
+                off = o;
+                count = c;
+            }
+            image::NODE_OR if n.arg > 0 => {
+                count = subtree_len(image, off, 1, count);
+                off = Image::at(off, Node::SIZE, 1);
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The request's token of atom `at`'s attribute, for `args.*`, `context.*`, `resource.id` and `subject.id`.
+pub fn value_token(image: &Image<'_>, at: u32, env: &Env<'_>) -> Option<u32> {
+    let atom = image::Atom::decode(image.bytes, at);
+    let name = image.str(atom.name_off, atom.name_len);
+    let (doc, request) = (env.doc, env.request);
+    match atom.attr {
+        image::ATTR_ARG => request.call.and_then(|c| c.arguments).and_then(|args| doc.get(args, name)),
+        image::ATTR_CONTEXT => request.attributes.and_then(|attrs| doc.get(attrs, name)),
+        image::ATTR_RESOURCE_ID => request.resource_id,
+        image::ATTR_SUBJECT_ID => Some(request.subject_id),
+        _ => None,
+    }
+}
+
+/// Writes atom `at`'s attribute as the policy writes it (`ir::Attr::display`), as a JSON string.
+pub fn write_attribute(out: &mut impl crate::Sink, image: &Image<'_>, at: u32) {
+    let atom = image::Atom::decode(image.bytes, at);
+    let (prefix, name): (&[u8], &[u8]) = match atom.attr {
+        image::ATTR_ARG => (b"args.", image.str(atom.name_off, atom.name_len)),
+        image::ATTR_CONTEXT => (b"context.", image.str(atom.name_off, atom.name_len)),
+        image::ATTR_RESOURCE_ID => (b"resource.id", b""),
+        image::ATTR_SUBJECT_ID => (b"subject.id", b""),
+        image::ATTR_SUBJECT_SCOPES => (b"subject.scopes", b""),
+        image::ATTR_NOW => (b"now", b""),
+        image::ATTR_ATTEMPT => (b"attempt", b""),
+        _ => (b"level", b""),
+    };
+    out.byte(b'"');
+    out.write(prefix);
+    crate::out::write_escaped(out, name);
+    out.byte(b'"');
 }
 
 /// Conditions nested at most this deep are evaluated on a small stack (a deeper one starts again on the full
@@ -245,7 +404,7 @@ fn possible_leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Possible {
         image::NODE_ATOM => match fetch(image, node.arg, env) {
             Fetched::Value(atom, value) => Possible::of(test(image, env.doc, &atom, value)),
             Fetched::Unknown => Possible::ANY,
-            Fetched::Error => Possible::ERROR,
+            Fetched::Missing | Fetched::Error => Possible::ERROR,
         },
         _ => Possible::ERROR,
     }
@@ -344,6 +503,9 @@ enum Fetched {
     Value(image::Atom, Val),
     /// A per-call value, while listing tools.
     Unknown,
+    /// Absent from the request.
+    Missing,
+    /// Present but not of the attribute's type (or negative money where it may not be).
     Error,
 }
 
@@ -363,7 +525,7 @@ fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
             }
             let json = match request.call.and_then(|c| c.arguments).and_then(|args| doc.get(args, name)) {
                 Some(json) => json,
-                None => return Fetched::Error,
+                None => return Fetched::Missing,
             };
             let value = match decode(image, doc, json, &Type::decode(image.bytes, atom.ty)) {
                 Some(value) => value,
@@ -378,7 +540,7 @@ fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
         image::ATTR_CONTEXT => {
             let json = match request.attributes.and_then(|attrs| doc.get(attrs, name)) {
                 Some(json) => json,
-                None => return Fetched::Error,
+                None => return Fetched::Missing,
             };
             let value = match decode(image, doc, json, &Type::decode(image.bytes, atom.ty)) {
                 Some(value) => value,
@@ -392,17 +554,17 @@ fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
         image::ATTR_RESOURCE_ID => match request.resource_id {
             Some(id) => Val::Str(id),
             None if env.listing => return Fetched::Unknown,
-            None => return Fetched::Error,
+            None => return Fetched::Missing,
         },
         image::ATTR_ATTEMPT => match request.attempt {
             Some(n) => Val::Num(n),
             None if env.listing => return Fetched::Unknown,
-            None => return Fetched::Error,
+            None => return Fetched::Missing,
         },
         image::ATTR_SUBJECT_ID => Val::Str(request.subject_id),
         image::ATTR_SUBJECT_SCOPES => match request.scopes {
             Some(scopes) => Val::Set(scopes, STRINGS),
-            None => return Fetched::Error,
+            None => return Fetched::Missing,
         },
         image::ATTR_NOW => Val::Timestamp(request.now),
         image::ATTR_LEVEL => Val::Level(i128::from(env.tool.level)),

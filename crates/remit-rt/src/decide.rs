@@ -11,7 +11,7 @@
 use core::cmp::Ordering;
 
 use crate::cond::{self, starts_with, unsafe_path, Env, Truth};
-use crate::digest::argument_digest;
+use crate::digest::{argument_digest, write_canonical};
 use crate::err;
 use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
 use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER, STRING};
@@ -29,8 +29,17 @@ pub struct Work {
     pub granted: [u32; MAX_DECIDING],
     /// Missing approvals as `(kind index, position of the gate's mandate in the chain)` pairs.
     pub missing: [u32; 2 * MAX_DECIDING],
-    /// The gates that apply, as `(rule offset, position in the chain)` pairs.
-    pub gates: [u32; 2 * MAX_DECIDING],
+    /// The gates that apply, as `(rule offset, position in the chain, item)` triples (the item: the rule's entry, or
+    /// [`CAUSED`] when its condition could not be evaluated).
+    pub gates: [u32; 3 * MAX_DECIDING],
+    /// The rules listed because their condition could not be evaluated: `(entry, atom offset, problem)` triples; a
+    /// list names one as [`CAUSED`] plus its triple's index.
+    pub causes: [u32; 3 * MAX_DECIDING],
+    /// The `otherwise` entries listed for `rule.unmatched` with the grant that came closest: `(otherwise entry, grant
+    /// entry, atom offset, what, value token + 1)` 5-tuples (`what`: a `cond::PROBLEM_*` the grant's condition could
+    /// not be evaluated for, [`FAILED`] for a false atom, [`NO_ATOM`]); a list names one as [`CLOSEST`] plus its
+    /// tuple's index.
+    pub closest: [u32; 5 * MAX_DECIDING],
     /// The order of the missing approvals.
     pub order: [u32; MAX_DECIDING],
     /// Tokens of the approval ids a decision consumes.
@@ -53,7 +62,9 @@ impl Work {
         escalate: [0; MAX_DECIDING],
         granted: [0; MAX_DECIDING],
         missing: [0; 2 * MAX_DECIDING],
-        gates: [0; 2 * MAX_DECIDING],
+        gates: [0; 3 * MAX_DECIDING],
+        causes: [0; 3 * MAX_DECIDING],
+        closest: [0; 5 * MAX_DECIDING],
         order: [0; MAX_DECIDING],
         consumed: [0; MAX_DECIDING],
         used: [0; 3 * MAX_DECIDING],
@@ -65,6 +76,16 @@ impl Work {
 
 /// Marks an item of a deny list that is not an entry index but a stop found in the request ([`Work::stops`]).
 pub const DYNAMIC: u32 = 1 << 31;
+
+/// Marks an item of a list that is a rule's entry with the cause of its failed condition ([`Work::causes`]).
+pub const CAUSED: u32 = 1 << 30;
+
+/// Marks an item of a list that is an `otherwise` entry with the grant that came closest ([`Work::closest`]).
+pub const CLOSEST: u32 = 1 << 29;
+/// A closest grant's false atom ([`Work::closest`]).
+const FAILED: u32 = 4;
+/// A closest grant whose condition is a constant.
+const NO_ATOM: u32 = 5;
 
 /// A list being filled in one of [`Work`]'s arrays.
 struct List<'w> {
@@ -202,6 +223,8 @@ struct Tally<'w> {
     granted: List<'w>,
     missing: List<'w>,
     gates: List<'w>,
+    causes: List<'w>,
+    closest: List<'w>,
     order: &'w mut [u32],
     consumed: List<'w>,
     used: List<'w>,
@@ -227,6 +250,8 @@ impl<'w> Tally<'w> {
             granted: List::new(&mut work.granted),
             missing: List::new(&mut work.missing),
             gates: List::new(&mut work.gates),
+            causes: List::new(&mut work.causes),
+            closest: List::new(&mut work.closest),
             order: &mut work.order,
             consumed: List::new(&mut work.consumed),
             used: List::new(&mut work.used),
@@ -249,6 +274,59 @@ impl<'w> Tally<'w> {
     fn escalate(&mut self, code: u32, entry: u32) {
         self.escalate_codes |= code;
         self.escalate.push(entry);
+    }
+
+    /// The item that lists `rule`: its entry, with the cause when its condition could not be evaluated (`result`).
+    fn item(&mut self, image: &Image<'_>, rule: &Rule, result: Truth, env: &Env<'_>) -> u32 {
+        if result != Truth::Error {
+            return rule.entry;
+        }
+        match cond::cause(image, rule.cond_off, rule.cond_count, env) {
+            Some((atom, problem)) => {
+                let item = CAUSED | (self.causes.len / 3) as u32;
+                self.causes.push(rule.entry);
+                self.causes.push(atom);
+                self.causes.push(problem);
+                item
+            }
+            None => rule.entry,
+        }
+    }
+
+    /// The item that lists mandate `mandate`'s `otherwise` for `rule.unmatched`: with the grant of the called tool
+    /// that came closest (the fewest top-level conjuncts not true, then the canonical rank), when it has one.
+    fn unmatched_item(&mut self, image: &Image<'_>, mandate: &Mandate, list: &RuleList, env: &Env<'_>) -> u32 {
+        let mut best: Option<(u32, u32, Rule)> = None;
+        for k in 0..list.rules_count {
+            let rule = Rule::decode(image.bytes, image.word(list.rules_off.wrapping_add(4 * k)));
+            if rule.kind != image::RULE_ALLOW {
+                continue;
+            }
+            let key = (cond::distance(image, rule.cond_off, rule.cond_count, env), image.entry(rule.entry).rank);
+            if best.map_or(true, |(d, r, _)| key < (d, r)) {
+                best = Some((key.0, key.1, rule));
+            }
+        }
+        let rule = match best {
+            Some((_, _, rule)) => rule,
+            None => return mandate.otherwise_entry,
+        };
+        let (atom, what, value) = if cond::eval(image, rule.cond_off, rule.cond_count, env) == Truth::Error {
+            match cond::cause(image, rule.cond_off, rule.cond_count, env) {
+                Some((atom, problem)) => (atom, problem, 0),
+                None => (0, NO_ATOM, 0),
+            }
+        } else {
+            match cond::failed_atom(image, rule.cond_off, rule.cond_count, env) {
+                Some(atom) => (atom, FAILED, cond::value_token(image, atom, env).map_or(0, |t| t.wrapping_add(1))),
+                None => (0, NO_ATOM, 0),
+            }
+        };
+        let item = CLOSEST | (self.closest.len / 5) as u32;
+        for word in [mandate.otherwise_entry, rule.entry, atom, what, value] {
+            self.closest.push(word);
+        }
+        item
     }
 
     fn add(&mut self, escalates: bool, code: u32, entry: u32) {
@@ -314,13 +392,24 @@ impl<'w> Tally<'w> {
                         granted = true;
                         self.granted.push(rule.entry);
                     }
-                    image::RULE_FORBID if applies => self.deny(err::FORBIDDEN, Some(rule.entry)),
-                    image::RULE_LIMIT if result != Truth::True => self.deny(err::LIMIT_EXCEEDED, Some(rule.entry)),
-                    image::RULE_SCOPE if result != Truth::True => self.deny(err::SCOPE_OUTSIDE, Some(rule.entry)),
+                    image::RULE_FORBID if applies => {
+                        let item = self.item(image, &rule, result, &env);
+                        self.deny(err::FORBIDDEN, Some(item));
+                    }
+                    image::RULE_LIMIT if result != Truth::True => {
+                        let item = self.item(image, &rule, result, &env);
+                        self.deny(err::LIMIT_EXCEEDED, Some(item));
+                    }
+                    image::RULE_SCOPE if result != Truth::True => {
+                        let item = self.item(image, &rule, result, &env);
+                        self.deny(err::SCOPE_OUTSIDE, Some(item));
+                    }
                     // Resolved after the chain (`resolve_gates`): on a deny only a refusing gate adds to the decision.
                     image::RULE_GATE if applies => {
+                        let item = self.item(image, &rule, result, &env);
                         self.gates.push(rule_at);
                         self.gates.push(position);
+                        self.gates.push(item);
                         self.refusing_gates |= rule.escalates == 0;
                     }
                     image::RULE_OPERATION_ID if applies && req.operation_id.is_none() => {
@@ -354,7 +443,8 @@ impl<'w> Tally<'w> {
                 }
             }
             if !granted {
-                self.add(mandate.flags & image::MANDATE_ESCALATES != 0, err::UNMATCHED, mandate.otherwise_entry);
+                let item = self.unmatched_item(image, &mandate, &list, &env);
+                self.add(mandate.flags & image::MANDATE_ESCALATES != 0, err::UNMATCHED, item);
             }
         }
         if self.deny_codes == 0 || self.refusing_gates {
@@ -384,12 +474,13 @@ impl<'w> Tally<'w> {
         self.usable_len = count;
         let (usable, spare) = keys.split_at_mut(count.min(keys.len()));
         let mut i = 0;
-        while i + 1 < self.gates.len {
-            let (rule_at, position) = match (self.gates.items.get(i), self.gates.items.get(i + 1)) {
-                (Some(&r), Some(&p)) => (r, p),
+        while i + 2 < self.gates.len {
+            let gate = (self.gates.items.get(i), self.gates.items.get(i + 1), self.gates.items.get(i + 2));
+            let (rule_at, position, item) = match gate {
+                (Some(&r), Some(&p), Some(&e)) => (r, p, e),
                 _ => break,
             };
-            i += 2;
+            i += 3;
             let rule = Rule::decode(image.bytes, rule_at);
             let escalates = rule.escalates != 0;
             if escalates && self.deny_codes != 0 {
@@ -407,14 +498,14 @@ impl<'w> Tally<'w> {
                     self.used.push(approval.id);
                     self.used.push(approval.approved_by.unwrap_or(NONE));
                     self.used.push(rule.kind_index);
-                    self.granted.push(rule.entry);
+                    self.granted.push(item);
                 }
                 // `else deny`: refused, and nothing for the principal's queue.
-                Err(refused) if !escalates => self.deny(err::APPROVAL_MISSING | refused, Some(rule.entry)),
+                Err(refused) if !escalates => self.deny(err::APPROVAL_MISSING | refused, Some(item)),
                 Err(refused) => {
                     self.missing.push(rule.kind_index);
                     self.missing.push(position);
-                    self.escalate(err::APPROVAL_MISSING | refused, rule.entry);
+                    self.escalate(err::APPROVAL_MISSING | refused, item);
                 }
             }
         }
@@ -485,8 +576,13 @@ impl<'w> Tally<'w> {
         out.write(b"\",\"reasons\":");
         err::write_codes(out, codes);
         out.write(b",\"rules\":");
-        let stops = self.stops.len;
-        write_entries(image, doc, self.stops.items.get(..stops).unwrap_or(&[]), rules.slice(), out);
+        let (stops, causes, closest) = (self.stops.len, self.causes.len, self.closest.len);
+        let found = Found {
+            stops: self.stops.items.get(..stops).unwrap_or(&[]),
+            causes: self.causes.items.get(..causes).unwrap_or(&[]),
+            closest: self.closest.items.get(..closest).unwrap_or(&[]),
+        };
+        write_entries(image, doc, &found, rules.slice(), out);
         out.write(b",\"missing_approvals\":");
         if escalates {
             self.write_missing(image, doc, req, call, leaf, keys, out);
@@ -831,7 +927,47 @@ fn counter_name<'a>(image: &Image<'a>, call: &Call, rank: u32) -> Option<&'a [u8
 }
 
 /// Writes the entries, sorted by rank and without repeats, as a JSON array.
-pub(crate) fn write_entries(image: &Image<'_>, doc: &Doc<'_>, stops: &[u32], entries: &mut [u32], out: &mut Out<'_>) {
+/// What the entries of a list refer to besides the image ([`DYNAMIC`], [`CAUSED`] and [`CLOSEST`] items).
+pub(crate) struct Found<'f> {
+    pub stops: &'f [u32],
+    pub causes: &'f [u32],
+    pub closest: &'f [u32],
+}
+
+/// Writes `entry`'s JSON without its closing brace.
+fn write_open(image: &Image<'_>, entry: u32, out: &mut Out<'_>) {
+    let entry = image.entry(entry);
+    let json = image.str(entry.json_off, entry.json_len);
+    out.write(json.get(..json.len().saturating_sub(1)).unwrap_or(&[]));
+}
+
+/// `,"unevaluable":{"attribute":…,"problem":…}` of atom `atom`.
+fn write_unevaluable(image: &Image<'_>, atom: u32, problem: u32, out: &mut Out<'_>) {
+    out.write(b",\"unevaluable\":{\"attribute\":");
+    cond::write_attribute(out, image, atom);
+    out.write(b",\"problem\":\"");
+    out.write(cond::problem_name(problem));
+    out.write(b"\"}");
+}
+
+pub(crate) fn write_entries(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    found: &Found<'_>,
+    entries: &mut [u32],
+    out: &mut Out<'_>,
+) {
+    let (stops, causes, closest) = (found.stops, found.causes, found.closest);
+    let cause = |item: u32| -> (u32, u32, u32) {
+        let at = 3 * (item & !CAUSED) as usize;
+        let word = |k: usize| causes.get(at + k).copied().unwrap_or(0);
+        (word(0), word(1), word(2))
+    };
+    let near = |item: u32| -> [u32; 5] {
+        let at = 5 * (item & !CLOSEST) as usize;
+        let word = |k: usize| closest.get(at + k).copied().unwrap_or(0);
+        [word(0), word(1), word(2), word(3), word(4)]
+    };
     let stop = |item: u32| -> (Mandate, u32, u32) {
         let at = 3 * (item & !DYNAMIC) as usize;
         let word = |k: usize| stops.get(at + k).copied().unwrap_or(0);
@@ -842,6 +978,10 @@ pub(crate) fn write_entries(image: &Image<'_>, doc: &Doc<'_>, stops: &[u32], ent
     let rank = |e: u32| {
         if e & DYNAMIC != 0 {
             image.entry(stop(e).0.stop_entry).rank
+        } else if e & CAUSED != 0 {
+            image.entry(cause(e).0).rank
+        } else if e & CLOSEST != 0 {
+            image.entry(near(e)[0]).rank
         } else {
             image.entry(e).rank
         }
@@ -857,6 +997,37 @@ pub(crate) fn write_entries(image: &Image<'_>, doc: &Doc<'_>, stops: &[u32], ent
             out.byte(b',');
         }
         last = Some(e);
+        if e & DYNAMIC == 0 && e & CAUSED != 0 {
+            // The entry's object with `"unevaluable":{…}` before its closing brace.
+            let (entry, atom, problem) = cause(e);
+            write_open(image, entry, out);
+            write_unevaluable(image, atom, problem, out);
+            out.byte(b'}');
+            continue;
+        }
+        if e & DYNAMIC == 0 && e & CLOSEST != 0 {
+            // The `otherwise` entry with `"closest":{…}`: the grant's entry with what failed.
+            let [otherwise, grant, atom, what, value] = near(e);
+            write_open(image, otherwise, out);
+            out.write(b",\"closest\":");
+            write_open(image, grant, out);
+            if what == FAILED {
+                let record = image::Atom::decode(image.bytes, atom);
+                out.write(b",\"failed\":{\"condition\":");
+                out.write(image.str(record.text_off, record.text_len));
+                out.write(b",\"attribute\":");
+                cond::write_attribute(out, image, atom);
+                if value != 0 {
+                    out.write(b",\"value\":");
+                    write_canonical(out, doc, value.wrapping_sub(1), &mut [], 0);
+                }
+                out.byte(b'}');
+            } else if what != NO_ATOM {
+                write_unevaluable(image, atom, what, out);
+            }
+            out.write(b"}}");
+            continue;
+        }
         if e & DYNAMIC == 0 {
             let entry = image.entry(e);
             out.write(image.str(entry.json_off, entry.json_len));

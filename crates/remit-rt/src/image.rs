@@ -288,6 +288,9 @@ record! {
         values_off, values_count,
         /// Context attributes: 1 when declared `signed` (arguments look it up on the called tool).
         signed,
+        /// The atom in the language's words as a JSON string (`eval::cond::atom_text`): what a closest grant's
+        /// `failed.condition` says.
+        text_off, text_len,
     }
 }
 

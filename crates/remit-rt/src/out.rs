@@ -99,6 +99,12 @@ fn escape(byte: u8) -> Option<([u8; 6], usize)> {
 /// `\` and control characters (DEL and non-ASCII included) is written as is.
 pub fn write_string(out: &mut impl Sink, text: &[u8]) {
     out.byte(b'"');
+    write_escaped(out, text);
+    out.byte(b'"');
+}
+
+/// [`write_string`] without the quotes.
+pub fn write_escaped(out: &mut impl Sink, text: &[u8]) {
     let mut run = 0;
     let mut i = 0;
     while i < text.len() {
@@ -120,7 +126,6 @@ pub fn write_string(out: &mut impl Sink, text: &[u8]) {
         i += 1;
     }
     out.write(text.get(run..).unwrap_or(&[]));
-    out.byte(b'"');
 }
 
 /// The index of the first byte of the little-endian word `x` that [`escape`] escapes (`"`, `\`, below 0x20), 8
