@@ -108,7 +108,12 @@ pub fn explain(program: &Program, request: &[u8]) -> Explanation {
                 let at = program.sources.location(rule.span);
                 let is_decided = decided.contains(&(name.as_str(), at.as_str()));
                 clause_locations.insert(at.clone());
-                let (verdict, effect) = judge(program, &rule.kind, &t, &decision, name, &json);
+                let (verdict, mut effect) = judge(program, &rule.kind, &t, &decision, name, &json);
+                // The attribute a fail-closed rule could not read, as the decision names it.
+                let listed = decision.rules.iter().find(|r| &r.mandate == name && r.at == at);
+                if let Some(u) = listed.and_then(|r| r.unevaluable.as_ref()) {
+                    effect.push_str(&format!(" (`{}` {})", u.attribute, u.problem));
+                }
                 step.steps.push(RuleStep {
                     text: program.sources.snippet(rule.span).split_whitespace().collect::<Vec<_>>().join(" "),
                     at,
@@ -120,12 +125,26 @@ pub fn explain(program: &Program, request: &[u8]) -> Explanation {
             }
         }
         for r in decision.rules.iter().filter(|r| &r.mandate == name && !clause_locations.contains(&r.at)) {
-            step.terms.push(format!("{} ({})", r.rule, r.at));
+            step.terms.push(format!("{} ({}){}", r.rule, r.at, closest_text(r)));
         }
         mandates.push(step);
     }
     let preliminary = decision.reasons.iter().filter_map(|code| preliminary(program, code, tool)).collect();
     Explanation { call: call_summary(&json), preliminary, decision, mandates, notes: Vec::new() }
+}
+
+/// For an `otherwise` the decision lists: the grant that came closest and what kept it from granting.
+fn closest_text(rule: &crate::eval::DecidingRule) -> String {
+    let Some(closest) = &rule.closest else { return String::new() };
+    let why = match (&closest.failed, &closest.unevaluable) {
+        (Some(f), _) => match &f.value {
+            Some(value) => format!(": `{}` was `{value}`", f.condition),
+            None => format!(": `{}` does not hold", f.condition),
+        },
+        (None, Some(u)) => format!(": `{}` {}", u.attribute, u.problem),
+        (None, None) => String::new(),
+    };
+    format!("; the closest grant, `{}`{why}", closest.rule)
 }
 
 /// The sentence for a reason that is about the call as a whole rather than a rule.
