@@ -112,17 +112,7 @@ pub(crate) fn atom_text(atom: &crate::ir::Atom, program: &Program) -> String {
         format!("[{}]", items.iter().map(|v| value(v, program)).collect::<Vec<_>>().join(", "))
     }
     let test = match &atom.test {
-        Test::Compare(op, v) => {
-            let op = match op {
-                CompareOp::Eq => "==",
-                CompareOp::Ne => "!=",
-                CompareOp::Lt => "<",
-                CompareOp::Le => "<=",
-                CompareOp::Gt => ">",
-                CompareOp::Ge => ">=",
-            };
-            format!("{op} {}", value(v, program))
-        }
+        Test::Compare(op, v) => format!("{} {}", op.symbol(), value(v, program)),
         Test::In(items) => format!("in {}", list(items, program)),
         Test::NotIn(items) => format!("not in {}", list(items, program)),
         Test::Under(p) => format!("under {}", Json::String(p.clone())),
