@@ -398,6 +398,28 @@ pub fn delegation_cycle(names: &[String], span: Span) -> Diagnostic {
         .help("every delegation chain must end at a root mandate declared with `for \"PRINCIPAL\"`")
 }
 
+pub fn holder_outside_parent(
+    name: &str,
+    parent: &str,
+    outside: &[String],
+    span: Span,
+    parent_span: Span,
+) -> Diagnostic {
+    Diagnostic::error(
+        "remit::holder-outside-parent",
+        format!(
+            "`{name}` is held by {} outside `{parent}`'s holders",
+            outside.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", ")
+        ),
+    )
+    .label(span, "held by agents its parent's namespace does not contain")
+    .label(parent_span, "held by `holder under` patterns")
+    .help(
+        "a parent held by `holder under \"…\"` is a namespace of agents: give its sub-mandates holders inside it (an \
+         id under one of its prefixes, or a prefix that extends one)",
+    )
+}
+
 pub fn delegation_too_deep(name: &str, ancestor: &str, depth: u32, span: Span, depth_span: Span) -> Diagnostic {
     Diagnostic::error("remit::delegation-too-deep", format!("`{name}` is delegated deeper than `{ancestor}` allows"))
         .label(span, "this mandate is too far below it")

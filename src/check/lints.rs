@@ -105,6 +105,29 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
                 _ => {}
             }
         }
+        // A parent held by patterns is a namespace of agents: a sub-mandate's holders stay inside its holders (an id
+        // it holds, or a prefix extending one of its prefixes), so no pattern widens who acts under the chain. A
+        // parent held by ids alone hands sub-mandates to other agents (`web_root` → `agent:content`): unbounded.
+        if let Some(parent) = mandate.parent.map(|p| &program.mandates[p]) {
+            if !parent.holder_prefixes.is_empty() {
+                let outside_ids = mandate.holders.iter().filter(|id| !crate::eval::is_holder(parent, id));
+                let outside_prefixes = mandate
+                    .holder_prefixes
+                    .iter()
+                    .filter(|p| !parent.holder_prefixes.iter().any(|q| p.starts_with(q.as_str())))
+                    .map(|p| format!("under \"{p}\""));
+                let outside: Vec<String> = outside_ids.map(|id| format!("\"{id}\"")).chain(outside_prefixes).collect();
+                if !outside.is_empty() {
+                    out.push(err::holder_outside_parent(
+                        &mandate.name,
+                        &parent.name,
+                        &outside,
+                        mandate.span,
+                        parent.span,
+                    ));
+                }
+            }
+        }
         // Delegation depth: every ancestor bounds how far below it this mandate may sit.
         for (distance, &ancestor) in chain.iter().rev().enumerate().skip(1) {
             let a = &program.mandates[ancestor];
