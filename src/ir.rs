@@ -264,8 +264,13 @@ pub struct Approvers {
 impl Approvers {
     /// Whether `identity` may grant the kind in a chain whose principal is `principal`.
     pub fn admit(&self, identity: &str, principal: &str) -> bool {
-        (self.principal && identity == principal) || crate::eval::holds(&self.ids, &self.prefixes, identity)
+        admits(self.principal, &self.ids, &self.prefixes, identity, principal)
     }
+}
+
+/// [`Approvers::admit`] on its parts (the gateway's metadata keeps them as it serialises them).
+pub fn admits(principal: bool, ids: &[String], prefixes: &[String], identity: &str, chain_principal: &str) -> bool {
+    (principal && identity == chain_principal) || crate::eval::holds(ids, prefixes, identity)
 }
 
 #[derive(Debug, Clone)]

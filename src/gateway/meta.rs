@@ -80,7 +80,7 @@ impl ApprovalMeta {
     pub fn answerable_by(&self, identity: &str, principal: &str) -> bool {
         match &self.approvers {
             None => identity == principal,
-            Some(a) => (a.principal && identity == principal) || crate::eval::holds(&a.ids, &a.prefixes, identity),
+            Some(a) => crate::ir::admits(a.principal, &a.ids, &a.prefixes, identity, principal),
         }
     }
 }

@@ -184,13 +184,19 @@ struct Call {
 /// Whether the request's subject holds the mandate (`eval::is_holder`): one of its ids, or under one of its
 /// `holder under` prefixes with `under`'s meaning (an id that could leave its prefix is under nothing).
 pub fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) -> bool {
-    if (0..mandate.holders_count).any(|i| doc.text_is(subject, image.str_at(mandate.holders_off, i))) {
+    let ids = (mandate.holders_off, mandate.holders_count);
+    holds(image, doc, ids, (mandate.holder_prefixes_off, mandate.holder_prefixes_count), subject)
+}
+
+/// Whether the string token `identity` is one of the [`Str`](image::Str) records `ids` (offset, count), or under one
+/// of the records `prefixes` with `under`'s meaning: the twin of `eval::holds`, for holders and approvers alike.
+fn holds(image: &Image<'_>, doc: &Doc<'_>, ids: (u32, u32), prefixes: (u32, u32), identity: u32) -> bool {
+    if (0..ids.1).any(|i| doc.text_is(identity, image.str_at(ids.0, i))) {
         return true;
     }
-    mandate.holder_prefixes_count > 0
-        && !unsafe_path(doc.text(subject))
-        && (0..mandate.holder_prefixes_count)
-            .any(|i| starts_with(doc.text(subject), image.str_at(mandate.holder_prefixes_off, i)))
+    prefixes.1 > 0
+        && !unsafe_path(doc.text(identity))
+        && (0..prefixes.1).any(|i| starts_with(doc.text(identity), image.str_at(prefixes.0, i)))
 }
 
 /// A deny with the given reasons and nothing else, the shape of every decision made before the chain is examined.
@@ -874,13 +880,8 @@ fn admits(image: &Image<'_>, doc: &Doc<'_>, kind: &Kind, leaf: &Mandate, by: u32
             return true;
         }
     }
-    if (0..kind.approver_ids_count).any(|i| doc.text_is(by, image.str_at(kind.approver_ids_off, i))) {
-        return true;
-    }
-    kind.approver_prefixes_count > 0
-        && !unsafe_path(doc.text(by))
-        && (0..kind.approver_prefixes_count)
-            .any(|i| starts_with(doc.text(by), image.str_at(kind.approver_prefixes_off, i)))
+    let ids = (kind.approver_ids_off, kind.approver_ids_count);
+    holds(image, doc, ids, (kind.approver_prefixes_off, kind.approver_prefixes_count), by)
 }
 
 /// No token: an approval without `approved_by` in [`Work::used`].
