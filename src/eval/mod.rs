@@ -361,23 +361,27 @@ impl Tally {
                     RuleKind::Gate { approval, on_missing } if applies => {
                         let kind = &program.approvals[*approval];
                         let of_kind = req.approvals.iter().filter(|a| a.kind == kind.name);
-                        let judged: Vec<(&String, Option<Refusal>)> =
-                            of_kind.map(|a| (&a.id, refusal(a, kind, program, issuers, req, call, &digest))).collect();
-                        let chosen = judged.iter().filter(|(_, refusal)| refusal.is_none()).map(|(id, _)| *id).min();
-                        if let Some(id) = chosen {
+                        let judged: Vec<(&request::Approval, Option<Refusal>)> =
+                            of_kind.map(|a| (a, refusal(a, kind, program, issuers, req, call, &digest))).collect();
+                        // The smallest id; identical duplicates are one approval, so any of them says who approved.
+                        let chosen = judged
+                            .iter()
+                            .filter(|(_, refusal)| refusal.is_none())
+                            .map(|(a, _)| *a)
+                            .min_by_key(|a| &a.id);
+                        if let Some(approval) = chosen {
+                            let id = &approval.id;
                             if kind.single_use {
                                 self.consumed.push(id.clone());
                             }
-                            // Identical duplicates are one approval: any of them says who approved.
-                            let approved_by =
-                                req.approvals.iter().find(|a| &a.id == id).and_then(|a| a.approved_by.clone());
+                            let approved_by = approval.approved_by.clone();
                             self.used.push(UsedApproval { id: id.clone(), kind: kind.name.clone(), approved_by });
                             self.granted.push(entry());
                             continue;
                         }
                         let mut refused: Vec<RefusedApproval> = judged
                             .into_iter()
-                            .filter_map(|(id, refusal)| Some(RefusedApproval { id: id.clone(), refusal: refusal? }))
+                            .filter_map(|(a, refusal)| Some(RefusedApproval { id: a.id.clone(), refusal: refusal? }))
                             .collect();
                         refused.sort();
                         refused.dedup();
