@@ -100,10 +100,15 @@ fn decide_speed() {
     let runtime = remit::runtime::Runtime::new().unwrap();
     let metering = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
     let metering = remit::runtime::Runtime::with_limits(metering).unwrap();
-    println!("| request | bytes | as loaded (no fuel) | with fuel | fuel / as loaded | bare ABI call |");
-    println!("|---|---|---|---|---|---|");
+    // `REMIT_RT_BASELINE=OTHER.wasm`: another build of the runtime, linked with the same images and called bare
+    // like the last column, interleaved with it: a build against another, side by side in one process.
+    let baseline = std::env::var("REMIT_RT_BASELINE").ok().map(|path| std::fs::read(path).unwrap());
+    let extra = if baseline.is_some() { " baseline bare | bare / baseline |" } else { "" };
+    println!("| request | bytes | as loaded (no fuel) | with fuel | fuel / as loaded | bare ABI call |{extra}");
+    println!("|---|---|---|---|---|---|{}", if baseline.is_some() { "---|---|" } else { "" });
     let mut p50s = Vec::new();
     let mut ratios = Vec::new();
+    let mut against_baseline = Vec::new();
     for name in ["wallet", "bank-disputes", "club", "web-publication"] {
         let program = &support::examples::program(name);
         let module = linked(program);
@@ -112,9 +117,21 @@ fn decide_speed() {
         assert!(!loaded.metered() || std::env::var_os("REMIT_RT_ARTIFACT").is_some());
         let mut loaded = loaded.evaluator().unwrap();
         let mut fuel = std::sync::Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
-        for (i, request) in support::examples::requests(&support::examples::dir(name)).iter().enumerate() {
+        let mut base = baseline.as_ref().map(|artifact| {
+            let image = remit::wasm::image::write(program).unwrap();
+            support::wasm::Wasm::new(&engine, &remit::wasm::link::link_image(artifact, &image, None).unwrap())
+        });
+        let mut requests = support::examples::requests(&support::examples::dir(name));
+        // `REMIT_SPEED_COMPACT=1`: each request without its layout, as the gateway writes requests (serde_json,
+        // keys in their order), rather than the indented files.
+        if std::env::var_os("REMIT_SPEED_COMPACT").is_some() {
+            for request in &mut requests {
+                *request = serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(request).unwrap()).unwrap();
+            }
+        }
+        for (i, request) in requests.iter().enumerate() {
             let batch = 50;
-            let mut samples: [Vec<f64>; 3] = Default::default();
+            let mut samples: [Vec<f64>; 4] = Default::default();
             for _ in 0..rounds {
                 let time = |f: &mut dyn FnMut() -> usize| {
                     let start = Instant::now();
@@ -126,12 +143,21 @@ fn decide_speed() {
                 samples[0].push(time(&mut || loaded.decide_with(request, |d| d.len())));
                 samples[1].push(time(&mut || fuel.decide_with(request, |d| d.len())));
                 samples[2].push(time(&mut || raw.decide(request).len()));
+                if let Some(base) = &mut base {
+                    samples[3].push(time(&mut || base.decide(request).len()));
+                }
             }
-            let m: Vec<f64> = samples.iter_mut().map(|v| median(v)).collect();
+            let m: Vec<f64> = samples.iter_mut().map(|v| if v.is_empty() { 0.0 } else { median(v) }).collect();
             p50s.push(m[0]);
             ratios.push(m[1] / m[0]);
+            let versus = if base.is_some() {
+                against_baseline.push(m[2] / m[3]);
+                format!(" {:.0} ns | {:.2} |", m[3], m[2] / m[3])
+            } else {
+                String::new()
+            };
             println!(
-                "| {name} #{} | {} | {:.0} ns | {:.0} ns | {:.2} | {:.0} ns |",
+                "| {name} #{} | {} | {:.0} ns | {:.0} ns | {:.2} | {:.0} ns |{versus}",
                 i + 1,
                 request.len(),
                 m[0],
@@ -147,6 +173,12 @@ fn decide_speed() {
         "as loaded: median {p50:.0} ns ({lo:.0}-{hi:.0} ns) over {} requests; with fuel: median {ratio:.2}x",
         p50s.len()
     );
+    if !against_baseline.is_empty() {
+        let faster = against_baseline.iter().filter(|r| **r < 1.0).count();
+        let n = against_baseline.len();
+        let r = median(&mut against_baseline);
+        println!("bare / baseline bare: median {r:.3}x, faster on {faster} of {n} requests");
+    }
 }
 
 /// The median of `v` (sorted in place).

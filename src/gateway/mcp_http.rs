@@ -29,7 +29,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value as Json};
 
-use super::mcp::{Identity, Proxy, MAX_MESSAGE, METHOD_NOT_FOUND};
+use super::mcp::{Answering, Identity, Proxy, MAX_MESSAGE, METHOD_NOT_FOUND};
 use super::mcp_auth::JwtVerifier;
 use super::mcp_wire::ParamHeader;
 
@@ -269,10 +269,8 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
             return plain(StatusCode::NOT_FOUND, "no such session: `initialize` again");
         }
     }
-    let proxy = app.proxy.clone();
     let subject = identity.subject.clone();
-    let asked = body.clone();
-    let answer = match blocking(move || proxy.answer(&identity, &asked)) {
+    let answer = match answer_message(&app, &identity, &body) {
         Some(answer) => answer,
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
@@ -293,11 +291,26 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
     response
 }
 
-/// Runs the proxy's blocking work (a decision, a call upstream) on this worker thread, the runtime moving its other
-/// tasks to another meanwhile: handing it to the blocking pool cost a thread wake-up per request. `None` when it
-/// panicked (the request is answered `500`, as a failed blocking task was).
+/// [`Proxy::answer`] on this async worker: what needs no upstream (a decision that is not forwarded) at once, the
+/// wait on an upstream in [`blocking`]. `None` when it panicked (the request is answered `500`).
+fn answer_message(app: &App, identity: &Identity, body: &[u8]) -> Option<Option<Json>> {
+    let proxy = &app.proxy;
+    match guarded(|| proxy.begin(identity, body))? {
+        Answering::Done(answer) => Some(answer),
+        Answering::Upstream(pending) => blocking(|| proxy.finish(pending)),
+    }
+}
+
+/// Runs `work` (which never waits on an upstream) here; `None` when it panicked.
+fn guarded<R>(work: impl FnOnce() -> R) -> Option<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).ok()
+}
+
+/// Runs the proxy's blocking work (a call upstream) on this worker thread, the runtime moving its other tasks to
+/// another meanwhile: handing it to the blocking pool cost a thread wake-up per request. `None` when it panicked
+/// (the request is answered `500`, as a failed blocking task was).
 fn blocking<R>(work: impl FnOnce() -> R) -> Option<R> {
-    tokio::task::block_in_place(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).ok())
+    tokio::task::block_in_place(|| guarded(work))
 }
 
 fn rpc(status: StatusCode, message: Json) -> Response {
@@ -458,22 +471,23 @@ async fn answer(
     params: Vec<(String, Option<String>)>,
 ) -> Response {
     let (identity, jwt) = identity;
-    let proxy = app.proxy.clone();
-    let asked = body.clone();
-    let call = method.as_deref() == Some("tools/call");
-    let answered = blocking(move || {
-        if call {
-            let message: Json = serde_json::from_slice(&asked).unwrap_or(Json::Null);
-            check_param_headers(&proxy, &message, &params).map_err(|why| (message.get("id").cloned(), why))?;
+    if method.as_deref() == Some("tools/call") {
+        let message: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
+        // The tool's schema may have to be read from the upstream first.
+        let check = || check_param_headers(&app.proxy, &message, &params);
+        let checked = if app.proxy.tools_known() { guarded(check) } else { blocking(check) };
+        match checked {
+            Some(Ok(())) => {}
+            Some(Err(why)) => {
+                let error = json!({"code": HEADER_MISMATCH, "message": format!("header mismatch: {why}")});
+                let id = message.get("id");
+                return rpc(StatusCode::BAD_REQUEST, json!({"jsonrpc": "2.0", "id": id, "error": error}));
+            }
+            None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
         }
-        Ok(proxy.answer(&identity, &asked))
-    });
-    let answer = match answered {
-        Some(Ok(answer)) => answer,
-        Some(Err((id, why))) => {
-            let error = json!({"code": HEADER_MISMATCH, "message": format!("header mismatch: {why}")});
-            return rpc(StatusCode::BAD_REQUEST, json!({"jsonrpc": "2.0", "id": id, "error": error}));
-        }
+    }
+    let answer = match answer_message(&app, &identity, &body) {
+        Some(answer) => answer,
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
     let Some(mut answer) = answer else { return StatusCode::ACCEPTED.into_response() };
