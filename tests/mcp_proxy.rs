@@ -1690,3 +1690,86 @@ fn the_stateless_revision_over_stdio() {
     assert_eq!(opened["result"]["protocolVersion"], "2025-06-18", "{opened}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `remit mcp-proxy` on the policy tests/mcp/modern for `agent:tester`, in front of `upstream` (a command or an
+/// HTTP URL), with `flags` before it.
+fn modern_proxy(dir: &Path, flags: &[&str], upstream: &[&str]) -> Session {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/modern"))
+        .args(["--subject", "agent:tester", "--store"])
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(flags)
+        .arg("--")
+        .args(upstream);
+    Session::spawn(command, dir)
+}
+
+/// Upstream in the stateless revision: a server of the official Python SDK (tests/mcp/modern/server.py, which speaks
+/// 2026-07-28 and the earlier revisions; its tool `revision` says which one a call came in) behind the proxy, over
+/// stdio and over Streamable HTTP. By default (`--upstream-revision auto`) the proxy finds 2026-07-28 in the
+/// server's `server/discover` and speaks it, to an agent of revision 2025-06-18; decisions are made as ever.
+/// `--upstream-revision 2025-06-18` opens a session instead; `2026-07-28` in front of a server of the earlier
+/// revisions (the npm reference server, which every other test here reaches through `auto`'s fallback) fails.
+#[test]
+fn an_upstream_of_the_stateless_revision() {
+    let dir = sandbox("modern-upstream");
+    let server = root().join("tests/mcp/modern/server.py");
+    let server = server.to_str().unwrap();
+    let python = python();
+    let python = python.to_str().unwrap();
+    let ask = |proxy: &mut Session| {
+        let init = proxy.initialize();
+        assert!(init["result"]["capabilities"]["tools"].is_object(), "the upstream's capabilities: {init}");
+        let list = proxy.request(1, "tools/list", json!({}));
+        assert_eq!(names(&list), ["revision", "shout"], "{list}");
+        let loud = proxy.call(2, "shout", json!({"text": "hello"}));
+        assert_eq!(text(&loud), "HELLO", "{loud}");
+        assert_eq!(loud["_meta"]["remit.dev/decision"]["outcome"], "allow", "{loud}");
+        let forbidden = proxy.call(3, "shout", json!({"text": "forbidden"}));
+        assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
+        text(&proxy.call(4, "revision", json!({})))
+    };
+
+    let mut proxy = modern_proxy(&dir, &[], &[python, server]);
+    assert_eq!(ask(&mut proxy), "2026-07-28");
+    drop(proxy);
+    let mut proxy = modern_proxy(&dir, &["--upstream-revision", "2025-06-18"], &[python, server]);
+    assert_eq!(ask(&mut proxy), "2025-06-18");
+    drop(proxy);
+
+    // Over Streamable HTTP, on a free loopback port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = Command::new(python);
+    command.args([server, "--http", &port.to_string()]);
+    let upstream = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the Python server did not listen on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut proxy = modern_proxy(&dir, &[], &[&url]);
+    assert_eq!(ask(&mut proxy), "2026-07-28");
+    drop(proxy);
+    drop(upstream);
+
+    // A server of the earlier revisions only, held to 2026-07-28.
+    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mut proxy =
+        modern_proxy(&dir, &["--upstream-revision", "2026-07-28"], &["node", everything.to_str().unwrap(), "stdio"]);
+    proxy.initialize();
+    let refused = proxy.request(1, "tools/list", json!({}));
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("does not speak 2026-07-28: `server/discover`: Method not found"), "{refused}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_remit"))
+        .args(["mcp-proxy", "--policy", "x", "--subject", "a", "--upstream-revision", "2027-01-01", "--", "true"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && said.contains("`2027-01-01` is not a revision"), "{said}");
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use remit::gateway::mcp::{Identity, Outbox, Proxy, UpstreamOptions};
+use remit::gateway::mcp::{Identity, Outbox, Proxy, UpstreamOptions, UpstreamRevision};
 use remit::gateway::{Config, Durability, Gateway, SystemClock};
 use remit::runtime::Runtime;
 
@@ -93,6 +93,10 @@ pub struct McpProxyArgs {
     /// doubled on each such exit in a row, up to 30
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     upstream_restart_backoff: f64,
+    /// The MCP revision spoken to the upstream servers: `auto` (the stateless 2026-07-28 when the server's
+    /// `server/discover` offers it, else a 2025-06-18 session), `2026-07-28` or `2025-06-18`
+    #[arg(long, value_name = "REVISION", default_value = "auto")]
+    upstream_revision: String,
     /// Another upstream MCP server: `NAME=stdio:COMMAND ARGS…` (split at spaces) or `NAME=http://HOST:PORT/PATH`;
     /// repeatable. Their tools are merged under their own names (one two servers offer is refused); resources,
     /// prompts and the rest go to the first upstream
@@ -141,6 +145,8 @@ fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
 }
 
 pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
+    let revision =
+        UpstreamRevision::parse(&args.upstream_revision).map_err(|e| format!("`--upstream-revision`: {e}"))?;
     let upstreams = upstreams(&args)?;
     let runtime = Runtime::new()?;
     let Some(policy) = super::serve::load_policy(&args.policy, &runtime, None)? else {
@@ -171,8 +177,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let backoff = Duration::try_from_secs_f64(args.upstream_restart_backoff).map_err(|_| {
         format!("`--upstream-restart-backoff {}`: not a number of seconds", args.upstream_restart_backoff)
     })?;
-    let options =
-        UpstreamOptions { timeout: Duration::from_secs(args.upstream_timeout.max(1)), restart_backoff: backoff };
+    let timeout = Duration::from_secs(args.upstream_timeout.max(1));
+    let options = UpstreamOptions { timeout, restart_backoff: backoff, revision };
     if args.listen.is_some() {
         let listener = listener.expect("bound");
         let mut agents = std::collections::BTreeMap::new();

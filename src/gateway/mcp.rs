@@ -38,6 +38,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value as Json};
 
 use super::core::Gateway;
+use super::mcp_http::{META_CAPABILITIES, META_SERVER_INFO, META_VERSION, STATELESS_VERSION};
 
 /// The protocol revision the proxy speaks (and asks the upstream for).
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -284,7 +285,43 @@ struct Upstream {
     /// Not the first of several upstreams: its requests to the client (sampling, roots, elicitation) are refused by
     /// the proxy instead of reaching the agent, whose answers could not be told apart from the first upstream's.
     secondary: std::sync::atomic::AtomicBool,
+    /// The revision to speak, as `--upstream-revision` says ([`Upstream::session`] chooses with it).
+    revision: Mutex<UpstreamRevision>,
+    /// Speaking the stateless revision 2026-07-28: every request carries its `_meta` envelope
+    /// ([`Upstream::enveloped`]) and, over HTTP, `MCP-Protocol-Version: 2026-07-28`; no session.
+    stateless: std::sync::atomic::AtomicBool,
 }
+
+/// The revision `remit mcp-proxy` speaks to its upstream servers (`--upstream-revision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamRevision {
+    /// The stateless revision 2026-07-28 when the server's `server/discover` offers it, else a 2025-06-18 session:
+    /// what the official SDKs' clients do.
+    #[default]
+    Auto,
+    /// The stateless revision only (a server that does not speak it is an error).
+    Stateless,
+    /// A 2025-06-18 session (`initialize`) only.
+    Session,
+}
+
+impl UpstreamRevision {
+    /// `auto`, `2026-07-28` or `2025-06-18`.
+    pub fn parse(text: &str) -> Result<UpstreamRevision, String> {
+        match text {
+            "auto" => Ok(UpstreamRevision::Auto),
+            "2026-07-28" => Ok(UpstreamRevision::Stateless),
+            "2025-06-18" => Ok(UpstreamRevision::Session),
+            other => {
+                Err(format!("`{other}` is not a revision the proxy speaks upstream (auto, 2026-07-28, 2025-06-18)"))
+            }
+        }
+    }
+}
+
+/// How long `--upstream-revision auto` waits for an answer to `server/discover` before it opens a session instead
+/// (servers of the earlier revisions answer it at once with an error; one that ignores it costs this once).
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Upstream {
     /// Spawns `command` and starts the thread that reads it; its messages that are not responses go to `outbox`.
@@ -339,6 +376,8 @@ impl Upstream {
             tools: Mutex::new(None),
             timeout,
             secondary: std::sync::atomic::AtomicBool::new(false),
+            revision: Mutex::new(UpstreamRevision::Auto),
+            stateless: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -362,7 +401,13 @@ impl Upstream {
 
     /// POSTs one message to an HTTP upstream; the response with `id` when one is awaited. Other messages in an
     /// event stream go to the agent.
-    fn post(&self, http: &HttpLink, message: &Json, id: Option<u64>) -> Result<Option<Json>, RpcError> {
+    fn post(
+        &self,
+        http: &HttpLink,
+        message: &Json,
+        id: Option<u64>,
+        timeout: Duration,
+    ) -> Result<Option<Json>, RpcError> {
         let down = |why: String| RpcError::new(INTERNAL_ERROR, format!("the upstream server at {}: {why}", http.url));
         let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let version = http.version.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -392,7 +437,7 @@ impl Upstream {
         headers.extend(params.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         let body = serde_json::to_vec(message).expect("a JSON value serializes");
         let exchanged =
-            super::mcp_wire::exchange_with(&http.connections, "POST", &http.url, &headers, Some(&body), self.timeout);
+            super::mcp_wire::exchange_with(&http.connections, "POST", &http.url, &headers, Some(&body), timeout);
         let mut response = exchanged.map_err(down)?;
         if response.status == 404 && session.is_some() {
             // The server ended the session: the next request opens a new one.
@@ -424,7 +469,7 @@ impl Upstream {
             }
             answer = Some(match message.get("error") {
                 Some(error) => Err(RpcError::from_json(error)),
-                None => Ok(message.get("result").cloned().unwrap_or(Json::Null)),
+                None => self.complete(message.get("result").cloned().unwrap_or(Json::Null)),
             });
             true
         };
@@ -475,7 +520,12 @@ impl Upstream {
                 let Ok(id) = id.get().parse::<u64>() else { continue };
                 let waiting = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
                 if let Some(waiting) = waiting {
-                    waiting.answer_raw(result, error);
+                    let result_type = result.and_then(|r| serde_json::from_str::<ResultHead>(r.get()).ok());
+                    let result_type = result_type.and_then(|head| serde_json::from_str(head.result_type?.get()).ok());
+                    match self.not_complete(result_type) {
+                        Some(refused) => waiting.answer(Err(refused)),
+                        None => waiting.answer_raw(result, error),
+                    }
                 }
                 continue;
             }
@@ -493,7 +543,7 @@ impl Upstream {
                 let mut message = message;
                 let outcome = match message.remove("error") {
                     Some(error) => Err(RpcError::from_json(&error)),
-                    None => Ok(message.remove("result").unwrap_or(Json::Null)),
+                    None => self.complete(message.remove("result").unwrap_or(Json::Null)),
                 };
                 waiting.answer(outcome);
             }
@@ -520,7 +570,7 @@ impl Upstream {
 
     fn write(&self, message: &Json) -> Result<(), RpcError> {
         if let Some(http) = &self.http {
-            return self.post(http, message, None).map(|_| ());
+            return self.post(http, message, None, self.timeout).map(|_| ());
         }
         let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
         line.push(b'\n');
@@ -544,9 +594,15 @@ impl Upstream {
         if let Some(why) = self.gone() {
             return Err(RpcError::new(INTERNAL_ERROR, why));
         }
+        self.request_within(id, method, params, self.timeout)
+    }
+
+    /// [`Upstream::request_as`], waiting at most `timeout`.
+    fn request_within(&self, id: u64, method: &str, params: Option<Json>, timeout: Duration) -> Result<Json, RpcError> {
+        let params = self.enveloped(params);
         if let Some(http) = &self.http {
             let message = request_message(id, method, params);
-            return self.post(http, &message, Some(id)).map(|answer| answer.unwrap_or(Json::Null));
+            return self.post(http, &message, Some(id), timeout).map(|answer| answer.unwrap_or(Json::Null));
         }
         let (send, receive) = mpsc::channel();
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Waiter::Thread(send));
@@ -555,7 +611,7 @@ impl Upstream {
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             return Err(e);
         }
-        match receive.recv_timeout(self.timeout) {
+        match receive.recv_timeout(timeout) {
             Ok(outcome) => outcome,
             Err(_) => {
                 self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
@@ -594,7 +650,7 @@ impl Upstream {
             let upstream = Arc::downgrade(self);
             std::thread::spawn(move || Upstream::sweep(upstream));
         }
-        let message = request_message(id, method, Some(params));
+        let message = request_message(id, method, self.enveloped(Some(params)));
         if let Err(e) = self.write(&message) {
             // Unless the reader, finding the upstream gone, answered it already.
             if let Some(waiting) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
@@ -632,12 +688,115 @@ impl Upstream {
         }
     }
 
-    /// The upstream's `initialize` result, opening the session the first time.
+    /// What the upstream said of itself (its `initialize` result, or the same made from its `server/discover`
+    /// result: [`Upstream::discover`]), opening the session or the stateless exchange the first time, in the
+    /// revision [`UpstreamRevision`] says.
     fn session(&self) -> Result<Json, RpcError> {
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(Ok(result)) = session.as_ref() {
             return Ok(result.clone());
         }
+        let revision = *self.revision.lock().unwrap_or_else(|p| p.into_inner());
+        let result = match revision {
+            UpstreamRevision::Session => self.initialize()?,
+            UpstreamRevision::Stateless => self.discover(self.timeout)?,
+            UpstreamRevision::Auto => match self.discover(DISCOVER_TIMEOUT.min(self.timeout)) {
+                Ok(result) => result,
+                // A server of an earlier revision refuses `server/discover` (an unknown method, or a request
+                // outside a session): a session then.
+                Err(_) if self.gone().is_none() => self.initialize()?,
+                Err(e) => return Err(e),
+            },
+        };
+        *session = Some(Ok(result.clone()));
+        Ok(result)
+    }
+
+    /// Opens the stateless revision 2026-07-28: `server/discover`, in the envelope every request then carries. What
+    /// it tells is returned as an `initialize` result would tell it (`protocolVersion`, `capabilities`,
+    /// `serverInfo`, `instructions`), for what the proxy reads of it. An error, and the envelope off again, when the
+    /// server refuses it or does not list 2026-07-28 among its versions.
+    fn discover(&self, timeout: Duration) -> Result<Json, RpcError> {
+        self.set_stateless(true);
+        let asked = self.request_within(self.new_id(), "server/discover", None, timeout).map_err(|e| {
+            let why =
+                format!("the upstream server does not speak {STATELESS_VERSION}: `server/discover`: {}", e.message);
+            RpcError::new(e.code, why)
+        });
+        let discovered = asked.and_then(|found| {
+            let versions = found.get("supportedVersions").and_then(Json::as_array);
+            if !versions.is_some_and(|v| v.iter().any(|v| v == STATELESS_VERSION)) {
+                let listed = versions.map_or_else(|| "none".to_string(), |v| Json::from(v.clone()).to_string());
+                let why = format!("the upstream server does not speak {STATELESS_VERSION} (it lists {listed})");
+                return Err(RpcError::new(INTERNAL_ERROR, why));
+            }
+            let mut told = Map::with_capacity(4);
+            told.insert("protocolVersion".into(), Json::from(STATELESS_VERSION));
+            told.insert("capabilities".into(), found.get("capabilities").cloned().unwrap_or_else(|| json!({})));
+            if let Some(server) = found.get("_meta").and_then(|m| m.get(META_SERVER_INFO)) {
+                told.insert("serverInfo".into(), server.clone());
+            }
+            if let Some(instructions) = found.get("instructions") {
+                told.insert("instructions".into(), instructions.clone());
+            }
+            Ok(Json::Object(told))
+        });
+        if discovered.is_err() {
+            self.set_stateless(false);
+        }
+        discovered
+    }
+
+    /// Turns the stateless revision's envelope (and HTTP header) on or off.
+    fn set_stateless(&self, on: bool) {
+        self.stateless.store(on, Ordering::Relaxed);
+        if let Some(http) = &self.http {
+            *http.version.lock().unwrap_or_else(|p| p.into_inner()) = on.then(|| STATELESS_VERSION.to_string());
+        }
+    }
+
+    /// A request's params with the stateless revision's `_meta` envelope when it is spoken (the proxy's revision
+    /// and client capabilities, none: a stateless server sends no requests to the client); the rest of `_meta`
+    /// (an agent's progress token, say) kept.
+    fn enveloped(&self, params: Option<Json>) -> Option<Json> {
+        if !self.stateless.load(Ordering::Relaxed) {
+            return params;
+        }
+        let mut params = match params {
+            Some(Json::Object(params)) => params,
+            _ => Map::new(),
+        };
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if !meta.is_object() {
+            *meta = json!({});
+        }
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(META_VERSION.into(), Json::from(STATELESS_VERSION));
+            meta.insert(META_CAPABILITIES.into(), json!({}));
+        }
+        Some(Json::Object(params))
+    }
+
+    /// `result`, or an error when it is a stateless result that is not `complete` ([`Upstream::not_complete`]).
+    fn complete(&self, result: Json) -> Result<Json, RpcError> {
+        let result_type = result.get("resultType").and_then(Json::as_str).map(str::to_string);
+        match self.not_complete(result_type) {
+            Some(refused) => Err(refused),
+            None => Ok(result),
+        }
+    }
+
+    /// In the stateless revision, the error for a result of a type other than `complete`: an
+    /// `InputRequiredResult` asks the client for more input in a further request, which the proxy does not relay.
+    fn not_complete(&self, result_type: Option<String>) -> Option<RpcError> {
+        let result_type = result_type.filter(|t| t != "complete" && self.stateless.load(Ordering::Relaxed))?;
+        let why =
+            format!("the upstream server answered with a `{result_type}` result, which remit mcp-proxy does not relay");
+        Some(RpcError::new(INTERNAL_ERROR, why))
+    }
+
+    /// Opens a session in revision 2025-06-18: `initialize`, then `notifications/initialized`.
+    fn initialize(&self) -> Result<Json, RpcError> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
@@ -649,7 +808,6 @@ impl Upstream {
             *http.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
         }
         self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-        *session = Some(Ok(result.clone()));
         Ok(result)
     }
 
@@ -727,6 +885,8 @@ const STABLE: Duration = Duration::from_secs(30);
 pub struct UpstreamOptions {
     /// How long one request waits for the upstream's answer.
     pub timeout: Duration,
+    /// The revision spoken to the upstream servers.
+    pub revision: UpstreamRevision,
     /// The first wait before starting a stdio upstream again that exited soon after it was started.
     pub restart_backoff: Duration,
 }
@@ -810,6 +970,7 @@ impl Proxy {
                 _ => (Upstream::spawn(command, outbox.clone(), options.timeout)?, Some(command.clone())),
             };
             upstream.secondary.store(i > 0, Ordering::Relaxed);
+            *upstream.revision.lock().unwrap_or_else(|p| p.into_inner()) = options.revision;
             let now = Instant::now();
             let current = Current { upstream, started: now, quick_restarts: 0, not_before: now };
             slots.push(Slot { name: name.clone(), current: Mutex::new(current), command: restart });
@@ -875,6 +1036,7 @@ impl Proxy {
         match Upstream::spawn(command, self.outbox.clone(), self.options.timeout) {
             Ok(upstream) => {
                 upstream.secondary.store(index > 0, Ordering::Relaxed);
+                *upstream.revision.lock().unwrap_or_else(|p| p.into_inner()) = self.options.revision;
                 current.upstream = upstream;
                 current.started = now;
             }
@@ -1142,7 +1304,7 @@ impl Proxy {
         let mut result = json!({
             "supportedVersions": versions,
             "capabilities": capabilities,
-            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "remit-mcp-proxy",
+            "_meta": {META_SERVER_INFO: {"name": "remit-mcp-proxy",
                       "title": "remit (policy-governed MCP proxy)", "version": env!("CARGO_PKG_VERSION")}},
         });
         if let Some(instructions) = upstream.get("instructions") {
@@ -1597,7 +1759,7 @@ fn stateless_versions() -> Vec<&'static str> {
 /// too. Why it is refused: `server/discover` (answered by the proxy) needs the stateless `_meta`; `initialize` is not
 /// part of that revision; a revision the proxy does not speak is `-32022` with those it does.
 fn stateless_request(method: &str, params: Option<&Json>) -> Result<bool, RpcError> {
-    use super::mcp_http::{META_CAPABILITIES, META_VERSION, STATELESS_VERSION, UNSUPPORTED_VERSION};
+    use super::mcp_http::UNSUPPORTED_VERSION;
     let meta = params.and_then(|p| p.get("_meta")).and_then(Json::as_object);
     let needs_meta = || {
         let text = format!("`params._meta` must carry `{META_VERSION}` and `{META_CAPABILITIES}`");

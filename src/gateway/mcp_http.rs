@@ -45,6 +45,8 @@ const PARAM_PREFIX: &str = "mcp-param-";
 pub const STATELESS_VERSION: &str = "2026-07-28";
 pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// Where a stateless result names the server (`_meta`).
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// JSON-RPC errors of 2026-07-28.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// The JSON-RPC error in the body of a `403 insufficient_scope` (remit's own code, in the range JSON-RPC leaves to

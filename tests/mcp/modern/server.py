@@ -1,0 +1,32 @@
+"""An MCP server of the official Python SDK (tests/mcp/requirements.txt), for tests/mcp_proxy.rs: it speaks both the
+stateless revision 2026-07-28 and the earlier ones, and its tool `revision` says which one a call came in, so a test
+can tell which one `remit mcp-proxy` spoke to it.
+
+    server.py                 over stdio
+    server.py --http PORT     over Streamable HTTP at http://127.0.0.1:PORT/mcp
+"""
+
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("revisions")
+
+
+@server.tool()
+def revision(ctx: Context) -> str:
+    """The protocol revision this call came in."""
+    return ctx.protocol_version or "none"
+
+
+@server.tool()
+def shout(text: str) -> str:
+    """The text in capitals."""
+    return text.upper()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
