@@ -1223,7 +1223,9 @@ impl Proxy {
     /// upstream's tools are known), anything else is handed back to be finished where blocking is allowed
     /// ([`Proxy::finish`]). Deciding does not wait on a disk either: the proxy's store commits without an fsync
     /// (WAL, `synchronous = NORMAL`). So the HTTP server answers denials and escalations on its async worker,
-    /// without the hand-off to a blocking thread, which cost about 50-70 µs per call (bench/mcp, `--http`).
+    /// without the hand-off to a blocking thread, which cost about 50-70 µs per call (bench/mcp, `--http`). (A stdio
+    /// upstream that exits between that check and the decision is started again right there: a rare wait, as on the
+    /// stdio reader thread of [`Proxy::call_tool_here`].)
     pub fn begin(&self, identity: &Identity, body: &[u8]) -> Answering {
         let (id, method, params) = match self.accept(body) {
             Err(reply) => return Answering::Done(Some(reply)),
