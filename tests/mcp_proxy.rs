@@ -427,6 +427,13 @@ fn the_agent_sees_its_tools_reads_inside_is_denied_outside_and_writes_after_appr
         assert!(said.contains("remit denied this call"), "{said}");
         assert!(said.contains("scope.outside"), "{said}");
         assert!(said.contains("scope read_only: resource.id under \"workspace/\""), "the rule: {said}");
+        if id == 3 {
+            // `..` could leave the folder: the scope fails closed, and says on what.
+            assert!(
+                said.contains("which fails closed: `resource.id` is not a path that stays under its prefix"),
+                "{said}"
+            );
+        }
         assert!(!said.contains("secret"), "{said}");
         assert_eq!(denied["_meta"]["remit.dev/decision"]["outcome"], "deny");
     }
@@ -1730,6 +1737,14 @@ fn an_upstream_of_the_stateless_revision() {
         assert_eq!(loud["_meta"]["remit.dev/decision"]["outcome"], "allow", "{loud}");
         let forbidden = proxy.call(3, "shout", json!({"text": "forbidden"}));
         assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
+        // A call no grant allows: the agent is told the closest grant and what it needs.
+        let unlisted = proxy.call(5, "shout", json!({"text": "whisper"}));
+        let said = text(&unlisted);
+        assert!(is_error(&unlisted) && said.contains("rule.unmatched"), "{unlisted}");
+        let closest = "closest grant: tester: `allow shout where args.text in [\"hello\", \"forbidden\"]` \
+                       (policy.remit:19:3): `args.text` is \"whisper\", and the grant needs \
+                       `args.text in [\"hello\", \"forbidden\"]`";
+        assert!(said.contains(closest), "{said}");
         text(&proxy.call(4, "revision", json!({})))
     };
 

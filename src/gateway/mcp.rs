@@ -1807,14 +1807,26 @@ fn refusal_text(decided: &super::core::Decided, decision: &Json) -> String {
             .map(str::to_string)
             .collect()
     };
-    let rules: Vec<String> = decision
+    let rules: Vec<String> =
+        decision.get("rules").and_then(Json::as_array).into_iter().flatten().map(rule_text).collect();
+    // What kept each mandate's closest grant from granting (`rule.unmatched`): what the agent could change.
+    let closest: Vec<String> = decision
         .get("rules")
         .and_then(Json::as_array)
         .into_iter()
         .flatten()
-        .map(|r| {
-            let text = |k: &str| r.get(k).and_then(Json::as_str).unwrap_or("").to_string();
-            format!("{}: `{}` ({})", text("mandate"), text("rule"), text("at"))
+        .filter_map(|r| r.get("closest"))
+        .map(|grant| {
+            let failed = grant.get("failed").map(|failed| {
+                let text = |k: &str| failed.get(k).and_then(Json::as_str).unwrap_or("");
+                match failed.get("value") {
+                    Some(value) => {
+                        format!(": `{}` is {value}, and the grant needs `{}`", text("attribute"), text("condition"))
+                    }
+                    None => format!(": the grant needs `{}`", text("condition")),
+                }
+            });
+            format!("closest grant: {}{}", rule_text(grant), failed.unwrap_or_default())
         })
         .collect();
     let mut lines = Vec::new();
@@ -1846,8 +1858,27 @@ fn refusal_text(decided: &super::core::Decided, decision: &Json) -> String {
     if !rules.is_empty() {
         lines.push(format!("rules: {}", rules.join("; ")));
     }
+    lines.extend(closest);
     lines.push(format!("decision {} under policy {}", decided.id, decided.policy));
     lines.join("\n")
+}
+
+/// A rule of a decision in words: `mandate: `rule` (at)`, and the attribute a fail-closed rule could not read.
+fn rule_text(rule: &Json) -> String {
+    let text = |k: &str| rule.get(k).and_then(Json::as_str).unwrap_or("").to_string();
+    let mut said = format!("{}: `{}` ({})", text("mandate"), text("rule"), text("at"));
+    if let Some(unevaluable) = rule.get("unevaluable") {
+        let attribute = unevaluable.get("attribute").and_then(Json::as_str).unwrap_or("");
+        let problem = match unevaluable.get("problem").and_then(Json::as_str).unwrap_or("") {
+            "missing" => "is missing",
+            "mistyped" => "is not of its type",
+            "incomparable" => "is in another currency than the policy's",
+            "unsafe-path" => "is not a path that stays under its prefix",
+            _ => "could not be read",
+        };
+        said.push_str(&format!(", which fails closed: `{attribute}` {problem}"));
+    }
+    said
 }
 
 /// The capabilities the proxy announces for the upstream session `upstream` (its `initialize` result): the
