@@ -188,7 +188,9 @@ pub fn fetch_key_set(url: &str, tls: &Tls, timeout: Duration) -> Result<String, 
              replaced on the way); use `https://`"
         ));
     }
-    let mut response = super::mcp_wire::exchange(tls, "GET", url, &[("Accept", "application/json")], None, timeout)?;
+    let accept = [("Accept", "application/json")];
+    let mut response =
+        super::mcp_wire::exchange(tls, "GET", url, &accept, None, timeout).map_err(|e| format!("`{url}`: {e}"))?;
     if response.status != 200 {
         return Err(format!("`{url}` answered HTTP {}", response.status));
     }

@@ -179,25 +179,29 @@ fn relay_one(
         }
     });
     let mut to_backend = backend;
+    // What the client sent that rustls has not taken yet. Empty at first, but rustls may already hold more than the
+    // handshake: a client sends its request right after its last handshake message, often in the same read.
+    let mut received = Vec::new();
     let mut buffer = [0u8; 16 << 10];
     loop {
-        let n = socket.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
         let mut plain = Vec::new();
         let closed = {
             let mut connection = connection.lock().unwrap();
-            let mut rest = &buffer[..n];
+            let mut rest = &received[..];
             let mut closed = false;
-            while !rest.is_empty() {
-                connection.read_tls(&mut rest)?;
+            loop {
+                if !rest.is_empty() {
+                    connection.read_tls(&mut rest)?;
+                }
                 let state = connection.process_new_packets().map_err(std::io::Error::other)?;
                 closed |= state.peer_has_closed();
                 match connection.reader().read_to_end(&mut plain) {
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
+                }
+                if rest.is_empty() {
+                    break;
                 }
             }
             while connection.wants_write() {
@@ -209,6 +213,12 @@ fn relay_one(
         if closed {
             break;
         }
+        let n = socket.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        received.clear();
+        received.extend_from_slice(&buffer[..n]);
     }
     to_backend.shutdown(Shutdown::Write)
 }
