@@ -750,24 +750,34 @@ fn an_upstream_over_https() {
     assert!(handshakes.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the messages went through the relay");
     drop(proxy);
 
-    // `remit import mcp` over the same https URL.
+    // `remit import mcp` over the same https URL. The platform's roots are the system's store, which
+    // rustls-native-certs reads from `SSL_CERT_FILE` when it is set: pointed at the test CA, no `--tls-ca` is needed;
+    // pointed at an empty file, https cannot work without `--tls-ca`, and says so.
     let catalog = dir.join("catalog.remit");
-    let import = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_remit"))
-            .args(["import", "mcp", "--upstream", &url, "-o"])
-            .arg(&catalog)
-            .args(extra)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let import = |extra: &[&str], store: Option<&Path>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command.args(["import", "mcp", "--upstream", &url, "-o"]).arg(&catalog).args(extra);
+        if let Some(store) = store {
+            command.env("SSL_CERT_FILE", store).env_remove("SSL_CERT_DIR");
+        }
+        let output = command.stdin(Stdio::null()).output().unwrap();
+        let written = std::fs::read_to_string(&catalog).unwrap_or_default();
+        std::fs::remove_file(&catalog).ok();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.success() && written.contains("tool echo("), stderr)
     };
-    let imported = import(&["--tls-ca", &ca_file]);
-    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
-    assert!(std::fs::read_to_string(&catalog).unwrap().contains("tool echo("), "the catalog has the server's tools");
-    std::fs::remove_file(&catalog).ok();
-    let refused = import(&[]);
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("not issued by a trusted authority"), "{stderr}");
+    for (extra, store) in [(vec!["--tls-ca", ca_file.as_str()], None), (vec![], Some(dir.join("ca.pem")))] {
+        let (ok, stderr) = import(&extra, store.as_deref());
+        assert!(ok, "{extra:?} {store:?}: a catalog with the server's tools: {stderr}");
+    }
+    let (ok, stderr) = import(&["--tls-ca", &ca_file], Some(&empty));
+    assert!(ok, "the CA file alone is enough: {stderr}");
+    let (ok, stderr) = import(&[], None);
+    assert!(!ok && stderr.contains("not issued by a trusted authority"), "{stderr}");
+    let (ok, stderr) = import(&[], Some(&empty));
+    assert!(!ok && stderr.contains("https needs trusted root certificates: the platform has none"), "{stderr}");
 
     // Without the CA, the server's certificate is not trusted: each request that needs the upstream gets an error
     // that says so, and the proxy answers what it can itself.
