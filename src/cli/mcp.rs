@@ -99,9 +99,8 @@ pub struct McpProxyArgs {
     #[arg(long, value_name = "FILE")]
     tls_ca: Option<PathBuf>,
     /// Another upstream MCP server: `NAME=stdio:COMMAND ARGS…` (split at spaces) or `NAME=URL` (`http://` or
-    /// `https://`);
-    /// repeatable. Their tools are merged under their own names (one two servers offer is refused); resources,
-    /// prompts and the rest go to the first upstream
+    /// `https://`); repeatable. Their tools are merged under their own names (one two servers offer is refused);
+    /// resources, prompts and the rest go to the first upstream
     #[arg(long = "upstream", value_name = "NAME=SPEC")]
     upstreams: Vec<String>,
     /// The upstream MCP server's command and its arguments (after `--`), or its URL; the first upstream
@@ -145,7 +144,7 @@ fn upstreams(args: &McpProxyArgs) -> Result<Vec<(String, Vec<String>)>, String> 
 }
 
 /// What https connections trust: the platform's root certificates, and those of `--tls-ca FILE`.
-fn tls(ca: Option<&std::path::Path>) -> Result<Tls, String> {
+fn trusted(ca: Option<&std::path::Path>) -> Result<Tls, String> {
     match ca {
         Some(path) => Tls::with_ca_file(path).map_err(|e| format!("--tls-ca: {e}")),
         None => Ok(Tls::platform()),
@@ -187,7 +186,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let backoff = Duration::try_from_secs_f64(args.upstream_restart_backoff).map_err(|_| {
         format!("`--upstream-restart-backoff {}`: not a number of seconds", args.upstream_restart_backoff)
     })?;
-    let tls = tls(args.tls_ca.as_deref())?;
+    let tls = trusted(args.tls_ca.as_deref())?;
     let timeout = Duration::from_secs(args.upstream_timeout.max(1));
     let options = UpstreamOptions { timeout, restart_backoff: backoff, tls: tls.clone() };
     if args.listen.is_some() {
@@ -370,7 +369,7 @@ pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
         (None, false) => args.command.clone(),
         _ => return Err("give the server as `--upstream stdio:COMMAND` or as a command after `--`, one of them".into()),
     };
-    let tls = tls(args.tls_ca.as_deref())?;
+    let tls = trusted(args.tls_ca.as_deref())?;
     let (info, tools) = remit::gateway::mcp::list_tools(&command, Duration::from_secs(args.timeout.max(1)), &tls)?;
     let server = match (info.pointer("/serverInfo/name").and_then(|v| v.as_str()), info.pointer("/serverInfo/version"))
     {
