@@ -5,7 +5,7 @@
 //! tests/mcp/filesystem: reads inside `workspace/` allowed, writes there need the owner's approval, anything else
 //! (`..`, absolute paths, other folders) denied. The escalated write is approved over the inbox's HTTP API on the
 //! loopback port the proxy serves, then retried. Everything runs in a temporary folder, on loopback, and every wait
-//! is bounded.
+//! is bounded. https (key sets, upstreams) against servers with certificates the tests make (tests/support/tls.rs).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -14,6 +14,9 @@ use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+#[path = "support/tls.rs"]
+mod tls;
 
 const WAIT: Duration = Duration::from_secs(30);
 const OWNER_TOKEN: &str = "owner-inbox-token";
@@ -669,23 +672,7 @@ fn import_mcp_writes_a_checked_catalog_and_reports_changes() {
 #[test]
 fn an_upstream_over_streamable_http() {
     let dir = sandbox("http-upstream");
-    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(everything.exists(), "the MCP test server is missing: run `./scripts/test-deps.sh`");
-    let mut command = Command::new("node");
-    command
-        .arg("--require")
-        .arg(root().join("tests/mcp/loopback.cjs"))
-        .arg(everything)
-        .arg("streamableHttp")
-        .env("PORT", "0");
-    let upstream = Session::spawn(command, &dir);
-    let deadline = Instant::now() + WAIT;
-    let port = loop {
-        let line = upstream.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("a port");
-        if let Some(port) = line.strip_prefix("loopback listening on port ") {
-            break port.trim().to_string();
-        }
-    };
+    let (upstream, port) = everything_over_http(&dir);
     let mut command = everything_proxy(&dir.join("state.db"));
     command.args(["--subject", "agent:tester", "--", &format!("http://127.0.0.1:{port}/mcp")]);
     let mut proxy = Session::spawn(command, &dir);
@@ -714,6 +701,115 @@ fn an_upstream_over_streamable_http() {
     assert_eq!(gone["error"]["code"], -32603, "{gone}");
     let ping = proxy.request(7, "ping", json!({}));
     assert_eq!(ping["result"], json!({}), "{ping}");
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP, on a loopback port it
+/// picks (tests/mcp/loopback.cjs), and that port.
+fn everything_over_http(dir: &Path) -> (Session, u16) {
+    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.exists(), "the MCP test server is missing: run `./scripts/test-deps.sh`");
+    let mut command = Command::new("node");
+    command
+        .arg("--require")
+        .arg(root().join("tests/mcp/loopback.cjs"))
+        .arg(everything)
+        .arg("streamableHttp")
+        .env("PORT", "0");
+    let upstream = Session::spawn(command, dir);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let line = upstream.errors.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("a port");
+        if let Some(port) = line.strip_prefix("loopback listening on port ") {
+            return (upstream, port.trim().parse().unwrap());
+        }
+    }
+}
+
+/// An `https://` upstream: the reference server behind a TLS-terminating relay in the test, with a certificate for
+/// `localhost` from a CA made here. Given that CA (`--tls-ca`), the proxy lists and calls through it (decisions as
+/// over http), and `remit import mcp` reads its tools; without it, the server's certificate is refused, the proxy
+/// answers an error naming why, and stays up. A certificate for another name is refused too.
+#[test]
+fn an_upstream_over_https() {
+    let dir = sandbox("https-upstream");
+    let (_upstream, port) = everything_over_http(&dir);
+    let ca = tls::TestCa::new("remit test CA");
+    let ca_file = ca.write(&dir.join("ca.pem"));
+    let backend = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (relay, handshakes) = tls::relay(ca.server(&["localhost"]), backend);
+    let url = format!("https://localhost:{}/mcp", relay.port());
+    let mut command = everything_proxy(&dir.join("state.db"));
+    command.args(["--subject", "agent:tester", "--tls-ca", &ca_file, "--", &url]);
+    let mut proxy = Session::spawn(command, &dir);
+    let init = proxy.initialize();
+    assert!(init["result"]["capabilities"]["resources"].is_object(), "the upstream's capabilities: {init}");
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), ["echo", "get-sum"], "{list}");
+    let echoed = proxy.call(2, "echo", json!({"message": "hello over https"}));
+    assert!(!is_error(&echoed), "{echoed}");
+    assert_eq!(text(&echoed), "Echo: hello over https");
+    let forbidden = proxy.call(3, "echo", json!({"message": "forbidden"}));
+    assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
+    let sum = proxy.call(4, "get-sum", json!({"a": 1, "b": 2}));
+    assert!(!is_error(&sum) && text(&sum).contains('3'), "{sum}");
+    assert!(handshakes.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the messages went through the relay");
+    drop(proxy);
+
+    // `remit import mcp` over the same https URL. The platform's roots are the system's store, which
+    // rustls-native-certs reads from `SSL_CERT_FILE` when it is set: pointed at the test CA, no `--tls-ca` is needed;
+    // pointed at an empty file, https cannot work without `--tls-ca`, and says so.
+    let catalog = dir.join("catalog.remit");
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let import = |extra: &[&str], store: Option<&Path>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command.args(["import", "mcp", "--upstream", &url, "-o"]).arg(&catalog).args(extra);
+        if let Some(store) = store {
+            command.env("SSL_CERT_FILE", store).env_remove("SSL_CERT_DIR");
+        }
+        let output = command.stdin(Stdio::null()).output().unwrap();
+        let written = std::fs::read_to_string(&catalog).unwrap_or_default();
+        std::fs::remove_file(&catalog).ok();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.success() && written.contains("tool echo("), stderr)
+    };
+    for (extra, store) in [(vec!["--tls-ca", ca_file.as_str()], None), (vec![], Some(dir.join("ca.pem")))] {
+        let (ok, stderr) = import(&extra, store.as_deref());
+        assert!(ok, "{extra:?} {store:?}: a catalog with the server's tools: {stderr}");
+    }
+    let (ok, stderr) = import(&["--tls-ca", &ca_file], Some(&empty));
+    assert!(ok, "the CA file alone is enough: {stderr}");
+    let (ok, stderr) = import(&[], None);
+    assert!(!ok && stderr.contains("not issued by a trusted authority"), "{stderr}");
+    let (ok, stderr) = import(&[], Some(&empty));
+    assert!(!ok && stderr.contains("https needs trusted root certificates: the platform has none"), "{stderr}");
+
+    // Without the CA, the server's certificate is not trusted: each request that needs the upstream gets an error
+    // that says so, and the proxy answers what it can itself.
+    let mut command = everything_proxy(&dir.join("untrusted.db"));
+    command.args(["--subject", "agent:tester", "--", &url]);
+    let mut proxy = Session::spawn(command, &dir);
+    let refused = proxy.request(1, "tools/list", json!({}));
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("over TLS") && message.contains("not issued by a trusted authority"), "{refused}");
+    let call = proxy.request(2, "tools/call", json!({"name": "echo", "arguments": {"message": "anyone?"}}));
+    assert!(call["error"]["message"].as_str().is_some_and(|m| m.contains("not issued by a trusted")), "{call}");
+    let ping = proxy.request(3, "ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "the proxy stays up: {ping}");
+    drop(proxy);
+
+    // A certificate from the trusted CA, but for another host: refused too.
+    let (elsewhere, _) = tls::relay(ca.server(&["elsewhere.example"]), backend);
+    let mut command = everything_proxy(&dir.join("misnamed.db"));
+    let misnamed = format!("https://localhost:{}/mcp", elsewhere.port());
+    command.args(["--subject", "agent:tester", "--tls-ca", &ca_file, "--", &misnamed]);
+    let mut proxy = Session::spawn(command, &dir);
+    let refused = proxy.request(1, "tools/list", json!({}));
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not valid for the name `localhost`"), "{refused}");
+    assert_eq!(proxy.request(2, "ping", json!({}))["result"], json!({}));
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -1386,12 +1482,19 @@ type Shared<T> = std::sync::Arc<std::sync::Mutex<T>>;
 
 /// A key set served by the test on a loopback port at `/jwks.json`, which the test can change, and the number of
 /// times it was fetched; and an authorization server's metadata (RFC 8414) at
-/// `/.well-known/oauth-authorization-server` (`404` while it is `null`).
-fn key_set_server() -> (String, Shared<Value>, std::sync::Arc<std::sync::atomic::AtomicU64>, Shared<Value>) {
+/// `/.well-known/oauth-authorization-server` (`404` while it is `null`). Over https with the `tls` configuration
+/// (the URL then names `localhost`), else plain http on 127.0.0.1.
+fn key_set_server(
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+) -> (String, Shared<Value>, std::sync::Arc<std::sync::atomic::AtomicU64>, Shared<Value>) {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let port = listener.local_addr().unwrap().port();
+    let url = match tls {
+        Some(_) => format!("https://localhost:{port}/jwks.json"),
+        None => format!("http://127.0.0.1:{port}/jwks.json"),
+    };
     let keys = Arc::new(Mutex::new(json!({"keys": []})));
     let metadata = Arc::new(Mutex::new(Value::Null));
     let hits = Arc::new(AtomicU64::new(0));
@@ -1400,7 +1503,7 @@ fn key_set_server() -> (String, Shared<Value>, std::sync::Arc<std::sync::atomic:
         for stream in listener.incoming() {
             let Ok(stream) = stream else { break };
             stream.set_read_timeout(Some(WAIT)).ok();
-            let mut reader = BufReader::new(stream);
+            let mut reader = BufReader::new(tls::Accepted::new(stream, tls.as_ref()));
             let mut request_line = String::new();
             reader.read_line(&mut request_line).ok();
             loop {
@@ -1426,7 +1529,9 @@ fn key_set_server() -> (String, Shared<Value>, std::sync::Arc<std::sync::atomic:
                 "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
-            reader.into_inner().write_all(response.as_bytes()).ok();
+            let mut stream = reader.into_inner();
+            stream.write_all(response.as_bytes()).ok();
+            stream.finish();
         }
     });
     (url, keys, hits, metadata)
@@ -1445,7 +1550,7 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     let (upstream, _) = recording_upstream();
     let (old, old_jwk) = es256_key("old");
     let (new, new_jwk) = es256_key("new");
-    let (url, keys, hits, metadata) = key_set_server();
+    let (url, keys, hits, metadata) = key_set_server(None);
     *keys.lock().unwrap() = json!({"keys": [old_jwk.clone()]});
     let issuer = "https://auth.test.example";
     let proxy_with = |key_url: &str| {
@@ -1525,6 +1630,67 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     let headers = [("Content-Type", "application/json"), ("Authorization", auth.as_str())];
     assert_eq!(request("POST", &mcp, &headers, Some(init.to_string().as_bytes())).unwrap().status, 200);
     drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Key sets over https: fetched from a server whose certificate a CA made here signed, given with `--tls-ca`, a
+/// token signed by the served key is accepted (and `--jwks-from-issuer` discovers the URL over https too). Without
+/// the CA, or with a certificate for another name, or a CA file that holds no certificate, the proxy stops at start
+/// and says why; plain http to another host is refused (jwt_keys_fetched_from_a_url_follow_rotation_and_refresh).
+#[test]
+fn jwt_keys_fetched_over_https() {
+    use jsonwebtoken::Algorithm::ES256;
+    use remit::gateway::client::request;
+    use std::sync::atomic::Ordering;
+    let dir = sandbox("jwks-https");
+    let (upstream, _) = recording_upstream();
+    let (key, jwk) = es256_key("k1");
+    let ca = tls::TestCa::new("remit test CA");
+    let ca_file = ca.write(&dir.join("ca.pem"));
+    let (url, keys, hits, metadata) = key_set_server(Some(ca.server(&["localhost", "127.0.0.1"])));
+    *keys.lock().unwrap() = json!({"keys": [jwk]});
+    let issuer = url.trim_end_matches("/jwks.json").to_string();
+    *metadata.lock().unwrap() = json!({"issuer": issuer, "jwks_uri": url});
+    let proxy_with = |keys: &[&str], ca: Option<&str>| {
+        let mut command = everything_proxy(&dir.join("state.db"));
+        command.args(["--listen", "127.0.0.1:0"]).args(keys);
+        if let Some(ca) = ca {
+            command.args(["--tls-ca", ca]);
+        }
+        command.args(["--jwt-issuer", &issuer, "--jwt-audience", "remit-test", "--", &upstream]);
+        command
+    };
+    let now = unix_now();
+    let claims = json!({"iss": issuer, "aud": "remit-test", "sub": "agent:tester", "exp": now + 300});
+    let token = format!("Bearer {}", jwt(ES256, "k1", &key, &claims));
+    let headers = [("Content-Type", "application/json"), ("Authorization", token.as_str())];
+    let init = initialize_message().to_string();
+    for (flags, fetched) in [(vec!["--jwks-url", url.as_str()], 1), (vec!["--jwks-from-issuer"], 2)] {
+        let proxy = Session::spawn(proxy_with(&flags, Some(&ca_file)), &dir);
+        let mcp = proxy.mcp_url(Instant::now() + WAIT);
+        assert_eq!(hits.load(Ordering::SeqCst), fetched, "{flags:?}: fetched at start");
+        let opened = request("POST", &mcp, &headers, Some(init.as_bytes())).unwrap();
+        assert_eq!(opened.status, 200, "{flags:?}: a token signed by the key fetched over https");
+        drop(proxy);
+    }
+
+    // Refused at start, saying why.
+    let (misnamed, misnamed_keys, _, _) = key_set_server(Some(ca.server(&["elsewhere.example"])));
+    *misnamed_keys.lock().unwrap() = json!({"keys": [es256_key("k2").1]});
+    let not_pem = dir.join("not-a-ca.pem");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let not_pem = not_pem.display().to_string();
+    for (flags, ca, said) in [
+        (vec!["--jwks-url", url.as_str()], None, "not issued by a trusted authority"),
+        (vec!["--jwks-from-issuer"], None, "not issued by a trusted authority"),
+        (vec!["--jwks-url", misnamed.as_str()], Some(ca_file.as_str()), "not valid for the name `localhost`"),
+        (vec!["--jwks-url", url.as_str()], Some(not_pem.as_str()), "holds no certificate"),
+        (vec!["--jwks-url", "http://auth.example/jwks.json"], Some(ca_file.as_str()), "only from a loopback host"),
+    ] {
+        let output = proxy_with(&flags, ca).current_dir(dir.join("root")).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(said), "{flags:?} {ca:?}: {stderr}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use remit::gateway::mcp::{Identity, Outbox, Proxy, UpstreamOptions, UpstreamRevision};
+use remit::gateway::mcp_wire::Tls;
 use remit::gateway::{Config, Durability, Gateway, SystemClock};
 use remit::runtime::Runtime;
 
@@ -47,12 +48,12 @@ pub struct McpProxyArgs {
     /// ES256, ES384, EdDSA); their claims give the subject and the credential's scopes
     #[arg(long, value_name = "FILE", requires = "listen")]
     jwks: Option<PathBuf>,
-    /// With `--listen`: as `--jwks`, the key set fetched from this URL (`http://` to a loopback host), again every
-    /// `--jwks-refresh` seconds and when a token names a key it lacks (at most once per 10 s)
+    /// With `--listen`: as `--jwks`, the key set fetched from this URL (`https://`, or `http://` to a loopback host
+    /// only), again every `--jwks-refresh` seconds and when a token names a key it lacks (at most once per 10 s)
     #[arg(long, value_name = "URL", requires = "listen", conflicts_with = "jwks")]
     jwks_url: Option<String>,
     /// With `--listen`: as `--jwks-url`, the URL read from the `jwks_uri` of the `--jwt-issuer`'s metadata (RFC 8414,
-    /// else OpenID Connect discovery; loopback http)
+    /// else OpenID Connect discovery; `https://`, or `http://` to a loopback host only)
     #[arg(long, requires = "listen", conflicts_with_all = ["jwks", "jwks_url"])]
     jwks_from_issuer: bool,
     /// With `--jwks-url` or `--jwks-from-issuer`: how old the fetched key set may get before it is fetched again, in
@@ -97,9 +98,13 @@ pub struct McpProxyArgs {
     /// `server/discover` offers it, else a 2025-06-18 session), `2026-07-28` or `2025-06-18`
     #[arg(long, value_name = "REVISION", default_value = "auto")]
     upstream_revision: String,
-    /// Another upstream MCP server: `NAME=stdio:COMMAND ARGS…` (split at spaces) or `NAME=http://HOST:PORT/PATH`;
-    /// repeatable. Their tools are merged under their own names (one two servers offer is refused); resources,
-    /// prompts and the rest go to the first upstream
+    /// Trust the CA certificates of this PEM file for https (key set URLs, `https://` upstreams), besides the
+    /// platform's root certificates
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// Another upstream MCP server: `NAME=stdio:COMMAND ARGS…` (split at spaces) or `NAME=URL` (`http://` or
+    /// `https://`); repeatable. Their tools are merged under their own names (one two servers offer is refused);
+    /// resources, prompts and the rest go to the first upstream
     #[arg(long = "upstream", value_name = "NAME=SPEC")]
     upstreams: Vec<String>,
     /// The upstream MCP server's command and its arguments (after `--`), or its URL; the first upstream
@@ -116,7 +121,7 @@ fn upstreams(args: &McpProxyArgs) -> Result<Vec<(String, Vec<String>)>, String> 
     for spec in &args.upstreams {
         let Some((name, what)) = spec.split_once('=').filter(|(n, _)| !n.is_empty()) else {
             return Err(format!(
-                "`--upstream {spec}`: write `NAME=stdio:COMMAND ARGS…` or `NAME=http://HOST:PORT/PATH`"
+                "`--upstream {spec}`: write `NAME=stdio:COMMAND ARGS…` or `NAME=URL` (`http://` or `https://`)"
             ));
         };
         let command: Vec<String> = if what.starts_with("http://") || what.starts_with("https://") {
@@ -124,7 +129,9 @@ fn upstreams(args: &McpProxyArgs) -> Result<Vec<(String, Vec<String>)>, String> 
         } else if let Some(line) = what.strip_prefix("stdio:") {
             line.split_whitespace().map(str::to_string).collect()
         } else {
-            return Err(format!("`--upstream {spec}`: the server is `stdio:COMMAND ARGS…` or an `http://` URL"));
+            return Err(format!(
+                "`--upstream {spec}`: the server is `stdio:COMMAND ARGS…` or an `http://` or `https://` URL"
+            ));
         };
         if command.is_empty() {
             return Err(format!("`--upstream {spec}`: the command is empty"));
@@ -138,6 +145,14 @@ fn upstreams(args: &McpProxyArgs) -> Result<Vec<(String, Vec<String>)>, String> 
         return Err("give the upstream MCP server: its command after `--`, or `--upstream NAME=stdio:COMMAND`".into());
     }
     Ok(upstreams)
+}
+
+/// What https connections trust: the platform's root certificates, and those of `--tls-ca FILE`.
+fn trusted(ca: Option<&std::path::Path>) -> Result<Tls, String> {
+    match ca {
+        Some(path) => Tls::with_ca_file(path).map_err(|e| format!("--tls-ca: {e}")),
+        None => Ok(Tls::platform()),
+    }
 }
 
 fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
@@ -177,8 +192,9 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let backoff = Duration::try_from_secs_f64(args.upstream_restart_backoff).map_err(|_| {
         format!("`--upstream-restart-backoff {}`: not a number of seconds", args.upstream_restart_backoff)
     })?;
+    let tls = trusted(args.tls_ca.as_deref())?;
     let timeout = Duration::from_secs(args.upstream_timeout.max(1));
-    let options = UpstreamOptions { timeout, restart_backoff: backoff, revision };
+    let options = UpstreamOptions { timeout, restart_backoff: backoff, revision, tls: tls.clone() };
     if args.listen.is_some() {
         let listener = listener.expect("bound");
         let mut agents = std::collections::BTreeMap::new();
@@ -193,7 +209,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         let discovered = match (args.jwks_from_issuer, args.jwt_issuers.as_slice()) {
             (false, _) => None,
             (true, [issuer]) => Some(
-                remit::gateway::mcp_auth::discover_jwks_uri(issuer, Duration::from_secs(10))
+                remit::gateway::mcp_auth::discover_jwks_uri(issuer, &tls, Duration::from_secs(10))
                     .map_err(|e| format!("--jwks-from-issuer: {e}"))?,
             ),
             (true, _) => {
@@ -225,7 +241,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
                     }
                     (None, Some(url)) => {
                         let refresh = Duration::from_secs(args.jwks_refresh.max(1));
-                        JwtVerifier::from_url(url, refresh, config).map_err(|e| format!("the key set {e}"))?
+                        JwtVerifier::from_url(url, refresh, config, tls.clone())
+                            .map_err(|e| format!("the key set {e}"))?
                     }
                     (None, None) => unreachable!("matched above"),
                 };
@@ -297,6 +314,10 @@ pub struct ImportMcpArgs {
     /// How long to wait for the server, in seconds
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    /// With an `https://` server: trust the CA certificates of this PEM file, besides the platform's root
+    /// certificates
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
     /// The server's command and arguments (instead of `--upstream`)
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -340,11 +361,13 @@ fn declared(text: &str) -> Result<std::collections::BTreeMap<String, remit::gate
 pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
     use remit::gateway::mcp_catalog;
     let command: Vec<String> = match (&args.upstream, args.command.is_empty()) {
-        (Some(upstream), true) if upstream.starts_with("http://") => vec![upstream.clone()],
+        (Some(upstream), true) if upstream.starts_with("http://") || upstream.starts_with("https://") => {
+            vec![upstream.clone()]
+        }
         (Some(upstream), true) => {
             let Some(line) = upstream.strip_prefix("stdio:") else {
                 return Err(format!(
-                    "`{upstream}`: the upstream is written `stdio:COMMAND ARGS…` (HTTP is not supported yet)"
+                    "`{upstream}`: the upstream is written `stdio:COMMAND ARGS…`, or is an `http://` or `https://` URL"
                 ));
             };
             line.split_whitespace().map(str::to_string).collect()
@@ -352,7 +375,8 @@ pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
         (None, false) => args.command.clone(),
         _ => return Err("give the server as `--upstream stdio:COMMAND` or as a command after `--`, one of them".into()),
     };
-    let (info, tools) = remit::gateway::mcp::list_tools(&command, Duration::from_secs(args.timeout.max(1)))?;
+    let tls = trusted(args.tls_ca.as_deref())?;
+    let (info, tools) = remit::gateway::mcp::list_tools(&command, Duration::from_secs(args.timeout.max(1)), &tls)?;
     let server = match (info.pointer("/serverInfo/name").and_then(|v| v.as_str()), info.pointer("/serverInfo/version"))
     {
         (Some(name), Some(version)) => format!("`{name}` {}", version.as_str().unwrap_or_default()),

@@ -1,7 +1,8 @@
 //! `remit mcp-proxy`: the gateway in front of an MCP server. To the agent the proxy is an MCP server (JSON-RPC 2.0,
 //! one message per line on stdin/stdout, protocol revision 2025-06-18, and 2026-07-28 for a request whose `_meta`
 //! names it: no `initialize` needed, `server/discover`, typed results); to the upstream server it is an MCP client
-//! over the upstream command's stdin/stdout. It is a front end of [`Gateway`], like [`super::http`]: every
+//! over the upstream command's stdin/stdout, or over Streamable HTTP at an `http://` or `https://` URL
+//! ([`super::mcp_wire`]). It is a front end of [`Gateway`], like [`super::http`]: every
 //! `tools/call` is decided by the gateway core (state, clock, obligations, log, access requests) before anything
 //! reaches the upstream, and `tools/list` shows only the tools the module's listing lets the subject see.
 //!
@@ -39,6 +40,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::core::Gateway;
 use super::mcp_http::{META_CAPABILITIES, META_SERVER_INFO, META_VERSION, STATELESS_VERSION};
+use super::mcp_wire::Tls;
 
 /// The protocol revision the proxy speaks (and asks the upstream for).
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -342,17 +344,17 @@ impl Upstream {
         Ok(upstream)
     }
 
-    /// An upstream at `url` (`http://HOST:PORT/PATH`); nothing is sent before the first request.
-    fn connect(url: &str, outbox: Outbox, timeout: Duration) -> Result<Arc<Upstream>, String> {
-        if !url.starts_with("http://") {
-            return Err(format!("`{url}`: the upstream is `http://HOST:PORT/PATH` (https is not supported yet)"));
-        }
+    /// An upstream at `url` (`http://` or `https://HOST[:PORT]/PATH`, the server's certificate checked as `tls`
+    /// says); nothing is sent before the first request.
+    fn connect(url: &str, outbox: Outbox, timeout: Duration, tls: &Tls) -> Result<Arc<Upstream>, String> {
+        super::mcp_wire::Target::parse(url)
+            .map_err(|e| format!("{e}: the upstream is `http://` or `https://HOST[:PORT]/PATH`"))?;
         let http = HttpLink {
             url: url.to_string(),
             session: Mutex::new(None),
             version: Mutex::new(None),
             outbox,
-            connections: Default::default(),
+            connections: super::mcp_wire::Connections::new(tls.clone()),
         };
         Ok(Upstream::new(None, None, Some(http), timeout))
     }
@@ -852,7 +854,8 @@ impl Upstream {
             let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some(session) = session {
                 let headers = [("Mcp-Session-Id", session.as_str())];
-                let _ = super::mcp_wire::exchange("DELETE", &http.url, &headers, None, Duration::from_secs(5));
+                let tls = http.connections.tls();
+                let _ = super::mcp_wire::exchange(tls, "DELETE", &http.url, &headers, None, Duration::from_secs(5));
             }
         }
         if let Some(child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
@@ -862,11 +865,14 @@ impl Upstream {
 }
 
 /// Starts `command` as an MCP server, opens a session and reads its tools (every page): its `initialize` result and
-/// the tools. The server is stopped before this returns. (`remit import mcp`.)
-pub fn list_tools(command: &[String], timeout: Duration) -> Result<(Json, Vec<Json>), String> {
+/// the tools. The server is stopped before this returns. An `https://` server is trusted as `tls` says. (`remit import
+/// mcp`.)
+pub fn list_tools(command: &[String], timeout: Duration, tls: &Tls) -> Result<(Json, Vec<Json>), String> {
     let sink = Outbox::new(Box::new(std::io::sink()));
     let upstream = match command {
-        [url] if url.starts_with("http://") || url.starts_with("https://") => Upstream::connect(url, sink, timeout)?,
+        [url] if url.starts_with("http://") || url.starts_with("https://") => {
+            Upstream::connect(url, sink, timeout, tls)?
+        }
         _ => Upstream::spawn(command, sink, timeout)?,
     };
     let listed = upstream.session().and_then(|info| Ok((info, upstream.tools()?.to_vec())));
@@ -881,7 +887,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const STABLE: Duration = Duration::from_secs(30);
 
 /// How the proxy treats its upstream.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct UpstreamOptions {
     /// How long one request waits for the upstream's answer.
     pub timeout: Duration,
@@ -889,6 +895,8 @@ pub struct UpstreamOptions {
     pub revision: UpstreamRevision,
     /// The first wait before starting a stdio upstream again that exited soon after it was started.
     pub restart_backoff: Duration,
+    /// Which `https://` upstreams are trusted.
+    pub tls: Tls,
 }
 
 /// The upstream in use, and what restarting a stdio upstream after it exited needs.
@@ -965,7 +973,7 @@ impl Proxy {
         for (i, (name, command)) in upstreams.iter().enumerate() {
             let (upstream, restart) = match command.as_slice() {
                 [url] if url.starts_with("http://") || url.starts_with("https://") => {
-                    (Upstream::connect(url, outbox.clone(), options.timeout)?, None)
+                    (Upstream::connect(url, outbox.clone(), options.timeout, &options.tls)?, None)
                 }
                 _ => (Upstream::spawn(command, outbox.clone(), options.timeout)?, Some(command.clone())),
             };

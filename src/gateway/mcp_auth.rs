@@ -7,7 +7,9 @@
 //! `scp` when there is no `scope`) and the credential id (`client_id`, RFC 9068).
 //!
 //! The key set is a JWKS file read at start, or a URL (`--jwks-url`, or the issuer's `jwks_uri`:
-//! [`discover_jwks_uri`]; plain `http://` to a loopback host) fetched at start, again when it is older than the
+//! [`discover_jwks_uri`]; `https://` to any host, its certificate checked as [`super::mcp_wire::Tls`] says, or plain
+//! `http://` to a loopback host only: keys sent in the clear from another host could be replaced on the way) fetched
+//! at start, again when it is older than the
 //! refresh interval (on the request that finds it so; a failed fetch keeps the keys it has), and at once when a token
 //! names a key the set does not have — at most once per [`UNKNOWN_KEY_REFETCH`], so tokens with made-up `kid`s cannot
 //! make the proxy hammer the authorization server.
@@ -22,6 +24,8 @@ use std::time::{Duration, Instant};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value as Json;
+
+use super::mcp_wire::{Target, Tls};
 
 /// The longest bearer token the proxy reads.
 pub const MAX_TOKEN: usize = 16 << 10;
@@ -120,6 +124,8 @@ struct Fetched {
     state: std::sync::Mutex<(Instant, Option<Instant>)>,
     /// Fetches done, for tests and logs.
     fetches: std::sync::atomic::AtomicU64,
+    /// Which https servers are trusted.
+    tls: Tls,
 }
 
 /// Validates bearer JWTs against a key set.
@@ -138,18 +144,19 @@ impl std::fmt::Debug for JwtVerifier {
 /// The `jwks_uri` of `issuer`'s metadata: the OAuth authorization server metadata (RFC 8414, at
 /// `/.well-known/oauth-authorization-server` with the issuer's path after it), else the OpenID Connect discovery
 /// document (`/.well-known/openid-configuration` after the issuer). The document's `issuer` must be `issuer` exactly
-/// (RFC 8414 §3.3), or its keys could be another server's. Fetched as [`fetch_key_set`] fetches: loopback `http://`.
-pub fn discover_jwks_uri(issuer: &str, timeout: Duration) -> Result<String, String> {
+/// (RFC 8414 §3.3), or its keys could be another server's. Fetched as [`fetch_key_set`] fetches (`https://`, or
+/// `http://` to a loopback host), on the issuer's own scheme.
+pub fn discover_jwks_uri(issuer: &str, tls: &Tls, timeout: Duration) -> Result<String, String> {
     let trimmed = issuer.trim_end_matches('/');
-    let rest = trimmed.strip_prefix("http://").unwrap_or(trimmed);
+    let (scheme, rest) = trimmed.split_once("://").unwrap_or(("https", trimmed));
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let candidates = [
-        format!("http://{authority}/.well-known/oauth-authorization-server{path}"),
+        format!("{scheme}://{authority}/.well-known/oauth-authorization-server{path}"),
         format!("{trimmed}/.well-known/openid-configuration"),
     ];
     let mut tried = Vec::new();
     for url in &candidates {
-        let text = match fetch_key_set(url, timeout) {
+        let text = match fetch_key_set(url, tls, timeout) {
             Ok(text) => text,
             Err(e) => {
                 tried.push(e);
@@ -169,24 +176,21 @@ pub fn discover_jwks_uri(issuer: &str, timeout: Duration) -> Result<String, Stri
     Err(format!("no metadata for the issuer `{issuer}`: {}", tried.join("; ")))
 }
 
-/// Fetches the key set (or another document of the authorization server) at `url` (`http://` to a loopback host
-/// only: https is not supported yet, and keys fetched in the clear from another host could be replaced on the way).
-pub fn fetch_key_set(url: &str, timeout: Duration) -> Result<String, String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        format!("`{url}`: the key set URL must be `http://` to a loopback host (https is not supported yet)")
-    })?;
-    let authority = rest.split('/').next().unwrap_or("");
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
-    };
-    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    if !loopback {
+/// Fetches the key set (or another document of the authorization server) at `url`: `https://` to any host (the
+/// server's certificate checked against what `tls` trusts), or plain `http://` to a loopback host only (keys fetched
+/// in the clear from another host could be replaced on the way).
+pub fn fetch_key_set(url: &str, tls: &Tls, timeout: Duration) -> Result<String, String> {
+    let target = Target::parse(url)
+        .map_err(|_| format!("`{url}`: a key set URL is `https://…` (or `http://` to a loopback host)"))?;
+    if !target.tls && !target.is_loopback() {
         return Err(format!(
-            "`{url}`: a key set over plain http is fetched only from a loopback host (https is not supported yet)"
+            "`{url}`: a key set over plain http is fetched only from a loopback host (keys sent in the clear could be \
+             replaced on the way); use `https://`"
         ));
     }
-    let mut response = super::mcp_wire::exchange("GET", url, &[("Accept", "application/json")], None, timeout)?;
+    let accept = [("Accept", "application/json")];
+    let mut response =
+        super::mcp_wire::exchange(tls, "GET", url, &accept, None, timeout).map_err(|e| format!("`{url}`: {e}"))?;
     if response.status != 200 {
         return Err(format!("`{url}` answered HTTP {}", response.status));
     }
@@ -250,13 +254,13 @@ impl JwtVerifier {
     }
 
     /// A verifier for the key set at `url`, fetched now (an error when it cannot be, or has no usable key) and again
-    /// as the module's header says.
-    pub fn from_url(url: &str, refresh: Duration, config: JwtConfig) -> Result<JwtVerifier, String> {
-        let text = fetch_key_set(url, Duration::from_secs(10))?;
+    /// as the module's header says; an `https://` server is trusted as `tls` says.
+    pub fn from_url(url: &str, refresh: Duration, config: JwtConfig, tls: Tls) -> Result<JwtVerifier, String> {
+        let text = fetch_key_set(url, &tls, Duration::from_secs(10))?;
         let mut verifier = JwtVerifier::from_jwks(&text, config).map_err(|e| format!("`{url}`: {e}"))?;
         let state = std::sync::Mutex::new((Instant::now(), None));
         let fetches = std::sync::atomic::AtomicU64::new(1);
-        verifier.fetched = Some(Fetched { url: url.to_string(), refresh, state, fetches });
+        verifier.fetched = Some(Fetched { url: url.to_string(), refresh, state, fetches, tls });
         Ok(verifier)
     }
 
@@ -288,7 +292,7 @@ impl JwtVerifier {
         }
         *state = (now, if unknown_key { Some(now) } else { last_unknown });
         fetched.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let keys = fetch_key_set(&fetched.url, Duration::from_secs(5)).and_then(|text| parse_keys(&text));
+        let keys = fetch_key_set(&fetched.url, &fetched.tls, Duration::from_secs(5)).and_then(|text| parse_keys(&text));
         match keys {
             Ok(keys) => {
                 *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);

@@ -1,16 +1,218 @@
-//! One HTTP/1.1 exchange with an MCP server over Streamable HTTP, read as it arrives (std only), on a new connection
-//! or one kept open from an earlier exchange ([`Connections`]): the status and
+//! One HTTP/1.1 exchange with a server over `http://` or `https://` (std and rustls' blocking API), read as it
+//! arrives, on a new connection or one kept open from an earlier exchange ([`Connections`]): the status and
 //! headers, then a JSON body framed by `Content-Length` or chunks, or an event stream read event by event until
 //! the caller has the message it waits for. A server may keep an event stream (or the connection) open after the
-//! response; reading to the end of the connection would wait for the server's timeout. Also the header values of
+//! response; reading to the end of the connection would wait for the server's timeout. The gateway's one client for
+//! what it fetches (MCP upstreams over Streamable HTTP, JWT key sets). Also the header values of
 //! MCP 2026-07-28 (`Mcp-Name`, `Mcp-Param-*`: plain, or `=?base64?…?=`) and the `x-mcp-header` annotations of a
 //! tool's input schema that say which arguments a `tools/call` mirrors into `Mcp-Param-{Name}` headers.
+//!
+//! TLS ([`Tls`]): the server's certificate chain must lead to a trusted root (the platform's, and those of a CA file
+//! the operator gives, `--tls-ca`) and name the URL's host (a DNS name, or an IP address in the certificate's
+//! subject alternative names); SNI carries the host name. No setting turns these checks off.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use serde_json::Value as Json;
+
+/// Which servers an `https://` connection trusts: the platform's root certificates (read by `rustls-native-certs`
+/// from the system's store: on Linux the distribution's CA bundle, `SSL_CERT_FILE` / `SSL_CERT_DIR` when set), plus
+/// the CA certificates of a PEM file the operator names (`--tls-ca`, for a private CA or a test server). The
+/// platform's store rather than roots compiled into remit: it follows the system's updates and the operator's own
+/// additions and removals. Read at the first https connection, not at start: a proxy that speaks only plain http
+/// never reads them. Cheap to clone (shared).
+#[derive(Clone, Default)]
+pub struct Tls {
+    inner: Arc<TlsRoots>,
+}
+
+#[derive(Default)]
+struct TlsRoots {
+    /// The CA certificates of the operator's file, and its name for messages.
+    extra: Vec<CertificateDer<'static>>,
+    file: Option<String>,
+    /// Built once, at the first https connection.
+    config: OnceLock<Result<Arc<ClientConfig>, String>>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls").field("ca_file", &self.inner.file).finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    /// The platform's root certificates only.
+    pub fn platform() -> Tls {
+        Tls::default()
+    }
+
+    /// The platform's root certificates and the CA certificates of the PEM file at `path` (as curl's `--cacert`,
+    /// but added to the platform's roots rather than replacing them). An error when the file cannot be read, holds
+    /// no certificate, or one that cannot be a trust root.
+    pub fn with_ca_file(path: &Path) -> Result<Tls, String> {
+        let pem = std::fs::read(path).map_err(|e| format!("cannot read the CA file `{}`: {e}", path.display()))?;
+        Tls::with_ca_pem(&pem, &path.display().to_string())
+    }
+
+    /// [`Tls::with_ca_file`] for PEM text; `source` names it in messages.
+    pub fn with_ca_pem(pem: &[u8], source: &str) -> Result<Tls, String> {
+        let certificates = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("the CA file `{source}` is not PEM certificates: {e}"))?;
+        if certificates.is_empty() {
+            return Err(format!("the CA file `{source}` holds no certificate (`-----BEGIN CERTIFICATE-----`)"));
+        }
+        // Checked now, not at the first https connection: a bad file is a mistake in the command line.
+        let mut roots = RootCertStore::empty();
+        for certificate in &certificates {
+            roots.add(certificate.clone()).map_err(|e| format!("the CA file `{source}`: not a usable CA: {e}"))?;
+        }
+        let roots = TlsRoots { extra: certificates, file: Some(source.to_string()), config: OnceLock::new() };
+        Ok(Tls { inner: Arc::new(roots) })
+    }
+
+    /// The client configuration: built at the first call, the same one afterwards (an error, too, stays).
+    fn config(&self) -> Result<Arc<ClientConfig>, String> {
+        self.inner.config.get_or_init(|| self.inner.build()).clone()
+    }
+}
+
+impl TlsRoots {
+    fn build(&self) -> Result<Arc<ClientConfig>, String> {
+        let mut roots = RootCertStore::empty();
+        let platform = rustls_native_certs::load_native_certs();
+        // Certificates of the platform's store that cannot be parsed are skipped, as other TLS clients do.
+        roots.add_parsable_certificates(platform.certs);
+        roots.add_parsable_certificates(self.extra.iter().cloned());
+        if roots.is_empty() {
+            let why = match platform.errors.first() {
+                Some(e) => format!(" ({e})"),
+                None => String::new(),
+            };
+            return Err(format!(
+                "https needs trusted root certificates: the platform has none{why} and no CA file was given \
+                 (`--tls-ca FILE`; or install the system's CA bundle, e.g. the `ca-certificates` package)"
+            ));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        // The client speaks HTTP/1.1 only: a server that offers HTTP/2 must not pick it.
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+/// A connection to a server: plain TCP (`http://`) or TLS over TCP (`https://`).
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    /// The TCP socket under it (for timeouts and non-blocking reads).
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(socket) => socket,
+            Stream::Tls(tls) => tls.get_ref(),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(socket) => socket.read(out),
+            Stream::Tls(tls) => tls.read(out),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(socket) => socket.write(bytes),
+            Stream::Tls(tls) => tls.write(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(socket) => socket.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
+/// The parts of an `http://` or `https://` URL that a request needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target<'a> {
+    /// `https://`.
+    pub tls: bool,
+    /// The scheme and the authority (`https://host:port`): what kept connections are kept for.
+    pub origin: &'a str,
+    /// `host[:port]` as written (the `Host` header).
+    pub authority: &'a str,
+    /// The host name or IP address, without the brackets of an IPv6 address.
+    pub host: &'a str,
+    /// The port given, else 80 or 443.
+    pub port: u16,
+    /// The path and query (at least `/`).
+    pub path: &'a str,
+}
+
+impl<'a> Target<'a> {
+    /// The parts of `url`; an error for another scheme, user information (`user@host`), no host or a bad port.
+    pub fn parse(url: &'a str) -> Result<Target<'a>, String> {
+        let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => return Err(format!("`{url}`: only http:// and https:// URLs are supported")),
+        };
+        let end = rest.find('/').unwrap_or(rest.len());
+        let (authority, path) = (&rest[..end], if end == rest.len() { "/" } else { &rest[end..] });
+        if authority.contains('@') {
+            return Err(format!("`{url}`: user information in the URL (`user@host`) is not supported"));
+        }
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(v6) => {
+                let (host, after) = v6.split_once(']').ok_or_else(|| format!("`{url}`: an unclosed `[`"))?;
+                (host, after.strip_prefix(':'))
+            }
+            None => match authority.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority, None),
+            },
+        };
+        if host.is_empty() {
+            return Err(format!("`{url}`: no host"));
+        }
+        let port = match port {
+            Some(port) => port.parse().map_err(|_| format!("`{url}`: `{port}` is not a port"))?,
+            None if tls => 443,
+            None => 80,
+        };
+        let origin = &url[..url.len() - rest.len() + authority.len()];
+        Ok(Target { tls, origin, authority, host, port, path })
+    }
+
+    /// Whether the host is this machine (`localhost`, or a loopback address).
+    pub fn is_loopback(&self) -> bool {
+        self.host.eq_ignore_ascii_case("localhost")
+            || self.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+}
 
 /// The status, the headers (lowercase names) and a reader of the body (framing removed).
 pub struct Exchange {
@@ -20,21 +222,44 @@ pub struct Exchange {
     /// The connection may serve another exchange once this body is read to its end (HTTP/1.1 keep-alive: asked for,
     /// and the server did not say `Connection: close`).
     reusable: bool,
+    /// The scheme and authority the connection goes to (what it is kept for).
+    origin: String,
 }
 
-/// Idle connections to one server, kept open between exchanges (HTTP/1.1 keep-alive), so that a message does not
-/// pay for a new TCP connection (and the server for accepting it).
-#[derive(Debug, Default)]
+/// Idle connections, kept open between exchanges (HTTP/1.1 keep-alive) for the origin (scheme and authority) they
+/// go to, so that a message does not pay for a new TCP connection and TLS handshake (and the server for accepting
+/// them); and the TLS settings of new ones.
+#[derive(Default)]
 pub struct Connections {
-    idle: std::sync::Mutex<Vec<BufReader<TcpStream>>>,
+    idle: std::sync::Mutex<Vec<(String, BufReader<Stream>)>>,
+    tls: Tls,
 }
 
-/// The most idle connections kept per server.
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).len();
+        f.debug_struct("Connections").field("idle", &idle).field("tls", &self.tls).finish()
+    }
+}
+
+/// The most idle connections kept per pool.
 const MAX_IDLE: usize = 4;
 
 impl Connections {
-    fn take(&self) -> Option<BufReader<TcpStream>> {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()
+    /// An empty pool whose new `https://` connections trust what `tls` says.
+    pub fn new(tls: Tls) -> Connections {
+        Connections { idle: Default::default(), tls }
+    }
+
+    /// The TLS settings of new connections.
+    pub fn tls(&self) -> &Tls {
+        &self.tls
+    }
+
+    fn take(&self, origin: &str) -> Option<BufReader<Stream>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let at = idle.iter().rposition(|(o, _)| o == origin)?;
+        Some(idle.swap_remove(at).1)
     }
 
     /// Keeps the connection of a finished exchange when its body can be read to the end without waiting (an event
@@ -44,7 +269,7 @@ impl Connections {
             return;
         }
         let mut body = exchange.body;
-        let socket = body.get_ref().stream.get_ref().try_clone();
+        let socket = body.get_ref().stream.get_ref().socket().try_clone();
         let Ok(socket) = socket else { return };
         if socket.set_nonblocking(true).is_err() {
             return;
@@ -65,7 +290,7 @@ impl Connections {
         let done = matches!(body.framing, Framing::Length(0) | Framing::Chunked { done: true, .. });
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if done && idle.len() < MAX_IDLE {
-            idle.push(body.stream);
+            idle.push((exchange.origin, body.stream));
         }
     }
 }
@@ -87,7 +312,7 @@ enum Framing {
 }
 
 struct Body {
-    stream: BufReader<TcpStream>,
+    stream: BufReader<Stream>,
     framing: Framing,
 }
 
@@ -183,22 +408,24 @@ impl Exchange {
     }
 }
 
-/// Sends `method url` with `headers` and `body` (one connection, `Connection: close`) and reads the head.
+/// Sends `method url` with `headers` and `body` (one connection, `Connection: close`; an `https://` one trusting what
+/// `tls` says) and reads the head.
 pub fn exchange(
+    tls: &Tls,
     method: &str,
     url: &str,
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Exchange, String> {
-    let (host, path) = split_url(url)?;
-    let stream = connect(host)?;
-    send(stream, method, host, path, headers, body, timeout, false).map_err(|(why, _)| why)
+    let target = Target::parse(url)?;
+    let stream = connect(&target, tls, timeout)?;
+    send(stream, method, &target, headers, body, timeout, false).map_err(|(why, _)| why)
 }
 
-/// [`exchange`] on a kept-open connection of `pool` when there is one (else a new one, kept open afterwards if the
-/// caller hands the exchange back with [`Connections::release`]). A kept connection the server closed meanwhile
-/// (nothing received) is replaced by a new one for the same request.
+/// [`exchange`] on a kept-open connection of `pool` to the URL's origin when there is one (else a new one, kept open
+/// afterwards if the caller hands the exchange back with [`Connections::release`]). A kept connection the server
+/// closed meanwhile (nothing received) is replaced by a new one for the same request.
 pub fn exchange_with(
     pool: &Connections,
     method: &str,
@@ -207,48 +434,80 @@ pub fn exchange_with(
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Exchange, String> {
-    let (host, path) = split_url(url)?;
-    if let Some(stream) = pool.take() {
-        match send(stream, method, host, path, headers, body, timeout, true) {
+    let target = Target::parse(url)?;
+    if let Some(stream) = pool.take(target.origin) {
+        match send(stream, method, &target, headers, body, timeout, true) {
             Ok(exchange) => return Ok(exchange),
             // The server had closed it: the request never reached it, so it is sent again.
             Err((_, true)) => {}
             Err((why, false)) => return Err(why),
         }
     }
-    let stream = connect(host)?;
-    send(stream, method, host, path, headers, body, timeout, true).map_err(|(why, _)| why)
+    let stream = connect(&target, &pool.tls, timeout)?;
+    send(stream, method, &target, headers, body, timeout, true).map_err(|(why, _)| why)
 }
 
-fn split_url(url: &str) -> Result<(&str, &str), String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| format!("`{url}`: only http:// URLs are supported"))?;
-    Ok(match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    })
-}
-
-fn connect(host: &str) -> Result<BufReader<TcpStream>, String> {
-    let stream = TcpStream::connect(host).map_err(|e| format!("cannot connect to `{host}`: {e}"))?;
+/// A new connection to the target: TCP, then for `https://` the TLS handshake (within `timeout`), so that a server
+/// that cannot be trusted is said so here, by name, rather than as a failed write.
+fn connect(target: &Target, tls: &Tls, timeout: Duration) -> Result<BufReader<Stream>, String> {
+    let authority = target.authority;
+    let mut socket =
+        TcpStream::connect((target.host, target.port)).map_err(|e| format!("cannot connect to `{authority}`: {e}"))?;
     // One write per request, but no waiting for the ACK of the previous one on a kept connection.
-    stream.set_nodelay(true).ok();
-    Ok(BufReader::new(stream))
+    socket.set_nodelay(true).ok();
+    if !target.tls {
+        return Ok(BufReader::new(Stream::Plain(socket)));
+    }
+    let config = tls.config()?;
+    let name = ServerName::try_from(target.host.to_string())
+        .map_err(|_| format!("`{}` is not a host name or IP address a certificate can be checked for", target.host))?;
+    let mut connection =
+        ClientConnection::new(config, name).map_err(|e| format!("cannot connect to `{authority}` over TLS: {e}"))?;
+    socket.set_read_timeout(Some(timeout)).ok();
+    socket.set_write_timeout(Some(timeout)).ok();
+    while connection.is_handshaking() {
+        connection.complete_io(&mut socket).map_err(|e| tls_refused(target, &e))?;
+    }
+    Ok(BufReader::new(Stream::Tls(Box::new(StreamOwned::new(connection, socket)))))
+}
+
+/// Why a TLS handshake with `target` failed, in words: an untrusted issuer, a certificate for another name, an
+/// expired one; else rustls' own words.
+fn tls_refused(target: &Target, e: &std::io::Error) -> String {
+    use rustls::CertificateError as Certificate;
+    let why = match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::InvalidCertificate(certificate)) => match certificate {
+            Certificate::UnknownIssuer => "its certificate is not issued by a trusted authority (the platform's root \
+                                           certificates, and the CA file of `--tls-ca` when given)"
+                .to_string(),
+            Certificate::NotValidForName | Certificate::NotValidForNameContext { .. } => {
+                format!("its certificate is not valid for the name `{}`", target.host)
+            }
+            Certificate::Expired | Certificate::ExpiredContext { .. } => "its certificate has expired".to_string(),
+            Certificate::NotValidYet | Certificate::NotValidYetContext { .. } => {
+                "its certificate is not valid yet".to_string()
+            }
+            other => format!("its certificate is refused: {other:?}"),
+        },
+        Some(other) => other.to_string(),
+        None => e.to_string(),
+    };
+    format!("cannot connect to `{}` over TLS: {why}", target.authority)
 }
 
 /// One request on `stream` and the head of its response; on failure, why, and whether nothing at all came back
 /// (a kept connection the server had closed).
-#[allow(clippy::too_many_arguments)]
 fn send(
-    mut stream: BufReader<TcpStream>,
+    mut stream: BufReader<Stream>,
     method: &str,
-    host: &str,
-    path: &str,
+    target: &Target,
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
     timeout: Duration,
     keep_alive: bool,
 ) -> Result<Exchange, (String, bool)> {
-    stream.get_ref().set_read_timeout(Some(timeout)).ok();
+    let (host, path) = (target.authority, target.path);
+    stream.get_ref().socket().set_read_timeout(Some(timeout)).ok();
     let connection = if keep_alive { "keep-alive" } else { "close" };
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: {connection}\r\n");
     for (name, value) in headers {
@@ -257,7 +516,8 @@ fn send(
     head.push_str(&format!("Content-Length: {}\r\n\r\n", body.map_or(0, <[u8]>::len)));
     let mut bytes = head.into_bytes();
     bytes.extend_from_slice(body.unwrap_or_default());
-    stream.get_mut().write_all(&bytes).map_err(|e| (format!("cannot send to `{host}`: {e}"), true))?;
+    let sent = stream.get_mut().write_all(&bytes).and_then(|()| stream.get_mut().flush());
+    sent.map_err(|e| (format!("cannot send to `{host}`: {e}"), true))?;
     let broken = |e: std::io::Error| format!("cannot read from `{host}`: {e}");
     let mut status_line = String::new();
     match stream.read_line(&mut status_line) {
@@ -290,7 +550,8 @@ fn send(
     };
     let closes = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
     let reusable = keep_alive && !closes && !matches!(framing, Framing::UntilClose);
-    Ok(Exchange { status, headers, body: BufReader::new(Body { stream, framing }), reusable })
+    let origin = if reusable { target.origin.to_string() } else { String::new() };
+    Ok(Exchange { status, headers, body: BufReader::new(Body { stream, framing }), reusable, origin })
 }
 
 /// A value for `Mcp-Name` (MCP 2026-07-28): as it is when it is visible ASCII and spaces without edge whitespace and
@@ -434,20 +695,32 @@ mod tests {
     use serde_json::json;
 
     /// Kept connections are reused (a chunked answer read to its end, trailers included, leaves the connection
-    /// ready), and one the server closed while idle is replaced by a new one for the same request, sent once.
+    /// ready), and one the server closed while idle is replaced by a new one for the same request, sent once; over
+    /// plain http and over https alike (there the server closes without TLS's `close_notify`, as a crashed one would).
     #[test]
     fn connections_are_kept_and_a_closed_one_is_replaced() {
+        let ca = crate::gateway::test_tls::TestCa::new("remit test CA");
+        let tls = Tls::with_ca_pem(ca.pem.as_bytes(), "the test CA").unwrap();
+        keeps_connections(None, Connections::default());
+        keeps_connections(Some(ca.server(&["localhost"])), Connections::new(tls));
+    }
+
+    fn keeps_connections(server: Option<Arc<rustls::ServerConfig>>, pool: Connections) {
+        use crate::gateway::test_tls::Accepted;
         use std::sync::atomic::{AtomicUsize, Ordering};
-        use std::sync::Arc;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let port = listener.local_addr().unwrap().port();
+        let url = match server {
+            Some(_) => format!("https://localhost:{port}/mcp"),
+            None => format!("http://127.0.0.1:{port}/mcp"),
+        };
         let (accepted, requests) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (a, r) = (accepted.clone(), requests.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { break };
                 a.fetch_add(1, Ordering::SeqCst);
-                let mut reader = BufReader::new(stream);
+                let mut reader = BufReader::new(Accepted::new(stream, server.as_ref()));
                 // Two requests per connection, then the server closes it (as an idle timeout would).
                 for turn in 0..2 {
                     let mut length = 0;
@@ -479,7 +752,6 @@ mod tests {
                 }
             }
         });
-        let pool = Connections::default();
         let mut answers = Vec::new();
         for _ in 0..5 {
             let mut exchange = exchange_with(&pool, "POST", &url, &[], Some(b"{}"), Duration::from_secs(5)).unwrap();
@@ -488,9 +760,39 @@ mod tests {
             // Let the server close its side after its second answer.
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert_eq!(answers, [r#"{"n":1}"#, r#"{"n":2}"#, r#"{"n":3}"#, r#"{"n":4}"#, r#"{"n":5}"#]);
-        assert_eq!(requests.load(Ordering::SeqCst), 5, "each request reached the server once");
-        assert_eq!(accepted.load(Ordering::SeqCst), 3, "two requests per connection");
+        assert_eq!(answers, [r#"{"n":1}"#, r#"{"n":2}"#, r#"{"n":3}"#, r#"{"n":4}"#, r#"{"n":5}"#], "{url}");
+        assert_eq!(requests.load(Ordering::SeqCst), 5, "{url}: each request reached the server once");
+        assert_eq!(accepted.load(Ordering::SeqCst), 3, "{url}: two requests per connection");
+    }
+
+    #[test]
+    fn urls_are_split_into_what_a_request_needs() {
+        let t = Target::parse("https://auth.example/.well-known/jwks.json?x=1").unwrap();
+        assert_eq!(
+            (t.tls, t.origin, t.authority, t.host, t.port, t.path),
+            (true, "https://auth.example", "auth.example", "auth.example", 443, "/.well-known/jwks.json?x=1")
+        );
+        let t = Target::parse("http://127.0.0.1:8080").unwrap();
+        assert_eq!((t.tls, t.origin, t.host, t.port, t.path), (false, "http://127.0.0.1:8080", "127.0.0.1", 8080, "/"));
+        assert!(t.is_loopback());
+        let t = Target::parse("https://[::1]:9443/mcp").unwrap();
+        assert_eq!((t.authority, t.host, t.port), ("[::1]:9443", "::1", 9443));
+        assert!(t.is_loopback() && Target::parse("http://LocalHost/").unwrap().is_loopback());
+        assert!(!Target::parse("http://auth.example/").unwrap().is_loopback());
+        assert!(!Target::parse("http://10.0.0.1/").unwrap().is_loopback());
+        assert!(Target::parse("ftp://x/").unwrap_err().contains("only http:// and https://"));
+        assert!(Target::parse("https://127.0.0.1@evil.example/").unwrap_err().contains("user information"));
+        assert!(Target::parse("http://x:port/").unwrap_err().contains("not a port"));
+        assert!(Target::parse("https:///path").unwrap_err().contains("no host"));
+    }
+
+    #[test]
+    fn a_ca_file_must_hold_certificates() {
+        assert!(Tls::with_ca_pem(b"not a certificate", "f.pem").unwrap_err().contains("holds no certificate"));
+        let ca = crate::gateway::test_tls::TestCa::new("remit test CA");
+        assert!(Tls::with_ca_pem(ca.pem.as_bytes(), "ca.pem").is_ok());
+        let broken = ca.pem.replace("\n", "\n!").replacen("!", "", 1);
+        assert!(Tls::with_ca_pem(broken.as_bytes(), "ca.pem").is_err());
     }
 
     #[test]

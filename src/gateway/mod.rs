@@ -2,18 +2,19 @@
 //! obligations, logs every decision in a hash chain and sends escalations to the principal's inbox.
 //!
 //! A layer above [`crate::runtime`]; the only part of remit that knows the async runtime (tokio), the HTTP
-//! framework (axum) and the database (SQLite through rusqlite). Its pieces:
+//! framework (axum), the database (SQLite through rusqlite) and TLS (rustls on ring, the platform's root
+//! certificates through rustls-native-certs). Its pieces:
 //! - [`meta`]: what the gateway must know about a policy besides its decisions (holders, approval kinds, budgets);
 //! - [`store`]: the state behind a trait ([`store::Store`], [`store::Tx`]); [`sqlite`] its embedded implementation;
 //! - [`core`]: filling state and time into requests, deciding through the module, obligations, access requests,
 //!   stops and facts — no HTTP;
 //! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
 //! - [`bundle`]: signed policy bundles (ed25519);
-//! - [`mcp`]: `remit mcp-proxy`, the gateway as an MCP server in front of an upstream MCP server (stdio);
+//! - [`mcp`]: `remit mcp-proxy`, the gateway as an MCP server in front of upstream MCP servers (stdio, HTTP);
 //!   [`mcp_http`] the same over Streamable HTTP (bearer tokens → subjects); [`mcp_auth`] JWT bearer tokens
-//!   (the proxy as an OAuth 2.1 resource server); [`mcp_wire`] the HTTP exchange with an
-//!   upstream over Streamable HTTP; [`mcp_catalog`]: `remit import mcp`, a
-//!   typed tool catalog from a server's `tools/list`;
+//!   (the proxy as an OAuth 2.1 resource server); [`mcp_wire`] the gateway's outgoing HTTP/1.1, over `http://`
+//!   and `https://` (MCP upstreams over Streamable HTTP, key sets); [`mcp_catalog`]: `remit import mcp`, a typed
+//!   tool catalog from a server's `tools/list`;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
 //!   HTTP client for the CLI and tests.
 
@@ -31,6 +32,11 @@ pub mod meta;
 pub mod replay;
 pub mod sqlite;
 pub mod store;
+
+/// https servers made at test time (tests/support/tls.rs, shared with the integration tests).
+#[cfg(test)]
+#[path = "../../tests/support/tls.rs"]
+mod test_tls;
 
 pub use self::core::{Clock, Config, Decided, FixedClock, Gateway, NoExplanation, Policy, SystemClock};
 pub use self::meta::PolicyMeta;
