@@ -17,6 +17,9 @@ use remit::runtime::Runtime;
 use remit::value::parse_timestamp;
 use serde_json::{json, Value};
 
+#[path = "support/tls.rs"]
+mod tls;
+
 const ALICE: &str = "alice-inbox-token";
 const BOB: &str = "bob-inbox-token";
 const AGENT: &str = "agent-pretends-to-be-inbox";
@@ -91,7 +94,7 @@ fn start_with(name: &str, reloader: Option<Reloader>) -> Server {
         runtime.block_on(async move {
             listener.set_nonblocking(true).unwrap();
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            serve(listener, router_with_reload(gateway, tokens, reloader), async {
+            serve(listener, router_with_reload(gateway, tokens, reloader), None, async {
                 let _ = stopped.await;
             })
             .await
@@ -945,5 +948,75 @@ fn the_access_log_prints_one_json_line_per_decision() {
     assert_eq!(line["decision_id"], id.as_str());
     assert_eq!(line["outcome"], "allow");
     assert_eq!(line["logged"], 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `remit serve --tls-cert --tls-key`: the gateway over https. Its URL says so; a client that trusts the CA decides
+/// and the CLI answers the inbox (trusting the CA through `SSL_CERT_FILE`, as tools built on the system's store do);
+/// without it the CLI refuses the certificate; a plain-http client gets no answer and the server serves on; a key
+/// that is not the certificate's stops `remit serve` at start.
+#[test]
+fn remit_serve_over_tls() {
+    use remit::gateway::mcp_wire::{exchange, Tls};
+    let dir = std::env::temp_dir().join(format!("remit-gateway-tls-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    let ca = tls::TestCa::new("remit test CA");
+    let ca_file = ca.write(&dir.join("ca.pem"));
+    let (cert, key) = ca.server_files(&["localhost", "127.0.0.1"], &dir);
+    let server =
+        serve_process_with(&dir.join("policy"), &dir.join("state.db"), &["--tls-cert", &cert, "--tls-key", &key]);
+    assert!(server.url.starts_with("https://127.0.0.1:"), "{}", server.url);
+
+    let trusting = Tls::with_ca_pem(ca.pem.as_bytes(), "the test CA").unwrap();
+    let call = json!({"subject": {"id": "agent:shopper"},
+                      "action": {"name": "make_payment", "properties": {"merchant": "m", "amount": "80.00 USD"}},
+                      "context": {"operation_id": "op-1"}})
+    .to_string();
+    let url = format!("{}/access/v1/evaluation", server.url);
+    let timeout = std::time::Duration::from_secs(30);
+    let mut answer = exchange(&trusting, "POST", &url, &[], Some(call.as_bytes()), timeout).unwrap();
+    assert_eq!(answer.status, 200);
+    let decided: Value = serde_json::from_slice(&answer.body(1 << 20).unwrap()).unwrap();
+    let id = decided["context"]["access_request"]["id"].as_str().expect("an escalation").to_string();
+    assert!(decided["context"]["access_request"]["url"].as_str().unwrap().starts_with("https://"), "{decided}");
+
+    let cli = |trust: bool| {
+        let mut command = remit_bin();
+        command.args(["approvals", "list", "--gateway", &server.url, "--token", ALICE]);
+        if trust {
+            command.env("SSL_CERT_FILE", &ca_file);
+        } else {
+            command.env("SSL_CERT_FILE", dir.join("ca-missing.pem"));
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, listed, err) = cli(true);
+    assert!(ok && listed.contains(&id), "{listed}{err}");
+    let (ok, _, err) = cli(false);
+    assert!(!ok && err.contains("TLS"), "{err}");
+
+    // Plain http to the TLS port: no answer, and the server goes on.
+    let plain = server.url.replacen("https://", "http://", 1);
+    let refused = request("GET", &format!("{plain}/health"), &[], None);
+    assert!(refused.as_ref().map_or(true, |r| r.status != 200), "{refused:?}");
+    let health = exchange(&trusting, "GET", &format!("{}/health", server.url), &[], None, timeout).unwrap();
+    assert_eq!(health.status, 200);
+    drop(server);
+
+    let (other_cert, _) = ca.server_files(&["localhost"], &dir.join("policy"));
+    let bad = remit_bin()
+        .args(["serve", dir.join("policy").to_str().unwrap(), "--listen", "127.0.0.1:0", "--tls-cert", &other_cert])
+        .args(["--tls-key", &key])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && said.contains("is not the key of the certificate"), "{said}");
     std::fs::remove_dir_all(&dir).ok();
 }

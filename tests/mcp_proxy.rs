@@ -1954,3 +1954,54 @@ fn an_upstream_of_the_stateless_revision() {
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `remit mcp-proxy --listen … --tls-cert --tls-key`: the proxy as a resource server over https. Its URL says so; the
+/// official Python SDK's client runs the whole filesystem flow through it (trusting the test CA through
+/// `SSL_CERT_FILE`), the inbox is served on the same port, a client without the CA refuses the certificate, and a
+/// plain-http client gets no answer while the proxy serves on.
+#[test]
+fn streamable_http_over_tls() {
+    use remit::gateway::mcp_wire::{exchange, Tls};
+    let dir = sandbox("https-listen");
+    let ca = tls::TestCa::new("remit test CA");
+    let ca_file = ca.write(&dir.join("ca.pem"));
+    let (cert, key) = ca.server_files(&["localhost", "127.0.0.1"], &dir);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/filesystem"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:coder=coder-token-1"])
+        .args(["--tls-cert", &cert, "--tls-key", &key])
+        .args(["--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
+        .arg(server())
+        .arg(dir.join("root"));
+    let proxy = Session::spawn(command, &dir);
+    let url = proxy.mcp_url(Instant::now() + WAIT);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+
+    let mut sdk = Command::new(python());
+    sdk.arg(root().join("tests/mcp/client.py"))
+        .args(["--http", &url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN])
+        .env("SSL_CERT_FILE", &ca_file)
+        .stdin(Stdio::null());
+    let report = client_report(sdk, &dir.join("none.log"));
+    check_report(&report, &dir);
+
+    // The inbox is served over the same TLS port.
+    let trusting = Tls::with_ca_pem(ca.pem.as_bytes(), "the test CA").unwrap();
+    let inbox = format!("{}/inbox", url.trim_end_matches("/mcp"));
+    let timeout = Duration::from_secs(30);
+    let page = exchange(&trusting, "GET", &inbox, &[], None, timeout).unwrap();
+    assert_eq!(page.status, 200);
+    let untrusted = exchange(&Tls::platform(), "GET", &inbox, &[], None, timeout);
+    assert!(untrusted.is_err(), "a client without the CA refuses the certificate");
+    let plain = remit::gateway::client::request("GET", &inbox.replacen("https://", "http://", 1), &[], None);
+    assert!(plain.as_ref().map_or(true, |r| r.status != 200), "{plain:?}");
+    let again = exchange(&trusting, "GET", &inbox, &[], None, timeout).unwrap();
+    assert_eq!(again.status, 200);
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -87,6 +87,9 @@ pub struct McpProxyArgs {
     base_url: Option<String>,
     #[command(flatten)]
     inbox_args: super::serve::InboxArgs,
+    /// With `--listen` or `--inbox`: that server over TLS
+    #[command(flatten)]
+    serve_tls: super::serve::TlsServerArgs,
     /// How long to wait for the upstream's answer to one request, in seconds
     #[arg(long, default_value_t = 120)]
     upstream_timeout: u64,
@@ -176,10 +179,12 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         None => None,
     };
     let bound = listener.as_ref().map(|l| l.local_addr()).transpose().map_err(|e| e.to_string())?;
+    let serve_tls = args.serve_tls.load()?;
+    let scheme = super::serve::scheme(&serve_tls);
     let base_url = args
         .base_url
         .clone()
-        .or_else(|| bound.map(|a| format!("http://{a}")))
+        .or_else(|| bound.map(|a| format!("{scheme}://{a}")))
         .unwrap_or_else(|| "http://127.0.0.1:8181".into());
     let config = Config {
         base_url: base_url.clone(),
@@ -276,7 +281,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         eprintln!("remit mcp-proxy: policy {policy_hash}");
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
-        let served = remit::gateway::http::run_router(listener, router);
+        let served = remit::gateway::http::run_router(listener, router, serve_tls);
         // Stopped (SIGTERM, Ctrl-C): the queued entries (outcomes, and decisions that changed nothing else) go into
         // the log before the process ends.
         proxy.flush_outcomes();
@@ -288,7 +293,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     eprintln!("remit mcp-proxy: policy {policy_hash}, subject {subject}");
     if let Some(listener) = listener {
         let router = remit::gateway::http::router(gateway.clone(), tokens);
-        remit::gateway::http::serve_in_background(listener, router)?;
+        remit::gateway::http::serve_in_background(listener, router, serve_tls)?;
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
     }
     let identity = Identity { subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };

@@ -10,6 +10,7 @@ use serde_json::Value as Json;
 
 use remit::gateway::client;
 use remit::gateway::http::{Reloader, Tokens};
+use remit::gateway::https::ServerTls;
 use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, SystemClock};
 use remit::runtime::Runtime;
 
@@ -48,6 +49,36 @@ impl InboxArgs {
     }
 }
 
+/// The gateway's server over TLS (`remit serve`, `remit mcp-proxy`).
+#[derive(Args, Debug)]
+pub struct TlsServerArgs {
+    /// Serve over TLS (https) with the certificate chain of this PEM file (the server's certificate first)
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 or SEC1)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+impl TlsServerArgs {
+    /// What the server presents, when `--tls-cert` and `--tls-key` are given; read (and checked) at start.
+    pub fn load(&self) -> Result<Option<ServerTls>, String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => ServerTls::from_files(cert, key).map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The scheme of the gateway's own URLs: `https` when it serves TLS.
+pub fn scheme(tls: &Option<ServerTls>) -> &'static str {
+    if tls.is_some() {
+        "https"
+    } else {
+        "http"
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
@@ -59,11 +90,14 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port)
     #[arg(long, default_value = "127.0.0.1:8181")]
     listen: String,
-    /// The URL clients reach the gateway at, for access request links (default: http://LISTEN)
+    /// The URL clients reach the gateway at, for access request links (default: http://LISTEN, or https://LISTEN with
+    /// `--tls-cert`)
     #[arg(long)]
     base_url: Option<String>,
     #[command(flatten)]
     inbox: InboxArgs,
+    #[command(flatten)]
+    tls: TlsServerArgs,
     /// `process` (survives a crash of the gateway) or `full` (also a power loss: an fsync per decision)
     #[arg(long, default_value = "process")]
     durability: String,
@@ -298,6 +332,7 @@ pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, Str
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
+    let tls = args.tls.load()?;
     let runtime = Runtime::new()?;
     let verify_key = match &args.verify_key {
         Some(path) => {
@@ -345,9 +380,10 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         gateway
     };
     // The base URL is known once the port is bound (port 0), so the gateway is made then.
-    remit::gateway::http::run(&listen, move |address| {
-        let base = base_url.unwrap_or_else(|| format!("http://{address}"));
-        println!("remit gateway listening on http://{address}");
+    let scheme = scheme(&tls);
+    remit::gateway::http::run(&listen, tls, move |address| {
+        let base = base_url.unwrap_or_else(|| format!("{scheme}://{address}"));
+        println!("remit gateway listening on {scheme}://{address}");
         println!("policy {policy_hash}");
         println!("inbox: {base}/inbox");
         use std::io::Write;

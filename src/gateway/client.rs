@@ -1,5 +1,7 @@
-//! A minimal blocking HTTP/1.1 client (plain `http://`, one request per connection) for the CLI's `remit approvals`
-//! and `remit admin` and for tests: enough to talk to a gateway, with no client library.
+//! A minimal blocking HTTP/1.1 client (one request per connection) for the CLI's `remit approvals` and `remit admin`
+//! and for tests: enough to talk to a gateway, with no client library. `https://` goes through the gateway's TLS
+//! client ([`super::mcp_wire`]), trusting the platform's roots (`SSL_CERT_FILE` names a CA bundle to use instead,
+//! as for other tools built on the system's store).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -27,8 +29,11 @@ impl Response {
     }
 }
 
-/// Sends one request to `url` (`http://HOST:PORT/PATH`).
+/// Sends one request to `url` (`http://HOST:PORT/PATH` or `https://…`).
 pub fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Result<Response, String> {
+    if url.starts_with("https://") {
+        return request_tls(method, url, headers, body);
+    }
     let rest = url.strip_prefix("http://").ok_or_else(|| format!("`{url}`: only http:// URLs are supported"))?;
     let (host, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -51,6 +56,21 @@ pub fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&
     stream.read_to_end(&mut raw).map_err(|e| format!("cannot read from `{host}`: {e}"))?;
     parse(&raw)
 }
+
+/// [`request`] over TLS.
+fn request_tls(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Result<Response, String> {
+    static TLS: std::sync::OnceLock<super::mcp_wire::Tls> = std::sync::OnceLock::new();
+    let tls = TLS.get_or_init(super::mcp_wire::Tls::platform);
+    let mut headers = headers.to_vec();
+    // The exchange frames the body itself; a caller's own length would be sent twice.
+    headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
+    let mut exchange = super::mcp_wire::exchange(tls, method, url, &headers, body, Duration::from_secs(60))?;
+    let body = exchange.body(MAX_RESPONSE).map_err(|e| format!("cannot read from `{url}`: {e}"))?;
+    Ok(Response { status: exchange.status, headers: exchange.headers.clone(), body })
+}
+
+/// The longest response body read over TLS.
+const MAX_RESPONSE: usize = 64 << 20;
 
 fn parse(raw: &[u8]) -> Result<Response, String> {
     let end = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("an incomplete HTTP response")?;

@@ -24,6 +24,7 @@ use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
 use super::core::{ActionError, Decided, Gateway, Histogram, NoExplanation, Policy};
+use super::https::{ServerTls, TlsListener};
 use super::store::StopRecord;
 
 /// The largest body of a single decision request (the module's maximum input).
@@ -101,15 +102,24 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
 }
 
 /// Serves until `shutdown` resolves, then finishes the requests in flight (the log is written before each response,
-/// so nothing is left to flush).
+/// so nothing is left to flush). Over TLS with `tls` ([`super::https`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
+    tls: Option<ServerTls>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    match tls {
+        None => {
+            axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        Some(tls) => {
+            let listener = TlsListener::new(listener, &tls)?;
+            axum::serve(listener, router.into_make_service()).with_graceful_shutdown(shutdown).await
+        }
+    }
 }
 
 /// A JSON error: `{"error": {"code": …, "message": …}}`.
@@ -713,6 +723,7 @@ async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<Str
 /// returns the gateway and the tokens.
 pub fn run(
     listen: &str,
+    tls: Option<ServerTls>,
     make: impl FnOnce(SocketAddr) -> (Arc<Gateway>, Tokens, Option<Reloader>),
 ) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -724,14 +735,14 @@ pub fn run(
             tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
         let address = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
         let (gateway, tokens, reloader) = make(address);
-        serve(listener, router_with_reload(gateway, tokens, reloader), shutdown_signal())
+        serve(listener, router_with_reload(gateway, tokens, reloader), tls, shutdown_signal())
             .await
             .map_err(|e| format!("the server failed: {e}"))
     })
 }
 
 /// Serves `router` on an already bound listener until SIGTERM or Ctrl-C (then finishes the requests in flight).
-pub fn run_router(listener: std::net::TcpListener, router: Router) -> Result<(), String> {
+pub fn run_router(listener: std::net::TcpListener, router: Router, tls: Option<ServerTls>) -> Result<(), String> {
     listener.set_nonblocking(true).map_err(|e| format!("cannot use the listener: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -739,13 +750,17 @@ pub fn run_router(listener: std::net::TcpListener, router: Router) -> Result<(),
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| format!("cannot listen: {e}"))?;
-        serve(listener, router, shutdown_signal()).await.map_err(|e| format!("the server failed: {e}"))
+        serve(listener, router, tls, shutdown_signal()).await.map_err(|e| format!("the server failed: {e}"))
     })
 }
 
 /// Serves `router` on an already bound listener from a thread of its own (with its own async runtime) until the
 /// process ends: how `remit mcp-proxy` offers the inbox beside its stdio session.
-pub fn serve_in_background(listener: std::net::TcpListener, router: Router) -> Result<(), String> {
+pub fn serve_in_background(
+    listener: std::net::TcpListener,
+    router: Router,
+    tls: Option<ServerTls>,
+) -> Result<(), String> {
     listener.set_nonblocking(true).map_err(|e| format!("cannot use the listener: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -756,7 +771,7 @@ pub fn serve_in_background(listener: std::net::TcpListener, router: Router) -> R
         runtime.block_on(async move {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(listener) => {
-                    if let Err(e) = serve(listener, router, std::future::pending()).await {
+                    if let Err(e) = serve(listener, router, tls, std::future::pending()).await {
                         eprintln!("the inbox server failed: {e}");
                     }
                 }

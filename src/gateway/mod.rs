@@ -23,6 +23,7 @@ pub mod bundle;
 pub mod client;
 pub mod core;
 pub mod http;
+pub mod https;
 pub mod mcp;
 pub mod mcp_auth;
 pub mod mcp_catalog;

@@ -42,12 +42,7 @@ impl TestCa {
     /// A TLS server configuration with a certificate this CA signed for `names` (DNS names or IP addresses; the
     /// chain sent is the certificate and the CA's).
     pub fn server(&self, names: &[&str]) -> Arc<ServerConfig> {
-        let mut params =
-            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
-        params.distinguished_name.push(rcgen::DnType::CommonName, names[0]);
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let key = rcgen::KeyPair::generate().unwrap();
-        let certificate = params.signed_by(&key, &self.issuer).unwrap();
+        let (certificate, key) = self.issue(names);
         let chain = vec![certificate.der().clone(), self.der.clone()];
         let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -58,6 +53,27 @@ impl TestCa {
             .with_single_cert(chain, private)
             .unwrap();
         Arc::new(config)
+    }
+
+    /// [`TestCa::server`]'s certificate and key as the files `--tls-cert` and `--tls-key` read, in `dir`: the chain
+    /// (the certificate, then the CA's) and the key, in PEM. Returns their paths.
+    pub fn server_files(&self, names: &[&str], dir: &Path) -> (String, String) {
+        let (certificate, key) = self.issue(names);
+        let (cert, key_path) = (dir.join("server-chain.pem"), dir.join("server-key.pem"));
+        std::fs::write(&cert, format!("{}{}", certificate.pem(), self.pem)).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert.display().to_string(), key_path.display().to_string())
+    }
+
+    /// A server certificate this CA signs for `names`, and its key.
+    fn issue(&self, names: &[&str]) -> (rcgen::Certificate, rcgen::KeyPair) {
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, names[0]);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let certificate = params.signed_by(&key, &self.issuer).unwrap();
+        (certificate, key)
     }
 }
 

@@ -1,0 +1,122 @@
+//! The gateway's own servers over TLS (`--tls-cert FILE --tls-key FILE` on `remit serve` and `remit mcp-proxy`):
+//! bearer tokens, inbox answers, approvals and decisions then never cross a network in the clear, as OAuth 2.1 asks
+//! of a resource server. rustls on ring (as the gateway's client, `mcp_wire`); TLS 1.2 and 1.3, no client
+//! certificates; HTTP/1.1 (announced by ALPN).
+//!
+//! A connection reaches axum once its handshake is done ([`TlsListener`]): each accepted connection shakes hands on a
+//! task of its own, so a client slow to finish (or never finishing: dropped after [`HANDSHAKE_TIMEOUT`]) holds up no
+//! other, and one that speaks plain HTTP to the TLS port is dropped without an answer.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+
+/// How long a client may take over its handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a TLS server presents: a certificate chain (the server's first, then its intermediates) and its private key,
+/// from PEM files. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct ServerTls(Arc<rustls::ServerConfig>);
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls").finish_non_exhaustive()
+    }
+}
+
+impl ServerTls {
+    /// The chain of the PEM file `cert` and the key (PKCS#8, PKCS#1 or SEC1) of the PEM file `key`; an error naming
+    /// the file when one cannot be read, holds none, or the key is not the certificate's.
+    pub fn from_files(cert: &Path, key: &Path) -> Result<ServerTls, String> {
+        let read = |path: &Path| std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()));
+        let (cert_pem, key_pem) = (read(cert)?, read(key)?);
+        ServerTls::from_pem(&cert_pem, &key_pem, &cert.display().to_string(), &key.display().to_string())
+    }
+
+    /// [`ServerTls::from_files`] of PEM text (`cert_name` and `key_name` say where it came from, in errors).
+    pub fn from_pem(cert: &[u8], key: &[u8], cert_name: &str, key_name: &str) -> Result<ServerTls, String> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("`{cert_name}` is not a PEM certificate chain: {e:?}"))?;
+        if chain.is_empty() {
+            return Err(format!("`{cert_name}` holds no certificate (`-----BEGIN CERTIFICATE-----`)"));
+        }
+        let key = PrivateKeyDer::from_pem_slice(key)
+            .map_err(|e| format!("`{key_name}` holds no private key in PEM (PKCS#8, PKCS#1 or SEC1): {e:?}"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| format!("`{key_name}` is not the key of the certificate in `{cert_name}`: {e}"))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(ServerTls(Arc::new(config)))
+    }
+}
+
+/// A listener that hands axum the connections whose TLS handshake is done, in the order they finish it.
+#[derive(Debug)]
+pub struct TlsListener {
+    local: SocketAddr,
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+}
+
+impl TlsListener {
+    /// Accepts on `listener` from a task of its own (within the current tokio runtime), until this listener is
+    /// dropped.
+    pub fn new(listener: TcpListener, tls: &ServerTls) -> std::io::Result<TlsListener> {
+        let local = listener.local_addr()?;
+        let acceptor = TlsAcceptor::from(tls.0.clone());
+        let (send, ready) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    // Out of file descriptors, say: a moment, then on (as axum's own listener does).
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if send.is_closed() {
+                    return;
+                }
+                tcp.set_nodelay(true).ok();
+                let (acceptor, send) = (acceptor.clone(), send.clone());
+                tokio::spawn(async move {
+                    if let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        let _ = send.send((tls, peer)).await;
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { local, ready })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(connection) => connection,
+            // The accepting task ended (it never does while this listener lives).
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}
