@@ -299,13 +299,9 @@ fn python() -> PathBuf {
     python
 }
 
-/// The proxy over Streamable HTTP (`--listen`), with two agents' bearer tokens: the official Python SDK's HTTP
-/// client through it, and the transport's refusals (no token, a foreign origin, no session, another agent's
-/// session, GET) with the exact status codes.
-#[test]
-fn streamable_http_with_bearer_tokens() {
-    use remit::gateway::client::request;
-    let dir = sandbox("http");
+/// `remit mcp-proxy --listen` on a free loopback port in front of the filesystem server on `dir/root`, with the
+/// bearer token `coder-token-1` for `agent:coder`, the owner's inbox token and `flags`; the proxy and its `/mcp` URL.
+fn filesystem_over_http(dir: &Path, flags: &[&str]) -> (Session, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
     command
         .arg("mcp-proxy")
@@ -314,20 +310,38 @@ fn streamable_http_with_bearer_tokens() {
         .arg("--store")
         .arg(format!("sqlite:{}", dir.join("state.db").display()))
         .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:coder=coder-token-1"])
-        .args(["--agent-token", "agent:stranger=stranger-token-1"])
+        .args(flags)
         .args(["--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
         .arg(server())
         .arg(dir.join("root"));
-    let proxy = Session::spawn(command, &dir);
-    let deadline = Instant::now() + WAIT;
-    let url = proxy.mcp_url(deadline);
+    let proxy = Session::spawn(command, dir);
+    let url = proxy.mcp_url(Instant::now() + WAIT);
+    (proxy, url)
+}
 
+/// The official Python SDK's HTTP client (tests/mcp/client.py) through the proxy at `url` as `agent:coder`, the
+/// whole filesystem flow checked (trusting the CA file `ca` through `SSL_CERT_FILE`, for https).
+fn sdk_over_http(url: &str, dir: &Path, ca: Option<&str>) {
     let mut sdk = Command::new(python());
     sdk.arg(root().join("tests/mcp/client.py"))
-        .args(["--http", &url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN])
+        .args(["--http", url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN])
         .stdin(Stdio::null());
+    if let Some(ca) = ca {
+        sdk.env("SSL_CERT_FILE", ca);
+    }
     let report = client_report(sdk, &dir.join("none.log"));
-    check_report(&report, &dir);
+    check_report(&report, dir);
+}
+
+/// The proxy over Streamable HTTP (`--listen`), with two agents' bearer tokens: the official Python SDK's HTTP
+/// client through it, and the transport's refusals (no token, a foreign origin, no session, another agent's
+/// session, GET) with the exact status codes.
+#[test]
+fn streamable_http_with_bearer_tokens() {
+    use remit::gateway::client::request;
+    let dir = sandbox("http");
+    let (proxy, url) = filesystem_over_http(&dir, &["--agent-token", "agent:stranger=stranger-token-1"]);
+    sdk_over_http(&url, &dir, None);
 
     let post = |token: Option<&str>, session: Option<&str>, origin: Option<&str>, body: &Value| {
         let auth = token.map(|t| format!("Bearer {t}"));
@@ -665,6 +679,24 @@ fn import_mcp_writes_a_checked_catalog_and_reports_changes() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// What the policy tests/mcp/everything lets through the proxy (ids 0-4): the session opened with the upstream's
+/// capabilities, the two declared tools listed (`get-sum` quoted, its MCP name not an identifier), an echo of
+/// `words` forwarded, a forbidden echo denied, a small sum forwarded.
+fn everything_through(proxy: &mut Session, words: &str) {
+    let init = proxy.initialize();
+    assert_eq!(init["result"]["serverInfo"]["name"], "remit-mcp-proxy", "{init}");
+    assert!(init["result"]["capabilities"]["resources"].is_object(), "the upstream's capabilities: {init}");
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), ["echo", "get-sum"], "{list}");
+    let echoed = proxy.call(2, "echo", json!({"message": words}));
+    assert!(!is_error(&echoed), "{echoed}");
+    assert_eq!(text(&echoed), format!("Echo: {words}"));
+    let forbidden = proxy.call(3, "echo", json!({"message": "forbidden"}));
+    assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
+    let sum = proxy.call(4, "get-sum", json!({"a": 1, "b": 2}));
+    assert!(!is_error(&sum) && text(&sum).contains('3'), "{sum}");
+}
+
 /// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP as the upstream, on a
 /// loopback port it picks (tests/mcp/loopback.cjs): the proxy opens an HTTP session with it (event-stream answers),
 /// lists only the two declared tools (`get-sum` quoted), forwards allowed calls, denies a forbidden echo, a sum over
@@ -676,19 +708,7 @@ fn an_upstream_over_streamable_http() {
     let mut command = everything_proxy(&dir.join("state.db"));
     command.args(["--subject", "agent:tester", "--", &format!("http://127.0.0.1:{port}/mcp")]);
     let mut proxy = Session::spawn(command, &dir);
-    let init = proxy.initialize();
-    assert_eq!(init["result"]["serverInfo"]["name"], "remit-mcp-proxy", "{init}");
-    assert!(init["result"]["capabilities"]["resources"].is_object(), "the upstream's capabilities: {init}");
-    let list = proxy.request(1, "tools/list", json!({}));
-    assert_eq!(names(&list), ["echo", "get-sum"], "{list}");
-    let echoed = proxy.call(2, "echo", json!({"message": "hello over http"}));
-    assert!(!is_error(&echoed), "{echoed}");
-    assert_eq!(text(&echoed), "Echo: hello over http");
-    let forbidden = proxy.call(3, "echo", json!({"message": "forbidden"}));
-    assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
-    // A tool whose MCP name is not an identifier, declared quoted.
-    let sum = proxy.call(4, "get-sum", json!({"a": 1, "b": 2}));
-    assert!(!is_error(&sum) && text(&sum).contains('3'), "{sum}");
+    everything_through(&mut proxy, "hello over http");
     let large = proxy.call(8, "get-sum", json!({"a": 1000, "b": 2}));
     assert!(is_error(&large) && text(&large).contains("limit.exceeded"), "{large}");
     let undeclared = proxy.call(9, "get-env", json!({}));
@@ -743,17 +763,7 @@ fn an_upstream_over_https() {
     let mut command = everything_proxy(&dir.join("state.db"));
     command.args(["--subject", "agent:tester", "--tls-ca", &ca_file, "--", &url]);
     let mut proxy = Session::spawn(command, &dir);
-    let init = proxy.initialize();
-    assert!(init["result"]["capabilities"]["resources"].is_object(), "the upstream's capabilities: {init}");
-    let list = proxy.request(1, "tools/list", json!({}));
-    assert_eq!(names(&list), ["echo", "get-sum"], "{list}");
-    let echoed = proxy.call(2, "echo", json!({"message": "hello over https"}));
-    assert!(!is_error(&echoed), "{echoed}");
-    assert_eq!(text(&echoed), "Echo: hello over https");
-    let forbidden = proxy.call(3, "echo", json!({"message": "forbidden"}));
-    assert!(is_error(&forbidden) && text(&forbidden).contains("rule.forbidden"), "{forbidden}");
-    let sum = proxy.call(4, "get-sum", json!({"a": 1, "b": 2}));
-    assert!(!is_error(&sum) && text(&sum).contains('3'), "{sum}");
+    everything_through(&mut proxy, "hello over https");
     assert!(handshakes.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the messages went through the relay");
     drop(proxy);
 
@@ -1966,29 +1976,9 @@ fn streamable_http_over_tls() {
     let ca = tls::TestCa::new("remit test CA");
     let ca_file = ca.write(&dir.join("ca.pem"));
     let (cert, key) = ca.server_files(&["localhost", "127.0.0.1"], &dir);
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(root().join("tests/mcp/filesystem"))
-        .arg("--store")
-        .arg(format!("sqlite:{}", dir.join("state.db").display()))
-        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:coder=coder-token-1"])
-        .args(["--tls-cert", &cert, "--tls-key", &key])
-        .args(["--inbox-token", &format!("user:owner={OWNER_TOKEN}"), "--", "node"])
-        .arg(server())
-        .arg(dir.join("root"));
-    let proxy = Session::spawn(command, &dir);
-    let url = proxy.mcp_url(Instant::now() + WAIT);
+    let (proxy, url) = filesystem_over_http(&dir, &["--tls-cert", &cert, "--tls-key", &key]);
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
-
-    let mut sdk = Command::new(python());
-    sdk.arg(root().join("tests/mcp/client.py"))
-        .args(["--http", &url, "--agent-token", "coder-token-1", "--token", OWNER_TOKEN])
-        .env("SSL_CERT_FILE", &ca_file)
-        .stdin(Stdio::null());
-    let report = client_report(sdk, &dir.join("none.log"));
-    check_report(&report, &dir);
+    sdk_over_http(&url, &dir, Some(&ca_file));
 
     // The inbox is served over the same TLS port.
     let trusting = Tls::with_ca_pem(ca.pem.as_bytes(), "the test CA").unwrap();
