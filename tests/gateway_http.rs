@@ -953,8 +953,9 @@ fn the_access_log_prints_one_json_line_per_decision() {
 
 /// `remit serve --tls-cert --tls-key`: the gateway over https. Its URL says so; a client that trusts the CA decides
 /// and the CLI answers the inbox (trusting the CA through `SSL_CERT_FILE`, as tools built on the system's store do);
-/// without it the CLI refuses the certificate; a plain-http client gets no answer and the server serves on; a key
-/// that is not the certificate's stops `remit serve` at start.
+/// without it the CLI refuses the certificate; a plain-http client gets no answer and the server serves on; renewed
+/// certificate files are served without a restart (a broken renewal keeps the last good pair); a key that is not the
+/// certificate's stops `remit serve` at start.
 #[test]
 fn remit_serve_over_tls() {
     use remit::gateway::mcp_wire::{exchange, Tls};
@@ -1008,7 +1009,27 @@ fn remit_serve_over_tls() {
     assert!(refused.as_ref().map_or(true, |r| r.status != 200), "{refused:?}");
     let health = exchange(&trusting, "GET", &format!("{}/health", server.url), &[], None, timeout).unwrap();
     assert_eq!(health.status, 200);
+
+    // A renewed certificate (here from another CA) is served from the next handshake after the files change,
+    // without a restart; a broken one is refused and the last good one kept.
+    let renewed_ca = tls::TestCa::new("remit renewed test CA");
+    let renewed = Tls::with_ca_pem(renewed_ca.pem.as_bytes(), "the renewed CA").unwrap();
+    let renewed_files = dir.join("renewed");
+    std::fs::create_dir_all(&renewed_files).unwrap();
+    let (new_cert, new_key) = renewed_ca.server_files(&["localhost", "127.0.0.1"], &renewed_files);
+    std::fs::copy(&new_key, &key).unwrap();
+    std::fs::copy(&new_cert, &cert).unwrap();
+    std::thread::sleep(remit::gateway::https::RELOAD_CHECK + std::time::Duration::from_millis(200));
+    let health_url = format!("{}/health", server.url);
+    assert_eq!(exchange(&renewed, "GET", &health_url, &[], None, timeout).unwrap().status, 200);
+    // A client of its own: `trusting` could resume its earlier TLS session, which presents no certificate.
+    let old_only = Tls::with_ca_pem(ca.pem.as_bytes(), "the test CA").unwrap();
+    assert!(exchange(&old_only, "GET", &health_url, &[], None, timeout).is_err(), "the old certificate is gone");
+    std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nbroken\n").unwrap();
+    std::thread::sleep(remit::gateway::https::RELOAD_CHECK + std::time::Duration::from_millis(200));
+    assert_eq!(exchange(&renewed, "GET", &health_url, &[], None, timeout).unwrap().status, 200, "the last good one");
     drop(server);
+    std::fs::copy(&new_cert, &cert).unwrap();
 
     let (other_cert, _) = ca.server_files(&["localhost"], &dir.join("policy"));
     let bad = remit_bin()

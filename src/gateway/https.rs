@@ -6,14 +6,20 @@
 //! A connection reaches axum once its handshake is done ([`TlsListener`]): each accepted connection shakes hands on a
 //! task of its own, so a client slow to finish (or never finishing: dropped after [`HANDSHAKE_TIMEOUT`]) holds up no
 //! other, and one that speaks plain HTTP to the TLS port is dropped without an answer.
+//!
+//! Certificates are renewed without a restart (as ACME clients renew them every few weeks): a handshake that finds the
+//! files changed since they were read (checked at most every [`RELOAD_CHECK`]) loads them again, and a pair that
+//! does not load (half-written, or a key that is not the certificate's) is reported and the last good one kept.
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
@@ -21,6 +27,9 @@ use tokio_rustls::TlsAcceptor;
 
 /// How long a client may take over its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a handshake looks whether the certificate or key file changed.
+pub const RELOAD_CHECK: Duration = Duration::from_secs(1);
 
 /// What a TLS server presents: a certificate chain (the server's first, then its intermediates) and its private key,
 /// from PEM files. Cheap to clone (shared).
@@ -34,33 +43,98 @@ impl std::fmt::Debug for ServerTls {
 }
 
 impl ServerTls {
-    /// The chain of the PEM file `cert` and the key (PKCS#8, PKCS#1 or SEC1) of the PEM file `key`; an error naming
-    /// the file when one cannot be read, holds none, or the key is not the certificate's.
+    /// The chain of the PEM file `cert` and the key (PKCS#8, PKCS#1 or SEC1) of the PEM file `key`, read again when
+    /// they change; an error naming the file when one cannot be read, holds none, or the key is not the
+    /// certificate's.
     pub fn from_files(cert: &Path, key: &Path) -> Result<ServerTls, String> {
-        let read = |path: &Path| std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()));
-        let (cert_pem, key_pem) = (read(cert)?, read(key)?);
-        ServerTls::from_pem(&cert_pem, &key_pem, &cert.display().to_string(), &key.display().to_string())
-    }
-
-    /// [`ServerTls::from_files`] of PEM text (`cert_name` and `key_name` say where it came from, in errors).
-    pub fn from_pem(cert: &[u8], key: &[u8], cert_name: &str, key_name: &str) -> Result<ServerTls, String> {
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("`{cert_name}` is not a PEM certificate chain: {e:?}"))?;
-        if chain.is_empty() {
-            return Err(format!("`{cert_name}` holds no certificate (`-----BEGIN CERTIFICATE-----`)"));
-        }
-        let key = PrivateKeyDer::from_pem_slice(key)
-            .map_err(|e| format!("`{key_name}` holds no private key in PEM (PKCS#8, PKCS#1 or SEC1): {e:?}"))?;
+        let files = CertFiles { cert: cert.to_path_buf(), key: key.to_path_buf() };
+        let (loaded, stamp) = files.load()?;
+        let now = std::time::Instant::now();
+        let state = Mutex::new(Current { loaded: Arc::new(loaded), stamp, checked: now });
+        let resolver = Arc::new(Renewing { files, state });
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?
             .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(|e| format!("`{key_name}` is not the key of the certificate in `{cert_name}`: {e}"))?;
+            .with_cert_resolver(resolver);
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(ServerTls(Arc::new(config)))
+    }
+}
+
+/// The certificate and key files of a server.
+#[derive(Debug)]
+struct CertFiles {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+/// When the files were last changed (their modification times), to know when to read them again.
+type Stamp = (Option<SystemTime>, Option<SystemTime>);
+
+impl CertFiles {
+    fn stamp(&self) -> Stamp {
+        let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        (modified(&self.cert), modified(&self.key))
+    }
+
+    /// The chain and key, checked to go together, and the stamp of what was read.
+    fn load(&self) -> Result<(CertifiedKey, Stamp), String> {
+        let stamp = self.stamp();
+        let read = |path: &Path| std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()));
+        let (cert_pem, key_pem) = (read(&self.cert)?, read(&self.key)?);
+        let (cert_name, key_name) = (self.cert.display(), self.key.display());
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(&cert_pem)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("`{cert_name}` is not a PEM certificate chain: {e:?}"))?;
+        if chain.is_empty() {
+            return Err(format!("`{cert_name}` holds no certificate (`-----BEGIN CERTIFICATE-----`)"));
+        }
+        let key = PrivateKeyDer::from_pem_slice(&key_pem)
+            .map_err(|e| format!("`{key_name}` holds no private key in PEM (PKCS#8, PKCS#1 or SEC1): {e:?}"))?;
+        let provider = rustls::crypto::ring::default_provider();
+        let loaded = CertifiedKey::from_der(chain, key, &provider)
+            .map_err(|e| format!("`{key_name}` is not the key of the certificate in `{cert_name}`: {e}"))?;
+        Ok((loaded, stamp))
+    }
+}
+
+/// The certificate a handshake presents: the files' current pair ([`ServerTls::from_files`]).
+#[derive(Debug)]
+struct Renewing {
+    files: CertFiles,
+    state: Mutex<Current>,
+}
+
+#[derive(Debug)]
+struct Current {
+    loaded: Arc<CertifiedKey>,
+    /// The files' stamp when `loaded` was read (or last failed to be).
+    stamp: Stamp,
+    checked: std::time::Instant,
+}
+
+impl ResolvesServerCert for Renewing {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let mut current = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if current.checked.elapsed() >= RELOAD_CHECK {
+            current.checked = std::time::Instant::now();
+            let stamp = self.files.stamp();
+            if stamp != current.stamp {
+                current.stamp = stamp;
+                match self.files.load() {
+                    Ok((loaded, stamp)) => {
+                        eprintln!("tls: the certificate `{}` was read again", self.files.cert.display());
+                        current.loaded = Arc::new(loaded);
+                        current.stamp = stamp;
+                    }
+                    Err(e) => eprintln!("tls: the new certificate is not used ({e}); the last good one is kept"),
+                }
+            }
+        }
+        Some(current.loaded.clone())
     }
 }
 
