@@ -1002,6 +1002,14 @@ fn remit_serve_over_tls() {
     assert!(ok && listed.contains(&id), "{listed}{err}");
     let (ok, _, err) = cli(false);
     assert!(!ok && err.contains("TLS"), "{err}");
+    // `--tls-ca` instead of the platform's store.
+    let with_flag = remit_bin()
+        .args(["approvals", "list", "--gateway", &server.url, "--token", ALICE, "--tls-ca", &ca_file])
+        .env("SSL_CERT_FILE", dir.join("ca-missing.pem"))
+        .output()
+        .unwrap();
+    assert!(with_flag.status.success(), "{}", String::from_utf8_lossy(&with_flag.stderr));
+    assert!(String::from_utf8_lossy(&with_flag.stdout).contains(&id));
 
     // Plain http to the TLS port: no answer, and the server goes on.
     let plain = server.url.replacen("https://", "http://", 1);

@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 use remit::gateway::client;
 use remit::gateway::http::{Reloader, Tokens};
 use remit::gateway::https::ServerTls;
+use remit::gateway::mcp_wire::Tls;
 use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, SystemClock};
 use remit::runtime::Runtime;
 
@@ -205,9 +206,20 @@ pub struct Remote {
     /// Your bearer token (default: $REMIT_TOKEN)
     #[arg(long)]
     token: Option<String>,
+    /// For an https gateway: trust the CA certificates of this PEM file too (besides the platform's roots)
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
 }
 
 impl Remote {
+    /// Whom an https gateway is trusted on: the platform's roots, and `--tls-ca`'s.
+    fn tls(&self) -> Result<Tls, String> {
+        match &self.tls_ca {
+            Some(path) => Tls::with_ca_file(path),
+            None => Ok(Tls::platform()),
+        }
+    }
+
     fn url(&self, path: &str) -> String {
         let base = self
             .gateway
@@ -222,7 +234,7 @@ impl Remote {
         let token = self.token.clone().or_else(|| std::env::var("REMIT_TOKEN").ok()).unwrap_or_default();
         let auth = format!("Bearer {token}");
         let headers = [("Authorization", auth.as_str()), ("Accept", "text/plain")];
-        let response = client::request("GET", &self.url(path), &headers, None)?;
+        let response = client::request_trusting(&self.tls()?, "GET", &self.url(path), &headers, None)?;
         if response.status >= 400 {
             let json = response.json();
             let message = json.pointer("/error/message").and_then(Json::as_str).unwrap_or("").to_string();
@@ -238,7 +250,7 @@ impl Remote {
         if body.is_some() {
             headers.push(("Content-Type", "application/json"));
         }
-        let response = client::request(method, &self.url(path), &headers, body)?;
+        let response = client::request_trusting(&self.tls()?, method, &self.url(path), &headers, body)?;
         let json = response.json();
         if response.status >= 400 {
             let message = json.pointer("/error/message").and_then(Json::as_str).unwrap_or("").to_string();

@@ -1,7 +1,7 @@
 //! A minimal blocking HTTP/1.1 client (one request per connection) for the CLI's `remit approvals` and `remit admin`
 //! and for tests: enough to talk to a gateway, with no client library. `https://` goes through the gateway's TLS
 //! client ([`super::mcp_wire`]), trusting the platform's roots (`SSL_CERT_FILE` names a CA bundle to use instead,
-//! as for other tools built on the system's store).
+//! as for other tools built on the system's store), and a CA file's with [`request_trusting`].
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -31,8 +31,20 @@ impl Response {
 
 /// Sends one request to `url` (`http://HOST:PORT/PATH` or `https://…`).
 pub fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Result<Response, String> {
+    static PLATFORM: std::sync::OnceLock<super::mcp_wire::Tls> = std::sync::OnceLock::new();
+    request_trusting(PLATFORM.get_or_init(super::mcp_wire::Tls::platform), method, url, headers, body)
+}
+
+/// [`request`], an `https://` URL trusting what `tls` says (e.g. the CA file of `--tls-ca`).
+pub fn request_trusting(
+    tls: &super::mcp_wire::Tls,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Response, String> {
     if url.starts_with("https://") {
-        return request_tls(method, url, headers, body);
+        return request_tls(tls, method, url, headers, body);
     }
     let rest = url.strip_prefix("http://").ok_or_else(|| format!("`{url}`: only http:// URLs are supported"))?;
     let (host, path) = match rest.find('/') {
@@ -58,9 +70,13 @@ pub fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&
 }
 
 /// [`request`] over TLS.
-fn request_tls(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Result<Response, String> {
-    static TLS: std::sync::OnceLock<super::mcp_wire::Tls> = std::sync::OnceLock::new();
-    let tls = TLS.get_or_init(super::mcp_wire::Tls::platform);
+fn request_tls(
+    tls: &super::mcp_wire::Tls,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Response, String> {
     let mut headers = headers.to_vec();
     // The exchange frames the body itself; a caller's own length would be sent twice.
     headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
