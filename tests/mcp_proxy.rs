@@ -1995,3 +1995,69 @@ fn streamable_http_over_tls() {
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Over Streamable HTTP in front of a stdio upstream: a call the server does not answer in time fails alone, after
+/// `--upstream-timeout`, while calls sent after it are answered at once; and allowed calls wait on the upstream without
+/// holding a thread each (`Proxy::finish_then`: the upstream's reader answers them), so three slow calls in flight
+/// leave the proxy's thread count as it was (`/proc/PID/status`).
+#[test]
+fn over_http_a_slow_stdio_call_holds_up_no_other() {
+    let dir = sandbox("http-slow");
+    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/slow"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1"])
+        .args(["--upstream-timeout", "1", "--", "node"])
+        .arg(&everything)
+        .arg("stdio");
+    let proxy = Session::spawn(command, &dir);
+    let url = proxy.mcp_url(Instant::now() + WAIT);
+    let call = move |id: i64, tool: &str, arguments: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": arguments, "_meta": stateless_meta()}});
+        let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", tool)];
+        stateless_post(&url, "tester-token-1", &headers, &body).json()
+    };
+    // The tools are read once first (a call that finds them unknown waits for them on a blocking thread).
+    let first = call(1, "echo", json!({"message": "first"}));
+    assert!(text(&first["result"]).contains("first"), "{first}");
+
+    let threads = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", proxy.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap().to_string();
+        line["Threads:".len()..].trim().parse::<u32>().unwrap()
+    };
+    let before = threads();
+    let started = Instant::now();
+    let slow: Vec<_> = (0..3)
+        .map(|i| {
+            let slow_call = call.clone();
+            std::thread::spawn(move || {
+                let slow = json!({"duration": 4, "steps": 1});
+                (slow_call(20 + i, "trigger-long-running-operation", slow), started.elapsed())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    for id in 3..6 {
+        let echo = call(id, "echo", json!({"message": format!("meanwhile {id}")}));
+        assert!(text(&echo["result"]).contains("meanwhile"), "{echo}");
+    }
+    assert!(started.elapsed() < Duration::from_millis(900), "the echoes waited for the slow calls");
+    let during = threads();
+    assert!(during <= before, "{before} threads before the slow calls, {during} while they wait");
+    for slow in slow {
+        let (timed_out, waited) = slow.join().unwrap();
+        assert_eq!(timed_out["error"]["code"], -32603, "{timed_out}");
+        let message = timed_out["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("did not answer `tools/call` within 1 s"), "{message}");
+        assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(3), "answered after {waited:?}");
+    }
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1253,6 +1253,34 @@ impl Proxy {
         }
     }
 
+    /// [`Proxy::finish`] without a thread waiting, when [`Pending::answered_later`]: the allowed call is written to
+    /// its stdio upstream here and `reply` is called with the response from the upstream's reader thread (or with an
+    /// error response when it exits or the deadline passes), as the stdio proxy answers (see
+    /// [`Proxy::call_tool_here`]); the outcome is logged after. Anything else is finished here, waiting.
+    pub fn finish_then(self: &Arc<Self>, pending: Pending, reply: impl FnOnce(Option<Json>) + Send + 'static) {
+        match pending.0 {
+            Waiting::Call { id, mut forward } if forward.upstream.http.is_none() => {
+                let upstream = forward.upstream.clone();
+                let params = std::mem::take(&mut forward.params);
+                let forward = Arc::<Forward>::from(forward);
+                let (proxy, allowed) = (self.clone(), forward.clone());
+                let in_flight = InFlight::new(self);
+                upstream.request_then(
+                    "tools/call",
+                    params,
+                    Box::new(move |outcome| {
+                        let _in_flight = in_flight;
+                        let (line, entry) = allowed.answer(&id, outcome);
+                        reply(serde_json::from_slice(&line).ok());
+                        proxy.log_outcome(&entry);
+                    }),
+                );
+                forward.meta();
+            }
+            waiting => reply(self.finish(Pending(waiting))),
+        }
+    }
+
     /// The rest of [`Proxy::begin`]'s answer: the wait on the upstream, and the response.
     pub fn finish(&self, pending: Pending) -> Option<Json> {
         Some(match pending.0 {
@@ -1580,6 +1608,13 @@ pub enum Answering {
 
 /// A message [`Proxy::begin`] could not answer without waiting on an upstream.
 pub struct Pending(Waiting);
+
+impl Pending {
+    /// Whether [`Proxy::finish_then`] answers it without a thread waiting: an allowed call to a stdio upstream.
+    pub fn answered_later(&self) -> bool {
+        matches!(&self.0, Waiting::Call { forward, .. } if forward.upstream.http.is_none())
+    }
+}
 
 impl std::fmt::Debug for Pending {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

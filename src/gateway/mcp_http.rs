@@ -272,7 +272,7 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         }
     }
     let subject = identity.subject.clone();
-    let answer = match answer_message(&app, &identity, &body) {
+    let answer = match answer_message(&app, &identity, &body).await {
         Some(answer) => answer,
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
@@ -293,12 +293,21 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
     response
 }
 
-/// [`Proxy::answer`] on this async worker: what needs no upstream (a decision that is not forwarded) at once, the
-/// wait on an upstream in [`blocking`]. `None` when it panicked (the request is answered `500`).
-fn answer_message(app: &App, identity: &Identity, body: &[u8]) -> Option<Option<Json>> {
+/// [`Proxy::answer`] on this async worker: what needs no upstream (a decision that is not forwarded) at once; an
+/// allowed call to a stdio upstream awaited without a thread waiting ([`Proxy::finish_then`]: the upstream's reader
+/// thread answers); any other wait on an upstream in [`blocking`]. `None` when it panicked (the request is answered
+/// `500`).
+async fn answer_message(app: &App, identity: &Identity, body: &[u8]) -> Option<Option<Json>> {
     let proxy = &app.proxy;
     match guarded(|| proxy.begin(identity, body))? {
         Answering::Done(answer) => Some(answer),
+        Answering::Upstream(pending) if pending.answered_later() => {
+            let (send, answered) = tokio::sync::oneshot::channel();
+            proxy.finish_then(pending, move |answer| {
+                let _ = send.send(answer);
+            });
+            answered.await.ok()
+        }
         Answering::Upstream(pending) => blocking(|| proxy.finish(pending)),
     }
 }
@@ -488,7 +497,7 @@ async fn answer(
             None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
         }
     }
-    let answer = match answer_message(&app, &identity, &body) {
+    let answer = match answer_message(&app, &identity, &body).await {
         Some(answer) => answer,
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
