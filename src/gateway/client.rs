@@ -44,7 +44,12 @@ pub fn request_trusting(
     body: Option<&[u8]>,
 ) -> Result<Response, String> {
     if url.starts_with("https://") {
-        return request_tls(tls, method, url, headers, body);
+        let mut headers = headers.to_vec();
+        // The exchange frames the body itself; a caller's own length would be sent twice.
+        headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
+        let mut exchange = super::mcp_wire::exchange(tls, method, url, &headers, body, Duration::from_secs(60))?;
+        let body = exchange.body(MAX_RESPONSE).map_err(|e| format!("cannot read from `{url}`: {e}"))?;
+        return Ok(Response { status: exchange.status, headers: exchange.headers.clone(), body });
     }
     let rest = url.strip_prefix("http://").ok_or_else(|| format!("`{url}`: only http:// URLs are supported"))?;
     let (host, path) = match rest.find('/') {
@@ -67,22 +72,6 @@ pub fn request_trusting(
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).map_err(|e| format!("cannot read from `{host}`: {e}"))?;
     parse(&raw)
-}
-
-/// [`request`] over TLS.
-fn request_tls(
-    tls: &super::mcp_wire::Tls,
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Option<&[u8]>,
-) -> Result<Response, String> {
-    let mut headers = headers.to_vec();
-    // The exchange frames the body itself; a caller's own length would be sent twice.
-    headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
-    let mut exchange = super::mcp_wire::exchange(tls, method, url, &headers, body, Duration::from_secs(60))?;
-    let body = exchange.body(MAX_RESPONSE).map_err(|e| format!("cannot read from `{url}`: {e}"))?;
-    Ok(Response { status: exchange.status, headers: exchange.headers.clone(), body })
 }
 
 /// The longest response body read over TLS.

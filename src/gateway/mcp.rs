@@ -1259,23 +1259,8 @@ impl Proxy {
     /// [`Proxy::call_tool_here`]); the outcome is logged after. Anything else is finished here, waiting.
     pub fn finish_then(self: &Arc<Self>, pending: Pending, reply: impl FnOnce(Option<Json>) + Send + 'static) {
         match pending.0 {
-            Waiting::Call { id, mut forward } if forward.upstream.http.is_none() => {
-                let upstream = forward.upstream.clone();
-                let params = std::mem::take(&mut forward.params);
-                let forward = Arc::<Forward>::from(forward);
-                let (proxy, allowed) = (self.clone(), forward.clone());
-                let in_flight = InFlight::new(self);
-                upstream.request_then(
-                    "tools/call",
-                    params,
-                    Box::new(move |outcome| {
-                        let _in_flight = in_flight;
-                        let (line, entry) = allowed.answer(&id, outcome);
-                        reply(serde_json::from_slice(&line).ok());
-                        proxy.log_outcome(&entry);
-                    }),
-                );
-                forward.meta();
+            Waiting::Call { id, forward } if forward.upstream.http.is_none() => {
+                self.forward_then(id, forward, move |line| reply(serde_json::from_slice(line).ok()))
             }
             waiting => reply(self.finish(Pending(waiting))),
         }
@@ -1473,26 +1458,33 @@ impl Proxy {
             Ok(Call::Answered(result)) => self.outbox.send(&response(id, Ok(result))),
             Ok(Call::Forward(mut forward)) => {
                 forward.stateless = stateless;
-                // Forwarded first; what only the answer needs (the decision as the result carries it) is made while
-                // the upstream works, and the outcome is logged after the agent has its answer.
-                let upstream = forward.upstream.clone();
-                let params = std::mem::take(&mut forward.params);
-                let forward = Arc::<Forward>::from(forward);
-                let (proxy, id, allowed) = (self.clone(), id.clone(), forward.clone());
-                let in_flight = InFlight::new(self);
-                upstream.request_then(
-                    "tools/call",
-                    params,
-                    Box::new(move |outcome| {
-                        let _in_flight = in_flight;
-                        let (line, entry) = allowed.answer(&id, outcome);
-                        proxy.outbox.send_line(&line);
-                        proxy.log_outcome(&entry);
-                    }),
-                );
-                forward.meta();
+                let proxy = self.clone();
+                self.forward_then(id.clone(), forward, move |line| proxy.outbox.send_line(line));
             }
         }
+    }
+
+    /// Writes an allowed call to its stdio upstream; `reply` gets the response line (`id`'s, the decision spliced in)
+    /// from the upstream's reader thread, or an error response when it exits or the deadline passes. What only the
+    /// answer needs (the decision as the result carries it) is made while the upstream works, and the outcome is
+    /// logged after `reply` (the agent has its answer first).
+    fn forward_then(self: &Arc<Self>, id: Json, mut forward: Box<Forward>, reply: impl FnOnce(&[u8]) + Send + 'static) {
+        let upstream = forward.upstream.clone();
+        let params = std::mem::take(&mut forward.params);
+        let forward = Arc::<Forward>::from(forward);
+        let (proxy, allowed) = (self.clone(), forward.clone());
+        let in_flight = InFlight::new(self);
+        upstream.request_then(
+            "tools/call",
+            params,
+            Box::new(move |outcome| {
+                let _in_flight = in_flight;
+                let (line, entry) = allowed.answer(&id, outcome);
+                reply(&line);
+                proxy.log_outcome(&entry);
+            }),
+        );
+        forward.meta();
     }
 
     /// Whether a `tools/call` can be decided and forwarded without waiting for an upstream (see
