@@ -168,7 +168,7 @@ pub fn output_limit(program: &Program) -> usize {
             .unwrap_or(0);
         for rule in &mandate.rules {
             // `,"unevaluable":{"attribute":…,"problem":"unsafe-path"}` on a rule listed because its condition failed.
-            fixed += longest_attribute(&rule.condition, &json_len).map_or(0, |len| len + 64);
+            fixed += longest_atom(&rule.condition, &|a| json_len(&a.attr.display())).map_or(0, |len| len + 64);
             fixed += match &rule.kind {
                 // `{"kind":…,"mandate":…,"mandates":[…],"tool":…,"digest":"sha256:…"}` and the keys of target and
                 // manifest: a gate's mandate is in its kind's `mandates` once, and `mandate` at most once.
@@ -214,17 +214,6 @@ fn longest_atom(cond: &crate::ir::Cond, size: &dyn Fn(&crate::ir::Atom) -> usize
         crate::ir::Cond::Atom(atom) => Some(size(atom)),
         crate::ir::Cond::And(items) | crate::ir::Cond::Or(items) => {
             items.iter().filter_map(|c| longest_atom(c, size)).max()
-        }
-    }
-}
-
-/// The longest attribute (as JSON) an atom of `cond` reads, when it has atoms.
-fn longest_attribute(cond: &crate::ir::Cond, json_len: &dyn Fn(&str) -> usize) -> Option<usize> {
-    match cond {
-        crate::ir::Cond::True | crate::ir::Cond::False => None,
-        crate::ir::Cond::Atom(atom) => Some(json_len(&atom.attr.display())),
-        crate::ir::Cond::And(items) | crate::ir::Cond::Or(items) => {
-            items.iter().filter_map(|c| longest_attribute(c, json_len)).max()
         }
     }
 }
@@ -340,12 +329,8 @@ impl Tally {
                 }
                 let result = cond::eval(&rule.condition, &env);
                 // A rule listed because its condition could not be evaluated says which attribute failed.
-                let unevaluable = || {
-                    let (atom, error) = cond::cause(&rule.condition, &env)?;
-                    Some(Unevaluable { attribute: atom.attr.display(), problem: error.code() })
-                };
                 let entry = || DecidingRule {
-                    unevaluable: if result.is_err() { unevaluable() } else { None },
+                    unevaluable: if result.is_err() { unevaluable(&rule.condition, &env) } else { None },
                     ..deciding_rule(program, mandate, &rule.label, rule.span)
                 };
                 // Rules without a written condition have `True`; one that errors still applies (fail closed).
@@ -470,6 +455,13 @@ impl Tally {
     }
 }
 
+/// The attribute a condition that gives an error could not be evaluated for, and why (its first failing atom:
+/// [`cond::cause`]).
+fn unevaluable(condition: &crate::ir::Cond, env: &Env) -> Option<Unevaluable> {
+    let (atom, error) = cond::cause(condition, env)?;
+    Some(Unevaluable { attribute: atom.attr.display(), problem: error.code() })
+}
+
 /// The grant of the called tool in `mandate` (none of which granted) that came closest: the fewest top-level
 /// conjuncts not true (`cond::distance`), then the decision's order (rule text, then position); with the atom that
 /// made it false and the request's value of it, or the attribute that could not be evaluated.
@@ -479,8 +471,7 @@ fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Opt
         grants.map(|r| (cond::distance(&r.condition, env), deciding_rule(program, mandate, &r.label, r.span), r));
     let (_, mut entry, rule) = scored.min_by(|a, b| (a.0, a.1.sort_key()).cmp(&(b.0, b.1.sort_key())))?;
     if cond::eval(&rule.condition, env).is_err() {
-        entry.unevaluable = cond::cause(&rule.condition, env)
-            .map(|(atom, error)| Unevaluable { attribute: atom.attr.display(), problem: error.code() });
+        entry.unevaluable = unevaluable(&rule.condition, env);
     } else if let Some(atom) = cond::failed_atom(&rule.condition, env) {
         let req = env.request;
         let json = match &atom.attr {

@@ -927,7 +927,6 @@ fn counter_name<'a>(image: &Image<'a>, call: &Call, rank: u32) -> Option<&'a [u8
     None
 }
 
-/// Writes the entries, sorted by rank and without repeats, as a JSON array.
 /// What the entries of a list refer to besides the image ([`DYNAMIC`], [`CAUSED`] and [`CLOSEST`] items).
 pub(crate) struct Found<'f> {
     pub stops: &'f [u32],
@@ -951,6 +950,7 @@ fn write_unevaluable(image: &Image<'_>, atom: u32, problem: u32, out: &mut Out<'
     out.write(b"\"}");
 }
 
+/// Writes the entries, sorted by rank and without repeats, as a JSON array.
 pub(crate) fn write_entries(
     image: &Image<'_>,
     doc: &Doc<'_>,
