@@ -121,7 +121,11 @@ fn policy_hash(sources: &SourceMap) -> String {
         hasher.update((text.len() as u64).to_le_bytes());
         hasher.update(text.as_bytes());
     }
-    let digest = hasher.finalize();
+    sha256_text(&hasher.finalize())
+}
+
+/// `sha256:` and the lowercase hex of `digest`.
+fn sha256_text(digest: &[u8]) -> String {
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }
@@ -193,9 +197,7 @@ pub fn program_hash(p: &Program) -> String {
         ));
     }
     lines.sort();
-    let digest = Sha256::digest(lines.join("\n").as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    sha256_text(&Sha256::digest(lines.join("\n").as_bytes()))
 }
 
 /// What a top-level name refers to.
