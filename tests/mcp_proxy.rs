@@ -1907,7 +1907,7 @@ fn an_upstream_of_the_stateless_revision() {
         let init = proxy.initialize();
         assert!(init["result"]["capabilities"]["tools"].is_object(), "the upstream's capabilities: {init}");
         let list = proxy.request(1, "tools/list", json!({}));
-        assert_eq!(names(&list), ["revision", "shout"], "{list}");
+        assert_eq!(names(&list), ["grow", "revision", "shout"], "{list}");
         let loud = proxy.call(2, "shout", json!({"text": "hello"}));
         assert_eq!(text(&loud), "HELLO", "{loud}");
         assert_eq!(loud["_meta"]["remit.dev/decision"]["outcome"], "allow", "{loud}");
@@ -1918,9 +1918,24 @@ fn an_upstream_of_the_stateless_revision() {
         let said = text(&unlisted);
         assert!(is_error(&unlisted) && said.contains("rule.unmatched"), "{unlisted}");
         let closest = "closest grant: tester: `allow shout where args.text in [\"hello\", \"forbidden\"]` \
-                       (policy.remit:19:3): `args.text` is \"whisper\", and the grant needs \
+                       (policy.remit:31:3): `args.text` is \"whisper\", and the grant needs \
                        `args.text in [\"hello\", \"forbidden\"]`";
         assert!(said.contains(closest), "{said}");
+        // The server adds a tool and says so: on the proxy's `subscriptions/listen` stream in 2026-07-28, unasked in
+        // 2025-06-18. The proxy lists the upstream's tools again, so the new one is listed and callable.
+        assert_eq!(text(&proxy.call(6, "grow", json!({}))), "grew");
+        let deadline = Instant::now() + WAIT;
+        let mut id = 10;
+        loop {
+            let list = proxy.request(id, "tools/list", json!({}));
+            id += 1;
+            if names(&list).contains(&"grown".to_string()) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the proxy never listed the new tool: {list}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(text(&proxy.call(id, "grown", json!({}))), "grown");
         text(&proxy.call(4, "revision", json!({})))
     };
 

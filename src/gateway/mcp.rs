@@ -292,6 +292,11 @@ struct Upstream {
     /// Speaking the stateless revision 2026-07-28: every request carries its `_meta` envelope
     /// ([`Upstream::enveloped`]) and, over HTTP, `MCP-Protocol-Version: 2026-07-28`; no session.
     stateless: std::sync::atomic::AtomicBool,
+    /// The id of the proxy's own `subscriptions/listen` request to a stateless upstream ([`Upstream::listen`]), while
+    /// it listens: the notifications tagged with it are the proxy's, not an agent's.
+    listening: Mutex<Option<u64>>,
+    /// This upstream, for the thread that listens to it over HTTP (which must not keep it alive between streams).
+    me: std::sync::Weak<Upstream>,
 }
 
 /// The revision `remit mcp-proxy` speaks to its upstream servers (`--upstream-revision`).
@@ -324,6 +329,16 @@ impl UpstreamRevision {
 /// How long `--upstream-revision auto` waits for an answer to `server/discover` before it opens a session instead
 /// (servers of the earlier revisions answer it at once with an error; one that ignores it costs this once).
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the proxy's `subscriptions/listen` stream to an HTTP upstream may stay silent before it is opened again
+/// (a server sends nothing on it until something changes).
+const LISTEN_IDLE: Duration = Duration::from_secs(3600);
+
+/// The longest wait before a failed `subscriptions/listen` stream is opened again.
+const LISTEN_RETRY: Duration = Duration::from_secs(30);
+
+/// The `_meta` key that tags every message of a `subscriptions/listen` stream with the request's id (2026-07-28).
+const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 impl Upstream {
     /// Spawns `command` and starts the thread that reads it; its messages that are not responses go to `outbox`.
@@ -366,7 +381,7 @@ impl Upstream {
         http: Option<HttpLink>,
         timeout: Duration,
     ) -> Arc<Upstream> {
-        Arc::new(Upstream {
+        Arc::new_cyclic(|me| Upstream {
             stdin: Mutex::new(stdin),
             child: Mutex::new(child),
             http,
@@ -380,13 +395,26 @@ impl Upstream {
             secondary: std::sync::atomic::AtomicBool::new(false),
             revision: Mutex::new(UpstreamRevision::Auto),
             stateless: std::sync::atomic::AtomicBool::new(false),
+            listening: Mutex::new(None),
+            me: me.clone(),
         })
     }
 
     /// A message the upstream sent that is not a response to the proxy: to the agent.
     fn notify_agent(&self, message: Map<String, Json>, outbox: &Outbox) {
-        if message.get("method").and_then(Json::as_str) == Some("notifications/tools/list_changed") {
+        let changed = message.get("method").and_then(Json::as_str) == Some("notifications/tools/list_changed");
+        if changed {
             *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        let tag = message.get("params").and_then(|p| p.get("_meta")).and_then(|m| m.get(META_SUBSCRIPTION_ID));
+        let listening = *self.listening.lock().unwrap_or_else(|p| p.into_inner());
+        if tag.is_some_and(|tag| tag.as_u64().is_some() && tag.as_u64() == listening) {
+            // A message of the proxy's own subscription (its acknowledgement, a change): no agent asked for it. A
+            // changed tool list is told to the agent as an upstream of the earlier revisions tells it.
+            if changed {
+                outbox.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+            }
+            return;
         }
         if self.secondary.load(Ordering::Relaxed) {
             if let Some(id) = message.get("id") {
@@ -711,7 +739,60 @@ impl Upstream {
             },
         };
         *session = Some(Ok(result.clone()));
+        let announces = result.get("capabilities").and_then(|c| c.get("tools")).and_then(|t| t.get("listChanged"));
+        if self.stateless.load(Ordering::Relaxed) && announces == Some(&Json::Bool(true)) {
+            self.listen();
+        }
         Ok(result)
+    }
+
+    /// Opens the proxy's `subscriptions/listen` to a stateless upstream that announces tool-list changes: in the
+    /// revision 2026-07-28 a server tells a client of changes only on a stream the client opened, where the earlier
+    /// ones sent `notifications/tools/list_changed` unasked. Its notifications reach [`Upstream::notify_agent`] like
+    /// any other, which recognises them by their tag. Over stdio the request is written and never answered (until the
+    /// server ends the subscription); over HTTP its answer is a long-lived event stream, read on a thread of its own
+    /// ([`Upstream::listen_over_http`]).
+    fn listen(&self) {
+        let id = self.new_id();
+        *self.listening.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+        let params = json!({"notifications": {"toolsListChanged": true}});
+        let message = request_message(id, "subscriptions/listen", self.enveloped(Some(params)));
+        if self.http.is_none() {
+            if let Err(e) = self.write(&message) {
+                eprintln!("remit mcp-proxy: cannot listen for the upstream's tool-list changes: {}", e.message);
+            }
+            return;
+        }
+        let me = self.me.clone();
+        std::thread::spawn(move || Upstream::listen_over_http(me, id, message));
+    }
+
+    /// Reads the stream of the `subscriptions/listen` request `message` (whose id is `id`) from an HTTP upstream, and
+    /// opens it again when it ends or breaks (after 1 s, doubling up to [`LISTEN_RETRY`] while it keeps failing),
+    /// until the upstream is stopped or dropped. Each time a stream ends the tools are listed again when next needed:
+    /// a change sent while no stream was open is not sent again. A server that refuses the request (a JSON-RPC
+    /// error) is not asked again.
+    fn listen_over_http(me: std::sync::Weak<Upstream>, id: u64, message: Json) {
+        let mut wait = Duration::from_secs(1);
+        loop {
+            let Some(upstream) = me.upgrade() else { return };
+            let Some(http) = &upstream.http else { return };
+            if *upstream.listening.lock().unwrap_or_else(|p| p.into_inner()) != Some(id) {
+                return;
+            }
+            let opened = Instant::now();
+            let ended = upstream.post(http, &message, Some(id), LISTEN_IDLE);
+            *upstream.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            if let Err(e) = &ended {
+                if e.code != INTERNAL_ERROR {
+                    eprintln!("remit mcp-proxy: the upstream refuses `subscriptions/listen`: {}", e.message);
+                    return;
+                }
+            }
+            drop(upstream);
+            wait = if opened.elapsed() > LISTEN_RETRY { Duration::from_secs(1) } else { (wait * 2).min(LISTEN_RETRY) };
+            std::thread::sleep(wait);
+        }
     }
 
     /// Opens the stateless revision 2026-07-28: `server/discover`, in the envelope every request then carries. What
@@ -850,6 +931,7 @@ impl Upstream {
     }
 
     fn kill(&self) {
+        *self.listening.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if let Some(http) = &self.http {
             let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some(session) = session {

@@ -22,11 +22,16 @@
 //! every process, so the difference between the direct side and a proxy is the proxy's own cost, wake-ups
 //! included. Usage (after `scripts/test-deps-mcp.sh` and `cargo build --release`):
 //!
+//! With `--relay` (with `--http`) a fourth side: the same server behind a relay that only copies bytes (two threads
+//! per connection in this process, `TCP_NODELAY` both ways), timed in the same rounds. It does what any proxy must at
+//! the least (one more hop each way, each a wake-up) and nothing else, so "added by the relay" is the floor under the
+//! proxy's figure on this machine, and the difference between the two is what the proxy's own work costs.
+//!
 //! With `--instances K` each side is K processes (K servers; K proxies, each with its server), called in turn.
 //!
 //! ```sh
 //! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
-//!   [--http [--keep-alive] | --stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
+//!   [--http [--keep-alive] [--relay] | --stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -295,11 +300,49 @@ impl Drop for Session {
     }
 }
 
+/// `--relay`: a loopback listener that relays every connection to `upstream` byte for byte (a thread each way), for
+/// as long as the bench runs; its address.
+fn relay(upstream: &str) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let upstream = upstream.to_string();
+    std::thread::spawn(move || {
+        for inbound in listener.incoming() {
+            let Ok(inbound) = inbound else { continue };
+            let outbound = std::net::TcpStream::connect(&upstream).expect("connect to the upstream");
+            for stream in [&inbound, &outbound] {
+                stream.set_nodelay(true).ok();
+            }
+            let (mut a, mut b) = (inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
+            let (mut c, mut d) = (inbound, outbound);
+            std::thread::spawn(move || std::io::copy(&mut a, &mut b));
+            std::thread::spawn(move || std::io::copy(&mut d, &mut c));
+        }
+    });
+    address
+}
+
 /// The direct side, the proxy, the baseline proxy, the allowed call and the denied call.
 type Sides = (Box<dyn Caller>, Box<dyn Caller>, Option<Box<dyn Caller>>, &'static str, &'static str);
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// The user and kernel CPU time of the processes in `pids` marked `current` (all their threads, those that ended
+/// included), from /proc (in clock ticks, 10 ms on Linux: a run of thousands of calls is needed).
+fn cpu_time(pids: &[(bool, u32)], current: bool) -> [Duration; 2] {
+    let mut total = [Duration::ZERO; 2];
+    for (_, pid) in pids.iter().filter(|(c, _)| *c == current) {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th of them.
+        let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        for (k, field) in [11, 12].into_iter().enumerate() {
+            let ticks: u64 = fields.get(field).and_then(|f| f.parse().ok()).unwrap_or(0);
+            total[k] += Duration::from_millis(ticks * 10);
+        }
+    }
+    total
 }
 
 fn micros(d: Duration) -> f64 {
@@ -359,7 +402,7 @@ fn main() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
     let (mut remit, mut calls, mut rounds) = (repo.join("target/release/remit"), 200usize, 10usize);
     let mut baseline: Option<PathBuf> = None;
-    let (mut http, mut keep_alive) = (false, false);
+    let (mut http, mut keep_alive, mut relayed) = (false, false, false);
     let mut stub: Option<u64> = None;
     let mut instances = 1usize;
     while let Some(flag) = args.next() {
@@ -369,6 +412,10 @@ fn main() {
         }
         if flag == "--keep-alive" {
             keep_alive = true;
+            continue;
+        }
+        if flag == "--relay" {
+            relayed = true;
             continue;
         }
         let value = args.next().expect("a value");
@@ -390,6 +437,10 @@ fn main() {
     let root = dir.join("root");
 
     let mut running = Vec::new();
+    // The proxies' process ids (and whether each is the one measured rather than the baseline), for their CPU time.
+    let proxies = std::cell::RefCell::new(Vec::new());
+    let remit_path = remit.clone();
+    let mut through_relay: Option<Box<dyn Caller>> = None;
     let (mut direct, mut proxied, mut old, read, denied): Sides = if http {
         let everything = repo.join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
         let mut command = Command::new("node");
@@ -408,6 +459,7 @@ fn main() {
                 .arg(format!("sqlite:{}", dir.join(store).display()))
                 .args(["--", &upstream]);
             let (child, url) = started(command, "remit mcp-proxy: mcp ");
+            proxies.borrow_mut().push((remit == remit_path, child.0.id()));
             running.push(child);
             Box::new(HttpSession::start(&url, Some("bench-token"), keep_alive)) as Box<dyn Caller>
         };
@@ -415,6 +467,10 @@ fn main() {
         let old =
             baseline.as_deref().map(|b| pool(instances, calls / instances, |i| proxy(b, &format!("baseline-{i}.db"))));
         let direct = pool(instances, calls / instances, |_| Box::new(HttpSession::start(&upstream, None, keep_alive)));
+        if relayed {
+            let address = relay(&format!("127.0.0.1:{}", port.trim()));
+            through_relay = Some(Box::new(HttpSession::start(&format!("http://{address}/mcp"), None, keep_alive)));
+        }
         let read = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}"#;
         let denied = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"forbidden"}}"#;
         (direct, proxied, old, read, denied)
@@ -448,7 +504,9 @@ fn main() {
                 .arg(format!("sqlite:{}", dir.join(store).display()))
                 .arg("--")
                 .args(&upstream);
-            Box::new(Session::start(proxied, &root)) as Box<dyn Caller>
+            let session = Session::start(proxied, &root);
+            proxies.borrow_mut().push((remit == remit_path, session.child.id()));
+            Box::new(session) as Box<dyn Caller>
         };
         let direct = pool(instances, calls / instances, |_| {
             let mut command = Command::new(direct.get_program());
@@ -473,6 +531,7 @@ fn main() {
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at start: {}", load().trim());
     let (mut d, mut p, mut n, mut bp, mut bn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut r = Vec::new();
     let time = |session: &mut Box<dyn Caller>, request: &str, samples: &mut Vec<Duration>| {
         for _ in 0..calls {
             let started = Instant::now();
@@ -480,8 +539,12 @@ fn main() {
             samples.push(started.elapsed());
         }
     };
+    let cpu_before = [true, false].map(|current| cpu_time(&proxies.borrow(), current));
     for _ in 0..rounds {
         time(&mut direct, read, &mut d);
+        if let Some(relay) = through_relay.as_mut() {
+            time(relay, read, &mut r);
+        }
         time(&mut proxied, read, &mut p);
         time(&mut proxied, denied, &mut n);
         if let Some(old) = old.as_mut() {
@@ -490,6 +553,7 @@ fn main() {
         }
     }
     println!("load average at end:   {}", load().trim());
+    let cpu_after = [true, false].map(|current| cpu_time(&proxies.borrow(), current));
     println!("{} calls each, one in flight, in {rounds} interleaved rounds", d.len());
     println!("{:<44} {:>10} {:>10} {:>10}", "", "p50 µs", "p90 µs", "p99 µs");
     let mut rows = vec![
@@ -497,6 +561,9 @@ fn main() {
         ("through remit mcp-proxy (allowed, forwarded)", &mut p),
         ("through remit mcp-proxy (denied, not sent)", &mut n),
     ];
+    if through_relay.is_some() {
+        rows.push(("through a byte relay (the floor)", &mut r));
+    }
     if old.is_some() {
         rows.push(("baseline proxy (allowed, forwarded)", &mut bp));
         rows.push(("baseline proxy (denied, not sent)", &mut bn));
@@ -507,12 +574,22 @@ fn main() {
         println!("{name:<44} {a:>10.0} {b:>10.0} {c:>10.0}");
     }
     println!("added by the proxy, p50: {:.0} µs", micros(percentile(&p, 0.5)) - micros(percentile(&d, 0.5)));
+    if through_relay.is_some() {
+        println!("added by the byte relay, p50: {:.0} µs", micros(percentile(&r, 0.5)) - micros(percentile(&d, 0.5)));
+    }
     if old.is_some() {
         println!("added by the baseline, p50: {:.0} µs", micros(percentile(&bp, 0.5)) - micros(percentile(&d, 0.5)));
+    }
+    // The proxies' CPU time per call through them (allowed and denied alike), all their threads, user and kernel.
+    let per_call = (2 * calls * rounds) as f64;
+    for (i, name) in ["the proxy", "the baseline"].iter().enumerate().take(if old.is_some() { 2 } else { 1 }) {
+        let [user, system] = [0, 1].map(|k| (cpu_after[i][k] - cpu_before[i][k]).as_secs_f64() * 1e6 / per_call);
+        println!("CPU time of {name} per call: {:.0} µs (user {user:.0}, kernel {system:.0})", user + system);
     }
     drop(direct);
     drop(proxied);
     drop(old);
+    drop(through_relay);
     drop(running);
     std::fs::remove_dir_all(&dir).ok();
 }

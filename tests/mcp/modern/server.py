@@ -1,6 +1,7 @@
 """An MCP server of the official Python SDK (tests/mcp/requirements.txt), for tests/mcp_proxy.rs: it speaks both the
 stateless revision 2026-07-28 and the earlier ones, and its tool `revision` says which one a call came in, so a test
-can tell which one `remit mcp-proxy` spoke to it.
+can tell which one `remit mcp-proxy` spoke to it. Its tool `grow` adds a tool, `grown`, and tells the clients that the
+list changed: on their `subscriptions/listen` streams in 2026-07-28, unasked in the earlier revisions.
 
     server.py                 over stdio
     server.py --http PORT     over Streamable HTTP at http://127.0.0.1:PORT/mcp
@@ -23,6 +24,21 @@ def revision(ctx: Context) -> str:
 def shout(text: str) -> str:
     """The text in capitals."""
     return text.upper()
+
+
+def grown() -> str:
+    """A tool that `grow` added."""
+    return "grown"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `grown` and announces the change."""
+    server.add_tool(grown)
+    await ctx.notify_tools_changed()
+    if ctx.protocol_version != "2026-07-28":
+        await ctx.session.send_tool_list_changed()
+    return "grew"
 
 
 if __name__ == "__main__":
