@@ -27,6 +27,8 @@
 //! the least (one more hop each way, each a wake-up) and nothing else, so "added by the relay" is the floor under the
 //! proxy's figure on this machine, and the difference between the two is what the proxy's own work costs.
 //!
+//! Each proxy's CPU time per call through it (all its threads, user and kernel, read from /proc) is printed too.
+//!
 //! With `--instances K` each side is K processes (K servers; K proxies, each with its server), called in turn.
 //!
 //! ```sh
