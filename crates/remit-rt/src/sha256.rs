@@ -16,15 +16,22 @@ const K: [u32; 64] = [
 
 const H0: [u32; 8] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
 
+/// Bytes held before they are compressed: two blocks. A write that fits is one copy, as the output writer's (the
+/// canonical JSON comes in pieces of a few bytes: punctuation, keys, short values), and the blocks are compressed in
+/// a run when the buffer fills or at [`Sha256::finish`]. Not more: LLVM zeroes a larger buffer with `memory.fill`,
+/// which wasmtime runs as a call out of the module (docs/module-v2.md, measured).
+const BUF: usize = 128;
+
 /// A hash in progress.
 #[derive(Clone, Debug)]
 pub struct Sha256 {
     state: [u32; 8],
-    /// Bytes not yet compressed (fewer than 64).
-    buf: [u8; 64],
+    /// Bytes not yet compressed.
+    buf: [u8; BUF],
+    /// Bytes in `buf` (at most `BUF`).
     buffered: usize,
-    /// Bytes written so far.
-    total: u64,
+    /// Bytes compressed so far (whole blocks).
+    compressed: u64,
 }
 
 impl Default for Sha256 {
@@ -35,24 +42,50 @@ impl Default for Sha256 {
 
 impl Sha256 {
     pub fn new() -> Sha256 {
-        Sha256 { state: H0, buf: [0; 64], buffered: 0, total: 0 }
+        Sha256 { state: H0, buf: [0; BUF], buffered: 0, compressed: 0 }
     }
 
-    /// The hash of everything written.
-    pub fn finish(mut self) -> [u8; 32] {
-        let bits = self.total.wrapping_mul(8);
-        self.write(&[0x80]);
-        // Zeros up to 56 bytes of the block (past one block boundary when fewer than 8 bytes are left).
-        if self.buffered > 56 {
-            self.write(&[0; 64][..64 - self.buffered.min(64)]);
-        }
-        self.write(&[0; 56][..56 - self.buffered.min(56)]);
+    /// The hash of everything written. By reference: moving the hasher here was a copy of it (a `memory.copy` on
+    /// wasm32); it is spent afterwards (the padding is in it).
+    pub fn finish(&mut self) -> [u8; 32] {
+        let bits = self.compressed.wrapping_add(self.buffered as u64).wrapping_mul(8);
+        self.byte(0x80);
+        // Zeros up to 56 bytes into a block (into the next one when fewer than 8 bytes are left), then the length:
+        // the buffer then holds whole blocks only.
+        let zeros = (64 + 56 - self.buffered % 64) % 64;
+        self.write([0; 64].get(..zeros).unwrap_or(&[]));
         self.write(&bits.to_be_bytes());
+        let held = self.buffered;
+        self.compress_held(held);
         let mut out = [0u8; 32];
         for (chunk, word) in out.chunks_exact_mut(4).zip(self.state.iter()) {
             chunk.copy_from_slice(&word.to_be_bytes());
         }
         out
+    }
+
+    /// Compresses the buffer's first `len` bytes: whole blocks (a full buffer, or the padded end) and empties it.
+    fn compress_held(&mut self, len: usize) {
+        let held = self.buf.get(..len).unwrap_or(&[]);
+        compress_blocks(&mut self.state, held);
+        self.compressed = self.compressed.wrapping_add(len as u64);
+        self.buffered = 0;
+    }
+
+    /// A write that does not fit the buffer: the buffer is filled and compressed, then the whole blocks of the rest
+    /// straight from `bytes`, and what is left is buffered.
+    #[inline(never)]
+    fn spill(&mut self, bytes: &[u8]) {
+        let room = BUF - self.buffered.min(BUF);
+        let (head, rest) = bytes.split_at(room.min(bytes.len()));
+        copy(self.buf.get_mut(self.buffered..).unwrap_or(&mut []), head);
+        self.compress_held(self.buffered + head.len());
+        let whole = rest.len() / 64 * 64;
+        let (blocks, tail) = rest.split_at(whole);
+        compress_blocks(&mut self.state, blocks);
+        self.compressed = self.compressed.wrapping_add(whole as u64);
+        copy(&mut self.buf, tail);
+        self.buffered = tail.len();
     }
 }
 
@@ -60,47 +93,34 @@ impl Sink for Sha256 {
     /// One byte: the canonical JSON writes its quotes, colons and commas one at a time.
     #[inline]
     fn byte(&mut self, byte: u8) {
-        self.total = self.total.wrapping_add(1);
         match self.buf.get_mut(self.buffered) {
             Some(slot) => {
                 *slot = byte;
                 self.buffered += 1;
             }
-            None => self.buffered = 64,
-        }
-        if self.buffered >= 64 {
-            let block = self.buf;
-            compress(&mut self.state, &block);
-            self.buffered = 0;
+            None => self.spill(&[byte]),
         }
     }
 
     #[inline(never)]
-    fn write(&mut self, mut bytes: &[u8]) {
-        self.total = self.total.wrapping_add(bytes.len() as u64);
-        if self.buffered > 0 {
-            let room = 64 - self.buffered.min(64);
-            let take = room.min(bytes.len());
-            let to = self.buf.get_mut(self.buffered..self.buffered + take).unwrap_or(&mut []);
-            copy_short(to, bytes.get(..take).unwrap_or(&[]));
-            self.buffered += take;
-            bytes = bytes.get(take..).unwrap_or(&[]);
-            if self.buffered < 64 {
-                return;
+    fn write(&mut self, bytes: &[u8]) {
+        let end = self.buffered + bytes.len();
+        match self.buf.get_mut(self.buffered..end) {
+            Some(to) => {
+                copy_short(to, bytes);
+                self.buffered = end;
             }
-            let block = self.buf;
-            compress(&mut self.state, &block);
-            self.buffered = 0;
+            None => self.spill(bytes),
         }
-        let mut blocks = bytes.chunks_exact(64);
-        for block in &mut blocks {
-            let mut b = [0u8; 64];
-            copy(&mut b, block);
-            compress(&mut self.state, &b);
+    }
+}
+
+/// Compresses every whole block of `bytes` into `state`.
+fn compress_blocks(state: &mut [u32; 8], bytes: &[u8]) {
+    for block in bytes.chunks_exact(64) {
+        if let Ok(block) = <&[u8; 64]>::try_from(block) {
+            compress(state, block);
         }
-        let rest = blocks.remainder();
-        copy_short(self.buf.get_mut(..rest.len()).unwrap_or(&mut []), rest);
-        self.buffered = rest.len();
     }
 }
 
@@ -185,6 +205,43 @@ mod tests {
             hex(&sha256(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
         );
+    }
+
+    #[test]
+    fn a_million_bytes() {
+        // FIPS 180-2's third example: through the buffer and straight from the input.
+        let data = vec![b'a'; 1_000_000];
+        let expected = "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0";
+        assert_eq!(hex(&sha256(&data)), expected);
+        let mut h = Sha256::new();
+        for piece in data.chunks(7) {
+            h.write(piece);
+        }
+        assert_eq!(hex(&h.finish()), expected);
+    }
+
+    #[test]
+    fn bytes_and_writes_of_every_length_hash_like_the_whole() {
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 13 + i / 5) as u8).collect();
+        for piece in 0..=300 {
+            let mut h = Sha256::new();
+            let mut at = 0;
+            // A byte, then `piece` bytes, until the data runs out: the buffer's end falls everywhere.
+            while at < data.len() {
+                h.byte(data[at]);
+                let end = (at + 1 + piece).min(data.len());
+                h.write(&data[at + 1..end.max(at + 1)]);
+                at = end.max(at + 1);
+            }
+            assert_eq!(h.finish(), sha256(&data), "pieces of {piece}");
+        }
+        for len in 0..300 {
+            let mut h = Sha256::new();
+            for &b in &data[..len] {
+                h.byte(b);
+            }
+            assert_eq!(h.finish(), sha256(&data[..len]), "{len} bytes one at a time");
+        }
     }
 
     #[test]
