@@ -406,9 +406,10 @@ impl Upstream {
         if changed {
             *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        let tag = message.get("params").and_then(|p| p.get("_meta")).and_then(|m| m.get(META_SUBSCRIPTION_ID));
+        let meta = message.get("params").and_then(|p| p.get("_meta"));
+        let tag = meta.and_then(|m| m.get(META_SUBSCRIPTION_ID)).and_then(Json::as_u64);
         let listening = *self.listening.lock().unwrap_or_else(|p| p.into_inner());
-        if tag.is_some_and(|tag| tag.as_u64().is_some() && tag.as_u64() == listening) {
+        if tag.is_some() && tag == listening {
             // A message of the proxy's own subscription (its acknowledgement, a change): no agent asked for it. A
             // changed tool list is told to the agent as an upstream of the earlier revisions tells it.
             if changed {
@@ -790,8 +791,11 @@ impl Upstream {
                 }
             }
             drop(upstream);
-            wait = if opened.elapsed() > LISTEN_RETRY { Duration::from_secs(1) } else { (wait * 2).min(LISTEN_RETRY) };
+            if opened.elapsed() > LISTEN_RETRY {
+                wait = Duration::from_secs(1);
+            }
             std::thread::sleep(wait);
+            wait = (wait * 2).min(LISTEN_RETRY);
         }
     }
 
