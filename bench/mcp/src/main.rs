@@ -140,14 +140,14 @@ impl HttpSession {
     /// POSTs `body`; the response with `id` (a JSON body, or the event stream's matching `data:` line).
     fn post(&mut self, body: &str, id: Option<u64>) -> String {
         use std::io::Read;
-        let mut reader = match self.connection.take() {
-            Some(kept) => kept,
-            None => {
-                let stream = std::net::TcpStream::connect(&self.host).expect("connect");
-                stream.set_nodelay(true).ok();
-                BufReader::new(stream)
-            }
+        let connect = |host: &str| {
+            let stream = std::net::TcpStream::connect(host).expect("connect");
+            stream.set_nodelay(true).ok();
+            BufReader::new(stream)
         };
+        let kept = self.connection.take();
+        let reused = kept.is_some();
+        let mut reader = kept.unwrap_or_else(|| connect(&self.host));
         let connection = if self.keep_alive { "keep-alive" } else { "close" };
         let mut head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nConnection: {connection}\r\nContent-Type: application/json\r\n\
@@ -164,10 +164,20 @@ impl HttpSession {
         }
         head.push_str("\r\n");
         head.push_str(body);
-        reader.get_mut().write_all(head.as_bytes()).unwrap();
         let mut line = String::new();
+        let sent = reader.get_mut().write_all(head.as_bytes()).is_ok();
+        if !(sent && reader.read_line(&mut line).is_ok_and(|n| n > 0)) {
+            // A kept connection the server closed while the other sides ran (Node closes one idle for 5 s): the
+            // message again on a new one.
+            assert!(reused, "the server closed a new connection");
+            reader = connect(&self.host);
+            reader.get_mut().write_all(head.as_bytes()).unwrap();
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+        }
         let mut length = None;
         let mut chunked = false;
+        // The headers, after the status line read above.
         loop {
             line.clear();
             reader.read_line(&mut line).unwrap();
