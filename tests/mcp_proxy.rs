@@ -52,6 +52,8 @@ struct Session {
     lines: Receiver<String>,
     errors: Receiver<String>,
     dir: PathBuf,
+    /// Notifications read while waiting for a response ([`Session::notification`] finds them here).
+    skipped: Vec<Value>,
 }
 
 impl Drop for Session {
@@ -120,7 +122,7 @@ impl Session {
             }
         });
         let stdin = child.stdin.take();
-        Session { child, stdin, lines, errors, dir: dir.to_path_buf() }
+        Session { child, stdin, lines, errors, dir: dir.to_path_buf(), skipped: Vec::new() }
     }
 
     /// The proxy for `subject`, in front of the filesystem server on `dir/root` (started through `sh`, which
@@ -169,7 +171,11 @@ impl Session {
         self.send_line(&json!({"jsonrpc": "2.0", "method": method}).to_string());
     }
 
-    /// The next message with `id` (notifications on the way are skipped).
+    fn notify_with(&mut self, method: &str, params: Value) {
+        self.send_line(&json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string());
+    }
+
+    /// The next message with `id` (notifications on the way are kept aside).
     fn response(&mut self, id: &Value) -> Value {
         let deadline = Instant::now() + WAIT;
         loop {
@@ -179,6 +185,28 @@ impl Session {
             assert_eq!(message["jsonrpc"], "2.0", "{line}");
             if message.get("id") == Some(id) {
                 return message;
+            }
+            if message.get("method").is_some() {
+                self.skipped.push(message);
+            }
+        }
+    }
+
+    /// The first notification of `method` (one kept aside, or the next to come).
+    fn notification(&mut self, method: &str) -> Value {
+        if let Some(at) = self.skipped.iter().position(|m| m["method"] == method) {
+            return self.skipped.remove(at);
+        }
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no `{method}` in time"));
+            let message: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            if message["method"] == method {
+                return message;
+            }
+            if message.get("method").is_some() {
+                self.skipped.push(message);
             }
         }
     }
@@ -1888,6 +1916,114 @@ fn modern_proxy(dir: &Path, flags: &[&str], upstream: &[&str]) -> Session {
         .arg("--")
         .args(upstream);
     Session::spawn(command, dir)
+}
+
+/// An agent of revision 2026-07-28 listens for tool-list changes through the proxy (`subscriptions/listen`), over
+/// stdio and over Streamable HTTP: the proxy acknowledges what it honours (tool-list changes only), tags every
+/// message of the stream with the request's id, and tells the stream when the upstream's tool list changes (the
+/// Python server's `grow` adds a tool); over stdio a cancelled subscription is told nothing more.
+#[test]
+fn an_agent_listens_for_tool_list_changes() {
+    use remit::gateway::mcp_wire::{exchange, Tls};
+    let dir = sandbox("agent-listens");
+    let server = root().join("tests/mcp/modern/server.py");
+    let server = server.to_str().unwrap();
+    let python = python();
+    let python = python.to_str().unwrap();
+    let tag = "io.modelcontextprotocol/subscriptionId";
+    let mut listen = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}});
+    listen["_meta"] = stateless_meta();
+
+    // Over stdio, the revision's `_meta` on each request.
+    let mut proxy = modern_proxy(&dir, &[], &[python, server]);
+    proxy.send_line(
+        &json!({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+                            "params": listen})
+        .to_string(),
+    );
+    let ack = proxy.notification("notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}), "{ack}");
+    assert_eq!(ack["params"]["_meta"][tag], "listen-1", "{ack}");
+    let mut call = json!({"name": "grow", "arguments": {}});
+    call["_meta"] = stateless_meta();
+    let grew = proxy.request(2, "tools/call", call.clone());
+    assert_eq!(text(&grew["result"]), "grew", "{grew}");
+    let changed = proxy.notification("notifications/tools/list_changed");
+    assert_eq!(changed["params"]["_meta"][tag], "listen-1", "{changed}");
+    let mut list = json!({});
+    list["_meta"] = stateless_meta();
+    let listed = proxy.request(3, "tools/list", list);
+    assert!(names(&listed).contains(&"grown".to_string()), "{listed}");
+    // Cancelled: the next change reaches no stream (only the untagged notification of the earlier revisions).
+    proxy.notify_with("notifications/cancelled", json!({"requestId": "listen-1"}));
+    assert_eq!(text(&proxy.request(4, "tools/call", call)["result"]), "grew");
+    let untagged = proxy.notification("notifications/tools/list_changed");
+    assert!(untagged.get("params").is_none(), "{untagged}");
+    std::thread::sleep(Duration::from_millis(300));
+    proxy.request(5, "ping", json!({}));
+    assert!(proxy.skipped.iter().all(|m| m["params"]["_meta"][tag].is_null()), "{:?}", proxy.skipped);
+    drop(proxy);
+
+    // Over Streamable HTTP: the answer to the POST is an event stream that stays open.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/modern"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("http.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--", python, server]);
+    let proxy = Session::spawn(command, &dir);
+    let url = proxy.mcp_url(Instant::now() + WAIT);
+    let v = ("MCP-Protocol-Version", "2026-07-28");
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": listen}).to_string();
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", "Bearer tester-token-1"),
+        v,
+        ("Mcp-Method", "subscriptions/listen"),
+    ];
+    let mut stream = exchange(&Tls::platform(), "POST", &url, &headers, Some(body.as_bytes()), WAIT).unwrap();
+    assert_eq!(stream.status, 200);
+    assert!(stream.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")));
+    let next = |stream: &mut remit::gateway::mcp_wire::Exchange| {
+        let mut found = Value::Null;
+        stream
+            .events(1 << 20, |data| {
+                found = serde_json::from_str(data).unwrap();
+                true
+            })
+            .unwrap();
+        found
+    };
+    let ack = next(&mut stream);
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}), "{ack}");
+    assert_eq!(ack["params"]["_meta"][tag], 7, "{ack}");
+    let mut call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                          "params": {"name": "grow", "arguments": {}}});
+    call["params"]["_meta"] = stateless_meta();
+    let grew = stateless_post(&url, "tester-token-1", &[v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "grow")], &call);
+    assert!(String::from_utf8_lossy(&grew.body).contains("grew"), "{}", String::from_utf8_lossy(&grew.body));
+    let changed = next(&mut stream);
+    assert_eq!(changed["method"], "notifications/tools/list_changed", "{changed}");
+    assert_eq!(changed["params"]["_meta"][tag], 7, "{changed}");
+    // In a session of the earlier revision the request is refused, not passed upstream.
+    let agent = [("Content-Type", "application/json"), ("Authorization", "Bearer tester-token-1")];
+    let post = |headers: &[(&str, &str)], body: Value| {
+        remit::gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let opened = post(&agent, initialize_message());
+    let session = opened.header("mcp-session-id").expect("a session").to_string();
+    let in_session = [agent[0], agent[1], ("Mcp-Session-Id", session.as_str())];
+    let listen = json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                        "params": {"notifications": {"toolsListChanged": true}}});
+    let refused = post(&in_session, listen).json();
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    drop(stream);
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Upstream in the stateless revision: a server of the official Python SDK (tests/mcp/modern/server.py, which speaks

@@ -166,9 +166,35 @@ fn request_message(id: u64, method: &str, params: Option<Json>) -> Json {
     Json::Object(message)
 }
 
-/// Where the agent's messages go: one JSON value per line, written whole under a lock.
+/// Where the agent's messages go: one JSON value per line, written whole under a lock; and the agents' open
+/// `subscriptions/listen` requests (revision 2026-07-28), which are told when a tool list changes.
 #[derive(Clone)]
-pub struct Outbox(Arc<Mutex<Box<dyn Write + Send>>>);
+pub struct Outbox {
+    writer: Arc<Mutex<Box<dyn Write + Send>>>,
+    listeners: Arc<Mutex<Vec<Listener>>>,
+}
+
+/// An agent's open `subscriptions/listen`: its request id, and how its stream is sent a message (`false` once the
+/// stream is gone: the listener is then dropped).
+struct Listener {
+    id: Json,
+    send: Box<dyn Fn(Json) -> bool + Send>,
+}
+
+/// Writes one line whole; whether it was written.
+fn write_line(writer: &Mutex<Box<dyn Write + Send>>, line: &[u8]) -> bool {
+    let mut writer = writer.lock().unwrap_or_else(|p| p.into_inner());
+    writer.write_all(line).and_then(|()| writer.flush()).is_ok()
+}
+
+/// A notification of the `subscriptions/listen` stream of request `id`: tagged with its id, as revision 2026-07-28
+/// requires of every message on the stream.
+fn on_stream(id: &Json, method: &str, mut params: Map<String, Json>) -> Json {
+    let mut meta = Map::with_capacity(1);
+    meta.insert(META_SUBSCRIPTION_ID.into(), id.clone());
+    params.insert("_meta".into(), Json::Object(meta));
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
+}
 
 impl std::fmt::Debug for Outbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -178,20 +204,57 @@ impl std::fmt::Debug for Outbox {
 
 impl Outbox {
     pub fn new(writer: Box<dyn Write + Send>) -> Outbox {
-        Outbox(Arc::new(Mutex::new(writer)))
+        Outbox { writer: Arc::new(Mutex::new(writer)), listeners: Default::default() }
+    }
+
+    /// Opens an agent's `subscriptions/listen` (request `id`, with `params`): the acknowledgement, then, while `send`
+    /// returns true, `notifications/tools/list_changed` whenever an upstream's tool list changes (what the agent may
+    /// list can change with it). Only tool-list changes are honoured, and the acknowledgement says so: the proxy
+    /// passes no prompt or resource notifications on this revision's streams.
+    pub fn listen(&self, id: &Json, params: Option<&Json>, send: Box<dyn Fn(Json) -> bool + Send>) {
+        let asked = params.and_then(|p| p.get("notifications")).and_then(|n| n.get("toolsListChanged"));
+        let tools = asked == Some(&Json::Bool(true));
+        let mut honoured = Map::new();
+        if tools {
+            honoured.insert("toolsListChanged".into(), Json::Bool(true));
+        }
+        let mut params = Map::with_capacity(1);
+        params.insert("notifications".into(), Json::Object(honoured));
+        if send(on_stream(id, "notifications/subscriptions/acknowledged", params)) && tools {
+            self.listeners.lock().unwrap_or_else(|p| p.into_inner()).push(Listener { id: id.clone(), send });
+        }
+    }
+
+    /// [`Outbox::listen`] for an agent on this outbox's own writer (stdio).
+    fn listen_here(&self, id: &Json, params: Option<&Json>) {
+        // Not the writer itself: the outbox holds its listeners.
+        let writer = Arc::downgrade(&self.writer);
+        let send = move |message: Json| writer.upgrade().is_some_and(|writer| write_line(&writer, &line(&message)));
+        self.listen(id, params, Box::new(send));
+    }
+
+    /// Ends the agent's subscription `id` (it cancelled the request); whether there was one.
+    fn unlisten(&self, id: &Json) -> bool {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        let before = listeners.len();
+        listeners.retain(|l| &l.id != id);
+        listeners.len() != before
+    }
+
+    /// Tells every open subscription that a tool list changed (dropping those whose stream is gone).
+    fn tools_changed(&self) {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        listeners.retain(|l| (l.send)(on_stream(&l.id, "notifications/tools/list_changed", Map::new())));
     }
 
     fn send(&self, message: &Json) {
-        let mut line = serde_json::to_vec(message).expect("a JSON value serializes");
-        line.push(b'\n');
-        self.send_line(&line);
+        self.send_line(&line(message));
     }
 
     /// Sends one message already serialized, ending with its newline.
     fn send_line(&self, line: &[u8]) {
-        let mut writer = self.0.lock().unwrap_or_else(|p| p.into_inner());
         // The agent went away: nothing to tell it; the read loop ends at its EOF.
-        let _ = writer.write_all(line).and_then(|()| writer.flush());
+        write_line(&self.writer, line);
     }
 }
 
@@ -405,6 +468,7 @@ impl Upstream {
         let changed = message.get("method").and_then(Json::as_str) == Some("notifications/tools/list_changed");
         if changed {
             *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            outbox.tools_changed();
         }
         let meta = message.get("params").and_then(|p| p.get("_meta"));
         let tag = meta.and_then(|m| m.get(META_SUBSCRIPTION_ID)).and_then(Json::as_u64);
@@ -1180,6 +1244,10 @@ impl Proxy {
                             continue;
                         }
                     };
+                    if method == "subscriptions/listen" {
+                        self.outbox.listen_here(&id, params.as_ref());
+                        continue;
+                    }
                     if method == "tools/call" && self.ready_here() {
                         self.call_tool_here(&id, params, stateless);
                         continue;
@@ -1286,6 +1354,10 @@ impl Proxy {
             // The proxy opened its own session with the upstream.
             "notifications/initialized" => return,
             "notifications/cancelled" => {
+                let listen = params.as_ref().and_then(|p| p.get("requestId"));
+                if listen.is_some_and(|id| self.outbox.unlisten(id)) {
+                    return;
+                }
                 let request = params.as_ref().and_then(|p| p.get("requestId")).map(Json::to_string);
                 let upstream_id =
                     request.and_then(|r| self.forwarded.lock().unwrap_or_else(|p| p.into_inner()).get(&r).copied());
@@ -1372,6 +1444,12 @@ impl Proxy {
             "ping" => Ok(json!({})),
             "tools/list" => self.list_tools(identity),
             "tools/call" => self.call_tool(identity, params.unwrap_or_else(|| json!({}))),
+            // Served where the transport can keep a stream open: over stdio (`Proxy::run`) and as a POST of the
+            // revision over HTTP (`mcp_http`); not the upstream's to answer (its stream would tag another id).
+            "subscriptions/listen" => Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                format!("`subscriptions/listen` is of revision {STATELESS_VERSION}: send it in that revision"),
+            )),
             _ => {
                 let upstream = self.upstream();
                 upstream.session()?;
@@ -1420,6 +1498,11 @@ impl Proxy {
             result["instructions"] = instructions.clone();
         }
         Ok(result)
+    }
+
+    /// Opens an agent's `subscriptions/listen` on a stream of the caller's ([`Outbox::listen`]).
+    pub fn listen(&self, id: &Json, params: Option<&Json>, send: Box<dyn Fn(Json) -> bool + Send>) {
+        self.outbox.listen(id, params, send)
     }
 
     /// The scopes a tool's declaration requires (`requires scope …`: any one of them will do), when the proxy has

@@ -1,7 +1,8 @@
 //! `remit mcp-proxy --listen`: the proxy's agent side over MCP's Streamable HTTP transport (revision 2025-06-18)
 //! instead of stdio. One endpoint, `/mcp`: `POST` carries one JSON-RPC message and is answered with one JSON
-//! response (`application/json`; the proxy never opens an SSE stream), `202 Accepted` for a notification or a
-//! response; `GET` is `405` (no server-initiated stream); `DELETE` ends a session.
+//! response (`application/json`; an SSE stream only for a `subscriptions/listen` of revision 2026-07-28, which stays
+//! open), `202 Accepted` for a notification or a response; `GET` is `405` (no server-initiated stream); `DELETE` ends
+//! a session.
 //!
 //! Identity comes from the bearer token: a configured agent token maps to a subject (`--agent-token SUBJECT=TOKEN`);
 //! with a key set (`--jwks`, [`super::mcp_auth`]) any other token must be a valid JWT, whose claims give the subject,
@@ -401,6 +402,7 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
                 Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
             }
         }
+        "subscriptions/listen" => listen(&app, &id, message.get("params")),
         "initialize" => refuse(
             StatusCode::NOT_FOUND,
             METHOD_NOT_FOUND,
@@ -417,6 +419,22 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
             answer(app, identity, body, Some(method.to_string()), params).await
         }
     }
+}
+
+/// An agent's `subscriptions/listen` (revision 2026-07-28): the answer is an event stream that stays open, its
+/// acknowledgement first, then a `notifications/tools/list_changed` (tagged with the request's id) whenever an
+/// upstream's tool list changes ([`Proxy::listen`]); it ends when the agent closes the connection (the listener is
+/// dropped at the next change) or the proxy stops. Kept alive by a comment every 15 s, so that an idle stream is not
+/// taken for a dead one by the agent's HTTP stack or a proxy between.
+fn listen(app: &App, id: &Json, params: Option<&Json>) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let (sender, messages) = tokio::sync::mpsc::unbounded_channel::<Json>();
+    app.proxy.listen(id, params, Box::new(move |message| sender.send(message).is_ok()));
+    let events = futures_util::stream::unfold(messages, |mut messages| async move {
+        let message = messages.recv().await?;
+        Some((Ok::<_, std::convert::Infallible>(Event::default().event("message").data(message.to_string())), messages))
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15))).into_response()
 }
 
 /// Checks a stateless `tools/call`'s `Mcp-Param-*` headers against its arguments, as MCP 2026-07-28 requires of a
