@@ -1921,7 +1921,8 @@ fn modern_proxy(dir: &Path, flags: &[&str], upstream: &[&str]) -> Session {
 /// An agent of revision 2026-07-28 listens for tool-list changes through the proxy (`subscriptions/listen`), over
 /// stdio and over Streamable HTTP: the proxy acknowledges what it honours (tool-list changes only), tags every
 /// message of the stream with the request's id, and tells the stream when the upstream's tool list changes (the
-/// Python server's `grow` adds a tool); over stdio a cancelled subscription is told nothing more.
+/// Python server's `grow` adds a tool); over stdio a cancelled subscription is told nothing more. Over HTTP a session of
+/// the earlier revisions gets the same change on its `GET` event stream, untagged.
 #[test]
 fn an_agent_listens_for_tool_list_changes() {
     use remit::gateway::mcp_wire::{exchange, Tls};
@@ -2021,6 +2022,19 @@ fn an_agent_listens_for_tool_list_changes() {
                         "params": {"notifications": {"toolsListChanged": true}}});
     let refused = post(&in_session, listen).json();
     assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    // There, `GET` opens the session's event stream, which is told of changes without a tag; without a session `GET`
+    // is refused.
+    let get = |headers: &[(&str, &str)]| exchange(&Tls::platform(), "GET", &url, headers, None, WAIT).unwrap();
+    assert_eq!(get(&agent[1..]).status, 405);
+    let mut events = get(&[agent[1], in_session[2], ("Accept", "text/event-stream")]);
+    assert_eq!(events.status, 200);
+    let grow = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "grow", "arguments": {}}});
+    assert_eq!(post(&in_session, grow).json()["result"]["content"][0]["text"], "grew");
+    let plain = next(&mut events);
+    assert_eq!(plain, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    // And the stateless agent's stream was told too.
+    assert_eq!(next(&mut stream)["params"]["_meta"][tag], 7);
+    drop(events);
     drop(stream);
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();

@@ -174,10 +174,11 @@ pub struct Outbox {
     listeners: Arc<Mutex<Vec<Listener>>>,
 }
 
-/// An agent's open `subscriptions/listen`: its request id, and how its stream is sent a message (`false` once the
-/// stream is gone: the listener is then dropped).
+/// An agent's open stream for tool-list changes: a `subscriptions/listen` (its request id, which tags every message),
+/// or the event stream of a session of the earlier revisions (no id: plain notifications); and how the stream is sent
+/// a message (`false` once it is gone: the listener is then dropped).
 struct Listener {
-    id: Json,
+    id: Option<Json>,
     send: Box<dyn Fn(Json) -> bool + Send>,
 }
 
@@ -221,8 +222,14 @@ impl Outbox {
         let mut params = Map::with_capacity(1);
         params.insert("notifications".into(), Json::Object(honoured));
         if send(on_stream(id, "notifications/subscriptions/acknowledged", params)) && tools {
-            self.listeners.lock().unwrap_or_else(|p| p.into_inner()).push(Listener { id: id.clone(), send });
+            self.listeners.lock().unwrap_or_else(|p| p.into_inner()).push(Listener { id: Some(id.clone()), send });
         }
+    }
+
+    /// Tells `send` of every tool-list change, as plain `notifications/tools/list_changed` (the event stream an agent
+    /// of the earlier revisions opens with `GET`), while it returns true.
+    pub fn watch(&self, send: Box<dyn Fn(Json) -> bool + Send>) {
+        self.listeners.lock().unwrap_or_else(|p| p.into_inner()).push(Listener { id: None, send });
     }
 
     /// [`Outbox::listen`] for an agent on this outbox's own writer (stdio).
@@ -237,14 +244,20 @@ impl Outbox {
     fn unlisten(&self, id: &Json) -> bool {
         let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
         let before = listeners.len();
-        listeners.retain(|l| &l.id != id);
+        listeners.retain(|l| l.id.as_ref() != Some(id));
         listeners.len() != before
     }
 
     /// Tells every open subscription that a tool list changed (dropping those whose stream is gone).
     fn tools_changed(&self) {
         let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
-        listeners.retain(|l| (l.send)(on_stream(&l.id, "notifications/tools/list_changed", Map::new())));
+        listeners.retain(|l| {
+            let method = "notifications/tools/list_changed";
+            (l.send)(match &l.id {
+                Some(id) => on_stream(id, method, Map::new()),
+                None => json!({"jsonrpc": "2.0", "method": method}),
+            })
+        });
     }
 
     fn send(&self, message: &Json) {
@@ -1503,6 +1516,11 @@ impl Proxy {
     /// Opens an agent's `subscriptions/listen` on a stream of the caller's ([`Outbox::listen`]).
     pub fn listen(&self, id: &Json, params: Option<&Json>, send: Box<dyn Fn(Json) -> bool + Send>) {
         self.outbox.listen(id, params, send)
+    }
+
+    /// Tells a stream of the caller's of every tool-list change ([`Outbox::watch`]).
+    pub fn watch(&self, send: Box<dyn Fn(Json) -> bool + Send>) {
+        self.outbox.watch(send)
     }
 
     /// The scopes a tool's declaration requires (`requires scope …`: any one of them will do), when the proxy has

@@ -1,8 +1,8 @@
 //! `remit mcp-proxy --listen`: the proxy's agent side over MCP's Streamable HTTP transport (revision 2025-06-18)
 //! instead of stdio. One endpoint, `/mcp`: `POST` carries one JSON-RPC message and is answered with one JSON
 //! response (`application/json`; an SSE stream only for a `subscriptions/listen` of revision 2026-07-28, which stays
-//! open), `202 Accepted` for a notification or a response; `GET` is `405` (no server-initiated stream); `DELETE` ends
-//! a session.
+//! open), `202 Accepted` for a notification or a response; `GET` in a session opens the stream of server-initiated
+//! messages (tool-list changes), `405` without one; `DELETE` ends a session.
 //!
 //! Identity comes from the bearer token: a configured agent token maps to a subject (`--agent-token SUBJECT=TOKEN`);
 //! with a key set (`--jwks`, [`super::mcp_auth`]) any other token must be a valid JWT, whose claims give the subject,
@@ -423,13 +423,18 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
 
 /// An agent's `subscriptions/listen` (revision 2026-07-28): the answer is an event stream that stays open, its
 /// acknowledgement first, then a `notifications/tools/list_changed` (tagged with the request's id) whenever an
-/// upstream's tool list changes ([`Proxy::listen`]); it ends when the agent closes the connection (the listener is
-/// dropped at the next change) or the proxy stops. Kept alive by a comment every 15 s, so that an idle stream is not
-/// taken for a dead one by the agent's HTTP stack or a proxy between.
+/// upstream's tool list changes ([`Proxy::listen`]); it ends when the agent closes the connection or the proxy stops.
 fn listen(app: &App, id: &Json, params: Option<&Json>) -> Response {
-    use axum::response::sse::{Event, KeepAlive, Sse};
     let (sender, messages) = tokio::sync::mpsc::unbounded_channel::<Json>();
     app.proxy.listen(id, params, Box::new(move |message| sender.send(message).is_ok()));
+    event_stream(messages)
+}
+
+/// An event stream of the messages that come on `messages`, one event each, open until the agent closes it (then
+/// the sender sees the channel closed, and its listener is dropped at the next message). Kept alive by a comment
+/// every 15 s, so that an idle stream is not taken for a dead one by the agent's HTTP stack or a proxy between.
+fn event_stream(messages: tokio::sync::mpsc::UnboundedReceiver<Json>) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
     let events = futures_util::stream::unfold(messages, |mut messages| async move {
         let message = messages.recv().await?;
         Some((Ok::<_, std::convert::Infallible>(Event::default().event("message").data(message.to_string())), messages))
@@ -535,13 +540,27 @@ async fn answer(
     rpc(status, answer)
 }
 
+/// `GET` in a session: the event stream of server-initiated messages (revision 2025-06-18), on which the proxy sends
+/// `notifications/tools/list_changed` whenever an upstream's tool list changes; it stays open until the agent closes
+/// it. Without a session (a client of the stateless revision, which listens with `subscriptions/listen`) `405`.
 async fn get_mcp(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Err(response) = identify(&app, &headers) {
+    let identity = match identify(&app, &headers) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let Some(session) = session_of(&headers) else {
+        let mut response =
+            plain(StatusCode::METHOD_NOT_ALLOWED, "an event stream belongs to a session: `initialize` first");
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
         return response;
+    };
+    let owner = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(&session).cloned();
+    if owner.as_deref() != Some(identity.subject.as_str()) {
+        return plain(StatusCode::NOT_FOUND, "no such session: `initialize` again");
     }
-    let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "this server opens no event stream: POST messages");
-    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
-    response
+    let (sender, messages) = tokio::sync::mpsc::unbounded_channel::<Json>();
+    app.proxy.watch(Box::new(move |message| sender.send(message).is_ok()));
+    event_stream(messages)
 }
 
 async fn delete_mcp(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
