@@ -175,11 +175,42 @@ pub struct Outbox {
 }
 
 /// An agent's open stream for tool-list changes: a `subscriptions/listen` (its request id, which tags every message),
-/// or the event stream of a session of the earlier revisions (no id: plain notifications); and how the stream is sent
-/// a message (`false` once it is gone: the listener is then dropped).
+/// or the event stream of a session of the earlier revisions (no id: plain notifications).
 struct Listener {
     id: Option<Json>,
-    send: Box<dyn Fn(Json) -> bool + Send>,
+    stream: Box<dyn AgentStream>,
+}
+
+/// Where the messages of an agent's stream go: the agent's stdio, or the channel of an HTTP event stream.
+pub trait AgentStream: Send {
+    /// Sends one message; `false` when the stream is gone.
+    fn send(&self, message: Json) -> bool;
+    /// Whether the agent still holds the stream (a closed one is dropped when another opens, so that streams opened
+    /// and closed while nothing changes do not pile up).
+    fn is_open(&self) -> bool;
+}
+
+impl AgentStream for tokio::sync::mpsc::UnboundedSender<Json> {
+    fn send(&self, message: Json) -> bool {
+        tokio::sync::mpsc::UnboundedSender::send(self, message).is_ok()
+    }
+
+    fn is_open(&self) -> bool {
+        !self.is_closed()
+    }
+}
+
+/// The agent's stdio (not the writer itself: the outbox that holds the listeners holds the writer).
+struct AgentStdio(std::sync::Weak<Mutex<Box<dyn Write + Send>>>);
+
+impl AgentStream for AgentStdio {
+    fn send(&self, message: Json) -> bool {
+        self.0.upgrade().is_some_and(|writer| write_line(&writer, &line(&message)))
+    }
+
+    fn is_open(&self) -> bool {
+        self.0.strong_count() > 0
+    }
 }
 
 /// Writes one line whole; whether it was written.
@@ -212,7 +243,7 @@ impl Outbox {
     /// returns true, `notifications/tools/list_changed` whenever an upstream's tool list changes (what the agent may
     /// list can change with it). Only tool-list changes are honoured, and the acknowledgement says so: the proxy
     /// passes no prompt or resource notifications on this revision's streams.
-    pub fn listen(&self, id: &Json, params: Option<&Json>, send: Box<dyn Fn(Json) -> bool + Send>) {
+    pub fn listen(&self, id: &Json, params: Option<&Json>, stream: Box<dyn AgentStream>) {
         let asked = params.and_then(|p| p.get("notifications")).and_then(|n| n.get("toolsListChanged"));
         let tools = asked == Some(&Json::Bool(true));
         let mut honoured = Map::new();
@@ -221,23 +252,26 @@ impl Outbox {
         }
         let mut params = Map::with_capacity(1);
         params.insert("notifications".into(), Json::Object(honoured));
-        if send(on_stream(id, "notifications/subscriptions/acknowledged", params)) && tools {
-            self.listeners.lock().unwrap_or_else(|p| p.into_inner()).push(Listener { id: Some(id.clone()), send });
+        if stream.send(on_stream(id, "notifications/subscriptions/acknowledged", params)) && tools {
+            self.add(Listener { id: Some(id.clone()), stream });
         }
     }
 
-    /// Tells `send` of every tool-list change, as plain `notifications/tools/list_changed` (the event stream an agent
-    /// of the earlier revisions opens with `GET`), while it returns true.
-    pub fn watch(&self, send: Box<dyn Fn(Json) -> bool + Send>) {
-        self.listeners.lock().unwrap_or_else(|p| p.into_inner()).push(Listener { id: None, send });
+    /// Tells `stream` of every tool-list change, as plain `notifications/tools/list_changed` (the event stream an
+    /// agent of the earlier revisions opens with `GET`), while it is open.
+    pub fn watch(&self, stream: Box<dyn AgentStream>) {
+        self.add(Listener { id: None, stream });
+    }
+
+    fn add(&self, listener: Listener) {
+        let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        listeners.retain(|l| l.stream.is_open());
+        listeners.push(listener);
     }
 
     /// [`Outbox::listen`] for an agent on this outbox's own writer (stdio).
     fn listen_here(&self, id: &Json, params: Option<&Json>) {
-        // Not the writer itself: the outbox holds its listeners.
-        let writer = Arc::downgrade(&self.writer);
-        let send = move |message: Json| writer.upgrade().is_some_and(|writer| write_line(&writer, &line(&message)));
-        self.listen(id, params, Box::new(send));
+        self.listen(id, params, Box::new(AgentStdio(Arc::downgrade(&self.writer))));
     }
 
     /// Ends the agent's subscription `id` (it cancelled the request); whether there was one.
@@ -253,7 +287,7 @@ impl Outbox {
         let mut listeners = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
         listeners.retain(|l| {
             let method = "notifications/tools/list_changed";
-            (l.send)(match &l.id {
+            l.stream.send(match &l.id {
                 Some(id) => on_stream(id, method, Map::new()),
                 None => json!({"jsonrpc": "2.0", "method": method}),
             })
@@ -1514,13 +1548,13 @@ impl Proxy {
     }
 
     /// Opens an agent's `subscriptions/listen` on a stream of the caller's ([`Outbox::listen`]).
-    pub fn listen(&self, id: &Json, params: Option<&Json>, send: Box<dyn Fn(Json) -> bool + Send>) {
-        self.outbox.listen(id, params, send)
+    pub fn listen(&self, id: &Json, params: Option<&Json>, stream: Box<dyn AgentStream>) {
+        self.outbox.listen(id, params, stream)
     }
 
     /// Tells a stream of the caller's of every tool-list change ([`Outbox::watch`]).
-    pub fn watch(&self, send: Box<dyn Fn(Json) -> bool + Send>) {
-        self.outbox.watch(send)
+    pub fn watch(&self, stream: Box<dyn AgentStream>) {
+        self.outbox.watch(stream)
     }
 
     /// The scopes a tool's declaration requires (`requires scope …`: any one of them will do), when the proxy has
@@ -2119,6 +2153,43 @@ fn offered_capabilities(upstream: &Json) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streams_the_agent_closed_are_dropped_when_another_opens() {
+        let outbox = Outbox::new(Box::new(std::io::sink()));
+        let tools = json!({"notifications": {"toolsListChanged": true}});
+        let mut kept = Vec::new();
+        for i in 0..4 {
+            let (sender, mut messages) = tokio::sync::mpsc::unbounded_channel::<Json>();
+            outbox.listen(&json!(i), Some(&tools), Box::new(sender));
+            let ack = messages.try_recv().unwrap();
+            assert_eq!(ack["params"]["_meta"][META_SUBSCRIPTION_ID], i);
+            if i % 2 == 0 {
+                kept.push(messages);
+            }
+        }
+        // A stream that asks for nothing the proxy honours is acknowledged and not kept.
+        let (sender, mut messages) = tokio::sync::mpsc::unbounded_channel::<Json>();
+        outbox.listen(
+            &json!("prompts"),
+            Some(&json!({"notifications": {"promptsListChanged": true}})),
+            Box::new(sender),
+        );
+        assert_eq!(messages.try_recv().unwrap()["params"]["notifications"], json!({}));
+        let (sender, watched) = tokio::sync::mpsc::unbounded_channel::<Json>();
+        outbox.watch(Box::new(sender));
+        // Streams 1 and 3 were closed: dropped when the watch opened.
+        assert_eq!(outbox.listeners.lock().unwrap().len(), 3);
+        outbox.tools_changed();
+        for (messages, id) in kept.iter_mut().zip([0, 2]) {
+            let changed = messages.try_recv().unwrap();
+            assert_eq!(changed["method"], "notifications/tools/list_changed");
+            assert_eq!(changed["params"]["_meta"][META_SUBSCRIPTION_ID], id);
+        }
+        drop(watched);
+        outbox.tools_changed();
+        assert_eq!(outbox.listeners.lock().unwrap().len(), 2, "a stream gone when a change is sent is dropped too");
+    }
 
     fn forward(decision: &str) -> Forward {
         let decided = super::super::core::Decided {

@@ -426,12 +426,12 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
 /// upstream's tool list changes ([`Proxy::listen`]); it ends when the agent closes the connection or the proxy stops.
 fn listen(app: &App, id: &Json, params: Option<&Json>) -> Response {
     let (sender, messages) = tokio::sync::mpsc::unbounded_channel::<Json>();
-    app.proxy.listen(id, params, Box::new(move |message| sender.send(message).is_ok()));
+    app.proxy.listen(id, params, Box::new(sender));
     event_stream(messages)
 }
 
 /// An event stream of the messages that come on `messages`, one event each, open until the agent closes it (then
-/// the sender sees the channel closed, and its listener is dropped at the next message). Kept alive by a comment
+/// the sender sees the channel closed, and its listener is dropped). Kept alive by a comment
 /// every 15 s, so that an idle stream is not taken for a dead one by the agent's HTTP stack or a proxy between.
 fn event_stream(messages: tokio::sync::mpsc::UnboundedReceiver<Json>) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
@@ -559,7 +559,7 @@ async fn get_mcp(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
         return plain(StatusCode::NOT_FOUND, "no such session: `initialize` again");
     }
     let (sender, messages) = tokio::sync::mpsc::unbounded_channel::<Json>();
-    app.proxy.watch(Box::new(move |message| sender.send(message).is_ok()));
+    app.proxy.watch(Box::new(sender));
     event_stream(messages)
 }
 
