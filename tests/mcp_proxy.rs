@@ -1945,6 +1945,9 @@ fn an_agent_listens_for_tool_list_changes() {
     let ack = proxy.notification("notifications/subscriptions/acknowledged");
     assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}), "{ack}");
     assert_eq!(ack["params"]["_meta"][tag], "listen-1", "{ack}");
+    // Without the revision's `_meta` the request is of the earlier revisions, which have no such method.
+    let earlier = proxy.request(1, "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}));
+    assert_eq!(earlier["error"]["code"], -32601, "{earlier}");
     let mut call = json!({"name": "grow", "arguments": {}});
     call["_meta"] = stateless_meta();
     let grew = proxy.request(2, "tools/call", call.clone());

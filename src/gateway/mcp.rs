@@ -1291,7 +1291,8 @@ impl Proxy {
                             continue;
                         }
                     };
-                    if method == "subscriptions/listen" {
+                    // A request of revision 2026-07-28 only (in the earlier ones `Proxy::request` refuses it).
+                    if method == "subscriptions/listen" && stateless {
                         self.outbox.listen_here(&id, params.as_ref());
                         continue;
                     }
