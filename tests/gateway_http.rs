@@ -283,6 +283,13 @@ fn the_inbox_and_admin_apis_need_their_own_tokens() {
         request("PUT", &s.url(path), headers, Some(body)).unwrap().status
     };
     assert_eq!(put("/admin/v1/stop-ids/STOP-ALICE-7", quarantine, &[]), 401);
+    // The scheme's name in any case (HTTP's authentication schemes are case-insensitive); another scheme is no token.
+    let lower = format!("bearer {ADMIN}");
+    assert_eq!(put("/admin/v1/stop-ids/STOP-ALICE-6", quarantine, &[("Authorization", &lower)]), 200);
+    let basic = format!("Basic {ADMIN}");
+    assert_eq!(put("/admin/v1/stop-ids/STOP-ALICE-6", quarantine, &[("Authorization", &basic)]), 401);
+    let cleared = request("DELETE", &s.url("/admin/v1/stop-ids/STOP-ALICE-6"), &[("Authorization", &lower)], None);
+    assert_eq!(cleared.unwrap().status, 200);
     assert_eq!(put("/admin/v1/stop-ids/STOP-ALICE-7", quarantine, &admin), 200);
     let read = json!({"subject": {"id": "agent:shopper", "credential": {"id": "cred-7", "scopes": ["wallet.all"]}},
                       "action": {"name": "view_orders", "arguments": {"merchant": "acme-grocer"}}});

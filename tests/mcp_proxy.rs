@@ -389,6 +389,14 @@ fn streamable_http_with_bearer_tokens() {
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     assert_eq!(post(None, None, None, &init).status, 401);
     assert_eq!(post(Some("wrong-token-1"), None, None, &init).status, 401);
+    // The scheme's name in any case (HTTP's authentication schemes are case-insensitive); another scheme is no token.
+    let raw = |authorization: &str| {
+        let headers = [("Content-Type", "application/json"), ("Authorization", authorization)];
+        request("POST", &url, &headers, Some(init.to_string().as_bytes())).unwrap().status
+    };
+    assert_eq!(raw("bearer coder-token-1"), 200);
+    assert_eq!(raw("BEARER  coder-token-1"), 200);
+    assert_eq!(raw("Basic coder-token-1"), 401);
     assert_eq!(post(Some("coder-token-1"), None, Some("http://evil.example"), &init).status, 403);
     assert_eq!(post(Some("coder-token-1"), None, Some("http://localhost:3000"), &init).status, 200);
     assert_eq!(post(Some("coder-token-1"), None, None, &list).status, 400, "no session");

@@ -433,15 +433,18 @@ async fn metrics(State(app): Shared) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
+/// The token of an `Authorization: Bearer TOKEN` header (the scheme's name in any case, as HTTP's authentication
+/// schemes are: RFC 9110, 11.1), trimmed.
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// The identity of a bearer token in `tokens`: 401 without a bearer token, 403 with one that is not in `tokens`
 /// (an agent's credential, an admin token on the inbox, a token of another gateway).
 fn authenticate(headers: &HeaderMap, tokens: &BTreeMap<String, String>) -> Result<String, Response> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty());
+    let bearer = bearer_token(headers).filter(|t| !t.is_empty());
     let Some(token) = bearer else {
         let mut response = error(StatusCode::UNAUTHORIZED, "auth.missing", "a bearer token is required");
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -146,11 +146,7 @@ fn identify_how(app: &App, headers: &HeaderMap) -> Result<(Identity, bool), Resp
             return Err(plain(StatusCode::FORBIDDEN, "requests from another origin are refused"));
         }
     }
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+    let token = super::http::bearer_token(headers);
     let found =
         token.and_then(|t| app.agents.iter().find(|(known, _)| constant_time_eq(known.as_bytes(), t.as_bytes())));
     if let Some((_, identity)) = found {
