@@ -172,7 +172,19 @@ fn request_message(id: u64, method: &str, params: Option<Json>) -> Json {
 pub struct Outbox {
     writer: Arc<Mutex<Box<dyn Write + Send>>>,
     listeners: Arc<Mutex<Vec<Listener>>>,
+    /// The agent opened a session of the earlier revisions (`initialize`): it is sent the change notifications an
+    /// upstream sends unasked. An agent of revision 2026-07-28 only is not (that revision sends them only on a
+    /// `subscriptions/listen` stream the agent opened).
+    in_session: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// The notifications revision 2026-07-28 sends only on `subscriptions/listen` streams (the earlier ones, unasked).
+const CHANGE_NOTIFICATIONS: [&str; 4] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+    "notifications/resources/updated",
+];
 
 /// An agent's open stream for tool-list changes: a `subscriptions/listen` (its request id, which tags every message),
 /// or the event stream of a session of the earlier revisions (no id: plain notifications).
@@ -236,7 +248,17 @@ impl std::fmt::Debug for Outbox {
 
 impl Outbox {
     pub fn new(writer: Box<dyn Write + Send>) -> Outbox {
-        Outbox { writer: Arc::new(Mutex::new(writer)), listeners: Default::default() }
+        Outbox { writer: Arc::new(Mutex::new(writer)), listeners: Default::default(), in_session: Default::default() }
+    }
+
+    /// Sends a message from an upstream that no request of the agent's asked for: a change notification only to an
+    /// agent that opened a session of the earlier revisions ([`Outbox::in_session`]), anything else as it is.
+    fn send_unasked(&self, message: &Json) {
+        let method = message.get("method").and_then(Json::as_str).unwrap_or("");
+        if CHANGE_NOTIFICATIONS.contains(&method) && !self.in_session.load(Ordering::Relaxed) {
+            return;
+        }
+        self.send(message);
     }
 
     /// Opens an agent's `subscriptions/listen` (request `id`, with `params`): the acknowledgement, then, while `send`
@@ -524,7 +546,7 @@ impl Upstream {
             // A message of the proxy's own subscription (its acknowledgement, a change): no agent asked for it. A
             // changed tool list is told to the agent as an upstream of the earlier revisions tells it.
             if changed {
-                outbox.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+                outbox.send_unasked(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
             }
             return;
         }
@@ -538,7 +560,7 @@ impl Upstream {
                 return;
             }
         }
-        outbox.send(&Json::Object(message));
+        outbox.send_unasked(&Json::Object(message));
     }
 
     /// POSTs one message to an HTTP upstream; the response with `id` when one is awaited. Other messages in an
@@ -1517,6 +1539,7 @@ impl Proxy {
             return Err(RpcError::new(INVALID_PARAMS, "`initialize` needs `params.protocolVersion`"));
         };
         let version = if SUPPORTED_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
+        self.outbox.in_session.store(true, Ordering::Relaxed);
         let upstream = self.upstream().session()?;
         let capabilities = offered_capabilities(&upstream);
         let mut result = json!({
