@@ -846,6 +846,21 @@ fn an_upstream_over_https() {
     assert_eq!(ping["result"], json!({}), "the proxy stays up: {ping}");
     drop(proxy);
 
+    // A platform without root certificates, which gets them while the proxy runs (the system's CA bundle installed):
+    // refused, then trusted, with no restart.
+    let store = dir.join("platform.pem");
+    std::fs::write(&store, "").unwrap();
+    let mut command = everything_proxy(&dir.join("late-roots.db"));
+    command.args(["--subject", "agent:tester", "--", &url]).env("SSL_CERT_FILE", &store).env_remove("SSL_CERT_DIR");
+    let mut proxy = Session::spawn(command, &dir);
+    let refused = proxy.request(1, "tools/list", json!({}));
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("https needs trusted root certificates"), "{refused}");
+    std::fs::copy(dir.join("ca.pem"), &store).unwrap();
+    let listed = proxy.request(2, "tools/list", json!({}));
+    assert!(names(&listed).contains(&"echo".to_string()), "{listed}");
+    drop(proxy);
+
     // A certificate from the trusted CA, but for another host: refused too.
     let (elsewhere, _) = tls::relay(ca.server(&["elsewhere.example"]), backend);
     let mut command = everything_proxy(&dir.join("misnamed.db"));

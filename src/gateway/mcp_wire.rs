@@ -14,7 +14,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
@@ -38,8 +38,8 @@ struct TlsRoots {
     /// The CA certificates of the operator's file, and its name for messages.
     extra: Vec<CertificateDer<'static>>,
     file: Option<String>,
-    /// Built once, at the first https connection.
-    config: OnceLock<Result<Arc<ClientConfig>, String>>,
+    /// Built at the first https connection that can build it (see [`Tls::config`]).
+    config: Mutex<Option<Arc<ClientConfig>>>,
 }
 
 impl std::fmt::Debug for Tls {
@@ -75,13 +75,20 @@ impl Tls {
         for certificate in &certificates {
             roots.add(certificate.clone()).map_err(|e| format!("the CA file `{source}`: not a usable CA: {e}"))?;
         }
-        let roots = TlsRoots { extra: certificates, file: Some(source.to_string()), config: OnceLock::new() };
+        let roots = TlsRoots { extra: certificates, file: Some(source.to_string()), config: Mutex::new(None) };
         Ok(Tls { inner: Arc::new(roots) })
     }
 
-    /// The client configuration: built at the first call, the same one afterwards (an error, too, stays).
+    /// The client configuration: built at the first call, the same one afterwards. A failure is not kept: a platform
+    /// without root certificates may get them (the system's CA bundle installed) while the proxy runs.
     fn config(&self) -> Result<Arc<ClientConfig>, String> {
-        self.inner.config.get_or_init(|| self.inner.build()).clone()
+        let mut config = self.inner.config.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(built) = config.as_ref() {
+            return Ok(built.clone());
+        }
+        let built = self.inner.build()?;
+        *config = Some(built.clone());
+        Ok(built)
     }
 }
 
