@@ -27,7 +27,8 @@ use serde_json::Value as Json;
 /// the CA certificates of a PEM file the operator names (`--tls-ca`, for a private CA or a test server). The
 /// platform's store rather than roots compiled into remit: it follows the system's updates and the operator's own
 /// additions and removals. Read at the first https connection, not at start: a proxy that speaks only plain http
-/// never reads them. Cheap to clone (shared).
+/// never reads them. Kept once read (until a restart); none found, they are read again at the next connection.
+/// Cheap to clone (shared).
 #[derive(Clone, Default)]
 pub struct Tls {
     inner: Arc<TlsRoots>,
