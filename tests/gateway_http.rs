@@ -65,6 +65,15 @@ impl Drop for Server {
     }
 }
 
+/// A fresh folder for a test named `name`, with `source` as its policy (`policy/shop.remit`).
+fn policy_dir(name: &str, source: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-{name}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("policy")).unwrap();
+    std::fs::write(dir.join("policy/shop.remit"), source).unwrap();
+    dir
+}
+
 fn start(name: &str) -> Server {
     start_with(name, None)
 }
@@ -488,10 +497,7 @@ mandate shop for "user:alice" {
 
 #[test]
 fn remit_serve_approvals_admin_and_a_graceful_stop() {
-    let dir = std::env::temp_dir().join(format!("remit-gateway-cli-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(dir.join("policy")).unwrap();
-    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    let dir = policy_dir("cli", SHOP);
     // A built module serves like its sources.
     let wasm = dir.join("shop.wasm");
     let built =
@@ -665,10 +671,7 @@ mandate shop for "user:alice" {
 #[test]
 fn kill_9_under_load_loses_no_acknowledged_decision_and_the_counters_match_the_log() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let dir = std::env::temp_dir().join(format!("remit-gateway-crash-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(dir.join("policy")).unwrap();
-    std::fs::write(dir.join("policy/shop.remit"), COUNTED).unwrap();
+    let dir = policy_dir("crash", COUNTED);
     let store = dir.join("state.db");
     let mut server = serve_process(&dir.join("policy"), &store);
     let url = format!("{}/v1/decide", server.url);
@@ -722,10 +725,7 @@ fn kill_9_under_load_loses_no_acknowledged_decision_and_the_counters_match_the_l
 /// `remit serve` given the sources explains an access request; `remit approvals explain` prints it as text.
 #[test]
 fn remit_approvals_explain_prints_the_path_of_a_request_served_from_sources() {
-    let dir = std::env::temp_dir().join(format!("remit-gateway-explain-cli-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(dir.join("policy")).unwrap();
-    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    let dir = policy_dir("explain-cli", SHOP);
     let server = serve_process(&dir.join("policy"), &dir.join("state.db"));
     let call = json!({"subject": {"type": "agent", "id": "agent:shopper"},
                       "action": {"name": "make_payment", "properties": {"merchant": "m", "amount": "80.00 USD"}},
@@ -847,10 +847,7 @@ fn a_hundred_hot_reloads_under_load_lose_no_call_and_every_decision_names_a_poli
 
 #[test]
 fn signed_bundles_serve_and_unsigned_changed_or_foreign_ones_are_refused() {
-    let dir = std::env::temp_dir().join(format!("remit-gateway-bundle-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(dir.join("policy")).unwrap();
-    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    let dir = policy_dir("bundle", SHOP);
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let run = |args: &[&str]| {
         let out = remit_bin().args(args).output().unwrap();
@@ -931,10 +928,7 @@ fn signed_bundles_serve_and_unsigned_changed_or_foreign_ones_are_refused() {
 
 #[test]
 fn the_access_log_prints_one_json_line_per_decision() {
-    let dir = std::env::temp_dir().join(format!("remit-gateway-access-log-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(dir.join("policy")).unwrap();
-    std::fs::write(dir.join("policy/shop.remit"), COUNTED).unwrap();
+    let dir = policy_dir("access-log", COUNTED);
     let mut child = remit_bin()
         .args(["serve", dir.join("policy").to_str().unwrap(), "--listen", "127.0.0.1:0", "--access-log"])
         .arg("--store")
@@ -966,10 +960,7 @@ fn the_access_log_prints_one_json_line_per_decision() {
 #[test]
 fn remit_serve_over_tls() {
     use remit::gateway::mcp_wire::{exchange, Tls};
-    let dir = std::env::temp_dir().join(format!("remit-gateway-tls-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(dir.join("policy")).unwrap();
-    std::fs::write(dir.join("policy/shop.remit"), SHOP).unwrap();
+    let dir = policy_dir("tls", SHOP);
     let ca = tls::TestCa::new("remit test CA");
     let ca_file = ca.write(&dir.join("ca.pem"));
     let (cert, key) = ca.server_files(&["localhost", "127.0.0.1"], &dir);
