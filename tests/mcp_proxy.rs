@@ -1492,6 +1492,25 @@ fn several_upstreams_merge_their_tools_and_refuse_collisions() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The proxy with policy tests/mcp/slow (its store in `dir`), `identity`'s flags and a 1 s `--upstream-timeout`, in
+/// front of `@modelcontextprotocol/server-everything` over stdio.
+fn slow_proxy(dir: &Path, identity: &[&str]) -> Command {
+    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.exists(), "run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(root().join("tests/mcp/slow"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(identity)
+        .args(["--upstream-timeout", "1", "--", "node"])
+        .arg(&everything)
+        .arg("stdio");
+    command
+}
+
 /// A call the upstream does not answer within `--upstream-timeout` fails on its own (`-32603`, and the request is
 /// cancelled upstream) while calls after it are answered; the proxy goes on serving. The upstream is
 /// `@modelcontextprotocol/server-everything` over stdio, whose long-running operation takes as long as it is asked
@@ -1500,19 +1519,7 @@ fn several_upstreams_merge_their_tools_and_refuse_collisions() {
 #[test]
 fn a_call_the_upstream_does_not_answer_in_time_fails_alone() {
     let dir = sandbox("slow");
-    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(everything.exists(), "run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(root().join("tests/mcp/slow"))
-        .args(["--subject", "agent:tester", "--store"])
-        .arg(format!("sqlite:{}", dir.join("state.db").display()))
-        .args(["--upstream-timeout", "1", "--", "node"])
-        .arg(&everything)
-        .arg("stdio");
-    let mut proxy = Session::spawn(command, &dir);
+    let mut proxy = Session::spawn(slow_proxy(&dir, &["--subject", "agent:tester"]), &dir);
     proxy.initialize();
     let listed = proxy.request(1, "tools/list", json!({}));
     assert_eq!(names(&listed), ["echo", "trigger-long-running-operation"]);
@@ -2197,19 +2204,8 @@ fn streamable_http_over_tls() {
 #[test]
 fn over_http_a_slow_stdio_call_holds_up_no_other() {
     let dir = sandbox("http-slow");
-    let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(root().join("tests/mcp/slow"))
-        .arg("--store")
-        .arg(format!("sqlite:{}", dir.join("state.db").display()))
-        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1"])
-        .args(["--upstream-timeout", "1", "--", "node"])
-        .arg(&everything)
-        .arg("stdio");
-    let proxy = Session::spawn(command, &dir);
+    let identity = ["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1"];
+    let proxy = Session::spawn(slow_proxy(&dir, &identity), &dir);
     let url = proxy.mcp_url(Instant::now() + WAIT);
     let call = move |id: i64, tool: &str, arguments: Value| {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
