@@ -1494,7 +1494,7 @@ fn several_upstreams_merge_their_tools_and_refuse_collisions() {
 
 /// The proxy with policy tests/mcp/slow (its store in `dir`), `identity`'s flags and a 1 s `--upstream-timeout`, in
 /// front of `@modelcontextprotocol/server-everything` over stdio.
-fn slow_proxy(dir: &Path, identity: &[&str]) -> Command {
+fn slow_proxy(dir: &Path, identity: &[&str], upstream: Option<&str>) -> Command {
     let everything = root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(everything.exists(), "run `./scripts/test-deps.sh` (or scripts/test-deps-mcp.sh)");
     let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
@@ -1505,9 +1505,11 @@ fn slow_proxy(dir: &Path, identity: &[&str]) -> Command {
         .arg("--store")
         .arg(format!("sqlite:{}", dir.join("state.db").display()))
         .args(identity)
-        .args(["--upstream-timeout", "1", "--", "node"])
-        .arg(&everything)
-        .arg("stdio");
+        .args(["--upstream-timeout", "1", "--"]);
+    match upstream {
+        Some(url) => command.arg(url),
+        None => command.arg("node").arg(&everything).arg("stdio"),
+    };
     command
 }
 
@@ -1519,7 +1521,7 @@ fn slow_proxy(dir: &Path, identity: &[&str]) -> Command {
 #[test]
 fn a_call_the_upstream_does_not_answer_in_time_fails_alone() {
     let dir = sandbox("slow");
-    let mut proxy = Session::spawn(slow_proxy(&dir, &["--subject", "agent:tester"]), &dir);
+    let mut proxy = Session::spawn(slow_proxy(&dir, &["--subject", "agent:tester"], None), &dir);
     proxy.initialize();
     let listed = proxy.request(1, "tools/list", json!({}));
     assert_eq!(names(&listed), ["echo", "trigger-long-running-operation"]);
@@ -1810,7 +1812,8 @@ fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
     let wrapped = "=?base64?R3LDvMOfZQ==?="; // "Grüße"
     let ok = post(&with(&[("MCP-PARAM-MESSAGE", wrapped)]), &echo(3, json!({"message": "Grüße"})));
     assert_eq!(ok.status, 200, "{}", ok.json());
-    assert!(forwarded()[1].contains(&format!("Mcp-Param-Message: {wrapped}\r\n")), "{}", forwarded()[1]);
+    let sent = forwarded()[1].to_ascii_lowercase();
+    assert!(sent.contains(&format!("mcp-param-message: {}\r\n", wrapped.to_ascii_lowercase())), "{sent}");
     // No argument, no header (and an unknown Mcp-Param header is ignored): past the headers, to the decision (the
     // policy's `forbid echo where args.message == …` cannot be evaluated without it, so it is denied).
     let ok = post(&with(&[("Mcp-Param-Other", "x")]), &echo(4, json!({})));
@@ -2197,15 +2200,26 @@ fn streamable_http_over_tls() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Over Streamable HTTP in front of a stdio upstream: a call the server does not answer in time fails alone, after
-/// `--upstream-timeout`, while calls sent after it are answered at once; and allowed calls wait on the upstream without
-/// holding a thread each (`Proxy::finish_then`: the upstream's reader answers them), so three slow calls in flight
-/// leave the proxy's thread count as it was (`/proc/PID/status`).
+/// Over Streamable HTTP, in front of a stdio upstream and of an HTTP one: a call the server does not answer in time
+/// fails alone, after `--upstream-timeout`, while calls sent after it are answered at once; and allowed calls wait
+/// on the upstream without holding a thread each (a stdio upstream's reader answers them, `Proxy::finish_then`; an
+/// HTTP upstream is awaited on the async runtime, `Proxy::finish_async`), so three slow calls in flight leave the
+/// proxy's thread count as it was (`/proc/PID/status`).
 #[test]
-fn over_http_a_slow_stdio_call_holds_up_no_other() {
+fn over_http_a_slow_call_holds_up_no_other() {
     let dir = sandbox("http-slow");
+    let (_upstream, port) = everything_over_http(&dir);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    for upstream in [None, Some(url.as_str())] {
+        over_http_a_slow_call_holds_up_no_other_in_front_of(&dir, upstream);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn over_http_a_slow_call_holds_up_no_other_in_front_of(dir: &Path, upstream: Option<&str>) {
+    std::fs::remove_file(dir.join("state.db")).ok();
     let identity = ["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1"];
-    let proxy = Session::spawn(slow_proxy(&dir, &identity), &dir);
+    let proxy = Session::spawn(slow_proxy(dir, &identity, upstream), dir);
     let url = proxy.mcp_url(Instant::now() + WAIT);
     let call = move |id: i64, tool: &str, arguments: Value| {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -2240,14 +2254,13 @@ fn over_http_a_slow_stdio_call_holds_up_no_other() {
     }
     assert!(started.elapsed() < Duration::from_millis(900), "the echoes waited for the slow calls");
     let during = threads();
-    assert!(during <= before, "{before} threads before the slow calls, {during} while they wait");
+    assert!(during <= before, "{upstream:?}: {before} threads before the slow calls, {during} while they wait");
     for slow in slow {
         let (timed_out, waited) = slow.join().unwrap();
         assert_eq!(timed_out["error"]["code"], -32603, "{timed_out}");
         let message = timed_out["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("did not answer `tools/call` within 1 s"), "{message}");
+        assert!(message.contains("did not answer `tools/call` within 1 s"), "{upstream:?}: {message}");
         assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(3), "answered after {waited:?}");
     }
     drop(proxy);
-    std::fs::remove_dir_all(&dir).ok();
 }

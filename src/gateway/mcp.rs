@@ -336,8 +336,21 @@ struct HttpLink {
     /// The revision negotiated, sent as `MCP-Protocol-Version` after `initialize`.
     version: Mutex<Option<String>>,
     outbox: Outbox,
-    /// Connections kept open between messages.
+    /// Connections kept open between messages: the blocking client's, and the async one's (an HTTP proxy's calls).
     connections: super::mcp_wire::Connections,
+    async_connections: Arc<super::mcp_wire_async::AsyncConnections>,
+}
+
+impl HttpLink {
+    /// An error naming the upstream.
+    fn down(&self, why: String) -> RpcError {
+        RpcError::new(INTERNAL_ERROR, format!("the upstream server at {}: {why}", self.url))
+    }
+}
+
+/// Whether a response's `Content-Type` is an event stream.
+fn is_event_stream(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|t| t.starts_with("text/event-stream"))
 }
 
 /// What is done with a response from a stdio upstream: handed to the thread waiting for it, or, for a call the
@@ -398,6 +411,10 @@ struct Head<'a> {
 
 /// How often a stdio upstream's requests answered by a function are checked against their deadline.
 const DEADLINE_TICK: Duration = Duration::from_millis(100);
+
+/// How long the cancellation of a call that timed out may take to reach an HTTP upstream before the agent is
+/// answered anyway.
+const CANCEL_WITHIN: Duration = Duration::from_secs(1);
 
 /// The upstream MCP server: a child process spoken to over its stdin/stdout, or a server reached over HTTP.
 struct Upstream {
@@ -502,6 +519,7 @@ impl Upstream {
             version: Mutex::new(None),
             outbox,
             connections: super::mcp_wire::Connections::new(tls.clone()),
+            async_connections: Arc::new(super::mcp_wire_async::AsyncConnections::new(tls.clone())),
         };
         Ok(Upstream::new(None, None, Some(http), timeout))
     }
@@ -572,85 +590,142 @@ impl Upstream {
         id: Option<u64>,
         timeout: Duration,
     ) -> Result<Option<Json>, RpcError> {
-        let down = |why: String| RpcError::new(INTERNAL_ERROR, format!("the upstream server at {}: {why}", http.url));
-        let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let version = http.version.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut headers = vec![("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
-        if let Some(session) = &session {
-            headers.push(("Mcp-Session-Id", session.as_str()));
-        }
-        if let Some(version) = &version {
-            headers.push(("MCP-Protocol-Version", version.as_str()));
-        }
-        // The routing headers of MCP 2026-07-28, mirrored from the message the proxy itself built (so they match
-        // it); a server of an earlier revision ignores them.
-        let method = message.get("method").and_then(Json::as_str);
-        if let Some(method) = method {
-            headers.push(("Mcp-Method", method));
-        }
-        let name = method.and_then(name_param).and_then(|key| message.get("params")?.get(key)?.as_str());
-        let name = name.map(super::mcp_wire::encode_header_value);
-        if let Some(name) = &name {
-            headers.push(("Mcp-Name", name.as_str()));
-        }
-        // And the arguments its tool's schema marks `x-mcp-header`, as `Mcp-Param-{Name}` (absent or null: none).
-        let params: Vec<(String, String)> = match (method, name.as_ref()) {
-            (Some("tools/call"), Some(_)) => self.param_headers(message),
-            _ => Vec::new(),
-        };
-        headers.extend(params.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-        let body = serde_json::to_vec(message).expect("a JSON value serializes");
+        let (headers, body, session) = self.post_head(http, message);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         let exchanged =
             super::mcp_wire::exchange_with(&http.connections, "POST", &http.url, &headers, Some(&body), timeout);
-        let mut response = exchanged.map_err(down)?;
-        if response.status == 404 && session.is_some() {
-            // The server ended the session: the next request opens a new one.
-            *http.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            *self.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            return Err(down("the session expired; it is opened again on the next request".into()));
-        }
+        let mut response = exchanged.map_err(|why| http.down(why))?;
         if response.status >= 400 {
-            let status = response.status;
             let text = response.body(4096).map(|b| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();
-            return Err(down(format!("HTTP {status}: {text}")));
+            return Err(self.refused(http, response.status, session, text));
         }
-        if let Some(session) = response.header("mcp-session-id") {
-            *http.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
-        }
+        self.keep_session(http, response.header("mcp-session-id"));
         let Some(id) = id else {
             http.connections.release(response);
             return Ok(None);
         };
         let mut answer = None;
-        let mut take = |text: &str| {
-            let Ok(Json::Object(message)) = serde_json::from_str::<Json>(text) else { return false };
-            if message.contains_key("method") {
-                self.notify_agent(message, &http.outbox);
-                return false;
-            }
-            if message.get("id").and_then(Json::as_u64) != Some(id) {
-                return false;
-            }
-            answer = Some(match message.get("error") {
-                Some(error) => Err(RpcError::from_json(error)),
-                None => self.complete(message.get("result").cloned().unwrap_or(Json::Null)),
-            });
-            true
-        };
-        let read = if response.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
+        let mut take = |text: &str| self.take_answer(http, id, text, &mut answer);
+        let read = if is_event_stream(response.header("content-type")) {
             response.events(MAX_MESSAGE, &mut take)
         } else {
             response.body(MAX_MESSAGE).map(|body| {
                 take(&String::from_utf8_lossy(&body));
             })
         };
-        read.map_err(|e| down(e.to_string()))?;
+        read.map_err(|e| http.down(e.to_string()))?;
         // Kept for the next message when the server ended its answer (the connection is closed otherwise).
         http.connections.release(response);
-        match answer {
-            Some(outcome) => outcome.map(Some),
-            None => Err(down(format!("no response to request {id}"))),
+        answer.unwrap_or_else(|| Err(http.down(format!("no response to request {id}")))).map(Some)
+    }
+
+    /// [`Upstream::post`] of a request on the async runtime ([`super::mcp_wire_async`]), waiting at most the
+    /// upstream's timeout: no thread waits on the upstream.
+    async fn post_async(&self, http: &HttpLink, id: u64, message: &Json) -> Result<Json, RpcError> {
+        let (headers, body, session) = self.post_head(http, message);
+        let exchange = async {
+            let exchanged = http.async_connections.exchange("POST", &http.url, &headers, body).await;
+            let mut response = exchanged.map_err(|why| http.down(why))?;
+            if response.status >= 400 {
+                let text = response.body(4096).await.map(|b| String::from_utf8_lossy(&b).trim().to_string());
+                return Err(self.refused(http, response.status, session, text.unwrap_or_default()));
+            }
+            self.keep_session(http, response.header("mcp-session-id"));
+            let mut answer = None;
+            let mut take = |text: &str| self.take_answer(http, id, text, &mut answer);
+            let read = if is_event_stream(response.header("content-type")) {
+                response.events(MAX_MESSAGE, &mut take).await
+            } else {
+                response.body(MAX_MESSAGE).await.map(|body| {
+                    take(&String::from_utf8_lossy(&body));
+                })
+            };
+            read.map_err(|e| http.down(e.to_string()))?;
+            response.release(&http.async_connections);
+            answer.unwrap_or_else(|| Err(http.down(format!("no response to request {id}"))))
+        };
+        let Ok(outcome) = tokio::time::timeout(self.timeout, exchange).await else {
+            // Dropping the exchange closed its connection; the server is told to stop working on the request too.
+            let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                "params": {"requestId": id, "reason": "timed out in remit mcp-proxy"}});
+            let (headers, body, _) = self.post_head(http, &cancel);
+            let sent = http.async_connections.exchange("POST", &http.url, &headers, body);
+            if let Ok(Ok(response)) = tokio::time::timeout(CANCEL_WITHIN, sent).await {
+                response.release(&http.async_connections);
+            }
+            return Err(self.too_slow(message.get("method").and_then(Json::as_str).unwrap_or("?")));
+        };
+        outcome
+    }
+
+    /// The headers and body of a POST of `message`, and whether it carries a session.
+    fn post_head(&self, http: &HttpLink, message: &Json) -> (Vec<(String, String)>, Vec<u8>, bool) {
+        let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let version = http.version.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut headers = vec![
+            ("Content-Type".to_string(), "application/json".to_string()),
+            ("Accept".to_string(), "application/json, text/event-stream".to_string()),
+        ];
+        let in_session = session.is_some();
+        if let Some(session) = session {
+            headers.push(("Mcp-Session-Id".into(), session));
         }
+        if let Some(version) = version {
+            headers.push(("MCP-Protocol-Version".into(), version));
+        }
+        // The routing headers of MCP 2026-07-28, mirrored from the message the proxy itself built (so they match
+        // it); a server of an earlier revision ignores them.
+        let method = message.get("method").and_then(Json::as_str);
+        if let Some(method) = method {
+            headers.push(("Mcp-Method".into(), method.to_string()));
+        }
+        let name = method.and_then(name_param).and_then(|key| message.get("params")?.get(key)?.as_str());
+        if let Some(name) = name {
+            headers.push(("Mcp-Name".into(), super::mcp_wire::encode_header_value(name)));
+            // And the arguments its tool's schema marks `x-mcp-header`, as `Mcp-Param-{Name}` (absent or null:
+            // none).
+            if method == Some("tools/call") {
+                headers.extend(self.param_headers(message));
+            }
+        }
+        let body = serde_json::to_vec(message).expect("a JSON value serializes");
+        (headers, body, in_session)
+    }
+
+    /// The error for a POST answered with an HTTP error `status` (and `text`); a session the server ended (`404`)
+    /// is dropped, so that the next request opens a new one.
+    fn refused(&self, http: &HttpLink, status: u16, in_session: bool, text: String) -> RpcError {
+        if status == 404 && in_session {
+            *http.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return http.down("the session expired; it is opened again on the next request".into());
+        }
+        http.down(format!("HTTP {status}: {text}"))
+    }
+
+    /// Keeps the `Mcp-Session-Id` a response gave.
+    fn keep_session(&self, http: &HttpLink, session: Option<&str>) {
+        if let Some(session) = session {
+            *http.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.to_string());
+        }
+    }
+
+    /// One message of a POST's answer: the response to request `id` goes to `answer` (true: nothing more to read);
+    /// a request or notification of the server goes to the agent.
+    fn take_answer(&self, http: &HttpLink, id: u64, text: &str, answer: &mut Option<Result<Json, RpcError>>) -> bool {
+        let Ok(Json::Object(message)) = serde_json::from_str::<Json>(text) else { return false };
+        if message.contains_key("method") {
+            self.notify_agent(message, &http.outbox);
+            return false;
+        }
+        if message.get("id").and_then(Json::as_u64) != Some(id) {
+            return false;
+        }
+        *answer = Some(match message.get("error") {
+            Some(error) => Err(RpcError::from_json(error)),
+            None => self.complete(message.get("result").cloned().unwrap_or(Json::Null)),
+        });
+        true
     }
 
     /// The `Mcp-Param-{Name}` headers of a `tools/call` message, from its tool's `x-mcp-header` annotations (the
@@ -659,11 +734,11 @@ impl Upstream {
         let params = message.get("params");
         let tool = params.and_then(|p| p.get("name")).and_then(Json::as_str);
         let tools = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let schema = tools.as_ref().and_then(|t| t.iter().find(|t| tool_name(t) == tool)?.get("inputSchema").cloned());
+        let schema = tools.as_ref().and_then(|t| t.iter().find(|t| tool_name(t) == tool)?.get("inputSchema"));
         let (Some(schema), Some(arguments)) = (schema, params.and_then(|p| p.get("arguments"))) else {
             return Vec::new();
         };
-        let annotations = super::mcp_wire::param_headers(&schema).unwrap_or_default();
+        let annotations = super::mcp_wire::param_headers(schema).unwrap_or_default();
         annotations
             .iter()
             .filter_map(|a| Some((a.header(), super::mcp_wire::encode_header_value(&a.value(arguments)?))))
@@ -761,6 +836,18 @@ impl Upstream {
         self.request_within(id, method, params, self.timeout)
     }
 
+    /// [`Upstream::request`] to an HTTP upstream on the async runtime, no thread waiting ([`Upstream::post_async`]).
+    async fn request_async(&self, method: &str, params: Json) -> Result<Json, RpcError> {
+        if let Some(why) = self.gone() {
+            return Err(RpcError::new(INTERNAL_ERROR, why));
+        }
+        let Some(http) = &self.http else {
+            return Err(RpcError::new(INTERNAL_ERROR, "not an HTTP upstream"));
+        };
+        let id = self.new_id();
+        self.post_async(http, id, &request_message(id, method, self.enveloped(Some(params)))).await
+    }
+
     /// [`Upstream::request_as`], waiting at most `timeout`.
     fn request_within(&self, id: u64, method: &str, params: Option<Json>, timeout: Duration) -> Result<Json, RpcError> {
         let params = self.enveloped(params);
@@ -789,6 +876,11 @@ impl Upstream {
         let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                             "params": {"requestId": id, "reason": "timed out in remit mcp-proxy"}});
         let _ = self.write(&cancel);
+        self.too_slow(method)
+    }
+
+    /// The error of a request the upstream did not answer within its timeout.
+    fn too_slow(&self, method: &str) -> RpcError {
         RpcError::new(
             INTERNAL_ERROR,
             format!("the upstream server did not answer `{method}` within {} s", self.timeout.as_secs()),
@@ -1494,6 +1586,20 @@ impl Proxy {
         }
     }
 
+    /// [`Proxy::finish`] of a [`Pending::answered_async`] call on the async runtime: the call is POSTed to its HTTP
+    /// upstream with no thread waiting on it ([`super::mcp_wire_async`]), its outcome logged, and the response
+    /// returned. Anything else is finished here as [`Proxy::finish`] does, waiting.
+    pub async fn finish_async(&self, pending: Pending) -> Option<Json> {
+        match pending.0 {
+            Waiting::Call { id, mut forward } if forward.upstream.http.is_some() => {
+                let params = std::mem::take(&mut forward.params);
+                let outcome = forward.upstream.request_async("tools/call", params).await;
+                Some(response(&id, self.finish_call(*forward, outcome)))
+            }
+            waiting => self.finish(Pending(waiting)),
+        }
+    }
+
     /// The rest of [`Proxy::begin`]'s answer: the wait on the upstream, and the response.
     pub fn finish(&self, pending: Pending) -> Option<Json> {
         Some(match pending.0 {
@@ -1850,6 +1956,11 @@ impl Pending {
     /// Whether [`Proxy::finish_then`] answers it without a thread waiting: an allowed call to a stdio upstream.
     pub fn answered_later(&self) -> bool {
         matches!(&self.0, Waiting::Call { forward, .. } if forward.upstream.http.is_none())
+    }
+
+    /// Whether [`Proxy::finish_async`] answers it without a thread waiting: an allowed call to an HTTP upstream.
+    pub fn answered_async(&self) -> bool {
+        matches!(&self.0, Waiting::Call { forward, .. } if forward.upstream.http.is_some())
     }
 }
 

@@ -28,6 +28,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use futures_util::FutureExt;
 use serde_json::{json, Value as Json};
 
 use super::mcp::{Answering, Identity, Proxy, MAX_MESSAGE, METHOD_NOT_FOUND};
@@ -291,8 +292,8 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
 }
 
 /// [`Proxy::answer`] on this async worker: what needs no upstream (a decision that is not forwarded) at once; an
-/// allowed call to a stdio upstream awaited without a thread waiting ([`Proxy::finish_then`]: the upstream's reader
-/// thread answers); any other wait on an upstream in [`blocking`]. `None` when it panicked (the request is answered
+/// allowed call awaited without a thread waiting (to a stdio upstream [`Proxy::finish_then`]: the upstream's reader
+/// thread answers; to an HTTP one [`Proxy::finish_async`]); any other wait on an upstream in [`blocking`]. `None` when it panicked (the request is answered
 /// `500`).
 async fn answer_message(app: &App, identity: &Identity, body: &[u8]) -> Option<Option<Json>> {
     let proxy = &app.proxy;
@@ -304,6 +305,9 @@ async fn answer_message(app: &App, identity: &Identity, body: &[u8]) -> Option<O
                 let _ = send.send(answer);
             });
             answered.await.ok()
+        }
+        Answering::Upstream(pending) if pending.answered_async() => {
+            std::panic::AssertUnwindSafe(proxy.finish_async(pending)).catch_unwind().await.ok()
         }
         Answering::Upstream(pending) => blocking(|| proxy.finish(pending)),
     }

@@ -82,7 +82,7 @@ impl Tls {
 
     /// The client configuration: built at the first call, the same one afterwards. A failure is not kept: a platform
     /// without root certificates may get them (the system's CA bundle installed) while the proxy runs.
-    fn config(&self) -> Result<Arc<ClientConfig>, String> {
+    pub(crate) fn config(&self) -> Result<Arc<ClientConfig>, String> {
         let mut config = self.inner.config.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(built) = config.as_ref() {
             return Ok(built.clone());
@@ -387,7 +387,7 @@ impl Exchange {
     /// Reads an event stream's events (the `data:` lines of each, joined) until `take` returns true or the stream
     /// ends; at most `limit` bytes in all.
     pub fn events(&mut self, limit: usize, mut take: impl FnMut(&str) -> bool) -> std::io::Result<()> {
-        let mut data = String::new();
+        let mut events = EventData::default();
         let mut line = String::new();
         let mut read = 0;
         loop {
@@ -397,22 +397,39 @@ impl Exchange {
             if read > limit {
                 return Err(std::io::Error::other("the event stream is too long"));
             }
-            let text = line.trim_end_matches(['\r', '\n']);
-            if n == 0 || text.is_empty() {
-                if !data.is_empty() && take(&data) {
-                    return Ok(());
-                }
-                data.clear();
-                if n == 0 {
-                    return Ok(());
-                }
-            } else if let Some(value) = text.strip_prefix("data:") {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(value.strip_prefix(' ').unwrap_or(value));
+            let event = if n == 0 { events.end() } else { events.line(line.trim_end_matches(['\r', '\n'])) };
+            if event.is_some_and(|data| take(&data)) || n == 0 {
+                return Ok(());
             }
         }
+    }
+}
+
+/// The data of an event stream's events, from its lines (read by the blocking and the async client alike): the
+/// `data:` lines of an event joined by line feeds; other fields (`event:`, `id:`, `retry:`) and comments ignored.
+#[derive(Debug, Default)]
+pub struct EventData {
+    data: String,
+}
+
+impl EventData {
+    /// One line, without its end; the event's data when the line ends an event that has some.
+    pub fn line(&mut self, line: &str) -> Option<String> {
+        if line.is_empty() {
+            return self.end();
+        }
+        if let Some(value) = line.strip_prefix("data:") {
+            if !self.data.is_empty() {
+                self.data.push('\n');
+            }
+            self.data.push_str(value.strip_prefix(' ').unwrap_or(value));
+        }
+        None
+    }
+
+    /// At the end of the stream: the data of an event left without its empty line, if any.
+    pub fn end(&mut self) -> Option<String> {
+        (!self.data.is_empty()).then(|| std::mem::take(&mut self.data))
     }
 }
 
@@ -481,7 +498,7 @@ fn connect(target: &Target, tls: &Tls, timeout: Duration) -> Result<BufReader<St
 
 /// Why a TLS handshake with `target` failed, in words: an untrusted issuer, a certificate for another name, an
 /// expired one; else rustls' own words.
-fn tls_refused(target: &Target, e: &std::io::Error) -> String {
+pub(crate) fn tls_refused(target: &Target, e: &std::io::Error) -> String {
     use rustls::CertificateError as Certificate;
     let why = match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
         Some(rustls::Error::InvalidCertificate(certificate)) => match certificate {

@@ -13,7 +13,8 @@
 //! - [`mcp`]: `remit mcp-proxy`, the gateway as an MCP server in front of upstream MCP servers (stdio, HTTP);
 //!   [`mcp_http`] the same over Streamable HTTP (bearer tokens → subjects); [`mcp_auth`] JWT bearer tokens
 //!   (the proxy as an OAuth 2.1 resource server); [`mcp_wire`] the gateway's outgoing HTTP/1.1, over `http://`
-//!   and `https://` (MCP upstreams over Streamable HTTP, key sets); [`mcp_catalog`]: `remit import mcp`, a typed
+//!   and `https://` (MCP upstreams over Streamable HTTP, key sets), blocking; [`mcp_wire_async`] the same exchange
+//!   on the async runtime (hyper's client), for the HTTP proxy's forwarded calls; [`mcp_catalog`]: `remit import mcp`, a typed
 //!   tool catalog from a server's `tools/list`;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
 //!   HTTP client for the CLI and tests.
@@ -29,6 +30,7 @@ pub mod mcp_auth;
 pub mod mcp_catalog;
 pub mod mcp_http;
 pub mod mcp_wire;
+pub mod mcp_wire_async;
 pub mod meta;
 pub mod replay;
 pub mod sqlite;

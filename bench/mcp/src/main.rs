@@ -27,7 +27,8 @@
 //! the least (one more hop each way, each a wake-up) and nothing else, so "added by the relay" is the floor under the
 //! proxy's figure on this machine, and the difference between the two is what the proxy's own work costs.
 //!
-//! Each proxy's CPU time per call through it (all its threads, user and kernel, read from /proc) is printed too.
+//! Each proxy's CPU time per call through it (all its threads, user and kernel, read from /proc) is printed too, and its
+//! context switches per call (summed over the threads alive at the end).
 //!
 //! With `--instances K` each side is K processes (K servers; K proxies, each with its server), called in turn.
 //!
@@ -39,6 +40,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 struct Session {
@@ -357,6 +359,22 @@ fn cpu_time(pids: &[(bool, u32)], current: bool) -> [Duration; 2] {
     total
 }
 
+/// The context switches (voluntary and not) of the processes of `pids` that are (or are not) the one measured, summed
+/// over their threads as /proc lists them now (a thread that has exited is no longer counted).
+fn switches(pids: &[(bool, u32)], current: bool) -> u64 {
+    let mut total = 0;
+    for (_, pid) in pids.iter().filter(|(c, _)| *c == current) {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for task in tasks.flatten() {
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            for line in status.lines().filter(|l| l.contains("ctxt_switches:")) {
+                total += line.rsplit(char::is_whitespace).next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+            }
+        }
+    }
+    total
+}
+
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -398,6 +416,74 @@ fn serve_stub(micros: u64, dir: &Path) {
     }
 }
 
+/// `--serve-stub-http MICROS DIR`: [`serve_stub`] over Streamable HTTP on a loopback port (printed on stderr as
+/// `stub listening on port N`): a thread per connection, kept open between requests; each request answered with
+/// `application/json` (a notification `202`), the call after spinning MICROS µs; any method but `initialize`,
+/// `tools/list` and `tools/call` refused with `-32601`, as the reference servers refuse `server/discover`.
+fn serve_stub_http(micros: u64, dir: &Path) {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect("a recorded answer");
+    let answers = Arc::new([read("initialize.json"), read("tools-list.json"), read("call.json")]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    eprintln!("stub listening on port {}", listener.local_addr().unwrap().port());
+    for connection in listener.incoming() {
+        let Ok(connection) = connection else { continue };
+        let answers = answers.clone();
+        std::thread::spawn(move || {
+            connection.set_nodelay(true).ok();
+            let mut writer = connection.try_clone().unwrap();
+            let mut reader = BufReader::new(connection);
+            loop {
+                let mut length = 0;
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':') {
+                        if name.eq_ignore_ascii_case("content-length") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                }
+                let mut body = vec![0; length];
+                if std::io::Read::read_exact(&mut reader, &mut body).is_err() {
+                    return;
+                }
+                let body = String::from_utf8_lossy(&body);
+                let Some((id, method)) = id_and_method(&body) else {
+                    writer.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n").ok();
+                    continue;
+                };
+                let outcome = match method {
+                    "initialize" => format!("\"result\":{}", answers[0].trim()),
+                    "tools/list" => format!("\"result\":{}", answers[1].trim()),
+                    "tools/call" => {
+                        let started = Instant::now();
+                        while started.elapsed() < Duration::from_micros(micros) {
+                            std::hint::spin_loop();
+                        }
+                        format!("\"result\":{}", answers[2].trim())
+                    }
+                    _ => r#""error":{"code":-32601,"message":"Method not found"}"#.to_string(),
+                };
+                let message = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},{outcome}}}");
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: stub\r\n\
+                     Content-Length: {}\r\n\r\n{message}",
+                    message.len()
+                );
+                if writer.write_all(response.as_bytes()).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
 /// The `result` member of a response line from the real server (its last member there).
 fn result_of(response: &str) -> String {
     let start = response.find(r#""result":"#).expect("a result") + 9;
@@ -410,6 +496,10 @@ fn main() {
     if std::env::args().nth(1).as_deref() == Some("--serve-stub") {
         let micros = std::env::args().nth(2).and_then(|m| m.parse().ok()).expect("--serve-stub MICROS DIR");
         return serve_stub(micros, Path::new(&std::env::args().nth(3).expect("--serve-stub MICROS DIR")));
+    }
+    if std::env::args().nth(1).as_deref() == Some("--serve-stub-http") {
+        let micros = std::env::args().nth(2).and_then(|m| m.parse().ok()).expect("--serve-stub-http MICROS DIR");
+        return serve_stub_http(micros, Path::new(&std::env::args().nth(3).expect("--serve-stub-http MICROS DIR")));
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
     let (mut remit, mut calls, mut rounds) = (repo.join("target/release/remit"), 200usize, 10usize);
@@ -458,8 +548,27 @@ fn main() {
         let mut command = Command::new("node");
         command.arg("--require").arg(repo.join("tests/mcp/loopback.cjs")).arg(everything).arg("streamableHttp");
         command.env("PORT", "0");
-        let (child, port) = started(command, "loopback listening on port ");
+        let (child, mut port) = started(command, "loopback listening on port ");
         running.push(child);
+        if let Some(micros) = stub {
+            // Record the real server's answers for the stub to replay, then put the stub in its place.
+            let mut real = HttpSession::start(&format!("http://127.0.0.1:{}/mcp", port.trim()), None, true);
+            let tools = real.call(r#""method":"tools/list""#);
+            let call = real.call(r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}"#);
+            let initialize = r#"{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"stub","version":"1"}}"#;
+            for (name, text) in [
+                ("initialize.json", initialize.to_string()),
+                ("tools-list.json", result_of(&tools)),
+                ("call.json", result_of(&call)),
+            ] {
+                std::fs::write(dir.join(name), text).unwrap();
+            }
+            let mut command = Command::new(std::env::current_exe().unwrap());
+            command.arg("--serve-stub-http").arg(micros.to_string()).arg(&dir);
+            let (child, stub_port) = started(command, "stub listening on port ");
+            running.push(child);
+            port = stub_port;
+        }
         let upstream = format!("http://127.0.0.1:{}/mcp", port.trim());
         let mut proxy = |remit: &Path, store: &str| {
             let mut command = Command::new(remit);
@@ -552,6 +661,7 @@ fn main() {
         }
     };
     let cpu_before = [true, false].map(|current| cpu_time(&proxies.borrow(), current));
+    let switches_before = [true, false].map(|current| switches(&proxies.borrow(), current));
     for _ in 0..rounds {
         time(&mut direct, read, &mut d);
         if let Some(relay) = through_relay.as_mut() {
@@ -566,6 +676,7 @@ fn main() {
     }
     println!("load average at end:   {}", load().trim());
     let cpu_after = [true, false].map(|current| cpu_time(&proxies.borrow(), current));
+    let switches_after = [true, false].map(|current| switches(&proxies.borrow(), current));
     println!("{} calls each, one in flight, in {rounds} interleaved rounds", d.len());
     println!("{:<44} {:>10} {:>10} {:>10}", "", "p50 µs", "p90 µs", "p99 µs");
     let mut rows = vec![
@@ -597,6 +708,9 @@ fn main() {
     for (i, name) in ["the proxy", "the baseline"].iter().enumerate().take(if old.is_some() { 2 } else { 1 }) {
         let [user, system] = [0, 1].map(|k| (cpu_after[i][k] - cpu_before[i][k]).as_secs_f64() * 1e6 / per_call);
         println!("CPU time of {name} per call: {:.0} µs (user {user:.0}, kernel {system:.0})", user + system);
+        // Each is a thread put to sleep and woken again, the costliest thing on this VM after the work itself.
+        let switched = switches_after[i].saturating_sub(switches_before[i]) as f64 / per_call;
+        println!("context switches of {name} per call: {switched:.1}");
     }
     drop(direct);
     drop(proxied);

@@ -1,0 +1,255 @@
+//! [`super::mcp_wire`]'s exchange on the async runtime (hyper's HTTP/1.1 client over tokio's sockets, TLS by
+//! tokio-rustls with the same [`Tls`] settings): how `remit mcp-proxy --listen` forwards an allowed `tools/call` to
+//! an HTTP upstream from the worker that decided it. The blocking client handed the worker's other tasks to another
+//! thread for the whole wait ([`tokio::task::block_in_place`]), a thread wake-up or two per call, which on a shared
+//! two-core machine cost more than the rest of the proxy's work (docs/mcp.md, "Latency"). The blocking client stays
+//! for what has no runtime (the stdio proxy, `remit import mcp`, key sets) and for long-lived event streams.
+//!
+//! The same rules as the blocking client: one request per connection at a time, kept open between exchanges for the
+//! origin it goes to ([`AsyncConnections`]), a kept connection the server closed replaced for the same request, the
+//! body read as it arrives (JSON, or an event stream until the caller has its message), and a connection kept only
+//! when its body ends without waiting on the server.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use futures_util::FutureExt;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+
+use super::mcp_wire::{tls_refused, EventData, Target, Tls};
+
+/// How long a body the caller has finished with may take to end before its connection is given up (an event stream
+/// the server keeps open after the response).
+const DRAIN_WITHIN: Duration = Duration::from_secs(1);
+
+/// The most idle connections kept per pool (as the blocking client's).
+const MAX_IDLE: usize = 4;
+
+/// Idle connections of the async client, by origin, and the TLS settings of new ones.
+#[derive(Default)]
+pub struct AsyncConnections {
+    idle: Mutex<Vec<(String, SendRequest<Full<Bytes>>)>>,
+    tls: Tls,
+}
+
+impl std::fmt::Debug for AsyncConnections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).len();
+        f.debug_struct("AsyncConnections").field("idle", &idle).finish()
+    }
+}
+
+/// A response: its status and headers (lowercase names), and its body as it arrives.
+#[derive(Debug)]
+pub struct AsyncExchange {
+    pub status: u16,
+    headers: hyper::HeaderMap,
+    body: Incoming,
+    /// The connection, kept for the origin once the body has ended (`None`: the server closes it).
+    connection: Option<(String, SendRequest<Full<Bytes>>)>,
+}
+
+impl AsyncConnections {
+    pub fn new(tls: Tls) -> AsyncConnections {
+        AsyncConnections { idle: Default::default(), tls }
+    }
+
+    fn take(&self, origin: &str) -> Option<SendRequest<Full<Bytes>>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(at) = idle.iter().rposition(|(o, _)| o == origin) {
+            let (_, connection) = idle.swap_remove(at);
+            if !connection.is_closed() {
+                return Some(connection);
+            }
+        }
+        None
+    }
+
+    fn keep(&self, origin: String, connection: SendRequest<Full<Bytes>>) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE && !connection.is_closed() {
+            idle.push((origin, connection));
+        }
+    }
+
+    /// Sends `method url` with `headers` and `body` on a kept connection to the URL's origin, or a new one; the
+    /// response's head. The whole exchange, body included, is the caller's to bound in time.
+    pub async fn exchange(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+    ) -> Result<AsyncExchange, String> {
+        let target = Target::parse(url)?;
+        let mut request = hyper::Request::builder().method(method).uri(target.path).header("host", target.authority);
+        for (name, value) in headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let request = request.body(Full::new(Bytes::from(body))).map_err(|e| format!("a request not sent: {e}"))?;
+        let host = target.authority;
+        let mut request = request;
+        if let Some(mut connection) = self.take(target.origin) {
+            if connection.ready().await.is_ok() {
+                match connection.try_send_request(request).await {
+                    Ok(response) => return Ok(AsyncExchange::new(response, target.origin, connection)),
+                    // Not sent (the server had closed the connection): sent again on a new one.
+                    Err(mut e) => match e.take_message() {
+                        Some(unsent) => request = unsent,
+                        None => return Err(format!("cannot read from `{host}`: {}", e.error())),
+                    },
+                }
+            }
+        }
+        let mut connection = self.connect(&target).await?;
+        let response = connection.send_request(request).await.map_err(|e| format!("cannot send to `{host}`: {e}"))?;
+        Ok(AsyncExchange::new(response, target.origin, connection))
+    }
+
+    /// A new connection to the target (TCP, then TLS for `https://`), its HTTP/1.1 dispatcher running on a task of
+    /// its own.
+    async fn connect(&self, target: &Target<'_>) -> Result<SendRequest<Full<Bytes>>, String> {
+        let authority = target.authority;
+        let tcp = tokio::net::TcpStream::connect((target.host, target.port))
+            .await
+            .map_err(|e| format!("cannot connect to `{authority}`: {e}"))?;
+        // One write per request, as the blocking client.
+        tcp.set_nodelay(true).ok();
+        if !target.tls {
+            return handshake(TokioIo::new(tcp), authority).await;
+        }
+        let config = self.tls.config()?;
+        let name = ServerName::try_from(target.host.to_string()).map_err(|_| {
+            format!("`{}` is not a host name or IP address a certificate can be checked for", target.host)
+        })?;
+        let tls =
+            tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(|e| tls_refused(target, &e))?;
+        handshake(TokioIo::new(tls), authority).await
+    }
+}
+
+/// hyper's HTTP/1.1 handshake on an open connection; the connection's dispatcher is spawned.
+async fn handshake<T>(io: T, authority: &str) -> Result<SendRequest<Full<Bytes>>, String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(io).await.map_err(|e| format!("cannot connect to `{authority}`: {e}"))?;
+    tokio::spawn(async move {
+        // Ends when the server or the pool closes the connection; an error then is nobody's to report.
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+impl AsyncExchange {
+    fn new(response: hyper::Response<Incoming>, origin: &str, connection: SendRequest<Full<Bytes>>) -> AsyncExchange {
+        let (head, body) = response.into_parts();
+        let closes = head
+            .headers
+            .get(hyper::header::CONNECTION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let connection = (!closes).then(|| (origin.to_string(), connection));
+        AsyncExchange { status: head.status.as_u16(), headers: head.headers, body, connection }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The next piece of the body; `None` at its end.
+    async fn chunk(&mut self) -> std::io::Result<Option<Bytes>> {
+        while let Some(frame) = self.body.frame().await {
+            let frame = frame.map_err(std::io::Error::other)?;
+            if let Ok(data) = frame.into_data() {
+                return Ok(Some(data));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The whole body (at most `limit` bytes).
+    pub async fn body(&mut self, limit: usize) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(data) = self.chunk().await? {
+            if out.len() + data.len() > limit {
+                return Err(std::io::Error::other("the body is too long"));
+            }
+            out.extend_from_slice(&data);
+        }
+        Ok(out)
+    }
+
+    /// Reads an event stream's events until `take` returns true or the stream ends; at most `limit` bytes in all
+    /// (as [`super::mcp_wire::Exchange::events`]).
+    pub async fn events(&mut self, limit: usize, mut take: impl FnMut(&str) -> bool) -> std::io::Result<()> {
+        let mut events = EventData::default();
+        let mut line: Vec<u8> = Vec::new();
+        let mut read = 0;
+        while let Some(data) = self.chunk().await? {
+            read += data.len();
+            if read > limit {
+                return Err(std::io::Error::other("the event stream is too long"));
+            }
+            for piece in data.split_inclusive(|b| *b == b'\n') {
+                line.extend_from_slice(piece);
+                if !line.ends_with(b"\n") {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&line);
+                let event = events.line(text.trim_end_matches(['\r', '\n']));
+                line.clear();
+                if event.is_some_and(|data| take(&data)) {
+                    return Ok(());
+                }
+            }
+        }
+        match events.end() {
+            Some(data) => {
+                take(&data);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Hands the connection back to `pool` once the rest of the body has arrived: at once when it already has, else
+    /// from a task that waits for it at most [`DRAIN_WITHIN`] (the connection is closed when it does not end).
+    pub fn release(mut self, pool: &std::sync::Arc<AsyncConnections>) {
+        let Some((origin, connection)) = self.connection.take() else { return };
+        let mut left = 64usize << 10;
+        loop {
+            match self.body.frame().now_or_never() {
+                // Ended: the connection can serve the next request.
+                Some(None) => return pool.keep(origin, connection),
+                Some(Some(Ok(frame))) => {
+                    left = left.saturating_sub(frame.data_ref().map_or(0, |d| d.len()));
+                    if left == 0 {
+                        return;
+                    }
+                }
+                Some(Some(Err(_))) => return,
+                None => break,
+            }
+        }
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let drained = tokio::time::timeout(DRAIN_WITHIN, async {
+                while let Some(frame) = self.body.frame().await {
+                    let data = frame.map_err(|_| ())?;
+                    left = left.checked_sub(data.data_ref().map_or(0, |d| d.len())).ok_or(())?;
+                }
+                Ok::<(), ()>(())
+            });
+            if let Ok(Ok(())) = drained.await {
+                pool.keep(origin, connection);
+            }
+        });
+    }
+}
