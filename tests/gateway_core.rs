@@ -787,6 +787,83 @@ fn deferred_entries_wait_in_order_and_state_changes_are_committed_before_the_ans
     assert_eq!(audit::verify(entries).unwrap() as usize, before + 2);
 }
 
+/// A store that counts its read transactions, and tells its version or not; everything else is SQLite's.
+struct CountingReads {
+    inner: SqliteStore,
+    versioned: bool,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl Store for CountingReads {
+    fn begin(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        self.inner.begin()
+    }
+
+    fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.begin_read()
+    }
+
+    fn version(&self) -> Option<u64> {
+        self.inner.version().filter(|_| self.versioned)
+    }
+}
+
+/// What deferring decisions read is kept while the store does not change (`gateway::state_cache`): a stream of them
+/// opens one read transaction, and every commit — a stop set through the gateway, one written by another connection
+/// to the same file (as another process would), a flush of queued entries — is seen by the next decision, which
+/// reads again. A store that cannot tell its version is read by every decision.
+#[test]
+fn deferring_decisions_read_the_store_once_per_change() {
+    let program = examples::compile(&[("shop.remit".into(), DEFERRING.into())]);
+    for versioned in [false, true] {
+        let dir = std::env::temp_dir().join(format!("remit-gateway-core-cache-{versioned}-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.db");
+        let inner = SqliteStore::open(&path, Durability::Process).unwrap();
+        let store = Arc::new(CountingReads { inner, versioned, reads: Default::default() });
+        let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+        let gateway = Gateway::new(policy(&program), store.clone(), clock, Config::default());
+        let reads = || store.reads.load(std::sync::atomic::Ordering::SeqCst);
+        let decide = || gateway.decide_deferring(&look("agent:shopper"));
+        let per_change = |n: usize| if versioned { n } else { 0 };
+
+        for _ in 0..5 {
+            assert!(decide().allowed());
+        }
+        assert_eq!(reads(), if versioned { 1 } else { 5 }, "five decisions");
+        // A quarantine (it stops reads too) set through the gateway is seen at once, and so is its end.
+        let quarantine = stop("Q-1", "quarantine", Some("shop"), None);
+        gateway.set_stop_record(&quarantine, "user:alice").unwrap();
+        let stopped = decide();
+        assert_eq!(stopped.reasons, ["stop.active"], "{}", stopped.decision);
+        gateway.clear_stop_record("Q-1", "user:alice").unwrap();
+        assert!(decide().allowed());
+        assert!(decide().allowed());
+        assert_eq!(reads(), per_change(3) + if versioned { 0 } else { 8 });
+        // One written by another connection to the file.
+        let other = SqliteStore::open(&path, Durability::Process).unwrap();
+        let mut tx = other.begin().unwrap();
+        tx.set_stop_record(&quarantine).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(decide().reasons, ["stop.active"]);
+        let mut tx = other.begin().unwrap();
+        tx.clear_stop_record("Q-1").unwrap();
+        tx.commit().unwrap();
+        assert!(decide().allowed());
+        // The queued entries going in is a commit too: read again after it.
+        let before = reads();
+        gateway.flush_entries().unwrap();
+        assert!(decide().allowed());
+        assert!(decide().allowed());
+        assert_eq!(reads() - before, if versioned { 1 } else { 2 });
+        assert_eq!(log(&store.inner).len(), 12, "every decision is in the log");
+        drop(gateway);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
 /// A deferred decision's entry is written from its parts when the queue is flushed: the same entry, masked
 /// arguments masked, as the decision committed at once makes (and as the proxy's request object, not serialized
 /// first, makes).

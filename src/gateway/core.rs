@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::audit::hex;
 use super::meta::PolicyMeta;
+use super::state_cache::{Needs, Reads, StateCache};
 use super::store::*;
 use crate::eval::Decision;
 use crate::ir::Program;
@@ -470,6 +471,8 @@ pub struct Gateway {
     /// The last attempt to write queued entries failed: no decision's entry waits in the queue until one succeeds
     /// (every decision is then committed before it is answered, and a store that cannot be written denies).
     queue_failing: std::sync::atomic::AtomicBool,
+    /// What decisions that change nothing read, kept while the store's version stays the same.
+    state_cache: StateCache,
     pub counts: Counts,
 }
 
@@ -508,6 +511,7 @@ impl Gateway {
             batch: Mutex::new(Batch::default()),
             queued_entries: Mutex::new(Vec::new()),
             queue_failing: std::sync::atomic::AtomicBool::new(false),
+            state_cache: StateCache::default(),
             counts: Counts::default(),
         }
     }
@@ -605,7 +609,7 @@ impl Gateway {
     /// Fills the gateway's state into a prepared request; the chain of its mandate.
     fn fill(
         &self,
-        tx: &mut dyn Tx,
+        reads: &mut Reads<'_, '_>,
         request: &mut Map<String, Json>,
         meta: &PolicyMeta,
         now: i64,
@@ -619,26 +623,24 @@ impl Gateway {
             .and_then(Json::as_str)
             .filter(|o| !o.is_empty())
             .map(str::to_string);
-        let approvals: Vec<Json> = tx
-            .live_approvals(&chain, now)?
-            .into_iter()
-            .filter(|a| a.tool.is_none() || a.tool == tool)
-            .map(|a| presented(&a))
-            .collect();
-        let state = tx.decision_state()?;
-        // Mandates stopped without an id as their names, then the stops with ids as objects (docs/requests.md).
-        let mut stops: Vec<Json> = state.stops.into_iter().map(Json::String).collect();
-        stops.extend(state.records.iter().map(StopRecord::to_json));
-        let facts: Map<String, Json> = state.facts.into_iter().map(|(name, v)| (name, v.to_json())).collect();
-        let mut counters = Map::new();
+        let mut needs = Needs { mandates: chain.clone(), counters: Vec::new() };
         for budget in meta.budgets_of(&chain) {
-            if counters.contains_key(&budget.name) {
+            if needs.counters.iter().any(|(name, _)| *name == budget.name) {
                 continue;
             }
             if let Some(window) = window_key(&budget.window, operation.as_deref(), now) {
-                counters.insert(budget.name.clone(), Json::from(tx.counter(&budget.name, &window)?));
+                needs.counters.push((budget.name.clone(), window));
             }
         }
+        let read = reads.read(&needs, now)?;
+        let approvals: Vec<Json> =
+            read.approvals.iter().filter(|a| a.tool.is_none() || a.tool == tool).map(presented).collect();
+        // Mandates stopped without an id as their names, then the stops with ids as objects (docs/requests.md).
+        let mut stops: Vec<Json> = read.state.stops.into_iter().map(Json::String).collect();
+        stops.extend(read.state.records.iter().map(StopRecord::to_json));
+        let facts: Map<String, Json> = read.state.facts.into_iter().map(|(name, v)| (name, v.to_json())).collect();
+        let counters: Map<String, Json> =
+            needs.counters.into_iter().map(|(name, _)| name).zip(read.counters.into_iter().map(Json::from)).collect();
         let context = request.get_mut("context").and_then(Json::as_object_mut).expect("prepare made it an object");
         context.insert("now".into(), Json::String(format_timestamp(now)));
         context.insert("approvals".into(), Json::Array(approvals));
@@ -776,9 +778,17 @@ impl Gateway {
         let jobs: Vec<&Job> = jobs.collect();
         let count = jobs.len();
         // Whether this transaction writes: then every entry goes into it, in order. A batch of deferring jobs
-        // starts as a read transaction, and becomes a write one only if one of its decisions turns out to write.
+        // starts as a read, and becomes a write transaction only if one of its decisions turns out to write. Such
+        // a batch reads through the cache while the store's version stays the one taken here (after its jobs were
+        // taken: a job queued after a change committed sees it), and opens its read transaction only when the
+        // cache cannot answer (`state_cache`).
         let mut writes = jobs.iter().any(|job| !job.defer);
-        let begun = if writes { self.store.begin() } else { self.store.begin_read() };
+        let version = if writes { None } else { self.store.version() };
+        let begun = match (writes, version) {
+            (true, _) => self.store.begin().map(Some),
+            (false, None) => self.store.begin_read().map(Some),
+            (false, Some(_)) => Ok(None),
+        };
         let mut tx = match begun {
             Ok(tx) => tx,
             Err(e) => return vec![Err(e); count],
@@ -787,8 +797,8 @@ impl Gateway {
         // this batch's deferred decisions (queued after it commits, unless a later decision of the batch writes).
         let mut taken: Vec<QueuedEntry> = Vec::new();
         let mut deferred: Vec<QueuedEntry> = Vec::new();
-        if writes {
-            self.write_queued(&mut tx, &mut taken, &mut deferred);
+        if let (true, Some(tx)) = (writes, tx.as_mut()) {
+            self.write_queued(tx, &mut taken, &mut deferred);
         }
         let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
         for job in jobs {
@@ -799,24 +809,15 @@ impl Gateway {
                 results.push(Err(e));
                 continue;
             }
-            let run = |tx: &mut Box<dyn Tx + '_>, defer: bool| {
-                if defer {
-                    // A deferring decision writes nothing (it answers `Rerun` before it would): no savepoint.
-                    return self.decide_in_store(tx, job, true);
-                }
-                tx.savepoint().and_then(|()| {
-                    let stored = self.decide_in_store(tx, job, defer);
-                    tx.release(stored.is_ok())?;
-                    stored
-                })
-            };
-            let result = match run(&mut tx, job.defer && !writes) {
+            let result = match self.run_job(&mut tx, job, job.defer && !writes, (!writes).then_some(version).flatten())
+            {
                 Ok(Stored::Rerun) => {
                     // The read transaction ends (its decisions wrote nothing) and a write transaction takes over:
                     // SQLite may refuse to turn a read transaction into a write one when another connection wrote
                     // since it began, so none is.
-                    match tx.commit().and_then(|()| self.store.begin()) {
-                        Ok(write) => tx = write,
+                    let ended = tx.take().map_or(Ok(()), |read| read.commit());
+                    match ended.and_then(|()| self.store.begin()) {
+                        Ok(write) => tx = Some(write),
                         Err(e) => {
                             results.push(Err(e.clone()));
                             results.resize(count, Err(e));
@@ -825,8 +826,10 @@ impl Gateway {
                         }
                     }
                     writes = true;
-                    self.write_queued(&mut tx, &mut taken, &mut deferred);
-                    run(&mut tx, false)
+                    if let Some(tx) = tx.as_mut() {
+                        self.write_queued(tx, &mut taken, &mut deferred);
+                    }
+                    self.run_job(&mut tx, job, false, None)
                 }
                 other => other,
             };
@@ -840,9 +843,12 @@ impl Gateway {
                 Err(e) => Err(e),
             });
         }
-        match tx.commit() {
+        let committed = match tx {
+            Some(tx) => tx.commit().inspect(|()| _ = self.counts.commits.fetch_add(1, Ordering::Relaxed)),
+            None => Ok(()),
+        };
+        match committed {
             Ok(()) => {
-                self.counts.commits.fetch_add(1, Ordering::Relaxed);
                 if !deferred.is_empty() {
                     self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).extend(deferred);
                 }
@@ -854,6 +860,31 @@ impl Gateway {
                 vec![Err(e); count]
             }
         }
+    }
+
+    /// One job of [`Gateway::run_batch`]: a deferring one reads through the cache when `cached` gives the store's
+    /// version (its batch writes nothing so far), else in `tx`; one that writes in a savepoint of `tx`.
+    fn run_job<'a>(
+        &'a self,
+        tx: &mut Option<Box<dyn Tx + 'a>>,
+        job: &Job,
+        defer: bool,
+        cached: Option<u64>,
+    ) -> StoreResult<Stored> {
+        let missing = || StoreError("a decision has no transaction".into());
+        if defer {
+            // A deferring decision writes nothing (it answers `Rerun` before it would): no savepoint.
+            let mut reads = match cached {
+                Some(version) => Reads::Cached { store: self.store.as_ref(), tx, cache: &self.state_cache, version },
+                None => Reads::Tx(tx.as_mut().ok_or_else(missing)?.as_mut()),
+            };
+            return self.decide_in_store(&mut reads, job, true);
+        }
+        let tx = tx.as_mut().ok_or_else(missing)?;
+        tx.savepoint()?;
+        let stored = self.decide_in_store(&mut Reads::Tx(tx.as_mut()), job, false);
+        tx.release(stored.is_ok())?;
+        stored
     }
 
     /// Writes the queued entries, then `deferred` (the running batch's own), into `tx` in a savepoint of their own:
@@ -912,7 +943,7 @@ impl Gateway {
     /// One decision inside the batch's transaction (see [`Gateway::decide`]); its writes are kept only if the
     /// transaction commits. With `defer`, a decision that changes nothing but the log writes nothing (its entry is
     /// returned, to be queued), and one that would change the state writes nothing either: [`Stored::Rerun`].
-    fn decide_in_store(&self, tx: &mut Box<dyn Tx + '_>, job: &Job, defer: bool) -> StoreResult<Stored> {
+    fn decide_in_store(&self, reads: &mut Reads<'_, '_>, job: &Job, defer: bool) -> StoreResult<Stored> {
         let Job { policy, id, raw, prepared, now, .. } = job;
         let (id, now) = (id.as_str(), *now);
         let prepared = prepared.clone();
@@ -924,7 +955,7 @@ impl Gateway {
                 (Json::Object(value), Decision::deny(vec![reason.to_string()], policy_hash).to_json())
             }
             (Some(mut value), None) => {
-                chain = self.fill(tx.as_mut(), &mut value, &policy.meta, now)?;
+                chain = self.fill(reads, &mut value, &policy.meta, now)?;
                 let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
                 (Json::Object(value), self.module_decide(policy, &bytes))
             }
@@ -944,8 +975,9 @@ impl Gateway {
         let mut module_decision = None;
         let mut approvals_used = Vec::new();
         let mut access_request = None;
-        if outcome == "allow" {
-            match self.carry_out(tx.as_mut(), &decision, &sent, &policy.meta, &chain, id, now)? {
+        // An allow without obligations has none to carry out (and a deferring decision may have no transaction).
+        if outcome == "allow" && obligations {
+            match self.carry_out(reads.tx()?, &decision, &sent, &policy.meta, &chain, id, now)? {
                 Ok(used) => approvals_used = used,
                 Err(problem) => {
                     self.counts.obligation_failures.fetch_add(1, Ordering::Relaxed);
@@ -965,7 +997,7 @@ impl Gateway {
             shadowed = Some(std::mem::replace(&mut decision_json, allow.to_json()));
             outcome = "allow".into();
         } else if outcome == "escalate" {
-            access_request = Some(self.escalate(tx.as_mut(), &decision, &sent, id, now)?);
+            access_request = Some(self.escalate(reads.tx()?, &decision, &sent, id, now)?);
         }
         // What was answered: the decision, but for the allow answered in place of a shadowed one.
         let shadow_allow: Option<Json> =
@@ -992,7 +1024,7 @@ impl Gateway {
             (None, Body::Decision(Box::new(parts)))
         } else {
             let body = parts.text(&self.config.mask);
-            (Some(tx.append_log(now, "decision", &body)?.seq), Body::Text(body))
+            (Some(reads.tx()?.append_log(now, "decision", &body)?.seq), Body::Text(body))
         };
         let decided = Decided {
             id: id.to_string(),
@@ -1200,7 +1232,7 @@ impl Gateway {
             return Ok(self.module_listing(&policy, request));
         };
         let mut tx = self.store.begin()?;
-        self.fill(tx.as_mut(), &mut value, &policy.meta, now)?;
+        self.fill(&mut Reads::Tx(tx.as_mut()), &mut value, &policy.meta, now)?;
         drop(tx);
         let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
         Ok(self.module_listing(&policy, &bytes))

@@ -6,6 +6,7 @@
 //! certificates through rustls-native-certs). Its pieces:
 //! - [`meta`]: what the gateway must know about a policy besides its decisions (holders, approval kinds, budgets);
 //! - [`store`]: the state behind a trait ([`store::Store`], [`store::Tx`]); [`sqlite`] its embedded implementation;
+//!   [`state_cache`] what a decision reads, kept between decisions that change nothing while the store does not;
 //! - [`core`]: filling state and time into requests, deciding through the module, obligations, access requests,
 //!   stops and facts — no HTTP;
 //! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
@@ -34,6 +35,7 @@ pub mod mcp_wire_async;
 pub mod meta;
 pub mod replay;
 pub mod sqlite;
+pub mod state_cache;
 pub mod store;
 
 /// https servers made at test time (tests/support/tls.rs, shared with the integration tests).

@@ -6,6 +6,10 @@
 //! mode: a committed transaction survives a crash of the process (`kill -9`); `--durability full` (`synchronous =
 //! FULL`) also survives a power loss at the cost of an fsync per decision.
 //!
+//! The store's version ([`Store::version`]) is `PRAGMA data_version` on a connection of its own, which changes
+//! whenever another connection (the store's own, a checkpoint's, another process's) commits; reading it takes no
+//! lock a writer holds.
+//!
 //! Checkpoints (copying the WAL into the database file, with an fsync) run on a thread of their own with its own
 //! connection, every 100 ms, so that no decision waits for one; a committing transaction checkpoints by itself only
 //! when the WAL has grown past 10,000 pages (the background thread fell behind). Checkpoints move only committed
@@ -65,6 +69,8 @@ pub enum Durability {
 #[derive(Debug)]
 pub struct SqliteStore {
     connection: Mutex<Connection>,
+    /// The connection that reads the store's version (a store opened with [`SqliteStore::open`]).
+    watcher: Option<Mutex<Connection>>,
     /// Opened by [`SqliteStore::open_existing`]: transactions are read transactions.
     read_only: bool,
     /// Dropping it stops the checkpoint thread.
@@ -105,6 +111,10 @@ impl SqliteStore {
         let mut store = SqliteStore::setup(connection, durability)?;
         let synchronous = if durability == Durability::Full { "FULL" } else { "NORMAL" };
         store._checkpointer = Some(checkpointer(path, synchronous)?);
+        let watcher = Connection::open(path).map_err(store_err)?;
+        watcher.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
+        watcher.pragma_update(None, "query_only", true).map_err(store_err)?;
+        store.watcher = Some(Mutex::new(watcher));
         Ok(store)
     }
 
@@ -120,7 +130,7 @@ impl SqliteStore {
         if !(1..=SCHEMA_VERSION).contains(&version) {
             return Err(StoreError(format!("not a remit store of schema version {SCHEMA_VERSION} (found {version})")));
         }
-        Ok(SqliteStore { connection: Mutex::new(connection), read_only: true, _checkpointer: None })
+        Ok(SqliteStore { connection: Mutex::new(connection), watcher: None, read_only: true, _checkpointer: None })
     }
 
     fn setup(connection: Connection, durability: Durability) -> StoreResult<SqliteStore> {
@@ -150,7 +160,7 @@ impl SqliteStore {
         }
         connection.execute_batch(SCHEMA).map_err(store_err)?;
         connection.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(store_err)?;
-        Ok(SqliteStore { connection: Mutex::new(connection), read_only: false, _checkpointer: None })
+        Ok(SqliteStore { connection: Mutex::new(connection), watcher: None, read_only: false, _checkpointer: None })
     }
 
     /// Runs raw SQL on the store (tests use it to tamper with the log, or to break the store).
@@ -178,6 +188,12 @@ impl Store for SqliteStore {
         let connection = self.lock();
         connection.prepare_cached("BEGIN DEFERRED").and_then(|mut s| s.execute([])).map_err(store_err)?;
         Ok(Box::new(SqliteTx { connection, open: true }))
+    }
+
+    fn version(&self) -> Option<u64> {
+        let watcher = self.watcher.as_ref()?.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let version = watcher.prepare_cached("PRAGMA data_version").and_then(|mut s| s.query_row([], |row| row.get(0)));
+        version.ok().map(|v: i64| v as u64)
     }
 }
 
@@ -664,6 +680,31 @@ fn fact_version(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<FactV
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The store's version changes with every commit, the store's own and another connection's, and not without one.
+    #[test]
+    fn the_version_changes_with_every_commit() {
+        let dir = std::env::temp_dir().join(format!("remit-sqlite-version-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap();
+        let first = store.version().unwrap();
+        assert_eq!(store.version(), Some(first), "no commit, no change");
+        let mut tx = store.begin().unwrap();
+        tx.set_stop("m", true).unwrap();
+        tx.commit().unwrap();
+        let second = store.version().unwrap();
+        assert_ne!(second, first, "the store's own commit");
+        let read = store.begin_read().unwrap();
+        drop(read);
+        assert_eq!(store.version(), Some(second), "a read commits nothing");
+        let other = SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap();
+        let mut tx = other.begin().unwrap();
+        tx.set_stop("m", false).unwrap();
+        tx.commit().unwrap();
+        assert_ne!(store.version(), Some(second), "another connection's commit");
+        assert_eq!(SqliteStore::open_existing(&dir.join("state.db")).unwrap().version(), None);
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     /// The one statement that reads stops and facts together reads what the two that read each do, in their order.
     #[test]

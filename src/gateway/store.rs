@@ -222,4 +222,12 @@ pub trait Store: Send + Sync {
     fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
         self.begin()
     }
+
+    /// A number that changes whenever a transaction commits, through this store or any other writer of the same
+    /// state (it may also change when nothing did); `None` when the store cannot tell. What decisions read is kept
+    /// between them while it stays the same (`gateway::state_cache`): a store that returns `Some` must not let a
+    /// change go by without changing it.
+    fn version(&self) -> Option<u64> {
+        None
+    }
 }

@@ -653,11 +653,14 @@ fn main() {
     println!("load average at start: {}", load().trim());
     let (mut d, mut p, mut n, mut bp, mut bn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut r = Vec::new();
+    // Every answer is checked (after its time is taken): a side that answered errors fast would time nothing.
+    let expected = |request: &str| if request == read { "hello" } else { refused };
     let time = |session: &mut Box<dyn Caller>, request: &str, samples: &mut Vec<Duration>| {
         for _ in 0..calls {
             let started = Instant::now();
-            session.call(request);
+            let answer = session.call(request);
             samples.push(started.elapsed());
+            assert!(answer.contains(expected(request)), "not the expected answer: {answer}");
         }
     };
     let cpu_before = [true, false].map(|current| cpu_time(&proxies.borrow(), current));
