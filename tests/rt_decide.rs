@@ -181,6 +181,61 @@ fn decide_speed() {
     }
 }
 
+/// `decide_speed`'s last columns (a build of the runtime against `REMIT_RT_BASELINE`, bare ABI calls) with the
+/// requests mixed: each round times every request of an example once, one call at a time, in a new order (the same
+/// order for both builds, which take turns going first), so a request never runs twice in a row. In
+/// `decide_speed`'s batches of 50 calls of one request, the processor's branch predictors learn that document's
+/// branches (the length of every whitespace run and string), which a gateway deciding different requests does not
+/// get; here they cannot. A single call's time includes reading the clock (the same for both builds).
+/// `REMIT_RT_ARTIFACT=NEW.wasm REMIT_RT_BASELINE=OLD.wasm cargo test --release --test rt_decide -- --ignored
+/// --nocapture decide_speed_mixed`.
+#[test]
+#[ignore]
+fn decide_speed_mixed() {
+    use std::time::Instant;
+    let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    let engine = wasmtime::Engine::default();
+    let baseline = std::fs::read(std::env::var("REMIT_RT_BASELINE").expect("REMIT_RT_BASELINE=OTHER.wasm")).unwrap();
+    let mut rng = support::rng::XorShift(0x5eed_2012_0000_0003);
+    let mut ratios = Vec::new();
+    println!("| request | bytes | bare ABI call | baseline bare | bare / baseline bare |");
+    println!("|---|---|---|---|---|");
+    for name in ["wallet", "bank-disputes", "club", "web-publication"] {
+        let program = &support::examples::program(name);
+        let image = remit::wasm::image::write(program).unwrap();
+        let mut modules = [
+            support::wasm::Wasm::new(&engine, &linked(program)),
+            support::wasm::Wasm::new(&engine, &remit::wasm::link::link_image(&baseline, &image, None).unwrap()),
+        ];
+        let requests = support::examples::requests(&support::examples::dir(name));
+        let mut samples = vec![[Vec::new(), Vec::new()]; requests.len()];
+        for round in 0..rounds {
+            let order = rng.permutation(requests.len());
+            for turn in 0..2 {
+                let which = (round + turn) % 2;
+                for &k in &order {
+                    let start = Instant::now();
+                    std::hint::black_box(modules[which].decide(&requests[k]).len());
+                    samples[k][which].push(start.elapsed().as_nanos() as f64);
+                }
+            }
+        }
+        for (k, [new, old]) in samples.iter_mut().enumerate() {
+            let (new, old) = (median(new), median(old));
+            ratios.push(new / old);
+            println!("| {name} #{} | {} | {new:.0} ns | {old:.0} ns | {:.2} |", k + 1, requests[k].len(), new / old);
+        }
+    }
+    let faster = ratios.iter().filter(|r| **r < 1.0).count();
+    let n = ratios.len();
+    let r = median(&mut ratios);
+    println!(
+        "bare / baseline bare, mixed: median {r:.3}x ({:.2}-{:.2}), faster on {faster} of {n} requests",
+        ratios[0],
+        ratios[n - 1]
+    );
+}
+
 /// The median of `v` (sorted in place).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
