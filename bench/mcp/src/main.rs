@@ -13,14 +13,15 @@
 //! With `--baseline PATH` another `remit` binary (e.g. a build of an earlier commit)
 //! is timed the same way in the same rounds, so two versions of the proxy are compared side by side.
 //!
-//! With `--stub-upstream MICROS` (stdio) the upstream is not the Node server itself but a stub that replays its
+//! With `--stub-upstream MICROS` the upstream is not the Node server itself but a stub that replays its
 //! answers: this binary, started as `--serve-stub`, answers `initialize` and `tools/list` with what the real server
 //! answered and each `tools/call` with the real server's answer to the timed call after computing (spinning) for
 //! MICROS µs, as a server that does work would. Each Node process has a speed of its own (its JIT, its heap, where
 //! the scheduler puts it), and the direct side and each proxy have their own: on a shared machine that difference
 //! alone moves the "added" figure by tens of µs from one run to the next. The stub's answers take the same time in
 //! every process, so the difference between the direct side and a proxy is the proxy's own cost, wake-ups
-//! included. Usage (after `scripts/test-deps-mcp.sh` and `cargo build --release`):
+//! included. With `--http` the stub is an HTTP server (`--serve-stub-http`: a thread per kept connection, JSON
+//! answers) replaying `server-everything`'s answers to `tools/list` and the timed `echo`.
 //!
 //! With `--relay` (with `--http`) a fourth side: the same server behind a relay that only copies bytes (two threads
 //! per connection in this process, `TCP_NODELAY` both ways), timed in the same rounds. It does what any proxy must at
@@ -34,7 +35,7 @@
 //!
 //! ```sh
 //! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
-//!   [--http [--keep-alive] [--relay] | --stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
+//!   [--http [--keep-alive] [--relay]] [--stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
