@@ -761,6 +761,40 @@ fn an_upstream_over_streamable_http() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A stop hides tools from what the module lists, so setting one, or ending it, changes the tool list the agent
+/// sees: the proxy tells it (`notifications/tools/list_changed`), wherever the stop was set. Here it is written by
+/// another connection to the proxy's store file, as `remit admin` on another gateway of the same file, or another
+/// process, would: the proxy notices the store's change, reads the stops again and tells the agent, whose next
+/// listing shows the change. A quarantine hides every tool of the mandate.
+#[test]
+fn a_stop_changes_the_tool_list_and_the_agent_is_told() {
+    use remit::gateway::store::{StopRecord, Store};
+    let dir = sandbox("stop-listing");
+    let mut proxy = Session::proxy(&dir, "agent:coder");
+    proxy.initialize();
+    let listed = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&listed).len(), 5, "{listed}");
+
+    let store = remit::gateway::SqliteStore::open(&dir.join("state.db"), remit::gateway::Durability::Process).unwrap();
+    let quarantine =
+        StopRecord { id: "Q-7".into(), level: "quarantine".into(), mandate: Some("workspace".into()), principal: None };
+    let mut tx = store.begin().unwrap();
+    tx.set_stop_record(&quarantine).unwrap();
+    tx.commit().unwrap();
+    proxy.notification("notifications/tools/list_changed");
+    let stopped = proxy.request(2, "tools/list", json!({}));
+    assert_eq!(names(&stopped), Vec::<String>::new(), "{stopped}");
+
+    let mut tx = store.begin().unwrap();
+    tx.clear_stop_record("Q-7").unwrap();
+    tx.commit().unwrap();
+    proxy.notification("notifications/tools/list_changed");
+    let again = proxy.request(3, "tools/list", json!({}));
+    assert_eq!(names(&again), names(&listed));
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP, on a loopback port it
 /// picks (tests/mcp/loopback.cjs), and that port.
 fn everything_over_http(dir: &Path) -> (Session, u16) {

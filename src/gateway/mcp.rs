@@ -1296,16 +1296,26 @@ impl Proxy {
         }
         // Outcome entries are queued in the gateway and go into the log with the next batch of decisions; this
         // thread writes those that waited longer than a moment (no further call came), and all of them at the end.
+        // It also watches the stops, which hide and show tools (`StopWatch`).
         let (outcomes, stop) = mpsc::channel::<Json>();
         let logger = gateway.clone();
-        let outcome_writer = std::thread::spawn(move || loop {
-            let stopped =
-                matches!(stop.recv_timeout(Duration::from_millis(50)), Err(mpsc::RecvTimeoutError::Disconnected));
-            if let Err(e) = logger.flush_entries() {
-                eprintln!("remit mcp-proxy: outcome entries are not in the log: {e}");
-            }
-            if stopped {
-                return;
+        let watched = outbox.clone();
+        let outcome_writer = std::thread::spawn(move || {
+            let mut stops = StopWatch::default();
+            loop {
+                let stopped =
+                    matches!(stop.recv_timeout(Duration::from_millis(50)), Err(mpsc::RecvTimeoutError::Disconnected));
+                if let Err(e) = logger.flush_entries() {
+                    eprintln!("remit mcp-proxy: outcome entries are not in the log: {e}");
+                }
+                if stopped {
+                    return;
+                }
+                if stops.changed(logger.store().as_ref()) {
+                    // The gateway's own tool list changed for the agents: told as an upstream's change is.
+                    watched.tools_changed();
+                    watched.send_unasked(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+                }
             }
         });
         Ok(Arc::new(Proxy {
@@ -1915,6 +1925,33 @@ impl Proxy {
                 eprintln!("remit mcp-proxy: the outcome of {} is not in the log: {e}", entry["decision"]);
             }
         }
+    }
+}
+
+/// The stops the proxy last saw (with ids or without), and the store's version then. A stop, or its end, hides or
+/// shows tools in what the module lists for an agent (the rest of the state — facts, counters, approvals — is left to
+/// the decision of each call), so a change is a change of the tool list the agents see, wherever it was made: the
+/// inbox's admin API in this process, `remit admin`, another process writing the same store. Checked by the
+/// proxy's writer thread every 50 ms; the stops are read again only when the store's version changed (every read
+/// when the store cannot tell its version).
+#[derive(Default)]
+struct StopWatch {
+    version: Option<u64>,
+    seen: Option<(Vec<String>, Vec<super::store::StopRecord>)>,
+}
+
+impl StopWatch {
+    /// Whether the stops differ from those seen last (not at the first look).
+    fn changed(&mut self, store: &dyn super::store::Store) -> bool {
+        let version = store.version();
+        if version.is_some() && version == self.version {
+            return false;
+        }
+        let Ok(state) = store.begin_read().and_then(|mut tx| tx.decision_state()) else { return false };
+        self.version = version;
+        let now = (state.stops, state.records);
+        let before = self.seen.replace(now.clone());
+        before.is_some_and(|before| before != now)
     }
 }
 
