@@ -2,8 +2,7 @@
 //! remit's native `/v1/decide`, the principal's inbox (a web page and its JSON API), the admin API (stops, facts),
 //! and operations (`/health`, `/ready`, Prometheus `/metrics`). docs/gateway.md is the reference.
 //!
-//! Decisions run on tokio's blocking pool: the core is synchronous (SQLite, wasmtime). Served on one single-worker
-//! runtime per core, each accepting on the listener ([`run_router`]).
+//! Decisions run on tokio's blocking pool: the core is synchronous (SQLite, wasmtime).
 
 // Helpers return the error response itself (`Result<_, Response>`), which handlers answer as is: boxing it would
 // only add an allocation on the error path.
@@ -724,16 +723,25 @@ async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<Str
 }
 
 /// Runs a gateway on `listen` until SIGTERM or Ctrl-C; `make` gets the bound address (port 0 picks one) and
-/// returns the gateway and the tokens. Served as [`run_router`] serves.
+/// returns the gateway and the tokens.
 pub fn run(
     listen: &str,
     tls: Option<ServerTls>,
     make: impl FnOnce(SocketAddr) -> (Arc<Gateway>, Tokens, Option<Reloader>),
 ) -> Result<(), String> {
-    let listener = std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
-    let address = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
-    let (gateway, tokens, reloader) = make(address);
-    run_router(listener, router_with_reload(gateway, tokens, reloader), tls)
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async move {
+        let listener =
+            tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
+        let address = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+        let (gateway, tokens, reloader) = make(address);
+        serve(listener, router_with_reload(gateway, tokens, reloader), tls, shutdown_signal())
+            .await
+            .map_err(|e| format!("the server failed: {e}"))
+    })
 }
 
 /// Serves `router` on an already bound listener until SIGTERM or Ctrl-C (then finishes the requests in flight), on
