@@ -723,7 +723,9 @@ async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<Str
 }
 
 /// Runs a gateway on `listen` until SIGTERM or Ctrl-C; `make` gets the bound address (port 0 picks one) and
-/// returns the gateway and the tokens.
+/// returns the gateway and the tokens. On one runtime of a worker per core, not [`run_router`]'s runtime per core:
+/// `remit serve`'s decisions go to the blocking pool anyway, and its throughput under many connections (where one
+/// runtime may accept more of them than another) was measured with this model only.
 pub fn run(
     listen: &str,
     tls: Option<ServerTls>,
