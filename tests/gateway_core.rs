@@ -833,15 +833,22 @@ fn deferring_decisions_read_the_store_once_per_change() {
             assert!(decide().allowed());
         }
         assert_eq!(reads(), if versioned { 1 } else { 5 }, "five decisions");
+        // A listing reads as those decisions do.
+        let listing = |gateway: &Gateway| -> Value {
+            serde_json::from_slice(&gateway.visible_tools(&look("agent:shopper")).unwrap()).unwrap()
+        };
+        assert_eq!(listing(&gateway)["visible"], json!(["look", "make_payment"]));
+        assert_eq!(reads(), if versioned { 1 } else { 6 }, "and a listing");
         // A quarantine (it stops reads too) set through the gateway is seen at once, and so is its end.
         let quarantine = stop("Q-1", "quarantine", Some("shop"), None);
         gateway.set_stop_record(&quarantine, "user:alice").unwrap();
         let stopped = decide();
         assert_eq!(stopped.reasons, ["stop.active"], "{}", stopped.decision);
+        assert_eq!(listing(&gateway)["visible"], json!([]), "a quarantine hides every tool");
         gateway.clear_stop_record("Q-1", "user:alice").unwrap();
         assert!(decide().allowed());
         assert!(decide().allowed());
-        assert_eq!(reads(), per_change(3) + if versioned { 0 } else { 8 });
+        assert_eq!(reads(), per_change(3) + if versioned { 0 } else { 10 });
         // One written by another connection to the file.
         let other = SqliteStore::open(&path, Durability::Process).unwrap();
         let mut tx = other.begin().unwrap();

@@ -1231,9 +1231,18 @@ impl Gateway {
         let Some(mut value) = prepared.value else {
             return Ok(self.module_listing(&policy, request));
         };
-        let mut tx = self.store.begin()?;
-        self.fill(&mut Reads::Tx(tx.as_mut()), &mut value, &policy.meta, now)?;
-        drop(tx);
+        // Read as a decision that changes nothing reads: through the cache while the store's version stays the same,
+        // else in a read transaction, ended (it wrote nothing) before the module runs.
+        {
+            let mut tx = None;
+            let mut reads = match self.store.version() {
+                Some(version) => {
+                    Reads::Cached { store: self.store.as_ref(), tx: &mut tx, cache: &self.state_cache, version }
+                }
+                None => Reads::Tx(tx.insert(self.store.begin_read()?).as_mut()),
+            };
+            self.fill(&mut reads, &mut value, &policy.meta, now)?;
+        }
         let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
         Ok(self.module_listing(&policy, &bytes))
     }
