@@ -33,6 +33,9 @@
 //!
 //! With `--instances K` each side is K processes (K servers; K proxies, each with its server), called in turn.
 //!
+//! With `--concurrency K` (with `--http`), after the rounds: each proxy's throughput with K clients at once, each on a
+//! kept connection of its own, two 2-second runs per proxy for denied calls (the proxy's own work) and allowed ones.
+//!
 //! ```sh
 //! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
 //!   [--http [--keep-alive] [--relay]] [--stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
@@ -360,6 +363,31 @@ fn cpu_time(pids: &[(bool, u32)], current: bool) -> [Duration; 2] {
     total
 }
 
+/// Calls per second through the proxy at `url` from `clients` threads at once, each on a kept connection of its
+/// own, for two seconds (every answer checked for `expect`).
+fn throughput(url: &str, request: &str, clients: usize, expect: &str) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let started = Instant::now();
+    let done: usize = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..clients)
+            .map(|_| {
+                scope.spawn(move || {
+                    let mut session = HttpSession::start(url, Some("bench-token"), true);
+                    let mut calls = 0;
+                    while Instant::now() < deadline {
+                        let answer = session.call(request);
+                        assert!(answer.contains(expect), "not the expected answer: {answer}");
+                        calls += 1;
+                    }
+                    calls
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    done as f64 / started.elapsed().as_secs_f64()
+}
+
 /// The context switches (voluntary and not) of the processes of `pids` that are (or are not) the one measured, summed
 /// over their threads as /proc lists them now (a thread that has exited is no longer counted).
 fn switches(pids: &[(bool, u32)], current: bool) -> u64 {
@@ -508,6 +536,7 @@ fn main() {
     let (mut http, mut keep_alive, mut relayed) = (false, false, false);
     let mut stub: Option<u64> = None;
     let mut instances = 1usize;
+    let mut concurrency = 0usize;
     while let Some(flag) = args.next() {
         if flag == "--http" {
             http = true;
@@ -529,6 +558,7 @@ fn main() {
             "--rounds" => rounds = value.parse().unwrap(),
             "--stub-upstream" => stub = Some(value.parse().unwrap()),
             "--instances" => instances = value.parse::<usize>().unwrap().max(1),
+            "--concurrency" => concurrency = value.parse::<usize>().unwrap(),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -542,6 +572,8 @@ fn main() {
     let mut running = Vec::new();
     // The proxies' process ids (and whether each is the one measured rather than the baseline), for their CPU time.
     let proxies = std::cell::RefCell::new(Vec::new());
+    // The proxies' URLs over HTTP (and whether each is the one measured), for `--concurrency`.
+    let urls = std::cell::RefCell::new(Vec::<(bool, String)>::new());
     let remit_path = remit.clone();
     let mut through_relay: Option<Box<dyn Caller>> = None;
     let (mut direct, mut proxied, mut old, read, denied): Sides = if http {
@@ -582,6 +614,7 @@ fn main() {
                 .args(["--", &upstream]);
             let (child, url) = started(command, "remit mcp-proxy: mcp ");
             proxies.borrow_mut().push((remit == remit_path, child.0.id()));
+            urls.borrow_mut().push((remit == remit_path, url.clone()));
             running.push(child);
             Box::new(HttpSession::start(&url, Some("bench-token"), keep_alive)) as Box<dyn Caller>
         };
@@ -715,6 +748,18 @@ fn main() {
         // Each is a thread put to sleep and woken again, the costliest thing on this VM after the work itself.
         let switched = switches_after[i].saturating_sub(switches_before[i]) as f64 / per_call;
         println!("context switches of {name} per call: {switched:.1}");
+    }
+    if concurrency > 0 && http {
+        // Throughput: `concurrency` clients at once, each on a kept connection of its own, for two seconds per
+        // proxy and request kind, the proxies in turn (twice each, alternating).
+        println!("throughput with {concurrency} connections at once (calls per second, two 2 s runs each):");
+        for (request, kind) in [(denied, "denied"), (read, "allowed")] {
+            for (current, url) in urls.borrow().iter() {
+                let name = if *current { "the proxy" } else { "the baseline" };
+                let runs: Vec<f64> = (0..2).map(|_| throughput(url, request, concurrency, expected(request))).collect();
+                println!("  {name}, {kind}: {:.0} and {:.0}", runs[0], runs[1]);
+            }
+        }
     }
     drop(direct);
     drop(proxied);
