@@ -10,7 +10,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -1983,6 +1985,121 @@ fn modern_proxy(dir: &Path, flags: &[&str], upstream: &[&str]) -> Session {
         .arg("--")
         .args(upstream);
     Session::spawn(command, dir)
+}
+
+/// A minimal upstream of revision 2026-07-28 over HTTP, written here to control what a real server would not let a
+/// test control: it announces `tools.listChanged`, lists `revision` and `shout` (and `grown` once `grown` is set),
+/// and answers the proxy's `subscriptions/listen` with an event stream that it acknowledges, keeps open until
+/// `grown` is set, and then ends without announcing the change. Its port, the flag, and how many listens it got.
+fn silent_stateless_upstream() -> (u16, Arc<AtomicBool>, Arc<AtomicUsize>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (grown, listens) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+    let (flag, count) = (grown.clone(), listens.clone());
+    std::thread::spawn(move || {
+        for connection in listener.incoming().flatten() {
+            let (grown, listens) = (flag.clone(), count.clone());
+            std::thread::spawn(move || {
+                let mut writer = connection.try_clone().unwrap();
+                let mut reader = BufReader::new(connection);
+                loop {
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line.trim().is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':') {
+                            if name.eq_ignore_ascii_case("content-length") {
+                                length = value.trim().parse().unwrap_or(0);
+                            }
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let message: Value = serde_json::from_slice(&body).unwrap();
+                    let (Some(id), Some(method)) = (message.get("id"), message["method"].as_str()) else {
+                        writer.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n").unwrap();
+                        continue;
+                    };
+                    let tool = |name: &str| json!({"name": name, "inputSchema": {"type": "object"}});
+                    let result = match method {
+                        "server/discover" => json!({"supportedVersions": ["2026-07-28"], "resultType": "complete",
+                                                    "capabilities": {"tools": {"listChanged": true}}}),
+                        "tools/list" => {
+                            let mut tools = vec![tool("revision"), tool("shout")];
+                            if grown.load(Ordering::SeqCst) {
+                                tools.push(tool("grown"));
+                            }
+                            json!({"tools": tools, "resultType": "complete"})
+                        }
+                        "subscriptions/listen" => {
+                            listens.fetch_add(1, Ordering::SeqCst);
+                            let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                                             "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                                                        "notifications": {"toolsListChanged": true}}});
+                            let head =
+                                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+                            writer.write_all(format!("{head}data: {ack}\n\n").as_bytes()).unwrap();
+                            let deadline = Instant::now() + WAIT;
+                            while !grown.load(Ordering::SeqCst) && Instant::now() < deadline {
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                            // The stream ends, and with it the connection, the change untold.
+                            return;
+                        }
+                        _ => {
+                            let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}});
+                            let text = error.to_string();
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                                text.len()
+                            );
+                            writer.write_all(format!("{head}{text}").as_bytes()).unwrap();
+                            continue;
+                        }
+                    };
+                    let text = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        text.len()
+                    );
+                    writer.write_all(format!("{head}{text}").as_bytes()).unwrap();
+                }
+            });
+        }
+    });
+    (port, grown, listens)
+}
+
+/// A change the upstream made while the proxy's `subscriptions/listen` stream to it was closing, and did not send
+/// (a real server sends a change on the streams open at the time): when a stream ends, the proxy lists the tools
+/// again before it opens the next one, and tells the agents when they differ. Without that, the agent would learn
+/// of `grown` only at a listing of its own.
+#[test]
+fn a_change_missed_between_two_listen_streams_is_told() {
+    let dir = sandbox("listen-gap");
+    let (port, grown, listens) = silent_stateless_upstream();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut proxy = modern_proxy(&dir, &[], &[&url]);
+    proxy.initialize();
+    let list = proxy.request(1, "tools/list", json!({}));
+    assert_eq!(names(&list), ["revision", "shout"], "{list}");
+    let deadline = Instant::now() + WAIT;
+    while listens.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the proxy never listened");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    grown.store(true, Ordering::SeqCst);
+    proxy.notification("notifications/tools/list_changed");
+    let list = proxy.request(2, "tools/list", json!({}));
+    assert_eq!(names(&list), ["grown", "revision", "shout"], "{list}");
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// An agent of revision 2026-07-28 listens for tool-list changes through the proxy (`subscriptions/listen`), over

@@ -995,20 +995,30 @@ impl Upstream {
 
     /// Reads the stream of the `subscriptions/listen` request `message` (whose id is `id`) from an HTTP upstream, and
     /// opens it again when it ends or breaks (after 1 s, doubling up to [`LISTEN_RETRY`] while it keeps failing),
-    /// until the upstream is stopped or dropped. Each time a stream ends the tools are listed again when next needed:
-    /// a change sent while no stream was open is not sent again. A server that refuses the request (a JSON-RPC
-    /// error) is not asked again.
+    /// until the upstream is stopped or dropped. A change made while no stream was open is not sent again: so each
+    /// time a stream ends the tools are listed again before the next one opens, and when they differ from those
+    /// listed before, the agents are told as for a change sent on the stream (only a change in the moment between
+    /// that listing and the stream's opening goes unseen). A server that refuses the request (a JSON-RPC error) is
+    /// not asked again.
     fn listen_over_http(me: std::sync::Weak<Upstream>, id: u64, message: Json) {
         let mut wait = Duration::from_secs(1);
+        // The tools as listed when the last stream ended.
+        let mut before: Option<Arc<Vec<Json>>> = None;
         loop {
             let Some(upstream) = me.upgrade() else { return };
             let Some(http) = &upstream.http else { return };
             if *upstream.listening.lock().unwrap_or_else(|p| p.into_inner()) != Some(id) {
                 return;
             }
+            if let (Some(before), Ok(now)) = (before.take(), upstream.tools()) {
+                if before != now {
+                    http.outbox.tools_changed();
+                    http.outbox.send_unasked(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+                }
+            }
             let opened = Instant::now();
             let ended = upstream.post(http, &message, Some(id), LISTEN_IDLE);
-            *upstream.tools.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            before = upstream.tools.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Err(e) = &ended {
                 if e.code != INTERNAL_ERROR {
                     eprintln!("remit mcp-proxy: the upstream refuses `subscriptions/listen`: {}", e.message);
