@@ -1992,7 +1992,6 @@ fn modern_proxy(dir: &Path, flags: &[&str], upstream: &[&str]) -> Session {
 /// and answers the proxy's `subscriptions/listen` with an event stream that it acknowledges, keeps open until
 /// `grown` is set, and then ends without announcing the change. Its port, the flag, and how many listens it got.
 fn silent_stateless_upstream() -> (u16, Arc<AtomicBool>, Arc<AtomicUsize>) {
-    use std::io::Read;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (grown, listens) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
@@ -2003,24 +2002,7 @@ fn silent_stateless_upstream() -> (u16, Arc<AtomicBool>, Arc<AtomicUsize>) {
             std::thread::spawn(move || {
                 let mut writer = connection.try_clone().unwrap();
                 let mut reader = BufReader::new(connection);
-                loop {
-                    let mut length = 0;
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line.trim().is_empty() {
-                            break;
-                        }
-                        if let Some((name, value)) = line.split_once(':') {
-                            if name.eq_ignore_ascii_case("content-length") {
-                                length = value.trim().parse().unwrap_or(0);
-                            }
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    reader.read_exact(&mut body).unwrap();
+                while let Some(body) = tls::read_request(&mut reader) {
                     let message: Value = serde_json::from_slice(&body).unwrap();
                     let (Some(id), Some(method)) = (message.get("id"), message["method"].as_str()) else {
                         writer.write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n").unwrap();

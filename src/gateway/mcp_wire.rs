@@ -748,21 +748,9 @@ mod tests {
                 let mut reader = BufReader::new(Accepted::new(stream, server.as_ref()));
                 // Two requests per connection, then the server closes it (as an idle timeout would).
                 for turn in 0..2 {
-                    let mut length = 0;
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line.trim().is_empty() {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            length = v.trim().parse().unwrap();
-                        }
+                    if super::super::test_tls::read_request(&mut reader).is_none() {
+                        return;
                     }
-                    let mut body = vec![0; length];
-                    reader.read_exact(&mut body).unwrap();
                     let n = r.fetch_add(1, Ordering::SeqCst) + 1;
                     let answer = format!("{{\"n\":{n}}}");
                     let response = if turn == 1 {

@@ -1,11 +1,11 @@
 //! https on loopback, made by the test itself: a certificate authority generated at test time (rcgen), server
 //! certificates it signs for the names a test chooses (a DNS name, an IP address, or another host's name to be
-//! refused), the connections a test server accepts (plain or TLS), and a TLS-terminating relay that puts https in
-//! front of a real server speaking plain http. Shared by the integration tests (`#[path = "support/tls.rs"]`) and the
+//! refused), the connections a test server accepts (plain or TLS) and the requests it reads from them, and a
+//! TLS-terminating relay that puts https in front of a real server speaking plain http. Shared by the integration tests (`#[path = "support/tls.rs"]`) and the
 //! gateway's unit tests (src/gateway/mod.rs).
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -237,4 +237,27 @@ fn relay_one(
         received.extend_from_slice(&buffer[..n]);
     }
     to_backend.shutdown(Shutdown::Write)
+}
+
+/// The body of the next HTTP/1.1 request on a test server's connection (its head read and dropped, the body by
+/// `Content-Length`); `None` when the client closed the connection.
+pub fn read_request(reader: &mut impl BufRead) -> Option<Vec<u8>> {
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(body)
 }
