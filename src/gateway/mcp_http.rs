@@ -293,8 +293,8 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
 
 /// [`Proxy::answer`] on this async worker: what needs no upstream (a decision that is not forwarded) at once; an
 /// allowed call awaited without a thread waiting (to a stdio upstream [`Proxy::finish_then`]: the upstream's reader
-/// thread answers; to an HTTP one [`Proxy::finish_async`]); any other wait on an upstream in [`blocking`]. `None` when it panicked (the request is answered
-/// `500`).
+/// thread answers; to an HTTP one [`Proxy::finish_async`]); any other wait on an upstream in [`blocking`]. `None`
+/// when it panicked (the request is answered `500`).
 async fn answer_message(app: &App, identity: &Identity, body: &[u8]) -> Option<Option<Json>> {
     let proxy = &app.proxy;
     match guarded(|| proxy.begin(identity, body))? {

@@ -15,8 +15,8 @@
 //!   [`mcp_http`] the same over Streamable HTTP (bearer tokens → subjects); [`mcp_auth`] JWT bearer tokens
 //!   (the proxy as an OAuth 2.1 resource server); [`mcp_wire`] the gateway's outgoing HTTP/1.1, over `http://`
 //!   and `https://` (MCP upstreams over Streamable HTTP, key sets), blocking; [`mcp_wire_async`] the same exchange
-//!   on the async runtime (hyper's client), for the HTTP proxy's forwarded calls; [`mcp_catalog`]: `remit import mcp`, a typed
-//!   tool catalog from a server's `tools/list`;
+//!   on the async runtime (hyper's client), for the HTTP proxy's forwarded calls; [`mcp_catalog`]: `remit import
+//!   mcp`, a typed tool catalog from a server's `tools/list`;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
 //!   HTTP client for the CLI and tests.
 
