@@ -165,14 +165,25 @@ enum Handed {
 /// Where a batch leader puts a job's result, or hands the lead on.
 #[derive(Default)]
 struct Slot {
-    handed: Mutex<Option<Handed>>,
+    handed: Mutex<Handing>,
     ready: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct Handing {
+    handed: Option<Handed>,
+    /// Whether the job's caller waits on `ready`: a leader fills its own slot too, and waking nobody is still a
+    /// system call (a futex wake per decision).
+    waiting: bool,
 }
 
 impl Slot {
     fn hand(&self, handed: Handed) {
-        *self.handed.lock().unwrap_or_else(|p| p.into_inner()) = Some(handed);
-        self.ready.notify_all();
+        let mut handing = self.handed.lock().unwrap_or_else(|p| p.into_inner());
+        handing.handed = Some(handed);
+        if handing.waiting {
+            self.ready.notify_all();
+        }
     }
 
     fn fill(&self, result: StoreResult<Decided>) {
@@ -180,17 +191,18 @@ impl Slot {
     }
 
     fn wait(&self) -> Handed {
-        let mut handed = self.handed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut handing = self.handed.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(handed) = handed.take() {
+            if let Some(handed) = handing.handed.take() {
                 return handed;
             }
-            handed = self.ready.wait(handed).unwrap_or_else(|p| p.into_inner());
+            handing.waiting = true;
+            handing = self.ready.wait(handing).unwrap_or_else(|p| p.into_inner());
         }
     }
 
     fn is_done(&self) -> bool {
-        matches!(*self.handed.lock().unwrap_or_else(|p| p.into_inner()), Some(Handed::Done(_)))
+        matches!(self.handed.lock().unwrap_or_else(|p| p.into_inner()).handed, Some(Handed::Done(_)))
     }
 }
 

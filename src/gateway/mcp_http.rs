@@ -258,8 +258,7 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
             return rpc(StatusCode::BAD_REQUEST, json!({"jsonrpc": "2.0", "id": id, "error": error}));
         }
     }
-    let method = serde_json::from_slice::<Json>(&body).ok().and_then(|m| m.get("method")?.as_str().map(str::to_string));
-    let initialize = method.as_deref() == Some("initialize");
+    let initialize = method_of(&body).as_deref() == Some("initialize");
     if !initialize {
         let Some(session) = session_of(&headers) else {
             return plain(StatusCode::BAD_REQUEST, "the `Mcp-Session-Id` header is missing: `initialize` first");
@@ -289,6 +288,16 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         }
     }
     response
+}
+
+/// A message's `method` when it is a JSON object with a string `method` (its other members skipped, not built:
+/// the proxy parses the message again to answer it).
+fn method_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        method: Option<String>,
+    }
+    serde_json::from_slice::<Message>(body).ok()?.method
 }
 
 /// [`Proxy::answer`] on this async worker: what needs no upstream (a decision that is not forwarded) at once; an

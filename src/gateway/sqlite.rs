@@ -24,6 +24,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::audit::{entry_hash, GENESIS};
 use super::store::*;
+use super::wal_index::WalIndexHeader;
 
 /// The schema's version (`PRAGMA user_version`): a store of another version is refused, not silently reused.
 /// Version 2 added `access_requests.log_seq`, version 3 the table `stop_records` (stops with ids and levels: a
@@ -70,7 +71,7 @@ pub enum Durability {
 pub struct SqliteStore {
     connection: Mutex<Connection>,
     /// The connection that reads the store's version (a store opened with [`SqliteStore::open`]).
-    watcher: Option<Mutex<Connection>>,
+    watcher: Option<Mutex<Watcher>>,
     /// Opened by [`SqliteStore::open_existing`]: transactions are read transactions.
     read_only: bool,
     /// Dropping it stops the checkpoint thread.
@@ -100,6 +101,38 @@ fn checkpointer(path: &Path, synchronous: &str) -> StoreResult<std::sync::mpsc::
     Ok(stop)
 }
 
+/// A connection that never writes, and the header of its wal-index when it can be read ([`WalIndexHeader`]): the
+/// store's version is read from the header, else `PRAGMA data_version` on the connection. One or the other for the
+/// store's life, so two versions are never compared across the two.
+#[derive(Debug)]
+struct Watcher {
+    connection: Connection,
+    header: Option<WalIndexHeader>,
+}
+
+impl Watcher {
+    fn open(path: &Path) -> StoreResult<Watcher> {
+        let connection = Connection::open(path).map_err(store_err)?;
+        connection.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
+        connection.pragma_update(None, "query_only", true).map_err(store_err)?;
+        // A first read maps the wal-index.
+        let mode: String = connection.pragma_query_value(None, "journal_mode", |row| row.get(0)).map_err(store_err)?;
+        connection.query_row("PRAGMA data_version", [], |_| Ok(())).map_err(store_err)?;
+        let header = if mode.eq_ignore_ascii_case("wal") { WalIndexHeader::of(&connection) } else { None };
+        Ok(Watcher { connection, header })
+    }
+
+    fn version(&self) -> Option<u64> {
+        match &self.header {
+            Some(header) => header.version(),
+            None => {
+                let version = self.connection.prepare_cached("PRAGMA data_version");
+                version.and_then(|mut s| s.query_row([], |row| row.get(0))).ok().map(|v: i64| v as u64)
+            }
+        }
+    }
+}
+
 fn store_err(e: rusqlite::Error) -> StoreError {
     StoreError(e.to_string())
 }
@@ -111,10 +144,7 @@ impl SqliteStore {
         let mut store = SqliteStore::setup(connection, durability)?;
         let synchronous = if durability == Durability::Full { "FULL" } else { "NORMAL" };
         store._checkpointer = Some(checkpointer(path, synchronous)?);
-        let watcher = Connection::open(path).map_err(store_err)?;
-        watcher.busy_timeout(std::time::Duration::from_secs(5)).map_err(store_err)?;
-        watcher.pragma_update(None, "query_only", true).map_err(store_err)?;
-        store.watcher = Some(Mutex::new(watcher));
+        store.watcher = Some(Mutex::new(Watcher::open(path)?));
         Ok(store)
     }
 
@@ -191,9 +221,7 @@ impl Store for SqliteStore {
     }
 
     fn version(&self) -> Option<u64> {
-        let watcher = self.watcher.as_ref()?.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let version = watcher.prepare_cached("PRAGMA data_version").and_then(|mut s| s.query_row([], |row| row.get(0)));
-        version.ok().map(|v: i64| v as u64)
+        self.watcher.as_ref()?.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).version()
     }
 }
 
@@ -703,6 +731,40 @@ mod tests {
         tx.commit().unwrap();
         assert_ne!(store.version(), Some(second), "another connection's commit");
         assert_eq!(SqliteStore::open_existing(&dir.join("state.db")).unwrap().version(), None);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Both ways of reading the version — the wal-index header (where it can be read: on unix, always here) and
+    /// `PRAGMA data_version` — see a commit made by another process, with another build of SQLite (Python's), and
+    /// stay the same without one.
+    #[test]
+    fn the_version_sees_another_process_commit() {
+        let dir = std::env::temp_dir().join(format!("remit-sqlite-process-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.db");
+        let store = SqliteStore::open(&path, Durability::Process).unwrap();
+        let header = Watcher::open(&path).unwrap();
+        assert_eq!(header.header.is_some(), cfg!(unix), "the header is read where it can be");
+        let pragma = Watcher { header: None, ..Watcher::open(&path).unwrap() };
+        let watchers = [("the header", &header), ("the pragma", &pragma)];
+        let before: Vec<Option<u64>> = watchers.iter().map(|(_, w)| w.version()).collect();
+        for ((how, watcher), before) in watchers.iter().zip(&before) {
+            assert!(before.is_some(), "{how}: a version");
+            assert_eq!(&watcher.version(), before, "{how}: no commit, no change");
+        }
+        let script = "import sqlite3, sys\n\
+                      c = sqlite3.connect(sys.argv[1])\n\
+                      c.execute(\"INSERT INTO stops (mandate) VALUES ('m')\")\n\
+                      c.commit()\n";
+        let ran = std::process::Command::new("python3").arg("-c").arg(script).arg(&path).output();
+        let ran = ran.expect("python3 runs (scripts/test-deps.sh installs it)");
+        assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+        for ((how, watcher), before) in watchers.iter().zip(&before) {
+            assert_ne!(&watcher.version(), before, "{how}: another process's commit");
+            assert!(watcher.version().is_some(), "{how}: a version after it");
+        }
+        let stopped = store.begin_read().unwrap().decision_state().unwrap().stops;
+        assert_eq!(stopped, vec!["m".to_string()], "the commit was one of this store's");
         std::fs::remove_dir_all(&dir).ok();
     }
 

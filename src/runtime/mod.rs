@@ -181,7 +181,8 @@ impl Runtime {
 }
 
 /// Loads a precompiled module. wasmtime's `Module::deserialize` is `unsafe`: it trusts the machine code inside the
-/// artifact. This is the crate's one `unsafe` call (the lints deny `unsafe_code` everywhere else).
+/// artifact. One of the crate's two places with `unsafe` (the lints deny `unsafe_code` everywhere else; the other
+/// is `gateway::wal_index`, which reads SQLite's shared memory).
 #[allow(unsafe_code)]
 fn deserialize(engine: &Engine, bytes: &[u8]) -> Result<Module, String> {
     // SAFETY: a `.cwasm` must come from a trusted build (`remit build --precompile` in the policy's CI) with this
