@@ -2226,7 +2226,7 @@ fn an_upstream_of_the_stateless_revision() {
         let init = proxy.initialize();
         assert!(init["result"]["capabilities"]["tools"].is_object(), "the upstream's capabilities: {init}");
         let list = proxy.request(1, "tools/list", json!({}));
-        assert_eq!(names(&list), ["grow", "revision", "shout"], "{list}");
+        assert_eq!(names(&list), ["confirm", "grow", "revision", "shout"], "{list}");
         let loud = proxy.call(2, "shout", json!({"text": "hello"}));
         assert_eq!(text(&loud), "HELLO", "{loud}");
         assert_eq!(loud["_meta"]["remit.dev/decision"]["outcome"], "allow", "{loud}");
@@ -2237,7 +2237,7 @@ fn an_upstream_of_the_stateless_revision() {
         let said = text(&unlisted);
         assert!(is_error(&unlisted) && said.contains("rule.unmatched"), "{unlisted}");
         let closest = "closest grant: tester: `allow shout where args.text in [\"hello\", \"forbidden\"]` \
-                       (policy.remit:31:3): `args.text` is \"whisper\", and the grant needs \
+                       (policy.remit:38:3): `args.text` is \"whisper\", and the grant needs \
                        `args.text in [\"hello\", \"forbidden\"]`";
         assert!(said.contains(closest), "{said}");
         // The server adds a tool and says so: on the proxy's `subscriptions/listen` stream in 2026-07-28, unasked in
@@ -2298,6 +2298,108 @@ fn an_upstream_of_the_stateless_revision() {
         .unwrap();
     let said = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && said.contains("`2027-01-01` is not a revision"), "{said}");
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A tool that asks the user first (revision 2026-07-28's multi round-trip requests): the upstream, a server of the
+/// official Python SDK, answers `tools/call` with an `InputRequiredResult`. An agent of that revision gets it as it
+/// came, decision added, with the capabilities it declared passed upstream; it calls again with its answers
+/// (`inputResponses`, `requestState`), and that call is decided and forwarded as any other. An agent of the earlier
+/// revisions, which cannot answer it, gets an error instead. Over stdio and over HTTP; the log marks the first
+/// round's outcome `input_required`.
+#[test]
+fn a_tool_that_asks_for_input_first() {
+    let dir = sandbox("input-required");
+    let server = root().join("tests/mcp/modern/server.py");
+    let python = python();
+    let upstream = [python.to_str().unwrap(), server.to_str().unwrap()];
+    let mut meta = stateless_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {"form": {}}});
+    let first = |text: &str| json!({"name": "confirm", "arguments": {"text": text}, "_meta": meta});
+    // The first round's result asks, and the second round answers it.
+    let asked = |result: &Value| {
+        assert_eq!(result["resultType"], "input_required", "{result}");
+        assert_eq!(result["_meta"]["remit.dev/decision"]["outcome"], "allow", "{result}");
+        let requests = result["inputRequests"].as_object().unwrap_or_else(|| panic!("input requests: {result}"));
+        let (key, request) = requests.iter().next().unwrap();
+        assert_eq!(request["method"], "elicitation/create", "{result}");
+        assert_eq!(request["params"]["message"], "Shout hello?", "{result}");
+        let mut again = first("hello");
+        again["inputResponses"] = json!({key.as_str(): {"action": "accept", "content": {"sure": true}}});
+        again["requestState"] = result["requestState"].clone();
+        again
+    };
+    let answered = |result: &Value| {
+        assert_eq!(result["resultType"], "complete", "{result}");
+        assert_eq!(result["content"][0]["text"], "HELLO", "{result}");
+        assert_eq!(result["_meta"]["remit.dev/decision"]["outcome"], "allow", "{result}");
+    };
+    // The proxy declares no capabilities upstream for it, so the server refuses to ask (a server that asked anyway
+    // would be refused by the proxy: the unit test `a_spliced_answer_is_the_parsed_and_rebuilt_one`).
+    let refused = |answer: &Value| {
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("did not declare the form elicitation capability"), "{answer}");
+    };
+
+    // Over stdio.
+    let mut proxy = modern_proxy(&dir, &[], &upstream);
+    let result = proxy.request(1, "tools/call", first("hello"))["result"].clone();
+    let again = asked(&result);
+    answered(&proxy.request(2, "tools/call", again)["result"]);
+    // The policy still decides every round.
+    let forbidden = proxy.request(3, "tools/call", first("forbidden"))["result"].clone();
+    assert_eq!(forbidden["_meta"]["remit.dev/decision"]["outcome"], "deny", "{forbidden}");
+    // An agent of 2025-06-18 in the same proxy.
+    proxy.initialize();
+    refused(&proxy.request(4, "tools/call", json!({"name": "confirm", "arguments": {"text": "hello"}})));
+    drop(proxy);
+
+    // The log: the first round asked for input, the second completed, the third failed upstream.
+    let store = remit::gateway::sqlite::SqliteStore::open_existing(&dir.join("state.db")).unwrap();
+    let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
+    let outcomes: Vec<Value> = entries
+        .iter()
+        .filter(|e| e.kind == "outcome")
+        .map(|e| serde_json::from_str::<Value>(&e.body).unwrap())
+        .map(|e| json!([e.get("result_type"), e.get("is_error"), e.get("error").is_some()]))
+        .collect();
+    let want = [json!(["input_required", false, false]), json!([null, false, false]), json!([null, null, true])];
+    assert_eq!(outcomes, want, "{entries:?}");
+    drop(store);
+
+    // Over HTTP: an agent of 2026-07-28, then a session of 2025-06-18.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .args(["mcp-proxy", "--policy"])
+        .arg(root().join("tests/mcp/modern"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("http.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--"])
+        .args(upstream);
+    let proxy = Session::spawn(command, &dir);
+    let url = proxy.mcp_url(Instant::now() + WAIT);
+    let v = ("MCP-Protocol-Version", "2026-07-28");
+    let headers = [v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "confirm")];
+    let call = |id: i64, params: &Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let result = stateless_post(&url, "tester-token-1", &headers, &call(1, &first("hello"))).json()["result"].clone();
+    let again = asked(&result);
+    answered(&stateless_post(&url, "tester-token-1", &headers, &call(2, &again)).json()["result"]);
+    let auth = ("Authorization", "Bearer tester-token-1");
+    let json_type = ("Content-Type", "application/json");
+    let accept = ("Accept", "application/json, text/event-stream");
+    let init = json!({"jsonrpc": "2.0", "id": 3, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+                                 "clientInfo": {"name": "t", "version": "1"}}});
+    let post = |headers: &[(&str, &str)], body: &Value| {
+        remit::gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
+    };
+    let opened = post(&[auth, json_type, accept], &init);
+    let session = opened.header("mcp-session-id").expect("a session").to_string();
+    let in_session = [auth, json_type, accept, ("Mcp-Session-Id", session.as_str())];
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                      "params": {"name": "confirm", "arguments": {"text": "hello"}}});
+    refused(&post(&in_session, &body).json());
     drop(proxy);
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -1077,9 +1077,10 @@ impl Upstream {
         }
     }
 
-    /// A request's params with the stateless revision's `_meta` envelope when it is spoken (the proxy's revision
-    /// and client capabilities, none: a stateless server sends no requests to the client); the rest of `_meta`
-    /// (an agent's progress token, say) kept.
+    /// A request's params with the stateless revision's `_meta` envelope when it is spoken: the proxy's revision, and
+    /// as client capabilities those of an agent of that revision (what it can answer when a server asks it for
+    /// input in an `InputRequiredResult`, which the proxy relays), else none (a server of that revision sends no
+    /// requests to the client); the rest of `_meta` (an agent's progress token, say) kept.
     fn enveloped(&self, params: Option<Json>) -> Option<Json> {
         if !self.stateless.load(Ordering::Relaxed) {
             return params;
@@ -1093,8 +1094,10 @@ impl Upstream {
             *meta = json!({});
         }
         if let Some(meta) = meta.as_object_mut() {
+            let agents = meta.get(META_VERSION).and_then(Json::as_str) == Some(STATELESS_VERSION);
+            let capabilities = meta.get(META_CAPABILITIES).filter(|c| agents && c.is_object()).cloned();
             meta.insert(META_VERSION.into(), Json::from(STATELESS_VERSION));
-            meta.insert(META_CAPABILITIES.into(), json!({}));
+            meta.insert(META_CAPABILITIES.into(), capabilities.unwrap_or_else(|| json!({})));
         }
         Some(Json::Object(params))
     }
@@ -1108,13 +1111,12 @@ impl Upstream {
         }
     }
 
-    /// In the stateless revision, the error for a result of a type other than `complete`: an
-    /// `InputRequiredResult` asks the client for more input in a further request, which the proxy does not relay.
+    /// In the stateless revision, the error for a result of a type the proxy does not know: neither `complete` nor
+    /// `input_required` (an `InputRequiredResult`, relayed to agents of that revision, see [`for_earlier_agent`]).
     fn not_complete(&self, result_type: Option<String>) -> Option<RpcError> {
-        let result_type = result_type.filter(|t| t != "complete" && self.stateless.load(Ordering::Relaxed))?;
-        let why =
-            format!("the upstream server answered with a `{result_type}` result, which remit mcp-proxy does not relay");
-        Some(RpcError::new(INTERNAL_ERROR, why))
+        let known = |t: &String| t == "complete" || t == INPUT_REQUIRED;
+        let result_type = result_type.filter(|t| !known(t) && self.stateless.load(Ordering::Relaxed))?;
+        Some(not_relayed(&result_type))
     }
 
     /// Opens a session in revision 2025-06-18: `initialize`, then `notifications/initialized`.
@@ -1448,7 +1450,7 @@ impl Proxy {
                             };
                             let outcome = match stateless {
                                 true => outcome.map(|r| super::mcp_http::stateless_result(&method, r)),
-                                false => outcome,
+                                false => for_earlier_agent(outcome),
                             };
                             proxy.outbox.send(&response(&id, outcome));
                             idle.fetch_add(1, Ordering::AcqRel);
@@ -1560,7 +1562,7 @@ impl Proxy {
     /// Answers one message that came over HTTP from `identity` (Streamable HTTP, [`super::mcp_http`]): the response
     /// to a request (a JSON-RPC error for a message that is not one), `None` for a notification or a response.
     pub fn answer(&self, identity: &Identity, body: &[u8]) -> Option<Json> {
-        match self.begin(identity, body) {
+        match self.begin(identity, body, false) {
             Answering::Done(answer) => answer,
             Answering::Upstream(pending) => self.finish(pending),
         }
@@ -1574,7 +1576,10 @@ impl Proxy {
     /// without the hand-off to a blocking thread, which cost about 50-70 µs per call (bench/mcp, `--http`). (A stdio
     /// upstream that exits between that check and the decision is started again right there: a rare wait, as on the
     /// stdio reader thread of [`Proxy::call_tool_here`].)
-    pub fn begin(&self, identity: &Identity, body: &[u8]) -> Answering {
+    ///
+    /// `stateless`: the message came in revision 2026-07-28 (an `InputRequiredResult` of the upstream is relayed to
+    /// it, see [`for_earlier_agent`]).
+    pub fn begin(&self, identity: &Identity, body: &[u8], stateless: bool) -> Answering {
         let (id, method, params) = match self.accept(body) {
             Err(reply) => return Answering::Done(Some(reply)),
             Ok(None) => return Answering::Done(None),
@@ -1586,7 +1591,10 @@ impl Proxy {
                 match self.decide_call(identity, params.unwrap_or_else(|| json!({}))) {
                     Err(e) => Answering::Done(Some(response(&id, Err(e)))),
                     Ok(Call::Answered(result)) => Answering::Done(Some(response(&id, Ok(result)))),
-                    Ok(Call::Forward(forward)) => Answering::Upstream(Pending(Waiting::Call { id, forward })),
+                    Ok(Call::Forward(mut forward)) => {
+                        forward.stateless = stateless;
+                        Answering::Upstream(Pending(Waiting::Call { id, forward }))
+                    }
                 }
             }
             _ => Answering::Upstream(Pending(Waiting::Request { identity: identity.clone(), id, method, params })),
@@ -1915,7 +1923,7 @@ impl Proxy {
 
     /// Logs how a forwarded call went (its `outcome` entry) and adds the decision to the upstream's result.
     fn finish_call(&self, forward: Forward, outcome: Result<Json, RpcError>) -> Result<Json, RpcError> {
-        self.log_outcome(&forward.outcome_entry(outcome.as_ref().map(is_error)));
+        self.log_outcome(&forward.outcome_entry(outcome.as_ref().map(|r| (is_error(r), result_type(r)))));
         let mut result = outcome?;
         if let Some(result) = result.as_object_mut() {
             let slot = result.entry("_meta").or_insert_with(|| json!({}));
@@ -1963,6 +1971,46 @@ impl StopWatch {
         let before = self.seen.replace(now.clone());
         before.is_some_and(|before| before != now)
     }
+}
+
+/// The result type of revision 2026-07-28 that asks the client for input (elicitation, sampling, roots) before the
+/// server answers: the client answers in `inputResponses` when it sends the same request again.
+pub const INPUT_REQUIRED: &str = "input_required";
+
+/// The error an agent gets for an upstream result the proxy does not relay to it.
+fn not_relayed(result_type: &str) -> RpcError {
+    let why =
+        format!("the upstream server answered with a `{result_type}` result, which remit mcp-proxy does not relay");
+    let why = match result_type {
+        INPUT_REQUIRED => format!("{why} to a client of the revisions before {STATELESS_VERSION}"),
+        _ => why,
+    };
+    RpcError::new(INTERNAL_ERROR, why)
+}
+
+/// `outcome` for an agent of the revisions before 2026-07-28: an `InputRequiredResult` (`resultType:
+/// input_required`) is an error, since such an agent cannot answer it (it would take the result for a final one).
+/// An agent of 2026-07-28 gets it as it came, and sends the request again with its answers.
+pub fn for_earlier_agent(outcome: Result<Json, RpcError>) -> Result<Json, RpcError> {
+    match outcome {
+        Ok(result) if result_type(&result) == Some(INPUT_REQUIRED) => Err(not_relayed(INPUT_REQUIRED)),
+        outcome => outcome,
+    }
+}
+
+/// [`for_earlier_agent`] of a whole response.
+pub fn response_for_earlier_agent(answer: Json) -> Json {
+    match answer.get("result") {
+        Some(result) if result_type(result) == Some(INPUT_REQUIRED) => {
+            response(answer.get("id").unwrap_or(&Json::Null), Err(not_relayed(INPUT_REQUIRED)))
+        }
+        _ => answer,
+    }
+}
+
+/// A result's `resultType` (revision 2026-07-28).
+fn result_type(result: &Json) -> Option<&str> {
+    result.get("resultType").and_then(Json::as_str)
 }
 
 /// Whether a tool result says it failed (`isError`).
@@ -2067,11 +2115,15 @@ impl Forward {
         })
     }
 
-    /// The `outcome` entry of the call: whether the tool failed, or the JSON-RPC error the upstream answered.
-    fn outcome_entry(&self, outcome: Result<bool, &RpcError>) -> Json {
+    /// The `outcome` entry of the call: whether the tool failed (and the result's type when it is not a final one:
+    /// `input_required`, the tool has not run yet), or the JSON-RPC error the upstream answered.
+    fn outcome_entry(&self, outcome: Result<(bool, Option<&str>), &RpcError>) -> Json {
         let (decision, tool) = (&self.decided.id, &self.tool);
         match outcome {
-            Ok(is_error) => json!({"decision": decision, "tool": tool, "is_error": is_error}),
+            Ok((is_error, Some(result_type))) if result_type != "complete" => {
+                json!({"decision": decision, "tool": tool, "is_error": is_error, "result_type": result_type})
+            }
+            Ok((is_error, _)) => json!({"decision": decision, "tool": tool, "is_error": is_error}),
             Err(e) => json!({"decision": decision, "tool": tool, "error": e.to_json()}),
         }
     }
@@ -2089,6 +2141,15 @@ impl Forward {
             Ok(RawResult(result)) => result,
         };
         let members = serde_json::from_str::<ResultHead>(&result);
+        let declared = members.as_ref().ok().and_then(|head| head.result_type);
+        let declared = declared.and_then(|t| serde_json::from_str::<String>(t.get()).ok());
+        let input_required = declared.as_deref() == Some(INPUT_REQUIRED);
+        if input_required && !self.stateless {
+            // Logged as the upstream answered (the tool has not run), refused to the agent.
+            let entry = self.outcome_entry(Ok((false, Some(INPUT_REQUIRED))));
+            return (line(&response(id, Err(not_relayed(INPUT_REQUIRED)))), entry);
+        }
+        let result_type = declared.as_deref();
         // Over the stateless revision a result that says nothing of its type says `resultType: complete` (added as
         // `super::mcp_http::stateless_result` adds it).
         let typed = |result_type: &Option<&RawValue>| result_type.is_none() && self.stateless;
@@ -2105,7 +2166,7 @@ impl Forward {
         };
         let Some((is_error, body, comma, add_type)) = spliced else {
             let parsed: Json = serde_json::from_str(&result).unwrap_or(Json::Null);
-            let entry = self.outcome_entry(Ok(self::is_error(&parsed)));
+            let entry = self.outcome_entry(Ok((self::is_error(&parsed), result_type)));
             let mut parsed = parsed;
             if let Some(members) = parsed.as_object_mut() {
                 let slot = members.entry("_meta").or_insert_with(|| json!({}));
@@ -2133,7 +2194,7 @@ impl Forward {
         out.extend_from_slice(br#"":"#);
         out.extend_from_slice(meta.as_bytes());
         out.extend_from_slice(b"}}}\n");
-        (out, self.outcome_entry(Ok(is_error)))
+        (out, self.outcome_entry(Ok((is_error, result_type))))
     }
 }
 
@@ -2404,6 +2465,8 @@ mod tests {
             r#"{"_meta":null}"#,
             r#"{"isError":"yes"}"#,
             r#"{"content":[],"resultType":"incomplete"}"#,
+            r#"{"inputRequests":{"a":{"method":"elicitation/create","params":{}}},"requestState":"s","resultType":"input_required"}"#,
+            r#"{"resultType":"input_required","requestState":"s","_meta":{"x":1}}"#,
             "[1,2]",
             "null",
             "\"text\"",
@@ -2415,9 +2478,14 @@ mod tests {
             let (line, entry) = forward.answer(&id, Ok(RawResult(result.to_string())));
             assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'), "one line for {result}");
             let answer: Json = serde_json::from_slice(&line).unwrap_or_else(|e| panic!("{e}: {result}"));
-            let expected = {
+            let asks = result.contains(r#""resultType":"input_required""#);
+            let expected = if asks && !stateless {
+                // Not for an agent of the earlier revisions: refused, logged as the upstream answered.
+                let entry = json!({"decision": "dec-1", "tool": "t", "is_error": false, "result_type": INPUT_REQUIRED});
+                (response(&id, Err(not_relayed(INPUT_REQUIRED))), entry)
+            } else {
                 let mut result: Json = serde_json::from_str(result).unwrap();
-                let rebuilt = forward.outcome_entry(Ok(is_error(&result)));
+                let rebuilt = forward.outcome_entry(Ok((is_error(&result), result_type(&result))));
                 if let Some(members) = result.as_object_mut() {
                     let slot = members.entry("_meta").or_insert_with(|| json!({}));
                     if let Some(slot) = slot.as_object_mut() {
@@ -2432,6 +2500,10 @@ mod tests {
                 (response(&id, Ok(result)), rebuilt)
             };
             assert_eq!((answer, entry), expected, "for {result} (stateless: {stateless})");
+            if asks && stateless {
+                assert_eq!(expected.0["result"]["resultType"], INPUT_REQUIRED, "relayed as it came");
+                assert_eq!(expected.1["result_type"], INPUT_REQUIRED, "logged as asking");
+            }
         }
         // An upstream's error is passed on, and logged as the outcome.
         let forward = forward(decision);

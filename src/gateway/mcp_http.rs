@@ -269,7 +269,7 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         }
     }
     let subject = identity.subject.clone();
-    let answer = match answer_message(&app, &identity, &body).await {
+    let answer = match answer_message(&app, &identity, &body, false).await {
         Some(answer) => answer,
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
@@ -277,6 +277,8 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
     if let Some(challenge) = scope_challenge(&app, jwt, &body, &answer) {
         return challenge;
     }
+    // A session is of the revisions before 2026-07-28: it cannot answer an `InputRequiredResult`.
+    let answer = super::mcp::response_for_earlier_agent(answer);
     let malformed = answer.get("id").is_some_and(Json::is_null) && answer.get("error").is_some();
     let status = if malformed { StatusCode::BAD_REQUEST } else { StatusCode::OK };
     let mut response = (status, [(header::CONTENT_TYPE, "application/json")], answer.to_string()).into_response();
@@ -304,9 +306,9 @@ fn method_of(body: &[u8]) -> Option<String> {
 /// allowed call awaited without a thread waiting (to a stdio upstream [`Proxy::finish_then`]: the upstream's reader
 /// thread answers; to an HTTP one [`Proxy::finish_async`]); any other wait on an upstream in [`blocking`]. `None`
 /// when it panicked (the request is answered `500`).
-async fn answer_message(app: &App, identity: &Identity, body: &[u8]) -> Option<Option<Json>> {
+async fn answer_message(app: &App, identity: &Identity, body: &[u8], stateless: bool) -> Option<Option<Json>> {
     let proxy = &app.proxy;
-    match guarded(|| proxy.begin(identity, body))? {
+    match guarded(|| proxy.begin(identity, body, stateless))? {
         Answering::Done(answer) => Some(answer),
         Answering::Upstream(pending) if pending.answered_later() => {
             let (send, answered) = tokio::sync::oneshot::channel();
@@ -529,7 +531,7 @@ async fn answer(
             None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
         }
     }
-    let answer = match answer_message(&app, &identity, &body).await {
+    let answer = match answer_message(&app, &identity, &body, true).await {
         Some(answer) => answer,
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };

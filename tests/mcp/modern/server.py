@@ -1,15 +1,20 @@
 """An MCP server of the official Python SDK (tests/mcp/requirements.txt), for tests/mcp_proxy.rs: it speaks both the
 stateless revision 2026-07-28 and the earlier ones, and its tool `revision` says which one a call came in, so a test
 can tell which one `remit mcp-proxy` spoke to it. Its tool `grow` adds a tool, `grown`, and tells the clients that the
-list changed: on their `subscriptions/listen` streams in 2026-07-28, unasked in the earlier revisions.
+list changed: on their `subscriptions/listen` streams in 2026-07-28, unasked in the earlier revisions. Its tool
+`confirm` asks the user before it shouts (an elicitation: in 2026-07-28 an `InputRequiredResult`, answered when the
+client calls again with `inputResponses` and the `requestState`).
 
     server.py                 over stdio
     server.py --http PORT     over Streamable HTTP at http://127.0.0.1:PORT/mcp
 """
 
 import sys
+from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
+
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 
 server = MCPServer("revisions")
 
@@ -24,6 +29,20 @@ def revision(ctx: Context) -> str:
 def shout(text: str) -> str:
     """The text in capitals."""
     return text.upper()
+
+
+class Sure(BaseModel):
+    sure: bool
+
+
+def ask_first(text: str) -> Elicit[Sure]:
+    return Elicit(f"Shout {text}?", Sure)
+
+
+@server.tool()
+def confirm(text: str, answer: Annotated[Sure, Resolve(ask_first)]) -> str:
+    """The text in capitals, once the user said so."""
+    return text.upper() if answer.sure else "not shouted"
 
 
 def grown() -> str:
