@@ -620,8 +620,9 @@ impl Upstream {
     }
 
     /// [`Upstream::post`] of a request on the async runtime ([`super::mcp_wire_async`]), waiting at most the
-    /// upstream's timeout: no thread waits on the upstream.
-    async fn post_async(&self, http: &HttpLink, id: u64, message: &Json) -> Result<Json, RpcError> {
+    /// upstream's timeout: no thread waits on the upstream. The result as the upstream wrote it, not parsed into a
+    /// tree ([`Upstream::take_raw_answer`]).
+    async fn post_async(&self, http: &HttpLink, id: u64, message: &Json) -> Result<RawResult, RpcError> {
         let (headers, body, session) = self.post_head(http, message);
         let exchange = async {
             let exchanged = http.async_connections.exchange("POST", &http.url, &headers, body).await;
@@ -632,7 +633,7 @@ impl Upstream {
             }
             self.keep_session(http, response.header("mcp-session-id"));
             let mut answer = None;
-            let mut take = |text: &str| self.take_answer(http, id, text, &mut answer);
+            let mut take = |text: &str| self.take_raw_answer(http, id, text, &mut answer);
             let read = if is_event_stream(response.header("content-type")) {
                 response.events(MAX_MESSAGE, &mut take).await
             } else {
@@ -724,6 +725,43 @@ impl Upstream {
         *answer = Some(match message.get("error") {
             Some(error) => Err(RpcError::from_json(error)),
             None => self.complete(message.get("result").cloned().unwrap_or(Json::Null)),
+        });
+        true
+    }
+
+    /// [`Upstream::take_answer`] without a tree: the result of the response to request `id` as the upstream wrote
+    /// it, read only as far as its head ([`Head`]), as the stdio reader reads one. A message whose head cannot be
+    /// read that way (a key twice, say) is parsed whole.
+    fn take_raw_answer(
+        &self,
+        http: &HttpLink,
+        id: u64,
+        text: &str,
+        answer: &mut Option<Result<RawResult, RpcError>>,
+    ) -> bool {
+        let head = match serde_json::from_str::<Head>(text) {
+            Ok(head) if head.method.is_none() => head,
+            // A request or notification of the server (for the agent), or a message read as a tree.
+            _ => {
+                let mut parsed = None;
+                let taken = self.take_answer(http, id, text, &mut parsed);
+                *answer = parsed.map(|outcome| outcome.map(|result| RawResult(result.to_string())));
+                return taken;
+            }
+        };
+        if head.id.and_then(|i| i.get().parse::<u64>().ok()) != Some(id) {
+            return false;
+        }
+        *answer = Some(match head.error {
+            Some(error) => Err(RpcError::from_json(&serde_json::from_str(error.get()).unwrap_or(Json::Null))),
+            None => {
+                let result = head.result.map_or("null", |r| r.get());
+                let result_type = serde_json::from_str::<ResultHead>(result).ok().and_then(|head| head.result_type);
+                match self.not_complete(result_type.and_then(|t| serde_json::from_str(t.get()).ok())) {
+                    Some(refused) => Err(refused),
+                    None => Ok(RawResult(result.to_string())),
+                }
+            }
         });
         true
     }
@@ -837,7 +875,7 @@ impl Upstream {
     }
 
     /// [`Upstream::request`] to an HTTP upstream on the async runtime, no thread waiting ([`Upstream::post_async`]).
-    async fn request_async(&self, method: &str, params: Json) -> Result<Json, RpcError> {
+    async fn request_async(&self, method: &str, params: Json) -> Result<RawResult, RpcError> {
         if let Some(why) = self.gone() {
             return Err(RpcError::new(INTERNAL_ERROR, why));
         }
@@ -1605,26 +1643,29 @@ impl Proxy {
     /// its stdio upstream here and `reply` is called with the response from the upstream's reader thread (or with an
     /// error response when it exits or the deadline passes), as the stdio proxy answers (see
     /// [`Proxy::call_tool_here`]); the outcome is logged after. Anything else is finished here, waiting.
-    pub fn finish_then(self: &Arc<Self>, pending: Pending, reply: impl FnOnce(Option<Json>) + Send + 'static) {
+    pub fn finish_then(self: &Arc<Self>, pending: Pending, reply: impl FnOnce(Option<Reply>) + Send + 'static) {
         match pending.0 {
             Waiting::Call { id, forward } if forward.upstream.http.is_none() => {
-                self.forward_then(id, forward, move |line| reply(serde_json::from_slice(line).ok()))
+                self.forward_then(id, forward, move |line| reply(Some(Reply::Line(line.to_vec()))))
             }
-            waiting => reply(self.finish(Pending(waiting))),
+            waiting => reply(self.finish(Pending(waiting)).map(Reply::Message)),
         }
     }
 
     /// [`Proxy::finish`] of a [`Pending::answered_async`] call on the async runtime: the call is POSTed to its HTTP
     /// upstream with no thread waiting on it ([`super::mcp_wire_async`]), its outcome logged, and the response
-    /// returned. Anything else is finished here as [`Proxy::finish`] does, waiting.
-    pub async fn finish_async(&self, pending: Pending) -> Option<Json> {
+    /// returned: the upstream's result with the decision spliced in, as over stdio ([`Forward::answer`]), never
+    /// parsed into a tree. Anything else is finished here as [`Proxy::finish`] does, waiting.
+    pub async fn finish_async(&self, pending: Pending) -> Option<Reply> {
         match pending.0 {
             Waiting::Call { id, mut forward } if forward.upstream.http.is_some() => {
                 let params = std::mem::take(&mut forward.params);
                 let outcome = forward.upstream.request_async("tools/call", params).await;
-                Some(response(&id, self.finish_call(*forward, outcome)))
+                let (line, entry) = forward.answer(&id, outcome);
+                self.log_outcome(&entry);
+                Some(Reply::Line(line))
             }
-            waiting => self.finish(Pending(waiting)),
+            waiting => self.finish(Pending(waiting)).map(Reply::Message),
         }
     }
 
@@ -2034,7 +2075,28 @@ fn decision_meta(decided: &super::core::Decided, decision: Json) -> Json {
     Json::Object(meta)
 }
 
-/// A decided `tools/call`.
+/// An answer to the agent: a message, or one written as a line already (an upstream's result with the decision
+/// spliced in, [`Forward::answer`]).
+#[derive(Debug)]
+pub enum Reply {
+    Message(Json),
+    Line(Vec<u8>),
+}
+
+impl Reply {
+    /// The line as it is when it is a response with a result (sent without being parsed), else the message (a line
+    /// that is an error response is parsed: its code can decide an HTTP status).
+    pub fn result_line(self) -> Result<Vec<u8>, Json> {
+        match self {
+            Reply::Message(message) => Err(message),
+            Reply::Line(line) => match serde_json::from_slice::<Head>(&line) {
+                Ok(Head { result: Some(_), error: None, .. }) => Ok(line),
+                _ => Err(serde_json::from_slice(&line).unwrap_or(Json::Null)),
+            },
+        }
+    }
+}
+
 /// [`Proxy::begin`]'s outcome.
 #[derive(Debug)]
 pub enum Answering {
@@ -2076,6 +2138,7 @@ enum Waiting {
     Request { identity: Identity, id: Json, method: String, params: Option<Json> },
 }
 
+/// A decided `tools/call`.
 enum Call {
     /// Not forwarded: its result.
     Answered(Json),

@@ -31,7 +31,7 @@ use axum::Router;
 use futures_util::FutureExt;
 use serde_json::{json, Value as Json};
 
-use super::mcp::{Answering, Identity, Proxy, MAX_MESSAGE, METHOD_NOT_FOUND};
+use super::mcp::{Answering, Identity, Proxy, Reply, MAX_MESSAGE, METHOD_NOT_FOUND};
 use super::mcp_auth::JwtVerifier;
 use super::mcp_wire::ParamHeader;
 
@@ -274,6 +274,11 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
     let Some(answer) = answer else { return StatusCode::ACCEPTED.into_response() };
+    // A forwarded call's result (never a challenge, an `initialize` or an error) as the proxy wrote it.
+    let answer = match answer.result_line() {
+        Ok(line) => return result_line(line),
+        Err(answer) => answer,
+    };
     if let Some(challenge) = scope_challenge(&app, jwt, &body, &answer) {
         return challenge;
     }
@@ -306,10 +311,10 @@ fn method_of(body: &[u8]) -> Option<String> {
 /// allowed call awaited without a thread waiting (to a stdio upstream [`Proxy::finish_then`]: the upstream's reader
 /// thread answers; to an HTTP one [`Proxy::finish_async`]); any other wait on an upstream in [`blocking`]. `None`
 /// when it panicked (the request is answered `500`).
-async fn answer_message(app: &App, identity: &Identity, body: &[u8], stateless: bool) -> Option<Option<Json>> {
+async fn answer_message(app: &App, identity: &Identity, body: &[u8], stateless: bool) -> Option<Option<Reply>> {
     let proxy = &app.proxy;
     match guarded(|| proxy.begin(identity, body, stateless))? {
-        Answering::Done(answer) => Some(answer),
+        Answering::Done(answer) => Some(answer.map(Reply::Message)),
         Answering::Upstream(pending) if pending.answered_later() => {
             let (send, answered) = tokio::sync::oneshot::channel();
             proxy.finish_then(pending, move |answer| {
@@ -320,8 +325,16 @@ async fn answer_message(app: &App, identity: &Identity, body: &[u8], stateless: 
         Answering::Upstream(pending) if pending.answered_async() => {
             std::panic::AssertUnwindSafe(proxy.finish_async(pending)).catch_unwind().await.ok()
         }
-        Answering::Upstream(pending) => blocking(|| proxy.finish(pending)),
+        Answering::Upstream(pending) => blocking(|| proxy.finish(pending).map(Reply::Message)),
     }
+}
+
+/// A response with a result, written as a line already: sent as it is.
+fn result_line(mut line: Vec<u8>) -> Response {
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], line).into_response()
 }
 
 /// Runs `work` (which never waits on an upstream) here; `None` when it panicked.
@@ -535,7 +548,12 @@ async fn answer(
         Some(answer) => answer,
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the proxy failed"),
     };
-    let Some(mut answer) = answer else { return StatusCode::ACCEPTED.into_response() };
+    let Some(answer) = answer else { return StatusCode::ACCEPTED.into_response() };
+    // A forwarded call's result, typed as the revision types it already (`Forward::answer`).
+    let mut answer = match answer.result_line() {
+        Ok(line) => return result_line(line),
+        Err(answer) => answer,
+    };
     if let Some(challenge) = scope_challenge(&app, jwt, &body, &answer) {
         return challenge;
     }
