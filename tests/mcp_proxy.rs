@@ -2368,39 +2368,57 @@ fn a_tool_that_asks_for_input_first() {
     assert_eq!(outcomes, want, "{entries:?}");
     drop(store);
 
-    // Over HTTP: an agent of 2026-07-28, then a session of 2025-06-18.
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .args(["mcp-proxy", "--policy"])
-        .arg(root().join("tests/mcp/modern"))
-        .arg("--store")
-        .arg(format!("sqlite:{}", dir.join("http.db").display()))
-        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--"])
-        .args(upstream);
-    let proxy = Session::spawn(command, &dir);
-    let url = proxy.mcp_url(Instant::now() + WAIT);
-    let v = ("MCP-Protocol-Version", "2026-07-28");
-    let headers = [v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "confirm")];
-    let call = |id: i64, params: &Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-    let result = stateless_post(&url, "tester-token-1", &headers, &call(1, &first("hello"))).json()["result"].clone();
-    let again = asked(&result);
-    answered(&stateless_post(&url, "tester-token-1", &headers, &call(2, &again)).json()["result"]);
-    let auth = ("Authorization", "Bearer tester-token-1");
-    let json_type = ("Content-Type", "application/json");
-    let accept = ("Accept", "application/json, text/event-stream");
-    let init = json!({"jsonrpc": "2.0", "id": 3, "method": "initialize",
-                      "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
-                                 "clientInfo": {"name": "t", "version": "1"}}});
-    let post = |headers: &[(&str, &str)], body: &Value| {
-        remit::gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
+    // Over HTTP: an agent of 2026-07-28, then a session of 2025-06-18; in front of the server over stdio, then over
+    // HTTP (the result read by the async client, and the decision spliced into it, not parsed).
+    let over_http = |store: &str, upstream: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .args(["mcp-proxy", "--policy"])
+            .arg(root().join("tests/mcp/modern"))
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join(store).display()))
+            .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--"])
+            .args(upstream);
+        let proxy = Session::spawn(command, &dir);
+        let url = proxy.mcp_url(Instant::now() + WAIT);
+        let v = ("MCP-Protocol-Version", "2026-07-28");
+        let headers = [v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "confirm")];
+        let call =
+            |id: i64, params: &Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let asking = stateless_post(&url, "tester-token-1", &headers, &call(1, &first("hello")));
+        let again = asked(&asking.json()["result"]);
+        answered(&stateless_post(&url, "tester-token-1", &headers, &call(2, &again)).json()["result"]);
+        let auth = ("Authorization", "Bearer tester-token-1");
+        let json_type = ("Content-Type", "application/json");
+        let accept = ("Accept", "application/json, text/event-stream");
+        let init = json!({"jsonrpc": "2.0", "id": 3, "method": "initialize",
+                          "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+                                     "clientInfo": {"name": "t", "version": "1"}}});
+        let post = |headers: &[(&str, &str)], body: &Value| {
+            remit::gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
+        };
+        let opened = post(&[auth, json_type, accept], &init);
+        let session = opened.header("mcp-session-id").expect("a session").to_string();
+        let in_session = [auth, json_type, accept, ("Mcp-Session-Id", session.as_str())];
+        let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                          "params": {"name": "confirm", "arguments": {"text": "hello"}}});
+        let refusal = post(&in_session, &body);
+        assert_eq!(refusal.status, 200, "{}", refusal.json());
+        refused(&refusal.json());
+        drop(proxy);
     };
-    let opened = post(&[auth, json_type, accept], &init);
-    let session = opened.header("mcp-session-id").expect("a session").to_string();
-    let in_session = [auth, json_type, accept, ("Mcp-Session-Id", session.as_str())];
-    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                      "params": {"name": "confirm", "arguments": {"text": "hello"}}});
-    refused(&post(&in_session, &body).json());
-    drop(proxy);
+    over_http("http.db", &upstream);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = Command::new(&python);
+    command.args([server.to_str().unwrap(), "--http", &port.to_string()]);
+    let server_over_http = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the Python server did not listen on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    over_http("http-upstream.db", &[&format!("http://127.0.0.1:{port}/mcp")]);
+    drop(server_over_http);
     std::fs::remove_dir_all(&dir).ok();
 }
 
