@@ -2306,8 +2306,8 @@ fn an_upstream_of_the_stateless_revision() {
 /// official Python SDK, answers `tools/call` with an `InputRequiredResult`. An agent of that revision gets it as it
 /// came, decision added, with the capabilities it declared passed upstream; it calls again with its answers
 /// (`inputResponses`, `requestState`), and that call is decided and forwarded as any other. An agent of the earlier
-/// revisions, which cannot answer it, gets an error instead. Over stdio and over HTTP; the log marks the first
-/// round's outcome `input_required`.
+/// revisions, which cannot answer it, gets an error instead. Over stdio and over HTTP, in front of the server over
+/// stdio and over HTTP; the log marks the first round's outcome `input_required`.
 #[test]
 fn a_tool_that_asks_for_input_first() {
     let dir = sandbox("input-required");
