@@ -2576,6 +2576,53 @@ mod tests {
         assert_eq!(entry["error"]["message"], "broken");
     }
 
+    /// The async client's reading of an upstream's message, by its head only, takes what the reading as a tree takes:
+    /// the same messages, the same results (as JSON), the same errors, whatever the shape; a stateless upstream's
+    /// result of an unknown type refused, an `InputRequiredResult` kept.
+    #[test]
+    fn a_raw_answer_is_the_parsed_one() {
+        let link = |url: &str| HttpLink {
+            url: url.into(),
+            session: Default::default(),
+            version: Default::default(),
+            outbox: Outbox::new(Box::new(std::io::sink())),
+            connections: super::super::mcp_wire::Connections::new(Default::default()),
+            async_connections: Default::default(),
+        };
+        let upstream = Upstream::new(None, None, None, Duration::from_secs(1));
+        let http = link("http://127.0.0.1:1/mcp");
+        let messages = [
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}"#,
+            r#"{"result":{"a":[1,2.50,"\u00e9"]},"id":7,"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":7}"#,
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no such method"}}"#,
+            r#"{"jsonrpc":"2.0","id":8,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"7","result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"id":7,"result":{"twice":true}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"input_required","requestState":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"later","content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","content":[]}}"#,
+            "[1,2]",
+            "not json",
+        ];
+        for stateless in [false, true] {
+            upstream.stateless.store(stateless, Ordering::Relaxed);
+            for message in messages {
+                let (mut tree, mut raw) = (None, None);
+                let took = upstream.take_answer(&http, 7, message, &mut tree);
+                assert_eq!(upstream.take_raw_answer(&http, 7, message, &mut raw), took, "{message}");
+                let raw = raw.map(|outcome| outcome.map(|r| serde_json::from_str::<Json>(&r.0).unwrap()));
+                let same = match (&tree, &raw) {
+                    (Some(Err(a)), Some(Err(b))) => a.to_json() == b.to_json(),
+                    (a, b) => format!("{a:?}") == format!("{b:?}"),
+                };
+                assert!(same, "{message} (stateless: {stateless}): {tree:?} against {raw:?}");
+            }
+        }
+    }
+
     /// A decision text that is not one JSON value (never made by the gateway) is carried as `null`, not spliced.
     #[test]
     fn a_broken_decision_text_is_not_spliced() {
