@@ -734,6 +734,55 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    /// The header read while another thread commits as fast as it can: a commit that began after one reading of the
+    /// version and ended before the next always changes it (or the reading gives none, a writer caught between the
+    /// header's copies), so a decision never keeps what it read across a commit it missed.
+    #[test]
+    fn no_commit_goes_unseen_by_the_header() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+        let dir = std::env::temp_dir().join(format!("remit-sqlite-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.db");
+        let store = SqliteStore::open(&path, Durability::Process).unwrap();
+        let watcher = Watcher::open(&path).unwrap();
+        assert_eq!(watcher.header.is_some(), cfg!(unix));
+        // Commits begun and ended, counted around each.
+        let (begun, ended, done) = (AtomicU64::new(0), AtomicU64::new(0), AtomicBool::new(false));
+        let (mut checked, mut unseen) = (0, 0);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for i in 0..3_000 {
+                    begun.fetch_add(1, SeqCst);
+                    let mut tx = store.begin().unwrap();
+                    tx.set_stop("m", i % 2 == 0).unwrap();
+                    tx.commit().unwrap();
+                    ended.fetch_add(1, SeqCst);
+                }
+                done.store(true, SeqCst);
+            });
+            while !done.load(SeqCst) {
+                let before = watcher.version();
+                let begun_then = begun.load(SeqCst);
+                // Until the next commit has ended (or a moment has passed).
+                let wait = std::time::Instant::now() + std::time::Duration::from_millis(2);
+                while ended.load(SeqCst) <= begun_then && std::time::Instant::now() < wait && !done.load(SeqCst) {
+                    std::hint::spin_loop();
+                }
+                let ended_now = ended.load(SeqCst);
+                let after = watcher.version();
+                // Commit `begun_then + 1` began after `before` was read; if it ended before `after` was read, the
+                // two must differ.
+                if before.is_some() && after.is_some() && ended_now > begun_then {
+                    checked += 1;
+                    unseen += usize::from(before == after);
+                }
+            }
+        });
+        assert_eq!(unseen, 0, "{unseen} of {checked} commits unseen");
+        assert!(checked > 0, "no commit fell between two readings");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     /// Both ways of reading the version — the wal-index header (where it can be read: on unix, always here) and
     /// `PRAGMA data_version` — see a commit made by another process, with another build of SQLite (Python's), and
     /// stay the same without one.
