@@ -37,7 +37,7 @@ pub mod replay;
 pub mod sqlite;
 pub mod state_cache;
 pub mod store;
-pub mod wal_index;
+mod wal_index;
 
 /// https servers made at test time (tests/support/tls.rs, shared with the integration tests).
 #[cfg(test)]

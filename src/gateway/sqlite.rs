@@ -101,13 +101,13 @@ fn checkpointer(path: &Path, synchronous: &str) -> StoreResult<std::sync::mpsc::
     Ok(stop)
 }
 
-/// A connection that never writes, and the header of its wal-index when it can be read ([`WalIndexHeader`]): the
-/// store's version is read from the header, else `PRAGMA data_version` on the connection. One or the other for the
-/// store's life, so two versions are never compared across the two.
+/// How the store's version is read: from the wal-index header ([`WalIndexHeader`], which keeps the connection that
+/// mapped it), else with `PRAGMA data_version` on a connection of its own. One or the other for the store's life, so
+/// two versions are never compared across the two.
 #[derive(Debug)]
-struct Watcher {
-    connection: Connection,
-    header: Option<WalIndexHeader>,
+enum Watcher {
+    Header(WalIndexHeader),
+    Pragma(Connection),
 }
 
 impl Watcher {
@@ -118,15 +118,17 @@ impl Watcher {
         // A first read maps the wal-index.
         let mode: String = connection.pragma_query_value(None, "journal_mode", |row| row.get(0)).map_err(store_err)?;
         connection.query_row("PRAGMA data_version", [], |_| Ok(())).map_err(store_err)?;
-        let header = if mode.eq_ignore_ascii_case("wal") { WalIndexHeader::of(&connection) } else { None };
-        Ok(Watcher { connection, header })
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Ok(Watcher::Pragma(connection));
+        }
+        Ok(WalIndexHeader::of(connection).map_or_else(Watcher::Pragma, Watcher::Header))
     }
 
     fn version(&self) -> Option<u64> {
-        match &self.header {
-            Some(header) => header.version(),
-            None => {
-                let version = self.connection.prepare_cached("PRAGMA data_version");
+        match self {
+            Watcher::Header(header) => header.version(),
+            Watcher::Pragma(connection) => {
+                let version = connection.prepare_cached("PRAGMA data_version");
                 version.and_then(|mut s| s.query_row([], |row| row.get(0))).ok().map(|v: i64| v as u64)
             }
         }
@@ -745,7 +747,7 @@ mod tests {
         let path = dir.join("state.db");
         let store = SqliteStore::open(&path, Durability::Process).unwrap();
         let watcher = Watcher::open(&path).unwrap();
-        assert_eq!(watcher.header.is_some(), cfg!(unix));
+        assert_eq!(matches!(watcher, Watcher::Header(_)), cfg!(unix));
         // Commits begun and ended, counted around each.
         let (begun, ended, done) = (AtomicU64::new(0), AtomicU64::new(0), AtomicBool::new(false));
         let (mut checked, mut unseen) = (0, 0);
@@ -793,8 +795,8 @@ mod tests {
         let path = dir.join("state.db");
         let store = SqliteStore::open(&path, Durability::Process).unwrap();
         let header = Watcher::open(&path).unwrap();
-        assert_eq!(header.header.is_some(), cfg!(unix), "the header is read where it can be");
-        let pragma = Watcher { header: None, ..Watcher::open(&path).unwrap() };
+        assert_eq!(matches!(header, Watcher::Header(_)), cfg!(unix), "the header is read where it can be");
+        let pragma = Watcher::Pragma(Connection::open(&path).unwrap());
         let watchers = [("the header", &header), ("the pragma", &pragma)];
         let before: Vec<Option<u64>> = watchers.iter().map(|(_, w)| w.version()).collect();
         for ((how, watcher), before) in watchers.iter().zip(&before) {

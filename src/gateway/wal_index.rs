@@ -17,9 +17,8 @@
 //!
 //! Where it is read: SQLite's own mapping of the `-shm` file's first region, obtained from the connection's file
 //! (`SQLITE_FCNTL_FILE_POINTER`, then the VFS's `xShmMap` for the region SQLite already mapped). It stays mapped
-//! while that connection is open, so [`WalIndexHeader`] lives next to the connection that mapped it and is read only
-//! through it (the watcher of [`super::sqlite::SqliteStore`]). Unix only; elsewhere, and whenever the mapping cannot
-//! be had, the store falls back to `PRAGMA data_version`.
+//! while that connection is open, so [`WalIndexHeader`] owns the connection that mapped it. Unix only; elsewhere,
+//! and whenever the mapping cannot be had, the store falls back to `PRAGMA data_version`.
 
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
@@ -34,21 +33,22 @@ const I_CHANGE: usize = 2;
 const IS_INIT: usize = 3;
 const MX_FRAME: usize = 4;
 
-/// The address of the wal-index header in SQLite's mapping of a connection's `-shm` file; valid while that
-/// connection is open (kept as a number: it is only ever read through [`WalIndexHeader::version`], under the lock of
-/// the connection that owns the mapping).
+/// A connection kept open for the mapping of its wal-index, and where the header is in it. The connection is never
+/// used again: it is owned here so that the mapping lives exactly as long as this value (SQLite unmaps it when the
+/// connection closes), which is what makes [`WalIndexHeader::version`] sound.
 #[derive(Debug)]
 pub struct WalIndexHeader {
+    _mapped_by: Connection,
     address: usize,
 }
 
 impl WalIndexHeader {
-    /// The header of `connection`'s wal-index, which must be open and in WAL mode and have read once (SQLite maps the
-    /// wal-index at the first read); `None` when there is none to read (another journal mode, a VFS without shared
-    /// memory, not unix).
+    /// The header of `connection`'s wal-index, the connection kept with it; the connection back when there is none to
+    /// read (another journal mode, a VFS without shared memory, not unix). The connection must be in WAL mode and have
+    /// read once (SQLite maps the wal-index at the first read).
     #[cfg(unix)]
     #[allow(unsafe_code)]
-    pub fn of(connection: &Connection) -> Option<WalIndexHeader> {
+    pub fn of(connection: Connection) -> Result<WalIndexHeader, Connection> {
         let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
         // SAFETY: the handle is `connection`'s, open for the whole call; `SQLITE_FCNTL_FILE_POINTER` writes one
         // pointer, to the main database's `sqlite3_file`, into `file`.
@@ -61,43 +61,44 @@ impl WalIndexHeader {
             )
         };
         if found != ffi::SQLITE_OK || file.is_null() {
-            return None;
+            return Err(connection);
         }
         // SAFETY: `file` is the open connection's database file, whose methods live as long as it does; `xShmMap`
         // exists from version 2 of `sqlite3_io_methods` on, which is checked first.
         let map = unsafe {
             let methods = (*file).pMethods;
             if methods.is_null() || (*methods).iVersion < 2 {
-                return None;
+                return Err(connection);
             }
-            (*methods).xShmMap?
+            (*methods).xShmMap
         };
+        let Some(map) = map else { return Err(connection) };
         let mut region: *mut std::ffi::c_void = std::ptr::null_mut();
         // SAFETY: region 0 of the wal-index, not extended (`bExtend` 0): SQLite hands back the region it mapped at
-        // the connection's first read, or a null pointer when there is none. The connection is not used by anyone
-        // else meanwhile (the caller holds it).
+        // the connection's first read, or a null pointer when there is none. Nobody else uses the connection
+        // meanwhile (it was moved here).
         let mapped = unsafe { map(file, 0, REGION, 0, &raw mut region) };
         if mapped != ffi::SQLITE_OK || region.is_null() || region.align_offset(std::mem::align_of::<u32>()) != 0 {
-            return None;
+            return Err(connection);
         }
-        Some(WalIndexHeader { address: region as usize })
+        Ok(WalIndexHeader { _mapped_by: connection, address: region as usize })
     }
 
     #[cfg(not(unix))]
-    pub fn of(_connection: &Connection) -> Option<WalIndexHeader> {
-        None
+    pub fn of(connection: Connection) -> Result<WalIndexHeader, Connection> {
+        Err(connection)
     }
 
     /// `iChange` and `mxFrame` of the header as it is now, or `None` while a writer is changing it (or before it is
-    /// initialized). The caller must hold the connection [`WalIndexHeader::of`] was given, open.
+    /// initialized).
     #[allow(unsafe_code)]
     pub fn version(&self) -> Option<u64> {
         let words = self.address as *mut u32;
         let copy = |first: usize| -> [u32; WORDS] {
             std::array::from_fn(|i| {
-                // SAFETY: the mapping is at least a region (32 KiB) long and stays mapped while the connection is
-                // open (the caller's guarantee); the address is aligned for `u32` (checked in `of`). Other
-                // processes write these words: read as atomics, never through a reference to plain memory.
+                // SAFETY: the mapping is at least a region (32 KiB) long and stays mapped while `_mapped_by` is open,
+                // that is while `self` lives; the address is aligned for `u32` (checked in `of`). Other processes
+                // write these words: read as atomics, never through a reference to plain memory.
                 unsafe { AtomicU32::from_ptr(words.add(first + i)) }.load(Ordering::Relaxed)
             })
         };
