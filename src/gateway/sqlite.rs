@@ -711,12 +711,19 @@ fn fact_version(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<FactV
 mod tests {
     use super::*;
 
+    /// A new store in a folder of its own (`remit-sqlite-{name}-{pid}`): the folder, the store's file and the store.
+    fn new_store(name: &str) -> (std::path::PathBuf, std::path::PathBuf, SqliteStore) {
+        let dir = std::env::temp_dir().join(format!("remit-sqlite-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.db");
+        let store = SqliteStore::open(&path, Durability::Process).unwrap();
+        (dir, path, store)
+    }
+
     /// The store's version changes with every commit, the store's own and another connection's, and not without one.
     #[test]
     fn the_version_changes_with_every_commit() {
-        let dir = std::env::temp_dir().join(format!("remit-sqlite-version-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap();
+        let (dir, path, store) = new_store("version");
         let first = store.version().unwrap();
         assert_eq!(store.version(), Some(first), "no commit, no change");
         let mut tx = store.begin().unwrap();
@@ -727,12 +734,12 @@ mod tests {
         let read = store.begin_read().unwrap();
         drop(read);
         assert_eq!(store.version(), Some(second), "a read commits nothing");
-        let other = SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap();
+        let other = SqliteStore::open(&path, Durability::Process).unwrap();
         let mut tx = other.begin().unwrap();
         tx.set_stop("m", false).unwrap();
         tx.commit().unwrap();
         assert_ne!(store.version(), Some(second), "another connection's commit");
-        assert_eq!(SqliteStore::open_existing(&dir.join("state.db")).unwrap().version(), None);
+        assert_eq!(SqliteStore::open_existing(&path).unwrap().version(), None);
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -742,10 +749,7 @@ mod tests {
     #[test]
     fn no_commit_goes_unseen_by_the_header() {
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-        let dir = std::env::temp_dir().join(format!("remit-sqlite-race-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("state.db");
-        let store = SqliteStore::open(&path, Durability::Process).unwrap();
+        let (dir, path, store) = new_store("race");
         let watcher = Watcher::open(&path).unwrap();
         assert_eq!(matches!(watcher, Watcher::Header(_)), cfg!(unix));
         // Commits begun and ended, counted around each.
@@ -790,10 +794,7 @@ mod tests {
     /// stay the same without one.
     #[test]
     fn the_version_sees_another_process_commit() {
-        let dir = std::env::temp_dir().join(format!("remit-sqlite-process-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("state.db");
-        let store = SqliteStore::open(&path, Durability::Process).unwrap();
+        let (dir, path, store) = new_store("process");
         let header = Watcher::open(&path).unwrap();
         assert_eq!(matches!(header, Watcher::Header(_)), cfg!(unix), "the header is read where it can be");
         let pragma = Watcher::Pragma(Connection::open(&path).unwrap());
@@ -822,9 +823,7 @@ mod tests {
     /// The one statement that reads stops and facts together reads what the two that read each do, in their order.
     #[test]
     fn stops_and_facts_are_read_together_as_each_alone() {
-        let dir = std::env::temp_dir().join(format!("remit-sqlite-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap();
+        let (dir, _, store) = new_store("together");
         let read = |store: &SqliteStore| {
             let mut tx = store.begin_read().unwrap();
             let together = tx.stops_and_facts().unwrap();
