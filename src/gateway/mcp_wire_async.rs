@@ -27,14 +27,29 @@ use super::mcp_wire::{tls_refused, EventData, Target, Tls};
 /// the server keeps open after the response).
 const DRAIN_WITHIN: Duration = Duration::from_secs(1);
 
-/// The most idle connections kept per pool (as the blocking client's).
+/// The most idle connections kept per runtime (as the blocking client's per pool).
 const MAX_IDLE: usize = 4;
 
-/// Idle connections of the async client, by origin, and the TLS settings of new ones.
+/// Idle connections of the async client, by the runtime that drives them and by origin, and the TLS settings of new
+/// ones.
+///
+/// A connection is reused only by the runtime it was opened on. Its dispatcher is a task of that runtime, and a
+/// request from another runtime's worker wakes that task across threads, then the response wakes the caller back:
+/// two thread wake-ups per call. `remit mcp-proxy --listen` runs a runtime per core (`http::run_router`); with one
+/// pool for all of them, an agent's connection accepted by one runtime could have every call forwarded on a
+/// connection another runtime drives (docs/mcp.md, "stop 24").
 #[derive(Default)]
 pub struct AsyncConnections {
-    idle: Mutex<Vec<(String, SendRequest<Full<Bytes>>)>>,
+    idle: Mutex<Vec<Idle>>,
     tls: Tls,
+}
+
+/// A kept connection: the runtime whose task drives it (`None` outside a runtime), its origin, the connection.
+type Idle = (Option<tokio::runtime::Id>, String, SendRequest<Full<Bytes>>);
+
+/// The runtime the caller runs on.
+fn current_runtime() -> Option<tokio::runtime::Id> {
+    tokio::runtime::Handle::try_current().ok().map(|runtime| runtime.id())
 }
 
 impl std::fmt::Debug for AsyncConnections {
@@ -60,9 +75,10 @@ impl AsyncConnections {
     }
 
     fn take(&self, origin: &str) -> Option<SendRequest<Full<Bytes>>> {
+        let runtime = current_runtime();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(at) = idle.iter().rposition(|(o, _)| o == origin) {
-            let (_, connection) = idle.swap_remove(at);
+        while let Some(at) = idle.iter().rposition(|(r, o, _)| *r == runtime && o == origin) {
+            let (_, _, connection) = idle.swap_remove(at);
             if !connection.is_closed() {
                 return Some(connection);
             }
@@ -70,10 +86,12 @@ impl AsyncConnections {
         None
     }
 
+    /// Keeps `connection`, which the caller's runtime drives (it was opened or taken there).
     fn keep(&self, origin: String, connection: SendRequest<Full<Bytes>>) {
+        let runtime = current_runtime();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < MAX_IDLE && !connection.is_closed() {
-            idle.push((origin, connection));
+        if idle.iter().filter(|(r, _, _)| *r == runtime).count() < MAX_IDLE && !connection.is_closed() {
+            idle.push((runtime, origin, connection));
         }
     }
 
@@ -251,5 +269,59 @@ impl AsyncExchange {
                 pool.keep(origin, connection);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A kept connection serves the runtime that opened it, and only that one: on the runtimes `remit mcp-proxy
+    /// --listen` runs (one worker each), a second runtime opens its own instead of driving the first one's from
+    /// another thread. Checked by the connections a server accepts.
+    #[test]
+    fn a_connection_is_kept_for_the_runtime_that_opened_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = accepted.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { break };
+                counted.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream);
+                    while crate::gateway::test_tls::read_request(&mut reader).is_some() {
+                        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+                        if reader.get_mut().write_all(answer.as_bytes()).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let pool = Arc::new(AsyncConnections::default());
+        let runtime = || tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let (first, second) = (runtime(), runtime());
+        let call = |on: &tokio::runtime::Runtime| {
+            let (pool, url) = (pool.clone(), url.clone());
+            // On the runtime's worker, as a connection's task is, not on the thread that blocks on it.
+            on.block_on(on.spawn(async move {
+                let mut exchange = pool.exchange("POST", &url, &[], b"{}".to_vec()).await.unwrap();
+                assert_eq!(exchange.body(64).await.unwrap(), b"{}");
+                exchange.release(&pool);
+            }))
+            .unwrap();
+            accepted.load(Ordering::SeqCst)
+        };
+        assert_eq!(call(&first), 1);
+        assert_eq!(call(&first), 1, "kept for the runtime that opened it");
+        assert_eq!(call(&second), 2, "another runtime opens its own");
+        assert_eq!(call(&second), 2);
+        assert_eq!(call(&first), 2, "each keeps its own");
+        assert_eq!(pool.idle.lock().unwrap().len(), 2);
     }
 }
