@@ -131,6 +131,59 @@ fn two_hundred_concurrent_calls_with_one_single_use_approval_allow_exactly_once(
     assert!(approval.consumed);
 }
 
+/// A later round of an allowed call (a tool that asked for input first, `remit mcp-proxy`) is decided without what
+/// the earlier rounds' obligations did: the single-use approval they consumed counts for it and is not consumed
+/// again, their budget count is not counted again; anything else is decided as for any call.
+#[test]
+fn a_continued_call_is_decided_without_what_its_earlier_rounds_carried_out() {
+    let text = format!("{}\n", GATED.trim_end().trim_end_matches('}'))
+        + "  budget daily: at most 1 calls to make_payment per day\n}\n";
+    let s = setup("continued", &examples::compile(&[("shop.remit".into(), text)]));
+    let request = || serde_json::from_slice::<serde_json::Map<String, Value>>(&gated_payment()).unwrap();
+    let escalated = s.gateway.decide(&gated_payment());
+    let minted = s.gateway.approve(&escalated.access_request.unwrap().id, "user:alice").unwrap();
+    let first = s.gateway.decide(&gated_payment());
+    assert!(first.allowed(), "{}", first.decision);
+    let day = "day:2026-12-03".to_string();
+    let carried = remit::gateway::core::Carried {
+        approvals: vec![minted[0].id.clone()],
+        counts: vec![("daily".to_string(), day.clone())],
+    };
+    assert_eq!(first.carried, carried);
+    let counter = || s.store.begin().unwrap().counter("daily", &day).unwrap();
+    assert_eq!(counter(), 1);
+
+    // Not continuing: the approval is consumed and the day's budget used up.
+    let fresh = s.gateway.decide(&gated_payment());
+    assert_eq!(fresh.outcome, "deny", "{}", fresh.decision);
+    assert_eq!(fresh.reasons, ["budget.exhausted"]);
+
+    // Continuing: allowed, the approval used again (and said so in the log), nothing counted again.
+    let second = s.gateway.decide_continuing(request(), first.carried.clone());
+    assert!(second.allowed(), "{}", second.decision);
+    assert_eq!(second.carried, carried, "what the call carried out, for its next round");
+    assert_eq!(counter(), 1);
+    let approval = s.store.begin().unwrap().approval(&minted[0].id).unwrap().unwrap();
+    assert_eq!(approval.consumed_by.as_deref(), Some(first.id.as_str()));
+    let entry = log(&s.store).into_iter().find(|e| e.body.contains(&second.id)).unwrap();
+    let entry: Value = serde_json::from_str(&entry.body).unwrap();
+    assert_eq!(entry["approvals_used"][0]["id"], minted[0].id.as_str());
+    assert_eq!(entry["approvals_used"][0]["earlier_round"], true);
+
+    // Other arguments are another call: the approval, bound to the first ones, does not cover it.
+    let mut other = request();
+    other["action"]["arguments"]["amount"] = json!("81.00 USD");
+    let changed = s.gateway.decide_continuing(other, first.carried.clone());
+    assert_eq!(changed.outcome, "escalate", "{}", changed.decision);
+    assert_eq!(changed.carried, Default::default());
+
+    // A stop set between the rounds stops the next one.
+    s.gateway.set_stop("shop", true, "admin").unwrap();
+    let stopped = s.gateway.decide_continuing(request(), second.carried);
+    assert_eq!(stopped.reasons, ["stop.active"]);
+    assert_eq!(counter(), 1);
+}
+
 #[test]
 fn a_budget_of_n_per_operation_allows_exactly_n_of_two_hundred_concurrent_calls() {
     let text = r#"

@@ -50,6 +50,8 @@ struct Job {
     now: i64,
     /// When the job was queued, for the log lag.
     queued: std::time::Instant,
+    /// What the earlier rounds of the call this one continues carried out ([`Gateway::decide_continuing`]).
+    continues: Option<Carried>,
     /// Whether the decision's entry may wait in the queue when the decision changes nothing else
     /// ([`Gateway::decide_deferring`]).
     defer: bool,
@@ -347,6 +349,27 @@ pub struct Decided {
     pub policy: String,
     /// In shadow mode, the decision the policy made (JSON) when the gateway answered allow in its place.
     pub shadowed: Option<String>,
+    /// What the call's obligations did, with what the rounds it continues did: what a call continuing it is decided
+    /// without ([`Gateway::decide_continuing`]). Empty unless the call is allowed.
+    pub carried: Carried,
+}
+
+/// The single-use approvals an allowed call consumed and the budget counts it added (counter and window), for a later
+/// round of the same call to be decided without them ([`Gateway::decide_continuing`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Carried {
+    pub approvals: Vec<String>,
+    pub counts: Vec<(String, String)>,
+}
+
+impl Carried {
+    fn has_approval(&self, id: &str) -> bool {
+        self.approvals.iter().any(|a| a == id)
+    }
+
+    fn has_count(&self, counter: &str, window: &str) -> bool {
+        self.counts.iter().any(|(c, w)| c == counter && w == window)
+    }
 }
 
 impl Decided {
@@ -618,13 +641,15 @@ impl Gateway {
         prepared
     }
 
-    /// Fills the gateway's state into a prepared request; the chain of its mandate.
+    /// Fills the gateway's state into a prepared request; the chain of its mandate. For a call that `continues`
+    /// earlier rounds, as if their obligations had not been carried out ([`Gateway::decide_continuing`]).
     fn fill(
         &self,
         reads: &mut Reads<'_, '_>,
         request: &mut Map<String, Json>,
         meta: &PolicyMeta,
         now: i64,
+        continues: Option<&Carried>,
     ) -> StoreResult<Vec<String>> {
         let mandate = request.get("context").and_then(|c| c.get("mandate")).and_then(Json::as_str);
         let chain = mandate.and_then(|m| meta.mandate(m)).map(|m| m.chain.clone()).unwrap_or_default();
@@ -645,14 +670,28 @@ impl Gateway {
             }
         }
         let read = reads.read(&needs, now)?;
-        let approvals: Vec<Json> =
-            read.approvals.iter().filter(|a| a.tool.is_none() || a.tool == tool).map(presented).collect();
+        let for_tool = |a: &StoredApproval| a.tool.is_none() || a.tool == tool;
+        let mut approvals: Vec<Json> = read.approvals.iter().filter(|a| for_tool(a)).map(presented).collect();
+        let mut counts = read.counters;
+        if let Some(earlier) = continues {
+            for id in &earlier.approvals {
+                if let Some(mut approval) = reads.tx()?.approval(id)?.filter(|a| for_tool(a)) {
+                    approval.consumed = false;
+                    approvals.push(presented(&approval));
+                }
+            }
+            for ((counter, window), count) in needs.counters.iter().zip(counts.iter_mut()) {
+                if earlier.has_count(counter, window) {
+                    *count = count.saturating_sub(1);
+                }
+            }
+        }
         // Mandates stopped without an id as their names, then the stops with ids as objects (docs/requests.md).
         let mut stops: Vec<Json> = read.state.stops.into_iter().map(Json::String).collect();
         stops.extend(read.state.records.iter().map(StopRecord::to_json));
         let facts: Map<String, Json> = read.state.facts.into_iter().map(|(name, v)| (name, v.to_json())).collect();
         let counters: Map<String, Json> =
-            needs.counters.into_iter().map(|(name, _)| name).zip(read.counters.into_iter().map(Json::from)).collect();
+            needs.counters.into_iter().map(|(name, _)| name).zip(counts.into_iter().map(Json::from)).collect();
         let context = request.get_mut("context").and_then(Json::as_object_mut).expect("prepare made it an object");
         context.insert("now".into(), Json::String(format_timestamp(now)));
         context.insert("approvals".into(), Json::Array(approvals));
@@ -690,7 +729,21 @@ impl Gateway {
         self.decide_with(Request::Value(request), defer)
     }
 
+    /// Decides a later round of a call the gateway allowed before (`remit mcp-proxy`: the agent answering a tool's
+    /// `input_required` result), given what the earlier rounds carried out ([`Decided::carried`]). It is decided
+    /// like any call, against the state as it is now (a stop set or a fact changed since applies), except that what
+    /// the earlier rounds' obligations did does not count against it: the single-use approvals they consumed are
+    /// presented again, as not consumed, and not consumed a second time; the budget counts they added are taken off
+    /// the counters it sees (in the same window) and not added again. Committed before it is answered.
+    pub fn decide_continuing(&self, request: Map<String, Json>, continues: Carried) -> Decided {
+        self.decide_with_continuing(Request::Value(request), false, Some(continues))
+    }
+
     fn decide_with(&self, request: Request<'_>, defer: bool) -> Decided {
+        self.decide_with_continuing(request, defer, None)
+    }
+
+    fn decide_with_continuing(&self, request: Request<'_>, defer: bool, continues: Option<Carried>) -> Decided {
         let policy = self.policy();
         let policy_hash = policy.compiled.policy().to_string();
         let now = self.clock.now();
@@ -708,7 +761,7 @@ impl Gateway {
             self.counts.ignored_fields.fetch_add(1, Ordering::Relaxed);
         }
         let queued = std::time::Instant::now();
-        let job = Job { policy: policy.clone(), id: id.clone(), raw: request, prepared, now, queued, defer };
+        let job = Job { policy: policy.clone(), id: id.clone(), raw: request, prepared, now, queued, defer, continues };
         let decided = match self.run_batched(job) {
             Ok(decided) => decided,
             Err(_) => {
@@ -723,6 +776,7 @@ impl Gateway {
                     logged: None,
                     policy: policy_hash,
                     shadowed: None,
+                    carried: Carried::default(),
                 }
             }
         };
@@ -956,7 +1010,8 @@ impl Gateway {
     /// transaction commits. With `defer`, a decision that changes nothing but the log writes nothing (its entry is
     /// returned, to be queued), and one that would change the state writes nothing either: [`Stored::Rerun`].
     fn decide_in_store(&self, reads: &mut Reads<'_, '_>, job: &Job, defer: bool) -> StoreResult<Stored> {
-        let Job { policy, id, raw, prepared, now, .. } = job;
+        let Job { policy, id, raw, prepared, now, continues, .. } = job;
+        let continues = continues.as_ref();
         let (id, now) = (id.as_str(), *now);
         let prepared = prepared.clone();
         let policy_hash = policy.compiled.policy();
@@ -967,7 +1022,7 @@ impl Gateway {
                 (Json::Object(value), Decision::deny(vec![reason.to_string()], policy_hash).to_json())
             }
             (Some(mut value), None) => {
-                chain = self.fill(reads, &mut value, &policy.meta, now)?;
+                chain = self.fill(reads, &mut value, &policy.meta, now, continues)?;
                 let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
                 (Json::Object(value), self.module_decide(policy, &bytes))
             }
@@ -986,12 +1041,15 @@ impl Gateway {
         }
         let mut module_decision = None;
         let mut approvals_used = Vec::new();
+        // A continued call's earlier rounds stay carried out while it is allowed.
+        let mut carried = if outcome == "allow" { continues.cloned().unwrap_or_default() } else { Carried::default() };
         let mut access_request = None;
         // An allow without obligations has none to carry out (and a deferring decision may have no transaction).
         if outcome == "allow" && obligations {
-            match self.carry_out(reads.tx()?, &decision, &sent, &policy.meta, &chain, id, now)? {
-                Ok(used) => approvals_used = used,
+            match self.carry_out(reads.tx()?, &decision, &sent, &policy.meta, &chain, id, now, continues)? {
+                Ok((used, done)) => (approvals_used, carried) = (used, done),
                 Err(problem) => {
+                    carried = Carried::default();
                     self.counts.obligation_failures.fetch_add(1, Ordering::Relaxed);
                     module_decision = Some((decision.clone(), problem));
                     decision_json = Decision::deny(vec![REASON_OBLIGATION.to_string()], policy_hash).to_json();
@@ -1047,12 +1105,15 @@ impl Gateway {
             logged,
             policy: policy_hash.to_string(),
             shadowed,
+            carried,
         };
         Ok(if defer { Stored::Deferred(decided, (now, "decision", body)) } else { Stored::Logged(decided) })
     }
 
     /// Carries out an allow's obligations; `Ok(Err(problem))` when one of them cannot be, and then nothing was
-    /// written (every obligation is checked before any is carried out).
+    /// written (every obligation is checked before any is carried out). Those the rounds the call `continues` carried
+    /// out already are not carried out again. The approvals used (as the log lists them), and what the call has
+    /// carried out with its earlier rounds.
     #[allow(clippy::too_many_arguments)]
     fn carry_out(
         &self,
@@ -1063,7 +1124,10 @@ impl Gateway {
         chain: &[String],
         id: &str,
         now: i64,
-    ) -> StoreResult<Result<Vec<Json>, String>> {
+        continues: Option<&Carried>,
+    ) -> StoreResult<Result<(Vec<Json>, Carried), String>> {
+        let earlier = continues.cloned().unwrap_or_default();
+        let mut carried = earlier.clone();
         let obligations = decision.get("obligations").and_then(Json::as_array).cloned().unwrap_or_default();
         let operation = sent.pointer("/context/operation_id").and_then(Json::as_str).filter(|o| !o.is_empty());
         let tool = sent.pointer("/action/name").and_then(Json::as_str).unwrap_or("");
@@ -1079,9 +1143,15 @@ impl Gateway {
             let field = |name: &str| obligation.get(name).and_then(Json::as_str).map(str::to_string);
             match (kind, field("id"), field("counter")) {
                 ("consume-approval", Some(approval), _) => match tx.approval(&approval)? {
+                    // Consumed by an earlier round of this call (and presented again, see `Gateway::fill`).
+                    Some(a) if earlier.has_approval(&approval) && a.expires_at > now => {
+                        used.push(json!({"id": a.id, "kind": a.kind, "approver": a.approver,
+                                         "access_request": a.access_request, "earlier_round": true}));
+                    }
                     Some(a) if !a.consumed && a.expires_at > now => {
                         used.push(json!({"id": a.id, "kind": a.kind, "approver": a.approver,
                                          "access_request": a.access_request}));
+                        carried.approvals.push(approval.clone());
                         steps.push(Step::Consume(approval));
                     }
                     Some(_) => return Ok(Err(format!("approval `{approval}` is already consumed or expired"))),
@@ -1090,7 +1160,12 @@ impl Gateway {
                 ("increment-counter", _, Some(counter)) => {
                     let window = meta.window_of(chain, &counter).and_then(|w| window_key(w, operation, now));
                     match window {
-                        Some(window) => steps.push(Step::Count(counter, window)),
+                        // Counted by an earlier round of this call.
+                        Some(window) if earlier.has_count(&counter, &window) => {}
+                        Some(window) => {
+                            carried.counts.push((counter.clone(), window.clone()));
+                            steps.push(Step::Count(counter, window));
+                        }
                         None => return Ok(Err(format!("counter `{counter}` has no window the gateway can keep"))),
                     }
                 }
@@ -1115,7 +1190,7 @@ impl Gateway {
                 }
             }
         }
-        Ok(Ok(used))
+        Ok(Ok((used, carried)))
     }
 
     /// Files (or joins) the access request of an escalated call.
@@ -1253,7 +1328,7 @@ impl Gateway {
                 }
                 None => Reads::Tx(tx.insert(self.store.begin_read()?).as_mut()),
             };
-            self.fill(&mut reads, &mut value, &policy.meta, now)?;
+            self.fill(&mut reads, &mut value, &policy.meta, now, None)?;
         }
         let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
         Ok(self.module_listing(&policy, &bytes))

@@ -229,6 +229,7 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
                 logged: None,
                 policy,
                 shadowed: None,
+                carried: Default::default(),
             }
         }
     }

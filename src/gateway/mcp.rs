@@ -2507,6 +2507,7 @@ mod tests {
             logged: None,
             policy: "p".into(),
             shadowed: None,
+            carried: Default::default(),
         };
         let upstream = Upstream::new(None, None, None, Duration::from_secs(1));
         Forward { upstream, params: Json::Null, decided, tool: "t".into(), meta: Default::default(), stateless: false }
