@@ -2422,6 +2422,65 @@ fn a_tool_that_asks_for_input_first() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A round of a multi round-trip call continues the round before it: when the owner's single-use approval let the
+/// first round through (and the first round consumed it), the agent's answer to what the tool asked is the same
+/// call and is allowed without a second approval. The round is taken once: the same answer sent again, or the call
+/// begun anew, needs a new approval. Over stdio, in front of the official Python SDK's server.
+#[test]
+fn an_approved_call_that_asks_for_input_is_approved_once() {
+    let dir = sandbox("input-required-approved");
+    let server = root().join("tests/mcp/modern/server.py");
+    let python = python();
+    let owner = format!("user:owner={OWNER_TOKEN}");
+    let flags = ["--inbox", "127.0.0.1:0", "--inbox-token", owner.as_str()];
+    let mut proxy = modern_proxy(&dir, &flags, &[python.to_str().unwrap(), server.to_str().unwrap()]);
+    let inbox = proxy.inbox();
+    let mut meta = stateless_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {"form": {}}});
+    let loud = json!({"name": "confirm", "arguments": {"text": "loud"}, "_meta": meta});
+    let outcome = |result: &Value| result["_meta"]["remit.dev/decision"]["outcome"].as_str().unwrap_or("").to_string();
+
+    let escalated = proxy.request(1, "tools/call", loud.clone())["result"].clone();
+    assert_eq!(outcome(&escalated), "escalate", "{escalated}");
+    let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
+    let url = format!("{inbox}/inbox/api/requests/{access}/approve");
+    let auth = format!("Bearer {OWNER_TOKEN}");
+    let approved = remit::gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
+    assert_eq!(approved.status, 200, "{}", approved.json());
+
+    // The first round: allowed (the approval consumed), and the tool asks.
+    let asking = proxy.request(2, "tools/call", loud.clone())["result"].clone();
+    assert_eq!((outcome(&asking).as_str(), &asking["resultType"]), ("allow", &json!("input_required")), "{asking}");
+    let (key, _) = asking["inputRequests"].as_object().unwrap().iter().next().unwrap();
+    let mut answer = loud.clone();
+    answer["inputResponses"] = json!({key.as_str(): {"action": "accept", "content": {"sure": true}}});
+    answer["requestState"] = asking["requestState"].clone();
+
+    // The second round continues it: allowed, without another approval, and the tool runs.
+    let answered = proxy.request(3, "tools/call", answer.clone())["result"].clone();
+    assert_eq!(outcome(&answered), "allow", "{answered}");
+    assert_eq!(answered["content"][0]["text"], "LOUD", "{answered}");
+
+    // Taken once: the same answer again, and the call begun anew, escalate (the approval is consumed).
+    let replayed = proxy.request(4, "tools/call", answer)["result"].clone();
+    assert_eq!(outcome(&replayed), "escalate", "{replayed}");
+    let anew = proxy.request(5, "tools/call", loud)["result"].clone();
+    assert_eq!(outcome(&anew), "escalate", "{anew}");
+    drop(proxy);
+
+    // The log: the second round used the approval the first consumed, as the first round's.
+    let store = remit::gateway::sqlite::SqliteStore::open_existing(&dir.join("state.db")).unwrap();
+    let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
+    let used: Vec<Value> = entries
+        .iter()
+        .filter(|e| e.kind == "decision")
+        .map(|e| serde_json::from_str::<Value>(&e.body).unwrap())
+        .filter(|e| e["decision"]["decision"] == "allow")
+        .map(|e| json!([e["approvals_used"][0]["access_request"], e["approvals_used"][0].get("earlier_round")]))
+        .collect();
+    assert_eq!(used, [json!([access, null]), json!([access, true])], "{entries:?}");
+}
+
 /// `remit mcp-proxy --listen … --tls-cert --tls-key`: the proxy as a resource server over https. Its URL says so; the
 /// official Python SDK's client runs the whole filesystem flow through it (trusting the test CA through
 /// `SSL_CERT_FILE`), the inbox is served on the same port, a client without the CA refuses the certificate, and a

@@ -1298,6 +1298,62 @@ pub struct Proxy {
     forwarded: Mutex<HashMap<String, u64>>,
     /// Calls answered from an upstream's reader thread whose answer is not sent or whose outcome is not queued yet.
     in_flight: Arc<AtomicU64>,
+    /// Allowed calls whose upstream asked for input first, for the agent's next round.
+    rounds: Rounds,
+}
+
+/// How long the proxy keeps a round of a multi round-trip call for the agent's next round: the user may take a while
+/// to answer what the tool asked.
+const ROUND_TTL: Duration = Duration::from_secs(3600);
+
+/// The most rounds kept at once (the oldest go first).
+const MAX_ROUNDS: usize = 4096;
+
+/// The rounds of multi round-trip calls (revision 2026-07-28) that the proxy allowed and forwarded and whose upstream
+/// answered `input_required`: by the call (who called, which tool, which arguments: [`round_of`]) and the
+/// `requestState` the upstream answered with, what the call's obligations carried out. The agent's next round, the
+/// same call with that `requestState`, is decided without it ([`Gateway::decide_continuing`]): a single-use
+/// approval the first round consumed still covers the call, and its budget count is not counted twice. Each round is
+/// taken by the first call that continues it; kept in memory, so a round the proxy did not see (another proxy, or
+/// one restarted since) is decided as a new call.
+#[derive(Default)]
+struct Rounds {
+    open: Mutex<std::collections::VecDeque<(String, super::core::Carried, Instant)>>,
+}
+
+impl Rounds {
+    fn keep(&self, key: String, carried: super::core::Carried) {
+        let now = Instant::now();
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        while open.front().is_some_and(|(_, _, until)| *until <= now) || open.len() >= MAX_ROUNDS {
+            open.pop_front();
+        }
+        open.push_back((key, carried, now + ROUND_TTL));
+    }
+
+    fn take(&self, key: &str) -> Option<super::core::Carried> {
+        let now = Instant::now();
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let at = open.iter().position(|(k, _, until)| k == key && *until > now)?;
+        open.remove(at).map(|(_, carried, _)| carried)
+    }
+}
+
+/// The call a round belongs to: the caller (subject, credential, scopes, mandate), the tool and the digest of its
+/// arguments, as one hash; with [`round_key`], the key of one of its rounds.
+fn round_of(identity: &Identity, params: &Json) -> String {
+    use sha2::{Digest, Sha256};
+    let name = params.get("name").and_then(Json::as_str).unwrap_or_default();
+    let arguments = params.get("arguments").unwrap_or(&Json::Null);
+    let digest = crate::eval::argument_digest(name, arguments);
+    let call = json!([identity.subject, identity.credential, identity.scopes, identity.mandate, name, digest]);
+    super::audit::hex(&Sha256::digest(call.to_string().as_bytes()))
+}
+
+/// The key of the round of `call` ([`round_of`]) that the upstream answered with `state` (its `requestState`).
+fn round_key(call: &str, state: &Json) -> String {
+    use sha2::{Digest, Sha256};
+    super::audit::hex(&Sha256::digest(json!([call, state]).to_string().as_bytes()))
 }
 
 impl std::fmt::Debug for Proxy {
@@ -1379,6 +1435,7 @@ impl Proxy {
             outbox,
             forwarded: Mutex::new(HashMap::new()),
             in_flight: Arc::new(AtomicU64::new(0)),
+            rounds: Rounds::default(),
         }))
     }
 
@@ -1630,7 +1687,9 @@ impl Proxy {
                     Err(e) => Answering::Done(Some(response(&id, Err(e)))),
                     Ok(Call::Answered(result)) => Answering::Done(Some(response(&id, Ok(result)))),
                     Ok(Call::Forward(mut forward)) => {
-                        forward.stateless = stateless;
+                        if stateless {
+                            forward.in_stateless_revision(identity);
+                        }
                         Answering::Upstream(Pending(Waiting::Call { id, forward }))
                     }
                 }
@@ -1661,9 +1720,9 @@ impl Proxy {
             Waiting::Call { id, mut forward } if forward.upstream.http.is_some() => {
                 let params = std::mem::take(&mut forward.params);
                 let outcome = forward.upstream.request_async("tools/call", params).await;
-                let (line, entry) = forward.answer(&id, outcome);
-                self.log_outcome(&entry);
-                Some(Reply::Line(line))
+                let answer = forward.answer(&id, outcome);
+                self.settle(&forward, &answer.entry, answer.asked);
+                Some(Reply::Line(answer.line))
             }
             waiting => self.finish(Pending(waiting)).map(Reply::Message),
         }
@@ -1877,7 +1936,9 @@ impl Proxy {
             }
             Ok(Call::Answered(result)) => self.outbox.send(&response(id, Ok(result))),
             Ok(Call::Forward(mut forward)) => {
-                forward.stateless = stateless;
+                if stateless {
+                    forward.in_stateless_revision(&self.identity);
+                }
                 let proxy = self.clone();
                 self.forward_then(id.clone(), forward, move |line| proxy.outbox.send_line(line));
             }
@@ -1899,9 +1960,9 @@ impl Proxy {
             params,
             Box::new(move |outcome| {
                 let _in_flight = in_flight;
-                let (line, entry) = allowed.answer(&id, outcome);
-                reply(&line);
-                proxy.log_outcome(&entry);
+                let answer = allowed.answer(&id, outcome);
+                reply(&answer.line);
+                proxy.settle(&allowed, &answer.entry, answer.asked);
             }),
         );
         forward.meta();
@@ -1945,9 +2006,16 @@ impl Proxy {
         drop(tools);
         let upstream = self.slot_upstream(index);
         let request = identity.request(Some((name, arguments)));
-        // The decision's entry may wait for the writer thread when it changes nothing else (see
-        // `Gateway::decide_deferring`): the proxy flushes the queue within moments and at exit.
-        let decided = self.gateway.decide_request_deferring(request);
+        // A later round of a call the proxy allowed, whose upstream asked for input first (see `Rounds`).
+        let continued = params
+            .get("requestState")
+            .and_then(|state| self.rounds.take(&round_key(&round_of(identity, &params), state)));
+        let decided = match continued {
+            Some(carried) => self.gateway.decide_continuing(request, carried),
+            // The decision's entry may wait for the writer thread when it changes nothing else (see
+            // `Gateway::decide_deferring`): the proxy flushes the queue within moments and at exit.
+            None => self.gateway.decide_request_deferring(request),
+        };
         if !decided.allowed() {
             let decision: Json = serde_json::from_str(&decided.decision).unwrap_or(Json::Null);
             let text = refusal_text(&decided, &decision);
@@ -1959,12 +2027,19 @@ impl Proxy {
         }
         let tool = name.to_string();
         let meta = Default::default();
-        Ok(Call::Forward(Box::new(Forward { upstream, params, decided, tool, meta, stateless: false })))
+        Ok(Call::Forward(Box::new(Forward { upstream, params, decided, tool, meta, stateless: false, round: None })))
     }
 
     /// Logs how a forwarded call went (its `outcome` entry) and adds the decision to the upstream's result.
     fn finish_call(&self, forward: Forward, outcome: Result<Json, RpcError>) -> Result<Json, RpcError> {
-        self.log_outcome(&forward.outcome_entry(outcome.as_ref().map(|r| (is_error(r), result_type(r)))));
+        let entry = forward.outcome_entry(outcome.as_ref().map(|r| (is_error(r), result_type(r))));
+        let asked = outcome
+            .as_ref()
+            .ok()
+            .filter(|r| result_type(r) == Some(INPUT_REQUIRED))
+            .and_then(|r| r.get("requestState"))
+            .cloned();
+        self.settle(&forward, &entry, asked.filter(|_| forward.stateless));
         let mut result = outcome?;
         if let Some(result) = result.as_object_mut() {
             let slot = result.entry("_meta").or_insert_with(|| json!({}));
@@ -1973,6 +2048,18 @@ impl Proxy {
             }
         }
         Ok(result)
+    }
+
+    /// What follows a forwarded call's answer: its `outcome` entry queued, and, when the upstream asked for input
+    /// (the agent got `requestState` `asked`), the round kept for the agent's next one ([`Rounds`]).
+    fn settle(&self, forward: &Forward, entry: &Json, asked: Option<Json>) {
+        self.log_outcome(entry);
+        let carried = &forward.decided.carried;
+        if let (Some(call), Some(state)) = (&forward.round, asked) {
+            if carried != &Default::default() {
+                self.rounds.keep(round_key(call, &state), carried.clone());
+            }
+        }
     }
 
     /// Queues a forwarded call's `outcome` entry (written by the writer thread, or at once when the proxy stops).
@@ -2157,9 +2244,28 @@ struct Forward {
     meta: std::sync::OnceLock<String>,
     /// A request of the stateless revision: the result says `resultType: complete` (see [`Forward::answer`]).
     stateless: bool,
+    /// For a request of the stateless revision, the call its rounds belong to ([`round_of`]).
+    round: Option<String>,
+}
+
+/// The agent's answer to a forwarded call ([`Forward::answer`]).
+struct Answer {
+    /// The response, one line.
+    line: Vec<u8>,
+    /// The call's outcome entry.
+    entry: Json,
+    /// The `requestState` of an `input_required` result relayed to the agent.
+    asked: Option<Json>,
 }
 
 impl Forward {
+    /// Marks a call that came in the stateless revision from `identity` (its upstream's `input_required` results are
+    /// relayed, and their rounds kept).
+    fn in_stateless_revision(&mut self, identity: &Identity) {
+        self.stateless = true;
+        self.round = Some(round_of(identity, &self.params));
+    }
+
     fn meta(&self) -> &str {
         self.meta.get_or_init(|| {
             let decided = &self.decided;
@@ -2195,11 +2301,11 @@ impl Forward {
     /// The decision is spliced into the result's text as the upstream wrote it: `"_meta":{"remit.dev/decision":…}`
     /// added as its last member. A result that has `_meta` already (or is not an object) is parsed and serialized
     /// again, as [`Proxy::finish_call`] does.
-    fn answer(&self, id: &Json, outcome: Result<RawResult, RpcError>) -> (Vec<u8>, Json) {
+    fn answer(&self, id: &Json, outcome: Result<RawResult, RpcError>) -> Answer {
         let result = match outcome {
             Err(e) => {
                 let entry = self.outcome_entry(Err(&e));
-                return (line(&response(id, Err(e))), entry);
+                return Answer { line: line(&response(id, Err(e))), entry, asked: None };
             }
             Ok(RawResult(result)) => result,
         };
@@ -2210,14 +2316,16 @@ impl Forward {
         if input_required && !self.stateless {
             // Logged as the upstream answered (the tool has not run), refused to the agent.
             let entry = self.outcome_entry(Ok((false, Some(INPUT_REQUIRED))));
-            return (line(&response(id, Err(not_relayed(INPUT_REQUIRED)))), entry);
+            return Answer { line: line(&response(id, Err(not_relayed(INPUT_REQUIRED)))), entry, asked: None };
         }
+        let state = members.as_ref().ok().and_then(|head| head.request_state);
+        let asked = state.filter(|_| input_required).and_then(|state| serde_json::from_str(state.get()).ok());
         let result_type = declared.as_deref();
         // Over the stateless revision a result that says nothing of its type says `resultType: complete` (added as
         // `super::mcp_http::stateless_result` adds it).
         let typed = |result_type: &Option<&RawValue>| result_type.is_none() && self.stateless;
         let spliced = match members {
-            Ok(ResultHead { is_error, meta: None, result_type }) if result.trim_start().starts_with('{') => {
+            Ok(ResultHead { is_error, meta: None, result_type, .. }) if result.trim_start().starts_with('{') => {
                 let add_type = typed(&result_type);
                 let end = result.trim_end();
                 let body = end[..end.len() - 1].trim_end();
@@ -2240,7 +2348,7 @@ impl Forward {
             if self.stateless {
                 parsed = super::mcp_http::stateless_result("tools/call", parsed);
             }
-            return (line(&response(id, Ok(parsed))), entry);
+            return Answer { line: line(&response(id, Ok(parsed))), entry, asked };
         };
         let meta = self.meta();
         let mut out = Vec::with_capacity(result.len() + meta.len() + 96);
@@ -2257,7 +2365,7 @@ impl Forward {
         out.extend_from_slice(br#"":"#);
         out.extend_from_slice(meta.as_bytes());
         out.extend_from_slice(b"}}}\n");
-        (out, self.outcome_entry(Ok((is_error, result_type))))
+        Answer { line: out, entry: self.outcome_entry(Ok((is_error, result_type))), asked }
     }
 }
 
@@ -2280,6 +2388,8 @@ struct ResultHead<'a> {
     meta: Option<&'a RawValue>,
     #[serde(rename = "resultType", borrow, default, deserialize_with = "present")]
     result_type: Option<&'a RawValue>,
+    #[serde(rename = "requestState", borrow, default, deserialize_with = "present")]
+    request_state: Option<&'a RawValue>,
 }
 
 /// A member that is there, `null` included (`Option`'s own reading takes `null` for absent).
@@ -2510,7 +2620,15 @@ mod tests {
             carried: Default::default(),
         };
         let upstream = Upstream::new(None, None, None, Duration::from_secs(1));
-        Forward { upstream, params: Json::Null, decided, tool: "t".into(), meta: Default::default(), stateless: false }
+        Forward {
+            upstream,
+            params: Json::Null,
+            decided,
+            tool: "t".into(),
+            meta: Default::default(),
+            stateless: false,
+            round: None,
+        }
     }
 
     /// The agent's answer spliced from the upstream's text is the answer the proxy would make by parsing the result
@@ -2539,7 +2657,7 @@ mod tests {
             let mut forward = forward(decision);
             forward.stateless = stateless;
             let id = json!(7);
-            let (line, entry) = forward.answer(&id, Ok(RawResult(result.to_string())));
+            let Answer { line, entry, asked } = forward.answer(&id, Ok(RawResult(result.to_string())));
             assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'), "one line for {result}");
             let answer: Json = serde_json::from_slice(&line).unwrap_or_else(|e| panic!("{e}: {result}"));
             let asks = result.contains(r#""resultType":"input_required""#);
@@ -2567,11 +2685,14 @@ mod tests {
             if asks && stateless {
                 assert_eq!(expected.0["result"]["resultType"], INPUT_REQUIRED, "relayed as it came");
                 assert_eq!(expected.1["result_type"], INPUT_REQUIRED, "logged as asking");
+                assert_eq!(asked, Some(json!("s")), "its request state, for the next round: {result}");
+            } else {
+                assert_eq!(asked, None, "only a relayed question has a next round: {result}");
             }
         }
         // An upstream's error is passed on, and logged as the outcome.
         let forward = forward(decision);
-        let (line, entry) = forward.answer(&json!("a"), Err(RpcError::new(-32000, "broken")));
+        let Answer { line, entry, .. } = forward.answer(&json!("a"), Err(RpcError::new(-32000, "broken")));
         let answer: Json = serde_json::from_slice(&line).unwrap();
         assert_eq!(answer, json!({"jsonrpc": "2.0", "id": "a", "error": {"code": -32000, "message": "broken"}}));
         assert_eq!(entry["error"]["message"], "broken");
