@@ -797,6 +797,67 @@ fn a_stop_changes_the_tool_list_and_the_agent_is_told() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The proxy reloads its policy (`--watch`, and `POST /admin/v1/reload` on its inbox's server): the agent is told its
+/// tool list changed, its next listing and calls are the new policy's, and a policy with errors stays out (the one in
+/// force stays). Over stdio, in front of the official Python SDK's server, in a session of 2025-06-18 (told unasked).
+#[test]
+fn the_proxy_reloads_its_policy_and_tells_the_agent() {
+    let dir = sandbox("reload");
+    let policy = dir.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    let original = std::fs::read_to_string(root().join("tests/mcp/modern/policy.remit")).unwrap();
+    std::fs::write(policy.join("policy.remit"), &original).unwrap();
+    let python = python();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .args(["mcp-proxy", "--watch", "--policy"])
+        .arg(&policy)
+        .args(["--subject", "agent:tester", "--store"])
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--inbox", "127.0.0.1:0", "--admin-token", "ops=admin-token-1", "--"])
+        .arg(python)
+        .arg(root().join("tests/mcp/modern/server.py"));
+    let mut proxy = Session::spawn(command, &dir);
+    let inbox = proxy.inbox();
+    proxy.initialize();
+    let before = names(&proxy.request(1, "tools/list", json!({})));
+    assert!(before.contains(&"grow".to_string()), "{before:?}");
+    let policy_of = |result: &Value| result["_meta"]["remit.dev/decision"]["decision"]["policy"].clone();
+    let first = policy_of(&proxy.call(2, "revision", json!({})));
+
+    // The grant of `grow` taken out of the file: reloaded, told, gone from the listing, denied.
+    std::fs::write(policy.join("policy.remit"), original.replace("  allow grow\n", "")).unwrap();
+    proxy.notification("notifications/tools/list_changed");
+    let after = names(&proxy.request(3, "tools/list", json!({})));
+    assert_eq!(after.len(), before.len() - 1, "{after:?}");
+    assert!(!after.contains(&"grow".to_string()), "{after:?}");
+    let denied = proxy.call(4, "grow", json!({}));
+    assert!(is_error(&denied) && text(&denied).contains("rule.unmatched"), "{denied}");
+    let second = policy_of(&denied);
+    assert_ne!(second, first, "decided by the new policy");
+
+    // A policy with errors is not loaded: by the watch, nor by the admin API, which says why.
+    std::fs::write(policy.join("policy.remit"), original.replace("allow grow", "allow nonesuch")).unwrap();
+    let reload = format!("{inbox}/admin/v1/reload");
+    let admin = [("Authorization", "Bearer admin-token-1")];
+    let refused = remit::gateway::client::request("POST", &reload, &admin, None).unwrap();
+    assert_eq!(refused.status, 422, "{}", refused.json());
+    assert_eq!(policy_of(&proxy.call(5, "revision", json!({}))), second, "the policy in force stays");
+    let nobody = remit::gateway::client::request("POST", &reload, &[], None).unwrap();
+    assert_eq!(nobody.status, 401);
+
+    // The file as it was, reloaded over the admin API (or by the watch, whichever comes first): told again.
+    std::fs::write(policy.join("policy.remit"), &original).unwrap();
+    let reloaded = remit::gateway::client::request("POST", &reload, &admin, None).unwrap();
+    assert_eq!(reloaded.status, 200, "{}", reloaded.json());
+    assert_eq!(reloaded.json()["policy"], first);
+    proxy.notification("notifications/tools/list_changed");
+    assert_eq!(names(&proxy.request(6, "tools/list", json!({}))), before);
+    assert_eq!(policy_of(&proxy.call(7, "revision", json!({}))), first);
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP, on a loopback port it
 /// picks (tests/mcp/loopback.cjs), and that port.
 fn everything_over_http(dir: &Path) -> (Session, u16) {

@@ -110,6 +110,10 @@ pub struct McpProxyArgs {
     /// resources, prompts and the rest go to the first upstream
     #[arg(long = "upstream", value_name = "NAME=SPEC")]
     upstreams: Vec<String>,
+    /// Reload the policy when its files change (also: `POST /admin/v1/reload` with an `--admin-token`, `remit admin
+    /// reload`, where the proxy serves HTTP); the agents are told that their tool list changed
+    #[arg(long)]
+    watch: bool,
     /// The upstream MCP server's command and its arguments (after `--`), or its URL; the first upstream
     #[arg(last = true, value_name = "UPSTREAM")]
     upstream: Vec<String>,
@@ -194,6 +198,18 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     };
     let policy_hash = policy.compiled.policy().to_string();
     let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
+    // Loads the policy again from where it came (`--watch`, `POST /admin/v1/reload`); the proxy tells the agents
+    // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
+    let paths = args.policy.clone();
+    let reloader: remit::gateway::http::Reloader =
+        Arc::new(move || match super::serve::load_policy(&paths, &runtime, None)? {
+            Some(policy) => Ok(policy),
+            None => Err("the policy has errors (printed by the proxy); the current policy stays in force".into()),
+        });
+    if args.watch {
+        let (paths, reloader, gateway) = (args.policy.clone(), reloader.clone(), gateway.clone());
+        std::thread::spawn(move || super::serve::watch_files(&paths, &reloader, &gateway));
+    }
     let backoff = Duration::try_from_secs_f64(args.upstream_restart_backoff).map_err(|_| {
         format!("`--upstream-restart-backoff {}`: not a number of seconds", args.upstream_restart_backoff)
     })?;
@@ -273,11 +289,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         }
         let sink = Outbox::new(Box::new(std::io::sink()));
         let proxy = Proxy::start_many(gateway.clone(), Identity::default(), &upstreams, sink, options)?;
-        let router = remit::gateway::http::router(gateway, tokens).merge(remit::gateway::mcp_http::router(
-            proxy.clone(),
-            agents,
-            bearer,
-        ));
+        let router = remit::gateway::http::router_with_reload(gateway, tokens, Some(reloader))
+            .merge(remit::gateway::mcp_http::router(proxy.clone(), agents, bearer));
         eprintln!("remit mcp-proxy: policy {policy_hash}");
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
@@ -292,7 +305,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     // stdout is the agent's channel: everything for people goes to stderr.
     eprintln!("remit mcp-proxy: policy {policy_hash}, subject {subject}");
     if let Some(listener) = listener {
-        let router = remit::gateway::http::router(gateway.clone(), tokens);
+        let router = remit::gateway::http::router_with_reload(gateway.clone(), tokens, Some(reloader));
         remit::gateway::http::serve_in_background(listener, router, serve_tls)?;
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
     }

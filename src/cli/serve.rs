@@ -428,7 +428,7 @@ fn latest_change(paths: &[PathBuf]) -> Option<std::time::SystemTime> {
 
 /// `--watch`: polls the policy's files every half second and swaps in the policy once they changed and then stayed
 /// the same for one poll (so a file being written is not loaded half-way), when it loads.
-fn watch_files(paths: &[PathBuf], reloader: &Reloader, gateway: &Gateway) {
+pub(super) fn watch_files(paths: &[PathBuf], reloader: &Reloader, gateway: &Gateway) {
     let mut seen = latest_change(paths);
     let mut changed = false;
     loop {

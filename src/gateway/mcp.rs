@@ -1402,12 +1402,14 @@ impl Proxy {
         }
         // Outcome entries are queued in the gateway and go into the log with the next batch of decisions; this
         // thread writes those that waited longer than a moment (no further call came), and all of them at the end.
-        // It also watches the stops, which hide and show tools (`StopWatch`).
+        // It also watches the stops, which hide and show tools (`StopWatch`), and the policy in force (swapped in by
+        // `--watch` or `POST /admin/v1/reload`), which decides which tools an agent sees.
         let (outcomes, stop) = mpsc::channel::<Json>();
         let logger = gateway.clone();
         let watched = outbox.clone();
         let outcome_writer = std::thread::spawn(move || {
             let mut stops = StopWatch::default();
+            let mut policy = logger.policy().compiled.policy().to_string();
             loop {
                 let stopped =
                     matches!(stop.recv_timeout(Duration::from_millis(50)), Err(mpsc::RecvTimeoutError::Disconnected));
@@ -1417,7 +1419,13 @@ impl Proxy {
                 if stopped {
                     return;
                 }
-                if stops.changed(logger.store().as_ref()) {
+                let stops_changed = stops.changed(logger.store().as_ref());
+                let in_force = logger.policy();
+                let policy_changed = in_force.compiled.policy() != policy;
+                if policy_changed {
+                    policy = in_force.compiled.policy().to_string();
+                }
+                if stops_changed || policy_changed {
                     // The gateway's own tool list changed for the agents: told as an upstream's change is.
                     watched.tools_changed();
                     watched.send_unasked(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
