@@ -675,7 +675,8 @@ impl Gateway {
         let mut counts = read.counters;
         if let Some(earlier) = continues {
             for id in &earlier.approvals {
-                if let Some(mut approval) = reads.tx()?.approval(id)?.filter(|a| for_tool(a)) {
+                // Consumed, so not among the live ones read above.
+                if let Some(mut approval) = reads.tx()?.approval(id)?.filter(|a| a.consumed && for_tool(a)) {
                     approval.consumed = false;
                     approvals.push(presented(&approval));
                 }
