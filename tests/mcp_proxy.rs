@@ -2486,60 +2486,104 @@ fn a_tool_that_asks_for_input_first() {
 /// A round of a multi round-trip call continues the round before it: when the owner's single-use approval let the
 /// first round through (and the first round consumed it), the agent's answer to what the tool asked is the same
 /// call and is allowed without a second approval. The round is taken once: the same answer sent again, or the call
-/// begun anew, needs a new approval. Over stdio, in front of the official Python SDK's server.
+/// begun anew, needs a new approval. In front of the official Python SDK's server: an agent over stdio (the server
+/// over stdio), and over HTTP (the server over HTTP: the async client's path).
 #[test]
 fn an_approved_call_that_asks_for_input_is_approved_once() {
     let dir = sandbox("input-required-approved");
     let server = root().join("tests/mcp/modern/server.py");
     let python = python();
     let owner = format!("user:owner={OWNER_TOKEN}");
-    let flags = ["--inbox", "127.0.0.1:0", "--inbox-token", owner.as_str()];
-    let mut proxy = modern_proxy(&dir, &flags, &[python.to_str().unwrap(), server.to_str().unwrap()]);
-    let inbox = proxy.inbox();
     let mut meta = stateless_meta();
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {"form": {}}});
     let loud = json!({"name": "confirm", "arguments": {"text": "loud"}, "_meta": meta});
     let outcome = |result: &Value| result["_meta"]["remit.dev/decision"]["outcome"].as_str().unwrap_or("").to_string();
+    // The flow, with `call` sending a `tools/call` and giving its result; the access request approved.
+    let flow = |call: &mut dyn FnMut(i64, &Value) -> Value, inbox: &str| -> String {
+        let escalated = call(1, &loud);
+        assert_eq!(outcome(&escalated), "escalate", "{escalated}");
+        let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
+        let url = format!("{inbox}/inbox/api/requests/{access}/approve");
+        let auth = format!("Bearer {OWNER_TOKEN}");
+        let approved =
+            remit::gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
+        assert_eq!(approved.status, 200, "{}", approved.json());
 
-    let escalated = proxy.request(1, "tools/call", loud.clone())["result"].clone();
-    assert_eq!(outcome(&escalated), "escalate", "{escalated}");
-    let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
-    let url = format!("{inbox}/inbox/api/requests/{access}/approve");
-    let auth = format!("Bearer {OWNER_TOKEN}");
-    let approved = remit::gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
-    assert_eq!(approved.status, 200, "{}", approved.json());
+        // The first round: allowed (the approval consumed), and the tool asks.
+        let asking = call(2, &loud);
+        assert_eq!((outcome(&asking).as_str(), &asking["resultType"]), ("allow", &json!("input_required")), "{asking}");
+        let (key, _) = asking["inputRequests"].as_object().unwrap().iter().next().unwrap();
+        let mut answer = loud.clone();
+        answer["inputResponses"] = json!({key.as_str(): {"action": "accept", "content": {"sure": true}}});
+        answer["requestState"] = asking["requestState"].clone();
 
-    // The first round: allowed (the approval consumed), and the tool asks.
-    let asking = proxy.request(2, "tools/call", loud.clone())["result"].clone();
-    assert_eq!((outcome(&asking).as_str(), &asking["resultType"]), ("allow", &json!("input_required")), "{asking}");
-    let (key, _) = asking["inputRequests"].as_object().unwrap().iter().next().unwrap();
-    let mut answer = loud.clone();
-    answer["inputResponses"] = json!({key.as_str(): {"action": "accept", "content": {"sure": true}}});
-    answer["requestState"] = asking["requestState"].clone();
+        // The second round continues it: allowed, without another approval, and the tool runs.
+        let answered = call(3, &answer);
+        assert_eq!(outcome(&answered), "allow", "{answered}");
+        assert_eq!(answered["content"][0]["text"], "LOUD", "{answered}");
 
-    // The second round continues it: allowed, without another approval, and the tool runs.
-    let answered = proxy.request(3, "tools/call", answer.clone())["result"].clone();
-    assert_eq!(outcome(&answered), "allow", "{answered}");
-    assert_eq!(answered["content"][0]["text"], "LOUD", "{answered}");
-
-    // Taken once: the same answer again, and the call begun anew, escalate (the approval is consumed).
-    let replayed = proxy.request(4, "tools/call", answer)["result"].clone();
-    assert_eq!(outcome(&replayed), "escalate", "{replayed}");
-    let anew = proxy.request(5, "tools/call", loud)["result"].clone();
-    assert_eq!(outcome(&anew), "escalate", "{anew}");
-    drop(proxy);
-
+        // Taken once: the same answer again, and the call begun anew, escalate (the approval is consumed).
+        let replayed = call(4, &answer);
+        assert_eq!(outcome(&replayed), "escalate", "{replayed}");
+        let anew = call(5, &loud);
+        assert_eq!(outcome(&anew), "escalate", "{anew}");
+        access
+    };
     // The log: the second round used the approval the first consumed, as the first round's.
-    let store = remit::gateway::sqlite::SqliteStore::open_existing(&dir.join("state.db")).unwrap();
-    let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
-    let used: Vec<Value> = entries
-        .iter()
-        .filter(|e| e.kind == "decision")
-        .map(|e| serde_json::from_str::<Value>(&e.body).unwrap())
-        .filter(|e| e["decision"]["decision"] == "allow")
-        .map(|e| json!([e["approvals_used"][0]["access_request"], e["approvals_used"][0].get("earlier_round")]))
-        .collect();
-    assert_eq!(used, [json!([access, null]), json!([access, true])], "{entries:?}");
+    let logged = |store: &str, access: &str| {
+        let store = remit::gateway::sqlite::SqliteStore::open_existing(&dir.join(store)).unwrap();
+        let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
+        let used: Vec<Value> = entries
+            .iter()
+            .filter(|e| e.kind == "decision")
+            .map(|e| serde_json::from_str::<Value>(&e.body).unwrap())
+            .filter(|e| e["decision"]["decision"] == "allow")
+            .map(|e| json!([e["approvals_used"][0]["access_request"], e["approvals_used"][0].get("earlier_round")]))
+            .collect();
+        assert_eq!(used, [json!([access, null]), json!([access, true])], "{entries:?}");
+    };
+
+    // Over stdio.
+    let flags = ["--inbox", "127.0.0.1:0", "--inbox-token", owner.as_str()];
+    let mut proxy = modern_proxy(&dir, &flags, &[python.to_str().unwrap(), server.to_str().unwrap()]);
+    let inbox = proxy.inbox();
+    let access = flow(&mut |id, params| proxy.request(id, "tools/call", params.clone())["result"].clone(), &inbox);
+    drop(proxy);
+    logged("state.db", &access);
+
+    // Over HTTP, in front of the server over HTTP.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = Command::new(&python);
+    command.args([server.to_str().unwrap(), "--http", &port.to_string()]);
+    let _server = Session::spawn(command, &dir);
+    let deadline = Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the Python server did not listen on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .args(["mcp-proxy", "--policy"])
+        .arg(root().join("tests/mcp/modern"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("http.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--inbox-token", &owner])
+        .arg("--")
+        .arg(format!("http://127.0.0.1:{port}/mcp"));
+    let mut proxy = Session::spawn(command, &dir);
+    let url = proxy.mcp_url(Instant::now() + WAIT);
+    let inbox = proxy.inbox();
+    let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "confirm")];
+    let access = flow(
+        &mut |id, params| {
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+            stateless_post(&url, "tester-token-1", &headers, &message).json()["result"].clone()
+        },
+        &inbox,
+    );
+    drop(proxy);
+    logged("http.db", &access);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// `remit mcp-proxy --listen … --tls-cert --tls-key`: the proxy as a resource server over https. Its URL says so; the
