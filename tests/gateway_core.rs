@@ -132,8 +132,9 @@ fn two_hundred_concurrent_calls_with_one_single_use_approval_allow_exactly_once(
 }
 
 /// A later round of an allowed call (a tool that asked for input first, `remit mcp-proxy`) is decided without what
-/// the earlier rounds' obligations did: the single-use approval they consumed counts for it and is not consumed
-/// again, their budget count is not counted again; anything else is decided as for any call.
+/// the earlier rounds' obligations did, kept in the store: the single-use approval they consumed counts for it and is
+/// not consumed again, their budget count is not counted again; anything else is decided as for any call. A round
+/// is taken once, and not after it expired.
 #[test]
 fn a_continued_call_is_decided_without_what_its_earlier_rounds_carried_out() {
     let text = format!("{}\n", GATED.trim_end().trim_end_matches('}'))
@@ -158,8 +159,12 @@ fn a_continued_call_is_decided_without_what_its_earlier_rounds_carried_out() {
     assert_eq!(fresh.outcome, "deny", "{}", fresh.decision);
     assert_eq!(fresh.reasons, ["budget.exhausted"]);
 
+    // A round not kept (or kept by no one): a new call.
+    assert_eq!(s.gateway.decide_continuing(request(), "r-none").reasons, ["budget.exhausted"]);
+
     // Continuing: allowed, the approval used again (and said so in the log), nothing counted again.
-    let second = s.gateway.decide_continuing(request(), first.carried.clone());
+    s.gateway.keep_round("r-1", &first.carried).unwrap();
+    let second = s.gateway.decide_continuing(request(), "r-1");
     assert!(second.allowed(), "{}", second.decision);
     assert_eq!(second.carried, carried, "what the call carried out, for its next round");
     assert_eq!(counter(), 1);
@@ -173,13 +178,23 @@ fn a_continued_call_is_decided_without_what_its_earlier_rounds_carried_out() {
     // Other arguments are another call: the approval, bound to the first ones, does not cover it.
     let mut other = request();
     other["action"]["arguments"]["amount"] = json!("81.00 USD");
-    let changed = s.gateway.decide_continuing(other, first.carried.clone());
+    s.gateway.keep_round("r-2", &second.carried).unwrap();
+    let changed = s.gateway.decide_continuing(other, "r-2");
     assert_eq!(changed.outcome, "escalate", "{}", changed.decision);
     assert_eq!(changed.carried, Default::default());
+    // Taken once: that round is gone.
+    assert_eq!(s.gateway.decide_continuing(request(), "r-2").reasons, ["budget.exhausted"]);
+
+    // Not after it expired.
+    s.gateway.keep_round("r-3", &second.carried).unwrap();
+    s.clock.set(parse_timestamp(NOW).unwrap() + remit::gateway::core::ROUND_TTL_SECONDS);
+    assert_eq!(s.gateway.decide_continuing(request(), "r-3").reasons, ["budget.exhausted"]);
+    s.clock.set(parse_timestamp(NOW).unwrap());
 
     // A stop set between the rounds stops the next one.
+    s.gateway.keep_round("r-4", &second.carried).unwrap();
     s.gateway.set_stop("shop", true, "admin").unwrap();
-    let stopped = s.gateway.decide_continuing(request(), second.carried);
+    let stopped = s.gateway.decide_continuing(request(), "r-4");
     assert_eq!(stopped.reasons, ["stop.active"]);
     assert_eq!(counter(), 1);
 }

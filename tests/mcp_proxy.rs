@@ -2498,8 +2498,9 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
     meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {"form": {}}});
     let loud = json!({"name": "confirm", "arguments": {"text": "loud"}, "_meta": meta});
     let outcome = |result: &Value| result["_meta"]["remit.dev/decision"]["outcome"].as_str().unwrap_or("").to_string();
-    // The flow, with `call` sending a `tools/call` and giving its result; the access request approved.
-    let flow = |call: &mut dyn FnMut(i64, &Value) -> Value, inbox: &str| -> String {
+    // The flow, with `call` sending a `tools/call` and giving its result, and `between` run between the rounds; the
+    // access request approved.
+    let flow = |call: &dyn Fn(i64, &Value) -> Value, between: &dyn Fn(), inbox: &str| -> String {
         let escalated = call(1, &loud);
         assert_eq!(outcome(&escalated), "escalate", "{escalated}");
         let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
@@ -2516,6 +2517,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
         let mut answer = loud.clone();
         answer["inputResponses"] = json!({key.as_str(): {"action": "accept", "content": {"sure": true}}});
         answer["requestState"] = asking["requestState"].clone();
+        between();
 
         // The second round continues it: allowed, without another approval, and the tool runs.
         let answered = call(3, &answer);
@@ -2547,7 +2549,9 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
     let flags = ["--inbox", "127.0.0.1:0", "--inbox-token", owner.as_str()];
     let mut proxy = modern_proxy(&dir, &flags, &[python.to_str().unwrap(), server.to_str().unwrap()]);
     let inbox = proxy.inbox();
-    let access = flow(&mut |id, params| proxy.request(id, "tools/call", params.clone())["result"].clone(), &inbox);
+    let proxy = std::cell::RefCell::new(proxy);
+    let call = |id, params: &Value| proxy.borrow_mut().request(id, "tools/call", params.clone())["result"].clone();
+    let access = flow(&call, &|| {}, &inbox);
     drop(proxy);
     logged("state.db", &access);
 
@@ -2561,27 +2565,39 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
         assert!(Instant::now() < deadline, "the Python server did not listen on port {port}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .args(["mcp-proxy", "--policy"])
-        .arg(root().join("tests/mcp/modern"))
-        .arg("--store")
-        .arg(format!("sqlite:{}", dir.join("http.db").display()))
-        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--inbox-token", &owner])
-        .arg("--")
-        .arg(format!("http://127.0.0.1:{port}/mcp"));
-    let mut proxy = Session::spawn(command, &dir);
-    let url = proxy.mcp_url(Instant::now() + WAIT);
-    let inbox = proxy.inbox();
+    let start = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .args(["mcp-proxy", "--policy"])
+            .arg(root().join("tests/mcp/modern"))
+            .arg("--store")
+            .arg(format!("sqlite:{}", dir.join("http.db").display()))
+            .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--inbox-token", &owner])
+            .arg("--")
+            .arg(format!("http://127.0.0.1:{port}/mcp"));
+        let mut proxy = Session::spawn(command, &dir);
+        let url = proxy.mcp_url(Instant::now() + WAIT);
+        let inbox = proxy.inbox();
+        (proxy, url, inbox)
+    };
+    let (proxy, url, inbox) = start();
+    let serving = std::cell::RefCell::new((proxy, url));
     let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "confirm")];
-    let access = flow(
-        &mut |id, params| {
-            let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-            stateless_post(&url, "tester-token-1", &headers, &message).json()["result"].clone()
-        },
-        &inbox,
-    );
-    drop(proxy);
+    let call = |id, params: &Value| {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        stateless_post(&serving.borrow().1, "tester-token-1", &headers, &message).json()["result"].clone()
+    };
+    // Between the rounds another proxy process on the same store takes over (the first one stops): the round is
+    // the store's, not a process's.
+    let restart = || {
+        let (stopped, _) = serving.replace({
+            let (proxy, url, _) = start();
+            (proxy, url)
+        });
+        drop(stopped);
+    };
+    let access = flow(&call, &restart, &inbox);
+    drop(serving);
     logged("http.db", &access);
     std::fs::remove_dir_all(&dir).ok();
 }

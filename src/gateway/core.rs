@@ -50,8 +50,8 @@ struct Job {
     now: i64,
     /// When the job was queued, for the log lag.
     queued: std::time::Instant,
-    /// What the earlier rounds of the call this one continues carried out ([`Gateway::decide_continuing`]).
-    continues: Option<Carried>,
+    /// The round of an earlier call this one continues ([`Gateway::decide_continuing`]): its key in the store.
+    continues: Option<String>,
     /// Whether the decision's entry may wait in the queue when the decision changes nothing else
     /// ([`Gateway::decide_deferring`]).
     defer: bool,
@@ -354,9 +354,13 @@ pub struct Decided {
     pub carried: Carried,
 }
 
+/// How long a round of a call is kept for the next one ([`Gateway::keep_round`]): the user may take a while to answer
+/// what a tool asked.
+pub const ROUND_TTL_SECONDS: i64 = 3600;
+
 /// The single-use approvals an allowed call consumed and the budget counts it added (counter and window), for a later
 /// round of the same call to be decided without them ([`Gateway::decide_continuing`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Carried {
     pub approvals: Vec<String>,
     pub counts: Vec<(String, String)>,
@@ -730,21 +734,34 @@ impl Gateway {
         self.decide_with(Request::Value(request), defer)
     }
 
-    /// Decides a later round of a call the gateway allowed before (`remit mcp-proxy`: the agent answering a tool's
-    /// `input_required` result), given what the earlier rounds carried out ([`Decided::carried`]). It is decided
-    /// like any call, against the state as it is now (a stop set or a fact changed since applies), except that what
-    /// the earlier rounds' obligations did does not count against it: the single-use approvals they consumed are
-    /// presented again, as not consumed, and not consumed a second time; the budget counts they added are taken off
-    /// the counters it sees (in the same window) and not added again. Committed before it is answered.
-    pub fn decide_continuing(&self, request: Map<String, Json>, continues: Carried) -> Decided {
-        self.decide_with_continuing(Request::Value(request), false, Some(continues))
+    /// Decides what may be a later round of a call the gateway allowed before (`remit mcp-proxy`: the agent
+    /// answering a tool's `input_required` result): `round` is the key the earlier round was kept under
+    /// ([`Gateway::keep_round`]). The round is taken (once: it is removed in the decision's transaction), and the call
+    /// is decided like any call, against the state as it is now (a stop set or a fact changed since applies), except
+    /// that what the earlier rounds' obligations did does not count against it: the single-use approvals they
+    /// consumed are presented again, as not consumed, and not consumed a second time; the budget counts they added
+    /// are taken off the counters it sees (in the same window) and not added again. Without such a round, as a new
+    /// call. Committed before it is answered.
+    pub fn decide_continuing(&self, request: Map<String, Json>, round: &str) -> Decided {
+        self.decide_with_continuing(Request::Value(request), false, Some(round.to_string()))
+    }
+
+    /// Keeps what an allowed call carried out ([`Decided::carried`]) under `round` for [`ROUND_TTL_SECONDS`], for
+    /// its next round ([`Gateway::decide_continuing`]), in the store, so that another gateway of the same store, or
+    /// this one started again, continues it too.
+    pub fn keep_round(&self, round: &str, carried: &Carried) -> StoreResult<()> {
+        let now = self.clock.now();
+        let text = serde_json::to_string(carried).expect("a round serializes");
+        let mut tx = self.store.begin()?;
+        tx.keep_round(round, &text, now + ROUND_TTL_SECONDS, now)?;
+        tx.commit()
     }
 
     fn decide_with(&self, request: Request<'_>, defer: bool) -> Decided {
         self.decide_with_continuing(request, defer, None)
     }
 
-    fn decide_with_continuing(&self, request: Request<'_>, defer: bool, continues: Option<Carried>) -> Decided {
+    fn decide_with_continuing(&self, request: Request<'_>, defer: bool, continues: Option<String>) -> Decided {
         let policy = self.policy();
         let policy_hash = policy.compiled.policy().to_string();
         let now = self.clock.now();
@@ -1012,8 +1029,12 @@ impl Gateway {
     /// returned, to be queued), and one that would change the state writes nothing either: [`Stored::Rerun`].
     fn decide_in_store(&self, reads: &mut Reads<'_, '_>, job: &Job, defer: bool) -> StoreResult<Stored> {
         let Job { policy, id, raw, prepared, now, continues, .. } = job;
-        let continues = continues.as_ref();
         let (id, now) = (id.as_str(), *now);
+        let continues: Option<Carried> = match continues {
+            Some(round) => reads.tx()?.take_round(round, now)?.and_then(|text| serde_json::from_str(&text).ok()),
+            None => None,
+        };
+        let continues = continues.as_ref();
         let prepared = prepared.clone();
         let policy_hash = policy.compiled.policy();
         let Prepared { value, ignored, early_deny } = prepared;

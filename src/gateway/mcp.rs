@@ -1298,49 +1298,17 @@ pub struct Proxy {
     forwarded: Mutex<HashMap<String, u64>>,
     /// Calls answered from an upstream's reader thread whose answer is not sent or whose outcome is not queued yet.
     in_flight: Arc<AtomicU64>,
-    /// Allowed calls whose upstream asked for input first, for the agent's next round.
-    rounds: Rounds,
 }
 
-/// How long the proxy keeps a round of a multi round-trip call for the agent's next round: the user may take a while
-/// to answer what the tool asked.
-const ROUND_TTL: Duration = Duration::from_secs(3600);
-
-/// The most rounds kept at once (the oldest go first).
-const MAX_ROUNDS: usize = 4096;
-
-/// The rounds of multi round-trip calls (revision 2026-07-28) that the proxy allowed and forwarded and whose upstream
-/// answered `input_required`: by the call (who called, which tool, which arguments: [`round_of`]) and the
-/// `requestState` the upstream answered with, what the call's obligations carried out. The agent's next round, the
-/// same call with that `requestState`, is decided without it ([`Gateway::decide_continuing`]): a single-use
-/// approval the first round consumed still covers the call, and its budget count is not counted twice. Each round is
-/// taken by the first call that continues it; kept in memory, so a round the proxy did not see (another proxy, or
-/// one restarted since) is decided as a new call.
-#[derive(Default)]
-struct Rounds {
-    open: Mutex<std::collections::VecDeque<(String, super::core::Carried, Instant)>>,
-}
-
-impl Rounds {
-    fn keep(&self, key: String, carried: super::core::Carried) {
-        let now = Instant::now();
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        while open.front().is_some_and(|(_, _, until)| *until <= now) || open.len() >= MAX_ROUNDS {
-            open.pop_front();
-        }
-        open.push_back((key, carried, now + ROUND_TTL));
-    }
-
-    fn take(&self, key: &str) -> Option<super::core::Carried> {
-        let now = Instant::now();
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let at = open.iter().position(|(k, _, until)| k == key && *until > now)?;
-        open.remove(at).map(|(_, carried, _)| carried)
-    }
-}
-
-/// The call a round belongs to: the caller (subject, credential, scopes, mandate), the tool and the digest of its
-/// arguments, as one hash; with [`round_key`], the key of one of its rounds.
+/// The rounds of multi round-trip calls (revision 2026-07-28): when the proxy allowed and forwarded a call and its
+/// upstream answered `input_required`, what the call's obligations carried out is kept in the store
+/// ([`Gateway::keep_round`]) under the call (who called, which tool, which arguments) and the `requestState` the
+/// upstream answered with ([`round_key`]). The agent's next round, the same call with that `requestState`, is decided
+/// without it ([`Gateway::decide_continuing`]): a single-use approval the first round consumed still covers the
+/// call, and its budget count is not counted twice. Each round is taken by the first call that continues it.
+///
+/// This is the call a round belongs to: the caller (subject, credential, scopes, mandate), the tool and the digest
+/// of its arguments, as one hash.
 fn round_of(identity: &Identity, params: &Json) -> String {
     use sha2::{Digest, Sha256};
     let name = params.get("name").and_then(Json::as_str).unwrap_or_default();
@@ -1443,7 +1411,6 @@ impl Proxy {
             outbox,
             forwarded: Mutex::new(HashMap::new()),
             in_flight: Arc::new(AtomicU64::new(0)),
-            rounds: Rounds::default(),
         }))
     }
 
@@ -1729,7 +1696,8 @@ impl Proxy {
                 let params = std::mem::take(&mut forward.params);
                 let outcome = forward.upstream.request_async("tools/call", params).await;
                 let answer = forward.answer(&id, outcome);
-                self.settle(&forward, &answer.entry, answer.asked);
+                self.keep_round(&forward, answer.asked);
+                self.log_outcome(&answer.entry);
                 Some(Reply::Line(answer.line))
             }
             waiting => self.finish(Pending(waiting)).map(Reply::Message),
@@ -1969,8 +1937,10 @@ impl Proxy {
             Box::new(move |outcome| {
                 let _in_flight = in_flight;
                 let answer = allowed.answer(&id, outcome);
+                // Kept before the agent has the question, so that its answer finds the round.
+                proxy.keep_round(&allowed, answer.asked);
                 reply(&answer.line);
-                proxy.settle(&allowed, &answer.entry, answer.asked);
+                proxy.log_outcome(&answer.entry);
             }),
         );
         forward.meta();
@@ -2014,12 +1984,9 @@ impl Proxy {
         drop(tools);
         let upstream = self.slot_upstream(index);
         let request = identity.request(Some((name, arguments)));
-        // A later round of a call the proxy allowed, whose upstream asked for input first (see `Rounds`).
-        let continued = params
-            .get("requestState")
-            .and_then(|state| self.rounds.take(&round_key(&round_of(identity, &params), state)));
-        let decided = match continued {
-            Some(carried) => self.gateway.decide_continuing(request, carried),
+        // Maybe a later round of a call the proxy allowed, whose upstream asked for input first (see `round_of`).
+        let decided = match params.get("requestState") {
+            Some(state) => self.gateway.decide_continuing(request, &round_key(&round_of(identity, &params), state)),
             // The decision's entry may wait for the writer thread when it changes nothing else (see
             // `Gateway::decide_deferring`): the proxy flushes the queue within moments and at exit.
             None => self.gateway.decide_request_deferring(request),
@@ -2047,7 +2014,8 @@ impl Proxy {
             .filter(|r| result_type(r) == Some(INPUT_REQUIRED))
             .and_then(|r| r.get("requestState"))
             .cloned();
-        self.settle(&forward, &entry, asked.filter(|_| forward.stateless));
+        self.keep_round(&forward, asked);
+        self.log_outcome(&entry);
         let mut result = outcome?;
         if let Some(result) = result.as_object_mut() {
             let slot = result.entry("_meta").or_insert_with(|| json!({}));
@@ -2058,15 +2026,17 @@ impl Proxy {
         Ok(result)
     }
 
-    /// What follows a forwarded call's answer: its `outcome` entry queued, and, when the upstream asked for input
-    /// (the agent got `requestState` `asked`), the round kept for the agent's next one ([`Rounds`]).
-    fn settle(&self, forward: &Forward, entry: &Json, asked: Option<Json>) {
-        self.log_outcome(entry);
+    /// When the upstream asked for input (the agent of the stateless revision gets `requestState` `asked`), keeps
+    /// what the call carried out for the agent's next round ([`round_of`]); nothing when it carried out nothing.
+    fn keep_round(&self, forward: &Forward, asked: Option<Json>) {
         let carried = &forward.decided.carried;
-        if let (Some(call), Some(state)) = (&forward.round, asked) {
-            if carried != &Default::default() {
-                self.rounds.keep(round_key(call, &state), carried.clone());
-            }
+        let (Some(call), Some(state)) = (&forward.round, asked) else { return };
+        if carried == &Default::default() {
+            return;
+        }
+        if let Err(e) = self.gateway.keep_round(&round_key(call, &state), carried) {
+            let id = &forward.decided.id;
+            eprintln!("remit mcp-proxy: the round of {id} is not kept ({e}): its next round is decided as a new call");
         }
     }
 

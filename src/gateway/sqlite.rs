@@ -29,7 +29,8 @@ use super::wal_index::WalIndexHeader;
 /// The schema's version (`PRAGMA user_version`): a store of another version is refused, not silently reused.
 /// Version 2 added `access_requests.log_seq`, version 3 the table `stop_records` (stops with ids and levels: a
 /// gateway of version 2 would not read them, so it must refuse such a store); older stores are migrated when a
-/// gateway opens them.
+/// gateway opens them. The table `rounds` came later within version 3: a gateway that does not know it keeps no
+/// rounds and decides every round as a new call, which is safe, so it needs no new version.
 const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
@@ -53,6 +54,7 @@ CREATE TABLE IF NOT EXISTS access_requests (
   digest TEXT NOT NULL, manifest TEXT, arguments TEXT NOT NULL, missing_approvals TEXT NOT NULL, reasons TEXT NOT NULL, chain TEXT NOT NULL,
   decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER, log_seq INTEGER);
 CREATE INDEX IF NOT EXISTS access_requests_key ON access_requests (key, status);
+CREATE TABLE IF NOT EXISTS rounds (key TEXT PRIMARY KEY, carried TEXT NOT NULL, expires_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS log (
   seq INTEGER PRIMARY KEY, time INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL,
   hash TEXT NOT NULL);
@@ -517,6 +519,26 @@ impl Tx for SqliteTx<'_> {
             .map_err(store_err)?;
         let rows = statement.query_map(params![from as i64, limit as i64], log_of).map_err(store_err)?;
         rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn keep_round(&mut self, key: &str, carried: &str, expires_at: i64, now: i64) -> StoreResult<()> {
+        self.connection
+            .prepare_cached("DELETE FROM rounds WHERE expires_at <= ?1")
+            .and_then(|mut s| s.execute(params![now]))
+            .and_then(|_| self.connection.prepare_cached("INSERT OR REPLACE INTO rounds VALUES (?1, ?2, ?3)"))
+            .and_then(|mut s| s.execute(params![key, carried, expires_at]))
+            .map(|_| ())
+            .map_err(store_err)
+    }
+
+    fn take_round(&mut self, key: &str, now: i64) -> StoreResult<Option<String>> {
+        self.connection
+            .prepare_cached("DELETE FROM rounds WHERE key = ?1 RETURNING carried, expires_at")
+            .and_then(|mut s| {
+                s.query_row(params![key], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))).optional()
+            })
+            .map(|round| round.filter(|(_, expires_at)| *expires_at > now).map(|(carried, _)| carried))
+            .map_err(store_err)
     }
 
     fn consume_approval(&mut self, id: &str, decision: &str) -> StoreResult<bool> {

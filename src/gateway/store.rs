@@ -201,6 +201,18 @@ pub trait Tx {
         Ok(false)
     }
     fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()>;
+    /// Keeps `carried` (what an allowed call's obligations carried out, as JSON) under `key` until `expires_at`, for
+    /// a later round of the call (`Gateway::keep_round`); drops the rounds expired at `now`. A store that cannot
+    /// keep it refuses (then the next round is decided as a new call).
+    fn keep_round(&mut self, key: &str, carried: &str, expires_at: i64, now: i64) -> StoreResult<()> {
+        let _ = (key, carried, expires_at, now);
+        Err(StoreError("this store keeps no rounds".into()))
+    }
+    /// Takes the round kept under `key` (removing it) unless it expired at `now`.
+    fn take_round(&mut self, key: &str, now: i64) -> StoreResult<Option<String>> {
+        let _ = (key, now);
+        Ok(None)
+    }
     /// Appends an entry after the head (computing its hash) and returns it.
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry>;
 
