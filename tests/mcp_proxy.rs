@@ -2034,6 +2034,20 @@ fn the_stateless_revision_over_stdio() {
 
 /// `remit mcp-proxy` on the policy tests/mcp/modern for `agent:tester`, in front of `upstream` (a command or an
 /// HTTP URL), with `flags` before it.
+/// tests/mcp/modern/server.py over Streamable HTTP on a free loopback port, once it listens; its `/mcp` URL.
+fn modern_server_over_http(dir: &Path) -> (Session, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = Command::new(python());
+    command.arg(root().join("tests/mcp/modern/server.py")).args(["--http", &port.to_string()]);
+    let server = Session::spawn(command, dir);
+    let deadline = Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the Python server did not listen on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (server, format!("http://127.0.0.1:{port}/mcp"))
+}
+
 fn modern_proxy(dir: &Path, flags: &[&str], upstream: &[&str]) -> Session {
     let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
     command
@@ -2330,16 +2344,7 @@ fn an_upstream_of_the_stateless_revision() {
     drop(proxy);
 
     // Over Streamable HTTP, on a free loopback port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut command = Command::new(python);
-    command.args([server, "--http", &port.to_string()]);
-    let upstream = Session::spawn(command, &dir);
-    let deadline = Instant::now() + WAIT;
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the Python server did not listen on port {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (upstream, url) = modern_server_over_http(&dir);
     let mut proxy = modern_proxy(&dir, &[], &[&url]);
     assert_eq!(ask(&mut proxy), "2026-07-28");
     drop(proxy);
@@ -2469,16 +2474,8 @@ fn a_tool_that_asks_for_input_first() {
         drop(proxy);
     };
     over_http("http.db", &upstream);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut command = Command::new(&python);
-    command.args([server.to_str().unwrap(), "--http", &port.to_string()]);
-    let server_over_http = Session::spawn(command, &dir);
-    let deadline = Instant::now() + WAIT;
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the Python server did not listen on port {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    over_http("http-upstream.db", &[&format!("http://127.0.0.1:{port}/mcp")]);
+    let (server_over_http, url) = modern_server_over_http(&dir);
+    over_http("http-upstream.db", &[&url]);
     drop(server_over_http);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -2556,15 +2553,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
     logged("state.db", &access);
 
     // Over HTTP, in front of the server over HTTP.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut command = Command::new(&python);
-    command.args([server.to_str().unwrap(), "--http", &port.to_string()]);
-    let _server = Session::spawn(command, &dir);
-    let deadline = Instant::now() + WAIT;
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the Python server did not listen on port {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (_server, upstream) = modern_server_over_http(&dir);
     let start = || {
         let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
         command
@@ -2573,8 +2562,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
             .arg("--store")
             .arg(format!("sqlite:{}", dir.join("http.db").display()))
             .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--inbox-token", &owner])
-            .arg("--")
-            .arg(format!("http://127.0.0.1:{port}/mcp"));
+            .args(["--", &upstream]);
         let mut proxy = Session::spawn(command, &dir);
         let url = proxy.mcp_url(Instant::now() + WAIT);
         let inbox = proxy.inbox();
