@@ -1309,10 +1309,8 @@ pub struct Proxy {
 ///
 /// This is the call a round belongs to: the caller (subject, credential, scopes, mandate), the tool and the digest
 /// of its arguments, as one hash.
-fn round_of(identity: &Identity, params: &Json) -> String {
+fn round_of(identity: &Identity, name: &str, arguments: &Json) -> String {
     use sha2::{Digest, Sha256};
-    let name = params.get("name").and_then(Json::as_str).unwrap_or_default();
-    let arguments = params.get("arguments").unwrap_or(&Json::Null);
     let digest = crate::eval::argument_digest(name, arguments);
     let call = json!([identity.subject, identity.credential, identity.scopes, identity.mandate, name, digest]);
     super::audit::hex(&Sha256::digest(call.to_string().as_bytes()))
@@ -1986,7 +1984,9 @@ impl Proxy {
         let request = identity.request(Some((name, arguments)));
         // Maybe a later round of a call the proxy allowed, whose upstream asked for input first (see `round_of`).
         let decided = match params.get("requestState") {
-            Some(state) => self.gateway.decide_continuing(request, &round_key(&round_of(identity, &params), state)),
+            Some(state) => {
+                self.gateway.decide_continuing(request, &round_key(&round_of(identity, name, arguments), state))
+            }
             // The decision's entry may wait for the writer thread when it changes nothing else (see
             // `Gateway::decide_deferring`): the proxy flushes the queue within moments and at exit.
             None => self.gateway.decide_request_deferring(request),
@@ -2002,7 +2002,7 @@ impl Proxy {
         }
         let tool = name.to_string();
         let meta = Default::default();
-        Ok(Call::Forward(Box::new(Forward { upstream, params, decided, tool, meta, stateless: false, round: None })))
+        Ok(Call::Forward(Box::new(Forward { upstream, params, decided, tool, meta, stateless: false, caller: None })))
     }
 
     /// Logs how a forwarded call went (its `outcome` entry) and adds the decision to the upstream's result.
@@ -2030,11 +2030,13 @@ impl Proxy {
     /// what the call carried out for the agent's next round ([`round_of`]); nothing when it carried out nothing.
     fn keep_round(&self, forward: &Forward, asked: Option<Json>) {
         let carried = &forward.decided.carried;
-        let (Some(call), Some(state)) = (&forward.round, asked) else { return };
+        let (Some(caller), Some(state)) = (&forward.caller, asked) else { return };
         if carried == &Default::default() {
             return;
         }
-        if let Err(e) = self.gateway.keep_round(&round_key(call, &state), carried) {
+        let (identity, arguments) = &**caller;
+        let call = round_of(identity, &forward.tool, arguments);
+        if let Err(e) = self.gateway.keep_round(&round_key(&call, &state), carried) {
             let id = &forward.decided.id;
             eprintln!("remit mcp-proxy: the round of {id} is not kept ({e}): its next round is decided as a new call");
         }
@@ -2222,8 +2224,9 @@ struct Forward {
     meta: std::sync::OnceLock<String>,
     /// A request of the stateless revision: the result says `resultType: complete` (see [`Forward::answer`]).
     stateless: bool,
-    /// For a request of the stateless revision, the call its rounds belong to ([`round_of`]).
-    round: Option<String>,
+    /// For a request of the stateless revision, who called and with which arguments: the call its rounds belong to
+    /// ([`round_of`], worked out only when the upstream asks for input).
+    caller: Option<Box<(Identity, Json)>>,
 }
 
 /// The agent's answer to a forwarded call ([`Forward::answer`]).
@@ -2241,7 +2244,8 @@ impl Forward {
     /// relayed, and their rounds kept).
     fn in_stateless_revision(&mut self, identity: &Identity) {
         self.stateless = true;
-        self.round = Some(round_of(identity, &self.params));
+        let arguments = self.params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        self.caller = Some(Box::new((identity.clone(), arguments)));
     }
 
     fn meta(&self) -> &str {
@@ -2605,7 +2609,7 @@ mod tests {
             tool: "t".into(),
             meta: Default::default(),
             stateless: false,
-            round: None,
+            caller: None,
         }
     }
 
