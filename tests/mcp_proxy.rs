@@ -858,6 +858,64 @@ fn the_proxy_reloads_its_policy_and_tells_the_agent() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `--verify-key`: the proxy serves only a bundle signed by that key, as `remit serve` does; an unsigned bundle, or
+/// sources, are refused at start, and a reload to an unsigned bundle is refused (the signed policy stays).
+#[test]
+fn with_a_verify_key_the_proxy_serves_only_signed_bundles() {
+    let dir = sandbox("verify-key");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let remit = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_remit")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let policy = root().join("tests/mcp/modern").to_str().unwrap().to_string();
+    assert_eq!(remit(&["keygen", "-o", &path("owner.key")]).0, Some(0));
+    let signed = ["build", &policy, "-o", &path("signed.bundle"), "--bundle", "--sign", &path("owner.key")];
+    assert_eq!(remit(&signed).0, Some(0));
+    assert_eq!(remit(&["build", &policy, "-o", &path("unsigned.bundle"), "--bundle"]).0, Some(0));
+    let python = python();
+    let server = root().join("tests/mcp/modern/server.py");
+    let upstream = [python.to_str().unwrap(), server.to_str().unwrap()];
+    let key = path("owner.key.pub");
+    let store = format!("sqlite:{}", path("state.db"));
+    let proxy_args = |policy: &str| -> Vec<String> {
+        let args =
+            ["mcp-proxy", "--policy", policy, "--subject", "agent:tester", "--store", &store, "--verify-key", &key];
+        args.map(str::to_string).to_vec()
+    };
+    for (refused, why) in [(path("unsigned.bundle"), "not signed"), (policy.clone(), "only a signed bundle")] {
+        let mut args = proxy_args(&refused);
+        args.push("--".into());
+        args.extend(upstream.map(str::to_string));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, said) = remit(&args);
+        assert_eq!(code, Some(2), "{said}");
+        assert!(said.contains(why), "{said}");
+    }
+
+    std::fs::copy(path("signed.bundle"), path("serving.bundle")).unwrap();
+    let serving = path("serving.bundle");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .args(proxy_args(&serving))
+        .args(["--inbox", "127.0.0.1:0", "--admin-token", "ops=admin-token-1", "--"])
+        .args(upstream);
+    let mut proxy = Session::spawn(command, &dir);
+    let inbox = proxy.inbox();
+    proxy.initialize();
+    let listed = names(&proxy.request(1, "tools/list", json!({})));
+    assert_eq!(listed, ["confirm", "grow", "revision", "shout"], "{listed:?}");
+    std::fs::copy(path("unsigned.bundle"), &serving).unwrap();
+    let reload = format!("{inbox}/admin/v1/reload");
+    let refused =
+        remit::gateway::client::request("POST", &reload, &[("Authorization", "Bearer admin-token-1")], None).unwrap();
+    assert_eq!(refused.status, 422, "{}", refused.json());
+    assert!(refused.json().to_string().contains("not signed"), "{}", refused.json());
+    assert_eq!(names(&proxy.request(2, "tools/list", json!({}))), listed, "the signed policy stays");
+    drop(proxy);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP, on a loopback port it
 /// picks (tests/mcp/loopback.cjs), and that port.
 fn everything_over_http(dir: &Path) -> (Session, u16) {

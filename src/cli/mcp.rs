@@ -110,6 +110,10 @@ pub struct McpProxyArgs {
     /// resources, prompts and the rest go to the first upstream
     #[arg(long = "upstream", value_name = "NAME=SPEC")]
     upstreams: Vec<String>,
+    /// Serve only a bundle signed by this public key (`remit keygen`); refuse unsigned or changed ones, also on
+    /// reload (as `remit serve --verify-key`)
+    #[arg(long, value_name = "PUB")]
+    verify_key: Option<PathBuf>,
     /// Reload the policy when its files change (also: `POST /admin/v1/reload` with an `--admin-token`, `remit admin
     /// reload`, where the proxy serves HTTP); the agents are told that their tool list changed
     #[arg(long)]
@@ -171,7 +175,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         UpstreamRevision::parse(&args.upstream_revision).map_err(|e| format!("`--upstream-revision`: {e}"))?;
     let upstreams = upstreams(&args)?;
     let runtime = Runtime::new()?;
-    let Some(policy) = super::serve::load_policy(&args.policy, &runtime, None)? else {
+    let verify_key = super::serve::verifying_key(args.verify_key.as_deref())?;
+    let Some(policy) = super::serve::load_policy(&args.policy, &runtime, verify_key.as_ref())? else {
         return Ok(ExitCode::from(1));
     };
     let store = super::serve::open_store(&args.store, Durability::Process)?;
@@ -202,7 +207,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
     let paths = args.policy.clone();
     let reloader: remit::gateway::http::Reloader =
-        Arc::new(move || match super::serve::load_policy(&paths, &runtime, None)? {
+        Arc::new(move || match super::serve::load_policy(&paths, &runtime, verify_key.as_ref())? {
             Some(policy) => Ok(policy),
             None => Err("the policy has errors (printed by the proxy); the current policy stays in force".into()),
         });

@@ -286,6 +286,13 @@ fn bundle_path(paths: &[PathBuf]) -> Option<&Path> {
     }
 }
 
+/// The public key of `--verify-key`, read from its file.
+pub(super) fn verifying_key(path: Option<&Path>) -> Result<Option<remit::gateway::bundle::VerifyingKey>, String> {
+    let Some(path) = path else { return Ok(None) };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    remit::gateway::bundle::verifying_key(&text).map(Some).map_err(|e| format!("`{}`: {e}", path.display()))
+}
+
 /// The policy to serve: a module and its gateway metadata. With `verify_key`, only a bundle signed by that key.
 pub(super) fn load_policy(
     paths: &[PathBuf],
@@ -346,13 +353,7 @@ pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, Str
 pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let tls = args.tls.load()?;
     let runtime = Runtime::new()?;
-    let verify_key = match &args.verify_key {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-            Some(remit::gateway::bundle::verifying_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?)
-        }
-        None => None,
-    };
+    let verify_key = verifying_key(args.verify_key.as_deref())?;
     let Some(policy) = load_policy(&args.policy, &runtime, verify_key.as_ref())? else {
         return Ok(ExitCode::from(1));
     };
