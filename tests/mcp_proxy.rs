@@ -2106,6 +2106,38 @@ fn modern_server_over_http(dir: &Path) -> (Session, String) {
     (server, format!("http://127.0.0.1:{port}/mcp"))
 }
 
+/// `remit mcp-proxy --listen` with tests/mcp/modern's policy, the store `dir/store`, the agent token
+/// `tester-token-1` for `agent:tester`, `flags`, and `upstream`; the proxy and its `/mcp` URL.
+fn modern_http_proxy(dir: &Path, store: &str, flags: &[&str], upstream: &[&str]) -> (Session, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .args(["mcp-proxy", "--policy"])
+        .arg(root().join("tests/mcp/modern"))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join(store).display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1"])
+        .args(flags)
+        .arg("--")
+        .args(upstream);
+    let proxy = Session::spawn(command, dir);
+    let url = proxy.mcp_url(Instant::now() + WAIT);
+    (proxy, url)
+}
+
+/// The `_meta` of a request of revision 2026-07-28 from a client that can answer a form elicitation.
+fn asking_meta() -> Value {
+    let mut meta = stateless_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {"form": {}}});
+    meta
+}
+
+/// Every entry of the log of the store at `path`, read after its proxy stopped.
+fn log_entries(path: &Path) -> Vec<remit::gateway::store::LogEntry> {
+    let store = remit::gateway::sqlite::SqliteStore::open_existing(path).unwrap();
+    let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
+    entries
+}
+
 fn modern_proxy(dir: &Path, flags: &[&str], upstream: &[&str]) -> Session {
     let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
     command
@@ -2268,16 +2300,7 @@ fn an_agent_listens_for_tool_list_changes() {
     drop(proxy);
 
     // Over Streamable HTTP: the answer to the POST is an event stream that stays open.
-    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-    command
-        .arg("mcp-proxy")
-        .arg("--policy")
-        .arg(root().join("tests/mcp/modern"))
-        .arg("--store")
-        .arg(format!("sqlite:{}", dir.join("http.db").display()))
-        .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--", python, server]);
-    let proxy = Session::spawn(command, &dir);
-    let url = proxy.mcp_url(Instant::now() + WAIT);
+    let (proxy, url) = modern_http_proxy(&dir, "http.db", &[], &[python, server]);
     let v = ("MCP-Protocol-Version", "2026-07-28");
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": listen}).to_string();
     let headers = [
@@ -2438,8 +2461,7 @@ fn a_tool_that_asks_for_input_first() {
     let server = root().join("tests/mcp/modern/server.py");
     let python = python();
     let upstream = [python.to_str().unwrap(), server.to_str().unwrap()];
-    let mut meta = stateless_meta();
-    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {"form": {}}});
+    let meta = asking_meta();
     let first = |text: &str| json!({"name": "confirm", "arguments": {"text": text}, "_meta": meta});
     // The first round's result asks, and the second round answers it.
     let asked = |result: &Value| {
@@ -2480,8 +2502,7 @@ fn a_tool_that_asks_for_input_first() {
     drop(proxy);
 
     // The log: the first round asked for input, the second completed, the third failed upstream.
-    let store = remit::gateway::sqlite::SqliteStore::open_existing(&dir.join("state.db")).unwrap();
-    let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
+    let entries = log_entries(&dir.join("state.db"));
     let outcomes: Vec<Value> = entries
         .iter()
         .filter(|e| e.kind == "outcome")
@@ -2490,21 +2511,11 @@ fn a_tool_that_asks_for_input_first() {
         .collect();
     let want = [json!(["input_required", false, false]), json!([null, false, false]), json!([null, null, true])];
     assert_eq!(outcomes, want, "{entries:?}");
-    drop(store);
 
     // Over HTTP: an agent of 2026-07-28, then a session of 2025-06-18; in front of the server over stdio, then over
     // HTTP (the result read by the async client, and the decision spliced into it, not parsed).
     let over_http = |store: &str, upstream: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-        command
-            .args(["mcp-proxy", "--policy"])
-            .arg(root().join("tests/mcp/modern"))
-            .arg("--store")
-            .arg(format!("sqlite:{}", dir.join(store).display()))
-            .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--"])
-            .args(upstream);
-        let proxy = Session::spawn(command, &dir);
-        let url = proxy.mcp_url(Instant::now() + WAIT);
+        let (proxy, url) = modern_http_proxy(&dir, store, &[], upstream);
         let v = ("MCP-Protocol-Version", "2026-07-28");
         let headers = [v, ("Mcp-Method", "tools/call"), ("Mcp-Name", "confirm")];
         let call =
@@ -2549,8 +2560,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
     let server = root().join("tests/mcp/modern/server.py");
     let python = python();
     let owner = format!("user:owner={OWNER_TOKEN}");
-    let mut meta = stateless_meta();
-    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {"form": {}}});
+    let meta = asking_meta();
     let loud = json!({"name": "confirm", "arguments": {"text": "loud"}, "_meta": meta});
     let outcome = |result: &Value| result["_meta"]["remit.dev/decision"]["outcome"].as_str().unwrap_or("").to_string();
     // The flow, with `call` sending a `tools/call` and giving its result, and `between` run between the rounds; the
@@ -2588,8 +2598,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
     };
     // The log: the second round used the approval the first consumed, as the first round's.
     let logged = |store: &str, access: &str| {
-        let store = remit::gateway::sqlite::SqliteStore::open_existing(&dir.join(store)).unwrap();
-        let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
+        let entries = log_entries(&dir.join(store));
         let used: Vec<Value> = entries
             .iter()
             .filter(|e| e.kind == "decision")
@@ -2613,16 +2622,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
     // Over HTTP, in front of the server over HTTP.
     let (_server, upstream) = modern_server_over_http(&dir);
     let start = || {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
-        command
-            .args(["mcp-proxy", "--policy"])
-            .arg(root().join("tests/mcp/modern"))
-            .arg("--store")
-            .arg(format!("sqlite:{}", dir.join("http.db").display()))
-            .args(["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1", "--inbox-token", &owner])
-            .args(["--", &upstream]);
-        let mut proxy = Session::spawn(command, &dir);
-        let url = proxy.mcp_url(Instant::now() + WAIT);
+        let (mut proxy, url) = modern_http_proxy(&dir, "http.db", &["--inbox-token", &owner], &[&upstream]);
         let inbox = proxy.inbox();
         (proxy, url, inbox)
     };
