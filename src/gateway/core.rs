@@ -1148,7 +1148,8 @@ impl Gateway {
         now: i64,
         continues: Option<&Carried>,
     ) -> StoreResult<Result<(Vec<Json>, Carried), String>> {
-        let earlier = continues.cloned().unwrap_or_default();
+        let none = Carried::default();
+        let earlier = continues.unwrap_or(&none);
         let mut carried = earlier.clone();
         let obligations = decision.get("obligations").and_then(Json::as_array).cloned().unwrap_or_default();
         let operation = sent.pointer("/context/operation_id").and_then(Json::as_str).filter(|o| !o.is_empty());
