@@ -230,3 +230,30 @@ fn the_js_host_denies_failing_calls_and_refuses_foreign_modules() {
 fn the_js_host_with_a_deadline_denies_a_runaway_call_and_carries_on() {
     failing_calls_are_denied_and_the_instance_replaced(Host::JsBounded(1_000));
 }
+
+/// A bounded call ends on its own answer, not on a wake-up: with another thread notifying the words the calling
+/// thread waits on (as a worker's late notify did on a loaded machine, answering a call with the call before's
+/// result), every result is still the unbounded evaluator's.
+#[test]
+fn the_js_host_with_a_deadline_answers_each_call_with_its_own_result_under_stray_wake_ups() {
+    let dir = temp_dir("hosts-stray-wake-ups");
+    let dist = js_cli().parent().unwrap().to_path_buf();
+    for unit in corpus().iter().filter(|unit| unit.name.starts_with("examples/")) {
+        let wasm = module(unit, &dir);
+        let input = dir.join("requests.frames");
+        std::fs::write(&input, frames(&unit.requests)).unwrap();
+        let out = run(
+            Command::new("node").arg(root().join("tests/node/bounded_wakeups.mjs")).arg(&dist).arg(&wasm).arg(&input),
+            secs(300),
+        );
+        assert!(
+            out.status.success(),
+            "{}: {}{}",
+            unit.name,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("every result the unbounded evaluator's"));
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

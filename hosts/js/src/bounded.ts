@@ -17,7 +17,7 @@ import(index).then(async ({ Policy }) => {
   const evaluator = (await Policy.load(module)).evaluator();
   const ctrl = new Int32Array(control);
   const out = new Uint8Array(data);
-  parentPort.on("message", ({ kind, request }) => {
+  parentPort.on("message", ({ kind, request, call }) => {
     const result = kind === "visible" ? evaluator.visibleTools(request) : evaluator.decide(request);
     if (result.length > out.length) {
       Atomics.store(ctrl, 1, -1);
@@ -25,7 +25,7 @@ import(index).then(async ({ Policy }) => {
       out.set(result);
       Atomics.store(ctrl, 1, result.length);
     }
-    Atomics.store(ctrl, 0, 1);
+    Atomics.store(ctrl, 0, call);
     Atomics.notify(ctrl, 0);
   });
   Atomics.store(ctrl, 2, 1);
@@ -35,7 +35,8 @@ import(index).then(async ({ Policy }) => {
 
 class Thread {
   readonly worker: Worker;
-  readonly control = new Int32Array(new SharedArrayBuffer(12)); // [answered, length, ready]
+  // [the number of the call last answered, its result's length, ready]
+  readonly control = new Int32Array(new SharedArrayBuffer(12));
   readonly data = new Uint8Array(new SharedArrayBuffer(RESULT_CAPACITY));
 
   constructor(policy: Policy) {
@@ -51,6 +52,7 @@ class Thread {
 /** Like {@link Evaluator}, with every call bounded in time; synchronous, one call at a time. */
 export class BoundedEvaluator {
   #thread: Thread | undefined;
+  #calls = 0;
 
   constructor(
     readonly policy: Policy,
@@ -78,17 +80,19 @@ export class BoundedEvaluator {
   #call(kind: "decide" | "visible", request: RequestBytes, onFailure: (reason: string) => Uint8Array): Uint8Array {
     if (this.#thread === undefined) {
       const thread = new Thread(this.policy);
-      if (Atomics.wait(thread.control, 2, 0, this.startupMs) === "timed-out") {
+      if (!waitUntil(thread.control, 2, 1, this.startupMs)) {
         void thread.worker.terminate();
         return onFailure(REASON_TRAP);
       }
       this.#thread = thread;
     }
     const thread = this.#thread;
-    Atomics.store(thread.control, 0, 0);
+    // Calls are numbered (never 0, the word's first value), so that only this call's answer ends the wait.
+    this.#calls = (this.#calls % 0x7fffffff) + 1;
+    const call = this.#calls;
     const bytes = typeof request === "string" ? encoder.encode(request) : new Uint8Array(request);
-    thread.worker.postMessage({ kind, request: bytes });
-    if (Atomics.wait(thread.control, 0, 0, this.timeoutMs) === "timed-out") {
+    thread.worker.postMessage({ kind, request: bytes, call });
+    if (!waitUntil(thread.control, 0, call, this.timeoutMs)) {
       // The call may still be running: its memory and thread are given up, not reused.
       this.#thread = undefined;
       void thread.worker.terminate();
@@ -97,5 +101,22 @@ export class BoundedEvaluator {
     const length = Atomics.load(thread.control, 1);
     if (length < 0) return onFailure(REASON_TRAP);
     return thread.data.slice(0, length);
+  }
+}
+
+/**
+ * Waits until `words[index]` is `value`, at most `ms` milliseconds; false when the time ran out first. A wake-up
+ * alone proves nothing: the worker stores its answer and then notifies, and a notify that comes late, after the
+ * calling thread saw the store and went on to the next call, wakes that next call's wait (seen on a loaded CI
+ * machine: a call answered with the call before's result). So the word is read again after every wake-up.
+ */
+function waitUntil(words: Int32Array, index: number, value: number, ms: number): boolean {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    const seen = Atomics.load(words, index);
+    if (seen === value) return true;
+    const left = deadline - performance.now();
+    if (left <= 0) return false;
+    Atomics.wait(words, index, seen, left);
   }
 }
