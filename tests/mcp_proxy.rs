@@ -2552,8 +2552,9 @@ fn a_tool_that_asks_for_input_first() {
 /// A round of a multi round-trip call continues the round before it: when the owner's single-use approval let the
 /// first round through (and the first round consumed it), the agent's answer to what the tool asked is the same
 /// call and is allowed without a second approval. The round is taken once: the same answer sent again, or the call
-/// begun anew, needs a new approval. In front of the official Python SDK's server: an agent over stdio (the server
-/// over stdio), and over HTTP (the server over HTTP: the async client's path).
+/// begun anew, needs a new approval; but a round the upstream answered with an error is there for the next try. In
+/// front of the official Python SDK's server: an agent over stdio (the server over stdio), and over HTTP (the server
+/// over HTTP: the async client's path).
 #[test]
 fn an_approved_call_that_asks_for_input_is_approved_once() {
     let dir = sandbox("input-required-approved");
@@ -2582,6 +2583,11 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
         let mut answer = loud.clone();
         answer["inputResponses"] = json!({key.as_str(): {"action": "accept", "content": {"sure": true}}});
         answer["requestState"] = asking["requestState"].clone();
+        // An answer the upstream refuses (an error response, not a result): the round is still there for the next.
+        let mut wrong = answer.clone();
+        wrong["inputResponses"] = json!("nonsense");
+        let refused = call(30, &wrong);
+        assert!(refused.is_null(), "an error response, not {refused}");
         between();
 
         // The second round continues it: allowed, without another approval, and the tool runs.
@@ -2596,7 +2602,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
         assert_eq!(outcome(&anew), "escalate", "{anew}");
         access
     };
-    // The log: the second round used the approval the first consumed, as the first round's.
+    // The log: the second round (both tries) used the approval the first consumed, as the first round's.
     let logged = |store: &str, access: &str| {
         let entries = log_entries(&dir.join(store));
         let used: Vec<Value> = entries
@@ -2606,7 +2612,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
             .filter(|e| e["decision"]["decision"] == "allow")
             .map(|e| json!([e["approvals_used"][0]["access_request"], e["approvals_used"][0].get("earlier_round")]))
             .collect();
-        assert_eq!(used, [json!([access, null]), json!([access, true])], "{entries:?}");
+        assert_eq!(used, [json!([access, null]), json!([access, true]), json!([access, true])], "{entries:?}");
     };
 
     // Over stdio.

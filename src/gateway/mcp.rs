@@ -1305,7 +1305,8 @@ pub struct Proxy {
 /// ([`Gateway::keep_round`]) under the call (who called, which tool, which arguments) and the `requestState` the
 /// upstream answered with ([`round_key`]). The agent's next round, the same call with that `requestState`, is decided
 /// without it ([`Gateway::decide_continuing`]): a single-use approval the first round consumed still covers the
-/// call, and its budget count is not counted twice. Each round is taken by the first call that continues it.
+/// call, and its budget count is not counted twice. Each round is taken by the first call that continues it, and kept
+/// again when the upstream answers that call with an error (the round did not happen; the agent may try it again).
 ///
 /// This is the call a round belongs to: the caller (subject, credential, scopes, mandate), the tool and the digest
 /// of its arguments, as one hash.
@@ -2008,12 +2009,10 @@ impl Proxy {
     /// Logs how a forwarded call went (its `outcome` entry) and adds the decision to the upstream's result.
     fn finish_call(&self, forward: Forward, outcome: Result<Json, RpcError>) -> Result<Json, RpcError> {
         let entry = forward.outcome_entry(outcome.as_ref().map(|r| (is_error(r), result_type(r))));
-        let asked = outcome
-            .as_ref()
-            .ok()
-            .filter(|r| result_type(r) == Some(INPUT_REQUIRED))
-            .and_then(|r| r.get("requestState"))
-            .cloned();
+        let asked = match &outcome {
+            Ok(result) => result.get("requestState").filter(|_| result_type(result) == Some(INPUT_REQUIRED)).cloned(),
+            Err(_) => forward.continued(),
+        };
         self.keep_round(&forward, asked);
         self.log_outcome(&entry);
         let mut result = outcome?;
@@ -2034,8 +2033,7 @@ impl Proxy {
         if carried == &Default::default() {
             return;
         }
-        let (identity, arguments) = &**caller;
-        let call = round_of(identity, &forward.tool, arguments);
+        let call = round_of(&caller.identity, &forward.tool, &caller.arguments);
         if let Err(e) = self.gateway.keep_round(&round_key(&call, &state), carried) {
             let id = &forward.decided.id;
             eprintln!("remit mcp-proxy: the round of {id} is not kept ({e}): its next round is decided as a new call");
@@ -2224,9 +2222,16 @@ struct Forward {
     meta: std::sync::OnceLock<String>,
     /// A request of the stateless revision: the result says `resultType: complete` (see [`Forward::answer`]).
     stateless: bool,
-    /// For a request of the stateless revision, who called and with which arguments: the call its rounds belong to
-    /// ([`round_of`], worked out only when the upstream asks for input).
-    caller: Option<Box<(Identity, Json)>>,
+    /// For a request of the stateless revision, the call its rounds belong to.
+    caller: Option<Box<Caller>>,
+}
+
+/// Who made a call of the stateless revision, with which arguments ([`round_of`], worked out only when a round is
+/// kept), and the `requestState` of the round it continues, if any.
+struct Caller {
+    identity: Identity,
+    arguments: Json,
+    continued: Option<Json>,
 }
 
 /// The agent's answer to a forwarded call ([`Forward::answer`]).
@@ -2235,7 +2240,9 @@ struct Answer {
     line: Vec<u8>,
     /// The call's outcome entry.
     entry: Json,
-    /// The `requestState` of an `input_required` result relayed to the agent.
+    /// The `requestState` the agent's next round will carry: that of an `input_required` result relayed to it, or,
+    /// when the upstream answered a continued round with an error, the state that round came with (the agent may
+    /// send it again, and it is still the same round: the round taken to decide it is kept again).
     asked: Option<Json>,
 }
 
@@ -2245,7 +2252,13 @@ impl Forward {
     fn in_stateless_revision(&mut self, identity: &Identity) {
         self.stateless = true;
         let arguments = self.params.get("arguments").cloned().unwrap_or_else(|| json!({}));
-        self.caller = Some(Box::new((identity.clone(), arguments)));
+        let continued = self.params.get("requestState").cloned();
+        self.caller = Some(Box::new(Caller { identity: identity.clone(), arguments, continued }));
+    }
+
+    /// The `requestState` of the round this call continues.
+    fn continued(&self) -> Option<Json> {
+        self.caller.as_ref().and_then(|caller| caller.continued.clone())
     }
 
     fn meta(&self) -> &str {
@@ -2287,7 +2300,7 @@ impl Forward {
         let result = match outcome {
             Err(e) => {
                 let entry = self.outcome_entry(Err(&e));
-                return Answer { line: line(&response(id, Err(e))), entry, asked: None };
+                return Answer { line: line(&response(id, Err(e))), entry, asked: self.continued() };
             }
             Ok(RawResult(result)) => result,
         };
