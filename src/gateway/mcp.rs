@@ -116,11 +116,15 @@ pub struct RpcError {
     pub code: i64,
     pub message: String,
     pub data: Option<Json>,
+    /// The upstream refused the request with this error (a JSON-RPC error response, or an HTTP `4xx`): it did not
+    /// run. Not so for an error of the proxy's own (a timeout, a lost connection), after which the request may have
+    /// run upstream all the same.
+    pub refused_upstream: bool,
 }
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError { code, message: message.into(), data: None }
+        RpcError { code, message: message.into(), data: None, refused_upstream: false }
     }
 
     fn to_json(&self) -> Json {
@@ -137,6 +141,7 @@ impl RpcError {
             code: error.get("code").and_then(Json::as_i64).unwrap_or(INTERNAL_ERROR),
             message: error.get("message").and_then(Json::as_str).unwrap_or("").to_string(),
             data: error.get("data").cloned(),
+            refused_upstream: true,
         }
     }
 }
@@ -696,12 +701,16 @@ impl Upstream {
     /// The error for a POST answered with an HTTP error `status` (and `text`); a session the server ended (`404`)
     /// is dropped, so that the next request opens a new one.
     fn refused(&self, http: &HttpLink, status: u16, in_session: bool, text: String) -> RpcError {
-        if status == 404 && in_session {
+        let mut error = if status == 404 && in_session {
             *http.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
             *self.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            return http.down("the session expired; it is opened again on the next request".into());
-        }
-        http.down(format!("HTTP {status}: {text}"))
+            http.down("the session expired; it is opened again on the next request".into())
+        } else {
+            http.down(format!("HTTP {status}: {text}"))
+        };
+        // A client error: the server did not take the request. (A `5xx` may have come after it ran.)
+        error.refused_upstream = (400..500).contains(&status);
+        error
     }
 
     /// Keeps the `Mcp-Session-Id` a response gave.
@@ -1306,7 +1315,9 @@ pub struct Proxy {
 /// upstream answered with ([`round_key`]). The agent's next round, the same call with that `requestState`, is decided
 /// without it ([`Gateway::decide_continuing`]): a single-use approval the first round consumed still covers the
 /// call, and its budget count is not counted twice. Each round is taken by the first call that continues it, and kept
-/// again when the upstream answers that call with an error (the round did not happen; the agent may try it again).
+/// again when the upstream refuses that call with an error (the round did not run; the agent may try it again). A
+/// timeout or a lost connection leaves it taken: the round may have run upstream, and a single-use approval covers
+/// one run.
 ///
 /// This is the call a round belongs to: the caller (subject, credential, scopes, mandate), the tool and the digest
 /// of its arguments, as one hash.
@@ -2011,7 +2022,8 @@ impl Proxy {
         let entry = forward.outcome_entry(outcome.as_ref().map(|r| (is_error(r), result_type(r))));
         let asked = match &outcome {
             Ok(result) => result.get("requestState").filter(|_| result_type(result) == Some(INPUT_REQUIRED)).cloned(),
-            Err(_) => forward.continued(),
+            Err(e) if e.refused_upstream => forward.continued(),
+            Err(_) => None,
         };
         self.keep_round(&forward, asked);
         self.log_outcome(&entry);
@@ -2241,8 +2253,9 @@ struct Answer {
     /// The call's outcome entry.
     entry: Json,
     /// The `requestState` the agent's next round will carry: that of an `input_required` result relayed to it, or,
-    /// when the upstream answered a continued round with an error, the state that round came with (the agent may
-    /// send it again, and it is still the same round: the round taken to decide it is kept again).
+    /// when the upstream refused a continued round ([`RpcError::refused_upstream`]: it did not run), the state that
+    /// round came with (the agent may send it again, and it is still the same round: the round taken to decide it is
+    /// kept again).
     asked: Option<Json>,
 }
 
@@ -2300,7 +2313,8 @@ impl Forward {
         let result = match outcome {
             Err(e) => {
                 let entry = self.outcome_entry(Err(&e));
-                return Answer { line: line(&response(id, Err(e))), entry, asked: self.continued() };
+                let asked = if e.refused_upstream { self.continued() } else { None };
+                return Answer { line: line(&response(id, Err(e))), entry, asked };
             }
             Ok(RawResult(result)) => result,
         };
@@ -2691,6 +2705,27 @@ mod tests {
         let answer: Json = serde_json::from_slice(&line).unwrap();
         assert_eq!(answer, json!({"jsonrpc": "2.0", "id": "a", "error": {"code": -32000, "message": "broken"}}));
         assert_eq!(entry["error"]["message"], "broken");
+    }
+
+    /// A continued round's error leaves the round for the next try only when the upstream refused the call (it did
+    /// not run): not after an error of the proxy's own, a timeout say, after which the call may have run upstream.
+    #[test]
+    fn only_a_refused_round_is_there_for_the_next_try() {
+        let mut forward = forward(r#"{"decision":"allow"}"#);
+        forward.params = json!({"name": "t", "arguments": {"a": 1}, "requestState": "s1"});
+        let identity = Identity { subject: "agent:a".into(), credential: None, scopes: Vec::new(), mandate: None };
+        forward.in_stateless_revision(&identity);
+        let refused = RpcError::from_json(&json!({"code": -32602, "message": "bad answer"}));
+        let timed_out = RpcError::new(INTERNAL_ERROR, "the upstream did not answer in time");
+        assert!(refused.refused_upstream && !timed_out.refused_upstream);
+        assert_eq!(forward.answer(&json!(1), Err(refused)).asked, Some(json!("s1")));
+        assert_eq!(forward.answer(&json!(2), Err(timed_out)).asked, None);
+        // A first round (no `requestState`) has no round to keep again.
+        let mut first = self::forward(r#"{"decision":"allow"}"#);
+        first.params = json!({"name": "t", "arguments": {}});
+        first.in_stateless_revision(&identity);
+        let refused = RpcError::from_json(&json!({"code": -32602, "message": "bad"}));
+        assert_eq!(first.answer(&json!(3), Err(refused)).asked, None);
     }
 
     /// The async client's reading of an upstream's message, by its head only, takes what the reading as a tree takes:
