@@ -650,6 +650,7 @@ impl Upstream {
             response.release(&http.async_connections);
             answer.unwrap_or_else(|| Err(http.down(format!("no response to request {id}"))))
         };
+        super::mcp_wire_async::anchor_deadlines();
         let Ok(outcome) = tokio::time::timeout(self.timeout, exchange).await else {
             // Dropping the exchange closed its connection; the server is told to stop working on the request too.
             let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",

@@ -272,9 +272,53 @@ impl AsyncExchange {
     }
 }
 
+/// The period of [`anchor_deadlines`]' timer.
+const ANCHOR: Duration = Duration::from_millis(500);
+
+/// Keeps a timer pending on the current runtime, so that a call's deadline does not wake its time driver. Tokio wakes
+/// the driver (an `eventfd` write, and one more `epoll_wait` when the worker next parks) whenever a timer is set to
+/// fire before every other pending one, which a lone call's deadline always is. With a timer of this task always due
+/// within [`ANCHOR`], a deadline further off than that is set without waking anyone. Started once per runtime.
+pub fn anchor_deadlines() {
+    static ANCHORED: Mutex<Vec<tokio::runtime::Id>> = Mutex::new(Vec::new());
+    thread_local! {
+        // The runtime this thread last saw anchored: the check of every call, without the lock.
+        static SEEN: std::cell::Cell<Option<tokio::runtime::Id>> = const { std::cell::Cell::new(None) };
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    if SEEN.with(|seen| seen.replace(Some(runtime.id()))) == Some(runtime.id()) {
+        return;
+    }
+    let mut anchored = ANCHORED.lock().unwrap_or_else(|p| p.into_inner());
+    if anchored.contains(&runtime.id()) {
+        return;
+    }
+    anchored.push(runtime.id());
+    runtime.spawn(async {
+        loop {
+            tokio::time::sleep(ANCHOR).await;
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The deadline anchor is one task per runtime, whatever the number of calls, on every runtime that calls.
+    #[test]
+    fn deadlines_are_anchored_once_per_runtime() {
+        for _ in 0..2 {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                for _ in 0..10 {
+                    anchor_deadlines();
+                }
+                let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+                assert_eq!(tasks, 1, "one anchor on this runtime");
+            });
+        }
+    }
     use std::io::{BufReader, Write};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
