@@ -2023,8 +2023,7 @@ impl Proxy {
         let entry = forward.outcome_entry(outcome.as_ref().map(|r| (is_error(r), result_type(r))));
         let asked = match &outcome {
             Ok(result) => result.get("requestState").filter(|_| result_type(result) == Some(INPUT_REQUIRED)).cloned(),
-            Err(e) if e.refused_upstream => forward.continued(),
-            Err(_) => None,
+            Err(e) => forward.retried_after(e),
         };
         self.keep_round(&forward, asked);
         self.log_outcome(&entry);
@@ -2270,9 +2269,12 @@ impl Forward {
         self.caller = Some(Box::new(Caller { identity: identity.clone(), arguments, continued }));
     }
 
-    /// The `requestState` of the round this call continues.
-    fn continued(&self) -> Option<Json> {
-        self.caller.as_ref().and_then(|caller| caller.continued.clone())
+    /// When the upstream refused this call with `error` ([`RpcError::refused_upstream`]: it did not run), the
+    /// `requestState` of the round it continues, which the agent may send again: the round is kept again. Not after
+    /// an error of the proxy's own, after which the call may have run.
+    fn retried_after(&self, error: &RpcError) -> Option<Json> {
+        let caller = self.caller.as_ref().filter(|_| error.refused_upstream)?;
+        caller.continued.clone()
     }
 
     fn meta(&self) -> &str {
@@ -2314,7 +2316,7 @@ impl Forward {
         let result = match outcome {
             Err(e) => {
                 let entry = self.outcome_entry(Err(&e));
-                let asked = if e.refused_upstream { self.continued() } else { None };
+                let asked = self.retried_after(&e);
                 return Answer { line: line(&response(id, Err(e))), entry, asked };
             }
             Ok(RawResult(result)) => result,

@@ -304,21 +304,6 @@ pub fn anchor_deadlines() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The deadline anchor is one task per runtime, whatever the number of calls, on every runtime that calls.
-    #[test]
-    fn deadlines_are_anchored_once_per_runtime() {
-        for _ in 0..2 {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            runtime.block_on(async {
-                for _ in 0..10 {
-                    anchor_deadlines();
-                }
-                let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
-                assert_eq!(tasks, 1, "one anchor on this runtime");
-            });
-        }
-    }
     use std::io::{BufReader, Write};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -367,5 +352,20 @@ mod tests {
         assert_eq!(call(&second), 2);
         assert_eq!(call(&first), 2, "each keeps its own");
         assert_eq!(pool.idle.lock().unwrap().len(), 2);
+    }
+
+    /// The deadline anchor is one task per runtime, whatever the number of calls, on every runtime that calls.
+    #[test]
+    fn deadlines_are_anchored_once_per_runtime() {
+        for _ in 0..2 {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                for _ in 0..10 {
+                    anchor_deadlines();
+                }
+                let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+                assert_eq!(tasks, 1, "one anchor on this runtime");
+            });
+        }
     }
 }
