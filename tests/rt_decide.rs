@@ -242,6 +242,87 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// What a decision costs before any policy work, on BENCHMARKS.md's example requests: the committed runtime's test
+/// exports time the parts every decision of docs/abi.md version 1 does whatever the policy (the request's JSON
+/// accepted into a tape; then its fields read), and the argument digest an approval gate needs, beside the whole
+/// decision of the linked module, interleaved in one loop (batches of 50 calls, medians). The floor of issue 12's
+/// per-decision target. `cargo test --release --test rt_decide -- --ignored --nocapture floor_speed`.
+#[test]
+#[ignore]
+fn floor_speed() {
+    use std::time::Instant;
+    use wasmtime::{Instance, Module, Store, TypedFunc};
+    let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    let engine = wasmtime::Engine::default();
+    let artifact = match std::env::var("REMIT_RT_ARTIFACT") {
+        Ok(path) => std::fs::read(path).unwrap(),
+        Err(_) => remit::wasm::link::RUNTIME.to_vec(),
+    };
+    let mut store = Store::new(&engine, ());
+    let instance = Instance::new(&mut store, &Module::new(&engine, &artifact).unwrap(), &[]).unwrap();
+    let memory = instance.get_memory(&mut store, "memory").unwrap();
+    let input_at: TypedFunc<(), i32> = instance.get_typed_func(&mut store, "rt_input").unwrap();
+    let validate: TypedFunc<i32, i32> = instance.get_typed_func(&mut store, "rt_json_validate").unwrap();
+    let read: TypedFunc<(i32, i32), i32> = instance.get_typed_func(&mut store, "rt_request_decode").unwrap();
+    let digest: TypedFunc<(i32, i32), i64> = instance.get_typed_func(&mut store, "rt_argument_digest").unwrap();
+    let input = input_at.call(&mut store, ()).unwrap() as usize;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files =
+        |dir: &str| support::examples::sorted(&root.join(dir)).iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let cases: [(&str, Vec<Vec<u8>>); 3] = [
+        ("wallet (bench)", vec![std::fs::read(root.join("bench/requests/wallet-pay-allow.json")).unwrap()]),
+        ("wallet", files("examples/wallet/requests")),
+        ("web-publication", files("examples/web-publication/requests")),
+    ];
+    println!("| request | bytes | decision | JSON accepted | + fields read | read / decision | argument digest | empty call |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, requests) in cases {
+        let example = name.split(' ').next().unwrap();
+        let mut module = support::wasm::Wasm::new(&engine, &linked(&support::examples::program(example)));
+        for (i, request) in requests.iter().enumerate() {
+            let value: serde_json::Value = serde_json::from_slice(request).unwrap();
+            let tool = value["action"]["name"].as_str().unwrap().to_string();
+            let arguments = serde_json::to_vec(&value["action"]["arguments"]).unwrap();
+            let tool_and_arguments = [tool.as_bytes(), &arguments].concat();
+            let batch = 50;
+            let mut samples: [Vec<f64>; 5] = Default::default();
+            let time = |store: &mut Store<()>, bytes: &[u8], f: &mut dyn FnMut(&mut Store<()>, i32) -> i64| {
+                let start = Instant::now();
+                for _ in 0..batch {
+                    memory.write(&mut *store, input, bytes).unwrap();
+                    std::hint::black_box(f(store, bytes.len() as i32));
+                }
+                start.elapsed().as_nanos() as f64 / batch as f64
+            };
+            for _ in 0..rounds {
+                let start = Instant::now();
+                for _ in 0..batch {
+                    std::hint::black_box(module.decide(request).len());
+                }
+                samples[0].push(start.elapsed().as_nanos() as f64 / batch as f64);
+                samples[1].push(time(&mut store, request, &mut |s, len| validate.call(s, len).unwrap() as i64));
+                samples[2].push(time(&mut store, request, &mut |s, len| read.call(s, (len, 0)).unwrap() as i64));
+                let split = tool.len() as i32;
+                samples[3]
+                    .push(time(&mut store, &tool_and_arguments, &mut |s, len| digest.call(s, (split, len)).unwrap()));
+                samples[4].push(time(&mut store, b"", &mut |s, _| input_at.call(s, ()).unwrap() as i64));
+            }
+            let m: Vec<f64> = samples.iter_mut().map(|v| median(v)).collect();
+            println!(
+                "| {name} #{} | {} | {:.0} ns | {:.0} ns | {:.0} ns | {:.0}% | {:.0} ns | {:.0} ns |",
+                i + 1,
+                request.len(),
+                m[0],
+                m[1],
+                m[2],
+                100.0 * m[2] / m[0],
+                m[3],
+                m[4]
+            );
+        }
+    }
+}
+
 /// A loop over the runtime natively, for profiling (`perf record` the test binary):
 /// `cargo test --release --test rt_decide -- --ignored native_loop`.
 #[test]
