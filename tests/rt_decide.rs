@@ -245,8 +245,8 @@ fn median(v: &mut [f64]) -> f64 {
 /// What a decision costs before any policy work, on BENCHMARKS.md's example requests: the committed runtime's test
 /// exports time the parts every decision of docs/abi.md version 1 does whatever the policy (the request's JSON
 /// accepted into a tape; then its fields read), and the argument digest an approval gate needs, beside the whole
-/// decision of the linked module, interleaved in one loop (batches of 50 calls, medians). The floor of issue 12's
-/// per-decision target. `cargo test --release --test rt_decide -- --ignored --nocapture floor_speed`.
+/// decision of the linked module as `decide_speed`'s bare column times it, interleaved in one loop (batches of 50
+/// calls, medians). The floor of issue 12's per-decision target. `cargo test --release --test rt_decide -- --ignored --nocapture floor_speed`.
 #[test]
 #[ignore]
 fn floor_speed() {
@@ -284,6 +284,15 @@ fn floor_speed() {
             let tool = value["action"]["name"].as_str().unwrap().to_string();
             let arguments = serde_json::to_vec(&value["action"]["arguments"]).unwrap();
             let tool_and_arguments = [tool.as_bytes(), &arguments].concat();
+            // Each part timed must succeed (an early error would be a cheaper path than a decision's).
+            let split = tool.len() as i32;
+            memory.write(&mut store, input, request).unwrap();
+            assert_eq!(validate.call(&mut store, request.len() as i32).unwrap(), 0, "{name} #{}: JSON accepted", i + 1);
+            memory.write(&mut store, input, request).unwrap();
+            assert_eq!(read.call(&mut store, (request.len() as i32, 0)).unwrap() & 0xff, 0, "{name} #{}: read", i + 1);
+            memory.write(&mut store, input, &tool_and_arguments).unwrap();
+            let digested = digest.call(&mut store, (split, tool_and_arguments.len() as i32)).unwrap();
+            assert_ne!(digested as u64 >> 32, 0, "{name} #{}: digest", i + 1);
             let batch = 50;
             let mut samples: [Vec<f64>; 5] = Default::default();
             let time = |store: &mut Store<()>, bytes: &[u8], f: &mut dyn FnMut(&mut Store<()>, i32) -> i64| {
@@ -302,7 +311,6 @@ fn floor_speed() {
                 samples[0].push(start.elapsed().as_nanos() as f64 / batch as f64);
                 samples[1].push(time(&mut store, request, &mut |s, len| validate.call(s, len).unwrap() as i64));
                 samples[2].push(time(&mut store, request, &mut |s, len| read.call(s, (len, 0)).unwrap() as i64));
-                let split = tool.len() as i32;
                 samples[3]
                     .push(time(&mut store, &tool_and_arguments, &mut |s, len| digest.call(s, (split, len)).unwrap()));
                 samples[4].push(time(&mut store, b"", &mut |s, _| input_at.call(s, ()).unwrap() as i64));
