@@ -738,14 +738,20 @@ pub fn starts_with(mut text: impl Iterator<Item = u8>, prefix: &[u8]) -> bool {
 }
 
 /// [`unsafe_path`] of bytes in memory, eight at a time while none is a dot, `%`, backslash or NUL: then only an
-/// empty segment (`//`) can make the text unsafe. Resource ids are mostly such paths.
+/// empty segment (`//`) can make the text unsafe. Resource ids are mostly such paths. From the first word that has
+/// one of those bytes, the bytes are read one by one from the last `/` before that word, which gives the answer of
+/// a reading from the start: the bytes before that `/` have no `%`, no dot and no `//`, so none of them is part of a
+/// `.` or `..` segment, an empty one or an escape. (A file name's dot no longer has the whole path read again.)
 pub fn unsafe_raw_path(raw: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     // Bit 7 of each byte of `x` that is zero, exactly (no borrow crosses bytes).
     let zero = |x: u64| !(((x & LOW).wrapping_add(LOW)) | x | LOW);
+    let bytewise_from = |at: usize| unsafe_path(raw.get(at..).unwrap_or(raw).iter().copied());
     let mut words = raw.chunks_exact(8);
     let mut slash_before = false;
+    // The word's offset, and the offset of the last `/` of the words before it.
+    let (mut at, mut last_slash) = (0usize, 0usize);
     for word in &mut words {
         let x = match <[u8; 8]>::try_from(word) {
             Ok(w) => u64::from_le_bytes(w),
@@ -756,17 +762,22 @@ pub fn unsafe_raw_path(raw: &[u8]) -> bool {
             | zero(x ^ (ONES * u64::from(b'\\')))
             | zero(x);
         if special != 0 {
-            return unsafe_path(raw.iter().copied());
+            return bytewise_from(last_slash);
         }
         let slashes = zero(x ^ (ONES * u64::from(b'/')));
         if slashes & (slashes >> 8) != 0 || (slash_before && slashes & 0x80 != 0) {
             return true;
         }
         slash_before = slashes >> 63 != 0;
+        if slashes != 0 {
+            // The highest flagged byte is the word's last `/`.
+            last_slash = at + (63 - slashes.leading_zeros() as usize) / 8;
+        }
+        at += 8;
     }
     let rest = words.remainder();
     if rest.iter().any(|&b| matches!(b, b'.' | b'%' | b'\\' | 0)) {
-        return unsafe_path(raw.iter().copied());
+        return bytewise_from(last_slash);
     }
     let mut prev_slash = slash_before;
     for &b in rest {
