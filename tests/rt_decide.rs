@@ -246,7 +246,8 @@ fn median(v: &mut [f64]) -> f64 {
 /// exports time the parts every decision of docs/abi.md version 1 does whatever the policy (the request's JSON
 /// accepted into a tape; then its fields read), and the argument digest an approval gate needs, beside the whole
 /// decision of the linked module as `decide_speed`'s bare column times it, interleaved in one loop (batches of 50
-/// calls, medians). The floor of issue 12's per-decision target. `cargo test --release --test rt_decide -- --ignored --nocapture floor_speed`.
+/// calls, medians). The floor of issue 12's per-decision target.
+/// `cargo test --release --test rt_decide -- --ignored --nocapture floor_speed`.
 #[test]
 #[ignore]
 fn floor_speed() {
@@ -254,10 +255,7 @@ fn floor_speed() {
     use wasmtime::{Instance, Module, Store, TypedFunc};
     let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     let engine = wasmtime::Engine::default();
-    let artifact = match std::env::var("REMIT_RT_ARTIFACT") {
-        Ok(path) => std::fs::read(path).unwrap(),
-        Err(_) => remit::wasm::link::RUNTIME.to_vec(),
-    };
+    let artifact = other_artifact().unwrap_or_else(|| remit::wasm::link::RUNTIME.to_vec());
     let mut store = Store::new(&engine, ());
     let instance = Instance::new(&mut store, &Module::new(&engine, &artifact).unwrap(), &[]).unwrap();
     let memory = instance.get_memory(&mut store, "memory").unwrap();
@@ -364,13 +362,18 @@ fn loop_requests() -> (remit::ir::Program, Vec<Vec<u8>>) {
 /// The decision module of `program`: linked with the committed runtime, or with the artifact at `REMIT_RT_ARTIFACT` (so that
 /// the measurements below compare another build of the runtime without rebuilding the tests).
 fn linked(program: &remit::ir::Program) -> Vec<u8> {
-    match std::env::var("REMIT_RT_ARTIFACT") {
-        Ok(path) => {
+    match other_artifact() {
+        Some(artifact) => {
             let image = remit::wasm::image::write(program).unwrap();
-            remit::wasm::link::link_image(&std::fs::read(path).unwrap(), &image, None).unwrap()
+            remit::wasm::link::link_image(&artifact, &image, None).unwrap()
         }
-        Err(_) => remit::wasm::link(program).unwrap(),
+        None => remit::wasm::link(program).unwrap(),
     }
+}
+
+/// The runtime artifact at `REMIT_RT_ARTIFACT`, when that is set: another build measured in place of the committed one.
+fn other_artifact() -> Option<Vec<u8>> {
+    std::env::var("REMIT_RT_ARTIFACT").ok().map(|path| std::fs::read(path).unwrap())
 }
 
 /// A loop over a linked module in wasmtime with a perf map, for profiling the runtime's wasm code: build an
@@ -379,7 +382,7 @@ fn linked(program: &remit::ir::Program) -> Vec<u8> {
 #[test]
 #[ignore]
 fn module_loop() {
-    let artifact = std::env::var("REMIT_RT_ARTIFACT").map(std::fs::read).unwrap().unwrap();
+    let artifact = other_artifact().expect("REMIT_RT_ARTIFACT=an unstripped build of the runtime");
     let (program, requests) = loop_requests();
     let image = remit::wasm::image::write(&program).unwrap();
     let module = remit::wasm::link::link_image(&artifact, &image, None).unwrap();
