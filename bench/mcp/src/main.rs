@@ -28,6 +28,11 @@
 //! the least (one more hop each way, each a wake-up) and nothing else, so "added by the relay" is the floor under the
 //! proxy's figure on this machine, and the difference between the two is what the proxy's own work costs.
 //!
+//! With `--forwarder PATH` (with `--http`) one more side: the same server behind bench/http-forwarder's binary, an
+//! HTTP/1.1 forwarder built on the proxy's own stack (hyper's server and client over tokio, a one-worker runtime per
+//! core, a kept upstream connection per runtime) that decides, parses and logs nothing. "Added by the forwarder" is
+//! what terminating HTTP on that stack costs, and the proxy's figure minus it is what its MCP work costs.
+//!
 //! Each proxy's CPU time per call through it (all its threads, user and kernel, read from /proc) is printed too, and its
 //! context switches per call (summed over the threads alive at the end).
 //!
@@ -38,7 +43,7 @@
 //!
 //! ```sh
 //! cargo run --release --manifest-path bench/mcp/Cargo.toml -- [--remit target/release/remit] [--baseline OLD_REMIT] \
-//!   [--http [--keep-alive] [--relay]] [--stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
+//!   [--http [--keep-alive] [--relay] [--forwarder bench/http-forwarder/target/release/remit-http-forwarder]] [--stub-upstream 150] [--instances 1] [--calls 200] [--rounds 10]
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -533,6 +538,7 @@ fn main() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
     let (mut remit, mut calls, mut rounds) = (repo.join("target/release/remit"), 200usize, 10usize);
     let mut baseline: Option<PathBuf> = None;
+    let mut forwarder: Option<PathBuf> = None;
     let (mut http, mut keep_alive, mut relayed) = (false, false, false);
     let mut stub: Option<u64> = None;
     let mut instances = 1usize;
@@ -554,6 +560,7 @@ fn main() {
         match flag.as_str() {
             "--remit" => remit = PathBuf::from(value),
             "--baseline" => baseline = Some(PathBuf::from(value)),
+            "--forwarder" => forwarder = Some(PathBuf::from(value)),
             "--calls" => calls = value.parse().unwrap(),
             "--rounds" => rounds = value.parse().unwrap(),
             "--stub-upstream" => stub = Some(value.parse().unwrap()),
@@ -576,6 +583,9 @@ fn main() {
     let urls = std::cell::RefCell::new(Vec::<(bool, String)>::new());
     let remit_path = remit.clone();
     let mut through_relay: Option<Box<dyn Caller>> = None;
+    let mut through_forwarder: Option<Box<dyn Caller>> = None;
+    // The forwarder's process id, for its CPU time.
+    let mut forwarder_pid = Vec::new();
     let (mut direct, mut proxied, mut old, read, denied): Sides = if http {
         let everything = repo.join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
         let mut command = Command::new("node");
@@ -625,6 +635,15 @@ fn main() {
         if relayed {
             let address = relay(&format!("127.0.0.1:{}", port.trim()));
             through_relay = Some(Box::new(HttpSession::start(&format!("http://{address}/mcp"), None, keep_alive)));
+        }
+        if let Some(forwarder) = &forwarder {
+            let mut command = Command::new(forwarder);
+            command.arg(format!("127.0.0.1:{}", port.trim()));
+            let (child, port) = started(command, "forwarder listening on port ");
+            forwarder_pid.push((true, child.0.id()));
+            running.push(child);
+            let url = format!("http://127.0.0.1:{}/mcp", port.trim());
+            through_forwarder = Some(Box::new(HttpSession::start(&url, None, keep_alive)));
         }
         let read = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}"#;
         let denied = r#""method":"tools/call","params":{"name":"echo","arguments":{"message":"forbidden"}}"#;
@@ -686,7 +705,7 @@ fn main() {
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at start: {}", load().trim());
     let (mut d, mut p, mut n, mut bp, mut bn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut r = Vec::new();
+    let (mut r, mut f) = (Vec::new(), Vec::new());
     // Every answer is checked (after its time is taken): a side that answered errors fast would time nothing.
     let expected = |request: &str| if request == read { "hello" } else { refused };
     let time = |session: &mut Box<dyn Caller>, request: &str, samples: &mut Vec<Duration>| {
@@ -699,10 +718,14 @@ fn main() {
     };
     let cpu_before = [true, false].map(|current| cpu_time(&proxies.borrow(), current));
     let switches_before = [true, false].map(|current| switches(&proxies.borrow(), current));
+    let forwarder_before = cpu_time(&forwarder_pid, true);
     for _ in 0..rounds {
         time(&mut direct, read, &mut d);
         if let Some(relay) = through_relay.as_mut() {
             time(relay, read, &mut r);
+        }
+        if let Some(forwarder) = through_forwarder.as_mut() {
+            time(forwarder, read, &mut f);
         }
         time(&mut proxied, read, &mut p);
         time(&mut proxied, denied, &mut n);
@@ -714,6 +737,7 @@ fn main() {
     println!("load average at end:   {}", load().trim());
     let cpu_after = [true, false].map(|current| cpu_time(&proxies.borrow(), current));
     let switches_after = [true, false].map(|current| switches(&proxies.borrow(), current));
+    let forwarder_after = cpu_time(&forwarder_pid, true);
     println!("{} calls each, one in flight, in {rounds} interleaved rounds", d.len());
     println!("{:<44} {:>10} {:>10} {:>10}", "", "p50 µs", "p90 µs", "p99 µs");
     let mut rows = vec![
@@ -723,6 +747,9 @@ fn main() {
     ];
     if through_relay.is_some() {
         rows.push(("through a byte relay (the floor)", &mut r));
+    }
+    if through_forwarder.is_some() {
+        rows.push(("through a bare hyper forwarder", &mut f));
     }
     if old.is_some() {
         rows.push(("baseline proxy (allowed, forwarded)", &mut bp));
@@ -737,6 +764,9 @@ fn main() {
     if through_relay.is_some() {
         println!("added by the byte relay, p50: {:.0} µs", micros(percentile(&r, 0.5)) - micros(percentile(&d, 0.5)));
     }
+    if through_forwarder.is_some() {
+        println!("added by the forwarder, p50: {:.0} µs", micros(percentile(&f, 0.5)) - micros(percentile(&d, 0.5)));
+    }
     if old.is_some() {
         println!("added by the baseline, p50: {:.0} µs", micros(percentile(&bp, 0.5)) - micros(percentile(&d, 0.5)));
     }
@@ -748,6 +778,12 @@ fn main() {
         // Each is a thread put to sleep and woken again, the costliest thing on this VM after the work itself.
         let switched = switches_after[i].saturating_sub(switches_before[i]) as f64 / per_call;
         println!("context switches of {name} per call: {switched:.1}");
+    }
+    if through_forwarder.is_some() {
+        // Allowed calls only: the forwarder has nothing to deny.
+        let [user, system] = [0, 1].map(|k| (forwarder_after[k] - forwarder_before[k]).as_secs_f64() * 1e6);
+        let per_call = (calls * rounds) as f64;
+        println!("CPU time of the forwarder per call: {:.0} µs", (user + system) / per_call);
     }
     if concurrency > 0 && http {
         // Throughput: `concurrency` clients at once, each on a kept connection of its own, for two seconds per
@@ -765,6 +801,7 @@ fn main() {
     drop(proxied);
     drop(old);
     drop(through_relay);
+    drop(through_forwarder);
     drop(running);
     std::fs::remove_dir_all(&dir).ok();
 }
