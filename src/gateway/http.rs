@@ -20,6 +20,7 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post, put};
+use axum::serve::ListenerExt;
 use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
@@ -111,6 +112,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     match tls {
         None => {
+            // Every write goes out at once (as `TlsListener` does for https): without `TCP_NODELAY` a small write
+            // waits while the one before it is unacknowledged, and an agent that delays its acknowledgements would
+            // get each event of a stream about 40 ms late.
+            let listener = listener.tap_io(|tcp| _ = tcp.set_nodelay(true));
             axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
                 .with_graceful_shutdown(shutdown)
                 .await
@@ -849,5 +854,75 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = interrupt => {},
         _ = terminate => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    /// An event written soon after another reaches the client at once. Without `TCP_NODELAY` the kernel holds a
+    /// small write back while the previous one is not yet acknowledged (Nagle's algorithm), and a client that has
+    /// been exchanging requests and responses on the connection delays its acknowledgement (up to about 40 ms on
+    /// Linux): a notification on an agent's event stream would wait for it.
+    #[test]
+    fn a_second_event_is_not_held_back() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new().route("/ping", get(|| async { "pong" })).route(
+            "/events",
+            get(|| async {
+                let events = futures_util::stream::unfold(0, |sent| async move {
+                    if sent == 2 {
+                        return None;
+                    }
+                    if sent == 1 {
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    }
+                    Some((Ok::<_, std::convert::Infallible>(format!("event {sent}\n")), sent + 1))
+                });
+                axum::body::Body::from_stream(events)
+            }),
+        );
+        runtime.spawn(serve(listener, router, None, std::future::pending()));
+        let mut client = std::net::TcpStream::connect(address).unwrap();
+        let mut buffer = [0u8; 4096];
+        let mut gaps = Vec::new();
+        for _ in 0..5 {
+            // Requests and responses first, as an agent's session has them before it listens.
+            for _ in 0..3 {
+                client.write_all(b"GET /ping HTTP/1.1\r\nhost: test\r\n\r\n").unwrap();
+                let mut seen = Vec::new();
+                while !String::from_utf8_lossy(&seen).contains("pong") {
+                    let n = client.read(&mut buffer).unwrap();
+                    assert!(n > 0, "the connection closed");
+                    seen.extend_from_slice(&buffer[..n]);
+                }
+            }
+            client.write_all(b"GET /events HTTP/1.1\r\nhost: test\r\n\r\n").unwrap();
+            let mut seen = Vec::new();
+            let mut first = None;
+            while !String::from_utf8_lossy(&seen).contains("event 1") {
+                let n = client.read(&mut buffer).unwrap();
+                assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&seen));
+                seen.extend_from_slice(&buffer[..n]);
+                if first.is_none() && String::from_utf8_lossy(&seen).contains("event 0") {
+                    first = Some(std::time::Instant::now());
+                }
+            }
+            // The chunked body's end, so that the connection is ready for the next request.
+            while !String::from_utf8_lossy(&seen).ends_with("0\r\n\r\n") {
+                let n = client.read(&mut buffer).unwrap();
+                assert!(n > 0, "the stream ended early");
+                seen.extend_from_slice(&buffer[..n]);
+            }
+            gaps.push(first.expect("the first event came first").elapsed());
+        }
+        assert!(
+            gaps.iter().all(|gap| *gap < std::time::Duration::from_millis(25)),
+            "gaps between the events: {gaps:?}"
+        );
     }
 }
