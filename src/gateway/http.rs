@@ -920,9 +920,8 @@ mod tests {
             }
             gaps.push(first.expect("the first event came first").elapsed());
         }
-        assert!(
-            gaps.iter().all(|gap| *gap < std::time::Duration::from_millis(25)),
-            "gaps between the events: {gaps:?}"
-        );
+        // The shortest of five: a load spike can delay one, while Nagle's algorithm delays them all.
+        let shortest = *gaps.iter().min().unwrap();
+        assert!(shortest < std::time::Duration::from_millis(25), "gaps between the events: {gaps:?}");
     }
 }
