@@ -61,7 +61,8 @@ tool announce(manifest: string, tier: tier) {
 const MERCHANTS: [&str; 5] = ["acme", "globex", "initech", "casino", "acme-x"];
 const TIERS: [&str; 3] = ["basic", "pro", "max"];
 const TAGS: [&str; 3] = ["a", "b", "c"];
-const RESOURCES: [&str; 5] = ["site/a/1", "site/b/2", "site/", "docs/x", "other"];
+/// `site/../docs/x` starts with `site/` but is under nothing: `under` refuses a path with a `..` segment.
+const RESOURCES: [&str; 6] = ["site/a/1", "site/b/2", "site/", "docs/x", "other", "site/../docs/x"];
 const PREFIXES: [&str; 5] = ["site/", "site/a/", "docs/", "acme", "s"];
 const REGIONS: [&str; 3] = ["eu", "us", "uk"];
 const AMOUNTS: [&str; 8] = ["0", "10", "50", "50.01", "100", "100.5", "200", "500"];

@@ -126,17 +126,32 @@ const DEFAULT_TIMESTAMP: i64 = 1_767_225_600;
 /// counterexamples. Values are chosen to read well: the bound itself, whole numbers, the required prefix.
 /// `levels` is the size of the impact scale.
 pub fn domain_model(ty: &Type, tests: &[&Test], levels: usize) -> Option<Value> {
+    path_model(ty, tests, None, levels)
+}
+
+/// [`domain_model`] with the narrowing check's path literal: with `Some(safe)`, the value is a string that
+/// `under` can test (`true`) or one it refuses as unsafe (`false`), as [`testable_path`] says.
+pub fn path_model(ty: &Type, tests: &[&Test], path: Option<bool>, levels: usize) -> Option<Value> {
+    if path.is_some() && !matches!(ty, Type::String | Type::Kind(_)) {
+        return None;
+    }
     match ty {
         Type::Set(element) => set_model(element, tests, levels),
         Type::Int | Type::Decimal | Type::Money | Type::Timestamp | Type::Duration | Type::Level => {
             ordered_model(ty, tests, levels)
         }
         Type::Bool => {
-            discrete_model(tests, Some(vec!["false".into(), "true".into()])).map(|b| Value::Bool(b == "true"))
+            discrete_model(tests, Some(vec!["false".into(), "true".into()]), None).map(|b| Value::Bool(b == "true"))
         }
-        Type::Enum(_, variants) => discrete_model(tests, Some(variants.clone())).map(Value::String),
-        Type::String | Type::Kind(_) => discrete_model(tests, None).map(Value::String),
+        Type::Enum(_, variants) => discrete_model(tests, Some(variants.clone()), None).map(Value::String),
+        Type::String | Type::Kind(_) => discrete_model(tests, None, path).map(Value::String),
     }
+}
+
+/// Whether `under` and `not under` can test `text`: the interpreter refuses a path that could name a place outside
+/// the prefix once normalised or decoded (an error, so the condition fails closed; docs/language.md).
+pub fn testable_path(text: &str) -> bool {
+    !crate::eval::unsafe_path(text)
 }
 
 /// Whether `value` passes `test` (values of different kinds never compare).
@@ -318,7 +333,9 @@ fn text(value: &Value) -> Option<String> {
     }
 }
 
-fn discrete_model(tests: &[&Test], domain: Option<Vec<String>>) -> Option<String> {
+/// A string passing `tests` from `domain` (any string when `None`); with `path`, one [`testable_path`] says is
+/// (`Some(true)`) or is not (`Some(false)`) a path `under` can test.
+fn discrete_model(tests: &[&Test], domain: Option<Vec<String>>, path: Option<bool>) -> Option<String> {
     let mut allowed: Option<BTreeSet<String>> = domain.map(|d| d.into_iter().collect());
     let mut excluded: BTreeSet<String> = BTreeSet::new();
     let mut prefixes: Vec<&str> = Vec::new();
@@ -344,6 +361,7 @@ fn discrete_model(tests: &[&Test], domain: Option<Vec<String>>) -> Option<String
         !excluded.contains(s)
             && prefixes.iter().all(|p| s.starts_with(p))
             && !not_prefixes.iter().any(|p| s.starts_with(p))
+            && path.is_none_or(|safe| testable_path(s) == safe)
     };
     if let Some(allowed) = allowed {
         return allowed.into_iter().find(|s| fits(s));
@@ -354,14 +372,23 @@ fn discrete_model(tests: &[&Test], domain: Option<Vec<String>>) -> Option<String
     if !prefixes.iter().all(|p| longest.starts_with(p)) || not_prefixes.iter().any(|q| longest.starts_with(q)) {
         return None;
     }
-    // Each exclusion and each excluded prefix rules out at most one one-character extension; past the 26
-    // letters, further distinct characters keep that true.
-    let blockers = excluded.len() + not_prefixes.len();
+    // Each exclusion and each excluded prefix rules out at most one extension by a distinct character; past the
+    // 26 letters, further distinct characters keep that true. A safe path needs three more: an extension by `c`,
+    // `e` or `f` can complete an encoded separator or dot (`%5c`, `%2e`, `%2f`) the prefix began.
+    let blockers = excluded.len() + not_prefixes.len() + if path == Some(true) { 3 } else { 0 };
     let extensions = (0..=blockers as u32).map(|i| match i {
         0..=25 => char::from(b'a' + i as u8),
         _ => char::from_u32(0x4E00 + i).unwrap_or('?'),
     });
     let mut candidates: Vec<String> = Vec::new();
+    if path == Some(false) {
+        // An unsafe path reads best as one that climbs out of the prefix: `{prefix}../`, or `{prefix}{c}/../`
+        // (a `..` segment, whatever the prefix ends with), each extension distinct as above.
+        candidates.push(longest.to_string());
+        candidates.push(format!("{longest}../"));
+        candidates.extend(extensions.map(|c| format!("{longest}{c}/../")));
+        return candidates.into_iter().find(|s| fits(s));
+    }
     if !longest.is_empty() {
         candidates.push(longest.to_string());
     }
@@ -537,6 +564,38 @@ mod tests {
             [Test::Under("site/".into()), Test::Compare(CompareOp::Ne, s("site/")), Test::NotUnder("site/a".into())];
         assert_eq!(model(Type::String, &blocked), Some(s("site/b")));
         assert_eq!(model(Type::String, &[Test::Under("a/b".into()), Test::NotUnder("a/".into())]), None);
+    }
+
+    /// A path literal: the model is a string `under` can test, or one it refuses, and passes the other tests.
+    #[test]
+    fn path_models_are_testable_or_not_as_asked() {
+        let s = |t: &str| Value::String(t.to_string());
+        let path = |tests: &[Test], safe: bool| {
+            let refs: Vec<&Test> = tests.iter().collect();
+            let found = path_model(&Type::String, &refs, Some(safe), 5);
+            if let Some(Value::String(text)) = &found {
+                assert_eq!(testable_path(text), safe, "{text:?}");
+                assert!(tests.iter().all(|t| holds(&s(text), t)), "{text:?} must pass {tests:?}");
+            }
+            found
+        };
+        let under = |p: &str| Test::Under(p.into());
+        assert_eq!(path(&[under("site/")], true), Some(s("site/")));
+        assert_eq!(path(&[under("site/")], false), Some(s("site/../")));
+        // A prefix that ends in a `..` segment is extended into a testable one; one that holds `//` never is.
+        assert_eq!(path(&[under("a/..")], true), Some(s("a/..a")));
+        assert_eq!(path(&[under("a//")], true), None);
+        assert_eq!(path(&[under("a//")], false), Some(s("a//")));
+        // An extension must not complete an encoded dot the prefix began (`%2` + `e`).
+        let blocked = [under("x%2"), Test::NotIn(vec![s("x%2"), s("x%2a"), s("x%2b"), s("x%2c"), s("x%2d")])];
+        assert_eq!(path(&blocked, true), Some(s("x%2g")));
+        // Listed values are kept or not by the literal alone.
+        let listed = [Test::In(vec![s("notes/a.txt"), s("notes/../secret/key")])];
+        assert_eq!(path(&listed, true), Some(s("notes/a.txt")));
+        assert_eq!(path(&listed, false), Some(s("notes/../secret/key")));
+        let climbing = [under("site/"), Test::NotUnder("site/../".into()), Test::NotUnder("site/a/".into())];
+        assert_eq!(path(&climbing, false), Some(s("site/b/../")));
+        assert_eq!(path_model(&Type::Int, &[], Some(true), 5), None);
     }
 
     #[test]

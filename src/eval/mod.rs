@@ -24,6 +24,7 @@ pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
 // The wasm backend writes the same JSON, so it shares the writers.
 pub(crate) use cond::atom_text;
+pub(crate) use cond::unsafe_path;
 pub(crate) use decision::write_rule as write_deciding_rule;
 pub(crate) use decision::write_strings as write_json_strings;
 pub(crate) use digest::write_string as write_json_string;

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use super::formula::{and, is, lit, or, Model, Var, Vars, F};
+use super::formula::{and, is, lit, or, path, Model, Var, Vars, F};
 use crate::check::sat::for_level;
 use crate::ir::{
     Approvers, Atom, Attr, Binding, Cond, Mandate, MandateId, Program, RuleKind, Test, ToolId, Type, Value,
@@ -81,11 +81,13 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
         push(and([is(present, true), any]), Origin::Scopes);
     }
     if let Some(holder) = side.holders {
-        // `subject.id in [ids] or subject.id under p …`: decidable like any `under` condition (`sat`'s prefixes).
+        // `subject.id in [ids] or subject.id under p …`: decidable like any `under` condition (`sat`'s prefixes),
+        // and as in `under`, an id that is not a testable path is under no prefix (`eval::holds`).
         let subject = enc.vars.id(Var::Value(Attr::SubjectId, Type::String));
         let ids: Vec<Value> = holder.holders.iter().map(|h| Value::String(h.clone())).collect();
         let exact = (!ids.is_empty()).then(|| lit(subject, Test::In(ids)));
-        let patterns = holder.holder_prefixes.iter().map(|p| lit(subject, Test::Under(p.clone())));
+        let patterns =
+            holder.holder_prefixes.iter().map(|p| and([path(subject, true), lit(subject, Test::Under(p.clone()))]));
         push(or(exact.into_iter().chain(patterns)), Origin::Holder);
     }
     for &m in &side.chain {
@@ -234,6 +236,10 @@ impl Encoder<'_> {
                 // As the interpreter reads them: a money argument that is not `signed` is mistyped below zero,
                 // and an empty resource id is absent.
                 let value = || Var::Value(atom.attr.clone(), atom.ty.clone());
+                // `under` and `not under` are errors on a string that is not a testable path.
+                if matches!(atom.test, Test::Under(_) | Test::NotUnder(_)) {
+                    parts.push(path(self.vars.id(value()), true));
+                }
                 match &atom.attr {
                     Attr::Arg(name) if atom.ty == Type::Money && !self.signed.contains(name) => {
                         let var = self.vars.id(value());
@@ -307,7 +313,8 @@ impl Encoder<'_> {
                 named.push(Value::String(principal.to_string()));
             }
             let mut admitted = vec![lit(by, Test::In(named))];
-            admitted.extend(approvers.prefixes.iter().map(|p| lit(by, Test::Under(p.clone()))));
+            // As a holder pattern: an identity that is not a testable path is under no prefix (`eval::holds`).
+            admitted.extend(approvers.prefixes.iter().map(|p| and([path(by, true), lit(by, Test::Under(p.clone()))])));
             parts.push(or(admitted));
         }
         for &binding in binds {
@@ -368,7 +375,13 @@ fn atom_defined(atom: &Atom, vars: &Vars, model: &Model) -> bool {
         Some(code) => matches!(lookup(Var::Currency(atom.attr.clone())), Some(Value::String(c)) if c == code),
         None => true,
     };
-    present && same_currency
+    // `under` and `not under` are errors on a string that is not a testable path.
+    let testable = match (&atom.test, lookup(Var::Value(atom.attr.clone(), atom.ty.clone()))) {
+        (Test::Under(_) | Test::NotUnder(_), Some(Value::String(s))) => crate::check::sat::testable_path(s),
+        (Test::Under(_) | Test::NotUnder(_), _) => false,
+        _ => true,
+    };
+    present && same_currency && testable
 }
 
 fn atom_value(atom: &Atom, vars: &Vars, model: &Model) -> bool {

@@ -194,15 +194,30 @@ fn widens(program: &Program, child: &Mandate, parent: &Mandate, w: &Widening) ->
             (child.span, what.to_string())
         }
     };
-    let help = format!(
+    let mut help = format!(
         "{help}\nthe witness below is allowed by `{c}` on its own and refused by `{}`; at run time the whole chain decides",
         parent.name
     );
+    if let Some(unsafe_path) = unsafe_string(&w.witness) {
+        help.push_str(&format!(
+            "\n`{unsafe_path}` is under no prefix: `under` refuses a path with `.` or `..` segments, `//`, a backslash, NUL or an encoded separator, dot or `%`"
+        ));
+    }
     Diagnostic::error(WIDENS_PARENT, message)
         .label(span, primary)
         .label(at, label)
         .help(help)
         .witness(serde_json::to_string(&w.witness).unwrap_or_default())
+}
+
+/// The first string of a witness that `under` cannot test, when one of its values is such a path.
+fn unsafe_string(witness: &serde_json::Value) -> Option<&str> {
+    match witness {
+        serde_json::Value::String(s) if !crate::check::sat::testable_path(s) => Some(s),
+        serde_json::Value::Array(items) => items.iter().find_map(unsafe_string),
+        serde_json::Value::Object(fields) => fields.values().find_map(unsafe_string),
+        _ => None,
+    }
 }
 
 fn depth(child: &Mandate, parent: &Mandate) -> Diagnostic {

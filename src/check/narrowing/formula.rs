@@ -121,6 +121,10 @@ pub enum F {
     True,
     False,
     Lit(VarId, Test),
+    /// The variable's string is (`true`) or is not (`false`) a path `under` can test: one the interpreter does not
+    /// refuse as unsafe (`..` and `.` segments, `//`, backslashes, NUL, encoded separators and dots). `under` and
+    /// `not under` are errors on any other string, so an atom testing one needs this literal to be defined.
+    Path(VarId, bool),
     And(Vec<F>, Mask),
     Or(Vec<F>, Mask),
 }
@@ -137,7 +141,7 @@ impl F {
     pub fn mask(&self) -> Mask {
         match self {
             F::True | F::False => 0,
-            F::Lit(v, _) => bit(*v),
+            F::Lit(v, _) | F::Path(v, _) => bit(*v),
             F::And(_, m) | F::Or(_, m) => *m,
         }
     }
@@ -145,6 +149,11 @@ impl F {
 
 pub fn lit(var: VarId, test: Test) -> F {
     F::Lit(var, test)
+}
+
+/// The string variable `var` is a path `under` can test (`safe`), or is not.
+pub fn path(var: VarId, safe: bool) -> F {
+    F::Path(var, safe)
 }
 
 /// A bool variable is `value`.
@@ -219,6 +228,7 @@ pub fn negate(f: &F) -> F {
         F::True => F::False,
         F::False => F::True,
         F::Lit(v, test) => F::Lit(*v, test.negated()),
+        F::Path(v, safe) => F::Path(*v, !safe),
         F::And(items, mask) => F::Or(items.iter().map(negate).collect(), *mask),
         F::Or(items, mask) => F::And(items.iter().map(negate).collect(), *mask),
     }
@@ -230,7 +240,7 @@ pub type Model = Vec<Value>;
 /// Calls `visit` on every literal of a formula.
 pub fn literals<'f>(f: &'f F, visit: &mut impl FnMut(VarId, &'f Test)) {
     match f {
-        F::True | F::False => {}
+        F::True | F::False | F::Path(..) => {}
         F::Lit(v, t) => visit(*v, t),
         F::And(items, _) | F::Or(items, _) => items.iter().for_each(|i| literals(i, visit)),
     }

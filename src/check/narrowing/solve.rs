@@ -10,7 +10,7 @@
 //! are reported as undecided rather than guessed.
 
 use super::formula::{Mask, Model, VarId, Vars, F};
-use crate::check::sat::{domain_model, holds};
+use crate::check::sat::{domain_model, holds, path_model, testable_path};
 use crate::ir::{Test, Value};
 
 /// Search steps before giving up on one question.
@@ -32,11 +32,20 @@ pub struct Solver<'f> {
     levels: usize,
     /// The literals assumed on each variable.
     assumed: Vec<Vec<&'f Test>>,
+    /// The path literal assumed on each variable, if any (one value at most: its opposite contradicts it).
+    path: Vec<Option<bool>>,
     /// A value satisfying every literal assumed on the variable. It stays valid when literals are undone, so it
     /// is kept: the next literal is usually checked against it alone.
     value: Vec<Option<Value>>,
-    trail: Vec<VarId>,
+    trail: Vec<Undo>,
     steps: usize,
+}
+
+/// What [`Solver::undo`] takes back: a variable's last literal, or its path literal.
+#[derive(Debug, Clone, Copy)]
+enum Undo {
+    Test(VarId),
+    Path(VarId),
 }
 
 impl<'f> Solver<'f> {
@@ -45,6 +54,7 @@ impl<'f> Solver<'f> {
             vars,
             levels,
             assumed: vec![Vec::new(); vars.len()],
+            path: vec![None; vars.len()],
             value: vec![None; vars.len()],
             trail: Vec::new(),
             steps: 0,
@@ -66,7 +76,7 @@ impl<'f> Solver<'f> {
     fn model(&self) -> Model {
         (0..self.vars.len())
             .map(|v| match &self.value[v] {
-                Some(value) if !self.assumed[v].is_empty() => value.clone(),
+                Some(value) if !self.assumed[v].is_empty() || self.path[v].is_some() => value.clone(),
                 // Unconstrained: any value of the domain.
                 _ => domain_model(self.vars.domain(v as VarId), &[], self.levels).unwrap_or(Value::Bool(false)),
             })
@@ -75,8 +85,10 @@ impl<'f> Solver<'f> {
 
     fn undo(&mut self, mark: usize) {
         while self.trail.len() > mark {
-            if let Some(v) = self.trail.pop() {
-                self.assumed[v as usize].pop();
+            match self.trail.pop() {
+                Some(Undo::Test(v)) => _ = self.assumed[v as usize].pop(),
+                Some(Undo::Path(v)) => self.path[v as usize] = None,
+                None => {}
             }
         }
     }
@@ -87,14 +99,45 @@ impl<'f> Solver<'f> {
         if !self.value[v].as_ref().is_some_and(|value| holds(value, test)) {
             let mut tests = self.assumed[v].clone();
             tests.push(test);
-            match domain_model(self.vars.domain(var), &tests, self.levels) {
+            match path_model(self.vars.domain(var), &tests, self.path[v], self.levels) {
                 Some(value) => self.value[v] = Some(value),
                 None => return false,
             }
         }
         self.assumed[v].push(test);
-        self.trail.push(var);
+        self.trail.push(Undo::Test(var));
         true
+    }
+
+    /// Assumes a path literal; `false` (and nothing assumed) when it contradicts the variable's literals.
+    fn assume_path(&mut self, var: VarId, safe: bool) -> bool {
+        let v = var as usize;
+        if let Some(assumed) = self.path[v] {
+            return assumed == safe;
+        }
+        if !self.path_consistent(var, safe) {
+            return false;
+        }
+        self.path[v] = Some(safe);
+        self.trail.push(Undo::Path(var));
+        true
+    }
+
+    /// Whether a path literal fits the variable's literals; when it does, the variable's value passes it too.
+    fn path_consistent(&mut self, var: VarId, safe: bool) -> bool {
+        let v = var as usize;
+        match self.path[v] {
+            Some(assumed) => return assumed == safe,
+            None if matches!(&self.value[v], Some(Value::String(s)) if testable_path(s) == safe) => return true,
+            None => {}
+        }
+        match path_model(self.vars.domain(var), &self.assumed[v], Some(safe), self.levels) {
+            Some(value) => {
+                self.value[v] = Some(value);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Whether a literal is consistent with what is assumed (nothing is assumed).
@@ -105,7 +148,7 @@ impl<'f> Solver<'f> {
         }
         let mut tests = self.assumed[v].clone();
         tests.push(test);
-        domain_model(self.vars.domain(var), &tests, self.levels).is_some()
+        path_model(self.vars.domain(var), &tests, self.path[v], self.levels).is_some()
     }
 
     /// A cheap necessary condition for an alternative to hold: its own literals fit what is assumed.
@@ -114,8 +157,10 @@ impl<'f> Solver<'f> {
             F::True | F::Or(..) => true,
             F::False => false,
             F::Lit(v, t) => self.consistent(*v, t),
+            F::Path(v, safe) => self.path_consistent(*v, *safe),
             F::And(items, _) => items.iter().all(|i| match i {
                 F::Lit(v, t) => self.consistent(*v, t),
+                F::Path(v, safe) => self.path_consistent(*v, *safe),
                 F::False => false,
                 _ => true,
             }),
@@ -152,6 +197,11 @@ impl<'f> Solver<'f> {
                     F::False => return Ok(false),
                     F::Lit(v, t) => {
                         if !self.assume(*v, t) {
+                            return Ok(false);
+                        }
+                    }
+                    F::Path(v, safe) => {
+                        if !self.assume_path(*v, *safe) {
                             return Ok(false);
                         }
                     }
