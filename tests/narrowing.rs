@@ -132,9 +132,15 @@ fn narrow_fixtures_pass() {
 
 #[test]
 fn rendered_reports() {
-    for name in
-        ["dropped_prohibition", "dropped_gate", "argument_range", "bare_child_grant", "window_end", "delegation_depth"]
-    {
+    for name in [
+        "dropped_prohibition",
+        "dropped_gate",
+        "argument_range",
+        "bare_child_grant",
+        "window_end",
+        "delegation_depth",
+        "unsafe_path_equality",
+    ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/narrowing/widen/{name}.remit"));
         let source = std::fs::read_to_string(&path).unwrap();
         let out = remit(&["check", "--format", "human"], &path);
