@@ -4,7 +4,7 @@
 
 use super::{Culprit, Finding, Kind, Origin, Widening};
 use crate::diag::Diagnostic;
-use crate::ir::{Cond, Mandate, Program, RuleKind, Test};
+use crate::ir::{Cond, Mandate, MandateId, Program, RuleKind, Test};
 use crate::source::Span;
 use crate::value::format_timestamp;
 
@@ -198,7 +198,8 @@ fn widens(program: &Program, child: &Mandate, parent: &Mandate, w: &Widening) ->
         "{help}\nthe witness below is allowed by `{c}` on its own and refused by `{}`; at run time the whole chain decides",
         parent.name
     );
-    if let Some(unsafe_path) = unsafe_string(&w.witness).filter(|_| tests_under(program, parent)) {
+    let parent_tests_under = child.parent.is_some_and(|p| tests_under(program, p));
+    if let Some(unsafe_path) = unsafe_string(&w.witness).filter(|_| parent_tests_under) {
         help.push_str(&format!(
             "\n`{unsafe_path}` is under no prefix: `under` refuses a path with `.` or `..` segments, `//`, a backslash, NUL or an encoded separator, dot or `%`"
         ));
@@ -212,7 +213,7 @@ fn widens(program: &Program, child: &Mandate, parent: &Mandate, w: &Widening) ->
 
 /// Whether `mandate` or one of its ancestors tests `under` (a condition, or a holder pattern): then a path `under`
 /// refuses is worth explaining, since the refusal is the interpreter's, not a rule the author can see.
-fn tests_under(program: &Program, mandate: &Mandate) -> bool {
+fn tests_under(program: &Program, mandate: MandateId) -> bool {
     fn in_cond(cond: &Cond) -> bool {
         match cond {
             Cond::Atom(atom) => matches!(atom.test, Test::Under(_) | Test::NotUnder(_)),
@@ -220,14 +221,11 @@ fn tests_under(program: &Program, mandate: &Mandate) -> bool {
             Cond::True | Cond::False => false,
         }
     }
-    let mut next = Some(mandate);
-    while let Some(m) = next {
-        if !m.holder_prefixes.is_empty() || m.rules.iter().any(|rule| in_cond(&rule.condition)) {
-            return true;
-        }
-        next = m.parent.map(|p| &program.mandates[p]);
-    }
-    false
+    program
+        .chain(mandate)
+        .into_iter()
+        .map(|m| &program.mandates[m])
+        .any(|m| !m.holder_prefixes.is_empty() || m.rules.iter().any(|rule| in_cond(&rule.condition)))
 }
 
 /// The first string of a witness that `under` cannot test, when one of its values is such a path.
