@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use super::formula::{and, is, lit, or, path, Model, Var, Vars, F};
+use super::formula::{and, is, lit, or, path, Model, Var, VarId, Vars, F};
 use crate::check::sat::for_level;
 use crate::ir::{
     Approvers, Atom, Attr, Binding, Cond, Mandate, MandateId, Program, RuleKind, Test, ToolId, Type, Value,
@@ -81,13 +81,11 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
         push(and([is(present, true), any]), Origin::Scopes);
     }
     if let Some(holder) = side.holders {
-        // `subject.id in [ids] or subject.id under p …`: decidable like any `under` condition (`sat`'s prefixes),
-        // and as in `under`, an id that is not a testable path is under no prefix (`eval::holds`).
+        // `subject.id in [ids] or subject.id under p …`: decidable like any `under` condition (`sat`'s prefixes).
         let subject = enc.vars.id(Var::Value(Attr::SubjectId, Type::String));
         let ids: Vec<Value> = holder.holders.iter().map(|h| Value::String(h.clone())).collect();
         let exact = (!ids.is_empty()).then(|| lit(subject, Test::In(ids)));
-        let patterns =
-            holder.holder_prefixes.iter().map(|p| and([path(subject, true), lit(subject, Test::Under(p.clone()))]));
+        let patterns = holder.holder_prefixes.iter().map(|p| pattern(subject, p));
         push(or(exact.into_iter().chain(patterns)), Origin::Holder);
     }
     for &m in &side.chain {
@@ -177,6 +175,12 @@ fn whole(n: u64) -> Value {
 /// called tool's).
 pub fn optional(attr: &Attr) -> bool {
     !matches!(attr, Attr::Now | Attr::SubjectId | Attr::Level)
+}
+
+/// An identity `var` admitted by the pattern `under "prefix"` of a holder or an approver: as in `under`, one that
+/// is not a testable path is under no prefix (`eval::holds`).
+fn pattern(var: VarId, prefix: &str) -> F {
+    and([path(var, true), lit(var, Test::Under(prefix.to_string()))])
 }
 
 /// The currency a money test compares with, if any.
@@ -313,8 +317,7 @@ impl Encoder<'_> {
                 named.push(Value::String(principal.to_string()));
             }
             let mut admitted = vec![lit(by, Test::In(named))];
-            // As a holder pattern: an identity that is not a testable path is under no prefix (`eval::holds`).
-            admitted.extend(approvers.prefixes.iter().map(|p| and([path(by, true), lit(by, Test::Under(p.clone()))])));
+            admitted.extend(approvers.prefixes.iter().map(|p| pattern(by, p)));
             parts.push(or(admitted));
         }
         for &binding in binds {
