@@ -10,8 +10,14 @@ remit=target/release/remit
 out="$(mktemp -d)"
 module="$out/$(basename "$example").wasm"
 
-echo "== remit check $example"
-"$remit" check "$example"
+# The demo's instant. The examples' requests are of early December 2026 and their mandates are valid then, so the
+# check and the gateway below run at that instant (`remit check --now`, `remit serve --clock`, whose clock starts
+# there and advances in real time): the main job gives the same decisions on any date. Without them both use the
+# system clock, and a mandate past its `valid … until` denies `mandate.expired` (`remit check` warns beforehand).
+demo_now=2026-12-03T15:30:00Z
+
+echo "== remit check $example --now $demo_now"
+"$remit" check "$example" --now "$demo_now"
 
 echo "== remit build $example -o $module"
 "$remit" build "$example" -o "$module"
@@ -32,9 +38,9 @@ echo "== remit test $example"
 # used up) and in the same one (denied: one payment per operation), then verify the decision log's hash chain and
 # print the operation's receipt. `--serve` keeps the gateway running afterwards, until Ctrl-C.
 [ "$(basename "$example")" = wallet ] || exit 0
-echo "== remit serve $example (gateway on 127.0.0.1, a free port)"
+echo "== remit serve $example --clock $demo_now (gateway on 127.0.0.1, a free port)"
 store="$out/wallet.db"
-"$remit" serve "$example" --store "sqlite:$store" --listen 127.0.0.1:0 \
+"$remit" serve "$example" --store "sqlite:$store" --listen 127.0.0.1:0 --clock "$demo_now" \
   --inbox-token user:alice=alice-demo-token --admin-token ops=ops-demo-token > "$out/serve.log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT

@@ -2,8 +2,8 @@
 # Installs what the test suite needs beyond the Rust toolchain and node, and nothing else (idempotent):
 #   - Debian's rustc, its wasm32 standard library and lld: scripts/build-runtime.sh builds the decision module's
 #     runtime (crates/remit-rt) with them, and tests/runtime_artifact.rs rebuilds it and compares the bytes;
-#   - Debian's chromium (a real browser for the picture and inbox tests), graphviz (`dot` checks our DOT) and
-#     neovim (a real client of `remit lsp`);
+#   - Debian's chromium (a real browser for the picture and inbox tests), graphviz (`dot` checks our DOT),
+#     neovim (a real client of `remit lsp`) and faketime (scripts/any-date.sh runs the gateway a year ahead);
 #   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
 #   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json);
 #   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh);
@@ -19,6 +19,7 @@ command -v nvim >/dev/null || missing+=(neovim)
 [ -x /usr/bin/rustc ] || missing+=(rustc)
 [ -d /usr/lib/rustlib/wasm32-unknown-unknown/lib ] || missing+=(libstd-rust-dev-wasm32)
 [ -x /usr/bin/wasm-ld ] || missing+=(lld)
+command -v faketime >/dev/null || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \

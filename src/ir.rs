@@ -355,6 +355,12 @@ impl Program {
         chain
     }
 
+    /// When `id` stops granting anything: the earliest `valid … until` along its chain (a sub-mandate never outlives
+    /// its parent), or `None` when no mandate of the chain has an end.
+    pub fn expires_at(&self, id: MandateId) -> Option<i64> {
+        self.chain(id).into_iter().filter_map(|m| self.mandates[m].valid_until).min()
+    }
+
     /// Whether `target` covers `tool`.
     pub fn covers(&self, target: &Target, tool: ToolId) -> bool {
         match target {

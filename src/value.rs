@@ -115,6 +115,17 @@ pub fn format_timestamp(seconds: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// A length of time as people say it, rounded down to its largest unit: `25 days`, `1 hour`, `0 seconds`.
+pub fn duration_in_words(seconds: u64) -> String {
+    let (count, unit) = match seconds {
+        s if s >= 86_400 => (s / 86_400, "day"),
+        s if s >= 3600 => (s / 3600, "hour"),
+        s if s >= 60 => (s / 60, "minute"),
+        s => (s, "second"),
+    };
+    format!("{count} {unit}{}", if count == 1 { "" } else { "s" })
+}
+
 /// Parses `900s`, `15m`, `24h`, `7d` into seconds.
 pub fn parse_duration(text: &str) -> Option<u64> {
     let unit = text.chars().last()?;

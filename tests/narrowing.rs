@@ -34,7 +34,10 @@ fn fixtures(folder: &str) -> Vec<PathBuf> {
 }
 
 fn remit(args: &[&str], path: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_remit")).args(args).arg(path).env("NO_COLOR", "1").output().expect("run remit")
+    // `remit check` on 2026-11-01T00:00:00Z (`SOURCE_DATE_EPOCH`): no `remit::mandate-expiring` depends on the date.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command.args(args).arg(path).env("NO_COLOR", "1").env("SOURCE_DATE_EPOCH", "1793491200");
+    command.output().expect("run remit")
 }
 
 /// The fixture as a program, without the narrowing check (which is what fails).

@@ -89,7 +89,14 @@ fn every_command_of_the_tutorial_prints_what_it_shows() {
             }
             Step::Command { command, exit, expected, line } => {
                 let out = run(
-                    Command::new("sh").args(["-c", command]).current_dir(&dir).env("PATH", &path).env("NO_COLOR", "1"),
+                    // `remit check` runs on 2026-11-10T00:00:00Z (`SOURCE_DATE_EPOCH`): on another date it may also warn
+                    // of the tutorial's mandates expiring (`remit::mandate-expiring`), as the tutorial says.
+                    Command::new("sh")
+                        .args(["-c", command])
+                        .current_dir(&dir)
+                        .env("PATH", &path)
+                        .env("NO_COLOR", "1")
+                        .env("SOURCE_DATE_EPOCH", "1794268800"),
                     Duration::from_secs(120),
                 );
                 let printed =

@@ -6,16 +6,22 @@
 use std::path::Path;
 use std::process::Command;
 
+// `remit check` warns of mandates that expire (`remit::mandate-expiring`) at the system clock unless told when it
+// checks: every check here runs on 2026-11-01T00:00:00Z (`SOURCE_DATE_EPOCH`), so no output depends on the date.
+const CHECK_EPOCH: &str = "1793491200";
+
 fn check(path: &Path) -> (String, String, bool) {
     let human = Command::new(env!("CARGO_BIN_EXE_remit"))
         .args(["check", "--format", "human"])
         .arg(path)
         .env("NO_COLOR", "1")
+        .env("SOURCE_DATE_EPOCH", CHECK_EPOCH)
         .output()
         .expect("run remit check");
     let json = Command::new(env!("CARGO_BIN_EXE_remit"))
         .args(["check", "--format", "json"])
         .arg(path)
+        .env("SOURCE_DATE_EPOCH", CHECK_EPOCH)
         .output()
         .expect("run remit check --format json");
     let rendered = String::from_utf8_lossy(&human.stderr).into_owned();

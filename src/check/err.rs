@@ -22,6 +22,32 @@ pub fn duplicate_definition(what: &str, name: &str, span: Span, first: Span) -> 
         })
 }
 
+pub fn mandate_expired(name: &str, until: i64, now: i64, span: Span) -> Diagnostic {
+    let ago = crate::value::duration_in_words(now.abs_diff(until));
+    let until = crate::value::format_timestamp(until);
+    Diagnostic::warning("remit::mandate-expiring", format!("mandate `{name}` expired on {until}, {ago} ago"))
+        .label(span, format!("valid until {until}"))
+        .help(format!(
+            "every call under it and its sub-mandates is denied `mandate.expired`; extend its window or remove it \
+         (checked at {}: `--now`, `SOURCE_DATE_EPOCH` or the system clock)",
+            crate::value::format_timestamp(now)
+        ))
+}
+
+pub fn mandate_expiring(name: &str, until: i64, now: i64, horizon: u64, span: Span) -> Diagnostic {
+    let left = crate::value::duration_in_words(until.abs_diff(now));
+    let until = crate::value::format_timestamp(until);
+    Diagnostic::warning("remit::mandate-expiring", format!("mandate `{name}` expires on {until}, in {left}"))
+        .label(span, format!("valid until {until}"))
+        .help(format!(
+            "from then on every call under it and its sub-mandates is denied `mandate.expired`; extend its window \
+             before then (warned within `--expiry-horizon` {} of {}: `--now`, `SOURCE_DATE_EPOCH` or the system \
+             clock)",
+            crate::value::duration_in_words(horizon),
+            crate::value::format_timestamp(now)
+        ))
+}
+
 pub fn duplicate_parameter(name: &str, span: Span, first: Span) -> Diagnostic {
     Diagnostic::error("remit::duplicate-parameter", format!("parameter `{name}` is declared twice"))
         .label(span, "declared again here")

@@ -49,6 +49,29 @@ pub fn unnamed_library_tools(program: &Program, sources: &SourceMap, decls: &[De
     out
 }
 
+/// `remit::mandate-expiring`: every mandate whose own `valid … until` has passed at `now`, or passes within `horizon`
+/// seconds of it, unless an ancestor ends as soon (its warning covers the sub-mandate). `now` is an input (the CLI's
+/// `--now`, `SOURCE_DATE_EPOCH` or its clock): the checker reads no clock.
+pub fn expiring(program: &Program, now: i64, horizon: u64) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for mandate in &program.mandates {
+        let Some(until) = mandate.valid_until else { continue };
+        if mandate.valid_from.is_some_and(|from| from >= until) {
+            continue; // `remit::empty-validity-window` already says what is wrong
+        }
+        if mandate.parent.and_then(|parent| program.expires_at(parent)).is_some_and(|end| end <= until) {
+            continue; // it ends with (or is cut short by) an ancestor, whose warning covers it
+        }
+        let left = until.saturating_sub(now);
+        if left <= 0 {
+            out.push(err::mandate_expired(&mandate.name, until, now, mandate.valid_span));
+        } else if left.unsigned_abs() <= horizon {
+            out.push(err::mandate_expiring(&mandate.name, until, now, horizon, mandate.valid_span));
+        }
+    }
+    out
+}
+
 pub fn lint(program: &Program) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let levels = program.levels.len();

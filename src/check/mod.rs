@@ -21,6 +21,8 @@ pub mod narrowing;
 mod resolve;
 pub mod sat;
 
+pub use lints::expiring;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use sha2::{Digest, Sha256};

@@ -10,7 +10,7 @@ use clap::Args;
 
 use remit::gateway::mcp::{Identity, Outbox, Proxy, UpstreamOptions, UpstreamRevision};
 use remit::gateway::mcp_wire::Tls;
-use remit::gateway::{Config, Durability, Gateway, SystemClock};
+use remit::gateway::{Config, Durability, Gateway};
 use remit::runtime::Runtime;
 
 #[derive(Args, Debug)]
@@ -87,6 +87,8 @@ pub struct McpProxyArgs {
     base_url: Option<String>,
     #[command(flatten)]
     inbox_args: super::serve::InboxArgs,
+    #[command(flatten)]
+    clock: super::serve::ClockArgs,
     /// With `--listen` or `--inbox`: that server over TLS
     #[command(flatten)]
     serve_tls: super::serve::TlsServerArgs,
@@ -202,13 +204,18 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         ..Config::default()
     };
     let policy_hash = policy.compiled.policy().to_string();
-    let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
+    let (clock, horizon) = args.clock.load()?;
+    super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
+    let gateway = Arc::new(Gateway::new(policy, Arc::new(store), clock.clone(), config));
     // Loads the policy again from where it came (`--watch`, `POST /admin/v1/reload`); the proxy tells the agents
     // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
     let paths = args.policy.clone();
     let reloader: remit::gateway::http::Reloader =
         Arc::new(move || match super::serve::load_policy(&paths, &runtime, verify_key.as_ref())? {
-            Some(policy) => Ok(policy),
+            Some(policy) => {
+                super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
+                Ok(policy)
+            }
             None => Err("the policy has errors (printed by the proxy); the current policy stays in force".into()),
         });
     if args.watch {

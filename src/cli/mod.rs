@@ -35,6 +35,14 @@ enum Command {
         paths: Vec<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// The instant mandates' validity is checked at (RFC 3339, e.g. `2026-12-03T15:30:00Z`; default:
+        /// `SOURCE_DATE_EPOCH` when set, else the system clock): `remit::mandate-expiring` warns of every mandate
+        /// expired then or expiring within the horizon
+        #[arg(long, value_name = "INSTANT")]
+        now: Option<String>,
+        /// How far ahead `remit::mandate-expiring` looks (`30d`, `12h`, `0s` for expired mandates only)
+        #[arg(long, value_name = "DURATION", default_value = "30d")]
+        expiry_horizon: String,
     },
     /// Compile a policy into a WebAssembly decision module (docs/abi.md)
     Build {
@@ -209,7 +217,9 @@ pub enum Format {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { paths, format } => cmd_check(&paths, format),
+        Command::Check { paths, format, now, expiry_horizon } => {
+            Expiry::from_args(now.as_deref(), &expiry_horizon).and_then(|expiry| cmd_check(&paths, format, expiry))
+        }
         Command::Build { paths, output, precompile, bundle, sign, revision } => {
             build::run(&paths, &output, build::Packaging { precompile, bundle, sign, revision })
         }
@@ -257,16 +267,57 @@ pub fn compile_with(
     format: Format,
     options: Options,
 ) -> Result<(Option<Program>, SourceMap, Vec<Diagnostic>), String> {
+    compile_and(paths, format, options, |_| Vec::new())
+}
+
+/// [`compile_with`], adding the diagnostics `more` finds in the checked program to the report.
+fn compile_and(
+    paths: &[PathBuf],
+    format: Format,
+    options: Options,
+    more: impl FnOnce(&Program) -> Vec<Diagnostic>,
+) -> Result<(Option<Program>, SourceMap, Vec<Diagnostic>), String> {
     let (sources, mut diagnostics) = load::load(paths)?;
     let checked = check_with(sources.clone(), options);
     diagnostics.extend(checked.diagnostics);
+    if let Some(program) = &checked.program {
+        diagnostics.extend(more(program));
+        diagnostics.sort_by_key(|d| (d.primary_span(), d.code));
+    }
     render::print(&sources, &diagnostics, format);
     let program = if diagnostics.iter().any(Diagnostic::is_error) { None } else { checked.program };
     Ok((program, sources, diagnostics))
 }
 
-fn cmd_check(paths: &[PathBuf], format: Format) -> Result<ExitCode, String> {
-    let (program, sources, diagnostics) = compile(paths, format)?;
+/// What `remit check` holds mandates' validity windows against: an instant and a horizon.
+#[derive(Debug, Clone, Copy)]
+struct Expiry {
+    now: i64,
+    horizon: u64,
+}
+
+impl Expiry {
+    fn from_args(now: Option<&str>, horizon: &str) -> Result<Expiry, String> {
+        // `SOURCE_DATE_EPOCH` is the reproducible-builds convention for "the time of this build" (Unix seconds).
+        let epoch = std::env::var("SOURCE_DATE_EPOCH").ok().filter(|e| !e.is_empty());
+        let now = match (now, epoch) {
+            (Some(text), _) => remit::value::parse_timestamp(text)
+                .ok_or_else(|| format!("`{text}`: --now is an instant such as `2026-12-03T15:30:00Z`"))?,
+            (None, Some(epoch)) => epoch
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{epoch}`: SOURCE_DATE_EPOCH is a number of seconds since 1970-01-01"))?,
+            (None, None) => remit::gateway::Clock::now(&remit::gateway::SystemClock),
+        };
+        let horizon = remit::value::parse_duration(horizon)
+            .ok_or_else(|| format!("`{horizon}`: --expiry-horizon is a duration such as `30d`, `12h` or `0s`"))?;
+        Ok(Expiry { now, horizon })
+    }
+}
+
+fn cmd_check(paths: &[PathBuf], format: Format, expiry: Expiry) -> Result<ExitCode, String> {
+    let expiring = |program: &Program| remit::check::expiring(program, expiry.now, expiry.horizon);
+    let (program, sources, diagnostics) = compile_and(paths, format, Options { narrowing: true }, expiring)?;
     if format == Format::Human {
         let errors = diagnostics.iter().filter(|d| d.is_error()).count();
         let warnings = diagnostics.len() - errors;

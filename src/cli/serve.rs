@@ -12,7 +12,7 @@ use remit::gateway::client;
 use remit::gateway::http::{Reloader, Tokens};
 use remit::gateway::https::ServerTls;
 use remit::gateway::mcp_wire::Tls;
-use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, SystemClock};
+use remit::gateway::{Clock, Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, StartedClock, SystemClock};
 use remit::runtime::Runtime;
 
 use super::Format;
@@ -80,6 +80,54 @@ pub fn scheme(tls: &Option<ServerTls>) -> &'static str {
     }
 }
 
+/// The gateway's clock, and how far ahead it warns of mandates that expire (`remit serve`, `remit mcp-proxy`).
+#[derive(Args, Debug, Clone)]
+pub struct ClockArgs {
+    /// Run the gateway's clock from this instant (RFC 3339, e.g. `2026-12-03T15:30:00Z`), advancing in real time,
+    /// instead of the system clock: for demos and tests that must decide the same on any date. Not for production
+    #[arg(long, value_name = "INSTANT")]
+    clock: Option<String>,
+    /// Warn at start and reload of every mandate expired or expiring within this long (`30d`, `12h`, `0s`)
+    #[arg(long, value_name = "DURATION", default_value = "30d")]
+    expiry_horizon: String,
+}
+
+impl ClockArgs {
+    /// The clock and the horizon in seconds; says on stderr when the clock is not the system's.
+    pub fn load(&self) -> Result<(Arc<dyn Clock>, u64), String> {
+        let horizon = remit::value::parse_duration(&self.expiry_horizon).ok_or_else(|| {
+            format!("`{}`: --expiry-horizon is a duration such as `30d`, `12h` or `0s`", self.expiry_horizon)
+        })?;
+        let clock: Arc<dyn Clock> = match &self.clock {
+            Some(text) => {
+                let start = remit::value::parse_timestamp(text)
+                    .ok_or_else(|| format!("`{text}`: --clock is an instant such as `2026-12-03T15:30:00Z`"))?;
+                eprintln!("clock: starts at {text} (--clock) and advances in real time; not the system clock");
+                Arc::new(StartedClock::new(start))
+            }
+            None => Arc::new(SystemClock),
+        };
+        Ok((clock, horizon))
+    }
+}
+
+/// Says on stderr which mandates of `policy` have expired on the gateway's clock, or expire within `horizon`
+/// seconds (as `remit check` warns, `remit::mandate-expiring`): at start and at every reload.
+pub fn warn_expiring(policy: &Policy, clock: &dyn Clock, horizon: u64) {
+    let now = clock.now();
+    for (mandate, until) in policy.meta.expiring(now, horizon) {
+        let at = remit::value::format_timestamp(until);
+        let when = if until <= now {
+            format!("expired on {at}, {} ago", remit::value::duration_in_words(now.abs_diff(until)))
+        } else {
+            format!("expires on {at}, in {}", remit::value::duration_in_words(until.abs_diff(now)))
+        };
+        eprintln!(
+            "warning[remit::mandate-expiring]: mandate `{mandate}` {when}; its calls are then denied `mandate.expired`"
+        );
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
@@ -118,6 +166,8 @@ pub struct ServeArgs {
     /// Reload the policy when its files change (also: `POST /admin/v1/reload`, `remit admin reload`)
     #[arg(long)]
     watch: bool,
+    #[command(flatten)]
+    clock: ClockArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -364,6 +414,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     };
     let store = open_store(&args.store, durability)?;
     let tokens = args.inbox.tokens(&policy)?;
+    let (clock, horizon) = args.clock.load()?;
+    warn_expiring(&policy, clock.as_ref(), horizon);
     let policy_hash = policy.compiled.policy().to_string();
     if args.shadow || !args.shadow_mandate.is_empty() {
         eprintln!("shadow mode: denies and escalations are logged and answered allow");
@@ -371,8 +423,12 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let listen = args.listen.clone();
     let base_url = args.base_url.clone();
     let paths = args.policy.clone();
+    let reloaded_clock = clock.clone();
     let reloader: Reloader = Arc::new(move || match load_policy(&paths, &runtime, verify_key.as_ref())? {
-        Some(policy) => Ok(policy),
+        Some(policy) => {
+            warn_expiring(&policy, reloaded_clock.as_ref(), horizon);
+            Ok(policy)
+        }
         None => Err("the policy has errors (printed by the gateway); the current policy stays in force".into()),
     });
     let watch = args.watch.then(|| (args.policy.clone(), reloader.clone()));
@@ -385,7 +441,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             shadow_mandates: args.shadow_mandate.clone(),
             access_log: args.access_log,
         };
-        let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
+        let gateway = Arc::new(Gateway::new(policy, Arc::new(store), clock, config));
         if let Some((paths, reloader)) = watch {
             let gateway = gateway.clone();
             std::thread::spawn(move || watch_files(&paths, &reloader, &gateway));

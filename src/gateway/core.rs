@@ -237,6 +237,27 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock set to an instant at start that then advances with the system's monotonic clock: `--clock` of `remit
+/// serve` and `remit mcp-proxy`, for demos and tests whose decisions must not depend on the date they run on (a
+/// mandate valid in December 2026 is served as in December 2026 on any day).
+#[derive(Debug, Clone, Copy)]
+pub struct StartedClock {
+    start: i64,
+    since: std::time::Instant,
+}
+
+impl StartedClock {
+    pub fn new(start: i64) -> StartedClock {
+        StartedClock { start, since: std::time::Instant::now() }
+    }
+}
+
+impl Clock for StartedClock {
+    fn now(&self) -> i64 {
+        self.start.saturating_add(self.since.elapsed().as_secs() as i64)
+    }
+}
+
 /// A clock that says what it was told.
 #[derive(Debug, Default)]
 pub struct FixedClock(pub AtomicI64);

@@ -433,7 +433,19 @@ async fn metrics(State(app): Shared) -> Response {
         "# HELP remit_log_pending Decisions arrived and not yet logged.\n# TYPE remit_log_pending gauge\n\
          remit_log_pending {pending}"
     );
-    let policy = app.gateway.policy().compiled.policy().to_string();
+    let policy = app.gateway.policy();
+    let _ = writeln!(
+        out,
+        "# HELP remit_mandate_expiry_seconds Seconds until the mandate expires on the gateway's clock (negative: \
+         expired); mandates without an end are not listed.\n# TYPE remit_mandate_expiry_seconds gauge"
+    );
+    let now = app.gateway.now();
+    for mandate in &policy.meta.mandates {
+        if let Some(until) = mandate.expires_at {
+            let _ = writeln!(out, "remit_mandate_expiry_seconds{{mandate=\"{}\"}} {}", mandate.name, until - now);
+        }
+    }
+    let policy = policy.compiled.policy().to_string();
     let _ = writeln!(out, "# HELP remit_policy_info The policy in force.\n# TYPE remit_policy_info gauge");
     let _ = writeln!(out, "remit_policy_info{{policy=\"{policy}\"}} 1");
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()

@@ -47,6 +47,10 @@ pub struct MandateMeta {
     pub holder_prefixes: Vec<String>,
     /// Root first, this mandate last.
     pub chain: Vec<String>,
+    /// When the mandate stops granting (the earliest `valid … until` of its chain), Unix seconds; absent when it has
+    /// no end, or in metadata written before it was carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,6 +99,19 @@ pub struct BudgetMeta {
 }
 
 impl PolicyMeta {
+    /// The mandates that have expired at `now` or expire within `horizon` seconds of it, soonest first, with their
+    /// end: what `remit serve` warns of at start and reload.
+    pub fn expiring(&self, now: i64, horizon: u64) -> Vec<(&str, i64)> {
+        let mut out: Vec<(&str, i64)> = self
+            .mandates
+            .iter()
+            .filter_map(|m| m.expires_at.map(|until| (m.name.as_str(), until)))
+            .filter(|&(_, until)| until <= now || until.abs_diff(now) <= horizon)
+            .collect();
+        out.sort_by_key(|&(name, until)| (until, name));
+        out
+    }
+
     pub fn from_program(program: &Program) -> PolicyMeta {
         let mandates = program
             .mandates
@@ -106,6 +123,7 @@ impl PolicyMeta {
                 holders: m.holders.clone(),
                 holder_prefixes: m.holder_prefixes.clone(),
                 chain: program.chain(id).into_iter().map(|c| program.mandates[c].name.clone()).collect(),
+                expires_at: program.expires_at(id),
             })
             .collect();
         let approvals = program
@@ -228,6 +246,7 @@ mod tests {
                 holders: vec!["agent:a".into()],
                 holder_prefixes: vec!["agent:club/".into()],
                 chain: vec!["m".into()],
+                expires_at: Some(1_798_761_600),
             }],
             approvals: vec![ApprovalMeta {
                 kind: "k".into(),
@@ -254,6 +273,30 @@ mod tests {
         assert!(meta.held_by("agent:club/../a").is_empty());
         assert_eq!(meta.target_of("read_file"), Some("path"));
         assert_eq!(meta.target_of("m"), None);
+    }
+
+    #[test]
+    fn expiring_mandates_are_those_ended_or_ending_within_the_horizon() {
+        let mandate = |name: &str, expires_at| MandateMeta {
+            name: name.into(),
+            principal: "user:p".into(),
+            holders: vec![],
+            holder_prefixes: vec![],
+            chain: vec![name.into()],
+            expires_at,
+        };
+        let meta = PolicyMeta {
+            policy: "sha256:x".into(),
+            mandates: vec![mandate("late", Some(1_000)), mandate("soon", Some(500)), mandate("never", None)],
+            approvals: vec![],
+            budgets: vec![],
+            targets: vec![],
+        };
+        assert_eq!(meta.expiring(100, 0), vec![]);
+        assert_eq!(meta.expiring(100, 400), vec![("soon", 500)]);
+        assert_eq!(meta.expiring(600, 399), vec![("soon", 500)]);
+        assert_eq!(meta.expiring(600, 400), vec![("soon", 500), ("late", 1_000)]);
+        assert_eq!(meta.expiring(2_000, 0), vec![("soon", 500), ("late", 1_000)]);
     }
 
     #[test]

@@ -44,7 +44,7 @@ mod wal_index;
 #[path = "../../tests/support/tls.rs"]
 mod test_tls;
 
-pub use self::core::{Clock, Config, Decided, FixedClock, Gateway, NoExplanation, Policy, SystemClock};
+pub use self::core::{Clock, Config, Decided, FixedClock, Gateway, NoExplanation, Policy, StartedClock, SystemClock};
 pub use self::meta::PolicyMeta;
 pub use self::sqlite::{Durability, SqliteStore};
 pub use self::store::{Store, StoreError, Tx};

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Proves that nothing a user runs depends on today's date: the main job on the wallet, and the gateway and MCP proxy
+# tests, run again with the clock a year and ten years ahead (Debian's faketime; scripts/test-deps.sh installs it).
+# `.ci/run` runs it after the tests. DONT_FAKE_MONOTONIC keeps the monotonic clock real, so timed waits (and
+# `remit serve --clock`, which advances with it) do not wait out the offset.
+# Usage: scripts/any-date.sh [OFFSET…]   (default: +365d +3652d)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v faketime >/dev/null || { echo "faketime is missing: run scripts/test-deps.sh" >&2; exit 1; }
+offsets=("$@")
+[ ${#offsets[@]} -gt 0 ] || offsets=(+365d +3652d)
+export DONT_FAKE_MONOTONIC=1
+# Built on today's clock, so that nothing is compiled under a faked one.
+cargo build --release --quiet
+cargo test --quiet --no-run --test gateway_http --test gateway_core --test mcp_proxy
+host="$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')"
+for offset in "${offsets[@]}"; do
+  echo "== the clock at $offset: $(faketime -f "$offset" date -u +%Y-%m-%dT%H:%M:%SZ)"
+  faketime -f "$offset" ./scripts/main-job.sh examples/wallet > "${TMPDIR:-/tmp}/remit-main-job$offset.log" 2>&1 \
+    || { cat "${TMPDIR:-/tmp}/remit-main-job$offset.log" >&2; echo "the main job failed at $offset" >&2; exit 1; }
+  echo "the main job passed at $offset"
+  # Cargo runs each test binary through faketime (its children, `remit` and the browser included, inherit it).
+  env "CARGO_TARGET_${host}_RUNNER=faketime -f $offset" \
+    cargo test --quiet --test gateway_http --test gateway_core --test mcp_proxy
+done
