@@ -114,6 +114,8 @@ pub struct McpProxyArgs {
     /// reload (as `remit serve --verify-key`)
     #[arg(long, value_name = "PUB")]
     verify_key: Option<PathBuf>,
+    #[command(flatten)]
+    rollback: super::serve::RollbackArgs,
     /// Reload the policy when its files change (also: `POST /admin/v1/reload` with an `--admin-token`, `remit admin
     /// reload`, where the proxy serves HTTP); the agents are told that their tool list changed
     #[arg(long)]
@@ -176,10 +178,11 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let upstreams = upstreams(&args)?;
     let runtime = Runtime::new()?;
     let verify_key = super::serve::verifying_key(args.verify_key.as_deref())?;
-    let Some(policy) = super::serve::load_policy(&args.policy, &runtime, verify_key.as_ref())? else {
+    let store = Arc::new(super::serve::open_store(&args.store, Durability::Process)?);
+    let force = args.rollback.allow_rollback;
+    let Some(policy) = super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
         return Ok(ExitCode::from(1));
     };
-    let store = super::serve::open_store(&args.store, Durability::Process)?;
     let tokens = args.inbox_args.tokens(&policy)?;
     let listener = match args.inbox.as_ref().or(args.listen.as_ref()) {
         Some(address) => {
@@ -202,12 +205,12 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         ..Config::default()
     };
     let policy_hash = policy.compiled.policy().to_string();
-    let gateway = Arc::new(Gateway::new(policy, Arc::new(store), Arc::new(SystemClock), config));
+    let gateway = Arc::new(Gateway::new(policy, store.clone(), Arc::new(SystemClock), config));
     // Loads the policy again from where it came (`--watch`, `POST /admin/v1/reload`); the proxy tells the agents
     // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
     let paths = args.policy.clone();
     let reloader: remit::gateway::http::Reloader =
-        Arc::new(move || match super::serve::load_policy(&paths, &runtime, verify_key.as_ref())? {
+        Arc::new(move || match super::serve::load_admitted(&paths, &runtime, verify_key.as_ref(), &*store, false)? {
             Some(policy) => Ok(policy),
             None => Err("the policy has errors (printed by the proxy); the current policy stays in force".into()),
         });
