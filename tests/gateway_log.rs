@@ -458,3 +458,51 @@ fn the_gateway_signs_its_log_head_on_shutdown_and_at_intervals() {
     assert!(said(&bad).contains("--head-interval"), "{}", said(&bad));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `remit mcp-proxy --log-key` signs its log's head too: here when the agent closes stdin, after the queued entries
+/// (a forbidden call's) are written.
+#[test]
+fn the_mcp_proxy_signs_its_log_head_at_exit() {
+    use std::io::Write;
+    let python = support::root().join("tests/mcp/.venv/bin/python");
+    assert!(python.exists(), "the MCP server's Python is missing: run `./scripts/test-deps.sh`");
+    let dir = workspace("proxy-head", V1);
+    let (store, key) = (dir.join("state.db"), dir.join("owner.key"));
+    let policy = support::root().join("tests/mcp/modern");
+    let server = support::root().join("tests/mcp/modern/server.py");
+    let mut child = Command::new(support::remit_bin())
+        .args(["mcp-proxy", "--policy", policy.to_str().unwrap(), "--subject", "agent:tester", "--store"])
+        .arg(format!("sqlite:{}", store.display()))
+        .args(["--log-key", key.to_str().unwrap(), "--head-interval", "1h", "--"])
+        .args([python.to_str().unwrap(), server.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "gateway-log", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "shout", "arguments": {"text": "forbidden"}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for message in messages {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the proxy ends when stdin closes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let entries = log(&SqliteStore::open_existing(&store).unwrap());
+    assert!(!entries.is_empty());
+    let out = remit(&["audit", "head", "--store", store.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", said(&out));
+    let head = SignedHead::from_json(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    assert_eq!((head.seq, &head.hash), (entries.len() as u64, &entries.last().unwrap().hash));
+    std::fs::remove_dir_all(&dir).ok();
+}

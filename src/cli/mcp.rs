@@ -116,6 +116,8 @@ pub struct McpProxyArgs {
     verify_key: Option<PathBuf>,
     #[command(flatten)]
     rollback: super::serve::RollbackArgs,
+    #[command(flatten)]
+    log_key: super::serve::LogKeyArgs,
     /// Reload the policy when its files change (also: `POST /admin/v1/reload` with an `--admin-token`, `remit admin
     /// reload`, where the proxy serves HTTP); the agents are told that their tool list changed
     #[arg(long)]
@@ -178,6 +180,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let upstreams = upstreams(&args)?;
     let runtime = Runtime::new()?;
     let verify_key = super::serve::verifying_key(args.verify_key.as_deref())?;
+    let log_key = args.log_key.load()?;
     let store = Arc::new(super::serve::open_store(&args.store, Durability::Process)?);
     let force = args.rollback.allow_rollback;
     let Some(policy) = super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
@@ -206,6 +209,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     };
     let policy_hash = policy.compiled.policy().to_string();
     let gateway = Arc::new(Gateway::new(policy, store.clone(), Arc::new(SystemClock), config));
+    let signer = super::serve::head_signer(log_key, store.clone());
     // Loads the policy again from where it came (`--watch`, `POST /admin/v1/reload`); the proxy tells the agents
     // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
     let paths = args.policy.clone();
@@ -306,6 +310,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         // Stopped (SIGTERM, Ctrl-C): the queued entries (outcomes, and decisions that changed nothing else) go into
         // the log before the process ends.
         proxy.flush_outcomes();
+        super::serve::sign_at_exit(signer)?;
         served?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -321,6 +326,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let outbox = Outbox::new(Box::new(std::io::stdout()));
     let proxy = Proxy::start_many(gateway, identity, &upstreams, outbox, options)?;
     proxy.run(std::io::stdin().lock());
+    // The agent closed stdin: every entry is written (`run` flushes the queue); their head is signed.
+    super::serve::sign_at_exit(signer)?;
     Ok(ExitCode::SUCCESS)
 }
 

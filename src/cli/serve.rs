@@ -120,6 +120,13 @@ pub struct ServeArgs {
     watch: bool,
     #[command(flatten)]
     rollback: RollbackArgs,
+    #[command(flatten)]
+    log_key: LogKeyArgs,
+}
+
+/// What `remit serve` and `remit mcp-proxy` share about the log's signed heads.
+#[derive(Args, Debug)]
+pub struct LogKeyArgs {
     /// Sign the decision log's head with this secret key (`remit keygen`), at intervals and on shutdown (`remit
     /// audit head`, `remit audit verify --head`)
     #[arg(long, value_name = "KEY")]
@@ -127,6 +134,39 @@ pub struct ServeArgs {
     /// With `--log-key`: how often the log's head is signed (when it moved): `60s`, `5m`, `1h`
     #[arg(long, value_name = "DURATION", default_value = "60s", requires = "log_key")]
     head_interval: String,
+}
+
+/// A log key and how often it signs.
+pub type LogKey = Option<(remit::gateway::bundle::SigningKey, std::time::Duration)>;
+
+impl LogKeyArgs {
+    /// The key and the interval, read and checked at start.
+    pub fn load(&self) -> Result<LogKey, String> {
+        let Some(path) = &self.log_key else { return Ok(None) };
+        let interval = duration(&self.head_interval).map_err(|e| format!("`--head-interval`: {e}"))?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+        let key = remit::gateway::bundle::signing_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?;
+        Ok(Some((key, interval)))
+    }
+}
+
+/// The signer of `store`'s log heads with `key` (from [`LogKeyArgs::load`]), signing at its interval from now on.
+pub fn head_signer(
+    key: LogKey,
+    store: Arc<dyn remit::gateway::Store>,
+) -> Option<Arc<remit::gateway::audit::HeadSigner>> {
+    let (key, interval) = key?;
+    let signer = Arc::new(remit::gateway::audit::HeadSigner::new(key, store, Arc::new(SystemClock)));
+    signer.clone().every(interval);
+    Some(signer)
+}
+
+/// Signs the log's head once more as the process stops (its last decisions committed).
+pub fn sign_at_exit(signer: Option<Arc<remit::gateway::audit::HeadSigner>>) -> Result<(), String> {
+    match signer {
+        Some(signer) => signer.sign().map(|_| ()).map_err(|e| format!("the log's head was not signed at exit: {e}")),
+        None => Ok(()),
+    }
 }
 
 /// What `remit serve` and `remit mcp-proxy` share about bundle revisions.
@@ -402,8 +442,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let tls = args.tls.load()?;
     let runtime = Runtime::new()?;
     let verify_key = verifying_key(args.verify_key.as_deref())?;
-    let log_key = signing_key(args.log_key.as_deref())?;
-    let head_interval = duration(&args.head_interval).map_err(|e| format!("`--head-interval`: {e}"))?;
+    let log_key = args.log_key.load()?;
     let durability = match args.durability.as_str() {
         "process" => Durability::Process,
         "full" => Durability::Full,
@@ -414,11 +453,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
         return Ok(ExitCode::from(1));
     };
-    let signer =
-        log_key.map(|key| Arc::new(remit::gateway::audit::HeadSigner::new(key, store.clone(), Arc::new(SystemClock))));
-    if let Some(signer) = &signer {
-        signer.clone().every(head_interval);
-    }
+    let signer = head_signer(log_key, store.clone());
     let tokens = args.inbox.tokens(&policy)?;
     let policy_hash = policy.compiled.policy().to_string();
     if args.shadow || !args.shadow_mandate.is_empty() {
@@ -462,17 +497,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         (make(base), tokens, Some(reloader))
     })?;
     // Stopped: the last decisions are committed; their head is signed before the process ends.
-    if let Some(signer) = signer {
-        signer.sign().map_err(|e| format!("the log's head was not signed at shutdown: {e}"))?;
-    }
+    sign_at_exit(signer)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The secret key of `--log-key`, read from its file.
-fn signing_key(path: Option<&Path>) -> Result<Option<remit::gateway::bundle::SigningKey>, String> {
-    let Some(path) = path else { return Ok(None) };
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    remit::gateway::bundle::signing_key(&text).map(Some).map_err(|e| format!("`{}`: {e}", path.display()))
 }
 
 /// A duration written `90` or `90s`, `5m`, `1h` (at least a second).
