@@ -56,7 +56,7 @@ enum Command {
         #[arg(long, value_name = "N")]
         revision: Option<u64>,
     },
-    /// Make an ed25519 key pair for signing bundles: KEY (secret) and KEY.pub
+    /// Make an ed25519 key pair for signing bundles or log heads (`--log-key`): KEY (secret) and KEY.pub
     Keygen {
         #[arg(short, long)]
         output: PathBuf,
