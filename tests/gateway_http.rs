@@ -865,7 +865,7 @@ fn signed_bundles_serve_and_unsigned_changed_or_foreign_ones_are_refused() {
         "--sign",
         &path("owner.key"),
         "--revision",
-        "r42",
+        "42",
     ]);
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("signed bundle"), "{said}");

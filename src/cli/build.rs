@@ -15,10 +15,10 @@ pub struct Packaging {
     /// Write a bundle (module + manifest), signed with this secret key file when given.
     pub bundle: bool,
     pub sign: Option<PathBuf>,
-    pub revision: Option<String>,
+    pub revision: Option<u64>,
 }
 
-/// `remit build PATHS… -o OUT [--precompile | --bundle [--sign KEY] [--revision R]]`.
+/// `remit build PATHS… -o OUT [--precompile | --bundle [--sign KEY] [--revision N]]`.
 pub fn run(paths: &[PathBuf], output: &Path, packaging: Packaging) -> Result<ExitCode, String> {
     let Packaging { precompile, bundle, sign, revision } = packaging;
     if sign.is_some() && !bundle {
@@ -50,8 +50,14 @@ pub fn run(paths: &[PathBuf], output: &Path, packaging: Packaging) -> Result<Exi
         let digest = remit::gateway::bundle::sources_digest(files);
         let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let built_at = remit::value::format_timestamp(since as i64);
+        // Without `--revision`, one more than the bundle this one replaces: monotonic for every bundle published to
+        // the same file, with no clock (build hosts' clocks differ, and a clock set back would number backwards). A
+        // lost file starts again at 1, which a gateway that served more refuses: it fails closed, naming `--revision`.
+        let revision =
+            revision.unwrap_or_else(|| remit::gateway::bundle::revision_at(output).map_or(1, |r| r.saturating_add(1)));
         let bytes = remit::gateway::bundle::write(&wasm, &program.hash, revision, digest, built_at, key.as_ref());
-        (bytes, if key.is_some() { "signed bundle" } else { "unsigned bundle" }.to_string())
+        let what = if key.is_some() { "signed bundle" } else { "unsigned bundle" };
+        (bytes, format!("{what}, revision {revision}"))
     } else {
         (wasm, "module".to_string())
     };

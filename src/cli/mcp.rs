@@ -116,6 +116,10 @@ pub struct McpProxyArgs {
     /// reload (as `remit serve --verify-key`)
     #[arg(long, value_name = "PUB")]
     verify_key: Option<PathBuf>,
+    #[command(flatten)]
+    rollback: super::serve::RollbackArgs,
+    #[command(flatten)]
+    log_key: super::serve::LogKeyArgs,
     /// Reload the policy when its files change (also: `POST /admin/v1/reload` with an `--admin-token`, `remit admin
     /// reload`, where the proxy serves HTTP); the agents are told that their tool list changed
     #[arg(long)]
@@ -178,10 +182,12 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let upstreams = upstreams(&args)?;
     let runtime = Runtime::new()?;
     let verify_key = super::serve::verifying_key(args.verify_key.as_deref())?;
-    let Some(policy) = super::serve::load_policy(&args.policy, &runtime, verify_key.as_ref())? else {
+    let log_key = args.log_key.load()?;
+    let store = Arc::new(super::serve::open_store(&args.store, Durability::Process)?);
+    let force = args.rollback.allow_rollback;
+    let Some(policy) = super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
         return Ok(ExitCode::from(1));
     };
-    let store = super::serve::open_store(&args.store, Durability::Process)?;
     let tokens = args.inbox_args.tokens(&policy)?;
     let listener = match args.inbox.as_ref().or(args.listen.as_ref()) {
         Some(address) => {
@@ -206,12 +212,13 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let policy_hash = policy.compiled.policy().to_string();
     let (clock, horizon) = args.clock.load()?;
     super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
-    let gateway = Arc::new(Gateway::new(policy, Arc::new(store), clock.clone(), config));
+    let gateway = Arc::new(Gateway::new(policy, store.clone(), clock.clone(), config));
+    let signer = super::serve::head_signer(log_key, store.clone());
     // Loads the policy again from where it came (`--watch`, `POST /admin/v1/reload`); the proxy tells the agents
     // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
     let paths = args.policy.clone();
     let reloader: remit::gateway::http::Reloader =
-        Arc::new(move || match super::serve::load_policy(&paths, &runtime, verify_key.as_ref())? {
+        Arc::new(move || match super::serve::load_admitted(&paths, &runtime, verify_key.as_ref(), &*store, false)? {
             Some(policy) => {
                 super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
                 Ok(policy)
@@ -310,6 +317,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         // Stopped (SIGTERM, Ctrl-C): the queued entries (outcomes, and decisions that changed nothing else) go into
         // the log before the process ends.
         proxy.flush_outcomes();
+        super::serve::sign_at_exit(signer)?;
         served?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -325,6 +333,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let outbox = Outbox::new(Box::new(std::io::stdout()));
     let proxy = Proxy::start_many(gateway, identity, &upstreams, outbox, options)?;
     proxy.run(std::io::stdin().lock());
+    // The agent closed stdin: every entry is written (`run` flushes the queue); their head is signed.
+    super::serve::sign_at_exit(signer)?;
     Ok(ExitCode::SUCCESS)
 }
 

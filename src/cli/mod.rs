@@ -59,11 +59,12 @@ enum Command {
         /// Sign the bundle with this secret key (`remit keygen`)
         #[arg(long, value_name = "KEY")]
         sign: Option<PathBuf>,
-        /// The revision the bundle's manifest names (e.g. a commit id)
-        #[arg(long)]
-        revision: Option<String>,
+        /// The bundle's revision, a whole number greater than the last one served (a gateway refuses an older one);
+        /// default: one more than the bundle at `--output`, else 1
+        #[arg(long, value_name = "N")]
+        revision: Option<u64>,
     },
-    /// Make an ed25519 key pair for signing bundles: KEY (secret) and KEY.pub
+    /// Make an ed25519 key pair for signing bundles or log heads (`--log-key`): KEY (secret) and KEY.pub
     Keygen {
         #[arg(short, long)]
         output: PathBuf,

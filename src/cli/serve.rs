@@ -168,6 +168,64 @@ pub struct ServeArgs {
     watch: bool,
     #[command(flatten)]
     clock: ClockArgs,
+    #[command(flatten)]
+    rollback: RollbackArgs,
+    #[command(flatten)]
+    log_key: LogKeyArgs,
+}
+
+/// What `remit serve` and `remit mcp-proxy` share about the log's signed heads.
+#[derive(Args, Debug)]
+pub struct LogKeyArgs {
+    /// Sign the decision log's head with this secret key (`remit keygen`), at intervals and on shutdown (`remit
+    /// audit head`, `remit audit verify --head`)
+    #[arg(long, value_name = "KEY")]
+    log_key: Option<PathBuf>,
+    /// With `--log-key`: how often the log's head is signed (when it moved): `60s`, `5m`, `1h`
+    #[arg(long, value_name = "DURATION", default_value = "60s", requires = "log_key")]
+    head_interval: String,
+}
+
+/// A log key and how often it signs.
+pub type LogKey = Option<(remit::gateway::bundle::SigningKey, std::time::Duration)>;
+
+impl LogKeyArgs {
+    /// The key and the interval, read and checked at start.
+    pub fn load(&self) -> Result<LogKey, String> {
+        let Some(path) = &self.log_key else { return Ok(None) };
+        let interval = duration(&self.head_interval).map_err(|e| format!("`--head-interval`: {e}"))?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+        let key = remit::gateway::bundle::signing_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?;
+        Ok(Some((key, interval)))
+    }
+}
+
+/// The signer of `store`'s log heads with `key` (from [`LogKeyArgs::load`]), signing at its interval from now on.
+pub fn head_signer(
+    key: LogKey,
+    store: Arc<dyn remit::gateway::Store>,
+) -> Option<Arc<remit::gateway::audit::HeadSigner>> {
+    let (key, interval) = key?;
+    let signer = Arc::new(remit::gateway::audit::HeadSigner::new(key, store, Arc::new(SystemClock)));
+    signer.clone().every(interval);
+    Some(signer)
+}
+
+/// Signs the log's head once more as the process stops (its last decisions committed).
+pub fn sign_at_exit(signer: Option<Arc<remit::gateway::audit::HeadSigner>>) -> Result<(), String> {
+    match signer {
+        Some(signer) => signer.sign().map(|_| ()).map_err(|e| format!("the log's head was not signed at exit: {e}")),
+        None => Ok(()),
+    }
+}
+
+/// What `remit serve` and `remit mcp-proxy` share about bundle revisions.
+#[derive(Args, Debug)]
+pub struct RollbackArgs {
+    /// Serve a bundle older than the revision the store has in force (or another policy under that revision): a
+    /// deliberate rollback, logged. Only at start: a reload never rolls back
+    #[arg(long)]
+    pub allow_rollback: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -349,6 +407,36 @@ pub(super) fn load_policy(
     runtime: &Runtime,
     verify_key: Option<&remit::gateway::bundle::VerifyingKey>,
 ) -> Result<Option<Policy>, String> {
+    Ok(load_bundled(paths, runtime, verify_key)?.map(|(policy, _)| policy))
+}
+
+/// [`load_policy`], with the bundle's manifest when the policy is a bundle.
+type Loaded = Option<(Policy, Option<remit::gateway::bundle::Manifest>)>;
+
+/// [`load_policy`] for serving: a bundle's revision is checked against the store's ([`remit::gateway::bundle::admit`];
+/// `force` at start with `--allow-rollback`) before the policy is returned.
+pub(super) fn load_admitted(
+    paths: &[PathBuf],
+    runtime: &Runtime,
+    verify_key: Option<&remit::gateway::bundle::VerifyingKey>,
+    store: &dyn remit::gateway::Store,
+    force: bool,
+) -> Result<Option<Policy>, String> {
+    let Some((policy, manifest)) = load_bundled(paths, runtime, verify_key)? else { return Ok(None) };
+    if let Some(manifest) = manifest {
+        use remit::gateway::Clock;
+        let now = SystemClock.now();
+        let path = paths.first().map(|p| p.display().to_string()).unwrap_or_default();
+        remit::gateway::bundle::admit(store, &manifest, now, force).map_err(|e| format!("`{path}`: {e}"))?;
+    }
+    Ok(Some(policy))
+}
+
+fn load_bundled(
+    paths: &[PathBuf],
+    runtime: &Runtime,
+    verify_key: Option<&remit::gateway::bundle::VerifyingKey>,
+) -> Result<Loaded, String> {
     if let Some(path) = bundle_path(paths) {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
         let bundle = remit::gateway::bundle::Bundle::read(&bytes).map_err(|e| format!("`{}`: {e}", path.display()))?;
@@ -361,7 +449,7 @@ pub(super) fn load_policy(
         if policy.compiled.policy() != bundle.manifest.policy {
             return Err(format!("`{}`: the manifest names another policy than its module's", path.display()));
         }
-        return Ok(Some(policy));
+        return Ok(Some((policy, Some(bundle.manifest))));
     }
     if verify_key.is_some() {
         return Err(
@@ -390,8 +478,8 @@ pub(super) fn load_policy(
     };
     let policy = Policy::new(runtime.load(&wasm)?, meta)?;
     match program {
-        Some(program) => policy.with_program(program).map(Some),
-        None => Ok(Some(policy)),
+        Some(program) => policy.with_program(program).map(|p| Some((p, None))),
+        None => Ok(Some((policy, None))),
     }
 }
 
@@ -404,15 +492,18 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let tls = args.tls.load()?;
     let runtime = Runtime::new()?;
     let verify_key = verifying_key(args.verify_key.as_deref())?;
-    let Some(policy) = load_policy(&args.policy, &runtime, verify_key.as_ref())? else {
-        return Ok(ExitCode::from(1));
-    };
+    let log_key = args.log_key.load()?;
     let durability = match args.durability.as_str() {
         "process" => Durability::Process,
         "full" => Durability::Full,
         other => return Err(format!("`{other}`: --durability is `process` or `full`")),
     };
-    let store = open_store(&args.store, durability)?;
+    let store = Arc::new(open_store(&args.store, durability)?);
+    let force = args.rollback.allow_rollback;
+    let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
+        return Ok(ExitCode::from(1));
+    };
+    let signer = head_signer(log_key, store.clone());
     let tokens = args.inbox.tokens(&policy)?;
     let (clock, horizon) = args.clock.load()?;
     warn_expiring(&policy, clock.as_ref(), horizon);
@@ -423,14 +514,16 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let listen = args.listen.clone();
     let base_url = args.base_url.clone();
     let paths = args.policy.clone();
+    let reload_store = store.clone();
     let reloaded_clock = clock.clone();
-    let reloader: Reloader = Arc::new(move || match load_policy(&paths, &runtime, verify_key.as_ref())? {
-        Some(policy) => {
-            warn_expiring(&policy, reloaded_clock.as_ref(), horizon);
-            Ok(policy)
-        }
-        None => Err("the policy has errors (printed by the gateway); the current policy stays in force".into()),
-    });
+    let reloader: Reloader =
+        Arc::new(move || match load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false)? {
+            Some(policy) => {
+                warn_expiring(&policy, reloaded_clock.as_ref(), horizon);
+                Ok(policy)
+            }
+            None => Err("the policy has errors (printed by the gateway); the current policy stays in force".into()),
+        });
     let watch = args.watch.then(|| (args.policy.clone(), reloader.clone()));
     let make = move |base: String| {
         let config = Config {
@@ -441,7 +534,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             shadow_mandates: args.shadow_mandate.clone(),
             access_log: args.access_log,
         };
-        let gateway = Arc::new(Gateway::new(policy, Arc::new(store), clock, config));
+        let gateway = Arc::new(Gateway::new(policy, store, clock, config));
         if let Some((paths, reloader)) = watch {
             let gateway = gateway.clone();
             std::thread::spawn(move || watch_files(&paths, &reloader, &gateway));
@@ -459,7 +552,27 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         let _ = std::io::stdout().flush();
         (make(base), tokens, Some(reloader))
     })?;
+    // Stopped: the last decisions are committed; their head is signed before the process ends.
+    sign_at_exit(signer)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A duration written `90` or `90s`, `5m`, `1h` (at least a second).
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(format!("`{text}` is not a duration: write `60s`, `5m` or `1h`")),
+    };
+    match number.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(std::time::Duration::from_secs(n.saturating_mul(scale))),
+        _ => Err(format!("`{text}` is not a duration of at least one second: write `60s`, `5m` or `1h`")),
+    }
 }
 
 /// The latest modification time among the policy's files (folders searched).
@@ -621,9 +734,21 @@ pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
 
 #[derive(Subcommand, Debug)]
 pub enum AuditCommand {
-    /// Check the decision log's hash chain; exit 1 at the first changed, deleted or moved entry
+    /// Check the decision log's hash chain and the signed heads in the store; with `--head`, also that the log
+    /// holds that head (kept elsewhere): exit 1 at the first changed, deleted or moved entry, or a head that fails
     Verify {
         /// The store: `sqlite:PATH` or PATH
+        store: String,
+        /// A signed head kept outside the store (`remit audit head`): the log must hold its entry with its hash
+        #[arg(long, value_name = "HEAD.json", requires = "key")]
+        head: Option<PathBuf>,
+        /// The gateway's public log key (`--log-key`'s `.pub`): the kept head and the stored heads must be signed by it
+        #[arg(long, value_name = "PUB")]
+        key: Option<PathBuf>,
+    },
+    /// Print the log's latest signed head (JSON), to keep outside the store for `remit audit verify --head`
+    Head {
+        #[arg(long)]
         store: String,
     },
     /// Say who authorised a decision: mandate chain, rules, approvals and approvers, credential, policy
@@ -642,30 +767,90 @@ pub enum AuditCommand {
 }
 
 fn read_log(spec: &str) -> Result<Vec<remit::gateway::store::LogEntry>, String> {
+    let (store, path) = open_log(spec)?;
+    remit::gateway::audit::read_all(&store).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
+}
+
+fn open_log(spec: &str) -> Result<(SqliteStore, &str), String> {
     let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
     if !Path::new(path).is_file() {
         return Err(format!("`{path}` is not a store file"));
     }
     let store = SqliteStore::open_existing(Path::new(path)).map_err(|e| format!("cannot open `{path}`: {e}"))?;
-    remit::gateway::audit::read_all(&store).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
+    Ok((store, path))
+}
+
+/// The signed heads a store keeps, oldest first.
+fn signed_heads(spec: &str) -> Result<Vec<remit::gateway::audit::SignedHead>, String> {
+    use remit::gateway::Store;
+    let (store, path) = open_log(spec)?;
+    let read = store.begin().and_then(|mut tx| tx.signed_heads());
+    read.map_err(|e| format!("cannot read the signed heads of `{path}`: {e}"))
+}
+
+/// `remit audit verify`: the chain, then every stored head (signed by `key` when given, else by the key it names;
+/// its entry in the chain), then the kept `head`. Each line says what holds; the first failure ends it.
+fn verify_log(store: &str, head: Option<&Path>, key: Option<&Path>) -> Result<ExitCode, String> {
+    use remit::gateway::audit::{self, SignedHead};
+    let key = verifying_key(key)?;
+    let kept = match head {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            Some(SignedHead::from_json(&text).map_err(|e| format!("`{}` is not a signed head: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let entries = read_log(store)?;
+    let heads = signed_heads(store)?;
+    let last = entries.last().map(|e| e.hash.clone()).unwrap_or_else(|| audit::GENESIS.to_string());
+    let count = match audit::verify(entries.iter().cloned()) {
+        Ok(count) => count,
+        Err(broken) => {
+            println!("the chain is broken at entry {}: {}", broken.seq, broken.problem);
+            return Ok(ExitCode::from(1));
+        }
+    };
+    println!("{count} entries, the chain holds; head {last}");
+    for stored in &heads {
+        if let Err(e) = stored.verify(key.as_ref()).and_then(|()| audit::check_head(&entries, stored)) {
+            println!("the signed head of entry {} kept in the store fails: {e}", stored.seq);
+            return Ok(ExitCode::from(1));
+        }
+    }
+    match heads.last() {
+        Some(latest) => println!(
+            "signed heads kept in the store: {}, each in the log; the latest of entry {}, signed at {}",
+            heads.len(),
+            latest.seq,
+            remit::value::format_timestamp(latest.time)
+        ),
+        None => println!("no signed head in the store"),
+    }
+    if let Some(kept) = kept {
+        if let Err(e) = kept.verify(key.as_ref()).and_then(|()| audit::check_head(&entries, &kept)) {
+            println!("the kept head fails: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        println!(
+            "the kept head (entry {}, signed at {}) is in the log: entries 1 to {} are the ones the gateway signed",
+            kept.seq,
+            remit::value::format_timestamp(kept.time),
+            kept.seq
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn audit(command: AuditCommand) -> Result<ExitCode, String> {
     use remit::gateway::audit;
     match command {
-        AuditCommand::Verify { store } => {
-            let entries = read_log(&store)?;
-            let head = entries.last().map(|e| e.hash.clone()).unwrap_or_else(|| audit::GENESIS.to_string());
-            match audit::verify(entries) {
-                Ok(count) => {
-                    println!("{count} entries, the chain holds; head {head}");
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(broken) => {
-                    println!("the chain is broken at entry {}: {}", broken.seq, broken.problem);
-                    Ok(ExitCode::from(1))
-                }
-            }
+        AuditCommand::Verify { store, head, key } => verify_log(&store, head.as_deref(), key.as_deref()),
+        AuditCommand::Head { store } => {
+            let Some(head) = signed_heads(&store)?.pop() else {
+                return Err(format!("no signed head in `{store}`: start the gateway with `--log-key KEY`"));
+            };
+            println!("{}", head.to_json());
+            Ok(ExitCode::SUCCESS)
         }
         AuditCommand::Why { decision, store } => {
             let entries = read_log(&store)?;

@@ -13,6 +13,10 @@
 //!
 //! Keys are files of one line: `remit-ed25519-secret:HEX` (the 32-byte seed; written 0600) and
 //! `remit-ed25519-public:HEX` (`remit keygen`).
+//!
+//! A bundle's revision is a whole number that grows with each bundle of a policy; the store keeps the revision in
+//! force, so that putting an older bundle back (which would grant again what a newer one revoked) is refused, at
+//! start and on reload, unless the operator forces it at start (`--allow-rollback`, logged): [`admit`].
 
 use ed25519_dalek::{Signature, Signer, Verifier};
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
@@ -20,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::audit::hex;
+use super::store::{Store, StoreError};
 
 const MAGIC: &[u8] = b"remit-bundle 1\n";
 const SECRET: &str = "remit-ed25519-secret:";
@@ -29,7 +34,10 @@ const PUBLIC: &str = "remit-ed25519-public:";
 pub struct Manifest {
     /// The policy hash (the module's `policy`).
     pub policy: String,
-    pub revision: Option<String>,
+    /// The revision: one more than the bundle it replaces (`remit build --revision N`). `None` in a bundle written
+    /// before revisions were numbers (whose `revision` was a free text or null): such a bundle counts as revision 0.
+    #[serde(default, deserialize_with = "revision_number")]
+    pub revision: Option<u64>,
     /// `sha256:` over the policy's source files (names and texts, standard library excluded).
     pub sources: String,
     /// `sha256:` of the module bytes.
@@ -37,6 +45,16 @@ pub struct Manifest {
     pub built_at: String,
     /// The public key that signed it (`remit-ed25519-public:HEX`), when signed.
     pub key: Option<String>,
+}
+
+/// A manifest's `revision`: a whole number; a text or null (bundles written before revisions were numbers) is none.
+fn revision_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::Number(n) => {
+            n.as_u64().map(Some).ok_or_else(|| serde::de::Error::custom("a bundle's revision is a whole number"))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// A bundle read from its bytes.
@@ -75,6 +93,17 @@ fn public_text(key: &VerifyingKey) -> String {
     format!("{PUBLIC}{}\n", hex(key.as_bytes()))
 }
 
+/// `remit-ed25519-public:HEX`, on one line without its end.
+pub fn public_key_text(key: &VerifyingKey) -> String {
+    format!("{PUBLIC}{}", hex(key.as_bytes()))
+}
+
+/// An `ed25519:HEX` signature.
+pub(super) fn signature(text: &str) -> Option<Signature> {
+    let bytes: [u8; 64] = text.strip_prefix("ed25519:").and_then(unhex)?.try_into().ok()?;
+    Some(Signature::from_bytes(&bytes))
+}
+
 pub fn signing_key(text: &str) -> Result<SigningKey, String> {
     let seed = text.trim().strip_prefix(SECRET).and_then(unhex).ok_or("not a remit secret key (`remit keygen`)")?;
     let seed: [u8; 32] = seed.try_into().map_err(|_| "a remit secret key has 32 bytes")?;
@@ -103,14 +132,14 @@ pub fn sources_digest<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -
 pub fn write(
     module: &[u8],
     policy: &str,
-    revision: Option<String>,
+    revision: u64,
     sources: String,
     built_at: String,
     key: Option<&SigningKey>,
 ) -> Vec<u8> {
     let manifest = Manifest {
         policy: policy.to_string(),
-        revision,
+        revision: Some(revision),
         sources,
         module: sha256(module),
         built_at,
@@ -172,4 +201,55 @@ impl Bundle {
             "the bundle's signature does not verify with the given key: it was changed or signed by another key".into()
         })
     }
+}
+
+/// The revision of the bundle at `path`, when there is a readable bundle there (what `remit build` numbers the next
+/// one after).
+pub fn revision_at(path: &std::path::Path) -> Option<u64> {
+    let bytes = std::fs::read(path).ok()?;
+    Some(Bundle::read(&bytes).ok()?.manifest.revision.unwrap_or(0))
+}
+
+/// Checks a bundle's revision against the one the store keeps in force, and keeps it when it is newer, before the
+/// bundle is served (at start, on reload). Refused: a revision older than the one in force, and the revision in
+/// force with another policy (a revision names one policy); with `force` (`--allow-rollback`) either is taken and
+/// logged as a rollback, and becomes the revision in force. Revision 0 (a bundle without a number) is the revision
+/// in force of a store that has served none; two such bundles are not ordered. A newer revision is logged too (a
+/// `policy` entry); the same revision and policy again changes nothing.
+pub fn admit(store: &dyn Store, manifest: &Manifest, now: i64, force: bool) -> Result<(), String> {
+    let store_error = |e: StoreError| format!("cannot check the bundle's revision: {e}");
+    let revision = manifest.revision.unwrap_or(0);
+    let mut tx = store.begin().map_err(store_error)?;
+    let (in_force, in_force_policy) = tx.bundle_revision().map_err(store_error)?.unwrap_or((0, String::new()));
+    let conflicting = revision == in_force && revision > 0 && in_force_policy != manifest.policy;
+    let rollback = revision < in_force || conflicting;
+    if rollback && !force {
+        let why = if conflicting {
+            format!(
+                "the bundle is revision {revision}, which this store has served as policy `{in_force_policy}`, and \
+                 it is policy `{}`: a revision names one policy (give the new bundle a higher `--revision`)",
+                manifest.policy
+            )
+        } else {
+            format!(
+                "the bundle is revision {revision}, older than revision {in_force} (policy `{in_force_policy}`), \
+                 which this store has served: an older bundle would grant again what a newer one revoked"
+            )
+        };
+        return Err(format!("{why}; to roll back on purpose, start the gateway with `--allow-rollback` (logged)"));
+    }
+    if revision == in_force && !rollback {
+        return Ok(());
+    }
+    tx.set_bundle_revision(revision, &manifest.policy).map_err(store_error)?;
+    let body = serde_json::json!({
+        "revision": revision,
+        "policy": manifest.policy,
+        "previous": (in_force > 0 || !in_force_policy.is_empty())
+            .then(|| serde_json::json!({"revision": in_force, "policy": in_force_policy})),
+        // Only ever `true` when forced: a rollback is never taken otherwise.
+        "rollback": rollback,
+    });
+    tx.append_log(now, "policy", &body.to_string()).map_err(store_error)?;
+    tx.commit().map_err(store_error)
 }

@@ -31,6 +31,9 @@ use super::wal_index::WalIndexHeader;
 /// gateway of version 2 would not read them, so it must refuse such a store); older stores are migrated when a
 /// gateway opens them. The table `rounds` came later within version 3: a gateway that does not know it keeps no
 /// rounds and decides every round as a new call, which is safe, so it needs no new version.
+/// So did `bundle_revision` (the bundle revision in force, which refuses rollbacks) and `log_heads` (the log's signed
+/// heads), made when a gateway opens a store without them: a gateway that does not know them serves bundles and
+/// writes the log as before, and the log's chain stays what `remit audit verify` checks.
 const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
@@ -55,6 +58,10 @@ CREATE TABLE IF NOT EXISTS access_requests (
   decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER, log_seq INTEGER);
 CREATE INDEX IF NOT EXISTS access_requests_key ON access_requests (key, status);
 CREATE TABLE IF NOT EXISTS rounds (key TEXT PRIMARY KEY, carried TEXT NOT NULL, expires_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS bundle_revision (
+  id INTEGER PRIMARY KEY CHECK (id = 1), revision INTEGER NOT NULL, policy TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS log_heads (
+  seq INTEGER NOT NULL, hash TEXT NOT NULL, time INTEGER NOT NULL, key TEXT NOT NULL, signature TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log (
   seq INTEGER PRIMARY KEY, time INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL,
   hash TEXT NOT NULL);
@@ -679,6 +686,58 @@ impl Tx for SqliteTx<'_> {
             )
             .map_err(store_err)?;
         Ok(())
+    }
+
+    fn bundle_revision(&mut self) -> StoreResult<Option<(u64, String)>> {
+        self.connection
+            .prepare_cached("SELECT revision, policy FROM bundle_revision WHERE id = 1")
+            .and_then(|mut s| s.query_row([], |row| Ok((row.get::<_, i64>(0)? as u64, row.get(1)?))).optional())
+            .map_err(store_err)
+    }
+
+    fn set_bundle_revision(&mut self, revision: u64, policy: &str) -> StoreResult<()> {
+        self.connection
+            .prepare_cached("INSERT OR REPLACE INTO bundle_revision (id, revision, policy) VALUES (1, ?1, ?2)")
+            .and_then(|mut s| s.execute(params![revision as i64, policy]))
+            .map(|_| ())
+            .map_err(store_err)
+    }
+
+    fn signed_heads(&mut self) -> StoreResult<Vec<super::audit::SignedHead>> {
+        // A store no gateway of this version has opened (read by `remit audit`, which changes nothing) has no table.
+        let exists: i64 = self
+            .connection
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'log_heads'", [], |row| {
+                row.get(0)
+            })
+            .map_err(store_err)?;
+        if exists == 0 {
+            return Ok(Vec::new());
+        }
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT seq, hash, time, key, signature FROM log_heads ORDER BY rowid")
+            .map_err(store_err)?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok(super::audit::SignedHead {
+                    seq: row.get::<_, i64>(0)? as u64,
+                    hash: row.get(1)?,
+                    time: row.get(2)?,
+                    key: row.get(3)?,
+                    signature: row.get(4)?,
+                })
+            })
+            .map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn insert_signed_head(&mut self, head: &super::audit::SignedHead) -> StoreResult<()> {
+        self.connection
+            .prepare_cached("INSERT INTO log_heads (seq, hash, time, key, signature) VALUES (?1, ?2, ?3, ?4, ?5)")
+            .and_then(|mut s| s.execute(params![head.seq as i64, head.hash, head.time, head.key, head.signature]))
+            .map(|_| ())
+            .map_err(store_err)
     }
 
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry> {

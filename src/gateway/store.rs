@@ -128,7 +128,7 @@ pub struct AccessRequest {
 pub struct LogEntry {
     pub seq: u64,
     pub time: i64,
-    /// `decision`, `approval`, `stop`, `fact`.
+    /// `decision`, `approval`, `stop`, `fact`, `outcome`, `policy` (a bundle revision taken: `bundle::admit`).
     pub kind: String,
     /// JSON.
     pub body: String,
@@ -212,6 +212,24 @@ pub trait Tx {
     fn take_round(&mut self, key: &str, now: i64) -> StoreResult<Option<String>> {
         let _ = (key, now);
         Ok(None)
+    }
+    /// The bundle revision in force and its policy (`bundle::admit`); `None` when no numbered bundle was served.
+    fn bundle_revision(&mut self) -> StoreResult<Option<(u64, String)>> {
+        Ok(None)
+    }
+    /// Sets the bundle revision in force. A store that cannot keep it refuses, so a rollback is never let through.
+    fn set_bundle_revision(&mut self, revision: u64, policy: &str) -> StoreResult<()> {
+        let _ = (revision, policy);
+        Err(StoreError("this store keeps no bundle revisions".into()))
+    }
+    /// The log's signed heads, oldest first (none in a store that keeps none).
+    fn signed_heads(&mut self) -> StoreResult<Vec<super::audit::SignedHead>> {
+        Ok(Vec::new())
+    }
+    /// Keeps a signed head of the log.
+    fn insert_signed_head(&mut self, head: &super::audit::SignedHead) -> StoreResult<()> {
+        let _ = head;
+        Err(StoreError("this store keeps no signed heads".into()))
     }
     /// Appends an entry after the head (computing its hash) and returns it.
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry>;
