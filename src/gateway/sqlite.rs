@@ -245,12 +245,24 @@ fn upgrade(connection: &Connection) -> rusqlite::Result<()> {
         )?;
         let lost: Vec<(String, String)> =
             lost.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+        // Each column added only where it is missing (a store written by a version 4 gateway and marked older, as
+        // tests make them, has them).
+        for (table, column) in
+            [("approvals", "consumed_at INTEGER"), ("approvals", "agent TEXT"), ("access_requests", "earlier TEXT")]
+        {
+            let name = column.split(' ').next().unwrap_or(column);
+            let present: i64 = connection.query_row(
+                &format!("SELECT count(*) FROM pragma_table_info('{table}') WHERE name = ?1"),
+                [name],
+                |row| row.get(0),
+            )?;
+            if present == 0 {
+                connection.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column}"))?;
+            }
+        }
         connection.execute_batch(
-            "ALTER TABLE approvals ADD COLUMN consumed_at INTEGER;
-             ALTER TABLE approvals ADD COLUMN agent TEXT;
-             UPDATE approvals SET agent = (SELECT agent FROM access_requests WHERE access_requests.id = \
-               approvals.access_request);
-             ALTER TABLE access_requests ADD COLUMN earlier TEXT;
+            "UPDATE approvals SET agent = (SELECT agent FROM access_requests WHERE access_requests.id = \
+               approvals.access_request) WHERE agent IS NULL;
              CREATE TABLE facts_v4 (name TEXT PRIMARY KEY, version BLOB NOT NULL
                CHECK (typeof(version) IN ('integer', 'text')));
              INSERT INTO facts_v4 SELECT name, version FROM facts WHERE typeof(version) IN ('integer', 'text');
