@@ -426,7 +426,32 @@ fn an_approval_that_could_never_be_used_is_not_minted() {
     // With a target the same kind is approved.
     let (_, bound) = s.decide(&payment("agent:a", "acme", Some("order:1")));
     assert!(s.gateway.approve(&bound.unwrap(), "user:alice").is_ok());
+    // A kind that binds the manifest, on a call without one.
+    let publishing = setup("unbindable-manifest", PUBLISHING, Config::default(), false);
+    let call = |manifest: Option<&str>| {
+        let mut arguments = json!({"path": "site/index.html"});
+        if let Some(manifest) = manifest {
+            arguments["manifest"] = json!(manifest);
+        }
+        json!({"subject": {"id": "agent:a"}, "action": {"name": "web_publish", "arguments": arguments}})
+    };
+    let (escalated, request) = publishing.decide(&call(None));
+    assert_eq!(escalated["decision"], "escalate", "{escalated}");
+    match publishing.gateway.approve(&request.unwrap(), "user:alice") {
+        Err(ActionError::Invalid(message)) => assert!(message.contains("binds the manifest"), "{message}"),
+        other => panic!("approved: {other:?}"),
+    }
+    let (_, request) = publishing.decide(&call(Some("sha256:m")));
+    assert!(publishing.gateway.approve(&request.unwrap(), "user:alice").is_ok());
 }
+
+const PUBLISHING: &str = r#"
+mandate site for "user:alice" {
+  holder "agent:a"
+  allow web_publish
+  require approval human_publication for web_publish
+}
+"#;
 
 fn request_post(url: &str, auth: &str) -> Response {
     request("POST", url, &[("Authorization", auth)], None).unwrap()
