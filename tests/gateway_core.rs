@@ -651,7 +651,7 @@ fn a_store_of_schema_version_2_gains_stops_with_ids() {
     drop(upgraded);
     // A store of a later version than this gateway's is refused.
     let later = SqliteStore::open(&path, Durability::Process).unwrap();
-    later.execute_raw("PRAGMA user_version = 4;").unwrap();
+    later.execute_raw("PRAGMA user_version = 5;").unwrap();
     drop(later);
     assert!(SqliteStore::open(&path, Durability::Process).is_err());
 }

@@ -230,12 +230,18 @@ pub struct RollbackArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum ApprovalsCommand {
-    /// List the access requests waiting for you (and those answered)
+    /// List the access requests waiting for you (and those answered), newest first, with their calls' arguments
     List {
         #[command(flatten)]
         remote: Remote,
         #[arg(long)]
         json: bool,
+        /// At most this many (default 100, at most 1000)
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Start after the last request of a page before (the `next` it printed)
+        #[arg(long)]
+        cursor: Option<String>,
     },
     /// Approve an access request: mints the approvals its call needs
     Approve {
@@ -628,10 +634,18 @@ pub(super) fn watch_files(paths: &[PathBuf], reloader: &Reloader, gateway: &Gate
 
 pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
     match command {
-        ApprovalsCommand::List { remote, json } => {
-            let answer = remote.call("GET", "/inbox/api/requests", None)?;
+        ApprovalsCommand::List { remote, json, limit, cursor } => {
+            let mut query = Vec::new();
+            if let Some(limit) = limit {
+                query.push(format!("limit={limit}"));
+            }
+            if let Some(cursor) = cursor {
+                query.push(format!("cursor={}", path_segment(&cursor)));
+            }
+            let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+            let answer = remote.call("GET", &format!("/inbox/api/requests{query}"), None)?;
             if json {
-                println!("{answer}");
+                println!("{}", printable(&answer.to_string(), false));
                 return Ok(ExitCode::SUCCESS);
             }
             let requests = answer.get("requests").and_then(Json::as_array).cloned().unwrap_or_default();
@@ -639,7 +653,8 @@ pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
                 println!("no access requests");
             }
             for r in requests {
-                let text = |k: &str| r.get(k).and_then(Json::as_str).unwrap_or("-").to_string();
+                // Every string came from an agent's call: printed with its control characters escaped.
+                let text = |k: &str| printable(r.get(k).and_then(Json::as_str).unwrap_or("-"), false);
                 let kinds: Vec<String> = r
                     .get("missing_approvals")
                     .and_then(Json::as_array)
@@ -655,9 +670,36 @@ pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
                     text("tool"),
                     text("target"),
                     text("digest"),
-                    if kinds.is_empty() { "-".into() } else { kinds.join(", ") },
-                    r.get("reasons").map(|r| r.to_string()).unwrap_or_default()
+                    printable(&if kinds.is_empty() { "-".into() } else { kinds.join(", ") }, false),
+                    printable(&r.get("reasons").map(|r| r.to_string()).unwrap_or_default(), false)
                 );
+                // The arguments as the gateway shows them (masked ones `"***"`), cut in a list past 4,096
+                // characters of JSON.
+                match (r.get("arguments"), r.get("arguments_truncated").and_then(Json::as_u64)) {
+                    (Some(Json::String(start)), Some(length)) => println!(
+                        "    arguments: {}… ({length} characters, cut; the whole request: GET /inbox/api/requests/{})",
+                        printable(start, false),
+                        text("id")
+                    ),
+                    (Some(arguments), _) => println!("    arguments: {}", printable(&arguments.to_string(), false)),
+                    (None, _) => {}
+                }
+                for e in r.get("earlier").and_then(Json::as_array).into_iter().flatten() {
+                    let field = |k: &str| printable(e.get(k).and_then(Json::as_str).unwrap_or("?"), false);
+                    let at = e.get("consumed_at").and_then(Json::as_i64).map(remit::value::format_timestamp);
+                    println!(
+                        "    earlier: the same call was approved by {} (access request {}, approval {}) and used by \
+                         decision {}{}",
+                        field("approved_by"),
+                        field("access_request"),
+                        field("approval"),
+                        field("consumed_by"),
+                        at.map(|t| format!(" at {t}")).unwrap_or_default()
+                    );
+                }
+            }
+            if let Some(next) = answer.get("next_cursor").and_then(Json::as_str) {
+                println!("more: remit approvals list --cursor {}", printable(next, false));
             }
         }
         ApprovalsCommand::Approve { id, remote } => {
@@ -665,13 +707,14 @@ pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
             for a in answer.get("approvals").and_then(Json::as_array).into_iter().flatten() {
                 let text = |k: &str| a.get(k).and_then(Json::as_str).unwrap_or("").to_string();
                 let expires = a.get("expires_at").and_then(Json::as_i64).map(remit::value::format_timestamp);
-                println!(
+                let line = format!(
                     "approved {id}: minted approval {} of kind {} for {}, expires at {}",
                     text("id"),
                     text("kind"),
                     text("approver"),
                     expires.unwrap_or_default()
                 );
+                println!("{}", printable(&line, false));
             }
         }
         ApprovalsCommand::Deny { id, remote } => {
@@ -679,10 +722,28 @@ pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
             println!("denied {id}");
         }
         ApprovalsCommand::Explain { id, remote } => {
-            print!("{}", remote.text(&format!("/inbox/api/requests/{id}/explanation"))?);
+            print!("{}", printable(&remote.text(&format!("/inbox/api/requests/{id}/explanation"))?, true));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `text` with every control character (C0, DEL, C1; the line break too unless `lines`) and every bidirectional
+/// formatting character written `\u00XX` / `\uXXXX`: what every command prints of request data goes through it, so
+/// that an agent's string (a `resource.id` with an ANSI escape) cannot move the cursor, recolour or rewrite what a
+/// terminal shows. In JSON text the escapes are JSON's own, so the JSON stays valid.
+pub(super) fn printable(text: &str, lines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi =
+            matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && !(lines && c == '\n')) || bidi {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `text` as one path segment: unreserved characters as they are, every other byte percent-encoded.
@@ -718,9 +779,13 @@ pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
             (None, None) => return Err("give the mandate, or `--id ID`".into()),
         },
         AdminCommand::Fact { name, version, remote } => {
-            let version = match version.parse::<u64>() {
-                Ok(n) => serde_json::json!(n),
-                Err(_) => serde_json::json!(version),
+            // Digits alone (ASCII: `+5`, `٣` and ` 5` are strings) are a number; anything else is a string.
+            let digits = !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit());
+            let version = match digits {
+                true => serde_json::json!(version
+                    .parse::<u64>()
+                    .map_err(|_| format!("`{version}` is too large for a version number (at most {})", u64::MAX))?),
+                false => serde_json::json!(version),
             };
             let body = serde_json::json!({"version": version}).to_string();
             remote.call("PUT", &format!("/admin/v1/facts/{name}"), Some(body.as_bytes()))?
@@ -728,7 +793,7 @@ pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
         AdminCommand::State { remote } => remote.call("GET", "/admin/v1/state", None)?,
         AdminCommand::Reload { remote } => remote.call("POST", "/admin/v1/reload", None)?,
     };
-    println!("{answer}");
+    println!("{}", printable(&answer.to_string(), false));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -858,7 +923,7 @@ pub fn audit(command: AuditCommand) -> Result<ExitCode, String> {
                 return Err(format!("no decision `{decision}` in the log"));
             };
             for line in lines {
-                println!("{line}");
+                println!("{}", printable(&line, false));
             }
             if let Err(broken) = audit::verify(entries) {
                 println!("warning: the log's chain is broken at entry {}: {}", broken.seq, broken.problem);
@@ -872,7 +937,7 @@ pub fn audit(command: AuditCommand) -> Result<ExitCode, String> {
             if receipt["decisions"].as_array().is_none_or(|d| d.is_empty()) {
                 return Err(format!("no decision in the log has the operation id `{operation}`"));
             }
-            println!("{}", serde_json::to_string_pretty(&receipt).expect("JSON serializes"));
+            println!("{}", printable(&serde_json::to_string_pretty(&receipt).expect("JSON serializes"), true));
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -885,7 +950,7 @@ pub fn replay(store: &str, policy: &[PathBuf]) -> Result<ExitCode, String> {
     let Some(policy) = load_policy(policy, &runtime, None)? else { return Ok(ExitCode::from(1)) };
     let report = remit::gateway::replay::replay(&entries, &policy.compiled)?;
     for change in &report.changes {
-        println!(
+        let line = format!(
             "{} (log entry {}): {} calls {}: {} ({}) -> {} ({})",
             change.decision_id,
             change.seq,
@@ -896,6 +961,7 @@ pub fn replay(store: &str, policy: &[PathBuf]) -> Result<ExitCode, String> {
             change.after,
             change.after_reasons.join(", ")
         );
+        println!("{}", printable(&line, false));
     }
     let widened = report.changes.iter().filter(|c| c.widens()).count();
     println!(

@@ -695,7 +695,13 @@ impl Gateway {
             }
         }
         let read = reads.read(&needs, now)?;
-        let for_tool = |a: &StoredApproval| a.tool.is_none() || a.tool == tool;
+        // An approval is presented only to calls of the agent it was minted for (`StoredApproval::agent`): the
+        // gateway is the only source of a request's approvals, so a co-holder of the mandate never sees another
+        // agent's approval, and the module needs no binding of its own for it.
+        let subject = request.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str).map(str::to_string);
+        let for_tool = |a: &StoredApproval| {
+            (a.tool.is_none() || a.tool == tool) && (a.agent.is_none() || a.agent.as_deref() == subject.as_deref())
+        };
         let mut approvals: Vec<Json> = read.approvals.iter().filter(|a| for_tool(a)).map(presented).collect();
         let mut counts = read.counters;
         if let Some(earlier) = continues {
@@ -1220,7 +1226,7 @@ impl Gateway {
         for step in steps {
             match step {
                 Step::Consume(approval) => {
-                    if !tx.consume_approval(&approval, id)? {
+                    if !tx.consume_approval(&approval, id, now)? {
                         return Err(StoreError(format!("approval `{approval}` changed inside a transaction")));
                     }
                 }
@@ -1284,6 +1290,8 @@ impl Gateway {
             decided_at: None,
             // The decision's entry is the next one this transaction appends (see `decide_in_store`).
             log_seq: Some(tx.log_head()?.0 + 1),
+            earlier: Vec::new(),
+            arguments_truncated: None,
         };
         let identity = json!([
             request.agent,
@@ -1300,6 +1308,9 @@ impl Gateway {
         let request = match tx.pending_access_request(&request.key, now)? {
             Some(existing) => existing,
             None => {
+                // The same call approved and used before: its approver is told (a second payment is not approved
+                // blindly).
+                request.earlier = tx.earlier_uses(&request.key)?;
                 tx.insert_access_request(&request)?;
                 request
             }
@@ -1381,6 +1392,19 @@ impl Gateway {
     /// Access requests, newest first (only those with `status` when given).
     pub fn access_requests(&self, status: Option<&str>) -> Result<Vec<AccessRequest>, StoreError> {
         self.store.begin()?.access_requests(status)
+    }
+
+    /// One page of the access requests `identity` may answer ([`Gateway::may_answer`]), newest first, after
+    /// `after`, at most `limit`, their arguments cut for a list (only those with `status` when given).
+    pub fn access_request_page(
+        &self,
+        identity: &str,
+        status: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let mut tx = self.store.begin_read()?;
+        tx.access_request_page(status, after, limit, &mut |r| self.may_answer(r, identity))
     }
 
     pub fn access_request(&self, id: &str) -> Result<Option<AccessRequest>, StoreError> {
@@ -1478,6 +1502,17 @@ impl Gateway {
             let Some(meta) = policy.meta.approval(&kind) else {
                 return Err(ActionError::Invalid(format!("the policy has no approval kind `{kind}`")));
             };
+            // A kind that binds the target (or the manifest) on a call without one: the approval would never match
+            // the call (`binding-mismatch`), and every retry would file a new request.
+            for binding in ["target", "manifest"] {
+                if meta.binds.iter().any(|b| b == binding) && text(binding).is_none() {
+                    return Err(ActionError::Invalid(format!(
+                        "approval kind `{kind}` binds the {binding}, and the call of access request `{id}` has none: \
+                         an approval could never be used (the tool needs `target args.NAME`, or the caller a \
+                         `resource.id`): deny it, or change the policy"
+                    )));
+                }
+            }
             minted.push(StoredApproval {
                 id: new_id("apr"),
                 kind,
@@ -1493,6 +1528,8 @@ impl Gateway {
                 approver: approver.to_string(),
                 access_request: Some(request.id.clone()),
                 consumed_by: None,
+                consumed_at: None,
+                agent: Some(request.agent.clone()),
             });
         }
         for approval in &minted {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -511,24 +511,47 @@ async fn explanation_page() -> Html<&'static str> {
     Html(include_str!("explanation.html"))
 }
 
-/// The access requests the token's identity may answer (its own as principal), newest first.
-async fn inbox_list(State(app): Shared, headers: HeaderMap) -> Response {
+/// How many access requests a page of the inbox's list holds without `limit`, and at most.
+pub const LIST_LIMIT: usize = 100;
+pub const LIST_LIMIT_MAX: usize = 1000;
+
+/// The access requests the token's identity may answer (its own as principal), newest first, a page at a time:
+/// `?limit=N` (default [`LIST_LIMIT`], at most [`LIST_LIMIT_MAX`]), `?cursor=C` (the `next_cursor` of the page
+/// before), `?status=S`. Each request's arguments are cut to [`super::store::LIST_ARGUMENTS_CHARS`] characters of
+/// JSON (`arguments_truncated`); `GET /inbox/api/requests/ID` shows them whole.
+async fn inbox_list(State(app): Shared, headers: HeaderMap, Query(query): Query<BTreeMap<String, String>>) -> Response {
     let identity = match authenticate(&headers, &app.tokens.inbox) {
         Ok(identity) => identity,
         Err(response) => return response,
     };
+    let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
+        None => LIST_LIMIT,
+        Some(Ok(n)) if (1..=LIST_LIMIT_MAX).contains(&n) => n,
+        Some(_) => {
+            let message = format!("`limit` is a whole number from 1 to {LIST_LIMIT_MAX}");
+            return error(StatusCode::BAD_REQUEST, "http.bad-request", message);
+        }
+    };
+    let cursor = match query.get("cursor").map(|c| super::store::Cursor::parse(c)) {
+        None => None,
+        Some(Some(cursor)) => Some(cursor),
+        Some(None) => {
+            let message = "`cursor` is not one this gateway gave (`next_cursor` of the page before)";
+            return error(StatusCode::BAD_REQUEST, "http.bad-request", message);
+        }
+    };
+    let status = query.get("status").cloned();
     let gateway = app.gateway.clone();
     let who = identity.clone();
-    let list = blocking(move || {
-        let requests = gateway.access_requests(None)?;
-        Ok(requests.into_iter().filter(|r| gateway.may_answer(r, &who)).collect::<Vec<_>>())
-    })
-    .await;
+    let list =
+        blocking(move || Ok(gateway.access_request_page(&who, status.as_deref(), cursor.as_ref(), limit)?)).await;
     match list {
-        Ok(list) => {
+        Ok(page) => {
             // Whether the requests can be explained: only with the policy's sources (docs/gateway.md).
             let explanations = app.gateway.policy().program.is_some();
-            let body = json!({"identity": identity, "requests": list, "explanations": explanations});
+            let next = page.next.map(|c| c.token());
+            let body = json!({"identity": identity, "requests": page.requests, "explanations": explanations,
+                              "next_cursor": next});
             json_response(StatusCode::OK, body.to_string())
         }
         Err(response) => response,

@@ -33,21 +33,34 @@ use super::wal_index::WalIndexHeader;
 /// rounds and decides every round as a new call, which is safe, so it needs no new version.
 /// So did `bundle_revision` (the bundle revision in force, which refuses rollbacks) and `log_heads` (the log's signed
 /// heads), made when a gateway opens a store without them: a gateway that does not know them serves bundles and
-/// writes the log as before, and the log's chain stays what `remit audit verify` checks.
-const SCHEMA_VERSION: i64 = 3;
+/// writes the log as before, and the log's chain stays what `remit audit verify` checks. Version 4 keeps a
+/// fact's version with its type (`facts.version` without affinity: the `INTEGER` column of versions 1 to 3 turned
+/// the string `"1e3"` into the number 1000 and `"3.3"` into a real no read accepted), binds approvals to the agent
+/// they were minted for (`approvals.agent`) and records when one was consumed and what an access request's call
+/// used before (`approvals.consumed_at`, `access_requests.earlier`); a gateway of version 3 would present an
+/// approval to every holder, so it must refuse such a store.
+const SCHEMA_VERSION: i64 = 4;
+
+// The columns' types, audited for SQLite's type affinity: a text bound to a column of `INTEGER`, `REAL` or
+// `NUMERIC` affinity that looks like a number is stored as a number. Every column holding text that comes from
+// outside (names, ids, targets, JSON) is `TEXT`, which never converts a text; every `INTEGER` column is bound
+// integers only (times, counts, flags, sequence numbers); `facts.version`, a number or a text, is `BLOB` (no
+// affinity: a value is stored as bound) and checked to be one of the two (tests/gateway_store.rs audits it).
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS approvals (
   id TEXT PRIMARY KEY, kind TEXT NOT NULL, mandate TEXT NOT NULL, issued_at INTEGER NOT NULL,
   expires_at INTEGER NOT NULL, tool TEXT, target TEXT, digest TEXT, manifest TEXT,
   single_use INTEGER NOT NULL, consumed INTEGER NOT NULL DEFAULT 0, approver TEXT NOT NULL,
-  access_request TEXT, consumed_by TEXT);
+  access_request TEXT, consumed_by TEXT, consumed_at INTEGER, agent TEXT);
 CREATE INDEX IF NOT EXISTS approvals_live ON approvals (mandate, consumed, expires_at);
+CREATE INDEX IF NOT EXISTS approvals_by_request ON approvals (access_request);
 CREATE TABLE IF NOT EXISTS counters (
   counter TEXT NOT NULL, window TEXT NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (counter, window));
 CREATE TABLE IF NOT EXISTS stops (mandate TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS stop_records (id TEXT PRIMARY KEY, level TEXT NOT NULL, mandate TEXT, principal TEXT);
-CREATE TABLE IF NOT EXISTS facts (name TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS facts (name TEXT PRIMARY KEY, version BLOB NOT NULL
+  CHECK (typeof(version) IN ('integer', 'text')));
 CREATE TABLE IF NOT EXISTS operations (
   operation TEXT NOT NULL, decision_id TEXT NOT NULL, tool TEXT NOT NULL, time INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS operations_by_id ON operations (operation);
@@ -55,7 +68,7 @@ CREATE TABLE IF NOT EXISTS access_requests (
   id TEXT PRIMARY KEY, status TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
   principal TEXT, agent TEXT NOT NULL, credential TEXT, mandate TEXT NOT NULL, tool TEXT NOT NULL, target TEXT,
   digest TEXT NOT NULL, manifest TEXT, arguments TEXT NOT NULL, missing_approvals TEXT NOT NULL, reasons TEXT NOT NULL, chain TEXT NOT NULL,
-  decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER, log_seq INTEGER);
+  decision_id TEXT NOT NULL, key TEXT NOT NULL, decided_by TEXT, decided_at INTEGER, log_seq INTEGER, earlier TEXT);
 CREATE INDEX IF NOT EXISTS access_requests_key ON access_requests (key, status);
 CREATE TABLE IF NOT EXISTS rounds (key TEXT PRIMARY KEY, carried TEXT NOT NULL, expires_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS bundle_revision (
@@ -191,9 +204,9 @@ impl SqliteStore {
         let tables: i64 = connection
             .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |row| row.get(0))
             .map_err(store_err)?;
-        if version == 1 {
-            connection.execute_batch("ALTER TABLE access_requests ADD COLUMN log_seq INTEGER").map_err(store_err)?;
-        } else if version != SCHEMA_VERSION && version != 2 && (version != 0 || tables != 0) {
+        if (1..SCHEMA_VERSION).contains(&version) {
+            upgrade(&connection).map_err(store_err)?;
+        } else if version != SCHEMA_VERSION && (version != 0 || tables != 0) {
             return Err(StoreError(format!(
                 "the store has schema version {version} (or is not a remit store); this gateway uses version \
                  {SCHEMA_VERSION}"
@@ -214,6 +227,87 @@ impl SqliteStore {
         // connection is still usable.
         self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// Upgrades a store of schema version 1, 2 or 3 to version 4 in one transaction (another gateway opening it at the
+/// same time waits, then finds it upgraded). The facts table is made again without affinity, keeping every version
+/// as it was stored; a version SQLite had turned into a real (a string such as `"3.3"`, which made every read of
+/// the state fail) cannot be given back its text, so it is dropped — the fact is no longer published, and a rule
+/// pinned to it fails closed until it is published again — with a `fact` entry in the log saying so. A string such
+/// as `"1e3"` that version 3 stored as the number 1000 cannot be told from a published 1000 and stays a number.
+/// Approvals get the agent of the access request they answered.
+fn upgrade(connection: &Connection) -> rusqlite::Result<()> {
+    connection.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        let version: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        if version >= SCHEMA_VERSION {
+            return Ok(());
+        }
+        if version == 1 {
+            connection.execute_batch("ALTER TABLE access_requests ADD COLUMN log_seq INTEGER")?;
+        }
+        let mut lost = connection.prepare(
+            "SELECT name, CAST(version AS TEXT) FROM facts WHERE typeof(version) NOT IN ('integer', 'text') \
+             ORDER BY name",
+        )?;
+        let lost: Vec<(String, String)> =
+            lost.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+        // Each column added only where it is missing (a store written by a version 4 gateway and marked older, as
+        // tests make them, has them).
+        for (table, column) in
+            [("approvals", "consumed_at INTEGER"), ("approvals", "agent TEXT"), ("access_requests", "earlier TEXT")]
+        {
+            let name = column.split(' ').next().unwrap_or(column);
+            let present: i64 = connection.query_row(
+                &format!("SELECT count(*) FROM pragma_table_info('{table}') WHERE name = ?1"),
+                [name],
+                |row| row.get(0),
+            )?;
+            if present == 0 {
+                connection.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column}"))?;
+            }
+        }
+        connection.execute_batch(
+            "UPDATE approvals SET agent = (SELECT agent FROM access_requests WHERE access_requests.id = \
+               approvals.access_request) WHERE agent IS NULL;
+             CREATE TABLE facts_v4 (name TEXT PRIMARY KEY, version BLOB NOT NULL
+               CHECK (typeof(version) IN ('integer', 'text')));
+             INSERT INTO facts_v4 SELECT name, version FROM facts WHERE typeof(version) IN ('integer', 'text');
+             DROP TABLE facts;
+             ALTER TABLE facts_v4 RENAME TO facts;",
+        )?;
+        // The store has no clock of the gateway's; the entry's time is the machine's.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        for (name, stored) in lost {
+            let why = "stored as a real by schema version 3, which lost its text: publish it again";
+            let body = serde_json::json!({"fact": name, "version": null, "by": "remit store upgrade",
+                                          "dropped": stored, "why": why});
+            append(connection, now as i64, "fact", &body.to_string())?;
+        }
+        connection.pragma_update(None, "user_version", SCHEMA_VERSION)
+    })();
+    match result {
+        Ok(()) => connection.execute_batch("COMMIT"),
+        Err(e) => {
+            let _ = connection.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Appends a log entry after the head (computing its hash).
+fn append(connection: &Connection, time: i64, kind: &str, body: &str) -> rusqlite::Result<LogEntry> {
+    let head: Option<(i64, String)> = connection
+        .prepare_cached("SELECT seq, hash FROM log ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let (last, prev) = head.map_or((0, GENESIS.to_string()), |(seq, hash)| (seq as u64, hash));
+    let seq = last + 1;
+    let hash = entry_hash(&prev, seq, time, kind, body);
+    connection
+        .prepare_cached("INSERT INTO log (seq, time, kind, body, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+        .execute(params![seq as i64, time, kind, body, prev, hash])?;
+    Ok(LogEntry { seq, time, kind: kind.to_string(), body: body.to_string(), prev, hash })
 }
 
 impl Store for SqliteStore {
@@ -265,20 +359,32 @@ fn approval_of(row: &Row<'_>) -> rusqlite::Result<StoredApproval> {
         approver: row.get(11)?,
         access_request: row.get(12)?,
         consumed_by: row.get(13)?,
+        consumed_at: row.get(14)?,
+        agent: row.get(15)?,
     })
 }
 
 macro_rules! approval_columns {
     () => {
         "id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, single_use, consumed, approver, \
-         access_request, consumed_by"
+         access_request, consumed_by, consumed_at, agent"
     };
 }
 const APPROVAL_COLUMNS: &str = approval_columns!();
 
 const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
      target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at, \
-     log_seq";
+     log_seq, earlier";
+
+/// [`REQUEST_COLUMNS`] for a list: the arguments' JSON text cut at [`LIST_ARGUMENTS_CHARS`] characters (SQLite's
+/// `substr` and `length` count the characters of a text), and its whole length last.
+fn listed_columns() -> String {
+    format!(
+        "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, target, digest, manifest, \
+         substr(arguments, 1, {LIST_ARGUMENTS_CHARS}), missing_approvals, reasons, chain, decision_id, key, \
+         decided_by, decided_at, log_seq, earlier, length(arguments)"
+    )
+}
 
 /// A JSON column, read with the project's parser: the values hold request data, whose keys serde_json's
 /// deserializer would misread (see src/json.rs).
@@ -294,6 +400,28 @@ fn strings_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Vec<String>> 
 }
 
 fn request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
+    request_from(row, false)
+}
+
+/// An access request read with [`listed_columns`]: arguments longer than [`LIST_ARGUMENTS_CHARS`] characters are
+/// the first that many, as a string, and `arguments_truncated` their length.
+fn listed_request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
+    request_from(row, true)
+}
+
+fn request_from(row: &Row<'_>, listed: bool) -> rusqlite::Result<AccessRequest> {
+    let length: Option<i64> = if listed { row.get(22)? } else { None };
+    let cut = length.filter(|n| *n as usize > LIST_ARGUMENTS_CHARS);
+    let arguments = match cut {
+        Some(_) => serde_json::Value::String(row.get(12)?),
+        None => json_column(row, 12)?,
+    };
+    let earlier: Option<String> = row.get(21)?;
+    let earlier = match earlier {
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(21, rusqlite::types::Type::Text, Box::new(e)))?,
+        None => Vec::new(),
+    };
     Ok(AccessRequest {
         id: row.get(0)?,
         status: row.get(1)?,
@@ -307,7 +435,7 @@ fn request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
         target: row.get(9)?,
         digest: row.get(10)?,
         manifest: row.get(11)?,
-        arguments: json_column(row, 12)?,
+        arguments,
         missing_approvals: json_column(row, 13)?,
         reasons: strings_column(row, 14)?,
         chain: strings_column(row, 15)?,
@@ -316,6 +444,8 @@ fn request_of(row: &Row<'_>) -> rusqlite::Result<AccessRequest> {
         decided_by: row.get(18)?,
         decided_at: row.get(19)?,
         log_seq: row.get::<_, Option<i64>>(20)?.map(|seq| seq as u64),
+        earlier,
+        arguments_truncated: cut.map(|n| n as u64),
     })
 }
 
@@ -490,6 +620,64 @@ impl Tx for SqliteTx<'_> {
         rows.collect::<Result<_, _>>().map_err(store_err)
     }
 
+    fn access_request_page(
+        &mut self,
+        status: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+        keep: &mut dyn FnMut(&AccessRequest) -> bool,
+    ) -> StoreResult<Page> {
+        // Every request after the cursor is looked at (its arguments cut, so a long one costs no memory) until `keep`
+        // admitted one more than the page holds: who may answer a request depends on the policy in force (its
+        // kinds' `approved by`), which SQL does not know.
+        let mut statement = self
+            .connection
+            .prepare_cached(&format!(
+                "SELECT {} FROM access_requests WHERE (?1 IS NULL OR status = ?1) \
+                 AND (?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id > ?3)) ORDER BY created_at DESC, id",
+                listed_columns()
+            ))
+            .map_err(store_err)?;
+        let (at, id) = (after.map(|c| c.created_at), after.map(|c| c.id.as_str()));
+        let mut rows = statement.query(params![status, at, id]).map_err(store_err)?;
+        let mut page = Page::default();
+        while let Some(row) = rows.next().map_err(store_err)? {
+            let request = listed_request_of(row).map_err(store_err)?;
+            if !keep(&request) {
+                continue;
+            }
+            if page.requests.len() == limit {
+                page.next = page.requests.last().map(Cursor::of);
+                break;
+            }
+            page.requests.push(request);
+        }
+        Ok(page)
+    }
+
+    fn earlier_uses(&mut self, key: &str) -> StoreResult<Vec<EarlierUse>> {
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT a.id, a.access_request, a.approver, a.consumed_by, a.consumed_at FROM access_requests r \
+                 JOIN approvals a ON a.access_request = r.id WHERE r.key = ?1 AND a.consumed = 1 \
+                 ORDER BY a.consumed_at DESC, a.id LIMIT ?2",
+            )
+            .map_err(store_err)?;
+        let rows = statement
+            .query_map(params![key, MAX_EARLIER as i64], |row| {
+                Ok(EarlierUse {
+                    approval: row.get(0)?,
+                    access_request: row.get(1)?,
+                    approved_by: row.get(2)?,
+                    consumed_by: row.get(3)?,
+                    consumed_at: row.get(4)?,
+                })
+            })
+            .map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
     fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>> {
         let mut statement = self
             .connection
@@ -548,11 +736,13 @@ impl Tx for SqliteTx<'_> {
             .map_err(store_err)
     }
 
-    fn consume_approval(&mut self, id: &str, decision: &str) -> StoreResult<bool> {
+    fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool> {
         let changed = self
             .connection
-            .prepare_cached("UPDATE approvals SET consumed = 1, consumed_by = ?2 WHERE id = ?1 AND consumed = 0")
-            .and_then(|mut s| s.execute(params![id, decision]))
+            .prepare_cached(
+                "UPDATE approvals SET consumed = 1, consumed_by = ?2, consumed_at = ?3 WHERE id = ?1 AND consumed = 0",
+            )
+            .and_then(|mut s| s.execute(params![id, decision, at]))
             .map_err(store_err)?;
         Ok(changed == 1)
     }
@@ -580,7 +770,10 @@ impl Tx for SqliteTx<'_> {
     fn insert_approval(&mut self, a: &StoredApproval) -> StoreResult<()> {
         self.connection
             .execute(
-                &format!("INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"),
+                &format!(
+                    "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"
+                ),
                 params![
                     a.id,
                     a.kind,
@@ -595,7 +788,9 @@ impl Tx for SqliteTx<'_> {
                     a.consumed,
                     a.approver,
                     a.access_request,
-                    a.consumed_by
+                    a.consumed_by,
+                    a.consumed_at,
+                    a.agent
                 ],
             )
             .map_err(store_err)?;
@@ -607,7 +802,7 @@ impl Tx for SqliteTx<'_> {
             .execute(
                 &format!(
                     "INSERT INTO access_requests ({REQUEST_COLUMNS}) \
-                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21)"
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22)"
                 ),
                 params![
                     r.id,
@@ -630,7 +825,8 @@ impl Tx for SqliteTx<'_> {
                     r.key,
                     r.decided_by,
                     r.decided_at,
-                    r.log_seq.map(|seq| seq as i64)
+                    r.log_seq.map(|seq| seq as i64),
+                    (!r.earlier.is_empty()).then(|| json(&r.earlier))
                 ],
             )
             .map_err(store_err)?;
@@ -673,8 +869,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()> {
-        // An integer column keeps a string version as text: it is never digits alone (`FactVersion::text`), so
-        // SQLite's integer affinity never turns it into a number.
+        // Bound as an integer or a text, and stored as bound: the column has no affinity.
         let version = match version {
             FactVersion::Number(n) => rusqlite::types::Value::Integer(*n as i64),
             FactVersion::Text(text) => rusqlite::types::Value::Text(text.clone()),
@@ -741,14 +936,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry> {
-        let (last, prev) = self.log_head()?;
-        let seq = last + 1;
-        let hash = entry_hash(&prev, seq, time, kind, body);
-        self.connection
-            .prepare_cached("INSERT INTO log (seq, time, kind, body, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-            .and_then(|mut s| s.execute(params![seq as i64, time, kind, body, prev, hash]))
-            .map_err(store_err)?;
-        Ok(LogEntry { seq, time, kind: kind.to_string(), body: body.to_string(), prev, hash })
+        append(&self.connection, time, kind, body).map_err(store_err)
     }
 
     fn savepoint(&mut self) -> StoreResult<()> {
@@ -898,6 +1086,105 @@ mod tests {
         }
         let stopped = store.begin_read().unwrap().decision_state().unwrap().stops;
         assert_eq!(stopped, vec!["m".to_string()], "the commit was one of this store's");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The audit of the columns' affinity (see the comment on `SCHEMA_VERSION`): every column is `TEXT` but those
+    /// bound integers only, and `facts.version`, which has none and takes an integer or a text only.
+    #[test]
+    fn every_column_has_the_affinity_the_audit_says() {
+        let (dir, _, store) = new_store("affinity");
+        let integers = [
+            "access_requests.created_at",
+            "access_requests.decided_at",
+            "access_requests.expires_at",
+            "access_requests.log_seq",
+            "approvals.consumed",
+            "approvals.consumed_at",
+            "approvals.expires_at",
+            "approvals.issued_at",
+            "approvals.single_use",
+            "counters.value",
+            "log.seq",
+            "log.time",
+            "operations.time",
+            "rounds.expires_at",
+        ];
+        let connection = store.lock();
+        let tables: Vec<String> = {
+            let mut tables = connection.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").unwrap();
+            let rows = tables.query_map([], |row| row.get(0)).unwrap();
+            rows.map(Result::unwrap).collect()
+        };
+        let mut seen = 0;
+        for table in tables {
+            let mut columns =
+                connection.prepare(&format!("SELECT name, type FROM pragma_table_info('{table}')")).unwrap();
+            let columns = columns.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)));
+            for (column, declared) in columns.unwrap().map(Result::unwrap) {
+                let name = format!("{table}.{column}");
+                let expected = match name.as_str() {
+                    "facts.version" => "BLOB",
+                    name if integers.contains(&name) => "INTEGER",
+                    _ => "TEXT",
+                };
+                assert_eq!(declared, expected, "{name}");
+                seen += usize::from(expected == "INTEGER");
+            }
+        }
+        assert_eq!(seen, integers.len(), "every integer column listed exists");
+        drop(connection);
+        assert!(store.execute_raw("INSERT INTO facts VALUES ('r', 3.3)").is_err(), "a real is refused");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Text that looks numeric is read back as written from every column that keeps text, fact versions included
+    /// (schema version 3 stored `"3.3"` as a real that no read accepted, and `"1e3"` as the number 1000).
+    #[test]
+    fn numeric_looking_text_is_kept_as_written() {
+        let (dir, path, store) = new_store("numeric");
+        let texts = ["3.3", "1e3", " 1000", "1000 ", "+7", "-0", "0x10", "١٢٣", "１２３", "1000\u{a0}", "007"];
+        let mut tx = store.begin().unwrap();
+        for (i, text) in texts.iter().enumerate() {
+            let version = FactVersion::Text(text.to_string());
+            tx.set_fact(&format!("f{i}"), &version).unwrap();
+            tx.set_fact(text, &FactVersion::Number(u64::MAX - i as u64)).unwrap();
+            let some = Some(text.to_string());
+            let approval = StoredApproval {
+                id: format!("{text}#{i}"),
+                kind: text.to_string(),
+                mandate: text.to_string(),
+                issued_at: 0,
+                expires_at: 10,
+                tool: some.clone(),
+                target: some.clone(),
+                digest: some.clone(),
+                manifest: some.clone(),
+                single_use: true,
+                consumed: false,
+                approver: text.to_string(),
+                access_request: some.clone(),
+                consumed_by: None,
+                consumed_at: None,
+                agent: some.clone(),
+            };
+            tx.insert_approval(&approval).unwrap();
+            assert_eq!(tx.approval(&approval.id).unwrap(), Some(approval));
+            tx.increment_counter(text, text).unwrap();
+            assert_eq!(tx.counter(text, text).unwrap(), 1);
+            tx.set_stop(text, true).unwrap();
+        }
+        tx.commit().unwrap();
+        drop(store);
+        let store = SqliteStore::open(&path, Durability::Process).unwrap();
+        let state = store.begin_read().unwrap().decision_state().unwrap();
+        for (i, text) in texts.iter().enumerate() {
+            let version = |name: &str| state.facts.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+            assert_eq!(version(&format!("f{i}")), Some(FactVersion::Text(text.to_string())), "{text:?}");
+            assert_eq!(version(text), Some(FactVersion::Number(u64::MAX - i as u64)), "{text:?} as a name");
+            assert!(state.stops.contains(&text.to_string()), "{text:?}");
+        }
+        drop(store);
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -171,6 +171,8 @@ mod tests {
             approver: "user:a".into(),
             access_request: None,
             consumed_by: None,
+            consumed_at: None,
+            agent: None,
         }
     }
 

@@ -80,6 +80,83 @@ pub struct StoredApproval {
     pub access_request: Option<String>,
     /// The decision that consumed it.
     pub consumed_by: Option<String>,
+    /// When it was consumed (Unix seconds); `None` while not consumed, and for one consumed by a gateway before
+    /// schema version 4.
+    #[serde(default)]
+    pub consumed_at: Option<i64>,
+    /// The agent whose call it was minted for (the access request's `subject.id`): it is presented only to that
+    /// agent's calls, so a co-holder of the mandate cannot use it (docs/gateway.md). `None` only for an approval
+    /// with no access request, which no gateway mints.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// An earlier approval of the same call, already used: what a new access request for that call tells its
+/// approver, so that a second payment is not approved blindly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierUse {
+    /// The approval, and the access request it answered.
+    pub approval: String,
+    pub access_request: String,
+    pub approved_by: String,
+    /// The decision that used it, and when (Unix seconds; `None` when a gateway before schema version 4 consumed
+    /// it).
+    pub consumed_by: Option<String>,
+    pub consumed_at: Option<i64>,
+}
+
+/// How many earlier uses an access request records (the newest).
+pub const MAX_EARLIER: usize = 10;
+
+/// The longest `arguments` an access request shows in a list, in characters of its JSON text; longer ones are cut
+/// there (see [`AccessRequest::arguments_truncated`]) and shown whole by the request's own endpoint.
+pub const LIST_ARGUMENTS_CHARS: usize = 4096;
+
+/// Where a page of access requests starts: after the request created at `created_at` with id `id` (newest first,
+/// then by id), written as an opaque token ([`Cursor::token`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub created_at: i64,
+    pub id: String,
+}
+
+impl Cursor {
+    pub fn token(&self) -> String {
+        format!("c{}.{}", self.created_at, self.id)
+    }
+
+    /// `None` for a token [`Cursor::token`] did not write.
+    pub fn parse(token: &str) -> Option<Cursor> {
+        let (created_at, id) = token.strip_prefix('c')?.split_once('.')?;
+        Some(Cursor { created_at: created_at.parse().ok()?, id: id.to_string() }).filter(|c| !c.id.is_empty())
+    }
+
+    pub fn of(request: &AccessRequest) -> Cursor {
+        Cursor { created_at: request.created_at, id: request.id.clone() }
+    }
+
+    /// Whether `request` comes after the cursor in the list's order.
+    pub fn before(&self, request: &AccessRequest) -> bool {
+        request.created_at < self.created_at || (request.created_at == self.created_at && request.id > self.id)
+    }
+}
+
+/// One page of access requests and the cursor of the next (`None`: this was the last).
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub requests: Vec<AccessRequest>,
+    pub next: Option<Cursor>,
+}
+
+/// Cuts an access request's `arguments` for a list: a JSON text longer than [`LIST_ARGUMENTS_CHARS`] becomes its
+/// first that many characters, as a string, with `arguments_truncated` its whole length.
+pub fn cut_arguments(request: &mut AccessRequest) {
+    let text = request.arguments.to_string();
+    let length = text.chars().count();
+    if length > LIST_ARGUMENTS_CHARS {
+        request.arguments = serde_json::Value::String(text.chars().take(LIST_ARGUMENTS_CHARS).collect());
+        request.arguments_truncated = Some(length as u64);
+    }
 }
 
 /// Where an access request is in its life.
@@ -120,6 +197,14 @@ pub struct AccessRequest {
     /// request filed by a store of schema version 1.
     #[serde(default)]
     pub log_seq: Option<u64>,
+    /// Earlier approvals of the same call (same agent, credential, mandate, tool, target, digest, manifest) that were
+    /// used already, newest first, at most [`MAX_EARLIER`]: recorded when the request is filed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<EarlierUse>,
+    /// In a list: the length, in characters, of the arguments' JSON text when `arguments` holds only its first
+    /// [`LIST_ARGUMENTS_CHARS`] characters (as a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_truncated: Option<u64>,
 }
 
 /// One entry of the decision log, a hash chain: `hash = sha256(prev ‖ seq ‖ time ‖ kind ‖ body)` (see
@@ -175,14 +260,44 @@ pub trait Tx {
     fn pending_access_request(&mut self, key: &str, now: i64) -> StoreResult<Option<AccessRequest>>;
     /// Access requests, newest first; only those with `status` when given.
     fn access_requests(&mut self, status: Option<&str>) -> StoreResult<Vec<AccessRequest>>;
+    /// One page of the access requests that `keep` admits (filtered before the page is cut, so that no number of
+    /// requests `keep` refuses hides one it admits), newest first, after `after`, at most `limit`, each with its
+    /// arguments cut for a list ([`cut_arguments`]); only those with `status` when given.
+    fn access_request_page(
+        &mut self,
+        status: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+        keep: &mut dyn FnMut(&AccessRequest) -> bool,
+    ) -> StoreResult<Page> {
+        let mut page = Page::default();
+        for mut request in self.access_requests(status)? {
+            if after.is_some_and(|c| !c.before(&request)) || !keep(&request) {
+                continue;
+            }
+            if page.requests.len() == limit {
+                page.next = page.requests.last().map(Cursor::of);
+                break;
+            }
+            cut_arguments(&mut request);
+            page.requests.push(request);
+        }
+        Ok(page)
+    }
+    /// The approvals minted for earlier access requests with `key` and used already, newest first, at most
+    /// [`MAX_EARLIER`].
+    fn earlier_uses(&mut self, key: &str) -> StoreResult<Vec<EarlierUse>> {
+        let _ = key;
+        Ok(Vec::new())
+    }
     fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>>;
     /// The last entry's sequence number and hash (`0` and the genesis hash for an empty log).
     fn log_head(&mut self) -> StoreResult<(u64, String)>;
     /// Entries with `seq >= from`, in order, at most `limit`.
     fn log_entries(&mut self, from: u64, limit: usize) -> StoreResult<Vec<LogEntry>>;
 
-    /// Marks a live approval consumed by `decision`; `false` when it is unknown or already consumed.
-    fn consume_approval(&mut self, id: &str, decision: &str) -> StoreResult<bool>;
+    /// Marks a live approval consumed by `decision` at `at`; `false` when it is unknown or already consumed.
+    fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool>;
     fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
     fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()>;
     fn insert_approval(&mut self, approval: &StoredApproval) -> StoreResult<()>;
