@@ -1104,9 +1104,13 @@ mod tests {
             "approvals.expires_at",
             "approvals.issued_at",
             "approvals.single_use",
+            "bundle_revision.id",
+            "bundle_revision.revision",
             "counters.value",
             "log.seq",
             "log.time",
+            "log_heads.seq",
+            "log_heads.time",
             "operations.time",
             "rounds.expires_at",
         ];
