@@ -35,6 +35,9 @@ enum Command {
         paths: Vec<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Exit 1 when there is any warning too (for CI)
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// Compile a policy into a WebAssembly decision module (docs/abi.md)
     Build {
@@ -95,6 +98,12 @@ enum Command {
         /// bytes
         #[arg(long, default_value = "native", value_parser = ["interpreter", "native", "module", "module-v2", "all"])]
         engine: String,
+        /// Run only the cases whose name, or whose test file's path, contains this text
+        #[arg(long, value_name = "PATTERN")]
+        filter: Option<String>,
+        /// Also write the results as JUnit XML to FILE (one testsuite per test file, one testcase per case)
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Put policy files (and the folders' .remit files) in the canonical layout; `--check` only reports
     Fmt {
@@ -209,7 +218,7 @@ pub enum Format {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { paths, format } => cmd_check(&paths, format),
+        Command::Check { paths, format, deny_warnings } => cmd_check(&paths, format, deny_warnings),
         Command::Build { paths, output, precompile, bundle, sign, revision } => {
             build::run(&paths, &output, build::Packaging { precompile, bundle, sign, revision })
         }
@@ -218,8 +227,9 @@ pub fn run() -> ExitCode {
             cmd_eval(&policy, &request, Options { narrowing: !no_narrowing }, engine == "interpreter")
         }
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
-        Command::Test { paths, engine } => {
-            tests::run(&paths, remit::testing::Engine::parse(&engine).unwrap_or_default())
+        Command::Test { paths, engine, filter, junit } => {
+            let engine = remit::testing::Engine::parse(&engine).unwrap_or_default();
+            tests::run(&paths, &tests::TestOptions { engine, filter, junit })
         }
         Command::Digest { request } => cmd_digest(&request),
         Command::Diff { old, new, format, output } => diff::run(&old, &new, format, output.as_deref()),
@@ -265,7 +275,7 @@ pub fn compile_with(
     Ok((program, sources, diagnostics))
 }
 
-fn cmd_check(paths: &[PathBuf], format: Format) -> Result<ExitCode, String> {
+fn cmd_check(paths: &[PathBuf], format: Format, deny_warnings: bool) -> Result<ExitCode, String> {
     let (program, sources, diagnostics) = compile(paths, format)?;
     if format == Format::Human {
         let errors = diagnostics.iter().filter(|d| d.is_error()).count();
@@ -273,7 +283,9 @@ fn cmd_check(paths: &[PathBuf], format: Format) -> Result<ExitCode, String> {
         let files = sources.files().filter(|(_, f)| !f.name.starts_with("std/")).count();
         eprintln!("checked {files} file(s): {errors} error(s), {warnings} warning(s)");
     }
-    Ok(if program.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    // `--deny-warnings`: every warning counts, as an error would.
+    let refused = deny_warnings && !diagnostics.is_empty();
+    Ok(if program.is_some() && !refused { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
