@@ -24,7 +24,7 @@ fn defined_name(decl: &Decl) -> Option<(&ast::Name, &'static str)> {
     })
 }
 
-/// A policy's own definitions shadow the standard library's (docs/language.md, "The standard library"), so that a
+/// A policy's own definitions shadow the standard library's (docs/language.md, at the top), so that a
 /// policy that checked keeps checking when a later library adds a name it already uses. The library's declaration
 /// of the name is dropped, with a `remit::shadows-library` warning at the policy's; the library's own tools stay
 /// out of the policy's class of that name (they were members of the library's class, which no rule of the policy
