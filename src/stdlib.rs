@@ -16,3 +16,8 @@ pub fn sources() -> crate::source::SourceMap {
     }
     map
 }
+
+/// Whether `file` of `sources` is a standard library file: one of the first files, as [`sources`] adds them.
+pub fn is_library(sources: &crate::source::SourceMap, file: crate::source::FileId) -> bool {
+    FILES.get(file as usize).is_some_and(|(name, _)| sources.file(file).name == *name)
+}

@@ -25,6 +25,9 @@ pub struct Case {
     /// `[case.decision]`: fields of the decision's JSON, each compared whole (e.g. `escalate_to`,
     /// `missing_approvals` with every field, `credential`).
     pub decision: Option<Map<String, Value>>,
+    /// Why the case as written cannot run (a missing `expect`, an unknown key, …): it fails with this, and the
+    /// file's other cases still run.
+    pub invalid: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -32,46 +35,86 @@ pub struct Outcome {
     pub name: String,
     /// What differed from the expectation; empty when the case passed.
     pub failures: Vec<String>,
-    pub decision: Decision,
+    /// The interpreter's decision; none for a case that is not valid.
+    pub decision: Option<Decision>,
 }
 
-/// Parses a test file's TOML text.
+/// The keys of a test file, of its `[defaults]` and of a case.
+const FILE_KEYS: [&str; 3] = ["policy", "defaults", "case"];
+const DEFAULTS_KEYS: [&str; 1] = ["request"];
+const CASE_KEYS: [&str; 8] =
+    ["name", "expect", "reasons", "missing_approvals", "obligations", "decision", "request", "unset"];
+
+/// An error naming the first key of `table` that is not one of `known`, with the closest known one.
+fn unknown_key(table: &Map<String, Value>, known: &[&str], place: &str) -> Result<(), String> {
+    let Some(key) = table.keys().find(|k| !known.contains(&k.as_str())) else { return Ok(()) };
+    let hint = match crate::diag::did_you_mean(key, known.iter().copied()) {
+        Some(close) => format!("; did you mean `{close}`?"),
+        None => format!(" (known keys: `{}`)", known.join("`, `")),
+    };
+    Err(format!("unknown key `{key}` in {place}{hint}"))
+}
+
+/// Parses a test file's TOML text. An error here concerns the whole file; a case that is not valid is kept, with
+/// [`Case::invalid`] saying why.
 pub fn parse(text: &str) -> Result<TestFile, String> {
     let doc: toml::Value = toml::from_str(text).map_err(|e| e.to_string())?;
     let doc = to_json(doc);
+    if let Some(table) = doc.as_object() {
+        unknown_key(table, &FILE_KEYS, "the test file")?;
+    }
+    if let Some(defaults) = doc.get("defaults") {
+        let table = defaults.as_object().ok_or("`defaults` must be a table (`[defaults.request]`)")?;
+        unknown_key(table, &DEFAULTS_KEYS, "`[defaults]`")?;
+    }
     let policy = string_list(doc.get("policy"), "policy")?.unwrap_or_default();
     let defaults = doc.pointer("/defaults/request").cloned().unwrap_or(Value::Object(Map::new()));
     let cases = doc.get("case").and_then(Value::as_array).ok_or("a test file needs at least one `[[case]]`")?;
     let mut out = Vec::new();
     for (index, case) in cases.iter().enumerate() {
         let name = case.get("name").and_then(Value::as_str).map_or(format!("case {}", index + 1), str::to_string);
-        let context = |e: String| format!("{name}: {e}");
-        let expect = case.get("expect").and_then(Value::as_str).ok_or_else(|| context("missing `expect`".into()))?;
-        if !matches!(expect, "allow" | "deny" | "escalate") {
-            return Err(context(format!("`expect` must be allow, deny or escalate, not `{expect}`")));
-        }
-        let mut request = defaults.clone();
-        if let Some(overrides) = case.get("request") {
-            merge(&mut request, overrides);
-        }
-        for path in string_list(case.get("unset"), "unset").map_err(context)?.unwrap_or_default() {
-            unset(&mut request, &path);
-        }
-        out.push(Case {
+        out.push(parse_case(case, &defaults, &name).unwrap_or_else(|invalid| Case {
             name: name.clone(),
-            request,
-            expect: expect.to_string(),
-            reasons: string_list(case.get("reasons"), "reasons").map_err(context)?,
-            missing_approvals: string_list(case.get("missing_approvals"), "missing_approvals").map_err(context)?,
-            obligations: string_list(case.get("obligations"), "obligations").map_err(context)?,
-            decision: match case.get("decision") {
-                None => None,
-                Some(Value::Object(fields)) => Some(fields.clone()),
-                Some(_) => return Err(context("`decision` must be a table of decision fields".into())),
-            },
-        });
+            request: Value::Null,
+            expect: String::new(),
+            reasons: None,
+            missing_approvals: None,
+            obligations: None,
+            decision: None,
+            invalid: Some(invalid),
+        }));
     }
     Ok(TestFile { policy, cases: out })
+}
+
+fn parse_case(case: &Value, defaults: &Value, name: &str) -> Result<Case, String> {
+    let table = case.as_object().ok_or("a case must be a table (`[[case]]`)")?;
+    unknown_key(table, &CASE_KEYS, "a case")?;
+    let expect = case.get("expect").and_then(Value::as_str).ok_or("missing `expect`")?;
+    if !matches!(expect, "allow" | "deny" | "escalate") {
+        return Err(format!("`expect` must be allow, deny or escalate, not `{expect}`"));
+    }
+    let mut request = defaults.clone();
+    if let Some(overrides) = case.get("request") {
+        merge(&mut request, overrides);
+    }
+    for path in string_list(case.get("unset"), "unset")?.unwrap_or_default() {
+        unset(&mut request, &path);
+    }
+    Ok(Case {
+        name: name.to_string(),
+        request,
+        expect: expect.to_string(),
+        reasons: string_list(case.get("reasons"), "reasons")?,
+        missing_approvals: string_list(case.get("missing_approvals"), "missing_approvals")?,
+        obligations: string_list(case.get("obligations"), "obligations")?,
+        decision: match case.get("decision") {
+            None => None,
+            Some(Value::Object(fields)) => Some(fields.clone()),
+            Some(_) => return Err("`decision` must be a table of decision fields".into()),
+        },
+        invalid: None,
+    })
 }
 
 /// Which engines decide a test file's cases (`remit test --engine`). The interpreter always decides (it is the
@@ -142,6 +185,9 @@ pub fn run_with(program: &Program, file: &TestFile, engine: Engine) -> Result<Ve
 }
 
 fn run_case(program: &Program, case: &Case, engines: &mut Engines) -> Outcome {
+    if let Some(invalid) = &case.invalid {
+        return Outcome { name: case.name.clone(), failures: vec![format!("invalid case: {invalid}")], decision: None };
+    }
     let request = case.request.to_string();
     let decision = decide(program, request.as_bytes());
     let mut failures = Vec::new();
@@ -189,7 +235,7 @@ fn run_case(program: &Program, case: &Case, engines: &mut Engines) -> Outcome {
             }
         }
     }
-    Outcome { name: case.name.clone(), failures, decision }
+    Outcome { name: case.name.clone(), failures, decision: Some(decision) }
 }
 
 /// `kind:value`, as test files write obligations.
@@ -284,7 +330,8 @@ mod tests {
 
     #[test]
     fn bad_expectations_are_rejected() {
-        assert!(parse("[[case]]\nname = \"x\"\nexpect = \"maybe\"").is_err());
+        let file = parse("[[case]]\nname = \"x\"\nexpect = \"maybe\"").unwrap();
+        assert!(file.cases[0].invalid.as_ref().unwrap().contains("`expect` must be"));
         assert!(parse("policy = [\"a.remit\"]").is_err());
     }
 }

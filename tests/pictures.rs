@@ -157,7 +157,7 @@ fn pictures_render_in_a_real_browser() {
     );
     let report: serde_json::Value = serde_json::from_str(&remit(&["diff", old, new, "--format", "json"])).unwrap();
     let wider = report["mandates"].as_array().unwrap().iter().find(|m| m["mandate"] == "wider").unwrap();
-    let witness_amount = wider["widened"]["witness"]["action"]["arguments"]["amount"].as_str().unwrap().to_string();
+    let witness_amount = wider["widened"][0]["witness"]["action"]["arguments"]["amount"].as_str().unwrap().to_string();
 
     let mut graph_texts: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     graph_texts.push("STOPPED: side-effecting calls refused".into());

@@ -1,12 +1,16 @@
 //! docs/tutorial.md, run: every file block (```` ```LANG file=PATH ````) is written and every command of a
 //! ```` ```console ```` block (`$ COMMAND`, optionally ending in `# exit N`) is run in order, in a fresh folder, with
 //! the `remit` binary on PATH; what it prints (stdout, then stderr) must be what the tutorial shows after it. In
-//! the shown output a line `…` stands for any lines and `…` inside a line for any text.
+//! the shown output a line `…` stands for any lines and `…` inside a line for any text. A command ending in `&` (the
+//! gateway) is started in the background: its first line of output is what the tutorial shows, and it is stopped
+//! when the test ends. The tutorial's gateway address, `127.0.0.1:8181`, is replaced by a free port of this machine
+//! everywhere (and `REMIT_GATEWAY` names it), so that the test never meets another gateway.
 
 mod support;
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use support::{remit_bin, root, run, temp_dir};
@@ -72,6 +76,46 @@ fn line_matches(pattern: &str, line: &str) -> bool {
     true
 }
 
+/// The gateway address the tutorial shows.
+const SHOWN_ADDRESS: &str = "127.0.0.1:8181";
+
+/// A process the tutorial started in the background, stopped (by its id) when the test ends, failed or not.
+struct Background(Child);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// Starts `command` in `dir` in the background and returns it with its first line of output (within two minutes).
+fn start(command: &str, dir: &Path, path: &str, gateway: &str) -> (Background, String) {
+    let log = std::fs::File::create(dir.join("background.log")).unwrap();
+    let mut child = Command::new("sh")
+        .args(["-c", &format!("exec {command}")])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env("REMIT_GATEWAY", gateway)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    // The first line goes to the test; the rest is read (and dropped) so that the process never blocks on it.
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        sender.send(lines.next().and_then(Result::ok).unwrap_or_default()).ok();
+        for _ in lines {}
+    });
+    let background = Background(child);
+    let first = receiver.recv_timeout(Duration::from_secs(120)).unwrap_or_default();
+    (background, first)
+}
+
 #[test]
 fn every_command_of_the_tutorial_prints_what_it_shows() {
     let markdown = std::fs::read_to_string(root().join("docs/tutorial.md")).unwrap();
@@ -79,6 +123,12 @@ fn every_command_of_the_tutorial_prints_what_it_shows() {
     let dir = temp_dir("tutorial");
     let bin = Path::new(remit_bin()).parent().unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let address = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let gateway = format!("http://{address}");
+    let mut background = Vec::new();
     let mut commands = Vec::new();
     for step in &steps {
         match step {
@@ -87,16 +137,31 @@ fn every_command_of_the_tutorial_prints_what_it_shows() {
                 std::fs::create_dir_all(file.parent().unwrap()).unwrap();
                 std::fs::write(file, text).unwrap();
             }
-            Step::Command { command, exit, expected, line } => {
+            Step::Command { command: shown, exit, expected, line } => {
+                let command = shown.replace(SHOWN_ADDRESS, &address);
+                let expected: Vec<String> = expected.iter().map(|l| l.replace(SHOWN_ADDRESS, &address)).collect();
+                if let Some(command) = command.strip_suffix(" &") {
+                    let (process, first) = start(command, &dir, &path, &gateway);
+                    background.push(process);
+                    let log = std::fs::read_to_string(dir.join("background.log")).unwrap_or_default();
+                    assert!(
+                        matches(&expected, &[first.trim_end()]),
+                        "docs/tutorial.md:{line}: `{command}` printed first\n{first}\n{log}\nbut the tutorial shows\n{}",
+                        expected.join("\n")
+                    );
+                    commands.push(command.to_string());
+                    continue;
+                }
                 let out = run(
                     // `remit check` runs on 2026-11-10T00:00:00Z (`SOURCE_DATE_EPOCH`): on another date it may also warn
                     // of the tutorial's mandates expiring (`remit::mandate-expiring`), as the tutorial says.
                     Command::new("sh")
-                        .args(["-c", command])
+                        .args(["-c", &command])
                         .current_dir(&dir)
                         .env("PATH", &path)
                         .env("NO_COLOR", "1")
-                        .env("SOURCE_DATE_EPOCH", "1794268800"),
+                        .env("SOURCE_DATE_EPOCH", "1794268800")
+                        .env("REMIT_GATEWAY", &gateway),
                     Duration::from_secs(120),
                 );
                 let printed =
@@ -113,10 +178,23 @@ fn every_command_of_the_tutorial_prints_what_it_shows() {
             }
         }
     }
-    // The tutorial's promise: write, test, see a narrowing error, diff, build, evaluate.
-    for verb in ["remit check", "remit test", "remit diff", "remit build", "remit eval"] {
+    drop(background);
+    // The tutorial's promise: write, test, see a narrowing error, diff, build, evaluate; then an approval, the
+    // gateway and an escalation approved in the inbox.
+    for verb in [
+        "remit check",
+        "remit test",
+        "remit diff",
+        "remit build",
+        "remit eval",
+        "remit serve",
+        "remit approvals approve",
+    ] {
         assert!(commands.iter().any(|c| c.starts_with(verb)), "the tutorial runs no `{verb}`");
     }
+    assert!(steps
+        .iter()
+        .any(|s| matches!(s, Step::File { text, .. } if text.contains("[[case.request.context.approvals]]"))));
     assert!(steps.iter().any(|s| matches!(s, Step::File { path, .. } if path == "first/drafts.remit")));
     std::fs::remove_dir_all(dir).ok();
 }

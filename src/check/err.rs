@@ -10,6 +10,20 @@ fn suggest(d: Diagnostic, name: &str, candidates: &[&str], fallback: &str) -> Di
     }
 }
 
+pub fn shadows_library(name: &str, what: &str, span: Span, library_what: &str, library: Span) -> Diagnostic {
+    let theirs = if what == library_what { String::new() } else { format!(" (a {library_what} there)") };
+    Diagnostic::warning(
+        "remit::shadows-library",
+        format!("{what} `{name}` shadows the standard library's `{name}`{theirs}"),
+    )
+    .label(span, format!("this policy's `{name}`: every rule of the policy that names `{name}` means this one"))
+    .label(library, "the standard library's, which this policy's rules no longer reach")
+    .help(format!(
+        "a policy's own definitions win, so that a policy keeps checking when the library adds a name it uses; \
+         the library's tools stay out of this policy's `{name}`. Rename yours to reach the library's as well"
+    ))
+}
+
 pub fn duplicate_definition(what: &str, name: &str, span: Span, first: Span) -> Diagnostic {
     Diagnostic::error("remit::duplicate-definition", format!("`{name}` is defined more than once"))
         .label(span, format!("{what} `{name}` defined again here"))
@@ -18,7 +32,7 @@ pub fn duplicate_definition(what: &str, name: &str, span: Span, first: Span) -> 
             "variant" => "the variants of an enum must be distinct",
             "level" => "each level appears once on the impact scale",
             "context attribute" => "declare each context attribute once, with one type",
-            _ => "tools, effect classes, kinds, enums, approval kinds and mandates share one namespace, the standard library included",
+            _ => "tools, effect classes, kinds, enums, approval kinds and mandates share one namespace (a policy's own definition shadows the standard library's)",
         })
 }
 
@@ -463,6 +477,18 @@ pub fn missing_principal(name: &str, span: Span) -> Diagnostic {
     Diagnostic::error("remit::missing-principal", format!("root mandate `{name}` does not say on whose behalf it acts"))
         .label(span, "no principal")
         .help(format!("write `mandate {name} for \"PRINCIPAL\" {{ … }}`, or derive it with `under PARENT`"))
+}
+
+pub fn sub_mandate_principal(name: &str, parent: &str, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::sub-mandate-principal",
+        format!("sub-mandate `{name}` acts for its parent's principal: `for` is not allowed with `under {parent}`"),
+    )
+    .label(span, format!("`{name}` acts for the principal of `{parent}`"))
+    .help(format!(
+        "remove the `for`: a sub-mandate inherits its principal from the root of its chain; to act for another \
+         principal, declare a root mandate `mandate {name} for \"PRINCIPAL\" {{ … }}`"
+    ))
 }
 
 pub fn missing_holder(name: &str, span: Span) -> Diagnostic {

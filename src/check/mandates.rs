@@ -80,6 +80,9 @@ impl Checker<'_> {
         if m.parent.is_none() && m.principal.is_none() {
             self.error(err::missing_principal(&m.name.text, m.name.span));
         }
+        if let (Some(parent), Some((_, span))) = (&m.parent, &m.principal) {
+            self.error(err::sub_mandate_principal(&m.name.text, &parent.text, *span));
+        }
         let mut seen: HashMap<&'static str, Span> = HashMap::new();
         let mut once = |this: &mut Self, clause: &'static str, span: Span| -> bool {
             match seen.insert(clause, span) {

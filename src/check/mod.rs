@@ -70,6 +70,8 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
             Err(errors) => diagnostics.extend(errors),
         }
     }
+    let (decls, shadowing) = resolve::shadow_library(&sources, decls);
+    diagnostics.extend(shadowing);
     let mut checker = Checker::new(&sources);
     checker.collect(&decls);
     let program = checker.lower(&decls);

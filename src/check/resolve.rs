@@ -5,9 +5,62 @@
 use std::collections::HashMap;
 
 use super::{err, is_tool_name, Checker, Symbol};
+use crate::diag::Diagnostic;
 use crate::ir::{self, Binding, Level, Type};
-use crate::source::Span;
+use crate::source::{SourceMap, Span};
 use crate::syntax::ast::{self, Decl, TypeExpr};
+
+/// The name a declaration defines in the one namespace of tools, effect classes, kinds, enums, approval kinds and
+/// mandates, with what it is.
+fn defined_name(decl: &Decl) -> Option<(&ast::Name, &'static str)> {
+    Some(match decl {
+        Decl::Effect(e) => (&e.name, "effect class"),
+        Decl::Tool(t) => (&t.name, "tool"),
+        Decl::Kind(k) => (k, "kind"),
+        Decl::Enum(e) => (&e.name, "enum"),
+        Decl::Approval(a) => (&a.name, "approval kind"),
+        Decl::Mandate(m) => (&m.name, "mandate"),
+        Decl::Import(_) | Decl::Levels(_) | Decl::Context(_) | Decl::Classify(_) => return None,
+    })
+}
+
+/// A policy's own definitions shadow the standard library's (docs/language.md, at the top), so that a
+/// policy that checked keeps checking when a later library adds a name it already uses. The library's declaration
+/// of the name is dropped, with a `remit::shadows-library` warning at the policy's; the library's own tools stay
+/// out of the policy's class of that name (they were members of the library's class, which no rule of the policy
+/// can name any more), so what the policy's rules reach is what they reached before the library had the name.
+pub(super) fn shadow_library(sources: &SourceMap, decls: Vec<Decl>) -> (Vec<Decl>, Vec<Diagnostic>) {
+    let in_library = |span: Span| crate::stdlib::is_library(sources, span.file);
+    let own: HashMap<String, (Span, &'static str)> = decls
+        .iter()
+        .filter_map(defined_name)
+        .filter(|(name, _)| !in_library(name.span))
+        .map(|(name, what)| (name.text.clone(), (name.span, what)))
+        .collect();
+    let mut diagnostics = Vec::new();
+    let mut shadowed_classes = Vec::new();
+    let mut kept = Vec::with_capacity(decls.len());
+    for decl in decls {
+        if let Some((name, what)) = defined_name(&decl).filter(|(name, _)| in_library(name.span)) {
+            if let Some(&(span, own_what)) = own.get(&name.text) {
+                diagnostics.push(err::shadows_library(&name.text, own_what, span, what, name.span));
+                if what == "effect class" {
+                    shadowed_classes.push(name.text.clone());
+                }
+                continue;
+            }
+        }
+        kept.push(decl);
+    }
+    for decl in &mut kept {
+        if let Decl::Tool(t) = decl {
+            if in_library(t.name.span) {
+                t.effects.retain(|class| !shadowed_classes.contains(&class.text));
+            }
+        }
+    }
+    (kept, diagnostics)
+}
 
 impl Checker<'_> {
     /// First pass: every top-level name, so that declarations may refer to each other in any order.

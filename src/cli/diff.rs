@@ -87,11 +87,11 @@ fn summary(report: &[MandateDiff]) -> String {
 fn human(report: &[MandateDiff]) {
     for m in report {
         println!("{:<10} {}", m.status.as_str(), m.name);
-        if let Some(e) = &m.widened {
+        for e in &m.widened {
             println!("  now allowed; before, {}:", e.refused_by);
             println!("    {}", e.request);
         }
-        if let Some(e) = &m.narrowed {
+        for e in &m.narrowed {
             println!("  allowed before; now {}:", e.refused_by);
             println!("    {}", e.request);
         }
@@ -102,17 +102,18 @@ fn human(report: &[MandateDiff]) {
     println!("{}", summary(report));
 }
 
-fn example(e: &Option<Example>) -> serde_json::Value {
-    match e {
-        None => serde_json::Value::Null,
-        Some(e) => json!({
+/// Every example of one direction, one per clause.
+fn examples(examples: &[Example]) -> serde_json::Value {
+    let each = |e: &Example| {
+        json!({
             "tool": e.tool,
             "reason": e.refused_by,
             "old": e.old.outcome.as_str(),
             "new": e.new.outcome.as_str(),
             "witness": e.request,
-        }),
-    }
+        })
+    };
+    serde_json::Value::Array(examples.iter().map(each).collect())
 }
 
 fn as_json(report: &[MandateDiff]) -> serde_json::Value {
@@ -122,8 +123,8 @@ fn as_json(report: &[MandateDiff]) -> serde_json::Value {
             json!({
                 "mandate": m.name,
                 "status": m.status.as_str(),
-                "widened": example(&m.widened),
-                "narrowed": example(&m.narrowed),
+                "widened": examples(&m.widened),
+                "narrowed": examples(&m.narrowed),
             })
         })
         .collect();
@@ -150,10 +151,10 @@ fn github(report: &[MandateDiff], old: &Program, new: &Program) {
         let (line, col) = program.sources.line_col(span);
         let file = &program.sources.file(span.file).name;
         let mut message = format!("mandate `{}` {}", m.name, m.status.as_str());
-        if let Some(e) = &m.widened {
+        for e in &m.widened {
             message.push_str(&format!("\nnow allowed; before, {}:\n{}", e.refused_by, e.request));
         }
-        if let Some(e) = &m.narrowed {
+        for e in &m.narrowed {
             message.push_str(&format!("\nallowed before; now {}:\n{}", e.refused_by, e.request));
         }
         println!(

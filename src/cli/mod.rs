@@ -43,6 +43,9 @@ enum Command {
         /// How far ahead `remit::mandate-expiring` looks (`30d`, `12h`, `0s` for expired mandates only)
         #[arg(long, value_name = "DURATION", default_value = "30d")]
         expiry_horizon: String,
+        /// Exit 1 when there is any warning too (for CI)
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// Compile a policy into a WebAssembly decision module (docs/abi.md)
     Build {
@@ -104,6 +107,12 @@ enum Command {
         /// bytes
         #[arg(long, default_value = "native", value_parser = ["interpreter", "native", "module", "module-v2", "all"])]
         engine: String,
+        /// Run only the cases whose name, or whose test file's path, contains this text
+        #[arg(long, value_name = "PATTERN")]
+        filter: Option<String>,
+        /// Also write the results as JUnit XML to FILE (one testsuite per test file, one testcase per case)
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Put policy files (and the folders' .remit files) in the canonical layout; `--check` only reports
     Fmt {
@@ -218,8 +227,9 @@ pub enum Format {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check { paths, format, now, expiry_horizon } => {
-            Expiry::from_args(now.as_deref(), &expiry_horizon).and_then(|expiry| cmd_check(&paths, format, expiry))
+        Command::Check { paths, format, now, expiry_horizon, deny_warnings } => {
+            Expiry::from_args(now.as_deref(), &expiry_horizon)
+                .and_then(|expiry| cmd_check(&paths, format, expiry, deny_warnings))
         }
         Command::Build { paths, output, precompile, bundle, sign, revision } => {
             build::run(&paths, &output, build::Packaging { precompile, bundle, sign, revision })
@@ -229,8 +239,9 @@ pub fn run() -> ExitCode {
             cmd_eval(&policy, &request, Options { narrowing: !no_narrowing }, engine == "interpreter")
         }
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
-        Command::Test { paths, engine } => {
-            tests::run(&paths, remit::testing::Engine::parse(&engine).unwrap_or_default())
+        Command::Test { paths, engine, filter, junit } => {
+            let engine = remit::testing::Engine::parse(&engine).unwrap_or_default();
+            tests::run(&paths, &tests::TestOptions { engine, filter, junit })
         }
         Command::Digest { request } => cmd_digest(&request),
         Command::Diff { old, new, format, output } => diff::run(&old, &new, format, output.as_deref()),
@@ -316,7 +327,7 @@ impl Expiry {
     }
 }
 
-fn cmd_check(paths: &[PathBuf], format: Format, expiry: Expiry) -> Result<ExitCode, String> {
+fn cmd_check(paths: &[PathBuf], format: Format, expiry: Expiry, deny_warnings: bool) -> Result<ExitCode, String> {
     let expiring = |program: &Program| remit::check::expiring(program, expiry.now, expiry.horizon);
     let (program, sources, diagnostics) = compile_and(paths, format, Options { narrowing: true }, expiring)?;
     if format == Format::Human {
@@ -325,7 +336,9 @@ fn cmd_check(paths: &[PathBuf], format: Format, expiry: Expiry) -> Result<ExitCo
         let files = sources.files().filter(|(_, f)| !f.name.starts_with("std/")).count();
         eprintln!("checked {files} file(s): {errors} error(s), {warnings} warning(s)");
     }
-    Ok(if program.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    // `--deny-warnings`: every warning counts, as an error would.
+    let refused = deny_warnings && !diagnostics.is_empty();
+    Ok(if program.is_some() && !refused { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn read(path: &PathBuf) -> Result<Vec<u8>, String> {

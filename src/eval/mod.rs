@@ -229,6 +229,10 @@ pub struct RuleTrace {
     pub kind: &'static str,
     /// The condition's value; `None` when it could not be evaluated.
     pub result: Option<bool>,
+    /// For a gate: the id of the presented approval that satisfies it, if one does (whether or not the gate
+    /// applies). A deny lists no missing approvals, so this is how an explanation tells a satisfied gate from one
+    /// that was not.
+    pub approval: Option<String>,
 }
 
 /// Every rule of the request's mandate chain that covers the called tool, with its condition's value. Empty when
@@ -240,8 +244,11 @@ pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
         return Vec::new();
     };
     let env = Env { program, request: &req, tool, listing: false };
+    let empty = Json::Object(Map::new());
+    let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
+    let chain = program.chain(leaf);
     let mut out = Vec::new();
-    for mandate_id in program.chain(leaf) {
+    for (position, &mandate_id) in chain.iter().enumerate() {
         let mandate = &program.mandates[mandate_id];
         for rule in mandate.rules.iter().filter(|r| program.covers(&r.target, tool)) {
             let kind = match rule.kind {
@@ -255,7 +262,15 @@ pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
                 RuleKind::Budget { .. } => "budget",
             };
             let result = cond::eval(&rule.condition, &env).ok();
-            out.push(RuleTrace { mandate: mandate.name.clone(), rule: rule.label.clone(), kind, result });
+            let approval = match rule.kind {
+                RuleKind::Gate { approval, .. } => {
+                    let kind = &program.approvals[approval];
+                    let (chosen, _) = judge_gate(kind, program, &chain[..=position], &req, call, &digest);
+                    chosen.map(|a| a.id.clone())
+                }
+                _ => None,
+            };
+            out.push(RuleTrace { mandate: mandate.name.clone(), rule: rule.label.clone(), kind, result, approval });
         }
     }
     out
@@ -346,15 +361,7 @@ impl Tally {
                     RuleKind::Scope if result != Ok(true) => self.deny(err::SCOPE_OUTSIDE, Some(entry())),
                     RuleKind::Gate { approval, on_missing } if applies => {
                         let kind = &program.approvals[*approval];
-                        let of_kind = req.approvals.iter().filter(|a| a.kind == kind.name);
-                        let judged: Vec<(&request::Approval, Option<Refusal>)> =
-                            of_kind.map(|a| (a, refusal(a, kind, program, issuers, req, call, &digest))).collect();
-                        // The smallest id; identical duplicates are one approval, so any of them says who approved.
-                        let chosen = judged
-                            .iter()
-                            .filter(|(_, refusal)| refusal.is_none())
-                            .map(|(a, _)| *a)
-                            .min_by_key(|a| &a.id);
+                        let (chosen, refused) = judge_gate(kind, program, issuers, req, call, &digest);
                         if let Some(approval) = chosen {
                             let id = &approval.id;
                             if kind.single_use {
@@ -365,12 +372,6 @@ impl Tally {
                             self.granted.push(entry());
                             continue;
                         }
-                        let mut refused: Vec<RefusedApproval> = judged
-                            .into_iter()
-                            .filter_map(|(a, refusal)| Some(RefusedApproval { id: a.id.clone(), refusal: refusal? }))
-                            .collect();
-                        refused.sort();
-                        refused.dedup();
                         // Each refusal's code joins `approval.missing`, with the gate's outcome.
                         for r in &refused {
                             self.add(*on_missing, r.refusal.code(), None);
@@ -651,6 +652,30 @@ fn location(program: &Program, span: Span) -> String {
 
 /// Why a presented approval of the gate's `kind` does not satisfy the gate for this call (`None`: it does);
 /// `issuers` are the gate's mandate and its ancestors. The checks run in [`Refusal`]'s order.
+/// The presented approval of `kind` that satisfies a gate of that kind (the smallest id; identical duplicates are
+/// one approval, so any of them says who approved), and every presented one of the kind that does not, with why,
+/// sorted. `issuers`: the chain from the root down to the gate's mandate.
+fn judge_gate<'r>(
+    kind: &ApprovalKind,
+    program: &Program,
+    issuers: &[usize],
+    req: &'r Request,
+    call: &Call,
+    digest: &str,
+) -> (Option<&'r request::Approval>, Vec<RefusedApproval>) {
+    let of_kind = req.approvals.iter().filter(|a| a.kind == kind.name);
+    let judged: Vec<(&request::Approval, Option<Refusal>)> =
+        of_kind.map(|a| (a, refusal(a, kind, program, issuers, req, call, digest))).collect();
+    let chosen = judged.iter().filter(|(_, refusal)| refusal.is_none()).map(|(a, _)| *a).min_by_key(|a| &a.id);
+    let mut refused: Vec<RefusedApproval> = judged
+        .into_iter()
+        .filter_map(|(a, refusal)| Some(RefusedApproval { id: a.id.clone(), refusal: refusal? }))
+        .collect();
+    refused.sort();
+    refused.dedup();
+    (chosen, refused)
+}
+
 fn refusal(
     approval: &request::Approval,
     kind: &ApprovalKind,

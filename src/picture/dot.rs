@@ -32,7 +32,7 @@ pub fn render(forest: &Forest) -> String {
             for (what, example) in
                 [("now allowed; before,", &change.widened), ("allowed before; now", &change.narrowed)]
             {
-                if let Some((why, request)) = example {
+                for (why, request) in example {
                     out.push_str(&format!("      <tr><td align=\"left\">{what} {}:</td></tr>\n", html(why)));
                     out.push_str(&format!("      <tr><td align=\"left\">  {}</td></tr>\n", html(request)));
                 }

@@ -220,8 +220,14 @@ fn judge(
                 let refused =
                     if refused.is_empty() { String::new() } else { format!("; refused: {}", refused.join(", ")) };
                 (Verdict::Escalated, format!("{why}no presented approval satisfies it ({presented}{refused})"))
-            } else {
+            } else if t.approval.is_some() {
                 (Verdict::Passed, format!("{why}satisfied ({presented})"))
+            } else {
+                // A deny lists no missing approvals: the gate is unsatisfied all the same, and says so.
+                (
+                    Verdict::Escalated,
+                    format!("{why}no presented approval satisfies it ({presented}); the call is denied anyway, so no approval is asked for"),
+                )
             }
         }
         (RuleKind::RequireOperationId, _) if refused_if("operation.missing-id") => {

@@ -21,7 +21,7 @@ pub fn render(forest: &Forest) -> String {
             for (what, example) in
                 [("now allowed; before,", &change.widened), ("allowed before; now", &change.narrowed)]
             {
-                if let Some((why, request)) = example {
+                for (why, request) in example {
                     lines.push(escape(&format!("{what} {why}:")));
                     lines.push(format!("<code>{}</code>", escape(request)));
                 }

@@ -67,7 +67,7 @@ pub fn diff_html(old: &Program, new: &Program, report: &[MandateDiff]) -> String
     for m in report {
         let (fill, stroke) = colours(m.status.as_str());
         let mut shown = String::new();
-        if let Some(e) = &m.widened {
+        for e in &m.widened {
             let _ = write!(
                 shown,
                 "<p>now allowed; before, {}:</p><pre class=\"witness\">{}</pre>",
@@ -75,7 +75,7 @@ pub fn diff_html(old: &Program, new: &Program, report: &[MandateDiff]) -> String
                 xml(&serde_json::to_string_pretty(&e.request).unwrap_or_default())
             );
         }
-        if let Some(e) = &m.narrowed {
+        for e in &m.narrowed {
             let _ = write!(
                 shown,
                 "<p>allowed before; now {}:</p><pre>{}</pre>",

@@ -55,10 +55,10 @@ pub enum Stop {
 #[derive(Debug, Clone)]
 pub struct Change {
     pub status: Status,
-    /// Why the old version refused a request the new one allows, and that request (JSON).
-    pub widened: Option<(String, String)>,
-    /// Why the new version refuses a request the old one allowed, and that request (JSON).
-    pub narrowed: Option<(String, String)>,
+    /// Why the old version refused a request the new one allows, and that request (JSON): one per clause.
+    pub widened: Vec<(String, String)>,
+    /// Why the new version refuses a request the old one allowed, and that request (JSON): one per clause.
+    pub narrowed: Vec<(String, String)>,
 }
 
 /// The section titles, in the order a node shows them.
@@ -117,8 +117,8 @@ impl Forest {
             let Some(m) = changes.get(node.name.as_str()) else { continue };
             node.change = Some(Change {
                 status: m.status,
-                widened: m.widened.as_ref().map(|e| (e.refused_by.clone(), e.request.to_string())),
-                narrowed: m.narrowed.as_ref().map(|e| (e.refused_by.clone(), e.request.to_string())),
+                widened: m.widened.iter().map(|e| (e.refused_by.clone(), e.request.to_string())).collect(),
+                narrowed: m.narrowed.iter().map(|e| (e.refused_by.clone(), e.request.to_string())).collect(),
             });
         }
         forest.sort();

@@ -52,7 +52,7 @@ fn lines(node: &Node) -> Vec<Line> {
     }
     if let Some(change) = &node.change {
         for (what, example) in [("now allowed; before,", &change.widened), ("allowed before; now", &change.narrowed)] {
-            if let Some((why, request)) = example {
+            for (why, request) in example {
                 let head = if what.starts_with("now") { "widened-head" } else { "narrowed-head" };
                 wrap(&mut out, &format!("{what} {why}:"), "  ", head);
                 wrap(&mut out, &format!("  {request}"), "  ", "witness");

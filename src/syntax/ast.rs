@@ -133,6 +133,7 @@ pub struct ToolDecl {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MandateDecl {
     pub name: Name,
+    /// The principal and the span of its whole `for "…"`.
     pub principal: Option<(String, Span)>,
     pub parent: Option<Name>,
     pub clauses: Vec<Clause>,

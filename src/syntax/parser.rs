@@ -31,7 +31,7 @@ pub fn parse_file(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
     }
     let mut pairs = match RemitParser::parse(Rule::file, text) {
         Ok(pairs) => pairs,
-        Err(error) => return Err(vec![syntax_error(file, text, error)]),
+        Err(error) => return Err(syntax_errors(file, text, error)),
     };
     let mut lower = Lower { file, errors: Vec::new() };
     let root = pairs.next().expect("the file rule always produces one pair");
@@ -47,6 +47,63 @@ pub fn parse_file(file: FileId, text: &str) -> Result<File, Vec<Diagnostic>> {
     } else {
         Err(lower.errors)
     }
+}
+
+/// At most this many syntax errors are reported for one file: past the first few, later ones are mostly echoes.
+const MAX_SYNTAX_ERRORS: usize = 20;
+
+/// Every syntax error of a file, not only the first (pest stops there): the declaration the error is in is blanked
+/// out up to the next line that starts a declaration, and the file is parsed again. Blanking keeps every offset, so
+/// each error points at the file as written. A file with a syntax error is not checked further, so what is blanked
+/// out never causes an error of its own.
+fn syntax_errors(file: FileId, text: &str, first: pest::error::Error<Rule>) -> Vec<Diagnostic> {
+    let starts = declaration_starts(text);
+    let mut blanked = text.as_bytes().to_vec();
+    let mut errors = Vec::new();
+    let mut error = first;
+    loop {
+        let at = match error.location {
+            pest::error::InputLocation::Pos(p) => p,
+            pest::error::InputLocation::Span((s, _)) => s,
+        };
+        // Spaces are written over whole lines only, so the bytes stay UTF-8 (and lossy never loses anything).
+        let current = String::from_utf8_lossy(&blanked).into_owned();
+        errors.push(syntax_error(file, &current, error));
+        if errors.len() == MAX_SYNTAX_ERRORS {
+            break;
+        }
+        // The declaration the error is in: the last one starting before it (an error at a declaration's first
+        // word is the previous one's: it was not closed).
+        let from = starts.iter().rev().find(|&&s| s < at).copied().unwrap_or(0);
+        let Some(to) = starts.iter().find(|&&s| s >= at && s > from).copied() else { break };
+        for byte in &mut blanked[from..to] {
+            if *byte != b'\n' {
+                *byte = b' ';
+            }
+        }
+        let current = String::from_utf8_lossy(&blanked).into_owned();
+        match RemitParser::parse(Rule::file, &current) {
+            Ok(_) => break,
+            Err(next) => error = next,
+        }
+    }
+    errors
+}
+
+/// The offsets of the lines that start a declaration: a declaration keyword at the start of a line.
+fn declaration_starts(text: &str) -> Vec<usize> {
+    const KEYWORDS: [&str; 10] =
+        ["import", "effect", "levels", "kind", "enum", "context", "approval", "tool", "classify", "mandate"];
+    let mut starts = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let word = line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("");
+        if KEYWORDS.contains(&word) {
+            starts.push(offset);
+        }
+        offset += line.len();
+    }
+    starts
 }
 
 fn syntax_error(file: FileId, text: &str, error: pest::error::Error<Rule>) -> Diagnostic {
@@ -370,7 +427,9 @@ impl Lower {
         for pair in inner {
             match pair.as_rule() {
                 Rule::principal_spec => {
-                    decl.principal = Some(self.string(pair.into_inner().next().expect("principal")))
+                    let span = self.span(&pair);
+                    let (principal, _) = self.string(pair.into_inner().next().expect("principal"));
+                    decl.principal = Some((principal, span));
                 }
                 Rule::parent_spec => decl.parent = Some(self.name(pair.into_inner().next().expect("parent"))),
                 _ => {

@@ -13,7 +13,7 @@ use super::authority::{conjuncts, Conjunct, Origin, Side};
 use super::formula::{negate, Vars, F};
 use super::solve::{Answer, Solver};
 use super::witness::{self, Shape};
-use super::{counterexample, currencies, granted_tools};
+use super::{currencies, granted_tools};
 use crate::eval::{decide, Decision, Outcome};
 use crate::ir::{MandateId, Program};
 
@@ -64,10 +64,11 @@ pub struct Example {
 pub struct MandateDiff {
     pub name: String,
     pub status: Status,
-    /// A request the new version allows and the old one refuses.
-    pub widened: Option<Example>,
-    /// A request the old version allows and the new one refuses.
-    pub narrowed: Option<Example>,
+    /// Requests the new version allows and the old one refuses: one for each clause of the old version that
+    /// refuses some (each refused by that clause alone, where a request can be), in catalog order of the tools.
+    pub widened: Vec<Example>,
+    /// Requests the old version allows and the new one refuses, one for each clause of the new version likewise.
+    pub narrowed: Vec<Example>,
 }
 
 /// Compares every mandate of the two versions, by name, sorted by name.
@@ -80,14 +81,14 @@ pub fn diff(old: &Program, new: &Program) -> Vec<MandateDiff> {
             (None, Some(n)) => MandateDiff {
                 name: name.to_string(),
                 status: Status::Added,
-                widened: exceeding_or(new, n, old, None, true, &mut false),
-                narrowed: None,
+                widened: exceeding(new, n, old, None, true, &mut false),
+                narrowed: Vec::new(),
             },
             (Some(o), _) => MandateDiff {
                 name: name.to_string(),
                 status: Status::Removed,
-                widened: None,
-                narrowed: exceeding_or(old, o, new, None, false, &mut false),
+                widened: Vec::new(),
+                narrowed: exceeding(old, o, new, None, false, &mut false),
             },
             (None, None) => unreachable!("every name comes from one of the versions"),
         })
@@ -96,14 +97,14 @@ pub fn diff(old: &Program, new: &Program) -> Vec<MandateDiff> {
 
 fn compare(old: &Program, o: MandateId, new: &Program, n: MandateId) -> MandateDiff {
     let mut undecided = false;
-    let widened = exceeding_or(new, n, old, Some(o), true, &mut undecided);
-    let narrowed = exceeding_or(old, o, new, Some(n), false, &mut undecided);
-    let status = match (&widened, &narrowed) {
-        (Some(_), Some(_)) => Status::Both,
-        (Some(_), None) => Status::Widened,
-        (None, Some(_)) => Status::Narrowed,
-        (None, None) if undecided => Status::Undecided,
-        (None, None) => Status::Unchanged,
+    let widened = exceeding(new, n, old, Some(o), true, &mut undecided);
+    let narrowed = exceeding(old, o, new, Some(n), false, &mut undecided);
+    let status = match (widened.is_empty(), narrowed.is_empty()) {
+        (false, false) => Status::Both,
+        (false, true) => Status::Widened,
+        (true, false) => Status::Narrowed,
+        (true, true) if undecided => Status::Undecided,
+        (true, true) => Status::Unchanged,
     };
     MandateDiff { name: old.mandates[o].name.clone(), status, widened, narrowed }
 }
@@ -114,19 +115,22 @@ fn side(program: &Program, mandate: MandateId) -> Side<'_> {
     Side { program, chain, holders: Some(&program.mandates[mandate]), approval_names }
 }
 
-/// A confirmed request mandate `w` of `wide` allows and mandate `n` of `narrow` (absent: unknown there) refuses.
-/// `wide_is_new` says which version `wide` is.
-fn exceeding_or(
+/// Confirmed requests mandate `w` of `wide` allows and mandate `n` of `narrow` (absent: unknown there) refuses,
+/// one for each clause of `narrow` that refuses some: a version that adds a requisition and raises a cap shows
+/// both. Each is refused by its clause alone when such a request exists, so that it shows what that clause
+/// changed. `wide_is_new` says which version `wide` is.
+fn exceeding(
     wide: &Program,
     w: MandateId,
     narrow: &Program,
     n: Option<MandateId>,
     wide_is_new: bool,
     undecided: &mut bool,
-) -> Option<Example> {
+) -> Vec<Example> {
     let name = wide.mandates[w].name.as_str();
     let allowing = side(wide, w);
     let refusing = n.map(|n| side(narrow, n));
+    let mut found: Vec<Example> = Vec::new();
     for tool in granted_tools(wide, w) {
         let tool_name = wide.tools[tool].name.as_str();
         let mut vars = Vars::default();
@@ -139,36 +143,51 @@ fn exceeding_or(
             Some(side) => conjuncts(side, tool_name, &mut vars),
             None => vec![Conjunct { formula: F::False, origin: Origin::Undeclared }],
         };
-        let questions: Vec<(Origin, F)> = b
+        let questions: Vec<(usize, Origin, F)> = b
             .iter()
-            .filter(|c| !a.iter().any(|x| x.formula == c.formula))
-            .map(|c| (c.origin, negate(&c.formula)))
+            .enumerate()
+            .filter(|(_, c)| !a.iter().any(|x| x.formula == c.formula))
+            .map(|(i, c)| (i, c.origin, negate(&c.formula)))
             .collect();
         let mut solver = Solver::new(&vars, wide.levels.len().max(narrow.levels.len()));
-        for (origin, refused) in &questions {
-            match counterexample(&mut solver, &a, refused) {
-                Answer::Unsat => {}
-                Answer::Unknown => *undecided = true,
-                Answer::Sat(model) => {
-                    let goals: Vec<&F> = a.iter().map(|c| &c.formula).chain([refused]).collect();
-                    let shape = Shape { program: wide, tool: tool_name, mandate: name };
-                    let request = witness::request(&model, &vars, shape, &currencies(&goals, &vars), false);
-                    let bytes = serde_json::to_vec(&request).unwrap_or_default();
-                    let (allowed, refused_decision) = (decide(wide, &bytes), decide(narrow, &bytes));
-                    if allowed.outcome != Outcome::Allow || refused_decision.outcome == Outcome::Allow {
-                        *undecided = true; // a model the interpreter does not confirm is never shown
-                        continue;
+        for (index, origin, refused) in &questions {
+            let refused_by = match n {
+                Some(_) => super::err::clause(narrow, *origin, tool_name),
+                None => super::err::no_mandate(name, wide_is_new),
+            };
+            // One request per clause: a class rule refuses the same way for each of its tools.
+            if found.iter().any(|e| e.refused_by == refused_by) {
+                continue;
+            }
+            let plain: Vec<&F> = a.iter().map(|c| &c.formula).chain([refused]).collect();
+            // The request this clause alone refuses: every other clause of the refusing version holds.
+            let others = b.iter().enumerate().filter(|(i, _)| i != index).map(|(_, c)| &c.formula);
+            let alone: Vec<&F> = plain.iter().copied().chain(others).collect();
+            let mut example = None;
+            for goals in [&alone, &plain] {
+                match solver.solve(goals) {
+                    Answer::Unsat => {}
+                    // Only the plain question decides whether the clause widens; the other is a nicer witness.
+                    Answer::Unknown => *undecided |= std::ptr::eq(goals, &plain),
+                    Answer::Sat(model) => {
+                        let shape = Shape { program: wide, tool: tool_name, mandate: name };
+                        let request = witness::request(&model, &vars, shape, &currencies(goals, &vars), false);
+                        let bytes = serde_json::to_vec(&request).unwrap_or_default();
+                        let (allowed, refused_decision) = (decide(wide, &bytes), decide(narrow, &bytes));
+                        if allowed.outcome != Outcome::Allow || refused_decision.outcome == Outcome::Allow {
+                            // A model the interpreter does not confirm is never shown.
+                            *undecided |= std::ptr::eq(goals, &plain);
+                            continue;
+                        }
+                        let (old, new) =
+                            if wide_is_new { (refused_decision, allowed) } else { (allowed, refused_decision) };
+                        example = Some(Example { tool: tool_name.to_string(), request, refused_by, old, new });
+                        break;
                     }
-                    let refused_by = match n {
-                        Some(_) => super::err::clause(narrow, *origin, tool_name),
-                        None => super::err::no_mandate(name, wide_is_new),
-                    };
-                    let (old, new) =
-                        if wide_is_new { (refused_decision, allowed) } else { (allowed, refused_decision) };
-                    return Some(Example { tool: tool_name.to_string(), request, refused_by, old, new });
                 }
             }
+            found.extend(example);
         }
     }
-    None
+    found
 }

@@ -28,7 +28,7 @@ use crate::diag::Diagnostic;
 use crate::ir::{Attr, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
 use crate::syntax::ast::CompareOp;
 use crate::value::Decimal;
-use authority::{atom_true, conjuncts, truth_in, Conjunct, Side};
+use authority::{atom_true, conjuncts, truth_in, Side};
 use formula::{is, lit, literals, negate, Model, Var, Vars, F};
 use solve::{Answer, Solver};
 use witness::{Currencies, Scratch, Shape};
@@ -326,11 +326,4 @@ fn collect_atoms<'c>(cond: &'c crate::ir::Cond, out: &mut Vec<&'c crate::ir::Ato
         crate::ir::Cond::And(items) | crate::ir::Cond::Or(items) => items.iter().for_each(|c| collect_atoms(c, out)),
         _ => {}
     }
-}
-
-/// Solves "everything in `a` holds and `refused` holds" (used by `diff` too).
-fn counterexample<'f>(solver: &mut Solver<'f>, a: &'f [Conjunct], refused: &'f F) -> Answer {
-    let mut goals: Vec<&F> = a.iter().map(|c| &c.formula).collect();
-    goals.push(refused);
-    solver.solve(&goals)
 }
