@@ -66,15 +66,42 @@ fn serve(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Process {
     Process { child, url }
 }
 
-/// `remit serve … ` that is expected to refuse to start: its exit status and what it said.
+/// `remit serve …` that is expected to refuse to start: whether it started after all (it is then stopped, so that
+/// the test fails rather than waits) and what it said on stderr.
 fn refused(dir: &Path, extra: &[&str]) -> (bool, String) {
-    let out = remit_bin()
+    let mut child = remit_bin()
         .args(["serve", dir.join("policy").to_str().unwrap(), "--store"])
         .arg(format!("sqlite:{}", dir.join("state.db").display()))
         .args(extra)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let stdout = child.stdout.take().unwrap();
+    let listening = std::thread::spawn(move || {
+        BufReader::new(stdout).lines().next().is_some_and(|l| l.is_ok_and(|l| l.contains("listening on")))
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let exited = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline || listening.is_finished() {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let started = match exited {
+        Some(status) => status.success(),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            true
+        }
+    };
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    (started, said)
 }
 
 fn get(url: &str, token: &str) -> u16 {
