@@ -82,11 +82,16 @@ fn refused(dir: &Path, extra: &[&str]) -> (bool, String) {
         BufReader::new(stdout).lines().next().is_some_and(|l| l.is_ok_and(|l| l.contains("listening on")))
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut listening = Some(listening);
     let exited = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break Some(status);
         }
-        if std::time::Instant::now() > deadline || listening.is_finished() {
+        // Said that it listens (its stdout closing without that means it is exiting: wait for it).
+        if listening.as_ref().is_some_and(|l| l.is_finished()) && listening.take().unwrap().join().unwrap() {
+            break None;
+        }
+        if std::time::Instant::now() > deadline {
             break None;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
