@@ -248,3 +248,36 @@ fn a_fact_the_policy_never_reads_is_refused_with_404() {
     drop(server);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_mcp_proxy_reads_agent_tokens_from_a_file_and_refuses_one_that_is_also_an_inbox_token() {
+    let dir = dir("agents");
+    std::fs::write(dir.join("agents.tokens"), "# agents\nagent:shopper=shared-token-of-two\n").unwrap();
+    let mut child = remit_bin()
+        .args(["mcp-proxy", "--policy", dir.join("policy").to_str().unwrap(), "--store"])
+        .arg(format!("sqlite:{}", dir.join("state.db").display()))
+        .args(["--listen", "127.0.0.1:0", "--agent-token-file", dir.join("agents.tokens").to_str().unwrap()])
+        .args(["--inbox-token", "user:alice=shared-token-of-two", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut said).unwrap();
+    assert!(status.is_some_and(|s| !s.success()), "the proxy started: {said}");
+    assert!(said.contains("`agent:shopper` (agent token)") && said.contains("give each its own"), "{said}");
+    assert!(!said.contains("shared-token-of-two"), "the message shows the token: {said}");
+    std::fs::remove_dir_all(&dir).ok();
+}
