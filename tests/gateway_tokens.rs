@@ -11,6 +11,9 @@ use std::process::{Child, Command, Stdio};
 use remit::gateway::client::request;
 use serde_json::json;
 
+#[path = "support/tls.rs"]
+mod tls;
+
 /// A policy without a validity window (the tests hold on any date), reading one fact.
 const SHOP: &str = r#"
 mandate shop for "user:alice" {
@@ -279,5 +282,23 @@ fn the_mcp_proxy_reads_agent_tokens_from_a_file_and_refuses_one_that_is_also_an_
     assert!(status.is_some_and(|s| !s.success()), "the proxy started: {said}");
     assert!(said.contains("`agent:shopper` (agent token)") && said.contains("give each its own"), "{said}");
     assert!(!said.contains("shared-token-of-two"), "the message shows the token: {said}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn remit_serve_with_a_client_ca_answers_an_enforcement_point_that_shows_its_certificate() {
+    let dir = dir("mtls");
+    let (ca, pep_ca) = (tls::TestCa::new("remit test CA"), tls::TestCa::new("remit test PEP CA"));
+    let (cert, key) = ca.server_files(&["127.0.0.1"], &dir);
+    let client_ca = pep_ca.write(&dir.join("pep-ca.pem"));
+    let server = serve(&dir, &["--tls-cert", &cert, "--tls-key", &key, "--client-ca", &client_ca], &[]);
+    let address: std::net::SocketAddr = server.url.strip_prefix("https://").expect(&server.url).parse().unwrap();
+    let body = evaluation();
+    let (status, answer) = ca.https_post(address, "/access/v1/evaluation", &body, Some(&pep_ca)).unwrap();
+    assert_eq!(status, 200, "{answer}");
+    // `--client-ca` alone makes the decision endpoints need a credential.
+    let (status, answer) = ca.https_post(address, "/access/v1/evaluation", &body, None).unwrap();
+    assert_eq!(status, 401, "{answer}");
+    drop(server);
     std::fs::remove_dir_all(&dir).ok();
 }
