@@ -364,6 +364,9 @@ fn stops_and_facts_come_from_the_store() {
     s.gateway.set_stop("wallet", false, "admin").unwrap();
     assert!(s.gateway.decide(&payment("20.00 USD", "op-3")).allowed());
     assert!(s.gateway.set_stop("nope", true, "admin").is_err());
+    // The wallet reads no fact: a version published for one would be ignored, so it is refused.
+    assert!(s.gateway.set_fact("price_sheet", &FactVersion::Number(7), "admin").is_err());
+    let s = setup("facts", &examples::program("web-publication"));
     s.gateway.set_fact("price_sheet", &FactVersion::Number(7), "admin").unwrap();
     assert_eq!(s.gateway.state().unwrap()["facts"]["price_sheet"], 7);
 }

@@ -42,8 +42,18 @@ pub struct McpProxyArgs {
     listen: Option<String>,
     /// With `--listen`: an agent's bearer token, `SUBJECT=TOKEN` (the credential's scopes: `--credential-scopes`);
     /// repeatable
-    #[arg(long = "agent-token", value_name = "SUBJECT=TOKEN", requires = "listen")]
+    #[arg(
+        long = "agent-token",
+        value_name = "SUBJECT=TOKEN",
+        requires = "listen",
+        env = "REMIT_AGENT_TOKEN",
+        hide_env_values = true
+    )]
     agent_tokens: Vec<String>,
+    /// With `--listen`: a file of agents' bearer tokens, one `SUBJECT=TOKEN` a line (blank lines and `#` comments
+    /// skipped); repeatable. Keeps the tokens out of the command line, which every user of the machine can read
+    #[arg(long = "agent-token-file", value_name = "FILE", requires = "listen")]
+    agent_token_files: Vec<PathBuf>,
     /// With `--listen`: accept JWT bearer tokens signed by a key of this JWKS file (RS256/384/512, PS256/384/512,
     /// ES256, ES384, EdDSA); their claims give the subject and the credential's scopes
     #[arg(long, value_name = "FILE", requires = "listen")]
@@ -188,7 +198,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let Some(policy) = super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
         return Ok(ExitCode::from(1));
     };
-    let tokens = args.inbox_args.tokens(&policy)?;
+    let served_on = args.inbox.as_deref().or(args.listen.as_deref()).unwrap_or("127.0.0.1:0");
+    let tokens = args.inbox_args.tokens(&policy, served_on, args.serve_tls.client_ca())?;
     let listener = match args.inbox.as_ref().or(args.listen.as_ref()) {
         Some(address) => {
             Some(std::net::TcpListener::bind(address).map_err(|e| format!("cannot listen on `{address}`: {e}"))?)
@@ -238,7 +249,13 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     if args.listen.is_some() {
         let listener = listener.expect("bound");
         let mut agents = std::collections::BTreeMap::new();
-        for (token, subject) in super::serve::pairs(&args.agent_tokens, "agent token")? {
+        let agent_tokens =
+            [args.agent_tokens.clone(), super::serve::read_token_files(&args.agent_token_files)?].concat();
+        let agent_tokens = super::serve::pairs(&agent_tokens, "agent token")?;
+        // An agent's token that is also an inbox or admin token would let the agent approve or stop.
+        tokens
+            .check_distinct(agent_tokens.iter().map(|(token, subject)| (token.as_str(), "agent", subject.as_str())))?;
+        for (token, subject) in agent_tokens {
             if !policy_holders(&gateway, &subject) {
                 eprintln!("remit mcp-proxy: warning: `{subject}` holds no mandate of the policy: its calls are denied");
             }

@@ -130,7 +130,7 @@ enum Command {
         request: PathBuf,
     },
     /// Run the gateway: decisions over HTTP (AuthZEN 1.0 and native), state, obligations, log, inbox (docs/gateway.md)
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Put the gateway in front of an MCP server: an MCP server on stdin/stdout that filters `tools/list` and decides
     /// every `tools/call` before the upstream (started from the command after `--`) sees it (docs/mcp.md)
     McpProxy(Box<mcp::McpProxyArgs>),
@@ -251,7 +251,7 @@ pub fn run() -> ExitCode {
         }
         Command::Fmt { paths, check } => fmt::run(&paths, check),
         Command::Lsp => lsp::run(),
-        Command::Serve(args) => serve::serve(args),
+        Command::Serve(args) => serve::serve(*args),
         Command::McpProxy(args) => mcp::run(*args),
         Command::Import(ImportCommand::Mcp(args)) => mcp::import(args),
         Command::Approvals(command) => serve::approvals(command),

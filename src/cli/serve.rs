@@ -17,15 +17,36 @@ use remit::runtime::Runtime;
 
 use super::Format;
 
-/// What `remit serve` and `remit mcp-proxy` share: who may use the inbox and the admin API, and what the log masks.
+/// What `remit serve` and `remit mcp-proxy` share: who may use the inbox, the admin API and the decision endpoints,
+/// and what the log masks. Every token can come from a file or an environment variable instead of the command line,
+/// where any user of the machine can read it (`ps`).
 #[derive(Args, Debug)]
 pub struct InboxArgs {
-    /// An inbox user: `IDENTITY=TOKEN` (e.g. `user:alice=s3cret`); repeatable
-    #[arg(long = "inbox-token", value_name = "IDENTITY=TOKEN")]
+    /// An inbox user: `IDENTITY=TOKEN` (e.g. `user:alice=s3cret`); repeatable. Prefer `--inbox-token-file` or
+    /// $REMIT_INBOX_TOKEN: the command line is visible to every user of the machine
+    #[arg(long = "inbox-token", value_name = "IDENTITY=TOKEN", env = "REMIT_INBOX_TOKEN", hide_env_values = true)]
     inbox_tokens: Vec<String>,
-    /// An admin: `NAME=TOKEN`; repeatable
-    #[arg(long = "admin-token", value_name = "NAME=TOKEN")]
+    /// A file of inbox users, one `IDENTITY=TOKEN` a line (blank lines and `#` comments skipped); repeatable
+    #[arg(long = "inbox-token-file", value_name = "FILE")]
+    inbox_token_files: Vec<PathBuf>,
+    /// An admin: `NAME=TOKEN`; repeatable (or `--admin-token-file`, $REMIT_ADMIN_TOKEN)
+    #[arg(long = "admin-token", value_name = "NAME=TOKEN", env = "REMIT_ADMIN_TOKEN", hide_env_values = true)]
     admin_tokens: Vec<String>,
+    /// A file of admins, one `NAME=TOKEN` a line; repeatable
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    admin_token_files: Vec<PathBuf>,
+    /// An enforcement point that may ask for decisions (AuthZEN, `/v1/decide`) with this bearer token: `NAME=TOKEN`;
+    /// repeatable (or `--pep-token-file`, $REMIT_PEP_TOKEN). Once one is given, callers without one are refused
+    /// (`401`) unless `--allow-anonymous-pep`
+    #[arg(long = "pep-token", value_name = "NAME=TOKEN", env = "REMIT_PEP_TOKEN", hide_env_values = true)]
+    pep_tokens: Vec<String>,
+    /// A file of enforcement points, one `NAME=TOKEN` a line; repeatable
+    #[arg(long = "pep-token-file", value_name = "FILE")]
+    pep_token_files: Vec<PathBuf>,
+    /// Answer decision requests from callers that show no PEP credential. The default when no `--pep-token` or
+    /// `--client-ca` is given and the gateway listens on a loopback address; elsewhere it must be said
+    #[arg(long)]
+    allow_anonymous_pep: bool,
     /// An argument name whose value the decision log masks; repeatable
     #[arg(long)]
     pub mask: Vec<String>,
@@ -35,19 +56,65 @@ pub struct InboxArgs {
 }
 
 impl InboxArgs {
-    /// The tokens, refusing an inbox token for an identity that holds a mandate (an agent must not approve).
-    pub fn tokens(&self, policy: &Policy) -> Result<Tokens, String> {
+    /// The tokens, refusing an inbox token for an identity that holds a mandate (an agent must not approve), one
+    /// token given twice, and anonymous decisions on an address other hosts reach unless they were allowed.
+    /// `listen` is the address the decision endpoints are served on; `client_ca` whether TLS client certificates
+    /// authenticate enforcement points there.
+    pub fn tokens(&self, policy: &Policy, listen: &str, client_ca: bool) -> Result<Tokens, String> {
+        let inbox = [self.inbox_tokens.clone(), read_token_files(&self.inbox_token_files)?].concat();
+        let admin = [self.admin_tokens.clone(), read_token_files(&self.admin_token_files)?].concat();
+        let pep = [self.pep_tokens.clone(), read_token_files(&self.pep_token_files)?].concat();
         let tokens = Tokens {
-            inbox: pairs(&self.inbox_tokens, "inbox token")?,
-            admin: pairs(&self.admin_tokens, "admin token")?,
+            inbox: pairs(&inbox, "inbox token")?,
+            admin: pairs(&admin, "admin token")?,
+            pep: pairs(&pep, "pep token")?,
+            anonymous_pep: true,
         };
         for identity in tokens.inbox.values() {
             if !policy.meta.held_by(identity).is_empty() {
                 return Err(format!("`{identity}` holds a mandate: an agent cannot have an inbox token"));
             }
         }
-        Ok(tokens)
+        tokens.check_distinct([])?;
+        let authenticated = !tokens.pep.is_empty() || client_ca;
+        let anonymous_pep = if self.allow_anonymous_pep {
+            true
+        } else if authenticated {
+            false
+        } else if is_loopback(listen) {
+            true
+        } else {
+            return Err(format!(
+                "`{listen}` is reached from other hosts: say who may ask for decisions with --pep-token NAME=TOKEN \
+                 (or --pep-token-file, $REMIT_PEP_TOKEN, or --client-ca with --tls-cert), or answer anyone with \
+                 --allow-anonymous-pep"
+            ));
+        };
+        Ok(Tokens { anonymous_pep, ..tokens })
     }
+}
+
+/// Whether `listen` (`HOST:PORT`) is a loopback address, which only the gateway's own host reaches.
+fn is_loopback(listen: &str) -> bool {
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(address) => address.ip().is_loopback(),
+        Err(_) => listen.rsplit_once(':').is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost")),
+    }
+}
+
+/// The `NAME=TOKEN` lines of token files (blank lines and lines starting with `#` skipped, spaces around a line
+/// trimmed), so that secrets stay out of the command line.
+pub(super) fn read_token_files(files: &[PathBuf]) -> Result<Vec<String>, String> {
+    let mut lines = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+        for line in text.lines().map(str::trim) {
+            if !line.is_empty() && !line.starts_with('#') {
+                lines.push(line.to_string());
+            }
+        }
+    }
+    Ok(lines)
 }
 
 /// The gateway's server over TLS (`remit serve`, `remit mcp-proxy`).
@@ -59,15 +126,26 @@ pub struct TlsServerArgs {
     /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 or SEC1)
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// With `--tls-cert`: enforcement points that present a client certificate issued by a CA of this PEM file may
+    /// ask for decisions (mutual TLS); clients without one still connect (the inbox, PEP tokens)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
 }
 
 impl TlsServerArgs {
     /// What the server presents, when `--tls-cert` and `--tls-key` are given; read (and checked) at start.
     pub fn load(&self) -> Result<Option<ServerTls>, String> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => ServerTls::from_files(cert, key).map(Some),
+            (Some(cert), Some(key)) => {
+                ServerTls::from_files_with_clients(cert, key, self.client_ca.as_deref()).map(Some)
+            }
             _ => Ok(None),
         }
+    }
+
+    /// Whether client certificates authenticate enforcement points (`--client-ca`).
+    pub fn client_ca(&self) -> bool {
+        self.client_ca.is_some()
     }
 }
 
@@ -166,6 +244,10 @@ pub struct ServeArgs {
     /// Reload the policy when its files change (also: `POST /admin/v1/reload`, `remit admin reload`)
     #[arg(long)]
     watch: bool,
+    /// What AuthZEN answers carry: `full` (remit's decision as `context`) or `minimal` (`{"decision": bool}` alone, as
+    /// the AuthZEN interop suites compare them); a request's `options.decision_context` chooses for itself
+    #[arg(long, value_name = "full|minimal", default_value = "full")]
+    authzen_context: String,
     #[command(flatten)]
     clock: ClockArgs,
     #[command(flatten)]
@@ -317,15 +399,27 @@ pub struct Remote {
     /// The gateway's URL (default: $REMIT_GATEWAY, else http://127.0.0.1:8181)
     #[arg(long)]
     gateway: Option<String>,
-    /// Your bearer token (default: $REMIT_TOKEN)
-    #[arg(long)]
+    /// Your bearer token (default: $REMIT_TOKEN; or `--token-file`, which keeps it out of the command line)
+    #[arg(long, conflicts_with = "token_file")]
     token: Option<String>,
+    /// A file holding your bearer token (its first line)
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
     /// For an https gateway: trust the CA certificates of this PEM file too (besides the platform's roots)
     #[arg(long, value_name = "FILE")]
     tls_ca: Option<PathBuf>,
 }
 
 impl Remote {
+    /// The bearer token: `--token`, the first line of `--token-file`, else $REMIT_TOKEN.
+    fn bearer(&self) -> Result<String, String> {
+        if let Some(file) = &self.token_file {
+            let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+            return Ok(text.lines().next().unwrap_or_default().trim().to_string());
+        }
+        Ok(self.token.clone().or_else(|| std::env::var("REMIT_TOKEN").ok()).unwrap_or_default())
+    }
+
     /// Whom an https gateway is trusted on: the platform's roots, and `--tls-ca`'s.
     fn tls(&self) -> Result<Tls, String> {
         match &self.tls_ca {
@@ -345,7 +439,7 @@ impl Remote {
 
     /// GETs `path` as text (`Accept: text/plain`).
     fn text(&self, path: &str) -> Result<String, String> {
-        let token = self.token.clone().or_else(|| std::env::var("REMIT_TOKEN").ok()).unwrap_or_default();
+        let token = self.bearer()?;
         let auth = format!("Bearer {token}");
         let headers = [("Authorization", auth.as_str()), ("Accept", "text/plain")];
         let response = client::request_trusting(&self.tls()?, "GET", &self.url(path), &headers, None)?;
@@ -358,7 +452,7 @@ impl Remote {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Json, String> {
-        let token = self.token.clone().or_else(|| std::env::var("REMIT_TOKEN").ok()).unwrap_or_default();
+        let token = self.bearer()?;
         let auth = format!("Bearer {token}");
         let mut headers = vec![("Authorization", auth.as_str())];
         if body.is_some() {
@@ -382,7 +476,10 @@ pub(super) fn pairs(values: &[String], what: &str) -> Result<std::collections::B
         if identity.is_empty() || token.len() < 8 {
             return Err(format!("`{identity}`: a {what} needs an identity and a token of at least 8 characters"));
         }
-        out.insert(token.to_string(), identity.to_string());
+        // One token for two identities would make whoever holds it both (the last one given, silently).
+        if let Some(first) = out.insert(token.to_string(), identity.to_string()) {
+            return Err(format!("`{first}` and `{identity}` are given the same {what}: give each its own"));
+        }
     }
     Ok(out)
 }
@@ -504,13 +601,18 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         "full" => Durability::Full,
         other => return Err(format!("`{other}`: --durability is `process` or `full`")),
     };
+    let authzen_minimal = match args.authzen_context.as_str() {
+        "full" => false,
+        "minimal" => true,
+        other => return Err(format!("`{other}`: --authzen-context is `full` or `minimal`")),
+    };
     let store = Arc::new(open_store(&args.store, durability)?);
     let force = args.rollback.allow_rollback;
     let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
         return Ok(ExitCode::from(1));
     };
     let signer = head_signer(log_key, store.clone());
-    let tokens = args.inbox.tokens(&policy)?;
+    let tokens = args.inbox.tokens(&policy, &args.listen, args.tls.client_ca())?;
     let (clock, horizon) = args.clock.load()?;
     warn_expiring(&policy, clock.as_ref(), horizon);
     let policy_hash = policy.compiled.policy().to_string();
@@ -539,6 +641,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             shadow: args.shadow,
             shadow_mandates: args.shadow_mandate.clone(),
             access_log: args.access_log,
+            authzen_minimal,
         };
         let gateway = Arc::new(Gateway::new(policy, store, clock, config));
         if let Some((paths, reloader)) = watch {

@@ -292,6 +292,9 @@ pub struct Config {
     pub shadow_mandates: Vec<String>,
     /// Print one JSON line per decision on stderr (structured access log).
     pub access_log: bool,
+    /// AuthZEN answers are `{"decision": bool}` alone unless a request asks for the full context
+    /// (`--authzen-context minimal`; `gateway::http`).
+    pub authzen_minimal: bool,
 }
 
 impl Default for Config {
@@ -303,6 +306,7 @@ impl Default for Config {
             shadow: false,
             shadow_mandates: Vec::new(),
             access_log: false,
+            authzen_minimal: false,
         }
     }
 }
@@ -1654,6 +1658,11 @@ impl Gateway {
 
     /// Publishes the current version of a fact.
     pub fn set_fact(&self, name: &str, version: &FactVersion, by: &str) -> Result<(), ActionError> {
+        // A version of a fact no rule reads would be acknowledged and then ignored (a typo stays unnoticed):
+        // refused, as a stop on a mandate the policy does not have is.
+        if !self.policy().meta.uses_fact(name) {
+            return Err(ActionError::NotFound(format!("the policy reads no fact `{name}`")));
+        }
         let now = self.clock.now();
         let mut tx = self.store.begin()?;
         tx.set_fact(name, version)?;

@@ -35,11 +35,47 @@ pub const MAX_BATCH_BODY: usize = 4 << 20;
 /// The most evaluations one batch may carry.
 pub const MAX_BATCH: usize = 1000;
 
-/// Who may use the inbox and the admin API: bearer token → identity.
-#[derive(Debug, Clone, Default)]
+/// Who may use the inbox, the admin API and the decision endpoints: bearer token → identity.
+#[derive(Debug, Clone)]
 pub struct Tokens {
     pub inbox: BTreeMap<String, String>,
     pub admin: BTreeMap<String, String>,
+    /// The enforcement points that may ask for decisions (AuthZEN, `/v1/decide`): bearer token → name.
+    pub pep: BTreeMap<String, String>,
+    /// Whether a caller that shows no PEP credential (token or client certificate) may ask for decisions.
+    pub anonymous_pep: bool,
+}
+
+impl Default for Tokens {
+    /// No tokens; decisions open to anyone who reaches the gateway (what `remit serve` on loopback has by default).
+    fn default() -> Tokens {
+        Tokens { inbox: BTreeMap::new(), admin: BTreeMap::new(), pep: BTreeMap::new(), anonymous_pep: true }
+    }
+}
+
+impl Tokens {
+    /// Refuses one token given to two uses (inbox and admin, an inbox and a PEP…) or, in `others`, to an identity
+    /// of another kind (an agent's token): whoever holds it would act as both. Duplicates within one kind are
+    /// refused where the pairs are read. The tokens themselves are never named.
+    pub fn check_distinct<'a>(
+        &'a self,
+        others: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+    ) -> Result<(), String> {
+        let mut seen: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+        let kinds = [("inbox", &self.inbox), ("admin", &self.admin), ("pep", &self.pep)];
+        let all = kinds
+            .iter()
+            .flat_map(|(kind, map)| map.iter().map(move |(token, who)| (token.as_str(), *kind, who.as_str())))
+            .chain(others);
+        for (token, kind, who) in all {
+            if let Some((first_kind, first)) = seen.insert(token, (kind, who)) {
+                return Err(format!(
+                    "one token is given to `{first}` ({first_kind} token) and to `{who}` ({kind} token): give each its own"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Loads the policy again (from where it came): what `POST /admin/v1/reload` and the file watch call.
@@ -77,9 +113,11 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
         .layer(DefaultBodyLimit::max(MAX_BODY));
     let batch =
         Router::new().route("/access/v1/evaluations", post(evaluations)).layer(DefaultBodyLimit::max(MAX_BATCH_BODY));
+    // The decision endpoints answer only the enforcement points the operator named (or anyone, when allowed).
+    let decisions =
+        Router::new().merge(single).merge(batch).layer(axum::middleware::from_fn_with_state(app.clone(), pep_only));
     Router::new()
-        .merge(single)
-        .merge(batch)
+        .merge(decisions)
         .route("/.well-known/authzen-configuration", get(configuration))
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -99,7 +137,44 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
         .route("/admin/v1/reload", post(admin_reload))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(echo_request_id))
         .with_state(app)
+}
+
+/// AuthZEN's request identification: a request's `X-Request-ID` goes back, unchanged, on its response (whatever the
+/// response: a decision, an error, a 404).
+async fn echo_request_id(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let id = request.headers().get(REQUEST_ID).cloned();
+    let mut response = next.run(request).await;
+    if let Some(id) = id {
+        response.headers_mut().insert(REQUEST_ID, id);
+    }
+    response
+}
+
+const REQUEST_ID: &str = "x-request-id";
+
+/// Lets a decision request through when it comes from a known enforcement point — a PEP bearer token, or a client
+/// certificate verified by `--client-ca` — or when anonymous callers are allowed; otherwise `401` with a
+/// `WWW-Authenticate` challenge (AuthZEN 1.0, "Sender Authentication Failure").
+async fn pep_only(State(app): Shared, request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if !app.tokens.anonymous_pep {
+        let peer = request.extensions().get::<axum::extract::ConnectInfo<super::https::TlsPeer>>();
+        let certified = peer.is_some_and(|peer| peer.0.certified);
+        let token = bearer_token(request.headers()).filter(|t| !t.is_empty());
+        let known = token.is_some_and(|t| find_token(&app.tokens.pep, t).is_some());
+        if !certified && !known {
+            let message = match token {
+                None => "this gateway answers only authenticated enforcement points: send a PEP bearer token",
+                Some(_) => "this token is not one of the gateway's PEP tokens",
+            };
+            let mut response = error(StatusCode::UNAUTHORIZED, "auth.pep-required", message);
+            let challenge = HeaderValue::from_static("Bearer realm=\"remit\"");
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+            return response;
+        }
+    }
+    next.run(request).await
 }
 
 /// Serves until `shutdown` resolves, then finishes the requests in flight (the log is written before each response,
@@ -122,7 +197,8 @@ pub async fn serve(
         }
         Some(tls) => {
             let listener = TlsListener::new(listener, &tls)?;
-            axum::serve(listener, router.into_make_service()).with_graceful_shutdown(shutdown).await
+            let service = router.into_make_service_with_connect_info::<super::https::TlsPeer>();
+            axum::serve(listener, service).with_graceful_shutdown(shutdown).await
         }
     }
 }
@@ -263,14 +339,79 @@ async fn blocking_decision<T: Send + 'static>(app: &App, f: impl FnOnce() -> T +
     }
 }
 
+/// The members AuthZEN 1.0 requires of an evaluation (its information model: a Subject's and a Resource's `type`
+/// and `id`, an Action's `name`, each a string).
+const EVALUATION_MEMBERS: &[(&str, &[&str])] =
+    &[("subject", &["type", "id"]), ("action", &["name"]), ("resource", &["type", "id"])];
+/// An action search names no action (AuthZEN 1.0, "Action Search API").
+const ACTION_SEARCH_MEMBERS: &[(&str, &[&str])] = &[("subject", &["type", "id"]), ("resource", &["type", "id"])];
+
+/// A `400` naming the first member of `required` that `object` lacks (or has as another thing than a string), as
+/// AuthZEN's JSON binding requires for an omitted required attribute; `at` says which evaluation of a batch.
+fn require_members(object: &Map<String, Json>, required: &[(&str, &[&str])], at: &str) -> Result<(), Response> {
+    for (entity, keys) in required {
+        let Some(value) = object.get(*entity) else {
+            let message = format!("{at}`{entity}` is required");
+            return Err(error(StatusCode::BAD_REQUEST, "authzen.bad-request", message));
+        };
+        let Json::Object(members) = value else {
+            let message = format!("{at}`{entity}` must be an object");
+            return Err(error(StatusCode::BAD_REQUEST, "authzen.bad-request", message));
+        };
+        for key in *keys {
+            match members.get(*key) {
+                Some(Json::String(_)) => {}
+                Some(_) => {
+                    let message = format!("{at}`{entity}.{key}` must be a string");
+                    return Err(error(StatusCode::BAD_REQUEST, "authzen.bad-request", message));
+                }
+                None => {
+                    let message = format!("{at}`{entity}.{key}` is required");
+                    return Err(error(StatusCode::BAD_REQUEST, "authzen.bad-request", message));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the AuthZEN answers of this request are minimal (`{"decision": bool}`, as the interop suites compare them)
+/// or carry remit's decision as `context`: the request's `options.decision_context` (`"full"` or `"minimal"`), else
+/// the gateway's `--authzen-context`.
+fn minimal_context(app: &App, object: &Map<String, Json>) -> Result<bool, Response> {
+    match object.get("options").and_then(|o| o.get("decision_context")) {
+        None => Ok(app.gateway.config().authzen_minimal),
+        Some(Json::String(mode)) if mode == "full" => Ok(false),
+        Some(Json::String(mode)) if mode == "minimal" => Ok(true),
+        Some(other) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "authzen.bad-request",
+            format!("`options.decision_context` is `\"full\"` or `\"minimal\"`, not `{other}`"),
+        )),
+    }
+}
+
+/// [`authzen_answer`], or only its `decision` when `minimal`.
+fn answer(decided: &Decided, minimal: bool) -> Json {
+    if minimal {
+        json!({"decision": decided.allowed()})
+    } else {
+        authzen_answer(decided)
+    }
+}
+
 async fn evaluation(State(app): Shared, body: Bytes) -> Response {
     let object = match parse_object(&body) {
         Ok(object) => object,
         Err(response) => return response,
     };
+    let minimal = match require_members(&object, EVALUATION_MEMBERS, "").and_then(|()| minimal_context(&app, &object)) {
+        Ok(minimal) => minimal,
+        Err(response) => return response,
+    };
     let request = serde_json::to_vec(&remit_request(&object)).expect("JSON serializes");
     let decided = run_decision(&app, request).await;
-    json_response(StatusCode::OK, authzen_answer(&decided).to_string())
+    json_response(StatusCode::OK, answer(&decided, minimal).to_string())
 }
 
 async fn evaluations(State(app): Shared, body: Bytes) -> Response {
@@ -295,14 +436,23 @@ async fn evaluations(State(app): Shared, body: Bytes) -> Response {
             format!("unknown evaluations_semantic `{semantic}`"),
         );
     }
-    // Without `evaluations` the request is one evaluation (AuthZEN 1.0 backwards compatibility).
+    let minimal = match minimal_context(&app, &object) {
+        Ok(minimal) => minimal,
+        Err(response) => return response,
+    };
+    // Without `evaluations`, or with an empty array, the request is one evaluation of the top-level members
+    // (AuthZEN 1.0: "backwards-compatible" with the single evaluation), answered as one.
     if items.is_empty() {
+        if let Err(response) = require_members(&object, EVALUATION_MEMBERS, "") {
+            return response;
+        }
         let request = serde_json::to_vec(&remit_request(&object)).expect("JSON serializes");
         let decided = run_decision(&app, request).await;
-        return json_response(StatusCode::OK, authzen_answer(&decided).to_string());
+        return json_response(StatusCode::OK, answer(&decided, minimal).to_string());
     }
-    let mut answers = Vec::new();
-    for item in items {
+    // Every evaluation is checked before any is decided: a bad batch is refused whole, and changes nothing.
+    let mut requests = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
         let Json::Object(item) = item else {
             return error(StatusCode::BAD_REQUEST, "http.bad-request", "every evaluation must be an object");
         };
@@ -313,10 +463,16 @@ async fn evaluations(State(app): Shared, body: Bytes) -> Response {
         for (key, value) in item {
             merged.insert(key, value);
         }
-        let request = serde_json::to_vec(&remit_request(&merged)).expect("JSON serializes");
+        if let Err(response) = require_members(&merged, EVALUATION_MEMBERS, &format!("evaluation {index}: ")) {
+            return response;
+        }
+        requests.push(serde_json::to_vec(&remit_request(&merged)).expect("JSON serializes"));
+    }
+    let mut answers = Vec::new();
+    for request in requests {
         let decided = run_decision(&app, request).await;
         let allowed = decided.allowed();
-        answers.push(authzen_answer(&decided));
+        answers.push(answer(&decided, minimal));
         if (semantic == "deny_on_first_deny" && !allowed) || (semantic == "permit_on_first_permit" && allowed) {
             break;
         }
@@ -324,10 +480,107 @@ async fn evaluations(State(app): Shared, body: Bytes) -> Response {
     json_response(StatusCode::OK, json!({"evaluations": answers}).to_string())
 }
 
-/// The tools the subject may call (the module's listing with the gateway's state): `{"results": [{"name": …}]}`.
+/// A search request's page: where it starts (from `page.token`) and how many results it may hold (`page.limit`),
+/// or a `400` for a limit that is not a whole number ≥ 1 or a token this gateway did not give for this very query.
+struct Page {
+    offset: usize,
+    limit: Option<usize>,
+    /// What the tokens of this query are bound to: the request without its `page.token`.
+    query: String,
+}
+
+impl Page {
+    fn read(object: &Map<String, Json>) -> Result<Page, Response> {
+        let bad = |message: &str| error(StatusCode::BAD_REQUEST, "search.bad-page", message.to_string());
+        let page = match object.get("page") {
+            None => Map::new(),
+            Some(Json::Object(page)) => page.clone(),
+            Some(_) => return Err(bad("`page` must be an object")),
+        };
+        let limit = match page.get("limit") {
+            None => None,
+            Some(limit) => match limit.as_u64().filter(|n| *n >= 1) {
+                Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                None => return Err(bad("`page.limit` must be a whole number of at least 1")),
+            },
+        };
+        let mut unpaged = object.clone();
+        if let Some(Json::Object(page)) = unpaged.get_mut("page") {
+            page.remove("token");
+        }
+        let query = canonical(&Json::Object(unpaged));
+        let offset = match page.get("token") {
+            None => 0,
+            Some(Json::String(token)) if token.is_empty() => 0,
+            Some(Json::String(token)) => Page::offset_of(token, &query).ok_or_else(|| {
+                bad("`page.token` is not a `next_token` of this query (its subject, resource, context and limit must stay the same)")
+            })?,
+            Some(_) => return Err(bad("`page.token` must be a string")),
+        };
+        Ok(Page { offset, limit, query })
+    }
+
+    /// The opaque token of the page starting at `offset`: the offset and a digest of the query, so that a token is
+    /// refused for another query.
+    fn token(&self, offset: usize) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{offset}.{}", Page::digest(&self.query)))
+    }
+
+    fn offset_of(token: &str, query: &str) -> Option<usize> {
+        use base64::Engine;
+        let text = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
+        let text = String::from_utf8(text).ok()?;
+        let (offset, digest) = text.split_once('.')?;
+        (digest == Page::digest(query)).then(|| offset.parse().ok()).flatten()
+    }
+
+    fn digest(query: &str) -> String {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(query.as_bytes())[..12].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// This page of `results` (in their order) and the `page` object of the answer: `next_token` empty on the last.
+    fn cut(&self, results: Vec<Json>) -> (Vec<Json>, Json) {
+        let total = results.len();
+        let start = self.offset.min(total);
+        let end = match self.limit {
+            Some(limit) => start.saturating_add(limit).min(total),
+            None => total,
+        };
+        let next = if end < total { self.token(end) } else { String::new() };
+        let page: Vec<Json> = results.into_iter().skip(start).take(end - start).collect();
+        let meta = json!({"next_token": next, "count": page.len(), "total": total});
+        (page, meta)
+    }
+}
+
+/// `value` as JSON text with every object's keys sorted: the same query, written in another key order, gets the
+/// same page tokens.
+fn canonical(value: &Json) -> String {
+    match value {
+        Json::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let members: Vec<String> =
+                keys.iter().map(|k| format!("{}:{}", Json::String((*k).clone()), canonical(&map[*k]))).collect();
+            format!("{{{}}}", members.join(","))
+        }
+        Json::Array(items) => format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
+}
+
+/// The tools the subject may call (the module's listing with the gateway's state), sorted by name:
+/// `{"results": [{"name": …}], "page": {"next_token", "count", "total"}}`, a page of at most `page.limit` results
+/// with `page.token` the `next_token` of the page before.
 async fn search_action(State(app): Shared, body: Bytes) -> Response {
     let object = match parse_object(&body) {
         Ok(object) => object,
+        Err(response) => return response,
+    };
+    let page = match require_members(&object, ACTION_SEARCH_MEMBERS, "").and_then(|()| Page::read(&object)) {
+        Ok(page) => page,
         Err(response) => return response,
     };
     let mut request = remit_request(&object);
@@ -341,12 +594,16 @@ async fn search_action(State(app): Shared, body: Bytes) -> Response {
         _ => return error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, "the store is unavailable"),
     };
     let listing: Json = serde_json::from_slice(&listing).unwrap_or(Json::Null);
-    let results: Vec<Json> = listing
+    let mut names: Vec<String> = listing
         .get("visible")
         .and_then(Json::as_array)
-        .map(|tools| tools.iter().map(|t| json!({"name": t})).collect())
+        .map(|tools| tools.iter().filter_map(Json::as_str).map(str::to_string).collect())
         .unwrap_or_default();
-    json_response(StatusCode::OK, json!({"results": results, "page": {"next_token": ""}}).to_string())
+    // A stable order, so that the pages of one query fit together.
+    names.sort();
+    names.dedup();
+    let (results, page) = page.cut(names.into_iter().map(|name| json!({"name": name})).collect());
+    json_response(StatusCode::OK, json!({"page": page, "results": results}).to_string())
 }
 
 /// remit's decision JSON unchanged; the decision id (and the access request of an escalation) in headers.
@@ -468,18 +725,33 @@ fn authenticate(headers: &HeaderMap, tokens: &BTreeMap<String, String>) -> Resul
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Err(response);
     };
-    // Compare every configured token in full, so the time taken says nothing about which prefix matched.
+    find_token(tokens, token)
+        .ok_or_else(|| error(StatusCode::FORBIDDEN, "auth.forbidden", "this token may not use this API"))
+}
+
+/// The identity of `token` in `tokens`, comparing it with every configured token in full ([`tokens_equal`]), so
+/// the time taken says nothing about which token, or which prefix of one, matched.
+pub(crate) fn find_token(tokens: &BTreeMap<String, String>, token: &str) -> Option<String> {
     let mut found = None;
     for (known, identity) in tokens {
-        if constant_time_eq(known.as_bytes(), token.as_bytes()) {
+        if tokens_equal(known, token) {
             found = Some(identity.clone());
         }
     }
-    found.ok_or_else(|| error(StatusCode::FORBIDDEN, "auth.forbidden", "this token may not use this API"))
+    found
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether two tokens are equal, in time that depends on neither their contents nor their lengths: their SHA-256
+/// digests (32 bytes whatever the token) are compared byte by byte without an early exit. (Comparing the tokens
+/// themselves would return at once on a length mismatch, telling a caller how long the token is.)
+pub(crate) fn tokens_equal(a: &str, b: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let (a, b) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
+    let mut difference = 0u8;
+    for (x, y) in a.iter().zip(b.iter()) {
+        difference |= x ^ y;
+    }
+    std::hint::black_box(difference) == 0
 }
 
 fn action_error(e: ActionError) -> Response {
@@ -501,14 +773,19 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-async fn inbox_page() -> Html<&'static str> {
-    Html(include_str!("inbox.html"))
+/// The inbox's pages are never shown inside another site's frame (`frame-ancestors 'none'`, and `X-Frame-Options`
+/// for older browsers): a page that framed them could trick a principal into clicking "approve" (clickjacking).
+const NO_FRAMING: [(header::HeaderName, &str); 2] =
+    [(header::CONTENT_SECURITY_POLICY, "frame-ancestors 'none'"), (header::X_FRAME_OPTIONS, "DENY")];
+
+async fn inbox_page() -> impl IntoResponse {
+    (NO_FRAMING, Html(include_str!("inbox.html")))
 }
 
 /// The page that shows an access request's explanation: it holds no data, and fetches the explanation with the
 /// inbox token the inbox page signed in with.
-async fn explanation_page() -> Html<&'static str> {
-    Html(include_str!("explanation.html"))
+async fn explanation_page() -> impl IntoResponse {
+    (NO_FRAMING, Html(include_str!("explanation.html")))
 }
 
 /// How many access requests a page of the inbox's list holds without `limit`, and at most.
@@ -896,6 +1173,34 @@ async fn shutdown_signal() {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[test]
+    fn tokens_are_compared_by_digest_whatever_their_length() {
+        assert!(tokens_equal("ops-admin-token", "ops-admin-token"));
+        for other in ["ops-admin-tokem", "ops-admin-token-", "ops-admin-toke", "", "OPS-ADMIN-TOKEN"] {
+            assert!(!tokens_equal("ops-admin-token", other), "{other:?}");
+        }
+        let tokens = BTreeMap::from([("alice-token-1".to_string(), "user:alice".to_string())]);
+        assert_eq!(find_token(&tokens, "alice-token-1").as_deref(), Some("user:alice"));
+        assert_eq!(find_token(&tokens, "alice-token"), None);
+    }
+
+    #[test]
+    fn one_token_for_two_uses_is_refused_without_naming_it() {
+        let mut tokens = Tokens::default();
+        tokens.inbox.insert("shared-secret-1".into(), "user:alice".into());
+        tokens.admin.insert("admin-secret-1".into(), "ops".into());
+        assert!(tokens.check_distinct([]).is_ok());
+        assert!(tokens.check_distinct([("agent-secret-1", "agent", "agent:coder")]).is_ok());
+        let agent = tokens.check_distinct([("shared-secret-1", "agent", "agent:coder")]).unwrap_err();
+        assert!(
+            agent.contains("`user:alice` (inbox token)") && agent.contains("`agent:coder` (agent token)"),
+            "{agent}"
+        );
+        tokens.pep.insert("admin-secret-1".into(), "backend".into());
+        let pep = tokens.check_distinct([]).unwrap_err();
+        assert!(pep.contains("`ops`") && pep.contains("`backend`") && !pep.contains("admin-secret-1"), "{pep}");
+    }
 
     /// An event written soon after another reaches the client at once. Without `TCP_NODELAY` the kernel holds a
     /// small write back while the previous one is not yet acknowledged (Nagle's algorithm), and a client that has

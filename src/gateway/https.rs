@@ -1,7 +1,9 @@
 //! The gateway's own servers over TLS (`--tls-cert FILE --tls-key FILE` on `remit serve` and `remit mcp-proxy`):
 //! bearer tokens, inbox answers, approvals and decisions then never cross a network in the clear, as OAuth 2.1 asks
 //! of a resource server. rustls on ring (as the gateway's client, `mcp_wire`); TLS 1.2 and 1.3, no client
-//! certificates; HTTP/1.1 (announced by ALPN).
+//! certificates unless `--client-ca` names the CAs whose client certificates authenticate enforcement points
+//! (mutual TLS: verified when shown, never required, so browsers reach the inbox; [`TlsPeer`] tells the decision
+//! endpoints who showed one); HTTP/1.1 (announced by ALPN).
 //!
 //! A connection reaches axum once its handshake is done ([`TlsListener`]): each accepted connection shakes hands on a
 //! task of its own, so a client slow to finish (or never finishing: dropped after [`HANDSHAKE_TIMEOUT`]) holds up no
@@ -47,17 +49,42 @@ impl ServerTls {
     /// they change; an error naming the file when one cannot be read, holds none, or the key is not the
     /// certificate's.
     pub fn from_files(cert: &Path, key: &Path) -> Result<ServerTls, String> {
+        ServerTls::from_files_with_clients(cert, key, None)
+    }
+
+    /// [`ServerTls::from_files`], and with `client_ca` a PEM file of CA certificates: a client certificate one of
+    /// them issued is verified in the handshake (one that does not verify ends it); a client may also show none.
+    pub fn from_files_with_clients(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<ServerTls, String> {
         let files = CertFiles { cert: cert.to_path_buf(), key: key.to_path_buf() };
         let (loaded, stamp) = files.load()?;
         let now = std::time::Instant::now();
         let state = Mutex::new(Current { loaded: Arc::new(loaded), stamp, checked: now });
         let resolver = Arc::new(Renewing { files, state });
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_no_client_auth()
-            .with_cert_resolver(resolver);
+            .map_err(|e| format!("TLS: {e}"))?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+                let mut roots = rustls::RootCertStore::empty();
+                for certificate in CertificateDer::pem_slice_iter(&pem) {
+                    let certificate = certificate
+                        .map_err(|e| format!("`{}` is not a PEM certificate file: {e:?}", path.display()))?;
+                    roots.add(certificate).map_err(|e| format!("`{}`: {e}", path.display()))?;
+                }
+                if roots.is_empty() {
+                    return Err(format!("`{}` holds no CA certificate", path.display()));
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .allow_unauthenticated()
+                    .build()
+                    .map_err(|e| format!("`{}`: {e}", path.display()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_cert_resolver(resolver);
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(ServerTls(Arc::new(config)))
     }
@@ -175,6 +202,22 @@ impl TlsListener {
             }
         });
         Ok(TlsListener { local, ready })
+    }
+}
+
+/// Who is at the other end of a TLS connection (axum's connect info of every request on it): the address, and
+/// whether the client showed a certificate that `--client-ca` verified (an authenticated enforcement point).
+#[derive(Debug, Clone)]
+pub struct TlsPeer {
+    pub address: SocketAddr,
+    pub certified: bool,
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>> for TlsPeer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> TlsPeer {
+        // The handshake ended unless a certificate shown was verified, so one being there is enough.
+        let certified = stream.io().get_ref().1.peer_certificates().is_some_and(|chain| !chain.is_empty());
+        TlsPeer { address: *stream.remote_addr(), certified }
     }
 }
 

@@ -148,8 +148,7 @@ fn identify_how(app: &App, headers: &HeaderMap) -> Result<(Identity, bool), Resp
         }
     }
     let token = super::http::bearer_token(headers);
-    let found =
-        token.and_then(|t| app.agents.iter().find(|(known, _)| constant_time_eq(known.as_bytes(), t.as_bytes())));
+    let found = token.and_then(|t| app.agents.iter().find(|(known, _)| super::http::tokens_equal(known, t)));
     if let Some((_, identity)) = found {
         return Ok((identity.clone(), false));
     }
@@ -228,10 +227,6 @@ fn scope_challenge(app: &App, jwt: bool, body: &[u8], answer: &Json) -> Option<R
     let mut response = rpc(StatusCode::FORBIDDEN, json!({"jsonrpc": "2.0", "id": answer.get("id"), "error": error}));
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_str(&challenge).ok()?);
     Some(response)
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn session_of(headers: &HeaderMap) -> Option<String> {

@@ -28,6 +28,10 @@ pub struct PolicyMeta {
     /// Tools whose target is one of their arguments; absent in metadata written before targets existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<TargetMeta>,
+    /// The fact names the policy's `fact` rules read (sorted), so that a version published for another name is
+    /// refused; absent in metadata written before they were recorded (then every name is accepted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,7 +168,18 @@ impl PolicyMeta {
             .into_iter()
             .map(|(tool, argument)| TargetMeta { tool, argument })
             .collect();
-        PolicyMeta { policy: program.hash.clone(), mandates, approvals, budgets, targets }
+        let mut facts: Vec<String> = program
+            .mandates
+            .iter()
+            .flat_map(|m| &m.rules)
+            .filter_map(|rule| match &rule.kind {
+                RuleKind::Fact { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        facts.sort();
+        facts.dedup();
+        PolicyMeta { policy: program.hash.clone(), mandates, approvals, budgets, targets, facts: Some(facts) }
     }
 
     pub fn to_json(&self) -> String {
@@ -187,6 +202,11 @@ impl PolicyMeta {
     /// The argument `tool` names as its target.
     pub fn target_of(&self, tool: &str) -> Option<&str> {
         self.targets.iter().find(|t| t.tool == tool).map(|t| t.argument.as_str())
+    }
+
+    /// Whether the policy reads the fact `name` (always, for metadata that does not record its facts).
+    pub fn uses_fact(&self, name: &str) -> bool {
+        self.facts.as_ref().is_none_or(|facts| facts.iter().any(|f| f == name))
     }
 
     pub fn approval(&self, kind: &str) -> Option<&ApprovalMeta> {
@@ -257,6 +277,7 @@ mod tests {
             }],
             budgets: vec![BudgetMeta { mandate: "m".into(), name: "b".into(), max: 2, window: "hour".into() }],
             targets: vec![TargetMeta { tool: "read_file".into(), argument: "path".into() }],
+            facts: Some(vec!["price_sheet".into()]),
         };
         // The smallest valid module: magic and version.
         let empty = b"\0asm\x01\0\0\0".to_vec();
@@ -272,6 +293,9 @@ mod tests {
         assert!(meta.held_by("agent:clubhouse").is_empty());
         assert!(meta.held_by("agent:club/../a").is_empty());
         assert_eq!(meta.target_of("read_file"), Some("path"));
+        assert!(meta.uses_fact("price_sheet") && !meta.uses_fact("price_shet"));
+        // Metadata written before facts were recorded accepts every name.
+        assert!(PolicyMeta { facts: None, ..meta.clone() }.uses_fact("price_shet"));
         assert_eq!(meta.target_of("m"), None);
     }
 
