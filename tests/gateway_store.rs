@@ -198,7 +198,13 @@ const NUMERIC_LOOKING: [&str; 16] = [
 fn fact_versions_keep_their_type_through_the_api_the_cli_and_a_restart() {
     let dir = support::temp_dir("gateway-store-facts");
     std::fs::create_dir_all(dir.join("policy")).unwrap();
-    std::fs::write(dir.join("policy/shop.remit"), PINNED).unwrap();
+    // The gateway refuses a fact no rule reads (404): the facts `f0`… the loop publishes are read by a second mandate.
+    let archive: String =
+        (0..NUMERIC_LOOKING.len()).map(|i| format!("  fact f{i} at version 1 for read_file\n")).collect();
+    let archive = format!(
+        "mandate archive for \"user:alice\" {{\n  holder \"agent:archivist\"\n  allow read_file\n{archive}}}\n"
+    );
+    std::fs::write(dir.join("policy/shop.remit"), format!("{PINNED}{archive}")).unwrap();
     let store = dir.join("state.db");
     let admin = format!("Bearer {ADMIN}");
     let put = |url: &str, name: &str, version: &Value| {
@@ -213,8 +219,9 @@ fn fact_versions_keep_their_type_through_the_api_the_cli_and_a_restart() {
     };
     let ready = |url: &str| request("GET", &format!("{url}/ready"), &[], None).unwrap().status;
     let pay = |url: &str| {
-        let call = json!({"subject": {"id": "agent:shopper"},
-                          "action": {"name": "make_payment", "properties": {"merchant": "m", "amount": "5.00 USD"}}});
+        let call = json!({"subject": {"type": "agent", "id": "agent:shopper"},
+                          "action": {"name": "make_payment", "properties": {"merchant": "m", "amount": "5.00 USD"}},
+                          "resource": {"type": "order", "id": "order:1"}});
         let text = call.to_string();
         request("POST", &format!("{url}/access/v1/evaluation"), &[], Some(text.as_bytes())).unwrap().json()
     };
