@@ -128,7 +128,7 @@ pub struct AccessRequest {
 pub struct LogEntry {
     pub seq: u64,
     pub time: i64,
-    /// `decision`, `approval`, `stop`, `fact`.
+    /// `decision`, `approval`, `stop`, `fact`; `outcome` and `refused` from `remit mcp-proxy`.
     pub kind: String,
     /// JSON.
     pub body: String,
