@@ -216,6 +216,7 @@ fn a_request_without_an_id_never_reaches_the_upstream_over_stdio() {
     assert_eq!(answer["id"], 2, "{answer}");
     assert_eq!(answer["result"]["content"][0]["text"], "decided", "{answer}");
     proxy.stop();
+    nothing_undecided_reached(&dir);
     let said = proxy.said(Duration::from_millis(200)).join("\n");
     assert!(
         said.contains(
@@ -223,7 +224,6 @@ fn a_request_without_an_id_never_reaches_the_upstream_over_stdio() {
         ),
         "{said}"
     );
-    nothing_undecided_reached(&dir);
     refusals_logged(&dir, "agent:tester");
     std::fs::remove_dir_all(&dir).ok();
 }
