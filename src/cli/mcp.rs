@@ -102,6 +102,9 @@ pub struct McpProxyArgs {
     /// With `--listen` or `--inbox`: that server over TLS
     #[command(flatten)]
     serve_tls: super::serve::TlsServerArgs,
+    /// With `--listen` or `--inbox`: that server's connections
+    #[command(flatten)]
+    connections: super::serve::ConnectionArgs,
     /// How long to wait for the upstream's answer to one request, in seconds
     #[arg(long, default_value_t = 120)]
     upstream_timeout: u64,
@@ -330,7 +333,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         eprintln!("remit mcp-proxy: policy {policy_hash}");
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
-        let served = remit::gateway::http::run_router(listener, router, serve_tls);
+        let served = remit::gateway::http::run_router(listener, router, serve_tls, args.connections.limits());
         // Stopped (SIGTERM, Ctrl-C): the queued entries (outcomes, and decisions that changed nothing else) go into
         // the log before the process ends.
         proxy.flush_outcomes();
@@ -343,7 +346,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     eprintln!("remit mcp-proxy: policy {policy_hash}, subject {subject}");
     if let Some(listener) = listener {
         let router = remit::gateway::http::router_with_reload(gateway.clone(), tokens, Some(reloader));
-        remit::gateway::http::serve_in_background(listener, router, serve_tls)?;
+        remit::gateway::http::serve_in_background(listener, router, serve_tls, args.connections.limits())?;
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
     }
     let identity = Identity { subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };

@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value as Json;
 
 use remit::gateway::client;
+use remit::gateway::conn::Limits;
 use remit::gateway::http::{Reloader, Tokens};
 use remit::gateway::https::ServerTls;
 use remit::gateway::mcp_wire::Tls;
@@ -149,6 +150,51 @@ impl TlsServerArgs {
     }
 }
 
+/// The connections of the gateway's HTTP server (`remit serve`; `remit mcp-proxy` with `--listen` or `--inbox`):
+/// docs/gateway.md, "Connections".
+#[derive(Args, Debug)]
+pub struct ConnectionArgs {
+    /// How long a client may take to send a request's head, from its first byte (`10s`, `500ms`, `1m`); then the
+    /// connection is closed
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    header_timeout: std::time::Duration,
+    /// How long a connection may stay open with no request in progress (an open event stream is one in progress)
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    idle_timeout: std::time::Duration,
+    /// The most connections open at once; past it new ones wait to be accepted until one closes
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+}
+
+impl ConnectionArgs {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections as usize,
+        }
+    }
+}
+
+/// A duration: a number and its unit, `ms`, `s`, `m` or `h` (`10s`, `1.5s`, `500ms`); a number alone is seconds.
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("`{text}` is not a duration: write a number and `ms`, `s`, `m` or `h`, e.g. `10s`")),
+    };
+    let seconds = number.parse::<f64>().ok().filter(|n| n.is_finite()).map(|n| n * scale);
+    match seconds {
+        Some(seconds) if seconds > 0.0 && seconds <= 1e9 => Ok(std::time::Duration::from_secs_f64(seconds)),
+        Some(_) => Err(format!("`{text}`: a duration must be more than 0 and at most 1e9 seconds")),
+        None => Err(format!("`{text}` is not a duration: write a number and `ms`, `s`, `m` or `h`, e.g. `10s`")),
+    }
+}
+
 /// The scheme of the gateway's own URLs: `https` when it serves TLS.
 pub fn scheme(tls: &Option<ServerTls>) -> &'static str {
     if tls.is_some() {
@@ -225,6 +271,8 @@ pub struct ServeArgs {
     inbox: InboxArgs,
     #[command(flatten)]
     tls: TlsServerArgs,
+    #[command(flatten)]
+    connections: ConnectionArgs,
     /// `process` (survives a crash of the gateway) or `full` (also a power loss: an fsync per decision)
     #[arg(long, default_value = "process")]
     durability: String,
@@ -652,7 +700,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     };
     // The base URL is known once the port is bound (port 0), so the gateway is made then.
     let scheme = scheme(&tls);
-    remit::gateway::http::run(&listen, tls, move |address| {
+    remit::gateway::http::run(&listen, tls, args.connections.limits(), move |address| {
         let base = base_url.unwrap_or_else(|| format!("{scheme}://{address}"));
         println!("remit gateway listening on {scheme}://{address}");
         println!("policy {policy_hash}");
@@ -664,24 +712,6 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     // Stopped: the last decisions are committed; their head is signed before the process ends.
     sign_at_exit(signer)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// A duration written `90` or `90s`, `5m`, `1h` (at least a second).
-fn duration(text: &str) -> Result<std::time::Duration, String> {
-    let (number, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((at, _)) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        _ => return Err(format!("`{text}` is not a duration: write `60s`, `5m` or `1h`")),
-    };
-    match number.parse::<u64>() {
-        Ok(n) if n > 0 => Ok(std::time::Duration::from_secs(n.saturating_mul(scale))),
-        _ => Err(format!("`{text}` is not a duration of at least one second: write `60s`, `5m` or `1h`")),
-    }
 }
 
 /// The latest modification time among the policy's files (folders searched).

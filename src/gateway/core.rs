@@ -1344,7 +1344,13 @@ impl Gateway {
     /// writes (in that transaction, before its decisions) or at the next [`Gateway::flush_entries`], whichever comes
     /// first — no transaction of its own on the path of the next call.
     pub fn queue_outcome(&self, body: &Json) {
-        let entry = (self.clock.now(), "outcome", Body::Text(body.to_string()));
+        self.queue_entry("outcome", body);
+    }
+
+    /// Queues an entry of `kind` that no decision made (`refused`: a message a front end refused before deciding,
+    /// such as an MCP request sent without an id), written as [`Gateway::queue_outcome`]'s entries are.
+    pub fn queue_entry(&self, kind: &'static str, body: &Json) {
+        let entry = (self.clock.now(), kind, Body::Text(body.to_string()));
         self.queued_entries.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
     }
 

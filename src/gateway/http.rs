@@ -20,10 +20,10 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post, put};
-use axum::serve::ListenerExt;
 use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
+use super::conn::{Connections, Limits, Plain};
 use super::core::{ActionError, Decided, Gateway, Histogram, NoExplanation, Policy};
 use super::https::{ServerTls, TlsListener};
 use super::store::StopRecord;
@@ -178,29 +178,35 @@ async fn pep_only(State(app): Shared, request: axum::extract::Request, next: axu
 }
 
 /// Serves until `shutdown` resolves, then finishes the requests in flight (the log is written before each response,
-/// so nothing is left to flush). Over TLS with `tls` ([`super::https`]).
+/// so nothing is left to flush). Over TLS with `tls` ([`super::https`]); with the default connection limit and
+/// timeouts ([`serve_with`] for others).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     tls: Option<ServerTls>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(listener, router, tls, Connections::new(Limits::default()), shutdown).await
+}
+
+/// [`serve`] within the connection limit and timeouts of `connections` ([`super::conn`]), whose slots may be shared
+/// with other runtimes serving the same listener.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    tls: Option<ServerTls>,
+    connections: Connections,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let limits = connections.limits;
     match tls {
-        None => {
-            // Every write goes out at once (as `TlsListener` does for https): without `TCP_NODELAY` a small write
-            // waits while the one before it is unacknowledged, and an agent that delays its acknowledgements would
-            // get each event of a stream about 40 ms late.
-            let listener = listener.tap_io(|tcp| _ = tcp.set_nodelay(true));
-            axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
+        None => super::conn::serve(Plain { listener, connections }, router, limits, shutdown).await,
         Some(tls) => {
-            let listener = TlsListener::new(listener, &tls)?;
-            let service = router.into_make_service_with_connect_info::<super::https::TlsPeer>();
-            axum::serve(listener, service).with_graceful_shutdown(shutdown).await
+            let listener = TlsListener::new(listener, &tls, connections)?;
+            super::conn::serve(listener, router, limits, shutdown).await
         }
     }
+    Ok(())
 }
 
 /// A JSON error: `{"error": {"code": …, "message": …}}`.
@@ -1047,6 +1053,7 @@ async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<Str
 pub fn run(
     listen: &str,
     tls: Option<ServerTls>,
+    limits: Limits,
     make: impl FnOnce(SocketAddr) -> (Arc<Gateway>, Tokens, Option<Reloader>),
 ) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -1058,7 +1065,8 @@ pub fn run(
             tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
         let address = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
         let (gateway, tokens, reloader) = make(address);
-        serve(listener, router_with_reload(gateway, tokens, reloader), tls, shutdown_signal())
+        let connections = Connections::new(limits);
+        serve_with(listener, router_with_reload(gateway, tokens, reloader), tls, connections, shutdown_signal())
             .await
             .map_err(|e| format!("the server failed: {e}"))
     })
@@ -1071,8 +1079,15 @@ pub fn run(
 /// every event, and a task may move between workers; on `remit mcp-proxy --listen`'s path (an agent's call, the
 /// decision, the call upstream, the response) that was two to three more thread wake-ups per call than one worker
 /// needs (bench/mcp prints the proxy's context switches per call), each costing tens of µs on a shared VM.
-pub fn run_router(listener: std::net::TcpListener, router: Router, tls: Option<ServerTls>) -> Result<(), String> {
+/// The runtimes share one connection limit.
+pub fn run_router(
+    listener: std::net::TcpListener,
+    router: Router,
+    tls: Option<ServerTls>,
+    limits: Limits,
+) -> Result<(), String> {
     listener.set_nonblocking(true).map_err(|e| format!("cannot use the listener: {e}"))?;
+    let connections = Connections::new(limits);
     let count = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let (done, mut ended) = tokio::sync::mpsc::unbounded_channel::<Result<(), String>>();
@@ -1085,6 +1100,7 @@ pub fn run_router(listener: std::net::TcpListener, router: Router, tls: Option<S
             .build()
             .map_err(|e| format!("cannot start the async runtime: {e}"))?;
         let (router, tls, mut stopped, done) = (router.clone(), tls.clone(), stopped.clone(), done.clone());
+        let connections = connections.clone();
         servers.push(std::thread::spawn(move || {
             let served = runtime.block_on(async move {
                 let listener =
@@ -1092,7 +1108,9 @@ pub fn run_router(listener: std::net::TcpListener, router: Router, tls: Option<S
                 let stop = async move {
                     let _ = stopped.wait_for(|stop| *stop).await;
                 };
-                serve(listener, router, tls, stop).await.map_err(|e| format!("the server failed: {e}"))
+                serve_with(listener, router, tls, connections, stop)
+                    .await
+                    .map_err(|e| format!("the server failed: {e}"))
             });
             let _ = done.send(served);
         }));
@@ -1126,6 +1144,7 @@ pub fn serve_in_background(
     listener: std::net::TcpListener,
     router: Router,
     tls: Option<ServerTls>,
+    limits: Limits,
 ) -> Result<(), String> {
     listener.set_nonblocking(true).map_err(|e| format!("cannot use the listener: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -1137,7 +1156,8 @@ pub fn serve_in_background(
         runtime.block_on(async move {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(listener) => {
-                    if let Err(e) = serve(listener, router, tls, std::future::pending()).await {
+                    let connections = Connections::new(limits);
+                    if let Err(e) = serve_with(listener, router, tls, connections, std::future::pending()).await {
                         eprintln!("the inbox server failed: {e}");
                     }
                 }

@@ -5,7 +5,7 @@
 //! (mutual TLS: verified when shown, never required, so browsers reach the inbox; [`TlsPeer`] tells the decision
 //! endpoints who showed one); HTTP/1.1 (announced by ALPN).
 //!
-//! A connection reaches axum once its handshake is done ([`TlsListener`]): each accepted connection shakes hands on a
+//! A connection reaches the server ([`super::conn`]) once its handshake is done ([`TlsListener`]): each accepted connection shakes hands on a
 //! task of its own, so a client slow to finish (or never finishing: dropped after [`HANDSHAKE_TIMEOUT`]) holds up no
 //! other, and one that speaks plain HTTP to the TLS port is dropped without an answer.
 //!
@@ -13,7 +13,6 @@
 //! files changed since they were read (checked at most every [`RELOAD_CHECK`]) loads them again, and a pair that
 //! does not load (half-written, or a key that is not the certificate's) is reported and the last good one kept.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -23,9 +22,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
+
+use super::conn::{Accept, Connections};
 
 /// How long a client may take over its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -165,23 +166,23 @@ impl ResolvesServerCert for Renewing {
     }
 }
 
-/// A listener that hands axum the connections whose TLS handshake is done, in the order they finish it.
+/// A listener that hands the server the connections whose TLS handshake is done, in the order they finish it.
 #[derive(Debug)]
 pub struct TlsListener {
-    local: SocketAddr,
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, OwnedSemaphorePermit)>,
 }
 
 impl TlsListener {
     /// Accepts on `listener` from a task of its own (within the current tokio runtime), until this listener is
-    /// dropped.
-    pub fn new(listener: TcpListener, tls: &ServerTls) -> std::io::Result<TlsListener> {
-        let local = listener.local_addr()?;
+    /// dropped; a connection holds one of the slots of `connections` from before it is accepted (its handshake
+    /// included) until it closes.
+    pub fn new(listener: TcpListener, tls: &ServerTls, connections: Connections) -> std::io::Result<TlsListener> {
         let acceptor = TlsAcceptor::from(tls.0.clone());
         let (send, ready) = mpsc::channel(64);
         tokio::spawn(async move {
             loop {
-                let (tcp, peer) = match listener.accept().await {
+                let slot = connections.slot().await;
+                let (tcp, _) = match listener.accept().await {
                     Ok(accepted) => accepted,
                     // Out of file descriptors, say: a moment, then on (as axum's own listener does).
                     Err(_) => {
@@ -196,36 +197,27 @@ impl TlsListener {
                 let (acceptor, send) = (acceptor.clone(), send.clone());
                 tokio::spawn(async move {
                     if let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        let _ = send.send((tls, peer)).await;
+                        let _ = send.send((tls, slot)).await;
                     }
                 });
             }
         });
-        Ok(TlsListener { local, ready })
+        Ok(TlsListener { ready })
     }
 }
 
-/// Who is at the other end of a TLS connection (axum's connect info of every request on it): the address, and
+/// Who is at the other end of a TLS connection (axum's `ConnectInfo` of every request on it): the address, and
 /// whether the client showed a certificate that `--client-ca` verified (an authenticated enforcement point).
 #[derive(Debug, Clone)]
 pub struct TlsPeer {
-    pub address: SocketAddr,
+    pub address: std::net::SocketAddr,
     pub certified: bool,
 }
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>> for TlsPeer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> TlsPeer {
-        // The handshake ended unless a certificate shown was verified, so one being there is enough.
-        let certified = stream.io().get_ref().1.peer_certificates().is_some_and(|chain| !chain.is_empty());
-        TlsPeer { address: *stream.remote_addr(), certified }
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
+impl Accept for TlsListener {
     type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+    async fn accept(&mut self) -> (Self::Io, OwnedSemaphorePermit) {
         match self.ready.recv().await {
             Some(connection) => connection,
             // The accepting task ended (it never does while this listener lives).
@@ -233,7 +225,12 @@ impl axum::serve::Listener for TlsListener {
         }
     }
 
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
+    /// Every request of the connection carries its [`TlsPeer`]. The handshake ended unless a certificate shown was
+    /// verified, so one being there is enough.
+    fn describe(io: &Self::Io, router: axum::Router) -> axum::Router {
+        let (tcp, session) = io.get_ref();
+        let Ok(address) = tcp.peer_addr() else { return router };
+        let certified = session.peer_certificates().is_some_and(|chain| !chain.is_empty());
+        router.layer(axum::Extension(axum::extract::ConnectInfo(TlsPeer { address, certified })))
     }
 }

@@ -801,6 +801,10 @@ impl Upstream {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
+            if line.len() > MAX_MESSAGE && !line.ends_with(b"\n") {
+                self.oversize(&line, &mut stdout);
+                continue;
+            }
             // A response (the common case) is read only as far as its id; anything else, or a message whose head
             // cannot be read that way (a key twice, say), is parsed whole.
             if let Ok(Head { id: Some(id), method: None, result, error }) = serde_json::from_slice::<Head>(&line) {
@@ -848,6 +852,37 @@ impl Upstream {
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, w)| w).collect();
         for waiting in waiting {
             waiting.answer(Err(RpcError::new(INTERNAL_ERROR, why.clone())));
+        }
+    }
+
+    /// A line of the upstream's longer than [`MAX_MESSAGE`] (`start` read already): read to its end without being
+    /// kept, so that the next line is read as the next message, its top-level `id` taken on the way (it may come
+    /// after the result); the request waiting for it is answered an error naming the limit at once, not left to
+    /// its deadline.
+    fn oversize(&self, start: &[u8], rest: &mut impl BufRead) {
+        #[derive(serde::Deserialize)]
+        struct Far {
+            #[serde(default)]
+            id: Option<Json>,
+            #[serde(default)]
+            method: Option<serde::de::IgnoredAny>,
+        }
+        // serde_json reads a reader a byte at a time: a buffer in between keeps that off `LineRest`.
+        let mut reader = std::io::BufReader::new(LineRest { start, rest, ended: false });
+        let far: Result<Far, _> =
+            serde::Deserialize::deserialize(&mut serde_json::Deserializer::from_reader(&mut reader));
+        // Whatever the parser left of the line (all of it when it stopped early).
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        let why = format!("the upstream's message is larger than {MAX_MESSAGE} bytes, the most the proxy relays");
+        let waiting = match far {
+            Ok(Far { id: Some(id), method: None }) => {
+                id.as_u64().and_then(|id| self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id))
+            }
+            _ => None,
+        };
+        match waiting {
+            Some(waiting) => waiting.answer(Err(RpcError::new(INTERNAL_ERROR, why))),
+            None => eprintln!("remit mcp-proxy: {why}; dropped"),
         }
     }
 
@@ -1489,16 +1524,22 @@ impl Proxy {
             if line.len() > MAX_MESSAGE {
                 let error = RpcError::new(INVALID_REQUEST, format!("a message is at most {MAX_MESSAGE} bytes"));
                 self.outbox.send(&response(&Json::Null, Err(error)));
-                // Skip the rest of the oversize line.
-                let mut rest = Vec::new();
-                let _ = input.read_until(b'\n', &mut rest);
+                // Skip the rest of the oversize line (if its end was not read already), without keeping it.
+                if !line.ends_with(b"\n") {
+                    let _ = std::io::copy(
+                        &mut LineRest { start: &[], rest: &mut input, ended: false },
+                        &mut std::io::sink(),
+                    );
+                }
                 continue;
             }
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            match self.accept(&line) {
-                Err(reply) => self.outbox.send(&reply),
+            match self.accept(&self.identity, &line) {
+                Err(Refused { reply, answer: true }) => self.outbox.send(&reply),
+                // A request sent as a notification: JSON-RPC answers no notification (it is logged, not forwarded).
+                Err(Refused { answer: false, .. }) => {}
                 Ok(None) => {}
                 Ok(Some((id, method, params))) => {
                     let stateless = match stateless_request(&method, params.as_ref()) {
@@ -1564,13 +1605,17 @@ impl Proxy {
         }
     }
 
-    /// Reads one message from the agent: a request to answer (`Ok(Some)`), something handled already (`Ok(None)`:
-    /// a notification or a response, forwarded), or the error response to send (`Err`).
+    /// Reads one message from `identity`: a request to answer (`Ok(Some)`), something handled already (`Ok(None)`:
+    /// a notification or a response, forwarded), or the message refused (`Err`).
     #[allow(clippy::type_complexity)]
-    fn accept(&self, line: &[u8]) -> Result<Option<(Json, String, Option<Json>)>, Json> {
-        let invalid = |id: &Json, message: &str| response(id, Err(RpcError::new(INVALID_REQUEST, message)));
+    fn accept(&self, identity: &Identity, line: &[u8]) -> Result<Option<(Json, String, Option<Json>)>, Refused> {
+        let invalid =
+            |id: &Json, message: &str| Refused::answer(response(id, Err(RpcError::new(INVALID_REQUEST, message))));
         let message: Json = serde_json::from_slice(line).map_err(|e| {
-            response(&Json::Null, Err(RpcError::new(PARSE_ERROR, format!("the message is not JSON: {e}"))))
+            Refused::answer(response(
+                &Json::Null,
+                Err(RpcError::new(PARSE_ERROR, format!("the message is not JSON: {e}"))),
+            ))
         })?;
         let Json::Object(mut message) = message else {
             let what = if message.is_array() {
@@ -1597,6 +1642,9 @@ impl Proxy {
         }
         match (message.get("method"), id) {
             (Some(Json::String(method)), Some(id)) => Ok(Some((id, method.clone(), params))),
+            (Some(Json::String(method)), None) if is_request_method(method) => {
+                Err(self.refuse_without_id(identity, method, params.as_ref()))
+            }
             (Some(Json::String(method)), None) => {
                 self.notification(method, params);
                 Ok(None)
@@ -1611,6 +1659,23 @@ impl Proxy {
             }
             (None, _) => Err(invalid(&reply_id, "a request needs a `method`")),
         }
+    }
+
+    /// A request sent without an id (a JSON-RPC notification) is never forwarded: nothing reaches an upstream
+    /// undecided, and a server need not ignore a `tools/call` without an id as the official SDKs do. It is logged in
+    /// the gateway's log (a `refused` entry: subject, method, tool) and on stderr.
+    fn refuse_without_id(&self, identity: &Identity, method: &str, params: Option<&Json>) -> Refused {
+        let tool = params.and_then(|p| p.get("name")).and_then(Json::as_str);
+        let entry = json!({"subject": identity.subject, "method": method, "tool": tool,
+                           "reason": "mcp.request-without-id"});
+        self.gateway.queue_entry("refused", &entry);
+        let named = tool.map(|t| format!(" (tool `{t}`)")).unwrap_or_default();
+        eprintln!(
+            "remit mcp-proxy: refused `{method}`{named} from `{}`: a request without an id is not forwarded",
+            identity.subject
+        );
+        let why = format!("`{method}` is a request: it needs an `id` (sent as a notification, it is not forwarded)");
+        Refused { reply: response(&Json::Null, Err(RpcError::new(INVALID_REQUEST, why))), answer: false }
     }
 
     fn notification(&self, method: &str, params: Option<Json>) {
@@ -1661,8 +1726,9 @@ impl Proxy {
     /// `stateless`: the message came in revision 2026-07-28 (an `InputRequiredResult` of the upstream is relayed to
     /// it, see [`for_earlier_agent`]).
     pub fn begin(&self, identity: &Identity, body: &[u8], stateless: bool) -> Answering {
-        let (id, method, params) = match self.accept(body) {
-            Err(reply) => return Answering::Done(Some(reply)),
+        let (id, method, params) = match self.accept(identity, body) {
+            // Over HTTP a refused notification is answered too: its status (400) is what says it was refused.
+            Err(Refused { reply, .. }) => return Answering::Done(Some(reply)),
             Ok(None) => return Answering::Done(None),
             Ok(Some(accepted)) => accepted,
         };
@@ -2172,6 +2238,57 @@ impl Reply {
             },
         }
     }
+}
+
+/// The rest of a line after its `start`: `start`, then `rest` up to and including the line's end (then nothing).
+struct LineRest<'a, R> {
+    start: &'a [u8],
+    rest: &'a mut R,
+    ended: bool,
+}
+
+impl<R: BufRead> std::io::Read for LineRest<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        if !self.start.is_empty() {
+            let n = self.start.len().min(out.len());
+            out[..n].copy_from_slice(&self.start[..n]);
+            self.start = &self.start[n..];
+            return Ok(n);
+        }
+        if self.ended {
+            return Ok(0);
+        }
+        let available = self.rest.fill_buf()?;
+        let line_end = available.iter().position(|b| *b == b'\n').map(|at| at + 1);
+        let n = line_end.unwrap_or(available.len()).min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.rest.consume(n);
+        self.ended = n == 0 || line_end == Some(n);
+        Ok(n)
+    }
+}
+
+/// A message [`Proxy::accept`] does not take: the error response, and whether to send it over stdio (not to a request
+/// sent as a notification, which JSON-RPC never answers).
+struct Refused {
+    reply: Json,
+    answer: bool,
+}
+
+impl Refused {
+    fn answer(reply: Json) -> Refused {
+        Refused { reply, answer: true }
+    }
+}
+
+/// Whether a message with `method` is a request, which the agent must send with an id: every method but the
+/// notifications (`notifications/…`: `initialized`, `cancelled`, `progress`, `roots/list_changed`, …), whatever
+/// the method (MCP's requests — `tools/call`, `tools/list`, `resources/read`, `prompts/get`, … — and any other).
+fn is_request_method(method: &str) -> bool {
+    !method.starts_with("notifications/")
 }
 
 /// [`Proxy::begin`]'s outcome.

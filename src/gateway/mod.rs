@@ -17,12 +17,13 @@
 //!   and `https://` (MCP upstreams over Streamable HTTP, key sets), blocking; [`mcp_wire_async`] the same exchange
 //!   on the async runtime (hyper's client), for the HTTP proxy's forwarded calls; [`mcp_catalog`]: `remit import
 //!   mcp`, a typed tool catalog from a server's `tools/list`;
-//! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`client`] a minimal
-//!   HTTP client for the CLI and tests.
+//! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`conn`] its servers'
+//!   connections (limit, header and idle timeouts); [`client`] a minimal HTTP client for the CLI and tests.
 
 pub mod audit;
 pub mod bundle;
 pub mod client;
+pub mod conn;
 pub mod core;
 pub mod http;
 pub mod https;

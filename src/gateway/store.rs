@@ -213,7 +213,8 @@ pub struct AccessRequest {
 pub struct LogEntry {
     pub seq: u64,
     pub time: i64,
-    /// `decision`, `approval`, `stop`, `fact`, `outcome`, `policy` (a bundle revision taken: `bundle::admit`).
+    /// `decision`, `approval`, `stop`, `fact`, `policy` (a bundle revision taken: `bundle::admit`); `outcome` and
+    /// `refused` from `remit mcp-proxy`.
     pub kind: String,
     /// JSON.
     pub body: String,
