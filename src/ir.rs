@@ -66,7 +66,8 @@ pub enum Value {
     Number(Decimal),
     Money(Money),
     Bool(bool),
-    Timestamp(i64),
+    /// Nanoseconds since the Unix epoch (a policy writes whole seconds; a request may carry a fraction).
+    Timestamp(i128),
     Duration(i64),
     Level(Level),
     Set(Vec<Value>),

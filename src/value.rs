@@ -126,6 +126,81 @@ pub fn duration_in_words(seconds: u64) -> String {
     format!("{count} {unit}{}", if count == 1 { "" } else { "s" })
 }
 
+/// Nanoseconds in a second: a request's timestamp ([`parse_instant`]) and a condition's timestamp value
+/// (`ir::Value::Timestamp`) count nanoseconds since the Unix epoch.
+pub const NANOS_PER_SECOND: i128 = 1_000_000_000;
+
+/// Parses a request's timestamp into nanoseconds since the Unix epoch (docs/requests.md): an RFC 3339 `date-time`
+/// `YYYY-MM-DDTHH:MM:SS`, an optional fraction of 1 to 9 digits (`.5`, `.123`), then `Z` or a numeric offset
+/// `+HH:MM` / `-HH:MM` (hours 00-23, minutes 00-59), which is taken off to give UTC. `T` and `Z` may be lowercase
+/// (RFC 3339 allows it); nothing else is accepted: no space for `T`, no leap second (`:60`, which POSIX time does
+/// not count), no tenth fractional digit (never rounded), no offset without its colon.
+pub fn parse_instant(text: &str) -> Option<i128> {
+    let b = text.as_bytes();
+    let digits = |from: usize, to: usize| -> Option<i64> {
+        let s = b.get(from..to)?;
+        if s.iter().all(u8::is_ascii_digit) {
+            Some(s.iter().fold(0, |n, &c| n * 10 + i64::from(c - b'0')))
+        } else {
+            None
+        }
+    };
+    let sep = |at: usize, c: u8| b.get(at) == Some(&c);
+    if !sep(4, b'-') || !sep(7, b'-') || !matches!(b.get(10), Some(b'T' | b't')) || !sep(13, b':') || !sep(16, b':') {
+        return None;
+    }
+    let (year, month, day) = (digits(0, 4)?, digits(5, 7)?, digits(8, 10)?);
+    let (hour, minute, second) = (digits(11, 13)?, digits(14, 16)?, digits(17, 19)?);
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    if hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let mut at = 19;
+    let mut nanos: i128 = 0;
+    if sep(at, b'.') {
+        let count = b.get(at + 1..)?.iter().take_while(|c| c.is_ascii_digit()).count();
+        if !(1..=9).contains(&count) {
+            return None;
+        }
+        let fraction = digits(at + 1, at + 1 + count)?;
+        nanos = i128::from(fraction) * 10i128.pow(9 - count as u32);
+        at += 1 + count;
+    }
+    let offset = match b.get(at..)? {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let (hours, minutes) = (digits(at + 1, at + 3)?, digits(at + 4, at + 6)?);
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let offset = hours * 3600 + minutes * 60;
+            if *sign == b'-' {
+                -offset
+            } else {
+                offset
+            }
+        }
+        _ => return None,
+    };
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    Some(i128::from(seconds) * NANOS_PER_SECOND + nanos)
+}
+
+/// Formats nanoseconds since the Unix epoch in UTC: `YYYY-MM-DDTHH:MM:SSZ` for a whole second, else with the
+/// fraction's digits up to the last non-zero one (`2026-11-30T12:00:00.5Z`).
+pub fn format_instant(nanos: i128) -> String {
+    let seconds = nanos.div_euclid(NANOS_PER_SECOND);
+    let fraction = nanos.rem_euclid(NANOS_PER_SECOND);
+    let whole = format_timestamp(i64::try_from(seconds).unwrap_or(if seconds < 0 { i64::MIN } else { i64::MAX }));
+    if fraction == 0 {
+        return whole;
+    }
+    let digits = format!("{fraction:09}");
+    format!("{}.{}Z", &whole[..whole.len() - 1], digits.trim_end_matches('0'))
+}
+
 /// Parses `900s`, `15m`, `24h`, `7d` into seconds.
 pub fn parse_duration(text: &str) -> Option<u64> {
     let unit = text.chars().last()?;
@@ -189,6 +264,51 @@ mod tests {
         assert_eq!(parse_timestamp("1970-01-02T00:00:00Z"), Some(86_400));
         assert_eq!(parse_timestamp("2026-02-29T00:00:00Z"), None);
         assert_eq!(parse_timestamp("2026-11-30 12:00:00Z"), None);
+    }
+
+    #[test]
+    fn instants_take_fractions_and_offsets() {
+        let noon = i128::from(parse_timestamp("2026-11-30T12:00:00Z").unwrap()) * NANOS_PER_SECOND;
+        for (text, nanos) in [
+            ("2026-11-30T12:00:00Z", 0),
+            ("2026-11-30t12:00:00z", 0),
+            ("2026-11-30T12:00:00.5Z", 500_000_000),
+            ("2026-11-30T12:00:00.123Z", 123_000_000),
+            ("2026-11-30T12:00:00.000000001Z", 1),
+            ("2026-11-30T12:00:00.999999999Z", 999_999_999),
+            ("2026-11-30T14:00:00+02:00", 0),
+            ("2026-11-30T14:00:00.25+02:00", 250_000_000),
+            ("2026-11-30T06:30:00-05:30", 0),
+            ("2026-11-30T12:00:00-00:00", 0),
+            ("2026-12-01T00:00:00+12:00", 0),
+        ] {
+            assert_eq!(parse_instant(text), Some(noon + nanos), "{text}");
+        }
+        assert_eq!(parse_instant("1970-01-01T00:30:00+01:00"), Some(-1800 * NANOS_PER_SECOND));
+        for bad in [
+            "2026-11-30T12:00:00",
+            "2026-11-30T12:00:00.Z",
+            "2026-11-30T12:00:00.1234567891Z",
+            "2026-11-30T12:00:60Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30 12:00:00Z",
+            "2026-11-30T12:00:00+0200",
+            "2026-11-30T12:00:00+24:00",
+            "2026-11-30T12:00:00+02:60",
+            "2026-11-30T12:00:00+02:00Z",
+            "2026-11-30T12:00:00Z ",
+            "2026-11-30T12:00:00,5Z",
+            "2026-02-29T12:00:00Z",
+            "+2026-11-30T12:00:00Z",
+            "2026-11-30T12:00:00.5",
+            "2026-11-30T12:00:00.+1Z",
+        ] {
+            assert_eq!(parse_instant(bad), None, "{bad}");
+        }
+        assert_eq!(format_instant(noon), "2026-11-30T12:00:00Z");
+        assert_eq!(format_instant(noon + 500_000_000), "2026-11-30T12:00:00.5Z");
+        assert_eq!(format_instant(noon + 1), "2026-11-30T12:00:00.000000001Z");
+        assert_eq!(format_instant(-1), "1969-12-31T23:59:59.999999999Z");
     }
 
     #[test]

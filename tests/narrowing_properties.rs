@@ -23,7 +23,7 @@ use remit::eval::{argument_digest, decide, Outcome};
 use remit::ir::{Atom, Attr, Cond, Mandate, Program, Rule, RuleKind, Target, Test, Type, Value};
 use remit::source::Span;
 use remit::syntax::ast::{CompareOp, FactVersion, Outcome as Otherwise, Window};
-use remit::value::{format_timestamp, parse_timestamp, Decimal, Money};
+use remit::value::{format_instant, parse_timestamp, Decimal, Money, NANOS_PER_SECOND as NS};
 use serde_json::Value as Json;
 use support::rng::SplitMix as Rng;
 
@@ -190,7 +190,9 @@ impl World {
             }
             Type::Duration => Test::Compare(*rng.pick(&ops), Value::Duration(*rng.pick(&WAITS))),
             Type::Bool => Test::Compare(CompareOp::Eq, Value::Bool(rng.chance(50))),
-            Type::Timestamp => Test::Compare(*rng.pick(&ops), Value::Timestamp(time(rng.word(&TIMES)))),
+            Type::Timestamp => {
+                Test::Compare(*rng.pick(&ops), Value::Timestamp(i128::from(time(rng.word(&TIMES))) * NS))
+            }
             Type::Level => Test::Compare(*rng.pick(&ops), Value::Level(rng.below(self.base.levels.len()))),
             Type::Enum(..) => match rng.below(4) {
                 0 => Test::Compare(CompareOp::Eq, string(rng.word(&TIERS))),
@@ -462,9 +464,11 @@ impl World {
             arguments.push(format!("\"{name}\":{value}"));
         }
         let arguments = format!("{{{}}}", arguments.join(","));
-        let now = time(rng.word(&TIMES)) + [-1i64, 0, 1, 3600][rng.below(4)];
+        // Whole seconds either side of the pool's times, and fractions (a request may carry them, requests.md): half
+        // a second past, a nanosecond before.
+        let now = i128::from(time(rng.word(&TIMES))) * NS + [-NS, 0, NS, 3600 * NS, NS / 2, -1][rng.below(6)];
         let resource = rng.chance(85).then(|| rng.word(&RESOURCES));
-        let mut context = vec![format!("\"mandate\":\"@LEAF@\""), format!("\"now\":\"{}\"", format_timestamp(now))];
+        let mut context = vec![format!("\"mandate\":\"@LEAF@\""), format!("\"now\":\"{}\"", format_instant(now))];
         if rng.chance(60) {
             context.push(format!("\"operation_id\":\"{}\"", if rng.chance(90) { "op-1" } else { "" }));
         }
@@ -497,7 +501,7 @@ impl World {
             if !rng.chance(40) {
                 continue;
             }
-            let age = [0i64, 100, 899, 900, 3600, 90_000][rng.below(6)];
+            let age = [0i128, 100, 899, 900, 3600, 90_000][rng.below(6)] * NS;
             let name = &self.base.approvals[kind].name;
             // Only the operator kind binds the argument digest: compute it only then.
             let digest = if name == "operator" && rng.chance(90) {
@@ -510,12 +514,12 @@ impl World {
             let manifest = if rng.chance(90) { manifest.clone().unwrap_or("\"m0\"".into()) } else { "\"m9\"".into() };
             let tool_name = if rng.chance(90) { tool.name.as_str() } else { "other" };
             let target = resource.filter(|_| rng.chance(90)).unwrap_or("elsewhere");
-            let expires = now + if rng.chance(90) { 60 } else { 0 };
+            let expires = now + if rng.chance(90) { 60 * NS } else { 0 };
             approvals.push(format!(
                 "{{\"id\":\"a{kind}\",\"kind\":\"{name}\",\"mandate\":\"{mandate}\",\"issued_at\":\"{}\",\"expires_at\":\"{}\",\
                  \"tool\":\"{tool_name}\",\"target\":\"{target}\",\"digest\":\"{digest}\",\"manifest\":{manifest},\"consumed\":{}}}",
-                format_timestamp(now - age),
-                format_timestamp(expires),
+                format_instant(now - age),
+                format_instant(expires),
                 rng.chance(5)
             ));
         }

@@ -122,7 +122,7 @@ fn paths(value: &Value, prefix: String, out: &mut Vec<String>) {
 }
 
 fn replacement(kind: u8) -> Value {
-    match kind % 8 {
+    match kind % 10 {
         0 => Value::Null,
         1 => Value::from(-7),
         2 => Value::from("garbage"),
@@ -130,6 +130,9 @@ fn replacement(kind: u8) -> Value {
         4 => serde_json::json!([1, "x"]),
         5 => serde_json::json!({"nested": {}}),
         6 => Value::from("100000 USD"),
+        // A valid RFC 3339 spelling (a fraction and an offset) and a leap second, which is refused.
+        7 => Value::from("2026-12-03T16:20:00.5+01:00"),
+        8 => Value::from("2026-12-03T15:20:60Z"),
         _ => Value::from("2026-13-45T99:99:99Z"),
     }
 }

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use remit::check::{check_with, Options};
 use remit::ir::{Atom, Attr, Cond, Program, RuleKind, Target, Test, Type, Value};
 use remit::syntax::ast::CompareOp;
-use remit::value::{format_timestamp, Decimal, Money};
+use remit::value::{format_instant, Decimal, Money, NANOS_PER_SECOND};
 use remit_rt::cond::{self, Env, Possible, Truth};
 use remit_rt::image::{self, Image, Rule, RuleList};
 use remit_rt::json::Doc;
@@ -328,11 +328,29 @@ fn near(value: &Value, ty: &Type, program: &Program, out: &mut Vec<String>) {
         }
         Value::Bool(b) => out.extend([b.to_string(), (!b).to_string(), json_string(&b.to_string())]),
         Value::Timestamp(t) => {
-            for n in [*t, t + 1, t - 1] {
-                out.push(json_string(&format_timestamp(n)));
+            // A second and a nanosecond either side, and half a second past.
+            let second = NANOS_PER_SECOND;
+            for n in [*t, t + second, t - second, t + 1, t - 1, t + second / 2] {
+                out.push(json_string(&format_instant(n)));
             }
-            out.push(escaped(&json_string(&format_timestamp(*t))));
+            out.push(escaped(&json_string(&format_instant(*t))));
             out.push(t.to_string());
+            // The same instant in other RFC 3339 spellings (an offset, milliseconds, lowercase), and near misses.
+            let utc = format_instant(*t);
+            if let Some(whole) = utc.strip_suffix('Z').filter(|w| w.len() == 19) {
+                let hour: u32 = whole[11..13].parse().unwrap_or(0);
+                if hour < 22 {
+                    let later = format!("{}{:02}{}", &whole[..11], hour + 2, &whole[13..]);
+                    out.push(json_string(&format!("{later}+02:00")));
+                    out.push(json_string(&format!("{later}.000000001+02:00")));
+                    out.push(json_string(&format!("{later}+0200")));
+                }
+                out.push(json_string(&format!("{whole}.000Z")));
+                out.push(json_string(&format!("{}z", whole.replace('T', "t"))));
+                out.push(json_string(&format!("{whole}.5-00:00")));
+                out.push(json_string(&format!("{whole}.0000000001Z")));
+                out.push(json_string(&format!("{}60Z", &whole[..17])));
+            }
         }
         Value::Duration(d) => {
             for n in [*d, d + 1, d - 1] {
@@ -391,7 +409,7 @@ fn render(value: &Value) -> String {
         Value::Number(d) => d.to_string(),
         Value::Money(m) => json_string(&m.to_string()),
         Value::Bool(b) => b.to_string(),
-        Value::Timestamp(t) => json_string(&format_timestamp(*t)),
+        Value::Timestamp(t) => json_string(&format_instant(*t)),
         Value::Duration(d) => d.to_string(),
         Value::Level(l) => l.to_string(),
         Value::Set(items) => format!("[{}]", items.iter().map(render).collect::<Vec<_>>().join(",")),
@@ -788,6 +806,15 @@ fn numberish() -> impl Strategy<Value = String> {
     proptest::string::string_regex("-?[0-9]{0,26}(\\.[0-9]{0,11})?( [A-Z]{2,4}| [a-z]{3})?").unwrap()
 }
 
+/// RFC 3339 `date-time`s and near misses: lowercase separators, fractions of 0 to 11 digits, offsets with and
+/// without their colon, out-of-range fields.
+fn timestampish() -> impl Strategy<Value = String> {
+    proptest::string::string_regex(
+        "[0-9]{4}-(0[0-9]|1[0-3])-[0-3][0-9][Tt ]([01][0-9]|2[0-5]):[0-6][0-9]:[0-6][0-9](\\.[0-9]{0,11})?([Zz]|[-+]([01][0-9]|2[0-5]):?[0-6][0-9])?",
+    )
+    .unwrap()
+}
+
 fn durationish() -> impl Strategy<Value = String> {
     proptest::string::string_regex("\\+?-?[0-9]{0,22}[smhdxé]?").unwrap()
 }
@@ -805,6 +832,11 @@ proptest! {
         let expected = Money::parse(&text).map(|m| (m.amount.0, m.currency.into_bytes()));
         let got = remit_rt::value::parse_money(text.as_bytes()).map(|(a, c)| (a, c.to_vec()));
         prop_assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn timestamps_parse_as_in_the_interpreter(text in prop_oneof![texty(), timestampish()]) {
+        prop_assert_eq!(remit_rt::value::parse_timestamp(text.as_bytes()), remit::value::parse_instant(&text));
     }
 
     #[test]

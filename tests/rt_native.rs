@@ -286,7 +286,7 @@ struct Read {
     call: Option<(String, Option<Value>)>,
     resource_id: Option<String>,
     mandate: String,
-    now: i64,
+    now: i128,
     operation_id: Option<String>,
     attempt: Option<i128>,
     approvals: Vec<Value>,
@@ -368,7 +368,7 @@ fn reference_read(program: &remit::ir::Program, bytes: &[u8], need: Need) -> Res
             .then(|| (string(&["action", "name"]).unwrap(), at(&["action", "arguments"]).cloned())),
         resource_id: string(&["resource", "id"]).filter(|s| !blank(s)),
         mandate: string(&["context", "mandate"]).unwrap(),
-        now: remit::value::parse_timestamp(&string(&["context", "now"]).unwrap()).unwrap(),
+        now: remit::value::parse_instant(&string(&["context", "now"]).unwrap()).unwrap(),
         operation_id: string(&["context", "operation_id"]).filter(|s| !blank(s)),
         attempt: at(&["context", "attempt"]).map(|n| {
             let n = n.as_number().unwrap();
@@ -396,8 +396,8 @@ fn usable_approvals(items: &[Value]) -> Vec<Value> {
         string("id").is_some_and(|id| !id.chars().all(char::is_whitespace))
             && string("kind").is_some()
             && string("mandate").is_some()
-            && string("issued_at").and_then(remit::value::parse_timestamp).is_some()
-            && string("expires_at").and_then(remit::value::parse_timestamp).is_some()
+            && string("issued_at").and_then(remit::value::parse_instant).is_some()
+            && string("expires_at").and_then(remit::value::parse_instant).is_some()
             && ["tool", "target", "digest", "manifest"].into_iter().all(optional)
             && map.get("consumed").is_none_or(Value::is_boolean)
     };

@@ -260,7 +260,9 @@ impl Checker<'_> {
                 Decimal::parse(amount).map(|a| Value::Money(Money { amount: a, currency: currency.clone() }))
             }
             (Type::Bool, Literal::Bool(b)) => Some(Value::Bool(*b)),
-            (Type::Timestamp, Literal::Timestamp(t)) => Some(Value::Timestamp(*t)),
+            (Type::Timestamp, Literal::Timestamp(t)) => {
+                Some(Value::Timestamp(i128::from(*t) * crate::value::NANOS_PER_SECOND))
+            }
             (Type::Duration, Literal::Duration(d)) => Some(Value::Duration(*d as i64)),
             (Type::Level, Literal::String(name)) => {
                 self.error(err::quoted_level(name, operand.span));

@@ -115,11 +115,13 @@ fn conjunction_satisfiable(atoms: &[&Atom], levels: usize) -> bool {
     by_attr.iter().all(|(attr, tests)| domain_model(types[attr], tests, levels).is_some())
 }
 
-/// The earliest and latest timestamps a request can carry (`YYYY` has four digits).
-const FIRST_TIMESTAMP: i64 = -62_167_219_200; // 0000-01-01T00:00:00Z
-const LAST_TIMESTAMP: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+/// The earliest and latest timestamps a request can carry, in nanoseconds (`YYYY` has four digits, the fraction
+/// nine, and an offset of up to 23:59 moves either end by as much).
+const FIRST_TIMESTAMP: i128 = (-62_167_219_200 - 86_340) * NANOS; // 0000-01-01T00:00:00+23:59
+const LAST_TIMESTAMP: i128 = (253_402_300_800 + 86_340) * NANOS - 1; // 9999-12-31T23:59:59.999999999-23:59
 /// Where an unconstrained timestamp is placed, so witnesses read naturally: 2026-01-01T00:00:00Z.
-const DEFAULT_TIMESTAMP: i64 = 1_767_225_600;
+const DEFAULT_TIMESTAMP: i128 = 1_767_225_600 * NANOS;
+const NANOS: i128 = crate::value::NANOS_PER_SECOND;
 
 /// A value of type `ty` that passes every test, or `None` when no value does. This decides satisfiability one
 /// attribute at a time (attributes are independent), and gives the narrowing check the concrete values of its
@@ -200,7 +202,7 @@ fn ordinal(value: &Value) -> Option<i128> {
     match value {
         Value::Number(d) => Some(d.0),
         Value::Money(m) => Some(m.amount.0),
-        Value::Timestamp(t) => Some(*t as i128),
+        Value::Timestamp(t) => Some(*t),
         Value::Duration(d) => Some(*d as i128),
         Value::Level(l) => Some(*l as i128),
         _ => None,
@@ -217,7 +219,7 @@ fn ordered_model(ty: &Type, tests: &[&Test], levels: usize) -> Option<Value> {
     let (type_lo, type_hi): (Option<i128>, Option<i128>) = match ty {
         Type::Level => (Some(0), Some(levels.saturating_sub(1) as i128)),
         Type::Duration => (Some(0), None),
-        Type::Timestamp => (Some(FIRST_TIMESTAMP.into()), Some(LAST_TIMESTAMP.into())),
+        Type::Timestamp => (Some(FIRST_TIMESTAMP), Some(LAST_TIMESTAMP)),
         _ => (None, None),
     };
     let mut allowed: Option<BTreeSet<i128>> = None;
@@ -284,12 +286,14 @@ fn ordered_model(ty: &Type, tests: &[&Test], levels: usize) -> Option<Value> {
     let found = match allowed {
         Some(allowed) => allowed.into_iter().find(|x| fits(*x)),
         None => {
-            // Prefer round values (whole units, then hundredths) at the bound the tests set.
+            // Prefer round values (whole units, then hundredths; whole seconds, then milliseconds) at the bound the
+            // tests set.
             let grids: &[i128] = match ty {
                 Type::Decimal | Type::Money => &[unit, unit / 100, 1],
+                Type::Timestamp => &[NANOS, NANOS / 1000, 1],
                 _ => &[step],
             };
-            let default: i128 = if *ty == Type::Timestamp { DEFAULT_TIMESTAMP.into() } else { 0 };
+            let default: i128 = if *ty == Type::Timestamp { DEFAULT_TIMESTAMP } else { 0 };
             let mut found = None;
             'grids: for &grid in grids {
                 let start = match (lo, hi) {
@@ -319,7 +323,7 @@ fn ordered_model(ty: &Type, tests: &[&Test], levels: usize) -> Option<Value> {
     Some(match ty {
         Type::Int | Type::Decimal => Value::Number(crate::value::Decimal(found)),
         Type::Money => Value::Money(crate::value::Money { amount: crate::value::Decimal(found), currency }),
-        Type::Timestamp => Value::Timestamp(i64::try_from(found).ok()?),
+        Type::Timestamp => Value::Timestamp(found),
         Type::Duration => Value::Duration(i64::try_from(found).ok()?),
         _ => Value::Level(usize::try_from(found).ok()?),
     })
@@ -547,10 +551,16 @@ mod tests {
             model(Type::Int, &[Test::Compare(CompareOp::Le, int(3)), Test::NotIn(vec![int(3), int(2)])]),
             Some(int(1))
         );
-        let noon = Value::Timestamp(1_780_000_000);
+        let noon = Value::Timestamp(1_780_000_000 * NANOS);
         assert_eq!(
-            model(Type::Timestamp, &[Test::Compare(CompareOp::Lt, noon)]),
-            Some(Value::Timestamp(1_779_999_999))
+            model(Type::Timestamp, &[Test::Compare(CompareOp::Lt, noon.clone())]),
+            Some(Value::Timestamp(1_779_999_999 * NANOS))
+        );
+        // A request may carry a fraction: between two whole seconds there is a timestamp (half a second in).
+        let next = Value::Timestamp(1_780_000_001 * NANOS);
+        assert_eq!(
+            model(Type::Timestamp, &[Test::Compare(CompareOp::Gt, noon), Test::Compare(CompareOp::Lt, next)]),
+            Some(Value::Timestamp(1_780_000_000 * NANOS + 1_000_000))
         );
         assert_eq!(model(Type::Duration, &[Test::Compare(CompareOp::Lt, Value::Duration(0))]), None);
         assert_eq!(model(Type::Level, &[Test::Compare(CompareOp::Gt, Value::Level(3))]), Some(Value::Level(4)));

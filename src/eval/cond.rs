@@ -15,7 +15,7 @@ use super::err::EvalError;
 use super::request::Request;
 use crate::ir::{Attr, Cond, Program, Test, ToolId, Type, Value};
 use crate::syntax::ast::CompareOp;
-use crate::value::{parse_duration, parse_timestamp, Decimal, Money, DECIMAL_SCALE};
+use crate::value::{parse_duration, parse_instant, Decimal, Money, DECIMAL_SCALE};
 
 /// What a condition is evaluated against.
 #[derive(Debug, Clone, Copy)]
@@ -102,7 +102,7 @@ pub(crate) fn atom_text(atom: &crate::ir::Atom, program: &Program) -> String {
             Value::Number(n) => n.to_string(),
             Value::Money(m) => m.to_string(),
             Value::Bool(b) => b.to_string(),
-            Value::Timestamp(t) => crate::value::format_timestamp(*t),
+            Value::Timestamp(t) => crate::value::format_instant(*t),
             Value::Duration(d) => format!("{d}s"),
             Value::Level(l) => program.levels.get(*l).cloned().unwrap_or_default(),
             Value::Set(items) => list(items, program),
@@ -269,7 +269,7 @@ pub(crate) fn decode(json: &Json, ty: &Type, program: &Program) -> Result<Value,
         }),
         Type::Money => Value::Money(Money::parse(json.as_str().ok_or(wrong)?).ok_or(wrong)?),
         Type::Bool => Value::Bool(json.as_bool().ok_or(wrong)?),
-        Type::Timestamp => Value::Timestamp(parse_timestamp(json.as_str().ok_or(wrong)?).ok_or(wrong)?),
+        Type::Timestamp => Value::Timestamp(parse_instant(json.as_str().ok_or(wrong)?).ok_or(wrong)?),
         Type::Duration => {
             let seconds = match json {
                 Json::Number(n) => n.as_u64().ok_or(wrong)?,
@@ -473,9 +473,19 @@ mod tests {
         assert_eq!(run(&arg("d", Type::Decimal, Test::Compare(CompareOp::Eq, num("1.5"))), &req), Ok(true));
         assert_eq!(run(&arg("f", Type::Decimal, Test::Compare(CompareOp::Lt, num("2.51"))), &req), Ok(true));
         assert_eq!(run(&arg("ok", Type::Bool, Test::Compare(CompareOp::Eq, Value::Bool(true))), &req), Ok(true));
-        let noon = Value::Timestamp(parse_timestamp("2026-11-30T12:00:00Z").expect("timestamp"));
+        let noon = Value::Timestamp(parse_instant("2026-11-30T12:00:00Z").expect("timestamp"));
         assert_eq!(run(&arg("when", Type::Timestamp, Test::Compare(CompareOp::Lt, noon.clone())), &req), Ok(true));
-        assert_eq!(run(&atom(Attr::Now, Type::Timestamp, Test::Compare(CompareOp::Ge, noon)), &req), Ok(true));
+        assert_eq!(run(&atom(Attr::Now, Type::Timestamp, Test::Compare(CompareOp::Ge, noon.clone())), &req), Ok(true));
+        // A fraction counts: half a second past noon is after noon, not equal to it; an offset is taken off.
+        let at = |when: &str| base(&format!(r#"{{"when":"{when}"}}"#), "{}");
+        let when = |op, v: &Value| arg("when", Type::Timestamp, Test::Compare(op, v.clone()));
+        let half = at("2026-11-30T12:00:00.5Z");
+        assert_eq!(run(&when(CompareOp::Gt, &noon), &half), Ok(true));
+        assert_eq!(run(&when(CompareOp::Le, &noon), &half), Ok(false));
+        assert_eq!(run(&when(CompareOp::Eq, &noon), &half), Ok(false));
+        assert_eq!(run(&when(CompareOp::Eq, &noon), &at("2026-11-30T13:00:00.000+01:00")), Ok(true));
+        assert_eq!(run(&when(CompareOp::Lt, &noon), &at("2026-11-30T11:59:59.999999999Z")), Ok(true));
+        assert_eq!(run(&when(CompareOp::Eq, &noon), &at("2026-11-30T12:00:60Z")), Err(EvalError::WrongType));
         assert_eq!(
             run(&arg("wait", Type::Duration, Test::Compare(CompareOp::Eq, Value::Duration(900))), &req),
             Ok(true)

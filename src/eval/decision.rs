@@ -253,10 +253,21 @@ impl Obligation {
     }
 }
 
+/// A field of a request that could not be read (`request.malformed`, `request.missing-field`): its path
+/// (`context.now`) and the problem, `malformed` or `missing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestField {
+    pub field: &'static str,
+    pub problem: &'static str,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub outcome: Outcome,
     pub reasons: Vec<String>,
+    /// On a request that could not be read, the fields that are wrong (in byte order of their paths); written only
+    /// when there are some.
+    pub fields: Vec<RequestField>,
     pub rules: Vec<DecidingRule>,
     pub missing_approvals: Vec<MissingApproval>,
     /// On an allow, the presented approvals that satisfied its gates (by id): who approved.
@@ -280,6 +291,7 @@ impl Decision {
         Decision {
             outcome: Outcome::Deny,
             reasons,
+            fields: Vec::new(),
             rules: Vec::new(),
             missing_approvals: Vec::new(),
             approvals: Vec::new(),
@@ -303,6 +315,16 @@ impl Decision {
         out.push_str(self.outcome.as_str());
         out.push_str("\",\"reasons\":");
         write_strings(&mut out, &self.reasons);
+        if !self.fields.is_empty() {
+            out.push_str(",\"fields\":");
+            write_list(&mut out, &self.fields, |f, out| {
+                out.push_str("{\"field\":\"");
+                out.push_str(f.field);
+                out.push_str("\",\"problem\":\"");
+                out.push_str(f.problem);
+                out.push_str("\"}");
+            });
+        }
         out.push_str(",\"rules\":");
         write_list(&mut out, &self.rules, DecidingRule::write);
         out.push_str(",\"missing_approvals\":");
@@ -358,6 +380,7 @@ mod tests {
         let decision = Decision {
             outcome: Outcome::Escalate,
             reasons: vec!["approval.missing".into()],
+            fields: Vec::new(),
             rules: vec![DecidingRule {
                 mandate: "wallet".into(),
                 rule: "require approval commercial_terms".into(),

@@ -17,8 +17,8 @@ mod visible;
 use serde_json::{Map, Value as Json};
 
 pub use decision::{
-    DecidingRule, Decision, Failed, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, Unevaluable,
-    UsedApproval,
+    DecidingRule, Decision, Failed, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, RequestField,
+    Unevaluable, UsedApproval,
 };
 pub use digest::argument_digest;
 pub use visible::{visible_tools, HiddenTool, Visibility};
@@ -32,7 +32,7 @@ pub(crate) use digest::write_string as write_json_string;
 use crate::ir::{ApprovalKind, Binding, Mandate, Program, RuleKind, Tool, ToolId};
 use crate::source::Span;
 use crate::syntax::ast::Outcome as Otherwise;
-use crate::value::format_timestamp;
+use crate::value::{format_timestamp, NANOS_PER_SECOND};
 use cond::Env;
 use request::{Call, Need, Request, Stop, StopLevel, StopOn};
 
@@ -41,7 +41,12 @@ pub fn decide(program: &Program, request: &[u8]) -> Decision {
     let policy = program.hash.as_str();
     let req = match request::parse(request, Need::Call) {
         Ok(req) => req,
-        Err(error) => return Decision::deny(error.codes(), policy),
+        Err(error) => {
+            let mut decision = Decision::deny(error.codes(), policy);
+            decision.fields =
+                error.fields().into_iter().map(|(field, problem)| RequestField { field, problem }).collect();
+            return decision;
+        }
     };
     let mut decision = decide_request(program, &req);
     // Every decision on a request that could be read names its credential, the early denies too.
@@ -540,11 +545,12 @@ fn has_undeclared_argument(tool: &Tool, call: &Call) -> bool {
     !tool.open_arguments && arguments.keys().any(|key| tool.param(key).is_none())
 }
 
-/// Whether `now` is outside the mandate's validity window, with the reason code.
-pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i64) -> Option<(&'static str, DecidingRule)> {
-    let code = if mandate.valid_from.is_some_and(|from| now < from) {
+/// Whether `now` (nanoseconds) is outside the mandate's validity window (whole seconds), with the reason code.
+pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i128) -> Option<(&'static str, DecidingRule)> {
+    let second = |at: i64| i128::from(at) * NANOS_PER_SECOND;
+    let code = if mandate.valid_from.is_some_and(|from| now < second(from)) {
         err::NOT_YET_VALID
-    } else if mandate.valid_until.is_some_and(|until| now >= until) {
+    } else if mandate.valid_until.is_some_and(|until| now >= second(until)) {
         err::EXPIRED
     } else {
         return None;
@@ -685,8 +691,7 @@ fn refusal(
     call: &Call,
     digest: &str,
 ) -> Option<Refusal> {
-    let now = i128::from(req.now);
-    let issued = i128::from(approval.issued_at);
+    let (now, issued) = (req.now, approval.issued_at);
     let bound = |binding: &Binding| match binding {
         Binding::Tool => approval.tool.as_deref() == Some(call.name.as_str()),
         Binding::Target => approval.target.is_some() && approval.target == req.resource_id,
@@ -698,9 +703,9 @@ fn refusal(
         Refusal::Consumed
     } else if now < issued {
         Refusal::NotYetValid
-    } else if now >= i128::from(approval.expires_at) {
+    } else if now >= approval.expires_at {
         Refusal::Expired
-    } else if now >= issued + i128::from(kind.ttl) {
+    } else if now >= issued + i128::from(kind.ttl) * NANOS_PER_SECOND {
         Refusal::TtlPassed
     } else if let Some(binding) = unbound.next() {
         Refusal::BindingMismatch(binding)

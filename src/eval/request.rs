@@ -7,7 +7,7 @@ use serde_json::{Map, Value as Json};
 
 use super::err;
 use crate::json::JsonError;
-use crate::value::{parse_timestamp, Decimal, DECIMAL_SCALE};
+use crate::value::{parse_instant, Decimal, DECIMAL_SCALE};
 
 /// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
 /// where `action` is not read at all).
@@ -18,12 +18,47 @@ pub(crate) enum Need {
 }
 
 /// What is wrong with a request that cannot be decided on. `malformed` and `missing` may both be set; `oversize`
-/// comes alone.
+/// comes alone. The fields that are wrong (bit `i` is [`FIELDS`]`[i]`) are recorded when the request is a JSON
+/// object: a request that is not JSON, or not an object, names none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct RequestError {
     pub malformed: bool,
     pub missing: bool,
     pub oversize: bool,
+    /// Fields present with the wrong JSON type or an unreadable value (`context.now` that is no timestamp).
+    pub malformed_fields: u32,
+    /// Required fields that are absent (or whose parent object is).
+    pub missing_fields: u32,
+}
+
+/// The fields a request is read by, as a decision names them (`fields`, docs/requests.md), in byte order: a set of
+/// them is a `u32` whose bit `i` is `FIELDS[i]`, listed in this order.
+pub(crate) const FIELDS: [&str; 20] = [
+    "action",
+    "action.arguments",
+    "action.name",
+    "context",
+    "context.approvals",
+    "context.attempt",
+    "context.attributes",
+    "context.counters",
+    "context.facts",
+    "context.mandate",
+    "context.now",
+    "context.operation_id",
+    "context.stops",
+    "resource",
+    "resource.id",
+    "subject",
+    "subject.credential",
+    "subject.credential.id",
+    "subject.credential.scopes",
+    "subject.id",
+];
+
+/// The bit of a field of [`FIELDS`] (a path not in the table has none).
+fn field_bit(path: &str) -> u32 {
+    FIELDS.iter().position(|f| *f == path).map_or(0, |i| 1 << i)
 }
 
 impl RequestError {
@@ -44,6 +79,24 @@ impl RequestError {
 
     pub fn is_error(self) -> bool {
         self.malformed || self.missing || self.oversize
+    }
+
+    /// The fields that are wrong, in [`FIELDS`] order, each with its problem: `malformed` (present, of the wrong type
+    /// or unreadable) or `missing` (a required field that is absent).
+    pub fn fields(self) -> Vec<(&'static str, &'static str)> {
+        FIELDS
+            .iter()
+            .enumerate()
+            .filter_map(|(i, field)| {
+                if self.malformed_fields & 1 << i != 0 {
+                    Some((*field, "malformed"))
+                } else if self.missing_fields & 1 << i != 0 {
+                    Some((*field, "missing"))
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 }
 
@@ -68,8 +121,9 @@ pub(crate) struct Approval {
     pub id: String,
     pub kind: String,
     pub mandate: String,
-    pub issued_at: i64,
-    pub expires_at: i64,
+    /// Nanoseconds since the Unix epoch, as `now`.
+    pub issued_at: i128,
+    pub expires_at: i128,
     pub tool: Option<String>,
     pub target: Option<String>,
     pub digest: Option<String>,
@@ -90,7 +144,8 @@ pub(crate) struct Request {
     pub call: Option<Call>,
     pub resource_id: Option<String>,
     pub mandate: String,
-    pub now: i64,
+    /// `context.now` in nanoseconds since the Unix epoch (`value::parse_instant`: a fraction and an offset allowed).
+    pub now: i128,
     pub operation_id: Option<String>,
     pub attempt: Option<Decimal>,
     pub approvals: Vec<Approval>,
@@ -102,7 +157,8 @@ pub(crate) struct Request {
 
 /// Parses `bytes` as a request.
 pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
-    const MALFORMED: RequestError = RequestError { malformed: true, missing: false, oversize: false };
+    const MALFORMED: RequestError =
+        RequestError { malformed: true, missing: false, oversize: false, malformed_fields: 0, missing_fields: 0 };
     let json = match crate::json::parse(bytes) {
         Ok(json) => json,
         Err(JsonError::TooLarge) => return Err(RequestError { oversize: true, ..RequestError::default() }),
@@ -115,42 +171,42 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
 
     let subject = p.object(root, "subject");
     let subject_id = p.required_string(root, "subject", "id");
-    let credential = subject.and_then(|s| p.object(s, "credential"));
+    let credential = subject.and_then(|s| p.object(s, "subject.credential"));
     // Blank counts as absent, as for every identifier.
-    let credential_id = credential.and_then(|c| p.string(c, "id")).filter(|id| !is_blank(id));
-    let scopes = credential.and_then(|c| p.strings(c, "scopes"));
+    let credential_id = credential.and_then(|c| p.string(c, "subject.credential.id")).filter(|id| !is_blank(id));
+    let scopes = credential.and_then(|c| p.strings(c, "subject.credential.scopes"));
 
     let call = match need {
         Need::Listing => None,
         Need::Call => {
             let action = p.object(root, "action");
             let name = p.required_string(root, "action", "name");
-            let arguments = action.and_then(|a| p.object(a, "arguments")).map(|a| Json::Object(a.clone()));
+            let arguments = action.and_then(|a| p.object(a, "action.arguments")).map(|a| Json::Object(a.clone()));
             name.map(|name| Call { name, arguments })
         }
     };
 
     // An empty or white-space-only id is absent (never binds, never matches, never counts as given).
-    let resource_id = p.object(root, "resource").and_then(|r| p.string(r, "id")).filter(|id| !is_blank(id));
+    let resource_id = p.object(root, "resource").and_then(|r| p.string(r, "resource.id")).filter(|id| !is_blank(id));
 
     let context = p.object(root, "context");
     let mandate = p.required_string(root, "context", "mandate");
     let now = p.required_string(root, "context", "now").and_then(|text| {
-        let parsed = parse_timestamp(&text);
+        let parsed = parse_instant(&text);
         if parsed.is_none() {
-            p.error.malformed = true;
+            p.malformed("context.now");
         }
         parsed
     });
     let empty = Map::new();
     let context = context.unwrap_or(&empty);
-    let operation_id = p.string(context, "operation_id").filter(|id| !is_blank(id));
+    let operation_id = p.string(context, "context.operation_id").filter(|id| !is_blank(id));
     let attempt = match context.get("attempt") {
         None => None,
         Some(value) => {
             let attempt = integer(value);
             if attempt.is_none() {
-                p.error.malformed = true;
+                p.malformed("context.attempt");
             }
             attempt
         }
@@ -159,14 +215,14 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
         None => Vec::new(),
         Some(Json::Array(items)) => usable_approvals(items),
         Some(_) => {
-            p.error.malformed = true;
+            p.malformed("context.approvals");
             Vec::new()
         }
     };
     let stops = p.stops(context).unwrap_or_default();
-    let facts = p.object(context, "facts").cloned().unwrap_or_default();
-    let counters = p.object(context, "counters").cloned().unwrap_or_default();
-    let attributes = p.object(context, "attributes").cloned().unwrap_or_default();
+    let facts = p.object(context, "context.facts").cloned().unwrap_or_default();
+    let counters = p.object(context, "context.counters").cloned().unwrap_or_default();
+    let attributes = p.object(context, "context.attributes").cloned().unwrap_or_default();
 
     if p.error.is_error() {
         return Err(p.error);
@@ -202,26 +258,43 @@ struct Problems {
     error: RequestError,
 }
 
+/// The last segment of a field's path: its key in its parent object.
+fn key_of(path: &str) -> &str {
+    path.rsplit('.').next().unwrap_or(path)
+}
+
 impl Problems {
-    /// An optional object field; a present non-object is malformed.
-    fn object<'a>(&mut self, parent: &'a Map<String, Json>, key: &str) -> Option<&'a Map<String, Json>> {
-        match parent.get(key) {
+    /// Records the field at `path` (a [`FIELDS`] entry) as present but wrong.
+    fn malformed(&mut self, path: &str) {
+        self.error.malformed = true;
+        self.error.malformed_fields |= field_bit(path);
+    }
+
+    /// Records the required field at `path` as absent.
+    fn missing(&mut self, path: &str) {
+        self.error.missing = true;
+        self.error.missing_fields |= field_bit(path);
+    }
+
+    /// An optional object field (`path` names it, its last segment is its key); a present non-object is malformed.
+    fn object<'a>(&mut self, parent: &'a Map<String, Json>, path: &str) -> Option<&'a Map<String, Json>> {
+        match parent.get(key_of(path)) {
             None => None,
             Some(Json::Object(map)) => Some(map),
             Some(_) => {
-                self.error.malformed = true;
+                self.malformed(path);
                 None
             }
         }
     }
 
     /// An optional string field; a present non-string is malformed.
-    fn string(&mut self, parent: &Map<String, Json>, key: &str) -> Option<String> {
-        match parent.get(key) {
+    fn string(&mut self, parent: &Map<String, Json>, path: &str) -> Option<String> {
+        match parent.get(key_of(path)) {
             None => None,
             Some(Json::String(s)) => Some(s.clone()),
             Some(_) => {
-                self.error.malformed = true;
+                self.malformed(path);
                 None
             }
         }
@@ -230,19 +303,20 @@ impl Problems {
     /// A required string field `parent.key` of the root. An absent parent means the field is missing too; a
     /// parent of the wrong type is already recorded as malformed by [`Problems::object`].
     fn required_string(&mut self, root: &Map<String, Json>, parent: &str, key: &str) -> Option<String> {
+        let path = format!("{parent}.{key}");
         match root.get(parent) {
             None => {
-                self.error.missing = true;
+                self.missing(&path);
                 None
             }
             Some(Json::Object(map)) => match map.get(key) {
                 None => {
-                    self.error.missing = true;
+                    self.missing(&path);
                     None
                 }
                 Some(Json::String(s)) => Some(s.clone()),
                 Some(_) => {
-                    self.error.malformed = true;
+                    self.malformed(&path);
                     None
                 }
             },
@@ -251,18 +325,18 @@ impl Problems {
     }
 
     /// An optional array of strings.
-    fn strings(&mut self, parent: &Map<String, Json>, key: &str) -> Option<Vec<String>> {
-        let items = match parent.get(key) {
+    fn strings(&mut self, parent: &Map<String, Json>, path: &str) -> Option<Vec<String>> {
+        let items = match parent.get(key_of(path)) {
             None => return None,
             Some(Json::Array(items)) => items,
             Some(_) => {
-                self.error.malformed = true;
+                self.malformed(path);
                 return None;
             }
         };
         let strings: Option<Vec<String>> = items.iter().map(|i| i.as_str().map(str::to_string)).collect();
         if strings.is_none() {
-            self.error.malformed = true;
+            self.malformed(path);
         }
         strings
     }
@@ -316,13 +390,13 @@ impl Problems {
             None => return None,
             Some(Json::Array(items)) => items,
             Some(_) => {
-                self.error.malformed = true;
+                self.malformed("context.stops");
                 return None;
             }
         };
         let stops: Option<Vec<Stop>> = items.iter().map(stop).collect();
         if stops.is_none() {
-            self.error.malformed = true;
+            self.malformed("context.stops");
         }
         stops
     }
@@ -419,8 +493,8 @@ fn approval(value: &Json) -> Option<Approval> {
         id: required("id").filter(|id| !is_blank(id))?,
         kind: required("kind")?,
         mandate: required("mandate")?,
-        issued_at: parse_timestamp(&required("issued_at")?)?,
-        expires_at: parse_timestamp(&required("expires_at")?)?,
+        issued_at: parse_instant(&required("issued_at")?)?,
+        expires_at: parse_instant(&required("expires_at")?)?,
         tool: optional("tool").ok()?,
         target: optional("target").ok()?.filter(|t| !is_blank(t)),
         digest: optional("digest").ok()?,

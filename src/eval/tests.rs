@@ -592,6 +592,56 @@ fn malformed_requests_are_denied() {
 }
 
 #[test]
+fn a_refused_request_names_its_fields() {
+    let fields = |request: &Json| {
+        decide_json(request).fields.iter().map(|f| format!("{} {}", f.field, f.problem)).collect::<Vec<_>>()
+    };
+    let bad = |pointer: &str, value: Json| fields(&with(pay_request(), pointer, value));
+    assert_eq!(bad("/context/now", json!("2026-11-30 12:00:00Z")), ["context.now malformed"]);
+    assert_eq!(bad("/context/now", json!("2026-11-30T12:00:60Z")), ["context.now malformed"]);
+    assert_eq!(bad("/context/now", json!(5)), ["context.now malformed"]);
+    assert_eq!(bad("/subject", json!("agent")), ["subject malformed"]);
+    assert_eq!(bad("/subject/credential/scopes", json!([1])), ["subject.credential.scopes malformed"]);
+    assert_eq!(bad("/context/stops", json!(["wallet", 1])), ["context.stops malformed"]);
+    assert_eq!(bad("/context/attempt", json!(1.5)), ["context.attempt malformed"]);
+    assert_eq!(bad("/action/arguments", json!([])), ["action.arguments malformed"]);
+    assert_eq!(bad("/resource/id", json!(991)), ["resource.id malformed"]);
+    let missing = |pointer: &str| fields(&without(pay_request(), pointer));
+    assert_eq!(missing("/subject"), ["subject.id missing"]);
+    assert_eq!(missing("/context"), ["context.mandate missing", "context.now missing"]);
+    assert_eq!(missing("/action/name"), ["action.name missing"]);
+    // Every problem, in byte order of the paths.
+    let both = with(with(without(pay_request(), "/subject/id"), "/context/now", json!(5)), "/context/facts", json!(1));
+    assert_eq!(fields(&both), ["context.facts malformed", "context.now malformed", "subject.id missing"]);
+    let decision = decide_json(&with(pay_request(), "/context/now", json!("2026-11-30T12:00:00+0100")));
+    assert!(decision.to_json().starts_with(
+        r#"{"decision":"deny","reasons":["request.malformed"],"fields":[{"field":"context.now","problem":"malformed"}],"rules":[],"#
+    ));
+    // A request that is not a JSON object names no field (and the decision has no `fields` key).
+    let program = program();
+    for bytes in [&b"[1]"[..], b"{", b"{\"a\":1,\"a\":2}"] {
+        let decision = decide(&program, bytes);
+        assert!(decision.fields.is_empty() && !decision.to_json().contains("\"fields\""));
+    }
+    // An accepted request has no `fields` either.
+    assert!(!decide_json(&pay_request()).to_json().contains("\"fields\""));
+}
+
+#[test]
+fn fractional_and_offset_timestamps_are_read_exactly() {
+    // The wallet is valid from 2026-11-01T00:00:00Z until 2027-01-01T00:00:00Z.
+    let at = |now: &str| reasons(&decide_json(&with(pay_request(), "/context/now", json!(now)))).join(" ");
+    assert!(!at("2026-12-31T23:59:59.999Z").contains("mandate."));
+    assert!(!at("2027-01-01T00:59:59.999999999+01:00").contains("mandate."));
+    assert!(!at("2026-11-01T00:00:00.000Z").contains("mandate."));
+    assert_eq!(at("2027-01-01T00:00:00.000Z"), "mandate.expired");
+    assert_eq!(at("2027-01-01T00:00:00.5Z"), "mandate.expired");
+    assert_eq!(at("2026-12-31T19:00:00-05:00"), "mandate.expired");
+    assert_eq!(at("2026-10-31T23:59:59.999999999Z"), "mandate.not-yet-valid");
+    assert_eq!(at("2026-11-01T00:59:59+01:00"), "mandate.not-yet-valid");
+}
+
+#[test]
 fn no_input_makes_the_interpreter_panic() {
     let program = program();
     let valid = big_payment(json!([approval("apr-1")])).to_string().into_bytes();

@@ -167,7 +167,7 @@ impl<'p> Writer<'p> {
             }
             Value::Timestamp(t) => {
                 r.tag = rec::VALUE_TIMESTAMP;
-                r.set_number(i128::from(*t));
+                r.set_number(*t);
             }
             Value::Duration(d) => {
                 r.tag = rec::VALUE_DURATION;

@@ -48,6 +48,16 @@ pub fn random_value(rng: &mut Rng, depth: u32) -> serde_json::Value {
         // Stop levels (issue 8, item 10).
         "quarantine",
         "pause",
+        // RFC 3339 spellings (issue 28, item 4): JavaScript's milliseconds, offsets, lowercase, and near misses (a
+        // leap second, a tenth fractional digit, an offset without its colon).
+        "2026-12-03T15:20:00.000Z",
+        "2026-12-03T15:19:59.999Z",
+        "2026-12-03T16:20:00.5+01:00",
+        "2026-12-03t15:20:00.000000001z",
+        "2026-12-03T10:20:00-05:00",
+        "2026-12-03T15:20:60Z",
+        "2026-12-03T15:20:00.1234567891Z",
+        "2026-12-03T15:20:00+0100",
     ];
     match rng.below(if depth > 2 { 6 } else { 9 }) {
         0 => Value::Null,

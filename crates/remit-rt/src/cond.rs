@@ -17,7 +17,9 @@ use core::cmp::Ordering;
 use crate::image::{self, Image, Node, Tool, Type, Value, MAX_COND_DEPTH};
 use crate::json::{Doc, ARRAY, FALSE, NUMBER, STRING, TRUE};
 use crate::request::{elements, Request};
-use crate::value::{duration_of, parse_decimal, parse_money, parse_timestamp, DECIMAL_SCALE, MAX_NUMBER_TEXT};
+use crate::value::{
+    duration_of, parse_decimal, parse_money, parse_timestamp, DECIMAL_SCALE, MAX_NUMBER_TEXT, MAX_TIMESTAMP_TEXT,
+};
 
 /// The value of a condition: true, false, or an error (fail closed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -492,7 +494,8 @@ enum Val {
     Num(i128),
     Money(i128, [u8; 3]),
     Bool(bool),
-    Timestamp(i64),
+    /// Nanoseconds since the Unix epoch (a policy's timestamps are whole seconds, in nanoseconds too).
+    Timestamp(i128),
     Duration(i64),
     Level(i128),
     /// An array token of the request, every element of which decodes as the element type.
@@ -638,7 +641,7 @@ fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> 
         image::TYPE_BOOL if kind == TRUE => Val::Bool(true),
         image::TYPE_BOOL if kind == FALSE => Val::Bool(false),
         image::TYPE_TIMESTAMP if kind == STRING => {
-            let mut text = [0u8; 20];
+            let mut text = [0u8; MAX_TIMESTAMP_TEXT];
             Val::Timestamp(parse_timestamp(unescaped(doc, tok, &mut text)?)?)
         }
         image::TYPE_DURATION => {
@@ -857,7 +860,7 @@ impl Cmp<'_> {
                 a == n
             }
             (Val::Bool(b), image::VALUE_BOOL) => i128::from(b) == n,
-            (Val::Timestamp(t), image::VALUE_TIMESTAMP) => i128::from(t) == n,
+            (Val::Timestamp(t), image::VALUE_TIMESTAMP) => t == n,
             (Val::Duration(d), image::VALUE_DURATION) => i128::from(d) == n,
             (Val::Level(l), image::VALUE_LEVEL) => l == n,
             _ => return Err(()),
@@ -873,7 +876,7 @@ impl Cmp<'_> {
             {
                 a.cmp(&n)
             }
-            (Val::Timestamp(t), image::VALUE_TIMESTAMP) => i128::from(t).cmp(&n),
+            (Val::Timestamp(t), image::VALUE_TIMESTAMP) => t.cmp(&n),
             (Val::Duration(d), image::VALUE_DURATION) => i128::from(d).cmp(&n),
             (Val::Level(l), image::VALUE_LEVEL) => l.cmp(&n),
             _ => return Err(()),

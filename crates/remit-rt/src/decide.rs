@@ -17,6 +17,7 @@ use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDIN
 use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER, STRING};
 use crate::out::{escaped, write_string, write_string_tok, Out};
 use crate::request::{self, elements, Approval, Need, Request, Stop};
+use crate::value::NANOS_PER_SECOND;
 use crate::Sink;
 
 /// The lists one decision collects, each of at most [`MAX_DECIDING`] items (the checker's bound on the rules a
@@ -121,7 +122,7 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
     };
     let req = match request::parse(&doc, Need::Call) {
         Ok(req) => req,
-        Err(e) => return write_deny(out, err::of_request(e), b"[]", None, policy),
+        Err(e) => return write_unreadable(out, e, policy),
     };
     // Every decision on a request that could be read names its credential, the early denies too.
     let credential = req.credential_id.map(|id| (&doc, id));
@@ -203,6 +204,40 @@ fn holds(image: &Image<'_>, doc: &Doc<'_>, ids: (u32, u32), prefixes: (u32, u32)
 fn write_deny(out: &mut Out<'_>, codes: u32, chain_json: &[u8], credential: Option<(&Doc<'_>, u32)>, policy: &[u8]) {
     out.write(b"{\"decision\":\"deny\",\"reasons\":");
     err::write_codes(out, codes);
+    write_deny_tail(out, chain_json, credential, policy);
+}
+
+/// The deny on a request that could not be read: its codes and, after `reasons`, the fields that are wrong
+/// (`fields`, written only when there are some: a request that is a JSON object).
+fn write_unreadable(out: &mut Out<'_>, e: request::RequestError, policy: &[u8]) {
+    out.write(b"{\"decision\":\"deny\",\"reasons\":");
+    err::write_codes(out, err::of_request(e));
+    if e.malformed_fields | e.missing_fields != 0 {
+        out.write(b",\"fields\":[");
+        let mut first = true;
+        for (i, field) in request::FIELDS.iter().enumerate() {
+            let bit = 1u32 << i;
+            let problem: &[u8] = if e.malformed_fields & bit != 0 {
+                b"malformed"
+            } else if e.missing_fields & bit != 0 {
+                b"missing"
+            } else {
+                continue;
+            };
+            out.write(if first { b"{\"field\":\"" } else { b",{\"field\":\"" });
+            out.write(field.as_bytes());
+            out.write(b"\",\"problem\":\"");
+            out.write(problem);
+            out.write(b"\"}");
+            first = false;
+        }
+        out.byte(b']');
+    }
+    write_deny_tail(out, b"[]", None, policy);
+}
+
+/// A deny's keys after `reasons` (and `fields`): no rules, approvals or obligations.
+fn write_deny_tail(out: &mut Out<'_>, chain_json: &[u8], credential: Option<(&Doc<'_>, u32)>, policy: &[u8]) {
     out.write(b",\"rules\":[],\"missing_approvals\":[],\"approvals\":[],\"obligations\":[],\"mandate_chain\":");
     out.write(chain_json);
     write_credential(out, credential);
@@ -1096,10 +1131,11 @@ fn has_undeclared_argument(image: &Image<'_>, doc: &Doc<'_>, tool: &Tool, argume
     request::elements_of_object(doc, arguments).any(|key| image.param(tool, |name| doc.text_is(key, name)).is_none())
 }
 
-/// Whether `now` is outside the mandate's validity window: the reason and the window's entry.
-pub(crate) fn validity(mandate: &Mandate, now: i64) -> Option<(u32, u32)> {
-    let from = image::join64(mandate.valid_from_lo, mandate.valid_from_hi);
-    let until = image::join64(mandate.valid_until_lo, mandate.valid_until_hi);
+/// Whether `now` (nanoseconds) is outside the mandate's validity window (whole seconds): the reason and the window's
+/// entry.
+pub(crate) fn validity(mandate: &Mandate, now: i128) -> Option<(u32, u32)> {
+    let from = i128::from(image::join64(mandate.valid_from_lo, mandate.valid_from_hi)) * NANOS_PER_SECOND;
+    let until = i128::from(image::join64(mandate.valid_until_lo, mandate.valid_until_hi)) * NANOS_PER_SECOND;
     if mandate.flags & image::MANDATE_VALID_FROM != 0 && now < from {
         Some((err::NOT_YET_VALID, mandate.validity_entry))
     } else if mandate.flags & image::MANDATE_VALID_UNTIL != 0 && now >= until {
@@ -1212,9 +1248,8 @@ fn refusal(
     call: &Call,
     digest: Option<&[u8; 71]>,
 ) -> Option<Refusal> {
-    let now = i128::from(req.now);
-    let issued = i128::from(approval.issued_at);
-    let ttl = i128::from(image::join64(kind.ttl_lo, kind.ttl_hi) as u64);
+    let (now, issued) = (req.now, approval.issued_at);
+    let ttl = i128::from(image::join64(kind.ttl_lo, kind.ttl_hi) as u64) * NANOS_PER_SECOND;
     let refused = |code: u32| Some(Refusal { code, binding: 0 });
     if approval.consumed {
         return refused(err::APPROVAL_CONSUMED);
@@ -1222,7 +1257,7 @@ fn refusal(
     if now < issued {
         return refused(err::APPROVAL_NOT_YET_VALID);
     }
-    if now >= i128::from(approval.expires_at) {
+    if now >= approval.expires_at {
         return refused(err::APPROVAL_EXPIRED);
     }
     if now >= issued + ttl {

@@ -9,7 +9,7 @@
 //! gives (the parse's key slots, [`crate::json::Scratch::keys`], which the parse no longer needs).
 
 use crate::json::{merge_sort, Doc, Key, ARRAY, FALSE, NULL, NUMBER, OBJECT, STRING, TRUE};
-use crate::value::{parse_timestamp, DECIMAL_SCALE};
+use crate::value::{parse_timestamp, DECIMAL_SCALE, MAX_TIMESTAMP_TEXT};
 
 /// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
 /// where `action` is not read at all).
@@ -20,16 +20,68 @@ pub enum Need {
 }
 
 /// What is wrong with a request that cannot be decided on. `malformed` and `missing` may both be set; `oversize`
-/// comes alone.
+/// comes alone. The fields that are wrong (bit `i` is [`FIELDS`]`[i]`) are recorded when the request is a JSON
+/// object: a request that is not JSON, or not an object, names none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequestError {
     pub malformed: bool,
     pub missing: bool,
     pub oversize: bool,
+    /// Fields present with the wrong JSON type or an unreadable value (`context.now` that is no timestamp).
+    pub malformed_fields: u32,
+    /// Required fields that are absent (or whose parent object is).
+    pub missing_fields: u32,
 }
 
-const MALFORMED: RequestError = RequestError { malformed: true, missing: false, oversize: false };
-const MISSING: RequestError = RequestError { malformed: false, missing: true, oversize: false };
+const MALFORMED: RequestError =
+    RequestError { malformed: true, missing: false, oversize: false, malformed_fields: 0, missing_fields: 0 };
+const MISSING: RequestError =
+    RequestError { malformed: false, missing: true, oversize: false, malformed_fields: 0, missing_fields: 0 };
+
+/// The fields a request is read by, as a decision names them (`fields`), in byte order: a set of them is a `u32`
+/// whose bit `i` is `FIELDS[i]` (`eval::request::FIELDS`).
+pub const FIELDS: [&str; 20] = [
+    "action",
+    "action.arguments",
+    "action.name",
+    "context",
+    "context.approvals",
+    "context.attempt",
+    "context.attributes",
+    "context.counters",
+    "context.facts",
+    "context.mandate",
+    "context.now",
+    "context.operation_id",
+    "context.stops",
+    "resource",
+    "resource.id",
+    "subject",
+    "subject.credential",
+    "subject.credential.id",
+    "subject.credential.scopes",
+    "subject.id",
+];
+const F_ACTION: u32 = 1 << 0;
+const F_ARGUMENTS: u32 = 1 << 1;
+const F_NAME: u32 = 1 << 2;
+const F_CONTEXT: u32 = 1 << 3;
+const F_APPROVALS: u32 = 1 << 4;
+const F_ATTEMPT: u32 = 1 << 5;
+const F_ATTRIBUTES: u32 = 1 << 6;
+const F_COUNTERS: u32 = 1 << 7;
+const F_FACTS: u32 = 1 << 8;
+const F_MANDATE: u32 = 1 << 9;
+const F_NOW: u32 = 1 << 10;
+const F_OPERATION_ID: u32 = 1 << 11;
+const F_STOPS: u32 = 1 << 12;
+const F_RESOURCE: u32 = 1 << 13;
+const F_RESOURCE_ID: u32 = 1 << 14;
+const F_SUBJECT: u32 = 1 << 15;
+const F_CREDENTIAL: u32 = 1 << 16;
+const F_CREDENTIAL_ID: u32 = 1 << 17;
+const F_SCOPES: u32 = 1 << 18;
+const F_SUBJECT_ID: u32 = 1 << 19;
 
 impl RequestError {
     /// The classification of a document the JSON rule refused.
@@ -71,8 +123,9 @@ pub struct Approval {
     pub id: u32,
     pub kind: u32,
     pub mandate: u32,
-    pub issued_at: i64,
-    pub expires_at: i64,
+    /// Nanoseconds since the Unix epoch, as `now`.
+    pub issued_at: i128,
+    pub expires_at: i128,
     pub tool: Option<u32>,
     pub target: Option<u32>,
     pub digest: Option<u32>,
@@ -113,7 +166,8 @@ pub struct Request {
     /// Absent also when empty or only white space.
     pub resource_id: Option<u32>,
     pub mandate: u32,
-    pub now: i64,
+    /// `context.now` in nanoseconds since the Unix epoch.
+    pub now: i128,
     /// Absent also when empty or only white space.
     pub operation_id: Option<u32>,
     /// An exact decimal (units of 10^-9), always a whole number.
@@ -171,56 +225,56 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     // Each object's fields are found in one pass over its keys.
     let [subject, action, resource, context] = doc.fields(Some(ROOT), &ROOT_FIELDS);
 
-    let subject_object = p.typed(subject, OBJECT);
+    let subject_object = p.typed(subject, OBJECT, F_SUBJECT);
     let [subject_id, credential] = doc.fields(subject_object, &SUBJECT_FIELDS);
-    let subject_id = p.required_string(subject, subject_id);
-    let credential = p.typed(credential, OBJECT);
+    let subject_id = p.required_string(subject, subject_id, F_SUBJECT_ID);
+    let credential = p.typed(credential, OBJECT, F_CREDENTIAL);
     let [credential_id, scopes] = doc.fields(credential, &CREDENTIAL_FIELDS);
-    let credential_id = p.typed(credential_id, STRING).filter(|&id| !is_blank(doc, id));
-    let scopes = p.strings(scopes);
+    let credential_id = p.typed(credential_id, STRING, F_CREDENTIAL_ID).filter(|&id| !is_blank(doc, id));
+    let scopes = p.strings(scopes, F_SCOPES);
 
     let call = match need {
         Need::Listing => None,
         Need::Call => {
-            let object = p.typed(action, OBJECT);
+            let object = p.typed(action, OBJECT, F_ACTION);
             let [name, arguments] = doc.fields(object, &ACTION_FIELDS);
-            let name = p.required_string(action, name);
-            let arguments = p.typed(arguments, OBJECT);
+            let name = p.required_string(action, name, F_NAME);
+            let arguments = p.typed(arguments, OBJECT, F_ARGUMENTS);
             name.map(|name| Call { name, arguments })
         }
     };
 
-    let resource = p.typed(resource, OBJECT);
+    let resource = p.typed(resource, OBJECT, F_RESOURCE);
     let [resource_id] = doc.fields(resource, &[ID]);
-    let resource_id = p.typed(resource_id, STRING).filter(|&id| !is_blank(doc, id));
+    let resource_id = p.typed(resource_id, STRING, F_RESOURCE_ID).filter(|&id| !is_blank(doc, id));
 
-    let object = p.typed(context, OBJECT);
+    let object = p.typed(context, OBJECT, F_CONTEXT);
     let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes] =
         doc.fields(object, &CONTEXT_FIELDS);
-    let mandate = p.required_string(context, mandate);
-    let now = p.required_string(context, now).and_then(|text| {
+    let mandate = p.required_string(context, mandate, F_MANDATE);
+    let now = p.required_string(context, now, F_NOW).and_then(|text| {
         let parsed = timestamp(doc, text);
         if parsed.is_none() {
-            p.error.malformed = true;
+            p.malformed(F_NOW);
         }
         parsed
     });
-    let operation_id = p.typed(operation_id, STRING).filter(|&id| !is_blank(doc, id));
+    let operation_id = p.typed(operation_id, STRING, F_OPERATION_ID).filter(|&id| !is_blank(doc, id));
     let attempt = match attempt {
         None => None,
         Some(value) => {
             let attempt = integer(doc, value);
             if attempt.is_none() {
-                p.error.malformed = true;
+                p.malformed(F_ATTEMPT);
             }
             attempt
         }
     };
-    let approval_items = p.typed(approval_items, ARRAY);
+    let approval_items = p.typed(approval_items, ARRAY, F_APPROVALS);
     let stops = p.stops(stops);
-    let facts = p.typed(facts, OBJECT);
-    let counters = p.typed(counters, OBJECT);
-    let attributes = p.typed(attributes, OBJECT);
+    let facts = p.typed(facts, OBJECT, F_FACTS);
+    let counters = p.typed(counters, OBJECT, F_COUNTERS);
+    let attributes = p.typed(attributes, OBJECT, F_ATTRIBUTES);
 
     if p.error.is_error() {
         return Err(p.error);
@@ -258,11 +312,23 @@ struct Problems<'d, 'a> {
 }
 
 impl Problems<'_, '_> {
+    /// Records `field` (a bit of [`FIELDS`]) as present but wrong.
+    fn malformed(&mut self, field: u32) {
+        self.error.malformed = true;
+        self.error.malformed_fields |= field;
+    }
+
+    /// Records the required `field` as absent.
+    fn missing(&mut self, field: u32) {
+        self.error.missing = true;
+        self.error.missing_fields |= field;
+    }
+
     /// An optional field of `kind` (its value token, when present); a present value of another kind is malformed.
-    fn typed(&mut self, value: Option<u32>, kind: u8) -> Option<u32> {
+    fn typed(&mut self, value: Option<u32>, kind: u8, field: u32) -> Option<u32> {
         let value = value?;
         if self.doc.token(value).kind() != kind {
-            self.error.malformed = true;
+            self.malformed(field);
             return None;
         }
         Some(value)
@@ -270,10 +336,10 @@ impl Problems<'_, '_> {
 
     /// A required string field `value` of the root's field `parent`. An absent parent means the field is missing
     /// too; a parent of the wrong type is recorded as malformed where it is read.
-    fn required_string(&mut self, parent: Option<u32>, value: Option<u32>) -> Option<u32> {
+    fn required_string(&mut self, parent: Option<u32>, value: Option<u32>, field: u32) -> Option<u32> {
         let parent = match parent {
             None => {
-                self.error.missing = true;
+                self.missing(field);
                 return None;
             }
             Some(parent) => parent,
@@ -283,12 +349,12 @@ impl Problems<'_, '_> {
         }
         match value {
             None => {
-                self.error.missing = true;
+                self.missing(field);
                 None
             }
             Some(value) if self.doc.token(value).kind() == STRING => Some(value),
             Some(_) => {
-                self.error.malformed = true;
+                self.malformed(field);
                 None
             }
         }
@@ -296,10 +362,10 @@ impl Problems<'_, '_> {
 
     /// An optional array of strings (the array token); a present non-array, or an item that is not a string, is
     /// malformed.
-    fn strings(&mut self, value: Option<u32>) -> Option<u32> {
-        let items = self.typed(value, ARRAY)?;
+    fn strings(&mut self, value: Option<u32>, field: u32) -> Option<u32> {
+        let items = self.typed(value, ARRAY, field)?;
         if elements(self.doc, items).any(|item| self.doc.token(item).kind() != STRING) {
-            self.error.malformed = true;
+            self.malformed(field);
             return None;
         }
         Some(items)
@@ -309,9 +375,9 @@ impl Problems<'_, '_> {
 impl Problems<'_, '_> {
     /// `context.stops`: every item a mandate name or a stop object [`stop`] reads; else the request is malformed.
     fn stops(&mut self, value: Option<u32>) -> Option<u32> {
-        let items = self.typed(value, ARRAY)?;
+        let items = self.typed(value, ARRAY, F_STOPS)?;
         if elements(self.doc, items).any(|item| stop(self.doc, item).is_none()) {
-            self.error.malformed = true;
+            self.malformed(F_STOPS);
             return None;
         }
         Some(items)
@@ -412,11 +478,11 @@ pub fn white_space(code: u32) -> bool {
 }
 
 /// The timestamp a string token holds (its unescaped content), or `None`.
-fn timestamp(doc: &Doc<'_>, tok: u32) -> Option<i64> {
+fn timestamp(doc: &Doc<'_>, tok: u32) -> Option<i128> {
     if let Some(raw) = doc.plain(tok) {
         return parse_timestamp(raw);
     }
-    let mut text = [0u8; 20];
+    let mut text = [0u8; MAX_TIMESTAMP_TEXT];
     let mut len = 0;
     for byte in doc.text(tok) {
         *text.get_mut(len)? = byte;
@@ -706,12 +772,22 @@ mod tests {
             r#"{"subject":{"id":"a"},"action":{"name":"t"},"context":{"mandate":"m","now":"2026-11-30T12:00:00Z"}}"#;
         assert_eq!(read(base, Need::Call), Ok(0));
         assert_eq!(read("[]", Need::Call), Err(MALFORMED));
-        assert_eq!(read(&base.replace(r#""action":{"name":"t"},"#, ""), Need::Call), Err(MISSING));
+        let fields = |malformed_fields, missing_fields| RequestError {
+            malformed: malformed_fields != 0,
+            missing: missing_fields != 0,
+            oversize: false,
+            malformed_fields,
+            missing_fields,
+        };
+        assert_eq!(read(&base.replace(r#""action":{"name":"t"},"#, ""), Need::Call), Err(fields(0, F_NAME)));
         assert_eq!(read(&base.replace(r#""action":{"name":"t"},"#, ""), Need::Listing), Ok(0));
         let both = base.replace(r#""name":"t""#, r#""name":1"#).replace(r#""mandate":"m","#, "");
-        assert_eq!(read(&both, Need::Call), Err(RequestError { malformed: true, missing: true, oversize: false }));
-        assert_eq!(read(&base.replace("12:00:00Z", "12:00:00+01:00"), Need::Call), Err(MALFORMED));
-        assert_eq!(read(&base.replace(r#""now""#, r#""attempt":1.0,"now""#), Need::Call), Err(MALFORMED));
+        assert_eq!(read(&both, Need::Call), Err(fields(F_NAME, F_MANDATE)));
+        assert_eq!(read(&base.replace("12:00:00Z", "12:00:60Z"), Need::Call), Err(fields(F_NOW, 0)));
+        assert_eq!(read(&base.replace(r#"{"id":"a"}"#, "7"), Need::Call), Err(fields(F_SUBJECT, 0)));
+        assert_eq!(read(&base.replace("12:00:00Z", "12:00:00+0100"), Need::Call), Err(fields(F_NOW, 0)));
+        assert_eq!(read(&base.replace("12:00:00Z", "12:00:00.250+01:00"), Need::Call), Ok(0));
+        assert_eq!(read(&base.replace(r#""now""#, r#""attempt":1.0,"now""#), Need::Call), Err(fields(F_ATTEMPT, 0)));
         assert_eq!(read(&base.replace(r#""now""#, r#""attempt":-0,"now""#), Need::Call), Ok(0));
     }
 

@@ -1,5 +1,5 @@
 //! Values the runtime reads from a request, the twin of the parts of `src/value.rs` it needs: timestamps
-//! (`YYYY-MM-DDTHH:MM:SSZ`, seconds since the Unix epoch), exact decimals (`Decimal::parse`), money
+//! (RFC 3339 `date-time`, nanoseconds since the Unix epoch), exact decimals (`Decimal::parse`), money
 //! (`Money::parse`) and durations (`parse_duration`), each read from bytes exactly as the interpreter reads the same
 //! text (tests/rt_cond.rs compares them on generated strings).
 
@@ -107,16 +107,20 @@ pub fn duration_of(bytes: impl Iterator<Item = u8>) -> Option<u64> {
     number.checked_mul(factor)
 }
 
-/// Seconds since the Unix epoch of a UTC timestamp written exactly `YYYY-MM-DDTHH:MM:SSZ` (a real calendar date, hours
-/// 0-23, minutes and seconds 0-59), as `remit::value::parse_timestamp` reads it; `None` for anything else.
-pub fn parse_timestamp(text: &[u8]) -> Option<i64> {
-    let b: &[u8; 20] = text.try_into().ok()?;
-    if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
-        return None;
-    }
-    let num = |from: usize, to: usize| -> Option<i64> {
+/// Nanoseconds in a second (`remit::value::NANOS_PER_SECOND`): timestamps count nanoseconds since the Unix epoch.
+pub const NANOS_PER_SECOND: i128 = 1_000_000_000;
+
+/// Most bytes of a valid timestamp: `YYYY-MM-DDTHH:MM:SS`, a `.` and nine digits, an offset `+HH:MM`.
+pub const MAX_TIMESTAMP_TEXT: usize = 35;
+
+/// Nanoseconds since the Unix epoch of an RFC 3339 `date-time` as `remit::value::parse_instant` reads it:
+/// `YYYY-MM-DDTHH:MM:SS` (a real calendar date, hours 0-23, minutes and seconds 0-59; `T` or `t`), an optional
+/// fraction of 1 to 9 digits, then `Z` / `z` or an offset `+HH:MM` / `-HH:MM` (hours 0-23, minutes 0-59) taken off
+/// to give UTC; `None` for anything else.
+pub fn parse_timestamp(text: &[u8]) -> Option<i128> {
+    let digits = |from: usize, to: usize| -> Option<i64> {
         let mut value = 0i64;
-        for &c in b.get(from..to)? {
+        for &c in text.get(from..to)? {
             if !c.is_ascii_digit() {
                 return None;
             }
@@ -124,15 +128,59 @@ pub fn parse_timestamp(text: &[u8]) -> Option<i64> {
         }
         Some(value)
     };
-    let (year, month, day) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-    let (hour, minute, second) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
+    let sep = |at: usize, c: u8| text.get(at) == Some(&c);
+    if !sep(4, b'-') || !sep(7, b'-') || !matches!(text.get(10), Some(b'T' | b't')) || !sep(13, b':') || !sep(16, b':')
+    {
+        return None;
+    }
+    let (year, month, day) = (digits(0, 4)?, digits(5, 7)?, digits(8, 10)?);
+    let (hour, minute, second) = (digits(11, 13)?, digits(14, 16)?, digits(17, 19)?);
     if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
         return None;
     }
     if hour > 23 || minute > 59 || second > 59 {
         return None;
     }
-    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+    let mut at = 19;
+    let mut nanos: i64 = 0;
+    if sep(at, b'.') {
+        // Up to nine digits, each worth a tenth of the one before: the fraction in nanoseconds.
+        let mut unit = 100_000_000;
+        let mut count = 0;
+        while let Some(&c) = text.get(at + 1 + count) {
+            if !c.is_ascii_digit() {
+                break;
+            }
+            if count == 9 {
+                return None;
+            }
+            nanos += i64::from(c - b'0') * unit;
+            unit /= 10;
+            count += 1;
+        }
+        if count == 0 {
+            return None;
+        }
+        at += 1 + count;
+    }
+    let offset = match text.get(at..)? {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let (hours, minutes) = (digits(at + 1, at + 3)?, digits(at + 4, at + 6)?);
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let offset = hours * 3600 + minutes * 60;
+            if *sign == b'-' {
+                -offset
+            } else {
+                offset
+            }
+        }
+        _ => return None,
+    };
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    Some(i128::from(seconds) * NANOS_PER_SECOND + i128::from(nanos))
 }
 
 fn is_leap(year: i64) -> bool {
@@ -193,9 +241,26 @@ mod tests {
 
     #[test]
     fn timestamps() {
+        const S: i128 = NANOS_PER_SECOND;
         assert_eq!(parse_timestamp(b"1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_timestamp(b"2000-02-29T23:59:59Z"), Some(951_868_799));
-        for bad in ["2026-02-29T00:00:00Z", "2026-11-30T24:00:00Z", "2026-11-30T12:00:00", "2026-11-30 12:00:00Z"] {
+        assert_eq!(parse_timestamp(b"2000-02-29T23:59:59Z"), Some(951_868_799 * S));
+        assert_eq!(parse_timestamp(b"2000-02-29t23:59:59.5z"), Some(951_868_799 * S + S / 2));
+        assert_eq!(parse_timestamp(b"1970-01-01T00:00:00.000000001Z"), Some(1));
+        assert_eq!(parse_timestamp(b"1970-01-01T01:00:00.123+01:00"), Some(123_000_000));
+        assert_eq!(parse_timestamp(b"1969-12-31T23:30:00-00:30"), Some(0));
+        for bad in [
+            "2026-02-29T00:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T12:00:00",
+            "2026-11-30 12:00:00Z",
+            "2026-11-30T12:00:60Z",
+            "2026-11-30T12:00:00.Z",
+            "2026-11-30T12:00:00.1234567891Z",
+            "2026-11-30T12:00:00+0100",
+            "2026-11-30T12:00:00+01:60",
+            "2026-11-30T12:00:00+24:00",
+            "2026-11-30T12:00:00.5",
+        ] {
             assert_eq!(parse_timestamp(bad.as_bytes()), None, "{bad}");
         }
     }

@@ -92,10 +92,12 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
         let mandate = &program.mandates[m];
         let now = enc.vars.id(Var::Value(Attr::Now, Type::Timestamp));
         if let Some(from) = mandate.valid_from {
-            push(lit(now, Test::Compare(CompareOp::Ge, Value::Timestamp(from))), Origin::ValidFrom(m));
+            let from = Value::Timestamp(i128::from(from) * crate::value::NANOS_PER_SECOND);
+            push(lit(now, Test::Compare(CompareOp::Ge, from)), Origin::ValidFrom(m));
         }
         if let Some(until) = mandate.valid_until {
-            push(lit(now, Test::Compare(CompareOp::Lt, Value::Timestamp(until))), Origin::ValidUntil(m));
+            let until = Value::Timestamp(i128::from(until) * crate::value::NANOS_PER_SECOND);
+            push(lit(now, Test::Compare(CompareOp::Lt, until)), Origin::ValidUntil(m));
         }
         if mandate.max_level.is_some_and(|max| t.level > max) {
             push(F::False, Origin::MaxLevel(m));

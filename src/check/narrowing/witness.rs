@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value as Json};
 use super::formula::{Model, Var, VarId, Vars};
 use crate::eval::{argument_digest, decide, Decision, Outcome};
 use crate::ir::{Attr, Binding, MandateId, Program, Type, Value};
-use crate::value::format_timestamp;
+use crate::value::{format_instant, NANOS_PER_SECOND};
 
 /// What the request is about, besides the model.
 #[derive(Debug, Clone, Copy)]
@@ -108,7 +108,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     }
     let now = match value_of(&Attr::Now) {
         Some((Value::Timestamp(t), _)) => t,
-        _ => 1_767_225_600,
+        _ => 1_767_225_600 * NANOS_PER_SECOND,
     };
     let subject = match value_of(&Attr::SubjectId) {
         Some((Value::String(s), _)) => s,
@@ -127,7 +127,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     }
     let mut context = Map::new();
     context.insert("mandate".into(), json!(shape.mandate));
-    context.insert("now".into(), json!(format_timestamp(now)));
+    context.insert("now".into(), json!(format_instant(now)));
     if find(&Var::OperationId).is_some_and(bool_of) {
         context.insert("operation_id".into(), json!("op-witness"));
     }
@@ -155,8 +155,8 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                     "id": format!("witness-{kind}"),
                     "kind": kind,
                     "mandate": mandate,
-                    "issued_at": format_timestamp(now.saturating_sub(age)),
-                    "expires_at": format_timestamp(now.saturating_add(3600)),
+                    "issued_at": format_instant(now.saturating_sub(i128::from(age) * NANOS_PER_SECOND)),
+                    "expires_at": format_instant(now.saturating_add(3600 * NANOS_PER_SECOND)),
                 });
                 if let Some(Value::String(by)) =
                     find(&Var::ApprovalBy(kind.clone())).and_then(|a| model.get(a as usize))
@@ -237,7 +237,7 @@ fn encode(value: &Value, ty: &Type, levels: &[String], currency: &str) -> Json {
         (Value::Money(m), _) => json!(m.to_string()),
         (Value::String(s), _) => json!(s),
         (Value::Bool(b), _) => json!(b),
-        (Value::Timestamp(t), _) => json!(format_timestamp(*t)),
+        (Value::Timestamp(t), _) => json!(format_instant(*t)),
         (Value::Duration(d), _) => number(&d.to_string()),
         (Value::Level(l), _) => json!(levels.get(*l).cloned().unwrap_or_default()),
         (Value::Set(items), Type::Set(element)) => {
