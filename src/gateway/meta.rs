@@ -315,6 +315,7 @@ mod tests {
             approvals: vec![],
             budgets: vec![],
             targets: vec![],
+            facts: None,
         };
         assert_eq!(meta.expiring(100, 0), vec![]);
         assert_eq!(meta.expiring(100, 400), vec![("soon", 500)]);
