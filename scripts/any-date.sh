@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that nothing a user runs depends on today's date: the main job on the wallet, and the gateway and MCP proxy
-# tests, run again with the clock a year and ten years ahead (Debian's faketime; scripts/test-deps.sh installs it).
-# `.ci/run` runs it after the tests. DONT_FAKE_MONOTONIC keeps the monotonic clock real, so timed waits (and
+# tests (the list below), run again with the clock a year and ten years ahead (Debian's faketime, which
+# scripts/test-deps.sh installs). `.ci/run` runs it after the tests. DONT_FAKE_MONOTONIC keeps the monotonic clock real, so timed waits (and
 # `remit serve --clock`, which advances with it) do not wait out the offset.
 # Usage: scripts/any-date.sh [OFFSET…]   (default: +365d +3652d)
 set -euo pipefail
@@ -10,9 +10,14 @@ command -v faketime >/dev/null || { echo "faketime is missing: run scripts/test-
 offsets=("$@")
 [ ${#offsets[@]} -gt 0 ] || offsets=(+365d +3652d)
 export DONT_FAKE_MONOTONIC=1
-# Built on today's clock, so that nothing is compiled under a faked one.
+# The gateway's and the MCP proxy's tests: every test file that serves, decides with state or proxies. They and the
+# release binary are built on today's clock, so that nothing is compiled under a faked one.
+tests=(gateway_http gateway_core gateway_store gateway_log gateway_tokens authzen slow_clients any_date mcp_proxy
+  mcp_hardening)
+selected=()
+for t in "${tests[@]}"; do selected+=(--test "$t"); done
 cargo build --release --quiet
-cargo test --quiet --no-run --test gateway_http --test gateway_core --test mcp_proxy
+cargo test --quiet --no-run "${selected[@]}"
 host="$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')"
 for offset in "${offsets[@]}"; do
   echo "== the clock at $offset: $(faketime -f "$offset" date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -21,5 +26,5 @@ for offset in "${offsets[@]}"; do
   echo "the main job passed at $offset"
   # Cargo runs each test binary through faketime (its children, `remit` and the browser included, inherit it).
   env "CARGO_TARGET_${host}_RUNNER=faketime -f $offset" \
-    cargo test --quiet --test gateway_http --test gateway_core --test mcp_proxy
+    cargo test --quiet "${selected[@]}"
 done
