@@ -4,48 +4,43 @@
 //! `--now`, `SOURCE_DATE_EPOCH` or the system clock. `scripts/any-date.sh` (in `.ci/run`) runs the main job and the
 //! gateway and MCP tests again a year and ten years ahead.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Stdio};
+use std::io::Read;
+use std::process::Stdio;
 use std::time::Duration;
 
 use remit::gateway::client::request;
 use serde_json::{json, Value};
 
 mod support;
+use support::served::Served;
 use support::{remit_bin, root, run};
 
 /// `remit serve examples/wallet` on a free loopback port with `extra` flags; its stderr is collected.
 struct Gateway {
-    child: Child,
-    url: String,
+    served: Served,
     stderr: std::sync::mpsc::Receiver<String>,
 }
 
 impl Gateway {
     fn start(name: &str, extra: &[&str]) -> Gateway {
         let store = support::temp_dir(name).join("state.db");
-        let mut child = std::process::Command::new(remit_bin())
-            .arg("serve")
-            .arg(root().join("examples/wallet"))
-            .args(["--listen", "127.0.0.1:0", "--store"])
-            .arg(format!("sqlite:{}", store.display()))
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("the gateway says where it listens").unwrap();
-        let url = first.strip_prefix("remit gateway listening on ").expect(&first).to_string();
-        std::thread::spawn(move || for _ in lines {});
+        let mut served = Served::start(
+            std::process::Command::new(remit_bin())
+                .arg("serve")
+                .arg(root().join("examples/wallet"))
+                .args(["--listen", "127.0.0.1:0", "--store"])
+                .arg(format!("sqlite:{}", store.display()))
+                .args(extra)
+                .stderr(Stdio::piped()),
+        );
         let (send, stderr) = std::sync::mpsc::channel();
-        let mut err = child.stderr.take().unwrap();
+        let mut err = served.child.stderr.take().unwrap();
         std::thread::spawn(move || {
             let mut text = String::new();
             let _ = err.read_to_string(&mut text);
             let _ = send.send(text);
         });
-        Gateway { child, url, stderr }
+        Gateway { served, stderr }
     }
 
     /// The agent's 80 USD payment of the README: `(decision, reasons)`.
@@ -56,23 +51,22 @@ impl Gateway {
                           "resource": {"type": "order", "id": "order:991"}, "context": {"operation_id": "op-1"}})
         .to_string();
         let answer =
-            request("POST", &format!("{}/access/v1/evaluation", self.url), &[], Some(body.as_bytes())).unwrap().json();
+            request("POST", &format!("{}/access/v1/evaluation", self.served.url), &[], Some(body.as_bytes())).unwrap().json();
         let reasons = answer["context"]["reasons"].as_array().unwrap().iter();
         (answer["decision"].as_bool().unwrap(), reasons.map(|r| r.as_str().unwrap().to_string()).collect())
     }
 
     /// The value of `remit_mandate_expiry_seconds` for `mandate` in `/metrics`.
     fn expiry_seconds(&self, mandate: &str) -> i64 {
-        let metrics = request("GET", &format!("{}/metrics", self.url), &[], None).unwrap().text();
+        let metrics = request("GET", &format!("{}/metrics", self.served.url), &[], None).unwrap().text();
         let name = format!("remit_mandate_expiry_seconds{{mandate=\"{mandate}\"}} ");
         let line = metrics.lines().find_map(|l| l.strip_prefix(&name)).unwrap_or_else(|| panic!("{metrics}"));
         line.parse().unwrap()
     }
 
     /// Stops the gateway and returns what it wrote on stderr.
-    fn stop(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn stop(self) -> String {
+        drop(self.served);
         self.stderr.recv_timeout(Duration::from_secs(10)).unwrap_or_default()
     }
 }

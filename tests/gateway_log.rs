@@ -73,36 +73,33 @@ fn log(store: &dyn Store) -> Vec<LogEntry> {
     audit::read_all(store).unwrap()
 }
 
-/// `remit serve` of a bundle on a free port until dropped.
-struct Served {
-    child: Child,
-    url: String,
+/// `remit serve` of a bundle on a free port until dropped, with what these tests ask of it.
+struct Served(support::served::Served);
+
+impl std::ops::Deref for Served {
+    type Target = support::served::Served;
+    fn deref(&self) -> &support::served::Served {
+        &self.0
+    }
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::DerefMut for Served {
+    fn deref_mut(&mut self) -> &mut support::served::Served {
+        &mut self.0
     }
 }
 
 impl Served {
     fn start(policy: &Path, store: &Path, extra: &[&str]) -> Served {
-        let mut child = Command::new(support::remit_bin())
-            .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-token"])
-            .arg(format!("ops={ADMIN}"))
-            .arg("--store")
-            .arg(format!("sqlite:{}", store.display()))
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("the gateway says where it listens").unwrap();
-        let url = first.strip_prefix("remit gateway listening on ").expect(&first).to_string();
-        std::thread::spawn(move || for _ in lines {});
-        Served { child, url }
+        Served(support::served::Served::start(
+            Command::new(support::remit_bin())
+                .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-token"])
+                .arg(format!("ops={ADMIN}"))
+                .arg("--store")
+                .arg(format!("sqlite:{}", store.display()))
+                .args(extra)
+                .stderr(Stdio::inherit()),
+        ))
     }
 
     fn decide(&self, body: &[u8]) -> Value {

@@ -131,34 +131,16 @@ fn cli(args: &[&str]) -> (bool, String, String) {
 
 // ---- fact versions ----
 
-/// `remit serve` on a free port; killed on drop.
-struct Process {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve_process(policy: &Path, store: &Path) -> Process {
-    let mut child = remit_bin()
-        .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .arg("--store")
-        .arg(format!("sqlite:{}", store.display()))
-        .args(["--inbox-token", &format!("user:alice={ALICE}"), "--admin-token", &format!("ops={ADMIN}")])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("the gateway says where it listens").unwrap();
-    let url = first.strip_prefix("remit gateway listening on ").expect(&first).to_string();
-    std::thread::spawn(move || for _ in lines {});
-    Process { child, url }
+/// `remit serve` of `policy` on a free port with Alice's inbox token and an admin token; killed on drop.
+fn serve_process(policy: &Path, store: &Path) -> Served {
+    Served::start(
+        remit_bin()
+            .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .arg("--store")
+            .arg(format!("sqlite:{}", store.display()))
+            .args(["--inbox-token", &format!("user:alice={ALICE}"), "--admin-token", &format!("ops={ADMIN}")])
+            .stderr(Stdio::inherit()),
+    )
 }
 
 const PINNED: &str = r#"

@@ -6,13 +6,16 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use remit::gateway::client::request;
 use serde_json::json;
 
+mod support;
 #[path = "support/tls.rs"]
 mod tls;
+
+use support::served::Served;
 
 /// A policy without a validity window (the tests hold on any date), reading one fact.
 const SHOP: &str = r#"
@@ -37,36 +40,18 @@ fn dir(name: &str) -> PathBuf {
     dir
 }
 
-/// `remit serve` on a free loopback port, killed when dropped.
-struct Process {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Process {
+/// `remit serve` on a free loopback port with `extra` flags and `env`, killed when dropped.
+fn serve(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
     let mut command = remit_bin();
     command
         .args(["serve", dir.join("policy").to_str().unwrap(), "--listen", "127.0.0.1:0", "--store"])
         .arg(format!("sqlite:{}", dir.join("state.db").display()))
         .args(extra)
-        .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     for (name, value) in env {
         command.env(name, value);
     }
-    let mut child = command.spawn().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("the gateway says where it listens").unwrap();
-    let url = first.strip_prefix("remit gateway listening on ").expect(&first).to_string();
-    std::thread::spawn(move || for _ in lines {});
-    Process { child, url }
+    Served::start(&mut command)
 }
 
 /// `remit serve …` that is expected to refuse to start: whether it started after all (it is then stopped, so that
