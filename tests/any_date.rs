@@ -50,8 +50,9 @@ impl Gateway {
                                      "properties": {"merchant": "acme-grocer", "amount": "80.00 USD"}},
                           "resource": {"type": "order", "id": "order:991"}, "context": {"operation_id": "op-1"}})
         .to_string();
-        let answer =
-            request("POST", &format!("{}/access/v1/evaluation", self.served.url), &[], Some(body.as_bytes())).unwrap().json();
+        let answer = request("POST", &format!("{}/access/v1/evaluation", self.served.url), &[], Some(body.as_bytes()))
+            .unwrap()
+            .json();
         let reasons = answer["context"]["reasons"].as_array().unwrap().iter();
         (answer["decision"].as_bool().unwrap(), reasons.map(|r| r.as_str().unwrap().to_string()).collect())
     }

@@ -6,10 +6,9 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use remit::gateway::client::{request, Response};
@@ -22,6 +21,7 @@ use remit::syntax::ast::FactVersion;
 use remit::value::parse_timestamp;
 use serde_json::{json, Value};
 use support::examples;
+use support::served::Served;
 
 const NOW: &str = "2026-12-03T15:30:00Z";
 const ALICE: &str = "alice-inbox-token";
