@@ -112,7 +112,8 @@ fn with_a_clock_the_gateway_decides_as_on_that_instant_on_any_date() {
 }
 
 #[test]
-fn a_bad_clock_or_horizon_is_refused_by_name() {
+fn a_bad_clock_or_horizon_is_refused_by_name_and_changes_nothing() {
+    let dir = support::temp_dir("any-date-bad-flags");
     for (flag, value, says) in [
         ("--clock", "2026-12-03", "--clock is an instant"),
         ("--expiry-horizon", "30", "--expiry-horizon is a duration"),
@@ -121,12 +122,16 @@ fn a_bad_clock_or_horizon_is_refused_by_name() {
             std::process::Command::new(remit_bin())
                 .arg("serve")
                 .arg(root().join("examples/wallet"))
-                .args([flag, value]),
+                .args([flag, value])
+                .current_dir(&dir),
             Duration::from_secs(60),
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains(&format!("`{value}`: {says}")), "{stderr}");
+        // Refused before anything is opened: not even the default store file is made.
+        assert!(!dir.join("remit-gateway.db").exists(), "{flag} {value}: a store was made");
     }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// `remit check` on the examples at an instant, with the environment given; `(success, stderr)`.

@@ -190,6 +190,7 @@ fn policy_holders(gateway: &Gateway, subject: &str) -> bool {
 }
 
 pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
+    let (clock, horizon) = args.clock.load()?;
     let revision =
         UpstreamRevision::parse(&args.upstream_revision).map_err(|e| format!("`--upstream-revision`: {e}"))?;
     let upstreams = upstreams(&args)?;
@@ -224,7 +225,6 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         ..Config::default()
     };
     let policy_hash = policy.compiled.policy().to_string();
-    let (clock, horizon) = args.clock.load()?;
     super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
     let gateway = Arc::new(Gateway::new(policy, store.clone(), clock.clone(), config));
     let signer = super::serve::head_signer(log_key, store.clone());

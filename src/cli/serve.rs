@@ -640,6 +640,8 @@ pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, Str
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
+    // Every flag is read before anything is opened: bad input changes nothing (no store file is made).
+    let (clock, horizon) = args.clock.load()?;
     let tls = args.tls.load()?;
     let runtime = Runtime::new()?;
     let verify_key = verifying_key(args.verify_key.as_deref())?;
@@ -661,7 +663,6 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     };
     let signer = head_signer(log_key, store.clone());
     let tokens = args.inbox.tokens(&policy, &args.listen, args.tls.client_ca())?;
-    let (clock, horizon) = args.clock.load()?;
     warn_expiring(&policy, clock.as_ref(), horizon);
     let policy_hash = policy.compiled.policy().to_string();
     if args.shadow || !args.shadow_mandate.is_empty() {
