@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use remit::check::check;
@@ -17,8 +17,11 @@ use remit::runtime::Runtime;
 use remit::value::parse_timestamp;
 use serde_json::{json, Value};
 
+mod support;
 #[path = "support/tls.rs"]
 mod tls;
+
+use support::served::Served;
 
 const ALICE: &str = "alice-inbox-token";
 const BOB: &str = "bob-inbox-token";
@@ -449,39 +452,27 @@ fn remit_bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_remit"))
 }
 
-/// `remit serve` on a free port; the child and the gateway's URL.
-struct Process {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve_process(policy: &Path, store: &Path) -> Process {
+fn serve_process(policy: &Path, store: &Path) -> Served {
     serve_process_with(policy, store, &[])
 }
 
-fn serve_process_with(policy: &Path, store: &Path, extra: &[&str]) -> Process {
-    let mut child = remit_bin()
-        .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .arg("--store")
-        .arg(format!("sqlite:{}", store.display()))
-        .args(["--inbox-token", &format!("user:alice={ALICE}"), "--admin-token", &format!("ops={ADMIN}"), "--watch"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("the gateway says where it listens").unwrap();
-    let url = first.strip_prefix("remit gateway listening on ").expect(&first).to_string();
-    std::thread::spawn(move || for _ in lines {});
-    Process { child, url }
+/// `remit serve` on a free port with Alice's inbox token, an admin token and `--watch`.
+fn serve_process_with(policy: &Path, store: &Path, extra: &[&str]) -> Served {
+    Served::start(
+        remit_bin()
+            .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .arg("--store")
+            .arg(format!("sqlite:{}", store.display()))
+            .args([
+                "--inbox-token",
+                &format!("user:alice={ALICE}"),
+                "--admin-token",
+                &format!("ops={ADMIN}"),
+                "--watch",
+            ])
+            .stderr(Stdio::inherit()),
+    )
 }
 
 /// A policy without a validity window, so the command tests hold on any date.
