@@ -199,7 +199,9 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let log_key = args.log_key.load()?;
     let store = Arc::new(super::serve::open_store(&args.store, Durability::Process)?);
     let force = args.rollback.allow_rollback;
-    let Some(policy) = super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
+    let Some(policy) =
+        super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?
+    else {
         return Ok(ExitCode::from(1));
     };
     let served_on = args.inbox.as_deref().or(args.listen.as_deref()).unwrap_or("127.0.0.1:0");
@@ -227,18 +229,19 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let policy_hash = policy.compiled.policy().to_string();
     super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
     let gateway = Arc::new(Gateway::new(policy, store.clone(), clock.clone(), config));
-    let signer = super::serve::head_signer(log_key, store.clone());
+    let signer = super::serve::head_signer(log_key, store.clone(), clock.clone());
     // Loads the policy again from where it came (`--watch`, `POST /admin/v1/reload`); the proxy tells the agents
     // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
     let paths = args.policy.clone();
-    let reloader: remit::gateway::http::Reloader =
-        Arc::new(move || match super::serve::load_admitted(&paths, &runtime, verify_key.as_ref(), &*store, false)? {
+    let reloader: remit::gateway::http::Reloader = Arc::new(move || {
+        match super::serve::load_admitted(&paths, &runtime, verify_key.as_ref(), &*store, false, clock.as_ref())? {
             Some(policy) => {
                 super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
                 Ok(policy)
             }
             None => Err("the policy has errors (printed by the proxy); the current policy stays in force".into()),
-        });
+        }
+    });
     if args.watch {
         let (paths, reloader, gateway) = (args.policy.clone(), reloader.clone(), gateway.clone());
         std::thread::spawn(move || super::serve::watch_files(&paths, &reloader, &gateway));

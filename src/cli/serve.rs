@@ -334,9 +334,10 @@ impl LogKeyArgs {
 pub fn head_signer(
     key: LogKey,
     store: Arc<dyn remit::gateway::Store>,
+    clock: Arc<dyn Clock>,
 ) -> Option<Arc<remit::gateway::audit::HeadSigner>> {
     let (key, interval) = key?;
-    let signer = Arc::new(remit::gateway::audit::HeadSigner::new(key, store, Arc::new(SystemClock)));
+    let signer = Arc::new(remit::gateway::audit::HeadSigner::new(key, store, clock));
     signer.clone().every(interval);
     Some(signer)
 }
@@ -572,11 +573,11 @@ pub(super) fn load_admitted(
     verify_key: Option<&remit::gateway::bundle::VerifyingKey>,
     store: &dyn remit::gateway::Store,
     force: bool,
+    clock: &dyn Clock,
 ) -> Result<Option<Policy>, String> {
     let Some((policy, manifest)) = load_bundled(paths, runtime, verify_key)? else { return Ok(None) };
     if let Some(manifest) = manifest {
-        use remit::gateway::Clock;
-        let now = SystemClock.now();
+        let now = clock.now();
         let path = paths.first().map(|p| p.display().to_string()).unwrap_or_default();
         remit::gateway::bundle::admit(store, &manifest, now, force).map_err(|e| format!("`{path}`: {e}"))?;
     }
@@ -658,10 +659,11 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     };
     let store = Arc::new(open_store(&args.store, durability)?);
     let force = args.rollback.allow_rollback;
-    let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force)? else {
+    let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?
+    else {
         return Ok(ExitCode::from(1));
     };
-    let signer = head_signer(log_key, store.clone());
+    let signer = head_signer(log_key, store.clone(), clock.clone());
     let tokens = args.inbox.tokens(&policy, &args.listen, args.tls.client_ca())?;
     warn_expiring(&policy, clock.as_ref(), horizon);
     let policy_hash = policy.compiled.policy().to_string();
@@ -673,14 +675,15 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let paths = args.policy.clone();
     let reload_store = store.clone();
     let reloaded_clock = clock.clone();
-    let reloader: Reloader =
-        Arc::new(move || match load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false)? {
+    let reloader: Reloader = Arc::new(move || {
+        match load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false, reloaded_clock.as_ref())? {
             Some(policy) => {
                 warn_expiring(&policy, reloaded_clock.as_ref(), horizon);
                 Ok(policy)
             }
             None => Err("the policy has errors (printed by the gateway); the current policy stays in force".into()),
-        });
+        }
+    });
     let watch = args.watch.then(|| (args.policy.clone(), reloader.clone()));
     let make = move |base: String| {
         let config = Config {
