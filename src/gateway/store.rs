@@ -270,27 +270,10 @@ pub trait Tx {
         after: Option<&Cursor>,
         limit: usize,
         keep: &mut dyn FnMut(&AccessRequest) -> bool,
-    ) -> StoreResult<Page> {
-        let mut page = Page::default();
-        for mut request in self.access_requests(status)? {
-            if after.is_some_and(|c| !c.before(&request)) || !keep(&request) {
-                continue;
-            }
-            if page.requests.len() == limit {
-                page.next = page.requests.last().map(Cursor::of);
-                break;
-            }
-            cut_arguments(&mut request);
-            page.requests.push(request);
-        }
-        Ok(page)
-    }
+    ) -> StoreResult<Page>;
     /// The approvals minted for earlier access requests with `key` and used already, newest first, at most
     /// [`MAX_EARLIER`].
-    fn earlier_uses(&mut self, key: &str) -> StoreResult<Vec<EarlierUse>> {
-        let _ = key;
-        Ok(Vec::new())
-    }
+    fn earlier_uses(&mut self, key: &str) -> StoreResult<Vec<EarlierUse>>;
     fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>>;
     /// The last entry's sequence number and hash (`0` and the genesis hash for an empty log).
     fn log_head(&mut self) -> StoreResult<(u64, String)>;
