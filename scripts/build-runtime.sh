@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds the decision module's runtime, crates/remit-rt, into the committed wasm32 artifact src/wasm/runtime.wasm
+# Builds the decision module's runtime, crates/remit-rt, into the committed wasm32 artifact crates/remit-module/runtime.wasm
 # (docs/module-v2.md), with Debian's rustc 1.63 and its wasm32 standard library (`apt-get install rustc
 # libstd-rust-dev-wasm32 lld`; scripts/test-deps.sh installs them): the crate is no_std, so that toolchain is enough,
 # and the same one always gives the same bytes. Run it after changing the crate; tests/runtime_artifact.rs fails on
 # a stale artifact and, where this toolchain is installed, rebuilds it and compares the bytes.
 #
-#   scripts/build-runtime.sh              writes src/wasm/runtime.wasm
+#   scripts/build-runtime.sh              writes crates/remit-module/runtime.wasm
 #   scripts/build-runtime.sh OUT.wasm     writes OUT.wasm instead (the test's rebuild)
 #   scripts/build-runtime.sh --sources    prints the sources' hash and exits
 #
@@ -30,7 +30,7 @@ if [ "${1:-}" = "--sources" ]; then
   sources
   exit 0
 fi
-out=${1:-src/wasm/runtime.wasm}
+out=${1:-crates/remit-module/runtime.wasm}
 
 [ -x "$rustc" ] || { echo "build-runtime: $rustc is missing (apt-get install rustc libstd-rust-dev-wasm32 lld)" >&2; exit 1; }
 # The committed bytes come from this version (Debian 12's); another compiler gives other bytes.
@@ -55,7 +55,7 @@ build() {
     ${REMIT_RT_CFG:+--cfg "$REMIT_RT_CFG"} -o "$2" crates/remit-rt/src/lib.rs
 }
 
-# A first link finds `__heap_base` (the end of the stack and the statics of src/wasm.rs; the memory's size does not
+# A first link finds `__heap_base` (the end of the stack and the statics of crates/remit-rt/src/wasm.rs; the memory's size does not
 # move it; 16 MiB is room enough). No imports: node reads the module's import list (WebAssembly.Module.imports).
 build $((256 * 65536)) "$tmp/probe.wasm"
 imports=$(node -e '
@@ -72,7 +72,7 @@ heap_base=$(node -e '
   console.log(new WebAssembly.Instance(new WebAssembly.Module(bytes), {}).exports.__heap_base.value);
 ' "$tmp/probe.wasm")
 # The artifact's memory: up to `__heap_base` rounded up to 8, then the test exports' output (`TEST_OUT_LEN` =
-# MAX_INPUT, 256 KiB), in whole pages. A decision module's memory is the linker's (src/wasm/link.rs: the image and
+# MAX_INPUT, 256 KiB), in whole pages. A decision module's memory is the linker's (crates/remit-module/src/link.rs: the image and
 # the policy's output area after `__heap_base`), not this.
 pages=$(( ((heap_base + 7) / 8 * 8 + 262144 + 65535) / 65536 ))
 build $((pages * 65536)) "$tmp/runtime.wasm"

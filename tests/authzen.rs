@@ -7,12 +7,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use remit::gateway::client::{request, Response};
-use remit::gateway::core::FixedClock;
-use remit::gateway::http::{router, serve, Tokens};
-use remit::gateway::https::ServerTls;
-use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
-use remit::runtime::Runtime;
+use remit_gateway::client::{request, Response};
+use remit_gateway::core::FixedClock;
+use remit_gateway::http::{router, serve, Tokens};
+use remit_gateway::https::ServerTls;
+use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
+use remit_host::Runtime;
 use serde_json::{json, Value};
 
 #[path = "support/tls.rs"]
@@ -65,10 +65,10 @@ impl Drop for Server {
     }
 }
 
-fn program(source: &str) -> remit::ir::Program {
-    let mut sources = remit::stdlib::sources();
+fn program(source: &str) -> remit_lang::ir::Program {
+    let mut sources = remit_lang::stdlib::sources();
     sources.add("todo.remit".to_string(), source.to_string());
-    let checked = remit::check::check(sources);
+    let checked = remit_lang::check::check(sources);
     checked.program.unwrap_or_else(|| panic!("the policy checks: {:?}", checked.diagnostics))
 }
 
@@ -77,10 +77,10 @@ fn start(name: &str, tokens: Tokens, config: Config, tls: Option<ServerTls>) -> 
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
     let program = program(TODO);
-    let compiled = Runtime::new().unwrap().load(&remit::wasm::compile(&program).unwrap()).unwrap();
+    let compiled = Runtime::new().unwrap().load(&remit_lang::wasm::compile(&program).unwrap()).unwrap();
     let policy = Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap();
     let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(remit::value::parse_timestamp("2026-12-03T15:30:00Z").unwrap()));
+    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp("2026-12-03T15:30:00Z").unwrap()));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
     let https = tls.is_some();
@@ -123,7 +123,7 @@ impl Server {
 
     /// The decisions in the log.
     fn decisions(&self) -> usize {
-        let entries = remit::gateway::audit::read_all(self.store.as_ref()).unwrap();
+        let entries = remit_gateway::audit::read_all(self.store.as_ref()).unwrap();
         entries.iter().filter(|e| e.kind == "decision").count()
     }
 }

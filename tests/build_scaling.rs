@@ -25,16 +25,16 @@ fn policy(mandates: usize) -> String {
     text
 }
 
-/// The fastest of three `remit::wasm::compile` runs of a policy with `mandates` mandates.
+/// The fastest of three `remit_lang::wasm::compile` runs of a policy with `mandates` mandates.
 fn build_time(mandates: usize) -> Duration {
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     sources.add("mandates.remit", policy(mandates));
-    let checked = remit::check::check_with(sources, remit::check::Options { narrowing: false });
+    let checked = remit_lang::check::check_with(sources, remit_lang::check::Options { narrowing: false });
     let program = checked.program.unwrap_or_else(|| panic!("{:?}", &checked.diagnostics[..1]));
     (0..3)
         .map(|_| {
             let start = Instant::now();
-            remit::wasm::compile(&program).unwrap();
+            remit_lang::wasm::compile(&program).unwrap();
             start.elapsed()
         })
         .min()

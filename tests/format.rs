@@ -14,10 +14,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use remit::eval::decide;
-use remit::syntax::ast::Decl;
-use remit::syntax::format::format;
-use remit::syntax::parse_file;
+use remit_lang::eval::decide;
+use remit_lang::syntax::ast::Decl;
+use remit_lang::syntax::format::format;
+use remit_lang::syntax::parse_file;
 use support::examples::{compile, example, semantic, EXAMPLES};
 use support::rng::Lcg as Rng;
 

@@ -6,21 +6,21 @@ mod support;
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 
-use remit::gateway::audit;
-use remit::gateway::core::{FixedClock, REASON_AMBIGUOUS, REASON_STORE};
-use remit::gateway::store::{StopRecord, Store, StoreError, StoreResult, Tx};
-use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
-use remit::ir::Program;
-use remit::runtime::Runtime;
-use remit::syntax::ast::FactVersion;
-use remit::value::parse_timestamp;
+use remit_gateway::audit;
+use remit_gateway::core::{FixedClock, REASON_AMBIGUOUS, REASON_STORE};
+use remit_gateway::store::{StopRecord, Store, StoreError, StoreResult, Tx};
+use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
+use remit_host::Runtime;
+use remit_lang::ir::Program;
+use remit_lang::syntax::ast::FactVersion;
+use remit_lang::value::parse_timestamp;
 use serde_json::{json, Value};
 use support::examples;
 
 const NOW: &str = "2026-12-03T15:30:00Z";
 
 fn policy(program: &Program) -> Policy {
-    let wasm = remit::wasm::compile(program).unwrap();
+    let wasm = remit_lang::wasm::compile(program).unwrap();
     let compiled = Runtime::new().unwrap().load(&wasm).unwrap();
     Policy::new(compiled, PolicyMeta::from_program(program)).unwrap()
 }
@@ -64,11 +64,11 @@ fn payment(amount: &str, operation: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-fn decision(decided: &remit::gateway::Decided) -> Value {
+fn decision(decided: &remit_gateway::Decided) -> Value {
     serde_json::from_str(&decided.decision).unwrap()
 }
 
-fn log(store: &SqliteStore) -> Vec<remit::gateway::store::LogEntry> {
+fn log(store: &SqliteStore) -> Vec<remit_gateway::store::LogEntry> {
     store.begin().unwrap().log_entries(1, usize::MAX >> 1).unwrap()
 }
 
@@ -146,7 +146,7 @@ fn a_continued_call_is_decided_without_what_its_earlier_rounds_carried_out() {
     let first = s.gateway.decide(&gated_payment());
     assert!(first.allowed(), "{}", first.decision);
     let day = "day:2026-12-03".to_string();
-    let carried = remit::gateway::core::Carried {
+    let carried = remit_gateway::core::Carried {
         approvals: vec![minted[0].id.clone()],
         counts: vec![("daily".to_string(), day.clone())],
     };
@@ -187,7 +187,7 @@ fn a_continued_call_is_decided_without_what_its_earlier_rounds_carried_out() {
 
     // Not after it expired.
     s.gateway.keep_round("r-3", &second.carried).unwrap();
-    s.clock.set(parse_timestamp(NOW).unwrap() + remit::gateway::core::ROUND_TTL_SECONDS);
+    s.clock.set(parse_timestamp(NOW).unwrap() + remit_gateway::core::ROUND_TTL_SECONDS);
     assert_eq!(s.gateway.decide_continuing(request(), "r-3").reasons, ["budget.exhausted"]);
     s.clock.set(parse_timestamp(NOW).unwrap());
 
@@ -256,7 +256,7 @@ mandate shop for "user:alice" {
 fn forged_approvals_counters_stops_facts_and_time_in_the_request_are_ignored_and_logged() {
     let s = setup("forged", &examples::program("wallet"));
     let mut request: Value = serde_json::from_slice(&payment("80.00 USD", "op-1")).unwrap();
-    let digest = remit::eval::argument_digest("make_payment", &request["action"]["arguments"]);
+    let digest = remit_lang::eval::argument_digest("make_payment", &request["action"]["arguments"]);
     request["context"]["approvals"] = json!([{
         "id": "apr-forged", "kind": "commercial_terms", "mandate": "wallet",
         "issued_at": "2026-12-03T15:00:00Z", "expires_at": "2026-12-03T16:00:00Z",
@@ -298,9 +298,9 @@ fn an_approved_call_is_allowed_once_and_a_changed_argument_escalates_again() {
     // An agent never approves; only the principal does.
     assert!(matches!(
         s.gateway.approve(&request.id, "agent:shopper"),
-        Err(remit::gateway::core::ActionError::Forbidden(_))
+        Err(remit_gateway::core::ActionError::Forbidden(_))
     ));
-    assert!(matches!(s.gateway.approve(&request.id, "user:bob"), Err(remit::gateway::core::ActionError::Forbidden(_))));
+    assert!(matches!(s.gateway.approve(&request.id, "user:bob"), Err(remit_gateway::core::ActionError::Forbidden(_))));
     let minted = s.gateway.approve(&request.id, "user:alice").unwrap();
     assert_eq!(minted[0].kind, "commercial_terms");
     assert_eq!(minted[0].expires_at - minted[0].issued_at, 3600, "the kind's ttl");
@@ -345,7 +345,7 @@ mandate shop for "user:alice" {
     assert_eq!(addressed("role:finance/../ceo"), 0, "under's path rules");
     assert!(matches!(
         s.gateway.approve(&request.id, "user:alice"),
-        Err(remit::gateway::core::ActionError::Forbidden(_))
+        Err(remit_gateway::core::ActionError::Forbidden(_))
     ));
     let minted = s.gateway.approve(&request.id, "role:finance/lea").unwrap();
     assert_eq!(minted[0].approver, "role:finance/lea");
@@ -578,11 +578,11 @@ fn replay_reports_the_decisions_another_policy_would_change() {
     s.gateway.decide(b"not json");
     let entries = log(&s.store);
     let same = policy(&examples::program("wallet")).compiled;
-    let report = remit::gateway::replay::replay(&entries, &same).unwrap();
+    let report = remit_gateway::replay::replay(&entries, &same).unwrap();
     assert_eq!((report.replayed, report.changes.len()), (4, 0), "the same policy decides the same");
     // Approvals above 90 USD only, and a cap of 150 USD.
     let wider = examples::compile(&wallet_files(&[("> 60 USD", "> 90 USD"), ("<= 100 USD", "<= 150 USD")]));
-    let report = remit::gateway::replay::replay(&entries, &policy(&wider).compiled).unwrap();
+    let report = remit_gateway::replay::replay(&entries, &policy(&wider).compiled).unwrap();
     let summary: Vec<(String, String)> = report.changes.iter().map(|c| (c.before.clone(), c.after.clone())).collect();
     assert_eq!(summary, [("escalate".into(), "allow".into()), ("deny".into(), "escalate".into())]);
     assert_eq!(report.changes.iter().filter(|c| c.widens()).count(), 1);
@@ -590,7 +590,7 @@ fn replay_reports_the_decisions_another_policy_would_change() {
 
 #[test]
 fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_the_policy_that_decided() {
-    use remit::gateway::NoExplanation;
+    use remit_gateway::NoExplanation;
     let wallet = examples::program("wallet");
     let s = setup("explain", &wallet);
     let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
@@ -675,7 +675,7 @@ fn a_store_of_schema_version_1_is_upgraded_and_its_old_requests_say_they_cannot_
     let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
     let served = policy(&wallet).with_program(Arc::new(wallet.clone())).unwrap();
     let gateway = Gateway::new(served, Arc::new(upgraded), clock, Config::default());
-    let remit::gateway::NoExplanation::Unexplainable(why) = gateway.explain(&request).unwrap_err() else { panic!() };
+    let remit_gateway::NoExplanation::Unexplainable(why) = gateway.explain(&request).unwrap_err() else { panic!() };
     assert!(why.contains("before the store recorded"), "{why}");
     // New requests in the upgraded store record their entry.
     let again = gateway.decide(&payment("70.00 USD", "op-2"));
@@ -721,8 +721,8 @@ fn the_target_argument_fills_the_resource() {
     let program = examples::compile(&[("files.remit".to_string(), text.to_string())]);
     let meta = PolicyMeta::from_program(&program);
     assert_eq!(meta.target_of("read_text_file"), Some("path"));
-    let built = remit::gateway::meta::embed(&remit::wasm::compile(&program).unwrap(), &meta);
-    assert_eq!(remit::gateway::meta::extract(&built).unwrap().unwrap().target_of("read_text_file"), Some("path"));
+    let built = remit_lang::wasm::meta::embed(&remit_lang::wasm::compile(&program).unwrap(), &meta);
+    assert_eq!(remit_lang::wasm::meta::extract(&built).unwrap().unwrap().target_of("read_text_file"), Some("path"));
 
     let setup = setup("target", &program);
     let read = |arguments: Value, resource: Option<&str>| {
@@ -795,7 +795,7 @@ fn look(subject: &str) -> Vec<u8> {
 #[test]
 fn deferred_entries_wait_in_order_and_state_changes_are_committed_before_the_answer() {
     let s = setup("deferred", &examples::compile(&[("shop.remit".into(), DEFERRING.into())]));
-    let body = |e: &remit::gateway::store::LogEntry| serde_json::from_str::<Value>(&e.body).unwrap();
+    let body = |e: &remit_gateway::store::LogEntry| serde_json::from_str::<Value>(&e.body).unwrap();
     let allowed = s.gateway.decide_deferring(&look("agent:shopper"));
     assert!(allowed.allowed(), "{}", allowed.decision);
     assert_eq!(allowed.logged, None);

@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use remit::check::check;
-use remit::gateway::client::{request, Response};
-use remit::gateway::core::FixedClock;
-use remit::gateway::http::{router_with_reload, serve, Reloader, Tokens};
-use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
-use remit::runtime::Runtime;
-use remit::value::parse_timestamp;
+use remit_gateway::client::{request, Response};
+use remit_gateway::core::FixedClock;
+use remit_gateway::http::{router_with_reload, serve, Reloader, Tokens};
+use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
+use remit_host::Runtime;
+use remit_lang::check::check;
+use remit_lang::value::parse_timestamp;
 use serde_json::{json, Value};
 
 mod support;
@@ -28,14 +28,14 @@ const BOB: &str = "bob-inbox-token";
 const AGENT: &str = "agent-pretends-to-be-inbox";
 const ADMIN: &str = "ops-admin-token";
 
-fn wallet() -> remit::ir::Program {
+fn wallet() -> remit_lang::ir::Program {
     wallet_and(&[])
 }
 
 /// The wallet with extra files (another policy version).
-fn wallet_and(extra: &[(&str, &str)]) -> remit::ir::Program {
+fn wallet_and(extra: &[(&str, &str)]) -> remit_lang::ir::Program {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     for (name, text) in extra {
         sources.add(name.to_string(), text.to_string());
     }
@@ -86,7 +86,7 @@ fn start_with(name: &str, reloader: Option<Reloader>) -> Server {
     std::fs::remove_dir_all(&dir).ok();
     std::fs::create_dir_all(&dir).unwrap();
     let program = wallet();
-    let compiled = Runtime::new().unwrap().load(&remit::wasm::compile(&program).unwrap()).unwrap();
+    let compiled = Runtime::new().unwrap().load(&remit_lang::wasm::compile(&program).unwrap()).unwrap();
     let meta = PolicyMeta::from_program(&program);
     let policy = Policy::new(compiled, meta).unwrap().with_program(Arc::new(program)).unwrap();
     let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
@@ -372,7 +372,7 @@ fn wallet_end_to_end_escalate_approve_retry_consume_escalate_again() {
     assert_eq!(again["context"]["decision"], "escalate");
     let entries = s.store_log();
     // Four decisions and one approval.
-    assert_eq!(remit::gateway::audit::verify(entries).unwrap(), 5);
+    assert_eq!(remit_gateway::audit::verify(entries).unwrap(), 5);
 }
 
 /// The inbox links an escalated request to its explanation: the logged request re-decided on the policy's
@@ -440,8 +440,8 @@ fn the_inbox_explains_an_escalated_request_from_its_log_entry() {
 }
 
 impl Server {
-    fn store_log(&self) -> Vec<remit::gateway::store::LogEntry> {
-        use remit::gateway::Store;
+    fn store_log(&self) -> Vec<remit_gateway::store::LogEntry> {
+        use remit_gateway::Store;
         self.store.begin().unwrap().log_entries(1, 1 << 30).unwrap()
     }
 }
@@ -690,16 +690,16 @@ fn kill_9_under_load_loses_no_acknowledged_decision_and_the_counters_match_the_l
     });
     assert!(acknowledged.len() > 10, "the load ran ({} decisions)", acknowledged.len());
     let opened = SqliteStore::open(&store, Durability::Process).unwrap();
-    let entries = remit::gateway::audit::read_all(&opened).unwrap();
+    let entries = remit_gateway::audit::read_all(&opened).unwrap();
     let logged: std::collections::BTreeSet<String> = entries
         .iter()
         .map(|e| serde_json::from_str::<Value>(&e.body).unwrap()["id"].as_str().unwrap().to_string())
         .collect();
     assert!(acknowledged.iter().all(|id| logged.contains(id)), "every acknowledged decision is in the log");
     let allows = entries.iter().filter(|e| e.body.contains("\"decision\":{\"decision\":\"allow\"")).count() as u64;
-    use remit::gateway::Store;
+    use remit_gateway::Store;
     assert_eq!(opened.begin().unwrap().counter("total_payments", "total").unwrap(), allows);
-    assert_eq!(remit::gateway::audit::verify(entries).unwrap(), logged.len() as u64);
+    assert_eq!(remit_gateway::audit::verify(entries).unwrap(), logged.len() as u64);
     drop(opened);
     // Restarted on the same store, the gateway goes on from where it stopped.
     let server = serve_process(&dir.join("policy"), &store);
@@ -707,8 +707,8 @@ fn kill_9_under_load_loses_no_acknowledged_decision_and_the_counters_match_the_l
     assert_eq!(after.json()["decision"], "allow");
     drop(server);
     let opened = SqliteStore::open(&store, Durability::Process).unwrap();
-    let entries = remit::gateway::audit::read_all(&opened).unwrap();
-    assert_eq!(remit::gateway::audit::verify(entries).unwrap(), logged.len() as u64 + 1);
+    let entries = remit_gateway::audit::read_all(&opened).unwrap();
+    assert_eq!(remit_gateway::audit::verify(entries).unwrap(), logged.len() as u64 + 1);
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -786,10 +786,12 @@ fn wallet_end_to_end_the_principal_approves_in_the_browser() {
 fn a_hundred_hot_reloads_under_load_lose_no_call_and_every_decision_names_a_policy_it_was_given() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let runtime = Runtime::new().unwrap();
-    let versions: Vec<(Arc<remit::runtime::Compiled>, PolicyMeta)> =
+    let versions: Vec<(Arc<remit_host::Compiled>, PolicyMeta)> =
         [wallet(), wallet_and(&[("note.remit", "// version B of the wallet\n")])]
             .iter()
-            .map(|p| (Arc::new(runtime.load(&remit::wasm::compile(p).unwrap()).unwrap()), PolicyMeta::from_program(p)))
+            .map(|p| {
+                (Arc::new(runtime.load(&remit_lang::wasm::compile(p).unwrap()).unwrap()), PolicyMeta::from_program(p))
+            })
             .collect();
     let hashes: Vec<String> = versions.iter().map(|(c, _)| c.policy().to_string()).collect();
     assert_ne!(hashes[0], hashes[1]);
@@ -954,7 +956,7 @@ fn the_access_log_prints_one_json_line_per_decision() {
 /// certificate's stops `remit serve` at start.
 #[test]
 fn remit_serve_over_tls() {
-    use remit::gateway::mcp_wire::{exchange, Tls};
+    use remit_gateway::wire::{exchange, Tls};
     let dir = policy_dir("tls", SHOP);
     let ca = tls::TestCa::new("remit test CA");
     let ca_file = ca.write(&dir.join("ca.pem"));
@@ -1020,14 +1022,14 @@ fn remit_serve_over_tls() {
     let (new_cert, new_key) = renewed_ca.server_files(&["localhost", "127.0.0.1"], &renewed_files);
     std::fs::copy(&new_key, &key).unwrap();
     std::fs::copy(&new_cert, &cert).unwrap();
-    std::thread::sleep(remit::gateway::https::RELOAD_CHECK + std::time::Duration::from_millis(200));
+    std::thread::sleep(remit_gateway::https::RELOAD_CHECK + std::time::Duration::from_millis(200));
     let health_url = format!("{}/health", server.url);
     assert_eq!(exchange(&renewed, "GET", &health_url, &[], None, timeout).unwrap().status, 200);
     // A client of its own: `trusting` could resume its earlier TLS session, which presents no certificate.
     let old_only = Tls::with_ca_pem(ca.pem.as_bytes(), "the test CA").unwrap();
     assert!(exchange(&old_only, "GET", &health_url, &[], None, timeout).is_err(), "the old certificate is gone");
     std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nbroken\n").unwrap();
-    std::thread::sleep(remit::gateway::https::RELOAD_CHECK + std::time::Duration::from_millis(200));
+    std::thread::sleep(remit_gateway::https::RELOAD_CHECK + std::time::Duration::from_millis(200));
     assert_eq!(exchange(&renewed, "GET", &health_url, &[], None, timeout).unwrap().status, 200, "the last good one");
     drop(server);
     std::fs::copy(&new_cert, &cert).unwrap();

@@ -10,15 +10,15 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use remit::check::check;
-use remit::gateway::audit::{self, HeadSigner, SignedHead};
-use remit::gateway::bundle::{self, Manifest};
-use remit::gateway::client::request;
-use remit::gateway::core::FixedClock;
-use remit::gateway::store::LogEntry;
-use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, Store};
-use remit::runtime::Runtime;
-use remit::value::parse_timestamp;
+use remit_gateway::audit::{self, HeadSigner, SignedHead};
+use remit_gateway::bundle::{self, Manifest};
+use remit_gateway::client::request;
+use remit_gateway::core::FixedClock;
+use remit_gateway::store::LogEntry;
+use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, Store};
+use remit_host::Runtime;
+use remit_lang::check::check;
+use remit_lang::value::parse_timestamp;
 use serde_json::{json, Value};
 
 const ADMIN: &str = "ops-admin-token";
@@ -49,15 +49,15 @@ fn said(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-fn program(source: &str) -> remit::ir::Program {
-    let mut sources = remit::stdlib::sources();
+fn program(source: &str) -> remit_lang::ir::Program {
+    let mut sources = remit_lang::stdlib::sources();
     sources.add("shop.remit".to_string(), source.to_string());
     check(sources).program.unwrap()
 }
 
 fn policy(source: &str) -> Policy {
     let program = program(source);
-    let compiled = Runtime::new().unwrap().load(&remit::wasm::compile(&program).unwrap()).unwrap();
+    let compiled = Runtime::new().unwrap().load(&remit_lang::wasm::compile(&program).unwrap()).unwrap();
     Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap()
 }
 
@@ -448,7 +448,7 @@ fn the_gateway_signs_its_log_head_on_shutdown_and_at_intervals() {
     let verified = remit(&args);
     assert!(verified.status.success(), "{}", said(&verified));
     assert!(said(&verified)
-        .contains(&format!("the kept head (entry 4, signed at {}", remit::value::format_timestamp(running.time))));
+        .contains(&format!("the kept head (entry 4, signed at {}", remit_lang::value::format_timestamp(running.time))));
     let bad = remit(&["serve", "x", "--log-key", key.to_str().unwrap(), "--head-interval", "0s"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(said(&bad).contains("--head-interval"), "{}", said(&bad));

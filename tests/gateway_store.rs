@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use remit::gateway::client::{request, Response};
-use remit::gateway::core::{ActionError, FixedClock};
-use remit::gateway::http::{router_with_reload, serve, Tokens};
-use remit::gateway::store::EarlierUse;
-use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, Store};
-use remit::runtime::Runtime;
-use remit::syntax::ast::FactVersion;
-use remit::value::parse_timestamp;
+use remit_gateway::client::{request, Response};
+use remit_gateway::core::{ActionError, FixedClock};
+use remit_gateway::http::{router_with_reload, serve, Tokens};
+use remit_gateway::store::EarlierUse;
+use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, Store};
+use remit_host::Runtime;
+use remit_lang::syntax::ast::FactVersion;
+use remit_lang::value::parse_timestamp;
 use serde_json::{json, Value};
 use support::examples;
 use support::served::Served;
@@ -30,7 +30,7 @@ const ADMIN: &str = "ops-admin-token";
 
 fn policy_of(source: &str) -> Policy {
     let program = examples::compile(&[("shop.remit".into(), source.into())]);
-    let wasm = remit::wasm::compile(&program).unwrap();
+    let wasm = remit_lang::wasm::compile(&program).unwrap();
     let compiled = Runtime::new().unwrap().load(&wasm).unwrap();
     Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap().with_program(Arc::new(program)).unwrap()
 }
@@ -319,7 +319,7 @@ fn a_store_of_schema_version_3_is_upgraded_in_place() {
     let store = SqliteStore::open(&path, Durability::Process).unwrap();
     let mut tx = store.begin().unwrap();
     assert!(tx.facts().unwrap().contains(&("real".to_string(), FactVersion::Text("3.3".into()))));
-    assert_eq!(remit::gateway::audit::verify(tx.log_entries(1, 100).unwrap()).unwrap(), 1);
+    assert_eq!(remit_gateway::audit::verify(tx.log_entries(1, 100).unwrap()).unwrap(), 1);
     drop(tx);
     drop(store);
     std::fs::remove_dir_all(&dir).ok();

@@ -68,7 +68,7 @@ fn explain_does_not_call_an_unmet_gate_satisfied_on_a_deny() {
 
     // With the hiring lead's approval of exactly this offer, the gate is satisfied though the limit still denies.
     let arguments = offer("120000 EUR", json!([]))["action"]["arguments"].clone();
-    let digest = remit::eval::argument_digest("make_offer", &arguments);
+    let digest = remit_lang::eval::argument_digest("make_offer", &arguments);
     let approval = json!([{
         "id": "apr-1", "kind": "offer_signoff", "mandate": "hiring", "digest": digest,
         "issued_at": "2026-12-10T08:00:00Z", "expires_at": "2026-12-10T18:00:00Z", "approved_by": "user:hiring-lead"
@@ -109,7 +109,7 @@ fn diff_shows_every_changed_clause_with_its_witness() {
         let bytes = example["witness"].to_string();
         let decide = |version: &str| {
             let program = examples::compile(&examples::remit_files(&root().join(hiring(version))));
-            remit::eval::decide(&program, bytes.as_bytes()).outcome.as_str()
+            remit_lang::eval::decide(&program, bytes.as_bytes()).outcome.as_str()
         };
         assert_ne!(decide("v1"), "allow", "{bytes}");
         assert_eq!(decide("v2"), "allow", "{bytes}");

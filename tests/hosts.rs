@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use remit::json::MAX_INPUT;
+use remit_lang::json::MAX_INPUT;
 use support::stub::{deny, raw_module, Listing, STUB_VISIBLE};
 use support::{corpus, frames, garbage, installed, remit_bin, root, run, temp_dir, unframe, Unit};
 
@@ -94,12 +94,12 @@ fn module(unit: &Unit, dir: &Path) -> PathBuf {
         assert!(out.status.success(), "remit build {}: {}", unit.name, String::from_utf8_lossy(&out.stderr));
         // `remit build` writes the library's module (with the gateway's metadata, a custom section hosts ignore).
         assert!(
-            std::fs::read(&path).unwrap() == remit::wasm::compile(&unit.program).unwrap(),
+            std::fs::read(&path).unwrap() == remit_lang::wasm::compile(&unit.program).unwrap(),
             "{}: `remit build` is the library's module",
             unit.name
         );
     } else {
-        std::fs::write(&path, remit::wasm::compile(&unit.program).unwrap()).unwrap();
+        std::fs::write(&path, remit_lang::wasm::compile(&unit.program).unwrap()).unwrap();
     }
     path
 }
@@ -120,7 +120,7 @@ fn host_agrees_with_the_interpreter_on_the_corpus(host: Host) {
         let all: Vec<Vec<u8>> = unit.requests.iter().chain(&garbage).cloned().collect();
         let results = host_results(host, &dir, &wasm, &all, false);
         for (i, (request, result)) in all.iter().zip(&results).enumerate() {
-            let expected = remit::eval::decide(&unit.program, request).to_json();
+            let expected = remit_lang::eval::decide(&unit.program, request).to_json();
             let shown = String::from_utf8_lossy(&request[..request.len().min(300)]).into_owned();
             assert_eq!(String::from_utf8_lossy(result), expected, "{host:?}, {}: differs on {shown}", unit.name);
             if i >= unit.requests.len() && i != all.len() - 2 {
@@ -133,7 +133,7 @@ fn host_agrees_with_the_interpreter_on_the_corpus(host: Host) {
         let subjects: Vec<Vec<u8>> = unit.subjects.iter().chain(&all).cloned().collect();
         let results = host_results(host, &dir, &wasm, &subjects, true);
         for (request, result) in subjects.iter().zip(&results) {
-            let expected = remit::eval::visible_tools(&unit.program, request).to_json();
+            let expected = remit_lang::eval::visible_tools(&unit.program, request).to_json();
             let shown = String::from_utf8_lossy(&request[..request.len().min(300)]).into_owned();
             assert_eq!(
                 String::from_utf8_lossy(result),

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-fn program(text: &str) -> remit::ir::Program {
-    let mut sources = remit::stdlib::sources();
+fn program(text: &str) -> remit_lang::ir::Program {
+    let mut sources = remit_lang::stdlib::sources();
     sources.add("large.remit", text.to_string());
-    let checked = remit::check::check_with(sources, remit::check::Options { narrowing: false });
+    let checked = remit_lang::check::check_with(sources, remit_lang::check::Options { narrowing: false });
     checked.program.unwrap_or_else(|| panic!("{:?}", &checked.diagnostics[..checked.diagnostics.len().min(3)]))
 }
 
@@ -26,7 +26,7 @@ fn policy(rules: &str) -> String {
 #[test]
 fn a_fifty_thousand_term_or_builds() {
     let rules = format!("  allow t\n  forbid t where {}\n", terms(50_000, |i| format!("args.a == \"v{i}\""), " or "));
-    let wasm = remit::wasm::compile(&program(&policy(&rules))).expect("the module builds");
+    let wasm = remit_lang::wasm::compile(&program(&policy(&rules))).expect("the module builds");
     assert!(wasm.len() > 1_000_000);
 }
 
@@ -56,7 +56,7 @@ fn split_conditions_decide_as_the_interpreter() {
         format!("  allow t where {and}\n  forbid t where ({or}) and args.n < 5\n"),
         format!("  allow t where not ({nested})\n  scope t: not ({or})\n"),
     ];
-    let runtime = remit::runtime::Runtime::new().unwrap();
+    let runtime = remit_host::Runtime::new().unwrap();
     let mut requests = Vec::new();
     for a in [Some("\"v0\""), Some("\"v4999\""), Some("\"v2500\""), Some("\"w7\""), Some("\"zz\""), Some("3"), None] {
         for n in [Some("3"), Some("500"), Some("\"x\""), None] {
@@ -68,12 +68,12 @@ fn split_conditions_decide_as_the_interpreter() {
     let mut outcomes = std::collections::BTreeSet::new();
     for rules in &rules {
         let program = program(&policy(rules));
-        let wasm = remit::wasm::compile(&program).unwrap();
+        let wasm = remit_lang::wasm::compile(&program).unwrap();
         let mut evaluator = Arc::new(runtime.load(&wasm).unwrap()).evaluator().unwrap();
         for request in &requests {
-            let expected = remit::eval::decide(&program, request.as_bytes()).to_json();
+            let expected = remit_lang::eval::decide(&program, request.as_bytes()).to_json();
             assert_eq!(String::from_utf8_lossy(&evaluator.decide(request.as_bytes())), expected, "{request}");
-            let listing = remit::eval::visible_tools(&program, request.as_bytes()).to_json();
+            let listing = remit_lang::eval::visible_tools(&program, request.as_bytes()).to_json();
             assert_eq!(String::from_utf8_lossy(&evaluator.visible_tools(request.as_bytes())), listing, "{request}");
             outcomes.insert(expected.split(',').take(2).collect::<Vec<_>>().join(","));
         }

@@ -1,9 +1,9 @@
-//! The decision module, version 2: the runtime artifact linked with a policy image (`remit::wasm::link`,
-//! src/wasm/link.rs), for every example and semantics folder:
+//! The decision module, version 2: the runtime artifact linked with a policy image (`remit_lang::wasm::link`,
+//! crates/remit-module/src/link.rs), for every example and semantics folder:
 //! - the module validates, imports nothing, has min = max memory sized for the runtime, the image and the output
 //!   area, and exports exactly docs/abi.md version 1; the image is one data segment where the runtime looks for it;
 //!   it carries the gateway's metadata (`remit.gateway`) and the runtime's sources hash;
-//! - `remit::runtime` (wasmtime) loads it (the host's ABI check and `remit_policy_info`) and Node instantiates it
+//! - `remit_host` (wasmtime) loads it (the host's ABI check and `remit_policy_info`) and Node instantiates it
 //!   with an empty import object: `remit_policy_info` is the JSON docs/abi.md describes, byte for byte;
 //! - `remit_decide` and `remit_visible_tools` answer every request of the corpus and the garbage inputs without
 //!   trapping, in the output area after the image (what they answer is not checked yet: the decision is being
@@ -17,8 +17,8 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use remit::json::MAX_INPUT;
-use remit::wasm::link::{layout, link_image, Layout, RUNTIME};
+use remit_lang::json::MAX_INPUT;
+use remit_module::{layout, link_image, Layout, RUNTIME};
 use support::{corpus, frames, garbage, root, run, temp_dir, unframe, Unit};
 use wasmparser::{DataKind, ExternalKind, Operator, Parser, Payload};
 use wasmtime::{Engine, Instance, Module, Store};
@@ -96,8 +96,8 @@ fn linked(units: &[Unit]) -> Vec<Linked<'_>> {
     units
         .iter()
         .map(|unit| {
-            let module = remit::wasm::link(&unit.program).unwrap_or_else(|e| panic!("{}: {e}", unit.name));
-            let image = remit::wasm::image::write(&unit.program).unwrap();
+            let module = remit_lang::wasm::link(&unit.program).unwrap_or_else(|e| panic!("{}: {e}", unit.name));
+            let image = remit_lang::wasm::image::write(&unit.program).unwrap();
             let layout = layout(RUNTIME, &image).unwrap();
             let mut requests: Vec<Vec<u8>> = unit.requests.iter().chain(&unit.subjects).cloned().collect();
             if let Some(first) = unit.requests.first() {
@@ -124,7 +124,7 @@ fn every_policy_links_into_a_module_of_the_abi() {
 
         // The image is the last data segment, at `__heap_base` rounded up to 8; the runtime's own segments lie
         // below `__heap_base`.
-        let image = remit::wasm::image::write(&unit.program).unwrap();
+        let image = remit_lang::wasm::image::write(&unit.program).unwrap();
         let (&(at, ref bytes), runtime_segments) = shape.data.split_last().unwrap();
         assert_eq!((at, bytes), (layout.image, &image), "{name}");
         assert_eq!(at, layout.heap_base.next_multiple_of(8));
@@ -135,13 +135,13 @@ fn every_policy_links_into_a_module_of_the_abi() {
         let (min, max) = shape.memory.unwrap();
         assert_eq!((Some(min), min), (max, layout.pages), "{name}");
         assert_eq!(layout.output, (layout.image + layout.image_len).next_multiple_of(8));
-        assert_eq!(layout.output_len as usize, remit::eval::output_limit(&unit.program));
+        assert_eq!(layout.output_len as usize, remit_lang::eval::output_limit(&unit.program));
         let end = u64::from(layout.output) + u64::from(layout.output_len);
         assert!(end <= min * 65536 && end + 65536 > min * 65536, "{name}: {end} bytes in {min} pages");
 
         // The gateway's metadata, as `remit build` embeds it, and the runtime's sources.
-        let meta = remit::gateway::meta::extract(&module).unwrap();
-        assert_eq!(meta, Some(remit::gateway::PolicyMeta::from_program(&unit.program)), "{name}");
+        let meta = remit_lang::wasm::meta::extract(&module).unwrap();
+        assert_eq!(meta, Some(remit_gateway::PolicyMeta::from_program(&unit.program)), "{name}");
         assert!(shape.customs.iter().any(|(n, d)| n == "remit.runtime.sources" && d.len() == 64), "{name}");
     }
 }
@@ -151,7 +151,7 @@ fn every_policy_links_into_a_module_of_the_abi() {
 #[test]
 fn wasmtime_runs_every_linked_module() {
     let units = corpus();
-    let runtime = remit::runtime::Runtime::new().unwrap();
+    let runtime = remit_host::Runtime::new().unwrap();
     let engine = Engine::default();
     for Linked { unit, module, layout, requests } in linked(&units) {
         let name = &unit.name;
@@ -241,8 +241,8 @@ fn node_runs_every_linked_module() {
 #[test]
 fn a_corrupt_image_header_never_traps() {
     let unit = &corpus()[0];
-    let module = remit::wasm::link(&unit.program).unwrap();
-    let image = remit::wasm::image::write(&unit.program).unwrap();
+    let module = remit_lang::wasm::link(&unit.program).unwrap();
+    let image = remit_lang::wasm::image::write(&unit.program).unwrap();
     let layout = layout(RUNTIME, &image).unwrap();
     let engine = Engine::default();
     let module = Module::new(&engine, &module).unwrap();
@@ -278,9 +278,9 @@ fn a_corrupt_image_header_never_traps() {
 #[test]
 fn the_linker_refuses_what_it_cannot_link() {
     let unit = &corpus()[0];
-    let image = remit::wasm::image::write(&unit.program).unwrap();
+    let image = remit_lang::wasm::image::write(&unit.program).unwrap();
     // A module that exports the ABI but no `__heap_base` (a linked module: the linker keeps it internal).
-    let linked = remit::wasm::compile(&unit.program).unwrap();
+    let linked = remit_lang::wasm::compile(&unit.program).unwrap();
     let e = link_image(&linked, &image, None).unwrap_err();
     assert_eq!(e.code(), "remit::runtime-artifact");
     assert!(e.to_string().contains("`__heap_base`"), "{e}");
@@ -290,8 +290,8 @@ fn the_linker_refuses_what_it_cannot_link() {
     assert_eq!(e.code(), "remit::invalid-module");
     // Without the gateway's metadata: the same module without its last section.
     let bare = link_image(RUNTIME, &image, None).unwrap();
-    assert_eq!(remit::gateway::meta::extract(&bare).unwrap(), None);
-    let full = remit::wasm::link(&unit.program).unwrap();
+    assert_eq!(remit_lang::wasm::meta::extract(&bare).unwrap(), None);
+    let full = remit_lang::wasm::link(&unit.program).unwrap();
     assert!(full.len() > bare.len() && full.starts_with(&bare));
 }
 
@@ -303,7 +303,7 @@ fn the_artifact_carries_the_entry_points() {
     for name in ["remit_alloc", "remit_decide", "remit_visible_tools", "remit_policy_info", "__heap_base"] {
         assert!(artifact.exports.iter().any(|(n, _)| n == name), "{name}");
     }
-    let module = remit::wasm::link(&corpus()[0].program).unwrap();
+    let module = remit_lang::wasm::link(&corpus()[0].program).unwrap();
     let exports: Vec<String> = shape(&module).exports.into_iter().map(|(n, _)| n).collect();
     assert!(exports.iter().all(|e| !e.starts_with("rt_") && !e.starts_with("__")), "{exports:?}");
 }
@@ -315,19 +315,19 @@ fn the_artifact_carries_the_entry_points() {
 fn sizes() {
     println!("{:<40} {:>9} {:>7} {:>6}", "policy", "bytes", "image", "pages");
     for unit in corpus() {
-        let module = remit::wasm::link(&unit.program).unwrap();
-        let image = remit::wasm::image::write(&unit.program).unwrap();
+        let module = remit_lang::wasm::link(&unit.program).unwrap();
+        let image = remit_lang::wasm::image::write(&unit.program).unwrap();
         let pages = shape(&module).memory.unwrap().0;
         println!("{:<40} {:>9} {:>7} {:>6}", unit.name, module.len(), image.len(), pages);
     }
 }
 
 /// `remit_policy_info`'s JSON as docs/abi.md describes it, built here from the program.
-fn expected_info(program: &remit::ir::Program) -> String {
+fn expected_info(program: &remit_lang::ir::Program) -> String {
     let mandates: Vec<&str> = program.mandates.iter().map(|m| m.name.as_str()).collect();
     serde_json::json!({
         "policy": program.hash,
-        "program": remit::check::program_hash(program),
+        "program": remit_lang::check::program_hash(program),
         "abi_version": 1,
         "mandates": mandates,
         "entry_points": ["remit_decide", "remit_visible_tools", "remit_policy_info"],

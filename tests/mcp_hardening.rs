@@ -132,9 +132,9 @@ fn record(dir: &Path) -> Vec<Value> {
 }
 
 /// Every entry of the proxy's log, read after it stopped.
-fn log_entries(dir: &Path) -> Vec<remit::gateway::store::LogEntry> {
-    let store = remit::gateway::sqlite::SqliteStore::open_existing(&dir.join("state.db")).unwrap();
-    let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
+fn log_entries(dir: &Path) -> Vec<remit_gateway::store::LogEntry> {
+    let store = remit_gateway::sqlite::SqliteStore::open_existing(&dir.join("state.db")).unwrap();
+    let entries = remit_gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
     entries
 }
 
@@ -230,7 +230,7 @@ fn a_request_without_an_id_never_reaches_the_upstream_over_stdio() {
 
 #[test]
 fn a_request_without_an_id_never_reaches_the_upstream_over_http() {
-    use remit::gateway::client::request;
+    use remit_gateway::client::request;
     let dir = fresh_dir("http");
     let proxy = Proxy::start(&dir, &["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1"]);
     let deadline = Instant::now() + WAIT;

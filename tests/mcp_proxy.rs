@@ -368,7 +368,7 @@ fn sdk_over_http(url: &str, dir: &Path, ca: Option<&str>) {
 /// session, GET) with the exact status codes.
 #[test]
 fn streamable_http_with_bearer_tokens() {
-    use remit::gateway::client::request;
+    use remit_gateway::client::request;
     let dir = sandbox("http");
     let (proxy, url) = filesystem_over_http(&dir, &["--agent-token", "agent:stranger=stranger-token-1"]);
     sdk_over_http(&url, &dir, None);
@@ -507,7 +507,7 @@ fn the_agent_sees_its_tools_reads_inside_is_denied_outside_and_writes_after_appr
     // The owner approves in the inbox; the same call is then allowed once and reaches the server.
     let url = format!("{inbox}/inbox/api/requests/{access}/approve");
     let auth = format!("Bearer {OWNER_TOKEN}");
-    let approved = remit::gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
+    let approved = remit_gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
     assert_eq!(approved.status, 200, "{}", approved.json());
     let allowed = proxy.call(6, "write_file", write.clone());
     assert!(!is_error(&allowed), "{allowed}");
@@ -770,14 +770,14 @@ fn an_upstream_over_streamable_http() {
 /// listing shows the change. A quarantine hides every tool of the mandate.
 #[test]
 fn a_stop_changes_the_tool_list_and_the_agent_is_told() {
-    use remit::gateway::store::{StopRecord, Store};
+    use remit_gateway::store::{StopRecord, Store};
     let dir = sandbox("stop-listing");
     let mut proxy = Session::proxy(&dir, "agent:coder");
     proxy.initialize();
     let listed = proxy.request(1, "tools/list", json!({}));
     assert_eq!(names(&listed).len(), 5, "{listed}");
 
-    let store = remit::gateway::SqliteStore::open(&dir.join("state.db"), remit::gateway::Durability::Process).unwrap();
+    let store = remit_gateway::SqliteStore::open(&dir.join("state.db"), remit_gateway::Durability::Process).unwrap();
     let quarantine =
         StopRecord { id: "Q-7".into(), level: "quarantine".into(), mandate: Some("workspace".into()), principal: None };
     let mut tx = store.begin().unwrap();
@@ -840,15 +840,15 @@ fn the_proxy_reloads_its_policy_and_tells_the_agent() {
     std::fs::write(policy.join("policy.remit"), original.replace("allow grow", "allow nonesuch")).unwrap();
     let reload = format!("{inbox}/admin/v1/reload");
     let admin = [("Authorization", "Bearer admin-token-1")];
-    let refused = remit::gateway::client::request("POST", &reload, &admin, None).unwrap();
+    let refused = remit_gateway::client::request("POST", &reload, &admin, None).unwrap();
     assert_eq!(refused.status, 422, "{}", refused.json());
     assert_eq!(policy_of(&proxy.call(5, "revision", json!({}))), second, "the policy in force stays");
-    let nobody = remit::gateway::client::request("POST", &reload, &[], None).unwrap();
+    let nobody = remit_gateway::client::request("POST", &reload, &[], None).unwrap();
     assert_eq!(nobody.status, 401);
 
     // The file as it was, reloaded over the admin API (or by the watch, whichever comes first): told again.
     std::fs::write(policy.join("policy.remit"), &original).unwrap();
-    let reloaded = remit::gateway::client::request("POST", &reload, &admin, None).unwrap();
+    let reloaded = remit_gateway::client::request("POST", &reload, &admin, None).unwrap();
     assert_eq!(reloaded.status, 200, "{}", reloaded.json());
     assert_eq!(reloaded.json()["policy"], first);
     proxy.notification("notifications/tools/list_changed");
@@ -908,7 +908,7 @@ fn with_a_verify_key_the_proxy_serves_only_signed_bundles() {
     std::fs::copy(path("unsigned.bundle"), &serving).unwrap();
     let reload = format!("{inbox}/admin/v1/reload");
     let refused =
-        remit::gateway::client::request("POST", &reload, &[("Authorization", "Bearer admin-token-1")], None).unwrap();
+        remit_gateway::client::request("POST", &reload, &[("Authorization", "Bearer admin-token-1")], None).unwrap();
     assert_eq!(refused.status, 422, "{}", refused.json());
     assert!(refused.json().to_string().contains("not signed"), "{}", refused.json());
     assert_eq!(names(&proxy.request(2, "tools/list", json!({}))), listed, "the signed policy stays");
@@ -1152,7 +1152,7 @@ fn unix_now() -> u64 {
 #[test]
 fn jwt_bearer_tokens_over_streamable_http() {
     use jsonwebtoken::Algorithm::{EdDSA, ES256};
-    use remit::gateway::client::request;
+    use remit_gateway::client::request;
     let dir = sandbox("jwt");
     let (upstream, seen) = recording_upstream();
     let (ec, ec_jwk) = es256_key("ec-1");
@@ -1484,7 +1484,7 @@ fn the_club_lanes_through_a_real_client() {
         ("Mcp-Method", "tools/call"),
         ("Mcp-Name", "crew_schedule"),
     ];
-    let refused = remit::gateway::client::request("POST", &url, &headers, Some(call.to_string().as_bytes())).unwrap();
+    let refused = remit_gateway::client::request("POST", &url, &headers, Some(call.to_string().as_bytes())).unwrap();
     assert_eq!(refused.status, 403, "{}", refused.json());
     let challenge = refused.header("www-authenticate").unwrap();
     assert!(
@@ -1769,7 +1769,7 @@ fn key_set_server(
 #[test]
 fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     use jsonwebtoken::Algorithm::ES256;
-    use remit::gateway::client::request;
+    use remit_gateway::client::request;
     use std::sync::atomic::Ordering;
     let dir = sandbox("jwks-url");
     let (upstream, _) = recording_upstream();
@@ -1865,7 +1865,7 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
 #[test]
 fn jwt_keys_fetched_over_https() {
     use jsonwebtoken::Algorithm::ES256;
-    use remit::gateway::client::request;
+    use remit_gateway::client::request;
     use std::sync::atomic::Ordering;
     let dir = sandbox("jwks-https");
     let (upstream, _) = recording_upstream();
@@ -2007,11 +2007,11 @@ fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
 }
 
 /// A POST of `body` to the proxy's `/mcp` at `url` with the agent token `token` and the `extra` headers.
-fn stateless_post(url: &str, token: &str, extra: &[(&str, &str)], body: &Value) -> remit::gateway::client::Response {
+fn stateless_post(url: &str, token: &str, extra: &[(&str, &str)], body: &Value) -> remit_gateway::client::Response {
     let auth = format!("Bearer {token}");
     let mut headers = vec![("Content-Type", "application/json"), ("Authorization", auth.as_str())];
     headers.extend_from_slice(extra);
-    remit::gateway::client::request("POST", url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    remit_gateway::client::request("POST", url, &headers, Some(body.to_string().as_bytes())).unwrap()
 }
 
 /// The `_meta` a request of the stateless 2026-07-28 revision carries.
@@ -2132,9 +2132,9 @@ fn asking_meta() -> Value {
 }
 
 /// Every entry of the log of the store at `path`, read after its proxy stopped.
-fn log_entries(path: &Path) -> Vec<remit::gateway::store::LogEntry> {
-    let store = remit::gateway::sqlite::SqliteStore::open_existing(path).unwrap();
-    let entries = remit::gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
+fn log_entries(path: &Path) -> Vec<remit_gateway::store::LogEntry> {
+    let store = remit_gateway::sqlite::SqliteStore::open_existing(path).unwrap();
+    let entries = remit_gateway::store::Store::begin_read(&store).unwrap().log_entries(0, 1000).unwrap();
     entries
 }
 
@@ -2256,7 +2256,7 @@ fn a_change_missed_between_two_listen_streams_is_told() {
 /// the earlier revisions gets the same change on its `GET` event stream, untagged.
 #[test]
 fn an_agent_listens_for_tool_list_changes() {
-    use remit::gateway::mcp_wire::{exchange, Tls};
+    use remit_gateway::wire::{exchange, Tls};
     let dir = sandbox("agent-listens");
     let server = root().join("tests/mcp/modern/server.py");
     let server = server.to_str().unwrap();
@@ -2313,7 +2313,7 @@ fn an_agent_listens_for_tool_list_changes() {
     let mut stream = exchange(&Tls::platform(), "POST", &url, &headers, Some(body.as_bytes()), WAIT).unwrap();
     assert_eq!(stream.status, 200);
     assert!(stream.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")));
-    let next = |stream: &mut remit::gateway::mcp_wire::Exchange| {
+    let next = |stream: &mut remit_gateway::wire::Exchange| {
         let mut found = Value::Null;
         stream
             .events(1 << 20, |data| {
@@ -2338,7 +2338,7 @@ fn an_agent_listens_for_tool_list_changes() {
     // In a session of the earlier revision the request is refused, not passed upstream.
     let agent = [("Content-Type", "application/json"), ("Authorization", "Bearer tester-token-1")];
     let post = |headers: &[(&str, &str)], body: Value| {
-        remit::gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
+        remit_gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
     };
     let opened = post(&agent, initialize_message());
     let session = opened.header("mcp-session-id").expect("a session").to_string();
@@ -2530,7 +2530,7 @@ fn a_tool_that_asks_for_input_first() {
                           "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
                                      "clientInfo": {"name": "t", "version": "1"}}});
         let post = |headers: &[(&str, &str)], body: &Value| {
-            remit::gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
+            remit_gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
         };
         let opened = post(&[auth, json_type, accept], &init);
         let session = opened.header("mcp-session-id").expect("a session").to_string();
@@ -2572,8 +2572,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
         let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
         let url = format!("{inbox}/inbox/api/requests/{access}/approve");
         let auth = format!("Bearer {OWNER_TOKEN}");
-        let approved =
-            remit::gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
+        let approved = remit_gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
         assert_eq!(approved.status, 200, "{}", approved.json());
 
         // The first round: allowed (the approval consumed), and the tool asks.
@@ -2660,7 +2659,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
 /// plain-http client gets no answer while the proxy serves on.
 #[test]
 fn streamable_http_over_tls() {
-    use remit::gateway::mcp_wire::{exchange, Tls};
+    use remit_gateway::wire::{exchange, Tls};
     let dir = sandbox("https-listen");
     let ca = tls::TestCa::new("remit test CA");
     let ca_file = ca.write(&dir.join("ca.pem"));
@@ -2677,7 +2676,7 @@ fn streamable_http_over_tls() {
     assert_eq!(page.status, 200);
     let untrusted = exchange(&Tls::platform(), "GET", &inbox, &[], None, timeout);
     assert!(untrusted.is_err(), "a client without the CA refuses the certificate");
-    let plain = remit::gateway::client::request("GET", &inbox.replacen("https://", "http://", 1), &[], None);
+    let plain = remit_gateway::client::request("GET", &inbox.replacen("https://", "http://", 1), &[], None);
     assert!(plain.as_ref().map_or(true, |r| r.status != 200), "{plain:?}");
     let again = exchange(&trusting, "GET", &inbox, &[], None, timeout).unwrap();
     assert_eq!(again.status, 200);

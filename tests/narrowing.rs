@@ -13,12 +13,12 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use remit::check::narrowing::for_parent;
-use remit::check::{check_with, Options};
-use remit::eval::{decide, Outcome};
-use remit::ir::Program;
-use remit::syntax::ast::Decl;
-use remit::syntax::parse_file;
+use remit_lang::check::narrowing::for_parent;
+use remit_lang::check::{check_with, Options};
+use remit_lang::eval::{decide, Outcome};
+use remit_lang::ir::Program;
+use remit_lang::syntax::ast::Decl;
+use remit_lang::syntax::parse_file;
 use serde_json::Value;
 use support::examples::{self, EXAMPLES};
 
@@ -42,7 +42,7 @@ fn remit(args: &[&str], path: &Path) -> std::process::Output {
 
 /// The fixture as a program, without the narrowing check (which is what fails).
 fn program(path: &Path) -> Program {
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     sources.add(name, std::fs::read_to_string(path).unwrap());
     let checked = check_with(sources, Options { narrowing: false });
@@ -169,7 +169,7 @@ fn program_of_folder(dir: &Path) -> Program {
     let mut files = Vec::new();
     collect(dir, &mut files);
     files.sort();
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     for file in files {
         sources.add(file.strip_prefix(dir).unwrap().to_string_lossy(), std::fs::read_to_string(&file).unwrap());
     }

@@ -17,13 +17,13 @@
 
 mod support;
 
-use remit::check::narrowing::{analyse, Kind};
-use remit::check::{check_with, Options};
-use remit::eval::{argument_digest, decide, Outcome};
-use remit::ir::{Atom, Attr, Cond, Mandate, Program, Rule, RuleKind, Target, Test, Type, Value};
-use remit::source::Span;
-use remit::syntax::ast::{CompareOp, FactVersion, Outcome as Otherwise, Window};
-use remit::value::{format_instant, parse_timestamp, Decimal, Money, NANOS_PER_SECOND as NS};
+use remit_lang::check::narrowing::{analyse, Kind};
+use remit_lang::check::{check_with, Options};
+use remit_lang::eval::{argument_digest, decide, Outcome};
+use remit_lang::ir::{Atom, Attr, Cond, Mandate, Program, Rule, RuleKind, Target, Test, Type, Value};
+use remit_lang::source::Span;
+use remit_lang::syntax::ast::{CompareOp, FactVersion, Outcome as Otherwise, Window};
+use remit_lang::value::{format_instant, parse_timestamp, Decimal, Money, NANOS_PER_SECOND as NS};
 use serde_json::Value as Json;
 use support::rng::SplitMix as Rng;
 
@@ -104,7 +104,7 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let mut sources = remit::stdlib::sources();
+        let mut sources = remit_lang::stdlib::sources();
         sources.add("catalog.remit", CATALOG);
         let checked = check_with(sources, Options { narrowing: false });
         let mut base = checked.program.unwrap_or_else(|| panic!("catalog: {:#?}", checked.diagnostics));

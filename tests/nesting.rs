@@ -1,12 +1,12 @@
 //! Nesting is bounded (issue 7, item 2): parentheses, `not`s and `set<…>` deeper than
-//! `remit::syntax::MAX_NESTING` get `remit::nesting-too-deep` and exit 1 from `check`, `build` and `eval`, never a
+//! `remit_lang::syntax::MAX_NESTING` get `remit::nesting-too-deep` and exit 1 from `check`, `build` and `eval`, never a
 //! stack overflow; at the maximum every phase (parser, checker, narrowing, interpreter, codegen) still works on a
 //! thread with the default stack size.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use remit::syntax::MAX_NESTING;
+use remit_lang::syntax::MAX_NESTING;
 
 fn policy(condition: &str) -> String {
     format!(
@@ -103,13 +103,13 @@ fn the_maximum_depth_works_in_every_phase() {
         let worker = std::thread::spawn({
             let text = text.clone();
             move || {
-                let mut sources = remit::stdlib::sources();
+                let mut sources = remit_lang::stdlib::sources();
                 sources.add("deep.remit", text);
-                let checked = remit::check::check(sources);
+                let checked = remit_lang::check::check(sources);
                 let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
-                let decision = remit::eval::decide(&program, REQUEST.as_bytes()).to_json();
-                let wasm = remit::wasm::compile(&program).unwrap();
-                let runtime = remit::runtime::Runtime::new().unwrap();
+                let decision = remit_lang::eval::decide(&program, REQUEST.as_bytes()).to_json();
+                let wasm = remit_lang::wasm::compile(&program).unwrap();
+                let runtime = remit_host::Runtime::new().unwrap();
                 let module = std::sync::Arc::new(runtime.load(&wasm).unwrap());
                 let from_module = module.evaluator().unwrap().decide(REQUEST.as_bytes());
                 assert_eq!(decision.as_bytes(), &from_module[..]);

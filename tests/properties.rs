@@ -6,11 +6,11 @@
 mod support;
 
 use proptest::prelude::*;
-use remit::check::program_hash;
-use remit::eval::{decide, trace, visible_tools, Outcome};
-use remit::ir::Program;
-use remit::syntax::ast::Decl;
-use remit::syntax::parse_file;
+use remit_lang::check::program_hash;
+use remit_lang::eval::{decide, trace, visible_tools, Outcome};
+use remit_lang::ir::Program;
+use remit_lang::syntax::ast::Decl;
+use remit_lang::syntax::parse_file;
 use serde_json::Value;
 use support::examples::{compile, example, semantic, EXAMPLES};
 use support::rng::Lcg as Rng;

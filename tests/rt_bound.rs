@@ -122,8 +122,8 @@ fn shapes(request: &[u8]) -> Vec<(String, Vec<u8>)> {
 }
 
 /// The most fuel module v2 may use on one of these inputs: the budget every other module runs with
-/// (`remit::runtime::DEFAULT_FUEL`), so running v2 without a meter changes no answer on them, with a margin.
-const BOUND: u64 = remit::runtime::DEFAULT_FUEL * 3 / 4;
+/// (`remit_host::DEFAULT_FUEL`), so running v2 without a meter changes no answer on them, with a margin.
+const BOUND: u64 = remit_host::DEFAULT_FUEL * 3 / 4;
 
 /// Every request of every shipped example, inflated to the input limit in each shape, decided and listed by module v2
 /// with its fuel metered (a budget far above the bound, so the count is exact): the decision equals the native
@@ -133,19 +133,19 @@ const BOUND: u64 = remit::runtime::DEFAULT_FUEL * 3 / 4;
 /// here: the approvals' grouping and the object-key sort did, at 105 and 129 million units.
 #[test]
 fn inflated_requests_stay_under_the_work_bound() {
-    let limits = remit::runtime::Limits { fuel: 100 * BOUND, meter_bounded: true, ..Default::default() };
-    let metering = remit::runtime::Runtime::with_limits(limits).unwrap();
-    let runtime = remit::runtime::Runtime::new().unwrap();
+    let limits = remit_host::Limits { fuel: 100 * BOUND, meter_bounded: true, ..Default::default() };
+    let metering = remit_host::Runtime::with_limits(limits).unwrap();
+    let runtime = remit_host::Runtime::new().unwrap();
     let mut worst: std::collections::BTreeMap<String, (u64, std::time::Duration, String)> = Default::default();
     let mut over = Vec::new();
     for name in support::examples::EXAMPLES {
         let program = support::examples::program(name);
-        let module = remit::wasm::link(&program).unwrap();
+        let module = remit_lang::wasm::link(&program).unwrap();
         let mut metered = std::sync::Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
         let loaded = std::sync::Arc::new(runtime.load(&module).unwrap());
         assert!(!loaded.metered(), "module v2 loads without a meter");
         let mut loaded = loaded.evaluator().unwrap();
-        let mut native = remit::runtime::native::Native::new(&program).unwrap();
+        let mut native = remit_lang::native::Native::new(&program).unwrap();
         for (i, request) in support::examples::requests(&support::examples::dir(name)).iter().enumerate() {
             for (shape, bytes) in shapes(request) {
                 for listing in [false, true] {
@@ -191,7 +191,7 @@ fn inflated_requests_stay_under_the_work_bound() {
 /// A policy built to be slow at the heaviest weight that still runs unmetered ([`MAX_UNMETERED_WEIGHT`]): `rules`
 /// grants of one tool, each `args.tags within` the same `set` strings, so each grant scans the request's whole set
 /// against the whole list; and a request filling `tags` with those strings to the input limit.
-fn heavy(rules: usize, set: usize) -> (remit::ir::Program, Vec<u8>) {
+fn heavy(rules: usize, set: usize) -> (remit_lang::ir::Program, Vec<u8>) {
     use std::fmt::Write;
     let list: Vec<String> = (0..set).map(|i| format!("\"t{i:03}\"")).collect();
     let mut text = String::from("tool ht(tags: set<string>) {\n  level draft\n}\n");
@@ -211,9 +211,9 @@ fn heavy(rules: usize, set: usize) -> (remit::ir::Program, Vec<u8>) {
 /// metered. Printed: `cargo test --release --test rt_bound -- --nocapture heavy`.
 #[test]
 fn the_heaviest_unmetered_policy_at_the_input_limit() {
-    use remit::runtime::MAX_UNMETERED_WEIGHT;
-    let weight = |program: &remit::ir::Program| {
-        let bytes = remit::wasm::image::write(program).unwrap();
+    use remit_host::MAX_UNMETERED_WEIGHT;
+    let weight = |program: &remit_lang::ir::Program| {
+        let bytes = remit_lang::wasm::image::write(program).unwrap();
         remit_rt::image::work_weight(&remit_rt::image::Image::new(&bytes).unwrap(), u64::MAX)
     };
     // The most rules of 30 strings under the limit.
@@ -223,14 +223,14 @@ fn the_heaviest_unmetered_policy_at_the_input_limit() {
         rules += 1;
     }
     let (program, request) = heavy(rules, set);
-    let module = remit::wasm::link(&program).unwrap();
-    let runtime = remit::runtime::Runtime::new().unwrap();
+    let module = remit_lang::wasm::link(&program).unwrap();
+    let runtime = remit_host::Runtime::new().unwrap();
     let loaded = std::sync::Arc::new(runtime.load(&module).unwrap());
     assert!(!loaded.metered(), "weight {} runs unmetered", weight(&program));
-    let limits = remit::runtime::Limits { fuel: u64::MAX / 4, meter_bounded: true, ..Default::default() };
-    let metering = remit::runtime::Runtime::with_limits(limits).unwrap();
+    let limits = remit_host::Limits { fuel: u64::MAX / 4, meter_bounded: true, ..Default::default() };
+    let metering = remit_host::Runtime::with_limits(limits).unwrap();
     let mut metered = std::sync::Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
-    let expected = remit::eval::decide(&program, &request).to_json().into_bytes();
+    let expected = remit_lang::eval::decide(&program, &request).to_json().into_bytes();
     assert_eq!(metered.decide(&request), expected);
     let fuel = metered.fuel_used();
     let mut loaded = loaded.evaluator().unwrap();
@@ -244,5 +244,5 @@ fn the_heaviest_unmetered_policy_at_the_input_limit() {
     );
     // One rule more is over the limit: metered.
     let (heavier, _) = heavy(rules + 1, set);
-    assert!(runtime.load(&remit::wasm::link(&heavier).unwrap()).unwrap().metered());
+    assert!(runtime.load(&remit_lang::wasm::link(&heavier).unwrap()).unwrap().metered());
 }

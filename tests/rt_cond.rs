@@ -1,5 +1,5 @@
 //! Conditions in the runtime crate (crates/remit-rt/src/cond.rs, over the policy image and the request's tape)
-//! against the interpreter (src/eval/cond.rs), rule by rule: `remit::eval::trace` gives the value of every rule of the
+//! against the interpreter (crates/remit-lang/src/eval/cond.rs), rule by rule: `remit_lang::eval::trace` gives the value of every rule of the
 //! chain that covers the called tool, and the runtime evaluates the same rules, found as a decision finds them (the
 //! tool's rule lists per mandate of the chain). On the corpus's requests, on mutated requests
 //! (`tests/support/mutate.rs`), and on requests whose arguments and context attributes are set to values made from
@@ -9,15 +9,15 @@
 //! The listing's `possible` (the interpreter's is crate-private) is tested by the property it must have: the
 //! outcomes it allows for a listing request include the outcome of every call with that subject and context, and are
 //! exactly that outcome when the condition reads no per-call value. And the value parsers against
-//! `remit::value`'s on generated strings (proptest).
+//! `remit_lang::value`'s on generated strings (proptest).
 
 mod support;
 
 use proptest::prelude::*;
-use remit::check::{check_with, Options};
-use remit::ir::{Atom, Attr, Cond, Program, RuleKind, Target, Test, Type, Value};
-use remit::syntax::ast::CompareOp;
-use remit::value::{format_instant, Decimal, Money, NANOS_PER_SECOND};
+use remit_lang::check::{check_with, Options};
+use remit_lang::ir::{Atom, Attr, Cond, Program, RuleKind, Target, Test, Type, Value};
+use remit_lang::syntax::ast::CompareOp;
+use remit_lang::value::{format_instant, Decimal, Money, NANOS_PER_SECOND};
 use remit_rt::cond::{self, Env, Possible, Truth};
 use remit_rt::image::{self, Image, Rule, RuleList};
 use remit_rt::json::Doc;
@@ -116,7 +116,7 @@ impl Tally {
 /// Compares the runtime with the interpreter on one request.
 fn same(unit: &str, program: &Program, image: &Image<'_>, bytes: &[u8], tally: &mut Tally) {
     let expected: Vec<(&'static str, Option<bool>)> =
-        remit::eval::trace(program, bytes).iter().map(|t| (t.kind, t.result)).collect();
+        remit_lang::eval::trace(program, bytes).iter().map(|t| (t.kind, t.result)).collect();
     let got = rt_trace(image, bytes);
     assert_eq!(got, expected, "{unit}: {}", String::from_utf8_lossy(bytes));
     tally.add(&got);
@@ -135,7 +135,7 @@ fn units() -> Vec<support::Unit> {
     files.sort();
     for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
-        let mut sources = remit::stdlib::sources();
+        let mut sources = remit_lang::stdlib::sources();
         sources.add(file.clone(), std::fs::read_to_string(path).unwrap());
         let checked = check_with(sources, Options { narrowing: false });
         let program = checked.program.unwrap_or_else(|| panic!("{file} does not check: {:#?}", checked.diagnostics));
@@ -457,8 +457,8 @@ const ODD: &[&str] = &[
 
 /// The atoms of each rule of the program (rules without atoms left out): a test picks a rule, then one of its
 /// atoms, so that an `or` of thousands of atoms does not drown the other rules.
-fn atoms(program: &Program) -> Vec<Vec<remit::ir::Atom>> {
-    fn walk(cond: &Cond, out: &mut Vec<remit::ir::Atom>) {
+fn atoms(program: &Program) -> Vec<Vec<remit_lang::ir::Atom>> {
+    fn walk(cond: &Cond, out: &mut Vec<remit_lang::ir::Atom>) {
         match cond {
             Cond::Atom(a) => out.push(a.clone()),
             Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| walk(c, out)),
@@ -479,7 +479,7 @@ fn atoms(program: &Program) -> Vec<Vec<remit::ir::Atom>> {
 }
 
 /// JSON texts for an atom's attribute.
-fn candidates(atom: &remit::ir::Atom, program: &Program) -> Vec<String> {
+fn candidates(atom: &remit_lang::ir::Atom, program: &Program) -> Vec<String> {
     let mut out = Vec::new();
     let operands: Vec<&Value> = match &atom.test {
         Test::Compare(_, v) | Test::Contains(v) | Test::NotContains(v) => vec![v],
@@ -542,7 +542,7 @@ fn with_value(base: &Json, path: &[&str], value: &str, escape_key: bool) -> Vec<
 fn the_corpus_requests_evaluate_as_in_the_interpreter() {
     let mut tally = Tally::default();
     for unit in units() {
-        let bytes = remit::wasm::image::write(&unit.program).unwrap();
+        let bytes = remit_lang::wasm::image::write(&unit.program).unwrap();
         let image = Image::new(&bytes).unwrap();
         for request in &unit.requests {
             same(&unit.name, &unit.program, &image, request, &mut tally);
@@ -555,7 +555,7 @@ fn the_corpus_requests_evaluate_as_in_the_interpreter() {
 #[test]
 fn mutated_requests_evaluate_as_in_the_interpreter() {
     let corpus = units();
-    let images: Vec<Vec<u8>> = corpus.iter().map(|u| remit::wasm::image::write(&u.program).unwrap()).collect();
+    let images: Vec<Vec<u8>> = corpus.iter().map(|u| remit_lang::wasm::image::write(&u.program).unwrap()).collect();
     let mut rng = Rng(0x00c0_7d17_1095_0001);
     let mut tally = Tally::default();
     for round in 0..rounds() {
@@ -585,7 +585,7 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
     let mut listed = Listed::default();
     let per_unit = (rounds() * 4 / corpus.len()).max(40);
     for unit in &corpus {
-        let bytes = remit::wasm::image::write(&unit.program).unwrap();
+        let bytes = remit_lang::wasm::image::write(&unit.program).unwrap();
         let image = Image::new(&bytes).unwrap();
         let program = &unit.program;
         let atoms = atoms(program);
@@ -700,7 +700,7 @@ struct Listed {
 /// `possible` on the listing `listing` includes the interpreter's value of every rule for the call `call` (the
 /// same subject and context); exactly that value when the condition reads nothing per call.
 fn possible_covers(unit: &str, program: &Program, image: &Image<'_>, listing: &[u8], call: &[u8], n: &mut Listed) {
-    let trace = remit::eval::trace(program, call);
+    let trace = remit_lang::eval::trace(program, call);
     if trace.is_empty() {
         return;
     }
@@ -744,7 +744,7 @@ fn possible_outcomes_include_every_call_with_that_subject_and_context() {
     let mut rng = Rng(0x00c0_7d17_1095_0003);
     let mut n = Listed::default();
     for unit in &corpus {
-        let bytes = remit::wasm::image::write(&unit.program).unwrap();
+        let bytes = remit_lang::wasm::image::write(&unit.program).unwrap();
         let image = Image::new(&bytes).unwrap();
         let mut calls: Vec<Vec<u8>> = unit.requests.clone();
         // Mutated calls too (their arguments and context above all), a few per unit.
@@ -756,7 +756,7 @@ fn possible_outcomes_include_every_call_with_that_subject_and_context() {
         }
         for call in &calls {
             let Ok(json) = serde_json::from_slice::<Json>(call) else { continue };
-            if remit::eval::trace(&unit.program, call).is_empty() {
+            if remit_lang::eval::trace(&unit.program, call).is_empty() {
                 continue;
             }
             for unknown_resource in [false, true] {
@@ -795,7 +795,7 @@ fn request_refused(listing: &[u8]) -> bool {
 }
 
 // -------------------------------------------------------------------------------------------------------------------
-// The value parsers against `remit::value`'s.
+// The value parsers against `remit_lang::value`'s.
 
 /// Text of the characters decimals, money and durations are made of, and a few others.
 fn texty() -> impl Strategy<Value = String> {
@@ -836,12 +836,12 @@ proptest! {
 
     #[test]
     fn timestamps_parse_as_in_the_interpreter(text in prop_oneof![texty(), timestampish()]) {
-        prop_assert_eq!(remit_rt::value::parse_timestamp(text.as_bytes()), remit::value::parse_instant(&text));
+        prop_assert_eq!(remit_rt::value::parse_timestamp(text.as_bytes()), remit_lang::value::parse_instant(&text));
     }
 
     #[test]
     fn durations_parse_as_in_the_interpreter(text in prop_oneof![texty(), durationish()]) {
-        prop_assert_eq!(remit_rt::value::parse_duration(text.as_bytes()), remit::value::parse_duration(&text));
+        prop_assert_eq!(remit_rt::value::parse_duration(text.as_bytes()), remit_lang::value::parse_duration(&text));
     }
 
     #[test]
@@ -856,7 +856,7 @@ proptest! {
     }
 }
 
-/// `src/eval/cond.rs`'s `unsafe_path` (crate-private there), word for word: the oracle of the runtime's byte-wise
+/// `crates/remit-lang/src/eval/cond.rs`'s `unsafe_path` (crate-private there), word for word: the oracle of the runtime's byte-wise
 /// reading.
 fn unsafe_path(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();

@@ -4,7 +4,7 @@
 
 mod support;
 
-use remit::runtime::native::Native;
+use remit_lang::native::Native;
 
 #[test]
 fn native_decisions_equal_the_interpreter() {
@@ -17,7 +17,7 @@ fn native_decisions_equal_the_interpreter() {
             inputs.extend(support::garbage(first));
         }
         for request in &inputs {
-            let expected = remit::eval::decide(&unit.program, request).to_json();
+            let expected = remit_lang::eval::decide(&unit.program, request).to_json();
             let got = native.decide(request);
             compared += 1;
             if got != expected.as_bytes() {
@@ -28,7 +28,7 @@ fn native_decisions_equal_the_interpreter() {
                     String::from_utf8_lossy(&got)
                 ));
             }
-            let expected = remit::eval::visible_tools(&unit.program, request).to_json();
+            let expected = remit_lang::eval::visible_tools(&unit.program, request).to_json();
             let got = native.visible_tools(request);
             if got != expected.as_bytes() {
                 failures.push(format!(
@@ -44,16 +44,16 @@ fn native_decisions_equal_the_interpreter() {
     assert!(failures.is_empty(), "{} of {compared} requests differ; first:\n{shown:#?}", failures.len());
 }
 
-/// The linked module (the runtime artifact + the image, `remit::wasm::link`) in wasmtime writes exactly what the
+/// The linked module (the runtime artifact + the image, `remit_lang::wasm::link`) in wasmtime writes exactly what the
 /// runtime writes natively: the same source code compiled twice.
 #[test]
 fn linked_modules_equal_the_native_engine() {
-    let runtime = remit::runtime::Runtime::new().unwrap();
+    let runtime = remit_host::Runtime::new().unwrap();
     let mut failures = Vec::new();
     let mut compared = 0;
     for unit in support::corpus() {
         let mut native = Native::new(&unit.program).unwrap();
-        let wasm = remit::wasm::link(&unit.program).unwrap();
+        let wasm = remit_lang::wasm::link(&unit.program).unwrap();
         let compiled = std::sync::Arc::new(runtime.load(&wasm).unwrap());
         let mut module = compiled.evaluator().unwrap();
         let mut inputs = unit.requests.clone();
@@ -87,7 +87,7 @@ fn linked_modules_equal_the_native_engine() {
     assert!(failures.is_empty(), "{} of {compared} requests differ; first:\n{shown:#?}", failures.len());
 }
 
-/// The decision module on the examples' requests: as `remit::runtime` loads it (no fuel: its work bound), metered
+/// The decision module on the examples' requests: as `remit_host` loads it (no fuel: its work bound), metered
 /// by fuel, and as bare ABI calls, interleaved rounds, per-call medians. A timing benchmark, not a test:
 /// `cargo test --release --test rt_decide -- --ignored --nocapture decide_speed`. With `REMIT_RT_ARTIFACT` the
 /// module is not the committed runtime's, so "as loaded" is metered too: compare builds on the other columns.
@@ -97,9 +97,9 @@ fn decide_speed() {
     use std::time::Instant;
     let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let engine = wasmtime::Engine::default();
-    let runtime = remit::runtime::Runtime::new().unwrap();
-    let metering = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
-    let metering = remit::runtime::Runtime::with_limits(metering).unwrap();
+    let runtime = remit_host::Runtime::new().unwrap();
+    let metering = remit_host::Limits { meter_bounded: true, ..Default::default() };
+    let metering = remit_host::Runtime::with_limits(metering).unwrap();
     // `REMIT_RT_BASELINE=OTHER.wasm`: another build of the runtime, linked with the same images and called bare
     // like the last column, interleaved with it: a build against another, side by side in one process.
     let baseline = std::env::var("REMIT_RT_BASELINE").ok().map(|path| std::fs::read(path).unwrap());
@@ -118,8 +118,8 @@ fn decide_speed() {
         let mut loaded = loaded.evaluator().unwrap();
         let mut fuel = std::sync::Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
         let mut base = baseline.as_ref().map(|artifact| {
-            let image = remit::wasm::image::write(program).unwrap();
-            support::wasm::Wasm::new(&engine, &remit::wasm::link::link_image(artifact, &image, None).unwrap())
+            let image = remit_lang::wasm::image::write(program).unwrap();
+            support::wasm::Wasm::new(&engine, &remit_module::link_image(artifact, &image, None).unwrap())
         });
         let mut requests = support::examples::requests(&support::examples::dir(name));
         // `REMIT_SPEED_COMPACT=1`: each request without its layout, as the gateway writes requests (serde_json,
@@ -202,10 +202,10 @@ fn decide_speed_mixed() {
     println!("|---|---|---|---|---|");
     for name in ["wallet", "bank-disputes", "club", "web-publication"] {
         let program = &support::examples::program(name);
-        let image = remit::wasm::image::write(program).unwrap();
+        let image = remit_lang::wasm::image::write(program).unwrap();
         let mut modules = [
             support::wasm::Wasm::new(&engine, &linked(program)),
-            support::wasm::Wasm::new(&engine, &remit::wasm::link::link_image(&baseline, &image, None).unwrap()),
+            support::wasm::Wasm::new(&engine, &remit_module::link_image(&baseline, &image, None).unwrap()),
         ];
         let requests = support::examples::requests(&support::examples::dir(name));
         let mut samples = vec![[Vec::new(), Vec::new()]; requests.len()];
@@ -255,7 +255,7 @@ fn floor_speed() {
     use wasmtime::{Instance, Module, Store, TypedFunc};
     let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     let engine = wasmtime::Engine::default();
-    let artifact = other_artifact().unwrap_or_else(|| remit::wasm::link::RUNTIME.to_vec());
+    let artifact = other_artifact().unwrap_or_else(|| remit_module::RUNTIME.to_vec());
     let mut store = Store::new(&engine, ());
     let instance = Instance::new(&mut store, &Module::new(&engine, &artifact).unwrap(), &[]).unwrap();
     let memory = instance.get_memory(&mut store, "memory").unwrap();
@@ -347,7 +347,7 @@ fn native_loop() {
 /// The profiling loops' policy and requests: the example `REMIT_LOOP_EXAMPLE` (wallet by default), all its requests
 /// or only the one numbered `REMIT_LOOP_REQUEST` (from 1, as `fuel_per_decision` numbers them), or the request in the
 /// file `REMIT_LOOP_FILE`.
-fn loop_requests() -> (remit::ir::Program, Vec<Vec<u8>>) {
+fn loop_requests() -> (remit_lang::ir::Program, Vec<Vec<u8>>) {
     let name = std::env::var("REMIT_LOOP_EXAMPLE").unwrap_or_else(|_| "wallet".into());
     let mut requests = support::examples::requests(&support::examples::dir(&name));
     if let Some(n) = std::env::var("REMIT_LOOP_REQUEST").ok().and_then(|v| v.parse::<usize>().ok()) {
@@ -361,13 +361,13 @@ fn loop_requests() -> (remit::ir::Program, Vec<Vec<u8>>) {
 
 /// The decision module of `program`: linked with the committed runtime, or with the artifact at `REMIT_RT_ARTIFACT` (so that
 /// the measurements below compare another build of the runtime without rebuilding the tests).
-fn linked(program: &remit::ir::Program) -> Vec<u8> {
+fn linked(program: &remit_lang::ir::Program) -> Vec<u8> {
     match other_artifact() {
         Some(artifact) => {
-            let image = remit::wasm::image::write(program).unwrap();
-            remit::wasm::link::link_image(&artifact, &image, None).unwrap()
+            let image = remit_lang::wasm::image::write(program).unwrap();
+            remit_module::link_image(&artifact, &image, None).unwrap()
         }
-        None => remit::wasm::link(program).unwrap(),
+        None => remit_lang::wasm::link(program).unwrap(),
     }
 }
 
@@ -384,8 +384,8 @@ fn other_artifact() -> Option<Vec<u8>> {
 fn module_loop() {
     let artifact = other_artifact().expect("REMIT_RT_ARTIFACT=an unstripped build of the runtime");
     let (program, requests) = loop_requests();
-    let image = remit::wasm::image::write(&program).unwrap();
-    let module = remit::wasm::link::link_image(&artifact, &image, None).unwrap();
+    let image = remit_lang::wasm::image::write(&program).unwrap();
+    let module = remit_module::link_image(&artifact, &image, None).unwrap();
     if let Ok(path) = std::env::var("REMIT_LOOP_DUMP") {
         std::fs::write(path, &module).unwrap();
     }
@@ -410,9 +410,9 @@ fn module_loop() {
 fn scale_speed() {
     use std::fmt::Write;
     use std::time::Instant;
-    let runtime = remit::runtime::Runtime::new().unwrap();
-    let metering = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
-    let metering = remit::runtime::Runtime::with_limits(metering).unwrap();
+    let runtime = remit_host::Runtime::new().unwrap();
+    let metering = remit_host::Limits { meter_bounded: true, ..Default::default() };
+    let metering = remit_host::Runtime::with_limits(metering).unwrap();
     let request = br#"{"subject":{"id":"agent:a"},"action":{"name":"t0","arguments":{"x":"v0"}},"resource":{"id":"r"},"context":{"mandate":"scale","now":"2026-12-01T00:00:00Z"}}"#;
     println!("| grants | as loaded (no fuel) | with fuel |");
     println!("|---|---|---|");
@@ -431,7 +431,7 @@ fn scale_speed() {
         let module = linked(&program);
         let mut loaded = std::sync::Arc::new(runtime.load(&module).unwrap()).evaluator().unwrap();
         let mut fuel = std::sync::Arc::new(metering.load(&module).unwrap()).evaluator().unwrap();
-        assert_eq!(loaded.decide(request), remit::eval::decide(&program, request).to_json().into_bytes());
+        assert_eq!(loaded.decide(request), remit_lang::eval::decide(&program, request).to_json().into_bytes());
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for _ in 0..300 {
             for (engine, samples) in [(&mut loaded, &mut a), (&mut fuel, &mut b)] {
@@ -466,11 +466,11 @@ fn mutated_requests_decide_as_the_interpreter_decides() {
         }
         let text = value.to_string();
         let request = if rng.below(4) == 0 { damage(&mut rng, &text) } else { text.into_bytes() };
-        let decision = remit::eval::decide(&unit.program, &request);
+        let decision = remit_lang::eval::decide(&unit.program, &request);
         *outcomes.entry(decision.outcome.as_str()).or_insert(0) += 1;
         let shown = || format!("{}: {}", unit.name, String::from_utf8_lossy(&request));
         assert_eq!(String::from_utf8_lossy(&engines[index].decide(&request)), decision.to_json(), "{}", shown());
-        let listing = remit::eval::visible_tools(&unit.program, &request).to_json();
+        let listing = remit_lang::eval::visible_tools(&unit.program, &request).to_json();
         assert_eq!(String::from_utf8_lossy(&engines[index].visible_tools(&request)), listing, "{}", shown());
     }
     eprintln!("{rounds} mutated requests: {outcomes:?}");
@@ -482,8 +482,8 @@ fn mutated_requests_decide_as_the_interpreter_decides() {
 #[test]
 #[ignore]
 fn fuel_per_decision() {
-    let limits = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
-    let runtime = remit::runtime::Runtime::with_limits(limits).unwrap();
+    let limits = remit_host::Limits { meter_bounded: true, ..Default::default() };
+    let runtime = remit_host::Runtime::with_limits(limits).unwrap();
     let mut total = 0u64;
     println!("| request | fuel |");
     println!("|---|---|");

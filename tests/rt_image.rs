@@ -1,4 +1,4 @@
-//! The policy image (crates/remit-rt/src/image.rs, written by src/wasm/image.rs): every example's and semantics
+//! The policy image (crates/remit-rt/src/image.rs, written by crates/remit-lang/src/wasm/image.rs): every example's and semantics
 //! folder's image is read back by the runtime crate's reader, and what it holds is what the program says.
 
 mod support;
@@ -7,10 +7,10 @@ use remit_rt::image::{Image, Mandate, Tool, MAX_DECIDING};
 
 #[test]
 fn every_image_reads_back_as_its_program() {
-    assert_eq!(MAX_DECIDING, remit::check::limits::MAX_RULES_PER_TOOL);
+    assert_eq!(MAX_DECIDING, remit_lang::check::limits::MAX_RULES_PER_TOOL);
     for unit in support::corpus() {
         let program = &unit.program;
-        let bytes = remit::wasm::image::write(program).unwrap();
+        let bytes = remit_lang::wasm::image::write(program).unwrap();
         let image = Image::new(&bytes).unwrap_or_else(|| panic!("{}: no image header", unit.name));
         let h = image.header;
         assert_eq!(h.image_len as usize, bytes.len());

@@ -1,8 +1,8 @@
 //! The runtime crate (crates/remit-rt) compiled natively, against the definitions it must reproduce:
-//! - `json::parse` accepts and rejects exactly what `remit::json::validate` does, with the same error kind, on
+//! - `json::parse` accepts and rejects exactly what `remit_lang::json::validate` does, with the same error kind, on
 //!   generated documents and their mutations (truncations, flipped, inserted and deleted bytes), on random bytes,
 //!   and on objects past the small-object limit (there the kind may differ only as json.rs says);
-//! - `digest::argument_digest` equals `remit::eval::argument_digest` on every accepted document;
+//! - `digest::argument_digest` equals `remit_lang::eval::argument_digest` on every accepted document;
 //! - `sha256` equals the sha2 crate's; the output writer never writes past its buffer and reports overflow.
 //!
 //! The artifact compiled from the same crate is held to the native one in tests/runtime_artifact.rs.
@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 
 #[test]
 fn the_input_limit_is_the_abi_s() {
-    assert_eq!(remit_rt::MAX_INPUT, remit::json::MAX_INPUT);
-    assert_eq!(remit_rt::json::MAX_DEPTH, remit::json::MAX_DEPTH);
+    assert_eq!(remit_rt::MAX_INPUT, remit_lang::json::MAX_INPUT);
+    assert_eq!(remit_rt::json::MAX_DEPTH, remit_lang::json::MAX_DEPTH);
 }
 
 fn native(bytes: &[u8]) -> Result<(), JsonError> {
@@ -26,11 +26,11 @@ fn native(bytes: &[u8]) -> Result<(), JsonError> {
 }
 
 fn reference(bytes: &[u8]) -> Result<(), JsonError> {
-    remit::json::validate(bytes).map_err(|e| match e {
-        remit::json::JsonError::Syntax => JsonError::Syntax,
-        remit::json::JsonError::Depth => JsonError::Depth,
-        remit::json::JsonError::Duplicate => JsonError::Duplicate,
-        remit::json::JsonError::TooLarge => JsonError::TooLarge,
+    remit_lang::json::validate(bytes).map_err(|e| match e {
+        remit_lang::json::JsonError::Syntax => JsonError::Syntax,
+        remit_lang::json::JsonError::Depth => JsonError::Depth,
+        remit_lang::json::JsonError::Duplicate => JsonError::Duplicate,
+        remit_lang::json::JsonError::TooLarge => JsonError::TooLarge,
     })
 }
 
@@ -53,9 +53,9 @@ fn agree(bytes: &[u8], exact: bool) -> Result<(), TestCaseError> {
         prop_assert_eq!(mine.is_ok(), theirs.is_ok(), "{}", shown);
     }
     if mine.is_ok() {
-        let value = remit::json::parse(bytes).unwrap();
+        let value = remit_lang::json::parse(bytes).unwrap();
         for tool in ["pay", "é\"\n"] {
-            prop_assert_eq!(native_digest(bytes, tool), remit::eval::argument_digest(tool, &value), "{}", shown);
+            prop_assert_eq!(native_digest(bytes, tool), remit_lang::eval::argument_digest(tool, &value), "{}", shown);
         }
     }
     Ok(())
@@ -271,7 +271,7 @@ fn corpus_requests_and_the_limit() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Reading requests (crates/remit-rt/src/request.rs, the twin of src/eval/request.rs).
+// Reading requests (crates/remit-rt/src/request.rs, the twin of crates/remit-lang/src/eval/request.rs).
 
 use remit_rt::json::Doc;
 use remit_rt::request::Need;
@@ -340,11 +340,11 @@ fn rt_read(bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
 
 /// The interpreter's verdict on `bytes` (its `request.*` reasons: for a decision all of them, for a listing the
 /// first, which is all it shows), and otherwise the fields as docs/requests.md defines them, read with serde_json.
-fn reference_read(program: &remit::ir::Program, bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
+fn reference_read(program: &remit_lang::ir::Program, bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
     let codes: Vec<String> = match need {
-        Need::Call => remit::eval::decide(program, bytes).reasons,
+        Need::Call => remit_lang::eval::decide(program, bytes).reasons,
         Need::Listing => {
-            remit::eval::visible_tools(program, bytes).hidden.into_iter().map(|h| h.reason).take(1).collect()
+            remit_lang::eval::visible_tools(program, bytes).hidden.into_iter().map(|h| h.reason).take(1).collect()
         }
     };
     // The reading's own codes (a decision has others, like `request.undeclared-argument`, from later steps).
@@ -368,7 +368,7 @@ fn reference_read(program: &remit::ir::Program, bytes: &[u8], need: Need) -> Res
             .then(|| (string(&["action", "name"]).unwrap(), at(&["action", "arguments"]).cloned())),
         resource_id: string(&["resource", "id"]).filter(|s| !blank(s)),
         mandate: string(&["context", "mandate"]).unwrap(),
-        now: remit::value::parse_instant(&string(&["context", "now"]).unwrap()).unwrap(),
+        now: remit_lang::value::parse_instant(&string(&["context", "now"]).unwrap()).unwrap(),
         operation_id: string(&["context", "operation_id"]).filter(|s| !blank(s)),
         attempt: at(&["context", "attempt"]).map(|n| {
             let n = n.as_number().unwrap();
@@ -396,8 +396,8 @@ fn usable_approvals(items: &[Value]) -> Vec<Value> {
         string("id").is_some_and(|id| !id.chars().all(char::is_whitespace))
             && string("kind").is_some()
             && string("mandate").is_some()
-            && string("issued_at").and_then(remit::value::parse_instant).is_some()
-            && string("expires_at").and_then(remit::value::parse_instant).is_some()
+            && string("issued_at").and_then(remit_lang::value::parse_instant).is_some()
+            && string("expires_at").and_then(remit_lang::value::parse_instant).is_some()
             && ["tool", "target", "digest", "manifest"].into_iter().all(optional)
             && map.get("consumed").is_none_or(Value::is_boolean)
     };
@@ -416,7 +416,7 @@ fn usable_approvals(items: &[Value]) -> Vec<Value> {
 }
 
 /// Holds the runtime crate's reading of `bytes` to the interpreter's, for a decision and for a listing.
-fn same_reading(program: &remit::ir::Program, bytes: &[u8]) {
+fn same_reading(program: &remit_lang::ir::Program, bytes: &[u8]) {
     for need in [Need::Call, Need::Listing] {
         let mine = rt_read(bytes, need);
         let mine_shown = match (&mine, need) {

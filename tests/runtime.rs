@@ -1,4 +1,4 @@
-//! The host runtime (`remit::runtime`), `remit build` / `remit eval policy.wasm`, and the cross-runtime proof:
+//! The host runtime (`remit_host`), `remit build` / `remit eval policy.wasm`, and the cross-runtime proof:
 //! every example request decided by the module in Node's built-in WebAssembly and in wasmtime, byte-identical to
 //! the reference interpreter.
 //!
@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use remit::check::check;
-use remit::json::MAX_INPUT;
-use remit::runtime::{Compiled, Limits, PolicyHandle, Runtime, REASON_FUEL, REASON_TRAP};
+use remit_host::{Compiled, Limits, PolicyHandle, Runtime, REASON_FUEL, REASON_TRAP};
+use remit_lang::check::check;
+use remit_lang::json::MAX_INPUT;
 use support::examples::{self, EXAMPLES};
 use support::stub::{deny, info, raw_module, stub, Listing, STUB_OVERSIZE, STUB_VISIBLE};
 
@@ -165,8 +165,8 @@ fn module_v2_runs_unmetered_and_only_module_v2() {
     let runtime = Runtime::new().unwrap();
     let program = support::examples::program("wallet");
     let request = &support::examples::requests(&support::examples::dir("wallet"))[0];
-    let module = remit::wasm::link(&program).unwrap();
-    let expected = remit::eval::decide(&program, request).to_json().into_bytes();
+    let module = remit_lang::wasm::link(&program).unwrap();
+    let expected = remit_lang::eval::decide(&program, request).to_json().into_bytes();
     for bytes in [module.clone(), runtime.precompile(&module).unwrap()] {
         let compiled = Arc::new(runtime.load(&bytes).unwrap());
         assert!(!compiled.metered());
@@ -178,11 +178,11 @@ fn module_v2_runs_unmetered_and_only_module_v2() {
     // makes it an ordinary module; another image is still module v2.
     let mut changed = module.clone();
     changed[module.len() / 3] ^= 0x40;
-    assert!(!remit::wasm::link::is_linked_runtime(&changed));
-    assert!(remit::wasm::link::is_linked_runtime(&module));
-    let other_image = remit::wasm::link(&support::examples::program("club")).unwrap();
-    assert!(remit::wasm::link::is_linked_runtime(&other_image));
-    assert!(!remit::wasm::link::is_linked_runtime(&stub_a()));
+    assert!(!remit_module::is_linked_runtime(&changed));
+    assert!(remit_module::is_linked_runtime(&module));
+    let other_image = remit_lang::wasm::link(&support::examples::program("club")).unwrap();
+    assert!(remit_module::is_linked_runtime(&other_image));
+    assert!(!remit_module::is_linked_runtime(&stub_a()));
     assert!(runtime.load(&stub_a()).unwrap().metered());
     // Metering it on request.
     let metering = Runtime::with_limits(Limits { meter_bounded: true, ..Limits::default() }).unwrap();
@@ -349,7 +349,7 @@ fn remit_eval_of_sources_runs_the_runtime_natively_or_the_interpreter_with_the_s
         let interpreter = remit(&["eval", policy, "--request", request_arg, "--engine", "interpreter"]);
         assert!(native.status.success() && interpreter.status.success());
         assert_eq!(String::from_utf8_lossy(&native.stdout), String::from_utf8_lossy(&interpreter.stdout));
-        let expected = remit::eval::decide(&examples::program("wallet"), &std::fs::read(&request).unwrap());
+        let expected = remit_lang::eval::decide(&examples::program("wallet"), &std::fs::read(&request).unwrap());
         assert_eq!(native.stdout, format!("{}\n", expected.to_json()).into_bytes());
     }
 }
@@ -456,7 +456,7 @@ fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
     let mut checked = 0;
     for name in EXAMPLES {
         let program = examples::program(name);
-        let wasm = remit::wasm::compile(&program).expect("the example compiles");
+        let wasm = remit_lang::wasm::compile(&program).expect("the example compiles");
         // Only WebAssembly 2.0 features, so every runtime of the last years runs it.
         wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::WASM2)
             .validate_all(&wasm)
@@ -482,7 +482,7 @@ fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
                 assert_eq!(value["reasons"], serde_json::json!(["request.oversize"]), "{name}");
                 assert!(is_deny(&from_wasmtime));
             }
-            let expected = remit::eval::decide(&program, request).to_json();
+            let expected = remit_lang::eval::decide(&program, request).to_json();
             assert_eq!(
                 String::from_utf8_lossy(&from_wasmtime),
                 expected,
@@ -499,7 +499,7 @@ fn every_example_request_decides_alike_in_node_wasmtime_and_the_interpreter() {
         subjects.extend(garbage[..garbage.len() - 1].iter().cloned());
         let from_node = node_decide(&dir, &wasm, &subjects, true);
         for (request, node) in subjects.iter().zip(&from_node) {
-            let expected = remit::eval::visible_tools(&program, request).to_json();
+            let expected = remit_lang::eval::visible_tools(&program, request).to_json();
             assert_eq!(String::from_utf8_lossy(&evaluator.visible_tools(request)), expected, "{name}");
             assert_eq!(String::from_utf8_lossy(node), expected, "{name}");
         }
@@ -534,11 +534,11 @@ fn large_escalations_come_out_whole_or_as_an_oversize_deny_in_every_host() {
         for k in 0..kinds {
             text.push_str(&format!("approval k{k} {{\n  binds target, manifest\n  ttl 1h\n}}\n"));
         }
-        let mut sources = remit::stdlib::sources();
+        let mut sources = remit_lang::stdlib::sources();
         sources.add("gates.remit", text);
         let program = check(sources).program.expect("the policy checks");
-        let wasm = remit::wasm::compile(&program).expect("compiles");
-        let expected = remit::eval::decide(&program, &request).to_json();
+        let wasm = remit_lang::wasm::compile(&program).expect("compiles");
+        let expected = remit_lang::eval::decide(&program, &request).to_json();
         let value: serde_json::Value = serde_json::from_str(&expected).expect("valid JSON");
         assert_eq!(value["decision"], outcome);
         let from_wasmtime = load(&runtime, &wasm).evaluator().unwrap().decide(&request);
@@ -557,14 +557,14 @@ fn large_escalations_come_out_whole_or_as_an_oversize_deny_in_every_host() {
 /// contradicting copies of the chosen id only, not of every satisfying approval.
 #[test]
 fn many_presented_approvals_decide_within_the_default_fuel() {
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     sources.add(
         "gate.remit",
         "tool put(doc: string) {\n  side effects\n}\nmandate m for \"user:p\" {\n  holder \"agent:a\"\n  allow put\n  \
          require approval legal for put\n}\n",
     );
     let program = check(sources).program.expect("the policy checks");
-    let wasm = remit::wasm::compile(&program).expect("compiles");
+    let wasm = remit_lang::wasm::compile(&program).expect("compiles");
     let mut evaluator = load(&runtime(), &wasm).evaluator().unwrap();
     for same in [true, false] {
         let approvals: Vec<serde_json::Value> = (0..1_500)
@@ -584,7 +584,7 @@ fn many_presented_approvals_decide_within_the_default_fuel() {
         .to_string()
         .into_bytes();
         assert!(request.len() <= MAX_INPUT);
-        let expected = remit::eval::decide(&program, &request).to_json();
+        let expected = remit_lang::eval::decide(&program, &request).to_json();
         assert!(expected.starts_with(r#"{"decision":"allow""#), "{expected}");
         assert_eq!(String::from_utf8_lossy(&evaluator.decide(&request)), expected, "same ids: {same}");
     }

@@ -1,11 +1,11 @@
-//! The committed runtime artifact, src/wasm/runtime.wasm (crates/remit-rt built by scripts/build-runtime.sh):
+//! The committed runtime artifact, crates/remit-module/runtime.wasm (crates/remit-rt built by scripts/build-runtime.sh):
 //! - it was built from the sources in this tree (the hash in its custom section `remit.runtime.sources`), and
 //!   rebuilding it with Debian's rustc gives the same bytes (scripts/test-deps.sh installs that toolchain);
 //! - it imports nothing, its memory never grows (min = max), it exports what crates/remit-rt/src/wasm.rs says (the
 //!   entry points of docs/abi.md, which tests/link.rs runs linked with each policy's image, and the test exports
 //!   `rt_*`); a build with a panic path left in is refused;
 //! - in wasmtime and in Node it agrees with the crate compiled natively, and with the interpreter's JSON rule
-//!   (`remit::json::validate`) and argument digest (`remit::eval::argument_digest`), on the whole decision corpus,
+//!   (`remit_lang::json::validate`) and argument digest (`remit_lang::eval::argument_digest`), on the whole decision corpus,
 //!   the garbage inputs, and the corpus requests with every element duplicated.
 
 mod support;
@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use remit::json::MAX_INPUT;
+use remit_lang::json::MAX_INPUT;
 use remit_rt::json::{JsonError, TAPE_LEN, WINDOW};
 use remit_rt::request::{Need, RequestError};
 use sha2::{Digest, Sha256};
@@ -23,7 +23,7 @@ use support::{corpus, frames, garbage, root, run, temp_dir, unframe};
 use wasmparser::{Parser, Payload, TypeRef};
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
-const ARTIFACT: &str = "src/wasm/runtime.wasm";
+const ARTIFACT: &str = "crates/remit-module/runtime.wasm";
 const SECTION: &str = "remit.runtime.sources";
 const RUSTC: &str = "/usr/bin/rustc";
 const WASM32_STD: &str = "/usr/lib/rustlib/wasm32-unknown-unknown/lib";
@@ -124,7 +124,7 @@ fn the_artifact_imports_nothing_and_never_grows() {
     // The memory holds the input, a tape for the largest input, the key buffer and the output.
     let needed = WINDOW + MAX_INPUT + TAPE_LEN * (16 + 4);
     assert!(min as usize * 65536 >= needed, "{min} pages");
-    // Past `__heap_base` (where a decision module's image goes, src/wasm/link.rs), the bare artifact has room for
+    // Past `__heap_base` (where a decision module's image goes, crates/remit-module/src/link.rs), the bare artifact has room for
     // the test exports' output: as much as the input.
     let engine = Engine::default();
     let mut store = Store::new(&engine, ());
@@ -284,12 +284,12 @@ fn native_code(bytes: &[u8]) -> i32 {
 
 /// The interpreter's verdict, as the artifact's code.
 fn interpreter_code(bytes: &[u8]) -> i32 {
-    remit::json::validate(bytes).map_or_else(
+    remit_lang::json::validate(bytes).map_or_else(
         |e| match e {
-            remit::json::JsonError::Syntax => 1,
-            remit::json::JsonError::Depth => 2,
-            remit::json::JsonError::Duplicate => 3,
-            remit::json::JsonError::TooLarge => 4,
+            remit_lang::json::JsonError::Syntax => 1,
+            remit_lang::json::JsonError::Depth => 2,
+            remit_lang::json::JsonError::Duplicate => 3,
+            remit_lang::json::JsonError::TooLarge => 4,
         },
         |_| 0,
     )
@@ -346,7 +346,7 @@ fn the_artifact_agrees_with_the_native_crate_and_the_interpreter() {
             continue;
         }
         accepted += 1;
-        let value = remit::json::parse(&input).unwrap();
+        let value = remit_lang::json::parse(&input).unwrap();
         for tool in ["pay", "t\"ool\n", "é"] {
             // The tool name and the arguments share the input buffer.
             if tool.len() + input.len() > MAX_INPUT {
@@ -354,7 +354,7 @@ fn the_artifact_agrees_with_the_native_crate_and_the_interpreter() {
                 continue;
             }
             let digest = rt.digest(tool, &input).expect("digest of an accepted input");
-            assert_eq!(String::from_utf8(digest).unwrap(), remit::eval::argument_digest(tool, &value), "{shown}");
+            assert_eq!(String::from_utf8(digest).unwrap(), remit_lang::eval::argument_digest(tool, &value), "{shown}");
         }
         // The canonical text fits the output buffer unless it is longer than the input (`1E3` → `1e+3`).
         let native = native_canonical(&input);
@@ -367,7 +367,7 @@ fn the_artifact_agrees_with_the_native_crate_and_the_interpreter() {
     assert!(accepted > 500 && rejected > 30, "{accepted} accepted, {rejected} rejected");
     // No arguments: `{}`.
     let none = rt.digest("t", b"").unwrap();
-    assert_eq!(String::from_utf8(none).unwrap(), remit::eval::argument_digest("t", &serde_json::json!({})));
+    assert_eq!(String::from_utf8(none).unwrap(), remit_lang::eval::argument_digest("t", &serde_json::json!({})));
 }
 
 /// The native crate's reading of a request, as `rt_request_decode` reports it.
@@ -415,7 +415,7 @@ fn the_artifact_reads_requests_as_the_native_crate() {
             .filter(|(bit, _)| verdict & 0xff & bit != 0)
             .map(|(_, code)| code)
             .collect();
-        let decision = remit::eval::decide(program, request);
+        let decision = remit_lang::eval::decide(program, request);
         let reading: Vec<&str> = decision
             .reasons
             .iter()

@@ -7,8 +7,8 @@
 
 mod support;
 
-use remit::runtime::native::Native;
-use remit::value::{format_instant, parse_instant, NANOS_PER_SECOND};
+use remit_lang::native::Native;
+use remit_lang::value::{format_instant, parse_instant, NANOS_PER_SECOND};
 use serde_json::Value;
 use support::wasm::Wasm;
 use wasmtime::Engine;
@@ -107,10 +107,10 @@ fn every_engine_reads_every_spelling_of_every_timestamp_alike() {
     let mut failures = Vec::new();
     for unit in support::corpus() {
         let mut native = Native::new(&unit.program).unwrap();
-        let mut module = Wasm::new(&engine, &remit::wasm::compile(&unit.program).unwrap());
+        let mut module = Wasm::new(&engine, &remit_lang::wasm::compile(&unit.program).unwrap());
         for bytes in &unit.requests {
             let Ok(request) = serde_json::from_slice::<Value>(bytes) else { continue };
-            let original = remit::eval::decide(&unit.program, bytes).to_json();
+            let original = remit_lang::eval::decide(&unit.program, bytes).to_json();
             let mut found = Vec::new();
             timestamps(&request, String::new(), &mut found);
             for (pointer, text) in found {
@@ -118,7 +118,7 @@ fn every_engine_reads_every_spelling_of_every_timestamp_alike() {
                 let others = other_spellings(&text);
                 for (k, spelling) in equal.iter().chain(&others).enumerate() {
                     let variant = respelled(&request, &pointer, spelling);
-                    let expected = remit::eval::decide(&unit.program, &variant).to_json();
+                    let expected = remit_lang::eval::decide(&unit.program, &variant).to_json();
                     let (got_native, got_module) = (native.decide(&variant), module.decide(&variant));
                     compared += 1;
                     if got_native != expected.as_bytes() || got_module != expected {

@@ -6,8 +6,8 @@ mod support;
 
 use std::path::Path;
 
-use remit::check::{check_with, Options};
-use remit::ir::Program;
+use remit_lang::check::{check_with, Options};
+use remit_lang::ir::Program;
 use support::mutate::{damage, mutate, Rng};
 use support::wasm::Wasm;
 use wasmtime::Engine;
@@ -19,7 +19,7 @@ fn example(name: &str) -> (Program, Vec<Vec<u8>>) {
 /// A folder's policy (with the standard library) and the requests of its policy tests.
 fn policy_folder(dir: &Path) -> (Program, Vec<Vec<u8>>) {
     let name = dir.display();
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     let mut requests = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
@@ -28,7 +28,7 @@ fn policy_folder(dir: &Path) -> (Program, Vec<Vec<u8>>) {
         if file.ends_with(".remit") {
             sources.add(file, std::fs::read_to_string(&path).unwrap());
         } else if file.ends_with(".tests.toml") {
-            let parsed = remit::testing::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let parsed = remit_lang::testing::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
             requests.extend(parsed.cases.into_iter().map(|c| c.request.to_string().into_bytes()));
         }
     }
@@ -44,13 +44,13 @@ fn examples_decide_identically_in_wasm() {
     let engine = Engine::default();
     for name in ["wallet", "club", "bank-disputes", "web-publication"] {
         let (program, requests) = example(name);
-        let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+        let bytes = remit_lang::wasm::compile(&program).expect("compiles to wasm");
         let mut wasm = Wasm::new(&engine, &bytes);
         let mut mismatches = Vec::new();
         for request in &requests {
-            let expected = remit::eval::decide(&program, request).to_json();
+            let expected = remit_lang::eval::decide(&program, request).to_json();
             let actual = wasm.decide(request);
-            let listing = (remit::eval::visible_tools(&program, request).to_json(), wasm.visible(request));
+            let listing = (remit_lang::eval::visible_tools(&program, request).to_json(), wasm.visible(request));
             if listing.0 != listing.1 {
                 mismatches.push(format!(
                     "listing for {}\nexpected: {}\nactual:   {}",
@@ -87,12 +87,12 @@ fn semantic_suite_decides_identically_in_wasm() {
     let mut total = 0;
     for dir in folders {
         let (program, requests) = policy_folder(&dir);
-        let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+        let bytes = remit_lang::wasm::compile(&program).expect("compiles to wasm");
         let mut wasm = Wasm::new(&engine, &bytes);
         for request in &requests {
-            let expected = remit::eval::decide(&program, request).to_json();
+            let expected = remit_lang::eval::decide(&program, request).to_json();
             assert_eq!(wasm.decide(request), expected, "{}: {}", dir.display(), String::from_utf8_lossy(request));
-            let listing = remit::eval::visible_tools(&program, request).to_json();
+            let listing = remit_lang::eval::visible_tools(&program, request).to_json();
             assert_eq!(
                 wasm.visible(request),
                 listing,
@@ -113,7 +113,7 @@ fn mutated_and_malformed_requests_decide_identically() {
     let mut total = 0;
     for (index, name) in ["wallet", "club", "bank-disputes", "web-publication"].iter().enumerate() {
         let (program, requests) = example(name);
-        let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+        let bytes = remit_lang::wasm::compile(&program).expect("compiles to wasm");
         let mut wasm = Wasm::new(&engine, &bytes);
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ index as u64);
         for round in 0..rounds {
@@ -124,10 +124,10 @@ fn mutated_and_malformed_requests_decide_identically() {
             }
             let text = value.to_string();
             let request = if rng.below(4) == 0 { damage(&mut rng, &text) } else { text.into_bytes() };
-            let expected = remit::eval::decide(&program, &request).to_json();
+            let expected = remit_lang::eval::decide(&program, &request).to_json();
             let actual = wasm.decide(&request);
             assert_eq!(actual, expected, "{name}: request {}", String::from_utf8_lossy(&request));
-            let listing = remit::eval::visible_tools(&program, &request).to_json();
+            let listing = remit_lang::eval::visible_tools(&program, &request).to_json();
             assert_eq!(wasm.visible(&request), listing, "{name}: listing for {}", String::from_utf8_lossy(&request));
             total += 1;
         }
@@ -146,7 +146,7 @@ fn gated_policy(kinds: usize) -> Program {
         text.push_str(&format!("  require approval k{k} for put\n"));
     }
     text.push_str("}\n");
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     sources.add("gates.remit", text);
     let checked = check_with(sources, Options { narrowing: false });
     checked.program.unwrap_or_else(|| panic!("{:#?}", checked.diagnostics))
@@ -173,10 +173,10 @@ fn a_large_escalation_fits_the_output_area() {
     let program = gated_policy(6);
     let request = large_request(120_000);
     assert!(request.len() <= 256 * 1024);
-    let expected = remit::eval::decide(&program, &request).to_json();
+    let expected = remit_lang::eval::decide(&program, &request).to_json();
     assert!(expected.starts_with(r#"{"decision":"escalate""#), "{}", &expected[..200]);
     assert!(expected.len() > 1 << 20, "the decision is larger than the old output area: {}", expected.len());
-    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let bytes = remit_lang::wasm::compile(&program).expect("compiles");
     let mut wasm = Wasm::new(&Engine::default(), &bytes);
     let actual = wasm.decide(&request);
     assert_eq!(actual.len(), expected.len());
@@ -188,11 +188,11 @@ fn a_large_escalation_fits_the_output_area() {
 #[test]
 fn a_decision_past_the_largest_output_area_is_an_oversize_deny() {
     let program = gated_policy(80);
-    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let bytes = remit_lang::wasm::compile(&program).expect("compiles");
     let mut wasm = Wasm::new(&Engine::default(), &bytes);
     for (len, oversize) in [(120_000, true), (1_000, false), (110_000, true), (60_000, false)] {
         let request = large_request(len);
-        let expected = remit::eval::decide(&program, &request).to_json();
+        let expected = remit_lang::eval::decide(&program, &request).to_json();
         let parsed: serde_json::Value = serde_json::from_str(&expected).expect("valid JSON");
         let reasons = parsed["reasons"].to_string();
         assert_eq!(reasons == r#"["decision.oversize"]"#, oversize, "len {len}: {reasons}");
@@ -209,13 +209,13 @@ fn a_decision_past_the_largest_output_area_is_an_oversize_deny() {
 #[test]
 fn requests_at_the_input_limit_decide_identically() {
     let program = gated_policy(2);
-    let bytes = remit::wasm::compile(&program).expect("compiles");
+    let bytes = remit_lang::wasm::compile(&program).expect("compiles");
     let mut wasm = Wasm::new(&Engine::default(), &bytes);
     let fill = 256 * 1024 - large_request(0).len();
     let (fits, over) = (large_request(fill / 2), large_request(fill / 2 + 1));
     assert!(fits.len() <= 256 * 1024 && over.len() > 256 * 1024);
     for request in [fits, over] {
-        let expected = remit::eval::decide(&program, &request).to_json();
+        let expected = remit_lang::eval::decide(&program, &request).to_json();
         assert_eq!(wasm.decide(&request), expected, "request of {} bytes", request.len());
     }
 }
@@ -225,7 +225,7 @@ fn requests_at_the_input_limit_decide_identically() {
 #[test]
 fn fuzz_regressions_decide_identically() {
     let (program, _) = example("wallet");
-    let bytes = remit::wasm::compile(&program).expect("compiles to wasm");
+    let bytes = remit_lang::wasm::compile(&program).expect("compiles to wasm");
     let mut wasm = Wasm::new(&Engine::default(), &bytes);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
     let mut inputs: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
@@ -235,8 +235,8 @@ fn fuzz_regressions_decide_identically() {
     for path in inputs {
         let request = std::fs::read(&path).unwrap();
         let name = path.display();
-        assert_eq!(wasm.decide(&request), remit::eval::decide(&program, &request).to_json(), "{name}: decision");
-        let listing = remit::eval::visible_tools(&program, &request).to_json();
+        assert_eq!(wasm.decide(&request), remit_lang::eval::decide(&program, &request).to_json(), "{name}: decision");
+        let listing = remit_lang::eval::visible_tools(&program, &request).to_json();
         assert_eq!(wasm.visible(&request), listing, "{name}: listing");
     }
 }

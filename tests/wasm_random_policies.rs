@@ -5,7 +5,7 @@
 
 mod support;
 
-use remit::check::{check_with, Options};
+use remit_lang::check::{check_with, Options};
 use support::rng::XorShift as Rng;
 use support::wasm::Wasm;
 use wasmtime::Engine;
@@ -197,7 +197,7 @@ fn value(rng: &mut Rng, ty: &str) -> serde_json::Value {
     }
 }
 
-fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
+fn request(rng: &mut Rng, program: &remit_lang::ir::Program) -> Vec<u8> {
     use serde_json::{json, Map, Value};
     let mut args = Map::new();
     for (name, ty) in PARAMS {
@@ -220,7 +220,7 @@ fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
     } else {
         *rng.pick(&["2026-11-30T00:00:00Z", "2027-01-01T00:00:00Z"])
     };
-    let digest = remit::eval::argument_digest(&tool, &Value::Object(args.clone()));
+    let digest = remit_lang::eval::argument_digest(&tool, &Value::Object(args.clone()));
     let mut approvals = Vec::new();
     for i in 0..rng.below(3) {
         approvals.push(json!({
@@ -236,10 +236,10 @@ fn request(rng: &mut Rng, program: &remit::ir::Program) -> Vec<u8> {
     let mut facts = Map::new();
     for rule in program.mandates.iter().flat_map(|m| m.rules.iter()) {
         match &rule.kind {
-            remit::ir::RuleKind::Budget { name, .. } if rng.chance(80) => {
+            remit_lang::ir::RuleKind::Budget { name, .. } if rng.chance(80) => {
                 counters.insert(name.clone(), json!(rng.below(3)));
             }
-            remit::ir::RuleKind::Fact { name, .. } if rng.chance(80) => {
+            remit_lang::ir::RuleKind::Fact { name, .. } if rng.chance(80) => {
                 let version = if rng.below(2) == 0 { json!(1) } else { json!("v2") };
                 // Now and then the other JSON type with the same digits (from a copy: the main stream stays).
                 let version = match Rng(rng.0 ^ 0x51af_d7ed_558c_cd1d).chance(10) {
@@ -309,24 +309,24 @@ fn random_policies_decide_identically_in_wasm() {
             break;
         }
         let text = policy(&mut rng);
-        let mut sources = remit::stdlib::sources();
+        let mut sources = remit_lang::stdlib::sources();
         sources.add("random.remit", text.clone());
         // Decisions never depend on the narrowing proof; sub-mandates here may widen on purpose.
         let Some(program) = check_with(sources, Options { narrowing: false }).program else { continue };
         checked += 1;
         // The runtime natively over the image, and the module `remit build` writes, in wasmtime.
-        let mut native = remit::runtime::native::Native::new(&program).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
-        let bytes = remit::wasm::compile(&program).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let mut native = remit_lang::native::Native::new(&program).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        let bytes = remit_lang::wasm::compile(&program).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let mut wasm = Wasm::new(&engine, &bytes);
         for _ in 0..200 {
             let req = request(&mut rng, &program);
-            let decision = remit::eval::decide(&program, &req);
+            let decision = remit_lang::eval::decide(&program, &req);
             *outcomes.entry(decision.outcome.as_str()).or_insert(0) += 1;
             let expected = decision.to_json();
             let shown = || format!("policy:\n{text}\nrequest: {}", String::from_utf8_lossy(&req));
             assert_eq!(wasm.decide(&req), expected, "{}", shown());
             assert_eq!(String::from_utf8_lossy(&native.decide(&req)), expected, "native: {}", shown());
-            let listing = remit::eval::visible_tools(&program, &req).to_json();
+            let listing = remit_lang::eval::visible_tools(&program, &req).to_json();
             assert_eq!(wasm.visible(&req), listing, "listing: {}", shown());
             assert_eq!(String::from_utf8_lossy(&native.visible_tools(&req)), listing, "native listing: {}", shown());
             requests += 1;

@@ -9,14 +9,14 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    if remit::syntax::parse_file(0, text).is_ok() {
-        let formatted = remit::syntax::format::format(text).expect("a file that parses formats");
-        assert!(remit::syntax::parse_file(0, &formatted).is_ok(), "the formatted file parses");
+    if remit_lang::syntax::parse_file(0, text).is_ok() {
+        let formatted = remit_lang::syntax::format::format(text).expect("a file that parses formats");
+        assert!(remit_lang::syntax::parse_file(0, &formatted).is_ok(), "the formatted file parses");
     }
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     sources.add("fuzz.remit", text);
-    let checked = remit::check::check(sources);
+    let checked = remit_lang::check::check(sources);
     if let Some(program) = checked.program.filter(|_| !checked.diagnostics.iter().any(|d| d.is_error())) {
-        remit::wasm::compile(&program).expect("a policy that checks compiles");
+        remit_lang::wasm::compile(&program).expect("a policy that checks compiles");
     }
 });

@@ -1,6 +1,6 @@
 //! Fuzzes the module's input path: any bytes given to `remit_decide` and `remit_visible_tools` of the compiled
 //! wallet example must not trap and must give exactly the interpreter's JSON — through the decision module
-//! (`remit::wasm::compile`) and the runtime crate natively (`remit::runtime::native`).
+//! (`remit_lang::wasm::compile`) and the runtime crate natively (`remit_lang::native`).
 //! Run: `cargo +nightly fuzz run decide` from the repository root (see fuzz/README.md).
 #![no_main]
 
@@ -46,24 +46,24 @@ impl Module1 {
 }
 
 struct Harness {
-    program: remit::ir::Program,
+    program: remit_lang::ir::Program,
     module: Module1,
-    native: remit::runtime::native::Native,
+    native: remit_lang::native::Native,
 }
 
 fn harness() -> &'static Mutex<Harness> {
     static HARNESS: OnceLock<Mutex<Harness>> = OnceLock::new();
     HARNESS.get_or_init(|| {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/wallet");
-        let mut sources = remit::stdlib::sources();
+        let mut sources = remit_lang::stdlib::sources();
         for file in ["catalog.remit", "policy.remit"] {
             sources.add(file, std::fs::read_to_string(format!("{dir}/{file}")).expect("example file"));
         }
-        let program = remit::check::check(sources).program.expect("the example checks");
+        let program = remit_lang::check::check(sources).program.expect("the example checks");
         let engine = Engine::default();
         Mutex::new(Harness {
-            module: Module1::new(&engine, &remit::wasm::compile(&program).expect("compiles")),
-            native: remit::runtime::native::Native::new(&program).expect("an image"),
+            module: Module1::new(&engine, &remit_lang::wasm::compile(&program).expect("compiles")),
+            native: remit_lang::native::Native::new(&program).expect("an image"),
             program,
         })
     })
@@ -72,10 +72,10 @@ fn harness() -> &'static Mutex<Harness> {
 fuzz_target!(|data: &[u8]| {
     let mut guard = harness().lock().expect("not poisoned");
     let h = &mut *guard;
-    let decision = remit::eval::decide(&h.program, data).to_json();
+    let decision = remit_lang::eval::decide(&h.program, data).to_json();
     assert_eq!(h.module.call(false, data), decision, "module");
     assert_eq!(String::from_utf8(h.native.decide(data)).expect("UTF-8"), decision, "native");
-    let listing = remit::eval::visible_tools(&h.program, data).to_json();
+    let listing = remit_lang::eval::visible_tools(&h.program, data).to_json();
     assert_eq!(h.module.call(true, data), listing, "module");
     assert_eq!(String::from_utf8(h.native.visible_tools(data)).expect("UTF-8"), listing, "native");
 });

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use remit::runtime::Runtime;
+use remit_host::Runtime;
 
 use super::Format;
 
@@ -30,7 +30,7 @@ pub fn run(paths: &[PathBuf], output: &Path, packaging: Packaging) -> Result<Exi
     let key = match &sign {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-            Some(remit::gateway::bundle::signing_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?)
+            Some(remit_gateway::bundle::signing_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?)
         }
         None => None,
     };
@@ -39,7 +39,7 @@ pub fn run(paths: &[PathBuf], output: &Path, packaging: Packaging) -> Result<Exi
     // Module v2: the runtime linked with the policy's image, and what a gateway needs besides the decisions
     // (holders, approval kinds, budget windows) in the custom section `remit.gateway`, which runtimes skip:
     // `remit serve policy.wasm` knows what `remit serve FOLDER` knows.
-    let wasm = remit::wasm::link(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
+    let wasm = remit_lang::wasm::link(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
     let (bytes, what) = if precompile {
         (Runtime::new()?.precompile(&wasm)?, format!("precompiled module (from {} bytes of wasm)", wasm.len()))
     } else if bundle {
@@ -47,15 +47,15 @@ pub fn run(paths: &[PathBuf], output: &Path, packaging: Packaging) -> Result<Exi
             .files()
             .filter(|(_, f)| !f.name.starts_with("std/"))
             .map(|(_, f)| (f.name.as_str(), f.text.as_str()));
-        let digest = remit::gateway::bundle::sources_digest(files);
+        let digest = remit_gateway::bundle::sources_digest(files);
         let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let built_at = remit::value::format_timestamp(since as i64);
+        let built_at = remit_lang::value::format_timestamp(since as i64);
         // Without `--revision`, one more than the bundle this one replaces: monotonic for every bundle published to
         // the same file, with no clock (build hosts' clocks differ, and a clock set back would number backwards). A
         // lost file starts again at 1, which a gateway that served more refuses: it fails closed, naming `--revision`.
         let revision =
-            revision.unwrap_or_else(|| remit::gateway::bundle::revision_at(output).map_or(1, |r| r.saturating_add(1)));
-        let bytes = remit::gateway::bundle::write(&wasm, &program.hash, revision, digest, built_at, key.as_ref());
+            revision.unwrap_or_else(|| remit_gateway::bundle::revision_at(output).map_or(1, |r| r.saturating_add(1)));
+        let bytes = remit_gateway::bundle::write(&wasm, &program.hash, revision, digest, built_at, key.as_ref());
         let what = if key.is_some() { "signed bundle" } else { "unsigned bundle" };
         (bytes, format!("{what}, revision {revision}"))
     } else {

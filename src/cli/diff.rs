@@ -1,21 +1,21 @@
 //! `remit diff OLD NEW`: how the authority of each mandate changed between two versions of a policy set (files
 //! or folders, e.g. the policy on main and in a pull request). The comparison itself is
-//! `remit::check::narrowing::diff`; this file loads both versions and prints the report. Exit status 1 when any
+//! `remit_lang::check::narrowing::diff`; this file loads both versions and prints the report. Exit status 1 when any
 //! mandate widened, was added or could not be decided, so CI can require a human review; 2 when a version does
 //! not check.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use remit::check::narrowing::diff::{diff, Example, MandateDiff, Status};
-use remit::check::{check_with, Options};
-use remit::diag::Diagnostic;
-use remit::ir::Program;
+use remit_lang::check::narrowing::diff::{diff, Example, MandateDiff, Status};
+use remit_lang::check::{check_with, Options};
+use remit_lang::diag::Diagnostic;
+use remit_lang::ir::Program;
 use serde_json::json;
 
 use super::{load, render, write_output, Format};
 
-/// The formats of `remit diff`: the diagnostic formats, plus the pictures (remit::picture).
+/// The formats of `remit diff`: the diagnostic formats, plus the pictures (remit_lang::picture).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DiffFormat {
     Human,
@@ -41,11 +41,11 @@ pub fn run(old: &Path, new: &Path, format: DiffFormat, output: Option<&Path>) ->
         DiffFormat::Json => println!("{}", as_json(&report)),
         DiffFormat::Github => github(&report, &old_program, &new_program),
         DiffFormat::Html => {
-            write_output(output, &remit::picture::diff_html(&old_program, &new_program, &report))?;
+            write_output(output, &remit_lang::picture::diff_html(&old_program, &new_program, &report))?;
             eprintln!("{}", summary(&report));
         }
         DiffFormat::Svg => {
-            write_output(output, &remit::picture::diff_svg(&old_program, &new_program, &report))?;
+            write_output(output, &remit_lang::picture::diff_svg(&old_program, &new_program, &report))?;
             eprintln!("{}", summary(&report));
         }
     }

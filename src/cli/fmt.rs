@@ -1,4 +1,4 @@
-//! `remit fmt [--check] PATHS…`: puts `.remit` files in the canonical layout (`remit::syntax::format`).
+//! `remit fmt [--check] PATHS…`: puts `.remit` files in the canonical layout (`remit_lang::syntax::format`).
 //!
 //! Nothing is written unless it is proven to mean the same: every file must parse; the formatter checks that its
 //! output holds the same tokens and is a fixed point; and the whole policy set is checked before and after and
@@ -9,12 +9,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use remit::check::{check_with, Options};
-use remit::diag::Diagnostic;
-use remit::ir::Program;
-use remit::source::SourceMap;
-use remit::syntax::format::format;
-use remit::syntax::parse_file;
+use remit_lang::check::{check_with, Options};
+use remit_lang::diag::Diagnostic;
+use remit_lang::ir::Program;
+use remit_lang::source::SourceMap;
+use remit_lang::syntax::format::format;
+use remit_lang::syntax::parse_file;
 
 use super::{load, render, Format};
 

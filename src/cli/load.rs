@@ -11,13 +11,13 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use remit::diag::Diagnostic;
-use remit::source::{SourceMap, Span};
-use remit::syntax::ast::Decl;
-use remit::syntax::parse_file;
+use remit_lang::diag::Diagnostic;
+use remit_lang::source::{SourceMap, Span};
+use remit_lang::syntax::ast::Decl;
+use remit_lang::syntax::parse_file;
 
 pub fn load(paths: &[PathBuf]) -> Result<(SourceMap, Vec<Diagnostic>), String> {
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     let mut diagnostics = Vec::new();
     let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
     let mut queue: Vec<(PathBuf, PathBuf)> = Vec::new(); // (file, root)

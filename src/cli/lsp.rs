@@ -1,5 +1,5 @@
 //! `remit lsp`: a language server over stdio (JSON-RPC with `Content-Length` framing, LSP 3.17). Small handlers
-//! over [`remit::analysis`] and [`remit::check`]; this file only speaks the protocol and reads the disk.
+//! over [`remit_lang::analysis`] and [`remit_lang::check`]; this file only speaks the protocol and reads the disk.
 //!
 //! - Diagnostics as you type: on every open, change or save, the document's policy set is re-checked (its
 //!   folder's `.remit` files, recursively, with the editor's unsaved texts in place of the disk's) and every file
@@ -15,10 +15,10 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use remit::analysis::{CompletionKind, Index, SymbolKind};
-use remit::check::{check_with, Options};
-use remit::diag::{Diagnostic, Severity};
-use remit::source::{SourceMap, Span};
+use remit_lang::analysis::{CompletionKind, Index, SymbolKind};
+use remit_lang::check::{check_with, Options};
+use remit_lang::diag::{Diagnostic, Severity};
+use remit_lang::source::{SourceMap, Span};
 use serde_json::{json, Value};
 
 pub fn run() -> Result<ExitCode, String> {
@@ -227,9 +227,9 @@ impl Server {
             files.push(document.to_path_buf());
         }
         files.sort();
-        let mut sources = remit::stdlib::sources();
+        let mut sources = remit_lang::stdlib::sources();
         let std_folder = stdlib_folder();
-        let mut paths: Vec<PathBuf> = remit::stdlib::FILES.iter().map(|(name, _)| std_folder.join(name)).collect();
+        let mut paths: Vec<PathBuf> = remit_lang::stdlib::FILES.iter().map(|(name, _)| std_folder.join(name)).collect();
         for file in files {
             let text = match self.open.get(&file) {
                 Some(text) => text.clone(),

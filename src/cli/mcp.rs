@@ -1,5 +1,5 @@
 //! `remit mcp-proxy`: the gateway as an MCP server on stdin/stdout in front of an upstream MCP server it starts
-//! (docs/mcp.md). The protocol lives in `remit::gateway::mcp`; this module reads the flags and wires the pieces.
+//! (docs/mcp.md). The protocol lives in `remit_mcp::proxy`; this module reads the flags and wires the pieces.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use remit::gateway::mcp::{Identity, Outbox, Proxy, UpstreamOptions, UpstreamRevision};
-use remit::gateway::mcp_wire::Tls;
-use remit::gateway::{Config, Durability, Gateway};
-use remit::runtime::Runtime;
+use remit_gateway::wire::Tls;
+use remit_gateway::{Config, Durability, Gateway};
+use remit_host::Runtime;
+use remit_mcp::proxy::{Identity, Outbox, Proxy, UpstreamOptions, UpstreamRevision};
 
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("keys").args(["jwks", "jwks_url", "jwks_from_issuer"])))]
@@ -233,7 +233,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     // Loads the policy again from where it came (`--watch`, `POST /admin/v1/reload`); the proxy tells the agents
     // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
     let paths = args.policy.clone();
-    let reloader: remit::gateway::http::Reloader = Arc::new(move || {
+    let reloader: remit_gateway::http::Reloader = Arc::new(move || {
         match super::serve::load_admitted(&paths, &runtime, verify_key.as_ref(), &*store, false, clock.as_ref())? {
             Some(policy) => {
                 super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
@@ -272,7 +272,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         let discovered = match (args.jwks_from_issuer, args.jwt_issuers.as_slice()) {
             (false, _) => None,
             (true, [issuer]) => Some(
-                remit::gateway::mcp_auth::discover_jwks_uri(issuer, &tls, Duration::from_secs(10))
+                remit_mcp::auth::discover_jwks_uri(issuer, &tls, Duration::from_secs(10))
                     .map_err(|e| format!("--jwks-from-issuer: {e}"))?,
             ),
             (true, _) => {
@@ -283,7 +283,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         let bearer = match (&args.jwks, &jwks_url) {
             (None, None) => None,
             (file, url) => {
-                use remit::gateway::mcp_auth::{JwtConfig, JwtVerifier};
+                use remit_mcp::auth::{JwtConfig, JwtVerifier};
                 if args.jwt_issuers.is_empty() {
                     return Err("with --jwks or --jwks-url, name the accepted issuers: --jwt-issuer ISSUER".into());
                 }
@@ -314,7 +314,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
                 } else {
                     args.authorization_servers.clone()
                 };
-                Some(remit::gateway::mcp_http::Bearer {
+                Some(remit_mcp::http::Bearer {
                     verifier,
                     credential: args.credential.clone(),
                     mandate: args.mandate.clone(),
@@ -331,12 +331,12 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
         }
         let sink = Outbox::new(Box::new(std::io::sink()));
         let proxy = Proxy::start_many(gateway.clone(), Identity::default(), &upstreams, sink, options)?;
-        let router = remit::gateway::http::router_with_reload(gateway, tokens, Some(reloader))
-            .merge(remit::gateway::mcp_http::router(proxy.clone(), agents, bearer));
+        let router = remit_gateway::http::router_with_reload(gateway, tokens, Some(reloader))
+            .merge(remit_mcp::http::router(proxy.clone(), agents, bearer));
         eprintln!("remit mcp-proxy: policy {policy_hash}");
         eprintln!("remit mcp-proxy: mcp {base_url}/mcp");
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
-        let served = remit::gateway::http::run_router(listener, router, serve_tls, args.connections.limits());
+        let served = remit_gateway::http::run_router(listener, router, serve_tls, args.connections.limits());
         // Stopped (SIGTERM, Ctrl-C): the queued entries (outcomes, and decisions that changed nothing else) go into
         // the log before the process ends.
         proxy.flush_outcomes();
@@ -348,8 +348,8 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     // stdout is the agent's channel: everything for people goes to stderr.
     eprintln!("remit mcp-proxy: policy {policy_hash}, subject {subject}");
     if let Some(listener) = listener {
-        let router = remit::gateway::http::router_with_reload(gateway.clone(), tokens, Some(reloader));
-        remit::gateway::http::serve_in_background(listener, router, serve_tls, args.connections.limits())?;
+        let router = remit_gateway::http::router_with_reload(gateway.clone(), tokens, Some(reloader));
+        remit_gateway::http::serve_in_background(listener, router, serve_tls, args.connections.limits())?;
         eprintln!("remit mcp-proxy: inbox {base_url}/inbox");
     }
     let identity = Identity { subject, credential: args.credential, scopes: args.scopes, mandate: args.mandate };
@@ -388,7 +388,7 @@ pub struct ImportMcpArgs {
 
 /// Names the standard library declares (a catalog cannot declare them again).
 fn stdlib_names() -> std::collections::BTreeSet<String> {
-    let checked = remit::check::check(remit::stdlib::sources());
+    let checked = remit_lang::check::check(remit_lang::stdlib::sources());
     let Some(program) = checked.program else { return Default::default() };
     let mut names: std::collections::BTreeSet<String> = program.tools.iter().map(|t| t.name.clone()).collect();
     names.extend(program.effects.iter().map(|e| e.name.clone()));
@@ -398,17 +398,17 @@ fn stdlib_names() -> std::collections::BTreeSet<String> {
 }
 
 /// The tool signatures a catalog file declares.
-fn declared(text: &str) -> Result<std::collections::BTreeMap<String, remit::gateway::mcp_catalog::Signature>, String> {
-    use remit::syntax::ast::{Decl, TypeExpr};
+fn declared(text: &str) -> Result<std::collections::BTreeMap<String, remit_mcp::catalog::Signature>, String> {
+    use remit_lang::syntax::ast::{Decl, TypeExpr};
     fn ty(t: &TypeExpr) -> String {
         match t {
             TypeExpr::Named(n) => n.text.clone(),
             TypeExpr::Set(inner, _) => format!("set<{}>", ty(inner)),
         }
     }
-    let mut sources = remit::source::SourceMap::default();
+    let mut sources = remit_lang::source::SourceMap::default();
     let file = sources.add("catalog", text);
-    let parsed = remit::syntax::parse_file(file, text).map_err(|_| "it does not parse (run `remit check`)")?;
+    let parsed = remit_lang::syntax::parse_file(file, text).map_err(|_| "it does not parse (run `remit check`)")?;
     Ok(parsed
         .decls
         .iter()
@@ -422,7 +422,7 @@ fn declared(text: &str) -> Result<std::collections::BTreeMap<String, remit::gate
 }
 
 pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
-    use remit::gateway::mcp_catalog;
+    use remit_mcp::catalog;
     let command: Vec<String> = match (&args.upstream, args.command.is_empty()) {
         (Some(upstream), true) if upstream.starts_with("http://") || upstream.starts_with("https://") => {
             vec![upstream.clone()]
@@ -439,7 +439,7 @@ pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
         _ => return Err("give the server as `--upstream stdio:COMMAND` or as a command after `--`, one of them".into()),
     };
     let tls = trusted(args.tls_ca.as_deref())?;
-    let (info, tools) = remit::gateway::mcp::list_tools(&command, Duration::from_secs(args.timeout.max(1)), &tls)?;
+    let (info, tools) = remit_mcp::proxy::list_tools(&command, Duration::from_secs(args.timeout.max(1)), &tls)?;
     let server = match (info.pointer("/serverInfo/name").and_then(|v| v.as_str()), info.pointer("/serverInfo/version"))
     {
         (Some(name), Some(version)) => format!("`{name}` {}", version.as_str().unwrap_or_default()),
@@ -447,12 +447,12 @@ pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
         _ => format!("`{}`", command.join(" ")),
     };
     let taken = stdlib_names();
-    let text = mcp_catalog::catalog(&tools, &taken, server.trim());
+    let text = catalog::catalog(&tools, &taken, server.trim());
     if args.output.exists() && !args.overwrite {
         let existing = std::fs::read_to_string(&args.output)
             .map_err(|e| format!("cannot read `{}`: {e}", args.output.display()))?;
         let declared = declared(&existing).map_err(|e| format!("`{}`: {e}", args.output.display()))?;
-        let changes = mcp_catalog::compare(&declared, &mcp_catalog::signatures(&tools, &taken));
+        let changes = catalog::compare(&declared, &catalog::signatures(&tools, &taken));
         for name in &changes.new {
             println!("new: {name} (not declared: calls to it are denied until it is imported and classified)");
         }

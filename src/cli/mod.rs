@@ -15,10 +15,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use remit::check::{check_with, Options};
-use remit::diag::Diagnostic;
-use remit::ir::Program;
-use remit::source::SourceMap;
+use remit_lang::check::{check_with, Options};
+use remit_lang::diag::Diagnostic;
+use remit_lang::ir::Program;
+use remit_lang::source::SourceMap;
 
 #[derive(Parser, Debug)]
 #[command(name = "remit", version, about = "Policy language and compiler for AI agents acting on behalf of people")]
@@ -82,7 +82,7 @@ enum Command {
         #[arg(long)]
         no_narrowing: bool,
         /// What decides sources: `native` (the module's runtime over the policy image, what gateways run) or
-        /// `interpreter` (the reference, src/eval); both write the same bytes
+        /// `interpreter` (the reference, crates/remit-lang/src/eval); both write the same bytes
         #[arg(long, default_value = "native", value_parser = ["native", "interpreter"])]
         engine: String,
     },
@@ -240,7 +240,7 @@ pub fn run() -> ExitCode {
         }
         Command::Tools { policy, subject, explain, json } => cmd_tools(&policy, &subject, explain, json),
         Command::Test { paths, engine, filter, junit } => {
-            let engine = remit::testing::Engine::parse(&engine).unwrap_or_default();
+            let engine = remit_lang::testing::Engine::parse(&engine).unwrap_or_default();
             tests::run(&paths, &tests::TestOptions { engine, filter, junit })
         }
         Command::Digest { request } => cmd_digest(&request),
@@ -313,22 +313,22 @@ impl Expiry {
         // `SOURCE_DATE_EPOCH` is the reproducible-builds convention for "the time of this build" (Unix seconds).
         let epoch = std::env::var("SOURCE_DATE_EPOCH").ok().filter(|e| !e.is_empty());
         let now = match (now, epoch) {
-            (Some(text), _) => remit::value::parse_timestamp(text)
+            (Some(text), _) => remit_lang::value::parse_timestamp(text)
                 .ok_or_else(|| format!("`{text}`: --now is an instant such as `2026-12-03T15:30:00Z`"))?,
             (None, Some(epoch)) => epoch
                 .trim()
                 .parse()
                 .map_err(|_| format!("`{epoch}`: SOURCE_DATE_EPOCH is a number of seconds since 1970-01-01"))?,
-            (None, None) => remit::gateway::Clock::now(&remit::gateway::SystemClock),
+            (None, None) => remit_gateway::Clock::now(&remit_gateway::SystemClock),
         };
-        let horizon = remit::value::parse_duration(horizon)
+        let horizon = remit_lang::value::parse_duration(horizon)
             .ok_or_else(|| format!("`{horizon}`: --expiry-horizon is a duration such as `30d`, `12h` or `0s`"))?;
         Ok(Expiry { now, horizon })
     }
 }
 
 fn cmd_check(paths: &[PathBuf], format: Format, expiry: Expiry, deny_warnings: bool) -> Result<ExitCode, String> {
-    let expiring = |program: &Program| remit::check::expiring(program, expiry.now, expiry.horizon);
+    let expiring = |program: &Program| remit_lang::check::expiring(program, expiry.now, expiry.horizon);
     let (program, sources, diagnostics) = compile_and(paths, format, Options { narrowing: true }, expiring)?;
     if format == Format::Human {
         let errors = diagnostics.iter().filter(|d| d.is_error()).count();
@@ -352,10 +352,10 @@ fn cmd_eval(policy: &[PathBuf], request: &PathBuf, options: Options, interpreter
     let (program, _, _) = compile_with(policy, Format::Human, options)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
     // By default the module's runtime, natively over the policy image: the code a gateway runs. The interpreter
-    // (`src/eval`) is the reference the tests hold it to.
+    // (`crates/remit-lang/src/eval`) is the reference the tests hold it to.
     let request = read(request)?;
     let decision = if interpreter {
-        remit::eval::decide(&program, &request).to_json().into_bytes()
+        remit_lang::eval::decide(&program, &request).to_json().into_bytes()
     } else {
         native(&program)?.decide(&request)
     };
@@ -363,12 +363,12 @@ fn cmd_eval(policy: &[PathBuf], request: &PathBuf, options: Options, interpreter
     Ok(ExitCode::SUCCESS)
 }
 
-fn native(program: &Program) -> Result<remit::runtime::native::Native, String> {
-    remit::runtime::native::Native::new(program).map_err(|e| format!("cannot compile the policy: {e}"))
+fn native(program: &Program) -> Result<remit_lang::native::Native, String> {
+    remit_lang::native::Native::new(program).map_err(|e| format!("cannot compile the policy: {e}"))
 }
 
 fn cmd_tools(policy: &[PathBuf], subject: &PathBuf, explain: bool, json: bool) -> Result<ExitCode, String> {
-    // The listing JSON (`remit::eval::Visibility::to_json`), from the module or from the runtime natively.
+    // The listing JSON (`remit_lang::eval::Visibility::to_json`), from the module or from the runtime natively.
     let (listing, program) = if let Some(module) = build::compiled_policy(policy) {
         (build::visible_tools(module, &read(subject)?)?, None)
     } else {
@@ -412,7 +412,7 @@ fn cmd_digest(request: &PathBuf) -> Result<ExitCode, String> {
     let tool = value.pointer("/action/name").and_then(|v| v.as_str()).ok_or("the request has no `action.name`")?;
     let empty = serde_json::Value::Object(Default::default());
     let arguments = value.pointer("/action/arguments").unwrap_or(&empty);
-    println!("{}", remit::eval::argument_digest(tool, arguments));
+    println!("{}", remit_lang::eval::argument_digest(tool, arguments));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -439,11 +439,11 @@ fn cmd_graph(
         return Err(format!("`--stop {unknown}` names no mandate of this policy"));
     }
     let format = match format {
-        GraphFormat::Mermaid => remit::picture::Format::Mermaid,
-        GraphFormat::Dot => remit::picture::Format::Dot,
-        GraphFormat::Svg => remit::picture::Format::Svg,
+        GraphFormat::Mermaid => remit_lang::picture::Format::Mermaid,
+        GraphFormat::Dot => remit_lang::picture::Format::Dot,
+        GraphFormat::Svg => remit_lang::picture::Format::Svg,
     };
-    write_output(output, &remit::picture::graph(&program, stops, format))?;
+    write_output(output, &remit_lang::picture::graph(&program, stops, format))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -456,14 +456,14 @@ fn cmd_explain(
 ) -> Result<ExitCode, String> {
     let (program, _, _) = compile_with(policy, Format::Human, options)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
-    let explanation = remit::picture::explain::explain(&program, &read(request)?);
+    let explanation = remit_lang::picture::explain::explain(&program, &read(request)?);
     let text = match format {
         ExplainFormat::Text => {
             use std::io::IsTerminal;
             let ansi = output.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            remit::picture::explain::text(&explanation, ansi)
+            remit_lang::picture::explain::text(&explanation, ansi)
         }
-        ExplainFormat::Html => remit::picture::explain::html(&explanation),
+        ExplainFormat::Html => remit_lang::picture::explain::html(&explanation),
     };
     write_output(output, &text)?;
     Ok(ExitCode::SUCCESS)

@@ -4,8 +4,8 @@
 use std::fmt;
 
 use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
-use remit::diag::{Diagnostic, Severity};
-use remit::source::SourceMap;
+use remit_lang::diag::{Diagnostic, Severity};
+use remit_lang::source::SourceMap;
 
 use super::Format;
 
@@ -111,7 +111,7 @@ pub fn human(sources: &SourceMap, d: &Diagnostic, colour: bool) -> String {
 /// of the same UTF-8 length, so spans still fit and the report on the terminal reads as the policy is parsed.
 fn visible(text: &str) -> String {
     text.chars()
-        .map(|c| match remit::syntax::invisible_name(c) {
+        .map(|c| match remit_lang::syntax::invisible_name(c) {
             None => c,
             Some(_) => ['?', '\u{bf}', '\u{fffd}', '\u{fffd}'][c.len_utf8() - 1],
         })
@@ -134,7 +134,7 @@ fn witness_note(witness: &str) -> String {
 }
 
 pub fn json(sources: &SourceMap, d: &Diagnostic) -> String {
-    let position = |span: remit::source::Span| {
+    let position = |span: remit_lang::source::Span| {
         let (line, column) = sources.line_col(span);
         (sources.file(span.file).name.clone(), line, column)
     };

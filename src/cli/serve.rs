@@ -8,13 +8,13 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::Value as Json;
 
-use remit::gateway::client;
-use remit::gateway::conn::Limits;
-use remit::gateway::http::{Reloader, Tokens};
-use remit::gateway::https::ServerTls;
-use remit::gateway::mcp_wire::Tls;
-use remit::gateway::{Clock, Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, StartedClock, SystemClock};
-use remit::runtime::Runtime;
+use remit_gateway::client;
+use remit_gateway::conn::Limits;
+use remit_gateway::http::{Reloader, Tokens};
+use remit_gateway::https::ServerTls;
+use remit_gateway::wire::Tls;
+use remit_gateway::{Clock, Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, StartedClock, SystemClock};
+use remit_host::Runtime;
 
 use super::Format;
 
@@ -219,12 +219,12 @@ pub struct ClockArgs {
 impl ClockArgs {
     /// The clock and the horizon in seconds; says on stderr when the clock is not the system's.
     pub fn load(&self) -> Result<(Arc<dyn Clock>, u64), String> {
-        let horizon = remit::value::parse_duration(&self.expiry_horizon).ok_or_else(|| {
+        let horizon = remit_lang::value::parse_duration(&self.expiry_horizon).ok_or_else(|| {
             format!("`{}`: --expiry-horizon is a duration such as `30d`, `12h` or `0s`", self.expiry_horizon)
         })?;
         let clock: Arc<dyn Clock> = match &self.clock {
             Some(text) => {
-                let start = remit::value::parse_timestamp(text)
+                let start = remit_lang::value::parse_timestamp(text)
                     .ok_or_else(|| format!("`{text}`: --clock is an instant such as `2026-12-03T15:30:00Z`"))?;
                 eprintln!("clock: starts at {text} (--clock) and advances in real time; not the system clock");
                 Arc::new(StartedClock::new(start))
@@ -240,11 +240,11 @@ impl ClockArgs {
 pub fn warn_expiring(policy: &Policy, clock: &dyn Clock, horizon: u64) {
     let now = clock.now();
     for (mandate, until) in policy.meta.expiring(now, horizon) {
-        let at = remit::value::format_timestamp(until);
+        let at = remit_lang::value::format_timestamp(until);
         let when = if until <= now {
-            format!("expired on {at}, {} ago", remit::value::duration_in_words(now.abs_diff(until)))
+            format!("expired on {at}, {} ago", remit_lang::value::duration_in_words(now.abs_diff(until)))
         } else {
-            format!("expires on {at}, in {}", remit::value::duration_in_words(until.abs_diff(now)))
+            format!("expires on {at}, in {}", remit_lang::value::duration_in_words(until.abs_diff(now)))
         };
         eprintln!(
             "warning[remit::mandate-expiring]: mandate `{mandate}` {when}; its calls are then denied `mandate.expired`"
@@ -317,7 +317,7 @@ pub struct LogKeyArgs {
 }
 
 /// A log key and how often it signs.
-pub type LogKey = Option<(remit::gateway::bundle::SigningKey, std::time::Duration)>;
+pub type LogKey = Option<(remit_gateway::bundle::SigningKey, std::time::Duration)>;
 
 impl LogKeyArgs {
     /// The key and the interval, read and checked at start.
@@ -325,7 +325,7 @@ impl LogKeyArgs {
         let Some(path) = &self.log_key else { return Ok(None) };
         let interval = duration(&self.head_interval).map_err(|e| format!("`--head-interval`: {e}"))?;
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-        let key = remit::gateway::bundle::signing_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?;
+        let key = remit_gateway::bundle::signing_key(&text).map_err(|e| format!("`{}`: {e}", path.display()))?;
         Ok(Some((key, interval)))
     }
 }
@@ -333,17 +333,17 @@ impl LogKeyArgs {
 /// The signer of `store`'s log heads with `key` (from [`LogKeyArgs::load`]), signing at its interval from now on.
 pub fn head_signer(
     key: LogKey,
-    store: Arc<dyn remit::gateway::Store>,
+    store: Arc<dyn remit_gateway::Store>,
     clock: Arc<dyn Clock>,
-) -> Option<Arc<remit::gateway::audit::HeadSigner>> {
+) -> Option<Arc<remit_gateway::audit::HeadSigner>> {
     let (key, interval) = key?;
-    let signer = Arc::new(remit::gateway::audit::HeadSigner::new(key, store, clock));
+    let signer = Arc::new(remit_gateway::audit::HeadSigner::new(key, store, clock));
     signer.clone().every(interval);
     Some(signer)
 }
 
 /// Signs the log's head once more as the process stops (its last decisions committed).
-pub fn sign_at_exit(signer: Option<Arc<remit::gateway::audit::HeadSigner>>) -> Result<(), String> {
+pub fn sign_at_exit(signer: Option<Arc<remit_gateway::audit::HeadSigner>>) -> Result<(), String> {
     match signer {
         Some(signer) => signer.sign().map(|_| ()).map_err(|e| format!("the log's head was not signed at exit: {e}")),
         None => Ok(()),
@@ -540,38 +540,38 @@ fn bundle_path(paths: &[PathBuf]) -> Option<&Path> {
             let mut head = [0u8; 15];
             use std::io::Read;
             let read = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
-            remit::gateway::bundle::is_bundle(&head[..read]).then_some(path.as_path())
+            remit_gateway::bundle::is_bundle(&head[..read]).then_some(path.as_path())
         }
         _ => None,
     }
 }
 
 /// The public key of `--verify-key`, read from its file.
-pub(super) fn verifying_key(path: Option<&Path>) -> Result<Option<remit::gateway::bundle::VerifyingKey>, String> {
+pub(super) fn verifying_key(path: Option<&Path>) -> Result<Option<remit_gateway::bundle::VerifyingKey>, String> {
     let Some(path) = path else { return Ok(None) };
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    remit::gateway::bundle::verifying_key(&text).map(Some).map_err(|e| format!("`{}`: {e}", path.display()))
+    remit_gateway::bundle::verifying_key(&text).map(Some).map_err(|e| format!("`{}`: {e}", path.display()))
 }
 
 /// The policy to serve: a module and its gateway metadata. With `verify_key`, only a bundle signed by that key.
 pub(super) fn load_policy(
     paths: &[PathBuf],
     runtime: &Runtime,
-    verify_key: Option<&remit::gateway::bundle::VerifyingKey>,
+    verify_key: Option<&remit_gateway::bundle::VerifyingKey>,
 ) -> Result<Option<Policy>, String> {
     Ok(load_bundled(paths, runtime, verify_key)?.map(|(policy, _)| policy))
 }
 
 /// [`load_policy`], with the bundle's manifest when the policy is a bundle.
-type Loaded = Option<(Policy, Option<remit::gateway::bundle::Manifest>)>;
+type Loaded = Option<(Policy, Option<remit_gateway::bundle::Manifest>)>;
 
-/// [`load_policy`] for serving: a bundle's revision is checked against the store's ([`remit::gateway::bundle::admit`];
+/// [`load_policy`] for serving: a bundle's revision is checked against the store's ([`remit_gateway::bundle::admit`];
 /// `force` at start with `--allow-rollback`) before the policy is returned.
 pub(super) fn load_admitted(
     paths: &[PathBuf],
     runtime: &Runtime,
-    verify_key: Option<&remit::gateway::bundle::VerifyingKey>,
-    store: &dyn remit::gateway::Store,
+    verify_key: Option<&remit_gateway::bundle::VerifyingKey>,
+    store: &dyn remit_gateway::Store,
     force: bool,
     clock: &dyn Clock,
 ) -> Result<Option<Policy>, String> {
@@ -579,7 +579,7 @@ pub(super) fn load_admitted(
     if let Some(manifest) = manifest {
         let now = clock.now();
         let path = paths.first().map(|p| p.display().to_string()).unwrap_or_default();
-        remit::gateway::bundle::admit(store, &manifest, now, force).map_err(|e| format!("`{path}`: {e}"))?;
+        remit_gateway::bundle::admit(store, &manifest, now, force).map_err(|e| format!("`{path}`: {e}"))?;
     }
     Ok(Some(policy))
 }
@@ -587,15 +587,15 @@ pub(super) fn load_admitted(
 fn load_bundled(
     paths: &[PathBuf],
     runtime: &Runtime,
-    verify_key: Option<&remit::gateway::bundle::VerifyingKey>,
+    verify_key: Option<&remit_gateway::bundle::VerifyingKey>,
 ) -> Result<Loaded, String> {
     if let Some(path) = bundle_path(paths) {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-        let bundle = remit::gateway::bundle::Bundle::read(&bytes).map_err(|e| format!("`{}`: {e}", path.display()))?;
+        let bundle = remit_gateway::bundle::Bundle::read(&bytes).map_err(|e| format!("`{}`: {e}", path.display()))?;
         if let Some(key) = verify_key {
             bundle.verify(key).map_err(|e| format!("`{}`: {e}", path.display()))?;
         }
-        let meta = remit::gateway::meta::extract(&bundle.module)?
+        let meta = remit_lang::wasm::meta::extract(&bundle.module)?
             .ok_or_else(|| format!("`{}`: the bundle's module carries no gateway metadata", path.display()))?;
         let policy = Policy::new(runtime.load(&bundle.module)?, meta)?;
         if policy.compiled.policy() != bundle.manifest.policy {
@@ -611,7 +611,7 @@ fn load_bundled(
     let (wasm, meta, program) = match super::build::compiled_policy(paths) {
         Some(path) => {
             let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-            let meta = remit::gateway::meta::extract(&bytes)?.ok_or_else(|| {
+            let meta = remit_lang::wasm::meta::extract(&bytes)?.ok_or_else(|| {
                 format!(
                     "`{}` carries no gateway metadata: build it with `remit build`, or serve the sources",
                     path.display()
@@ -622,7 +622,7 @@ fn load_bundled(
         None => {
             let (program, _, _) = super::compile(paths, Format::Human)?;
             let Some(program) = program else { return Ok(None) };
-            let wasm = remit::wasm::link(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
+            let wasm = remit_lang::wasm::link(&program).map_err(|e| format!("cannot compile the policy: {e}"))?;
             let meta = PolicyMeta::from_program(&program);
             // Kept for the inbox's explanations, which re-decide a logged request on the checked program.
             (wasm, meta, Some(Arc::new(program)))
@@ -704,7 +704,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     };
     // The base URL is known once the port is bound (port 0), so the gateway is made then.
     let scheme = scheme(&tls);
-    remit::gateway::http::run(&listen, tls, args.connections.limits(), move |address| {
+    remit_gateway::http::run(&listen, tls, args.connections.limits(), move |address| {
         let base = base_url.unwrap_or_else(|| format!("{scheme}://{address}"));
         println!("remit gateway listening on {scheme}://{address}");
         println!("policy {policy_hash}");
@@ -823,7 +823,7 @@ pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
                 }
                 for e in r.get("earlier").and_then(Json::as_array).into_iter().flatten() {
                     let field = |k: &str| printable(e.get(k).and_then(Json::as_str).unwrap_or("?"), false);
-                    let at = e.get("consumed_at").and_then(Json::as_i64).map(remit::value::format_timestamp);
+                    let at = e.get("consumed_at").and_then(Json::as_i64).map(remit_lang::value::format_timestamp);
                     println!(
                         "    earlier: the same call was approved by {} (access request {}, approval {}) and used by \
                          decision {}{}",
@@ -843,7 +843,7 @@ pub fn approvals(command: ApprovalsCommand) -> Result<ExitCode, String> {
             let answer = remote.call("POST", &format!("/inbox/api/requests/{id}/approve"), None)?;
             for a in answer.get("approvals").and_then(Json::as_array).into_iter().flatten() {
                 let text = |k: &str| a.get(k).and_then(Json::as_str).unwrap_or("").to_string();
-                let expires = a.get("expires_at").and_then(Json::as_i64).map(remit::value::format_timestamp);
+                let expires = a.get("expires_at").and_then(Json::as_i64).map(remit_lang::value::format_timestamp);
                 let line = format!(
                     "approved {id}: minted approval {} of kind {} for {}, expires at {}",
                     text("id"),
@@ -968,9 +968,9 @@ pub enum AuditCommand {
     },
 }
 
-fn read_log(spec: &str) -> Result<Vec<remit::gateway::store::LogEntry>, String> {
+fn read_log(spec: &str) -> Result<Vec<remit_gateway::store::LogEntry>, String> {
     let (store, path) = open_log(spec)?;
-    remit::gateway::audit::read_all(&store).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
+    remit_gateway::audit::read_all(&store).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
 }
 
 fn open_log(spec: &str) -> Result<(SqliteStore, &str), String> {
@@ -983,8 +983,8 @@ fn open_log(spec: &str) -> Result<(SqliteStore, &str), String> {
 }
 
 /// The signed heads a store keeps, oldest first.
-fn signed_heads(spec: &str) -> Result<Vec<remit::gateway::audit::SignedHead>, String> {
-    use remit::gateway::Store;
+fn signed_heads(spec: &str) -> Result<Vec<remit_gateway::audit::SignedHead>, String> {
+    use remit_gateway::Store;
     let (store, path) = open_log(spec)?;
     let read = store.begin().and_then(|mut tx| tx.signed_heads());
     read.map_err(|e| format!("cannot read the signed heads of `{path}`: {e}"))
@@ -993,7 +993,7 @@ fn signed_heads(spec: &str) -> Result<Vec<remit::gateway::audit::SignedHead>, St
 /// `remit audit verify`: the chain, then every stored head (signed by `key` when given, else by the key it names;
 /// its entry in the chain), then the kept `head`. Each line says what holds; the first failure ends it.
 fn verify_log(store: &str, head: Option<&Path>, key: Option<&Path>) -> Result<ExitCode, String> {
-    use remit::gateway::audit::{self, SignedHead};
+    use remit_gateway::audit::{self, SignedHead};
     let key = verifying_key(key)?;
     let kept = match head {
         Some(path) => {
@@ -1024,7 +1024,7 @@ fn verify_log(store: &str, head: Option<&Path>, key: Option<&Path>) -> Result<Ex
             "signed heads kept in the store: {}, each in the log; the latest of entry {}, signed at {}",
             heads.len(),
             latest.seq,
-            remit::value::format_timestamp(latest.time)
+            remit_lang::value::format_timestamp(latest.time)
         ),
         None => println!("no signed head in the store"),
     }
@@ -1036,7 +1036,7 @@ fn verify_log(store: &str, head: Option<&Path>, key: Option<&Path>) -> Result<Ex
         println!(
             "the kept head (entry {}, signed at {}) is in the log: entries 1 to {} are the ones the gateway signed",
             kept.seq,
-            remit::value::format_timestamp(kept.time),
+            remit_lang::value::format_timestamp(kept.time),
             kept.seq
         );
     }
@@ -1044,7 +1044,7 @@ fn verify_log(store: &str, head: Option<&Path>, key: Option<&Path>) -> Result<Ex
 }
 
 pub fn audit(command: AuditCommand) -> Result<ExitCode, String> {
-    use remit::gateway::audit;
+    use remit_gateway::audit;
     match command {
         AuditCommand::Verify { store, head, key } => verify_log(&store, head.as_deref(), key.as_deref()),
         AuditCommand::Head { store } => {
@@ -1085,7 +1085,7 @@ pub fn replay(store: &str, policy: &[PathBuf]) -> Result<ExitCode, String> {
     let entries = read_log(store)?;
     let runtime = Runtime::new()?;
     let Some(policy) = load_policy(policy, &runtime, None)? else { return Ok(ExitCode::from(1)) };
-    let report = remit::gateway::replay::replay(&entries, &policy.compiled)?;
+    let report = remit_gateway::replay::replay(&entries, &policy.compiled)?;
     for change in &report.changes {
         let line = format!(
             "{} (log entry {}): {} calls {}: {} ({}) -> {} ({})",
@@ -1115,7 +1115,7 @@ pub fn replay(store: &str, policy: &[PathBuf]) -> Result<ExitCode, String> {
 
 /// `remit keygen -o KEY`: KEY (secret, mode 0600) and KEY.pub.
 pub fn keygen(output: &Path) -> Result<ExitCode, String> {
-    let (secret, public) = remit::gateway::bundle::keygen()?;
+    let (secret, public) = remit_gateway::bundle::keygen()?;
     let public_path = PathBuf::from(format!("{}.pub", output.display()));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use remit::check::{check_with, Options};
-use remit::diag::Diagnostic;
-use remit::ir::Program;
-use remit::testing;
+use remit_lang::check::{check_with, Options};
+use remit_lang::diag::Diagnostic;
+use remit_lang::ir::Program;
+use remit_lang::testing;
 
 use super::{load, render, Format};
 
@@ -106,7 +106,7 @@ pub fn run(paths: &[PathBuf], options: &TestOptions) -> Result<ExitCode, String>
             failed += parsed.cases.len().max(1);
             continue;
         };
-        let outcomes = match testing::run_with(&program, &parsed, engine) {
+        let outcomes = match testing::run_with(&program, &parsed, engine, Some(&wasmtime_host)) {
             Ok(outcomes) => outcomes,
             Err(e) => {
                 println!("FAIL {}: {e} ({} case(s) not run)", file.display(), parsed.cases.len());
@@ -231,4 +231,12 @@ fn compile(policy: &[PathBuf]) -> Result<Option<Program>, String> {
     diagnostics.extend(checked.diagnostics);
     render::print(&sources, &diagnostics, Format::Human);
     Ok(if diagnostics.iter().any(Diagnostic::is_error) { None } else { checked.program })
+}
+
+/// The module engine of `remit test --engine module`: the decision module in wasmtime (`remit-host`), as a gateway
+/// runs it.
+fn wasmtime_host(wasm: &[u8]) -> Result<testing::LoadedModule, String> {
+    let runtime = remit_host::Runtime::new()?;
+    let mut evaluator = std::sync::Arc::new(runtime.load(wasm)?).evaluator()?;
+    Ok(Box::new(move |request: &[u8]| evaluator.decide(request)))
 }

@@ -1,4 +1,4 @@
-// Linked decision modules, version 2 (src/wasm/link.rs), in Node's built-in WebAssembly, for tests/link.rs.
+// Linked decision modules, version 2 (crates/remit-module/src/link.rs), in Node's built-in WebAssembly, for tests/link.rs.
 //
 //   node tests/node/module_v2.mjs UNITS
 //

@@ -1,4 +1,4 @@
-// The runtime artifact (src/wasm/runtime.wasm) in Node's built-in WebAssembly, for tests/runtime_artifact.rs:
+// The runtime artifact (crates/remit-module/runtime.wasm) in Node's built-in WebAssembly, for tests/runtime_artifact.rs:
 // reads frames (4-byte big-endian length, then the bytes) from the file named second, and writes one frame per
 // input to stdout: the `rt_json_validate` code as one byte, then, for an accepted input, its argument digest as the
 // arguments of the tool `pay` (`rt_argument_digest`; when the name and the input fit the input buffer together). One instance serves every input.

@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use remit::check::check;
-use remit::eval::Decision;
-use remit::ir::Program;
-use remit::source::SourceMap;
+use remit_lang::check::check;
+use remit_lang::eval::Decision;
+use remit_lang::ir::Program;
+use remit_lang::source::SourceMap;
 use serde_json::Value;
 
 pub const EXAMPLES: [&str; 4] = ["web-publication", "wallet", "club", "bank-disputes"];
@@ -38,7 +38,7 @@ pub fn remit_files(dir: &Path) -> Vec<(String, String)> {
 pub fn test_requests(dir: &Path) -> Vec<Value> {
     let mut requests = Vec::new();
     for path in sorted(dir).iter().filter(|p| p.to_string_lossy().ends_with(".tests.toml")) {
-        let file = remit::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let file = remit_lang::testing::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
         requests.extend(file.cases.into_iter().map(|case| case.request));
     }
     requests
@@ -77,7 +77,7 @@ pub fn program(name: &str) -> Program {
 
 /// Checks the files with the standard library; panics with the diagnostics when they do not check.
 pub fn compile(files: &[(String, String)]) -> Program {
-    let mut sources: SourceMap = remit::stdlib::sources();
+    let mut sources: SourceMap = remit_lang::stdlib::sources();
     for (name, text) in files {
         sources.add(name.clone(), text.clone());
     }

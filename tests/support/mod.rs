@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use remit::check::{check_with, Options};
-use remit::ir::Program;
-use remit::json::MAX_INPUT;
+use remit_lang::check::{check_with, Options};
+use remit_lang::ir::Program;
+use remit_lang::json::MAX_INPUT;
 
 pub const DEPS: &str = "scripts/test-deps-hosts.sh";
 
@@ -103,7 +103,7 @@ pub fn corpus() -> Vec<Unit> {
         .map(|dir| {
             let name = dir.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
             // Named relative to the folder, as `remit build FOLDER` names them (imports stay inside the folder).
-            let mut sources = remit::stdlib::sources();
+            let mut sources = remit_lang::stdlib::sources();
             for (file, text) in examples::remit_files(&dir) {
                 sources.add(file, text);
             }

@@ -3,7 +3,7 @@
 //! decision module never has (an import, a memory that may grow). The decision module never traps, runs away or
 //! answers outside its memory by design; a stub does on request.
 
-use remit::json::MAX_INPUT;
+use remit_lang::json::MAX_INPUT;
 use wasm_encoder::{
     BlockType, CodeSection, ConstExpr, DataSection, ExportKind, ExportSection, Function, FunctionSection,
     GlobalSection, GlobalType, Instruction as I, MemorySection, MemoryType, Module, TypeSection, ValType,
@@ -98,7 +98,7 @@ pub fn info(policy: &str) -> String {
 
 /// A host's deny of `reason` for `policy`, as bytes.
 pub fn deny(reason: &str, policy: &str) -> Vec<u8> {
-    remit::eval::Decision::deny(vec![reason.to_string()], policy).to_json().into_bytes()
+    remit_lang::eval::Decision::deny(vec![reason.to_string()], policy).to_json().into_bytes()
 }
 
 /// What a stub's `remit_visible_tools` does.

@@ -2,7 +2,7 @@
 //! certificates it signs for the names a test chooses (a DNS name, an IP address, or another host's name to be
 //! refused), the connections a test server accepts (plain or TLS) and the requests it reads from them, and a
 //! TLS-terminating relay that puts https in front of a real server speaking plain http. Shared by the integration
-//! tests (`#[path = "support/tls.rs"]`) and the gateway's unit tests (src/gateway/mod.rs).
+//! tests (`#[path = "support/tls.rs"]`) and the gateway's unit tests (crates/remit-gateway/src/lib.rs).
 #![allow(dead_code)]
 
 use std::io::{BufRead, Read, Write};

@@ -1,4 +1,4 @@
-//! A decision module run directly in wasmtime through its ABI (docs/abi.md), without `remit::runtime`: no fuel, no
+//! A decision module run directly in wasmtime through its ABI (docs/abi.md), without `remit_host`: no fuel, no
 //! instance replacement, so a trap fails the test instead of becoming a deny. The differential tests compare what
 //! it answers with the interpreter.
 

@@ -1,4 +1,4 @@
-//! Conditions, the twin of `src/eval/cond.rs`: a rule's condition read from the policy image (its [`Node`]s in
+//! Conditions, the twin of `crates/remit-lang/src/eval/cond.rs`: a rule's condition read from the policy image (its [`Node`]s in
 //! prefix order) and evaluated against a request read from its tape. Attributes are decoded by the type the checker
 //! gave them ([`Type`]); a missing or wrongly typed attribute, or a comparison of values of different kinds, is an
 //! error, and an error anywhere in a condition makes the whole condition an error ([`Truth::Error`]), so each caller
@@ -48,7 +48,7 @@ impl Truth {
     }
 }
 
-/// A set of possible outcomes of a condition: true, false, error (`src/eval/cond.rs`'s `Possible`).
+/// A set of possible outcomes of a condition: true, false, error (`crates/remit-lang/src/eval/cond.rs`'s `Possible`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Possible(pub u8);
 
@@ -153,7 +153,7 @@ fn leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Truth {
     }
 }
 
-/// Why an atom cannot be evaluated (`src/eval/err.rs`'s `EvalError`): absent from the request.
+/// Why an atom cannot be evaluated (`crates/remit-lang/src/eval/err.rs`'s `EvalError`): absent from the request.
 pub const PROBLEM_MISSING: u32 = 0;
 /// Present but not of the attribute's type.
 pub const PROBLEM_MISTYPED: u32 = 1;
@@ -173,7 +173,7 @@ pub fn problem_name(problem: u32) -> &'static [u8] {
 }
 
 /// The first atom of a condition in prefix order (the image's node order: as written, left to right) that cannot
-/// be evaluated, and why: `(atom offset, problem)`; `src/eval/cond.rs`'s `cause`. [`eval`] gives an error exactly
+/// be evaluated, and why: `(atom offset, problem)`; `crates/remit-lang/src/eval/cond.rs`'s `cause`. [`eval`] gives an error exactly
 /// when there is one (it evaluates every node and stops at the first error). A flat walk: prefix order needs no
 /// stack.
 pub fn cause(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Option<(u32, u32)> {
@@ -225,7 +225,7 @@ fn subtree_len(image: &Image<'_>, cond_off: u32, i: u32, count: u32) -> u32 {
 }
 
 /// How far a condition that does not hold is from holding: how many of its top-level conjuncts (the children of a
-/// root `and`, else the condition itself) are not true (`src/eval/cond.rs`'s `distance`).
+/// root `and`, else the condition itself) are not true (`crates/remit-lang/src/eval/cond.rs`'s `distance`).
 pub fn distance(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> u32 {
     let root = node(image, cond_off, 0);
     if cond_count == 0 || root.op != image::NODE_AND || root.arg == 0 {
@@ -244,7 +244,7 @@ pub fn distance(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>
 }
 
 /// The atom (its offset) that makes a false condition false, following it down: an `and` to its first false
-/// child, an `or` to its first child (`src/eval/cond.rs`'s `failed_atom`). A loop over ever smaller subtrees: no
+/// child, an `or` to its first child (`crates/remit-lang/src/eval/cond.rs`'s `failed_atom`). A loop over ever smaller subtrees: no
 /// recursion.
 pub fn failed_atom(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Option<u32> {
     let (mut off, mut count) = (cond_off, cond_count);
@@ -390,7 +390,7 @@ const ANY_FAIL: u8 = 32;
 
 /// The outcomes [`eval`] may give the condition once the unknown per-call values are known: an over-approximation
 /// (atoms on the same unknown attribute are treated as independent) that is exact when nothing is unknown, as
-/// `src/eval/cond.rs`'s `possible`.
+/// `crates/remit-lang/src/eval/cond.rs`'s `possible`.
 pub fn possible(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -> Possible {
     let first = node(image, cond_off, 0);
     if cond_count == 1 && first.op != image::NODE_AND && first.op != image::NODE_OR {
@@ -485,7 +485,7 @@ fn possible_nested(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<
     Possible::ERROR
 }
 
-/// An attribute's value, read from the request (`src/eval/cond.rs`'s `Value` of the attribute).
+/// An attribute's value, read from the request (`crates/remit-lang/src/eval/cond.rs`'s `Value` of the attribute).
 #[derive(Clone, Copy, Debug)]
 enum Val {
     /// A string token of the request.
@@ -515,7 +515,7 @@ enum Fetched {
 /// The type of the elements of `subject.scopes`.
 const STRINGS: Type = Type { code: image::TYPE_STRING, variants_off: 0, variants_count: 0, element: 0 };
 
-/// Reads atom `at`'s attribute from the request (`src/eval/cond.rs`'s `fetch`).
+/// Reads atom `at`'s attribute from the request (`crates/remit-lang/src/eval/cond.rs`'s `fetch`).
 fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
     let atom = image::Atom::decode(image.bytes, at);
     let doc = env.doc;
@@ -613,7 +613,7 @@ fn position(image: &Image<'_>, doc: &Doc<'_>, tok: u32, off: u32, count: u32) ->
     (0..count).find(|&i| doc.text_is(tok, image.str_at(off, i)))
 }
 
-/// Decodes the request's value `tok` as `ty` (`src/eval/cond.rs`'s `decode`; encodings: docs/requests.md); `None`
+/// Decodes the request's value `tok` as `ty` (`crates/remit-lang/src/eval/cond.rs`'s `decode`; encodings: docs/requests.md); `None`
 /// when it is not one (a wrong type).
 fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> {
     let kind = doc.token(tok).kind();
@@ -683,7 +683,7 @@ fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> 
     })
 }
 
-/// Applies atom `atom`'s test to its attribute's value (`src/eval/cond.rs`'s `test`).
+/// Applies atom `atom`'s test to its attribute's value (`crates/remit-lang/src/eval/cond.rs`'s `test`).
 fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &image::Atom, value: Val) -> Truth {
     let c = Cmp { image, doc };
     let operand = || c.value(atom.values_off, 0);
@@ -792,7 +792,7 @@ pub fn unsafe_raw_path(raw: &[u8]) -> bool {
     false
 }
 
-/// A text `under` cannot test (`src/eval/cond.rs`'s `unsafe_path`): a backslash or NUL, an empty segment (`//`), a
+/// A text `under` cannot test (`crates/remit-lang/src/eval/cond.rs`'s `unsafe_path`): a backslash or NUL, an empty segment (`//`), a
 /// `.` or `..` segment, or a percent-encoded separator, dot, NUL or percent (`%2f %5c %2e %00 %25`, either case).
 /// Read byte by byte: the last two bytes (lowercased) and the current segment's length and whether it is all dots.
 pub fn unsafe_path(bytes: impl Iterator<Item = u8>) -> bool {
@@ -836,7 +836,7 @@ impl Cmp<'_> {
         Value::decode(self.image.bytes, Image::at(off, Value::SIZE, i))
     }
 
-    /// Equality of two values of the same kind (`src/eval/cond.rs`'s `equal`): money in different currencies is not
+    /// Equality of two values of the same kind (`crates/remit-lang/src/eval/cond.rs`'s `equal`): money in different currencies is not
     /// comparable; sets are equal when each contains the other.
     fn equal(&self, left: Val, right: &Value) -> Result<bool, ()> {
         match (left, right.tag) {

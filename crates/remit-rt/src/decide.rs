@@ -1,4 +1,4 @@
-//! Deciding a request against a policy image, the twin of `src/eval/mod.rs` (and of `decision.rs` for the JSON).
+//! Deciding a request against a policy image, the twin of `crates/remit-lang/src/eval/mod.rs` (and of `decision.rs` for the JSON).
 //! Every entry point reads a parsed request (or the parse's error), writes its JSON into an [`Out`], and uses only
 //! the fixed lists of a [`Work`]: no allocation, so the same code runs natively and in the wasm32 artifact.
 //!

@@ -1,4 +1,4 @@
-//! The argument digest of `binds arguments` approvals, the twin of `src/eval/digest.rs`: `sha256:` + lowercase hex
+//! The argument digest of `binds arguments` approvals, the twin of `crates/remit-lang/src/eval/digest.rs`: `sha256:` + lowercase hex
 //! SHA-256 of the canonical JSON of `{"arguments": A, "tool": T}` (docs/requests.md). The canonical text is hashed
 //! as it is written, never held whole:
 //! - `null`, `true`, `false` as such;
@@ -167,7 +167,7 @@ mod tests {
         let text = br#"{"amount": "25.00 USD", "merchant": "acme"}"#;
         let mut buffers = Buffers::new();
         let (doc, keys) = buffers.parse(text).unwrap();
-        // Digests of the canonical texts, computed with `printf '%s' TEXT | sha256sum` (src/eval/digest.rs).
+        // Digests of the canonical texts, computed with `printf '%s' TEXT | sha256sum` (crates/remit-lang/src/eval/digest.rs).
         let (d, complete) = argument_digest(&doc, Some(0), b"pay", keys);
         assert!(complete);
         assert_eq!(&d[..], &b"sha256:4c32a2e75e970c681e0162da2416da6dc0bbec36565b866fe1b1edbec497f97f"[..]);

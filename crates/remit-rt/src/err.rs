@@ -1,4 +1,4 @@
-//! Reason codes, the twin of `src/eval/err.rs`: the stable vocabulary of decisions (docs/requests.md). A decision
+//! Reason codes, the twin of `crates/remit-lang/src/eval/err.rs`: the stable vocabulary of decisions (docs/requests.md). A decision
 //! lists its codes sorted, so each code is a bit whose position is the code's place in byte order ([`CODES`]); a set
 //! of codes is a `u32`, written in order by [`write_codes`].
 

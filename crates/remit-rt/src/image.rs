@@ -1,5 +1,5 @@
 //! The policy image: a checked policy as data, the one thing per policy in a decision module. The compiler
-//! (`src/wasm/image.rs`) writes it from `ir::Program`; the runtime reads it. Every record is defined once, here, as a
+//! (`crates/remit-lang/src/wasm/image.rs`) writes it from `ir::Program`; the runtime reads it. Every record is defined once, here, as a
 //! `#[repr(C)]` struct of `u32` fields written little-endian in field order ([`record!`]): the writer calls
 //! `encode`, the reader `decode`, and tests/rt_image.rs writes every example's image and reads it back.
 //!

@@ -1,4 +1,4 @@
-//! The JSON acceptance rule of docs/json.md, the twin of `src/json.rs`: strict RFC 8259, containers nested at most
+//! The JSON acceptance rule of docs/json.md, the twin of `crates/remit-lang/src/json.rs`: strict RFC 8259, containers nested at most
 //! [`MAX_DEPTH`] deep, no two keys of an object equal after unescaping, at most [`MAX_INPUT`] bytes. An accepted
 //! document is described by a tape of [`Token`]s (one per value and one per object key, in document order) in a
 //! buffer the caller provides: no allocator, no recursion (containers are tracked on a fixed stack of
@@ -517,7 +517,7 @@ pub fn parse(
     }
     let w: &Window = window;
     match tokens(w, start, end, tape, &mut scratch.keys, &mut scratch.frames) {
-        // The interpreter checks the encoding first (src/json.rs); here it is checked inside strings as they are
+        // The interpreter checks the encoding first (crates/remit-lang/src/json.rs); here it is checked inside strings as they are
         // scanned (outside strings a byte past ASCII is a syntax error anyway), so a depth or duplicate fault found
         // before an invalid byte must still be reported as what the encoding makes it.
         Err(JsonError::Depth | JsonError::Duplicate)

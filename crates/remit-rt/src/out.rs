@@ -1,7 +1,7 @@
 //! The output writer: a cursor over a fixed buffer that never writes past it. A write that does not fit writes
 //! nothing, leaves the cursor where it was and sets the overflow flag, which callers check once at the end (so
 //! output is never truncated JSON: an overflowing result is replaced, e.g. by the `decision.oversize` deny).
-//! And the one JSON string writer (the interpreter's `write_string` in src/eval/digest.rs), for any [`Sink`].
+//! And the one JSON string writer (the interpreter's `write_string` in crates/remit-lang/src/eval/digest.rs), for any [`Sink`].
 
 use crate::json::{Doc, ESCAPED, STRING};
 use crate::{copy_short, Sink};

@@ -1,4 +1,4 @@
-//! Reading a request (docs/requests.md) from its tape, the twin of `src/eval/request.rs`: the same fields, read in the
+//! Reading a request (docs/requests.md) from its tape, the twin of `crates/remit-lang/src/eval/request.rs`: the same fields, read in the
 //! same order, with the same classification of what is wrong (`request.malformed`, `request.missing-field`,
 //! `request.oversize`). The document must have passed [`crate::json::parse`] (its error is classified by
 //! [`RequestError::json`]); every field is checked for its JSON type before use, and `null` counts as a wrong type,

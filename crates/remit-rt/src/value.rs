@@ -1,4 +1,4 @@
-//! Values the runtime reads from a request, the twin of the parts of `src/value.rs` it needs: timestamps
+//! Values the runtime reads from a request, the twin of the parts of `crates/remit-lang/src/value.rs` it needs: timestamps
 //! (RFC 3339 `date-time`, nanoseconds since the Unix epoch), exact decimals (`Decimal::parse`), money
 //! (`Money::parse`) and durations (`parse_duration`), each read from bytes exactly as the interpreter reads the same
 //! text (tests/rt_cond.rs compares them on generated strings).

@@ -1,4 +1,4 @@
-//! Tool listing, the twin of `src/eval/visible.rs`: which tools a gateway should show an agent before any call is
+//! Tool listing, the twin of `crates/remit-lang/src/eval/visible.rs`: which tools a gateway should show an agent before any call is
 //! made. A tool is hidden only when every call to it would be denied whatever its arguments, with the first such
 //! reason in the documented order; anything that depends on the call is left to [`crate::decide::decide`].
 

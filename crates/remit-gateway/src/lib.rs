@@ -1,0 +1,42 @@
+//! The gateway (`remit serve`): the decision point that keeps the state decisions depend on, carries out their
+//! obligations, logs every decision in a hash chain and sends escalations to the principal's inbox.
+//!
+//! Above the module host (`remit-host`, which decides) and the language (`remit-lang`, for a policy's metadata and,
+//! given the sources, explanations). The only layer that knows the async runtime (tokio), the HTTP framework (axum,
+//! on hyper), the database (SQLite through rusqlite) and TLS (rustls on ring, the platform's root certificates
+//! through rustls-native-certs); the MCP proxy (`remit-mcp`) is built on it. Its pieces:
+//! - [`store`]: the state behind a trait ([`store::Store`], [`store::Tx`]); [`sqlite`] its embedded implementation;
+//!   [`state_cache`] what a decision reads, kept between decisions that change nothing while the store does not;
+//! - [`core`]: filling state and time into requests, deciding through the module, obligations, access requests,
+//!   stops and facts — no HTTP;
+//! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
+//! - [`bundle`]: signed policy bundles (ed25519);
+//! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`conn`] its servers'
+//!   connections (limit, header and idle timeouts); [`https`] their TLS;
+//! - [`wire`] the gateway's outgoing HTTP/1.1 over `http://` and `https://` (MCP upstreams, key sets), blocking;
+//!   [`wire_async`] the same exchange on the async runtime; [`client`] a minimal HTTP client for the CLI and tests.
+
+pub mod audit;
+pub mod bundle;
+pub mod client;
+pub mod conn;
+pub mod core;
+pub mod http;
+pub mod https;
+pub mod replay;
+pub mod sqlite;
+pub mod state_cache;
+pub mod store;
+mod wal_index;
+pub mod wire;
+pub mod wire_async;
+
+/// https servers made at test time (tests/support/tls.rs, shared with the integration tests).
+#[cfg(test)]
+#[path = "../../../tests/support/tls.rs"]
+mod test_tls;
+
+pub use self::core::{Clock, Config, Decided, FixedClock, Gateway, NoExplanation, Policy, StartedClock, SystemClock};
+pub use self::sqlite::{Durability, SqliteStore};
+pub use self::store::{Store, StoreError, Tx};
+pub use remit_lang::wasm::meta::PolicyMeta;

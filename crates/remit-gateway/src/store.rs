@@ -1,0 +1,362 @@
+//! The gateway's state behind one trait, so that a PostgreSQL store for several replicas can sit beside the
+//! embedded SQLite one ([`super::sqlite::SqliteStore`]).
+//!
+//! Everything happens inside a [`Tx`]: a write transaction that sees a consistent state and either commits all of
+//! its writes or none. The core reads the state a decision needs, decides, carries out the obligations and appends
+//! the log entry in one `Tx`, which is what makes the obligations happen exactly once and atomically with the log.
+
+use remit_lang::syntax::ast::FactVersion;
+use serde::{Deserialize, Serialize};
+
+/// A store that cannot be read or written (unavailable, full, corrupt). The core turns it into a deny with the
+/// reason `gateway.store-unavailable`, never an allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "store: {}", self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A stop with an id and a level (docs/gateway.md "Stops"), on a mandate or on a principal; filled into a request's
+/// `context.stops` as the object docs/requests.md describes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRecord {
+    pub id: String,
+    /// `pause`, `cancel`, `revoke` or `quarantine`.
+    pub level: String,
+    /// Exactly one of the two is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mandate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+}
+
+impl StopRecord {
+    /// The levels, weakest first.
+    pub const LEVELS: [&'static str; 4] = ["pause", "cancel", "revoke", "quarantine"];
+
+    /// The item of `context.stops`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain data serializes")
+    }
+}
+
+/// What every decision reads from the store besides approvals and counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecisionState {
+    /// The mandates stopped without an id (sorted).
+    pub stops: Vec<String>,
+    /// The stops with ids (sorted by id).
+    pub records: Vec<StopRecord>,
+    /// The current version of every published fact (sorted by name).
+    pub facts: Vec<(String, FactVersion)>,
+}
+
+/// An approval minted by the gateway (on an access request's approval) and kept in the store; presented to the
+/// module in the shape of docs/requests.md.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredApproval {
+    pub id: String,
+    pub kind: String,
+    pub mandate: String,
+    /// Unix seconds.
+    pub issued_at: i64,
+    pub expires_at: i64,
+    pub tool: Option<String>,
+    pub target: Option<String>,
+    pub digest: Option<String>,
+    pub manifest: Option<String>,
+    pub single_use: bool,
+    pub consumed: bool,
+    /// The identity of the person who approved.
+    pub approver: String,
+    /// The access request it answered.
+    pub access_request: Option<String>,
+    /// The decision that consumed it.
+    pub consumed_by: Option<String>,
+    /// When it was consumed (Unix seconds); `None` while not consumed, and for one consumed by a gateway before
+    /// schema version 4.
+    #[serde(default)]
+    pub consumed_at: Option<i64>,
+    /// The agent whose call it was minted for (the access request's `subject.id`): it is presented only to that
+    /// agent's calls, so a co-holder of the mandate cannot use it (docs/gateway.md). `None` only for an approval
+    /// with no access request, which no gateway mints.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// An earlier approval of the same call, already used: what a new access request for that call tells its
+/// approver, so that a second payment is not approved blindly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierUse {
+    /// The approval, and the access request it answered.
+    pub approval: String,
+    pub access_request: String,
+    pub approved_by: String,
+    /// The decision that used it, and when (Unix seconds; `None` when a gateway before schema version 4 consumed
+    /// it).
+    pub consumed_by: Option<String>,
+    pub consumed_at: Option<i64>,
+}
+
+/// How many earlier uses an access request records (the newest).
+pub const MAX_EARLIER: usize = 10;
+
+/// The longest `arguments` an access request shows in a list, in characters of its JSON text; longer ones are cut
+/// there (see [`AccessRequest::arguments_truncated`]) and shown whole by the request's own endpoint.
+pub const LIST_ARGUMENTS_CHARS: usize = 4096;
+
+/// Where a page of access requests starts: after the request created at `created_at` with id `id` (newest first,
+/// then by id), written as an opaque token ([`Cursor::token`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub created_at: i64,
+    pub id: String,
+}
+
+impl Cursor {
+    pub fn token(&self) -> String {
+        format!("c{}.{}", self.created_at, self.id)
+    }
+
+    /// `None` for a token [`Cursor::token`] did not write.
+    pub fn parse(token: &str) -> Option<Cursor> {
+        let (created_at, id) = token.strip_prefix('c')?.split_once('.')?;
+        Some(Cursor { created_at: created_at.parse().ok()?, id: id.to_string() }).filter(|c| !c.id.is_empty())
+    }
+
+    pub fn of(request: &AccessRequest) -> Cursor {
+        Cursor { created_at: request.created_at, id: request.id.clone() }
+    }
+
+    /// Whether `request` comes after the cursor in the list's order.
+    pub fn before(&self, request: &AccessRequest) -> bool {
+        request.created_at < self.created_at || (request.created_at == self.created_at && request.id > self.id)
+    }
+}
+
+/// One page of access requests and the cursor of the next (`None`: this was the last).
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub requests: Vec<AccessRequest>,
+    pub next: Option<Cursor>,
+}
+
+/// Cuts an access request's `arguments` for a list: a JSON text longer than [`LIST_ARGUMENTS_CHARS`] becomes its
+/// first that many characters, as a string, with `arguments_truncated` its whole length.
+pub fn cut_arguments(request: &mut AccessRequest) {
+    let text = request.arguments.to_string();
+    let length = text.chars().count();
+    if length > LIST_ARGUMENTS_CHARS {
+        request.arguments = serde_json::Value::String(text.chars().take(LIST_ARGUMENTS_CHARS).collect());
+        request.arguments_truncated = Some(length as u64);
+    }
+}
+
+/// Where an access request is in its life.
+pub const PENDING: &str = "pending";
+pub const APPROVED: &str = "approved";
+pub const DENIED: &str = "denied";
+
+/// An escalated call waiting for (or having had) the principal's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessRequest {
+    pub id: String,
+    /// `pending`, `approved`, `denied`.
+    pub status: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    /// Who decides: the decision's `escalate_to`.
+    pub principal: Option<String>,
+    pub agent: String,
+    pub credential: Option<String>,
+    pub mandate: String,
+    pub tool: String,
+    pub target: Option<String>,
+    pub digest: String,
+    pub manifest: Option<String>,
+    /// The call's arguments as the principal sees them (masked fields as `"***"`); the digest binds the real ones.
+    pub arguments: serde_json::Value,
+    /// The decision's `missing_approvals`, as JSON.
+    pub missing_approvals: serde_json::Value,
+    pub reasons: Vec<String>,
+    pub chain: Vec<String>,
+    /// The escalated decision.
+    pub decision_id: String,
+    /// The same call escalated again while pending joins this request instead of making a new one.
+    pub key: String,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<i64>,
+    /// The sequence number of the escalated decision's log entry (what its explanation re-reads); `None` for a
+    /// request filed by a store of schema version 1.
+    #[serde(default)]
+    pub log_seq: Option<u64>,
+    /// Earlier approvals of the same call (same agent, credential, mandate, tool, target, digest, manifest) that were
+    /// used already, newest first, at most [`MAX_EARLIER`]: recorded when the request is filed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<EarlierUse>,
+    /// In a list: the length, in characters, of the arguments' JSON text when `arguments` holds only its first
+    /// [`LIST_ARGUMENTS_CHARS`] characters (as a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_truncated: Option<u64>,
+}
+
+/// One entry of the decision log, a hash chain: `hash = sha256(prev ‖ seq ‖ time ‖ kind ‖ body)` (see
+/// [`super::audit::entry_hash`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub seq: u64,
+    pub time: i64,
+    /// `decision`, `approval`, `stop`, `fact`, `policy` (a bundle revision taken: `bundle::admit`); `outcome` and
+    /// `refused` from `remit mcp-proxy`.
+    pub kind: String,
+    /// JSON.
+    pub body: String,
+    pub prev: String,
+    pub hash: String,
+}
+
+/// One recorded operation id (the `record-operation` obligation of an allowed side-effecting call).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    pub operation: String,
+    pub decision_id: String,
+    pub tool: String,
+    pub time: i64,
+}
+
+/// A write transaction. Dropping it without [`Tx::commit`] rolls everything back.
+pub trait Tx {
+    /// The mandates with an active stop.
+    fn stops(&mut self) -> StoreResult<Vec<String>>;
+    /// The current version of every published fact.
+    fn facts(&mut self) -> StoreResult<Vec<(String, FactVersion)>>;
+    /// [`Tx::stops`] and [`Tx::facts`] together (what every decision reads: a store may read both at once).
+    #[allow(clippy::type_complexity)]
+    fn stops_and_facts(&mut self) -> StoreResult<(Vec<String>, Vec<(String, FactVersion)>)> {
+        Ok((self.stops()?, self.facts()?))
+    }
+    /// The stops with ids, sorted by id. A store that keeps none (it refuses [`Tx::set_stop_record`]) has none.
+    fn stop_records(&mut self) -> StoreResult<Vec<StopRecord>> {
+        Ok(Vec::new())
+    }
+    /// The stops (both kinds) and the facts together (what every decision reads: a store may read them at once).
+    fn decision_state(&mut self) -> StoreResult<DecisionState> {
+        let (stops, facts) = self.stops_and_facts()?;
+        Ok(DecisionState { stops, records: self.stop_records()?, facts })
+    }
+    /// The approvals not consumed and not expired at `now`, issued under one of `mandates`.
+    fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>>;
+    fn approvals_of_request(&mut self, access_request: &str) -> StoreResult<Vec<StoredApproval>>;
+    fn approval(&mut self, id: &str) -> StoreResult<Option<StoredApproval>>;
+    /// The count of `counter` in its window `window` (e.g. `operation:op-1`, `hour:2026-11-30T12`, `total`).
+    fn counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
+    fn access_request(&mut self, id: &str) -> StoreResult<Option<AccessRequest>>;
+    fn pending_access_request(&mut self, key: &str, now: i64) -> StoreResult<Option<AccessRequest>>;
+    /// Access requests, newest first; only those with `status` when given.
+    fn access_requests(&mut self, status: Option<&str>) -> StoreResult<Vec<AccessRequest>>;
+    /// One page of the access requests that `keep` admits (filtered before the page is cut, so that no number of
+    /// requests `keep` refuses hides one it admits), newest first, after `after`, at most `limit`, each with its
+    /// arguments cut for a list ([`cut_arguments`]); only those with `status` when given.
+    fn access_request_page(
+        &mut self,
+        status: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+        keep: &mut dyn FnMut(&AccessRequest) -> bool,
+    ) -> StoreResult<Page>;
+    /// The approvals minted for earlier access requests with `key` and used already, newest first, at most
+    /// [`MAX_EARLIER`].
+    fn earlier_uses(&mut self, key: &str) -> StoreResult<Vec<EarlierUse>>;
+    fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>>;
+    /// The last entry's sequence number and hash (`0` and the genesis hash for an empty log).
+    fn log_head(&mut self) -> StoreResult<(u64, String)>;
+    /// Entries with `seq >= from`, in order, at most `limit`.
+    fn log_entries(&mut self, from: u64, limit: usize) -> StoreResult<Vec<LogEntry>>;
+
+    /// Marks a live approval consumed by `decision` at `at`; `false` when it is unknown or already consumed.
+    fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool>;
+    fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
+    fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()>;
+    fn insert_approval(&mut self, approval: &StoredApproval) -> StoreResult<()>;
+    fn insert_access_request(&mut self, request: &AccessRequest) -> StoreResult<()>;
+    fn decide_access_request(&mut self, id: &str, status: &str, by: &str, at: i64) -> StoreResult<()>;
+    fn set_stop(&mut self, mandate: &str, active: bool) -> StoreResult<()>;
+    /// Sets the stop with `stop.id` (replacing one with the same id). A store that cannot keep it refuses, so a stop
+    /// is never acknowledged and then ignored.
+    fn set_stop_record(&mut self, stop: &StopRecord) -> StoreResult<()> {
+        let _ = stop;
+        Err(StoreError("this store keeps no stops with ids".into()))
+    }
+    /// Clears the stop with `id`; `false` when there was none.
+    fn clear_stop_record(&mut self, id: &str) -> StoreResult<bool> {
+        let _ = id;
+        Ok(false)
+    }
+    fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()>;
+    /// Keeps `carried` (what an allowed call's obligations carried out, as JSON) under `key` until `expires_at`, for
+    /// a later round of the call (`Gateway::keep_round`); drops the rounds expired at `now`. A store that cannot
+    /// keep it refuses (then the next round is decided as a new call).
+    fn keep_round(&mut self, key: &str, carried: &str, expires_at: i64, now: i64) -> StoreResult<()> {
+        let _ = (key, carried, expires_at, now);
+        Err(StoreError("this store keeps no rounds".into()))
+    }
+    /// Takes the round kept under `key` (removing it) unless it expired at `now`.
+    fn take_round(&mut self, key: &str, now: i64) -> StoreResult<Option<String>> {
+        let _ = (key, now);
+        Ok(None)
+    }
+    /// The bundle revision in force and its policy (`bundle::admit`); `None` when no numbered bundle was served.
+    fn bundle_revision(&mut self) -> StoreResult<Option<(u64, String)>> {
+        Ok(None)
+    }
+    /// Sets the bundle revision in force. A store that cannot keep it refuses, so a rollback is never let through.
+    fn set_bundle_revision(&mut self, revision: u64, policy: &str) -> StoreResult<()> {
+        let _ = (revision, policy);
+        Err(StoreError("this store keeps no bundle revisions".into()))
+    }
+    /// The log's signed heads, oldest first (none in a store that keeps none).
+    fn signed_heads(&mut self) -> StoreResult<Vec<super::audit::SignedHead>> {
+        Ok(Vec::new())
+    }
+    /// Keeps a signed head of the log.
+    fn insert_signed_head(&mut self, head: &super::audit::SignedHead) -> StoreResult<()> {
+        let _ = head;
+        Err(StoreError("this store keeps no signed heads".into()))
+    }
+    /// Appends an entry after the head (computing its hash) and returns it.
+    fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry>;
+
+    /// Opens a savepoint inside the transaction.
+    fn savepoint(&mut self) -> StoreResult<()>;
+    /// Closes the savepoint: keeps its writes (`keep`) or rolls them back.
+    fn release(&mut self, keep: bool) -> StoreResult<()>;
+
+    fn commit(self: Box<Self>) -> StoreResult<()>;
+}
+
+/// A place that keeps the gateway's state.
+pub trait Store: Send + Sync {
+    /// A write transaction; transactions are serializable (one at a time for SQLite).
+    fn begin(&self) -> StoreResult<Box<dyn Tx + '_>>;
+
+    /// A transaction for reading: the same consistent view as [`Store::begin`], but it may refuse to write (SQLite:
+    /// a deferred transaction, which takes no write lock). Reading is all a decision that changes nothing does.
+    fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        self.begin()
+    }
+
+    /// A number that changes whenever a transaction commits, through this store or any other writer of the same
+    /// state (it may also change when nothing did); `None` when the store cannot tell. What decisions read is kept
+    /// between them while it stays the same (`gateway::state_cache`): a store that returns `Some` must not let a
+    /// change go by without changing it.
+    fn version(&self) -> Option<u64> {
+        None
+    }
+}

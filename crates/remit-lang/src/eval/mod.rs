@@ -1,0 +1,761 @@
+//! The reference interpreter: decides a request (docs/requests.md) against a checked [`Program`]. It is the
+//! executable definition of the semantics the wasm backend must reproduce byte for byte, so it is written for
+//! clarity and determinism: no IO, no clock, no panics on request data, and every list in a decision sorted so the
+//! order of rules and files never shows.
+//!
+//! Resolution stops early only for the tool, the mandate and the holder; after that every mandate of the chain is
+//! examined in full and the decision collects every reason: any deny reason denies, else any escalate reason
+//! escalates, else the call is allowed.
+
+mod cond;
+mod decision;
+mod digest;
+mod err;
+mod request;
+mod visible;
+
+use serde_json::{Map, Value as Json};
+
+pub use decision::{
+    DecidingRule, Decision, Failed, MissingApproval, Obligation, Outcome, Refusal, RefusedApproval, RequestField,
+    Unevaluable, UsedApproval,
+};
+pub use digest::argument_digest;
+pub use visible::{visible_tools, HiddenTool, Visibility};
+// The wasm backend writes the same JSON, so it shares the writers.
+pub(crate) use cond::atom_text;
+pub(crate) use cond::unsafe_path;
+pub(crate) use decision::write_rule as write_deciding_rule;
+pub(crate) use decision::write_strings as write_json_strings;
+pub(crate) use digest::write_string as write_json_string;
+
+use crate::ir::{ApprovalKind, Binding, Mandate, Program, RuleKind, Tool, ToolId};
+use crate::source::Span;
+use crate::syntax::ast::Outcome as Otherwise;
+use crate::value::{format_timestamp, NANOS_PER_SECOND};
+use cond::Env;
+use request::{Call, Need, Request, Stop, StopLevel, StopOn};
+
+/// Decides one request. Never panics on any `request` bytes.
+pub fn decide(program: &Program, request: &[u8]) -> Decision {
+    let policy = program.hash.as_str();
+    let req = match request::parse(request, Need::Call) {
+        Ok(req) => req,
+        Err(error) => {
+            let mut decision = Decision::deny(error.codes(), policy);
+            decision.fields =
+                error.fields().into_iter().map(|(field, problem)| RequestField { field, problem }).collect();
+            return decision;
+        }
+    };
+    let mut decision = decide_request(program, &req);
+    // Every decision on a request that could be read names its credential, the early denies too.
+    decision.credential = req.credential_id.clone();
+    // A decision that would not fit the module's output area is a deny of its own (never truncated JSON). With
+    // the area sized by `output_limit` this happens only for policies past `MAX_OUTPUT`.
+    let size = decision.to_json().len();
+    if size > MIN_OUTPUT && size > output_limit(program) {
+        let mut oversize = Decision::deny(vec![err::DECISION_OVERSIZE.into()], policy);
+        oversize.mandate_chain = std::mem::take(&mut decision.mandate_chain);
+        oversize.credential = decision.credential;
+        decision = oversize;
+    }
+    decision
+}
+
+fn decide_request(program: &Program, req: &Request) -> Decision {
+    let policy = program.hash.as_str();
+    let Some(call) = req.call.as_ref() else {
+        return Decision::deny(vec![err::REQUEST_MISSING_FIELD.into()], policy);
+    };
+    let Some(tool) = program.tool(&call.name) else {
+        return Decision::deny(vec![err::TOOL_UNDECLARED.into()], policy);
+    };
+    let Some(leaf) = program.mandate(&req.mandate) else {
+        return Decision::deny(vec![err::MANDATE_UNKNOWN.into()], policy);
+    };
+    let chain = program.chain(leaf);
+    let mut decision = if is_holder(&program.mandates[leaf], &req.subject_id) {
+        let mut tally = Tally::default();
+        tally.examine(program, req, call, tool, &chain);
+        tally.into_decision(program, req, tool, &chain)
+    } else {
+        Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy)
+    };
+    decision.mandate_chain = chain.iter().map(|&m| program.mandates[m].name.clone()).collect();
+    decision
+}
+
+/// Whether `subject` holds `mandate`: one of its ids, or under one of its `holder under` prefixes with `under`'s
+/// meaning (docs/language.md): a subject id that could leave the prefix once normalised (a `.` or `..` segment, `//`,
+/// a backslash, an escaped separator, …) is under nothing, so it holds no mandate by pattern.
+pub fn is_holder(mandate: &crate::ir::Mandate, subject: &str) -> bool {
+    holds(&mandate.holders, &mandate.holder_prefixes, subject)
+}
+
+/// [`is_holder`] on the two lists (the gateway's metadata keeps them apart from the program).
+pub fn holds(ids: &[String], prefixes: &[String], subject: &str) -> bool {
+    ids.iter().any(|id| id == subject)
+        || (!prefixes.is_empty()
+            && !cond::unsafe_path(subject)
+            && prefixes.iter().any(|p| subject.starts_with(p.as_str())))
+}
+
+/// Whether `identity` may grant an approval kind with these approvers in a chain whose principal is
+/// `chain_principal` (the kind's `approvers`, or the principal when the kind says `principal`). Here, not in the
+/// IR: `holds` is the interpreter's meaning of `under`.
+pub fn admits(principal: bool, ids: &[String], prefixes: &[String], identity: &str, chain_principal: &str) -> bool {
+    (principal && identity == chain_principal) || holds(ids, prefixes, identity)
+}
+
+/// The smallest and the largest output area of a decision module (bytes; whole 64 KiB pages).
+pub const MIN_OUTPUT: usize = 1 << 20;
+pub const MAX_OUTPUT: usize = 16 << 20;
+
+/// The most bytes any decision or tool listing of `program` can take, rounded up to whole 64 KiB pages and kept
+/// within [`MIN_OUTPUT`, `MAX_OUTPUT`]: the size of the module's output area, and the size past which the
+/// interpreter answers `decision.oversize` as the module does.
+///
+/// Why it is a bound: everything a decision writes is static text of the policy (reasons, deciding rules,
+/// missing-approval kinds, mandates, counters, the policy hash), counted here in full for every mandate, except strings
+/// of the request. Those are the resource id and `args.manifest`, written once per missing approval that binds them,
+/// the approval ids and operation id of an allow, the stop ids of a deny (one stop per mandate of the chain, each stop
+/// object reaching one mandate of it: its `mandate`, or the root for a `principal`), and the credential id. Each is
+/// written escaped no longer than its text in the request (an escape is never longer than the escape or character it
+/// stands for), and distinct values are distinct parts of a request of at most `MAX_INPUT` bytes. So one `MAX_INPUT`
+/// per missing approval that may carry a request string, plus one for the ids (an allow's or a deny's, never both, and
+/// the credential's), bounds them; a stop's entry around its id (`stop  (quarantine)`) is counted with each mandate's
+/// clauses. The `refused` lists of missing approvals add one more: an entry names a distinct presented approval
+/// (missing approvals are one per kind, an approval has one kind, and repeats of an id are written once) and is shorter
+/// than that approval's JSON (an entry is its id and at most 57 bytes; a usable approval is its id and more than 100:
+/// its keys, kind, mandate and two 20-character timestamps). An allow's `approvals` add one more: the id and
+/// `approved_by` of each approval that satisfied a gate, written once per id (the ids are written a second time there,
+/// hence a `MAX_INPUT` of its own). The closest grant an unmatched mandate's `otherwise` names carries the request's
+/// value of the attribute its false atom reads, as canonical JSON: no longer than its text in the request (a value that
+/// decoded as its type has no exponent, whitespace goes, escapes only shrink); one per mandate of the chain, so one
+/// `MAX_INPUT` per mandate of the longest chain bounds them. A listing writes only static text (a stop by its level:
+/// `stop (LEVEL)`).
+pub fn output_limit(program: &Program) -> usize {
+    let input = crate::json::MAX_INPUT;
+    let json_len = |s: &str| {
+        let mut out = String::new();
+        write_json_string(&mut out, s);
+        out.len()
+    };
+    let entry_len = |mandate: &Mandate, text: &str, span: Span| {
+        let mut out = String::new();
+        write_deciding_rule(&deciding_rule(program, mandate, text, span), &mut out);
+        out.len() + 1
+    };
+    // Keys, every reason code, the policy hash, `null`s and separators.
+    let mut fixed = 2048 + json_len(&program.hash);
+    let longest_tool = program.tools.iter().map(|t| json_len(&t.name)).max().unwrap_or(0);
+    let mut longest_entry = 0;
+    for mandate in &program.mandates {
+        fixed += json_len(&mandate.name) + json_len(&mandate.principal) + 2;
+        let level = mandate.max_level.map(|l| format!("max level {}", program.levels.get(l).map_or("", |s| s)));
+        let clauses = [
+            (validity_text(mandate), mandate.valid_span),
+            ("stop".to_string(), mandate.span),
+            // The longest stop entry without its id (a decision's), and a listing's.
+            ("stop  (quarantine)".to_string(), mandate.span),
+            ("stop (quarantine)".to_string(), mandate.span),
+            (level.unwrap_or_default(), mandate.max_level_span),
+            (otherwise_text(mandate.otherwise).to_string(), mandate.otherwise_span),
+        ];
+        let rules = mandate.rules.iter().map(|r| (r.label.clone(), r.span));
+        for (text, span) in clauses.into_iter().chain(rules) {
+            let len = entry_len(mandate, &text, span);
+            longest_entry = longest_entry.max(len);
+            fixed += len;
+        }
+        // The `otherwise` of an unmatched mandate names its closest grant: `,"closest":` and the grant's entry with
+        // `,"failed":{"attribute":…,"value":…}` (the value, a request string, is budgeted below) or `unevaluable`.
+        let grants = mandate.rules.iter().filter(|r| matches!(r.kind, RuleKind::Allow));
+        fixed += grants
+            .map(|r| {
+                let atom = |a: &crate::ir::Atom| json_len(&a.attr.display()) + json_len(&cond::atom_text(a, program));
+                entry_len(mandate, &r.label, r.span) + longest_atom(&r.condition, &atom).unwrap_or(0) + 112
+            })
+            .max()
+            .unwrap_or(0);
+        for rule in &mandate.rules {
+            // `,"unevaluable":{"attribute":…,"problem":"unsafe-path"}` on a rule listed because its condition failed.
+            fixed += longest_atom(&rule.condition, &|a| json_len(&a.attr.display())).map_or(0, |len| len + 64);
+            fixed += match &rule.kind {
+                // `{"kind":…,"mandate":…,"mandates":[…],"tool":…,"digest":"sha256:…"}` and the keys of target and
+                // manifest: a gate's mandate is in its kind's `mandates` once, and `mandate` at most once.
+                // And an allow's `{"id":…,"kind":…,"approved_by":…}` of the approval that satisfied it.
+                RuleKind::Gate { approval, .. } => {
+                    2 * json_len(&program.approvals[*approval].name) + 2 * json_len(&mandate.name) + longest_tool + 220
+                }
+                RuleKind::Budget { name, .. } => json_len(name) + 48,
+                _ => 0,
+            };
+        }
+    }
+    // Missing approvals that may carry the resource id or the manifest: distinct (kind, mandate) gates of a chain.
+    let carries = |kind: &ApprovalKind| kind.binds.iter().any(|b| matches!(b, Binding::Target | Binding::Manifest));
+    let repeats = (0..program.mandates.len())
+        .map(|leaf| {
+            let mut gates: Vec<(usize, usize)> = Vec::new();
+            for m in program.chain(leaf) {
+                for rule in &program.mandates[m].rules {
+                    if let RuleKind::Gate { approval, .. } = rule.kind {
+                        if carries(&program.approvals[approval]) && !gates.contains(&(approval, m)) {
+                            gates.push((approval, m));
+                        }
+                    }
+                }
+            }
+            gates.len()
+        })
+        .max()
+        .unwrap_or(0);
+    // A closest grant's value, once per unmatched mandate of the chain.
+    let chain = (0..program.mandates.len()).map(|leaf| program.chain(leaf).len()).max().unwrap_or(0);
+    let requests = repeats.saturating_add(3).saturating_add(chain);
+    let decision = fixed.saturating_add(requests.saturating_mul(input));
+    let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
+    decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
+}
+
+/// The largest `size` of an atom of `cond`, when it has atoms.
+fn longest_atom(cond: &crate::ir::Cond, size: &dyn Fn(&crate::ir::Atom) -> usize) -> Option<usize> {
+    match cond {
+        crate::ir::Cond::True | crate::ir::Cond::False => None,
+        crate::ir::Cond::Atom(atom) => Some(size(atom)),
+        crate::ir::Cond::And(items) | crate::ir::Cond::Or(items) => {
+            items.iter().filter_map(|c| longest_atom(c, size)).max()
+        }
+    }
+}
+
+/// How one rule of the chain evaluated for a call: what `remit eval --trace` shows, and what the fail-closed
+/// property tests inspect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleTrace {
+    pub mandate: String,
+    pub rule: String,
+    /// `allow`, `forbid`, `limit`, `scope`, `gate`, `operation-id`, `fact` or `budget`.
+    pub kind: &'static str,
+    /// The condition's value; `None` when it could not be evaluated.
+    pub result: Option<bool>,
+    /// For a gate: the id of the presented approval that satisfies it, if one does (whether or not the gate
+    /// applies). A deny lists no missing approvals, so this is how an explanation tells a satisfied gate from one
+    /// that was not.
+    pub approval: Option<String>,
+}
+
+/// Every rule of the request's mandate chain that covers the called tool, with its condition's value. Empty when
+/// the request does not get as far as a tool and a mandate.
+pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
+    let Ok(req) = request::parse(request, Need::Call) else { return Vec::new() };
+    let Some(call) = req.call.as_ref() else { return Vec::new() };
+    let (Some(tool), Some(leaf)) = (program.tool(&call.name), program.mandate(&req.mandate)) else {
+        return Vec::new();
+    };
+    let env = Env { program, request: &req, tool, listing: false };
+    let empty = Json::Object(Map::new());
+    let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
+    let chain = program.chain(leaf);
+    let mut out = Vec::new();
+    for (position, &mandate_id) in chain.iter().enumerate() {
+        let mandate = &program.mandates[mandate_id];
+        for rule in mandate.rules.iter().filter(|r| program.covers(&r.target, tool)) {
+            let kind = match rule.kind {
+                RuleKind::Allow => "allow",
+                RuleKind::Forbid => "forbid",
+                RuleKind::Limit => "limit",
+                RuleKind::Scope => "scope",
+                RuleKind::Gate { .. } => "gate",
+                RuleKind::RequireOperationId => "operation-id",
+                RuleKind::Fact { .. } => "fact",
+                RuleKind::Budget { .. } => "budget",
+            };
+            let result = cond::eval(&rule.condition, &env).ok();
+            let approval = match rule.kind {
+                RuleKind::Gate { approval, .. } => {
+                    let kind = &program.approvals[approval];
+                    let (chosen, _) = judge_gate(kind, program, &chain[..=position], &req, call, &digest);
+                    chosen.map(|a| a.id.clone())
+                }
+                _ => None,
+            };
+            out.push(RuleTrace { mandate: mandate.name.clone(), rule: rule.label.clone(), kind, result, approval });
+        }
+    }
+    out
+}
+
+/// One reason found while examining the chain.
+#[derive(Debug)]
+struct Finding {
+    outcome: Otherwise,
+    code: &'static str,
+    rule: Option<DecidingRule>,
+}
+
+/// Everything found about a call, before it is turned into a decision.
+#[derive(Debug, Default)]
+struct Tally {
+    findings: Vec<Finding>,
+    /// Grants that matched and gates that were satisfied: the `rules` of an allow.
+    granted: Vec<DecidingRule>,
+    /// Missing approvals, one per gate, with the position of the gate's mandate in the chain.
+    missing: Vec<(usize, MissingApproval)>,
+    /// Single-use approvals that satisfied a gate.
+    consumed: Vec<String>,
+    /// Every approval that satisfied a gate.
+    used: Vec<UsedApproval>,
+    /// Budgets that apply to the call.
+    counters: Vec<String>,
+}
+
+impl Tally {
+    fn deny(&mut self, code: &'static str, rule: Option<DecidingRule>) {
+        self.findings.push(Finding { outcome: Otherwise::Deny, code, rule });
+    }
+
+    fn add(&mut self, outcome: Otherwise, code: &'static str, rule: Option<DecidingRule>) {
+        self.findings.push(Finding { outcome, code, rule });
+    }
+
+    /// Examines every mandate of the chain (root first; the order does not matter, everything is sorted later).
+    fn examine(&mut self, program: &Program, req: &Request, call: &Call, tool_id: ToolId, chain: &[usize]) {
+        let tool = &program.tools[tool_id];
+        if tool.administers_mandates {
+            self.deny(err::SELF_MODIFICATION, None);
+        }
+        if lacks_scope(tool, req) {
+            self.deny(err::SCOPE_MISSING, None);
+        }
+        if has_undeclared_argument(tool, call) {
+            self.deny(err::UNDECLARED_ARGUMENT, None);
+        }
+        let env = Env { program, request: req, tool: tool_id, listing: false };
+        let empty = Json::Object(Map::new());
+        let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
+        for (position, &mandate_id) in chain.iter().enumerate() {
+            let mandate = &program.mandates[mandate_id];
+            // An approval counts for this mandate's gates only if issued under it or an ancestor: authority
+            // flows down the chain, never up.
+            let issuers = &chain[..=position];
+            if let Some((code, rule)) = validity(program, mandate, req.now) {
+                self.deny(code, Some(rule));
+            }
+            if let Some(rule) = stopped(program, mandate, req, tool, false) {
+                self.deny(err::STOP_ACTIVE, Some(rule));
+            }
+            if let Some(rule) = level_exceeded(program, mandate, tool) {
+                self.deny(err::LEVEL_EXCEEDED, Some(rule));
+            }
+            let mut granted = false;
+            for rule in &mandate.rules {
+                if !program.covers(&rule.target, tool_id) {
+                    continue;
+                }
+                let result = cond::eval(&rule.condition, &env);
+                // A rule listed because its condition could not be evaluated says which attribute failed.
+                let entry = || DecidingRule {
+                    unevaluable: if result.is_err() { unevaluable(&rule.condition, &env) } else { None },
+                    ..deciding_rule(program, mandate, &rule.label, rule.span)
+                };
+                // Rules without a written condition have `True`; one that errors still applies (fail closed).
+                let applies = result != Ok(false);
+                match &rule.kind {
+                    RuleKind::Allow if result == Ok(true) => {
+                        granted = true;
+                        self.granted.push(entry());
+                    }
+                    RuleKind::Forbid if applies => self.deny(err::FORBIDDEN, Some(entry())),
+                    RuleKind::Limit if result != Ok(true) => self.deny(err::LIMIT_EXCEEDED, Some(entry())),
+                    RuleKind::Scope if result != Ok(true) => self.deny(err::SCOPE_OUTSIDE, Some(entry())),
+                    RuleKind::Gate { approval, on_missing } if applies => {
+                        let kind = &program.approvals[*approval];
+                        let (chosen, refused) = judge_gate(kind, program, issuers, req, call, &digest);
+                        if let Some(approval) = chosen {
+                            let id = &approval.id;
+                            if kind.single_use {
+                                self.consumed.push(id.clone());
+                            }
+                            let approved_by = approval.approved_by.clone();
+                            self.used.push(UsedApproval { id: id.clone(), kind: kind.name.clone(), approved_by });
+                            self.granted.push(entry());
+                            continue;
+                        }
+                        // Each refusal's code joins `approval.missing`, with the gate's outcome.
+                        for r in &refused {
+                            self.add(*on_missing, r.refusal.code(), None);
+                        }
+                        if *on_missing == Otherwise::Deny {
+                            // `else deny`: refused, and nothing for the principal's queue.
+                            self.deny(err::APPROVAL_MISSING, Some(entry()));
+                        } else {
+                            let missing = missing_approval(kind, mandate, req, call, &digest, refused);
+                            self.missing.push((position, missing));
+                            self.add(Otherwise::Escalate, err::APPROVAL_MISSING, Some(entry()));
+                        }
+                    }
+                    RuleKind::RequireOperationId if applies && req.operation_id.as_deref().unwrap_or("").is_empty() => {
+                        self.deny(err::OPERATION_MISSING_ID, Some(entry()));
+                    }
+                    // Current only as the same JSON type with the same value (`FactVersion::is_current`).
+                    RuleKind::Fact { name, version, on_stale }
+                        if applies && !version.is_current(req.facts.get(name)) =>
+                    {
+                        self.add(*on_stale, err::FACT_STALE, Some(entry()));
+                    }
+                    RuleKind::Budget { name, max, .. } if applies => {
+                        self.counters.push(name.clone());
+                        let used = req.counters.get(name).and_then(Json::as_u64);
+                        if used.is_none_or(|used| used >= *max) {
+                            self.deny(err::BUDGET_EXHAUSTED, Some(entry()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !granted {
+                let mut rule =
+                    deciding_rule(program, mandate, otherwise_text(mandate.otherwise), mandate.otherwise_span);
+                rule.closest = closest(program, mandate, tool_id, &env).map(Box::new);
+                self.add(mandate.otherwise, err::UNMATCHED, Some(rule));
+            }
+        }
+    }
+
+    fn into_decision(self, program: &Program, req: &Request, tool: ToolId, chain: &[usize]) -> Decision {
+        let mut decision = Decision::deny(Vec::new(), program.hash.as_str());
+        let outcome = if self.findings.iter().any(|f| f.outcome == Otherwise::Deny) {
+            Some(Otherwise::Deny)
+        } else if self.findings.is_empty() {
+            None
+        } else {
+            Some(Otherwise::Escalate)
+        };
+        match outcome {
+            Some(outcome) => {
+                let deciding = self.findings.into_iter().filter(|f| f.outcome == outcome);
+                let (codes, rules): (Vec<_>, Vec<_>) = deciding.map(|f| (f.code.to_string(), f.rule)).unzip();
+                decision.reasons = sorted(codes);
+                decision.rules = sorted_rules(rules.into_iter().flatten().collect());
+                if outcome == Otherwise::Escalate {
+                    decision.outcome = Outcome::Escalate;
+                    decision.missing_approvals = merged(self.missing);
+                    decision.escalate_to = chain.first().map(|&root| program.mandates[root].principal.clone());
+                }
+            }
+            None => {
+                decision.outcome = Outcome::Allow;
+                decision.reasons = vec![err::ALLOWED.to_string()];
+                decision.rules = sorted_rules(self.granted);
+                decision.approvals = sorted(self.used);
+                let mut obligations: Vec<Obligation> =
+                    self.consumed.into_iter().map(Obligation::ConsumeApproval).collect();
+                if let Some(id) = req.operation_id.as_ref().filter(|id| !id.is_empty()) {
+                    if program.tools[tool].side_effects {
+                        obligations.push(Obligation::RecordOperation(id.clone()));
+                    }
+                }
+                obligations.extend(self.counters.into_iter().map(Obligation::IncrementCounter));
+                let mut keyed: Vec<(String, Obligation)> = obligations.into_iter().map(|o| (o.to_json(), o)).collect();
+                keyed.sort_by(|a, b| a.0.cmp(&b.0));
+                keyed.dedup_by(|a, b| a.0 == b.0);
+                decision.obligations = keyed.into_iter().map(|(_, o)| o).collect();
+            }
+        }
+        decision
+    }
+}
+
+/// The attribute a condition that gives an error could not be evaluated for, and why (its first failing atom:
+/// [`cond::cause`]).
+fn unevaluable(condition: &crate::ir::Cond, env: &Env) -> Option<Unevaluable> {
+    let (atom, error) = cond::cause(condition, env)?;
+    Some(Unevaluable { attribute: atom.attr.display(), problem: error.code() })
+}
+
+/// The grant of the called tool in `mandate` (none of which granted) that came closest: the fewest top-level
+/// conjuncts not true (`cond::distance`), then the decision's order (rule text, then position); with the atom that
+/// made it false and the request's value of it, or the attribute that could not be evaluated.
+fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Option<DecidingRule> {
+    let grants = mandate.rules.iter().filter(|r| matches!(r.kind, RuleKind::Allow) && program.covers(&r.target, tool));
+    let scored =
+        grants.map(|r| (cond::distance(&r.condition, env), deciding_rule(program, mandate, &r.label, r.span), r));
+    let (_, mut entry, rule) = scored.min_by(|a, b| (a.0, a.1.sort_key()).cmp(&(b.0, b.1.sort_key())))?;
+    if cond::eval(&rule.condition, env).is_err() {
+        entry.unevaluable = unevaluable(&rule.condition, env);
+    } else if let Some(atom) = cond::failed_atom(&rule.condition, env) {
+        let req = env.request;
+        let json = match &atom.attr {
+            crate::ir::Attr::Arg(name) => req.call.as_ref().and_then(|c| c.argument(name)).cloned(),
+            crate::ir::Attr::Context(name) => req.attributes.get(name).cloned(),
+            crate::ir::Attr::ResourceId => req.resource_id.clone().map(Json::String),
+            crate::ir::Attr::SubjectId => Some(Json::String(req.subject_id.clone())),
+            _ => None,
+        };
+        let value = json.map(|j| {
+            let mut out = String::new();
+            digest::write_canonical(&mut out, &j);
+            out
+        });
+        entry.failed =
+            Some(Failed { condition: cond::atom_text(atom, program), attribute: atom.attr.display(), value });
+    }
+    Some(entry)
+}
+
+/// One missing approval per kind and binding, sorted: an approval issued under the mandate nearest the root counts
+/// for the gates of every mandate below it, so one approval serves all of them.
+fn merged(mut missing: Vec<(usize, MissingApproval)>) -> Vec<MissingApproval> {
+    let binding =
+        |m: &MissingApproval| (m.kind.clone(), m.tool.clone(), m.target.clone(), m.digest.clone(), m.manifest.clone());
+    missing.sort_by_key(|(position, m)| (binding(m), *position));
+    let mut out: Vec<MissingApproval> = Vec::new();
+    for (_, m) in missing {
+        match out.last_mut() {
+            Some(last) if binding(last) == binding(&m) => last.mandates.push(m.mandate),
+            // The first of its binding is the nearest the root: the mandate to issue it under.
+            _ => out.push(m),
+        }
+    }
+    for m in &mut out {
+        m.mandates.sort();
+        m.mandates.dedup();
+    }
+    out
+}
+
+fn sorted<T: Ord>(mut items: Vec<T>) -> Vec<T> {
+    items.sort();
+    items.dedup();
+    items
+}
+
+pub(crate) fn sorted_rules(mut rules: Vec<DecidingRule>) -> Vec<DecidingRule> {
+    rules.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    rules.dedup();
+    rules
+}
+
+/// Whether the tool requires scopes and the credential carries none of them (no credential: no scopes).
+pub(crate) fn lacks_scope(tool: &Tool, req: &Request) -> bool {
+    let held = req.scopes.as_deref().unwrap_or(&[]);
+    !tool.scopes.is_empty() && !tool.scopes.iter().any(|s| held.contains(s))
+}
+
+/// Whether the call passes an argument its tool does not declare (tools are closed unless `open arguments`): the
+/// backend could act on a value no rule has seen.
+fn has_undeclared_argument(tool: &Tool, call: &Call) -> bool {
+    let Some(Json::Object(arguments)) = &call.arguments else { return false };
+    !tool.open_arguments && arguments.keys().any(|key| tool.param(key).is_none())
+}
+
+/// Whether `now` (nanoseconds) is outside the mandate's validity window (whole seconds), with the reason code.
+pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i128) -> Option<(&'static str, DecidingRule)> {
+    let second = |at: i64| i128::from(at) * NANOS_PER_SECOND;
+    let code = if mandate.valid_from.is_some_and(|from| now < second(from)) {
+        err::NOT_YET_VALID
+    } else if mandate.valid_until.is_some_and(|until| now >= second(until)) {
+        err::EXPIRED
+    } else {
+        return None;
+    };
+    let text = validity_text(mandate);
+    Some((code, deciding_rule(program, mandate, &text, mandate.valid_span)))
+}
+
+/// How a mandate's validity window is named in decisions: `valid from … until …`.
+pub(crate) fn validity_text(mandate: &Mandate) -> String {
+    let mut text = String::from("valid");
+    if let Some(from) = mandate.valid_from {
+        text.push_str(" from ");
+        text.push_str(&format_timestamp(from));
+    }
+    if let Some(until) = mandate.valid_until {
+        text.push_str(" until ");
+        text.push_str(&format_timestamp(until));
+    }
+    text
+}
+
+/// The stop levels' names, weakest first (the image writes a listing's `stop (LEVEL)` entry for each).
+pub const STOP_LEVEL_NAMES: [&str; 4] = ["pause", "cancel", "revoke", "quarantine"];
+
+/// The stop that refuses this call at `mandate`, as its deciding rule: a stop naming the mandate, or (at a root)
+/// its principal, whose level refuses the tool (quarantine every tool, the others and a bare name tools with side
+/// effects). Of several, the decision names one per mandate: the strongest level, then the smallest id; a bare name
+/// is weaker than any object. A decision writes `stop ID (LEVEL)` (`stop` for a bare name); a listing, which repeats
+/// the rule for every hidden tool and so writes no request strings, `stop (LEVEL)`.
+pub(crate) fn stopped(
+    program: &Program,
+    mandate: &Mandate,
+    req: &Request,
+    tool: &Tool,
+    listing: bool,
+) -> Option<DecidingRule> {
+    // (level + 1, id); 0 for a bare name.
+    let mut best: Option<(usize, &str)> = None;
+    for stop in &req.stops {
+        let (strength, id) = match stop {
+            Stop::Named(name) if tool.side_effects && *name == mandate.name => (0, ""),
+            Stop::Object { id, level, on } => {
+                let reaches = match on {
+                    StopOn::Mandate(name) => *name == mandate.name,
+                    StopOn::Principal(principal) => mandate.parent.is_none() && *principal == mandate.principal,
+                };
+                if !reaches || !(tool.side_effects || *level == StopLevel::Quarantine) {
+                    continue;
+                }
+                (*level as usize + 1, id.as_str())
+            }
+            Stop::Named(_) => continue,
+        };
+        best = match best {
+            Some((s, i)) if s > strength || (s == strength && i <= id) => Some((s, i)),
+            _ => Some((strength, id)),
+        };
+    }
+    let (strength, id) = best?;
+    let text = match strength.checked_sub(1).and_then(|l| StopLevel::ALL.get(l)).map(|l| l.name()) {
+        None => "stop".to_string(),
+        Some(level) if listing => format!("stop ({level})"),
+        Some(level) => format!("stop {id} ({level})"),
+    };
+    Some(deciding_rule(program, mandate, &text, mandate.span))
+}
+
+/// The tool's level is above the mandate's maximum.
+pub(crate) fn level_exceeded(program: &Program, mandate: &Mandate, tool: &Tool) -> Option<DecidingRule> {
+    let max = mandate.max_level.filter(|&max| tool.level > max)?;
+    let name = program.levels.get(max).cloned().unwrap_or_else(|| max.to_string());
+    Some(deciding_rule(program, mandate, &format!("max level {name}"), mandate.max_level_span))
+}
+
+pub(crate) fn otherwise_text(outcome: Otherwise) -> &'static str {
+    match outcome {
+        Otherwise::Deny => "otherwise deny",
+        Otherwise::Escalate => "otherwise escalate",
+    }
+}
+
+pub(crate) fn deciding_rule(program: &Program, mandate: &Mandate, rule: &str, span: Span) -> DecidingRule {
+    DecidingRule {
+        mandate: mandate.name.clone(),
+        rule: rule.to_string(),
+        at: location(program, span),
+        unevaluable: None,
+        failed: None,
+        closest: None,
+    }
+}
+
+/// `file:line:column` of a span; a span that does not fit its file (never made by the checker) degrades to the
+/// file name instead of panicking.
+fn location(program: &Program, span: Span) -> String {
+    let Some((_, file)) = program.sources.files().nth(span.file as usize) else {
+        return "?".to_string();
+    };
+    if file.text.get(..span.start as usize).is_none() {
+        return file.name.clone();
+    }
+    program.sources.location(span)
+}
+
+/// Why a presented approval of the gate's `kind` does not satisfy the gate for this call (`None`: it does);
+/// `issuers` are the gate's mandate and its ancestors. The checks run in [`Refusal`]'s order.
+/// The presented approval of `kind` that satisfies a gate of that kind (the smallest id; identical duplicates are
+/// one approval, so any of them says who approved), and every presented one of the kind that does not, with why,
+/// sorted. `issuers`: the chain from the root down to the gate's mandate.
+fn judge_gate<'r>(
+    kind: &ApprovalKind,
+    program: &Program,
+    issuers: &[usize],
+    req: &'r Request,
+    call: &Call,
+    digest: &str,
+) -> (Option<&'r request::Approval>, Vec<RefusedApproval>) {
+    let of_kind = req.approvals.iter().filter(|a| a.kind == kind.name);
+    let judged: Vec<(&request::Approval, Option<Refusal>)> =
+        of_kind.map(|a| (a, refusal(a, kind, program, issuers, req, call, digest))).collect();
+    let chosen = judged.iter().filter(|(_, refusal)| refusal.is_none()).map(|(a, _)| *a).min_by_key(|a| &a.id);
+    let mut refused: Vec<RefusedApproval> = judged
+        .into_iter()
+        .filter_map(|(a, refusal)| Some(RefusedApproval { id: a.id.clone(), refusal: refusal? }))
+        .collect();
+    refused.sort();
+    refused.dedup();
+    (chosen, refused)
+}
+
+fn refusal(
+    approval: &request::Approval,
+    kind: &ApprovalKind,
+    program: &Program,
+    issuers: &[usize],
+    req: &Request,
+    call: &Call,
+    digest: &str,
+) -> Option<Refusal> {
+    let (now, issued) = (req.now, approval.issued_at);
+    let bound = |binding: &Binding| match binding {
+        Binding::Tool => approval.tool.as_deref() == Some(call.name.as_str()),
+        Binding::Target => approval.target.is_some() && approval.target == req.resource_id,
+        Binding::Arguments => approval.digest.as_deref() == Some(digest),
+        Binding::Manifest => approval.manifest.is_some() && approval.manifest.as_deref() == manifest(call),
+    };
+    let mut unbound = Binding::ALL.into_iter().filter(|b| kind.binds.contains(b) && !bound(b));
+    Some(if approval.consumed {
+        Refusal::Consumed
+    } else if now < issued {
+        Refusal::NotYetValid
+    } else if now >= approval.expires_at {
+        Refusal::Expired
+    } else if now >= issued + i128::from(kind.ttl) * NANOS_PER_SECOND {
+        Refusal::TtlPassed
+    } else if let Some(binding) = unbound.next() {
+        Refusal::BindingMismatch(binding)
+    } else if kind.approvers.as_ref().is_some_and(|approvers| {
+        let principal = issuers.first().map_or("", |&root| program.mandates[root].principal.as_str());
+        !approval
+            .approved_by
+            .as_deref()
+            .is_some_and(|by| admits(approvers.principal, &approvers.ids, &approvers.prefixes, by, principal))
+    }) {
+        Refusal::WrongApprover
+    } else if !issuers.iter().any(|&m| program.mandates[m].name == approval.mandate) {
+        Refusal::WrongMandate
+    } else {
+        return None;
+    })
+}
+
+/// `args.manifest` when it is a string that is not blank (a blank manifest binds nothing).
+fn manifest(call: &Call) -> Option<&str> {
+    call.argument("manifest").and_then(Json::as_str).filter(|m| !request::is_blank(m))
+}
+
+fn missing_approval(
+    kind: &ApprovalKind,
+    mandate: &Mandate,
+    req: &Request,
+    call: &Call,
+    digest: &str,
+    refused: Vec<RefusedApproval>,
+) -> MissingApproval {
+    let binds = |b: Binding| kind.binds.contains(&b);
+    MissingApproval {
+        kind: kind.name.clone(),
+        mandate: mandate.name.clone(),
+        mandates: vec![mandate.name.clone()],
+        tool: binds(Binding::Tool).then(|| call.name.clone()),
+        target: req.resource_id.clone().filter(|_| binds(Binding::Target)),
+        digest: binds(Binding::Arguments).then(|| digest.to_string()),
+        manifest: manifest(call).filter(|_| binds(Binding::Manifest)).map(str::to_string),
+        refused,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

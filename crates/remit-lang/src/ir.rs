@@ -1,0 +1,371 @@
+//! The checked program: names resolved to ids, types known, targets expanded to tool sets. The interpreter
+//! (and later the wasm backend) consume only this.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::source::{SourceMap, Span};
+use crate::syntax::ast::{CompareOp, FactVersion, Outcome, Window};
+use crate::value::{Decimal, Money};
+
+pub type ToolId = usize;
+pub type EffectId = usize;
+pub type MandateId = usize;
+pub type ApprovalId = usize;
+/// Position on the impact scale (0 is the lowest level).
+pub type Level = usize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Type {
+    String,
+    Int,
+    Decimal,
+    Money,
+    Bool,
+    Timestamp,
+    Duration,
+    /// Identifiers of a declared kind; strings on the wire.
+    Kind(String),
+    /// A declared enum and its variants; strings on the wire.
+    Enum(String, Vec<String>),
+    Set(Box<Type>),
+    Level,
+}
+
+impl Type {
+    pub fn display(&self) -> String {
+        match self {
+            Type::String => "string".into(),
+            Type::Int => "int".into(),
+            Type::Decimal => "decimal".into(),
+            Type::Money => "money".into(),
+            Type::Bool => "bool".into(),
+            Type::Timestamp => "timestamp".into(),
+            Type::Duration => "duration".into(),
+            Type::Kind(k) | Type::Enum(k, _) => k.clone(),
+            Type::Set(t) => format!("set<{}>", t.display()),
+            Type::Level => "level".into(),
+        }
+    }
+
+    /// Types whose values have an order (`<`, `<=`, …).
+    pub fn is_ordered(&self) -> bool {
+        matches!(self, Type::Int | Type::Decimal | Type::Money | Type::Timestamp | Type::Duration | Type::Level)
+    }
+
+    /// Types compared as text (`under` applies).
+    pub fn is_textual(&self) -> bool {
+        matches!(self, Type::String | Type::Kind(_))
+    }
+}
+
+/// A typed constant.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Value {
+    String(String),
+    /// `int` and `decimal` values; the type says which.
+    Number(Decimal),
+    Money(Money),
+    Bool(bool),
+    /// Nanoseconds since the Unix epoch (a policy writes whole seconds; a request may carry a fraction).
+    Timestamp(i128),
+    Duration(i64),
+    Level(Level),
+    Set(Vec<Value>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Attr {
+    Arg(String),
+    ResourceId,
+    SubjectId,
+    SubjectScopes,
+    Context(String),
+    Now,
+    Attempt,
+    Level,
+}
+
+impl Attr {
+    pub fn display(&self) -> String {
+        match self {
+            Attr::Arg(name) => format!("args.{name}"),
+            Attr::ResourceId => "resource.id".into(),
+            Attr::SubjectId => "subject.id".into(),
+            Attr::SubjectScopes => "subject.scopes".into(),
+            Attr::Context(name) => format!("context.{name}"),
+            Attr::Now => "now".into(),
+            Attr::Attempt => "attempt".into(),
+            Attr::Level => "level".into(),
+        }
+    }
+}
+
+/// One test on one attribute.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Test {
+    Compare(CompareOp, Value),
+    In(Vec<Value>),
+    NotIn(Vec<Value>),
+    Under(String),
+    NotUnder(String),
+    Contains(Value),
+    NotContains(Value),
+    Within(Vec<Value>),
+    NotWithin(Vec<Value>),
+}
+
+impl Test {
+    /// The test that holds exactly when this one does not (the checker keeps conditions negation-free).
+    pub fn negated(&self) -> Test {
+        match self {
+            Test::Compare(op, v) => Test::Compare(op.negated(), v.clone()),
+            Test::In(v) => Test::NotIn(v.clone()),
+            Test::NotIn(v) => Test::In(v.clone()),
+            Test::Under(p) => Test::NotUnder(p.clone()),
+            Test::NotUnder(p) => Test::Under(p.clone()),
+            Test::Contains(v) => Test::NotContains(v.clone()),
+            Test::NotContains(v) => Test::Contains(v.clone()),
+            Test::Within(v) => Test::NotWithin(v.clone()),
+            Test::NotWithin(v) => Test::Within(v.clone()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Atom {
+    pub attr: Attr,
+    pub ty: Type,
+    pub test: Test,
+}
+
+/// A condition. Negation is pushed into the atoms, so conditions are negation-free.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Cond {
+    True,
+    False,
+    Atom(Atom),
+    And(Vec<Cond>),
+    Or(Vec<Cond>),
+}
+
+/// What a rule applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    Tool(ToolId),
+    Effect(EffectId),
+    AnyTool,
+    SideEffects,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleKind {
+    Allow,
+    Forbid,
+    Limit,
+    Scope,
+    /// `on_missing`: deny (`else deny`) or escalate (the default) when no presented approval satisfies it.
+    Gate {
+        approval: ApprovalId,
+        on_missing: Outcome,
+    },
+    RequireOperationId,
+    Budget {
+        name: String,
+        max: u64,
+        window: Window,
+    },
+    Fact {
+        name: String,
+        version: FactVersion,
+        on_stale: Outcome,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub kind: RuleKind,
+    pub target: Target,
+    /// The tools the target covers, sorted: the dispatch index is built from these.
+    pub tools: Vec<ToolId>,
+    pub condition: Cond,
+    /// How the rule is named in decisions, e.g. `forbid external_communication`.
+    pub label: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Effect {
+    pub name: String,
+    pub params: Vec<(String, Type)>,
+    /// Parameters declared `signed` (money that may be negative).
+    pub signed: Vec<String>,
+    pub description: Option<String>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    pub params: Vec<(String, Type)>,
+    pub effects: Vec<EffectId>,
+    pub level: Level,
+    pub side_effects: bool,
+    pub scopes: Vec<String>,
+    pub administers_mandates: bool,
+    /// `open arguments`: arguments the tool does not declare are allowed. Closed by default: an undeclared
+    /// argument denies (`request.undeclared-argument`).
+    pub open_arguments: bool,
+    /// Parameters declared `signed`: their money may be negative. Every other money value must be >= 0.
+    pub signed: Vec<String>,
+    pub span: Span,
+}
+
+impl Tool {
+    pub fn param(&self, name: &str) -> Option<&Type> {
+        self.params.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    pub fn is_signed(&self, name: &str) -> bool {
+        self.signed.iter().any(|n| n == name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Binding {
+    Tool,
+    Target,
+    Arguments,
+    Manifest,
+}
+
+impl Binding {
+    pub fn name(self) -> &'static str {
+        match self {
+            Binding::Tool => "tool",
+            Binding::Target => "target",
+            Binding::Arguments => "arguments",
+            Binding::Manifest => "manifest",
+        }
+    }
+
+    pub const ALL: [Binding; 4] = [Binding::Tool, Binding::Target, Binding::Arguments, Binding::Manifest];
+}
+
+/// Who may grant an approval kind (`approved by`): an approval whose `approved_by` is none of these never satisfies a
+/// gate of the kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Approvers {
+    /// `principal`: the principal of the gate's mandate chain.
+    pub principal: bool,
+    pub ids: Vec<String>,
+    /// `under "prefix"`: every identity that starts with it (with `under`'s path rules, as for holders).
+    pub prefixes: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApprovalKind {
+    pub name: String,
+    /// `approved by …`; `None`: anyone may grant it.
+    pub approvers: Option<Approvers>,
+    pub binds: Vec<Binding>,
+    pub ttl: u64,
+    pub single_use: bool,
+    pub span: Span,
+    /// Where `binds` and `ttl` were written (the name when absent).
+    pub binds_span: Span,
+    pub ttl_span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Mandate {
+    pub name: String,
+    /// Inherited from the root for sub-mandates.
+    pub principal: String,
+    pub parent: Option<MandateId>,
+    /// The agents' ids written `holder "…"`, sorted.
+    pub holders: Vec<String>,
+    /// The prefixes written `holder under "…"`, sorted: every subject id under one of them holds the mandate
+    /// (`eval::is_holder`).
+    pub holder_prefixes: Vec<String>,
+    pub purpose: Option<String>,
+    pub valid_from: Option<i64>,
+    pub valid_until: Option<i64>,
+    pub max_level: Option<Level>,
+    pub otherwise: Outcome,
+    pub delegation_depth: Option<u32>,
+    pub rules: Vec<Rule>,
+    pub span: Span,
+    /// Where `valid`, `max level` and `otherwise` were written (the mandate's name when absent).
+    pub valid_span: Span,
+    pub max_level_span: Span,
+    pub otherwise_span: Span,
+    pub depth_span: Span,
+}
+
+/// A checked policy set.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub sources: SourceMap,
+    /// `sha256:` + hex digest of every source file (names and texts, sorted by name).
+    pub hash: String,
+    pub levels: Vec<String>,
+    pub effects: Vec<Effect>,
+    pub tools: Vec<Tool>,
+    pub approvals: Vec<ApprovalKind>,
+    pub contexts: BTreeMap<String, Type>,
+    /// Context attributes declared `signed`: their money may be negative. Every other money value must be >= 0.
+    pub signed_contexts: BTreeSet<String>,
+    pub mandates: Vec<Mandate>,
+    pub tool_index: BTreeMap<String, ToolId>,
+    pub mandate_index: BTreeMap<String, MandateId>,
+}
+
+impl Program {
+    pub fn tool(&self, name: &str) -> Option<ToolId> {
+        self.tool_index.get(name).copied()
+    }
+
+    pub fn mandate(&self, name: &str) -> Option<MandateId> {
+        self.mandate_index.get(name).copied()
+    }
+
+    /// The chain from the root mandate down to `leaf`.
+    pub fn chain(&self, leaf: MandateId) -> Vec<MandateId> {
+        let mut chain = vec![leaf];
+        let mut current = leaf;
+        while let Some(parent) = self.mandates[current].parent {
+            if chain.contains(&parent) {
+                break; // cycles are rejected by the checker; never loop at run time
+            }
+            chain.push(parent);
+            current = parent;
+        }
+        chain.reverse();
+        chain
+    }
+
+    /// When `id` stops granting anything: the earliest `valid … until` along its chain (a sub-mandate never outlives
+    /// its parent), or `None` when no mandate of the chain has an end.
+    pub fn expires_at(&self, id: MandateId) -> Option<i64> {
+        self.chain(id).into_iter().filter_map(|m| self.mandates[m].valid_until).min()
+    }
+
+    /// Whether `target` covers `tool`.
+    pub fn covers(&self, target: &Target, tool: ToolId) -> bool {
+        match target {
+            Target::Tool(t) => *t == tool,
+            Target::Effect(e) => self.tools[tool].effects.contains(e),
+            Target::AnyTool => true,
+            Target::SideEffects => self.tools[tool].side_effects,
+        }
+    }
+
+    pub fn target_name(&self, target: &Target) -> String {
+        match target {
+            Target::Tool(t) => self.tools[*t].name.clone(),
+            Target::Effect(e) => self.effects[*e].name.clone(),
+            Target::AnyTool => "any tool".into(),
+            Target::SideEffects => "side effects".into(),
+        }
+    }
+}

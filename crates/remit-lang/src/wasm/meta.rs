@@ -1,0 +1,335 @@
+//! What the gateway must know about a policy besides its decisions: which subjects hold which mandates (to pick
+//! the mandate of a request that names none), each mandate's chain, the approval kinds (to mint an approval of the
+//! right binding and TTL), and the budgets with their windows (to fill each counter with the count of its window).
+//!
+//! It is a pure function of the checked program ([`PolicyMeta::from_program`]) and travels as JSON next to the
+//! module, and the argument each tool names as its target (`target args.NAME`: the gateway fills `resource.id`
+//! from it, so MCP calls, which have no resource, can be scoped and approvals bound). It travels as JSON next to the
+//! module (`remit build` embeds it in the module's custom section `remit.gateway`, which runtimes ignore), so a
+//! gateway serving a `.wasm` knows the same as one serving the sources. The decisions themselves always come from
+//! the module.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ir::{Program, RuleKind};
+use crate::syntax::ast::Window;
+use remit_module::leb128;
+
+/// The name of the custom section that carries a [`PolicyMeta`] inside a decision module.
+pub const SECTION: &str = remit_module::GATEWAY_SECTION;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyMeta {
+    /// The policy hash; must equal the module's.
+    pub policy: String,
+    pub mandates: Vec<MandateMeta>,
+    pub approvals: Vec<ApprovalMeta>,
+    pub budgets: Vec<BudgetMeta>,
+    /// Tools whose target is one of their arguments; absent in metadata written before targets existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetMeta>,
+    /// The fact names the policy's `fact` rules read (sorted), so that a version published for another name is
+    /// refused; absent in metadata written before they were recorded (then every name is accepted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetMeta {
+    pub tool: String,
+    /// The argument whose (string) value is the call's `resource.id`.
+    pub argument: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MandateMeta {
+    pub name: String,
+    pub principal: String,
+    pub holders: Vec<String>,
+    /// `holder under` prefixes: every subject id under one of them holds the mandate (`eval::holds`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holder_prefixes: Vec<String>,
+    /// Root first, this mandate last.
+    pub chain: Vec<String>,
+    /// When the mandate stops granting (the earliest `valid … until` of its chain), Unix seconds; absent when it has
+    /// no end, or in metadata written before it was carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalMeta {
+    pub kind: String,
+    /// `tool`, `target`, `arguments`, `manifest`.
+    pub binds: Vec<String>,
+    /// Seconds.
+    pub ttl: u64,
+    pub single_use: bool,
+    /// `approved by`: who may grant it (`principal`, ids, `under` prefixes); absent: the principal answers, as before
+    /// approvers could be named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<ApproversMeta>,
+}
+
+/// [`crate::ir::Approvers`] as the gateway keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApproversMeta {
+    #[serde(default)]
+    pub principal: bool,
+    #[serde(default)]
+    pub ids: Vec<String>,
+    #[serde(default)]
+    pub prefixes: Vec<String>,
+}
+
+impl ApprovalMeta {
+    /// Whether `identity` may answer for this kind in a chain of `principal`: one its `approved by` admits, or,
+    /// without `approved by`, the principal.
+    pub fn answerable_by(&self, identity: &str, principal: &str) -> bool {
+        match &self.approvers {
+            None => identity == principal,
+            Some(a) => crate::eval::admits(a.principal, &a.ids, &a.prefixes, identity, principal),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetMeta {
+    pub mandate: String,
+    pub name: String,
+    pub max: u64,
+    /// `operation`, `hour`, `day`, `total`.
+    pub window: String,
+}
+
+impl PolicyMeta {
+    /// The mandates that have expired at `now` or expire within `horizon` seconds of it, soonest first, with their
+    /// end: what `remit serve` warns of at start and reload.
+    pub fn expiring(&self, now: i64, horizon: u64) -> Vec<(&str, i64)> {
+        let mut out: Vec<(&str, i64)> = self
+            .mandates
+            .iter()
+            .filter_map(|m| m.expires_at.map(|until| (m.name.as_str(), until)))
+            .filter(|&(_, until)| until <= now || until.abs_diff(now) <= horizon)
+            .collect();
+        out.sort_by_key(|&(name, until)| (until, name));
+        out
+    }
+
+    pub fn from_program(program: &Program) -> PolicyMeta {
+        let mandates = program
+            .mandates
+            .iter()
+            .enumerate()
+            .map(|(id, m)| MandateMeta {
+                name: m.name.clone(),
+                principal: m.principal.clone(),
+                holders: m.holders.clone(),
+                holder_prefixes: m.holder_prefixes.clone(),
+                chain: program.chain(id).into_iter().map(|c| program.mandates[c].name.clone()).collect(),
+                expires_at: program.expires_at(id),
+            })
+            .collect();
+        let approvals = program
+            .approvals
+            .iter()
+            .map(|a| ApprovalMeta {
+                kind: a.name.clone(),
+                binds: a.binds.iter().map(|b| b.name().to_string()).collect(),
+                ttl: a.ttl,
+                single_use: a.single_use,
+                approvers: a.approvers.as_ref().map(|a| ApproversMeta {
+                    principal: a.principal,
+                    ids: a.ids.clone(),
+                    prefixes: a.prefixes.clone(),
+                }),
+            })
+            .collect();
+        let mut budgets = Vec::new();
+        for m in &program.mandates {
+            for rule in &m.rules {
+                if let RuleKind::Budget { name, max, window } = &rule.kind {
+                    let window = match window {
+                        Window::PerOperation => "operation",
+                        Window::PerHour => "hour",
+                        Window::PerDay => "day",
+                        Window::InTotal => "total",
+                    };
+                    budgets.push(BudgetMeta {
+                        mandate: m.name.clone(),
+                        name: name.clone(),
+                        max: *max,
+                        window: window.to_string(),
+                    });
+                }
+            }
+        }
+        let targets = crate::check::tool_targets(program)
+            .into_iter()
+            .map(|(tool, argument)| TargetMeta { tool, argument })
+            .collect();
+        let mut facts: Vec<String> = program
+            .mandates
+            .iter()
+            .flat_map(|m| &m.rules)
+            .filter_map(|rule| match &rule.kind {
+                RuleKind::Fact { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        facts.sort();
+        facts.dedup();
+        PolicyMeta { policy: program.hash.clone(), mandates, approvals, budgets, targets, facts: Some(facts) }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("plain data serializes")
+    }
+
+    pub fn from_json(text: &[u8]) -> Result<PolicyMeta, String> {
+        serde_json::from_slice(text).map_err(|e| format!("the gateway metadata is not valid: {e}"))
+    }
+
+    pub fn mandate(&self, name: &str) -> Option<&MandateMeta> {
+        self.mandates.iter().find(|m| m.name == name)
+    }
+
+    /// The mandates `subject` holds, by id or by a `holder under` prefix.
+    pub fn held_by(&self, subject: &str) -> Vec<&MandateMeta> {
+        self.mandates.iter().filter(|m| crate::eval::holds(&m.holders, &m.holder_prefixes, subject)).collect()
+    }
+
+    /// The argument `tool` names as its target.
+    pub fn target_of(&self, tool: &str) -> Option<&str> {
+        self.targets.iter().find(|t| t.tool == tool).map(|t| t.argument.as_str())
+    }
+
+    /// Whether the policy reads the fact `name` (always, for metadata that does not record its facts).
+    pub fn uses_fact(&self, name: &str) -> bool {
+        self.facts.as_ref().is_none_or(|facts| facts.iter().any(|f| f == name))
+    }
+
+    pub fn approval(&self, kind: &str) -> Option<&ApprovalMeta> {
+        self.approvals.iter().find(|a| a.kind == kind)
+    }
+
+    /// The budgets of the mandates in `chain`.
+    pub fn budgets_of<'a>(&'a self, chain: &'a [String]) -> impl Iterator<Item = &'a BudgetMeta> + 'a {
+        self.budgets.iter().filter(move |b| chain.contains(&b.mandate))
+    }
+
+    /// The window of a counter named by an `increment-counter` obligation, as the chain's budgets declare it.
+    pub fn window_of(&self, chain: &[String], counter: &str) -> Option<&str> {
+        self.budgets.iter().find(|b| b.name == counter && chain.contains(&b.mandate)).map(|b| b.window.as_str())
+    }
+}
+
+/// `wasm` with a custom section `remit.gateway` holding `meta` appended (a custom section may come last; runtimes
+/// skip it).
+pub fn embed(wasm: &[u8], meta: &PolicyMeta) -> Vec<u8> {
+    let payload = meta.to_json();
+    let mut content = Vec::new();
+    leb128(&mut content, SECTION.len() as u64);
+    content.extend_from_slice(SECTION.as_bytes());
+    content.extend_from_slice(payload.as_bytes());
+    let mut out = wasm.to_vec();
+    out.push(0);
+    leb128(&mut out, content.len() as u64);
+    out.extend_from_slice(&content);
+    out
+}
+
+/// The [`PolicyMeta`] of a module's `remit.gateway` section, when it has one.
+pub fn extract(wasm: &[u8]) -> Result<Option<PolicyMeta>, String> {
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        let payload = payload.map_err(|e| format!("not a valid module: {e}"))?;
+        if let wasmparser::Payload::CustomSection(section) = payload {
+            if section.name() == SECTION {
+                return PolicyMeta::from_json(section.data()).map(Some);
+            }
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_survives_a_round_trip_through_a_custom_section() {
+        let meta = PolicyMeta {
+            policy: "sha256:x".into(),
+            mandates: vec![MandateMeta {
+                name: "m".into(),
+                principal: "user:p".into(),
+                holders: vec!["agent:a".into()],
+                holder_prefixes: vec!["agent:club/".into()],
+                chain: vec!["m".into()],
+                expires_at: Some(1_798_761_600),
+            }],
+            approvals: vec![ApprovalMeta {
+                kind: "k".into(),
+                binds: vec!["tool".into()],
+                ttl: 900,
+                single_use: true,
+                approvers: Some(ApproversMeta { principal: true, ids: vec!["user:cfo".into()], prefixes: vec![] }),
+            }],
+            budgets: vec![BudgetMeta { mandate: "m".into(), name: "b".into(), max: 2, window: "hour".into() }],
+            targets: vec![TargetMeta { tool: "read_file".into(), argument: "path".into() }],
+            facts: Some(vec!["price_sheet".into()]),
+        };
+        // The smallest valid module: magic and version.
+        let empty = b"\0asm\x01\0\0\0".to_vec();
+        assert_eq!(extract(&empty).unwrap(), None);
+        let with = embed(&empty, &meta);
+        wasmparser::Validator::new().validate_all(&with).expect("still a valid module");
+        assert_eq!(extract(&with).unwrap(), Some(meta.clone()));
+        assert_eq!(meta.window_of(&["m".to_string()], "b"), Some("hour"));
+        assert_eq!(meta.window_of(&["other".to_string()], "b"), None);
+        assert_eq!(meta.held_by("agent:a").len(), 1);
+        // A `holder under` prefix holds as `under` tests: exact bytes, never an id that climbs out of it.
+        assert_eq!(meta.held_by("agent:club/desk").len(), 1);
+        assert!(meta.held_by("agent:clubhouse").is_empty());
+        assert!(meta.held_by("agent:club/../a").is_empty());
+        assert_eq!(meta.target_of("read_file"), Some("path"));
+        assert!(meta.uses_fact("price_sheet") && !meta.uses_fact("price_shet"));
+        // Metadata written before facts were recorded accepts every name.
+        assert!(PolicyMeta { facts: None, ..meta.clone() }.uses_fact("price_shet"));
+        assert_eq!(meta.target_of("m"), None);
+    }
+
+    #[test]
+    fn expiring_mandates_are_those_ended_or_ending_within_the_horizon() {
+        let mandate = |name: &str, expires_at| MandateMeta {
+            name: name.into(),
+            principal: "user:p".into(),
+            holders: vec![],
+            holder_prefixes: vec![],
+            chain: vec![name.into()],
+            expires_at,
+        };
+        let meta = PolicyMeta {
+            policy: "sha256:x".into(),
+            mandates: vec![mandate("late", Some(1_000)), mandate("soon", Some(500)), mandate("never", None)],
+            approvals: vec![],
+            budgets: vec![],
+            targets: vec![],
+            facts: None,
+        };
+        assert_eq!(meta.expiring(100, 0), vec![]);
+        assert_eq!(meta.expiring(100, 400), vec![("soon", 500)]);
+        assert_eq!(meta.expiring(600, 399), vec![("soon", 500)]);
+        assert_eq!(meta.expiring(600, 400), vec![("soon", 500), ("late", 1_000)]);
+        assert_eq!(meta.expiring(2_000, 0), vec![("soon", 500), ("late", 1_000)]);
+    }
+
+    #[test]
+    fn metadata_without_targets_still_reads() {
+        let old = br#"{"policy":"sha256:x","mandates":[],"approvals":[],"budgets":[]}"#;
+        assert_eq!(PolicyMeta::from_json(old).unwrap().targets, Vec::new());
+        let old = br#"{"policy":"sha256:x","mandates":[{"name":"m","principal":"p","holders":["a"],"chain":["m"]}],
+            "approvals":[],"budgets":[]}"#;
+        assert_eq!(PolicyMeta::from_json(old).unwrap().mandates[0].holder_prefixes, Vec::<String>::new());
+    }
+}
