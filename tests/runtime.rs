@@ -589,3 +589,12 @@ fn many_presented_approvals_decide_within_the_default_fuel() {
         assert_eq!(String::from_utf8_lossy(&evaluator.decide(&request)), expected, "same ids: {same}");
     }
 }
+
+/// The host writes the deny of a failed call itself (it does not depend on the interpreter): byte for byte what the
+/// interpreter's `Decision::deny` writes, escapes included.
+#[test]
+fn the_hosts_deny_is_the_interpreters() {
+    for (reason, policy) in [(REASON_TRAP, "sha256:ab12"), (REASON_FUEL, "p\"o\\l\u{1}i\u{e9}cy\n")] {
+        assert_eq!(remit_host::deny_json(reason, policy), deny(reason, policy), "{policy:?}");
+    }
+}
