@@ -51,21 +51,29 @@ url="$(sed -n 's/^remit gateway listening on //p' "$out/serve.log")"
 [ -n "$url" ] || { cat "$out/serve.log" >&2; echo "the gateway did not start" >&2; exit 1; }
 cat "$out/serve.log"
 
-# One AuthZEN evaluation; prints `decision` and, when there is one, the access request's id.
+# One AuthZEN evaluation; prints `decision` and, when there is one, the access request's id. In Node (its built-in
+# `fetch`), which every machine this runs on has, as it has the Rust toolchain.
 evaluate() {
-  python3 - "$url" "${1:-op-main-job}" <<'PY'
-import json, sys, urllib.request
-body = {"subject": {"type": "agent", "id": "agent:shopper",
-                    "properties": {"credential": {"id": "cred-alice-shopper-3", "scopes": ["payments.write"]}}},
-        "action": {"name": "make_payment", "properties": {"merchant": "acme-grocer", "amount": "80.00 USD"}},
-        "resource": {"type": "order", "id": "order:acme-20261203-118"},
-        "context": {"operation_id": sys.argv[2]}}
-request = urllib.request.Request(sys.argv[1] + "/access/v1/evaluation", json.dumps(body).encode(),
-                                 {"content-type": "application/json"})
-answer = json.load(urllib.request.urlopen(request))
-access = answer.get("context", {}).get("access_request", {})
-print(answer["decision"], access.get("id", "-"), " ".join(answer.get("context", {}).get("reasons", [])))
-PY
+  node - "$url" "${1:-op-main-job}" <<'JS'
+const [url, operation] = process.argv.slice(2);
+const body = {
+  subject: { type: "agent", id: "agent:shopper",
+             properties: { credential: { id: "cred-alice-shopper-3", scopes: ["payments.write"] } } },
+  action: { name: "make_payment", properties: { merchant: "acme-grocer", amount: "80.00 USD" } },
+  resource: { type: "order", id: "order:acme-20261203-118" },
+  context: { operation_id: operation },
+};
+(async () => {
+  const response = await fetch(url + "/access/v1/evaluation",
+                               { method: "POST", headers: { "content-type": "application/json" },
+                                 body: JSON.stringify(body) });
+  const answer = await response.json();
+  const context = answer.context || {};
+  const access = context.access_request || {};
+  // `True`/`False`, as the checks below (and the README) spell the AuthZEN decision.
+  console.log(answer.decision ? "True" : "False", access.id || "-", (context.reasons || []).join(" "));
+})().catch((e) => { console.error(e); process.exit(1); });
+JS
 }
 echo "== POST $url/access/v1/evaluation: the agent pays 80 USD"
 read -r decision access reasons < <(evaluate)
