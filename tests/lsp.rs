@@ -271,3 +271,34 @@ fn neovim_as_the_client() {
     assert!(seen["hover"]["contents"]["value"].as_str().unwrap().contains("financial_operation"), "{seen}");
     assert!(seen["definition"]["uri"].as_str().unwrap().ends_with("std/tools.remit"), "{seen}");
 }
+
+/// Input that is not LSP: a frame whose body is not a JSON-RPC message is skipped and the session goes on
+/// (lsp-server says so only in its error's text, which src/cli/lsp.rs reads); a request whose parameters are not its
+/// method's gets an error; a frame without `Content-Length` ends the session with status 2, as nothing after it can
+/// be trusted. And `exit` without `shutdown` is status 1 (LSP 3.17).
+#[test]
+fn malformed_input_and_exit_statuses() {
+    let mut client = Client::start();
+    for body in ["{not json", r#"{"jsonrpc":"2.0"}"#] {
+        write!(client.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    }
+    let init = client.request("initialize", json!({ "processId": null, "capabilities": {} }));
+    assert_eq!(init["capabilities"]["positionEncoding"], "utf-16");
+    let hover = json!({ "textDocument": { "uri": "file:///nowhere/policy.remit" } }); // no `position`
+    client.send(json!({ "jsonrpc": "2.0", "id": 99, "method": "textDocument/hover", "params": hover }));
+    loop {
+        let message = client.next();
+        if message["id"] == 99 {
+            assert_eq!(message["error"]["code"], -32602, "{message}");
+            break;
+        }
+    }
+    write!(client.stdin, "Content-Type: text/plain\r\n\r\n{{}}").unwrap();
+    client.stdin.flush().unwrap();
+    assert_eq!(client.child.wait().unwrap().code(), Some(2));
+
+    let mut client = Client::start();
+    client.request("initialize", json!({ "processId": null, "capabilities": {} }));
+    client.notify("exit", Value::Null);
+    assert_eq!(client.child.wait().unwrap().code(), Some(1));
+}

@@ -1,5 +1,6 @@
-//! `remit lsp`: a language server over stdio (JSON-RPC with `Content-Length` framing, LSP 3.17). Small handlers
-//! over [`remit_lang::analysis`] and [`remit_lang::check`]; this file only speaks the protocol and reads the disk.
+//! `remit lsp`: a language server over stdio (LSP 3.17). Small handlers over [`remit_lang::analysis`] and
+//! [`remit_lang::check`]; the JSON-RPC framing and envelopes are `lsp-server`'s and the messages `lsp-types`', so
+//! this file only speaks the protocol and reads the disk.
 //!
 //! - Diagnostics as you type: on every open, change or save, the document's policy set is re-checked (its
 //!   folder's `.remit` files, recursively, with the editor's unsaved texts in place of the disk's) and every file
@@ -9,59 +10,72 @@
 //! - Positions are UTF-16 code units unless the client offers UTF-8 (LSP 3.17 `positionEncodings`).
 //! - Standard-library declarations are written once to a folder under the system's temporary directory so that
 //!   "go to definition" on `make_payment` opens a real file.
+//! - One message at a time, on the calling thread (the analysis is synchronous). A message whose body is not
+//!   JSON-RPC is skipped; a broken frame ends the session. Exit status: 0 after `shutdown` and `exit` or at the end
+//!   of the input, 1 for `exit` without `shutdown` (LSP 3.17), 2 when the client cannot be read or written.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use lsp_server::{ErrorCode, Message, Notification, Request, Response};
+use lsp_types as lsp; // for the names remit has too: `lsp::Diagnostic`, `lsp::SymbolKind`
+use lsp_types::notification::{
+    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, DidSaveTextDocument, Exit,
+    Notification as NotificationKind, PublishDiagnostics,
+};
+use lsp_types::request::{
+    Completion, DocumentSymbolRequest, GotoDefinition, HoverRequest, Initialize, References, Request as RequestKind,
+    Shutdown,
+};
+use lsp_types::{
+    CompletionItem, CompletionItemKind, CompletionOptions, CompletionParams, CompletionResponse,
+    DiagnosticRelatedInformation, DiagnosticSeverity, DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse,
+    GotoDefinitionParams, GotoDefinitionResponse, Hover, HoverContents, HoverParams, InitializeResult, Location,
+    MarkupContent, MarkupKind, NumberOrString, OneOf, Position, PositionEncodingKind, PublishDiagnosticsParams, Range,
+    ReferenceParams, SaveOptions, ServerCapabilities, ServerInfo, TextDocumentPositionParams, TextDocumentSyncKind,
+    TextDocumentSyncOptions, Url,
+};
 use remit_lang::analysis::{CompletionKind, Index, SymbolKind};
 use remit_lang::check::{check_with, Options};
 use remit_lang::diag::{Diagnostic, Severity};
 use remit_lang::source::{SourceMap, Span};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub fn run() -> Result<ExitCode, String> {
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
+    let mut input = std::io::stdin().lock();
     let mut output = std::io::stdout().lock();
     let mut server = Server::default();
-    while let Some(message) = read_message(&mut input).map_err(|e| format!("cannot read from the client: {e}"))? {
-        for reply in server.handle(&message) {
-            write_message(&mut output, &reply).map_err(|e| format!("cannot write to the client: {e}"))?;
-        }
-        if server.exit {
+    loop {
+        let message = match Message::read(&mut input) {
+            Ok(Some(message)) => message,
+            Ok(None) => return Ok(ExitCode::SUCCESS),
+            Err(e) if read_whole_frame(&e) => {
+                eprintln!("remit lsp: skipped a message: {e}");
+                continue;
+            }
+            Err(e) => return Err(format!("cannot read from the client: {e}")),
+        };
+        if matches!(&message, Message::Notification(n) if n.method == Exit::METHOD) {
             return Ok(if server.shut_down { ExitCode::SUCCESS } else { ExitCode::from(1) });
         }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn read_message(input: &mut impl BufRead) -> std::io::Result<Option<Value>> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if input.read_line(&mut line)? == 0 {
-            return Ok(None);
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.strip_prefix("Content-Length:") {
-            length = value.trim().parse::<usize>().ok();
+        let replies = match message {
+            Message::Request(request) => vec![server.respond(request).into()],
+            Message::Notification(n) => server.notified(n).into_iter().map(Message::from).collect(),
+            Message::Response(_) => Vec::new(), // the server sends no requests, so it awaits no responses
+        };
+        for reply in replies {
+            reply.write(&mut output).map_err(|e| format!("cannot write to the client: {e}"))?;
         }
     }
-    let Some(length) = length else { return Ok(Some(Value::Null)) };
-    let mut body = vec![0; length];
-    input.read_exact(&mut body)?;
-    Ok(Some(serde_json::from_slice(&body).unwrap_or(Value::Null)))
 }
 
-fn write_message(output: &mut impl Write, message: &Value) -> std::io::Result<()> {
-    let body = message.to_string();
-    write!(output, "Content-Length: {}\r\n\r\n{body}", body.len())?;
-    output.flush()
+/// Whether [`Message::read`] failed only after consuming a whole frame (its body is not UTF-8 or not a JSON-RPC
+/// message), so that the next frame can still be read. lsp-server says so only in its error's text; the test
+/// `malformed_input_and_exit_statuses` (tests/lsp.rs) notices if that text changes.
+fn read_whole_frame(error: &std::io::Error) -> bool {
+    let not_utf8 = error.get_ref().is_some_and(|inner| inner.is::<std::string::FromUtf8Error>());
+    not_utf8 || error.to_string().starts_with("malformed LSP payload")
 }
 
 #[derive(Default)]
@@ -72,7 +86,6 @@ struct Server {
     published: BTreeSet<PathBuf>,
     utf8: bool,
     shut_down: bool,
-    exit: bool,
 }
 
 /// A loaded policy set: its sources and, for each file id, where it is on disk.
@@ -88,76 +101,114 @@ impl Workspace {
 }
 
 impl Server {
-    fn handle(&mut self, message: &Value) -> Vec<Value> {
-        let method = message.get("method").and_then(Value::as_str).unwrap_or("");
-        let id = message.get("id").cloned();
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        let result = match (method, &id) {
-            ("initialize", Some(_)) => Ok(self.initialize(&params)),
-            ("shutdown", Some(_)) => {
-                self.shut_down = true;
-                Ok(Value::Null)
+    fn respond(&mut self, request: Request) -> Response {
+        match request.method.as_str() {
+            Initialize::METHOD => Response::new_ok(request.id, self.initialize(&request.params)),
+            Shutdown::METHOD => {
+                self.shut_down = true; // and requests until `exit` are still answered, as they always were
+                Response::new_ok(request.id, ())
             }
-            ("exit", None) => {
-                self.exit = true;
-                return Vec::new();
+            HoverRequest::METHOD => self.answer::<HoverRequest>(request, Server::hover),
+            GotoDefinition::METHOD => self.answer::<GotoDefinition>(request, Server::definition),
+            References::METHOD => self.answer::<References>(request, Server::references),
+            Completion::METHOD => self.answer::<Completion>(request, Server::completion),
+            DocumentSymbolRequest::METHOD => self.answer::<DocumentSymbolRequest>(request, Server::symbols),
+            method => {
+                let message = format!("`{method}` is not supported");
+                Response::new_err(request.id, ErrorCode::MethodNotFound as i32, message)
             }
-            ("textDocument/didOpen", None) => {
-                let doc = &params["textDocument"];
-                return self.update(doc["uri"].as_str(), doc["text"].as_str().map(str::to_string));
-            }
-            ("textDocument/didChange", None) => {
-                let text = params["contentChanges"].as_array().and_then(|c| c.last()).and_then(|c| c["text"].as_str());
-                return self.update(params["textDocument"]["uri"].as_str(), text.map(str::to_string));
-            }
-            ("textDocument/didSave", None) => return self.update(params["textDocument"]["uri"].as_str(), None),
-            ("textDocument/didClose", None) => {
-                if let Some(path) = params["textDocument"]["uri"].as_str().and_then(uri_to_path) {
-                    self.open.remove(&path);
-                }
-                return Vec::new();
-            }
-            ("textDocument/hover", Some(_)) => Ok(self.hover(&params)),
-            ("textDocument/definition", Some(_)) => Ok(self.definition(&params)),
-            ("textDocument/references", Some(_)) => Ok(self.references(&params)),
-            ("textDocument/completion", Some(_)) => Ok(self.completion(&params)),
-            ("textDocument/documentSymbol", Some(_)) => Ok(self.symbols(&params)),
-            (_, None) => return Vec::new(), // other notifications need no answer
-            (_, Some(_)) => Err(json!({ "code": -32601, "message": format!("`{method}` is not supported") })),
-        };
-        let Some(id) = id else { return Vec::new() };
-        vec![match result {
-            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
-            Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error }),
-        }]
+        }
     }
 
-    fn initialize(&mut self, params: &Value) -> Value {
-        let offered = params["capabilities"]["general"]["positionEncodings"].as_array();
-        self.utf8 = offered.is_some_and(|e| e.iter().any(|x| x == "utf-8"));
-        json!({
-            "capabilities": {
-                "positionEncoding": if self.utf8 { "utf-8" } else { "utf-16" },
-                "textDocumentSync": { "openClose": true, "change": 1, "save": { "includeText": false } },
-                "hoverProvider": true,
-                "definitionProvider": true,
-                "referencesProvider": true,
-                "completionProvider": { "triggerCharacters": ["."] },
-                "documentSymbolProvider": true,
-            },
-            "serverInfo": { "name": "remit", "version": env!("CARGO_PKG_VERSION") },
-        })
+    /// Answers a request with `handler`, typed by its method; parameters that are not the method's are an error.
+    fn answer<R: RequestKind>(&self, request: Request, handler: fn(&Server, R::Params) -> R::Result) -> Response {
+        match serde_json::from_value(request.params) {
+            Ok(params) => Response::new_ok(request.id, handler(self, params)),
+            Err(e) => {
+                let message = format!("invalid parameters for `{}`: {e}", R::METHOD);
+                Response::new_err(request.id, ErrorCode::InvalidParams as i32, message)
+            }
+        }
+    }
+
+    /// Handles a notification; its answer, if any, is diagnostics to publish.
+    fn notified(&mut self, notification: Notification) -> Vec<Notification> {
+        let Notification { method, params } = notification;
+        match method.as_str() {
+            DidOpenTextDocument::METHOD => self.on::<DidOpenTextDocument>(params, |server, p| {
+                server.update(&p.text_document.uri, Some(p.text_document.text))
+            }),
+            DidChangeTextDocument::METHOD => self.on::<DidChangeTextDocument>(params, |server, p| {
+                let text = p.content_changes.into_iter().last().map(|change| change.text);
+                server.update(&p.text_document.uri, text)
+            }),
+            DidSaveTextDocument::METHOD => {
+                self.on::<DidSaveTextDocument>(params, |server, p| server.update(&p.text_document.uri, None))
+            }
+            DidCloseTextDocument::METHOD => self.on::<DidCloseTextDocument>(params, |server, p| {
+                if let Some(path) = file_path(&p.text_document.uri) {
+                    server.open.remove(&path);
+                }
+                Vec::new()
+            }),
+            _ => Vec::new(), // other notifications need no answer
+        }
+    }
+
+    /// Handles a notification with `handler`, typed by its method. A notification has no answer to carry an
+    /// error, so parameters that are not the method's are reported on stderr (the client's log) and ignored.
+    fn on<N: NotificationKind>(
+        &mut self,
+        params: Value,
+        handler: fn(&mut Self, N::Params) -> Vec<Notification>,
+    ) -> Vec<Notification> {
+        match serde_json::from_value(params) {
+            Ok(params) => handler(self, params),
+            Err(e) => {
+                eprintln!("remit lsp: ignored `{}`: invalid parameters: {e}", N::METHOD);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Only the position encodings are read of the client's capabilities: capabilities this server does not use
+    /// must not fail the start (lsp-types' enums refuse values added to the protocol after them).
+    fn initialize(&mut self, params: &Value) -> InitializeResult {
+        let offered = &params["capabilities"]["general"]["positionEncodings"];
+        let offered: Vec<PositionEncodingKind> = serde_json::from_value(offered.clone()).unwrap_or_default();
+        self.utf8 = offered.contains(&PositionEncodingKind::UTF8);
+        let sync = TextDocumentSyncOptions {
+            open_close: Some(true),
+            change: Some(TextDocumentSyncKind::FULL),
+            save: Some(SaveOptions { include_text: Some(false) }.into()),
+            ..Default::default()
+        };
+        let capabilities = ServerCapabilities {
+            position_encoding: Some(if self.utf8 { PositionEncodingKind::UTF8 } else { PositionEncodingKind::UTF16 }),
+            text_document_sync: Some(sync.into()),
+            hover_provider: Some(true.into()),
+            definition_provider: Some(OneOf::Left(true)),
+            references_provider: Some(OneOf::Left(true)),
+            completion_provider: Some(CompletionOptions {
+                trigger_characters: Some(vec![".".into()]),
+                ..Default::default()
+            }),
+            document_symbol_provider: Some(OneOf::Left(true)),
+            ..Default::default()
+        };
+        let version = Some(env!("CARGO_PKG_VERSION").to_string());
+        InitializeResult { capabilities, server_info: Some(ServerInfo { name: "remit".to_string(), version }) }
     }
 
     /// Records an opened or changed text and publishes the diagnostics of its policy set.
-    fn update(&mut self, uri: Option<&str>, text: Option<String>) -> Vec<Value> {
-        let Some(path) = uri.and_then(uri_to_path) else { return Vec::new() };
+    fn update(&mut self, uri: &Url, text: Option<String>) -> Vec<Notification> {
+        let Some(path) = file_path(uri) else { return Vec::new() };
         if let Some(text) = text {
             self.open.insert(path.clone(), text);
         }
         let Some(workspace) = self.workspace(&path) else { return Vec::new() };
         let checked = check_with(workspace.sources.clone(), Options { narrowing: true });
-        let mut by_file: BTreeMap<PathBuf, Vec<Value>> = BTreeMap::new();
+        let mut by_file: BTreeMap<PathBuf, Vec<lsp::Diagnostic>> = BTreeMap::new();
         for (id, file) in workspace.sources.files() {
             if !file.name.starts_with("std/") {
                 by_file.insert(workspace.paths[id as usize].clone(), Vec::new());
@@ -176,44 +227,40 @@ impl Server {
             if diagnostics.is_empty() && !self.published.contains(&file) {
                 continue;
             }
+            let Some(uri) = file_uri(&file) else { continue };
             if diagnostics.is_empty() {
                 self.published.remove(&file);
             } else {
-                self.published.insert(file.clone());
+                self.published.insert(file);
             }
-            out.push(json!({
-                "jsonrpc": "2.0",
-                "method": "textDocument/publishDiagnostics",
-                "params": { "uri": path_to_uri(&file), "diagnostics": diagnostics },
-            }));
+            let params = PublishDiagnosticsParams { uri, diagnostics, version: None };
+            out.push(Notification::new(PublishDiagnostics::METHOD.to_string(), params));
         }
         out
     }
 
-    fn diagnostic(&self, workspace: &Workspace, d: &Diagnostic, span: Span) -> Value {
+    fn diagnostic(&self, workspace: &Workspace, d: &Diagnostic, span: Span) -> lsp::Diagnostic {
         let mut message = d.message.clone();
         if let Some(help) = &d.help {
             message.push_str(&format!("\nhelp: {help}"));
         }
-        let related: Vec<Value> = d
+        let related = d
             .labels
             .iter()
             .filter_map(|label| {
-                let path = workspace.paths.get(label.span.file as usize)?;
-                Some(json!({
-                    "location": { "uri": path_to_uri(path), "range": self.range(&workspace.sources, label.span) },
-                    "message": if label.message.is_empty() { d.message.clone() } else { label.message.clone() },
-                }))
+                Some(DiagnosticRelatedInformation {
+                    location: self.location(workspace, label.span)?,
+                    message: if label.message.is_empty() { d.message.clone() } else { label.message.clone() },
+                })
             })
             .collect();
-        json!({
-            "range": self.range(&workspace.sources, span),
-            "severity": match d.severity { Severity::Error => 1, Severity::Warning => 2 },
-            "code": d.code,
-            "source": "remit",
-            "message": message,
-            "relatedInformation": related,
-        })
+        let range = self.range(&workspace.sources, span);
+        let severity = match d.severity {
+            Severity::Error => DiagnosticSeverity::ERROR,
+            Severity::Warning => DiagnosticSeverity::WARNING,
+        };
+        let (code, source) = (NumberOrString::String(d.code.to_string()), "remit".to_string());
+        lsp::Diagnostic::new(range, Some(severity), Some(code), Some(source), message, Some(related), None)
     }
 
     /// The policy set a document belongs to: every `.remit` file under its folder (the editor's texts for open
@@ -242,132 +289,131 @@ impl Server {
         Some(Workspace { sources, paths })
     }
 
-    /// The workspace, index, file id and byte offset of a request's `textDocument` and `position`.
-    fn locate(&self, params: &Value) -> Option<(Workspace, Index, u32, usize)> {
-        let path = uri_to_path(params["textDocument"]["uri"].as_str()?)?;
+    /// The workspace, index and file id of a document.
+    fn document(&self, uri: &Url) -> Option<(Workspace, Index, u32)> {
+        let path = file_path(uri)?;
         let workspace = self.workspace(&path)?;
         let file = workspace.file_of(&path)?;
-        let text = &workspace.sources.file(file).text;
-        let line = params["position"]["line"].as_u64()? as usize;
-        let character = params["position"]["character"].as_u64()? as usize;
-        let offset = self.offset(text, line, character);
         let index = Index::build(&workspace.sources);
+        Some((workspace, index, file))
+    }
+
+    /// The workspace, index, file id and byte offset of a request's document and position.
+    fn locate(&self, at: &TextDocumentPositionParams) -> Option<(Workspace, Index, u32, usize)> {
+        let (workspace, index, file) = self.document(&at.text_document.uri)?;
+        let offset = self.offset(&workspace.sources.file(file).text, at.position);
         Some((workspace, index, file, offset))
     }
 
-    fn hover(&self, params: &Value) -> Value {
-        let Some((workspace, index, file, offset)) = self.locate(params) else { return Value::Null };
-        let Some(name) = index.name_at(file, offset) else { return Value::Null };
-        match index.hover(&workspace.sources, name) {
-            Some(text) => json!({ "contents": { "kind": "markdown", "value": text } }),
-            None => Value::Null,
-        }
+    fn hover(&self, params: HoverParams) -> Option<Hover> {
+        let (workspace, index, file, offset) = self.locate(&params.text_document_position_params)?;
+        let text = index.hover(&workspace.sources, index.name_at(file, offset)?)?;
+        let contents = HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: text });
+        Some(Hover { contents, range: None })
     }
 
-    fn definition(&self, params: &Value) -> Value {
-        let Some((workspace, index, file, offset)) = self.locate(params) else { return Value::Null };
-        let Some(span) = index.name_at(file, offset).and_then(|n| index.definition(n)) else { return Value::Null };
-        self.location(&workspace, span)
+    fn definition(&self, params: GotoDefinitionParams) -> Option<GotoDefinitionResponse> {
+        let (workspace, index, file, offset) = self.locate(&params.text_document_position_params)?;
+        let span = index.definition(index.name_at(file, offset)?)?;
+        self.location(&workspace, span).map(GotoDefinitionResponse::Scalar)
     }
 
-    fn references(&self, params: &Value) -> Value {
-        let Some((workspace, index, file, offset)) = self.locate(params) else { return Value::Null };
-        let Some(name) = index.name_at(file, offset) else { return json!([]) };
-        let declaration = params["context"]["includeDeclaration"].as_bool().unwrap_or(true);
-        Value::Array(index.references(name, declaration).into_iter().map(|s| self.location(&workspace, s)).collect())
+    fn references(&self, params: ReferenceParams) -> Option<Vec<Location>> {
+        let (workspace, index, file, offset) = self.locate(&params.text_document_position)?;
+        let Some(name) = index.name_at(file, offset) else { return Some(Vec::new()) };
+        let spans = index.references(name, params.context.include_declaration);
+        Some(spans.into_iter().filter_map(|span| self.location(&workspace, span)).collect())
     }
 
-    fn completion(&self, params: &Value) -> Value {
-        let Some((workspace, index, file, offset)) = self.locate(params) else { return json!([]) };
+    fn completion(&self, params: CompletionParams) -> Option<CompletionResponse> {
+        let Some((workspace, index, file, offset)) = self.locate(&params.text_document_position) else {
+            return Some(CompletionResponse::Array(Vec::new()));
+        };
         let text = &workspace.sources.file(file).text;
-        let items: Vec<Value> = index
+        let items = index
             .complete(text, offset)
             .into_iter()
-            .map(|c| {
-                let kind = match c.kind {
-                    CompletionKind::Field => 5,
-                    CompletionKind::Keyword => 14,
-                    CompletionKind::Name(SymbolKind::Tool) => 3,
-                    CompletionKind::Name(SymbolKind::Effect | SymbolKind::Kind | SymbolKind::Enum) => 7,
-                    CompletionKind::Name(SymbolKind::Mandate) => 9,
-                    CompletionKind::Name(_) => 21,
-                };
-                json!({ "label": c.label, "detail": c.detail, "kind": kind })
+            .map(|c| CompletionItem {
+                kind: Some(match c.kind {
+                    CompletionKind::Field => CompletionItemKind::FIELD,
+                    CompletionKind::Keyword => CompletionItemKind::KEYWORD,
+                    CompletionKind::Name(SymbolKind::Tool) => CompletionItemKind::FUNCTION,
+                    CompletionKind::Name(SymbolKind::Effect | SymbolKind::Kind | SymbolKind::Enum) => {
+                        CompletionItemKind::CLASS
+                    }
+                    CompletionKind::Name(SymbolKind::Mandate) => CompletionItemKind::MODULE,
+                    CompletionKind::Name(_) => CompletionItemKind::CONSTANT,
+                }),
+                ..CompletionItem::new_simple(c.label, c.detail)
             })
             .collect();
-        Value::Array(items)
+        Some(CompletionResponse::Array(items))
     }
 
-    fn symbols(&self, params: &Value) -> Value {
-        let Some(path) = params["textDocument"]["uri"].as_str().and_then(uri_to_path) else { return json!([]) };
-        let Some(workspace) = self.workspace(&path) else { return json!([]) };
-        let Some(file) = workspace.file_of(&path) else { return json!([]) };
-        let index = Index::build(&workspace.sources);
-        let symbols: Vec<Value> = index
-            .outline(file)
-            .into_iter()
-            .map(|s| {
-                let kind = match s.kind {
-                    SymbolKind::Tool => 12,     // function
-                    SymbolKind::Effect => 5,    // class
-                    SymbolKind::Mandate => 2,   // module
-                    SymbolKind::Approval => 23, // struct
-                    SymbolKind::Enum => 10,
-                    SymbolKind::Level => 22, // enum member
-                    SymbolKind::Kind => 26,  // type parameter
-                    SymbolKind::Context => 13,
-                };
-                json!({
-                    "name": s.name,
-                    "detail": s.kind.as_str(),
-                    "kind": kind,
-                    "range": self.range(&workspace.sources, s.decl_span),
-                    "selectionRange": self.range(&workspace.sources, s.span),
-                })
-            })
-            .collect();
-        Value::Array(symbols)
+    fn symbols(&self, params: DocumentSymbolParams) -> Option<DocumentSymbolResponse> {
+        let Some((workspace, index, file)) = self.document(&params.text_document.uri) else {
+            return Some(DocumentSymbolResponse::Nested(Vec::new()));
+        };
+        #[allow(deprecated)] // `DocumentSymbol::deprecated` must be written, though it is not used
+        let symbols = index.outline(file).into_iter().map(|s| DocumentSymbol {
+            name: s.name.clone(),
+            detail: Some(s.kind.as_str().to_string()),
+            kind: match s.kind {
+                SymbolKind::Tool => lsp::SymbolKind::FUNCTION,
+                SymbolKind::Effect => lsp::SymbolKind::CLASS,
+                SymbolKind::Mandate => lsp::SymbolKind::MODULE,
+                SymbolKind::Approval => lsp::SymbolKind::STRUCT,
+                SymbolKind::Enum => lsp::SymbolKind::ENUM,
+                SymbolKind::Level => lsp::SymbolKind::ENUM_MEMBER,
+                SymbolKind::Kind => lsp::SymbolKind::TYPE_PARAMETER,
+                SymbolKind::Context => lsp::SymbolKind::VARIABLE,
+            },
+            tags: None,
+            deprecated: None,
+            range: self.range(&workspace.sources, s.decl_span),
+            selection_range: self.range(&workspace.sources, s.span),
+            children: None,
+        });
+        Some(DocumentSymbolResponse::Nested(symbols.collect()))
     }
 
-    fn location(&self, workspace: &Workspace, span: Span) -> Value {
-        let path = &workspace.paths[span.file as usize];
+    fn location(&self, workspace: &Workspace, span: Span) -> Option<Location> {
+        let path = workspace.paths.get(span.file as usize)?;
         if workspace.sources.file(span.file).name.starts_with("std/") {
             write_stdlib(path, &workspace.sources.file(span.file).text);
         }
-        json!({ "uri": path_to_uri(path), "range": self.range(&workspace.sources, span) })
+        Some(Location { uri: file_uri(path)?, range: self.range(&workspace.sources, span) })
     }
 
-    fn range(&self, sources: &SourceMap, span: Span) -> Value {
+    fn range(&self, sources: &SourceMap, span: Span) -> Range {
         let text = &sources.file(span.file).text;
-        let (l1, c1) = self.position(text, span.start as usize);
-        let (l2, c2) = self.position(text, span.end as usize);
-        json!({ "start": { "line": l1, "character": c1 }, "end": { "line": l2, "character": c2 } })
+        Range { start: self.position(text, span.start as usize), end: self.position(text, span.end as usize) }
     }
 
-    /// Line and character (UTF-16 code units, or bytes with UTF-8) of a byte offset.
-    fn position(&self, text: &str, offset: usize) -> (usize, usize) {
+    /// The line and character (UTF-16 code units, or bytes with UTF-8) of a byte offset.
+    fn position(&self, text: &str, offset: usize) -> Position {
         let offset = offset.min(text.len());
         let before = &text[..offset];
         let line = before.matches('\n').count();
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let column = &text[line_start..offset];
-        (line, if self.utf8 { column.len() } else { column.encode_utf16().count() })
+        let character = if self.utf8 { column.len() } else { column.encode_utf16().count() };
+        Position { line: line as u32, character: character as u32 }
     }
 
     /// The byte offset of a line and character.
-    fn offset(&self, text: &str, line: usize, character: usize) -> usize {
-        let line_start = if line == 0 {
-            0
-        } else {
-            match text.match_indices('\n').nth(line - 1) {
+    fn offset(&self, text: &str, position: Position) -> usize {
+        let line_start = match position.line as usize {
+            0 => 0,
+            line => match text.match_indices('\n').nth(line - 1) {
                 Some((i, _)) => i + 1,
                 None => return text.len(),
-            }
+            },
         };
         let line_text = text[line_start..].split('\n').next().unwrap_or("");
         let mut units = 0;
         for (i, c) in line_text.char_indices() {
-            if units >= character {
+            if units >= position.character as usize {
                 return line_start + i;
             }
             units += if self.utf8 { c.len_utf8() } else { c.len_utf16() };
@@ -391,35 +437,12 @@ fn write_stdlib(path: &Path, text: &str) {
     let _ = std::fs::write(path, text);
 }
 
-/// `file:///a%20b/c.remit` → `/a b/c.remit`.
-fn uri_to_path(uri: &str) -> Option<PathBuf> {
-    let rest = uri.strip_prefix("file://")?;
-    let bytes = rest.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?, 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    Some(PathBuf::from(String::from_utf8(out).ok()?))
+/// `file:///a%20b/c.remit` → `/a b/c.remit`; `None` for a document that is not a file (`untitled:`).
+fn file_path(uri: &Url) -> Option<PathBuf> {
+    uri.to_file_path().ok().filter(|_| uri.scheme() == "file")
 }
 
-/// `/a b/c.remit` → `file:///a%20b/c.remit`.
-fn path_to_uri(path: &Path) -> String {
-    let mut out = String::from("file://");
-    for b in path.to_string_lossy().bytes() {
-        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+/// `/a b/c.remit` → `file:///a%20b/c.remit`; `None` for a relative path, which no file URI names.
+fn file_uri(path: &Path) -> Option<Url> {
+    Url::from_file_path(path).ok()
 }
