@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
 
 use super::{new_id, ActionError, Gateway};
-use crate::audit::hex;
+use crate::keys::hex;
 use crate::store::{
     AccessRequest, Cursor, Page, StoreError, StoreResult, StoredApproval, Tx, APPROVED, DENIED, PENDING,
 };

@@ -10,8 +10,7 @@
 //! - An escalation becomes an access request in the principal's inbox; approving it mints approvals of the gate's
 //!   kind, bound as the policy says, which the retry of the exact call presents (filled by the gateway) and consumes.
 //!
-//! Its modules, each using only those listed before it (and this file's shared types): [`clock`], [`metrics`],
-//! [`policy`] (the policy served and the module instances), [`log`] (entries waiting to be written),
+//! Its modules, each using only those listed before it (and this file's shared types): [`metrics`], [`policy`] (the policy served and the module instances), [`log`] (entries waiting to be written),
 //! [`obligations`] (carrying out an allow's obligations, budgets' windows, rounds), [`prepare`] (a request made
 //! ready for the module, the state filled in), [`access`] (access requests and their answers), [`state`] (stops and
 //! facts), [`explain`] (explanations for the inbox), [`batch`] (group commit, one decision in its transaction) and
@@ -31,7 +30,6 @@ use self::log::QueuedEntry;
 
 mod access;
 mod batch;
-mod clock;
 mod decide;
 mod explain;
 mod log;
@@ -42,12 +40,13 @@ mod prepare;
 mod state;
 
 pub use self::access::AccessRequestRef;
-pub use self::clock::{Clock, FixedClock, StartedClock, SystemClock};
 pub use self::explain::NoExplanation;
 pub use self::metrics::{Counts, Histogram, BUCKETS};
 pub use self::obligations::{window_key, Carried, ROUND_TTL_SECONDS};
 pub use self::policy::Policy;
 pub use self::prepare::{fill_target, GATEWAY_FIELDS};
+/// The clocks, which the core decides by (they are the crate's: the audit log signs its head by them too).
+pub use crate::clock::{Clock, FixedClock, StartedClock, SystemClock};
 
 /// The reason of the deny the gateway answers when its store cannot be read or written.
 pub const REASON_STORE: &str = "gateway.store-unavailable";

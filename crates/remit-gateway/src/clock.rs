@@ -1,5 +1,6 @@
 //! Where the gateway's time comes from: the system clock in production, a clock started at a given instant for
-//! `--clock`, a settable one in tests. Depends on nothing else of the core.
+//! `--clock`, a settable one in tests. The core decides and the audit log signs its head by it. Depends on nothing
+//! else of the crate.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
