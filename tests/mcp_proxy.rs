@@ -6,6 +6,11 @@
 //! (`..`, absolute paths, other folders) denied. The escalated write is approved over the inbox's HTTP API on the
 //! loopback port the proxy serves, then retried. Everything runs in a temporary folder, on loopback, and every wait
 //! is bounded. https (key sets, upstreams) against servers with certificates the tests make (tests/support/tls.rs).
+//!
+//! One file of about 2,700 lines, on purpose: its thirty-odd scenarios share one harness (the proxy's process, the
+//! upstreams, the inbox calls, below), and every file in tests/ is a binary of its own linking the whole workspace
+//! (about 300 MB and a link each in a debug build), so splitting it by scenario would multiply that for no gain in
+//! what each scenario can reach.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -8,7 +8,13 @@
 
 use sha2::{Digest, Sha256};
 
-use super::store::LogEntry;
+use crate::clock::Clock;
+/// The signed head, kept by the store and checked here.
+pub use crate::head::SignedHead;
+/// Hex as the log writes hashes (the MCP proxy's call keys use it too).
+pub use crate::keys::hex;
+use crate::keys::{public_key_text, SigningKey};
+use crate::store::{LogEntry, Store, StoreError};
 
 /// The `prev` of the first entry.
 pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
@@ -20,10 +26,6 @@ pub fn entry_hash(prev: &str, seq: u64, time: i64, kind: &str, body: &str) -> St
     hasher.update(format!("\n{seq}\n{time}\n{kind}\n").as_bytes());
     hasher.update(body.as_bytes());
     format!("sha256:{}", hex(&hasher.finalize()))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where a chain broke.
@@ -59,70 +61,6 @@ pub fn verify(entries: impl IntoIterator<Item = LogEntry>) -> Result<u64, Broken
     Ok(count)
 }
 
-/// A signed head of the log: the gateway's statement that its log's entry `seq` had the hash `hash` at `time`,
-/// signed with its log key (`--log-key`) over `remit-log-head 1\n{seq}\n{hash}\n{time}\n` (its own prefix, so that
-/// no other signature of the same key can pass for one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignedHead {
-    pub seq: u64,
-    pub hash: String,
-    /// Unix seconds, the gateway's clock.
-    pub time: i64,
-    /// `remit-ed25519-public:HEX`.
-    pub key: String,
-    /// `ed25519:HEX`.
-    pub signature: String,
-}
-
-fn head_message(seq: u64, hash: &str, time: i64) -> String {
-    format!("remit-log-head 1\n{seq}\n{hash}\n{time}\n")
-}
-
-impl SignedHead {
-    pub fn sign(key: &super::bundle::SigningKey, seq: u64, hash: &str, time: i64) -> SignedHead {
-        use ed25519_dalek::Signer;
-        let signature = key.sign(head_message(seq, hash, time).as_bytes());
-        SignedHead {
-            seq,
-            hash: hash.to_string(),
-            time,
-            key: super::bundle::public_key_text(&key.verifying_key()),
-            signature: format!("ed25519:{}", hex(&signature.to_bytes())),
-        }
-    }
-
-    /// Checks the signature with `key`, or with the key the head names when none is given (which shows only that the
-    /// head was not changed after it was signed, not who signed it).
-    pub fn verify(&self, key: Option<&super::bundle::VerifyingKey>) -> Result<(), String> {
-        use ed25519_dalek::Verifier;
-        let named = super::bundle::verifying_key(&self.key).map_err(|e| format!("the head's key: {e}"))?;
-        if key.is_some_and(|k| k != &named) {
-            return Err("the head was signed by another key than the one given".into());
-        }
-        let signature = super::bundle::signature(&self.signature).ok_or("the head's signature is not `ed25519:HEX`")?;
-        named.verify(head_message(self.seq, &self.hash, self.time).as_bytes(), &signature).map_err(|_| {
-            "the head's signature does not verify: the head was changed after it was signed, or forged".to_string()
-        })
-    }
-
-    /// The head as `remit audit head` prints it.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"seq": self.seq, "hash": self.hash, "time": remit_lang::value::format_timestamp(self.time),
-                           "key": self.key, "signature": self.signature})
-    }
-
-    /// A head as [`SignedHead::to_json`] writes it.
-    pub fn from_json(text: &str) -> Result<SignedHead, String> {
-        let value = remit_lang::json::parse_stored(text).map_err(|e| format!("not JSON: {e}"))?;
-        let field = |name: &str| {
-            value.get(name).and_then(serde_json::Value::as_str).map(str::to_string).ok_or(format!("no `{name}`"))
-        };
-        let seq = value.get("seq").and_then(serde_json::Value::as_u64).ok_or("no `seq`")?;
-        let time = remit_lang::value::parse_timestamp(&field("time")?).ok_or("`time` is not a timestamp")?;
-        Ok(SignedHead { seq, hash: field("hash")?, time, key: field("key")?, signature: field("signature")? })
-    }
-}
-
 /// Checks that a head is in a log whose chain holds ([`verify`]): its entry is there, with its hash. A log cut
 /// before the head's entry, or changed at or before it (even with every hash after the change computed again),
 /// fails. Entries after the head are not covered by it.
@@ -149,9 +87,9 @@ pub fn check_head(entries: &[LogEntry], head: &SignedHead) -> Result<(), String>
 /// Signs the log's head with the gateway's key into the store: every interval ([`HeadSigner::every`]) and when
 /// the gateway stops.
 pub struct HeadSigner {
-    key: super::bundle::SigningKey,
-    store: std::sync::Arc<dyn super::store::Store>,
-    clock: std::sync::Arc<dyn super::core::Clock>,
+    key: SigningKey,
+    store: std::sync::Arc<dyn Store>,
+    clock: std::sync::Arc<dyn Clock>,
     /// The head this signer signed last (sequence number and hash).
     last: std::sync::Mutex<Option<(u64, String)>>,
 }
@@ -159,23 +97,19 @@ pub struct HeadSigner {
 impl std::fmt::Debug for HeadSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the secret key.
-        let key = super::bundle::public_key_text(&self.key.verifying_key());
+        let key = public_key_text(&self.key.verifying_key());
         f.debug_struct("HeadSigner").field("key", &key).finish_non_exhaustive()
     }
 }
 
 impl HeadSigner {
-    pub fn new(
-        key: super::bundle::SigningKey,
-        store: std::sync::Arc<dyn super::store::Store>,
-        clock: std::sync::Arc<dyn super::core::Clock>,
-    ) -> HeadSigner {
+    pub fn new(key: SigningKey, store: std::sync::Arc<dyn Store>, clock: std::sync::Arc<dyn Clock>) -> HeadSigner {
         HeadSigner { key, store, clock, last: std::sync::Mutex::new(None) }
     }
 
     /// Signs the head when the log moved since the head this signer signed last; the head signed, if any (an empty
     /// log has none).
-    pub fn sign(&self) -> Result<Option<SignedHead>, super::store::StoreError> {
+    pub fn sign(&self) -> Result<Option<SignedHead>, StoreError> {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let mut tx = self.store.begin()?;
         let (seq, hash) = tx.log_head()?;
@@ -204,7 +138,7 @@ impl HeadSigner {
 }
 
 /// Every entry of a store's log, in order of `seq`.
-pub fn read_all(store: &dyn super::store::Store) -> Result<Vec<LogEntry>, super::store::StoreError> {
+pub fn read_all(store: &dyn Store) -> Result<Vec<LogEntry>, StoreError> {
     store.begin()?.log_entries(0, usize::MAX >> 1)
 }
 

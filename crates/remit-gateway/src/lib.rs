@@ -9,8 +9,10 @@
 //!   [`state_cache`] what a decision reads, kept between decisions that change nothing while the store does not;
 //! - [`core`]: filling state and time into requests, deciding through the module, obligations, access requests,
 //!   stops and facts — no HTTP;
-//! - [`audit`]: the log's hash chain, `why`, receipts; [`replay`]: re-deciding a log under another policy;
-//! - [`bundle`]: signed policy bundles (ed25519);
+//! - [`audit`]: the log's hash chain, `why`, receipts, [`head`] the log's signed head; [`replay`]: re-deciding a log
+//!   under another policy;
+//! - [`bundle`]: signed policy bundles; [`keys`] the ed25519 keys and signatures both are signed with;
+//! - [`clock`]: where the time comes from;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`conn`] its servers'
 //!   connections (limit, header and idle timeouts); [`https`] their TLS;
 //! - [`wire`] the gateway's outgoing HTTP/1.1 over `http://` and `https://` (MCP upstreams, key sets), blocking;
@@ -19,10 +21,13 @@
 pub mod audit;
 pub mod bundle;
 pub mod client;
+pub mod clock;
 pub mod conn;
 pub mod core;
+pub mod head;
 pub mod http;
 pub mod https;
+pub mod keys;
 pub mod replay;
 pub mod sqlite;
 pub mod state_cache;
@@ -36,7 +41,8 @@ pub mod wire_async;
 #[path = "../../../tests/support/tls.rs"]
 mod test_tls;
 
-pub use self::core::{Clock, Config, Decided, FixedClock, Gateway, NoExplanation, Policy, StartedClock, SystemClock};
+pub use self::clock::{Clock, FixedClock, StartedClock, SystemClock};
+pub use self::core::{Config, Decided, Gateway, NoExplanation, Policy};
 pub use self::sqlite::{Durability, SqliteStore};
 pub use self::store::{Store, StoreError, Tx};
 pub use remit_lang::wasm::meta::PolicyMeta;

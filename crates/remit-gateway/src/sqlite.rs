@@ -898,7 +898,7 @@ impl Tx for SqliteTx<'_> {
             .map_err(store_err)
     }
 
-    fn signed_heads(&mut self) -> StoreResult<Vec<super::audit::SignedHead>> {
+    fn signed_heads(&mut self) -> StoreResult<Vec<crate::head::SignedHead>> {
         // A store no gateway of this version has opened (read by `remit audit`, which changes nothing) has no table.
         let exists: i64 = self
             .connection
@@ -915,7 +915,7 @@ impl Tx for SqliteTx<'_> {
             .map_err(store_err)?;
         let rows = statement
             .query_map([], |row| {
-                Ok(super::audit::SignedHead {
+                Ok(crate::head::SignedHead {
                     seq: row.get::<_, i64>(0)? as u64,
                     hash: row.get(1)?,
                     time: row.get(2)?,
@@ -927,7 +927,7 @@ impl Tx for SqliteTx<'_> {
         rows.collect::<Result<_, _>>().map_err(store_err)
     }
 
-    fn insert_signed_head(&mut self, head: &super::audit::SignedHead) -> StoreResult<()> {
+    fn insert_signed_head(&mut self, head: &crate::head::SignedHead) -> StoreResult<()> {
         self.connection
             .prepare_cached("INSERT INTO log_heads (seq, hash, time, key, signature) VALUES (?1, ?2, ?3, ?4, ?5)")
             .and_then(|mut s| s.execute(params![head.seq as i64, head.hash, head.time, head.key, head.signature]))

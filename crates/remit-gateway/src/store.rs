@@ -322,11 +322,11 @@ pub trait Tx {
         Err(StoreError("this store keeps no bundle revisions".into()))
     }
     /// The log's signed heads, oldest first (none in a store that keeps none).
-    fn signed_heads(&mut self) -> StoreResult<Vec<super::audit::SignedHead>> {
+    fn signed_heads(&mut self) -> StoreResult<Vec<crate::head::SignedHead>> {
         Ok(Vec::new())
     }
     /// Keeps a signed head of the log.
-    fn insert_signed_head(&mut self, head: &super::audit::SignedHead) -> StoreResult<()> {
+    fn insert_signed_head(&mut self, head: &crate::head::SignedHead) -> StoreResult<()> {
         let _ = head;
         Err(StoreError("this store keeps no signed heads".into()))
     }

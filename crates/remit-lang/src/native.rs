@@ -50,7 +50,7 @@ impl Native {
 
     /// The tool listing's JSON, the bytes `remit_visible_tools` returns.
     pub fn visible_tools(&mut self, request: &[u8]) -> Vec<u8> {
-        self.call(request, remit_rt::decide::visible_tools)
+        self.call(request, remit_rt::visible::visible_tools)
     }
 
     /// The JSON of `remit_policy_info`.

@@ -7,6 +7,9 @@
 //! any escalate reason escalates, else the call is allowed. Lists are sorted by ranks the compiler computed (rules
 //! by `DecidingRule::sort_key`, missing approvals by kind and mandate name, counters by their obligation's JSON), so
 //! nothing depends on where a clause is written.
+//!
+//! The tool listing ([`crate::visible`]) makes some of the same checks (the holder, scopes, validity, stops, levels)
+//! with this module's functions; nothing here uses the listing.
 
 use core::cmp::Ordering;
 
@@ -1293,12 +1296,6 @@ fn refusal(
         return refused(err::APPROVAL_WRONG_MANDATE);
     }
     None
-}
-
-/// Writes the tool listing of the parsed request's subject and context, exactly
-/// `remit::eval::visible_tools(…).to_json()`.
-pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut Out<'_>) {
-    crate::visible::visible_tools(image, parsed, work, out)
 }
 
 /// Writes the JSON of `remit_policy_info` (docs/abi.md), which the compiler stored whole.

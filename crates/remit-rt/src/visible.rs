@@ -1,6 +1,7 @@
 //! Tool listing, the twin of `crates/remit-lang/src/eval/visible.rs`: which tools a gateway should show an agent before any call is
 //! made. A tool is hidden only when every call to it would be denied whatever its arguments, with the first such
-//! reason in the documented order; anything that depends on the call is left to [`crate::decide::decide`].
+//! reason in the documented order; anything that depends on the call is left to [`crate::decide::decide`]. Uses
+//! [`crate::decide`]'s checks; never used by it.
 
 use crate::cond::{self, Env};
 use crate::decide::{find, lacks_scope, level_exceeded, rule_list, stop_at, stop_for, validity, Work};

@@ -15,7 +15,7 @@
 //! |---|---|
 //! | `remit_alloc(len) -> i32` | the input buffer's address, or 0 when `len` (unsigned) is past [`MAX_INPUT`] |
 //! | `remit_decide(ptr, len) -> i64` | `crate::decide::decide` on the parsed input, its JSON in the output area, packed `ptr << 32 \| len` |
-//! | `remit_visible_tools(ptr, len) -> i64` | `crate::decide::visible_tools`, the same way |
+//! | `remit_visible_tools(ptr, len) -> i64` | `crate::visible::visible_tools`, the same way |
 //! | `remit_policy_info() -> i64` | `crate::decide::policy_info` |
 //!
 //! A `len` past [`MAX_INPUT`] (whatever `ptr` is: the host passes 0 after `remit_alloc` said 0) is the JSON parse's
@@ -43,13 +43,14 @@
 
 use core::ptr::{addr_of, addr_of_mut};
 
-use crate::decide::{decide, policy_info, visible_tools, Work};
+use crate::decide::{decide, policy_info, Work};
 use crate::digest::{argument_digest, write_canonical};
 use crate::image::{Header, Image};
 use crate::json::{parse, Doc, JsonError, Scratch, Tape, Token, Window, TAPE_LEN, WINDOW};
 use crate::out::Out;
 use crate::request::{self, Need, RequestError};
 use crate::sha256::sha256;
+use crate::visible::visible_tools;
 use crate::{Sink, MAX_INPUT};
 
 /// The most output the test exports write: as much as the input, so that canonical JSON (which writes `1E3` as

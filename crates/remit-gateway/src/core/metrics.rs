@@ -1,0 +1,66 @@
+//! What the gateway counts for `/metrics`: decisions by outcome and reason, failures, and latency histograms in
+//! Prometheus' text format. Depends on nothing else of the core (the core counts into [`Counts`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// The upper bounds of the buckets of the gateway's latency histograms, in seconds.
+pub const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+/// A Prometheus histogram of durations over [`BUCKETS`] (cumulative buckets, count, sum).
+#[derive(Debug, Default)]
+pub struct Histogram {
+    pub buckets: [AtomicU64; BUCKETS.len()],
+    pub count: AtomicU64,
+    /// Microseconds.
+    pub sum_us: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, seconds: f64) {
+        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
+            if seconds <= le {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// The histogram in Prometheus text format under `name`.
+    pub fn render(&self, name: &str, help: &str, out: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (bucket, le) in self.buckets.iter().zip(BUCKETS) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {}", bucket.load(Ordering::Relaxed));
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+/// Counts the gateway keeps for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub allow: AtomicU64,
+    pub deny: AtomicU64,
+    pub escalate: AtomicU64,
+    pub store_failures: AtomicU64,
+    pub obligation_failures: AtomicU64,
+    pub ignored_fields: AtomicU64,
+    pub reloads: AtomicU64,
+    pub reload_failures: AtomicU64,
+    /// Denies and escalations answered allow in shadow mode.
+    pub shadowed: AtomicU64,
+    /// Decision transactions committed (group commit: one for a batch of decisions).
+    pub commits: AtomicU64,
+    /// The log lag: from a decision's arrival to the end of the transaction that logged it (committed, or failed
+    /// and denied); no decision is answered before.
+    pub log_lag: Histogram,
+    /// Decisions that arrived and are not yet logged (queued or in the running transaction).
+    pub log_pending: AtomicU64,
+    /// Reason code → decisions that gave it.
+    pub reasons: Mutex<std::collections::BTreeMap<String, u64>>,
+}

@@ -1,0 +1,159 @@
+//! Carrying out an allowed decision's obligations — consuming single-use approvals, counting budgets in their
+//! windows, recording operations — all or none, and what a call carried out kept for its next round. Depends on
+//! nothing else of the core.
+
+use serde_json::{json, Value as Json};
+
+use super::Gateway;
+use crate::store::{OperationRecord, StoreError, StoreResult, Tx};
+use remit_lang::value::format_timestamp;
+use remit_lang::wasm::meta::PolicyMeta;
+
+/// How long a round of a call is kept for the next one ([`Gateway::keep_round`]): the user may take a while to answer
+/// what a tool asked.
+pub const ROUND_TTL_SECONDS: i64 = 3600;
+
+/// The single-use approvals an allowed call consumed and the budget counts it added (counter and window), for a later
+/// round of the same call to be decided without them ([`Gateway::decide_continuing`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Carried {
+    pub approvals: Vec<String>,
+    pub counts: Vec<(String, String)>,
+}
+
+impl Carried {
+    pub(super) fn has_approval(&self, id: &str) -> bool {
+        self.approvals.iter().any(|a| a == id)
+    }
+
+    pub(super) fn has_count(&self, counter: &str, window: &str) -> bool {
+        self.counts.iter().any(|(c, w)| c == counter && w == window)
+    }
+}
+
+impl Gateway {
+    /// Keeps what an allowed call carried out ([`Decided::carried`]) under `round` for [`ROUND_TTL_SECONDS`], for
+    /// its next round ([`Gateway::decide_continuing`]), in the store, so that another gateway of the same store, or
+    /// this one started again, continues it too.
+    pub fn keep_round(&self, round: &str, carried: &Carried) -> StoreResult<()> {
+        let now = self.clock.now();
+        let text = serde_json::to_string(carried).expect("a round serializes");
+        let mut tx = self.store.begin()?;
+        tx.keep_round(round, &text, now + ROUND_TTL_SECONDS, now)?;
+        tx.commit()
+    }
+
+    /// Carries out an allow's obligations; `Ok(Err(problem))` when one of them cannot be, and then nothing was
+    /// written (every obligation is checked before any is carried out). Those the rounds the call `continues` carried
+    /// out already are not carried out again. The approvals used (as the log lists them), and what the call has
+    /// carried out with its earlier rounds.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn carry_out(
+        &self,
+        tx: &mut dyn Tx,
+        decision: &Json,
+        sent: &Json,
+        meta: &PolicyMeta,
+        chain: &[String],
+        id: &str,
+        now: i64,
+        continues: Option<&Carried>,
+    ) -> StoreResult<Result<(Vec<Json>, Carried), String>> {
+        let none = Carried::default();
+        let earlier = continues.unwrap_or(&none);
+        let mut carried = earlier.clone();
+        let obligations = decision.get("obligations").and_then(Json::as_array).cloned().unwrap_or_default();
+        let operation = sent.pointer("/context/operation_id").and_then(Json::as_str).filter(|o| !o.is_empty());
+        let tool = sent.pointer("/action/name").and_then(Json::as_str).unwrap_or("");
+        enum Step {
+            Consume(String),
+            Count(String, String),
+            Record(String),
+        }
+        let mut steps = Vec::new();
+        let mut used = Vec::new();
+        for obligation in &obligations {
+            let kind = obligation.get("kind").and_then(Json::as_str).unwrap_or("");
+            let field = |name: &str| obligation.get(name).and_then(Json::as_str).map(str::to_string);
+            match (kind, field("id"), field("counter")) {
+                ("consume-approval", Some(approval), _) => match tx.approval(&approval)? {
+                    // Consumed by an earlier round of this call (and presented again, see `Gateway::fill`).
+                    Some(a) if earlier.has_approval(&approval) && a.expires_at > now => {
+                        used.push(json!({"id": a.id, "kind": a.kind, "approver": a.approver,
+                                         "access_request": a.access_request, "earlier_round": true}));
+                    }
+                    Some(a) if !a.consumed && a.expires_at > now => {
+                        used.push(json!({"id": a.id, "kind": a.kind, "approver": a.approver,
+                                         "access_request": a.access_request}));
+                        carried.approvals.push(approval.clone());
+                        steps.push(Step::Consume(approval));
+                    }
+                    Some(_) => return Ok(Err(format!("approval `{approval}` is already consumed or expired"))),
+                    None => return Ok(Err(format!("approval `{approval}` is not in the store"))),
+                },
+                ("increment-counter", _, Some(counter)) => {
+                    let window = meta.window_of(chain, &counter).and_then(|w| window_key(w, operation, now));
+                    match window {
+                        // Counted by an earlier round of this call.
+                        Some(window) if earlier.has_count(&counter, &window) => {}
+                        Some(window) => {
+                            carried.counts.push((counter.clone(), window.clone()));
+                            steps.push(Step::Count(counter, window));
+                        }
+                        None => return Ok(Err(format!("counter `{counter}` has no window the gateway can keep"))),
+                    }
+                }
+                ("record-operation", Some(op), _) => steps.push(Step::Record(op)),
+                _ => return Ok(Err(format!("unknown obligation {obligation}"))),
+            }
+        }
+        for step in steps {
+            match step {
+                Step::Consume(approval) => {
+                    if !tx.consume_approval(&approval, id, now)? {
+                        return Err(StoreError(format!("approval `{approval}` changed inside a transaction")));
+                    }
+                }
+                Step::Count(counter, window) => {
+                    tx.increment_counter(&counter, &window)?;
+                }
+                Step::Record(operation) => {
+                    let record =
+                        OperationRecord { operation, decision_id: id.to_string(), tool: tool.to_string(), time: now };
+                    tx.record_operation(&record)?;
+                }
+            }
+        }
+        Ok(Ok((used, carried)))
+    }
+}
+
+/// The window a budget counts in at `now`: `operation:ID`, `hour:YYYY-MM-DDTHH`, `day:YYYY-MM-DD`, `total`.
+/// `None` for a per-operation budget of a call without an operation id (the counter stays absent: the module
+/// denies, `budget.exhausted`).
+pub fn window_key(window: &str, operation: Option<&str>, now: i64) -> Option<String> {
+    let time = format_timestamp(now);
+    match window {
+        "operation" => operation.map(|op| format!("operation:{op}")),
+        "hour" => Some(format!("hour:{}", &time[..13])),
+        "day" => Some(format!("day:{}", &time[..10])),
+        "total" => Some("total".to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_key;
+
+    #[test]
+    fn budget_windows_are_keyed_by_operation_utc_hour_day_or_nothing() {
+        let now = remit_lang::value::parse_timestamp("2026-12-03T15:30:00Z").unwrap();
+        assert_eq!(window_key("operation", Some("op-1"), now).as_deref(), Some("operation:op-1"));
+        assert_eq!(window_key("operation", None, now), None);
+        assert_eq!(window_key("hour", None, now).as_deref(), Some("hour:2026-12-03T15"));
+        assert_eq!(window_key("day", None, now).as_deref(), Some("day:2026-12-03"));
+        assert_eq!(window_key("total", Some("op"), now).as_deref(), Some("total"));
+        assert_eq!(window_key("fortnight", None, now), None);
+    }
+}

@@ -1,0 +1,173 @@
+//! A request made ready for the module: the fields only the gateway fills removed, the target and the mandate
+//! filled in, then the gateway's state (approvals, counters, stops, facts) and time. Uses [`super::obligations`]
+//! (budget windows, what earlier rounds carried out).
+
+use serde_json::{json, Map, Value as Json};
+
+use super::obligations::{window_key, Carried};
+use super::{Gateway, REASON_AMBIGUOUS};
+use crate::state_cache::{Needs, Reads};
+use crate::store::{StopRecord, StoreResult, StoredApproval};
+use remit_lang::value::format_timestamp;
+use remit_lang::wasm::meta::PolicyMeta;
+
+/// The context fields only the gateway may fill.
+pub const GATEWAY_FIELDS: [&str; 5] = ["approvals", "counters", "stops", "facts", "now"];
+
+/// A request after the gateway prepared it (before the state is filled in).
+#[derive(Clone)]
+pub(super) struct Prepared {
+    /// `None` when the bytes are not an acceptable JSON object: they go to the module as they came.
+    pub(super) value: Option<Map<String, Json>>,
+    pub(super) ignored: Vec<String>,
+    /// A deny the gateway makes itself before asking the module.
+    pub(super) early_deny: Option<&'static str>,
+}
+
+impl Gateway {
+    /// Removes the fields only the gateway fills and picks the mandate of a request that names none.
+    pub(super) fn prepare(&self, request: &[u8], meta: &PolicyMeta) -> Prepared {
+        match remit_lang::json::parse(request) {
+            Ok(Json::Object(value)) => self.prepare_value(value, meta),
+            _ => Prepared { value: None, ignored: Vec::new(), early_deny: None },
+        }
+    }
+
+    /// [`Gateway::prepare`] of a request already read.
+    pub(super) fn prepare_value(&self, mut value: Map<String, Json>, meta: &PolicyMeta) -> Prepared {
+        let mut prepared = Prepared { value: None, ignored: Vec::new(), early_deny: None };
+        fill_target(&mut value, meta, &mut prepared.ignored);
+        let context = value.entry("context").or_insert_with(|| Json::Object(Map::new()));
+        let Json::Object(context) = context else { return prepared };
+        for field in GATEWAY_FIELDS {
+            if context.remove(field).is_some() {
+                prepared.ignored.push(format!("context.{field}"));
+            }
+        }
+        if !context.contains_key("mandate") {
+            let subject = value.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str);
+            if let Some(subject) = subject {
+                let held = meta.held_by(subject);
+                match held.as_slice() {
+                    [one] => {
+                        let name = Json::String(one.name.clone());
+                        value["context"].as_object_mut().expect("an object").insert("mandate".into(), name);
+                    }
+                    [] => {}
+                    _ => prepared.early_deny = Some(REASON_AMBIGUOUS),
+                }
+            }
+        }
+        prepared.value = Some(value);
+        prepared
+    }
+
+    /// Fills the gateway's state into a prepared request; the chain of its mandate. For a call that `continues`
+    /// earlier rounds, as if their obligations had not been carried out ([`Gateway::decide_continuing`]).
+    pub(super) fn fill(
+        &self,
+        reads: &mut Reads<'_, '_>,
+        request: &mut Map<String, Json>,
+        meta: &PolicyMeta,
+        now: i64,
+        continues: Option<&Carried>,
+    ) -> StoreResult<Vec<String>> {
+        let mandate = request.get("context").and_then(|c| c.get("mandate")).and_then(Json::as_str);
+        let chain = mandate.and_then(|m| meta.mandate(m)).map(|m| m.chain.clone()).unwrap_or_default();
+        let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str).map(str::to_string);
+        let operation = request
+            .get("context")
+            .and_then(|c| c.get("operation_id"))
+            .and_then(Json::as_str)
+            .filter(|o| !o.is_empty())
+            .map(str::to_string);
+        let mut needs = Needs { mandates: chain.clone(), counters: Vec::new() };
+        for budget in meta.budgets_of(&chain) {
+            if needs.counters.iter().any(|(name, _)| *name == budget.name) {
+                continue;
+            }
+            if let Some(window) = window_key(&budget.window, operation.as_deref(), now) {
+                needs.counters.push((budget.name.clone(), window));
+            }
+        }
+        let read = reads.read(&needs, now)?;
+        // An approval is presented only to calls of the agent it was minted for (`StoredApproval::agent`): the
+        // gateway is the only source of a request's approvals, so a co-holder of the mandate never sees another
+        // agent's approval, and the module needs no binding of its own for it.
+        let subject = request.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str).map(str::to_string);
+        let for_tool = |a: &StoredApproval| {
+            (a.tool.is_none() || a.tool == tool) && (a.agent.is_none() || a.agent.as_deref() == subject.as_deref())
+        };
+        let mut approvals: Vec<Json> = read.approvals.iter().filter(|a| for_tool(a)).map(presented).collect();
+        let mut counts = read.counters;
+        if let Some(earlier) = continues {
+            for id in &earlier.approvals {
+                // Consumed, so not among the live ones read above.
+                if let Some(mut approval) = reads.tx()?.approval(id)?.filter(|a| a.consumed && for_tool(a)) {
+                    approval.consumed = false;
+                    approvals.push(presented(&approval));
+                }
+            }
+            for ((counter, window), count) in needs.counters.iter().zip(counts.iter_mut()) {
+                if earlier.has_count(counter, window) {
+                    *count = count.saturating_sub(1);
+                }
+            }
+        }
+        // Mandates stopped without an id as their names, then the stops with ids as objects (docs/requests.md).
+        let mut stops: Vec<Json> = read.state.stops.into_iter().map(Json::String).collect();
+        stops.extend(read.state.records.iter().map(StopRecord::to_json));
+        let facts: Map<String, Json> = read.state.facts.into_iter().map(|(name, v)| (name, v.to_json())).collect();
+        let counters: Map<String, Json> =
+            needs.counters.into_iter().map(|(name, _)| name).zip(counts.into_iter().map(Json::from)).collect();
+        let context = request.get_mut("context").and_then(Json::as_object_mut).expect("prepare made it an object");
+        context.insert("now".into(), Json::String(format_timestamp(now)));
+        context.insert("approvals".into(), Json::Array(approvals));
+        context.insert("stops".into(), Json::Array(stops));
+        context.insert("facts".into(), Json::Object(facts));
+        context.insert("counters".into(), Json::Object(counters));
+        Ok(chain)
+    }
+}
+
+/// For a tool that names its target (`target args.NAME`), sets `resource.id` to that argument's string value, or
+/// removes the resource when the argument is absent or not a string (then every condition on `resource.id` fails
+/// closed and nothing binds to it). A caller's different `resource.id` is replaced and recorded in `ignored`: the
+/// target is what the tool acts on, not what the caller says it is.
+pub fn fill_target(request: &mut Map<String, Json>, meta: &PolicyMeta, ignored: &mut Vec<String>) {
+    let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str);
+    let Some(argument) = tool.and_then(|t| meta.target_of(t)) else { return };
+    let target = request.get("action").and_then(|a| a.get("arguments")).and_then(|a| a.get(argument));
+    let target = target.and_then(Json::as_str).map(str::to_string);
+    let given = request.get("resource").map(|r| r.get("id").and_then(Json::as_str).map(str::to_string));
+    if given.is_some() && given != Some(target.clone()) {
+        ignored.push("resource.id".into());
+    }
+    match target {
+        Some(id) => {
+            request.insert("resource".into(), json!({"id": id}));
+        }
+        None => {
+            request.remove("resource");
+        }
+    }
+}
+
+/// An approval as the module reads it (docs/requests.md).
+fn presented(a: &StoredApproval) -> Json {
+    let mut map = Map::new();
+    map.insert("id".into(), a.id.clone().into());
+    map.insert("kind".into(), a.kind.clone().into());
+    map.insert("mandate".into(), a.mandate.clone().into());
+    map.insert("issued_at".into(), format_timestamp(a.issued_at).into());
+    map.insert("expires_at".into(), format_timestamp(a.expires_at).into());
+    for (key, value) in [("tool", &a.tool), ("target", &a.target), ("digest", &a.digest), ("manifest", &a.manifest)] {
+        if let Some(value) = value {
+            map.insert(key.into(), value.clone().into());
+        }
+    }
+    map.insert("consumed".into(), a.consumed.into());
+    // Who answered the access request: what a kind's `approved by` checks.
+    map.insert("approved_by".into(), a.approver.clone().into());
+    Json::Object(map)
+}
