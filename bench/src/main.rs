@@ -1,12 +1,12 @@
 //! remit side by side with Cedar and Rego, in one process (see BENCHMARKS.md):
 //!
-//! - `remit wasm`: the decision module `remit build` writes (`remit::wasm::compile`: the runtime artifact linked with
-//!   the policy image) in wasmtime through `remit::runtime` as it loads it (warm instance; no fuel: the module's own
+//! - `remit wasm`: the decision module `remit build` writes (`remit_lang::wasm::compile`: the runtime artifact linked with
+//!   the policy image) in wasmtime through `remit_host` as it loads it (warm instance; no fuel: the module's own
 //!   work bound, docs/module-v2.md), request JSON bytes in, decision JSON bytes out;
 //! - `wasm, fuel`: the same module metered by wasmtime fuel (`Limits::meter_bounded`), for orientation;
 //! - `wasm, no fuel` / `wasm, epoch`: bare ABI calls in a wasmtime engine of its own, without a bound / with epoch
 //!   interruption;
-//! - `remit interp`: the reference interpreter, `remit::eval::decide(..).to_json()`;
+//! - `remit interp`: the reference interpreter, `remit_lang::eval::decide(..).to_json()`;
 //! - `cedar prebuilt`: `Authorizer::is_authorized` with the request and entities built beforehand;
 //! - `cedar json`: the same, building the Cedar request and context from the same request JSON bytes each call;
 //! - `regorus json`: `set_input_json` with the request JSON, then `eval_rule("data.remit.result")`.
@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use remit::ir::Program;
-use remit::runtime::{Evaluator, Runtime};
+use remit_lang::ir::Program;
+use remit_host::{Evaluator, Runtime};
 
 /// A decision engine under test: answers one request (bytes), returning something cheap to keep.
 type Engine<'a> = Box<dyn FnMut(&[u8]) -> usize + 'a>;
@@ -41,15 +41,15 @@ fn example_program(name: &str) -> Program {
     let dir = root().join("examples").join(name);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
         sources.add(path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(path).unwrap());
     }
     program_of(sources, name)
 }
 
-fn program_of(sources: remit::source::SourceMap, name: &str) -> Program {
-    let checked = remit::check::check(sources);
+fn program_of(sources: remit_lang::source::SourceMap, name: &str) -> Program {
+    let checked = remit_lang::check::check(sources);
     let errors: Vec<_> = checked.diagnostics.iter().filter(|d| d.is_error()).collect();
     assert!(errors.is_empty(), "{name} does not check: {errors:#?}");
     checked.program.unwrap()
@@ -110,17 +110,17 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
-/// The decision module through `remit::runtime` metered by fuel (`Limits::meter_bounded`).
+/// The decision module through `remit_host` metered by fuel (`Limits::meter_bounded`).
 fn metered_evaluator(program: &Program) -> Evaluator {
-    let limits = remit::runtime::Limits { meter_bounded: true, ..Default::default() };
+    let limits = remit_host::Limits { meter_bounded: true, ..Default::default() };
     let runtime = Runtime::with_limits(limits).expect("wasmtime");
-    let wasm = remit::wasm::compile(program).expect("the policy compiles");
+    let wasm = remit_lang::wasm::compile(program).expect("the policy compiles");
     Arc::new(runtime.load(&wasm).expect("the module loads")).evaluator().expect("instantiates")
 }
 
 /// What the remit module can do in this build.
 fn wasm_evaluator(runtime: &Runtime, program: &Program) -> Option<Evaluator> {
-    let wasm = remit::wasm::compile(program).expect("the policy compiles");
+    let wasm = remit_lang::wasm::compile(program).expect("the policy compiles");
     match runtime.load(&wasm) {
         Ok(compiled) => Some(Arc::new(compiled).evaluator().expect("instantiates")),
         Err(error) => {
@@ -192,12 +192,12 @@ fn examples(runtime: &Runtime, budget: Duration) {
         let rego_path = root().join(format!("bench/policies/{example}.rego"));
         rego.add_policy(rego_path.display().to_string(), std::fs::read_to_string(&rego_path).unwrap()).unwrap();
         let mut evaluator = wasm_evaluator(runtime, &program);
-        let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), false));
-        let mut epoch = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), true));
+        let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit_lang::wasm::compile(&program).unwrap(), false));
+        let mut epoch = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit_lang::wasm::compile(&program).unwrap(), true));
         let mut metered = metered_evaluator(&program);
         wasm_missing |= evaluator.is_none();
         for (name, request) in requests(example) {
-            let expected = remit::eval::decide(&program, &request);
+            let expected = remit_lang::eval::decide(&program, &request);
             let outcome = expected.outcome.as_str();
             // Agreement first.
             if let Some(evaluator) = evaluator.as_mut() {
@@ -234,7 +234,7 @@ fn examples(runtime: &Runtime, budget: Duration) {
             let metered_ref = &mut metered;
             engines.push(("wasm, fuel", Box::new(move |r: &[u8]| metered_ref.decide_with(r, |d| d.len()))));
             let program = &program;
-            engines.push(("remit interp", Box::new(move |r: &[u8]| remit::eval::decide(program, r).to_json().len())));
+            engines.push(("remit interp", Box::new(move |r: &[u8]| remit_lang::eval::decide(program, r).to_json().len())));
             let (setup_ref, prebuilt) = (&setup, &cedar_request);
             engines.push(("cedar prebuilt", Box::new(move |_: &[u8]| setup_ref.allows(prebuilt) as usize)));
             engines.push(("cedar json", Box::new(move |r: &[u8]| setup_ref.allows(&setup_ref.request(r)) as usize)));
@@ -267,7 +267,7 @@ fn examples(runtime: &Runtime, budget: Duration) {
             "fuel used: a {} KiB request: {} (budget {}): {}",
             request.len() / 1024,
             evaluator.fuel_used(),
-            remit::runtime::DEFAULT_FUEL,
+            remit_host::DEFAULT_FUEL,
             String::from_utf8_lossy(&decision[..decision.len().min(60)])
         );
     }
@@ -288,11 +288,11 @@ fn scaling(runtime: &Runtime, budget: Duration, quick: bool) {
         let case = scale::Case::new(n);
         let program = case.program();
         let mut evaluator = wasm_evaluator(runtime, &program);
-        let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), false));
-        let mut epoch = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit::wasm::compile(&program).unwrap(), true));
+        let mut raw = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit_lang::wasm::compile(&program).unwrap(), false));
+        let mut epoch = evaluator.as_ref().and_then(|_| raw::Raw::new(&remit_lang::wasm::compile(&program).unwrap(), true));
         let mut metered = metered_evaluator(&program);
         let request = case.request();
-        let expected = remit::eval::decide(&program, &request);
+        let expected = remit_lang::eval::decide(&program, &request);
         assert_eq!(expected.outcome.as_str(), "allow", "scale {n}: {}", expected.to_json());
         if let Some(evaluator) = evaluator.as_mut() {
             assert_eq!(String::from_utf8_lossy(&evaluator.decide(&request)), expected.to_json());
@@ -322,7 +322,7 @@ fn scaling(runtime: &Runtime, budget: Duration, quick: bool) {
         let metered_ref = &mut metered;
         engines.push(("wasm, fuel", Box::new(move |r: &[u8]| metered_ref.decide_with(r, |d| d.len()))));
         let program = &program;
-        engines.push(("remit interp", Box::new(move |r: &[u8]| remit::eval::decide(program, r).to_json().len())));
+        engines.push(("remit interp", Box::new(move |r: &[u8]| remit_lang::eval::decide(program, r).to_json().len())));
         let (setup_ref, prebuilt) = (&setup, &cedar_request);
         engines.push(("cedar prebuilt", Box::new(move |_: &[u8]| setup_ref.allows(prebuilt) as usize)));
         engines.push(("cedar json", Box::new(move |r: &[u8]| setup_ref.allows(&setup_ref.request(r)) as usize)));
@@ -431,7 +431,7 @@ fn module_metrics(runtime: &Runtime) {
         .collect();
     for (name, program) in programs {
         let started = Instant::now();
-        let wasm = remit::wasm::compile(&program).expect("compiles");
+        let wasm = remit_lang::wasm::compile(&program).expect("compiles");
         let remit_compile = started.elapsed();
         let engine = runtime.engine();
         let started = Instant::now();

@@ -1,4 +1,4 @@
-//! The decision module called through the bare ABI in an engine without fuel metering: what `remit::runtime`'s
+//! The decision module called through the bare ABI in an engine without fuel metering: what `remit_host`'s
 //! bounds (fuel, result checks) cost on top, for orientation only (a gateway must bound calls); optionally with
 //! epoch interruption instead (a deadline per call, checked at loop headers and function entries).
 

@@ -17,7 +17,7 @@ impl Case {
         br#"{"subject":{"id":"agent:a"},"action":{"name":"t0","arguments":{"x":"v0"}},"resource":{"id":"r"},"context":{"mandate":"scale","now":"2026-12-01T00:00:00Z"}}"#.to_vec()
     }
 
-    pub fn program(&self) -> remit::ir::Program {
+    pub fn program(&self) -> remit_lang::ir::Program {
         let mut text = String::new();
         for i in 0..self.n - 1 {
             writeln!(text, "tool t{i}(x: string) {{\n  level draft\n}}").unwrap();
@@ -28,7 +28,7 @@ impl Case {
             writeln!(text, "  allow t{i} where args.x == \"v{i}\"").unwrap();
         }
         text.push_str("}\n");
-        let mut sources = remit::stdlib::sources();
+        let mut sources = remit_lang::stdlib::sources();
         sources.add("scale.remit", text);
         super::program_of(sources, &format!("scale {}", self.n))
     }

@@ -3,7 +3,7 @@
 //! logged; a payment that is allowed and also counts a budget and records its operation id) it times, at 1 and at
 //! 64 concurrent callers:
 //!
-//! - `runtime`: `remit::runtime::Evaluator::decide` on the very request bytes the gateway handed its module (read
+//! - `runtime`: `remit_host::Evaluator::decide` on the very request bytes the gateway handed its module (read
 //!   back from the gateway's log): the in-process decision;
 //! - `core`: `Gateway::decide` in process (state filled from SQLite, decision, obligations, log entry, group
 //!   commit), no HTTP;
@@ -25,11 +25,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use remit::gateway::core::FixedClock;
-use remit::gateway::http::{remit_request, router, serve, Tokens};
-use remit::gateway::store::*;
-use remit::gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
-use remit::runtime::Runtime;
+use remit_gateway::core::FixedClock;
+use remit_gateway::http::{remit_request, router, serve, Tokens};
+use remit_gateway::store::*;
+use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
+use remit_host::Runtime;
 use serde_json::{json, Value};
 
 /// A case: its name and its AuthZEN request (given a number for a fresh operation id).
@@ -47,7 +47,7 @@ fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let program = wallet(&root);
     let runtime = Runtime::new().expect("wasmtime");
-    let compiled = Arc::new(runtime.load(&remit::wasm::compile(&program).expect("compiles")).expect("loads"));
+    let compiled = Arc::new(runtime.load(&remit_lang::wasm::compile(&program).expect("compiles")).expect("loads"));
     let meta = PolicyMeta::from_program(&program);
     let scratch = std::env::temp_dir().join(format!("remit-gateway-bench-{}", std::process::id()));
     let shm = PathBuf::from("/dev/shm").join(format!("remit-gateway-bench-{}", std::process::id()));
@@ -61,7 +61,7 @@ fn main() {
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     let make = |store: Arc<dyn Store>| {
         let policy = Policy { compiled: compiled.clone(), meta: meta.clone(), program: None };
-        let clock = Arc::new(FixedClock::new(remit::value::parse_timestamp(NOW).unwrap()));
+        let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp(NOW).unwrap()));
         Arc::new(Gateway::new(policy, store, clock, Config::default()))
     };
     let disk = Arc::new(SqliteStore::open(&scratch.join("state.db"), Durability::Process).expect("store"));
@@ -161,8 +161,8 @@ fn main() {
             human(p50(4).saturating_sub(p50(0)))
         );
     }
-    let entries = remit::gateway::audit::read_all(disk.as_ref()).expect("the log");
-    let count = remit::gateway::audit::verify(entries).expect("the chain holds");
+    let entries = remit_gateway::audit::read_all(disk.as_ref()).expect("the log");
+    let count = remit_gateway::audit::verify(entries).expect("the chain holds");
     println!("\n# the disk store's log: {count} entries, the chain holds; load average {}", load_average());
     drop(gateways);
     for dir in [&scratch, &shm] {
@@ -193,15 +193,15 @@ fn pay(n: u64) -> Value {
     })
 }
 
-fn wallet(root: &Path) -> remit::ir::Program {
+fn wallet(root: &Path) -> remit_lang::ir::Program {
     let dir = root.join("examples/wallet");
-    let mut sources = remit::stdlib::sources();
+    let mut sources = remit_lang::stdlib::sources();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "remit")) {
         sources.add(path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(path).unwrap());
     }
-    remit::check::check(sources).program.expect("the wallet checks")
+    remit_lang::check::check(sources).program.expect("the wallet checks")
 }
 
 fn last_logged_request(store: &SqliteStore) -> Vec<u8> {

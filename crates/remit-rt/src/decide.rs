@@ -116,7 +116,7 @@ impl<'w> List<'w> {
     }
 }
 
-/// Writes the decision on the parsed request (docs/requests.md), exactly `remit::eval::decide(…).to_json()`.
+/// Writes the decision on the parsed request (docs/requests.md), exactly `remit_lang::eval::decide(…).to_json()`.
 pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut Out<'_>) {
     let policy = image.str(image.header.policy_off, image.header.policy_len);
     let (doc, keys) = match parsed {

@@ -4,7 +4,7 @@
 //! buffer the caller provides: no allocator, no recursion (containers are tracked on a fixed stack of
 //! [`MAX_DEPTH`] frames).
 //!
-//! The error kinds agree with `remit::json::validate` on every input with one fault. With several, the first one in
+//! The error kinds agree with `remit_lang::json::validate` on every input with one fault. With several, the first one in
 //! document order is reported, except that a duplicate among more than [`SMALL_OBJECT`] keys is found when its object
 //! closes (by sorting), so a later syntax or depth fault inside that object is reported instead. Both are
 //! `request.malformed`.
@@ -70,7 +70,7 @@ impl Token {
     }
 }
 
-/// Why bytes are not an acceptable document (`remit::json::JsonError`).
+/// Why bytes are not an acceptable document (`remit_lang::json::JsonError`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JsonError {
     Syntax,

@@ -1,11 +1,13 @@
-//! The runtime of the decision module, version 2 (issue 12, docs/module-v2.md): written once in `no_std` Rust with
-//! no allocator, compiled once to wasm32 by `scripts/build-runtime.sh` into the committed `src/wasm/runtime.wasm`,
-//! and compiled natively (with std, for tests) by cargo. Files are named after the interpreter's where they mirror
-//! it: `json.rs` is `src/json.rs`'s acceptance rule (docs/json.md) into a tape, `digest.rs` is
-//! `src/eval/digest.rs`'s canonical argument digest, `request.rs` is `src/eval/request.rs` (reading a request's
-//! fields from the tape), `cond.rs` is `src/eval/cond.rs` (conditions over the policy image), `value.rs` the
-//! timestamps, decimals, money and durations of `src/value.rs`; `sha256.rs` and `out.rs` (the output writer)
-//! have no twin there. `wasm.rs` holds the artifact's exports and its fixed buffers; it exists only on wasm32.
+//! The runtime of the decision module, version 2 (docs/module-v2.md): written once in `no_std` Rust with no
+//! allocator, compiled once to wasm32 by `scripts/build-runtime.sh` into the committed
+//! `crates/remit-module/runtime.wasm`, and compiled natively (with std, for tests and the `native` engine) by cargo.
+//! It depends on no other crate: the build script compiles it with rustc alone. Files are named after the
+//! interpreter's (crates/remit-lang) where they mirror it: `json.rs` is `json.rs`'s acceptance rule (docs/json.md)
+//! into a tape, `digest.rs` is `eval/digest.rs`'s canonical argument digest, `request.rs` is `eval/request.rs`
+//! (reading a request's fields from the tape), `cond.rs` is `eval/cond.rs` (conditions over the policy image),
+//! `decide.rs` and `visible.rs` are `eval/mod.rs` and `eval/visible.rs`, `value.rs` the timestamps, decimals, money
+//! and durations of `value.rs`; `sha256.rs` and `out.rs` (the output writer) have no twin there. `wasm.rs` holds
+//! the artifact's exports and its fixed buffers; it exists only on wasm32.
 //!
 //! The whole crate must stay panic-free on wasm32: a panic path that the optimizer cannot remove becomes a call to
 //! an undefined function, which the build script refuses as an import (the module imports nothing and never traps).
@@ -27,7 +29,7 @@ pub mod visible;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
-/// Largest request accepted, in bytes (docs/abi.md; the same as `remit::json::MAX_INPUT`, checked by
+/// Largest request accepted, in bytes (docs/abi.md; the same as `remit_lang::json::MAX_INPUT`, checked by
 /// tests/rt_native.rs).
 pub const MAX_INPUT: usize = 262_144;
 

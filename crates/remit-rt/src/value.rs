@@ -3,7 +3,7 @@
 //! (`Money::parse`) and durations (`parse_duration`), each read from bytes exactly as the interpreter reads the same
 //! text (tests/rt_cond.rs compares them on generated strings).
 
-/// Fractional digits of an exact decimal: a decimal is an `i128` counting units of 10^-9 (`remit::value::Decimal`).
+/// Fractional digits of an exact decimal: a decimal is an `i128` counting units of 10^-9 (`remit_lang::value::Decimal`).
 pub const DECIMAL_SCALE: u32 = 9;
 
 /// Most bytes of a valid decimal (`-`, 24 integer digits, `.`, 9 fractional digits) or money text (a decimal, a
@@ -11,7 +11,7 @@ pub const DECIMAL_SCALE: u32 = 9;
 pub const MAX_NUMBER_TEXT: usize = 40;
 
 /// An exact decimal (units of 10^-9) written `-?digits(.digits)?` with at most 24 integer and [`DECIMAL_SCALE`]
-/// fractional digits, as `remit::value::Decimal::parse` reads it (`-0` is 0; `1.`, `.5`, `+1`, `1e3` are not
+/// fractional digits, as `remit_lang::value::Decimal::parse` reads it (`-0` is 0; `1.`, `.5`, `+1`, `1e3` are not
 /// decimals); `None` for anything else.
 pub fn parse_decimal(text: &[u8]) -> Option<i128> {
     let (negative, digits) = match text.split_first() {
@@ -53,7 +53,7 @@ pub fn parse_decimal(text: &[u8]) -> Option<i128> {
 }
 
 /// Money written `"12.50 USD"`: a decimal ([`parse_decimal`]), one space, a currency of three ASCII capitals, as
-/// `remit::value::Money::parse` reads it (the text splits at its first space); the amount and the currency.
+/// `remit_lang::value::Money::parse` reads it (the text splits at its first space); the amount and the currency.
 pub fn parse_money(text: &[u8]) -> Option<(i128, [u8; 3])> {
     let space = text.iter().position(|&b| b == b' ')?;
     let (amount, currency) = (text.get(..space)?, text.get(space + 1..)?);
@@ -64,7 +64,7 @@ pub fn parse_money(text: &[u8]) -> Option<(i128, [u8; 3])> {
     Some((parse_decimal(amount)?, currency))
 }
 
-/// Seconds of a duration written `900s`, `15m`, `24h`, `7d`, as `remit::value::parse_duration` reads it: a `u64` as
+/// Seconds of a duration written `900s`, `15m`, `24h`, `7d`, as `remit_lang::value::parse_duration` reads it: a `u64` as
 /// Rust's `u64::from_str` reads it (ASCII digits, an optional leading `+`, leading zeros allowed), then the unit;
 /// `None` when it overflows `u64`.
 pub fn parse_duration(text: &[u8]) -> Option<u64> {
@@ -107,13 +107,13 @@ pub fn duration_of(bytes: impl Iterator<Item = u8>) -> Option<u64> {
     number.checked_mul(factor)
 }
 
-/// Nanoseconds in a second (`remit::value::NANOS_PER_SECOND`): timestamps count nanoseconds since the Unix epoch.
+/// Nanoseconds in a second (`remit_lang::value::NANOS_PER_SECOND`): timestamps count nanoseconds since the Unix epoch.
 pub const NANOS_PER_SECOND: i128 = 1_000_000_000;
 
 /// Most bytes of a valid timestamp: `YYYY-MM-DDTHH:MM:SS`, a `.` and nine digits, an offset `+HH:MM`.
 pub const MAX_TIMESTAMP_TEXT: usize = 35;
 
-/// Nanoseconds since the Unix epoch of an RFC 3339 `date-time` as `remit::value::parse_instant` reads it:
+/// Nanoseconds since the Unix epoch of an RFC 3339 `date-time` as `remit_lang::value::parse_instant` reads it:
 /// `YYYY-MM-DDTHH:MM:SS` (a real calendar date, hours 0-23, minutes and seconds 0-59; `T` or `t`), an optional
 /// fraction of 1 to 9 digits, then `Z` / `z` or an offset `+HH:MM` / `-HH:MM` (hours 0-23, minutes 0-59) taken off
 /// to give UTC; `None` for anything else.

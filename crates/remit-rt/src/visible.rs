@@ -12,7 +12,7 @@ use crate::out::Out;
 use crate::request::{self, Need, Request};
 use crate::Sink;
 
-/// Writes the listing of the parsed request's subject and context, exactly `remit::eval::visible_tools(…).to_json()`:
+/// Writes the listing of the parsed request's subject and context, exactly `remit_lang::eval::visible_tools(…).to_json()`:
 /// `{"visible":[…],"hidden":[{"tool":…,"reason":…,"rule":{…}}]}`, each list in the order of the tools' names.
 pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut Out<'_>) {
     let (doc, keys) = match parsed {
