@@ -2256,7 +2256,7 @@ fn a_change_missed_between_two_listen_streams_is_told() {
 /// the earlier revisions gets the same change on its `GET` event stream, untagged.
 #[test]
 fn an_agent_listens_for_tool_list_changes() {
-    use remit_gateway::wire::{exchange, Tls};
+    use remit_gateway::client::Tls;
     let dir = sandbox("agent-listens");
     let server = root().join("tests/mcp/modern/server.py");
     let server = server.to_str().unwrap();
@@ -2313,7 +2313,7 @@ fn an_agent_listens_for_tool_list_changes() {
     let mut stream = exchange(&Tls::platform(), "POST", &url, &headers, Some(body.as_bytes()), WAIT).unwrap();
     assert_eq!(stream.status, 200);
     assert!(stream.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")));
-    let next = |stream: &mut remit_gateway::wire::Exchange| {
+    let next = |stream: &mut remit_gateway::client::blocking::Exchange| {
         let mut found = Value::Null;
         stream
             .events(1 << 20, |data| {
@@ -2659,7 +2659,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
 /// plain-http client gets no answer while the proxy serves on.
 #[test]
 fn streamable_http_over_tls() {
-    use remit_gateway::wire::{exchange, Tls};
+    use remit_gateway::client::Tls;
     let dir = sandbox("https-listen");
     let ca = tls::TestCa::new("remit test CA");
     let ca_file = ca.write(&dir.join("ca.pem"));
@@ -2747,4 +2747,17 @@ fn over_http_a_slow_call_holds_up_no_other_in_front_of(dir: &Path, upstream: Opt
         assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(3), "answered after {waited:?}");
     }
     drop(proxy);
+}
+
+/// One exchange with `url` on a client of its own that trusts what `tls` says (a new connection).
+fn exchange(
+    tls: &remit_gateway::client::Tls,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<remit_gateway::client::blocking::Exchange, String> {
+    let client = remit_gateway::client::Client::new(tls.clone());
+    remit_gateway::client::blocking::send(&client, method, url, headers, body, timeout)
 }

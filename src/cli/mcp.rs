@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use remit_gateway::wire::Tls;
+use remit_gateway::client::Tls;
 use remit_gateway::{Config, Durability, Gateway};
 use remit_host::Runtime;
 use remit_mcp::proxy::{Identity, Outbox, Proxy, UpstreamOptions, UpstreamRevision};

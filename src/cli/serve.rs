@@ -9,10 +9,10 @@ use clap::{Args, Subcommand};
 use serde_json::Value as Json;
 
 use remit_gateway::client;
+use remit_gateway::client::Tls;
 use remit_gateway::conn::Limits;
 use remit_gateway::http::{Reloader, Tokens};
 use remit_gateway::https::ServerTls;
-use remit_gateway::wire::Tls;
 use remit_gateway::{Clock, Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, StartedClock, SystemClock};
 use remit_host::Runtime;
 

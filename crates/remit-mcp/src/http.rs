@@ -32,8 +32,8 @@ use futures_util::FutureExt;
 use serde_json::{json, Value as Json};
 
 use crate::auth::JwtVerifier;
+use crate::headers::{decode_header_value, ParamHeader};
 use crate::proxy::{Answering, Identity, Proxy, Reply, MAX_MESSAGE, METHOD_NOT_FOUND};
-use remit_gateway::wire::ParamHeader;
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
@@ -400,7 +400,7 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
         let decoded = match header(NAME) {
             None => return mismatch("header mismatch: the `Mcp-Name` header is missing".into()),
             Some(Err(())) => None,
-            Some(Ok(raw)) => remit_gateway::wire::decode_header_value(raw),
+            Some(Ok(raw)) => decode_header_value(raw),
         };
         if decoded.as_deref() != Some(value.as_str()) {
             return mismatch(format!("header mismatch: `Mcp-Name` does not match the body's `{key}` `{value}`"));
@@ -486,7 +486,7 @@ fn check_param_headers(proxy: &Proxy, message: &Json, sent: &[(String, Option<St
             (Some(_), None) => return Err(format!("the `{header}` header is missing")),
             (Some(_), Some(None)) => return Err(format!("`{header}` has invalid characters")),
             (Some(value), Some(Some(raw))) => {
-                let Some(decoded) = remit_gateway::wire::decode_header_value(raw) else {
+                let Some(decoded) = decode_header_value(raw) else {
                     return Err(format!("`{header}` is not a valid `=?base64?…?=` value"));
                 };
                 let expected = annotation.value(arguments).unwrap_or_default();

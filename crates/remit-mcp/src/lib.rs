@@ -8,9 +8,11 @@
 //!   decisions on `tools/call`, tool listings);
 //! - [`http`]: the agent side over Streamable HTTP (bearer tokens → subjects);
 //! - [`auth`]: JWT bearer tokens (the proxy as an OAuth 2.1 resource server, key sets fetched over https);
-//! - [`catalog`]: `remit import mcp`, a typed tool catalog from a server's `tools/list`.
+//! - [`catalog`]: `remit import mcp`, a typed tool catalog from a server's `tools/list`;
+//! - [`headers`]: the headers of MCP 2026-07-28 that mirror a message (`Mcp-Name`, `Mcp-Param-*`).
 
 pub mod auth;
 pub mod catalog;
+pub mod headers;
 pub mod http;
 pub mod proxy;

@@ -2,7 +2,7 @@
 //! one message per line on stdin/stdout, protocol revision 2025-06-18, and 2026-07-28 for a request whose `_meta`
 //! names it: no `initialize` needed, `server/discover`, typed results); to the upstream server it is an MCP client
 //! over the upstream command's stdin/stdout, or over Streamable HTTP at an `http://` or `https://` URL
-//! ([`remit_gateway::wire`]). It is a front end of [`Gateway`], like [`remit_gateway::http`]: every
+//! ([`remit_gateway::client`]). It is a front end of [`Gateway`], like [`remit_gateway::http`]: every
 //! `tools/call` is decided by the gateway core (state, clock, obligations, log, access requests) before anything
 //! reaches the upstream, and `tools/list` shows only the tools the module's listing lets the subject see.
 //!
@@ -38,9 +38,10 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value as Json};
 
+use crate::headers::{encode_header_value, param_headers};
 use crate::http::{META_CAPABILITIES, META_SERVER_INFO, META_VERSION, STATELESS_VERSION};
+use remit_gateway::client::{blocking, Client, Tls};
 use remit_gateway::core::Gateway;
-use remit_gateway::wire::Tls;
 
 /// The protocol revision the proxy speaks (and asks the upstream for).
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -341,9 +342,8 @@ struct HttpLink {
     /// The revision negotiated, sent as `MCP-Protocol-Version` after `initialize`.
     version: Mutex<Option<String>>,
     outbox: Outbox,
-    /// Connections kept open between messages: the blocking client's, and the async one's (an HTTP proxy's calls).
-    connections: remit_gateway::wire::Connections,
-    async_connections: Arc<remit_gateway::wire_async::AsyncConnections>,
+    /// The HTTP client, and the connections to the server it keeps open between messages.
+    client: Client,
 }
 
 impl HttpLink {
@@ -516,15 +516,14 @@ impl Upstream {
     /// An upstream at `url` (`http://` or `https://HOST[:PORT]/PATH`, the server's certificate checked as `tls`
     /// says); nothing is sent before the first request.
     fn connect(url: &str, outbox: Outbox, timeout: Duration, tls: &Tls) -> Result<Arc<Upstream>, String> {
-        remit_gateway::wire::Target::parse(url)
+        remit_gateway::client::Target::parse(url)
             .map_err(|e| format!("{e}: the upstream is `http://` or `https://HOST[:PORT]/PATH`"))?;
         let http = HttpLink {
             url: url.to_string(),
             session: Mutex::new(None),
             version: Mutex::new(None),
             outbox,
-            connections: remit_gateway::wire::Connections::new(tls.clone()),
-            async_connections: Arc::new(remit_gateway::wire_async::AsyncConnections::new(tls.clone())),
+            client: Client::new(tls.clone()),
         };
         Ok(Upstream::new(None, None, Some(http), timeout))
     }
@@ -597,16 +596,15 @@ impl Upstream {
     ) -> Result<Option<Json>, RpcError> {
         let (headers, body, session) = self.post_head(http, message);
         let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-        let exchanged =
-            remit_gateway::wire::exchange_with(&http.connections, "POST", &http.url, &headers, Some(&body), timeout);
+        let exchanged = blocking::send(&http.client, "POST", &http.url, &headers, Some(&body), timeout);
         let mut response = exchanged.map_err(|why| http.down(why))?;
         if response.status >= 400 {
-            let text = response.body(4096).map(|b| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();
-            return Err(self.refused(http, response.status, session, text));
+            let text = response.body_start(4096).map(|b| String::from_utf8_lossy(&b).trim().to_string());
+            return Err(self.refused(http, response.status, session, text.unwrap_or_default()));
         }
         self.keep_session(http, response.header("mcp-session-id"));
         let Some(id) = id else {
-            http.connections.release(response);
+            response.finish();
             return Ok(None);
         };
         let mut answer = None;
@@ -619,21 +617,21 @@ impl Upstream {
             })
         };
         read.map_err(|e| http.down(e.to_string()))?;
-        // Kept for the next message when the server ended its answer (the connection is closed otherwise).
-        http.connections.release(response);
+        // Kept for the next message when the server ends its answer (the connection is closed otherwise).
+        response.finish();
         answer.unwrap_or_else(|| Err(http.down(format!("no response to request {id}")))).map(Some)
     }
 
-    /// [`Upstream::post`] of a request on the async runtime ([`remit_gateway::wire_async`]), waiting at most the
+    /// [`Upstream::post`] of a request on the async runtime ([`Client::send`]), waiting at most the
     /// upstream's timeout: no thread waits on the upstream. The result as the upstream wrote it, not parsed into a
     /// tree ([`Upstream::take_raw_answer`]).
     async fn post_async(&self, http: &HttpLink, id: u64, message: &Json) -> Result<RawResult, RpcError> {
         let (headers, body, session) = self.post_head(http, message);
         let exchange = async {
-            let exchanged = http.async_connections.exchange("POST", &http.url, &headers, body).await;
+            let exchanged = http.client.send("POST", &http.url, &headers, body).await;
             let mut response = exchanged.map_err(|why| http.down(why))?;
             if response.status >= 400 {
-                let text = response.body(4096).await.map(|b| String::from_utf8_lossy(&b).trim().to_string());
+                let text = response.body_start(4096).await.map(|b| String::from_utf8_lossy(&b).trim().to_string());
                 return Err(self.refused(http, response.status, session, text.unwrap_or_default()));
             }
             self.keep_session(http, response.header("mcp-session-id"));
@@ -647,18 +645,18 @@ impl Upstream {
                 })
             };
             read.map_err(|e| http.down(e.to_string()))?;
-            response.release(&http.async_connections);
+            response.finish();
             answer.unwrap_or_else(|| Err(http.down(format!("no response to request {id}"))))
         };
-        remit_gateway::wire_async::anchor_deadlines();
+        remit_gateway::client::anchor_deadlines();
         let Ok(outcome) = tokio::time::timeout(self.timeout, exchange).await else {
             // Dropping the exchange closed its connection; the server is told to stop working on the request too.
             let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                                 "params": {"requestId": id, "reason": "timed out in remit mcp-proxy"}});
             let (headers, body, _) = self.post_head(http, &cancel);
-            let sent = http.async_connections.exchange("POST", &http.url, &headers, body);
+            let sent = http.client.send("POST", &http.url, &headers, body);
             if let Ok(Ok(response)) = tokio::time::timeout(CANCEL_WITHIN, sent).await {
-                response.release(&http.async_connections);
+                response.finish();
             }
             return Err(self.too_slow(message.get("method").and_then(Json::as_str).unwrap_or("?")));
         };
@@ -688,7 +686,7 @@ impl Upstream {
         }
         let name = method.and_then(name_param).and_then(|key| message.get("params")?.get(key)?.as_str());
         if let Some(name) = name {
-            headers.push(("Mcp-Name".into(), remit_gateway::wire::encode_header_value(name)));
+            headers.push(("Mcp-Name".into(), encode_header_value(name)));
             // And the arguments its tool's schema marks `x-mcp-header`, as `Mcp-Param-{Name}` (absent or null:
             // none).
             if method == Some("tools/call") {
@@ -786,11 +784,8 @@ impl Upstream {
         let (Some(schema), Some(arguments)) = (schema, params.and_then(|p| p.get("arguments"))) else {
             return Vec::new();
         };
-        let annotations = remit_gateway::wire::param_headers(schema).unwrap_or_default();
-        annotations
-            .iter()
-            .filter_map(|a| Some((a.header(), remit_gateway::wire::encode_header_value(&a.value(arguments)?))))
-            .collect()
+        let annotations = param_headers(schema).unwrap_or_default();
+        annotations.iter().filter_map(|a| Some((a.header(), encode_header_value(&a.value(arguments)?)))).collect()
     }
 
     fn read(&self, mut stdout: impl BufRead, outbox: &Outbox) {
@@ -1240,7 +1235,7 @@ impl Upstream {
         // tells an HTTP client to: its `Mcp-Param-*` headers could not be built or checked.
         tools.retain(|tool| {
             let Some(schema) = tool.get("inputSchema") else { return true };
-            match remit_gateway::wire::param_headers(schema) {
+            match param_headers(schema) {
                 Ok(_) => true,
                 Err(why) => {
                     let name = tool_name(tool).unwrap_or("?");
@@ -1260,8 +1255,10 @@ impl Upstream {
             let session = http.session.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some(session) = session {
                 let headers = [("Mcp-Session-Id", session.as_str())];
-                let tls = http.connections.tls();
-                let _ = remit_gateway::wire::exchange(tls, "DELETE", &http.url, &headers, None, Duration::from_secs(5));
+                let ended = blocking::send(&http.client, "DELETE", &http.url, &headers, None, Duration::from_secs(5));
+                if let Ok(response) = ended {
+                    response.finish();
+                }
             }
         }
         if let Some(child) = self.child.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
@@ -1764,7 +1761,7 @@ impl Proxy {
     }
 
     /// [`Proxy::finish`] of a [`Pending::answered_async`] call on the async runtime: the call is POSTed to its HTTP
-    /// upstream with no thread waiting on it ([`remit_gateway::wire_async`]), its outcome logged, and the response
+    /// upstream with no thread waiting on it ([`Client::send`]), its outcome logged, and the response
     /// returned: the upstream's result with the decision spliced in, as over stdio ([`Forward::answer`]), never
     /// parsed into a tree. Anything else is finished here as [`Proxy::finish`] does, waiting.
     pub async fn finish_async(&self, pending: Pending) -> Option<Reply> {
@@ -1878,10 +1875,10 @@ impl Proxy {
 
     /// The `x-mcp-header` annotations of the tool `name` (MCP 2026-07-28), reading the upstreams' tools when they are
     /// not known yet; `None` for a tool no upstream offers (its call is an error anyway).
-    pub fn param_headers(&self, name: &str) -> Option<Vec<remit_gateway::wire::ParamHeader>> {
+    pub fn param_headers(&self, name: &str) -> Option<Vec<crate::headers::ParamHeader>> {
         let (tools, _) = self.tools().ok()?;
         let tool = tools.iter().flat_map(|(_, list)| list.iter()).find(|t| tool_name(t) == Some(name))?;
-        Some(tool.get("inputSchema").and_then(|s| remit_gateway::wire::param_headers(s).ok()).unwrap_or_default())
+        Some(tool.get("inputSchema").and_then(|s| param_headers(s).ok()).unwrap_or_default())
     }
 
     /// The tool names the module's listing shows the subject.
@@ -2858,8 +2855,7 @@ mod tests {
             session: Default::default(),
             version: Default::default(),
             outbox: Outbox::new(Box::new(std::io::sink())),
-            connections: remit_gateway::wire::Connections::new(Default::default()),
-            async_connections: Default::default(),
+            client: Client::default(),
         };
         let upstream = Upstream::new(None, None, None, Duration::from_secs(1));
         let http = link("http://127.0.0.1:1/mcp");
