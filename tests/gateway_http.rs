@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use remit_gateway::client::{request, Response};
+use remit_gateway::client::blocking::{request, Response};
 use remit_gateway::core::FixedClock;
 use remit_gateway::http::{router_with_reload, serve, Reloader, Tokens};
 use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};

@@ -3,14 +3,15 @@
 //! itself, waiting between steps; the connections' tasks (hyper's dispatchers) run on a runtime of the client's own,
 //! one worker thread started at the first blocking call and kept for the life of the process, whose pool keeps the
 //! connections of every blocking caller. Callable from anywhere, a runtime's worker included (where it blocks that
-//! worker, as any blocking call does).
+//! worker, as any blocking call does). And [`request`]: one request read whole, what the CLI's calls to a gateway
+//! (`remit approvals`, `remit admin`) and the tests need.
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use super::{Client, Target};
+use super::{Client, Target, Tls};
 
 /// A response being read by a blocking caller: [`super::Exchange`]'s methods, each waiting at most the timeout
 /// given to [`send`] for the next piece of the body.
@@ -71,6 +72,71 @@ impl Exchange {
         let _runtime = runtime().enter();
         self.exchange.finish();
     }
+}
+
+/// A response read whole ([`request`]).
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    /// Lowercase names.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// The longest response body [`request`] reads.
+const MAX_RESPONSE: usize = 64 << 20;
+
+/// How long [`request`] waits for the server, at each step.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Sends one request to `url` (`http://HOST:PORT/PATH` or `https://…`, the platform's roots trusted: `SSL_CERT_FILE`
+/// names a CA bundle to use instead, as for other tools built on the system's store) on a connection of its own,
+/// and reads the response whole: the CLI's calls to a gateway (`remit approvals`, `remit admin`) and the tests'.
+pub fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Result<Response, String> {
+    static PLATFORM: std::sync::OnceLock<Client> = std::sync::OnceLock::new();
+    request_with(PLATFORM.get_or_init(Client::default), method, url, headers, body)
+}
+
+/// [`request`], an `https://` URL trusting what `tls` says (e.g. the CA file of `--tls-ca`).
+pub fn request_trusting(
+    tls: &Tls,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Response, String> {
+    request_with(&Client::new(tls.clone()), method, url, headers, body)
+}
+
+fn request_with(
+    client: &Client,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Response, String> {
+    let mut headers = headers.to_vec();
+    // The client frames the body itself; a caller's own length would be sent twice.
+    headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
+    // One request per connection, as a command line tool makes.
+    headers.push(("Connection", "close"));
+    let mut exchange = send(client, method, url, &headers, body, REQUEST_TIMEOUT)?;
+    let body = exchange.body(MAX_RESPONSE).map_err(|e| format!("cannot read from `{url}`: {e}"))?;
+    Ok(Response { status: exchange.status, headers: exchange.headers(), body })
 }
 
 /// The runtime that drives the blocking callers' connections.

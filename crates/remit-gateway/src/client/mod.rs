@@ -5,7 +5,8 @@
 //!
 //! - [`Client::send`] for async callers (the MCP proxy forwarding a call from the worker that decided it), and
 //!   [`blocking`] for threads without a runtime (the stdio proxy's threads, the CLI, key sets, tests): the same
-//!   client, driven from the caller's thread.
+//!   client, driven from the caller's thread ([`blocking::request`]: a request read whole, for the CLI's calls to a
+//!   gateway and the tests').
 //! - Connections are kept open between exchanges (at most [`MAX_IDLE`] idle per origin), and each only for the
 //!   runtime that opened it ([`Client`]); a kept connection the server closed meanwhile is replaced for the same
 //!   request (hyper-util sends again a request it had not begun to send).
@@ -15,7 +16,8 @@
 //! - No redirect is followed and no proxy is used; a request carries the headers its caller gives (and `Host`,
 //!   `Content-Length`).
 //!
-//! Knows HTTP only: nothing of MCP or of the gateway's core.
+//! Knows HTTP only: nothing of MCP or of the gateway's core. Its submodules depend on this one, never the other way
+//! round: [`blocking`] on [`Client`] and [`Exchange`]; `tls` (the connections) on nothing here.
 
 mod tls;
 
@@ -406,71 +408,6 @@ pub fn anchor_deadlines() {
             tokio::time::sleep(ANCHOR).await;
         }
     });
-}
-
-/// A response read whole ([`request`]).
-#[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    /// Lowercase names.
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
-    }
-}
-
-/// The longest response body [`request`] reads.
-const MAX_RESPONSE: usize = 64 << 20;
-
-/// How long [`request`] waits for the server, at each step.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Sends one request to `url` (`http://HOST:PORT/PATH` or `https://…`, the platform's roots trusted: `SSL_CERT_FILE`
-/// names a CA bundle to use instead, as for other tools built on the system's store) on a connection of its own,
-/// and reads the response whole: the CLI's calls to a gateway (`remit approvals`, `remit admin`) and the tests'.
-pub fn request(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Result<Response, String> {
-    static PLATFORM: std::sync::OnceLock<Client> = std::sync::OnceLock::new();
-    request_with(PLATFORM.get_or_init(Client::default), method, url, headers, body)
-}
-
-/// [`request`], an `https://` URL trusting what `tls` says (e.g. the CA file of `--tls-ca`).
-pub fn request_trusting(
-    tls: &Tls,
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Option<&[u8]>,
-) -> Result<Response, String> {
-    request_with(&Client::new(tls.clone()), method, url, headers, body)
-}
-
-fn request_with(
-    client: &Client,
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Option<&[u8]>,
-) -> Result<Response, String> {
-    let mut headers = headers.to_vec();
-    // The client frames the body itself; a caller's own length would be sent twice.
-    headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
-    // One request per connection, as a command line tool makes.
-    headers.push(("Connection", "close"));
-    let mut exchange = blocking::send(client, method, url, &headers, body, REQUEST_TIMEOUT)?;
-    let body = exchange.body(MAX_RESPONSE).map_err(|e| format!("cannot read from `{url}`: {e}"))?;
-    Ok(Response { status: exchange.status, headers: exchange.headers(), body })
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ impl TlsRoots {
 }
 
 /// Why a connection could not be made, in the words the caller shows (hyper-util's error carries it as its
-/// source; [`super::Client::send`] finds it there).
+/// source, where the client finds it).
 #[derive(Debug)]
 pub(super) struct ConnectFailed(pub(super) String);
 
