@@ -1,8 +1,8 @@
 //! The HTTP headers of MCP 2026-07-28 that mirror a message: their values (`Mcp-Name`, `Mcp-Param-*`: plain, or
 //! `=?base64?…?=`), and the `x-mcp-header` annotations of a tool's input schema that say which arguments a
-//! `tools/call` mirrors into `Mcp-Param-{Name}` headers. Read by the agent side ([`crate::http`] checks an agent's
-//! headers against its message) and written by the upstream side ([`crate::proxy`] sends them). Depends on no
-//! other module of the crate.
+//! `tools/call` mirrors into `Mcp-Param-{Name}` headers. Read by the agent side (the HTTP front checks an agent's
+//! headers against its message) and written by the upstream side (sent with each message to an HTTP upstream).
+//! Depends on no other module of the crate.
 
 use serde_json::Value as Json;
 
