@@ -8,7 +8,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
-use remit_gateway::client::request;
+use remit_gateway::client::blocking::request;
 use serde_json::{json, Value};
 
 mod support;

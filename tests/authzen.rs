@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use remit_gateway::client::{request, Response};
+use remit_gateway::client::blocking::{request, Response};
 use remit_gateway::core::FixedClock;
 use remit_gateway::http::{router, serve, Tokens};
 use remit_gateway::https::ServerTls;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use remit_gateway::client::{request, Response};
+use remit_gateway::client::blocking::{request, Response};
 use remit_gateway::core::FixedClock;
 use remit_gateway::http::{router_with_reload, serve, Reloader, Tokens};
 use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
@@ -956,7 +956,7 @@ fn the_access_log_prints_one_json_line_per_decision() {
 /// certificate's stops `remit serve` at start.
 #[test]
 fn remit_serve_over_tls() {
-    use remit_gateway::wire::{exchange, Tls};
+    use remit_gateway::client::Tls;
     let dir = policy_dir("tls", SHOP);
     let ca = tls::TestCa::new("remit test CA");
     let ca_file = ca.write(&dir.join("ca.pem"));
@@ -1043,4 +1043,17 @@ fn remit_serve_over_tls() {
     let said = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && said.contains("is not the key of the certificate"), "{said}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// One exchange with `url` on a client of its own that trusts what `tls` says (a new connection).
+fn exchange(
+    tls: &remit_gateway::client::Tls,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout: std::time::Duration,
+) -> Result<remit_gateway::client::blocking::Exchange, String> {
+    let client = remit_gateway::client::Client::new(tls.clone());
+    remit_gateway::client::blocking::send(&client, method, url, headers, body, timeout)
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use remit_gateway::audit::{self, HeadSigner, SignedHead};
 use remit_gateway::bundle::{self, Manifest};
-use remit_gateway::client::request;
+use remit_gateway::client::blocking::request;
 use remit_gateway::core::FixedClock;
 use remit_gateway::store::LogEntry;
 use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, Store};

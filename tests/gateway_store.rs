@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use remit_gateway::client::{request, Response};
+use remit_gateway::client::blocking::{request, Response};
 use remit_gateway::core::{ActionError, FixedClock};
 use remit_gateway::http::{router_with_reload, serve, Tokens};
 use remit_gateway::store::EarlierUse;

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use remit_gateway::client::request;
+use remit_gateway::client::blocking::request;
 use serde_json::json;
 
 mod support;

@@ -230,7 +230,7 @@ fn a_request_without_an_id_never_reaches_the_upstream_over_stdio() {
 
 #[test]
 fn a_request_without_an_id_never_reaches_the_upstream_over_http() {
-    use remit_gateway::client::request;
+    use remit_gateway::client::blocking::request;
     let dir = fresh_dir("http");
     let proxy = Proxy::start(&dir, &["--listen", "127.0.0.1:0", "--agent-token", "agent:tester=tester-token-1"]);
     let deadline = Instant::now() + WAIT;

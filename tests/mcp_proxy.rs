@@ -373,7 +373,7 @@ fn sdk_over_http(url: &str, dir: &Path, ca: Option<&str>) {
 /// session, GET) with the exact status codes.
 #[test]
 fn streamable_http_with_bearer_tokens() {
-    use remit_gateway::client::request;
+    use remit_gateway::client::blocking::request;
     let dir = sandbox("http");
     let (proxy, url) = filesystem_over_http(&dir, &["--agent-token", "agent:stranger=stranger-token-1"]);
     sdk_over_http(&url, &dir, None);
@@ -512,7 +512,8 @@ fn the_agent_sees_its_tools_reads_inside_is_denied_outside_and_writes_after_appr
     // The owner approves in the inbox; the same call is then allowed once and reaches the server.
     let url = format!("{inbox}/inbox/api/requests/{access}/approve");
     let auth = format!("Bearer {OWNER_TOKEN}");
-    let approved = remit_gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
+    let approved =
+        remit_gateway::client::blocking::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
     assert_eq!(approved.status, 200, "{}", approved.json());
     let allowed = proxy.call(6, "write_file", write.clone());
     assert!(!is_error(&allowed), "{allowed}");
@@ -845,15 +846,15 @@ fn the_proxy_reloads_its_policy_and_tells_the_agent() {
     std::fs::write(policy.join("policy.remit"), original.replace("allow grow", "allow nonesuch")).unwrap();
     let reload = format!("{inbox}/admin/v1/reload");
     let admin = [("Authorization", "Bearer admin-token-1")];
-    let refused = remit_gateway::client::request("POST", &reload, &admin, None).unwrap();
+    let refused = remit_gateway::client::blocking::request("POST", &reload, &admin, None).unwrap();
     assert_eq!(refused.status, 422, "{}", refused.json());
     assert_eq!(policy_of(&proxy.call(5, "revision", json!({}))), second, "the policy in force stays");
-    let nobody = remit_gateway::client::request("POST", &reload, &[], None).unwrap();
+    let nobody = remit_gateway::client::blocking::request("POST", &reload, &[], None).unwrap();
     assert_eq!(nobody.status, 401);
 
     // The file as it was, reloaded over the admin API (or by the watch, whichever comes first): told again.
     std::fs::write(policy.join("policy.remit"), &original).unwrap();
-    let reloaded = remit_gateway::client::request("POST", &reload, &admin, None).unwrap();
+    let reloaded = remit_gateway::client::blocking::request("POST", &reload, &admin, None).unwrap();
     assert_eq!(reloaded.status, 200, "{}", reloaded.json());
     assert_eq!(reloaded.json()["policy"], first);
     proxy.notification("notifications/tools/list_changed");
@@ -913,7 +914,8 @@ fn with_a_verify_key_the_proxy_serves_only_signed_bundles() {
     std::fs::copy(path("unsigned.bundle"), &serving).unwrap();
     let reload = format!("{inbox}/admin/v1/reload");
     let refused =
-        remit_gateway::client::request("POST", &reload, &[("Authorization", "Bearer admin-token-1")], None).unwrap();
+        remit_gateway::client::blocking::request("POST", &reload, &[("Authorization", "Bearer admin-token-1")], None)
+            .unwrap();
     assert_eq!(refused.status, 422, "{}", refused.json());
     assert!(refused.json().to_string().contains("not signed"), "{}", refused.json());
     assert_eq!(names(&proxy.request(2, "tools/list", json!({}))), listed, "the signed policy stays");
@@ -1157,7 +1159,7 @@ fn unix_now() -> u64 {
 #[test]
 fn jwt_bearer_tokens_over_streamable_http() {
     use jsonwebtoken::Algorithm::{EdDSA, ES256};
-    use remit_gateway::client::request;
+    use remit_gateway::client::blocking::request;
     let dir = sandbox("jwt");
     let (upstream, seen) = recording_upstream();
     let (ec, ec_jwk) = es256_key("ec-1");
@@ -1489,7 +1491,8 @@ fn the_club_lanes_through_a_real_client() {
         ("Mcp-Method", "tools/call"),
         ("Mcp-Name", "crew_schedule"),
     ];
-    let refused = remit_gateway::client::request("POST", &url, &headers, Some(call.to_string().as_bytes())).unwrap();
+    let refused =
+        remit_gateway::client::blocking::request("POST", &url, &headers, Some(call.to_string().as_bytes())).unwrap();
     assert_eq!(refused.status, 403, "{}", refused.json());
     let challenge = refused.header("www-authenticate").unwrap();
     assert!(
@@ -1774,7 +1777,7 @@ fn key_set_server(
 #[test]
 fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
     use jsonwebtoken::Algorithm::ES256;
-    use remit_gateway::client::request;
+    use remit_gateway::client::blocking::request;
     use std::sync::atomic::Ordering;
     let dir = sandbox("jwks-url");
     let (upstream, _) = recording_upstream();
@@ -1870,7 +1873,7 @@ fn jwt_keys_fetched_from_a_url_follow_rotation_and_refresh() {
 #[test]
 fn jwt_keys_fetched_over_https() {
     use jsonwebtoken::Algorithm::ES256;
-    use remit_gateway::client::request;
+    use remit_gateway::client::blocking::request;
     use std::sync::atomic::Ordering;
     let dir = sandbox("jwks-https");
     let (upstream, _) = recording_upstream();
@@ -2012,11 +2015,16 @@ fn mcp_param_headers_are_checked_against_the_arguments_and_sent_upstream() {
 }
 
 /// A POST of `body` to the proxy's `/mcp` at `url` with the agent token `token` and the `extra` headers.
-fn stateless_post(url: &str, token: &str, extra: &[(&str, &str)], body: &Value) -> remit_gateway::client::Response {
+fn stateless_post(
+    url: &str,
+    token: &str,
+    extra: &[(&str, &str)],
+    body: &Value,
+) -> remit_gateway::client::blocking::Response {
     let auth = format!("Bearer {token}");
     let mut headers = vec![("Content-Type", "application/json"), ("Authorization", auth.as_str())];
     headers.extend_from_slice(extra);
-    remit_gateway::client::request("POST", url, &headers, Some(body.to_string().as_bytes())).unwrap()
+    remit_gateway::client::blocking::request("POST", url, &headers, Some(body.to_string().as_bytes())).unwrap()
 }
 
 /// The `_meta` a request of the stateless 2026-07-28 revision carries.
@@ -2261,7 +2269,7 @@ fn a_change_missed_between_two_listen_streams_is_told() {
 /// the earlier revisions gets the same change on its `GET` event stream, untagged.
 #[test]
 fn an_agent_listens_for_tool_list_changes() {
-    use remit_gateway::wire::{exchange, Tls};
+    use remit_gateway::client::Tls;
     let dir = sandbox("agent-listens");
     let server = root().join("tests/mcp/modern/server.py");
     let server = server.to_str().unwrap();
@@ -2318,7 +2326,7 @@ fn an_agent_listens_for_tool_list_changes() {
     let mut stream = exchange(&Tls::platform(), "POST", &url, &headers, Some(body.as_bytes()), WAIT).unwrap();
     assert_eq!(stream.status, 200);
     assert!(stream.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")));
-    let next = |stream: &mut remit_gateway::wire::Exchange| {
+    let next = |stream: &mut remit_gateway::client::blocking::Exchange| {
         let mut found = Value::Null;
         stream
             .events(1 << 20, |data| {
@@ -2343,7 +2351,7 @@ fn an_agent_listens_for_tool_list_changes() {
     // In a session of the earlier revision the request is refused, not passed upstream.
     let agent = [("Content-Type", "application/json"), ("Authorization", "Bearer tester-token-1")];
     let post = |headers: &[(&str, &str)], body: Value| {
-        remit_gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
+        remit_gateway::client::blocking::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
     };
     let opened = post(&agent, initialize_message());
     let session = opened.header("mcp-session-id").expect("a session").to_string();
@@ -2535,7 +2543,7 @@ fn a_tool_that_asks_for_input_first() {
                           "params": {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
                                      "clientInfo": {"name": "t", "version": "1"}}});
         let post = |headers: &[(&str, &str)], body: &Value| {
-            remit_gateway::client::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
+            remit_gateway::client::blocking::request("POST", &url, headers, Some(body.to_string().as_bytes())).unwrap()
         };
         let opened = post(&[auth, json_type, accept], &init);
         let session = opened.header("mcp-session-id").expect("a session").to_string();
@@ -2577,7 +2585,8 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
         let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
         let url = format!("{inbox}/inbox/api/requests/{access}/approve");
         let auth = format!("Bearer {OWNER_TOKEN}");
-        let approved = remit_gateway::client::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
+        let approved =
+            remit_gateway::client::blocking::request("POST", &url, &[("Authorization", auth.as_str())], None).unwrap();
         assert_eq!(approved.status, 200, "{}", approved.json());
 
         // The first round: allowed (the approval consumed), and the tool asks.
@@ -2664,7 +2673,7 @@ fn an_approved_call_that_asks_for_input_is_approved_once() {
 /// plain-http client gets no answer while the proxy serves on.
 #[test]
 fn streamable_http_over_tls() {
-    use remit_gateway::wire::{exchange, Tls};
+    use remit_gateway::client::Tls;
     let dir = sandbox("https-listen");
     let ca = tls::TestCa::new("remit test CA");
     let ca_file = ca.write(&dir.join("ca.pem"));
@@ -2681,7 +2690,7 @@ fn streamable_http_over_tls() {
     assert_eq!(page.status, 200);
     let untrusted = exchange(&Tls::platform(), "GET", &inbox, &[], None, timeout);
     assert!(untrusted.is_err(), "a client without the CA refuses the certificate");
-    let plain = remit_gateway::client::request("GET", &inbox.replacen("https://", "http://", 1), &[], None);
+    let plain = remit_gateway::client::blocking::request("GET", &inbox.replacen("https://", "http://", 1), &[], None);
     assert!(plain.as_ref().map_or(true, |r| r.status != 200), "{plain:?}");
     let again = exchange(&trusting, "GET", &inbox, &[], None, timeout).unwrap();
     assert_eq!(again.status, 200);
@@ -2752,4 +2761,17 @@ fn over_http_a_slow_call_holds_up_no_other_in_front_of(dir: &Path, upstream: Opt
         assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(3), "answered after {waited:?}");
     }
     drop(proxy);
+}
+
+/// One exchange with `url` on a client of its own that trusts what `tls` says (a new connection).
+fn exchange(
+    tls: &remit_gateway::client::Tls,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<remit_gateway::client::blocking::Exchange, String> {
+    let client = remit_gateway::client::Client::new(tls.clone());
+    remit_gateway::client::blocking::send(&client, method, url, headers, body, timeout)
 }

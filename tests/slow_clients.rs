@@ -193,7 +193,7 @@ fn bad_connection_flags_are_refused() {
 /// event stream (`GET /mcp`) stays open three times as long — a request in progress is not idle.
 #[test]
 fn an_open_event_stream_is_not_cut_by_the_idle_timeout() {
-    use remit_gateway::client::request;
+    use remit_gateway::client::blocking::request;
     let dir = fresh_dir("stream");
     let python = root().join("tests/mcp/.venv/bin/python");
     assert!(python.exists(), "the MCP test tools are missing: run `./scripts/test-deps.sh`");

@@ -1,5 +1,5 @@
 //! `remit mcp-proxy`: the gateway as an MCP server on stdin/stdout in front of an upstream MCP server it starts
-//! (docs/mcp.md). The protocol lives in `remit_mcp::proxy`; this module reads the flags and wires the pieces.
+//! (docs/mcp.md). The protocol lives in `remit_mcp`; this module reads the flags and wires the pieces.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,10 +8,13 @@ use std::time::Duration;
 
 use clap::Args;
 
-use remit_gateway::wire::Tls;
+use remit_gateway::client::Tls;
 use remit_gateway::{Config, Durability, Gateway};
 use remit_host::Runtime;
-use remit_mcp::proxy::{Identity, Outbox, Proxy, UpstreamOptions, UpstreamRevision};
+use remit_mcp::decision::Identity;
+use remit_mcp::outbox::Outbox;
+use remit_mcp::proxy::Proxy;
+use remit_mcp::upstream::{UpstreamOptions, UpstreamRevision};
 
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("keys").args(["jwks", "jwks_url", "jwks_from_issuer"])))]
@@ -439,7 +442,7 @@ pub fn import(args: ImportMcpArgs) -> Result<ExitCode, String> {
         _ => return Err("give the server as `--upstream stdio:COMMAND` or as a command after `--`, one of them".into()),
     };
     let tls = trusted(args.tls_ca.as_deref())?;
-    let (info, tools) = remit_mcp::proxy::list_tools(&command, Duration::from_secs(args.timeout.max(1)), &tls)?;
+    let (info, tools) = remit_mcp::upstream::list_tools(&command, Duration::from_secs(args.timeout.max(1)), &tls)?;
     let server = match (info.pointer("/serverInfo/name").and_then(|v| v.as_str()), info.pointer("/serverInfo/version"))
     {
         (Some(name), Some(version)) => format!("`{name}` {}", version.as_str().unwrap_or_default()),

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::Value as Json;
 
-use remit_gateway::client;
+use remit_gateway::client::blocking;
+use remit_gateway::client::Tls;
 use remit_gateway::conn::Limits;
 use remit_gateway::http::{Reloader, Tokens};
 use remit_gateway::https::ServerTls;
-use remit_gateway::wire::Tls;
 use remit_gateway::{Clock, Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, StartedClock, SystemClock};
 use remit_host::Runtime;
 
@@ -491,7 +491,7 @@ impl Remote {
         let token = self.bearer()?;
         let auth = format!("Bearer {token}");
         let headers = [("Authorization", auth.as_str()), ("Accept", "text/plain")];
-        let response = client::request_trusting(&self.tls()?, "GET", &self.url(path), &headers, None)?;
+        let response = blocking::request_trusting(&self.tls()?, "GET", &self.url(path), &headers, None)?;
         if response.status >= 400 {
             let json = response.json();
             let message = json.pointer("/error/message").and_then(Json::as_str).unwrap_or("").to_string();
@@ -507,7 +507,7 @@ impl Remote {
         if body.is_some() {
             headers.push(("Content-Type", "application/json"));
         }
-        let response = client::request_trusting(&self.tls()?, method, &self.url(path), &headers, body)?;
+        let response = blocking::request_trusting(&self.tls()?, method, &self.url(path), &headers, body)?;
         let json = response.json();
         if response.status >= 400 {
             let message = json.pointer("/error/message").and_then(Json::as_str).unwrap_or("").to_string();

@@ -15,8 +15,8 @@
 //! - [`clock`]: where the time comes from;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`conn`] its servers'
 //!   connections (limit, header and idle timeouts); [`https`] their TLS;
-//! - [`wire`] the gateway's outgoing HTTP/1.1 over `http://` and `https://` (MCP upstreams, key sets), blocking;
-//!   [`wire_async`] the same exchange on the async runtime; [`client`] a minimal HTTP client for the CLI and tests.
+//! - [`client`]: the one HTTP client for what remit fetches over `http://` and `https://` (MCP upstreams, key sets,
+//!   the CLI's calls to a gateway): hyper-util's pooled client, async and blocking.
 
 pub mod audit;
 pub mod bundle;
@@ -33,8 +33,6 @@ pub mod sqlite;
 pub mod state_cache;
 pub mod store;
 mod wal_index;
-pub mod wire;
-pub mod wire_async;
 
 /// https servers made at test time (tests/support/tls.rs, shared with the integration tests).
 #[cfg(test)]

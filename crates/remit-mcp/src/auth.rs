@@ -7,7 +7,7 @@
 //! `scp` when there is no `scope`) and the credential id (`client_id`, RFC 9068).
 //!
 //! The key set is a JWKS file read at start, or a URL (`--jwks-url`, or the issuer's `jwks_uri`:
-//! [`discover_jwks_uri`]; `https://` to any host, its certificate checked as [`remit_gateway::wire::Tls`] says, or plain
+//! [`discover_jwks_uri`]; `https://` to any host, its certificate checked as [`remit_gateway::client::Tls`] says, or plain
 //! `http://` to a loopback host only: keys sent in the clear from another host could be replaced on the way) fetched
 //! at start, again when it is older than the
 //! refresh interval (on the request that finds it so; a failed fetch keeps the keys it has), and at once when a token
@@ -25,7 +25,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, P
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value as Json;
 
-use remit_gateway::wire::{Target, Tls};
+use remit_gateway::client::{blocking, Client, Target, Tls};
 
 /// The longest bearer token the proxy reads.
 pub const MAX_TOKEN: usize = 16 << 10;
@@ -124,8 +124,8 @@ struct Fetched {
     state: std::sync::Mutex<(Instant, Option<Instant>)>,
     /// Fetches done, for tests and logs.
     fetches: std::sync::atomic::AtomicU64,
-    /// Which https servers are trusted.
-    tls: Tls,
+    /// The client it is fetched with (which https servers it trusts, a connection kept).
+    client: Client,
 }
 
 /// Validates bearer JWTs against a key set.
@@ -154,9 +154,10 @@ pub fn discover_jwks_uri(issuer: &str, tls: &Tls, timeout: Duration) -> Result<S
         format!("{scheme}://{authority}/.well-known/oauth-authorization-server{path}"),
         format!("{trimmed}/.well-known/openid-configuration"),
     ];
+    let client = Client::new(tls.clone());
     let mut tried = Vec::new();
     for url in &candidates {
-        let text = match fetch_key_set(url, tls, timeout) {
+        let text = match fetch_key_set(url, &client, timeout) {
             Ok(text) => text,
             Err(e) => {
                 tried.push(e);
@@ -177,9 +178,9 @@ pub fn discover_jwks_uri(issuer: &str, tls: &Tls, timeout: Duration) -> Result<S
 }
 
 /// Fetches the key set (or another document of the authorization server) at `url`: `https://` to any host (the
-/// server's certificate checked against what `tls` trusts), or plain `http://` to a loopback host only (keys fetched
+/// server's certificate checked against what `client` trusts), or plain `http://` to a loopback host only (keys fetched
 /// in the clear from another host could be replaced on the way).
-pub fn fetch_key_set(url: &str, tls: &Tls, timeout: Duration) -> Result<String, String> {
+pub fn fetch_key_set(url: &str, client: &Client, timeout: Duration) -> Result<String, String> {
     let target = Target::parse(url)
         .map_err(|_| format!("`{url}`: a key set URL is `https://…` (or `http://` to a loopback host)"))?;
     if !target.tls && !target.is_loopback() {
@@ -190,11 +191,11 @@ pub fn fetch_key_set(url: &str, tls: &Tls, timeout: Duration) -> Result<String, 
     }
     let accept = [("Accept", "application/json")];
     let mut response =
-        remit_gateway::wire::exchange(tls, "GET", url, &accept, None, timeout).map_err(|e| format!("`{url}`: {e}"))?;
+        blocking::send(client, "GET", url, &accept, None, timeout).map_err(|e| format!("`{url}`: {e}"))?;
     if response.status != 200 {
         return Err(format!("`{url}` answered HTTP {}", response.status));
     }
-    let body = response.body(MAX_KEY_SET + 1).map_err(|e| format!("`{url}`: {e}"))?;
+    let body = response.body_start(MAX_KEY_SET + 1).map_err(|e| format!("`{url}`: {e}"))?;
     if body.len() > MAX_KEY_SET {
         return Err(format!("`{url}`: the key set is larger than {MAX_KEY_SET} bytes"));
     }
@@ -256,11 +257,12 @@ impl JwtVerifier {
     /// A verifier for the key set at `url`, fetched now (an error when it cannot be, or has no usable key) and again
     /// as the module's header says; an `https://` server is trusted as `tls` says.
     pub fn from_url(url: &str, refresh: Duration, config: JwtConfig, tls: Tls) -> Result<JwtVerifier, String> {
-        let text = fetch_key_set(url, &tls, Duration::from_secs(10))?;
+        let client = Client::new(tls);
+        let text = fetch_key_set(url, &client, Duration::from_secs(10))?;
         let mut verifier = JwtVerifier::from_jwks(&text, config).map_err(|e| format!("`{url}`: {e}"))?;
         let state = std::sync::Mutex::new((Instant::now(), None));
         let fetches = std::sync::atomic::AtomicU64::new(1);
-        verifier.fetched = Some(Fetched { url: url.to_string(), refresh, state, fetches, tls });
+        verifier.fetched = Some(Fetched { url: url.to_string(), refresh, state, fetches, client });
         Ok(verifier)
     }
 
@@ -292,7 +294,8 @@ impl JwtVerifier {
         }
         *state = (now, if unknown_key { Some(now) } else { last_unknown });
         fetched.fetches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let keys = fetch_key_set(&fetched.url, &fetched.tls, Duration::from_secs(5)).and_then(|text| parse_keys(&text));
+        let keys =
+            fetch_key_set(&fetched.url, &fetched.client, Duration::from_secs(5)).and_then(|text| parse_keys(&text));
         match keys {
             Ok(keys) => {
                 *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);

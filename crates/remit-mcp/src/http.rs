@@ -32,8 +32,13 @@ use futures_util::FutureExt;
 use serde_json::{json, Value as Json};
 
 use crate::auth::JwtVerifier;
-use crate::proxy::{Answering, Identity, Proxy, Reply, MAX_MESSAGE, METHOD_NOT_FOUND};
-use remit_gateway::wire::ParamHeader;
+use crate::decision::Identity;
+use crate::headers::{decode_header_value, ParamHeader};
+use crate::protocol::{
+    name_param, response_for_earlier_agent, stateless_result, INVALID_PARAMS, MAX_MESSAGE, META_CAPABILITIES,
+    META_DECISION, META_VERSION, METHOD_NOT_FOUND, STATELESS_VERSION, SUPPORTED_VERSIONS, UNSUPPORTED_VERSION,
+};
+use crate::proxy::{Answering, Proxy, Reply};
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
@@ -42,22 +47,11 @@ const NAME: &str = "mcp-name";
 /// The prefix of the headers that mirror tool arguments (`Mcp-Param-{Name}`), lowercase as header names are read.
 const PARAM_PREFIX: &str = "mcp-param-";
 
-/// The stateless revision: no `initialize`, no session; each request carries its revision, client info and
-/// capabilities in `params._meta` and mirrors its method (and tool, prompt or resource) in headers.
-pub const STATELESS_VERSION: &str = "2026-07-28";
-pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// Where a stateless result names the server (`_meta`).
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-/// JSON-RPC errors of 2026-07-28.
+/// The JSON-RPC error of 2026-07-28 for headers that do not match the message.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// The JSON-RPC error in the body of a `403 insufficient_scope` (remit's own code, in the range JSON-RPC leaves to
 /// servers: MCP defines the HTTP status and the challenge, not a code).
 pub const INSUFFICIENT_SCOPE: i64 = -32003;
-pub const UNSUPPORTED_VERSION: i64 = -32022;
-/// Results a 2026-07-28 client may cache: they carry `ttlMs` and `cacheScope`.
-const CACHEABLE: [&str; 6] =
-    ["server/discover", "tools/list", "resources/list", "resources/templates/list", "resources/read", "prompts/list"];
 
 /// Where metadata about the protected resource is published (RFC 9728, the path of `/mcp` inserted).
 pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
@@ -199,7 +193,7 @@ fn identify_how(app: &App, headers: &HeaderMap) -> Result<(Identity, bool), Resp
 /// challenge names the scopes needed, so it names one, the declaration's order saying which.
 fn scope_challenge(app: &App, jwt: bool, body: &[u8], answer: &Json) -> Option<Response> {
     let bearer = app.bearer.as_ref().filter(|_| jwt)?;
-    let decision = answer.pointer("/result/_meta")?.get(crate::proxy::META_DECISION)?;
+    let decision = answer.pointer("/result/_meta")?.get(META_DECISION)?;
     let reasons = decision.pointer("/decision/reasons")?.as_array()?;
     if decision.get("outcome")? != "deny" || reasons.len() != 1 || reasons[0] != "credential.scope-missing" {
         return None;
@@ -223,7 +217,7 @@ fn scope_challenge(app: &App, jwt: bool, body: &[u8], answer: &Json) -> Option<R
     );
     let text = answer.pointer("/result/content/0/text").and_then(Json::as_str).unwrap_or("remit denied this call.");
     let error = json!({"code": INSUFFICIENT_SCOPE, "message": text,
-                       "data": {"scope": scope, "_meta": {crate::proxy::META_DECISION: decision}}});
+                       "data": {"scope": scope, "_meta": {META_DECISION: decision}}});
     let mut response = rpc(StatusCode::FORBIDDEN, json!({"jsonrpc": "2.0", "id": answer.get("id"), "error": error}));
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_str(&challenge).ok()?);
     Some(response)
@@ -243,10 +237,10 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         if version == STATELESS_VERSION {
             return stateless(app, (identity, jwt), &headers, body).await;
         }
-        if !crate::proxy::SUPPORTED_VERSIONS.contains(&version) {
+        if !SUPPORTED_VERSIONS.contains(&version) {
             let id = serde_json::from_slice::<Json>(&body).ok().and_then(|m| m.get("id").cloned());
             let mut supported = vec![STATELESS_VERSION];
-            supported.extend(crate::proxy::SUPPORTED_VERSIONS);
+            supported.extend(SUPPORTED_VERSIONS);
             let error = json!({"code": UNSUPPORTED_VERSION,
                                "message": format!("protocol version `{version}` is not supported"),
                                "data": {"supported": supported, "requested": version}});
@@ -278,7 +272,7 @@ async fn post_mcp(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) 
         return challenge;
     }
     // A session is of the revisions before 2026-07-28: it cannot answer an `InputRequiredResult`.
-    let answer = crate::proxy::response_for_earlier_agent(answer);
+    let answer = response_for_earlier_agent(answer);
     let malformed = answer.get("id").is_some_and(Json::is_null) && answer.get("error").is_some();
     let status = if malformed { StatusCode::BAD_REQUEST } else { StatusCode::OK };
     let mut response = (status, [(header::CONTENT_TYPE, "application/json")], answer.to_string()).into_response();
@@ -378,7 +372,7 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
     let meta = message.get("params").and_then(|p| p.get("_meta")).and_then(Json::as_object);
     let Some(meta) = meta.filter(|m| m.contains_key(META_VERSION) && m.contains_key(META_CAPABILITIES)) else {
         let text = format!("`params._meta` must carry `{META_VERSION}` and `{META_CAPABILITIES}`");
-        return refuse(StatusCode::BAD_REQUEST, crate::proxy::INVALID_PARAMS, text, None);
+        return refuse(StatusCode::BAD_REQUEST, INVALID_PARAMS, text, None);
     };
     if meta.get(META_VERSION).and_then(Json::as_str) != Some(STATELESS_VERSION) {
         return mismatch(format!(
@@ -394,13 +388,12 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
         Some(Err(())) => return mismatch("header mismatch: `Mcp-Method` has invalid characters".into()),
         None => return mismatch("header mismatch: the `Mcp-Method` header is missing".into()),
     }
-    let named = crate::proxy::name_param(method)
-        .and_then(|key| Some((key, message.get("params")?.get(key)?.as_str()?.to_string())));
+    let named = name_param(method).and_then(|key| Some((key, message.get("params")?.get(key)?.as_str()?.to_string())));
     if let Some((key, value)) = named {
         let decoded = match header(NAME) {
             None => return mismatch("header mismatch: the `Mcp-Name` header is missing".into()),
             Some(Err(())) => None,
-            Some(Ok(raw)) => remit_gateway::wire::decode_header_value(raw),
+            Some(Ok(raw)) => decode_header_value(raw),
         };
         if decoded.as_deref() != Some(value.as_str()) {
             return mismatch(format!("header mismatch: `Mcp-Name` does not match the body's `{key}` `{value}`"));
@@ -410,7 +403,7 @@ async fn stateless(app: Arc<App>, identity: (Identity, bool), headers: &HeaderMa
         "server/discover" => {
             let proxy = app.proxy.clone();
             let mut versions = vec![STATELESS_VERSION];
-            versions.extend(crate::proxy::SUPPORTED_VERSIONS);
+            versions.extend(SUPPORTED_VERSIONS);
             let found = tokio::task::spawn_blocking(move || proxy.discover(&versions)).await;
             match found {
                 Ok(Ok(result)) => {
@@ -486,7 +479,7 @@ fn check_param_headers(proxy: &Proxy, message: &Json, sent: &[(String, Option<St
             (Some(_), None) => return Err(format!("the `{header}` header is missing")),
             (Some(_), Some(None)) => return Err(format!("`{header}` has invalid characters")),
             (Some(value), Some(Some(raw))) => {
-                let Some(decoded) = remit_gateway::wire::decode_header_value(raw) else {
+                let Some(decoded) = decode_header_value(raw) else {
                     return Err(format!("`{header}` is not a valid `=?base64?…?=` value"));
                 };
                 let expected = annotation.value(arguments).unwrap_or_default();
@@ -497,18 +490,6 @@ fn check_param_headers(proxy: &Proxy, message: &Json, sent: &[(String, Option<St
         }
     }
     Ok(())
-}
-
-/// `result` as 2026-07-28 writes it for `method`.
-pub fn stateless_result(method: &str, mut result: Json) -> Json {
-    if let Some(fields) = result.as_object_mut() {
-        fields.entry("resultType").or_insert_with(|| json!("complete"));
-        if CACHEABLE.contains(&method) {
-            fields.entry("ttlMs").or_insert_with(|| json!(0));
-            fields.entry("cacheScope").or_insert_with(|| json!("private"));
-        }
-    }
-    result
 }
 
 /// The proxy's answer to a message of the stateless revision (`method`: the request's), or to a message that is
