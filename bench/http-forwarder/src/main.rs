@@ -2,8 +2,8 @@
 //! listening on port N`) that forwards every request, headers and body, to `UPSTREAM_ADDRESS` and answers with the
 //! upstream's response, and does nothing else: no JSON, no decision, no log.
 //!
-//! It is built as `remit mcp-proxy --listen` serves and forwards (`remit::gateway::http::run_router` and
-//! `mcp_wire_async`): hyper's HTTP/1.1 server and client over tokio, a runtime of one worker per core each accepting
+//! It is built as `remit mcp-proxy --listen` serves and forwards (`remit_gateway::http::run_router` and
+//! `remit_gateway::client`): hyper's HTTP/1.1 server and client over tokio, a runtime of one worker per core each accepting
 //! on the listener, each keeping its own connection to the upstream, `TCP_NODELAY` on every socket. bench/mcp
 //! (`--forwarder PATH`) times it beside the proxy, so "added by the forwarder" is what terminating HTTP on this stack
 //! costs on the machine, and the proxy's figure minus it is what deciding, logging and MCP cost.

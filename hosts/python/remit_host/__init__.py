@@ -36,9 +36,9 @@ __all__ = [
 ABI_VERSION = 1
 #: The largest request the module takes (docs/abi.md, "Maximum input").
 MAX_INPUT = 262_144
-#: About one unit per executed WebAssembly instruction, as `remit::runtime::DEFAULT_FUEL`.
+#: About one unit per executed WebAssembly instruction, as `remit_host::DEFAULT_FUEL` (crates/remit-host).
 DEFAULT_FUEL = 100_000_000
-#: The module's fixed memory must fit under this, as `remit::runtime::DEFAULT_MEMORY_CAP`.
+#: The module's fixed memory must fit under this, as `remit_host::DEFAULT_MEMORY_CAP`.
 DEFAULT_MEMORY_CAP = 64 << 20
 REASON_TRAP = "runtime.trap"
 REASON_FUEL = "runtime.fuel-exhausted"
@@ -134,7 +134,7 @@ class Policy:
         return spare if spare is not None else self._instantiate()
 
     def deny(self, reason: str) -> bytes:
-        """The deny a host makes itself (docs/abi.md), byte-identical to `remit::runtime`'s."""
+        """The deny a host makes itself (docs/abi.md), byte-identical to `remit_host`'s."""
         return (
             '{"decision":"deny","reasons":[' + json.dumps(reason) + '],"rules":[],"missing_approvals":[],"approvals":[],'
             '"obligations":[],"mandate_chain":[],"credential":null,"escalate_to":null,"policy":'
