@@ -53,7 +53,8 @@ const DRAIN_AT_MOST: usize = 64 << 10;
 /// request from another runtime's worker would wake that task across threads, then the response wake the caller
 /// back, two thread wake-ups per call. `remit mcp-proxy --listen` runs a runtime per core (`http::run_router`); with
 /// one pool for all of them, an agent's connection accepted by one runtime could have every call forwarded on a
-/// connection another runtime drives (docs/mcp.md, "stop 24"). So the client keeps one hyper-util pool per runtime.
+/// connection another runtime drives (docs/benchmarks/mcp.md, "`6ed2fe2` and `6b431f9`: a kept upstream connection
+/// per runtime"). So the client keeps one hyper-util pool per runtime.
 #[derive(Clone, Default)]
 pub struct Client {
     shared: Arc<Shared>,
