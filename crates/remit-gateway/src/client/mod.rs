@@ -5,8 +5,8 @@
 //!
 //! - [`Client::send`] for async callers (the MCP proxy forwarding a call from the worker that decided it), and
 //!   [`blocking`] for threads without a runtime (the stdio proxy's threads, the CLI, key sets, tests): the same
-//!   client, driven from the caller's thread ([`blocking::request`]: a request read whole, for the CLI's calls to a
-//!   gateway and the tests').
+//!   client, each calling thread driving its exchanges and their connections on a runtime of its own
+//!   ([`blocking::request`]: a request read whole, for the CLI's calls to a gateway and the tests').
 //! - Connections are kept open between exchanges (at most [`MAX_IDLE`] idle per origin), and each only for the
 //!   runtime that opened it ([`Client`]); a kept connection the server closed meanwhile is replaced for the same
 //!   request (hyper-util sends again a request it had not begun to send).
@@ -53,7 +53,8 @@ const DRAIN_AT_MOST: usize = 64 << 10;
 /// request from another runtime's worker would wake that task across threads, then the response wake the caller
 /// back, two thread wake-ups per call. `remit mcp-proxy --listen` runs a runtime per core (`http::run_router`); with
 /// one pool for all of them, an agent's connection accepted by one runtime could have every call forwarded on a
-/// connection another runtime drives (docs/mcp.md, "stop 24"). So the client keeps one hyper-util pool per runtime.
+/// connection another runtime drives (docs/benchmarks/mcp.md, "`6ed2fe2` and `6b431f9`: a kept upstream connection
+/// per runtime"). So the client keeps one hyper-util pool per runtime ([`blocking`]: one per calling thread).
 #[derive(Clone, Default)]
 pub struct Client {
     shared: Arc<Shared>,
@@ -442,7 +443,8 @@ mod tests {
                 let Ok(stream) = stream else { break };
                 a.fetch_add(1, Ordering::SeqCst);
                 let mut reader = BufReader::new(Accepted::new(stream, server.as_ref()));
-                // Two requests per connection, then the server closes it (as an idle timeout would).
+                // Two requests per connection, then the server closes it a moment after its answer, while the
+                // client keeps it idle (as an idle timeout would).
                 for turn in 0..2 {
                     if crate::test_tls::read_request(&mut reader).is_none() {
                         return;
@@ -459,6 +461,7 @@ mod tests {
                     };
                     reader.get_mut().write_all(response.as_bytes()).unwrap();
                 }
+                std::thread::sleep(Duration::from_millis(20));
             }
         });
         let mut answers = Vec::new();
@@ -521,6 +524,89 @@ mod tests {
         assert_eq!(call(&second), 2);
         assert_eq!(call(&first), 2, "each keeps its own");
         assert_eq!(client.shared.pools.lock().unwrap().len(), 2);
+    }
+
+    /// A blocking caller's thread keeps the connections it opened, for itself (they are driven by its own runtime):
+    /// another thread opens its own, and a thread's connections and pool go when it ends. A caller inside a runtime
+    /// (a worker blocking in place, where tokio refuses to block on another runtime) is served too.
+    #[test]
+    fn a_blocking_thread_keeps_its_own_connections_until_it_ends() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let (accepted, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (a, c) = (accepted.clone(), closed.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { break };
+                a.fetch_add(1, Ordering::SeqCst);
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream);
+                    while crate::test_tls::read_request(&mut reader).is_some() {
+                        let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+                        if reader.get_mut().write_all(answer.as_bytes()).is_err() {
+                            break;
+                        }
+                    }
+                    c.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        let client = Client::default();
+        let call = |client: &Client, url: &str| {
+            let mut exchange = blocking::send(client, "POST", url, &[], Some(b"{}"), Duration::from_secs(5)).unwrap();
+            assert_eq!(exchange.body(64).unwrap(), b"{}");
+            exchange.finish();
+        };
+        let pools = |client: &Client| client.shared.pools.lock().unwrap().len();
+        let on_a_thread = |expected: usize| {
+            let (caller, url, accepted) = (client.clone(), url.clone(), accepted.clone());
+            // Joined when the thread has ended, its thread-locals dropped (a scoped thread's end is seen before).
+            std::thread::spawn(move || {
+                for _ in 0..3 {
+                    call(&caller, &url);
+                }
+                assert_eq!(accepted.load(Ordering::SeqCst), expected, "one connection for the thread's calls");
+                assert_eq!(pools(&caller), 1);
+            })
+            .join()
+            .unwrap();
+            assert_eq!(pools(&client), 0, "the thread's pool goes with it");
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while closed.load(Ordering::SeqCst) < expected && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert_eq!(closed.load(Ordering::SeqCst), expected, "and its connection");
+        };
+        on_a_thread(1);
+        on_a_thread(2);
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let (client, url) = (client.clone(), url.clone());
+        runtime.block_on(runtime.spawn(async move { tokio::task::block_in_place(|| call(&client, &url)) })).unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+
+    /// [`blocking::request`] closes its connection before it returns, not at its thread's next call (the thread's
+    /// runtime runs only during calls; hyper's dispatcher shuts the connection as it gives the body's end): the server
+    /// sees the end while the caller does nothing more.
+    #[test]
+    fn a_request_closes_its_connection_when_it_returns() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let (closed, seen) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut reader = BufReader::new(stream);
+            crate::test_tls::read_request(&mut reader);
+            // Answered without closing: the client closes, having asked to (`Connection: close`).
+            reader.get_mut().write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}").unwrap();
+            let _ = closed.send(std::io::Read::read(reader.get_mut(), &mut [0; 16]).ok());
+        });
+        let response = blocking::request("GET", &url, &[], None).unwrap();
+        assert_eq!((response.status, response.text().as_str()), (200, "{}"));
+        let end = seen.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(end, Some(0), "the client closed its side");
     }
 
     /// An event stream is read event by event, across calls: what arrived after the event taken is the next call's
