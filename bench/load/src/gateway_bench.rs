@@ -30,6 +30,7 @@ use remit_gateway::http::{remit_request, router, serve, Tokens};
 use remit_gateway::store::*;
 use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
 use remit_host::Runtime;
+use remit_lang::syntax::ast::FactVersion;
 use serde_json::{json, Value};
 
 /// A case: its name and its AuthZEN request (given a number for a fresh operation id).
@@ -82,7 +83,7 @@ fn main() {
             let app = router(gateway.clone(), Tokens::default());
             tokio.spawn(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                serve(listener, app, std::future::pending()).await.unwrap();
+                serve(listener, app, None, std::future::pending()).await.unwrap();
             });
             address
         })
@@ -359,7 +360,7 @@ struct Memory {
     approvals: BTreeMap<String, StoredApproval>,
     counters: HashMap<(String, String), u64>,
     stops: Vec<String>,
-    facts: Vec<(String, u64)>,
+    facts: Vec<(String, FactVersion)>,
     operations: u64,
     requests: BTreeMap<String, AccessRequest>,
     seq: u64,
@@ -377,7 +378,7 @@ impl Tx for MemoryTx<'_> {
     fn stops(&mut self) -> StoreResult<Vec<String>> {
         Ok(self.0.stops.clone())
     }
-    fn facts(&mut self) -> StoreResult<Vec<(String, u64)>> {
+    fn facts(&mut self) -> StoreResult<Vec<(String, FactVersion)>> {
         Ok(self.0.facts.clone())
     }
     fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>> {
@@ -405,6 +406,39 @@ impl Tx for MemoryTx<'_> {
         let all = self.0.requests.values().filter(|r| status.is_none_or(|s| r.status == s));
         Ok(all.cloned().collect())
     }
+    fn access_request_page(
+        &mut self,
+        status: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+        keep: &mut dyn FnMut(&AccessRequest) -> bool,
+    ) -> StoreResult<Page> {
+        // Newest first, as the SQLite store pages them: by `created_at` descending, then `id`.
+        let mut all: Vec<AccessRequest> = self.0.requests.values().cloned().collect();
+        all.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id)));
+        let after_cursor = |r: &AccessRequest| {
+            after.is_none_or(|c| r.created_at < c.created_at || (r.created_at == c.created_at && r.id > c.id))
+        };
+        let mut requests = Vec::new();
+        let mut next = None;
+        for mut r in all.into_iter().filter(|r| status.is_none_or(|s| r.status == s) && after_cursor(r)) {
+            cut_arguments(&mut r);
+            if !keep(&r) {
+                continue;
+            }
+            if requests.len() == limit {
+                let last: &AccessRequest = requests.last().expect("a full page has a last request");
+                next = Some(Cursor { created_at: last.created_at, id: last.id.clone() });
+                break;
+            }
+            requests.push(r);
+        }
+        Ok(Page { requests, next })
+    }
+    /// The bench mints no approvals from access requests.
+    fn earlier_uses(&mut self, _: &str) -> StoreResult<Vec<EarlierUse>> {
+        Ok(Vec::new())
+    }
     fn operations(&mut self, _: &str) -> StoreResult<Vec<OperationRecord>> {
         Ok(Vec::new())
     }
@@ -414,11 +448,12 @@ impl Tx for MemoryTx<'_> {
     fn log_entries(&mut self, _: u64, _: usize) -> StoreResult<Vec<LogEntry>> {
         Ok(Vec::new())
     }
-    fn consume_approval(&mut self, id: &str, decision: &str) -> StoreResult<bool> {
+    fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool> {
         match self.0.approvals.get_mut(id) {
             Some(a) if !a.consumed => {
                 a.consumed = true;
                 a.consumed_by = Some(decision.to_string());
+                a.consumed_at = Some(at);
                 Ok(true)
             }
             _ => Ok(false),
@@ -456,9 +491,9 @@ impl Tx for MemoryTx<'_> {
         }
         Ok(())
     }
-    fn set_fact(&mut self, name: &str, version: u64) -> StoreResult<()> {
+    fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()> {
         self.0.facts.retain(|(n, _)| n != name);
-        self.0.facts.push((name.to_string(), version));
+        self.0.facts.push((name.to_string(), version.clone()));
         Ok(())
     }
     /// The log is off: the entry is numbered and dropped.

@@ -1,6 +1,6 @@
 //! The gateway's own servers over TLS (`--tls-cert FILE --tls-key FILE` on `remit serve` and `remit mcp-proxy`):
 //! bearer tokens, inbox answers, approvals and decisions then never cross a network in the clear, as OAuth 2.1 asks
-//! of a resource server. rustls on ring (as the gateway's client, `mcp_wire`); TLS 1.2 and 1.3, no client
+//! of a resource server. rustls on ring (as the gateway's client, `crate::client`); TLS 1.2 and 1.3, no client
 //! certificates unless `--client-ca` names the CAs whose client certificates authenticate enforcement points
 //! (mutual TLS: verified when shown, never required, so browsers reach the inbox; [`TlsPeer`] tells the decision
 //! endpoints who showed one); HTTP/1.1 (announced by ALPN).

@@ -122,9 +122,9 @@ fn parse_case(case: &Value, defaults: &Value, name: &str) -> Result<Case, String
 /// interpreter's decision, hold for every engine chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Engine {
-    /// The reference interpreter only (`crates/remit-lang/src/eval`).
+    /// The reference interpreter only (`crate::eval`).
     Interpreter,
-    /// The module's runtime (crates/remit-rt) called natively over the policy image (`runtime::native`): the
+    /// The module's runtime (crates/remit-rt) called natively over the policy image (`crate::native`): the
     /// default, so that `remit test` runs the code gateways run.
     #[default]
     Native,

@@ -441,7 +441,7 @@ impl Proxy {
             "tools/list" => self.list_tools(identity),
             "tools/call" => self.call_tool(identity, params.unwrap_or_else(|| json!({}))),
             // Served where the transport can keep a stream open: over stdio (`Proxy::run`) and as a POST of the
-            // revision over HTTP (`mcp_http`); not the upstream's to answer (its stream would tag another id).
+            // revision over HTTP (`crate::http`); not the upstream's to answer (its stream would tag another id).
             "subscriptions/listen" => Err(RpcError::new(
                 METHOD_NOT_FOUND,
                 format!("`subscriptions/listen` is of revision {STATELESS_VERSION}: send it in that revision"),

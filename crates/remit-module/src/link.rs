@@ -351,7 +351,8 @@ fn align8(n: u64) -> u64 {
     n.div_ceil(8) * 8
 }
 
-/// Appends `value` as unsigned LEB128 (the wasm binary format's integers; also `gateway::meta`'s custom section).
+/// Appends `value` as unsigned LEB128 (the wasm binary format's integers; also the length fields of the
+/// `remit.gateway` custom section that `remit_lang::wasm::meta` embeds).
 pub fn leb128(out: &mut Vec<u8>, mut value: u64) {
     loop {
         let byte = (value & 0x7f) as u8;
