@@ -8,7 +8,7 @@ example="${1:-examples/wallet}"
 # Building is not part of the demo: under faketime (scripts/any-date.sh runs this a year ahead) cargo runs without
 # libfaketime's preload, on the real clock (under it, rustc's `-vV` probe hangs on a lock).
 if [ -n "${FAKETIME:-}" ]; then env -u LD_PRELOAD cargo build --release --quiet; else cargo build --release --quiet; fi
-remit=target/release/remit
+remit="${CARGO_TARGET_DIR:-target}/release/remit"
 out="$(mktemp -d)"
 module="$out/$(basename "$example").wasm"
 
