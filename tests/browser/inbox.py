@@ -11,12 +11,14 @@ import sys
 
 from playwright.sync_api import expect, sync_playwright
 
+import launch
+
 
 def main() -> int:
     base, token, request_id, screenshot = sys.argv[1:5]
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium",
+        browser = launch.chromium(
+            p,
             headless=True,
             args=["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking"],
         )

@@ -13,6 +13,8 @@ import sys
 
 from playwright.sync_api import sync_playwright
 
+import launch
+
 HERE = pathlib.Path(__file__).resolve().parent
 MERMAID = HERE / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -63,7 +65,7 @@ def main():
     specs = json.load(sys.stdin)
     results = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        browser = launch.chromium(p, args=ARGS)
         for spec in specs:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             results.append(check(page, spec))
