@@ -367,6 +367,8 @@ impl Server {
                 SymbolKind::Level => lsp::SymbolKind::ENUM_MEMBER,
                 SymbolKind::Kind => lsp::SymbolKind::TYPE_PARAMETER,
                 SymbolKind::Context => lsp::SymbolKind::VARIABLE,
+                SymbolKind::Entity => lsp::SymbolKind::OBJECT,
+                SymbolKind::Relation => lsp::SymbolKind::INTERFACE,
             },
             tags: None,
             deprecated: None,

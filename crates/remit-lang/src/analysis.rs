@@ -23,6 +23,9 @@ pub enum SymbolKind {
     Kind,
     Enum,
     Context,
+    /// `subject NAME { … }` / `resource NAME { … }`.
+    Entity,
+    Relation,
 }
 
 impl SymbolKind {
@@ -36,6 +39,8 @@ impl SymbolKind {
             SymbolKind::Kind => "identifier kind",
             SymbolKind::Enum => "enum",
             SymbolKind::Context => "context attribute",
+            SymbolKind::Entity => "subject or resource type",
+            SymbolKind::Relation => "relation",
         }
     }
 }
@@ -119,6 +124,14 @@ impl Index {
             Decl::Mandate(m) => {
                 self.define(&m.name.text, SymbolKind::Mandate, m.name.span, span, text);
                 self.mandate_uses(m);
+            }
+            Decl::Entity(e) => {
+                self.define(&e.name.text, SymbolKind::Entity, e.name.span, span, text);
+                e.attributes.iter().for_each(|a| self.type_uses(&a.ty));
+            }
+            Decl::Relation(r) => {
+                self.define(&r.name.text, SymbolKind::Relation, r.name.span, span, text);
+                r.params.iter().for_each(|ty| self.type_uses(ty));
             }
         }
     }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::source::{SourceMap, Span};
-use crate::syntax::ast::{CompareOp, FactVersion, Outcome, Window};
+use crate::syntax::ast::{CompareOp, EntityRole, FactVersion, Outcome, Source, Window};
 use crate::value::{Decimal, Money};
 
 pub type ToolId = usize;
@@ -14,7 +14,7 @@ pub type ApprovalId = usize;
 /// Position on the impact scale (0 is the lowest level).
 pub type Level = usize;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Type {
     String,
     Int,
@@ -83,6 +83,35 @@ pub enum Attr {
     Now,
     Attempt,
     Level,
+    /// A declared attribute of the subject (`subject.team`), read from `subject.properties`.
+    Subject(String),
+    /// A declared attribute of the resource (`resource.owner`), read from `resource.properties`.
+    Resource(String),
+    /// `left OP right`, two attributes of one type compared: a bool. Either side missing, mistyped or not comparable
+    /// with the other (money in two currencies) is an evaluation error, as for any attribute.
+    Compare(Box<Attr>, CompareOp, Box<Attr>, Type),
+    /// `item in set`: whether the value of `item` (of the given type) is an element of the set attribute `set`.
+    Member(Box<Attr>, Box<Attr>, Type),
+    /// `name(terms…)`: whether the relation holds between the terms' values, as the request's
+    /// `context.relations` says. A tuple the request does not answer is missing (fails closed).
+    Relation(String, Vec<Term>),
+}
+
+/// An argument of a relation atom: an attribute's text, or a constant (a string written in the policy, or the
+/// mandate's principal).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Term {
+    Attr(Attr),
+    Value(String),
+}
+
+impl Term {
+    pub fn display(&self) -> String {
+        match self {
+            Term::Attr(attr) => attr.display(),
+            Term::Value(text) => serde_json::Value::String(text.clone()).to_string(),
+        }
+    }
 }
 
 impl Attr {
@@ -96,7 +125,50 @@ impl Attr {
             Attr::Now => "now".into(),
             Attr::Attempt => "attempt".into(),
             Attr::Level => "level".into(),
+            Attr::Subject(name) => format!("subject.{name}"),
+            Attr::Resource(name) => format!("resource.{name}"),
+            Attr::Compare(left, op, right, _) => format!("{} {} {}", left.display(), op.symbol(), right.display()),
+            Attr::Member(item, set, _) => format!("{} in {}", item.display(), set.display()),
+            Attr::Relation(name, terms) => {
+                format!("{name}({})", terms.iter().map(Term::display).collect::<Vec<_>>().join(", "))
+            }
         }
+    }
+
+    /// How the condition `not ATTR` reads, for the bool attributes derived from others (`a >= b` for `not a < b`).
+    pub fn display_negated(&self) -> String {
+        match self {
+            Attr::Compare(left, op, right, _) => {
+                format!("{} {} {}", left.display(), op.negated().symbol(), right.display())
+            }
+            Attr::Member(item, set, _) => format!("{} not in {}", item.display(), set.display()),
+            other => format!("not {}", other.display()),
+        }
+    }
+
+    /// Whether the attribute is computed from other attributes (a comparison, a membership, a relation atom).
+    pub fn is_derived(&self) -> bool {
+        matches!(self, Attr::Compare(..) | Attr::Member(..) | Attr::Relation(..))
+    }
+
+    /// The attributes this one reads, itself included (a derived attribute's operands, recursively).
+    pub fn reads(&self) -> Vec<&Attr> {
+        let mut out = vec![self];
+        match self {
+            Attr::Compare(left, _, right, _) | Attr::Member(left, right, _) => {
+                out.extend(left.reads());
+                out.extend(right.reads());
+            }
+            Attr::Relation(_, terms) => {
+                for term in terms {
+                    if let Term::Attr(attr) = term {
+                        out.extend(attr.reads());
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
     }
 }
 
@@ -302,6 +374,37 @@ pub struct Mandate {
     pub depth_span: Span,
 }
 
+/// A declared attribute of subjects or resources (`resource todo { owner: string from data }`). One name has one
+/// type across the entity types that declare it, so a condition reading it has one type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntityAttribute {
+    pub ty: Type,
+    /// Declared `signed`: its money may be negative.
+    pub signed: bool,
+    pub source: Source,
+    /// The entity types that declare it, sorted.
+    pub types: Vec<String>,
+}
+
+/// `subject NAME { … }` / `resource NAME { … }`: a type of subjects or resources and its attributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntityType {
+    pub role: EntityRole,
+    pub name: String,
+    /// Name, type and source of each attribute, as declared.
+    pub attributes: Vec<(String, Type, Source)>,
+    pub span: Span,
+}
+
+/// `relation NAME(T, U) from …`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relation {
+    pub name: String,
+    pub params: Vec<Type>,
+    pub source: Source,
+    pub span: Span,
+}
+
 /// A checked policy set.
 #[derive(Debug, Clone)]
 pub struct Program {
@@ -316,6 +419,13 @@ pub struct Program {
     /// Context attributes declared `signed`: their money may be negative. Every other money value must be >= 0.
     pub signed_contexts: BTreeSet<String>,
     pub mandates: Vec<Mandate>,
+    /// The declared types of subjects and resources, sorted by role and name.
+    pub entities: Vec<EntityType>,
+    /// Every declared subject attribute (`subject.NAME`), over all subject types.
+    pub subject_attributes: BTreeMap<String, EntityAttribute>,
+    /// Every declared resource attribute (`resource.NAME`), over all resource types.
+    pub resource_attributes: BTreeMap<String, EntityAttribute>,
+    pub relations: BTreeMap<String, Relation>,
     pub tool_index: BTreeMap<String, ToolId>,
     pub mandate_index: BTreeMap<String, MandateId>,
 }

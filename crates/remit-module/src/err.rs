@@ -13,6 +13,8 @@ pub enum ImageError {
     TooLarge,
     /// A condition nests `and`/`or` deeper than the runtime evaluates.
     TooDeep,
+    /// A condition reads an attribute the module's runtime does not evaluate yet (named).
+    Unsupported(String),
 }
 
 /// An error of the backend (the image writer and [`crate::link_image`]).
@@ -37,6 +39,7 @@ impl Error {
         match self {
             Error::Image(ImageError::TooLarge) => "remit::image-too-large",
             Error::Image(ImageError::TooDeep) => "remit::condition-too-deep",
+            Error::Image(ImageError::Unsupported(_)) => "remit::module-unsupported",
             Error::Memory { .. } => "remit::memory-too-large",
             Error::Runtime(_) => "remit::runtime-artifact",
             Error::Invalid(_) => "remit::invalid-module",
@@ -46,6 +49,9 @@ impl Error {
     /// What to do about it.
     pub fn help(&self) -> &'static str {
         match self {
+            Error::Image(ImageError::Unsupported(_)) => {
+                "the interpreter (`remit test --engine interpreter`) evaluates it; the module will in a later remit"
+            }
             Error::Image(_) | Error::Memory { .. } => {
                 "split the policy into smaller folders, each built into its own module"
             }
@@ -64,6 +70,9 @@ impl fmt::Display for Error {
             Error::Image(ImageError::TooLarge) => write!(f, "the policy image would pass 4 GiB"),
             Error::Image(ImageError::TooDeep) => {
                 write!(f, "a condition nests `and`/`or` deeper than the runtime evaluates")
+            }
+            Error::Image(ImageError::Unsupported(what)) => {
+                write!(f, "the decision module cannot evaluate `{what}` yet")
             }
             Error::Memory { bytes } => {
                 write!(f, "the module would need {bytes} bytes of memory, more than WebAssembly's 4 GiB")

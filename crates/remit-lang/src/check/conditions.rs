@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{err, Checker, Scope};
-use crate::ir::{self, Atom, Attr, Cond, Test, Type, Value};
+use crate::ir::{self, Atom, Attr, Cond, Term, Test, Type, Value};
 use crate::source::Span;
 use crate::syntax::ast::{self, CompareOp, Expr, Literal};
 use crate::value::{Decimal, Money};
@@ -72,10 +72,40 @@ impl Checker<'_> {
                     env.failed = true;
                     return Cond::True;
                 }
+                if let Some(other) = attribute_operand(operand, &ty) {
+                    return self.compare_attributes(attr, &ty, *op, &other, *span, negated, env);
+                }
                 let Some(value) = self.literal(attr, &ty, operand, env) else { return Cond::True };
                 let op = if negated { op.negated() } else { *op };
                 Cond::Atom(Atom { attr: self.attr_of(attr), ty, test: Test::Compare(op, value) })
             }
+            Expr::InSet { attr, negated: not_in, set, span } => {
+                let Some(ty) = self.attribute(attr, env) else { return Cond::True };
+                let Some(set_ty) = self.attribute(set, env) else { return Cond::True };
+                let Type::Set(element) = &set_ty else {
+                    self.error(err::invalid_operator(
+                        "in",
+                        &set_ty.display(),
+                        set.span,
+                        "`in` takes a list `[…]` or a set attribute",
+                    ));
+                    env.failed = true;
+                    return Cond::True;
+                };
+                if matches!(ty, Type::Set(_)) || !same_type(&ty, element) {
+                    self.error(err::attribute_types_differ(&attr.display(), &ty, &set.display(), &set_ty, *span));
+                    env.failed = true;
+                    return Cond::True;
+                }
+                let member = Attr::Member(Box::new(self.attr_of(attr)), Box::new(self.attr_of(set)), ty);
+                let holds = *not_in == negated;
+                Cond::Atom(Atom {
+                    attr: member,
+                    ty: Type::Bool,
+                    test: Test::Compare(CompareOp::Eq, Value::Bool(holds)),
+                })
+            }
+            Expr::Relation { name, terms, span } => self.relation(name, terms, *span, negated, env),
             Expr::In { attr, negated: not_in, items, span } => {
                 let Some(ty) = self.attribute(attr, env) else { return Cond::True };
                 if matches!(ty, Type::Set(_)) {
@@ -88,9 +118,26 @@ impl Checker<'_> {
                     env.failed = true;
                     return Cond::True;
                 }
-                let values = self.list(attr, &ty, items, *span, env);
-                let test = if *not_in != negated { Test::NotIn(values) } else { Test::In(values) };
-                Cond::Atom(Atom { attr: self.attr_of(attr), ty, test })
+                // Attributes in the list (`args.to in [principal, resource.owner, "x"]`) are comparisons of their own.
+                let (others, literals): (Vec<&ast::Operand>, Vec<&ast::Operand>) =
+                    items.iter().partition(|item| attribute_operand(item, &ty).is_some());
+                let excluded = *not_in != negated;
+                let mut parts = Vec::new();
+                if !literals.is_empty() || others.is_empty() {
+                    let literals: Vec<ast::Operand> = literals.into_iter().cloned().collect();
+                    let values = self.list(attr, &ty, &literals, *span, env);
+                    let test = if excluded { Test::NotIn(values) } else { Test::In(values) };
+                    parts.push(Cond::Atom(Atom { attr: self.attr_of(attr), ty: ty.clone(), test }));
+                }
+                for other in others {
+                    let other = attribute_operand(other, &ty).expect("partitioned on it");
+                    parts.push(self.compare_attributes(attr, &ty, CompareOp::Eq, &other, *span, excluded, env));
+                }
+                match (parts.len(), excluded) {
+                    (1, _) => parts.pop().expect("one part"),
+                    (_, true) => Cond::And(parts),
+                    (_, false) => Cond::Or(parts),
+                }
             }
             Expr::Under { attr, prefix, span } => {
                 let Some(ty) = self.attribute(attr, env) else { return Cond::True };
@@ -143,13 +190,108 @@ impl Checker<'_> {
         }
     }
 
+    /// `left OP right` for two attributes: both typed alike, the operator allowed on the type; a bool atom that
+    /// holds when the comparison does (is false when `negated`).
+    #[allow(clippy::too_many_arguments)]
+    fn compare_attributes(
+        &mut self,
+        left: &ast::Attribute,
+        ty: &Type,
+        op: CompareOp,
+        right: &ast::Attribute,
+        span: Span,
+        negated: bool,
+        env: &mut CondEnv<'_, '_>,
+    ) -> Cond {
+        let Some(right_ty) = self.attribute(right, env) else { return Cond::True };
+        if !same_type(ty, &right_ty) {
+            self.error(err::attribute_types_differ(&left.display(), ty, &right.display(), &right_ty, span));
+            env.failed = true;
+            return Cond::True;
+        }
+        let attr = Attr::Compare(Box::new(self.attr_of(left)), op, Box::new(self.attr_of(right)), ty.clone());
+        Cond::Atom(Atom { attr, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(!negated)) })
+    }
+
+    /// `name(terms…)`: a declared relation, one textual term per parameter.
+    fn relation(
+        &mut self,
+        name: &ast::Name,
+        terms: &[ast::Operand],
+        span: Span,
+        negated: bool,
+        env: &mut CondEnv<'_, '_>,
+    ) -> Cond {
+        let Some(relation) = self.world.relations.get(&name.text).cloned() else {
+            let candidates: Vec<&str> = self.world.relations.keys().map(String::as_str).collect();
+            let d = err::unknown_relation(&name.text, name.span, &candidates);
+            self.error(d);
+            env.failed = true;
+            return Cond::True;
+        };
+        if terms.len() != relation.params.len() {
+            self.error(err::relation_arity(&name.text, relation.params.len(), terms.len(), span, relation.span));
+            env.failed = true;
+            return Cond::True;
+        }
+        let mut lowered = Vec::new();
+        for (term, param) in terms.iter().zip(&relation.params) {
+            let value = match &term.value {
+                Literal::String(text) => Some(Term::Value(text.clone())),
+                Literal::Ident(word) if word == "principal" => match env.scope.principal {
+                    Some(principal) => Some(Term::Value(principal.to_string())),
+                    None => {
+                        self.error(err::principal_unknown(term.span));
+                        None
+                    }
+                },
+                other => match attribute_operand(term, param) {
+                    Some(attr) => match self.attribute(&attr, env) {
+                        Some(ty) if same_type(&ty, param) => Some(Term::Attr(self.attr_of(&attr))),
+                        Some(ty) => {
+                            let d = err::type_mismatch(
+                                &format!("{}(…)", name.text),
+                                &param.display(),
+                                &format!("`{}` of type `{}`", attr.display(), ty.display()),
+                                term.span,
+                                name.span,
+                            );
+                            self.error(d);
+                            None
+                        }
+                        None => None,
+                    },
+                    None => {
+                        let text = match other {
+                            Literal::Ident(word) => word.clone(),
+                            _ => describe_literal(other),
+                        };
+                        self.error(err::unknown_term(&text, term.span));
+                        None
+                    }
+                },
+            };
+            match value {
+                Some(value) => lowered.push(value),
+                None => env.failed = true,
+            }
+        }
+        if env.failed {
+            return Cond::True;
+        }
+        let attr = Attr::Relation(name.text.clone(), lowered);
+        Cond::Atom(Atom { attr, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(!negated)) })
+    }
+
     fn attr_of(&self, attr: &ast::Attribute) -> Attr {
         match (attr.root.as_str(), attr.field.as_deref()) {
             ("args", Some(f)) => Attr::Arg(f.to_string()),
             ("context", Some(f)) => Attr::Context(f.to_string()),
-            ("resource", _) => Attr::ResourceId,
-            ("subject", Some("id")) => Attr::SubjectId,
-            ("subject", _) => Attr::SubjectScopes,
+            ("resource", Some("id") | None) => Attr::ResourceId,
+            ("resource", Some(f)) => Attr::Resource(f.to_string()),
+            ("subject", Some("id") | None) => Attr::SubjectId,
+            ("subject", Some("scopes")) => Attr::SubjectScopes,
+            ("subject", Some(f)) => Attr::Subject(f.to_string()),
             ("now", _) => Attr::Now,
             ("attempt", _) => Attr::Attempt,
             _ => Attr::Level,
@@ -171,6 +313,8 @@ impl Checker<'_> {
                     None
                 }
             },
+            ("subject", Some(name)) => return self.entity_attribute(ast::EntityRole::Subject, name, attr, env),
+            ("resource", Some(name)) => return self.entity_attribute(ast::EntityRole::Resource, name, attr, env),
             ("now", None) => Some(Type::Timestamp),
             ("attempt", None) => Some(Type::Int),
             ("level", None) => Some(Type::Level),
@@ -183,6 +327,32 @@ impl Checker<'_> {
             env.failed = true;
         }
         ty
+    }
+
+    /// A declared attribute of the subject or the resource.
+    fn entity_attribute(
+        &mut self,
+        role: ast::EntityRole,
+        name: &str,
+        attr: &ast::Attribute,
+        env: &mut CondEnv<'_, '_>,
+    ) -> Option<Type> {
+        let declared = match role {
+            ast::EntityRole::Subject => &self.world.subject_attributes,
+            ast::EntityRole::Resource => &self.world.resource_attributes,
+        };
+        if let Some(found) = declared.get(name) {
+            return Some(found.ty.clone());
+        }
+        let mut candidates: Vec<&str> = declared.keys().map(String::as_str).collect();
+        candidates.push("id");
+        if role == ast::EntityRole::Subject {
+            candidates.push("scopes");
+        }
+        let d = err::unknown_entity_attribute(role.keyword(), name, attr.span, &candidates);
+        self.error(d);
+        env.failed = true;
+        None
     }
 
     fn argument(&mut self, param: &str, attr: &ast::Attribute, env: &mut CondEnv<'_, '_>) -> Option<Type> {
@@ -238,6 +408,19 @@ impl Checker<'_> {
     ) -> Option<Value> {
         let value = match (ty, &operand.value) {
             (Type::String | Type::Kind(_), Literal::String(s)) => Some(Value::String(s.clone())),
+            (Type::String | Type::Kind(_), Literal::Ident(word)) if word == "principal" => match env.scope.principal {
+                Some(principal) => Some(Value::String(principal.to_string())),
+                None => {
+                    self.error(err::principal_unknown(operand.span));
+                    env.failed = true;
+                    return None;
+                }
+            },
+            (_, Literal::Path(other)) => {
+                self.error(err::attribute_not_allowed(&other.display(), operand.span));
+                env.failed = true;
+                return None;
+            }
             (Type::Enum(name, variants), Literal::String(s)) => {
                 if variants.contains(s) {
                     Some(Value::String(s.clone()))
@@ -301,8 +484,26 @@ struct CondEnv<'s, 't> {
     currencies: HashMap<String, (String, Span)>,
 }
 
+/// Values of one type for a comparison: equal types, or two kinds of identifiers (strings and kinds).
+fn same_type(a: &Type, b: &Type) -> bool {
+    a == b || (a.is_textual() && b.is_textual())
+}
+
+/// The attribute an operand names, when it names one: another attribute (`resource.owner`), or, where identifiers
+/// are compared, `subject` and `resource` for their ids.
+fn attribute_operand(operand: &ast::Operand, ty: &Type) -> Option<ast::Attribute> {
+    match &operand.value {
+        Literal::Path(attr) => Some(attr.clone()),
+        Literal::Ident(word) if ty.is_textual() && (word == "subject" || word == "resource") => {
+            Some(ast::Attribute { root: word.clone(), field: Some("id".into()), span: operand.span })
+        }
+        _ => None,
+    }
+}
+
 fn describe_literal(literal: &Literal) -> String {
     match literal {
+        Literal::Path(attr) => format!("the attribute `{}`", attr.display()),
         Literal::String(s) => format!("the string `\"{s}\"`"),
         Literal::Number(n) if n.contains('.') => format!("the decimal `{n}`"),
         Literal::Number(n) => format!("the number `{n}`"),

@@ -1,6 +1,7 @@
 //! Wording of every checker diagnostic, in one place. Style: lowercase, no final period, user input in backticks.
 
 use crate::diag::{did_you_mean, Diagnostic};
+use crate::ir::Type;
 use crate::source::Span;
 
 fn suggest(d: Diagnostic, name: &str, candidates: &[&str], fallback: &str) -> Diagnostic {
@@ -557,4 +558,88 @@ fn list_or_none(items: &[&str]) -> String {
     } else {
         items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
     }
+}
+
+pub fn reserved_attribute(role: &str, name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::reserved-attribute", format!("`{role}.{name}` is a field of every request"))
+        .label(span, "reserved name")
+        .help("`id`, `scopes`, `type` and `properties` are the request's own fields: choose another name")
+}
+
+pub fn conflicting_attribute_type(
+    role: &str,
+    name: &str,
+    ty: &Type,
+    span: Span,
+    other: &Type,
+    other_span: Span,
+) -> Diagnostic {
+    Diagnostic::error(
+        "remit::conflicting-attribute-type",
+        format!("`{role}.{name}` is declared as `{}` and as `{}`", ty.display(), other.display()),
+    )
+    .label(span, format!("`{}` here", ty.display()))
+    .label(other_span, format!("`{}` here", other.display()))
+    .help(format!(
+        "a condition reads `{role}.{name}` whatever the {role}'s type, so every type must declare it alike: rename one"
+    ))
+}
+
+pub fn relation_parameter(relation: &str, ty: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::relation-parameter", format!("relation `{relation}` cannot relate `{ty}` values"))
+        .label(span, "not an identifier type")
+        .help("a relation relates identifiers: `string` or a declared `kind`")
+}
+
+pub fn unknown_entity_attribute(role: &str, name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-attribute", format!("`{role}.{name}` is not declared"))
+        .label(span, format!("no {role} type declares `{name}`"));
+    suggest(d, name, candidates, &format!("declare it: `{role} TYPE {{ {name}: TYPE }}`"))
+}
+
+pub fn unknown_relation(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-relation", format!("relation `{name}` is not declared"))
+        .label(span, "undeclared relation");
+    suggest(d, name, candidates, &format!("declare it: `relation {name}(string, string)`"))
+}
+
+pub fn relation_arity(name: &str, expected: usize, found: usize, span: Span, declared: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::relation-arity",
+        format!("relation `{name}` relates {expected} values, but {found} are given"),
+    )
+    .label(span, format!("{found} given"))
+    .label(declared, "declared here")
+    .help("give one term per parameter of the relation")
+}
+
+pub fn attribute_types_differ(left: &str, left_ty: &Type, right: &str, right_ty: &Type, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::type-mismatch",
+        format!("`{left}` is `{}`, but `{right}` is `{}`", left_ty.display(), right_ty.display()),
+    )
+    .label(span, "values of different types")
+    .help("compare attributes of one type (money with money, timestamps with timestamps, identifiers with identifiers)")
+}
+
+pub fn unknown_term(name: &str, span: Span) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-term", format!("`{name}` is not a value here")).label(span, "not a term");
+    suggest(
+        d,
+        name,
+        &["principal", "subject", "resource"],
+        "write `principal`, `subject`, `resource`, an attribute (`resource.owner`) or a string",
+    )
+}
+
+pub fn principal_unknown(span: Span) -> Diagnostic {
+    Diagnostic::error("remit::principal-unknown", "this mandate has no principal to compare with")
+        .label(span, "`principal` of a mandate without `for \"…\"`")
+        .help("give the root mandate a principal: `mandate NAME for \"user:…\" { … }`")
+}
+
+pub fn attribute_not_allowed(attr: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::attribute-not-allowed", format!("`{attr}` cannot be used here"))
+        .label(span, "a literal is needed here")
+        .help("`contains` and `within` take literals; compare two attributes with `==`, `<`, … or `in`")
 }

@@ -20,6 +20,7 @@ mod mandates;
 pub mod narrowing;
 mod resolve;
 pub mod sat;
+mod world;
 
 pub use lints::expiring;
 
@@ -74,6 +75,7 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
     diagnostics.extend(shadowing);
     let mut checker = Checker::new(&sources);
     checker.collect(&decls);
+    checker.world(&decls);
     let program = checker.lower(&decls);
     diagnostics.extend(checker.diagnostics);
     let program = program.map(|mut program| {
@@ -169,6 +171,19 @@ pub fn program_hash(p: &Program) -> String {
     for (name, ty) in &p.contexts {
         lines.push(format!("context {name:?} {ty:?} signed {}", p.signed_contexts.contains(name)));
     }
+    for e in &p.entities {
+        let attributes = sorted(e.attributes.iter().map(|a| format!("{a:?}")).collect());
+        lines.push(format!("entity {:?} {:?} {attributes:?}", e.role, e.name));
+    }
+    for (name, a) in &p.subject_attributes {
+        lines.push(format!("subject attribute {name:?} signed {}", a.signed));
+    }
+    for (name, a) in &p.resource_attributes {
+        lines.push(format!("resource attribute {name:?} signed {}", a.signed));
+    }
+    for r in p.relations.values() {
+        lines.push(format!("relation {:?} {:?} {:?}", r.name, r.params, r.source));
+    }
     for m in &p.mandates {
         let rules = sorted(
             m.rules
@@ -248,6 +263,8 @@ struct Checker<'a> {
     enums: HashMap<String, Vec<String>>,
     contexts: BTreeMap<String, Type>,
     signed_contexts: BTreeSet<String>,
+    /// The declared subject and resource types and relations (`world.rs`).
+    world: world::World,
 }
 
 impl<'a> Checker<'a> {
@@ -260,6 +277,7 @@ impl<'a> Checker<'a> {
             enums: HashMap::new(),
             contexts: BTreeMap::new(),
             signed_contexts: BTreeSet::new(),
+            world: world::World::default(),
         }
     }
 
@@ -311,7 +329,16 @@ impl<'a> Checker<'a> {
         let parents = self.parents(&mandate_decls);
         let mut mandates = Vec::new();
         for (index, m) in mandate_decls.iter().enumerate() {
-            let scope = Scope { tools: &tools, effects: &effects };
+            // A sub-mandate acts for its root's principal; conditions may name it (`resource.owner == principal`).
+            let mut root = index;
+            for _ in 0..mandate_decls.len() {
+                match parents[root] {
+                    Some(parent) => root = parent,
+                    None => break,
+                }
+            }
+            let principal = mandate_decls[root].principal.as_ref().map(|(p, _)| p.as_str());
+            let scope = Scope { tools: &tools, effects: &effects, principal };
             mandates.push(self.mandate(m, parents[index], &scope));
         }
         // Principals are inherited from the root.
@@ -344,6 +371,10 @@ impl<'a> Checker<'a> {
             contexts: self.contexts.clone(),
             signed_contexts: self.signed_contexts.clone(),
             mandates,
+            entities: self.world.entities.clone(),
+            subject_attributes: self.world.subject_attributes.clone(),
+            resource_attributes: self.world.resource_attributes.clone(),
+            relations: self.world.relations.clone(),
             tool_index,
             mandate_index,
         })
@@ -353,6 +384,8 @@ impl<'a> Checker<'a> {
 struct Scope<'a> {
     tools: &'a [ir::Tool],
     effects: &'a [ir::Effect],
+    /// The principal of the mandate (its root's), when written.
+    principal: Option<&'a str>,
 }
 
 /// The longest tool name (as MCP's tool-name guidance bounds it).

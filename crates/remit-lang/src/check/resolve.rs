@@ -20,7 +20,12 @@ fn defined_name(decl: &Decl) -> Option<(&ast::Name, &'static str)> {
         Decl::Enum(e) => (&e.name, "enum"),
         Decl::Approval(a) => (&a.name, "approval kind"),
         Decl::Mandate(m) => (&m.name, "mandate"),
-        Decl::Import(_) | Decl::Levels(_) | Decl::Context(_) | Decl::Classify(_) => return None,
+        Decl::Import(_)
+        | Decl::Levels(_)
+        | Decl::Context(_)
+        | Decl::Classify(_)
+        | Decl::Entity(_)
+        | Decl::Relation(_) => return None,
     })
 }
 
@@ -104,7 +109,9 @@ impl Checker<'_> {
                     }
                     continue;
                 }
-                Decl::Import(_) | Decl::Context(_) | Decl::Classify(_) => continue,
+                Decl::Import(_) | Decl::Context(_) | Decl::Classify(_) | Decl::Entity(_) | Decl::Relation(_) => {
+                    continue
+                }
             };
             if let Some((previous, first)) = self.symbols.get(&name.text) {
                 let _ = previous;
@@ -143,7 +150,7 @@ impl Checker<'_> {
         }
     }
 
-    fn resolve_type(&mut self, ty: &TypeExpr) -> Option<Type> {
+    pub(super) fn resolve_type(&mut self, ty: &TypeExpr) -> Option<Type> {
         match ty {
             TypeExpr::Set(element, span) => {
                 let element = self.resolve_type(element)?;

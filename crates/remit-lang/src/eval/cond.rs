@@ -13,7 +13,7 @@ use serde_json::{Number, Value as Json};
 
 use super::err::EvalError;
 use super::request::Request;
-use crate::ir::{Attr, Cond, Program, Test, ToolId, Type, Value};
+use crate::ir::{Attr, Cond, EntityAttribute, Program, Term, Test, ToolId, Type, Value};
 use crate::syntax::ast::CompareOp;
 use crate::value::{parse_duration, parse_instant, Decimal, Money, DECIMAL_SCALE};
 
@@ -110,6 +110,13 @@ pub(crate) fn atom_text(atom: &crate::ir::Atom, program: &Program) -> String {
     }
     fn list(items: &[Value], program: &Program) -> String {
         format!("[{}]", items.iter().map(|v| value(v, program)).collect::<Vec<_>>().join(", "))
+    }
+    // A comparison, membership or relation reads as written, its negation as `>=`, `not in` or `not …`.
+    if atom.attr.is_derived() {
+        if let Test::Compare(op, Value::Bool(b)) = &atom.test {
+            let holds = (*op == CompareOp::Eq) == *b;
+            return if holds { atom.attr.display() } else { atom.attr.display_negated() };
+        }
     }
     let test = match &atom.test {
         Test::Compare(op, v) => format!("{} {}", op.symbol(), value(v, program)),
@@ -238,8 +245,142 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
         }
         Attr::Now => Value::Timestamp(request.now),
         Attr::Level => Value::Level(env.program.tools.get(env.tool).ok_or(EvalError::Missing)?.level),
+        Attr::Subject(name) => {
+            let json = request.subject_properties.get(name).ok_or(EvalError::Missing)?;
+            declared(json, ty, env.program.subject_attributes.get(name), env.program)?
+        }
+        Attr::Resource(name) => match request.resource_properties.get(name) {
+            Some(json) => declared(json, ty, env.program.resource_attributes.get(name), env.program)?,
+            // Listing tools before the call: the resource's attributes come with the call.
+            None if env.listing => return Ok(Fetched::Unknown),
+            None => return Err(EvalError::Missing),
+        },
+        // Both sides are read, left first: the first error is the result, whatever the other side holds.
+        Attr::Compare(left, op, right, operand_ty) => {
+            let left = fetch(left, operand_ty, env)?;
+            let right = fetch(right, operand_ty, env)?;
+            let (Fetched::Value(left), Fetched::Value(right)) = (left, right) else { return Ok(Fetched::Unknown) };
+            Value::Bool(compare(*op, &left, &right)?)
+        }
+        Attr::Member(item, set, item_ty) => {
+            let item = fetch(item, item_ty, env)?;
+            let set = fetch(set, &Type::Set(Box::new(item_ty.clone())), env)?;
+            let (Fetched::Value(item), Fetched::Value(set)) = (item, set) else { return Ok(Fetched::Unknown) };
+            Value::Bool(member(&item, self::set(&set)?)?)
+        }
+        Attr::Relation(name, terms) => {
+            let mut values = Vec::with_capacity(terms.len());
+            let mut unknown = false;
+            for term in terms {
+                match term {
+                    Term::Value(text) => values.push(text.clone()),
+                    Term::Attr(attr) => match fetch(attr, &Type::String, env)? {
+                        Fetched::Value(Value::String(text)) => values.push(text),
+                        Fetched::Value(_) => return Err(EvalError::WrongType),
+                        Fetched::Unknown => unknown = true,
+                    },
+                }
+            }
+            if unknown {
+                return Ok(Fetched::Unknown);
+            }
+            match holds(request, name, &values)? {
+                Some(holds) => Value::Bool(holds),
+                None if env.listing => return Ok(Fetched::Unknown),
+                None => return Err(EvalError::Missing),
+            }
+        }
     };
     Ok(Fetched::Value(value))
+}
+
+/// A declared subject or resource attribute's value: decoded by its type; negative money is mistyped unless the
+/// attribute is declared `signed`.
+fn declared(
+    json: &Json,
+    ty: &Type,
+    declaration: Option<&EntityAttribute>,
+    program: &Program,
+) -> Result<Value, EvalError> {
+    let value = decode(json, ty, program)?;
+    if !declaration.is_some_and(|d| d.signed) && negative(&value) {
+        return Err(EvalError::WrongType);
+    }
+    Ok(value)
+}
+
+/// What the request's `context.relations.NAME` says of the tuple `values`: `Some(holds)`, or `None` when it does
+/// not list the tuple. The list must be well formed as a whole (an array of `{"args": [strings], "holds": bool}`)
+/// and say one thing of each tuple: otherwise every question to the relation is mistyped (fails closed).
+pub(crate) fn holds(
+    request: &super::request::Request,
+    name: &str,
+    values: &[String],
+) -> Result<Option<bool>, EvalError> {
+    let Some(listed) = request.relations.get(name) else { return Ok(None) };
+    let items = listed.as_array().ok_or(EvalError::WrongType)?;
+    let mut answer = None;
+    for item in items {
+        let object = item.as_object().ok_or(EvalError::WrongType)?;
+        let args = object.get("args").and_then(Json::as_array).ok_or(EvalError::WrongType)?;
+        let held = object.get("holds").and_then(Json::as_bool).ok_or(EvalError::WrongType)?;
+        let mut same = args.len() == values.len();
+        for (arg, value) in args.iter().zip(values) {
+            let arg = arg.as_str().ok_or(EvalError::WrongType)?;
+            same &= arg == value;
+        }
+        // Every element must be a string, also past a mismatch: the whole list is checked.
+        if args.iter().any(|a| !a.is_string()) {
+            return Err(EvalError::WrongType);
+        }
+        if same {
+            match answer {
+                Some(previous) if previous != held => return Err(EvalError::WrongType),
+                _ => answer = Some(held),
+            }
+        }
+    }
+    Ok(answer)
+}
+
+/// The attribute to blame when `attr` cannot be evaluated: for a comparison, membership or relation, its first
+/// operand that fails (left to right), else the derived attribute itself (a relation's tuple the request does not
+/// answer, money in two currencies).
+pub(crate) fn culprit<'a>(attr: &'a Attr, ty: &Type, env: &Env) -> &'a Attr {
+    match attr {
+        Attr::Compare(left, _, right, operand_ty) => {
+            for side in [left, right] {
+                if fetch(side, operand_ty, env).is_err() {
+                    return culprit(side, operand_ty, env);
+                }
+            }
+            attr
+        }
+        Attr::Member(item, set, item_ty) => {
+            if fetch(item, item_ty, env).is_err() {
+                return culprit(item, item_ty, env);
+            }
+            let set_ty = Type::Set(Box::new(item_ty.clone()));
+            if fetch(set, &set_ty, env).is_err() {
+                return culprit(set, &set_ty, env);
+            }
+            attr
+        }
+        Attr::Relation(_, terms) => {
+            for term in terms {
+                if let Term::Attr(inner) = term {
+                    if fetch(inner, &Type::String, env).is_err() {
+                        return culprit(inner, &Type::String, env);
+                    }
+                }
+            }
+            attr
+        }
+        _ => {
+            let _ = ty;
+            attr
+        }
+    }
 }
 
 /// Decodes a JSON value of the request as `ty` (encodings: docs/requests.md).

@@ -473,7 +473,7 @@ impl Tally {
 /// [`cond::cause`]).
 fn unevaluable(condition: &crate::ir::Cond, env: &Env) -> Option<Unevaluable> {
     let (atom, error) = cond::cause(condition, env)?;
-    Some(Unevaluable { attribute: atom.attr.display(), problem: error.code() })
+    Some(Unevaluable { attribute: cond::culprit(&atom.attr, &atom.ty, env).display(), problem: error.code() })
 }
 
 /// The grant of the called tool in `mandate` (none of which granted) that came closest: the fewest top-level

@@ -33,7 +33,7 @@ pub(crate) struct RequestError {
 
 /// The fields a request is read by, as a decision names them (`fields`, docs/requests.md), in byte order: a set of
 /// them is a `u32` whose bit `i` is `FIELDS[i]`, listed in this order.
-pub(crate) const FIELDS: [&str; 20] = [
+pub(crate) const FIELDS: [&str; 23] = [
     "action",
     "action.arguments",
     "action.name",
@@ -46,14 +46,17 @@ pub(crate) const FIELDS: [&str; 20] = [
     "context.mandate",
     "context.now",
     "context.operation_id",
+    "context.relations",
     "context.stops",
     "resource",
     "resource.id",
+    "resource.properties",
     "subject",
     "subject.credential",
     "subject.credential.id",
     "subject.credential.scopes",
     "subject.id",
+    "subject.properties",
 ];
 
 /// The bit of a field of [`FIELDS`] (a path not in the table has none).
@@ -153,6 +156,12 @@ pub(crate) struct Request {
     pub facts: Map<String, Json>,
     pub counters: Map<String, Json>,
     pub attributes: Map<String, Json>,
+    /// `subject.properties`: the subject's declared attributes, as the gateway (or a trusted caller) filled them.
+    pub subject_properties: Map<String, Json>,
+    /// `resource.properties`.
+    pub resource_properties: Map<String, Json>,
+    /// `context.relations`: per relation, the tuples asked about and whether each holds.
+    pub relations: Map<String, Json>,
 }
 
 /// Parses `bytes` as a request.
@@ -172,6 +181,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let subject = p.object(root, "subject");
     let subject_id = p.required_string(root, "subject", "id");
     let credential = subject.and_then(|s| p.object(s, "subject.credential"));
+    let subject_properties = subject.and_then(|s| p.object(s, "subject.properties")).cloned().unwrap_or_default();
     // Blank counts as absent, as for every identifier.
     let credential_id = credential.and_then(|c| p.string(c, "subject.credential.id")).filter(|id| !is_blank(id));
     let scopes = credential.and_then(|c| p.strings(c, "subject.credential.scopes"));
@@ -187,7 +197,9 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     };
 
     // An empty or white-space-only id is absent (never binds, never matches, never counts as given).
-    let resource_id = p.object(root, "resource").and_then(|r| p.string(r, "resource.id")).filter(|id| !is_blank(id));
+    let resource = p.object(root, "resource");
+    let resource_id = resource.and_then(|r| p.string(r, "resource.id")).filter(|id| !is_blank(id));
+    let resource_properties = resource.and_then(|r| p.object(r, "resource.properties")).cloned().unwrap_or_default();
 
     let context = p.object(root, "context");
     let mandate = p.required_string(root, "context", "mandate");
@@ -223,6 +235,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let facts = p.object(context, "context.facts").cloned().unwrap_or_default();
     let counters = p.object(context, "context.counters").cloned().unwrap_or_default();
     let attributes = p.object(context, "context.attributes").cloned().unwrap_or_default();
+    let relations = p.object(context, "context.relations").cloned().unwrap_or_default();
 
     if p.error.is_error() {
         return Err(p.error);
@@ -249,6 +262,9 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
         facts,
         counters,
         attributes,
+        subject_properties,
+        resource_properties,
+        relations,
     })
 }
 

@@ -280,6 +280,10 @@ pub(crate) fn program() -> Program {
             .into_iter()
             .collect(),
         mandates: vec![wallet, groceries, site],
+        entities: Vec::new(),
+        subject_attributes: Default::default(),
+        resource_attributes: Default::default(),
+        relations: Default::default(),
     };
     let covered: Vec<Vec<Vec<usize>>> = program
         .mandates

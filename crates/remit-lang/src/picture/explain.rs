@@ -268,14 +268,9 @@ fn values(program: &Program, kind: &RuleKind, cond: &Cond, json: &Json, tool: us
         .into_iter()
         .map(|attr| {
             let value = match &attr {
-                Attr::Arg(name) => json.pointer(&format!("/action/arguments/{}", pointer_escape(name))).cloned(),
-                Attr::ResourceId => json.pointer("/resource/id").cloned(),
-                Attr::SubjectId => json.pointer("/subject/id").cloned(),
-                Attr::SubjectScopes => json.pointer("/subject/credential/scopes").cloned(),
-                Attr::Context(name) => json.pointer(&format!("/context/attributes/{}", pointer_escape(name))).cloned(),
-                Attr::Now => json.pointer("/context/now").cloned(),
-                Attr::Attempt => json.pointer("/context/attempt").cloned(),
                 Attr::Level => Some(Json::String(program.levels[program.tools[tool].level].clone())),
+                Attr::Relation(name, terms) => relation_answer(json, name, terms),
+                other => request_value(json, other),
             };
             format!("{} = {}", attr.display(), value.map_or("(missing)".to_string(), |v| v.to_string()))
         })
@@ -291,9 +286,43 @@ fn collect(cond: &Cond, out: &mut BTreeSet<Attr>) {
     match cond {
         Cond::True | Cond::False => {}
         Cond::Atom(atom) => {
-            out.insert(atom.attr.clone());
+            // A comparison of two attributes shows both; a relation shows its terms and the tuple's answer.
+            for attr in atom.attr.reads() {
+                if !matches!(attr, Attr::Compare(..) | Attr::Member(..)) {
+                    out.insert(attr.clone());
+                }
+            }
         }
         Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| collect(c, out)),
+    }
+}
+
+/// What `context.relations` answers for a relation atom, with its terms read from the request.
+fn relation_answer(json: &Json, name: &str, terms: &[crate::ir::Term]) -> Option<Json> {
+    let mut values = Vec::new();
+    for term in terms {
+        match term {
+            crate::ir::Term::Value(text) => values.push(Json::String(text.clone())),
+            crate::ir::Term::Attr(attr) => values.push(request_value(json, attr)?),
+        }
+    }
+    let listed = json.pointer(&format!("/context/relations/{}", pointer_escape(name)))?.as_array()?;
+    listed.iter().find(|item| item.get("args").and_then(Json::as_array) == Some(&values))?.get("holds").cloned()
+}
+
+/// The request's value of a plain attribute (not `level`, not derived).
+fn request_value(json: &Json, attr: &Attr) -> Option<Json> {
+    match attr {
+        Attr::Arg(name) => json.pointer(&format!("/action/arguments/{}", pointer_escape(name))).cloned(),
+        Attr::ResourceId => json.pointer("/resource/id").cloned(),
+        Attr::SubjectId => json.pointer("/subject/id").cloned(),
+        Attr::SubjectScopes => json.pointer("/subject/credential/scopes").cloned(),
+        Attr::Context(name) => json.pointer(&format!("/context/attributes/{}", pointer_escape(name))).cloned(),
+        Attr::Now => json.pointer("/context/now").cloned(),
+        Attr::Attempt => json.pointer("/context/attempt").cloned(),
+        Attr::Subject(name) => json.pointer(&format!("/subject/properties/{}", pointer_escape(name))).cloned(),
+        Attr::Resource(name) => json.pointer(&format!("/resource/properties/{}", pointer_escape(name))).cloned(),
+        Attr::Level | Attr::Compare(..) | Attr::Member(..) | Attr::Relation(..) => None,
     }
 }
 

@@ -28,6 +28,69 @@ pub enum Decl {
     Tool(ToolDecl),
     Classify(ClassifyDecl),
     Mandate(MandateDecl),
+    /// `subject NAME { … }` / `resource NAME { … }`: the attributes of the subjects or resources of a type.
+    Entity(EntityDecl),
+    /// `relation NAME(T, U) [from …]`.
+    Relation(RelationDecl),
+}
+
+/// Whose attributes an [`EntityDecl`] declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntityRole {
+    Subject,
+    Resource,
+}
+
+impl EntityRole {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            EntityRole::Subject => "subject",
+            EntityRole::Resource => "resource",
+        }
+    }
+}
+
+/// Where the values of an attribute or a relation come from. Never the agent: the gateway removes whatever the
+/// caller sent for a `from data` value and fills it from its data sets; a `from properties` value is kept only from
+/// an enforcement point the operator trusts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Source {
+    #[default]
+    Data,
+    Properties,
+}
+
+impl Source {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Source::Data => "data",
+            Source::Properties => "properties",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntityDecl {
+    pub role: EntityRole,
+    /// The type name (AuthZEN's `subject.type` / `resource.type`), e.g. `todo`.
+    pub name: Name,
+    pub attributes: Vec<EntityAttr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntityAttr {
+    pub name: Name,
+    pub ty: TypeExpr,
+    /// Where `signed` is written: the attribute's money may be negative.
+    pub signed: Option<Span>,
+    pub source: Source,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelationDecl {
+    pub name: Name,
+    pub params: Vec<TypeExpr>,
+    pub source: Source,
 }
 
 /// `classify TOOL, … as CLASS, …`: the tools (the policy's or the standard library's) are members of the classes,
@@ -330,6 +393,19 @@ pub enum Expr {
         items: Vec<Operand>,
         span: Span,
     },
+    /// `attr in other` / `attr not in other`, where `other` is a set attribute.
+    InSet {
+        attr: Attribute,
+        negated: bool,
+        set: Attribute,
+        span: Span,
+    },
+    /// `owns(principal, resource)`: whether a relation holds between the terms' values.
+    Relation {
+        name: Name,
+        terms: Vec<Operand>,
+        span: Span,
+    },
 }
 
 impl Expr {
@@ -346,7 +422,9 @@ impl Expr {
             | Expr::In { span, .. }
             | Expr::Under { span, .. }
             | Expr::Contains { span, .. }
-            | Expr::Within { span, .. } => *span,
+            | Expr::Within { span, .. }
+            | Expr::InSet { span, .. }
+            | Expr::Relation { span, .. } => *span,
         }
     }
 }
@@ -368,7 +446,7 @@ impl Attribute {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CompareOp {
     Eq,
     Ne,
@@ -425,4 +503,6 @@ pub enum Literal {
     /// Seconds.
     Duration(u64),
     Ident(String),
+    /// Another attribute (`resource.owner`), where an operand may be one.
+    Path(Attribute),
 }

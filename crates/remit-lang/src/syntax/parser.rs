@@ -153,7 +153,9 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::approval_decl
         | Rule::tool_decl
         | Rule::classify_decl
-        | Rule::mandate_decl => "a declaration (`tool`, `effect`, `mandate`, …)",
+        | Rule::mandate_decl
+        | Rule::entity_decl
+        | Rule::relation_decl => "a declaration (`tool`, `effect`, `mandate`, …)",
         Rule::ident => "a name",
         Rule::string => "a string",
         Rule::timestamp => "a timestamp",
@@ -169,6 +171,10 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
             "an operator"
         }
         Rule::list => "a list `[…]`",
+        Rule::path => "an attribute (`resource.owner`)",
+        Rule::term => "a term (`principal`, `subject`, `resource`, an attribute or a string)",
+        Rule::entity_attr => "an attribute `name: type`",
+        Rule::source => "`from data` or `from properties`",
         Rule::outcome => "`deny` or `escalate`",
         Rule::window => "`per operation`, `per hour`, `per day` or `in total`",
         Rule::holder_clause
@@ -307,6 +313,35 @@ impl Lower {
                 Decl::Classify(ClassifyDecl { tools, classes })
             }
             Rule::mandate_decl => self.mandate(inner, span),
+            Rule::entity_decl => {
+                let role = match inner.next().expect("subject or resource").as_str() {
+                    "subject" => EntityRole::Subject,
+                    _ => EntityRole::Resource,
+                };
+                let name = self.name(inner.next().expect("type name"));
+                let attributes = inner
+                    .map(|attr| {
+                        let mut parts = attr.into_inner();
+                        let name = self.name(parts.next().expect("attribute name"));
+                        let (ty, signed) = self.signed_ty(&mut parts);
+                        let source = parts.next().map_or(Source::Data, source);
+                        EntityAttr { name, ty, signed, source }
+                    })
+                    .collect();
+                Decl::Entity(EntityDecl { role, name, attributes })
+            }
+            Rule::relation_decl => {
+                let name = self.name(inner.next().expect("relation name"));
+                let mut params = Vec::new();
+                let mut from = Source::Data;
+                for part in inner {
+                    match part.as_rule() {
+                        Rule::source => from = source(part),
+                        _ => params.push(self.ty(part)),
+                    }
+                }
+                Decl::Relation(RelationDecl { name, params, source: from })
+            }
             other => unreachable!("not a declaration: {other:?}"),
         }
     }
@@ -588,6 +623,13 @@ impl Lower {
                 Expr::Not(Box::new(self.expr(operand)), span)
             }
             Rule::comparison => self.comparison(pair),
+            Rule::relation_atom => {
+                let span = self.tight_span(&pair);
+                let mut inner = pair.into_inner();
+                let name = self.name(inner.next().expect("relation name"));
+                let terms = inner.map(|term| self.term(term)).collect();
+                Expr::Relation { name, terms, span }
+            }
             other => unreachable!("not an expression: {other:?}"),
         }
     }
@@ -613,8 +655,13 @@ impl Lower {
                 Expr::Compare { attr, op, operand, span }
             }
             Rule::in_op | Rule::not_in => {
-                let items = self.list(inner.next().expect("list"));
-                Expr::In { attr, negated: op.as_rule() == Rule::not_in, items, span }
+                let negated = op.as_rule() == Rule::not_in;
+                let right = inner.next().expect("list");
+                if right.as_rule() == Rule::path {
+                    Expr::InSet { attr, negated, set: self.attribute(right), span }
+                } else {
+                    Expr::In { attr, negated, items: self.list(right), span }
+                }
             }
             Rule::under_op => Expr::Under { attr, prefix: self.string(inner.next().expect("prefix")).0, span },
             Rule::contains_op => {
@@ -644,6 +691,19 @@ impl Lower {
         let inner = pair.into_inner().next().expect("operand body");
         let value = match inner.as_rule() {
             Rule::literal => self.literal(inner),
+            Rule::path => Literal::Path(self.attribute(inner)),
+            _ => Literal::Ident(inner.as_str().to_string()),
+        };
+        Operand { value, span }
+    }
+
+    /// A relation atom's term: a string, another attribute, or a name (`principal`, `subject`, `resource`).
+    fn term(&mut self, pair: Pair<'_, Rule>) -> Operand {
+        let span = self.span(&pair);
+        let inner = pair.into_inner().next().expect("term body");
+        let value = match inner.as_rule() {
+            Rule::string => Literal::String(self.string(inner).0),
+            Rule::path => Literal::Path(self.attribute(inner)),
             _ => Literal::Ident(inner.as_str().to_string()),
         };
         Operand { value, span }
@@ -681,6 +741,14 @@ impl Lower {
             }
             other => unreachable!("not a literal: {other:?}"),
         }
+    }
+}
+
+/// `from data` / `from properties`.
+fn source(pair: Pair<'_, Rule>) -> Source {
+    match pair.into_inner().next().map(|p| p.as_rule()) {
+        Some(Rule::source_properties) => Source::Properties,
+        _ => Source::Data,
     }
 }
 

@@ -29,6 +29,8 @@ struct Writer<'p> {
     entries: Vec<DecidingRule>,
     entry_index: HashMap<DecidingRule, u32>,
     too_deep: bool,
+    /// The first attribute the runtime cannot evaluate yet.
+    unsupported: Option<String>,
 }
 
 impl<'p> Writer<'p> {
@@ -42,6 +44,7 @@ impl<'p> Writer<'p> {
             entries: Vec::new(),
             entry_index: HashMap::new(),
             too_deep: false,
+            unsupported: None,
         }
     }
 
@@ -192,6 +195,10 @@ impl<'p> Writer<'p> {
             Attr::Now => (rec::ATTR_NOW, None),
             Attr::Attempt => (rec::ATTR_ATTEMPT, None),
             Attr::Level => (rec::ATTR_LEVEL, None),
+            other => {
+                self.unsupported.get_or_insert_with(|| other.display());
+                (rec::ATTR_LEVEL, None)
+            }
         };
         let mut r = rec::Atom { attr, ty: self.ty(&atom.ty), ..rec::Atom::default() };
         if let Some(name) = name {
@@ -544,6 +551,9 @@ impl<'p> Writer<'p> {
 
         if self.too_deep {
             return Err(ImageError::TooDeep);
+        }
+        if let Some(what) = self.unsupported.take() {
+            return Err(ImageError::Unsupported(what));
         }
         if self.bytes.len() > u32::MAX as usize / 2 {
             return Err(ImageError::TooLarge);

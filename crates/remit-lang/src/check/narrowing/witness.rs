@@ -70,6 +70,9 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     let mut scopes: Option<Json> = None;
     let mut resource: Option<Json> = None;
     let mut attempt: Option<Json> = None;
+    let mut subject_properties = Map::new();
+    let mut resource_properties = Map::new();
+    let mut relations: Vec<(String, Vec<crate::ir::Term>, bool)> = Vec::new();
     for (_, var) in vars.iter() {
         let Var::Present(attr) = var else { continue };
         if !present(attr) {
@@ -89,7 +92,21 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             Attr::ResourceId => resource = Some(attribute(attr, Some(&Type::String))),
             Attr::SubjectScopes => scopes = Some(attribute(attr, Some(&Type::Set(Box::new(Type::String))))),
             Attr::Attempt => attempt = Some(attribute(attr, Some(&Type::Int))),
-            Attr::Now | Attr::SubjectId | Attr::Level => {}
+            Attr::Subject(name) => {
+                let declared = program.subject_attributes.get(name).map(|a| &a.ty);
+                subject_properties.insert(name.clone(), attribute(attr, declared));
+            }
+            Attr::Resource(name) => {
+                let declared = program.resource_attributes.get(name).map(|a| &a.ty);
+                resource_properties.insert(name.clone(), attribute(attr, declared));
+            }
+            Attr::Relation(name, terms) => {
+                let holds = matches!(value_of(attr), Some((Value::Bool(true), _)));
+                relations.push((name.clone(), terms.clone(), holds));
+            }
+            // The solver treats a comparison of two attributes as a bool of its own; its operands carry the values
+            // (a model that disagrees with them is not confirmed, so it is never shown).
+            Attr::Now | Attr::SubjectId | Attr::Level | Attr::Compare(..) | Attr::Member(..) => {}
         }
     }
     if let (true, Some(tool)) = (fill, tool) {
@@ -208,12 +225,45 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     if !attributes.is_empty() {
         context.insert("attributes".into(), Json::Object(attributes));
     }
+    // Each relation atom the model decides, as the tuple of its terms' values in this request.
+    let mut listed: Map<String, Json> = Map::new();
+    for (name, terms, holds) in relations {
+        let term_value = |term: &crate::ir::Term| -> Json {
+            match term {
+                crate::ir::Term::Value(text) => json!(text),
+                crate::ir::Term::Attr(Attr::SubjectId) => json!(subject),
+                crate::ir::Term::Attr(Attr::ResourceId) => resource.clone().unwrap_or(Json::Null),
+                crate::ir::Term::Attr(Attr::Arg(arg)) => arguments.get(arg).cloned().unwrap_or(Json::Null),
+                crate::ir::Term::Attr(Attr::Context(c)) => {
+                    context.get("attributes").and_then(|a| a.get(c)).cloned().unwrap_or(Json::Null)
+                }
+                crate::ir::Term::Attr(Attr::Subject(a)) => subject_properties.get(a).cloned().unwrap_or(Json::Null),
+                crate::ir::Term::Attr(Attr::Resource(a)) => resource_properties.get(a).cloned().unwrap_or(Json::Null),
+                crate::ir::Term::Attr(_) => Json::Null,
+            }
+        };
+        let args: Vec<Json> = terms.iter().map(term_value).collect();
+        let entry = json!({ "args": args, "holds": holds });
+        match listed.entry(name).or_insert_with(|| json!([])) {
+            Json::Array(items) => items.push(entry),
+            _ => unreachable!("inserted as an array"),
+        }
+    }
+    if !listed.is_empty() {
+        context.insert("relations".into(), Json::Object(listed));
+    }
+    if !subject_properties.is_empty() {
+        subject_json["properties"] = Json::Object(subject_properties);
+    }
     let mut request = json!({
         "subject": subject_json,
         "action": { "name": shape.tool, "arguments": arguments_json },
     });
     if let Some(resource) = resource {
         request["resource"] = json!({ "id": resource });
+        if !resource_properties.is_empty() {
+            request["resource"]["properties"] = Json::Object(resource_properties);
+        }
     }
     request["context"] = Json::Object(context);
     request

@@ -1,0 +1,122 @@
+//! Declarations about the world outside the request's own fields: the attributes of subjects and resources
+//! (`subject user { … }`, `resource todo { … }`) and relations (`relation member_of(string, string)`). Conditions
+//! read them (`conditions.rs`); where their values come from is the gateway's business (`from data` /
+//! `from properties`), the module only reads the request.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{err, Checker};
+use crate::ir::{self, EntityAttribute, Type};
+use crate::source::Span;
+use crate::syntax::ast::{Decl, EntityRole};
+
+/// What the declarations say, gathered before any condition is checked.
+#[derive(Debug, Clone, Default)]
+pub(super) struct World {
+    pub entities: Vec<ir::EntityType>,
+    pub subject_attributes: BTreeMap<String, EntityAttribute>,
+    pub resource_attributes: BTreeMap<String, EntityAttribute>,
+    pub relations: BTreeMap<String, ir::Relation>,
+}
+
+/// Attribute names a request already uses for its own fields (`subject.id`, `subject.scopes`, `resource.id`) or that
+/// AuthZEN reserves (`type`, `properties`).
+const RESERVED: [&str; 4] = ["id", "scopes", "type", "properties"];
+
+impl Checker<'_> {
+    /// Collects and checks every `subject`, `resource` and `relation` declaration.
+    pub(super) fn world(&mut self, decls: &[Decl]) {
+        let mut seen_types: HashMap<(EntityRole, String), Span> = HashMap::new();
+        // Where each attribute name was first declared, with its type: one name has one type.
+        let mut first: HashMap<(EntityRole, String), (Type, Span)> = HashMap::new();
+        for decl in decls {
+            let Decl::Entity(e) = decl else { continue };
+            let key = (e.role, e.name.text.clone());
+            if let Some(previous) = seen_types.insert(key, e.name.span) {
+                let what = format!("{} type", e.role.keyword());
+                self.error(err::duplicate_definition(&what, &e.name.text, e.name.span, previous));
+                continue;
+            }
+            let mut attributes = Vec::new();
+            let mut names: HashMap<&str, Span> = HashMap::new();
+            for attr in &e.attributes {
+                let name = attr.name.text.as_str();
+                if let Some(previous) = names.insert(name, attr.name.span) {
+                    self.error(err::duplicate_definition("attribute", name, attr.name.span, previous));
+                    continue;
+                }
+                if RESERVED.contains(&name) {
+                    self.error(err::reserved_attribute(e.role.keyword(), name, attr.name.span));
+                    continue;
+                }
+                let Some(ty) = self.resolve_type(&attr.ty) else { continue };
+                let signed = match attr.signed {
+                    Some(span) if ty != Type::Money && ty != Type::Set(Box::new(Type::Money)) => {
+                        self.error(err::signed_not_money("attribute", name, &ty.display(), span));
+                        continue;
+                    }
+                    Some(_) => true,
+                    None => false,
+                };
+                match first.get(&(e.role, name.to_string())) {
+                    Some((other, at)) if *other != ty => {
+                        let d =
+                            err::conflicting_attribute_type(e.role.keyword(), name, &ty, attr.name.span, other, *at);
+                        self.error(d);
+                        continue;
+                    }
+                    Some(_) => {}
+                    None => {
+                        first.insert((e.role, name.to_string()), (ty.clone(), attr.name.span));
+                    }
+                }
+                let map = match e.role {
+                    EntityRole::Subject => &mut self.world.subject_attributes,
+                    EntityRole::Resource => &mut self.world.resource_attributes,
+                };
+                let entry = map.entry(name.to_string()).or_insert_with(|| EntityAttribute {
+                    ty: ty.clone(),
+                    signed,
+                    source: attr.source,
+                    types: Vec::new(),
+                });
+                // Signed anywhere is signed: a value that is valid for one type of resource stays readable.
+                entry.signed |= signed;
+                entry.types.push(e.name.text.clone());
+                entry.types.sort();
+                attributes.push((name.to_string(), ty, attr.source));
+            }
+            self.world.entities.push(ir::EntityType {
+                role: e.role,
+                name: e.name.text.clone(),
+                attributes,
+                span: e.name.span,
+            });
+        }
+        self.world.entities.sort_by(|a, b| (a.role, &a.name).cmp(&(b.role, &b.name)));
+        for decl in decls {
+            let Decl::Relation(r) = decl else { continue };
+            if let Some(previous) = self.world.relations.get(&r.name.text) {
+                let previous = previous.span;
+                self.error(err::duplicate_definition("relation", &r.name.text, r.name.span, previous));
+                continue;
+            }
+            let mut params = Vec::new();
+            for ty in &r.params {
+                let Some(resolved) = self.resolve_type(ty) else { continue };
+                if !resolved.is_textual() {
+                    self.error(err::relation_parameter(&r.name.text, &resolved.display(), ty.span()));
+                    continue;
+                }
+                params.push(resolved);
+            }
+            if params.len() != r.params.len() {
+                continue;
+            }
+            self.world.relations.insert(
+                r.name.text.clone(),
+                ir::Relation { name: r.name.text.clone(), params, source: r.source, span: r.name.span },
+            );
+        }
+    }
+}
