@@ -594,7 +594,9 @@ pub fn relation_parameter(relation: &str, ty: &str, span: Span) -> Diagnostic {
 pub fn unknown_entity_attribute(role: &str, name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
     let d = Diagnostic::error("remit::unknown-attribute", format!("`{role}.{name}` is not declared"))
         .label(span, format!("no {role} type declares `{name}`"));
-    suggest(d, name, candidates, &format!("declare it: `{role} TYPE {{ {name}: TYPE }}`"))
+    let full: Vec<String> = candidates.iter().map(|c| format!("{role}.{c}")).collect();
+    let full: Vec<&str> = full.iter().map(String::as_str).collect();
+    suggest(d, &format!("{role}.{name}"), &full, &format!("declare it: `{role} TYPE {{ {name}: TYPE }}`"))
 }
 
 pub fn unknown_relation(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ir::{Program, RuleKind};
+use crate::ir::{Attr, Cond, Program, RuleKind, Term};
 use crate::syntax::ast::Window;
 use remit_module::leb128;
 
@@ -32,6 +32,144 @@ pub struct PolicyMeta {
     /// refused; absent in metadata written before they were recorded (then every name is accepted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facts: Option<Vec<String>>,
+    /// What the gateway fills from its data sets or a trusted caller: the declared attributes of subjects and
+    /// resources and the relation tuples conditions ask about. Absent when the policy declares none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<WorldMeta>,
+}
+
+/// The declared world of a policy, as the gateway needs it to fill a request (docs/gateway.md, "Data").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorldMeta {
+    /// `subject TYPE { … }`, sorted by type.
+    pub subjects: Vec<EntityMeta>,
+    /// `resource TYPE { … }`, sorted by type.
+    pub resources: Vec<EntityMeta>,
+    /// `relation NAME(…)`, sorted by name, each with the atoms conditions write.
+    pub relations: Vec<RelationMeta>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntityMeta {
+    /// The type name (AuthZEN's `subject.type` / `resource.type`).
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub attributes: Vec<AttributeMeta>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributeMeta {
+    pub name: String,
+    /// The type as written (`string`, `set<string>`, `money`, a kind's name…).
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// `data` (the gateway's data sets) or `properties` (a trusted enforcement point's AuthZEN properties).
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelationMeta {
+    pub name: String,
+    /// The parameter types as written.
+    pub params: Vec<String>,
+    /// `data` or `properties`.
+    pub source: String,
+    /// Each distinct list of terms a condition asks the relation about (sorted): the gateway looks up exactly these
+    /// tuples for a request, with each term's value in it.
+    pub atoms: Vec<Vec<TermMeta>>,
+}
+
+/// A relation atom's term as the gateway evaluates it against a request.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TermMeta {
+    /// A constant: a string written in the policy, or a mandate's principal.
+    Value(String),
+    /// `subject.id`.
+    Subject,
+    /// `resource.id`.
+    Resource,
+    /// `args.NAME`.
+    Arg(String),
+    /// `context.NAME`.
+    Context(String),
+    /// `subject.NAME` (a declared attribute).
+    SubjectAttribute(String),
+    /// `resource.NAME`.
+    ResourceAttribute(String),
+}
+
+impl TermMeta {
+    fn of(term: &Term) -> Option<TermMeta> {
+        Some(match term {
+            Term::Value(text) => TermMeta::Value(text.clone()),
+            Term::Attr(Attr::SubjectId) => TermMeta::Subject,
+            Term::Attr(Attr::ResourceId) => TermMeta::Resource,
+            Term::Attr(Attr::Arg(name)) => TermMeta::Arg(name.clone()),
+            Term::Attr(Attr::Context(name)) => TermMeta::Context(name.clone()),
+            Term::Attr(Attr::Subject(name)) => TermMeta::SubjectAttribute(name.clone()),
+            Term::Attr(Attr::Resource(name)) => TermMeta::ResourceAttribute(name.clone()),
+            Term::Attr(_) => return None,
+        })
+    }
+}
+
+impl WorldMeta {
+    fn from_program(program: &Program) -> Option<WorldMeta> {
+        use crate::syntax::ast::EntityRole;
+        if program.entities.is_empty() && program.relations.is_empty() {
+            return None;
+        }
+        let entity = |e: &crate::ir::EntityType| EntityMeta {
+            type_name: e.name.clone(),
+            attributes: e
+                .attributes
+                .iter()
+                .map(|(name, ty, source)| AttributeMeta {
+                    name: name.clone(),
+                    ty: ty.display(),
+                    source: source.keyword().to_string(),
+                })
+                .collect(),
+        };
+        let subjects = program.entities.iter().filter(|e| e.role == EntityRole::Subject).map(entity).collect();
+        let resources = program.entities.iter().filter(|e| e.role == EntityRole::Resource).map(entity).collect();
+        let mut atoms: std::collections::BTreeMap<String, std::collections::BTreeSet<Vec<TermMeta>>> =
+            Default::default();
+        for rule in program.mandates.iter().flat_map(|m| &m.rules) {
+            relation_atoms(&rule.condition, &mut |name, terms| {
+                if let Some(terms) = terms.iter().map(TermMeta::of).collect::<Option<Vec<_>>>() {
+                    atoms.entry(name.to_string()).or_default().insert(terms);
+                }
+            });
+        }
+        let relations = program
+            .relations
+            .values()
+            .map(|r| RelationMeta {
+                name: r.name.clone(),
+                params: r.params.iter().map(|t| t.display()).collect(),
+                source: r.source.keyword().to_string(),
+                atoms: atoms.remove(&r.name).unwrap_or_default().into_iter().collect(),
+            })
+            .collect();
+        Some(WorldMeta { subjects, resources, relations })
+    }
+}
+
+/// Calls `found` with every relation atom of `cond`, also inside comparisons.
+fn relation_atoms(cond: &Cond, found: &mut impl FnMut(&str, &[Term])) {
+    match cond {
+        Cond::True | Cond::False => {}
+        Cond::Atom(atom) => {
+            for attr in atom.attr.reads() {
+                if let Attr::Relation(name, terms) = attr {
+                    found(name, terms);
+                }
+            }
+        }
+        Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| relation_atoms(c, found)),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,7 +317,15 @@ impl PolicyMeta {
             .collect();
         facts.sort();
         facts.dedup();
-        PolicyMeta { policy: program.hash.clone(), mandates, approvals, budgets, targets, facts: Some(facts) }
+        PolicyMeta {
+            policy: program.hash.clone(),
+            mandates,
+            approvals,
+            budgets,
+            targets,
+            facts: Some(facts),
+            world: WorldMeta::from_program(program),
+        }
     }
 
     pub fn to_json(&self) -> String {
@@ -278,6 +424,7 @@ mod tests {
             budgets: vec![BudgetMeta { mandate: "m".into(), name: "b".into(), max: 2, window: "hour".into() }],
             targets: vec![TargetMeta { tool: "read_file".into(), argument: "path".into() }],
             facts: Some(vec!["price_sheet".into()]),
+            world: None,
         };
         // The smallest valid module: magic and version.
         let empty = b"\0asm\x01\0\0\0".to_vec();
@@ -316,6 +463,7 @@ mod tests {
             budgets: vec![],
             targets: vec![],
             facts: None,
+            world: None,
         };
         assert_eq!(meta.expiring(100, 0), vec![]);
         assert_eq!(meta.expiring(100, 400), vec![("soon", 500)]);
