@@ -49,6 +49,14 @@ impl Checker<'_> {
                 let attr = self.attr_of(attr);
                 Cond::Atom(Atom { attr, ty, test: Test::Compare(CompareOp::Eq, Value::Bool(!negated)) })
             }
+            // `principal == resource.owner` reads as `resource.owner == principal`.
+            Expr::Compare { attr, op, operand: ast::Operand { value: Literal::Path(other), .. }, span }
+                if attr.root == "principal" && attr.field.is_none() =>
+            {
+                let principal = ast::Operand { value: Literal::Ident("principal".into()), span: attr.span };
+                let swapped = Expr::Compare { attr: other.clone(), op: op.swapped(), operand: principal, span: *span };
+                self.expr(&swapped, negated, env)
+            }
             Expr::Compare { attr, op, operand, span } => {
                 let Some(ty) = self.attribute(attr, env) else { return Cond::True };
                 let ordering = !matches!(op, CompareOp::Eq | CompareOp::Ne);
@@ -302,7 +310,8 @@ impl Checker<'_> {
     fn attribute(&mut self, attr: &ast::Attribute, env: &mut CondEnv<'_, '_>) -> Option<Type> {
         let ty = match (attr.root.as_str(), attr.field.as_deref()) {
             ("args", Some(param)) => return self.argument(param, attr, env),
-            ("resource", Some("id")) | ("subject", Some("id")) => Some(Type::String),
+            // `subject` and `resource` alone are their ids (`subject == resource.owner`).
+            ("resource", Some("id") | None) | ("subject", Some("id") | None) => Some(Type::String),
             ("subject", Some("scopes")) => Some(Type::Set(Box::new(Type::String))),
             ("context", Some(name)) => match self.contexts.get(name) {
                 Some(ty) => Some(ty.clone()),

@@ -54,8 +54,27 @@ pub fn for_level(cond: &Cond, level: usize) -> Cond {
                 Cond::False
             }
         }
-        Cond::Atom(_) => cond.clone(),
+        Cond::Atom(atom) => Cond::Atom(canonical(atom)),
     }
+}
+
+/// One variable for comparisons of two attributes that say the same thing: `b == a` is `a == b`, `a > b` is
+/// `b < a`, and `a != b` is `a == b` negated. The solvers treat a comparison as a bool of its own, so without this
+/// they would see two unrelated bools.
+pub fn canonical(atom: &Atom) -> Atom {
+    let Attr::Compare(left, op, right, ty) = &atom.attr else { return atom.clone() };
+    let (left, op, right, flip) = match op {
+        CompareOp::Ne => (left, CompareOp::Eq, right, true),
+        CompareOp::Gt => (right, CompareOp::Lt, left, false),
+        CompareOp::Ge => (right, CompareOp::Le, left, false),
+        other => (left, *other, right, false),
+    };
+    let (left, right) = if op == CompareOp::Eq && right < left { (right, left) } else { (left, right) };
+    let test = match &atom.test {
+        Test::Compare(test_op, Value::Bool(b)) if flip => Test::Compare(*test_op, Value::Bool(!b)),
+        other => other.clone(),
+    };
+    Atom { attr: Attr::Compare(left.clone(), op, right.clone(), ty.clone()), ty: atom.ty.clone(), test }
 }
 
 /// The negation of a condition, still negation-free.

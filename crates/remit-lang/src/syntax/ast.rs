@@ -469,6 +469,17 @@ impl CompareOp {
         }
     }
 
+    /// The comparison with its operands swapped (`a < b` is `b > a`).
+    pub fn swapped(self) -> CompareOp {
+        match self {
+            CompareOp::Lt => CompareOp::Gt,
+            CompareOp::Le => CompareOp::Ge,
+            CompareOp::Gt => CompareOp::Lt,
+            CompareOp::Ge => CompareOp::Le,
+            other => other,
+        }
+    }
+
     pub fn symbol(self) -> &'static str {
         match self {
             CompareOp::Eq => "==",

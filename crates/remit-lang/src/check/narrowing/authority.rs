@@ -235,6 +235,13 @@ impl Encoder<'_> {
                 if optional(&atom.attr) {
                     parts.push(is(self.vars.id(Var::Present(atom.attr.clone())), true));
                 }
+                // A comparison, membership or relation is defined only when its operands are present: the
+                // solver still treats its value as a bool of its own, but a witness carries the operands.
+                for operand in atom.attr.reads().into_iter().skip(1) {
+                    if optional(operand) && !operand.is_derived() {
+                        parts.push(is(self.vars.id(Var::Present(operand.clone())), true));
+                    }
+                }
                 if let Some(code) = currency(&atom.test) {
                     let var = self.vars.id(Var::Currency(atom.attr.clone()));
                     parts.push(lit(var, Test::Compare(CompareOp::Eq, Value::String(code.to_string()))));

@@ -215,6 +215,13 @@ impl Readable {
             .params
             .iter()
             .filter_map(|(param, _)| vars.find(&Var::Present(Attr::Arg(param.clone()))))
+            // The world a condition reads too: a witness that carries the resource's owner ("a resource owned by
+            // someone else") says more than one without it.
+            .chain(vars.iter().filter_map(|(id, var)| match var {
+                Var::Present(Attr::Subject(_) | Attr::Resource(_) | Attr::ResourceId) => Some(id),
+                Var::Present(attr) if attr.is_derived() => Some(id),
+                _ => None,
+            }))
             .map(|id| is(id, true))
             .collect();
         let named_currency = currencies(goals, vars)
@@ -227,6 +234,8 @@ impl Readable {
             .filter(|(_, var)| match var {
                 Var::Value(Attr::Arg(name), Type::Money) => !t.is_signed(name),
                 Var::Value(Attr::Context(name), Type::Money) => !program.signed_contexts.contains(name),
+                Var::Value(Attr::Subject(name), Type::Money) => !program.subject_attributes[name].signed,
+                Var::Value(Attr::Resource(name), Type::Money) => !program.resource_attributes[name].signed,
                 _ => false,
             })
             .map(|(id, _)| lit(id, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value as Json};
 use super::formula::{Model, Var, VarId, Vars};
 use crate::eval::{argument_digest, decide, Decision, Outcome};
 use crate::ir::{Attr, Binding, MandateId, Program, Type, Value};
+use crate::syntax::ast::CompareOp;
 use crate::value::{format_instant, NANOS_PER_SECOND};
 
 /// What the request is about, besides the model.
@@ -107,6 +108,48 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             // The solver treats a comparison of two attributes as a bool of its own; its operands carry the values
             // (a model that disagrees with them is not confirmed, so it is never shown).
             Attr::Now | Attr::SubjectId | Attr::Level | Attr::Compare(..) | Attr::Member(..) => {}
+        }
+    }
+    // A comparison or membership of two attributes is a bool of its own to the solver: write its operands so that
+    // the interpreter computes the bool the model chose (the left operand as the model has it, the right one
+    // picked to agree). The interpreter confirms the result; a pick that cannot agree is never shown.
+    {
+        let mut slots = Slots {
+            arguments: &mut arguments,
+            attributes: &mut attributes,
+            subject: &mut subject_properties,
+            resource: &mut resource_properties,
+            resource_id: &mut resource,
+        };
+        for (_, var) in vars.iter() {
+            let Var::Present(attr) = var else { continue };
+            if !present(attr) {
+                continue;
+            }
+            let wanted = matches!(value_of(attr), Some((Value::Bool(true), _)));
+            match attr {
+                Attr::Compare(left, op, right, ty) => {
+                    let Some(mut left_json) = slots.get(left) else { continue };
+                    let Some(mut right_json) = agreeing(&left_json, ty, *op, wanted, levels) else { continue };
+                    // Below zero, money is mistyped: raise the left operand instead of lowering the right one.
+                    let negative =
+                        |j: &Json| j.as_str().and_then(crate::value::Money::parse).is_some_and(|m| m.amount.0 < 0);
+                    if *ty == Type::Money && negative(&right_json) {
+                        if let Some(raised) = agreeing(&left_json, ty, CompareOp::Lt, true, levels) {
+                            right_json = left_json;
+                            left_json = raised;
+                            slots.set(left, left_json);
+                        }
+                    }
+                    slots.set(right, right_json);
+                }
+                Attr::Member(item, set, _) => {
+                    if let Some(item_json) = slots.get(item) {
+                        slots.set(set, if wanted { json!([item_json]) } else { json!([]) });
+                    }
+                }
+                _ => {}
+            }
         }
     }
     if let (true, Some(tool)) = (fill, tool) {
@@ -261,12 +304,106 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     });
     if let Some(resource) = resource {
         request["resource"] = json!({ "id": resource });
-        if !resource_properties.is_empty() {
-            request["resource"]["properties"] = Json::Object(resource_properties);
+    }
+    if !resource_properties.is_empty() {
+        if request.get("resource").is_none() {
+            request["resource"] = json!({});
         }
+        request["resource"]["properties"] = Json::Object(resource_properties);
     }
     request["context"] = Json::Object(context);
     request
+}
+
+/// Where a witness keeps the request's values of the attributes it may set.
+struct Slots<'a> {
+    arguments: &'a mut Map<String, Json>,
+    attributes: &'a mut Map<String, Json>,
+    subject: &'a mut Map<String, Json>,
+    resource: &'a mut Map<String, Json>,
+    resource_id: &'a mut Option<Json>,
+}
+
+impl Slots<'_> {
+    fn get(&self, attr: &Attr) -> Option<Json> {
+        match attr {
+            Attr::Arg(name) => self.arguments.get(name).cloned(),
+            Attr::Context(name) => self.attributes.get(name).cloned(),
+            Attr::Subject(name) => self.subject.get(name).cloned(),
+            Attr::Resource(name) => self.resource.get(name).cloned(),
+            Attr::ResourceId => self.resource_id.clone(),
+            _ => None,
+        }
+    }
+
+    /// Sets an attribute the witness may choose (not `subject.id`, which picks the mandate, nor `now`).
+    fn set(&mut self, attr: &Attr, value: Json) {
+        match attr {
+            Attr::Arg(name) if self.arguments.contains_key(name) => {
+                self.arguments.insert(name.clone(), value);
+            }
+            Attr::Context(name) => {
+                self.attributes.insert(name.clone(), value);
+            }
+            Attr::Subject(name) => {
+                self.subject.insert(name.clone(), value);
+            }
+            Attr::Resource(name) => {
+                self.resource.insert(name.clone(), value);
+            }
+            Attr::ResourceId => *self.resource_id = Some(value),
+            _ => {}
+        }
+    }
+}
+
+/// A value for the right operand of `left OP right` that makes the comparison `wanted`, given the left one as a
+/// request carries it; `None` when the type has no such value here.
+fn agreeing(left: &Json, ty: &Type, op: CompareOp, wanted: bool, levels: &[String]) -> Option<Json> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    // The order the right operand must have relative to the left one.
+    let order = match (op, wanted) {
+        (CompareOp::Eq, true) | (CompareOp::Ne, false) | (CompareOp::Lt, false) | (CompareOp::Gt, false) => Equal,
+        (CompareOp::Le, true) | (CompareOp::Ge, false) => Equal,
+        (CompareOp::Eq, false) | (CompareOp::Ne, true) | (CompareOp::Lt, true) | (CompareOp::Ge, true) => Greater,
+        (CompareOp::Le, false) | (CompareOp::Gt, true) => Less,
+    };
+    if order == Equal {
+        return Some(left.clone());
+    }
+    let step: i64 = if order == Greater { 1 } else { -1 };
+    match ty {
+        Type::String | Type::Kind(_) => Some(json!(format!("{}-other", left.as_str()?))),
+        Type::Enum(_, variants) => {
+            let current = left.as_str()?;
+            variants.iter().find(|v| *v != current).map(|v| json!(v))
+        }
+        Type::Bool => Some(json!(!left.as_bool()?)),
+        Type::Int | Type::Duration => {
+            let n = left.as_i64()?.checked_add(step)?;
+            Some(json!(n))
+        }
+        Type::Decimal => {
+            let d = crate::value::Decimal::parse(left.to_string().trim_matches('"'))?;
+            Some(json!(
+                crate::value::Decimal(d.0 + i128::from(step) * 10i128.pow(crate::value::DECIMAL_SCALE)).to_string()
+            ))
+        }
+        Type::Money => {
+            let m = crate::value::Money::parse(left.as_str()?)?;
+            let amount = crate::value::Decimal(m.amount.0 + i128::from(step) * 10i128.pow(crate::value::DECIMAL_SCALE));
+            Some(json!(format!("{amount} {}", m.currency)))
+        }
+        Type::Timestamp => {
+            let t = crate::value::parse_instant(left.as_str()?)?;
+            Some(json!(format_instant(t + i128::from(step) * NANOS_PER_SECOND)))
+        }
+        Type::Level => {
+            let at = levels.iter().position(|l| Some(l.as_str()) == left.as_str())? as i64 + step;
+            levels.get(usize::try_from(at).ok()?).map(|l| json!(l))
+        }
+        Type::Set(_) => None,
+    }
 }
 
 fn int(n: i64) -> Value {
