@@ -30,6 +30,21 @@ use super::{LocalDate, LocalParts, TimeError, Weekday, ZoneTable};
 /// Minutes in a local day: an interval's end may be this (`24:00`).
 pub const MINUTES_PER_DAY: u16 = 1440;
 
+/// Minutes since midnight of a time a calendar writes, `HH:MM` (two digits each, `00:00` to `23:59`, and `24:00`
+/// for the end of the day), or `None`.
+pub fn parse_clock(text: &str) -> Option<u16> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 5 || bytes[2] != b':' || ![0, 1, 3, 4].iter().all(|&i| bytes[i].is_ascii_digit()) {
+        return None;
+    }
+    let digit = |i: usize| u16::from(bytes[i] - b'0');
+    let (hours, minutes) = (digit(0) * 10 + digit(1), digit(3) * 10 + digit(4));
+    match (hours, minutes) {
+        (0..=23, 0..=59) | (24, 0) => Some(hours * 60 + minutes),
+        _ => None,
+    }
+}
+
 /// `[start_minute, end_minute)` on `weekday`, in minutes since local midnight; `start_minute < end_minute <=`
 /// [`MINUTES_PER_DAY`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -228,6 +243,16 @@ mod tests {
             t += 60 * NANOS_PER_SECOND;
         }
         minutes
+    }
+
+    #[test]
+    fn clock_times() {
+        assert_eq!(parse_clock("09:00"), Some(540));
+        assert_eq!(parse_clock("23:59"), Some(1439));
+        assert_eq!(parse_clock("24:00"), Some(MINUTES_PER_DAY));
+        for bad in ["24:01", "25:00", "09:60", "9:00", "09:00 ", "09-00", "+9:00", "０9:00"] {
+            assert_eq!(parse_clock(bad), None, "{bad}");
+        }
     }
 
     #[test]

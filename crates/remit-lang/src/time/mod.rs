@@ -16,7 +16,7 @@
 mod calendar;
 mod zone;
 
-pub use calendar::{Calendar, CalendarError, WeeklyInterval, MINUTES_PER_DAY};
+pub use calendar::{parse_clock, Calendar, CalendarError, WeeklyInterval, MINUTES_PER_DAY};
 pub use zone::{
     tzdb_version, zone_names, Segment, ZoneError, ZoneTable, DEFAULT_FROM, DEFAULT_UNTIL, MAX_OFFSET_SECONDS,
 };
@@ -92,6 +92,18 @@ impl Weekday {
     /// The next day, Sunday followed by Monday.
     pub fn next(self) -> Weekday {
         Weekday::ALL[(usize::from(self.index()) + 1) % 7]
+    }
+
+    /// The days from `self` to `last`, both included, wrapping past Sunday: `mon..fri` is five days, `fri..mon`
+    /// four, `wed..wed` one.
+    pub fn through(self, last: Weekday) -> Vec<Weekday> {
+        let mut days = vec![self];
+        let mut day = self;
+        while day != last {
+            day = day.next();
+            days.push(day);
+        }
+        days
     }
 
     /// The three-letter name a policy writes: `mon` … `sun`.
@@ -262,6 +274,12 @@ mod tests {
         }
         assert_eq!(Weekday::from_short_name("sat"), Some(Weekday::Saturday));
         assert_eq!(Weekday::Sunday.next(), Weekday::Monday);
+        assert_eq!(Weekday::Monday.through(Weekday::Friday).len(), 5);
+        assert_eq!(
+            Weekday::Friday.through(Weekday::Monday),
+            [Weekday::Friday, Weekday::Saturday, Weekday::Sunday, Weekday::Monday]
+        );
+        assert_eq!(Weekday::Wednesday.through(Weekday::Wednesday), [Weekday::Wednesday]);
     }
 
     #[test]
