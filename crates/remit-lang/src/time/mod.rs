@@ -85,8 +85,8 @@ impl Weekday {
 
     /// The weekday of a day number (days since 1970-01-01, a Thursday).
     pub fn of_day(day_number: i64) -> Weekday {
-        // Unwrap-free: rem_euclid(7) is 0..=6.
-        Weekday::ALL[(day_number + 3).rem_euclid(7) as usize]
+        // 1970-01-01 is index 3; the index is in 0..=6, and nothing overflows.
+        Weekday::ALL[((day_number.rem_euclid(7) + 3) % 7) as usize]
     }
 
     /// The next day, Sunday followed by Monday.
@@ -150,7 +150,12 @@ impl LocalDate {
         days_from_civil(self.year.into(), self.month.into(), self.day.into())
     }
 
+    /// The date `day_number` days after 1970-01-01, or `None` when its year is past `i32`.
     pub fn from_day_number(day_number: i64) -> Option<LocalDate> {
+        // Past ±2^40 days the year is far past i32; below, civil_from_days cannot overflow.
+        if day_number.unsigned_abs() > 1 << 40 {
+            return None;
+        }
         let (year, month, day) = civil_from_days(day_number);
         Some(LocalDate { year: i32::try_from(year).ok()?, month: month as u8, day: day as u8 })
     }
@@ -260,6 +265,8 @@ mod tests {
     fn dates_and_weekdays() {
         assert_eq!(Weekday::of_day(0), Weekday::Thursday);
         assert_eq!(Weekday::of_day(-1), Weekday::Wednesday);
+        assert_eq!(Weekday::of_day(4), Weekday::Monday);
+        assert_eq!(Weekday::of_day(i64::MAX), Weekday::of_day(i64::MAX % 7));
         let christmas = LocalDate::parse("2026-12-25").unwrap();
         assert_eq!(christmas.weekday(), Weekday::Friday);
         assert_eq!(LocalDate::from_day_number(christmas.day_number()), Some(christmas));
@@ -272,6 +279,8 @@ mod tests {
             let date = LocalDate::from_day_number(day).unwrap();
             assert_eq!(date.day_number(), day);
         }
+        assert_eq!(LocalDate::from_day_number(i64::MAX), None);
+        assert_eq!(LocalDate::from_day_number(i64::MIN), None);
         assert_eq!(Weekday::from_short_name("sat"), Some(Weekday::Saturday));
         assert_eq!(Weekday::Sunday.next(), Weekday::Monday);
         assert_eq!(Weekday::Monday.through(Weekday::Friday).len(), 5);
