@@ -2,6 +2,7 @@
 # Installs what the test suite needs beyond the Rust toolchain and node, and nothing else (idempotent):
 #   - Debian's rustc, its wasm32 standard library and lld: scripts/build-runtime.sh builds the decision module's
 #     runtime (crates/remit-rt) with them, and tests/runtime_artifact.rs rebuilds it and compares the bytes;
+#   - Debian's tzdata, the reference tests/time_zones.rs compares local times with (through Python's zoneinfo);
 #   - Debian's chromium (a real browser for the picture and inbox tests), graphviz (`dot` checks our DOT),
 #     neovim (a real client of `remit lsp`) and faketime (scripts/any-date.sh runs the gateway a year ahead);
 #   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
@@ -20,6 +21,7 @@ command -v nvim >/dev/null || missing+=(neovim)
 [ -d /usr/lib/rustlib/wasm32-unknown-unknown/lib ] || missing+=(libstd-rust-dev-wasm32)
 [ -x /usr/bin/wasm-ld ] || missing+=(lld)
 command -v faketime >/dev/null || missing+=(faketime)
+[ -f /usr/share/zoneinfo/Europe/Berlin ] || missing+=(tzdata)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \

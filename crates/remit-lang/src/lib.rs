@@ -5,7 +5,8 @@
 //! type-check, lint, prove that every delegation narrows; produces the [`ir`]) → [`eval`] (the reference interpreter,
 //! which defines the semantics) | [`wasm`] (the policy image and the decision module, linked by `remit-module`).
 //! Beside it: [`analysis`] (what the editor asks: symbols, hovers), [`picture`] (graphs, diffs, explanations),
-//! [`testing`] (the policy test runner), [`native`] (the module's runtime called natively over a program's image).
+//! [`testing`] (the policy test runner), [`native`] (the module's runtime called natively over a program's image),
+//! [`time`] (zone tables from the compiled-in tzdb, local time, calendars; the runtime's twin is `remit_rt::time`).
 //!
 //! Must not depend on: an async runtime, an HTTP stack, a database, or wasmtime. The crate does no IO: the `remit`
 //! binary owns files, the terminal and output formats; gateways own time and state and pass them in.
@@ -22,5 +23,6 @@ pub mod source;
 pub mod stdlib;
 pub mod syntax;
 pub mod testing;
+pub mod time;
 pub mod value;
 pub mod wasm;

@@ -6,8 +6,9 @@
 //! into a tape, `digest.rs` is `eval/digest.rs`'s canonical argument digest, `request.rs` is `eval/request.rs`
 //! (reading a request's fields from the tape), `cond.rs` is `eval/cond.rs` (conditions over the policy image),
 //! `decide.rs` and `visible.rs` are `eval/mod.rs` and `eval/visible.rs`, `value.rs` the timestamps, decimals, money
-//! and durations of `value.rs`; `sha256.rs` and `out.rs` (the output writer) have no twin there. `wasm.rs` holds
-//! the artifact's exports and its fixed buffers; it exists only on wasm32.
+//! and durations of `value.rs`, `time.rs` the zone tables and calendars of `time/`; `sha256.rs` and `out.rs` (the
+//! output writer) have no twin there. `wasm.rs` holds the artifact's exports and its fixed buffers; it exists only on
+//! wasm32.
 //!
 //! The whole crate must stay panic-free on wasm32: a panic path that the optimizer cannot remove becomes a call to
 //! an undefined function, which the build script refuses as an import (the module imports nothing and never traps).
@@ -24,6 +25,7 @@ pub mod json;
 pub mod out;
 pub mod request;
 pub mod sha256;
+pub mod time;
 pub mod value;
 pub mod visible;
 #[cfg(target_arch = "wasm32")]
