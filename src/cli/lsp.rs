@@ -369,6 +369,7 @@ impl Server {
                 SymbolKind::Context => lsp::SymbolKind::VARIABLE,
                 SymbolKind::Entity => lsp::SymbolKind::OBJECT,
                 SymbolKind::Relation => lsp::SymbolKind::INTERFACE,
+                SymbolKind::Calendar => lsp::SymbolKind::EVENT,
             },
             tags: None,
             deprecated: None,

@@ -26,6 +26,7 @@ pub enum SymbolKind {
     /// `subject NAME { … }` / `resource NAME { … }`.
     Entity,
     Relation,
+    Calendar,
 }
 
 impl SymbolKind {
@@ -41,6 +42,7 @@ impl SymbolKind {
             SymbolKind::Context => "context attribute",
             SymbolKind::Entity => "subject or resource type",
             SymbolKind::Relation => "relation",
+            SymbolKind::Calendar => "calendar",
         }
     }
 }
@@ -133,6 +135,7 @@ impl Index {
                 self.define(&r.name.text, SymbolKind::Relation, r.name.span, span, text);
                 r.params.iter().for_each(|ty| self.type_uses(ty));
             }
+            Decl::Calendar(c) => self.define(&c.name.text, SymbolKind::Calendar, c.name.span, span, text),
         }
     }
 
@@ -391,6 +394,7 @@ const KEYWORDS: &[&str] = &[
     "allow",
     "approval",
     "budget",
+    "calendar",
     "classify",
     "contains",
     "delegation",
@@ -408,10 +412,15 @@ const KEYWORDS: &[&str] = &[
     "max",
     "not",
     "otherwise",
+    "principal",
+    "properties",
     "purpose",
+    "relation",
     "require",
+    "resource",
     "scope",
     "signed",
+    "subject",
     "target",
     "tool",
     "under",

@@ -95,6 +95,12 @@ pub enum Attr {
     /// `name(terms…)`: whether the relation holds between the terms' values, as the request's
     /// `context.relations` says. A tuple the request does not answer is missing (fails closed).
     Relation(String, Vec<Term>),
+    /// `timestamp in CALENDAR`: whether the instant is within the calendar's hours (in its zone's wall-clock time,
+    /// outside the holidays the request's `context.holidays.CALENDAR` lists when the calendar is closed on them).
+    InCalendar(String, Box<Attr>),
+    /// `later - earlier OP duration`: the exact time between two timestamps compared with a whole number of
+    /// seconds, a bool.
+    Elapsed(Box<Attr>, Box<Attr>, CompareOp, i64),
 }
 
 /// An argument of a relation atom: an attribute's text, or a constant (a string written in the policy, or the
@@ -132,6 +138,10 @@ impl Attr {
             Attr::Relation(name, terms) => {
                 format!("{name}({})", terms.iter().map(Term::display).collect::<Vec<_>>().join(", "))
             }
+            Attr::InCalendar(calendar, instant) => format!("{} in {calendar}", instant.display()),
+            Attr::Elapsed(later, earlier, op, seconds) => {
+                format!("{} - {} {} {seconds}s", later.display(), earlier.display(), op.symbol())
+            }
         }
     }
 
@@ -142,23 +152,31 @@ impl Attr {
                 format!("{} {} {}", left.display(), op.negated().symbol(), right.display())
             }
             Attr::Member(item, set, _) => format!("{} not in {}", item.display(), set.display()),
+            Attr::InCalendar(calendar, instant) => format!("{} not in {calendar}", instant.display()),
+            Attr::Elapsed(later, earlier, op, seconds) => {
+                format!("{} - {} {} {seconds}s", later.display(), earlier.display(), op.negated().symbol())
+            }
             other => format!("not {}", other.display()),
         }
     }
 
     /// Whether the attribute is computed from other attributes (a comparison, a membership, a relation atom).
     pub fn is_derived(&self) -> bool {
-        matches!(self, Attr::Compare(..) | Attr::Member(..) | Attr::Relation(..))
+        matches!(
+            self,
+            Attr::Compare(..) | Attr::Member(..) | Attr::Relation(..) | Attr::InCalendar(..) | Attr::Elapsed(..)
+        )
     }
 
     /// The attributes this one reads, itself included (a derived attribute's operands, recursively).
     pub fn reads(&self) -> Vec<&Attr> {
         let mut out = vec![self];
         match self {
-            Attr::Compare(left, _, right, _) | Attr::Member(left, right, _) => {
+            Attr::Compare(left, _, right, _) | Attr::Member(left, right, _) | Attr::Elapsed(left, right, _, _) => {
                 out.extend(left.reads());
                 out.extend(right.reads());
             }
+            Attr::InCalendar(_, instant) => out.extend(instant.reads()),
             Attr::Relation(_, terms) => {
                 for term in terms {
                     if let Term::Attr(attr) = term {
@@ -405,6 +423,16 @@ pub struct Relation {
     pub span: Span,
 }
 
+/// `calendar NAME in "Zone" { … }`: the weekly hours and the zone's offsets over the window of the mandates that
+/// read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalendarDef {
+    pub name: String,
+    pub calendar: crate::time::Calendar,
+    pub table: crate::time::ZoneTable,
+    pub span: Span,
+}
+
 /// A checked policy set.
 #[derive(Debug, Clone)]
 pub struct Program {
@@ -426,6 +454,7 @@ pub struct Program {
     /// Every declared resource attribute (`resource.NAME`), over all resource types.
     pub resource_attributes: BTreeMap<String, EntityAttribute>,
     pub relations: BTreeMap<String, Relation>,
+    pub calendars: BTreeMap<String, CalendarDef>,
     pub tool_index: BTreeMap<String, ToolId>,
     pub mandate_index: BTreeMap<String, MandateId>,
 }

@@ -114,6 +114,54 @@ impl Checker<'_> {
                 })
             }
             Expr::Relation { name, terms, span } => self.relation(name, terms, *span, negated, env),
+            Expr::InCalendar { attr, negated: not_in, calendar, span: _ } => {
+                let Some(ty) = self.attribute(attr, env) else { return Cond::True };
+                if ty != Type::Timestamp {
+                    self.error(err::not_a_timestamp(&attr.display(), &ty, attr.span));
+                    env.failed = true;
+                    return Cond::True;
+                }
+                if !self.world.calendars.contains_key(&calendar.text) {
+                    let candidates: Vec<&str> = self.world.calendars.keys().map(String::as_str).collect();
+                    let d = err::unknown_calendar(&calendar.text, calendar.span, &candidates);
+                    self.error(d);
+                    env.failed = true;
+                    return Cond::True;
+                }
+                let inside = Attr::InCalendar(calendar.text.clone(), Box::new(self.attr_of(attr)));
+                let holds = *not_in == negated;
+                Cond::Atom(Atom {
+                    attr: inside,
+                    ty: Type::Bool,
+                    test: Test::Compare(CompareOp::Eq, Value::Bool(holds)),
+                })
+            }
+            Expr::Elapsed { later, earlier, op, operand, span: _ } => {
+                let (Some(later_ty), Some(earlier_ty)) = (self.attribute(later, env), self.attribute(earlier, env))
+                else {
+                    return Cond::True;
+                };
+                for (attr, ty) in [(later, &later_ty), (earlier, &earlier_ty)] {
+                    if *ty != Type::Timestamp {
+                        self.error(err::not_a_timestamp(&attr.display(), ty, attr.span));
+                        env.failed = true;
+                    }
+                }
+                // Named as written in a type error: `args.end - args.start` is `duration`.
+                let elapsed = ast::Attribute {
+                    root: format!("{} - {}", later.display(), earlier.display()),
+                    field: None,
+                    span: later.span.to(earlier.span),
+                };
+                let Some(Value::Duration(seconds)) = self.literal(&elapsed, &Type::Duration, operand, env) else {
+                    return Cond::True;
+                };
+                if env.failed {
+                    return Cond::True;
+                }
+                let attr = Attr::Elapsed(Box::new(self.attr_of(later)), Box::new(self.attr_of(earlier)), *op, seconds);
+                Cond::Atom(Atom { attr, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(!negated)) })
+            }
             Expr::In { attr, negated: not_in, items, span } => {
                 let Some(ty) = self.attribute(attr, env) else { return Cond::True };
                 if matches!(ty, Type::Set(_)) {

@@ -645,3 +645,34 @@ pub fn attribute_not_allowed(attr: &str, span: Span) -> Diagnostic {
         .label(span, "a literal is needed here")
         .help("`contains` and `within` take literals; compare two attributes with `==`, `<`, … or `in`")
 }
+
+pub fn unknown_zone(message: &str, help: Option<String>, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::unknown-zone", message.to_string())
+        .label(span, "not a zone of the IANA time zone database")
+        .help(
+            help.unwrap_or_else(|| "name the zone as the tz database does: `Europe/Berlin`, `America/New_York`".into()),
+        )
+}
+
+pub fn calendar_hours(message: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::calendar-hours", message.to_string())
+        .label(span, "not a range of the day")
+        .help("hours are `HH:MM-HH:MM` from 00:00 to 24:00; an end before the start runs past midnight")
+}
+
+pub fn unknown_calendar(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-calendar", format!("calendar `{name}` is not declared"))
+        .label(span, "undeclared calendar");
+    suggest(
+        d,
+        name,
+        candidates,
+        &format!("declare it: `calendar {name} in \"Europe/Berlin\" {{ mon..fri 09:00-17:00 }}`"),
+    )
+}
+
+pub fn not_a_timestamp(attr: &str, ty: &Type, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::type-mismatch", format!("`{attr}` is `{}`, not a timestamp", ty.display()))
+        .label(span, "a timestamp is needed here")
+        .help("calendars and the time between two instants apply to timestamps (`now`, a `timestamp` argument)")
+}

@@ -184,6 +184,9 @@ pub fn program_hash(p: &Program) -> String {
     for r in p.relations.values() {
         lines.push(format!("relation {:?} {:?} {:?}", r.name, r.params, r.source));
     }
+    for c in p.calendars.values() {
+        lines.push(format!("calendar {:?} {:?} table {:?}", c.name, c.calendar, c.table.encode()));
+    }
     for m in &p.mandates {
         let rules = sorted(
             m.rules
@@ -359,6 +362,17 @@ impl<'a> Checker<'a> {
         if self.diagnostics[errors_before..].iter().any(Diagnostic::is_error) {
             return None;
         }
+        let parents: Vec<Option<usize>> = mandates.iter().map(|m| m.parent).collect();
+        self.calendar_windows(&mandates, |leaf| {
+            let mut chain = vec![leaf];
+            while let Some(parent) = parents[*chain.last().expect("not empty")] {
+                if chain.contains(&parent) {
+                    break;
+                }
+                chain.push(parent);
+            }
+            chain
+        });
         let tool_index = tools.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         let mandate_index = mandates.iter().enumerate().map(|(i, m)| (m.name.clone(), i)).collect();
         Some(ir::Program {
@@ -375,6 +389,7 @@ impl<'a> Checker<'a> {
             subject_attributes: self.world.subject_attributes.clone(),
             resource_attributes: self.world.resource_attributes.clone(),
             relations: self.world.relations.clone(),
+            calendars: self.world.calendars.clone(),
             tool_index,
             mandate_index,
         })

@@ -25,7 +25,8 @@ fn defined_name(decl: &Decl) -> Option<(&ast::Name, &'static str)> {
         | Decl::Context(_)
         | Decl::Classify(_)
         | Decl::Entity(_)
-        | Decl::Relation(_) => return None,
+        | Decl::Relation(_)
+        | Decl::Calendar(_) => return None,
     })
 }
 
@@ -109,9 +110,12 @@ impl Checker<'_> {
                     }
                     continue;
                 }
-                Decl::Import(_) | Decl::Context(_) | Decl::Classify(_) | Decl::Entity(_) | Decl::Relation(_) => {
-                    continue
-                }
+                Decl::Import(_)
+                | Decl::Context(_)
+                | Decl::Classify(_)
+                | Decl::Entity(_)
+                | Decl::Relation(_)
+                | Decl::Calendar(_) => continue,
             };
             if let Some((previous, first)) = self.symbols.get(&name.text) {
                 let _ = previous;

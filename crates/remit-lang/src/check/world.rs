@@ -9,6 +9,7 @@ use super::{err, Checker};
 use crate::ir::{self, EntityAttribute, Type};
 use crate::source::Span;
 use crate::syntax::ast::{Decl, EntityRole};
+use crate::time;
 
 /// What the declarations say, gathered before any condition is checked.
 #[derive(Debug, Clone, Default)]
@@ -17,6 +18,7 @@ pub(super) struct World {
     pub subject_attributes: BTreeMap<String, EntityAttribute>,
     pub resource_attributes: BTreeMap<String, EntityAttribute>,
     pub relations: BTreeMap<String, ir::Relation>,
+    pub calendars: BTreeMap<String, ir::CalendarDef>,
 }
 
 /// Attribute names a request already uses for its own fields (`subject.id`, `subject.scopes`, `resource.id`) or that
@@ -118,5 +120,90 @@ impl Checker<'_> {
                 ir::Relation { name: r.name.text.clone(), params, source: r.source, span: r.name.span },
             );
         }
+        for decl in decls {
+            let Decl::Calendar(c) = decl else { continue };
+            if let Some(previous) = self.world.calendars.get(&c.name.text) {
+                let previous = previous.span;
+                self.error(err::duplicate_definition("calendar", &c.name.text, c.name.span, previous));
+                continue;
+            }
+            let (zone, zone_span) = (&c.zone.0, c.zone.1);
+            // The zone over the default window; `Checker::calendar_windows` cuts it to the mandates that read it.
+            let table = match time::ZoneTable::new(zone, None, None) {
+                Ok(table) => table,
+                Err(e) => {
+                    self.error(err::unknown_zone(&e.to_string(), e.help(), zone_span));
+                    continue;
+                }
+            };
+            let mut calendar = time::Calendar::new(zone, c.closed_on_holidays);
+            let mut ok = true;
+            for hours in &c.hours {
+                for &(start, end, span) in &hours.times {
+                    for &day in &hours.days {
+                        let weekday = time::Weekday::from_index(day).expect("the parser gives 0..7");
+                        if let Err(e) = calendar.add(weekday, start, end) {
+                            self.error(err::calendar_hours(&e.to_string(), span));
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+            }
+            if ok {
+                let def = ir::CalendarDef { name: c.name.text.clone(), calendar, table, span: c.name.span };
+                self.world.calendars.insert(c.name.text.clone(), def);
+            }
+        }
+    }
+
+    /// Cuts each calendar's zone table to the instants the mandates that read it can be asked about: from the
+    /// earliest `valid from` to the latest end of their chains, open where one of them is open (then the default
+    /// window, 1970 to 2100). An instant outside the table is unevaluable: the decision fails closed.
+    pub(super) fn calendar_windows(&mut self, mandates: &[ir::Mandate], chain_of: impl Fn(usize) -> Vec<usize>) {
+        let mut windows: BTreeMap<String, (Option<i64>, Option<i64>, bool)> = BTreeMap::new();
+        for (id, mandate) in mandates.iter().enumerate() {
+            let chain = chain_of(id);
+            let from = chain.iter().filter_map(|&m| mandates[m].valid_from).max();
+            let until = chain.iter().filter_map(|&m| mandates[m].valid_until).min();
+            for rule in &mandate.rules {
+                calendars_read(&rule.condition, &mut |name| {
+                    let entry = windows.entry(name.to_string()).or_insert((from, until, false));
+                    if entry.2 {
+                        entry.0 = match (entry.0, from) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            _ => None,
+                        };
+                        entry.1 = match (entry.1, until) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            _ => None,
+                        };
+                    }
+                    entry.2 = true;
+                });
+            }
+        }
+        for (name, (from, until, _)) in windows {
+            if let Some(def) = self.world.calendars.get_mut(&name) {
+                if let Ok(table) = time::ZoneTable::new(def.calendar.zone(), from, until) {
+                    def.table = table;
+                }
+            }
+        }
+    }
+}
+
+/// Calls `found` with the name of every calendar `cond` reads.
+fn calendars_read(cond: &ir::Cond, found: &mut impl FnMut(&str)) {
+    match cond {
+        ir::Cond::True | ir::Cond::False => {}
+        ir::Cond::Atom(atom) => {
+            for attr in atom.attr.reads() {
+                if let ir::Attr::InCalendar(name, _) = attr {
+                    found(name);
+                }
+            }
+        }
+        ir::Cond::And(items) | ir::Cond::Or(items) => items.iter().for_each(|c| calendars_read(c, found)),
     }
 }

@@ -290,8 +290,60 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
                 None => return Err(EvalError::Missing),
             }
         }
+        Attr::InCalendar(name, instant) => {
+            let Fetched::Value(Value::Timestamp(at)) = fetch(instant, &Type::Timestamp, env)? else {
+                return Ok(Fetched::Unknown);
+            };
+            let def = env.program.calendars.get(name).ok_or(EvalError::Missing)?;
+            let holidays = if def.calendar.closed_on_holidays() {
+                match request.holidays.get(name) {
+                    Some(listed) => Some(holiday_dates(listed)?),
+                    None if env.listing => return Ok(Fetched::Unknown),
+                    None => return Err(EvalError::Missing),
+                }
+            } else {
+                None
+            };
+            match def.calendar.contains(&def.table, at, holidays.as_deref()) {
+                Ok(inside) => Value::Bool(inside),
+                Err(crate::time::TimeError::HolidaysMissing) => return Err(EvalError::Missing),
+                // Outside the instants the policy carries the zone for: its local time is unknown here.
+                Err(_) => return Err(EvalError::Incomparable),
+            }
+        }
+        Attr::Elapsed(later, earlier, op, seconds) => {
+            let later = fetch(later, &Type::Timestamp, env)?;
+            let earlier = fetch(earlier, &Type::Timestamp, env)?;
+            let (Fetched::Value(Value::Timestamp(later)), Fetched::Value(Value::Timestamp(earlier))) = (later, earlier)
+            else {
+                return Ok(Fetched::Unknown);
+            };
+            let between = crate::time::nanos_between(earlier, later).ok_or(EvalError::Incomparable)?;
+            let order = crate::time::compare_nanos_to_seconds(between, *seconds);
+            Value::Bool(match op {
+                CompareOp::Eq => order == Ordering::Equal,
+                CompareOp::Ne => order != Ordering::Equal,
+                CompareOp::Lt => order == Ordering::Less,
+                CompareOp::Le => order != Ordering::Greater,
+                CompareOp::Gt => order == Ordering::Greater,
+                CompareOp::Ge => order != Ordering::Less,
+            })
+        }
     };
     Ok(Fetched::Value(value))
+}
+
+/// A calendar's holidays as a request lists them: an array of local dates `YYYY-MM-DD`, sorted here (any item that
+/// is not a date makes the whole list mistyped).
+fn holiday_dates(listed: &Json) -> Result<Vec<crate::time::LocalDate>, EvalError> {
+    let items = listed.as_array().ok_or(EvalError::WrongType)?;
+    let mut dates = items
+        .iter()
+        .map(|item| item.as_str().and_then(crate::time::LocalDate::parse).ok_or(EvalError::WrongType))
+        .collect::<Result<Vec<_>, _>>()?;
+    dates.sort();
+    dates.dedup();
+    Ok(dates)
 }
 
 /// A declared subject or resource attribute's value: decoded by its type; negative money is mistyped unless the
@@ -363,6 +415,20 @@ pub(crate) fn culprit<'a>(attr: &'a Attr, ty: &Type, env: &Env) -> &'a Attr {
             let set_ty = Type::Set(Box::new(item_ty.clone()));
             if fetch(set, &set_ty, env).is_err() {
                 return culprit(set, &set_ty, env);
+            }
+            attr
+        }
+        Attr::InCalendar(_, instant) => {
+            if fetch(instant, &Type::Timestamp, env).is_err() {
+                return culprit(instant, &Type::Timestamp, env);
+            }
+            attr
+        }
+        Attr::Elapsed(later, earlier, _, _) => {
+            for side in [later, earlier] {
+                if fetch(side, &Type::Timestamp, env).is_err() {
+                    return culprit(side, &Type::Timestamp, env);
+                }
             }
             attr
         }

@@ -33,7 +33,7 @@ pub(crate) struct RequestError {
 
 /// The fields a request is read by, as a decision names them (`fields`, docs/requests.md), in byte order: a set of
 /// them is a `u32` whose bit `i` is `FIELDS[i]`, listed in this order.
-pub(crate) const FIELDS: [&str; 23] = [
+pub(crate) const FIELDS: [&str; 24] = [
     "action",
     "action.arguments",
     "action.name",
@@ -43,6 +43,7 @@ pub(crate) const FIELDS: [&str; 23] = [
     "context.attributes",
     "context.counters",
     "context.facts",
+    "context.holidays",
     "context.mandate",
     "context.now",
     "context.operation_id",
@@ -162,6 +163,8 @@ pub(crate) struct Request {
     pub resource_properties: Map<String, Json>,
     /// `context.relations`: per relation, the tuples asked about and whether each holds.
     pub relations: Map<String, Json>,
+    /// `context.holidays`: per calendar, its holidays as local dates `YYYY-MM-DD`.
+    pub holidays: Map<String, Json>,
 }
 
 /// Parses `bytes` as a request.
@@ -236,6 +239,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let counters = p.object(context, "context.counters").cloned().unwrap_or_default();
     let attributes = p.object(context, "context.attributes").cloned().unwrap_or_default();
     let relations = p.object(context, "context.relations").cloned().unwrap_or_default();
+    let holidays = p.object(context, "context.holidays").cloned().unwrap_or_default();
 
     if p.error.is_error() {
         return Err(p.error);
@@ -265,6 +269,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
         subject_properties,
         resource_properties,
         relations,
+        holidays,
     })
 }
 

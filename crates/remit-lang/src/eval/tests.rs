@@ -284,6 +284,7 @@ pub(crate) fn program() -> Program {
         subject_attributes: Default::default(),
         resource_attributes: Default::default(),
         relations: Default::default(),
+        calendars: Default::default(),
     };
     let covered: Vec<Vec<Vec<usize>>> = program
         .mandates

@@ -288,7 +288,7 @@ fn collect(cond: &Cond, out: &mut BTreeSet<Attr>) {
         Cond::Atom(atom) => {
             // A comparison of two attributes shows both; a relation shows its terms and the tuple's answer.
             for attr in atom.attr.reads() {
-                if !matches!(attr, Attr::Compare(..) | Attr::Member(..)) {
+                if !matches!(attr, Attr::Compare(..) | Attr::Member(..) | Attr::InCalendar(..) | Attr::Elapsed(..)) {
                     out.insert(attr.clone());
                 }
             }
@@ -322,7 +322,12 @@ fn request_value(json: &Json, attr: &Attr) -> Option<Json> {
         Attr::Attempt => json.pointer("/context/attempt").cloned(),
         Attr::Subject(name) => json.pointer(&format!("/subject/properties/{}", pointer_escape(name))).cloned(),
         Attr::Resource(name) => json.pointer(&format!("/resource/properties/{}", pointer_escape(name))).cloned(),
-        Attr::Level | Attr::Compare(..) | Attr::Member(..) | Attr::Relation(..) => None,
+        Attr::Level
+        | Attr::Compare(..)
+        | Attr::Member(..)
+        | Attr::Relation(..)
+        | Attr::InCalendar(..)
+        | Attr::Elapsed(..) => None,
     }
 }
 

@@ -32,6 +32,26 @@ pub enum Decl {
     Entity(EntityDecl),
     /// `relation NAME(T, U) [from …]`.
     Relation(RelationDecl),
+    /// `calendar NAME in "Zone" { … }`.
+    Calendar(CalendarDecl),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalendarDecl {
+    pub name: Name,
+    /// The IANA zone's name as written, and where.
+    pub zone: (String, Span),
+    /// Each `DAYS TIMES` line: the weekdays (`mon..fri` expanded) and the clock ranges in minutes of the day.
+    pub hours: Vec<CalendarHours>,
+    pub closed_on_holidays: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalendarHours {
+    /// Weekday indexes, Monday 0.
+    pub days: Vec<u8>,
+    /// `(start, end)` minutes of the day as written (`24:00` is 1440), each with its span.
+    pub times: Vec<(u16, u16, Span)>,
 }
 
 /// Whose attributes an [`EntityDecl`] declares.
@@ -400,6 +420,21 @@ pub enum Expr {
         set: Attribute,
         span: Span,
     },
+    /// `now in business_hours`: whether a timestamp is within a calendar's hours.
+    InCalendar {
+        attr: Attribute,
+        negated: bool,
+        calendar: Name,
+        span: Span,
+    },
+    /// `later - earlier OP duration`: the time between two timestamps compared with a duration.
+    Elapsed {
+        later: Attribute,
+        earlier: Attribute,
+        op: CompareOp,
+        operand: Operand,
+        span: Span,
+    },
     /// `owns(principal, resource)`: whether a relation holds between the terms' values.
     Relation {
         name: Name,
@@ -424,6 +459,8 @@ impl Expr {
             | Expr::Contains { span, .. }
             | Expr::Within { span, .. }
             | Expr::InSet { span, .. }
+            | Expr::InCalendar { span, .. }
+            | Expr::Elapsed { span, .. }
             | Expr::Relation { span, .. } => *span,
         }
     }

@@ -42,3 +42,9 @@ pub fn invisible_character(span: Span, c: char, name: &str, place: &str) -> Diag
              source): remove it; in a string, write what it should match as visible text",
         )
 }
+
+pub fn difference_without_comparison(span: Span) -> Diagnostic {
+    Diagnostic::error("remit::difference-without-comparison", "the time between two timestamps must be compared")
+        .label(span, "a difference alone is not a condition")
+        .help("compare it with a duration: `args.end - args.start <= 8h`")
+}

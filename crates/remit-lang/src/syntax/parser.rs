@@ -155,7 +155,8 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::classify_decl
         | Rule::mandate_decl
         | Rule::entity_decl
-        | Rule::relation_decl => "a declaration (`tool`, `effect`, `mandate`, …)",
+        | Rule::relation_decl
+        | Rule::calendar_decl => "a declaration (`tool`, `effect`, `mandate`, …)",
         Rule::ident => "a name",
         Rule::string => "a string",
         Rule::timestamp => "a timestamp",
@@ -175,6 +176,11 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         Rule::term => "a term (`principal`, `subject`, `resource`, an attribute or a string)",
         Rule::entity_attr => "an attribute `name: type`",
         Rule::source => "`from data` or `from properties`",
+        Rule::calendar_hours | Rule::calendar_holidays => {
+            "opening hours (`mon..fri 09:00-17:00`), `closed on holidays` or `}`"
+        }
+        Rule::weekday => "a weekday (`mon` … `sun`)",
+        Rule::clock_range => "hours `HH:MM-HH:MM`",
         Rule::outcome => "`deny` or `escalate`",
         Rule::window => "`per operation`, `per hour`, `per day` or `in total`",
         Rule::holder_clause
@@ -341,6 +347,44 @@ impl Lower {
                     }
                 }
                 Decl::Relation(RelationDecl { name, params, source: from })
+            }
+            Rule::calendar_decl => {
+                let name = self.name(inner.next().expect("calendar name"));
+                let _ = inner.next(); // `in`
+                let zone = self.string(inner.next().expect("zone"));
+                let mut decl = CalendarDecl { name, zone, hours: Vec::new(), closed_on_holidays: false };
+                for item in inner {
+                    if item.as_rule() == Rule::calendar_holidays {
+                        decl.closed_on_holidays = true;
+                        continue;
+                    }
+                    let mut hours = CalendarHours { days: Vec::new(), times: Vec::new() };
+                    for part in item.into_inner() {
+                        match part.as_rule() {
+                            Rule::weekday_range => {
+                                let names: Vec<u8> = part.into_inner().map(|d| weekday_index(d.as_str())).collect();
+                                let (first, last) = (names[0], *names.last().expect("a weekday"));
+                                let mut day = first;
+                                loop {
+                                    hours.days.push(day);
+                                    if day == last {
+                                        break;
+                                    }
+                                    day = (day + 1) % 7;
+                                }
+                            }
+                            _ => {
+                                let span = self.span(&part);
+                                let mut clocks = part.into_inner().map(|c| clock_minutes(c.as_str()));
+                                let start = clocks.next().expect("start");
+                                let end = clocks.next().expect("end");
+                                hours.times.push((start, end, span));
+                            }
+                        }
+                    }
+                    decl.hours.push(hours);
+                }
+                Decl::Calendar(decl)
             }
             other => unreachable!("not a declaration: {other:?}"),
         }
@@ -638,19 +682,23 @@ impl Lower {
         let span = self.tight_span(&pair);
         let mut inner = pair.into_inner();
         let attr = self.attribute(inner.next().expect("attribute"));
-        let Some(op) = inner.next() else {
+        let Some(mut op) = inner.next() else {
             return Expr::Truthy(attr);
         };
+        if op.as_rule() == Rule::minus {
+            let earlier = self.attribute(inner.next().expect("earlier"));
+            let Some(cmp) = inner.next().filter(|p| p.as_rule() == Rule::cmp_op) else {
+                self.errors.push(err::difference_without_comparison(span));
+                return Expr::Truthy(attr);
+            };
+            let op = compare_op(cmp.as_str());
+            let operand = self.operand(inner.next().expect("operand"));
+            return Expr::Elapsed { later: attr, earlier, op, operand, span };
+        }
+        let _ = &mut op;
         match op.as_rule() {
             Rule::cmp_op => {
-                let op = match op.as_str() {
-                    "==" => CompareOp::Eq,
-                    "!=" => CompareOp::Ne,
-                    "<" => CompareOp::Lt,
-                    "<=" => CompareOp::Le,
-                    ">" => CompareOp::Gt,
-                    _ => CompareOp::Ge,
-                };
+                let op = compare_op(op.as_str());
                 let operand = self.operand(inner.next().expect("operand"));
                 Expr::Compare { attr, op, operand, span }
             }
@@ -659,6 +707,8 @@ impl Lower {
                 let right = inner.next().expect("list");
                 if right.as_rule() == Rule::path {
                     Expr::InSet { attr, negated, set: self.attribute(right), span }
+                } else if right.as_rule() == Rule::ident {
+                    Expr::InCalendar { attr, negated, calendar: self.name(right), span }
                 } else {
                     Expr::In { attr, negated, items: self.list(right), span }
                 }
@@ -742,6 +792,28 @@ impl Lower {
             other => unreachable!("not a literal: {other:?}"),
         }
     }
+}
+
+fn compare_op(text: &str) -> CompareOp {
+    match text {
+        "==" => CompareOp::Eq,
+        "!=" => CompareOp::Ne,
+        "<" => CompareOp::Lt,
+        "<=" => CompareOp::Le,
+        ">" => CompareOp::Gt,
+        _ => CompareOp::Ge,
+    }
+}
+
+/// Monday 0 … Sunday 6.
+fn weekday_index(name: &str) -> u8 {
+    ["mon", "tue", "wed", "thu", "fri", "sat", "sun"].iter().position(|d| *d == name).unwrap_or(0) as u8
+}
+
+/// `HH:MM` as minutes of the day (unchecked: the checker refuses what is not a time of day).
+fn clock_minutes(text: &str) -> u16 {
+    let (h, m) = text.split_once(':').unwrap_or(("0", "0"));
+    h.parse::<u16>().unwrap_or(0) * 60 + m.parse::<u16>().unwrap_or(0)
 }
 
 /// `from data` / `from properties`.

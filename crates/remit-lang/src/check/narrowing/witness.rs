@@ -107,9 +107,21 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             }
             // The solver treats a comparison of two attributes as a bool of its own; its operands carry the values
             // (a model that disagrees with them is not confirmed, so it is never shown).
-            Attr::Now | Attr::SubjectId | Attr::Level | Attr::Compare(..) | Attr::Member(..) => {}
+            Attr::Now
+            | Attr::SubjectId
+            | Attr::Level
+            | Attr::Compare(..)
+            | Attr::Member(..)
+            | Attr::InCalendar(..)
+            | Attr::Elapsed(..) => {}
         }
     }
+    let model_now = match value_of(&Attr::Now) {
+        Some((Value::Timestamp(t), _)) => t,
+        _ => 1_767_225_600 * NANOS_PER_SECOND,
+    };
+    let mut now_override: Option<i128> = None;
+    let mut holidays = Map::new();
     // A comparison or membership of two attributes is a bool of its own to the solver: write its operands so that
     // the interpreter computes the bool the model chose (the left operand as the model has it, the right one
     // picked to agree). The interpreter confirms the result; a pick that cannot agree is never shown.
@@ -148,6 +160,45 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                         slots.set(set, if wanted { json!([item_json]) } else { json!([]) });
                     }
                 }
+                // `t in CALENDAR`: the first whole hour from the model's `now` on (two weeks at most) that is in the
+                // calendar, or out of it, as the model chose; no holidays (an empty list, when the calendar needs one).
+                Attr::InCalendar(name, instant) => {
+                    let Some(def) = program.calendars.get(name) else { continue };
+                    let start = match slots.get(instant).and_then(|j| j.as_str().and_then(crate::value::parse_instant))
+                    {
+                        Some(t) if **instant != Attr::Now => t,
+                        _ => model_now,
+                    };
+                    let hour = 3600 * NANOS_PER_SECOND;
+                    let start = start - start.rem_euclid(hour);
+                    let found = (0..14 * 24)
+                        .map(|h| start + h * hour)
+                        .find(|&t| def.calendar.contains(&def.table, t, Some(&[])) == Ok(wanted));
+                    if let Some(t) = found {
+                        if **instant == Attr::Now {
+                            now_override = Some(t);
+                        } else {
+                            slots.set(instant, json!(format_instant(t)));
+                        }
+                    }
+                    if def.calendar.closed_on_holidays() {
+                        holidays.insert(name.clone(), json!([]));
+                    }
+                }
+                // `later - earlier OP d`: the earlier instant placed d (a second more or less) before the later.
+                Attr::Elapsed(later, earlier, op, seconds) => {
+                    let Some(at) = slots.get(later).and_then(|j| j.as_str().and_then(crate::value::parse_instant))
+                    else {
+                        continue;
+                    };
+                    let between = match agreeing(&json!(0), &Type::Int, *op, wanted, levels) {
+                        // The right operand (here 0) must be above the left: the elapsed time is below `d`.
+                        Some(j) if j.as_i64() == Some(1) => seconds - 1,
+                        Some(j) if j.as_i64() == Some(-1) => seconds + 1,
+                        _ => *seconds,
+                    };
+                    slots.set(earlier, json!(format_instant(at - i128::from(between) * NANOS_PER_SECOND)));
+                }
                 _ => {}
             }
         }
@@ -166,10 +217,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
         ordered.append(&mut arguments);
         arguments = ordered;
     }
-    let now = match value_of(&Attr::Now) {
-        Some((Value::Timestamp(t), _)) => t,
-        _ => 1_767_225_600 * NANOS_PER_SECOND,
-    };
+    let now = now_override.unwrap_or(model_now);
     let subject = match value_of(&Attr::SubjectId) {
         Some((Value::String(s), _)) => s,
         _ => program
@@ -267,6 +315,9 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     }
     if !attributes.is_empty() {
         context.insert("attributes".into(), Json::Object(attributes));
+    }
+    if !holidays.is_empty() {
+        context.insert("holidays".into(), Json::Object(holidays));
     }
     // Each relation atom the model decides, as the tuple of its terms' values in this request.
     let mut listed: Map<String, Json> = Map::new();
