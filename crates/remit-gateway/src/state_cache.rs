@@ -119,7 +119,7 @@ impl std::fmt::Debug for Reads<'_, '_> {
     }
 }
 
-impl Reads<'_, '_> {
+impl<'a> Reads<'_, 'a> {
     /// What `needs` reads at `now`.
     pub fn read(&mut self, needs: &Needs, now: i64) -> StoreResult<Read> {
         match self {
@@ -138,6 +138,18 @@ impl Reads<'_, '_> {
                 }
                 Ok(read)
             }
+        }
+    }
+
+    /// A transaction to read in: the batch's, opened (a read transaction) when it has none yet. What a decision
+    /// reads there is not kept in the cache.
+    pub fn reading_tx(&mut self) -> StoreResult<&mut (dyn Tx + 'a)> {
+        match self {
+            Reads::Tx(tx) => Ok(&mut **tx),
+            Reads::Cached { store, tx, .. } => match tx {
+                Some(tx) => Ok(tx.as_mut()),
+                None => Ok(tx.insert(store.begin_read()?).as_mut()),
+            },
         }
     }
 
