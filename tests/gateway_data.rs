@@ -323,11 +323,24 @@ fn filling_replaces_forged_values_and_keeps_properties_only_from_a_trusted_pep()
     let decided = s.last("decision");
     assert_eq!(decided["request"]["resource"].get("properties"), None);
     assert!(decided["ignored"].as_array().unwrap().contains(&json!("resource.properties.owner")));
-    // A change of the data applies to the next decision.
+    // A change of the data applies to the next decision, also to one that decides without committing (the MCP
+    // proxy's, which otherwise reads the state through a cache).
+    let native = json!({"subject": {"type": "agent", "id": "agent:assistant"},
+                        "action": {"name": "read_todo", "arguments": {"todo": "t1", "board": "b1"}},
+                        "resource": {"type": "todo", "id": "t1"}})
+    .to_string();
+    let owner_seen = || {
+        s.gateway.flush_entries().unwrap();
+        s.last("decision")["request"]["resource"]["properties"]["owner"].clone()
+    };
+    assert!(s.gateway.decide_deferring(native.as_bytes()).allowed());
+    assert_eq!(owner_seen(), json!("user:alice"));
     assert_eq!(
         s.admin("PUT", "/admin/v1/data/entities/todo/t1", Some(r#"{"attributes": {"owner": "user:bob"}}"#)).0,
         200
     );
+    assert!(s.gateway.decide_deferring(native.as_bytes()).allowed());
+    assert_eq!(owner_seen(), json!("user:bob"));
     let body = forged_call("update_todo").to_string();
     s.call("POST", "/access/v1/evaluation", OTHER, Some(body.as_bytes()));
     assert_eq!(s.last("decision")["request"]["resource"]["properties"]["owner"], json!("user:bob"));
@@ -386,8 +399,30 @@ fn the_cli_changes_loads_and_reads_the_data_and_audit_verify_checks_its_entries(
     let world = dir.join("world.json");
     std::fs::write(&world, WORLD).unwrap();
     let store = dir.join("state.db");
-    let served = serve_process(&policy, &store, &["--world", world.to_str().unwrap()]);
+    // `--trusted-pep` names an enforcement point of `--pep-token`, or `remit serve` refuses to start.
+    let refused = remit_bin()
+        .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0", "--store"])
+        .arg(format!("sqlite:{}", dir.join("refused.db").display()))
+        .args(["--pep-token", &format!("backend={BACKEND}"), "--trusted-pep", "frontend"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("`frontend` is not the name of a --pep-token"));
+    let (backend, other) = (format!("backend={BACKEND}"), format!("other={OTHER}"));
+    let flags = ["--world", world.to_str().unwrap(), "--trusted-pep", "backend", "--pep-token", &backend];
+    let served = serve_process(&policy, &store, &[&flags[..], &["--pep-token", &other]].concat());
     let url = served.url.clone();
+    // The served gateway trusts `backend` with properties, and not `other`.
+    for (token, device) in [(BACKEND, json!("laptop-7")), (OTHER, Value::Null)] {
+        let auth = format!("Bearer {token}");
+        let body = forged_call("read_todo").to_string();
+        let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+        let answer = request("POST", &format!("{url}/access/v1/evaluation"), &headers, Some(body.as_bytes())).unwrap();
+        assert_eq!(answer.json()["decision"], json!(true), "{token}");
+        let log = SqliteStore::open_existing(&store).unwrap().begin().unwrap().log_entries(1, 1 << 20).unwrap();
+        let entry: Value = serde_json::from_str(&log.last().unwrap().body).unwrap();
+        assert_eq!(entry["request"]["subject"]["properties"]["device"], device, "{token}");
+    }
     assert_eq!(
         admin_cli(&url, &["put-entity", "todo", "t 1/x", r#"{"owner": "user:alice"}"#]),
         json!({"data_version": 1})
