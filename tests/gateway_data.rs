@@ -316,6 +316,15 @@ fn filling_replaces_forged_values_and_keeps_properties_only_from_a_trusted_pep()
     let request = serde_json::to_vec(&remit_gateway::http::remit_request_keeping(call.as_object().unwrap(), true));
     s.gateway.decide(&request.unwrap());
     assert_eq!(s.last("decision")["request"]["resource"]["properties"], json!({"owner": "user:alice"}));
+    // A tool that declares its resource type looks the resource up as that type, whatever the caller says.
+    let mut call = forged_call("update_todo");
+    call["resource"]["type"] = json!("board");
+    let request = serde_json::to_vec(&remit_gateway::http::remit_request_keeping(call.as_object().unwrap(), true));
+    s.gateway.decide(&request.unwrap());
+    let decided = s.last("decision");
+    assert_eq!(decided["request"]["resource"]["type"], json!("todo"));
+    assert_eq!(decided["request"]["resource"]["properties"], json!({"owner": "user:alice"}));
+    assert!(decided["ignored"].as_array().unwrap().contains(&json!("resource.type")));
     let mut call = forged_call("read_todo");
     call["resource"] = json!({"type": "sticker", "id": "t1", "properties": {"owner": "agent:assistant"}});
     let request = serde_json::to_vec(&remit_gateway::http::remit_request_keeping(call.as_object().unwrap(), true));

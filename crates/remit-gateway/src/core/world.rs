@@ -233,6 +233,17 @@ pub(super) fn strip(request: &mut Map<String, Json>, spec: &WorldSpec, trusted: 
     if spec.is_empty() {
         return;
     }
+    // A tool that declares its resource type acts on resources of that type, whatever the caller calls them (as the
+    // target is what the tool acts on): another type would have the resource's values looked up elsewhere.
+    let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str);
+    if let Some(declared) = tool.and_then(|t| spec.tool_resource_types.get(t)).cloned() {
+        if let Some(Json::Object(resource)) = request.get_mut("resource") {
+            if resource.get("type").is_some_and(|given| given.as_str() != Some(declared.as_str())) {
+                resource.insert("type".into(), Json::String(declared));
+                ignored.push("resource.type".into());
+            }
+        }
+    }
     let kinds = [("subject", spec.subject_type(request).cloned()), ("resource", spec.resource_type(request).cloned())];
     for (side, entity) in kinds {
         let Some(Json::Object(object)) = request.get_mut(side) else { continue };
