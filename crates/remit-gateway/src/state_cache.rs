@@ -14,6 +14,8 @@
 //!   answered for a later time by the same filter as the store's (`expires_at > now`); an earlier time (a clock set
 //!   back) is not answered.
 //! - A decision that writes reads its own transaction, never the cache.
+//! - A decision of a policy that reads the world (`core::world`) reads all of it — its data, looked up by keys no
+//!   cache holds, and its state — in a transaction ([`Reads::reading_tx`]), never the cache.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
