@@ -260,9 +260,9 @@ pub fn date(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
-/// The CSV rows of `text`: each row's fields and the line it starts on.
-fn csv_rows(text: &str) -> Result<Vec<(usize, Vec<String>)>, String> {
-    let mut rows = Vec::new();
+/// Hands each CSV row of `text` to `each`, with the line it starts on (one row at a time: a file of a million rows
+/// is never held as rows and records at once).
+fn csv_rows(text: &str, each: &mut dyn FnMut(usize, Vec<String>) -> Result<(), String>) -> Result<(), String> {
     let mut chars = text.chars().peekable();
     let mut line = 1;
     while chars.peek().is_some() {
@@ -322,17 +322,17 @@ fn csv_rows(text: &str) -> Result<Vec<(usize, Vec<String>)>, String> {
         }
         let blank = fields.len() == 1 && fields[0].trim().is_empty() && !quoted_field;
         if !blank {
-            rows.push((start, fields));
+            each(start, fields)?;
         }
     }
-    Ok(rows)
+    Ok(())
 }
 
 fn parse_csv(text: &str) -> Result<Vec<Record>, String> {
     let mut records: Vec<Record> = Vec::new();
     // Where each entity's record is, so that its later rows add to it.
     let mut entities: std::collections::HashMap<(String, String), usize> = std::collections::HashMap::new();
-    for (line, fields) in csv_rows(text)? {
+    csv_rows(text, &mut |line, fields| {
         let at = |e: String| format!("line {line}: {e}");
         let field = |i: usize, what: &str| non_empty(&fields[i], what).map_err(at);
         match (fields[0].as_str(), fields.len()) {
@@ -377,7 +377,8 @@ fn parse_csv(text: &str) -> Result<Vec<Record>, String> {
                 return Err(at(format!("`{other}`: a row starts with `entity`, `relation` or `holiday`")));
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(records)
 }
 
