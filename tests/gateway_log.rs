@@ -248,6 +248,7 @@ fn manifest_of(policy: &str, revision: Option<u64>) -> Manifest {
         module: "sha256:00".into(),
         built_at: NOW.into(),
         key: None,
+        data: Vec::new(),
     }
 }
 

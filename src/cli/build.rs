@@ -55,15 +55,54 @@ pub fn run(paths: &[PathBuf], output: &Path, packaging: Packaging) -> Result<Exi
         // lost file starts again at 1, which a gateway that served more refuses: it fails closed, naming `--revision`.
         let revision =
             revision.unwrap_or_else(|| remit_gateway::bundle::revision_at(output).map_or(1, |r| r.saturating_add(1)));
-        let bytes = remit_gateway::bundle::write(&wasm, &program.hash, revision, digest, built_at, key.as_ref());
+        let data = data_files(paths)?;
+        let bytes = remit_gateway::bundle::write_with_data(
+            &wasm,
+            &data,
+            &program.hash,
+            revision,
+            digest,
+            built_at,
+            key.as_ref(),
+        );
         let what = if key.is_some() { "signed bundle" } else { "unsigned bundle" };
-        (bytes, format!("{what}, revision {revision}"))
+        let with = match data.len() {
+            0 => String::new(),
+            n => format!(", {n} data file{}", if n == 1 { "" } else { "s" }),
+        };
+        (bytes, format!("{what}, revision {revision}{with}"))
     } else {
         (wasm, "module".to_string())
     };
     std::fs::write(output, &bytes).map_err(|e| format!("cannot write `{}`: {e}", output.display()))?;
     eprintln!("wrote {} ({} bytes): {what}, policy {}", output.display(), bytes.len(), program.hash);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The data files a bundle carries: every `.json`, `.jsonl` and `.csv` file of the `data/` folder of each policy
+/// folder among `paths`, as `data/NAME`, sorted by name; each read as the gateway will read it (a bad record stops
+/// the build, naming the file and the line), so that no bundle is signed that a gateway would refuse.
+fn data_files(paths: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut files = Vec::new();
+    for folder in paths.iter().filter(|p| p.is_dir()).map(|p| p.join("data")).filter(|p| p.is_dir()) {
+        let entries = std::fs::read_dir(&folder).map_err(|e| format!("cannot read `{}`: {e}", folder.display()))?;
+        for entry in entries {
+            let path = entry.map_err(|e| format!("cannot read `{}`: {e}", folder.display()))?.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_string) else { continue };
+            if !path.is_file() || remit_gateway::data::Format::of_file(&name).is_none() {
+                continue;
+            }
+            let bytes = std::fs::read(&path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            let name = format!("data/{name}");
+            if files.iter().any(|(seen, _): &(String, Vec<u8>)| *seen == name) {
+                return Err(format!("two policy folders have `{name}`: give each data file its own name"));
+            }
+            files.push((name, bytes));
+        }
+    }
+    files.sort();
+    remit_gateway::bundle::read_data(&files)?;
+    Ok(files)
 }
 
 /// The compiled policy among `remit eval`'s paths: a single `.wasm` or `.cwasm` file.

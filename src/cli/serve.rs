@@ -70,6 +70,7 @@ impl InboxArgs {
             admin: pairs(&admin, "admin token")?,
             pep: pairs(&pep, "pep token")?,
             anonymous_pep: true,
+            trusted_pep: Default::default(),
         };
         for identity in tokens.inbox.values() {
             if !policy.meta.held_by(identity).is_empty() {
@@ -296,6 +297,14 @@ pub struct ServeArgs {
     /// the AuthZEN interop suites compare them); a request's `options.decision_context` chooses for itself
     #[arg(long, value_name = "full|minimal", default_value = "full")]
     authzen_context: String,
+    /// Trust the enforcement point of this `--pep-token` name with AuthZEN `properties`: its values of attributes
+    /// and relations the policy reads `from properties` are decided on (everyone else's are removed); repeatable
+    #[arg(long, value_name = "NAME")]
+    trusted_pep: Vec<String>,
+    /// What the policy reads about the world and from where (a JSON world spec, docs/gateway.md "Data sets"), until
+    /// the policy's own metadata says it
+    #[arg(long, value_name = "FILE")]
+    world: Option<PathBuf>,
     #[command(flatten)]
     clock: ClockArgs,
     #[command(flatten)]
@@ -441,6 +450,97 @@ pub enum AdminCommand {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Change and read the gateway's data sets: entities' attributes, relation tuples, calendars' holidays
+    /// (docs/gateway.md "Data sets")
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DataCommand {
+    /// Keep an entity's attributes, a JSON object (`'{"owner": "alice"}'`), replacing what the admin kept for it
+    PutEntity {
+        #[arg(value_name = "TYPE")]
+        kind: String,
+        id: String,
+        attributes: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Remove the admin's entity
+    DeleteEntity {
+        #[arg(value_name = "TYPE")]
+        kind: String,
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Print an entity's attributes (the admin's over the bundle's)
+    Entity {
+        #[arg(value_name = "TYPE")]
+        kind: String,
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Add the tuple RELATION(A, B)
+    AddTuple {
+        relation: String,
+        a: String,
+        b: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Remove the admin's tuple RELATION(A, B)
+    RemoveTuple {
+        relation: String,
+        a: String,
+        b: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Print every B with RELATION(A, B); with B, whether RELATION(A, B) holds
+    Tuples {
+        relation: String,
+        a: String,
+        b: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Add a holiday (`YYYY-MM-DD`) to a calendar
+    AddHoliday {
+        calendar: String,
+        date: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Remove a holiday the admin added
+    RemoveHoliday {
+        calendar: String,
+        date: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Print a calendar's holidays
+    Holidays {
+        calendar: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Load a data file (JSON or CSV) in one transaction: all of it, or nothing and the first bad record's line
+    Load {
+        file: PathBuf,
+        /// `json` or `csv` (default: from the file's extension, `.csv` or else JSON)
+        #[arg(long)]
+        format: Option<String>,
+        /// Replace the admin's data with the file's (else the file's records are added)
+        #[arg(long)]
+        replace: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -562,8 +662,8 @@ pub(super) fn load_policy(
     Ok(load_bundled(paths, runtime, verify_key)?.map(|(policy, _)| policy))
 }
 
-/// [`load_policy`], with the bundle's manifest when the policy is a bundle.
-type Loaded = Option<(Policy, Option<remit_gateway::bundle::Manifest>)>;
+/// [`load_policy`], with the bundle's manifest and data files when the policy is a bundle.
+type Loaded = Option<(Policy, Option<(remit_gateway::bundle::Manifest, Vec<(String, Vec<u8>)>)>)>;
 
 /// [`load_policy`] for serving: a bundle's revision is checked against the store's ([`remit_gateway::bundle::admit`];
 /// `force` at start with `--allow-rollback`) before the policy is returned.
@@ -576,10 +676,11 @@ pub(super) fn load_admitted(
     clock: &dyn Clock,
 ) -> Result<Option<Policy>, String> {
     let Some((policy, manifest)) = load_bundled(paths, runtime, verify_key)? else { return Ok(None) };
-    if let Some(manifest) = manifest {
+    if let Some((manifest, data)) = manifest {
         let now = clock.now();
         let path = paths.first().map(|p| p.display().to_string()).unwrap_or_default();
-        remit_gateway::bundle::admit(store, &manifest, now, force).map_err(|e| format!("`{path}`: {e}"))?;
+        remit_gateway::bundle::admit_with_data(store, &manifest, &data, now, force)
+            .map_err(|e| format!("`{path}`: {e}"))?;
     }
     Ok(Some(policy))
 }
@@ -601,7 +702,7 @@ fn load_bundled(
         if policy.compiled.policy() != bundle.manifest.policy {
             return Err(format!("`{}`: the manifest names another policy than its module's", path.display()));
         }
-        return Ok(Some((policy, Some(bundle.manifest))));
+        return Ok(Some((policy, Some((bundle.manifest, bundle.data)))));
     }
     if verify_key.is_some() {
         return Err(
@@ -657,6 +758,13 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         "minimal" => true,
         other => return Err(format!("`{other}`: --authzen-context is `full` or `minimal`")),
     };
+    let world = match &args.world {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            remit_gateway::core::WorldSpec::from_json(&text).map_err(|e| format!("`{}`: {e}", path.display()))?
+        }
+        None => remit_gateway::core::WorldSpec::default(),
+    };
     let store = Arc::new(open_store(&args.store, durability)?);
     let force = args.rollback.allow_rollback;
     let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?
@@ -664,7 +772,13 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(1));
     };
     let signer = head_signer(log_key, store.clone(), clock.clone());
-    let tokens = args.inbox.tokens(&policy, &args.listen, args.tls.client_ca())?;
+    let mut tokens = args.inbox.tokens(&policy, &args.listen, args.tls.client_ca())?;
+    for name in &args.trusted_pep {
+        if !tokens.pep.values().any(|pep| pep == name) {
+            return Err(format!("`{name}` is not the name of a --pep-token: --trusted-pep names an enforcement point"));
+        }
+        tokens.trusted_pep.insert(name.clone());
+    }
     warn_expiring(&policy, clock.as_ref(), horizon);
     let policy_hash = policy.compiled.policy().to_string();
     if args.shadow || !args.shadow_mandate.is_empty() {
@@ -696,6 +810,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             authzen_minimal,
         };
         let gateway = Arc::new(Gateway::new(policy, store, clock, config));
+        gateway.set_world(world);
         if let Some((paths, reloader)) = watch {
             let gateway = gateway.clone();
             std::thread::spawn(move || watch_files(&paths, &reloader, &gateway));
@@ -929,9 +1044,65 @@ pub fn admin(command: AdminCommand) -> Result<ExitCode, String> {
         }
         AdminCommand::State { remote } => remote.call("GET", "/admin/v1/state", None)?,
         AdminCommand::Reload { remote } => remote.call("POST", "/admin/v1/reload", None)?,
+        AdminCommand::Data { command } => data(command)?,
     };
     println!("{}", printable(&answer.to_string(), false));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `remit admin data …`: the gateway's answer.
+fn data(command: DataCommand) -> Result<Json, String> {
+    let segments = |parts: &[&str]| parts.iter().map(|p| path_segment(p)).collect::<Vec<_>>().join("/");
+    match command {
+        DataCommand::PutEntity { kind, id, attributes, remote } => {
+            let attributes: Json = serde_json::from_str(&attributes)
+                .map_err(|e| format!("`{attributes}`: the attributes are a JSON object: {e}"))?;
+            let body = serde_json::json!({"attributes": attributes}).to_string();
+            remote.call("PUT", &format!("/admin/v1/data/entities/{}", segments(&[&kind, &id])), Some(body.as_bytes()))
+        }
+        DataCommand::DeleteEntity { kind, id, remote } => {
+            remote.call("DELETE", &format!("/admin/v1/data/entities/{}", segments(&[&kind, &id])), None)
+        }
+        DataCommand::Entity { kind, id, remote } => {
+            remote.call("GET", &format!("/admin/v1/data/entities/{}", segments(&[&kind, &id])), None)
+        }
+        DataCommand::AddTuple { relation, a, b, remote } => {
+            remote.call("PUT", &format!("/admin/v1/data/relations/{}", segments(&[&relation, &a, &b])), None)
+        }
+        DataCommand::RemoveTuple { relation, a, b, remote } => {
+            remote.call("DELETE", &format!("/admin/v1/data/relations/{}", segments(&[&relation, &a, &b])), None)
+        }
+        DataCommand::Tuples { relation, a, b, remote } => {
+            let path = match &b {
+                Some(b) => segments(&[&relation, &a, b]),
+                None => segments(&[&relation, &a]),
+            };
+            remote.call("GET", &format!("/admin/v1/data/relations/{path}"), None)
+        }
+        DataCommand::AddHoliday { calendar, date, remote } => {
+            remote.call("PUT", &format!("/admin/v1/data/holidays/{}", segments(&[&calendar, &date])), None)
+        }
+        DataCommand::RemoveHoliday { calendar, date, remote } => {
+            remote.call("DELETE", &format!("/admin/v1/data/holidays/{}", segments(&[&calendar, &date])), None)
+        }
+        DataCommand::Holidays { calendar, remote } => {
+            remote.call("GET", &format!("/admin/v1/data/holidays/{}", segments(&[&calendar])), None)
+        }
+        DataCommand::Load { file, format, replace, remote } => {
+            let name = file.display().to_string();
+            let format = match format {
+                Some(format) => format,
+                None if remit_gateway::data::Format::of_file(&name) == Some(remit_gateway::data::Format::Csv) => {
+                    "csv".into()
+                }
+                None => "json".into(),
+            };
+            remit_gateway::data::Format::parse(&format)?;
+            let bytes = std::fs::read(&file).map_err(|e| format!("cannot read `{name}`: {e}"))?;
+            let path = format!("/admin/v1/data/load?format={format}&replace={replace}");
+            remote.call("POST", &path, Some(&bytes)).map_err(|e| format!("`{name}`: {e}"))
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

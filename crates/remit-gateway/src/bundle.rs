@@ -8,8 +8,15 @@
 //! remit-bundle 1\n
 //! {manifest JSON, one line}\n
 //! ed25519:HEX-SIGNATURE-OF-THE-MANIFEST-LINE\n      (or `unsigned\n`)
+//! DATA FILES (each as many bytes as its manifest entry says, in the manifest's order; none in most bundles)
 //! MODULE BYTES (to the end of the file)
 //! ```
+//!
+//! A bundle's data files (`data/*.json`, `data/*.csv` of the policy folder: [`crate::data`]'s formats) are named in
+//! the manifest with their SHA-256 and length, so the signature covers them; a gateway that reads bundles without
+//! data files finds the module changed and refuses such a bundle rather than serve it without its data. When a
+//! bundle is taken ([`admit`]), its data replaces the data of the bundle before it, in the transaction that records
+//! its revision ([`install_data`]).
 //!
 //! Keys are files of one line: `remit-ed25519-secret:HEX` (the 32-byte seed; written 0600) and
 //! `remit-ed25519-public:HEX` (`remit keygen`).
@@ -44,6 +51,31 @@ pub struct Manifest {
     pub built_at: String,
     /// The public key that signed it (`remit-ed25519-public:HEX`), when signed.
     pub key: Option<String>,
+    /// The data files between the signature line and the module, in order (absent when there are none, so that
+    /// a bundle without data is written as before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<DataFile>,
+}
+
+/// A data file of a bundle, as its manifest names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataFile {
+    /// `data/NAME.json` or `data/NAME.csv`.
+    pub name: String,
+    /// `sha256:` of its bytes.
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+impl Manifest {
+    /// `sha256:` over the data files' names and digests, in order: what the store keeps as the bundle data in
+    /// force (`None` for a bundle without data).
+    pub fn data_digest(&self) -> Option<String> {
+        if self.data.is_empty() {
+            return None;
+        }
+        Some(sources_digest(self.data.iter().map(|f| (f.name.as_str(), f.sha256.as_str()))))
+    }
 }
 
 /// A manifest's `revision`: a whole number; a text or null (bundles written before revisions were numbers) is none.
@@ -62,6 +94,8 @@ pub struct Bundle {
     pub manifest: Manifest,
     manifest_line: Vec<u8>,
     signature: Option<Signature>,
+    /// The data files (name, bytes), checked against the manifest.
+    pub data: Vec<(String, Vec<u8>)>,
     pub module: Vec<u8>,
 }
 
@@ -94,6 +128,19 @@ pub fn write(
     built_at: String,
     key: Option<&SigningKey>,
 ) -> Vec<u8> {
+    write_with_data(module, &[], policy, revision, sources, built_at, key)
+}
+
+/// [`write`] with data files (`data/NAME.json` or `data/NAME.csv`, and their bytes).
+pub fn write_with_data(
+    module: &[u8],
+    data: &[(String, Vec<u8>)],
+    policy: &str,
+    revision: u64,
+    sources: String,
+    built_at: String,
+    key: Option<&SigningKey>,
+) -> Vec<u8> {
     let manifest = Manifest {
         policy: policy.to_string(),
         revision: Some(revision),
@@ -101,6 +148,10 @@ pub fn write(
         module: sha256(module),
         built_at,
         key: key.map(|k| public_text(&k.verifying_key()).trim().to_string()),
+        data: data
+            .iter()
+            .map(|(name, bytes)| DataFile { name: name.clone(), sha256: sha256(bytes), bytes: bytes.len() as u64 })
+            .collect(),
     };
     let line = serde_json::to_string(&manifest).expect("plain data serializes");
     let signature = match key {
@@ -112,6 +163,9 @@ pub fn write(
     out.push(b'\n');
     out.extend_from_slice(signature.as_bytes());
     out.push(b'\n');
+    for (_, bytes) in data {
+        out.extend_from_slice(bytes);
+    }
     out.extend_from_slice(module);
     out
 }
@@ -127,9 +181,26 @@ impl Bundle {
         let rest = &rest[line_end + 1..];
         let sig_end = rest.iter().position(|&b| b == b'\n').ok_or("a bundle without a signature line")?;
         let signature_text = std::str::from_utf8(&rest[..sig_end]).map_err(|_| "a broken signature line")?;
-        let module = rest[sig_end + 1..].to_vec();
+        let mut rest = &rest[sig_end + 1..];
         let manifest: Manifest =
             serde_json::from_slice(&manifest_line).map_err(|e| format!("the bundle's manifest is not valid: {e}"))?;
+        let mut data = Vec::with_capacity(manifest.data.len());
+        for file in &manifest.data {
+            let length = usize::try_from(file.bytes).ok().filter(|n| *n <= rest.len());
+            let Some(length) = length else {
+                return Err(format!("the bundle ends inside its data file `{}`", file.name));
+            };
+            let (bytes, after) = rest.split_at(length);
+            if sha256(bytes) != file.sha256 {
+                return Err(format!(
+                    "the bundle's data file `{}` is not the one its manifest names: it was changed",
+                    file.name
+                ));
+            }
+            data.push((file.name.clone(), bytes.to_vec()));
+            rest = after;
+        }
+        let module = rest.to_vec();
         let signature = match signature_text {
             "unsigned" => None,
             text => {
@@ -141,7 +212,7 @@ impl Bundle {
         if sha256(&module) != manifest.module {
             return Err("the bundle's module is not the one its manifest names: it was changed".into());
         }
-        Ok(Bundle { manifest, manifest_line, signature, module })
+        Ok(Bundle { manifest, manifest_line, signature, data, module })
     }
 
     pub fn signed(&self) -> bool {
@@ -174,9 +245,24 @@ pub fn revision_at(path: &std::path::Path) -> Option<u64> {
 /// in force of a store that has served none; two such bundles are not ordered. A newer revision is logged too (a
 /// `policy` entry); the same revision and policy again changes nothing.
 pub fn admit(store: &dyn Store, manifest: &Manifest, now: i64, force: bool) -> Result<(), String> {
+    admit_with_data(store, manifest, &[], now, force)
+}
+
+/// [`admit`] of a bundle with its data files (read first: a bad record refuses the bundle, naming the file and
+/// the line): when the bundle is taken, its data is installed in the same transaction ([`install_data`]).
+pub fn admit_with_data(
+    store: &dyn Store,
+    manifest: &Manifest,
+    data: &[(String, Vec<u8>)],
+    now: i64,
+    force: bool,
+) -> Result<(), String> {
+    let records = read_data(data)?;
     let store_error = |e: StoreError| format!("cannot check the bundle's revision: {e}");
     let revision = manifest.revision.unwrap_or(0);
     let mut tx = store.begin().map_err(store_error)?;
+    // The data of the bundle taken, whether or not its revision is new (the same bundle again changes nothing).
+    install_data(tx.as_mut(), manifest, &records, now).map_err(|e| format!("cannot install the bundle's data: {e}"))?;
     let (in_force, in_force_policy) = tx.bundle_revision().map_err(store_error)?.unwrap_or((0, String::new()));
     let conflicting = revision == in_force && revision > 0 && in_force_policy != manifest.policy;
     let rollback = revision < in_force || conflicting;
@@ -196,7 +282,7 @@ pub fn admit(store: &dyn Store, manifest: &Manifest, now: i64, force: bool) -> R
         return Err(format!("{why}; to roll back on purpose, start the gateway with `--allow-rollback` (logged)"));
     }
     if revision == in_force && !rollback {
-        return Ok(());
+        return tx.commit().map_err(store_error);
     }
     tx.set_bundle_revision(revision, &manifest.policy).map_err(store_error)?;
     let body = serde_json::json!({
@@ -209,4 +295,46 @@ pub fn admit(store: &dyn Store, manifest: &Manifest, now: i64, force: bool) -> R
     });
     tx.append_log(now, "policy", &body.to_string()).map_err(store_error)?;
     tx.commit().map_err(store_error)
+}
+
+/// Reads a bundle's data files: all their records, in order; the error names the file and the line.
+pub fn read_data(data: &[(String, Vec<u8>)]) -> Result<Vec<crate::data::Record>, String> {
+    let mut records = Vec::new();
+    for (name, bytes) in data {
+        let format = crate::data::Format::of_file(name)
+            .ok_or_else(|| format!("`{name}`: a bundle's data file is `.json`, `.jsonl` or `.csv`"))?;
+        records.extend(crate::data::parse(bytes, format).map_err(|e| format!("`{name}`: {e}"))?);
+    }
+    Ok(records)
+}
+
+/// Installs a bundle's data in `tx`: when its data (its manifest's [`Manifest::data_digest`]) is not the data of
+/// the bundle installed before, the bundle origin's data is replaced whole by `records`, the data version moves on
+/// and one `data` entry is logged (digest, files, counts). Replaced, not merged: the bundle is a signed release, and
+/// what a newer release no longer says (an owner removed, a membership revoked) must stop holding; the admin's own
+/// changes (the other origin) stay. A bundle without data removes the data of the bundle before it.
+pub fn install_data(
+    tx: &mut dyn crate::store::Tx,
+    manifest: &Manifest,
+    records: &[crate::data::Record],
+    now: i64,
+) -> Result<(), StoreError> {
+    let digest = manifest.data_digest();
+    let installed = match (tx.data_state(), &digest) {
+        (Ok(state), _) => state.bundle,
+        // A store that keeps no data sets serves a bundle without data as before.
+        (Err(_), None) => return Ok(()),
+        (Err(e), Some(_)) => return Err(e),
+    };
+    if installed == digest {
+        return Ok(());
+    }
+    let removed = tx.clear_data(crate::store::ORIGIN_BUNDLE)?;
+    let counts = crate::data::write(tx, crate::store::ORIGIN_BUNDLE, records)?;
+    let files: Vec<&str> = manifest.data.iter().map(|f| f.name.as_str()).collect();
+    let body = serde_json::json!({"op": "bundle", "policy": manifest.policy, "revision": manifest.revision,
+                                  "digest": digest, "files": files, "removed": removed, "entities": counts.entities,
+                                  "tuples": counts.tuples, "holidays": counts.holidays});
+    crate::core::log_data_change(tx, now, body, Some(digest))?;
+    Ok(())
 }

@@ -9,13 +9,14 @@
 #![allow(clippy::result_large_err)]
 
 use remit_lang::syntax::ast::FactVersion;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
+use axum::extract::RawQuery;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -24,7 +25,8 @@ use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
 use super::conn::{Connections, Limits, Plain};
-use super::core::{ActionError, Decided, Gateway, Histogram, NoExplanation, Policy};
+use super::core::{ActionError, DataChange, Decided, Gateway, Histogram, NoExplanation, Policy};
+use super::data::Format;
 use super::https::{ServerTls, TlsListener};
 use super::store::StopRecord;
 
@@ -34,6 +36,8 @@ pub const MAX_BODY: usize = 262_144;
 pub const MAX_BATCH_BODY: usize = 4 << 20;
 /// The most evaluations one batch may carry.
 pub const MAX_BATCH: usize = 1000;
+/// The largest data file a bulk load takes (`POST /admin/v1/data/load`): a million tuples fit.
+pub const MAX_DATA_BODY: usize = 256 << 20;
 
 /// Who may use the inbox, the admin API and the decision endpoints: bearer token → identity.
 #[derive(Debug, Clone)]
@@ -44,12 +48,21 @@ pub struct Tokens {
     pub pep: BTreeMap<String, String>,
     /// Whether a caller that shows no PEP credential (token or client certificate) may ask for decisions.
     pub anonymous_pep: bool,
+    /// The enforcement points (names of `pep` tokens) trusted with AuthZEN `properties`: their `from properties`
+    /// values are decided on (`--trusted-pep NAME`); every other caller's are removed.
+    pub trusted_pep: BTreeSet<String>,
 }
 
 impl Default for Tokens {
     /// No tokens; decisions open to anyone who reaches the gateway (what `remit serve` on loopback has by default).
     fn default() -> Tokens {
-        Tokens { inbox: BTreeMap::new(), admin: BTreeMap::new(), pep: BTreeMap::new(), anonymous_pep: true }
+        Tokens {
+            inbox: BTreeMap::new(),
+            admin: BTreeMap::new(),
+            pep: BTreeMap::new(),
+            anonymous_pep: true,
+            trusted_pep: BTreeSet::new(),
+        }
     }
 }
 
@@ -135,6 +148,21 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
         .route("/admin/v1/stop-ids/{id}", put(admin_stop_record).delete(admin_clear_stop_record))
         .route("/admin/v1/facts/{name}", put(admin_fact))
         .route("/admin/v1/reload", post(admin_reload))
+        .route(
+            "/admin/v1/data/entities/{kind}/{id}",
+            get(admin_data_entity).put(admin_data_put_entity).delete(admin_data_delete_entity),
+        )
+        .route("/admin/v1/data/relations/{relation}/{a}", get(admin_data_related))
+        .route(
+            "/admin/v1/data/relations/{relation}/{a}/{b}",
+            get(admin_data_holds).put(admin_data_add_tuple).delete(admin_data_remove_tuple),
+        )
+        .route("/admin/v1/data/holidays/{calendar}", get(admin_data_holidays))
+        .route(
+            "/admin/v1/data/holidays/{calendar}/{date}",
+            put(admin_data_add_holiday).delete(admin_data_remove_holiday),
+        )
+        .route("/admin/v1/data/load", post(admin_data_load).layer(DefaultBodyLimit::max(MAX_DATA_BODY)))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(echo_request_id))
@@ -237,6 +265,12 @@ fn parse_object(body: &[u8]) -> Result<Map<String, Json>, Response> {
 /// `action.arguments` or else `action.properties`; `resource.id`; `context` as it is. `type`s are kept only in the
 /// log's copy of the AuthZEN request.
 pub fn remit_request(authzen: &Map<String, Json>) -> Json {
+    remit_request_keeping(authzen, false)
+}
+
+/// [`remit_request`]; with `world` (the policy reads the world: `core::world`) also the subject's and the
+/// resource's `type` and `properties` (the credential aside), which the gateway then strips and fills.
+pub fn remit_request_keeping(authzen: &Map<String, Json>, world: bool) -> Json {
     let field = |object: &str, key: &str| authzen.get(object).and_then(|o| o.get(key)).cloned();
     let mut subject = Map::new();
     if let Some(id) = field("subject", "id") {
@@ -246,6 +280,21 @@ pub fn remit_request(authzen: &Map<String, Json>) -> Json {
         .or_else(|| authzen.get("subject").and_then(|s| s.pointer("/properties/credential")).cloned());
     if let Some(credential) = credential {
         subject.insert("credential".into(), credential);
+    }
+    // The world's keys and values (the subject's and the resource's type and properties), when the policy reads them.
+    let world_of = |entity: &str, into: &mut Map<String, Json>| {
+        if let Some(kind) = field(entity, "type") {
+            into.insert("type".into(), kind);
+        }
+        if let Some(Json::Object(mut properties)) = field(entity, "properties") {
+            if entity == "subject" {
+                properties.remove("credential");
+            }
+            into.insert("properties".into(), Json::Object(properties));
+        }
+    };
+    if world {
+        world_of("subject", &mut subject);
     }
     let mut action = Map::new();
     if let Some(name) = field("action", "name") {
@@ -258,7 +307,12 @@ pub fn remit_request(authzen: &Map<String, Json>) -> Json {
     request.insert("subject".into(), Json::Object(subject));
     request.insert("action".into(), Json::Object(action));
     if let Some(id) = field("resource", "id") {
-        request.insert("resource".into(), json!({"id": id}));
+        let mut resource = Map::new();
+        resource.insert("id".into(), id);
+        if world {
+            world_of("resource", &mut resource);
+        }
+        request.insert("resource".into(), Json::Object(resource));
     }
     if let Some(context) = authzen.get("context") {
         request.insert("context".into(), context.clone());
@@ -287,10 +341,25 @@ fn authzen_answer(decided: &Decided) -> Json {
     json!({"decision": decided.allowed(), "context": context})
 }
 
-async fn run_decision(app: &Arc<App>, request: Vec<u8>) -> Decided {
+/// Whether the caller of a decision request is an enforcement point the operator trusts with `properties`: its PEP
+/// token's name is one of `--trusted-pep` (a client certificate alone is not trusted with them).
+fn trusted_caller(app: &App, headers: &HeaderMap) -> bool {
+    if app.tokens.trusted_pep.is_empty() {
+        return false;
+    }
+    let name = bearer_token(headers).filter(|t| !t.is_empty()).and_then(|t| find_token(&app.tokens.pep, t));
+    name.is_some_and(|name| app.tokens.trusted_pep.contains(&name))
+}
+
+/// [`remit_request_keeping`] for the policy in force.
+fn authzen_to_remit(app: &App, authzen: &Map<String, Json>) -> Json {
+    remit_request_keeping(authzen, !app.gateway.world().is_empty())
+}
+
+async fn run_decision(app: &Arc<App>, request: Vec<u8>, trusted: bool) -> Decided {
     let gateway = app.gateway.clone();
     let started = Instant::now();
-    let decided = blocking_decision(app, move || gateway.decide(&request)).await;
+    let decided = blocking_decision(app, move || gateway.decide_as(&request, trusted)).await;
     let elapsed = started.elapsed();
     app.latency.observe(elapsed.as_secs_f64());
     if let (true, Ok(d)) = (app.gateway.config().access_log, &decided) {
@@ -406,7 +475,7 @@ fn answer(decided: &Decided, minimal: bool) -> Json {
     }
 }
 
-async fn evaluation(State(app): Shared, body: Bytes) -> Response {
+async fn evaluation(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
     let object = match parse_object(&body) {
         Ok(object) => object,
         Err(response) => return response,
@@ -415,12 +484,13 @@ async fn evaluation(State(app): Shared, body: Bytes) -> Response {
         Ok(minimal) => minimal,
         Err(response) => return response,
     };
-    let request = serde_json::to_vec(&remit_request(&object)).expect("JSON serializes");
-    let decided = run_decision(&app, request).await;
+    let request = serde_json::to_vec(&authzen_to_remit(&app, &object)).expect("JSON serializes");
+    let decided = run_decision(&app, request, trusted_caller(&app, &headers)).await;
     json_response(StatusCode::OK, answer(&decided, minimal).to_string())
 }
 
-async fn evaluations(State(app): Shared, body: Bytes) -> Response {
+async fn evaluations(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
+    let trusted = trusted_caller(&app, &headers);
     let object = match parse_object(&body) {
         Ok(object) => object,
         Err(response) => return response,
@@ -452,8 +522,8 @@ async fn evaluations(State(app): Shared, body: Bytes) -> Response {
         if let Err(response) = require_members(&object, EVALUATION_MEMBERS, "") {
             return response;
         }
-        let request = serde_json::to_vec(&remit_request(&object)).expect("JSON serializes");
-        let decided = run_decision(&app, request).await;
+        let request = serde_json::to_vec(&authzen_to_remit(&app, &object)).expect("JSON serializes");
+        let decided = run_decision(&app, request, trusted).await;
         return json_response(StatusCode::OK, answer(&decided, minimal).to_string());
     }
     // Every evaluation is checked before any is decided: a bad batch is refused whole, and changes nothing.
@@ -472,11 +542,11 @@ async fn evaluations(State(app): Shared, body: Bytes) -> Response {
         if let Err(response) = require_members(&merged, EVALUATION_MEMBERS, &format!("evaluation {index}: ")) {
             return response;
         }
-        requests.push(serde_json::to_vec(&remit_request(&merged)).expect("JSON serializes"));
+        requests.push(serde_json::to_vec(&authzen_to_remit(&app, &merged)).expect("JSON serializes"));
     }
     let mut answers = Vec::new();
     for request in requests {
-        let decided = run_decision(&app, request).await;
+        let decided = run_decision(&app, request, trusted).await;
         let allowed = decided.allowed();
         answers.push(answer(&decided, minimal));
         if (semantic == "deny_on_first_deny" && !allowed) || (semantic == "permit_on_first_permit" && allowed) {
@@ -580,7 +650,7 @@ fn canonical(value: &Json) -> String {
 /// The tools the subject may call (the module's listing with the gateway's state), sorted by name:
 /// `{"results": [{"name": …}], "page": {"next_token", "count", "total"}}`, a page of at most `page.limit` results
 /// with `page.token` the `next_token` of the page before.
-async fn search_action(State(app): Shared, body: Bytes) -> Response {
+async fn search_action(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
     let object = match parse_object(&body) {
         Ok(object) => object,
         Err(response) => return response,
@@ -589,12 +659,13 @@ async fn search_action(State(app): Shared, body: Bytes) -> Response {
         Ok(page) => page,
         Err(response) => return response,
     };
-    let mut request = remit_request(&object);
+    let mut request = authzen_to_remit(&app, &object);
     // The listing needs no action; a placeholder name keeps the request well-formed for the module.
     request["action"] = json!({"name": "", "arguments": {}});
     let bytes = serde_json::to_vec(&request).expect("JSON serializes");
     let gateway = app.gateway.clone();
-    let listing = tokio::task::spawn_blocking(move || gateway.visible_tools(&bytes)).await;
+    let trusted = trusted_caller(&app, &headers);
+    let listing = tokio::task::spawn_blocking(move || gateway.visible_tools_as(&bytes, trusted)).await;
     let listing = match listing {
         Ok(Ok(listing)) => listing,
         _ => return error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, "the store is unavailable"),
@@ -613,8 +684,8 @@ async fn search_action(State(app): Shared, body: Bytes) -> Response {
 }
 
 /// remit's decision JSON unchanged; the decision id (and the access request of an escalation) in headers.
-async fn decide(State(app): Shared, body: Bytes) -> Response {
-    let decided = run_decision(&app, body.to_vec()).await;
+async fn decide(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
+    let decided = run_decision(&app, body.to_vec(), trusted_caller(&app, &headers)).await;
     let mut response = json_response(StatusCode::OK, decided.decision.clone());
     let headers = response.headers_mut();
     if let Ok(id) = HeaderValue::from_str(&decided.id) {
@@ -1042,6 +1113,173 @@ async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<Str
     let answer = json!({"fact": name, "version": version.to_json()}).to_string();
     match blocking(move || gateway.set_fact(&n, &version, &identity)).await {
         Ok(()) => json_response(StatusCode::OK, answer),
+        Err(response) => response,
+    }
+}
+
+/// The data sets (docs/gateway.md "Data sets"): a change by the admin, answered with the new data version.
+async fn change_data(app: Arc<App>, headers: HeaderMap, change: DataChange) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.admin) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    match blocking(move || gateway.change_data(&change, &identity)).await {
+        Ok(version) => json_response(StatusCode::OK, json!({"data_version": version}).to_string()),
+        Err(response) => response,
+    }
+}
+
+/// A read of the data sets by key.
+async fn read_data(
+    app: Arc<App>,
+    headers: HeaderMap,
+    read: impl FnOnce(&Gateway) -> Result<Json, ActionError> + Send + 'static,
+) -> Response {
+    if let Err(response) = authenticate(&headers, &app.tokens.admin) {
+        return response;
+    }
+    let gateway = app.gateway.clone();
+    match blocking(move || read(&gateway)).await {
+        Ok(answer) => json_response(StatusCode::OK, answer.to_string()),
+        Err(response) => response,
+    }
+}
+
+/// `PUT /admin/v1/data/entities/TYPE/ID` with `{"attributes": {…}}`: the admin's attributes of the entity (replaced
+/// whole).
+async fn admin_data_put_entity(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((kind, id)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    if let Err(response) = authenticate(&headers, &app.tokens.admin) {
+        return response;
+    }
+    let object = match parse_object(&body) {
+        Ok(object) => object,
+        Err(response) => return response,
+    };
+    let attributes = match (object.get("attributes"), object.len()) {
+        (Some(Json::Object(attributes)), 1) => attributes.clone(),
+        _ => return error(StatusCode::BAD_REQUEST, "http.bad-request", "the body must be `{\"attributes\": {…}}`"),
+    };
+    change_data(app, headers, DataChange::Entity { kind, id, attributes: Some(attributes) }).await
+}
+
+async fn admin_data_delete_entity(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((kind, id)): Path<(String, String)>,
+) -> Response {
+    change_data(app, headers, DataChange::Entity { kind, id, attributes: None }).await
+}
+
+/// `GET /admin/v1/data/entities/TYPE/ID`: the entity's attributes over both origins (`404` when none keeps it).
+async fn admin_data_entity(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((kind, id)): Path<(String, String)>,
+) -> Response {
+    read_data(app, headers, move |gateway| match gateway.data_entity(&kind, &id)? {
+        Some(attributes) => Ok(json!({"type": kind, "id": id, "attributes": attributes})),
+        None => Err(ActionError::NotFound(format!("no entity `{kind}` `{id}` in the data sets"))),
+    })
+    .await
+}
+
+async fn admin_data_add_tuple(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((relation, a, b)): Path<(String, String, String)>,
+) -> Response {
+    change_data(app, headers, DataChange::Tuple { relation, a, b, holds: true }).await
+}
+
+async fn admin_data_remove_tuple(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((relation, a, b)): Path<(String, String, String)>,
+) -> Response {
+    change_data(app, headers, DataChange::Tuple { relation, a, b, holds: false }).await
+}
+
+/// `GET /admin/v1/data/relations/R/A/B`: `{"holds": bool}`.
+async fn admin_data_holds(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((relation, a, b)): Path<(String, String, String)>,
+) -> Response {
+    read_data(app, headers, move |gateway| {
+        let holds = gateway.data_holds(&relation, &a, &b)?;
+        Ok(json!({"relation": relation, "args": [a, b], "holds": holds}))
+    })
+    .await
+}
+
+/// `GET /admin/v1/data/relations/R/A`: every `B` with `R(A, B)`.
+async fn admin_data_related(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((relation, a)): Path<(String, String)>,
+) -> Response {
+    read_data(app, headers, move |gateway| {
+        let related = gateway.data_related(&relation, &a)?;
+        Ok(json!({"relation": relation, "a": a, "b": related}))
+    })
+    .await
+}
+
+async fn admin_data_add_holiday(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((calendar, date)): Path<(String, String)>,
+) -> Response {
+    change_data(app, headers, DataChange::Holiday { calendar, date, holds: true }).await
+}
+
+async fn admin_data_remove_holiday(
+    State(app): Shared,
+    headers: HeaderMap,
+    Path((calendar, date)): Path<(String, String)>,
+) -> Response {
+    change_data(app, headers, DataChange::Holiday { calendar, date, holds: false }).await
+}
+
+/// `GET /admin/v1/data/holidays/CALENDAR`: the calendar's holidays, sorted.
+async fn admin_data_holidays(State(app): Shared, headers: HeaderMap, Path(calendar): Path<String>) -> Response {
+    read_data(app, headers, move |gateway| {
+        let dates = gateway.data_related(crate::store::HOLIDAY_RELATION, &calendar)?;
+        Ok(json!({"calendar": calendar, "holidays": dates}))
+    })
+    .await
+}
+
+/// `POST /admin/v1/data/load?format=json|csv[&replace=true]` with the file as the body: a bulk load, atomic
+/// (`422` naming the first bad record's line, and nothing loaded).
+async fn admin_data_load(State(app): Shared, headers: HeaderMap, RawQuery(query): RawQuery, body: Bytes) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.admin) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let (mut format, mut replace) = (Format::Json, false);
+    for pair in query.as_deref().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("format", value)) => match Format::parse(value) {
+                Ok(parsed) => format = parsed,
+                Err(message) => return error(StatusCode::BAD_REQUEST, "http.bad-request", message),
+            },
+            Some(("replace", value @ ("true" | "false"))) => replace = value == "true",
+            _ => {
+                let message = format!("`{pair}`: the query is `format=json|csv` and `replace=true|false`");
+                return error(StatusCode::BAD_REQUEST, "http.bad-request", message);
+            }
+        }
+    }
+    let gateway = app.gateway.clone();
+    match blocking(move || gateway.load_data(&body, format, replace, &identity)).await {
+        Ok(answer) => json_response(StatusCode::OK, answer.to_string()),
         Err(response) => response,
     }
 }

@@ -11,7 +11,8 @@
 //!   stops and facts — no HTTP;
 //! - [`audit`]: the log's hash chain, `why`, receipts, [`head`] the log's signed head; [`replay`]: re-deciding a log
 //!   under another policy;
-//! - [`bundle`]: signed policy bundles; [`keys`] the ed25519 keys and signatures both are signed with;
+//! - [`data`]: the data sets' file formats (JSON, CSV) and how their records are written into a store;
+//! - [`bundle`]: signed policy bundles (with their data files); [`keys`] the ed25519 keys and signatures both are signed with;
 //! - [`clock`]: where the time comes from;
 //! - [`http`]: AuthZEN, the native API, the inbox, the admin API and metrics over HTTP; [`conn`] its servers'
 //!   connections (limit, header and idle timeouts); [`https`] their TLS;
@@ -24,6 +25,7 @@ pub mod client;
 pub mod clock;
 pub mod conn;
 pub mod core;
+pub mod data;
 pub mod head;
 pub mod http;
 pub mod https;

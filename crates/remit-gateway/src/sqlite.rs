@@ -33,7 +33,9 @@ use super::wal_index::WalIndexHeader;
 /// rounds and decides every round as a new call, which is safe, so it needs no new version.
 /// So did `bundle_revision` (the bundle revision in force, which refuses rollbacks) and `log_heads` (the log's signed
 /// heads), made when a gateway opens a store without them: a gateway that does not know them serves bundles and
-/// writes the log as before, and the log's chain stays what `remit audit verify` checks. Version 4 keeps a
+/// writes the log as before, and the log's chain stays what `remit audit verify` checks. So did the data sets
+/// (`entities`, `tuples`, `data_state`; docs/gateway.md "Data sets"): a gateway that does not know them fills no
+/// data into requests, and a rule that reads data then fails closed (its value is missing). Version 4 keeps a
 /// fact's version with its type (`facts.version` without affinity: the `INTEGER` column of versions 1 to 3 turned
 /// the string `"1e3"` into the number 1000 and `"3.3"` into a real no read accepted), binds approvals to the agent
 /// they were minted for (`approvals.agent`) and records when one was consumed and what an access request's call
@@ -75,6 +77,14 @@ CREATE TABLE IF NOT EXISTS bundle_revision (
   id INTEGER PRIMARY KEY CHECK (id = 1), revision INTEGER NOT NULL, policy TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log_heads (
   seq INTEGER NOT NULL, hash TEXT NOT NULL, time INTEGER NOT NULL, key TEXT NOT NULL, signature TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entities (
+  type TEXT NOT NULL, id TEXT NOT NULL, origin TEXT NOT NULL, attributes TEXT NOT NULL,
+  PRIMARY KEY (type, id, origin)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tuples (
+  relation TEXT NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL, origin TEXT NOT NULL,
+  PRIMARY KEY (relation, a, b, origin)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS data_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, bundle TEXT);
 CREATE TABLE IF NOT EXISTS log (
   seq INTEGER PRIMARY KEY, time INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL,
   hash TEXT NOT NULL);
@@ -935,6 +945,102 @@ impl Tx for SqliteTx<'_> {
             .map_err(store_err)
     }
 
+    fn entity(&mut self, kind: &str, id: &str) -> StoreResult<Option<serde_json::Map<String, serde_json::Value>>> {
+        // `admin` sorts before `bundle`: its attributes are merged first and win.
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT attributes FROM entities WHERE type = ?1 AND id = ?2 ORDER BY origin")
+            .map_err(store_err)?;
+        let mut rows = statement.query(params![kind, id]).map_err(store_err)?;
+        let mut merged: Option<serde_json::Map<String, serde_json::Value>> = None;
+        while let Some(row) = rows.next().map_err(store_err)? {
+            let text: String = row.get(0).map_err(store_err)?;
+            let attributes = attributes_of(&text)?;
+            let merged = merged.get_or_insert_with(serde_json::Map::new);
+            for (name, value) in attributes {
+                merged.entry(name).or_insert(value);
+            }
+        }
+        Ok(merged)
+    }
+
+    fn holds(&mut self, relation: &str, a: &str, b: &str) -> StoreResult<bool> {
+        self.connection
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM tuples WHERE relation = ?1 AND a = ?2 AND b = ?3)")
+            .and_then(|mut s| s.query_row(params![relation, a, b], |row| row.get(0)))
+            .map_err(store_err)
+    }
+
+    fn related(&mut self, relation: &str, a: &str) -> StoreResult<Vec<String>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT DISTINCT b FROM tuples WHERE relation = ?1 AND a = ?2 ORDER BY b")
+            .map_err(store_err)?;
+        let rows = statement.query_map(params![relation, a], |row| row.get(0)).map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
+    fn put_entity(
+        &mut self,
+        origin: &str,
+        kind: &str,
+        id: &str,
+        attributes: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> StoreResult<bool> {
+        let removed = self
+            .connection
+            .prepare_cached("DELETE FROM entities WHERE type = ?1 AND id = ?2 AND origin = ?3")
+            .and_then(|mut s| s.execute(params![kind, id, origin]))
+            .map_err(store_err)?;
+        if let Some(attributes) = attributes {
+            self.connection
+                .prepare_cached("INSERT INTO entities (type, id, origin, attributes) VALUES (?1, ?2, ?3, ?4)")
+                .and_then(|mut s| s.execute(params![kind, id, origin, json(attributes)]))
+                .map_err(store_err)?;
+        }
+        Ok(removed > 0)
+    }
+
+    fn set_tuple(&mut self, origin: &str, relation: &str, a: &str, b: &str, holds: bool) -> StoreResult<bool> {
+        let sql = if holds {
+            "INSERT OR IGNORE INTO tuples (relation, a, b, origin) VALUES (?1, ?2, ?3, ?4)"
+        } else {
+            "DELETE FROM tuples WHERE relation = ?1 AND a = ?2 AND b = ?3 AND origin = ?4"
+        };
+        let changed = self
+            .connection
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(params![relation, a, b, origin]))
+            .map_err(store_err)?;
+        // An insert that changed nothing found the tuple there; a delete that changed something did.
+        Ok(if holds { changed == 0 } else { changed > 0 })
+    }
+
+    fn clear_data(&mut self, origin: &str) -> StoreResult<u64> {
+        let entities =
+            self.connection.execute("DELETE FROM entities WHERE origin = ?1", params![origin]).map_err(store_err)?;
+        let tuples =
+            self.connection.execute("DELETE FROM tuples WHERE origin = ?1", params![origin]).map_err(store_err)?;
+        Ok((entities + tuples) as u64)
+    }
+
+    fn data_state(&mut self) -> StoreResult<DataState> {
+        let state: Option<(i64, Option<String>)> = self
+            .connection
+            .prepare_cached("SELECT version, bundle FROM data_state WHERE id = 1")
+            .and_then(|mut s| s.query_row([], |row| Ok((row.get(0)?, row.get(1)?))).optional())
+            .map_err(store_err)?;
+        Ok(state.map_or_else(DataState::default, |(version, bundle)| DataState { version: version as u64, bundle }))
+    }
+
+    fn set_data_state(&mut self, state: &DataState) -> StoreResult<()> {
+        self.connection
+            .prepare_cached("INSERT OR REPLACE INTO data_state (id, version, bundle) VALUES (1, ?1, ?2)")
+            .and_then(|mut s| s.execute(params![state.version as i64, state.bundle]))
+            .map(|_| ())
+            .map_err(store_err)
+    }
+
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry> {
         append(&self.connection, time, kind, body).map_err(store_err)
     }
@@ -959,6 +1065,14 @@ impl Tx for SqliteTx<'_> {
             return Err(store_err(e));
         }
         Ok(())
+    }
+}
+
+/// A data set's entity attributes, kept as the text of a JSON object (read with the project's parser).
+fn attributes_of(text: &str) -> StoreResult<serde_json::Map<String, serde_json::Value>> {
+    match remit_lang::json::parse_stored(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        _ => Err(StoreError("an entity's attributes are not a JSON object".into())),
     }
 }
 
@@ -1107,6 +1221,8 @@ mod tests {
             "bundle_revision.id",
             "bundle_revision.revision",
             "counters.value",
+            "data_state.id",
+            "data_state.version",
             "log.seq",
             "log.time",
             "log_heads.seq",

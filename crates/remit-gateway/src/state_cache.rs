@@ -14,6 +14,8 @@
 //!   answered for a later time by the same filter as the store's (`expires_at > now`); an earlier time (a clock set
 //!   back) is not answered.
 //! - A decision that writes reads its own transaction, never the cache.
+//! - A decision of a policy that reads the world (`core::world`) reads all of it — its data, looked up by keys no
+//!   cache holds, and its state — in a transaction ([`Reads::reading_tx`]), never the cache.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -119,7 +121,7 @@ impl std::fmt::Debug for Reads<'_, '_> {
     }
 }
 
-impl Reads<'_, '_> {
+impl<'a> Reads<'_, 'a> {
     /// What `needs` reads at `now`.
     pub fn read(&mut self, needs: &Needs, now: i64) -> StoreResult<Read> {
         match self {
@@ -138,6 +140,18 @@ impl Reads<'_, '_> {
                 }
                 Ok(read)
             }
+        }
+    }
+
+    /// A transaction to read in: the batch's, opened (a read transaction) when it has none yet. What a decision
+    /// reads there is not kept in the cache.
+    pub fn reading_tx(&mut self) -> StoreResult<&mut (dyn Tx + 'a)> {
+        match self {
+            Reads::Tx(tx) => Ok(&mut **tx),
+            Reads::Cached { store, tx, .. } => match tx {
+                Some(tx) => Ok(tx.as_mut()),
+                None => Ok(tx.insert(store.begin_read()?).as_mut()),
+            },
         }
     }
 

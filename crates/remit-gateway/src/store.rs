@@ -213,7 +213,8 @@ pub struct AccessRequest {
 pub struct LogEntry {
     pub seq: u64,
     pub time: i64,
-    /// `decision`, `approval`, `stop`, `fact`, `policy` (a bundle revision taken: `bundle::admit`); `outcome` and
+    /// `decision`, `approval`, `stop`, `fact`, `policy` (a bundle revision taken: `bundle::admit`), `data` (a change of
+    /// the data sets: `core::data`); `outcome` and
     /// `refused` from `remit mcp-proxy`.
     pub kind: String,
     /// JSON.
@@ -229,6 +230,32 @@ pub struct OperationRecord {
     pub decision_id: String,
     pub tool: String,
     pub time: i64,
+}
+
+/// Where a row of the gateway's data sets came from (docs/gateway.md, "Data sets"): the admin API and CLI
+/// ([`ORIGIN_ADMIN`]: single changes and bulk loads), or the data files of the signed bundle in force
+/// ([`ORIGIN_BUNDLE`]: replaced whole when another bundle's data is installed). Reads see both.
+pub const ORIGIN_ADMIN: &str = "admin";
+pub const ORIGIN_BUNDLE: &str = "bundle";
+
+/// The relation whose tuples are the calendars' holidays: `holiday(CALENDAR, "YYYY-MM-DD")`.
+pub const HOLIDAY_RELATION: &str = "holiday";
+
+/// The data sets' own state: a version that every change of the data moves on (shown by `GET /admin/v1/state`,
+/// recorded in every `data` entry of the log), and the digest of the bundle data installed, if any.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataState {
+    pub version: u64,
+    /// `sha256:` over the installed bundle's data files (`bundle::Manifest::data_digest`); `None` when no bundle
+    /// data is installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+}
+
+/// What a store that keeps no data sets answers when asked for them: an error, never "none" — a relation that
+/// does not hold can allow (`unless member_of(…)`), so a store that cannot tell must make the decision deny.
+fn no_data<T>() -> StoreResult<T> {
+    Err(StoreError("this store keeps no data sets".into()))
 }
 
 /// A write transaction. Dropping it without [`Tx::commit`] rolls everything back.
@@ -330,6 +357,56 @@ pub trait Tx {
         let _ = head;
         Err(StoreError("this store keeps no signed heads".into()))
     }
+    /// The attributes of the entity `(kind, id)` in the data sets: the JSON object kept for it, merged over the
+    /// origins (an attribute the admin origin gives wins over the bundle's); `None` when no origin keeps it. Looked
+    /// up by its key (indexed: the cost does not grow with the number of entities).
+    fn entity(&mut self, kind: &str, id: &str) -> StoreResult<Option<serde_json::Map<String, serde_json::Value>>> {
+        let _ = (kind, id);
+        no_data()
+    }
+    /// Whether an origin keeps the tuple `relation(a, b)` (indexed, as [`Tx::entity`]).
+    fn holds(&mut self, relation: &str, a: &str, b: &str) -> StoreResult<bool> {
+        let _ = (relation, a, b);
+        no_data()
+    }
+    /// The `b` of every tuple `relation(a, b)` any origin keeps, sorted (bytewise), each once: a calendar's
+    /// holidays, and what `GET /admin/v1/data/relations/R/A` shows.
+    fn related(&mut self, relation: &str, a: &str) -> StoreResult<Vec<String>> {
+        let _ = (relation, a);
+        no_data()
+    }
+    /// Keeps `attributes` (a JSON object) as the entity's under `origin`, replacing what that origin kept, or
+    /// removes the origin's entity (`None`). Whether the origin kept the entity before.
+    fn put_entity(
+        &mut self,
+        origin: &str,
+        kind: &str,
+        id: &str,
+        attributes: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> StoreResult<bool> {
+        let _ = (origin, kind, id, attributes);
+        no_data()
+    }
+    /// Adds (`holds`) or removes the tuple `relation(a, b)` under `origin`. Whether the origin kept it before.
+    fn set_tuple(&mut self, origin: &str, relation: &str, a: &str, b: &str, holds: bool) -> StoreResult<bool> {
+        let _ = (origin, relation, a, b, holds);
+        no_data()
+    }
+    /// Removes every entity and tuple of `origin` (a bulk load that replaces, a bundle's data installed); how many
+    /// rows were removed.
+    fn clear_data(&mut self, origin: &str) -> StoreResult<u64> {
+        let _ = origin;
+        no_data()
+    }
+    /// The data sets' version and installed bundle data (version 0 and none before any change).
+    fn data_state(&mut self) -> StoreResult<DataState> {
+        no_data()
+    }
+    fn set_data_state(&mut self, state: &DataState) -> StoreResult<()> {
+        let _ = state;
+        no_data()
+    }
+
     /// Appends an entry after the head (computing its hash) and returns it.
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry>;
 

@@ -290,14 +290,14 @@ impl Gateway {
         let continues = continues.as_ref();
         let prepared = prepared.clone();
         let policy_hash = policy.compiled.policy();
-        let Prepared { value, ignored, early_deny } = prepared;
+        let Prepared { value, ignored, early_deny, world } = prepared;
         let mut chain = Vec::new();
         let (sent, mut decision_json) = match (value, early_deny) {
             (Some(value), Some(reason)) => {
                 (Json::Object(value), Decision::deny(vec![reason.to_string()], policy_hash).to_json())
             }
             (Some(mut value), None) => {
-                chain = self.fill(reads, &mut value, &policy.meta, now, continues)?;
+                chain = self.fill(reads, &mut value, &policy.meta, &world, now, continues)?;
                 let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
                 (Json::Object(value), self.module_decide(policy, &bytes))
             }

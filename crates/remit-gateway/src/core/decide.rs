@@ -27,6 +27,13 @@ impl Gateway {
         self.decide_with(Request::Bytes(request), false)
     }
 
+    /// [`Gateway::decide`] for a caller the operator may trust with AuthZEN `properties` (`trusted`: an
+    /// enforcement point named by `--trusted-pep`): its `from properties` values are kept. Every other caller's
+    /// are removed ([`Gateway::decide`]), and nobody's `from data` values are ever kept.
+    pub fn decide_as(&self, request: &[u8], trusted: bool) -> Decided {
+        self.decide_with_continuing(Request::Bytes(request), false, None, trusted)
+    }
+
     /// [`Gateway::decide`] for a front end that flushes the queue ([`Gateway::flush_entries`]) within moments and at
     /// exit (`remit mcp-proxy`): a decision that changes nothing but the log — a deny, or an allow without
     /// obligations — is answered before its entry is committed, and its entry waits in the queue with the outcome
@@ -59,25 +66,31 @@ impl Gateway {
     /// are taken off the counters it sees (in the same window) and not added again. Without such a round, as a new
     /// call. Committed before it is answered.
     pub fn decide_continuing(&self, request: Map<String, Json>, round: &str) -> Decided {
-        self.decide_with_continuing(Request::Value(request), false, Some(round.to_string()))
+        self.decide_with_continuing(Request::Value(request), false, Some(round.to_string()), false)
     }
 
     fn decide_with(&self, request: Request<'_>, defer: bool) -> Decided {
-        self.decide_with_continuing(request, defer, None)
+        self.decide_with_continuing(request, defer, None, false)
     }
 
-    fn decide_with_continuing(&self, request: Request<'_>, defer: bool, continues: Option<String>) -> Decided {
+    fn decide_with_continuing(
+        &self,
+        request: Request<'_>,
+        defer: bool,
+        continues: Option<String>,
+        trusted: bool,
+    ) -> Decided {
         let policy = self.policy();
         let policy_hash = policy.compiled.policy().to_string();
         let now = self.clock.now();
         let id = new_id("dec");
         let (prepared, request) = match request {
-            Request::Bytes(bytes) => (self.prepare(bytes, &policy.meta), bytes.to_vec()),
+            Request::Bytes(bytes) => (self.prepare(bytes, &policy.meta, trusted), bytes.to_vec()),
             Request::Value(value) => {
                 // A request the gateway cannot prepare goes to the module as it is, as bytes.
                 let odd = value.get("context").is_some_and(|c| !c.is_object());
                 let raw = if odd { serde_json::to_vec(&value).expect("a JSON value serializes") } else { Vec::new() };
-                (self.prepare_value(value, &policy.meta), raw)
+                (self.prepare_value(value, &policy.meta, trusted), raw)
             }
         };
         if !prepared.ignored.is_empty() {
@@ -126,9 +139,14 @@ impl Gateway {
 
     /// The tool listing (docs/abi.md) of a request's subject, with the gateway's state and time filled in.
     pub fn visible_tools(&self, request: &[u8]) -> Result<Vec<u8>, StoreError> {
+        self.visible_tools_as(request, false)
+    }
+
+    /// [`Gateway::visible_tools`] for a caller that may be trusted with `properties` ([`Gateway::decide_as`]).
+    pub fn visible_tools_as(&self, request: &[u8], trusted: bool) -> Result<Vec<u8>, StoreError> {
         let policy = self.policy();
         let now = self.clock.now();
-        let prepared = self.prepare(request, &policy.meta);
+        let prepared = self.prepare(request, &policy.meta, trusted);
         let Some(mut value) = prepared.value else {
             return Ok(self.module_listing(&policy, request));
         };
@@ -142,7 +160,7 @@ impl Gateway {
                 }
                 None => Reads::Tx(tx.insert(self.store.begin_read()?).as_mut()),
             };
-            self.fill(&mut reads, &mut value, &policy.meta, now, None)?;
+            self.fill(&mut reads, &mut value, &policy.meta, &prepared.world, now, None)?;
         }
         let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
         Ok(self.module_listing(&policy, &bytes))

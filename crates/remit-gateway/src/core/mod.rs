@@ -3,7 +3,8 @@
 //! decision's obligations atomically with appending the log entry, in one store transaction, exactly once.
 //!
 //! - Caller-supplied `context.approvals`, `counters`, `stops`, `facts` and `now` are removed before the gateway
-//!   fills its own; the attempt is recorded in the log entry (`ignored`).
+//!   fills its own; the attempt is recorded in the log entry (`ignored`). So are the world's values the caller may
+//!   not give (`from data` ones always, `from properties` ones unless it is a trusted enforcement point).
 //! - An obligation that cannot be carried out (an approval already consumed, a counter whose window the policy does
 //!   not declare) turns the allow into a deny (`gateway.obligation-failed`); a store that fails turns any decision
 //!   into a deny (`gateway.store-unavailable`). Neither ever allows.
@@ -14,7 +15,8 @@
 //! [`obligations`] (carrying out an allow's obligations, budgets' windows, rounds), [`prepare`] (a request made
 //! ready for the module, the state filled in), [`access`] (access requests and their answers), [`state`] (stops and
 //! facts), [`explain`] (explanations for the inbox), [`batch`] (group commit, one decision in its transaction) and
-//! [`decide`] (the decisions and listings front ends ask for).
+//! [`decide`] (the decisions and listings front ends ask for); [`world`] (what the policy reads about the world and
+//! from where, used by [`prepare`]) and [`data`] (the data sets as the admin changes them) stand beside them.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -30,6 +32,7 @@ use self::log::QueuedEntry;
 
 mod access;
 mod batch;
+mod data;
 mod decide;
 mod explain;
 mod log;
@@ -38,13 +41,17 @@ mod obligations;
 mod policy;
 mod prepare;
 mod state;
+mod world;
 
 pub use self::access::AccessRequestRef;
+pub(crate) use self::data::log_change as log_data_change;
+pub use self::data::DataChange;
 pub use self::explain::NoExplanation;
 pub use self::metrics::{Counts, Histogram, BUCKETS};
 pub use self::obligations::{window_key, Carried, ROUND_TTL_SECONDS};
 pub use self::policy::Policy;
 pub use self::prepare::{fill_target, GATEWAY_FIELDS};
+pub use self::world::{AttrSpec, CalendarSpec, EntitySpec, RelationSpec, Source, Term, WorldSpec};
 /// The clocks, which the core decides by (they are the crate's: the audit log signs its head by them too).
 pub use crate::clock::{Clock, FixedClock, StartedClock, SystemClock};
 
@@ -166,6 +173,8 @@ pub struct Gateway {
     queue_failing: std::sync::atomic::AtomicBool,
     /// What decisions that change nothing read, kept while the store's version stays the same.
     state_cache: StateCache,
+    /// What the policy reads about the world and from where ([`world`]); empty (no request changed) until set.
+    world: RwLock<Arc<WorldSpec>>,
     pub counts: Counts,
 }
 
@@ -187,8 +196,19 @@ impl Gateway {
             queued_entries: Mutex::new(Vec::new()),
             queue_failing: std::sync::atomic::AtomicBool::new(false),
             state_cache: StateCache::default(),
+            world: RwLock::new(Arc::new(WorldSpec::default())),
             counts: Counts::default(),
         }
+    }
+
+    /// What the policy reads about the world, and from where (until the compiled policy's metadata carries it:
+    /// `remit serve --world FILE`). Decisions that start after this returns use it.
+    pub fn set_world(&self, world: WorldSpec) {
+        *self.world.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(world);
+    }
+
+    pub fn world(&self) -> Arc<WorldSpec> {
+        self.world.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -1,10 +1,14 @@
 //! A request made ready for the module: the fields only the gateway fills removed, the target and the mandate
-//! filled in, then the gateway's state (approvals, counters, stops, facts) and time. Uses [`super::obligations`]
-//! (budget windows, what earlier rounds carried out).
+//! filled in, then the gateway's state (approvals, counters, stops, facts), the world's values the policy reads
+//! ([`super::world`]) and time. Uses [`super::obligations`] (budget windows, what earlier rounds carried out) and
+//! [`super::world`].
 
 use serde_json::{json, Map, Value as Json};
 
+use std::sync::Arc;
+
 use super::obligations::{window_key, Carried};
+use super::world::{self, WorldSpec};
 use super::{Gateway, REASON_AMBIGUOUS};
 use crate::state_cache::{Needs, Reads};
 use crate::store::{StopRecord, StoreResult, StoredApproval};
@@ -22,21 +26,39 @@ pub(super) struct Prepared {
     pub(super) ignored: Vec<String>,
     /// A deny the gateway makes itself before asking the module.
     pub(super) early_deny: Option<&'static str>,
+    /// What the policy reads about the world (the spec the request was stripped by, and is filled by).
+    pub(super) world: Arc<WorldSpec>,
 }
 
 impl Gateway {
-    /// Removes the fields only the gateway fills and picks the mandate of a request that names none.
-    pub(super) fn prepare(&self, request: &[u8], meta: &PolicyMeta) -> Prepared {
+    /// Removes the fields only the gateway fills (and the world's values the caller may not give: `trusted` when
+    /// it is an enforcement point the operator trusts with `properties`) and picks the mandate of a request that
+    /// names none.
+    pub(super) fn prepare(&self, request: &[u8], meta: &PolicyMeta, trusted: bool) -> Prepared {
         match remit_lang::json::parse(request) {
-            Ok(Json::Object(value)) => self.prepare_value(value, meta),
-            _ => Prepared { value: None, ignored: Vec::new(), early_deny: None },
+            Ok(Json::Object(value)) => self.prepare_value(value, meta, trusted),
+            _ => Prepared { value: None, ignored: Vec::new(), early_deny: None, world: self.world() },
         }
     }
 
     /// [`Gateway::prepare`] of a request already read.
-    pub(super) fn prepare_value(&self, mut value: Map<String, Json>, meta: &PolicyMeta) -> Prepared {
-        let mut prepared = Prepared { value: None, ignored: Vec::new(), early_deny: None };
+    pub(super) fn prepare_value(&self, mut value: Map<String, Json>, meta: &PolicyMeta, trusted: bool) -> Prepared {
+        let mut prepared = Prepared { value: None, ignored: Vec::new(), early_deny: None, world: self.world() };
+        // The resource's type and properties survive the target's filling when it is the same resource.
+        let resource = value.get("resource").cloned();
         fill_target(&mut value, meta, &mut prepared.ignored);
+        if !prepared.world.is_empty() {
+            if let (Some(Json::Object(before)), Some(Json::Object(after))) = (resource, value.get_mut("resource")) {
+                if before.get("id") == after.get("id") {
+                    for key in ["type", "properties"] {
+                        if let Some(kept) = before.get(key) {
+                            after.entry(key).or_insert_with(|| kept.clone());
+                        }
+                    }
+                }
+            }
+            world::strip(&mut value, &prepared.world, trusted, &mut prepared.ignored);
+        }
         let context = value.entry("context").or_insert_with(|| Json::Object(Map::new()));
         let Json::Object(context) = context else { return prepared };
         for field in GATEWAY_FIELDS {
@@ -64,7 +86,28 @@ impl Gateway {
 
     /// Fills the gateway's state into a prepared request; the chain of its mandate. For a call that `continues`
     /// earlier rounds, as if their obligations had not been carried out ([`Gateway::decide_continuing`]).
+    ///
+    /// A request of a policy that reads the world is read all in one transaction (the batch's): the data the
+    /// request needs is looked up by its keys, which no cache holds, and its state is read beside it, from the same
+    /// transaction, so that every value a decision reads comes from one state.
     pub(super) fn fill(
+        &self,
+        reads: &mut Reads<'_, '_>,
+        request: &mut Map<String, Json>,
+        meta: &PolicyMeta,
+        world: &WorldSpec,
+        now: i64,
+        continues: Option<&Carried>,
+    ) -> StoreResult<Vec<String>> {
+        if world.is_empty() {
+            return self.fill_state(reads, request, meta, now, continues);
+        }
+        let tx = reads.reading_tx()?;
+        world::fill(&mut *tx, request, world, meta)?;
+        self.fill_state(&mut Reads::Tx(tx), request, meta, now, continues)
+    }
+
+    fn fill_state(
         &self,
         reads: &mut Reads<'_, '_>,
         request: &mut Map<String, Json>,

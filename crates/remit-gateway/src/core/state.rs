@@ -85,12 +85,14 @@ impl Gateway {
         Ok(())
     }
 
-    /// The active stops and the current fact versions.
+    /// The active stops, the current fact versions and the data sets' version.
     pub fn state(&self) -> Result<Json, StoreError> {
         let mut tx = self.store.begin()?;
         let stops = tx.stops()?;
         let records = tx.stop_records()?;
         let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(n, v)| (n, v.to_json())).collect();
-        Ok(json!({"stops": stops, "stops_by_id": records, "facts": facts}))
+        // `null` from a store that keeps no data sets.
+        let data = tx.data_state().ok();
+        Ok(json!({"stops": stops, "stops_by_id": records, "facts": facts, "data": data}))
     }
 }

@@ -1,0 +1,377 @@
+//! What the policy reads about the world — subjects' and resources' attributes, relations, calendars' holidays —
+//! and where each value comes from: the gateway's data sets (`from data`) or a trusted enforcement point's AuthZEN
+//! `properties` (`from properties`). The module stays data-free: the gateway fills the values each request needs
+//! into it, looked up by the request's own keys, before deciding (docs/gateway.md "Data sets").
+//!
+//! Two steps, as for the rest of the state: [`strip`] (before the batch, no store) removes every value the caller
+//! may not give — a `from data` value always (the agent is never a source), a `from properties` value unless the
+//! caller is an enforcement point the operator trusts, and what the policy does not read at all —, recording each in
+//! `ignored`; [`fill`] (in the batch's transaction) looks the `from data` values up in the store.
+//!
+//! The request shape (what the module reads): `subject.properties.ATTR`, `resource.properties.ATTR`,
+//! `context.relations.R` (an array of `{"args": [A, B], "holds": bool}`, one per tuple the policy asks about,
+//! holding or not: an asked tuple that is not listed is unevaluable, and fails closed) and
+//! `context.holidays.CALENDAR` (the calendar's holidays, `YYYY-MM-DD`). Uses nothing else of the core.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value as Json};
+
+use crate::store::{StoreResult, Tx, HOLIDAY_RELATION};
+use remit_lang::wasm::meta::PolicyMeta;
+
+/// What the policy reads about the world, and from where. Until the compiled policy's metadata carries it, an
+/// operator gives it as JSON (`remit serve --world FILE`); the empty spec (the default) changes no request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorldSpec {
+    /// The declared subject types (`subject user { … }`).
+    #[serde(default)]
+    pub subject_types: Vec<EntitySpec>,
+    /// The declared resource types (`resource todo { … }`).
+    #[serde(default)]
+    pub resource_types: Vec<EntitySpec>,
+    /// The resource type of each tool that declares one: a request without `resource.type` is looked up as this
+    /// type (else as the single declared resource type, when there is one).
+    #[serde(default)]
+    pub tool_resource_types: BTreeMap<String, String>,
+    #[serde(default)]
+    pub relations: Vec<RelationSpec>,
+    #[serde(default)]
+    pub calendars: Vec<CalendarSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntitySpec {
+    pub type_name: String,
+    #[serde(default)]
+    pub attributes: Vec<AttrSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttrSpec {
+    pub name: String,
+    pub source: Source,
+}
+
+/// Where a value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The gateway's data sets.
+    Data,
+    /// The AuthZEN `properties` of an enforcement point the operator trusts (`--trusted-pep`).
+    Properties,
+}
+
+/// A relation and the atoms of it the policy asks about: for each, the tuple of the atom's two terms' values is
+/// looked up (a term without a value — no resource, an argument that is not a string — leaves the atom out, so the
+/// module finds it unevaluable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelationSpec {
+    pub name: String,
+    pub source: Source,
+    #[serde(default)]
+    pub atoms: Vec<[Term; 2]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalendarSpec {
+    pub name: String,
+    /// Whether it is `closed on holidays` (then `context.holidays.NAME` is filled from the data sets).
+    #[serde(default)]
+    pub holidays: bool,
+}
+
+/// A term of a relation atom. In JSON: `"subject"`, `"resource"`, `"principal"`, `"args.NAME"`, `"subject.ATTR"`,
+/// `"resource.ATTR"`, or `{"literal": "team:payments"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "TermText", into = "TermText")]
+pub enum Term {
+    /// `subject.id`.
+    Subject,
+    /// `resource.id`.
+    Resource,
+    /// The principal of the request's mandate.
+    Principal,
+    Arg(String),
+    SubjectAttr(String),
+    ResourceAttr(String),
+    Literal(String),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum TermText {
+    Path(String),
+    Literal { literal: String },
+}
+
+impl TryFrom<TermText> for Term {
+    type Error = String;
+
+    fn try_from(text: TermText) -> Result<Term, String> {
+        let path = match text {
+            TermText::Literal { literal } => return Ok(Term::Literal(literal)),
+            TermText::Path(path) => path,
+        };
+        let named = |prefix: &str| path.strip_prefix(prefix).filter(|n| !n.is_empty()).map(str::to_string);
+        match path.as_str() {
+            "subject" => Ok(Term::Subject),
+            "resource" => Ok(Term::Resource),
+            "principal" => Ok(Term::Principal),
+            _ => named("args.")
+                .map(Term::Arg)
+                .or_else(|| named("subject.").map(Term::SubjectAttr))
+                .or_else(|| named("resource.").map(Term::ResourceAttr))
+                .ok_or_else(|| {
+                    format!(
+                        "`{path}` is not a term: `subject`, `resource`, `principal`, `args.NAME`, `subject.ATTR`, \
+                         `resource.ATTR` or {{\"literal\": …}}"
+                    )
+                }),
+        }
+    }
+}
+
+impl From<Term> for TermText {
+    fn from(term: Term) -> TermText {
+        TermText::Path(match term {
+            Term::Subject => "subject".into(),
+            Term::Resource => "resource".into(),
+            Term::Principal => "principal".into(),
+            Term::Arg(name) => format!("args.{name}"),
+            Term::SubjectAttr(name) => format!("subject.{name}"),
+            Term::ResourceAttr(name) => format!("resource.{name}"),
+            Term::Literal(literal) => return TermText::Literal { literal },
+        })
+    }
+}
+
+impl WorldSpec {
+    /// Reads a spec from JSON, checking it: names not empty, no type, attribute, relation or calendar twice.
+    pub fn from_json(text: &str) -> Result<WorldSpec, String> {
+        let spec: WorldSpec = serde_json::from_str(text).map_err(|e| format!("not a world spec: {e}"))?;
+        let mut seen = std::collections::BTreeSet::new();
+        let entities = spec
+            .subject_types
+            .iter()
+            .map(|e| ("subject", e))
+            .chain(spec.resource_types.iter().map(|e| ("resource", e)));
+        for (side, entity) in entities {
+            if entity.type_name.is_empty() || !seen.insert(format!("{side} {}", entity.type_name)) {
+                return Err(format!("{side} type `{}` is empty or declared twice", entity.type_name));
+            }
+            let mut names = std::collections::BTreeSet::new();
+            for attribute in &entity.attributes {
+                if attribute.name.is_empty() || !names.insert(&attribute.name) {
+                    return Err(format!(
+                        "attribute `{}` of `{}` is empty or declared twice",
+                        attribute.name, entity.type_name
+                    ));
+                }
+            }
+        }
+        for relation in &spec.relations {
+            if relation.name.is_empty()
+                || relation.name == HOLIDAY_RELATION
+                || !seen.insert(format!("relation {}", relation.name))
+            {
+                return Err(format!("relation `{}` is empty, reserved or declared twice", relation.name));
+            }
+        }
+        for calendar in &spec.calendars {
+            if calendar.name.is_empty() || !seen.insert(format!("calendar {}", calendar.name)) {
+                return Err(format!("calendar `{}` is empty or declared twice", calendar.name));
+            }
+        }
+        Ok(spec)
+    }
+
+    /// Whether the policy reads nothing about the world (then no request is changed).
+    pub fn is_empty(&self) -> bool {
+        self.subject_types.is_empty()
+            && self.resource_types.is_empty()
+            && self.relations.is_empty()
+            && self.calendars.is_empty()
+    }
+
+    fn subject_type(&self, request: &Map<String, Json>) -> Option<&EntitySpec> {
+        let given = request.get("subject").and_then(|s| s.get("type")).and_then(Json::as_str);
+        entity_of(&self.subject_types, given, None)
+    }
+
+    fn resource_type(&self, request: &Map<String, Json>) -> Option<&EntitySpec> {
+        let given = request.get("resource").and_then(|r| r.get("type")).and_then(Json::as_str);
+        let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str);
+        let declared = tool.and_then(|t| self.tool_resource_types.get(t)).map(String::as_str);
+        entity_of(&self.resource_types, given, declared)
+    }
+}
+
+/// The declared type a request's subject or resource is read as: the type it names, else the tool's declared
+/// one, else the single declared type; `None` when it names an undeclared type or none can be chosen.
+fn entity_of<'s>(types: &'s [EntitySpec], given: Option<&str>, declared: Option<&str>) -> Option<&'s EntitySpec> {
+    match given.or(declared) {
+        Some(name) => types.iter().find(|t| t.type_name == name),
+        None => match types {
+            [one] => Some(one),
+            _ => None,
+        },
+    }
+}
+
+/// Removes from a request every world value the caller may not give (`trusted`: the caller is an enforcement
+/// point the operator trusts with `properties`), recording each removed field in `ignored`. With an empty spec,
+/// nothing.
+pub(super) fn strip(request: &mut Map<String, Json>, spec: &WorldSpec, trusted: bool, ignored: &mut Vec<String>) {
+    if spec.is_empty() {
+        return;
+    }
+    // A tool that declares its resource type acts on resources of that type, whatever the caller calls them (as the
+    // target is what the tool acts on): another type would have the resource's values looked up elsewhere.
+    let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str);
+    if let Some(declared) = tool.and_then(|t| spec.tool_resource_types.get(t)).cloned() {
+        if let Some(Json::Object(resource)) = request.get_mut("resource") {
+            if resource.get("type").is_some_and(|given| given.as_str() != Some(declared.as_str())) {
+                resource.insert("type".into(), Json::String(declared));
+                ignored.push("resource.type".into());
+            }
+        }
+    }
+    let kinds = [("subject", spec.subject_type(request).cloned()), ("resource", spec.resource_type(request).cloned())];
+    for (side, entity) in kinds {
+        let Some(Json::Object(object)) = request.get_mut(side) else { continue };
+        let Some(properties) = object.remove("properties") else { continue };
+        let Json::Object(properties) = properties else {
+            ignored.push(format!("{side}.properties"));
+            continue;
+        };
+        let mut kept = Map::new();
+        for (name, value) in properties {
+            let source = entity.as_ref().and_then(|e| e.attributes.iter().find(|a| a.name == name)).map(|a| a.source);
+            if trusted && source == Some(Source::Properties) {
+                kept.insert(name, value);
+            } else {
+                ignored.push(format!("{side}.properties.{name}"));
+            }
+        }
+        if !kept.is_empty() {
+            object.insert("properties".into(), Json::Object(kept));
+        }
+    }
+    let Some(Json::Object(context)) = request.get_mut("context") else { return };
+    if context.remove("holidays").is_some() {
+        ignored.push("context.holidays".into());
+    }
+    if let Some(relations) = context.remove("relations") {
+        let mut kept = Map::new();
+        if let Json::Object(relations) = relations {
+            for (name, tuples) in relations {
+                let source = spec.relations.iter().find(|r| r.name == name).map(|r| r.source);
+                if trusted && source == Some(Source::Properties) {
+                    kept.insert(name, tuples);
+                } else {
+                    ignored.push(format!("context.relations.{name}"));
+                }
+            }
+        } else {
+            ignored.push("context.relations".into());
+        }
+        if !kept.is_empty() {
+            context.insert("relations".into(), Json::Object(kept));
+        }
+    }
+}
+
+/// Fills the `from data` values of a stripped request from the store, in `tx` (the batch's transaction): the
+/// subject's and the resource's attributes (by their type and id), each asked relation tuple (by the atoms' term
+/// values), and the calendars' holidays. A value the data sets do not have is left out (the module then denies,
+/// naming it).
+pub(super) fn fill(
+    tx: &mut dyn Tx,
+    request: &mut Map<String, Json>,
+    spec: &WorldSpec,
+    meta: &PolicyMeta,
+) -> StoreResult<()> {
+    if spec.is_empty() {
+        return Ok(());
+    }
+    let kinds = [("subject", spec.subject_type(request).cloned()), ("resource", spec.resource_type(request).cloned())];
+    for (side, entity) in kinds {
+        let Some(entity) = entity else { continue };
+        if !entity.attributes.iter().any(|a| a.source == Source::Data) {
+            continue;
+        }
+        let Some(Json::Object(object)) = request.get_mut(side) else { continue };
+        let Some(id) = object.get("id").and_then(Json::as_str).filter(|id| !id.is_empty()) else { continue };
+        let Some(stored) = tx.entity(&entity.type_name, id)? else { continue };
+        let properties = object.entry("properties").or_insert_with(|| Json::Object(Map::new()));
+        let Json::Object(properties) = properties else { continue };
+        for attribute in entity.attributes.iter().filter(|a| a.source == Source::Data) {
+            if let Some(value) = stored.get(&attribute.name) {
+                properties.insert(attribute.name.clone(), value.clone());
+            }
+        }
+    }
+    let mut relations = Map::new();
+    for relation in spec.relations.iter().filter(|r| r.source == Source::Data) {
+        let mut asked: Vec<(String, String)> = Vec::new();
+        for [first, second] in &relation.atoms {
+            if let (Some(a), Some(b)) = (value_of(first, request, meta), value_of(second, request, meta)) {
+                if !asked.contains(&(a.clone(), b.clone())) {
+                    asked.push((a, b));
+                }
+            }
+        }
+        let mut tuples = Vec::with_capacity(asked.len());
+        for (a, b) in asked {
+            let holds = tx.holds(&relation.name, &a, &b)?;
+            tuples.push(json!({"args": [a, b], "holds": holds}));
+        }
+        relations.insert(relation.name.clone(), Json::Array(tuples));
+    }
+    let mut holidays = Map::new();
+    for calendar in spec.calendars.iter().filter(|c| c.holidays) {
+        let dates = tx.related(HOLIDAY_RELATION, &calendar.name)?;
+        holidays.insert(calendar.name.clone(), Json::Array(dates.into_iter().map(Json::String).collect()));
+    }
+    let Some(Json::Object(context)) = request.get_mut("context") else { return Ok(()) };
+    if !relations.is_empty() {
+        // A trusted enforcement point's `from properties` relations, kept by `strip`, stay beside them.
+        match context.entry("relations").or_insert_with(|| Json::Object(Map::new())) {
+            Json::Object(kept) => kept.extend(relations),
+            other => *other = Json::Object(relations),
+        }
+    }
+    if !holidays.is_empty() {
+        context.insert("holidays".into(), Json::Object(holidays));
+    }
+    Ok(())
+}
+
+/// A term's value in a request: a string, or `None` (then the atom is not asked).
+fn value_of(term: &Term, request: &Map<String, Json>, meta: &PolicyMeta) -> Option<String> {
+    let text = |value: Option<&Json>| value.and_then(Json::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    match term {
+        Term::Subject => text(request.get("subject").and_then(|s| s.get("id"))),
+        Term::Resource => text(request.get("resource").and_then(|r| r.get("id"))),
+        Term::Principal => {
+            let mandate = request.get("context").and_then(|c| c.get("mandate")).and_then(Json::as_str)?;
+            meta.mandate(mandate).map(|m| m.principal.clone())
+        }
+        Term::Arg(name) => text(request.get("action").and_then(|a| a.get("arguments")).and_then(|a| a.get(name))),
+        Term::SubjectAttr(name) => {
+            text(request.get("subject").and_then(|s| s.get("properties")).and_then(|p| p.get(name)))
+        }
+        Term::ResourceAttr(name) => {
+            text(request.get("resource").and_then(|r| r.get("properties")).and_then(|p| p.get(name)))
+        }
+        Term::Literal(literal) => Some(literal.clone()),
+    }
+}

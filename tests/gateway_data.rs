@@ -1,0 +1,731 @@
+//! The gateway's data sets (issue 30, item 4): where attribute and relation values come from, and who is trusted.
+//! Single changes and bulk loads (JSON, CSV) through the admin API and `remit admin data`, each versioned and a
+//! `data` entry of the hash-chained log (`remit audit verify` over them); data files inside a signed bundle,
+//! installed with it and replaced by the next; the values filled into requests from a world spec — the caller's
+//! forged `from data` values replaced, untrusted `properties` stripped, a trusted enforcement point's kept —; and a
+//! lookup's cost with 1,000,000 tuples against 10.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use remit_gateway::bundle::{self, Bundle};
+use remit_gateway::client::blocking::{request, Response};
+use remit_gateway::core::{FixedClock, WorldSpec};
+use remit_gateway::http::{router_with_reload, serve, Tokens};
+use remit_gateway::store::{LogEntry, ORIGIN_ADMIN};
+use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, Store};
+use remit_host::Runtime;
+use remit_lang::value::parse_timestamp;
+use serde_json::{json, Value};
+use support::examples;
+use support::served::Served;
+
+const NOW: &str = "2026-12-03T15:30:00Z";
+const ADMIN: &str = "ops-admin-token";
+const BACKEND: &str = "backend-pep-token";
+const OTHER: &str = "other-pep-token";
+
+/// Todo-like: anyone holding the mandate may call the tools; what the policy would read of the world is in the
+/// world spec below (the module ignores the fields it does not read, so the decisions stay allows while the
+/// requests as decided show what the gateway filled).
+const TODOS: &str = r#"
+tool update_todo(todo: string, board: string) {
+  target args.todo
+}
+tool read_todo(todo: string, board: string) {
+  effects read_only
+}
+mandate todos for "user:alice" {
+  holder "agent:assistant"
+  allow update_todo
+  allow read_todo
+}
+"#;
+
+const WORLD: &str = r#"{
+  "subject_types": [{"type_name": "agent", "attributes": [
+    {"name": "team", "source": "data"}, {"name": "device", "source": "properties"}]}],
+  "resource_types": [
+    {"type_name": "todo", "attributes": [{"name": "owner", "source": "data"}, {"name": "title", "source": "properties"}]},
+    {"type_name": "board", "attributes": [{"name": "owner", "source": "data"}]}],
+  "tool_resource_types": {"update_todo": "todo"},
+  "relations": [
+    {"name": "member_of", "source": "data", "atoms": [["subject", {"literal": "team:payments"}], ["principal", "subject.team"]]},
+    {"name": "owns", "source": "data", "atoms": [["principal", "resource"], ["subject", "args.board"]]},
+    {"name": "delegates", "source": "properties", "atoms": [["principal", "subject"]]}],
+  "calendars": [{"name": "office", "holidays": true}, {"name": "always", "holidays": false}]
+}"#;
+
+fn policy_of(source: &str) -> Policy {
+    let program = examples::compile(&[("todos.remit".into(), source.into())]);
+    let wasm = remit_lang::wasm::compile(&program).unwrap();
+    let compiled = Runtime::new().unwrap().load(&wasm).unwrap();
+    Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap()
+}
+
+/// A gateway over a fresh store, served on a free loopback port with an admin token and two PEP tokens (`backend`
+/// trusted with properties, `other` not), until dropped.
+struct Setup {
+    gateway: Arc<Gateway>,
+    store: Arc<SqliteStore>,
+    dir: PathBuf,
+    address: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+fn setup(name: &str, world: &str) -> Setup {
+    let dir = support::temp_dir(&format!("gateway-data-{name}"));
+    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let gateway = Arc::new(Gateway::new(policy_of(TODOS), store.clone(), clock, Config::default()));
+    gateway.set_world(WorldSpec::from_json(world).unwrap());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let mut tokens = Tokens::default();
+    tokens.admin.insert(ADMIN.into(), "ops".into());
+    tokens.pep.insert(BACKEND.into(), "backend".into());
+    tokens.pep.insert(OTHER.into(), "other".into());
+    tokens.trusted_pep.insert("backend".into());
+    let served = gateway.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async move {
+            listener.set_nonblocking(true).unwrap();
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            serve(listener, router_with_reload(served, tokens, None), None, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+    });
+    Setup { gateway, store, dir, address, stop: Some(stop), thread: Some(thread) }
+}
+
+impl Setup {
+    fn call(&self, method: &str, path: &str, token: &str, body: Option<&[u8]>) -> Response {
+        let auth = format!("Bearer {token}");
+        let url = format!("http://{}{path}", self.address);
+        request(method, &url, &[("Authorization", &auth), ("Content-Type", "application/json")], body).unwrap()
+    }
+
+    fn admin(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        let response = self.call(method, path, ADMIN, body.map(str::as_bytes));
+        (response.status, response.json())
+    }
+
+    fn log(&self) -> Vec<LogEntry> {
+        self.store.begin().unwrap().log_entries(1, 1 << 30).unwrap()
+    }
+
+    /// The body of the last log entry of `kind`.
+    fn last(&self, kind: &str) -> Value {
+        let entry = self.log().into_iter().rev().find(|e| e.kind == kind).expect(kind);
+        serde_json::from_str(&entry.body).unwrap()
+    }
+
+    fn data_version(&self) -> u64 {
+        self.admin("GET", "/admin/v1/state", None).1["data"]["version"].as_u64().unwrap()
+    }
+}
+
+#[test]
+fn single_changes_are_versioned_logged_and_read_back_by_key() {
+    let s = setup("single", WORLD);
+    assert_eq!(s.data_version(), 0);
+    let (status, answer) =
+        s.admin("PUT", "/admin/v1/data/entities/todo/t%2F1", Some(r#"{"attributes": {"owner": "user:alice"}}"#));
+    assert_eq!((status, answer), (200, json!({"data_version": 1})));
+    let (status, entity) = s.admin("GET", "/admin/v1/data/entities/todo/t%2F1", None);
+    assert_eq!((status, entity), (200, json!({"type": "todo", "id": "t/1", "attributes": {"owner": "user:alice"}})));
+    assert_eq!(s.admin("PUT", "/admin/v1/data/relations/member_of/agent:assistant/team:payments", None).0, 200);
+    assert_eq!(s.admin("PUT", "/admin/v1/data/relations/member_of/agent:assistant/team:web", None).0, 200);
+    assert_eq!(s.admin("PUT", "/admin/v1/data/holidays/office/2026-12-25", None).0, 200);
+    let (_, related) = s.admin("GET", "/admin/v1/data/relations/member_of/agent:assistant", None);
+    assert_eq!(related["b"], json!(["team:payments", "team:web"]));
+    let (_, holds) = s.admin("GET", "/admin/v1/data/relations/member_of/agent:assistant/team:web", None);
+    assert_eq!(holds["holds"], json!(true));
+    assert_eq!(s.admin("DELETE", "/admin/v1/data/relations/member_of/agent:assistant/team:web", None).0, 200);
+    let (_, holds) = s.admin("GET", "/admin/v1/data/relations/member_of/agent:assistant/team:web", None);
+    assert_eq!(holds["holds"], json!(false));
+    let (_, holidays) = s.admin("GET", "/admin/v1/data/holidays/office", None);
+    assert_eq!(holidays["holidays"], json!(["2026-12-25"]));
+    assert_eq!(s.data_version(), 5);
+    // Refused, changing nothing: what is not there, a bad date, the reserved relation, another token.
+    assert_eq!(s.admin("DELETE", "/admin/v1/data/relations/member_of/agent:assistant/team:web", None).0, 404);
+    assert_eq!(s.admin("DELETE", "/admin/v1/data/entities/todo/t9", None).0, 404);
+    assert_eq!(s.admin("GET", "/admin/v1/data/entities/todo/t9", None).0, 404);
+    assert_eq!(s.admin("PUT", "/admin/v1/data/holidays/office/2026-02-30", None).0, 422);
+    assert_eq!(s.admin("PUT", "/admin/v1/data/relations/holiday/office/2026-12-24", None).0, 422);
+    assert_eq!(s.admin("PUT", "/admin/v1/data/entities/todo/t2", Some(r#"{"owner": "x"}"#)).0, 400);
+    assert_eq!(s.call("PUT", "/admin/v1/data/relations/r/a/b", BACKEND, None).status, 403);
+    assert_eq!(s.call("GET", "/admin/v1/data/entities/todo/t%2F1", "", None).status, 401);
+    assert_eq!(s.data_version(), 5);
+    // Each change is a `data` entry with its version and who made it.
+    let entries: Vec<Value> =
+        s.log().iter().filter(|e| e.kind == "data").map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+    let ops: Vec<(&str, u64)> =
+        entries.iter().map(|e| (e["op"].as_str().unwrap(), e["version"].as_u64().unwrap())).collect();
+    assert_eq!(ops, [("put-entity", 1), ("add-tuple", 2), ("add-tuple", 3), ("add-holiday", 4), ("remove-tuple", 5)]);
+    assert_eq!(entries[4]["args"], json!(["agent:assistant", "team:web"]));
+    assert_eq!(entries[4]["by"], json!("ops"));
+}
+
+#[test]
+fn bulk_loads_are_atomic_and_name_the_bad_line() {
+    let s = setup("bulk", WORLD);
+    let json_file = r#"[
+  {"type": "todo", "id": "t1", "attributes": {"owner": "user:alice"}},
+  {"relation": "owns", "args": ["user:alice", "t1"]},
+  {"calendar": "office", "holiday": "2026-12-25"}
+]"#;
+    let (status, answer) = s.admin("POST", "/admin/v1/data/load?format=json", Some(json_file));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        (answer["entities"].clone(), answer["tuples"].clone(), answer["holidays"].clone()),
+        (json!(1), json!(1), json!(1))
+    );
+    let csv = "# more todos\nentity,todo,t2,owner,user:bob\nentity,todo,t2,tags:json,\"[\"\"a\"\"]\"\n\
+               relation,owns,user:bob,t2\nholiday,office,2026-12-26\n";
+    let (status, answer) = s.admin("POST", "/admin/v1/data/load?format=csv", Some(csv));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["version"], json!(2));
+    assert!(answer["digest"].as_str().unwrap().starts_with("sha256:"));
+    let (_, t2) = s.admin("GET", "/admin/v1/data/entities/todo/t2", None);
+    assert_eq!(t2["attributes"], json!({"owner": "user:bob", "tags": ["a"]}));
+    // A bad row refuses the whole load, naming its line; nothing of it is kept, and the version stays.
+    let bad = "relation,owns,user:carol,t3\nentity,todo,t3,owner,user:carol\nrelation,owns,user:carol\n";
+    let (status, answer) = s.admin("POST", "/admin/v1/data/load?format=csv", Some(bad));
+    assert_eq!(status, 422);
+    assert!(answer["error"]["message"].as_str().unwrap().starts_with("line 3: 3 fields"), "{answer}");
+    let bad_json = "[\n{\"relation\": \"owns\", \"args\": [\"user:carol\", \"t3\"]},\n{\"type\": \"todo\"}\n]";
+    let (status, answer) = s.admin("POST", "/admin/v1/data/load", Some(bad_json));
+    assert_eq!(status, 422);
+    assert!(answer["error"]["message"].as_str().unwrap().starts_with("line 3: `id` is missing"), "{answer}");
+    assert_eq!(s.admin("GET", "/admin/v1/data/relations/owns/user:carol/t3", None).1["holds"], json!(false));
+    assert_eq!(s.admin("GET", "/admin/v1/data/entities/todo/t3", None).0, 404);
+    assert_eq!(s.data_version(), 2);
+    assert_eq!(s.admin("POST", "/admin/v1/data/load?format=xml", Some("")).0, 400);
+    // Replacing: the admin's data becomes the file's.
+    let (status, answer) =
+        s.admin("POST", "/admin/v1/data/load?format=csv&replace=true", Some("relation,owns,user:dan,t4\n"));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["removed"], json!(6));
+    assert_eq!(s.admin("GET", "/admin/v1/data/entities/todo/t1", None).0, 404);
+    assert_eq!(s.admin("GET", "/admin/v1/data/holidays/office", None).1["holidays"], json!([]));
+    assert_eq!(s.admin("GET", "/admin/v1/data/relations/owns/user:dan/t4", None).1["holds"], json!(true));
+    // One entry per load, with the digest and counts, never one per row.
+    let loads: Vec<Value> =
+        s.log().iter().filter(|e| e.kind == "data").map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+    assert_eq!(loads.len(), 3);
+    assert_eq!(loads[1]["format"], json!("csv"));
+    assert_eq!((loads[1]["entities"].clone(), loads[1]["tuples"].clone()), (json!(1), json!(1)));
+    assert_eq!(loads[2]["replace"], json!(true));
+}
+
+/// The subject, action and context of a Todo call, with every world value an agent might forge.
+fn forged_call(tool: &str) -> Value {
+    json!({
+        "subject": {"type": "agent", "id": "agent:assistant",
+                    "properties": {"team": "team:root", "device": "laptop-7", "clearance": "top"}},
+        "action": {"name": tool, "properties": {"todo": "t1", "board": "b1"}},
+        "resource": {"type": "todo", "id": "t1", "properties": {"owner": "agent:assistant", "title": "Pay rent"}},
+        "context": {"relations": {"member_of": [{"args": ["agent:assistant", "team:payments"], "holds": true}],
+                                  "delegates": [{"args": ["user:alice", "agent:assistant"], "holds": true}]},
+                    "holidays": {"office": ["2026-12-03"]}}
+    })
+}
+
+#[test]
+fn filling_replaces_forged_values_and_keeps_properties_only_from_a_trusted_pep() {
+    let s = setup("fill", WORLD);
+    let data = "entity,todo,t1,owner,user:alice\nentity,agent,agent:assistant,team,team:web\n\
+                relation,member_of,agent:assistant,team:web\nrelation,member_of,user:alice,team:web\n\
+                relation,owns,user:alice,t1\nholiday,office,2026-12-25\n";
+    assert_eq!(s.admin("POST", "/admin/v1/data/load?format=csv", Some(data)).0, 200);
+    let filled_relations = json!({
+        "member_of": [{"args": ["agent:assistant", "team:payments"], "holds": false},
+                      {"args": ["user:alice", "team:web"], "holds": true}],
+        "owns": [{"args": ["user:alice", "t1"], "holds": true}, {"args": ["agent:assistant", "b1"], "holds": false}]
+    });
+    for (token, trusted) in [(OTHER, false), (BACKEND, true)] {
+        let body = forged_call("update_todo").to_string();
+        let response = s.call("POST", "/access/v1/evaluation", token, Some(body.as_bytes()));
+        assert_eq!(response.status, 200);
+        assert_eq!(response.json()["decision"], json!(true), "the module reads none of it: still allowed");
+        let entry = s.last("decision");
+        let request = &entry["request"];
+        let (device, title, delegates) = match trusted {
+            true => (
+                json!("laptop-7"),
+                json!("Pay rent"),
+                json!([{"args": ["user:alice", "agent:assistant"], "holds": true}]),
+            ),
+            false => (Value::Null, Value::Null, Value::Null),
+        };
+        // The subject's team and the todo's owner come from the data sets, whatever the caller said.
+        assert_eq!(request["subject"]["properties"]["team"], json!("team:web"), "{token}");
+        assert_eq!(request["subject"]["properties"]["device"], device, "{token}");
+        assert_eq!(request["subject"]["properties"].get("clearance"), None, "not read by the policy");
+        assert_eq!(request["resource"]["properties"]["owner"], json!("user:alice"), "{token}");
+        assert_eq!(request["resource"]["properties"]["title"], title, "{token}");
+        let mut relations = filled_relations.clone();
+        if trusted {
+            relations["delegates"] = delegates.clone();
+        }
+        assert_eq!(request["context"]["relations"], relations, "{token}");
+        assert_eq!(request["context"]["holidays"], json!({"office": ["2026-12-25"]}), "{token}");
+        let ignored: Vec<&str> = entry["ignored"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        let mut expected = vec![
+            "subject.properties.team",
+            "subject.properties.clearance",
+            "resource.properties.owner",
+            "context.holidays",
+            "context.relations.member_of",
+        ];
+        if !trusted {
+            expected.extend(["subject.properties.device", "resource.properties.title", "context.relations.delegates"]);
+        }
+        let (mut ignored, mut expected) = (ignored, expected);
+        ignored.sort();
+        expected.sort();
+        assert_eq!(ignored, expected, "{token}");
+    }
+    // The resource type of a call that names none is the tool's; an undeclared type is filled with nothing.
+    let mut call = forged_call("update_todo");
+    call["resource"] = json!({"id": "t1"});
+    let request = serde_json::to_vec(&remit_gateway::http::remit_request_keeping(call.as_object().unwrap(), true));
+    s.gateway.decide(&request.unwrap());
+    assert_eq!(s.last("decision")["request"]["resource"]["properties"], json!({"owner": "user:alice"}));
+    // A tool that declares its resource type looks the resource up as that type, whatever the caller says.
+    let mut call = forged_call("update_todo");
+    call["resource"]["type"] = json!("board");
+    let request = serde_json::to_vec(&remit_gateway::http::remit_request_keeping(call.as_object().unwrap(), true));
+    s.gateway.decide(&request.unwrap());
+    let decided = s.last("decision");
+    assert_eq!(decided["request"]["resource"]["type"], json!("todo"));
+    assert_eq!(decided["request"]["resource"]["properties"], json!({"owner": "user:alice"}));
+    assert!(decided["ignored"].as_array().unwrap().contains(&json!("resource.type")));
+    let mut call = forged_call("read_todo");
+    call["resource"] = json!({"type": "sticker", "id": "t1", "properties": {"owner": "agent:assistant"}});
+    let request = serde_json::to_vec(&remit_gateway::http::remit_request_keeping(call.as_object().unwrap(), true));
+    s.gateway.decide_as(&request.unwrap(), true);
+    let decided = s.last("decision");
+    assert_eq!(decided["request"]["resource"].get("properties"), None);
+    assert!(decided["ignored"].as_array().unwrap().contains(&json!("resource.properties.owner")));
+    // A change of the data applies to the next decision, also to one that decides without committing (the MCP
+    // proxy's, which otherwise reads the state through a cache).
+    let native = json!({"subject": {"type": "agent", "id": "agent:assistant"},
+                        "action": {"name": "read_todo", "arguments": {"todo": "t1", "board": "b1"}},
+                        "resource": {"type": "todo", "id": "t1"}})
+    .to_string();
+    let owner_seen = || {
+        s.gateway.flush_entries().unwrap();
+        s.last("decision")["request"]["resource"]["properties"]["owner"].clone()
+    };
+    assert!(s.gateway.decide_deferring(native.as_bytes()).allowed());
+    assert_eq!(owner_seen(), json!("user:alice"));
+    assert_eq!(
+        s.admin("PUT", "/admin/v1/data/entities/todo/t1", Some(r#"{"attributes": {"owner": "user:bob"}}"#)).0,
+        200
+    );
+    assert!(s.gateway.decide_deferring(native.as_bytes()).allowed());
+    assert_eq!(owner_seen(), json!("user:bob"));
+    let body = forged_call("update_todo").to_string();
+    s.call("POST", "/access/v1/evaluation", OTHER, Some(body.as_bytes()));
+    assert_eq!(s.last("decision")["request"]["resource"]["properties"]["owner"], json!("user:bob"));
+}
+
+#[test]
+fn an_empty_world_changes_no_request() {
+    let s = setup("empty", "{}");
+    let mut native = forged_call("update_todo");
+    native["action"] = json!({"name": "update_todo", "arguments": {"todo": "t1", "board": "b1"}});
+    let decided = s.gateway.decide(native.to_string().as_bytes());
+    assert!(decided.allowed(), "{}", decided.decision);
+    let entry = s.last("decision");
+    // As before the data sets: the native request as sent (the target filled in), nothing removed.
+    assert_eq!(entry["request"]["subject"], native["subject"]);
+    assert_eq!(entry["request"]["context"]["relations"], native["context"]["relations"]);
+    assert_eq!(entry["ignored"], json!([]));
+    // AuthZEN's types and properties are not carried into remit's request.
+    let response = s.call("POST", "/access/v1/evaluation", OTHER, Some(native.to_string().as_bytes()));
+    assert_eq!(response.json()["decision"], json!(true));
+    let request = &s.last("decision")["request"];
+    assert_eq!(request["subject"], json!({"id": "agent:assistant"}));
+    assert_eq!(request["resource"], json!({"id": "t1"}));
+}
+
+fn remit_bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_remit"))
+}
+
+/// `remit admin data …` against `url`; its stdout as JSON.
+fn admin_cli(url: &str, args: &[&str]) -> Value {
+    let output =
+        remit_bin().args(["admin", "data"]).args(args).args(["--gateway", url, "--token", ADMIN]).output().unwrap();
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn serve_process(policy: &Path, store: &Path, extra: &[&str]) -> Served {
+    Served::start(
+        remit_bin()
+            .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .arg("--store")
+            .arg(format!("sqlite:{}", store.display()))
+            .args(["--admin-token", &format!("ops={ADMIN}")])
+            .args(extra)
+            .stderr(Stdio::inherit()),
+    )
+}
+
+#[test]
+fn the_cli_changes_loads_and_reads_the_data_and_audit_verify_checks_its_entries() {
+    let dir = support::temp_dir("gateway-data-cli");
+    let policy = dir.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    std::fs::write(policy.join("todos.remit"), TODOS).unwrap();
+    let world = dir.join("world.json");
+    std::fs::write(&world, WORLD).unwrap();
+    let store = dir.join("state.db");
+    // `--trusted-pep` names an enforcement point of `--pep-token`, or `remit serve` refuses to start.
+    let refused = remit_bin()
+        .args(["serve", policy.to_str().unwrap(), "--listen", "127.0.0.1:0", "--store"])
+        .arg(format!("sqlite:{}", dir.join("refused.db").display()))
+        .args(["--pep-token", &format!("backend={BACKEND}"), "--trusted-pep", "frontend"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("`frontend` is not the name of a --pep-token"));
+    let (backend, other) = (format!("backend={BACKEND}"), format!("other={OTHER}"));
+    let flags = ["--world", world.to_str().unwrap(), "--trusted-pep", "backend", "--pep-token", &backend];
+    let served = serve_process(&policy, &store, &[&flags[..], &["--pep-token", &other]].concat());
+    let url = served.url.clone();
+    // The served gateway trusts `backend` with properties, and not `other`.
+    for (token, device) in [(BACKEND, json!("laptop-7")), (OTHER, Value::Null)] {
+        let auth = format!("Bearer {token}");
+        let body = forged_call("read_todo").to_string();
+        let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+        let answer = request("POST", &format!("{url}/access/v1/evaluation"), &headers, Some(body.as_bytes())).unwrap();
+        assert_eq!(answer.json()["decision"], json!(true), "{token}");
+        let log = SqliteStore::open_existing(&store).unwrap().begin().unwrap().log_entries(1, 1 << 20).unwrap();
+        let entry: Value = serde_json::from_str(&log.last().unwrap().body).unwrap();
+        assert_eq!(entry["request"]["subject"]["properties"]["device"], device, "{token}");
+    }
+    assert_eq!(
+        admin_cli(&url, &["put-entity", "todo", "t 1/x", r#"{"owner": "user:alice"}"#]),
+        json!({"data_version": 1})
+    );
+    assert_eq!(admin_cli(&url, &["entity", "todo", "t 1/x"])["attributes"], json!({"owner": "user:alice"}));
+    admin_cli(&url, &["add-tuple", "member_of", "agent:assistant", "team:web"]);
+    assert_eq!(admin_cli(&url, &["tuples", "member_of", "agent:assistant"])["b"], json!(["team:web"]));
+    assert_eq!(admin_cli(&url, &["tuples", "member_of", "agent:assistant", "team:web"])["holds"], json!(true));
+    admin_cli(&url, &["remove-tuple", "member_of", "agent:assistant", "team:web"]);
+    admin_cli(&url, &["add-holiday", "office", "2026-12-25"]);
+    assert_eq!(admin_cli(&url, &["holidays", "office"])["holidays"], json!(["2026-12-25"]));
+    admin_cli(&url, &["remove-holiday", "office", "2026-12-25"]);
+    admin_cli(&url, &["delete-entity", "todo", "t 1/x"]);
+    let csv = dir.join("owners.csv");
+    std::fs::write(&csv, "entity,todo,t1,owner,user:alice\nrelation,owns,user:alice,t1\n").unwrap();
+    let loaded = admin_cli(&url, &["load", csv.to_str().unwrap()]);
+    assert_eq!((loaded["format"].clone(), loaded["tuples"].clone()), (json!("csv"), json!(1)));
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "[\n{\"relation\": \"owns\", \"args\": [\"a\", \"b\"]},\n{\"relation\": 7}\n]").unwrap();
+    let refused = remit_bin()
+        .args(["admin", "data", "load", bad.to_str().unwrap(), "--gateway", &url, "--token", ADMIN])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("line 3: `relation` must be a string"), "{stderr}");
+    let state: Value = {
+        let output = remit_bin().args(["admin", "state", "--gateway", &url, "--token", ADMIN]).output().unwrap();
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    assert_eq!(state["data"]["version"], json!(7));
+    // The store's log, `data` entries included, verifies.
+    drop(served);
+    let verified = remit_bin().args(["audit", "verify", store.to_str().unwrap()]).output().unwrap();
+    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stderr));
+    // …and an entry changed after the fact does not.
+    let tampered = SqliteStore::open(&store, Durability::Process).unwrap();
+    tampered
+        .execute_raw("UPDATE log SET body = replace(body, '\"tuples\":1', '\"tuples\":9') WHERE kind = 'data'")
+        .unwrap();
+    drop(tampered);
+    let verified = remit_bin().args(["audit", "verify", store.to_str().unwrap()]).output().unwrap();
+    assert!(!verified.status.success());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bundle_data_is_signed_installed_with_the_bundle_and_replaced_by_the_next() {
+    let dir = support::temp_dir("gateway-data-bundle");
+    let policy = dir.join("policy");
+    std::fs::create_dir_all(policy.join("data")).unwrap();
+    std::fs::write(policy.join("todos.remit"), TODOS).unwrap();
+    std::fs::write(policy.join("data/owners.csv"), "entity,todo,t1,owner,user:alice\nrelation,owns,user:alice,t1\n")
+        .unwrap();
+    std::fs::write(policy.join("data/holidays.json"), r#"[{"calendar": "office", "holiday": "2026-12-25"}]"#).unwrap();
+    std::fs::write(policy.join("data/README.md"), "not a data file").unwrap();
+    let key = dir.join("owner.key");
+    assert!(remit_bin().args(["keygen", "-o", key.to_str().unwrap()]).status().unwrap().success());
+    let built = dir.join("todos.bundle");
+    let build = |revision: &str| {
+        let output = remit_bin()
+            .args(["build", policy.to_str().unwrap(), "-o", built.to_str().unwrap(), "--bundle", "--sign"])
+            .arg(&key)
+            .args(["--revision", revision])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    };
+    build("1");
+    let bytes = std::fs::read(&built).unwrap();
+    let read = Bundle::read(&bytes).unwrap();
+    let names: Vec<&str> = read.manifest.data.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["data/holidays.json", "data/owners.csv"]);
+    // A data file changed after signing is refused (its digest), as is one whose manifest entry was changed to
+    // match (the signature).
+    let at = bytes.windows(5).position(|w| w == b"alice").unwrap();
+    let mut changed = bytes.clone();
+    changed[at..at + 5].copy_from_slice(b"mallo");
+    assert!(Bundle::read(&changed).unwrap_err().contains("data file `data/owners.csv`"));
+    let public = remit_gateway::bundle::verifying_key(&std::fs::read_to_string(dir.join("owner.key.pub")).unwrap());
+    assert!(read.verify(&public.unwrap()).is_ok());
+
+    let store = dir.join("state.db");
+    let pub_key = dir.join("owner.key.pub");
+    let served = serve_process(&built, &store, &["--verify-key", pub_key.to_str().unwrap()]);
+    assert_eq!(admin_cli(&served.url, &["entity", "todo", "t1"])["attributes"], json!({"owner": "user:alice"}));
+    assert_eq!(admin_cli(&served.url, &["holidays", "office"])["holidays"], json!(["2026-12-25"]));
+    // The admin's own data stays beside the bundle's, and wins for an attribute both give.
+    admin_cli(&served.url, &["put-entity", "todo", "t1", r#"{"owner": "user:carol"}"#]);
+    admin_cli(&served.url, &["add-tuple", "owns", "user:carol", "t9"]);
+    assert_eq!(admin_cli(&served.url, &["entity", "todo", "t1"])["attributes"], json!({"owner": "user:carol"}));
+    drop(served);
+
+    // Revision 2: the owner changed and the holiday gone. Its data replaces revision 1's; the admin's stays.
+    std::fs::write(policy.join("data/owners.csv"), "entity,todo,t2,owner,user:bob\nrelation,owns,user:bob,t2\n")
+        .unwrap();
+    std::fs::remove_file(policy.join("data/holidays.json")).unwrap();
+    build("2");
+    let served = serve_process(&built, &store, &["--verify-key", pub_key.to_str().unwrap()]);
+    assert_eq!(admin_cli(&served.url, &["tuples", "owns", "user:alice", "t1"])["holds"], json!(false));
+    assert_eq!(admin_cli(&served.url, &["tuples", "owns", "user:bob", "t2"])["holds"], json!(true));
+    assert_eq!(admin_cli(&served.url, &["tuples", "owns", "user:carol", "t9"])["holds"], json!(true));
+    assert_eq!(admin_cli(&served.url, &["holidays", "office"])["holidays"], json!([]));
+    assert_eq!(admin_cli(&served.url, &["entity", "todo", "t1"])["attributes"], json!({"owner": "user:carol"}));
+    drop(served);
+    // The same bundle served again installs nothing more.
+    let served = serve_process(&built, &store, &["--verify-key", pub_key.to_str().unwrap()]);
+    drop(served);
+    let log = SqliteStore::open_existing(&store).unwrap().begin().unwrap().log_entries(1, 1 << 20).unwrap();
+    let installs: Vec<Value> = log
+        .iter()
+        .filter(|e| e.kind == "data")
+        .map(|e| serde_json::from_str::<Value>(&e.body).unwrap())
+        .filter(|b| b["op"] == "bundle")
+        .collect();
+    assert_eq!(installs.len(), 2, "{installs:?}");
+    assert_eq!(
+        (installs[0]["revision"].clone(), installs[0]["tuples"].clone(), installs[0]["holidays"].clone()),
+        (json!(1), json!(1), json!(1))
+    );
+    assert_eq!((installs[1]["revision"].clone(), installs[1]["removed"].clone()), (json!(2), json!(3)));
+    let verified = remit_bin().args(["audit", "verify", store.to_str().unwrap()]).output().unwrap();
+    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stderr));
+
+    // A bad data file stops the build, naming the file and the line.
+    std::fs::write(policy.join("data/owners.csv"), "relation,owns,a,b\nrelation,owns\n").unwrap();
+    let output = remit_bin()
+        .args(["build", policy.to_str().unwrap(), "-o", dir.join("bad.bundle").to_str().unwrap(), "--bundle"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("`data/owners.csv`: line 2"), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A bundle refused (an older revision) installs none of its data; one taken installs it with its revision, in one
+/// transaction.
+#[test]
+fn a_refused_bundle_installs_no_data() {
+    let dir = support::temp_dir("gateway-data-refused");
+    let store = SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap();
+    let data = |text: &str| vec![("data/t.csv".to_string(), text.as_bytes().to_vec())];
+    let manifest_of = |revision: u64, files: &[(String, Vec<u8>)]| {
+        let bytes = bundle::write_with_data(b"\0asm", files, "sha256:p", revision, "s".into(), "t".into(), None);
+        Bundle::read(&bytes).unwrap()
+    };
+    let second = manifest_of(2, &data("relation,owns,a,b\n"));
+    bundle::admit_with_data(&store, &second.manifest, &second.data, 0, false).unwrap();
+    let first = manifest_of(1, &data("relation,owns,c,d\n"));
+    assert!(bundle::admit_with_data(&store, &first.manifest, &first.data, 0, false).unwrap_err().contains("older"));
+    let mut tx = store.begin().unwrap();
+    assert!(tx.holds("owns", "a", "b").unwrap());
+    assert!(!tx.holds("owns", "c", "d").unwrap());
+    assert_eq!(tx.data_state().unwrap().version, 1);
+    drop(tx);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The median of `samples`.
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// A lookup, and a whole decision that fills an entity and two relation tuples, cost about the same with 1,000,000
+/// tuples in the store as with 10: every lookup is by key on an index. Measured in interleaved runs (the two
+/// stores take turns, so a slower moment of the shared machine falls on both), compared by each one's fastest run
+/// (the medians are printed too).
+#[test]
+fn a_million_tuples_cost_a_lookup_and_a_decision_what_ten_do() {
+    let dir = support::temp_dir("gateway-data-scale");
+    let world = r#"{"resource_types": [{"type_name": "todo", "attributes": [{"name": "owner", "source": "data"}]}],
+                   "relations": [{"name": "member_of", "source": "data",
+                                  "atoms": [["subject", {"literal": "team:7"}], ["principal", "resource.owner"]]}]}"#;
+    let make = |name: &str, tuples: u64| {
+        let store = Arc::new(SqliteStore::open(&dir.join(format!("{name}.db")), Durability::Process).unwrap());
+        let started = Instant::now();
+        let mut tx = store.begin().unwrap();
+        for i in 0..tuples {
+            tx.set_tuple(ORIGIN_ADMIN, "member_of", &format!("user:{i}"), &format!("team:{}", i % 1000), true).unwrap();
+        }
+        let owner = json!({"owner": "user:5"});
+        tx.put_entity(ORIGIN_ADMIN, "todo", "t1", Some(owner.as_object().unwrap())).unwrap();
+        tx.commit().unwrap();
+        // The million rows' WAL copied into the database now, not by the checkpoint thread while decisions are timed.
+        store.execute_raw("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+        eprintln!("{name}: {tuples} tuples written in {:.1} s", started.elapsed().as_secs_f64());
+        let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+        let gateway = Gateway::new(policy_of(TODOS), store.clone(), clock, Config::default());
+        gateway.set_world(WorldSpec::from_json(world).unwrap());
+        (store, gateway)
+    };
+    let (small_store, small) = make("ten", 10);
+    let (large_store, large) = make("million", 1_000_000);
+    let call = json!({"subject": {"id": "agent:assistant"}, "action": {"name": "read_todo", "arguments": {}},
+                      "resource": {"type": "todo", "id": "t1"}})
+    .to_string();
+    // Both decide the same, with the same values filled in.
+    for gateway in [&small, &large] {
+        assert!(gateway.decide(call.as_bytes()).allowed());
+    }
+    let filled = |store: &SqliteStore| {
+        let log = store.begin().unwrap().log_entries(1, 1 << 20).unwrap();
+        let body: Value = serde_json::from_str(&log.last().unwrap().body).unwrap();
+        (body["request"]["resource"]["properties"].clone(), body["request"]["context"]["relations"].clone())
+    };
+    assert_eq!(filled(&small_store), filled(&large_store));
+    assert_eq!(filled(&large_store).1["member_of"][1], json!({"args": ["user:alice", "user:5"], "holds": false}));
+
+    // Keys of ten users (the pages on their paths stay cached), and keys spread over the million (most pages of
+    // the large store's index are then read from the file system's cache, not SQLite's).
+    let keys: Vec<String> = (0..1_000u64).map(|i| format!("user:{}", i % 10)).collect();
+    let spread: Vec<String> = (0..1_000u64).map(|i| format!("user:{}", (i * 7919 + 13) % 1_000_000)).collect();
+    let lookups = |store: &SqliteStore, keys: &[String]| {
+        let mut tx = store.begin_read().unwrap();
+        let started = Instant::now();
+        let mut held = 0;
+        for key in keys {
+            held += u64::from(tx.holds("member_of", key, "team:3").unwrap());
+        }
+        let elapsed = started.elapsed().as_secs_f64() / keys.len() as f64;
+        (elapsed, held)
+    };
+    // Decisions that change nothing but the log, with their entries queued (as `remit mcp-proxy` decides) and
+    // written between the timed runs: what is timed is the filling and the deciding, not the commits' I/O.
+    let decisions = |gateway: &Gateway, n: usize| {
+        let started = Instant::now();
+        for _ in 0..n {
+            assert!(gateway.decide_deferring(call.as_bytes()).allowed());
+        }
+        let elapsed = started.elapsed().as_secs_f64() / n as f64;
+        gateway.flush_entries().unwrap();
+        elapsed
+    };
+    let mut runs: [Vec<f64>; 6] = Default::default();
+    for round in 0..40 {
+        let (small_hot, held_small) = lookups(&small_store, &keys);
+        let (large_hot, held_large) = lookups(&large_store, &keys);
+        assert_eq!((held_small, held_large), (100, 100), "user:3 is in team:3 in both stores");
+        runs[0].push(small_hot);
+        runs[1].push(large_hot);
+        runs[2].push(lookups(&small_store, &spread).0);
+        runs[3].push(lookups(&large_store, &spread).0);
+        // Each goes first in every other round.
+        if round % 2 == 0 {
+            runs[4].push(decisions(&small, 25));
+            runs[5].push(decisions(&large, 25));
+        } else {
+            runs[5].push(decisions(&large, 25));
+            runs[4].push(decisions(&small, 25));
+        }
+    }
+    let medians = runs.clone().map(median);
+    eprintln!(
+        "medians (µs): lookup of 10 keys {:.2} / {:.2}, spread {:.2} / {:.2}, decision {:.1} / {:.1} (10 / 1,000,000 \
+         tuples)",
+        medians[0] * 1e6,
+        medians[1] * 1e6,
+        medians[2] * 1e6,
+        medians[3] * 1e6,
+        medians[4] * 1e6,
+        medians[5] * 1e6
+    );
+    // On a shared machine a run is often preempted (whole runs take 3 or 5 times as long): the fastest run of each
+    // is its cost when not preempted, which is what the two stores are compared by.
+    let [hot_small, hot_large, spread_small, spread_large, decide_small, decide_large] =
+        runs.map(|samples| samples.into_iter().fold(f64::INFINITY, f64::min));
+    eprintln!(
+        "fastest runs: lookup of 10 keys: {:.2} µs with 10 tuples, {:.2} µs with 1,000,000 ({:.2}×); of keys spread over the \
+         million: {:.2} µs, {:.2} µs ({:.2}×); decision: {:.1} µs with 10, {:.1} µs with 1,000,000 ({:.2}×)",
+        hot_small * 1e6,
+        hot_large * 1e6,
+        hot_large / hot_small,
+        spread_small * 1e6,
+        spread_large * 1e6,
+        spread_large / spread_small,
+        decide_small * 1e6,
+        decide_large * 1e6,
+        decide_large / decide_small
+    );
+    // A scan would cost 100,000 times more; a B-tree lookup adds a few page steps (its depth grows with the
+    // logarithm): microseconds, against a decision's hundreds.
+    assert!(
+        hot_large / hot_small < 3.0,
+        "a lookup with a million tuples costs {:.2}× one with ten",
+        hot_large / hot_small
+    );
+    assert!(spread_large - spread_small < 10e-6, "a spread lookup adds {:.1} µs", (spread_large - spread_small) * 1e6);
+    assert!(
+        decide_large / decide_small < 1.2,
+        "a decision with a million tuples costs {:.2}× one with ten",
+        decide_large / decide_small
+    );
+    drop((small, large, small_store, large_store));
+    std::fs::remove_dir_all(&dir).ok();
+}
