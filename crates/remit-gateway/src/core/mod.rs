@@ -173,8 +173,10 @@ pub struct Gateway {
     queue_failing: std::sync::atomic::AtomicBool,
     /// What decisions that change nothing read, kept while the store's version stays the same.
     state_cache: StateCache,
-    /// What the policy reads about the world and from where ([`world`]); empty (no request changed) until set.
+    /// What the policy reads about the world and from where ([`world`]): from the policy's metadata, unless an
+    /// operator gave it (`world_given`).
     world: RwLock<Arc<WorldSpec>>,
+    world_given: std::sync::atomic::AtomicBool,
     pub counts: Counts,
 }
 
@@ -186,6 +188,7 @@ impl std::fmt::Debug for Gateway {
 
 impl Gateway {
     pub fn new(policy: Policy, store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: Config) -> Gateway {
+        let policy_meta = policy.meta.clone();
         Gateway {
             policy: RwLock::new(Arc::new(policy)),
             store,
@@ -196,7 +199,8 @@ impl Gateway {
             queued_entries: Mutex::new(Vec::new()),
             queue_failing: std::sync::atomic::AtomicBool::new(false),
             state_cache: StateCache::default(),
-            world: RwLock::new(Arc::new(WorldSpec::default())),
+            world: RwLock::new(Arc::new(WorldSpec::from_meta(&policy_meta))),
+            world_given: std::sync::atomic::AtomicBool::new(false),
             counts: Counts::default(),
         }
     }
@@ -204,6 +208,7 @@ impl Gateway {
     /// What the policy reads about the world, and from where (until the compiled policy's metadata carries it:
     /// `remit serve --world FILE`). Decisions that start after this returns use it.
     pub fn set_world(&self, world: WorldSpec) {
+        self.world_given.store(true, std::sync::atomic::Ordering::SeqCst);
         *self.world.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(world);
     }
 

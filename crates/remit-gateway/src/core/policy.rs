@@ -58,6 +58,11 @@ impl Gateway {
 
     /// Replaces the policy: decisions that already started finish on the old one.
     pub fn swap_policy(&self, policy: Policy) {
+        // What the new policy reads of the world comes with it (unless an operator gave the spec).
+        if !self.world_given.load(Ordering::SeqCst) {
+            let world = Arc::new(super::WorldSpec::from_meta(&policy.meta));
+            *self.world.write().unwrap_or_else(|p| p.into_inner()) = world;
+        }
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
         self.counts.reloads.fetch_add(1, Ordering::Relaxed);
     }

@@ -42,6 +42,63 @@ pub struct WorldSpec {
     pub calendars: Vec<CalendarSpec>,
 }
 
+impl WorldSpec {
+    /// What the compiled policy's metadata says it reads (`remit_lang::wasm::meta::WorldMeta`); empty for a policy
+    /// that reads nothing of the world, or whose module was built before the metadata carried it.
+    pub fn from_meta(meta: &PolicyMeta) -> WorldSpec {
+        use remit_lang::wasm::meta::{EntityMeta, TermMeta};
+        let Some(world) = &meta.world else { return WorldSpec::default() };
+        let source = |text: &str| if text == "properties" { Source::Properties } else { Source::Data };
+        let entity = |e: &EntityMeta| EntitySpec {
+            type_name: e.type_name.clone(),
+            attributes: e
+                .attributes
+                .iter()
+                .map(|a| AttrSpec { name: a.name.clone(), source: source(&a.source) })
+                .collect(),
+        };
+        let term = |t: &TermMeta| -> Option<Term> {
+            Some(match t {
+                TermMeta::Value(text) => Term::Literal(text.clone()),
+                TermMeta::Subject => Term::Subject,
+                TermMeta::Resource => Term::Resource,
+                TermMeta::Arg(name) => Term::Arg(name.clone()),
+                TermMeta::SubjectAttribute(name) => Term::SubjectAttr(name.clone()),
+                TermMeta::ResourceAttribute(name) => Term::ResourceAttr(name.clone()),
+                // Not looked up: the atom is left out of the request, so the module finds it unevaluable.
+                TermMeta::Context(_) => return None,
+            })
+        };
+        let relations = world
+            .relations
+            .iter()
+            .map(|r| RelationSpec {
+                name: r.name.clone(),
+                source: source(&r.source),
+                atoms: r
+                    .atoms
+                    .iter()
+                    .filter_map(|terms| match terms.as_slice() {
+                        [a, b] => Some([term(a)?, term(b)?]),
+                        _ => None,
+                    })
+                    .collect(),
+            })
+            .collect();
+        WorldSpec {
+            subject_types: world.subjects.iter().map(entity).collect(),
+            resource_types: world.resources.iter().map(entity).collect(),
+            tool_resource_types: BTreeMap::new(),
+            relations,
+            calendars: world
+                .calendars
+                .iter()
+                .map(|c| CalendarSpec { name: c.name.clone(), holidays: c.holidays })
+                .collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EntitySpec {

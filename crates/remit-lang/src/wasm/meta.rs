@@ -47,6 +47,16 @@ pub struct WorldMeta {
     pub resources: Vec<EntityMeta>,
     /// `relation NAME(…)`, sorted by name, each with the atoms conditions write.
     pub relations: Vec<RelationMeta>,
+    /// `calendar NAME …`, sorted by name: whether the gateway fills its holidays.
+    #[serde(default)]
+    pub calendars: Vec<CalendarMeta>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CalendarMeta {
+    pub name: String,
+    /// `closed on holidays`: the gateway fills `context.holidays.NAME` from its data sets.
+    pub holidays: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,7 +127,7 @@ impl TermMeta {
 impl WorldMeta {
     fn from_program(program: &Program) -> Option<WorldMeta> {
         use crate::syntax::ast::EntityRole;
-        if program.entities.is_empty() && program.relations.is_empty() {
+        if program.entities.is_empty() && program.relations.is_empty() && program.calendars.is_empty() {
             return None;
         }
         let entity = |e: &crate::ir::EntityType| EntityMeta {
@@ -153,7 +163,12 @@ impl WorldMeta {
                 atoms: atoms.remove(&r.name).unwrap_or_default().into_iter().collect(),
             })
             .collect();
-        Some(WorldMeta { subjects, resources, relations })
+        let calendars = program
+            .calendars
+            .values()
+            .map(|c| CalendarMeta { name: c.name.clone(), holidays: c.calendar.closed_on_holidays() })
+            .collect();
+        Some(WorldMeta { subjects, resources, relations, calendars })
     }
 }
 
