@@ -2,12 +2,16 @@
 """Generates a policy set with many delegated mandates of realistic size, for timing the narrowing check and
 `remit diff` (docs/narrowing.md, "Speed"). Nothing it writes is committed.
 
-    scripts/gen-delegations.py OUT_DIR [--mandates 1000] [--version a|b] [--widening PERCENT] [--seed N]
+    scripts/gen-delegations.py OUT_DIR [--mandates 1000] [--version a|b] [--widening PERCENT] [--seed N] [--world]
 
 Version `a` is the base. Version `b` is the same policy with its files renamed, its mandates and rules in
 another order, five sub-mandates widened, five edited to narrow (an edit that changes nothing, on a grandchild
 already capped lower, is reported unchanged), one added and one removed; it prints the names it changed. Every sub-mandate restates its parent's terms, so version `a` checks clean (unless
-`--widening` makes that percentage of sub-mandates drop the restated data scope).
+`--widening` makes that percentage of sub-mandates drop the restated data scope). `--world` adds the world's
+conditions (docs/language.md): every root forbids spending above the resource's budget or on a resource it does
+not own, messages from agents outside its team (a relation), publishing outside Berlin office hours (a calendar)
+and tickets due more than 30 days after `now`; sub-mandates restate them, and half their payment grants compare the
+resource's team with the agent's.
 """
 
 import argparse
@@ -27,10 +31,23 @@ TIERS = ["basic", "pro", "max"]
 LEVELS = ["research", "draft", "local_change", "release_candidate", "publish"]
 
 
+WORLD = False
+
+
 def catalog():
     out = ["// Generated catalog: tools in six classes.", "enum tier { basic, pro, max }", "context region: string", ""]
+    if WORLD:
+        out += [
+            "resource doc {\n  owner: string\n  team: string\n  budget: money\n}",
+            "subject agent {\n  team: string\n}",
+            "relation member_of(string, string)",
+            'calendar office_hours in "Europe/Berlin" {\n  mon..fri 08:00-18:00\n  closed on holidays\n}',
+            "",
+        ]
     for c in CLASSES:
         params = f"({CLASS_PARAMS[c]})" if c in CLASS_PARAMS else ""
+        if WORLD and c == "tickets":
+            params = params[:-1] + ", due: timestamp)"
         out.append(f'effect {c}{params} "generated class {c}"')
     out.append("")
     tools = []
@@ -38,6 +55,8 @@ def catalog():
         c = CLASSES[i % len(CLASSES)]
         name = f"{c}_{i}"
         params = ["path: string", "tier: tier", "count: int", "tags: set<string>", "manifest: string"]
+        if WORLD:
+            params.append("due: timestamp")
         if c == "spend":
             params = ["amount: money", "merchant: string"] + params
         if c == "message":
@@ -73,6 +92,13 @@ def root_rules(r, rng):
         f"fact price_sheet_{r} at version {rng.randint(1, 9)} for spend",
         f"budget tickets_{r}: at most 20 calls to tickets per day",
     ]
+    if WORLD:
+        terms += [
+            "forbid spend where args.amount > resource.budget or resource.owner != principal",
+            f'forbid message where not member_of(subject, "team:dept{r}")',
+            "forbid publish where now not in office_hours",
+            "forbid tickets where args.due - now > 30d",
+        ]
     return merchants, grants, terms
 
 
@@ -84,6 +110,8 @@ def child_grants(merchants, rng, tools):
         f'allow {rng.choice([t for t, c in tools if c == "records"])}',
         f'allow {rng.choice([t for t, c in tools if c == "tickets"])} where args.count <= {rng.choice([5, 10, 20])} and args.tier != "max"',
     ]
+    if WORLD and rng.random() < 0.5:
+        grants[0] += " and resource.team == subject.team"
     if rng.random() < 0.5:
         grants.append('allow message where args.recipient under "team@"')
     if rng.random() < 0.5:
@@ -178,7 +206,10 @@ def main():
     ap.add_argument("--version", choices=["a", "b"], default="a")
     ap.add_argument("--widening", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--world", action="store_true")
     args = ap.parse_args()
+    global WORLD
+    WORLD = args.world
     files, changed = generate(args.mandates, args.version, args.widening, args.seed)
     for name, text in files.items():
         path = os.path.join(args.out, name)

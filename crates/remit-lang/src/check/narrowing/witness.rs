@@ -141,6 +141,18 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             let wanted = matches!(value_of(attr), Some((Value::Bool(true), _)));
             match attr {
                 Attr::Compare(left, op, right, ty) => {
+                    // Keep what the model decided: set the operand it leaves free (both decided: keep both).
+                    let (left_fixed, right_fixed) = (value_of(left).is_some(), value_of(right).is_some());
+                    if left_fixed && right_fixed {
+                        continue;
+                    }
+                    if right_fixed {
+                        let Some(right_json) = slots.get(right) else { continue };
+                        if let Some(left_json) = agreeing(&right_json, ty, op.swapped(), wanted, levels) {
+                            slots.set(left, left_json);
+                        }
+                        continue;
+                    }
                     let Some(mut left_json) = slots.get(left) else { continue };
                     let Some(mut right_json) = agreeing(&left_json, ty, *op, wanted, levels) else { continue };
                     // Below zero, money is mistyped: raise the left operand instead of lowering the right one.
