@@ -213,6 +213,28 @@ fn an_editor_session() {
     );
     let labels: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["label"].as_str().unwrap()).collect();
     assert_eq!(labels, ["amount"]);
+    // `resource.` offers the request's own `id` and every declared resource attribute, with its type.
+    let world = typing.replace("limit financial_operation: args.am", "limit financial_operation: resource.ow")
+        + "\nresource order {\n  owner: string\n  total: money\n}\n";
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": doc, "version": 5 }, "contentChanges": [{ "text": world }] }),
+    );
+    let items = client.request(
+        "textDocument/completion",
+        json!({ "textDocument": { "uri": doc }, "position": position(&world, "resource.ow", 0, 11) }),
+    );
+    let found: Vec<(&str, &str)> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["label"].as_str().unwrap(), i["detail"].as_str().unwrap()))
+        .collect();
+    assert_eq!(found, [("owner", "string")]);
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": doc, "version": 6 }, "contentChanges": [{ "text": typing }] }),
+    );
     // And names anywhere else.
     let items = client.request(
         "textDocument/completion",

@@ -339,8 +339,28 @@ impl Index {
         Vec::new()
     }
 
-    /// What may be typed at `offset` of `text`: after `args.`, the parameters of the clause's target; else every
-    /// declared name and the clause keywords.
+    /// The attributes `subject.` or `resource.` may name: the request's own (`id`, and `scopes` of a subject) and
+    /// every declared one, with its type (sorted, each once).
+    pub fn attributes_of(&self, role: crate::syntax::ast::EntityRole) -> Vec<(String, String)> {
+        use crate::syntax::ast::EntityRole;
+        let mut out: Vec<(String, String)> = vec![("id".into(), "string".into())];
+        if role == EntityRole::Subject {
+            out.push(("scopes".into(), "set<string>".into()));
+        }
+        for decl in self.decls() {
+            if let Decl::Entity(e) = decl {
+                if e.role == role {
+                    out.extend(e.attributes.iter().map(|a| (a.name.text.clone(), type_text(&a.ty))));
+                }
+            }
+        }
+        out.sort();
+        out.dedup_by(|a, b| a.0 == b.0);
+        out
+    }
+
+    /// What may be typed at `offset` of `text`: after `args.`, the parameters of the clause's target; after
+    /// `subject.` or `resource.`, their attributes; else every declared name and the clause keywords.
     pub fn complete(&self, text: &str, offset: usize) -> Vec<Completion> {
         let before = &text[..offset.min(text.len())];
         let word_start =
@@ -354,6 +374,19 @@ impl Index {
                 .filter(|(name, _)| name.starts_with(prefix))
                 .map(|(name, ty)| Completion { label: name, detail: ty, kind: CompletionKind::Field })
                 .collect();
+        }
+        for (root, role) in [
+            ("subject.", crate::syntax::ast::EntityRole::Subject),
+            ("resource.", crate::syntax::ast::EntityRole::Resource),
+        ] {
+            if let Some(prefix) = word.strip_prefix(root) {
+                return self
+                    .attributes_of(role)
+                    .into_iter()
+                    .filter(|(name, _)| name.starts_with(prefix))
+                    .map(|(name, ty)| Completion { label: name, detail: ty, kind: CompletionKind::Field })
+                    .collect();
+            }
         }
         let mut out: Vec<Completion> = self
             .symbols
