@@ -382,18 +382,30 @@ fn the_search_interop_suite_passes_from_the_gateways_data() {
     }
     assert_eq!(counts, [60, 18, 120]);
     assert_eq!(s.log_length(), logged, "the searches logged nothing");
-    // Fail closed: a user nobody knows may do nothing; nor may a holder the data no longer describes, even on the
-    // records it owns (its department and role are missing: each rule's condition cannot be evaluated).
+    // Fail closed: a user nobody knows may do nothing; a holder the data no longer describes may do nothing a rule
+    // reading its role or department grants (the condition cannot be evaluated, `or` or not), and still what a rule
+    // reading only the record's owner and its id grants.
     let url = format!("http://{}/admin/v1/data/entities/user/alice", s.address);
     let auth = format!("Bearer {ADMIN}");
     assert_eq!(request("DELETE", &url, &[("Authorization", &auth)], None).unwrap().status, 200);
-    for (subject, action) in [("mallory", "view"), ("alice", "view"), ("alice", "edit"), ("alice", "delete")] {
+    let owned = json!([{"type": "record", "id": "101"}, {"type": "record", "id": "107"},
+                       {"type": "record", "id": "113"}, {"type": "record", "id": "119"}]);
+    for (subject, action, expected) in [
+        ("mallory", "view", json!([])),
+        ("alice", "view", json!([])),
+        ("alice", "edit", json!([])),
+        ("alice", "delete", owned),
+    ] {
         let search = json!({"subject": {"type": "user", "id": subject}, "action": {"name": action},
                             "resource": {"type": "record"}});
         let (status, answer) = s.post("/access/v1/search/resource", &search);
-        assert_eq!((status, answer["results"].clone()), (200, json!([])), "{subject} {action}: {answer}");
+        assert_eq!((status, answer["results"].clone()), (200, expected), "{subject} {action}: {answer}");
     }
-    let search = json!({"subject": {"type": "user"}, "action": {"name": "delete"},
-                        "resource": {"type": "record", "id": "101"}});
-    assert_eq!(s.post("/access/v1/search/subject", &search).1["results"], json!([]), "alice owns 101");
+    // Alice is no longer an entity of the data, and still a holder: a candidate of the subject search.
+    for (action, expected) in [("view", json!(["bob", "carol", "dan"])), ("delete", json!(["alice"]))] {
+        let search = json!({"subject": {"type": "user"}, "action": {"name": action},
+                            "resource": {"type": "record", "id": "101"}});
+        let answer = s.post("/access/v1/search/subject", &search).1;
+        assert_eq!(json!(ids(&answer)), expected, "{action} 101: {answer}");
+    }
 }

@@ -83,9 +83,10 @@ impl Gateway {
                         .extend(prefixes.map(|p| HolderPattern { under: p.clone(), mandate: mandate.name.clone() }));
                 }
             }
-            candidates.sort();
-            candidates.dedup();
         }
+        // Sorted here too: the results' order (and so the pages) does not rest on the store's.
+        candidates.sort();
+        candidates.dedup();
         let as_candidate = |id: &str, mandate: Option<&str>| {
             let mut request = request.clone();
             let mut entity = Map::new();
