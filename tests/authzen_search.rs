@@ -104,12 +104,16 @@ fn start(name: &str, file: &str, source: &str, data: &[u8]) -> Served {
 const DOCS: &str = r#"
 tool read_doc()
 tool share_doc()
+tool read_file(path: string) {
+  target args.path
+}
 
 mandate docs for "org:acme" {
   holder "agent:reader"
   purpose "read the public documents"
   allow read_doc where resource.id under "docs/public/"
   allow share_doc where resource.id == "docs/public/a"
+  allow read_file where resource.id under "docs/public/"
 }
 
 mandate club for "org:acme" {
@@ -157,6 +161,11 @@ fn the_resource_search_lists_the_entities_of_the_type_the_subject_may_act_on_sor
     assert_eq!(answer.get("context"), None, "a resource search reports no pattern");
     let (_, answer) = s.post("/access/v1/search/resource", &resources("agent:reader", "share_doc"));
     assert_eq!(ids(&answer), ["docs/public/a"]);
+    // A tool that names its target acts on the argument: each candidate is that argument.
+    let mut by_path = resources("agent:reader", "read_file");
+    by_path["action"]["properties"] = json!({"path": "docs/secret/c"});
+    let (_, answer) = s.post("/access/v1/search/resource", &by_path);
+    assert_eq!(ids(&answer), ["docs/public/a", "docs/public/b"], "{answer}");
     // A `resource.id` given is ignored (AuthZEN: it MUST be), and so are the resource's properties.
     let mut with_id = resources("agent:chair", "read_doc");
     with_id["resource"]["id"] = json!("docs/public/a");

@@ -54,7 +54,8 @@ pub struct HolderPattern {
 impl Gateway {
     /// The ids of type `kind` (the AuthZEN request's `subject.type` or `resource.type`) that may do the request's
     /// action: each candidate put in place of the searched side (its `id`, and its `type` when the request keeps
-    /// one: the searched side's own `properties` describe no candidate and are dropped) and decided as
+    /// one: the searched side's own `properties` describe no candidate and are dropped; for a tool that names its
+    /// target, also that argument) and decided as
     /// [`Gateway::decide_as`] would decide it,
     /// without carrying anything out or logging it. A subject search also decides each `holder under` prefix (of
     /// the mandate the request names, else of every mandate) for the subject [`PATTERN_SUBJECT`] under it, under
@@ -87,8 +88,21 @@ impl Gateway {
         // Sorted here too: the results' order (and so the pages) does not rest on the store's.
         candidates.sort();
         candidates.dedup();
+        // A tool that names its target (`target args.NAME`) acts on that argument, whatever `resource.id` says (the
+        // gateway sets one from the other): the candidate resource is the argument's value.
+        let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str);
+        let target = tool.and_then(|t| policy.meta.target_of(t)).filter(|_| searched == Searched::Resource);
         let as_candidate = |id: &str, mandate: Option<&str>| {
             let mut request = request.clone();
+            if let Some(argument) = target {
+                let action = request.entry("action").or_insert_with(|| Json::Object(Map::new()));
+                if let Some(action) = action.as_object_mut() {
+                    let arguments = action.entry("arguments").or_insert_with(|| Json::Object(Map::new()));
+                    if let Some(arguments) = arguments.as_object_mut() {
+                        arguments.insert(argument.to_string(), Json::String(id.to_string()));
+                    }
+                }
+            }
             let mut entity = Map::new();
             if typed {
                 entity.insert("type".into(), Json::String(kind.to_string()));
