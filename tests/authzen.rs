@@ -370,6 +370,16 @@ fn decision_endpoints_answer_only_known_enforcement_points_unless_anonymous_is_a
         ("/access/v1/evaluation", body.clone()),
         ("/access/v1/evaluations", json!({"evaluations": [body.clone()]})),
         ("/access/v1/search/action", search),
+        (
+            "/access/v1/search/resource",
+            json!({"subject": body["subject"], "action": body["action"],
+                                              "resource": {"type": "todo"}}),
+        ),
+        (
+            "/access/v1/search/subject",
+            json!({"subject": {"type": "user"}, "action": body["action"],
+                                             "resource": body["resource"]}),
+        ),
         ("/v1/decide", native),
     ];
     for (path, body) in &calls {
@@ -383,7 +393,7 @@ fn decision_endpoints_answer_only_known_enforcement_points_unless_anonymous_is_a
         let known = s.post_with(path, body, &[("Authorization", "Bearer pep-token-of-the-todo-backend")]);
         assert_eq!(known.status, 200, "{path}: {}", known.text());
     }
-    assert_eq!(s.decisions(), 3, "only the authenticated calls were decided (the search decides nothing)");
+    assert_eq!(s.decisions(), 3, "only the authenticated calls were decided (the searches log nothing)");
     // Discovery stays open.
     let discovery = request("GET", &s.url("/.well-known/authzen-configuration"), &[], None).unwrap();
     assert_eq!(discovery.status, 200);

@@ -1,4 +1,5 @@
-//! The gateway over HTTP (axum on tokio): OpenID AuthZEN 1.0 (evaluation, evaluations, action search, discovery),
+//! The gateway over HTTP (axum on tokio): OpenID AuthZEN 1.0 (evaluation, evaluations, the action, resource and
+//! subject searches, discovery),
 //! remit's native `/v1/decide`, the principal's inbox (a web page and its JSON API), the admin API (stops, facts),
 //! and operations (`/health`, `/ready`, Prometheus `/metrics`). docs/gateway.md is the reference.
 //!
@@ -25,7 +26,7 @@ use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
 use super::conn::{Connections, Limits, Plain};
-use super::core::{ActionError, DataChange, Decided, Gateway, Histogram, NoExplanation, Policy};
+use super::core::{ActionError, DataChange, Decided, Gateway, Histogram, NoExplanation, Policy, Searched};
 use super::data::Format;
 use super::https::{ServerTls, TlsListener};
 use super::store::StopRecord;
@@ -122,6 +123,8 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
     let single = Router::new()
         .route("/access/v1/evaluation", post(evaluation))
         .route("/access/v1/search/action", post(search_action))
+        .route("/access/v1/search/resource", post(search_resource))
+        .route("/access/v1/search/subject", post(search_subject))
         .route("/v1/decide", post(decide))
         .layer(DefaultBodyLimit::max(MAX_BODY));
     let batch =
@@ -420,6 +423,12 @@ const EVALUATION_MEMBERS: &[(&str, &[&str])] =
     &[("subject", &["type", "id"]), ("action", &["name"]), ("resource", &["type", "id"])];
 /// An action search names no action (AuthZEN 1.0, "Action Search API").
 const ACTION_SEARCH_MEMBERS: &[(&str, &[&str])] = &[("subject", &["type", "id"]), ("resource", &["type", "id"])];
+/// A resource search names no resource id, a subject search no subject id (AuthZEN 1.0: omitted, and ignored when
+/// given); the searched side's `type` is checked before these ([`searched_type`]).
+const RESOURCE_SEARCH_MEMBERS: &[(&str, &[&str])] =
+    &[("subject", &["type", "id"]), ("action", &["name"]), ("resource", &["type"])];
+const SUBJECT_SEARCH_MEMBERS: &[(&str, &[&str])] =
+    &[("subject", &["type"]), ("action", &["name"]), ("resource", &["type", "id"])];
 
 /// A `400` naming the first member of `required` that `object` lacks (or has as another thing than a string), as
 /// AuthZEN's JSON binding requires for an omitted required attribute; `at` says which evaluation of a batch.
@@ -683,6 +692,75 @@ async fn search_action(State(app): Shared, headers: HeaderMap, body: Bytes) -> R
     json_response(StatusCode::OK, json!({"page": page, "results": results}).to_string())
 }
 
+/// The type a subject or resource search lists (`side`'s `type`, a string not empty), or a `400`
+/// (`search.no-type`): AuthZEN requires it, and without it there is no set of entities to search.
+fn searched_type(object: &Map<String, Json>, side: &str) -> Result<String, Response> {
+    match object.get(side).and_then(|entity| entity.get("type")).and_then(Json::as_str) {
+        Some(kind) if !kind.is_empty() => Ok(kind.to_string()),
+        _ => Err(error(
+            StatusCode::BAD_REQUEST,
+            "search.no-type",
+            format!("a {side} search lists the {side}s of one type: `{side}.type` is required (a string)"),
+        )),
+    }
+}
+
+/// The resources of `resource.type` in the gateway's data the subject may do the action on (`Gateway::search`),
+/// sorted by id: `{"page": {…}, "results": [{"type": …, "id": …}]}`, paged as the action search is.
+async fn search_resource(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
+    search_over_data(&app, &headers, &body, Searched::Resource).await
+}
+
+/// The subjects of `subject.type` in the gateway's data, and the mandates' exact holders, that may do the action on
+/// the resource, sorted by id and paged as the resource search; with `context.holder_patterns` (every page) when a
+/// subject under a mandate's `holder under` prefix that the data does not know would be allowed:
+/// `[{"type": …, "under": "agent:club/", "mandate": "club"}]`. AuthZEN's `results` are exact ids only.
+async fn search_subject(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
+    search_over_data(&app, &headers, &body, Searched::Subject).await
+}
+
+async fn search_over_data(app: &Arc<App>, headers: &HeaderMap, body: &[u8], searched: Searched) -> Response {
+    let (side, members) = match searched {
+        Searched::Resource => ("resource", RESOURCE_SEARCH_MEMBERS),
+        Searched::Subject => ("subject", SUBJECT_SEARCH_MEMBERS),
+    };
+    let object = match parse_object(body) {
+        Ok(object) => object,
+        Err(response) => return response,
+    };
+    let checked = searched_type(&object, side)
+        .and_then(|kind| require_members(&object, members, "").map(|()| kind))
+        .and_then(|kind| Page::read(&object).map(|page| (kind, page)));
+    let (kind, page) = match checked {
+        Ok(checked) => checked,
+        Err(response) => return response,
+    };
+    // The searched side's id is each candidate's: the core puts it in (an empty placeholder keeps the side, with its
+    // type, in remit's request).
+    let mut query = object.clone();
+    if let Some(Json::Object(entity)) = query.get_mut(side) {
+        entity.insert("id".into(), Json::String(String::new()));
+    }
+    let Json::Object(request) = authzen_to_remit(app, &query) else { unreachable!("remit's request is an object") };
+    let gateway = app.gateway.clone();
+    let trusted = trusted_caller(app, headers);
+    let searching = kind.clone();
+    let found = tokio::task::spawn_blocking(move || gateway.search(&request, searched, &searching, trusted)).await;
+    let found = match found {
+        Ok(Ok(found)) => found,
+        _ => return error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, "the store is unavailable"),
+    };
+    let results = found.ids.into_iter().map(|id| json!({"type": kind, "id": id})).collect();
+    let (results, page) = page.cut(results);
+    let mut answer = json!({"page": page, "results": results});
+    if !found.patterns.is_empty() {
+        let patterns: Vec<Json> =
+            found.patterns.iter().map(|p| json!({"type": kind, "under": p.under, "mandate": p.mandate})).collect();
+        answer["context"] = json!({"holder_patterns": patterns});
+    }
+    json_response(StatusCode::OK, answer.to_string())
+}
+
 /// remit's decision JSON unchanged; the decision id (and the access request of an escalation) in headers.
 async fn decide(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
     let decided = run_decision(&app, body.to_vec(), trusted_caller(&app, &headers)).await;
@@ -707,6 +785,8 @@ async fn configuration(State(app): Shared) -> Response {
         "access_evaluation_endpoint": format!("{base}/access/v1/evaluation"),
         "access_evaluations_endpoint": format!("{base}/access/v1/evaluations"),
         "search_action_endpoint": format!("{base}/access/v1/search/action"),
+        "search_resource_endpoint": format!("{base}/access/v1/search/resource"),
+        "search_subject_endpoint": format!("{base}/access/v1/search/subject"),
     });
     json_response(StatusCode::OK, body.to_string())
 }

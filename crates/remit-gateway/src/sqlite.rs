@@ -980,6 +980,16 @@ impl Tx for SqliteTx<'_> {
         rows.collect::<Result<_, _>>().map_err(store_err)
     }
 
+    fn entity_ids(&mut self, kind: &str) -> StoreResult<Vec<String>> {
+        // The primary key (type, id, origin) orders the rows by id within a type: a range of the index, no sort.
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT DISTINCT id FROM entities WHERE type = ?1 ORDER BY id")
+            .map_err(store_err)?;
+        let rows = statement.query_map(params![kind], |row| row.get(0)).map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
+    }
+
     fn put_entity(
         &mut self,
         origin: &str,

@@ -375,6 +375,13 @@ pub trait Tx {
         let _ = (relation, a);
         no_data()
     }
+    /// The ids of every entity of type `kind` any origin keeps, sorted (bytewise), each once: the candidates of an
+    /// AuthZEN subject or resource search (`Gateway::search`). Read by the type (the key the entities are indexed
+    /// by first: the cost grows with the entities of that type, not with the data sets).
+    fn entity_ids(&mut self, kind: &str) -> StoreResult<Vec<String>> {
+        let _ = kind;
+        no_data()
+    }
     /// Keeps `attributes` (a JSON object) as the entity's under `origin`, replacing what that origin kept, or
     /// removes the origin's entity (`None`). Whether the origin kept the entity before.
     fn put_entity(

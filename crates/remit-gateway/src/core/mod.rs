@@ -14,9 +14,10 @@
 //! Its modules, each using only those listed before it (and this file's shared types): [`metrics`], [`policy`] (the policy served and the module instances), [`log`] (entries waiting to be written),
 //! [`obligations`] (carrying out an allow's obligations, budgets' windows, rounds), [`prepare`] (a request made
 //! ready for the module, the state filled in), [`access`] (access requests and their answers), [`state`] (stops and
-//! facts), [`explain`] (explanations for the inbox), [`batch`] (group commit, one decision in its transaction) and
-//! [`decide`] (the decisions and listings front ends ask for); [`world`] (what the policy reads about the world and
-//! from where, used by [`prepare`]) and [`data`] (the data sets as the admin changes them) stand beside them.
+//! facts), [`explain`] (explanations for the inbox), [`batch`] (group commit, one decision in its transaction),
+//! [`decide`] (the decisions and listings front ends ask for) and [`search`] (subjects and resources searched over
+//! the data, decided without being logged); [`world`] (what the policy reads about the world and from where, used
+//! by [`prepare`]) and [`data`] (the data sets as the admin changes them) stand beside them.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -40,6 +41,7 @@ mod metrics;
 mod obligations;
 mod policy;
 mod prepare;
+mod search;
 mod state;
 mod world;
 
@@ -51,6 +53,7 @@ pub use self::metrics::{Counts, Histogram, BUCKETS};
 pub use self::obligations::{window_key, Carried, ROUND_TTL_SECONDS};
 pub use self::policy::Policy;
 pub use self::prepare::{fill_target, GATEWAY_FIELDS};
+pub use self::search::{Found, HolderPattern, Searched, PATTERN_SUBJECT};
 pub use self::world::{AttrSpec, CalendarSpec, EntitySpec, RelationSpec, Source, Term, WorldSpec};
 /// The clocks, which the core decides by (they are the crate's: the audit log signs its head by them too).
 pub use crate::clock::{Clock, FixedClock, StartedClock, SystemClock};
