@@ -197,7 +197,7 @@ fn base_requests(program: &Program) -> Vec<Vec<u8>> {
     let relations: serde_json::Map<String, Json> = program
         .relations
         .values()
-        .map(|r| (r.name.clone(), relation_list(r.params.len(), &RELATION_WORDS, |i| i % 2 == 0)))
+        .map(|r| (r.name.clone(), relation_list(r.params.len(), &RELATION_WORDS, |i| i.is_multiple_of(2))))
         .collect();
     let mut out = Vec::new();
     for tool in program.tools.iter().filter(|t| t.name.starts_with("rc_")) {
@@ -664,7 +664,7 @@ fn world_target(atom: &remit_lang::ir::Atom, program: &Program, rng: &mut Rng) -
             let arity = terms.len();
             let seed = rng.below(1000);
             let mut lists = vec![
-                relation_list(arity, &words, |i| (i + seed) % 3 != 0),
+                relation_list(arity, &words, |i| !(i + seed).is_multiple_of(3)),
                 relation_list(arity, &words, |_| false),
                 relation_list(arity, &words[..2], |_| true),
                 relation_list(arity + 1, &words, |_| true),
@@ -672,7 +672,7 @@ fn world_target(atom: &remit_lang::ir::Atom, program: &Program, rng: &mut Rng) -
                 serde_json::json!({"args": [], "holds": true}),
             ];
             // Answered both ways, and spoiled by one bad item.
-            let mut both = relation_list(arity, &words, |i| i % 2 == 0);
+            let mut both = relation_list(arity, &words, |i| i.is_multiple_of(2));
             let mut spoiled = both.clone();
             if let Some(items) = both.as_array_mut() {
                 let flipped: Vec<Json> = items
