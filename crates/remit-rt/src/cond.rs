@@ -547,32 +547,24 @@ fn read_base(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Opt
     let doc = env.doc;
     let request = env.request;
     let name = image.str(atom.name_off, atom.name_len);
-    // A declared attribute's value in the object `object`: missing when absent, mistyped when not of its type or
-    // when its money is negative and it is not `signed` (`signed`: the tool's parameter for arguments).
-    let declared = |object: Option<u32>, signed: &dyn Fn() -> bool| -> Result<Val, u32> {
-        let json = object.and_then(|object| doc.get(object, name)).ok_or(PROBLEM_MISSING)?;
-        let value = decode(image, doc, json, &Type::decode(image.bytes, atom.ty)).ok_or(PROBLEM_MISTYPED)?;
-        if negative(image, doc, value) && !signed() {
-            return Err(PROBLEM_MISTYPED);
-        }
-        Ok(value)
-    };
+    let declared = |object: Option<u32>, signed: bool| declared(image, doc, atom, object, || signed);
     let value = match atom.attr {
         image::ATTR_ARG => {
             if env.listing {
                 return Ok(None);
             }
             // Money is non-negative unless the parameter is `signed`: a negative amount is a mistyped argument.
-            declared(request.call.and_then(|c| c.arguments), &|| signed_param(image, &env.tool, name))?
+            let arguments = request.call.and_then(|c| c.arguments);
+            self::declared(image, doc, atom, arguments, || signed_param(image, &env.tool, name))?
         }
-        image::ATTR_CONTEXT => declared(request.attributes, &|| atom.signed != 0)?,
-        image::ATTR_SUBJECT => declared(request.subject_properties, &|| atom.signed != 0)?,
+        image::ATTR_CONTEXT => declared(request.attributes, atom.signed != 0)?,
+        image::ATTR_SUBJECT => declared(request.subject_properties, atom.signed != 0)?,
         // Listing tools before the call: the resource's attributes come with the call.
         image::ATTR_RESOURCE => {
             if env.listing && request.resource_properties.and_then(|object| doc.get(object, name)).is_none() {
                 return Ok(None);
             }
-            declared(request.resource_properties, &|| atom.signed != 0)?
+            declared(request.resource_properties, atom.signed != 0)?
         }
         image::ATTR_RESOURCE_ID => match request.resource_id {
             Some(id) => Val::Str(id),
@@ -594,6 +586,26 @@ fn read_base(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Opt
         _ => return Err(PROBLEM_MISTYPED),
     };
     Ok(Some(value))
+}
+
+/// The value of the attribute of record `atom` in the request's object `object` (arguments, context attributes,
+/// properties), by its name: missing when absent, mistyped when not of its type or when its money is negative and
+/// `signed` (asked only then: for an argument it is the tool's parameter's) says no.
+#[inline(always)]
+fn declared(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    atom: &image::Atom,
+    object: Option<u32>,
+    signed: impl Fn() -> bool,
+) -> Result<Val, u32> {
+    let name = image.str(atom.name_off, atom.name_len);
+    let json = object.and_then(|object| doc.get(object, name)).ok_or(PROBLEM_MISSING)?;
+    let value = decode(image, doc, json, &Type::decode(image.bytes, atom.ty)).ok_or(PROBLEM_MISTYPED)?;
+    if negative(image, doc, value) && !signed() {
+        return Err(PROBLEM_MISTYPED);
+    }
+    Ok(value)
 }
 
 /// The record of operand `k` of the derived attribute `atom`.
