@@ -556,8 +556,9 @@ fn random_policies_decide_identically_in_wasm() {
         "{checked} policies, {requests} requests (each decided and listed by the interpreter, the native runtime and \
          wasmtime; {by_node} answers by Node), outcomes {outcomes:?}, world rules [false, true, error] {world:?}"
     );
-    // The world's conditions are met in each of their outcomes, often.
-    assert!(world.iter().all(|&n| n * 20 >= requests), "too few rules on the world: {world:?}");
+    // The world's conditions are met in each of their outcomes, often: each outcome in at least one request in 40
+    // (the suite's policies: one in 14; other seeds' seen down to one in 26).
+    assert!(world.iter().all(|&n| n * 40 >= requests), "too few rules on the world: {world:?}");
     // At least one request in 25 (480 of the default 12,000): refusing gates, stops with levels and holders by
     // pattern made denies more frequent than the one in 20 this asked before them.
     for outcome in ["allow", "deny", "escalate"] {
