@@ -1,6 +1,7 @@
 //! Property tests over the shipped examples:
 //! - reordering declarations, mandate clauses and files never changes a decision or a listing's explanations;
-//! - an evaluation error never yields allow (fail closed), on mutated requests;
+//! - an evaluation error never yields allow (fail closed), on mutated requests (of the examples, and of the semantics
+//!   folders that read subjects' and resources' attributes and relations);
 //! - arbitrary bytes never crash the interpreter and always deny.
 
 mod support;
@@ -166,6 +167,56 @@ fn mutate(request: &Value, pick: usize, kind: u8, delete: bool) -> Value {
     out
 }
 
+/// The semantics folders whose policies read the world (issue 30).
+const WORLD: [&str; 3] = ["attributes", "attribute-comparisons", "relations"];
+
+fn world_programs() -> Vec<(Program, Vec<Value>)> {
+    WORLD
+        .iter()
+        .map(|name| {
+            let dir = support::root().join("tests/semantics").join(name);
+            (compile(&support::examples::remit_files(&dir)), support::examples::test_requests(&dir))
+        })
+        .collect()
+}
+
+/// When `request` is allowed: no prohibition, limit or scope failed to evaluate or matched, and every mandate of
+/// the chain has a grant that evaluated to true.
+fn fail_closed(program: &Program, request: &Value) -> Result<(), TestCaseError> {
+    let bytes = request.to_string();
+    let decision = decide(program, bytes.as_bytes());
+    if decision.outcome == Outcome::Allow {
+        for rule in trace(program, bytes.as_bytes()) {
+            // Restrictions that cannot be evaluated count as violated; gates as applying.
+            let failed = rule.result.is_none();
+            prop_assert!(
+                !(failed && matches!(rule.kind, "forbid" | "limit" | "scope")),
+                "allowed although `{}` of `{}` could not be evaluated: {}",
+                rule.rule,
+                rule.mandate,
+                bytes
+            );
+            prop_assert!(
+                !(rule.kind == "forbid" && rule.result == Some(true)),
+                "allowed although `{}` forbids it: {}",
+                rule.rule,
+                bytes
+            );
+        }
+        // Every granting rule listed evaluated to true, and every mandate of the chain granted.
+        let traced = trace(program, bytes.as_bytes());
+        for mandate in &decision.mandate_chain {
+            prop_assert!(
+                traced.iter().any(|r| &r.mandate == mandate && r.kind == "allow" && r.result == Some(true)),
+                "allowed without a grant of `{}` that evaluated to true: {}",
+                mandate,
+                bytes
+            );
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
@@ -182,25 +233,26 @@ proptest! {
             if twice {
                 request = mutate(&request, pick / 7, kind.wrapping_add(3), !delete);
             }
-            let bytes = request.to_string();
-            let decision = decide(program, bytes.as_bytes());
-            if decision.outcome == Outcome::Allow {
-                for rule in trace(program, bytes.as_bytes()) {
-                    // Restrictions that cannot be evaluated count as violated; gates as applying.
-                    let failed = rule.result.is_none();
-                    prop_assert!(!(failed && matches!(rule.kind, "forbid" | "limit" | "scope")),
-                        "allowed although `{}` of `{}` could not be evaluated: {}", rule.rule, rule.mandate, bytes);
-                    prop_assert!(!(rule.kind == "forbid" && rule.result == Some(true)),
-                        "allowed although `{}` forbids it: {}", rule.rule, bytes);
-                }
-                // Every granting rule listed evaluated to true, and every mandate of the chain granted.
-                let traced = trace(program, bytes.as_bytes());
-                for mandate in &decision.mandate_chain {
-                    prop_assert!(traced.iter().any(|r| &r.mandate == mandate && r.kind == "allow" && r.result == Some(true)),
-                        "allowed without a grant of `{}` that evaluated to true: {}", mandate, bytes);
-                }
+            fail_closed(program, &request)
+        })?;
+    }
+
+    /// The same on the semantics folders about the world (subjects' and resources' attributes, comparisons of two
+    /// attributes, relations): their requests mutated, properties and relation answers included.
+    #[test]
+    fn an_evaluation_error_on_the_world_never_allows(which in 0..WORLD.len(), case in any::<usize>(),
+                                                      pick in any::<usize>(), kind in any::<u8>(),
+                                                      delete in any::<bool>(), twice in any::<bool>()) {
+        thread_local! {
+            static PROGRAMS: Vec<(Program, Vec<Value>)> = world_programs();
+        }
+        PROGRAMS.with(|programs| {
+            let (program, requests) = &programs[which];
+            let mut request = mutate(&requests[case % requests.len()], pick, kind, delete);
+            if twice {
+                request = mutate(&request, pick / 7, kind.wrapping_add(3), !delete);
             }
-            Ok(())
+            fail_closed(program, &request)
         })?;
     }
 
@@ -234,6 +286,28 @@ fn mutations_reach_allow_and_errors() {
     }
     assert!(allows > 20, "only {allows} mutated requests were allowed");
     assert!(errors > 20, "only {errors} mutated requests hit an evaluation error");
+}
+
+#[test]
+fn mutations_of_the_world_reach_allow_and_errors() {
+    // As above, for the folders about the world: mutating a property or a relation answer still allows now and then,
+    // and hits evaluation errors.
+    let (mut allows, mut errors) = (0, 0);
+    for (program, requests) in world_programs() {
+        for (i, request) in requests.iter().enumerate() {
+            for pick in 0..20 {
+                let bytes = mutate(request, pick * 3 + i, pick as u8, pick % 2 == 0).to_string();
+                if decide(&program, bytes.as_bytes()).outcome == Outcome::Allow {
+                    allows += 1;
+                }
+                if trace(&program, bytes.as_bytes()).iter().any(|r| r.result.is_none()) {
+                    errors += 1;
+                }
+            }
+        }
+    }
+    eprintln!("world mutations: {allows} allowed, {errors} with an evaluation error");
+    assert!(allows > 20 && errors > 20, "allows {allows}, evaluation errors {errors}");
 }
 
 #[test]

@@ -92,7 +92,7 @@ fn rt_trace(image: &Image<'_>, bytes: &[u8]) -> Vec<(&'static str, Option<bool>)
     })
 }
 
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone, Copy)]
 struct Tally {
     requests: usize,
     rules: usize,
@@ -141,7 +141,11 @@ fn units() -> Vec<support::Unit> {
         let program = checked.program.unwrap_or_else(|| panic!("{file} does not check: {:#?}", checked.diagnostics));
         let requests = base_requests(&program);
         let name = format!("tests/rt_cond/{file}");
-        let more = synthetic(program.clone());
+        let more = if program.tool("rc_world").is_some() {
+            synthetic_world(program.clone())
+        } else {
+            synthetic(program.clone())
+        };
         units.push(support::Unit {
             name: name.clone(),
             dir: dir.clone(),
@@ -183,18 +187,35 @@ fn default_json(ty: &Type, program: &Program) -> Json {
 fn base_requests(program: &Program) -> Vec<Vec<u8>> {
     let attributes: serde_json::Map<String, Json> =
         program.contexts.iter().map(|(name, ty)| (name.clone(), default_json(ty, program))).collect();
+    let properties = |declared: &std::collections::BTreeMap<String, remit_lang::ir::EntityAttribute>| {
+        declared.iter().map(|(name, a)| (name.clone(), default_json(&a.ty, program))).collect::<serde_json::Map<_, _>>()
+    };
+    let (subject_properties, resource_properties) =
+        (properties(&program.subject_attributes), properties(&program.resource_attributes));
+    // Every relation answered for the tuples over a few strings (the request's own values among them), every other
+    // one holding.
+    let relations: serde_json::Map<String, Json> = program
+        .relations
+        .values()
+        .map(|r| (r.name.clone(), relation_list(r.params.len(), &RELATION_WORDS, |i| i.is_multiple_of(2))))
+        .collect();
     let mut out = Vec::new();
     for tool in program.tools.iter().filter(|t| t.name.starts_with("rc_")) {
         let arguments: serde_json::Map<String, Json> =
             tool.params.iter().map(|(name, ty)| (name.clone(), default_json(ty, program))).collect();
         for mandate in &program.mandates {
-            let request = serde_json::json!({
+            let mut request = serde_json::json!({
                 "subject": {"id": "agent:a", "credential": {"scopes": ["s1", "s2"]}},
                 "action": {"name": tool.name, "arguments": arguments},
                 "resource": {"id": "orders/7"},
                 "context": {"mandate": mandate.name, "now": "2026-11-30T12:00:00Z", "attempt": 1,
                             "attributes": attributes},
             });
+            if !program.relations.is_empty() || !subject_properties.is_empty() || !resource_properties.is_empty() {
+                request["subject"]["properties"] = Json::Object(subject_properties.clone());
+                request["resource"]["properties"] = Json::Object(resource_properties.clone());
+                request["context"]["relations"] = Json::Object(relations.clone());
+            }
             out.push(request.to_string().into_bytes());
         }
     }
@@ -263,6 +284,66 @@ fn synthetic(mut program: Program) -> Program {
             .clone();
         rule.condition = cond;
         rule.label = format!("synthetic {i}");
+        program.mandates[root].rules.push(rule);
+    }
+    program
+}
+
+/// The strings relation answers are made of: the base requests' own values (`default_json`, the subject, the
+/// resource, the principal) and the constants of tests/rt_cond/world.remit.
+const RELATION_WORDS: [&str; 6] = ["agent:a", "x", "orders/7", "acct/1", "user:rc", "team:x"];
+
+/// A relation's answers: every tuple of `arity` over `words` (at most 40 of them), tuple `i` holding when `holds(i)`.
+fn relation_list(arity: usize, words: &[&str], holds: impl Fn(usize) -> bool) -> Json {
+    let mut items = Vec::new();
+    let total = words.len().pow(arity.min(4) as u32);
+    for i in 0..total.min(40) {
+        let mut k = i;
+        let args: Vec<&str> = (0..arity)
+            .map(|_| {
+                let w = words[k % words.len()];
+                k /= words.len();
+                w
+            })
+            .collect();
+        items.push(serde_json::json!({ "args": args, "holds": holds(i) }));
+    }
+    Json::Array(items)
+}
+
+/// tests/rt_cond/world.remit with derived attributes the language cannot write but both evaluators must handle
+/// alike: two sets compared whole, strings ordered, relation terms that are no strings (`level`, `now`), a
+/// comparison of levels.
+fn synthetic_world(mut program: Program) -> Program {
+    use remit_lang::ir::Term;
+    let atom =
+        |attr: Attr| Cond::Atom(Atom { attr, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(true)) });
+    let compare = |l: Attr, op: CompareOp, r: Attr, ty: Type| Attr::Compare(Box::new(l), op, Box::new(r), ty);
+    let strings = || Type::Set(Box::new(Type::String));
+    let monies = || Type::Set(Box::new(Type::Money));
+    let (subject, resource) = (|n: &str| Attr::Subject(n.into()), |n: &str| Attr::Resource(n.into()));
+    let conds = vec![
+        atom(compare(subject("accounts"), CompareOp::Eq, resource("tags"), strings())),
+        atom(compare(subject("accounts"), CompareOp::Ne, Attr::SubjectScopes, strings())),
+        atom(compare(subject("fees"), CompareOp::Eq, subject("fees"), monies())),
+        atom(compare(subject("team"), CompareOp::Lt, resource("owner"), Type::String)),
+        atom(compare(Attr::Level, CompareOp::Le, Attr::Level, Type::Level)),
+        atom(compare(Attr::Now, CompareOp::Ge, subject("since"), Type::Timestamp)),
+        atom(Attr::Relation("rw_flag".into(), vec![Term::Attr(Attr::Level)])),
+        atom(Attr::Relation("rw_member".into(), vec![Term::Attr(Attr::Now), Term::Value("x".into())])),
+        atom(Attr::Member(Box::new(Attr::Arg("m".into())), Box::new(subject("fees")), Type::Money)),
+    ];
+    let root = 0;
+    let t = program.tool("rc_world").unwrap();
+    for (i, cond) in conds.into_iter().enumerate() {
+        let mut rule = program.mandates[root]
+            .rules
+            .iter()
+            .find(|r| r.target == Target::Tool(t) && r.kind == RuleKind::Allow)
+            .unwrap()
+            .clone();
+        rule.condition = cond;
+        rule.label = format!("synthetic world {i}");
         program.mandates[root].rules.push(rule);
     }
     program
@@ -513,6 +594,118 @@ fn candidates(atom: &remit_lang::ir::Atom, program: &Program) -> Vec<String> {
     out
 }
 
+/// Where in a request an attribute is read from (`None` for those a request does not carry: `now`, `level`).
+fn path_of(attr: &Attr) -> Option<Vec<String>> {
+    let path = |parts: &[&str]| Some(parts.iter().map(|p| p.to_string()).collect());
+    match attr {
+        Attr::Arg(name) => path(&["action", "arguments", name]),
+        Attr::Context(name) => path(&["context", "attributes", name]),
+        Attr::Subject(name) => path(&["subject", "properties", name]),
+        Attr::Resource(name) => path(&["resource", "properties", name]),
+        Attr::ResourceId => path(&["resource", "id"]),
+        Attr::SubjectScopes => path(&["subject", "credential", "scopes"]),
+        Attr::Attempt => path(&["context", "attempt"]),
+        _ => None,
+    }
+}
+
+/// A value of type `ty` the base requests hold (`default_json`), as a constant.
+fn default_value(ty: &Type, program: &Program) -> Option<Value> {
+    let json = default_json(ty, program);
+    Some(match ty {
+        Type::String | Type::Kind(_) | Type::Enum(..) => Value::String(json.as_str()?.to_string()),
+        Type::Int | Type::Decimal => Value::Number(Decimal::parse(&json.to_string())?),
+        Type::Money => Value::Money(Money::parse(json.as_str()?)?),
+        Type::Bool => Value::Bool(json.as_bool()?),
+        Type::Timestamp => Value::Timestamp(remit_lang::value::parse_instant(json.as_str()?)?),
+        Type::Duration => Value::Duration(900),
+        Type::Level => Value::Level(0),
+        Type::Set(element) => Value::Set(vec![default_value(element, program)?]),
+    })
+}
+
+/// For an atom on a subject's or resource's attribute or derived from others: the path of the request to set, and
+/// values for it. An operand of a comparison or membership gets values near the other operand's (the base requests
+/// give both the same value); a relation either a term's value or the relation's whole answer list (tuples over the
+/// request's values and the atom's constants, holding or not, answered both ways, malformed).
+fn world_target(atom: &remit_lang::ir::Atom, program: &Program, rng: &mut Rng) -> Option<(Vec<String>, Vec<String>)> {
+    use remit_lang::ir::Term;
+    let near_default = |ty: &Type| {
+        let mut out = Vec::new();
+        if let Some(v) = default_value(ty, program) {
+            near(&v, ty, program, &mut out);
+        }
+        out
+    };
+    match &atom.attr {
+        Attr::Subject(_) | Attr::Resource(_) => Some((path_of(&atom.attr)?, candidates(atom, program))),
+        Attr::Compare(left, _, right, ty) => {
+            let side = if rng.below(2) == 0 { left } else { right };
+            Some((path_of(side)?, near_default(ty)))
+        }
+        Attr::Member(item, set, ty) => {
+            if rng.below(2) == 0 {
+                Some((path_of(item)?, near_default(ty)))
+            } else {
+                Some((path_of(set)?, near_default(&Type::Set(Box::new(ty.clone())))))
+            }
+        }
+        Attr::Relation(name, terms) => {
+            let attrs: Vec<&Attr> =
+                terms.iter().filter_map(|t| if let Term::Attr(a) = t { Some(a) } else { None }).collect();
+            if !attrs.is_empty() && rng.below(3) == 0 {
+                let attr = attrs[rng.below(attrs.len())];
+                let mut values = near_default(&Type::String);
+                values.extend(RELATION_WORDS.iter().map(|w| json_string(w)));
+                return Some((path_of(attr)?, values));
+            }
+            let mut words: Vec<&str> = RELATION_WORDS.to_vec();
+            words.extend(terms.iter().filter_map(|t| if let Term::Value(v) = t { Some(v.as_str()) } else { None }));
+            let arity = terms.len();
+            let seed = rng.below(1000);
+            let mut lists = vec![
+                relation_list(arity, &words, |i| !(i + seed).is_multiple_of(3)),
+                relation_list(arity, &words, |_| false),
+                relation_list(arity, &words[..2], |_| true),
+                relation_list(arity + 1, &words, |_| true),
+                serde_json::json!([]),
+                serde_json::json!({"args": [], "holds": true}),
+            ];
+            // Answered both ways, and spoiled by one bad item.
+            let mut both = relation_list(arity, &words, |i| i.is_multiple_of(2));
+            let mut spoiled = both.clone();
+            if let Some(items) = both.as_array_mut() {
+                let flipped: Vec<Json> = items
+                    .iter()
+                    .map(|item| {
+                        let mut item = item.clone();
+                        item["holds"] = Json::Bool(item["holds"] != Json::Bool(true));
+                        item
+                    })
+                    .collect();
+                items.extend(flipped);
+            }
+            if let Some(items) = spoiled.as_array_mut() {
+                let bad = [
+                    serde_json::json!({"args": [1], "holds": true}),
+                    serde_json::json!({"args": ["x"]}),
+                    serde_json::json!("x"),
+                    serde_json::json!({"args": "x", "holds": true}),
+                    serde_json::json!({"args": ["x"], "holds": "true"}),
+                ];
+                items.push(bad[rng.below(bad.len())].clone());
+            }
+            lists.push(both);
+            lists.push(spoiled);
+            Some((
+                vec!["context".into(), "relations".into(), name.clone()],
+                lists.iter().map(Json::to_string).collect(),
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// A request with `value` (JSON text) at `path` (an object path; objects made on the way); the last key written with
 /// an escape when `escape_key`.
 fn with_value(base: &Json, path: &[&str], value: &str, escape_key: bool) -> Vec<u8> {
@@ -584,11 +777,14 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
     let mut tally = Tally::default();
     let mut listed = Listed::default();
     let per_unit = (rounds() * 4 / corpus.len()).max(40);
+    // The same, for the units about the world (tests/rt_cond/world.remit, with and without its synthetic rules).
+    let mut world = Tally::default();
     for unit in &corpus {
         let bytes = remit_lang::wasm::image::write(&unit.program).unwrap();
         let image = Image::new(&bytes).unwrap();
         let program = &unit.program;
         let atoms = atoms(program);
+        let before = tally;
         let bases: Vec<Json> = unit
             .requests
             .iter()
@@ -612,10 +808,22 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
             for _ in 0..=rng.below(3) {
                 let rule = &atoms[rng.below(atoms.len())];
                 let atom = &rule[rng.below(rule.len())];
+                let escape_key = rng.below(4) == 0;
+                if let Some((path, mut values)) = world_target(atom, program, &mut rng) {
+                    values.extend(ODD.iter().map(|s| s.to_string()));
+                    let value = values[rng.below(values.len())].clone();
+                    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                    let text = with_value(&base, &path, &value, escape_key);
+                    same(&unit.name, program, &image, &text, &mut tally);
+                    let Ok(next) = serde_json::from_slice::<Json>(&text) else { break };
+                    let listing = listing_of(&next, rng.below(2) == 0);
+                    possible_covers(&unit.name, program, &image, &listing, &text, &mut listed);
+                    base = next;
+                    continue;
+                }
                 let mut values = candidates(atom, program);
                 values.extend(ODD.iter().map(|s| s.to_string()));
                 let value = values[rng.below(values.len())].clone();
-                let escape_key = rng.below(4) == 0;
                 let text = match &atom.attr {
                     Attr::Arg(name) => with_value(&base, &["action", "arguments", name], &value, escape_key),
                     Attr::Context(name) => with_value(&base, &["context", "attributes", name], &value, escape_key),
@@ -635,9 +843,17 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
                 base = next;
             }
         }
+        if unit.name.contains("world") {
+            world.requests += tally.requests - before.requests;
+            world.rules += tally.rules - before.rules;
+            for (w, (now, then)) in world.outcomes.iter_mut().zip(tally.outcomes.iter().zip(before.outcomes)) {
+                *w += now - then;
+            }
+        }
     }
-    eprintln!("near constants: {tally:?}; possible: {listed:?}");
+    eprintln!("near constants: {tally:?}; possible: {listed:?}; on the world: {world:?}");
     assert!(tally.outcomes.iter().all(|&n| n > 200), "{tally:?}");
+    assert!(world.outcomes.iter().all(|&n| n > 200), "{world:?}");
 }
 
 /// Escapes survive `serde_json::Value::to_string` only as what they stand for; the test above writes each value's
@@ -667,13 +883,26 @@ fn rt_possible(image: &Image<'_>, listing: &[u8], tool: &str) -> Option<Vec<(Pos
             chain_rules(image, tool, leaf)
                 .iter()
                 .map(|r| {
+                    // A per-call value: an argument, the resource's id, attribute or the attempt the listing does
+                    // not carry, and a relation's tuple (a listing may not answer it); also as an operand.
+                    let per_call = |a: &image::Atom| {
+                        let name = image.str(a.name_off, a.name_len);
+                        a.attr == image::ATTR_ARG
+                            || a.attr == image::ATTR_RESOURCE_ID && req.resource_id.is_none()
+                            || a.attr == image::ATTR_ATTEMPT && req.attempt.is_none()
+                            || a.attr == image::ATTR_RESOURCE
+                                && req.resource_properties.and_then(|o| doc.get(o, name)).is_none()
+                            || a.attr == image::ATTR_RELATION
+                    };
                     let unknown = (0..r.cond_count).any(|i| {
                         let n = image::Node::decode(image.bytes, Image::at(r.cond_off, image::Node::SIZE, i));
                         n.op == image::NODE_ATOM && {
                             let a = image::Atom::decode(image.bytes, n.arg);
-                            a.attr == image::ATTR_ARG
-                                || a.attr == image::ATTR_RESOURCE_ID && req.resource_id.is_none()
-                                || a.attr == image::ATTR_ATTEMPT && req.attempt.is_none()
+                            per_call(&a)
+                                || (0..a.operands_count).any(|k| {
+                                    let at = image.word(a.operands_off.wrapping_add(4 * k));
+                                    per_call(&image::Atom::decode(image.bytes, at))
+                                })
                         }
                     });
                     (cond::possible(image, r.cond_off, r.cond_count, &env), unknown)

@@ -62,3 +62,60 @@ fn every_image_reads_back_as_its_program() {
         assert_eq!(ranks, (0..h.entries_count).collect::<Vec<_>>());
     }
 }
+
+/// A derived attribute's operands are written attributes, one level deep: each atom of the semantics folders about
+/// the world lists them with the type it is read as and the text a decision names it by; and an operand that is
+/// itself derived (which the checker never lowers) is refused, not written wrongly.
+#[test]
+fn derived_attributes_list_their_operands() {
+    use remit_lang::ir::{Atom, Attr, Cond, Test, Type, Value};
+    use remit_lang::syntax::ast::CompareOp;
+    use remit_rt::image::{self as rec, Node};
+    let unit = support::corpus().into_iter().find(|u| u.name == "tests/semantics/attribute-comparisons").unwrap();
+    let bytes = remit_lang::wasm::image::write(&unit.program).unwrap();
+    let image = Image::new(&bytes).unwrap();
+    let mut derived = 0;
+    for rule in unit.program.mandates.iter().flat_map(|m| &m.rules) {
+        let Cond::Atom(atom) = &rule.condition else { continue };
+        let Attr::Compare(left, _, right, ty) = &atom.attr else { continue };
+        // Find the atom's record: the rule's only node.
+        let tool = image.tool(match rule.target {
+            remit_lang::ir::Target::Tool(t) => t as u32,
+            _ => continue,
+        });
+        let list = rec::RuleList::decode(image.bytes, tool.lists_off);
+        let found = (0..list.rules_count).find_map(|k| {
+            let r = rec::Rule::decode(image.bytes, image.word(list.rules_off + 4 * k));
+            let node = Node::decode(image.bytes, r.cond_off);
+            let record = rec::Atom::decode(image.bytes, node.arg);
+            (r.cond_count == 1 && record.attr == rec::ATTR_COMPARE).then_some(record)
+        });
+        let record = found.unwrap();
+        assert_eq!(record.operands_count, 2);
+        for (k, operand) in [left, right].into_iter().enumerate() {
+            let o = rec::Atom::decode(image.bytes, image.word(record.operands_off + 4 * k as u32));
+            assert_eq!(
+                image.str(o.attr_text_off, o.attr_text_len),
+                serde_json::to_string(&operand.display()).unwrap().as_bytes()
+            );
+            assert!(o.operands_count == 0 && o.attr != rec::ATTR_COMPARE);
+            // Read as the comparison's operand type.
+            let code = match ty {
+                Type::String => rec::TYPE_STRING,
+                Type::Money => rec::TYPE_MONEY,
+                Type::Timestamp => rec::TYPE_TIMESTAMP,
+                other => panic!("no comparison of `{other:?}` in the folder"),
+            };
+            assert_eq!(rec::Type::decode(image.bytes, o.ty).code, code);
+        }
+        derived += 1;
+    }
+    assert!(derived > 0);
+    // A comparison of a comparison: refused.
+    let mut program = unit.program.clone();
+    let inner = Attr::Compare(Box::new(Attr::SubjectId), CompareOp::Eq, Box::new(Attr::ResourceId), Type::String);
+    let outer = Attr::Compare(Box::new(inner), CompareOp::Eq, Box::new(Attr::SubjectId), Type::Bool);
+    program.mandates[0].rules[0].condition =
+        Cond::Atom(Atom { attr: outer, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(true)) });
+    assert_eq!(remit_lang::wasm::image::write(&program), Err(remit_lang::wasm::image::ImageError::TooDeep));
+}

@@ -294,6 +294,9 @@ struct Read {
     facts: Value,
     counters: Value,
     attributes: Value,
+    subject_properties: Value,
+    resource_properties: Value,
+    relations: Value,
 }
 
 /// A token as a serde_json value (strings from their unescaped content).
@@ -334,6 +337,9 @@ fn rt_read(bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
             facts: object(r.facts),
             counters: object(r.counters),
             attributes: object(r.attributes),
+            subject_properties: object(r.subject_properties),
+            resource_properties: object(r.resource_properties),
+            relations: object(r.relations),
         })
     })
 }
@@ -380,15 +386,30 @@ fn reference_read(program: &remit_lang::ir::Program, bytes: &[u8], need: Need) -
         facts: object(&["context", "facts"]),
         counters: object(&["context", "counters"]),
         attributes: object(&["context", "attributes"]),
+        subject_properties: object(&["subject", "properties"]),
+        resource_properties: object(&["resource", "properties"]),
+        relations: object(&["context", "relations"]),
     })
 }
 
 /// docs/requests.md's rule for presented approvals, with serde_json: well formed (string id, kind, mandate; valid
-/// timestamps; optional fields strings; `consumed` a bool; a blank id is none), and no other approval with the same id
+/// timestamps; optional fields, `approved_by` among them, strings; `consumed` a bool; a blank id is none), and no
+/// other approval with the same id
 /// that differs in any field or is not well formed.
 fn usable_approvals(items: &[Value]) -> Vec<Value> {
-    const FIELDS: [&str; 10] =
-        ["id", "kind", "mandate", "issued_at", "expires_at", "tool", "target", "digest", "manifest", "consumed"];
+    const FIELDS: [&str; 11] = [
+        "id",
+        "kind",
+        "mandate",
+        "issued_at",
+        "expires_at",
+        "tool",
+        "target",
+        "digest",
+        "manifest",
+        "consumed",
+        "approved_by",
+    ];
     let well_formed = |item: &Value| -> bool {
         let Some(map) = item.as_object() else { return false };
         let string = |k: &str| map.get(k).and_then(Value::as_str);
@@ -398,7 +419,7 @@ fn usable_approvals(items: &[Value]) -> Vec<Value> {
             && string("mandate").is_some()
             && string("issued_at").and_then(remit_lang::value::parse_instant).is_some()
             && string("expires_at").and_then(remit_lang::value::parse_instant).is_some()
-            && ["tool", "target", "digest", "manifest"].into_iter().all(optional)
+            && ["tool", "target", "digest", "manifest", "approved_by"].into_iter().all(optional)
             && map.get("consumed").is_none_or(Value::is_boolean)
     };
     let id = |item: &Value| item.get("id").and_then(Value::as_str).map(str::to_string);

@@ -11,7 +11,9 @@ use std::fmt;
 pub enum ImageError {
     /// The image would pass 4 GiB (offsets are `u32`).
     TooLarge,
-    /// A condition nests `and`/`or` deeper than the runtime evaluates.
+    /// A condition nests `and`/`or` deeper than the runtime evaluates, or reads an attribute derived from a
+    /// derived attribute (a comparison of comparisons: the runtime reads operands one level deep, and the checker
+    /// lowers only written attributes into operands).
     TooDeep,
     /// A condition reads an attribute the module's runtime does not evaluate yet (named).
     Unsupported(String),
@@ -68,9 +70,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Image(ImageError::TooLarge) => write!(f, "the policy image would pass 4 GiB"),
-            Error::Image(ImageError::TooDeep) => {
-                write!(f, "a condition nests `and`/`or` deeper than the runtime evaluates")
-            }
+            Error::Image(ImageError::TooDeep) => write!(f, "a condition nests deeper than the runtime evaluates"),
             Error::Image(ImageError::Unsupported(what)) => {
                 write!(f, "the decision module cannot evaluate `{what}` yet")
             }

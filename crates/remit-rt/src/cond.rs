@@ -5,6 +5,10 @@
 //! fails closed in its own direction. [`possible`] is the tool listing's question: the outcomes a condition may
 //! still have while the per-call values are unknown.
 //!
+//! Attributes derived from others (a comparison of two attributes, membership in a set attribute, a relation
+//! answered by the request's `context.relations`) read their operands, written attributes, one level deep: the first
+//! operand that cannot be read is the error and the attribute a decision names ([`cause`]).
+//!
 //! Nothing allocates and nothing recurses: `and`/`or` nodes open frames on a fixed stack of [`MAX_COND_DEPTH`]
 //! (the image writer refuses deeper conditions; a deeper or truncated condition in a corrupt image is an error), and
 //! a frame counts the children still to come, so the stack's depth is the nesting, never the number of children.
@@ -15,7 +19,7 @@
 use core::cmp::Ordering;
 
 use crate::image::{self, Image, Node, Tool, Type, Value, MAX_COND_DEPTH};
-use crate::json::{Doc, ARRAY, FALSE, NUMBER, STRING, TRUE};
+use crate::json::{Doc, Key, ARRAY, FALSE, NUMBER, OBJECT, STRING, TRUE};
 use crate::request::{elements, Request};
 use crate::value::{
     duration_of, parse_decimal, parse_money, parse_timestamp, DECIMAL_SCALE, MAX_NUMBER_TEXT, MAX_TIMESTAMP_TEXT,
@@ -147,7 +151,7 @@ fn leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Truth {
         image::NODE_FALSE => Truth::False,
         image::NODE_ATOM => match fetch(image, node.arg, env) {
             Fetched::Value(atom, value) => test(image, env.doc, &atom, value),
-            Fetched::Unknown | Fetched::Missing | Fetched::Error => Truth::Error,
+            Fetched::Unknown | Fetched::Failed(_) => Truth::Error,
         },
         _ => Truth::Error,
     }
@@ -189,12 +193,29 @@ pub fn cause(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -
                 Truth::Error => test_problem(image, &atom, value),
                 _ => continue,
             },
-            Fetched::Unknown | Fetched::Missing => PROBLEM_MISSING,
-            Fetched::Error => PROBLEM_MISTYPED,
+            Fetched::Unknown => PROBLEM_MISSING,
+            Fetched::Failed(problem) => problem,
         };
-        return Some((n.arg, problem));
+        return Some((culprit(image, n.arg, env), problem));
     }
     None
+}
+
+/// The record (an atom's or one of its operands') of the attribute to blame when atom `at` cannot be evaluated
+/// (`crates/remit-lang/src/eval/cond.rs`'s `culprit`): for a derived attribute, its first operand that fails, left to
+/// right; else the atom's own attribute (a relation's tuple the request does not answer, money in two currencies).
+fn culprit(image: &Image<'_>, at: u32, env: &Env<'_>) -> u32 {
+    let atom = image::Atom::decode(image.bytes, at);
+    if is_derived(atom.attr) {
+        for k in 0..atom.operands_count {
+            let operand_at = image.word(atom.operands_off.wrapping_add(4 * k));
+            let operand = image::Atom::decode(image.bytes, operand_at);
+            if operand.attr != image::ATTR_TEXT && read_base(image, &operand, env).is_err() {
+                return operand_at;
+            }
+        }
+    }
+    at
 }
 
 /// Why [`test`] failed on `value`: an `under` test of a string against a string prefix fails only on an unsafe
@@ -293,23 +314,11 @@ pub fn value_token(image: &Image<'_>, at: u32, env: &Env<'_>) -> Option<u32> {
     }
 }
 
-/// Writes atom `at`'s attribute as the policy writes it (`ir::Attr::display`), as a JSON string.
+/// Writes the attribute of record `at` (an atom's or an operand's) as the policy writes it (`ir::Attr::display`),
+/// as a JSON string: the image holds it so written.
 pub fn write_attribute(out: &mut impl crate::Sink, image: &Image<'_>, at: u32) {
     let atom = image::Atom::decode(image.bytes, at);
-    let (prefix, name): (&[u8], &[u8]) = match atom.attr {
-        image::ATTR_ARG => (b"args.", image.str(atom.name_off, atom.name_len)),
-        image::ATTR_CONTEXT => (b"context.", image.str(atom.name_off, atom.name_len)),
-        image::ATTR_RESOURCE_ID => (b"resource.id", b""),
-        image::ATTR_SUBJECT_ID => (b"subject.id", b""),
-        image::ATTR_SUBJECT_SCOPES => (b"subject.scopes", b""),
-        image::ATTR_NOW => (b"now", b""),
-        image::ATTR_ATTEMPT => (b"attempt", b""),
-        _ => (b"level", b""),
-    };
-    out.byte(b'"');
-    out.write(prefix);
-    crate::out::write_escaped(out, name);
-    out.byte(b'"');
+    out.write(image.str(atom.attr_text_off, atom.attr_text_len));
 }
 
 /// Conditions nested at most this deep are evaluated on a small stack (a deeper one starts again on the full
@@ -406,7 +415,7 @@ fn possible_leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Possible {
         image::NODE_ATOM => match fetch(image, node.arg, env) {
             Fetched::Value(atom, value) => Possible::of(test(image, env.doc, &atom, value)),
             Fetched::Unknown => Possible::ANY,
-            Fetched::Missing | Fetched::Error => Possible::ERROR,
+            Fetched::Failed(_) => Possible::ERROR,
         },
         _ => Possible::ERROR,
     }
@@ -506,10 +515,10 @@ enum Fetched {
     Value(image::Atom, Val),
     /// A per-call value, while listing tools.
     Unknown,
-    /// Absent from the request.
-    Missing,
-    /// Present but not of the attribute's type (or negative money where it may not be).
-    Error,
+    /// Not evaluable: [`PROBLEM_MISSING`] (absent from the request), [`PROBLEM_MISTYPED`] (present but not of the
+    /// attribute's type, or negative money where it may not be) or [`PROBLEM_INCOMPARABLE`] (a derived attribute's
+    /// operands that cannot be compared: money in two currencies).
+    Failed(u32),
 }
 
 /// The type of the elements of `subject.scopes`.
@@ -518,62 +527,235 @@ const STRINGS: Type = Type { code: image::TYPE_STRING, variants_off: 0, variants
 /// Reads atom `at`'s attribute from the request (`crates/remit-lang/src/eval/cond.rs`'s `fetch`).
 fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
     let atom = image::Atom::decode(image.bytes, at);
+    let read = if is_derived(atom.attr) { read_derived(image, &atom, env) } else { read_base(image, &atom, env) };
+    match read {
+        Ok(Some(value)) => Fetched::Value(atom, value),
+        Ok(None) => Fetched::Unknown,
+        Err(problem) => Fetched::Failed(problem),
+    }
+}
+
+/// Whether an attribute code is of an attribute derived from others.
+fn is_derived(attr: u32) -> bool {
+    matches!(attr, image::ATTR_COMPARE | image::ATTR_MEMBER | image::ATTR_RELATION)
+}
+
+/// Reads the written attribute of record `atom` (an atom's or an operand's) as its type: `Ok(None)` for a per-call
+/// value while listing, `Err` with the problem when it cannot be read. A derived attribute is never an operand: read
+/// here it is mistyped.
+fn read_base(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Option<Val>, u32> {
     let doc = env.doc;
     let request = env.request;
     let name = image.str(atom.name_off, atom.name_len);
+    let declared = |object: Option<u32>, signed: bool| declared(image, doc, atom, object, || signed);
     let value = match atom.attr {
         image::ATTR_ARG => {
             if env.listing {
-                return Fetched::Unknown;
+                return Ok(None);
             }
-            let json = match request.call.and_then(|c| c.arguments).and_then(|args| doc.get(args, name)) {
-                Some(json) => json,
-                None => return Fetched::Missing,
-            };
-            let value = match decode(image, doc, json, &Type::decode(image.bytes, atom.ty)) {
-                Some(value) => value,
-                None => return Fetched::Error,
-            };
             // Money is non-negative unless the parameter is `signed`: a negative amount is a mistyped argument.
-            if negative(image, doc, value) && !signed_param(image, &env.tool, name) {
-                return Fetched::Error;
-            }
-            value
+            let arguments = request.call.and_then(|c| c.arguments);
+            self::declared(image, doc, atom, arguments, || signed_param(image, &env.tool, name))?
         }
-        image::ATTR_CONTEXT => {
-            let json = match request.attributes.and_then(|attrs| doc.get(attrs, name)) {
-                Some(json) => json,
-                None => return Fetched::Missing,
-            };
-            let value = match decode(image, doc, json, &Type::decode(image.bytes, atom.ty)) {
-                Some(value) => value,
-                None => return Fetched::Error,
-            };
-            if atom.signed == 0 && negative(image, doc, value) {
-                return Fetched::Error;
+        image::ATTR_CONTEXT => declared(request.attributes, atom.signed != 0)?,
+        image::ATTR_SUBJECT => declared(request.subject_properties, atom.signed != 0)?,
+        // Listing tools before the call: the resource's attributes come with the call.
+        image::ATTR_RESOURCE => {
+            if env.listing && request.resource_properties.and_then(|object| doc.get(object, name)).is_none() {
+                return Ok(None);
             }
-            value
+            declared(request.resource_properties, atom.signed != 0)?
         }
         image::ATTR_RESOURCE_ID => match request.resource_id {
             Some(id) => Val::Str(id),
-            None if env.listing => return Fetched::Unknown,
-            None => return Fetched::Missing,
+            None if env.listing => return Ok(None),
+            None => return Err(PROBLEM_MISSING),
         },
         image::ATTR_ATTEMPT => match request.attempt {
             Some(n) => Val::Num(n),
-            None if env.listing => return Fetched::Unknown,
-            None => return Fetched::Missing,
+            None if env.listing => return Ok(None),
+            None => return Err(PROBLEM_MISSING),
         },
         image::ATTR_SUBJECT_ID => Val::Str(request.subject_id),
         image::ATTR_SUBJECT_SCOPES => match request.scopes {
             Some(scopes) => Val::Set(scopes, STRINGS),
-            None => return Fetched::Missing,
+            None => return Err(PROBLEM_MISSING),
         },
         image::ATTR_NOW => Val::Timestamp(request.now),
         image::ATTR_LEVEL => Val::Level(i128::from(env.tool.level)),
-        _ => return Fetched::Error,
+        _ => return Err(PROBLEM_MISTYPED),
     };
-    Fetched::Value(atom, value)
+    Ok(Some(value))
+}
+
+/// The value of the attribute of record `atom` in the request's object `object` (arguments, context attributes,
+/// properties), by its name: missing when absent, mistyped when not of its type or when its money is negative and
+/// `signed` (asked only then: for an argument it is the tool's parameter's) says no.
+#[inline(always)]
+fn declared(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    atom: &image::Atom,
+    object: Option<u32>,
+    signed: impl Fn() -> bool,
+) -> Result<Val, u32> {
+    let name = image.str(atom.name_off, atom.name_len);
+    let json = object.and_then(|object| doc.get(object, name)).ok_or(PROBLEM_MISSING)?;
+    let value = decode(image, doc, json, &Type::decode(image.bytes, atom.ty)).ok_or(PROBLEM_MISTYPED)?;
+    if negative(image, doc, value) && !signed() {
+        return Err(PROBLEM_MISTYPED);
+    }
+    Ok(value)
+}
+
+/// The record of operand `k` of the derived attribute `atom`.
+fn operand(image: &Image<'_>, atom: &image::Atom, k: u32) -> image::Atom {
+    image::Atom::decode(image.bytes, image.word(atom.operands_off.wrapping_add(4 * k)))
+}
+
+/// Reads a derived attribute (a comparison, a membership, a relation), a bool, from its operands: each is read in
+/// order, and the first that cannot be read is the result whatever the others hold; an unknown operand (listing)
+/// makes the attribute unknown.
+fn read_derived(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Option<Val>, u32> {
+    let c = Cmp { image, doc: env.doc };
+    let b = match atom.attr {
+        image::ATTR_COMPARE if atom.operands_count == 2 => {
+            let left = read_base(image, &operand(image, atom, 0), env)?;
+            let right = read_base(image, &operand(image, atom, 1), env)?;
+            let (left, right) = match (left, right) {
+                (Some(left), Some(right)) => (left, right),
+                _ => return Ok(None),
+            };
+            let result = match atom.op {
+                image::TEST_EQ => c.equal_vals(left, right),
+                image::TEST_NE => c.equal_vals(left, right).map(|b| !b),
+                image::TEST_LT => c.order_vals(left, right).map(|o| o == Ordering::Less),
+                image::TEST_LE => c.order_vals(left, right).map(|o| o != Ordering::Greater),
+                image::TEST_GT => c.order_vals(left, right).map(|o| o == Ordering::Greater),
+                image::TEST_GE => c.order_vals(left, right).map(|o| o != Ordering::Less),
+                _ => return Err(PROBLEM_MISTYPED),
+            };
+            result.map_err(|()| PROBLEM_INCOMPARABLE)?
+        }
+        image::ATTR_MEMBER if atom.operands_count == 2 => {
+            let item = read_base(image, &operand(image, atom, 0), env)?;
+            let set = read_base(image, &operand(image, atom, 1), env)?;
+            match (item, set) {
+                (Some(item), Some(Val::Set(array, element))) => {
+                    c.member_of_request_set(item, array, &element).map_err(|()| PROBLEM_INCOMPARABLE)?
+                }
+                (Some(_), Some(_)) => return Err(PROBLEM_INCOMPARABLE),
+                _ => return Ok(None),
+            }
+        }
+        image::ATTR_RELATION => {
+            let mut unknown = false;
+            for k in 0..atom.operands_count {
+                match term(image, &operand(image, atom, k), env)? {
+                    Some(_) => {}
+                    None => unknown = true,
+                }
+            }
+            if unknown {
+                return Ok(None);
+            }
+            match holds(image, atom, env) {
+                Err(()) => return Err(PROBLEM_MISTYPED),
+                Ok(Some(b)) => b,
+                Ok(None) if env.listing => return Ok(None),
+                Ok(None) => return Err(PROBLEM_MISSING),
+            }
+        }
+        _ => return Err(PROBLEM_MISTYPED),
+    };
+    Ok(Some(Val::Bool(b)))
+}
+
+/// A relation's term: a constant of the image, or a string of the request.
+#[derive(Clone, Copy, Debug)]
+enum Text {
+    Image(u32, u32),
+    Token(u32),
+}
+
+/// The text of a relation's term (operand record `term`): `Ok(None)` when unknown (listing); a value that is not a
+/// string is mistyped.
+fn term(image: &Image<'_>, term: &image::Atom, env: &Env<'_>) -> Result<Option<Text>, u32> {
+    if term.attr == image::ATTR_TEXT {
+        return Ok(Some(Text::Image(term.name_off, term.name_len)));
+    }
+    match read_base(image, term, env)? {
+        Some(Val::Str(tok)) => Ok(Some(Text::Token(tok))),
+        Some(_) => Err(PROBLEM_MISTYPED),
+        None => Ok(None),
+    }
+}
+
+/// What the request's `context.relations.NAME` says of the tuple of relation atom `atom`'s terms (all of which
+/// read as strings): `Ok(Some(holds))`, `Ok(None)` when it does not list the tuple, `Err` when the list is not an
+/// array of `{"args": [strings], "holds": bool}` or says two things of the tuple
+/// (`crates/remit-lang/src/eval/cond.rs`'s `holds`: every item is checked, also after an answer is found).
+fn holds(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Option<bool>, ()> {
+    const ITEM_FIELDS: [Key<'static>; 2] = [Key::new(b"args"), Key::new(b"holds")];
+    let doc = env.doc;
+    let name = image.str(atom.name_off, atom.name_len);
+    let listed = match env.request.relations.and_then(|relations| doc.get(relations, name)) {
+        Some(listed) => listed,
+        None => return Ok(None),
+    };
+    if doc.token(listed).kind() != ARRAY {
+        return Err(());
+    }
+    let count = atom.operands_count;
+    let mut kept = [Text::Image(0, 0); image::RELATION_TERMS_KEPT];
+    for (k, slot) in kept.iter_mut().enumerate().take(count as usize) {
+        if let Ok(Some(text)) = term(image, &operand(image, atom, k as u32), env) {
+            *slot = text;
+        }
+    }
+    let text_of = |k: u32| -> Text {
+        match kept.get(k as usize) {
+            Some(&text) => text,
+            None => match term(image, &operand(image, atom, k), env) {
+                Ok(Some(text)) => text,
+                _ => Text::Image(0, 0),
+            },
+        }
+    };
+    let mut answer = None;
+    for item in elements(doc, listed) {
+        if doc.token(item).kind() != OBJECT {
+            return Err(());
+        }
+        let [args, held] = doc.fields(Some(item), &ITEM_FIELDS);
+        let args = args.filter(|&a| doc.token(a).kind() == ARRAY).ok_or(())?;
+        let held = match held.map(|h| doc.token(h).kind()) {
+            Some(TRUE) => true,
+            Some(FALSE) => false,
+            _ => return Err(()),
+        };
+        let (mut same, mut k) = (true, 0u32);
+        for arg in elements(doc, args) {
+            if doc.token(arg).kind() != STRING {
+                return Err(());
+            }
+            if same {
+                same = k < count
+                    && match text_of(k) {
+                        Text::Image(off, len) => doc.text_is(arg, image.str(off, len)),
+                        Text::Token(tok) => doc.text_eq(arg, tok),
+                    };
+            }
+            k = k.saturating_add(1);
+        }
+        if same && k == count {
+            if answer.map_or(false, |previous| previous != held) {
+                return Err(());
+            }
+            answer = Some(held);
+        }
+    }
+    Ok(answer)
 }
 
 /// Whether the tool's parameter `name` is declared `signed` (`ir::Tool::is_signed`; an undeclared name is not).
@@ -941,6 +1123,73 @@ impl Cmp<'_> {
                 return Err(());
             }
             all &= found;
+        }
+        Ok(all)
+    }
+
+    /// Equality of two values of the request (`equal`, for a comparison of two attributes): of the same kind, money
+    /// in one currency; sets are equal when each contains the other.
+    fn equal_vals(&self, left: Val, right: Val) -> Result<bool, ()> {
+        match (left, right) {
+            (Val::Set(a, a_element), Val::Set(b, b_element)) => Ok(self
+                .set_within_set(a, &a_element, b, &b_element)?
+                && self.set_within_set(b, &b_element, a, &a_element)?),
+            _ => self.equal_scalar_vals(left, right),
+        }
+    }
+
+    /// [`Cmp::equal_vals`] of two values neither of which is a set (a set is incomparable here).
+    fn equal_scalar_vals(&self, left: Val, right: Val) -> Result<bool, ()> {
+        Ok(match (left, right) {
+            (Val::Str(a), Val::Str(b)) => self.doc.text_eq(a, b),
+            (Val::Num(a), Val::Num(b)) => a == b,
+            (Val::Money(a, x), Val::Money(b, y)) if x == y => a == b,
+            (Val::Bool(a), Val::Bool(b)) => a == b,
+            (Val::Timestamp(a), Val::Timestamp(b)) => a == b,
+            (Val::Duration(a), Val::Duration(b)) => a == b,
+            (Val::Level(a), Val::Level(b)) => a == b,
+            _ => return Err(()),
+        })
+    }
+
+    /// The order of two values of the request (`order`).
+    fn order_vals(&self, left: Val, right: Val) -> Result<Ordering, ()> {
+        Ok(match (left, right) {
+            (Val::Num(a), Val::Num(b)) => a.cmp(&b),
+            (Val::Money(a, x), Val::Money(b, y)) if x == y => a.cmp(&b),
+            (Val::Timestamp(a), Val::Timestamp(b)) => a.cmp(&b),
+            (Val::Duration(a), Val::Duration(b)) => a.cmp(&b),
+            (Val::Level(a), Val::Level(b)) => a.cmp(&b),
+            _ => return Err(()),
+        })
+    }
+
+    /// Whether the request's value `item` equals an element of the request's set `array` (`member(item, set)`): a
+    /// match decides; without one, an incomparable element is an error (it might have been the match).
+    fn member_of_request_set(&self, item: Val, array: u32, element: &Type) -> Result<bool, ()> {
+        let mut failed = false;
+        for tok in elements(self.doc, array) {
+            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            // `x` is never a set (sets of sets do not exist), so neither side is one for a match.
+            match self.equal_scalar_vals(item, x) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(()) => failed = true,
+            }
+        }
+        if failed {
+            Err(())
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Whether every element of the request's set `a` is an element of the request's set `b` (`within(a, b)`).
+    fn set_within_set(&self, a: u32, a_element: &Type, b: u32, b_element: &Type) -> Result<bool, ()> {
+        let mut all = true;
+        for tok in elements(self.doc, a) {
+            let x = decode(self.image, self.doc, tok, a_element).ok_or(())?;
+            all &= self.member_of_request_set(x, b, b_element)?;
         }
         Ok(all)
     }

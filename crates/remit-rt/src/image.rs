@@ -13,7 +13,7 @@
 
 /// `remit` + image version, the first word of every image.
 pub const MAGIC: u32 = 0x7469_6d72; // "rmit"
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Reads the little-endian `u32` at `at`, or 0 outside `image`.
 #[inline(always)]
@@ -291,6 +291,16 @@ record! {
         /// The atom in the language's words as a JSON string (`eval::cond::atom_text`): what a closest grant's
         /// `failed.condition` says.
         text_off, text_len,
+        /// The attribute as the policy writes it (`ir::Attr::display`), as a JSON string: what `failed.attribute`
+        /// and `unevaluable.attribute` say.
+        attr_text_off, attr_text_len,
+        /// An attribute derived from others ([`ATTR_COMPARE`], [`ATTR_MEMBER`], [`ATTR_RELATION`]): `u32` offsets
+        /// of its operands' [`Atom`] records, in the order they are read (a comparison's left and right sides, a
+        /// membership's item and set, a relation's terms). An operand record says how the operand is read (`attr`,
+        /// `name_*`, `ty`, `signed`); its test, values and operands are not used (operands are never derived).
+        operands_off, operands_count,
+        /// [`ATTR_COMPARE`]: the operator, [`TEST_EQ`] … [`TEST_GE`].
+        op,
     }
 }
 
@@ -302,6 +312,24 @@ pub const ATTR_CONTEXT: u32 = 4;
 pub const ATTR_NOW: u32 = 5;
 pub const ATTR_ATTEMPT: u32 = 6;
 pub const ATTR_LEVEL: u32 = 7;
+/// `subject.NAME`: `name_*` read from `subject.properties` (`signed`: money may be negative).
+pub const ATTR_SUBJECT: u32 = 8;
+/// `resource.NAME`: `name_*` read from `resource.properties`.
+pub const ATTR_RESOURCE: u32 = 9;
+/// A constant string, `name_*` (a relation's term written in the policy, or the mandate's principal): only an
+/// operand.
+pub const ATTR_TEXT: u32 = 10;
+/// `left OP right`, a bool: two operands of one type (`ty` of each), compared with `op`.
+pub const ATTR_COMPARE: u32 = 11;
+/// `item in set`, a bool: two operands, the item and a set of its type.
+pub const ATTR_MEMBER: u32 = 12;
+/// `name(terms…)`, a bool: whether the request's `context.relations.NAME` (`name_*`) says the tuple of the
+/// operands' texts holds.
+pub const ATTR_RELATION: u32 = 13;
+
+/// A relation's terms the runtime keeps at hand while it compares them with the listed tuples (`cond::holds`); a
+/// relation with more terms reads the later ones again for each tuple (and weighs as unbounded, [`work_weight`]).
+pub const RELATION_TERMS_KEPT: usize = 8;
 
 pub const TEST_EQ: u32 = 0;
 pub const TEST_NE: u32 = 1;
@@ -445,7 +473,7 @@ fn fold(h: u64) -> u32 {
 
 /// The policy's factor in the runtime's work bound (docs/module-v2.md, "The work bound"), up to `cap`: every tool
 /// with its scopes and parameters, every rule of every tool (a rule covering several tools once per tool), every node
-/// of its condition, and every element of each atom's operand. A decision evaluates the called tool's rules and a
+/// of its condition, and every element of each atom's operand and every operand of a derived attribute. A decision evaluates the called tool's rules and a
 /// listing every tool's, each condition once, and an atom costs at most the size of its attribute's value in the
 /// request times its operand's elements; so the part of a call's work that depends on the policy is at most this
 /// weight times the request's length, times a constant.
@@ -465,7 +493,15 @@ pub fn work_weight(image: &Image<'_>, cap: u64) -> u64 {
                     let node = Node::decode(image.bytes, Image::at(rule.cond_off, Node::SIZE, i));
                     weight += 1;
                     if node.op == NODE_ATOM {
-                        weight += u64::from(Atom::decode(image.bytes, node.arg).values_count);
+                        // A derived attribute reads each operand once, and a relation compares each listed
+                        // tuple with its terms: the request's length times the operands.
+                        let atom = Atom::decode(image.bytes, node.arg);
+                        weight += u64::from(atom.values_count) + u64::from(atom.operands_count);
+                        // Past [`RELATION_TERMS_KEPT`] terms, a relation reads its later terms again for each listed
+                        // tuple (the request's length squared): no bound by this weight, so none is claimed.
+                        if atom.attr == ATTR_RELATION && atom.operands_count as usize > RELATION_TERMS_KEPT {
+                            return cap;
+                        }
                     }
                     if weight >= cap {
                         return cap;

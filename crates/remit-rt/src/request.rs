@@ -40,7 +40,7 @@ const MISSING: RequestError =
 
 /// The fields a request is read by, as a decision names them (`fields`), in byte order: a set of them is a `u32`
 /// whose bit `i` is `FIELDS[i]` (`eval::request::FIELDS`).
-pub const FIELDS: [&str; 20] = [
+pub const FIELDS: [&str; 23] = [
     "action",
     "action.arguments",
     "action.name",
@@ -53,14 +53,17 @@ pub const FIELDS: [&str; 20] = [
     "context.mandate",
     "context.now",
     "context.operation_id",
+    "context.relations",
     "context.stops",
     "resource",
     "resource.id",
+    "resource.properties",
     "subject",
     "subject.credential",
     "subject.credential.id",
     "subject.credential.scopes",
     "subject.id",
+    "subject.properties",
 ];
 const F_ACTION: u32 = 1 << 0;
 const F_ARGUMENTS: u32 = 1 << 1;
@@ -74,14 +77,17 @@ const F_FACTS: u32 = 1 << 8;
 const F_MANDATE: u32 = 1 << 9;
 const F_NOW: u32 = 1 << 10;
 const F_OPERATION_ID: u32 = 1 << 11;
-const F_STOPS: u32 = 1 << 12;
-const F_RESOURCE: u32 = 1 << 13;
-const F_RESOURCE_ID: u32 = 1 << 14;
-const F_SUBJECT: u32 = 1 << 15;
-const F_CREDENTIAL: u32 = 1 << 16;
-const F_CREDENTIAL_ID: u32 = 1 << 17;
-const F_SCOPES: u32 = 1 << 18;
-const F_SUBJECT_ID: u32 = 1 << 19;
+const F_RELATIONS: u32 = 1 << 12;
+const F_STOPS: u32 = 1 << 13;
+const F_RESOURCE: u32 = 1 << 14;
+const F_RESOURCE_ID: u32 = 1 << 15;
+const F_RESOURCE_PROPERTIES: u32 = 1 << 16;
+const F_SUBJECT: u32 = 1 << 17;
+const F_CREDENTIAL: u32 = 1 << 18;
+const F_CREDENTIAL_ID: u32 = 1 << 19;
+const F_SCOPES: u32 = 1 << 20;
+const F_SUBJECT_ID: u32 = 1 << 21;
+const F_SUBJECT_PROPERTIES: u32 = 1 << 22;
 
 impl RequestError {
     /// The classification of a document the JSON rule refused.
@@ -180,6 +186,13 @@ pub struct Request {
     pub facts: Option<u32>,
     pub counters: Option<u32>,
     pub attributes: Option<u32>,
+    /// `subject.properties`, `resource.properties`: object tokens (absent: empty), the declared attributes of the
+    /// subject and the resource.
+    pub subject_properties: Option<u32>,
+    pub resource_properties: Option<u32>,
+    /// `context.relations`: an object token (absent: empty), per relation the tuples asked about (read by
+    /// `cond::holds`).
+    pub relations: Option<u32>,
 }
 
 impl Request {
@@ -196,12 +209,13 @@ impl Request {
 
 /// The fields read, by object.
 const ID: Key<'static> = Key::new(b"id");
+const PROPERTIES: Key<'static> = Key::new(b"properties");
 const ROOT_FIELDS: [Key<'static>; 4] =
     [Key::new(b"subject"), Key::new(b"action"), Key::new(b"resource"), Key::new(b"context")];
-const SUBJECT_FIELDS: [Key<'static>; 2] = [ID, Key::new(b"credential")];
+const SUBJECT_FIELDS: [Key<'static>; 3] = [ID, Key::new(b"credential"), PROPERTIES];
 const CREDENTIAL_FIELDS: [Key<'static>; 2] = [ID, Key::new(b"scopes")];
 const ACTION_FIELDS: [Key<'static>; 2] = [Key::new(b"name"), Key::new(b"arguments")];
-const CONTEXT_FIELDS: [Key<'static>; 9] = [
+const CONTEXT_FIELDS: [Key<'static>; 10] = [
     Key::new(b"mandate"),
     Key::new(b"now"),
     Key::new(b"operation_id"),
@@ -211,6 +225,7 @@ const CONTEXT_FIELDS: [Key<'static>; 9] = [
     Key::new(b"facts"),
     Key::new(b"counters"),
     Key::new(b"attributes"),
+    Key::new(b"relations"),
 ];
 
 /// Reads the request whose root is token 0 of `doc`. The presented approvals are only checked to be an array: an
@@ -226,9 +241,10 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     let [subject, action, resource, context] = doc.fields(Some(ROOT), &ROOT_FIELDS);
 
     let subject_object = p.typed(subject, OBJECT, F_SUBJECT);
-    let [subject_id, credential] = doc.fields(subject_object, &SUBJECT_FIELDS);
+    let [subject_id, credential, subject_properties] = doc.fields(subject_object, &SUBJECT_FIELDS);
     let subject_id = p.required_string(subject, subject_id, F_SUBJECT_ID);
     let credential = p.typed(credential, OBJECT, F_CREDENTIAL);
+    let subject_properties = p.typed(subject_properties, OBJECT, F_SUBJECT_PROPERTIES);
     let [credential_id, scopes] = doc.fields(credential, &CREDENTIAL_FIELDS);
     let credential_id = p.typed(credential_id, STRING, F_CREDENTIAL_ID).filter(|&id| !is_blank(doc, id));
     let scopes = p.strings(scopes, F_SCOPES);
@@ -245,11 +261,12 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     };
 
     let resource = p.typed(resource, OBJECT, F_RESOURCE);
-    let [resource_id] = doc.fields(resource, &[ID]);
+    let [resource_id, resource_properties] = doc.fields(resource, &[ID, PROPERTIES]);
     let resource_id = p.typed(resource_id, STRING, F_RESOURCE_ID).filter(|&id| !is_blank(doc, id));
+    let resource_properties = p.typed(resource_properties, OBJECT, F_RESOURCE_PROPERTIES);
 
     let object = p.typed(context, OBJECT, F_CONTEXT);
-    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes] =
+    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes, relations] =
         doc.fields(object, &CONTEXT_FIELDS);
     let mandate = p.required_string(context, mandate, F_MANDATE);
     let now = p.required_string(context, now, F_NOW).and_then(|text| {
@@ -275,6 +292,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     let facts = p.typed(facts, OBJECT, F_FACTS);
     let counters = p.typed(counters, OBJECT, F_COUNTERS);
     let attributes = p.typed(attributes, OBJECT, F_ATTRIBUTES);
+    let relations = p.typed(relations, OBJECT, F_RELATIONS);
 
     if p.error.is_error() {
         return Err(p.error);
@@ -302,6 +320,9 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
         facts,
         counters,
         attributes,
+        subject_properties,
+        resource_properties,
+        relations,
     })
 }
 

@@ -114,6 +114,9 @@ const STARTERS: &[&str] = &[
     "tool",
     "classify",
     "mandate",
+    "subject",
+    "resource",
+    "relation",
     // mandate clauses
     "holder",
     "purpose",
@@ -248,7 +251,8 @@ fn layout(text: &str) -> String {
         // Track brackets and statements.
         match (token.kind, token.text) {
             (Kind::Punct, "{") => {
-                let items = statement.first() == Some(&"enum");
+                // Enum variants and the attributes of subjects and resources are items, one per line.
+                let items = matches!(statement.first(), Some(&"enum" | &"subject" | &"resource"));
                 let indent = current_line_indent(&out);
                 stack.push(Open { token: b'{', indent, items });
                 statement.clear();
@@ -314,11 +318,12 @@ fn space_between(prev: &Token<'_>, token: &Token<'_>, statement: &[&str], closes
     if token.text == "}" && prev.text == "{" {
         return false;
     }
-    // `tool name(`, `tool "quoted/name"(` and `effect name(`: the parameters follow the name.
-    if token.text == "("
-        && matches!(prev.kind, Kind::Word | Kind::String)
-        && matches!(statement, ["tool", _] | ["effect", _])
-    {
+    // `tool name(`, `tool "quoted/name"(`, `effect name(`, `relation name(` and a relation atom `member_of(`: the
+    // parameters or terms follow the name. Only the connectives open a parenthesised condition after a space.
+    if token.text == "(" && prev.kind == Kind::Word && !matches!(prev.text, "where" | "and" | "or" | "not") {
+        return false;
+    }
+    if token.text == "(" && prev.kind == Kind::String && matches!(statement, ["tool", _] | ["effect", _]) {
         return false;
     }
     true

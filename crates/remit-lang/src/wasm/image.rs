@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use remit_rt::image::{self as rec, Header, Str};
 
 use crate::eval::{self, DecidingRule, Obligation};
-use crate::ir::{Atom, Attr, Binding, Cond, Program, RuleKind, Test, Type, Value};
+use crate::ir::{Atom, Attr, Binding, Cond, Program, RuleKind, Term, Test, Type, Value};
 use crate::syntax::ast::{CompareOp, FactVersion, Outcome};
 
 pub use remit_module::err::ImageError;
@@ -28,6 +28,7 @@ struct Writer<'p> {
     atoms: HashMap<Atom, u32>,
     entries: Vec<DecidingRule>,
     entry_index: HashMap<DecidingRule, u32>,
+    /// A condition nests `and`/`or` deeper than the runtime evaluates, or an operand is itself derived.
     too_deep: bool,
     /// The first attribute the runtime cannot evaluate yet.
     unsupported: Option<String>,
@@ -186,27 +187,7 @@ impl<'p> Writer<'p> {
         if let Some(&at) = self.atoms.get(atom) {
             return at;
         }
-        let (attr, name) = match &atom.attr {
-            Attr::Arg(name) => (rec::ATTR_ARG, Some(name)),
-            Attr::ResourceId => (rec::ATTR_RESOURCE_ID, None),
-            Attr::SubjectId => (rec::ATTR_SUBJECT_ID, None),
-            Attr::SubjectScopes => (rec::ATTR_SUBJECT_SCOPES, None),
-            Attr::Context(name) => (rec::ATTR_CONTEXT, Some(name)),
-            Attr::Now => (rec::ATTR_NOW, None),
-            Attr::Attempt => (rec::ATTR_ATTEMPT, None),
-            Attr::Level => (rec::ATTR_LEVEL, None),
-            other => {
-                self.unsupported.get_or_insert_with(|| other.display());
-                (rec::ATTR_LEVEL, None)
-            }
-        };
-        let mut r = rec::Atom { attr, ty: self.ty(&atom.ty), ..rec::Atom::default() };
-        if let Some(name) = name {
-            (r.name_off, r.name_len) = self.string(name.as_bytes());
-        }
-        if let Attr::Context(name) = &atom.attr {
-            r.signed = u32::from(self.program.signed_contexts.contains(name));
-        }
+        let mut r = self.attribute(&atom.attr, &atom.ty);
         // The atom as a closest grant's `failed.condition` names it, as a JSON string.
         (r.text_off, r.text_len) = self.json(&eval::atom_text(atom, self.program));
         let (test, operands): (u32, Vec<Value>) = match &atom.test {
@@ -227,6 +208,87 @@ impl<'p> Writer<'p> {
         self.put(at, |o| r.encode(o));
         self.atoms.insert(atom.clone(), at);
         at
+    }
+
+    /// The fields of an [`rec::Atom`] record that say how `attr` is read as `ty`: its code and name, its type, whether
+    /// its money may be negative, its display, and a derived attribute's operands (each a record of its own).
+    fn attribute(&mut self, attr: &Attr, ty: &Type) -> rec::Atom {
+        let (code, name) = match attr {
+            Attr::Arg(name) => (rec::ATTR_ARG, Some(name.as_str())),
+            Attr::ResourceId => (rec::ATTR_RESOURCE_ID, None),
+            Attr::SubjectId => (rec::ATTR_SUBJECT_ID, None),
+            Attr::SubjectScopes => (rec::ATTR_SUBJECT_SCOPES, None),
+            Attr::Context(name) => (rec::ATTR_CONTEXT, Some(name.as_str())),
+            Attr::Now => (rec::ATTR_NOW, None),
+            Attr::Attempt => (rec::ATTR_ATTEMPT, None),
+            Attr::Level => (rec::ATTR_LEVEL, None),
+            Attr::Subject(name) => (rec::ATTR_SUBJECT, Some(name.as_str())),
+            Attr::Resource(name) => (rec::ATTR_RESOURCE, Some(name.as_str())),
+            Attr::Compare(..) => (rec::ATTR_COMPARE, None),
+            Attr::Member(..) => (rec::ATTR_MEMBER, None),
+            Attr::Relation(name, _) => (rec::ATTR_RELATION, Some(name.as_str())),
+            Attr::InCalendar(..) | Attr::Elapsed(..) => {
+                self.unsupported.get_or_insert_with(|| attr.display());
+                (rec::ATTR_LEVEL, None)
+            }
+        };
+        let mut r = rec::Atom { attr: code, ty: self.ty(ty), ..rec::Atom::default() };
+        if let Some(name) = name {
+            (r.name_off, r.name_len) = self.string(name.as_bytes());
+        }
+        r.signed = u32::from(match attr {
+            Attr::Context(name) => self.program.signed_contexts.contains(name),
+            Attr::Subject(name) => self.program.subject_attributes.get(name).is_some_and(|a| a.signed),
+            Attr::Resource(name) => self.program.resource_attributes.get(name).is_some_and(|a| a.signed),
+            // Arguments look it up on the called tool.
+            _ => false,
+        });
+        (r.attr_text_off, r.attr_text_len) = self.json(&attr.display());
+        // Each operand is read as the interpreter's `fetch` reads it: a comparison's sides as the operand type, a
+        // membership's set as a set of the item's type, a relation's terms as strings.
+        let operands: Vec<rec::Atom> = match attr {
+            Attr::Compare(left, op, right, operand_ty) => {
+                r.op = compare_code(*op);
+                vec![self.operand(left, operand_ty), self.operand(right, operand_ty)]
+            }
+            Attr::Member(item, set, item_ty) => {
+                let set_ty = Type::Set(Box::new(item_ty.clone()));
+                vec![self.operand(item, item_ty), self.operand(set, &set_ty)]
+            }
+            Attr::Relation(_, terms) => terms
+                .iter()
+                .map(|term| match term {
+                    Term::Attr(attr) => self.operand(attr, &Type::String),
+                    Term::Value(text) => {
+                        let mut r = rec::Atom { attr: rec::ATTR_TEXT, ..rec::Atom::default() };
+                        (r.name_off, r.name_len) = self.string(text.as_bytes());
+                        (r.attr_text_off, r.attr_text_len) = self.json(&term.display());
+                        r
+                    }
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        if !operands.is_empty() {
+            let records: Vec<u32> = operands
+                .iter()
+                .map(|o| {
+                    let at = self.reserve(rec::Atom::SIZE, 1);
+                    self.put(at, |out| o.encode(out));
+                    at
+                })
+                .collect();
+            r.operands_off = self.words(&records);
+            r.operands_count = records.len() as u32;
+        }
+        r
+    }
+
+    /// An operand's record: a written attribute (the checker lowers only those into comparisons, memberships and
+    /// relations; the runtime reads operands one level deep, so a derived operand is refused).
+    fn operand(&mut self, attr: &Attr, ty: &Type) -> rec::Atom {
+        self.too_deep |= attr.is_derived();
+        self.attribute(attr, ty)
     }
 
     /// The condition as [`rec::Node`] records in prefix order; `(offset, count)`.
