@@ -354,8 +354,6 @@ fn the_search_suites_data_json_is_its_users_and_records() {
 /// id, which is the order the files write, so those are compared exactly; the action search answers sorted by
 /// name, the files write `view`, `edit`, `delete`: compared as sets.
 #[test]
-#[ignore = "needs the decision module to evaluate subject and resource attributes (branch `twin`): \
-            `remit_lang::wasm::compile` refuses them until it is merged"]
 fn the_search_interop_suite_passes_from_the_gateways_data() {
     let policy = std::fs::read_to_string(suite().join("search.remit")).unwrap();
     let data = std::fs::read(suite().join("data.json")).unwrap();
