@@ -117,6 +117,7 @@ const STARTERS: &[&str] = &[
     "subject",
     "resource",
     "relation",
+    "calendar",
     // mandate clauses
     "holder",
     "purpose",
@@ -252,7 +253,7 @@ fn layout(text: &str) -> String {
         match (token.kind, token.text) {
             (Kind::Punct, "{") => {
                 // Enum variants and the attributes of subjects and resources are items, one per line.
-                let items = matches!(statement.first(), Some(&"enum" | &"subject" | &"resource"));
+                let items = matches!(statement.first(), Some(&"enum" | &"subject" | &"resource" | &"calendar"));
                 let indent = current_line_indent(&out);
                 stack.push(Open { token: b'{', indent, items });
                 statement.clear();
@@ -361,6 +362,14 @@ mod tests {
         let out = format(source).unwrap();
         assert!(out.contains("valid from 2026-11-01T00:00:00Z until 2027-01-01T00:00:00Z\n"), "{out}");
         assert!(out.contains("limit t: args.a <= 100 USD\n"), "{out}");
+    }
+
+    #[test]
+    fn calendar_lines_are_items() {
+        // `09:00-17:00` is one token; a dash written apart stays apart (the formatter changes no token).
+        let source = "calendar c in \"Europe/Berlin\" {\n mon..fri 09:00-17:00, 18:00 - 19:00\n  sat,sun 10:00-12:00\nclosed  on holidays\n}\n";
+        let expected = "calendar c in \"Europe/Berlin\" {\n  mon..fri 09:00-17:00, 18:00 - 19:00\n  sat, sun 10:00-12:00\n  closed on holidays\n}\n";
+        assert_eq!(format(source).unwrap(), expected);
     }
 
     #[test]
