@@ -236,14 +236,18 @@ fn contract(kind: Kind, store: &dyn Store) {
     for a in [approval("a2", "m", 100), approval("a1", "m", 100), approval("a3", "n", 100), approval("a4", "m", 50)] {
         tx.insert_approval(&a).unwrap();
     }
-    let live: Vec<String> = tx.live_approvals(&["n".into(), "m".into()], 60).unwrap().into_iter().map(|a| a.id).collect();
+    let live: Vec<String> =
+        tx.live_approvals(&["n".into(), "m".into()], 60).unwrap().into_iter().map(|a| a.id).collect();
     assert_eq!(live, ["a3", "a1", "a2"], "{kind:?}");
     assert!(tx.consume_approval("a1", "dec-1", 61).unwrap());
     assert!(!tx.consume_approval("a1", "dec-2", 62).unwrap(), "{kind:?}: consumed once");
     assert!(!tx.consume_approval("nope", "dec-2", 62).unwrap());
     tx.commit().unwrap();
     let consumed = store.begin().unwrap().approval("a1").unwrap().unwrap();
-    assert_eq!((consumed.consumed, consumed.consumed_by.as_deref(), consumed.consumed_at), (true, Some("dec-1"), Some(61)));
+    assert_eq!(
+        (consumed.consumed, consumed.consumed_by.as_deref(), consumed.consumed_at),
+        (true, Some("dec-1"), Some(61))
+    );
     assert_eq!(store.begin().unwrap().approval("a2").unwrap(), Some(approval("a2", "m", 100)), "{kind:?}");
 
     // Counters, and what a decision reads at once.
@@ -313,10 +317,20 @@ fn contract(kind: Kind, store: &dyn Store) {
     // Rounds, operations, the bundle revision, signed heads.
     let mut tx = store.begin().unwrap();
     tx.keep_round("round", "{\"x\":1}", 500, 100).unwrap();
-    tx.record_operation(&OperationRecord { operation: "op".into(), decision_id: "d1".into(), tool: "t".into(), time: 5 })
-        .unwrap();
-    tx.record_operation(&OperationRecord { operation: "op".into(), decision_id: "d2".into(), tool: "t".into(), time: 6 })
-        .unwrap();
+    tx.record_operation(&OperationRecord {
+        operation: "op".into(),
+        decision_id: "d1".into(),
+        tool: "t".into(),
+        time: 5,
+    })
+    .unwrap();
+    tx.record_operation(&OperationRecord {
+        operation: "op".into(),
+        decision_id: "d2".into(),
+        tool: "t".into(),
+        time: 6,
+    })
+    .unwrap();
     tx.set_bundle_revision(3, "sha256:p").unwrap();
     let head = remit_gateway::head::SignedHead {
         seq: 2,
@@ -544,4 +558,65 @@ fn postgresql_unreachable_denies_store_unavailable_and_recovers_without_restart(
     let wrong = PostgresStore::connect(&bare, Some("wrong"), &options(true)).unwrap_err();
     assert!(!wrong.0.contains(&password), "{wrong}");
     let _ = &replicas.postgres;
+}
+
+/// Not a test: decisions per second, and the PostgreSQL store's statements and round trips per decision, on SQLite
+/// and on PostgreSQL with one and with two replicas, interleaved round by round in one process; prints the medians.
+/// `cargo test --release --test gateway_postgres -- --ignored --nocapture measure` (docs/scaling.md).
+#[test]
+#[ignore]
+fn measure_decisions_per_second() {
+    const CALLERS: usize = 16;
+    const CALLS: usize = 2_000;
+    const ROUNDS: usize = 5;
+    let source = BUDGET.replace("at most 5", "at most 1000000");
+    let setups: Vec<(&str, Replicas)> = vec![
+        ("sqlite, 1 gateway", replicas(Kind::Sqlite, "measure", 1)),
+        ("postgresql, 1 replica", replicas(Kind::Postgres, "measure_one", 1)),
+        ("postgresql, 2 replicas", replicas(Kind::Postgres, "measure_two", 2)),
+    ];
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+    let mut per_decision: Vec<Vec<(f64, f64)>> = vec![Vec::new(); setups.len()];
+    for round in 0..ROUNDS {
+        for (i, (_, replicas)) in setups.iter().enumerate() {
+            let gateways = gateways(replicas, &source);
+            let totals = |replicas: &Replicas| {
+                replicas.postgres.iter().fold((0, 0), |(s, r), store| {
+                    let stats = store.stats();
+                    (s + stats.statements.load(Ordering::Relaxed), r + stats.round_trips.load(Ordering::Relaxed))
+                })
+            };
+            let before = totals(replicas);
+            let started = Instant::now();
+            std::thread::scope(|scope| {
+                for caller in 0..CALLERS {
+                    let gateway = &gateways[caller % gateways.len()];
+                    scope.spawn(move || {
+                        let request = payment(&format!("op-{round}-{caller}"));
+                        for _ in 0..CALLS / CALLERS {
+                            assert!(gateway.decide(&request).allowed());
+                        }
+                    });
+                }
+            });
+            let elapsed = started.elapsed().as_secs_f64();
+            let after = totals(replicas);
+            rates[i].push(CALLS as f64 / elapsed);
+            let calls = CALLS as f64;
+            per_decision[i].push(((after.0 - before.0) as f64 / calls, (after.1 - before.1) as f64 / calls));
+        }
+    }
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    println!(
+        "{CALLERS} callers, {CALLS} logged decisions (each increments a budget counter) per round, {ROUNDS} rounds"
+    );
+    for (i, (name, _)) in setups.iter().enumerate() {
+        let rate = median(&mut rates[i]);
+        let statements = median(&mut per_decision[i].iter().map(|p| p.0).collect());
+        let trips = median(&mut per_decision[i].iter().map(|p| p.1).collect());
+        println!("{name}: {rate:.0} decisions/s (median), {statements:.2} statements and {trips:.2} round trips per decision");
+    }
 }

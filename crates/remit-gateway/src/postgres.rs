@@ -188,8 +188,7 @@ impl PostgresStore {
         config.connect_timeout(Duration::from_secs(5));
         config.application_name(&options.writer);
         config.options(SESSION_OPTIONS);
-        let manager =
-            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("remit-postgres")
@@ -547,7 +546,8 @@ impl<'a> PgTx<'a> {
             for (sql, _) in statements {
                 prepared.push(client.prepare_cached(sql).await?);
             }
-            let queries = statements.iter().zip(&prepared).map(|((_, params), statement)| client.query(statement, params));
+            let queries =
+                statements.iter().zip(&prepared).map(|((_, params), statement)| client.query(statement, params));
             let before = async {
                 if pending.is_empty() {
                     Ok(())
@@ -813,10 +813,10 @@ impl Tx for PgTx<'_> {
     }
 
     fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>> {
-        let rows = self
-            .query("SELECT operation, decision_id, tool, time FROM operations WHERE operation = $1 ORDER BY id", &[
-                &operation,
-            ])?;
+        let rows = self.query(
+            "SELECT operation, decision_id, tool, time FROM operations WHERE operation = $1 ORDER BY id",
+            &[&operation],
+        )?;
         Ok(rows
             .iter()
             .map(|row| OperationRecord {
@@ -878,24 +878,27 @@ impl Tx for PgTx<'_> {
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
              VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16) RETURNING 1"
         );
-        self.execute(&sql, &[
-            &a.id,
-            &a.kind,
-            &a.mandate,
-            &a.issued_at,
-            &a.expires_at,
-            &a.tool,
-            &a.target,
-            &a.digest,
-            &a.manifest,
-            &a.single_use,
-            &a.consumed,
-            &a.approver,
-            &a.access_request,
-            &a.consumed_by,
-            &a.consumed_at,
-            &a.agent,
-        ])?;
+        self.execute(
+            &sql,
+            &[
+                &a.id,
+                &a.kind,
+                &a.mandate,
+                &a.issued_at,
+                &a.expires_at,
+                &a.tool,
+                &a.target,
+                &a.digest,
+                &a.manifest,
+                &a.single_use,
+                &a.consumed,
+                &a.approver,
+                &a.access_request,
+                &a.consumed_by,
+                &a.consumed_at,
+                &a.agent,
+            ],
+        )?;
         Ok(())
     }
 
@@ -1064,7 +1067,8 @@ impl Tx for PgTx<'_> {
     fn savepoint(&mut self) -> StoreResult<()> {
         let queued_at = self.pending.len();
         self.pending.push_str("SAVEPOINT job;");
-        self.savepoint = Some(Savepoint { queued_at: Some(queued_at), entries: self.entries.len(), head: self.head.clone() });
+        self.savepoint =
+            Some(Savepoint { queued_at: Some(queued_at), entries: self.entries.len(), head: self.head.clone() });
         Ok(())
     }
 

@@ -173,9 +173,8 @@ impl Gateway {
     fn run_batch_retrying(&self, jobs: &[(Job, Arc<Slot>)]) -> Vec<StoreResult<Decided>> {
         let mut results = self.run_batch(jobs.iter().map(|(job, _)| job));
         for attempt in 0..CONFLICT_RETRIES {
-            let again: Vec<usize> = (0..results.len())
-                .filter(|&i| matches!(&results[i], Err(e) if e.is_conflict()))
-                .collect();
+            let again: Vec<usize> =
+                (0..results.len()).filter(|&i| matches!(&results[i], Err(e) if e.is_conflict())).collect();
             if again.is_empty() {
                 break;
             }
