@@ -620,3 +620,67 @@ fn measure_decisions_per_second() {
         println!("{name}: {rate:.0} decisions/s (median), {statements:.2} statements and {trips:.2} round trips per decision");
     }
 }
+
+/// Two `remit serve` processes on one database (the password from a file for one, from the environment for the
+/// other): a budget of 5 allows exactly 5 of 60 HTTP calls spread over both; one killed, the other goes on; and
+/// `remit audit verify` checks the one log of both through the database.
+#[test]
+fn two_remit_serve_processes_share_one_database_and_one_verifiable_log() {
+    use remit_gateway::client::blocking::request;
+    use std::process::{Command, Stdio};
+    use support::served::Served;
+    let url = shared().database("two_processes");
+    let (bare, password) = shared().url_and_password(&url);
+    let dir = std::env::temp_dir().join(format!("remit-two-processes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("shop.remit"), BUDGET).unwrap();
+    std::fs::write(dir.join("password"), format!("{password}\n")).unwrap();
+    let serve = |password_file: bool| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["serve", dir.join("shop.remit").to_str().unwrap(), "--listen", "127.0.0.1:0", "--store", &bare]);
+        command.env_remove("REMIT_STORE_PASSWORD").stderr(Stdio::inherit());
+        if password_file {
+            command.arg("--store-password-file").arg(dir.join("password"));
+        } else {
+            command.env("REMIT_STORE_PASSWORD", &password);
+        }
+        Served::start(&mut command)
+    };
+    let (a, b) = (serve(true), serve(false));
+    let decide = |served: &Served, operation: &str| {
+        let body = payment(operation);
+        let response = request("POST", &format!("{}/v1/decide", served.url), &[], Some(&body)).unwrap();
+        assert_eq!(response.status, 200, "{}", String::from_utf8_lossy(&response.body));
+        let decision: Value = serde_json::from_slice(&response.body).unwrap();
+        decision["decision"] == "allow"
+    };
+    let allows = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..60)
+            .map(|i| {
+                let (served, decide) = (if i % 2 == 0 { &a } else { &b }, &decide);
+                scope.spawn(move || decide(served, "op-1"))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count()
+    });
+    assert_eq!(allows, 5);
+    let mut a = a;
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    assert!(decide(&b, "op-2"), "the other replica goes on");
+    let verified = Command::new(support::remit_bin())
+        .args(["audit", "verify", &bare])
+        .env("REMIT_STORE_PASSWORD", &password)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{said}{}", String::from_utf8_lossy(&verified.stderr));
+    assert!(said.contains("61 entries, the chain holds"), "every decision of both in the log: {said}");
+    // A changed entry is found.
+    let store = PostgresStore::connect(&url, None, &options(true)).unwrap();
+    store.execute_raw("UPDATE log SET body = replace(body, 'op-2', 'op-3') WHERE seq = 61").unwrap();
+    let verified = Command::new(support::remit_bin()).args(["audit", "verify", &url]).output().unwrap();
+    let said = String::from_utf8_lossy(&verified.stdout);
+    assert!(!verified.status.success() && said.contains("the chain is broken at entry 61"), "{said}");
+    std::fs::remove_dir_all(&dir).ok();
+}

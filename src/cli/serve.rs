@@ -988,7 +988,7 @@ pub enum AuditCommand {
     /// Check the decision log's hash chain and the signed heads in the store; with `--head`, also that the log
     /// holds that head (kept elsewhere): exit 1 at the first changed, deleted or moved entry, or a head that fails
     Verify {
-        /// The store: `sqlite:PATH` or PATH
+        /// The store: `sqlite:PATH` or PATH, or `postgres://…` (its password from `REMIT_STORE_PASSWORD`)
         store: String,
         /// A signed head kept outside the store (`remit audit head`): the log must hold its entry with its hash
         #[arg(long, value_name = "HEAD.json", requires = "key")]
@@ -1019,21 +1019,29 @@ pub enum AuditCommand {
 
 fn read_log(spec: &str) -> Result<Vec<remit_gateway::store::LogEntry>, String> {
     let (store, path) = open_log(spec)?;
-    remit_gateway::audit::read_all(&store).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
+    remit_gateway::audit::read_all(store.as_ref()).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
 }
 
-fn open_log(spec: &str) -> Result<(SqliteStore, &str), String> {
+/// The store `spec` names, for reading: `sqlite:PATH` or PATH, or a PostgreSQL URL (the password, when the URL has
+/// none, from `REMIT_STORE_PASSWORD`); and how to name it in messages.
+fn open_log(spec: &str) -> Result<(Box<dyn remit_gateway::Store>, String), String> {
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        let shown = remit_gateway::postgres::redact(spec);
+        let password = std::env::var("REMIT_STORE_PASSWORD").ok();
+        let store = remit_gateway::PostgresStore::open_existing(spec, password.as_deref())
+            .map_err(|e| format!("cannot open `{shown}`: {e}"))?;
+        return Ok((Box::new(store), shown));
+    }
     let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
     if !Path::new(path).is_file() {
         return Err(format!("`{path}` is not a store file"));
     }
     let store = SqliteStore::open_existing(Path::new(path)).map_err(|e| format!("cannot open `{path}`: {e}"))?;
-    Ok((store, path))
+    Ok((Box::new(store), path.to_string()))
 }
 
 /// The signed heads a store keeps, oldest first.
 fn signed_heads(spec: &str) -> Result<Vec<remit_gateway::audit::SignedHead>, String> {
-    use remit_gateway::Store;
     let (store, path) = open_log(spec)?;
     let read = store.begin().and_then(|mut tx| tx.signed_heads());
     read.map_err(|e| format!("cannot read the signed heads of `{path}`: {e}"))

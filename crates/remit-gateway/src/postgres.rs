@@ -128,6 +128,8 @@ pub struct PostgresStore {
     /// Drives the connections; shut down in the background on drop (the store may be dropped on a tokio worker).
     runtime: Option<tokio::runtime::Runtime>,
     database_clock: bool,
+    /// Opened by [`PostgresStore::open_existing`]: transactions are read transactions.
+    read_only: bool,
     stats: Stats,
 }
 
@@ -185,6 +187,12 @@ impl PostgresStore {
         if let (None, Some(password)) = (config.get_password(), password) {
             config.password(password);
         }
+        let store = PostgresStore::connect_unmigrated(config, options)?;
+        store.migrate(&options.writer)?;
+        Ok(store)
+    }
+
+    fn connect_unmigrated(mut config: tokio_postgres::Config, options: &PostgresOptions) -> StoreResult<PostgresStore> {
         config.connect_timeout(Duration::from_secs(5));
         config.application_name(&options.writer);
         config.options(SESSION_OPTIONS);
@@ -203,13 +211,34 @@ impl PostgresStore {
             .recycle_timeout(Some(Duration::from_secs(5)))
             .build()
             .map_err(|e| StoreError(format!("cannot make the connection pool: {e}")))?;
-        let store = PostgresStore {
+        Ok(PostgresStore {
             pool,
             runtime: Some(runtime),
             database_clock: options.database_clock,
+            read_only: false,
             stats: Stats::default(),
-        };
-        store.migrate(&options.writer)?;
+        })
+    }
+
+    /// Opens an existing store for reading and checking (`remit audit`, also while gateways run): creates nothing,
+    /// changes nothing, takes no lock a writer waits for (every transaction is a read transaction), and fails when
+    /// the database is not a remit store of a version this gateway knows.
+    pub fn open_existing(url: &str, password: Option<&str>) -> StoreResult<PostgresStore> {
+        let options = PostgresOptions { pool_size: 2, database_clock: true, writer: "remit audit".into() };
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| StoreError(format!("`{}` is not a PostgreSQL URL: {e}", redact(url))))?;
+        if let (None, Some(password)) = (config.get_password(), password) {
+            config.password(password);
+        }
+        let mut store = PostgresStore::connect_unmigrated(config, &options)?;
+        store.read_only = true;
+        let version = store.schema_version().map_err(|e| StoreError(format!("not a remit store: {e}")))?;
+        if !(1..=MIGRATIONS.len() as i32).contains(&version) {
+            return Err(StoreError(format!(
+                "not a remit store of a schema version this gateway knows (found {version}, known 1 to {})",
+                MIGRATIONS.len()
+            )));
+        }
         Ok(store)
     }
 
@@ -340,6 +369,9 @@ const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
 
 impl Store for PostgresStore {
     fn begin(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        if self.read_only {
+            return self.begin_read();
+        }
         let (client, rows) = self.start(BEGIN_WRITE)?;
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         let row = rows.first().ok_or_else(|| StoreError("the log's head is missing: not a remit database".into()))?;
