@@ -393,7 +393,7 @@ impl Store for PostgresStore {
 /// A savepoint of a [`PgTx`]: sent with the next statement, or never when none came.
 #[derive(Debug)]
 struct Savepoint {
-    /// Where `SAVEPOINT job;` starts in `pending` while it waits there.
+    /// Where `SAVEPOINT job` is in `pending` while it waits there.
     queued_at: Option<usize>,
     entries: usize,
     head: (u64, String),
@@ -410,8 +410,11 @@ struct PgTx<'a> {
     head: (u64, String),
     /// Entries appended and not yet written (they are written with the commit, or before the log is read).
     entries: Vec<LogEntry>,
-    /// Commands that answer nothing, sent before the next statement in the same round trip.
-    pending: String,
+    /// What waits to go before the next statement, in the same round trip: commands that answer nothing
+    /// (`SAVEPOINT`, `RELEASE`) and writes whose result nobody reads (a budget counted, an operation recorded, the
+    /// log's entries). Their errors surface with that statement, or when a savepoint is released (so a job never
+    /// succeeds with a write that failed), or at the commit.
+    pending: Vec<Item>,
     savepoint: Option<Savepoint>,
     /// A statement failed outside a savepoint: the transaction can only roll back.
     failed: bool,
@@ -546,7 +549,7 @@ impl<'a> PgTx<'a> {
             now,
             head,
             entries: Vec::new(),
-            pending: String::new(),
+            pending: Vec::new(),
             savepoint: None,
             failed: false,
         }
@@ -559,8 +562,8 @@ impl<'a> PgTx<'a> {
         self.client.as_ref().ok_or_else(|| StoreError("the transaction has ended".into()))
     }
 
-    /// Runs the statements `sqls` (each with its parameters) as one pipeline, after the pending commands, and gives
-    /// each one's rows. A failure marks the transaction failed until a savepoint is rolled back to.
+    /// Runs what is pending, then `statements` (each with its parameters), as one pipeline (one round trip), and
+    /// gives each statement's rows. A failure marks the transaction failed until a savepoint is rolled back to.
     fn pipeline(&mut self, statements: &[(&str, Params<'_>)]) -> StoreResult<Vec<Vec<Row>>> {
         let pending = std::mem::take(&mut self.pending);
         if let Some(savepoint) = &mut self.savepoint {
@@ -569,26 +572,41 @@ impl<'a> PgTx<'a> {
         let store = self.store;
         let client = self.client()?;
         let stats = &store.stats;
-        let count = statements.len() as u64 + u64::from(!pending.is_empty());
-        stats.statements.fetch_add(count, Ordering::Relaxed);
+        stats.statements.fetch_add((pending.len() + statements.len()) as u64, Ordering::Relaxed);
         stats.round_trips.fetch_add(1, Ordering::Relaxed);
         let result = wait(async {
             // Prepared first (from the connection's cache after the first time: no round trip then).
+            let mut prepared_pending = Vec::with_capacity(pending.len());
+            for item in &pending {
+                prepared_pending.push(match item {
+                    Item::Simple(_) => None,
+                    Item::Write(sql, _) => Some(client.prepare_cached(sql).await?),
+                });
+            }
             let mut prepared = Vec::with_capacity(statements.len());
             for (sql, _) in statements {
                 prepared.push(client.prepare_cached(sql).await?);
             }
+            // Each request is sent when its future is first polled, and `join_all` polls them in order: one
+            // pipeline, in the order given.
+            let before = pending.iter().zip(&prepared_pending).map(|(item, statement)| async move {
+                match (item, statement) {
+                    (Item::Write(_, params), Some(statement)) => {
+                        let params: Vec<&(dyn ToSql + Sync)> =
+                            params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
+                        client.execute(statement, &params).await.map(|_| ())
+                    }
+                    (Item::Simple(sql), _) | (Item::Write(sql, _), None) => client.batch_execute(sql).await,
+                }
+            });
             let queries =
                 statements.iter().zip(&prepared).map(|((_, params), statement)| client.query(statement, params));
-            let before = async {
-                if pending.is_empty() {
-                    Ok(())
-                } else {
-                    client.batch_execute(&pending).await
-                }
-            };
-            let (before, rows) = futures_util::future::join(before, futures_util::future::join_all(queries)).await;
-            before?;
+            let (before, rows) = futures_util::future::join(
+                futures_util::future::join_all(before),
+                futures_util::future::join_all(queries),
+            )
+            .await;
+            before.into_iter().collect::<Result<Vec<()>, _>>()?;
             rows.into_iter().collect::<Result<Vec<_>, _>>()
         });
         result.map_err(|e| {
@@ -599,6 +617,18 @@ impl<'a> PgTx<'a> {
             }
             e
         })
+    }
+
+    /// Sends what is pending now (its errors are this call's).
+    fn flush(&mut self) -> StoreResult<()> {
+        self.pipeline(&[]).map(|_| ())
+    }
+
+    /// Queues a write whose result nobody reads, to go with the next statement.
+    fn defer(&mut self, sql: &'static str, params: Vec<Box<dyn ToSql + Sync + Send>>) -> StoreResult<()> {
+        self.writing()?;
+        self.pending.push(Item::Write(sql, params));
+        Ok(())
     }
 
     fn query(&mut self, sql: &str, params: Params<'_>) -> StoreResult<Vec<Row>> {
@@ -624,8 +654,9 @@ impl<'a> PgTx<'a> {
         }
     }
 
-    /// Writes the entries appended so far (before the log is read in this transaction).
-    fn flush_log(&mut self) -> StoreResult<()> {
+    /// Queues the entries appended so far and the head after them (before the log is read in this transaction, and
+    /// at the commit).
+    fn queue_log(&mut self) -> StoreResult<()> {
         if self.entries.is_empty() {
             return Ok(());
         }
@@ -634,15 +665,33 @@ impl<'a> PgTx<'a> {
             return Err(StoreError("the log is read inside a savepoint after entries were appended".into()));
         }
         let entries = std::mem::take(&mut self.entries);
-        let statements = log_statements(&entries, &self.head);
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> = statements.params();
-        let result = self.pipeline(&[(INSERT_LOG, &params[0]), (UPDATE_HEAD, &params[1])]);
         if let Some(savepoint) = &mut self.savepoint {
-            // What the savepoint would roll back is now in the database, where the rollback reaches it.
+            // What the savepoint would roll back is now queued after it, where the rollback reaches it.
             savepoint.entries = 0;
         }
-        result.map(|_| ())
+        let c = log_statements(&entries, &self.head);
+        self.pending.push(Item::Write(
+            INSERT_LOG,
+            vec![
+                Box::new(c.seqs),
+                Box::new(c.times),
+                Box::new(c.kinds),
+                Box::new(c.bodies),
+                Box::new(c.prevs),
+                Box::new(c.hashes),
+            ],
+        ));
+        self.pending.push(Item::Write(UPDATE_HEAD, vec![Box::new(c.head_seq), Box::new(c.head_hash)]));
+        Ok(())
     }
+}
+
+/// What waits in a transaction's pipeline.
+enum Item {
+    /// A command sent with the simple protocol.
+    Simple(&'static str),
+    /// A statement and its parameters.
+    Write(&'static str, Vec<Box<dyn ToSql + Sync + Send>>),
 }
 
 /// The columns of entries to insert, and the head after them.
@@ -655,15 +704,6 @@ struct LogColumns {
     hashes: Vec<String>,
     head_seq: i64,
     head_hash: String,
-}
-
-impl LogColumns {
-    fn params(&self) -> Vec<Vec<&(dyn ToSql + Sync)>> {
-        vec![
-            vec![&self.seqs, &self.times, &self.kinds, &self.bodies, &self.prevs, &self.hashes],
-            vec![&self.head_seq, &self.head_hash],
-        ]
-    }
 }
 
 fn log_statements(entries: &[LogEntry], head: &(u64, String)) -> LogColumns {
@@ -869,7 +909,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn log_entries(&mut self, from: u64, limit: usize) -> StoreResult<Vec<LogEntry>> {
-        self.flush_log()?;
+        self.queue_log()?;
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self.query(
             "SELECT seq, time, kind, body, prev, hash FROM log WHERE seq >= $1 ORDER BY seq LIMIT $2",
@@ -897,12 +937,24 @@ impl Tx for PgTx<'_> {
         Ok(row.map_or(0, |row| row.get::<_, i64>(0) as u64))
     }
 
+    fn count(&mut self, counter: &str, window: &str) -> StoreResult<()> {
+        self.defer(
+            "INSERT INTO counters (counter, counter_window, value) VALUES ($1, $2, 1) \
+             ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + 1",
+            vec![Box::new(counter.to_string()), Box::new(window.to_string())],
+        )
+    }
+
     fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()> {
-        self.execute(
-            "INSERT INTO operations (operation, decision_id, tool, time) VALUES ($1, $2, $3, $4) RETURNING 1",
-            &[&record.operation, &record.decision_id, &record.tool, &record.time],
-        )?;
-        Ok(())
+        self.defer(
+            "INSERT INTO operations (operation, decision_id, tool, time) VALUES ($1, $2, $3, $4)",
+            vec![
+                Box::new(record.operation.clone()),
+                Box::new(record.decision_id.clone()),
+                Box::new(record.tool.clone()),
+                Box::new(record.time),
+            ],
+        )
     }
 
     fn insert_approval(&mut self, a: &StoredApproval) -> StoreResult<()> {
@@ -1098,7 +1150,7 @@ impl Tx for PgTx<'_> {
 
     fn savepoint(&mut self) -> StoreResult<()> {
         let queued_at = self.pending.len();
-        self.pending.push_str("SAVEPOINT job;");
+        self.pending.push(Item::Simple("SAVEPOINT job"));
         self.savepoint =
             Some(Savepoint { queued_at: Some(queued_at), entries: self.entries.len(), head: self.head.clone() });
         Ok(())
@@ -1108,18 +1160,26 @@ impl Tx for PgTx<'_> {
         let Some(savepoint) = self.savepoint.take() else {
             return Err(StoreError("no savepoint to release".into()));
         };
-        match savepoint.queued_at {
-            // No statement since the savepoint: it was never sent, and nothing reached the database.
-            Some(at) => self.pending.truncate(at),
-            None if keep => self.pending.push_str("RELEASE job;"),
-            None => {
-                self.pending.push_str("ROLLBACK TO job; RELEASE job;");
-                self.failed = false;
-            }
-        }
         if !keep {
             self.entries.truncate(savepoint.entries.min(self.entries.len()));
             self.head = savepoint.head;
+        }
+        match (savepoint.queued_at, keep) {
+            // Nothing was sent since the savepoint: what was queued after it goes with it, or nothing happened.
+            (Some(at), false) => self.pending.truncate(at),
+            (Some(at), true) if self.pending.len() == at + 1 => self.pending.truncate(at),
+            // Everything pending now was queued after the savepoint was sent.
+            (None, false) => {
+                self.pending.clear();
+                self.pending.push(Item::Simple("ROLLBACK TO job; RELEASE job"));
+                self.failed = false;
+            }
+            // Writes of the job wait: they must succeed before the job does.
+            (_, true) if self.pending.iter().any(|item| matches!(item, Item::Write(..))) => {
+                self.pending.push(Item::Simple("RELEASE job"));
+                self.flush()?;
+            }
+            (_, true) => self.pending.push(Item::Simple("RELEASE job")),
         }
         Ok(())
     }
@@ -1128,63 +1188,14 @@ impl Tx for PgTx<'_> {
         if self.failed {
             return Err(StoreError("the transaction failed: rolled back".into()));
         }
-        let entries = std::mem::take(&mut self.entries);
-        let columns = log_statements(&entries, &self.head);
-        let params = columns.params();
-        let mut statements: Vec<(&str, Params<'_>)> = Vec::new();
-        if !entries.is_empty() {
-            statements.push((INSERT_LOG, &params[0]));
-            statements.push((UPDATE_HEAD, &params[1]));
-        }
-        // `COMMIT` goes last in the same pipeline; a failure before it is seen in its statement's result (a
-        // `COMMIT` after a failed statement is a rollback).
-        let pending = std::mem::take(&mut self.pending);
-        let client = self.client.take().ok_or_else(|| StoreError("the transaction has ended".into()))?;
-        let stats = &self.store.stats;
-        stats.statements.fetch_add(statements.len() as u64 + 1 + u64::from(!pending.is_empty()), Ordering::Relaxed);
-        stats.round_trips.fetch_add(1, Ordering::Relaxed);
-        let result = wait(async {
-            let mut prepared = Vec::with_capacity(statements.len());
-            for (sql, _) in &statements {
-                prepared.push(client.prepare_cached(sql).await?);
-            }
-            let before = async {
-                if pending.is_empty() {
-                    Ok(())
-                } else {
-                    client.batch_execute(&pending).await
-                }
-            };
-            let writes = statements.iter().zip(&prepared).map(|((_, params), s)| client.execute(s, params));
-            let (before, writes, committed) = futures_util::future::join3(
-                before,
-                futures_util::future::join_all(writes),
-                client.batch_execute("COMMIT"),
-            )
-            .await;
-            before?;
-            for written in writes {
-                written?;
-            }
-            committed
-        });
-        match result {
-            Ok(()) => {
-                // Back to the pool.
-                drop(client);
-                Ok(())
-            }
-            Err(e) => {
-                if wait(client.batch_execute("ROLLBACK")).is_err() {
-                    let _ = Object::take(client);
-                }
-                let e = store_err(e);
-                if e.is_conflict() {
-                    stats.conflicts.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e)
-            }
-        }
+        // The log's entries, the head and `COMMIT` in one pipeline; a failure before `COMMIT` is seen in its
+        // statement's result (a `COMMIT` after a failed statement is a rollback).
+        self.queue_log()?;
+        self.pending.push(Item::Simple("COMMIT"));
+        self.flush()?;
+        // Back to the pool.
+        self.client.take();
+        Ok(())
     }
 }
 

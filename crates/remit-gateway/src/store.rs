@@ -320,6 +320,12 @@ pub trait Tx {
     /// Marks a live approval consumed by `decision` at `at`; `false` when it is unknown or already consumed.
     fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool>;
     fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
+    /// Counts one more in `counter`'s window, like [`Tx::increment_counter`] but without reading the new value, so
+    /// that a store may send it with its next statement (an error then surfaces there, at the latest when the
+    /// savepoint is released).
+    fn count(&mut self, counter: &str, window: &str) -> StoreResult<()> {
+        self.increment_counter(counter, window).map(|_| ())
+    }
     fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()>;
     fn insert_approval(&mut self, approval: &StoredApproval) -> StoreResult<()>;
     fn insert_access_request(&mut self, request: &AccessRequest) -> StoreResult<()>;
