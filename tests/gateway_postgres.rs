@@ -684,3 +684,39 @@ fn two_remit_serve_processes_share_one_database_and_one_verifiable_log() {
     assert!(!verified.status.success() && said.contains("the chain is broken at entry 61"), "{said}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `remit serve` on PostgreSQL: `/ready` says 503 while the database is down, and every call is denied
+/// `gateway.store-unavailable`; when it is back, ready again and deciding, the same process.
+#[test]
+fn remit_serve_is_not_ready_while_postgresql_is_down_and_recovers() {
+    use remit_gateway::client::blocking::request;
+    use std::process::{Command, Stdio};
+    use support::served::Served;
+    let server = Server::start();
+    let url = server.database("ready");
+    let dir = std::env::temp_dir().join(format!("remit-ready-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("shop.remit"), BUDGET).unwrap();
+    let served = Served::start(
+        Command::new(support::remit_bin())
+            .args(["serve", dir.join("shop.remit").to_str().unwrap(), "--listen", "127.0.0.1:0", "--store", &url])
+            .stderr(Stdio::null()),
+    );
+    let ready = || request("GET", &format!("{}/ready", served.url), &[], None).unwrap().status;
+    let decide = || {
+        let body = payment("op-1");
+        let response = request("POST", &format!("{}/v1/decide", served.url), &[], Some(&body)).unwrap();
+        serde_json::from_slice::<Value>(&response.body).unwrap()
+    };
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    server.pause();
+    assert_eq!(ready(), 503);
+    let denied = decide();
+    assert_eq!((denied["decision"].as_str(), denied["reasons"][0].as_str()), (Some("deny"), Some(REASON_STORE)));
+    server.resume();
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    drop(served);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -87,7 +87,8 @@ impl Gateway {
 
     /// The active stops and the current fact versions.
     pub fn state(&self) -> Result<Json, StoreError> {
-        let mut tx = self.store.begin()?;
+        // A read transaction: `/ready` asks this, and must not wait for writers (on PostgreSQL, for the log's lock).
+        let mut tx = self.store.begin_read()?;
         let stops = tx.stops()?;
         let records = tx.stop_records()?;
         let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(n, v)| (n, v.to_json())).collect();
