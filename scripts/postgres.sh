@@ -88,7 +88,7 @@ EOF
       port=""
     fi
   done
-  [ -n "$started" ] || { cat "$dir/server.log" >&2; rm -rf "$dir"; exit 1; }
+  [ -n "$started" ] || { cat "$dir/server.log" >&2 || true; rm -rf "$dir"; exit 1; }
   echo "$port" >"$dir/port"
   as_server "$bin/psql" -h "$dir/data" -p "$port" -U remit -d postgres -q -c 'CREATE DATABASE remit' >/dev/null
   if [ -n "$owner" ]; then
