@@ -720,3 +720,40 @@ fn remit_serve_is_not_ready_while_postgresql_is_down_and_recovers() {
     drop(served);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A replica that dies in the middle of a write transaction (its connection cut while it holds the log's lock, a
+/// stop set and an entry queued) leaves nothing half done: the database rolls it back and releases the lock, and
+/// the other replica's call, waiting for it, goes on.
+#[test]
+fn a_replica_cut_off_mid_transaction_leaves_nothing_half_done() {
+    let url = shared().database("cut_off");
+    let victim =
+        PostgresStore::connect(&url, None, &PostgresOptions { writer: "victim".into(), ..options(true) }).unwrap();
+    let other = Arc::new(PostgresStore::connect(&url, None, &options(true)).unwrap());
+    let gateway =
+        Gateway::new(policy_of(BUDGET), other.clone(), Arc::new(remit_gateway::SystemClock), Config::default());
+    let mut tx = victim.begin().unwrap();
+    tx.set_stop("shop", true).unwrap();
+    tx.append_log(0, "stop", "{\"mandate\":\"shop\",\"active\":true}").unwrap();
+    tx.count("per_op", "operation:op-1").unwrap();
+    assert_eq!(tx.stops().unwrap(), ["shop"], "the transaction's writes reached the database");
+    let decided = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| gateway.decide(&payment("op-1")));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!waiting.is_finished(), "the other replica waits for the log's lock");
+        other
+            .execute_raw(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'victim' \
+                 AND state LIKE 'idle in transaction%'",
+            )
+            .unwrap();
+        waiting.join().unwrap()
+    });
+    assert!(decided.allowed(), "the stop was never committed: {}", decided.decision);
+    assert!(tx.commit().is_err(), "the cut-off transaction cannot commit");
+    let entries = log(other.as_ref());
+    assert_eq!(audit::verify(entries.clone()).unwrap(), 1);
+    assert_eq!(entries[0].kind, "decision");
+    assert!(other.begin().unwrap().stops().unwrap().is_empty());
+    assert_eq!(other.begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 1, "counted once, by the allow");
+}
