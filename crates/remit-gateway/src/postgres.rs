@@ -28,13 +28,18 @@
 //! to its connection's task over channels, so it is waited for on the calling thread (`futures_executor`), which
 //! works inside or outside tokio's workers and never needs the caller's runtime.
 //!
-//! Round trips: a transaction's commands that answer nothing (`SAVEPOINT`, `RELEASE`) wait to go with its next
-//! statement; a decision's reads go as one pipeline; log entries are kept in memory (the head is locked, so their
-//! sequence numbers and hashes are known) and written with the commit, in one pipeline ([`PostgresStore::stats`]).
+//! While the head lock serializes write transactions, the row locks, conditional updates and the unique index are
+//! a second line (they hold without it, which a log with one chain per replica will need: docs/scaling.md).
 //!
-//! To add a method: its SQL as a `const` next to the others, a few lines in `impl Tx for PgTx` through
-//! [`PgTx::query`] / [`PgTx::execute`] (writes call [`PgTx::writing`] first), and a migration appended to
-//! [`MIGRATIONS`] when it needs a table.
+//! Round trips: a transaction's commands that answer nothing (`SAVEPOINT`, `RELEASE`) and its writes whose result
+//! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement; a
+//! job's savepoint is released in a pipeline with its writes, so their errors are the job's; a decision's reads go
+//! as one pipeline; log entries are kept in memory (the head is locked, so their sequence numbers and hashes are
+//! known) and written with the commit, in one pipeline ([`PostgresStore::stats`] counts).
+//!
+//! To add a method: its SQL next to the others, a few lines in `impl Tx for PgTx` through `PgTx::query` /
+//! `PgTx::execute` (a write: `PgTx::writing` first, or `PgTx::defer` when nobody reads its result), and a migration
+//! appended to [`MIGRATIONS`] when it needs a table.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
