@@ -619,7 +619,8 @@ fn measure_decisions_per_second() {
         let statements = median(&mut per_decision[i].iter().map(|p| p.0).collect());
         let trips = median(&mut per_decision[i].iter().map(|p| p.1).collect());
         if replicas_of(name) {
-            println!("{name}: {rate:.0} decisions/s (median), {statements:.2} statements, {trips:.2} round trips per decision");
+            let per = format!("{statements:.2} statements, {trips:.2} round trips per decision");
+            println!("{name}: {rate:.0} decisions/s (median), {per}");
         } else {
             println!("{name}: {rate:.0} decisions/s (median)");
         }
