@@ -562,6 +562,8 @@ fn postgresql_unreachable_denies_store_unavailable_and_recovers_without_restart(
 
 /// Not a test: decisions per second, and the PostgreSQL store's statements and round trips per decision, on SQLite
 /// and on PostgreSQL with one and with two replicas, interleaved round by round in one process; prints the medians.
+/// Cases: `pay` (each caller its own operation: a budget counted per call), `hot` (every call the same operation: one
+/// counter row for all), `read` (an allow without obligations: only its log entry is written).
 /// `cargo test --release --test gateway_postgres -- --ignored --nocapture measure` (docs/scaling.md).
 #[test]
 #[ignore]
@@ -569,60 +571,78 @@ fn measure_decisions_per_second() {
     const CALLERS: usize = 16;
     const CALLS: usize = 2_000;
     const ROUNDS: usize = 5;
-    let source = BUDGET.replace("at most 5", "at most 1000000");
+    let tool = "tool view_orders(merchant: string) {\n  effects read_only\n}\n";
+    let allowed = "  allow make_payment\n  allow view_orders\n";
+    let source =
+        tool.to_string() + &BUDGET.replace("at most 5", "at most 1000000").replace("  allow make_payment\n", allowed);
+    let view =
+        json!({"subject": {"id": "agent:shopper"}, "action": {"name": "view_orders", "arguments": {"merchant": "m"}}})
+            .to_string()
+            .into_bytes();
     let setups: Vec<(&str, Replicas)> = vec![
         ("sqlite, 1 gateway", replicas(Kind::Sqlite, "measure", 1)),
         ("postgresql, 1 replica", replicas(Kind::Postgres, "measure_one", 1)),
         ("postgresql, 2 replicas", replicas(Kind::Postgres, "measure_two", 2)),
     ];
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
-    let mut per_decision: Vec<Vec<(f64, f64)>> = vec![Vec::new(); setups.len()];
+    let cases = ["pay", "hot", "read"];
+    // (case, setup) → per round: decisions/s, statements and round trips per decision.
+    let mut results: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); cases.len() * setups.len()];
     for round in 0..ROUNDS {
-        for (i, (_, replicas)) in setups.iter().enumerate() {
-            let gateways = gateways(replicas, &source);
-            let totals = |replicas: &Replicas| {
-                replicas.postgres.iter().fold((0, 0), |(s, r), store| {
-                    let stats = store.stats();
-                    (s + stats.statements.load(Ordering::Relaxed), r + stats.round_trips.load(Ordering::Relaxed))
-                })
-            };
-            let before = totals(replicas);
-            let started = Instant::now();
-            std::thread::scope(|scope| {
-                for caller in 0..CALLERS {
-                    let gateway = &gateways[caller % gateways.len()];
-                    scope.spawn(move || {
-                        let request = payment(&format!("op-{round}-{caller}"));
-                        for _ in 0..CALLS / CALLERS {
-                            assert!(gateway.decide(&request).allowed());
-                        }
-                    });
-                }
-            });
-            let elapsed = started.elapsed().as_secs_f64();
-            let after = totals(replicas);
-            rates[i].push(CALLS as f64 / elapsed);
-            let calls = CALLS as f64;
-            per_decision[i].push(((after.0 - before.0) as f64 / calls, (after.1 - before.1) as f64 / calls));
+        for (c, case) in cases.iter().enumerate() {
+            for (i, (_, replicas)) in setups.iter().enumerate() {
+                let gateways = gateways(replicas, &source);
+                let totals = |replicas: &Replicas| {
+                    replicas.postgres.iter().fold((0, 0), |(s, r), store| {
+                        let stats = store.stats();
+                        (s + stats.statements.load(Ordering::Relaxed), r + stats.round_trips.load(Ordering::Relaxed))
+                    })
+                };
+                let before = totals(replicas);
+                let started = Instant::now();
+                std::thread::scope(|scope| {
+                    for caller in 0..CALLERS {
+                        let gateway = &gateways[caller % gateways.len()];
+                        let request = match *case {
+                            "pay" => payment(&format!("op-{round}-{caller}")),
+                            "hot" => payment(&format!("op-{round}")),
+                            _ => view.clone(),
+                        };
+                        scope.spawn(move || {
+                            for _ in 0..CALLS / CALLERS {
+                                let decided = gateway.decide(&request);
+                                assert!(decided.allowed(), "{}", decided.decision);
+                            }
+                        });
+                    }
+                });
+                let elapsed = started.elapsed().as_secs_f64();
+                let after = totals(replicas);
+                let calls = CALLS as f64;
+                results[c * setups.len() + i].push((
+                    calls / elapsed,
+                    (after.0 - before.0) as f64 / calls,
+                    (after.1 - before.1) as f64 / calls,
+                ));
+            }
         }
     }
-    let replicas_of = |name: &str| name.starts_with("postgresql");
-    let median = |values: &mut Vec<f64>| {
+    let median = |mut values: Vec<f64>| {
         values.sort_by(f64::total_cmp);
         values[values.len() / 2]
     };
-    println!(
-        "{CALLERS} callers, {CALLS} logged decisions (each increments a budget counter) per round, {ROUNDS} rounds"
-    );
-    for (i, (name, _)) in setups.iter().enumerate() {
-        let rate = median(&mut rates[i]);
-        let statements = median(&mut per_decision[i].iter().map(|p| p.0).collect());
-        let trips = median(&mut per_decision[i].iter().map(|p| p.1).collect());
-        if replicas_of(name) {
-            let per = format!("{statements:.2} statements, {trips:.2} round trips per decision");
-            println!("{name}: {rate:.0} decisions/s (median), {per}");
-        } else {
-            println!("{name}: {rate:.0} decisions/s (median)");
+    println!("{CALLERS} callers, {CALLS} logged decisions per case and round, {ROUNDS} rounds, medians");
+    for (c, case) in cases.iter().enumerate() {
+        for (i, (name, _)) in setups.iter().enumerate() {
+            let runs = &results[c * setups.len() + i];
+            let rate = median(runs.iter().map(|r| r.0).collect());
+            let (statements, trips) =
+                (median(runs.iter().map(|r| r.1).collect()), median(runs.iter().map(|r| r.2).collect()));
+            if name.starts_with("postgresql") {
+                let per = format!("{statements:.2} statements, {trips:.2} round trips per decision");
+                println!("{case:>4} | {name}: {rate:.0} decisions/s, {per}");
+            } else {
+                println!("{case:>4} | {name}: {rate:.0} decisions/s");
+            }
         }
     }
 }
