@@ -783,3 +783,64 @@ fn a_replica_cut_off_mid_transaction_leaves_nothing_half_done() {
     assert!(other.begin().unwrap().stops().unwrap().is_empty());
     assert_eq!(other.begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 1, "counted once, by the allow");
 }
+
+/// A write that fails after its decision was made (a budget's count, refused by a trigger for one operation): that
+/// call is never allowed, the calls batched with it are denied or allowed whole, and the counters equal the allows
+/// logged. On PostgreSQL the count waits to go with the next statement, so its failure fails the whole batch.
+#[test]
+fn a_write_that_fails_after_the_decision_never_allows_and_leaves_nothing_half_done() {
+    for kind in KINDS {
+        let replicas = replicas(kind, "failing_write", 2);
+        let gateways = gateways(&replicas, BUDGET.replace("at most 5", "at most 1000").as_str());
+        match kind {
+            Kind::Sqlite => {
+                let path = replicas.dir.as_ref().unwrap().join("state.db");
+                SqliteStore::open(&path, Durability::Process)
+                    .unwrap()
+                    .execute_raw(
+                        "CREATE TRIGGER bad BEFORE INSERT ON counters WHEN NEW.\"window\" = 'operation:op-bad' \
+                         BEGIN SELECT RAISE(FAIL, 'bad'); END;",
+                    )
+                    .unwrap();
+            }
+            Kind::Postgres => replicas.postgres[0]
+                .execute_raw(
+                    "CREATE FUNCTION bad() RETURNS trigger AS $$ BEGIN \
+                       IF NEW.counter_window = 'operation:op-bad' THEN RAISE EXCEPTION 'bad'; END IF; RETURN NEW; \
+                     END $$ LANGUAGE plpgsql; \
+                     CREATE TRIGGER bad BEFORE INSERT OR UPDATE ON counters FOR EACH ROW EXECUTE FUNCTION bad();",
+                )
+                .unwrap(),
+        }
+        let barrier = Barrier::new(60);
+        let decided: Vec<(bool, remit_gateway::Decided)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..60)
+                .map(|i| {
+                    let (barrier, gateway) = (&barrier, &gateways[i % 2]);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        let bad = i % 3 == 0;
+                        (bad, gateway.decide(&payment(if bad { "op-bad" } else { "op-good" })))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (bad, decided) in &decided {
+            if *bad {
+                assert_eq!(decided.reasons, [REASON_STORE], "{kind:?}: {}", decided.decision);
+            }
+        }
+        // A call alone in its batch is allowed (on PostgreSQL, one batched with a failing call may have been denied).
+        assert!(gateways[1].decide(&payment("op-good")).allowed(), "{kind:?}");
+        let good_allows = decided.iter().filter(|(_, d)| d.allowed()).count() + 1;
+        let entries = log(replicas.stores[0].as_ref());
+        audit::verify(entries.clone()).unwrap();
+        let logged = decisions(&entries).iter().filter(|(_, b)| outcome(b) == "allow").count();
+        assert_eq!(logged, good_allows, "{kind:?}: every allow answered is logged, no other");
+        let mut tx = replicas.stores[1].begin().unwrap();
+        assert_eq!(tx.counter("per_op", "operation:op-good").unwrap() as usize, good_allows, "{kind:?}");
+        assert_eq!(tx.counter("per_op", "operation:op-bad").unwrap(), 0, "{kind:?}");
+        assert!(tx.operations("op-bad").unwrap().is_empty(), "{kind:?}");
+    }
+}

@@ -32,9 +32,9 @@
 //! a second line (they hold without it, which a log with one chain per replica will need: docs/scaling.md).
 //!
 //! Round trips: a transaction's commands that answer nothing (`SAVEPOINT`, `RELEASE`) and its writes whose result
-//! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement; a
-//! job's savepoint is released in a pipeline with its writes, so their errors are the job's; a decision's reads go
-//! as one pipeline; log entries are kept in memory (the head is locked, so their sequence numbers and hashes are
+//! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement (the
+//! next job's reads, or the commit: a failure there fails the whole transaction, and no decision of the batch is
+//! answered before its commit); a decision's reads go as one pipeline; log entries are kept in memory (the head is locked, so their sequence numbers and hashes are
 //! known) and written with the commit, in one pipeline ([`PostgresStore::stats`] counts).
 //!
 //! To add a method: its SQL next to the others, a few lines in `impl Tx for PgTx` through `PgTx::query` /
@@ -417,12 +417,16 @@ struct PgTx<'a> {
     entries: Vec<LogEntry>,
     /// What waits to go before the next statement, in the same round trip: commands that answer nothing
     /// (`SAVEPOINT`, `RELEASE`) and writes whose result nobody reads (a budget counted, an operation recorded, the
-    /// log's entries). Their errors surface with that statement, or when a savepoint is released (so a job never
-    /// succeeds with a write that failed), or at the commit.
+    /// log's entries). Their errors surface with that statement (a later job's, in a batch) or at the commit, and
+    /// then the transaction fails as a whole: no job of the batch is answered, since none is before the commit.
     pending: Vec<Item>,
     savepoint: Option<Savepoint>,
-    /// A statement failed outside a savepoint: the transaction can only roll back.
-    failed: bool,
+    /// Why a statement failed outside a savepoint: the transaction can only roll back (and its commit says why:
+    /// a conflict stays a conflict, which the core runs again).
+    failed: Option<StoreError>,
+    /// The failure came with writes of earlier jobs (deferred past their savepoints' release): no savepoint can
+    /// repair it, and the whole transaction fails.
+    fatal: bool,
 }
 
 impl Drop for PgTx<'_> {
@@ -556,13 +560,14 @@ impl<'a> PgTx<'a> {
             entries: Vec::new(),
             pending: Vec::new(),
             savepoint: None,
-            failed: false,
+            failed: None,
+            fatal: false,
         }
     }
 
     fn client(&self) -> StoreResult<&Object> {
-        if self.failed {
-            return Err(StoreError("the transaction failed and was not rolled back".into()));
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
         }
         self.client.as_ref().ok_or_else(|| StoreError("the transaction has ended".into()))
     }
@@ -571,6 +576,13 @@ impl<'a> PgTx<'a> {
     /// gives each statement's rows. A failure marks the transaction failed until a savepoint is rolled back to.
     fn pipeline(&mut self, statements: &[(&str, Params<'_>)]) -> StoreResult<Vec<Vec<Row>>> {
         let pending = std::mem::take(&mut self.pending);
+        // Writes queued before the current savepoint are earlier jobs' (or there is no savepoint): a failure then
+        // cannot be rolled back to a savepoint.
+        let earlier = match self.savepoint.as_ref().map(|s| s.queued_at) {
+            Some(Some(at)) => pending[..at].iter().any(|item| matches!(item, Item::Write(..))),
+            Some(None) => false,
+            None => true,
+        };
         if let Some(savepoint) = &mut self.savepoint {
             savepoint.queued_at = None;
         }
@@ -615,8 +627,9 @@ impl<'a> PgTx<'a> {
             rows.into_iter().collect::<Result<Vec<_>, _>>()
         });
         result.map_err(|e| {
-            self.failed = true;
             let e = store_err(e);
+            self.failed = Some(e.clone());
+            self.fatal |= earlier;
             if e.is_conflict() {
                 stats.conflicts.fetch_add(1, Ordering::Relaxed);
             }
@@ -1177,21 +1190,21 @@ impl Tx for PgTx<'_> {
             (None, false) => {
                 self.pending.clear();
                 self.pending.push(Item::Simple("ROLLBACK TO job; RELEASE job"));
-                self.failed = false;
+                // A failure of the job's own statements is undone by the rollback; one of an earlier job's writes
+                // is not (that job was counted done), and the transaction stays failed.
+                if !self.fatal {
+                    self.failed = None;
+                }
             }
-            // Writes of the job wait: they must succeed before the job does.
-            (_, true) if self.pending.iter().any(|item| matches!(item, Item::Write(..))) => {
-                self.pending.push(Item::Simple("RELEASE job"));
-                self.flush()?;
-            }
+            // The job's writes wait with the release for the next statement: a failure there fails the batch.
             (_, true) => self.pending.push(Item::Simple("RELEASE job")),
         }
         Ok(())
     }
 
     fn commit(mut self: Box<Self>) -> StoreResult<()> {
-        if self.failed {
-            return Err(StoreError("the transaction failed: rolled back".into()));
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
         }
         // The log's entries, the head and `COMMIT` in one pipeline; a failure before `COMMIT` is seen in its
         // statement's result (a `COMMIT` after a failed statement is a rollback).

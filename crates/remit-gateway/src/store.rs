@@ -321,8 +321,8 @@ pub trait Tx {
     fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool>;
     fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
     /// Counts one more in `counter`'s window, like [`Tx::increment_counter`] but without reading the new value, so
-    /// that a store may send it with its next statement (an error then surfaces there, at the latest when the
-    /// savepoint is released).
+    /// that a store may send it with its next statement (an error then surfaces there, at the latest at the commit,
+    /// which then fails).
     fn count(&mut self, counter: &str, window: &str) -> StoreResult<()> {
         self.increment_counter(counter, window).map(|_| ())
     }
