@@ -227,8 +227,15 @@ fn contract(kind: Kind, store: &dyn Store) {
     let ids: Vec<&str> = state.records.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["S-1", "S-2"], "{kind:?}");
     let mut tx = store.begin().unwrap();
+    assert_eq!(tx.decision_state().unwrap(), state);
     tx.set_stop("m-b", false).unwrap();
     assert_eq!(tx.stops().unwrap(), ["M-c", "m-a", "m-ä"], "{kind:?}: a transaction reads its own writes");
+    assert_eq!(tx.decision_state().unwrap().stops, ["M-c", "m-a", "m-ä"], "{kind:?}: also after reading them");
+    tx.savepoint().unwrap();
+    tx.set_fact("zeta", &FactVersion::Number(1)).unwrap();
+    assert_eq!(tx.decision_state().unwrap().facts[2].1, FactVersion::Number(1));
+    tx.release(false).unwrap();
+    assert_eq!(tx.decision_state().unwrap().facts[2].1, FactVersion::Number(u64::MAX), "{kind:?}: rolled back");
     tx.commit().unwrap();
 
     // Approvals: live ones by mandate in the order asked, then by id; consumed once.

@@ -424,6 +424,10 @@ struct PgTx<'a> {
     /// Why a statement failed outside a savepoint: the transaction can only roll back (and its commit says why:
     /// a conflict stays a conflict, which the core runs again).
     failed: Option<StoreError>,
+    /// The stops and facts read in this transaction, kept for its later decisions: no other transaction changes them
+    /// meanwhile (they are written only by write transactions, which hold the log's lock; a read transaction reads
+    /// one snapshot), and this one forgets them when it writes them or rolls back to a savepoint.
+    state: Option<DecisionState>,
     /// The failure came with writes of earlier jobs (deferred past their savepoints' release): no savepoint can
     /// repair it, and the whole transaction fails.
     fatal: bool,
@@ -562,6 +566,7 @@ impl<'a> PgTx<'a> {
             savepoint: None,
             failed: None,
             fatal: false,
+            state: None,
         }
     }
 
@@ -756,8 +761,13 @@ impl Tx for PgTx<'_> {
     }
 
     fn decision_state(&mut self) -> StoreResult<DecisionState> {
+        if let Some(state) = &self.state {
+            return Ok(state.clone());
+        }
         let rows = self.query(DECISION_STATE, &[])?;
-        decision_state_of(&rows)
+        let state = decision_state_of(&rows)?;
+        self.state = Some(state.clone());
+        Ok(state)
     }
 
     fn read_for_decision(
@@ -769,7 +779,11 @@ impl Tx for PgTx<'_> {
         let names: Vec<&str> = counters.iter().map(|(c, _)| c.as_str()).collect();
         let windows: Vec<&str> = counters.iter().map(|(_, w)| w.as_str()).collect();
         let counters_sql = if self.writes { COUNTERS_LOCKED } else { COUNTERS };
-        let mut statements: Vec<(&str, Params<'_>)> = vec![(DECISION_STATE, &[])];
+        let kept = self.state.clone();
+        let mut statements: Vec<(&str, Params<'_>)> = Vec::new();
+        if kept.is_none() {
+            statements.push((DECISION_STATE, &[]));
+        }
         let approvals_params: [&(dyn ToSql + Sync); 2] = [&mandates, &now];
         let counter_params: [&(dyn ToSql + Sync); 2] = [&names, &windows];
         if !mandates.is_empty() {
@@ -779,7 +793,11 @@ impl Tx for PgTx<'_> {
             statements.push((counters_sql, &counter_params));
         }
         let mut results = self.pipeline(&statements)?.into_iter();
-        let state = decision_state_of(&results.next().unwrap_or_default())?;
+        let state = match kept {
+            Some(state) => state,
+            None => decision_state_of(&results.next().unwrap_or_default())?,
+        };
+        self.state = Some(state.clone());
         let approvals = if mandates.is_empty() {
             Vec::new()
         } else {
@@ -1064,6 +1082,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn set_stop(&mut self, mandate: &str, active: bool) -> StoreResult<()> {
+        self.state = None;
         let sql = if active {
             "INSERT INTO stops (mandate) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1"
         } else {
@@ -1074,6 +1093,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn set_stop_record(&mut self, stop: &StopRecord) -> StoreResult<()> {
+        self.state = None;
         self.execute(
             "INSERT INTO stop_records (id, level, mandate, principal) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO \
              UPDATE SET level = excluded.level, mandate = excluded.mandate, principal = excluded.principal RETURNING 1",
@@ -1083,10 +1103,12 @@ impl Tx for PgTx<'_> {
     }
 
     fn clear_stop_record(&mut self, id: &str) -> StoreResult<bool> {
+        self.state = None;
         Ok(self.execute("DELETE FROM stop_records WHERE id = $1 RETURNING 1", &[&id])? > 0)
     }
 
     fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()> {
+        self.state = None;
         // A number is kept as the bits of its u64 (as SQLite keeps it), a text as text: never one read as the other.
         let (number, text) = match version {
             FactVersion::Number(n) => (Some(*n as i64), None),
@@ -1181,6 +1203,7 @@ impl Tx for PgTx<'_> {
         if !keep {
             self.entries.truncate(savepoint.entries.min(self.entries.len()));
             self.head = savepoint.head;
+            self.state = None;
         }
         match (savepoint.queued_at, keep) {
             // Nothing was sent since the savepoint: what was queued after it goes with it, or nothing happened.
