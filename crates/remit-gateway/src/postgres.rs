@@ -395,13 +395,22 @@ impl Store for PostgresStore {
     }
 }
 
-/// A savepoint of a [`PgTx`]: sent with the next statement, or never when none came.
+/// A savepoint of a [`PgTx`] (one per decision of a batch): opened only before the decision's first write (a
+/// decision that only reads and logs costs no subtransaction), and sent with the next statement after that.
 #[derive(Debug)]
 struct Savepoint {
-    /// Where `SAVEPOINT job` is in `pending` while it waits there.
-    queued_at: Option<usize>,
+    opened: Opened,
     entries: usize,
     head: (u64, String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opened {
+    /// Nothing written yet: there is nothing in the database to roll back.
+    No,
+    /// `SAVEPOINT job` waits in `pending`, at this index.
+    Queued(usize),
+    Sent,
 }
 
 struct PgTx<'a> {
@@ -583,13 +592,15 @@ impl<'a> PgTx<'a> {
         let pending = std::mem::take(&mut self.pending);
         // Writes queued before the current savepoint are earlier jobs' (or there is no savepoint): a failure then
         // cannot be rolled back to a savepoint.
-        let earlier = match self.savepoint.as_ref().map(|s| s.queued_at) {
-            Some(Some(at)) => pending[..at].iter().any(|item| matches!(item, Item::Write(..))),
-            Some(None) => false,
-            None => true,
+        // Without a savepoint opened, a failure cannot be rolled back to one; with one queued, neither can a failure
+        // of the writes queued before it (earlier decisions').
+        let earlier = match self.savepoint.as_ref().map(|s| s.opened) {
+            Some(Opened::Queued(at)) => pending[..at].iter().any(|item| matches!(item, Item::Write(..))),
+            Some(Opened::Sent) => false,
+            Some(Opened::No) | None => true,
         };
-        if let Some(savepoint) = &mut self.savepoint {
-            savepoint.queued_at = None;
+        if let Some(savepoint) = self.savepoint.as_mut().filter(|s| s.opened != Opened::No) {
+            savepoint.opened = Opened::Sent;
         }
         let store = self.store;
         let client = self.client()?;
@@ -649,7 +660,7 @@ impl<'a> PgTx<'a> {
 
     /// Queues a write whose result nobody reads, to go with the next statement.
     fn defer(&mut self, sql: &'static str, params: Vec<Box<dyn ToSql + Sync + Send>>) -> StoreResult<()> {
-        self.writing()?;
+        self.opening()?;
         self.pending.push(Item::Write(sql, params));
         Ok(())
     }
@@ -664,8 +675,18 @@ impl<'a> PgTx<'a> {
 
     /// Runs a statement that changes rows and gives how many it changed (statements end with `RETURNING 1`).
     fn execute(&mut self, sql: &str, params: Params<'_>) -> StoreResult<u64> {
-        self.writing()?;
+        self.opening()?;
         Ok(self.query(sql, params)?.len() as u64)
+    }
+
+    /// Before a statement that writes: refuses it in a read transaction, and opens the decision's savepoint.
+    fn opening(&mut self) -> StoreResult<()> {
+        self.writing()?;
+        if let Some(savepoint) = self.savepoint.as_mut().filter(|s| s.opened == Opened::No) {
+            savepoint.opened = Opened::Queued(self.pending.len());
+            self.pending.push(Item::Simple("SAVEPOINT job"));
+        }
+        Ok(())
     }
 
     /// Refuses a write in a read transaction.
@@ -687,6 +708,7 @@ impl<'a> PgTx<'a> {
             // Rolling the savepoint back would then take entries appended before it out of the database.
             return Err(StoreError("the log is read inside a savepoint after entries were appended".into()));
         }
+        self.opening()?;
         let entries = std::mem::take(&mut self.entries);
         if let Some(savepoint) = &mut self.savepoint {
             // What the savepoint would roll back is now queued after it, where the rollback reaches it.
@@ -964,7 +986,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64> {
-        self.writing()?;
+        self.opening()?;
         let row = self.query_opt(
             "INSERT INTO counters (counter, counter_window, value) VALUES ($1, $2, 1) \
              ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + 1 RETURNING value",
@@ -1023,7 +1045,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn insert_access_request(&mut self, r: &AccessRequest) -> StoreResult<()> {
-        self.writing()?;
+        self.opening()?;
         // A pending request holds its key in `pending_key` (unique) until it is answered, or until a new request
         // for the key finds it expired: at most one live pending request per key, whoever files it.
         let pending_key = (r.status == PENDING).then_some(r.key.as_str());
@@ -1123,7 +1145,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn keep_round(&mut self, key: &str, carried: &str, expires_at: i64, now: i64) -> StoreResult<()> {
-        self.writing()?;
+        self.opening()?;
         self.pipeline(&[
             ("DELETE FROM rounds WHERE expires_at <= $1", &[&now]),
             (
@@ -1136,7 +1158,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn take_round(&mut self, key: &str, now: i64) -> StoreResult<Option<String>> {
-        self.writing()?;
+        self.opening()?;
         let row = self.query_opt("DELETE FROM rounds WHERE key = $1 RETURNING carried, expires_at", &[&key])?;
         Ok(row.filter(|row| row.get::<_, i64>(1) > now).map(|row| row.get(0)))
     }
@@ -1189,10 +1211,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn savepoint(&mut self) -> StoreResult<()> {
-        let queued_at = self.pending.len();
-        self.pending.push(Item::Simple("SAVEPOINT job"));
-        self.savepoint =
-            Some(Savepoint { queued_at: Some(queued_at), entries: self.entries.len(), head: self.head.clone() });
+        self.savepoint = Some(Savepoint { opened: Opened::No, entries: self.entries.len(), head: self.head.clone() });
         Ok(())
     }
 
@@ -1205,12 +1224,13 @@ impl Tx for PgTx<'_> {
             self.head = savepoint.head;
             self.state = None;
         }
-        match (savepoint.queued_at, keep) {
-            // Nothing was sent since the savepoint: what was queued after it goes with it, or nothing happened.
-            (Some(at), false) => self.pending.truncate(at),
-            (Some(at), true) if self.pending.len() == at + 1 => self.pending.truncate(at),
+        match (savepoint.opened, keep) {
+            // Nothing written: nothing to roll back or release (a failed read stays the transaction's failure).
+            (Opened::No, _) => {}
+            // Nothing was sent since the savepoint: what was queued after it goes with it.
+            (Opened::Queued(at), false) => self.pending.truncate(at),
             // Everything pending now was queued after the savepoint was sent.
-            (None, false) => {
+            (Opened::Sent, false) => {
                 self.pending.clear();
                 self.pending.push(Item::Simple("ROLLBACK TO job; RELEASE job"));
                 // A failure of the job's own statements is undone by the rollback; one of an earlier job's writes
