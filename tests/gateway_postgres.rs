@@ -269,6 +269,26 @@ fn contract(kind: Kind, store: &dyn Store) {
     assert_eq!(approvals.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), ["a2"], "{kind:?}");
     assert_eq!(state.stops, ["M-c", "m-a", "m-ä"]);
     drop(tx);
+    // Read ahead for a batch: answered as the store would, the transaction's own writes included, also after a
+    // savepoint is rolled back.
+    let ids = |approvals: Vec<StoredApproval>| approvals.into_iter().map(|a| a.id).collect::<Vec<_>>();
+    let mut tx = store.begin().unwrap();
+    tx.prefetch(&["m".into(), "n".into()], &keys, 60).unwrap();
+    let (approvals, _, counters) = tx.read_for_decision(&["m".into()], &keys, 60).unwrap();
+    assert_eq!((ids(approvals), counters), (vec!["a2".to_string()], vec![0, 2]), "{kind:?}");
+    tx.savepoint().unwrap();
+    tx.count("c", "total").unwrap();
+    assert!(tx.consume_approval("a2", "dec-3", 61).unwrap());
+    tx.release(true).unwrap();
+    let (approvals, _, counters) = tx.read_for_decision(&["n".into(), "m".into()], &keys, 61).unwrap();
+    assert_eq!((ids(approvals), counters), (vec!["a3".to_string()], vec![0, 3]), "{kind:?}: its own writes");
+    tx.savepoint().unwrap();
+    tx.count("c", "total").unwrap();
+    tx.release(false).unwrap();
+    let (_, _, counters) = tx.read_for_decision(&[], &keys, 61).unwrap();
+    assert_eq!(counters, [0, 3], "{kind:?}: the rolled-back count is not counted");
+    drop(tx);
+    assert_eq!(store.begin().unwrap().counter("c", "total").unwrap(), 2, "{kind:?}: dropped, nothing kept");
 
     // Access requests: one pending per key while live; a new one once it expired.
     let mut tx = store.begin().unwrap();

@@ -437,6 +437,8 @@ struct PgTx<'a> {
     /// meanwhile (they are written only by write transactions, which hold the log's lock; a read transaction reads
     /// one snapshot), and this one forgets them when it writes them or rolls back to a savepoint.
     state: Option<DecisionState>,
+    /// What [`Tx::prefetch`] read for the batch's decisions, kept up to date with this transaction's own writes.
+    ahead: Option<Ahead>,
     /// The failure came with writes of earlier jobs (deferred past their savepoints' release): no savepoint can
     /// repair it, and the whole transaction fails.
     fatal: bool,
@@ -576,6 +578,7 @@ impl<'a> PgTx<'a> {
             failed: None,
             fatal: false,
             state: None,
+            ahead: None,
         }
     }
 
@@ -679,6 +682,15 @@ impl<'a> PgTx<'a> {
         Ok(self.query(sql, params)?.len() as u64)
     }
 
+    /// Keeps what was read ahead up to date with a count of this transaction.
+    fn counted(&mut self, counter: &str, window: &str) {
+        if let Some(value) =
+            self.ahead.as_mut().and_then(|a| a.counters.get_mut(&(counter.to_string(), window.to_string())))
+        {
+            *value += 1;
+        }
+    }
+
     /// Before a statement that writes: refuses it in a read transaction, and opens the decision's savepoint.
     fn opening(&mut self) -> StoreResult<()> {
         self.writing()?;
@@ -728,6 +740,38 @@ impl<'a> PgTx<'a> {
         ));
         self.pending.push(Item::Write(UPDATE_HEAD, vec![Box::new(c.head_seq), Box::new(c.head_hash)]));
         Ok(())
+    }
+}
+
+/// Approvals and counters read ahead for a batch's decisions (in a write transaction: the log's lock held, the
+/// counters locked, so nothing but this transaction changes them).
+#[derive(Debug)]
+struct Ahead {
+    /// The time they were read live at: a decision at an earlier time is not answered from here.
+    now: i64,
+    /// Per mandate read, its approvals live at `now`, by id.
+    approvals: std::collections::HashMap<String, Vec<StoredApproval>>,
+    /// Every counter read, with its value (0 for none yet).
+    counters: std::collections::HashMap<(String, String), u64>,
+}
+
+impl Ahead {
+    /// What a decision at `now` reads, when everything it needs was read ahead.
+    fn answer(
+        &self,
+        mandates: &[String],
+        counters: &[(String, String)],
+        now: i64,
+    ) -> Option<(Vec<StoredApproval>, Vec<u64>)> {
+        if now < self.now {
+            return None;
+        }
+        let mut approvals = Vec::new();
+        for mandate in mandates {
+            approvals.extend(self.approvals.get(mandate)?.iter().filter(|a| a.expires_at > now).cloned());
+        }
+        let values = counters.iter().map(|key| self.counters.get(key).copied()).collect::<Option<Vec<u64>>>()?;
+        Some((approvals, values))
     }
 }
 
@@ -798,6 +842,11 @@ impl Tx for PgTx<'_> {
         counters: &[(String, String)],
         now: i64,
     ) -> StoreResult<(Vec<StoredApproval>, DecisionState, Vec<u64>)> {
+        if let (Some(ahead), Some(state)) = (&self.ahead, &self.state) {
+            if let Some((approvals, values)) = ahead.answer(mandates, counters, now) {
+                return Ok((approvals, state.clone(), values));
+            }
+        }
         let names: Vec<&str> = counters.iter().map(|(c, _)| c.as_str()).collect();
         let windows: Vec<&str> = counters.iter().map(|(_, w)| w.as_str()).collect();
         let counters_sql = if self.writes { COUNTERS_LOCKED } else { COUNTERS };
@@ -835,6 +884,27 @@ impl Tx for PgTx<'_> {
             }
         }
         Ok((approvals, state, values))
+    }
+
+    fn prefetch(&mut self, mandates: &[String], counters: &[(String, String)], now: i64) -> StoreResult<()> {
+        if !self.writes {
+            return Ok(());
+        }
+        // One round trip for the whole batch; the counters locked in sorted order (`COUNTERS_LOCKED`).
+        let (approvals, state, values) = self.read_for_decision(mandates, counters, now)?;
+        let mut ahead = Ahead {
+            now,
+            approvals: mandates.iter().map(|m| (m.clone(), Vec::new())).collect(),
+            counters: counters.iter().cloned().zip(values).collect(),
+        };
+        for approval in approvals {
+            if let Some(live) = ahead.approvals.get_mut(&approval.mandate) {
+                live.push(approval);
+            }
+        }
+        self.state = Some(state);
+        self.ahead = Some(ahead);
+        Ok(())
     }
 
     fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>> {
@@ -977,6 +1047,11 @@ impl Tx for PgTx<'_> {
     }
 
     fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool> {
+        if let Some(ahead) = &mut self.ahead {
+            for live in ahead.approvals.values_mut() {
+                live.retain(|a| a.id != id);
+            }
+        }
         let changed = self.execute(
             "UPDATE approvals SET consumed = true, consumed_by = $2, consumed_at = $3 WHERE id = $1 AND NOT consumed \
              RETURNING 1",
@@ -986,6 +1061,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64> {
+        self.counted(counter, window);
         self.opening()?;
         let row = self.query_opt(
             "INSERT INTO counters (counter, counter_window, value) VALUES ($1, $2, 1) \
@@ -996,6 +1072,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn count(&mut self, counter: &str, window: &str) -> StoreResult<()> {
+        self.counted(counter, window);
         self.defer(
             "INSERT INTO counters (counter, counter_window, value) VALUES ($1, $2, 1) \
              ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + 1",
@@ -1016,6 +1093,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn insert_approval(&mut self, a: &StoredApproval) -> StoreResult<()> {
+        self.ahead = None;
         let sql = format!(
             "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
              VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16) RETURNING 1"
@@ -1223,6 +1301,7 @@ impl Tx for PgTx<'_> {
             self.entries.truncate(savepoint.entries.min(self.entries.len()));
             self.head = savepoint.head;
             self.state = None;
+            self.ahead = None;
         }
         match (savepoint.opened, keep) {
             // Nothing written: nothing to roll back or release (a failed read stays the transaction's failure).

@@ -286,6 +286,14 @@ pub trait Tx {
         let counters = counters.iter().map(|(counter, window)| self.counter(counter, window));
         Ok((approvals, state, counters.collect::<StoreResult<_>>()?))
     }
+    /// Reads ahead what a batch's decisions will read ([`Tx::read_for_decision`] of each, at `now` or later): the live
+    /// approvals of `mandates`, the counters (in a write transaction of a store that several gateways share, locked
+    /// here, all at once, in sorted order) and the state; a store may then answer their reads without a round trip,
+    /// keeping what it read ahead up to date with the transaction's own writes. Reading nothing ahead is correct.
+    fn prefetch(&mut self, mandates: &[String], counters: &[(String, String)], now: i64) -> StoreResult<()> {
+        let _ = (mandates, counters, now);
+        Ok(())
+    }
     /// The approvals not consumed and not expired at `now`, issued under one of `mandates`.
     fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>>;
     fn approvals_of_request(&mut self, access_request: &str) -> StoreResult<Vec<StoredApproval>>;

@@ -215,6 +215,9 @@ impl Gateway {
         let mut deferred: Vec<QueuedEntry> = Vec::new();
         if let (true, Some(tx)) = (writes, tx.as_mut()) {
             self.write_queued(tx, &mut taken, &mut deferred);
+            if let Err(e) = prefetch(tx.as_mut(), &jobs) {
+                return vec![Err(e); count];
+            }
         }
         let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
         for job in jobs {
@@ -412,4 +415,29 @@ impl Gateway {
         };
         Ok(if defer { Stored::Deferred(decided, (now, "decision", body)) } else { Stored::Logged(decided) })
     }
+}
+
+/// Reads ahead, in `tx`, what the jobs of a write batch will read (`Tx::prefetch`): every approval and counter their
+/// requests need, at the earliest time any of them decides at (the transaction's clock, when the store gives one).
+fn prefetch(tx: &mut dyn Tx, jobs: &[&Job]) -> StoreResult<()> {
+    let now = tx.now();
+    let mut mandates: Vec<String> = Vec::new();
+    let mut counters: Vec<(String, String)> = Vec::new();
+    let mut earliest = i64::MAX;
+    for job in jobs {
+        let Prepared { value: Some(value), early_deny: None, .. } = &job.prepared else { continue };
+        let at = now.unwrap_or(job.now);
+        earliest = earliest.min(at);
+        let needs = super::prepare::needs_of(value, &job.policy.meta, at);
+        mandates.extend(needs.mandates);
+        counters.extend(needs.counters);
+    }
+    if earliest == i64::MAX {
+        return Ok(());
+    }
+    mandates.sort_unstable();
+    mandates.dedup();
+    counters.sort_unstable();
+    counters.dedup();
+    tx.prefetch(&mandates, &counters, earliest)
 }
