@@ -34,7 +34,8 @@
 //! Round trips: a transaction's commands that answer nothing (`SAVEPOINT`, `RELEASE`) and its writes whose result
 //! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement (the
 //! next job's reads, or the commit: a failure there fails the whole transaction, and no decision of the batch is
-//! answered before its commit); a decision's reads go as one pipeline; log entries are kept in memory (the head is locked, so their sequence numbers and hashes are
+//! answered before its commit); a batch reads what all its decisions need in one pipeline ([`Tx::prefetch`], kept
+//! up to date with the transaction's writes), else a decision's reads go as one pipeline; log entries are kept in memory (the head is locked, so their sequence numbers and hashes are
 //! known) and written with the commit, in one pipeline ([`PostgresStore::stats`] counts).
 //!
 //! To add a method: its SQL next to the others, a few lines in `impl Tx for PgTx` through `PgTx::query` /
