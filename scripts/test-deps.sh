@@ -8,7 +8,8 @@
 #   - Playwright from PyPI, which drives /usr/bin/chromium (it never downloads a browser);
 #   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json);
 #   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh);
-#   - the MCP server and the MCP client (Python SDK) the `remit mcp-proxy` tests run (scripts/test-deps-mcp.sh).
+#   - the MCP server and the MCP client (Python SDK) the `remit mcp-proxy` tests run (scripts/test-deps-mcp.sh);
+#   - Debian's PostgreSQL server, which the PostgreSQL store's tests start throwaway clusters of (scripts/postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
@@ -42,3 +43,5 @@ fi
 ./scripts/test-deps-hosts.sh
 # The MCP server behind `remit mcp-proxy` in tests/mcp_proxy.rs:
 ./scripts/test-deps-mcp.sh
+# The PostgreSQL server of the PostgreSQL store's tests (tests/support/postgres.rs starts it):
+./scripts/postgres.sh install

@@ -743,9 +743,9 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// External crates that must not be in a crate's normal dependency closure.
 const FORBIDDEN: &[(&str, &[&str])] = &[
     // The host runs a compiled module: no parser, no diagnostics renderer, no server, no database.
-    ("remit-host", &["pest", "miette", "tokio", "axum", "rusqlite"]),
+    ("remit-host", &["pest", "miette", "tokio", "axum", "rusqlite", "tokio-postgres", "deadpool-postgres"]),
     // The language compiles and interprets: no server, no database, no wasm engine.
-    ("remit-lang", &["tokio", "axum", "rusqlite", "wasmtime"]),
+    ("remit-lang", &["tokio", "axum", "rusqlite", "tokio-postgres", "deadpool-postgres", "wasmtime"]),
 ];
 
 fn metadata() -> serde_json::Value {

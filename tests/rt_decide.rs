@@ -506,3 +506,72 @@ fn fuel_per_decision() {
     }
     println!("total: {total}");
 }
+
+/// What reading the world costs in the module (issue 30): the same decision with its condition written over
+/// literals and over the world — a resource's owner compared with the principal, a set attribute of the subject, a
+/// relation answered in the request, a comparison of two amounts, a set attribute — interleaved rounds, per-call medians, through
+/// the host as a gateway calls it. A timing benchmark, not a test:
+/// `cargo test --release --test rt_decide -- --ignored --nocapture world_speed`.
+#[test]
+#[ignore]
+fn world_speed() {
+    use std::time::Instant;
+    let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let literal = r#"
+tool refund(order: string, amount: money)
+mandate desk for "user:alice" {
+  holder "agent:desk"
+  allow refund where args.order == "order-1" and args.amount <= 120 EUR and args.order in ["order-1", "order-2"]
+  forbid refund where args.order == "order-9"
+}
+"#;
+    let world = r#"
+resource order {
+  owner: string
+  total: money
+}
+subject agent {
+  teams: set<string>
+}
+relation member_of(string, string)
+tool refund(order: string, amount: money)
+mandate desk for "user:alice" {
+  holder "agent:desk"
+  allow refund where resource.owner == principal and args.amount <= resource.total and subject.teams contains "refunds"
+  forbid refund where member_of(subject, "team:suspended")
+}
+"#;
+    let literal_request = br#"{"subject":{"id":"agent:desk"},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1"},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z"}}"#.to_vec();
+    let world_request = br#"{"subject":{"id":"agent:desk","properties":{"teams":["refunds","billing"]}},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1","properties":{"owner":"user:alice","total":"120.00 EUR"}},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z","relations":{"member_of":[{"args":["agent:desk","team:suspended"],"holds":false}]}}}"#.to_vec();
+    let runtime = remit_host::Runtime::new().unwrap();
+    let load = |source: &str| {
+        let mut sources = remit_lang::stdlib::sources();
+        sources.add("p.remit".to_string(), source.to_string());
+        let program = remit_lang::check::check(sources).program.expect("checks");
+        let module = remit_lang::wasm::compile(&program).unwrap();
+        std::sync::Arc::new(runtime.load(&module).unwrap()).evaluator().unwrap()
+    };
+    let (mut lit, mut wor) = (load(literal), load(world));
+    assert!(String::from_utf8_lossy(&lit.decide(&literal_request)).contains("\"allow\""));
+    assert!(String::from_utf8_lossy(&wor.decide(&world_request)).contains("\"allow\""));
+    let batch = 50;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let start = Instant::now();
+        for _ in 0..batch {
+            std::hint::black_box(lit.decide(&literal_request));
+        }
+        a.push(start.elapsed().as_secs_f64() / batch as f64);
+        let start = Instant::now();
+        for _ in 0..batch {
+            std::hint::black_box(wor.decide(&world_request));
+        }
+        b.push(start.elapsed().as_secs_f64() / batch as f64);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        v[v.len() / 2]
+    };
+    let (a, b) = (median(&mut a), median(&mut b));
+    println!("literals: {:.2} µs, world: {:.2} µs, world / literals: {:.2}", a * 1e6, b * 1e6, b / a);
+}

@@ -258,9 +258,20 @@ pub struct ServeArgs {
     /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
     #[arg(required = true)]
     policy: Vec<PathBuf>,
-    /// Where the state lives: `sqlite:PATH`
+    /// Where the state lives: `sqlite:PATH` (one gateway), or `postgres://USER@HOST:PORT/DATABASE` (a database that
+    /// several gateways share: docs/scaling.md)
     #[arg(long, default_value = "sqlite:remit-gateway.db")]
     store: String,
+    /// A file holding the PostgreSQL store's password (its first line), when the URL has none
+    #[arg(long, value_name = "PATH")]
+    store_password_file: Option<PathBuf>,
+    /// The PostgreSQL store's password, when the URL has none and no `--store-password-file` is given (an
+    /// environment variable only: a command line is visible to every user of the machine)
+    #[arg(long = "store-password-env", hide = true, env = "REMIT_STORE_PASSWORD", hide_env_values = true)]
+    store_password: Option<String>,
+    /// The most connections to the PostgreSQL store
+    #[arg(long, default_value_t = 16)]
+    store_connections: usize,
     /// Address to listen on (port 0 picks a free port)
     #[arg(long, default_value = "127.0.0.1:8181")]
     listen: String,
@@ -736,6 +747,37 @@ fn load_bundled(
     }
 }
 
+/// The store `spec` names: `sqlite:PATH`, or a PostgreSQL URL (`postgres://` or `postgresql://`) whose password,
+/// when it has none, is the first line of `password_file`, else `password` (`REMIT_STORE_PASSWORD`), else none
+/// (PostgreSQL's trust or peer authentication). With `gateway_clock` (`--clock`), the PostgreSQL store decides by the
+/// gateway's clock rather than the database's.
+pub fn open_any_store(
+    spec: &str,
+    durability: Durability,
+    password_file: Option<&Path>,
+    password: Option<&str>,
+    connections: usize,
+    gateway_clock: bool,
+) -> Result<Arc<dyn remit_gateway::Store>, String> {
+    if !(spec.starts_with("postgres://") || spec.starts_with("postgresql://")) {
+        return Ok(Arc::new(open_store(spec, durability)?));
+    }
+    let from_file = match password_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the store's password file `{}`: {e}", path.display()))?;
+            Some(text.lines().next().unwrap_or("").to_string())
+        }
+        None => None,
+    };
+    let password = from_file.as_deref().or(password);
+    let writer = format!("remit serve {}", std::process::id());
+    let options = remit_gateway::PostgresOptions { pool_size: connections, database_clock: !gateway_clock, writer };
+    let store = remit_gateway::PostgresStore::connect(spec, password, &options)
+        .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(spec)))?;
+    Ok(Arc::new(store))
+}
+
 pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, String> {
     let path = spec.strip_prefix("sqlite:").ok_or_else(|| format!("`{spec}`: the store is written `sqlite:PATH`"))?;
     SqliteStore::open(Path::new(path), durability).map_err(|e| format!("cannot open the store `{path}`: {e}"))
@@ -758,14 +800,22 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         "minimal" => true,
         other => return Err(format!("`{other}`: --authzen-context is `full` or `minimal`")),
     };
+    // `--world FILE` overrides what the policy's metadata says it reads of the world.
     let world = match &args.world {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-            remit_gateway::core::WorldSpec::from_json(&text).map_err(|e| format!("`{}`: {e}", path.display()))?
+            Some(remit_gateway::core::WorldSpec::from_json(&text).map_err(|e| format!("`{}`: {e}", path.display()))?)
         }
-        None => remit_gateway::core::WorldSpec::default(),
+        None => None,
     };
-    let store = Arc::new(open_store(&args.store, durability)?);
+    let store = open_any_store(
+        &args.store,
+        durability,
+        args.store_password_file.as_deref(),
+        args.store_password.as_deref(),
+        args.store_connections,
+        args.clock.clock.is_some(),
+    )?;
     let force = args.rollback.allow_rollback;
     let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?
     else {
@@ -810,7 +860,9 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             authzen_minimal,
         };
         let gateway = Arc::new(Gateway::new(policy, store, clock, config));
-        gateway.set_world(world);
+        if let Some(world) = world {
+            gateway.set_world(world);
+        }
         if let Some((paths, reloader)) = watch {
             let gateway = gateway.clone();
             std::thread::spawn(move || watch_files(&paths, &reloader, &gateway));
@@ -1110,7 +1162,7 @@ pub enum AuditCommand {
     /// Check the decision log's hash chain and the signed heads in the store; with `--head`, also that the log
     /// holds that head (kept elsewhere): exit 1 at the first changed, deleted or moved entry, or a head that fails
     Verify {
-        /// The store: `sqlite:PATH` or PATH
+        /// The store: `sqlite:PATH` or PATH, or `postgres://…` (its password from `REMIT_STORE_PASSWORD`)
         store: String,
         /// A signed head kept outside the store (`remit audit head`): the log must hold its entry with its hash
         #[arg(long, value_name = "HEAD.json", requires = "key")]
@@ -1141,21 +1193,29 @@ pub enum AuditCommand {
 
 fn read_log(spec: &str) -> Result<Vec<remit_gateway::store::LogEntry>, String> {
     let (store, path) = open_log(spec)?;
-    remit_gateway::audit::read_all(&store).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
+    remit_gateway::audit::read_all(store.as_ref()).map_err(|e| format!("cannot read the log of `{path}`: {e}"))
 }
 
-fn open_log(spec: &str) -> Result<(SqliteStore, &str), String> {
+/// The store `spec` names, for reading: `sqlite:PATH` or PATH, or a PostgreSQL URL (the password, when the URL has
+/// none, from `REMIT_STORE_PASSWORD`); and how to name it in messages.
+fn open_log(spec: &str) -> Result<(Box<dyn remit_gateway::Store>, String), String> {
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        let shown = remit_gateway::postgres::redact(spec);
+        let password = std::env::var("REMIT_STORE_PASSWORD").ok();
+        let store = remit_gateway::PostgresStore::open_existing(spec, password.as_deref())
+            .map_err(|e| format!("cannot open `{shown}`: {e}"))?;
+        return Ok((Box::new(store), shown));
+    }
     let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
     if !Path::new(path).is_file() {
         return Err(format!("`{path}` is not a store file"));
     }
     let store = SqliteStore::open_existing(Path::new(path)).map_err(|e| format!("cannot open `{path}`: {e}"))?;
-    Ok((store, path))
+    Ok((Box::new(store), path.to_string()))
 }
 
 /// The signed heads a store keeps, oldest first.
 fn signed_heads(spec: &str) -> Result<Vec<remit_gateway::audit::SignedHead>, String> {
-    use remit_gateway::Store;
     let (store, path) = open_log(spec)?;
     let read = store.begin().and_then(|mut tx| tx.signed_heads());
     read.map_err(|e| format!("cannot read the signed heads of `{path}`: {e}"))

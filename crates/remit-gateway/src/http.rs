@@ -830,6 +830,11 @@ async fn metrics(State(app): Shared) -> Response {
             "Store transactions that committed decisions (group commit).",
             &counts.commits,
         ),
+        (
+            "remit_store_retries_total",
+            "Decisions run again after losing to another gateway's transaction (a shared store).",
+            &counts.store_retries,
+        ),
         ("remit_shadowed_total", "Denies and escalations answered allow in shadow mode.", &counts.shadowed),
         ("remit_policy_reload_failures_total", "Reloads refused (the policy did not load).", &counts.reload_failures),
     ] {

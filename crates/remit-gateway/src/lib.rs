@@ -3,9 +3,10 @@
 //!
 //! Above the module host (`remit-host`, which decides) and the language (`remit-lang`, for a policy's metadata and,
 //! given the sources, explanations). The only layer that knows the async runtime (tokio), the HTTP framework (axum,
-//! on hyper), the database (SQLite through rusqlite) and TLS (rustls on ring, the platform's root certificates
+//! on hyper), the databases (SQLite through rusqlite, PostgreSQL through tokio-postgres) and TLS (rustls on ring, the platform's root certificates
 //! through rustls-native-certs); the MCP proxy (`remit-mcp`) is built on it. Its pieces:
-//! - [`store`]: the state behind a trait ([`store::Store`], [`store::Tx`]); [`sqlite`] its embedded implementation;
+//! - [`store`]: the state behind a trait ([`store::Store`], [`store::Tx`]); [`sqlite`] its embedded implementation,
+//!   [`postgres`] the one several gateways share;
 //!   [`state_cache`] what a decision reads, kept between decisions that change nothing while the store does not;
 //! - [`core`]: filling state and time into requests, deciding through the module, obligations, access requests,
 //!   stops and facts — no HTTP;
@@ -30,6 +31,7 @@ pub mod head;
 pub mod http;
 pub mod https;
 pub mod keys;
+pub mod postgres;
 pub mod replay;
 pub mod sqlite;
 pub mod state_cache;
@@ -43,6 +45,7 @@ mod test_tls;
 
 pub use self::clock::{Clock, FixedClock, StartedClock, SystemClock};
 pub use self::core::{Config, Decided, Gateway, NoExplanation, Policy};
+pub use self::postgres::{PostgresOptions, PostgresStore};
 pub use self::sqlite::{Durability, SqliteStore};
 pub use self::store::{Store, StoreError, Tx};
 pub use remit_lang::wasm::meta::PolicyMeta;

@@ -41,10 +41,8 @@ pub struct Read {
 impl Read {
     /// Reads `needs` at `now` in `tx`.
     pub fn from_tx(tx: &mut dyn Tx, needs: &Needs, now: i64) -> StoreResult<Read> {
-        let approvals = tx.live_approvals(&needs.mandates, now)?;
-        let state = tx.decision_state()?;
-        let counters = needs.counters.iter().map(|(counter, window)| tx.counter(counter, window));
-        Ok(Read { approvals, state, counters: counters.collect::<StoreResult<_>>()? })
+        let (approvals, state, counters) = tx.read_for_decision(&needs.mandates, &needs.counters, now)?;
+        Ok(Read { approvals, state, counters })
     }
 }
 

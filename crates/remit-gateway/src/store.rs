@@ -21,6 +21,21 @@ impl std::fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+impl StoreError {
+    /// What a conflict's message starts with.
+    const CONFLICT: &'static str = "conflict: ";
+
+    /// A transaction that lost to a concurrent one (a serialization failure, a deadlock, a unique key taken
+    /// meanwhile): running it again may succeed, and the core does so a bounded number of times before it denies.
+    pub fn conflict(message: impl std::fmt::Display) -> StoreError {
+        StoreError(format!("{}{message}", StoreError::CONFLICT))
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.0.starts_with(StoreError::CONFLICT)
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// A stop with an id and a level (docs/gateway.md "Stops"), on a mandate or on a principal; filled into a request's
@@ -260,6 +275,11 @@ fn no_data<T>() -> StoreResult<T> {
 
 /// A write transaction. Dropping it without [`Tx::commit`] rolls everything back.
 pub trait Tx {
+    /// The time by the store's clock when the transaction began (Unix seconds), for a store that several gateways
+    /// share: they then decide by one clock. `None`: the gateway's clock decides.
+    fn now(&self) -> Option<i64> {
+        None
+    }
     /// The mandates with an active stop.
     fn stops(&mut self) -> StoreResult<Vec<String>>;
     /// The current version of every published fact.
@@ -278,11 +298,36 @@ pub trait Tx {
         let (stops, facts) = self.stops_and_facts()?;
         Ok(DecisionState { stops, records: self.stop_records()?, facts })
     }
+    /// What one decision reads: the live approvals of `mandates` ([`Tx::live_approvals`]), the state
+    /// ([`Tx::decision_state`]) and the counters `(counter, window)` ([`Tx::counter`], in the order asked). A store may
+    /// read them at once (PostgreSQL: one round trip), and must lock the counters in a write transaction.
+    #[allow(clippy::type_complexity)]
+    fn read_for_decision(
+        &mut self,
+        mandates: &[String],
+        counters: &[(String, String)],
+        now: i64,
+    ) -> StoreResult<(Vec<StoredApproval>, DecisionState, Vec<u64>)> {
+        let approvals = self.live_approvals(mandates, now)?;
+        let state = self.decision_state()?;
+        let counters = counters.iter().map(|(counter, window)| self.counter(counter, window));
+        Ok((approvals, state, counters.collect::<StoreResult<_>>()?))
+    }
+    /// Reads ahead what a batch's decisions will read ([`Tx::read_for_decision`] of each, at `now` or later): the live
+    /// approvals of `mandates`, the counters (in a write transaction of a store that several gateways share, locked
+    /// here, all at once, in sorted order) and the state; a store may then answer their reads without a round trip,
+    /// keeping what it read ahead up to date with the transaction's own writes. Reading nothing ahead is correct.
+    fn prefetch(&mut self, mandates: &[String], counters: &[(String, String)], now: i64) -> StoreResult<()> {
+        let _ = (mandates, counters, now);
+        Ok(())
+    }
     /// The approvals not consumed and not expired at `now`, issued under one of `mandates`.
     fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>>;
     fn approvals_of_request(&mut self, access_request: &str) -> StoreResult<Vec<StoredApproval>>;
     fn approval(&mut self, id: &str) -> StoreResult<Option<StoredApproval>>;
-    /// The count of `counter` in its window `window` (e.g. `operation:op-1`, `hour:2026-11-30T12`, `total`).
+    /// The count of `counter` in its window `window` (e.g. `operation:op-1`, `hour:2026-11-30T12`, `total`); in a
+    /// write transaction of a store that several gateways share, read under a lock held until the end of the
+    /// transaction.
     fn counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
     fn access_request(&mut self, id: &str) -> StoreResult<Option<AccessRequest>>;
     fn pending_access_request(&mut self, key: &str, now: i64) -> StoreResult<Option<AccessRequest>>;
@@ -310,6 +355,12 @@ pub trait Tx {
     /// Marks a live approval consumed by `decision` at `at`; `false` when it is unknown or already consumed.
     fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool>;
     fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64>;
+    /// Counts one more in `counter`'s window, like [`Tx::increment_counter`] but without reading the new value, so
+    /// that a store may send it with its next statement (an error then surfaces there, at the latest at the commit,
+    /// which then fails).
+    fn count(&mut self, counter: &str, window: &str) -> StoreResult<()> {
+        self.increment_counter(counter, window).map(|_| ())
+    }
     fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()>;
     fn insert_approval(&mut self, approval: &StoredApproval) -> StoreResult<()>;
     fn insert_access_request(&mut self, request: &AccessRequest) -> StoreResult<()>;

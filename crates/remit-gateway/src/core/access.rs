@@ -134,8 +134,8 @@ impl Gateway {
         if !self.may_approve(approver) {
             return Err(ActionError::Forbidden(format!("`{approver}` holds a mandate: an agent never approves")));
         }
-        let now = self.clock.now();
         let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
         let request = self.answerable(tx.as_mut(), id, approver, now)?;
         let missing = request.missing_approvals.as_array().cloned().unwrap_or_default();
         if missing.is_empty() {
@@ -196,8 +196,8 @@ impl Gateway {
         if !self.may_approve(by) {
             return Err(ActionError::Forbidden(format!("`{by}` holds a mandate: an agent never answers")));
         }
-        let now = self.clock.now();
         let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
         self.answerable(tx.as_mut(), id, by, now)?;
         tx.decide_access_request(id, DENIED, by, now)?;
         let body = json!({"access_request": id, "status": DENIED, "by": by});

@@ -19,6 +19,8 @@ use remit_lang::eval::Decision;
 
 /// The most decisions one transaction commits together.
 const MAX_BATCH: usize = 256;
+/// How many times the jobs of a batch that lost to a concurrent transaction run again before they are denied.
+const CONFLICT_RETRIES: u32 = 3;
 
 /// A decision waiting for its batch.
 pub(super) struct Job {
@@ -147,7 +149,7 @@ impl Gateway {
             };
             // A panic while running the batch must not leave its followers waiting: they get a store error
             // (a deny), and the lead passes on as usual.
-            let run = std::panic::AssertUnwindSafe(|| self.run_batch(jobs.iter().map(|(job, _)| job)));
+            let run = std::panic::AssertUnwindSafe(|| self.run_batch_retrying(&jobs));
             let results = std::panic::catch_unwind(run)
                 .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
             let committed = std::time::Instant::now();
@@ -162,6 +164,30 @@ impl Gateway {
             // Only a queued job is handed the lead, and this one is done: never happens, and would deny.
             Handed::Lead => Err(StoreError("the group commit lost a result".into())),
         }
+    }
+
+    /// [`Gateway::run_batch`], then again for the jobs that lost to a concurrent transaction (a store shared by
+    /// several gateways: [`StoreError::is_conflict`]), at most [`CONFLICT_RETRIES`] times, after a short random
+    /// pause; a job still in conflict then is denied (`gateway.store-unavailable`), never allowed. The jobs that
+    /// succeeded were committed and keep their results.
+    fn run_batch_retrying(&self, jobs: &[(Job, Arc<Slot>)]) -> Vec<StoreResult<Decided>> {
+        let mut results = self.run_batch(jobs.iter().map(|(job, _)| job));
+        for attempt in 0..CONFLICT_RETRIES {
+            let again: Vec<usize> =
+                (0..results.len()).filter(|&i| matches!(&results[i], Err(e) if e.is_conflict())).collect();
+            if again.is_empty() {
+                break;
+            }
+            self.counts.store_retries.fetch_add(again.len() as u64, Ordering::Relaxed);
+            // A pause that grows and differs between replicas, so that the two that collided do not again.
+            let jitter = crate::core::new_id("").bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+            std::thread::sleep(std::time::Duration::from_micros((1_000 << attempt) + jitter % 2_000));
+            let rerun = self.run_batch(again.iter().map(|&i| &jobs[i].0));
+            for (i, result) in again.into_iter().zip(rerun) {
+                results[i] = result;
+            }
+        }
+        results
     }
 
     fn run_batch<'j>(&self, jobs: impl ExactSizeIterator<Item = &'j Job>) -> Vec<StoreResult<Decided>> {
@@ -189,6 +215,9 @@ impl Gateway {
         let mut deferred: Vec<QueuedEntry> = Vec::new();
         if let (true, Some(tx)) = (writes, tx.as_mut()) {
             self.write_queued(tx, &mut taken, &mut deferred);
+            if let Err(e) = prefetch(tx.as_mut(), &jobs) {
+                return vec![Err(e); count];
+            }
         }
         let mut results: Vec<StoreResult<Decided>> = Vec::with_capacity(count);
         for job in jobs {
@@ -262,17 +291,19 @@ impl Gateway {
         cached: Option<u64>,
     ) -> StoreResult<Stored> {
         let missing = || StoreError("a decision has no transaction".into());
+        // A store shared by several gateways gives its clock, so that they decide by one.
+        let now = tx.as_ref().and_then(|tx| tx.now()).unwrap_or(job.now);
         if defer {
             // A deferring decision writes nothing (it answers `Rerun` before it would): no savepoint.
             let mut reads = match cached {
                 Some(version) => Reads::Cached { store: self.store.as_ref(), tx, cache: &self.state_cache, version },
                 None => Reads::Tx(tx.as_mut().ok_or_else(missing)?.as_mut()),
             };
-            return self.decide_in_store(&mut reads, job, true);
+            return self.decide_in_store(&mut reads, job, true, now);
         }
         let tx = tx.as_mut().ok_or_else(missing)?;
         tx.savepoint()?;
-        let stored = self.decide_in_store(&mut Reads::Tx(tx.as_mut()), job, false);
+        let stored = self.decide_in_store(&mut Reads::Tx(tx.as_mut()), job, false, now);
         tx.release(stored.is_ok())?;
         stored
     }
@@ -280,9 +311,9 @@ impl Gateway {
     /// One decision inside the batch's transaction (see [`Gateway::decide`]); its writes are kept only if the
     /// transaction commits. With `defer`, a decision that changes nothing but the log writes nothing (its entry is
     /// returned, to be queued), and one that would change the state writes nothing either: [`Stored::Rerun`].
-    fn decide_in_store(&self, reads: &mut Reads<'_, '_>, job: &Job, defer: bool) -> StoreResult<Stored> {
-        let Job { policy, id, raw, prepared, now, continues, .. } = job;
-        let (id, now) = (id.as_str(), *now);
+    fn decide_in_store(&self, reads: &mut Reads<'_, '_>, job: &Job, defer: bool, now: i64) -> StoreResult<Stored> {
+        let Job { policy, id, raw, prepared, continues, .. } = job;
+        let id = id.as_str();
         let continues: Option<Carried> = match continues {
             Some(round) => reads.tx()?.take_round(round, now)?.and_then(|text| serde_json::from_str(&text).ok()),
             None => None,
@@ -384,4 +415,29 @@ impl Gateway {
         };
         Ok(if defer { Stored::Deferred(decided, (now, "decision", body)) } else { Stored::Logged(decided) })
     }
+}
+
+/// Reads ahead, in `tx`, what the jobs of a write batch will read (`Tx::prefetch`): every approval and counter their
+/// requests need, at the earliest time any of them decides at (the transaction's clock, when the store gives one).
+fn prefetch(tx: &mut dyn Tx, jobs: &[&Job]) -> StoreResult<()> {
+    let now = tx.now();
+    let mut mandates: Vec<String> = Vec::new();
+    let mut counters: Vec<(String, String)> = Vec::new();
+    let mut earliest = i64::MAX;
+    for job in jobs {
+        let Prepared { value: Some(value), early_deny: None, .. } = &job.prepared else { continue };
+        let at = now.unwrap_or(job.now);
+        earliest = earliest.min(at);
+        let needs = super::prepare::needs_of(value, &job.policy.meta, at);
+        mandates.extend(needs.mandates);
+        counters.extend(needs.counters);
+    }
+    if earliest == i64::MAX {
+        return Ok(());
+    }
+    mandates.sort_unstable();
+    mandates.dedup();
+    counters.sort_unstable();
+    counters.dedup();
+    tx.prefetch(&mandates, &counters, earliest)
 }

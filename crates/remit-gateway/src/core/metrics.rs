@@ -56,6 +56,8 @@ pub struct Counts {
     pub shadowed: AtomicU64,
     /// Decision transactions committed (group commit: one for a batch of decisions).
     pub commits: AtomicU64,
+    /// Decisions run again after their transaction lost to a concurrent one (a store shared by several gateways).
+    pub store_retries: AtomicU64,
     /// The log lag: from a decision's arrival to the end of the transaction that logged it (committed, or failed
     /// and denied); no decision is answered before.
     pub log_lag: Histogram,

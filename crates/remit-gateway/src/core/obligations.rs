@@ -115,7 +115,7 @@ impl Gateway {
                     }
                 }
                 Step::Count(counter, window) => {
-                    tx.increment_counter(&counter, &window)?;
+                    tx.count(&counter, &window)?;
                 }
                 Step::Record(operation) => {
                     let record =

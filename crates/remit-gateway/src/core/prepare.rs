@@ -115,24 +115,9 @@ impl Gateway {
         now: i64,
         continues: Option<&Carried>,
     ) -> StoreResult<Vec<String>> {
-        let mandate = request.get("context").and_then(|c| c.get("mandate")).and_then(Json::as_str);
-        let chain = mandate.and_then(|m| meta.mandate(m)).map(|m| m.chain.clone()).unwrap_or_default();
         let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str).map(str::to_string);
-        let operation = request
-            .get("context")
-            .and_then(|c| c.get("operation_id"))
-            .and_then(Json::as_str)
-            .filter(|o| !o.is_empty())
-            .map(str::to_string);
-        let mut needs = Needs { mandates: chain.clone(), counters: Vec::new() };
-        for budget in meta.budgets_of(&chain) {
-            if needs.counters.iter().any(|(name, _)| *name == budget.name) {
-                continue;
-            }
-            if let Some(window) = window_key(&budget.window, operation.as_deref(), now) {
-                needs.counters.push((budget.name.clone(), window));
-            }
-        }
+        let needs = needs_of(request, meta, now);
+        let chain = needs.mandates.clone();
         let read = reads.read(&needs, now)?;
         // An approval is presented only to calls of the agent it was minted for (`StoredApproval::agent`): the
         // gateway is the only source of a request's approvals, so a co-holder of the mandate never sees another
@@ -213,4 +198,27 @@ fn presented(a: &StoredApproval) -> Json {
     // Who answered the access request: what a kind's `approved by` checks.
     map.insert("approved_by".into(), a.approver.clone().into());
     Json::Object(map)
+}
+
+/// What filling `request` at `now` reads: the approvals of its mandate chain and the counters of the chain's budgets
+/// in their current windows (known before deciding, so a batch can read them for all its decisions at once).
+pub(super) fn needs_of(request: &Map<String, Json>, meta: &PolicyMeta, now: i64) -> Needs {
+    let mandate = request.get("context").and_then(|c| c.get("mandate")).and_then(Json::as_str);
+    let chain = mandate.and_then(|m| meta.mandate(m)).map(|m| m.chain.clone()).unwrap_or_default();
+    let operation = request
+        .get("context")
+        .and_then(|c| c.get("operation_id"))
+        .and_then(Json::as_str)
+        .filter(|o| !o.is_empty())
+        .map(str::to_string);
+    let mut needs = Needs { mandates: chain.clone(), counters: Vec::new() };
+    for budget in meta.budgets_of(&chain) {
+        if needs.counters.iter().any(|(name, _)| *name == budget.name) {
+            continue;
+        }
+        if let Some(window) = window_key(&budget.window, operation.as_deref(), now) {
+            needs.counters.push((budget.name.clone(), window));
+        }
+    }
+    needs
 }

@@ -13,8 +13,8 @@ impl Gateway {
         if self.policy().meta.mandate(mandate).is_none() {
             return Err(ActionError::NotFound(format!("no mandate `{mandate}` in the policy")));
         }
-        let now = self.clock.now();
         let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
         tx.set_stop(mandate, active)?;
         let body = json!({"mandate": mandate, "active": active, "by": by});
         tx.append_log(now, "stop", &body.to_string())?;
@@ -45,8 +45,8 @@ impl Gateway {
             (Some(_), None) | (None, Some(_)) => {}
             _ => return Err(ActionError::Invalid("a stop names exactly one of `mandate` and `principal`".into())),
         }
-        let now = self.clock.now();
         let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
         tx.set_stop_record(stop)?;
         let mut body = stop.to_json();
         body["active"] = json!(true);
@@ -58,8 +58,8 @@ impl Gateway {
 
     /// Clears the stop with `id`.
     pub fn clear_stop_record(&self, id: &str, by: &str) -> Result<(), ActionError> {
-        let now = self.clock.now();
         let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
         if !tx.clear_stop_record(id)? {
             return Err(ActionError::NotFound(format!("no stop `{id}`")));
         }
@@ -76,8 +76,8 @@ impl Gateway {
         if !self.policy().meta.uses_fact(name) {
             return Err(ActionError::NotFound(format!("the policy reads no fact `{name}`")));
         }
-        let now = self.clock.now();
         let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
         tx.set_fact(name, version)?;
         let body = json!({"fact": name, "version": version.to_json(), "by": by});
         tx.append_log(now, "fact", &body.to_string())?;
@@ -87,7 +87,8 @@ impl Gateway {
 
     /// The active stops, the current fact versions and the data sets' version.
     pub fn state(&self) -> Result<Json, StoreError> {
-        let mut tx = self.store.begin()?;
+        // A read transaction: `/ready` asks this, and must not wait for writers (on PostgreSQL, for the log's lock).
+        let mut tx = self.store.begin_read()?;
         let stops = tx.stops()?;
         let records = tx.stop_records()?;
         let facts: Map<String, Json> = tx.facts()?.into_iter().map(|(n, v)| (n, v.to_json())).collect();

@@ -1,0 +1,1370 @@
+//! The store that several gateways share (`remit serve --store postgres://…`, docs/scaling.md): PostgreSQL through
+//! tokio-postgres, connections pooled by deadpool-postgres. Beside [`super::sqlite`], behind the same
+//! [`Store`]/[`Tx`]; uses [`super::store`] and [`super::audit`]'s hash, nothing of the core.
+//!
+//! What the database enforces, whatever the gateways do:
+//! - one writer of the log at a time: every write transaction begins by locking the row `log_head` (the log is one
+//!   hash chain, so its appends are serial anyway); everything a decision reads comes after that lock, so a stop,
+//!   a fact or a consumed approval committed by any replica before is seen (READ COMMITTED: each statement sees
+//!   what committed before it);
+//! - a single-use approval is consumed by a conditional update (`… WHERE NOT consumed`): one winner;
+//! - counters are read under row locks (`FOR UPDATE`, in sorted order, one statement) and incremented in place;
+//! - at most one live pending access request per key (a unique index on `pending_key`), answered once (a
+//!   conditional update on `status = 'pending'`);
+//! - the schema is created and migrated by the gateway under an advisory lock, in one transaction, with the
+//!   versions applied in `remit_schema`: two replicas starting at once migrate once.
+//!
+//! Isolation: READ COMMITTED with those locks. The head lock serializes write transactions, so SERIALIZABLE would
+//! add only its predicate-lock bookkeeping and false conflicts; a serialization failure, a deadlock or a unique
+//! violation (a stale pending request) is still marked a conflict ([`StoreError::conflict`]), which the core retries
+//! a bounded number of times before it denies. Read transactions (`begin_read`) are REPEATABLE READ READ ONLY: one
+//! snapshot for all their reads, no lock.
+//!
+//! Time: a transaction reads the database's clock (`clock_timestamp()`, after its lock is granted) and offers it as
+//! [`Tx::now`], so that every replica decides by one clock, and log times never go back along the chain.
+//!
+//! Bridging: the traits are synchronous (the core runs decisions on blocking threads: `block_in_place` or
+//! `spawn_blocking`). The connections' I/O runs on a tokio runtime of the store's own; a query's future only talks
+//! to its connection's task over channels, so it is waited for on the calling thread (`futures_executor`), which
+//! works inside or outside tokio's workers and never needs the caller's runtime.
+//!
+//! While the head lock serializes write transactions, the row locks, conditional updates and the unique index are
+//! a second line (they hold without it, which a log with one chain per replica will need: docs/scaling.md).
+//!
+//! Round trips: a transaction's commands that answer nothing (`SAVEPOINT`, `RELEASE`) and its writes whose result
+//! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement (the
+//! next job's reads, or the commit: a failure there fails the whole transaction, and no decision of the batch is
+//! answered before its commit); a batch reads what all its decisions need in one pipeline ([`Tx::prefetch`], kept
+//! up to date with the transaction's writes), else a decision's reads go as one pipeline; log entries are kept in memory (the head is locked, so their sequence numbers and hashes are
+//! known) and written with the commit, in one pipeline ([`PostgresStore::stats`] counts).
+//!
+//! To add a method: its SQL next to the others, a few lines in `impl Tx for PgTx` through `PgTx::query` /
+//! `PgTx::execute` (a write: `PgTx::writing` first, or `PgTx::defer` when nobody reads its result), and a migration
+//! appended to [`MIGRATIONS`] when it needs a table.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row, SimpleQueryMessage};
+
+use super::audit::{entry_hash, GENESIS};
+use super::store::*;
+use remit_lang::syntax::ast::FactVersion;
+
+/// The schema, one migration per version (version `i + 1` is `MIGRATIONS[i]`); a store of a later version than the
+/// gateway knows is refused. Applied in one transaction under [`MIGRATION_LOCK`].
+const MIGRATIONS: &[&str] = &["
+CREATE TABLE approvals (
+  id text PRIMARY KEY, kind text NOT NULL, mandate text NOT NULL, issued_at bigint NOT NULL,
+  expires_at bigint NOT NULL, tool text, target text, digest text, manifest text, single_use boolean NOT NULL,
+  consumed boolean NOT NULL DEFAULT false, approver text NOT NULL, access_request text, consumed_by text,
+  consumed_at bigint, agent text);
+CREATE INDEX approvals_live ON approvals (mandate, expires_at) WHERE NOT consumed;
+CREATE INDEX approvals_by_request ON approvals (access_request);
+CREATE TABLE counters (
+  counter text NOT NULL, counter_window text NOT NULL, value bigint NOT NULL, PRIMARY KEY (counter, counter_window));
+CREATE TABLE stops (mandate text PRIMARY KEY);
+CREATE TABLE stop_records (id text PRIMARY KEY, level text NOT NULL, mandate text, principal text);
+CREATE TABLE facts (name text PRIMARY KEY, number bigint, text text, CHECK ((number IS NULL) <> (text IS NULL)));
+CREATE TABLE operations (
+  id bigserial PRIMARY KEY, operation text NOT NULL, decision_id text NOT NULL, tool text NOT NULL,
+  time bigint NOT NULL);
+CREATE INDEX operations_by_id ON operations (operation);
+CREATE TABLE access_requests (
+  id text PRIMARY KEY, status text NOT NULL, created_at bigint NOT NULL, expires_at bigint NOT NULL, principal text,
+  agent text NOT NULL, credential text, mandate text NOT NULL, tool text NOT NULL, target text, digest text NOT NULL,
+  manifest text, arguments text NOT NULL, missing_approvals text NOT NULL, reasons text NOT NULL, chain text NOT NULL,
+  decision_id text NOT NULL, key text NOT NULL, decided_by text, decided_at bigint, log_seq bigint, earlier text,
+  pending_key text);
+CREATE INDEX access_requests_key ON access_requests (key, status);
+CREATE INDEX access_requests_listed ON access_requests (created_at DESC, id);
+CREATE UNIQUE INDEX access_requests_one_pending ON access_requests (pending_key);
+CREATE TABLE rounds (key text PRIMARY KEY, carried text NOT NULL, expires_at bigint NOT NULL);
+CREATE TABLE bundle_revision (id integer PRIMARY KEY CHECK (id = 1), revision bigint NOT NULL, policy text NOT NULL);
+CREATE TABLE log_heads (
+  id bigserial PRIMARY KEY, seq bigint NOT NULL, hash text NOT NULL, time bigint NOT NULL, key text NOT NULL,
+  signature text NOT NULL);
+CREATE TABLE log (
+  seq bigint PRIMARY KEY, time bigint NOT NULL, kind text NOT NULL, body text NOT NULL, prev text NOT NULL,
+  hash text NOT NULL);
+CREATE TABLE log_head (id integer PRIMARY KEY CHECK (id = 1), seq bigint NOT NULL, hash text NOT NULL);
+"];
+
+/// The advisory lock the migrations are applied under (`remit` in ASCII).
+const MIGRATION_LOCK: i64 = 0x72_65_6d_69_74;
+
+/// Settings of a transaction's session: a lock held by a replica that hangs, or a statement stuck, ends in an error
+/// (a deny) rather than a gateway that waits forever.
+const SESSION_OPTIONS: &str =
+    "-c lock_timeout=5s -c statement_timeout=30s -c idle_in_transaction_session_timeout=30s -c TimeZone=UTC";
+
+/// How a [`PostgresStore`] is set up.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// The most connections this gateway opens.
+    pub pool_size: usize,
+    /// Decide by the database's clock ([`Tx::now`]); off, by the gateway's (`remit serve --clock`, tests that set
+    /// the time).
+    pub database_clock: bool,
+    /// Who this gateway is, in `remit_schema.applied_by` and the database's `application_name`.
+    pub writer: String,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> PostgresOptions {
+        PostgresOptions { pool_size: 16, database_clock: true, writer: "remit".into() }
+    }
+}
+
+/// What the store sent: statements, round trips (a pipeline is one), transactions begun, conflicts met.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub statements: AtomicU64,
+    pub round_trips: AtomicU64,
+    pub transactions: AtomicU64,
+    pub conflicts: AtomicU64,
+}
+
+pub struct PostgresStore {
+    pool: Pool,
+    /// Drives the connections; shut down in the background on drop (the store may be dropped on a tokio worker).
+    runtime: Option<tokio::runtime::Runtime>,
+    database_clock: bool,
+    /// Opened by [`PostgresStore::open_existing`]: transactions are read transactions.
+    read_only: bool,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").field("pool", &self.pool.status()).finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Waits for `future` on this thread.
+fn wait<T>(future: impl Future<Output = T>) -> T {
+    futures_executor::block_on(future)
+}
+
+fn store_err(e: tokio_postgres::Error) -> StoreError {
+    let text = match e.as_db_error() {
+        Some(db) => format!("postgres {}: {}", db.code().code(), db.message()),
+        None => format!("postgres: {e}"),
+    };
+    let conflicts = [SqlState::T_R_SERIALIZATION_FAILURE, SqlState::T_R_DEADLOCK_DETECTED, SqlState::UNIQUE_VIOLATION];
+    match e.code() {
+        Some(code) if conflicts.contains(code) => StoreError::conflict(text),
+        _ => StoreError(text),
+    }
+}
+
+/// `url` with its password replaced, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let user = &url[scheme + 3..at];
+            match user.split_once(':') {
+                Some((name, _)) => format!("{}{name}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`; the password, when
+    /// the URL has none, is `password`) and creates or migrates its schema.
+    pub fn connect(url: &str, password: Option<&str>, options: &PostgresOptions) -> StoreResult<PostgresStore> {
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| StoreError(format!("`{}` is not a PostgreSQL URL: {e}", redact(url))))?;
+        if let (None, Some(password)) = (config.get_password(), password) {
+            config.password(password);
+        }
+        let store = PostgresStore::connect_unmigrated(config, options)?;
+        store.migrate(&options.writer)?;
+        Ok(store)
+    }
+
+    fn connect_unmigrated(mut config: tokio_postgres::Config, options: &PostgresOptions) -> StoreResult<PostgresStore> {
+        config.connect_timeout(Duration::from_secs(5));
+        config.application_name(&options.writer);
+        config.options(SESSION_OPTIONS);
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("remit-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError(format!("cannot start the database's runtime: {e}")))?;
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| StoreError(format!("cannot make the connection pool: {e}")))?;
+        Ok(PostgresStore {
+            pool,
+            runtime: Some(runtime),
+            database_clock: options.database_clock,
+            read_only: false,
+            stats: Stats::default(),
+        })
+    }
+
+    /// Opens an existing store for reading and checking (`remit audit`, also while gateways run): creates nothing,
+    /// changes nothing, takes no lock a writer waits for (every transaction is a read transaction), and fails when
+    /// the database is not a remit store of a version this gateway knows.
+    pub fn open_existing(url: &str, password: Option<&str>) -> StoreResult<PostgresStore> {
+        let options = PostgresOptions { pool_size: 2, database_clock: true, writer: "remit audit".into() };
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| StoreError(format!("`{}` is not a PostgreSQL URL: {e}", redact(url))))?;
+        if let (None, Some(password)) = (config.get_password(), password) {
+            config.password(password);
+        }
+        let mut store = PostgresStore::connect_unmigrated(config, &options)?;
+        store.read_only = true;
+        let version = store.schema_version().map_err(|e| StoreError(format!("not a remit store: {e}")))?;
+        if !(1..=MIGRATIONS.len() as i32).contains(&version) {
+            return Err(StoreError(format!(
+                "not a remit store of a schema version this gateway knows (found {version}, known 1 to {})",
+                MIGRATIONS.len()
+            )));
+        }
+        Ok(store)
+    }
+
+    /// What the store sent so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The schema's version in the database.
+    pub fn schema_version(&self) -> StoreResult<i32> {
+        let client = self.client()?;
+        let row = wait(client.query_one("SELECT max(version) FROM remit_schema", &[])).map_err(store_err)?;
+        Ok(row.get::<_, Option<i32>>(0).unwrap_or(0))
+    }
+
+    /// The migrations applied to the database: version and who applied it, in order.
+    pub fn schema_history(&self) -> StoreResult<Vec<(i32, String)>> {
+        let client = self.client()?;
+        let rows = wait(client.query("SELECT version, applied_by FROM remit_schema ORDER BY version", &[]))
+            .map_err(store_err)?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    /// Runs raw SQL on the store, outside any transaction (tests use it to tamper with the log or break the store).
+    pub fn execute_raw(&self, sql: &str) -> StoreResult<()> {
+        let client = self.client()?;
+        wait(client.batch_execute(sql)).map_err(store_err)
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("the runtime lives as long as the store")
+    }
+
+    /// A pooled connection (made on the store's runtime, which its connection task needs).
+    fn client(&self) -> StoreResult<Object> {
+        let pool = self.pool.clone();
+        match wait(self.runtime().spawn(async move { pool.get().await })) {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(StoreError(format!("cannot reach the database: {e}"))),
+            Err(e) => Err(StoreError(format!("cannot reach the database: {e}"))),
+        }
+    }
+
+    /// Sends `sql` (simple protocol: several statements, one round trip) on a pooled connection, and gives the
+    /// connection with the rows; a connection found closed (the server restarted) is dropped and another taken.
+    fn start(&self, sql: &str) -> StoreResult<(Object, Vec<Vec<Option<String>>>)> {
+        let mut last = None;
+        for _ in 0..3 {
+            let client = self.client()?;
+            self.stats.round_trips.fetch_add(1, Ordering::Relaxed);
+            self.stats.statements.fetch_add(sql.matches(';').count() as u64 + 1, Ordering::Relaxed);
+            match wait(client.simple_query(sql)) {
+                Ok(messages) => {
+                    let rows = messages
+                        .iter()
+                        .filter_map(|m| match m {
+                            SimpleQueryMessage::Row(row) => {
+                                Some((0..row.len()).map(|i| row.get(i).map(str::to_string)).collect())
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    return Ok((client, rows));
+                }
+                Err(e) if client.is_closed() => {
+                    let _ = Object::take(client);
+                    last = Some(store_err(e));
+                }
+                Err(e) => {
+                    // The transaction may have begun: this connection does not go back to the pool.
+                    let _ = Object::take(client);
+                    return Err(store_err(e));
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| StoreError("cannot reach the database".into())))
+    }
+
+    /// Creates or migrates the schema: one transaction under an advisory lock, so a replica starting at the same
+    /// time waits and then finds the schema migrated.
+    fn migrate(&self, writer: &str) -> StoreResult<()> {
+        let client = self.client()?;
+        let migrated = wait(async {
+            client
+                .batch_execute(&format!(
+                    "BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); CREATE TABLE IF NOT EXISTS remit_schema (
+                       version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+                       applied_by text NOT NULL)"
+                ))
+                .await?;
+            let current: Option<i32> = client.query_one("SELECT max(version) FROM remit_schema", &[]).await?.get(0);
+            let current = current.unwrap_or(0).max(0) as usize;
+            if current > MIGRATIONS.len() {
+                client.batch_execute("ROLLBACK").await?;
+                return Ok(Err(current));
+            }
+            for (index, migration) in MIGRATIONS.iter().enumerate().skip(current) {
+                client.batch_execute(migration).await?;
+                let version = index as i32 + 1;
+                client
+                    .execute("INSERT INTO remit_schema (version, applied_by) VALUES ($1, $2)", &[&version, &writer])
+                    .await?;
+            }
+            client
+                .execute("INSERT INTO log_head (id, seq, hash) VALUES (1, 0, $1) ON CONFLICT DO NOTHING", &[&GENESIS])
+                .await?;
+            client.batch_execute("COMMIT").await.map(|()| Ok(()))
+        });
+        match migrated {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(version)) => Err(StoreError(format!(
+                "the database has schema version {version}; this gateway knows versions up to {}",
+                MIGRATIONS.len()
+            ))),
+            Err(e) => {
+                let _ = Object::take(client);
+                Err(store_err(e))
+            }
+        }
+    }
+}
+
+/// Lock the log's head (the one writer of the chain) and read the database's clock after the lock is granted.
+const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
+     SELECT seq, hash, floor(extract(epoch FROM clock_timestamp()))::bigint FROM log_head WHERE id = 1 FOR UPDATE";
+const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
+     SELECT floor(extract(epoch FROM clock_timestamp()))::bigint";
+
+impl Store for PostgresStore {
+    fn begin(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        if self.read_only {
+            return self.begin_read();
+        }
+        let (client, rows) = self.start(BEGIN_WRITE)?;
+        self.stats.transactions.fetch_add(1, Ordering::Relaxed);
+        let row = rows.first().ok_or_else(|| StoreError("the log's head is missing: not a remit database".into()))?;
+        let field = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        let seq: u64 = field(0).parse().map_err(|_| StoreError("the log's head is not a number".into()))?;
+        let now: i64 = field(2).parse().map_err(|_| StoreError("the database's clock is not a number".into()))?;
+        Ok(Box::new(PgTx::new(self, client, true, now, (seq, field(1)))))
+    }
+
+    fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
+        let (client, rows) = self.start(BEGIN_READ)?;
+        self.stats.transactions.fetch_add(1, Ordering::Relaxed);
+        let now = rows.first().and_then(|row| row.first().cloned().flatten()).unwrap_or_default();
+        let now: i64 = now.parse().map_err(|_| StoreError("the database's clock is not a number".into()))?;
+        Ok(Box::new(PgTx::new(self, client, false, now, (0, String::new()))))
+    }
+}
+
+/// A savepoint of a [`PgTx`] (one per decision of a batch): opened only before the decision's first write (a
+/// decision that only reads and logs costs no subtransaction), and sent with the next statement after that.
+#[derive(Debug)]
+struct Savepoint {
+    opened: Opened,
+    entries: usize,
+    head: (u64, String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opened {
+    /// Nothing written yet: there is nothing in the database to roll back.
+    No,
+    /// `SAVEPOINT job` waits in `pending`, at this index.
+    Queued(usize),
+    Sent,
+}
+
+struct PgTx<'a> {
+    store: &'a PostgresStore,
+    /// `None` once committed, rolled back, or dropped from the pool after an error.
+    client: Option<Object>,
+    /// A write transaction (the head locked) or a read one.
+    writes: bool,
+    now: i64,
+    /// The log's head, after the entries appended so far.
+    head: (u64, String),
+    /// Entries appended and not yet written (they are written with the commit, or before the log is read).
+    entries: Vec<LogEntry>,
+    /// What waits to go before the next statement, in the same round trip: commands that answer nothing
+    /// (`SAVEPOINT`, `RELEASE`) and writes whose result nobody reads (a budget counted, an operation recorded, the
+    /// log's entries). Their errors surface with that statement (a later job's, in a batch) or at the commit, and
+    /// then the transaction fails as a whole: no job of the batch is answered, since none is before the commit.
+    pending: Vec<Item>,
+    savepoint: Option<Savepoint>,
+    /// Why a statement failed outside a savepoint: the transaction can only roll back (and its commit says why:
+    /// a conflict stays a conflict, which the core runs again).
+    failed: Option<StoreError>,
+    /// The stops and facts read in this transaction, kept for its later decisions: no other transaction changes them
+    /// meanwhile (they are written only by write transactions, which hold the log's lock; a read transaction reads
+    /// one snapshot), and this one forgets them when it writes them or rolls back to a savepoint.
+    state: Option<DecisionState>,
+    /// What [`Tx::prefetch`] read for the batch's decisions, kept up to date with this transaction's own writes.
+    ahead: Option<Ahead>,
+    /// The failure came with writes of earlier jobs (deferred past their savepoints' release): no savepoint can
+    /// repair it, and the whole transaction fails.
+    fatal: bool,
+}
+
+impl Drop for PgTx<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            // A connection that cannot roll back does not go back to the pool inside a transaction.
+            if wait(client.batch_execute("ROLLBACK")).is_err() {
+                let _ = Object::take(client);
+            }
+        }
+    }
+}
+
+const APPROVAL_COLUMNS: &str = "id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, single_use, \
+     consumed, approver, access_request, consumed_by, consumed_at, agent";
+const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
+     target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at, \
+     log_seq, earlier";
+
+const LIVE_APPROVALS: &str = "SELECT id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, \
+     single_use, consumed, approver, access_request, consumed_by, consumed_at, agent FROM approvals \
+     WHERE mandate = ANY($1) AND NOT consumed AND expires_at > $2 ORDER BY array_position($1, mandate), id";
+/// Stops, facts and stops with ids in one statement (tag 0, 1, 2).
+const DECISION_STATE: &str = "SELECT 0, mandate, NULL::bigint, NULL, NULL, NULL FROM stops \
+     UNION ALL SELECT 1, name, number, text, NULL, NULL FROM facts \
+     UNION ALL SELECT 2, id, NULL, level, mandate, principal FROM stop_records";
+/// The counters asked for, locked in sorted order (the lock is taken as each sorted row is returned).
+const COUNTERS_LOCKED: &str = "SELECT counter, counter_window, value FROM counters \
+     WHERE (counter, counter_window) IN (SELECT * FROM unnest($1::text[], $2::text[])) \
+     ORDER BY counter, counter_window FOR UPDATE";
+const COUNTERS: &str = "SELECT counter, counter_window, value FROM counters \
+     WHERE (counter, counter_window) IN (SELECT * FROM unnest($1::text[], $2::text[]))";
+const INSERT_LOG: &str = "INSERT INTO log (seq, time, kind, body, prev, hash) \
+     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])";
+const UPDATE_HEAD: &str = "UPDATE log_head SET seq = $1, hash = $2 WHERE id = 1";
+
+fn approval_of(row: &Row) -> StoredApproval {
+    StoredApproval {
+        id: row.get(0),
+        kind: row.get(1),
+        mandate: row.get(2),
+        issued_at: row.get(3),
+        expires_at: row.get(4),
+        tool: row.get(5),
+        target: row.get(6),
+        digest: row.get(7),
+        manifest: row.get(8),
+        single_use: row.get(9),
+        consumed: row.get(10),
+        approver: row.get(11),
+        access_request: row.get(12),
+        consumed_by: row.get(13),
+        consumed_at: row.get(14),
+        agent: row.get(15),
+    }
+}
+
+/// A JSON column, read with the project's parser (the values hold request data; see crates/remit-lang/src/json.rs).
+fn json_column(row: &Row, index: usize) -> StoreResult<serde_json::Value> {
+    let text: String = row.get(index);
+    remit_lang::json::parse_stored(&text).map_err(|e| StoreError(format!("column {index}: {e}")))
+}
+
+fn request_of(row: &Row, listed: bool) -> StoreResult<AccessRequest> {
+    let length: Option<i32> = if listed { row.get(22) } else { None };
+    let cut = length.filter(|n| *n as usize > LIST_ARGUMENTS_CHARS);
+    let arguments = match cut {
+        Some(_) => serde_json::Value::String(row.get(12)),
+        None => json_column(row, 12)?,
+    };
+    let strings = |index| -> StoreResult<Vec<String>> {
+        serde_json::from_value(json_column(row, index)?).map_err(|e| StoreError(format!("column {index}: {e}")))
+    };
+    let earlier: Option<String> = row.get(21);
+    let earlier = match earlier {
+        Some(text) => serde_json::from_str(&text).map_err(|e| StoreError(format!("earlier uses: {e}")))?,
+        None => Vec::new(),
+    };
+    Ok(AccessRequest {
+        id: row.get(0),
+        status: row.get(1),
+        created_at: row.get(2),
+        expires_at: row.get(3),
+        principal: row.get(4),
+        agent: row.get(5),
+        credential: row.get(6),
+        mandate: row.get(7),
+        tool: row.get(8),
+        target: row.get(9),
+        digest: row.get(10),
+        manifest: row.get(11),
+        arguments,
+        missing_approvals: json_column(row, 13)?,
+        reasons: strings(14)?,
+        chain: strings(15)?,
+        decision_id: row.get(16),
+        key: row.get(17),
+        decided_by: row.get(18),
+        decided_at: row.get(19),
+        log_seq: row.get::<_, Option<i64>>(20).map(|seq| seq as u64),
+        earlier,
+        arguments_truncated: cut.map(|n| n as u64),
+    })
+}
+
+fn log_of(row: &Row) -> LogEntry {
+    LogEntry {
+        seq: row.get::<_, i64>(0) as u64,
+        time: row.get(1),
+        kind: row.get(2),
+        body: row.get(3),
+        prev: row.get(4),
+        hash: row.get(5),
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("plain data serializes")
+}
+
+type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
+
+impl<'a> PgTx<'a> {
+    fn new(store: &'a PostgresStore, client: Object, writes: bool, now: i64, head: (u64, String)) -> PgTx<'a> {
+        PgTx {
+            store,
+            client: Some(client),
+            writes,
+            now,
+            head,
+            entries: Vec::new(),
+            pending: Vec::new(),
+            savepoint: None,
+            failed: None,
+            fatal: false,
+            state: None,
+            ahead: None,
+        }
+    }
+
+    fn client(&self) -> StoreResult<&Object> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        self.client.as_ref().ok_or_else(|| StoreError("the transaction has ended".into()))
+    }
+
+    /// Runs what is pending, then `statements` (each with its parameters), as one pipeline (one round trip), and
+    /// gives each statement's rows. A failure marks the transaction failed until a savepoint is rolled back to.
+    fn pipeline(&mut self, statements: &[(&str, Params<'_>)]) -> StoreResult<Vec<Vec<Row>>> {
+        let pending = std::mem::take(&mut self.pending);
+        // Writes queued before the current savepoint are earlier jobs' (or there is no savepoint): a failure then
+        // cannot be rolled back to a savepoint.
+        // Without a savepoint opened, a failure cannot be rolled back to one; with one queued, neither can a failure
+        // of the writes queued before it (earlier decisions').
+        let earlier = match self.savepoint.as_ref().map(|s| s.opened) {
+            Some(Opened::Queued(at)) => pending[..at].iter().any(|item| matches!(item, Item::Write(..))),
+            Some(Opened::Sent) => false,
+            Some(Opened::No) | None => true,
+        };
+        if let Some(savepoint) = self.savepoint.as_mut().filter(|s| s.opened != Opened::No) {
+            savepoint.opened = Opened::Sent;
+        }
+        let store = self.store;
+        let client = self.client()?;
+        let stats = &store.stats;
+        stats.statements.fetch_add((pending.len() + statements.len()) as u64, Ordering::Relaxed);
+        stats.round_trips.fetch_add(1, Ordering::Relaxed);
+        let result = wait(async {
+            // Prepared first (from the connection's cache after the first time: no round trip then).
+            let mut prepared_pending = Vec::with_capacity(pending.len());
+            for item in &pending {
+                prepared_pending.push(match item {
+                    Item::Simple(_) => None,
+                    Item::Write(sql, _) => Some(client.prepare_cached(sql).await?),
+                });
+            }
+            let mut prepared = Vec::with_capacity(statements.len());
+            for (sql, _) in statements {
+                prepared.push(client.prepare_cached(sql).await?);
+            }
+            // Each request is sent when its future is first polled, and `join_all` polls them in order: one
+            // pipeline, in the order given.
+            let before = pending.iter().zip(&prepared_pending).map(|(item, statement)| async move {
+                match (item, statement) {
+                    (Item::Write(_, params), Some(statement)) => {
+                        let params: Vec<&(dyn ToSql + Sync)> =
+                            params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
+                        client.execute(statement, &params).await.map(|_| ())
+                    }
+                    (Item::Simple(sql), _) | (Item::Write(sql, _), None) => client.batch_execute(sql).await,
+                }
+            });
+            let queries =
+                statements.iter().zip(&prepared).map(|((_, params), statement)| client.query(statement, params));
+            let (before, rows) = futures_util::future::join(
+                futures_util::future::join_all(before),
+                futures_util::future::join_all(queries),
+            )
+            .await;
+            before.into_iter().collect::<Result<Vec<()>, _>>()?;
+            rows.into_iter().collect::<Result<Vec<_>, _>>()
+        });
+        result.map_err(|e| {
+            let e = store_err(e);
+            self.failed = Some(e.clone());
+            self.fatal |= earlier;
+            if e.is_conflict() {
+                stats.conflicts.fetch_add(1, Ordering::Relaxed);
+            }
+            e
+        })
+    }
+
+    /// Sends what is pending now (its errors are this call's).
+    fn flush(&mut self) -> StoreResult<()> {
+        self.pipeline(&[]).map(|_| ())
+    }
+
+    /// Queues a write whose result nobody reads, to go with the next statement.
+    fn defer(&mut self, sql: &'static str, params: Vec<Box<dyn ToSql + Sync + Send>>) -> StoreResult<()> {
+        self.opening()?;
+        self.pending.push(Item::Write(sql, params));
+        Ok(())
+    }
+
+    fn query(&mut self, sql: &str, params: Params<'_>) -> StoreResult<Vec<Row>> {
+        Ok(self.pipeline(&[(sql, params)])?.pop().unwrap_or_default())
+    }
+
+    fn query_opt(&mut self, sql: &str, params: Params<'_>) -> StoreResult<Option<Row>> {
+        Ok(self.query(sql, params)?.into_iter().next())
+    }
+
+    /// Runs a statement that changes rows and gives how many it changed (statements end with `RETURNING 1`).
+    fn execute(&mut self, sql: &str, params: Params<'_>) -> StoreResult<u64> {
+        self.opening()?;
+        Ok(self.query(sql, params)?.len() as u64)
+    }
+
+    /// Keeps what was read ahead up to date with a count of this transaction.
+    fn counted(&mut self, counter: &str, window: &str) {
+        if let Some(value) =
+            self.ahead.as_mut().and_then(|a| a.counters.get_mut(&(counter.to_string(), window.to_string())))
+        {
+            *value += 1;
+        }
+    }
+
+    /// Before a statement that writes: refuses it in a read transaction, and opens the decision's savepoint.
+    fn opening(&mut self) -> StoreResult<()> {
+        self.writing()?;
+        if let Some(savepoint) = self.savepoint.as_mut().filter(|s| s.opened == Opened::No) {
+            savepoint.opened = Opened::Queued(self.pending.len());
+            self.pending.push(Item::Simple("SAVEPOINT job"));
+        }
+        Ok(())
+    }
+
+    /// Refuses a write in a read transaction.
+    fn writing(&self) -> StoreResult<()> {
+        if self.writes {
+            Ok(())
+        } else {
+            Err(StoreError("a read transaction does not write".into()))
+        }
+    }
+
+    /// Queues the entries appended so far and the head after them (before the log is read in this transaction, and
+    /// at the commit).
+    fn queue_log(&mut self) -> StoreResult<()> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        if self.savepoint.as_ref().is_some_and(|s| s.entries > 0) {
+            // Rolling the savepoint back would then take entries appended before it out of the database.
+            return Err(StoreError("the log is read inside a savepoint after entries were appended".into()));
+        }
+        self.opening()?;
+        let entries = std::mem::take(&mut self.entries);
+        if let Some(savepoint) = &mut self.savepoint {
+            // What the savepoint would roll back is now queued after it, where the rollback reaches it.
+            savepoint.entries = 0;
+        }
+        let c = log_statements(&entries, &self.head);
+        self.pending.push(Item::Write(
+            INSERT_LOG,
+            vec![
+                Box::new(c.seqs),
+                Box::new(c.times),
+                Box::new(c.kinds),
+                Box::new(c.bodies),
+                Box::new(c.prevs),
+                Box::new(c.hashes),
+            ],
+        ));
+        self.pending.push(Item::Write(UPDATE_HEAD, vec![Box::new(c.head_seq), Box::new(c.head_hash)]));
+        Ok(())
+    }
+}
+
+/// Approvals and counters read ahead for a batch's decisions (in a write transaction: the log's lock held, the
+/// counters locked, so nothing but this transaction changes them).
+#[derive(Debug)]
+struct Ahead {
+    /// The time they were read live at: a decision at an earlier time is not answered from here.
+    now: i64,
+    /// Per mandate read, its approvals live at `now`, by id.
+    approvals: std::collections::HashMap<String, Vec<StoredApproval>>,
+    /// Every counter read, with its value (0 for none yet).
+    counters: std::collections::HashMap<(String, String), u64>,
+}
+
+impl Ahead {
+    /// What a decision at `now` reads, when everything it needs was read ahead.
+    fn answer(
+        &self,
+        mandates: &[String],
+        counters: &[(String, String)],
+        now: i64,
+    ) -> Option<(Vec<StoredApproval>, Vec<u64>)> {
+        if now < self.now {
+            return None;
+        }
+        let mut approvals = Vec::new();
+        for mandate in mandates {
+            approvals.extend(self.approvals.get(mandate)?.iter().filter(|a| a.expires_at > now).cloned());
+        }
+        let values = counters.iter().map(|key| self.counters.get(key).copied()).collect::<Option<Vec<u64>>>()?;
+        Some((approvals, values))
+    }
+}
+
+/// What waits in a transaction's pipeline.
+enum Item {
+    /// A command sent with the simple protocol.
+    Simple(&'static str),
+    /// A statement and its parameters.
+    Write(&'static str, Vec<Box<dyn ToSql + Sync + Send>>),
+}
+
+/// The columns of entries to insert, and the head after them.
+struct LogColumns {
+    seqs: Vec<i64>,
+    times: Vec<i64>,
+    kinds: Vec<String>,
+    bodies: Vec<String>,
+    prevs: Vec<String>,
+    hashes: Vec<String>,
+    head_seq: i64,
+    head_hash: String,
+}
+
+fn log_statements(entries: &[LogEntry], head: &(u64, String)) -> LogColumns {
+    LogColumns {
+        seqs: entries.iter().map(|e| e.seq as i64).collect(),
+        times: entries.iter().map(|e| e.time).collect(),
+        kinds: entries.iter().map(|e| e.kind.clone()).collect(),
+        bodies: entries.iter().map(|e| e.body.clone()).collect(),
+        prevs: entries.iter().map(|e| e.prev.clone()).collect(),
+        hashes: entries.iter().map(|e| e.hash.clone()).collect(),
+        head_seq: head.0 as i64,
+        head_hash: head.1.clone(),
+    }
+}
+
+impl Tx for PgTx<'_> {
+    fn now(&self) -> Option<i64> {
+        self.store.database_clock.then_some(self.now)
+    }
+
+    fn stops(&mut self) -> StoreResult<Vec<String>> {
+        let rows = self.query("SELECT mandate FROM stops ORDER BY mandate COLLATE \"C\"", &[])?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn facts(&mut self) -> StoreResult<Vec<(String, FactVersion)>> {
+        Ok(self.decision_state()?.facts)
+    }
+
+    fn stop_records(&mut self) -> StoreResult<Vec<StopRecord>> {
+        Ok(self.decision_state()?.records)
+    }
+
+    fn decision_state(&mut self) -> StoreResult<DecisionState> {
+        if let Some(state) = &self.state {
+            return Ok(state.clone());
+        }
+        let rows = self.query(DECISION_STATE, &[])?;
+        let state = decision_state_of(&rows)?;
+        self.state = Some(state.clone());
+        Ok(state)
+    }
+
+    fn read_for_decision(
+        &mut self,
+        mandates: &[String],
+        counters: &[(String, String)],
+        now: i64,
+    ) -> StoreResult<(Vec<StoredApproval>, DecisionState, Vec<u64>)> {
+        if let (Some(ahead), Some(state)) = (&self.ahead, &self.state) {
+            if let Some((approvals, values)) = ahead.answer(mandates, counters, now) {
+                return Ok((approvals, state.clone(), values));
+            }
+        }
+        let names: Vec<&str> = counters.iter().map(|(c, _)| c.as_str()).collect();
+        let windows: Vec<&str> = counters.iter().map(|(_, w)| w.as_str()).collect();
+        let counters_sql = if self.writes { COUNTERS_LOCKED } else { COUNTERS };
+        let kept = self.state.clone();
+        let mut statements: Vec<(&str, Params<'_>)> = Vec::new();
+        if kept.is_none() {
+            statements.push((DECISION_STATE, &[]));
+        }
+        let approvals_params: [&(dyn ToSql + Sync); 2] = [&mandates, &now];
+        let counter_params: [&(dyn ToSql + Sync); 2] = [&names, &windows];
+        if !mandates.is_empty() {
+            statements.push((LIVE_APPROVALS, &approvals_params));
+        }
+        if !counters.is_empty() {
+            statements.push((counters_sql, &counter_params));
+        }
+        let mut results = self.pipeline(&statements)?.into_iter();
+        let state = match kept {
+            Some(state) => state,
+            None => decision_state_of(&results.next().unwrap_or_default())?,
+        };
+        self.state = Some(state.clone());
+        let approvals = if mandates.is_empty() {
+            Vec::new()
+        } else {
+            results.next().unwrap_or_default().iter().map(approval_of).collect()
+        };
+        let mut values = vec![0u64; counters.len()];
+        for row in results.next().unwrap_or_default() {
+            let (counter, window, value): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
+            for (slot, key) in values.iter_mut().zip(counters) {
+                if key.0 == counter && key.1 == window {
+                    *slot = value as u64;
+                }
+            }
+        }
+        Ok((approvals, state, values))
+    }
+
+    fn prefetch(&mut self, mandates: &[String], counters: &[(String, String)], now: i64) -> StoreResult<()> {
+        if !self.writes {
+            return Ok(());
+        }
+        // One round trip for the whole batch; the counters locked in sorted order (`COUNTERS_LOCKED`).
+        let (approvals, state, values) = self.read_for_decision(mandates, counters, now)?;
+        let mut ahead = Ahead {
+            now,
+            approvals: mandates.iter().map(|m| (m.clone(), Vec::new())).collect(),
+            counters: counters.iter().cloned().zip(values).collect(),
+        };
+        for approval in approvals {
+            if let Some(live) = ahead.approvals.get_mut(&approval.mandate) {
+                live.push(approval);
+            }
+        }
+        self.state = Some(state);
+        self.ahead = Some(ahead);
+        Ok(())
+    }
+
+    fn live_approvals(&mut self, mandates: &[String], now: i64) -> StoreResult<Vec<StoredApproval>> {
+        let rows = self.query(LIVE_APPROVALS, &[&mandates, &now])?;
+        Ok(rows.iter().map(approval_of).collect())
+    }
+
+    fn approvals_of_request(&mut self, access_request: &str) -> StoreResult<Vec<StoredApproval>> {
+        let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE access_request = $1 ORDER BY id");
+        Ok(self.query(&sql, &[&access_request])?.iter().map(approval_of).collect())
+    }
+
+    fn approval(&mut self, id: &str) -> StoreResult<Option<StoredApproval>> {
+        let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1");
+        Ok(self.query_opt(&sql, &[&id])?.as_ref().map(approval_of))
+    }
+
+    fn counter(&mut self, counter: &str, window: &str) -> StoreResult<u64> {
+        let sql = if self.writes {
+            "SELECT value FROM counters WHERE counter = $1 AND counter_window = $2 FOR UPDATE"
+        } else {
+            "SELECT value FROM counters WHERE counter = $1 AND counter_window = $2"
+        };
+        let row = self.query_opt(sql, &[&counter, &window])?;
+        Ok(row.map_or(0, |row| row.get::<_, i64>(0) as u64))
+    }
+
+    fn access_request(&mut self, id: &str) -> StoreResult<Option<AccessRequest>> {
+        let sql = format!("SELECT {REQUEST_COLUMNS} FROM access_requests WHERE id = $1");
+        self.query_opt(&sql, &[&id])?.map(|row| request_of(&row, false)).transpose()
+    }
+
+    fn pending_access_request(&mut self, key: &str, now: i64) -> StoreResult<Option<AccessRequest>> {
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM access_requests WHERE key = $1 AND status = 'pending' AND expires_at > $2 \
+             ORDER BY created_at DESC LIMIT 1"
+        );
+        self.query_opt(&sql, &[&key, &now])?.map(|row| request_of(&row, false)).transpose()
+    }
+
+    fn access_requests(&mut self, status: Option<&str>) -> StoreResult<Vec<AccessRequest>> {
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM access_requests WHERE $1::text IS NULL OR status = $1 \
+             ORDER BY created_at DESC, id COLLATE \"C\" LIMIT 1000"
+        );
+        self.query(&sql, &[&status])?.iter().map(|row| request_of(row, false)).collect()
+    }
+
+    fn access_request_page(
+        &mut self,
+        status: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+        keep: &mut dyn FnMut(&AccessRequest) -> bool,
+    ) -> StoreResult<Page> {
+        // As the SQLite store: every request after the cursor is looked at (its arguments cut) until `keep` admitted
+        // one more than the page holds. Read in chunks, so a long list is not held at once.
+        let sql = format!(
+            "SELECT id, status, created_at, expires_at, principal, agent, credential, mandate, tool, target, digest, \
+             manifest, substr(arguments, 1, {LIST_ARGUMENTS_CHARS}), missing_approvals, reasons, chain, decision_id, \
+             key, decided_by, decided_at, log_seq, earlier, char_length(arguments) FROM access_requests \
+             WHERE ($1::text IS NULL OR status = $1) \
+             AND ($2::bigint IS NULL OR created_at < $2 OR (created_at = $2 AND id COLLATE \"C\" > $3)) \
+             ORDER BY created_at DESC, id COLLATE \"C\" LIMIT 500"
+        );
+        let mut page = Page::default();
+        let (mut at, mut id) = (after.map(|c| c.created_at), after.map(|c| c.id.clone()));
+        loop {
+            let rows = self.query(&sql, &[&status, &at, &id])?;
+            let done = rows.len() < 500;
+            for row in &rows {
+                let request = request_of(row, true)?;
+                (at, id) = (Some(request.created_at), Some(request.id.clone()));
+                if !keep(&request) {
+                    continue;
+                }
+                if page.requests.len() == limit {
+                    page.next = page.requests.last().map(Cursor::of);
+                    return Ok(page);
+                }
+                page.requests.push(request);
+            }
+            if done {
+                return Ok(page);
+            }
+        }
+    }
+
+    fn earlier_uses(&mut self, key: &str) -> StoreResult<Vec<EarlierUse>> {
+        let rows = self.query(
+            "SELECT a.id, a.access_request, a.approver, a.consumed_by, a.consumed_at FROM access_requests r \
+             JOIN approvals a ON a.access_request = r.id WHERE r.key = $1 AND a.consumed \
+             ORDER BY a.consumed_at DESC NULLS LAST, a.id COLLATE \"C\" LIMIT $2",
+            &[&key, &(MAX_EARLIER as i64)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| EarlierUse {
+                approval: row.get(0),
+                access_request: row.get(1),
+                approved_by: row.get(2),
+                consumed_by: row.get(3),
+                consumed_at: row.get(4),
+            })
+            .collect())
+    }
+
+    fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>> {
+        let rows = self.query(
+            "SELECT operation, decision_id, tool, time FROM operations WHERE operation = $1 ORDER BY id",
+            &[&operation],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|row| OperationRecord {
+                operation: row.get(0),
+                decision_id: row.get(1),
+                tool: row.get(2),
+                time: row.get(3),
+            })
+            .collect())
+    }
+
+    fn log_head(&mut self) -> StoreResult<(u64, String)> {
+        if self.writes {
+            return Ok(self.head.clone());
+        }
+        let row = self.query_opt("SELECT seq, hash FROM log_head WHERE id = 1", &[])?;
+        Ok(row.map_or((0, GENESIS.to_string()), |row| (row.get::<_, i64>(0) as u64, row.get(1))))
+    }
+
+    fn log_entries(&mut self, from: u64, limit: usize) -> StoreResult<Vec<LogEntry>> {
+        self.queue_log()?;
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows = self.query(
+            "SELECT seq, time, kind, body, prev, hash FROM log WHERE seq >= $1 ORDER BY seq LIMIT $2",
+            &[&(from as i64), &limit],
+        )?;
+        Ok(rows.iter().map(log_of).collect())
+    }
+
+    fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool> {
+        if let Some(ahead) = &mut self.ahead {
+            for live in ahead.approvals.values_mut() {
+                live.retain(|a| a.id != id);
+            }
+        }
+        let changed = self.execute(
+            "UPDATE approvals SET consumed = true, consumed_by = $2, consumed_at = $3 WHERE id = $1 AND NOT consumed \
+             RETURNING 1",
+            &[&id, &decision, &at],
+        )?;
+        Ok(changed == 1)
+    }
+
+    fn increment_counter(&mut self, counter: &str, window: &str) -> StoreResult<u64> {
+        self.counted(counter, window);
+        self.opening()?;
+        let row = self.query_opt(
+            "INSERT INTO counters (counter, counter_window, value) VALUES ($1, $2, 1) \
+             ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + 1 RETURNING value",
+            &[&counter, &window],
+        )?;
+        Ok(row.map_or(0, |row| row.get::<_, i64>(0) as u64))
+    }
+
+    fn count(&mut self, counter: &str, window: &str) -> StoreResult<()> {
+        self.counted(counter, window);
+        self.defer(
+            "INSERT INTO counters (counter, counter_window, value) VALUES ($1, $2, 1) \
+             ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + 1",
+            vec![Box::new(counter.to_string()), Box::new(window.to_string())],
+        )
+    }
+
+    fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()> {
+        self.defer(
+            "INSERT INTO operations (operation, decision_id, tool, time) VALUES ($1, $2, $3, $4)",
+            vec![
+                Box::new(record.operation.clone()),
+                Box::new(record.decision_id.clone()),
+                Box::new(record.tool.clone()),
+                Box::new(record.time),
+            ],
+        )
+    }
+
+    fn insert_approval(&mut self, a: &StoredApproval) -> StoreResult<()> {
+        self.ahead = None;
+        let sql = format!(
+            "INSERT INTO approvals ({APPROVAL_COLUMNS}) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16) RETURNING 1"
+        );
+        self.execute(
+            &sql,
+            &[
+                &a.id,
+                &a.kind,
+                &a.mandate,
+                &a.issued_at,
+                &a.expires_at,
+                &a.tool,
+                &a.target,
+                &a.digest,
+                &a.manifest,
+                &a.single_use,
+                &a.consumed,
+                &a.approver,
+                &a.access_request,
+                &a.consumed_by,
+                &a.consumed_at,
+                &a.agent,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn insert_access_request(&mut self, r: &AccessRequest) -> StoreResult<()> {
+        self.opening()?;
+        // A pending request holds its key in `pending_key` (unique) until it is answered, or until a new request
+        // for the key finds it expired: at most one live pending request per key, whoever files it.
+        let pending_key = (r.status == PENDING).then_some(r.key.as_str());
+        let sql = format!(
+            "INSERT INTO access_requests ({REQUEST_COLUMNS}, pending_key) \
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)"
+        );
+        let (arguments, missing, reasons, chain) =
+            (json(&r.arguments), json(&r.missing_approvals), json(&r.reasons), json(&r.chain));
+        let (log_seq, earlier) = (r.log_seq.map(|seq| seq as i64), (!r.earlier.is_empty()).then(|| json(&r.earlier)));
+        let params: [&(dyn ToSql + Sync); 23] = [
+            &r.id,
+            &r.status,
+            &r.created_at,
+            &r.expires_at,
+            &r.principal,
+            &r.agent,
+            &r.credential,
+            &r.mandate,
+            &r.tool,
+            &r.target,
+            &r.digest,
+            &r.manifest,
+            &arguments,
+            &missing,
+            &reasons,
+            &chain,
+            &r.decision_id,
+            &r.key,
+            &r.decided_by,
+            &r.decided_at,
+            &log_seq,
+            &earlier,
+            &pending_key,
+        ];
+        self.pipeline(&[
+            (
+                "UPDATE access_requests SET pending_key = NULL WHERE pending_key = $1 AND expires_at <= $2",
+                &[&r.key, &r.created_at],
+            ),
+            (&sql, &params),
+        ])?;
+        Ok(())
+    }
+
+    fn decide_access_request(&mut self, id: &str, status: &str, by: &str, at: i64) -> StoreResult<()> {
+        let changed = self.execute(
+            "UPDATE access_requests SET status = $2, decided_by = $3, decided_at = $4, pending_key = NULL \
+             WHERE id = $1 AND status = 'pending' RETURNING 1",
+            &[&id, &status, &by, &at],
+        )?;
+        if changed == 0 {
+            return Err(StoreError(format!("access request `{id}` is not pending (answered already, or unknown)")));
+        }
+        Ok(())
+    }
+
+    fn set_stop(&mut self, mandate: &str, active: bool) -> StoreResult<()> {
+        self.state = None;
+        let sql = if active {
+            "INSERT INTO stops (mandate) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1"
+        } else {
+            "DELETE FROM stops WHERE mandate = $1 RETURNING 1"
+        };
+        self.execute(sql, &[&mandate])?;
+        Ok(())
+    }
+
+    fn set_stop_record(&mut self, stop: &StopRecord) -> StoreResult<()> {
+        self.state = None;
+        self.execute(
+            "INSERT INTO stop_records (id, level, mandate, principal) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO \
+             UPDATE SET level = excluded.level, mandate = excluded.mandate, principal = excluded.principal RETURNING 1",
+            &[&stop.id, &stop.level, &stop.mandate, &stop.principal],
+        )?;
+        Ok(())
+    }
+
+    fn clear_stop_record(&mut self, id: &str) -> StoreResult<bool> {
+        self.state = None;
+        Ok(self.execute("DELETE FROM stop_records WHERE id = $1 RETURNING 1", &[&id])? > 0)
+    }
+
+    fn set_fact(&mut self, name: &str, version: &FactVersion) -> StoreResult<()> {
+        self.state = None;
+        // A number is kept as the bits of its u64 (as SQLite keeps it), a text as text: never one read as the other.
+        let (number, text) = match version {
+            FactVersion::Number(n) => (Some(*n as i64), None),
+            FactVersion::Text(text) => (None, Some(text.as_str())),
+        };
+        self.execute(
+            "INSERT INTO facts (name, number, text) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE \
+             SET number = excluded.number, text = excluded.text RETURNING 1",
+            &[&name, &number, &text],
+        )?;
+        Ok(())
+    }
+
+    fn keep_round(&mut self, key: &str, carried: &str, expires_at: i64, now: i64) -> StoreResult<()> {
+        self.opening()?;
+        self.pipeline(&[
+            ("DELETE FROM rounds WHERE expires_at <= $1", &[&now]),
+            (
+                "INSERT INTO rounds (key, carried, expires_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE \
+                 SET carried = excluded.carried, expires_at = excluded.expires_at",
+                &[&key, &carried, &expires_at],
+            ),
+        ])?;
+        Ok(())
+    }
+
+    fn take_round(&mut self, key: &str, now: i64) -> StoreResult<Option<String>> {
+        self.opening()?;
+        let row = self.query_opt("DELETE FROM rounds WHERE key = $1 RETURNING carried, expires_at", &[&key])?;
+        Ok(row.filter(|row| row.get::<_, i64>(1) > now).map(|row| row.get(0)))
+    }
+
+    fn bundle_revision(&mut self) -> StoreResult<Option<(u64, String)>> {
+        let row = self.query_opt("SELECT revision, policy FROM bundle_revision WHERE id = 1", &[])?;
+        Ok(row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1))))
+    }
+
+    fn set_bundle_revision(&mut self, revision: u64, policy: &str) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO bundle_revision (id, revision, policy) VALUES (1, $1, $2) ON CONFLICT (id) DO UPDATE \
+             SET revision = excluded.revision, policy = excluded.policy RETURNING 1",
+            &[&(revision as i64), &policy],
+        )?;
+        Ok(())
+    }
+
+    fn signed_heads(&mut self) -> StoreResult<Vec<crate::head::SignedHead>> {
+        let rows = self.query("SELECT seq, hash, time, key, signature FROM log_heads ORDER BY id", &[])?;
+        Ok(rows
+            .iter()
+            .map(|row| crate::head::SignedHead {
+                seq: row.get::<_, i64>(0) as u64,
+                hash: row.get(1),
+                time: row.get(2),
+                key: row.get(3),
+                signature: row.get(4),
+            })
+            .collect())
+    }
+
+    fn insert_signed_head(&mut self, head: &crate::head::SignedHead) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO log_heads (seq, hash, time, key, signature) VALUES ($1, $2, $3, $4, $5) RETURNING 1",
+            &[&(head.seq as i64), &head.hash, &head.time, &head.key, &head.signature],
+        )?;
+        Ok(())
+    }
+
+    fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry> {
+        self.writing()?;
+        let (last, prev) = self.head.clone();
+        let seq = last + 1;
+        let hash = entry_hash(&prev, seq, time, kind, body);
+        let entry = LogEntry { seq, time, kind: kind.to_string(), body: body.to_string(), prev, hash };
+        self.head = (seq, entry.hash.clone());
+        self.entries.push(entry.clone());
+        Ok(entry)
+    }
+
+    fn savepoint(&mut self) -> StoreResult<()> {
+        self.savepoint = Some(Savepoint { opened: Opened::No, entries: self.entries.len(), head: self.head.clone() });
+        Ok(())
+    }
+
+    fn release(&mut self, keep: bool) -> StoreResult<()> {
+        let Some(savepoint) = self.savepoint.take() else {
+            return Err(StoreError("no savepoint to release".into()));
+        };
+        if !keep {
+            self.entries.truncate(savepoint.entries.min(self.entries.len()));
+            self.head = savepoint.head;
+            self.state = None;
+            self.ahead = None;
+        }
+        match (savepoint.opened, keep) {
+            // Nothing written: nothing to roll back or release (a failed read stays the transaction's failure).
+            (Opened::No, _) => {}
+            // Nothing was sent since the savepoint: what was queued after it goes with it.
+            (Opened::Queued(at), false) => self.pending.truncate(at),
+            // Everything pending now was queued after the savepoint was sent.
+            (Opened::Sent, false) => {
+                self.pending.clear();
+                self.pending.push(Item::Simple("ROLLBACK TO job; RELEASE job"));
+                // A failure of the job's own statements is undone by the rollback; one of an earlier job's writes
+                // is not (that job was counted done), and the transaction stays failed.
+                if !self.fatal {
+                    self.failed = None;
+                }
+            }
+            // The job's writes wait with the release for the next statement: a failure there fails the batch.
+            (_, true) => self.pending.push(Item::Simple("RELEASE job")),
+        }
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> StoreResult<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        // The log's entries, the head and `COMMIT` in one pipeline; a failure before `COMMIT` is seen in its
+        // statement's result (a `COMMIT` after a failed statement is a rollback).
+        self.queue_log()?;
+        self.pending.push(Item::Simple("COMMIT"));
+        self.flush()?;
+        // Back to the pool.
+        self.client.take();
+        Ok(())
+    }
+}
+
+fn decision_state_of(rows: &[Row]) -> StoreResult<DecisionState> {
+    let mut state = DecisionState::default();
+    for row in rows {
+        let name: String = row.get(1);
+        match row.get::<_, i32>(0) {
+            0 => state.stops.push(name),
+            1 => {
+                let version = match (row.get::<_, Option<i64>>(2), row.get::<_, Option<String>>(3)) {
+                    (Some(number), None) => FactVersion::Number(number as u64),
+                    (None, Some(text)) => FactVersion::Text(text),
+                    _ => return Err(StoreError(format!("fact `{name}` has no version"))),
+                };
+                state.facts.push((name, version));
+            }
+            _ => state.records.push(StopRecord {
+                id: name,
+                level: row.get(3),
+                mandate: row.get(4),
+                principal: row.get(5),
+            }),
+        }
+    }
+    // Sorted bytewise, as SQLite's BINARY collation sorts them (the order decisions see must not depend on the store).
+    state.stops.sort_unstable();
+    state.facts.sort_unstable();
+    state.records.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+    Ok(state)
+}

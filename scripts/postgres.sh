@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL server for the tests of the gateway's PostgreSQL store (docs/scaling.md), from Debian's
+# package: nothing of the machine's own clusters is used or changed.
+#
+#   scripts/postgres.sh install
+#       installs Debian's `postgresql` when its server binaries are missing (idempotent; scripts/test-deps.sh runs it).
+#   scripts/postgres.sh start [--owner PID] [--port PORT]
+#       makes a cluster in a new temporary folder, starts it on 127.0.0.1 (on PORT, else a free port) and prints two
+#       lines: the folder, then the URL of an empty database `remit` (user `remit`, password in the folder's
+#       `password` file, also in the URL). With `--owner PID`, a watcher stops the server and removes the folder
+#       when that process ends (a test killed before it could stop it leaves nothing running).
+#   scripts/postgres.sh stop DIR
+#       stops the server of DIR (fast shutdown) and removes DIR.
+#   scripts/postgres.sh pause DIR / resume DIR
+#       stops the server of DIR and keeps its data / starts it again on the same port (fault tests).
+#
+# The server runs as the `postgres` user when this runs as root (initdb refuses root), as the caller otherwise.
+set -euo pipefail
+
+bin_dir() {
+  local dir
+  for dir in /usr/lib/postgresql/*/bin; do
+    [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] && { echo "$dir"; return 0; }
+  done
+  return 1
+}
+
+install() {
+  bin_dir >/dev/null && return 0
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -qq postgresql >/dev/null 2>&1 \
+    || { $sudo apt-get update -qq && $sudo apt-get install -y -qq postgresql >/dev/null; }
+  bin_dir >/dev/null || { echo "postgres.sh: Debian's postgresql installed no initdb" >&2; exit 1; }
+}
+
+# Runs a command as the server's user.
+as_server() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+start() {
+  local owner="" port=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --owner) owner="$2"; shift 2 ;;
+      --port) port="$2"; shift 2 ;;
+      *) echo "postgres.sh: unknown option \`$1\`" >&2; exit 2 ;;
+    esac
+  done
+  local bin
+  bin="$(bin_dir)" || { echo "postgres.sh: no PostgreSQL server: run \`scripts/postgres.sh install\`" >&2; exit 1; }
+  local dir
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/remit-pg-XXXXXX")"
+  chmod 755 "$dir"
+  local password
+  password="$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')"
+  printf '%s\n' "$password" >"$dir/password"
+  mkdir "$dir/data"
+  [ "$(id -u)" = 0 ] && chown -R postgres "$dir"
+  as_server "$bin/initdb" -D "$dir/data" -U remit --pwfile="$dir/password" --auth-local=trust \
+    --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+    || { cat "$dir/initdb.log" >&2; rm -rf "$dir"; exit 1; }
+  # Throwaway: no fsync (the tests kill processes, not the machine), the socket in the folder, loopback only.
+  cat >>"$dir/data/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir/data'
+fsync = off
+full_page_writes = off
+max_connections = 200
+EOF
+  local tries=0 started=""
+  while [ $tries -lt 5 ] && [ -z "$started" ]; do
+    tries=$((tries + 1))
+    [ -n "$port" ] || port="$(free_port)"
+    if as_server "$bin/pg_ctl" -D "$dir/data" -o "-p $port" -l "$dir/server.log" -w -t 30 start >/dev/null; then
+      started=1
+    else
+      port=""
+    fi
+  done
+  [ -n "$started" ] || { cat "$dir/server.log" >&2 || true; rm -rf "$dir"; exit 1; }
+  echo "$port" >"$dir/port"
+  as_server "$bin/psql" -h "$dir/data" -p "$port" -U remit -d postgres -q -c 'CREATE DATABASE remit' >/dev/null
+  if [ -n "$owner" ]; then
+    # Detached from the caller's session: it outlives the caller to clean up after it.
+    setsid bash -c "while kill -0 $owner 2>/dev/null && [ -d '$dir' ]; do sleep 1; done; '$0' stop '$dir'" \
+      </dev/null >/dev/null 2>&1 &
+  fi
+  echo "$dir"
+  echo "postgres://remit:$password@127.0.0.1:$port/remit"
+}
+
+stop() {
+  local dir="${1:?postgres.sh stop DIR}"
+  [ -d "$dir/data" ] || { rm -rf "$dir"; return 0; }
+  local bin
+  bin="$(bin_dir)"
+  as_server "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+
+pause() {
+  local dir="${1:?postgres.sh pause DIR}"
+  as_server "$(bin_dir)/pg_ctl" -D "$dir/data" -m immediate -w -t 30 stop >/dev/null
+}
+
+resume() {
+  local dir="${1:?postgres.sh resume DIR}"
+  as_server "$(bin_dir)/pg_ctl" -D "$dir/data" -o "-p $(cat "$dir/port")" -l "$dir/server.log" -w -t 30 start \
+    >/dev/null
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) shift; start "$@" ;;
+  stop) stop "${2:-}" ;;
+  pause) pause "${2:-}" ;;
+  resume) resume "${2:-}" ;;
+  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] | stop DIR | pause DIR | resume DIR" >&2
+     exit 2 ;;
+esac

@@ -1,0 +1,873 @@
+//! The store shared by several gateways (docs/scaling.md): one store contract run on SQLite and on PostgreSQL, and
+//! the promises that must hold across replicas — several `Gateway`s on one database (on SQLite, several handles on
+//! one file) — a single-use approval consumed once, a budget of N allowing exactly N, a stop holding on every
+//! replica, an access request answered once, and a PostgreSQL that goes away denying `gateway.store-unavailable`
+//! and coming back without a restart. The servers are real (scripts/postgres.sh, through tests/support/postgres.rs).
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Instant;
+
+use remit_gateway::audit;
+use remit_gateway::core::{ActionError, FixedClock, REASON_STORE};
+use remit_gateway::store::*;
+use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, PostgresOptions, PostgresStore, SqliteStore};
+use remit_host::Runtime;
+use remit_lang::syntax::ast::FactVersion;
+use serde_json::{json, Value};
+use support::examples;
+use support::postgres::{shared, Server};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+const KINDS: [Kind; 2] = [Kind::Sqlite, Kind::Postgres];
+
+/// `n` handles on one new store of `kind` (SQLite: one file; PostgreSQL: one database, a pool each), as `n`
+/// replicas would have; the folder of a SQLite store is removed on drop.
+struct Replicas {
+    stores: Vec<Arc<dyn Store>>,
+    postgres: Vec<Arc<PostgresStore>>,
+    dir: Option<PathBuf>,
+}
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            std::fs::remove_dir_all(dir).ok();
+        }
+    }
+}
+
+fn options(database_clock: bool) -> PostgresOptions {
+    PostgresOptions { database_clock, ..PostgresOptions::default() }
+}
+
+fn replicas_on(kind: Kind, name: &str, n: usize, server: &Server) -> Replicas {
+    match kind {
+        Kind::Sqlite => {
+            let dir = std::env::temp_dir().join(format!("remit-replicas-{name}-{}", std::process::id()));
+            std::fs::remove_dir_all(&dir).ok();
+            std::fs::create_dir_all(&dir).unwrap();
+            let stores = (0..n)
+                .map(|_| Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap()) as _)
+                .collect();
+            Replicas { stores, postgres: Vec::new(), dir: Some(dir) }
+        }
+        Kind::Postgres => {
+            let url = server.database(name);
+            let postgres: Vec<Arc<PostgresStore>> =
+                (0..n).map(|_| Arc::new(PostgresStore::connect(&url, None, &options(true)).unwrap())).collect();
+            let stores = postgres.iter().map(|s| s.clone() as Arc<dyn Store>).collect();
+            Replicas { stores, postgres, dir: None }
+        }
+    }
+}
+
+fn replicas(kind: Kind, name: &str, n: usize) -> Replicas {
+    replicas_on(kind, &format!("{name}_{kind:?}"), n, shared())
+}
+
+fn policy_of(source: &str) -> Policy {
+    let program = examples::compile(&[("shop.remit".into(), source.into())]);
+    let wasm = remit_lang::wasm::compile(&program).unwrap();
+    let compiled = Runtime::new().unwrap().load(&wasm).unwrap();
+    Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap()
+}
+
+/// A gateway per store, serving `source`, by the system's clock (PostgreSQL: the database's).
+fn gateways(replicas: &Replicas, source: &str) -> Vec<Arc<Gateway>> {
+    let clock = Arc::new(remit_gateway::SystemClock);
+    let gateway = |store: &Arc<dyn Store>| {
+        Arc::new(Gateway::new(policy_of(source), store.clone(), clock.clone(), Config::default()))
+    };
+    replicas.stores.iter().map(gateway).collect()
+}
+
+/// Runs `n` calls of `request` at once, spread over `gateways` in turn; the number of allows.
+fn concurrently(gateways: &[Arc<Gateway>], request: &[u8], n: usize) -> usize {
+    let barrier = Barrier::new(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let (barrier, gateway) = (&barrier, &gateways[i % gateways.len()]);
+                scope.spawn(move || {
+                    barrier.wait();
+                    gateway.decide(request).allowed()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count()
+    })
+}
+
+fn log(store: &dyn Store) -> Vec<LogEntry> {
+    audit::read_all(store).unwrap()
+}
+
+fn decisions(entries: &[LogEntry]) -> Vec<(u64, Value)> {
+    entries
+        .iter()
+        .filter(|e| e.kind == "decision")
+        .map(|e| (e.seq, serde_json::from_str::<Value>(&e.body).unwrap()))
+        .collect()
+}
+
+fn outcome(body: &Value) -> &str {
+    body["decision"]["decision"].as_str().unwrap_or("")
+}
+
+const GATED: &str = r#"
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow make_payment
+  require approval commercial_terms for make_payment
+}
+"#;
+
+const BUDGET: &str = r#"
+mandate shop for "user:alice" {
+  holder "agent:shopper"
+  allow make_payment
+  require operation id for make_payment
+  budget per_op: at most 5 calls to make_payment per operation
+}
+"#;
+
+fn payment(operation: &str) -> Vec<u8> {
+    json!({
+        "subject": {"id": "agent:shopper"},
+        "action": {"name": "make_payment", "arguments": {"merchant": "acme-grocer", "amount": "80.00 USD"}},
+        "resource": {"id": "order:1"},
+        "context": {"operation_id": operation}
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn approval(id: &str, mandate: &str, expires_at: i64) -> StoredApproval {
+    StoredApproval {
+        id: id.into(),
+        kind: "k".into(),
+        mandate: mandate.into(),
+        issued_at: 0,
+        expires_at,
+        tool: Some("make_payment".into()),
+        target: None,
+        digest: Some("sha256:d".into()),
+        manifest: None,
+        single_use: true,
+        consumed: false,
+        approver: "user:a".into(),
+        access_request: None,
+        consumed_by: None,
+        consumed_at: None,
+        agent: Some("agent:shopper".into()),
+    }
+}
+
+fn request(id: &str, key: &str, created_at: i64, expires_at: i64) -> AccessRequest {
+    AccessRequest {
+        id: id.into(),
+        status: PENDING.into(),
+        created_at,
+        expires_at,
+        principal: Some("user:alice".into()),
+        agent: "agent:shopper".into(),
+        credential: None,
+        mandate: "shop".into(),
+        tool: "make_payment".into(),
+        target: Some("order:1".into()),
+        digest: "sha256:d".into(),
+        manifest: None,
+        arguments: json!({"amount": "3.3", "note": "ünïcode"}),
+        missing_approvals: json!([{"kind": "k"}]),
+        reasons: vec!["approval.missing".into()],
+        chain: vec!["shop".into()],
+        decision_id: format!("dec-{id}"),
+        key: key.into(),
+        decided_by: None,
+        decided_at: None,
+        log_seq: Some(1),
+        earlier: Vec::new(),
+        arguments_truncated: None,
+    }
+}
+
+/// What every store must do, the same on both.
+fn contract(kind: Kind, store: &dyn Store) {
+    // Stops, stops with ids and facts: read sorted bytewise, a fact's version keeping its type.
+    let mut tx = store.begin().unwrap();
+    for stop in ["m-b", "m-a", "M-c", "m-ä", "m-a"] {
+        tx.set_stop(stop, true).unwrap();
+    }
+    tx.set_fact("zeta", &FactVersion::Number(u64::MAX)).unwrap();
+    tx.set_fact("alpha", &FactVersion::Text("1e3".into())).unwrap();
+    tx.set_fact("Beta", &FactVersion::Number(7)).unwrap();
+    for (id, mandate) in [("S-2", Some("m")), ("S-1", None), ("S-3", Some("n"))] {
+        let principal = mandate.is_none().then(|| "user:p".to_string());
+        let stop = StopRecord { id: id.into(), level: "pause".into(), mandate: mandate.map(str::to_string), principal };
+        tx.set_stop_record(&stop).unwrap();
+    }
+    assert!(tx.clear_stop_record("S-3").unwrap());
+    assert!(!tx.clear_stop_record("S-3").unwrap());
+    tx.commit().unwrap();
+    let state = store.begin_read().unwrap().decision_state().unwrap();
+    assert_eq!(state.stops, ["M-c", "m-a", "m-b", "m-ä"], "{kind:?}");
+    let facts: Vec<&str> = state.facts.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(facts, ["Beta", "alpha", "zeta"], "{kind:?}");
+    assert_eq!(state.facts[1].1, FactVersion::Text("1e3".into()), "{kind:?}");
+    assert_eq!(state.facts[2].1, FactVersion::Number(u64::MAX), "{kind:?}");
+    let ids: Vec<&str> = state.records.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["S-1", "S-2"], "{kind:?}");
+    let mut tx = store.begin().unwrap();
+    assert_eq!(tx.decision_state().unwrap(), state);
+    tx.set_stop("m-b", false).unwrap();
+    assert_eq!(tx.stops().unwrap(), ["M-c", "m-a", "m-ä"], "{kind:?}: a transaction reads its own writes");
+    assert_eq!(tx.decision_state().unwrap().stops, ["M-c", "m-a", "m-ä"], "{kind:?}: also after reading them");
+    tx.savepoint().unwrap();
+    tx.set_fact("zeta", &FactVersion::Number(1)).unwrap();
+    assert_eq!(tx.decision_state().unwrap().facts[2].1, FactVersion::Number(1));
+    tx.release(false).unwrap();
+    assert_eq!(tx.decision_state().unwrap().facts[2].1, FactVersion::Number(u64::MAX), "{kind:?}: rolled back");
+    tx.commit().unwrap();
+
+    // Approvals: live ones by mandate in the order asked, then by id; consumed once.
+    let mut tx = store.begin().unwrap();
+    for a in [approval("a2", "m", 100), approval("a1", "m", 100), approval("a3", "n", 100), approval("a4", "m", 50)] {
+        tx.insert_approval(&a).unwrap();
+    }
+    let live: Vec<String> =
+        tx.live_approvals(&["n".into(), "m".into()], 60).unwrap().into_iter().map(|a| a.id).collect();
+    assert_eq!(live, ["a3", "a1", "a2"], "{kind:?}");
+    assert!(tx.consume_approval("a1", "dec-1", 61).unwrap());
+    assert!(!tx.consume_approval("a1", "dec-2", 62).unwrap(), "{kind:?}: consumed once");
+    assert!(!tx.consume_approval("nope", "dec-2", 62).unwrap());
+    tx.commit().unwrap();
+    let consumed = store.begin().unwrap().approval("a1").unwrap().unwrap();
+    assert_eq!(
+        (consumed.consumed, consumed.consumed_by.as_deref(), consumed.consumed_at),
+        (true, Some("dec-1"), Some(61))
+    );
+    assert_eq!(store.begin().unwrap().approval("a2").unwrap(), Some(approval("a2", "m", 100)), "{kind:?}");
+
+    // Counters, and what a decision reads at once.
+    let mut tx = store.begin().unwrap();
+    assert_eq!(tx.increment_counter("c", "total").unwrap(), 1);
+    assert_eq!(tx.increment_counter("c", "total").unwrap(), 2);
+    tx.commit().unwrap();
+    let mut tx = store.begin().unwrap();
+    let keys = [("z".to_string(), "total".to_string()), ("c".to_string(), "total".to_string())];
+    let (approvals, state, counters) = tx.read_for_decision(&["m".into()], &keys, 60).unwrap();
+    assert_eq!(counters, [0, 2], "{kind:?}: in the order asked");
+    assert_eq!(approvals.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), ["a2"], "{kind:?}");
+    assert_eq!(state.stops, ["M-c", "m-a", "m-ä"]);
+    drop(tx);
+    // Read ahead for a batch: answered as the store would, the transaction's own writes included, also after a
+    // savepoint is rolled back.
+    let ids = |approvals: Vec<StoredApproval>| approvals.into_iter().map(|a| a.id).collect::<Vec<_>>();
+    let mut tx = store.begin().unwrap();
+    tx.prefetch(&["m".into(), "n".into()], &keys, 60).unwrap();
+    let (approvals, _, counters) = tx.read_for_decision(&["m".into()], &keys, 60).unwrap();
+    assert_eq!((ids(approvals), counters), (vec!["a2".to_string()], vec![0, 2]), "{kind:?}");
+    tx.savepoint().unwrap();
+    tx.count("c", "total").unwrap();
+    assert!(tx.consume_approval("a2", "dec-3", 61).unwrap());
+    tx.release(true).unwrap();
+    let (approvals, _, counters) = tx.read_for_decision(&["n".into(), "m".into()], &keys, 61).unwrap();
+    assert_eq!((ids(approvals), counters), (vec!["a3".to_string()], vec![0, 3]), "{kind:?}: its own writes");
+    tx.savepoint().unwrap();
+    tx.count("c", "total").unwrap();
+    tx.release(false).unwrap();
+    let (_, _, counters) = tx.read_for_decision(&[], &keys, 61).unwrap();
+    assert_eq!(counters, [0, 3], "{kind:?}: the rolled-back count is not counted");
+    drop(tx);
+    assert_eq!(store.begin().unwrap().counter("c", "total").unwrap(), 2, "{kind:?}: dropped, nothing kept");
+
+    // Access requests: one pending per key while live; a new one once it expired.
+    let mut tx = store.begin().unwrap();
+    tx.insert_access_request(&request("r1", "k", 10, 100)).unwrap();
+    assert_eq!(tx.pending_access_request("k", 20).unwrap().map(|r| r.id), Some("r1".into()));
+    tx.decide_access_request("r1", APPROVED, "user:alice", 30).unwrap();
+    assert_eq!(tx.pending_access_request("k", 40).unwrap(), None);
+    tx.insert_access_request(&request("r2", "k", 40, 50)).unwrap();
+    tx.insert_access_request(&request("r3", "k", 60, 200)).unwrap();
+    assert_eq!(tx.pending_access_request("k", 70).unwrap().map(|r| r.id), Some("r3".into()));
+    tx.commit().unwrap();
+    let mut tx = store.begin().unwrap();
+    let r1 = tx.access_request("r1").unwrap().unwrap();
+    assert_eq!((r1.status.as_str(), r1.decided_by.as_deref()), (APPROVED, Some("user:alice")));
+    assert_eq!(r1.arguments, json!({"amount": "3.3", "note": "ünïcode"}), "{kind:?}");
+    let all: Vec<String> = tx.access_requests(None).unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(all, ["r3", "r2", "r1"], "{kind:?}: newest first");
+    let page = tx.access_request_page(Some(PENDING), None, 1, &mut |_| true).unwrap();
+    assert_eq!(page.requests.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r3"]);
+    let next = tx.access_request_page(Some(PENDING), page.next.as_ref(), 1, &mut |_| true).unwrap();
+    assert_eq!(next.requests.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r2"], "{kind:?}");
+    drop(tx);
+
+    // The log: a savepoint rolled back takes its writes and its entries with it; the chain holds.
+    let mut tx = store.begin().unwrap();
+    tx.append_log(100, "stop", "{\"n\":1}").unwrap();
+    tx.savepoint().unwrap();
+    tx.append_log(101, "stop", "{\"n\":2}").unwrap();
+    tx.set_stop("rolled-back", true).unwrap();
+    tx.release(false).unwrap();
+    tx.savepoint().unwrap();
+    tx.release(true).unwrap();
+    tx.savepoint().unwrap();
+    tx.set_stop("kept", true).unwrap();
+    tx.release(true).unwrap();
+    let third = tx.append_log(102, "stop", "{\"n\":3}").unwrap();
+    assert_eq!(third.seq, 2, "{kind:?}");
+    assert_eq!(tx.log_head().unwrap(), (2, third.hash.clone()));
+    tx.commit().unwrap();
+    let entries = log(store);
+    assert_eq!(audit::verify(entries.clone()).unwrap(), 2, "{kind:?}");
+    assert_eq!(entries[1].body, "{\"n\":3}");
+    let stops = store.begin().unwrap().stops().unwrap();
+    assert!(stops.contains(&"kept".to_string()) && !stops.contains(&"rolled-back".to_string()), "{kind:?}");
+    // A transaction dropped without a commit leaves nothing.
+    let mut tx = store.begin().unwrap();
+    tx.append_log(103, "stop", "{}").unwrap();
+    tx.set_stop("dropped", true).unwrap();
+    drop(tx);
+    assert_eq!(log(store).len(), 2, "{kind:?}");
+    assert!(!store.begin().unwrap().stops().unwrap().contains(&"dropped".to_string()));
+
+    // Rounds, operations, the bundle revision, signed heads.
+    let mut tx = store.begin().unwrap();
+    tx.keep_round("round", "{\"x\":1}", 500, 100).unwrap();
+    tx.record_operation(&OperationRecord {
+        operation: "op".into(),
+        decision_id: "d1".into(),
+        tool: "t".into(),
+        time: 5,
+    })
+    .unwrap();
+    tx.record_operation(&OperationRecord {
+        operation: "op".into(),
+        decision_id: "d2".into(),
+        tool: "t".into(),
+        time: 6,
+    })
+    .unwrap();
+    tx.set_bundle_revision(3, "sha256:p").unwrap();
+    let head = remit_gateway::head::SignedHead {
+        seq: 2,
+        hash: third.hash.clone(),
+        time: 102,
+        key: "ed25519:k".into(),
+        signature: "s".into(),
+    };
+    tx.insert_signed_head(&head).unwrap();
+    tx.commit().unwrap();
+    let mut tx = store.begin().unwrap();
+    assert_eq!(tx.take_round("round", 600).unwrap(), None, "{kind:?}: expired");
+    tx.keep_round("round", "{\"x\":2}", 500, 100).unwrap();
+    assert_eq!(tx.take_round("round", 200).unwrap().as_deref(), Some("{\"x\":2}"));
+    assert_eq!(tx.take_round("round", 200).unwrap(), None, "{kind:?}: taken once");
+    let ops: Vec<String> = tx.operations("op").unwrap().into_iter().map(|o| o.decision_id).collect();
+    assert_eq!(ops, ["d1", "d2"], "{kind:?}");
+    assert_eq!(tx.bundle_revision().unwrap(), Some((3, "sha256:p".into())));
+    assert_eq!(tx.signed_heads().unwrap(), [head]);
+    tx.commit().unwrap();
+}
+
+#[test]
+fn the_store_contract_holds_on_sqlite_and_postgresql() {
+    for kind in KINDS {
+        let replicas = replicas(kind, "contract", 1);
+        contract(kind, replicas.stores[0].as_ref());
+    }
+}
+
+#[test]
+fn three_hundred_calls_on_two_replicas_with_one_single_use_approval_allow_exactly_once() {
+    for kind in KINDS {
+        let replicas = replicas(kind, "single_use", 2);
+        let gateways = gateways(&replicas, GATED);
+        let first = gateways[0].decide(&payment("op-1"));
+        assert_eq!(first.outcome, "escalate", "{kind:?}: {}", first.decision);
+        let request = first.access_request.clone().unwrap();
+        // Approved through the other replica.
+        let minted = gateways[1].approve(&request.id, "user:alice").unwrap();
+        assert_eq!(minted.len(), 1);
+        assert_eq!(concurrently(&gateways, &payment("op-1"), 300), 1, "{kind:?}");
+        let entries = log(replicas.stores[1].as_ref());
+        assert_eq!(audit::verify(entries.clone()).unwrap(), 1 + 1 + 300, "{kind:?}: every decision in one chain");
+        let allows: Vec<Value> =
+            decisions(&entries).into_iter().map(|(_, b)| b).filter(|b| outcome(b) == "allow").collect();
+        assert_eq!(allows.len(), 1, "{kind:?}");
+        let approval = replicas.stores[0].begin().unwrap().approval(&minted[0].id).unwrap().unwrap();
+        assert_eq!(approval.consumed_by.as_deref(), allows[0]["id"].as_str(), "{kind:?}: consumed by the allow");
+    }
+}
+
+#[test]
+fn a_budget_of_five_allows_exactly_five_of_three_hundred_calls_on_two_replicas() {
+    for kind in KINDS {
+        let replicas = replicas(kind, "budget", 2);
+        let gateways = gateways(&replicas, BUDGET);
+        assert_eq!(concurrently(&gateways, &payment("op-1"), 300), 5, "{kind:?}");
+        assert_eq!(replicas.stores[0].begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 5, "{kind:?}");
+        let entries = log(replicas.stores[0].as_ref());
+        let allows = decisions(&entries).iter().filter(|(_, b)| outcome(b) == "allow").count();
+        assert_eq!(allows, 5, "{kind:?}: the counter equals the allows logged");
+        assert_eq!(audit::verify(entries).unwrap(), 300);
+        assert!(gateways[1].decide(&payment("op-2")).allowed(), "{kind:?}: another operation counts anew");
+    }
+}
+
+/// Calls stream through one replica while a stop is set through the other: no call that began after the stop was
+/// set is allowed, and in the log no allow follows the stop's entry.
+#[test]
+fn a_stop_set_through_one_replica_holds_on_the_other_before_the_call_returns() {
+    for kind in KINDS {
+        let replicas = replicas(kind, "stop", 2);
+        let gateways = gateways(&replicas, BUDGET.replace("at most 5", "at most 100000").as_str());
+        let stopped = AtomicBool::new(false);
+        let done = AtomicBool::new(false);
+        let (late_allows, calls) = std::thread::scope(|scope| {
+            let callers: Vec<_> = (0..8)
+                .map(|i| {
+                    let (gateway, stopped, done) = (&gateways[1], &stopped, &done);
+                    scope.spawn(move || {
+                        let (mut late, mut calls) = (0, 0);
+                        while !done.load(Ordering::SeqCst) {
+                            let after_stop = stopped.load(Ordering::SeqCst);
+                            let decided = gateway.decide(&payment(&format!("op-{i}")));
+                            calls += 1;
+                            late += usize::from(after_stop && decided.allowed());
+                        }
+                        (late, calls)
+                    })
+                })
+                .collect();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            gateways[0].set_stop("shop", true, "admin").unwrap();
+            stopped.store(true, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            done.store(true, Ordering::SeqCst);
+            callers.into_iter().map(|c| c.join().unwrap()).fold((0, 0), |(l, c), (l2, c2)| (l + l2, c + c2))
+        });
+        assert_eq!(late_allows, 0, "{kind:?}: {late_allows} allows after the stop returned, of {calls} calls");
+        let entries = log(replicas.stores[1].as_ref());
+        let stop = entries.iter().find(|e| e.kind == "stop").expect("the stop's entry").seq;
+        let decided = decisions(&entries);
+        assert!(decided.iter().any(|(seq, b)| *seq < stop && outcome(b) == "allow"), "{kind:?}: allows before it");
+        let after: Vec<u64> =
+            decided.iter().filter(|(seq, b)| *seq > stop && outcome(b) == "allow").map(|(s, _)| *s).collect();
+        assert!(after.is_empty(), "{kind:?}: allows logged after the stop: {after:?}");
+        assert!(decided.iter().any(|(seq, _)| *seq > stop), "{kind:?}: calls went on after the stop");
+        audit::verify(entries).unwrap();
+    }
+}
+
+/// Two approvers answer one access request at once through two replicas: one answer, one set of approvals.
+#[test]
+fn two_principals_answering_one_request_on_two_replicas_mint_one_approval() {
+    for kind in KINDS {
+        let replicas = replicas(kind, "answer_once", 2);
+        let gateways = gateways(&replicas, GATED);
+        for round in 0..10 {
+            let escalated = gateways[0].decide(&payment(&format!("op-{round}")));
+            let id = escalated.access_request.unwrap().id;
+            let barrier = Barrier::new(2);
+            let answers: Vec<Result<usize, ActionError>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = gateways
+                    .iter()
+                    .map(|gateway| {
+                        let (barrier, id) = (&barrier, &id);
+                        scope.spawn(move || {
+                            barrier.wait();
+                            gateway.approve(id, "user:alice").map(|minted| minted.len())
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert_eq!(answers.iter().filter(|a| a.is_ok()).count(), 1, "{kind:?}: {answers:?}");
+            let minted = replicas.stores[1].begin().unwrap().approvals_of_request(&id).unwrap();
+            assert_eq!(minted.len(), 1, "{kind:?}");
+            // The allow consumes it; the next round's call escalates anew.
+            assert!(gateways[1].decide(&payment(&format!("op-{round}"))).allowed(), "{kind:?}");
+        }
+    }
+}
+
+/// Replicas starting at once on an empty database: each sees the schema, which was made once.
+#[test]
+fn replicas_starting_at_once_migrate_the_schema_once() {
+    let url = shared().database("migrate_once");
+    let stores: Vec<PostgresStore> = std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            (0..6).map(|_| scope.spawn(|| PostgresStore::connect(&url, None, &options(true)).unwrap())).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for store in &stores {
+        assert_eq!(store.schema_version().unwrap(), 1);
+    }
+    assert_eq!(stores[0].schema_history().unwrap().len(), 1, "one migration applied, once");
+    contract(Kind::Postgres, &stores[3]);
+}
+
+/// A database of a later schema is refused, not written by a gateway that does not know it.
+#[test]
+fn a_database_of_a_later_schema_is_refused() {
+    let url = shared().database("later_schema");
+    let store = PostgresStore::connect(&url, None, &options(true)).unwrap();
+    store.execute_raw("INSERT INTO remit_schema (version, applied_by) VALUES (99, 'a later gateway')").unwrap();
+    let refused = PostgresStore::connect(&url, None, &options(true)).unwrap_err();
+    assert!(refused.0.contains("schema version 99"), "{refused}");
+}
+
+/// The decisions of every replica are timed by the database's clock: a gateway whose own clock is a year off still
+/// logs the database's time, and expires approvals by it.
+#[test]
+fn replicas_decide_by_the_database_clock() {
+    let url = shared().database("one_clock");
+    let store = Arc::new(PostgresStore::connect(&url, None, &options(true)).unwrap());
+    let system = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let off = Arc::new(FixedClock::new(system - 365 * 86_400));
+    let gateway = Gateway::new(policy_of(BUDGET), store.clone(), off, Config::default());
+    assert!(gateway.decide(&payment("op-1")).allowed());
+    let entries = log(store.as_ref());
+    let time = entries.last().unwrap().time;
+    assert!((time - system).abs() < 60, "the entry's time {time} is the database's, not the gateway's");
+    let tx = store.begin().unwrap();
+    assert!((tx.now().unwrap() - system).abs() < 60);
+    drop(tx);
+    // Without the database's clock, the gateway's decides.
+    let own = PostgresStore::connect(&url, None, &options(false)).unwrap();
+    assert_eq!(own.begin().unwrap().now(), None);
+}
+
+/// The server goes away: every call is denied `gateway.store-unavailable` (never allowed), and once it is back the
+/// same gateway decides again, without a restart.
+#[test]
+fn postgresql_unreachable_denies_store_unavailable_and_recovers_without_restart() {
+    let server = Server::start();
+    let replicas = replicas_on(Kind::Postgres, "unreachable", 2, &server);
+    let gateways = gateways(&replicas, BUDGET.replace("at most 5", "at most 1000").as_str());
+    for gateway in &gateways {
+        assert!(gateway.decide(&payment("op-1")).allowed());
+    }
+    server.pause();
+    for gateway in &gateways {
+        for _ in 0..3 {
+            let started = Instant::now();
+            let decided = gateway.decide(&payment("op-1"));
+            assert_eq!(decided.outcome, "deny");
+            assert_eq!(decided.reasons, [REASON_STORE]);
+            assert!(decided.logged.is_none());
+            assert!(started.elapsed().as_secs() < 20, "denied in bounded time");
+        }
+        assert!(gateway.set_stop("shop", true, "admin").is_err(), "an admin action fails too");
+    }
+    server.resume();
+    for gateway in &gateways {
+        let decided = gateway.decide(&payment("op-1"));
+        assert!(decided.allowed(), "the first call after the server is back: {}", decided.decision);
+    }
+    let entries = log(replicas.stores[0].as_ref());
+    assert_eq!(audit::verify(entries.clone()).unwrap(), 4, "the denied calls were not logged, the others were");
+    assert_eq!(replicas.stores[0].begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 4);
+    // A password given apart from the URL (`remit serve --store-password-file`, `REMIT_STORE_PASSWORD`).
+    let (bare, password) = server.url_and_password(server.url());
+    assert!(PostgresStore::connect(&bare, Some(&password), &options(true)).is_ok());
+    let wrong = PostgresStore::connect(&bare, Some("wrong"), &options(true)).unwrap_err();
+    assert!(!wrong.0.contains(&password), "{wrong}");
+    let _ = &replicas.postgres;
+}
+
+/// Not a test: decisions per second, and the PostgreSQL store's statements and round trips per decision, on SQLite
+/// and on PostgreSQL with one and with two replicas, interleaved round by round in one process; prints the medians.
+/// Cases: `pay` (each caller its own operation: a budget counted per call), `hot` (every call the same operation: one
+/// counter row for all), `read` (an allow without obligations: only its log entry is written).
+/// `cargo test --release --test gateway_postgres -- --ignored --nocapture measure` (docs/scaling.md).
+#[test]
+#[ignore]
+fn measure_decisions_per_second() {
+    const CALLERS: usize = 16;
+    const CALLS: usize = 2_000;
+    const ROUNDS: usize = 5;
+    let tool = "tool view_orders(merchant: string) {\n  effects read_only\n}\n";
+    let allowed = "  allow make_payment\n  allow view_orders\n";
+    let source =
+        tool.to_string() + &BUDGET.replace("at most 5", "at most 1000000").replace("  allow make_payment\n", allowed);
+    let view =
+        json!({"subject": {"id": "agent:shopper"}, "action": {"name": "view_orders", "arguments": {"merchant": "m"}}})
+            .to_string()
+            .into_bytes();
+    let setups: Vec<(&str, Replicas)> = vec![
+        ("sqlite, 1 gateway", replicas(Kind::Sqlite, "measure", 1)),
+        ("postgresql, 1 replica", replicas(Kind::Postgres, "measure_one", 1)),
+        ("postgresql, 2 replicas", replicas(Kind::Postgres, "measure_two", 2)),
+    ];
+    let cases = ["pay", "hot", "read"];
+    // (case, setup) → per round: decisions/s, statements and round trips per decision.
+    let mut results: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); cases.len() * setups.len()];
+    for round in 0..ROUNDS {
+        for (c, case) in cases.iter().enumerate() {
+            for (i, (_, replicas)) in setups.iter().enumerate() {
+                let gateways = gateways(replicas, &source);
+                let totals = |replicas: &Replicas| {
+                    replicas.postgres.iter().fold((0, 0), |(s, r), store| {
+                        let stats = store.stats();
+                        (s + stats.statements.load(Ordering::Relaxed), r + stats.round_trips.load(Ordering::Relaxed))
+                    })
+                };
+                let before = totals(replicas);
+                let started = Instant::now();
+                std::thread::scope(|scope| {
+                    for caller in 0..CALLERS {
+                        let gateway = &gateways[caller % gateways.len()];
+                        let request = match *case {
+                            "pay" => payment(&format!("op-{round}-{caller}")),
+                            "hot" => payment(&format!("op-{round}")),
+                            _ => view.clone(),
+                        };
+                        scope.spawn(move || {
+                            for _ in 0..CALLS / CALLERS {
+                                let decided = gateway.decide(&request);
+                                assert!(decided.allowed(), "{}", decided.decision);
+                            }
+                        });
+                    }
+                });
+                let elapsed = started.elapsed().as_secs_f64();
+                let after = totals(replicas);
+                let calls = CALLS as f64;
+                results[c * setups.len() + i].push((
+                    calls / elapsed,
+                    (after.0 - before.0) as f64 / calls,
+                    (after.1 - before.1) as f64 / calls,
+                ));
+            }
+        }
+    }
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    println!("{CALLERS} callers, {CALLS} logged decisions per case and round, {ROUNDS} rounds, medians");
+    for (c, case) in cases.iter().enumerate() {
+        for (i, (name, _)) in setups.iter().enumerate() {
+            let runs = &results[c * setups.len() + i];
+            let rate = median(runs.iter().map(|r| r.0).collect());
+            let (statements, trips) =
+                (median(runs.iter().map(|r| r.1).collect()), median(runs.iter().map(|r| r.2).collect()));
+            if name.starts_with("postgresql") {
+                let per = format!("{statements:.2} statements, {trips:.2} round trips per decision");
+                println!("{case:>4} | {name}: {rate:.0} decisions/s, {per}");
+            } else {
+                println!("{case:>4} | {name}: {rate:.0} decisions/s");
+            }
+        }
+    }
+}
+
+/// Two `remit serve` processes on one database (the password from a file for one, from the environment for the
+/// other): a budget of 5 allows exactly 5 of 60 HTTP calls spread over both; one killed, the other goes on; and
+/// `remit audit verify` checks the one log of both through the database.
+#[test]
+fn two_remit_serve_processes_share_one_database_and_one_verifiable_log() {
+    use remit_gateway::client::blocking::request;
+    use std::process::{Command, Stdio};
+    use support::served::Served;
+    let url = shared().database("two_processes");
+    let (bare, password) = shared().url_and_password(&url);
+    let dir = std::env::temp_dir().join(format!("remit-two-processes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("shop.remit"), BUDGET).unwrap();
+    std::fs::write(dir.join("password"), format!("{password}\n")).unwrap();
+    let serve = |password_file: bool| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["serve", dir.join("shop.remit").to_str().unwrap(), "--listen", "127.0.0.1:0", "--store", &bare]);
+        command.env_remove("REMIT_STORE_PASSWORD").stderr(Stdio::inherit());
+        if password_file {
+            command.arg("--store-password-file").arg(dir.join("password"));
+        } else {
+            command.env("REMIT_STORE_PASSWORD", &password);
+        }
+        Served::start(&mut command)
+    };
+    let (a, b) = (serve(true), serve(false));
+    let decide = |served: &Served, operation: &str| {
+        let body = payment(operation);
+        let response = request("POST", &format!("{}/v1/decide", served.url), &[], Some(&body)).unwrap();
+        assert_eq!(response.status, 200, "{}", String::from_utf8_lossy(&response.body));
+        let decision: Value = serde_json::from_slice(&response.body).unwrap();
+        decision["decision"] == "allow"
+    };
+    let allows = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..60)
+            .map(|i| {
+                let (served, decide) = (if i % 2 == 0 { &a } else { &b }, &decide);
+                scope.spawn(move || decide(served, "op-1"))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count()
+    });
+    assert_eq!(allows, 5);
+    let mut a = a;
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    assert!(decide(&b, "op-2"), "the other replica goes on");
+    let verified = Command::new(support::remit_bin())
+        .args(["audit", "verify", &bare])
+        .env("REMIT_STORE_PASSWORD", &password)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{said}{}", String::from_utf8_lossy(&verified.stderr));
+    assert!(said.contains("61 entries, the chain holds"), "every decision of both in the log: {said}");
+    // A changed entry is found.
+    let store = PostgresStore::connect(&url, None, &options(true)).unwrap();
+    store.execute_raw("UPDATE log SET body = replace(body, 'op-2', 'op-3') WHERE seq = 61").unwrap();
+    let verified = Command::new(support::remit_bin()).args(["audit", "verify", &url]).output().unwrap();
+    let said = String::from_utf8_lossy(&verified.stdout);
+    assert!(!verified.status.success() && said.contains("the chain is broken at entry 61"), "{said}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `remit serve` on PostgreSQL: `/ready` says 503 while the database is down, and every call is denied
+/// `gateway.store-unavailable`; when it is back, ready again and deciding, the same process.
+#[test]
+fn remit_serve_is_not_ready_while_postgresql_is_down_and_recovers() {
+    use remit_gateway::client::blocking::request;
+    use std::process::{Command, Stdio};
+    use support::served::Served;
+    let server = Server::start();
+    let url = server.database("ready");
+    let dir = std::env::temp_dir().join(format!("remit-ready-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("shop.remit"), BUDGET).unwrap();
+    let served = Served::start(
+        Command::new(support::remit_bin())
+            .args(["serve", dir.join("shop.remit").to_str().unwrap(), "--listen", "127.0.0.1:0", "--store", &url])
+            .stderr(Stdio::null()),
+    );
+    let ready = || request("GET", &format!("{}/ready", served.url), &[], None).unwrap().status;
+    let decide = || {
+        let body = payment("op-1");
+        let response = request("POST", &format!("{}/v1/decide", served.url), &[], Some(&body)).unwrap();
+        serde_json::from_slice::<Value>(&response.body).unwrap()
+    };
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    server.pause();
+    assert_eq!(ready(), 503);
+    let denied = decide();
+    assert_eq!((denied["decision"].as_str(), denied["reasons"][0].as_str()), (Some("deny"), Some(REASON_STORE)));
+    server.resume();
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    drop(served);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A replica that dies in the middle of a write transaction (its connection cut while it holds the log's lock, a
+/// stop set and an entry queued) leaves nothing half done: the database rolls it back and releases the lock, and
+/// the other replica's call, waiting for it, goes on.
+#[test]
+fn a_replica_cut_off_mid_transaction_leaves_nothing_half_done() {
+    let url = shared().database("cut_off");
+    let victim =
+        PostgresStore::connect(&url, None, &PostgresOptions { writer: "victim".into(), ..options(true) }).unwrap();
+    let other = Arc::new(PostgresStore::connect(&url, None, &options(true)).unwrap());
+    let gateway =
+        Gateway::new(policy_of(BUDGET), other.clone(), Arc::new(remit_gateway::SystemClock), Config::default());
+    let mut tx = victim.begin().unwrap();
+    tx.set_stop("shop", true).unwrap();
+    tx.append_log(0, "stop", "{\"mandate\":\"shop\",\"active\":true}").unwrap();
+    tx.count("per_op", "operation:op-1").unwrap();
+    assert_eq!(tx.stops().unwrap(), ["shop"], "the transaction's writes reached the database");
+    let decided = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| gateway.decide(&payment("op-1")));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!waiting.is_finished(), "the other replica waits for the log's lock");
+        other
+            .execute_raw(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'victim' \
+                 AND state LIKE 'idle in transaction%'",
+            )
+            .unwrap();
+        waiting.join().unwrap()
+    });
+    assert!(decided.allowed(), "the stop was never committed: {}", decided.decision);
+    assert!(tx.commit().is_err(), "the cut-off transaction cannot commit");
+    let entries = log(other.as_ref());
+    assert_eq!(audit::verify(entries.clone()).unwrap(), 1);
+    assert_eq!(entries[0].kind, "decision");
+    assert!(other.begin().unwrap().stops().unwrap().is_empty());
+    assert_eq!(other.begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 1, "counted once, by the allow");
+}
+
+/// A write that fails after its decision was made (a budget's count, refused by a trigger for one operation): that
+/// call is never allowed, the calls batched with it are denied or allowed whole, and the counters equal the allows
+/// logged. On PostgreSQL the count waits to go with the next statement, so its failure fails the whole batch.
+#[test]
+fn a_write_that_fails_after_the_decision_never_allows_and_leaves_nothing_half_done() {
+    for kind in KINDS {
+        let replicas = replicas(kind, "failing_write", 2);
+        let gateways = gateways(&replicas, BUDGET.replace("at most 5", "at most 1000").as_str());
+        match kind {
+            Kind::Sqlite => {
+                let path = replicas.dir.as_ref().unwrap().join("state.db");
+                SqliteStore::open(&path, Durability::Process)
+                    .unwrap()
+                    .execute_raw(
+                        "CREATE TRIGGER bad BEFORE INSERT ON counters WHEN NEW.\"window\" = 'operation:op-bad' \
+                         BEGIN SELECT RAISE(FAIL, 'bad'); END;",
+                    )
+                    .unwrap();
+            }
+            Kind::Postgres => replicas.postgres[0]
+                .execute_raw(
+                    "CREATE FUNCTION bad() RETURNS trigger AS $$ BEGIN \
+                       IF NEW.counter_window = 'operation:op-bad' THEN RAISE EXCEPTION 'bad'; END IF; RETURN NEW; \
+                     END $$ LANGUAGE plpgsql; \
+                     CREATE TRIGGER bad BEFORE INSERT OR UPDATE ON counters FOR EACH ROW EXECUTE FUNCTION bad();",
+                )
+                .unwrap(),
+        }
+        let barrier = Barrier::new(60);
+        let decided: Vec<(bool, remit_gateway::Decided)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..60)
+                .map(|i| {
+                    let (barrier, gateway) = (&barrier, &gateways[i % 2]);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        let bad = i % 3 == 0;
+                        (bad, gateway.decide(&payment(if bad { "op-bad" } else { "op-good" })))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (bad, decided) in &decided {
+            if *bad {
+                assert_eq!(decided.reasons, [REASON_STORE], "{kind:?}: {}", decided.decision);
+            }
+        }
+        // A call alone in its batch is allowed (on PostgreSQL, one batched with a failing call may have been denied).
+        assert!(gateways[1].decide(&payment("op-good")).allowed(), "{kind:?}");
+        let good_allows = decided.iter().filter(|(_, d)| d.allowed()).count() + 1;
+        let entries = log(replicas.stores[0].as_ref());
+        audit::verify(entries.clone()).unwrap();
+        let logged = decisions(&entries).iter().filter(|(_, b)| outcome(b) == "allow").count();
+        assert_eq!(logged, good_allows, "{kind:?}: every allow answered is logged, no other");
+        let mut tx = replicas.stores[1].begin().unwrap();
+        assert_eq!(tx.counter("per_op", "operation:op-good").unwrap() as usize, good_allows, "{kind:?}");
+        assert_eq!(tx.counter("per_op", "operation:op-bad").unwrap(), 0, "{kind:?}");
+        assert!(tx.operations("op-bad").unwrap().is_empty(), "{kind:?}");
+    }
+}

@@ -1,0 +1,90 @@
+//! Throwaway PostgreSQL servers for the tests of the PostgreSQL store, started and stopped by the project's own
+//! script (scripts/postgres.sh: Debian's server as the `postgres` user, data in a temporary folder, a loopback
+//! port). A machine without the server fails the test, naming the script that installs it; nothing is skipped.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+pub const SCRIPT: &str = "scripts/postgres.sh";
+
+/// A server of its own; stopped, its folder removed, when dropped (and by the script's watcher when the test
+/// process ends first).
+pub struct Server {
+    dir: PathBuf,
+    url: String,
+}
+
+fn script() -> Command {
+    Command::new(super::root().join(SCRIPT))
+}
+
+impl Server {
+    pub fn start() -> Server {
+        let out = script()
+            .args(["start", "--owner", &std::process::id().to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {SCRIPT}: {e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{SCRIPT} start failed (no PostgreSQL server? `{SCRIPT} install` installs Debian's, and \
+             scripts/test-deps.sh runs it): {stderr}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut lines = stdout.lines();
+        let (Some(dir), Some(url)) = (lines.next(), lines.next()) else {
+            panic!("{SCRIPT} start printed no folder and URL: {stdout}");
+        };
+        Server { dir: PathBuf::from(dir), url: url.to_string() }
+    }
+
+    /// The URL of the server's database `remit` (the password in it).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL without its password, and the password.
+    pub fn url_and_password(&self, url: &str) -> (String, String) {
+        let password = std::fs::read_to_string(self.dir.join("password")).unwrap().trim().to_string();
+        (url.replacen(&format!(":{password}@"), "@", 1), password)
+    }
+
+    /// A new empty database `name` on the server: its URL.
+    pub fn database(&self, name: &str) -> String {
+        let name: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+        let out = Command::new("psql")
+            .args([self.url.as_str(), "-q", "-c", &format!("DROP DATABASE IF EXISTS {name}"), "-c"])
+            .arg(format!("CREATE DATABASE {name}"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run psql (installed with the server by `{SCRIPT} install`): {e}"));
+        assert!(out.status.success(), "CREATE DATABASE {name}: {}", String::from_utf8_lossy(&out.stderr));
+        let base = self.url.rsplit_once('/').expect("a URL with a database").0;
+        format!("{base}/{name}")
+    }
+
+    /// Stops the server, keeping its data (the store is then unreachable).
+    pub fn pause(&self) {
+        let status = script().arg("pause").arg(&self.dir).status().unwrap();
+        assert!(status.success(), "{SCRIPT} pause");
+    }
+
+    /// Starts it again on the same port.
+    pub fn resume(&self) {
+        let status = script().arg("resume").arg(&self.dir).status().unwrap();
+        assert!(status.success(), "{SCRIPT} resume");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = script().arg("stop").arg(&self.dir).status();
+    }
+}
+
+/// One server for the tests of a process that do not stop it (each test takes a database of its own).
+pub fn shared() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(Server::start)
+}
