@@ -378,6 +378,31 @@ fn contract(kind: Kind, store: &dyn Store) {
     assert_eq!(tx.bundle_revision().unwrap(), Some((3, "sha256:p".into())));
     assert_eq!(tx.signed_heads().unwrap(), [head]);
     tx.commit().unwrap();
+
+    // The data sets: entities by origin (the admin's attributes win), tuples, ids by type, clearing an origin.
+    let mut tx = store.begin().unwrap();
+    let attributes = |v: Value| v.as_object().unwrap().clone();
+    assert_eq!(tx.entity("todo", "t1").unwrap(), None, "{kind:?}");
+    assert!(!tx.put_entity("bundle", "todo", "t1", Some(&attributes(json!({"owner": "bob", "title": "x"})))).unwrap());
+    assert!(!tx.put_entity("admin", "todo", "t1", Some(&attributes(json!({"owner": "alice"})))).unwrap());
+    tx.put_entity("admin", "todo", "t0", Some(&attributes(json!({"owner": "carol"})))).unwrap();
+    assert_eq!(tx.entity("todo", "t1").unwrap(), Some(attributes(json!({"owner": "alice", "title": "x"}))));
+    assert_eq!(tx.entity_ids("todo").unwrap(), ["t0", "t1"], "{kind:?}");
+    assert!(!tx.set_tuple("admin", "member_of", "u:a", "team:x", true).unwrap());
+    assert!(tx.set_tuple("admin", "member_of", "u:a", "team:x", true).unwrap(), "{kind:?}: already there");
+    tx.set_tuple("bundle", "member_of", "u:a", "team:b", true).unwrap();
+    assert!(tx.holds("member_of", "u:a", "team:x").unwrap());
+    assert!(!tx.holds("member_of", "u:b", "team:x").unwrap());
+    assert_eq!(tx.related("member_of", "u:a").unwrap(), ["team:b", "team:x"], "{kind:?}");
+    assert_eq!(tx.clear_data("bundle").unwrap(), 2, "{kind:?}: one entity and one tuple");
+    assert_eq!(tx.entity("todo", "t1").unwrap(), Some(attributes(json!({"owner": "alice"}))));
+    tx.set_data_state(&DataState { version: 4, bundle: Some("sha256:b".into()) }).unwrap();
+    tx.commit().unwrap();
+    let mut tx = store.begin().unwrap();
+    assert_eq!(tx.data_state().unwrap(), DataState { version: 4, bundle: Some("sha256:b".into()) });
+    assert!(tx.put_entity("admin", "todo", "t0", None).unwrap(), "{kind:?}: deleted");
+    assert_eq!(tx.entity_ids("todo").unwrap(), ["t1"]);
+    tx.commit().unwrap();
 }
 
 #[test]

@@ -57,7 +57,8 @@ use remit_lang::syntax::ast::FactVersion;
 
 /// The schema, one migration per version (version `i + 1` is `MIGRATIONS[i]`); a store of a later version than the
 /// gateway knows is refused. Applied in one transaction under [`MIGRATION_LOCK`].
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE approvals (
   id text PRIMARY KEY, kind text NOT NULL, mandate text NOT NULL, issued_at bigint NOT NULL,
   expires_at bigint NOT NULL, tool text, target text, digest text, manifest text, single_use boolean NOT NULL,
@@ -92,7 +93,17 @@ CREATE TABLE log (
   seq bigint PRIMARY KEY, time bigint NOT NULL, kind text NOT NULL, body text NOT NULL, prev text NOT NULL,
   hash text NOT NULL);
 CREATE TABLE log_head (id integer PRIMARY KEY CHECK (id = 1), seq bigint NOT NULL, hash text NOT NULL);
-"];
+",
+    "
+CREATE TABLE entities (
+  type text NOT NULL, id text NOT NULL, origin text NOT NULL, attributes text NOT NULL,
+  PRIMARY KEY (type, id, origin));
+CREATE TABLE tuples (
+  relation text NOT NULL, a text NOT NULL, b text NOT NULL, origin text NOT NULL,
+  PRIMARY KEY (relation, a, b, origin));
+CREATE TABLE data_state (id integer PRIMARY KEY CHECK (id = 1), version bigint NOT NULL, bundle text);
+",
+];
 
 /// The advisory lock the migrations are applied under (`remit` in ASCII).
 const MIGRATION_LOCK: i64 = 0x72_65_6d_69_74;
@@ -1245,6 +1256,102 @@ impl Tx for PgTx<'_> {
     fn bundle_revision(&mut self) -> StoreResult<Option<(u64, String)>> {
         let row = self.query_opt("SELECT revision, policy FROM bundle_revision WHERE id = 1", &[])?;
         Ok(row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1))))
+    }
+
+    // The data sets (docs/gateway.md "Data sets"), as the SQLite store keeps them: rows by origin, `admin` winning.
+
+    fn entity(&mut self, kind: &str, id: &str) -> StoreResult<Option<serde_json::Map<String, serde_json::Value>>> {
+        let rows = self.query(
+            "SELECT attributes FROM entities WHERE type = $1 AND id = $2 ORDER BY origin COLLATE \"C\"",
+            &[&kind, &id],
+        )?;
+        let mut merged: Option<serde_json::Map<String, serde_json::Value>> = None;
+        for row in &rows {
+            let text: String = row.get(0);
+            let attributes: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
+                .map_err(|e| StoreError(format!("the attributes of `{kind}` `{id}` are not a JSON object: {e}")))?;
+            let merged = merged.get_or_insert_with(serde_json::Map::new);
+            for (name, value) in attributes {
+                merged.entry(name).or_insert(value);
+            }
+        }
+        Ok(merged)
+    }
+
+    fn holds(&mut self, relation: &str, a: &str, b: &str) -> StoreResult<bool> {
+        let row = self.query_opt(
+            "SELECT 1 FROM tuples WHERE relation = $1 AND a = $2 AND b = $3 LIMIT 1",
+            &[&relation, &a, &b],
+        )?;
+        Ok(row.is_some())
+    }
+
+    fn related(&mut self, relation: &str, a: &str) -> StoreResult<Vec<String>> {
+        let rows = self.query(
+            "SELECT DISTINCT b COLLATE \"C\" FROM tuples WHERE relation = $1 AND a = $2 ORDER BY 1",
+            &[&relation, &a],
+        )?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn entity_ids(&mut self, kind: &str) -> StoreResult<Vec<String>> {
+        let rows = self.query("SELECT DISTINCT id COLLATE \"C\" FROM entities WHERE type = $1 ORDER BY 1", &[&kind])?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    fn put_entity(
+        &mut self,
+        origin: &str,
+        kind: &str,
+        id: &str,
+        attributes: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> StoreResult<bool> {
+        let removed = self.execute(
+            "DELETE FROM entities WHERE type = $1 AND id = $2 AND origin = $3 RETURNING 1",
+            &[&kind, &id, &origin],
+        )?;
+        if let Some(attributes) = attributes {
+            let text = serde_json::Value::Object(attributes.clone()).to_string();
+            self.execute(
+                "INSERT INTO entities (type, id, origin, attributes) VALUES ($1, $2, $3, $4) RETURNING 1",
+                &[&kind, &id, &origin, &text],
+            )?;
+        }
+        Ok(removed > 0)
+    }
+
+    fn set_tuple(&mut self, origin: &str, relation: &str, a: &str, b: &str, holds: bool) -> StoreResult<bool> {
+        let sql = if holds {
+            "INSERT INTO tuples (relation, a, b, origin) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1"
+        } else {
+            "DELETE FROM tuples WHERE relation = $1 AND a = $2 AND b = $3 AND origin = $4 RETURNING 1"
+        };
+        let changed = self.execute(sql, &[&relation, &a, &b, &origin])?;
+        // An insert that changed nothing found the tuple there; a delete that changed something did.
+        Ok(if holds { changed == 0 } else { changed > 0 })
+    }
+
+    fn clear_data(&mut self, origin: &str) -> StoreResult<u64> {
+        let entities = self.execute("DELETE FROM entities WHERE origin = $1 RETURNING 1", &[&origin])?;
+        let tuples = self.execute("DELETE FROM tuples WHERE origin = $1 RETURNING 1", &[&origin])?;
+        Ok(entities + tuples)
+    }
+
+    fn data_state(&mut self) -> StoreResult<DataState> {
+        let row = self.query_opt("SELECT version, bundle FROM data_state WHERE id = 1", &[])?;
+        Ok(row.map_or_else(DataState::default, |row| DataState {
+            version: row.get::<_, i64>(0) as u64,
+            bundle: row.get(1),
+        }))
+    }
+
+    fn set_data_state(&mut self, state: &DataState) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO data_state (id, version, bundle) VALUES (1, $1, $2) ON CONFLICT (id) DO UPDATE \
+             SET version = excluded.version, bundle = excluded.bundle RETURNING 1",
+            &[&(state.version as i64), &state.bundle],
+        )?;
+        Ok(())
     }
 
     fn set_bundle_revision(&mut self, revision: u64, policy: &str) -> StoreResult<()> {
