@@ -705,8 +705,10 @@ fn read_derived(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<
 }
 
 /// Whether `instant` is in the calendar of atom `atom` (`crates/remit-lang/src/eval/cond.rs`'s `InCalendar` arm):
-/// `Ok(None)` while listing without the calendar's holidays. The tables are decoded (and so checked) here, where they
-/// are read; the holidays of a calendar `closed on holidays` are read from `context.holidays.NAME` and checked whole
+/// `Ok(None)` while listing without the calendar's holidays. The tables are read where the atom needs them: the zone
+/// table as a view (its layout checked in constant time, the offset found by binary search: the image is never
+/// trusted blindly, but a corrupt one may decide wrongly, as everywhere else), the hours decoded and checked (a few
+/// intervals, all of which membership reads anyway); the holidays of a calendar `closed on holidays` are read from `context.holidays.NAME` and checked whole
 /// before the instant's local time is asked for, as the interpreter does: a list that is not an array of dates is
 /// mistyped, an absent one missing (whatever the instant), an instant outside the zone table incomparable.
 ///
@@ -715,7 +717,7 @@ fn read_derived(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<
 /// in time linear in the request.
 fn in_calendar(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>, instant: i128) -> Result<Option<bool>, u32> {
     let record = image.calendar(atom.calendar);
-    let table = time::ZoneTable::decode(image.str(record.table_off, record.table_len)).ok_or(PROBLEM_MISTYPED)?;
+    let table = time::ZoneTable::view(image.str(record.table_off, record.table_len)).ok_or(PROBLEM_MISTYPED)?;
     let calendar = time::Calendar::decode(image.str(record.hours_off, record.hours_len)).ok_or(PROBLEM_MISTYPED)?;
     let parts = table.local_parts(instant);
     let mut on_holiday = None;
