@@ -143,6 +143,8 @@ fn units() -> Vec<support::Unit> {
         let name = format!("tests/rt_cond/{file}");
         let more = if program.tool("rc_world").is_some() {
             synthetic_world(program.clone())
+        } else if program.tool("rc_time").is_some() {
+            synthetic_time(program.clone())
         } else {
             synthetic(program.clone())
         };
@@ -215,6 +217,17 @@ fn base_requests(program: &Program) -> Vec<Vec<u8>> {
                 request["subject"]["properties"] = Json::Object(subject_properties.clone());
                 request["resource"]["properties"] = Json::Object(resource_properties.clone());
                 request["context"]["relations"] = Json::Object(relations.clone());
+            }
+            // The holidays of every other calendar closed on them (the rest are missing until a test sets them).
+            if !program.calendars.is_empty() {
+                let holidays: serde_json::Map<String, Json> = program
+                    .calendars
+                    .values()
+                    .filter(|c| c.calendar.closed_on_holidays())
+                    .step_by(2)
+                    .map(|c| (c.name.clone(), serde_json::json!(["2026-12-24", "2026-11-30"])))
+                    .collect();
+                request["context"]["holidays"] = Json::Object(holidays);
             }
             out.push(request.to_string().into_bytes());
         }
@@ -347,6 +360,117 @@ fn synthetic_world(mut program: Program) -> Program {
         program.mandates[root].rules.push(rule);
     }
     program
+}
+
+/// tests/rt_cond/time.remit with calendar and duration atoms the language cannot write but both evaluators must
+/// handle alike: their negations as tests (`== false`, `!= true`), `now` on both sides of a difference, and the
+/// calendars of subjects' and resources' timestamps.
+fn synthetic_time(mut program: Program) -> Program {
+    let atom = |attr: Attr, op: CompareOp, b: bool| {
+        Cond::Atom(Atom { attr, ty: Type::Bool, test: Test::Compare(op, Value::Bool(b)) })
+    };
+    let in_calendar = |name: &str, instant: Attr| Attr::InCalendar(name.into(), Box::new(instant));
+    let elapsed = |later: Attr, earlier: Attr, op: CompareOp, seconds: i64| {
+        Attr::Elapsed(Box::new(later), Box::new(earlier), op, seconds)
+    };
+    let (arg, resource) = (|n: &str| Attr::Arg(n.into()), |n: &str| Attr::Resource(n.into()));
+    let conds = vec![
+        atom(in_calendar("rt_office", Attr::Now), CompareOp::Eq, false),
+        atom(in_calendar("rt_ny", resource("due")), CompareOp::Ne, true),
+        atom(in_calendar("rt_kathmandu", Attr::Subject("since".into())), CompareOp::Eq, true),
+        atom(elapsed(Attr::Now, Attr::Now, CompareOp::Eq, 0), CompareOp::Eq, true),
+        atom(elapsed(arg("t"), resource("due"), CompareOp::Gt, -3600), CompareOp::Ne, false),
+        atom(elapsed(arg("u"), arg("t"), CompareOp::Lt, i64::MAX), CompareOp::Eq, true),
+        atom(elapsed(arg("u"), arg("t"), CompareOp::Ge, i64::MIN), CompareOp::Eq, false),
+    ];
+    let root = 0;
+    let t = program.tool("rc_time").unwrap();
+    for (i, cond) in conds.into_iter().enumerate() {
+        let mut rule = program.mandates[root]
+            .rules
+            .iter()
+            .find(|r| r.target == Target::Tool(t) && r.kind == RuleKind::Allow)
+            .unwrap()
+            .clone();
+        rule.condition = cond;
+        rule.label = format!("synthetic time {i}");
+        program.mandates[root].rules.push(rule);
+    }
+    program
+}
+
+/// Instants where calendars change their answer: Berlin's and New York's daylight-saving transitions of 2026, local
+/// midnights of Berlin and New York around the holidays the tests list, the window of `rc_time_2026`'s table, and the
+/// base requests' instant (2026-11-30T12:00:00Z, a Monday), each a nanosecond, a second, half an hour and an hour
+/// either side; some written with an offset.
+fn near_transitions() -> Vec<String> {
+    let at = |text: &str| remit_lang::value::parse_instant(text).unwrap();
+    let mut out = Vec::new();
+    let second = NANOS_PER_SECOND;
+    for base in [
+        "2026-03-29T01:00:00Z",
+        "2026-10-25T01:00:00Z",
+        "2026-10-25T00:30:00Z",
+        "2026-03-08T07:00:00Z",
+        "2026-11-01T06:00:00Z",
+        "2026-11-01T05:30:00Z",
+        "2026-12-23T23:00:00Z",
+        "2026-12-24T05:00:00Z",
+        "2026-11-29T23:00:00Z",
+        "2026-11-30T05:00:00Z",
+        "2026-11-30T14:00:00Z",
+        "2026-11-30T06:15:00Z",
+        "2026-01-01T00:00:00Z",
+        "2027-06-01T00:00:00Z",
+        "2026-11-30T12:00:00Z",
+        "2026-12-04T21:00:00Z",
+    ] {
+        let t = at(base);
+        for d in [0, 1, -1, second, -second, second / 2, 1800 * second, -1800 * second, 3600 * second] {
+            out.push(json_string(&format_instant(t + d)));
+        }
+    }
+    for text in [
+        "2026-03-29T03:00:00+02:00",
+        "2026-10-25T02:30:00+01:00",
+        "2026-10-25T02:30:00+02:00",
+        "2026-11-01T01:30:00-05:00",
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-30T17:44:59.999999999+05:45",
+        "1969-12-31T23:59:59Z",
+        "2100-01-01T00:00:00Z",
+        "0001-01-01T00:00:00Z",
+        "9999-12-31T23:59:59.999999999Z",
+    ] {
+        out.push(json_string(text));
+    }
+    out
+}
+
+/// `context.holidays.NAME` lists: the holidays near the instants above, none, repeated and unsorted, and malformed
+/// (an item that is not a date, a date that does not exist, not a list).
+const HOLIDAY_LISTS: &[&str] = &[
+    r#"["2026-11-30"]"#,
+    "[]",
+    r#"["2026-12-24","2026-12-25","2026-12-24"]"#,
+    r#"["2026-11-01","2026-10-25","2026-03-29","2026-03-08"]"#,
+    r#"["2026-12-04","2026-12-05"]"#,
+    r#"["2026-11-30"]"#,
+    r#"["2026-11-30","x"]"#,
+    r#"["2026-02-29"]"#,
+    r#"["2026-11-30T00:00:00Z"]"#,
+    "[20261130]",
+    r#""2026-11-30""#,
+    "{}",
+    "null",
+];
+
+/// Where in a request a timestamp operand is read from, `now` included.
+fn instant_path(attr: &Attr) -> Option<Vec<String>> {
+    match attr {
+        Attr::Now => Some(vec!["context".into(), "now".into()]),
+        other => path_of(other),
+    }
 }
 
 // -------------------------------------------------------------------------------------------------------------------
@@ -650,6 +774,35 @@ fn world_target(atom: &remit_lang::ir::Atom, program: &Program, rng: &mut Rng) -
                 Some((path_of(set)?, near_default(&Type::Set(Box::new(ty.clone())))))
             }
         }
+        Attr::InCalendar(name, instant) => {
+            if rng.below(3) == 0 {
+                let lists = HOLIDAY_LISTS.iter().map(|l| l.to_string()).collect();
+                return Some((vec!["context".into(), "holidays".into(), name.clone()], lists));
+            }
+            Some((instant_path(instant)?, near_transitions()))
+        }
+        Attr::Elapsed(later, earlier, _, seconds) => {
+            // One side moved from the base requests' common instant by the duration, give or take a nanosecond or
+            // a second, either way; or to an instant near a transition.
+            let (side, sign) = if rng.below(2) == 0 { (later, 1) } else { (earlier, -1) };
+            let base = remit_lang::value::parse_instant("2026-11-30T12:00:00Z").unwrap();
+            let mut values = Vec::new();
+            // The synthetic atoms compare with up to `i64::MAX` seconds: clamped to what a timestamp can span.
+            let span = i128::from(*seconds).clamp(-400_000_000_000, 400_000_000_000) * NANOS_PER_SECOND;
+            for d in [0, 1, -1, NANOS_PER_SECOND, -NANOS_PER_SECOND, NANOS_PER_SECOND / 2] {
+                for whole in [span, -span, 0] {
+                    // Within the years a timestamp can be written in (0000 to 9999).
+                    let t = base + sign * (whole + d);
+                    if (-62_167_219_200 * NANOS_PER_SECOND..253_402_300_800 * NANOS_PER_SECOND).contains(&t) {
+                        values.push(json_string(&format_instant(t)));
+                    }
+                }
+            }
+            if rng.below(4) == 0 {
+                values = near_transitions();
+            }
+            Some((instant_path(side)?, values))
+        }
         Attr::Relation(name, terms) => {
             let attrs: Vec<&Attr> =
                 terms.iter().filter_map(|t| if let Term::Attr(a) = t { Some(a) } else { None }).collect();
@@ -779,6 +932,8 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
     let per_unit = (rounds() * 4 / corpus.len()).max(40);
     // The same, for the units about the world (tests/rt_cond/world.remit, with and without its synthetic rules).
     let mut world = Tally::default();
+    // And for tests/rt_cond/time.remit (calendars and durations).
+    let mut time = Tally::default();
     for unit in &corpus {
         let bytes = remit_lang::wasm::image::write(&unit.program).unwrap();
         let image = Image::new(&bytes).unwrap();
@@ -843,17 +998,20 @@ fn attribute_values_near_the_policy_constants_evaluate_as_in_the_interpreter() {
                 base = next;
             }
         }
-        if unit.name.contains("world") {
-            world.requests += tally.requests - before.requests;
-            world.rules += tally.rules - before.rules;
-            for (w, (now, then)) in world.outcomes.iter_mut().zip(tally.outcomes.iter().zip(before.outcomes)) {
-                *w += now - then;
+        for (name, part) in [("world", &mut world), ("rt_cond/time", &mut time)] {
+            if unit.name.contains(name) {
+                part.requests += tally.requests - before.requests;
+                part.rules += tally.rules - before.rules;
+                for (w, (now, then)) in part.outcomes.iter_mut().zip(tally.outcomes.iter().zip(before.outcomes)) {
+                    *w += now - then;
+                }
             }
         }
     }
-    eprintln!("near constants: {tally:?}; possible: {listed:?}; on the world: {world:?}");
+    eprintln!("near constants: {tally:?}; possible: {listed:?}; on the world: {world:?}; on time: {time:?}");
     assert!(tally.outcomes.iter().all(|&n| n > 200), "{tally:?}");
     assert!(world.outcomes.iter().all(|&n| n > 200), "{world:?}");
+    assert!(time.outcomes.iter().all(|&n| n > 200), "{time:?}");
 }
 
 /// Escapes survive `serde_json::Value::to_string` only as what they stand for; the test above writes each value's
@@ -893,6 +1051,8 @@ fn rt_possible(image: &Image<'_>, listing: &[u8], tool: &str) -> Option<Vec<(Pos
                             || a.attr == image::ATTR_RESOURCE
                                 && req.resource_properties.and_then(|o| doc.get(o, name)).is_none()
                             || a.attr == image::ATTR_RELATION
+                            // A calendar's holidays may be absent from the listing: unknown there, missing in the call.
+                            || a.attr == image::ATTR_IN_CALENDAR
                     };
                     let unknown = (0..r.cond_count).any(|i| {
                         let n = image::Node::decode(image.bytes, Image::at(r.cond_off, image::Node::SIZE, i));

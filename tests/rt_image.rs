@@ -119,3 +119,104 @@ fn derived_attributes_list_their_operands() {
         Cond::Atom(Atom { attr: outer, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(true)) });
     assert_eq!(remit_lang::wasm::image::write(&program), Err(remit_lang::wasm::image::ImageError::TooDeep));
 }
+
+/// Every calendar a condition reads is written once, whatever the number of atoms reading it: its name, its zone
+/// table and its hours as the time library encodes them, each of which the runtime's decoder accepts; a calendar no
+/// condition reads is not written. Calendar and duration atoms point at their records and carry their operands.
+#[test]
+fn calendars_are_written_once_each() {
+    use remit_lang::ir::{Attr, Cond};
+    use remit_rt::image::{self as rec, Node};
+    let mut seen = 0;
+    for unit in support::corpus() {
+        let program = &unit.program;
+        let bytes = remit_lang::wasm::image::write(program).unwrap();
+        let image = Image::new(&bytes).unwrap();
+        let h = image.header;
+        // The calendars the conditions read, by name.
+        fn walk(cond: &Cond, out: &mut std::collections::BTreeSet<String>) {
+            match cond {
+                Cond::Atom(atom) => {
+                    if let Attr::InCalendar(name, _) = &atom.attr {
+                        out.insert(name.clone());
+                    }
+                }
+                Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| walk(c, out)),
+                Cond::True | Cond::False => {}
+            }
+        }
+        let mut read = std::collections::BTreeSet::new();
+        for rule in program.mandates.iter().flat_map(|m| &m.rules) {
+            walk(&rule.condition, &mut read);
+        }
+        assert_eq!(h.calendars_count as usize, read.len(), "{}", unit.name);
+        let mut written = std::collections::BTreeSet::new();
+        for i in 0..h.calendars_count {
+            let record = image.calendar(i);
+            let name = String::from_utf8(image.str(record.name_off, record.name_len).to_vec()).unwrap();
+            let def = &program.calendars[&name];
+            let table = image.str(record.table_off, record.table_len);
+            let hours = image.str(record.hours_off, record.hours_len);
+            assert_eq!(table, def.table.encode(), "{}: {name}", unit.name);
+            assert_eq!(hours, def.calendar.encode(), "{}: {name}", unit.name);
+            assert!(remit_rt::time::Calendar::decode(hours).is_some(), "{}: {name}", unit.name);
+            // Canonical, so the constant-time view a decision reads it with answers as the full decode.
+            let decoded = remit_rt::time::ZoneTable::decode(table).unwrap();
+            let view = remit_rt::time::ZoneTable::view(table).unwrap();
+            let (from, until) = (decoded.from(), decoded.until());
+            for k in 0..2_000i64 {
+                let t = from - 1 + (until - from + 2) / 2_000 * k + k % 7;
+                assert_eq!(view.offset_at(t), decoded.offset_at(t), "{}: {name} at {t}", unit.name);
+            }
+            written.insert(name);
+        }
+        assert_eq!(written, read, "{}", unit.name);
+        assert_eq!(image.calendar(h.calendars_count), rec::Calendar::default(), "past the table: zeros");
+        // Each calendar or duration atom of a one-atom rule points at its calendar and lists its operands.
+        for rule in program.mandates.iter().flat_map(|m| &m.rules) {
+            let Cond::Atom(atom) = &rule.condition else { continue };
+            let code = match &atom.attr {
+                Attr::InCalendar(..) => rec::ATTR_IN_CALENDAR,
+                Attr::Elapsed(..) => rec::ATTR_ELAPSED,
+                _ => continue,
+            };
+            let remit_lang::ir::Target::Tool(t) = rule.target else { continue };
+            let tool = image.tool(t as u32);
+            let text = serde_json::to_string(&atom.attr.display()).unwrap();
+            let record = (0..tool.lists_count)
+                .flat_map(|l| {
+                    let list = rec::RuleList::decode(image.bytes, Image::at(tool.lists_off, rec::RuleList::SIZE, l));
+                    (0..list.rules_count).map(move |k| image.word(list.rules_off + 4 * k))
+                })
+                .map(|at| rec::Rule::decode(image.bytes, at))
+                .filter(|r| r.cond_count == 1)
+                .map(|r| rec::Atom::decode(image.bytes, Node::decode(image.bytes, r.cond_off).arg))
+                .find(|a| a.attr == code && image.str(a.attr_text_off, a.attr_text_len) == text.as_bytes())
+                .unwrap_or_else(|| panic!("{}: no record of `{}`", unit.name, atom.attr.display()));
+            let operand = |k: u32| rec::Atom::decode(image.bytes, image.word(record.operands_off + 4 * k));
+            let shown = |a: &Attr| serde_json::to_string(&a.display()).unwrap();
+            match &atom.attr {
+                Attr::InCalendar(name, instant) => {
+                    assert_eq!(record.operands_count, 1);
+                    let c = image.calendar(record.calendar);
+                    assert_eq!(image.str(c.name_off, c.name_len), name.as_bytes());
+                    let o = operand(0);
+                    assert_eq!(image.str(o.attr_text_off, o.attr_text_len), shown(instant).as_bytes());
+                    assert_eq!(rec::Type::decode(image.bytes, o.ty).code, rec::TYPE_TIMESTAMP);
+                }
+                Attr::Elapsed(later, earlier, _, seconds) => {
+                    assert_eq!(record.operands_count, 2);
+                    assert_eq!(rec::join64(record.seconds_lo, record.seconds_hi), *seconds);
+                    for (k, side) in [later, earlier].into_iter().enumerate() {
+                        let o = operand(k as u32);
+                        assert_eq!(image.str(o.attr_text_off, o.attr_text_len), shown(side).as_bytes());
+                        assert_eq!(rec::Type::decode(image.bytes, o.ty).code, rec::TYPE_TIMESTAMP);
+                    }
+                }
+                _ => unreachable!(),
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen > 10, "{seen}");
+}

@@ -1,8 +1,9 @@
 //! Differential testing on random policies: random catalogs and mandates (every parameter type, every operator,
 //! nested connectives, gates, limits, scopes, budgets, facts, windows, levels, stops; subjects' and resources'
-//! attributes, comparisons of two attributes, memberships and relations) are checked, compiled to
-//! wasm, and asked random requests (well-typed, mistyped, missing; with properties and relation answers, malformed
-//! now and then); the module must answer exactly as the
+//! attributes, comparisons of two attributes, memberships and relations; calendars in Berlin and New York and
+//! durations between timestamps) are checked, compiled to wasm, and asked random requests (well-typed, mistyped,
+//! missing; with properties, relation answers and holidays, malformed now and then; instants near daylight-saving
+//! transitions and holidays); the module must answer exactly as the
 //! interpreter, for decisions and tool listings.
 
 mod support;
@@ -48,6 +49,15 @@ resource rw { owner: string from properties, total: money from properties, credi
     due: timestamp from properties }
 relation member_of(string, string) from properties
 relation can(string, string, string) from properties
+calendar cal_b in \"Europe/Berlin\" {
+  mon..fri 09:00-17:00
+  sun 02:00-03:00
+  closed on holidays
+}
+calendar cal_ny in \"America/New_York\" {
+  sun 01:00-03:00
+  sat 22:00-02:00
+}
 ";
 
 /// A condition on the world: a subject's or resource's attribute against a literal, two attributes compared,
@@ -93,9 +103,26 @@ fn world_atom(rng: &mut Rng) -> String {
     }
 }
 
+/// A condition on time: a timestamp in a calendar (Berlin's, closed on holidays; New York's, across midnight), or
+/// the time between two timestamps compared with a duration.
+fn time_atom(rng: &mut Rng) -> String {
+    let instant = |rng: &mut Rng| rng.pick(&["now", "args.when", "resource.due"]).to_string();
+    if rng.chance(50) {
+        let not = if rng.chance(30) { "not " } else { "" };
+        format!("{} {not}in {}", instant(rng), rng.pick(&["cal_b", "cal_ny"]))
+    } else {
+        let (later, earlier) = (instant(rng), instant(rng));
+        let cmp = ["<", "<=", ">", ">=", "==", "!="];
+        format!("{later} - {earlier} {} {}", rng.pick(&cmp), rng.pick(&["0s", "30m", "1h", "24h", "15m"]))
+    }
+}
+
 fn atom(rng: &mut Rng, params: &[(&str, &str)]) -> String {
     if rng.chance(20) {
         return world_atom(rng);
+    }
+    if rng.chance(8) {
+        return time_atom(rng);
     }
     let choice = rng.below(10);
     if choice == 0 {
@@ -382,6 +409,11 @@ fn node_decide(dir: &std::path::Path, wasm: &[u8], requests: &[Vec<u8>], visible
     lines
 }
 
+/// Whether a rule's text reads a calendar or a duration.
+fn reads_time(rule: &str) -> bool {
+    rule.contains("in cal_") || [" - now ", " - args.when ", " - resource.due "].iter().any(|d| rule.contains(d))
+}
+
 /// Whether a rule's text reads a subject's or resource's declared attribute or a relation.
 fn reads_world(rule: &str) -> bool {
     ["subject.team", "subject.cap", "subject.accounts", "subject.on_call", "subject.tier", "resource.owner"]
@@ -483,6 +515,72 @@ fn world(rng: &mut Rng, req: &mut serde_json::Value) {
     if !relations.is_empty() || rng.chance(50) {
         req["context"]["relations"] = if rng.chance(1) { json!(["member_of"]) } else { Value::Object(relations) };
     }
+    time(rng, req);
+}
+
+/// Instants near Berlin's and New York's daylight-saving transitions of 2026 (a nanosecond, a second, half an hour
+/// either side) and Berlin's local midnights around the holidays below, some written with an offset.
+const INSTANTS: [&str; 24] = [
+    "2026-03-29T00:59:59.999999999Z",
+    "2026-03-29T01:00:00Z",
+    "2026-03-29T03:30:00+02:00",
+    "2026-10-25T00:30:00Z",
+    "2026-10-25T01:30:00Z",
+    "2026-10-25T02:00:00Z",
+    "2026-10-25T02:30:00+01:00",
+    "2026-03-08T06:59:59Z",
+    "2026-03-08T07:00:00Z",
+    "2026-11-01T05:30:00Z",
+    "2026-11-01T06:30:00.5Z",
+    "2026-11-01T01:30:00-05:00",
+    "2026-11-01T08:00:00Z",
+    "2026-12-24T22:59:59.999999999Z",
+    "2026-12-24T23:00:00Z",
+    "2026-12-25T08:00:00Z",
+    "2026-12-25T09:00:00+01:00",
+    "2026-12-15T08:00:00Z",
+    "2026-12-15T15:59:59Z",
+    "2026-12-15T16:00:00Z",
+    "2026-12-15T12:30:00Z",
+    "2026-12-15T13:00:00.000000001Z",
+    "2026-12-19T03:30:00Z",
+    "2026-12-20T06:30:00Z",
+];
+
+/// `context.holidays.cal_b` (mostly well formed, now and then absent, malformed, or not an object at all), and
+/// `now`, `args.when` and `resource.due` sometimes moved near a transition or a holiday.
+fn time(rng: &mut Rng, req: &mut serde_json::Value) {
+    use serde_json::json;
+    // Mostly well formed; a list that is not an object (1 in 100) makes the whole request malformed.
+    match rng.below(100) {
+        0..=79 => {
+            let lists = [json!(["2026-12-24", "2026-12-25"]), json!([]), json!(["2026-12-15"]), json!(["2026-10-25"])];
+            req["context"]["holidays"] = json!({ "cal_b": rng.pick(&lists).clone() });
+        }
+        80..=89 => {}
+        90..=96 => {
+            let bad = [json!(["2026-12-24", "x"]), json!(["2026-02-29"]), json!("2026-12-24"), json!([20261224])];
+            req["context"]["holidays"] = json!({ "cal_b": rng.pick(&bad).clone() });
+        }
+        97..=98 => req["context"]["holidays"] = json!({ "cal_ny": ["2026-12-24"] }),
+        _ => req["context"]["holidays"] = json!(["2026-12-24"]),
+    }
+    // `now` seldom: outside the mandates' windows it denies before any condition is read.
+    if rng.chance(8) {
+        req["context"]["now"] = json!(rng.pick(&INSTANTS));
+    }
+    if rng.chance(30) {
+        let args = req.get_mut("action").and_then(|a| a.get_mut("arguments"));
+        if let Some(args) = args.and_then(serde_json::Value::as_object_mut) {
+            args.insert("when".into(), json!(rng.pick(&INSTANTS)));
+        }
+    }
+    if rng.chance(30) {
+        let properties = req.get_mut("resource").and_then(|r| r.get_mut("properties"));
+        if let Some(properties) = properties.and_then(serde_json::Value::as_object_mut) {
+            properties.insert("due".into(), json!(rng.pick(&INSTANTS)));
+        }
+    }
 }
 
 #[test]
@@ -500,6 +598,8 @@ fn random_policies_decide_identically_in_wasm() {
     let mut outcomes = std::collections::BTreeMap::new();
     // The values (false, true, error) of the rules that read the world, as the interpreter traced them.
     let mut world = [0usize; 3];
+    // The same for the rules that read a calendar or a duration.
+    let mut time = [0usize; 3];
     for _ in 0..policies * 4 {
         if checked == policies {
             break;
@@ -520,8 +620,13 @@ fn random_policies_decide_identically_in_wasm() {
             let req = request(&mut rng, &program);
             let decision = remit_lang::eval::decide(&program, &req);
             *outcomes.entry(decision.outcome.as_str()).or_insert(0) += 1;
-            for rule in remit_lang::eval::trace(&program, &req).iter().filter(|r| reads_world(&r.rule)) {
-                world[rule.result.map_or(2, usize::from)] += 1;
+            for rule in remit_lang::eval::trace(&program, &req) {
+                if reads_world(&rule.rule) {
+                    world[rule.result.map_or(2, usize::from)] += 1;
+                }
+                if reads_time(&rule.rule) {
+                    time[rule.result.map_or(2, usize::from)] += 1;
+                }
             }
             let expected = decision.to_json();
             let shown = || format!("policy:\n{text}\nrequest: {}", String::from_utf8_lossy(&req));
@@ -554,8 +659,10 @@ fn random_policies_decide_identically_in_wasm() {
     // The comparison means something only if every outcome occurs often.
     eprintln!(
         "{checked} policies, {requests} requests (each decided and listed by the interpreter, the native runtime and \
-         wasmtime; {by_node} answers by Node), outcomes {outcomes:?}, world rules [false, true, error] {world:?}"
+         wasmtime; {by_node} answers by Node), outcomes {outcomes:?}, world rules [false, true, error] {world:?}, \
+         time rules {time:?}"
     );
+    assert!(time.iter().all(|&n| n * 100 >= requests), "too few rules on time: {time:?}");
     // The world's conditions are met in each of their outcomes, often: each outcome in at least one request in 40
     // (the suite's policies: one in 14; other seeds' seen down to one in 26).
     assert!(world.iter().all(|&n| n * 40 >= requests), "too few rules on the world: {world:?}");

@@ -15,8 +15,6 @@ pub enum ImageError {
     /// derived attribute (a comparison of comparisons: the runtime reads operands one level deep, and the checker
     /// lowers only written attributes into operands).
     TooDeep,
-    /// A condition reads an attribute the module's runtime does not evaluate yet (named).
-    Unsupported(String),
 }
 
 /// An error of the backend (the image writer and [`crate::link_image`]).
@@ -41,7 +39,6 @@ impl Error {
         match self {
             Error::Image(ImageError::TooLarge) => "remit::image-too-large",
             Error::Image(ImageError::TooDeep) => "remit::condition-too-deep",
-            Error::Image(ImageError::Unsupported(_)) => "remit::module-unsupported",
             Error::Memory { .. } => "remit::memory-too-large",
             Error::Runtime(_) => "remit::runtime-artifact",
             Error::Invalid(_) => "remit::invalid-module",
@@ -51,9 +48,6 @@ impl Error {
     /// What to do about it.
     pub fn help(&self) -> &'static str {
         match self {
-            Error::Image(ImageError::Unsupported(_)) => {
-                "the interpreter (`remit test --engine interpreter`) evaluates it; the module will in a later remit"
-            }
             Error::Image(_) | Error::Memory { .. } => {
                 "split the policy into smaller folders, each built into its own module"
             }
@@ -71,9 +65,6 @@ impl fmt::Display for Error {
         match self {
             Error::Image(ImageError::TooLarge) => write!(f, "the policy image would pass 4 GiB"),
             Error::Image(ImageError::TooDeep) => write!(f, "a condition nests deeper than the runtime evaluates"),
-            Error::Image(ImageError::Unsupported(what)) => {
-                write!(f, "the decision module cannot evaluate `{what}` yet")
-            }
             Error::Memory { bytes } => {
                 write!(f, "the module would need {bytes} bytes of memory, more than WebAssembly's 4 GiB")
             }

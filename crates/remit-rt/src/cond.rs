@@ -21,6 +21,7 @@ use core::cmp::Ordering;
 use crate::image::{self, Image, Node, Tool, Type, Value, MAX_COND_DEPTH};
 use crate::json::{Doc, Key, ARRAY, FALSE, NUMBER, OBJECT, STRING, TRUE};
 use crate::request::{elements, Request};
+use crate::time;
 use crate::value::{
     duration_of, parse_decimal, parse_money, parse_timestamp, DECIMAL_SCALE, MAX_NUMBER_TEXT, MAX_TIMESTAMP_TEXT,
 };
@@ -537,7 +538,10 @@ fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
 
 /// Whether an attribute code is of an attribute derived from others.
 fn is_derived(attr: u32) -> bool {
-    matches!(attr, image::ATTR_COMPARE | image::ATTR_MEMBER | image::ATTR_RELATION)
+    matches!(
+        attr,
+        image::ATTR_COMPARE | image::ATTR_MEMBER | image::ATTR_RELATION | image::ATTR_IN_CALENDAR | image::ATTR_ELAPSED
+    )
 }
 
 /// Reads the written attribute of record `atom` (an atom's or an operand's) as its type: `Ok(None)` for a per-call
@@ -666,10 +670,89 @@ fn read_derived(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<
                 Ok(None) => return Err(PROBLEM_MISSING),
             }
         }
+        image::ATTR_IN_CALENDAR if atom.operands_count == 1 => {
+            let instant = match read_base(image, &operand(image, atom, 0), env)? {
+                Some(Val::Timestamp(instant)) => instant,
+                _ => return Ok(None),
+            };
+            match in_calendar(image, atom, env, instant)? {
+                Some(b) => b,
+                None => return Ok(None),
+            }
+        }
+        image::ATTR_ELAPSED if atom.operands_count == 2 => {
+            let later = read_base(image, &operand(image, atom, 0), env)?;
+            let earlier = read_base(image, &operand(image, atom, 1), env)?;
+            let (later, earlier) = match (later, earlier) {
+                (Some(Val::Timestamp(later)), Some(Val::Timestamp(earlier))) => (later, earlier),
+                _ => return Ok(None),
+            };
+            let between = time::nanos_between(earlier, later).ok_or(PROBLEM_INCOMPARABLE)?;
+            let order = time::compare_nanos_to_seconds(between, image::join64(atom.seconds_lo, atom.seconds_hi));
+            match atom.op {
+                image::TEST_EQ => order == Ordering::Equal,
+                image::TEST_NE => order != Ordering::Equal,
+                image::TEST_LT => order == Ordering::Less,
+                image::TEST_LE => order != Ordering::Greater,
+                image::TEST_GT => order == Ordering::Greater,
+                image::TEST_GE => order != Ordering::Less,
+                _ => return Err(PROBLEM_MISTYPED),
+            }
+        }
         _ => return Err(PROBLEM_MISTYPED),
     };
     Ok(Some(Val::Bool(b)))
 }
+
+/// Whether `instant` is in the calendar of atom `atom` (`crates/remit-lang/src/eval/cond.rs`'s `InCalendar` arm):
+/// `Ok(None)` while listing without the calendar's holidays. The tables are read where the atom needs them: the zone
+/// table as a view (its layout checked in constant time, the offset found by binary search: the image is never
+/// trusted blindly, but a corrupt one may decide wrongly, as everywhere else), the hours decoded and checked (a few
+/// intervals, all of which membership reads anyway); the holidays of a calendar `closed on holidays` are read from `context.holidays.NAME` and checked whole
+/// before the instant's local time is asked for, as the interpreter does: a list that is not an array of dates is
+/// mistyped, an absent one missing (whatever the instant), an instant outside the zone table incomparable.
+///
+/// The holidays are not collected: the list is scanned once, each item parsed and compared with the instant's local
+/// date (a sorted set in the interpreter, the same membership), so any number of them is read without a buffer and
+/// in time linear in the request.
+fn in_calendar(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>, instant: i128) -> Result<Option<bool>, u32> {
+    let record = image.calendar(atom.calendar);
+    let table = time::ZoneTable::view(image.str(record.table_off, record.table_len)).ok_or(PROBLEM_MISTYPED)?;
+    let calendar = time::Calendar::decode(image.str(record.hours_off, record.hours_len)).ok_or(PROBLEM_MISTYPED)?;
+    let parts = table.local_parts(instant);
+    let mut on_holiday = None;
+    if calendar.closed_on_holidays() {
+        let doc = env.doc;
+        let name = image.str(record.name_off, record.name_len);
+        let listed = match env.request.holidays.and_then(|holidays| doc.get(holidays, name)) {
+            Some(listed) => listed,
+            None if env.listing => return Ok(None),
+            None => return Err(PROBLEM_MISSING),
+        };
+        if doc.token(listed).kind() != ARRAY {
+            return Err(PROBLEM_MISTYPED);
+        }
+        let mut found = false;
+        for item in elements(doc, listed) {
+            if doc.token(item).kind() != STRING {
+                return Err(PROBLEM_MISTYPED);
+            }
+            let mut buf = [0u8; DATE_TEXT];
+            let day = unescaped(doc, item, &mut buf).and_then(time::parse_date).ok_or(PROBLEM_MISTYPED)?;
+            found |= parts.map_or(false, |parts| parts.day_number == day);
+        }
+        on_holiday = Some(found);
+    }
+    let parts = parts.ok_or(PROBLEM_INCOMPARABLE)?;
+    match calendar.contains_local(&parts, on_holiday) {
+        Ok(inside) => Ok(Some(inside)),
+        Err(time::TimeError::HolidaysMissing) => Err(PROBLEM_MISSING),
+        Err(time::TimeError::OutsideTable) => Err(PROBLEM_INCOMPARABLE),
+    }
+}
+
+/// Bytes of a date a holiday list writes, `YYYY-MM-DD`.
+const DATE_TEXT: usize = 10;
 
 /// A relation's term: a constant of the image, or a string of the request.
 #[derive(Clone, Copy, Debug)]

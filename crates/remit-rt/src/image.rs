@@ -13,7 +13,7 @@
 
 /// `remit` + image version, the first word of every image.
 pub const MAGIC: u32 = 0x7469_6d72; // "rmit"
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Reads the little-endian `u32` at `at`, or 0 outside `image`.
 #[inline(always)]
@@ -99,6 +99,20 @@ record! {
         levels_off, levels_count,
         /// [`Entry`] records: every deciding rule a decision or listing can name.
         entries_off, entries_count,
+        /// [`Calendar`] records: every calendar a condition reads, each once.
+        calendars_off, calendars_count,
+    }
+}
+
+record! {
+    /// A calendar a condition reads (`ir::CalendarDef`): its name (the key of the request's `context.holidays`), its
+    /// zone's offsets over the window of the mandates that read it (`remit_lang::time::ZoneTable::encode`, read by
+    /// [`crate::time::ZoneTable::decode`]) and its weekly hours (`remit_lang::time::Calendar::encode`, read by
+    /// [`crate::time::Calendar::decode`]), each a string of the image.
+    Calendar {
+        name_off, name_len,
+        table_off, table_len,
+        hours_off, hours_len,
     }
 }
 
@@ -294,13 +308,18 @@ record! {
         /// The attribute as the policy writes it (`ir::Attr::display`), as a JSON string: what `failed.attribute`
         /// and `unevaluable.attribute` say.
         attr_text_off, attr_text_len,
-        /// An attribute derived from others ([`ATTR_COMPARE`], [`ATTR_MEMBER`], [`ATTR_RELATION`]): `u32` offsets
-        /// of its operands' [`Atom`] records, in the order they are read (a comparison's left and right sides, a
-        /// membership's item and set, a relation's terms). An operand record says how the operand is read (`attr`,
+        /// An attribute derived from others ([`ATTR_COMPARE`], [`ATTR_MEMBER`], [`ATTR_RELATION`],
+        /// [`ATTR_IN_CALENDAR`], [`ATTR_ELAPSED`]): `u32` offsets of its operands' [`Atom`] records, in the order they
+        /// are read (a comparison's left and right sides, a membership's item and set, a relation's terms, a
+        /// calendar's instant, a duration's later and earlier instants). An operand record says how the operand is read (`attr`,
         /// `name_*`, `ty`, `signed`); its test, values and operands are not used (operands are never derived).
         operands_off, operands_count,
-        /// [`ATTR_COMPARE`]: the operator, [`TEST_EQ`] … [`TEST_GE`].
+        /// [`ATTR_COMPARE`] and [`ATTR_ELAPSED`]: the operator, [`TEST_EQ`] … [`TEST_GE`].
         op,
+        /// [`ATTR_IN_CALENDAR`]: the index of its [`Calendar`] record.
+        calendar,
+        /// [`ATTR_ELAPSED`]: the duration compared with, whole seconds (`i64` as two words, low first).
+        seconds_lo, seconds_hi,
     }
 }
 
@@ -326,6 +345,12 @@ pub const ATTR_MEMBER: u32 = 12;
 /// `name(terms…)`, a bool: whether the request's `context.relations.NAME` (`name_*`) says the tuple of the
 /// operands' texts holds.
 pub const ATTR_RELATION: u32 = 13;
+/// `instant in CALENDAR`, a bool: one operand, the instant (a timestamp); `calendar` the [`Calendar`] record's index,
+/// `name_*` the calendar's name.
+pub const ATTR_IN_CALENDAR: u32 = 14;
+/// `later - earlier OP duration`, a bool: two operands, the later and the earlier instant (timestamps), the exact
+/// time between them compared by `op` with `seconds_*` whole seconds.
+pub const ATTR_ELAPSED: u32 = 15;
 
 /// A relation's terms the runtime keeps at hand while it compares them with the listed tuples (`cond::holds`); a
 /// relation with more terms reads the later ones again for each tuple (and weighs as unbounded, [`work_weight`]).
@@ -548,6 +573,7 @@ impl<'a> Image<'a> {
         fit(h.kinds_off, &mut h.kinds_count, Kind::SIZE);
         fit(h.levels_off, &mut h.levels_count, Str::SIZE);
         fit(h.entries_off, &mut h.entries_count, Entry::SIZE);
+        fit(h.calendars_off, &mut h.calendars_count, Calendar::SIZE);
         Some(Image { bytes, header })
     }
 
@@ -587,6 +613,14 @@ impl<'a> Image<'a> {
     #[inline(always)]
     pub fn entry(&self, i: u32) -> Entry {
         Entry::decode(self.bytes, Image::at(self.header.entries_off, Entry::SIZE, i))
+    }
+
+    /// Calendar record `i` (all zeros past the table: its strings are then empty, which no decode accepts).
+    pub fn calendar(&self, i: u32) -> Calendar {
+        if i >= self.header.calendars_count {
+            return Calendar::default();
+        }
+        Calendar::decode(self.bytes, Image::at(self.header.calendars_off, Calendar::SIZE, i))
     }
 
     /// The [`Str`] record `i` of a list from `off`, as bytes.

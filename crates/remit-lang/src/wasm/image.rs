@@ -30,8 +30,9 @@ struct Writer<'p> {
     entry_index: HashMap<DecidingRule, u32>,
     /// A condition nests `and`/`or` deeper than the runtime evaluates, or an operand is itself derived.
     too_deep: bool,
-    /// The first attribute the runtime cannot evaluate yet.
-    unsupported: Option<String>,
+    /// The calendars conditions read, by name, in the order of their records (each written once, at the end).
+    calendars: Vec<String>,
+    calendar_index: HashMap<String, u32>,
 }
 
 impl<'p> Writer<'p> {
@@ -45,7 +46,8 @@ impl<'p> Writer<'p> {
             entries: Vec::new(),
             entry_index: HashMap::new(),
             too_deep: false,
-            unsupported: None,
+            calendars: Vec::new(),
+            calendar_index: HashMap::new(),
         }
     }
 
@@ -227,10 +229,8 @@ impl<'p> Writer<'p> {
             Attr::Compare(..) => (rec::ATTR_COMPARE, None),
             Attr::Member(..) => (rec::ATTR_MEMBER, None),
             Attr::Relation(name, _) => (rec::ATTR_RELATION, Some(name.as_str())),
-            Attr::InCalendar(..) | Attr::Elapsed(..) => {
-                self.unsupported.get_or_insert_with(|| attr.display());
-                (rec::ATTR_LEVEL, None)
-            }
+            Attr::InCalendar(name, _) => (rec::ATTR_IN_CALENDAR, Some(name.as_str())),
+            Attr::Elapsed(..) => (rec::ATTR_ELAPSED, None),
         };
         let mut r = rec::Atom { attr: code, ty: self.ty(ty), ..rec::Atom::default() };
         if let Some(name) = name {
@@ -254,6 +254,15 @@ impl<'p> Writer<'p> {
             Attr::Member(item, set, item_ty) => {
                 let set_ty = Type::Set(Box::new(item_ty.clone()));
                 vec![self.operand(item, item_ty), self.operand(set, &set_ty)]
+            }
+            Attr::InCalendar(name, instant) => {
+                r.calendar = self.calendar(name);
+                vec![self.operand(instant, &Type::Timestamp)]
+            }
+            Attr::Elapsed(later, earlier, op, seconds) => {
+                r.op = compare_code(*op);
+                (r.seconds_lo, r.seconds_hi) = rec::split64(*seconds);
+                vec![self.operand(later, &Type::Timestamp), self.operand(earlier, &Type::Timestamp)]
             }
             Attr::Relation(_, terms) => terms
                 .iter()
@@ -282,6 +291,17 @@ impl<'p> Writer<'p> {
             r.operands_count = records.len() as u32;
         }
         r
+    }
+
+    /// The index of the record of the calendar named `name` (its record is written once, at the end).
+    fn calendar(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.calendar_index.get(name) {
+            return i;
+        }
+        let i = self.calendars.len() as u32;
+        self.calendars.push(name.to_string());
+        self.calendar_index.insert(name.to_string(), i);
+        i
     }
 
     /// An operand's record: a written attribute (the checker lowers only those into comparisons, memberships and
@@ -611,11 +631,27 @@ impl<'p> Writer<'p> {
             self.put(h.entries_off + (i * rec::Entry::SIZE) as u32, |o| e.encode(o));
         }
 
+        // The calendars conditions read: each name, its zone's table and its hours as the runtime decodes them.
+        let mut calendars = Vec::new();
+        for name in std::mem::take(&mut self.calendars) {
+            let mut record = rec::Calendar::default();
+            (record.name_off, record.name_len) = self.string(name.as_bytes());
+            // The checker resolves every calendar a condition names; an unknown one would stay empty, which the
+            // runtime's decode refuses (the condition fails closed).
+            if let Some(def) = program.calendars.get(&name) {
+                (record.table_off, record.table_len) = self.string(&def.table.encode());
+                (record.hours_off, record.hours_len) = self.string(&def.calendar.encode());
+            }
+            calendars.push(record);
+        }
+        h.calendars_off = self.reserve(rec::Calendar::SIZE, calendars.len());
+        h.calendars_count = calendars.len() as u32;
+        for (i, c) in calendars.iter().enumerate() {
+            self.put(h.calendars_off + (i * rec::Calendar::SIZE) as u32, |o| c.encode(o));
+        }
+
         if self.too_deep {
             return Err(ImageError::TooDeep);
-        }
-        if let Some(what) = self.unsupported.take() {
-            return Err(ImageError::Unsupported(what));
         }
         if self.bytes.len() > u32::MAX as usize / 2 {
             return Err(ImageError::TooLarge);
