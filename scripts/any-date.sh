@@ -12,8 +12,9 @@ offsets=("$@")
 export DONT_FAKE_MONOTONIC=1
 # The gateway's and the MCP proxy's tests: every test file that serves, decides with state or proxies. They and the
 # release binary are built on today's clock, so that nothing is compiled under a faked one.
-tests=(gateway_http gateway_core gateway_store gateway_log gateway_tokens authzen slow_clients any_date mcp_proxy
-  mcp_hardening)
+# (gateway_postgres is not among them: it starts a PostgreSQL server, which is not run under a faked clock.)
+tests=(gateway_http gateway_core gateway_store gateway_log gateway_tokens gateway_data authzen authzen_todo
+  authzen_search slow_clients any_date mcp_proxy mcp_hardening)
 selected=()
 for t in "${tests[@]}"; do selected+=(--test "$t"); done
 cargo build --release --quiet
