@@ -15,7 +15,7 @@
 
 use core::cmp::Ordering;
 
-use crate::value::NANOS_PER_SECOND;
+use crate::value::{days_from_civil, days_in_month, NANOS_PER_SECOND};
 
 /// Seconds in a local day.
 const SECONDS_PER_DAY: i64 = 86_400;
@@ -307,31 +307,8 @@ pub fn compare_nanos_to_seconds(nanos: i64, seconds: i64) -> Ordering {
     i128::from(nanos).cmp(&(i128::from(seconds) * NANOS_PER_SECOND))
 }
 
-// The civil calendar (Howard Hinnant's algorithms), as in value.rs, plus the way back from a day number.
-
-fn is_leap(year: i64) -> bool {
-    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a date whose year has at most four digits (nothing overflows).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+// The civil calendar (Howard Hinnant's algorithms) is value.rs's, which reads timestamps with it; only the way back
+// from a day number, which local dates need, is here.
 
 /// The date of a day number, or `None` when its year is past `i32` (a day number from Unix seconds in an `i64` is
 /// at most about 1.1e14, so the arithmetic below stays far from overflowing).
