@@ -339,14 +339,16 @@ impl Index {
         Vec::new()
     }
 
-    /// The attributes `subject.` or `resource.` may name: the request's own (`id`, and `scopes` of a subject) and
-    /// every declared one, with its type (sorted, each once).
+    /// The attributes `subject.`, `resource.` or `principal.` may name: the request's own (`id`, and `scopes` of a
+    /// subject; the principal has none, it is a constant of the mandate) and every declared one, with its type
+    /// (sorted, each once).
     pub fn attributes_of(&self, role: crate::syntax::ast::EntityRole) -> Vec<(String, String)> {
         use crate::syntax::ast::EntityRole;
-        let mut out: Vec<(String, String)> = vec![("id".into(), "string".into())];
-        if role == EntityRole::Subject {
-            out.push(("scopes".into(), "set<string>".into()));
-        }
+        let mut out: Vec<(String, String)> = match role {
+            EntityRole::Subject => vec![("id".into(), "string".into()), ("scopes".into(), "set<string>".into())],
+            EntityRole::Resource => vec![("id".into(), "string".into())],
+            EntityRole::Principal => Vec::new(),
+        };
         for decl in self.decls() {
             if let Decl::Entity(e) = decl {
                 if e.role == role {
@@ -360,7 +362,7 @@ impl Index {
     }
 
     /// What may be typed at `offset` of `text`: after `args.`, the parameters of the clause's target; after
-    /// `subject.` or `resource.`, their attributes; else every declared name and the clause keywords.
+    /// `subject.`, `resource.` or `principal.`, their attributes; else every declared name and the clause keywords.
     pub fn complete(&self, text: &str, offset: usize) -> Vec<Completion> {
         let before = &text[..offset.min(text.len())];
         let word_start =
@@ -378,6 +380,7 @@ impl Index {
         for (root, role) in [
             ("subject.", crate::syntax::ast::EntityRole::Subject),
             ("resource.", crate::syntax::ast::EntityRole::Resource),
+            ("principal.", crate::syntax::ast::EntityRole::Principal),
         ] {
             if let Some(prefix) = word.strip_prefix(root) {
                 return self

@@ -87,6 +87,9 @@ pub enum Attr {
     Subject(String),
     /// A declared attribute of the resource (`resource.owner`), read from `resource.properties`.
     Resource(String),
+    /// A declared attribute of the mandate's principal (`principal.accounts`), read from
+    /// `context.principals.PRINCIPAL` where PRINCIPAL is the principal of the request's mandate chain.
+    Principal(String),
     /// `left OP right`, two attributes of one type compared: a bool. Either side missing, mistyped or not comparable
     /// with the other (money in two currencies) is an evaluation error, as for any attribute.
     Compare(Box<Attr>, CompareOp, Box<Attr>, Type),
@@ -133,6 +136,7 @@ impl Attr {
             Attr::Level => "level".into(),
             Attr::Subject(name) => format!("subject.{name}"),
             Attr::Resource(name) => format!("resource.{name}"),
+            Attr::Principal(name) => format!("principal.{name}"),
             Attr::Compare(left, op, right, _) => format!("{} {} {}", left.display(), op.symbol(), right.display()),
             Attr::Member(item, set, _) => format!("{} in {}", item.display(), set.display()),
             Attr::Relation(name, terms) => {
@@ -453,6 +457,8 @@ pub struct Program {
     pub subject_attributes: BTreeMap<String, EntityAttribute>,
     /// Every declared resource attribute (`resource.NAME`), over all resource types.
     pub resource_attributes: BTreeMap<String, EntityAttribute>,
+    /// The attributes of the principal type (`principal TYPE { … }`, at most one per policy): `principal.NAME`.
+    pub principal_attributes: BTreeMap<String, EntityAttribute>,
     pub relations: BTreeMap<String, Relation>,
     pub calendars: BTreeMap<String, CalendarDef>,
     pub tool_index: BTreeMap<String, ToolId>,

@@ -107,12 +107,28 @@ pub struct Env<'e> {
     /// Tool listing: the call is not known yet (arguments are unknown, and so are the resource and the attempt when
     /// the request has none).
     pub listing: bool,
+    /// The principal of the request's mandate chain, as text (`principal.NAME` reads its attributes).
+    pub principal: &'e [u8],
 }
 
 impl<'e> Env<'e> {
-    /// The environment of a call to (or a listing of) tool `tool` of `image`.
-    pub fn new(image: &'e Image<'e>, doc: &'e Doc<'e>, request: &'e Request, tool: u32, listing: bool) -> Env<'e> {
-        Env { image, doc, request, tool: image.tool(tool), listing }
+    /// The environment of a call to (or a listing of) tool `tool` of `image`, under mandate record `mandate` (any
+    /// of the chain: each carries its root's principal).
+    pub fn new(
+        image: &'e Image<'e>,
+        doc: &'e Doc<'e>,
+        request: &'e Request,
+        tool: u32,
+        listing: bool,
+        mandate: &image::Mandate,
+    ) -> Env<'e> {
+        let principal = image.str(mandate.principal_text_off, mandate.principal_text_len);
+        Env { image, doc, request, tool: image.tool(tool), listing, principal }
+    }
+
+    /// The object of the principal's attributes in `context.principals`, if the request has one.
+    fn principal_attributes(&self) -> Option<u32> {
+        self.request.principals.and_then(|principals| self.doc.get(principals, self.principal))
     }
 }
 
@@ -301,7 +317,8 @@ pub fn failed_atom(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<
     None
 }
 
-/// The request's token of atom `at`'s attribute, for `args.*`, `context.*`, `resource.id` and `subject.id`.
+/// The request's token of atom `at`'s attribute, for `args.*`, `context.*`, `resource.id`, `subject.id` and the
+/// declared attributes of the subject, the resource and the principal.
 pub fn value_token(image: &Image<'_>, at: u32, env: &Env<'_>) -> Option<u32> {
     let atom = image::Atom::decode(image.bytes, at);
     let name = image.str(atom.name_off, atom.name_len);
@@ -311,6 +328,9 @@ pub fn value_token(image: &Image<'_>, at: u32, env: &Env<'_>) -> Option<u32> {
         image::ATTR_CONTEXT => request.attributes.and_then(|attrs| doc.get(attrs, name)),
         image::ATTR_RESOURCE_ID => request.resource_id,
         image::ATTR_SUBJECT_ID => Some(request.subject_id),
+        image::ATTR_SUBJECT => request.subject_properties.and_then(|object| doc.get(object, name)),
+        image::ATTR_RESOURCE => request.resource_properties.and_then(|object| doc.get(object, name)),
+        image::ATTR_PRINCIPAL => env.principal_attributes().and_then(|object| doc.get(object, name)),
         _ => None,
     }
 }
@@ -563,6 +583,8 @@ fn read_base(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Opt
         }
         image::ATTR_CONTEXT => declared(request.attributes, atom.signed != 0)?,
         image::ATTR_SUBJECT => declared(request.subject_properties, atom.signed != 0)?,
+        // An entry that is not an object has no attributes: missing, as an absent one (the interpreter's reading).
+        image::ATTR_PRINCIPAL => declared(env.principal_attributes(), atom.signed != 0)?,
         // Listing tools before the call: the resource's attributes come with the call.
         image::ATTR_RESOURCE => {
             if env.listing && request.resource_properties.and_then(|object| doc.get(object, name)).is_none() {
@@ -1318,7 +1340,8 @@ mod tests {
         let mut buffers = Buffers::new();
         let (doc, _) = buffers.parse(REQUEST).unwrap();
         let request = crate::request::parse(&doc, Need::Call).unwrap();
-        let mut env = Env { image: &image, doc: &doc, request: &request, tool: Tool::default(), listing: false };
+        let mut env =
+            Env { image: &image, doc: &doc, request: &request, tool: Tool::default(), listing: false, principal: b"" };
         let (off, count) = (nodes_at as u32, count as u32);
         let truth = eval(&image, off, count, &env);
         let p = possible(&image, off, count, &env);

@@ -401,7 +401,7 @@ impl<'w> Tally<'w> {
         if has_undeclared_argument(image, doc, tool, call.arguments) {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
-        let env = Env::new(image, doc, req, call.tool, false);
+        let env = Env::new(image, doc, req, call.tool, false, leaf);
         for position in 0..leaf.chain_count {
             let index = image.word(leaf.chain_off.wrapping_add(4 * position));
             let mandate = image.mandate(index);

@@ -351,6 +351,10 @@ pub const ATTR_IN_CALENDAR: u32 = 14;
 /// `later - earlier OP duration`, a bool: two operands, the later and the earlier instant (timestamps), the exact
 /// time between them compared by `op` with `seconds_*` whole seconds.
 pub const ATTR_ELAPSED: u32 = 15;
+/// `principal.NAME`: `name_*` read from `context.principals.PRINCIPAL`, PRINCIPAL the principal of the request's
+/// mandate (its record's `principal_text_*`); `signed` as for subjects. A code added to version 3: a runtime that
+/// predates it reads it as mistyped, so an image that needs it fails closed there rather than decide otherwise.
+pub const ATTR_PRINCIPAL: u32 = 16;
 
 /// A relation's terms the runtime keeps at hand while it compares them with the listed tuples (`cond::holds`); a
 /// relation with more terms reads the later ones again for each tuple (and weighs as unbounded, [`work_weight`]).

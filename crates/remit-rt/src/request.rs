@@ -40,7 +40,7 @@ const MISSING: RequestError =
 
 /// The fields a request is read by, as a decision names them (`fields`), in byte order: a set of them is a `u32`
 /// whose bit `i` is `FIELDS[i]` (`eval::request::FIELDS`).
-pub const FIELDS: [&str; 24] = [
+pub const FIELDS: [&str; 25] = [
     "action",
     "action.arguments",
     "action.name",
@@ -54,6 +54,7 @@ pub const FIELDS: [&str; 24] = [
     "context.mandate",
     "context.now",
     "context.operation_id",
+    "context.principals",
     "context.relations",
     "context.stops",
     "resource",
@@ -79,17 +80,18 @@ const F_HOLIDAYS: u32 = 1 << 9;
 const F_MANDATE: u32 = 1 << 10;
 const F_NOW: u32 = 1 << 11;
 const F_OPERATION_ID: u32 = 1 << 12;
-const F_RELATIONS: u32 = 1 << 13;
-const F_STOPS: u32 = 1 << 14;
-const F_RESOURCE: u32 = 1 << 15;
-const F_RESOURCE_ID: u32 = 1 << 16;
-const F_RESOURCE_PROPERTIES: u32 = 1 << 17;
-const F_SUBJECT: u32 = 1 << 18;
-const F_CREDENTIAL: u32 = 1 << 19;
-const F_CREDENTIAL_ID: u32 = 1 << 20;
-const F_SCOPES: u32 = 1 << 21;
-const F_SUBJECT_ID: u32 = 1 << 22;
-const F_SUBJECT_PROPERTIES: u32 = 1 << 23;
+const F_PRINCIPALS: u32 = 1 << 13;
+const F_RELATIONS: u32 = 1 << 14;
+const F_STOPS: u32 = 1 << 15;
+const F_RESOURCE: u32 = 1 << 16;
+const F_RESOURCE_ID: u32 = 1 << 17;
+const F_RESOURCE_PROPERTIES: u32 = 1 << 18;
+const F_SUBJECT: u32 = 1 << 19;
+const F_CREDENTIAL: u32 = 1 << 20;
+const F_CREDENTIAL_ID: u32 = 1 << 21;
+const F_SCOPES: u32 = 1 << 22;
+const F_SUBJECT_ID: u32 = 1 << 23;
+const F_SUBJECT_PROPERTIES: u32 = 1 << 24;
 
 impl RequestError {
     /// The classification of a document the JSON rule refused.
@@ -198,6 +200,9 @@ pub struct Request {
     /// `context.holidays`: an object token (absent: empty), per calendar its holidays as local dates `YYYY-MM-DD`
     /// (read by `cond::in_calendar`).
     pub holidays: Option<u32>,
+    /// `context.principals`: an object token (absent: empty), per principal id the object of its declared
+    /// attributes (read by `cond::read_base` under the principal of the request's mandate).
+    pub principals: Option<u32>,
 }
 
 impl Request {
@@ -220,7 +225,7 @@ const ROOT_FIELDS: [Key<'static>; 4] =
 const SUBJECT_FIELDS: [Key<'static>; 3] = [ID, Key::new(b"credential"), PROPERTIES];
 const CREDENTIAL_FIELDS: [Key<'static>; 2] = [ID, Key::new(b"scopes")];
 const ACTION_FIELDS: [Key<'static>; 2] = [Key::new(b"name"), Key::new(b"arguments")];
-const CONTEXT_FIELDS: [Key<'static>; 11] = [
+const CONTEXT_FIELDS: [Key<'static>; 12] = [
     Key::new(b"mandate"),
     Key::new(b"now"),
     Key::new(b"operation_id"),
@@ -232,6 +237,7 @@ const CONTEXT_FIELDS: [Key<'static>; 11] = [
     Key::new(b"attributes"),
     Key::new(b"relations"),
     Key::new(b"holidays"),
+    Key::new(b"principals"),
 ];
 
 /// Reads the request whose root is token 0 of `doc`. The presented approvals are only checked to be an array: an
@@ -272,7 +278,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     let resource_properties = p.typed(resource_properties, OBJECT, F_RESOURCE_PROPERTIES);
 
     let object = p.typed(context, OBJECT, F_CONTEXT);
-    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes, relations, holidays] =
+    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes, relations, holidays, principals] =
         doc.fields(object, &CONTEXT_FIELDS);
     let mandate = p.required_string(context, mandate, F_MANDATE);
     let now = p.required_string(context, now, F_NOW).and_then(|text| {
@@ -300,6 +306,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     let attributes = p.typed(attributes, OBJECT, F_ATTRIBUTES);
     let relations = p.typed(relations, OBJECT, F_RELATIONS);
     let holidays = p.typed(holidays, OBJECT, F_HOLIDAYS);
+    let principals = p.typed(principals, OBJECT, F_PRINCIPALS);
 
     if p.error.is_error() {
         return Err(p.error);
@@ -331,6 +338,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
         resource_properties,
         relations,
         holidays,
+        principals,
     })
 }
 

@@ -210,7 +210,7 @@ fn hidden_because(
         }
     }
 
-    let env = Env::new(image, doc, req, tool_index, true);
+    let env = Env::new(image, doc, req, tool_index, true, leaf);
     let (mut forbidding, mut unmatched) = (Lowest::default(), Lowest::default());
     for p in 0..leaf.chain_count {
         let index = mandate_at(p);

@@ -9,6 +9,8 @@
 //! `ignored`; [`fill`] (in the batch's transaction) looks the `from data` values up in the store.
 //!
 //! The request shape (what the module reads): `subject.properties.ATTR`, `resource.properties.ATTR`,
+//! `context.principals.PRINCIPAL.ATTR` (the attributes of the principals of the mandates that may decide the
+//! request, always from the data sets: no caller knows them),
 //! `context.relations.R` (an array of `{"args": [A, B], "holds": bool}`, one per tuple the policy asks about,
 //! holding or not: an asked tuple that is not listed is unevaluable, and fails closed) and
 //! `context.holidays.CALENDAR` (the calendar's holidays, `YYYY-MM-DD`). Uses nothing else of the core.
@@ -40,6 +42,10 @@ pub struct WorldSpec {
     pub relations: Vec<RelationSpec>,
     #[serde(default)]
     pub calendars: Vec<CalendarSpec>,
+    /// The declared principal type (`principal customer { … }`): its attributes are filled into
+    /// `context.principals`, from the data sets only (a `properties` source is refused here as in the language).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal_type: Option<EntitySpec>,
 }
 
 impl WorldSpec {
@@ -65,6 +71,7 @@ impl WorldSpec {
                 TermMeta::Arg(name) => Term::Arg(name.clone()),
                 TermMeta::SubjectAttribute(name) => Term::SubjectAttr(name.clone()),
                 TermMeta::ResourceAttribute(name) => Term::ResourceAttr(name.clone()),
+                TermMeta::PrincipalAttribute(name) => Term::PrincipalAttr(name.clone()),
                 // Not looked up: the atom is left out of the request, so the module finds it unevaluable.
                 TermMeta::Context(_) => return None,
             })
@@ -95,6 +102,7 @@ impl WorldSpec {
                 .iter()
                 .map(|c| CalendarSpec { name: c.name.clone(), holidays: c.holidays })
                 .collect(),
+            principal_type: world.principal.as_ref().map(entity),
         }
     }
 }
@@ -146,7 +154,7 @@ pub struct CalendarSpec {
 }
 
 /// A term of a relation atom. In JSON: `"subject"`, `"resource"`, `"principal"`, `"args.NAME"`, `"subject.ATTR"`,
-/// `"resource.ATTR"`, or `{"literal": "team:payments"}`.
+/// `"resource.ATTR"`, `"principal.ATTR"`, or `{"literal": "team:payments"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "TermText", into = "TermText")]
 pub enum Term {
@@ -159,6 +167,8 @@ pub enum Term {
     Arg(String),
     SubjectAttr(String),
     ResourceAttr(String),
+    /// `principal.ATTR`: an attribute of the request's mandate's principal.
+    PrincipalAttr(String),
     Literal(String),
 }
 
@@ -186,10 +196,11 @@ impl TryFrom<TermText> for Term {
                 .map(Term::Arg)
                 .or_else(|| named("subject.").map(Term::SubjectAttr))
                 .or_else(|| named("resource.").map(Term::ResourceAttr))
+                .or_else(|| named("principal.").map(Term::PrincipalAttr))
                 .ok_or_else(|| {
                     format!(
                         "`{path}` is not a term: `subject`, `resource`, `principal`, `args.NAME`, `subject.ATTR`, \
-                         `resource.ATTR` or {{\"literal\": …}}"
+                         `resource.ATTR`, `principal.ATTR` or {{\"literal\": …}}"
                     )
                 }),
         }
@@ -205,6 +216,7 @@ impl From<Term> for TermText {
             Term::Arg(name) => format!("args.{name}"),
             Term::SubjectAttr(name) => format!("subject.{name}"),
             Term::ResourceAttr(name) => format!("resource.{name}"),
+            Term::PrincipalAttr(name) => format!("principal.{name}"),
             Term::Literal(literal) => return TermText::Literal { literal },
         })
     }
@@ -234,6 +246,26 @@ impl WorldSpec {
                 }
             }
         }
+        if let Some(principal) = &spec.principal_type {
+            if principal.type_name.is_empty() {
+                return Err("the principal type is empty".into());
+            }
+            let mut names = std::collections::BTreeSet::new();
+            for attribute in &principal.attributes {
+                if attribute.name.is_empty() || !names.insert(&attribute.name) {
+                    return Err(format!(
+                        "attribute `{}` of `{}` is empty or declared twice",
+                        attribute.name, principal.type_name
+                    ));
+                }
+                if attribute.source != Source::Data {
+                    return Err(format!(
+                        "principal attribute `{}` comes from data: no caller knows the mandate's principal",
+                        attribute.name
+                    ));
+                }
+            }
+        }
         for relation in &spec.relations {
             if relation.name.is_empty()
                 || relation.name == HOLIDAY_RELATION
@@ -256,6 +288,7 @@ impl WorldSpec {
             && self.resource_types.is_empty()
             && self.relations.is_empty()
             && self.calendars.is_empty()
+            && self.principal_type.is_none()
     }
 
     fn subject_type(&self, request: &Map<String, Json>) -> Option<&EntitySpec> {
@@ -326,6 +359,10 @@ pub(super) fn strip(request: &mut Map<String, Json>, spec: &WorldSpec, trusted: 
     if context.remove("holidays").is_some() {
         ignored.push("context.holidays".into());
     }
+    // Only the gateway's data says what a principal is, trusted caller or not.
+    if context.remove("principals").is_some() {
+        ignored.push("context.principals".into());
+    }
     if let Some(relations) = context.remove("relations") {
         let mut kept = Map::new();
         if let Json::Object(relations) = relations {
@@ -376,6 +413,13 @@ pub(super) fn fill(
             }
         }
     }
+    // Before the relations: a relation's term may be a principal's attribute.
+    let principals = principal_attributes(tx, request, spec, meta)?;
+    if !principals.is_empty() {
+        if let Some(Json::Object(context)) = request.get_mut("context") {
+            context.insert("principals".into(), Json::Object(principals));
+        }
+    }
     let mut relations = Map::new();
     for relation in spec.relations.iter().filter(|r| r.source == Source::Data) {
         let mut asked: Vec<(String, String)> = Vec::new();
@@ -412,6 +456,51 @@ pub(super) fn fill(
     Ok(())
 }
 
+/// The principals whose attributes a request may need: the principal of the mandate it names, else those of the
+/// mandates whose holders admit its subject (the mandates the module may be asked to decide it under). Never any
+/// other principal: the request carries only what can decide it.
+fn candidate_principals(request: &Map<String, Json>, meta: &PolicyMeta) -> Vec<String> {
+    let context = request.get("context");
+    let mut principals: Vec<String> = match context.and_then(|c| c.get("mandate")) {
+        Some(named) => named.as_str().and_then(|name| meta.mandate(name)).map(|m| m.principal.clone()).into_iter().collect(),
+        None => {
+            let subject = request.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str);
+            subject.map(|s| meta.held_by(s).into_iter().map(|m| m.principal.clone()).collect()).unwrap_or_default()
+        }
+    };
+    principals.retain(|p| !p.is_empty());
+    principals.sort();
+    principals.dedup();
+    principals
+}
+
+/// `context.principals`: for each candidate principal the data sets know as an entity of the principal type, its
+/// declared attributes that the data sets have (an attribute they lack is left out: the module then denies,
+/// naming it).
+fn principal_attributes(
+    tx: &mut dyn Tx,
+    request: &Map<String, Json>,
+    spec: &WorldSpec,
+    meta: &PolicyMeta,
+) -> StoreResult<Map<String, Json>> {
+    let mut out = Map::new();
+    let Some(entity) = &spec.principal_type else { return Ok(out) };
+    if entity.attributes.is_empty() {
+        return Ok(out);
+    }
+    for principal in candidate_principals(request, meta) {
+        let Some(stored) = tx.entity(&entity.type_name, &principal)? else { continue };
+        let attributes: Map<String, Json> = entity
+            .attributes
+            .iter()
+            .filter(|a| a.source == Source::Data)
+            .filter_map(|a| stored.get(&a.name).map(|value| (a.name.clone(), value.clone())))
+            .collect();
+        out.insert(principal, Json::Object(attributes));
+    }
+    Ok(out)
+}
+
 /// A term's value in a request: a string, or `None` (then the atom is not asked).
 fn value_of(term: &Term, request: &Map<String, Json>, meta: &PolicyMeta) -> Option<String> {
     let text = |value: Option<&Json>| value.and_then(Json::as_str).filter(|s| !s.is_empty()).map(str::to_string);
@@ -428,6 +517,11 @@ fn value_of(term: &Term, request: &Map<String, Json>, meta: &PolicyMeta) -> Opti
         }
         Term::ResourceAttr(name) => {
             text(request.get("resource").and_then(|r| r.get("properties")).and_then(|p| p.get(name)))
+        }
+        Term::PrincipalAttr(name) => {
+            let principal = value_of(&Term::Principal, request, meta)?;
+            let principals = request.get("context").and_then(|c| c.get("principals"));
+            text(principals.and_then(|p| p.get(&principal)).and_then(|p| p.get(name)))
         }
         Term::Literal(literal) => Some(literal.clone()),
     }

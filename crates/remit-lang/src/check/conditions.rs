@@ -348,6 +348,7 @@ impl Checker<'_> {
             ("subject", Some("id") | None) => Attr::SubjectId,
             ("subject", Some("scopes")) => Attr::SubjectScopes,
             ("subject", Some(f)) => Attr::Subject(f.to_string()),
+            ("principal", Some(f)) => Attr::Principal(f.to_string()),
             ("now", _) => Attr::Now,
             ("attempt", _) => Attr::Attempt,
             _ => Attr::Level,
@@ -372,6 +373,7 @@ impl Checker<'_> {
             },
             ("subject", Some(name)) => return self.entity_attribute(ast::EntityRole::Subject, name, attr, env),
             ("resource", Some(name)) => return self.entity_attribute(ast::EntityRole::Resource, name, attr, env),
+            ("principal", Some(name)) => return self.entity_attribute(ast::EntityRole::Principal, name, attr, env),
             ("now", None) => Some(Type::Timestamp),
             ("attempt", None) => Some(Type::Int),
             ("level", None) => Some(Type::Level),
@@ -386,7 +388,7 @@ impl Checker<'_> {
         ty
     }
 
-    /// A declared attribute of the subject or the resource.
+    /// A declared attribute of the subject, the resource or the mandate's principal.
     fn entity_attribute(
         &mut self,
         role: ast::EntityRole,
@@ -397,14 +399,23 @@ impl Checker<'_> {
         let declared = match role {
             ast::EntityRole::Subject => &self.world.subject_attributes,
             ast::EntityRole::Resource => &self.world.resource_attributes,
+            ast::EntityRole::Principal => &self.world.principal_attributes,
         };
         if let Some(found) = declared.get(name) {
+            if role == ast::EntityRole::Principal && env.scope.principal.is_none() {
+                // Read under the mandate's principal: a mandate without one has nothing to read it under.
+                self.error(err::principal_unknown(attr.span));
+                env.failed = true;
+                return None;
+            }
             return Some(found.ty.clone());
         }
         let mut candidates: Vec<&str> = declared.keys().map(String::as_str).collect();
-        candidates.push("id");
-        if role == ast::EntityRole::Subject {
-            candidates.push("scopes");
+        match role {
+            ast::EntityRole::Subject => candidates.extend(["id", "scopes"]),
+            ast::EntityRole::Resource => candidates.push("id"),
+            // The principal itself is `principal`, a constant of the mandate: it has no `.id`.
+            ast::EntityRole::Principal => {}
         }
         let d = err::unknown_entity_attribute(role.keyword(), name, attr.span, &candidates);
         self.error(d);

@@ -585,6 +585,30 @@ pub fn conflicting_attribute_type(
     ))
 }
 
+pub fn second_principal_type(name: &str, span: Span, first: &str, first_span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::second-principal-type",
+        format!("principal type `{name}` is declared beside `{first}`"),
+    )
+    .label(span, "a second principal type")
+    .label(first_span, format!("`{first}` declared here"))
+    .help(format!(
+        "a policy's mandates have principals of one type: declare every principal attribute in `principal {first} {{ … }}`"
+    ))
+}
+
+pub fn principal_from_properties(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::principal-from-properties",
+        format!("`principal.{name}` cannot come from `properties`"),
+    )
+    .label(span, "principal attributes come from the gateway's data")
+    .help(format!(
+        "the enforcement point does not know the mandate's principal and the agent is never a source: drop `from \
+         properties` (a principal attribute is always `from data`) and load `{name}` as data of the principal type"
+    ))
+}
+
 pub fn relation_parameter(relation: &str, ty: &str, span: Span) -> Diagnostic {
     Diagnostic::error("remit::relation-parameter", format!("relation `{relation}` cannot relate `{ty}` values"))
         .label(span, "not an identifier type")

@@ -181,6 +181,9 @@ pub fn program_hash(p: &Program) -> String {
     for (name, a) in &p.resource_attributes {
         lines.push(format!("resource attribute {name:?} signed {}", a.signed));
     }
+    for (name, a) in &p.principal_attributes {
+        lines.push(format!("principal attribute {name:?} signed {}", a.signed));
+    }
     for r in p.relations.values() {
         lines.push(format!("relation {:?} {:?} {:?}", r.name, r.params, r.source));
     }
@@ -388,6 +391,7 @@ impl<'a> Checker<'a> {
             entities: self.world.entities.clone(),
             subject_attributes: self.world.subject_attributes.clone(),
             resource_attributes: self.world.resource_attributes.clone(),
+            principal_attributes: self.world.principal_attributes.clone(),
             relations: self.world.relations.clone(),
             calendars: self.world.calendars.clone(),
             tool_index,

@@ -1,5 +1,5 @@
-//! Declarations about the world outside the request's own fields: the attributes of subjects and resources
-//! (`subject user { … }`, `resource todo { … }`) and relations (`relation member_of(string, string)`). Conditions
+//! Declarations about the world outside the request's own fields: the attributes of subjects, resources and the
+//! mandates' principals (`subject user { … }`, `resource todo { … }`, `principal customer { … }`) and relations (`relation member_of(string, string)`). Conditions
 //! read them (`conditions.rs`); where their values come from is the gateway's business (`from data` /
 //! `from properties`), the module only reads the request.
 
@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::{err, Checker};
 use crate::ir::{self, EntityAttribute, Type};
 use crate::source::Span;
-use crate::syntax::ast::{Decl, EntityRole};
+use crate::syntax::ast::{self, Decl, EntityRole};
 use crate::time;
 
 /// What the declarations say, gathered before any condition is checked.
@@ -17,6 +17,7 @@ pub(super) struct World {
     pub entities: Vec<ir::EntityType>,
     pub subject_attributes: BTreeMap<String, EntityAttribute>,
     pub resource_attributes: BTreeMap<String, EntityAttribute>,
+    pub principal_attributes: BTreeMap<String, EntityAttribute>,
     pub relations: BTreeMap<String, ir::Relation>,
     pub calendars: BTreeMap<String, ir::CalendarDef>,
 }
@@ -31,6 +32,8 @@ impl Checker<'_> {
         let mut seen_types: HashMap<(EntityRole, String), Span> = HashMap::new();
         // Where each attribute name was first declared, with its type: one name has one type.
         let mut first: HashMap<(EntityRole, String), (Type, Span)> = HashMap::new();
+        // The principal type: a mandate's principal is one entity, so a policy declares one type of them.
+        let mut principal_type: Option<(String, Span)> = None;
         for decl in decls {
             let Decl::Entity(e) = decl else { continue };
             let key = (e.role, e.name.text.clone());
@@ -38,6 +41,13 @@ impl Checker<'_> {
                 let what = format!("{} type", e.role.keyword());
                 self.error(err::duplicate_definition(&what, &e.name.text, e.name.span, previous));
                 continue;
+            }
+            if e.role == EntityRole::Principal {
+                if let Some((other, at)) = &principal_type {
+                    self.error(err::second_principal_type(&e.name.text, e.name.span, other, *at));
+                    continue;
+                }
+                principal_type = Some((e.name.text.clone(), e.name.span));
             }
             let mut attributes = Vec::new();
             let mut names: HashMap<&str, Span> = HashMap::new();
@@ -49,6 +59,13 @@ impl Checker<'_> {
                 }
                 if RESERVED.contains(&name) {
                     self.error(err::reserved_attribute(e.role.keyword(), name, attr.name.span));
+                    continue;
+                }
+                // The enforcement point does not know the mandate's principal, and the agent is never a source:
+                // only the gateway's data sets say what a principal is.
+                if let (EntityRole::Principal, ast::Source::Properties) = (e.role, attr.source) {
+                    let span = attr.source_span.unwrap_or(attr.name.span);
+                    self.error(err::principal_from_properties(name, span));
                     continue;
                 }
                 let Some(ty) = self.resolve_type(&attr.ty) else { continue };
@@ -75,6 +92,7 @@ impl Checker<'_> {
                 let map = match e.role {
                     EntityRole::Subject => &mut self.world.subject_attributes,
                     EntityRole::Resource => &mut self.world.resource_attributes,
+                    EntityRole::Principal => &mut self.world.principal_attributes,
                 };
                 let entry = map.entry(name.to_string()).or_insert_with(|| EntityAttribute {
                     ty: ty.clone(),

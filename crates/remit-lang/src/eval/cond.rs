@@ -26,6 +26,8 @@ pub(crate) struct Env<'a> {
     pub tool: ToolId,
     /// Tool listing: the call is not known yet.
     pub listing: bool,
+    /// The principal of the request's mandate chain (`principal.ATTR` reads its attributes).
+    pub principal: &'a str,
 }
 
 /// Evaluates `cond`. Every child is evaluated; an error in any child is the result (see the module header).
@@ -255,6 +257,12 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
             None if env.listing => return Ok(Fetched::Unknown),
             None => return Err(EvalError::Missing),
         },
+        // The principal's entry must be an object: anything else leaves every attribute of it missing, as an absent
+        // one does (the gateway fills only objects; the runtime reads it the same way).
+        Attr::Principal(name) => {
+            let json = request.principal_attribute(env.principal, name).ok_or(EvalError::Missing)?;
+            declared(json, ty, env.program.principal_attributes.get(name), env.program)?
+        }
         // Both sides are read, left first: the first error is the result, whatever the other side holds.
         Attr::Compare(left, op, right, operand_ty) => {
             let left = fetch(left, operand_ty, env)?;
@@ -662,7 +670,7 @@ mod tests {
 
     fn run(cond: &Cond, req: &Request) -> Result<bool, EvalError> {
         let program = program();
-        eval(cond, &Env { program: &program, request: req, tool: 0, listing: false })
+        eval(cond, &Env { program: &program, request: req, tool: 0, listing: false, principal: "user:p" })
     }
 
     #[test]
@@ -768,7 +776,7 @@ mod tests {
     fn levels_compare_by_position() {
         let req = base("{}", "{}");
         let program = program();
-        let env = Env { program: &program, request: &req, tool: 0, listing: false };
+        let env = Env { program: &program, request: &req, tool: 0, listing: false, principal: "user:p" };
         let at_most = |l| atom(Attr::Level, Type::Level, Test::Compare(CompareOp::Le, Value::Level(l)));
         let level = program.tools[0].level;
         assert_eq!(eval(&at_most(level), &env), Ok(true));
@@ -803,7 +811,7 @@ mod tests {
         )
         .expect("listing request parses");
         let program = program();
-        let env = Env { program: &program, request: &req, tool: 0, listing: true };
+        let env = Env { program: &program, request: &req, tool: 0, listing: true, principal: "user:p" };
         let on_arg = arg("to", Type::String, Test::Under("press@".into()));
         let on_ctx = atom(Attr::Context("region".into()), Type::String, Test::Under("eu".into()));
         let on_subject = atom(Attr::SubjectId, Type::String, Test::Under("agent:".into()));

@@ -255,7 +255,8 @@ pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
     let (Some(tool), Some(leaf)) = (program.tool(&call.name), program.mandate(&req.mandate)) else {
         return Vec::new();
     };
-    let env = Env { program, request: &req, tool, listing: false };
+    let principal = program.mandates[leaf].principal.as_str();
+    let env = Env { program, request: &req, tool, listing: false, principal };
     let empty = Json::Object(Map::new());
     let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
     let chain = program.chain(leaf);
@@ -333,7 +334,9 @@ impl Tally {
         if has_undeclared_argument(tool, call) {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
-        let env = Env { program, request: req, tool: tool_id, listing: false };
+        // Every mandate of the chain acts for its root's principal (copied into each by the checker).
+        let principal = chain.first().map_or("", |&root| program.mandates[root].principal.as_str());
+        let env = Env { program, request: req, tool: tool_id, listing: false, principal };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
         for (position, &mandate_id) in chain.iter().enumerate() {
@@ -493,6 +496,9 @@ fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Opt
             crate::ir::Attr::Context(name) => req.attributes.get(name).cloned(),
             crate::ir::Attr::ResourceId => req.resource_id.clone().map(Json::String),
             crate::ir::Attr::SubjectId => Some(Json::String(req.subject_id.clone())),
+            crate::ir::Attr::Subject(name) => req.subject_properties.get(name).cloned(),
+            crate::ir::Attr::Resource(name) => req.resource_properties.get(name).cloned(),
+            crate::ir::Attr::Principal(name) => req.principal_attribute(env.principal, name).cloned(),
             _ => None,
         };
         let value = json.map(|j| {

@@ -33,7 +33,7 @@ pub(crate) struct RequestError {
 
 /// The fields a request is read by, as a decision names them (`fields`, docs/requests.md), in byte order: a set of
 /// them is a `u32` whose bit `i` is `FIELDS[i]`, listed in this order.
-pub(crate) const FIELDS: [&str; 24] = [
+pub(crate) const FIELDS: [&str; 25] = [
     "action",
     "action.arguments",
     "action.name",
@@ -47,6 +47,7 @@ pub(crate) const FIELDS: [&str; 24] = [
     "context.mandate",
     "context.now",
     "context.operation_id",
+    "context.principals",
     "context.relations",
     "context.stops",
     "resource",
@@ -165,6 +166,15 @@ pub(crate) struct Request {
     pub relations: Map<String, Json>,
     /// `context.holidays`: per calendar, its holidays as local dates `YYYY-MM-DD`.
     pub holidays: Map<String, Json>,
+    /// `context.principals`: per principal id, its declared attributes (`{"user:dana": {"region": "eu"}}`).
+    pub principals: Map<String, Json>,
+}
+
+impl Request {
+    /// `context.principals.PRINCIPAL.NAME`; `None` when absent, also when the principal's entry is not an object.
+    pub(crate) fn principal_attribute(&self, principal: &str, name: &str) -> Option<&Json> {
+        self.principals.get(principal)?.as_object()?.get(name)
+    }
 }
 
 /// Parses `bytes` as a request.
@@ -240,6 +250,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let attributes = p.object(context, "context.attributes").cloned().unwrap_or_default();
     let relations = p.object(context, "context.relations").cloned().unwrap_or_default();
     let holidays = p.object(context, "context.holidays").cloned().unwrap_or_default();
+    let principals = p.object(context, "context.principals").cloned().unwrap_or_default();
 
     if p.error.is_error() {
         return Err(p.error);
@@ -270,6 +281,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
         resource_properties,
         relations,
         holidays,
+        principals,
     })
 }
 

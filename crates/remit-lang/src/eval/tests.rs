@@ -283,6 +283,7 @@ pub(crate) fn program() -> Program {
         entities: Vec::new(),
         subject_attributes: Default::default(),
         resource_attributes: Default::default(),
+        principal_attributes: Default::default(),
         relations: Default::default(),
         calendars: Default::default(),
     };

@@ -120,7 +120,8 @@ fn hidden_because(
         return Some((err::LEVEL_EXCEEDED, Some(rule)));
     }
 
-    let env = Env { program, request: req, tool: tool_id, listing: true };
+    let principal = chain.first().map_or("", |&root| program.mandates[root].principal.as_str());
+    let env = Env { program, request: req, tool: tool_id, listing: true, principal };
     let mut forbidding = Vec::new();
     let mut unmatched = Vec::new();
     for mandate in mandates() {

@@ -269,8 +269,8 @@ fn values(program: &Program, kind: &RuleKind, cond: &Cond, json: &Json, tool: us
         .map(|attr| {
             let value = match &attr {
                 Attr::Level => Some(Json::String(program.levels[program.tools[tool].level].clone())),
-                Attr::Relation(name, terms) => relation_answer(json, name, terms),
-                other => request_value(json, other),
+                Attr::Relation(name, terms) => relation_answer(program, json, name, terms),
+                other => request_value(program, json, other),
             };
             format!("{} = {}", attr.display(), value.map_or("(missing)".to_string(), |v| v.to_string()))
         })
@@ -298,12 +298,12 @@ fn collect(cond: &Cond, out: &mut BTreeSet<Attr>) {
 }
 
 /// What `context.relations` answers for a relation atom, with its terms read from the request.
-fn relation_answer(json: &Json, name: &str, terms: &[crate::ir::Term]) -> Option<Json> {
+fn relation_answer(program: &Program, json: &Json, name: &str, terms: &[crate::ir::Term]) -> Option<Json> {
     let mut values = Vec::new();
     for term in terms {
         match term {
             crate::ir::Term::Value(text) => values.push(Json::String(text.clone())),
-            crate::ir::Term::Attr(attr) => values.push(request_value(json, attr)?),
+            crate::ir::Term::Attr(attr) => values.push(request_value(program, json, attr)?),
         }
     }
     let listed = json.pointer(&format!("/context/relations/{}", pointer_escape(name)))?.as_array()?;
@@ -311,7 +311,7 @@ fn relation_answer(json: &Json, name: &str, terms: &[crate::ir::Term]) -> Option
 }
 
 /// The request's value of a plain attribute (not `level`, not derived).
-fn request_value(json: &Json, attr: &Attr) -> Option<Json> {
+fn request_value(program: &Program, json: &Json, attr: &Attr) -> Option<Json> {
     match attr {
         Attr::Arg(name) => json.pointer(&format!("/action/arguments/{}", pointer_escape(name))).cloned(),
         Attr::ResourceId => json.pointer("/resource/id").cloned(),
@@ -322,6 +322,12 @@ fn request_value(json: &Json, attr: &Attr) -> Option<Json> {
         Attr::Attempt => json.pointer("/context/attempt").cloned(),
         Attr::Subject(name) => json.pointer(&format!("/subject/properties/{}", pointer_escape(name))).cloned(),
         Attr::Resource(name) => json.pointer(&format!("/resource/properties/{}", pointer_escape(name))).cloned(),
+        // Filed under the principal of the request's mandate (which the request names, not the principal).
+        Attr::Principal(name) => {
+            let mandate = json.pointer("/context/mandate").and_then(Json::as_str)?;
+            let principal = &program.mandates[program.mandate(mandate)?].principal;
+            json.pointer(&format!("/context/principals/{}/{}", pointer_escape(principal), pointer_escape(name))).cloned()
+        }
         Attr::Level
         | Attr::Compare(..)
         | Attr::Member(..)

@@ -59,6 +59,8 @@ pub struct CalendarHours {
 pub enum EntityRole {
     Subject,
     Resource,
+    /// The principal of a mandate (`principal.ATTR`): one type per policy, its attributes always from data.
+    Principal,
 }
 
 impl EntityRole {
@@ -66,6 +68,7 @@ impl EntityRole {
         match self {
             EntityRole::Subject => "subject",
             EntityRole::Resource => "resource",
+            EntityRole::Principal => "principal",
         }
     }
 }
@@ -104,6 +107,8 @@ pub struct EntityAttr {
     /// Where `signed` is written: the attribute's money may be negative.
     pub signed: Option<Span>,
     pub source: Source,
+    /// Where `from …` is written, if it is.
+    pub source_span: Option<Span>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

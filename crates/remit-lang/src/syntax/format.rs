@@ -116,6 +116,7 @@ const STARTERS: &[&str] = &[
     "mandate",
     "subject",
     "resource",
+    "principal",
     "relation",
     "calendar",
     // mandate clauses
@@ -252,8 +253,9 @@ fn layout(text: &str) -> String {
         // Track brackets and statements.
         match (token.kind, token.text) {
             (Kind::Punct, "{") => {
-                // Enum variants and the attributes of subjects and resources are items, one per line.
-                let items = matches!(statement.first(), Some(&"enum" | &"subject" | &"resource" | &"calendar"));
+                // Enum variants and the attributes of subjects, resources and principals are items, one per line.
+                let items =
+                    matches!(statement.first(), Some(&"enum" | &"subject" | &"resource" | &"principal" | &"calendar"));
                 let indent = current_line_indent(&out);
                 stack.push(Open { token: b'{', indent, items });
                 statement.clear();
@@ -362,6 +364,13 @@ mod tests {
         let out = format(source).unwrap();
         assert!(out.contains("valid from 2026-11-01T00:00:00Z until 2027-01-01T00:00:00Z\n"), "{out}");
         assert!(out.contains("limit t: args.a <= 100 USD\n"), "{out}");
+    }
+
+    #[test]
+    fn principal_attributes_are_items() {
+        let source = "principal customer {\naccounts: set<string>,\n      region : string\n}\n";
+        let expected = "principal customer {\n  accounts: set<string>,\n  region: string\n}\n";
+        assert_eq!(format(source).unwrap(), expected);
     }
 
     #[test]

@@ -322,6 +322,7 @@ impl Lower {
             Rule::entity_decl => {
                 let role = match inner.next().expect("subject or resource").as_str() {
                     "subject" => EntityRole::Subject,
+                    "principal" => EntityRole::Principal,
                     _ => EntityRole::Resource,
                 };
                 let name = self.name(inner.next().expect("type name"));
@@ -330,8 +331,10 @@ impl Lower {
                         let mut parts = attr.into_inner();
                         let name = self.name(parts.next().expect("attribute name"));
                         let (ty, signed) = self.signed_ty(&mut parts);
-                        let source = parts.next().map_or(Source::Data, source);
-                        EntityAttr { name, ty, signed, source }
+                        let from = parts.next();
+                        let source_span = from.as_ref().map(|p| self.span(p));
+                        let source = from.map_or(Source::Data, source);
+                        EntityAttr { name, ty, signed, source, source_span }
                     })
                     .collect();
                 Decl::Entity(EntityDecl { role, name, attributes })

@@ -226,6 +226,7 @@ impl<'p> Writer<'p> {
             Attr::Level => (rec::ATTR_LEVEL, None),
             Attr::Subject(name) => (rec::ATTR_SUBJECT, Some(name.as_str())),
             Attr::Resource(name) => (rec::ATTR_RESOURCE, Some(name.as_str())),
+            Attr::Principal(name) => (rec::ATTR_PRINCIPAL, Some(name.as_str())),
             Attr::Compare(..) => (rec::ATTR_COMPARE, None),
             Attr::Member(..) => (rec::ATTR_MEMBER, None),
             Attr::Relation(name, _) => (rec::ATTR_RELATION, Some(name.as_str())),
@@ -240,6 +241,7 @@ impl<'p> Writer<'p> {
             Attr::Context(name) => self.program.signed_contexts.contains(name),
             Attr::Subject(name) => self.program.subject_attributes.get(name).is_some_and(|a| a.signed),
             Attr::Resource(name) => self.program.resource_attributes.get(name).is_some_and(|a| a.signed),
+            Attr::Principal(name) => self.program.principal_attributes.get(name).is_some_and(|a| a.signed),
             // Arguments look it up on the called tool.
             _ => false,
         });

@@ -41,7 +41,7 @@ pub struct PolicyMeta {
 /// The declared world of a policy, as the gateway needs it to fill a request (docs/gateway.md, "Data").
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorldMeta {
-    /// `subject TYPE { … }`, sorted by type.
+    /// `subject TYPE { … }`, sorted by type (principals are not among them: see `principal`).
     pub subjects: Vec<EntityMeta>,
     /// `resource TYPE { … }`, sorted by type.
     pub resources: Vec<EntityMeta>,
@@ -50,6 +50,10 @@ pub struct WorldMeta {
     /// `calendar NAME …`, sorted by name: whether the gateway fills its holidays.
     #[serde(default)]
     pub calendars: Vec<CalendarMeta>,
+    /// `principal TYPE { … }`: the gateway fills `context.principals.PRINCIPAL` from its data sets (entities of this
+    /// type) for the principals of the mandates that may decide a request. Absent when none is declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<EntityMeta>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +111,8 @@ pub enum TermMeta {
     SubjectAttribute(String),
     /// `resource.NAME`.
     ResourceAttribute(String),
+    /// `principal.NAME` (an attribute of the mandate's principal).
+    PrincipalAttribute(String),
 }
 
 impl TermMeta {
@@ -119,6 +125,7 @@ impl TermMeta {
             Term::Attr(Attr::Context(name)) => TermMeta::Context(name.clone()),
             Term::Attr(Attr::Subject(name)) => TermMeta::SubjectAttribute(name.clone()),
             Term::Attr(Attr::Resource(name)) => TermMeta::ResourceAttribute(name.clone()),
+            Term::Attr(Attr::Principal(name)) => TermMeta::PrincipalAttribute(name.clone()),
             Term::Attr(_) => return None,
         })
     }
@@ -144,6 +151,7 @@ impl WorldMeta {
         };
         let subjects = program.entities.iter().filter(|e| e.role == EntityRole::Subject).map(entity).collect();
         let resources = program.entities.iter().filter(|e| e.role == EntityRole::Resource).map(entity).collect();
+        let principal = program.entities.iter().find(|e| e.role == EntityRole::Principal).map(entity);
         let mut atoms: std::collections::BTreeMap<String, std::collections::BTreeSet<Vec<TermMeta>>> =
             Default::default();
         for rule in program.mandates.iter().flat_map(|m| &m.rules) {
@@ -168,7 +176,7 @@ impl WorldMeta {
             .values()
             .map(|c| CalendarMeta { name: c.name.clone(), holidays: c.calendar.closed_on_holidays() })
             .collect();
-        Some(WorldMeta { subjects, resources, relations, calendars })
+        Some(WorldMeta { subjects, resources, relations, calendars, principal })
     }
 }
 

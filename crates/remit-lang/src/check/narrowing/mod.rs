@@ -218,7 +218,7 @@ impl Readable {
             // The world a condition reads too: a witness that carries the resource's owner ("a resource owned by
             // someone else") says more than one without it.
             .chain(vars.iter().filter_map(|(id, var)| match var {
-                Var::Present(Attr::Subject(_) | Attr::Resource(_) | Attr::ResourceId) => Some(id),
+                Var::Present(Attr::Subject(_) | Attr::Resource(_) | Attr::Principal(_) | Attr::ResourceId) => Some(id),
                 Var::Present(attr) if attr.is_derived() => Some(id),
                 _ => None,
             }))
@@ -236,6 +236,7 @@ impl Readable {
                 Var::Value(Attr::Context(name), Type::Money) => !program.signed_contexts.contains(name),
                 Var::Value(Attr::Subject(name), Type::Money) => !program.subject_attributes[name].signed,
                 Var::Value(Attr::Resource(name), Type::Money) => !program.resource_attributes[name].signed,
+                Var::Value(Attr::Principal(name), Type::Money) => !program.principal_attributes[name].signed,
                 _ => false,
             })
             .map(|(id, _)| lit(id, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));

@@ -73,6 +73,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     let mut attempt: Option<Json> = None;
     let mut subject_properties = Map::new();
     let mut resource_properties = Map::new();
+    let mut principal_properties = Map::new();
     let mut relations: Vec<(String, Vec<crate::ir::Term>, bool)> = Vec::new();
     for (_, var) in vars.iter() {
         let Var::Present(attr) = var else { continue };
@@ -100,6 +101,10 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             Attr::Resource(name) => {
                 let declared = program.resource_attributes.get(name).map(|a| &a.ty);
                 resource_properties.insert(name.clone(), attribute(attr, declared));
+            }
+            Attr::Principal(name) => {
+                let declared = program.principal_attributes.get(name).map(|a| &a.ty);
+                principal_properties.insert(name.clone(), attribute(attr, declared));
             }
             Attr::Relation(name, terms) => {
                 let holds = matches!(value_of(attr), Some((Value::Bool(true), _)));
@@ -131,6 +136,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             attributes: &mut attributes,
             subject: &mut subject_properties,
             resource: &mut resource_properties,
+            principal: &mut principal_properties,
             resource_id: &mut resource,
         };
         for (_, var) in vars.iter() {
@@ -331,6 +337,11 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     if !holidays.is_empty() {
         context.insert("holidays".into(), Json::Object(holidays));
     }
+    // The principal's attributes, under the principal of the witness's mandate (as the gateway fills them).
+    let principal = program.mandate(shape.mandate).map(|m| program.mandates[m].principal.clone()).unwrap_or_default();
+    if !principal_properties.is_empty() {
+        context.insert("principals".into(), json!({ principal.clone(): Json::Object(principal_properties.clone()) }));
+    }
     // Each relation atom the model decides, as the tuple of its terms' values in this request.
     let mut listed: Map<String, Json> = Map::new();
     for (name, terms, holds) in relations {
@@ -345,6 +356,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                 }
                 crate::ir::Term::Attr(Attr::Subject(a)) => subject_properties.get(a).cloned().unwrap_or(Json::Null),
                 crate::ir::Term::Attr(Attr::Resource(a)) => resource_properties.get(a).cloned().unwrap_or(Json::Null),
+                crate::ir::Term::Attr(Attr::Principal(a)) => principal_properties.get(a).cloned().unwrap_or(Json::Null),
                 crate::ir::Term::Attr(_) => Json::Null,
             }
         };
@@ -384,6 +396,8 @@ struct Slots<'a> {
     attributes: &'a mut Map<String, Json>,
     subject: &'a mut Map<String, Json>,
     resource: &'a mut Map<String, Json>,
+    /// The attributes of the mandate's principal (`context.principals.PRINCIPAL`).
+    principal: &'a mut Map<String, Json>,
     resource_id: &'a mut Option<Json>,
 }
 
@@ -394,6 +408,7 @@ impl Slots<'_> {
             Attr::Context(name) => self.attributes.get(name).cloned(),
             Attr::Subject(name) => self.subject.get(name).cloned(),
             Attr::Resource(name) => self.resource.get(name).cloned(),
+            Attr::Principal(name) => self.principal.get(name).cloned(),
             Attr::ResourceId => self.resource_id.clone(),
             _ => None,
         }
@@ -413,6 +428,9 @@ impl Slots<'_> {
             }
             Attr::Resource(name) => {
                 self.resource.insert(name.clone(), value);
+            }
+            Attr::Principal(name) => {
+                self.principal.insert(name.clone(), value);
             }
             Attr::ResourceId => *self.resource_id = Some(value),
             _ => {}
