@@ -92,11 +92,19 @@ impl Drop for Setup {
 }
 
 fn setup(name: &str, world: &str) -> Setup {
+    setup_with(name, TODOS, Some(world))
+}
+
+/// [`setup`] of the policy `source`, with the world spec `world` or, without one, what the policy's metadata says
+/// it reads (as `remit serve` does).
+fn setup_with(name: &str, source: &str, world: Option<&str>) -> Setup {
     let dir = support::temp_dir(&format!("gateway-data-{name}"));
     let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
     let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
-    let gateway = Arc::new(Gateway::new(policy_of(TODOS), store.clone(), clock, Config::default()));
-    gateway.set_world(WorldSpec::from_json(world).unwrap());
+    let gateway = Arc::new(Gateway::new(policy_of(source), store.clone(), clock, Config::default()));
+    if let Some(world) = world {
+        gateway.set_world(WorldSpec::from_json(world).unwrap());
+    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
     let mut tokens = Tokens::default();
@@ -353,6 +361,83 @@ fn filling_replaces_forged_values_and_keeps_properties_only_from_a_trusted_pep()
     let body = forged_call("update_todo").to_string();
     s.call("POST", "/access/v1/evaluation", OTHER, Some(body.as_bytes()));
     assert_eq!(s.last("decision")["request"]["resource"]["properties"]["owner"], json!("user:bob"));
+}
+
+/// Customers' desks: each mandate's principal is a customer whose accounts (data) bound the transfers.
+const CUSTOMERS: &str = r#"
+principal customer {
+  accounts: set<string>
+  region: string
+}
+tool transfer(account: string) {
+  level draft
+  side effects
+}
+mandate dana_desk for "user:dana" {
+  holder "agent:assistant"
+  allow transfer where args.account in principal.accounts and principal.region == "eu"
+}
+mandate erin_desk for "user:erin" {
+  holder "agent:other"
+  allow transfer where args.account in principal.accounts
+}
+mandate gina_desk for "user:gina" {
+  holder "agent:third"
+  allow transfer where args.account in principal.accounts
+}
+"#;
+
+#[test]
+fn principal_attributes_come_from_the_data_for_the_deciding_mandates_principal_only() {
+    let s = setup_with("principals", CUSTOMERS, None);
+    let data = r#"[{"type": "customer", "id": "user:dana", "attributes": {"accounts": ["acc1", "acc2"], "region": "eu"}},
+                   {"type": "customer", "id": "user:erin", "attributes": {"accounts": ["acc9"], "region": "us"}}]"#;
+    assert_eq!(s.admin("POST", "/admin/v1/data/load?format=json", Some(data)).0, 200);
+    let call = |subject: &str, account: &str, forged: Option<Value>| {
+        let mut request = json!({"subject": {"id": subject}, "action": {"name": "transfer", "arguments": {"account": account}}});
+        if let Some(forged) = forged {
+            request["context"] = json!({"principals": forged});
+        }
+        let decided = s.gateway.decide(request.to_string().as_bytes());
+        (decided.allowed(), s.last("decision"))
+    };
+    let dana = json!({"user:dana": {"accounts": ["acc1", "acc2"], "region": "eu"}});
+    // The mandate the gateway picks by holder: its principal's attributes, and no other principal's.
+    let (allowed, entry) = call("agent:assistant", "acc1", None);
+    assert!(allowed, "{entry}");
+    assert_eq!(entry["request"]["context"]["principals"], dana);
+    assert_eq!(entry["ignored"], json!([]));
+    let (allowed, entry) = call("agent:assistant", "acc9", None);
+    assert!(!allowed, "erin's account is not dana's: {entry}");
+    assert_eq!(entry["request"]["context"]["principals"], dana);
+    // A caller's principals are never kept, trusted or not: removed, recorded, and replaced by the data's.
+    let forged = json!({"user:dana": {"accounts": ["forged"], "region": "eu"}, "user:erin": {"accounts": ["forged"]}});
+    let (allowed, entry) = call("agent:assistant", "forged", Some(forged.clone()));
+    assert!(!allowed, "{entry}");
+    assert_eq!(entry["request"]["context"]["principals"], dana);
+    assert_eq!(entry["ignored"], json!(["context.principals"]));
+    let body = json!({"subject": {"type": "agent", "id": "agent:assistant"}, "action": {"name": "transfer"},
+                      "resource": {"type": "account", "id": "forged"},
+                      "context": {"principals": forged}});
+    let response = s.call("POST", "/access/v1/evaluation", BACKEND, Some(body.to_string().as_bytes()));
+    assert_eq!(response.status, 200);
+    let entry = s.last("decision");
+    assert_eq!(entry["request"]["context"]["principals"], dana, "a trusted enforcement point is no source either");
+    assert!(entry["ignored"].as_array().unwrap().contains(&json!("context.principals")), "{entry}");
+    // Another mandate reads its own principal's attributes.
+    let (allowed, entry) = call("agent:other", "acc9", None);
+    assert!(allowed, "{entry}");
+    assert_eq!(entry["request"]["context"]["principals"], json!({"user:erin": {"accounts": ["acc9"], "region": "us"}}));
+    // A principal the data sets do not know: nothing filled, and the module denies (fails closed).
+    let (allowed, entry) = call("agent:third", "acc1", None);
+    assert!(!allowed, "{entry}");
+    assert_eq!(entry["request"]["context"].get("principals"), None);
+    // A change of the data applies to the next decision.
+    let changed = r#"{"attributes": {"accounts": ["acc1"], "region": "us"}}"#;
+    assert_eq!(s.admin("PUT", "/admin/v1/data/entities/customer/user:dana", Some(changed)).0, 200);
+    let (allowed, entry) = call("agent:assistant", "acc1", None);
+    assert!(!allowed, "dana's region is no longer eu: {entry}");
+    assert_eq!(entry["request"]["context"]["principals"]["user:dana"]["region"], json!("us"));
 }
 
 #[test]

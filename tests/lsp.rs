@@ -231,9 +231,27 @@ fn an_editor_session() {
         .map(|i| (i["label"].as_str().unwrap(), i["detail"].as_str().unwrap()))
         .collect();
     assert_eq!(found, [("owner", "string")]);
+    // `principal.` offers the declared principal attributes (the principal has no `id`: it is `principal` itself).
+    let principal = typing.replace("limit financial_operation: args.am", "limit financial_operation: principal.")
+        + "\nprincipal customer {\n  accounts: set<string>\n  region: string\n}\n";
     client.notify(
         "textDocument/didChange",
-        json!({ "textDocument": { "uri": doc, "version": 6 }, "contentChanges": [{ "text": typing }] }),
+        json!({ "textDocument": { "uri": doc, "version": 6 }, "contentChanges": [{ "text": principal }] }),
+    );
+    let items = client.request(
+        "textDocument/completion",
+        json!({ "textDocument": { "uri": doc }, "position": position(&principal, "financial_operation: principal.", 0, 31) }),
+    );
+    let found: Vec<(&str, &str)> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["label"].as_str().unwrap(), i["detail"].as_str().unwrap()))
+        .collect();
+    assert_eq!(found, [("accounts", "set<string>"), ("region", "string")]);
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": doc, "version": 7 }, "contentChanges": [{ "text": typing }] }),
     );
     // And names anywhere else.
     let items = client.request(

@@ -194,6 +194,13 @@ fn base_requests(program: &Program) -> Vec<Vec<u8>> {
     };
     let (subject_properties, resource_properties) =
         (properties(&program.subject_attributes), properties(&program.resource_attributes));
+    // Every mandate's principal's attributes, so that each request carries its own principal's and others'.
+    let principals: serde_json::Map<String, Json> = program
+        .mandates
+        .iter()
+        .filter(|_| !program.principal_attributes.is_empty())
+        .map(|m| (m.principal.clone(), Json::Object(properties(&program.principal_attributes))))
+        .collect();
     // Every relation answered for the tuples over a few strings (the request's own values among them), every other
     // one holding.
     let relations: serde_json::Map<String, Json> = program
@@ -217,6 +224,9 @@ fn base_requests(program: &Program) -> Vec<Vec<u8>> {
                 request["subject"]["properties"] = Json::Object(subject_properties.clone());
                 request["resource"]["properties"] = Json::Object(resource_properties.clone());
                 request["context"]["relations"] = Json::Object(relations.clone());
+            }
+            if !principals.is_empty() {
+                request["context"]["principals"] = Json::Object(principals.clone());
             }
             // The holidays of every other calendar closed on them (the rest are missing until a test sets them).
             if !program.calendars.is_empty() {
@@ -345,6 +355,8 @@ fn synthetic_world(mut program: Program) -> Program {
         atom(Attr::Relation("rw_flag".into(), vec![Term::Attr(Attr::Level)])),
         atom(Attr::Relation("rw_member".into(), vec![Term::Attr(Attr::Now), Term::Value("x".into())])),
         atom(Attr::Member(Box::new(Attr::Arg("m".into())), Box::new(subject("fees")), Type::Money)),
+        atom(compare(Attr::Principal("accounts".into()), CompareOp::Eq, subject("accounts"), strings())),
+        atom(Attr::Relation("rw_flag".into(), vec![Term::Attr(Attr::Principal("region".into()))])),
     ];
     let root = 0;
     let t = program.tool("rc_world").unwrap();
@@ -718,6 +730,9 @@ fn candidates(atom: &remit_lang::ir::Atom, program: &Program) -> Vec<String> {
     out
 }
 
+/// The principal whose attributes the world's requests vary.
+const PRINCIPAL: &str = "user:rc";
+
 /// Where in a request an attribute is read from (`None` for those a request does not carry: `now`, `level`).
 fn path_of(attr: &Attr) -> Option<Vec<String>> {
     let path = |parts: &[&str]| Some(parts.iter().map(|p| p.to_string()).collect());
@@ -726,6 +741,8 @@ fn path_of(attr: &Attr) -> Option<Vec<String>> {
         Attr::Context(name) => path(&["context", "attributes", name]),
         Attr::Subject(name) => path(&["subject", "properties", name]),
         Attr::Resource(name) => path(&["resource", "properties", name]),
+        // tests/rt_cond/world.remit's first principal (its other mandate's keeps the base requests' values).
+        Attr::Principal(name) => path(&["context", "principals", PRINCIPAL, name]),
         Attr::ResourceId => path(&["resource", "id"]),
         Attr::SubjectScopes => path(&["subject", "credential", "scopes"]),
         Attr::Attempt => path(&["context", "attempt"]),
@@ -762,7 +779,9 @@ fn world_target(atom: &remit_lang::ir::Atom, program: &Program, rng: &mut Rng) -
         out
     };
     match &atom.attr {
-        Attr::Subject(_) | Attr::Resource(_) => Some((path_of(&atom.attr)?, candidates(atom, program))),
+        Attr::Subject(_) | Attr::Resource(_) | Attr::Principal(_) => {
+            Some((path_of(&atom.attr)?, candidates(atom, program)))
+        }
         Attr::Compare(left, _, right, ty) => {
             let side = if rng.below(2) == 0 { left } else { right };
             Some((path_of(side)?, near_default(ty)))

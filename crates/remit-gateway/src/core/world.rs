@@ -526,3 +526,39 @@ fn value_of(term: &Term, request: &Map<String, Json>, meta: &PolicyMeta) -> Opti
         Term::Literal(literal) => Some(literal.clone()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> PolicyMeta {
+        let mandate = |name: &str, principal: &str, holder: &str| {
+            json!({"name": name, "principal": principal, "holders": [holder], "holder_prefixes": [],
+                   "chain": [name], "expires_at": null})
+        };
+        let text = json!({"policy": "sha256:0", "approvals": [], "budgets": [], "mandates": [
+            mandate("dana_desk", "user:dana", "agent:a"),
+            mandate("erin_desk", "user:erin", "agent:a"),
+            mandate("erin_too", "user:erin", "agent:a"),
+            mandate("gina_desk", "user:gina", "agent:g"),
+        ]});
+        PolicyMeta::from_json(text.to_string().as_bytes()).unwrap()
+    }
+
+    fn request(value: Json) -> Map<String, Json> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_named_mandates_principal_else_those_of_the_mandates_the_subject_holds() {
+        let meta = meta();
+        let named = request(json!({"subject": {"id": "agent:a"}, "context": {"mandate": "erin_too"}}));
+        assert_eq!(candidate_principals(&named, &meta), ["user:erin"]);
+        let held = request(json!({"subject": {"id": "agent:a"}, "context": {}}));
+        assert_eq!(candidate_principals(&held, &meta), ["user:dana", "user:erin"], "each once, never gina");
+        let unknown = request(json!({"subject": {"id": "agent:a"}, "context": {"mandate": "nobody"}}));
+        assert!(candidate_principals(&unknown, &meta).is_empty(), "a named mandate is never widened to others");
+        let stranger = request(json!({"subject": {"id": "agent:z"}}));
+        assert!(candidate_principals(&stranger, &meta).is_empty());
+    }
+}
