@@ -340,7 +340,9 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     // The principal's attributes, under the principal of the witness's mandate (as the gateway fills them).
     let principal = program.mandate(shape.mandate).map(|m| program.mandates[m].principal.clone()).unwrap_or_default();
     if !principal_properties.is_empty() {
-        context.insert("principals".into(), json!({ principal.clone(): Json::Object(principal_properties.clone()) }));
+        let mut principals = Map::new();
+        principals.insert(principal, Json::Object(principal_properties.clone()));
+        context.insert("principals".into(), Json::Object(principals));
     }
     // Each relation atom the model decides, as the tuple of its terms' values in this request.
     let mut listed: Map<String, Json> = Map::new();
