@@ -394,7 +394,8 @@ fn principal_attributes_come_from_the_data_for_the_deciding_mandates_principal_o
                    {"type": "customer", "id": "user:erin", "attributes": {"accounts": ["acc9"], "region": "us"}}]"#;
     assert_eq!(s.admin("POST", "/admin/v1/data/load?format=json", Some(data)).0, 200);
     let call = |subject: &str, account: &str, forged: Option<Value>| {
-        let mut request = json!({"subject": {"id": subject}, "action": {"name": "transfer", "arguments": {"account": account}}});
+        let mut request =
+            json!({"subject": {"id": subject}, "action": {"name": "transfer", "arguments": {"account": account}}});
         if let Some(forged) = forged {
             request["context"] = json!({"principals": forged});
         }

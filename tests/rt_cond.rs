@@ -84,7 +84,7 @@ fn rt_trace(image: &Image<'_>, bytes: &[u8]) -> Vec<(&'static str, Option<bool>)
         else {
             return Vec::new();
         };
-        let env = Env::new(image, &doc, &req, tool, false);
+        let env = Env::new(image, &doc, &req, tool, false, &image.mandate(leaf));
         chain_rules(image, tool, leaf)
             .iter()
             .map(|r| (kind_name(r.kind), cond::eval(image, r.cond_off, r.cond_count, &env).ok()))
@@ -1055,7 +1055,7 @@ fn rt_possible(image: &Image<'_>, listing: &[u8], tool: &str) -> Option<Vec<(Pos
         let h = image.header;
         let tool = image.find(h.tool_slots_off, h.tool_slots_len, || tool.bytes(), |j| image.tool_name(j))?;
         let leaf = find_mandate(image, &doc, req.mandate)?;
-        let env = Env::new(image, &doc, &req, tool, true);
+        let env = Env::new(image, &doc, &req, tool, true, &image.mandate(leaf));
         Some(
             chain_rules(image, tool, leaf)
                 .iter()

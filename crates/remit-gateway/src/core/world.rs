@@ -462,7 +462,9 @@ pub(super) fn fill(
 fn candidate_principals(request: &Map<String, Json>, meta: &PolicyMeta) -> Vec<String> {
     let context = request.get("context");
     let mut principals: Vec<String> = match context.and_then(|c| c.get("mandate")) {
-        Some(named) => named.as_str().and_then(|name| meta.mandate(name)).map(|m| m.principal.clone()).into_iter().collect(),
+        Some(named) => {
+            named.as_str().and_then(|name| meta.mandate(name)).map(|m| m.principal.clone()).into_iter().collect()
+        }
         None => {
             let subject = request.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str);
             subject.map(|s| meta.held_by(s).into_iter().map(|m| m.principal.clone()).collect()).unwrap_or_default()

@@ -598,15 +598,12 @@ pub fn second_principal_type(name: &str, span: Span, first: &str, first_span: Sp
 }
 
 pub fn principal_from_properties(name: &str, span: Span) -> Diagnostic {
-    Diagnostic::error(
-        "remit::principal-from-properties",
-        format!("`principal.{name}` cannot come from `properties`"),
-    )
-    .label(span, "principal attributes come from the gateway's data")
-    .help(format!(
-        "the enforcement point does not know the mandate's principal and the agent is never a source: drop `from \
+    Diagnostic::error("remit::principal-from-properties", format!("`principal.{name}` cannot come from `properties`"))
+        .label(span, "principal attributes come from the gateway's data")
+        .help(format!(
+            "the enforcement point does not know the mandate's principal and the agent is never a source: drop `from \
          properties` (a principal attribute is always `from data`) and load `{name}` as data of the principal type"
-    ))
+        ))
 }
 
 pub fn relation_parameter(relation: &str, ty: &str, span: Span) -> Diagnostic {

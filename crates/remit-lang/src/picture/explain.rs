@@ -326,7 +326,8 @@ fn request_value(program: &Program, json: &Json, attr: &Attr) -> Option<Json> {
         Attr::Principal(name) => {
             let mandate = json.pointer("/context/mandate").and_then(Json::as_str)?;
             let principal = &program.mandates[program.mandate(mandate)?].principal;
-            json.pointer(&format!("/context/principals/{}/{}", pointer_escape(principal), pointer_escape(name))).cloned()
+            json.pointer(&format!("/context/principals/{}/{}", pointer_escape(principal), pointer_escape(name)))
+                .cloned()
         }
         Attr::Level
         | Attr::Compare(..)
