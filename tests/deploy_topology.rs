@@ -191,7 +191,9 @@ fn two_replicas_behind_haproxy_share_one_budget_and_survive_a_replica_stopped_wi
 
     // Decisions flow without a pause while replica a is stopped with SIGTERM: a turns unready at once, HAProxy
     // takes it out of rotation within its checks (2 x 1 s, less than the replicas' drain-delay of 3 s), a drains
-    // and exits 0; b answers everything after. Each call its own operation, so each must be allowed.
+    // and exits 0; b answers everything after. Each call its own operation, so each must be allowed. (HAProxy also
+    // redispatches a connection a refuses once it stopped listening, so this passes with no drain-delay too: what
+    // it shows is that nothing in flight is lost and that a exits 0, not the delay itself.)
     let stop = Arc::new(AtomicBool::new(false));
     let (sent, failures) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::<String>::new())));
     let callers: Vec<_> = (0..4)
@@ -234,6 +236,7 @@ fn two_replicas_behind_haproxy_share_one_budget_and_survive_a_replica_stopped_wi
     assert!(allows(&b_address) > b_at_a_exit, "b decided after a was gone");
     assert!(a_before_stop > 0);
     assert!(sent > 50, "calls flowed throughout: {sent}");
+    eprintln!("{sent} calls through HAProxy while replica a stopped, none failed; a exited 0 {took:?} after SIGTERM");
 
     // The log both replicas wrote is one chain that verifies.
     let verified = Command::new(env!("CARGO_BIN_EXE_remit"))
