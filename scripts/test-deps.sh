@@ -9,7 +9,10 @@
 #   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json);
 #   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh);
 #   - the MCP server and the MCP client (Python SDK) the `remit mcp-proxy` tests run (scripts/test-deps-mcp.sh);
-#   - Debian's PostgreSQL server, which the PostgreSQL store's tests start throwaway clusters of (scripts/postgres.sh).
+#   - Debian's PostgreSQL server, which the PostgreSQL store's tests start throwaway clusters of (scripts/postgres.sh);
+#   - Debian's HAProxy, the load balancer of tests/deploy_topology.rs (two `remit serve` behind it);
+#     python3-yaml, which scripts/check-deploy.sh parses the compose file and the Helm chart with; podman and runc,
+#     which scripts/container.sh builds and runs the gateway's image with (FROM scratch: nothing is pulled).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""
@@ -23,6 +26,10 @@ command -v nvim >/dev/null || missing+=(neovim)
 [ -x /usr/bin/wasm-ld ] || missing+=(lld)
 command -v faketime >/dev/null || missing+=(faketime)
 [ -f /usr/share/zoneinfo/Europe/Berlin ] || missing+=(tzdata)
+[ -x /usr/sbin/haproxy ] || missing+=(haproxy)
+/usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
+command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || missing+=(runc)
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 \

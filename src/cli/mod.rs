@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing (clap), loading files, rendering diagnostics and decisions.
 
 mod build;
+mod config;
 mod diff;
 mod fmt;
 mod load;
@@ -225,7 +226,17 @@ pub enum Format {
 }
 
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    // `remit serve --config FILE` and `REMIT_*` variables become arguments under the command line's (config.rs).
+    use clap::CommandFactory;
+    let argv =
+        match config::layered(Cli::command(), std::env::args_os().collect(), &|name: &str| std::env::var_os(name)) {
+            Ok(argv) => argv,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    let cli = Cli::parse_from(argv);
     let result = match cli.command {
         Command::Check { paths, format, now, expiry_horizon, deny_warnings } => {
             Expiry::from_args(now.as_deref(), &expiry_horizon)

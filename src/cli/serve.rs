@@ -196,6 +196,16 @@ fn duration(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// A duration that may be nothing (`0s`), else as [`duration`].
+fn delay(text: &str) -> Result<std::time::Duration, String> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    if number.parse::<f64>() == Ok(0.0) && matches!(unit, "" | "ms" | "s" | "m" | "h") {
+        return Ok(std::time::Duration::ZERO);
+    }
+    duration(text)
+}
+
 /// The scheme of the gateway's own URLs: `https` when it serves TLS.
 pub fn scheme(tls: &Option<ServerTls>) -> &'static str {
     if tls.is_some() {
@@ -258,6 +268,11 @@ pub struct ServeArgs {
     /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
     #[arg(required = true)]
     policy: Vec<PathBuf>,
+    /// Read settings from this TOML file: each flag without its dashes is a key (`listen = "0.0.0.0:8181"`), a
+    /// relative path is relative to the file's folder; a variable `REMIT_KEY` (`REMIT_LISTEN`) overrides the file, and
+    /// the command line both (docs/gateway.md "Configuration")
+    #[arg(long, value_name = "FILE", env = "REMIT_CONFIG")]
+    config: Option<PathBuf>,
     /// Where the state lives: `sqlite:PATH` (one gateway), or `postgres://USER@HOST:PORT/DATABASE` (a database that
     /// several gateways share: docs/scaling.md)
     #[arg(long, default_value = "sqlite:remit-gateway.db")]
@@ -285,8 +300,15 @@ pub struct ServeArgs {
     tls: TlsServerArgs,
     #[command(flatten)]
     connections: ConnectionArgs,
+    /// On SIGTERM (or Ctrl-C), how long `/ready` answers 503 while the gateway still serves, before it closes its
+    /// listener: the time a load balancer takes to stop sending to it (`5s` behind one; `0s`: close at once)
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = delay)]
+    drain_delay: std::time::Duration,
+    /// Then, how long the requests in flight may take to finish before the gateway exits anyway
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    drain_timeout: std::time::Duration,
     /// `process` (survives a crash of the gateway) or `full` (also a power loss: an fsync per decision)
-    #[arg(long, default_value = "process")]
+    #[arg(long, default_value = "process", value_parser = ["process", "full"])]
     durability: String,
     /// Serve only a bundle signed by this public key (`remit keygen`); refuse unsigned or changed ones, also on
     /// reload
@@ -306,7 +328,7 @@ pub struct ServeArgs {
     watch: bool,
     /// What AuthZEN answers carry: `full` (remit's decision as `context`) or `minimal` (`{"decision": bool}` alone, as
     /// the AuthZEN interop suites compare them); a request's `options.decision_context` chooses for itself
-    #[arg(long, value_name = "full|minimal", default_value = "full")]
+    #[arg(long, value_name = "full|minimal", default_value = "full", value_parser = ["full", "minimal"])]
     authzen_context: String,
     /// Trust the enforcement point of this `--pep-token` name with AuthZEN `properties`: its values of attributes
     /// and relations the policy reads `from properties` are decided on (everyone else's are removed); repeatable
@@ -871,7 +893,8 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     };
     // The base URL is known once the port is bound (port 0), so the gateway is made then.
     let scheme = scheme(&tls);
-    remit_gateway::http::run(&listen, tls, args.connections.limits(), move |address| {
+    let drain = remit_gateway::http::Drain { delay: args.drain_delay, timeout: args.drain_timeout };
+    remit_gateway::http::run(&listen, tls, args.connections.limits(), drain, move |address| {
         let base = base_url.unwrap_or_else(|| format!("{scheme}://{address}"));
         println!("remit gateway listening on {scheme}://{address}");
         println!("policy {policy_hash}");

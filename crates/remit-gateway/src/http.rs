@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::RawQuery;
@@ -102,6 +102,9 @@ struct App {
     reloader: Option<Reloader>,
     /// Decisions running now (see [`blocking_decision`]).
     running: std::sync::atomic::AtomicUsize,
+    /// Set when the gateway is asked to stop ([`run`]): `/ready` answers 503 from then on, and responses close their
+    /// connections, so that load balancers and clients move to another replica while this one drains.
+    draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for App {
@@ -119,7 +122,24 @@ pub fn router(gateway: Arc<Gateway>, tokens: Tokens) -> Router {
 
 /// [`router`] with `POST /admin/v1/reload`, which swaps in what `reloader` loads.
 pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Option<Reloader>) -> Router {
-    let app = Arc::new(App { gateway, tokens, latency: Histogram::default(), reloader, running: Default::default() });
+    router_draining(gateway, tokens, reloader, Default::default())
+}
+
+/// [`router_with_reload`] whose `/ready` answers 503 once `draining` is set ([`run`] sets it on SIGTERM).
+pub fn router_draining(
+    gateway: Arc<Gateway>,
+    tokens: Tokens,
+    reloader: Option<Reloader>,
+    draining: Arc<std::sync::atomic::AtomicBool>,
+) -> Router {
+    let app = Arc::new(App {
+        gateway,
+        tokens,
+        latency: Histogram::default(),
+        reloader,
+        running: Default::default(),
+        draining,
+    });
     let single = Router::new()
         .route("/access/v1/evaluation", post(evaluation))
         .route("/access/v1/search/action", post(search_action))
@@ -169,7 +189,22 @@ pub fn router_with_reload(gateway: Arc<Gateway>, tokens: Tokens, reloader: Optio
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(echo_request_id))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), close_when_draining))
         .with_state(app)
+}
+
+/// While the gateway drains, every response says `Connection: close`: a client (or a load balancer) that kept its
+/// connection open opens its next one elsewhere, rather than meeting this gateway's closed listener.
+async fn close_when_draining(
+    State(app): Shared,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    if app.draining.load(Ordering::Relaxed) {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// AuthZEN's request identification: a request's `X-Request-ID` goes back, unchanged, on its response (whatever the
@@ -795,8 +830,13 @@ async fn health() -> Response {
     json_response(StatusCode::OK, r#"{"status":"ok"}"#.into())
 }
 
-/// Ready when the store answers.
+/// Ready when the store answers and the gateway is not draining (asked to stop). Not ready is `503`, so that a
+/// load balancer's health check (or Kubernetes' readiness probe) takes the replica out of rotation; `/health` stays
+/// `200` as long as the process serves (a liveness probe must not restart a replica whose database is down).
 async fn ready(State(app): Shared) -> Response {
+    if app.draining.load(Ordering::Relaxed) {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "gateway.draining", "the gateway is stopping");
+    }
     let gateway = app.gateway.clone();
     let ok = tokio::task::spawn_blocking(move || gateway.state().is_ok()).await.unwrap_or(false);
     if ok {
@@ -1369,30 +1409,78 @@ async fn admin_data_load(State(app): Shared, headers: HeaderMap, RawQuery(query)
     }
 }
 
-/// Runs a gateway on `listen` until SIGTERM or Ctrl-C; `make` gets the bound address (port 0 picks one) and
-/// returns the gateway and the tokens. On one runtime of a worker per core, not [`run_router`]'s runtime per core:
-/// `remit serve`'s decisions go to the blocking pool anyway, and its throughput under many connections (where one
-/// runtime may accept more of them than another) was measured with this model only.
+/// How a gateway stops on SIGTERM or Ctrl-C ([`run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drain {
+    /// How long `/ready` answers 503 while the gateway still accepts and serves: the time a load balancer needs to
+    /// see it and send elsewhere (its check interval times the failures it waits for).
+    pub delay: Duration,
+    /// Then, how long the requests in flight may take to finish (no new connection is accepted) before the process
+    /// goes on stopping anyway: a decision answered by then was logged before its response; one cut is not answered.
+    pub timeout: Duration,
+}
+
+impl Default for Drain {
+    fn default() -> Drain {
+        Drain { delay: Duration::ZERO, timeout: Duration::from_secs(30) }
+    }
+}
+
+/// Runs a gateway on `listen` until SIGTERM or Ctrl-C, then drains ([`Drain`]: `/ready` 503 at once, the listener
+/// closed after `delay`, the requests in flight given `timeout`); `make` gets the bound address (port 0 picks one)
+/// and returns the gateway and the tokens. On one runtime of a worker per core, not [`run_router`]'s runtime per
+/// core: `remit serve`'s decisions go to the blocking pool anyway, and its throughput under many connections (where
+/// one runtime may accept more of them than another) was measured with this model only.
 pub fn run(
     listen: &str,
     tls: Option<ServerTls>,
     limits: Limits,
+    drain: Drain,
     make: impl FnOnce(SocketAddr) -> (Arc<Gateway>, Tokens, Option<Reloader>),
 ) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener =
             tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
         let address = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
         let (gateway, tokens, reloader) = make(address);
         let connections = Connections::new(limits);
-        serve_with(listener, router_with_reload(gateway, tokens, reloader), tls, connections, shutdown_signal())
-            .await
-            .map_err(|e| format!("the server failed: {e}"))
-    })
+        let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let router = router_draining(gateway, tokens, reloader, draining.clone());
+        let (closed, listener_closed) = tokio::sync::oneshot::channel::<()>();
+        let stop = async move {
+            shutdown_signal().await;
+            draining.store(true, Ordering::Relaxed);
+            eprintln!(
+                "stopping: /ready answers 503; the listener closes in {:?}, then requests in flight get {:?}",
+                drain.delay, drain.timeout
+            );
+            tokio::time::sleep(drain.delay).await;
+            let _ = closed.send(());
+        };
+        let served = serve_with(listener, router, tls, connections, stop);
+        let bound = async move {
+            match listener_closed.await {
+                Ok(()) => tokio::time::sleep(drain.timeout).await,
+                // The server ended before the signal (it failed): nothing to bound.
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            served = served => served.map_err(|e| format!("the server failed: {e}")),
+            _ = bound => {
+                eprintln!("stopping: requests still in flight after {:?}; they are cut (none was answered)", drain.timeout);
+                Ok(())
+            }
+        }
+    });
+    // A decision still running on a blocking thread is not waited for past a moment: its transaction commits or
+    // rolls back in the store, and its caller was not answered.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    served
 }
 
 /// Serves `router` on an already bound listener until SIGTERM or Ctrl-C (then finishes the requests in flight), on
