@@ -979,12 +979,22 @@ fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> 
                 return None;
             }
             for item in elements(doc, tok) {
-                decode(image, doc, item, &element)?;
+                element_of(image, doc, item, &element)?;
             }
             Val::Set(tok, element)
         }
         _ => return None,
     })
+}
+
+/// [`decode`] of an element of a set: a string (the usual element: teams, scopes, tags) is its token, tested inline
+/// rather than through a call; every other type is decoded.
+#[inline(always)]
+fn element_of(image: &Image<'_>, doc: &Doc<'_>, tok: u32, element: &Type) -> Option<Val> {
+    if element.code == image::TYPE_STRING {
+        return (doc.token(tok).kind() == STRING).then_some(Val::Str(tok));
+    }
+    decode(image, doc, tok, element)
 }
 
 /// Applies atom `atom`'s test to its attribute's value (`crates/remit-lang/src/eval/cond.rs`'s `test`).
@@ -1210,7 +1220,7 @@ impl Cmp<'_> {
         let mut failed = false;
         for tok in elements(self.doc, array) {
             // Equality is symmetric: `equal(item, x)` is `equal(x, item)`.
-            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            let x = element_of(self.image, self.doc, tok, element).ok_or(())?;
             match self.equal_scalar(x, item) {
                 Ok(true) => return Ok(true),
                 Ok(false) => {}
@@ -1228,7 +1238,7 @@ impl Cmp<'_> {
     fn within(&self, array: u32, element: &Type, items: u32, count: u32) -> Result<bool, ()> {
         let mut all = true;
         for tok in elements(self.doc, array) {
-            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            let x = element_of(self.image, self.doc, tok, element).ok_or(())?;
             let mut found = false;
             let mut failed = false;
             for i in 0..count {
@@ -1291,7 +1301,7 @@ impl Cmp<'_> {
     fn member_of_request_set(&self, item: Val, array: u32, element: &Type) -> Result<bool, ()> {
         let mut failed = false;
         for tok in elements(self.doc, array) {
-            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            let x = element_of(self.image, self.doc, tok, element).ok_or(())?;
             // `x` is never a set (sets of sets do not exist), so neither side is one for a match.
             match self.equal_scalar_vals(item, x) {
                 Ok(true) => return Ok(true),
@@ -1310,7 +1320,7 @@ impl Cmp<'_> {
     fn set_within_set(&self, a: u32, a_element: &Type, b: u32, b_element: &Type) -> Result<bool, ()> {
         let mut all = true;
         for tok in elements(self.doc, a) {
-            let x = decode(self.image, self.doc, tok, a_element).ok_or(())?;
+            let x = element_of(self.image, self.doc, tok, a_element).ok_or(())?;
             all &= self.member_of_request_set(x, b, b_element)?;
         }
         Ok(all)
