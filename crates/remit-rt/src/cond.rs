@@ -540,7 +540,13 @@ struct Attribute {
 impl Attribute {
     #[inline(always)]
     fn of(atom: &image::Atom) -> Attribute {
-        Attribute { attr: atom.attr, name_off: atom.name_off, name_len: atom.name_len, ty: atom.ty, signed: atom.signed }
+        Attribute {
+            attr: atom.attr,
+            name_off: atom.name_off,
+            name_len: atom.name_len,
+            ty: atom.ty,
+            signed: atom.signed,
+        }
     }
 
     /// The attribute of the record at `at` (inlined, only its five words are read).

@@ -59,8 +59,7 @@ pub fn parse_decimal(text: &[u8]) -> Option<i128> {
     } else {
         // At most 24 digits, read again in `i128`, times 10^9: below 10^33, far inside `i128`.
         let digits = digits.get(..whole_len)?;
-        digits.iter().fold(0i128, |w, &d| w * 10 + i128::from(d - b'0')) * 10i128.pow(DECIMAL_SCALE)
-            + i128::from(units)
+        digits.iter().fold(0i128, |w, &d| w * 10 + i128::from(d - b'0')) * 10i128.pow(DECIMAL_SCALE) + i128::from(units)
     };
     Some(if negative { -value } else { value })
 }
