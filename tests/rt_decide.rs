@@ -638,6 +638,9 @@ fn world_fuel() {
             "resource.total >= 40 EUR",
             "args.amount == args.amount",
             "args.order == args.order",
+            // A money value read against a string read, in an atom of its own.
+            "args.amount != 1 EUR",
+            "args.order != \"x\"",
         ],
         &["args.order in [\"order-1\", \"order-2\"]", "subject.teams contains \"refunds\""],
         &["args.order == \"order-9\"", "member_of(subject, \"team:suspended\")"],
