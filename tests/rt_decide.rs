@@ -508,9 +508,13 @@ fn fuel_per_decision() {
 }
 
 /// What reading the world costs in the module (issue 30): the same decision with its condition written over
-/// literals and over the world — a resource's owner compared with the principal, a set attribute of the subject, a
-/// relation answered in the request, a comparison of two amounts, a set attribute — interleaved rounds, per-call medians, through
-/// the host as a gateway calls it. A timing benchmark, not a test:
+/// literals and over the world — a resource's owner compared with the principal, a comparison of two amounts, a set
+/// attribute of the subject, a relation answered in the request — interleaved rounds, per-call medians, through the
+/// host as a gateway calls it. Two ratios: (a) each policy on its own request (the world's is longer: it carries the
+/// properties and the relation's answer), and (b) the literal policy on the world's request bytes, so that the JSON
+/// parsed is the same and the ratio is what reading the world costs beyond parsing it. Beside each, the fuel of one
+/// decision (about one unit per executed wasm instruction: deterministic, where the times are noisy) and the runtime
+/// natively. `REMIT_RT_ARTIFACT=NEW.wasm` measures another build of the runtime. A timing benchmark, not a test:
 /// `cargo test --release --test rt_decide -- --ignored --nocapture world_speed`.
 #[test]
 #[ignore]
@@ -544,34 +548,150 @@ mandate desk for "user:alice" {
     let literal_request = br#"{"subject":{"id":"agent:desk"},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1"},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z"}}"#.to_vec();
     let world_request = br#"{"subject":{"id":"agent:desk","properties":{"teams":["refunds","billing"]}},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1","properties":{"owner":"user:alice","total":"120.00 EUR"}},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z","relations":{"member_of":[{"args":["agent:desk","team:suspended"],"holds":false}]}}}"#.to_vec();
     let runtime = remit_host::Runtime::new().unwrap();
-    let load = |source: &str| {
-        let mut sources = remit_lang::stdlib::sources();
-        sources.add("p.remit".to_string(), source.to_string());
-        let program = remit_lang::check::check(sources).program.expect("checks");
-        let module = remit_lang::wasm::compile(&program).unwrap();
-        std::sync::Arc::new(runtime.load(&module).unwrap()).evaluator().unwrap()
+    let metering =
+        remit_host::Runtime::with_limits(remit_host::Limits { meter_bounded: true, ..Default::default() }).unwrap();
+    let engine = wasmtime::Engine::default();
+    let program = |source: &str| support::examples::compile(&[("p.remit".to_string(), source.to_string())]);
+    let (literal, world) = (program(literal), program(world));
+    let load = |runtime: &remit_host::Runtime, program: &remit_lang::ir::Program| {
+        std::sync::Arc::new(runtime.load(&linked(program)).unwrap()).evaluator().unwrap()
     };
-    let (mut lit, mut wor) = (load(literal), load(world));
-    assert!(String::from_utf8_lossy(&lit.decide(&literal_request)).contains("\"allow\""));
-    assert!(String::from_utf8_lossy(&wor.decide(&world_request)).contains("\"allow\""));
-    let batch = 50;
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let start = Instant::now();
-        for _ in 0..batch {
-            std::hint::black_box(lit.decide(&literal_request));
-        }
-        a.push(start.elapsed().as_secs_f64() / batch as f64);
-        let start = Instant::now();
-        for _ in 0..batch {
-            std::hint::black_box(wor.decide(&world_request));
-        }
-        b.push(start.elapsed().as_secs_f64() / batch as f64);
+    // The three cases: the literal policy on its request and on the world's, the world's policy on its request.
+    let cases = [(&literal, &literal_request), (&literal, &world_request), (&world, &world_request)];
+    for (program, request) in cases {
+        let expected = remit_lang::eval::decide(program, request).to_json();
+        assert!(expected.contains("\"allow\""), "{expected}");
+        assert_eq!(String::from_utf8_lossy(&Native::new(program).unwrap().decide(request)), expected);
+        assert_eq!(String::from_utf8_lossy(&load(&runtime, program).decide(request)), expected);
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        v[v.len() / 2]
+    let fuel: Vec<u64> = cases
+        .iter()
+        .map(|(program, request)| {
+            let mut metered = load(&metering, program);
+            metered.decide(request);
+            metered.fuel_used()
+        })
+        .collect();
+    // Per case: the module as the host loads it (with `REMIT_RT_ARTIFACT` metered by fuel too: compare builds on
+    // the bare column), the module called bare, the runtime natively.
+    let mut loaded: Vec<_> = cases.iter().map(|(program, _)| load(&runtime, program)).collect();
+    let mut bare: Vec<_> =
+        cases.iter().map(|(program, _)| support::wasm::Wasm::new(&engine, &linked(program))).collect();
+    let mut natives: Vec<Native> = cases.iter().map(|(program, _)| Native::new(program).unwrap()).collect();
+    let batch = 50;
+    let mut samples: [[Vec<f64>; 3]; 3] = Default::default();
+    for _ in 0..rounds {
+        let time = |f: &mut dyn FnMut() -> usize| {
+            let start = Instant::now();
+            for _ in 0..batch {
+                std::hint::black_box(f());
+            }
+            start.elapsed().as_nanos() as f64 / batch as f64
+        };
+        for (k, (_, request)) in cases.iter().enumerate() {
+            let module = &mut loaded[k];
+            samples[0][k].push(time(&mut || module.decide_with(request, |d| d.len())));
+            let module = &mut bare[k];
+            samples[1][k].push(time(&mut || module.decide(request).len()));
+            let native = &mut natives[k];
+            samples[2][k].push(time(&mut || native.decide(request).len()));
+        }
+    }
+    let m: Vec<Vec<f64>> = samples.iter_mut().map(|engine| engine.iter_mut().map(|v| median(v)).collect()).collect();
+    println!("| case | request bytes | module as loaded | module, bare call | fuel | native |");
+    println!("|---|---|---|---|---|---|");
+    let names = ["literals, own request", "literals, world's request", "world"];
+    for (k, name) in names.iter().enumerate() {
+        let bytes = cases[k].1.len();
+        println!("| {name} | {bytes} | {:.0} ns | {:.0} ns | {} | {:.0} ns |", m[0][k], m[1][k], fuel[k], m[2][k]);
+    }
+    let ratios = |a: usize, b: usize| {
+        let f = fuel[b] as f64 / fuel[a] as f64;
+        format!(
+            "{:.2} (bare {:.2}, fuel {f:.2}, native {:.2})",
+            m[0][b] / m[0][a],
+            m[1][b] / m[1][a],
+            m[2][b] / m[2][a]
+        )
     };
-    let (a, b) = (median(&mut a), median(&mut b));
-    println!("literals: {:.2} µs, world: {:.2} µs, world / literals: {:.2}", a * 1e6, b * 1e6, b / a);
+    println!("world / literals: (a) own requests {}; (b) same request bytes {}", ratios(0, 2), ratios(1, 2));
+}
+
+/// Where `world_speed`'s extra work goes, deterministically: the fuel of a decision (about one unit per executed
+/// wasm instruction) on the world's request when one atom of the literal policy is replaced by a world atom (and by
+/// variants of it), above the literal policy's own; then the JSON accepted and the request read, for each request.
+/// `cargo test --release --test rt_decide -- --ignored --nocapture world_fuel` (`REMIT_RT_ARTIFACT` for another
+/// build of the runtime).
+#[test]
+#[ignore]
+fn world_fuel() {
+    use wasmtime::{Instance, Module, Store, TypedFunc};
+    let literal_request = br#"{"subject":{"id":"agent:desk"},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1"},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z"}}"#.to_vec();
+    let world_request = br#"{"subject":{"id":"agent:desk","properties":{"teams":["refunds","billing"]}},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1","properties":{"owner":"user:alice","total":"120.00 EUR"}},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z","relations":{"member_of":[{"args":["agent:desk","team:suspended"],"holds":false}]}}}"#.to_vec();
+    let declarations = "resource order {\n  owner: string\n  total: money\n}\nsubject agent {\n  teams: set<string>\n}\nrelation member_of(string, string)\ntool refund(order: string, amount: money)\n";
+    // Per atom of the condition: the literal one, then world atoms in its place (the first is world_speed's).
+    let atoms: [&[&str]; 4] = [
+        &["args.order == \"order-1\"", "resource.owner == principal"],
+        &[
+            "args.amount <= 120 EUR",
+            "args.amount <= resource.total",
+            "resource.total >= 40 EUR",
+            "args.amount == args.amount",
+            "args.order == args.order",
+            // A money value read against a string read, in an atom of its own.
+            "args.amount != 1 EUR",
+            "args.order != \"x\"",
+        ],
+        &["args.order in [\"order-1\", \"order-2\"]", "subject.teams contains \"refunds\""],
+        &["args.order == \"order-9\"", "member_of(subject, \"team:suspended\")"],
+    ];
+    let metering =
+        remit_host::Runtime::with_limits(remit_host::Limits { meter_bounded: true, ..Default::default() }).unwrap();
+    let fuel_of = |pick: [usize; 4]| {
+        let text = format!(
+            "{declarations}mandate desk for \"user:alice\" {{\n  holder \"agent:desk\"\n  allow refund where {} and {} and {}\n  forbid refund where {}\n}}\n",
+            atoms[0][pick[0]], atoms[1][pick[1]], atoms[2][pick[2]], atoms[3][pick[3]]
+        );
+        let program = support::examples::compile(&[("p.remit".to_string(), text)]);
+        let mut module = std::sync::Arc::new(metering.load(&linked(&program)).unwrap()).evaluator().unwrap();
+        let decision = module.decide(&world_request);
+        assert_eq!(decision, remit_lang::eval::decide(&program, &world_request).to_json().into_bytes());
+        assert!(String::from_utf8_lossy(&decision).contains("\"allow\""));
+        module.fuel_used() as i64
+    };
+    let base = fuel_of([0; 4]);
+    println!("the literal policy on the world's request: {base} fuel");
+    for (k, variants) in atoms.iter().enumerate() {
+        for (v, atom) in variants.iter().enumerate().skip(1) {
+            let mut pick = [0; 4];
+            pick[k] = v;
+            println!("  `{atom}` for `{}`: {:+}", variants[0], fuel_of(pick) - base);
+        }
+    }
+    println!("  all of world_speed's: {:+}", fuel_of([1; 4]) - base);
+    // The parts before any policy work: the JSON accepted, then also the request read (the bare artifact's test
+    // exports).
+    let mut config = wasmtime::Config::new();
+    config.consume_fuel(true);
+    let engine = wasmtime::Engine::new(&config).unwrap();
+    let artifact = other_artifact().unwrap_or_else(|| remit_module::RUNTIME.to_vec());
+    let mut store = Store::new(&engine, ());
+    store.set_fuel(u64::MAX / 2).unwrap();
+    let instance = Instance::new(&mut store, &Module::new(&engine, &artifact).unwrap(), &[]).unwrap();
+    let memory = instance.get_memory(&mut store, "memory").unwrap();
+    let input_at: TypedFunc<(), i32> = instance.get_typed_func(&mut store, "rt_input").unwrap();
+    let validate: TypedFunc<i32, i32> = instance.get_typed_func(&mut store, "rt_json_validate").unwrap();
+    let read: TypedFunc<(i32, i32), i32> = instance.get_typed_func(&mut store, "rt_request_decode").unwrap();
+    let input = input_at.call(&mut store, ()).unwrap() as usize;
+    for (name, request) in [("literals'", &literal_request), ("world's", &world_request)] {
+        let len = request.len() as i32;
+        memory.write(&mut store, input, request).unwrap();
+        let before = store.get_fuel().unwrap();
+        assert_eq!(validate.call(&mut store, len).unwrap(), 0);
+        let parse = before - store.get_fuel().unwrap();
+        let before = store.get_fuel().unwrap();
+        assert_eq!(read.call(&mut store, (len, 0)).unwrap() & 0xff, 0);
+        let both = before - store.get_fuel().unwrap();
+        println!("the {name} request, {len} bytes: JSON accepted {parse} fuel, and read {both}");
+    }
 }

@@ -220,23 +220,46 @@ fn requests_at_the_input_limit_decide_identically() {
     }
 }
 
-/// Every input the fuzzer ever found a disagreement with (fuzz/regressions/decide-*.json, run against the wallet
-/// like the `decide` fuzz target) decides and lists alike: adding a regression means adding a file.
+/// The `decide` fuzz target's inputs outside the fuzzer: every input it ever found a disagreement with
+/// (fuzz/regressions/decide-*.json) and its seeds (fuzz/seeds/decide/*.json, requests for fuzz/world/policy.remit),
+/// each decided and listed under both of its policies (the wallet example and fuzz/world/policy.remit) by the
+/// module, the runtime natively and the interpreter, as fuzz/fuzz_targets/decide.rs does: adding a regression or a
+/// seed means adding a file.
 #[test]
 fn fuzz_regressions_decide_identically() {
-    let (program, _) = example("wallet");
-    let bytes = remit_lang::wasm::compile(&program).expect("compiles to wasm");
-    let mut wasm = Wasm::new(&Engine::default(), &bytes);
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
-    let mut inputs: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    inputs.retain(|p| p.file_name().unwrap().to_string_lossy().starts_with("decide-"));
-    inputs.sort();
-    assert!(!inputs.is_empty(), "no regression inputs in {}", dir.display());
-    for path in inputs {
-        let request = std::fs::read(&path).unwrap();
-        let name = path.display();
-        assert_eq!(wasm.decide(&request), remit_lang::eval::decide(&program, &request).to_json(), "{name}: decision");
-        let listing = remit_lang::eval::visible_tools(&program, &request).to_json();
-        assert_eq!(wasm.visible(&request), listing, "{name}: listing");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (wallet, _) = example("wallet");
+    let (world, _) = policy_folder(&root.join("fuzz/world"));
+    let files = |dir: &str, prefix: &str| {
+        let mut inputs: Vec<_> = std::fs::read_dir(root.join(dir)).unwrap().map(|e| e.unwrap().path()).collect();
+        inputs.retain(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with(prefix) && name.ends_with(".json")
+        });
+        inputs.sort();
+        assert!(!inputs.is_empty(), "no inputs in {dir}");
+        inputs
+    };
+    let inputs = [files("fuzz/regressions", "decide-"), files("fuzz/seeds/decide", "")].concat();
+    let mut outcomes = std::collections::BTreeMap::new();
+    for (policy, program) in [("wallet", &wallet), ("world", &world)] {
+        let mut wasm = Wasm::new(&Engine::default(), &remit_lang::wasm::compile(program).expect("compiles to wasm"));
+        let mut native = remit_lang::native::Native::new(program).unwrap();
+        for path in &inputs {
+            let request = std::fs::read(path).unwrap();
+            let name = format!("{policy}: {}", path.display());
+            let decision = remit_lang::eval::decide(program, &request);
+            *outcomes.entry((policy, decision.outcome.as_str())).or_insert(0) += 1;
+            let decision = decision.to_json();
+            assert_eq!(wasm.decide(&request), decision, "{name}: decision (module)");
+            assert_eq!(String::from_utf8_lossy(&native.decide(&request)), decision, "{name}: decision (native)");
+            let listing = remit_lang::eval::visible_tools(program, &request).to_json();
+            assert_eq!(wasm.visible(&request), listing, "{name}: listing (module)");
+            assert_eq!(String::from_utf8_lossy(&native.visible_tools(&request)), listing, "{name}: listing (native)");
+        }
+    }
+    // The seeds reach every outcome of the world's policy, not only its early denies.
+    for outcome in ["allow", "deny", "escalate"] {
+        assert!(outcomes.contains_key(&("world", outcome)), "no seed is a world {outcome}: {outcomes:?}");
     }
 }

@@ -1,7 +1,11 @@
-//! Fuzzes the module's input path: any bytes given to `remit_decide` and `remit_visible_tools` of the compiled
-//! wallet example must not trap and must give exactly the interpreter's JSON — through the decision module
-//! (`remit_lang::wasm::compile`) and the runtime crate natively (`remit_lang::native`).
-//! Run: `cargo +nightly fuzz run decide` from the repository root (see fuzz/README.md).
+//! Fuzzes the module's input path: any bytes given to `remit_decide` and `remit_visible_tools` must not trap and
+//! must give exactly the interpreter's JSON — through the decision module (`remit_lang::wasm::compile`) and the
+//! runtime crate natively (`remit_lang::native`). Every input is decided under two policies: the wallet example
+//! (arguments, approvals, facts, counters, stops) and fuzz/world/policy.remit (subject and resource attributes,
+//! comparisons of two attributes, set membership, relations, calendars with holidays, durations), which reads
+//! `subject.properties`, `resource.properties`, `context.relations` and `context.holidays`.
+//! Run: `cargo +nightly fuzz run decide` from the repository root (see fuzz/README.md);
+//! tests/wasm_decide.rs runs the seeds (fuzz/seeds/decide/) and the regressions the same way.
 #![no_main]
 
 use std::sync::{Mutex, OnceLock};
@@ -45,26 +49,52 @@ impl Module1 {
     }
 }
 
-struct Harness {
+/// One policy and its three engines.
+struct Policy {
     program: remit_lang::ir::Program,
     module: Module1,
     native: remit_lang::native::Native,
 }
 
+impl Policy {
+    /// The `.remit` files `files` of the folder `dir` (relative to fuzz/), with the standard library.
+    fn new(engine: &Engine, dir: &str, files: &[&str]) -> Policy {
+        let mut sources = remit_lang::stdlib::sources();
+        for file in files {
+            let path = format!("{}/{dir}/{file}", env!("CARGO_MANIFEST_DIR"));
+            sources.add(*file, std::fs::read_to_string(&path).expect("policy file"));
+        }
+        let program = remit_lang::check::check(sources).program.expect("the policy checks");
+        Policy {
+            module: Module1::new(engine, &remit_lang::wasm::compile(&program).expect("compiles")),
+            native: remit_lang::native::Native::new(&program).expect("an image"),
+            program,
+        }
+    }
+
+    /// The decision and the listing of `data`, alike in the three engines.
+    fn compare(&mut self, data: &[u8], name: &str) {
+        let decision = remit_lang::eval::decide(&self.program, data).to_json();
+        assert_eq!(self.module.call(false, data), decision, "{name}: module");
+        assert_eq!(String::from_utf8(self.native.decide(data)).expect("UTF-8"), decision, "{name}: native");
+        let listing = remit_lang::eval::visible_tools(&self.program, data).to_json();
+        assert_eq!(self.module.call(true, data), listing, "{name}: module");
+        assert_eq!(String::from_utf8(self.native.visible_tools(data)).expect("UTF-8"), listing, "{name}: native");
+    }
+}
+
+struct Harness {
+    wallet: Policy,
+    world: Policy,
+}
+
 fn harness() -> &'static Mutex<Harness> {
     static HARNESS: OnceLock<Mutex<Harness>> = OnceLock::new();
     HARNESS.get_or_init(|| {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/wallet");
-        let mut sources = remit_lang::stdlib::sources();
-        for file in ["catalog.remit", "policy.remit"] {
-            sources.add(file, std::fs::read_to_string(format!("{dir}/{file}")).expect("example file"));
-        }
-        let program = remit_lang::check::check(sources).program.expect("the example checks");
         let engine = Engine::default();
         Mutex::new(Harness {
-            module: Module1::new(&engine, &remit_lang::wasm::compile(&program).expect("compiles")),
-            native: remit_lang::native::Native::new(&program).expect("an image"),
-            program,
+            wallet: Policy::new(&engine, "../examples/wallet", &["catalog.remit", "policy.remit"]),
+            world: Policy::new(&engine, "world", &["policy.remit"]),
         })
     })
 }
@@ -72,10 +102,6 @@ fn harness() -> &'static Mutex<Harness> {
 fuzz_target!(|data: &[u8]| {
     let mut guard = harness().lock().expect("not poisoned");
     let h = &mut *guard;
-    let decision = remit_lang::eval::decide(&h.program, data).to_json();
-    assert_eq!(h.module.call(false, data), decision, "module");
-    assert_eq!(String::from_utf8(h.native.decide(data)).expect("UTF-8"), decision, "native");
-    let listing = remit_lang::eval::visible_tools(&h.program, data).to_json();
-    assert_eq!(h.module.call(true, data), listing, "module");
-    assert_eq!(String::from_utf8(h.native.visible_tools(data)).expect("UTF-8"), listing, "native");
+    h.wallet.compare(data, "wallet");
+    h.world.compare(data, "world");
 });

@@ -226,7 +226,7 @@ fn culprit(image: &Image<'_>, at: u32, env: &Env<'_>) -> u32 {
     if is_derived(atom.attr) {
         for k in 0..atom.operands_count {
             let operand_at = image.word(atom.operands_off.wrapping_add(4 * k));
-            let operand = image::Atom::decode(image.bytes, operand_at);
+            let operand = Attribute::at(image, operand_at);
             if operand.attr != image::ATTR_TEXT && read_base(image, &operand, env).is_err() {
                 return operand_at;
             }
@@ -545,10 +545,45 @@ enum Fetched {
 /// The type of the elements of `subject.scopes`.
 const STRINGS: Type = Type { code: image::TYPE_STRING, variants_off: 0, variants_count: 0, element: 0 };
 
+/// What reading a written attribute needs of its record (an atom's, or a derived attribute's operand's): the five
+/// words of an [`image::Atom`] that say where the value is and how it is read. An operand is read as this, not as a
+/// whole `Atom`: its other fields are unused, and a whole record decoded and passed around is twenty words copied.
+#[derive(Clone, Copy, Debug)]
+struct Attribute {
+    attr: u32,
+    name_off: u32,
+    name_len: u32,
+    ty: u32,
+    signed: u32,
+}
+
+impl Attribute {
+    #[inline(always)]
+    fn of(atom: &image::Atom) -> Attribute {
+        Attribute {
+            attr: atom.attr,
+            name_off: atom.name_off,
+            name_len: atom.name_len,
+            ty: atom.ty,
+            signed: atom.signed,
+        }
+    }
+
+    /// The attribute of the record at `at` (inlined, only its five words are read).
+    #[inline(always)]
+    fn at(image: &Image<'_>, at: u32) -> Attribute {
+        Attribute::of(&image::Atom::decode(image.bytes, at))
+    }
+}
+
 /// Reads atom `at`'s attribute from the request (`crates/remit-lang/src/eval/cond.rs`'s `fetch`).
 fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
     let atom = image::Atom::decode(image.bytes, at);
-    let read = if is_derived(atom.attr) { read_derived(image, &atom, env) } else { read_base(image, &atom, env) };
+    let read = if is_derived(atom.attr) {
+        read_derived(image, &atom, env)
+    } else {
+        read_base(image, &Attribute::of(&atom), env)
+    };
     match read {
         Ok(Some(value)) => Fetched::Value(atom, value),
         Ok(None) => Fetched::Unknown,
@@ -567,7 +602,7 @@ fn is_derived(attr: u32) -> bool {
 /// Reads the written attribute of record `atom` (an atom's or an operand's) as its type: `Ok(None)` for a per-call
 /// value while listing, `Err` with the problem when it cannot be read. A derived attribute is never an operand: read
 /// here it is mistyped.
-fn read_base(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Option<Val>, u32> {
+fn read_base(image: &Image<'_>, atom: &Attribute, env: &Env<'_>) -> Result<Option<Val>, u32> {
     let doc = env.doc;
     let request = env.request;
     let name = image.str(atom.name_off, atom.name_len);
@@ -621,22 +656,23 @@ fn read_base(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Opt
 fn declared(
     image: &Image<'_>,
     doc: &Doc<'_>,
-    atom: &image::Atom,
+    atom: &Attribute,
     object: Option<u32>,
     signed: impl Fn() -> bool,
 ) -> Result<Val, u32> {
     let name = image.str(atom.name_off, atom.name_len);
     let json = object.and_then(|object| doc.get(object, name)).ok_or(PROBLEM_MISSING)?;
     let value = decode(image, doc, json, &Type::decode(image.bytes, atom.ty)).ok_or(PROBLEM_MISTYPED)?;
-    if negative(image, doc, value) && !signed() {
+    if negative(image, doc, &value) && !signed() {
         return Err(PROBLEM_MISTYPED);
     }
     Ok(value)
 }
 
-/// The record of operand `k` of the derived attribute `atom`.
-fn operand(image: &Image<'_>, atom: &image::Atom, k: u32) -> image::Atom {
-    image::Atom::decode(image.bytes, image.word(atom.operands_off.wrapping_add(4 * k)))
+/// The attribute of operand `k` of the derived attribute `atom`.
+#[inline(always)]
+fn operand(image: &Image<'_>, atom: &image::Atom, k: u32) -> Attribute {
+    Attribute::at(image, image.word(atom.operands_off.wrapping_add(4 * k)))
 }
 
 /// Reads a derived attribute (a comparison, a membership, a relation), a bool, from its operands: each is read in
@@ -675,17 +711,23 @@ fn read_derived(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<
             }
         }
         image::ATTR_RELATION => {
+            // The first terms are kept for `holds`, which compares them with every listed tuple.
+            let mut kept = [Text::Image(0, 0); image::RELATION_TERMS_KEPT];
             let mut unknown = false;
             for k in 0..atom.operands_count {
                 match term(image, &operand(image, atom, k), env)? {
-                    Some(_) => {}
+                    Some(text) => {
+                        if let Some(slot) = kept.get_mut(k as usize) {
+                            *slot = text;
+                        }
+                    }
                     None => unknown = true,
                 }
             }
             if unknown {
                 return Ok(None);
             }
-            match holds(image, atom, env) {
+            match holds(image, atom, env, &kept) {
                 Err(()) => return Err(PROBLEM_MISTYPED),
                 Ok(Some(b)) => b,
                 Ok(None) if env.listing => return Ok(None),
@@ -785,7 +827,7 @@ enum Text {
 
 /// The text of a relation's term (operand record `term`): `Ok(None)` when unknown (listing); a value that is not a
 /// string is mistyped.
-fn term(image: &Image<'_>, term: &image::Atom, env: &Env<'_>) -> Result<Option<Text>, u32> {
+fn term(image: &Image<'_>, term: &Attribute, env: &Env<'_>) -> Result<Option<Text>, u32> {
     if term.attr == image::ATTR_TEXT {
         return Ok(Some(Text::Image(term.name_off, term.name_len)));
     }
@@ -797,10 +839,16 @@ fn term(image: &Image<'_>, term: &image::Atom, env: &Env<'_>) -> Result<Option<T
 }
 
 /// What the request's `context.relations.NAME` says of the tuple of relation atom `atom`'s terms (all of which
-/// read as strings): `Ok(Some(holds))`, `Ok(None)` when it does not list the tuple, `Err` when the list is not an
-/// array of `{"args": [strings], "holds": bool}` or says two things of the tuple
-/// (`crates/remit-lang/src/eval/cond.rs`'s `holds`: every item is checked, also after an answer is found).
-fn holds(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Option<bool>, ()> {
+/// read as strings; the first [`image::RELATION_TERMS_KEPT`] are `kept`, as [`read_derived`] read them):
+/// `Ok(Some(holds))`, `Ok(None)` when it does not list the tuple, `Err` when the list is not an array of
+/// `{"args": [strings], "holds": bool}` or says two things of the tuple (`crates/remit-lang/src/eval/cond.rs`'s
+/// `holds`: every item is checked, also after an answer is found).
+fn holds(
+    image: &Image<'_>,
+    atom: &image::Atom,
+    env: &Env<'_>,
+    kept: &[Text; image::RELATION_TERMS_KEPT],
+) -> Result<Option<bool>, ()> {
     const ITEM_FIELDS: [Key<'static>; 2] = [Key::new(b"args"), Key::new(b"holds")];
     let doc = env.doc;
     let name = image.str(atom.name_off, atom.name_len);
@@ -812,12 +860,6 @@ fn holds(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Option<
         return Err(());
     }
     let count = atom.operands_count;
-    let mut kept = [Text::Image(0, 0); image::RELATION_TERMS_KEPT];
-    for (k, slot) in kept.iter_mut().enumerate().take(count as usize) {
-        if let Ok(Some(text)) = term(image, &operand(image, atom, k as u32), env) {
-            *slot = text;
-        }
-    }
     let text_of = |k: u32| -> Text {
         match kept.get(k as usize) {
             Some(&text) => text,
@@ -868,17 +910,20 @@ fn signed_param(image: &Image<'_>, tool: &Tool, name: &[u8]) -> bool {
     image.param(tool, |p| crate::same_bytes(p, name)).map_or(false, |p| p.signed != 0)
 }
 
-/// Whether a money value (or an element of a set of money) is below zero.
-fn negative(image: &Image<'_>, doc: &Doc<'_>, value: Val) -> bool {
-    match value {
+/// Whether a money value (or an element of a set of money) is below zero. Inline: every declared attribute read
+/// asks, and nearly every answer is a tag test.
+#[inline(always)]
+fn negative(image: &Image<'_>, doc: &Doc<'_>, value: &Val) -> bool {
+    match *value {
         Val::Money(amount, _) => amount < 0,
-        Val::Set(array, element) => {
-            element.code == image::TYPE_MONEY
-                && elements(doc, array)
-                    .any(|item| matches!(decode(image, doc, item, &element), Some(Val::Money(a, _)) if a < 0))
-        }
+        Val::Set(array, element) if element.code == image::TYPE_MONEY => negative_element(image, doc, array, &element),
         _ => false,
     }
+}
+
+/// Whether an element of the request's set of money `array` is below zero.
+fn negative_element(image: &Image<'_>, doc: &Doc<'_>, array: u32, element: &Type) -> bool {
+    elements(doc, array).any(|item| matches!(decode(image, doc, item, element), Some(Val::Money(a, _)) if a < 0))
 }
 
 /// The unescaped content of the string token `tok` (in `buf` when it has an escape), when it fits `buf`.
@@ -962,12 +1007,22 @@ fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> 
                 return None;
             }
             for item in elements(doc, tok) {
-                decode(image, doc, item, &element)?;
+                element_of(image, doc, item, &element)?;
             }
             Val::Set(tok, element)
         }
         _ => return None,
     })
+}
+
+/// [`decode`] of an element of a set: a string (the usual element: teams, scopes, tags) is its token, tested inline
+/// rather than through a call; every other type is decoded.
+#[inline(always)]
+fn element_of(image: &Image<'_>, doc: &Doc<'_>, tok: u32, element: &Type) -> Option<Val> {
+    if element.code == image::TYPE_STRING {
+        return (doc.token(tok).kind() == STRING).then_some(Val::Str(tok));
+    }
+    decode(image, doc, tok, element)
 }
 
 /// Applies atom `atom`'s test to its attribute's value (`crates/remit-lang/src/eval/cond.rs`'s `test`).
@@ -1193,7 +1248,7 @@ impl Cmp<'_> {
         let mut failed = false;
         for tok in elements(self.doc, array) {
             // Equality is symmetric: `equal(item, x)` is `equal(x, item)`.
-            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            let x = element_of(self.image, self.doc, tok, element).ok_or(())?;
             match self.equal_scalar(x, item) {
                 Ok(true) => return Ok(true),
                 Ok(false) => {}
@@ -1211,7 +1266,7 @@ impl Cmp<'_> {
     fn within(&self, array: u32, element: &Type, items: u32, count: u32) -> Result<bool, ()> {
         let mut all = true;
         for tok in elements(self.doc, array) {
-            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            let x = element_of(self.image, self.doc, tok, element).ok_or(())?;
             let mut found = false;
             let mut failed = false;
             for i in 0..count {
@@ -1274,7 +1329,7 @@ impl Cmp<'_> {
     fn member_of_request_set(&self, item: Val, array: u32, element: &Type) -> Result<bool, ()> {
         let mut failed = false;
         for tok in elements(self.doc, array) {
-            let x = decode(self.image, self.doc, tok, element).ok_or(())?;
+            let x = element_of(self.image, self.doc, tok, element).ok_or(())?;
             // `x` is never a set (sets of sets do not exist), so neither side is one for a match.
             match self.equal_scalar_vals(item, x) {
                 Ok(true) => return Ok(true),
@@ -1293,7 +1348,7 @@ impl Cmp<'_> {
     fn set_within_set(&self, a: u32, a_element: &Type, b: u32, b_element: &Type) -> Result<bool, ()> {
         let mut all = true;
         for tok in elements(self.doc, a) {
-            let x = decode(self.image, self.doc, tok, a_element).ok_or(())?;
+            let x = element_of(self.image, self.doc, tok, a_element).ok_or(())?;
             all &= self.member_of_request_set(x, b, b_element)?;
         }
         Ok(all)

@@ -18,47 +18,62 @@ pub fn parse_decimal(text: &[u8]) -> Option<i128> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, text),
     };
-    let (whole, frac) = match digits.iter().position(|&b| b == b'.') {
-        Some(dot) => (digits.get(..dot)?, digits.get(dot + 1..)?),
-        None => (digits, &[][..]),
-    };
-    let all_digits = |s: &[u8]| s.iter().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !all_digits(whole) || !all_digits(frac) || digits.last() == Some(&b'.') {
+    // One pass over the bytes (a money argument or attribute is read on every decision that tests it): the whole
+    // part's digits in `u64` (exact up to 19 of them), one dot, the fraction's digits (at most nine: below 10^9).
+    let (mut whole, mut whole_len) = (0u64, 0usize);
+    let (mut units, mut frac_len) = (0u64, 0usize);
+    let mut dot = false;
+    for &b in digits {
+        let d = u32::from(b).wrapping_sub(u32::from(b'0'));
+        if d < 10 {
+            if dot {
+                frac_len += 1;
+                if frac_len > DECIMAL_SCALE as usize {
+                    return None;
+                }
+                units = units * 10 + u64::from(d);
+            } else {
+                whole_len += 1;
+                whole = whole.wrapping_mul(10).wrapping_add(u64::from(d));
+            }
+        } else if b == b'.' && !dot {
+            dot = true;
+        } else {
+            return None;
+        }
+    }
+    // `1.`, `.5` and `-` are not decimals.
+    if whole_len == 0 || whole_len > 24 || (dot && frac_len == 0) {
         return None;
     }
-    if frac.len() > DECIMAL_SCALE as usize || whole.len() > 24 {
-        return None;
-    }
-    // The fraction in units of 10^-9 (at most nine digits: below 10^9).
-    let mut units: u64 = 0;
-    for k in 0..DECIMAL_SCALE as usize {
-        units = units * 10 + u64::from(frac.get(k).map_or(0, |&d| d - b'0'));
-    }
+    // The fraction in units of 10^-9.
+    const SCALE: [u64; 10] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+    units *= SCALE.get(DECIMAL_SCALE as usize - frac_len).copied().unwrap_or(1);
     // The usual case in `u64` arithmetic (`i128` multiplications are calls on wasm32): up to 19 digits fit, and
     // times 10^9 plus the fraction as long as that fits too.
-    let value = match whole.len() {
-        0..=19 => {
-            let w = whole.iter().fold(0u64, |w, &d| w.wrapping_mul(10).wrapping_add(u64::from(d - b'0')));
-            w.checked_mul(10u64.pow(DECIMAL_SCALE))
-                .and_then(|x| x.checked_add(units))
-                .map_or_else(|| i128::from(w) * 10i128.pow(DECIMAL_SCALE) + i128::from(units), i128::from)
-        }
-        // At most 24 digits, times 10^9: below 10^33, far inside `i128`.
-        _ => {
-            whole.iter().fold(0i128, |w, &d| w * 10 + i128::from(d - b'0')) * 10i128.pow(DECIMAL_SCALE)
-                + i128::from(units)
-        }
+    let value = if whole_len <= 19 {
+        whole
+            .checked_mul(10u64.pow(DECIMAL_SCALE))
+            .and_then(|x| x.checked_add(units))
+            .map_or_else(|| i128::from(whole) * 10i128.pow(DECIMAL_SCALE) + i128::from(units), i128::from)
+    } else {
+        // At most 24 digits, read again in `i128`, times 10^9: below 10^33, far inside `i128`.
+        let digits = digits.get(..whole_len)?;
+        digits.iter().fold(0i128, |w, &d| w * 10 + i128::from(d - b'0')) * 10i128.pow(DECIMAL_SCALE) + i128::from(units)
     };
     Some(if negative { -value } else { value })
 }
 
 /// Money written `"12.50 USD"`: a decimal ([`parse_decimal`]), one space, a currency of three ASCII capitals, as
 /// `remit_lang::value::Money::parse` reads it (the text splits at its first space); the amount and the currency.
+/// The first space is the fourth byte from the end or the text is no money (the currency would not be three
+/// bytes), and an amount with a space before it is no decimal: so the text splits there without a search.
 pub fn parse_money(text: &[u8]) -> Option<(i128, [u8; 3])> {
-    let space = text.iter().position(|&b| b == b' ')?;
-    let (amount, currency) = (text.get(..space)?, text.get(space + 1..)?);
+    let split = text.len().checked_sub(4)?;
+    let (amount, rest) = (text.get(..split)?, text.get(split..)?);
+    let (space, currency) = rest.split_first()?;
     let currency: [u8; 3] = currency.try_into().ok()?;
-    if !currency.iter().all(|b| b.is_ascii_uppercase()) {
+    if *space != b' ' || !currency.iter().all(|b| b.is_ascii_uppercase()) {
         return None;
     }
     Some((parse_decimal(amount)?, currency))
