@@ -31,6 +31,9 @@ pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000
 /// chain as the sealing transaction read it committed (writers with no entry yet left out).
 pub const SEAL: &str = "seal";
 
+/// A chain's head as a seal names it: the writer, its entry's sequence number, its hash.
+pub type ChainHead = (String, u64, String);
+
 /// The `prev` of a writer's first entry: [`GENESIS`] for the one-writer log (`""`), else
 /// `sha256:` + hex of SHA-256 over `remit writer\n` + the writer's id.
 pub fn writer_genesis(writer: &str) -> String {
@@ -113,7 +116,7 @@ pub fn verify_chains(entries: impl IntoIterator<Item = LogEntry>) -> Result<Veri
     }
     let mut chains: HashMap<String, Chain> = HashMap::new();
     // (sealing writer, its seal's seq, the heads named).
-    let mut seals: Vec<(String, u64, Vec<(String, u64, String)>)> = Vec::new();
+    let mut seals: Vec<(String, u64, Vec<ChainHead>)> = Vec::new();
     let mut count = 0u64;
     for entry in entries {
         count += 1;
@@ -182,7 +185,7 @@ pub fn verify_chains(entries: impl IntoIterator<Item = LogEntry>) -> Result<Veri
 }
 
 /// The heads a seal's body names; `None` when it names none in the expected shape.
-pub fn seal_heads(body: &str) -> Option<Vec<(String, u64, String)>> {
+pub fn seal_heads(body: &str) -> Option<Vec<ChainHead>> {
     let value = remit_lang::json::parse_stored(body).ok()?;
     let mut heads = Vec::new();
     for head in value.get("heads")?.as_array()? {
@@ -195,7 +198,7 @@ pub fn seal_heads(body: &str) -> Option<Vec<(String, u64, String)>> {
 }
 
 /// A seal's body naming `heads` (writer, seq, hash).
-pub fn seal_body(heads: &[(String, u64, String)]) -> String {
+pub fn seal_body(heads: &[ChainHead]) -> String {
     let heads: Vec<serde_json::Value> = heads
         .iter()
         .map(|(writer, seq, hash)| serde_json::json!({"writer": writer, "seq": seq, "hash": hash}))

@@ -37,7 +37,7 @@
 //! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement (the
 //! next job's reads, or the commit: a failure there fails the whole transaction, and no decision of the batch is
 //! answered before its commit); a batch reads what all its decisions need in one pipeline ([`Tx::prefetch`], kept
-//! //! up to date with the transaction's writes), else a decision's reads go as one pipeline; log entries are kept in
+//! up to date with the transaction's writes), else a decision's reads go as one pipeline; log entries are kept in
 //! memory (the writer's head is locked, so their sequence numbers and hashes are known) and written with the
 //! commit, in one pipeline ([`PostgresStore::stats`] counts).
 //!
@@ -506,7 +506,7 @@ impl Store for PostgresStore {
             "SELECT writer, wseq, hash FROM writer_heads WHERE writer <> $1 AND wseq > 0 ORDER BY writer COLLATE \"C\"",
             &[&self.writer],
         )?;
-        let heads: Vec<(String, u64, String)> =
+        let heads: Vec<super::audit::ChainHead> =
             rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get(2))).collect();
         let policy = self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone();
         tx.defer(

@@ -504,7 +504,8 @@ pub trait Tx {
 
 /// A place that keeps the gateway's state.
 pub trait Store: Send + Sync {
-    /// A write transaction; transactions are serializable (one at a time for SQLite).
+    /// A write transaction; transactions are serializable (one at a time for SQLite; on PostgreSQL, one at a time
+    /// per writer, and what two writers both change is locked or conditionally updated).
     fn begin(&self) -> StoreResult<Box<dyn Tx + '_>>;
 
     /// A transaction for reading: the same consistent view as [`Store::begin`], but it may refuse to write (SQLite:
