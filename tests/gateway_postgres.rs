@@ -973,6 +973,63 @@ fn two_replicas_writing_at_once_keep_a_chain_each_sealed_by_the_other() {
     let url = shared().database_url("chains_postgres");
     let said = audit_verify(&url);
     assert!(said.0 && said.1.contains("in 2 chains, each holds from its genesis"), "{}", said.1);
+    // `remit audit why` and `receipt` find a decision in any chain, and name its entry by writer and number.
+    let last = entries.iter().rev().find(|e| e.kind == "decision").unwrap();
+    let id = serde_json::from_str::<Value>(&last.body).unwrap()["id"].as_str().unwrap().to_string();
+    let remit = |args: &[&str]| {
+        let out = std::process::Command::new(support::remit_bin()).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let why = remit(&["audit", "why", &id, "--store", &url]);
+    let named = format!("(log entry {} of writer `{}`, {})", last.seq, last.writer, last.hash);
+    assert!(why.contains(&named), "{why}");
+    let receipt: Value =
+        serde_json::from_str(&remit(&["audit", "receipt", "--operation", "op-1", "--store", &url])).unwrap();
+    let decided = receipt["decisions"].as_array().unwrap();
+    assert_eq!(decided.len(), 200);
+    assert_eq!((&decided[199]["writer"], &decided[199]["log_entry"]), (&json!(last.writer), &json!(last.seq)));
+}
+
+/// A replica of several signs its own chain's head (`--log-key`): the head names the writer, verifies, and is in
+/// the log; once the chain is changed and hashed again (seals of the other cannot name what came after their last
+/// one), the head signed before finds it.
+#[test]
+fn a_replica_signs_the_head_of_its_own_chain() {
+    let (replicas, a, b) = sealed_chains("signed_chain");
+    let key = remit_gateway::bundle::signing_key(&remit_gateway::bundle::keygen().unwrap().0).unwrap();
+    let signer = audit::HeadSigner::new(key, replicas.stores[1].clone(), Arc::new(remit_gateway::SystemClock));
+    let head = signer.sign().unwrap().expect("B wrote");
+    assert_eq!((head.writer.as_str(), head.seq), (b.as_str(), 9), "B's chain: 7 decisions and 2 seals");
+    head.verify(None).unwrap();
+    let stored = replicas.stores[0].begin_read().unwrap().signed_heads().unwrap();
+    assert_eq!(stored, std::slice::from_ref(&head));
+    audit::check_head(&log(replicas.stores[0].as_ref()), &head).unwrap();
+    assert_ne!(a, b);
+    // B's unsealed tail (entries 8 and 9) changed and hashed again: the chains and seals still hold, the head not.
+    let mut prev = String::new();
+    let mut rewrite = String::new();
+    for mut entry in log(replicas.stores[0].as_ref()).into_iter().filter(|e| e.writer == b && e.seq >= 7) {
+        if entry.seq == 7 {
+            prev = entry.hash;
+            continue;
+        }
+        entry.body = entry.body.replace("op-1-", "op-1-x");
+        entry.prev = prev;
+        entry.hash = audit::hash_of(&entry);
+        rewrite += &format!(
+            "UPDATE log SET body = $b${}$b$, prev = '{}', hash = '{}' WHERE writer = '{b}' AND seq = {};",
+            entry.body, entry.prev, entry.hash, entry.seq
+        );
+        prev = entry.hash;
+    }
+    replicas.postgres[0].execute_raw(&rewrite).unwrap();
+    let entries = log(replicas.stores[0].as_ref());
+    audit::verify(entries.clone()).expect("after the last seal naming B, only B's signed head covers its chain");
+    let found = audit::check_head(&entries, &head).unwrap_err();
+    assert!(found.contains(&format!("entry 9 of writer `{b}` has the hash")) && found.contains("rewritten"), "{found}");
+    let (passed, said) = audit_verify(&shared().database_url("signed_chain"));
+    assert!(!passed && said.contains("the signed head of entry 9 of writer"), "{said}");
 }
 
 fn sorted<'a>(writers: &[&'a str]) -> Vec<&'a str> {
