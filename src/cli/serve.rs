@@ -797,7 +797,10 @@ pub fn open_any_store(
     let options = remit_gateway::PostgresOptions { pool_size: connections, database_clock: !gateway_clock, writer };
     let store = remit_gateway::PostgresStore::connect(spec, password, &options)
         .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(spec)))?;
-    Ok(Arc::new(store))
+    let store: Arc<dyn remit_gateway::Store> = Arc::new(store);
+    // This replica's chain, sealed with the others' heads every second while it writes (docs/scaling.md).
+    remit_gateway::audit::seal_every(&store, std::time::Duration::from_secs(1));
+    Ok(store)
 }
 
 pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, String> {
@@ -844,6 +847,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(1));
     };
     let signer = head_signer(log_key, store.clone(), clock.clone());
+    let sealed_at_exit = store.clone();
     let mut tokens = args.inbox.tokens(&policy, &args.listen, args.tls.client_ca())?;
     for name in &args.trusted_pep {
         if !tokens.pep.values().any(|pep| pep == name) {
@@ -903,7 +907,10 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         let _ = std::io::stdout().flush();
         (make(base), tokens, Some(reloader))
     })?;
-    // Stopped: the last decisions are committed; their head is signed before the process ends.
+    // Stopped: the last decisions are committed; the chain is sealed and its head signed before the process ends.
+    if let Err(e) = sealed_at_exit.seal() {
+        eprintln!("the log's chain was not sealed at exit: {e}");
+    }
     sign_at_exit(signer)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -1182,8 +1189,9 @@ fn data(command: DataCommand) -> Result<Json, String> {
 
 #[derive(Subcommand, Debug)]
 pub enum AuditCommand {
-    /// Check the decision log's hash chain and the signed heads in the store; with `--head`, also that the log
-    /// holds that head (kept elsewhere): exit 1 at the first changed, deleted or moved entry, or a head that fails
+    /// Check the decision log's hash chains (one per writer, each from its genesis, and the heads the writers' seals
+    /// name) and the signed heads in the store; with `--head`, also that the log holds that head (kept elsewhere):
+    /// exit 1 at the first changed, deleted or moved entry, cut or dropped chain, or a head that fails
     Verify {
         /// The store: `sqlite:PATH` or PATH, or `postgres://…` (its password from `REMIT_STORE_PASSWORD`)
         store: String,
@@ -1258,26 +1266,44 @@ fn verify_log(store: &str, head: Option<&Path>, key: Option<&Path>) -> Result<Ex
     };
     let entries = read_log(store)?;
     let heads = signed_heads(store)?;
-    let last = entries.last().map(|e| e.hash.clone()).unwrap_or_else(|| audit::GENESIS.to_string());
-    let count = match audit::verify(entries.iter().cloned()) {
-        Ok(count) => count,
+    let verified = match audit::verify_chains(entries.iter().cloned()) {
+        Ok(verified) => verified,
         Err(broken) => {
-            println!("the chain is broken at entry {}: {}", broken.seq, broken.problem);
+            println!("the chain is broken at {broken}");
             return Ok(ExitCode::from(1));
         }
     };
-    println!("{count} entries, the chain holds; head {last}");
+    if verified.chains.keys().all(String::is_empty) {
+        // The one-writer log (SQLite, or a PostgreSQL store before it had a chain per writer).
+        let last = entries.last().map(|e| e.hash.clone()).unwrap_or_else(|| audit::GENESIS.to_string());
+        println!("{} entries, the chain holds; head {last}", verified.entries);
+    } else {
+        println!(
+            "{} entries in {} chains, each holds from its genesis; {} seals, naming {} heads, each in its chain",
+            verified.entries,
+            verified.chains.len(),
+            verified.seals,
+            verified.sealed_heads
+        );
+        for (writer, (seq, hash)) in &verified.chains {
+            let writer = if writer.is_empty() { "'' (written before the log had several writers)" } else { writer };
+            println!("  chain {writer}: {seq} entries, head {hash}");
+        }
+    }
     for stored in &heads {
         if let Err(e) = stored.verify(key.as_ref()).and_then(|()| audit::check_head(&entries, stored)) {
-            println!("the signed head of entry {} kept in the store fails: {e}", stored.seq);
+            println!(
+                "the signed head of {} kept in the store fails: {e}",
+                audit::entry_name(&stored.writer, stored.seq)
+            );
             return Ok(ExitCode::from(1));
         }
     }
     match heads.last() {
         Some(latest) => println!(
-            "signed heads kept in the store: {}, each in the log; the latest of entry {}, signed at {}",
+            "signed heads kept in the store: {}, each in the log; the latest of {}, signed at {}",
             heads.len(),
-            latest.seq,
+            audit::entry_name(&latest.writer, latest.seq),
             remit_lang::value::format_timestamp(latest.time)
         ),
         None => println!("no signed head in the store"),
@@ -1287,9 +1313,10 @@ fn verify_log(store: &str, head: Option<&Path>, key: Option<&Path>) -> Result<Ex
             println!("the kept head fails: {e}");
             return Ok(ExitCode::from(1));
         }
+        let chain = if kept.writer.is_empty() { String::new() } else { format!(" of writer `{}`", kept.writer) };
         println!(
-            "the kept head (entry {}, signed at {}) is in the log: entries 1 to {} are the ones the gateway signed",
-            kept.seq,
+            "the kept head ({}, signed at {}) is in the log: entries 1 to {}{chain} are the ones the gateway signed",
+            audit::entry_name(&kept.writer, kept.seq),
             remit_lang::value::format_timestamp(kept.time),
             kept.seq
         );
@@ -1317,7 +1344,7 @@ pub fn audit(command: AuditCommand) -> Result<ExitCode, String> {
                 println!("{}", printable(&line, false));
             }
             if let Err(broken) = audit::verify(entries) {
-                println!("warning: the log's chain is broken at entry {}: {}", broken.seq, broken.problem);
+                println!("warning: the log's chain is broken at {broken}");
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
@@ -1342,9 +1369,9 @@ pub fn replay(store: &str, policy: &[PathBuf]) -> Result<ExitCode, String> {
     let report = remit_gateway::replay::replay(&entries, &policy.compiled)?;
     for change in &report.changes {
         let line = format!(
-            "{} (log entry {}): {} calls {}: {} ({}) -> {} ({})",
+            "{} (log {}): {} calls {}: {} ({}) -> {} ({})",
             change.decision_id,
-            change.seq,
+            remit_gateway::audit::entry_name(&change.writer, change.seq),
             change.agent,
             change.tool,
             change.before,

@@ -64,6 +64,14 @@ impl Server {
         format!("{base}/{name}")
     }
 
+    /// The URL of the database `name` that [`Server::database`] made (the same name), as it is now.
+    pub fn database_url(&self, name: &str) -> String {
+        let name: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+        let base = self.url.rsplit_once('/').expect("a URL with a database").0;
+        format!("{base}/{name}")
+    }
+
     /// Stops the server, keeping its data (the store is then unreachable).
     pub fn pause(&self) {
         let status = script().arg("pause").arg(&self.dir).status().unwrap();

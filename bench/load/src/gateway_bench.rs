@@ -500,7 +500,16 @@ impl Tx for MemoryTx<'_> {
     fn append_log(&mut self, time: i64, kind: &str, _body: &str) -> StoreResult<LogEntry> {
         self.0.seq += 1;
         let (seq, kind) = (self.0.seq, kind.to_string());
-        Ok(LogEntry { seq, time, kind, body: String::new(), prev: String::new(), hash: String::new() })
+        Ok(LogEntry {
+            seq,
+            writer: String::new(),
+            gseq: seq,
+            time,
+            kind,
+            body: String::new(),
+            prev: String::new(),
+            hash: String::new(),
+        })
     }
     fn savepoint(&mut self) -> StoreResult<()> {
         Ok(())

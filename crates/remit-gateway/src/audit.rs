@@ -1,10 +1,18 @@
-//! The decision log as a hash chain: every entry hashes its predecessor's hash with its own content, so a changed,
+//! The decision log as hash chains: every entry hashes its predecessor's hash with its own content, so a changed,
 //! deleted or reordered entry breaks the chain at that point ([`verify`]).
 //!
-//! The chain alone proves only that the log is consistent with itself: whoever can write the store can change an
-//! entry and compute the hashes after it again, or cut the tail. So the gateway signs the log's head (sequence
+//! The log is one chain per writer (docs/scaling.md "The log with several writers"): the one-writer log (SQLite) is
+//! the chain of writer `""`, from [`GENESIS`]; each gateway sharing a PostgreSQL store writes a chain of its own,
+//! from its own genesis ([`writer_genesis`]), and seals it every second with the heads of the others' chains
+//! ([`SEAL`] entries). Seals cross-link the chains: an entry another writer sealed cannot be changed, deleted or cut
+//! away, nor its whole chain dropped or its hashes computed again, without [`verify`] finding it.
+//!
+//! The chains alone prove only that the log is consistent with itself: whoever can write the store can change an
+//! entry and compute the hashes after it again, or cut the tail. So the gateway signs its chain's head (sequence
 //! number, hash, time) with its own key ([`SignedHead`], [`HeadSigner`]), and a head kept elsewhere is checked
 //! against the chain ([`check_head`]): the entries up to it are then the ones the gateway wrote.
+
+use std::collections::{BTreeMap, HashMap};
 
 use sha2::{Digest, Sha256};
 
@@ -16,69 +24,214 @@ pub use crate::keys::hex;
 use crate::keys::{public_key_text, SigningKey};
 use crate::store::{LogEntry, Store, StoreError};
 
-/// The `prev` of the first entry.
+/// The `prev` of the first entry of the one-writer log (writer `""`).
 pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
-/// `sha256:` + hex of SHA-256 over `prev \n seq \n time \n kind \n body`.
+/// The kind of a seal entry: its body is `{"heads": [{"writer", "seq", "hash"}…]}`, the head of every other writer's
+/// chain as the sealing transaction read it committed (writers with no entry yet left out).
+pub const SEAL: &str = "seal";
+
+/// A chain's head as a seal names it: the writer, its entry's sequence number, its hash.
+pub type ChainHead = (String, u64, String);
+
+/// The `prev` of a writer's first entry: [`GENESIS`] for the one-writer log (`""`), else
+/// `sha256:` + hex of SHA-256 over `remit writer\n` + the writer's id.
+pub fn writer_genesis(writer: &str) -> String {
+    if writer.is_empty() {
+        return GENESIS.to_string();
+    }
+    format!("sha256:{}", hex(&Sha256::digest(format!("remit writer\n{writer}").as_bytes())))
+}
+
+/// The hash of an entry of the one-writer log: [`chain_hash`] with the writer `""`.
 pub fn entry_hash(prev: &str, seq: u64, time: i64, kind: &str, body: &str) -> String {
+    chain_hash(prev, "", seq, time, kind, body)
+}
+
+/// `sha256:` + hex of SHA-256 over `prev \n writer \n seq \n time \n kind \n body`, with `\n writer` left out when the
+/// writer is `""` (so the one-writer log's hashes are what they were before there were several writers).
+pub fn chain_hash(prev: &str, writer: &str, seq: u64, time: i64, kind: &str, body: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(prev.as_bytes());
+    if !writer.is_empty() {
+        hasher.update(format!("\n{writer}").as_bytes());
+    }
     hasher.update(format!("\n{seq}\n{time}\n{kind}\n").as_bytes());
     hasher.update(body.as_bytes());
     format!("sha256:{}", hex(&hasher.finalize()))
 }
 
-/// Where a chain broke.
+/// The hash `entry` should have, from its content.
+pub fn hash_of(entry: &LogEntry) -> String {
+    chain_hash(&entry.prev, &entry.writer, entry.seq, entry.time, &entry.kind, &entry.body)
+}
+
+/// How an entry is named in messages: `entry 7`, or `entry 7 of writer gw-…`.
+pub fn entry_name(writer: &str, seq: u64) -> String {
+    if writer.is_empty() {
+        format!("entry {seq}")
+    } else {
+        format!("entry {seq} of writer `{writer}`")
+    }
+}
+
+/// Where the log broke: the entry (`writer`'s `seq`) and what is wrong there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broken {
+    pub writer: String,
     pub seq: u64,
     pub problem: String,
 }
 
-/// Checks a whole log given in storage order: sequence numbers 1, 2, 3… without gaps, each `prev` the hash of the
-/// entry before, each `hash` recomputed from the content. The number of entries when it holds.
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", entry_name(&self.writer, self.seq), self.problem)
+    }
+}
+
+/// What a log that holds is made of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verified {
+    /// Every entry, of every chain.
+    pub entries: u64,
+    /// Each writer's chain: its last entry's sequence number and hash (sorted by writer).
+    pub chains: BTreeMap<String, (u64, String)>,
+    /// The seal entries, and the heads they named (every one found in its chain with its hash).
+    pub seals: u64,
+    pub sealed_heads: u64,
+}
+
+/// Checks a whole log given in the order it is stored in (one-writer log: by `seq`; several writers: by `gseq`):
+/// each writer's chain has sequence numbers 1, 2, 3… without gaps, each `prev` the hash of the chain's entry before
+/// (the first: the writer's genesis), each `hash` recomputed from the content; and every head a seal names is in its
+/// writer's chain with the hash recorded. The number of entries when it holds.
 pub fn verify(entries: impl IntoIterator<Item = LogEntry>) -> Result<u64, Broken> {
-    let mut expected_prev = GENESIS.to_string();
+    verify_chains(entries).map(|verified| verified.entries)
+}
+
+/// [`verify`], saying what the log is made of.
+pub fn verify_chains(entries: impl IntoIterator<Item = LogEntry>) -> Result<Verified, Broken> {
+    struct Chain {
+        hashes: Vec<String>,
+    }
+    let mut chains: HashMap<String, Chain> = HashMap::new();
+    // (sealing writer, its seal's seq, the heads named).
+    let mut seals: Vec<(String, u64, Vec<ChainHead>)> = Vec::new();
     let mut count = 0u64;
     for entry in entries {
         count += 1;
-        if entry.seq != count {
-            let problem =
-                format!("entry {} comes where entry {count} should: an entry was deleted or moved", entry.seq);
-            return Err(Broken { seq: entry.seq, problem });
+        let chain = chains.entry(entry.writer.clone()).or_insert_with(|| Chain { hashes: Vec::new() });
+        let expected = chain.hashes.len() as u64 + 1;
+        let broken = |problem: String| Err(Broken { writer: entry.writer.clone(), seq: entry.seq, problem });
+        if entry.seq != expected {
+            return broken(format!(
+                "{} comes where entry {expected} should: an entry was deleted or moved",
+                entry_name(&entry.writer, entry.seq)
+            ));
         }
-        if entry.prev != expected_prev {
-            let problem = "its `prev` is not the hash of the entry before it".to_string();
-            return Err(Broken { seq: entry.seq, problem });
+        let prev = chain.hashes.last().cloned().unwrap_or_else(|| writer_genesis(&entry.writer));
+        if entry.prev != prev {
+            let what = if expected == 1 { "its writer's genesis" } else { "the hash of the entry before it" };
+            return broken(format!("its `prev` is not {what}"));
         }
-        let hash = entry_hash(&entry.prev, entry.seq, entry.time, &entry.kind, &entry.body);
-        if hash != entry.hash {
-            let problem = "its content does not match its hash: the entry was changed".to_string();
-            return Err(Broken { seq: entry.seq, problem });
+        if hash_of(&entry) != entry.hash {
+            return broken("its content does not match its hash: the entry was changed".into());
         }
-        expected_prev = entry.hash;
+        if entry.kind == SEAL && !entry.writer.is_empty() {
+            let Some(heads) = seal_heads(&entry.body) else {
+                return broken("it is a seal whose body does not name heads".into());
+            };
+            seals.push((entry.writer.clone(), entry.seq, heads));
+        }
+        chain.hashes.push(entry.hash);
     }
-    Ok(count)
+    let mut sealed_heads = 0u64;
+    for (sealer, at, heads) in &seals {
+        let by = format!("the seal at {}", entry_name(sealer, *at));
+        for (writer, seq, hash) in heads {
+            sealed_heads += 1;
+            let broken = |problem: String| Err(Broken { writer: writer.clone(), seq: *seq, problem });
+            let Some(chain) = chains.get(writer) else {
+                return broken(format!(
+                    "{by} names it, but writer `{writer}` has no entry in the log: its chain was dropped"
+                ));
+            };
+            match chain.hashes.get((*seq as usize).wrapping_sub(1)) {
+                None => {
+                    return broken(format!(
+                        "{by} names it, but `{writer}`'s chain ends at entry {}: entries were cut from its end",
+                        chain.hashes.len()
+                    ))
+                }
+                Some(found) if found != hash => {
+                    return broken(format!(
+                        "it has the hash {found}, {by} recorded {hash}: `{writer}`'s chain was rewritten at or before \
+                         it (its hashes computed again)"
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let chains = chains
+        .into_iter()
+        .map(|(writer, chain)| {
+            let seq = chain.hashes.len() as u64;
+            let hash = chain.hashes.last().cloned().unwrap_or_else(|| writer_genesis(&writer));
+            (writer, (seq, hash))
+        })
+        .collect();
+    Ok(Verified { entries: count, chains, seals: seals.len() as u64, sealed_heads })
 }
 
-/// Checks that a head is in a log whose chain holds ([`verify`]): its entry is there, with its hash. A log cut
-/// before the head's entry, or changed at or before it (even with every hash after the change computed again),
-/// fails. Entries after the head are not covered by it.
-pub fn check_head(entries: &[LogEntry], head: &SignedHead) -> Result<(), String> {
-    if head.seq == 0 {
-        return if head.hash == GENESIS { Ok(()) } else { Err("a head of entry 0 has the genesis hash".into()) };
+/// The heads a seal's body names; `None` when it names none in the expected shape.
+pub fn seal_heads(body: &str) -> Option<Vec<ChainHead>> {
+    let value = remit_lang::json::parse_stored(body).ok()?;
+    let mut heads = Vec::new();
+    for head in value.get("heads")?.as_array()? {
+        let writer = head.get("writer")?.as_str()?.to_string();
+        let seq = head.get("seq")?.as_u64()?;
+        let hash = head.get("hash")?.as_str()?.to_string();
+        heads.push((writer, seq, hash));
     }
-    let Some(entry) = entries.get(head.seq as usize - 1).filter(|e| e.seq == head.seq) else {
-        return Err(format!(
-            "the log ends at entry {}, before the head's entry {}: entries were cut from its end",
-            entries.len(),
-            head.seq
-        ));
+    Some(heads)
+}
+
+/// A seal's body naming `heads` (writer, seq, hash).
+pub fn seal_body(heads: &[ChainHead]) -> String {
+    let heads: Vec<serde_json::Value> = heads
+        .iter()
+        .map(|(writer, seq, hash)| serde_json::json!({"writer": writer, "seq": seq, "hash": hash}))
+        .collect();
+    serde_json::json!({ "heads": heads }).to_string()
+}
+
+/// Checks that a head is in a log whose chains hold ([`verify`]): its entry is in its writer's chain, with its hash.
+/// A chain cut before the head's entry, or changed at or before it (even with every hash after the change computed
+/// again), fails. Entries after the head are not covered by it.
+pub fn check_head(entries: &[LogEntry], head: &SignedHead) -> Result<(), String> {
+    let name = entry_name(&head.writer, head.seq);
+    if head.seq == 0 {
+        let genesis = writer_genesis(&head.writer);
+        return if head.hash == genesis { Ok(()) } else { Err("a head of entry 0 has the genesis hash".into()) };
+    }
+    let chain = entries.iter().filter(|e| e.writer == head.writer);
+    let (mut last, mut found) = (0, None);
+    for entry in chain {
+        last = entry.seq;
+        if entry.seq == head.seq {
+            found = Some(entry);
+            break;
+        }
+    }
+    let Some(entry) = found else {
+        let chain = if head.writer.is_empty() { "the log".to_string() } else { format!("`{}`'s chain", head.writer) };
+        return Err(format!("{chain} ends at entry {last}, before the head's {name}: entries were cut from its end"));
     };
     if entry.hash != head.hash {
         return Err(format!(
-            "entry {} has the hash {}, the head signed {}: the log was rewritten at or before entry {}",
-            head.seq, entry.hash, head.hash, head.seq
+            "{name} has the hash {}, the head signed {}: the log was rewritten at or before {name}",
+            entry.hash, head.hash
         ));
     }
     Ok(())
@@ -116,7 +269,7 @@ impl HeadSigner {
         if seq == 0 || last.as_ref().is_some_and(|(s, h)| *s == seq && *h == hash) {
             return Ok(None);
         }
-        let head = SignedHead::sign(&self.key, seq, &hash, self.clock.now());
+        let head = SignedHead::sign_chain(&self.key, tx.writer(), seq, &hash, self.clock.now());
         tx.insert_signed_head(&head)?;
         tx.commit()?;
         *last = Some((seq, hash));
@@ -137,7 +290,23 @@ impl HeadSigner {
     }
 }
 
-/// Every entry of a store's log, in order of `seq`.
+/// Seals `store`'s chain every `interval` on a thread of its own ([`Store::seal`]: when the gateway wrote since its
+/// last seal), until the store is dropped. A seal that fails is tried again at the next interval.
+pub fn seal_every(store: &std::sync::Arc<dyn Store>, interval: std::time::Duration) {
+    let store = std::sync::Arc::downgrade(store);
+    std::thread::Builder::new()
+        .name("remit-log-seal".into())
+        .spawn(move || loop {
+            std::thread::sleep(interval);
+            let Some(store) = store.upgrade() else { return };
+            if let Err(e) = store.seal() {
+                eprintln!("the log's chain was not sealed: {e}");
+            }
+        })
+        .expect("a thread starts");
+}
+
+/// Every entry of a store's log, every writer's, in the order of `gseq` (the one-writer log: of `seq`).
 pub fn read_all(store: &dyn Store) -> Result<Vec<LogEntry>, StoreError> {
     store.begin()?.log_entries(0, usize::MAX >> 1)
 }
@@ -163,7 +332,12 @@ pub fn why(entries: &[LogEntry], id: &str) -> Option<Vec<String>> {
     let list = |v: &Json| v.as_array().map(|a| a.iter().map(text).collect::<Vec<_>>().join(", ")).unwrap_or_default();
     let mut out = vec![
         format!("decision {id}: {} ({})", text(&d["decision"]), list(&d["reasons"])),
-        format!("at {} (log entry {}, {})", remit_lang::value::format_timestamp(entry.time), entry.seq, entry.hash),
+        format!(
+            "at {} (log {}, {})",
+            remit_lang::value::format_timestamp(entry.time),
+            entry_name(&entry.writer, entry.seq),
+            entry.hash
+        ),
         format!(
             "call: {} calls {} on {} with {}",
             text(&r["subject"]["id"]),
@@ -242,11 +416,15 @@ pub fn receipt(entries: &[LogEntry], operation: &str) -> serde_json::Value {
             effects.push(json!({"tool": tool, "arguments": r["action"]["arguments"], "target": r["resource"]["id"],
                                 "decision": b["id"]}));
         }
-        decisions.push(json!({
+        let mut decision = json!({
             "id": b["id"], "time": remit_lang::value::format_timestamp(entry.time), "agent": r["subject"]["id"],
             "tool": tool, "decision": d["decision"], "reasons": d["reasons"], "mandate_chain": d["mandate_chain"],
             "log_entry": entry.seq, "hash": entry.hash,
-        }));
+        });
+        if !entry.writer.is_empty() {
+            decision["writer"] = entry.writer.clone().into();
+        }
+        decisions.push(decision);
     }
     let outcome = decisions.last().map(|d| d["decision"].clone()).unwrap_or(Json::Null);
     json!({

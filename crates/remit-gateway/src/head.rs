@@ -5,9 +5,12 @@ use crate::keys::{hex, public_key_text, signature, verifying_key, SigningKey, Ve
 
 /// A signed head of the log: the gateway's statement that its log's entry `seq` had the hash `hash` at `time`,
 /// signed with its log key (`--log-key`) over `remit-log-head 1\n{seq}\n{hash}\n{time}\n` (its own prefix, so that
-/// no other signature of the same key can pass for one).
+/// no other signature of the same key can pass for one). A gateway writing a chain of its own in a log with several
+/// writers signs its chain's head: `remit-log-head 2\n{writer}\n{seq}\n{hash}\n{time}\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedHead {
+    /// The writer whose chain's head it is (`""`: the one-writer log).
+    pub writer: String,
     pub seq: u64,
     pub hash: String,
     /// Unix seconds, the gateway's clock.
@@ -18,15 +21,26 @@ pub struct SignedHead {
     pub signature: String,
 }
 
-fn head_message(seq: u64, hash: &str, time: i64) -> String {
-    format!("remit-log-head 1\n{seq}\n{hash}\n{time}\n")
+fn head_message(writer: &str, seq: u64, hash: &str, time: i64) -> String {
+    if writer.is_empty() {
+        format!("remit-log-head 1\n{seq}\n{hash}\n{time}\n")
+    } else {
+        format!("remit-log-head 2\n{writer}\n{seq}\n{hash}\n{time}\n")
+    }
 }
 
 impl SignedHead {
+    /// Signs the head of the one-writer log.
     pub fn sign(key: &SigningKey, seq: u64, hash: &str, time: i64) -> SignedHead {
+        SignedHead::sign_chain(key, "", seq, hash, time)
+    }
+
+    /// Signs the head of `writer`'s chain.
+    pub fn sign_chain(key: &SigningKey, writer: &str, seq: u64, hash: &str, time: i64) -> SignedHead {
         use ed25519_dalek::Signer;
-        let signature = key.sign(head_message(seq, hash, time).as_bytes());
+        let signature = key.sign(head_message(writer, seq, hash, time).as_bytes());
         SignedHead {
+            writer: writer.to_string(),
             seq,
             hash: hash.to_string(),
             time,
@@ -44,15 +58,20 @@ impl SignedHead {
             return Err("the head was signed by another key than the one given".into());
         }
         let signature = signature(&self.signature).ok_or("the head's signature is not `ed25519:HEX`")?;
-        named.verify(head_message(self.seq, &self.hash, self.time).as_bytes(), &signature).map_err(|_| {
+        named.verify(head_message(&self.writer, self.seq, &self.hash, self.time).as_bytes(), &signature).map_err(|_| {
             "the head's signature does not verify: the head was changed after it was signed, or forged".to_string()
         })
     }
 
     /// The head as `remit audit head` prints it.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"seq": self.seq, "hash": self.hash, "time": remit_lang::value::format_timestamp(self.time),
-                           "key": self.key, "signature": self.signature})
+        let mut head = serde_json::json!({"seq": self.seq, "hash": self.hash,
+                           "time": remit_lang::value::format_timestamp(self.time), "key": self.key,
+                           "signature": self.signature});
+        if !self.writer.is_empty() {
+            head["writer"] = self.writer.clone().into();
+        }
+        head
     }
 
     /// A head as [`SignedHead::to_json`] writes it.
@@ -63,6 +82,7 @@ impl SignedHead {
         };
         let seq = value.get("seq").and_then(serde_json::Value::as_u64).ok_or("no `seq`")?;
         let time = remit_lang::value::parse_timestamp(&field("time")?).ok_or("`time` is not a timestamp")?;
-        Ok(SignedHead { seq, hash: field("hash")?, time, key: field("key")?, signature: field("signature")? })
+        let writer = if value.get("writer").is_some() { field("writer")? } else { String::new() };
+        Ok(SignedHead { writer, seq, hash: field("hash")?, time, key: field("key")?, signature: field("signature")? })
     }
 }

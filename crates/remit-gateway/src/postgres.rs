@@ -3,40 +3,43 @@
 //! [`Store`]/[`Tx`]; uses [`super::store`] and [`super::audit`]'s hash, nothing of the core.
 //!
 //! What the database enforces, whatever the gateways do:
-//! - one writer of the log at a time: every write transaction begins by locking the row `log_head` (the log is one
-//!   hash chain, so its appends are serial anyway); everything a decision reads comes after that lock, so a stop,
-//!   a fact or a consumed approval committed by any replica before is seen (READ COMMITTED: each statement sees
-//!   what committed before it);
+//! - the log is one hash chain per writer (docs/scaling.md "The log with several writers"): each store is a writer
+//!   with an id made when it connects (`gw-` + 16 random hex digits, registered in `writers`), and every write
+//!   transaction begins by locking its own writer's head (`writer_heads`), which no other replica locks; each entry
+//!   also takes a global order key `gseq` from a sequence when it is inserted (with the commit), which the log is
+//!   read by; every second a writer that wrote seals its chain with the heads of the others ([`Store::seal`]).
+//!   Everything a decision reads comes after its transaction began, so a stop, a fact or a consumed approval
+//!   committed by any replica before is seen (READ COMMITTED: each statement sees what committed before it);
 //! - a single-use approval is consumed by a conditional update (`… WHERE NOT consumed`): one winner;
-//! - counters are read under row locks (`FOR UPDATE`, in sorted order, one statement) and incremented in place;
+//! - counters are made if missing and read under row locks (`FOR UPDATE`, in sorted order, one pipeline) and
+//!   incremented in place, so two replicas' batches counting the same budget wait for each other;
 //! - at most one live pending access request per key (a unique index on `pending_key`), answered once (a
 //!   conditional update on `status = 'pending'`);
 //! - the schema is created and migrated by the gateway under an advisory lock, in one transaction, with the
 //!   versions applied in `remit_schema`: two replicas starting at once migrate once.
 //!
-//! Isolation: READ COMMITTED with those locks. The head lock serializes write transactions, so SERIALIZABLE would
-//! add only its predicate-lock bookkeeping and false conflicts; a serialization failure, a deadlock or a unique
-//! violation (a stale pending request) is still marked a conflict ([`StoreError::conflict`]), which the core retries
-//! a bounded number of times before it denies. Read transactions (`begin_read`) are REPEATABLE READ READ ONLY: one
+//! Isolation: READ COMMITTED with those locks (the row locks, conditional updates and unique indexes are what keep
+//! the promises across replicas; SERIALIZABLE would add only its predicate-lock bookkeeping and false conflicts); a
+//! serialization failure, a deadlock (two batches consuming the same two approvals in opposite orders) or a unique
+//! violation (a stale pending request) is marked a conflict ([`StoreError::conflict`]), which the core retries a
+//! bounded number of times before it denies. Read transactions (`begin_read`) are REPEATABLE READ READ ONLY: one
 //! snapshot for all their reads, no lock.
 //!
 //! Time: a transaction reads the database's clock (`clock_timestamp()`, after its lock is granted) and offers it as
-//! [`Tx::now`], so that every replica decides by one clock, and log times never go back along the chain.
+//! [`Tx::now`], so that every replica decides by one clock, and log times never go back along a writer's chain.
 //!
 //! Bridging: the traits are synchronous (the core runs decisions on blocking threads: `block_in_place` or
 //! `spawn_blocking`). The connections' I/O runs on a tokio runtime of the store's own; a query's future only talks
 //! to its connection's task over channels, so it is waited for on the calling thread (`futures_executor`), which
 //! works inside or outside tokio's workers and never needs the caller's runtime.
 //!
-//! While the head lock serializes write transactions, the row locks, conditional updates and the unique index are
-//! a second line (they hold without it, which a log with one chain per replica will need: docs/scaling.md).
-//!
 //! Round trips: a transaction's commands that answer nothing (`SAVEPOINT`, `RELEASE`) and its writes whose result
 //! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement (the
 //! next job's reads, or the commit: a failure there fails the whole transaction, and no decision of the batch is
 //! answered before its commit); a batch reads what all its decisions need in one pipeline ([`Tx::prefetch`], kept
-//! up to date with the transaction's writes), else a decision's reads go as one pipeline; log entries are kept in memory (the head is locked, so their sequence numbers and hashes are
-//! known) and written with the commit, in one pipeline ([`PostgresStore::stats`] counts).
+//! up to date with the transaction's writes), else a decision's reads go as one pipeline; log entries are kept in
+//! memory (the writer's head is locked, so their sequence numbers and hashes are known) and written with the
+//! commit, in one pipeline ([`PostgresStore::stats`] counts).
 //!
 //! To add a method: its SQL next to the others, a few lines in `impl Tx for PgTx` through `PgTx::query` /
 //! `PgTx::execute` (a write: `PgTx::writing` first, or `PgTx::defer` when nobody reads its result), and a migration
@@ -51,7 +54,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row, SimpleQueryMessage};
 
-use super::audit::{entry_hash, GENESIS};
+use super::audit::{chain_hash, seal_body, writer_genesis, GENESIS, SEAL};
 use super::store::*;
 use remit_lang::syntax::ast::FactVersion;
 
@@ -103,7 +106,30 @@ CREATE TABLE tuples (
   PRIMARY KEY (relation, a, b, origin));
 CREATE TABLE data_state (id integer PRIMARY KEY CHECK (id = 1), version bigint NOT NULL, bundle text);
 ",
+    // The log with several writers: a chain per writer, `gseq` the order across them. The entries written before
+    // are the chain of writer '' (hashed as before); `log_head` stays, so a replica of the previous version still
+    // running appends to that chain under its old lock until it stops. The rows every replica read and then write
+    // (the data sets' version) exist from here on, so that they can be locked.
+    "
+CREATE TABLE writers (
+  id text PRIMARY KEY, name text NOT NULL, started_at bigint NOT NULL, policy text, last_seen bigint NOT NULL);
+CREATE TABLE writer_heads (writer text PRIMARY KEY, wseq bigint NOT NULL, hash text NOT NULL);
+CREATE SEQUENCE log_gseq;
+ALTER TABLE log ADD COLUMN writer text NOT NULL DEFAULT '', ADD COLUMN gseq bigint;
+UPDATE log SET gseq = seq;
+SELECT setval('log_gseq', coalesce((SELECT max(seq) FROM log), 0) + 1, false);
+ALTER TABLE log ALTER COLUMN gseq SET DEFAULT nextval('log_gseq'), ALTER COLUMN gseq SET NOT NULL;
+ALTER SEQUENCE log_gseq OWNED BY log.gseq;
+ALTER TABLE log DROP CONSTRAINT log_pkey, ADD PRIMARY KEY (writer, seq);
+CREATE UNIQUE INDEX log_order ON log (gseq);
+ALTER TABLE log_heads ADD COLUMN writer text NOT NULL DEFAULT '';
+ALTER TABLE access_requests ADD COLUMN log_writer text;
+INSERT INTO data_state (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING;
+",
 ];
+
+/// The first schema version with a chain per writer (before it, the log is the one chain of writer `''`).
+const CHAINS_VERSION: i32 = 3;
 
 /// The advisory lock the migrations are applied under (`remit` in ASCII).
 const MIGRATION_LOCK: i64 = 0x72_65_6d_69_74;
@@ -121,7 +147,8 @@ pub struct PostgresOptions {
     /// Decide by the database's clock ([`Tx::now`]); off, by the gateway's (`remit serve --clock`, tests that set
     /// the time).
     pub database_clock: bool,
-    /// Who this gateway is, in `remit_schema.applied_by` and the database's `application_name`.
+    /// Who this gateway is, in `remit_schema.applied_by`, `writers.name` and the database's `application_name`
+    /// (its writer's id, `gw-…`, is made when it connects: [`PostgresStore::writer`]).
     pub writer: String,
 }
 
@@ -147,6 +174,16 @@ pub struct PostgresStore {
     database_clock: bool,
     /// Opened by [`PostgresStore::open_existing`]: transactions are read transactions.
     read_only: bool,
+    /// The schema has a chain per writer ([`CHAINS_VERSION`]); an older one, read by `remit audit`, has one chain.
+    chains: bool,
+    /// This gateway's writer id (`gw-` + 16 hex digits), `""` when it only reads.
+    writer: String,
+    /// What a write transaction begins with: its writer's head locked, the database's clock read.
+    begin_write: String,
+    /// This writer's sequence number at its last seal (0: none yet).
+    sealed: std::sync::Mutex<u64>,
+    /// The policy this gateway serves, recorded in `writers` with the next seal.
+    policy: std::sync::Mutex<Option<String>>,
     stats: Stats,
 }
 
@@ -204,9 +241,51 @@ impl PostgresStore {
         if let (None, Some(password)) = (config.get_password(), password) {
             config.password(password);
         }
-        let store = PostgresStore::connect_unmigrated(config, options)?;
+        let mut store = PostgresStore::connect_unmigrated(config, options)?;
         store.migrate(&options.writer)?;
+        store.register(&options.writer)?;
         Ok(store)
+    }
+
+    /// Makes this gateway a writer of the log: a new id, registered in `writers`, its chain's head at its genesis.
+    fn register(&mut self, name: &str) -> StoreResult<()> {
+        let mut random = [0u8; 8];
+        getrandom::fill(&mut random).map_err(|e| StoreError(format!("no randomness from the system: {e}")))?;
+        let writer = format!("gw-{}", super::keys::hex(&random));
+        let client = self.client()?;
+        let now = "floor(extract(epoch FROM clock_timestamp()))::bigint";
+        let registered = wait(async {
+            client.batch_execute("BEGIN").await?;
+            client
+                .execute(
+                    &format!("INSERT INTO writers (id, name, started_at, last_seen) VALUES ($1, $2, {now}, {now})"),
+                    &[&writer, &name],
+                )
+                .await?;
+            client
+                .execute(
+                    "INSERT INTO writer_heads (writer, wseq, hash) VALUES ($1, 0, $2)",
+                    &[&writer, &writer_genesis(&writer)],
+                )
+                .await?;
+            client.batch_execute("COMMIT").await
+        });
+        if let Err(e) = registered {
+            let _ = Object::take(client);
+            return Err(store_err(e));
+        }
+        // The id is made here of hex digits only: it can be written into the statement.
+        self.begin_write = format!(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT wseq, hash, {now} FROM writer_heads \
+             WHERE writer = '{writer}' FOR UPDATE"
+        );
+        self.writer = writer;
+        Ok(())
+    }
+
+    /// This gateway's writer id: its chain in the log (`""` for a store opened only to read).
+    pub fn writer(&self) -> &str {
+        &self.writer
     }
 
     fn connect_unmigrated(mut config: tokio_postgres::Config, options: &PostgresOptions) -> StoreResult<PostgresStore> {
@@ -233,6 +312,11 @@ impl PostgresStore {
             runtime: Some(runtime),
             database_clock: options.database_clock,
             read_only: false,
+            chains: true,
+            writer: String::new(),
+            begin_write: String::new(),
+            sealed: std::sync::Mutex::new(0),
+            policy: std::sync::Mutex::new(None),
             stats: Stats::default(),
         })
     }
@@ -256,6 +340,7 @@ impl PostgresStore {
                 MIGRATIONS.len()
             )));
         }
+        store.chains = version >= CHAINS_VERSION;
         Ok(store)
     }
 
@@ -341,7 +426,9 @@ impl PostgresStore {
         let migrated = wait(async {
             client
                 .batch_execute(&format!(
-                    "BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); CREATE TABLE IF NOT EXISTS remit_schema (
+                    // A migration may rewrite a large log, and wait for another replica's: no session timeout.
+                    "BEGIN; SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0; \
+                     SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); CREATE TABLE IF NOT EXISTS remit_schema (
                        version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp(),
                        applied_by text NOT NULL)"
                 ))
@@ -378,24 +465,63 @@ impl PostgresStore {
     }
 }
 
-/// Lock the log's head (the one writer of the chain) and read the database's clock after the lock is granted.
-const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
-     SELECT seq, hash, floor(extract(epoch FROM clock_timestamp()))::bigint FROM log_head WHERE id = 1 FOR UPDATE";
 const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
      SELECT floor(extract(epoch FROM clock_timestamp()))::bigint";
+
+impl PostgresStore {
+    /// A write transaction: this writer's head locked (no other replica's transaction waits for it), the database's
+    /// clock read after the lock is granted.
+    fn begin_write(&self) -> StoreResult<PgTx<'_>> {
+        let (client, rows) = self.start(&self.begin_write)?;
+        self.stats.transactions.fetch_add(1, Ordering::Relaxed);
+        let row = rows.first().ok_or_else(|| StoreError("this writer's head is missing from `writer_heads`".into()))?;
+        let field = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        let seq: u64 = field(0).parse().map_err(|_| StoreError("the writer's head is not a number".into()))?;
+        let now: i64 = field(2).parse().map_err(|_| StoreError("the database's clock is not a number".into()))?;
+        Ok(PgTx::new(self, client, true, now, (seq, field(1))))
+    }
+}
 
 impl Store for PostgresStore {
     fn begin(&self) -> StoreResult<Box<dyn Tx + '_>> {
         if self.read_only {
             return self.begin_read();
         }
-        let (client, rows) = self.start(BEGIN_WRITE)?;
-        self.stats.transactions.fetch_add(1, Ordering::Relaxed);
-        let row = rows.first().ok_or_else(|| StoreError("the log's head is missing: not a remit database".into()))?;
-        let field = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
-        let seq: u64 = field(0).parse().map_err(|_| StoreError("the log's head is not a number".into()))?;
-        let now: i64 = field(2).parse().map_err(|_| StoreError("the database's clock is not a number".into()))?;
-        Ok(Box::new(PgTx::new(self, client, true, now, (seq, field(1)))))
+        Ok(Box::new(self.begin_write()?))
+    }
+
+    /// Seals this writer's chain when it wrote since its last seal: a `seal` entry naming the head of every other
+    /// writer's chain as committed now (those with entries), and `writers.last_seen` (and the policy served)
+    /// brought up to date.
+    fn seal(&self) -> StoreResult<bool> {
+        if self.read_only || self.writer.is_empty() {
+            return Ok(false);
+        }
+        let mut sealed = self.sealed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tx = self.begin_write()?;
+        if tx.head.0 == *sealed {
+            return Ok(false);
+        }
+        let rows = tx.query(
+            "SELECT writer, wseq, hash FROM writer_heads WHERE writer <> $1 AND wseq > 0 ORDER BY writer COLLATE \"C\"",
+            &[&self.writer],
+        )?;
+        let heads: Vec<super::audit::ChainHead> =
+            rows.iter().map(|row| (row.get(0), row.get::<_, i64>(1) as u64, row.get(2))).collect();
+        let policy = self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        tx.defer(
+            "UPDATE writers SET last_seen = $2, policy = coalesce($3, policy) WHERE id = $1",
+            vec![Box::new(self.writer.clone()), Box::new(tx.now), Box::new(policy)],
+        )?;
+        let now = tx.now;
+        let entry = tx.append_log(now, SEAL, &seal_body(&heads))?;
+        Box::new(tx).commit()?;
+        *sealed = entry.seq;
+        Ok(true)
+    }
+
+    fn note_policy(&self, policy: &str) {
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = Some(policy.to_string());
     }
 
     fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
@@ -429,10 +555,10 @@ struct PgTx<'a> {
     store: &'a PostgresStore,
     /// `None` once committed, rolled back, or dropped from the pool after an error.
     client: Option<Object>,
-    /// A write transaction (the head locked) or a read one.
+    /// A write transaction (its writer's head locked) or a read one.
     writes: bool,
     now: i64,
-    /// The log's head, after the entries appended so far.
+    /// The head of this writer's chain, after the entries appended so far.
     head: (u64, String),
     /// Entries appended and not yet written (they are written with the commit, or before the log is read).
     entries: Vec<LogEntry>,
@@ -445,9 +571,9 @@ struct PgTx<'a> {
     /// Why a statement failed outside a savepoint: the transaction can only roll back (and its commit says why:
     /// a conflict stays a conflict, which the core runs again).
     failed: Option<StoreError>,
-    /// The stops and facts read in this transaction, kept for its later decisions: no other transaction changes them
-    /// meanwhile (they are written only by write transactions, which hold the log's lock; a read transaction reads
-    /// one snapshot), and this one forgets them when it writes them or rolls back to a savepoint.
+    /// The stops and facts read in this transaction, kept for its later decisions (a batch's, whose calls all came
+    /// before the transaction began: a stop committed by another replica after the read is concurrent with them),
+    /// and forgotten when this transaction writes them or rolls back to a savepoint.
     state: Option<DecisionState>,
     /// What [`Tx::prefetch`] read for the batch's decisions, kept up to date with this transaction's own writes.
     ahead: Option<Ahead>,
@@ -471,7 +597,7 @@ const APPROVAL_COLUMNS: &str = "id, kind, mandate, issued_at, expires_at, tool, 
      consumed, approver, access_request, consumed_by, consumed_at, agent";
 const REQUEST_COLUMNS: &str = "id, status, created_at, expires_at, principal, agent, credential, mandate, tool, \
      target, digest, manifest, arguments, missing_approvals, reasons, chain, decision_id, key, decided_by, decided_at, \
-     log_seq, earlier";
+     log_seq, earlier, log_writer";
 
 const LIVE_APPROVALS: &str = "SELECT id, kind, mandate, issued_at, expires_at, tool, target, digest, manifest, \
      single_use, consumed, approver, access_request, consumed_by, consumed_at, agent FROM approvals \
@@ -480,15 +606,23 @@ const LIVE_APPROVALS: &str = "SELECT id, kind, mandate, issued_at, expires_at, t
 const DECISION_STATE: &str = "SELECT 0, mandate, NULL::bigint, NULL, NULL, NULL FROM stops \
      UNION ALL SELECT 1, name, number, text, NULL, NULL FROM facts \
      UNION ALL SELECT 2, id, NULL, level, mandate, principal FROM stop_records";
+/// The counters asked for, made when missing (with 0, in sorted order: the new rows are locked as they are
+/// inserted, and another transaction making the same one waits for this one), so that they can be locked.
+const COUNTERS_MADE: &str = "INSERT INTO counters (counter, counter_window, value) \
+     SELECT c, w, 0 FROM unnest($1::text[], $2::text[]) AS k(c, w) ORDER BY c, w ON CONFLICT DO NOTHING";
 /// The counters asked for, locked in sorted order (the lock is taken as each sorted row is returned).
 const COUNTERS_LOCKED: &str = "SELECT counter, counter_window, value FROM counters \
      WHERE (counter, counter_window) IN (SELECT * FROM unnest($1::text[], $2::text[])) \
      ORDER BY counter, counter_window FOR UPDATE";
 const COUNTERS: &str = "SELECT counter, counter_window, value FROM counters \
      WHERE (counter, counter_window) IN (SELECT * FROM unnest($1::text[], $2::text[]))";
-const INSERT_LOG: &str = "INSERT INTO log (seq, time, kind, body, prev, hash) \
-     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])";
-const UPDATE_HEAD: &str = "UPDATE log_head SET seq = $1, hash = $2 WHERE id = 1";
+/// A transaction's entries, in order (`gseq` from its default, one by one in the rows' order).
+const INSERT_LOG: &str = "INSERT INTO log (writer, seq, time, kind, body, prev, hash) \
+     SELECT $1::text, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])";
+const UPDATE_HEAD: &str = "UPDATE writer_heads SET wseq = $2, hash = $3 WHERE writer = $1";
+const LOG_COLUMNS: &str = "seq, time, kind, body, prev, hash, writer, gseq";
+/// The columns of a log of one chain (a schema before [`CHAINS_VERSION`], read by `remit audit`).
+const ONE_CHAIN_COLUMNS: &str = "seq, time, kind, body, prev, hash, '', seq";
 
 fn approval_of(row: &Row) -> StoredApproval {
     StoredApproval {
@@ -518,7 +652,7 @@ fn json_column(row: &Row, index: usize) -> StoreResult<serde_json::Value> {
 }
 
 fn request_of(row: &Row, listed: bool) -> StoreResult<AccessRequest> {
-    let length: Option<i32> = if listed { row.get(22) } else { None };
+    let length: Option<i32> = if listed { row.get(23) } else { None };
     let cut = length.filter(|n| *n as usize > LIST_ARGUMENTS_CHARS);
     let arguments = match cut {
         Some(_) => serde_json::Value::String(row.get(12)),
@@ -554,6 +688,7 @@ fn request_of(row: &Row, listed: bool) -> StoreResult<AccessRequest> {
         decided_by: row.get(18),
         decided_at: row.get(19),
         log_seq: row.get::<_, Option<i64>>(20).map(|seq| seq as u64),
+        log_writer: row.get(22),
         earlier,
         arguments_truncated: cut.map(|n| n as u64),
     })
@@ -562,6 +697,8 @@ fn request_of(row: &Row, listed: bool) -> StoreResult<AccessRequest> {
 fn log_of(row: &Row) -> LogEntry {
     LogEntry {
         seq: row.get::<_, i64>(0) as u64,
+        writer: row.get(6),
+        gseq: row.get::<_, i64>(7) as u64,
         time: row.get(1),
         kind: row.get(2),
         body: row.get(3),
@@ -742,6 +879,7 @@ impl<'a> PgTx<'a> {
         self.pending.push(Item::Write(
             INSERT_LOG,
             vec![
+                Box::new(self.store.writer.clone()),
                 Box::new(c.seqs),
                 Box::new(c.times),
                 Box::new(c.kinds),
@@ -750,13 +888,17 @@ impl<'a> PgTx<'a> {
                 Box::new(c.hashes),
             ],
         ));
-        self.pending.push(Item::Write(UPDATE_HEAD, vec![Box::new(c.head_seq), Box::new(c.head_hash)]));
+        self.pending.push(Item::Write(
+            UPDATE_HEAD,
+            vec![Box::new(self.store.writer.clone()), Box::new(c.head_seq), Box::new(c.head_hash)],
+        ));
         Ok(())
     }
 }
 
-/// Approvals and counters read ahead for a batch's decisions (in a write transaction: the log's lock held, the
-/// counters locked, so nothing but this transaction changes them).
+/// Approvals and counters read ahead for a batch's decisions (in a write transaction: the counters locked, so nothing
+/// but this transaction changes them; an approval may be consumed by another replica meanwhile, which the conditional
+/// update that consumes it finds: the decision is then denied, never allowed).
 #[derive(Debug)]
 struct Ahead {
     /// The time they were read live at: a decision at an earlier time is not answered from here.
@@ -825,6 +967,10 @@ impl Tx for PgTx<'_> {
         self.store.database_clock.then_some(self.now)
     }
 
+    fn writer(&self) -> &str {
+        &self.store.writer
+    }
+
     fn stops(&mut self) -> StoreResult<Vec<String>> {
         let rows = self.query("SELECT mandate FROM stops ORDER BY mandate COLLATE \"C\"", &[])?;
         Ok(rows.iter().map(|row| row.get(0)).collect())
@@ -872,6 +1018,11 @@ impl Tx for PgTx<'_> {
         if !mandates.is_empty() {
             statements.push((LIVE_APPROVALS, &approvals_params));
         }
+        // A counter not made yet has no row to lock: made first (another replica's batch counting it then waits).
+        let make = self.writes && !counters.is_empty();
+        if make {
+            statements.push((COUNTERS_MADE, &counter_params));
+        }
         if !counters.is_empty() {
             statements.push((counters_sql, &counter_params));
         }
@@ -886,6 +1037,9 @@ impl Tx for PgTx<'_> {
         } else {
             results.next().unwrap_or_default().iter().map(approval_of).collect()
         };
+        if make {
+            results.next();
+        }
         let mut values = vec![0u64; counters.len()];
         for row in results.next().unwrap_or_default() {
             let (counter, window, value): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
@@ -935,11 +1089,11 @@ impl Tx for PgTx<'_> {
     }
 
     fn counter(&mut self, counter: &str, window: &str) -> StoreResult<u64> {
-        let sql = if self.writes {
-            "SELECT value FROM counters WHERE counter = $1 AND counter_window = $2 FOR UPDATE"
-        } else {
-            "SELECT value FROM counters WHERE counter = $1 AND counter_window = $2"
-        };
+        if self.writes {
+            let key = [(counter.to_string(), window.to_string())];
+            return Ok(self.read_for_decision(&[], &key, self.now)?.2[0]);
+        }
+        let sql = "SELECT value FROM counters WHERE counter = $1 AND counter_window = $2";
         let row = self.query_opt(sql, &[&counter, &window])?;
         Ok(row.map_or(0, |row| row.get::<_, i64>(0) as u64))
     }
@@ -977,7 +1131,7 @@ impl Tx for PgTx<'_> {
         let sql = format!(
             "SELECT id, status, created_at, expires_at, principal, agent, credential, mandate, tool, target, digest, \
              manifest, substr(arguments, 1, {LIST_ARGUMENTS_CHARS}), missing_approvals, reasons, chain, decision_id, \
-             key, decided_by, decided_at, log_seq, earlier, char_length(arguments) FROM access_requests \
+             key, decided_by, decided_at, log_seq, earlier, log_writer, char_length(arguments) FROM access_requests \
              WHERE ($1::text IS NULL OR status = $1) \
              AND ($2::bigint IS NULL OR created_at < $2 OR (created_at = $2 AND id COLLATE \"C\" > $3)) \
              ORDER BY created_at DESC, id COLLATE \"C\" LIMIT 500"
@@ -1044,18 +1198,34 @@ impl Tx for PgTx<'_> {
         if self.writes {
             return Ok(self.head.clone());
         }
-        let row = self.query_opt("SELECT seq, hash FROM log_head WHERE id = 1", &[])?;
-        Ok(row.map_or((0, GENESIS.to_string()), |row| (row.get::<_, i64>(0) as u64, row.get(1))))
+        let writer = self.store.writer.clone();
+        if writer.is_empty() {
+            return Ok((0, GENESIS.to_string()));
+        }
+        let row = self.query_opt("SELECT wseq, hash FROM writer_heads WHERE writer = $1", &[&writer])?;
+        Ok(row.map_or((0, writer_genesis(&writer)), |row| (row.get::<_, i64>(0) as u64, row.get(1))))
     }
 
     fn log_entries(&mut self, from: u64, limit: usize) -> StoreResult<Vec<LogEntry>> {
         self.queue_log()?;
         let limit = limit.min(i64::MAX as usize) as i64;
-        let rows = self.query(
-            "SELECT seq, time, kind, body, prev, hash FROM log WHERE seq >= $1 ORDER BY seq LIMIT $2",
-            &[&(from as i64), &limit],
-        )?;
+        let sql = if self.store.chains {
+            format!("SELECT {LOG_COLUMNS} FROM log WHERE gseq >= $1 ORDER BY gseq LIMIT $2")
+        } else {
+            format!("SELECT {ONE_CHAIN_COLUMNS} FROM log WHERE seq >= $1 ORDER BY seq LIMIT $2")
+        };
+        let rows = self.query(&sql, &[&(from as i64), &limit])?;
         Ok(rows.iter().map(log_of).collect())
+    }
+
+    fn log_entry(&mut self, writer: &str, seq: u64) -> StoreResult<Option<LogEntry>> {
+        self.queue_log()?;
+        let sql = if self.store.chains {
+            format!("SELECT {LOG_COLUMNS} FROM log WHERE writer = $1 AND seq = $2")
+        } else {
+            format!("SELECT {ONE_CHAIN_COLUMNS} FROM log WHERE $1 = '' AND seq = $2")
+        };
+        Ok(self.query_opt(&sql, &[&writer, &(seq as i64)])?.as_ref().map(log_of))
     }
 
     fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool> {
@@ -1141,12 +1311,12 @@ impl Tx for PgTx<'_> {
         let pending_key = (r.status == PENDING).then_some(r.key.as_str());
         let sql = format!(
             "INSERT INTO access_requests ({REQUEST_COLUMNS}, pending_key) \
-             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)"
+             VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23,$24)"
         );
         let (arguments, missing, reasons, chain) =
             (json(&r.arguments), json(&r.missing_approvals), json(&r.reasons), json(&r.chain));
         let (log_seq, earlier) = (r.log_seq.map(|seq| seq as i64), (!r.earlier.is_empty()).then(|| json(&r.earlier)));
-        let params: [&(dyn ToSql + Sync); 23] = [
+        let params: [&(dyn ToSql + Sync); 24] = [
             &r.id,
             &r.status,
             &r.created_at,
@@ -1169,6 +1339,7 @@ impl Tx for PgTx<'_> {
             &r.decided_at,
             &log_seq,
             &earlier,
+            &r.log_writer,
             &pending_key,
         ];
         self.pipeline(&[
@@ -1254,7 +1425,13 @@ impl Tx for PgTx<'_> {
     }
 
     fn bundle_revision(&mut self) -> StoreResult<Option<(u64, String)>> {
-        let row = self.query_opt("SELECT revision, policy FROM bundle_revision WHERE id = 1", &[])?;
+        // Locked in a write transaction: read, then set by `bundle::admit`, by one replica at a time.
+        let sql = if self.writes {
+            "SELECT revision, policy FROM bundle_revision WHERE id = 1 FOR UPDATE"
+        } else {
+            "SELECT revision, policy FROM bundle_revision WHERE id = 1"
+        };
+        let row = self.query_opt(sql, &[])?;
         Ok(row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1))))
     }
 
@@ -1338,7 +1515,13 @@ impl Tx for PgTx<'_> {
     }
 
     fn data_state(&mut self) -> StoreResult<DataState> {
-        let row = self.query_opt("SELECT version, bundle FROM data_state WHERE id = 1", &[])?;
+        // Locked in a write transaction: the version is read, then moved on, by one replica at a time.
+        let sql = if self.writes {
+            "SELECT version, bundle FROM data_state WHERE id = 1 FOR UPDATE"
+        } else {
+            "SELECT version, bundle FROM data_state WHERE id = 1"
+        };
+        let row = self.query_opt(sql, &[])?;
         Ok(row.map_or_else(DataState::default, |row| DataState {
             version: row.get::<_, i64>(0) as u64,
             bundle: row.get(1),
@@ -1364,10 +1547,16 @@ impl Tx for PgTx<'_> {
     }
 
     fn signed_heads(&mut self) -> StoreResult<Vec<crate::head::SignedHead>> {
-        let rows = self.query("SELECT seq, hash, time, key, signature FROM log_heads ORDER BY id", &[])?;
+        let sql = if self.store.chains {
+            "SELECT seq, hash, time, key, signature, writer FROM log_heads ORDER BY id"
+        } else {
+            "SELECT seq, hash, time, key, signature, '' FROM log_heads ORDER BY id"
+        };
+        let rows = self.query(sql, &[])?;
         Ok(rows
             .iter()
             .map(|row| crate::head::SignedHead {
+                writer: row.get(5),
                 seq: row.get::<_, i64>(0) as u64,
                 hash: row.get(1),
                 time: row.get(2),
@@ -1379,8 +1568,9 @@ impl Tx for PgTx<'_> {
 
     fn insert_signed_head(&mut self, head: &crate::head::SignedHead) -> StoreResult<()> {
         self.execute(
-            "INSERT INTO log_heads (seq, hash, time, key, signature) VALUES ($1, $2, $3, $4, $5) RETURNING 1",
-            &[&(head.seq as i64), &head.hash, &head.time, &head.key, &head.signature],
+            "INSERT INTO log_heads (seq, hash, time, key, signature, writer) VALUES ($1, $2, $3, $4, $5, $6) \
+             RETURNING 1",
+            &[&(head.seq as i64), &head.hash, &head.time, &head.key, &head.signature, &head.writer],
         )?;
         Ok(())
     }
@@ -1389,8 +1579,10 @@ impl Tx for PgTx<'_> {
         self.writing()?;
         let (last, prev) = self.head.clone();
         let seq = last + 1;
-        let hash = entry_hash(&prev, seq, time, kind, body);
-        let entry = LogEntry { seq, time, kind: kind.to_string(), body: body.to_string(), prev, hash };
+        let writer = self.store.writer.clone();
+        let hash = chain_hash(&prev, &writer, seq, time, kind, body);
+        // `gseq` is taken when the entry is inserted, with the commit: unknown (0) until then.
+        let entry = LogEntry { seq, writer, gseq: 0, time, kind: kind.to_string(), body: body.to_string(), prev, hash };
         self.head = (seq, entry.hash.clone());
         self.entries.push(entry.clone());
         Ok(entry)

@@ -13,6 +13,8 @@ use remit_host::Compiled;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     pub decision_id: String,
+    /// The decision's log entry: its writer's chain (`""`: the one-writer log) and its number there.
+    pub writer: String,
     pub seq: u64,
     pub tool: String,
     pub agent: String,
@@ -49,8 +51,8 @@ pub fn replay(entries: &[LogEntry], policy: &Arc<Compiled>) -> Result<Report, St
     let mut evaluator = policy.evaluator()?;
     let mut report = Report::default();
     for entry in entries.iter().filter(|e| e.kind == "decision") {
-        let body: Json =
-            remit_lang::json::parse_stored(&entry.body).map_err(|e| format!("log entry {}: {e}", entry.seq))?;
+        let body: Json = remit_lang::json::parse_stored(&entry.body)
+            .map_err(|e| format!("log {}: {e}", super::audit::entry_name(&entry.writer, entry.seq)))?;
         // The module's decision: the logged one, or the one an obligation failure replaced.
         let decided = body.get("module_decision").unwrap_or(&body["decision"]);
         let reasons = strings(&decided["reasons"]);
@@ -78,6 +80,7 @@ pub fn replay(entries: &[LogEntry], policy: &Arc<Compiled>) -> Result<Report, St
         if before_outcome != after_outcome || reasons != after_reasons {
             report.changes.push(Change {
                 decision_id: body["id"].as_str().unwrap_or("").to_string(),
+                writer: entry.writer.clone(),
                 seq: entry.seq,
                 tool: request.pointer("/action/name").and_then(Json::as_str).unwrap_or("").to_string(),
                 agent: request.pointer("/subject/id").and_then(Json::as_str).unwrap_or("").to_string(),

@@ -317,7 +317,16 @@ fn append(connection: &Connection, time: i64, kind: &str, body: &str) -> rusqlit
     connection
         .prepare_cached("INSERT INTO log (seq, time, kind, body, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
         .execute(params![seq as i64, time, kind, body, prev, hash])?;
-    Ok(LogEntry { seq, time, kind: kind.to_string(), body: body.to_string(), prev, hash })
+    Ok(LogEntry {
+        seq,
+        writer: String::new(),
+        gseq: seq,
+        time,
+        kind: kind.to_string(),
+        body: body.to_string(),
+        prev,
+        hash,
+    })
 }
 
 impl Store for SqliteStore {
@@ -454,6 +463,7 @@ fn request_from(row: &Row<'_>, listed: bool) -> rusqlite::Result<AccessRequest> 
         decided_by: row.get(18)?,
         decided_at: row.get(19)?,
         log_seq: row.get::<_, Option<i64>>(20)?.map(|seq| seq as u64),
+        log_writer: None,
         earlier,
         arguments_truncated: cut.map(|n| n as u64),
     })
@@ -461,8 +471,11 @@ fn request_from(row: &Row<'_>, listed: bool) -> rusqlite::Result<AccessRequest> 
 
 fn log_of(row: &Row<'_>) -> rusqlite::Result<LogEntry> {
     let seq: i64 = row.get(0)?;
+    // The one-writer log: the chain of writer `""`, in the order of its own sequence numbers.
     Ok(LogEntry {
         seq: seq as u64,
+        writer: String::new(),
+        gseq: seq as u64,
         time: row.get(1)?,
         kind: row.get(2)?,
         body: row.get(3)?,
@@ -926,6 +939,7 @@ impl Tx for SqliteTx<'_> {
         let rows = statement
             .query_map([], |row| {
                 Ok(crate::head::SignedHead {
+                    writer: String::new(),
                     seq: row.get::<_, i64>(0)? as u64,
                     hash: row.get(1)?,
                     time: row.get(2)?,
@@ -938,6 +952,9 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn insert_signed_head(&mut self, head: &crate::head::SignedHead) -> StoreResult<()> {
+        if !head.writer.is_empty() {
+            return Err(StoreError("this store keeps one chain: a head of another writer's chain is not its".into()));
+        }
         self.connection
             .prepare_cached("INSERT INTO log_heads (seq, hash, time, key, signature) VALUES (?1, ?2, ?3, ?4, ?5)")
             .and_then(|mut s| s.execute(params![head.seq as i64, head.hash, head.time, head.key, head.signature]))

@@ -208,10 +208,13 @@ pub struct AccessRequest {
     pub key: String,
     pub decided_by: Option<String>,
     pub decided_at: Option<i64>,
-    /// The sequence number of the escalated decision's log entry (what its explanation re-reads); `None` for a
-    /// request filed by a store of schema version 1.
+    /// The sequence number of the escalated decision's log entry in its writer's chain (what its explanation
+    /// re-reads); `None` for a request filed by a store of schema version 1.
     #[serde(default)]
     pub log_seq: Option<u64>,
+    /// The writer whose chain holds that entry ([`LogEntry::writer`]); `None` for the one-writer log (SQLite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_writer: Option<String>,
     /// Earlier approvals of the same call (same agent, credential, mandate, tool, target, digest, manifest) that were
     /// used already, newest first, at most [`MAX_EARLIER`]: recorded when the request is filed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -222,11 +225,22 @@ pub struct AccessRequest {
     pub arguments_truncated: Option<u64>,
 }
 
-/// One entry of the decision log, a hash chain: `hash = sha256(prev ‖ seq ‖ time ‖ kind ‖ body)` (see
-/// [`super::audit::entry_hash`]).
+/// One entry of the decision log. The log is one hash chain per writer (docs/scaling.md "The log with several
+/// writers"): `hash = sha256(prev ‖ writer ‖ seq ‖ time ‖ kind ‖ body)`, the writer left out when it is empty (see
+/// [`super::audit::chain_hash`]). The one-writer log (SQLite) is the chain of writer `""`, hashed as it always was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogEntry {
+    /// The entry's number in its writer's chain: 1, 2, 3… without gaps.
     pub seq: u64,
+    /// The writer whose chain the entry is in: `""` for the one-writer log; `gw-…` for a gateway sharing a
+    /// PostgreSQL store.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub writer: String,
+    /// The entry's place in the order of the whole log, across writers (what [`Tx::log_entries`] reads by): taken
+    /// when the entry is written, so an entry written after another committed comes after it. Not hashed: an order,
+    /// with gaps, not a chain. For the one-writer log, `seq`.
+    #[serde(default)]
+    pub gseq: u64,
     pub time: i64,
     /// `decision`, `approval`, `stop`, `fact`, `policy` (a bundle revision taken: `bundle::admit`), `data` (a change of
     /// the data sets: `core::data`); `outcome` and
@@ -347,10 +361,22 @@ pub trait Tx {
     /// [`MAX_EARLIER`].
     fn earlier_uses(&mut self, key: &str) -> StoreResult<Vec<EarlierUse>>;
     fn operations(&mut self, operation: &str) -> StoreResult<Vec<OperationRecord>>;
-    /// The last entry's sequence number and hash (`0` and the genesis hash for an empty log).
+    /// The writer whose chain this transaction appends to ([`LogEntry::writer`]): `""` for the one-writer log.
+    fn writer(&self) -> &str {
+        ""
+    }
+    /// The last entry's sequence number and hash in this transaction's writer's chain (`0` and the chain's genesis
+    /// hash for an empty chain).
     fn log_head(&mut self) -> StoreResult<(u64, String)>;
-    /// Entries with `seq >= from`, in order, at most `limit`.
+    /// Entries with `gseq >= from`, in the order of `gseq` (the whole log, every writer's chain), at most `limit`.
     fn log_entries(&mut self, from: u64, limit: usize) -> StoreResult<Vec<LogEntry>>;
+    /// The entry `seq` of `writer`'s chain.
+    fn log_entry(&mut self, writer: &str, seq: u64) -> StoreResult<Option<LogEntry>> {
+        if !writer.is_empty() {
+            return Ok(None);
+        }
+        Ok(self.log_entries(seq, 1)?.into_iter().next().filter(|e| e.seq == seq && e.writer.is_empty()))
+    }
 
     /// Marks a live approval consumed by `decision` at `at`; `false` when it is unknown or already consumed.
     fn consume_approval(&mut self, id: &str, decision: &str, at: i64) -> StoreResult<bool>;
@@ -478,7 +504,8 @@ pub trait Tx {
 
 /// A place that keeps the gateway's state.
 pub trait Store: Send + Sync {
-    /// A write transaction; transactions are serializable (one at a time for SQLite).
+    /// A write transaction; transactions are serializable (one at a time for SQLite; on PostgreSQL, one at a time
+    /// per writer, and what two writers both change is locked or conditionally updated).
     fn begin(&self) -> StoreResult<Box<dyn Tx + '_>>;
 
     /// A transaction for reading: the same consistent view as [`Store::begin`], but it may refuse to write (SQLite:
@@ -493,5 +520,17 @@ pub trait Store: Send + Sync {
     /// change go by without changing it.
     fn version(&self) -> Option<u64> {
         None
+    }
+
+    /// Appends a seal to this gateway's chain when it wrote since its last seal: an entry naming the head of every
+    /// other writer's chain (docs/scaling.md "The log with several writers"); whether it did. A store with one
+    /// writer has nothing to seal.
+    fn seal(&self) -> StoreResult<bool> {
+        Ok(false)
+    }
+
+    /// The policy this gateway serves (its hash), for the store's record of the writers. Kept nowhere by default.
+    fn note_policy(&self, policy: &str) {
+        let _ = policy;
     }
 }

@@ -67,6 +67,7 @@ impl Gateway {
             decided_at: None,
             // The decision's entry is the next one this transaction appends (see `decide_in_store`).
             log_seq: Some(tx.log_head()?.0 + 1),
+            log_writer: Some(tx.writer().to_string()).filter(|w| !w.is_empty()),
             earlier: Vec::new(),
             arguments_truncated: None,
         };

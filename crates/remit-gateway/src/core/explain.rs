@@ -42,10 +42,12 @@ impl Gateway {
         let Some(seq) = request.log_seq else {
             return unexplainable("the request was filed before the store recorded its decision's log entry".into());
         };
-        let entry = self.store.begin().map_err(NoExplanation::Store)?.log_entries(seq, 1);
-        let entry = entry.map_err(NoExplanation::Store)?.into_iter().next().filter(|e| e.seq == seq);
-        let Some(entry) = entry else { return unexplainable(format!("log entry {seq} is missing")) };
-        if crate::audit::entry_hash(&entry.prev, entry.seq, entry.time, &entry.kind, &entry.body) != entry.hash {
+        let writer = request.log_writer.as_deref().unwrap_or("");
+        let entry = self.store.begin().map_err(NoExplanation::Store)?.log_entry(writer, seq);
+        let Some(entry) = entry.map_err(NoExplanation::Store)? else {
+            return unexplainable(format!("log entry {seq} is missing"));
+        };
+        if crate::audit::hash_of(&entry) != entry.hash {
             return unexplainable(format!("log entry {seq} does not match its hash: it was changed"));
         }
         let body = remit_lang::json::parse_stored(&entry.body).unwrap_or(Json::Null);

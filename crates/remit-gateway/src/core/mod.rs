@@ -192,6 +192,7 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     pub fn new(policy: Policy, store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: Config) -> Gateway {
         let policy_meta = policy.meta.clone();
+        store.note_policy(policy.compiled.policy());
         Gateway {
             policy: RwLock::new(Arc::new(policy)),
             store,

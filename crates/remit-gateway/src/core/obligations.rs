@@ -111,7 +111,12 @@ impl Gateway {
             match step {
                 Step::Consume(approval) => {
                     if !tx.consume_approval(&approval, id, now)? {
-                        return Err(StoreError(format!("approval `{approval}` changed inside a transaction")));
+                        // Read live, then consumed before this transaction could: by another gateway on a shared
+                        // store (no lock keeps two replicas' batches apart). A conflict: the decision runs again,
+                        // and then finds the approval consumed.
+                        return Err(StoreError::conflict(format!(
+                            "approval `{approval}` was consumed by another transaction meanwhile"
+                        )));
                     }
                 }
                 Step::Count(counter, window) => {

@@ -63,6 +63,7 @@ impl Gateway {
             let world = Arc::new(super::WorldSpec::from_meta(&policy.meta));
             *self.world.write().unwrap_or_else(|p| p.into_inner()) = world;
         }
+        self.store.note_policy(policy.compiled.policy());
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
         self.counts.reloads.fetch_add(1, Ordering::Relaxed);
     }

@@ -87,7 +87,8 @@ impl Gateway {
 
     /// The active stops, the current fact versions and the data sets' version.
     pub fn state(&self) -> Result<Json, StoreError> {
-        // A read transaction: `/ready` asks this, and must not wait for writers (on PostgreSQL, for the log's lock).
+        // A read transaction: `/ready` asks this, and must not wait for writers (on PostgreSQL, for a writer's head
+        // lock or a counter's).
         let mut tx = self.store.begin_read()?;
         let stops = tx.stops()?;
         let records = tx.stop_records()?;
