@@ -301,7 +301,9 @@ impl World {
             }
             _ => {
                 let instants = self.world_terms(target, &Type::Timestamp);
-                let (later, earlier) = (rng.pick(&instants).clone(), rng.pick(&instants).clone());
+                let later = rng.pick(&instants).clone();
+                let others: Vec<Attr> = instants.iter().filter(|t| **t != later).cloned().collect();
+                let earlier = rng.pick(&others).clone();
                 let ops = [CompareOp::Eq, CompareOp::Ne, CompareOp::Lt, CompareOp::Le, CompareOp::Gt, CompareOp::Ge];
                 derived(Attr::Elapsed(Box::new(later), Box::new(earlier), *rng.pick(&ops), *rng.pick(&SPANS)))
             }

@@ -400,6 +400,40 @@ mod tests {
         }
     }
 
+    /// `a == b`, `b == c`, `a == "x"` and `c != "x"`: unrelated bools and literals to the search, a contradiction
+    /// to the theory of equality; without `c != "x"`, a model whose three terms share the value "x".
+    #[test]
+    fn equality_is_transitive_and_substitutes() {
+        let mut vars = Vars::default();
+        let attr = |n: &str| Attr::Arg(n.into());
+        let mut equal = |vars: &mut Vars, l: &str, r: &str| {
+            let compare = Attr::Compare(Box::new(attr(l)), CompareOp::Eq, Box::new(attr(r)), Type::String);
+            let defined = vars.id(Var::Present(compare.clone()));
+            let value = vars.id(Var::Value(compare, Type::Bool));
+            and([is(defined, true), is(value, true)])
+        };
+        let mut goals = vec![equal(&mut vars, "a", "b"), equal(&mut vars, "b", "c")];
+        for name in ["a", "b", "c"] {
+            goals.push(is(vars.id(Var::Present(attr(name))), true));
+        }
+        let a = vars.id(Var::Value(attr("a"), Type::String));
+        let c = vars.id(Var::Value(attr("c"), Type::String));
+        goals.push(lit(a, Test::Compare(CompareOp::Eq, Value::String("x".into()))));
+        let differs = lit(c, Test::Compare(CompareOp::Ne, Value::String("x".into())));
+        let lemmas = Lemmas::default();
+        let with: Vec<&F> = goals.iter().chain([&differs]).collect();
+        assert!(matches!(Solver::new(&vars, 5, &lemmas).solve(&with), Answer::Unsat));
+        let without: Vec<&F> = goals.iter().collect();
+        match Solver::new(&vars, 5, &Lemmas::default()).solve(&without) {
+            Answer::Sat(model) => {
+                for name in ["a", "b", "c"] {
+                    assert_eq!(model.terms.get(&attr(name)).map(|t| &t.0), Some(&Value::String("x".into())));
+                }
+            }
+            other => panic!("expected a model, got {other:?}"),
+        }
+    }
+
     #[test]
     fn unrelated_disjunctions_are_solved_apart() {
         // Thirty independent two-way choices and one contradiction: without splitting into components the
