@@ -930,7 +930,7 @@ fn run(shard: u64, shards: u64) {
         let seed = index * shards + shard;
         let mut rng = Rng(seed);
         // A third of the pairs draw world atoms (a separate stream decides, so the others are the pairs they were).
-        let with_world = Rng(seed ^ 0x5eed_0f_3011d).chance(33);
+        let with_world = Rng(seed ^ 0x05ee_d0f3_011d).chance(33);
         world.world.set(with_world);
         let program = world.pair(&mut rng);
         let child = program.mandates.len() - 1;

@@ -406,7 +406,7 @@ mod tests {
     fn equality_is_transitive_and_substitutes() {
         let mut vars = Vars::default();
         let attr = |n: &str| Attr::Arg(n.into());
-        let mut equal = |vars: &mut Vars, l: &str, r: &str| {
+        let equal = |vars: &mut Vars, l: &str, r: &str| {
             let compare = Attr::Compare(Box::new(attr(l)), CompareOp::Eq, Box::new(attr(r)), Type::String);
             let defined = vars.id(Var::Present(compare.clone()));
             let value = vars.id(Var::Value(compare, Type::Bool));

@@ -530,7 +530,7 @@ impl<'a, 'f> Theory<'a, 'f> {
         let Some((mut tests, path)) = self.tests(&members) else { return false };
         let domain = self.domain(root);
         let fits = |tests: &[&Test]| path_model(&domain, tests, path, self.a.levels);
-        if !fits(&tests).is_some_and(|v| &v == value) {
+        if fits(&tests).is_none_or(|v| &v != value) {
             return false;
         }
         let not = Test::Compare(CompareOp::Ne, value.clone());
