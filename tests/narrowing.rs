@@ -143,6 +143,7 @@ fn rendered_reports() {
         "window_end",
         "delegation_depth",
         "unsafe_path_equality",
+        "equality_detour",
     ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/narrowing/widen/{name}.remit"));
         let source = std::fs::read_to_string(&path).unwrap();

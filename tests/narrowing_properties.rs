@@ -12,15 +12,25 @@
 //! - Incompleteness, reported: how often the check says "widens" where the random requests found no witness
 //!   (the check's own witness is always confirmed, so this measures the random search, not the check).
 //!
+//! - The world (docs/narrowing.md): a third of the pairs also draw world atoms — subject and resource attributes of
+//!   several types, comparisons of two attributes and of an attribute with the principal, membership in a set
+//!   attribute, relation atoms over attributes and constants, a calendar and a duration — and their requests fill
+//!   `subject.properties`, `resource.properties` and `context.relations` from small pools, so that equalities happen.
+//!   Some children restate a parent's equality through an intermediate term (`a == z and z == c` for `a == c`), which
+//!   only the theory of equality decides. The laws the proof still treats as opaque (order between two attributes,
+//!   calendars, durations, memberships) may leave a pair undecided or unconfirmed there: counted and reported as the
+//!   world's incompleteness, never as "narrows".
+//!
 //! Size: `NARROWING_PAIRS` pairs (default 10,000, split over four tests that run in parallel) × `NARROWING_REQUESTS`
 //! requests (default 100).
 
 mod support;
 
+use remit_lang::check::narrowing::for_parent;
 use remit_lang::check::narrowing::{analyse, Kind};
 use remit_lang::check::{check_with, Options};
 use remit_lang::eval::{argument_digest, decide, Outcome};
-use remit_lang::ir::{Atom, Attr, Cond, Mandate, Program, Rule, RuleKind, Target, Test, Type, Value};
+use remit_lang::ir::{Atom, Attr, Cond, Mandate, Program, Rule, RuleKind, Target, Term, Test, Type, Value};
 use remit_lang::source::Span;
 use remit_lang::syntax::ast::{CompareOp, FactVersion, Outcome as Otherwise, Window};
 use remit_lang::value::{format_instant, parse_timestamp, Decimal, Money, NANOS_PER_SECOND as NS};
@@ -56,7 +66,41 @@ tool announce(manifest: string, tier: tier) {
   side effects
   requires scope "pub"
 }
+
+subject agent {
+  team: string
+  accounts: set<string>
+  limit: money
+  clearance: int
+}
+
+resource order {
+  owner: string
+  team: string
+  total: money
+  due: timestamp
+}
+
+relation owns(string, string)
+relation member_of(string, string)
+
+calendar business_hours in "Europe/Berlin" {
+  mon..fri 09:00-17:00
+}
+
+tool transfer(amount: money, payee: string, account: string, n: int, start: timestamp, end: timestamp) {
+  effects spend
+  level draft
+  side effects
+}
 "#;
+
+/// The principal of every generated mandate: `principal` in a condition is this literal.
+const PRINCIPAL: &str = "owner:p";
+/// The values of every textual world term (attributes, relation terms), few so that equalities happen.
+const IDS: [&str; 4] = [PRINCIPAL, "user:bob", "team:x", "team:y"];
+/// Seconds a duration condition compares with: an hour, and about a month (the pool's times are months apart).
+const SPANS: [i64; 4] = [0, 3600, 2_592_000, 2_678_400];
 
 const MERCHANTS: [&str; 5] = ["acme", "globex", "initech", "casino", "acme-x"];
 const TIERS: [&str; 3] = ["basic", "pro", "max"];
@@ -100,6 +144,8 @@ struct World {
     base: Program,
     tier: Type,
     approvals: Vec<usize>,
+    /// Whether the pair being generated draws world atoms.
+    world: std::cell::Cell<bool>,
 }
 
 impl World {
@@ -119,7 +165,7 @@ impl World {
             .iter()
             .map(|k| base.approvals.iter().position(|a| a.name == *k).expect("stdlib approval kind"))
             .collect();
-        World { base, tier, approvals }
+        World { base, tier, approvals, world: std::cell::Cell::new(false) }
     }
 
     fn tool(&self, name: &str) -> usize {
@@ -131,6 +177,9 @@ impl World {
     }
 
     fn target(&self, rng: &mut Rng) -> Target {
+        if self.world.get() && rng.chance(25) {
+            return Target::Tool(self.tool("transfer"));
+        }
         match rng.below(20) {
             0..=3 => Target::Tool(self.tool("pay")),
             4..=6 => Target::Tool(self.tool("give_back")),
@@ -164,7 +213,107 @@ impl World {
         out
     }
 
+    /// The world's terms a condition on `target` may compare, by type: declared attributes, `now`, and the
+    /// target's arguments of that type.
+    fn world_terms(&self, target: &Target, ty: &Type) -> Vec<Attr> {
+        let mut out: Vec<Attr> = match ty {
+            Type::String => vec![
+                Attr::Subject("team".into()),
+                Attr::Resource("owner".into()),
+                Attr::Resource("team".into()),
+                Attr::SubjectId,
+            ],
+            Type::Money => vec![Attr::Subject("limit".into()), Attr::Resource("total".into())],
+            Type::Int => vec![Attr::Subject("clearance".into()), Attr::Attempt],
+            Type::Timestamp => vec![Attr::Resource("due".into()), Attr::Now],
+            _ => Vec::new(),
+        };
+        let params: Vec<(String, Type)> = match target {
+            Target::Tool(t) => self.base.tools[*t].params.clone(),
+            Target::Effect(e) => self.base.effects[*e].params.clone(),
+            _ => Vec::new(),
+        };
+        out.extend(params.into_iter().filter(|(_, t)| t == ty).map(|(name, _)| Attr::Arg(name)));
+        out
+    }
+
+    /// A world atom: a test of a declared attribute, a comparison of two terms (or of a term with the principal), a
+    /// membership, a relation, a calendar or a duration.
+    fn world_atom(&self, rng: &mut Rng, target: &Target, currency: &str) -> Cond {
+        let holds = !rng.chance(25);
+        let derived = |attr: Attr| {
+            Cond::Atom(Atom { attr, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(holds)) })
+        };
+        let textual = self.world_terms(target, &Type::String);
+        let term = |rng: &mut Rng| -> Term {
+            if rng.chance(30) {
+                Term::Value(rng.word(&IDS).to_string())
+            } else {
+                Term::Attr(rng.pick(&textual).clone())
+            }
+        };
+        match rng.below(12) {
+            0..=1 => {
+                // A declared attribute against a literal (the principal among them).
+                let ty = rng.pick(&[Type::String, Type::String, Type::Money, Type::Int, Type::Timestamp]).clone();
+                let terms = self.world_terms(target, &ty);
+                let attr = rng.pick(&terms).clone();
+                let ops = [CompareOp::Eq, CompareOp::Ne, CompareOp::Lt, CompareOp::Le, CompareOp::Gt, CompareOp::Ge];
+                let test = match &ty {
+                    Type::String => match rng.below(3) {
+                        0 => Test::Compare(CompareOp::Eq, string(rng.word(&IDS))),
+                        1 => Test::Compare(CompareOp::Ne, string(rng.word(&IDS))),
+                        _ => Test::In(vec![string(rng.word(&IDS)), string(rng.word(&IDS))]),
+                    },
+                    Type::Money => Test::Compare(*rng.pick(&ops), money(rng.word(&AMOUNTS), currency)),
+                    Type::Int => Test::Compare(*rng.pick(&ops), int(*rng.pick(&INTS))),
+                    _ => Test::Compare(*rng.pick(&ops), Value::Timestamp(i128::from(time(rng.word(&TIMES))) * NS)),
+                };
+                Cond::Atom(Atom { attr, ty, test })
+            }
+            2..=5 => {
+                // Two terms of one type compared: equalities most often, order on the ordered types.
+                let ty = rng
+                    .pick(&[Type::String, Type::String, Type::String, Type::Money, Type::Int, Type::Timestamp])
+                    .clone();
+                let terms = self.world_terms(target, &ty);
+                let left = rng.pick(&terms).clone();
+                let others: Vec<Attr> = terms.iter().filter(|t| **t != left).cloned().collect();
+                let right = rng.pick(&others).clone();
+                let op = if ty == Type::String || rng.chance(50) {
+                    *rng.pick(&[CompareOp::Eq, CompareOp::Ne])
+                } else {
+                    *rng.pick(&[CompareOp::Lt, CompareOp::Le, CompareOp::Gt, CompareOp::Ge])
+                };
+                derived(Attr::Compare(Box::new(left), op, Box::new(right), ty))
+            }
+            6 => {
+                let item = rng.pick(&textual).clone();
+                derived(Attr::Member(Box::new(item), Box::new(Attr::Subject("accounts".into())), Type::String))
+            }
+            7..=9 => {
+                let name = rng.word(&["owns", "member_of"]).to_string();
+                derived(Attr::Relation(name, vec![term(rng), term(rng)]))
+            }
+            10 => {
+                let instants = self.world_terms(target, &Type::Timestamp);
+                derived(Attr::InCalendar("business_hours".into(), Box::new(rng.pick(&instants).clone())))
+            }
+            _ => {
+                let instants = self.world_terms(target, &Type::Timestamp);
+                let later = rng.pick(&instants).clone();
+                let others: Vec<Attr> = instants.iter().filter(|t| **t != later).cloned().collect();
+                let earlier = rng.pick(&others).clone();
+                let ops = [CompareOp::Eq, CompareOp::Ne, CompareOp::Lt, CompareOp::Le, CompareOp::Gt, CompareOp::Ge];
+                derived(Attr::Elapsed(Box::new(later), Box::new(earlier), *rng.pick(&ops), *rng.pick(&SPANS)))
+            }
+        }
+    }
+
     fn atom(&self, rng: &mut Rng, target: &Target, currency: &str) -> Cond {
+        if self.world.get() && rng.chance(45) {
+            return self.world_atom(rng, target, currency);
+        }
         let attrs = self.attributes(target);
         // Arguments more often than the rest: they are where mandates differ most.
         let args: Vec<&(Attr, Type)> = attrs.iter().filter(|(a, _)| matches!(a, Attr::Arg(_))).collect();
@@ -329,7 +478,7 @@ impl World {
         child.holders = vec![holder.into()];
         let mutations = rng.below(4);
         for _ in 0..mutations {
-            match rng.below(9) {
+            match rng.below(if self.world.get() { 11 } else { 9 }) {
                 0 if !child.rules.is_empty() => {
                     let i = rng.below(child.rules.len());
                     child.rules.remove(i);
@@ -371,6 +520,15 @@ impl World {
                     };
                     child.rules[i] = self.make(rule.kind.clone(), target, condition);
                 }
+                8..=10 if self.world.get() && !child.rules.is_empty() => {
+                    // Restate an equality through an intermediate term: only the theory of equality sees that it
+                    // says the same (or, with `or` around it, something wider).
+                    let i = rng.below(child.rules.len());
+                    let target = child.rules[i].target.clone();
+                    if let Some(detour) = self.detour(rng, &child.rules[i].condition, &target) {
+                        child.rules[i].condition = detour;
+                    }
+                }
                 _ => {
                     for rule in child.rules.iter_mut() {
                         if let RuleKind::Budget { max, .. } = &mut rule.kind {
@@ -381,6 +539,62 @@ impl World {
             }
         }
         child
+    }
+
+    /// `cond` with its first equality restated through another term of the same type: `a == v` becomes
+    /// `a == z and z == v`, `a == b` becomes `a == z and z == b`, and `r(a, …)` becomes `r(z, …) and a == z`.
+    fn detour(&self, rng: &mut Rng, cond: &Cond, target: &Target) -> Option<Cond> {
+        let yes = |attr: Attr| {
+            Cond::Atom(Atom { attr, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(true)) })
+        };
+        let equal = |a: &Attr, b: &Attr, ty: &Type| {
+            yes(Attr::Compare(Box::new(a.clone()), CompareOp::Eq, Box::new(b.clone()), ty.clone()))
+        };
+        let other = |rng: &mut Rng, ty: &Type, not: &[&Attr]| -> Option<Attr> {
+            let terms: Vec<Attr> = self.world_terms(target, ty).into_iter().filter(|t| !not.contains(&t)).collect();
+            (!terms.is_empty()).then(|| rng.pick(&terms).clone())
+        };
+        match cond {
+            Cond::And(items) | Cond::Or(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(changed) = self.detour(rng, item, target) {
+                        let mut items = items.clone();
+                        items[i] = changed;
+                        return Some(if matches!(cond, Cond::And(_)) { Cond::And(items) } else { Cond::Or(items) });
+                    }
+                }
+                None
+            }
+            Cond::Atom(atom) => match (&atom.attr, &atom.test) {
+                (Attr::Compare(l, CompareOp::Eq, r, ty), Test::Compare(CompareOp::Eq, Value::Bool(true))) => {
+                    let z = other(rng, ty, &[l.as_ref(), r.as_ref()])?;
+                    Some(Cond::And(vec![equal(l.as_ref(), &z, ty), equal(&z, r.as_ref(), ty)]))
+                }
+                (Attr::Relation(name, terms), _) => {
+                    let at = terms.iter().position(|t| matches!(t, Term::Attr(_)))?;
+                    let Term::Attr(a) = &terms[at] else { return None };
+                    let z = other(rng, &Type::String, &[a])?;
+                    let mut moved = terms.clone();
+                    moved[at] = Term::Attr(z.clone());
+                    let relation = Cond::Atom(Atom {
+                        attr: Attr::Relation(name.clone(), moved),
+                        ty: Type::Bool,
+                        test: atom.test.clone(),
+                    });
+                    Some(Cond::And(vec![relation, equal(a, &z, &Type::String)]))
+                }
+                (a, Test::Compare(CompareOp::Eq, _) | Test::In(_))
+                    if matches!(atom.ty, Type::String | Type::Money | Type::Int | Type::Timestamp)
+                        && !a.is_derived() =>
+                {
+                    let z = other(rng, &atom.ty, &[a])?;
+                    let moved = Cond::Atom(Atom { attr: z.clone(), ty: atom.ty.clone(), test: atom.test.clone() });
+                    Some(Cond::And(vec![equal(a, &z, &atom.ty), moved]))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// A program with a parent (under a root, sometimes) and a child; the child is the last mandate.
@@ -411,7 +625,10 @@ impl World {
     /// A random request to the child, biased towards the tools it grants and the values rules mention, written
     /// as JSON text (building a `serde_json` tree per request would dominate the run time). `@LEAF@` stands for
     /// the mandate the request is addressed to: the child, or the parent when the parent is asked.
-    fn request(&self, rng: &mut Rng, program: &Program) -> String {
+    fn request(&self, rng: &mut Rng, program: &Program, relations: &[(&str, &[Term])]) -> String {
+        let world = self.world.get();
+        // The textual values of the request, for the relation tuples it answers.
+        let mut texts: Vec<(Attr, String)> = vec![(Attr::SubjectId, "agent:child".into())];
         let child = program.mandates.last().expect("a child");
         let granted: Vec<usize> =
             child.rules.iter().filter(|r| r.kind == RuleKind::Allow).flat_map(|r| r.tools.iter().copied()).collect();
@@ -424,6 +641,7 @@ impl World {
         let currency = if rng.chance(15) { "EUR" } else { "USD" };
         let mut arguments: Vec<String> = Vec::new();
         let mut manifest = None;
+        let mut start = 0i128;
         for (name, ty) in &tool.params {
             if rng.chance(8) {
                 continue;
@@ -454,12 +672,33 @@ impl World {
                         TAGS.iter().filter(|_| rng.chance(50)).map(|t| format!("\"{t}\"")).collect();
                     format!("[{}]", tags.join(","))
                 }
+                Type::Timestamp => {
+                    // `end` a little before, at or after a span from `start`; `start` one of the pool's times.
+                    let at = if name == "start" {
+                        start = i128::from(time(rng.word(&TIMES))) * NS + [-NS, 0, NS][rng.below(3)];
+                        start
+                    } else if rng.chance(70) {
+                        start + i128::from(*rng.pick(&SPANS)) * NS + [-NS, 0, NS][rng.below(3)]
+                    } else {
+                        i128::from(time(rng.word(&TIMES))) * NS
+                    };
+                    format!("\"{}\"", format_instant(at))
+                }
                 _ if name == "manifest" => {
                     let m = format!("\"m{}\"", rng.below(2));
                     manifest = Some(m.clone());
                     m
                 }
-                _ => format!("\"{}\"", rng.word(&MERCHANTS)),
+                _ if name == "payee" || name == "account" => {
+                    let id = rng.word(&IDS);
+                    texts.push((Attr::Arg(name.clone()), id.to_string()));
+                    format!("\"{id}\"")
+                }
+                _ => {
+                    let merchant = rng.word(&MERCHANTS);
+                    texts.push((Attr::Arg(name.clone()), merchant.to_string()));
+                    format!("\"{merchant}\"")
+                }
             };
             arguments.push(format!("\"{name}\":{value}"));
         }
@@ -524,15 +763,89 @@ impl World {
             ));
         }
         context.push(format!("\"approvals\":[{}]", approvals.join(",")));
+        // The world: declared attributes from small pools, and an answer for most relation tuples the rules ask.
+        let mut subject_properties = String::new();
+        let mut resource_properties = String::new();
+        if world {
+            let amount = |rng: &mut Rng| {
+                let currency = if rng.chance(15) { "EUR" } else { "USD" };
+                format!("\"{} {currency}\"", rng.word(&AMOUNTS))
+            };
+            let mut id = |rng: &mut Rng, attr: Attr| {
+                let id = rng.word(&IDS);
+                texts.push((attr, id.to_string()));
+                format!("\"{id}\"")
+            };
+            let mut fields: Vec<String> = Vec::new();
+            if rng.chance(90) {
+                fields.push(format!("\"team\":{}", id(rng, Attr::Subject("team".into()))));
+            }
+            if rng.chance(90) {
+                let accounts: Vec<String> = IDS.iter().filter(|_| rng.chance(40)).map(|a| format!("\"{a}\"")).collect();
+                fields.push(format!("\"accounts\":[{}]", accounts.join(",")));
+            }
+            if rng.chance(85) {
+                fields.push(format!("\"limit\":{}", amount(rng)));
+            }
+            if rng.chance(85) {
+                fields.push(format!("\"clearance\":{}", rng.pick(&INTS)));
+            }
+            subject_properties = format!(",\"properties\":{{{}}}", fields.join(","));
+            let mut fields: Vec<String> = Vec::new();
+            if rng.chance(90) {
+                fields.push(format!("\"owner\":{}", id(rng, Attr::Resource("owner".into()))));
+            }
+            if rng.chance(85) {
+                fields.push(format!("\"team\":{}", id(rng, Attr::Resource("team".into()))));
+            }
+            if rng.chance(85) {
+                fields.push(format!("\"total\":{}", amount(rng)));
+            }
+            if rng.chance(85) {
+                let due = i128::from(time(rng.word(&TIMES))) * NS + [-NS, 0, NS, 3600 * NS][rng.below(4)];
+                fields.push(format!("\"due\":\"{}\"", format_instant(due)));
+            }
+            resource_properties = format!("\"properties\":{{{}}}", fields.join(","));
+            if let Some(r) = resource {
+                texts.push((Attr::ResourceId, r.to_string()));
+            }
+            let mut answers: std::collections::BTreeMap<(&str, Vec<&str>), bool> = Default::default();
+            for (name, terms) in relations {
+                let values: Option<Vec<&str>> = terms
+                    .iter()
+                    .map(|t| match t {
+                        Term::Value(v) => Some(v.as_str()),
+                        Term::Attr(a) => texts.iter().find(|(b, _)| b == a).map(|(_, v)| v.as_str()),
+                    })
+                    .collect();
+                if let Some(values) = values.filter(|_| rng.chance(90)) {
+                    let holds = rng.chance(50);
+                    answers.entry((*name, values)).or_insert(holds);
+                }
+            }
+            let mut listed: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+            for ((name, values), holds) in answers {
+                let args: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
+                listed.entry(name).or_default().push(format!("{{\"args\":[{}],\"holds\":{holds}}}", args.join(",")));
+            }
+            let listed: Vec<String> =
+                listed.into_iter().map(|(name, items)| format!("\"{name}\":[{}]", items.join(","))).collect();
+            context.push(format!("\"relations\":{{{}}}", listed.join(",")));
+        }
         let credential = if rng.chance(80) {
             let scopes: Vec<String> = SCOPES.iter().filter(|_| rng.chance(50)).map(|s| format!("\"{s}\"")).collect();
             format!(",\"credential\":{{\"id\":\"c\",\"scopes\":[{}]}}", scopes.join(","))
         } else {
             String::new()
         };
-        let resource = resource.map_or(String::new(), |r| format!(",\"resource\":{{\"id\":\"{r}\"}}"));
+        let resource = match (resource, world) {
+            (Some(r), false) => format!(",\"resource\":{{\"id\":\"{r}\"}}"),
+            (Some(r), true) => format!(",\"resource\":{{\"id\":\"{r}\",{resource_properties}}}"),
+            (None, true) => format!(",\"resource\":{{{resource_properties}}}"),
+            (None, false) => String::new(),
+        };
         format!(
-            "{{\"subject\":{{\"id\":\"agent:child\"{credential}}},\"action\":{{\"name\":\"{}\",\"arguments\":{arguments}}}{resource},\"context\":{{{}}}}}",
+            "{{\"subject\":{{\"id\":\"agent:child\"{credential}{subject_properties}}},\"action\":{{\"name\":\"{}\",\"arguments\":{arguments}}}{resource},\"context\":{{{}}}}}",
             tool.name,
             context.join(",")
         )
@@ -546,6 +859,61 @@ struct Tally {
     widens: usize,
     widens_without_random_witness: usize,
     random_witnesses: usize,
+    /// The pairs with world atoms (counted in the fields above too, except the last two here).
+    world: WorldTally,
+}
+
+#[derive(Default, Debug)]
+struct WorldTally {
+    pairs: usize,
+    narrows: usize,
+    widens: usize,
+    /// The check gave up (no confirmed witness, no proof): its incompleteness on the world.
+    undecided: usize,
+    unconfirmed: usize,
+    /// Of those, the pairs where a random request proves the child wider (the answer "widens" was right).
+    incomplete_but_wider: usize,
+    /// Pairs with an equality restated through another term (the mutation only the theory decides), and the
+    /// verdicts on them.
+    detours: usize,
+    detours_narrow: usize,
+}
+
+/// The relation atoms a program's rules ask, for the requests to answer.
+fn relation_atoms(program: &Program) -> Vec<(&str, &[Term])> {
+    fn walk<'p>(cond: &'p Cond, out: &mut Vec<(&'p str, &'p [Term])>) {
+        match cond {
+            Cond::Atom(atom) => {
+                if let Attr::Relation(name, terms) = &atom.attr {
+                    out.push((name, terms));
+                }
+            }
+            Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| walk(c, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for mandate in &program.mandates {
+        for rule in &mandate.rules {
+            walk(&rule.condition, &mut out);
+        }
+    }
+    out
+}
+
+/// Whether a condition restates an equality through an intermediate term (`detour`'s shape).
+fn has_detour(cond: &Cond) -> bool {
+    match cond {
+        Cond::And(items) => {
+            (items.len() == 2
+                && items
+                    .iter()
+                    .any(|c| matches!(c, Cond::Atom(Atom { attr: Attr::Compare(_, CompareOp::Eq, _, _), .. }))))
+                || items.iter().any(has_detour)
+        }
+        Cond::Or(items) => items.iter().any(has_detour),
+        _ => false,
+    }
 }
 
 fn size(var: &str, default: usize) -> usize {
@@ -561,28 +929,54 @@ fn run(shard: u64, shards: u64) {
     for index in 0..pairs as u64 {
         let seed = index * shards + shard;
         let mut rng = Rng(seed);
+        // A third of the pairs draw world atoms (a separate stream decides, so the others are the pairs they were).
+        let with_world = Rng(seed ^ 0x05ee_d0f3_011d).chance(33);
+        world.world.set(with_world);
         let program = world.pair(&mut rng);
         let child = program.mandates.len() - 1;
         let parent = child - 1;
         let findings: Vec<_> = analyse(&program).into_iter().filter(|f| f.child == child).collect();
+        let mut standalone = program.clone();
+        standalone.mandates[child].parent = None;
+        let mut as_parent = program.clone();
+        as_parent.mandates[parent].holders.push("agent:child".into());
         let mut widens = false;
+        let mut gave_up = false;
         for finding in &findings {
             match &finding.kind {
-                Kind::Widens(_) => widens = true,
+                Kind::Widens(widening) => {
+                    widens = true;
+                    // Confirmed again, independently of the check: the child alone allows it, the parent refuses.
+                    let request = &widening.witness;
+                    let alone = decide(&standalone, request.to_string().as_bytes());
+                    let asked = for_parent(request, "child", "parent");
+                    let refused = decide(&as_parent, asked.to_string().as_bytes());
+                    assert!(
+                        alone.outcome == Outcome::Allow && refused.outcome != Outcome::Allow,
+                        "seed {seed}: a witness the interpreter does not confirm: {request}\n{:?}\n{:?}",
+                        alone.to_json(),
+                        refused.to_json()
+                    );
+                }
                 Kind::Depth => {}
+                Kind::Undecided { .. } | Kind::Unconfirmed { .. } if with_world => {
+                    gave_up = true;
+                    if matches!(finding.kind, Kind::Undecided { .. }) {
+                        tally.world.undecided += 1;
+                    } else {
+                        tally.world.unconfirmed += 1;
+                    }
+                }
                 Kind::Undecided { tool } => panic!("seed {seed}: undecided for `{tool}`"),
                 Kind::Unconfirmed { tool, request } => {
                     panic!("seed {seed}: internal error, unconfirmed witness for `{tool}`: {request}\n{program:#?}")
                 }
             }
         }
-        let mut standalone = program.clone();
-        standalone.mandates[child].parent = None;
-        let mut as_parent = program.clone();
-        as_parent.mandates[parent].holders.push("agent:child".into());
+        let relations = relation_atoms(&program);
         let mut found = None;
         for _ in 0..requests {
-            let request = world.request(&mut rng, &program);
+            let request = world.request(&mut rng, &program, &relations);
             let to_child = request.replace("@LEAF@", "child");
             if decide(&standalone, to_child.as_bytes()).outcome != Outcome::Allow {
                 continue;
@@ -595,7 +989,22 @@ fn run(shard: u64, shards: u64) {
             }
         }
         tally.pairs += 1;
-        if widens {
+        if with_world {
+            tally.world.pairs += 1;
+            let detour = program.mandates[child].rules.iter().any(|r| has_detour(&r.condition));
+            tally.world.detours += usize::from(detour);
+            if gave_up {
+                tally.world.incomplete_but_wider += usize::from(found.is_some());
+            } else if widens {
+                tally.world.widens += 1;
+            } else {
+                tally.world.narrows += 1;
+                tally.world.detours_narrow += usize::from(detour);
+            }
+        }
+        if gave_up {
+            // Neither verdict: nothing to check but that it was counted.
+        } else if widens {
             tally.widens += 1;
             if found.is_none() {
                 tally.widens_without_random_witness += 1;
@@ -614,11 +1023,24 @@ fn run(shard: u64, shards: u64) {
             tally.random_witnesses += 1;
         }
     }
+    let w = &tally.world;
     eprintln!(
-        "narrowing properties (shard {shard}/{shards}): {tally:?}, {requests} requests per pair, {:.1}s",
-        started.elapsed().as_secs_f64()
+        "narrowing properties (shard {shard}/{shards}): {tally:?}, {requests} requests per pair, {:.1}s\n  world: \
+         {} pairs, {} narrow, {} widen, {} undecided + {} unconfirmed answers ({:.1} % of the pairs gave up; {} of \
+         those have a random witness), {} with a restated equality ({} of them proven to narrow)",
+        started.elapsed().as_secs_f64(),
+        w.pairs,
+        w.narrows,
+        w.widens,
+        w.undecided,
+        w.unconfirmed,
+        100.0 * (w.pairs - w.narrows - w.widens) as f64 / w.pairs.max(1) as f64,
+        w.incomplete_but_wider,
+        w.detours,
+        w.detours_narrow,
     );
     assert!(tally.narrows > 0 && tally.widens > 0, "the generator must produce both verdicts: {tally:?}");
+    assert!(w.narrows > 0 && w.widens > 0 && w.detours_narrow > 0, "the world pairs must reach both verdicts: {w:?}");
 }
 
 #[test]

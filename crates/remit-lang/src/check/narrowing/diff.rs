@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 
 use super::authority::{conjuncts, Conjunct, Origin, Side};
 use super::formula::{negate, Vars, F};
-use super::solve::{Answer, Solver};
+use super::solve::{Answer, Lemmas, Solver};
 use super::witness::{self, Shape};
 use super::{currencies, granted_tools};
 use crate::eval::{decide, Decision, Outcome};
@@ -149,7 +149,8 @@ fn exceeding(
             .filter(|(_, c)| !a.iter().any(|x| x.formula == c.formula))
             .map(|(i, c)| (i, c.origin, negate(&c.formula)))
             .collect();
-        let mut solver = Solver::new(&vars, wide.levels.len().max(narrow.levels.len()));
+        let lemmas = Lemmas::default();
+        let mut solver = Solver::new(&vars, wide.levels.len().max(narrow.levels.len()), &lemmas);
         for (index, origin, refused) in &questions {
             let refused_by = match n {
                 Some(_) => super::err::clause(narrow, *origin, tool_name),

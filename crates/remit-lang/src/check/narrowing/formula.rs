@@ -6,7 +6,7 @@
 //! (some attribute it reads is absent, or a money value is in another currency). Formulas are negation-free
 //! (each literal's test can be negated in place), so negating a formula is exact.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::ir::{Attr, Binding, Test, Type, Value};
 use crate::syntax::ast::CompareOp;
@@ -234,8 +234,26 @@ pub fn negate(f: &F) -> F {
     }
 }
 
-/// A value for every variable of a comparison.
-pub type Model = Vec<Value>;
+/// A value for every variable of a comparison, and what the theory of equality chose for the terms it reasons
+/// about (see `theory`): one value per class of equal terms, distinct classes apart, so that a witness written
+/// from the model makes the interpreter compute every equality and relation atom as the model has it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Model {
+    pub values: Vec<Value>,
+    /// Each term's value (with its type), including terms no variable stands for (an operand no literal tests).
+    pub terms: BTreeMap<Attr, (Value, Type)>,
+    /// The one currency of each money term in a class with others (a comparison of two amounts is defined only in
+    /// one currency).
+    pub currencies: BTreeMap<Attr, String>,
+}
+
+impl std::ops::Deref for Model {
+    type Target = [Value];
+
+    fn deref(&self) -> &[Value] {
+        &self.values
+    }
+}
 
 /// Calls `visit` on every literal of a formula.
 pub fn literals<'f>(f: &'f F, visit: &mut impl FnMut(VarId, &'f Test)) {

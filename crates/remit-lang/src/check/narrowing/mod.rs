@@ -15,6 +15,7 @@ pub mod diff;
 mod err;
 mod formula;
 mod solve;
+mod theory;
 mod witness;
 
 use std::collections::BTreeSet;
@@ -30,7 +31,7 @@ use crate::syntax::ast::CompareOp;
 use crate::value::Decimal;
 use authority::{atom_true, conjuncts, truth_in, Side};
 use formula::{is, lit, literals, negate, Model, Var, Vars, F};
-use solve::{Answer, Solver};
+use solve::{Answer, Lemmas, Solver};
 use witness::{Currencies, Scratch, Shape};
 
 /// Why a sub-mandate is not proven to narrow its parent.
@@ -154,7 +155,8 @@ fn compare(
         }
         let all_goals: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();
         let readable = Readable::new(program, tool, &vars, &all_goals);
-        let mut solver = Solver::new(&vars, program.levels.len());
+        let lemmas = Lemmas::default();
+        let mut solver = Solver::new(&vars, program.levels.len(), &lemmas);
         for (origin, refused) in &questions {
             let mut goals: Vec<&F> = a.iter().map(|c| &c.formula).collect();
             goals.push(refused);

@@ -8,13 +8,47 @@
 //!
 //! The fragment is decidable and the search is complete; the step budget only bounds pathological inputs, which
 //! are reported as undecided rather than guessed.
+//!
+//! Comparisons of two attributes and relation atoms are bools of their own to the search; a model it finds is then
+//! held to the laws of equality and congruence (`theory`), which either assigns the terms' values or returns a
+//! lemma the model violates. The lemma joins the goals (for every later question of the comparison too: it is true
+//! of every request) and the search runs again.
+
+use std::cell::OnceCell;
 
 use super::formula::{Mask, Model, VarId, Vars, F};
+use super::theory::{self, Assignment, Assumptions, Verdict};
 use crate::check::sat::{domain_model, holds, path_model, testable_path};
 use crate::ir::{Test, Value};
 
 /// Search steps before giving up on one question.
 const STEP_BUDGET: usize = 200_000;
+
+/// Lemmas learned for one question before giving up on it.
+const LEMMA_BUDGET: usize = 256;
+
+/// The lemmas a solver learns, kept where the solver can refer to them as it refers to its goals: an append-only
+/// list whose items never move (the solver holds references to the literals it assumed).
+#[derive(Debug, Default)]
+pub struct Lemmas {
+    head: OnceCell<Box<Lemma>>,
+}
+
+#[derive(Debug)]
+struct Lemma {
+    formula: F,
+    next: OnceCell<Box<Lemma>>,
+}
+
+impl Lemmas {
+    fn push(&self, formula: F) -> &F {
+        let mut cell = &self.head;
+        while let Some(lemma) = cell.get() {
+            cell = &lemma.next;
+        }
+        &cell.get_or_init(|| Box::new(Lemma { formula, next: OnceCell::new() })).formula
+    }
+}
 
 #[derive(Debug)]
 pub enum Answer {
@@ -30,6 +64,10 @@ struct Exhausted;
 pub struct Solver<'f> {
     vars: &'f Vars,
     levels: usize,
+    /// Whether the theory of equality has anything to check (a comparison of two attributes, a relation atom).
+    theory: bool,
+    lemmas: &'f Lemmas,
+    learned: Vec<&'f F>,
     /// The literals assumed on each variable.
     assumed: Vec<Vec<&'f Test>>,
     /// The path literal assumed on each variable, if any (one value at most: its opposite contradicts it).
@@ -49,10 +87,13 @@ enum Undo {
 }
 
 impl<'f> Solver<'f> {
-    pub fn new(vars: &'f Vars, levels: usize) -> Solver<'f> {
+    pub fn new(vars: &'f Vars, levels: usize, lemmas: &'f Lemmas) -> Solver<'f> {
         Solver {
             vars,
             levels,
+            theory: theory::relevant(vars),
+            lemmas,
+            learned: Vec::new(),
             assumed: vec![Vec::new(); vars.len()],
             path: vec![None; vars.len()],
             value: vec![None; vars.len()],
@@ -64,23 +105,56 @@ impl<'f> Solver<'f> {
     /// Whether every goal can hold at once, with a value for every variable when they can.
     pub fn solve(&mut self, goals: &[&'f F]) -> Answer {
         self.steps = 0;
-        let answer = match self.search(goals.to_vec()) {
-            Ok(true) => Answer::Sat(self.model()),
-            Ok(false) => Answer::Unsat,
-            Err(Exhausted) => Answer::Unknown,
+        let mut rounds = 0;
+        let answer = loop {
+            let mut all = goals.to_vec();
+            all.extend(self.learned.iter().copied());
+            match self.search(all) {
+                Ok(true) => {}
+                Ok(false) => break Answer::Unsat,
+                Err(Exhausted) => break Answer::Unknown,
+            }
+            if !self.theory {
+                break Answer::Sat(self.model(Assignment::default()));
+            }
+            let assumptions = Assumptions {
+                vars: self.vars,
+                assumed: &self.assumed,
+                path: &self.path,
+                value: &self.value,
+                levels: self.levels,
+            };
+            match theory::check(&assumptions) {
+                Verdict::Consistent(assignment) => break Answer::Sat(self.model(assignment)),
+                Verdict::Unknown => break Answer::Unknown,
+                Verdict::Conflict(lemma) => {
+                    self.undo(0);
+                    rounds += 1;
+                    // A lemma learned before cannot be violated again: seeing one twice is a bug, not progress.
+                    if rounds > LEMMA_BUDGET || self.learned.iter().any(|l| **l == lemma) {
+                        break Answer::Unknown;
+                    }
+                    let lemma = self.lemmas.push(lemma);
+                    self.learned.push(lemma);
+                }
+            }
         };
         self.undo(0);
         answer
     }
 
-    fn model(&self) -> Model {
-        (0..self.vars.len())
+    fn model(&self, assignment: Assignment) -> Model {
+        let mut values: Vec<Value> = (0..self.vars.len())
             .map(|v| match &self.value[v] {
                 Some(value) if !self.assumed[v].is_empty() || self.path[v].is_some() => value.clone(),
                 // Unconstrained: any value of the domain.
                 _ => domain_model(self.vars.domain(v as VarId), &[], self.levels).unwrap_or(Value::Bool(false)),
             })
-            .collect()
+            .collect();
+        for (id, value) in assignment.overrides {
+            values[id as usize] = value;
+        }
+        Model { values, terms: assignment.terms, currencies: assignment.currencies }
     }
 
     fn undo(&mut self, mark: usize) {
@@ -318,10 +392,44 @@ mod tests {
         let (small, large) = (at_most(a, 50), at_most(a, 100));
         // small ∧ ¬large is unsatisfiable; large ∧ ¬small has a model, at the bound.
         let refused = negate(&large);
-        assert!(matches!(Solver::new(&vars, 5).solve(&[&small, &refused]), Answer::Unsat));
+        assert!(matches!(Solver::new(&vars, 5, &Lemmas::default()).solve(&[&small, &refused]), Answer::Unsat));
         let refused = negate(&small);
-        match Solver::new(&vars, 5).solve(&[&large, &refused]) {
+        match Solver::new(&vars, 5, &Lemmas::default()).solve(&[&large, &refused]) {
             Answer::Sat(model) => assert_eq!(model[a as usize], Value::Number(Decimal::from_int(51))),
+            other => panic!("expected a model, got {other:?}"),
+        }
+    }
+
+    /// `a == b`, `b == c`, `a == "x"` and `c != "x"`: unrelated bools and literals to the search, a contradiction
+    /// to the theory of equality; without `c != "x"`, a model whose three terms share the value "x".
+    #[test]
+    fn equality_is_transitive_and_substitutes() {
+        let mut vars = Vars::default();
+        let attr = |n: &str| Attr::Arg(n.into());
+        let equal = |vars: &mut Vars, l: &str, r: &str| {
+            let compare = Attr::Compare(Box::new(attr(l)), CompareOp::Eq, Box::new(attr(r)), Type::String);
+            let defined = vars.id(Var::Present(compare.clone()));
+            let value = vars.id(Var::Value(compare, Type::Bool));
+            and([is(defined, true), is(value, true)])
+        };
+        let mut goals = vec![equal(&mut vars, "a", "b"), equal(&mut vars, "b", "c")];
+        for name in ["a", "b", "c"] {
+            goals.push(is(vars.id(Var::Present(attr(name))), true));
+        }
+        let a = vars.id(Var::Value(attr("a"), Type::String));
+        let c = vars.id(Var::Value(attr("c"), Type::String));
+        goals.push(lit(a, Test::Compare(CompareOp::Eq, Value::String("x".into()))));
+        let differs = lit(c, Test::Compare(CompareOp::Ne, Value::String("x".into())));
+        let lemmas = Lemmas::default();
+        let with: Vec<&F> = goals.iter().chain([&differs]).collect();
+        assert!(matches!(Solver::new(&vars, 5, &lemmas).solve(&with), Answer::Unsat));
+        let without: Vec<&F> = goals.iter().collect();
+        match Solver::new(&vars, 5, &Lemmas::default()).solve(&without) {
+            Answer::Sat(model) => {
+                for name in ["a", "b", "c"] {
+                    assert_eq!(model.terms.get(&attr(name)).map(|t| &t.0), Some(&Value::String("x".into())));
+                }
+            }
             other => panic!("expected a model, got {other:?}"),
         }
     }
@@ -340,6 +448,6 @@ mod tests {
         let a = amount(&mut vars);
         goals.push(or([and([at_most(a, 1), negate(&at_most(a, 5))]), and([at_most(a, 2), negate(&at_most(a, 3))])]));
         let refs: Vec<&F> = goals.iter().collect();
-        assert!(matches!(Solver::new(&vars, 5).solve(&refs), Answer::Unsat));
+        assert!(matches!(Solver::new(&vars, 5, &Lemmas::default()).solve(&refs), Answer::Unsat));
     }
 }

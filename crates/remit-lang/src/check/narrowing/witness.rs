@@ -30,8 +30,12 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     let bool_of = |id: VarId| matches!(model.get(id as usize), Some(Value::Bool(true)));
     let find = |wanted: &Var| vars.iter().find(|(_, v)| *v == wanted).map(|(id, _)| id);
     let present = |attr: &Attr| find(&Var::Present(attr.clone())).is_some_and(bool_of);
-    // The value variable of an attribute and its type (the first one when two versions typed it differently).
+    // The value variable of an attribute and its type (the first one when two versions typed it differently); a
+    // term of the theory of equality has the value its class was given, whether or not a variable stands for it.
     let value_of = |attr: &Attr| -> Option<(Value, Type)> {
+        if let Some(term) = model.terms.get(attr) {
+            return Some(term.clone());
+        }
         vars.iter().find_map(|(id, v)| match v {
             Var::Value(a, ty) if a == attr => model.get(id as usize).map(|value| (value.clone(), ty.clone())),
             _ => None,
@@ -39,6 +43,9 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     };
     let program = shape.program;
     let currency_of = |attr: &Attr| -> String {
+        if let Some(code) = model.currencies.get(attr) {
+            return code.clone();
+        }
         let Some(id) = find(&Var::Currency(attr.clone())) else { return "USD".into() };
         let mentioned = currencies.get(&id).cloned().unwrap_or_default();
         match model.get(id as usize) {
