@@ -390,6 +390,7 @@ fn synthetic_time(mut program: Program) -> Program {
         atom(in_calendar("rt_office", Attr::Now), CompareOp::Eq, false),
         atom(in_calendar("rt_ny", resource("due")), CompareOp::Ne, true),
         atom(in_calendar("rt_kathmandu", Attr::Subject("since".into())), CompareOp::Eq, true),
+        atom(in_calendar("rt_dated", resource("due")), CompareOp::Eq, true),
         atom(elapsed(Attr::Now, Attr::Now, CompareOp::Eq, 0), CompareOp::Eq, true),
         atom(elapsed(arg("t"), resource("due"), CompareOp::Gt, -3600), CompareOp::Ne, false),
         atom(elapsed(arg("u"), arg("t"), CompareOp::Lt, i64::MAX), CompareOp::Eq, true),
@@ -412,8 +413,8 @@ fn synthetic_time(mut program: Program) -> Program {
 }
 
 /// Instants where calendars change their answer: Berlin's and New York's daylight-saving transitions of 2026, local
-/// midnights of Berlin and New York around the holidays the tests list, the window of `rc_time_2026`'s table, and the
-/// base requests' instant (2026-11-30T12:00:00Z, a Monday), each a nanosecond, a second, half an hour and an hour
+/// midnights of Berlin and New York around the holidays the tests list, the window of `rc_time_2026`'s table, the
+/// base requests' instant (2026-11-30T12:00:00Z, a Monday), and the edges of `rt_dated`'s dated hours and closures, each a nanosecond, a second, half an hour and an hour
 /// either side; some written with an offset.
 fn near_transitions() -> Vec<String> {
     let at = |text: &str| remit_lang::value::parse_instant(text).unwrap();
@@ -436,6 +437,12 @@ fn near_transitions() -> Vec<String> {
         "2027-06-01T00:00:00Z",
         "2026-11-30T12:00:00Z",
         "2026-12-04T21:00:00Z",
+        "2026-11-29T09:00:00Z",
+        "2026-11-29T13:00:00Z",
+        "2026-12-01T08:00:00Z",
+        "2026-12-01T21:00:00Z",
+        "2026-12-01T23:00:00Z",
+        "2026-12-05T23:00:00Z",
     ] {
         let t = at(base);
         for d in [0, 1, -1, second, -second, second / 2, 1800 * second, -1800 * second, 3600 * second] {

@@ -197,6 +197,8 @@ proptest! {
         zone in 0..ZONES.len(),
         intervals in prop::collection::vec((0u8..7, 0u16..1440, 0u16..=1440), 0..6),
         closed_on_holidays in any::<bool>(),
+        dated in prop::collection::vec((-2i64..=2, 0i64..3, 0u16..1440, 0u16..=1440), 0..4),
+        closed in prop::collection::vec((-2i64..=2, 0i64..2), 0..3),
         holidays in prop::option::of(prop::collection::btree_set(-2i64..=2, 0..3)),
         pick in any::<usize>(),
         delta in -90_000i64..90_000,
@@ -204,10 +206,18 @@ proptest! {
         near in any::<bool>(),
     ) {
         let (table, bytes) = &tables()[zone];
-        let calendar = calendar_of(ZONES[zone], closed_on_holidays, &intervals);
+        let mut calendar = calendar_of(ZONES[zone], closed_on_holidays, &intervals);
         let instant = if near { near_transition(table, pick, delta, 0) } else { random };
-        // Holidays around the instant's own local date, so that they matter.
+        // Holidays, dated lines and closures around the instant's own local date, so that they matter.
         let today = table.local_parts(instant).unwrap().date.day_number();
+        let date = |offset: i64| LocalDate::from_day_number(today + offset).unwrap();
+        for &(first, length, start, end) in &dated {
+            // Equal ends are refused, as on weekday lines: skipped.
+            calendar.add_dated(date(first), date(first + length), start, end).ok();
+        }
+        for &(first, length) in &closed {
+            calendar.close(date(first), date(first + length)).unwrap();
+        }
         let dates: Option<Vec<LocalDate>> = holidays
             .map(|days| days.iter().map(|d| LocalDate::from_day_number(today + d).unwrap()).collect());
         let result = membership_agrees(table, bytes, &calendar, dates.as_deref(), instant);
@@ -246,6 +256,27 @@ fn reference_calendars(zone: &str) -> Vec<Calendar> {
         office.add(*day, 9 * h, 17 * h).unwrap();
     }
     vec![every_day(&[(h, 4 * h)], false), every_day(&[(2 * h, 2 * h + 30), (23 * h, h)], true), office]
+}
+
+/// Calendars with dated lines and closures about the local date `today` (an instant's, near a transition): its
+/// 01:00-04:00 and the day before's 23:00-01:00 (past midnight into `today`) as dated lines, and a calendar open
+/// every day 01:00-04:00 and 23:00-24:00 but closed on `today` and the day after.
+fn dated_reference_calendars(zone: &str, today: LocalDate) -> Vec<Calendar> {
+    let h = 60;
+    let yesterday = LocalDate::from_day_number(today.day_number() - 1).unwrap();
+    let tomorrow = LocalDate::from_day_number(today.day_number() + 1).unwrap();
+    let mut dated = Calendar::new(zone, false);
+    dated.add_dated(today, today, h, 4 * h).unwrap();
+    dated.add_dated(yesterday, yesterday, 23 * h, h).unwrap();
+    let mut closed = Calendar::new(zone, false);
+    for day in Weekday::ALL {
+        closed.add(day, h, 4 * h).unwrap();
+        closed.add(day, 23 * h, 24 * h).unwrap();
+    }
+    closed.close(today, tomorrow).unwrap();
+    let mut open_tomorrow = Calendar::new(zone, false);
+    open_tomorrow.add_dated(tomorrow, tomorrow, 0, 24 * h).unwrap();
+    vec![dated, closed, open_tomorrow]
 }
 
 /// Python's reading of each `(zone, unix seconds)`: year, month, day, weekday (0 Monday), second of day, offset.
@@ -290,18 +321,27 @@ print("\n".join(out))
 }
 
 /// Whether `calendar` holds a reading, by the rule stated in `remit_lang::time::calendar` applied to Python's
-/// reading: the weekday and the minute in an interval, and the date not a holiday when the calendar is closed then.
+/// reading: the weekday and the minute in a weekly interval or the date and the minute in a dated one, and the date
+/// neither closed nor a holiday when the calendar is closed then.
 fn reference_member(calendar: &Calendar, parts: Parts, holidays: &[LocalDate]) -> bool {
     let (year, month, day, weekday, second, _) = parts;
     let date = LocalDate::new(year, month, day).unwrap();
     if calendar.closed_on_holidays() && holidays.contains(&date) {
         return false;
     }
+    if calendar.closed().iter().any(|range| range.first <= date && date <= range.last) {
+        return false;
+    }
     let minute = (second / 60) as u16;
-    calendar
+    let weekly = calendar
         .intervals()
         .iter()
-        .any(|i| i.weekday.index() == weekday && i.start_minute <= minute && minute < i.end_minute)
+        .any(|i| i.weekday.index() == weekday && i.start_minute <= minute && minute < i.end_minute);
+    let dated = calendar
+        .dated()
+        .iter()
+        .any(|i| i.first <= date && date <= i.last && i.start_minute <= minute && minute < i.end_minute);
+    weekly || dated
 }
 
 #[test]
@@ -340,7 +380,9 @@ fn daylight_saving_edges_match_python_zoneinfo() {
         }
         // Membership at the same instants, with the instant's own date a holiday or not.
         let today = LocalDate::new(expected.0, expected.1, expected.2).unwrap();
-        for calendar in reference_calendars(zone) {
+        let mut calendars = reference_calendars(zone);
+        calendars.extend(dated_reference_calendars(zone, today));
+        for calendar in calendars {
             for holidays in [&[][..], &[today][..]] {
                 let want = reference_member(&calendar, expected, holidays);
                 members += u32::from(want);
@@ -477,8 +519,17 @@ fn the_wasm32_runtime_agrees_and_has_no_panic_path() {
         // A table cut short does not decode.
         assert_eq!(probe.local.call(&mut probe.store, (table_len - 1, 0)).unwrap(), -2);
 
-        // Membership: each reference calendar, with no holidays, none listed, and the instant's own date.
-        for calendar in reference_calendars(zone) {
+        // Membership: each reference calendar, with no holidays, none listed, and the instant's own date; the dated
+        // ones about the local date of the first instant the table reads (so that the wasm32 build decodes and reads
+        // dates too).
+        let mut calendars = reference_calendars(zone);
+        let first_date = instants
+            .iter()
+            .find_map(|&t| table.local_parts(i128::from(t) * NANOS_PER_SECOND))
+            .expect("an instant inside the table")
+            .date;
+        calendars.extend(dated_reference_calendars(zone, first_date));
+        for calendar in calendars {
             let encoded = calendar.encode();
             for &t in instants.iter().step_by(7) {
                 let instant = i128::from(t) * NANOS_PER_SECOND;

@@ -58,6 +58,13 @@ calendar cal_ny in \"America/New_York\" {
   sun 01:00-03:00
   sat 22:00-02:00
 }
+calendar cal_d in \"Europe/Berlin\" {
+  tue 09:00-12:00
+  2026-12-20 10:00-14:00
+  2026-12-30..2027-01-02 22:00-02:00
+  2026-10-25 02:00-03:00
+  closed on 2026-12-15, 2026-12-31..2027-01-01
+}
 ";
 
 /// A condition on the world: a subject's or resource's attribute against a literal, two attributes compared,
@@ -103,13 +110,14 @@ fn world_atom(rng: &mut Rng) -> String {
     }
 }
 
-/// A condition on time: a timestamp in a calendar (Berlin's, closed on holidays; New York's, across midnight), or
+/// A condition on time: a timestamp in a calendar (Berlin's, closed on holidays; New York's, across midnight;
+/// Berlin's with dated lines and closed dates), or
 /// the time between two timestamps compared with a duration.
 fn time_atom(rng: &mut Rng) -> String {
     let instant = |rng: &mut Rng| rng.pick(&["now", "args.when", "resource.due"]).to_string();
     if rng.chance(50) {
         let not = if rng.chance(30) { "not " } else { "" };
-        format!("{} {not}in {}", instant(rng), rng.pick(&["cal_b", "cal_ny"]))
+        format!("{} {not}in {}", instant(rng), rng.pick(&["cal_b", "cal_ny", "cal_d"]))
     } else {
         let (later, earlier) = (instant(rng), instant(rng));
         let cmp = ["<", "<=", ">", ">=", "==", "!="];
@@ -519,8 +527,9 @@ fn world(rng: &mut Rng, req: &mut serde_json::Value) {
 }
 
 /// Instants near Berlin's and New York's daylight-saving transitions of 2026 (a nanosecond, a second, half an hour
-/// either side) and Berlin's local midnights around the holidays below, some written with an offset.
-const INSTANTS: [&str; 24] = [
+/// either side), Berlin's local midnights around the holidays below and the edges of `cal_d`'s dated hours and
+/// closures, some written with an offset.
+const INSTANTS: [&str; 30] = [
     "2026-03-29T00:59:59.999999999Z",
     "2026-03-29T01:00:00Z",
     "2026-03-29T03:30:00+02:00",
@@ -545,6 +554,12 @@ const INSTANTS: [&str; 24] = [
     "2026-12-15T13:00:00.000000001Z",
     "2026-12-19T03:30:00Z",
     "2026-12-20T06:30:00Z",
+    "2026-12-20T09:00:00Z",
+    "2026-12-20T12:59:59.999999999Z",
+    "2026-12-30T21:30:00Z",
+    "2026-12-31T23:30:00Z",
+    "2027-01-02T23:30:00Z",
+    "2027-01-03T01:00:00Z",
 ];
 
 /// `context.holidays.cal_b` (mostly well formed, now and then absent, malformed, or not an object at all), and

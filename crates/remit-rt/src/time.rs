@@ -30,6 +30,13 @@ const SEGMENT_LEN: usize = 12;
 /// Bytes of a calendar's header (`u8` flags, `u16` count) and of one interval (`u8` weekday, `u16` start, `u16` end).
 const CALENDAR_HEADER_LEN: usize = 3;
 const INTERVAL_LEN: usize = 5;
+/// Bytes of a dated interval (`i32` first and last day, `u16` start, `u16` end) and of a closed range (`i32` first
+/// and last day), after a `u16` count each, present with flag bit 1.
+const DATED_LEN: usize = 12;
+const CLOSED_LEN: usize = 8;
+/// Flag bits of a calendar: closed on holidays; dated intervals and closed ranges follow the weekly intervals.
+const FLAG_HOLIDAYS: u8 = 1;
+const FLAG_DATES: u8 = 2;
 
 /// Why a time condition cannot be decided (`remit_lang::time::TimeError`, less the compiler's own mistake).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,23 +191,52 @@ pub struct Calendar<'a> {
     closed_on_holidays: bool,
     count: usize,
     intervals: &'a [u8],
+    dated_count: usize,
+    dated: &'a [u8],
+    closed_count: usize,
+    closed: &'a [u8],
 }
 
 impl<'a> Calendar<'a> {
-    /// The calendar encoded in `bytes` (exactly), or `None` unless the encoding is canonical: flags other than bit
-    /// 0 clear; intervals sorted by weekday (0..=6) then start, `start < end <= 1440`, and on one weekday each
-    /// ending before the next starts.
+    /// The calendar encoded in `bytes` (exactly), or `None` unless the encoding is canonical: flags other than bits
+    /// 0 and 1 clear; intervals sorted by weekday (0..=6) then start, `start < end <= 1440`, and on one weekday each
+    /// ending before the next starts; with bit 1, dated intervals (`first <= last`, `start < end <= 1440`, strictly
+    /// increasing) and closed ranges (`first <= last`, each starting more than a day after the previous one ends),
+    /// not both empty.
     pub fn decode(bytes: &'a [u8]) -> Option<Calendar<'a>> {
         let flags = *bytes.first()?;
-        if flags & !1 != 0 {
+        if flags & !(FLAG_HOLIDAYS | FLAG_DATES) != 0 {
             return None;
         }
         let count = usize::from(u16::from_le_bytes(read(bytes, 1)?));
-        let intervals = bytes.get(CALENDAR_HEADER_LEN..)?;
-        if intervals.len() != count.checked_mul(INTERVAL_LEN)? {
-            return None;
+        let intervals_end = CALENDAR_HEADER_LEN.checked_add(count.checked_mul(INTERVAL_LEN)?)?;
+        let intervals = bytes.get(CALENDAR_HEADER_LEN..intervals_end)?;
+        let (mut dated_count, mut dated, mut closed_count, mut closed): (usize, &[u8], usize, &[u8]) = (0, &[], 0, &[]);
+        if flags & FLAG_DATES == 0 {
+            if bytes.len() != intervals_end {
+                return None;
+            }
+        } else {
+            dated_count = usize::from(u16::from_le_bytes(read(bytes, intervals_end)?));
+            let dated_start = intervals_end + 2;
+            let dated_end = dated_start.checked_add(dated_count.checked_mul(DATED_LEN)?)?;
+            dated = bytes.get(dated_start..dated_end)?;
+            closed_count = usize::from(u16::from_le_bytes(read(bytes, dated_end)?));
+            let closed_start = dated_end + 2;
+            closed = bytes.get(closed_start..)?;
+            if closed.len() != closed_count.checked_mul(CLOSED_LEN)? || dated_count + closed_count == 0 {
+                return None;
+            }
         }
-        let calendar = Calendar { closed_on_holidays: flags & 1 == 1, count, intervals };
+        let calendar = Calendar {
+            closed_on_holidays: flags & FLAG_HOLIDAYS != 0,
+            count,
+            intervals,
+            dated_count,
+            dated,
+            closed_count,
+            closed,
+        };
         let mut previous: Option<(u8, u16)> = None;
         for index in 0..count {
             let (weekday, start, end) = calendar.interval(index)?;
@@ -214,7 +250,41 @@ impl<'a> Calendar<'a> {
             }
             previous = Some((weekday, end));
         }
+        let mut previous: Option<(i32, i32, u16, u16)> = None;
+        for index in 0..dated_count {
+            let entry = calendar.dated_interval(index)?;
+            let (first, last, start, end) = entry;
+            if first > last || start >= end || end > MINUTES_PER_DAY || previous.map_or(false, |p| p >= entry) {
+                return None;
+            }
+            previous = Some(entry);
+        }
+        let mut previous_last: Option<i32> = None;
+        for index in 0..closed_count {
+            let (first, last) = calendar.closed_range(index)?;
+            if first > last || previous_last.map_or(false, |p| i64::from(first) <= i64::from(p) + 1) {
+                return None;
+            }
+            previous_last = Some(last);
+        }
         Some(calendar)
+    }
+
+    /// Dated interval `index`: first and last day number, start minute, end minute.
+    fn dated_interval(&self, index: usize) -> Option<(i32, i32, u16, u16)> {
+        let at = index.checked_mul(DATED_LEN)?;
+        Some((
+            i32::from_le_bytes(read(self.dated, at)?),
+            i32::from_le_bytes(read(self.dated, at + 4)?),
+            u16::from_le_bytes(read(self.dated, at + 8)?),
+            u16::from_le_bytes(read(self.dated, at + 10)?),
+        ))
+    }
+
+    /// Closed range `index`: first and last day number.
+    fn closed_range(&self, index: usize) -> Option<(i32, i32)> {
+        let at = index.checked_mul(CLOSED_LEN)?;
+        Some((i32::from_le_bytes(read(self.closed, at)?), i32::from_le_bytes(read(self.closed, at + 4)?)))
     }
 
     pub fn closed_on_holidays(&self) -> bool {
@@ -259,11 +329,27 @@ impl<'a> Calendar<'a> {
                 Some(false) => {}
             }
         }
+        // A closed date wins over every opening (the decode checked every record, so `None` never happens: it
+        // would read as "not closed" and "not in").
+        let day = parts.day_number;
+        for index in 0..self.closed_count {
+            if let Some((first, last)) = self.closed_range(index) {
+                if i64::from(first) <= day && day <= i64::from(last) {
+                    return Ok(false);
+                }
+            }
+        }
         let minute = parts.minute_of_day();
         for index in 0..self.count {
-            // The decode checked every interval, so `None` never happens; it would read as "not in".
             if let Some((weekday, start, end)) = self.interval(index) {
                 if weekday == parts.weekday && start <= minute && minute < end {
+                    return Ok(true);
+                }
+            }
+        }
+        for index in 0..self.dated_count {
+            if let Some((first, last, start, end)) = self.dated_interval(index) {
+                if i64::from(first) <= day && day <= i64::from(last) && start <= minute && minute < end {
                     return Ok(true);
                 }
             }
@@ -472,7 +558,39 @@ mod tests {
         };
         assert!(Calendar::decode(&calendar(1, &[(0, 540, 1020), (0, 1100, 1440), (6, 0, 60)])).is_some());
         assert!(Calendar::decode(&calendar(0, &[])).is_some());
-        assert!(Calendar::decode(&calendar(2, &[])).is_none(), "unknown flag");
+        assert!(Calendar::decode(&calendar(4, &[])).is_none(), "unknown flag");
+        assert!(Calendar::decode(&calendar(2, &[])).is_none(), "dates announced, none follow");
+        let with_dates = |flags: u8, dated: &[(i32, i32, u16, u16)], closed: &[(i32, i32)]| {
+            let mut bytes = calendar(flags, &[(0, 540, 1020)]);
+            bytes.extend_from_slice(&(dated.len() as u16).to_le_bytes());
+            for (first, last, start, end) in dated {
+                bytes.extend_from_slice(&first.to_le_bytes());
+                bytes.extend_from_slice(&last.to_le_bytes());
+                bytes.extend_from_slice(&start.to_le_bytes());
+                bytes.extend_from_slice(&end.to_le_bytes());
+            }
+            bytes.extend_from_slice(&(closed.len() as u16).to_le_bytes());
+            for (first, last) in closed {
+                bytes.extend_from_slice(&first.to_le_bytes());
+                bytes.extend_from_slice(&last.to_le_bytes());
+            }
+            bytes
+        };
+        let good = with_dates(3, &[(10, 12, 600, 840), (10, 12, 900, 960), (11, 11, 0, 60)], &[(5, 6), (8, 8)]);
+        assert!(Calendar::decode(&good).is_some());
+        assert!(Calendar::decode(&good[..good.len() - 1]).is_none(), "short");
+        assert!(Calendar::decode(&[good.as_slice(), &[0]].concat()).is_none(), "long");
+        assert!(Calendar::decode(&with_dates(2, &[], &[(5, 6)])).is_some());
+        assert!(Calendar::decode(&with_dates(0, &[], &[(5, 6)])).is_none(), "dates without the flag");
+        assert!(Calendar::decode(&with_dates(2, &[], &[])).is_none(), "the flag without dates");
+        assert!(Calendar::decode(&with_dates(2, &[(12, 10, 600, 840)], &[])).is_none(), "dates reversed");
+        assert!(Calendar::decode(&with_dates(2, &[(10, 10, 600, 600)], &[])).is_none(), "empty");
+        assert!(Calendar::decode(&with_dates(2, &[(10, 10, 600, 1441)], &[])).is_none(), "past 24:00");
+        assert!(Calendar::decode(&with_dates(2, &[(11, 11, 0, 60), (10, 12, 0, 60)], &[])).is_none(), "unsorted");
+        assert!(Calendar::decode(&with_dates(2, &[(10, 10, 0, 60), (10, 10, 0, 60)], &[])).is_none(), "repeated");
+        assert!(Calendar::decode(&with_dates(2, &[], &[(6, 5)])).is_none(), "closure reversed");
+        assert!(Calendar::decode(&with_dates(2, &[], &[(5, 6), (7, 8)])).is_none(), "touching, not merged");
+        assert!(Calendar::decode(&with_dates(2, &[], &[(7, 8), (5, 5)])).is_none(), "closures unsorted");
         assert!(Calendar::decode(&calendar(0, &[(7, 0, 60)])).is_none(), "weekday");
         assert!(Calendar::decode(&calendar(0, &[(0, 60, 60)])).is_none(), "empty");
         assert!(Calendar::decode(&calendar(0, &[(0, 0, 1441)])).is_none(), "past 24:00");
@@ -504,6 +622,25 @@ mod tests {
         assert_eq!(calendar.contains(&table, 1_616_893_200 * NANOS_PER_SECOND, sunday), Ok(false));
         assert_eq!(calendar.contains(&table, 1_616_893_200 * NANOS_PER_SECOND, None), Err(TimeError::HolidaysMissing));
         assert_eq!(calendar.contains(&table, 0, Some(&[])), Err(TimeError::OutsideTable));
+        // The same hours, Saturday 2021-03-27 opened 10:00-11:00 and Sunday 2021-03-28 closed.
+        let (saturday, sunday_number) = (before.day_number as i32 - 1, before.day_number as i32);
+        let mut dated_bytes = calendar_bytes.to_vec();
+        dated_bytes[0] = 3;
+        dated_bytes.extend_from_slice(&1u16.to_le_bytes());
+        for word in [saturday, saturday] {
+            dated_bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        dated_bytes.extend_from_slice(&[88, 2, 148, 2]);
+        dated_bytes.extend_from_slice(&1u16.to_le_bytes());
+        for word in [sunday_number, sunday_number] {
+            dated_bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        let dated = Calendar::decode(&dated_bytes).unwrap();
+        // Saturday 10:30 CET is 09:30Z; Sunday 03:00 CEST is the instant of the change.
+        let saturday_10_30 = (1_616_893_200 - 15 * 3600 - 1800) * NANOS_PER_SECOND;
+        assert_eq!(dated.contains(&table, saturday_10_30, Some(&[])), Ok(true));
+        assert_eq!(calendar.contains(&table, saturday_10_30, Some(&[])), Ok(false));
+        assert_eq!(dated.contains(&table, 1_616_893_200 * NANOS_PER_SECOND, Some(&[])), Ok(false), "closed");
         assert_eq!(parse_date(b"2021-02-29"), None);
         assert_eq!(parse_date(b"1970-01-01"), Some(0));
         assert_eq!(nanos_between(1, i128::from(i64::MAX) + 2), None);

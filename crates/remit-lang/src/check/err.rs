@@ -681,6 +681,13 @@ pub fn calendar_hours(message: &str, span: Span) -> Diagnostic {
         .help("hours are `HH:MM-HH:MM` from 00:00 to 24:00; an end before the start runs past midnight")
 }
 
+pub fn calendar_date(message: &str, label: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::calendar-date", message.to_string()).label(span, label.to_string()).help(
+        "dates are local dates in the calendar's zone, `YYYY-MM-DD` (`2026-12-24`); a range `FIRST..LAST` includes \
+         both and does not end before it starts",
+    )
+}
+
 pub fn unknown_calendar(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
     let d = Diagnostic::error("remit::unknown-calendar", format!("calendar `{name}` is not declared"))
         .label(span, "undeclared calendar");

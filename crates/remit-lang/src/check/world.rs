@@ -168,11 +168,55 @@ impl Checker<'_> {
                     }
                 }
             }
+            for dated in &c.dated {
+                for range in &dated.dates {
+                    let Some((first, last)) = self.calendar_dates(range) else {
+                        ok = false;
+                        continue;
+                    };
+                    for &(start, end, span) in &dated.times {
+                        if let Err(e) = calendar.add_dated(first, last, start, end) {
+                            self.error(err::calendar_hours(&e.to_string(), span));
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+            }
+            for range in &c.closed {
+                match self.calendar_dates(range) {
+                    Some((first, last)) => calendar.close(first, last).expect("checked by calendar_dates"),
+                    None => ok = false,
+                }
+            }
             if ok {
                 let def = ir::CalendarDef { name: c.name.text.clone(), calendar, table, span: c.name.span };
                 self.world.calendars.insert(c.name.text.clone(), def);
             }
         }
+    }
+
+    /// The local dates a calendar line writes (`2026-12-24`, `2026-12-27..2027-01-03`), or `None` after saying
+    /// what is wrong: a text that is not a date, or a range that ends before it starts.
+    fn calendar_dates(
+        &mut self,
+        range: &crate::syntax::ast::DateRangeText,
+    ) -> Option<(time::LocalDate, time::LocalDate)> {
+        let mut parsed = Vec::with_capacity(2);
+        for text in std::iter::once(&range.first).chain(range.last.as_ref()) {
+            let Some(date) = time::LocalDate::parse(text) else {
+                self.error(err::calendar_date(&format!("`{text}` is not a date"), "no such day", range.span));
+                return None;
+            };
+            parsed.push(date);
+        }
+        let (first, last) = (parsed[0], *parsed.last().expect("a date"));
+        // An empty calendar reports what `add_dated` and `close` would refuse, for the range alone.
+        if let Err(e) = time::Calendar::new("", false).close(first, last) {
+            self.error(err::calendar_date(&e.to_string(), "not a range of dates", range.span));
+            return None;
+        }
+        Some((first, last))
     }
 
     /// Cuts each calendar's zone table to the instants the mandates that read it can be asked about: from the

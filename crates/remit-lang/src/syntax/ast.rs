@@ -43,7 +43,27 @@ pub struct CalendarDecl {
     pub zone: (String, Span),
     /// Each `DAYS TIMES` line: the weekdays (`mon..fri` expanded) and the clock ranges in minutes of the day.
     pub hours: Vec<CalendarHours>,
+    /// Each `DATES TIMES` line: local dates (single or ranges) and the clock ranges.
+    pub dated: Vec<CalendarDated>,
+    /// The dates of `closed on …` lines, as written (the checker says which are not dates).
+    pub closed: Vec<DateRangeText>,
     pub closed_on_holidays: bool,
+}
+
+/// A date or a range of dates as written in a calendar (`2026-12-24`, `2026-12-27..2027-01-03`): `YYYY-MM-DD`
+/// texts, `last` absent for a single date.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DateRangeText {
+    pub first: String,
+    pub last: Option<String>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalendarDated {
+    pub dates: Vec<DateRangeText>,
+    /// `(start, end)` minutes of the day as written (`24:00` is 1440), each with its span.
+    pub times: Vec<(u16, u16, Span)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

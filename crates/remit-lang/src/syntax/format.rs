@@ -376,8 +376,8 @@ mod tests {
     #[test]
     fn calendar_lines_are_items() {
         // `09:00-17:00` is one token; a dash written apart stays apart (the formatter changes no token).
-        let source = "calendar c in \"Europe/Berlin\" {\n mon..fri 09:00-17:00, 18:00 - 19:00\n  sat,sun 10:00-12:00\nclosed  on holidays\n}\n";
-        let expected = "calendar c in \"Europe/Berlin\" {\n  mon..fri 09:00-17:00, 18:00 - 19:00\n  sat, sun 10:00-12:00\n  closed on holidays\n}\n";
+        let source = "calendar c in \"Europe/Berlin\" {\n mon..fri 09:00-17:00, 18:00 - 19:00\n  sat,sun 10:00-12:00\n 2026-12-27..2027-01-03   10:00-14:00,15:00-16:00\nclosed  on holidays,2026-12-25, 2026-12-31..2027-01-01\n}\n";
+        let expected = "calendar c in \"Europe/Berlin\" {\n  mon..fri 09:00-17:00, 18:00 - 19:00\n  sat, sun 10:00-12:00\n  2026-12-27..2027-01-03 10:00-14:00, 15:00-16:00\n  closed on holidays, 2026-12-25, 2026-12-31..2027-01-01\n}\n";
         assert_eq!(format(source).unwrap(), expected);
     }
 

@@ -176,9 +176,11 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         Rule::term => "a term (`principal`, `subject`, `resource`, an attribute or a string)",
         Rule::entity_attr => "an attribute `name: type`",
         Rule::source => "`from data` or `from properties`",
-        Rule::calendar_hours | Rule::calendar_holidays => {
-            "opening hours (`mon..fri 09:00-17:00`), `closed on holidays` or `}`"
+        Rule::calendar_hours | Rule::calendar_dated | Rule::calendar_closed => {
+            "opening hours (`mon..fri 09:00-17:00`, `2026-12-24 09:00-12:00`), `closed on holidays` or `}`"
         }
+        Rule::date_range | Rule::date => "a date `YYYY-MM-DD`",
+        Rule::holidays => "`holidays`",
         Rule::weekday => "a weekday (`mon` … `sun`)",
         Rule::clock_range => "hours `HH:MM-HH:MM`",
         Rule::outcome => "`deny` or `escalate`",
@@ -231,6 +233,21 @@ impl Lower {
         let mut span = self.span(pair);
         span.end = span.start + significant_len(pair.as_str()) as u32;
         span
+    }
+
+    /// `2026-12-24` or `2026-12-27..2027-01-03`, as written.
+    fn date_range(&self, pair: Pair<'_, Rule>) -> DateRangeText {
+        let span = self.tight_span(&pair);
+        let mut dates = pair.into_inner().map(|d| d.as_str().to_string());
+        let first = dates.next().expect("a date");
+        DateRangeText { first, last: dates.next(), span }
+    }
+
+    /// `HH:MM-HH:MM` as minutes of the day, with its span.
+    fn clock_range(&self, pair: Pair<'_, Rule>) -> (u16, u16, Span) {
+        let span = self.span(&pair);
+        let mut clocks = pair.into_inner().map(|c| clock_minutes(c.as_str()));
+        (clocks.next().expect("start"), clocks.next().expect("end"), span)
     }
 
     fn name(&self, pair: Pair<'_, Rule>) -> Name {
@@ -355,16 +372,43 @@ impl Lower {
                 let name = self.name(inner.next().expect("calendar name"));
                 let _ = inner.next(); // `in`
                 let zone = self.string(inner.next().expect("zone"));
-                let mut decl = CalendarDecl { name, zone, hours: Vec::new(), closed_on_holidays: false };
+                let mut decl = CalendarDecl {
+                    name,
+                    zone,
+                    hours: Vec::new(),
+                    dated: Vec::new(),
+                    closed: Vec::new(),
+                    closed_on_holidays: false,
+                };
                 for item in inner {
-                    if item.as_rule() == Rule::calendar_holidays {
-                        decl.closed_on_holidays = true;
-                        continue;
-                    }
-                    let mut hours = CalendarHours { days: Vec::new(), times: Vec::new() };
-                    for part in item.into_inner() {
-                        match part.as_rule() {
-                            Rule::weekday_range => {
+                    match item.as_rule() {
+                        Rule::calendar_closed => {
+                            for part in item.into_inner() {
+                                if part.as_rule() == Rule::holidays {
+                                    decl.closed_on_holidays = true;
+                                } else {
+                                    decl.closed.push(self.date_range(part));
+                                }
+                            }
+                        }
+                        Rule::calendar_dated => {
+                            let mut dated = CalendarDated { dates: Vec::new(), times: Vec::new() };
+                            for part in item.into_inner() {
+                                if part.as_rule() == Rule::date_range {
+                                    dated.dates.push(self.date_range(part));
+                                } else {
+                                    dated.times.push(self.clock_range(part));
+                                }
+                            }
+                            decl.dated.push(dated);
+                        }
+                        _ => {
+                            let mut hours = CalendarHours { days: Vec::new(), times: Vec::new() };
+                            for part in item.into_inner() {
+                                if part.as_rule() != Rule::weekday_range {
+                                    hours.times.push(self.clock_range(part));
+                                    continue;
+                                }
                                 let names: Vec<u8> = part.into_inner().map(|d| weekday_index(d.as_str())).collect();
                                 let (first, last) = (names[0], *names.last().expect("a weekday"));
                                 let mut day = first;
@@ -376,16 +420,9 @@ impl Lower {
                                     day = (day + 1) % 7;
                                 }
                             }
-                            _ => {
-                                let span = self.span(&part);
-                                let mut clocks = part.into_inner().map(|c| clock_minutes(c.as_str()));
-                                let start = clocks.next().expect("start");
-                                let end = clocks.next().expect("end");
-                                hours.times.push((start, end, span));
-                            }
+                            decl.hours.push(hours);
                         }
                     }
-                    decl.hours.push(hours);
                 }
                 Decl::Calendar(decl)
             }

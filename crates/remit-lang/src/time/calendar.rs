@@ -19,6 +19,14 @@
 //! whose own local date is a holiday is outside the calendar: the part of `fri 22:00-02:00` after midnight is
 //! closed when the Saturday is a holiday, whatever the Friday is.
 //!
+//! **Dates.** A calendar may also open on local dates (`2026-12-24 09:00-12:00`, `2026-12-27..2027-01-03
+//! 10:00-14:00`: every date of the range, both ends included), read like a weekday line on those dates only, and
+//! close on local dates (`closed on 2026-12-25, 2026-12-31..2027-01-01`). An instant is in the calendar when its
+//! reading falls in a weekday line's or a dated line's hours and its own local date is neither closed nor a holiday:
+//! a closure wins over every opening, dated or not. A dated line's hours that cross midnight go on into the day after
+//! each of its dates, as a weekday line's do (`2026-12-31 22:00-02:00` holds 2027-01-01 01:00), and so a closure of
+//! that next day closes them.
+//!
 //! Holidays are local dates (in the calendar's zone) supplied at decision time, as a data set: the module carries no
 //! list. A calendar closed on holidays without that data is unevaluable, whatever the instant (the data's absence
 //! is a configuration fault, reported the same way at every hour).
@@ -67,6 +75,58 @@ impl fmt::Display for WeeklyInterval {
     }
 }
 
+/// `[start_minute, end_minute)` on every local date from `first` to `last` (both included); `start_minute <
+/// end_minute <=` [`MINUTES_PER_DAY`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DatedInterval {
+    pub first: LocalDate,
+    pub last: LocalDate,
+    pub start_minute: u16,
+    pub end_minute: u16,
+}
+
+impl DatedInterval {
+    fn holds(&self, date: LocalDate, minute: u16) -> bool {
+        self.first <= date && date <= self.last && self.start_minute <= minute && minute < self.end_minute
+    }
+}
+
+impl fmt::Display for DatedInterval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hm = |m: u16| format!("{:02}:{:02}", m / 60, m % 60);
+        write!(
+            f,
+            "{} {}-{}",
+            DateRange { first: self.first, last: self.last },
+            hm(self.start_minute),
+            hm(self.end_minute)
+        )
+    }
+}
+
+/// The local dates from `first` to `last`, both included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DateRange {
+    pub first: LocalDate,
+    pub last: LocalDate,
+}
+
+impl DateRange {
+    fn holds(&self, date: LocalDate) -> bool {
+        self.first <= date && date <= self.last
+    }
+}
+
+impl fmt::Display for DateRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}..{}", self.first, self.last)
+        }
+    }
+}
+
 /// Why an interval cannot be added to a calendar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CalendarError {
@@ -74,6 +134,10 @@ pub enum CalendarError {
     BadTime { minute: u16 },
     /// Start and end are the same time: empty, or a whole day? The policy says which (`00:00-24:00`).
     Empty { minute: u16 },
+    /// A range of dates that ends before it starts.
+    DatesReversed { first: LocalDate, last: LocalDate },
+    /// A date past what the image encodes (day numbers of `i32`) or whose next day is not a date.
+    DateOutOfRange { date: LocalDate },
 }
 
 impl fmt::Display for CalendarError {
@@ -86,6 +150,10 @@ impl fmt::Display for CalendarError {
                 "an interval from `{0}` to `{0}` is ambiguous: write `00:00-24:00` for a whole day",
                 hm(*minute)
             ),
+            CalendarError::DatesReversed { first, last } => {
+                write!(f, "the range of dates `{first}..{last}` ends before it starts")
+            }
+            CalendarError::DateOutOfRange { date } => write!(f, "`{date}` is outside the dates a calendar can hold"),
         }
     }
 }
@@ -100,12 +168,23 @@ pub struct Calendar {
     /// Sorted by weekday then start; on one weekday, disjoint and not touching (touching ones are merged), so that
     /// two calendars holding the same instants have the same intervals and the same bytes.
     intervals: Vec<WeeklyInterval>,
+    /// The dated lines' intervals, split at midnight as the weekly ones; sorted, without duplicates (ranges of
+    /// dates are kept as written, not merged).
+    dated: Vec<DatedInterval>,
+    /// The closed dates: sorted, disjoint and not touching (touching ranges are merged).
+    closed: Vec<DateRange>,
 }
 
 impl Calendar {
     /// An empty calendar (no instant is in it) in the zone named `zone` (checked by [`ZoneTable::new`]).
     pub fn new(zone: &str, closed_on_holidays: bool) -> Calendar {
-        Calendar { zone: zone.to_string(), closed_on_holidays, intervals: Vec::new() }
+        Calendar {
+            zone: zone.to_string(),
+            closed_on_holidays,
+            intervals: Vec::new(),
+            dated: Vec::new(),
+            closed: Vec::new(),
+        }
     }
 
     /// Adds `weekday start-end` (minutes since local midnight; `end` 1440 is `24:00`, and an `end` not after
@@ -129,6 +208,58 @@ impl Calendar {
             }
         }
         self.normalize();
+        Ok(())
+    }
+
+    /// Adds `first..last start-end`: the hours on every date of the range (both included), read as
+    /// [`Calendar::add`] reads them; hours that cross midnight go on into the day after each date.
+    pub fn add_dated(
+        &mut self,
+        first: LocalDate,
+        last: LocalDate,
+        start_minute: u16,
+        end_minute: u16,
+    ) -> Result<(), CalendarError> {
+        check_dates(first, last)?;
+        if start_minute >= MINUTES_PER_DAY {
+            return Err(CalendarError::BadTime { minute: start_minute });
+        }
+        if end_minute > MINUTES_PER_DAY {
+            return Err(CalendarError::BadTime { minute: end_minute });
+        }
+        if start_minute == end_minute {
+            return Err(CalendarError::Empty { minute: start_minute });
+        }
+        if start_minute < end_minute {
+            self.dated.push(DatedInterval { first, last, start_minute, end_minute });
+        } else {
+            self.dated.push(DatedInterval { first, last, start_minute, end_minute: MINUTES_PER_DAY });
+            if end_minute > 0 {
+                // `check_dates` made sure the next days are dates.
+                let next = |d: LocalDate| LocalDate::from_day_number(d.day_number() + 1).expect("checked");
+                self.dated.push(DatedInterval { first: next(first), last: next(last), start_minute: 0, end_minute });
+            }
+        }
+        self.dated.sort();
+        self.dated.dedup();
+        Ok(())
+    }
+
+    /// Closes the local dates `first..last` (both included), whatever opens them.
+    pub fn close(&mut self, first: LocalDate, last: LocalDate) -> Result<(), CalendarError> {
+        check_dates(first, last)?;
+        self.closed.push(DateRange { first, last });
+        self.closed.sort();
+        let mut merged: Vec<DateRange> = Vec::with_capacity(self.closed.len());
+        for range in self.closed.drain(..) {
+            match merged.last_mut() {
+                Some(previous) if range.first.day_number() <= previous.last.day_number() + 1 => {
+                    previous.last = previous.last.max(range.last);
+                }
+                _ => merged.push(range),
+            }
+        }
+        self.closed = merged;
         Ok(())
     }
 
@@ -159,6 +290,14 @@ impl Calendar {
         &self.intervals
     }
 
+    pub fn dated(&self) -> &[DatedInterval] {
+        &self.dated
+    }
+
+    pub fn closed(&self) -> &[DateRange] {
+        &self.closed
+    }
+
     /// Whether the instant (nanoseconds since the Unix epoch) is in the calendar, read through `table` (the
     /// calendar's zone). `holidays`: the holiday data set's local dates, sorted; needed only when the calendar is
     /// closed on holidays. Unevaluable (`Err`) outside the table's window, or without holidays it needs.
@@ -186,8 +325,12 @@ impl Calendar {
                 Some(false) => {}
             }
         }
+        if self.closed.iter().any(|range| range.holds(parts.date)) {
+            return Ok(false);
+        }
         let minute = parts.minute_of_day();
-        Ok(self.intervals.iter().any(|interval| interval.holds(parts.weekday, minute)))
+        Ok(self.intervals.iter().any(|interval| interval.holds(parts.weekday, minute))
+            || self.dated.iter().any(|interval| interval.holds(parts.date, minute)))
     }
 
     /// The calendar's canonical bytes, little-endian (the image format around them carries the version; the zone
@@ -195,23 +338,61 @@ impl Calendar {
     ///
     /// | bytes | what |
     /// |---|---|
-    /// | `u8` | flags: bit 0 closed on holidays; the others 0 |
+    /// | `u8` | flags: bit 0 closed on holidays, bit 1 dates follow; the others 0 |
     /// | `u16` | `n`, the number of intervals |
     /// | `n` × (`u8`, `u16`, `u16`) | weekday (0 Monday … 6 Sunday), start and end minute |
+    /// | with bit 1: `u16` | `d`, the number of dated intervals |
+    /// | `d` × (`i32`, `i32`, `u16`, `u16`) | first and last date (days since 1970-01-01), start and end minute |
+    /// | with bit 1: `u16` | `c`, the number of closed ranges |
+    /// | `c` × (`i32`, `i32`) | first and last closed date (days since 1970-01-01) |
     ///
     /// Canonical: sorted by weekday then start; `start < end <= 1440`; on one weekday, each interval ends before the
-    /// next starts. `remit_rt::time::Calendar::decode` reads it and refuses anything else.
+    /// next starts; dated intervals with `first <= last` and `start < end <= 1440`, strictly increasing as (first,
+    /// last, start, end); closed ranges with `first <= last`, each starting more than a day after the previous one
+    /// ends; bit 1 set exactly when there are dated intervals or closed ranges (so a calendar without dates encodes
+    /// as it did before dates existed). `remit_rt::time::Calendar::decode` reads it and refuses anything else.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(3 + 5 * self.intervals.len());
-        out.push(u8::from(self.closed_on_holidays));
+        let with_dates = !self.dated.is_empty() || !self.closed.is_empty();
+        let mut out = Vec::with_capacity(7 + 5 * self.intervals.len() + 12 * self.dated.len() + 8 * self.closed.len());
+        out.push(u8::from(self.closed_on_holidays) | (u8::from(with_dates) << 1));
         out.extend_from_slice(&(self.intervals.len() as u16).to_le_bytes());
         for interval in &self.intervals {
             out.push(interval.weekday.index());
             out.extend_from_slice(&interval.start_minute.to_le_bytes());
             out.extend_from_slice(&interval.end_minute.to_le_bytes());
         }
+        if with_dates {
+            let day = |date: LocalDate| (date.day_number() as i32).to_le_bytes();
+            out.extend_from_slice(&(self.dated.len() as u16).to_le_bytes());
+            for interval in &self.dated {
+                out.extend_from_slice(&day(interval.first));
+                out.extend_from_slice(&day(interval.last));
+                out.extend_from_slice(&interval.start_minute.to_le_bytes());
+                out.extend_from_slice(&interval.end_minute.to_le_bytes());
+            }
+            out.extend_from_slice(&(self.closed.len() as u16).to_le_bytes());
+            for range in &self.closed {
+                out.extend_from_slice(&day(range.first));
+                out.extend_from_slice(&day(range.last));
+            }
+        }
         out
     }
+}
+
+/// A range of dates a calendar can hold: in order, and each date and the day after it a day number of `i32` (the
+/// encoding's; years 0000 to 9999 are far inside).
+fn check_dates(first: LocalDate, last: LocalDate) -> Result<(), CalendarError> {
+    for date in [first, last] {
+        let day = date.day_number();
+        if i32::try_from(day + 1).is_err() || i32::try_from(day).is_err() {
+            return Err(CalendarError::DateOutOfRange { date });
+        }
+    }
+    if last < first {
+        return Err(CalendarError::DatesReversed { first, last });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -325,5 +506,61 @@ mod tests {
         assert_eq!(late.contains(&table, instant("2026-06-05T21:00:00Z"), Some(&saturday)), Ok(true));
         assert_eq!(late.contains(&table, instant("2026-06-05T23:00:00Z"), Some(&saturday)), Ok(false));
         assert_eq!(late.contains(&table, instant("2026-06-05T23:00:00Z"), Some(&[])), Ok(true));
+    }
+
+    #[test]
+    fn dated_lines_and_closures() {
+        let table = ZoneTable::new("Europe/Berlin", None, None).unwrap();
+        let date = |text: &str| LocalDate::parse(text).unwrap();
+        let mut calendar = business_hours(false);
+        // Sunday 2026-12-27 to Sunday 2027-01-03, 10:00-14:00; Thursday 2026-12-31 also 22:00-02:00.
+        calendar.add_dated(date("2026-12-27"), date("2027-01-03"), 10 * H, 14 * H).unwrap();
+        calendar.add_dated(date("2026-12-31"), date("2026-12-31"), 22 * H, 2 * H).unwrap();
+        calendar.close(date("2026-12-25"), date("2026-12-25")).unwrap();
+        calendar.close(date("2026-12-31"), date("2027-01-01")).unwrap();
+        calendar.close(date("2026-12-26"), date("2026-12-26")).unwrap();
+        let shown: Vec<String> = calendar.dated().iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["2026-12-27..2027-01-03 10:00-14:00", "2026-12-31 22:00-24:00", "2027-01-01 00:00-02:00"]);
+        let closed: Vec<String> = calendar.closed().iter().map(ToString::to_string).collect();
+        assert_eq!(closed, ["2026-12-25..2026-12-26", "2026-12-31..2027-01-01"], "touching ranges merge");
+        let at = |text: &str| calendar.contains(&table, instant(text), None);
+        assert_eq!(at("2026-12-27T10:00:00Z"), Ok(true), "Sunday 11:00, a dated opening");
+        assert_eq!(at("2026-12-27T13:00:00Z"), Ok(false), "Sunday 14:00: the end is excluded");
+        assert_eq!(at("2026-12-20T10:00:00Z"), Ok(false), "another Sunday");
+        assert_eq!(at("2026-12-28T08:30:00Z"), Ok(true), "Monday 09:30, the weekly hours");
+        assert_eq!(at("2026-12-25T10:00:00Z"), Ok(false), "Friday, closed");
+        assert_eq!(at("2026-12-31T10:00:00Z"), Ok(false), "a closure wins over both openings");
+        assert_eq!(at("2026-12-31T22:00:00Z"), Ok(false), "past midnight into a closed day");
+        assert_eq!(at("2027-01-02T10:00:00Z"), Ok(true), "Saturday in the range across the year end");
+        assert_eq!(at("2027-01-04T10:00:00Z"), Ok(true), "Monday after it: the weekly hours");
+        assert_eq!(at("2027-01-03T13:59:59Z"), Ok(false), "Sunday 14:59:59, past the range's hours");
+        let bytes = calendar.encode();
+        assert_eq!(bytes[0], 2, "bit 1: dates follow");
+        assert_eq!(bytes.len(), 3 + 5 * 5 + 2 + 12 * 3 + 2 + 8 * 2);
+        assert_eq!(business_hours(true).encode()[0], 1, "without dates, the encoding from before dates");
+        assert_eq!(
+            calendar.add_dated(date("2027-01-03"), date("2026-12-27"), 10 * H, 14 * H),
+            Err(CalendarError::DatesReversed { first: date("2027-01-03"), last: date("2026-12-27") })
+        );
+        assert_eq!(
+            calendar.close(date("2027-01-03"), date("2026-12-27")),
+            Err(CalendarError::DatesReversed { first: date("2027-01-03"), last: date("2026-12-27") })
+        );
+        assert_eq!(
+            calendar.add_dated(date("2026-12-24"), date("2026-12-24"), 9 * H, 9 * H),
+            Err(CalendarError::Empty { minute: 9 * H })
+        );
+    }
+
+    #[test]
+    fn a_dated_line_in_the_skipped_hour_holds_nothing() {
+        let table = ZoneTable::new("Europe/Berlin", None, None).unwrap();
+        let mut calendar = Calendar::new("Europe/Berlin", false);
+        let day = LocalDate::new(2026, 3, 29).unwrap();
+        calendar.add_dated(day, day, 2 * H, 3 * H).unwrap();
+        assert_eq!(real_minutes_inside(&calendar, &table, "2026-03-28T22:00:00Z", "2026-03-29T22:00:00Z"), 0);
+        let day = LocalDate::new(2026, 10, 25).unwrap();
+        calendar.add_dated(day, day, 2 * H, 3 * H).unwrap();
+        assert_eq!(real_minutes_inside(&calendar, &table, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z"), 120);
     }
 }

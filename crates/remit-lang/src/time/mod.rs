@@ -16,7 +16,7 @@
 mod calendar;
 mod zone;
 
-pub use calendar::{parse_clock, Calendar, CalendarError, WeeklyInterval, MINUTES_PER_DAY};
+pub use calendar::{parse_clock, Calendar, CalendarError, DateRange, DatedInterval, WeeklyInterval, MINUTES_PER_DAY};
 pub use zone::{
     tzdb_version, zone_names, Segment, ZoneError, ZoneTable, DEFAULT_FROM, DEFAULT_UNTIL, MAX_OFFSET_SECONDS,
 };

@@ -146,6 +146,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             principal: &mut principal_properties,
             resource_id: &mut resource,
         };
+        let mut calendar_wants: Vec<(Attr, String, bool)> = Vec::new();
         for (_, var) in vars.iter() {
             let Var::Present(attr) = var else { continue };
             if !present(attr) {
@@ -185,27 +186,11 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                         slots.set(set, if wanted { json!([item_json]) } else { json!([]) });
                     }
                 }
-                // `t in CALENDAR`: the first whole hour from the model's `now` on (two weeks at most) that is in the
-                // calendar, or out of it, as the model chose; no holidays (an empty list, when the calendar needs one).
+                // `t in CALENDAR`: gathered per instant and placed below, so that an instant two calendars ask about
+                // is searched for once, against both.
                 Attr::InCalendar(name, instant) => {
                     let Some(def) = program.calendars.get(name) else { continue };
-                    let start = match slots.get(instant).and_then(|j| j.as_str().and_then(crate::value::parse_instant))
-                    {
-                        Some(t) if **instant != Attr::Now => t,
-                        _ => model_now,
-                    };
-                    let hour = 3600 * NANOS_PER_SECOND;
-                    let start = start - start.rem_euclid(hour);
-                    let found = (0..14 * 24)
-                        .map(|h| start + h * hour)
-                        .find(|&t| def.calendar.contains(&def.table, t, Some(&[])) == Ok(wanted));
-                    if let Some(t) = found {
-                        if **instant == Attr::Now {
-                            now_override = Some(t);
-                        } else {
-                            slots.set(instant, json!(format_instant(t)));
-                        }
-                    }
+                    calendar_wants.push(((**instant).clone(), name.clone(), wanted));
                     if def.calendar.closed_on_holidays() {
                         holidays.insert(name.clone(), json!([]));
                     }
@@ -225,6 +210,31 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                     slots.set(earlier, json!(format_instant(at - i128::from(between) * NANOS_PER_SECOND)));
                 }
                 _ => {}
+            }
+        }
+        // Each instant a calendar atom reads: the first candidate that every calendar asking about it answers as the
+        // model chose, without holidays (an empty list where a calendar needs one).
+        let instants: BTreeSet<Attr> = calendar_wants.iter().map(|(instant, _, _)| instant.clone()).collect();
+        for instant in instants {
+            let wants: Vec<(&crate::ir::CalendarDef, bool)> = calendar_wants
+                .iter()
+                .filter(|(at, _, _)| *at == instant)
+                .filter_map(|(_, name, wanted)| Some((program.calendars.get(name)?, *wanted)))
+                .collect();
+            let start = match slots.get(&instant).and_then(|j| j.as_str().and_then(crate::value::parse_instant)) {
+                Some(t) if instant != Attr::Now => t,
+                _ => model_now,
+            };
+            let defs: Vec<&crate::ir::CalendarDef> = wants.iter().map(|(def, _)| *def).collect();
+            let found = calendar_candidates(start, &defs).find(|&t| {
+                wants.iter().all(|(def, wanted)| def.calendar.contains(&def.table, t, Some(&[])) == Ok(*wanted))
+            });
+            if let Some(t) = found {
+                if instant == Attr::Now {
+                    now_override = Some(t);
+                } else {
+                    slots.set(&instant, json!(format_instant(t)));
+                }
             }
         }
     }
@@ -593,4 +603,38 @@ impl Scratch {
 /// Confirms a narrowing counterexample on a copy of `program` (for tests and tools; the check reuses one copy).
 pub fn confirm(program: &Program, child: MandateId, request: &Json) -> Option<Confirmation> {
     Scratch::new(program).confirm(child, request)
+}
+
+/// Instants to try for a calendar atom, in order: every whole hour of the two weeks from `start` (the weekly hours
+/// repeat within them), then around each date the calendars name — the hours of the day before, the date and the
+/// day after (local midnight is within a day of UTC midnight), and the exact starts of the dated hours — so that an
+/// opening or a closure on one date, however far from `start`, is found.
+fn calendar_candidates(start: i128, defs: &[&crate::ir::CalendarDef]) -> impl Iterator<Item = i128> {
+    let hour = 3600 * NANOS_PER_SECOND;
+    let start = start - start.rem_euclid(hour);
+    let mut dated: Vec<i128> = Vec::new();
+    for def in defs {
+        let mut days: Vec<(i64, Vec<u16>)> = Vec::new();
+        for interval in def.calendar.dated() {
+            for date in [interval.first, interval.last] {
+                days.push((date.day_number(), vec![interval.start_minute, interval.end_minute.saturating_sub(1)]));
+            }
+        }
+        for range in def.calendar.closed() {
+            days.push((range.first.day_number(), Vec::new()));
+            days.push((range.last.day_number(), Vec::new()));
+        }
+        for (day, minutes) in days {
+            let midnight = i128::from(day) * 86_400 * NANOS_PER_SECOND;
+            dated.extend((-24..48).map(|h| midnight + h * hour));
+            for minute in minutes {
+                let local = midnight + i128::from(minute) * 60 * NANOS_PER_SECOND;
+                // The offset in force near that reading; a reading in a skipped hour is no instant, and is not found.
+                if let Some(parts) = def.table.local_parts(local) {
+                    dated.push(local - i128::from(parts.offset_seconds) * NANOS_PER_SECOND);
+                }
+            }
+        }
+    }
+    (0..14 * 24).map(move |h| start + h * hour).chain(dated)
 }
