@@ -981,6 +981,25 @@ fn remit_serve_refuses_a_database_it_cannot_verify() {
     let out = serve(&wrong).output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && said.contains("not issued by a root of `sslrootcert="), "{said}");
+    // `remit mcp-proxy` opens its store as `remit serve` does: the same refusal, and with the right root it makes
+    // its store in the database (here `remit`, empty until then) and ends with its agent's input.
+    let mcp_proxy = |url: &str| {
+        let policy = support::root().join("tests/mcp/filesystem");
+        Command::new(support::remit_bin())
+            .args(["mcp-proxy", "--policy", policy.to_str().unwrap(), "--subject", "agent:coder", "--store", url])
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = mcp_proxy(&wrong);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("not issued by a root of `sslrootcert="), "{said}");
+    assert_eq!(server.query("SELECT count(*) FROM pg_tables WHERE tablename = 'remit_schema'"), "0");
+    let proxied = format!("{}?sslmode=verify-full&sslrootcert={root}", server.url());
+    let out = mcp_proxy(&proxied);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.query("SELECT count(*) FROM pg_tables WHERE tablename = 'remit_schema'"), "1");
 
     let served = Served::start(serve(&url).stderr(Stdio::null()));
     let ready = || request("GET", &format!("{}/ready", served.url), &[], None).unwrap().status;
