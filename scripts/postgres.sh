@@ -4,11 +4,15 @@
 #
 #   scripts/postgres.sh install
 #       installs Debian's `postgresql` when its server binaries are missing (idempotent; scripts/test-deps.sh runs it).
-#   scripts/postgres.sh start [--owner PID] [--port PORT]
+#   scripts/postgres.sh start [--owner PID] [--port PORT] [--tls CERT KEY]
 #       makes a cluster in a new temporary folder, starts it on 127.0.0.1 (on PORT, else a free port) and prints two
 #       lines: the folder, then the URL of an empty database `remit` (user `remit`, password in the folder's
 #       `password` file, also in the URL). With `--owner PID`, a watcher stops the server and removes the folder
-#       when that process ends (a test killed before it could stop it leaves nothing running).
+#       when that process ends (a test killed before it could stop it leaves nothing running). With `--tls`, the
+#       server also speaks TLS (`ssl = on`) with the certificate chain CERT and the key KEY (PEM files; copied).
+#   scripts/postgres.sh certificate DIR CERT KEY
+#       replaces the TLS certificate and key of the server of DIR (started with `--tls`) and reloads it: new
+#       connections get the new certificate, established ones keep theirs.
 #   scripts/postgres.sh stop DIR
 #       stops the server of DIR (fast shutdown) and removes DIR.
 #   scripts/postgres.sh pause DIR / resume DIR
@@ -49,11 +53,12 @@ free_port() {
 }
 
 start() {
-  local owner="" port=""
+  local owner="" port="" tls_cert="" tls_key=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --owner) owner="$2"; shift 2 ;;
       --port) port="$2"; shift 2 ;;
+      --tls) tls_cert="$2"; tls_key="$3"; shift 3 ;;
       *) echo "postgres.sh: unknown option \`$1\`" >&2; exit 2 ;;
     esac
   done
@@ -78,6 +83,10 @@ fsync = off
 full_page_writes = off
 max_connections = 200
 EOF
+  if [ -n "$tls_cert" ]; then
+    install_certificate "$dir" "$tls_cert" "$tls_key"
+    printf "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n" >>"$dir/data/postgresql.conf"
+  fi
   local tries=0 started=""
   while [ $tries -lt 5 ] && [ -z "$started" ]; do
     tries=$((tries + 1))
@@ -109,6 +118,24 @@ stop() {
   rm -rf "$dir"
 }
 
+# Copies a certificate chain and its key into the cluster of DIR (the key readable by the server's user only, as
+# PostgreSQL demands).
+install_certificate() {
+  local dir="$1" cert="$2" key="$3"
+  [ -r "$cert" ] && [ -r "$key" ] || { echo "postgres.sh: cannot read \`$cert\` and \`$key\`" >&2; exit 1; }
+  cp "$cert" "$dir/data/server.crt"
+  cp "$key" "$dir/data/server.key"
+  chmod 600 "$dir/data/server.key"
+  [ "$(id -u)" = 0 ] && chown postgres "$dir/data/server.crt" "$dir/data/server.key"
+  return 0
+}
+
+certificate() {
+  local dir="${1:?postgres.sh certificate DIR CERT KEY}"
+  install_certificate "$dir" "${2:?postgres.sh certificate DIR CERT KEY}" "${3:?postgres.sh certificate DIR CERT KEY}"
+  as_server "$(bin_dir)/pg_ctl" -D "$dir/data" reload >/dev/null
+}
+
 pause() {
   local dir="${1:?postgres.sh pause DIR}"
   as_server "$(bin_dir)/pg_ctl" -D "$dir/data" -m immediate -w -t 30 stop >/dev/null
@@ -125,7 +152,8 @@ case "${1:-}" in
   start) shift; start "$@" ;;
   stop) stop "${2:-}" ;;
   pause) pause "${2:-}" ;;
+  certificate) certificate "${2:-}" "${3:-}" "${4:-}" ;;
   resume) resume "${2:-}" ;;
-  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] | stop DIR | pause DIR | resume DIR" >&2
+  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] [--tls CERT KEY] | stop DIR | pause DIR | resume DIR | certificate DIR CERT KEY" >&2
      exit 2 ;;
 esac

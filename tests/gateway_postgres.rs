@@ -5,6 +5,8 @@
 //! and coming back without a restart. The servers are real (scripts/postgres.sh, through tests/support/postgres.rs).
 
 mod support;
+#[path = "support/tls.rs"]
+mod tls;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1212,4 +1214,128 @@ fn a_database_with_one_chain_migrates_and_its_log_still_verifies() {
     let verified = audit::verify_chains(entries).unwrap();
     assert_eq!(verified.chains.len(), 3, "the old chain and a chain per replica: {verified:?}");
     assert_eq!(verified.chains[""], (3, hashes[2].clone()));
+}
+
+/// Whether the connections of the gateway named `writer` (its `application_name`) to `server` use TLS: `t` or `f`
+/// for each.
+fn tls_of(server: &Server, writer: &str) -> String {
+    server.query(&format!(
+        "SELECT DISTINCT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = '{writer}'"
+    ))
+}
+
+fn writer(name: &str) -> PostgresOptions {
+    PostgresOptions { pool_size: 2, writer: name.into(), ..PostgresOptions::default() }
+}
+
+/// TLS to PostgreSQL (the URL's `sslmode`): `verify-full` connects only to a server whose certificate leads to the
+/// root of `sslrootcert` and names the URL's host, and says which of the two failed; `require` encrypts whatever the
+/// certificate; no `sslmode` stays plain TCP; `verify-full` never falls back to plain TCP.
+#[test]
+fn tls_to_postgresql_verifies_the_chain_and_the_host_name() {
+    let dir = std::env::temp_dir().join(format!("remit-pg-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca, rogue) = (tls::TestCa::new("remit database CA"), tls::TestCa::new("someone else"));
+    let (certificate, key) = ca.server_files(&["127.0.0.1"], &dir);
+    let server = Server::start_tls(&certificate, &key);
+    let root = ca.write(&dir.join("root.pem"));
+    let wrong_root = rogue.write(&dir.join("rogue.pem"));
+    let url = server.database("tls");
+
+    let verified =
+        PostgresStore::connect(&format!("{url}?sslmode=verify-full&sslrootcert={root}"), None, &writer("full"))
+            .unwrap();
+    let gateway =
+        Gateway::new(policy_of(BUDGET), Arc::new(verified), Arc::new(remit_gateway::SystemClock), Config::default());
+    assert!(gateway.decide(&payment("op-tls")).allowed());
+    assert_eq!(tls_of(&server, "full"), "t", "verify-full connected over TLS");
+
+    let refused = |url: String| PostgresStore::connect(&url, None, &writer("refused")).unwrap_err().to_string();
+    let why = refused(format!("{url}?sslmode=verify-full&sslrootcert={wrong_root}"));
+    assert!(why.contains("not issued by a root of `sslrootcert=") && why.contains("sslmode=verify-full"), "{why}");
+    let localhost = url.replacen("@127.0.0.1:", "@localhost:", 1);
+    let why = refused(format!("{localhost}?sslmode=verify-full&sslrootcert={root}"));
+    assert!(why.contains("not valid for the URL's host `localhost`"), "{why}");
+    // The shared server speaks no TLS: verify-full does not fall back to plain TCP.
+    let why = refused(format!("{}?sslmode=verify-full&sslrootcert={root}", shared().database("tls_plain")));
+    assert!(why.contains("does not support TLS"), "{why}");
+
+    // require: encrypted, the certificate not checked (the rogue's root is no matter; none is given).
+    let required = PostgresStore::connect(&format!("{url}?sslmode=require"), None, &writer("require")).unwrap();
+    required.execute_raw("SELECT 1").unwrap();
+    assert_eq!(tls_of(&server, "require"), "t");
+    // No sslmode: plain TCP, as before TLS was built.
+    let plain = PostgresStore::connect(&url, None, &writer("plain")).unwrap();
+    plain.execute_raw("SELECT 1").unwrap();
+    assert_eq!(tls_of(&server, "plain"), "f");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `remit serve` with `sslmode=verify-full`: a database whose certificate stops being trusted (here: replaced by
+/// one of another authority, as a man in the middle would present) is unreachable — `/ready` 503, decisions denied
+/// `gateway.store-unavailable` — and the trusted certificate back, the same process decides again. A gateway
+/// started against an untrusted database does not start, and says why.
+#[test]
+fn remit_serve_refuses_a_database_it_cannot_verify() {
+    use remit_gateway::client::blocking::request;
+    use std::process::{Command, Stdio};
+    use support::served::Served;
+    let dir = std::env::temp_dir().join(format!("remit-pg-tls-serve-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("rogue")).unwrap();
+    let (ca, rogue) = (tls::TestCa::new("remit database CA"), tls::TestCa::new("someone else"));
+    let (certificate, key) = ca.server_files(&["127.0.0.1"], &dir);
+    let (rogue_certificate, rogue_key) = rogue.server_files(&["127.0.0.1"], &dir.join("rogue"));
+    let server = Server::start_tls(&certificate, &key);
+    let root = ca.write(&dir.join("root.pem"));
+    let url = format!("{}?sslmode=verify-full&sslrootcert={root}", server.database("tls_serve"));
+    std::fs::write(dir.join("shop.remit"), BUDGET).unwrap();
+    let serve = |url: &str| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["serve", dir.join("shop.remit").to_str().unwrap(), "--listen", "127.0.0.1:0", "--store", url]);
+        command
+    };
+    let wrong = url.replace(&root, &rogue.write(&dir.join("rogue.pem")));
+    let out = serve(&wrong).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("not issued by a root of `sslrootcert="), "{said}");
+    // `remit mcp-proxy` opens its store as `remit serve` does: the same refusal, and with the right root it makes
+    // its store in the database (here `remit`, empty until then) and ends with its agent's input.
+    let mcp_proxy = |url: &str| {
+        let policy = support::root().join("tests/mcp/filesystem");
+        Command::new(support::remit_bin())
+            .args(["mcp-proxy", "--policy", policy.to_str().unwrap(), "--subject", "agent:coder", "--store", url])
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = mcp_proxy(&wrong);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("not issued by a root of `sslrootcert="), "{said}");
+    assert_eq!(server.query("SELECT count(*) FROM pg_tables WHERE tablename = 'remit_schema'"), "0");
+    let proxied = format!("{}?sslmode=verify-full&sslrootcert={root}", server.url());
+    let out = mcp_proxy(&proxied);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.query("SELECT count(*) FROM pg_tables WHERE tablename = 'remit_schema'"), "1");
+
+    let served = Served::start(serve(&url).stderr(Stdio::null()));
+    let ready = || request("GET", &format!("{}/ready", served.url), &[], None).unwrap().status;
+    let decide = || {
+        let response = request("POST", &format!("{}/v1/decide", served.url), &[], Some(&payment("op-1"))).unwrap();
+        serde_json::from_slice::<Value>(&response.body).unwrap()
+    };
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    // Another authority's certificate; a restart drops the established connections.
+    server.set_certificate(&rogue_certificate, &rogue_key);
+    server.pause();
+    server.resume();
+    assert_eq!(ready(), 503);
+    let denied = decide();
+    assert_eq!((denied["decision"].as_str(), denied["reasons"][0].as_str()), (Some("deny"), Some(REASON_STORE)));
+    server.set_certificate(&certificate, &key);
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    drop(served);
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -34,9 +34,8 @@ pub struct McpProxyArgs {
     /// The mandate the agent acts under (default: the one mandate the subject holds)
     #[arg(long)]
     mandate: Option<String>,
-    /// Where the state lives: `sqlite:PATH`
-    #[arg(long, default_value = "sqlite:remit-gateway.db")]
-    store: String,
+    #[command(flatten)]
+    store: super::serve::StoreArgs,
     /// Serve the gateway's HTTP API and inbox on this loopback address (port 0 picks one; printed on stderr)
     #[arg(long, value_name = "ADDRESS", conflicts_with = "listen")]
     inbox: Option<String>,
@@ -200,7 +199,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let runtime = Runtime::new()?;
     let verify_key = super::serve::verifying_key(args.verify_key.as_deref())?;
     let log_key = args.log_key.load()?;
-    let store = Arc::new(super::serve::open_store(&args.store, Durability::Process)?);
+    let store = args.store.open(Durability::Process, args.clock.clock.is_some())?;
     let force = args.rollback.allow_rollback;
     let Some(policy) =
         super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?

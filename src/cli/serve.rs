@@ -221,7 +221,7 @@ pub struct ClockArgs {
     /// Run the gateway's clock from this instant (RFC 3339, e.g. `2026-12-03T15:30:00Z`), advancing in real time,
     /// instead of the system clock: for demos and tests that must decide the same on any date. Not for production
     #[arg(long, value_name = "INSTANT")]
-    clock: Option<String>,
+    pub(crate) clock: Option<String>,
     /// Warn at start and reload of every mandate expired or expiring within this long (`30d`, `12h`, `0s`)
     #[arg(long, value_name = "DURATION", default_value = "30d")]
     expiry_horizon: String,
@@ -263,18 +263,12 @@ pub fn warn_expiring(policy: &Policy, clock: &dyn Clock, horizon: u64) {
     }
 }
 
+/// Where the state lives (`remit serve`, `remit mcp-proxy`): one definition of the flags, one way to open it
+/// ([`open_any_store`]).
 #[derive(Args, Debug)]
-pub struct ServeArgs {
-    /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
-    #[arg(required = true)]
-    policy: Vec<PathBuf>,
-    /// Read settings from this TOML file: each flag without its dashes is a key (`listen = "0.0.0.0:8181"`), a
-    /// relative path is relative to the file's folder; a variable `REMIT_KEY` (`REMIT_LISTEN`) overrides the file, and
-    /// the command line both (docs/gateway.md "Configuration")
-    #[arg(long, value_name = "FILE", env = "REMIT_CONFIG")]
-    config: Option<PathBuf>,
-    /// Where the state lives: `sqlite:PATH` (one gateway), or `postgres://USER@HOST:PORT/DATABASE` (a database that
-    /// several gateways share: docs/scaling.md)
+pub struct StoreArgs {
+    /// Where the state lives: `sqlite:PATH` (one gateway), or `postgres://USER@HOST:PORT/DATABASE[?sslmode=…]` (a
+    /// database that several gateways share: docs/scaling.md)
     #[arg(long, default_value = "sqlite:remit-gateway.db")]
     store: String,
     /// A file holding the PostgreSQL store's password (its first line), when the URL has none
@@ -287,6 +281,34 @@ pub struct ServeArgs {
     /// The most connections to the PostgreSQL store
     #[arg(long, default_value_t = 16)]
     store_connections: usize,
+}
+
+impl StoreArgs {
+    /// The store, opened (see [`open_any_store`]).
+    pub fn open(&self, durability: Durability, gateway_clock: bool) -> Result<Arc<dyn remit_gateway::Store>, String> {
+        open_any_store(
+            &self.store,
+            durability,
+            self.store_password_file.as_deref(),
+            self.store_password.as_deref(),
+            self.store_connections,
+            gateway_clock,
+        )
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
+    #[arg(required = true)]
+    policy: Vec<PathBuf>,
+    /// Read settings from this TOML file: each flag without its dashes is a key (`listen = "0.0.0.0:8181"`), a
+    /// relative path is relative to the file's folder; a variable `REMIT_KEY` (`REMIT_LISTEN`) overrides the file, and
+    /// the command line both (docs/gateway.md "Configuration")
+    #[arg(long, value_name = "FILE", env = "REMIT_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// Address to listen on (port 0 picks a free port)
     #[arg(long, default_value = "127.0.0.1:8181")]
     listen: String,
@@ -833,14 +855,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         }
         None => None,
     };
-    let store = open_any_store(
-        &args.store,
-        durability,
-        args.store_password_file.as_deref(),
-        args.store_password.as_deref(),
-        args.store_connections,
-        args.clock.clock.is_some(),
-    )?;
+    let store = args.store.open(durability, args.clock.clock.is_some())?;
     let force = args.rollback.allow_rollback;
     let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?
     else {

@@ -21,8 +21,18 @@ fn script() -> Command {
 
 impl Server {
     pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// A server that also speaks TLS with the certificate chain and key of these PEM files (`ssl = on`).
+    pub fn start_tls(certificate: &str, key: &str) -> Server {
+        Server::start_with(&["--tls", certificate, key])
+    }
+
+    fn start_with(options: &[&str]) -> Server {
         let out = script()
             .args(["start", "--owner", &std::process::id().to_string()])
+            .args(options)
             .output()
             .unwrap_or_else(|e| panic!("cannot run {SCRIPT}: {e}"));
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -70,6 +80,19 @@ impl Server {
             name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
         let base = self.url.rsplit_once('/').expect("a URL with a database").0;
         format!("{base}/{name}")
+    }
+
+    /// Replaces the TLS certificate and key of a server started with [`Server::start_tls`]; new connections get them.
+    pub fn set_certificate(&self, certificate: &str, key: &str) {
+        let status = script().arg("certificate").arg(&self.dir).args([certificate, key]).status().unwrap();
+        assert!(status.success(), "{SCRIPT} certificate");
+    }
+
+    /// The rows `sql` answers on the database `remit` (psql's unaligned output: one line a row, `|` between fields).
+    pub fn query(&self, sql: &str) -> String {
+        let out = Command::new("psql").args([self.url.as_str(), "-Atq", "-c", sql]).output().unwrap();
+        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// Stops the server, keeping its data (the store is then unreachable).

@@ -32,6 +32,7 @@ pub mod http;
 pub mod https;
 pub mod keys;
 pub mod postgres;
+pub mod postgres_tls;
 pub mod replay;
 pub mod sqlite;
 pub mod state_cache;

@@ -52,9 +52,10 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row, SimpleQueryMessage};
+use tokio_postgres::{Row, SimpleQueryMessage};
 
 use super::audit::{chain_hash, seal_body, writer_genesis, GENESIS, SEAL};
+use super::postgres_tls::Connection;
 use super::store::*;
 use remit_lang::syntax::ast::FactVersion;
 
@@ -185,6 +186,8 @@ pub struct PostgresStore {
     /// The policy this gateway serves, recorded in `writers` with the next seal.
     policy: std::sync::Mutex<Option<String>>,
     stats: Stats,
+    /// The URL's TLS mode and roots, to say why a connection failed.
+    connection: Connection,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -233,15 +236,11 @@ pub fn redact(url: &str) -> String {
 }
 
 impl PostgresStore {
-    /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`; the password, when
-    /// the URL has none, is `password`) and creates or migrates its schema.
+    /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`, TLS as its `sslmode`
+    /// says: [`super::postgres_tls`]; the password, when the URL has none, is `password`) and creates or migrates
+    /// its schema.
     pub fn connect(url: &str, password: Option<&str>, options: &PostgresOptions) -> StoreResult<PostgresStore> {
-        let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e| StoreError(format!("`{}` is not a PostgreSQL URL: {e}", redact(url))))?;
-        if let (None, Some(password)) = (config.get_password(), password) {
-            config.password(password);
-        }
-        let mut store = PostgresStore::connect_unmigrated(config, options)?;
+        let mut store = PostgresStore::connect_unmigrated(url, password, options)?;
         store.migrate(&options.writer)?;
         store.register(&options.writer)?;
         Ok(store)
@@ -288,11 +287,20 @@ impl PostgresStore {
         &self.writer
     }
 
-    fn connect_unmigrated(mut config: tokio_postgres::Config, options: &PostgresOptions) -> StoreResult<PostgresStore> {
+    fn connect_unmigrated(url: &str, password: Option<&str>, options: &PostgresOptions) -> StoreResult<PostgresStore> {
+        let mut connection = Connection::from_url(url, &redact(url)).map_err(StoreError)?;
+        let config = &mut connection.config;
+        if let (None, Some(password)) = (config.get_password(), password) {
+            config.password(password);
+        }
         config.connect_timeout(Duration::from_secs(5));
         config.application_name(&options.writer);
         config.options(SESSION_OPTIONS);
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(
+            config.clone(),
+            connection.tls.clone(),
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("remit-postgres")
@@ -318,6 +326,7 @@ impl PostgresStore {
             sealed: std::sync::Mutex::new(0),
             policy: std::sync::Mutex::new(None),
             stats: Stats::default(),
+            connection,
         })
     }
 
@@ -326,12 +335,7 @@ impl PostgresStore {
     /// the database is not a remit store of a version this gateway knows.
     pub fn open_existing(url: &str, password: Option<&str>) -> StoreResult<PostgresStore> {
         let options = PostgresOptions { pool_size: 2, database_clock: true, writer: "remit audit".into() };
-        let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e| StoreError(format!("`{}` is not a PostgreSQL URL: {e}", redact(url))))?;
-        if let (None, Some(password)) = (config.get_password(), password) {
-            config.password(password);
-        }
-        let mut store = PostgresStore::connect_unmigrated(config, &options)?;
+        let mut store = PostgresStore::connect_unmigrated(url, password, &options)?;
         store.read_only = true;
         let version = store.schema_version().map_err(|e| StoreError(format!("not a remit store: {e}")))?;
         if !(1..=MIGRATIONS.len() as i32).contains(&version) {
@@ -379,6 +383,9 @@ impl PostgresStore {
         let pool = self.pool.clone();
         match wait(self.runtime().spawn(async move { pool.get().await })) {
             Ok(Ok(client)) => Ok(client),
+            Ok(Err(deadpool_postgres::PoolError::Backend(e))) => {
+                Err(StoreError(format!("cannot reach the database: {}", self.connection.why(&e))))
+            }
             Ok(Err(e)) => Err(StoreError(format!("cannot reach the database: {e}"))),
             Err(e) => Err(StoreError(format!("cannot reach the database: {e}"))),
         }
