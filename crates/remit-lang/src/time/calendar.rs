@@ -190,15 +190,7 @@ impl Calendar {
     /// Adds `weekday start-end` (minutes since local midnight; `end` 1440 is `24:00`, and an `end` not after
     /// `start` crosses midnight into the next day, which is split off).
     pub fn add(&mut self, weekday: Weekday, start_minute: u16, end_minute: u16) -> Result<(), CalendarError> {
-        if start_minute >= MINUTES_PER_DAY {
-            return Err(CalendarError::BadTime { minute: start_minute });
-        }
-        if end_minute > MINUTES_PER_DAY {
-            return Err(CalendarError::BadTime { minute: end_minute });
-        }
-        if start_minute == end_minute {
-            return Err(CalendarError::Empty { minute: start_minute });
-        }
+        check_hours(start_minute, end_minute)?;
         if start_minute < end_minute {
             self.intervals.push(WeeklyInterval { weekday, start_minute, end_minute });
         } else {
@@ -221,15 +213,7 @@ impl Calendar {
         end_minute: u16,
     ) -> Result<(), CalendarError> {
         check_dates(first, last)?;
-        if start_minute >= MINUTES_PER_DAY {
-            return Err(CalendarError::BadTime { minute: start_minute });
-        }
-        if end_minute > MINUTES_PER_DAY {
-            return Err(CalendarError::BadTime { minute: end_minute });
-        }
-        if start_minute == end_minute {
-            return Err(CalendarError::Empty { minute: start_minute });
-        }
+        check_hours(start_minute, end_minute)?;
         if start_minute < end_minute {
             self.dated.push(DatedInterval { first, last, start_minute, end_minute });
         } else {
@@ -378,6 +362,20 @@ impl Calendar {
         }
         out
     }
+}
+
+/// Whether `start-end` are hours of a calendar line: times of day (`end` may be 1440, `24:00`) that differ.
+fn check_hours(start_minute: u16, end_minute: u16) -> Result<(), CalendarError> {
+    if start_minute >= MINUTES_PER_DAY {
+        return Err(CalendarError::BadTime { minute: start_minute });
+    }
+    if end_minute > MINUTES_PER_DAY {
+        return Err(CalendarError::BadTime { minute: end_minute });
+    }
+    if start_minute == end_minute {
+        return Err(CalendarError::Empty { minute: start_minute });
+    }
+    Ok(())
 }
 
 /// A range of dates a calendar can hold: in order, and each date and the day after it a day number of `i32` (the
