@@ -1245,11 +1245,22 @@ impl Cmp<'_> {
 
     /// Whether the constant `item` equals one of the elements of the request's set `array` (`member(item, set)`).
     fn member_of_set(&self, item: &Value, array: u32, element: &Type) -> Result<bool, ()> {
+        // Equality is symmetric: `equal(item, x)` is `equal(x, item)`.
+        self.any_element_equal(array, element, |x| self.equal_scalar(x, item))
+    }
+
+    /// Whether `equal` holds for an element of the request's set `array`: a match decides; without one, an
+    /// element `equal` cannot compare is an error (it might have been the match), as is an unreadable element.
+    fn any_element_equal(
+        &self,
+        array: u32,
+        element: &Type,
+        equal: impl Fn(Val) -> Result<bool, ()>,
+    ) -> Result<bool, ()> {
         let mut failed = false;
         for tok in elements(self.doc, array) {
-            // Equality is symmetric: `equal(item, x)` is `equal(x, item)`.
             let x = element_of(self.image, self.doc, tok, element).ok_or(())?;
-            match self.equal_scalar(x, item) {
+            match equal(x) {
                 Ok(true) => return Ok(true),
                 Ok(false) => {}
                 Err(()) => failed = true,
@@ -1327,21 +1338,8 @@ impl Cmp<'_> {
     /// Whether the request's value `item` equals an element of the request's set `array` (`member(item, set)`): a
     /// match decides; without one, an incomparable element is an error (it might have been the match).
     fn member_of_request_set(&self, item: Val, array: u32, element: &Type) -> Result<bool, ()> {
-        let mut failed = false;
-        for tok in elements(self.doc, array) {
-            let x = element_of(self.image, self.doc, tok, element).ok_or(())?;
-            // `x` is never a set (sets of sets do not exist), so neither side is one for a match.
-            match self.equal_scalar_vals(item, x) {
-                Ok(true) => return Ok(true),
-                Ok(false) => {}
-                Err(()) => failed = true,
-            }
-        }
-        if failed {
-            Err(())
-        } else {
-            Ok(false)
-        }
+        // `x` is never a set (sets of sets do not exist), so neither side is one for a match.
+        self.any_element_equal(array, element, |x| self.equal_scalar_vals(item, x))
     }
 
     /// Whether every element of the request's set `a` is an element of the request's set `b` (`within(a, b)`).
