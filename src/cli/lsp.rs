@@ -307,14 +307,21 @@ impl Server {
 
     fn hover(&self, params: HoverParams) -> Option<Hover> {
         let (workspace, index, file, offset) = self.locate(&params.text_document_position_params)?;
-        let text = index.hover(&workspace.sources, index.name_at(file, offset)?)?;
+        // A template's parameter first: its name is local to the template, and may be any declared name too.
+        let text = match index.parameter_hover(&workspace.sources, file, offset) {
+            Some(text) => text,
+            None => index.hover(&workspace.sources, index.name_at(file, offset)?)?,
+        };
         let contents = HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: text });
         Some(Hover { contents, range: None })
     }
 
     fn definition(&self, params: GotoDefinitionParams) -> Option<GotoDefinitionResponse> {
         let (workspace, index, file, offset) = self.locate(&params.text_document_position_params)?;
-        let span = index.definition(index.name_at(file, offset)?)?;
+        let span = match index.parameter_definition(&workspace.sources, file, offset) {
+            Some(span) => span,
+            None => index.definition(index.name_at(file, offset)?)?,
+        };
         self.location(&workspace, span).map(GotoDefinitionResponse::Scalar)
     }
 
@@ -331,17 +338,18 @@ impl Server {
         };
         let text = &workspace.sources.file(file).text;
         let items = index
-            .complete(text, offset)
+            .complete_at(file, text, offset)
             .into_iter()
             .map(|c| CompletionItem {
                 kind: Some(match c.kind {
                     CompletionKind::Field => CompletionItemKind::FIELD,
+                    CompletionKind::Parameter => CompletionItemKind::VARIABLE,
                     CompletionKind::Keyword => CompletionItemKind::KEYWORD,
                     CompletionKind::Name(SymbolKind::Tool) => CompletionItemKind::FUNCTION,
                     CompletionKind::Name(SymbolKind::Effect | SymbolKind::Kind | SymbolKind::Enum) => {
                         CompletionItemKind::CLASS
                     }
-                    CompletionKind::Name(SymbolKind::Mandate) => CompletionItemKind::MODULE,
+                    CompletionKind::Name(SymbolKind::Mandate | SymbolKind::Template) => CompletionItemKind::MODULE,
                     CompletionKind::Name(_) => CompletionItemKind::CONSTANT,
                 }),
                 ..CompletionItem::new_simple(c.label, c.detail)
@@ -361,7 +369,7 @@ impl Server {
             kind: match s.kind {
                 SymbolKind::Tool => lsp::SymbolKind::FUNCTION,
                 SymbolKind::Effect => lsp::SymbolKind::CLASS,
-                SymbolKind::Mandate => lsp::SymbolKind::MODULE,
+                SymbolKind::Mandate | SymbolKind::Template => lsp::SymbolKind::MODULE,
                 SymbolKind::Approval => lsp::SymbolKind::STRUCT,
                 SymbolKind::Enum => lsp::SymbolKind::ENUM,
                 SymbolKind::Level => lsp::SymbolKind::ENUM_MEMBER,

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::source::{FileId, SourceMap, Span};
-use crate::syntax::ast::{ClauseKind, Decl, File, MandateDecl, Target, TypeExpr};
+use crate::syntax::ast::{Clause, ClauseKind, Decl, File, Name, Target, TypeExpr};
 use crate::syntax::parse_file;
 
 /// What a declared name is.
@@ -19,6 +19,7 @@ pub enum SymbolKind {
     Effect,
     Approval,
     Mandate,
+    Template,
     Level,
     Kind,
     Enum,
@@ -36,6 +37,7 @@ impl SymbolKind {
             SymbolKind::Effect => "effect class",
             SymbolKind::Approval => "approval kind",
             SymbolKind::Mandate => "mandate",
+            SymbolKind::Template => "template",
             SymbolKind::Level => "level",
             SymbolKind::Kind => "identifier kind",
             SymbolKind::Enum => "enum",
@@ -66,6 +68,21 @@ pub struct Index {
     files: BTreeMap<FileId, File>,
     /// `///` comments right above a declaration, by declared name.
     docs: BTreeMap<String, String>,
+    /// The parameters of every template: names local to their template, so looked up by position.
+    params: Vec<TemplateParamInfo>,
+}
+
+/// A template's parameter as an editor shows it.
+#[derive(Debug, Clone)]
+struct TemplateParamInfo {
+    template: String,
+    name: String,
+    ty: String,
+    /// The bound as written, on one line.
+    bound: Option<String>,
+    span: Span,
+    /// The whole template declaration: where the parameter may be named.
+    template_span: Span,
 }
 
 impl Index {
@@ -125,7 +142,25 @@ impl Index {
             }
             Decl::Mandate(m) => {
                 self.define(&m.name.text, SymbolKind::Mandate, m.name.span, span, text);
-                self.mandate_uses(m);
+                self.parent_and_clause_uses(m.parent.as_ref(), &m.clauses);
+            }
+            Decl::Template(t) => {
+                self.define(&t.name.text, SymbolKind::Template, t.name.span, span, text);
+                t.params.iter().for_each(|p| self.type_uses(&p.ty));
+                self.parent_and_clause_uses(Some(&t.parent), &t.clauses);
+                for p in &t.params {
+                    self.params.push(TemplateParamInfo {
+                        template: t.name.text.clone(),
+                        name: p.name.text.clone(),
+                        ty: type_text(&p.ty),
+                        bound: p.bound.as_ref().map(|b| {
+                            let s = b.span();
+                            crate::syntax::format::one_line(&text[s.start as usize..s.end as usize])
+                        }),
+                        span: p.name.span,
+                        template_span: span,
+                    });
+                }
             }
             Decl::Entity(e) => {
                 self.define(&e.name.text, SymbolKind::Entity, e.name.span, span, text);
@@ -146,11 +181,11 @@ impl Index {
         }
     }
 
-    fn mandate_uses(&mut self, m: &MandateDecl) {
-        if let Some(parent) = &m.parent {
+    fn parent_and_clause_uses(&mut self, parent: Option<&Name>, clauses: &[Clause]) {
+        if let Some(parent) = parent {
             self.uses.push((parent.span, parent.text.clone()));
         }
-        for clause in &m.clauses {
+        for clause in clauses {
             let target = match &clause.kind {
                 ClauseKind::MaxLevel(level) => {
                     self.uses.push((level.span, level.text.clone()));
@@ -294,6 +329,75 @@ impl Index {
         Some(out)
     }
 
+    /// The parameter of a template named by the word at `offset` of `file` (declared or used inside the template),
+    /// as markdown: its type, its bound and the template it belongs to.
+    pub fn parameter_hover(&self, sources: &SourceMap, file: FileId, offset: usize) -> Option<String> {
+        let text = &sources.file(file).text;
+        let word = word_at(text, offset)?;
+        let param = self.template_param_at(file, offset, word)?;
+        let mut out = format!("**parameter** `{}` of template `{}`
+
+", param.name, param.template);
+        out.push_str(&format!("```remit
+{}: {}", param.name, param.ty));
+        if let Some(bound) = &param.bound {
+            out.push_str(&format!(" where {bound}"));
+        }
+        out.push_str("
+```
+constant per instance: chosen when an instance is granted, within its bound
+");
+        Some(out)
+    }
+
+    /// Where the template parameter named at `offset` of `file` is declared.
+    pub fn parameter_definition(&self, sources: &SourceMap, file: FileId, offset: usize) -> Option<Span> {
+        let word = word_at(&sources.file(file).text, offset)?;
+        self.template_param_at(file, offset, word).map(|p| p.span)
+    }
+
+    /// The declared parameter `word` of the template whose declaration holds `offset`.
+    fn template_param_at(&self, file: FileId, offset: usize, word: &str) -> Option<&TemplateParamInfo> {
+        self.params.iter().find(|p| {
+            let t = p.template_span;
+            t.file == file && t.start as usize <= offset && offset <= t.end as usize && p.name == word
+        })
+    }
+
+    /// [`Index::complete`], plus, inside a template, its parameters and the implicit ones (`principal`, `holder`,
+    /// `granted`).
+    pub fn complete_at(&self, file: FileId, text: &str, offset: usize) -> Vec<Completion> {
+        let mut out = self.complete(text, offset);
+        let before = &text[..offset.min(text.len())];
+        let word_start =
+            before.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).map_or(0, |i| i + 1);
+        let word = &before[word_start..];
+        if word.contains('.') {
+            return out;
+        }
+        let inside = |span: Span| span.file == file && span.start as usize <= offset && offset <= span.end as usize;
+        let mut params: Vec<Completion> = self
+            .params
+            .iter()
+            .filter(|p| inside(p.template_span) && p.name.starts_with(word))
+            .map(|p| Completion { label: p.name.clone(), detail: p.ty.clone(), kind: CompletionKind::Parameter })
+            .collect();
+        if self.params.iter().any(|p| inside(p.template_span))
+            || self.symbols.iter().any(|s| s.kind == SymbolKind::Template && inside(s.decl_span))
+        {
+            for (name, ty) in crate::ir::IMPLICIT_PARAMS {
+                if name.starts_with(word) {
+                    let detail = format!("{} (every instance's)", ty.display());
+                    params.push(Completion { label: name.to_string(), detail, kind: CompletionKind::Parameter });
+                }
+            }
+        }
+        out.retain(|c| !params.iter().any(|p| p.label == c.label));
+        out.extend(params);
+        out.sort_by(|a, b| a.label.cmp(&b.label));
+        out
+    }
+
     fn decls(&self) -> impl Iterator<Item = &Decl> {
         self.files.values().flat_map(|f| f.decls.iter())
     }
@@ -423,6 +527,8 @@ pub struct Completion {
 pub enum CompletionKind {
     Name(SymbolKind),
     Field,
+    /// A template's parameter, inside the template.
+    Parameter,
     Keyword,
 }
 
@@ -437,7 +543,9 @@ const KEYWORDS: &[&str] = &[
     "effect",
     "enum",
     "fact",
+    "for",
     "forbid",
+    "granted",
     "holder",
     "import",
     "kind",
@@ -458,6 +566,7 @@ const KEYWORDS: &[&str] = &[
     "signed",
     "subject",
     "target",
+    "template",
     "tool",
     "under",
     "valid",
@@ -481,6 +590,19 @@ fn type_text(ty: &TypeExpr) -> String {
         TypeExpr::Named(n) => n.text.clone(),
         TypeExpr::Set(inner, _) => format!("set<{}>", type_text(inner)),
     }
+}
+
+/// The identifier that `offset` of `text` is in (or just after).
+fn word_at(text: &str, offset: usize) -> Option<&str> {
+    let offset = offset.min(text.len());
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let start = text[..offset].rfind(|c: char| !is_word(c)).map_or(0, |i| i + 1);
+    let end = text[offset..].find(|c: char| !is_word(c)).map_or(text.len(), |i| offset + i);
+    // Not a field (`args.cap` names an argument, not the parameter).
+    if start > 0 && text[..start].ends_with('.') {
+        return None;
+    }
+    (start < end).then(|| &text[start..end])
 }
 
 /// The `///` lines right above `start`, without their markers.

@@ -11,6 +11,7 @@ pub type ToolId = usize;
 pub type EffectId = usize;
 pub type MandateId = usize;
 pub type ApprovalId = usize;
+pub type TemplateId = usize;
 /// Position on the impact scale (0 is the lowest level).
 pub type Level = usize;
 
@@ -104,6 +105,10 @@ pub enum Attr {
     /// `later - earlier OP duration`: the exact time between two timestamps compared with a whole number of
     /// seconds, a bool.
     Elapsed(Box<Attr>, Box<Attr>, CompareOp, i64),
+    /// A parameter of a template (`cap`, `merchants`), or one it has implicitly (`principal`, `holder`,
+    /// `granted`): constant per instance. Only a template's conditions read it; no mandate's decision does, and an
+    /// engine given one without an instance finds it missing (fails closed).
+    Param(String),
 }
 
 /// An argument of a relation atom: an attribute's text, or a constant (a string written in the policy, or the
@@ -146,6 +151,7 @@ impl Attr {
             Attr::Elapsed(later, earlier, op, seconds) => {
                 format!("{} - {} {} {seconds}s", later.display(), earlier.display(), op.symbol())
             }
+            Attr::Param(name) => name.clone(),
         }
     }
 
@@ -396,6 +402,74 @@ pub struct Mandate {
     pub depth_span: Span,
 }
 
+/// What a template hangs under: the mandate whose ceiling its instances must stay within, or (sub-delegation from
+/// an instance) another template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Parent {
+    Mandate(MandateId),
+    Template(TemplateId),
+}
+
+/// A bound of a template's validity window: an instant, or a timestamp parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TimeBound {
+    /// Seconds since the Unix epoch.
+    At(i64),
+    Param(String),
+}
+
+/// The parameters every instance of a template has without declaring them: `principal` and `holder` (identities,
+/// chosen at grant time within `for` and `holder`) and `granted` (the instant of the grant, from the store's clock).
+/// Bounds may read `granted` only; the body reads all three.
+pub const IMPLICIT_PARAMS: [(&str, Type); 3] =
+    [("principal", Type::String), ("holder", Type::String), ("granted", Type::Timestamp)];
+
+/// One declared parameter of a template.
+#[derive(Debug, Clone)]
+pub struct TemplateParam {
+    pub name: String,
+    pub ty: Type,
+    /// Declared `signed`: its money may be negative.
+    pub signed: bool,
+    /// What every instance's value must satisfy (`where …`), over the parameters and `granted`
+    /// ([`Attr::Param`]); `Cond::True` when not written (every value of the type).
+    pub bound: Cond,
+    /// The bound as written, on one line (as rules are labelled); `None` when not written.
+    pub bound_text: Option<String>,
+    pub span: Span,
+}
+
+/// `template NAME(…) under PARENT { … }`: a mandate with parameters. It decides nothing by itself: instances,
+/// granted at run time, will (docs/grants-design.md). Its rules' conditions may read [`Attr::Param`].
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub name: String,
+    pub params: Vec<TemplateParam>,
+    pub parent: Parent,
+    /// `for …`: who may be an instance's principal, ids and prefixes (sorted). Both empty: anyone.
+    pub principals: Vec<String>,
+    pub principal_prefixes: Vec<String>,
+    /// `holder …`: who may hold an instance (one id, chosen at grant time), ids and prefixes (sorted).
+    pub holders: Vec<String>,
+    pub holder_prefixes: Vec<String>,
+    /// `granted by …`: who may grant an instance; the instance's principal only when not written.
+    pub granted_by: Approvers,
+    pub purpose: Option<String>,
+    pub valid_from: Option<TimeBound>,
+    pub valid_until: Option<TimeBound>,
+    pub max_level: Option<Level>,
+    pub otherwise: Outcome,
+    pub delegation_depth: Option<u32>,
+    pub rules: Vec<Rule>,
+    pub span: Span,
+}
+
+impl Template {
+    pub fn param(&self, name: &str) -> Option<&TemplateParam> {
+        self.params.iter().find(|p| p.name == name)
+    }
+}
+
 /// A declared attribute of subjects or resources (`resource todo { owner: string from data }`). One name has one
 /// type across the entity types that declare it, so a condition reading it has one type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -463,6 +537,9 @@ pub struct Program {
     pub calendars: BTreeMap<String, CalendarDef>,
     pub tool_index: BTreeMap<String, ToolId>,
     pub mandate_index: BTreeMap<String, MandateId>,
+    /// The templates, in declaration order. No decision reads them yet: instances come with grants at run time.
+    pub templates: Vec<Template>,
+    pub template_index: BTreeMap<String, TemplateId>,
 }
 
 impl Program {

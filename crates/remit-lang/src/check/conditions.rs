@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{err, Checker, Scope};
+use super::{err, Checker, Scope, TemplateScope};
 use crate::ir::{self, Atom, Attr, Cond, Term, Test, Type, Value};
 use crate::source::Span;
 use crate::syntax::ast::{self, CompareOp, Expr, Literal};
@@ -80,7 +80,7 @@ impl Checker<'_> {
                     env.failed = true;
                     return Cond::True;
                 }
-                if let Some(other) = attribute_operand(operand, &ty) {
+                if let Some(other) = attribute_operand(operand, &ty, env.scope.template) {
                     return self.compare_attributes(attr, &ty, *op, &other, *span, negated, env);
                 }
                 let Some(value) = self.literal(attr, &ty, operand, env) else { return Cond::True };
@@ -114,6 +114,12 @@ impl Checker<'_> {
                 })
             }
             Expr::Relation { name, terms, span } => self.relation(name, terms, *span, negated, env),
+            // `args.merchant in merchants`: a set parameter of the template, not a calendar.
+            Expr::InCalendar { attr, negated: not_in, calendar, span } if is_param(env.scope.template, &calendar.text) => {
+                let set = ast::Attribute { root: calendar.text.clone(), field: None, span: calendar.span };
+                let member = Expr::InSet { attr: attr.clone(), negated: *not_in, set, span: *span };
+                self.expr(&member, negated, env)
+            }
             Expr::InCalendar { attr, negated: not_in, calendar, span: _ } => {
                 let Some(ty) = self.attribute(attr, env) else { return Cond::True };
                 if ty != Type::Timestamp {
@@ -176,7 +182,7 @@ impl Checker<'_> {
                 }
                 // Attributes in the list (`args.to in [principal, resource.owner, "x"]`) are comparisons of their own.
                 let (others, literals): (Vec<&ast::Operand>, Vec<&ast::Operand>) =
-                    items.iter().partition(|item| attribute_operand(item, &ty).is_some());
+                    items.iter().partition(|item| attribute_operand(item, &ty, env.scope.template).is_some());
                 let excluded = *not_in != negated;
                 let mut parts = Vec::new();
                 if !literals.is_empty() || others.is_empty() {
@@ -186,7 +192,7 @@ impl Checker<'_> {
                     parts.push(Cond::Atom(Atom { attr: self.attr_of(attr), ty: ty.clone(), test }));
                 }
                 for other in others {
-                    let other = attribute_operand(other, &ty).expect("partitioned on it");
+                    let other = attribute_operand(other, &ty, env.scope.template).expect("partitioned on it");
                     parts.push(self.compare_attributes(attr, &ty, CompareOp::Eq, &other, *span, excluded, env));
                 }
                 match (parts.len(), excluded) {
@@ -294,14 +300,17 @@ impl Checker<'_> {
         for (term, param) in terms.iter().zip(&relation.params) {
             let value = match &term.value {
                 Literal::String(text) => Some(Term::Value(text.clone())),
-                Literal::Ident(word) if word == "principal" => match env.scope.principal {
+                Literal::Ident(word) if word == "principal" && !is_param(env.scope.template, word) => match env
+                    .scope
+                    .principal
+                {
                     Some(principal) => Some(Term::Value(principal.to_string())),
                     None => {
                         self.error(err::principal_unknown(term.span));
                         None
                     }
                 },
-                other => match attribute_operand(term, param) {
+                other => match attribute_operand(term, param, env.scope.template) {
                     Some(attr) => match self.attribute(&attr, env) {
                         Some(ty) if same_type(&ty, param) => Some(Term::Attr(self.attr_of(&attr))),
                         Some(ty) => {
@@ -351,12 +360,32 @@ impl Checker<'_> {
             ("principal", Some(f)) => Attr::Principal(f.to_string()),
             ("now", _) => Attr::Now,
             ("attempt", _) => Attr::Attempt,
-            _ => Attr::Level,
+            ("level", _) => Attr::Level,
+            // Any other name `attribute` accepted is a template's parameter.
+            (name, _) => Attr::Param(name.to_string()),
         }
     }
 
     /// The type of an attribute, or `None` after reporting why it has none.
     fn attribute(&mut self, attr: &ast::Attribute, env: &mut CondEnv<'_, '_>) -> Option<Type> {
+        if let Some(template) = env.scope.template {
+            if attr.field.is_none() {
+                if let Some(ty) = template.params.get(&attr.root) {
+                    return Some(ty.clone());
+                }
+                if !REQUEST_ROOTS.contains(&attr.root.as_str()) {
+                    let candidates: Vec<&str> = template.params.keys().map(String::as_str).collect();
+                    self.error(err::unknown_template_parameter(&attr.root, &template.name, attr.span, &candidates));
+                    env.failed = true;
+                    return None;
+                }
+            }
+            if let Some(param) = &template.bound_of {
+                self.error(err::bound_not_parameter(&attr.display(), param, attr.span));
+                env.failed = true;
+                return None;
+            }
+        }
         let ty = match (attr.root.as_str(), attr.field.as_deref()) {
             ("args", Some(param)) => return self.argument(param, attr, env),
             // `subject` and `resource` alone are their ids (`subject == resource.owner`).
@@ -515,6 +544,13 @@ impl Checker<'_> {
                 Some(Value::Timestamp(i128::from(*t) * crate::value::NANOS_PER_SECOND))
             }
             (Type::Duration, Literal::Duration(d)) => Some(Value::Duration(*d as i64)),
+            (ty, Literal::Ident(word)) if *ty != Type::Level && env.scope.template.is_some() && word != "principal" => {
+                let template = env.scope.template.expect("checked");
+                let candidates: Vec<&str> = template.params.keys().map(String::as_str).collect();
+                self.error(err::unknown_template_parameter(word, &template.name, operand.span, &candidates));
+                env.failed = true;
+                return None;
+            }
             (Type::Level, Literal::String(name)) => {
                 self.error(err::quoted_level(name, operand.span));
                 env.failed = true;
@@ -543,6 +579,9 @@ impl Checker<'_> {
     }
 }
 
+/// The attributes of a request that are written without a field (`now`), and the roots of those with one.
+const REQUEST_ROOTS: [&str; 7] = ["now", "attempt", "level", "args", "context", "subject", "resource"];
+
 struct CondEnv<'s, 't> {
     target: &'s ast::Target,
     resolved: Option<&'s (ir::Target, Vec<usize>)>,
@@ -552,6 +591,11 @@ struct CondEnv<'s, 't> {
     currencies: HashMap<String, (String, Span)>,
 }
 
+/// Whether `name` is a parameter the template's condition being checked may read.
+fn is_param(template: Option<&TemplateScope>, name: &str) -> bool {
+    template.is_some_and(|t| t.params.contains_key(name))
+}
+
 /// Values of one type for a comparison: equal types, or two kinds of identifiers (strings and kinds).
 fn same_type(a: &Type, b: &Type) -> bool {
     a == b || (a.is_textual() && b.is_textual())
@@ -559,9 +603,17 @@ fn same_type(a: &Type, b: &Type) -> bool {
 
 /// The attribute an operand names, when it names one: another attribute (`resource.owner`), or, where identifiers
 /// are compared, `subject` and `resource` for their ids.
-fn attribute_operand(operand: &ast::Operand, ty: &Type) -> Option<ast::Attribute> {
+fn attribute_operand(
+    operand: &ast::Operand,
+    ty: &Type,
+    template: Option<&TemplateScope>,
+) -> Option<ast::Attribute> {
     match &operand.value {
         Literal::Path(attr) => Some(attr.clone()),
+        // A template's parameter is an attribute, constant per instance (`args.amount <= cap`).
+        Literal::Ident(word) if is_param(template, word) => {
+            Some(ast::Attribute { root: word.clone(), field: None, span: operand.span })
+        }
         Literal::Ident(word) if ty.is_textual() && (word == "subject" || word == "resource") => {
             Some(ast::Attribute { root: word.clone(), field: Some("id".into()), span: operand.span })
         }

@@ -704,3 +704,93 @@ pub fn not_a_timestamp(attr: &str, ty: &Type, span: Span) -> Diagnostic {
         .label(span, "a timestamp is needed here")
         .help("calendars and the time between two instants apply to timestamps (`now`, a `timestamp` argument)")
 }
+
+// Templates (docs/language.md, "Templates").
+
+pub fn template_narrowing_unproved(name: &str, parent: &str, span: Span) -> Diagnostic {
+    Diagnostic::warning(
+        "remit::template-narrowing-unproved",
+        format!("template `{name}` is not proved to narrow `{parent}`"),
+    )
+    .label(span, format!("no proof yet that every instance within its bounds stays within `{parent}`"))
+    .help(
+        "the proof for templates (every parameter value that satisfies the bounds) is not built yet \
+         (docs/grants-design.md, step 2); until then no instance can be granted and nothing decides under a template",
+    )
+}
+
+pub fn unknown_template_parameter(name: &str, template: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error(
+        "remit::unknown-template-parameter",
+        format!("template `{template}` has no parameter `{name}`"),
+    )
+    .label(span, "not a parameter of the template, nor an attribute of a request");
+    suggest(d, name, candidates, "declare it in the template's parameter list: `NAME: TYPE where …`")
+}
+
+pub fn bound_not_parameter(attr: &str, param: &str, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::bound-not-parameter",
+        format!("the bound of `{param}` reads `{attr}`, which is not a parameter"),
+    )
+    .label(span, "a bound is checked when an instance is granted, when there is no request")
+    .help(
+        "a bound may read the template's parameters and `granted` (the instant of the grant); \
+         conditions on requests belong in the template's rules",
+    )
+}
+
+pub fn reserved_parameter(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::reserved-parameter", format!("`{name}` cannot name a template parameter"))
+        .label(span, "a reserved name")
+        .help(
+            "`principal`, `holder` and `granted` are every instance's own (its principal, its holder, when it was \
+             granted); `now`, `attempt`, `level`, `args`, `context`, `subject` and `resource` are a request's",
+        )
+}
+
+pub fn template_as_mandate(name: &str, what: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::template-as-mandate", format!("`{name}` is a template, not a mandate"))
+        .label(span, format!("{what} must be a mandate"))
+        .help(format!(
+            "a template decides nothing until an instance is granted; to delegate from its instances, declare a \
+             template under it: `template NAME(…) under {name} {{ … }}`"
+        ))
+}
+
+pub fn unknown_template_parent(name: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error("remit::unknown-mandate", format!("unknown parent `{name}` of a template"))
+        .label(span, "no mandate or template has this name");
+    suggest(d, name, candidates, "a template names the mandate (or template) it narrows after `under`")
+}
+
+pub fn template_pattern_empty(clause: &str, template: &str, span: Span) -> Diagnostic {
+    let who = if clause == "for" { "be an instance's principal" } else { "grant an instance" };
+    Diagnostic::error(
+        "remit::template-pattern-empty",
+        format!("`{clause} under \"\"` lets every identity {who} of `{template}`"),
+    )
+    .label(span, "every identity starts with the empty prefix")
+    .help(format!("name a namespace, e.g. `{clause} under \"user:\"`, or list identities: `{clause} \"user:…\"`"))
+}
+
+pub fn template_principal_inherited(name: &str, parent: &str, span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "remit::sub-mandate-principal",
+        format!("template `{name}` is under template `{parent}`: its instances act for their parent instance's principal"),
+    )
+    .label(span, "`for` is not allowed under a template")
+    .help("remove the `for`: an instance of a template under a template is granted from an instance of the parent")
+}
+
+pub fn parameter_outside_template(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::parameter-outside-template", format!("`{name}` is not a timestamp"))
+        .label(span, "a mandate's window is written with timestamps")
+        .help("only a template's window may name a parameter (`valid until until`); write `2026-12-31T00:00:00Z`")
+}
+
+pub fn template_missing_holder(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::missing-holder", format!("template `{name}` says nobody may hold an instance"))
+        .label(span, "no `holder` clause")
+        .help("add `holder under \"agent:\"` (or ids): the agents an instance may be granted to")
+}

@@ -15,6 +15,10 @@ impl Checker<'_> {
         for m in mandates {
             let parent = m.parent.as_ref().and_then(|p| match self.symbols.get(&p.text).copied() {
                 Some((Symbol::Mandate(id), _)) => Some(id),
+                Some((Symbol::Template(_), _)) => {
+                    self.error(err::template_as_mandate(&p.text, "a mandate's parent", p.span));
+                    None
+                }
                 _ => {
                     let candidates = self.names_where(|s| matches!(s, Symbol::Mandate(_)));
                     let d = err::unknown_parent(&p.text, p.span, &candidates);
@@ -117,10 +121,18 @@ impl Checker<'_> {
                 }
                 ClauseKind::Valid { from, until } => {
                     if once(self, "valid", span) {
-                        out.valid_from = from.map(|(t, _)| t);
-                        out.valid_until = until.map(|(t, _)| t);
+                        let mut instant = |bound: &Option<(ast::TimeBound, Span)>| match bound {
+                            Some((ast::TimeBound::At(t), _)) => Some(*t),
+                            Some((ast::TimeBound::Param(name), _)) => {
+                                self.error(err::parameter_outside_template(&name.text, name.span));
+                                None
+                            }
+                            None => None,
+                        };
+                        out.valid_from = instant(from);
+                        out.valid_until = instant(until);
                         out.valid_span = span;
-                        if let (Some((f, _)), Some((u, _))) = (from, until) {
+                        if let (Some(f), Some(u)) = (out.valid_from, out.valid_until) {
                             if f >= u {
                                 self.error(err::empty_window(span));
                             }
@@ -162,7 +174,7 @@ impl Checker<'_> {
         out
     }
 
-    fn target(&mut self, target: &ast::Target, scope: &Scope<'_>) -> Option<(ir::Target, Vec<usize>)> {
+    pub(super) fn target(&mut self, target: &ast::Target, scope: &Scope<'_>) -> Option<(ir::Target, Vec<usize>)> {
         let resolved = match target {
             ast::Target::AnyTool(_) => ir::Target::AnyTool,
             ast::Target::SideEffects(_) => ir::Target::SideEffects,
@@ -192,7 +204,7 @@ impl Checker<'_> {
         Some((resolved, tools))
     }
 
-    fn rule(&mut self, clause: &ast::Clause, scope: &Scope<'_>) -> Option<ir::Rule> {
+    pub(super) fn rule(&mut self, clause: &ast::Clause, scope: &Scope<'_>) -> Option<ir::Rule> {
         let text = self.sources.snippet(clause.span);
         // The whole clause, its `where` condition and `else` included, so that two rules of one tool never share a
         // label; laid out on one line (comments and line breaks dropped) so that reformatting changes no decision.
@@ -244,7 +256,7 @@ impl Checker<'_> {
                     None,
                 )
             }
-            _ => unreachable!("mandate properties are handled by the caller"),
+            _ => unreachable!("mandate and template properties are handled by the caller"),
         };
         let resolved = self.target(target, scope);
         let condition = condition.map(|c| self.condition(c, target, resolved.as_ref(), scope));

@@ -20,6 +20,7 @@ mod mandates;
 pub mod narrowing;
 mod resolve;
 pub mod sat;
+mod templates;
 mod world;
 
 pub use lints::expiring;
@@ -82,6 +83,7 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
         diagnostics.extend(lints::lint(&program));
         diagnostics.extend(lints::unnamed_library_tools(&program, &sources, &decls));
         diagnostics.extend(limits::check(&program));
+        diagnostics.extend(templates::unproved(&program));
         // Narrowing compares sound programs only: after any error its questions have no reliable answer.
         if options.narrowing && !diagnostics.iter().any(Diagnostic::is_error) {
             program.sources = sources.clone();
@@ -221,6 +223,32 @@ pub fn program_hash(p: &Program) -> String {
             m.delegation_depth,
         ));
     }
+    // Templates add lines only when there are some, so a policy without one keeps its hash.
+    for t in &p.templates {
+        let rules = sorted(t.rules.iter().map(|r| format!("{:?} {:?} {:?}", r.kind, p.target_name(&r.target), r.condition)).collect());
+        let params: Vec<String> =
+            t.params.iter().map(|q| format!("{} {:?} {} {:?}", q.name, q.ty, q.signed, q.bound)).collect();
+        let parent = match t.parent {
+            ir::Parent::Mandate(id) => format!("mandate {:?}", p.mandates[id].name),
+            ir::Parent::Template(id) => format!("template {:?}", p.templates[id].name),
+        };
+        lines.push(format!(
+            "template {:?} {params:?} parent {parent} for {:?} {:?} holders {:?} {:?} granted by {:?} purpose {:?} \
+             valid {:?} {:?} max {:?} otherwise {:?} depth {:?} rules {rules:?}",
+            t.name,
+            t.principals,
+            t.principal_prefixes,
+            t.holders,
+            t.holder_prefixes,
+            t.granted_by,
+            t.purpose,
+            t.valid_from,
+            t.valid_until,
+            t.max_level,
+            t.otherwise,
+            t.delegation_depth,
+        ));
+    }
     lines.sort();
     sha256_text(&Sha256::digest(lines.join("\n").as_bytes()))
 }
@@ -234,6 +262,7 @@ enum Symbol {
     Enum,
     Approval(usize),
     Mandate(usize),
+    Template(usize),
 }
 
 impl Symbol {
@@ -246,6 +275,7 @@ impl Symbol {
             Symbol::Enum => "an enum",
             Symbol::Approval(_) => "an approval kind",
             Symbol::Mandate(_) => "a mandate",
+            Symbol::Template(_) => "a template",
         }
     }
 
@@ -257,6 +287,7 @@ impl Symbol {
             Symbol::Enum => "enum",
             Symbol::Approval(_) => "approval kind",
             Symbol::Mandate(_) => "mandate",
+            Symbol::Template(_) => "template",
         }
     }
 }
@@ -344,7 +375,7 @@ impl<'a> Checker<'a> {
                 }
             }
             let principal = mandate_decls[root].principal.as_ref().map(|(p, _)| p.as_str());
-            let scope = Scope { tools: &tools, effects: &effects, principal };
+            let scope = Scope { tools: &tools, effects: &effects, principal, template: None };
             mandates.push(self.mandate(m, parents[index], &scope));
         }
         // Principals are inherited from the root.
@@ -362,6 +393,9 @@ impl<'a> Checker<'a> {
                 mandates[index].principal = mandates[root].principal.clone();
             }
         }
+        let template_decls: Vec<&ast::TemplateDecl> =
+            decls.iter().filter_map(|d| if let Decl::Template(t) = d { Some(t) } else { None }).collect();
+        let templates = self.templates(&template_decls, &tools, &effects);
         if self.diagnostics[errors_before..].iter().any(Diagnostic::is_error) {
             return None;
         }
@@ -378,6 +412,7 @@ impl<'a> Checker<'a> {
         });
         let tool_index = tools.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         let mandate_index = mandates.iter().enumerate().map(|(i, m)| (m.name.clone(), i)).collect();
+        let template_index = templates.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         Some(ir::Program {
             sources: SourceMap::new(),
             hash: String::new(),
@@ -396,6 +431,8 @@ impl<'a> Checker<'a> {
             calendars: self.world.calendars.clone(),
             tool_index,
             mandate_index,
+            templates,
+            template_index,
         })
     }
 }
@@ -405,6 +442,18 @@ struct Scope<'a> {
     effects: &'a [ir::Effect],
     /// The principal of the mandate (its root's), when written.
     principal: Option<&'a str>,
+    /// In a template: the parameters its conditions may read.
+    template: Option<&'a TemplateScope>,
+}
+
+/// What a template's condition may read besides a request's attributes: its parameters (`cap`), and the implicit
+/// ones (`principal`, `holder`, `granted`; only `granted` in a bound).
+struct TemplateScope {
+    name: String,
+    params: BTreeMap<String, Type>,
+    /// While checking a parameter's bound: its name. A bound reads parameters only (there is no request when an
+    /// instance is granted).
+    bound_of: Option<String>,
 }
 
 /// The longest tool name (as MCP's tool-name guidance bounds it).

@@ -20,6 +20,7 @@ fn defined_name(decl: &Decl) -> Option<(&ast::Name, &'static str)> {
         Decl::Enum(e) => (&e.name, "enum"),
         Decl::Approval(a) => (&a.name, "approval kind"),
         Decl::Mandate(m) => (&m.name, "mandate"),
+        Decl::Template(t) => (&t.name, "template"),
         Decl::Import(_)
         | Decl::Levels(_)
         | Decl::Context(_)
@@ -71,7 +72,7 @@ pub(super) fn shadow_library(sources: &SourceMap, decls: Vec<Decl>) -> (Vec<Decl
 impl Checker<'_> {
     /// First pass: every top-level name, so that declarations may refer to each other in any order.
     pub(super) fn collect(&mut self, decls: &[Decl]) {
-        let (mut effects, mut tools, mut approvals, mut mandates) = (0, 0, 0, 0);
+        let (mut effects, mut tools, mut approvals, mut mandates, mut templates) = (0, 0, 0, 0, 0);
         let mut levels_span: Option<Span> = None;
         for decl in decls {
             let (name, symbol) = match decl {
@@ -89,6 +90,7 @@ impl Checker<'_> {
                 }
                 Decl::Approval(a) => (&a.name, Symbol::Approval(post_inc(&mut approvals))),
                 Decl::Mandate(m) => (&m.name, Symbol::Mandate(post_inc(&mut mandates))),
+                Decl::Template(t) => (&t.name, Symbol::Template(post_inc(&mut templates))),
                 Decl::Levels(l) => {
                     match levels_span {
                         Some(first) => self.error(err::duplicate_levels(l.span, first)),

@@ -263,6 +263,9 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
             let json = request.principal_attribute(env.principal, name).ok_or(EvalError::Missing)?;
             declared(json, ty, env.program.principal_attributes.get(name), env.program)?
         }
+        // No mandate reads a template's parameter, and no instance is given yet: should one be read, it is mistyped
+        // (as the runtime reads an attribute code it does not know), so it fails closed.
+        Attr::Param(_) => return Err(EvalError::WrongType),
         // Both sides are read, left first: the first error is the result, whatever the other side holds.
         Attr::Compare(left, op, right, operand_ty) => {
             let left = fetch(left, operand_ty, env)?;

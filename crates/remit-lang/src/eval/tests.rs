@@ -280,6 +280,8 @@ pub(crate) fn program() -> Program {
             .into_iter()
             .collect(),
         mandates: vec![wallet, groceries, site],
+        templates: Vec::new(),
+        template_index: Default::default(),
         entities: Vec::new(),
         subject_attributes: Default::default(),
         resource_attributes: Default::default(),

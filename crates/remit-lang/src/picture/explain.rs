@@ -334,7 +334,8 @@ fn request_value(program: &Program, json: &Json, attr: &Attr) -> Option<Json> {
         | Attr::Member(..)
         | Attr::Relation(..)
         | Attr::InCalendar(..)
-        | Attr::Elapsed(..) => None,
+        | Attr::Elapsed(..)
+        | Attr::Param(_) => None,
     }
 }
 

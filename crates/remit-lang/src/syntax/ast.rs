@@ -28,6 +28,8 @@ pub enum Decl {
     Tool(ToolDecl),
     Classify(ClassifyDecl),
     Mandate(MandateDecl),
+    /// `template NAME(params) under PARENT { … }`: a mandate with typed parameters, instantiated at run time.
+    Template(TemplateDecl),
     /// `subject NAME { … }` / `resource NAME { … }`: the attributes of the subjects or resources of a type.
     Entity(EntityDecl),
     /// `relation NAME(T, U) [from …]`.
@@ -248,6 +250,34 @@ pub struct MandateDecl {
     pub span: Span,
 }
 
+/// `template NAME(PARAM: TYPE where BOUND, …) under PARENT { … }`. Its clauses are a mandate's, plus `for` (who may
+/// be an instance's principal) and `granted by` (who may grant an instance); its conditions may read the parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateDecl {
+    pub name: Name,
+    pub params: Vec<TemplateParam>,
+    pub parent: Name,
+    pub clauses: Vec<Clause>,
+    pub span: Span,
+}
+
+/// One parameter of a template: its type and the bound every instance's value must satisfy (`where …`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateParam {
+    pub name: Name,
+    pub ty: TypeExpr,
+    /// Where `signed` was written: the parameter accepts negative money.
+    pub signed: Option<Span>,
+    pub bound: Option<Expr>,
+}
+
+/// A bound of a validity window: an instant, or (in a template) a timestamp parameter (`valid until until`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TimeBound {
+    At(i64),
+    Param(Name),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Outcome {
     Deny,
@@ -291,9 +321,13 @@ pub enum ClauseKind {
     Holder(Vec<Holder>),
     Purpose(String),
     Valid {
-        from: Option<(i64, Span)>,
-        until: Option<(i64, Span)>,
+        from: Option<(TimeBound, Span)>,
+        until: Option<(TimeBound, Span)>,
     },
+    /// `for "user:alice", under "user:"` (templates only): who may be an instance's principal.
+    For(Vec<Holder>),
+    /// `granted by principal, "user:ops", under "ops:"` (templates only): who may grant an instance.
+    GrantedBy(Vec<(Approver, Span)>),
     MaxLevel(Name),
     Otherwise(Outcome),
     DelegationDepth(u32),

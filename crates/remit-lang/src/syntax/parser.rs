@@ -92,8 +92,9 @@ fn syntax_errors(file: FileId, text: &str, first: pest::error::Error<Rule>) -> V
 
 /// The offsets of the lines that start a declaration: a declaration keyword at the start of a line.
 fn declaration_starts(text: &str) -> Vec<usize> {
-    const KEYWORDS: [&str; 10] =
-        ["import", "effect", "levels", "kind", "enum", "context", "approval", "tool", "classify", "mandate"];
+    const KEYWORDS: [&str; 11] = [
+        "import", "effect", "levels", "kind", "enum", "context", "approval", "tool", "classify", "mandate", "template",
+    ];
     let mut starts = Vec::new();
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
@@ -154,6 +155,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::tool_decl
         | Rule::classify_decl
         | Rule::mandate_decl
+        | Rule::template_decl
         | Rule::entity_decl
         | Rule::relation_decl
         | Rule::calendar_decl => "a declaration (`tool`, `effect`, `mandate`, …)",
@@ -199,6 +201,8 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::operation_clause
         | Rule::budget_clause
         | Rule::fact_clause => "a mandate clause (`holder`, `allow`, `forbid`, …) or `}`",
+        Rule::for_clause | Rule::granted_by_clause => "a template clause (`for`, `granted by`, `holder`, `allow`, …) or `}`",
+        Rule::template_params | Rule::template_param => "a parameter `name: type [where …]`",
         Rule::effects_clause
         | Rule::tool_level_clause
         | Rule::side_effects_clause
@@ -336,6 +340,7 @@ impl Lower {
                 Decl::Classify(ClassifyDecl { tools, classes })
             }
             Rule::mandate_decl => self.mandate(inner, span),
+            Rule::template_decl => self.template(inner, span),
             Rule::entity_decl => {
                 let role = match inner.next().expect("subject or resource").as_str() {
                     "subject" => EntityRole::Subject,
@@ -485,19 +490,8 @@ impl Lower {
                 }
                 Rule::single_use_clause => decl.single_use = true,
                 Rule::approved_by_clause => {
-                    let approvers = decl.approvers.get_or_insert_with(Vec::new);
-                    for item in clause.into_inner() {
-                        let span = self.span(&item);
-                        let approver = match item.as_rule() {
-                            Rule::approver_principal => Approver::Principal,
-                            Rule::holder_under => {
-                                let prefix = item.into_inner().find(|p| p.as_rule() == Rule::string).expect("a prefix");
-                                Approver::Under(self.string(prefix).0)
-                            }
-                            _ => Approver::Id(self.string(item).0),
-                        };
-                        approvers.push((approver, span));
-                    }
+                    let approvers = self.approvers(clause.into_inner());
+                    decl.approvers.get_or_insert_with(Vec::new).extend(approvers);
                 }
                 other => unreachable!("not an approval clause: {other:?}"),
             }
@@ -560,27 +554,75 @@ impl Lower {
         Decl::Mandate(decl)
     }
 
+    fn template(&mut self, mut inner: pest::iterators::Pairs<'_, Rule>, span: Span) -> Decl {
+        let name = self.name(inner.next().expect("template name"));
+        let mut params = Vec::new();
+        for param in inner.next().expect("template params").into_inner() {
+            let mut parts = param.into_inner();
+            let name = self.name(parts.next().expect("param name"));
+            let (ty, signed) = self.signed_ty(&mut parts);
+            let bound = parts.next().map(|w| self.where_clause(w));
+            params.push(TemplateParam { name, ty, signed, bound });
+        }
+        let parent_spec = inner.next().expect("template parent");
+        let parent = self.name(parent_spec.into_inner().next().expect("parent"));
+        let clauses = inner.map(|pair| self.clause(pair)).collect();
+        Decl::Template(TemplateDecl { name, params, parent, clauses, span })
+    }
+
+    /// The items of `approved by …` or `granted by …`.
+    fn approvers<'i>(&mut self, items: impl Iterator<Item = Pair<'i, Rule>>) -> Vec<(Approver, Span)> {
+        let mut approvers = Vec::new();
+        for item in items {
+            let span = self.span(&item);
+            let approver = match item.as_rule() {
+                Rule::approver_principal => Approver::Principal,
+                Rule::holder_under => {
+                    let prefix = item.into_inner().find(|p| p.as_rule() == Rule::string).expect("a prefix");
+                    Approver::Under(self.string(prefix).0)
+                }
+                _ => Approver::Id(self.string(item).0),
+            };
+            approvers.push((approver, span));
+        }
+        approvers
+    }
+
     fn clause(&mut self, pair: Pair<'_, Rule>) -> Clause {
         let span = self.tight_span(&pair);
         let rule = pair.as_rule();
         let mut inner = pair.into_inner().filter(|p| !matches!(p.as_rule(), Rule::kw_where));
         let kind = match rule {
-            Rule::holder_clause => ClauseKind::Holder(
-                inner
+            Rule::holder_clause | Rule::for_clause => {
+                let holders = inner
                     .map(|p| {
                         let under = p.as_rule() == Rule::holder_under;
                         let string = if under { p.into_inner().nth(1).expect("prefix") } else { p };
                         let (text, span) = self.string(string);
                         Holder { text, span, under }
                     })
-                    .collect(),
-            ),
+                    .collect();
+                if rule == Rule::for_clause {
+                    ClauseKind::For(holders)
+                } else {
+                    ClauseKind::Holder(holders)
+                }
+            }
+            Rule::granted_by_clause => ClauseKind::GrantedBy(self.approvers(inner)),
             Rule::purpose_clause => ClauseKind::Purpose(self.string(inner.next().expect("purpose")).0),
             Rule::valid_clause => {
                 let (mut from, mut until) = (None, None);
                 for bound in inner {
                     let is_from = bound.as_rule() == Rule::valid_from;
-                    let t = self.timestamp(bound.into_inner().next().expect("timestamp"));
+                    let at = bound.into_inner().next().expect("timestamp or parameter");
+                    let t = if at.as_rule() == Rule::ident {
+                        let name = self.name(at);
+                        let span = name.span;
+                        (TimeBound::Param(name), span)
+                    } else {
+                        let (t, span) = self.timestamp(at);
+                        (TimeBound::At(t), span)
+                    };
                     if is_from {
                         from = Some(t);
                     } else {

@@ -12,6 +12,9 @@ use crate::eval::{self, DecidingRule, Obligation};
 use crate::ir::{Atom, Attr, Binding, Cond, Program, RuleKind, Term, Test, Type, Value};
 use crate::syntax::ast::{CompareOp, FactVersion, Outcome};
 
+/// The attribute code of a template parameter: none, as no runtime reads one yet (see [`Attr::Param`]).
+const TEMPLATE_PARAM_UNENCODED: u32 = u32::MAX;
+
 pub use remit_module::err::ImageError;
 
 /// Writes the image of `program`.
@@ -232,6 +235,10 @@ impl<'p> Writer<'p> {
             Attr::Relation(name, _) => (rec::ATTR_RELATION, Some(name.as_str())),
             Attr::InCalendar(name, _) => (rec::ATTR_IN_CALENDAR, Some(name.as_str())),
             Attr::Elapsed(..) => (rec::ATTR_ELAPSED, None),
+            // Only a template's conditions read a parameter, and no template is encoded (instances come with
+            // grants). Should one reach here, a code no runtime knows is read as mistyped: it fails closed, as the
+            // interpreter does.
+            Attr::Param(name) => (TEMPLATE_PARAM_UNENCODED, Some(name.as_str())),
         };
         let mut r = rec::Atom { attr: code, ty: self.ty(ty), ..rec::Atom::default() };
         if let Some(name) = name {

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ir::{Attr, Cond, Program, RuleKind, Term};
+use crate::ir::{Attr, Cond, Parent, Program, RuleKind, Term, TimeBound, Type};
 use crate::syntax::ast::Window;
 use remit_module::leb128;
 
@@ -36,6 +36,113 @@ pub struct PolicyMeta {
     /// resources and the relation tuples conditions ask about. Absent when the policy declares none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world: Option<WorldMeta>,
+    /// The templates (`template NAME(…) under PARENT`), in declaration order: what a grant is checked against
+    /// (docs/grants-design.md). Absent when the policy has none, so metadata of a policy without templates is
+    /// unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub templates: Vec<TemplateMeta>,
+}
+
+/// A template as a grant needs it: its parameters with their types and bounds, who may be an instance's principal,
+/// hold it and grant it, and its window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateMeta {
+    pub name: String,
+    /// The mandate or template it narrows.
+    pub parent: String,
+    /// `mandate` or `template`.
+    pub parent_kind: String,
+    pub params: Vec<TemplateParamMeta>,
+    /// `for …`: ids and `under` prefixes an instance's principal may be (both empty: anyone).
+    pub principals: Vec<String>,
+    pub principal_prefixes: Vec<String>,
+    pub holders: Vec<String>,
+    pub holder_prefixes: Vec<String>,
+    /// `granted by …` (the principal alone when not written).
+    pub granted_by: ApproversMeta,
+    /// `valid from`/`valid until`: an instant (Unix seconds) or a timestamp parameter's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<TimeBoundMeta>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<TimeBoundMeta>,
+    /// Whether `remit check` proved that every instance within the bounds narrows the parent: always `false` until
+    /// the parametric proof exists (`remit::template-narrowing-unproved`), so nothing may grant on it yet.
+    pub proved: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateParamMeta {
+    pub name: String,
+    /// The type as the language writes it (`money`, `set<string>`, an enum's name).
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// An enum's variants (the values a string of this type may take); absent for other types.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variants: Option<Vec<String>>,
+    #[serde(default)]
+    pub signed: bool,
+    /// The bound as written (`cap > 0 USD and cap <= 500 USD`); absent when the parameter is unbounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeBoundMeta {
+    At(i64),
+    Param(String),
+}
+
+impl TemplateMeta {
+    fn from_program(program: &Program) -> Vec<TemplateMeta> {
+        program
+            .templates
+            .iter()
+            .map(|t| {
+                let (parent, parent_kind) = match t.parent {
+                    Parent::Mandate(id) => (program.mandates[id].name.clone(), "mandate"),
+                    Parent::Template(id) => (program.templates[id].name.clone(), "template"),
+                };
+                let time = |bound: &Option<TimeBound>| {
+                    bound.as_ref().map(|b| match b {
+                        TimeBound::At(t) => TimeBoundMeta::At(*t),
+                        TimeBound::Param(name) => TimeBoundMeta::Param(name.clone()),
+                    })
+                };
+                TemplateMeta {
+                    name: t.name.clone(),
+                    parent,
+                    parent_kind: parent_kind.into(),
+                    params: t
+                        .params
+                        .iter()
+                        .map(|p| TemplateParamMeta {
+                            name: p.name.clone(),
+                            ty: p.ty.display(),
+                            variants: match &p.ty {
+                                Type::Enum(_, variants) => Some(variants.clone()),
+                                _ => None,
+                            },
+                            signed: p.signed,
+                            bound: p.bound_text.clone(),
+                        })
+                        .collect(),
+                    principals: t.principals.clone(),
+                    principal_prefixes: t.principal_prefixes.clone(),
+                    holders: t.holders.clone(),
+                    holder_prefixes: t.holder_prefixes.clone(),
+                    granted_by: ApproversMeta {
+                        principal: t.granted_by.principal,
+                        ids: t.granted_by.ids.clone(),
+                        prefixes: t.granted_by.prefixes.clone(),
+                    },
+                    valid_from: time(&t.valid_from),
+                    valid_until: time(&t.valid_until),
+                    proved: false,
+                }
+            })
+            .collect()
+    }
 }
 
 /// The declared world of a policy, as the gateway needs it to fill a request (docs/gateway.md, "Data").
@@ -348,6 +455,7 @@ impl PolicyMeta {
             targets,
             facts: Some(facts),
             world: WorldMeta::from_program(program),
+            templates: TemplateMeta::from_program(program),
         }
     }
 
@@ -448,6 +556,7 @@ mod tests {
             targets: vec![TargetMeta { tool: "read_file".into(), argument: "path".into() }],
             facts: Some(vec!["price_sheet".into()]),
             world: None,
+            templates: Vec::new(),
         };
         // The smallest valid module: magic and version.
         let empty = b"\0asm\x01\0\0\0".to_vec();
@@ -487,6 +596,7 @@ mod tests {
             targets: vec![],
             facts: None,
             world: None,
+            templates: Vec::new(),
         };
         assert_eq!(meta.expiring(100, 0), vec![]);
         assert_eq!(meta.expiring(100, 400), vec![("soon", 500)]);

@@ -126,6 +126,8 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             | Attr::Member(..)
             | Attr::InCalendar(..)
             | Attr::Elapsed(..) => {}
+            // A template's parameter is no part of a request (no mandate reads one).
+            Attr::Param(_) => {}
         }
     }
     let model_now = match value_of(&Attr::Now) {

@@ -1,0 +1,296 @@
+//! Templates: `template NAME(PARAM: TYPE where BOUND, …) under PARENT { … }` lowered to an [`ir::Template`] —
+//! parameters typed like a tool's, bounds over the parameters and `granted` only, a parent that is a mandate or a
+//! template, and the body checked as a mandate's with the parameters readable as attributes ([`ir::Attr::Param`]).
+//!
+//! A template decides nothing by itself (instances are granted at run time, docs/grants-design.md), so nothing here
+//! touches the mandates, and no engine reads a template. The proof that every instance narrows its parent is not
+//! built yet: [`unproved`] says so of every template rather than let `remit check` pass over it in silence.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{err, Checker, Scope, Symbol, TemplateScope};
+use crate::diag::Diagnostic;
+use crate::ir::{self, Cond, Parent, Program, TimeBound, Type, IMPLICIT_PARAMS};
+use crate::source::Span;
+use crate::syntax::ast::{self, ClauseKind, Outcome};
+
+/// Names a template parameter may not have: the implicit parameters, and the roots of a request's attributes.
+const RESERVED: [&str; 10] =
+    ["principal", "holder", "granted", "now", "attempt", "level", "args", "context", "subject", "resource"];
+
+impl Checker<'_> {
+    /// Lowers every template, in declaration order (so a template's index is its [`Symbol::Template`] id).
+    pub(super) fn templates(
+        &mut self,
+        decls: &[&ast::TemplateDecl],
+        tools: &[ir::Tool],
+        effects: &[ir::Effect],
+    ) -> Vec<ir::Template> {
+        let parents: Vec<Option<Parent>> = decls.iter().map(|t| self.template_parent(t)).collect();
+        for (index, t) in decls.iter().enumerate() {
+            let mut current = index;
+            for _ in 0..decls.len() {
+                match parents[current] {
+                    Some(Parent::Template(parent)) if parent == index => {
+                        self.error(err::delegation_cycle(&[t.name.text.clone(), t.parent.text.clone()], t.name.span));
+                        break;
+                    }
+                    Some(Parent::Template(parent)) => current = parent,
+                    _ => break,
+                }
+            }
+        }
+        decls
+            .iter()
+            .zip(&parents)
+            .map(|(t, parent)| {
+                let under_template = matches!(parent, Some(Parent::Template(_)));
+                // A placeholder parent after an error: the program is not produced then.
+                let parent = parent.unwrap_or(Parent::Mandate(0));
+                self.template(t, parent, under_template, tools, effects)
+            })
+            .collect()
+    }
+
+    fn template_parent(&mut self, t: &ast::TemplateDecl) -> Option<Parent> {
+        match self.symbols.get(&t.parent.text).copied() {
+            Some((Symbol::Mandate(id), _)) => Some(Parent::Mandate(id)),
+            Some((Symbol::Template(id), _)) => Some(Parent::Template(id)),
+            _ => {
+                let candidates = self.names_where(|s| matches!(s, Symbol::Mandate(_) | Symbol::Template(_)));
+                let d = err::unknown_template_parent(&t.parent.text, t.parent.span, &candidates);
+                self.error(d);
+                None
+            }
+        }
+    }
+
+    fn template(
+        &mut self,
+        t: &ast::TemplateDecl,
+        parent: Parent,
+        under_template: bool,
+        tools: &[ir::Tool],
+        effects: &[ir::Effect],
+    ) -> ir::Template {
+        let name = t.name.text.clone();
+        for p in &t.params {
+            if RESERVED.contains(&p.name.text.as_str()) {
+                self.error(err::reserved_parameter(&p.name.text, p.name.span));
+            }
+        }
+        let declared: Vec<ast::Param> = t
+            .params
+            .iter()
+            .filter(|p| !RESERVED.contains(&p.name.text.as_str()))
+            .map(|p| ast::Param { name: p.name.clone(), ty: p.ty.clone(), signed: p.signed })
+            .collect();
+        let typed = self.params(&declared);
+        let mut bound_params: BTreeMap<String, Type> = typed.iter().cloned().collect();
+        bound_params.insert("granted".into(), Type::Timestamp);
+        let mut body_params = bound_params.clone();
+        for (implicit, ty) in IMPLICIT_PARAMS {
+            body_params.insert(implicit.to_string(), ty);
+        }
+
+        let mut params = Vec::new();
+        for (param_name, ty) in &typed {
+            let decl = t.params.iter().find(|p| p.name.text == *param_name).expect("typed from these");
+            let (bound, bound_text) = match &decl.bound {
+                Some(expr) => {
+                    let scope = TemplateScope {
+                        name: name.clone(),
+                        params: bound_params.clone(),
+                        bound_of: Some(param_name.clone()),
+                    };
+                    let scope = Scope { tools, effects, principal: None, template: Some(&scope) };
+                    // A bound has no tool: `args.…` is refused before a target would be needed.
+                    let target = ast::Target::AnyTool(expr.span());
+                    let text = crate::syntax::format::one_line(self.sources.snippet(expr.span()));
+                    (self.condition(expr, &target, None, &scope).unwrap_or(Cond::True), Some(text))
+                }
+                None => (Cond::True, None),
+            };
+            params.push(ir::TemplateParam {
+                name: param_name.clone(),
+                ty: ty.clone(),
+                signed: decl.signed.is_some(),
+                bound,
+                bound_text,
+                span: decl.name.span,
+            });
+        }
+
+        let mut out = ir::Template {
+            name: name.clone(),
+            params,
+            parent,
+            principals: Vec::new(),
+            principal_prefixes: Vec::new(),
+            holders: Vec::new(),
+            holder_prefixes: Vec::new(),
+            granted_by: ir::Approvers::default(),
+            purpose: None,
+            valid_from: None,
+            valid_until: None,
+            max_level: None,
+            otherwise: Outcome::Deny,
+            delegation_depth: None,
+            rules: Vec::new(),
+            span: t.name.span,
+        };
+        let template_scope = TemplateScope { name: name.clone(), params: body_params.clone(), bound_of: None };
+        let scope = Scope { tools, effects, principal: None, template: Some(&template_scope) };
+        let mut seen: HashMap<&'static str, Span> = HashMap::new();
+        let mut once = |this: &mut Self, clause: &'static str, span: Span| -> bool {
+            match seen.insert(clause, span) {
+                Some(first) => {
+                    this.error(err::duplicate_clause(clause, span, first));
+                    false
+                }
+                None => true,
+            }
+        };
+        let mut granted_by_written = false;
+        for clause in &t.clauses {
+            let span = clause.span;
+            match &clause.kind {
+                ClauseKind::Holder(holders) => {
+                    for holder in holders {
+                        if !holder.under {
+                            out.holders.push(holder.text.clone());
+                        } else {
+                            if holder.text.is_empty() {
+                                self.error(err::holder_pattern_empty(&name, holder.span));
+                            } else if !holder.text.ends_with(['/', ':']) {
+                                self.error(err::holder_pattern_open(&holder.text, holder.span));
+                            }
+                            out.holder_prefixes.push(holder.text.clone());
+                        }
+                    }
+                }
+                ClauseKind::For(principals) => {
+                    if under_template {
+                        self.error(err::template_principal_inherited(&name, &t.parent.text, span));
+                    }
+                    for principal in principals {
+                        if !principal.under {
+                            out.principals.push(principal.text.clone());
+                        } else {
+                            if principal.text.is_empty() {
+                                self.error(err::template_pattern_empty("for", &name, principal.span));
+                            }
+                            out.principal_prefixes.push(principal.text.clone());
+                        }
+                    }
+                }
+                ClauseKind::GrantedBy(grantors) => {
+                    granted_by_written = true;
+                    for (grantor, span) in grantors {
+                        match grantor {
+                            ast::Approver::Principal => out.granted_by.principal = true,
+                            ast::Approver::Id(id) => out.granted_by.ids.push(id.clone()),
+                            ast::Approver::Under(prefix) => {
+                                if prefix.is_empty() {
+                                    self.error(err::template_pattern_empty("granted by", &name, *span));
+                                }
+                                out.granted_by.prefixes.push(prefix.clone());
+                            }
+                        }
+                    }
+                }
+                ClauseKind::Purpose(p) => {
+                    if once(self, "purpose", span) {
+                        out.purpose = Some(p.clone());
+                    }
+                }
+                ClauseKind::Valid { from, until } => {
+                    if once(self, "valid", span) {
+                        out.valid_from = from.as_ref().and_then(|(b, _)| self.time_bound(b, &template_scope));
+                        out.valid_until = until.as_ref().and_then(|(b, _)| self.time_bound(b, &template_scope));
+                        if let (Some(TimeBound::At(f)), Some(TimeBound::At(u))) = (&out.valid_from, &out.valid_until) {
+                            if f >= u {
+                                self.error(err::empty_window(span));
+                            }
+                        }
+                    }
+                }
+                ClauseKind::MaxLevel(level) => {
+                    if once(self, "max level", span) {
+                        out.max_level = self.level(level);
+                    }
+                }
+                ClauseKind::Otherwise(outcome) => {
+                    if once(self, "otherwise", span) {
+                        out.otherwise = *outcome;
+                    }
+                }
+                ClauseKind::DelegationDepth(depth) => {
+                    if once(self, "delegation depth", span) {
+                        out.delegation_depth = Some(*depth);
+                    }
+                }
+                _ => {
+                    if let Some(rule) = self.rule(clause, &scope) {
+                        out.rules.push(rule);
+                    }
+                }
+            }
+        }
+        // Without `granted by`, an instance is granted by the principal it names, and by nobody else.
+        if !granted_by_written {
+            out.granted_by.principal = true;
+        }
+        for list in [
+            &mut out.holders,
+            &mut out.holder_prefixes,
+            &mut out.principals,
+            &mut out.principal_prefixes,
+            &mut out.granted_by.ids,
+            &mut out.granted_by.prefixes,
+        ] {
+            list.sort();
+            list.dedup();
+        }
+        if out.holders.is_empty() && out.holder_prefixes.is_empty() {
+            self.error(err::template_missing_holder(&name, t.name.span));
+        }
+        out
+    }
+
+    /// A bound of a template's window: an instant, or a timestamp parameter of the template.
+    fn time_bound(&mut self, bound: &ast::TimeBound, scope: &TemplateScope) -> Option<TimeBound> {
+        match bound {
+            ast::TimeBound::At(t) => Some(TimeBound::At(*t)),
+            ast::TimeBound::Param(param) => match scope.params.get(&param.text) {
+                Some(Type::Timestamp) => Some(TimeBound::Param(param.text.clone())),
+                Some(ty) => {
+                    self.error(err::not_a_timestamp(&param.text, ty, param.span));
+                    None
+                }
+                None => {
+                    let candidates: Vec<&str> = scope.params.keys().map(String::as_str).collect();
+                    let d = err::unknown_template_parameter(&param.text, &scope.name, param.span, &candidates);
+                    self.error(d);
+                    None
+                }
+            },
+        }
+    }
+}
+
+/// One warning per template: the proof that its instances narrow its parent is not built yet (issue 31, step 2).
+/// Said rather than implied, so that a policy with a template never reads as proved.
+pub(super) fn unproved(program: &Program) -> Vec<Diagnostic> {
+    program
+        .templates
+        .iter()
+        .map(|t| {
+            let parent = match t.parent {
+                Parent::Mandate(id) => &program.mandates[id].name,
+                Parent::Template(id) => &program.templates[id].name,
+            };
+            err::template_narrowing_unproved(&t.name, parent, t.span)
+        })
+        .collect()
+}
