@@ -794,3 +794,9 @@ pub fn template_missing_holder(name: &str, span: Span) -> Diagnostic {
         .label(span, "no `holder` clause")
         .help("add `holder under \"agent:\"` (or ids): the agents an instance may be granted to")
 }
+
+pub fn window_param_not_timestamp(param: &str, ty: &Type, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::type-mismatch", format!("`{param}` is `{}`, not a timestamp", ty.display()))
+        .label(span, "a window's bound is an instant")
+        .help(format!("declare `{param}: timestamp`, or bound the window with a timestamp parameter"))
+}

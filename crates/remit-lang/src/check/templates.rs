@@ -265,7 +265,7 @@ impl Checker<'_> {
             ast::TimeBound::Param(param) => match scope.params.get(&param.text) {
                 Some(Type::Timestamp) => Some(TimeBound::Param(param.text.clone())),
                 Some(ty) => {
-                    self.error(err::not_a_timestamp(&param.text, ty, param.span));
+                    self.error(err::window_param_not_timestamp(&param.text, ty, param.span));
                     None
                 }
                 None => {

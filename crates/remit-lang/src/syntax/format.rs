@@ -114,6 +114,7 @@ const STARTERS: &[&str] = &[
     "tool",
     "classify",
     "mandate",
+    "template",
     "subject",
     "resource",
     "principal",
@@ -133,6 +134,10 @@ const STARTERS: &[&str] = &[
     "require",
     "budget",
     "fact",
+    // template clauses (`for` also reads well continuing a gate, `require approval k\n for t`: it starts a line
+    // only as a template's clause in the policies we know, and either way only whitespace changes)
+    "for",
+    "granted",
     // tool clauses
     "effects",
     "level",
@@ -153,7 +158,8 @@ const STARTERS: &[&str] = &[
 struct Open {
     token: u8,
     indent: usize,
-    /// For `{`: whether the block lists items (`enum … { a, b }`) rather than clauses.
+    /// For `{`: whether the block lists items (`enum … { a, b }`) rather than clauses; for `(`: whether it is a
+    /// template's parameter list.
     items: bool,
 }
 
@@ -225,6 +231,15 @@ fn layout(text: &str) -> String {
                 innermost.map_or(0, |o| o.indent)
             } else {
                 match innermost {
+                    // A template's parameter continued on the next line (its bound, `cap > 0 USD\n and …`): four
+                    // more, as a clause's continuation. A line after `,` or `(` starts a parameter.
+                    Some(o)
+                        if o.token == b'('
+                            && o.items
+                            && prev.is_some_and(|p| p.kind != Kind::Comment && !matches!(p.text, "," | "(")) =>
+                    {
+                        o.indent + 6
+                    }
                     Some(o) if o.token != b'{' => o.indent + 2,
                     Some(o) if o.items => 2 * brace_depth,
                     _ => {
@@ -262,7 +277,11 @@ fn layout(text: &str) -> String {
             }
             (Kind::Punct, "(" | "[") => {
                 let indent = current_line_indent(&out);
-                stack.push(Open { token: token.text.as_bytes()[0], indent, items: false });
+                // A template's parameter list holds items (parameters), each of which may continue on the next lines.
+                let items = token.text == "("
+                    && statement.first() == Some(&"template")
+                    && stack.last().is_none_or(|o| o.token == b'{');
+                stack.push(Open { token: token.text.as_bytes()[0], indent, items });
             }
             (Kind::Punct, "<") if prev.is_some_and(|p| p.text == "set") => {
                 let indent = current_line_indent(&out);
