@@ -544,7 +544,12 @@ impl Checker<'_> {
                 Some(Value::Timestamp(i128::from(*t) * crate::value::NANOS_PER_SECOND))
             }
             (Type::Duration, Literal::Duration(d)) => Some(Value::Duration(*d as i64)),
-            (ty, Literal::Ident(word)) if *ty != Type::Level && env.scope.template.is_some() && word != "principal" => {
+            (ty, Literal::Ident(word))
+                if *ty != Type::Level
+                    && env.scope.template.is_some()
+                    && word != "principal"
+                    && !REQUEST_ROOTS.contains(&word.as_str()) =>
+            {
                 let template = env.scope.template.expect("checked");
                 let candidates: Vec<&str> = template.params.keys().map(String::as_str).collect();
                 self.error(err::unknown_template_parameter(word, &template.name, operand.span, &candidates));

@@ -183,6 +183,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         }
         Rule::date_range | Rule::date => "a date `YYYY-MM-DD`",
         Rule::holidays => "`holidays`",
+        Rule::approver_principal => "`principal`",
         Rule::weekday => "a weekday (`mon` … `sun`)",
         Rule::clock_range => "hours `HH:MM-HH:MM`",
         Rule::outcome => "`deny` or `escalate`",
