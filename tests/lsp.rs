@@ -282,6 +282,89 @@ fn an_editor_session() {
     assert!(status.success());
 }
 
+/// A template's parameters are local names: hovering one (declared or used in the template) shows its type and
+/// bound, go to definition lands on its declaration, and completion inside the template offers them with the
+/// implicit `principal`, `holder` and `granted`, never outside it.
+#[test]
+fn template_parameters_in_the_editor() {
+    let dir = workspace("lsp-templates");
+    let policy = dir.join("policy.remit");
+    let text = std::fs::read_to_string(&policy).unwrap()
+        + "\ntemplate personal_shopping(\n  merchants: set<string> where merchants within [\"acme\", \"globex\"],\n  cap: money where cap <= 100 USD,\n) under wallet {\n  holder under \"agent:\"\n  allow make_payment where args.merchant in merchants and args.amount <= cap\n}\n";
+    std::fs::write(&policy, &text).unwrap();
+    let doc = uri(&policy);
+    let mut client = Client::start();
+    client.request("initialize", json!({ "processId": null, "rootUri": uri(&dir), "capabilities": {} }));
+    client.notify("initialized", json!({}));
+    client.notify(
+        "textDocument/didOpen",
+        json!({ "textDocument": { "uri": doc, "languageId": "remit", "version": 1, "text": text } }),
+    );
+    // The only diagnostic is the honest one: no proof for templates yet.
+    let diagnostics = client.diagnostics(&doc);
+    let codes: Vec<&str> = diagnostics.iter().map(|d| d["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["remit::template-narrowing-unproved"], "{diagnostics:?}");
+
+    // Hover on a use of `cap` in the body: the parameter, its type and bound.
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": doc }, "position": position(&text, "<= cap", 0, 4) }),
+    );
+    let shown = hover["contents"]["value"].as_str().unwrap();
+    assert!(shown.contains("**parameter** `cap` of template `personal_shopping`"), "{shown}");
+    assert!(shown.contains("cap: money where cap <= 100 USD"), "{shown}");
+    // Hover on the template's name: a template.
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": doc }, "position": position(&text, "personal_shopping", 0, 2) }),
+    );
+    assert!(hover["contents"]["value"].as_str().unwrap().contains("**template** `personal_shopping`"), "{hover}");
+
+    // Go to definition from the use of `merchants` lands on its declaration.
+    let def = client.request(
+        "textDocument/definition",
+        json!({ "textDocument": { "uri": doc }, "position": position(&text, "in merchants", 0, 4) }),
+    );
+    assert_eq!(def["uri"], doc);
+    assert_eq!(def["range"]["start"], position(&text, "merchants: set", 0, 0));
+
+    // Completion inside the template offers its parameters and the implicit ones; outside it, none of them.
+    let typing = text.replace("args.amount <= cap\n", "args.amount <= ca\n");
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": doc, "version": 2 }, "contentChanges": [{ "text": typing }] }),
+    );
+    let items = client.request(
+        "textDocument/completion",
+        json!({ "textDocument": { "uri": doc }, "position": position(&typing, "<= ca\n", 0, 5) }),
+    );
+    let found: Vec<(&str, &str)> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["label"].as_str().unwrap(), i["detail"].as_str().unwrap()))
+        .collect();
+    assert!(found.contains(&("cap", "money")), "{found:?}");
+    let items = client.request(
+        "textDocument/completion",
+        json!({ "textDocument": { "uri": doc }, "position": position(&typing, "<= ca\n", 0, 3) }),
+    );
+    let labels: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["label"].as_str().unwrap()).collect();
+    for implicit in ["cap", "merchants", "principal", "holder", "granted"] {
+        assert!(labels.contains(&implicit), "{implicit} in {labels:?}");
+    }
+    let items = client.request(
+        "textDocument/completion",
+        json!({ "textDocument": { "uri": doc }, "position": position(&typing, "allow read_only", 0, 6) }),
+    );
+    let labels: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["label"].as_str().unwrap()).collect();
+    assert!(!labels.contains(&"cap") && !labels.contains(&"granted"), "{labels:?}");
+
+    client.request("shutdown", Value::Null);
+    client.notify("exit", Value::Null);
+    assert!(client.child.wait().unwrap().success());
+}
+
 /// The same server under a real client: Debian's neovim, headless (scripts/test-deps.sh installs it), driven by
 /// tests/editors/neovim.lua.
 #[test]

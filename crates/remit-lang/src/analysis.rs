@@ -335,18 +335,26 @@ impl Index {
         let text = &sources.file(file).text;
         let word = word_at(text, offset)?;
         let param = self.template_param_at(file, offset, word)?;
-        let mut out = format!("**parameter** `{}` of template `{}`
+        let mut out = format!(
+            "**parameter** `{}` of template `{}`
 
-", param.name, param.template);
-        out.push_str(&format!("```remit
-{}: {}", param.name, param.ty));
+",
+            param.name, param.template
+        );
+        out.push_str(&format!(
+            "```remit
+{}: {}",
+            param.name, param.ty
+        ));
         if let Some(bound) = &param.bound {
             out.push_str(&format!(" where {bound}"));
         }
-        out.push_str("
+        out.push_str(
+            "
 ```
 constant per instance: chosen when an instance is granted, within its bound
-");
+",
+        );
         Some(out)
     }
 

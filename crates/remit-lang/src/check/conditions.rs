@@ -115,7 +115,9 @@ impl Checker<'_> {
             }
             Expr::Relation { name, terms, span } => self.relation(name, terms, *span, negated, env),
             // `args.merchant in merchants`: a set parameter of the template, not a calendar.
-            Expr::InCalendar { attr, negated: not_in, calendar, span } if is_param(env.scope.template, &calendar.text) => {
+            Expr::InCalendar { attr, negated: not_in, calendar, span }
+                if is_param(env.scope.template, &calendar.text) =>
+            {
                 let set = ast::Attribute { root: calendar.text.clone(), field: None, span: calendar.span };
                 let member = Expr::InSet { attr: attr.clone(), negated: *not_in, set, span: *span };
                 self.expr(&member, negated, env)
@@ -300,16 +302,15 @@ impl Checker<'_> {
         for (term, param) in terms.iter().zip(&relation.params) {
             let value = match &term.value {
                 Literal::String(text) => Some(Term::Value(text.clone())),
-                Literal::Ident(word) if word == "principal" && !is_param(env.scope.template, word) => match env
-                    .scope
-                    .principal
-                {
-                    Some(principal) => Some(Term::Value(principal.to_string())),
-                    None => {
-                        self.error(err::principal_unknown(term.span));
-                        None
+                Literal::Ident(word) if word == "principal" && !is_param(env.scope.template, word) => {
+                    match env.scope.principal {
+                        Some(principal) => Some(Term::Value(principal.to_string())),
+                        None => {
+                            self.error(err::principal_unknown(term.span));
+                            None
+                        }
                     }
-                },
+                }
                 other => match attribute_operand(term, param, env.scope.template) {
                     Some(attr) => match self.attribute(&attr, env) {
                         Some(ty) if same_type(&ty, param) => Some(Term::Attr(self.attr_of(&attr))),
@@ -608,11 +609,7 @@ fn same_type(a: &Type, b: &Type) -> bool {
 
 /// The attribute an operand names, when it names one: another attribute (`resource.owner`), or, where identifiers
 /// are compared, `subject` and `resource` for their ids.
-fn attribute_operand(
-    operand: &ast::Operand,
-    ty: &Type,
-    template: Option<&TemplateScope>,
-) -> Option<ast::Attribute> {
+fn attribute_operand(operand: &ast::Operand, ty: &Type, template: Option<&TemplateScope>) -> Option<ast::Attribute> {
     match &operand.value {
         Literal::Path(attr) => Some(attr.clone()),
         // A template's parameter is an attribute, constant per instance (`args.amount <= cap`).

@@ -777,7 +777,9 @@ pub fn template_pattern_empty(clause: &str, template: &str, span: Span) -> Diagn
 pub fn template_principal_inherited(name: &str, parent: &str, span: Span) -> Diagnostic {
     Diagnostic::error(
         "remit::sub-mandate-principal",
-        format!("template `{name}` is under template `{parent}`: its instances act for their parent instance's principal"),
+        format!(
+            "template `{name}` is under template `{parent}`: its instances act for their parent instance's principal"
+        ),
     )
     .label(span, "`for` is not allowed under a template")
     .help("remove the `for`: an instance of a template under a template is granted from an instance of the parent")

@@ -225,7 +225,9 @@ pub fn program_hash(p: &Program) -> String {
     }
     // Templates add lines only when there are some, so a policy without one keeps its hash.
     for t in &p.templates {
-        let rules = sorted(t.rules.iter().map(|r| format!("{:?} {:?} {:?}", r.kind, p.target_name(&r.target), r.condition)).collect());
+        let rules = sorted(
+            t.rules.iter().map(|r| format!("{:?} {:?} {:?}", r.kind, p.target_name(&r.target), r.condition)).collect(),
+        );
         let params: Vec<String> =
             t.params.iter().map(|q| format!("{} {:?} {} {:?}", q.name, q.ty, q.signed, q.bound)).collect();
         let parent = match t.parent {

@@ -294,3 +294,151 @@ pub(super) fn unproved(program: &Program) -> Vec<Diagnostic> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::check::check;
+    use crate::ir::{Atom, Attr, Cond, Parent, Program, Test, TimeBound, Type};
+    use crate::syntax::ast::CompareOp;
+
+    const CEILING: &str = r#"
+mandate ceiling for "org:acme" {
+  holder under "agent:"
+  allow make_payment where args.amount <= 500 USD
+}
+"#;
+
+    fn program(text: &str) -> Program {
+        let mut sources = crate::stdlib::sources();
+        sources.add("policy.remit", format!("{CEILING}{text}"));
+        let checked = check(sources);
+        let codes: Vec<&str> = checked.diagnostics.iter().map(|d| d.code).collect();
+        assert!(codes.iter().all(|&c| c == "remit::template-narrowing-unproved"), "{:#?}", checked.diagnostics);
+        // One warning per template: none is read as proved.
+        assert_eq!(codes.len(), text.matches("\ntemplate ").count());
+        checked.program.expect("checks")
+    }
+
+    fn atoms(cond: &Cond) -> Vec<&Atom> {
+        match cond {
+            Cond::Atom(atom) => vec![atom],
+            Cond::And(items) | Cond::Or(items) => items.iter().flat_map(atoms).collect(),
+            Cond::True | Cond::False => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn parameters_are_attributes_of_the_body_and_the_bounds() {
+        let p = program(
+            r#"
+template shopping(
+  merchants: set<string> where merchants within ["acme", "globex"],
+  cap: money where cap > 0 USD and cap <= 500 USD,
+  until: timestamp where until - granted <= 30d,
+) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  valid until until
+  allow make_payment where args.merchant in merchants and args.amount <= cap
+}
+"#,
+        );
+        assert!(p.mandates.iter().all(|m| m.name != "shopping"), "a template is not a mandate");
+        let t = &p.templates[p.template_index["shopping"]];
+        assert_eq!(t.parent, Parent::Mandate(p.mandate("ceiling").unwrap()));
+        assert_eq!(t.valid_until, Some(TimeBound::Param("until".into())));
+        assert_eq!(t.principal_prefixes, ["user:"]);
+        // Without `granted by`, the principal alone grants.
+        assert!(t.granted_by.principal && t.granted_by.ids.is_empty() && t.granted_by.prefixes.is_empty());
+
+        let merchants = t.param("merchants").unwrap();
+        assert_eq!(merchants.ty, Type::Set(Box::new(Type::String)));
+        let bound = atoms(&merchants.bound);
+        assert_eq!(bound.len(), 1);
+        assert_eq!(bound[0].attr, Attr::Param("merchants".into()));
+        assert!(matches!(&bound[0].test, Test::Within(v) if v.len() == 2));
+        let until = atoms(&t.param("until").unwrap().bound);
+        assert!(matches!(&until[0].attr, Attr::Elapsed(later, earlier, CompareOp::Le, 2_592_000)
+            if **later == Attr::Param("until".into()) && **earlier == Attr::Param("granted".into())));
+        assert_eq!(t.param("cap").unwrap().bound_text.as_deref(), Some("cap > 0 USD and cap <= 500 USD"));
+
+        let body: Vec<&Attr> = t.rules.iter().flat_map(|r| atoms(&r.condition)).map(|a| &a.attr).collect();
+        let member = Attr::Member(
+            Box::new(Attr::Arg("merchant".into())),
+            Box::new(Attr::Param("merchants".into())),
+            Type::String,
+        );
+        let capped = Attr::Compare(
+            Box::new(Attr::Arg("amount".into())),
+            CompareOp::Le,
+            Box::new(Attr::Param("cap".into())),
+            Type::Money,
+        );
+        assert_eq!(body, [&member, &capped]);
+    }
+
+    #[test]
+    fn a_template_under_a_template_and_the_implicit_parameters() {
+        let p = program(
+            r#"
+template shopping(cap: money) under ceiling {
+  holder under "agent:"
+  granted by "user:ops", under "ops:"
+  allow make_payment where args.amount <= cap
+}
+
+template errands(small: money where small <= 20 USD) under shopping {
+  holder under "agent:errands/"
+  allow make_payment where args.amount <= small and args.merchant != principal and subject.id == holder
+}
+"#,
+        );
+        let errands = &p.templates[p.template_index["errands"]];
+        assert_eq!(errands.parent, Parent::Template(p.template_index["shopping"]));
+        let shopping = &p.templates[p.template_index["shopping"]];
+        assert!(!shopping.granted_by.principal, "`granted by` written without `principal`");
+        assert_eq!(shopping.granted_by.ids, ["user:ops"]);
+        let reads: Vec<Attr> = errands
+            .rules
+            .iter()
+            .flat_map(|r| atoms(&r.condition))
+            .flat_map(|a| a.attr.reads().into_iter().cloned().collect::<Vec<_>>())
+            .filter(|a| matches!(a, Attr::Param(_)))
+            .collect();
+        assert_eq!(reads, [Attr::Param("small".into()), Attr::Param("principal".into()), Attr::Param("holder".into())]);
+    }
+
+    #[test]
+    fn a_policy_with_templates_decides_as_without_them() {
+        let template = r#"
+template shopping(cap: money where cap <= 500 USD) under ceiling {
+  holder under "agent:"
+  otherwise escalate
+  allow make_payment where args.amount <= cap
+}
+"#;
+        let with = program(template);
+        let mut sources = crate::stdlib::sources();
+        sources.add("policy.remit", CEILING.to_string());
+        let without = check(sources).program.expect("checks");
+        for (mandate, amount) in [("ceiling", "40.00 USD"), ("ceiling", "600.00 USD"), ("shopping", "40.00 USD")] {
+            let request = serde_json::json!({
+                "subject": {"id": "agent:a"},
+                "action": {"name": "make_payment", "arguments": {"merchant": "acme", "amount": amount}},
+                "context": {"mandate": mandate, "now": "2026-11-30T12:00:00Z"},
+            })
+            .to_string();
+            let decide = |p: &Program| {
+                let d = crate::eval::decide(p, request.as_bytes());
+                (format!("{:?}", d.outcome), d.reasons, d.mandate_chain)
+            };
+            assert_eq!(decide(&with), decide(&without), "{mandate} {amount}");
+        }
+        assert_ne!(crate::check::program_hash(&with), crate::check::program_hash(&without));
+        let meta = crate::wasm::meta::PolicyMeta::from_program(&with);
+        assert_eq!(meta.templates.len(), 1);
+        assert!(!meta.templates[0].proved);
+        assert_eq!(meta.templates[0].params[0].bound.as_deref(), Some("cap <= 500 USD"));
+        assert!(!crate::wasm::meta::PolicyMeta::from_program(&without).to_json().contains("templates"));
+    }
+}

@@ -202,7 +202,9 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::operation_clause
         | Rule::budget_clause
         | Rule::fact_clause => "a mandate clause (`holder`, `allow`, `forbid`, …) or `}`",
-        Rule::for_clause | Rule::granted_by_clause => "a template clause (`for`, `granted by`, `holder`, `allow`, …) or `}`",
+        Rule::for_clause | Rule::granted_by_clause => {
+            "a template clause (`for`, `granted by`, `holder`, `allow`, …) or `}`"
+        }
         Rule::template_params | Rule::template_param => "a parameter `name: type [where …]`",
         Rule::effects_clause
         | Rule::tool_level_clause
