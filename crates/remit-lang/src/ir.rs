@@ -462,6 +462,8 @@ pub struct Template {
     pub delegation_depth: Option<u32>,
     pub rules: Vec<Rule>,
     pub span: Span,
+    /// Where `delegation depth` was written (the template's name when absent).
+    pub depth_span: Span,
 }
 
 impl Template {

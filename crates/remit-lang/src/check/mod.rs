@@ -83,11 +83,12 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
         diagnostics.extend(lints::lint(&program));
         diagnostics.extend(lints::unnamed_library_tools(&program, &sources, &decls));
         diagnostics.extend(limits::check(&program));
-        diagnostics.extend(templates::unproved(&program));
+        diagnostics.extend(templates::lint(&program));
         // Narrowing compares sound programs only: after any error its questions have no reliable answer.
         if options.narrowing && !diagnostics.iter().any(Diagnostic::is_error) {
             program.sources = sources.clone();
             diagnostics.extend(narrowing::check(&program));
+            diagnostics.extend(templates::unproved(&program));
         }
         program.hash = policy_hash(&sources);
         program.sources = sources;

@@ -138,6 +138,7 @@ impl Checker<'_> {
             delegation_depth: None,
             rules: Vec::new(),
             span: t.name.span,
+            depth_span: t.name.span,
         };
         let template_scope = TemplateScope { name: name.clone(), params: body_params.clone(), bound_of: None };
         let scope = Scope { tools, effects, principal: None, template: Some(&template_scope) };
@@ -228,6 +229,7 @@ impl Checker<'_> {
                 ClauseKind::DelegationDepth(depth) => {
                     if once(self, "delegation depth", span) {
                         out.delegation_depth = Some(*depth);
+                        out.depth_span = span;
                     }
                 }
                 _ => {
@@ -279,8 +281,68 @@ impl Checker<'_> {
     }
 }
 
-/// One warning per template: the proof that its instances narrow its parent is not built yet (issue 31, step 2).
-/// Said rather than implied, so that a policy with a template never reads as proved.
+/// What is checked of templates on the lowered program, as `lints.rs` checks mandates: holders inside a parent held
+/// by patterns (`remit::holder-outside-parent`) and every ancestor's `delegation depth`.
+pub(super) fn lint(program: &Program) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for t in &program.templates {
+        // The parent's holders, name and span.
+        let (parent_ids, parent_prefixes, parent_name, parent_span) = match t.parent {
+            Parent::Mandate(id) => {
+                let m = &program.mandates[id];
+                (&m.holders, &m.holder_prefixes, &m.name, m.span)
+            }
+            Parent::Template(id) => {
+                let p = &program.templates[id];
+                (&p.holders, &p.holder_prefixes, &p.name, p.span)
+            }
+        };
+        if !parent_prefixes.is_empty() {
+            let outside_ids = t.holders.iter().filter(|id| !crate::eval::holds(parent_ids, parent_prefixes, id));
+            let outside_prefixes = t
+                .holder_prefixes
+                .iter()
+                .filter(|p| !parent_prefixes.iter().any(|q| p.starts_with(q.as_str())))
+                .map(|p| format!("under \"{p}\""));
+            let outside: Vec<String> = outside_ids.map(|id| format!("\"{id}\"")).chain(outside_prefixes).collect();
+            if !outside.is_empty() {
+                out.push(err::holder_outside_parent(&t.name, parent_name, &outside, t.span, parent_span));
+            }
+        }
+        // Every ancestor bounds how far below it an instance may sit: the templates above, then the mandates.
+        let mut distance = 0u32;
+        let mut parent = Some(t.parent);
+        let mut steps = 0;
+        while let Some(current) = parent {
+            distance += 1;
+            steps += 1;
+            if steps > program.templates.len() + program.mandates.len() {
+                break; // cycles are reported when lowering
+            }
+            let (name, depth, depth_span, next) = match current {
+                Parent::Template(id) => {
+                    let a = &program.templates[id];
+                    (&a.name, a.delegation_depth, a.depth_span, Some(a.parent))
+                }
+                Parent::Mandate(id) => {
+                    let a = &program.mandates[id];
+                    (&a.name, a.delegation_depth, a.depth_span, a.parent.map(Parent::Mandate))
+                }
+            };
+            if let Some(depth) = depth {
+                if distance > depth {
+                    out.push(err::delegation_too_deep(&t.name, name, depth, t.span, depth_span));
+                }
+            }
+            parent = next;
+        }
+    }
+    out
+}
+
+/// Where the narrowing proof runs: one warning per template, as the proof that its instances narrow its parent is
+/// not built yet (issue 31, step 2). Said rather than implied, so that a policy with a template never reads as
+/// proved.
 pub(super) fn unproved(program: &Program) -> Vec<Diagnostic> {
     program
         .templates
