@@ -7,8 +7,8 @@
 //! 2. collect every top-level name, so declarations may refer to each other in any order (`Checker::collect`,
 //!    in `resolve.rs`);
 //! 3. lower every declaration (`Checker::lower`, here): effect classes, tools and approval kinds (`resolve.rs`),
-//!    mandates with their delegation and rules (`mandates.rs`), each rule's condition typed and made
-//!    negation-free (`conditions.rs`);
+//!    mandates with their delegation and rules (`mandates.rs`), templates with their parameters and bounds
+//!    (`templates.rs`), each rule's condition typed and made negation-free (`conditions.rs`);
 //! 4. on the lowered program: lints (`lints.rs`), the decision module's limits (`limits.rs`), and, when there is no
 //!    error, the narrowing proof ([`narrowing`]).
 
