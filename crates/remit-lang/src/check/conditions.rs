@@ -432,6 +432,11 @@ impl Checker<'_> {
             ast::EntityRole::Principal => &self.world.principal_attributes,
         };
         if let Some(found) = declared.get(name) {
+            if let (ast::EntityRole::Principal, Some(template)) = (role, env.scope.template) {
+                self.error(err::principal_attribute_in_template(&attr.display(), &template.name, attr.span));
+                env.failed = true;
+                return None;
+            }
             if role == ast::EntityRole::Principal && env.scope.principal.is_none() {
                 // Read under the mandate's principal: a mandate without one has nothing to read it under.
                 self.error(err::principal_unknown(attr.span));

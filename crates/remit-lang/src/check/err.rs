@@ -33,7 +33,7 @@ pub fn duplicate_definition(what: &str, name: &str, span: Span, first: Span) -> 
             "variant" => "the variants of an enum must be distinct",
             "level" => "each level appears once on the impact scale",
             "context attribute" => "declare each context attribute once, with one type",
-            _ => "tools, effect classes, kinds, enums, approval kinds and mandates share one namespace (a policy's own definition shadows the standard library's)",
+            _ => "tools, effect classes, kinds, enums, approval kinds, mandates and templates share one namespace (a policy's own definition shadows the standard library's)",
         })
 }
 
@@ -783,6 +783,16 @@ pub fn template_principal_inherited(name: &str, parent: &str, span: Span) -> Dia
     )
     .label(span, "`for` is not allowed under a template")
     .help("remove the `for`: an instance of a template under a template is granted from an instance of the parent")
+}
+
+pub fn principal_attribute_in_template(attr: &str, template: &str, span: Span) -> Diagnostic {
+    Diagnostic::error("remit::template-principal-attribute", format!("template `{template}` cannot read `{attr}` yet"))
+        .label(span, "an instance's principal is chosen when it is granted")
+        .help(
+            "the principal's attributes are filled for the mandates that may decide a request; for an instance's \
+         principal they come with run-time grants (docs/grants-design.md). Compare with `principal` (the \
+         instance's principal's id), or make the value a parameter with a bound",
+        )
 }
 
 pub fn parameter_outside_template(name: &str, span: Span) -> Diagnostic {

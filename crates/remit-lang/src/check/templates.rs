@@ -501,6 +501,8 @@ template shopping(cap: money where cap <= 500 USD) under ceiling {
         assert_eq!(meta.templates.len(), 1);
         assert!(!meta.templates[0].proved);
         assert_eq!(meta.templates[0].params[0].bound.as_deref(), Some("cap <= 500 USD"));
+        let read = crate::wasm::meta::PolicyMeta::from_json(meta.to_json().as_bytes()).expect("reads back");
+        assert_eq!(read, meta, "what a gateway reads is what the compiler wrote");
         assert!(!crate::wasm::meta::PolicyMeta::from_program(&without).to_json().contains("templates"));
     }
 }
