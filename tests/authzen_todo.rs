@@ -131,4 +131,20 @@ fn the_todo_interop_suite_passes_with_its_owners_as_gateway_data() {
         }
     }
     assert_eq!((single, batched), (160, 6));
+
+    // Beyond the suite: `can_update_todo` declares that it acts on a `todo`, so a todo a caller calls something
+    // else is still looked up as a todo (its owner from the data), never as the type the caller names.
+    let update = |todo: &str, resource_type: &str| {
+        let body = serde_json::json!({"subject": {"type": "user", "id": "morty@the-citadel.com"},
+                                      "action": {"name": "can_update_todo"},
+                                      "resource": {"type": resource_type, "id": todo}});
+        let (status, answer) = served.post("/access/v1/evaluation", body.to_string().as_bytes(), None);
+        assert_eq!(status, 200, "{answer}");
+        answer["decision"].clone()
+    };
+    let (mortys, ricks) = ("7240d0db-8ff0-41ec-98b2-34a096273b91", "7240d0db-8ff0-41ec-98b2-34a096273b92");
+    for resource_type in ["todo", "user", "note"] {
+        assert_eq!(update(mortys, resource_type), Value::Bool(true), "an editor's own todo, called a {resource_type}");
+        assert_eq!(update(ricks, resource_type), Value::Bool(false), "another's todo, called a {resource_type}");
+    }
 }

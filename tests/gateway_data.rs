@@ -363,6 +363,80 @@ fn filling_replaces_forged_values_and_keeps_properties_only_from_a_trusted_pep()
     assert_eq!(s.last("decision")["request"]["resource"]["properties"]["owner"], json!("user:bob"));
 }
 
+/// Todos and boards share ids; `update_todo` declares the type it acts on, `rename_board` does not.
+const TYPED_TODOS: &str = r#"
+resource todo {
+  owner: string
+}
+resource board {
+  owner: string
+}
+tool update_todo(todo: string) {
+  target args.todo
+  resource todo
+}
+tool rename_board(board: string) {
+  target args.board
+}
+mandate todos for "user:alice" {
+  holder "agent:assistant"
+  allow update_todo where resource.owner == principal
+  allow rename_board where resource.owner == principal
+}
+"#;
+
+/// A tool's `resource TYPE`, from the policy's metadata alone (no world spec given): the gateway looks the call's
+/// resource up as that type; a caller's other `resource.type` is replaced and recorded in `ignored`. A tool that
+/// declares none is looked up as the caller says.
+#[test]
+fn a_tools_declared_resource_type_replaces_the_callers() {
+    let s = setup_with("tool-type", TYPED_TODOS, None);
+    assert_eq!(s.gateway.world().tool_resource_types.get("update_todo").map(String::as_str), Some("todo"));
+    let data = "entity,todo,t1,owner,user:alice\nentity,board,t1,owner,user:bob\n";
+    assert_eq!(s.admin("POST", "/admin/v1/data/load?format=csv", Some(data)).0, 200);
+    // An AuthZEN call (whose resource has a type), or a native one (which may name none) for `resource: {"id": …}`.
+    // The target argument is the resource's id (`target args.…`): the caller's `resource.id` is the same.
+    let evaluate = |tool: &str, resource: Value| {
+        let argument = if tool == "update_todo" { "todo" } else { "board" };
+        let subject = json!({"type": "agent", "id": "agent:assistant"});
+        let allowed = if resource.get("type").is_some() {
+            let body = json!({"subject": subject, "action": {"name": tool, "properties": {argument: "t1"}},
+                              "resource": resource});
+            let response = s.call("POST", "/access/v1/evaluation", OTHER, Some(body.to_string().as_bytes()));
+            assert_eq!(response.status, 200, "{body}");
+            response.json()["decision"].as_bool().unwrap()
+        } else {
+            let native = json!({"subject": subject, "action": {"name": tool, "arguments": {argument: "t1"}},
+                                "resource": resource});
+            s.gateway.decide(native.to_string().as_bytes()).allowed()
+        };
+        let entry = s.last("decision");
+        let ignored: Vec<String> =
+            entry["ignored"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        (json!(allowed), entry["request"]["resource"].clone(), ignored)
+    };
+    // Called a board, the todo is still looked up as a todo (alice's, not bob's board of the same id).
+    let (decision, resource, ignored) = evaluate("update_todo", json!({"type": "board", "id": "t1"}));
+    assert_eq!(decision, json!(true), "{resource}");
+    assert_eq!(resource, json!({"type": "todo", "id": "t1", "properties": {"owner": "user:alice"}}));
+    assert_eq!(ignored, ["resource.type"]);
+    // Its own type, or none: nothing to replace.
+    for given in [json!({"type": "todo", "id": "t1"}), json!({"id": "t1"})] {
+        let (decision, resource, ignored) = evaluate("update_todo", given.clone());
+        assert_eq!((decision, ignored), (json!(true), Vec::<String>::new()), "{given}");
+        assert_eq!(resource["properties"], json!({"owner": "user:alice"}), "{given}");
+    }
+    // A tool without a declared type: the caller's type is the lookup's (so a forged type changes what is read),
+    // and without one, of two declared types, nothing is filled and the condition fails closed.
+    let (decision, resource, ignored) = evaluate("rename_board", json!({"type": "board", "id": "t1"}));
+    assert_eq!((decision, resource["properties"].clone()), (json!(false), json!({"owner": "user:bob"})));
+    assert!(ignored.is_empty(), "{ignored:?}");
+    let (decision, resource, _) = evaluate("rename_board", json!({"type": "todo", "id": "t1"}));
+    assert_eq!((decision, resource["properties"].clone()), (json!(true), json!({"owner": "user:alice"})));
+    let (decision, resource, _) = evaluate("rename_board", json!({"id": "t1"}));
+    assert_eq!((decision, resource.get("properties")), (json!(false), None));
+}
+
 /// Customers' desks: each mandate's principal is a customer whose accounts (data) bound the transfers.
 const CUSTOMERS: &str = r#"
 principal customer {
