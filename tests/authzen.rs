@@ -3,20 +3,17 @@
 //! and the enforcement point's authentication (PEP bearer tokens, a client certificate over mutual TLS). Every
 //! server stops by itself at the end of its test; the clock is fixed.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use remit_gateway::client::blocking::{request, Response};
-use remit_gateway::core::FixedClock;
-use remit_gateway::http::{router, serve, Tokens};
+use remit_gateway::http::Tokens;
 use remit_gateway::https::ServerTls;
-use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
-use remit_host::Runtime;
+use remit_gateway::Config;
 use serde_json::{json, Value};
 
+mod support;
 #[path = "support/tls.rs"]
 mod tls;
+
+use support::gateway::{HttpGateway, Options};
 
 /// The Todo application of the AuthZEN interop, as remit mandates: Rick may read and update todos, Beth only read.
 const TODO: &str = r#"
@@ -43,28 +40,6 @@ mandate pays for "user:alice" {
 }
 "#;
 
-/// A gateway on `source` with a fixed clock, served on a free loopback port (over TLS with `tls`) until dropped.
-struct Server {
-    address: SocketAddr,
-    https: bool,
-    store: Arc<SqliteStore>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    dir: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
 fn program(source: &str) -> remit_lang::ir::Program {
     let mut sources = remit_lang::stdlib::sources();
     sources.add("todo.remit".to_string(), source.to_string());
@@ -72,44 +47,18 @@ fn program(source: &str) -> remit_lang::ir::Program {
     checked.program.unwrap_or_else(|| panic!("the policy checks: {:?}", checked.diagnostics))
 }
 
-fn start(name: &str, tokens: Tokens, config: Config, tls: Option<ServerTls>) -> Server {
-    let dir = std::env::temp_dir().join(format!("remit-authzen-{name}-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let program = program(TODO);
-    let compiled = Runtime::new().unwrap().load(&remit_lang::wasm::compile(&program).unwrap()).unwrap();
-    let policy = Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp("2026-12-03T15:30:00Z").unwrap()));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    let https = tls.is_some();
-    let gateway = Arc::new(Gateway::new(policy, store.clone(), clock, config));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            serve(listener, router(gateway, tokens), tls, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    Server { address, https, store, stop: Some(stop), thread: Some(thread), dir }
+/// A gateway on the Todo policy with a fixed clock, served on a free loopback port (over TLS with `tls`) until
+/// dropped.
+fn start(name: &str, tokens: Tokens, config: Config, tls: Option<ServerTls>) -> HttpGateway {
+    let policy = support::gateway::policy(&program(TODO));
+    HttpGateway::start(&format!("authzen-{name}"), policy, Options { tokens, config, reloader: None, tls })
 }
 
-fn plain(name: &str) -> Server {
+fn plain(name: &str) -> HttpGateway {
     start(name, Tokens::default(), Config::default(), None)
 }
 
-impl Server {
-    fn url(&self, path: &str) -> String {
-        format!("{}://{}{path}", if self.https { "https" } else { "http" }, self.address)
-    }
-
+impl HttpGateway {
     fn post(&self, path: &str, body: &Value) -> Response {
         self.post_with(path, body, &[])
     }
@@ -247,7 +196,7 @@ const TODO_BATCH: &str = r#"{
 fn batch_items_are_the_minimal_decisions_the_interop_runner_compares_when_asked() {
     let suite: Value = serde_json::from_str(TODO_BATCH).unwrap();
     let cases = suite["evaluations"].as_array().unwrap();
-    let run = |s: &Server, options: Option<Value>| -> usize {
+    let run = |s: &HttpGateway, options: Option<Value>| -> usize {
         let mut passed = 0;
         for case in cases {
             let mut body = case["request"].clone();

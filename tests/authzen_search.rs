@@ -4,15 +4,13 @@
 //! OpenID AuthZEN search interop suite (openid/authzen, interop/authzen-search-demo, vendored in
 //! tests/authzen/search with its commit and licence): every case of its three files, unchanged.
 
-use std::path::Path;
-use std::sync::Arc;
+mod support;
 
-use remit_gateway::client::blocking::request;
-use remit_gateway::core::FixedClock;
-use remit_gateway::http::{router_with_reload, serve, Tokens};
-use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
-use remit_host::Runtime;
+use std::path::Path;
+
+use remit_gateway::http::Tokens;
 use serde_json::{json, Value};
+use support::gateway::{policy, HttpGateway, Options};
 
 const ADMIN: &str = "search-admin-token";
 
@@ -20,41 +18,9 @@ fn suite() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/authzen/search"))
 }
 
-/// A gateway serving a policy on a free loopback port, with data loaded, until the test ends.
-struct Served {
-    address: std::net::SocketAddr,
-    store: Arc<SqliteStore>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
-impl Served {
-    fn post_bytes(&self, path: &str, body: &[u8], token: Option<&str>) -> (u16, Value) {
-        let url = format!("http://{}{path}", self.address);
-        let auth = token.map(|t| format!("Bearer {t}"));
-        let mut headers = vec![("Content-Type", "application/json")];
-        if let Some(auth) = &auth {
-            headers.push(("Authorization", auth));
-        }
-        let response = request("POST", &url, &headers, Some(body)).unwrap();
-        (response.status, response.json())
-    }
-
+impl HttpGateway {
     fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.post_bytes(path, body.to_string().as_bytes(), None)
+        self.post_json(path, body.to_string().as_bytes(), None)
     }
 
     /// The log's length (a search must not move it).
@@ -63,39 +29,14 @@ impl Served {
     }
 }
 
-fn start(name: &str, file: &str, source: &str, data: &[u8]) -> Served {
-    let dir = std::env::temp_dir().join(format!("remit-authzen-search-{name}-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut sources = remit_lang::stdlib::sources();
-    sources.add(file.to_string(), source.to_string());
-    let checked = remit_lang::check::check(sources);
-    let program = checked.program.unwrap_or_else(|| panic!("the policy checks: {:?}", checked.diagnostics));
-    let compiled = Runtime::new().unwrap().load(&remit_lang::wasm::compile(&program).unwrap()).unwrap();
-    let policy = Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp("2026-12-03T15:30:00Z").unwrap()));
-    let gateway = Arc::new(Gateway::new(policy, store.clone(), clock, Config::default()));
+/// A gateway serving a policy on a free loopback port, with data loaded, until the test ends.
+fn start(name: &str, file: &str, source: &str, data: &[u8]) -> HttpGateway {
+    let program = support::examples::compile(&[(file.to_string(), source.to_string())]);
     let mut tokens = Tokens::default();
     tokens.admin.insert(ADMIN.into(), "ops".into());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            serve(listener, router_with_reload(gateway, tokens, None), None, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    let served = Served { address, store, stop: Some(stop), thread: Some(thread), dir };
-    let (status, body) = served.post_bytes("/admin/v1/data/load?format=json", data, Some(ADMIN));
-    assert_eq!(status, 200, "the data loads: {body}");
+    let options = Options { tokens, ..Options::default() };
+    let served = HttpGateway::start(&format!("authzen-search-{name}"), policy(&program), options);
+    served.load_data(ADMIN, data);
     served
 }
 
@@ -133,7 +74,7 @@ const DOCS_DATA: &str = r#"[
   {"type": "agent", "id": "agent:stranger"}
 ]"#;
 
-fn docs(name: &str) -> Served {
+fn docs(name: &str) -> HttpGateway {
     start(name, "docs.remit", DOCS, DOCS_DATA.as_bytes())
 }
 
@@ -317,8 +258,7 @@ fn the_searches_page_as_the_action_search_does() {
 #[test]
 fn discovery_names_the_subject_and_resource_searches() {
     let s = docs("discovery");
-    let url = format!("http://{}/.well-known/authzen-configuration", s.address);
-    let config = request("GET", &url, &[], None).unwrap().json();
+    let config = s.call("GET", "/.well-known/authzen-configuration", None, None).json();
     for (key, path) in [
         ("search_subject_endpoint", "/access/v1/search/subject"),
         ("search_resource_endpoint", "/access/v1/search/resource"),
@@ -369,7 +309,7 @@ fn the_search_interop_suite_passes_from_the_gateways_data() {
             serde_json::from_slice(&std::fs::read(suite().join(kind).join("results.json")).unwrap()).unwrap();
         let cases = file["evaluation"].as_array().unwrap();
         for (i, case) in cases.iter().enumerate() {
-            let (status, answer) = s.post_bytes(path, case["request"].to_string().as_bytes(), None);
+            let (status, answer) = s.post_json(path, case["request"].to_string().as_bytes(), None);
             assert_eq!(status, 200, "{kind} #{i}: {answer}");
             let expected = &case["expected"]["results"];
             if kind == "action" {
@@ -392,9 +332,7 @@ fn the_search_interop_suite_passes_from_the_gateways_data() {
     // Fail closed: a user nobody knows may do nothing; a holder the data no longer describes may do nothing a rule
     // reading its role or department grants (the condition cannot be evaluated, `or` or not), and still what a rule
     // reading only the record's owner and its id grants.
-    let url = format!("http://{}/admin/v1/data/entities/user/alice", s.address);
-    let auth = format!("Bearer {ADMIN}");
-    assert_eq!(request("DELETE", &url, &[("Authorization", &auth)], None).unwrap().status, 200);
+    assert_eq!(s.call("DELETE", "/admin/v1/data/entities/user/alice", Some(ADMIN), None).status, 200);
     let owned = json!([{"type": "record", "id": "101"}, {"type": "record", "id": "107"},
                        {"type": "record", "id": "113"}, {"type": "record", "id": "119"}]);
     for (subject, action, expected) in [

@@ -5,15 +5,13 @@
 //! users and the todos' owners are the gateway's data, loaded through the admin API. The suite's own `ownerID`
 //! properties come from the caller, whom the policy does not trust for them: they are removed and ignored.
 
-use std::path::Path;
-use std::sync::Arc;
+mod support;
 
-use remit_gateway::client::blocking::request;
-use remit_gateway::core::FixedClock;
-use remit_gateway::http::{router_with_reload, serve, Tokens};
-use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
-use remit_host::Runtime;
+use std::path::Path;
+
+use remit_gateway::http::Tokens;
 use serde_json::Value;
+use support::gateway::{policy, HttpGateway, Options};
 
 const ADMIN: &str = "todo-admin-token";
 
@@ -22,72 +20,13 @@ fn suite() -> &'static Path {
 }
 
 /// A gateway serving the Todo policy on a free loopback port, with the suite's data loaded, until the test ends.
-struct Served {
-    address: std::net::SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
-impl Served {
-    fn post(&self, path: &str, body: &[u8], token: Option<&str>) -> (u16, Value) {
-        let url = format!("http://{}{path}", self.address);
-        let auth = token.map(|t| format!("Bearer {t}"));
-        let mut headers = vec![("Content-Type", "application/json")];
-        if let Some(auth) = &auth {
-            headers.push(("Authorization", auth));
-        }
-        let response = request("POST", &url, &headers, Some(body)).unwrap();
-        (response.status, response.json())
-    }
-}
-
-fn start() -> Served {
-    let dir = std::env::temp_dir().join(format!("remit-authzen-todo-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut sources = remit_lang::stdlib::sources();
-    sources.add("todo.remit".to_string(), std::fs::read_to_string(suite().join("todo.remit")).unwrap());
-    let checked = remit_lang::check::check(sources);
-    let program = checked.program.unwrap_or_else(|| panic!("the Todo policy checks: {:?}", checked.diagnostics));
-    let compiled = Runtime::new().unwrap().load(&remit_lang::wasm::compile(&program).unwrap()).unwrap();
-    let policy = Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp("2026-12-03T15:30:00Z").unwrap()));
-    let gateway = Arc::new(Gateway::new(policy, store, clock, Config::default()));
+fn start() -> HttpGateway {
+    let source = std::fs::read_to_string(suite().join("todo.remit")).unwrap();
+    let program = support::examples::compile(&[("todo.remit".into(), source)]);
     let mut tokens = Tokens::default();
     tokens.admin.insert(ADMIN.into(), "ops".into());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            serve(listener, router_with_reload(gateway, tokens, None), None, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    let served = Served { address, stop: Some(stop), thread: Some(thread), dir };
-    let data = std::fs::read(suite().join("data.json")).unwrap();
-    let (status, body) = served.post("/admin/v1/data/load?format=json", &data, Some(ADMIN));
-    assert_eq!(status, 200, "the suite's data loads: {body}");
+    let served = HttpGateway::start("authzen-todo", policy(&program), Options { tokens, ..Options::default() });
+    served.load_data(ADMIN, &std::fs::read(suite().join("data.json")).unwrap());
     served
 }
 
@@ -114,14 +53,14 @@ fn the_todo_interop_suite_passes_with_its_owners_as_gateway_data() {
         assert_eq!(cases.len(), 40, "{name}");
         for (i, case) in cases.iter().enumerate() {
             let body = serde_json::to_vec(&case["request"]).unwrap();
-            let (status, answer) = served.post("/access/v1/evaluation", &body, None);
+            let (status, answer) = served.post_json("/access/v1/evaluation", &body, None);
             assert_eq!(status, 200, "{name} #{i}: {answer}");
             assert_eq!(answer["decision"], case["expected"], "{name} #{i}: {}\n{answer}", case["request"]);
             single += 1;
         }
         for (i, case) in suite.get("evaluations").and_then(Value::as_array).into_iter().flatten().enumerate() {
             let body = serde_json::to_vec(&case["request"]).unwrap();
-            let (status, answer) = served.post("/access/v1/evaluations", &body, None);
+            let (status, answer) = served.post_json("/access/v1/evaluations", &body, None);
             assert_eq!(status, 200, "{name} batch #{i}: {answer}");
             let decisions: Vec<&Value> =
                 answer["evaluations"].as_array().unwrap().iter().map(|e| &e["decision"]).collect();
@@ -131,4 +70,20 @@ fn the_todo_interop_suite_passes_with_its_owners_as_gateway_data() {
         }
     }
     assert_eq!((single, batched), (160, 6));
+
+    // Beyond the suite: `can_update_todo` declares that it acts on a `todo`, so a todo a caller calls something
+    // else is still looked up as a todo (its owner from the data), never as the type the caller names.
+    let update = |todo: &str, resource_type: &str| {
+        let body = serde_json::json!({"subject": {"type": "user", "id": "morty@the-citadel.com"},
+                                      "action": {"name": "can_update_todo"},
+                                      "resource": {"type": resource_type, "id": todo}});
+        let (status, answer) = served.post_json("/access/v1/evaluation", body.to_string().as_bytes(), None);
+        assert_eq!(status, 200, "{answer}");
+        answer["decision"].clone()
+    };
+    let (mortys, ricks) = ("7240d0db-8ff0-41ec-98b2-34a096273b91", "7240d0db-8ff0-41ec-98b2-34a096273b92");
+    for resource_type in ["todo", "user", "note"] {
+        assert_eq!(update(mortys, resource_type), Value::Bool(true), "an editor's own todo, called a {resource_type}");
+        assert_eq!(update(ricks, resource_type), Value::Bool(false), "another's todo, called a {resource_type}");
+    }
 }

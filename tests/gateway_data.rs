@@ -7,25 +7,23 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
 use remit_gateway::bundle::{self, Bundle};
-use remit_gateway::client::blocking::{request, Response};
+use remit_gateway::client::blocking::request;
 use remit_gateway::core::{FixedClock, WorldSpec};
-use remit_gateway::http::{router_with_reload, serve, Tokens};
+use remit_gateway::http::Tokens;
 use remit_gateway::store::{LogEntry, ORIGIN_ADMIN};
-use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, Store};
-use remit_host::Runtime;
+use remit_gateway::{Config, Durability, Gateway, Policy, SqliteStore, Store};
 use remit_lang::value::parse_timestamp;
 use serde_json::{json, Value};
 use support::examples;
+use support::gateway::{HttpGateway, Options, NOW};
 use support::served::Served;
 
-const NOW: &str = "2026-12-03T15:30:00Z";
 const ADMIN: &str = "ops-admin-token";
 const BACKEND: &str = "backend-pep-token";
 const OTHER: &str = "other-pep-token";
@@ -62,82 +60,34 @@ const WORLD: &str = r#"{
 }"#;
 
 fn policy_of(source: &str) -> Policy {
-    let program = examples::compile(&[("todos.remit".into(), source.into())]);
-    let wasm = remit_lang::wasm::compile(&program).unwrap();
-    let compiled = Runtime::new().unwrap().load(&wasm).unwrap();
-    Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap()
+    support::gateway::policy(&examples::compile(&[("todos.remit".into(), source.into())]))
 }
 
-/// A gateway over a fresh store, served on a free loopback port with an admin token and two PEP tokens (`backend`
-/// trusted with properties, `other` not), until dropped.
-struct Setup {
-    gateway: Arc<Gateway>,
-    store: Arc<SqliteStore>,
-    dir: PathBuf,
-    address: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
-fn setup(name: &str, world: &str) -> Setup {
+fn setup(name: &str, world: &str) -> HttpGateway {
     setup_with(name, TODOS, Some(world))
 }
 
-/// [`setup`] of the policy `source`, with the world spec `world` or, without one, what the policy's metadata says
-/// it reads (as `remit serve` does).
-fn setup_with(name: &str, source: &str, world: Option<&str>) -> Setup {
-    let dir = support::temp_dir(&format!("gateway-data-{name}"));
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
-    let gateway = Arc::new(Gateway::new(policy_of(source), store.clone(), clock, Config::default()));
-    if let Some(world) = world {
-        gateway.set_world(WorldSpec::from_json(world).unwrap());
-    }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
+/// A gateway on the policy `source` over a fresh store, served on a free loopback port with an admin token and two
+/// PEP tokens (`backend` trusted with properties, `other` not), until dropped; with the world spec `world` or,
+/// without one, what the policy's metadata says it reads (as `remit serve` does).
+fn setup_with(name: &str, source: &str, world: Option<&str>) -> HttpGateway {
     let mut tokens = Tokens::default();
     tokens.admin.insert(ADMIN.into(), "ops".into());
     tokens.pep.insert(BACKEND.into(), "backend".into());
     tokens.pep.insert(OTHER.into(), "other".into());
     tokens.trusted_pep.insert("backend".into());
-    let served = gateway.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            serve(listener, router_with_reload(served, tokens, None), None, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    Setup { gateway, store, dir, address, stop: Some(stop), thread: Some(thread) }
+    let options = Options { tokens, ..Options::default() };
+    let served = HttpGateway::start(&format!("gateway-data-{name}"), policy_of(source), options);
+    // Before any request: every decision reads this spec.
+    if let Some(world) = world {
+        served.gateway.set_world(WorldSpec::from_json(world).unwrap());
+    }
+    served
 }
 
-impl Setup {
-    fn call(&self, method: &str, path: &str, token: &str, body: Option<&[u8]>) -> Response {
-        let auth = format!("Bearer {token}");
-        let url = format!("http://{}{path}", self.address);
-        request(method, &url, &[("Authorization", &auth), ("Content-Type", "application/json")], body).unwrap()
-    }
-
+impl HttpGateway {
     fn admin(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
-        let response = self.call(method, path, ADMIN, body.map(str::as_bytes));
+        let response = self.call(method, path, Some(ADMIN), body.map(str::as_bytes));
         (response.status, response.json())
     }
 
@@ -185,8 +135,8 @@ fn single_changes_are_versioned_logged_and_read_back_by_key() {
     assert_eq!(s.admin("PUT", "/admin/v1/data/holidays/office/2026-02-30", None).0, 422);
     assert_eq!(s.admin("PUT", "/admin/v1/data/relations/holiday/office/2026-12-24", None).0, 422);
     assert_eq!(s.admin("PUT", "/admin/v1/data/entities/todo/t2", Some(r#"{"owner": "x"}"#)).0, 400);
-    assert_eq!(s.call("PUT", "/admin/v1/data/relations/r/a/b", BACKEND, None).status, 403);
-    assert_eq!(s.call("GET", "/admin/v1/data/entities/todo/t%2F1", "", None).status, 401);
+    assert_eq!(s.call("PUT", "/admin/v1/data/relations/r/a/b", Some(BACKEND), None).status, 403);
+    assert_eq!(s.call("GET", "/admin/v1/data/entities/todo/t%2F1", Some(""), None).status, 401);
     assert_eq!(s.data_version(), 5);
     // Each change is a `data` entry with its version and who made it.
     let entries: Vec<Value> =
@@ -277,7 +227,7 @@ fn filling_replaces_forged_values_and_keeps_properties_only_from_a_trusted_pep()
     });
     for (token, trusted) in [(OTHER, false), (BACKEND, true)] {
         let body = forged_call("update_todo").to_string();
-        let response = s.call("POST", "/access/v1/evaluation", token, Some(body.as_bytes()));
+        let response = s.call("POST", "/access/v1/evaluation", Some(token), Some(body.as_bytes()));
         assert_eq!(response.status, 200);
         assert_eq!(response.json()["decision"], json!(true), "the module reads none of it: still allowed");
         let entry = s.last("decision");
@@ -359,8 +309,82 @@ fn filling_replaces_forged_values_and_keeps_properties_only_from_a_trusted_pep()
     assert!(s.gateway.decide_deferring(native.as_bytes()).allowed());
     assert_eq!(owner_seen(), json!("user:bob"));
     let body = forged_call("update_todo").to_string();
-    s.call("POST", "/access/v1/evaluation", OTHER, Some(body.as_bytes()));
+    s.call("POST", "/access/v1/evaluation", Some(OTHER), Some(body.as_bytes()));
     assert_eq!(s.last("decision")["request"]["resource"]["properties"]["owner"], json!("user:bob"));
+}
+
+/// Todos and boards share ids; `update_todo` declares the type it acts on, `rename_board` does not.
+const TYPED_TODOS: &str = r#"
+resource todo {
+  owner: string
+}
+resource board {
+  owner: string
+}
+tool update_todo(todo: string) {
+  target args.todo
+  resource todo
+}
+tool rename_board(board: string) {
+  target args.board
+}
+mandate todos for "user:alice" {
+  holder "agent:assistant"
+  allow update_todo where resource.owner == principal
+  allow rename_board where resource.owner == principal
+}
+"#;
+
+/// A tool's `resource TYPE`, from the policy's metadata alone (no world spec given): the gateway looks the call's
+/// resource up as that type; a caller's other `resource.type` is replaced and recorded in `ignored`. A tool that
+/// declares none is looked up as the caller says.
+#[test]
+fn a_tools_declared_resource_type_replaces_the_callers() {
+    let s = setup_with("tool-type", TYPED_TODOS, None);
+    assert_eq!(s.gateway.world().tool_resource_types.get("update_todo").map(String::as_str), Some("todo"));
+    let data = "entity,todo,t1,owner,user:alice\nentity,board,t1,owner,user:bob\n";
+    assert_eq!(s.admin("POST", "/admin/v1/data/load?format=csv", Some(data)).0, 200);
+    // An AuthZEN call (whose resource has a type), or a native one (which may name none) for `resource: {"id": …}`.
+    // The target argument is the resource's id (`target args.…`): the caller's `resource.id` is the same.
+    let evaluate = |tool: &str, resource: Value| {
+        let argument = if tool == "update_todo" { "todo" } else { "board" };
+        let subject = json!({"type": "agent", "id": "agent:assistant"});
+        let allowed = if resource.get("type").is_some() {
+            let body = json!({"subject": subject, "action": {"name": tool, "properties": {argument: "t1"}},
+                              "resource": resource});
+            let response = s.call("POST", "/access/v1/evaluation", Some(OTHER), Some(body.to_string().as_bytes()));
+            assert_eq!(response.status, 200, "{body}");
+            response.json()["decision"].as_bool().unwrap()
+        } else {
+            let native = json!({"subject": subject, "action": {"name": tool, "arguments": {argument: "t1"}},
+                                "resource": resource});
+            s.gateway.decide(native.to_string().as_bytes()).allowed()
+        };
+        let entry = s.last("decision");
+        let ignored: Vec<String> =
+            entry["ignored"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        (json!(allowed), entry["request"]["resource"].clone(), ignored)
+    };
+    // Called a board, the todo is still looked up as a todo (alice's, not bob's board of the same id).
+    let (decision, resource, ignored) = evaluate("update_todo", json!({"type": "board", "id": "t1"}));
+    assert_eq!(decision, json!(true), "{resource}");
+    assert_eq!(resource, json!({"type": "todo", "id": "t1", "properties": {"owner": "user:alice"}}));
+    assert_eq!(ignored, ["resource.type"]);
+    // Its own type, or none: nothing to replace.
+    for given in [json!({"type": "todo", "id": "t1"}), json!({"id": "t1"})] {
+        let (decision, resource, ignored) = evaluate("update_todo", given.clone());
+        assert_eq!((decision, ignored), (json!(true), Vec::<String>::new()), "{given}");
+        assert_eq!(resource["properties"], json!({"owner": "user:alice"}), "{given}");
+    }
+    // A tool without a declared type: the caller's type is the lookup's (so a forged type changes what is read),
+    // and without one, of two declared types, nothing is filled and the condition fails closed.
+    let (decision, resource, ignored) = evaluate("rename_board", json!({"type": "board", "id": "t1"}));
+    assert_eq!((decision, resource["properties"].clone()), (json!(false), json!({"owner": "user:bob"})));
+    assert!(ignored.is_empty(), "{ignored:?}");
+    let (decision, resource, _) = evaluate("rename_board", json!({"type": "todo", "id": "t1"}));
+    assert_eq!((decision, resource["properties"].clone()), (json!(true), json!({"owner": "user:alice"})));
+    let (decision, resource, _) = evaluate("rename_board", json!({"id": "t1"}));
+    assert_eq!((decision, resource.get("properties")), (json!(false), None));
 }
 
 /// Customers' desks: each mandate's principal is a customer whose accounts (data) bound the transfers.
@@ -420,7 +444,7 @@ fn principal_attributes_come_from_the_data_for_the_deciding_mandates_principal_o
     let body = json!({"subject": {"type": "agent", "id": "agent:assistant"}, "action": {"name": "transfer"},
                       "resource": {"type": "account", "id": "forged"},
                       "context": {"principals": forged}});
-    let response = s.call("POST", "/access/v1/evaluation", BACKEND, Some(body.to_string().as_bytes()));
+    let response = s.call("POST", "/access/v1/evaluation", Some(BACKEND), Some(body.to_string().as_bytes()));
     assert_eq!(response.status, 200);
     let entry = s.last("decision");
     assert_eq!(entry["request"]["context"]["principals"], dana, "a trusted enforcement point is no source either");
@@ -454,7 +478,7 @@ fn an_empty_world_changes_no_request() {
     assert_eq!(entry["request"]["context"]["relations"], native["context"]["relations"]);
     assert_eq!(entry["ignored"], json!([]));
     // AuthZEN's types and properties are not carried into remit's request.
-    let response = s.call("POST", "/access/v1/evaluation", OTHER, Some(native.to_string().as_bytes()));
+    let response = s.call("POST", "/access/v1/evaluation", Some(OTHER), Some(native.to_string().as_bytes()));
     assert_eq!(response.json()["decision"], json!(true));
     let request = &s.last("decision")["request"];
     assert_eq!(request["subject"], json!({"id": "agent:assistant"}));

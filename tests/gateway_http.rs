@@ -3,24 +3,22 @@
 //! admin` / `remit audit` as commands. Every server stops by itself at the end of its test.
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use remit_gateway::client::blocking::{request, Response};
-use remit_gateway::core::FixedClock;
-use remit_gateway::http::{router_with_reload, serve, Reloader, Tokens};
-use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore};
+use remit_gateway::http::{Reloader, Tokens};
+use remit_gateway::{Durability, Policy, PolicyMeta, SqliteStore};
 use remit_host::Runtime;
 use remit_lang::check::check;
-use remit_lang::value::parse_timestamp;
 use serde_json::{json, Value};
 
 mod support;
 #[path = "support/tls.rs"]
 mod tls;
 
+use support::gateway::{HttpGateway, Options};
 use support::served::Served;
 
 const ALICE: &str = "alice-inbox-token";
@@ -47,27 +45,6 @@ fn wallet_and(extra: &[(&str, &str)]) -> remit_lang::ir::Program {
     check(sources).program.unwrap()
 }
 
-/// A gateway on the wallet with a fixed clock, served on a free loopback port until dropped.
-struct Server {
-    address: SocketAddr,
-    store: Arc<SqliteStore>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    dir: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
 /// A fresh folder for a test named `name`, with `source` as its policy (`policy/shop.remit`).
 fn policy_dir(name: &str, source: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("remit-gateway-{name}-{}", std::process::id()));
@@ -77,59 +54,26 @@ fn policy_dir(name: &str, source: &str) -> PathBuf {
     dir
 }
 
-fn start(name: &str) -> Server {
+/// A gateway on the wallet with a fixed clock (and the program, so that it explains decisions), served on a free
+/// loopback port with Alice's, Bob's and an agent's inbox tokens and an admin token, until dropped.
+fn start(name: &str) -> HttpGateway {
     start_with(name, None)
 }
 
-fn start_with(name: &str, reloader: Option<Reloader>) -> Server {
-    let dir = std::env::temp_dir().join(format!("remit-gateway-http-{name}-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
-    std::fs::create_dir_all(&dir).unwrap();
+fn start_with(name: &str, reloader: Option<Reloader>) -> HttpGateway {
     let program = wallet();
-    let compiled = Runtime::new().unwrap().load(&remit_lang::wasm::compile(&program).unwrap()).unwrap();
-    let meta = PolicyMeta::from_program(&program);
-    let policy = Policy::new(compiled, meta).unwrap().with_program(Arc::new(program)).unwrap();
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(parse_timestamp("2026-12-03T15:30:00Z").unwrap()));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
-    let config = Config { base_url: format!("http://{address}"), ..Config::default() };
-    let gateway = Arc::new(Gateway::new(policy, store.clone(), clock, config));
+    let policy = support::gateway::policy(&program).with_program(Arc::new(program)).unwrap();
     let mut tokens = Tokens::default();
     tokens.inbox.insert(ALICE.into(), "user:alice".into());
     tokens.inbox.insert(BOB.into(), "user:bob".into());
     tokens.inbox.insert(AGENT.into(), "agent:shopper".into());
     tokens.admin.insert(ADMIN.into(), "ops".into());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(async move {
-            listener.set_nonblocking(true).unwrap();
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            serve(listener, router_with_reload(gateway, tokens, reloader), None, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    Server { address, store, stop: Some(stop), thread: Some(thread), dir }
+    HttpGateway::start(&format!("gateway-http-{name}"), policy, Options { tokens, reloader, ..Options::default() })
 }
 
-impl Server {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.address)
-    }
-
+impl HttpGateway {
     fn post(&self, path: &str, body: &Value) -> Response {
-        let body = body.to_string();
-        request("POST", &self.url(path), &[("Content-Type", "application/json")], Some(body.as_bytes())).unwrap()
-    }
-
-    fn call(&self, method: &str, path: &str, token: Option<&str>) -> Response {
-        let auth = token.map(|t| format!("Bearer {t}"));
-        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
-        request(method, &self.url(path), &headers, None).unwrap()
+        self.call("POST", path, None, Some(body.to_string().as_bytes()))
     }
 }
 
@@ -229,7 +173,7 @@ fn bad_input_is_a_json_400_and_oversize_a_413() {
     assert_eq!(answer.status, 413);
     let answer = request("POST", &s.url("/v1/decide"), &[], Some(&big)).unwrap();
     assert_eq!(answer.status, 413);
-    let answer = s.call("GET", "/nope", None);
+    let answer = s.call("GET", "/nope", None, None);
     assert_eq!(answer.status, 404);
     assert_eq!(answer.json()["error"]["code"], "http.not-found");
 }
@@ -237,7 +181,7 @@ fn bad_input_is_a_json_400_and_oversize_a_413() {
 #[test]
 fn discovery_search_health_ready_and_metrics() {
     let s = start("ops");
-    let config = s.call("GET", "/.well-known/authzen-configuration", None).json();
+    let config = s.call("GET", "/.well-known/authzen-configuration", None, None).json();
     assert_eq!(config["access_evaluation_endpoint"], s.url("/access/v1/evaluation"));
     assert_eq!(config["search_action_endpoint"], s.url("/access/v1/search/action"));
     let search = s.post(
@@ -251,11 +195,11 @@ fn discovery_search_health_ready_and_metrics() {
         search.json()["results"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
     assert!(names.contains(&"make_payment".to_string()), "{names:?}");
     assert!(!names.contains(&"export_purchase_history".to_string()), "{names:?}");
-    assert_eq!(s.call("GET", "/health", None).status, 200);
-    assert_eq!(s.call("GET", "/ready", None).json()["status"], "ready");
+    assert_eq!(s.call("GET", "/health", None, None).status, 200);
+    assert_eq!(s.call("GET", "/ready", None, None).json()["status"], "ready");
     s.post("/access/v1/evaluation", &payment("20.00 USD", "op-1"));
     s.post("/access/v1/evaluation", &payment("20.00 USD", "op-1"));
-    let metrics = s.call("GET", "/metrics", None).text();
+    let metrics = s.call("GET", "/metrics", None, None).text();
     assert!(metrics.contains("remit_decisions_total{outcome=\"allow\"} 1"), "{metrics}");
     assert!(metrics.contains("remit_decision_reasons_total{reason=\"budget.exhausted\"} 1"), "{metrics}");
     assert!(metrics.contains("remit_decision_seconds_count 2"), "{metrics}");
@@ -271,22 +215,22 @@ fn the_inbox_and_admin_apis_need_their_own_tokens() {
     let escalated = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
     let id = escalated["context"]["access_request"]["id"].as_str().unwrap().to_string();
     let approve = format!("/inbox/api/requests/{id}/approve");
-    assert_eq!(s.call("GET", "/inbox/api/requests", None).status, 401);
-    assert_eq!(s.call("POST", &approve, None).status, 401);
-    assert_eq!(s.call("POST", &approve, Some("not-a-token")).status, 403);
-    assert_eq!(s.call("POST", &approve, Some(ADMIN)).status, 403, "an admin token is not an inbox token");
-    assert_eq!(s.call("POST", &approve, Some(AGENT)).status, 403, "an agent never approves");
-    assert_eq!(s.call("POST", &approve, Some(BOB)).status, 403, "not bob's request");
-    assert_eq!(s.call("GET", "/inbox/api/requests", Some(BOB)).json()["requests"], json!([]));
-    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", None).status, 401);
-    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ALICE)).status, 403);
+    assert_eq!(s.call("GET", "/inbox/api/requests", None, None).status, 401);
+    assert_eq!(s.call("POST", &approve, None, None).status, 401);
+    assert_eq!(s.call("POST", &approve, Some("not-a-token"), None).status, 403);
+    assert_eq!(s.call("POST", &approve, Some(ADMIN), None).status, 403, "an admin token is not an inbox token");
+    assert_eq!(s.call("POST", &approve, Some(AGENT), None).status, 403, "an agent never approves");
+    assert_eq!(s.call("POST", &approve, Some(BOB), None).status, 403, "not bob's request");
+    assert_eq!(s.call("GET", "/inbox/api/requests", Some(BOB), None).json()["requests"], json!([]));
+    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", None, None).status, 401);
+    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ALICE), None).status, 403);
     // Stops and facts through the admin API take effect on the next decision.
-    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ADMIN)).status, 200);
+    assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ADMIN), None).status, 200);
     let stopped = s.post("/access/v1/evaluation", &payment("20.00 USD", "op-2")).json();
     assert_eq!(stopped["context"]["reasons"], json!(["stop.active"]));
-    assert_eq!(s.call("DELETE", "/admin/v1/stops/wallet", Some(ADMIN)).status, 200);
+    assert_eq!(s.call("DELETE", "/admin/v1/stops/wallet", Some(ADMIN), None).status, 200);
     assert_eq!(s.post("/access/v1/evaluation", &payment("20.00 USD", "op-3")).json()["decision"], true);
-    assert_eq!(s.call("PUT", "/admin/v1/stops/nope", Some(ADMIN)).status, 404);
+    assert_eq!(s.call("PUT", "/admin/v1/stops/nope", Some(ADMIN), None).status, 404);
     // Stops with ids: a quarantine of the principal refuses reads too, and the decision names it.
     let admin = [("Authorization", format!("Bearer {ADMIN}"))];
     let admin: Vec<(&str, &str)> = admin.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -308,10 +252,10 @@ fn the_inbox_and_admin_apis_need_their_own_tokens() {
     let refused = s.post("/v1/decide", &read).json();
     assert_eq!(refused["reasons"], json!(["stop.active"]), "{refused}");
     assert_eq!(refused["rules"][0]["rule"], "stop STOP-ALICE-7 (quarantine)");
-    let state = s.call("GET", "/admin/v1/state", Some(ADMIN)).json();
+    let state = s.call("GET", "/admin/v1/state", Some(ADMIN), None).json();
     assert_eq!(state["stops_by_id"][0]["principal"], "user:alice", "{state}");
-    assert_eq!(s.call("DELETE", "/admin/v1/stop-ids/STOP-ALICE-7", Some(ADMIN)).status, 200);
-    assert_eq!(s.call("DELETE", "/admin/v1/stop-ids/STOP-ALICE-7", Some(ADMIN)).status, 404);
+    assert_eq!(s.call("DELETE", "/admin/v1/stop-ids/STOP-ALICE-7", Some(ADMIN), None).status, 200);
+    assert_eq!(s.call("DELETE", "/admin/v1/stop-ids/STOP-ALICE-7", Some(ADMIN), None).status, 404);
     assert_eq!(s.post("/v1/decide", &read).json()["decision"], "allow");
     assert_eq!(put("/admin/v1/stop-ids/S", br#"{"level": "halt", "mandate": "wallet"}"#, &admin), 422);
     assert_eq!(put("/admin/v1/stop-ids/S", br#"{"level": "pause", "principal": "user:nobody"}"#, &admin), 404);
@@ -326,7 +270,7 @@ fn the_inbox_and_admin_apis_need_their_own_tokens() {
     )
     .unwrap();
     assert_eq!(fact.status, 404, "{}", fact.text());
-    assert_eq!(s.call("GET", "/admin/v1/state", Some(ADMIN)).json()["facts"], json!({}));
+    assert_eq!(s.call("GET", "/admin/v1/state", Some(ADMIN), None).json()["facts"], json!({}));
     // A version's shape is checked first: digits alone in a string, blank or negative are refused.
     let publish = |body: &[u8]| {
         let auth = format!("Bearer {ADMIN}");
@@ -343,7 +287,7 @@ fn wallet_end_to_end_escalate_approve_retry_consume_escalate_again() {
     let first = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
     assert_eq!(first["decision"], false);
     let id = first["context"]["access_request"]["id"].as_str().unwrap().to_string();
-    let inbox = s.call("GET", "/inbox/api/requests", Some(ALICE)).json();
+    let inbox = s.call("GET", "/inbox/api/requests", Some(ALICE), None).json();
     let waiting = &inbox["requests"][0];
     assert_eq!(waiting["id"], id.as_str());
     assert_eq!(waiting["status"], "pending");
@@ -354,13 +298,13 @@ fn wallet_end_to_end_escalate_approve_retry_consume_escalate_again() {
     assert_eq!(waiting["missing_approvals"][0]["kind"], "commercial_terms");
     assert_eq!(waiting["reasons"], json!(["approval.missing"]));
     // The page itself is served.
-    let page = s.call("GET", &format!("/inbox/{id}"), None);
+    let page = s.call("GET", &format!("/inbox/{id}"), None, None);
     assert_eq!(page.status, 200);
     assert!(page.text().contains("remit — access requests"));
-    let approved = s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE));
+    let approved = s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE), None);
     assert_eq!(approved.status, 200, "{}", approved.text());
     assert_eq!(approved.json()["approvals"][0]["approver"], "user:alice");
-    assert_eq!(s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE)).status, 409);
+    assert_eq!(s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE), None).status, 409);
     // A changed argument is another call.
     assert_eq!(s.post("/access/v1/evaluation", &payment("80.01 USD", "op-1")).json()["decision"], false);
     let retry = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
@@ -383,12 +327,12 @@ fn the_inbox_explains_an_escalated_request_from_its_log_entry() {
     let escalated = s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json();
     let id = escalated["context"]["access_request"]["id"].as_str().unwrap().to_string();
     let path = format!("/inbox/api/requests/{id}/explanation");
-    assert_eq!(s.call("GET", &path, None).status, 401);
-    assert_eq!(s.call("GET", &path, Some(ADMIN)).status, 403, "an admin token is not an inbox token");
-    assert_eq!(s.call("GET", &path, Some(BOB)).status, 404, "not bob's request");
-    assert_eq!(s.call("GET", "/inbox/api/requests/ar-nope/explanation", Some(ALICE)).status, 404);
-    assert_eq!(s.call("GET", "/inbox/api/requests", Some(ALICE)).json()["explanations"], true);
-    let page = s.call("GET", &path, Some(ALICE));
+    assert_eq!(s.call("GET", &path, None, None).status, 401);
+    assert_eq!(s.call("GET", &path, Some(ADMIN), None).status, 403, "an admin token is not an inbox token");
+    assert_eq!(s.call("GET", &path, Some(BOB), None).status, 404, "not bob's request");
+    assert_eq!(s.call("GET", "/inbox/api/requests/ar-nope/explanation", Some(ALICE), None).status, 404);
+    assert_eq!(s.call("GET", "/inbox/api/requests", Some(ALICE), None).json()["explanations"], true);
+    let page = s.call("GET", &path, Some(ALICE), None);
     assert_eq!(page.status, 200, "{}", page.text());
     assert!(page.header("content-type").unwrap().starts_with("text/html"));
     assert!(page.header("content-security-policy").unwrap().contains("default-src 'none'"));
@@ -418,28 +362,29 @@ fn the_inbox_explains_an_escalated_request_from_its_log_entry() {
     let other = s.post("/access/v1/evaluation", &hostile).json();
     assert_eq!(other["context"]["decision"], "escalate", "{other}");
     let other_id = other["context"]["access_request"]["id"].as_str().unwrap();
-    let page = s.call("GET", &format!("/inbox/api/requests/{other_id}/explanation"), Some(ALICE)).text();
+    let page = s.call("GET", &format!("/inbox/api/requests/{other_id}/explanation"), Some(ALICE), None).text();
     assert!(!page.contains("<script") && !page.contains("<img"), "{page}");
     assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && page.contains("&lt;img src=x"), "{page}");
     // Approved and consumed, the request still explains the decision that filed it.
-    assert_eq!(s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE)).status, 200);
+    assert_eq!(s.call("POST", &format!("/inbox/api/requests/{id}/approve"), Some(ALICE), None).status, 200);
     assert_eq!(s.post("/access/v1/evaluation", &payment("80.00 USD", "op-1")).json()["decision"], true);
-    assert_eq!(s.call("GET", &path, Some(ALICE)).status, 200);
+    assert_eq!(s.call("GET", &path, Some(ALICE), None).status, 200);
     // An entry whose hash no longer holds is not explained.
-    let seq = s.call("GET", &format!("/inbox/api/requests/{id}"), Some(ALICE)).json()["log_seq"].as_u64().unwrap();
+    let seq =
+        s.call("GET", &format!("/inbox/api/requests/{id}"), Some(ALICE), None).json()["log_seq"].as_u64().unwrap();
     s.store
         .execute_raw(&format!("UPDATE log SET body = replace(body, '80.00 USD', '8.00 USD') WHERE seq = {seq}"))
         .unwrap();
-    let changed = s.call("GET", &path, Some(ALICE));
+    let changed = s.call("GET", &path, Some(ALICE), None);
     assert_eq!(changed.status, 409, "{}", changed.text());
     assert!(changed.json()["error"]["message"].as_str().unwrap().contains("was changed"), "{}", changed.text());
     // The page that shows it is served like the inbox page (it holds no data: it fetches with the token).
-    let shell = s.call("GET", &format!("/inbox/{id}/explanation"), None);
+    let shell = s.call("GET", &format!("/inbox/{id}/explanation"), None, None);
     assert_eq!(shell.status, 200);
     assert!(shell.text().contains(r#"sandbox="""#));
 }
 
-impl Server {
+impl HttpGateway {
     fn store_log(&self) -> Vec<remit_gateway::store::LogEntry> {
         use remit_gateway::Store;
         self.store.begin().unwrap().log_entries(1, 1 << 30).unwrap()
@@ -636,7 +581,7 @@ fn a_stop_set_during_load_refuses_every_call_that_starts_after_it_is_acknowledge
             })
             .collect();
         std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ADMIN)).status, 200);
+        assert_eq!(s.call("PUT", "/admin/v1/stops/wallet", Some(ADMIN), None).status, 200);
         let acknowledged = Instant::now();
         std::thread::sleep(Duration::from_millis(300));
         done.store(true, Ordering::SeqCst);
@@ -819,7 +764,7 @@ fn a_hundred_hot_reloads_under_load_lose_no_call_and_every_decision_names_a_poli
             })
             .collect();
         for _ in 0..100 {
-            let reloaded = s.call("POST", "/admin/v1/reload", Some(ADMIN));
+            let reloaded = s.call("POST", "/admin/v1/reload", Some(ADMIN), None);
             assert_eq!(reloaded.status, 200, "{}", reloaded.text());
             // Spread the reloads over the load, so calls land on both policies.
             std::thread::sleep(std::time::Duration::from_millis(2));
@@ -837,9 +782,9 @@ fn a_hundred_hot_reloads_under_load_lose_no_call_and_every_decision_names_a_poli
         assert!(answers.iter().any(|(_, a)| a["context"]["policy"] == hash.as_str()), "some decisions ran on {hash}");
     }
     assert_eq!(next.load(Ordering::SeqCst), 100);
-    let metrics = s.call("GET", "/metrics", None).text();
+    let metrics = s.call("GET", "/metrics", None, None).text();
     assert!(metrics.contains("remit_policy_reloads_total 100"), "{metrics}");
-    assert_eq!(s.call("POST", "/admin/v1/reload", Some(ALICE)).status, 403);
+    assert_eq!(s.call("POST", "/admin/v1/reload", Some(ALICE), None).status, 403);
 }
 
 #[test]

@@ -6,21 +6,21 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use remit_gateway::client::blocking::{request, Response};
-use remit_gateway::core::{ActionError, FixedClock};
-use remit_gateway::http::{router_with_reload, serve, Tokens};
+use remit_gateway::core::ActionError;
+use remit_gateway::http::Tokens;
 use remit_gateway::store::EarlierUse;
-use remit_gateway::{Config, Durability, Gateway, Policy, PolicyMeta, SqliteStore, Store};
+use remit_gateway::{Config, Durability, Policy, PolicyMeta, SqliteStore, Store};
 use remit_host::Runtime;
 use remit_lang::syntax::ast::FactVersion;
 use remit_lang::value::parse_timestamp;
 use serde_json::{json, Value};
 use support::examples;
+use support::gateway::{HttpGateway, Options};
 use support::served::Served;
 
 const NOW: &str = "2026-12-03T15:30:00Z";
@@ -35,69 +35,21 @@ fn policy_of(source: &str) -> Policy {
     Policy::new(compiled, PolicyMeta::from_program(&program)).unwrap().with_program(Arc::new(program)).unwrap()
 }
 
-/// A gateway on `source` with a fixed clock over a fresh store, and, when `http`, served on a free loopback port
-/// (with Alice's and Bob's inbox tokens and an admin token) until dropped.
-struct Setup {
-    gateway: Arc<Gateway>,
-    clock: Arc<FixedClock>,
-    dir: PathBuf,
-    address: Option<SocketAddr>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+/// A gateway on `source` with a fixed clock over a fresh store, served on a free loopback port (with Alice's and
+/// Bob's inbox tokens and an admin token) until dropped; most tests decide through `gateway` directly.
+fn setup(name: &str, source: &str, config: Config) -> HttpGateway {
+    let mut tokens = Tokens::default();
+    tokens.inbox.insert(ALICE.into(), "user:alice".into());
+    tokens.inbox.insert(BOB.into(), "user:bob".into());
+    tokens.admin.insert(ADMIN.into(), "ops".into());
+    let options = Options { tokens, config, ..Options::default() };
+    HttpGateway::start(&format!("gateway-store-{name}"), policy_of(source), options)
 }
 
-impl Drop for Setup {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
-fn setup(name: &str, source: &str, config: Config, http: bool) -> Setup {
-    let dir = support::temp_dir(&format!("gateway-store-{name}"));
-    let store = Arc::new(SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap());
-    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
-    let gateway = Arc::new(Gateway::new(policy_of(source), store, clock.clone(), config));
-    let mut setup = Setup { gateway, clock, dir, address: None, stop: None, thread: None };
-    if http {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        setup.address = Some(listener.local_addr().unwrap());
-        let mut tokens = Tokens::default();
-        tokens.inbox.insert(ALICE.into(), "user:alice".into());
-        tokens.inbox.insert(BOB.into(), "user:bob".into());
-        tokens.admin.insert(ADMIN.into(), "ops".into());
-        let gateway = setup.gateway.clone();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        setup.stop = Some(stop);
-        setup.thread = Some(std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            runtime.block_on(async move {
-                listener.set_nonblocking(true).unwrap();
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                serve(listener, router_with_reload(gateway, tokens, None), None, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-            });
-        }));
-    }
-    setup
-}
-
-impl Setup {
-    fn url(&self) -> String {
-        format!("http://{}", self.address.expect("served over HTTP"))
-    }
-
+impl HttpGateway {
     fn get(&self, path: &str, token: &str) -> Response {
         let auth = format!("Bearer {token}");
-        request("GET", &format!("{}{path}", self.url()), &[("Authorization", &auth)], None).unwrap()
+        request("GET", &self.url(path), &[("Authorization", &auth)], None).unwrap()
     }
 
     /// Decides `call`; the decision's JSON and the access request's id when it escalated.
@@ -340,7 +292,7 @@ mandate shop for "user:alice" {
 /// is. The credential is not bound: the agent's next call with a renewed credential uses it.
 #[test]
 fn an_approval_serves_only_the_agent_it_was_minted_for() {
-    let s = setup("agent", TWO_AGENTS, Config::default(), false);
+    let s = setup("agent", TWO_AGENTS, Config::default());
     let call = |agent: &str| payment(agent, "acme", Some("order:1"));
     let (escalated, request) = s.decide(&call("agent:a"));
     assert_eq!(escalated["decision"], "escalate");
@@ -360,7 +312,7 @@ fn an_approval_serves_only_the_agent_it_was_minted_for() {
 /// decision used the earlier approval, and when, so that a principal does not approve a second payment blindly.
 #[test]
 fn a_new_request_for_a_call_approved_and_used_before_says_so() {
-    let s = setup("earlier", TWO_AGENTS, Config::default(), false);
+    let s = setup("earlier", TWO_AGENTS, Config::default());
     let call = payment("agent:a", "acme", Some("order:1"));
     let (_, first) = s.decide(&call);
     let first = first.unwrap();
@@ -396,7 +348,7 @@ mandate shop for "user:alice" {
 /// refused (`422`), and it can be denied.
 #[test]
 fn an_approval_that_could_never_be_used_is_not_minted() {
-    let s = setup("unbindable", GATED, Config::default(), true);
+    let s = setup("unbindable", GATED, Config::default());
     let (escalated, request) = s.decide(&payment("agent:a", "acme", None));
     assert_eq!(escalated["decision"], "escalate");
     let request = request.unwrap();
@@ -407,7 +359,7 @@ fn an_approval_that_could_never_be_used_is_not_minted() {
         other => panic!("approved: {other:?}"),
     }
     let auth = format!("Bearer {ALICE}");
-    let url = format!("{}/inbox/api/requests/{request}/approve", s.url());
+    let url = s.url(&format!("/inbox/api/requests/{request}/approve"));
     let answer = request_post(&url, &auth);
     assert_eq!(answer.status, 422, "{}", answer.text());
     assert_eq!(answer.json()["error"]["code"], "inbox.invalid");
@@ -416,7 +368,7 @@ fn an_approval_that_could_never_be_used_is_not_minted() {
     let (_, bound) = s.decide(&payment("agent:a", "acme", Some("order:1")));
     assert!(s.gateway.approve(&bound.unwrap(), "user:alice").is_ok());
     // A kind that binds the manifest, on a call without one.
-    let publishing = setup("unbindable-manifest", PUBLISHING, Config::default(), false);
+    let publishing = setup("unbindable-manifest", PUBLISHING, Config::default());
     let call = |manifest: Option<&str>| {
         let mut arguments = json!({"path": "site/index.html"});
         if let Some(manifest) = manifest {
@@ -465,7 +417,7 @@ mandate shop_b for "user:bob" {
 /// cut, and paged (`limit`, `cursor`) without losing or repeating a request.
 #[test]
 fn the_inbox_of_one_principal_is_not_drowned_by_another_agent() {
-    let s = setup("drowning", TWO_PRINCIPALS, Config::default(), true);
+    let s = setup("drowning", TWO_PRINCIPALS, Config::default());
     let mut alices = Vec::new();
     for i in 0..8 {
         alices.push(s.decide(&payment("agent:a", &format!("m{i}"), Some("order:1"))).1.unwrap());
@@ -520,7 +472,7 @@ fn the_inbox_of_one_principal_is_not_drowned_by_another_agent() {
 /// 8 MB.
 #[test]
 fn the_inbox_list_bounds_the_arguments_it_shows() {
-    let s = setup("bound", GATED, Config::default(), true);
+    let s = setup("bound", GATED, Config::default());
     let long = "x".repeat(200_000);
     let mut last = None;
     for i in 0..40 {
@@ -550,12 +502,12 @@ fn the_inbox_list_bounds_the_arguments_it_shows() {
 #[test]
 fn request_data_reaches_terminals_escaped_and_the_list_shows_the_call() {
     let config = Config { mask: vec!["merchant".into()], ..Config::default() };
-    let s = setup("terminal", GATED, config, true);
+    let s = setup("terminal", GATED, config);
     let forged = "order:1\u{1b}[2K\r\u{1b}[32mharmless\u{1b}[0m\u{9b}2K";
     let call = payment("agent:a", "acme", Some(forged));
     let (_, id) = s.decide(&call);
     let id = id.unwrap();
-    let url = s.url();
+    let url = s.url("");
     let inbox = |args: &[&str]| cli(&[args, &["--gateway", &url, "--token", ALICE]].concat());
     let clean = |what: &str, out: &str| {
         assert!(!out.contains('\u{1b}') && !out.contains('\u{9b}') && !out.contains('\r'), "{what}: {out:?}");

@@ -215,7 +215,8 @@ fn an_editor_session() {
     assert_eq!(labels, ["amount"]);
     // `resource.` offers the request's own `id` and every declared resource attribute, with its type.
     let world = typing.replace("limit financial_operation: args.am", "limit financial_operation: resource.ow")
-        + "\nresource order {\n  owner: string\n  total: money\n}\n";
+        + "\nresource order {\n  owner: string\n  total: money\n}\n"
+        + "\ntool refund_order(order: string) {\n  target args.order\n  resource order\n}\n";
     client.notify(
         "textDocument/didChange",
         json!({ "textDocument": { "uri": doc, "version": 5 }, "contentChanges": [{ "text": world }] }),
@@ -231,6 +232,18 @@ fn an_editor_session() {
         .map(|i| (i["label"].as_str().unwrap(), i["detail"].as_str().unwrap()))
         .collect();
     assert_eq!(found, [("owner", "string")]);
+    // A tool's `resource TYPE`: its hover says what the tool acts on, and the type leads to its declaration.
+    let hover = client.request(
+        "textDocument/hover",
+        json!({ "textDocument": { "uri": doc }, "position": position(&world, "refund_order", 0, 2) }),
+    );
+    let shown = hover["contents"]["value"].as_str().unwrap();
+    assert!(shown.contains("target: `args.order`") && shown.contains("acts on: `order` resources"), "{shown}");
+    let def = client.request(
+        "textDocument/definition",
+        json!({ "textDocument": { "uri": doc }, "position": position(&world, "  resource order", 0, 12) }),
+    );
+    assert_eq!(def["range"]["start"], position(&world, "resource order {", 0, 9), "{def}");
     // `principal.` offers the declared principal attributes (the principal has no `id`: it is `principal` itself).
     let principal = typing.replace("limit financial_operation: args.am", "limit financial_operation: principal.re")
         + "\nprincipal customer {\n  accounts: set<string>\n  region: string\n}\n";

@@ -356,8 +356,8 @@ pub struct ServeArgs {
     /// and relations the policy reads `from properties` are decided on (everyone else's are removed); repeatable
     #[arg(long, value_name = "NAME")]
     trusted_pep: Vec<String>,
-    /// What the policy reads about the world and from where (a JSON world spec, docs/gateway.md "Data sets"), until
-    /// the policy's own metadata says it
+    /// What the policy reads about the world and from where (a JSON world spec, docs/gateway.md "Data sets"),
+    /// instead of what the policy's own metadata says
     #[arg(long, value_name = "FILE")]
     world: Option<PathBuf>,
     #[command(flatten)]

@@ -3,13 +3,15 @@
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
 //! one loader of the shipped examples and policy folders; `mutate` mutated requests for the differential tests;
 //! `postgres` throwaway PostgreSQL servers (scripts/postgres.sh); `rng` the deterministic random sources of every
-//! randomised test; `served` a `remit serve` process on a free port;
+//! randomised test; `served` a `remit serve` process on a free port; `gateway` a gateway served in-process over
+//! HTTP on a free port;
 //! `stub` hand-built modules for the hosts' tests;
 //! `wasm` a decision module run directly in wasmtime. (`tls.rs`, https servers made at test time, is not a module of
 //! this tree: tests/mcp_proxy.rs and the gateway's unit tests include it by path, alone.)
 #![allow(dead_code)]
 
 pub mod examples;
+pub mod gateway;
 pub mod mutate;
 pub mod postgres;
 pub mod rng;

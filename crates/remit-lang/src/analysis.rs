@@ -134,6 +134,9 @@ impl Index {
                 if let Some(level) = &t.level {
                     self.uses.push((level.span, level.text.clone()));
                 }
+                for resource_type in &t.resource_types {
+                    self.uses.push((resource_type.span, resource_type.text.clone()));
+                }
             }
             Decl::Classify(c) => {
                 for name in c.tools.iter().chain(&c.classes) {
@@ -275,6 +278,15 @@ impl Index {
                 if !t.scopes.is_empty() {
                     let scopes: Vec<&str> = t.scopes.iter().map(|(s, _)| s.as_str()).collect();
                     out.push_str(&format!("- credential scopes (one of): {}\n", scopes.join(", ")));
+                }
+                if let Some(target) = t.targets.first() {
+                    out.push_str(&format!("- target: `args.{}` (the gateway's `resource.id`)\n", target.text));
+                }
+                if let Some(resource_type) = t.resource_types.first() {
+                    out.push_str(&format!(
+                        "- acts on: `{}` resources (their attributes are looked up as this type)\n",
+                        resource_type.text
+                    ));
                 }
                 if t.administers_mandates {
                     out.push_str("- administers mandates: never grantable\n");

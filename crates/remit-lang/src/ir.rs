@@ -317,6 +317,9 @@ pub struct Tool {
     pub open_arguments: bool,
     /// Parameters declared `signed`: their money may be negative. Every other money value must be >= 0.
     pub signed: Vec<String>,
+    /// `resource TYPE`: the declared resource type the tool acts on. Decisions do not read it: a gateway looks the
+    /// resource's attributes up as this type, whatever type the caller names (docs/gateway.md "Data sets").
+    pub resource_type: Option<String>,
     pub span: Span,
 }
 

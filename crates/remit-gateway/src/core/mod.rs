@@ -209,8 +209,8 @@ impl Gateway {
         }
     }
 
-    /// What the policy reads about the world, and from where (until the compiled policy's metadata carries it:
-    /// `remit serve --world FILE`). Decisions that start after this returns use it.
+    /// What the policy reads about the world, and from where, instead of what its metadata says (`remit serve
+    /// --world FILE`), also after a reload. Decisions that start after this returns use it.
     pub fn set_world(&self, world: WorldSpec) {
         self.world_given.store(true, std::sync::atomic::Ordering::SeqCst);
         *self.world.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(world);

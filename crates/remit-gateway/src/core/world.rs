@@ -23,8 +23,9 @@ use serde_json::{json, Map, Value as Json};
 use crate::store::{StoreResult, Tx, HOLIDAY_RELATION};
 use remit_lang::wasm::meta::PolicyMeta;
 
-/// What the policy reads about the world, and from where. Until the compiled policy's metadata carries it, an
-/// operator gives it as JSON (`remit serve --world FILE`); the empty spec (the default) changes no request.
+/// What the policy reads about the world, and from where: what the compiled policy's metadata says
+/// ([`WorldSpec::from_meta`]), unless an operator overrides it as JSON (`remit serve --world FILE`); the empty spec
+/// (the default) changes no request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorldSpec {
@@ -34,8 +35,9 @@ pub struct WorldSpec {
     /// The declared resource types (`resource todo { … }`).
     #[serde(default)]
     pub resource_types: Vec<EntitySpec>,
-    /// The resource type of each tool that declares one: a request without `resource.type` is looked up as this
-    /// type (else as the single declared resource type, when there is one).
+    /// The resource type of each tool that declares one (`resource TYPE` in the tool): a request is looked up as
+    /// this type, a caller's other `resource.type` replaced (and recorded in `ignored`); a request of a tool that
+    /// declares none is looked up as its `resource.type`, else as the single declared resource type.
     #[serde(default)]
     pub tool_resource_types: BTreeMap<String, String>,
     #[serde(default)]
@@ -95,7 +97,7 @@ impl WorldSpec {
         WorldSpec {
             subject_types: world.subjects.iter().map(entity).collect(),
             resource_types: world.resources.iter().map(entity).collect(),
-            tool_resource_types: BTreeMap::new(),
+            tool_resource_types: world.tool_resource_types.clone(),
             relations,
             calendars: world
                 .calendars

@@ -97,6 +97,37 @@ pub fn duplicate_target(tool: &str, span: Span, first: Span) -> Diagnostic {
         .help("a call has one target: keep one `target args.NAME`")
 }
 
+/// `other`: what `name` is when it is declared, but not as a resource type (`a subject type`).
+pub fn unknown_resource_type(
+    name: &str,
+    tool: &str,
+    span: Span,
+    other: Option<&str>,
+    candidates: &[&str],
+) -> Diagnostic {
+    let d = Diagnostic::error(
+        "remit::unknown-resource-type",
+        format!("tool `{tool}` acts on `{name}`, which is not a declared resource type"),
+    );
+    let d = match other {
+        Some(other) => d.label(span, format!("`{name}` is {other}: a tool acts on resources")),
+        None => d.label(span, "no `resource` declaration has this name"),
+    };
+    suggest(
+        d,
+        name,
+        candidates,
+        &format!("declare the type's attributes with `resource {name} {{ … }}`, or name one that is declared"),
+    )
+}
+
+pub fn duplicate_resource_type(tool: &str, span: Span, first: Span) -> Diagnostic {
+    Diagnostic::error("remit::duplicate-resource-type", format!("tool `{tool}` names its resource type twice"))
+        .label(span, "named again here")
+        .label(first, "first named here")
+        .help("a tool acts on resources of one type (its target is one resource): keep one `resource TYPE`")
+}
+
 pub fn duplicate_levels(span: Span, first: Span) -> Diagnostic {
     Diagnostic::error("remit::duplicate-levels", "the impact scale is declared more than once")
         .label(span, "second scale")

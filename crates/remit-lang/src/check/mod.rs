@@ -157,7 +157,7 @@ pub fn program_hash(p: &Program) -> String {
     for t in &p.tools {
         let params = sorted(t.params.iter().map(|(n, ty)| format!("{n}: {ty:?}")).collect());
         let effects = sorted(t.effects.iter().map(|&e| p.effects[e].name.clone()).collect());
-        lines.push(format!(
+        let mut line = format!(
             "tool {:?} {params:?} effects {effects:?} level {} side {} scopes {:?} administers {} open {} signed {:?}",
             t.name,
             t.level,
@@ -166,7 +166,13 @@ pub fn program_hash(p: &Program) -> String {
             t.administers_mandates,
             t.open_arguments,
             sorted(t.signed.clone())
-        ));
+        );
+        // Which attributes a gateway fills for the tool's resource; written only when declared, so the hash of a
+        // policy that declares none stays what it was.
+        if let Some(resource_type) = &t.resource_type {
+            line.push_str(&format!(" resource {resource_type:?}"));
+        }
+        lines.push(line);
     }
     for a in &p.approvals {
         lines.push(format!("approval {:?} {:?} {} {} {:?}", a.name, a.binds, a.ttl, a.single_use, a.approvers));

@@ -326,6 +326,7 @@ impl Checker<'_> {
         tool_effects.sort();
         let level = t.level.as_ref().and_then(|l| self.level(l)).unwrap_or(0);
         self.target_argument(t, &params);
+        let resource_type = self.tool_resource_type(t);
         ir::Tool {
             name: t.name.text.clone(),
             params,
@@ -336,8 +337,29 @@ impl Checker<'_> {
             administers_mandates: t.administers_mandates,
             open_arguments: t.open_arguments,
             signed: Self::signed_params(&t.params),
+            resource_type,
             span: t.name.span,
         }
+    }
+
+    /// Checks a tool's `resource TYPE`: a declared resource type (`resource TYPE { … }`), stated once. The world's
+    /// declarations are collected before any tool is lowered.
+    fn tool_resource_type(&mut self, t: &ast::ToolDecl) -> Option<String> {
+        use crate::syntax::ast::EntityRole;
+        let (first, rest) = t.resource_types.split_first()?;
+        for again in rest {
+            self.error(err::duplicate_resource_type(&t.name.text, again.span, first.span));
+        }
+        let entities = &self.world.entities;
+        if entities.iter().any(|e| e.role == EntityRole::Resource && e.name == first.text) {
+            return Some(first.text.clone());
+        }
+        let other = entities.iter().find(|e| e.name == first.text).map(|e| format!("a {} type", e.role.keyword()));
+        let candidates: Vec<&str> =
+            entities.iter().filter(|e| e.role == EntityRole::Resource).map(|e| e.name.as_str()).collect();
+        let d = err::unknown_resource_type(&first.text, &t.name.text, first.span, other.as_deref(), &candidates);
+        self.error(d);
+        None
     }
 
     /// Checks a tool's `target args.NAME`: a declared parameter holding a string (or an identifier of a `kind`),

@@ -124,6 +124,7 @@ pub(crate) fn program() -> Program {
         administers_mandates: false,
         open_arguments: false,
         signed: Vec::new(),
+        resource_type: None,
         span: span(&format!("tool {name}")),
     };
     let pay = Tool {

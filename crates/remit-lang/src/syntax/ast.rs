@@ -238,6 +238,9 @@ pub struct ToolDecl {
     /// `target args.NAME`: the parameter whose value is the call's target (the gateway fills `resource.id` from
     /// it). More than one is an error the checker reports.
     pub targets: Vec<Name>,
+    /// `resource TYPE`: the declared resource type the tool acts on (a gateway looks the resource's attributes up as
+    /// that type). More than one is an error the checker reports.
+    pub resource_types: Vec<Name>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -212,7 +212,8 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         | Rule::requires_scope_clause
         | Rule::administers_clause
         | Rule::open_arguments_clause
-        | Rule::target_arg_clause => "a tool clause (`effects`, `level`, `side effects`, …) or `}`",
+        | Rule::target_arg_clause
+        | Rule::tool_resource_clause => "a tool clause (`effects`, `level`, `side effects`, …) or `}`",
         Rule::binds_clause | Rule::ttl_clause | Rule::single_use_clause => {
             "an approval clause (`binds`, `ttl`, `single use`) or `}`"
         }
@@ -515,6 +516,7 @@ impl Lower {
             administers_mandates: false,
             open_arguments: false,
             targets: Vec::new(),
+            resource_types: Vec::new(),
         };
         for clause in inner {
             match clause.as_rule() {
@@ -530,6 +532,10 @@ impl Lower {
                     let argument = clause.into_inner().next().expect("target argument");
                     let field = argument.into_inner().next().expect("target argument name");
                     tool.targets.push(self.name(field));
+                }
+                Rule::tool_resource_clause => {
+                    let name = clause.into_inner().find(|p| p.as_rule() == Rule::ident).expect("resource type");
+                    tool.resource_types.push(self.name(name));
                 }
                 other => unreachable!("not a tool clause: {other:?}"),
             }

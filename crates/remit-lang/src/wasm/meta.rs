@@ -9,6 +9,8 @@
 //! gateway serving a `.wasm` knows the same as one serving the sources. The decisions themselves always come from
 //! the module.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ir::{Attr, Cond, Parent, Program, RuleKind, Term, TimeBound, Type};
@@ -161,6 +163,11 @@ pub struct WorldMeta {
     /// type) for the principals of the mandates that may decide a request. Absent when none is declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<EntityMeta>,
+    /// Each tool that declares the resource type it acts on (`resource TYPE` in the tool), by tool name: the gateway
+    /// looks a call's resource up as that type, whatever `resource.type` the caller sent. Absent when no tool
+    /// declares one, and in metadata written before tools could.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_resource_types: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -259,8 +266,7 @@ impl WorldMeta {
         let subjects = program.entities.iter().filter(|e| e.role == EntityRole::Subject).map(entity).collect();
         let resources = program.entities.iter().filter(|e| e.role == EntityRole::Resource).map(entity).collect();
         let principal = program.entities.iter().find(|e| e.role == EntityRole::Principal).map(entity);
-        let mut atoms: std::collections::BTreeMap<String, std::collections::BTreeSet<Vec<TermMeta>>> =
-            Default::default();
+        let mut atoms: BTreeMap<String, std::collections::BTreeSet<Vec<TermMeta>>> = Default::default();
         for rule in program.mandates.iter().flat_map(|m| &m.rules) {
             relation_atoms(&rule.condition, &mut |name, terms| {
                 if let Some(terms) = terms.iter().map(TermMeta::of).collect::<Option<Vec<_>>>() {
@@ -283,7 +289,9 @@ impl WorldMeta {
             .values()
             .map(|c| CalendarMeta { name: c.name.clone(), holidays: c.calendar.closed_on_holidays() })
             .collect();
-        Some(WorldMeta { subjects, resources, relations, calendars, principal })
+        let tool_resource_types =
+            program.tools.iter().filter_map(|t| Some((t.name.clone(), t.resource_type.clone()?))).collect();
+        Some(WorldMeta { subjects, resources, relations, calendars, principal, tool_resource_types })
     }
 }
 
@@ -603,6 +611,28 @@ mod tests {
         assert_eq!(meta.expiring(600, 399), vec![("soon", 500)]);
         assert_eq!(meta.expiring(600, 400), vec![("soon", 500), ("late", 1_000)]);
         assert_eq!(meta.expiring(2_000, 0), vec![("soon", 500), ("late", 1_000)]);
+    }
+
+    /// A tool's `resource TYPE` is in the world metadata, by tool, and travels in the module's section; a tool
+    /// without one is absent, and world metadata written before tools declared one still reads.
+    #[test]
+    fn each_tools_declared_resource_type_is_carried() {
+        let mut sources = crate::stdlib::sources();
+        let policy = "resource todo { owner: string }\nresource board { owner: string }\n\
+                      tool update_todo(todo: string) {\n  target args.todo\n  resource todo\n}\n\
+                      tool rename_board(board: string)\n\
+                      mandate m for \"user:alice\" {\n  holder \"agent:a\"\n  allow update_todo\n  allow rename_board\n}\n";
+        sources.add("p.remit", policy);
+        let checked = crate::check::check(sources);
+        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let meta = PolicyMeta::from_program(&program);
+        let world = meta.world.clone().unwrap();
+        assert_eq!(world.tool_resource_types, BTreeMap::from([("update_todo".into(), "todo".into())]));
+        let empty = b"\0asm\x01\0\0\0".to_vec();
+        assert_eq!(extract(&embed(&empty, &meta)).unwrap().unwrap().world, Some(world));
+        let old = br#"{"policy":"sha256:x","mandates":[],"approvals":[],"budgets":[],
+            "world":{"subjects":[],"resources":[{"type":"todo","attributes":[]}],"relations":[]}}"#;
+        assert!(PolicyMeta::from_json(old).unwrap().world.unwrap().tool_resource_types.is_empty());
     }
 
     #[test]
