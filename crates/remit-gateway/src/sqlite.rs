@@ -1350,7 +1350,7 @@ mod tests {
             for (column, declared) in columns.unwrap().map(Result::unwrap) {
                 let name = format!("{table}.{column}");
                 let expected = match name.as_str() {
-                    // Bytes, bound as a blob.
+                    // No affinity: a fact's version as bound; a published bundle's bytes, bound as a blob.
                     "facts.version" | "published_bundles.bytes" => "BLOB",
                     name if integers.contains(&name) => "INTEGER",
                     _ => "TEXT",
