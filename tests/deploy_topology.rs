@@ -601,3 +601,135 @@ fn a_signed_bundle_published_in_the_database_is_taken_by_every_replica_and_a_bad
     drop(postgres);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A TCP path from a loopback port to the database that the test can cut (every connection through it closed, new
+/// ones closed at once) and restore: a replica partitioned from PostgreSQL while the others are not.
+struct Path2Db {
+    port: u16,
+    open: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Path2Db {
+    fn to(target: u16) -> Path2Db {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = Arc::new(AtomicBool::new(true));
+        let streams: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (accepting, kept) = (open.clone(), streams.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if !accepting.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection is closed at once
+                }
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else { continue };
+                let mut kept = kept.lock().unwrap();
+                kept.extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Path2Db { port, open, streams }
+    }
+
+    fn cut(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        for stream in self.streams.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.open.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A replica that cannot reach the database while a bundle is published (no notification could reach it) takes it
+/// on its first poll once the database answers again, without a restart: published bundles are polled, and a
+/// bundle the replica could not read or admit because the store failed is tried again, not refused.
+#[test]
+fn a_replica_cut_off_from_the_database_while_a_bundle_is_published_takes_it_once_back() {
+    let postgres = Server::start();
+    let dir = support::temp_dir("topology-catch-up");
+    let (store, password) = postgres.url_and_password(postgres.url());
+    std::fs::write(dir.join("store-password"), format!("{password}\n")).unwrap();
+    std::fs::write(dir.join("pep-tokens"), format!("pep={PEP}\n")).unwrap();
+    let remit = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_remit")).args(args).current_dir(&dir).output().unwrap();
+        assert!(out.status.success(), "remit {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    remit(&["keygen", "-o", "owner.key"]);
+    let shop = std::fs::read_to_string(support::root().join("deploy/compose/policy/shop.remit")).unwrap();
+    let approval = "  allow make_payment\n  require approval commercial_terms for make_payment\n";
+    for (revision, source) in [(1, shop.clone()), (2, shop.replace("  allow make_payment\n", approval))] {
+        let name = format!("v{revision}");
+        std::fs::create_dir_all(dir.join(&name)).unwrap();
+        std::fs::write(dir.join(&name).join("shop.remit"), source).unwrap();
+        let bundle = format!("{name}.bundle");
+        remit(&["build", &name, "--bundle", "--sign", "owner.key", "--revision", &revision.to_string(), "-o", &bundle]);
+    }
+    let publish = |name: &str| {
+        let bundle = format!("{name}.bundle");
+        remit(&["bundle", "publish", &bundle, "--store", &store, "--store-password-file", "store-password"]);
+    };
+    publish("v1");
+    // The replica reaches the database through a path the test cuts.
+    let (prefix, rest) = store.rsplit_once(':').unwrap();
+    let (port, database) = rest.split_once('/').unwrap();
+    let path = Path2Db::to(port.parse().unwrap());
+    let through = format!("{prefix}:{}/{database}", path.port);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+    command
+        .args(["serve", "--bundle-from-store", "--verify-key", "owner.key.pub", "--listen", "127.0.0.1:0"])
+        .args(["--store", &through, "--store-password-file", "store-password", "--pep-token-file", "pep-tokens"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = command.spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("the replica says where it listens").unwrap();
+    let address = first.strip_prefix("remit gateway listening on http://").expect(&first).to_string();
+    std::thread::spawn(move || for _ in lines {});
+    let _replica = Process { child, name: "replica" };
+    let served = |address: &str| {
+        let metrics = request("GET", &format!("http://{address}/metrics"), &[], None).unwrap().text();
+        let line = metrics.lines().find(|l| l.starts_with("remit_policy_info{")).unwrap().to_string();
+        line.split('"').nth(1).unwrap().to_string()
+    };
+    let v1 = served(&address);
+
+    path.cut();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ready(&address).status != 503 {
+        assert!(Instant::now() < deadline, "the replica notices it cannot reach the database");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    publish("v2");
+    // Several polls go by without the database: the replica serves what it served (and denies, as it must).
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(served(&address), v1);
+    assert_eq!(ready(&address).status, 503);
+
+    path.restore();
+    let back = Instant::now();
+    let deadline = back + Duration::from_secs(20);
+    while served(&address) == v1 {
+        assert!(Instant::now() < deadline, "the replica takes the bundle published while it was cut off");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("taken {:?} after the path to the database was restored", back.elapsed());
+    let answer = ready(&address);
+    assert_eq!(answer.status, 200);
+    assert_ne!(answer.json()["policy"], v1.as_str());
+    let decided = decide(&format!("http://{address}"), "op-after").unwrap();
+    assert_eq!(decided.json()["decision"], "escalate", "decided under revision 2: {}", decided.text());
+    drop(postgres);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
@@ -817,9 +818,10 @@ fn bundle_policy(
 
 /// `--bundle-from-store`: the policy of the bundle published in the store with the highest id below `below` (all
 /// when `None`), verified with `key` exactly as a bundle file is and its revision admitted against the store's
-/// ([`remit_gateway::bundle::admit_with_data`]; `force` at start with `--allow-rollback`). What this gateway made of
+/// ([`remit_gateway::bundle::admit_or_fail`]; `force` at start with `--allow-rollback`). What this gateway made of
 /// it is logged in its own chain ([`remit_gateway::bundle::log_published`]) and said on stderr. `Ok(None)`: none
-/// published; `Err((id, why))`: the bundle `id` is refused.
+/// published; `Err((Some(id), why))`: the bundle `id` is refused (taking it again would refuse it again);
+/// `Err((None, why))`: the store failed, and nothing was decided about any bundle.
 fn take_published(
     store: &dyn remit_gateway::Store,
     below: Option<u64>,
@@ -835,10 +837,21 @@ fn take_published(
         Err(e) => return Err((None, format!("cannot read the bundles published in the store: {e}"))),
     };
     let id = published.id;
-    let taken = bundle_policy(&published.bytes, runtime, Some(key)).and_then(|(policy, bundle)| {
-        remit_gateway::bundle::admit_with_data(store, &bundle.manifest, &bundle.data, clock.now(), force)?;
-        Ok(policy)
-    });
+    use remit_gateway::bundle::Admission;
+    let taken =
+        bundle_policy(&published.bytes, runtime, Some(key)).map_err(Admission::Refused).and_then(|(policy, bundle)| {
+            let now = clock.now();
+            remit_gateway::bundle::admit_or_fail(store, &bundle.manifest, &bundle.data, now, force)?;
+            Ok(policy)
+        });
+    let taken = match taken {
+        Ok(policy) => Ok(policy),
+        Err(Admission::Refused(why)) => Err(why),
+        // Not refused: the store failed while the bundle was taken; the next poll tries it again.
+        Err(Admission::StoreFailed(why)) => {
+            return Err((None, format!("the published bundle {id} was not taken: {why}")))
+        }
+    };
     let logged = remit_gateway::bundle::log_published(
         store,
         &published,
@@ -895,20 +908,20 @@ fn take_published_at_start(
 /// `--bundle-from-store`: polls the id of the bundle published last every half second and, when a new one was
 /// published, takes it (verified and admitted) or refuses it; the current policy stays when it is refused. Polled,
 /// not notified: a gateway that could not reach the store catches up on its first poll after (a notification is
-/// lost while disconnected).
-fn watch_published(store: &dyn remit_gateway::Store, mut seen: u64, reloader: &Reloader, gateway: &Gateway) {
+/// lost while disconnected). `seen`: the id of the newest bundle this gateway looked at (the reloader moves it on,
+/// whether a poll or an admin call asked), so that each bundle is taken or refused once.
+fn watch_published(store: &dyn remit_gateway::Store, seen: &AtomicU64, reloader: &Reloader, gateway: &Gateway) {
     loop {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let newest = store.begin_read().and_then(|mut tx| tx.published_bundle_id());
         let Ok(Some(newest)) = newest else { continue };
-        if newest <= seen {
+        if newest <= seen.load(Ordering::SeqCst) {
             continue;
         }
-        seen = newest;
         match reloader() {
             Ok(policy) => gateway.swap_policy(policy),
             Err(e) => {
-                gateway.counts.reload_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                gateway.counts.reload_failures.fetch_add(1, Ordering::Relaxed);
                 eprintln!("not reloaded: {e}");
             }
         }
@@ -1016,11 +1029,12 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     };
     let store = args.store.open(durability, args.clock.clock.is_some())?;
     let force = args.rollback.allow_rollback;
-    let mut published = None;
+    // The id of the newest published bundle this gateway took or refused (`--bundle-from-store`).
+    let seen = Arc::new(AtomicU64::new(0));
     let policy = match &from_store {
         Some(key) => {
             let (id, policy) = take_published_at_start(&*store, &runtime, key, force, clock.as_ref())?;
-            published = Some(id);
+            seen.store(id, Ordering::SeqCst);
             policy
         }
         None => {
@@ -1048,13 +1062,22 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let paths = args.policy.clone();
     let reload_store = store.clone();
     let reloaded_clock = clock.clone();
+    let watch_published_with = from_store.is_some().then(|| (store.clone(), seen.clone()));
     let reloader: Reloader = Arc::new(move || {
         let loaded = match &from_store {
             // The bundle published last, whichever poll or admin call asks.
             Some(key) => match take_published(&*reload_store, None, &runtime, key, false, reloaded_clock.as_ref()) {
-                Ok(Some((_, policy))) => Some(policy),
+                Ok(Some((id, policy))) => {
+                    seen.fetch_max(id, Ordering::SeqCst);
+                    Some(policy)
+                }
                 Ok(None) => return Err("no bundle is published in the store".into()),
-                Err((_, why)) => return Err(format!("{why}; the current policy stays in force")),
+                Err((id, why)) => {
+                    if let Some(id) = id {
+                        seen.fetch_max(id, Ordering::SeqCst);
+                    }
+                    return Err(format!("{why}; the current policy stays in force"));
+                }
             },
             None => {
                 load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false, reloaded_clock.as_ref())?
@@ -1069,7 +1092,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         }
     });
     let watch = args.watch.then(|| (args.policy.clone(), reloader.clone()));
-    let watch_store = published.map(|id| (store.clone(), id, reloader.clone()));
+    let watch_store = watch_published_with.map(|(store, seen)| (store, seen, reloader.clone()));
     let make = move |base: String| {
         let config = Config {
             base_url: base,
@@ -1090,7 +1113,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         }
         if let Some((store, seen, reloader)) = watch_store {
             let gateway = gateway.clone();
-            std::thread::spawn(move || watch_published(&*store, seen, &reloader, &gateway));
+            std::thread::spawn(move || watch_published(&*store, &seen, &reloader, &gateway));
         }
         gateway
     };

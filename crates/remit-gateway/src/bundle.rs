@@ -257,12 +257,36 @@ pub fn admit_with_data(
     now: i64,
     force: bool,
 ) -> Result<(), String> {
-    let records = read_data(data)?;
-    let store_error = |e: StoreError| format!("cannot check the bundle's revision: {e}");
+    admit_or_fail(store, manifest, data, now, force).map_err(|e| match e {
+        Admission::Refused(why) | Admission::StoreFailed(why) => why,
+    })
+}
+
+/// Why [`admit_or_fail`] did not take a bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The bundle itself: its data, or its revision against the one in force. Taking it again refuses it again.
+    Refused(String),
+    /// The store could not be read or written: the same bundle may be taken once it answers again.
+    StoreFailed(String),
+}
+
+/// [`admit_with_data`], saying whether the bundle or the store failed (a gateway that polls for published bundles
+/// tries a bundle again after the store failed, never after it was refused).
+pub fn admit_or_fail(
+    store: &dyn Store,
+    manifest: &Manifest,
+    data: &[(String, Vec<u8>)],
+    now: i64,
+    force: bool,
+) -> Result<(), Admission> {
+    let records = read_data(data).map_err(Admission::Refused)?;
+    let store_error = |e: StoreError| Admission::StoreFailed(format!("cannot check the bundle's revision: {e}"));
     let revision = manifest.revision.unwrap_or(0);
     let mut tx = store.begin().map_err(store_error)?;
     // The data of the bundle taken, whether or not its revision is new (the same bundle again changes nothing).
-    install_data(tx.as_mut(), manifest, &records, now).map_err(|e| format!("cannot install the bundle's data: {e}"))?;
+    install_data(tx.as_mut(), manifest, &records, now)
+        .map_err(|e| Admission::StoreFailed(format!("cannot install the bundle's data: {e}")))?;
     let (in_force, in_force_policy) = tx.bundle_revision().map_err(store_error)?.unwrap_or((0, String::new()));
     let conflicting = revision == in_force && revision > 0 && in_force_policy != manifest.policy;
     let rollback = revision < in_force || conflicting;
@@ -279,7 +303,9 @@ pub fn admit_with_data(
                  which this store has served: an older bundle would grant again what a newer one revoked"
             )
         };
-        return Err(format!("{why}; to roll back on purpose, start the gateway with `--allow-rollback` (logged)"));
+        return Err(Admission::Refused(format!(
+            "{why}; to roll back on purpose, start the gateway with `--allow-rollback` (logged)"
+        )));
     }
     if revision == in_force && !rollback {
         return tx.commit().map_err(store_error);
