@@ -819,9 +819,7 @@ fn bundle_policy(
 /// `--bundle-from-store`: the policy of the bundle published in the store with the highest id below `below` (all
 /// when `None`), verified with `key` exactly as a bundle file is and its revision admitted against the store's
 /// ([`remit_gateway::bundle::admit_or_fail`]; `force` at start with `--allow-rollback`). What this gateway made of
-/// it is logged in its own chain ([`remit_gateway::bundle::log_published`]) and said on stderr. `Ok(None)`: none
-/// published; `Err((Some(id), why))`: the bundle `id` is refused (taking it again would refuse it again);
-/// `Err((None, why))`: the store failed, and nothing was decided about any bundle.
+/// it is logged in its own chain ([`remit_gateway::bundle::log_published`]) and said on stderr.
 fn take_published(
     store: &dyn remit_gateway::Store,
     below: Option<u64>,
@@ -829,12 +827,12 @@ fn take_published(
     key: &remit_gateway::bundle::VerifyingKey,
     force: bool,
     clock: &dyn Clock,
-) -> Result<Option<(u64, Policy)>, (Option<u64>, String)> {
+) -> Taken {
     let read = store.begin_read().and_then(|mut tx| tx.published_bundle(below));
     let published = match read {
         Ok(Some(published)) => published,
-        Ok(None) => return Ok(None),
-        Err(e) => return Err((None, format!("cannot read the bundles published in the store: {e}"))),
+        Ok(None) => return Taken::NonePublished,
+        Err(e) => return Taken::StoreFailed(format!("cannot read the bundles published in the store: {e}")),
     };
     let id = published.id;
     use remit_gateway::bundle::Admission;
@@ -849,7 +847,7 @@ fn take_published(
         Err(Admission::Refused(why)) => Err(why),
         // Not refused: the store failed while the bundle was taken; the next poll tries it again.
         Err(Admission::StoreFailed(why)) => {
-            return Err((None, format!("the published bundle {id} was not taken: {why}")))
+            return Taken::StoreFailed(format!("the published bundle {id} was not taken: {why}"))
         }
     };
     let logged = remit_gateway::bundle::log_published(
@@ -869,10 +867,21 @@ fn take_published(
             if let Err(e) = logged {
                 eprintln!("{e}");
             }
-            Ok(Some((id, policy)))
+            Taken::Serving(id, Box::new(policy))
         }
-        Err(why) => Err((Some(id), format!("the published bundle {id} is refused: {why}"))),
+        Err(why) => Taken::Refused(id, format!("the published bundle {id} is refused: {why}")),
     }
+}
+
+/// What [`take_published`] made of the bundle published last (below an id).
+enum Taken {
+    /// Verified and admitted: the bundle `id`'s policy, to serve.
+    Serving(u64, Box<Policy>),
+    NonePublished,
+    /// The bundle `id` is refused: taking it again would refuse it again.
+    Refused(u64, String),
+    /// The store failed: nothing was decided about any bundle, and the next poll tries again.
+    StoreFailed(String),
 }
 
 /// At start with `--bundle-from-store`: the newest published bundle this gateway takes, trying older ones while
@@ -890,17 +899,19 @@ fn take_published_at_start(
     loop {
         // `--allow-rollback` forces the newest only: a bundle older than it is never rolled back to unasked.
         match take_published(store, below, runtime, key, force && below.is_none(), clock) {
-            Ok(Some((id, policy))) => return Ok((newest.unwrap_or(id), policy)),
-            Ok(None) if below.is_none() => {
+            Taken::Serving(id, policy) => return Ok((newest.unwrap_or(id), *policy)),
+            Taken::NonePublished if below.is_none() => {
                 return Err("no bundle is published in the store: publish one with `remit bundle publish`".into())
             }
-            Ok(None) => return Err("no bundle published in the store is taken by this gateway (above)".into()),
-            Err((Some(id), why)) => {
+            Taken::NonePublished => {
+                return Err("no bundle published in the store is taken by this gateway (above)".into())
+            }
+            Taken::Refused(id, why) => {
                 eprintln!("{why}");
                 newest.get_or_insert(id);
                 below = Some(id);
             }
-            Err((None, why)) => return Err(why),
+            Taken::StoreFailed(why) => return Err(why),
         }
     }
 }
@@ -1016,7 +1027,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         None => None,
     };
     let from_store = match (&verify_key, args.bundle_from_store) {
-        (Some(key), true) if args.policy.is_empty() => Some(key.clone()),
+        (Some(key), true) if args.policy.is_empty() => Some(*key),
         (_, true) => {
             return Err("with --bundle-from-store the policy is the bundle published in the store: give no POLICY \
                         files, and --verify-key"
@@ -1067,17 +1078,16 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         let loaded = match &from_store {
             // The bundle published last, whichever poll or admin call asks.
             Some(key) => match take_published(&*reload_store, None, &runtime, key, false, reloaded_clock.as_ref()) {
-                Ok(Some((id, policy))) => {
+                Taken::Serving(id, policy) => {
                     seen.fetch_max(id, Ordering::SeqCst);
-                    Some(policy)
+                    Some(*policy)
                 }
-                Ok(None) => return Err("no bundle is published in the store".into()),
-                Err((id, why)) => {
-                    if let Some(id) = id {
-                        seen.fetch_max(id, Ordering::SeqCst);
-                    }
+                Taken::NonePublished => return Err("no bundle is published in the store".into()),
+                Taken::Refused(id, why) => {
+                    seen.fetch_max(id, Ordering::SeqCst);
                     return Err(format!("{why}; the current policy stays in force"));
                 }
+                Taken::StoreFailed(why) => return Err(format!("{why}; the current policy stays in force")),
             },
             None => {
                 load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false, reloaded_clock.as_ref())?
