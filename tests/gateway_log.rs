@@ -503,3 +503,85 @@ fn the_mcp_proxy_signs_its_log_head_at_exit() {
     assert_eq!((head.seq, &head.hash), (entries.len() as u64, &entries.last().unwrap().hash));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A bundle published in the store (`remit bundle publish`) on SQLite, one gateway: `remit serve --bundle-from-store`
+/// serves it and takes the next one published within its poll; the publisher refuses an older revision and a bundle
+/// its key did not sign; the gateway needs its key and no policy files; the log records each publication and each
+/// bundle the gateway took.
+#[test]
+fn a_bundle_published_in_the_store_is_served_and_replaced_by_the_next_one_published() {
+    let dir = workspace("published", V1);
+    build(&dir, V1, "v1.bundle", &["--revision", "1"]);
+    build(&dir, V2, "v2.bundle", &["--revision", "2"]);
+    let store = dir.join("state.db");
+    let store_arg = format!("sqlite:{}", store.display());
+    let key = dir.join("owner.key.pub");
+    let publish = |bundle: &str, extra: &[&str]| {
+        let bundle = dir.join(bundle);
+        let mut args = vec!["bundle", "publish", bundle.to_str().unwrap(), "--store", &store_arg];
+        args.extend(extra);
+        remit(&args)
+    };
+    let serve = |extra: &[&str]| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["serve", "--bundle-from-store", "--listen", "127.0.0.1:0", "--store", &store_arg]);
+        command.args(extra).args(["--admin-token", &format!("ops={ADMIN}")]);
+        command
+    };
+    // What a gateway serving the store's bundle needs: its key, no policy files, and a bundle published.
+    let out = remit(&["serve", "--bundle-from-store", "--store", &store_arg]);
+    assert!(!out.status.success() && said(&out).contains("--verify-key"), "{}", said(&out));
+    let policy_dir = dir.join("policy");
+    let with_files = serve(&["--verify-key", key.to_str().unwrap(), policy_dir.to_str().unwrap()]).output().unwrap();
+    assert!(
+        !with_files.status.success() && said(&with_files).contains("give no POLICY files"),
+        "{}",
+        said(&with_files)
+    );
+    let none = serve(&["--verify-key", key.to_str().unwrap()]).output().unwrap();
+    assert!(!none.status.success() && said(&none).contains("no bundle is published in the store"), "{}", said(&none));
+
+    let out = publish("v1.bundle", &["--verify-key", key.to_str().unwrap(), "--by", "ci"]);
+    assert!(out.status.success() && said(&out).starts_with("published bundle 1: revision 1"), "{}", said(&out));
+    let (v1, v2) = (manifest(&dir.join("v1.bundle")).policy, manifest(&dir.join("v2.bundle")).policy);
+    let served = Served(support::served::Served::start(
+        serve(&["--verify-key", key.to_str().unwrap()]).stderr(Stdio::inherit()),
+    ));
+    assert_eq!(served.policy(), v1.as_str());
+    assert_eq!(served.decide(&payment())["decision"], "allow");
+
+    assert!(publish("v2.bundle", &[]).status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while served.policy() != v2.as_str() {
+        assert!(Instant::now() < deadline, "the gateway takes the bundle published next");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(served.decide(&payment())["decision"], "deny", "payments revoked by revision 2");
+    // An admin reload takes the bundle published last: the same one, nothing changes.
+    let (status, text) = served.reload();
+    assert_eq!((status, served.policy()), (200, Value::from(v2.clone())), "{text}");
+
+    // The publisher refuses what the gateway would: an older revision, a bundle its key did not sign.
+    let out = publish("v1.bundle", &[]);
+    assert!(!out.status.success() && said(&out).contains("older than revision 2"), "{}", said(&out));
+    let other = dir.join("other.key");
+    assert!(remit(&["keygen", "-o", other.to_str().unwrap()]).status.success());
+    let out = publish("v2.bundle", &["--verify-key", &format!("{}.pub", other.display())]);
+    assert!(!out.status.success() && said(&out).contains("signature does not verify"), "{}", said(&out));
+    served.stop();
+
+    let store = SqliteStore::open_existing(&store).unwrap();
+    let bodies: Vec<Value> =
+        log(&store).iter().filter(|e| e.kind == "policy").map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+    let published: Vec<(u64, u64)> = bodies
+        .iter()
+        .filter(|b| b["by"].is_string())
+        .map(|b| (b["published"].as_u64().unwrap(), b["revision"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(published, [(1, 1), (2, 2)], "each publication logged: {bodies:?}");
+    assert_eq!(bodies.iter().find(|b| b["by"].is_string()).unwrap()["by"], "ci");
+    let taken: Vec<u64> =
+        bodies.iter().filter(|b| b["serving"] == true).map(|b| b["published"].as_u64().unwrap()).collect();
+    assert_eq!(taken, [1, 2, 2], "taken at start, on the poll and on the admin reload: {bodies:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}

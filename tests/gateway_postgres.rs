@@ -408,6 +408,31 @@ fn contract(kind: Kind, store: &dyn Store) {
     assert!(tx.put_entity("admin", "todo", "t0", None).unwrap(), "{kind:?}: deleted");
     assert_eq!(tx.entity_ids("todo").unwrap(), ["t1"]);
     tx.commit().unwrap();
+
+    // Published bundles: ids in the order of publication, the newest read first (or the newest below an id), the
+    // bytes as given.
+    let mut tx = store.begin().unwrap();
+    assert_eq!(tx.published_bundle_id().unwrap(), None, "{kind:?}");
+    assert_eq!(tx.published_bundle(None).unwrap(), None, "{kind:?}");
+    let bundle = |revision: u64, bytes: &[u8]| PublishedBundle {
+        id: 0,
+        revision,
+        policy: format!("sha256:p{revision}"),
+        sha256: format!("sha256:b{revision}"),
+        published_by: "ci".into(),
+        published_at: 7,
+        bytes: bytes.to_vec(),
+    };
+    let first = tx.publish_bundle(&bundle(2, b"one\0\xff\n")).unwrap();
+    let second = tx.publish_bundle(&bundle(1, b"two")).unwrap();
+    assert!(second > first, "{kind:?}: {first} then {second}");
+    tx.commit().unwrap();
+    let mut tx = store.begin_read().unwrap();
+    assert_eq!(tx.published_bundle_id().unwrap(), Some(second), "{kind:?}");
+    assert_eq!(tx.published_bundle(None).unwrap(), Some(PublishedBundle { id: second, ..bundle(1, b"two") }));
+    let older = tx.published_bundle(Some(second)).unwrap().unwrap();
+    assert_eq!((older.id, older.revision, older.bytes), (first, 2, b"one\0\xff\n".to_vec()), "{kind:?}");
+    assert_eq!(tx.published_bundle(Some(first)).unwrap(), None, "{kind:?}");
 }
 
 #[test]
@@ -554,9 +579,9 @@ fn replicas_starting_at_once_migrate_the_schema_once() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for store in &stores {
-        assert_eq!(store.schema_version().unwrap(), 3);
+        assert_eq!(store.schema_version().unwrap(), 4);
     }
-    assert_eq!(stores[0].schema_history().unwrap().len(), 3, "each of the three migrations applied, once");
+    assert_eq!(stores[0].schema_history().unwrap().len(), 4, "each of the four migrations applied, once");
     let writers: std::collections::BTreeSet<&str> = stores.iter().map(|s| s.writer()).collect();
     assert_eq!(writers.len(), 6, "a writer each: {writers:?}");
     contract(Kind::Postgres, &stores[3]);
@@ -1170,7 +1195,7 @@ fn a_database_with_one_chain_migrates_and_its_log_still_verifies() {
         "DROP TABLE writers; DROP TABLE writer_heads; ALTER TABLE log DROP CONSTRAINT log_pkey; \
          ALTER TABLE log DROP COLUMN writer, DROP COLUMN gseq; ALTER TABLE log ADD PRIMARY KEY (seq); \
          ALTER TABLE log_heads DROP COLUMN writer; ALTER TABLE access_requests DROP COLUMN log_writer; \
-         DELETE FROM data_state; DELETE FROM remit_schema WHERE version = 3;",
+         DELETE FROM data_state; DROP TABLE published_bundles; DELETE FROM remit_schema WHERE version >= 3;",
     );
     let mut prev = audit::GENESIS.to_string();
     let mut hashes = Vec::new();

@@ -24,6 +24,10 @@ use serde_json::{json, Value};
 
 #[path = "support/tls.rs"]
 mod tls;
+// Throwaway PostgreSQL servers (scripts/postgres.sh), alone: the rest of tests/support is not needed here.
+#[path = "support/postgres.rs"]
+#[allow(dead_code)]
+mod postgres;
 
 const WAIT: Duration = Duration::from_secs(30);
 const OWNER_TOKEN: &str = "owner-inbox-token";
@@ -140,6 +144,12 @@ impl Session {
 
     /// [`Session::proxy`] with more flags for the proxy.
     fn proxy_with(dir: &Path, subject: &str, flags: &[&str]) -> Session {
+        let store = format!("sqlite:{}", dir.join("state.db").display());
+        Session::proxy_on(dir, subject, &store, flags)
+    }
+
+    /// [`Session::proxy_with`] over the store `store` (`sqlite:PATH` or `postgres://…`).
+    fn proxy_on(dir: &Path, subject: &str, store: &str, flags: &[&str]) -> Session {
         let upstream = format!(
             "echo $$ > '{}'; exec node '{}' '{}'",
             dir.join("upstream.pid").display(),
@@ -152,8 +162,7 @@ impl Session {
             .arg("--policy")
             .arg(root().join("tests/mcp/filesystem"))
             .args(["--subject", subject, "--credential", "cred-1"])
-            .arg("--store")
-            .arg(format!("sqlite:{}", dir.join("state.db").display()))
+            .args(["--store", store])
             .args(["--inbox", "127.0.0.1:0", "--inbox-token", &format!("user:owner={OWNER_TOKEN}")])
             .args(flags)
             .args(["--upstream-timeout", "30", "--", "sh", "-c", &upstream]);
@@ -535,6 +544,75 @@ fn the_agent_sees_its_tools_reads_inside_is_denied_outside_and_writes_after_appr
     assert!(verify.status.success(), "{out}");
     // 7 decisions, 1 approval, 2 outcomes (the read and the approved write).
     assert!(out.starts_with("10 entries, the chain holds"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A real MCP session through `remit mcp-proxy --store postgres://…` (a server of scripts/postgres.sh): a read
+/// inside the workspace allowed, a traversal denied, a write escalated, approved in the inbox and then allowed
+/// once; every decision, the approval and the forwarded calls' outcomes are in the database's log, which `remit
+/// audit verify postgres://…` verifies — and stops verifying once an entry is edited.
+#[test]
+fn an_mcp_session_over_the_postgresql_store_decides_and_its_log_verifies() {
+    let dir = sandbox("postgres");
+    let server = postgres::Server::start();
+    let url = server.url().to_string();
+    let mut proxy = Session::proxy_on(&dir, "agent:coder", &url, &[]);
+    let inbox = proxy.inbox();
+    proxy.initialize();
+
+    let read = proxy.call(1, "read_text_file", json!({"path": "workspace/a.txt"}));
+    assert!(!is_error(&read), "{read}");
+    assert_eq!(text(&read), "hello from the workspace\n");
+    assert_eq!(read["_meta"]["remit.dev/decision"]["outcome"], "allow");
+    let denied = proxy.call(2, "read_text_file", json!({"path": "workspace/../secret.txt"}));
+    assert!(is_error(&denied) && text(&denied).contains("scope.outside"), "{denied}");
+    assert_eq!(denied["_meta"]["remit.dev/decision"]["outcome"], "deny");
+
+    let write = json!({"path": "workspace/notes.txt", "content": "approved words\n"});
+    let escalated = proxy.call(3, "write_file", write.clone());
+    assert_eq!(escalated["_meta"]["remit.dev/decision"]["outcome"], "escalate", "{escalated}");
+    let access = escalated["_meta"]["remit.dev/decision"]["access_request"]["id"].as_str().unwrap().to_string();
+    // The access request is a row of the database: the inbox reads it there.
+    assert_eq!(server.query(&format!("SELECT status FROM access_requests WHERE id = '{access}'")), "pending");
+    let url_approve = format!("{inbox}/inbox/api/requests/{access}/approve");
+    let auth = format!("Bearer {OWNER_TOKEN}");
+    let approved =
+        remit_gateway::client::blocking::request("POST", &url_approve, &[("Authorization", auth.as_str())], None)
+            .unwrap();
+    assert_eq!(approved.status, 200, "{}", approved.json());
+    let allowed = proxy.call(4, "write_file", write.clone());
+    assert_eq!(allowed["_meta"]["remit.dev/decision"]["outcome"], "allow", "{allowed}");
+    assert_eq!(std::fs::read_to_string(dir.join("root/workspace/notes.txt")).unwrap(), "approved words\n");
+    let again = proxy.call(5, "write_file", write);
+    assert!(is_error(&again), "the approval was single use: {again}");
+    assert_eq!(server.query("SELECT count(*) FROM approvals WHERE consumed"), "1");
+    // The agent closes its input: the proxy logs what it queued and exits.
+    drop(proxy);
+
+    let (bare, password) = server.url_and_password(&url);
+    let reader = remit_gateway::PostgresStore::open_existing(&bare, Some(&password)).unwrap();
+    let entries = remit_gateway::audit::read_all(&reader).unwrap();
+    let outcomes: Vec<String> = entries
+        .iter()
+        .filter(|e| e.kind == "decision")
+        .map(|e| serde_json::from_str::<Value>(&e.body).unwrap()["decision"]["decision"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(outcomes, ["allow", "deny", "escalate", "allow", "escalate"], "in the order decided");
+    let count = |kind: &str| entries.iter().filter(|e| e.kind == kind).count();
+    assert_eq!((count("approval"), count("outcome")), (1, 2), "the approval, the read's and the write's outcomes");
+    let verify = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_remit")).args(["audit", "verify", &url]).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (verified, said) = verify();
+    assert!(verified && said.contains("in 1 chains, each holds from its genesis"), "{said}");
+    // The verification is not vacuous: the first decision turned from allow into deny is found.
+    server.query(
+        "UPDATE log SET body = replace(body, '\"allow\"', '\"deny\"') \
+         WHERE gseq = (SELECT min(gseq) FROM log WHERE kind = 'decision') RETURNING 1",
+    );
+    let (verified, said) = verify();
+    assert!(!verified && said.contains("does not match its hash"), "{said}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing (clap), loading files, rendering diagnostics and decisions.
 
 mod build;
+mod bundle;
 mod config;
 mod diff;
 mod fmt;
@@ -68,6 +69,10 @@ enum Command {
         #[arg(long, value_name = "N")]
         revision: Option<u64>,
     },
+    /// Publish signed bundles in a store for the gateways that serve the store's bundle (`remit serve
+    /// --bundle-from-store`)
+    #[command(subcommand)]
+    Bundle(bundle::BundleCommand),
     /// Make an ed25519 key pair for signing bundles or log heads (`--log-key`): KEY (secret) and KEY.pub
     Keygen {
         #[arg(short, long)]
@@ -246,6 +251,7 @@ pub fn run() -> ExitCode {
             build::run(&paths, &output, build::Packaging { precompile, bundle, sign, revision })
         }
         Command::Keygen { output } => serve::keygen(&output),
+        Command::Bundle(command) => bundle::run(command),
         Command::Eval { policy, request, no_narrowing, engine } => {
             cmd_eval(&policy, &request, Options { narrowing: !no_narrowing }, engine == "interpreter")
         }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
@@ -295,12 +296,21 @@ impl StoreArgs {
             gateway_clock,
         )
     }
+
+    /// The store, opened by a command that writes once and exits (`remit bundle publish`): on PostgreSQL a writer
+    /// of its own named `name` (its chain sealed by the replicas' seals), without the seals of a gateway.
+    pub fn open_once(&self, name: &str) -> Result<Arc<dyn remit_gateway::Store>, String> {
+        if !is_postgres(&self.store) {
+            return Ok(Arc::new(open_store(&self.store, Durability::Process)?));
+        }
+        let password = store_password(self.store_password_file.as_deref(), self.store_password.as_deref())?;
+        Ok(Arc::new(connect_postgres(&self.store, password.as_deref(), 2, false, name)?))
+    }
 }
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// The policy: a folder (or .remit files), or a .wasm built by `remit build`
-    #[arg(required = true)]
+    /// The policy: a folder (or .remit files), or a .wasm built by `remit build`; none with `--bundle-from-store`
     policy: Vec<PathBuf>,
     /// Read settings from this TOML file: each flag without its dashes is a key (`listen = "0.0.0.0:8181"`), a
     /// relative path is relative to the file's folder; a variable `REMIT_KEY` (`REMIT_LISTEN`) overrides the file, and
@@ -348,6 +358,10 @@ pub struct ServeArgs {
     /// Reload the policy when its files change (also: `POST /admin/v1/reload`, `remit admin reload`)
     #[arg(long)]
     watch: bool,
+    /// Serve the signed bundle published in the store (`remit bundle publish`) in place of policy files, and take
+    /// each one published after it (the store polled every half second); needs `--verify-key`
+    #[arg(long, conflicts_with = "watch", requires = "verify_key")]
+    bundle_from_store: bool,
     /// What AuthZEN answers carry: `full` (remit's decision as `context`) or `minimal` (`{"decision": bool}` alone, as
     /// the AuthZEN interop suites compare them); a request's `options.decision_context` chooses for itself
     #[arg(long, value_name = "full|minimal", default_value = "full", value_parser = ["full", "minimal"])]
@@ -747,16 +761,8 @@ fn load_bundled(
 ) -> Result<Loaded, String> {
     if let Some(path) = bundle_path(paths) {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-        let bundle = remit_gateway::bundle::Bundle::read(&bytes).map_err(|e| format!("`{}`: {e}", path.display()))?;
-        if let Some(key) = verify_key {
-            bundle.verify(key).map_err(|e| format!("`{}`: {e}", path.display()))?;
-        }
-        let meta = remit_lang::wasm::meta::extract(&bundle.module)?
-            .ok_or_else(|| format!("`{}`: the bundle's module carries no gateway metadata", path.display()))?;
-        let policy = Policy::new(runtime.load(&bundle.module)?, meta)?;
-        if policy.compiled.policy() != bundle.manifest.policy {
-            return Err(format!("`{}`: the manifest names another policy than its module's", path.display()));
-        }
+        let (policy, bundle) =
+            bundle_policy(&bytes, runtime, verify_key).map_err(|e| format!("`{}`: {e}", path.display()))?;
         return Ok(Some((policy, Some((bundle.manifest, bundle.data)))));
     }
     if verify_key.is_some() {
@@ -791,6 +797,148 @@ fn load_bundled(
     }
 }
 
+/// The policy of a bundle's bytes: read, its signature verified with `verify_key` when given, its module loaded.
+fn bundle_policy(
+    bytes: &[u8],
+    runtime: &Runtime,
+    verify_key: Option<&remit_gateway::bundle::VerifyingKey>,
+) -> Result<(Policy, remit_gateway::bundle::Bundle), String> {
+    let bundle = remit_gateway::bundle::Bundle::read(bytes)?;
+    if let Some(key) = verify_key {
+        bundle.verify(key)?;
+    }
+    let meta =
+        remit_lang::wasm::meta::extract(&bundle.module)?.ok_or("the bundle's module carries no gateway metadata")?;
+    let policy = Policy::new(runtime.load(&bundle.module)?, meta)?;
+    if policy.compiled.policy() != bundle.manifest.policy {
+        return Err("the manifest names another policy than its module's".into());
+    }
+    Ok((policy, bundle))
+}
+
+/// `--bundle-from-store`: the policy of the bundle published in the store with the highest id below `below` (all
+/// when `None`), verified with `key` exactly as a bundle file is and its revision admitted against the store's
+/// ([`remit_gateway::bundle::admit_or_fail`]; `force` at start with `--allow-rollback`). What this gateway made of
+/// it is logged in its own chain ([`remit_gateway::bundle::log_published`]) and said on stderr.
+fn take_published(
+    store: &dyn remit_gateway::Store,
+    below: Option<u64>,
+    runtime: &Runtime,
+    key: &remit_gateway::bundle::VerifyingKey,
+    force: bool,
+    clock: &dyn Clock,
+) -> Taken {
+    let read = store.begin_read().and_then(|mut tx| tx.published_bundle(below));
+    let published = match read {
+        Ok(Some(published)) => published,
+        Ok(None) => return Taken::NonePublished,
+        Err(e) => return Taken::StoreFailed(format!("cannot read the bundles published in the store: {e}")),
+    };
+    let id = published.id;
+    use remit_gateway::bundle::Admission;
+    let taken =
+        bundle_policy(&published.bytes, runtime, Some(key)).map_err(Admission::Refused).and_then(|(policy, bundle)| {
+            let now = clock.now();
+            remit_gateway::bundle::admit_or_fail(store, &bundle.manifest, &bundle.data, now, force)?;
+            Ok(policy)
+        });
+    let taken = match taken {
+        Ok(policy) => Ok(policy),
+        Err(Admission::Refused(why)) => Err(why),
+        // Not refused: the store failed while the bundle was taken; the next poll tries it again.
+        Err(Admission::StoreFailed(why)) => {
+            return Taken::StoreFailed(format!("the published bundle {id} was not taken: {why}"))
+        }
+    };
+    let logged = remit_gateway::bundle::log_published(
+        store,
+        &published,
+        taken.as_ref().map(|_| ()).map_err(String::as_str),
+        clock.now(),
+    );
+    match taken {
+        Ok(policy) => {
+            eprintln!(
+                "serving the published bundle {id}: revision {}, policy {}",
+                published.revision,
+                policy.compiled.policy()
+            );
+            // Served without its entry (the store failed meanwhile) is said, not hidden.
+            if let Err(e) = logged {
+                eprintln!("{e}");
+            }
+            Taken::Serving(id, Box::new(policy))
+        }
+        Err(why) => Taken::Refused(id, format!("the published bundle {id} is refused: {why}")),
+    }
+}
+
+/// What [`take_published`] made of the bundle published last (below an id).
+enum Taken {
+    /// Verified and admitted: the bundle `id`'s policy, to serve.
+    Serving(u64, Box<Policy>),
+    NonePublished,
+    /// The bundle `id` is refused: taking it again would refuse it again.
+    Refused(u64, String),
+    /// The store failed: nothing was decided about any bundle, and the next poll tries again.
+    StoreFailed(String),
+}
+
+/// At start with `--bundle-from-store`: the newest published bundle this gateway takes, trying older ones while
+/// the newer are refused (a bundle with a bad signature published after the one in force leaves the replicas that
+/// start later serving the one in force, as the running ones do). The id of the newest bundle looked at (what the
+/// polls start after) and the policy.
+fn take_published_at_start(
+    store: &dyn remit_gateway::Store,
+    runtime: &Runtime,
+    key: &remit_gateway::bundle::VerifyingKey,
+    force: bool,
+    clock: &dyn Clock,
+) -> Result<(u64, Policy), String> {
+    let (mut below, mut newest) = (None, None);
+    loop {
+        // `--allow-rollback` forces the newest only: a bundle older than it is never rolled back to unasked.
+        match take_published(store, below, runtime, key, force && below.is_none(), clock) {
+            Taken::Serving(id, policy) => return Ok((newest.unwrap_or(id), *policy)),
+            Taken::NonePublished if below.is_none() => {
+                return Err("no bundle is published in the store: publish one with `remit bundle publish`".into())
+            }
+            Taken::NonePublished => {
+                return Err("no bundle published in the store is taken by this gateway (above)".into())
+            }
+            Taken::Refused(id, why) => {
+                eprintln!("{why}");
+                newest.get_or_insert(id);
+                below = Some(id);
+            }
+            Taken::StoreFailed(why) => return Err(why),
+        }
+    }
+}
+
+/// `--bundle-from-store`: polls the id of the bundle published last every half second and, when a new one was
+/// published, takes it (verified and admitted) or refuses it; the current policy stays when it is refused. Polled,
+/// not notified: a gateway that could not reach the store catches up on its first poll after (a notification is
+/// lost while disconnected). `seen`: the id of the newest bundle this gateway looked at (the reloader moves it on,
+/// whether a poll or an admin call asked), so that each bundle is taken or refused once.
+fn watch_published(store: &dyn remit_gateway::Store, seen: &AtomicU64, reloader: &Reloader, gateway: &Gateway) {
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let newest = store.begin_read().and_then(|mut tx| tx.published_bundle_id());
+        let Ok(Some(newest)) = newest else { continue };
+        if newest <= seen.load(Ordering::SeqCst) {
+            continue;
+        }
+        match reloader() {
+            Ok(policy) => gateway.swap_policy(policy),
+            Err(e) => {
+                gateway.counts.reload_failures.fetch_add(1, Ordering::Relaxed);
+                eprintln!("not reloaded: {e}");
+            }
+        }
+    }
+}
+
 /// The store `spec` names: `sqlite:PATH`, or a PostgreSQL URL (`postgres://` or `postgresql://`) whose password,
 /// when it has none, is the first line of `password_file`, else `password` (`REMIT_STORE_PASSWORD`), else none
 /// (PostgreSQL's trust or peer authentication). With `gateway_clock` (`--clock`), the PostgreSQL store decides by the
@@ -803,26 +951,49 @@ pub fn open_any_store(
     connections: usize,
     gateway_clock: bool,
 ) -> Result<Arc<dyn remit_gateway::Store>, String> {
-    if !(spec.starts_with("postgres://") || spec.starts_with("postgresql://")) {
+    if !is_postgres(spec) {
         return Ok(Arc::new(open_store(spec, durability)?));
     }
-    let from_file = match password_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read the store's password file `{}`: {e}", path.display()))?;
-            Some(text.lines().next().unwrap_or("").to_string())
-        }
-        None => None,
-    };
-    let password = from_file.as_deref().or(password);
+    let password = store_password(password_file, password)?;
     let writer = format!("remit serve {}", std::process::id());
-    let options = remit_gateway::PostgresOptions { pool_size: connections, database_clock: !gateway_clock, writer };
-    let store = remit_gateway::PostgresStore::connect(spec, password, &options)
-        .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(spec)))?;
+    let store = connect_postgres(spec, password.as_deref(), connections, gateway_clock, &writer)?;
     let store: Arc<dyn remit_gateway::Store> = Arc::new(store);
     // This replica's chain, sealed with the others' heads every second while it writes (docs/scaling.md).
     remit_gateway::audit::seal_every(&store, std::time::Duration::from_secs(1));
     Ok(store)
+}
+
+fn is_postgres(spec: &str) -> bool {
+    spec.starts_with("postgres://") || spec.starts_with("postgresql://")
+}
+
+/// The PostgreSQL store's password when the URL has none: the first line of `password_file`, else `password`
+/// (`REMIT_STORE_PASSWORD`), else none.
+fn store_password(password_file: Option<&Path>, password: Option<&str>) -> Result<Option<String>, String> {
+    match password_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the store's password file `{}`: {e}", path.display()))?;
+            Ok(Some(text.lines().next().unwrap_or("").to_string()))
+        }
+        None => Ok(password.map(str::to_string)),
+    }
+}
+
+fn connect_postgres(
+    spec: &str,
+    password: Option<&str>,
+    connections: usize,
+    gateway_clock: bool,
+    writer: &str,
+) -> Result<remit_gateway::PostgresStore, String> {
+    let options = remit_gateway::PostgresOptions {
+        pool_size: connections,
+        database_clock: !gateway_clock,
+        writer: writer.to_string(),
+    };
+    remit_gateway::PostgresStore::connect(spec, password, &options)
+        .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(spec)))
 }
 
 pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, String> {
@@ -855,11 +1026,33 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         }
         None => None,
     };
+    let from_store = match (&verify_key, args.bundle_from_store) {
+        (Some(key), true) if args.policy.is_empty() => Some(*key),
+        (_, true) => {
+            return Err("with --bundle-from-store the policy is the bundle published in the store: give no POLICY \
+                        files, and --verify-key"
+                .into())
+        }
+        (_, false) if args.policy.is_empty() => {
+            return Err("no policy to serve: give POLICY files (or --bundle-from-store, or `policy` in --config)".into())
+        }
+        (_, false) => None,
+    };
     let store = args.store.open(durability, args.clock.clock.is_some())?;
     let force = args.rollback.allow_rollback;
-    let Some(policy) = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?
-    else {
-        return Ok(ExitCode::from(1));
+    // The id of the newest published bundle this gateway took or refused (`--bundle-from-store`).
+    let seen = Arc::new(AtomicU64::new(0));
+    let policy = match &from_store {
+        Some(key) => {
+            let (id, policy) = take_published_at_start(&*store, &runtime, key, force, clock.as_ref())?;
+            seen.store(id, Ordering::SeqCst);
+            policy
+        }
+        None => {
+            let loaded = load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?;
+            let Some(policy) = loaded else { return Ok(ExitCode::from(1)) };
+            policy
+        }
     };
     let signer = head_signer(log_key, store.clone(), clock.clone());
     let sealed_at_exit = store.clone();
@@ -880,8 +1073,27 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let paths = args.policy.clone();
     let reload_store = store.clone();
     let reloaded_clock = clock.clone();
+    let watch_published_with = from_store.is_some().then(|| (store.clone(), seen.clone()));
     let reloader: Reloader = Arc::new(move || {
-        match load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false, reloaded_clock.as_ref())? {
+        let loaded = match &from_store {
+            // The bundle published last, whichever poll or admin call asks.
+            Some(key) => match take_published(&*reload_store, None, &runtime, key, false, reloaded_clock.as_ref()) {
+                Taken::Serving(id, policy) => {
+                    seen.fetch_max(id, Ordering::SeqCst);
+                    Some(*policy)
+                }
+                Taken::NonePublished => return Err("no bundle is published in the store".into()),
+                Taken::Refused(id, why) => {
+                    seen.fetch_max(id, Ordering::SeqCst);
+                    return Err(format!("{why}; the current policy stays in force"));
+                }
+                Taken::StoreFailed(why) => return Err(format!("{why}; the current policy stays in force")),
+            },
+            None => {
+                load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false, reloaded_clock.as_ref())?
+            }
+        };
+        match loaded {
             Some(policy) => {
                 warn_expiring(&policy, reloaded_clock.as_ref(), horizon);
                 Ok(policy)
@@ -890,6 +1102,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         }
     });
     let watch = args.watch.then(|| (args.policy.clone(), reloader.clone()));
+    let watch_store = watch_published_with.map(|(store, seen)| (store, seen, reloader.clone()));
     let make = move |base: String| {
         let config = Config {
             base_url: base,
@@ -907,6 +1120,10 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         if let Some((paths, reloader)) = watch {
             let gateway = gateway.clone();
             std::thread::spawn(move || watch_files(&paths, &reloader, &gateway));
+        }
+        if let Some((store, seen, reloader)) = watch_store {
+            let gateway = gateway.clone();
+            std::thread::spawn(move || watch_published(&*store, &seen, &reloader, &gateway));
         }
         gateway
     };

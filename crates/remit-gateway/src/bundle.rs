@@ -257,12 +257,36 @@ pub fn admit_with_data(
     now: i64,
     force: bool,
 ) -> Result<(), String> {
-    let records = read_data(data)?;
-    let store_error = |e: StoreError| format!("cannot check the bundle's revision: {e}");
+    admit_or_fail(store, manifest, data, now, force).map_err(|e| match e {
+        Admission::Refused(why) | Admission::StoreFailed(why) => why,
+    })
+}
+
+/// Why [`admit_or_fail`] did not take a bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The bundle itself: its data, or its revision against the one in force. Taking it again refuses it again.
+    Refused(String),
+    /// The store could not be read or written: the same bundle may be taken once it answers again.
+    StoreFailed(String),
+}
+
+/// [`admit_with_data`], saying whether the bundle or the store failed (a gateway that polls for published bundles
+/// tries a bundle again after the store failed, never after it was refused).
+pub fn admit_or_fail(
+    store: &dyn Store,
+    manifest: &Manifest,
+    data: &[(String, Vec<u8>)],
+    now: i64,
+    force: bool,
+) -> Result<(), Admission> {
+    let records = read_data(data).map_err(Admission::Refused)?;
+    let store_error = |e: StoreError| Admission::StoreFailed(format!("cannot check the bundle's revision: {e}"));
     let revision = manifest.revision.unwrap_or(0);
     let mut tx = store.begin().map_err(store_error)?;
     // The data of the bundle taken, whether or not its revision is new (the same bundle again changes nothing).
-    install_data(tx.as_mut(), manifest, &records, now).map_err(|e| format!("cannot install the bundle's data: {e}"))?;
+    install_data(tx.as_mut(), manifest, &records, now)
+        .map_err(|e| Admission::StoreFailed(format!("cannot install the bundle's data: {e}")))?;
     let (in_force, in_force_policy) = tx.bundle_revision().map_err(store_error)?.unwrap_or((0, String::new()));
     let conflicting = revision == in_force && revision > 0 && in_force_policy != manifest.policy;
     let rollback = revision < in_force || conflicting;
@@ -279,7 +303,9 @@ pub fn admit_with_data(
                  which this store has served: an older bundle would grant again what a newer one revoked"
             )
         };
-        return Err(format!("{why}; to roll back on purpose, start the gateway with `--allow-rollback` (logged)"));
+        return Err(Admission::Refused(format!(
+            "{why}; to roll back on purpose, start the gateway with `--allow-rollback` (logged)"
+        )));
     }
     if revision == in_force && !rollback {
         return tx.commit().map_err(store_error);
@@ -293,6 +319,75 @@ pub fn admit_with_data(
         // Only ever `true` when forced: a rollback is never taken otherwise.
         "rollback": rollback,
     });
+    tx.append_log(now, "policy", &body.to_string()).map_err(store_error)?;
+    tx.commit().map_err(store_error)
+}
+
+/// Publishes a signed bundle in the store (`remit bundle publish`), for every gateway that serves the store's bundle
+/// (`remit serve --bundle-from-store`) to take on its next poll: the bytes are kept as given, with a `policy` entry
+/// of the log naming them (`"published"`: the id, revision, policy, digest, and who published). What is checked
+/// here only spares the operator a bundle every gateway would refuse: that it reads, that it is signed by `key`
+/// when given, and that it is not older than the revision the store has in force. Each gateway checks it again
+/// with its own key and the revision in force when it takes it ([`admit`]): whoever can write the table cannot
+/// make a gateway serve what its key did not sign, nor an older revision.
+pub fn publish(
+    store: &dyn Store,
+    bytes: &[u8],
+    key: Option<&VerifyingKey>,
+    by: &str,
+    now: i64,
+) -> Result<crate::store::PublishedBundle, String> {
+    let bundle = Bundle::read(bytes)?;
+    if let Some(key) = key {
+        bundle.verify(key)?;
+    }
+    let revision = bundle.manifest.revision.unwrap_or(0);
+    let store_error = |e: StoreError| format!("cannot publish the bundle: {e}");
+    let mut tx = store.begin().map_err(store_error)?;
+    if let Some((in_force, policy)) = tx.bundle_revision().map_err(store_error)? {
+        if revision < in_force {
+            return Err(format!(
+                "the bundle is revision {revision}, older than revision {in_force} (policy `{policy}`), which this \
+                 store has in force: every gateway would refuse it"
+            ));
+        }
+    }
+    let mut published = crate::store::PublishedBundle {
+        id: 0,
+        revision,
+        policy: bundle.manifest.policy.clone(),
+        sha256: sha256(bytes),
+        published_by: by.to_string(),
+        published_at: tx.now().unwrap_or(now),
+        bytes: bytes.to_vec(),
+    };
+    published.id = tx.publish_bundle(&published).map_err(store_error)?;
+    let body = serde_json::json!({"published": published.id, "revision": revision, "policy": published.policy,
+                                  "sha256": published.sha256, "by": by});
+    tx.append_log(published.published_at, "policy", &body.to_string()).map_err(store_error)?;
+    tx.commit().map_err(store_error)?;
+    Ok(published)
+}
+
+/// Logs what this gateway made of a published bundle (a `policy` entry of its own chain, so the log says which
+/// replica took or refused which bundle): `{"published": ID, "revision", "policy", "serving": true}` once it was
+/// verified and admitted, `{"published": ID, "revision", "policy", "refused": WHY}` (the revision and policy as
+/// published, unverified) when it was not.
+pub fn log_published(
+    store: &dyn Store,
+    published: &crate::store::PublishedBundle,
+    outcome: Result<(), &str>,
+    now: i64,
+) -> Result<(), String> {
+    let mut body = serde_json::json!({"published": published.id, "revision": published.revision,
+                                      "policy": published.policy});
+    match outcome {
+        Ok(()) => body["serving"] = true.into(),
+        Err(why) => body["refused"] = why.into(),
+    }
+    let store_error = |e: StoreError| format!("cannot log the published bundle: {e}");
+    let mut tx = store.begin().map_err(store_error)?;
+    let now = tx.now().unwrap_or(now);
     tx.append_log(now, "policy", &body.to_string()).map_err(store_error)?;
     tx.commit().map_err(store_error)
 }

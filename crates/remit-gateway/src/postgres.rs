@@ -127,6 +127,14 @@ ALTER TABLE log_heads ADD COLUMN writer text NOT NULL DEFAULT '';
 ALTER TABLE access_requests ADD COLUMN log_writer text;
 INSERT INTO data_state (id, version) VALUES (1, 0) ON CONFLICT DO NOTHING;
 ",
+    // Signed bundles published in the database (`remit bundle publish`), which every replica started with
+    // `--bundle-from-store` polls and verifies with its own key (docs/scaling.md "Policy rollout"). A replica of
+    // version 3 does not know the table and serves its policy files as before.
+    "
+CREATE TABLE published_bundles (
+  id bigserial PRIMARY KEY, revision bigint NOT NULL, policy text NOT NULL, sha256 text NOT NULL,
+  bytes bytea NOT NULL, published_by text NOT NULL, published_at bigint NOT NULL);
+",
 ];
 
 /// The first schema version with a chain per writer (before it, the log is the one chain of writer `''`).
@@ -528,7 +536,12 @@ impl Store for PostgresStore {
     }
 
     fn note_policy(&self, policy: &str) {
-        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = Some(policy.to_string());
+        let previous = self.policy.lock().unwrap_or_else(|p| p.into_inner()).replace(policy.to_string());
+        // A policy taken while this writer's chain did not move (another replica logged the new revision) would
+        // reach `writers.policy` only with the next seal after a write: the next seal is written anyway.
+        if previous.is_some_and(|previous| previous != policy) {
+            *self.sealed.lock().unwrap_or_else(|p| p.into_inner()) = u64::MAX;
+        }
     }
 
     fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
@@ -1440,6 +1453,47 @@ impl Tx for PgTx<'_> {
         };
         let row = self.query_opt(sql, &[])?;
         Ok(row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1))))
+    }
+
+    fn publish_bundle(&mut self, bundle: &PublishedBundle) -> StoreResult<u64> {
+        self.opening()?;
+        let row = self.query_opt(
+            "INSERT INTO published_bundles (revision, policy, sha256, bytes, published_by, published_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            &[
+                &(bundle.revision as i64),
+                &bundle.policy,
+                &bundle.sha256,
+                &bundle.bytes,
+                &bundle.published_by,
+                &bundle.published_at,
+            ],
+        )?;
+        let id = row.ok_or_else(|| StoreError("the published bundle was given no id".into()))?.get::<_, i64>(0);
+        Ok(id as u64)
+    }
+
+    fn published_bundle_id(&mut self) -> StoreResult<Option<u64>> {
+        let row = self.query_opt("SELECT max(id) FROM published_bundles", &[])?;
+        Ok(row.and_then(|row| row.get::<_, Option<i64>>(0)).map(|id| id as u64))
+    }
+
+    fn published_bundle(&mut self, below: Option<u64>) -> StoreResult<Option<PublishedBundle>> {
+        let below = below.map_or(i64::MAX, |id| id.min(i64::MAX as u64) as i64);
+        let row = self.query_opt(
+            "SELECT id, revision, policy, sha256, published_by, published_at, bytes FROM published_bundles \
+             WHERE id < $1 ORDER BY id DESC LIMIT 1",
+            &[&below],
+        )?;
+        Ok(row.map(|row| PublishedBundle {
+            id: row.get::<_, i64>(0) as u64,
+            revision: row.get::<_, i64>(1) as u64,
+            policy: row.get(2),
+            sha256: row.get(3),
+            published_by: row.get(4),
+            published_at: row.get(5),
+            bytes: row.get(6),
+        }))
     }
 
     // The data sets (docs/gateway.md "Data sets"), as the SQLite store keeps them: rows by origin, `admin` winning.

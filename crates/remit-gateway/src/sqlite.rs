@@ -40,7 +40,9 @@ use super::wal_index::WalIndexHeader;
 /// the string `"1e3"` into the number 1000 and `"3.3"` into a real no read accepted), binds approvals to the agent
 /// they were minted for (`approvals.agent`) and records when one was consumed and what an access request's call
 /// used before (`approvals.consumed_at`, `access_requests.earlier`); a gateway of version 3 would present an
-/// approval to every holder, so it must refuse such a store.
+/// approval to every holder, so it must refuse such a store. `published_bundles` (bundles published in the store,
+/// `remit bundle publish`) came later within version 4: a gateway that does not know it serves its policy files
+/// as before.
 const SCHEMA_VERSION: i64 = 4;
 
 // The columns' types, audited for SQLite's type affinity: a text bound to a column of `INTEGER`, `REAL` or
@@ -85,6 +87,9 @@ CREATE TABLE IF NOT EXISTS tuples (
   PRIMARY KEY (relation, a, b, origin)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS data_state (
   id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, bundle TEXT);
+CREATE TABLE IF NOT EXISTS published_bundles (
+  id INTEGER PRIMARY KEY, revision INTEGER NOT NULL, policy TEXT NOT NULL, sha256 TEXT NOT NULL, bytes BLOB NOT NULL,
+  published_by TEXT NOT NULL, published_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS log (
   seq INTEGER PRIMARY KEY, time INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL,
   hash TEXT NOT NULL);
@@ -352,6 +357,19 @@ impl Store for SqliteStore {
 struct SqliteTx<'a> {
     connection: MutexGuard<'a, Connection>,
     open: bool,
+}
+
+impl SqliteTx<'_> {
+    /// Whether the store has `table`: a store no gateway of this version opened (read by `remit audit`, which
+    /// changes nothing) may not.
+    fn has_table(&self, table: &str) -> StoreResult<bool> {
+        self.connection
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [table], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|n| n > 0)
+            .map_err(store_err)
+    }
 }
 
 impl Drop for SqliteTx<'_> {
@@ -921,6 +939,64 @@ impl Tx for SqliteTx<'_> {
             .map_err(store_err)
     }
 
+    fn publish_bundle(&mut self, bundle: &PublishedBundle) -> StoreResult<u64> {
+        // Ids are never reused (no row is ever deleted), so "a higher id" always means "published later".
+        self.connection
+            .prepare_cached(
+                "INSERT INTO published_bundles (revision, policy, sha256, bytes, published_by, published_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    bundle.revision as i64,
+                    bundle.policy,
+                    bundle.sha256,
+                    bundle.bytes,
+                    bundle.published_by,
+                    bundle.published_at
+                ])
+            })
+            .map_err(store_err)?;
+        Ok(self.connection.last_insert_rowid() as u64)
+    }
+
+    fn published_bundle_id(&mut self) -> StoreResult<Option<u64>> {
+        if !self.has_table("published_bundles")? {
+            return Ok(None);
+        }
+        self.connection
+            .query_row("SELECT max(id) FROM published_bundles", [], |row| row.get::<_, Option<i64>>(0))
+            .map(|id| id.map(|id| id as u64))
+            .map_err(store_err)
+    }
+
+    fn published_bundle(&mut self, below: Option<u64>) -> StoreResult<Option<PublishedBundle>> {
+        if !self.has_table("published_bundles")? {
+            return Ok(None);
+        }
+        let below = below.map_or(i64::MAX, |id| id.min(i64::MAX as u64) as i64);
+        self.connection
+            .prepare_cached(
+                "SELECT id, revision, policy, sha256, published_by, published_at, bytes FROM published_bundles \
+                 WHERE id < ?1 ORDER BY id DESC LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row([below], |row| {
+                    Ok(PublishedBundle {
+                        id: row.get::<_, i64>(0)? as u64,
+                        revision: row.get::<_, i64>(1)? as u64,
+                        policy: row.get(2)?,
+                        sha256: row.get(3)?,
+                        published_by: row.get(4)?,
+                        published_at: row.get(5)?,
+                        bytes: row.get(6)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(store_err)
+    }
+
     fn signed_heads(&mut self) -> StoreResult<Vec<crate::head::SignedHead>> {
         // A store no gateway of this version has opened (read by `remit audit`, which changes nothing) has no table.
         let exists: i64 = self
@@ -1255,6 +1331,9 @@ mod tests {
             "log_heads.seq",
             "log_heads.time",
             "operations.time",
+            "published_bundles.id",
+            "published_bundles.published_at",
+            "published_bundles.revision",
             "rounds.expires_at",
         ];
         let connection = store.lock();
@@ -1271,7 +1350,8 @@ mod tests {
             for (column, declared) in columns.unwrap().map(Result::unwrap) {
                 let name = format!("{table}.{column}");
                 let expected = match name.as_str() {
-                    "facts.version" => "BLOB",
+                    // No affinity: a fact's version as bound; a published bundle's bytes, bound as a blob.
+                    "facts.version" | "published_bundles.bytes" => "BLOB",
                     name if integers.contains(&name) => "INTEGER",
                     _ => "TEXT",
                 };

@@ -281,6 +281,23 @@ pub struct DataState {
     pub bundle: Option<String>,
 }
 
+/// A signed bundle published in the store (`remit bundle publish`), for every gateway that serves the store's
+/// bundle (`remit serve --bundle-from-store`) to take: its bytes as published, and what the publisher read of its
+/// manifest (unverified: each gateway verifies the bytes with its own key, `bundle::take_published`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishedBundle {
+    /// 1, 2, 3… in the order of publication: a gateway takes the published bundle with the highest id.
+    pub id: u64,
+    /// The manifest's revision and policy as published.
+    pub revision: u64,
+    pub policy: String,
+    /// `sha256:` of `bytes`.
+    pub sha256: String,
+    pub published_by: String,
+    pub published_at: i64,
+    pub bytes: Vec<u8>,
+}
+
 /// What a store that keeps no data sets answers when asked for them: an error, never "none" — a relation that
 /// does not hold can allow (`unless member_of(…)`), so a store that cannot tell must make the decision deny.
 fn no_data<T>() -> StoreResult<T> {
@@ -424,6 +441,21 @@ pub trait Tx {
     fn set_bundle_revision(&mut self, revision: u64, policy: &str) -> StoreResult<()> {
         let _ = (revision, policy);
         Err(StoreError("this store keeps no bundle revisions".into()))
+    }
+    /// Keeps a bundle published for the gateways to take (its id is one more than the last one's); its
+    /// [`PublishedBundle::id`] is set by the store and ignored here.
+    fn publish_bundle(&mut self, bundle: &PublishedBundle) -> StoreResult<u64> {
+        let _ = bundle;
+        Err(StoreError("this store keeps no published bundles".into()))
+    }
+    /// The id of the bundle published last; `None` when none was. What a gateway polls (no bytes read).
+    fn published_bundle_id(&mut self) -> StoreResult<Option<u64>> {
+        Ok(None)
+    }
+    /// The bundle published last among those with an id below `below` (all when `None`), with its bytes.
+    fn published_bundle(&mut self, below: Option<u64>) -> StoreResult<Option<PublishedBundle>> {
+        let _ = below;
+        Ok(None)
     }
     /// The log's signed heads, oldest first (none in a store that keeps none).
     fn signed_heads(&mut self) -> StoreResult<Vec<crate::head::SignedHead>> {
