@@ -454,6 +454,17 @@ fn ws(w: &Window, mut i: usize) -> usize {
     i
 }
 
+/// [`ws`] from `i`, whose byte `c` the caller has read (and found to be no token's first byte): where the run ends
+/// and the byte there, so the caller tests that byte without reading it again.
+#[inline(always)]
+fn ws_at(w: &Window, mut i: usize, mut c: u8) -> (usize, u8) {
+    while WS[usize::from(c)] {
+        i += 1;
+        c = peek(w, i);
+    }
+    (i, c)
+}
+
 /// The four whitespace bytes, as a table (one load per byte). The end marker (0) is not whitespace, so a run ends
 /// at the end of the document at the latest.
 static WS: [bool; 256] = {
@@ -559,8 +570,7 @@ fn tokens(
         // none, and the whitespace loop costs a table load and a branch even when it skips nothing).
         let mut c = peek(w, i);
         if u32::from(c) <= u32::from(b' ') {
-            i = ws(w, i);
-            c = peek(w, i);
+            (i, c) = ws_at(w, i, c);
         }
         let tok = n;
         if tok >= TAPE_LEN {
@@ -593,8 +603,7 @@ fn tokens(
                     i += 1;
                     let mut b = peek(w, i);
                     if u32::from(b) <= u32::from(b' ') {
-                        i = ws(w, i);
-                        b = peek(w, i);
+                        (i, b) = ws_at(w, i, b);
                     }
                     // `]` is `[` + 2, as `}` is `{` + 2.
                     if b != c + 2 {
@@ -636,8 +645,7 @@ fn tokens(
             // Whitespace skipped only when there is some, the byte read once for the test and the dispatch.
             let mut b = peek(w, i);
             if u32::from(b) <= u32::from(b' ') {
-                i = ws(w, i);
-                b = peek(w, i);
+                (i, b) = ws_at(w, i, b);
             }
             let cur = top(stack, sp);
             // Commas, the most frequent, first. What follows (whitespace, then a key or a value) is skipped where it
@@ -685,10 +693,10 @@ fn put(tape: &mut Tape, tok: usize, token: Token) {
 /// value's whitespace, if any, is skipped where the value is read).
 #[inline(always)]
 fn key(w: &Window, i: usize, tape: &mut Tape, n: &mut usize, frame: &mut Frame) -> Result<usize, JsonError> {
-    let mut i = i;
-    if peek(w, i) != b'"' {
-        i = ws(w, i);
-        if peek(w, i) != b'"' {
+    let (mut i, mut c) = (i, peek(w, i));
+    if c != b'"' {
+        (i, c) = ws_at(w, i, c);
+        if c != b'"' {
             return Err(JsonError::Syntax);
         }
     }
@@ -711,10 +719,10 @@ fn key(w: &Window, i: usize, tape: &mut Tape, n: &mut usize, frame: &mut Frame) 
         frame.bloom |= bit;
     }
     // The colon, nearly always right after the quote; the value's own whitespace is skipped where it is read.
-    let mut j = close + 1;
-    if peek(w, j) != b':' {
-        j = ws(w, j);
-        if peek(w, j) != b':' {
+    let (mut j, mut c) = (close + 1, peek(w, close + 1));
+    if c != b':' {
+        (j, c) = ws_at(w, j, c);
+        if c != b':' {
             return Err(JsonError::Syntax);
         }
     }
