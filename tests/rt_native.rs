@@ -132,8 +132,10 @@ fn document() -> impl Strategy<Value = String> {
                 let items: Vec<String> = items.into_iter().map(|(a, v, b)| format!("{a}{v}{b}")).collect();
                 format!("[{w}{}]", items.join(","))
             }),
-            (prop::collection::vec((key(), ws(), inner, ws()), 0..6), ws()).prop_map(|(entries, w)| {
-                let entries: Vec<String> = entries.into_iter().map(|(k, a, v, b)| format!("{k}{a}:{b}{v}")).collect();
+            // Whitespace in every place of an entry: before the key, around the colon, after the value.
+            (prop::collection::vec((ws(), key(), ws(), ws(), inner, ws()), 0..6), ws()).prop_map(|(entries, w)| {
+                let entries: Vec<String> =
+                    entries.into_iter().map(|(a, k, b, c, v, d)| format!("{a}{k}{b}:{c}{v}{d}")).collect();
                 format!("{{{w}{}}}", entries.join(","))
             }),
         ]

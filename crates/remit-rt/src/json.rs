@@ -454,6 +454,17 @@ fn ws(w: &Window, mut i: usize) -> usize {
     i
 }
 
+/// [`ws`] from `i`, whose byte `c` the caller has read (and found to be no token's first byte): where the run ends
+/// and the byte there, so the caller tests that byte without reading it again.
+#[inline(always)]
+fn ws_at(w: &Window, mut i: usize, mut c: u8) -> (usize, u8) {
+    while WS[usize::from(c)] {
+        i += 1;
+        c = peek(w, i);
+    }
+    (i, c)
+}
+
 /// The four whitespace bytes, as a table (one load per byte). The end marker (0) is not whitespace, so a run ends
 /// at the end of the document at the latest.
 static WS: [bool; 256] = {
@@ -547,7 +558,7 @@ fn tokens(
     // carries only `i`, `n` and `sp` (measured: docs/module-v2.md).
     let mut sp = 0usize;
     let mut n = 0usize;
-    let mut i = ws(w, start);
+    let mut i = start;
     // Set when an object key comes first (after `{` or a comma in an object): one key parser for both.
     let mut want_key = false;
     'value: loop {
@@ -555,13 +566,17 @@ fn tokens(
         if want_key {
             i = key(w, i, tape, &mut n, top(stack, sp))?;
         }
-        // A value starts at `i`.
+        // A value starts at `i`, after whitespace if any: the byte is read once for both (a compact request has
+        // none, and the whitespace loop costs a table load and a branch even when it skips nothing).
+        let mut c = peek(w, i);
+        if u32::from(c) <= u32::from(b' ') {
+            (i, c) = ws_at(w, i, c);
+        }
         let tok = n;
         if tok >= TAPE_LEN {
             return Err(JsonError::TooLarge);
         }
         n += 1;
-        let c = peek(w, i);
         // Strings, most values, first and by one comparison. Written as a test of `c` LLVM folds it into the
         // `match` below, whose lowering sends a string through two jump tables (the one for `[`..`{`, whose default
         // it is, then the one for `"`..`.`): two indirect jumps per string. Read through `word` (the same byte), the
@@ -585,9 +600,13 @@ fn tokens(
                     sp += 1;
                     let cur = top(stack, sp);
                     *cur = Frame { tok: tok as u32, count: 0, object, bloom: 0 };
-                    i = ws(w, i + 1);
+                    i += 1;
+                    let mut b = peek(w, i);
+                    if u32::from(b) <= u32::from(b' ') {
+                        (i, b) = ws_at(w, i, b);
+                    }
                     // `]` is `[` + 2, as `}` is `{` + 2.
-                    if peek(w, i) != c + 2 {
+                    if b != c + 2 {
                         want_key = object;
                         cur.count += 1;
                         continue 'value;
@@ -620,27 +639,30 @@ fn tokens(
         }
         // After a value (or on the closing byte of an empty container): commas and closes.
         loop {
-            // One whitespace skip for every value and close (a scalar leaves `i` right after itself).
-            i = ws(w, i);
             if sp == 0 {
                 break 'value;
             }
+            // Whitespace skipped only when there is some, the byte read once for the test and the dispatch.
+            let mut b = peek(w, i);
+            if u32::from(b) <= u32::from(b' ') {
+                (i, b) = ws_at(w, i, b);
+            }
             let cur = top(stack, sp);
-            // Commas, the most frequent, first: in the `match` they came after `]` and `}` (as strings above).
-            if first_byte(w, i) == b',' {
-                i = ws(w, i + 1);
+            // Commas, the most frequent, first. What follows (whitespace, then a key or a value) is skipped where it
+            // is read.
+            if b == b',' {
+                i += 1;
                 want_key = cur.object;
                 cur.count += 1;
                 continue 'value;
             }
-            match peek(w, i) {
-                b'}' if cur.object => {
-                    if cur.count > SMALL_OBJECT {
-                        sorted_keys_distinct(w, tape, keys, cur.tok, n as u32)?;
-                    }
-                }
-                b']' if !cur.object => {}
-                _ => return Err(JsonError::Syntax),
+            // Else the innermost container's close (`}` is `]` + 32): one comparison with a computed byte, where a
+            // `match` on `b` became a switch that tested `]` and `}` before the comma.
+            if u32::from(b) != u32::from(b']') + 32 * u32::from(cur.object) {
+                return Err(JsonError::Syntax);
+            }
+            if cur.object && cur.count > SMALL_OBJECT {
+                sorted_keys_distinct(w, tape, keys, cur.tok, n as u32)?;
             }
             if let Some(t) = tape.get_mut(cur.tok as usize) {
                 t.end = i as u32 + 1;
@@ -651,7 +673,7 @@ fn tokens(
             i += 1;
         }
     }
-    if i != end {
+    if ws(w, i) != end {
         return Err(JsonError::Syntax);
     }
     Ok(n as u32)
@@ -667,11 +689,16 @@ fn put(tape: &mut Tape, tok: usize, token: Token) {
     }
 }
 
-/// A key at `i` (then `:` and whitespace) in the object `frame`; returns where its value starts.
+/// A key at `i` (after whitespace, if any), then `:`, in the object `frame`; returns the byte after the colon (the
+/// value's whitespace, if any, is skipped where the value is read).
 #[inline(always)]
 fn key(w: &Window, i: usize, tape: &mut Tape, n: &mut usize, frame: &mut Frame) -> Result<usize, JsonError> {
-    if peek(w, i) != b'"' {
-        return Err(JsonError::Syntax);
+    let (mut i, mut c) = (i, peek(w, i));
+    if c != b'"' {
+        (i, c) = ws_at(w, i, c);
+        if c != b'"' {
+            return Err(JsonError::Syntax);
+        }
     }
     let (close, escaped) = string(w, i + 1)?;
     let tok = *n;
@@ -691,11 +718,15 @@ fn key(w: &Window, i: usize, tape: &mut Tape, n: &mut usize, frame: &mut Frame) 
         }
         frame.bloom |= bit;
     }
-    let j = ws(w, close + 1);
-    if peek(w, j) != b':' {
-        return Err(JsonError::Syntax);
+    // The colon, nearly always right after the quote; the value's own whitespace is skipped where it is read.
+    let (mut j, mut c) = (close + 1, peek(w, close + 1));
+    if c != b':' {
+        (j, c) = ws_at(w, j, c);
+        if c != b':' {
+            return Err(JsonError::Syntax);
+        }
     }
-    Ok(ws(w, j + 1))
+    Ok(j + 1)
 }
 
 /// Whether the key `tok` of the object `obj` equals one of the object's earlier keys (out of line: only a Bloom
@@ -737,8 +768,12 @@ fn string(w: &Window, mut i: usize) -> Result<(usize, bool), JsonError> {
             }
             i += 8;
         }
-        match peek(w, i) {
-            b'"' => return Ok((i, escaped)),
+        // The closing quote first: the special byte of nearly every string.
+        let special = peek(w, i);
+        if special == b'"' {
+            return Ok((i, escaped));
+        }
+        match special {
             b'\\' => {
                 escaped = true;
                 match escape_len(w, i) {
@@ -1255,6 +1290,33 @@ mod tests {
             (b"[1", Err(JsonError::Syntax)),
             (b"[\"a\"", Err(JsonError::Syntax)),
             (b"{\"a\":1", Err(JsonError::Syntax)),
+            // Whitespace is skipped where the next byte is read (before a value, a key, a colon, a comma or a
+            // close), only when there is some: every place, every whitespace byte, and the bytes that are not.
+            (b" \t\r\n[ 1 , \"a\" ,\n{ \"k\" :\t[ ] , \"l\"\r\n:\r\n{ } } ]\n ", Ok(())),
+            (b"{ }", Ok(())),
+            (b"[ ]", Ok(())),
+            (b"{\"a\":1 }", Ok(())),
+            (b"{\"a\":1\t,\t\"b\":2}", Ok(())),
+            (b"[\"a\"\n]", Ok(())),
+            (b" 1 ", Ok(())),
+            (b" ", Err(JsonError::Syntax)),
+            (b"", Err(JsonError::Syntax)),
+            (b"[ , 1]", Err(JsonError::Syntax)),
+            (b"[1 , ]", Err(JsonError::Syntax)),
+            (b"{ , \"a\":1}", Err(JsonError::Syntax)),
+            (b"{\"a\" 1}", Err(JsonError::Syntax)),
+            (b"{\"a\": }", Err(JsonError::Syntax)),
+            (b"{\"a\":1 , }", Err(JsonError::Syntax)),
+            (b"{ 1:1}", Err(JsonError::Syntax)),
+            (b"[1\x0b]", Err(JsonError::Syntax)),
+            (b"[\x0c1]", Err(JsonError::Syntax)),
+            (b"{\"a\"\x00:1}", Err(JsonError::Syntax)),
+            (b"{\"a\":\x1f1}", Err(JsonError::Syntax)),
+            (b"[1]\x00", Err(JsonError::Syntax)),
+            (b"[1] x", Err(JsonError::Syntax)),
+            (b"{\"a\":1 ]", Err(JsonError::Syntax)),
+            (b"[1 }", Err(JsonError::Syntax)),
+            (b"{\"a\":1,\"a\" :2}", Err(JsonError::Duplicate)),
         ] {
             assert_verdict(text, expected);
         }

@@ -50,12 +50,14 @@ pub fn parse_decimal(text: &[u8]) -> Option<i128> {
     const SCALE: [u64; 10] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
     units *= SCALE.get(DECIMAL_SCALE as usize - frac_len).copied().unwrap_or(1);
     // The usual case in `u64` arithmetic (`i128` multiplications are calls on wasm32): up to 19 digits fit, and
-    // times 10^9 plus the fraction as long as that fits too.
-    let value = if whole_len <= 19 {
-        whole
-            .checked_mul(10u64.pow(DECIMAL_SCALE))
-            .and_then(|x| x.checked_add(units))
-            .map_or_else(|| i128::from(whole) * 10i128.pow(DECIMAL_SCALE) + i128::from(units), i128::from)
+    // times 10^9 plus the fraction as long as that fits too. Whether the product fits is a comparison with a
+    // constant: `u64::checked_mul` is a 128-bit multiplication on wasm32, a call (`__multi3`) on every money value.
+    const UNIT: u64 = 10u64.pow(DECIMAL_SCALE);
+    let wide = || i128::from(whole) * 10i128.pow(DECIMAL_SCALE) + i128::from(units);
+    let value = if whole_len <= 19 && whole <= u64::MAX / UNIT {
+        whole.wrapping_mul(UNIT).checked_add(units).map_or_else(wide, i128::from)
+    } else if whole_len <= 19 {
+        wide()
     } else {
         // At most 24 digits, read again in `i128`, times 10^9: below 10^33, far inside `i128`.
         let digits = digits.get(..whole_len)?;
