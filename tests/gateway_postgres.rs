@@ -644,6 +644,54 @@ fn postgresql_unreachable_denies_store_unavailable_and_recovers_without_restart(
     let _ = &replicas.postgres;
 }
 
+/// The server stops answering without closing its connections (its processes frozen: a host that hangs, a network
+/// that drops packets): a call is denied `gateway.store-unavailable` once the store has waited its answer timeout
+/// (here 2 s), rather than for as long as TCP keeps the connection; the next ones within the connect timeout (5 s),
+/// the pool's stale connections dropped; and once the server answers again the same gateway decides. Nothing of the
+/// calls denied is logged.
+#[test]
+fn a_database_that_stops_answering_denies_in_bounded_time_and_recovers() {
+    let server = Server::start();
+    let url = server.database("frozen");
+    let answer_timeout = std::time::Duration::from_secs(2);
+    let store =
+        Arc::new(PostgresStore::connect(&url, None, &PostgresOptions { answer_timeout, ..options(true) }).unwrap());
+    let policy = policy_of(BUDGET.replace("at most 5", "at most 1000").as_str());
+    let gateway =
+        Arc::new(Gateway::new(policy, store.clone(), Arc::new(remit_gateway::SystemClock), Config::default()));
+    // Several connections in the pool, all idle when the server freezes.
+    assert_eq!(concurrently(std::slice::from_ref(&gateway), &payment("op-1"), 8), 8);
+    server.freeze();
+    let (sender, answers) = std::sync::mpsc::channel();
+    let caller = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || {
+            for _ in 0..3 {
+                let started = Instant::now();
+                let decided = gateway.decide(&payment("op-1"));
+                let _ = sender.send((decided, started.elapsed()));
+            }
+        })
+    };
+    // Bounded however the store behaves: the test thaws the server after 60 s at most.
+    let answered: Vec<_> =
+        (0..3).map_while(|_| answers.recv_timeout(std::time::Duration::from_secs(60)).ok()).collect();
+    server.thaw();
+    caller.join().unwrap();
+    assert_eq!(answered.len(), 3, "three calls to a server that does not answer, each answered within 60 s");
+    for (decided, took) in &answered {
+        assert_eq!(decided.reasons, [REASON_STORE], "{}", decided.decision);
+        assert!(decided.logged.is_none());
+        assert!(*took < std::time::Duration::from_secs(15), "denied after {took:?}");
+    }
+    assert!(answered[0].1 >= answer_timeout, "the first waited for its answer: {:?}", answered[0].1);
+    eprintln!("calls to a frozen server denied after {:?}", answered.iter().map(|(_, took)| took).collect::<Vec<_>>());
+    let decided = gateway.decide(&payment("op-1"));
+    assert!(decided.allowed(), "the same gateway decides once the server answers: {}", decided.decision);
+    assert_eq!(audit::verify(log(store.as_ref())).unwrap(), 9, "the calls denied are not logged");
+    assert_eq!(store.begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 9);
+}
+
 /// Not a test: decisions per second, and the PostgreSQL store's statements and round trips per decision, on SQLite
 /// and on PostgreSQL with one and with two replicas, interleaved round by round in one process; prints the medians.
 /// Cases: `pay` (each caller its own operation: a budget counted per call), `hot` (every call the same operation: one

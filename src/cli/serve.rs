@@ -816,7 +816,12 @@ pub fn open_any_store(
     };
     let password = from_file.as_deref().or(password);
     let writer = format!("remit serve {}", std::process::id());
-    let options = remit_gateway::PostgresOptions { pool_size: connections, database_clock: !gateway_clock, writer };
+    let options = remit_gateway::PostgresOptions {
+        pool_size: connections,
+        database_clock: !gateway_clock,
+        writer,
+        ..Default::default()
+    };
     let store = remit_gateway::PostgresStore::connect(spec, password, &options)
         .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(spec)))?;
     let store: Arc<dyn remit_gateway::Store> = Arc::new(store);
