@@ -371,7 +371,7 @@ fn the_wallet_escalated_on_one_replica_approved_on_another_is_allowed_exactly_on
     assert!(others.iter().all(|a| a.status == 200 && !a.store_unavailable()), "{others:?}");
     assert_eq!(inbox(a)["status"], "approved", "the answer is seen through every replica");
     let consumed_by = query(&url, &format!("SELECT consumed_by FROM approvals WHERE access_request = '{request}'"));
-    assert_eq!(consumed_by, [allow.clone()], "the one approval, consumed by the one allow");
+    assert_eq!(consumed_by, std::slice::from_ref(&allow), "the one approval, consumed by the one allow");
     // Used up: the same payment in yet another operation escalates again, on any replica.
     let again = evaluate(b, &pay("op-wallet-again")).unwrap();
     assert_eq!((again.outcome.as_str(), again.reasons.as_slice()), ("escalate", &["approval.missing".to_string()][..]));
