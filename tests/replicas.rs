@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use remit_gateway::audit;
 use serde_json::{json, Value};
 use support::postgres::{shared, Server};
-use support::replicas::{approve, audited, decide, evaluate, query, wait_until, writer_of, Answer, Replicas};
+use support::replicas::{
+    approve, audited, decide, evaluate, query, wait_until, waiting_for_a_lock, writer_of, Answer, Replicas, RowLock,
+};
 
 /// Payments of at most 3 per operation, those above 60 USD approved first by Alice (a single-use approval).
 const SHOP: &str = r#"
@@ -75,11 +77,13 @@ fn a_replica_killed_under_load_leaves_the_others_serving_and_the_log_whole() {
     let dir = policy_dir("replica-killed", SHOP);
     let mut replicas = Replicas::start(3, &dir.join("shop.remit"), &url, &dir, &[]);
     let victim_pid = replicas.pid(0);
+    // The operation whose counter will hold the victim's last transaction open when it is killed (counted once now).
+    assert!(decide(replicas.url(1), &payment("20.00 USD", "op-held")).unwrap().allowed());
     let killed = AtomicBool::new(false);
     let done = AtomicBool::new(false);
     let seen = Mutex::new(Seen::default());
     let victim_calls = AtomicUsize::new(0);
-    let (killed_at, victim_calls_at_kill) = std::thread::scope(|scope| {
+    let (killed_at, victim_calls_at_kill, held) = std::thread::scope(|scope| {
         let (replicas, killed, done, seen, victim_calls) = (&replicas, &killed, &done, &seen, &victim_calls);
         for caller in 0..6 {
             scope.spawn(move || {
@@ -137,18 +141,29 @@ fn a_replica_killed_under_load_leaves_the_others_serving_and_the_log_whole() {
             });
         }
         // The load runs on all three, then replica 0 is killed in the middle of it, and the load goes on for
-        // longer than the survivors' seal interval (1 s).
-        std::thread::sleep(Duration::from_millis(1_500));
+        // longer than the survivors' seal interval (1 s). The kill lands inside one of the victim's transactions:
+        // another session holds the counter of `op-held`, so the victim's batch deciding a call of it waits for the
+        // lock after it began (its writer's head locked), and the victim's calls queue behind that batch.
+        std::thread::sleep(Duration::from_millis(1_200));
+        let lock = RowLock::take(
+            &url,
+            "SELECT value FROM counters WHERE counter = 'per_op' AND counter_window = 'operation:op-held' FOR UPDATE",
+        );
+        let held = scope.spawn(|| decide(replicas.url(0), &payment("20.00 USD", "op-held")));
+        let waiting = wait_until(Duration::from_secs(3), || waiting_for_a_lock(&url, victim_pid) > 0);
+        assert!(waiting, "the victim's transaction waits for the counter's lock");
         let victim_calls_at_kill = victim_calls.load(Ordering::SeqCst);
         // Signalled through its pid: the callers hold the replicas for their URLs.
         let status = std::process::Command::new("kill").args(["-KILL", &victim_pid.to_string()]).status().unwrap();
         assert!(status.success(), "kill -9 {victim_pid}");
         let killed_at = Instant::now();
         killed.store(true, Ordering::SeqCst);
+        lock.release();
         std::thread::sleep(Duration::from_millis(2_500));
         done.store(true, Ordering::SeqCst);
-        (killed_at, victim_calls_at_kill)
+        (killed_at, victim_calls_at_kill, held.join().unwrap())
     });
+    assert!(held.is_err(), "the call whose transaction the kill cut got no answer: {held:?}");
     assert!(!replicas.running(0), "replica 0 was killed");
     let seen = seen.into_inner().unwrap();
 
@@ -182,6 +197,9 @@ fn a_replica_killed_under_load_leaves_the_others_serving_and_the_log_whole() {
         .filter(|e| e.kind == "seal" && e.writer != victim && e.gseq > end.gseq)
         .any(|seal| audit::seal_heads(&seal.body).unwrap().contains(&(victim.clone(), end.seq, end.hash.clone())));
     assert!(sealed_end, "a survivor sealed the victim's last head, entry {} of `{victim}`", end.seq);
+    // The cut transaction left nothing: `op-held` counted once, by its one allow before.
+    let held_count = query(&url, "SELECT value FROM counters WHERE counter_window = 'operation:op-held'");
+    assert_eq!(held_count, ["1"], "the cut transaction's count was rolled back");
     let consumed = query(&url, "SELECT count(*) FROM approvals WHERE consumed");
     eprintln!(
         "killed replica 0 after {victim_calls_at_kill} calls to it ({} of them lost in flight); {} calls answered, \

@@ -156,6 +156,56 @@ pub fn query(url: &str, sql: &str) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
 }
 
+/// A row lock held by another session (a `psql` of its own, in an open transaction) until released or dropped: a
+/// replica's transaction that needs the row waits for it, so that a fault can be made to land in its middle.
+pub struct RowLock {
+    psql: std::process::Child,
+}
+
+impl RowLock {
+    /// Runs `BEGIN; SELECT_FOR_UPDATE` on the database at `url` and waits until it answered (the lock is held).
+    pub fn take(url: &str, select_for_update: &str) -> RowLock {
+        use std::io::{BufRead, Write};
+        let mut psql = Command::new("psql")
+            .args([url, "-Atq", "-v", "ON_ERROR_STOP=1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = psql.stdin.as_mut().unwrap();
+        writeln!(stdin, "BEGIN;\n{select_for_update};\nSELECT 'locked';").unwrap();
+        stdin.flush().unwrap();
+        let mut lines = std::io::BufReader::new(psql.stdout.take().unwrap()).lines();
+        assert!(lines.any(|l| l.unwrap() == "locked"), "psql took the lock: {select_for_update}");
+        RowLock { psql }
+    }
+
+    /// Commits the transaction: the lock is released.
+    pub fn release(mut self) {
+        use std::io::Write;
+        let mut stdin = self.psql.stdin.take().unwrap();
+        writeln!(stdin, "COMMIT;").unwrap();
+        drop(stdin);
+        assert!(self.psql.wait().unwrap().success(), "psql committed");
+    }
+}
+
+impl Drop for RowLock {
+    fn drop(&mut self) {
+        let _ = self.psql.kill();
+        let _ = self.psql.wait();
+    }
+}
+
+/// How many sessions of the `remit serve` process `pid` wait for a lock now.
+pub fn waiting_for_a_lock(url: &str, pid: u32) -> usize {
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'remit serve {pid}' AND wait_event_type = 'Lock'"
+    );
+    query(url, &sql)[0].parse().unwrap()
+}
+
 /// The writer id of the `remit serve` process `pid` (it registers as `remit serve PID`).
 pub fn writer_of(url: &str, pid: u32) -> String {
     let ids = query(url, &format!("SELECT id FROM writers WHERE name = 'remit serve {pid}'"));
