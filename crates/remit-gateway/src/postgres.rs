@@ -154,8 +154,9 @@ pub struct PostgresOptions {
     /// How long a transaction waits for the server's answer to a request on an open connection before it gives the
     /// connection up (a server that hangs, a network that drops packets: the connection is not closed, so nothing
     /// else ends the wait) and fails: the call is denied `gateway.store-unavailable`. The default,
-    /// [`ANSWER_TIMEOUT`], is longer than any statement may run (`statement_timeout`), so that only a server that
-    /// does not answer at all reaches it.
+    /// [`ANSWER_TIMEOUT`], is longer than any one statement may run (`statement_timeout`), so that a server that
+    /// answers is not cut off but for a pipeline of several statements that each wait long for locks; what is cut
+    /// off is denied (its commit may have happened: an allow logged and answered deny, never the other way round).
     pub answer_timeout: Duration,
 }
 
