@@ -17,6 +17,9 @@
 #       stops the server of DIR (fast shutdown) and removes DIR.
 #   scripts/postgres.sh pause DIR / resume DIR
 #       stops the server of DIR and keeps its data / starts it again on the same port (fault tests).
+#   scripts/postgres.sh freeze DIR / thaw DIR
+#       stops the server's processes (SIGSTOP) without closing a connection, as a host that hangs or a network that
+#       drops packets leaves them / lets them go on (SIGCONT) (fault tests).
 #
 # The server runs as the `postgres` user when this runs as root (initdb refuses root), as the caller otherwise.
 set -euo pipefail
@@ -114,6 +117,8 @@ stop() {
   [ -d "$dir/data" ] || { rm -rf "$dir"; return 0; }
   local bin
   bin="$(bin_dir)"
+  # A server left frozen by a test that failed would never stop.
+  thaw "$dir" 2>/dev/null || true
   as_server "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
@@ -141,6 +146,32 @@ pause() {
   as_server "$(bin_dir)/pg_ctl" -D "$dir/data" -m immediate -w -t 30 stop >/dev/null
 }
 
+# The server's processes: the postmaster (the first line of postmaster.pid) and its children.
+server_pids() {
+  local dir="$1" postmaster
+  postmaster="$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null)" || return 0
+  [ -n "$postmaster" ] || return 0
+  echo "$postmaster"
+  pgrep -P "$postmaster" || true
+}
+
+freeze() {
+  local dir="${1:?postgres.sh freeze DIR}"
+  local pids
+  pids="$(server_pids "$dir")"
+  [ -n "$pids" ] || { echo "postgres.sh: no server runs in $dir" >&2; exit 1; }
+  # shellcheck disable=SC2086 # one pid a word
+  kill -STOP $pids
+}
+
+thaw() {
+  local dir="${1:?postgres.sh thaw DIR}"
+  local pids
+  pids="$(server_pids "$dir")"
+  # shellcheck disable=SC2086 # one pid a word
+  [ -z "$pids" ] || kill -CONT $pids
+}
+
 resume() {
   local dir="${1:?postgres.sh resume DIR}"
   as_server "$(bin_dir)/pg_ctl" -D "$dir/data" -o "-p $(cat "$dir/port")" -l "$dir/server.log" -w -t 30 start \
@@ -152,8 +183,10 @@ case "${1:-}" in
   start) shift; start "$@" ;;
   stop) stop "${2:-}" ;;
   pause) pause "${2:-}" ;;
+  freeze) freeze "${2:-}" ;;
+  thaw) thaw "${2:-}" ;;
   certificate) certificate "${2:-}" "${3:-}" "${4:-}" ;;
   resume) resume "${2:-}" ;;
-  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] [--tls CERT KEY] | stop DIR | pause DIR | resume DIR | certificate DIR CERT KEY" >&2
+  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] [--tls CERT KEY] | stop DIR | pause DIR | resume DIR | freeze DIR | thaw DIR | certificate DIR CERT KEY" >&2
      exit 2 ;;
 esac

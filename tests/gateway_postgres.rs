@@ -443,56 +443,61 @@ fn the_store_contract_holds_on_sqlite_and_postgresql() {
     }
 }
 
+/// The counts of replicas the exactness tests run with: every promise must hold however the calls are spread.
+const REPLICA_COUNTS: [usize; 2] = [2, 3];
+
 #[test]
-fn three_hundred_calls_on_two_replicas_with_one_single_use_approval_allow_exactly_once() {
-    for kind in KINDS {
-        let replicas = replicas(kind, "single_use", 2);
+fn three_hundred_calls_on_two_and_three_replicas_with_one_single_use_approval_allow_exactly_once() {
+    for (kind, n) in KINDS.into_iter().flat_map(|kind| REPLICA_COUNTS.map(|n| (kind, n))) {
+        let replicas = replicas(kind, &format!("single_use_{n}"), n);
         let gateways = gateways(&replicas, GATED);
         let first = gateways[0].decide(&payment("op-1"));
-        assert_eq!(first.outcome, "escalate", "{kind:?}: {}", first.decision);
+        assert_eq!(first.outcome, "escalate", "{kind:?} × {n}: {}", first.decision);
         let request = first.access_request.clone().unwrap();
-        // Approved through the other replica.
-        let minted = gateways[1].approve(&request.id, "user:alice").unwrap();
+        // Approved through another replica (the last).
+        let minted = gateways[n - 1].approve(&request.id, "user:alice").unwrap();
         assert_eq!(minted.len(), 1);
-        assert_eq!(concurrently(&gateways, &payment("op-1"), 300), 1, "{kind:?}");
+        assert_eq!(concurrently(&gateways, &payment("op-1"), 300), 1, "{kind:?} × {n}");
         let entries = log(replicas.stores[1].as_ref());
-        assert_eq!(audit::verify(entries.clone()).unwrap(), 1 + 1 + 300, "{kind:?}: every decision in the log");
+        assert_eq!(audit::verify(entries.clone()).unwrap(), 1 + 1 + 300, "{kind:?} × {n}: every decision in the log");
         let allows: Vec<Value> =
             decisions(&entries).into_iter().map(|(_, b)| b).filter(|b| outcome(b) == "allow").collect();
-        assert_eq!(allows.len(), 1, "{kind:?}");
+        assert_eq!(allows.len(), 1, "{kind:?} × {n}");
         let approval = replicas.stores[0].begin().unwrap().approval(&minted[0].id).unwrap().unwrap();
-        assert_eq!(approval.consumed_by.as_deref(), allows[0]["id"].as_str(), "{kind:?}: consumed by the allow");
+        assert_eq!(approval.consumed_by.as_deref(), allows[0]["id"].as_str(), "{kind:?} × {n}: consumed by the allow");
     }
 }
 
 #[test]
-fn a_budget_of_five_allows_exactly_five_of_three_hundred_calls_on_two_replicas() {
-    for kind in KINDS {
-        let replicas = replicas(kind, "budget", 2);
+fn a_budget_of_five_allows_exactly_five_of_three_hundred_calls_on_two_and_three_replicas() {
+    for (kind, n) in KINDS.into_iter().flat_map(|kind| REPLICA_COUNTS.map(|n| (kind, n))) {
+        let replicas = replicas(kind, &format!("budget_{n}"), n);
         let gateways = gateways(&replicas, BUDGET);
-        assert_eq!(concurrently(&gateways, &payment("op-1"), 300), 5, "{kind:?}");
-        assert_eq!(replicas.stores[0].begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 5, "{kind:?}");
+        assert_eq!(concurrently(&gateways, &payment("op-1"), 300), 5, "{kind:?} × {n}");
+        let counted = replicas.stores[0].begin().unwrap().counter("per_op", "operation:op-1").unwrap();
+        assert_eq!(counted, 5, "{kind:?} × {n}");
         let entries = log(replicas.stores[0].as_ref());
         let allows = decisions(&entries).iter().filter(|(_, b)| outcome(b) == "allow").count();
-        assert_eq!(allows, 5, "{kind:?}: the counter equals the allows logged");
+        assert_eq!(allows, 5, "{kind:?} × {n}: the counter equals the allows logged");
         assert_eq!(audit::verify(entries).unwrap(), 300);
-        assert!(gateways[1].decide(&payment("op-2")).allowed(), "{kind:?}: another operation counts anew");
+        assert!(gateways[n - 1].decide(&payment("op-2")).allowed(), "{kind:?} × {n}: another operation counts anew");
     }
 }
 
-/// Calls stream through one replica while a stop is set through the other: no call that began after the stop was
-/// set is allowed, and in the log no allow follows the stop's entry.
+/// Calls stream through every replica but one while a stop is set through that one: no call that began after the
+/// stop was set is allowed, and in the log no allow follows the stop's entry.
 #[test]
-fn a_stop_set_through_one_replica_holds_on_the_other_before_the_call_returns() {
-    for kind in KINDS {
-        let replicas = replicas(kind, "stop", 2);
+fn a_stop_set_through_one_replica_holds_on_the_others_before_the_call_returns() {
+    for (kind, n) in KINDS.into_iter().flat_map(|kind| REPLICA_COUNTS.map(|n| (kind, n))) {
+        let replicas = replicas(kind, &format!("stop_{n}"), n);
         let gateways = gateways(&replicas, BUDGET.replace("at most 5", "at most 100000").as_str());
         let stopped = AtomicBool::new(false);
         let done = AtomicBool::new(false);
         let (late_allows, calls) = std::thread::scope(|scope| {
             let callers: Vec<_> = (0..8)
                 .map(|i| {
-                    let (gateway, stopped, done) = (&gateways[1], &stopped, &done);
+                    // Replicas 1 to n - 1 in turn; the stop goes through replica 0.
+                    let (gateway, stopped, done) = (&gateways[1 + i % (n - 1)], &stopped, &done);
                     scope.spawn(move || {
                         let (mut late, mut calls) = (0, 0);
                         while !done.load(Ordering::SeqCst) {
@@ -512,41 +517,48 @@ fn a_stop_set_through_one_replica_holds_on_the_other_before_the_call_returns() {
             done.store(true, Ordering::SeqCst);
             callers.into_iter().map(|c| c.join().unwrap()).fold((0, 0), |(l, c), (l2, c2)| (l + l2, c + c2))
         });
-        assert_eq!(late_allows, 0, "{kind:?}: {late_allows} allows after the stop returned, of {calls} calls");
+        assert_eq!(late_allows, 0, "{kind:?} × {n}: {late_allows} allows after the stop returned, of {calls} calls");
         let entries = log(replicas.stores[1].as_ref());
         let stop = entries.iter().find(|e| e.kind == "stop").expect("the stop's entry").gseq;
         let decided = decisions(&entries);
         let stopped_by = |b: &Value| b["decision"]["reasons"] == json!(["stop.active"]);
-        assert!(decided.iter().any(|(seq, b)| *seq < stop && outcome(b) == "allow"), "{kind:?}: allows before it");
-        assert!(decided.iter().any(|(_, b)| stopped_by(b)), "{kind:?}: calls went on after the stop, denied");
+        let allowed_before = decided.iter().any(|(seq, b)| *seq < stop && outcome(b) == "allow");
+        assert!(allowed_before, "{kind:?} × {n}: allows before it");
+        assert!(decided.iter().any(|(_, b)| stopped_by(b)), "{kind:?} × {n}: calls went on after the stop, denied");
         // In the log's order, every call the stop denied comes after the stop (it read the stop's commit).
         let early: Vec<u64> = decided.iter().filter(|(seq, b)| *seq < stop && stopped_by(b)).map(|(s, _)| *s).collect();
-        assert!(early.is_empty(), "{kind:?}: calls denied by the stop logged before it: {early:?}");
-        // Every decision is the one deciding replica's, so in its chain's order: no allow follows the first call the
-        // stop denied.
-        let first_denied = decided.iter().position(|(_, b)| stopped_by(b)).unwrap();
-        let allowed_after = decided[first_denied..].iter().filter(|(_, b)| outcome(b) == "allow").count();
-        assert_eq!(allowed_after, 0, "{kind:?}: allows after a call the stop denied");
+        assert!(early.is_empty(), "{kind:?} × {n}: calls denied by the stop logged before it: {early:?}");
+        // Within each deciding replica's chain (its own order), no allow follows the first call the stop denied.
+        let writers: std::collections::BTreeSet<&str> =
+            entries.iter().filter(|e| e.kind == "decision").map(|e| e.writer.as_str()).collect();
+        assert_eq!(writers.len(), if kind == Kind::Sqlite { 1 } else { n - 1 }, "{kind:?} × {n}: {writers:?}");
+        for writer in writers {
+            let chain: Vec<&LogEntry> = entries.iter().filter(|e| e.kind == "decision" && e.writer == writer).collect();
+            let bodies: Vec<Value> = chain.iter().map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+            let first_denied = bodies.iter().position(stopped_by).expect("each replica's calls were stopped");
+            let allowed_after = bodies[first_denied..].iter().filter(|b| outcome(b) == "allow").count();
+            assert_eq!(allowed_after, 0, "{kind:?} × {n}: allows after a call the stop denied, by `{writer}`");
+        }
         if kind == Kind::Sqlite {
             // One writer: the log's order is the order the transactions ran in.
             let after: Vec<u64> =
                 decided.iter().filter(|(seq, b)| *seq > stop && outcome(b) == "allow").map(|(s, _)| *s).collect();
-            assert!(after.is_empty(), "{kind:?}: allows logged after the stop: {after:?}");
+            assert!(after.is_empty(), "{kind:?} × {n}: allows logged after the stop: {after:?}");
         }
         audit::verify(entries).unwrap();
     }
 }
 
-/// Two approvers answer one access request at once through two replicas: one answer, one set of approvals.
+/// Approvers answer one access request at once, one through each replica: one answer, one set of approvals.
 #[test]
-fn two_principals_answering_one_request_on_two_replicas_mint_one_approval() {
-    for kind in KINDS {
-        let replicas = replicas(kind, "answer_once", 2);
+fn principals_answering_one_request_on_two_and_three_replicas_mint_one_approval() {
+    for (kind, n) in KINDS.into_iter().flat_map(|kind| REPLICA_COUNTS.map(|n| (kind, n))) {
+        let replicas = replicas(kind, &format!("answer_once_{n}"), n);
         let gateways = gateways(&replicas, GATED);
         for round in 0..10 {
-            let escalated = gateways[0].decide(&payment(&format!("op-{round}")));
+            let escalated = gateways[round % n].decide(&payment(&format!("op-{round}")));
             let id = escalated.access_request.unwrap().id;
-            let barrier = Barrier::new(2);
+            let barrier = Barrier::new(n);
             let answers: Vec<Result<usize, ActionError>> = std::thread::scope(|scope| {
                 let handles: Vec<_> = gateways
                     .iter()
@@ -560,11 +572,12 @@ fn two_principals_answering_one_request_on_two_replicas_mint_one_approval() {
                     .collect();
                 handles.into_iter().map(|h| h.join().unwrap()).collect()
             });
-            assert_eq!(answers.iter().filter(|a| a.is_ok()).count(), 1, "{kind:?}: {answers:?}");
+            assert_eq!(answers.iter().filter(|a| a.is_ok()).count(), 1, "{kind:?} × {n}: {answers:?}");
             let minted = replicas.stores[1].begin().unwrap().approvals_of_request(&id).unwrap();
-            assert_eq!(minted.len(), 1, "{kind:?}");
+            assert_eq!(minted.len(), 1, "{kind:?} × {n}");
             // The allow consumes it; the next round's call escalates anew.
-            assert!(gateways[1].decide(&payment(&format!("op-{round}"))).allowed(), "{kind:?}");
+            let retried = gateways[(round + 1) % n].decide(&payment(&format!("op-{round}")));
+            assert!(retried.allowed(), "{kind:?} × {n}");
         }
     }
 }
@@ -654,6 +667,54 @@ fn postgresql_unreachable_denies_store_unavailable_and_recovers_without_restart(
     let wrong = PostgresStore::connect(&bare, Some("wrong"), &options(true)).unwrap_err();
     assert!(!wrong.0.contains(&password), "{wrong}");
     let _ = &replicas.postgres;
+}
+
+/// The server stops answering without closing its connections (its processes frozen: a host that hangs, a network
+/// that drops packets): a call is denied `gateway.store-unavailable` once the store has waited its answer timeout
+/// (here 2 s), rather than for as long as TCP keeps the connection; the next ones within the connect timeout (5 s),
+/// the pool's stale connections dropped; and once the server answers again the same gateway decides. Nothing of the
+/// calls denied is logged.
+#[test]
+fn a_database_that_stops_answering_denies_in_bounded_time_and_recovers() {
+    let server = Server::start();
+    let url = server.database("frozen");
+    let answer_timeout = std::time::Duration::from_secs(2);
+    let store =
+        Arc::new(PostgresStore::connect(&url, None, &PostgresOptions { answer_timeout, ..options(true) }).unwrap());
+    let policy = policy_of(BUDGET.replace("at most 5", "at most 1000").as_str());
+    let gateway =
+        Arc::new(Gateway::new(policy, store.clone(), Arc::new(remit_gateway::SystemClock), Config::default()));
+    // Several connections in the pool, all idle when the server freezes.
+    assert_eq!(concurrently(std::slice::from_ref(&gateway), &payment("op-1"), 8), 8);
+    server.freeze();
+    let (sender, answers) = std::sync::mpsc::channel();
+    let caller = {
+        let gateway = gateway.clone();
+        std::thread::spawn(move || {
+            for _ in 0..3 {
+                let started = Instant::now();
+                let decided = gateway.decide(&payment("op-1"));
+                let _ = sender.send((decided, started.elapsed()));
+            }
+        })
+    };
+    // Bounded however the store behaves: the test thaws the server after 60 s at most.
+    let answered: Vec<_> =
+        (0..3).map_while(|_| answers.recv_timeout(std::time::Duration::from_secs(60)).ok()).collect();
+    server.thaw();
+    caller.join().unwrap();
+    assert_eq!(answered.len(), 3, "three calls to a server that does not answer, each answered within 60 s");
+    for (decided, took) in &answered {
+        assert_eq!(decided.reasons, [REASON_STORE], "{}", decided.decision);
+        assert!(decided.logged.is_none());
+        assert!(*took < std::time::Duration::from_secs(15), "denied after {took:?}");
+    }
+    assert!(answered[0].1 >= answer_timeout, "the first waited for its answer: {:?}", answered[0].1);
+    eprintln!("calls to a frozen server denied after {:?}", answered.iter().map(|(_, took)| took).collect::<Vec<_>>());
+    let decided = gateway.decide(&payment("op-1"));
+    assert!(decided.allowed(), "the same gateway decides once the server answers: {}", decided.decision);
+    assert_eq!(audit::verify(log(store.as_ref())).unwrap(), 9, "the calls denied are not logged");
+    assert_eq!(store.begin().unwrap().counter("per_op", "operation:op-1").unwrap(), 9);
 }
 
 /// Not a test: decisions per second, and the PostgreSQL store's statements and round trips per decision, on SQLite

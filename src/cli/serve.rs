@@ -991,6 +991,7 @@ fn connect_postgres(
         pool_size: connections,
         database_clock: !gateway_clock,
         writer: writer.to_string(),
+        ..Default::default()
     };
     remit_gateway::PostgresStore::connect(spec, password, &options)
         .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(spec)))

@@ -2,7 +2,8 @@
 //! tests/tutorial.rs): the decision corpus, running child processes with a deadline, and the dependencies that
 //! `scripts/test-deps-hosts.sh` installs (a missing one fails the test, naming the script); `examples` the
 //! one loader of the shipped examples and policy folders; `mutate` mutated requests for the differential tests;
-//! `postgres` throwaway PostgreSQL servers (scripts/postgres.sh); `rng` the deterministic random sources of every
+//! `postgres` throwaway PostgreSQL servers (scripts/postgres.sh); `replicas` `remit serve` processes on one of them
+//! and the audit of what they left there; `rng` the deterministic random sources of every
 //! randomised test; `served` a `remit serve` process on a free port; `gateway` a gateway served in-process over
 //! HTTP on a free port;
 //! `stub` hand-built modules for the hosts' tests;
@@ -14,6 +15,7 @@ pub mod examples;
 pub mod gateway;
 pub mod mutate;
 pub mod postgres;
+pub mod replicas;
 pub mod rng;
 pub mod served;
 pub mod stub;

@@ -106,6 +106,19 @@ impl Server {
         let status = script().arg("resume").arg(&self.dir).status().unwrap();
         assert!(status.success(), "{SCRIPT} resume");
     }
+
+    /// Stops the server's processes (SIGSTOP), its connections left open: a server that no longer answers, as
+    /// behind a network that drops packets. Thawed by [`Server::thaw`], or when dropped.
+    pub fn freeze(&self) {
+        let status = script().arg("freeze").arg(&self.dir).status().unwrap();
+        assert!(status.success(), "{SCRIPT} freeze");
+    }
+
+    /// Lets a frozen server go on.
+    pub fn thaw(&self) {
+        let status = script().arg("thaw").arg(&self.dir).status().unwrap();
+        assert!(status.success(), "{SCRIPT} thaw");
+    }
 }
 
 impl Drop for Server {

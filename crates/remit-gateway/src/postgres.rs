@@ -159,11 +159,21 @@ pub struct PostgresOptions {
     /// Who this gateway is, in `remit_schema.applied_by`, `writers.name` and the database's `application_name`
     /// (its writer's id, `gw-…`, is made when it connects: [`PostgresStore::writer`]).
     pub writer: String,
+    /// How long a transaction waits for the server's answer to a request on an open connection before it gives the
+    /// connection up (a server that hangs, a network that drops packets: the connection is not closed, so nothing
+    /// else ends the wait) and fails: the call is denied `gateway.store-unavailable`. The default,
+    /// [`ANSWER_TIMEOUT`], is longer than any one statement may run (`statement_timeout`), so that a server that
+    /// answers is not cut off but for a pipeline of several statements that each wait long for locks; what is cut
+    /// off is denied (its commit may have happened: an allow logged and answered deny, never the other way round).
+    pub answer_timeout: Duration,
 }
+
+/// [`PostgresOptions::answer_timeout`]'s default: the sessions' `statement_timeout` (30 s) and 5 s more.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(35);
 
 impl Default for PostgresOptions {
     fn default() -> PostgresOptions {
-        PostgresOptions { pool_size: 16, database_clock: true, writer: "remit".into() }
+        PostgresOptions { pool_size: 16, database_clock: true, writer: "remit".into(), answer_timeout: ANSWER_TIMEOUT }
     }
 }
 
@@ -196,6 +206,8 @@ pub struct PostgresStore {
     stats: Stats,
     /// The URL's TLS mode and roots, to say why a connection failed.
     connection: Connection,
+    /// [`PostgresOptions::answer_timeout`].
+    answer_timeout: Duration,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -335,6 +347,7 @@ impl PostgresStore {
             policy: std::sync::Mutex::new(None),
             stats: Stats::default(),
             connection,
+            answer_timeout: options.answer_timeout,
         })
     }
 
@@ -342,7 +355,7 @@ impl PostgresStore {
     /// changes nothing, takes no lock a writer waits for (every transaction is a read transaction), and fails when
     /// the database is not a remit store of a version this gateway knows.
     pub fn open_existing(url: &str, password: Option<&str>) -> StoreResult<PostgresStore> {
-        let options = PostgresOptions { pool_size: 2, database_clock: true, writer: "remit audit".into() };
+        let options = PostgresOptions { pool_size: 2, writer: "remit audit".into(), ..PostgresOptions::default() };
         let mut store = PostgresStore::connect_unmigrated(url, password, &options)?;
         store.read_only = true;
         let version = store.schema_version().map_err(|e| StoreError(format!("not a remit store: {e}")))?;
@@ -386,6 +399,32 @@ impl PostgresStore {
         self.runtime.as_ref().expect("the runtime lives as long as the store")
     }
 
+    /// Waits for the server's answer to `request`, at most [`PostgresOptions::answer_timeout`]: `None` when none
+    /// came. A connection's I/O ends only when the server answers or the socket is closed; a server that hangs, or a
+    /// network that drops packets, does neither, and without this bound a transaction (and the replica's batches
+    /// behind it, one at a time) would wait for as long as TCP keeps the connection, many minutes.
+    fn answered<T>(&self, request: impl Future<Output = T>) -> Option<T> {
+        // The timer is the store's runtime's (its worker drives it); this thread only waits for it.
+        let timer = {
+            let _runtime = self.runtime().enter();
+            tokio::time::sleep(self.answer_timeout)
+        };
+        wait(async {
+            match futures_util::future::select(std::pin::pin!(request), std::pin::pin!(timer)).await {
+                futures_util::future::Either::Left((answer, _)) => Some(answer),
+                futures_util::future::Either::Right(_) => None,
+            }
+        })
+    }
+
+    /// What a request that got no answer fails with, after the pool's idle connections are dropped: they lead to the
+    /// same server, so the next transaction opens a new one (its wait bounded by the connect timeout) rather than
+    /// wait as long again on another.
+    fn unanswered(&self) -> StoreError {
+        self.pool.retain(|_, _| false);
+        StoreError(format!("the database did not answer within {} s", self.answer_timeout.as_secs()))
+    }
+
     /// A pooled connection (made on the store's runtime, which its connection task needs).
     fn client(&self) -> StoreResult<Object> {
         let pool = self.pool.clone();
@@ -407,7 +446,12 @@ impl PostgresStore {
             let client = self.client()?;
             self.stats.round_trips.fetch_add(1, Ordering::Relaxed);
             self.stats.statements.fetch_add(sql.matches(';').count() as u64 + 1, Ordering::Relaxed);
-            match wait(client.simple_query(sql)) {
+            let Some(answer) = self.answered(client.simple_query(sql)) else {
+                // Its transaction may have begun: the connection is given up, never back to the pool.
+                let _ = Object::take(client);
+                return Err(self.unanswered());
+            };
+            match answer {
                 Ok(messages) => {
                     let rows = messages
                         .iter()
@@ -605,8 +649,9 @@ struct PgTx<'a> {
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
-            // A connection that cannot roll back does not go back to the pool inside a transaction.
-            if wait(client.batch_execute("ROLLBACK")).is_err() {
+            // A connection that cannot roll back (or does not answer) does not go back to the pool inside a
+            // transaction.
+            if !matches!(self.store.answered(client.batch_execute("ROLLBACK")), Some(Ok(()))) {
                 let _ = Object::take(client);
             }
         }
@@ -779,7 +824,7 @@ impl<'a> PgTx<'a> {
         let stats = &store.stats;
         stats.statements.fetch_add((pending.len() + statements.len()) as u64, Ordering::Relaxed);
         stats.round_trips.fetch_add(1, Ordering::Relaxed);
-        let result = wait(async {
+        let answer = store.answered(async {
             // Prepared first (from the connection's cache after the first time: no round trip then).
             let mut prepared_pending = Vec::with_capacity(pending.len());
             for item in &pending {
@@ -814,6 +859,17 @@ impl<'a> PgTx<'a> {
             before.into_iter().collect::<Result<Vec<()>, _>>()?;
             rows.into_iter().collect::<Result<Vec<_>, _>>()
         });
+        let Some(result) = answer else {
+            // In the middle of a transaction, its state unknown: the connection is given up, and the transaction
+            // can only fail (nothing of it is answered before its commit, which never came back).
+            if let Some(client) = self.client.take() {
+                let _ = Object::take(client);
+            }
+            let e = store.unanswered();
+            self.failed = Some(e.clone());
+            self.fatal = true;
+            return Err(e);
+        };
         result.map_err(|e| {
             let e = store_err(e);
             self.failed = Some(e.clone());
