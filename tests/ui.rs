@@ -93,3 +93,59 @@ fn ui_fixtures() {
     }
     assert!(codes.len() >= 25, "expected at least 25 distinct diagnostic codes, found {}: {codes:?}", codes.len());
 }
+
+/// Codes that no UI fixture produces, each with where it is tested instead (or why it cannot be).
+const CODES_TESTED_ELSEWHERE: &[(&str, &str)] = &[
+    ("remit::widens-parent", "tests/narrowing: each widen/ fixture is a widening with its witness"),
+    ("remit::policy-too-large", "check/limits.rs unit tests: a module's hard limits, too large to write as a fixture"),
+    (
+        "remit::narrowing-internal",
+        "a bug detector: the proof's witness refused by the interpreter, not reachable by a policy",
+    ),
+    (
+        "remit::narrowing-undecided",
+        "the proof's step budget running out: no policy known to reach it is small enough for a fixture",
+    ),
+];
+
+/// Every diagnostic code the checker can emit has a UI fixture (or is listed above with where it is tested), so a
+/// new diagnostic cannot land without its source + rendering snapshot.
+#[test]
+fn every_diagnostic_code_has_a_fixture() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut emitted = std::collections::BTreeSet::new();
+    let mut stack = vec![root.join("crates/remit-lang/src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for piece in text.split("\"remit::").skip(1) {
+                    let code: String = piece.chars().take_while(|c| c.is_ascii_lowercase() || *c == '-').collect();
+                    if piece[code.len()..].starts_with('"') && !code.is_empty() {
+                        emitted.insert(format!("remit::{code}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(emitted.len() >= 80, "expected the checker's codes, found {}: {emitted:?}", emitted.len());
+    let mut fixtures = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(root.join("tests/ui")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "remit") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            if let Some(code) = text.lines().next().and_then(|l| l.strip_prefix("// expect: ")) {
+                fixtures.insert(code.trim().to_string());
+            }
+        }
+    }
+    let elsewhere: std::collections::BTreeSet<String> =
+        CODES_TESTED_ELSEWHERE.iter().map(|(code, _)| code.to_string()).collect();
+    let missing: Vec<&String> = emitted.iter().filter(|c| !fixtures.contains(*c) && !elsewhere.contains(*c)).collect();
+    assert!(missing.is_empty(), "diagnostic codes without a UI fixture in tests/ui: {missing:?}");
+    let stale: Vec<&String> = elsewhere.iter().filter(|c| !emitted.contains(*c) || fixtures.contains(*c)).collect();
+    assert!(stale.is_empty(), "CODES_TESTED_ELSEWHERE lists codes that are gone or now have a fixture: {stale:?}");
+}
