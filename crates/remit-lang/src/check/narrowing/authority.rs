@@ -246,30 +246,40 @@ impl Encoder<'_> {
                     let var = self.vars.id(Var::Currency(atom.attr.clone()));
                     parts.push(lit(var, Test::Compare(CompareOp::Eq, Value::String(code.to_string()))));
                 }
-                // As the interpreter reads them: a money argument that is not `signed` is mistyped below zero,
-                // and an empty resource id is absent.
-                let value = || Var::Value(atom.attr.clone(), atom.ty.clone());
                 // `under` and `not under` are errors on a string that is not a testable path.
                 if matches!(atom.test, Test::Under(_) | Test::NotUnder(_)) {
-                    parts.push(path(self.vars.id(value()), true));
+                    let value = Var::Value(atom.attr.clone(), atom.ty.clone());
+                    parts.push(path(self.vars.id(value), true));
                 }
-                match &atom.attr {
-                    Attr::Arg(name) if atom.ty == Type::Money && !self.signed.contains(name) => {
-                        let var = self.vars.id(value());
-                        parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
-                    }
-                    Attr::Context(name) if atom.ty == Type::Money && !self.signed_contexts.contains(name) => {
-                        let var = self.vars.id(value());
-                        parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
-                    }
-                    Attr::ResourceId => {
-                        let var = self.vars.id(value());
-                        parts.push(lit(var, Test::Compare(CompareOp::Ne, Value::String(String::new()))));
-                    }
-                    _ => {}
+                self.readable(&atom.attr, &atom.ty, &mut parts);
+                // The operands of a comparison are read the same way (the theory gives them values).
+                if let Attr::Compare(left, _, right, ty) = &atom.attr {
+                    self.readable(left, ty, &mut parts);
+                    self.readable(right, ty, &mut parts);
                 }
                 and(parts)
             }
+        }
+    }
+
+    /// As the interpreter reads an attribute: a money argument or context attribute that is not `signed` is
+    /// mistyped below zero, and an empty resource id is absent.
+    fn readable(&mut self, attr: &Attr, ty: &Type, parts: &mut Vec<F>) {
+        let value = || Var::Value(attr.clone(), ty.clone());
+        match attr {
+            Attr::Arg(name) if *ty == Type::Money && !self.signed.contains(name) => {
+                let var = self.vars.id(value());
+                parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+            }
+            Attr::Context(name) if *ty == Type::Money && !self.signed_contexts.contains(name) => {
+                let var = self.vars.id(value());
+                parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+            }
+            Attr::ResourceId => {
+                let var = self.vars.id(value());
+                parts.push(lit(var, Test::Compare(CompareOp::Ne, Value::String(String::new()))));
+            }
+            _ => {}
         }
     }
 

@@ -434,6 +434,42 @@ mod tests {
         }
     }
 
+    /// `a < b`, `b <= c`, `a >= 5` and `c <= 5` (ints): unrelated bools to the search, a contradiction to the order
+    /// of the theory; with `c <= 6`, a model whose values are in that order; `a < b` with `b < a`, a cycle.
+    #[test]
+    fn order_is_transitive_with_bounds_and_cycles() {
+        let attr = |n: &str| Attr::Arg(n.into());
+        let compare = |vars: &mut Vars, l: &str, op: CompareOp, r: &str| {
+            let compare = Attr::Compare(Box::new(attr(l)), op, Box::new(attr(r)), Type::Int);
+            let defined = vars.id(Var::Present(compare.clone()));
+            let value = vars.id(Var::Value(compare, Type::Bool));
+            and([is(defined, true), is(value, true)])
+        };
+        let int = |n: i64| Value::Number(Decimal::from_int(n));
+        let mut vars = Vars::default();
+        let mut goals = vec![compare(&mut vars, "a", CompareOp::Lt, "b"), compare(&mut vars, "b", CompareOp::Le, "c")];
+        for name in ["a", "b", "c"] {
+            goals.push(is(vars.id(Var::Present(attr(name))), true));
+        }
+        let (a, c) = (vars.id(Var::Value(attr("a"), Type::Int)), vars.id(Var::Value(attr("c"), Type::Int)));
+        goals.push(lit(a, Test::Compare(CompareOp::Ge, int(5))));
+        let low = lit(c, Test::Compare(CompareOp::Le, int(5)));
+        let with: Vec<&F> = goals.iter().chain([&low]).collect();
+        assert!(matches!(Solver::new(&vars, 5, &Lemmas::default()).solve(&with), Answer::Unsat));
+        let high = lit(c, Test::Compare(CompareOp::Le, int(6)));
+        let with: Vec<&F> = goals.iter().chain([&high]).collect();
+        match Solver::new(&vars, 5, &Lemmas::default()).solve(&with) {
+            Answer::Sat(model) => {
+                let value = |n: &str| model.terms.get(&attr(n)).map(|t| t.0.clone());
+                assert_eq!([value("a"), value("b"), value("c")], [Some(int(5)), Some(int(6)), Some(int(6))]);
+            }
+            other => panic!("expected a model, got {other:?}"),
+        }
+        let back = compare(&mut vars, "b", CompareOp::Lt, "a");
+        let with: Vec<&F> = goals.iter().chain([&back]).collect();
+        assert!(matches!(Solver::new(&vars, 5, &Lemmas::default()).solve(&with), Answer::Unsat));
+    }
+
     #[test]
     fn unrelated_disjunctions_are_solved_apart() {
         // Thirty independent two-way choices and one contradiction: without splitting into components the
