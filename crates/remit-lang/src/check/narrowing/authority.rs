@@ -66,7 +66,13 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
     if t.administers_mandates {
         return vec![Conjunct { formula: F::False, origin: Origin::SelfModification }];
     }
-    let mut enc = Encoder { vars, level: t.level, signed: t.signed.clone(), signed_contexts: &program.signed_contexts };
+    let mut enc = Encoder {
+        vars,
+        level: t.level,
+        signed: t.signed.clone(),
+        signed_contexts: &program.signed_contexts,
+        calendars: &program.calendars,
+    };
     let mut out = Vec::new();
     let mut push = |formula: F, origin: Origin| {
         if formula != F::True {
@@ -209,6 +215,8 @@ pub struct Encoder<'v> {
     pub signed: Vec<String>,
     /// The context attributes declared `signed`: every other money attribute must be >= 0 to be read.
     pub signed_contexts: &'v BTreeSet<String>,
+    /// The calendars `t in CALENDAR` reads: outside its zone table's window an instant is in no calendar (an error).
+    pub calendars: &'v std::collections::BTreeMap<String, crate::ir::CalendarDef>,
 }
 
 impl Encoder<'_> {
@@ -252,6 +260,13 @@ impl Encoder<'_> {
                     parts.push(path(self.vars.id(value), true));
                 }
                 self.readable(&atom.attr, &atom.ty, &mut parts);
+                // A calendar reads its instant through its zone's table (outside the table's window, an error):
+                // the theory states that as a lemma on the instant's value, which needs a variable for it.
+                if let Attr::InCalendar(name, instant) = &atom.attr {
+                    if self.calendars.contains_key(name) {
+                        self.vars.id(Var::Value((**instant).clone(), Type::Timestamp));
+                    }
+                }
                 // The operands of a comparison are read the same way (the theory gives them values).
                 if let Attr::Compare(left, _, right, ty) = &atom.attr {
                     self.readable(left, ty, &mut parts);

@@ -64,6 +64,8 @@ struct Exhausted;
 pub struct Solver<'f> {
     vars: &'f Vars,
     levels: usize,
+    /// The calendars the atoms name, for the theory's containment lemmas (none across two versions).
+    calendars: Option<&'f std::collections::BTreeMap<String, crate::ir::CalendarDef>>,
     /// Whether the theory of equality has anything to check (a comparison of two attributes, a relation atom).
     theory: bool,
     lemmas: &'f Lemmas,
@@ -91,6 +93,7 @@ impl<'f> Solver<'f> {
         Solver {
             vars,
             levels,
+            calendars: None,
             theory: theory::relevant(vars),
             lemmas,
             learned: Vec::new(),
@@ -100,6 +103,12 @@ impl<'f> Solver<'f> {
             trail: Vec::new(),
             steps: 0,
         }
+    }
+
+    /// Lets the theory compare the program's calendars (a child's contained in a parent's).
+    pub fn with_calendars(mut self, calendars: &'f std::collections::BTreeMap<String, crate::ir::CalendarDef>) -> Self {
+        self.calendars = Some(calendars);
+        self
     }
 
     /// Whether every goal can hold at once, with a value for every variable when they can.
@@ -123,6 +132,7 @@ impl<'f> Solver<'f> {
                 path: &self.path,
                 value: &self.value,
                 levels: self.levels,
+                calendars: self.calendars,
             };
             match theory::check(&assumptions) {
                 Verdict::Consistent(assignment) => break Answer::Sat(self.model(assignment)),

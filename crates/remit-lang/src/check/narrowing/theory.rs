@@ -24,9 +24,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::authority::optional;
-use super::formula::{is, or, Var, VarId, Vars, F};
+use super::calendars::{containment, outside_near, Containment};
+use super::formula::{and, is, or, Var, VarId, Vars, F};
 use crate::check::sat::{holds, path_model};
-use crate::ir::{Attr, Term, Test, Type, Value};
+use crate::ir::{Attr, CalendarDef, Term, Test, Type, Value};
 use crate::syntax::ast::CompareOp;
 
 /// What the solver assumed when it found a model.
@@ -39,6 +40,8 @@ pub struct Assumptions<'a, 'f> {
     /// A value passing each variable's literals.
     pub value: &'a [Option<Value>],
     pub levels: usize,
+    /// The program's calendars, when the atoms that name them mean them (not across two versions of a policy).
+    pub calendars: Option<&'a BTreeMap<String, CalendarDef>>,
 }
 
 pub enum Verdict {
@@ -65,7 +68,7 @@ pub fn relevant(vars: &Vars) -> bool {
         Var::Value(Attr::Compare(_, op, _, ty), _) => reasoned(*op, ty),
         Var::Value(Attr::Relation(..), _) | Var::Present(Attr::Relation(..)) => true,
         _ => false,
-    })
+    }) || vars.iter().filter(|(_, var)| matches!(var, Var::Value(Attr::InCalendar(..), _))).count() >= 2
 }
 
 /// Whether the theory reasons about a comparison of two attributes: equality of anything but sets, order
@@ -355,8 +358,15 @@ impl<'a, 'f> Theory<'a, 'f> {
             }
             atoms.push(RelationAtom { name, terms, present, holds });
         }
+        // Calendars: a child's calendar contained in a parent's, for the same instant.
+        let hints = match self.a.calendars {
+            Some(calendars) => self.calendar_lemmas(calendars)?,
+            None => Vec::new(),
+        };
         if self.edges.is_empty() && self.undefined_money.is_empty() && atoms.len() < 2 {
-            return Ok(Verdict::Consistent(Assignment::default()));
+            let mut assignment = Assignment::default();
+            self.hint(&hints, &mut assignment);
+            return Ok(Verdict::Consistent(assignment));
         }
 
         // Classes.
@@ -561,7 +571,112 @@ impl<'a, 'f> Theory<'a, 'f> {
                 assignment.terms.insert(self.terms[m].clone(), (value.clone(), self.types[m].clone()));
             }
         }
+        self.hint(&hints, &mut assignment);
         Ok(Verdict::Consistent(assignment))
+    }
+
+    /// `t in C` holding and `t in P` failing, both defined, where every instant C holds P holds too (over the
+    /// instant's bounds when that was needed): a lemma. Where an instant in C and not in P is known, it is returned
+    /// as a hint for the witness.
+    fn calendar_lemmas(&self, calendars: &BTreeMap<String, CalendarDef>) -> Result<Vec<(Attr, i128)>, F> {
+        // Without holidays to read, a calendar atom is defined when its instant is present and inside the zone
+        // table's window (the encoding says the converse).
+        for (id, var) in self.a.vars.iter() {
+            let Var::Present(Attr::InCalendar(name, instant)) = var else { continue };
+            let Some(def) = calendars.get(name) else { continue };
+            let Some(at) = self.a.vars.find(&Var::Value((**instant).clone(), Type::Timestamp)) else { continue };
+            let second = i128::from(crate::value::NANOS_PER_SECOND);
+            let (from, until) = (i128::from(def.table.from()) * second, i128::from(def.table.until()) * second);
+            // An instant the model leaves free can be put inside the window.
+            let outside = !self.a.assumed[at as usize].is_empty()
+                && !matches!(self.a.value[at as usize], Some(Value::Timestamp(t)) if t >= from && t < until);
+            // Defined: the instant is inside the window.
+            if self.decided(id) == Some(true) && outside {
+                let inside = and([
+                    F::Lit(at, Test::Compare(CompareOp::Ge, Value::Timestamp(from))),
+                    F::Lit(at, Test::Compare(CompareOp::Lt, Value::Timestamp(until))),
+                ]);
+                return Err(or([is(id, false), inside]));
+            }
+            if def.calendar.closed_on_holidays()
+                || self.decided(id) != Some(false)
+                || self.present(instant) != Some(true)
+            {
+                continue;
+            }
+            if !outside {
+                let mut lemma = vec![
+                    is(id, true),
+                    F::Lit(at, Test::Compare(CompareOp::Lt, Value::Timestamp(from))),
+                    F::Lit(at, Test::Compare(CompareOp::Ge, Value::Timestamp(until))),
+                ];
+                lemma.extend(self.present_var(instant).map(|p| is(p, false)));
+                return Err(or(lemma));
+            }
+        }
+        let mut decided: Vec<(&Attr, &String, bool, VarId, VarId)> = Vec::new();
+        for (id, var) in self.a.vars.iter() {
+            let Var::Value(attr @ Attr::InCalendar(name, instant), _) = var else { continue };
+            let (Some(holds), Some(present)) = (self.decided(id), self.present_var(attr)) else { continue };
+            if self.decided(present) == Some(true) {
+                decided.push((instant, name, holds, present, id));
+            }
+        }
+        let mut hints = Vec::new();
+        for &(instant, child, _, child_present, child_holds) in decided.iter().filter(|d| d.2) {
+            for &(_, parent, _, parent_present, parent_holds) in
+                decided.iter().filter(|d| !d.2 && d.0 == instant && d.1 != child)
+            {
+                let (Some(c), Some(p)) = (calendars.get(child), calendars.get(parent)) else { continue };
+                let at = self.a.vars.find(&Var::Value(instant.clone(), Type::Timestamp));
+                let tests: Vec<&Test> = at.map(|id| self.a.assumed[id as usize].clone()).unwrap_or_default();
+                let (lo, hi) = interval(&Type::Timestamp, &tests);
+                let fits = |x: i128| tests.iter().all(|t| holds(&Value::Timestamp(x), t));
+                match containment(c, p, lo, hi) {
+                    Containment::Contained { needs_window } => {
+                        let mut lemma = vec![
+                            is(child_present, false),
+                            is(child_holds, false),
+                            is(parent_present, false),
+                            is(parent_holds, true),
+                        ];
+                        if let (true, Some(id)) = (needs_window, at) {
+                            self.denial(id, &mut lemma);
+                        }
+                        return Err(or(lemma));
+                    }
+                    Containment::Outside(x) if fits(x) => hints.push((instant.clone(), x)),
+                    _ => {
+                        let near = match at.and_then(|id| self.a.value[id as usize].clone()) {
+                            Some(Value::Timestamp(t)) => t,
+                            _ => crate::check::sat::domain_model(&Type::Timestamp, &tests, 0)
+                                .and_then(|v| match v {
+                                    Value::Timestamp(t) => Some(t),
+                                    _ => None,
+                                })
+                                .unwrap_or(0),
+                        };
+                        if let Some(x) = outside_near(c, p, near).filter(|&x| fits(x)) {
+                            hints.push((instant.clone(), x));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(hints)
+    }
+
+    /// Instants known to separate two calendars, for the terms no class gave a value.
+    fn hint(&self, hints: &[(Attr, i128)], assignment: &mut Assignment) {
+        for (attr, x) in hints {
+            if assignment.terms.contains_key(attr) {
+                continue;
+            }
+            assignment.terms.insert(attr.clone(), (Value::Timestamp(*x), Type::Timestamp));
+            if let Some(id) = self.a.vars.find(&Var::Value(attr.clone(), Type::Timestamp)) {
+                assignment.overrides.push((id, Value::Timestamp(*x)));
+            }
+        }
     }
 
     /// The order edges the model decides, between the classes of their terms: `a < b` holding is `a < b`, failing

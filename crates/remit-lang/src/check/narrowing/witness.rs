@@ -229,7 +229,29 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             let found = calendar_candidates(start, &defs).find(|&t| {
                 wants.iter().all(|(def, wanted)| def.calendar.contains(&def.table, t, Some(&[])) == Ok(*wanted))
             });
-            if let Some(t) = found {
+            // Else an instant a calendar closed on holidays refuses because the request lists its date as one (the
+            // holidays are data: any date may be listed), the others answering as wanted without holidays.
+            let found = found.map(|t| (t, Vec::new())).or_else(|| {
+                calendar_candidates(start, &defs).find_map(|t| {
+                    let mut listed = Vec::new();
+                    for (def, wanted) in &wants {
+                        if def.calendar.contains(&def.table, t, Some(&[])) == Ok(*wanted) {
+                            continue;
+                        }
+                        let date = def.table.local_parts(t)?.date;
+                        let refused = def.calendar.contains(&def.table, t, Some(&[date])) == Ok(false);
+                        if *wanted || !def.calendar.closed_on_holidays() || !refused {
+                            return None;
+                        }
+                        listed.push((def.name.clone(), date.to_string()));
+                    }
+                    Some((t, listed))
+                })
+            });
+            if let Some((t, listed)) = found {
+                for (name, date) in listed {
+                    holidays.insert(name, json!([date]));
+                }
                 if instant == Attr::Now {
                     now_override = Some(t);
                 } else {
@@ -611,6 +633,7 @@ pub fn confirm(program: &Program, child: MandateId, request: &Json) -> Option<Co
 /// opening or a closure on one date, however far from `start`, is found.
 fn calendar_candidates(start: i128, defs: &[&crate::ir::CalendarDef]) -> impl Iterator<Item = i128> {
     let hour = 3600 * NANOS_PER_SECOND;
+    let exact = start;
     let start = start - start.rem_euclid(hour);
     let mut dated: Vec<i128> = Vec::new();
     for def in defs {
@@ -636,5 +659,6 @@ fn calendar_candidates(start: i128, defs: &[&crate::ir::CalendarDef]) -> impl It
             }
         }
     }
-    (0..14 * 24).map(move |h| start + h * hour).chain(dated)
+    // The start itself first: the theory may have placed it where the calendars answer as the model chose.
+    std::iter::once(exact).chain((0..14 * 24).map(move |h| start + h * hour)).chain(dated)
 }
