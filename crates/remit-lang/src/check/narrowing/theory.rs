@@ -69,6 +69,7 @@ pub fn relevant(vars: &Vars) -> bool {
         Var::Value(Attr::Relation(..), _) | Var::Present(Attr::Relation(..)) => true,
         _ => false,
     }) || vars.iter().filter(|(_, var)| matches!(var, Var::Value(Attr::InCalendar(..), _))).count() >= 2
+        || vars.iter().any(|(_, var)| matches!(var, Var::Value(Attr::Member(..), _)))
 }
 
 /// Whether the theory reasons about a comparison of two attributes: equality of anything but sets, order
@@ -104,6 +105,15 @@ struct Arc {
     to: usize,
     strict: bool,
     edge: usize,
+}
+
+/// `item in set`, decided by the model, defined.
+struct Membership<'v> {
+    item: usize,
+    set: &'v Attr,
+    holds: bool,
+    value: VarId,
+    defined: VarId,
 }
 
 /// A relation atom the model decides.
@@ -315,6 +325,33 @@ impl<'a, 'f> Theory<'a, 'f> {
             let (l, r) = (self.term(left, ty.clone()), self.term(right, ty.clone()));
             self.edges.push(Edge { left: l, right: r, op: *op, equal, value: id, defined });
         }
+        // A membership of a present item (not money: currencies) in a present set is defined.
+        for (id, var) in vars.iter() {
+            let Var::Present(Attr::Member(item, set, ty)) = var else { continue };
+            if *ty == Type::Money || self.decided(id) != Some(false) {
+                continue;
+            }
+            if self.present(item) == Some(true) && self.present(set) == Some(true) {
+                let mut lemma = vec![is(id, true)];
+                lemma.extend([item, set].into_iter().filter_map(|a| self.present_var(a)).map(|p| is(p, false)));
+                return Err(or(lemma));
+            }
+        }
+        // Memberships the model decides: their items are terms (equal items, the same answer for one set).
+        let mut memberships: Vec<Membership<'a>> = Vec::new();
+        for (id, var) in vars.iter() {
+            let Var::Value(attr @ Attr::Member(item, set, ty), _) = var else { continue };
+            let Some(holds) = self.decided(id) else { continue };
+            let Some(defined) = self.present_var(attr) else { continue };
+            if self.decided(defined) != Some(true) {
+                continue;
+            }
+            if !(self.needs_present(defined, item)? && self.needs_present(defined, set)?) {
+                continue;
+            }
+            let item = self.term(item, ty.clone());
+            memberships.push(Membership { item, set, holds, value: id, defined });
+        }
         // Relation atoms the model decides, whose terms are present.
         let mut relations: BTreeSet<&Attr> = BTreeSet::new();
         for (_, var) in vars.iter() {
@@ -363,7 +400,7 @@ impl<'a, 'f> Theory<'a, 'f> {
             Some(calendars) => self.calendar_lemmas(calendars)?,
             None => Vec::new(),
         };
-        if self.edges.is_empty() && self.undefined_money.is_empty() && atoms.len() < 2 {
+        if self.edges.is_empty() && self.undefined_money.is_empty() && atoms.len() < 2 && memberships.len() < 2 {
             let mut assignment = Assignment::default();
             self.hint(&hints, &mut assignment);
             return Ok(Verdict::Consistent(assignment));
@@ -498,6 +535,21 @@ impl<'a, 'f> Theory<'a, 'f> {
                 }
             };
             chosen.insert(root, value);
+        }
+
+        // Congruence: memberships of equal items in one set agree.
+        for (i, x) in memberships.iter().enumerate() {
+            for y in &memberships[i + 1..] {
+                if x.set == y.set && x.holds != y.holds && self.find(x.item) == self.find(y.item) {
+                    let mut lemma = Vec::new();
+                    self.explain_edges(self.root_of(x.item), &mut lemma);
+                    for m in [x, y] {
+                        lemma.push(is(m.defined, false));
+                        lemma.push(is(m.value, !m.holds));
+                    }
+                    return Err(or(lemma));
+                }
+            }
         }
 
         // Congruence: relation atoms over equal tuples agree.

@@ -147,6 +147,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             resource_id: &mut resource,
         };
         let mut calendar_wants: Vec<(Attr, String, bool)> = Vec::new();
+        let mut set_wants: BTreeMap<Attr, Vec<Json>> = BTreeMap::new();
         for (_, var) in vars.iter() {
             let Var::Present(attr) = var else { continue };
             if !present(attr) {
@@ -181,9 +182,13 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                     }
                     slots.set(right, right_json);
                 }
+                // Gathered per set and written below: the items wanted in it, and no other.
                 Attr::Member(item, set, _) => {
                     if let Some(item_json) = slots.get(item) {
-                        slots.set(set, if wanted { json!([item_json]) } else { json!([]) });
+                        let elements = set_wants.entry((**set).clone()).or_default();
+                        if wanted && !elements.contains(&item_json) {
+                            elements.push(item_json);
+                        }
                     }
                 }
                 // `t in CALENDAR`: gathered per instant and placed below, so that an instant two calendars ask about
@@ -211,6 +216,9 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                 }
                 _ => {}
             }
+        }
+        for (set, elements) in set_wants {
+            slots.set(&set, Json::Array(elements));
         }
         // Each instant a calendar atom reads: the first candidate that every calendar asking about it answers as the
         // model chose, without holidays (an empty list where a calendar needs one).
