@@ -9,10 +9,10 @@
 //! The fragment is decidable and the search is complete; the step budget only bounds pathological inputs, which
 //! are reported as undecided rather than guessed.
 //!
-//! Comparisons of two attributes and relation atoms are bools of their own to the search; a model it finds is then
-//! held to the laws of equality and congruence (`theory`), which either assigns the terms' values or returns a
-//! lemma the model violates. The lemma joins the goals (for every later question of the comparison too: it is true
-//! of every request) and the search runs again.
+//! Comparisons of two attributes, memberships, relation and calendar atoms are bools of their own to the search; a
+//! model it finds is then held to the laws of equality, order, congruence and calendars (`theory`), which either
+//! assigns the terms' values or returns a lemma the model violates. The lemma joins the goals (for every later
+//! question of the comparison too: it is true of every request) and the search runs again.
 
 use std::cell::OnceCell;
 

@@ -1,25 +1,33 @@
-//! The theory of equality over terms, for the solver (`solve`). The search treats a comparison of two attributes
-//! (`resource.owner == args.payee`) and a relation atom (`owns(subject, resource)`) as bools of their own; once it
-//! has a model, this module holds the model to the laws those bools obey in every request:
+//! The theory of equality, order and membership over terms, for the solver (`solve`). The search treats a
+//! comparison of two attributes (`resource.owner == args.payee`, `args.amount <= resource.total`), a membership, a
+//! relation atom (`owns(subject, resource)`) and a calendar atom as bools of their own; once it has a model, this
+//! module holds the model to the laws those bools obey in every request:
 //! - **equality**: the terms the model says are equal form classes (union-find); all the literal tests on the
 //!   members of a class (`args.payee == "user:alice"`, the principal being a literal) must have one value in
 //!   common, and no two members may be said to differ (this is transitivity and substitution);
+//! - **order** (ints, decimals, money in one currency, timestamps, durations): `<` and `<=` are edges between
+//!   classes; a cycle through a strict edge is a contradiction, a cycle of `<=` makes one class, and the bounds the
+//!   literal tests set are carried along the edges (a class whose bounds cross is a contradiction);
 //! - **congruence**: relation atoms of one relation over equal terms (the same class, or the same constant) must
-//!   agree, on being answered and on the answer;
-//! - a comparison or relation atom is defined only when the attributes it reads are present, and an equality of
-//!   two present attributes (not money: it also needs one currency) is defined.
+//!   agree, on being answered and on the answer; so must memberships of equal items in one set;
+//! - **calendars** (`calendars`): `t in C` and not `t in P` is a contradiction when C holds only instants P holds;
+//! - a comparison, membership, relation or calendar atom is defined only when what it reads is present (and, for
+//!   a calendar, inside its zone table), and an equality or order of two present attributes (not money: it also
+//!   needs one currency, which the money groups see to) is defined.
 //!
-//! A model that obeys them gets values: one per class, distinct classes apart, so that the witness written from it
-//! makes the interpreter compute every atom as the model has it. A model that breaks one yields a **lemma**: a
-//! disjunction of literals, true in every request (it is guarded by the presence of what it reads), that the model
-//! violates. The solver adds it to its goals and searches again (lazy theory reasoning, as SMT solvers do), so
-//! what is decided stays sound and the loop ends (each lemma excludes the assumptions that broke it).
+//! A model that obeys them gets values: one per class, distinct classes apart, in the order of the edges, so that
+//! the witness written from it makes the interpreter compute every atom as the model has it. A model that breaks
+//! one yields a **lemma**: a disjunction of literals, true in every request (it is guarded by the presence of what
+//! it reads), that the model violates. The solver adds it to its goals and searches again (lazy theory reasoning,
+//! as SMT solvers do), so what is decided stays sound and the loop ends (each lemma excludes the assumptions that
+//! broke it).
 //!
-//! What stays opaque: order comparisons (`a < b`), memberships, calendars and durations. When no value assignment
-//! is found and the failure is not a proven conflict (many terms pairwise apart in a small finite domain, a
-//! relation tuple that coincides by choice), the answer is [`Verdict::Unknown`]: the check does not guess.
+//! What stays opaque: durations, memberships beyond congruence, calendars in two zones over a long or unbounded
+//! window. When no value assignment is found and the failure is not a proven conflict (many terms pairwise apart in
+//! a small finite domain, a relation tuple that coincides by choice, an order whose only values fall in the gaps of
+//! `!=` tests), the answer is [`Verdict::Unknown`]: the check does not guess.
 //!
-//! Depends on `formula` and `sat` only; never on the interpreter.
+//! Depends on `formula`, `sat` and `calendars` (the time library) only; never on the interpreter.
 
 use std::collections::{BTreeMap, BTreeSet};
 
