@@ -60,7 +60,7 @@ pub fn containment(child: &CalendarDef, parent: &CalendarDef, lo: Option<i128>, 
             return answer;
         }
     }
-    let second = i128::from(NANOS_PER_SECOND);
+    let second = NANOS_PER_SECOND;
     let from = [lo.map(|l| l.div_euclid(second)), Some(child.table.from().into()), Some(parent.table.from().into())]
         .into_iter()
         .flatten()
@@ -177,7 +177,7 @@ fn instant_containment(child: &CalendarDef, parent: &CalendarDef, from: i64, unt
     }
     let none: &[LocalDate] = &[];
     for at in candidates {
-        let instant = i128::from(at) * i128::from(NANOS_PER_SECOND);
+        let instant = i128::from(at) * NANOS_PER_SECOND;
         let child_holds = child.calendar.contains(&child.table, instant, Some(none)) == Ok(true);
         if child_holds && parent.calendar.contains(&parent.table, instant, Some(none)) == Ok(false) {
             return Containment::Outside(instant);
@@ -189,7 +189,7 @@ fn instant_containment(child: &CalendarDef, parent: &CalendarDef, from: i64, unt
 /// An instant in the five weeks from `near` that `child` holds and `parent` does not (without holidays): a witness
 /// for a pair not decided for all time.
 pub fn outside_near(child: &CalendarDef, parent: &CalendarDef, near: i128) -> Option<i128> {
-    let from = i64::try_from(near.div_euclid(i128::from(NANOS_PER_SECOND))).ok()?;
+    let from = i64::try_from(near.div_euclid(NANOS_PER_SECOND)).ok()?;
     let key = (child.calendar.clone(), parent.calendar.clone(), Some((from.into(), i128::from(from) + 35 * 86_400)));
     match cached(key, || instant_containment(child, parent, from, from + 35 * 86_400)) {
         Containment::Outside(at) => Some(at),

@@ -645,7 +645,7 @@ impl<'a, 'f> Theory<'a, 'f> {
             let Var::Present(Attr::InCalendar(name, instant)) = var else { continue };
             let Some(def) = calendars.get(name) else { continue };
             let Some(at) = self.a.vars.find(&Var::Value((**instant).clone(), Type::Timestamp)) else { continue };
-            let second = i128::from(crate::value::NANOS_PER_SECOND);
+            let second = crate::value::NANOS_PER_SECOND;
             let (from, until) = (i128::from(def.table.from()) * second, i128::from(def.table.until()) * second);
             // An instant the model leaves free can be put inside the window.
             let outside = !self.a.assumed[at as usize].is_empty()
