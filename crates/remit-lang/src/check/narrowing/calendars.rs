@@ -196,3 +196,66 @@ pub fn outside_near(child: &CalendarDef, parent: &CalendarDef, near: i128) -> Op
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::{Calendar, Weekday, ZoneTable};
+
+    fn weekdays(name: &str, zone: &str, start: u16, end: u16) -> CalendarDef {
+        let mut calendar = Calendar::new(zone, false);
+        for day in Weekday::Monday.through(Weekday::Friday) {
+            calendar.add(day, start, end).unwrap();
+        }
+        let table = ZoneTable::new(zone, None, None).unwrap();
+        CalendarDef { name: name.into(), calendar, table, span: Default::default() }
+    }
+
+    const NOV_2026: i128 = 1_793_491_200 * NANOS_PER_SECOND;
+    const FEB_2027: i128 = 1_801_440_000 * NANOS_PER_SECOND;
+
+    #[test]
+    fn one_zone_is_decided_for_all_time() {
+        let office = weekdays("office", "Europe/Berlin", 9 * 60, 17 * 60);
+        let mornings = weekdays("mornings", "Europe/Berlin", 9 * 60, 12 * 60);
+        let early = weekdays("early", "Europe/Berlin", 8 * 60 + 30, 12 * 60);
+        assert_eq!(containment(&mornings, &office, None, None), Containment::Contained { needs_window: false });
+        assert_eq!(containment(&early, &office, None, None), Containment::Unknown);
+        // Over a window, the instant found is inside `early` and outside `office`: 08:30 Berlin on a weekday.
+        let Containment::Outside(at) = containment(&early, &office, Some(NOV_2026), Some(FEB_2027)) else {
+            panic!("expected an instant outside the office's hours");
+        };
+        assert_eq!(early.calendar.contains(&early.table, at, Some(&[])), Ok(true));
+        assert_eq!(office.calendar.contains(&office.table, at, Some(&[])), Ok(false));
+    }
+
+    #[test]
+    fn two_zones_are_compared_over_the_instants_of_a_window() {
+        let office = weekdays("office", "Europe/Berlin", 8 * 60, 17 * 60);
+        let london = weekdays("london", "Europe/London", 9 * 60, 12 * 60);
+        let new_york = weekdays("new_york", "America/New_York", 9 * 60, 12 * 60);
+        let window = (Some(NOV_2026), Some(FEB_2027));
+        assert_eq!(containment(&london, &office, window.0, window.1), Containment::Contained { needs_window: true });
+        // Without a window, two zones are not decided.
+        assert_eq!(containment(&london, &office, None, None), Containment::Unknown);
+        let Containment::Outside(at) = containment(&new_york, &office, window.0, window.1) else {
+            panic!("expected an instant outside the office's hours");
+        };
+        assert_eq!(office.calendar.contains(&office.table, at, Some(&[])), Ok(false));
+        assert_eq!(new_york.calendar.contains(&new_york.table, at, Some(&[])), Ok(true));
+    }
+
+    #[test]
+    fn a_parent_closed_on_holidays_is_not_implied_by_another_calendar() {
+        let mut office = weekdays("office", "Europe/Berlin", 9 * 60, 17 * 60);
+        office.calendar = {
+            let mut c = Calendar::new("Europe/Berlin", true);
+            for day in Weekday::Monday.through(Weekday::Friday) {
+                c.add(day, 9 * 60, 17 * 60).unwrap();
+            }
+            c
+        };
+        let mornings = weekdays("mornings", "Europe/Berlin", 9 * 60, 12 * 60);
+        assert_eq!(containment(&mornings, &office, None, None), Containment::Unknown);
+    }
+}
