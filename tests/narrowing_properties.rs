@@ -14,12 +14,14 @@
 //!
 //! - The world (docs/narrowing.md): a third of the pairs also draw world atoms — subject and resource attributes of
 //!   several types, comparisons of two attributes and of an attribute with the principal, membership in a set
-//!   attribute, relation atoms over attributes and constants, a calendar and a duration — and their requests fill
-//!   `subject.properties`, `resource.properties` and `context.relations` from small pools, so that equalities happen.
-//!   Some children restate a parent's equality through an intermediate term (`a == z and z == c` for `a == c`), which
-//!   only the theory of equality decides. The laws the proof still treats as opaque (order between two attributes,
-//!   calendars, durations, memberships) may leave a pair undecided or unconfirmed there: counted and reported as the
-//!   world's incompleteness, never as "narrows".
+//!   attribute, relation atoms over attributes and constants, four calendars (two inside a third, one of them in
+//!   another zone, and one across its end) and a duration — and their requests fill `subject.properties`,
+//!   `resource.properties` and `context.relations` from small pools, so that equalities happen. Some children restate
+//!   a parent's comparison through an intermediate term (`a == z and z == c` for `a == c`, `a < z and z <= c` for
+//!   `a < c`, `a <= z and z <= 10` for `a <= 10`) or swap its calendar for another, which only the theory decides.
+//!   What the proof still treats as opaque (durations, memberships, calendars in two zones over an unbounded window)
+//!   may leave a pair undecided or unconfirmed there: counted and reported as the world's incompleteness, never as
+//!   "narrows".
 //!
 //! Size: `NARROWING_PAIRS` pairs (default 10,000, split over four tests that run in parallel) × `NARROWING_REQUESTS`
 //! requests (default 100).
@@ -88,6 +90,20 @@ calendar business_hours in "Europe/Berlin" {
   mon..fri 09:00-17:00
 }
 
+calendar mornings in "Europe/Berlin" {
+  mon..fri 09:00-12:00
+  closed on 2026-12-24
+}
+
+calendar late in "Europe/Berlin" {
+  mon..fri 16:00-19:00
+  2026-12-24 09:00-12:00
+}
+
+calendar london in "Europe/London" {
+  mon..fri 09:00-12:00
+}
+
 tool transfer(amount: money, payee: string, account: string, n: int, start: timestamp, end: timestamp) {
   effects spend
   level draft
@@ -99,6 +115,9 @@ tool transfer(amount: money, payee: string, account: string, n: int, start: time
 const PRINCIPAL: &str = "owner:p";
 /// The values of every textual world term (attributes, relation terms), few so that equalities happen.
 const IDS: [&str; 4] = [PRINCIPAL, "user:bob", "team:x", "team:y"];
+/// The calendars of the catalog: `mornings` inside `business_hours`, `late` across its end, `london` inside it in
+/// another zone (London is an hour behind Berlin all year).
+const CALENDARS: [&str; 4] = ["business_hours", "mornings", "late", "london"];
 /// Seconds a duration condition compares with: an hour, and about a month (the pool's times are months apart).
 const SPANS: [i64; 4] = [0, 3600, 2_592_000, 2_678_400];
 
@@ -297,7 +316,7 @@ impl World {
             }
             10 => {
                 let instants = self.world_terms(target, &Type::Timestamp);
-                derived(Attr::InCalendar("business_hours".into(), Box::new(rng.pick(&instants).clone())))
+                derived(Attr::InCalendar(rng.word(&CALENDARS).into(), Box::new(rng.pick(&instants).clone())))
             }
             _ => {
                 let instants = self.world_terms(target, &Type::Timestamp);
@@ -542,7 +561,10 @@ impl World {
     }
 
     /// `cond` with its first equality restated through another term of the same type: `a == v` becomes
-    /// `a == z and z == v`, `a == b` becomes `a == z and z == b`, and `r(a, …)` becomes `r(z, …) and a == z`.
+    /// `a == z and z == v`, `a == b` becomes `a == z and z == b`, and `r(a, …)` becomes `r(z, …) and a == z`;
+    /// likewise its first order (`a < b` becomes `a < z and z <= b`, `a <= v` becomes `a <= z and z <= v`, and
+    /// now and then a chain that only `<=` links, which is wider than `<`), and a calendar is replaced by another
+    /// (contained in it or not).
     fn detour(&self, rng: &mut Rng, cond: &Cond, target: &Target) -> Option<Cond> {
         let yes = |attr: Attr| {
             Cond::Atom(Atom { attr, ty: Type::Bool, test: Test::Compare(CompareOp::Eq, Value::Bool(true)) })
@@ -566,6 +588,33 @@ impl World {
                 None
             }
             Cond::Atom(atom) => match (&atom.attr, &atom.test) {
+                (Attr::Compare(l, op, r, ty), Test::Compare(CompareOp::Eq, Value::Bool(true)))
+                    if *op != CompareOp::Eq && *op != CompareOp::Ne =>
+                {
+                    let z = other(rng, ty, &[l.as_ref(), r.as_ref()])?;
+                    let (first, second) = chain(rng, *op);
+                    let compare = |a: &Attr, op, b: &Attr| {
+                        yes(Attr::Compare(Box::new(a.clone()), op, Box::new(b.clone()), ty.clone()))
+                    };
+                    Some(Cond::And(vec![compare(l.as_ref(), first, &z), compare(&z, second, r.as_ref())]))
+                }
+                (Attr::InCalendar(_, instant), _) => {
+                    let attr = Attr::InCalendar(rng.word(&CALENDARS).into(), instant.clone());
+                    Some(Cond::Atom(Atom { attr, ty: Type::Bool, test: atom.test.clone() }))
+                }
+                (a, Test::Compare(op, v))
+                    if *op != CompareOp::Eq
+                        && *op != CompareOp::Ne
+                        && matches!(atom.ty, Type::Money | Type::Int | Type::Timestamp)
+                        && !a.is_derived() =>
+                {
+                    let z = other(rng, &atom.ty, &[a])?;
+                    let (first, second) = chain(rng, *op);
+                    let compare = yes(Attr::Compare(Box::new(a.clone()), first, Box::new(z.clone()), atom.ty.clone()));
+                    let moved =
+                        Cond::Atom(Atom { attr: z, ty: atom.ty.clone(), test: Test::Compare(second, v.clone()) });
+                    Some(Cond::And(vec![compare, moved]))
+                }
                 (Attr::Compare(l, CompareOp::Eq, r, ty), Test::Compare(CompareOp::Eq, Value::Bool(true))) => {
                     let z = other(rng, ty, &[l.as_ref(), r.as_ref()])?;
                     Some(Cond::And(vec![equal(l.as_ref(), &z, ty), equal(&z, r.as_ref(), ty)]))
@@ -901,14 +950,28 @@ fn relation_atoms(program: &Program) -> Vec<(&str, &[Term])> {
     out
 }
 
-/// Whether a condition restates an equality through an intermediate term (`detour`'s shape).
+/// Two comparisons whose chain `a first z second b` says `a op b` (most of the time: now and then the chain has no
+/// strict link where `op` is strict, which is wider).
+fn chain(rng: &mut Rng, op: CompareOp) -> (CompareOp, CompareOp) {
+    let (strict, loose) = match op {
+        CompareOp::Lt | CompareOp::Le => (CompareOp::Lt, CompareOp::Le),
+        _ => (CompareOp::Gt, CompareOp::Ge),
+    };
+    let is_strict = matches!(op, CompareOp::Lt | CompareOp::Gt);
+    match rng.below(4) {
+        0 => (loose, loose),
+        1 if is_strict => (strict, loose),
+        1 => (loose, loose),
+        2 if is_strict => (loose, strict),
+        _ => (strict, strict),
+    }
+}
+
+/// Whether a condition restates a comparison through an intermediate term (`detour`'s shape).
 fn has_detour(cond: &Cond) -> bool {
     match cond {
         Cond::And(items) => {
-            (items.len() == 2
-                && items
-                    .iter()
-                    .any(|c| matches!(c, Cond::Atom(Atom { attr: Attr::Compare(_, CompareOp::Eq, _, _), .. }))))
+            (items.len() == 2 && items.iter().any(|c| matches!(c, Cond::Atom(Atom { attr: Attr::Compare(..), .. }))))
                 || items.iter().any(has_detour)
         }
         Cond::Or(items) => items.iter().any(has_detour),
@@ -1027,7 +1090,7 @@ fn run(shard: u64, shards: u64) {
     eprintln!(
         "narrowing properties (shard {shard}/{shards}): {tally:?}, {requests} requests per pair, {:.1}s\n  world: \
          {} pairs, {} narrow, {} widen, {} undecided + {} unconfirmed answers ({:.1} % of the pairs gave up; {} of \
-         those have a random witness), {} with a restated equality ({} of them proven to narrow)",
+         those have a random witness), {} with a comparison restated through another term ({} of them proven to narrow)",
         started.elapsed().as_secs_f64(),
         w.pairs,
         w.narrows,

@@ -66,7 +66,13 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
     if t.administers_mandates {
         return vec![Conjunct { formula: F::False, origin: Origin::SelfModification }];
     }
-    let mut enc = Encoder { vars, level: t.level, signed: t.signed.clone(), signed_contexts: &program.signed_contexts };
+    let mut enc = Encoder {
+        vars,
+        level: t.level,
+        signed: t.signed.clone(),
+        signed_contexts: &program.signed_contexts,
+        calendars: &program.calendars,
+    };
     let mut out = Vec::new();
     let mut push = |formula: F, origin: Origin| {
         if formula != F::True {
@@ -209,6 +215,8 @@ pub struct Encoder<'v> {
     pub signed: Vec<String>,
     /// The context attributes declared `signed`: every other money attribute must be >= 0 to be read.
     pub signed_contexts: &'v BTreeSet<String>,
+    /// The calendars `t in CALENDAR` reads: outside its zone table's window an instant is in no calendar (an error).
+    pub calendars: &'v std::collections::BTreeMap<String, crate::ir::CalendarDef>,
 }
 
 impl Encoder<'_> {
@@ -246,30 +254,47 @@ impl Encoder<'_> {
                     let var = self.vars.id(Var::Currency(atom.attr.clone()));
                     parts.push(lit(var, Test::Compare(CompareOp::Eq, Value::String(code.to_string()))));
                 }
-                // As the interpreter reads them: a money argument that is not `signed` is mistyped below zero,
-                // and an empty resource id is absent.
-                let value = || Var::Value(atom.attr.clone(), atom.ty.clone());
                 // `under` and `not under` are errors on a string that is not a testable path.
                 if matches!(atom.test, Test::Under(_) | Test::NotUnder(_)) {
-                    parts.push(path(self.vars.id(value()), true));
+                    let value = Var::Value(atom.attr.clone(), atom.ty.clone());
+                    parts.push(path(self.vars.id(value), true));
                 }
-                match &atom.attr {
-                    Attr::Arg(name) if atom.ty == Type::Money && !self.signed.contains(name) => {
-                        let var = self.vars.id(value());
-                        parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+                self.readable(&atom.attr, &atom.ty, &mut parts);
+                // A calendar reads its instant through its zone's table (outside the table's window, an error):
+                // the theory states that as a lemma on the instant's value, which needs a variable for it.
+                if let Attr::InCalendar(name, instant) = &atom.attr {
+                    if self.calendars.contains_key(name) {
+                        self.vars.id(Var::Value((**instant).clone(), Type::Timestamp));
                     }
-                    Attr::Context(name) if atom.ty == Type::Money && !self.signed_contexts.contains(name) => {
-                        let var = self.vars.id(value());
-                        parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
-                    }
-                    Attr::ResourceId => {
-                        let var = self.vars.id(value());
-                        parts.push(lit(var, Test::Compare(CompareOp::Ne, Value::String(String::new()))));
-                    }
-                    _ => {}
+                }
+                // The operands of a comparison are read the same way (the theory gives them values).
+                if let Attr::Compare(left, _, right, ty) = &atom.attr {
+                    self.readable(left, ty, &mut parts);
+                    self.readable(right, ty, &mut parts);
                 }
                 and(parts)
             }
+        }
+    }
+
+    /// As the interpreter reads an attribute: a money argument or context attribute that is not `signed` is
+    /// mistyped below zero, and an empty resource id is absent.
+    fn readable(&mut self, attr: &Attr, ty: &Type, parts: &mut Vec<F>) {
+        let value = || Var::Value(attr.clone(), ty.clone());
+        match attr {
+            Attr::Arg(name) if *ty == Type::Money && !self.signed.contains(name) => {
+                let var = self.vars.id(value());
+                parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+            }
+            Attr::Context(name) if *ty == Type::Money && !self.signed_contexts.contains(name) => {
+                let var = self.vars.id(value());
+                parts.push(lit(var, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+            }
+            Attr::ResourceId => {
+                let var = self.vars.id(value());
+                parts.push(lit(var, Test::Compare(CompareOp::Ne, Value::String(String::new()))));
+            }
+            _ => {}
         }
     }
 

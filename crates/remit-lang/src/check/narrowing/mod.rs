@@ -11,6 +11,7 @@
 //! sub-mandate, read on its own, is a complete statement of what it allows within its parent.
 
 mod authority;
+mod calendars;
 pub mod diff;
 mod err;
 mod formula;
@@ -156,7 +157,7 @@ fn compare(
         let all_goals: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();
         let readable = Readable::new(program, tool, &vars, &all_goals);
         let lemmas = Lemmas::default();
-        let mut solver = Solver::new(&vars, program.levels.len(), &lemmas);
+        let mut solver = Solver::new(&vars, program.levels.len(), &lemmas).with_calendars(&program.calendars);
         for (origin, refused) in &questions {
             let mut goals: Vec<&F> = a.iter().map(|c| &c.formula).collect();
             goals.push(refused);

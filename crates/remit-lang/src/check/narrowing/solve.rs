@@ -9,10 +9,10 @@
 //! The fragment is decidable and the search is complete; the step budget only bounds pathological inputs, which
 //! are reported as undecided rather than guessed.
 //!
-//! Comparisons of two attributes and relation atoms are bools of their own to the search; a model it finds is then
-//! held to the laws of equality and congruence (`theory`), which either assigns the terms' values or returns a
-//! lemma the model violates. The lemma joins the goals (for every later question of the comparison too: it is true
-//! of every request) and the search runs again.
+//! Comparisons of two attributes, memberships, relation and calendar atoms are bools of their own to the search; a
+//! model it finds is then held to the laws of equality, order, congruence and calendars (`theory`), which either
+//! assigns the terms' values or returns a lemma the model violates. The lemma joins the goals (for every later
+//! question of the comparison too: it is true of every request) and the search runs again.
 
 use std::cell::OnceCell;
 
@@ -64,6 +64,8 @@ struct Exhausted;
 pub struct Solver<'f> {
     vars: &'f Vars,
     levels: usize,
+    /// The calendars the atoms name, for the theory's containment lemmas (none across two versions).
+    calendars: Option<&'f std::collections::BTreeMap<String, crate::ir::CalendarDef>>,
     /// Whether the theory of equality has anything to check (a comparison of two attributes, a relation atom).
     theory: bool,
     lemmas: &'f Lemmas,
@@ -91,6 +93,7 @@ impl<'f> Solver<'f> {
         Solver {
             vars,
             levels,
+            calendars: None,
             theory: theory::relevant(vars),
             lemmas,
             learned: Vec::new(),
@@ -100,6 +103,12 @@ impl<'f> Solver<'f> {
             trail: Vec::new(),
             steps: 0,
         }
+    }
+
+    /// Lets the theory compare the program's calendars (a child's contained in a parent's).
+    pub fn with_calendars(mut self, calendars: &'f std::collections::BTreeMap<String, crate::ir::CalendarDef>) -> Self {
+        self.calendars = Some(calendars);
+        self
     }
 
     /// Whether every goal can hold at once, with a value for every variable when they can.
@@ -123,6 +132,7 @@ impl<'f> Solver<'f> {
                 path: &self.path,
                 value: &self.value,
                 levels: self.levels,
+                calendars: self.calendars,
             };
             match theory::check(&assumptions) {
                 Verdict::Consistent(assignment) => break Answer::Sat(self.model(assignment)),
@@ -432,6 +442,42 @@ mod tests {
             }
             other => panic!("expected a model, got {other:?}"),
         }
+    }
+
+    /// `a < b`, `b <= c`, `a >= 5` and `c <= 5` (ints): unrelated bools to the search, a contradiction to the order
+    /// of the theory; with `c <= 6`, a model whose values are in that order; `a < b` with `b < a`, a cycle.
+    #[test]
+    fn order_is_transitive_with_bounds_and_cycles() {
+        let attr = |n: &str| Attr::Arg(n.into());
+        let compare = |vars: &mut Vars, l: &str, op: CompareOp, r: &str| {
+            let compare = Attr::Compare(Box::new(attr(l)), op, Box::new(attr(r)), Type::Int);
+            let defined = vars.id(Var::Present(compare.clone()));
+            let value = vars.id(Var::Value(compare, Type::Bool));
+            and([is(defined, true), is(value, true)])
+        };
+        let int = |n: i64| Value::Number(Decimal::from_int(n));
+        let mut vars = Vars::default();
+        let mut goals = vec![compare(&mut vars, "a", CompareOp::Lt, "b"), compare(&mut vars, "b", CompareOp::Le, "c")];
+        for name in ["a", "b", "c"] {
+            goals.push(is(vars.id(Var::Present(attr(name))), true));
+        }
+        let (a, c) = (vars.id(Var::Value(attr("a"), Type::Int)), vars.id(Var::Value(attr("c"), Type::Int)));
+        goals.push(lit(a, Test::Compare(CompareOp::Ge, int(5))));
+        let low = lit(c, Test::Compare(CompareOp::Le, int(5)));
+        let with: Vec<&F> = goals.iter().chain([&low]).collect();
+        assert!(matches!(Solver::new(&vars, 5, &Lemmas::default()).solve(&with), Answer::Unsat));
+        let high = lit(c, Test::Compare(CompareOp::Le, int(6)));
+        let with: Vec<&F> = goals.iter().chain([&high]).collect();
+        match Solver::new(&vars, 5, &Lemmas::default()).solve(&with) {
+            Answer::Sat(model) => {
+                let value = |n: &str| model.terms.get(&attr(n)).map(|t| t.0.clone());
+                assert_eq!([value("a"), value("b"), value("c")], [Some(int(5)), Some(int(6)), Some(int(6))]);
+            }
+            other => panic!("expected a model, got {other:?}"),
+        }
+        let back = compare(&mut vars, "b", CompareOp::Lt, "a");
+        let with: Vec<&F> = goals.iter().chain([&back]).collect();
+        assert!(matches!(Solver::new(&vars, 5, &Lemmas::default()).solve(&with), Answer::Unsat));
     }
 
     #[test]

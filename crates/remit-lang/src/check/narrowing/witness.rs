@@ -149,6 +149,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             resource_id: &mut resource,
         };
         let mut calendar_wants: Vec<(Attr, String, bool)> = Vec::new();
+        let mut set_wants: BTreeMap<Attr, Vec<Json>> = BTreeMap::new();
         for (_, var) in vars.iter() {
             let Var::Present(attr) = var else { continue };
             if !present(attr) {
@@ -183,9 +184,13 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                     }
                     slots.set(right, right_json);
                 }
+                // Gathered per set and written below: the items wanted in it, and no other.
                 Attr::Member(item, set, _) => {
                     if let Some(item_json) = slots.get(item) {
-                        slots.set(set, if wanted { json!([item_json]) } else { json!([]) });
+                        let elements = set_wants.entry((**set).clone()).or_default();
+                        if wanted && !elements.contains(&item_json) {
+                            elements.push(item_json);
+                        }
                     }
                 }
                 // `t in CALENDAR`: gathered per instant and placed below, so that an instant two calendars ask about
@@ -214,6 +219,9 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                 _ => {}
             }
         }
+        for (set, elements) in set_wants {
+            slots.set(&set, Json::Array(elements));
+        }
         // Each instant a calendar atom reads: the first candidate that every calendar asking about it answers as the
         // model chose, without holidays (an empty list where a calendar needs one).
         let instants: BTreeSet<Attr> = calendar_wants.iter().map(|(instant, _, _)| instant.clone()).collect();
@@ -231,7 +239,29 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             let found = calendar_candidates(start, &defs).find(|&t| {
                 wants.iter().all(|(def, wanted)| def.calendar.contains(&def.table, t, Some(&[])) == Ok(*wanted))
             });
-            if let Some(t) = found {
+            // Else an instant a calendar closed on holidays refuses because the request lists its date as one (the
+            // holidays are data: any date may be listed), the others answering as wanted without holidays.
+            let found = found.map(|t| (t, Vec::new())).or_else(|| {
+                calendar_candidates(start, &defs).find_map(|t| {
+                    let mut listed = Vec::new();
+                    for (def, wanted) in &wants {
+                        if def.calendar.contains(&def.table, t, Some(&[])) == Ok(*wanted) {
+                            continue;
+                        }
+                        let date = def.table.local_parts(t)?.date;
+                        let refused = def.calendar.contains(&def.table, t, Some(&[date])) == Ok(false);
+                        if *wanted || !def.calendar.closed_on_holidays() || !refused {
+                            return None;
+                        }
+                        listed.push((def.name.clone(), date.to_string()));
+                    }
+                    Some((t, listed))
+                })
+            });
+            if let Some((t, listed)) = found {
+                for (name, date) in listed {
+                    holidays.insert(name, json!([date]));
+                }
                 if instant == Attr::Now {
                     now_override = Some(t);
                 } else {
@@ -613,6 +643,7 @@ pub fn confirm(program: &Program, child: MandateId, request: &Json) -> Option<Co
 /// opening or a closure on one date, however far from `start`, is found.
 fn calendar_candidates(start: i128, defs: &[&crate::ir::CalendarDef]) -> impl Iterator<Item = i128> {
     let hour = 3600 * NANOS_PER_SECOND;
+    let exact = start;
     let start = start - start.rem_euclid(hour);
     let mut dated: Vec<i128> = Vec::new();
     for def in defs {
@@ -638,5 +669,6 @@ fn calendar_candidates(start: i128, defs: &[&crate::ir::CalendarDef]) -> impl It
             }
         }
     }
-    (0..14 * 24).map(move |h| start + h * hour).chain(dated)
+    // The start itself first: the theory may have placed it where the calendars answer as the model chose.
+    std::iter::once(exact).chain((0..14 * 24).map(move |h| start + h * hour)).chain(dated)
 }
