@@ -58,6 +58,30 @@ fn graphs_of_the_examples() {
     }
 }
 
+/// Templates are drawn under their parents (a mandate, or another template), with their parameters and grantors,
+/// in their own class; a stop on the mandate above reaches them.
+#[test]
+fn graphs_draw_templates_under_their_parents() {
+    let policy = "tests/semantics/templates/policy.remit";
+    let mermaid = remit(&["graph", policy, "--format", "mermaid"]);
+    snapshot("graph-templates.mmd", &mermaid);
+    let id = |name: &str| {
+        let line = mermaid.lines().find(|l| l.contains(&format!("<b>{name}</b>"))).unwrap_or_else(|| panic!("{name}"));
+        line.trim().split('[').next().unwrap().to_string()
+    };
+    let (ceiling, shopping, errands) = (id("tp_ceiling"), id("tp_shopping"), id("tp_errands"));
+    assert!(mermaid.contains(&format!("{ceiling} --> {shopping}\n")), "{mermaid}");
+    assert!(mermaid.contains(&format!("{shopping} --> {errands}\n")), "{mermaid}");
+    assert!(mermaid.contains(&format!("class {shopping} template\n")), "{mermaid}");
+    assert!(mermaid.contains("parameter cap: money where cap #gt; 0 USD and cap #lt;= 500 USD"), "{mermaid}");
+    assert!(mermaid.contains("granted by the principal, any id under ops:"), "{mermaid}");
+    assert!(mermaid.contains("classDef template"), "{mermaid}");
+    let stopped = remit(&["graph", policy, "--format", "svg", "--stop", "tp_ceiling"]);
+    assert!(stopped.contains("STOPPED via tp_ceiling"), "a stop on the ceiling reaches its templates");
+    let dot = remit(&["graph", policy, "--format", "dot"]);
+    assert!(dot.contains("\"tp_shopping\" -> \"tp_errands\";"), "{dot}");
+}
+
 #[test]
 fn graphviz_draws_every_mandate() {
     for example in examples() {

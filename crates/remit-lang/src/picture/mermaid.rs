@@ -1,7 +1,7 @@
 //! Mermaid flowcharts: GitHub renders a ```mermaid block in a pull-request comment as is. Labels use Mermaid's
 //! entity codes for the characters its parser reserves, so any clause text survives.
 
-use super::model::{colours, legend, Forest};
+use super::model::{colours, Forest};
 
 pub fn render(forest: &Forest) -> String {
     let mut out = String::from("flowchart TD\n");
@@ -35,8 +35,7 @@ pub fn render(forest: &Forest) -> String {
             out.push_str(&format!("  m{id} --> m{child}\n"));
         }
     }
-    let diff = forest.nodes.iter().any(|n| n.change.is_some());
-    for (class, _) in legend(diff) {
+    for (class, _) in forest.legend() {
         let (fill, stroke) = colours(class);
         out.push_str(&format!("  classDef {class} fill:{fill},stroke:{stroke},text-align:left\n"));
     }

@@ -1,11 +1,11 @@
 //! What a picture shows, independent of how it is drawn: the delegation forest of a checked program, one node
-//! per mandate with its terms grouped by what they do. Clause texts are the policy's own words (the clause's
+//! per mandate (and per template, drawn under its parent) with its terms grouped by what they do. Clause texts are the policy's own words (the clause's
 //! source with whitespace collapsed), so a reviewer reads exactly what was written.
 
 use std::collections::BTreeMap;
 
 use crate::check::narrowing::diff::{MandateDiff, Status};
-use crate::ir::{MandateId, Program, RuleKind};
+use crate::ir::{Approvers, MandateId, Parent, Program, Rule, RuleKind, TemplateId, TimeBound};
 use crate::syntax::ast::Outcome as Otherwise;
 use crate::value::format_timestamp;
 
@@ -20,6 +20,9 @@ pub struct Forest {
 #[derive(Debug, Clone)]
 pub struct Node {
     pub name: String,
+    /// Set when the node is a template: what an instance is granted with.
+    pub template: Option<TemplateFacts>,
+    /// A mandate's principal; a template's `for` (who an instance may be for).
     pub principal: String,
     pub holders: Vec<String>,
     pub purpose: Option<String>,
@@ -33,6 +36,13 @@ pub struct Node {
     pub stop: Stop,
     /// Set on the pictures of `remit diff`.
     pub change: Option<Change>,
+}
+
+/// What only a template has: its parameters (as written, with their bounds) and who may grant an instance.
+#[derive(Debug, Clone)]
+pub struct TemplateFacts {
+    pub params: Vec<String>,
+    pub granted_by: String,
 }
 
 /// A group of clauses of one mandate: what it grants, forbids, bounds, gates or requires.
@@ -64,6 +74,9 @@ pub struct Change {
 /// The section titles, in the order a node shows them.
 const SECTIONS: [&str; 5] = ["grants", "forbids", "bounds", "gates", "requires"];
 
+/// The class of a template's node, and what it means in a legend.
+const TEMPLATE: (&str, &str) = ("template", "a template: its instances are granted at run time");
+
 fn section_of(kind: &RuleKind) -> &'static str {
     match kind {
         RuleKind::Allow => "grants",
@@ -76,10 +89,15 @@ fn section_of(kind: &RuleKind) -> &'static str {
 
 impl Forest {
     /// The forest of `program`; `stops` names the mandates with an active stop (unknown names are ignored).
+    /// Templates follow the mandates, each under its parent (a mandate or a template).
     pub fn of(program: &Program, stops: &[String]) -> Forest {
         let mut forest = Forest::default();
         for (id, _) in program.mandates.iter().enumerate() {
             forest.nodes.push(node(program, id, stops));
+        }
+        let first_template = forest.nodes.len();
+        for (id, _) in program.templates.iter().enumerate() {
+            forest.nodes.push(template_node(program, id, stops));
         }
         let mut roots = Vec::new();
         for (id, mandate) in program.mandates.iter().enumerate() {
@@ -87,6 +105,13 @@ impl Forest {
                 Some(parent) => forest.nodes[parent].children.push(id),
                 None => roots.push(id),
             }
+        }
+        for (id, template) in program.templates.iter().enumerate() {
+            let parent = match template.parent {
+                Parent::Mandate(m) => m,
+                Parent::Template(t) => first_template + t,
+            };
+            forest.nodes[parent].children.push(first_template + id);
         }
         forest.roots = roots;
         forest.sort();
@@ -125,6 +150,15 @@ impl Forest {
         forest
     }
 
+    /// The legend of this forest's classes: `legend(diff)`, and templates' when it has any.
+    pub fn legend(&self) -> Vec<(&'static str, &'static str)> {
+        let mut entries = legend(self.nodes.iter().any(|n| n.change.is_some()));
+        if self.nodes.iter().any(|n| n.template.is_some()) {
+            entries.push(TEMPLATE);
+        }
+        entries
+    }
+
     pub fn index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
     }
@@ -149,65 +183,152 @@ impl Forest {
     }
 }
 
-fn node(program: &Program, id: MandateId, stops: &[String]) -> Node {
-    let mandate = &program.mandates[id];
+/// A mandate's or template's rules grouped by section, each clause in the policy's own words.
+fn sections(program: &Program, rules: &[Rule]) -> Vec<Section> {
     let mut grouped: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-    for rule in &mandate.rules {
-        let text = program.sources.snippet(rule.span).split_whitespace().collect::<Vec<_>>().join(" ");
-        grouped.entry(section_of(&rule.kind)).or_default().push(text);
+    for rule in rules {
+        grouped.entry(section_of(&rule.kind)).or_default().push(words(program, rule.span));
     }
-    let sections = SECTIONS
+    SECTIONS
         .iter()
         .filter_map(|title| {
             let mut clauses = grouped.remove(title)?;
             clauses.sort();
             Some(Section { title, clauses })
         })
-        .collect();
-    let window = match (mandate.valid_from, mandate.valid_until) {
+        .collect()
+}
+
+/// The source of `span` with its whitespace collapsed.
+fn words(program: &Program, span: crate::source::Span) -> String {
+    program.sources.snippet(span).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn window(from: Option<String>, until: Option<String>) -> Option<String> {
+    match (from, until) {
         (None, None) => None,
-        (from, until) => Some(format!(
-            "{} → {}",
-            from.map_or("…".to_string(), format_timestamp),
-            until.map_or("…".to_string(), format_timestamp)
-        )),
-    };
-    let chain = program.chain(id);
-    let stop = if stops.contains(&mandate.name) {
-        Stop::Here
-    } else {
-        chain
-            .iter()
-            .rev()
-            .find(|&&m| stops.contains(&program.mandates[m].name))
-            .map_or(Stop::None, |&m| Stop::Inherited(program.mandates[m].name.clone()))
-    };
-    let mut holders = mandate.holders.clone();
-    holders.sort();
-    holders.extend(mandate.holder_prefixes.iter().map(|p| format!("any id under {p}")));
+        (from, until) => {
+            Some(format!("{} → {}", from.unwrap_or_else(|| "…".into()), until.unwrap_or_else(|| "…".into())))
+        }
+    }
+}
+
+fn otherwise(outcome: Otherwise) -> &'static str {
+    match outcome {
+        Otherwise::Deny => "deny",
+        Otherwise::Escalate => "escalate",
+    }
+}
+
+/// Ids in name order, then each prefix as "any id under P".
+fn patterns(ids: &[String], prefixes: &[String]) -> Vec<String> {
+    let mut out = ids.to_vec();
+    out.sort();
+    out.extend(prefixes.iter().map(|p| format!("any id under {p}")));
+    out
+}
+
+/// The stop that applies to the mandate chain ending at `id`: its own, else the nearest stopped ancestor's.
+fn stop_of(program: &Program, id: MandateId, stops: &[String]) -> Stop {
+    if stops.contains(&program.mandates[id].name) {
+        return Stop::Here;
+    }
+    program
+        .chain(id)
+        .iter()
+        .rev()
+        .find(|&&m| stops.contains(&program.mandates[m].name))
+        .map_or(Stop::None, |&m| Stop::Inherited(program.mandates[m].name.clone()))
+}
+
+fn node(program: &Program, id: MandateId, stops: &[String]) -> Node {
+    let mandate = &program.mandates[id];
     Node {
         name: mandate.name.clone(),
+        template: None,
         principal: mandate.principal.clone(),
-        holders,
+        holders: patterns(&mandate.holders, &mandate.holder_prefixes),
         purpose: mandate.purpose.clone(),
-        window,
+        window: window(mandate.valid_from.map(format_timestamp), mandate.valid_until.map(format_timestamp)),
         max_level: mandate.max_level.map(|l| program.levels[l].clone()),
-        otherwise: match mandate.otherwise {
-            Otherwise::Deny => "deny",
-            Otherwise::Escalate => "escalate",
-        },
+        otherwise: otherwise(mandate.otherwise),
         delegation_depth: mandate.delegation_depth,
-        sections,
+        sections: sections(program, &mandate.rules),
+        children: Vec::new(),
+        stop: stop_of(program, id, stops),
+        change: None,
+    }
+}
+
+/// A template's node: its parameters and grantors besides what a mandate shows. A stop on the mandate it is
+/// (eventually) under applies to its instances, as to any sub-mandate.
+fn template_node(program: &Program, id: TemplateId, stops: &[String]) -> Node {
+    let template = &program.templates[id];
+    let mut above = template.parent;
+    let mandate = loop {
+        match above {
+            Parent::Mandate(m) => break m,
+            Parent::Template(t) => above = program.templates[t].parent,
+        }
+    };
+    let stop = match stop_of(program, mandate, stops) {
+        Stop::None => Stop::None,
+        Stop::Here => Stop::Inherited(program.mandates[mandate].name.clone()),
+        inherited => inherited,
+    };
+    let principals = patterns(&template.principals, &template.principal_prefixes);
+    let bound = |b: &Option<TimeBound>| {
+        b.as_ref().map(|b| match b {
+            TimeBound::At(t) => format_timestamp(*t),
+            TimeBound::Param(name) => name.clone(),
+        })
+    };
+    Node {
+        name: template.name.clone(),
+        template: Some(TemplateFacts {
+            params: template
+                .params
+                .iter()
+                .map(|p| match &p.bound_text {
+                    Some(bound) => format!("{}: {} where {bound}", p.name, p.ty.display()),
+                    None => format!("{}: {}", p.name, p.ty.display()),
+                })
+                .collect(),
+            granted_by: grantors(&template.granted_by),
+        }),
+        principal: if principals.is_empty() { "anyone".into() } else { principals.join(", ") },
+        holders: patterns(&template.holders, &template.holder_prefixes),
+        purpose: template.purpose.clone(),
+        window: window(bound(&template.valid_from), bound(&template.valid_until)),
+        max_level: template.max_level.map(|l| program.levels[l].clone()),
+        otherwise: otherwise(template.otherwise),
+        delegation_depth: template.delegation_depth,
+        sections: sections(program, &template.rules),
         children: Vec::new(),
         stop,
         change: None,
     }
 }
 
+fn grantors(approvers: &Approvers) -> String {
+    let mut who = Vec::new();
+    if approvers.principal {
+        who.push("the principal".to_string());
+    }
+    who.extend(patterns(&approvers.ids, &approvers.prefixes));
+    who.join(", ")
+}
+
 impl Node {
     /// The node's header lines (after the name), as every format shows them.
     pub fn facts(&self) -> Vec<String> {
-        let mut lines = vec![format!("for {} · held by {}", self.principal, self.holders.join(", "))];
+        let mut lines = Vec::new();
+        if let Some(template) = &self.template {
+            lines.push("template: instances granted at run time".to_string());
+            lines.extend(template.params.iter().map(|p| format!("parameter {p}")));
+            lines.push(format!("granted by {}", template.granted_by));
+        }
+        lines.push(format!("for {} · held by {}", self.principal, self.holders.join(", ")));
         if let Some(purpose) = &self.purpose {
             lines.push(format!("purpose: {purpose}"));
         }
@@ -235,6 +356,7 @@ impl Node {
     pub fn class(&self) -> &'static str {
         match (&self.change, &self.stop) {
             (Some(change), _) => change.status.as_str(),
+            (None, Stop::None) if self.template.is_some() => TEMPLATE.0,
             (None, Stop::None) => "mandate",
             (None, _) => "stopped",
         }
@@ -252,6 +374,7 @@ pub fn colours(class: &str) -> (&'static str, &'static str) {
         "removed" => ("#eeeeee", "#616161"),
         "undecided" => ("#efe3f7", "#6a1b9a"),
         "stopped" => ("#fde0dc", "#b71c1c"),
+        "template" => ("#fffde7", "#f9a825"),
         _ => ("#ffffff", "#37474f"),
     }
 }

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use super::model::{colours, legend, Forest, Node};
+use super::model::{colours, Forest, Node};
 
 const FONT: f64 = 12.0;
 /// Advance of one character of a 12px monospace font (0.6 em in the common monospace families).
@@ -119,9 +119,8 @@ pub fn render(forest: &Forest, title: &str) -> String {
     let _ = writeln!(out, "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>");
     let _ = writeln!(out, "<text x=\"{MARGIN}\" y=\"20\" class=\"name\">{}</text>", xml(title));
     // Legend, right of the title.
-    let diff = forest.nodes.iter().any(|n| n.change.is_some());
     let mut lx = MARGIN;
-    for (class, meaning) in legend(diff) {
+    for (class, meaning) in forest.legend() {
         if !forest.nodes.iter().any(|n| n.class() == class) {
             continue;
         }
