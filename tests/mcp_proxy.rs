@@ -586,6 +586,8 @@ fn an_mcp_session_over_the_postgresql_store_decides_and_its_log_verifies() {
     let again = proxy.call(5, "write_file", write);
     assert!(is_error(&again), "the approval was single use: {again}");
     assert_eq!(server.query("SELECT count(*) FROM approvals WHERE consumed"), "1");
+    // The proxy is a writer of its own, named after its command (a replica is `remit serve PID`).
+    assert_eq!(server.query("SELECT count(*) FROM writers WHERE name LIKE 'remit mcp-proxy %'"), "1");
     // The agent closes its input: the proxy logs what it queued and exits.
     drop(proxy);
 

@@ -416,3 +416,33 @@ fn the_wallet_escalated_on_one_replica_approved_on_another_is_allowed_exactly_on
     drop(replicas);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--store-answer-timeout` bounds how long a replica waits for a server that stops answering without closing its
+/// connections (frozen: a host that hangs, packets dropped): a payment is denied `gateway.store-unavailable` after
+/// about the 2 s asked for, not the 35 s default; once the server answers again the same replica allows. The writer
+/// is named after the command that opened it.
+#[test]
+fn the_answer_timeout_flag_bounds_the_wait_for_a_frozen_server() {
+    let server = Server::start();
+    let url = server.database("answer_timeout");
+    let dir = policy_dir("replicas-answer-timeout", &SHOP.replace("at most 3", "at most 1000"));
+    let replicas = Replicas::start(1, &dir.join("shop.remit"), &url, &dir, &["--store-answer-timeout", "2s"]);
+    assert!(decide(replicas.url(0), &payment("20.00 USD", "op-1")).unwrap().allowed());
+    writer_of(&url, replicas.pid(0));
+    server.freeze();
+    let sent = Instant::now();
+    let answer = decide(replicas.url(0), &payment("20.00 USD", "op-2"));
+    let took = sent.elapsed();
+    server.thaw();
+    let answer = answer.unwrap();
+    assert!(answer.store_unavailable(), "{answer:?}");
+    assert!(took >= Duration::from_millis(1_900) && took < Duration::from_secs(15), "denied after {took:?}");
+    let back = wait_until(Duration::from_secs(30), || {
+        decide(replicas.url(0), &payment("20.00 USD", "op-3")).is_ok_and(|a| a.allowed())
+    });
+    assert!(back, "allowed again once the server answers: {}", replicas.stderr(0));
+    eprintln!("a payment to a frozen server denied after {took:?} (--store-answer-timeout 2s)");
+    drop(replicas);
+    drop(server);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -199,7 +199,7 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let runtime = Runtime::new()?;
     let verify_key = super::serve::verifying_key(args.verify_key.as_deref())?;
     let log_key = args.log_key.load()?;
-    let store = args.store.open(Durability::Process, args.clock.clock.is_some())?;
+    let store = args.store.open("remit mcp-proxy", Durability::Process, args.clock.clock.is_some())?;
     let force = args.rollback.allow_rollback;
     let Some(policy) =
         super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?

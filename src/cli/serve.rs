@@ -265,7 +265,7 @@ pub fn warn_expiring(policy: &Policy, clock: &dyn Clock, horizon: u64) {
 }
 
 /// Where the state lives (`remit serve`, `remit mcp-proxy`): one definition of the flags, one way to open it
-/// ([`open_any_store`]).
+/// ([`StoreArgs::open`]).
 #[derive(Args, Debug)]
 pub struct StoreArgs {
     /// Where the state lives: `sqlite:PATH` (one gateway), or `postgres://USER@HOST:PORT/DATABASE[?sslmode=…]` (a
@@ -282,19 +282,31 @@ pub struct StoreArgs {
     /// The most connections to the PostgreSQL store
     #[arg(long, default_value_t = 16)]
     store_connections: usize,
+    /// How long this process waits for any answer of the PostgreSQL server before it gives up on that batch
+    /// (denied `gateway.store-unavailable`): a frozen or unreachable server never hangs a decision for longer
+    #[arg(long, value_name = "DURATION", default_value = "35s", value_parser = duration)]
+    store_answer_timeout: std::time::Duration,
 }
 
 impl StoreArgs {
-    /// The store, opened (see [`open_any_store`]).
-    pub fn open(&self, durability: Durability, gateway_clock: bool) -> Result<Arc<dyn remit_gateway::Store>, String> {
-        open_any_store(
-            &self.store,
-            durability,
-            self.store_password_file.as_deref(),
-            self.store_password.as_deref(),
-            self.store_connections,
-            gateway_clock,
-        )
+    /// The store, opened: SQLite with `durability`, or PostgreSQL as a writer named after this process, its chain
+    /// sealed every second.
+    /// `command` names the process in the writers table (`remit serve`, `remit mcp-proxy`).
+    pub fn open(
+        &self,
+        command: &str,
+        durability: Durability,
+        gateway_clock: bool,
+    ) -> Result<Arc<dyn remit_gateway::Store>, String> {
+        if !is_postgres(&self.store) {
+            return Ok(Arc::new(open_store(&self.store, durability)?));
+        }
+        let writer = format!("{command} {}", std::process::id());
+        let store = self.connect_postgres(self.store_connections, gateway_clock, &writer)?;
+        let store: Arc<dyn remit_gateway::Store> = Arc::new(store);
+        // This replica's chain, sealed with the others' heads every second while it writes (docs/scaling.md).
+        remit_gateway::audit::seal_every(&store, std::time::Duration::from_secs(1));
+        Ok(store)
     }
 
     /// The store, opened by a command that writes once and exits (`remit bundle publish`): on PostgreSQL a writer
@@ -303,8 +315,26 @@ impl StoreArgs {
         if !is_postgres(&self.store) {
             return Ok(Arc::new(open_store(&self.store, Durability::Process)?));
         }
+        Ok(Arc::new(self.connect_postgres(2, false, name)?))
+    }
+
+    /// The PostgreSQL store with at most `connections` connections, as the writer `writer`; the database's clock
+    /// unless `gateway_clock`.
+    fn connect_postgres(
+        &self,
+        connections: usize,
+        gateway_clock: bool,
+        writer: &str,
+    ) -> Result<remit_gateway::PostgresStore, String> {
         let password = store_password(self.store_password_file.as_deref(), self.store_password.as_deref())?;
-        Ok(Arc::new(connect_postgres(&self.store, password.as_deref(), 2, false, name)?))
+        let options = remit_gateway::PostgresOptions {
+            pool_size: connections,
+            database_clock: !gateway_clock,
+            writer: writer.to_string(),
+            answer_timeout: self.store_answer_timeout,
+        };
+        remit_gateway::PostgresStore::connect(&self.store, password.as_deref(), &options)
+            .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(&self.store)))
     }
 }
 
@@ -939,30 +969,6 @@ fn watch_published(store: &dyn remit_gateway::Store, seen: &AtomicU64, reloader:
     }
 }
 
-/// The store `spec` names: `sqlite:PATH`, or a PostgreSQL URL (`postgres://` or `postgresql://`) whose password,
-/// when it has none, is the first line of `password_file`, else `password` (`REMIT_STORE_PASSWORD`), else none
-/// (PostgreSQL's trust or peer authentication). With `gateway_clock` (`--clock`), the PostgreSQL store decides by the
-/// gateway's clock rather than the database's.
-pub fn open_any_store(
-    spec: &str,
-    durability: Durability,
-    password_file: Option<&Path>,
-    password: Option<&str>,
-    connections: usize,
-    gateway_clock: bool,
-) -> Result<Arc<dyn remit_gateway::Store>, String> {
-    if !is_postgres(spec) {
-        return Ok(Arc::new(open_store(spec, durability)?));
-    }
-    let password = store_password(password_file, password)?;
-    let writer = format!("remit serve {}", std::process::id());
-    let store = connect_postgres(spec, password.as_deref(), connections, gateway_clock, &writer)?;
-    let store: Arc<dyn remit_gateway::Store> = Arc::new(store);
-    // This replica's chain, sealed with the others' heads every second while it writes (docs/scaling.md).
-    remit_gateway::audit::seal_every(&store, std::time::Duration::from_secs(1));
-    Ok(store)
-}
-
 fn is_postgres(spec: &str) -> bool {
     spec.starts_with("postgres://") || spec.starts_with("postgresql://")
 }
@@ -978,23 +984,6 @@ fn store_password(password_file: Option<&Path>, password: Option<&str>) -> Resul
         }
         None => Ok(password.map(str::to_string)),
     }
-}
-
-fn connect_postgres(
-    spec: &str,
-    password: Option<&str>,
-    connections: usize,
-    gateway_clock: bool,
-    writer: &str,
-) -> Result<remit_gateway::PostgresStore, String> {
-    let options = remit_gateway::PostgresOptions {
-        pool_size: connections,
-        database_clock: !gateway_clock,
-        writer: writer.to_string(),
-        ..Default::default()
-    };
-    remit_gateway::PostgresStore::connect(spec, password, &options)
-        .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(spec)))
 }
 
 pub fn open_store(spec: &str, durability: Durability) -> Result<SqliteStore, String> {
@@ -1039,7 +1028,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         }
         (_, false) => None,
     };
-    let store = args.store.open(durability, args.clock.clock.is_some())?;
+    let store = args.store.open("remit serve", durability, args.clock.clock.is_some())?;
     let force = args.rollback.allow_rollback;
     // The id of the newest published bundle this gateway took or refused (`--bundle-from-store`).
     let seen = Arc::new(AtomicU64::new(0));
