@@ -490,3 +490,167 @@ template shopping(
         }
     }
 }
+
+/// Random instances and calls against one template: the decision's `grant.invalid` is exactly [`check`]'s refusal,
+/// and an instance never allows a call its parent mandate (named instead) would not allow — the ceiling holds for
+/// every instance, valid or not.
+#[cfg(test)]
+mod random {
+    use serde_json::json;
+
+    use super::*;
+    use crate::eval::{decide, Outcome};
+
+    const POLICY: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+approval terms {
+  binds tool, arguments
+  ttl 1h
+}
+
+mandate ceiling for "org:acme" {
+  holder under "agent:"
+  valid from 2026-01-01T00:00:00Z until 2027-06-01T00:00:00Z
+  allow pay where args.amount <= 300 USD
+  forbid pay where args.merchant in ["evil"]
+  require approval terms for pay where args.amount > 200 USD
+}
+
+template shopping(
+  merchants: set<string> where merchants within ["acme", "globex", "evil"],
+  cap: money where cap > 0 USD and cap <= 400 USD,
+  until: timestamp where until - granted <= 30d,
+) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  valid until until
+  otherwise escalate
+  allow pay where args.merchant in merchants and args.amount <= cap
+  require approval terms for pay where args.amount > 60 USD
+}
+"#;
+
+    /// xorshift64*: deterministic, no dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+            &items[(self.next() % items.len() as u64) as usize]
+        }
+    }
+
+    #[test]
+    fn instances_decide_within_their_parent_and_invalid_ones_fail_closed() {
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        let checked = crate::check::check(sources);
+        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let template = &program.templates[0];
+        let cases: usize = std::env::var("REMIT_GRANTS_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(4000);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let merchants = ["acme", "globex", "evil", "initech"];
+        let amounts = ["0.00 USD", "30.00 USD", "61.00 USD", "150.00 USD", "250.00 USD", "350.00 USD", "450.00 USD"];
+        // Mostly valid values, each kind of invalid one now and then.
+        let caps = [
+            json!("50.00 USD"),
+            json!("120.00 USD"),
+            json!("400.00 USD"),
+            json!("50.00 USD"),
+            json!("120.00 USD"),
+            json!("400.00 USD"),
+            json!("401.00 USD"),
+            json!("0.00 USD"),
+            json!("-5.00 USD"),
+            json!(50),
+            json!("50.00 EUR"),
+        ];
+        let granted = ["2026-11-20T00:00:00Z", "2026-11-20T00:00:00Z", "2026-11-01T00:00:00Z", "2026-12-10T00:00:00Z"];
+        let untils =
+            ["2026-12-10T00:00:00Z", "2026-12-10T00:00:00Z", "2026-11-20T00:00:00Z", "2027-01-15T00:00:00Z", "later"];
+        let nows = [
+            "2026-11-20T00:00:00Z",
+            "2026-12-01T00:00:00Z",
+            "2026-12-01T00:00:00Z",
+            "2026-11-01T00:00:00Z",
+            "2027-07-01T00:00:00Z",
+        ];
+        let holders = ["agent:a", "agent:b", "robot:c"];
+        let principals = ["user:dana", "user:dana", "user:dana", "user:dana", "org:acme", ""];
+        let mut tally = std::collections::BTreeMap::<String, usize>::new();
+        for _ in 0..cases {
+            let mut chosen: Vec<Json> = Vec::new();
+            for m in merchants {
+                if rng.next() % 2 == 0 {
+                    chosen.push(json!(m));
+                }
+            }
+            let mut params = json!({"merchants": chosen, "cap": rng.pick(&caps), "until": rng.pick(&untils)});
+            if rng.next() % 10 == 0 {
+                params.as_object_mut().unwrap().remove("until");
+            }
+            let grant = json!({
+                "id": "g-1", "version": 1 + rng.next() % 3, "template": "shopping",
+                "principal": rng.pick(&principals), "holder": rng.pick(&holders[..2]),
+                "granted": rng.pick(&granted), "params": params,
+            });
+            let instance = GrantInstance::from_json(&grant).expect("well-formed");
+            // Mostly the holder; now and then another agent (not the holder) or a subject under no pattern.
+            let subject = if rng.next() % 5 == 0 { *rng.pick(&holders) } else { instance.holder.as_str() };
+            let call = json!({"merchant": rng.pick(&merchants), "amount": rng.pick(&amounts)});
+            let approvals = if rng.next() % 3 == 0 {
+                let digest = crate::eval::argument_digest("pay", &call);
+                json!([{"id": "ap", "kind": "terms", "mandate": "ceiling", "issued_at": "2026-11-01T00:00:00Z",
+                    "expires_at": "2028-01-01T00:00:00Z", "tool": "pay", "digest": digest}])
+            } else {
+                json!([])
+            };
+            let now = *rng.pick(&nows);
+            let request = |mandate: Option<&str>| {
+                let mut context = json!({"now": now, "grants": [grant.clone()], "approvals": approvals.clone()});
+                if let Some(mandate) = mandate {
+                    context["mandate"] = json!(mandate);
+                }
+                json!({"subject": {"id": subject}, "action": {"name": "pay", "arguments": call.clone()},
+                    "context": context})
+                .to_string()
+            };
+            let under_instance = decide(&program, request(Some("shopping/g-1")).as_bytes());
+            let under_parent = decide(&program, request(Some("ceiling")).as_bytes());
+            let checked = check(&program, template, &instance);
+            let invalid = under_instance.reasons == ["grant.invalid"];
+            if subject == instance.holder {
+                assert_eq!(invalid, checked.is_err(), "{}", request(None));
+            } else {
+                assert_eq!(under_instance.reasons, ["subject.not-holder"]);
+            }
+            if under_instance.outcome == Outcome::Allow {
+                assert_eq!(under_parent.outcome, Outcome::Allow, "{}", request(None));
+            }
+            // Resolution by holder: the instance is the subject's only candidate, the parent its ceiling.
+            let resolved = decide(&program, request(None).as_bytes());
+            if subject == instance.holder {
+                assert_eq!(resolved.to_json(), under_instance.to_json());
+            } else if subject.starts_with("agent:") {
+                assert_eq!(resolved.mandate_chain, ["ceiling"], "{}", request(None));
+            } else {
+                assert_eq!(resolved.reasons, ["request.missing-field"], "{}", request(None));
+            }
+            *tally.entry(format!("{} {:?}", under_instance.outcome.as_str(), under_instance.reasons)).or_default() += 1;
+        }
+        for wanted in
+            ["allow", "escalate", "deny [\"grant.invalid\"]", "deny [\"mandate.expired\"]", "deny [\"rule.forbidden\"]"]
+        {
+            assert!(tally.keys().any(|k| k.starts_with(wanted)), "no {wanted} among {tally:?}");
+        }
+    }
+}

@@ -30,7 +30,9 @@ pub(crate) use decision::write_rule as write_deciding_rule;
 pub(crate) use decision::write_strings as write_json_strings;
 pub(crate) use digest::write_string as write_json_string;
 
-use crate::ir::{ApprovalKind, Binding, Mandate, MandateId, Parent, Program, RuleKind, TemplateId, Tool, ToolId};
+use crate::ir::{
+    ApprovalKind, Binding, Mandate, MandateId, Parent, Program, RuleKind, Template, TemplateId, Tool, ToolId,
+};
 use crate::source::Span;
 use crate::syntax::ast::Outcome as Otherwise;
 use crate::value::{format_instant, format_timestamp, NANOS_PER_SECOND};
@@ -187,29 +189,7 @@ impl<'p> Chain<'p> {
             Parent::Mandate(parent) => program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect(),
             Parent::Template(_) => Vec::new(),
         };
-        let principal = statics.first().map_or(String::new(), |root| root.principal.clone());
-        let instance_mandate = Mandate {
-            name: grant.name(),
-            principal,
-            parent: match template.parent {
-                Parent::Mandate(parent) => Some(parent),
-                Parent::Template(_) => None,
-            },
-            holders: vec![grant.holder.clone()],
-            holder_prefixes: Vec::new(),
-            purpose: template.purpose.clone(),
-            valid_from: None,
-            valid_until: None,
-            max_level: template.max_level,
-            otherwise: template.otherwise,
-            delegation_depth: template.delegation_depth,
-            rules: template.rules.clone(),
-            span: template.span,
-            valid_span: template.span,
-            max_level_span: template.span,
-            otherwise_span: template.span,
-            depth_span: template.depth_span,
-        };
+        let instance_mandate = Chain::instance_mandate(template, grant, &statics);
         let mut chain = Chain { statics, instance_mandate: Some(instance_mandate), instance: None, invalid: None };
         if grant.holder != req.subject_id {
             let mut decision = Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy);
@@ -243,6 +223,34 @@ impl<'p> Chain<'p> {
             }
         }
         Ok(chain)
+    }
+
+    /// The mandate an instance decides as: the template's rules and clauses, named `TEMPLATE/ID@VERSION`, held by
+    /// the instance's holder, acting for the chain's principal (its root's, as every mandate of a chain).
+    fn instance_mandate(template: &Template, grant: &GrantInstance, statics: &[&Mandate]) -> Mandate {
+        let principal = statics.first().map_or(String::new(), |root| root.principal.clone());
+        Mandate {
+            name: grant.name(),
+            principal,
+            parent: match template.parent {
+                Parent::Mandate(parent) => Some(parent),
+                Parent::Template(_) => None,
+            },
+            holders: vec![grant.holder.clone()],
+            holder_prefixes: Vec::new(),
+            purpose: template.purpose.clone(),
+            valid_from: None,
+            valid_until: None,
+            max_level: template.max_level,
+            otherwise: template.otherwise,
+            delegation_depth: template.delegation_depth,
+            rules: template.rules.clone(),
+            span: template.span,
+            valid_span: template.span,
+            max_level_span: template.span,
+            otherwise_span: template.span,
+            depth_span: template.depth_span,
+        }
     }
 
     pub(crate) fn mandates(&self) -> Vec<&Mandate> {
@@ -322,7 +330,31 @@ pub fn output_limit(program: &Program) -> usize {
     let mut fixed = 2048 + json_len(&program.hash);
     let longest_tool = program.tools.iter().map(|t| json_len(&t.name)).max().unwrap_or(0);
     let mut longest_entry = 0;
-    for mandate in &program.mandates {
+    // An instance of a template decides as the mandate made of the template, named with the longest name an
+    // instance may have, under its parent's chain; its window's instants may carry a fraction (20 more bytes).
+    let shapes: Vec<(Mandate, Vec<&Mandate>)> = program
+        .templates
+        .iter()
+        .filter_map(|template| {
+            let Parent::Mandate(parent) = template.parent else { return None };
+            let statics: Vec<&Mandate> = program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect();
+            let longest = GrantInstance {
+                id: "x".repeat(grants::MAX_INSTANCE_ID),
+                version: u64::MAX,
+                template: template.name.clone(),
+                principal: String::new(),
+                holder: String::new(),
+                params: Map::new(),
+                granted: String::new(),
+            };
+            let mut shape = Chain::instance_mandate(template, &longest, &statics);
+            shape.valid_from = Some(253_402_300_799); // 9999-12-31T23:59:59Z, the longest instant
+            shape.valid_until = shape.valid_from;
+            Some((shape, statics))
+        })
+        .collect();
+    fixed += 40 * shapes.len();
+    for mandate in program.mandates.iter().chain(shapes.iter().map(|(m, _)| m)) {
         fixed += json_len(&mandate.name) + json_len(&mandate.principal) + 2;
         let level = mandate.max_level.map(|l| format!("max level {}", program.levels.get(l).map_or("", |s| s)));
         let clauses = [
@@ -367,11 +399,16 @@ pub fn output_limit(program: &Program) -> usize {
     }
     // Missing approvals that may carry the resource id or the manifest: distinct (kind, mandate) gates of a chain.
     let carries = |kind: &ApprovalKind| kind.binds.iter().any(|b| matches!(b, Binding::Target | Binding::Manifest));
-    let repeats = (0..program.mandates.len())
-        .map(|leaf| {
+    let chains: Vec<Vec<&Mandate>> = (0..program.mandates.len())
+        .map(|leaf| program.chain(leaf).into_iter().map(|m| &program.mandates[m]).collect())
+        .chain(shapes.iter().map(|(shape, statics)| statics.iter().copied().chain([shape]).collect()))
+        .collect();
+    let repeats = chains
+        .iter()
+        .map(|chain| {
             let mut gates: Vec<(usize, usize)> = Vec::new();
-            for m in program.chain(leaf) {
-                for rule in &program.mandates[m].rules {
+            for (m, mandate) in chain.iter().enumerate() {
+                for rule in &mandate.rules {
                     if let RuleKind::Gate { approval, .. } = rule.kind {
                         if carries(&program.approvals[approval]) && !gates.contains(&(approval, m)) {
                             gates.push((approval, m));
@@ -384,7 +421,7 @@ pub fn output_limit(program: &Program) -> usize {
         .max()
         .unwrap_or(0);
     // A closest grant's value, once per unmatched mandate of the chain.
-    let chain = (0..program.mandates.len()).map(|leaf| program.chain(leaf).len()).max().unwrap_or(0);
+    let chain = chains.iter().map(Vec::len).max().unwrap_or(0);
     let requests = repeats.saturating_add(3).saturating_add(chain);
     let decision = fixed.saturating_add(requests.saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
