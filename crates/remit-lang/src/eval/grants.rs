@@ -472,6 +472,36 @@ template shopping(
         assert_eq!(r.problem, GrantProblem::WindowInvalid);
     }
 
+    /// Tool listings resolve and check instances as decisions do.
+    #[test]
+    fn tool_listings_under_an_instance() {
+        let program = program();
+        let listing = |params: Json, mandate: Option<&str>, copies: usize| {
+            let grant = serde_json::to_value(instance(params)).unwrap();
+            let mut context = json!({"now": "2026-12-01T12:00:00Z", "grants": vec![grant; copies]});
+            if let Some(mandate) = mandate {
+                context["mandate"] = json!(mandate);
+            }
+            let request = json!({"subject": {"id": "agent:shopper"}, "context": context});
+            crate::eval::visible_tools(&program, request.to_string().as_bytes())
+        };
+        let shown = listing(valid(), None, 1);
+        assert_eq!(shown.visible, ["pay"]);
+        let mut params = valid();
+        params["cap"] = json!("900.00 USD");
+        let invalid = listing(params, Some("shopping/g-1"), 1);
+        assert!(invalid.visible.is_empty() && invalid.hidden.iter().all(|h| h.reason == "grant.invalid"));
+        let twice = listing(valid(), None, 2);
+        assert!(twice.visible.is_empty() && twice.hidden.iter().all(|h| h.reason == "mandate.ambiguous"));
+        // After the instance's window the listing hides what the decision would deny.
+        let mut params = valid();
+        params["until"] = json!("2026-12-01T00:00:00Z");
+        let ended = listing(params, None, 1);
+        let pay = ended.hidden.iter().find(|h| h.tool == "pay").expect("pay hidden");
+        assert_eq!(pay.reason, "mandate.expired");
+        assert_eq!(pay.rule.as_ref().map(|r| r.mandate.as_str()), Some("shopping/g-1@3"));
+    }
+
     #[test]
     fn entries_of_context_grants_are_read_strictly() {
         let good = serde_json::to_value(instance(valid())).unwrap();
