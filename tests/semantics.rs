@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Folders whose cases only the interpreter decides yet (the module's runtime does not read what they test), with
-/// why. Every other folder runs on every engine.
+/// why (tests/support's `INTERPRETER_ONLY` leaves the same out of the differential corpus). Every other folder runs
+/// on every engine.
 const INTERPRETER_ONLY: &[(&str, &str)] = &[("grants", "the runtime does not read `context.grants` yet")];
 
 fn run(engine: &str, paths: &[PathBuf]) -> (usize, String, bool) {
