@@ -620,12 +620,12 @@ template shopping(
         for _ in 0..cases {
             let mut chosen: Vec<Json> = Vec::new();
             for m in merchants {
-                if rng.next() % 2 == 0 {
+                if rng.next().is_multiple_of(2) {
                     chosen.push(json!(m));
                 }
             }
             let mut params = json!({"merchants": chosen, "cap": rng.pick(&caps), "until": rng.pick(&untils)});
-            if rng.next() % 10 == 0 {
+            if rng.next().is_multiple_of(10) {
                 params.as_object_mut().unwrap().remove("until");
             }
             let grant = json!({
@@ -635,9 +635,9 @@ template shopping(
             });
             let instance = GrantInstance::from_json(&grant).expect("well-formed");
             // Mostly the holder; now and then another agent (not the holder) or a subject under no pattern.
-            let subject = if rng.next() % 5 == 0 { *rng.pick(&holders) } else { instance.holder.as_str() };
+            let subject = if rng.next().is_multiple_of(5) { *rng.pick(&holders) } else { instance.holder.as_str() };
             let call = json!({"merchant": rng.pick(&merchants), "amount": rng.pick(&amounts)});
-            let approvals = if rng.next() % 3 == 0 {
+            let approvals = if rng.next().is_multiple_of(3) {
                 let digest = crate::eval::argument_digest("pay", &call);
                 json!([{"id": "ap", "kind": "terms", "mandate": "ceiling", "issued_at": "2026-11-01T00:00:00Z",
                     "expires_at": "2028-01-01T00:00:00Z", "tool": "pay", "digest": digest}])

@@ -77,7 +77,7 @@ fn decide_request(program: &Program, req: &Request) -> Decision {
     };
     let under = match resolve(program, req) {
         Ok(under) => under,
-        Err(decision) => return decision,
+        Err(decision) => return *decision,
     };
     let chain = match Chain::of(program, req, &under) {
         Ok(chain) => chain,
@@ -113,14 +113,16 @@ pub(crate) enum Under<'r> {
 /// `context.mandate`, several `mandate.ambiguous`. The mandates an instance hangs under (its template's parent and
 /// that one's ancestors) are its ceiling and do not count as held beside it: a parent held by a pattern
 /// (`holder under "agent:"`) would otherwise make every instance's holder ambiguous.
-pub(crate) fn resolve<'r>(program: &Program, req: &'r Request) -> Result<Under<'r>, Decision> {
+pub(crate) fn resolve<'r>(program: &Program, req: &'r Request) -> Result<Under<'r>, Box<Decision>> {
     let policy = program.hash.as_str();
     let grants = req.grants.as_deref().unwrap_or(&[]);
     let known = |g: &&GrantInstance| program.template_index.contains_key(&g.template);
+    let deny = |code: &str| Box::new(Decision::deny(vec![code.into()], policy));
+    // `Err(true)`: several.
     let one = |mut found: Vec<Under<'r>>| match found.len() {
-        0 => Err(None),
+        0 => Err(false),
         1 => Ok(found.remove(0)),
-        _ => Err(Some(Decision::deny(vec![err::MANDATE_AMBIGUOUS.into()], policy))),
+        _ => Err(true),
     };
     match req.mandate.as_deref() {
         Some(name) => {
@@ -129,7 +131,7 @@ pub(crate) fn resolve<'r>(program: &Program, req: &'r Request) -> Result<Under<'
             }
             let named = grants.iter().filter(known).filter(|g| g.reference() == name || g.name() == name);
             one(named.map(|g| Under::Instance(program.template_index[&g.template], g)).collect())
-                .map_err(|e| e.unwrap_or_else(|| Decision::deny(vec![err::MANDATE_UNKNOWN.into()], policy)))
+                .map_err(|several| deny(if several { err::MANDATE_AMBIGUOUS } else { err::MANDATE_UNKNOWN }))
         }
         None => {
             let subject = req.subject_id.as_str();
@@ -150,12 +152,13 @@ pub(crate) fn resolve<'r>(program: &Program, req: &'r Request) -> Result<Under<'
                 .map(Under::Mandate)
                 .chain(instances.into_iter().map(|g| Under::Instance(program.template_index[&g.template], g)))
                 .collect();
-            one(found).map_err(|e| {
-                e.unwrap_or_else(|| {
-                    let mut decision = Decision::deny(vec![err::REQUEST_MISSING_FIELD.into()], policy);
-                    decision.fields = vec![RequestField { field: "context.mandate", problem: "missing" }];
-                    decision
-                })
+            one(found).map_err(|several| {
+                if several {
+                    return deny(err::MANDATE_AMBIGUOUS);
+                }
+                let mut decision = deny(err::REQUEST_MISSING_FIELD);
+                decision.fields = vec![RequestField { field: "context.mandate", problem: "missing" }];
+                decision
             })
         }
     }
