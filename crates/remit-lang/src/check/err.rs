@@ -746,7 +746,8 @@ pub fn template_narrowing_unproved(name: &str, parent: &str, span: Span) -> Diag
     .label(span, format!("no proof yet that every instance within its bounds stays within `{parent}`"))
     .help(
         "the proof for templates (every parameter value that satisfies the bounds) is not built yet \
-         (docs/grants-design.md, step 2); until then no instance can be granted and nothing decides under a template",
+         (docs/grants-design.md, step 2); until then no instance should be granted (decisions check each instance \
+         against the bounds, not against the parent)",
     )
 }
 

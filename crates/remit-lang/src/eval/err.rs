@@ -8,6 +8,10 @@ pub const REQUEST_OVERSIZE: &str = "request.oversize";
 pub const UNDECLARED_ARGUMENT: &str = "request.undeclared-argument";
 pub const TOOL_UNDECLARED: &str = "tool.undeclared";
 pub const MANDATE_UNKNOWN: &str = "mandate.unknown";
+/// The request names no mandate and its subject holds several (mandates or instances), or names an instance twice.
+pub const MANDATE_AMBIGUOUS: &str = "mandate.ambiguous";
+/// The instance of a template the request is decided under is not within its template (`eval::grants::check`).
+pub const GRANT_INVALID: &str = "grant.invalid";
 pub const SUBJECT_NOT_HOLDER: &str = "subject.not-holder";
 pub const SELF_MODIFICATION: &str = "mandate.self-modification";
 pub const SCOPE_MISSING: &str = "credential.scope-missing";

@@ -11,6 +11,7 @@ mod cond;
 mod decision;
 mod digest;
 mod err;
+pub mod grants;
 mod request;
 mod visible;
 
@@ -29,11 +30,14 @@ pub(crate) use decision::write_rule as write_deciding_rule;
 pub(crate) use decision::write_strings as write_json_strings;
 pub(crate) use digest::write_string as write_json_string;
 
-use crate::ir::{ApprovalKind, Binding, Mandate, Program, RuleKind, Tool, ToolId};
+use crate::ir::{
+    ApprovalKind, Binding, Mandate, MandateId, Parent, Program, RuleKind, Template, TemplateId, Tool, ToolId,
+};
 use crate::source::Span;
 use crate::syntax::ast::Outcome as Otherwise;
-use crate::value::{format_timestamp, NANOS_PER_SECOND};
+use crate::value::{format_instant, format_timestamp, NANOS_PER_SECOND};
 use cond::Env;
+use grants::GrantInstance;
 use request::{Call, Need, Request, Stop, StopLevel, StopOn};
 
 /// Decides one request. Never panics on any `request` bytes.
@@ -71,19 +75,197 @@ fn decide_request(program: &Program, req: &Request) -> Decision {
     let Some(tool) = program.tool(&call.name) else {
         return Decision::deny(vec![err::TOOL_UNDECLARED.into()], policy);
     };
-    let Some(leaf) = program.mandate(&req.mandate) else {
-        return Decision::deny(vec![err::MANDATE_UNKNOWN.into()], policy);
+    let under = match resolve(program, req) {
+        Ok(under) => under,
+        Err(decision) => return *decision,
     };
-    let chain = program.chain(leaf);
-    let mut decision = if is_holder(&program.mandates[leaf], &req.subject_id) {
-        let mut tally = Tally::default();
-        tally.examine(program, req, call, tool, &chain);
-        tally.into_decision(program, req, tool, &chain)
-    } else {
-        Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy)
+    let chain = match Chain::of(program, req, &under) {
+        Ok(chain) => chain,
+        Err(decision) => return *decision,
     };
-    decision.mandate_chain = chain.iter().map(|&m| program.mandates[m].name.clone()).collect();
+    let mandates = chain.mandates();
+    let mut decision = match &chain.invalid {
+        Some(denied) => (**denied).clone(),
+        None if chain.holds(&req.subject_id) => {
+            let mut tally = Tally::default();
+            tally.examine(program, req, call, tool, &mandates, chain.instance.as_ref());
+            tally.into_decision(program, req, tool, &mandates)
+        }
+        None => Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy),
+    };
+    decision.mandate_chain = mandates.iter().map(|m| m.name.clone()).collect();
     decision
+}
+
+/// What a request is decided under: a mandate of the policy, or an instance of a template from `context.grants`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Under<'r> {
+    Mandate(MandateId),
+    Instance(TemplateId, &'r GrantInstance),
+}
+
+/// Which mandate or instance the request is decided under (docs/requests.md "Mandates granted at run time").
+/// `context.mandate` names a mandate, or an instance as `TEMPLATE/ID` (or `TEMPLATE/ID@VERSION`) among
+/// `context.grants`: another name is `mandate.unknown`, two instances with the name `mandate.ambiguous`. A request
+/// that names none (allowed only with `context.grants`) is decided under the one mandate its subject holds or the
+/// one instance of `context.grants` that names it as holder (of a template of the policy; valid or not, so an
+/// instance that fails its check is decided `grant.invalid`, never passed over): none is the missing field
+/// `context.mandate`, several `mandate.ambiguous`. The mandates an instance hangs under (its template's parent and
+/// that one's ancestors) are its ceiling and do not count as held beside it: a parent held by a pattern
+/// (`holder under "agent:"`) would otherwise make every instance's holder ambiguous.
+pub(crate) fn resolve<'r>(program: &Program, req: &'r Request) -> Result<Under<'r>, Box<Decision>> {
+    let policy = program.hash.as_str();
+    let grants = req.grants.as_deref().unwrap_or(&[]);
+    let known = |g: &&GrantInstance| program.template_index.contains_key(&g.template);
+    let deny = |code: &str| Box::new(Decision::deny(vec![code.into()], policy));
+    // `Err(true)`: several.
+    let one = |mut found: Vec<Under<'r>>| match found.len() {
+        0 => Err(false),
+        1 => Ok(found.remove(0)),
+        _ => Err(true),
+    };
+    match req.mandate.as_deref() {
+        Some(name) => {
+            if let Some(id) = program.mandate(name) {
+                return Ok(Under::Mandate(id));
+            }
+            let named = grants.iter().filter(known).filter(|g| g.reference() == name || g.name() == name);
+            one(named.map(|g| Under::Instance(program.template_index[&g.template], g)).collect())
+                .map_err(|several| deny(if several { err::MANDATE_AMBIGUOUS } else { err::MANDATE_UNKNOWN }))
+        }
+        None => {
+            let subject = req.subject_id.as_str();
+            let instances: Vec<&GrantInstance> = grants.iter().filter(known).filter(|g| g.holder == subject).collect();
+            // The mandates an instance hangs under are its ceiling, not a second mandate of its holder's.
+            let shadowed: Vec<MandateId> = instances
+                .iter()
+                .filter_map(|g| match program.templates[program.template_index[&g.template]].parent {
+                    Parent::Mandate(parent) => Some(program.chain(parent)),
+                    Parent::Template(_) => None,
+                })
+                .flatten()
+                .collect();
+            let statics = (0..program.mandates.len())
+                .filter(|m| !shadowed.contains(m))
+                .filter(|&m| is_holder(&program.mandates[m], subject));
+            let found = statics
+                .map(Under::Mandate)
+                .chain(instances.into_iter().map(|g| Under::Instance(program.template_index[&g.template], g)))
+                .collect();
+            one(found).map_err(|several| {
+                if several {
+                    return deny(err::MANDATE_AMBIGUOUS);
+                }
+                let mut decision = deny(err::REQUEST_MISSING_FIELD);
+                decision.fields = vec![RequestField { field: "context.mandate", problem: "missing" }];
+                decision
+            })
+        }
+    }
+}
+
+/// The mandates a request is decided under, root first: the policy's, and for an instance the mandate made of its
+/// template and values (named `TEMPLATE/ID@VERSION`, under the template's parent), last.
+pub(crate) struct Chain<'p> {
+    statics: Vec<&'p Mandate>,
+    instance_mandate: Option<Mandate>,
+    /// The checked instance, when the request is decided under one.
+    pub instance: Option<grants::Instance>,
+    /// The decision when the instance fails its check (`grant.invalid`).
+    pub invalid: Option<Box<Decision>>,
+}
+
+impl<'p> Chain<'p> {
+    /// The chain for `under`. An instance whose holder is not the subject is `subject.not-holder` (before its check,
+    /// as for any mandate); one that fails its check ([`grants::check`]) carries its `grant.invalid` decision.
+    pub(crate) fn of(program: &'p Program, req: &Request, under: &Under) -> Result<Chain<'p>, Box<Decision>> {
+        let policy = program.hash.as_str();
+        let (template_id, grant) = match *under {
+            Under::Mandate(leaf) => {
+                let statics = program.chain(leaf).into_iter().map(|m| &program.mandates[m]).collect();
+                return Ok(Chain { statics, instance_mandate: None, instance: None, invalid: None });
+            }
+            Under::Instance(template, grant) => (template, grant),
+        };
+        let template = &program.templates[template_id];
+        let statics: Vec<&Mandate> = match template.parent {
+            Parent::Mandate(parent) => program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect(),
+            Parent::Template(_) => Vec::new(),
+        };
+        let instance_mandate = Chain::instance_mandate(template, grant, &statics);
+        let mut chain = Chain { statics, instance_mandate: Some(instance_mandate), instance: None, invalid: None };
+        if grant.holder != req.subject_id {
+            let mut decision = Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy);
+            decision.mandate_chain = chain.mandates().iter().map(|m| m.name.clone()).collect();
+            return Err(Box::new(decision));
+        }
+        match grants::check(program, template, grant) {
+            Ok(instance) => chain.instance = Some(instance),
+            Err(refusal) => {
+                let span = refusal
+                    .field
+                    .strip_prefix("params.")
+                    .and_then(|name| template.param(name))
+                    .map_or(template.span, |p| p.span);
+                let rule = DecidingRule {
+                    failed: Some(Failed {
+                        condition: refusal.condition.clone(),
+                        attribute: refusal.field.clone(),
+                        value: refusal.value.clone(),
+                    }),
+                    ..deciding_rule(
+                        program,
+                        chain.instance_mandate.as_ref().expect("an instance"),
+                        &refusal.condition,
+                        span,
+                    )
+                };
+                let mut decision = Decision::deny(vec![err::GRANT_INVALID.into()], policy);
+                decision.rules = vec![rule];
+                chain.invalid = Some(Box::new(decision));
+            }
+        }
+        Ok(chain)
+    }
+
+    /// The mandate an instance decides as: the template's rules and clauses, named `TEMPLATE/ID@VERSION`, held by
+    /// the instance's holder, acting for the chain's principal (its root's, as every mandate of a chain).
+    fn instance_mandate(template: &Template, grant: &GrantInstance, statics: &[&Mandate]) -> Mandate {
+        let principal = statics.first().map_or(String::new(), |root| root.principal.clone());
+        Mandate {
+            name: grant.name(),
+            principal,
+            parent: match template.parent {
+                Parent::Mandate(parent) => Some(parent),
+                Parent::Template(_) => None,
+            },
+            holders: vec![grant.holder.clone()],
+            holder_prefixes: Vec::new(),
+            purpose: template.purpose.clone(),
+            valid_from: None,
+            valid_until: None,
+            max_level: template.max_level,
+            otherwise: template.otherwise,
+            delegation_depth: template.delegation_depth,
+            rules: template.rules.clone(),
+            span: template.span,
+            valid_span: template.span,
+            max_level_span: template.span,
+            otherwise_span: template.span,
+            depth_span: template.depth_span,
+        }
+    }
+
+    pub(crate) fn mandates(&self) -> Vec<&Mandate> {
+        let mut all = self.statics.clone();
+        all.extend(self.instance_mandate.as_ref());
+        all
+    }
+
+    /// Whether `subject` holds the chain's leaf.
+    pub(crate) fn holds(&self, subject: &str) -> bool {
+        self.mandates().last().is_some_and(|leaf| is_holder(leaf, subject))
+    }
 }
 
 /// Whether `subject` holds `mandate`: one of its ids, or under one of its `holder under` prefixes with `under`'s
@@ -151,7 +333,31 @@ pub fn output_limit(program: &Program) -> usize {
     let mut fixed = 2048 + json_len(&program.hash);
     let longest_tool = program.tools.iter().map(|t| json_len(&t.name)).max().unwrap_or(0);
     let mut longest_entry = 0;
-    for mandate in &program.mandates {
+    // An instance of a template decides as the mandate made of the template, named with the longest name an
+    // instance may have, under its parent's chain; its window's instants may carry a fraction (20 more bytes).
+    let shapes: Vec<(Mandate, Vec<&Mandate>)> = program
+        .templates
+        .iter()
+        .filter_map(|template| {
+            let Parent::Mandate(parent) = template.parent else { return None };
+            let statics: Vec<&Mandate> = program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect();
+            let longest = GrantInstance {
+                id: "x".repeat(grants::MAX_INSTANCE_ID),
+                version: u64::MAX,
+                template: template.name.clone(),
+                principal: String::new(),
+                holder: String::new(),
+                params: Map::new(),
+                granted: String::new(),
+            };
+            let mut shape = Chain::instance_mandate(template, &longest, &statics);
+            shape.valid_from = Some(253_402_300_799); // 9999-12-31T23:59:59Z, the longest instant
+            shape.valid_until = shape.valid_from;
+            Some((shape, statics))
+        })
+        .collect();
+    fixed += 40 * shapes.len();
+    for mandate in program.mandates.iter().chain(shapes.iter().map(|(m, _)| m)) {
         fixed += json_len(&mandate.name) + json_len(&mandate.principal) + 2;
         let level = mandate.max_level.map(|l| format!("max level {}", program.levels.get(l).map_or("", |s| s)));
         let clauses = [
@@ -196,11 +402,16 @@ pub fn output_limit(program: &Program) -> usize {
     }
     // Missing approvals that may carry the resource id or the manifest: distinct (kind, mandate) gates of a chain.
     let carries = |kind: &ApprovalKind| kind.binds.iter().any(|b| matches!(b, Binding::Target | Binding::Manifest));
-    let repeats = (0..program.mandates.len())
-        .map(|leaf| {
+    let chains: Vec<Vec<&Mandate>> = (0..program.mandates.len())
+        .map(|leaf| program.chain(leaf).into_iter().map(|m| &program.mandates[m]).collect())
+        .chain(shapes.iter().map(|(shape, statics)| statics.iter().copied().chain([shape]).collect()))
+        .collect();
+    let repeats = chains
+        .iter()
+        .map(|chain| {
             let mut gates: Vec<(usize, usize)> = Vec::new();
-            for m in program.chain(leaf) {
-                for rule in &program.mandates[m].rules {
+            for (m, mandate) in chain.iter().enumerate() {
+                for rule in &mandate.rules {
                     if let RuleKind::Gate { approval, .. } = rule.kind {
                         if carries(&program.approvals[approval]) && !gates.contains(&(approval, m)) {
                             gates.push((approval, m));
@@ -213,7 +424,7 @@ pub fn output_limit(program: &Program) -> usize {
         .max()
         .unwrap_or(0);
     // A closest grant's value, once per unmatched mandate of the chain.
-    let chain = (0..program.mandates.len()).map(|leaf| program.chain(leaf).len()).max().unwrap_or(0);
+    let chain = chains.iter().map(Vec::len).max().unwrap_or(0);
     let requests = repeats.saturating_add(3).saturating_add(chain);
     let decision = fixed.saturating_add(requests.saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
@@ -252,17 +463,19 @@ pub struct RuleTrace {
 pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
     let Ok(req) = request::parse(request, Need::Call) else { return Vec::new() };
     let Some(call) = req.call.as_ref() else { return Vec::new() };
-    let (Some(tool), Some(leaf)) = (program.tool(&call.name), program.mandate(&req.mandate)) else {
+    let Some(tool) = program.tool(&call.name) else { return Vec::new() };
+    let Ok(under) = resolve(program, &req) else { return Vec::new() };
+    let Ok(chain) = Chain::of(program, &req, &under) else { return Vec::new() };
+    if chain.invalid.is_some() {
         return Vec::new();
-    };
-    let principal = program.mandates[leaf].principal.as_str();
-    let env = Env { program, request: &req, tool, listing: false, principal };
+    }
+    let chain_mandates = chain.mandates();
+    let principal = chain_mandates.first().map_or("", |root| root.principal.as_str());
+    let env = Env { program, request: &req, tool, listing: false, principal, instance: chain.instance.as_ref() };
     let empty = Json::Object(Map::new());
     let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
-    let chain = program.chain(leaf);
     let mut out = Vec::new();
-    for (position, &mandate_id) in chain.iter().enumerate() {
-        let mandate = &program.mandates[mandate_id];
+    for (position, &mandate) in chain_mandates.iter().enumerate() {
         for rule in mandate.rules.iter().filter(|r| program.covers(&r.target, tool)) {
             let kind = match rule.kind {
                 RuleKind::Allow => "allow",
@@ -278,7 +491,7 @@ pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
             let approval = match rule.kind {
                 RuleKind::Gate { approval, .. } => {
                     let kind = &program.approvals[approval];
-                    let (chosen, _) = judge_gate(kind, program, &chain[..=position], &req, call, &digest);
+                    let (chosen, _) = judge_gate(kind, &chain_mandates[..=position], &req, call, &digest);
                     chosen.map(|a| a.id.clone())
                 }
                 _ => None,
@@ -323,7 +536,15 @@ impl Tally {
     }
 
     /// Examines every mandate of the chain (root first; the order does not matter, everything is sorted later).
-    fn examine(&mut self, program: &Program, req: &Request, call: &Call, tool_id: ToolId, chain: &[usize]) {
+    fn examine(
+        &mut self,
+        program: &Program,
+        req: &Request,
+        call: &Call,
+        tool_id: ToolId,
+        chain: &[&Mandate],
+        instance: Option<&grants::Instance>,
+    ) {
         let tool = &program.tools[tool_id];
         if tool.administers_mandates {
             self.deny(err::SELF_MODIFICATION, None);
@@ -335,16 +556,15 @@ impl Tally {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
         // Every mandate of the chain acts for its root's principal (copied into each by the checker).
-        let principal = chain.first().map_or("", |&root| program.mandates[root].principal.as_str());
-        let env = Env { program, request: req, tool: tool_id, listing: false, principal };
+        let principal = chain.first().map_or("", |root| root.principal.as_str());
+        let env = Env { program, request: req, tool: tool_id, listing: false, principal, instance };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
-        for (position, &mandate_id) in chain.iter().enumerate() {
-            let mandate = &program.mandates[mandate_id];
+        for (position, &mandate) in chain.iter().enumerate() {
             // An approval counts for this mandate's gates only if issued under it or an ancestor: authority
             // flows down the chain, never up.
             let issuers = &chain[..=position];
-            if let Some((code, rule)) = validity(program, mandate, req.now) {
+            if let Some((code, rule)) = window_of(program, chain, position, instance, req.now) {
                 self.deny(code, Some(rule));
             }
             if let Some(rule) = stopped(program, mandate, req, tool, false) {
@@ -376,7 +596,7 @@ impl Tally {
                     RuleKind::Scope if result != Ok(true) => self.deny(err::SCOPE_OUTSIDE, Some(entry())),
                     RuleKind::Gate { approval, on_missing } if applies => {
                         let kind = &program.approvals[*approval];
-                        let (chosen, refused) = judge_gate(kind, program, issuers, req, call, &digest);
+                        let (chosen, refused) = judge_gate(kind, issuers, req, call, &digest);
                         if let Some(approval) = chosen {
                             let id = &approval.id;
                             if kind.single_use {
@@ -428,7 +648,7 @@ impl Tally {
         }
     }
 
-    fn into_decision(self, program: &Program, req: &Request, tool: ToolId, chain: &[usize]) -> Decision {
+    fn into_decision(self, program: &Program, req: &Request, tool: ToolId, chain: &[&Mandate]) -> Decision {
         let mut decision = Decision::deny(Vec::new(), program.hash.as_str());
         let outcome = if self.findings.iter().any(|f| f.outcome == Otherwise::Deny) {
             Some(Otherwise::Deny)
@@ -446,7 +666,7 @@ impl Tally {
                 if outcome == Otherwise::Escalate {
                     decision.outcome = Outcome::Escalate;
                     decision.missing_approvals = merged(self.missing);
-                    decision.escalate_to = chain.first().map(|&root| program.mandates[root].principal.clone());
+                    decision.escalate_to = chain.first().map(|root| root.principal.clone());
                 }
             }
             None => {
@@ -572,6 +792,39 @@ pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i128) -> Optio
     Some((code, deciding_rule(program, mandate, &text, mandate.valid_span)))
 }
 
+/// Whether `now` is outside the window of the mandate at `position` of `chain`: an instance's own window (its last
+/// mandate, when `instance` is given: instants of its values or the template's, named with them), else the
+/// mandate's ([`validity`]).
+pub(crate) fn window_of(
+    program: &Program,
+    chain: &[&Mandate],
+    position: usize,
+    instance: Option<&grants::Instance>,
+    now: i128,
+) -> Option<(&'static str, DecidingRule)> {
+    let mandate = chain[position];
+    let Some(instance) = instance.filter(|_| position + 1 == chain.len()) else {
+        return validity(program, mandate, now);
+    };
+    let code = if instance.valid_from.is_some_and(|from| now < from) {
+        err::NOT_YET_VALID
+    } else if instance.valid_until.is_some_and(|until| now >= until) {
+        err::EXPIRED
+    } else {
+        return None;
+    };
+    let mut text = String::from("valid");
+    if let Some(from) = instance.valid_from {
+        text.push_str(" from ");
+        text.push_str(&format_instant(from));
+    }
+    if let Some(until) = instance.valid_until {
+        text.push_str(" until ");
+        text.push_str(&format_instant(until));
+    }
+    Some((code, deciding_rule(program, mandate, &text, mandate.valid_span)))
+}
+
 /// How a mandate's validity window is named in decisions: `valid from … until …`.
 pub(crate) fn validity_text(mandate: &Mandate) -> String {
     let mut text = String::from("valid");
@@ -676,15 +929,14 @@ fn location(program: &Program, span: Span) -> String {
 /// sorted. `issuers`: the chain from the root down to the gate's mandate.
 fn judge_gate<'r>(
     kind: &ApprovalKind,
-    program: &Program,
-    issuers: &[usize],
+    issuers: &[&Mandate],
     req: &'r Request,
     call: &Call,
     digest: &str,
 ) -> (Option<&'r request::Approval>, Vec<RefusedApproval>) {
     let of_kind = req.approvals.iter().filter(|a| a.kind == kind.name);
     let judged: Vec<(&request::Approval, Option<Refusal>)> =
-        of_kind.map(|a| (a, refusal(a, kind, program, issuers, req, call, digest))).collect();
+        of_kind.map(|a| (a, refusal(a, kind, issuers, req, call, digest))).collect();
     let chosen = judged.iter().filter(|(_, refusal)| refusal.is_none()).map(|(a, _)| *a).min_by_key(|a| &a.id);
     let mut refused: Vec<RefusedApproval> = judged
         .into_iter()
@@ -698,8 +950,7 @@ fn judge_gate<'r>(
 fn refusal(
     approval: &request::Approval,
     kind: &ApprovalKind,
-    program: &Program,
-    issuers: &[usize],
+    issuers: &[&Mandate],
     req: &Request,
     call: &Call,
     digest: &str,
@@ -723,14 +974,14 @@ fn refusal(
     } else if let Some(binding) = unbound.next() {
         Refusal::BindingMismatch(binding)
     } else if kind.approvers.as_ref().is_some_and(|approvers| {
-        let principal = issuers.first().map_or("", |&root| program.mandates[root].principal.as_str());
+        let principal = issuers.first().map_or("", |root| root.principal.as_str());
         !approval
             .approved_by
             .as_deref()
             .is_some_and(|by| admits(approvers.principal, &approvers.ids, &approvers.prefixes, by, principal))
     }) {
         Refusal::WrongApprover
-    } else if !issuers.iter().any(|&m| program.mandates[m].name == approval.mandate) {
+    } else if !issuers.iter().any(|m| m.name == approval.mandate) {
         Refusal::WrongMandate
     } else {
         return None;

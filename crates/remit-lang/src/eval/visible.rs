@@ -9,8 +9,8 @@ use super::decision::{write_list, write_rule, write_strings, DecidingRule};
 use super::digest::write_string;
 use super::err;
 use super::request::{self, Need, Request};
-use super::{deciding_rule, lacks_scope, level_exceeded, otherwise_text, sorted_rules, stopped, validity};
-use crate::ir::{Program, RuleKind, ToolId};
+use super::{deciding_rule, lacks_scope, level_exceeded, otherwise_text, sorted_rules, stopped, window_of};
+use crate::ir::{Mandate, Program, RuleKind, ToolId};
 
 /// The tools of a program split into visible and hidden, each sorted by tool name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,17 +69,26 @@ pub fn visible_tools(program: &Program, request: &[u8]) -> Visibility {
             return hide_all(&reason);
         }
     };
-    let Some(leaf) = program.mandate(&req.mandate) else {
-        return hide_all(err::MANDATE_UNKNOWN);
+    let under = match super::resolve(program, &req) {
+        Ok(under) => under,
+        Err(decision) => return hide_all(decision.reasons.first().map_or(err::MANDATE_UNKNOWN, String::as_str)),
     };
-    if !super::is_holder(&program.mandates[leaf], &req.subject_id) {
+    let chain = match super::Chain::of(program, &req, &under) {
+        Ok(chain) => chain,
+        Err(decision) => return hide_all(decision.reasons.first().map_or(err::SUBJECT_NOT_HOLDER, String::as_str)),
+    };
+    if chain.invalid.is_some() {
+        return hide_all(err::GRANT_INVALID);
+    }
+    if !chain.holds(&req.subject_id) {
         return hide_all(err::SUBJECT_NOT_HOLDER);
     }
-    let chain = program.chain(leaf);
+    let instance = chain.instance.as_ref();
+    let chain = chain.mandates();
     let mut visibility = Visibility { visible: Vec::new(), hidden: Vec::new() };
     // `tool_index` is a BTreeMap: iteration is in name order.
     for (name, &tool) in &program.tool_index {
-        match hidden_because(program, &req, &chain, tool) {
+        match hidden_because(program, &req, &chain, instance, tool) {
             None => visibility.visible.push(name.clone()),
             Some((reason, rule)) => {
                 visibility.hidden.push(HiddenTool { tool: name.clone(), reason: reason.to_string(), rule })
@@ -93,7 +102,8 @@ pub fn visible_tools(program: &Program, request: &[u8]) -> Visibility {
 fn hidden_because(
     program: &Program,
     req: &Request,
-    chain: &[usize],
+    chain: &[&Mandate],
+    instance: Option<&super::grants::Instance>,
     tool_id: ToolId,
 ) -> Option<(&'static str, Option<DecidingRule>)> {
     let tool = &program.tools[tool_id];
@@ -103,10 +113,10 @@ fn hidden_because(
     if lacks_scope(tool, req) {
         return Some((err::SCOPE_MISSING, None));
     }
-    let mandates = || chain.iter().map(|&m| &program.mandates[m]);
+    let mandates = || chain.iter().copied();
     // Among several clauses giving the same reason, report the one a decision would list first.
     let first = |rules: Vec<DecidingRule>| sorted_rules(rules).into_iter().next();
-    let windows: Vec<_> = mandates().filter_map(|m| validity(program, m, req.now)).collect();
+    let windows: Vec<_> = (0..chain.len()).filter_map(|i| window_of(program, chain, i, instance, req.now)).collect();
     for code in [err::NOT_YET_VALID, err::EXPIRED] {
         let rules = windows.iter().filter(|(c, _)| *c == code).map(|(_, r)| r.clone()).collect();
         if let Some(rule) = first(rules) {
@@ -120,8 +130,8 @@ fn hidden_because(
         return Some((err::LEVEL_EXCEEDED, Some(rule)));
     }
 
-    let principal = chain.first().map_or("", |&root| program.mandates[root].principal.as_str());
-    let env = Env { program, request: req, tool: tool_id, listing: true, principal };
+    let principal = chain.first().map_or("", |root| root.principal.as_str());
+    let env = Env { program, request: req, tool: tool_id, listing: true, principal, instance };
     let mut forbidding = Vec::new();
     let mut unmatched = Vec::new();
     for mandate in mandates() {

@@ -157,6 +157,12 @@ fn preliminary(program: &Program, code: &str, tool: Option<usize>) -> Option<Str
         "tool.undeclared" => "the tool is not in the catalog: an undeclared tool is never allowed".into(),
         "mandate.unknown" => "`context.mandate` names no mandate of this policy".into(),
         "subject.not-holder" => "the subject does not hold the mandate".into(),
+        "mandate.ambiguous" => {
+            "the request names no mandate and its subject holds several (mandates or instances)".into()
+        }
+        "grant.invalid" => {
+            "the instance the request names is not within its template (its rule names the bound)".into()
+        }
         "mandate.self-modification" => format!("{tool_name} administers mandates: never grantable to an agent"),
         "credential.scope-missing" => {
             let scopes = tool.map(|t| program.tools[t].scopes.join("`, `")).unwrap_or_default();
