@@ -323,3 +323,8 @@ mod tests {
         assert_eq!(parse_duration("1é"), None);
     }
 }
+
+/// Empty or only white space (Unicode `White_Space`): such an identifier counts as absent.
+pub(crate) fn is_blank(text: &str) -> bool {
+    text.chars().all(char::is_whitespace)
+}

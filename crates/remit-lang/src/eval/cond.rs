@@ -29,7 +29,7 @@ pub(crate) struct Env<'a> {
     /// The principal of the request's mandate chain (`principal.ATTR` reads its attributes).
     pub principal: &'a str,
     /// The instance of a template the request is decided under, once checked: a parameter reads its value.
-    pub instance: Option<&'a super::grants::Instance>,
+    pub instance: Option<&'a super::instance::Instance>,
 }
 
 /// Evaluates `cond`. Every child is evaluated; an error in any child is the result (see the module header).

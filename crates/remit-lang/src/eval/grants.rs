@@ -7,65 +7,14 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use super::cond::{self, Env};
+use super::instance::Instance;
+pub use super::instance::{GrantInstance, MAX_INSTANCE_ID};
 use super::request::Request;
 use crate::ir::{Parent, Program, Template, TimeBound, Value};
 use crate::value::{format_instant, format_timestamp, parse_instant, NANOS_PER_SECOND};
-
-/// The longest instance id a request may carry (bytes): decisions name the instance, so its id is bounded like
-/// every other text a decision repeats.
-pub const MAX_INSTANCE_ID: usize = 128;
-
-/// One granted instance of a template, as the gateway stores it and fills it into a request's `context.grants`:
-/// `{"id", "version", "template", "principal", "holder", "params": {NAME: VALUE}, "granted": RFC 3339}`. Each
-/// parameter's value has the JSON encoding a tool argument of its type has (docs/requests.md): money
-/// `"12.50 USD"`, timestamps RFC 3339 strings, durations seconds or `"30d"`, sets arrays, enums and identities
-/// strings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GrantInstance {
-    pub id: String,
-    pub version: u64,
-    pub template: String,
-    pub principal: String,
-    pub holder: String,
-    #[serde(default)]
-    pub params: Map<String, Json>,
-    /// When it was granted (this version), RFC 3339, from the store's clock: the implicit parameter `granted`.
-    pub granted: String,
-}
-
-impl GrantInstance {
-    /// How decisions name the instance: `TEMPLATE/ID@VERSION` (`personal_shopping/g-1@3`).
-    pub fn name(&self) -> String {
-        format!("{}/{}@{}", self.template, self.id, self.version)
-    }
-
-    /// How a request names the instance in `context.mandate`: `TEMPLATE/ID` (any version: the one the gateway
-    /// fills is the current one).
-    pub fn reference(&self) -> String {
-        format!("{}/{}", self.template, self.id)
-    }
-
-    /// Reads one entry of `context.grants` strictly: an object whose `id` (1 to [`MAX_INSTANCE_ID`] bytes, not
-    /// blank), `template`, `principal`, `holder` and `granted` are strings, `version` a whole number ≥ 0 and
-    /// `params` an object (other keys are ignored). `None` for anything else: the request is malformed.
-    pub fn from_json(json: &Json) -> Option<GrantInstance> {
-        let object = json.as_object()?;
-        let text = |key: &str| object.get(key).and_then(Json::as_str).map(str::to_string);
-        let id = text("id").filter(|id| id.len() <= MAX_INSTANCE_ID && !super::request::is_blank(id))?;
-        Some(GrantInstance {
-            id,
-            version: object.get("version").and_then(Json::as_u64)?,
-            template: text("template")?,
-            principal: text("principal")?,
-            holder: text("holder")?,
-            params: object.get("params").and_then(Json::as_object).cloned()?,
-            granted: text("granted")?,
-        })
-    }
-}
 
 /// Why an instance is not within its template. Serialises as `{"problem", "field", "condition", "value"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,17 +87,6 @@ impl std::fmt::Display for GrantRefusal {
     }
 }
 
-/// An instance that passed [`check`]: its parameters decoded (the implicit `principal`, `holder` and `granted`
-/// included) and its window in nanoseconds.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Instance {
-    /// `TEMPLATE/ID@VERSION`.
-    pub name: String,
-    pub params: BTreeMap<String, Value>,
-    pub valid_from: Option<i128>,
-    pub valid_until: Option<i128>,
-}
-
 /// Checks `instance` against `template` of `program` as a grant is checked: everything [`check`] looks at (what
 /// every decision re-checks), and that its window has not ended at `now` (nanoseconds since the Unix epoch) and
 /// ends no later than its parent mandate's. The first problem found is the refusal.
@@ -210,7 +148,7 @@ pub(crate) fn check(
         return Err(refuse(GrantProblem::GrantedMalformed, "granted", "granted: timestamp".into(), value));
     };
     let open = template.principals.is_empty() && template.principal_prefixes.is_empty();
-    if super::request::is_blank(&instance.principal)
+    if crate::value::is_blank(&instance.principal)
         || !(open || super::holds(&template.principals, &template.principal_prefixes, &instance.principal))
     {
         let condition = patterns("for", &template.principals, &template.principal_prefixes);

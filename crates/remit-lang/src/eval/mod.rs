@@ -12,6 +12,7 @@ mod decision;
 mod digest;
 mod err;
 pub mod grants;
+mod instance;
 mod request;
 mod visible;
 
@@ -170,7 +171,7 @@ pub(crate) struct Chain<'p> {
     statics: Vec<&'p Mandate>,
     instance_mandate: Option<Mandate>,
     /// The checked instance, when the request is decided under one.
-    pub instance: Option<grants::Instance>,
+    pub instance: Option<instance::Instance>,
     /// The decision when the instance fails its check (`grant.invalid`).
     pub invalid: Option<Box<Decision>>,
 }
@@ -543,7 +544,7 @@ impl Tally {
         call: &Call,
         tool_id: ToolId,
         chain: &[&Mandate],
-        instance: Option<&grants::Instance>,
+        instance: Option<&instance::Instance>,
     ) {
         let tool = &program.tools[tool_id];
         if tool.administers_mandates {
@@ -799,7 +800,7 @@ pub(crate) fn window_of(
     program: &Program,
     chain: &[&Mandate],
     position: usize,
-    instance: Option<&grants::Instance>,
+    instance: Option<&instance::Instance>,
     now: i128,
 ) -> Option<(&'static str, DecidingRule)> {
     let mandate = chain[position];
@@ -990,7 +991,7 @@ fn refusal(
 
 /// `args.manifest` when it is a string that is not blank (a blank manifest binds nothing).
 fn manifest(call: &Call) -> Option<&str> {
-    call.argument("manifest").and_then(Json::as_str).filter(|m| !request::is_blank(m))
+    call.argument("manifest").and_then(Json::as_str).filter(|m| !crate::value::is_blank(m))
 }
 
 fn missing_approval(

@@ -7,7 +7,7 @@ use serde_json::{Map, Value as Json};
 
 use super::err;
 use crate::json::JsonError;
-use crate::value::{parse_instant, Decimal, DECIMAL_SCALE};
+use crate::value::{is_blank, parse_instant, Decimal, DECIMAL_SCALE};
 
 /// What the caller needs from the request: a tool call (`decide`) or only the subject and context (tool listing,
 /// where `action` is not read at all).
@@ -172,7 +172,7 @@ pub(crate) struct Request {
     /// `context.principals`: per principal id, its declared attributes (`{"user:dana": {"region": "eu"}}`).
     pub principals: Map<String, Json>,
     /// `context.grants`: the instances of templates the gateway filled for the subject (`None`: absent).
-    pub grants: Option<Vec<super::grants::GrantInstance>>,
+    pub grants: Option<Vec<super::instance::GrantInstance>>,
 }
 
 impl Request {
@@ -299,7 +299,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let grants = match context.get("grants") {
         None => None,
         Some(Json::Array(items)) => {
-            let read: Option<Vec<_>> = items.iter().map(super::grants::GrantInstance::from_json).collect();
+            let read: Option<Vec<_>> = items.iter().map(super::instance::GrantInstance::from_json).collect();
             if read.is_none() {
                 p.malformed("context.grants");
             }
@@ -510,11 +510,6 @@ fn stop(item: &Json) -> Option<Stop> {
         _ => return None,
     };
     Some(Stop::Object { id, level, on })
-}
-
-/// Empty or only white space (Unicode `White_Space`): such an identifier counts as absent.
-pub(crate) fn is_blank(text: &str) -> bool {
-    text.chars().all(char::is_whitespace)
 }
 
 /// A JSON integer (not `1.0`) as an exact decimal.

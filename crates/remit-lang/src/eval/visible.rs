@@ -103,7 +103,7 @@ fn hidden_because(
     program: &Program,
     req: &Request,
     chain: &[&Mandate],
-    instance: Option<&super::grants::Instance>,
+    instance: Option<&super::instance::Instance>,
     tool_id: ToolId,
 ) -> Option<(&'static str, Option<DecidingRule>)> {
     let tool = &program.tools[tool_id];

@@ -1,0 +1,75 @@
+//! The instances of templates a request carries (`context.grants`): their shape as the gateway stores and fills
+//! them ([`GrantInstance`]), and an instance once checked against its template ([`Instance`]), which conditions
+//! read their parameters from. Data only: the check itself is [`super::grants`], the reading of a request
+//! [`super::request`], so that neither imports the other back.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+use crate::ir::Value;
+
+/// The longest instance id a request may carry (bytes): decisions name the instance, so its id is bounded like
+/// every other text a decision repeats.
+pub const MAX_INSTANCE_ID: usize = 128;
+
+/// One granted instance of a template, as the gateway stores it and fills it into a request's `context.grants`:
+/// `{"id", "version", "template", "principal", "holder", "params": {NAME: VALUE}, "granted": RFC 3339}`. Each
+/// parameter's value has the JSON encoding a tool argument of its type has (docs/requests.md): money
+/// `"12.50 USD"`, timestamps RFC 3339 strings, durations seconds or `"30d"`, sets arrays, enums and identities
+/// strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantInstance {
+    pub id: String,
+    pub version: u64,
+    pub template: String,
+    pub principal: String,
+    pub holder: String,
+    #[serde(default)]
+    pub params: Map<String, Json>,
+    /// When it was granted (this version), RFC 3339, from the store's clock: the implicit parameter `granted`.
+    pub granted: String,
+}
+
+impl GrantInstance {
+    /// How decisions name the instance: `TEMPLATE/ID@VERSION` (`personal_shopping/g-1@3`).
+    pub fn name(&self) -> String {
+        format!("{}/{}@{}", self.template, self.id, self.version)
+    }
+
+    /// How a request names the instance in `context.mandate`: `TEMPLATE/ID` (any version: the one the gateway
+    /// fills is the current one).
+    pub fn reference(&self) -> String {
+        format!("{}/{}", self.template, self.id)
+    }
+
+    /// Reads one entry of `context.grants` strictly: an object whose `id` (1 to [`MAX_INSTANCE_ID`] bytes, not
+    /// blank), `template`, `principal`, `holder` and `granted` are strings, `version` a whole number ≥ 0 and
+    /// `params` an object (other keys are ignored). `None` for anything else: the request is malformed.
+    pub fn from_json(json: &Json) -> Option<GrantInstance> {
+        let object = json.as_object()?;
+        let text = |key: &str| object.get(key).and_then(Json::as_str).map(str::to_string);
+        let id = text("id").filter(|id| id.len() <= MAX_INSTANCE_ID && !crate::value::is_blank(id))?;
+        Some(GrantInstance {
+            id,
+            version: object.get("version").and_then(Json::as_u64)?,
+            template: text("template")?,
+            principal: text("principal")?,
+            holder: text("holder")?,
+            params: object.get("params").and_then(Json::as_object).cloned()?,
+            granted: text("granted")?,
+        })
+    }
+}
+
+/// An instance that passed [`super::grants::check`]: its parameters decoded (the implicit `principal`, `holder` and `granted`
+/// included) and its window in nanoseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Instance {
+    /// `TEMPLATE/ID@VERSION`.
+    pub name: String,
+    pub params: BTreeMap<String, Value>,
+    pub valid_from: Option<i128>,
+    pub valid_until: Option<i128>,
+}
