@@ -28,6 +28,8 @@ pub(crate) struct Env<'a> {
     pub listing: bool,
     /// The principal of the request's mandate chain (`principal.ATTR` reads its attributes).
     pub principal: &'a str,
+    /// The instance of a template the request is decided under, once checked: a parameter reads its value.
+    pub instance: Option<&'a super::grants::Instance>,
 }
 
 /// Evaluates `cond`. Every child is evaluated; an error in any child is the result (see the module header).
@@ -263,9 +265,12 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
             let json = request.principal_attribute(env.principal, name).ok_or(EvalError::Missing)?;
             declared(json, ty, env.program.principal_attributes.get(name), env.program)?
         }
-        // No mandate reads a template's parameter, and no instance is given yet: should one be read, it is mistyped
-        // (as the runtime reads an attribute code it does not know), so it fails closed.
-        Attr::Param(_) => return Err(EvalError::WrongType),
+        // A template's parameter: the checked instance's value. No mandate reads one; should one be read without an
+        // instance, it is mistyped (as the runtime reads an attribute code it does not know), so it fails closed.
+        Attr::Param(name) => match env.instance {
+            Some(instance) => instance.params.get(name).cloned().ok_or(EvalError::Missing)?,
+            None => return Err(EvalError::WrongType),
+        },
         // Both sides are read, left first: the first error is the result, whatever the other side holds.
         Attr::Compare(left, op, right, operand_ty) => {
             let left = fetch(left, operand_ty, env)?;
@@ -508,7 +513,7 @@ pub(crate) fn decode(json: &Json, ty: &Type, program: &Program) -> Result<Value,
 }
 
 /// Whether a money value (or an element of a set of money) is below zero.
-fn negative(value: &Value) -> bool {
+pub(crate) fn negative(value: &Value) -> bool {
     match value {
         Value::Money(money) => money.amount.0 < 0,
         Value::Set(items) => items.iter().any(negative),
@@ -673,7 +678,10 @@ mod tests {
 
     fn run(cond: &Cond, req: &Request) -> Result<bool, EvalError> {
         let program = program();
-        eval(cond, &Env { program: &program, request: req, tool: 0, listing: false, principal: "user:p" })
+        eval(
+            cond,
+            &Env { program: &program, request: req, tool: 0, listing: false, principal: "user:p", instance: None },
+        )
     }
 
     #[test]
@@ -779,7 +787,8 @@ mod tests {
     fn levels_compare_by_position() {
         let req = base("{}", "{}");
         let program = program();
-        let env = Env { program: &program, request: &req, tool: 0, listing: false, principal: "user:p" };
+        let env =
+            Env { program: &program, request: &req, tool: 0, listing: false, principal: "user:p", instance: None };
         let at_most = |l| atom(Attr::Level, Type::Level, Test::Compare(CompareOp::Le, Value::Level(l)));
         let level = program.tools[0].level;
         assert_eq!(eval(&at_most(level), &env), Ok(true));
@@ -814,7 +823,7 @@ mod tests {
         )
         .expect("listing request parses");
         let program = program();
-        let env = Env { program: &program, request: &req, tool: 0, listing: true, principal: "user:p" };
+        let env = Env { program: &program, request: &req, tool: 0, listing: true, principal: "user:p", instance: None };
         let on_arg = arg("to", Type::String, Test::Under("press@".into()));
         let on_ctx = atom(Attr::Context("region".into()), Type::String, Test::Under("eu".into()));
         let on_subject = atom(Attr::SubjectId, Type::String, Test::Under("agent:".into()));

@@ -11,6 +11,7 @@ mod cond;
 mod decision;
 mod digest;
 mod err;
+pub mod grants;
 mod request;
 mod visible;
 
@@ -71,7 +72,7 @@ fn decide_request(program: &Program, req: &Request) -> Decision {
     let Some(tool) = program.tool(&call.name) else {
         return Decision::deny(vec![err::TOOL_UNDECLARED.into()], policy);
     };
-    let Some(leaf) = program.mandate(&req.mandate) else {
+    let Some(leaf) = program.mandate(req.mandate.as_deref().unwrap_or("")) else {
         return Decision::deny(vec![err::MANDATE_UNKNOWN.into()], policy);
     };
     let chain = program.chain(leaf);
@@ -252,11 +253,12 @@ pub struct RuleTrace {
 pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
     let Ok(req) = request::parse(request, Need::Call) else { return Vec::new() };
     let Some(call) = req.call.as_ref() else { return Vec::new() };
-    let (Some(tool), Some(leaf)) = (program.tool(&call.name), program.mandate(&req.mandate)) else {
+    let (Some(tool), Some(leaf)) = (program.tool(&call.name), program.mandate(req.mandate.as_deref().unwrap_or("")))
+    else {
         return Vec::new();
     };
     let principal = program.mandates[leaf].principal.as_str();
-    let env = Env { program, request: &req, tool, listing: false, principal };
+    let env = Env { program, request: &req, tool, listing: false, principal, instance: None };
     let empty = Json::Object(Map::new());
     let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
     let chain = program.chain(leaf);
@@ -336,7 +338,7 @@ impl Tally {
         }
         // Every mandate of the chain acts for its root's principal (copied into each by the checker).
         let principal = chain.first().map_or("", |&root| program.mandates[root].principal.as_str());
-        let env = Env { program, request: req, tool: tool_id, listing: false, principal };
+        let env = Env { program, request: req, tool: tool_id, listing: false, principal, instance: None };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
         for (position, &mandate_id) in chain.iter().enumerate() {

@@ -33,7 +33,7 @@ pub(crate) struct RequestError {
 
 /// The fields a request is read by, as a decision names them (`fields`, docs/requests.md), in byte order: a set of
 /// them is a `u32` whose bit `i` is `FIELDS[i]`, listed in this order.
-pub(crate) const FIELDS: [&str; 25] = [
+pub(crate) const FIELDS: [&str; 26] = [
     "action",
     "action.arguments",
     "action.name",
@@ -43,6 +43,7 @@ pub(crate) const FIELDS: [&str; 25] = [
     "context.attributes",
     "context.counters",
     "context.facts",
+    "context.grants",
     "context.holidays",
     "context.mandate",
     "context.now",
@@ -148,7 +149,9 @@ pub(crate) struct Request {
     /// Always present for [`Need::Call`]; never read for [`Need::Listing`].
     pub call: Option<Call>,
     pub resource_id: Option<String>,
-    pub mandate: String,
+    /// `context.mandate`; `None` only when the request carries `context.grants` (the mandate is then resolved
+    /// by holder among the static mandates and the instances: `super::resolve`).
+    pub mandate: Option<String>,
     /// `context.now` in nanoseconds since the Unix epoch (`value::parse_instant`: a fraction and an offset allowed).
     pub now: i128,
     pub operation_id: Option<String>,
@@ -168,9 +171,38 @@ pub(crate) struct Request {
     pub holidays: Map<String, Json>,
     /// `context.principals`: per principal id, its declared attributes (`{"user:dana": {"region": "eu"}}`).
     pub principals: Map<String, Json>,
+    /// `context.grants`: the instances of templates the gateway filled for the subject (`None`: absent).
+    pub grants: Option<Vec<super::grants::GrantInstance>>,
 }
 
 impl Request {
+    /// A request that carries nothing: what a template's bounds are evaluated against (they read only the
+    /// instance's parameters).
+    pub(crate) fn blank() -> Request {
+        Request {
+            subject_id: String::new(),
+            credential_id: None,
+            scopes: None,
+            call: None,
+            resource_id: None,
+            mandate: None,
+            now: 0,
+            operation_id: None,
+            attempt: None,
+            approvals: Vec::new(),
+            stops: Vec::new(),
+            facts: Map::new(),
+            counters: Map::new(),
+            attributes: Map::new(),
+            subject_properties: Map::new(),
+            resource_properties: Map::new(),
+            relations: Map::new(),
+            holidays: Map::new(),
+            principals: Map::new(),
+            grants: None,
+        }
+    }
+
     /// `context.principals.PRINCIPAL.NAME`; `None` when absent, also when the principal's entry is not an object.
     pub(crate) fn principal_attribute(&self, principal: &str, name: &str) -> Option<&Json> {
         self.principals.get(principal)?.as_object()?.get(name)
@@ -215,7 +247,18 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let resource_properties = resource.and_then(|r| p.object(r, "resource.properties")).cloned().unwrap_or_default();
 
     let context = p.object(root, "context");
-    let mandate = p.required_string(root, "context", "mandate");
+    // With `context.grants` the mandate may be left to resolution by holder; without, it is required.
+    let mandate: Option<Option<String>> = match context {
+        Some(context) if context.contains_key("grants") => match context.get("mandate") {
+            None => Some(None),
+            Some(Json::String(name)) => Some(Some(name.clone())),
+            Some(_) => {
+                p.malformed("context.mandate");
+                None
+            }
+        },
+        _ => p.required_string(root, "context", "mandate").map(Some),
+    };
     let now = p.required_string(root, "context", "now").and_then(|text| {
         let parsed = parse_instant(&text);
         if parsed.is_none() {
@@ -251,6 +294,22 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let relations = p.object(context, "context.relations").cloned().unwrap_or_default();
     let holidays = p.object(context, "context.holidays").cloned().unwrap_or_default();
     let principals = p.object(context, "context.principals").cloned().unwrap_or_default();
+    // Every entry must be a well-formed instance (`GrantInstance::from_json`): one that is not is no instance
+    // anyone could be decided under, and the gateway never fills one, so the whole request is malformed.
+    let grants = match context.get("grants") {
+        None => None,
+        Some(Json::Array(items)) => {
+            let read: Option<Vec<_>> = items.iter().map(super::grants::GrantInstance::from_json).collect();
+            if read.is_none() {
+                p.malformed("context.grants");
+            }
+            read
+        }
+        Some(_) => {
+            p.malformed("context.grants");
+            None
+        }
+    };
 
     if p.error.is_error() {
         return Err(p.error);
@@ -282,6 +341,7 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
         relations,
         holidays,
         principals,
+        grants,
     })
 }
 

@@ -69,7 +69,7 @@ pub fn visible_tools(program: &Program, request: &[u8]) -> Visibility {
             return hide_all(&reason);
         }
     };
-    let Some(leaf) = program.mandate(&req.mandate) else {
+    let Some(leaf) = program.mandate(req.mandate.as_deref().unwrap_or("")) else {
         return hide_all(err::MANDATE_UNKNOWN);
     };
     if !super::is_holder(&program.mandates[leaf], &req.subject_id) {
@@ -121,7 +121,7 @@ fn hidden_because(
     }
 
     let principal = chain.first().map_or("", |&root| program.mandates[root].principal.as_str());
-    let env = Env { program, request: req, tool: tool_id, listing: true, principal };
+    let env = Env { program, request: req, tool: tool_id, listing: true, principal, instance: None };
     let mut forbidding = Vec::new();
     let mut unmatched = Vec::new();
     for mandate in mandates() {

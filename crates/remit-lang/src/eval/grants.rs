@@ -1,0 +1,492 @@
+//! Instances of templates (mandates granted at run time, docs/grants-design.md): the shape one instance has in a
+//! request's `context.grants` and in the gateway's store, and the check that it lies within its template — the
+//! parameters' types, the bounds (evaluated by the interpreter's condition code), the principal and holder patterns
+//! and the validity window. The gateway runs [`validate_instance`] when someone grants; every decision runs the same
+//! check again on the instance it is given ([`check`]), and an instance that fails it is decided `grant.invalid`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+use super::cond::{self, Env};
+use super::request::Request;
+use crate::ir::{Parent, Program, Template, TimeBound, Value};
+use crate::value::{format_instant, format_timestamp, parse_instant, NANOS_PER_SECOND};
+
+/// The longest instance id a request may carry (bytes): decisions name the instance, so its id is bounded like
+/// every other text a decision repeats.
+pub const MAX_INSTANCE_ID: usize = 128;
+
+/// One granted instance of a template, as the gateway stores it and fills it into a request's `context.grants`:
+/// `{"id", "version", "template", "principal", "holder", "params": {NAME: VALUE}, "granted": RFC 3339}`. Each
+/// parameter's value has the JSON encoding a tool argument of its type has (docs/requests.md): money
+/// `"12.50 USD"`, timestamps RFC 3339 strings, durations seconds or `"30d"`, sets arrays, enums and identities
+/// strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantInstance {
+    pub id: String,
+    pub version: u64,
+    pub template: String,
+    pub principal: String,
+    pub holder: String,
+    #[serde(default)]
+    pub params: Map<String, Json>,
+    /// When it was granted (this version), RFC 3339, from the store's clock: the implicit parameter `granted`.
+    pub granted: String,
+}
+
+impl GrantInstance {
+    /// How decisions name the instance: `TEMPLATE/ID@VERSION` (`personal_shopping/g-1@3`).
+    pub fn name(&self) -> String {
+        format!("{}/{}@{}", self.template, self.id, self.version)
+    }
+
+    /// How a request names the instance in `context.mandate`: `TEMPLATE/ID` (any version: the one the gateway
+    /// fills is the current one).
+    pub fn reference(&self) -> String {
+        format!("{}/{}", self.template, self.id)
+    }
+
+    /// Reads one entry of `context.grants` strictly: an object whose `id` (1 to [`MAX_INSTANCE_ID`] bytes, not
+    /// blank), `template`, `principal`, `holder` and `granted` are strings, `version` a whole number ≥ 0 and
+    /// `params` an object (other keys are ignored). `None` for anything else: the request is malformed.
+    pub fn from_json(json: &Json) -> Option<GrantInstance> {
+        let object = json.as_object()?;
+        let text = |key: &str| object.get(key).and_then(Json::as_str).map(str::to_string);
+        let id = text("id").filter(|id| id.len() <= MAX_INSTANCE_ID && !super::request::is_blank(id))?;
+        Some(GrantInstance {
+            id,
+            version: object.get("version").and_then(Json::as_u64)?,
+            template: text("template")?,
+            principal: text("principal")?,
+            holder: text("holder")?,
+            params: object.get("params").and_then(Json::as_object).cloned()?,
+            granted: text("granted")?,
+        })
+    }
+}
+
+/// Why an instance is not within its template. Serialises as `{"problem", "field", "condition", "value"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantRefusal {
+    pub problem: GrantProblem,
+    /// What is wrong: `params.NAME`, `principal`, `holder`, `granted`, `template`, `valid` (the window).
+    pub field: String,
+    /// The clause it fails, in the language's words: the bound as written (`cap > 0 USD and cap <= 500 USD`), the
+    /// parameter's declaration (`cap: money`), the pattern (`holder under "agent:"`), the window
+    /// (`valid until until`).
+    pub condition: String,
+    /// The instance's value of the field as canonical JSON (absent when the field is).
+    pub value: Option<String>,
+}
+
+/// The kinds of [`GrantRefusal`], in the order the check looks for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GrantProblem {
+    /// The instance names another template than the one it is checked against.
+    TemplateMismatch,
+    /// The template hangs under a template: instances of those are not decided yet (sub-delegation).
+    ParentTemplate,
+    /// `granted` is not an RFC 3339 timestamp.
+    GrantedMalformed,
+    /// The principal is blank, or not admitted by the template's `for`.
+    PrincipalNotAdmitted,
+    /// The holder is not admitted by the template's `holder`.
+    HolderNotAdmitted,
+    /// A parameter the template declares has no value.
+    ParamMissing,
+    /// A value for a parameter the template does not declare.
+    ParamUnknown,
+    /// A parameter's value is not of its type (negative money of a parameter not declared `signed` included).
+    ParamMistyped,
+    /// A bound is false, or cannot be evaluated, for the instance's values.
+    BoundFailed,
+    /// The window is empty (it ends before it begins) or ends after its parent's.
+    WindowInvalid,
+    /// The window has ended at the time of the check (only [`validate_instance`] looks: a decision on an instance
+    /// whose window has ended is `mandate.expired`, as for any mandate).
+    WindowEnded,
+}
+
+impl GrantProblem {
+    pub fn code(self) -> &'static str {
+        match self {
+            GrantProblem::TemplateMismatch => "template-mismatch",
+            GrantProblem::ParentTemplate => "parent-template",
+            GrantProblem::GrantedMalformed => "granted-malformed",
+            GrantProblem::PrincipalNotAdmitted => "principal-not-admitted",
+            GrantProblem::HolderNotAdmitted => "holder-not-admitted",
+            GrantProblem::ParamMissing => "param-missing",
+            GrantProblem::ParamUnknown => "param-unknown",
+            GrantProblem::ParamMistyped => "param-mistyped",
+            GrantProblem::BoundFailed => "bound-failed",
+            GrantProblem::WindowInvalid => "window-invalid",
+            GrantProblem::WindowEnded => "window-ended",
+        }
+    }
+}
+
+impl std::fmt::Display for GrantRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: `{}` fails `{}`", self.problem.code(), self.field, self.condition)?;
+        if let Some(value) = &self.value {
+            write!(f, " (value `{value}`)")?;
+        }
+        Ok(())
+    }
+}
+
+/// An instance that passed [`check`]: its parameters decoded (the implicit `principal`, `holder` and `granted`
+/// included) and its window in nanoseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Instance {
+    /// `TEMPLATE/ID@VERSION`.
+    pub name: String,
+    pub params: BTreeMap<String, Value>,
+    pub valid_from: Option<i128>,
+    pub valid_until: Option<i128>,
+}
+
+/// Checks `instance` against `template` of `program` as a grant is checked: everything [`check`] looks at (what
+/// every decision re-checks), and that its window has not ended at `now` (nanoseconds since the Unix epoch) and
+/// ends no later than its parent mandate's. The first problem found is the refusal.
+pub fn validate_instance(
+    program: &Program,
+    template: &Template,
+    instance: &GrantInstance,
+    now: i128,
+) -> Result<(), GrantRefusal> {
+    let checked = check(program, template, instance)?;
+    let window = || GrantRefusal {
+        problem: GrantProblem::WindowEnded,
+        field: "valid".into(),
+        condition: window_text(template),
+        value: checked.valid_until.map(|t| quoted(&format_instant(t))),
+    };
+    if let Some(until) = checked.valid_until {
+        if until <= now {
+            return Err(window());
+        }
+        let parent = match template.parent {
+            Parent::Mandate(parent) => program.expires_at(parent),
+            Parent::Template(_) => None,
+        };
+        if parent.is_some_and(|p| until > i128::from(p) * NANOS_PER_SECOND) {
+            return Err(GrantRefusal { problem: GrantProblem::WindowInvalid, ..window() });
+        }
+    }
+    Ok(())
+}
+
+/// The check every decision runs on the instance it is given (and [`validate_instance`] at grant time), in this
+/// order: the template's name; its parent is a mandate; `granted` is a timestamp; the principal (not blank, admitted
+/// by `for`; anyone when `for` is not written) and the holder (admitted by `holder`); each declared parameter in
+/// declaration order has a value of its type; no value for an undeclared one (the first by name); each bound in
+/// declaration order holds (an error evaluating it fails it); the window does not end before it begins.
+pub(crate) fn check(
+    program: &Program,
+    template: &Template,
+    instance: &GrantInstance,
+) -> Result<Instance, GrantRefusal> {
+    let refuse = |problem, field: &str, condition: String, value: Option<String>| GrantRefusal {
+        problem,
+        field: field.to_string(),
+        condition,
+        value,
+    };
+    if instance.template != template.name {
+        let value = Some(quoted(&instance.template));
+        return Err(refuse(GrantProblem::TemplateMismatch, "template", format!("template {}", template.name), value));
+    }
+    if let Parent::Template(parent) = template.parent {
+        let under = program.templates.get(parent).map_or("", |t| t.name.as_str());
+        let condition = format!("template {} under {under}", template.name);
+        return Err(refuse(GrantProblem::ParentTemplate, "template", condition, Some(quoted(&template.name))));
+    }
+    let Some(granted) = parse_instant(&instance.granted) else {
+        let value = Some(quoted(&instance.granted));
+        return Err(refuse(GrantProblem::GrantedMalformed, "granted", "granted: timestamp".into(), value));
+    };
+    let open = template.principals.is_empty() && template.principal_prefixes.is_empty();
+    if super::request::is_blank(&instance.principal)
+        || !(open || super::holds(&template.principals, &template.principal_prefixes, &instance.principal))
+    {
+        let condition = patterns("for", &template.principals, &template.principal_prefixes);
+        return Err(refuse(
+            GrantProblem::PrincipalNotAdmitted,
+            "principal",
+            condition,
+            Some(quoted(&instance.principal)),
+        ));
+    }
+    if !super::holds(&template.holders, &template.holder_prefixes, &instance.holder) {
+        let condition = patterns("holder", &template.holders, &template.holder_prefixes);
+        return Err(refuse(GrantProblem::HolderNotAdmitted, "holder", condition, Some(quoted(&instance.holder))));
+    }
+    let mut params = BTreeMap::new();
+    params.insert("principal".to_string(), Value::String(instance.principal.clone()));
+    params.insert("holder".to_string(), Value::String(instance.holder.clone()));
+    params.insert("granted".to_string(), Value::Timestamp(granted));
+    let blank = Request::blank();
+    for param in &template.params {
+        let field = format!("params.{}", param.name);
+        let declaration = format!("{}: {}", param.name, param.ty.display());
+        let Some(json) = instance.params.get(&param.name) else {
+            return Err(refuse(GrantProblem::ParamMissing, &field, declaration, None));
+        };
+        let decoded =
+            cond::decode(json, &param.ty, program).ok().filter(|value| param.signed || !cond::negative(value));
+        let Some(value) = decoded else {
+            return Err(refuse(GrantProblem::ParamMistyped, &field, declaration, Some(canonical(json))));
+        };
+        params.insert(param.name.clone(), value);
+    }
+    if let Some(name) = instance.params.keys().filter(|k| template.param(k).is_none()).min() {
+        let declared = template.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
+        let condition = format!("{}({declared})", template.name);
+        let value = instance.params.get(name).map(canonical);
+        return Err(refuse(GrantProblem::ParamUnknown, &format!("params.{name}"), condition, value));
+    }
+    let checked = Instance { name: instance.name(), params, valid_from: None, valid_until: None };
+    let env = Env { program, request: &blank, tool: 0, listing: false, principal: "", instance: Some(&checked) };
+    for param in &template.params {
+        if cond::eval(&param.bound, &env) != Ok(true) {
+            let field = format!("params.{}", param.name);
+            let condition = param.bound_text.clone().unwrap_or_else(|| "true".into());
+            let value = instance.params.get(&param.name).map(canonical);
+            return Err(refuse(GrantProblem::BoundFailed, &field, condition, value));
+        }
+    }
+    let instant = |bound: &Option<TimeBound>| match bound {
+        None => None,
+        Some(TimeBound::At(at)) => Some(i128::from(*at) * NANOS_PER_SECOND),
+        Some(TimeBound::Param(name)) => match checked.params.get(name) {
+            Some(Value::Timestamp(at)) => Some(*at),
+            _ => None,
+        },
+    };
+    let (valid_from, valid_until) = (instant(&template.valid_from), instant(&template.valid_until));
+    if let (Some(from), Some(until)) = (valid_from, valid_until) {
+        if until <= from {
+            let value = Some(quoted(&format_instant(until)));
+            return Err(refuse(GrantProblem::WindowInvalid, "valid", window_text(template), value));
+        }
+    }
+    Ok(Instance { valid_from, valid_until, ..checked })
+}
+
+/// A template's window as written: `valid from 2026-01-01T00:00:00Z until until`.
+pub(crate) fn window_text(template: &Template) -> String {
+    let bound = |b: &TimeBound| match b {
+        TimeBound::At(at) => format_timestamp(*at),
+        TimeBound::Param(name) => name.clone(),
+    };
+    let mut text = String::from("valid");
+    if let Some(from) = &template.valid_from {
+        text.push_str(" from ");
+        text.push_str(&bound(from));
+    }
+    if let Some(until) = &template.valid_until {
+        text.push_str(" until ");
+        text.push_str(&bound(until));
+    }
+    text
+}
+
+/// `holder "a", under "agent:"`: a pattern clause as written (ids, then prefixes).
+fn patterns(keyword: &str, ids: &[String], prefixes: &[String]) -> String {
+    let items: Vec<String> =
+        ids.iter().map(|id| quoted(id)).chain(prefixes.iter().map(|p| format!("under {}", quoted(p)))).collect();
+    if items.is_empty() {
+        return format!("{keyword} nobody");
+    }
+    format!("{keyword} {}", items.join(", "))
+}
+
+fn quoted(text: &str) -> String {
+    let mut out = String::new();
+    super::digest::write_string(&mut out, text);
+    out
+}
+
+fn canonical(json: &Json) -> String {
+    let mut out = String::new();
+    super::digest::write_canonical(&mut out, json);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const POLICY: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  holder under "agent:"
+  valid from 2026-01-01T00:00:00Z until 2030-01-01T00:00:00Z
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(
+  merchants: set<string> where merchants within ["acme", "globex"],
+  cap: money where cap > 0 USD and cap <= 500 USD,
+  until: timestamp where until - granted <= 30d,
+) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  valid until until
+  otherwise escalate
+  allow pay where args.merchant in merchants and args.amount <= cap
+}
+"#;
+
+    fn program() -> Program {
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        let checked = crate::check::check(sources);
+        checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics))
+    }
+
+    fn instance(params: Json) -> GrantInstance {
+        serde_json::from_value(json!({
+            "id": "g-1", "version": 3, "template": "shopping", "principal": "user:dana", "holder": "agent:shopper",
+            "params": params, "granted": "2026-11-30T12:00:00Z",
+        }))
+        .expect("an instance")
+    }
+
+    fn valid() -> Json {
+        json!({"merchants": ["acme"], "cap": "40.00 USD", "until": "2026-12-10T00:00:00Z"})
+    }
+
+    const NOW: i128 = 1_796_126_400 * NANOS_PER_SECOND; // 2026-12-01T12:00:00Z
+
+    fn refusal(program: &Program, instance: &GrantInstance) -> GrantRefusal {
+        validate_instance(program, &program.templates[0], instance, NOW).expect_err("refused")
+    }
+
+    #[test]
+    fn an_instance_within_its_bounds_is_valid_and_named_with_its_version() {
+        let program = program();
+        let inst = instance(valid());
+        assert_eq!(validate_instance(&program, &program.templates[0], &inst, NOW), Ok(()));
+        assert_eq!(inst.name(), "shopping/g-1@3");
+        assert_eq!(inst.reference(), "shopping/g-1");
+        let checked = check(&program, &program.templates[0], &inst).unwrap();
+        assert_eq!(checked.params["cap"], Value::Money(crate::value::Money::parse("40.00 USD").unwrap()));
+        assert_eq!(checked.valid_until, parse_instant("2026-12-10T00:00:00Z"));
+        // The JSON shape round-trips.
+        let text = serde_json::to_string(&inst).unwrap();
+        assert_eq!(serde_json::from_str::<GrantInstance>(&text).unwrap(), inst);
+        assert_eq!(GrantInstance::from_json(&serde_json::to_value(&inst).unwrap()), Some(inst));
+    }
+
+    #[test]
+    fn a_bound_that_fails_is_named_with_the_value() {
+        let program = program();
+        let mut params = valid();
+        params["cap"] = json!("600.00 USD");
+        let r = refusal(&program, &instance(params));
+        assert_eq!(r.problem, GrantProblem::BoundFailed);
+        assert_eq!(r.field, "params.cap");
+        assert_eq!(r.condition, "cap > 0 USD and cap <= 500 USD");
+        assert_eq!(r.value.as_deref(), Some("\"600.00 USD\""));
+        let mut params = valid();
+        params["merchants"] = json!(["acme", "initech"]);
+        let r = refusal(&program, &instance(params));
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::BoundFailed, "params.merchants"));
+        assert_eq!(r.value.as_deref(), Some("[\"acme\",\"initech\"]"));
+        // A bound over `granted`: 31 days after the grant is past `until - granted <= 30d`.
+        let mut params = valid();
+        params["until"] = json!("2026-12-31T12:00:01Z");
+        let r = refusal(&program, &instance(params));
+        assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::BoundFailed, "until - granted <= 30d"));
+        assert_eq!(
+            r.to_string(),
+            "bound-failed: `params.until` fails `until - granted <= 30d` (value `\"2026-12-31T12:00:01Z\"`)"
+        );
+    }
+
+    #[test]
+    fn types_missing_and_undeclared_parameters_are_refused() {
+        let program = program();
+        let mut params = valid();
+        params["cap"] = json!(40);
+        let r = refusal(&program, &instance(params));
+        assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::ParamMistyped, "cap: money"));
+        let mut params = valid();
+        params["cap"] = json!("-1.00 USD");
+        assert_eq!(refusal(&program, &instance(params)).problem, GrantProblem::ParamMistyped);
+        let mut params = valid();
+        params.as_object_mut().unwrap().remove("until");
+        let r = refusal(&program, &instance(params));
+        assert_eq!((r.problem, r.field.as_str(), r.value), (GrantProblem::ParamMissing, "params.until", None));
+        let mut params = valid();
+        params["colour"] = json!("red");
+        let r = refusal(&program, &instance(params));
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::ParamUnknown, "params.colour"));
+        let mut inst = instance(valid());
+        inst.granted = "yesterday".into();
+        assert_eq!(refusal(&program, &inst).problem, GrantProblem::GrantedMalformed);
+    }
+
+    #[test]
+    fn principal_and_holder_must_match_the_templates_patterns() {
+        let program = program();
+        let mut inst = instance(valid());
+        inst.holder = "robot:x".into();
+        let r = refusal(&program, &inst);
+        assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::HolderNotAdmitted, "holder under \"agent:\""));
+        inst.holder = "agent:a/../x".into();
+        assert_eq!(refusal(&program, &inst).problem, GrantProblem::HolderNotAdmitted);
+        let mut inst = instance(valid());
+        inst.principal = "org:acme".into();
+        let r = refusal(&program, &inst);
+        assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::PrincipalNotAdmitted, "for under \"user:\""));
+        let mut inst = instance(valid());
+        inst.template = "other".into();
+        assert_eq!(refusal(&program, &inst).problem, GrantProblem::TemplateMismatch);
+    }
+
+    #[test]
+    fn a_window_that_has_ended_or_outlives_the_parent_is_refused_at_grant_time_only() {
+        let program = program();
+        let mut params = valid();
+        params["until"] = json!("2026-12-01T00:00:00Z");
+        let inst = instance(params);
+        let r = refusal(&program, &inst);
+        assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::WindowEnded, "valid until until"));
+        // A decision re-checks the rest, and decides the window as it decides any mandate's (`mandate.expired`).
+        assert!(check(&program, &program.templates[0], &inst).is_ok());
+        let later = 1_893_000_000 * NANOS_PER_SECOND; // 2029-12-26
+        let mut inst = instance(json!({"merchants": [], "cap": "1.00 USD", "until": "2030-01-20T00:00:00Z"}));
+        inst.granted = "2029-12-25T00:00:00Z".into();
+        let r = validate_instance(&program, &program.templates[0], &inst, later).unwrap_err();
+        assert_eq!(r.problem, GrantProblem::WindowInvalid);
+    }
+
+    #[test]
+    fn entries_of_context_grants_are_read_strictly() {
+        let good = serde_json::to_value(instance(valid())).unwrap();
+        assert!(GrantInstance::from_json(&good).is_some());
+        for (key, bad) in [
+            ("version", json!(-1)),
+            ("version", json!("3")),
+            ("id", json!("")),
+            ("id", json!("x".repeat(MAX_INSTANCE_ID + 1))),
+            ("params", json!([])),
+            ("holder", json!(null)),
+        ] {
+            let mut entry = good.clone();
+            entry[key] = bad;
+            assert_eq!(GrantInstance::from_json(&entry), None, "{key}");
+        }
+    }
+}
