@@ -393,7 +393,8 @@ fn grants_used(entries: &[LogEntry], b: &serde_json::Value) -> Vec<String> {
         b["decision"]["mandate_chain"].as_array().into_iter().flatten().filter_map(|m| m.as_str()).collect();
     let mut out = Vec::new();
     for g in b["request"]["context"]["grants"].as_array().into_iter().flatten() {
-        let (Some(id), Some(version), Some(template)) = (g["id"].as_str(), g["version"].as_u64(), g["template"].as_str())
+        let (Some(id), Some(version), Some(template)) =
+            (g["id"].as_str(), g["version"].as_u64(), g["template"].as_str())
         else {
             continue;
         };

@@ -1318,15 +1318,23 @@ async fn grants_grant(State(app): Shared, headers: HeaderMap, body: Bytes) -> Re
 }
 
 /// `GET /v1/grants?principal=…&holder=…`: the current versions the caller may see.
-async fn grants_list(State(app): Shared, headers: HeaderMap, Query(query): Query<BTreeMap<String, String>>) -> Response {
+async fn grants_list(
+    State(app): Shared,
+    headers: HeaderMap,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response {
     let (identity, admin) = match grants_caller(&app, &headers) {
         Ok(caller) => caller,
         Err(response) => return response,
     };
     let gateway = app.gateway.clone();
     grants_call(StatusCode::OK, move || {
-        let grants =
-            gateway.grants(&identity, admin, query.get("principal").map(String::as_str), query.get("holder").map(String::as_str))?;
+        let grants = gateway.grants(
+            &identity,
+            admin,
+            query.get("principal").map(String::as_str),
+            query.get("holder").map(String::as_str),
+        )?;
         Ok(json!({"grants": grants}))
     })
     .await
@@ -1339,8 +1347,10 @@ async fn grants_show(State(app): Shared, headers: HeaderMap, Path(id): Path<Stri
         Err(response) => return response,
     };
     let gateway = app.gateway.clone();
-    grants_call(StatusCode::OK, move || Ok(json!({"id": id, "versions": gateway.grant_history(&identity, admin, &id)?})))
-        .await
+    grants_call(StatusCode::OK, move || {
+        Ok(json!({"id": id, "versions": gateway.grant_history(&identity, admin, &id)?}))
+    })
+    .await
 }
 
 /// `PUT /v1/grants/{id}` with `{params}`: a new version.

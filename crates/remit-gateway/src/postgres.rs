@@ -1621,7 +1621,16 @@ impl Tx for PgTx<'_> {
             "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
              WHERE id = $1 AND current"
         };
-        self.query(sql, &[&id])?.iter().map(grant_of).next().transpose()
+        let found = self.query(sql, &[&id])?.iter().map(grant_of).next().transpose()?;
+        if found.is_none() && self.writes {
+            // Under READ COMMITTED a row changed by another replica while this one waited for its lock is not
+            // current any more, and its successor is not in this statement's snapshot: a conflict (the core tries
+            // again, and then reads the successor), not an instance that does not exist.
+            if self.query_opt("SELECT 1 FROM grants WHERE id = $1 LIMIT 1", &[&id])?.is_some() {
+                return Err(StoreError::conflict(format!("the grant `{id}` changed meanwhile")));
+            }
+        }
+        Ok(found)
     }
 
     fn grant_history(&mut self, id: &str) -> StoreResult<Vec<GrantRecord>> {

@@ -27,7 +27,10 @@ pub enum GrantError {
     Forbidden(String),
     /// The instance is not within its template (`422`): `refusal` names the failing clause (`problem`, `field`,
     /// `condition`, `value`).
-    Refused { message: String, refusal: Json },
+    Refused {
+        message: String,
+        refusal: Json,
+    },
     /// The instance was revoked already (`409`).
     Revoked(String),
     /// The gateway cannot check instances of this policy (`501`): it has no checked program (a `.wasm` or a
@@ -72,13 +75,6 @@ pub fn may_grant(template: &TemplateMeta, principal: &str, identity: &str) -> bo
     identity == principal || remit_lang::eval::admits(by.principal, &by.ids, &by.prefixes, identity, principal)
 }
 
-/// `for …` as written, for a refusal.
-fn pattern_text(keyword: &str, ids: &[String], prefixes: &[String]) -> String {
-    let mut parts: Vec<String> = ids.iter().map(|id| format!("{id:?}")).collect();
-    parts.extend(prefixes.iter().map(|p| format!("under {p:?}")));
-    format!("{keyword} {}", parts.join(", "))
-}
-
 impl Gateway {
     /// The template `name` of the policy served, and whether the gateway may check instances of it.
     fn template(&self, name: &str) -> Result<TemplateMeta, GrantError> {
@@ -97,41 +93,41 @@ impl Gateway {
         Ok(template.clone())
     }
 
-    /// Checks an instance against its template: the principal (`for`) and the holder (`holder`) from the metadata,
-    /// then everything else the interpreter checks — parameters' types and bounds, the window inside the parent's
-    /// — on the checked program.
-    fn check_instance(&self, template: &TemplateMeta, record: &GrantRecord) -> Result<(), GrantError> {
-        let admitted = |ids: &[String], prefixes: &[String], who: &str| {
-            (ids.is_empty() && prefixes.is_empty()) || remit_lang::eval::holds(ids, prefixes, who)
+    /// Checks an instance against its template as the interpreter does (`remit_lang::eval::grants::
+    /// validate_instance`, the check every decision runs again): the principal (`for`) and holder (`holder`), each
+    /// parameter's type, the bounds (by the interpreter's condition code), the window inside the parent's and not
+    /// ended at `now`. It needs the checked program: a gateway serving a `.wasm` or a bundle has none (`501`).
+    fn check_instance(&self, record: &GrantRecord, now: i64) -> Result<(), GrantError> {
+        let policy = self.policy();
+        let Some(program) = &policy.program else {
+            return Err(GrantError::Unavailable(
+                "checking an instance needs the policy's sources: this gateway serves a module or a bundle".into(),
+            ));
         };
-        if record.principal.trim().is_empty()
-            || !admitted(&template.principals, &template.principal_prefixes, &record.principal)
-        {
-            let condition = pattern_text("for", &template.principals, &template.principal_prefixes);
-            return Err(refused("principal-not-admitted", "principal", &condition, Some(&record.principal)));
-        }
-        if record.holder.trim().is_empty() || !remit_lang::eval::holds(&template.holders, &template.holder_prefixes, &record.holder) {
-            let condition = pattern_text("holder", &template.holders, &template.holder_prefixes);
-            return Err(refused("holder-not-admitted", "holder", &condition, Some(&record.holder)));
-        }
-        // An identity that holds a mandate of the policy is an agent: it never grants (as it never approves).
-        self.check_params(template, record)
-    }
-
-    /// The parameters, bounds and window of an instance.
-    fn check_params(&self, template: &TemplateMeta, record: &GrantRecord) -> Result<(), GrantError> {
-        // TODO(grantseval): `remit_lang::eval::grants::validate_instance` once merged.
-        for param in &template.params {
-            if !record.params.contains_key(&param.name) {
-                let condition = format!("{}: {}", param.name, param.ty);
-                return Err(refused("param-missing", &format!("params.{}", param.name), &condition, None));
+        let Some(template) = program.templates.iter().find(|t| t.name == record.template) else {
+            return Err(refused(
+                "unknown-template",
+                "template",
+                "a template of the policy served",
+                Some(&record.template),
+            ));
+        };
+        let instance = remit_lang::eval::grants::GrantInstance {
+            id: record.id.clone(),
+            version: record.version,
+            template: record.template.clone(),
+            principal: record.principal.clone(),
+            holder: record.holder.clone(),
+            params: record.params.clone(),
+            granted: remit_lang::value::format_timestamp(record.granted_at),
+        };
+        let now = i128::from(now) * remit_lang::value::NANOS_PER_SECOND;
+        remit_lang::eval::grants::validate_instance(program, template, &instance, now).map_err(|refusal| {
+            GrantError::Refused {
+                message: refusal.to_string(),
+                refusal: serde_json::to_value(&refusal).expect("plain data serializes"),
             }
-        }
-        if let Some(name) = record.params.keys().find(|k| !template.params.iter().any(|p| &p.name == *k)) {
-            let value = record.params[name].to_string();
-            return Err(refused("param-unknown", &format!("params.{name}"), "a parameter of the template", Some(&value)));
-        }
-        Ok(())
+        })
     }
 
     /// Grants an instance: checked, stored as version 1 and logged (`grant`) in one transaction; it is filled into
@@ -157,7 +153,7 @@ impl Gateway {
             granted_at: now,
             revoked_at: None,
         };
-        self.check_instance(&template, &record)?;
+        self.check_instance(&record, now)?;
         tx.put_grant(&record)?;
         tx.append_log(now, "grant", &entry(&record, None).to_string())?;
         tx.commit()?;
@@ -165,7 +161,16 @@ impl Gateway {
     }
 
     /// Changes an instance's parameters: a new version, checked, stored and logged (`change`) in one transaction.
-    pub fn change_grant(&self, identity: &str, id: &str, params: &Map<String, Json>) -> Result<GrantRecord, GrantError> {
+    pub fn change_grant(
+        &self,
+        identity: &str,
+        id: &str,
+        params: &Map<String, Json>,
+    ) -> Result<GrantRecord, GrantError> {
+        retrying(|| self.change_once(identity, id, params))
+    }
+
+    fn change_once(&self, identity: &str, id: &str, params: &Map<String, Json>) -> Result<GrantRecord, GrantError> {
         let mut tx = self.store.begin()?;
         let now = tx.now().unwrap_or_else(|| self.clock.now());
         let current = self.current(&mut *tx, id)?;
@@ -180,7 +185,7 @@ impl Gateway {
             granted_at: now,
             ..current.clone()
         };
-        self.check_instance(&template, &record)?;
+        self.check_instance(&record, now)?;
         tx.put_grant(&record)?;
         tx.append_log(now, "change", &entry(&record, Some(&current)).to_string())?;
         tx.commit()?;
@@ -190,6 +195,10 @@ impl Gateway {
     /// Revokes an instance: its current version marked revoked and a `revoke` entry, in one transaction; no decision
     /// that starts after this returns is filled with it.
     pub fn revoke_grant(&self, identity: &str, id: &str) -> Result<GrantRecord, GrantError> {
+        retrying(|| self.revoke_once(identity, id))
+    }
+
+    fn revoke_once(&self, identity: &str, id: &str) -> Result<GrantRecord, GrantError> {
         let mut tx = self.store.begin()?;
         let now = tx.now().unwrap_or_else(|| self.clock.now());
         let current = self.current(&mut *tx, id)?;
@@ -253,6 +262,20 @@ impl Gateway {
         match history.last() {
             Some(last) if self.may_see(&policy.meta, identity, admin, last) => Ok(history),
             _ => Err(GrantError::NotFound(format!("no grant `{id}` for you"))),
+        }
+    }
+}
+
+/// How many times a change or revocation that lost to a concurrent one (on another replica) is tried.
+const ATTEMPTS: usize = 8;
+
+/// Runs `f` again while it fails with a conflict ([`StoreError::is_conflict`]), at most [`ATTEMPTS`] times.
+fn retrying<T>(f: impl Fn() -> Result<T, GrantError>) -> Result<T, GrantError> {
+    let mut attempt = 1;
+    loop {
+        match f() {
+            Err(GrantError::Store(e)) if e.is_conflict() && attempt < ATTEMPTS => attempt += 1,
+            other => return other,
         }
     }
 }
