@@ -113,7 +113,7 @@ fn the_principal_grants_and_someone_else_is_forbidden() {
 fn an_instance_outside_its_template_is_refused_naming_the_bound_and_the_value() {
     let gateway = start("grants-bounds");
     let cases = [
-        (ask("user:alice", "agent:shopper", params("600 USD")), "bound-failed", "params.cap", "600.00 USD"),
+        (ask("user:alice", "agent:shopper", params("600 USD")), "bound-failed", "params.cap", "600 USD"),
         (ask("user:alice", "agent:shopper", params("0 USD")), "bound-failed", "params.cap", "0"),
         (
             ask(
@@ -327,7 +327,11 @@ fn decisions_carry_the_holders_active_instances_and_never_the_callers() {
 /// started after the revocation returned carries no instance. (That such a decision is not allowed under the
 /// instance needs the module to decide under instances, which the runtime does not yet: here the gateway's part,
 /// what it fills, is checked.)
-fn revocation_races(granting: &Gateway, deciders: &[Arc<Gateway>], store_of: &dyn Fn(usize) -> Arc<dyn Store>) {
+fn revocation_races(
+    granting: &Gateway,
+    deciders: &[Arc<Gateway>],
+    store_of: &(dyn Fn(usize) -> Arc<dyn Store> + Sync),
+) {
     let ask = GrantAsk {
         template: "shopping".into(),
         principal: "user:alice".into(),
