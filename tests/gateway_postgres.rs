@@ -1256,7 +1256,8 @@ fn a_database_with_one_chain_migrates_and_its_log_still_verifies() {
         "DROP TABLE writers; DROP TABLE writer_heads; ALTER TABLE log DROP CONSTRAINT log_pkey; \
          ALTER TABLE log DROP COLUMN writer, DROP COLUMN gseq; ALTER TABLE log ADD PRIMARY KEY (seq); \
          ALTER TABLE log_heads DROP COLUMN writer; ALTER TABLE access_requests DROP COLUMN log_writer; \
-         DELETE FROM data_state; DROP TABLE published_bundles; DELETE FROM remit_schema WHERE version >= 3;",
+         DELETE FROM data_state; DROP TABLE published_bundles; DROP TABLE grants; \
+         DELETE FROM remit_schema WHERE version >= 3;",
     );
     let mut prev = audit::GENESIS.to_string();
     let mut hashes = Vec::new();
