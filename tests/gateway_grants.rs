@@ -469,3 +469,54 @@ fn a_grant_takes_milliseconds() {
     println!("a grant over HTTP (SQLite, 500 one at a time): p50 {p50:?}, p99 {p99:?}");
     assert!(p50 <= Duration::from_millis(5), "p50 {p50:?} above the 5 ms target");
 }
+
+/// `remit grants …` over the API: its answers as JSON on stdout, the gateway's refusals as errors.
+#[test]
+fn the_cli_grants_lists_shows_changes_and_revokes() {
+    let gateway = start("grants-cli");
+    let cli = |args: &[&str], token: &str| -> (bool, Value, String) {
+        let out = std::process::Command::new(support::remit_bin())
+            .arg("grants")
+            .args(args)
+            .args(["--gateway", &gateway.url("")])
+            .env("REMIT_TOKEN", token)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        (out.status.success(), json, String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let grant = ["grant", "shopping", "--principal", "user:alice", "--holder", "agent:shopper"];
+    let values =
+        ["--param", r#"merchants=["acme"]"#, "--param", "cap=100 USD", "--param", "until=2026-12-20T00:00:00Z"];
+    let (ok, granted, err) = cli(&[&grant[..], &values[..]].concat(), ALICE);
+    assert!(ok, "{err}");
+    let id = granted["id"].as_str().unwrap().to_string();
+    assert_eq!(granted["params"]["cap"], "100 USD");
+    let (ok, _, err) = cli(&[&grant[..], &values[..]].concat(), BOB);
+    assert!(!ok && err.contains("403"), "{err}");
+    let (ok, _, err) = cli(
+        &[
+            &grant[..],
+            &["--param", r#"merchants=["acme"]"#, "--param", "cap=900 USD", "--param", "until=2026-12-20T00:00:00Z"],
+        ]
+        .concat(),
+        ALICE,
+    );
+    assert!(!ok && err.contains("422") && err.contains("params.cap"), "{err}");
+    let (_, listed, _) = cli(&["list", "--holder", "agent:shopper"], ALICE);
+    assert_eq!(listed["grants"][0]["id"], id.as_str());
+    let change = [
+        "change",
+        &id,
+        "--param",
+        r#"merchants=["globex"]"#,
+        "--param",
+        "cap=5 USD",
+        "--param",
+        "until=2026-12-10T00:00:00Z",
+    ];
+    assert_eq!(cli(&change, ALICE).1["version"], 2);
+    assert_eq!(cli(&["show", &id], ALICE).1["versions"].as_array().unwrap().len(), 2);
+    assert!(cli(&["revoke", &id], ALICE).1["revoked_at"].is_i64());
+}
