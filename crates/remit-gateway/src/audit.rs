@@ -485,3 +485,53 @@ pub fn receipt(entries: &[LogEntry], operation: &str) -> serde_json::Value {
         "outcome": outcome,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64, kind: &str, body: serde_json::Value) -> LogEntry {
+        LogEntry {
+            seq,
+            writer: String::new(),
+            gseq: seq,
+            time: 1_796_400_000 + seq as i64,
+            kind: kind.into(),
+            body: body.to_string(),
+            prev: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    /// `why` names who granted the version of each instance the chain names, and no other instance filled.
+    #[test]
+    fn why_names_who_granted_the_version_decided_under() {
+        let grant = |v: u64| {
+            serde_json::json!({"id": "g-1", "version": v, "template": "shop", "principal": "user:a",
+                                                "params": {"cap": format!("{v}0 USD")}})
+        };
+        let decision = serde_json::json!({
+            "id": "dec-1",
+            "request": {"subject": {"id": "agent:s"}, "action": {"name": "pay"}, "context": {"operation_id": "op-1", "grants": [
+                grant(2), {"id": "g-2", "version": 1, "template": "shop", "principal": "user:b", "params": {}}]}},
+            "decision": {"decision": "allow", "reasons": [], "mandate_chain": ["ceiling", "shop/g-1@2"]},
+        });
+        let mut first = grant(1);
+        first["by"] = "user:a".into();
+        let mut second = grant(2);
+        second["by"] = "ops:c".into();
+        let entries = vec![
+            entry(1, "grant", first),
+            entry(2, "change", second),
+            entry(3, "grant", serde_json::json!({"id": "g-2", "version": 1, "by": "user:b"})),
+            entry(4, "decision", decision),
+        ];
+        let lines = why(&entries, "dec-1").unwrap();
+        let instances: Vec<&String> = lines.iter().filter(|l| l.starts_with("instance:")).collect();
+        assert_eq!(instances.len(), 1, "{lines:#?}");
+        assert!(instances[0].starts_with("instance: shop/g-1@2 for user:a, changed by ops:c at "), "{lines:#?}");
+        assert!(instances[0].contains("(log entry 2)"), "{lines:#?}");
+        let receipt = receipt(&entries, "op-1");
+        assert_eq!(receipt["decisions"][0]["instances"][0], *instances[0], "{receipt}");
+    }
+}
