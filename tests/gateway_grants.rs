@@ -192,13 +192,13 @@ fn grants_are_listed_shown_changed_and_revoked_and_logged() {
     let ids = |answer: &Value| -> Vec<String> {
         answer["grants"].as_array().unwrap().iter().map(|g| g["id"].as_str().unwrap().to_string()).collect()
     };
-    assert_eq!(ids(&call(&gateway, "GET", "/v1/grants", ALICE, None).1), [id.clone()]);
+    assert_eq!(ids(&call(&gateway, "GET", "/v1/grants", ALICE, None).1), [id.as_str()]);
     assert_eq!(ids(&call(&gateway, "GET", "/v1/grants", ADMIN, None).1).len(), 2);
     assert_eq!(
         ids(&call(&gateway, "GET", "/v1/grants?holder=agent%3Abobs", ADMIN, None).1),
         [other["id"].as_str().unwrap()]
     );
-    assert_eq!(ids(&call(&gateway, "GET", "/v1/grants?principal=user%3Aalice", ADMIN, None).1), [id.clone()]);
+    assert_eq!(ids(&call(&gateway, "GET", "/v1/grants?principal=user%3Aalice", ADMIN, None).1), [id.as_str()]);
     // Bob does not see Alice's.
     assert_eq!(call(&gateway, "GET", &format!("/v1/grants/{id}"), BOB, None).0, 404);
     // A change is a new version; a change out of bounds is refused and keeps the version.

@@ -1,6 +1,7 @@
 //! The gateway over HTTP (axum on tokio): OpenID AuthZEN 1.0 (evaluation, evaluations, the action, resource and
 //! subject searches, discovery),
-//! remit's native `/v1/decide`, the principal's inbox (a web page and its JSON API), the admin API (stops, facts),
+//! remit's native `/v1/decide`, the principal's inbox (a web page and its JSON API), the grants API (`/v1/grants`:
+//! instances of templates), the admin API (stops, facts),
 //! and operations (`/health`, `/ready`, Prometheus `/metrics`). docs/gateway.md is the reference.
 //!
 //! Decisions run on tokio's blocking pool: the core is synchronous (SQLite, wasmtime).
