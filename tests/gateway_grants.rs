@@ -520,3 +520,62 @@ fn the_cli_grants_lists_shows_changes_and_revokes() {
     assert_eq!(cli(&["show", &id], ALICE).1["versions"].as_array().unwrap().len(), 2);
     assert!(cli(&["revoke", &id], ALICE).1["revoked_at"].is_i64());
 }
+
+/// Grants, changes and decisions at once (200 operations): each decision carries a version that exists (or
+/// existed) of the instance, and a decider never sees a version older than one it saw before.
+#[test]
+fn concurrent_grants_changes_and_decisions_carry_versions_that_existed() {
+    let gateway = start("grants-concurrent");
+    let core = &gateway.gateway;
+    let ask = |holder: &str| GrantAsk {
+        template: "shopping".into(),
+        principal: "user:alice".into(),
+        holder: holder.into(),
+        params: params("100 USD").as_object().unwrap().clone(),
+    };
+    let id = core.grant("user:alice", &ask("agent:shopper")).unwrap().id;
+    let seen: Vec<Vec<u64>> = std::thread::scope(|scope| {
+        let mut changers = Vec::new();
+        for t in 0..2 {
+            let id = &id;
+            changers.push(scope.spawn(move || {
+                for i in 0..40 {
+                    let cap = params(&format!("{} USD", 1 + t * 100 + i)).as_object().unwrap().clone();
+                    core.change_grant("user:alice", id, &cap).unwrap();
+                }
+            }));
+        }
+        let granters = scope.spawn(|| {
+            let ids: std::collections::BTreeSet<String> =
+                (0..40).map(|i| core.grant("user:alice", &ask(&format!("agent:n{i}"))).unwrap().id).collect();
+            assert_eq!(ids.len(), 40, "every grant an instance of its own");
+        });
+        let deciders: Vec<_> = (0..2)
+            .map(|_| {
+                let (store, id) = (&gateway.store, &id);
+                scope.spawn(move || {
+                    (0..40)
+                        .map(|_| {
+                            let decided = core.decide(&payment("agent:shopper"));
+                            let filled = filled(&**store, &decided.id);
+                            assert_eq!(filled.len(), 1, "{filled:?}");
+                            let (filled_id, version) = filled[0].split_once('@').unwrap();
+                            assert_eq!(filled_id, id);
+                            version.parse::<u64>().unwrap()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        changers.into_iter().for_each(|h| h.join().unwrap());
+        granters.join().unwrap();
+        deciders.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let history = core.grant_history("user:alice", false, &id).unwrap();
+    assert_eq!(history.iter().map(|g| g.version).collect::<Vec<_>>(), (1..=81).collect::<Vec<u64>>());
+    for versions in &seen {
+        assert!(versions.iter().all(|v| (1..=81).contains(v)), "{versions:?}");
+        assert!(versions.windows(2).all(|w| w[0] <= w[1]), "never an older version after a newer: {versions:?}");
+    }
+    audit::verify(audit::read_all(&*gateway.store).unwrap()).unwrap();
+}
