@@ -12,10 +12,10 @@
 //!   kind, bound as the policy says, which the retry of the exact call presents (filled by the gateway) and consumes.
 //!
 //! Its modules, each using only those listed before it (and this file's shared types): [`metrics`], [`policy`] (the policy served and the module instances), [`log`] (entries waiting to be written),
-//! [`obligations`] (carrying out an allow's obligations, budgets' windows, rounds), [`prepare`] (a request made
-//! ready for the module, the state filled in), [`access`] (access requests and their answers), [`state`] (stops and
-//! facts), [`grants`] (instances of templates granted, changed, revoked, and filled into their holders' requests),
-//! [`explain`] (explanations for the inbox), [`batch`] (group commit, one decision in its transaction),
+//! [`obligations`] (carrying out an allow's obligations, budgets' windows, rounds), [`grants`] (instances of
+//! templates granted, changed, revoked, and filled into their holders' requests), [`prepare`] (a request made ready
+//! for the module, the state filled in), [`access`] (access requests and their answers), [`state`] (stops and
+//! facts), [`explain`] (explanations for the inbox), [`batch`] (group commit, one decision in its transaction),
 //! [`decide`] (the decisions and listings front ends ask for) and [`search`] (subjects and resources searched over
 //! the data, decided without being logged); [`world`] (what the policy reads about the world and from where, used
 //! by [`prepare`]) and [`data`] (the data sets as the admin changes them) stand beside them.
