@@ -512,7 +512,8 @@ mod tests {
         };
         let decision = serde_json::json!({
             "id": "dec-1",
-            "request": {"subject": {"id": "agent:s"}, "action": {"name": "pay"}, "context": {"operation_id": "op-1", "grants": [
+            "request": {"subject": {"id": "agent:s"}, "action": {"name": "pay"},
+                        "context": {"operation_id": "op-1", "grants": [
                 grant(2), {"id": "g-2", "version": 1, "template": "shop", "principal": "user:b", "params": {}}]}},
             "decision": {"decision": "allow", "reasons": [], "mandate_chain": ["ceiling", "shop/g-1@2"]},
         });
