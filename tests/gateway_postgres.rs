@@ -592,9 +592,9 @@ fn replicas_starting_at_once_migrate_the_schema_once() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for store in &stores {
-        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.schema_version().unwrap(), 5);
     }
-    assert_eq!(stores[0].schema_history().unwrap().len(), 4, "each of the four migrations applied, once");
+    assert_eq!(stores[0].schema_history().unwrap().len(), 5, "each of the five migrations applied, once");
     let writers: std::collections::BTreeSet<&str> = stores.iter().map(|s| s.writer()).collect();
     assert_eq!(writers.len(), 6, "a writer each: {writers:?}");
     contract(Kind::Postgres, &stores[3]);
@@ -1256,7 +1256,8 @@ fn a_database_with_one_chain_migrates_and_its_log_still_verifies() {
         "DROP TABLE writers; DROP TABLE writer_heads; ALTER TABLE log DROP CONSTRAINT log_pkey; \
          ALTER TABLE log DROP COLUMN writer, DROP COLUMN gseq; ALTER TABLE log ADD PRIMARY KEY (seq); \
          ALTER TABLE log_heads DROP COLUMN writer; ALTER TABLE access_requests DROP COLUMN log_writer; \
-         DELETE FROM data_state; DROP TABLE published_bundles; DELETE FROM remit_schema WHERE version >= 3;",
+         DELETE FROM data_state; DROP TABLE published_bundles; DROP TABLE grants; \
+         DELETE FROM remit_schema WHERE version >= 3;",
     );
     let mut prev = audit::GENESIS.to_string();
     let mut hashes = Vec::new();

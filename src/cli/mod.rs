@@ -149,6 +149,9 @@ enum Command {
     /// Set stops and publish fact versions in a running gateway
     #[command(subcommand)]
     Admin(serve::AdminCommand),
+    /// Grant, list, show, change and revoke instances of templates in a running gateway
+    #[command(subcommand)]
+    Grants(serve::GrantsCommand),
     /// Check the gateway's decision log, explain a decision, print an operation's receipt
     #[command(subcommand)]
     Audit(serve::AuditCommand),
@@ -273,6 +276,7 @@ pub fn run() -> ExitCode {
         Command::Import(ImportCommand::Mcp(args)) => mcp::import(args),
         Command::Approvals(command) => serve::approvals(command),
         Command::Admin(command) => serve::admin(command),
+        Command::Grants(command) => serve::grants(command),
         Command::Audit(command) => serve::audit(command),
         Command::Replay { store, policy } => serve::replay(&store, &policy),
     };

@@ -396,6 +396,10 @@ pub struct ServeArgs {
     /// the AuthZEN interop suites compare them); a request's `options.decision_context` chooses for itself
     #[arg(long, value_name = "full|minimal", default_value = "full", value_parser = ["full", "minimal"])]
     authzen_context: String,
+    /// Grant instances of templates that `remit check` did not prove to narrow their parents
+    /// (`remit::template-narrowing-unproved`); without it, `POST /v1/grants` on such a template answers `501`
+    #[arg(long)]
+    grant_unproved: bool,
     /// Trust the enforcement point of this `--pep-token` name with AuthZEN `properties`: its values of attributes
     /// and relations the policy reads `from properties` are decided on (everyone else's are removed); repeatable
     #[arg(long, value_name = "NAME")]
@@ -501,6 +505,100 @@ pub enum ApprovalsCommand {
         #[command(flatten)]
         remote: Remote,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GrantsCommand {
+    /// Grant an instance of a template: `remit grants grant TEMPLATE --principal P --holder H --param NAME=JSON…`
+    Grant {
+        template: String,
+        #[arg(long)]
+        principal: String,
+        #[arg(long)]
+        holder: String,
+        /// A parameter's value, in the JSON tool arguments use (`cap='"100 USD"'`, `merchants='["acme"]'`); a value
+        /// that is not JSON is taken as a string (`cap=100 USD`); repeatable
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List the current versions of the instances you may see (revoked ones marked)
+    List {
+        #[arg(long)]
+        principal: Option<String>,
+        #[arg(long)]
+        holder: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Show every version of an instance
+    Show {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Change an instance's parameters: a new version (give every parameter)
+    Change {
+        id: String,
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Revoke an instance: no decision that starts after this returns is made under it
+    Revoke {
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+/// `NAME=VALUE` pairs as a JSON object: each value JSON when it parses as JSON, else a string.
+fn grant_params(pairs: &[String]) -> Result<Json, String> {
+    let mut params = serde_json::Map::new();
+    for pair in pairs {
+        let Some((name, value)) = pair.split_once('=') else {
+            return Err(format!("`--param {pair}`: write `NAME=VALUE`"));
+        };
+        let value = remit_lang::json::parse(value.as_bytes()).unwrap_or_else(|_| Json::String(value.to_string()));
+        if params.insert(name.to_string(), value).is_some() {
+            return Err(format!("`--param {name}` is given twice"));
+        }
+    }
+    Ok(Json::Object(params))
+}
+
+/// `remit grants …`: over the gateway's grants API (`/v1/grants`), with an inbox (or admin) token.
+pub fn grants(command: GrantsCommand) -> Result<ExitCode, String> {
+    let answer = match command {
+        GrantsCommand::Grant { template, principal, holder, params, remote } => {
+            let body = serde_json::json!({"template": template, "principal": principal, "holder": holder,
+                                          "params": grant_params(&params)?});
+            remote.call("POST", "/v1/grants", Some(body.to_string().as_bytes()))?
+        }
+        GrantsCommand::List { principal, holder, remote } => {
+            let mut query = Vec::new();
+            if let Some(principal) = principal {
+                query.push(format!("principal={}", path_segment(&principal)));
+            }
+            if let Some(holder) = holder {
+                query.push(format!("holder={}", path_segment(&holder)));
+            }
+            let query = if query.is_empty() { String::new() } else { format!("?{}", query.join("&")) };
+            remote.call("GET", &format!("/v1/grants{query}"), None)?
+        }
+        GrantsCommand::Show { id, remote } => remote.call("GET", &format!("/v1/grants/{}", path_segment(&id)), None)?,
+        GrantsCommand::Change { id, params, remote } => {
+            let body = serde_json::json!({"params": grant_params(&params)?}).to_string();
+            remote.call("PUT", &format!("/v1/grants/{}", path_segment(&id)), Some(body.as_bytes()))?
+        }
+        GrantsCommand::Revoke { id, remote } => {
+            remote.call("DELETE", &format!("/v1/grants/{}", path_segment(&id)), None)?
+        }
+    };
+    println!("{}", printable(&answer.to_string(), false));
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Subcommand, Debug)]
@@ -1102,6 +1200,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
             shadow_mandates: args.shadow_mandate.clone(),
             access_log: args.access_log,
             authzen_minimal,
+            grant_unproved: args.grant_unproved,
         };
         let gateway = Arc::new(Gateway::new(policy, store, clock, config));
         if let Some(world) = world {

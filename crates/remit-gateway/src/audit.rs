@@ -370,6 +370,7 @@ pub fn why(entries: &[LogEntry], id: &str) -> Option<Vec<String>> {
             when.map(|t| format!(", approved at {}", remit_lang::value::format_timestamp(t))).unwrap_or_default()
         ));
     }
+    out.extend(grants_used(entries, &b));
     if let Some(obligations) = d["obligations"].as_array().filter(|o| !o.is_empty()) {
         let parts: Vec<String> = obligations
             .iter()
@@ -382,6 +383,45 @@ pub fn why(entries: &[LogEntry], id: &str) -> Option<Vec<String>> {
     }
     out.push(format!("policy: {}", text(&b["policy"])));
     Some(out)
+}
+
+/// The instances a decision was made under (docs/grants-design.md): each instance of the request's `context.grants`
+/// that its mandate chain names (`TEMPLATE/ID@VERSION`), with who granted that version and when, from the version's
+/// `grant` or `change` entry, and whether it was revoked since.
+fn grants_used(entries: &[LogEntry], b: &serde_json::Value) -> Vec<String> {
+    let chain: Vec<&str> =
+        b["decision"]["mandate_chain"].as_array().into_iter().flatten().filter_map(|m| m.as_str()).collect();
+    let mut out = Vec::new();
+    for g in b["request"]["context"]["grants"].as_array().into_iter().flatten() {
+        let (Some(id), Some(version), Some(template)) =
+            (g["id"].as_str(), g["version"].as_u64(), g["template"].as_str())
+        else {
+            continue;
+        };
+        let name = format!("{template}/{id}@{version}");
+        if !chain.contains(&name.as_str()) {
+            continue;
+        }
+        let granted = entries.iter().find(|e| {
+            (e.kind == "grant" || e.kind == "change") && body(e)["id"] == id && body(e)["version"] == version
+        });
+        let by = granted.map_or_else(
+            || "granted by an entry not in this log".to_string(),
+            |e| {
+                format!(
+                    "{} by {} at {} (log {}) with {}",
+                    if e.kind == "grant" { "granted" } else { "changed" },
+                    body(e)["by"].as_str().unwrap_or("?"),
+                    remit_lang::value::format_timestamp(e.time),
+                    entry_name(&e.writer, e.seq),
+                    g["params"]
+                )
+            },
+        );
+        let principal = g["principal"].as_str().unwrap_or("?");
+        out.push(format!("instance: {name} for {principal}, {by}"));
+    }
+    out
 }
 
 /// The chain receipt of an operation: every decision logged under `operation_id` — the agents, the tools used, the
@@ -421,6 +461,10 @@ pub fn receipt(entries: &[LogEntry], operation: &str) -> serde_json::Value {
             "tool": tool, "decision": d["decision"], "reasons": d["reasons"], "mandate_chain": d["mandate_chain"],
             "log_entry": entry.seq, "hash": entry.hash,
         });
+        let instances = grants_used(entries, &b);
+        if !instances.is_empty() {
+            decision["instances"] = instances.into();
+        }
         if !entry.writer.is_empty() {
             decision["writer"] = entry.writer.clone().into();
         }
@@ -440,4 +484,55 @@ pub fn receipt(entries: &[LogEntry], operation: &str) -> serde_json::Value {
         "decisions": decisions,
         "outcome": outcome,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64, kind: &str, body: serde_json::Value) -> LogEntry {
+        LogEntry {
+            seq,
+            writer: String::new(),
+            gseq: seq,
+            time: 1_796_400_000 + seq as i64,
+            kind: kind.into(),
+            body: body.to_string(),
+            prev: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    /// `why` names who granted the version of each instance the chain names, and no other instance filled.
+    #[test]
+    fn why_names_who_granted_the_version_decided_under() {
+        let grant = |v: u64| {
+            serde_json::json!({"id": "g-1", "version": v, "template": "shop", "principal": "user:a",
+                                                "params": {"cap": format!("{v}0 USD")}})
+        };
+        let decision = serde_json::json!({
+            "id": "dec-1",
+            "request": {"subject": {"id": "agent:s"}, "action": {"name": "pay"},
+                        "context": {"operation_id": "op-1", "grants": [
+                grant(2), {"id": "g-2", "version": 1, "template": "shop", "principal": "user:b", "params": {}}]}},
+            "decision": {"decision": "allow", "reasons": [], "mandate_chain": ["ceiling", "shop/g-1@2"]},
+        });
+        let mut first = grant(1);
+        first["by"] = "user:a".into();
+        let mut second = grant(2);
+        second["by"] = "ops:c".into();
+        let entries = vec![
+            entry(1, "grant", first),
+            entry(2, "change", second),
+            entry(3, "grant", serde_json::json!({"id": "g-2", "version": 1, "by": "user:b"})),
+            entry(4, "decision", decision),
+        ];
+        let lines = why(&entries, "dec-1").unwrap();
+        let instances: Vec<&String> = lines.iter().filter(|l| l.starts_with("instance:")).collect();
+        assert_eq!(instances.len(), 1, "{lines:#?}");
+        assert!(instances[0].starts_with("instance: shop/g-1@2 for user:a, changed by ops:c at "), "{lines:#?}");
+        assert!(instances[0].contains("(log entry 2)"), "{lines:#?}");
+        let receipt = receipt(&entries, "op-1");
+        assert_eq!(receipt["decisions"][0]["instances"][0], *instances[0], "{receipt}");
+    }
 }

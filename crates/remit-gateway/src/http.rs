@@ -1,6 +1,7 @@
 //! The gateway over HTTP (axum on tokio): OpenID AuthZEN 1.0 (evaluation, evaluations, the action, resource and
 //! subject searches, discovery),
-//! remit's native `/v1/decide`, the principal's inbox (a web page and its JSON API), the admin API (stops, facts),
+//! remit's native `/v1/decide`, the principal's inbox (a web page and its JSON API), the grants API (`/v1/grants`:
+//! instances of templates), the admin API (stops, facts),
 //! and operations (`/health`, `/ready`, Prometheus `/metrics`). docs/gateway.md is the reference.
 //!
 //! Decisions run on tokio's blocking pool: the core is synchronous (SQLite, wasmtime).
@@ -26,7 +27,9 @@ use axum::Router;
 use serde_json::{json, Map, Value as Json};
 
 use super::conn::{Connections, Limits, Plain};
-use super::core::{ActionError, DataChange, Decided, Gateway, Histogram, NoExplanation, Policy, Searched};
+use super::core::{
+    ActionError, DataChange, Decided, Gateway, GrantAsk, GrantError, Histogram, NoExplanation, Policy, Searched,
+};
 use super::data::Format;
 use super::https::{ServerTls, TlsListener};
 use super::store::StopRecord;
@@ -166,6 +169,8 @@ pub fn router_draining(
         .route("/inbox/api/requests/{id}/explanation", get(inbox_explanation))
         .route("/inbox/api/requests/{id}/approve", post(inbox_approve))
         .route("/inbox/api/requests/{id}/deny", post(inbox_deny))
+        .route("/v1/grants", post(grants_grant).get(grants_list))
+        .route("/v1/grants/{id}", get(grants_show).put(grants_change).delete(grants_revoke))
         .route("/admin/v1/state", get(admin_state))
         .route("/admin/v1/stops/{mandate}", put(admin_stop).delete(admin_unstop))
         .route("/admin/v1/stop-ids/{id}", put(admin_stop_record).delete(admin_clear_stop_record))
@@ -1240,6 +1245,138 @@ async fn admin_fact(State(app): Shared, headers: HeaderMap, Path(name): Path<Str
         Ok(()) => json_response(StatusCode::OK, answer),
         Err(response) => response,
     }
+}
+
+/// Who calls the grants API: an inbox identity, or an admin (by the admin token's name; an admin sees every
+/// instance). 401 without a bearer token, 403 with one of neither kind.
+fn grants_caller(app: &App, headers: &HeaderMap) -> Result<(String, bool), Response> {
+    match authenticate(headers, &app.tokens.inbox) {
+        Ok(identity) => Ok((identity, false)),
+        Err(response) if response.status() == StatusCode::FORBIDDEN => {
+            authenticate(headers, &app.tokens.admin).map(|name| (name, true))
+        }
+        Err(response) => Err(response),
+    }
+}
+
+fn grant_error(e: GrantError) -> Response {
+    match e {
+        GrantError::NotFound(m) => error(StatusCode::NOT_FOUND, "grant.not-found", m),
+        GrantError::Forbidden(m) => error(StatusCode::FORBIDDEN, "grant.forbidden", m),
+        GrantError::Revoked(m) => error(StatusCode::CONFLICT, "grant.revoked", m),
+        GrantError::Unavailable(m) => error(StatusCode::NOT_IMPLEMENTED, "grant.unavailable", m),
+        GrantError::Refused { message, refusal } => {
+            let body = json!({"error": {"code": "grant.refused", "message": message, "refusal": refusal}});
+            json_response(StatusCode::UNPROCESSABLE_ENTITY, body.to_string())
+        }
+        GrantError::Store(e) => error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, e.to_string()),
+    }
+}
+
+/// Runs a grants call of the core on the blocking pool, answering its value with `status`.
+async fn grants_call<T: serde::Serialize + Send + 'static>(
+    status: StatusCode,
+    f: impl FnOnce() -> Result<T, GrantError> + Send + 'static,
+) -> Response {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(value)) => json_response(status, serde_json::to_string(&value).expect("serializes")),
+        Ok(Err(e)) => grant_error(e),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "gateway.internal", "the request failed"),
+    }
+}
+
+/// `params` of a body: an object (`{}` when absent).
+fn grant_params(object: &Map<String, Json>) -> Result<Map<String, Json>, Response> {
+    match object.get("params") {
+        None => Ok(Map::new()),
+        Some(Json::Object(params)) => Ok(params.clone()),
+        Some(_) => Err(error(StatusCode::BAD_REQUEST, "http.bad-request", "`params` must be an object")),
+    }
+}
+
+/// `POST /v1/grants` with `{template, principal, holder, params}`: `201` and the instance's first version.
+async fn grants_grant(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
+    let (identity, _) = match grants_caller(&app, &headers) {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let object = match parse_object(&body) {
+        Ok(object) => object,
+        Err(response) => return response,
+    };
+    let text = |key: &str| object.get(key).and_then(Json::as_str).map(str::to_string);
+    let (Some(template), Some(principal), Some(holder)) = (text("template"), text("principal"), text("holder")) else {
+        let usage = "the body must be `{\"template\": NAME, \"principal\": ID, \"holder\": ID, \"params\": {…}}`";
+        return error(StatusCode::BAD_REQUEST, "http.bad-request", usage);
+    };
+    let params = match grant_params(&object) {
+        Ok(params) => params,
+        Err(response) => return response,
+    };
+    let ask = GrantAsk { template, principal, holder, params };
+    let gateway = app.gateway.clone();
+    grants_call(StatusCode::CREATED, move || gateway.grant(&identity, &ask)).await
+}
+
+/// `GET /v1/grants?principal=…&holder=…`: the current versions the caller may see.
+async fn grants_list(
+    State(app): Shared,
+    headers: HeaderMap,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Response {
+    let (identity, admin) = match grants_caller(&app, &headers) {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    grants_call(StatusCode::OK, move || {
+        let grants = gateway.grants(
+            &identity,
+            admin,
+            query.get("principal").map(String::as_str),
+            query.get("holder").map(String::as_str),
+        )?;
+        Ok(json!({"grants": grants}))
+    })
+    .await
+}
+
+/// `GET /v1/grants/{id}`: every version, oldest first.
+async fn grants_show(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let (identity, admin) = match grants_caller(&app, &headers) {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    grants_call(StatusCode::OK, move || {
+        Ok(json!({"id": id, "versions": gateway.grant_history(&identity, admin, &id)?}))
+    })
+    .await
+}
+
+/// `PUT /v1/grants/{id}` with `{params}`: a new version.
+async fn grants_change(State(app): Shared, headers: HeaderMap, Path(id): Path<String>, body: Bytes) -> Response {
+    let (identity, _) = match grants_caller(&app, &headers) {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let params = match parse_object(&body).and_then(|object| grant_params(&object)) {
+        Ok(params) => params,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    grants_call(StatusCode::OK, move || gateway.change_grant(&identity, &id, &params)).await
+}
+
+/// `DELETE /v1/grants/{id}`: revokes; answered after the commit, so the next decision of the holder, on any
+/// replica, is not filled with it.
+async fn grants_revoke(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let (identity, _) = match grants_caller(&app, &headers) {
+        Ok(caller) => caller,
+        Err(response) => return response,
+    };
+    let gateway = app.gateway.clone();
+    grants_call(StatusCode::OK, move || gateway.revoke_grant(&identity, &id)).await
 }
 
 /// The data sets (docs/gateway.md "Data sets"): a change by the admin, answered with the new data version.

@@ -135,6 +135,17 @@ CREATE TABLE published_bundles (
   id bigserial PRIMARY KEY, revision bigint NOT NULL, policy text NOT NULL, sha256 text NOT NULL,
   bytes bytea NOT NULL, published_by text NOT NULL, published_at bigint NOT NULL);
 ",
+    // Instances of templates granted at run time (docs/grants-design.md): every version kept, the current one
+    // marked (one per id, a unique index), and the active ones indexed by holder, which every decision of a policy
+    // with templates reads. A replica of version 4 does not know the table and decides nothing under an instance.
+    "
+CREATE TABLE grants (
+  id text NOT NULL, version bigint NOT NULL, template text NOT NULL, principal text NOT NULL, holder text NOT NULL,
+  params text NOT NULL, granted_by text NOT NULL, granted_at bigint NOT NULL, revoked_at bigint,
+  current boolean NOT NULL, PRIMARY KEY (id, version));
+CREATE UNIQUE INDEX grants_current ON grants (id) WHERE current;
+CREATE INDEX grants_by_holder ON grants (holder) WHERE current AND revoked_at IS NULL;
+",
 ];
 
 /// The first schema version with a chain per writer (before it, the log is the one chain of writer `''`).
@@ -770,6 +781,26 @@ fn log_of(row: &Row) -> LogEntry {
         prev: row.get(4),
         hash: row.get(5),
     }
+}
+
+/// A [`GrantRecord`] from a row of `grants` (the columns in the order the grant reads select them).
+fn grant_of(row: &Row) -> StoreResult<GrantRecord> {
+    let params: String = row.get(5);
+    let params = match remit_lang::json::parse_stored(&params) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => return Err(StoreError("a grant's parameters are not a JSON object".into())),
+    };
+    Ok(GrantRecord {
+        id: row.get(0),
+        version: row.get::<_, i64>(1) as u64,
+        template: row.get(2),
+        principal: row.get(3),
+        holder: row.get(4),
+        params,
+        granted_by: row.get(6),
+        granted_at: row.get(7),
+        revoked_at: row.get(8),
+    })
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {
@@ -1550,6 +1581,84 @@ impl Tx for PgTx<'_> {
             published_at: row.get(5),
             bytes: row.get(6),
         }))
+    }
+
+    // Grants (docs/grants-design.md): as the SQLite store keeps them. Two replicas changing one instance at once
+    // both lock its current row (`grant`, `FOR UPDATE`); the second then reads the first's version and takes the
+    // next, or, had it not locked, its insert of a version taken meanwhile fails on the key (a conflict).
+
+    fn put_grant(&mut self, g: &GrantRecord) -> StoreResult<()> {
+        self.execute("UPDATE grants SET current = false WHERE id = $1 AND current RETURNING 1", &[&g.id])?;
+        let params = json(&g.params);
+        self.execute(
+            "INSERT INTO grants (id, version, template, principal, holder, params, granted_by, granted_at, \
+             revoked_at, current) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true) RETURNING 1",
+            &[
+                &g.id,
+                &(g.version as i64),
+                &g.template,
+                &g.principal,
+                &g.holder,
+                &params,
+                &g.granted_by,
+                &g.granted_at,
+                &g.revoked_at,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn revoke_grant(&mut self, id: &str, at: i64) -> StoreResult<bool> {
+        let sql = "UPDATE grants SET revoked_at = $2 WHERE id = $1 AND current AND revoked_at IS NULL RETURNING 1";
+        Ok(self.execute(sql, &[&id, &at])? > 0)
+    }
+
+    fn grant(&mut self, id: &str) -> StoreResult<Option<GrantRecord>> {
+        let sql = if self.writes {
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+             WHERE id = $1 AND current FOR UPDATE"
+        } else {
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+             WHERE id = $1 AND current"
+        };
+        let found = self.query(sql, &[&id])?.iter().map(grant_of).next().transpose()?;
+        if found.is_none() && self.writes {
+            // Under READ COMMITTED a row changed by another replica while this one waited for its lock is not
+            // current any more, and its successor is not in this statement's snapshot: a conflict (the core tries
+            // again, and then reads the successor), not an instance that does not exist.
+            if self.query_opt("SELECT 1 FROM grants WHERE id = $1 LIMIT 1", &[&id])?.is_some() {
+                return Err(StoreError::conflict(format!("the grant `{id}` changed meanwhile")));
+            }
+        }
+        Ok(found)
+    }
+
+    fn grant_history(&mut self, id: &str) -> StoreResult<Vec<GrantRecord>> {
+        let rows = self.query(
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+             WHERE id = $1 ORDER BY version",
+            &[&id],
+        )?;
+        rows.iter().map(grant_of).collect()
+    }
+
+    fn grants(&mut self, principal: Option<&str>, holder: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
+        let rows = self.query(
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+             WHERE current AND ($1::text IS NULL OR principal = $1) AND ($2::text IS NULL OR holder = $2) \
+             ORDER BY id COLLATE \"C\"",
+            &[&principal, &holder],
+        )?;
+        rows.iter().map(grant_of).collect()
+    }
+
+    fn active_grants(&mut self, holder: &str) -> StoreResult<Vec<GrantRecord>> {
+        let rows = self.query(
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+             WHERE holder = $1 AND current AND revoked_at IS NULL ORDER BY id COLLATE \"C\"",
+            &[&holder],
+        )?;
+        rows.iter().map(grant_of).collect()
     }
 
     // The data sets (docs/gateway.md "Data sets"), as the SQLite store keeps them: rows by origin, `admin` winning.

@@ -42,7 +42,8 @@ use super::wal_index::WalIndexHeader;
 /// used before (`approvals.consumed_at`, `access_requests.earlier`); a gateway of version 3 would present an
 /// approval to every holder, so it must refuse such a store. `published_bundles` (bundles published in the store,
 /// `remit bundle publish`) came later within version 4: a gateway that does not know it serves its policy files
-/// as before.
+/// as before. So did `grants` (instances of templates granted at run time, docs/grants-design.md): a gateway that
+/// does not know it serves policies without templates as before, and decides nothing under an instance.
 const SCHEMA_VERSION: i64 = 4;
 
 // The columns' types, audited for SQLite's type affinity: a text bound to a column of `INTEGER`, `REAL` or
@@ -90,6 +91,12 @@ CREATE TABLE IF NOT EXISTS data_state (
 CREATE TABLE IF NOT EXISTS published_bundles (
   id INTEGER PRIMARY KEY, revision INTEGER NOT NULL, policy TEXT NOT NULL, sha256 TEXT NOT NULL, bytes BLOB NOT NULL,
   published_by TEXT NOT NULL, published_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS grants (
+  id TEXT NOT NULL, version INTEGER NOT NULL, template TEXT NOT NULL, principal TEXT NOT NULL, holder TEXT NOT NULL,
+  params TEXT NOT NULL, granted_by TEXT NOT NULL, granted_at INTEGER NOT NULL, revoked_at INTEGER,
+  current INTEGER NOT NULL, PRIMARY KEY (id, version)) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS grants_current ON grants (id) WHERE current = 1;
+CREATE INDEX IF NOT EXISTS grants_by_holder ON grants (holder) WHERE current = 1 AND revoked_at IS NULL;
 CREATE TABLE IF NOT EXISTS log (
   seq INTEGER PRIMARY KEY, time INTEGER NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL,
   hash TEXT NOT NULL);
@@ -369,6 +376,37 @@ impl SqliteTx<'_> {
             })
             .map(|n| n > 0)
             .map_err(store_err)
+    }
+}
+
+/// The columns a [`GrantRecord`] is read from ([`grant_of`]).
+const GRANT_COLUMNS: &str =
+    "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants";
+
+fn grant_of(row: &Row<'_>) -> rusqlite::Result<GrantRecord> {
+    let params: String = row.get(5)?;
+    let params = match remit_lang::json::parse_stored(&params) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => return Err(rusqlite::Error::InvalidColumnType(5, "params".into(), rusqlite::types::Type::Text)),
+    };
+    Ok(GrantRecord {
+        id: row.get(0)?,
+        version: row.get::<_, i64>(1)? as u64,
+        template: row.get(2)?,
+        principal: row.get(3)?,
+        holder: row.get(4)?,
+        params,
+        granted_by: row.get(6)?,
+        granted_at: row.get(7)?,
+        revoked_at: row.get(8)?,
+    })
+}
+
+impl SqliteTx<'_> {
+    fn grants_where(&self, sql: &str, params: impl rusqlite::Params) -> StoreResult<Vec<GrantRecord>> {
+        let mut statement = self.connection.prepare_cached(sql).map_err(store_err)?;
+        let rows = statement.query_map(params, grant_of).map_err(store_err)?;
+        rows.collect::<Result<_, _>>().map_err(store_err)
     }
 }
 
@@ -1144,6 +1182,63 @@ impl Tx for SqliteTx<'_> {
             .map_err(store_err)
     }
 
+    fn put_grant(&mut self, g: &GrantRecord) -> StoreResult<()> {
+        self.connection
+            .prepare_cached("UPDATE grants SET current = 0 WHERE id = ?1 AND current = 1")
+            .and_then(|mut s| s.execute(params![g.id]))
+            .map_err(store_err)?;
+        self.connection
+            .prepare_cached(
+                "INSERT INTO grants (id, version, template, principal, holder, params, granted_by, granted_at, \
+                 revoked_at, current) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    g.id,
+                    g.version as i64,
+                    g.template,
+                    g.principal,
+                    g.holder,
+                    json(&g.params),
+                    g.granted_by,
+                    g.granted_at,
+                    g.revoked_at
+                ])
+            })
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    fn revoke_grant(&mut self, id: &str, at: i64) -> StoreResult<bool> {
+        let n = self
+            .connection
+            .prepare_cached("UPDATE grants SET revoked_at = ?2 WHERE id = ?1 AND current = 1 AND revoked_at IS NULL")
+            .and_then(|mut s| s.execute(params![id, at]))
+            .map_err(store_err)?;
+        Ok(n > 0)
+    }
+
+    fn grant(&mut self, id: &str) -> StoreResult<Option<GrantRecord>> {
+        Ok(self.grants_where(&format!("{GRANT_COLUMNS} WHERE id = ?1 AND current = 1"), params![id])?.pop())
+    }
+
+    fn grant_history(&mut self, id: &str) -> StoreResult<Vec<GrantRecord>> {
+        self.grants_where(&format!("{GRANT_COLUMNS} WHERE id = ?1 ORDER BY version"), params![id])
+    }
+
+    fn grants(&mut self, principal: Option<&str>, holder: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
+        let sql = format!(
+            "{GRANT_COLUMNS} WHERE current = 1 AND (?1 IS NULL OR principal = ?1) AND (?2 IS NULL OR holder = ?2) \
+             ORDER BY id"
+        );
+        self.grants_where(&sql, params![principal, holder])
+    }
+
+    fn active_grants(&mut self, holder: &str) -> StoreResult<Vec<GrantRecord>> {
+        let sql = format!("{GRANT_COLUMNS} WHERE holder = ?1 AND current = 1 AND revoked_at IS NULL ORDER BY id");
+        self.grants_where(&sql, params![holder])
+    }
+
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry> {
         append(&self.connection, time, kind, body).map_err(store_err)
     }
@@ -1326,6 +1421,10 @@ mod tests {
             "counters.value",
             "data_state.id",
             "data_state.version",
+            "grants.current",
+            "grants.granted_at",
+            "grants.revoked_at",
+            "grants.version",
             "log.seq",
             "log.time",
             "log_heads.seq",

@@ -243,7 +243,7 @@ pub struct LogEntry {
     pub gseq: u64,
     pub time: i64,
     /// `decision`, `approval`, `stop`, `fact`, `policy` (a bundle revision taken: `bundle::admit`), `data` (a change of
-    /// the data sets: `core::data`); `outcome` and
+    /// the data sets: `core::data`), `grant`, `change`, `revoke` (an instance of a template: `core::grants`); `outcome` and
     /// `refused` from `remit mcp-proxy`.
     pub kind: String,
     /// JSON.
@@ -296,6 +296,46 @@ pub struct PublishedBundle {
     pub published_by: String,
     pub published_at: i64,
     pub bytes: Vec<u8>,
+}
+
+/// One version of a granted instance of a template (docs/grants-design.md, "Grants at run time"): the table
+/// `grants` keeps every version of an instance, the current one marked, so that the history stays readable and a
+/// decision reads only current, unrevoked rows (by the holder, on an index).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantRecord {
+    /// `g-` + 16 hex digits, made by the gateway.
+    pub id: String,
+    /// 1 for the grant, one more for each change.
+    pub version: u64,
+    pub template: String,
+    pub principal: String,
+    pub holder: String,
+    /// The parameters' values, in the JSON encoding tool arguments of their types have (docs/requests.md).
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// The identity that granted (or changed) this version.
+    pub granted_by: String,
+    /// When this version was granted (Unix seconds, the store's clock where it has one).
+    pub granted_at: i64,
+    /// When the instance was revoked (on its current version); `None` while it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<i64>,
+}
+
+impl GrantRecord {
+    /// The item of a request's `context.grants`: `{id, version, template, principal, holder, params, granted}`.
+    pub fn instance_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id, "version": self.version, "template": self.template, "principal": self.principal,
+            "holder": self.holder, "params": self.params,
+            "granted": remit_lang::value::format_timestamp(self.granted_at),
+        })
+    }
+}
+
+/// What a store that keeps no grants answers when asked for them: an error, never "none" — a decision of a policy
+/// with templates must not be taken as if no instance had been granted.
+fn no_grants<T>() -> StoreResult<T> {
+    Err(StoreError("this store keeps no grants".into()))
 }
 
 /// What a store that keeps no data sets answers when asked for them: an error, never "none" — a relation that
@@ -521,6 +561,42 @@ pub trait Tx {
     fn set_data_state(&mut self, state: &DataState) -> StoreResult<()> {
         let _ = state;
         no_data()
+    }
+
+    /// Keeps `grant` as its instance's current version: the version before it (if any) stays as history. The
+    /// caller gives the next version number; a version taken meanwhile (another replica changed the instance) is a
+    /// conflict.
+    fn put_grant(&mut self, grant: &GrantRecord) -> StoreResult<()> {
+        let _ = grant;
+        no_grants()
+    }
+    /// Marks the current version of instance `id` revoked at `at`; `false` when there is none, or it was revoked.
+    fn revoke_grant(&mut self, id: &str, at: i64) -> StoreResult<bool> {
+        let _ = (id, at);
+        no_grants()
+    }
+    /// The current version of instance `id` (revoked or not); in a write transaction of a store that several
+    /// gateways share, locked until the end of the transaction.
+    fn grant(&mut self, id: &str) -> StoreResult<Option<GrantRecord>> {
+        let _ = id;
+        no_grants()
+    }
+    /// Every version of instance `id`, oldest first.
+    fn grant_history(&mut self, id: &str) -> StoreResult<Vec<GrantRecord>> {
+        let _ = id;
+        no_grants()
+    }
+    /// The current versions of the instances (revoked ones included) of `principal` and of `holder` when given,
+    /// sorted by id.
+    fn grants(&mut self, principal: Option<&str>, holder: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
+        let _ = (principal, holder);
+        no_grants()
+    }
+    /// The active instances held by `holder` (current, not revoked), sorted by id: what a decision of a policy with
+    /// templates reads, in its batch's transaction, on the holder's index.
+    fn active_grants(&mut self, holder: &str) -> StoreResult<Vec<GrantRecord>> {
+        let _ = holder;
+        no_grants()
     }
 
     /// Appends an entry after the head (computing its hash) and returns it.

@@ -12,8 +12,9 @@
 //!   kind, bound as the policy says, which the retry of the exact call presents (filled by the gateway) and consumes.
 //!
 //! Its modules, each using only those listed before it (and this file's shared types): [`metrics`], [`policy`] (the policy served and the module instances), [`log`] (entries waiting to be written),
-//! [`obligations`] (carrying out an allow's obligations, budgets' windows, rounds), [`prepare`] (a request made
-//! ready for the module, the state filled in), [`access`] (access requests and their answers), [`state`] (stops and
+//! [`obligations`] (carrying out an allow's obligations, budgets' windows, rounds), [`grants`] (instances of
+//! templates granted, changed, revoked, and filled into their holders' requests), [`prepare`] (a request made ready
+//! for the module, the state filled in), [`access`] (access requests and their answers), [`state`] (stops and
 //! facts), [`explain`] (explanations for the inbox), [`batch`] (group commit, one decision in its transaction),
 //! [`decide`] (the decisions and listings front ends ask for) and [`search`] (subjects and resources searched over
 //! the data, decided without being logged); [`world`] (what the policy reads about the world and from where, used
@@ -36,6 +37,7 @@ mod batch;
 mod data;
 mod decide;
 mod explain;
+mod grants;
 mod log;
 mod metrics;
 mod obligations;
@@ -49,6 +51,7 @@ pub use self::access::AccessRequestRef;
 pub(crate) use self::data::log_change as log_data_change;
 pub use self::data::DataChange;
 pub use self::explain::NoExplanation;
+pub use self::grants::{may_grant, GrantAsk, GrantError};
 pub use self::metrics::{Counts, Histogram, BUCKETS};
 pub use self::obligations::{window_key, Carried, ROUND_TTL_SECONDS};
 pub use self::policy::Policy;
@@ -84,6 +87,9 @@ pub struct Config {
     /// AuthZEN answers are `{"decision": bool}` alone unless a request asks for the full context
     /// (`--authzen-context minimal`; `gateway::http`).
     pub authzen_minimal: bool,
+    /// Grant instances of templates `remit check` did not prove to narrow their parents (`--grant-unproved`);
+    /// without it such a grant is refused (`501`, docs/grants-design.md).
+    pub grant_unproved: bool,
 }
 
 impl Default for Config {
@@ -96,6 +102,7 @@ impl Default for Config {
             shadow_mandates: Vec::new(),
             access_log: false,
             authzen_minimal: false,
+            grant_unproved: false,
         }
     }
 }

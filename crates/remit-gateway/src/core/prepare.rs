@@ -16,7 +16,7 @@ use remit_lang::value::format_timestamp;
 use remit_lang::wasm::meta::PolicyMeta;
 
 /// The context fields only the gateway may fill.
-pub const GATEWAY_FIELDS: [&str; 5] = ["approvals", "counters", "stops", "facts", "now"];
+pub const GATEWAY_FIELDS: [&str; 6] = ["approvals", "counters", "stops", "facts", "grants", "now"];
 
 /// A request after the gateway prepared it (before the state is filled in).
 #[derive(Clone)]
@@ -71,6 +71,9 @@ impl Gateway {
             if let Some(subject) = subject {
                 let held = meta.held_by(subject);
                 match held.as_slice() {
+                    // A policy with templates: the subject may hold instances too, which only its transaction
+                    // tells (`grants::fill_grants` names the mandate then).
+                    [_] if !meta.templates.is_empty() => {}
                     [one] => {
                         let name = Json::String(one.name.clone());
                         value["context"].as_object_mut().expect("an object").insert("mandate".into(), name);
@@ -99,11 +102,19 @@ impl Gateway {
         now: i64,
         continues: Option<&Carried>,
     ) -> StoreResult<Vec<String>> {
-        if world.is_empty() {
+        let templates = !meta.templates.is_empty();
+        if world.is_empty() && !templates {
             return self.fill_state(reads, request, meta, now, continues);
         }
+        // The instances of a policy with templates are read in the transaction too: a revocation committed before
+        // the decision's transaction began is seen, on every replica.
         let tx = reads.reading_tx()?;
-        world::fill(&mut *tx, request, world, meta)?;
+        if templates {
+            super::grants::fill_grants(&mut *tx, request, meta)?;
+        }
+        if !world.is_empty() {
+            world::fill(&mut *tx, request, world, meta)?;
+        }
         self.fill_state(&mut Reads::Tx(tx), request, meta, now, continues)
     }
 
@@ -203,8 +214,12 @@ fn presented(a: &StoredApproval) -> Json {
 /// What filling `request` at `now` reads: the approvals of its mandate chain and the counters of the chain's budgets
 /// in their current windows (known before deciding, so a batch can read them for all its decisions at once).
 pub(super) fn needs_of(request: &Map<String, Json>, meta: &PolicyMeta, now: i64) -> Needs {
-    let mandate = request.get("context").and_then(|c| c.get("mandate")).and_then(Json::as_str);
-    let chain = mandate.and_then(|m| meta.mandate(m)).map(|m| m.chain.clone()).unwrap_or_default();
+    let context = request.get("context");
+    let mandate = context.and_then(|c| c.get("mandate")).and_then(Json::as_str);
+    let chain = match mandate.and_then(|m| meta.mandate(m)) {
+        Some(m) => m.chain.clone(),
+        None => instance_chain(request, meta, mandate).unwrap_or_default(),
+    };
     let operation = request
         .get("context")
         .and_then(|c| c.get("operation_id"))
@@ -221,4 +236,20 @@ pub(super) fn needs_of(request: &Map<String, Json>, meta: &PolicyMeta, now: i64)
         }
     }
     needs
+}
+
+/// The chain whose approvals and counters a decision under an instance reads: its template's parent mandate's
+/// (the instance named `TEMPLATE/ID` in `context.mandate`, or, when the request names none, the one instance filled
+/// for its subject). `None` for anything else.
+fn instance_chain(request: &Map<String, Json>, meta: &PolicyMeta, mandate: Option<&str>) -> Option<Vec<String>> {
+    let template = match mandate {
+        Some(named) => named.split_once('/')?.0.to_string(),
+        None => {
+            let grants = request.get("context")?.get("grants")?.as_array()?;
+            let [one] = grants.as_slice() else { return None };
+            one.get("template")?.as_str()?.to_string()
+        }
+    };
+    let template = meta.templates.iter().find(|t| t.name == template)?;
+    (template.parent_kind == "mandate").then(|| meta.mandate(&template.parent).map(|m| m.chain.clone()))?
 }

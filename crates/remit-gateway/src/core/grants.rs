@@ -1,0 +1,320 @@
+//! Instances of templates granted at run time (docs/grants-design.md, "Grants at run time"): granted, changed
+//! (a new version) and revoked by a principal or whoever the template's `granted by` admits, each in one store
+//! transaction with its log entry (`grant`, `change`, `revoke`), and filled into the requests of their holder
+//! (`context.grants`, [`fill_grants`]). No HTTP here: `gateway::http` calls these. Uses [`super::policy`].
+
+use serde_json::{json, Map, Value as Json};
+
+use super::{new_id, Gateway};
+use crate::store::{GrantRecord, StoreError, StoreResult, Tx};
+use remit_lang::wasm::meta::{PolicyMeta, TemplateMeta};
+
+/// What someone asks to grant: an instance of `template` for `principal`, held by `holder`, with `params`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantAsk {
+    pub template: String,
+    pub principal: String,
+    pub holder: String,
+    pub params: Map<String, Json>,
+}
+
+/// Why a grant, a change or a revocation was refused; `gateway::http` answers each with its status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GrantError {
+    /// No instance with this id (`404`).
+    NotFound(String),
+    /// The identity may not grant this instance (`403`).
+    Forbidden(String),
+    /// The instance is not within its template (`422`): `refusal` names the failing clause (`problem`, `field`,
+    /// `condition`, `value`).
+    Refused {
+        message: String,
+        refusal: Json,
+    },
+    /// The instance was revoked already (`409`).
+    Revoked(String),
+    /// The gateway cannot check instances of this policy (`501`): it has no checked program (a `.wasm` or a
+    /// bundle), or the template is not proved and the gateway was not told to grant unproved templates.
+    Unavailable(String),
+    Store(StoreError),
+}
+
+impl std::fmt::Display for GrantError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GrantError::NotFound(m)
+            | GrantError::Forbidden(m)
+            | GrantError::Revoked(m)
+            | GrantError::Unavailable(m)
+            | GrantError::Refused { message: m, .. } => f.write_str(m),
+            GrantError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<StoreError> for GrantError {
+    fn from(e: StoreError) -> GrantError {
+        GrantError::Store(e)
+    }
+}
+
+/// A refusal naming the failing clause, as the interpreter's check names it.
+fn refused(problem: &str, field: &str, condition: &str, value: Option<&str>) -> GrantError {
+    let mut message = format!("{problem}: `{field}` fails `{condition}`");
+    if let Some(value) = value {
+        message.push_str(&format!(" (value `{value}`)"));
+    }
+    let refusal = json!({"problem": problem, "field": field, "condition": condition, "value": value});
+    GrantError::Refused { message, refusal }
+}
+
+/// Whether `identity` may grant (change, revoke) an instance of `template` whose principal is `principal`: it is
+/// the principal, or the template's `granted by` admits it.
+pub fn may_grant(template: &TemplateMeta, principal: &str, identity: &str) -> bool {
+    let by = &template.granted_by;
+    identity == principal || remit_lang::eval::admits(by.principal, &by.ids, &by.prefixes, identity, principal)
+}
+
+impl Gateway {
+    /// The template `name` of the policy served, and whether the gateway may check instances of it.
+    fn template(&self, name: &str) -> Result<TemplateMeta, GrantError> {
+        let policy = self.policy();
+        let Some(template) = policy.meta.templates.iter().find(|t| t.name == name) else {
+            let condition = "a template of the policy served";
+            return Err(refused("unknown-template", "template", condition, Some(name)));
+        };
+        if !template.proved && !self.config.grant_unproved {
+            return Err(GrantError::Unavailable(format!(
+                "the template `{name}` is not proved to narrow `{}` (`remit::template-narrowing-unproved`): the \
+                 gateway grants its instances only with `--grant-unproved`",
+                template.parent
+            )));
+        }
+        Ok(template.clone())
+    }
+
+    /// Checks an instance against its template as the interpreter does (`remit_lang::eval::grants::
+    /// validate_instance`, the check every decision runs again): the principal (`for`) and holder (`holder`), each
+    /// parameter's type, the bounds (by the interpreter's condition code), the window inside the parent's and not
+    /// ended at `now`. It needs the checked program: a gateway serving a `.wasm` or a bundle has none (`501`).
+    fn check_instance(&self, record: &GrantRecord, now: i64) -> Result<(), GrantError> {
+        let policy = self.policy();
+        let Some(program) = &policy.program else {
+            return Err(GrantError::Unavailable(
+                "checking an instance needs the policy's sources: this gateway serves a module or a bundle".into(),
+            ));
+        };
+        let Some(template) = program.templates.iter().find(|t| t.name == record.template) else {
+            return Err(refused(
+                "unknown-template",
+                "template",
+                "a template of the policy served",
+                Some(&record.template),
+            ));
+        };
+        let instance = remit_lang::eval::grants::GrantInstance {
+            id: record.id.clone(),
+            version: record.version,
+            template: record.template.clone(),
+            principal: record.principal.clone(),
+            holder: record.holder.clone(),
+            params: record.params.clone(),
+            granted: remit_lang::value::format_timestamp(record.granted_at),
+        };
+        let now = i128::from(now) * remit_lang::value::NANOS_PER_SECOND;
+        remit_lang::eval::grants::validate_instance(program, template, &instance, now).map_err(|refusal| {
+            GrantError::Refused {
+                message: refusal.to_string(),
+                refusal: serde_json::to_value(&refusal).expect("plain data serializes"),
+            }
+        })
+    }
+
+    /// Grants an instance: checked, stored as version 1 and logged (`grant`) in one transaction; it is filled into
+    /// every decision of its holder that starts after this returns.
+    pub fn grant(&self, identity: &str, ask: &GrantAsk) -> Result<GrantRecord, GrantError> {
+        let template = self.template(&ask.template)?;
+        if !may_grant(&template, &ask.principal, identity) {
+            return Err(GrantError::Forbidden(format!(
+                "`{identity}` may not grant `{}` for `{}`: neither the principal nor admitted by its `granted by`",
+                ask.template, ask.principal
+            )));
+        }
+        let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
+        let record = GrantRecord {
+            id: new_id("g"),
+            version: 1,
+            template: ask.template.clone(),
+            principal: ask.principal.clone(),
+            holder: ask.holder.clone(),
+            params: ask.params.clone(),
+            granted_by: identity.to_string(),
+            granted_at: now,
+            revoked_at: None,
+        };
+        self.check_instance(&record, now)?;
+        tx.put_grant(&record)?;
+        tx.append_log(now, "grant", &entry(&record, None).to_string())?;
+        tx.commit()?;
+        Ok(record)
+    }
+
+    /// Changes an instance's parameters: a new version, checked, stored and logged (`change`) in one transaction.
+    pub fn change_grant(
+        &self,
+        identity: &str,
+        id: &str,
+        params: &Map<String, Json>,
+    ) -> Result<GrantRecord, GrantError> {
+        retrying(|| self.change_once(identity, id, params))
+    }
+
+    fn change_once(&self, identity: &str, id: &str, params: &Map<String, Json>) -> Result<GrantRecord, GrantError> {
+        let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
+        let current = self.current(&mut *tx, id)?;
+        let template = self.template(&current.template)?;
+        if !may_grant(&template, &current.principal, identity) {
+            return Err(forbidden(identity, &current));
+        }
+        let record = GrantRecord {
+            version: current.version + 1,
+            params: params.clone(),
+            granted_by: identity.to_string(),
+            granted_at: now,
+            ..current.clone()
+        };
+        self.check_instance(&record, now)?;
+        tx.put_grant(&record)?;
+        tx.append_log(now, "change", &entry(&record, Some(&current)).to_string())?;
+        tx.commit()?;
+        Ok(record)
+    }
+
+    /// Revokes an instance: its current version marked revoked and a `revoke` entry, in one transaction; no decision
+    /// that starts after this returns is filled with it.
+    pub fn revoke_grant(&self, identity: &str, id: &str) -> Result<GrantRecord, GrantError> {
+        retrying(|| self.revoke_once(identity, id))
+    }
+
+    fn revoke_once(&self, identity: &str, id: &str) -> Result<GrantRecord, GrantError> {
+        let mut tx = self.store.begin()?;
+        let now = tx.now().unwrap_or_else(|| self.clock.now());
+        let current = self.current(&mut *tx, id)?;
+        // A template no longer in the policy: only the principal may still revoke its instances.
+        let policy = self.policy();
+        let allowed = match policy.meta.templates.iter().find(|t| t.name == current.template) {
+            Some(template) => may_grant(template, &current.principal, identity),
+            None => identity == current.principal,
+        };
+        if !allowed {
+            return Err(forbidden(identity, &current));
+        }
+        if !tx.revoke_grant(id, now)? {
+            return Err(GrantError::Revoked(format!("the grant `{id}` is revoked already")));
+        }
+        let body = json!({"id": id, "version": current.version, "template": current.template,
+                          "principal": current.principal, "holder": current.holder, "by": identity});
+        tx.append_log(now, "revoke", &body.to_string())?;
+        tx.commit()?;
+        Ok(GrantRecord { revoked_at: Some(now), ..current })
+    }
+
+    /// The current version of `id`, not revoked.
+    fn current(&self, tx: &mut dyn Tx, id: &str) -> Result<GrantRecord, GrantError> {
+        match tx.grant(id)? {
+            None => Err(GrantError::NotFound(format!("no grant `{id}`"))),
+            Some(g) if g.revoked_at.is_some() => Err(GrantError::Revoked(format!("the grant `{id}` is revoked"))),
+            Some(g) => Ok(g),
+        }
+    }
+
+    /// Whether `identity` may see the instance: an admin sees every one; anyone else those it is the principal of,
+    /// granted, or may grant.
+    fn may_see(&self, meta: &PolicyMeta, identity: &str, admin: bool, g: &GrantRecord) -> bool {
+        admin
+            || identity == g.principal
+            || identity == g.granted_by
+            || meta.templates.iter().any(|t| t.name == g.template && may_grant(t, &g.principal, identity))
+    }
+
+    /// The current versions of the instances (revoked ones included) of `principal` and `holder` (each when given)
+    /// that `identity` may see, sorted by id.
+    pub fn grants(
+        &self,
+        identity: &str,
+        admin: bool,
+        principal: Option<&str>,
+        holder: Option<&str>,
+    ) -> Result<Vec<GrantRecord>, GrantError> {
+        let mut tx = self.store.begin_read()?;
+        let policy = self.policy();
+        let all = tx.grants(principal, holder)?;
+        Ok(all.into_iter().filter(|g| self.may_see(&policy.meta, identity, admin, g)).collect())
+    }
+
+    /// Every version of instance `id`, oldest first (`404` for one `identity` may not see).
+    pub fn grant_history(&self, identity: &str, admin: bool, id: &str) -> Result<Vec<GrantRecord>, GrantError> {
+        let mut tx = self.store.begin_read()?;
+        let history = tx.grant_history(id)?;
+        let policy = self.policy();
+        match history.last() {
+            Some(last) if self.may_see(&policy.meta, identity, admin, last) => Ok(history),
+            _ => Err(GrantError::NotFound(format!("no grant `{id}` for you"))),
+        }
+    }
+}
+
+/// How many times a change or revocation that lost to a concurrent one (on another replica) is tried.
+const ATTEMPTS: usize = 8;
+
+/// Runs `f` again while it fails with a conflict ([`StoreError::is_conflict`]), at most [`ATTEMPTS`] times.
+fn retrying<T>(f: impl Fn() -> Result<T, GrantError>) -> Result<T, GrantError> {
+    let mut attempt = 1;
+    loop {
+        match f() {
+            Err(GrantError::Store(e)) if e.is_conflict() && attempt < ATTEMPTS => attempt += 1,
+            other => return other,
+        }
+    }
+}
+
+fn forbidden(identity: &str, g: &GrantRecord) -> GrantError {
+    GrantError::Forbidden(format!(
+        "`{identity}` may not change `{}`: neither its principal `{}` nor admitted by its template's `granted by`",
+        g.id, g.principal
+    ))
+}
+
+/// The body of a `grant` or `change` entry: the version granted, by whom, and for a change the version before.
+fn entry(record: &GrantRecord, previous: Option<&GrantRecord>) -> Json {
+    let mut body = json!({
+        "id": record.id, "version": record.version, "template": record.template, "principal": record.principal,
+        "holder": record.holder, "params": record.params, "by": record.granted_by,
+        "granted": remit_lang::value::format_timestamp(record.granted_at),
+    });
+    if let Some(previous) = previous {
+        body["previous"] = json!({"version": previous.version, "params": previous.params});
+    }
+    body
+}
+
+/// Fills `context.grants` with the active instances whose holder is the request's subject (one indexed read in
+/// the decision's transaction), and, for a request that names no mandate, names the one static mandate its subject
+/// holds when it holds no instance (else the module resolves among the mandates and instances it holds).
+pub(super) fn fill_grants(tx: &mut dyn Tx, request: &mut Map<String, Json>, meta: &PolicyMeta) -> StoreResult<()> {
+    let subject = request.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str).map(str::to_string);
+    let grants = match &subject {
+        Some(subject) => tx.active_grants(subject)?,
+        None => Vec::new(),
+    };
+    let Some(context) = request.get_mut("context").and_then(Json::as_object_mut) else { return Ok(()) };
+    if !context.contains_key("mandate") && grants.is_empty() {
+        if let [one] = subject.as_deref().map(|s| meta.held_by(s)).unwrap_or_default().as_slice() {
+            context.insert("mandate".into(), Json::String(one.name.clone()));
+        }
+    }
+    context.insert("grants".into(), Json::Array(grants.iter().map(GrantRecord::instance_json).collect()));
+    Ok(())
+}
