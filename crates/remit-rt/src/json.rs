@@ -247,11 +247,31 @@ impl<'a> Doc<'a> {
         self.text(a).cmp(self.text(b))
     }
 
-    /// The value of the entry of object `obj` whose unescaped key is `key`.
+    /// The value of the entry of object `obj` whose unescaped key is `key`. One name, so no [`Key`] is prepared
+    /// (its two words cost more than the search in the small objects attributes are read from): a key without an
+    /// escape is compared by its length, read from its token, then by its bytes; an escaped one unescaped.
     pub fn get(&self, obj: u32, key: &[u8]) -> Option<u32> {
-        let mut found = [None];
-        self.find_fields(Some(obj), &[Key::of(key)], &mut found);
-        found[0]
+        let t = self.token(obj);
+        if t.kind() != OBJECT {
+            return None;
+        }
+        let end = t.next;
+        let mut k = obj + 1;
+        while k < end {
+            let kt = self.token(k);
+            let found = if kt.flags() & ESCAPED == 0 {
+                kt.end.wrapping_sub(kt.start) as usize == key.len()
+                    && crate::same_bytes(self.input.get(kt.start as usize..kt.end as usize).unwrap_or(&[]), key)
+            } else {
+                self.text(k).eq(key.iter().copied())
+            };
+            if found {
+                return Some(kt.next);
+            }
+            // The key's value, then the next key (`max`: always forward, on any tape).
+            k = self.token(kt.next).next.max(k + 1);
+        }
+        None
     }
 }
 
