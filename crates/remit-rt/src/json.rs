@@ -1167,6 +1167,49 @@ mod tests {
     }
 
     #[test]
+    fn get_is_fields_of_one_name() {
+        // Keys of every length around the word sizes, plain and escaped (an escaped key's raw bytes are longer than
+        // its text), and names that share a key's length or its first bytes: `get` finds what `fields` finds.
+        let text = br#"{"":0,"i":1,"id":2,"ids":3,"idsx":4,"a\u0062c":5,"owner":6,"total12":7,"total123":8,"properties":9,"properties12345":10,"properties123456":11,"properties1234567":12,"x\"y":13,"nested":{"id":14}}"#;
+        let mut buffers = Buffers::new();
+        let (doc, _) = buffers.parse(text).unwrap();
+        let names: [&[u8]; 22] = [
+            b"",
+            b"i",
+            b"id",
+            b"ids",
+            b"idsx",
+            b"abc",
+            b"a\\u0062c",
+            b"owner",
+            b"ownex",
+            b"total12",
+            b"total123",
+            b"total124",
+            b"properties",
+            b"properties12345",
+            b"properties123456",
+            b"properties1234567",
+            b"properties1234568",
+            b"x\"y",
+            b"x\\\"y",
+            b"nested",
+            b"nestedx",
+            b"missing",
+        ];
+        for name in names {
+            let [expected] = doc.fields(Some(0), &[Key::of(name)]);
+            assert_eq!(doc.get(0, name), expected, "{:?}", String::from_utf8_lossy(name));
+        }
+        assert!(doc.get(0, b"abc").is_some() && doc.get(0, b"x\"y").is_some() && doc.get(0, b"id").is_some());
+        let nested = doc.get(0, b"nested").unwrap();
+        assert_eq!(doc.get(nested, b"id").map(|v| doc.raw(v)), Some(&b"14"[..]));
+        // Not an object: nothing.
+        assert_eq!(doc.get(doc.get(0, b"id").unwrap(), b"id"), None);
+        assert_eq!(doc.get(999, b"id"), None);
+    }
+
+    #[test]
     fn fields_compare_whole_names_of_every_length() {
         // Names of 0-20 bytes sharing prefixes, each found only under its exact key, also as the document's last
         // key (fewer than 16 bytes left to read) and written with an escape.
