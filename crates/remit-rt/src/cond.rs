@@ -19,7 +19,7 @@
 use core::cmp::Ordering;
 
 use crate::image::{self, Image, Node, Tool, Type, Value, MAX_COND_DEPTH};
-use crate::json::{Doc, Key, ARRAY, FALSE, NUMBER, OBJECT, STRING, TRUE};
+use crate::json::{Doc, ARRAY, FALSE, NUMBER, OBJECT, STRING, TRUE};
 use crate::request::{elements, Request};
 use crate::time;
 use crate::value::{
@@ -849,7 +849,6 @@ fn holds(
     env: &Env<'_>,
     kept: &[Text; image::RELATION_TERMS_KEPT],
 ) -> Result<Option<bool>, ()> {
-    const ITEM_FIELDS: [Key<'static>; 2] = [Key::new(b"args"), Key::new(b"holds")];
     let doc = env.doc;
     let name = image.str(atom.name_off, atom.name_len);
     let listed = match env.request.relations.and_then(|relations| doc.get(relations, name)) {
@@ -874,7 +873,8 @@ fn holds(
         if doc.token(item).kind() != OBJECT {
             return Err(());
         }
-        let [args, held] = doc.fields(Some(item), &ITEM_FIELDS);
+        // Two names of an object of two entries: [`Doc::get`] twice costs less than a [`Doc::fields`] pass.
+        let (args, held) = (doc.get(item, b"args"), doc.get(item, b"holds"));
         let args = args.filter(|&a| doc.token(a).kind() == ARRAY).ok_or(())?;
         let held = match held.map(|h| doc.token(h).kind()) {
             Some(TRUE) => true,
@@ -965,9 +965,17 @@ fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> 
             Val::Num(n)
         }
         image::TYPE_DECIMAL if kind == NUMBER => Val::Num(parse_decimal(doc.raw(tok))?),
-        image::TYPE_DECIMAL if kind == STRING => Val::Num(parse_decimal(unescaped(doc, tok, &mut buf)?)?),
+        // Without an escape (nearly always) the raw bytes are read in place: a text longer than
+        // [`MAX_NUMBER_TEXT`], which [`unescaped`] refuses, is no decimal or money either.
+        image::TYPE_DECIMAL if kind == STRING => match doc.plain(tok) {
+            Some(raw) => Val::Num(parse_decimal(raw)?),
+            None => Val::Num(parse_decimal(unescaped(doc, tok, &mut buf)?)?),
+        },
         image::TYPE_MONEY if kind == STRING => {
-            let (amount, currency) = parse_money(unescaped(doc, tok, &mut buf)?)?;
+            let (amount, currency) = match doc.plain(tok) {
+                Some(raw) => parse_money(raw)?,
+                None => parse_money(unescaped(doc, tok, &mut buf)?)?,
+            };
             Val::Money(amount, currency)
         }
         image::TYPE_BOOL if kind == TRUE => Val::Bool(true),

@@ -247,11 +247,31 @@ impl<'a> Doc<'a> {
         self.text(a).cmp(self.text(b))
     }
 
-    /// The value of the entry of object `obj` whose unescaped key is `key`.
+    /// The value of the entry of object `obj` whose unescaped key is `key`. One name, so no [`Key`] is prepared
+    /// (its two words cost more than the search in the small objects attributes are read from): a key without an
+    /// escape is compared by its length, read from its token, then by its bytes; an escaped one unescaped.
     pub fn get(&self, obj: u32, key: &[u8]) -> Option<u32> {
-        let mut found = [None];
-        self.find_fields(Some(obj), &[Key::of(key)], &mut found);
-        found[0]
+        let t = self.token(obj);
+        if t.kind() != OBJECT {
+            return None;
+        }
+        let end = t.next;
+        let mut k = obj + 1;
+        while k < end {
+            let kt = self.token(k);
+            let found = if kt.flags() & ESCAPED == 0 {
+                kt.end.wrapping_sub(kt.start) as usize == key.len()
+                    && crate::same_bytes(self.input.get(kt.start as usize..kt.end as usize).unwrap_or(&[]), key)
+            } else {
+                self.text(k).eq(key.iter().copied())
+            };
+            if found {
+                return Some(kt.next);
+            }
+            // The key's value, then the next key (`max`: always forward, on any tape).
+            k = self.token(kt.next).next.max(k + 1);
+        }
+        None
     }
 }
 
@@ -1144,6 +1164,49 @@ mod tests {
         assert_eq!(doc.get(0, b"b"), Some(6));
         assert_eq!(doc.token(6).kind(), NULL);
         assert_eq!(doc.token(99).kind(), 0);
+    }
+
+    #[test]
+    fn get_is_fields_of_one_name() {
+        // Keys of every length around the word sizes, plain and escaped (an escaped key's raw bytes are longer than
+        // its text), and names that share a key's length or its first bytes: `get` finds what `fields` finds.
+        let text = br#"{"":0,"i":1,"id":2,"ids":3,"idsx":4,"a\u0062c":5,"owner":6,"total12":7,"total123":8,"properties":9,"properties12345":10,"properties123456":11,"properties1234567":12,"x\"y":13,"nested":{"id":14}}"#;
+        let mut buffers = Buffers::new();
+        let (doc, _) = buffers.parse(text).unwrap();
+        let names: [&[u8]; 22] = [
+            b"",
+            b"i",
+            b"id",
+            b"ids",
+            b"idsx",
+            b"abc",
+            b"a\\u0062c",
+            b"owner",
+            b"ownex",
+            b"total12",
+            b"total123",
+            b"total124",
+            b"properties",
+            b"properties12345",
+            b"properties123456",
+            b"properties1234567",
+            b"properties1234568",
+            b"x\"y",
+            b"x\\\"y",
+            b"nested",
+            b"nestedx",
+            b"missing",
+        ];
+        for name in names {
+            let [expected] = doc.fields(Some(0), &[Key::of(name)]);
+            assert_eq!(doc.get(0, name), expected, "{:?}", String::from_utf8_lossy(name));
+        }
+        assert!(doc.get(0, b"abc").is_some() && doc.get(0, b"x\"y").is_some() && doc.get(0, b"id").is_some());
+        let nested = doc.get(0, b"nested").unwrap();
+        assert_eq!(doc.get(nested, b"id").map(|v| doc.raw(v)), Some(&b"14"[..]));
+        // Not an object: nothing.
+        assert_eq!(doc.get(doc.get(0, b"id").unwrap(), b"id"), None);
+        assert_eq!(doc.get(999, b"id"), None);
     }
 
     #[test]

@@ -86,6 +86,30 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
+    // Up to 16 bytes (most names, ids and keys): two overlapping loads a side, as [`copy_short`] copies them,
+    // rather than a loop over the bytes past the last whole word.
+    let len = a.len();
+    match len {
+        0 => return true,
+        1..=3 => {
+            // The first, middle and last bytes cover every length from 1 to 3.
+            let byte = |s: &[u8], at: usize| s.get(at).copied();
+            return byte(a, 0) == byte(b, 0)
+                && byte(a, len / 2) == byte(b, len / 2)
+                && byte(a, len - 1) == byte(b, len - 1);
+        }
+        4..=7 => {
+            let word = |s: &[u8], at: usize| s.get(at..at + 4).and_then(|w| <[u8; 4]>::try_from(w).ok());
+            return word(a, 0) == word(b, 0) && word(a, len - 4) == word(b, len - 4);
+        }
+        8..=16 => {
+            let word = |s: &[u8], at: usize| {
+                s.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()).map(u64::from_le_bytes)
+            };
+            return word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8);
+        }
+        _ => {}
+    }
     let (mut x, mut y) = (a.chunks_exact(8), b.chunks_exact(8));
     for (p, q) in (&mut x).zip(&mut y) {
         if let (Ok(p), Ok(q)) = (<[u8; 8]>::try_from(p), <[u8; 8]>::try_from(q)) {
