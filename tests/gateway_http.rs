@@ -205,6 +205,8 @@ fn discovery_search_health_ready_and_metrics() {
     assert!(metrics.contains("remit_decision_seconds_count 2"), "{metrics}");
     // The log lag: both decisions were logged (in committed transactions), none waits.
     assert!(metrics.contains("remit_log_lag_seconds_count 2"), "{metrics}");
+    // A store in the process sends no statements to a server.
+    assert!(!metrics.contains("remit_store_round_trips_total"), "{metrics}");
     assert!(metrics.contains("remit_log_lag_seconds_bucket{le=\"+Inf\"} 2"), "{metrics}");
     assert!(metrics.contains("remit_log_pending 0"), "{metrics}");
 }

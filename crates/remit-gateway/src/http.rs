@@ -880,6 +880,20 @@ async fn metrics(State(app): Shared) -> Response {
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", n.load(Ordering::Relaxed));
     }
+    if let Some(sent) = app.gateway.store().sent() {
+        for (name, help, n) in [
+            ("remit_store_statements_total", "Statements sent to the database server.", sent.statements),
+            ("remit_store_round_trips_total", "Round trips to the database server (a pipeline is one).", sent.round_trips),
+            ("remit_store_transactions_total", "Transactions begun on the database server.", sent.transactions),
+            (
+                "remit_store_conflicts_total",
+                "Serialization failures, deadlocks and unique violations met (the batch is run again, or denied).",
+                sent.conflicts,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {n}");
+        }
+    }
     app.latency.render("remit_decision_seconds", "Time to decide, log and answer one request.", &mut out);
     counts.log_lag.render(
         "remit_log_lag_seconds",
