@@ -857,7 +857,8 @@ fn two_remit_serve_processes_share_one_database_and_one_verifiable_log() {
     let metrics = request("GET", &format!("{}/metrics", b.url), &[], None).unwrap();
     let text = String::from_utf8_lossy(&metrics.body).into_owned();
     let sample = |name: &str| -> u64 {
-        let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {text}"));
+        let line =
+            text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {text}"));
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
     let (trips, statements) = (sample("remit_store_round_trips_total"), sample("remit_store_statements_total"));

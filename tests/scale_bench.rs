@@ -286,7 +286,11 @@ fn measure(
     let cpu_after = (cpu(&gateways), database_cpu(postmaster), cpu(&[std::process::id()]));
     let metrics_after: Vec<BTreeMap<String, f64>> = setup.served.iter().map(metrics).collect();
     let delta = |name: &str| -> f64 {
-        metrics_after.iter().zip(&metrics_before).map(|(a, b)| a.get(name).unwrap_or(&0.0) - b.get(name).unwrap_or(&0.0)).sum()
+        metrics_after
+            .iter()
+            .zip(&metrics_before)
+            .map(|(a, b)| a.get(name).unwrap_or(&0.0) - b.get(name).unwrap_or(&0.0))
+            .sum()
     };
     let mut latencies: Vec<Duration> = Vec::new();
     let mut errors = 0;
@@ -335,9 +339,8 @@ fn lock_waits(url: &str, database: &str, stop: &AtomicBool) -> (f64, f64) {
     let mut stdin = psql.stdin.take().unwrap();
     let mut lines = BufReader::new(psql.stdout.take().unwrap()).lines();
     let (mut samples, mut waiting, mut with_any) = (0u64, 0u64, 0u64);
-    let sql = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{database}' AND wait_event_type = 'Lock';"
-    );
+    let sql =
+        format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{database}' AND wait_event_type = 'Lock';");
     while !stop.load(Ordering::Relaxed) {
         writeln!(stdin, "{sql}").unwrap();
         stdin.flush().unwrap();
@@ -435,7 +438,12 @@ fn exact(setup: &Setup) {
     }
     let allows = setup.allows.lock().unwrap();
     for id in allows.iter() {
-        assert_eq!(logged.get(id).map(String::as_str), Some("allow"), "{}: `{id}` answered allow, not logged so", setup.name);
+        assert_eq!(
+            logged.get(id).map(String::as_str),
+            Some("allow"),
+            "{}: `{id}` answered allow, not logged so",
+            setup.name
+        );
     }
     assert_eq!(logged.len(), allows.len(), "{}: the decisions logged are the allows answered", setup.name);
     let counted = counters(setup, sqlite.as_deref(), &per_operation);

@@ -883,7 +883,11 @@ async fn metrics(State(app): Shared) -> Response {
     if let Some(sent) = app.gateway.store().sent() {
         for (name, help, n) in [
             ("remit_store_statements_total", "Statements sent to the database server.", sent.statements),
-            ("remit_store_round_trips_total", "Round trips to the database server (a pipeline is one).", sent.round_trips),
+            (
+                "remit_store_round_trips_total",
+                "Round trips to the database server (a pipeline is one).",
+                sent.round_trips,
+            ),
             ("remit_store_transactions_total", "Transactions begun on the database server.", sent.transactions),
             (
                 "remit_store_conflicts_total",
