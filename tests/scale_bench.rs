@@ -7,6 +7,9 @@
 //! - `pg 1`: one gateway on a PostgreSQL database (the throwaway server of scripts/postgres.sh, `fsync = off`);
 //! - `pg 2`: two gateways on another database of that server, the callers split between them.
 //!
+//! With `REMIT_BENCH_BASELINE=PATH` (another build's `remit`), `sqlite process` and `pg 2` run also on that binary
+//! (`… base`, their own store and database), in the same rounds: a change measured side by side with its baseline.
+//!
 //! Cases: `read` (an allow with no obligation: its log entry only), `pay` (an allow that counts a budget and
 //! records its operation, a fresh operation each call), `hot` (the same, every call one operation: one budget
 //! counter shared by every call, of every caller). 1 and 64 callers (threads of this process, one keep-alive
@@ -74,7 +77,7 @@ fn payment(operation: &str) -> String {
 
 /// One store and the `remit serve` processes on it.
 struct Setup {
-    name: &'static str,
+    name: String,
     served: Vec<Served>,
     /// `sqlite:PATH` or the database's URL (its password in it).
     store: String,
@@ -118,9 +121,10 @@ fn scale_bench() {
     let server = Server::start();
     let one = server.database("bench_one");
     let two = server.database("bench_two");
-    let serve = |store: &str, extra: &[&str], log: &str| {
+    let baseline = std::env::var("REMIT_BENCH_BASELINE").ok();
+    let serve = |bin: &str, store: &str, extra: &[&str], log: &str| {
         let log = std::fs::File::create(dir.join(log)).unwrap();
-        let mut command = Command::new(support::remit_bin());
+        let mut command = Command::new(bin);
         command
             .arg("serve")
             .arg(&policy)
@@ -131,21 +135,29 @@ fn scale_bench() {
             .stderr(log);
         Served::start(&mut command)
     };
-    let sqlite = |name: &'static str, durability: &str| {
-        let store = format!("sqlite:{}", dir.join(format!("{durability}.db")).display());
-        let served = vec![serve(&store, &["--durability", durability], &format!("{durability}.log"))];
-        Setup { name, served, store, database: None, allows: Mutex::new(Vec::new()) }
+    let sqlite = |bin: &str, name: &str, file: &str, durability: &str| {
+        let store = format!("sqlite:{}", dir.join(format!("{file}.db")).display());
+        let served = vec![serve(bin, &store, &["--durability", durability], &format!("{file}.log"))];
+        Setup { name: name.into(), served, store, database: None, allows: Mutex::new(Vec::new()) }
     };
-    let postgres = |name: &'static str, url: &str, database: &str, n: usize| {
-        let served = (0..n).map(|i| serve(url, &[], &format!("{database}-{i}.log"))).collect();
-        Setup { name, served, store: url.to_string(), database: Some(database.into()), allows: Mutex::new(Vec::new()) }
+    let postgres = |bin: &str, name: &str, url: &str, database: &str, n: usize| {
+        let served = (0..n).map(|i| serve(bin, url, &[], &format!("{database}-{i}.log"))).collect();
+        let database = Some(database.into());
+        Setup { name: name.into(), served, store: url.to_string(), database, allows: Mutex::new(Vec::new()) }
     };
-    let setups = [
-        sqlite("sqlite full", "full"),
-        sqlite("sqlite process", "process"),
-        postgres("pg 1", &one, "bench_one", 1),
-        postgres("pg 2", &two, "bench_two", 2),
+    let bin = support::remit_bin();
+    let mut setups = vec![
+        sqlite(bin, "sqlite full", "full", "full"),
+        sqlite(bin, "sqlite process", "process", "process"),
+        postgres(bin, "pg 1", &one, "bench_one", 1),
+        postgres(bin, "pg 2", &two, "bench_two", 2),
     ];
+    if let Some(base) = &baseline {
+        let two_base = server.database("bench_two_base");
+        setups.insert(2, sqlite(base, "sqlite process base", "process-base", "process"));
+        setups.push(postgres(base, "pg 2 base", &two_base, "bench_two_base", 2));
+        println!("# baseline: {base}");
+    }
     let postmaster: u32 = std::fs::read_to_string(server.dir().join("data/postmaster.pid"))
         .unwrap()
         .lines()

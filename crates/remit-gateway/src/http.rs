@@ -395,9 +395,8 @@ fn authzen_to_remit(app: &App, authzen: &Map<String, Json>) -> Json {
 }
 
 async fn run_decision(app: &Arc<App>, request: Vec<u8>, trusted: bool) -> Decided {
-    let gateway = app.gateway.clone();
     let started = Instant::now();
-    let decided = blocking_decision(app, move || gateway.decide_as(&request, trusted)).await;
+    let decided = decision(app, request, trusted).await;
     let elapsed = started.elapsed();
     app.latency.observe(elapsed.as_secs_f64());
     if let (true, Ok(d)) = (app.gateway.config().access_log, &decided) {
@@ -427,6 +426,33 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>, trusted: bool) -> Decide
             }
         }
     }
+}
+
+/// Runs a decision. When no other decision is running, on a multi-threaded runtime, in place on the worker that
+/// received the request (`block_in_place`, [`blocking_decision`]); otherwise its job is queued for the group
+/// commit and awaited (`Gateway::decide_awaiting`): the committer thread runs the batches, and no thread of the
+/// blocking pool waits for each decision (BENCHMARKS.md, "Gateway"). `Err` when the decision panicked.
+async fn decision(app: &Arc<App>, request: Vec<u8>, trusted: bool) -> Result<Decided, ()> {
+    use futures_util::FutureExt;
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let alone = app.running.load(Ordering::Acquire) == 0;
+    if alone && Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        let gateway = app.gateway.clone();
+        return blocking_decision(app, move || gateway.decide_as(&request, trusted)).await;
+    }
+    struct Running<'a>(&'a std::sync::atomic::AtomicUsize);
+    impl Drop for Running<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    app.running.fetch_add(1, Ordering::AcqRel);
+    let _running = Running(&app.running);
+    let gateway = app.gateway.clone();
+    std::panic::AssertUnwindSafe(async move { gateway.decide_awaiting(&request, trusted).await })
+        .catch_unwind()
+        .await
+        .map_err(|_| ())
 }
 
 /// Runs a decision, which blocks (SQLite, the group commit). When no other decision is running, on a
