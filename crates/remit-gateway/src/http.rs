@@ -1473,8 +1473,9 @@ impl Default for Drain {
 /// Runs a gateway on `listen` until SIGTERM or Ctrl-C, then drains ([`Drain`]: `/ready` 503 at once, the listener
 /// closed after `delay`, the requests in flight given `timeout`); `make` gets the bound address (port 0 picks one)
 /// and returns the gateway and the tokens. On one runtime of a worker per core, not [`run_router`]'s runtime per
-/// core: `remit serve`'s decisions go to the blocking pool anyway, and its throughput under many connections (where
-/// one runtime may accept more of them than another) was measured with this model only.
+/// core: `remit serve`'s batches run on the committer thread (or in place, for a lone call) anyway, and its
+/// throughput under many connections (where one runtime may accept more of them than another) was measured with
+/// this model only.
 pub fn run(
     listen: &str,
     tls: Option<ServerTls>,
