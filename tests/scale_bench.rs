@@ -16,7 +16,7 @@
 //! connection each, `POST /v1/decide`). For each: decisions/s, p50/p99, commits/s and decisions per commit, and on
 //! PostgreSQL statements and round trips per decision, conflicts and retries (the gateways' `/metrics`) and the
 //! sessions waiting for a lock (`pg_stat_activity`, sampled every 10 ms); the CPU time the gateways, the database
-//! server and the callers took per decision (`/proc`), and the load average. Every figure is the median of the
+//! server (PostgreSQL only) and the callers took per decision (`/proc`), and the load average. Every figure is the median of the
 //! rounds.
 //!
 //! At the end every store is checked: `remit audit verify` passes, every call answered allow is logged as that
@@ -209,6 +209,7 @@ fn scale_bench() {
                 } else {
                     "— (in process)".into()
                 };
+                let server = if pg { format!("{:.0}", m(|r| r.cpu_database)) } else { "—".into() };
                 let waits = if pg {
                     format!("{:.2} ({:.0}%)", m(|r| r.lock_waiting), 100.0 * m(|r| r.lock_samples_waiting))
                 } else {
@@ -216,7 +217,7 @@ fn scale_bench() {
                 };
                 println!(
                     "| {} | {callers} | {:.0} | {:.2} ms | {:.2} ms | {:.0} | {:.1} | {trips} | {:.0} · {:.0} | {waits} | \
-                     {:.0} · {:.0} · {:.0} | {} |",
+                     {:.0} · {server} · {:.0} | {} |",
                     setup.name,
                     m(|r| r.per_second),
                     m(|r| r.p50),
@@ -226,7 +227,6 @@ fn scale_bench() {
                     m(|r| r.conflicts),
                     m(|r| r.retries),
                     m(|r| r.cpu_gateway),
-                    m(|r| r.cpu_database),
                     m(|r| r.cpu_callers),
                     r.iter().map(|r| r.errors).sum::<usize>(),
                 );
