@@ -88,6 +88,35 @@ fn payment(amount: &str, operation: &str) -> Value {
     })
 }
 
+/// HTTP callers (under concurrency their decisions are awaited, and the committer thread runs the batches) and
+/// in-process callers (blocking, leading batches themselves and handing the lead on) share one group commit: 24
+/// calls at once of one payment operation, whose budget is one payment, are allowed exactly once; every call is
+/// answered and logged, and the log verifies.
+#[test]
+fn http_and_in_process_callers_share_the_group_commit_and_its_promises() {
+    let s = start("shared-commit");
+    let native = |operation: &str| {
+        let authzen = payment("20.00 USD", operation);
+        serde_json::to_vec(&remit_gateway::http::remit_request(authzen.as_object().unwrap())).unwrap()
+    };
+    assert!(s.gateway.decide(&native("op-alone")).allowed(), "an in-process call alone is allowed");
+    for round in 0..5 {
+        let operation = format!("op-shared-{round}");
+        let (authzen, native) = (payment("20.00 USD", &operation), native(&operation));
+        let allows: usize = std::thread::scope(|scope| {
+            let http: Vec<_> = (0..16)
+                .map(|_| scope.spawn(|| s.post("/access/v1/evaluation", &authzen).json()["decision"] == true))
+                .collect();
+            let core: Vec<_> = (0..8).map(|_| scope.spawn(|| s.gateway.decide(&native).allowed())).collect();
+            http.into_iter().chain(core).map(|h| usize::from(h.join().unwrap())).sum()
+        });
+        assert_eq!(allows, 1, "round {round}: one payment per operation");
+    }
+    let entries = remit_gateway::audit::read_all(s.store.as_ref()).unwrap();
+    assert_eq!(entries.iter().filter(|e| e.kind == "decision").count(), 1 + 5 * 24, "every call logged");
+    remit_gateway::audit::verify(entries).unwrap();
+}
+
 #[test]
 fn authzen_evaluation_answers_allow_deny_and_escalate_with_remit_context() {
     let s = start("evaluation");
@@ -205,6 +234,8 @@ fn discovery_search_health_ready_and_metrics() {
     assert!(metrics.contains("remit_decision_seconds_count 2"), "{metrics}");
     // The log lag: both decisions were logged (in committed transactions), none waits.
     assert!(metrics.contains("remit_log_lag_seconds_count 2"), "{metrics}");
+    // A store in the process sends no statements to a server.
+    assert!(!metrics.contains("remit_store_round_trips_total"), "{metrics}");
     assert!(metrics.contains("remit_log_lag_seconds_bucket{le=\"+Inf\"} 2"), "{metrics}");
     assert!(metrics.contains("remit_log_pending 0"), "{metrics}");
 }

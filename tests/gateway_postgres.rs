@@ -853,6 +853,18 @@ fn two_remit_serve_processes_share_one_database_and_one_verifiable_log() {
         handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count()
     });
     assert_eq!(allows, 5);
+    // `/metrics` counts what the store sent to the server.
+    let metrics = request("GET", &format!("{}/metrics", b.url), &[], None).unwrap();
+    let text = String::from_utf8_lossy(&metrics.body).into_owned();
+    let sample = |name: &str| -> u64 {
+        let line =
+            text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}: {text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let (trips, statements) = (sample("remit_store_round_trips_total"), sample("remit_store_statements_total"));
+    assert!(trips > 0 && statements >= trips, "{trips} round trips, {statements} statements");
+    assert!(sample("remit_store_transactions_total") > 0);
+    sample("remit_store_conflicts_total");
     let mut a = a;
     a.child.kill().unwrap();
     a.child.wait().unwrap();

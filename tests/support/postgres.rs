@@ -49,6 +49,11 @@ impl Server {
         Server { dir: PathBuf::from(dir), url: url.to_string() }
     }
 
+    /// The server's folder (scripts/postgres.sh's: `data/` holds the cluster).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// The URL of the server's database `remit` (the password in it).
     pub fn url(&self) -> &str {
         &self.url

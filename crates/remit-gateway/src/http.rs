@@ -400,9 +400,8 @@ fn authzen_to_remit(app: &App, authzen: &Map<String, Json>) -> Json {
 }
 
 async fn run_decision(app: &Arc<App>, request: Vec<u8>, trusted: bool) -> Decided {
-    let gateway = app.gateway.clone();
     let started = Instant::now();
-    let decided = blocking_decision(app, move || gateway.decide_as(&request, trusted)).await;
+    let decided = decision(app, request, trusted).await;
     let elapsed = started.elapsed();
     app.latency.observe(elapsed.as_secs_f64());
     if let (true, Ok(d)) = (app.gateway.config().access_log, &decided) {
@@ -432,6 +431,33 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>, trusted: bool) -> Decide
             }
         }
     }
+}
+
+/// Runs a decision. When no other decision is running, on a multi-threaded runtime, in place on the worker that
+/// received the request (`block_in_place`, [`blocking_decision`]); otherwise its job is queued for the group
+/// commit and awaited (`Gateway::decide_awaiting`): the committer thread runs the batches, and no thread of the
+/// blocking pool waits for each decision (BENCHMARKS.md, "Gateway"). `Err` when the decision panicked.
+async fn decision(app: &Arc<App>, request: Vec<u8>, trusted: bool) -> Result<Decided, ()> {
+    use futures_util::FutureExt;
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let alone = app.running.load(Ordering::Acquire) == 0;
+    if alone && Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        let gateway = app.gateway.clone();
+        return blocking_decision(app, move || gateway.decide_as(&request, trusted)).await;
+    }
+    struct Running<'a>(&'a std::sync::atomic::AtomicUsize);
+    impl Drop for Running<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    app.running.fetch_add(1, Ordering::AcqRel);
+    let _running = Running(&app.running);
+    let gateway = app.gateway.clone();
+    std::panic::AssertUnwindSafe(async move { gateway.decide_awaiting(&request, trusted).await })
+        .catch_unwind()
+        .await
+        .map_err(|_| ())
 }
 
 /// Runs a decision, which blocks (SQLite, the group commit). When no other decision is running, on a
@@ -884,6 +910,24 @@ async fn metrics(State(app): Shared) -> Response {
         ("remit_policy_reload_failures_total", "Reloads refused (the policy did not load).", &counts.reload_failures),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", n.load(Ordering::Relaxed));
+    }
+    if let Some(sent) = app.gateway.store().sent() {
+        for (name, help, n) in [
+            ("remit_store_statements_total", "Statements sent to the database server.", sent.statements),
+            (
+                "remit_store_round_trips_total",
+                "Round trips to the database server (a pipeline is one).",
+                sent.round_trips,
+            ),
+            ("remit_store_transactions_total", "Transactions begun on the database server.", sent.transactions),
+            (
+                "remit_store_conflicts_total",
+                "Serialization failures, deadlocks and unique violations met (the batch is run again, or denied).",
+                sent.conflicts,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {n}");
+        }
     }
     app.latency.render("remit_decision_seconds", "Time to decide, log and answer one request.", &mut out);
     counts.log_lag.render(
@@ -1566,8 +1610,9 @@ impl Default for Drain {
 /// Runs a gateway on `listen` until SIGTERM or Ctrl-C, then drains ([`Drain`]: `/ready` 503 at once, the listener
 /// closed after `delay`, the requests in flight given `timeout`); `make` gets the bound address (port 0 picks one)
 /// and returns the gateway and the tokens. On one runtime of a worker per core, not [`run_router`]'s runtime per
-/// core: `remit serve`'s decisions go to the blocking pool anyway, and its throughput under many connections (where
-/// one runtime may accept more of them than another) was measured with this model only.
+/// core: `remit serve`'s batches run on the committer thread (or in place, for a lone call) anyway, and its
+/// throughput under many connections (where one runtime may accept more of them than another) was measured with
+/// this model only.
 pub fn run(
     listen: &str,
     tls: Option<ServerTls>,

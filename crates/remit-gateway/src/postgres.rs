@@ -590,6 +590,16 @@ impl Store for PostgresStore {
         Ok(true)
     }
 
+    fn sent(&self) -> Option<crate::store::Sent> {
+        let stats = &self.stats;
+        Some(crate::store::Sent {
+            statements: stats.statements.load(Ordering::Relaxed),
+            round_trips: stats.round_trips.load(Ordering::Relaxed),
+            transactions: stats.transactions.load(Ordering::Relaxed),
+            conflicts: stats.conflicts.load(Ordering::Relaxed),
+        })
+    }
+
     fn note_policy(&self, policy: &str) {
         let previous = self.policy.lock().unwrap_or_else(|p| p.into_inner()).replace(policy.to_string());
         // A policy taken while this writer's chain did not move (another replica logged the new revision) would

@@ -641,4 +641,21 @@ pub trait Store: Send + Sync {
     fn note_policy(&self, policy: &str) {
         let _ = policy;
     }
+
+    /// What the store sent to a database server so far, for `/metrics`; `None` for a store in the process (SQLite:
+    /// no round trips).
+    fn sent(&self) -> Option<Sent> {
+        None
+    }
+}
+
+/// What a store sent to its database server since it was opened ([`Store::sent`]): statements, round trips (a
+/// pipeline is one), transactions begun, and conflicts met (a serialization failure, a deadlock or a unique
+/// violation: each makes the core run its batch again, or deny).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    pub statements: u64,
+    pub round_trips: u64,
+    pub transactions: u64,
+    pub conflicts: u64,
 }

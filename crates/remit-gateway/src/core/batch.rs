@@ -4,7 +4,8 @@
 //! [`super::obligations`], [`super::access`], [`super::log`] and [`super::policy`]; [`super::decide`] uses it.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::task::{Context, Poll, Waker};
 
 use serde_json::Value as Json;
 
@@ -60,9 +61,12 @@ enum Handed {
 
 /// Where a batch leader puts a job's result, or hands the lead on.
 #[derive(Default)]
-struct Slot {
+pub(super) struct Slot {
     handed: Mutex<Handing>,
     ready: std::sync::Condvar,
+    /// The job's caller awaits it ([`Answer`]) rather than blocking: it is never handed the lead (the committer
+    /// thread leads for it).
+    awaited: bool,
 }
 
 #[derive(Default)]
@@ -71,6 +75,8 @@ struct Handing {
     /// Whether the job's caller waits on `ready`: a leader fills its own slot too, and waking nobody is still a
     /// system call (a futex wake per decision).
     waiting: bool,
+    /// The task awaiting the slot ([`Answer`]).
+    waker: Option<Waker>,
 }
 
 impl Slot {
@@ -79,6 +85,11 @@ impl Slot {
         handing.handed = Some(handed);
         if handing.waiting {
             self.ready.notify_all();
+        }
+        let waker = handing.waker.take();
+        drop(handing);
+        if let Some(waker) = waker {
+            waker.wake();
         }
     }
 
@@ -102,6 +113,72 @@ impl Slot {
     }
 }
 
+/// The result of a job queued by [`Gateway::queue_awaited`], as a future: ready once its batch committed (or failed).
+pub(super) struct Answer(Arc<Slot>);
+
+impl std::future::Future for Answer {
+    type Output = StoreResult<Decided>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut handing = self.0.handed.lock().unwrap_or_else(|p| p.into_inner());
+        match handing.handed.take() {
+            Some(Handed::Done(result)) => Poll::Ready(result),
+            // An awaited slot is never handed the lead.
+            Some(Handed::Lead) => Poll::Ready(Err(StoreError("the group commit handed the lead to a task".into()))),
+            None => {
+                if !handing.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    handing.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The thread that leads batches for the jobs whose callers await them (an async front end: no caller thread of
+/// theirs can run a batch). Started with the first such job; it ends when the gateway is dropped.
+pub(super) struct Committer {
+    work: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Committer {
+    fn start(gateway: Weak<Gateway>) -> Arc<Committer> {
+        let committer = Arc::new(Committer { work: Mutex::new(false), wake: Condvar::new() });
+        let own = committer.clone();
+        std::thread::Builder::new()
+            .name("remit-committer".into())
+            .spawn(move || loop {
+                {
+                    let mut work = own.work.lock().unwrap_or_else(|p| p.into_inner());
+                    while !*work {
+                        let (next, _) = own
+                            .wake
+                            .wait_timeout(work, std::time::Duration::from_secs(1))
+                            .unwrap_or_else(|p| p.into_inner());
+                        work = next;
+                        if !*work && gateway.strong_count() == 0 {
+                            return;
+                        }
+                    }
+                    *work = false;
+                }
+                match gateway.upgrade() {
+                    Some(gateway) => gateway.lead_until_empty(),
+                    None => return,
+                }
+            })
+            .expect("a committer thread");
+        committer
+    }
+
+    /// Makes the committer lead: the queue's `leading` is already set for it.
+    fn lead(&self) {
+        *self.work.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.wake.notify_one();
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Batch {
     jobs: Vec<(Job, Arc<Slot>)>,
@@ -121,12 +198,7 @@ impl Gateway {
     /// others while its own answer waits.
     pub(super) fn run_batched(&self, job: Job) -> StoreResult<Decided> {
         let slot = Arc::new(Slot::default());
-        let lead = {
-            let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
-            queue.jobs.push((job, slot.clone()));
-            self.counts.log_pending.fetch_add(1, Ordering::Relaxed);
-            !std::mem::replace(&mut queue.leading, true)
-        };
+        let lead = self.queue_job(job, &slot);
         if !lead {
             match slot.wait() {
                 Handed::Done(result) => return result,
@@ -137,8 +209,13 @@ impl Gateway {
             let jobs = {
                 let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
                 if slot.is_done() {
-                    // Hand on the lead (still `leading`, so nobody else takes the queue meanwhile), or end it.
+                    // Hand on the lead (still `leading`, so nobody else takes the queue meanwhile), or end it. An
+                    // awaited job's caller cannot lead: the committer thread does.
                     match queue.jobs.first() {
+                        Some((_, next)) if next.awaited => match self.committer.get() {
+                            Some(committer) => committer.lead(),
+                            None => next.hand(Handed::Lead),
+                        },
                         Some((_, next)) => next.hand(Handed::Lead),
                         None => queue.leading = false,
                     }
@@ -147,22 +224,64 @@ impl Gateway {
                 let take = queue.jobs.len().min(MAX_BATCH);
                 queue.jobs.drain(..take).collect::<Vec<_>>()
             };
-            // A panic while running the batch must not leave its followers waiting: they get a store error
-            // (a deny), and the lead passes on as usual.
-            let run = std::panic::AssertUnwindSafe(|| self.run_batch_retrying(&jobs));
-            let results = std::panic::catch_unwind(run)
-                .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
-            let committed = std::time::Instant::now();
-            for ((job, slot), result) in jobs.iter().zip(results) {
-                self.counts.log_lag.observe(committed.duration_since(job.queued).as_secs_f64());
-                self.counts.log_pending.fetch_sub(1, Ordering::Relaxed);
-                slot.fill(result);
-            }
+            self.run_taken(jobs);
         }
         match slot.wait() {
             Handed::Done(result) => result,
             // Only a queued job is handed the lead, and this one is done: never happens, and would deny.
             Handed::Lead => Err(StoreError("the group commit lost a result".into())),
+        }
+    }
+
+    /// Queues `job` with `slot`: whether its caller is to lead (no batch is running).
+    fn queue_job(&self, job: Job, slot: &Arc<Slot>) -> bool {
+        let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+        queue.jobs.push((job, slot.clone()));
+        self.counts.log_pending.fetch_add(1, Ordering::Relaxed);
+        !std::mem::replace(&mut queue.leading, true)
+    }
+
+    /// Group commit for a caller that awaits its result (the HTTP front end, on tokio's workers) rather than
+    /// blocking a thread for it: the job is queued, and when no batch is running the committer thread leads (it
+    /// runs batches until the queue is empty). Per decision one task wake-up, where a blocking caller costs a
+    /// thread of the blocking pool, its wake-up, and the wake-up of the task awaiting that thread.
+    pub(super) fn queue_awaited(self: &Arc<Self>, job: Job) -> Answer {
+        let slot = Arc::new(Slot { awaited: true, ..Slot::default() });
+        let committer = self.committer.get_or_init(|| Committer::start(Arc::downgrade(self)));
+        if self.queue_job(job, &slot) {
+            committer.lead();
+        }
+        Answer(slot)
+    }
+
+    /// The committer thread's lead: batches until the queue is empty (it is nobody's own answer that waits).
+    fn lead_until_empty(&self) {
+        loop {
+            let jobs = {
+                let mut queue = self.batch.lock().unwrap_or_else(|p| p.into_inner());
+                if queue.jobs.is_empty() {
+                    queue.leading = false;
+                    return;
+                }
+                let take = queue.jobs.len().min(MAX_BATCH);
+                queue.jobs.drain(..take).collect::<Vec<_>>()
+            };
+            self.run_taken(jobs);
+        }
+    }
+
+    /// Runs the jobs taken from the queue as one batch and hands each its result.
+    fn run_taken(&self, jobs: Vec<(Job, Arc<Slot>)>) {
+        // A panic while running the batch must not leave its followers waiting: they get a store error
+        // (a deny), and the lead passes on as usual.
+        let run = std::panic::AssertUnwindSafe(|| self.run_batch_retrying(&jobs));
+        let results = std::panic::catch_unwind(run)
+            .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
+        let committed = std::time::Instant::now();
+        for ((job, slot), result) in jobs.iter().zip(results) {
+            self.counts.log_lag.observe(committed.duration_since(job.queued).as_secs_f64());
+            self.counts.log_pending.fetch_sub(1, Ordering::Relaxed);
+            slot.fill(result);
         }
     }
 

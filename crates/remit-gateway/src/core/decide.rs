@@ -3,6 +3,7 @@
 //! subject. Uses [`super::batch`] (which runs them), [`super::prepare`] and [`super::policy`].
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use serde_json::{Map, Value as Json};
 
@@ -69,6 +70,15 @@ impl Gateway {
         self.decide_with_continuing(Request::Value(request), false, Some(round.to_string()), false)
     }
 
+    /// [`Gateway::decide_as`] for an async front end: the request is prepared on the calling thread, and the
+    /// result awaited while the committer thread runs its batch ([`Gateway::queue_awaited`]); no thread blocks for
+    /// it. The same group commit, the same promises: answered only after its batch committed.
+    pub async fn decide_awaiting(self: &Arc<Self>, request: &[u8], trusted: bool) -> Decided {
+        let (job, id, policy_hash) = self.job(Request::Bytes(request), false, None, trusted);
+        let result = self.queue_awaited(job).await;
+        self.finish(result, id, policy_hash)
+    }
+
     fn decide_with(&self, request: Request<'_>, defer: bool) -> Decided {
         self.decide_with_continuing(request, defer, None, false)
     }
@@ -80,6 +90,19 @@ impl Gateway {
         continues: Option<String>,
         trusted: bool,
     ) -> Decided {
+        let (job, id, policy_hash) = self.job(request, defer, continues, trusted);
+        let result = self.run_batched(job);
+        self.finish(result, id, policy_hash)
+    }
+
+    /// The job of a request, prepared: with its decision's id and the policy's hash.
+    fn job(
+        &self,
+        request: Request<'_>,
+        defer: bool,
+        continues: Option<String>,
+        trusted: bool,
+    ) -> (Job, String, String) {
         let policy = self.policy();
         let policy_hash = policy.compiled.policy().to_string();
         let now = self.clock.now();
@@ -98,7 +121,12 @@ impl Gateway {
         }
         let queued = std::time::Instant::now();
         let job = Job { policy: policy.clone(), id: id.clone(), raw: request, prepared, now, queued, defer, continues };
-        let decided = match self.run_batched(job) {
+        (job, id, policy_hash)
+    }
+
+    /// A job's result as answered (a store that failed: a deny), counted.
+    fn finish(&self, result: crate::store::StoreResult<Decided>, id: String, policy_hash: String) -> Decided {
+        let decided = match result {
             Ok(decided) => decided,
             Err(_) => {
                 self.counts.store_failures.fetch_add(1, Ordering::Relaxed);

@@ -174,6 +174,8 @@ pub struct Gateway {
     config: Config,
     evaluators: Mutex<Vec<Evaluator>>,
     batch: Mutex<Batch>,
+    /// The thread that leads batches for awaited jobs ([`Gateway::decide_awaiting`]), once there was one.
+    committer: std::sync::OnceLock<Arc<batch::Committer>>,
     /// Log entries waiting to be written: what happened after a decision (an MCP call's outcome) and the entries of
     /// deferred decisions ([`Gateway::decide_deferring`]), written in order with the next batch that writes or by
     /// [`Gateway::flush_entries`], whichever comes first: no transaction of their own on the path of the next call.
@@ -207,6 +209,7 @@ impl Gateway {
             config,
             evaluators: Mutex::new(Vec::new()),
             batch: Mutex::new(Batch::default()),
+            committer: std::sync::OnceLock::new(),
             queued_entries: Mutex::new(Vec::new()),
             queue_failing: std::sync::atomic::AtomicBool::new(false),
             state_cache: StateCache::default(),
