@@ -738,16 +738,42 @@ pub fn not_a_timestamp(attr: &str, ty: &Type, span: Span) -> Diagnostic {
 
 // Templates (docs/language.md, "Templates").
 
-pub fn template_narrowing_unproved(name: &str, parent: &str, span: Span) -> Diagnostic {
+pub fn template_narrowing_unproved(name: &str, parent: &str, why: &str, span: Span) -> Diagnostic {
     Diagnostic::warning(
         "remit::template-narrowing-unproved",
         format!("template `{name}` is not proved to narrow `{parent}`"),
     )
-    .label(span, format!("no proof yet that every instance within its bounds stays within `{parent}`"))
-    .help(
-        "the proof for templates (every parameter value that satisfies the bounds) is not built yet \
-         (docs/grants-design.md, step 2); until then no instance can be granted and nothing decides under a template",
+    .label(span, format!("not decided: {why}"))
+    .help(format!(
+        "the proof could not decide whether every instance within the bounds stays within `{parent}`, so the \
+         template is not marked proved (docs/narrowing.md, \"Templates\"); restate `{parent}`'s terms in it, or bound \
+         its parameters by the parent's literals"
+    ))
+}
+
+/// A template some instance of which widens its parent: the sub-mandate report of the instance (`finding`),
+/// worded for the template and naming the instance's parameters.
+pub fn template_widens(finding: Diagnostic, name: &str, parent: &str, instance: &str) -> Diagnostic {
+    let mut d = finding;
+    d.code = "remit::template-widens";
+    d.message = format!("template `{name}` may widen `{parent}`: {}, with {instance}", d.message);
+    let help = d.help.take().unwrap_or_default();
+    d.help = Some(format!(
+        "{help}; or bound the parameters so that no instance goes past `{parent}` (the witness request is \
+         decided under the instance with these parameters)"
+    ));
+    d
+}
+
+pub fn template_depth(name: &str, parent: &str, depth: Option<u32>, span: Span, parent_span: Span) -> Diagnostic {
+    let depth = depth.unwrap_or(0);
+    Diagnostic::error(
+        "remit::template-widens",
+        format!("template `{name}` may widen `{parent}`: its instances may delegate as deep as `{parent}`"),
     )
+    .label(span, format!("instances of `{name}` sit one level below `{parent}`"))
+    .label(parent_span, format!("`{parent}` allows delegation {depth} deep"))
+    .help(format!("restate `delegation depth {}` (or less) in `{name}`", depth.saturating_sub(1)))
 }
 
 pub fn unknown_template_parameter(name: &str, template: &str, span: Span, candidates: &[&str]) -> Diagnostic {

@@ -15,6 +15,7 @@ mod calendars;
 pub mod diff;
 mod err;
 mod formula;
+pub mod parametric;
 mod solve;
 mod theory;
 mod witness;
@@ -112,8 +113,8 @@ fn sides(program: &Program, child: MandateId, parent: MandateId) -> (Side<'_>, S
     let chain = program.chain(parent);
     let mut names = vec![mandate.name.clone()];
     names.extend(chain.iter().map(|&m| program.mandates[m].name.clone()));
-    let own = Side { program, chain: vec![child], holders: Some(mandate), approval_names: vec![mandate.name.clone()] };
-    let parents = Side { program, chain, holders: None, approval_names: names };
+    let own = Side { program, chain: vec![child], holders: Some(mandate), approval_names: vec![mandate.name.clone()], instance_principal: None };
+    let parents = Side { program, chain, holders: None, approval_names: names, instance_principal: None };
     (own, parents)
 }
 
