@@ -1236,7 +1236,11 @@ fn template_policy(rng: &mut Rng) -> String {
         _ => terms.push("args.amount <= cap and args.amount <= resource.total".into()),
     }
     if rng.chance(75) {
-        terms.push(if rng.chance(80) { "args.merchant in shops".into() } else { format!("args.merchant in [{}]", quoted(&list(rng))) });
+        terms.push(if rng.chance(80) {
+            "args.merchant in shops".into()
+        } else {
+            format!("args.merchant in [{}]", quoted(&list(rng)))
+        });
     }
     if rng.chance(60) {
         terms.push(match rng.below(3) {
@@ -1263,11 +1267,23 @@ fn template_policy(rng: &mut Rng) -> String {
 fn template_params(rng: &mut Rng) -> serde_json::Map<String, Json> {
     let mut out = serde_json::Map::new();
     let currency = if rng.chance(85) { "USD" } else { "EUR" };
-    out.insert("cap".into(), Json::from(format!("{}.00 {currency}", *rng.pick(&[0, 1, 50, 99, 100, 150, 250, 300, 499, 500, 550, 600]))));
-    let shops: Vec<Json> = ["m1", "m2", "m3", "m4", "m5", "m9"].iter().filter(|_| rng.chance(40)).map(|m| Json::from(*m)).collect();
+    out.insert(
+        "cap".into(),
+        Json::from(format!("{}.00 {currency}", *rng.pick(&[0, 1, 50, 99, 100, 150, 250, 300, 499, 500, 550, 600]))),
+    );
+    let shops: Vec<Json> =
+        ["m1", "m2", "m3", "m4", "m5", "m9"].iter().filter(|_| rng.chance(40)).map(|m| Json::from(*m)).collect();
     out.insert("shops".into(), Json::Array(shops));
     out.insert("k".into(), Json::from(rng.below(13) as i64 - 1));
-    let instants = ["2025-06-01T00:00:00Z", "2026-03-01T00:00:00Z", "2028-01-01T00:00:00Z", "2029-05-20T00:00:00Z", "2029-12-31T00:00:00Z", "2030-01-15T00:00:00Z", "2031-01-01T00:00:00Z"];
+    let instants = [
+        "2025-06-01T00:00:00Z",
+        "2026-03-01T00:00:00Z",
+        "2028-01-01T00:00:00Z",
+        "2029-05-20T00:00:00Z",
+        "2029-12-31T00:00:00Z",
+        "2030-01-15T00:00:00Z",
+        "2031-01-01T00:00:00Z",
+    ];
     let until = rng.below(instants.len());
     out.insert("until".into(), Json::from(instants[until]));
     // `granted` within 40 days before `until` mostly.
@@ -1286,7 +1302,10 @@ fn template_params(rng: &mut Rng) -> serde_json::Map<String, Json> {
 fn template_request(rng: &mut Rng, holder: &str) -> Json {
     let tool = if rng.chance(70) { "tpay" } else { "tlook" };
     let currency = if rng.chance(85) { "USD" } else { "EUR" };
-    let amount = format!("{}.00 {currency}", *rng.pick(&[0, 1, 2, 49, 50, 99, 100, 101, 149, 150, 151, 250, 299, 300, 301, 499, 500, 501, 599, 600]));
+    let amount = format!(
+        "{}.00 {currency}",
+        *rng.pick(&[0, 1, 2, 49, 50, 99, 100, 101, 149, 150, 151, 250, 299, 300, 301, 499, 500, 501, 599, 600])
+    );
     let merchant = *rng.pick(&["m1", "m2", "m3", "m4", "m5", "m9"]);
     let mut arguments = serde_json::Map::new();
     if tool == "tpay" {
@@ -1298,7 +1317,14 @@ fn template_request(rng: &mut Rng, holder: &str) -> Json {
     if rng.chance(95) {
         arguments.insert("merchant".into(), Json::from(merchant));
     }
-    let now = *rng.pick(&["2025-12-01T00:00:00Z", "2026-06-01T00:00:00Z", "2029-05-25T00:00:00Z", "2029-12-31T12:00:00Z", "2030-01-10T00:00:00Z", "2031-06-01T00:00:00Z"]);
+    let now = *rng.pick(&[
+        "2025-12-01T00:00:00Z",
+        "2026-06-01T00:00:00Z",
+        "2029-05-25T00:00:00Z",
+        "2029-12-31T12:00:00Z",
+        "2030-01-10T00:00:00Z",
+        "2031-06-01T00:00:00Z",
+    ]);
     let mut request = serde_json::json!({
         "subject": {"id": holder},
         "action": {"name": tool, "arguments": arguments},
@@ -1323,7 +1349,9 @@ fn template_run(seed: u64, count: usize) {
         let mut sources = remit_lang::stdlib::sources();
         sources.add("t.remit", text.clone());
         let checked = check_with(sources, Options { narrowing: false });
-        let program = checked.program.unwrap_or_else(|| panic!("template {index} does not check:\n{text}\n{:#?}", checked.diagnostics));
+        let program = checked
+            .program
+            .unwrap_or_else(|| panic!("template {index} does not check:\n{text}\n{:#?}", checked.diagnostics));
         let timer = std::time::Instant::now();
         let findings = analyse_templates(&program);
         check_time += timer.elapsed();
@@ -1333,19 +1361,30 @@ fn template_run(seed: u64, count: usize) {
                 TemplateKind::Widens { widening, params } => {
                     is_proved = false;
                     // Confirmed again here, on the instance the witness names.
-                    let (concrete, child) = instance(&program, f.template, params)
-                        .unwrap_or_else(|e| panic!("template {index}: witness instance refused ({e}):\n{text}\n{params:?}"));
+                    let (concrete, child) = instance(&program, f.template, params).unwrap_or_else(|e| {
+                        panic!("template {index}: witness instance refused ({e}):\n{text}\n{params:?}")
+                    });
                     let mut alone = concrete.clone();
                     alone.mandates[child].parent = None;
                     let d = decide(&alone, widening.witness.to_string().as_bytes());
-                    assert_eq!(d.outcome, Outcome::Allow, "template {index}: the instance does not allow its witness:\n{text}\n{params:?}\n{}", widening.witness);
+                    assert_eq!(
+                        d.outcome,
+                        Outcome::Allow,
+                        "template {index}: the instance does not allow its witness:\n{text}\n{params:?}\n{}",
+                        widening.witness
+                    );
                     let parent = concrete.mandates[child].parent.unwrap();
                     let mut as_parent = concrete.clone();
                     let subject = widening.witness.pointer("/subject/id").and_then(Json::as_str).unwrap().to_string();
                     as_parent.mandates[parent].holders.push(subject);
                     let request = for_parent(&widening.witness, "shop", "ceiling");
                     let d = decide(&as_parent, request.to_string().as_bytes());
-                    assert_ne!(d.outcome, Outcome::Allow, "template {index}: the parent allows the witness:\n{text}\n{}", widening.witness);
+                    assert_ne!(
+                        d.outcome,
+                        Outcome::Allow,
+                        "template {index}: the parent allows the witness:\n{text}\n{}",
+                        widening.witness
+                    );
                 }
                 TemplateKind::Depth => is_proved = false,
                 TemplateKind::Undecided { .. } | TemplateKind::Unconfirmed { .. } | TemplateKind::SubDelegation => {
@@ -1401,7 +1440,10 @@ fn template_run(seed: u64, count: usize) {
         started.elapsed(),
     );
     assert_eq!(violations, 0, "an instance of a proved template allowed what its parent refuses");
-    assert!(proved > count / 20 && widened > count / 20, "the generator must give both answers: {proved} proved, {widened} widen");
+    assert!(
+        proved > count / 20 && widened > count / 20,
+        "the generator must give both answers: {proved} proved, {widened} widen"
+    );
 }
 
 #[test]

@@ -738,17 +738,31 @@ pub fn not_a_timestamp(attr: &str, ty: &Type, span: Span) -> Diagnostic {
 
 // Templates (docs/language.md, "Templates").
 
-pub fn template_narrowing_unproved(name: &str, parent: &str, why: &str, span: Span) -> Diagnostic {
+pub fn template_narrowing_unproved(
+    name: &str,
+    parent: &str,
+    why: &str,
+    sub_delegation: bool,
+    span: Span,
+) -> Diagnostic {
+    let help = if sub_delegation {
+        format!(
+            "the proof for a template under a template is not built yet (docs/grants-design.md); `{parent}` is \
+             proved against its own parent, and at run time every instance is decided with its whole chain"
+        )
+    } else {
+        format!(
+            "the proof could not decide whether every instance within the bounds stays within `{parent}` \
+             (docs/narrowing.md, \"Templates\"), so the template is not marked proved; restate `{parent}`'s terms in \
+             it, or bound its parameters by `{parent}`'s literals"
+        )
+    };
     Diagnostic::warning(
         "remit::template-narrowing-unproved",
         format!("template `{name}` is not proved to narrow `{parent}`"),
     )
     .label(span, format!("not decided: {why}"))
-    .help(format!(
-        "the proof could not decide whether every instance within the bounds stays within `{parent}`, so the \
-         template is not marked proved (docs/narrowing.md, \"Templates\"); restate `{parent}`'s terms in it, or bound \
-         its parameters by the parent's literals"
-    ))
+    .help(help)
 }
 
 /// A template some instance of which widens its parent: the sub-mandate report of the instance (`finding`),
@@ -757,11 +771,11 @@ pub fn template_widens(finding: Diagnostic, name: &str, parent: &str, instance: 
     let mut d = finding;
     d.code = "remit::template-widens";
     d.message = format!("template `{name}` may widen `{parent}`: {}, with {instance}", d.message);
-    let help = d.help.take().unwrap_or_default();
-    d.help = Some(format!(
-        "{help}; or bound the parameters so that no instance goes past `{parent}` (the witness request is \
-         decided under the instance with these parameters)"
-    ));
+    let help = d.help.take().unwrap_or_default().replace("the sub-mandate's", "the template's").replace(
+        &format!("allowed by `{name}` on its own"),
+        &format!("allowed by the instance of `{name}` with these parameters on its own"),
+    );
+    d.help = Some(format!("{help}; or bound the parameters so that no instance goes past `{parent}`"));
     d
 }
 

@@ -113,7 +113,13 @@ fn sides(program: &Program, child: MandateId, parent: MandateId) -> (Side<'_>, S
     let chain = program.chain(parent);
     let mut names = vec![mandate.name.clone()];
     names.extend(chain.iter().map(|&m| program.mandates[m].name.clone()));
-    let own = Side { program, chain: vec![child], holders: Some(mandate), approval_names: vec![mandate.name.clone()], instance_principal: None };
+    let own = Side {
+        program,
+        chain: vec![child],
+        holders: Some(mandate),
+        approval_names: vec![mandate.name.clone()],
+        instance_principal: None,
+    };
     let parents = Side { program, chain, holders: None, approval_names: names, instance_principal: None };
     (own, parents)
 }

@@ -108,13 +108,13 @@ pub fn check_findings(program: &Program, findings: &[TemplateFinding]) -> Vec<Di
                     } else {
                         format!("a law the proof does not decide (for `{tool}`)")
                     };
-                    out.push(crate::check::err::template_narrowing_unproved(&t.name, parent, &why, t.span));
+                    out.push(crate::check::err::template_narrowing_unproved(&t.name, parent, &why, false, t.span));
                 }
             }
             TemplateKind::SubDelegation => {
                 if unproved.insert(f.template) {
                     let why = "templates under templates (sub-delegation) are not compared yet".to_string();
-                    out.push(crate::check::err::template_narrowing_unproved(&t.name, parent, &why, t.span));
+                    out.push(crate::check::err::template_narrowing_unproved(&t.name, parent, &why, true, t.span));
                 }
             }
         }
@@ -320,13 +320,18 @@ pub fn confirm(program: &Program, template: TemplateId, params: &Map<String, Jso
 /// program with a sub-mandate of the template's name under its parent, whose principal, holder, window and rules
 /// are the template's with the values folded in. Refused (with why) when a value is not of its type, a bound does
 /// not hold, the principal or holder is not admitted, or the template is under a template.
-pub fn instance(program: &Program, template: TemplateId, params: &Map<String, Json>) -> Result<(Program, MandateId), String> {
+pub fn instance(
+    program: &Program,
+    template: TemplateId,
+    params: &Map<String, Json>,
+) -> Result<(Program, MandateId), String> {
     let t = &program.templates[template];
     let Parent::Mandate(parent) = t.parent else { return Err("a template under a template".into()) };
     let mut values: BTreeMap<String, Value> = BTreeMap::new();
     for (name, ty) in parameters(t) {
         let json = params.get(&name).ok_or_else(|| format!("`{name}` is missing"))?;
-        let value = crate::eval::cond::decode(json, &ty, program).map_err(|_| format!("`{name}` is not a {}", ty.display()))?;
+        let value =
+            crate::eval::cond::decode(json, &ty, program).map_err(|_| format!("`{name}` is not a {}", ty.display()))?;
         let signed = t.param(&name).is_some_and(|p| p.signed);
         if !signed && matches!(&value, Value::Money(m) if m.amount.0 < 0) {
             return Err(format!("`{name}` is below zero"));
@@ -502,7 +507,11 @@ fn fold_atom(atom: &Atom, values: &BTreeMap<String, Value>) -> Result<Cond, Stri
                     Term::Value(_) => term.clone(),
                 });
             }
-            Ok(Cond::Atom(Atom { attr: Attr::Relation(name.clone(), folded), ty: atom.ty.clone(), test: atom.test.clone() }))
+            Ok(Cond::Atom(Atom {
+                attr: Attr::Relation(name.clone(), folded),
+                ty: atom.ty.clone(),
+                test: atom.test.clone(),
+            }))
         }
         Attr::Elapsed(later, earlier, op, seconds) => match (param(later)?, param(earlier)?) {
             (Some(Value::Timestamp(l)), Some(Value::Timestamp(e))) => {

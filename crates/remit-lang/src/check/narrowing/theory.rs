@@ -409,7 +409,11 @@ impl<'a, 'f> Theory<'a, 'f> {
             None => Vec::new(),
         };
         let within = memberships.iter().any(|m| matches!(m.set, Attr::Param(_)));
-        if self.edges.is_empty() && self.undefined_money.is_empty() && atoms.len() < 2 && memberships.len() < 2 && !within
+        if self.edges.is_empty()
+            && self.undefined_money.is_empty()
+            && atoms.len() < 2
+            && memberships.len() < 2
+            && !within
         {
             let mut assignment = Assignment::default();
             self.hint(&hints, &mut assignment);
@@ -581,7 +585,8 @@ impl<'a, 'f> Theory<'a, 'f> {
                 if items.is_empty() {
                     return Ok(Verdict::Unknown);
                 }
-                let mut lemma = vec![is(m.defined, false), is(m.value, false), F::Lit(set_id, Test::NotWithin(allowed.clone()))];
+                let mut lemma =
+                    vec![is(m.defined, false), is(m.value, false), F::Lit(set_id, Test::NotWithin(allowed.clone()))];
                 lemma.extend(items.into_iter().map(|id| F::Lit(id, inside.clone())));
                 return Err(or(lemma));
             }
