@@ -1151,12 +1151,12 @@ tool tlook(merchant: string) {
 }
 "#;
 
-const MERCHANTS: [&str; 5] = ["m1", "m2", "m3", "m4", "m5"];
+const SHOPS: [&str; 5] = ["m1", "m2", "m3", "m4", "m5"];
 
 fn list(rng: &mut Rng) -> Vec<&'static str> {
-    let mut out: Vec<&str> = MERCHANTS.iter().copied().filter(|_| rng.chance(60)).collect();
+    let mut out: Vec<&str> = SHOPS.iter().copied().filter(|_| rng.chance(60)).collect();
     if out.is_empty() {
-        out.push(*rng.pick(&MERCHANTS));
+        out.push(*rng.pick(&SHOPS));
     }
     out
 }
@@ -1170,14 +1170,15 @@ fn template_policy(rng: &mut Rng) -> String {
     let amount = *rng.pick(&[100, 300, 500]);
     let (lo, hi) = (rng.below(3), 5 + rng.below(6));
     let merchants = list(rng);
+    let (listed, ranged, totalled) = (rng.chance(60), rng.chance(50), rng.chance(25));
     let mut parent = vec![format!("args.amount <= {amount} USD")];
-    if rng.chance(60) {
+    if listed {
         parent.push(format!("args.merchant in [{}]", quoted(&merchants)));
     }
-    if rng.chance(50) {
+    if ranged {
         parent.push(format!("args.n >= {lo} and args.n <= {hi}"));
     }
-    if rng.chance(25) {
+    if totalled {
         parent.push("args.amount <= resource.total".into());
     }
     let window = rng.chance(40);
@@ -1186,36 +1187,52 @@ fn template_policy(rng: &mut Rng) -> String {
         out.push_str("  valid from 2026-01-01T00:00:00Z until 2030-01-01T00:00:00Z\n");
     }
     out.push_str(&format!("  allow tpay where {}\n", parent.join(" and ")));
-    if rng.chance(50) {
+    let look = rng.chance(50);
+    if look {
         out.push_str(&format!("  allow tlook where args.merchant in [{}]\n", quoted(&merchants)));
     }
-    if rng.chance(30) {
+    let forbid = rng.chance(30);
+    if forbid {
         out.push_str(&format!("  forbid tpay where args.amount > {} USD\n", amount / 2));
     }
     out.push_str("}\n\n");
 
-    // Parameters and their bounds: sometimes the parent's, sometimes wider, sometimes none.
-    let cap_bound = *rng.pick(&[amount, amount, amount + 100, amount / 2]);
-    let cap = match rng.below(4) {
-        0 => "cap: money".to_string(),
+    // Half the templates mean to stay within the parent (each choice then mostly follows it, now and then not); the
+    // others choose each part at random.
+    let faithful = rng.chance(50);
+    let follow = |rng: &mut Rng| faithful && rng.chance(92);
+
+    let cap_bound =
+        if follow(rng) { *rng.pick(&[amount, amount / 2]) } else { *rng.pick(&[amount, amount + 100, amount / 2]) };
+    let cap = match rng.below(5) {
+        0 if !follow(rng) => "cap: money".to_string(),
         1 => format!("cap: money where cap <= {cap_bound} USD"),
-        2 => format!("cap: money where cap > 0 USD and cap <= {cap_bound} USD"),
+        2 | 0 => format!("cap: money where cap > 0 USD and cap <= {cap_bound} USD"),
+        4 => format!("cap: money where cap >= 1 USD and cap <= {cap_bound} USD"),
         _ => format!("cap: money where cap < {cap_bound} USD"),
     };
-    let within = if rng.chance(70) { merchants.clone() } else { list(rng) };
-    let shops = match rng.below(3) {
-        0 => "shops: set<string>".to_string(),
-        _ => format!("shops: set<string> where shops within [{}]", quoted(&within)),
+    let within = if !listed || follow(rng) || rng.chance(50) { merchants.clone() } else { list(rng) };
+    let shops = if follow(rng) || rng.chance(60) {
+        format!("shops: set<string> where shops within [{}]", quoted(&within))
+    } else {
+        "shops: set<string>".to_string()
     };
-    let k = match rng.below(4) {
-        0 => "k: int".to_string(),
-        1 => format!("k: int where k <= {hi}"),
-        2 => format!("k: int where k <= {}", hi + 1),
-        _ => format!("k: int where k >= {lo} and k <= {hi}"),
+    let k = if follow(rng) {
+        match rng.below(2) {
+            0 => format!("k: int where k <= {hi}"),
+            _ => format!("k: int where k >= {lo} and k <= {hi}"),
+        }
+    } else {
+        match rng.below(4) {
+            0 => "k: int".to_string(),
+            1 => format!("k: int where k <= {hi}"),
+            2 => format!("k: int where k <= {}", hi + 1),
+            _ => format!("k: int where k >= {lo} and k <= {hi}"),
+        }
     };
     let until = match rng.below(4) {
-        0 => "until: timestamp".to_string(),
-        1 => "until: timestamp where until <= 2030-01-01T00:00:00Z".to_string(),
+        0 if !follow(rng) => "until: timestamp".to_string(),
+        0 | 1 => "until: timestamp where until <= 2030-01-01T00:00:00Z".to_string(),
         2 => "until: timestamp where until - granted <= 30d".to_string(),
         _ => "until: timestamp where until <= 2029-06-01T00:00:00Z and until - granted <= 30d".to_string(),
     };
@@ -1223,40 +1240,53 @@ fn template_policy(rng: &mut Rng) -> String {
     if rng.chance(50) {
         out.push_str("  for under \"user:\"\n");
     }
-    match rng.below(3) {
-        0 => {}
-        1 => out.push_str("  valid from 2026-01-01T00:00:00Z until until\n"),
-        _ => out.push_str("  valid from 2026-01-01T00:00:00Z until 2029-01-01T00:00:00Z\n"),
+    if window && follow(rng) {
+        out.push_str(if rng.chance(50) {
+            "  valid from 2026-01-01T00:00:00Z until until\n"
+        } else {
+            "  valid from 2026-01-01T00:00:00Z until 2029-01-01T00:00:00Z\n"
+        });
+    } else {
+        match rng.below(3) {
+            0 => {}
+            1 => out.push_str("  valid from 2026-01-01T00:00:00Z until until\n"),
+            _ => out.push_str("  valid from 2026-01-01T00:00:00Z until 2029-01-01T00:00:00Z\n"),
+        }
     }
     let mut terms: Vec<String> = Vec::new();
     match rng.below(4) {
         0 => terms.push("args.amount <= cap".into()),
         1 => terms.push("args.amount < cap".into()),
-        2 => terms.push(format!("args.amount <= {} USD", *rng.pick(&[amount, amount + 50]))),
+        2 if !follow(rng) => terms.push(format!("args.amount <= {} USD", *rng.pick(&[amount, amount + 50]))),
         _ => terms.push("args.amount <= cap and args.amount <= resource.total".into()),
     }
-    if rng.chance(75) {
-        terms.push(if rng.chance(80) {
+    if (listed && follow(rng)) || rng.chance(60) {
+        terms.push(if follow(rng) || rng.chance(80) {
             "args.merchant in shops".into()
         } else {
             format!("args.merchant in [{}]", quoted(&list(rng)))
         });
     }
-    if rng.chance(60) {
+    if (ranged && follow(rng)) || rng.chance(50) {
         terms.push(match rng.below(3) {
-            0 => "args.n <= k".into(),
-            1 => format!("args.n >= {lo} and args.n <= k"),
+            0 if !follow(rng) => "args.n <= k".into(),
+            0 | 1 => format!("args.n >= {lo} and args.n <= k"),
             _ => format!("args.n >= {lo} and args.n <= {hi}"),
         });
+    }
+    if totalled && follow(rng) && !terms[0].contains("resource.total") {
+        terms.push("args.amount <= resource.total".into());
     }
     if rng.chance(15) {
         terms = vec![format!("({}) or args.amount <= 1 USD", terms.join(" and "))];
     }
     out.push_str(&format!("  allow tpay where {}\n", terms.join(" and ")));
-    if rng.chance(40) {
+    if look && (follow(rng) || rng.chance(40)) {
+        out.push_str("  allow tlook where args.merchant in shops\n");
+    } else if rng.chance(20) {
         out.push_str("  allow tlook where args.merchant in shops\n");
     }
-    if rng.chance(30) {
+    if (forbid && follow(rng)) || rng.chance(if forbid { 50 } else { 20 }) {
         out.push_str(&format!("  forbid tpay where args.amount > {} USD\n", amount / 2));
     }
     out.push_str("}\n");
@@ -1388,6 +1418,9 @@ fn template_run(seed: u64, count: usize) {
                 }
                 TemplateKind::Depth => is_proved = false,
                 TemplateKind::Undecided { .. } | TemplateKind::Unconfirmed { .. } | TemplateKind::SubDelegation => {
+                    if std::env::var_os("TEMPLATE_SHOW_UNDECIDED").is_some() {
+                        eprintln!("undecided template {index}:\n{text}\n{:?}", f.kind);
+                    }
                     is_proved = false;
                 }
             }

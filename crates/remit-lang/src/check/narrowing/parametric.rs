@@ -262,6 +262,11 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
         }
         let all_goals: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();
         let readable = Readable::new(&symbolic, tool, &vars, &all_goals);
+        let decide_all: Vec<F> = vars
+            .iter()
+            .filter(|(_, var)| matches!(var, Var::Value(Attr::Compare(..) | Attr::Member(..), Type::Bool)))
+            .map(|(id, _)| or([is(id, true), is(id, false)]))
+            .collect();
         let lemmas = Lemmas::default();
         let mut solver = Solver::new(&vars, symbolic.levels.len(), &lemmas).with_calendars(&symbolic.calendars);
         for (origin, refused) in &questions {
@@ -279,15 +284,32 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
                     reported.insert(*origin);
                     let shape = Shape { program: &symbolic, tool: name, mandate: &t.name };
                     let currencies = currencies(&goals, &vars);
-                    let confirmed = |fill: bool| {
-                        let (request, params) = witness::request_with(&model, &vars, shape, &currencies, fill, &types);
-                        let ok = confirm(program, template, &params, &request);
-                        (request, params, ok)
+                    let attempt = |model: &super::formula::Model| {
+                        let mut last = None;
+                        for fill in [true, false] {
+                            let (request, params) =
+                                witness::request_with(model, &vars, shape, &currencies, fill, &types);
+                            let ok = confirm(program, template, &params, &request);
+                            last = Some((request, params, ok));
+                            if ok {
+                                break;
+                            }
+                        }
+                        last.expect("tried")
                     };
-                    let (request, params, ok) = match confirmed(true) {
-                        found @ (_, _, true) => found,
-                        _ => confirmed(false),
-                    };
+                    let (mut request, mut params, mut ok) = attempt(&model);
+                    let mut model = model;
+                    // A comparison the model leaves open is written as the witness's values fall, which may break
+                    // another one: ask again with every comparison and membership decided, so that the theory
+                    // orders all of them.
+                    if !ok {
+                        let mut with = goals.clone();
+                        with.extend(decide_all.iter());
+                        if let Answer::Sat(again) = readable.solve(&mut solver, &with) {
+                            (request, params, ok) = attempt(&again);
+                            model = again;
+                        }
+                    }
                     let kind = if ok {
                         TemplateKind::Widens {
                             widening: Widening {
