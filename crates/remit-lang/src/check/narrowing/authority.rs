@@ -33,6 +33,9 @@ pub struct Side<'p> {
     /// `for` admits, a superset of the one principal an instance names: the instance's side can only allow more,
     /// so a proof stays sound (a witness that needs another approver is not confirmed, and not shown).
     pub instance_principal: Option<(&'p [String], &'p [String])>,
+    /// A mandate that is not in the program (a template's symbolic instance), standing alone: when set, it is the
+    /// whole chain (its conjuncts' origins name mandate `usize::MAX`).
+    pub leaf: Option<&'p Mandate>,
 }
 
 /// The clause a conjunct stands for.
@@ -99,8 +102,11 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
         let patterns = holder.holder_prefixes.iter().map(|p| pattern(subject, p));
         push(or(exact.into_iter().chain(patterns)), Origin::Holder);
     }
-    for &m in &side.chain {
-        let mandate = &program.mandates[m];
+    let chain: Vec<(MandateId, &Mandate)> = match side.leaf {
+        Some(leaf) => vec![(usize::MAX, leaf)],
+        None => side.chain.iter().map(|&m| (m, &program.mandates[m])).collect(),
+    };
+    for &(m, mandate) in &chain {
         let now = enc.vars.id(Var::Value(Attr::Now, Type::Timestamp));
         if let Some(from) = mandate.valid_from {
             let from = Value::Timestamp(i128::from(from) * crate::value::NANOS_PER_SECOND);
@@ -131,9 +137,9 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
                 RuleKind::Limit | RuleKind::Scope => push(enc.truth(&rule.condition), origin),
                 RuleKind::Gate { approval, .. } => {
                     let kind = &program.approvals[*approval];
-                    let principal = program.mandates[m].principal.as_str();
+                    let principal = mandate.principal.as_str();
                     let approvers = kind.approvers.as_ref().map(|a| (a, principal));
-                    let instance = side.instance_principal.filter(|_| side.chain.len() == 1);
+                    let instance = side.instance_principal.filter(|_| chain.len() == 1);
                     let approved =
                         enc.approved(&kind.name, kind.ttl, &kind.binds, &side.approval_names, approvers, instance);
                     push(or([enc.falsity(&rule.condition), approved]), origin);

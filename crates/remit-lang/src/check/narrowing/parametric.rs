@@ -22,7 +22,7 @@ use super::authority::{conjuncts, pattern, Conjunct, Encoder, Origin, Side};
 use super::formula::{is, lit, negate, or, Var, Vars, F};
 use super::solve::{Answer, Lemmas, Solver};
 use super::witness::{self, Scratch, Shape};
-use super::{culprit, currencies, granted_tools, refusing_attributes, Readable, Widening};
+use super::{culprit_of, currencies, refusing_attributes, Readable, Widening};
 use crate::diag::Diagnostic;
 use crate::ir::{
     Atom, Attr, Cond, Mandate, MandateId, Parent, Program, Template, TemplateId, Term, Test, TimeBound, Type, Value,
@@ -141,16 +141,23 @@ pub fn parameters(t: &Template) -> BTreeMap<String, Type> {
     out
 }
 
-/// The program with the template added as a mandate of its own name whose rules read the parameters (no parent,
-/// no holder, its window's instants only): what the encoder reads as the symbolic instance.
+/// The program with the template added as a mandate of its own name (for the reports, which name its clauses).
 fn symbolic(program: &Program, t: &Template) -> (Program, MandateId) {
     let mut out = program.clone();
+    let id = out.mandates.len();
+    out.mandates.push(symbolic_mandate(t));
+    out.mandate_index.insert(t.name.clone(), id);
+    (out, id)
+}
+
+/// The template as a mandate of its own name whose rules read the parameters (no parent, no holder, its window's
+/// instants only): what the encoder reads as the symbolic instance.
+fn symbolic_mandate(t: &Template) -> Mandate {
     let at = |bound: &Option<TimeBound>| match bound {
         Some(TimeBound::At(s)) => Some(*s),
         _ => None,
     };
-    let id = out.mandates.len();
-    out.mandates.push(Mandate {
+    Mandate {
         name: t.name.clone(),
         principal: String::new(),
         parent: None,
@@ -168,9 +175,7 @@ fn symbolic(program: &Program, t: &Template) -> (Program, MandateId) {
         max_level_span: t.span,
         otherwise_span: t.span,
         depth_span: t.depth_span,
-    });
-    out.mandate_index.insert(t.name.clone(), id);
-    (out, id)
+    }
 }
 
 /// A condition that holds: `attr OP other` of two attributes.
@@ -224,29 +229,36 @@ fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mut Vars) -> 
 
 fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut Vec<TemplateFinding>) {
     let t = &program.templates[template];
-    let (symbolic, id) = symbolic(program, t);
+    let leaf = symbolic_mandate(t);
     let chain = program.chain(parent);
     let mut names = vec![t.name.clone()];
     names.extend(chain.iter().map(|&m| program.mandates[m].name.clone()));
     let own = Side {
-        program: &symbolic,
-        chain: vec![id],
+        program,
+        chain: Vec::new(),
         holders: None,
         approval_names: vec![t.name.clone()],
         instance_principal: Some((&t.principals, &t.principal_prefixes)),
+        leaf: Some(&leaf),
     };
-    let parents = Side { program: &symbolic, chain, holders: None, approval_names: names, instance_principal: None };
+    let parents = Side { program, chain, holders: None, approval_names: names, instance_principal: None, leaf: None };
     let types = parameters(t);
     let mut reported: BTreeSet<Origin> = BTreeSet::new();
     let mut undecided = false;
-    for tool in granted_tools(&symbolic, id) {
-        let name = symbolic.tools[tool].name.as_str();
+    let granted: BTreeSet<usize> = leaf
+        .rules
+        .iter()
+        .filter(|r| r.kind == crate::ir::RuleKind::Allow)
+        .flat_map(|r| r.tools.iter().copied())
+        .collect();
+    for tool in granted {
+        let name = program.tools[tool].name.as_str();
         let mut vars = Vars::default();
         let mut a = conjuncts(&own, name, &mut vars);
         if a.iter().any(|c| c.formula == F::False) {
             continue;
         }
-        for formula in hypothesis(&symbolic, t, tool, &mut vars) {
+        for formula in hypothesis(program, t, tool, &mut vars) {
             if formula != F::True {
                 a.push(Conjunct { formula, origin: Origin::Holder });
             }
@@ -261,14 +273,14 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
             continue;
         }
         let all_goals: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();
-        let readable = Readable::new(&symbolic, tool, &vars, &all_goals);
+        let readable = Readable::new(program, tool, &vars, &all_goals);
         let decide_all: Vec<F> = vars
             .iter()
             .filter(|(_, var)| matches!(var, Var::Value(Attr::Compare(..) | Attr::Member(..), Type::Bool)))
             .map(|(id, _)| or([is(id, true), is(id, false)]))
             .collect();
         let lemmas = Lemmas::default();
-        let mut solver = Solver::new(&vars, symbolic.levels.len(), &lemmas).with_calendars(&symbolic.calendars);
+        let mut solver = Solver::new(&vars, program.levels.len(), &lemmas).with_calendars(&program.calendars);
         for (origin, refused) in &questions {
             let mut goals: Vec<&F> = a.iter().map(|c| &c.formula).collect();
             goals.push(refused);
@@ -282,7 +294,7 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
                 }
                 Answer::Sat(model) => {
                     reported.insert(*origin);
-                    let shape = Shape { program: &symbolic, tool: name, mandate: &t.name };
+                    let shape = Shape { program: program, tool: name, mandate: &t.name };
                     let currencies = currencies(&goals, &vars);
                     let attempt = |model: &super::formula::Model| {
                         let mut last = None;
@@ -315,8 +327,8 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
                             widening: Widening {
                                 tool: name.to_string(),
                                 exceeded: *origin,
-                                culprit: culprit(&symbolic, id, tool, *origin, &vars, &model),
-                                attributes: refusing_attributes(&symbolic, *origin, tool, &vars, &model),
+                                culprit: culprit_of(program, &leaf, tool, *origin, &vars, &model),
+                                attributes: refusing_attributes(program, *origin, tool, &vars, &model),
                                 witness: request,
                             },
                             params,
@@ -335,7 +347,7 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
 /// the request, its parent's chain (for the instance's holder) does not.
 pub fn confirm(program: &Program, template: TemplateId, params: &Map<String, Json>, request: &Json) -> bool {
     let Ok((concrete, id)) = instance(program, template, params) else { return false };
-    Scratch::new(&concrete).confirm(id, request).is_some_and(|c| c.confirms())
+    Scratch::from_program(concrete).confirm(id, request).is_some_and(|c| c.confirms())
 }
 
 /// The concrete instance of a template with these parameters' values (request encodings, docs/requests.md): the

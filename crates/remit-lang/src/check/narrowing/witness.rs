@@ -649,6 +649,11 @@ impl Scratch {
         Scratch { program: program.clone() }
     }
 
+    /// A scratch copy made of a program already copied.
+    pub fn from_program(program: Program) -> Scratch {
+        Scratch { program }
+    }
+
     pub fn confirm(&mut self, child: MandateId, request: &Json) -> Option<Confirmation> {
         let parent = self.program.mandates.get(child)?.parent?;
         let bytes = serde_json::to_vec(request).ok()?;
