@@ -1281,9 +1281,8 @@ fn template_policy(rng: &mut Rng) -> String {
         terms = vec![format!("({}) or args.amount <= 1 USD", terms.join(" and "))];
     }
     out.push_str(&format!("  allow tpay where {}\n", terms.join(" and ")));
-    if look && (follow(rng) || rng.chance(40)) {
-        out.push_str("  allow tlook where args.merchant in shops\n");
-    } else if rng.chance(20) {
+    let restated = look && (follow(rng) || rng.chance(40));
+    if restated || rng.chance(20) {
         out.push_str("  allow tlook where args.merchant in shops\n");
     }
     if (forbid && follow(rng)) || rng.chance(if forbid { 50 } else { 20 }) {

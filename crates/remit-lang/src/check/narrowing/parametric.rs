@@ -294,7 +294,7 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
                 }
                 Answer::Sat(model) => {
                     reported.insert(*origin);
-                    let shape = Shape { program: program, tool: name, mandate: &t.name };
+                    let shape = Shape { program, tool: name, mandate: &t.name };
                     let currencies = currencies(&goals, &vars);
                     let attempt = |model: &super::formula::Model| {
                         let mut last = None;
@@ -373,7 +373,7 @@ pub fn instance(
         values.insert(name, value);
     }
     for p in &t.params {
-        if fold(&p.bound, &values, program)? != Cond::True {
+        if fold(&p.bound, &values)? != Cond::True {
             return Err(format!("`{}` is outside its bound", p.name));
         }
     }
@@ -405,7 +405,7 @@ pub fn instance(
     let mut rules = Vec::with_capacity(t.rules.len());
     for rule in &t.rules {
         let mut rule = rule.clone();
-        rule.condition = fold(&rule.condition, &values, program)?;
+        rule.condition = fold(&rule.condition, &values)?;
         rules.push(rule);
     }
     let mut out = program.clone();
@@ -437,13 +437,13 @@ pub fn instance(
 /// comparison or membership with one parameter a literal test on the other side, a relation's parameter a
 /// constant. An atom the fold cannot express (a calendar or a duration of a parameter and an attribute), or one
 /// that is an error on the values (money in two currencies), refuses the instance.
-pub fn fold(cond: &Cond, values: &BTreeMap<String, Value>, program: &Program) -> Result<Cond, String> {
+pub fn fold(cond: &Cond, values: &BTreeMap<String, Value>) -> Result<Cond, String> {
     Ok(match cond {
         Cond::True | Cond::False => cond.clone(),
         Cond::And(items) => {
             let mut out = Vec::new();
             for item in items {
-                match fold(item, values, program)? {
+                match fold(item, values)? {
                     Cond::True => {}
                     Cond::False => return Ok(Cond::False),
                     other => out.push(other),
@@ -458,7 +458,7 @@ pub fn fold(cond: &Cond, values: &BTreeMap<String, Value>, program: &Program) ->
         Cond::Or(items) => {
             let mut out = Vec::new();
             for item in items {
-                match fold(item, values, program)? {
+                match fold(item, values)? {
                     Cond::False => {}
                     Cond::True => return Ok(Cond::True),
                     other => out.push(other),
