@@ -313,10 +313,11 @@ fn template_parameters_in_the_editor() {
         "textDocument/didOpen",
         json!({ "textDocument": { "uri": doc, "languageId": "remit", "version": 1, "text": text } }),
     );
-    // The only diagnostic is the honest one: no proof for templates yet.
+    // The only diagnostics are the proof's: this template's instances may widen `wallet` (its merchants are not
+    // `wallet`'s, and it restates neither the window nor the gate above 60 USD).
     let diagnostics = client.diagnostics(&doc);
     let codes: Vec<&str> = diagnostics.iter().map(|d| d["code"].as_str().unwrap()).collect();
-    assert_eq!(codes, ["remit::template-narrowing-unproved"], "{diagnostics:?}");
+    assert!(!codes.is_empty() && codes.iter().all(|&c| c == "remit::template-widens"), "{diagnostics:?}");
 
     // Hover on a use of `cap` in the body: the parameter, its type and bound.
     let hover = client.request(

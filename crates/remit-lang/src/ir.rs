@@ -467,6 +467,9 @@ pub struct Template {
     pub span: Span,
     /// Where `delegation depth` was written (the template's name when absent).
     pub depth_span: Span,
+    /// Whether `remit check` proved that every instance within the bounds narrows the parent (set by the narrowing
+    /// check; `false` when it did not run, found a widening instance or could not decide).
+    pub proved: bool,
 }
 
 impl Template {

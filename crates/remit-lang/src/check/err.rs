@@ -738,17 +738,56 @@ pub fn not_a_timestamp(attr: &str, ty: &Type, span: Span) -> Diagnostic {
 
 // Templates (docs/language.md, "Templates").
 
-pub fn template_narrowing_unproved(name: &str, parent: &str, span: Span) -> Diagnostic {
+pub fn template_narrowing_unproved(
+    name: &str,
+    parent: &str,
+    why: &str,
+    sub_delegation: bool,
+    span: Span,
+) -> Diagnostic {
+    let help = if sub_delegation {
+        format!(
+            "the proof for a template under a template (`{parent}`) is not built yet, and decisions refuse the \
+             instances of such a template (`grant.invalid`) until it is (docs/grants-design.md)"
+        )
+    } else {
+        format!(
+            "the proof could not decide whether every instance within the bounds stays within `{parent}` \
+             (docs/narrowing.md, \"Templates\"), so the template is not marked proved; restate `{parent}`'s terms in \
+             it, or bound its parameters by `{parent}`'s literals"
+        )
+    };
     Diagnostic::warning(
         "remit::template-narrowing-unproved",
         format!("template `{name}` is not proved to narrow `{parent}`"),
     )
-    .label(span, format!("no proof yet that every instance within its bounds stays within `{parent}`"))
-    .help(
-        "the proof for templates (every parameter value that satisfies the bounds) is not built yet \
-         (docs/grants-design.md, step 2); until then no instance should be granted (decisions check each instance \
-         against the bounds, not against the parent)",
+    .label(span, format!("not decided: {why}"))
+    .help(help)
+}
+
+/// A template some instance of which widens its parent: the sub-mandate report of the instance (`finding`),
+/// worded for the template and naming the instance's parameters.
+pub fn template_widens(finding: Diagnostic, name: &str, parent: &str, instance: &str) -> Diagnostic {
+    let mut d = finding;
+    d.code = "remit::template-widens";
+    d.message = format!("template `{name}` may widen `{parent}`: {}, with {instance}", d.message);
+    let help = d.help.take().unwrap_or_default().replace("the sub-mandate's", "the template's").replace(
+        &format!("allowed by `{name}` on its own"),
+        &format!("allowed by the instance of `{name}` with these parameters on its own"),
+    );
+    d.help = Some(format!("{help}; or bound the parameters so that no instance goes past `{parent}`"));
+    d
+}
+
+pub fn template_depth(name: &str, parent: &str, depth: Option<u32>, span: Span, parent_span: Span) -> Diagnostic {
+    let depth = depth.unwrap_or(0);
+    Diagnostic::error(
+        "remit::template-widens",
+        format!("template `{name}` may widen `{parent}`: its instances may delegate as deep as `{parent}`"),
     )
+    .label(span, format!("instances of `{name}` sit one level below `{parent}`"))
+    .label(parent_span, format!("`{parent}` allows delegation {depth} deep"))
+    .help(format!("restate `delegation depth {}` (or less) in `{name}`", depth.saturating_sub(1)))
 }
 
 pub fn unknown_template_parameter(name: &str, template: &str, span: Span, candidates: &[&str]) -> Diagnostic {

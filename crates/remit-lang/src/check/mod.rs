@@ -88,7 +88,12 @@ pub fn check_with(sources: SourceMap, options: Options) -> Checked {
         if options.narrowing && !diagnostics.iter().any(Diagnostic::is_error) {
             program.sources = sources.clone();
             diagnostics.extend(narrowing::check(&program));
-            diagnostics.extend(templates::unproved(&program));
+            let findings = narrowing::parametric::analyse(&program);
+            diagnostics.extend(narrowing::parametric::check_findings(&program, &findings));
+            let proved = narrowing::parametric::proved(&program, &findings);
+            for (template, proved) in program.templates.iter_mut().zip(proved) {
+                template.proved = proved;
+            }
         }
         program.hash = policy_hash(&sources);
         program.sources = sources;

@@ -528,6 +528,17 @@ pub(crate) fn decimal_of_number(n: &Number) -> Option<Decimal> {
     Decimal::parse(&n.to_string())
 }
 
+/// Applies a test to a value, as a condition applies it to an attribute's (the narrowing check folds a template's
+/// parameters into constants with it); `None` when the test is an error.
+pub(crate) fn constant_test(value: &Value, t: &Test) -> Option<bool> {
+    test(value, t).ok()
+}
+
+/// `left OP right` of two values, as a comparison of two attributes evaluates it; `None` when it is an error.
+pub(crate) fn constant_compare(op: CompareOp, left: &Value, right: &Value) -> Option<bool> {
+    compare(op, left, right).ok()
+}
+
 /// Applies a test to an attribute's value.
 fn test(value: &Value, test: &Test) -> Result<bool, EvalError> {
     match test {

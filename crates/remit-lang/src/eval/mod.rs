@@ -7,7 +7,7 @@
 //! examined in full and the decision collects every reason: any deny reason denies, else any escalate reason
 //! escalates, else the call is allowed.
 
-mod cond;
+pub(crate) mod cond;
 mod decision;
 mod digest;
 mod err;

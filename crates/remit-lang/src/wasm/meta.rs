@@ -67,8 +67,9 @@ pub struct TemplateMeta {
     pub valid_from: Option<TimeBoundMeta>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub valid_until: Option<TimeBoundMeta>,
-    /// Whether `remit check` proved that every instance within the bounds narrows the parent: always `false` until
-    /// the parametric proof exists (`remit::template-narrowing-unproved`), so nothing may grant on it yet.
+    /// Whether `remit check` proved that every instance within the bounds narrows the parent (docs/narrowing.md,
+    /// "Templates"); `false` when the proof did not run (`--no-narrowing`) or left it undecided
+    /// (`remit::template-narrowing-unproved`), so a gateway need not grant on it.
     pub proved: bool,
 }
 
@@ -140,7 +141,7 @@ impl TemplateMeta {
                     },
                     valid_from: time(&t.valid_from),
                     valid_until: time(&t.valid_until),
-                    proved: false,
+                    proved: t.proved,
                 }
             })
             .collect()

@@ -28,6 +28,14 @@ pub struct Side<'p> {
     pub holders: Option<&'p Mandate>,
     /// The mandate names an approval may name to count on this side.
     pub approval_names: Vec<String>,
+    /// For a template's symbolic instance: its principal is a parameter, admitted by these ids and prefixes (`for`;
+    /// both empty: anyone). A gate `approved by principal` of the template is read as admitting every identity
+    /// `for` admits, a superset of the one principal an instance names: the instance's side can only allow more,
+    /// so a proof stays sound (a witness that needs another approver is not confirmed, and not shown).
+    pub instance_principal: Option<(&'p [String], &'p [String])>,
+    /// A mandate that is not in the program (a template's symbolic instance), standing alone: when set, it is the
+    /// whole chain (its conjuncts' origins name mandate `usize::MAX`).
+    pub leaf: Option<&'p Mandate>,
 }
 
 /// The clause a conjunct stands for.
@@ -94,8 +102,11 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
         let patterns = holder.holder_prefixes.iter().map(|p| pattern(subject, p));
         push(or(exact.into_iter().chain(patterns)), Origin::Holder);
     }
-    for &m in &side.chain {
-        let mandate = &program.mandates[m];
+    let chain: Vec<(MandateId, &Mandate)> = match side.leaf {
+        Some(leaf) => vec![(usize::MAX, leaf)],
+        None => side.chain.iter().map(|&m| (m, &program.mandates[m])).collect(),
+    };
+    for &(m, mandate) in &chain {
         let now = enc.vars.id(Var::Value(Attr::Now, Type::Timestamp));
         if let Some(from) = mandate.valid_from {
             let from = Value::Timestamp(i128::from(from) * crate::value::NANOS_PER_SECOND);
@@ -126,9 +137,11 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
                 RuleKind::Limit | RuleKind::Scope => push(enc.truth(&rule.condition), origin),
                 RuleKind::Gate { approval, .. } => {
                     let kind = &program.approvals[*approval];
-                    let principal = program.mandates[m].principal.as_str();
+                    let principal = mandate.principal.as_str();
                     let approvers = kind.approvers.as_ref().map(|a| (a, principal));
-                    let approved = enc.approved(&kind.name, kind.ttl, &kind.binds, &side.approval_names, approvers);
+                    let instance = side.instance_principal.filter(|_| chain.len() == 1);
+                    let approved =
+                        enc.approved(&kind.name, kind.ttl, &kind.binds, &side.approval_names, approvers, instance);
                     push(or([enc.falsity(&rule.condition), approved]), origin);
                 }
                 RuleKind::RequireOperationId => {
@@ -187,7 +200,7 @@ pub fn optional(attr: &Attr) -> bool {
 
 /// An identity `var` admitted by the pattern `under "prefix"` of a holder or an approver: as in `under`, one that
 /// is not a testable path is under no prefix (`eval::holds`).
-fn pattern(var: VarId, prefix: &str) -> F {
+pub fn pattern(var: VarId, prefix: &str) -> F {
     and([path(var, true), lit(var, Test::Under(prefix.to_string()))])
 }
 
@@ -267,6 +280,13 @@ impl Encoder<'_> {
                         self.vars.id(Var::Value((**instant).clone(), Type::Timestamp));
                     }
                 }
+                // An item tested for membership in a template's set parameter: the theory's `within` lemma states
+                // what the item may be, which needs a variable for it.
+                if let Attr::Member(item, set, ty) = &atom.attr {
+                    if matches!(**set, Attr::Param(_)) {
+                        self.vars.id(Var::Value((**item).clone(), ty.clone()));
+                    }
+                }
                 // The operands of a comparison are read the same way (the theory gives them values).
                 if let Attr::Compare(left, _, right, ty) = &atom.attr {
                     self.readable(left, ty, &mut parts);
@@ -333,6 +353,7 @@ impl Encoder<'_> {
         binds: &[Binding],
         names: &[String],
         approvers: Option<(&Approvers, &str)>,
+        instance: Option<(&[String], &[String])>,
     ) -> F {
         let presented = self.vars.id(Var::Approval(kind.to_string()));
         let age = self.vars.id(Var::ApprovalAge(kind.to_string()));
@@ -347,10 +368,19 @@ impl Encoder<'_> {
         if let Some((approvers, principal)) = approvers {
             let by = self.vars.id(Var::ApprovalBy(kind.to_string()));
             let mut named: Vec<Value> = approvers.ids.iter().map(|id| Value::String(id.clone())).collect();
-            if approvers.principal {
-                named.push(Value::String(principal.to_string()));
+            let mut admitted = Vec::new();
+            match instance {
+                Some((ids, prefixes)) if approvers.principal => {
+                    if ids.is_empty() && prefixes.is_empty() {
+                        admitted.push(F::True);
+                    }
+                    named.extend(ids.iter().map(|id| Value::String(id.clone())));
+                    admitted.extend(prefixes.iter().map(|p| pattern(by, p)));
+                }
+                _ if approvers.principal => named.push(Value::String(principal.to_string())),
+                _ => {}
             }
-            let mut admitted = vec![lit(by, Test::In(named))];
+            admitted.push(lit(by, Test::In(named)));
             admitted.extend(approvers.prefixes.iter().map(|p| pattern(by, p)));
             parts.push(or(admitted));
         }

@@ -112,7 +112,14 @@ fn compare(old: &Program, o: MandateId, new: &Program, n: MandateId) -> MandateD
 fn side(program: &Program, mandate: MandateId) -> Side<'_> {
     let chain = program.chain(mandate);
     let approval_names = chain.iter().map(|&m| program.mandates[m].name.clone()).collect();
-    Side { program, chain, holders: Some(&program.mandates[mandate]), approval_names }
+    Side {
+        program,
+        chain,
+        holders: Some(&program.mandates[mandate]),
+        approval_names,
+        instance_principal: None,
+        leaf: None,
+    }
 }
 
 /// Confirmed requests mandate `w` of `wide` allows and mandate `n` of `narrow` (absent: unknown there) refuses,

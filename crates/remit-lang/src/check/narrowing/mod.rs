@@ -15,6 +15,7 @@ mod calendars;
 pub mod diff;
 mod err;
 mod formula;
+pub mod parametric;
 mod solve;
 mod theory;
 mod witness;
@@ -112,8 +113,15 @@ fn sides(program: &Program, child: MandateId, parent: MandateId) -> (Side<'_>, S
     let chain = program.chain(parent);
     let mut names = vec![mandate.name.clone()];
     names.extend(chain.iter().map(|&m| program.mandates[m].name.clone()));
-    let own = Side { program, chain: vec![child], holders: Some(mandate), approval_names: vec![mandate.name.clone()] };
-    let parents = Side { program, chain, holders: None, approval_names: names };
+    let own = Side {
+        program,
+        chain: vec![child],
+        holders: Some(mandate),
+        approval_names: vec![mandate.name.clone()],
+        instance_principal: None,
+        leaf: None,
+    };
+    let parents = Side { program, chain, holders: None, approval_names: names, instance_principal: None, leaf: None };
     (own, parents)
 }
 
@@ -280,7 +288,18 @@ fn currencies(goals: &[&F], vars: &Vars) -> Currencies {
 /// The child's clause that lets the witness through: a weaker restatement of the exceeded clause when there is
 /// one, else the dimension's own clause, else the grant that allows the witness.
 fn culprit(program: &Program, child: MandateId, tool: ToolId, exceeded: Origin, vars: &Vars, model: &Model) -> Culprit {
-    let mandate = &program.mandates[child];
+    culprit_of(program, &program.mandates[child], tool, exceeded, vars, model)
+}
+
+/// [`culprit`] of a mandate that need not be in the program (a template's symbolic instance).
+fn culprit_of(
+    program: &Program,
+    mandate: &crate::ir::Mandate,
+    tool: ToolId,
+    exceeded: Origin,
+    vars: &Vars,
+    model: &Model,
+) -> Culprit {
     let level = program.tools[tool].level;
     let covering = |i: &usize| mandate.rules[*i].tools.binary_search(&tool).is_ok();
     let granting = (0..mandate.rules.len()).filter(covering).find(|&i| {

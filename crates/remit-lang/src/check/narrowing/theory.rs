@@ -408,7 +408,13 @@ impl<'a, 'f> Theory<'a, 'f> {
             Some(calendars) => self.calendar_lemmas(calendars)?,
             None => Vec::new(),
         };
-        if self.edges.is_empty() && self.undefined_money.is_empty() && atoms.len() < 2 && memberships.len() < 2 {
+        let within = memberships.iter().any(|m| matches!(m.set, Attr::Param(_)));
+        if self.edges.is_empty()
+            && self.undefined_money.is_empty()
+            && atoms.len() < 2
+            && memberships.len() < 2
+            && !within
+        {
             let mut assignment = Assignment::default();
             self.hint(&hints, &mut assignment);
             return Ok(Verdict::Consistent(assignment));
@@ -557,6 +563,32 @@ impl<'a, 'f> Theory<'a, 'f> {
                     }
                     return Err(or(lemma));
                 }
+            }
+        }
+
+        // `x in P` and `P within L` (a parameter's bound): `x in L`. The lemma needs a literal on `x`'s value, which
+        // the encoder makes for every membership in a parameter's set.
+        for m in &memberships {
+            if !m.holds || self.types[m.item] == Type::Money {
+                continue;
+            }
+            let set_var = Var::Value(m.set.clone(), Type::Set(Box::new(self.types[m.item].clone())));
+            let Some(set_id) = self.a.vars.find(&set_var) else { continue };
+            let Some(value) = chosen.get(&self.root_of(m.item)) else { continue };
+            for test in &self.a.assumed[set_id as usize] {
+                let Test::Within(allowed) = test else { continue };
+                let inside = Test::In(allowed.clone());
+                if holds(value, &inside) {
+                    continue;
+                }
+                let items = self.value_vars(m.item);
+                if items.is_empty() {
+                    return Ok(Verdict::Unknown);
+                }
+                let mut lemma =
+                    vec![is(m.defined, false), is(m.value, false), F::Lit(set_id, Test::NotWithin(allowed.clone()))];
+                lemma.extend(items.into_iter().map(|id| F::Lit(id, inside.clone())));
+                return Err(or(lemma));
             }
         }
 

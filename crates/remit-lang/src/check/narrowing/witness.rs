@@ -27,6 +27,20 @@ pub type Currencies = BTreeMap<VarId, BTreeSet<String>>;
 /// argument the tool declares, with a value of its type (no rule reads it, so it changes nothing but the
 /// argument digest, which is computed from the request as written).
 pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Currencies, fill: bool) -> Json {
+    request_with(model, vars, shape, currencies, fill, &BTreeMap::new()).0
+}
+
+/// [`request`] for a template's symbolic instance: also the values of its parameters (`params`, with their types),
+/// in the request encoding of their types, chosen with the request so that the interpreter computes every
+/// comparison and membership of a parameter as the model has it.
+pub fn request_with(
+    model: &Model,
+    vars: &Vars,
+    shape: Shape<'_>,
+    currencies: &Currencies,
+    fill: bool,
+    params: &BTreeMap<String, Type>,
+) -> (Json, Map<String, Json>) {
     let bool_of = |id: VarId| matches!(model.get(id as usize), Some(Value::Bool(true)));
     let find = |wanted: &Var| vars.iter().find(|(_, v)| *v == wanted).map(|(id, _)| id);
     let present = |attr: &Attr| find(&Var::Present(attr.clone())).is_some_and(bool_of);
@@ -82,6 +96,10 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     let mut resource_properties = Map::new();
     let mut principal_properties = Map::new();
     let mut relations: Vec<(String, Vec<crate::ir::Term>, bool)> = Vec::new();
+    let mut param_values = Map::new();
+    for (name, ty) in params {
+        param_values.insert(name.clone(), attribute(&Attr::Param(name.clone()), Some(ty)));
+    }
     for (_, var) in vars.iter() {
         let Var::Present(attr) = var else { continue };
         if !present(attr) {
@@ -147,9 +165,11 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
             resource: &mut resource_properties,
             principal: &mut principal_properties,
             resource_id: &mut resource,
+            params: &mut param_values,
         };
         let mut calendar_wants: Vec<(Attr, String, bool)> = Vec::new();
         let mut set_wants: BTreeMap<Attr, Vec<Json>> = BTreeMap::new();
+        let mut unwanted: BTreeMap<Attr, Vec<Json>> = BTreeMap::new();
         for (_, var) in vars.iter() {
             let Var::Present(attr) = var else { continue };
             if !present(attr) {
@@ -190,6 +210,8 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                         let elements = set_wants.entry((**set).clone()).or_default();
                         if wanted && !elements.contains(&item_json) {
                             elements.push(item_json);
+                        } else if !wanted {
+                            unwanted.entry((**set).clone()).or_default().push(item_json);
                         }
                     }
                 }
@@ -219,7 +241,16 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
                 _ => {}
             }
         }
-        for (set, elements) in set_wants {
+        for (set, mut elements) in set_wants {
+            // A parameter's set keeps what its bounds chose (`contains`), less the items the model keeps out.
+            if let (Attr::Param(_), Some(Json::Array(chosen))) = (&set, slots.get(&set)) {
+                let out = unwanted.get(&set).cloned().unwrap_or_default();
+                for item in chosen {
+                    if !elements.contains(&item) && !out.contains(&item) {
+                        elements.push(item);
+                    }
+                }
+            }
             slots.set(&set, Json::Array(elements));
         }
         // Each instant a calendar atom reads: the first candidate that every calendar asking about it answers as the
@@ -286,6 +317,9 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
     }
     let now = now_override.unwrap_or(model_now);
     let subject = match value_of(&Attr::SubjectId) {
+        _ if params.contains_key("holder") => {
+            param_values.get("holder").and_then(Json::as_str).unwrap_or_default().to_string()
+        }
         Some((Value::String(s), _)) => s,
         _ => program
             .mandate(shape.mandate)
@@ -438,7 +472,7 @@ pub fn request(model: &Model, vars: &Vars, shape: Shape<'_>, currencies: &Curren
         request["resource"]["properties"] = Json::Object(resource_properties);
     }
     request["context"] = Json::Object(context);
-    request
+    (request, param_values)
 }
 
 /// Where a witness keeps the request's values of the attributes it may set.
@@ -450,6 +484,8 @@ struct Slots<'a> {
     /// The attributes of the mandate's principal (`context.principals.PRINCIPAL`).
     principal: &'a mut Map<String, Json>,
     resource_id: &'a mut Option<Json>,
+    /// A template's parameters (their values for the instance the witness describes).
+    params: &'a mut Map<String, Json>,
 }
 
 impl Slots<'_> {
@@ -461,6 +497,7 @@ impl Slots<'_> {
             Attr::Resource(name) => self.resource.get(name).cloned(),
             Attr::Principal(name) => self.principal.get(name).cloned(),
             Attr::ResourceId => self.resource_id.clone(),
+            Attr::Param(name) => self.params.get(name).cloned(),
             _ => None,
         }
     }
@@ -484,6 +521,9 @@ impl Slots<'_> {
                 self.principal.insert(name.clone(), value);
             }
             Attr::ResourceId => *self.resource_id = Some(value),
+            Attr::Param(name) => {
+                self.params.insert(name.clone(), value);
+            }
             _ => {}
         }
     }
@@ -607,6 +647,11 @@ pub struct Scratch {
 impl Scratch {
     pub fn new(program: &Program) -> Scratch {
         Scratch { program: program.clone() }
+    }
+
+    /// A scratch copy made of a program already copied.
+    pub fn from_program(program: Program) -> Scratch {
+        Scratch { program }
     }
 
     pub fn confirm(&mut self, child: MandateId, request: &Json) -> Option<Confirmation> {
