@@ -252,6 +252,11 @@ pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
+/// Empty or only white space (Unicode `White_Space`): such an identifier counts as absent.
+pub(crate) fn is_blank(text: &str) -> bool {
+    text.chars().all(char::is_whitespace)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,9 +327,4 @@ mod tests {
         assert_eq!(parse_duration("15m"), Some(900));
         assert_eq!(parse_duration("1é"), None);
     }
-}
-
-/// Empty or only white space (Unicode `White_Space`): such an identifier counts as absent.
-pub(crate) fn is_blank(text: &str) -> bool {
-    text.chars().all(char::is_whitespace)
 }
