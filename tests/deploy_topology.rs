@@ -476,6 +476,8 @@ fn a_signed_bundle_published_in_the_database_is_taken_by_every_replica_and_a_bad
     for (_, address) in &replicas {
         let metrics = request("GET", &format!("http://{address}/metrics"), &[], None).unwrap().text();
         assert!(metrics.contains(&format!("remit_policy_info{{policy=\"{v2}\"}} 1")), "{metrics}");
+        assert!(metrics.contains("\nremit_policy_revision 2\n"), "{metrics}");
+        assert_eq!(ready(address).json()["revision"], 2, "/ready names the revision it serves");
         let answer = decide(&format!("http://{address}"), "op-v2").unwrap();
         assert_eq!(answer.json()["decision"], "escalate", "decided under v2: {}", answer.text());
     }

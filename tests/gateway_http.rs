@@ -775,7 +775,7 @@ fn a_hundred_hot_reloads_under_load_lose_no_call_and_every_decision_names_a_poli
     let counter = next.clone();
     let reloader: Reloader = Arc::new(move || {
         let (compiled, meta) = versions[(counter.fetch_add(1, Ordering::SeqCst) + 1) % 2].clone();
-        Ok(Policy { compiled, meta, program: None })
+        Ok(Policy { compiled, meta, program: None, revision: None })
     });
     let s = start_with("reload", Some(reloader));
     let done = AtomicBool::new(false);

@@ -937,7 +937,9 @@ fn bundle_policy(
     }
     let meta =
         remit_lang::wasm::meta::extract(&bundle.module)?.ok_or("the bundle's module carries no gateway metadata")?;
-    let policy = Policy::new(runtime.load(&bundle.module)?, meta)?;
+    let mut policy = Policy::new(runtime.load(&bundle.module)?, meta)?;
+    // A bundle written before revisions were numbers counts as revision 0 (as `bundle::admit` counts it).
+    policy.revision = Some(bundle.manifest.revision.unwrap_or(0));
     if policy.compiled.policy() != bundle.manifest.policy {
         return Err("the manifest names another policy than its module's".into());
     }

@@ -61,7 +61,7 @@ fn main() {
 
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
     let make = |store: Arc<dyn Store>| {
-        let policy = Policy { compiled: compiled.clone(), meta: meta.clone(), program: None };
+        let policy = Policy { compiled: compiled.clone(), meta: meta.clone(), program: None, revision: None };
         let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp(NOW).unwrap()));
         Arc::new(Gateway::new(policy, store, clock, Config::default()))
     };

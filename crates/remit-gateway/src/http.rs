@@ -871,8 +871,12 @@ async fn ready(State(app): Shared) -> Response {
     let gateway = app.gateway.clone();
     let ok = tokio::task::spawn_blocking(move || gateway.state().is_ok()).await.unwrap_or(false);
     if ok {
-        let policy = app.gateway.policy().compiled.policy().to_string();
-        json_response(StatusCode::OK, json!({"status": "ready", "policy": policy}).to_string())
+        let served = app.gateway.policy();
+        let mut body = json!({"status": "ready", "policy": served.compiled.policy()});
+        if let Some(revision) = served.revision {
+            body["revision"] = json!(revision);
+        }
+        json_response(StatusCode::OK, body.to_string())
     } else {
         error(StatusCode::SERVICE_UNAVAILABLE, super::core::REASON_STORE, "the store is unavailable")
     }
@@ -953,9 +957,17 @@ async fn metrics(State(app): Shared) -> Response {
             let _ = writeln!(out, "remit_mandate_expiry_seconds{{mandate=\"{}\"}} {}", mandate.name, until - now);
         }
     }
+    let revision = policy.revision;
     let policy = policy.compiled.policy().to_string();
     let _ = writeln!(out, "# HELP remit_policy_info The policy in force.\n# TYPE remit_policy_info gauge");
     let _ = writeln!(out, "remit_policy_info{{policy=\"{policy}\"}} 1");
+    if let Some(revision) = revision {
+        let _ = writeln!(
+            out,
+            "# HELP remit_policy_revision The revision of the signed bundle in force.\n# TYPE remit_policy_revision gauge"
+        );
+        let _ = writeln!(out, "remit_policy_revision {revision}");
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 

@@ -22,6 +22,9 @@ pub struct Policy {
     pub compiled: Arc<Compiled>,
     pub meta: PolicyMeta,
     pub program: Option<Arc<Program>>,
+    /// The revision of the signed bundle it came from (`remit build --revision N`), reported by `/ready` and
+    /// `/metrics` so that an operator sees which rollout each replica serves; `None` for sources or a bare module.
+    pub revision: Option<u64>,
 }
 
 impl Policy {
@@ -34,7 +37,7 @@ impl Policy {
                 compiled.policy()
             ));
         }
-        Ok(Policy { compiled: Arc::new(compiled), meta, program: None })
+        Ok(Policy { compiled: Arc::new(compiled), meta, program: None, revision: None })
     }
 
     /// Adds the checked program the module was compiled from, for explanations; it must be the same policy.
