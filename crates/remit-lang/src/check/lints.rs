@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::err;
 use super::sat::{for_level, implies, satisfiable};
 use crate::diag::Diagnostic;
-use crate::ir::{Binding, Cond, Program, Rule, RuleKind, Target, Type};
+use crate::ir::{Binding, Cond, Parent, Program, Rule, RuleKind, Target, Type};
 use crate::source::{SourceMap, Span};
 use crate::syntax::ast::Decl;
 use crate::syntax::ast::FactVersion;
@@ -161,6 +161,7 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
             }
         }
     }
+    out.extend(template_rules(program));
     for (index, kind) in program.approvals.iter().enumerate() {
         if kind.ttl == 0 && kind.ttl_span != kind.span {
             let gates: Vec<Span> = program
@@ -235,6 +236,52 @@ fn ungrantable(program: &Program, rule: &Rule, chain: &[usize], forbids: &[&Rule
 struct Undecided;
 
 /// The prohibition that cancels every call a grant allows, if one does (alone or with others).
+/// Templates' rules get two of the mandates' lints — a condition that can never hold, and a grant that a prohibition
+/// of the chain cancels — with each parameter a free variable of the conditions: a lint that fires holds for every
+/// instance. Prohibitions are the template's own, its template ancestors' and those of the mandate chain above them.
+fn template_rules(program: &Program) -> Vec<Diagnostic> {
+    let levels = program.levels.len();
+    let mut out = Vec::new();
+    for template in &program.templates {
+        let mut rules: Vec<&Rule> = template.rules.iter().collect();
+        let mut above = template.parent;
+        let mandate = loop {
+            match above {
+                Parent::Mandate(m) => break m,
+                Parent::Template(t) => {
+                    rules.extend(program.templates[t].rules.iter());
+                    above = program.templates[t].parent;
+                }
+            }
+        };
+        rules.extend(program.chain(mandate).iter().flat_map(|&m| program.mandates[m].rules.iter()));
+        let forbids: Vec<&Rule> = rules.into_iter().filter(|r| r.kind == RuleKind::Forbid).collect();
+        for rule in &template.rules {
+            match satisfiable(&rule.condition, levels) {
+                Some(false) => {
+                    let denies = matches!(rule.kind, RuleKind::Limit | RuleKind::Scope);
+                    out.push(err::unsatisfiable(kind_word(&rule.kind), denies, rule.span));
+                    continue;
+                }
+                None => out.push(err::lint_incomplete(kind_word(&rule.kind), "whether it can ever be true", rule.span)),
+                Some(true) => {}
+            }
+            if rule.kind == RuleKind::Allow {
+                match cancelling_forbid(program, rule, &forbids) {
+                    Ok(Some(forbid)) => {
+                        out.push(err::dead_grant(&program.target_name(&rule.target), rule.span, forbid))
+                    }
+                    Ok(None) => {}
+                    Err(Undecided) => {
+                        out.push(err::lint_incomplete("grant", "whether prohibitions cancel it", rule.span))
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 fn cancelling_forbid(program: &Program, rule: &Rule, forbids: &[&Rule]) -> Result<Option<Span>, Undecided> {
     let levels = program.levels.len();
     let (mut first, mut undecided) = (None, false);
