@@ -83,30 +83,15 @@ pub fn lint(program: &Program) -> Vec<Diagnostic> {
             .filter(|r| r.kind == RuleKind::Forbid)
             .collect();
         for rule in &mandate.rules {
-            match satisfiable(&rule.condition, levels) {
-                Some(false) => {
-                    let denies = matches!(rule.kind, RuleKind::Limit | RuleKind::Scope);
-                    out.push(err::unsatisfiable(kind_word(&rule.kind), denies, rule.span));
-                    continue;
-                }
-                // Cut off by the budget: say so rather than pass silently.
-                None => out.push(err::lint_incomplete(kind_word(&rule.kind), "whether it can ever be true", rule.span)),
-                Some(true) => {}
+            if !may_hold(rule, levels, &mut out) {
+                continue;
             }
             match &rule.kind {
                 RuleKind::Allow => {
                     if let Some(d) = ungrantable(program, rule, &chain, &forbids) {
                         out.push(d);
                     } else {
-                        match cancelling_forbid(program, rule, &forbids) {
-                            Ok(Some(forbid)) => {
-                                out.push(err::dead_grant(&program.target_name(&rule.target), rule.span, forbid))
-                            }
-                            Ok(None) => {}
-                            Err(Undecided) => {
-                                out.push(err::lint_incomplete("grant", "whether prohibitions cancel it", rule.span))
-                            }
-                        }
+                        dead_grant(program, rule, &forbids, &mut out);
                     }
                 }
                 RuleKind::Gate { approval, .. } => {
@@ -257,29 +242,39 @@ fn template_rules(program: &Program) -> Vec<Diagnostic> {
         rules.extend(program.chain(mandate).iter().flat_map(|&m| program.mandates[m].rules.iter()));
         let forbids: Vec<&Rule> = rules.into_iter().filter(|r| r.kind == RuleKind::Forbid).collect();
         for rule in &template.rules {
-            match satisfiable(&rule.condition, levels) {
-                Some(false) => {
-                    let denies = matches!(rule.kind, RuleKind::Limit | RuleKind::Scope);
-                    out.push(err::unsatisfiable(kind_word(&rule.kind), denies, rule.span));
-                    continue;
-                }
-                None => out.push(err::lint_incomplete(kind_word(&rule.kind), "whether it can ever be true", rule.span)),
-                Some(true) => {}
-            }
-            if rule.kind == RuleKind::Allow {
-                match cancelling_forbid(program, rule, &forbids) {
-                    Ok(Some(forbid)) => {
-                        out.push(err::dead_grant(&program.target_name(&rule.target), rule.span, forbid))
-                    }
-                    Ok(None) => {}
-                    Err(Undecided) => {
-                        out.push(err::lint_incomplete("grant", "whether prohibitions cancel it", rule.span))
-                    }
-                }
+            if may_hold(rule, levels, &mut out) && rule.kind == RuleKind::Allow {
+                dead_grant(program, rule, &forbids, &mut out);
             }
         }
     }
     out
+}
+
+/// `remit::unsatisfiable-condition` when `rule`'s condition can never hold (then `false`: no other lint of the rule
+/// is worth running); a note when the satisfiability budget cut the question off.
+fn may_hold(rule: &Rule, levels: usize, out: &mut Vec<Diagnostic>) -> bool {
+    match satisfiable(&rule.condition, levels) {
+        Some(false) => {
+            let denies = matches!(rule.kind, RuleKind::Limit | RuleKind::Scope);
+            out.push(err::unsatisfiable(kind_word(&rule.kind), denies, rule.span));
+            false
+        }
+        // Cut off by the budget: say so rather than pass silently.
+        None => {
+            out.push(err::lint_incomplete(kind_word(&rule.kind), "whether it can ever be true", rule.span));
+            true
+        }
+        Some(true) => true,
+    }
+}
+
+/// `remit::dead-grant` when one of `forbids` cancels every call the grant `rule` allows.
+fn dead_grant(program: &Program, rule: &Rule, forbids: &[&Rule], out: &mut Vec<Diagnostic>) {
+    match cancelling_forbid(program, rule, forbids) {
+        Ok(Some(forbid)) => out.push(err::dead_grant(&program.target_name(&rule.target), rule.span, forbid)),
+        Ok(None) => {}
+        Err(Undecided) => out.push(err::lint_incomplete("grant", "whether prohibitions cancel it", rule.span)),
+    }
 }
 
 fn cancelling_forbid(program: &Program, rule: &Rule, forbids: &[&Rule]) -> Result<Option<Span>, Undecided> {
