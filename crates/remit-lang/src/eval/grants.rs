@@ -234,7 +234,7 @@ pub(crate) fn window_text(template: &Template) -> String {
 }
 
 /// `holder "a", under "agent:"`: a pattern clause as written (ids, then prefixes).
-fn patterns(keyword: &str, ids: &[String], prefixes: &[String]) -> String {
+pub(crate) fn patterns(keyword: &str, ids: &[String], prefixes: &[String]) -> String {
     let items: Vec<String> =
         ids.iter().map(|id| quoted(id)).chain(prefixes.iter().map(|p| format!("under {}", quoted(p)))).collect();
     if items.is_empty() {
