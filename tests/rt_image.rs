@@ -56,6 +56,49 @@ fn every_image_reads_back_as_its_program() {
             let rule: serde_json::Value = serde_json::from_slice(image.str(entry.json_off, entry.json_len)).unwrap();
             assert_eq!(rule["mandate"], mandate.name.as_str());
         }
+        // Each template: its record, and the mandate record its instances decide as, past the policy's (never found
+        // by name), its chain the parent's and itself; its entries name the template, marked as an instance's.
+        assert_eq!(h.mandates_count as usize, program.mandates.len(), "{}", unit.name);
+        assert_eq!(h.templates_count as usize, program.templates.len(), "{}", unit.name);
+        for (t, template) in program.templates.iter().enumerate() {
+            let record = image.template(t as u32);
+            assert_eq!(image.str(record.name_off, record.name_len), template.name.as_bytes());
+            assert_eq!(record.mandate as usize, program.mandates.len() + t, "{}", unit.name);
+            assert_eq!(record.params_count as usize, template.params.len());
+            for (p, param) in template.params.iter().enumerate() {
+                let written = image.template_param(&record, p as u32);
+                assert_eq!(image.str(written.name_off, written.name_len), param.name.as_bytes());
+                assert_eq!(written.signed != 0, param.signed);
+            }
+            let name = template.name.as_bytes();
+            let found = image.find(
+                h.mandate_slots_off,
+                h.mandate_slots_len,
+                || name.iter().copied(),
+                |j| image.mandate_name(j),
+            );
+            assert_eq!(found, None, "{}: template {} found as a mandate", unit.name, template.name);
+            let shape: Mandate = image.mandate(record.mandate);
+            assert_ne!(shape.flags & remit_rt::image::MANDATE_TEMPLATE, 0);
+            let chain: Vec<usize> =
+                (0..shape.chain_count).map(|k| image.word(shape.chain_off + 4 * k) as usize).collect();
+            let mut expected = match template.parent {
+                remit_lang::ir::Parent::Mandate(parent) => program.chain(parent),
+                remit_lang::ir::Parent::Template(_) => Vec::new(),
+            };
+            expected.push(record.mandate as usize);
+            assert_eq!(chain, expected, "{}: template {}", unit.name, template.name);
+            let entry = image.entry(shape.otherwise_entry);
+            let json = image.str(entry.json_off, entry.json_len);
+            let head = format!("{{\"mandate\":{}", serde_json::to_string(&template.name).unwrap());
+            assert!(json.starts_with(head.as_bytes()));
+            assert_eq!(entry.instance as usize, head.len());
+            let window = image.entry(shape.validity_entry);
+            assert_eq!(window.window, 1);
+            assert!(image
+                .str(window.json_off, window.json_len)
+                .starts_with(format!("{head},\"rule\":\"valid\"").as_bytes()));
+        }
         // Ranks are a permutation.
         let mut ranks: Vec<u32> = (0..h.entries_count).map(|i| image.entry(i).rank).collect();
         ranks.sort();

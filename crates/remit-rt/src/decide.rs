@@ -164,7 +164,7 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
             if field {
                 out.write(b",\"fields\":[{\"field\":\"context.mandate\",\"problem\":\"missing\"}]");
             }
-            return write_deny_tail(out, b"", &|out: &mut Out<'_>| out.write(b"[]"), credential, policy);
+            return write_deny_tail(out, false, &|out: &mut Out<'_>| out.write(b"[]"), credential, policy);
         }
     };
     let call = Call { tool, record: image.tool(tool), name: call.name, arguments: call.arguments };
@@ -199,7 +199,7 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
         out.write(b",\"rules\":[");
         grants::write_refusal(image, &doc, instance, &refusal, keys, out);
         out.byte(b']');
-        write_deny_tail(out, b"written", &chain, credential, policy);
+        write_deny_tail(out, true, &chain, credential, policy);
     } else {
         let env = Env { instance, ..env };
         let mut tally = Tally::new(work);
@@ -290,7 +290,7 @@ fn write_deny(
 ) {
     out.write(b"{\"decision\":\"deny\",\"reasons\":");
     err::write_codes(out, codes);
-    write_deny_tail(out, b"", chain, credential, policy);
+    write_deny_tail(out, false, chain, credential, policy);
 }
 
 /// The deny on a request that could not be read: its codes and, after `reasons`, the fields that are wrong
@@ -319,19 +319,19 @@ fn write_unreadable(out: &mut Out<'_>, e: request::RequestError, policy: &[u8]) 
         }
         out.byte(b']');
     }
-    write_deny_tail(out, b"", &|out: &mut Out<'_>| out.write(b"[]"), None, policy);
+    write_deny_tail(out, false, &|out: &mut Out<'_>| out.write(b"[]"), None, policy);
 }
 
-/// A deny's keys after `reasons` (and `fields`): no rules (unless `rules_written`, non-empty, says they are),
-/// approvals or obligations.
+/// A deny's keys after `reasons` (and `fields`): no rules (unless `rules_written`: the caller wrote them), approvals
+/// or obligations.
 fn write_deny_tail(
     out: &mut Out<'_>,
-    rules_written: &[u8],
+    rules_written: bool,
     chain: &dyn Fn(&mut Out<'_>),
     credential: Option<(&Doc<'_>, u32)>,
     policy: &[u8],
 ) {
-    if rules_written.is_empty() {
+    if !rules_written {
         out.write(b",\"rules\":[]");
     }
     out.write(b",\"missing_approvals\":[],\"approvals\":[],\"obligations\":[],\"mandate_chain\":");

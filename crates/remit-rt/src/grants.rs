@@ -7,7 +7,7 @@
 use crate::cond::{self, Env, Truth};
 use crate::digest::write_canonical;
 use crate::err;
-use crate::image::{self, Image, Mandate, Template};
+use crate::image::{self, Image, Mandate};
 use crate::json::{Doc, STRING};
 use crate::out::{escaped, write_escaped, write_string_tok};
 use crate::request::{self, elements, Grant, Request};
@@ -51,7 +51,7 @@ impl Instance {
 
     /// Whether the string token `tok` is the instance's name `TEMPLATE/ID@VERSION`.
     pub fn is_named(&self, image: &Image<'_>, doc: &Doc<'_>, tok: u32) -> bool {
-        named(image, doc, tok, self.template_name(image), &self.grant, true)
+        named(doc, tok, self.template_name(image), &self.grant, true)
     }
 
     /// Writes the instance's name as a JSON string, as `eval::write_json_string` writes `GrantInstance::name`.
@@ -83,8 +83,7 @@ impl Instance {
 }
 
 /// Whether `tok`'s text is `TEMPLATE/ID@VERSION` (`versioned`) or `TEMPLATE/ID`.
-fn named(image: &Image<'_>, doc: &Doc<'_>, tok: u32, template: &[u8], grant: &Grant, versioned: bool) -> bool {
-    let _ = image;
+fn named(doc: &Doc<'_>, tok: u32, template: &[u8], grant: &Grant, versioned: bool) -> bool {
     let (buf, at) = digits(grant.version);
     let version = buf.get(at..).unwrap_or(&[]);
     let head = template.iter().copied().chain(core::iter::once(b'/')).chain(doc.text(grant.id));
@@ -179,7 +178,7 @@ pub fn resolve(image: &Image<'_>, doc: &Doc<'_>, req: &Request, mandate: Option<
         for (t, g) in known(image, doc, req) {
             let template = image.template(t);
             let tname = image.str(template.name_off, template.name_len);
-            if named(image, doc, name, tname, &g, false) || named(image, doc, name, tname, &g, true) {
+            if named(doc, name, tname, &g, false) || named(doc, name, tname, &g, true) {
                 count += 1;
                 found = Some(Under::Instance(t, g));
             }
@@ -425,12 +424,7 @@ pub fn write_refusal(
     out.write(b"}}");
 }
 
-/// The mandate record an instance decides as, and whether `mandate` is one.
+/// Whether `mandate` is the record a template's instances decide as ([`image::MANDATE_TEMPLATE`]).
 pub fn is_template(mandate: &Mandate) -> bool {
     mandate.flags & image::MANDATE_TEMPLATE != 0
-}
-
-/// The template record of instance `instance` (for callers that only hold the instance).
-pub fn template_of(image: &Image<'_>, instance: &Instance) -> Template {
-    image.template(instance.template)
 }

@@ -443,6 +443,20 @@ template shopping(
         assert_eq!(pay.rule.as_ref().map(|r| r.mandate.as_str()), Some("shopping/g-1@3"));
     }
 
+    /// `context.grants` holds at most `MAX_GRANTS` instances (the runtime's bound): one more is malformed.
+    #[test]
+    fn a_request_carries_at_most_max_grants_instances() {
+        let program = program();
+        let grant = serde_json::to_value(instance(valid())).unwrap();
+        for (copies, reasons) in [(MAX_GRANTS, ["mandate.ambiguous"]), (MAX_GRANTS + 1, ["request.malformed"])] {
+            let request = json!({"subject": {"id": "agent:shopper"},
+                "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "1.00 USD"}},
+                "context": {"now": "2026-12-01T12:00:00Z", "grants": vec![grant.clone(); copies]}});
+            let decision = crate::eval::decide(&program, request.to_string().as_bytes());
+            assert_eq!(decision.reasons, reasons, "{copies}");
+        }
+    }
+
     #[test]
     fn entries_of_context_grants_are_read_strictly() {
         let good = serde_json::to_value(instance(valid())).unwrap();
@@ -683,7 +697,10 @@ template fixed(
     /// interpreter does, byte for byte, and lists tools alike: [`case`]'s instances and requests, with more around
     /// them (other templates, ids that need escaping, a second or a repeated instance, one of a template the policy
     /// lacks, a malformed entry, more than [`MAX_GRANTS`], every way of naming the mandate, stops and approvals
-    /// naming the instance). `REMIT_GRANTS_DIFF_CASES` cases (two requests each: a decision and a listing).
+    /// naming the instance). `REMIT_GRANTS_DIFF_CASES` cases (two requests each: a decision and a listing; 3,000 by
+    /// default), `REMIT_GRANTS_SEED` (hex) for others. The 10⁶ run (docs/grants-design.md, step 3):
+    /// `REMIT_GRANTS_DIFF_CASES=500000 cargo test --release -p remit-lang --lib eval::grants::random::the_runtime --
+    /// --nocapture`.
     #[test]
     fn the_runtime_decides_instances_as_the_interpreter() {
         let mut sources = crate::stdlib::sources();
