@@ -204,7 +204,7 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
         let env = Env { instance, ..env };
         let mut tally = Tally::new(work);
         tally.instance = instance;
-        tally.examine(image, &doc, &req, &call, &leaf, &env, keys);
+        tally.examine(&call, &leaf, &env, keys);
         tally.write(image, &doc, &req, &call, &leaf, keys, out);
     }
     // A decision that does not fit the output area (sized by `eval::output_limit`) is a deny of its own, never
@@ -478,16 +478,8 @@ impl<'w> Tally<'w> {
     }
 
     /// Examines every mandate of the chain (root first; the order does not matter, everything is sorted later).
-    fn examine(
-        &mut self,
-        image: &Image<'_>,
-        doc: &Doc<'_>,
-        req: &Request,
-        call: &Call,
-        leaf: &Mandate,
-        env: &Env<'_>,
-        keys: &mut [u32],
-    ) {
+    fn examine(&mut self, call: &Call, leaf: &Mandate, env: &Env<'_>, keys: &mut [u32]) {
+        let (image, doc, req) = (env.image, env.doc, env.request);
         let tool = &call.record;
         if tool.flags & image::TOOL_ADMINISTERS_MANDATES != 0 {
             self.deny(err::SELF_MODIFICATION, None);

@@ -572,7 +572,7 @@ template shopping(
             "later",
             "2026-12-09T23:59:59.25Z",
         ];
-        let nows = [
+        const NOWS: [&str; 5] = [
             "2026-11-20T00:00:00Z",
             "2026-12-01T00:00:00Z",
             "2026-12-01T00:00:00Z",
@@ -605,7 +605,8 @@ template shopping(
         } else {
             json!([])
         };
-        Case { grant, subject, call, approvals, now: *rng.pick(&nows) }
+        let now = *rng.pick(&NOWS);
+        Case { grant, subject, call, approvals, now }
     }
 
     #[test]
