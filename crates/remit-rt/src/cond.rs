@@ -110,7 +110,7 @@ pub struct Env<'e> {
     /// The principal of the request's mandate chain, as text (`principal.NAME` reads its attributes).
     pub principal: &'e [u8],
     /// The instance of a template the request is decided under (a template's parameter reads its values).
-    pub instance: Option<crate::grants::Instance>,
+    pub instance: Option<crate::request::Instance>,
 }
 
 impl<'e> Env<'e> {
@@ -918,6 +918,24 @@ fn holds(
         }
     }
     Ok(answer)
+}
+
+/// Whether the request's subject holds the mandate (`eval::is_holder`): one of its ids, or under one of its
+/// `holder under` prefixes with `under`'s meaning (an id that could leave its prefix is under nothing).
+pub fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &image::Mandate, subject: u32) -> bool {
+    let ids = (mandate.holders_off, mandate.holders_count);
+    holds_identity(image, doc, ids, (mandate.holder_prefixes_off, mandate.holder_prefixes_count), subject)
+}
+
+/// Whether the string token `identity` is one of the [`Str`](image::Str) records `ids` (offset, count), or under one
+/// of the records `prefixes` with `under`'s meaning: the twin of `eval::holds`, for holders and approvers alike.
+pub fn holds_identity(image: &Image<'_>, doc: &Doc<'_>, ids: (u32, u32), prefixes: (u32, u32), identity: u32) -> bool {
+    if (0..ids.1).any(|i| doc.text_is(identity, image.str_at(ids.0, i))) {
+        return true;
+    }
+    prefixes.1 > 0
+        && !unsafe_path(doc.text(identity))
+        && (0..prefixes.1).any(|i| starts_with(doc.text(identity), image.str_at(prefixes.0, i)))
 }
 
 /// Whether the request's value `tok` is of the type record at `ty` and, unless `signed`, not negative money: a

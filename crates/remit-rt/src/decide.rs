@@ -13,7 +13,8 @@
 
 use core::cmp::Ordering;
 
-use crate::cond::{self, starts_with, unsafe_path, Env, Truth};
+pub use crate::cond::is_holder;
+use crate::cond::{self, holds_identity as holds, Env, Truth};
 use crate::digest::{argument_digest, write_canonical};
 use crate::err;
 use crate::grants::{self, Instance, Under};
@@ -260,24 +261,6 @@ struct Call {
     /// The name's and the arguments' tokens.
     name: u32,
     arguments: Option<u32>,
-}
-
-/// Whether the request's subject holds the mandate (`eval::is_holder`): one of its ids, or under one of its
-/// `holder under` prefixes with `under`'s meaning (an id that could leave its prefix is under nothing).
-pub fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u32) -> bool {
-    let ids = (mandate.holders_off, mandate.holders_count);
-    holds(image, doc, ids, (mandate.holder_prefixes_off, mandate.holder_prefixes_count), subject)
-}
-
-/// Whether the string token `identity` is one of the [`Str`](image::Str) records `ids` (offset, count), or under one
-/// of the records `prefixes` with `under`'s meaning: the twin of `eval::holds`, for holders and approvers alike.
-pub(crate) fn holds(image: &Image<'_>, doc: &Doc<'_>, ids: (u32, u32), prefixes: (u32, u32), identity: u32) -> bool {
-    if (0..ids.1).any(|i| doc.text_is(identity, image.str_at(ids.0, i))) {
-        return true;
-    }
-    prefixes.1 > 0
-        && !unsafe_path(doc.text(identity))
-        && (0..prefixes.1).any(|i| starts_with(doc.text(identity), image.str_at(prefixes.0, i)))
 }
 
 /// A deny with the given reasons and nothing else, the shape of every decision made before the chain is examined.

@@ -14,17 +14,7 @@ use crate::request::{self, elements, Grant, Request};
 use crate::value::NANOS_PER_SECOND;
 use crate::Sink;
 
-/// An instance the request is decided under: its template (index), the mandate record it decides as
-/// ([`image::MANDATE_TEMPLATE`]), its fields, and once checked its `granted` and window (nanoseconds).
-#[derive(Clone, Copy, Debug)]
-pub struct Instance {
-    pub template: u32,
-    pub mandate: u32,
-    pub grant: Grant,
-    pub granted: i128,
-    pub valid_from: Option<i128>,
-    pub valid_until: Option<i128>,
-}
+pub use crate::request::Instance;
 
 /// The version's decimal digits: a buffer and where they start.
 fn digits(mut n: u64) -> ([u8; 20], usize) {
@@ -205,7 +195,7 @@ pub fn resolve(image: &Image<'_>, doc: &Doc<'_>, req: &Request, mandate: Option<
             break;
         }
         let record = image.mandate(m);
-        if crate::decide::is_holder(image, doc, &record, subject) && !shadowed(m) {
+        if cond::is_holder(image, doc, &record, subject) && !shadowed(m) {
             count += 1;
             found = Some(Under::Mandate(m));
         }
@@ -282,14 +272,14 @@ pub fn check(image: &Image<'_>, env: &Env<'_>, t: u32, grant: Grant) -> Result<I
     let principals = (template.principals_off, template.principals_count);
     let principal_prefixes = (template.principal_prefixes_off, template.principal_prefixes_count);
     if request::is_blank(doc, grant.principal)
-        || !(open || crate::decide::holds(image, doc, principals, principal_prefixes, grant.principal))
+        || !(open || cond::holds_identity(image, doc, principals, principal_prefixes, grant.principal))
     {
         let condition = (template.for_json_off, template.for_json_len);
         return Err(refuse(condition, Field::Principal, Value::Canonical(grant.principal)));
     }
     let holders = (template.holders_off, template.holders_count);
     let holder_prefixes = (template.holder_prefixes_off, template.holder_prefixes_count);
-    if !crate::decide::holds(image, doc, holders, holder_prefixes, grant.holder) {
+    if !cond::holds_identity(image, doc, holders, holder_prefixes, grant.holder) {
         let condition = (template.holder_json_off, template.holder_json_len);
         return Err(refuse(condition, Field::Holder, Value::Canonical(grant.holder)));
     }

@@ -477,6 +477,18 @@ pub struct Grant {
     pub granted: u32,
 }
 
+/// An instance the request is decided under: its template (index), the mandate record it decides as
+/// ([`crate::image::MANDATE_TEMPLATE`]); its checks and names are `crate::grants`'s, its fields, and once checked its `granted` and window (nanoseconds).
+#[derive(Clone, Copy, Debug)]
+pub struct Instance {
+    pub template: u32,
+    pub mandate: u32,
+    pub grant: Grant,
+    pub granted: i128,
+    pub valid_from: Option<i128>,
+    pub valid_until: Option<i128>,
+}
+
 /// The longest instance id (bytes of its text), `eval::instance::MAX_INSTANCE_ID`.
 pub const MAX_INSTANCE_ID: usize = 128;
 
