@@ -286,6 +286,18 @@ pub struct StoreArgs {
     /// (denied `gateway.store-unavailable`): a frozen or unreachable server never hangs a decision for longer
     #[arg(long, value_name = "DURATION", default_value = "35s", value_parser = duration)]
     store_answer_timeout: std::time::Duration,
+    /// The roots the PostgreSQL server's certificate must lead to, a PEM file (or `system`), as the URL's
+    /// `sslrootcert` (with `sslmode=verify-ca` or `verify-full`)
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_ROOT_CERT")]
+    store_ssl_root_cert: Option<String>,
+    /// A client certificate to present to the PostgreSQL server, its chain in a PEM file, as the URL's `sslcert`
+    /// (with `--store-ssl-key`, over TLS)
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_CERT", requires = "store_ssl_key")]
+    store_ssl_cert: Option<String>,
+    /// The client certificate's private key, an unencrypted PEM file readable by its owner only (0600), as the
+    /// URL's `sslkey`
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_KEY", requires = "store_ssl_cert")]
+    store_ssl_key: Option<String>,
 }
 
 impl StoreArgs {
@@ -318,6 +330,15 @@ impl StoreArgs {
         Ok(Arc::new(self.connect_postgres(2, false, name)?))
     }
 
+    /// The TLS files of the flags (or their variables, or the configuration's keys).
+    fn tls_files(&self) -> remit_gateway::postgres_tls::TlsFiles {
+        remit_gateway::postgres_tls::TlsFiles {
+            root_cert: self.store_ssl_root_cert.clone(),
+            cert: self.store_ssl_cert.clone(),
+            key: self.store_ssl_key.clone(),
+        }
+    }
+
     /// The PostgreSQL store with at most `connections` connections, as the writer `writer`; the database's clock
     /// unless `gateway_clock`.
     fn connect_postgres(
@@ -332,6 +353,7 @@ impl StoreArgs {
             database_clock: !gateway_clock,
             writer: writer.to_string(),
             answer_timeout: self.store_answer_timeout,
+            tls: self.tls_files(),
         };
         remit_gateway::PostgresStore::connect(&self.store, password.as_deref(), &options)
             .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(&self.store)))
@@ -1551,12 +1573,18 @@ fn read_log(spec: &str) -> Result<Vec<remit_gateway::store::LogEntry>, String> {
 }
 
 /// The store `spec` names, for reading: `sqlite:PATH` or PATH, or a PostgreSQL URL (the password, when the URL has
-/// none, from `REMIT_STORE_PASSWORD`); and how to name it in messages.
+/// none, from `REMIT_STORE_PASSWORD`; TLS files the URL does not name from `REMIT_STORE_SSL_ROOT_CERT`,
+/// `REMIT_STORE_SSL_CERT` and `REMIT_STORE_SSL_KEY`, as `remit serve` reads them); and how to name it in messages.
 fn open_log(spec: &str) -> Result<(Box<dyn remit_gateway::Store>, String), String> {
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         let shown = remit_gateway::postgres::redact(spec);
         let password = std::env::var("REMIT_STORE_PASSWORD").ok();
-        let store = remit_gateway::PostgresStore::open_existing(spec, password.as_deref())
+        let tls = remit_gateway::postgres_tls::TlsFiles {
+            root_cert: std::env::var("REMIT_STORE_SSL_ROOT_CERT").ok(),
+            cert: std::env::var("REMIT_STORE_SSL_CERT").ok(),
+            key: std::env::var("REMIT_STORE_SSL_KEY").ok(),
+        };
+        let store = remit_gateway::PostgresStore::open_existing_with(spec, password.as_deref(), &tls)
             .map_err(|e| format!("cannot open `{shown}`: {e}"))?;
         return Ok((Box::new(store), shown));
     }
