@@ -254,9 +254,11 @@ impl TlsFiles {
         ];
         for (in_url, outside, parameter, flag) in pairs {
             match (&*in_url, outside) {
-                (Some(a), Some(b)) if a != b => return Err(format!(
+                (Some(a), Some(b)) if a != b => {
+                    return Err(format!(
                     "`{parameter}={a}` in the URL and `{flag}` (or its variable or key) `{b}` disagree: give it once"
-                )),
+                ))
+                }
                 (None, Some(b)) => *in_url = Some(b.clone()),
                 _ => {}
             }
