@@ -1541,5 +1541,55 @@ fn client_certificates_and_verify_ca_against_a_server_that_demands_them() {
     // Plain TCP to the database: rejected, whatever the password.
     let why = refused(server.database_url("certs"));
     assert!(why.contains("pg_hba.conf rejects connection"), "{why}");
+
+    // `remit serve` with the files from its configuration file (paths relative to it) and the environment, none on
+    // the command line. Without a client certificate, it does not start, and says why.
+    use remit_gateway::client::blocking::request;
+    use std::process::{Command, Stdio};
+    use support::served::Served;
+    let (live_crt, live_key) = (dir.join("live.crt"), dir.join("live.key"));
+    let install = |crt: &str, key: &str| {
+        std::fs::copy(crt, &live_crt).unwrap();
+        std::fs::copy(key, &live_key).unwrap();
+    };
+    install(&client_crt, &client_key);
+    std::fs::write(dir.join("shop.remit"), BUDGET).unwrap();
+    let store = format!("{}?sslmode=verify-ca", server.url_and_password(&server.database("certs_serve")).0);
+    let settings = format!("policy = \"shop.remit\"\nstore = \"{store}\"\nstore-ssl-root-cert = \"db-ca.crt\"\n");
+    std::fs::write(dir.join("no-cert.toml"), &settings).unwrap();
+    std::fs::write(dir.join("remit.toml"), format!("{settings}store-ssl-cert = \"live.crt\"\n")).unwrap();
+    let serve = |config: &str| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["serve", "--config", dir.join(config).to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+        command
+    };
+    // The key alone is refused as half a setting.
+    let out = serve("no-cert.toml").env("REMIT_STORE_SSL_KEY", &live_key).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("`sslkey` without `sslcert`"), "{said}");
+    let out = serve("no-cert.toml").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("connection requires a valid client certificate"), "{said}");
+    let served = Served::start(serve("remit.toml").env("REMIT_STORE_SSL_KEY", &live_key).stderr(Stdio::inherit()));
+    let ready = || request("GET", &format!("{}/ready", served.url), &[], None).unwrap().status;
+    let decide = || {
+        let response = request("POST", &format!("{}/v1/decide", served.url), &[], Some(&payment("op-1"))).unwrap();
+        serde_json::from_slice::<Value>(&response.body).unwrap()
+    };
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    // The files rotated to a certificate the server does not trust; a restart drops the established connections:
+    // the replica cannot reach its store (its new connections are refused), /ready 503, decisions denied.
+    install(&rogue_crt, &rogue_key);
+    server.pause();
+    server.resume();
+    assert_eq!(ready(), 503);
+    let denied = decide();
+    assert_eq!((denied["decision"].as_str(), denied["reasons"][0].as_str()), (Some("deny"), Some(REASON_STORE)));
+    // A good certificate rotated in: the same process decides again, its files read anew.
+    install(&client_crt, &client_key);
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    drop(served);
     std::fs::remove_dir_all(&dir).ok();
 }

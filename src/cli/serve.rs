@@ -292,11 +292,11 @@ pub struct StoreArgs {
     store_ssl_root_cert: Option<String>,
     /// A client certificate to present to the PostgreSQL server, its chain in a PEM file, as the URL's `sslcert`
     /// (with `--store-ssl-key`, over TLS)
-    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_CERT", requires = "store_ssl_key")]
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_CERT")]
     store_ssl_cert: Option<String>,
     /// The client certificate's private key, an unencrypted PEM file readable by its owner only (0600), as the
     /// URL's `sslkey`
-    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_KEY", requires = "store_ssl_cert")]
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_KEY")]
     store_ssl_key: Option<String>,
 }
 
