@@ -1040,7 +1040,7 @@ enum Taken {
 /// the newer are refused (a bundle with a bad signature published after the one in force leaves the replicas that
 /// start later serving the one in force, as the running ones do). The id of the newest bundle looked at (what the
 /// polls start after) and the policy.
-fn take_published_at_start(
+pub fn take_published_at_start(
     store: &dyn remit_gateway::Store,
     runtime: &Runtime,
     key: &remit_gateway::bundle::VerifyingKey,
@@ -1068,12 +1068,35 @@ fn take_published_at_start(
     }
 }
 
+/// A reload with `--bundle-from-store` (a poll that saw a new bundle, or an admin call): the bundle published last,
+/// verified and admitted, and `seen` moved on to it, whether it is taken or refused.
+pub fn reload_published(
+    store: &dyn remit_gateway::Store,
+    runtime: &Runtime,
+    key: &remit_gateway::bundle::VerifyingKey,
+    seen: &AtomicU64,
+    clock: &dyn Clock,
+) -> Result<Policy, String> {
+    match take_published(store, None, runtime, key, false, clock) {
+        Taken::Serving(id, policy) => {
+            seen.fetch_max(id, Ordering::SeqCst);
+            Ok(*policy)
+        }
+        Taken::NonePublished => Err("no bundle is published in the store".into()),
+        Taken::Refused(id, why) => {
+            seen.fetch_max(id, Ordering::SeqCst);
+            Err(format!("{why}; the current policy stays in force"))
+        }
+        Taken::StoreFailed(why) => Err(format!("{why}; the current policy stays in force")),
+    }
+}
+
 /// `--bundle-from-store`: polls the id of the bundle published last every half second and, when a new one was
 /// published, takes it (verified and admitted) or refuses it; the current policy stays when it is refused. Polled,
 /// not notified: a gateway that could not reach the store catches up on its first poll after (a notification is
 /// lost while disconnected). `seen`: the id of the newest bundle this gateway looked at (the reloader moves it on,
 /// whether a poll or an admin call asked), so that each bundle is taken or refused once.
-fn watch_published(store: &dyn remit_gateway::Store, seen: &AtomicU64, reloader: &Reloader, gateway: &Gateway) {
+pub fn watch_published(store: &dyn remit_gateway::Store, seen: &AtomicU64, reloader: &Reloader, gateway: &Gateway) {
     loop {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let newest = store.begin_read().and_then(|mut tx| tx.published_bundle_id());
@@ -1189,18 +1212,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let reloader: Reloader = Arc::new(move || {
         let loaded = match &from_store {
             // The bundle published last, whichever poll or admin call asks.
-            Some(key) => match take_published(&*reload_store, None, &runtime, key, false, reloaded_clock.as_ref()) {
-                Taken::Serving(id, policy) => {
-                    seen.fetch_max(id, Ordering::SeqCst);
-                    Some(*policy)
-                }
-                Taken::NonePublished => return Err("no bundle is published in the store".into()),
-                Taken::Refused(id, why) => {
-                    seen.fetch_max(id, Ordering::SeqCst);
-                    return Err(format!("{why}; the current policy stays in force"));
-                }
-                Taken::StoreFailed(why) => return Err(format!("{why}; the current policy stays in force")),
-            },
+            Some(key) => Some(reload_published(&*reload_store, &runtime, key, &seen, reloaded_clock.as_ref())?),
             None => {
                 load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false, reloaded_clock.as_ref())?
             }
