@@ -1591,5 +1591,20 @@ fn client_certificates_and_verify_ca_against_a_server_that_demands_them() {
     assert_eq!(ready(), 200);
     assert_eq!(decide()["decision"], "allow");
     drop(served);
+    // `remit audit` reads the files from the same variables.
+    let audit = |with_files: bool| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["audit", "verify", &store]);
+        if with_files {
+            command.env("REMIT_STORE_SSL_ROOT_CERT", &root);
+            command.env("REMIT_STORE_SSL_CERT", &live_crt).env("REMIT_STORE_SSL_KEY", &live_key);
+        }
+        command.output().unwrap()
+    };
+    let out = audit(true);
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = audit(false);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("needs `sslrootcert=FILE`"), "{said}");
     std::fs::remove_dir_all(&dir).ok();
 }
