@@ -744,4 +744,5 @@ fn the_principal_grants_narrows_and_revokes_in_the_browser() {
         .map(|e| e.kind)
         .collect();
     assert_eq!(kinds, ["grant", "change", "revoke"]);
+    std::fs::remove_dir_all(&dir).ok();
 }
