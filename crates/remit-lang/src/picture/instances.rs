@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value as Json};
 
-use super::model::{InstanceFacts, Node, Stop};
+use super::model::{Forest, InstanceFacts, Node, Stop};
 use crate::eval::grants::{check, GrantInstance};
 use crate::ir::{Program, TimeBound};
 use crate::value::{format_timestamp, parse_timestamp};
@@ -32,6 +32,24 @@ pub fn parse(program: &Program, text: &[u8]) -> Result<Vec<GrantedInstance>, Str
         .enumerate()
         .map(|(n, item)| one(program, item).map_err(|e| format!("instance {}: {e}", n + 1)))
         .collect()
+}
+
+/// The forest of `program` ([`Forest::of`]) with `instances` (of [`parse`]) drawn under their templates.
+pub fn forest(program: &Program, stops: &[String], instances: &[GrantedInstance]) -> Forest {
+    let mut forest = Forest::of(program, stops);
+    for granted in instances {
+        let parent = forest
+            .nodes
+            .iter()
+            .position(|n| n.template.is_some() && n.name == granted.instance.template)
+            .expect("`parse` keeps instances of the policy's templates only");
+        let drawn = node(program, granted, &forest.nodes[parent]);
+        forest.nodes.push(drawn);
+        let id = forest.nodes.len() - 1;
+        forest.nodes[parent].children.push(id);
+    }
+    forest.sort();
+    forest
 }
 
 /// One instance as given, with what the picture needs.

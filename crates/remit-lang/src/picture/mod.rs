@@ -44,7 +44,7 @@ pub fn graph_with_instances(
     instances: &[instances::GrantedInstance],
     format: Format,
 ) -> String {
-    let forest = Forest::with_instances(program, stops, instances);
+    let forest = instances::forest(program, stops, instances);
     match format {
         Format::Svg => svg::render(&forest, &format!("remit graph · policy {}", short(&program.hash))),
         Format::Dot => dot::render(&forest),

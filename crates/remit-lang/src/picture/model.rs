@@ -140,28 +140,6 @@ impl Forest {
         forest
     }
 
-    /// [`Forest::of`] with `instances` drawn under their templates.
-    pub fn with_instances(
-        program: &Program,
-        stops: &[String],
-        instances: &[super::instances::GrantedInstance],
-    ) -> Forest {
-        let mut forest = Forest::of(program, stops);
-        for granted in instances {
-            let parent = forest
-                .nodes
-                .iter()
-                .position(|n| n.template.is_some() && n.name == granted.instance.template)
-                .expect("`instances::parse` keeps instances of the policy's templates only");
-            let node = super::instances::node(program, granted, &forest.nodes[parent]);
-            forest.nodes.push(node);
-            let id = forest.nodes.len() - 1;
-            forest.nodes[parent].children.push(id);
-        }
-        forest.sort();
-        forest
-    }
-
     /// The forest of `new` coloured by `report` (`remit diff`), with the mandates only `old` has added where
     /// they were (under their old parent when it still exists, else as roots).
     pub fn of_diff(old: &Program, new: &Program, report: &[MandateDiff]) -> Forest {
@@ -221,7 +199,8 @@ impl Forest {
         out
     }
 
-    fn sort(&mut self) {
+    /// Roots and children in name order.
+    pub(super) fn sort(&mut self) {
         let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         self.roots.sort_by(|a, b| names[*a].cmp(&names[*b]));
         for node in &mut self.nodes {
