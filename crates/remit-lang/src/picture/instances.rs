@@ -27,11 +27,18 @@ pub fn parse(program: &Program, text: &[u8]) -> Result<Vec<GrantedInstance>, Str
         },
         _ => return Err("expected a list of instances, `{\"grants\": [...]}` or a request's `context.grants`".into()),
     };
-    items
-        .iter()
-        .enumerate()
-        .map(|(n, item)| one(program, item).map_err(|e| format!("instance {}: {e}", n + 1)))
-        .collect()
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (n, item) in items.iter().enumerate() {
+        let granted = one(program, item).map_err(|e| format!("instance {}: {e}", n + 1))?;
+        let i = &granted.instance;
+        // A node's name is its id in DOT: one instance version drawn twice would be one node.
+        if !seen.insert((i.id.clone(), i.version)) {
+            return Err(format!("instance {}: `{}/{}@{}` is given twice", n + 1, i.template, i.id, i.version));
+        }
+        out.push(granted);
+    }
+    Ok(out)
 }
 
 /// The forest of `program` ([`Forest::of`]) with `instances` (of [`parse`]) drawn under their templates.
@@ -162,5 +169,98 @@ pub fn node(program: &Program, granted: &GrantedInstance, template_node: &Node) 
             inherited => inherited.clone(),
         },
         change: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const POLICY: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  holder under "agent:"
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(cap: money where cap <= 500 USD, until: timestamp) under ceiling {
+  holder under "agent:"
+  valid from 2026-01-01T00:00:00Z until until
+  allow pay where args.amount <= cap
+}
+"#;
+
+    fn program() -> Program {
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        let checked = crate::check::check_with(sources, crate::check::Options { narrowing: false });
+        checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics))
+    }
+
+    fn item(cap: &str) -> Json {
+        json!({"id": "g-1", "version": 2, "template": "shopping", "principal": "user:a", "holder": "agent:a",
+               "params": {"cap": cap, "until": "2026-12-31T00:00:00Z"}, "granted_at": 1796398200,
+               "granted_by": "ops:b"})
+    }
+
+    #[test]
+    fn the_three_shapes_give_the_same_instances_and_bad_files_are_refused_naming_the_item() {
+        let program = program();
+        let listed = parse(&program, json!({"grants": [item("10 USD")]}).to_string().as_bytes()).unwrap();
+        let bare = parse(&program, json!([item("10 USD")]).to_string().as_bytes()).unwrap();
+        let request = parse(&program, json!({"context": {"grants": [item("10 USD")]}}).to_string().as_bytes()).unwrap();
+        for given in [&listed, &bare, &request] {
+            assert_eq!(given.len(), 1);
+            assert_eq!(given[0].instance.granted, "2026-12-04T15:30:00Z");
+            assert_eq!(given[0].granted_by.as_deref(), Some("ops:b"));
+        }
+        for (text, error) in [
+            ("{", "not JSON"),
+            ("{\"a\": 1}", "expected a list"),
+            ("[1]", "instance 1: not an object"),
+            (r#"[{"id": "g", "version": 1, "template": "nope"}]"#, "instance 1: no `granted`"),
+        ] {
+            let refused = parse(&program, text.as_bytes()).unwrap_err();
+            assert!(refused.contains(error), "{text}: {refused}");
+        }
+        let mut unknown = item("10 USD");
+        unknown["template"] = json!("nope");
+        assert!(parse(&program, json!([unknown]).to_string().as_bytes()).unwrap_err().contains("`nope`"));
+        let twice = parse(&program, json!([item("10 USD"), item("20 USD")]).to_string().as_bytes()).unwrap_err();
+        assert!(twice.contains("instance 2: `shopping/g-1@2` is given twice"), "{twice}");
+        let mut no_version = item("10 USD");
+        no_version["version"] = json!("2");
+        assert!(parse(&program, json!([no_version]).to_string().as_bytes()).unwrap_err().contains("`version`"));
+    }
+
+    #[test]
+    fn a_node_names_the_instance_fills_its_window_and_says_why_the_check_refuses_it() {
+        let program = program();
+        let mut wide = item("600 USD");
+        wide["id"] = json!("g-2");
+        let granted = parse(&program, json!([item("10 USD"), wide]).to_string().as_bytes()).unwrap();
+        let forest = forest(&program, &["ceiling".to_string()], &granted);
+        let template = forest.index("shopping").unwrap();
+        assert_eq!(forest.nodes[template].children.len(), 2);
+        let within = &forest.nodes[forest.nodes[template].children[0]];
+        assert_eq!(within.name, "shopping/g-1@2");
+        assert_eq!(within.window.as_deref(), Some("2026-01-01T00:00:00Z → 2026-12-31T00:00:00Z"));
+        let facts = within.facts();
+        assert!(facts.contains(&"parameter cap = 10 USD".to_string()), "{facts:?}");
+        assert!(facts.contains(&"granted by ops:b at 2026-12-04T15:30:00Z".to_string()), "{facts:?}");
+        // A stop on the ceiling reaches the instances, as it reaches the template.
+        assert!(facts.iter().any(|f| f == "STOPPED via ceiling: side-effecting calls refused"), "{facts:?}");
+        let outside = forest.nodes[template]
+            .children
+            .iter()
+            .map(|&c| &forest.nodes[c])
+            .find(|n| n.instance.as_ref().is_some_and(|i| i.outside.is_some()));
+        let outside = outside.expect("the 600 USD instance is outside its template");
+        assert_eq!(outside.class(), "invalid");
+        assert!(outside.facts().iter().any(|f| f.contains("bound-failed") && f.contains("600 USD")));
     }
 }
