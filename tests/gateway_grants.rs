@@ -645,6 +645,7 @@ fn instances_in_the_store_do_not_slow_a_decision() {
     let ratio = many_p50.as_secs_f64() / few_p50.as_secs_f64();
     println!("a decision, median of 2,000: 10 instances {few_p50:?}, 100,000 instances {many_p50:?}, ratio {ratio:.2}");
     assert!(ratio <= 1.2, "a decision with 100,000 instances costs {ratio:.2}× the one with 10");
+}
 
 /// The principal's page (the inbox, docs/gateway.md "The principal's grants"): a static mandate of hers, and a
 /// template with a parameter of every kind the page's form builds an input for.
