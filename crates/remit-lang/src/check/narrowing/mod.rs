@@ -13,6 +13,7 @@
 mod authority;
 mod calendars;
 pub mod diff;
+mod difference;
 mod err;
 mod formula;
 pub mod parametric;
