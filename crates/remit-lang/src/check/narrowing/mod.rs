@@ -18,6 +18,7 @@ mod err;
 mod formula;
 pub mod parametric;
 mod solve;
+pub mod template_diff;
 mod theory;
 mod witness;
 

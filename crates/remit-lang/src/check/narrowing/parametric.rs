@@ -142,7 +142,7 @@ pub fn parameters(t: &Template) -> BTreeMap<String, Type> {
 }
 
 /// The program with the template added as a mandate of its own name (for the reports, which name its clauses).
-fn symbolic(program: &Program, t: &Template) -> (Program, MandateId) {
+pub(super) fn symbolic(program: &Program, t: &Template) -> (Program, MandateId) {
     let mut out = program.clone();
     let id = out.mandates.len();
     out.mandates.push(symbolic_mandate(t));
@@ -152,7 +152,7 @@ fn symbolic(program: &Program, t: &Template) -> (Program, MandateId) {
 
 /// The template as a mandate of its own name whose rules read the parameters (no parent, no holder, its window's
 /// instants only): what the encoder reads as the symbolic instance.
-fn symbolic_mandate(t: &Template) -> Mandate {
+pub(super) fn symbolic_mandate(t: &Template) -> Mandate {
     let at = |bound: &Option<TimeBound>| match bound {
         Some(TimeBound::At(s)) => Some(*s),
         _ => None,
@@ -185,7 +185,7 @@ fn compared(left: Attr, op: CompareOp, right: Attr, ty: Type) -> Cond {
 }
 
 /// What every instance of the template has, for a call to `tool`: see the module's documentation.
-fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mut Vars) -> Vec<F> {
+pub(super) fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mut Vars) -> Vec<F> {
     let called = &program.tools[tool];
     let mut enc = Encoder {
         vars,
