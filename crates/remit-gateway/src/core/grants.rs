@@ -122,11 +122,33 @@ impl Gateway {
             granted: remit_lang::value::format_timestamp(record.granted_at),
         };
         let now = i128::from(now) * remit_lang::value::NANOS_PER_SECOND;
-        remit_lang::eval::grants::validate_instance(program, template, &instance, now).map_err(|refusal| {
-            GrantError::Refused {
-                message: refusal.to_string(),
-                refusal: serde_json::to_value(&refusal).expect("plain data serializes"),
+        remit_lang::eval::grants::validate_instance(program, template, &instance, now).map_err(|mut refusal| {
+            // Out of its bounds or its window: what the instance would allow that its parent refuses, by the
+            // narrowing proof on the concrete instance (only on a refusal: a grant within bounds runs no proof).
+            use remit_lang::check::narrowing::parametric::{concrete, Concrete};
+            use remit_lang::eval::grants::GrantProblem;
+            if matches!(refusal.problem, GrantProblem::BoundFailed | GrantProblem::WindowInvalid) {
+                let mut params = record.params.clone();
+                params.insert("principal".into(), Json::from(record.principal.clone()));
+                params.insert("holder".into(), Json::from(record.holder.clone()));
+                params.insert("granted".into(), Json::from(instance.granted.clone()));
+                let id = program.templates.iter().position(|t| t.name == record.template).expect("found above");
+                match concrete(program, id, &params) {
+                    Concrete::Widens(request) => {
+                        refusal.witness = Some(request);
+                        refusal.instance_narrows = Some(false);
+                    }
+                    Concrete::Narrows => refusal.instance_narrows = Some(true),
+                    Concrete::Unknown => {}
+                }
             }
+            let mut message = refusal.to_string();
+            match (&refusal.witness, refusal.instance_narrows) {
+                (Some(_), _) => message.push_str("; the instance would allow a request its parent refuses (`witness`)"),
+                (None, Some(true)) => message.push_str("; the instance would still narrow its parent"),
+                _ => {}
+            }
+            GrantError::Refused { message, refusal: serde_json::to_value(&refusal).expect("plain data serializes") }
         })
     }
 

@@ -28,6 +28,15 @@ pub struct GrantRefusal {
     pub condition: String,
     /// The instance's value of the field as canonical JSON (absent when the field is).
     pub value: Option<String>,
+    /// For an instance refused by a bound or its window: a request the instance would allow that its parent
+    /// refuses, found by the narrowing proof on the concrete instance (filled by the gateway, which has the proof;
+    /// absent when there is none or it was not looked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness: Option<Json>,
+    /// Whether the concrete instance narrows its parent in spite of the refusal (`true`: no witness exists);
+    /// absent when not looked for or not decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_narrows: Option<bool>,
 }
 
 /// The kinds of [`GrantRefusal`], in the order the check looks for them.
@@ -102,6 +111,8 @@ pub fn validate_instance(
         field: "valid".into(),
         condition: window_text(template),
         value: checked.valid_until.map(|t| quoted(&format_instant(t))),
+        witness: None,
+        instance_narrows: None,
     };
     if let Some(until) = checked.valid_until {
         if until <= now {
@@ -133,6 +144,8 @@ pub(crate) fn check(
         field: field.to_string(),
         condition,
         value,
+        witness: None,
+        instance_narrows: None,
     };
     if instance.template != template.name {
         let value = Some(quoted(&instance.template));
