@@ -624,3 +624,41 @@ fn concurrent_grants_changes_and_decisions_carry_versions_that_existed() {
     }
     audit::verify(audit::read_all(&*gateway.store).unwrap()).unwrap();
 }
+
+/// A template the gateway grants unproved (`--grant-unproved`; here one the proof would refuse, compiled without it
+/// so that it is served unproved): each instance within its bounds is proved on its own when granted, and one that
+/// would allow what its parent refuses is refused with the witness (`instance-widens`).
+#[test]
+fn an_unproved_templates_widening_instance_is_refused_with_its_witness() {
+    let loose = format!(
+        "{POLICY}\ntemplate loose(cap: money where cap <= 900 USD) under ceiling {{\n  holder under \"agent:\"\n  \
+         allow pay where args.amount <= cap\n}}\n"
+    );
+    let mut sources = remit_lang::stdlib::sources();
+    sources.add("shop.remit", loose);
+    let checked = remit_lang::check::check_with(sources, remit_lang::check::Options { narrowing: false });
+    let program = Arc::new(checked.program.expect("checks without the proof"));
+    assert!(program.templates.iter().all(|t| !t.proved));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let gateway =
+        HttpGateway::start("grants-unproved", policy, Options { tokens: tokens(), config, ..Options::default() });
+    let ask = |cap: &str| {
+        json!({"template": "loose", "principal": "user:alice", "holder": "agent:l", "params": {"cap": cap}})
+            .to_string()
+            .into_bytes()
+    };
+    let (status, answer) = call(&gateway, "POST", "/v1/grants", ALICE, Some(&ask("700 USD")));
+    assert_eq!(status, 422, "{answer}");
+    let refusal = &answer["error"]["refusal"];
+    assert_eq!(
+        (refusal["problem"].as_str(), refusal["instance_narrows"].as_bool()),
+        (Some("instance-widens"), Some(false))
+    );
+    let amount = refusal["witness"]["action"]["arguments"]["amount"].as_str().and_then(remit_lang::value::Money::parse);
+    let usd = |n: i128| remit_lang::value::Money::parse(&format!("{n} USD")).unwrap().amount.0;
+    assert!(amount.is_some_and(|m| m.amount.0 > usd(500) && m.amount.0 <= usd(700)), "{answer}");
+    // Within the parent's cap: granted.
+    let (status, answer) = call(&gateway, "POST", "/v1/grants", ALICE, Some(&ask("400 USD")));
+    assert_eq!(status, 201, "{answer}");
+}

@@ -66,6 +66,10 @@ pub enum GrantProblem {
     /// The window has ended at the time of the check (only [`validate_instance`] looks: a decision on an instance
     /// whose window has ended is `mandate.expired`, as for any mandate).
     WindowEnded,
+    /// The template is not proved to narrow its parent and this instance, within its bounds, does not: the
+    /// narrowing proof on the concrete instance found a request it allows that its parent refuses (only the
+    /// gateway looks, with the proof, when it grants unproved templates; never a decision's check).
+    InstanceWidens,
 }
 
 impl GrantProblem {
@@ -82,6 +86,7 @@ impl GrantProblem {
             GrantProblem::BoundFailed => "bound-failed",
             GrantProblem::WindowInvalid => "window-invalid",
             GrantProblem::WindowEnded => "window-ended",
+            GrantProblem::InstanceWidens => "instance-widens",
         }
     }
 }
