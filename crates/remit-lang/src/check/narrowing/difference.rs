@@ -20,17 +20,30 @@
 use std::collections::BTreeMap;
 
 use super::authority::optional;
-use super::formula::{is, or, Var, VarId, F};
-use super::theory::{Assignment, Assumptions};
+use super::formula::{is, or, Var, VarId, Vars, F};
 use crate::check::sat::holds;
 use crate::ir::{Attr, Test, Type, Value};
 use crate::syntax::ast::CompareOp;
 use crate::value::NANOS_PER_SECOND;
 
+/// What the solver assumed (the theory's `Assumptions`, less what this module does not read).
+pub struct Model<'a, 'f> {
+    pub vars: &'a Vars,
+    pub assumed: &'a [Vec<&'f Test>],
+    pub value: &'a [Option<Value>],
+}
+
+/// The values the theory chose so far: the terms' (by attribute) and the variables it overrides.
+pub struct Chosen<'a> {
+    pub terms: &'a BTreeMap<Attr, (Value, Type)>,
+    pub overrides: &'a [(VarId, Value)],
+}
+
 /// What the difference constraints say of a model.
 pub enum Outcome {
-    /// No duration decided, or every constraint holds with the values now in the assignment.
-    Consistent,
+    /// Every constraint holds with these values: each instant's, with the variables that stand for it (none when no
+    /// duration is decided).
+    Consistent(Vec<(Attr, i128, Vec<VarId>)>),
     /// The constraints hold together, but no values were found that also pass the other tests (`!=`).
     Unknown,
 }
@@ -85,18 +98,18 @@ impl<'a> Graph<'a> {
     }
 }
 
-fn decided(a: &Assumptions<'_, '_>, id: VarId) -> Option<bool> {
+fn decided(a: &Model<'_, '_>, id: VarId) -> Option<bool> {
     let v = id as usize;
     (!a.assumed[v].is_empty()).then(|| matches!(a.value[v], Some(Value::Bool(true))))
 }
 
-fn present(a: &Assumptions<'_, '_>, attr: &Attr) -> bool {
+fn present(a: &Model<'_, '_>, attr: &Attr) -> bool {
     !optional(attr) || a.vars.find(&Var::Present(attr.clone())).and_then(|id| decided(a, id)) == Some(true)
 }
 
 /// Checks the durations the model decides with the order and bounds of the timestamps they read: a lemma when they
-/// contradict each other, else the timestamps' values (in `assignment`) that satisfy all of them.
-pub fn check(a: &Assumptions<'_, '_>, assignment: &mut Assignment) -> Result<Outcome, F> {
+/// contradict each other, else the timestamps' values that satisfy all of them.
+pub fn check(a: &Model<'_, '_>, assignment: &Chosen<'_>) -> Result<Outcome, F> {
     let mut g = Graph { nodes: vec![None], index: BTreeMap::new(), constraints: Vec::new(), apart: Vec::new() };
     // Durations decided, and defined (both instants present).
     for (id, var) in a.vars.iter() {
@@ -112,7 +125,7 @@ pub fn check(a: &Assumptions<'_, '_>, assignment: &mut Assignment) -> Result<Out
         g.relate(l, e, op, i128::from(*seconds) * NANOS_PER_SECOND, &why);
     }
     if g.constraints.is_empty() && g.apart.is_empty() {
-        return Ok(Outcome::Consistent);
+        return Ok(Outcome::Consistent(Vec::new()));
     }
     // Comparisons of two timestamps decided, and defined.
     for (id, var) in a.vars.iter() {
@@ -185,15 +198,16 @@ pub fn check(a: &Assumptions<'_, '_>, assignment: &mut Assignment) -> Result<Out
             _ => return Ok(Outcome::Unknown),
         }
     };
-    for (node, attr) in g.nodes.iter().enumerate() {
-        let Some(attr) = attr else { continue };
-        let value = Value::Timestamp(values[node]);
-        assignment.terms.insert((*attr).clone(), (value.clone(), Type::Timestamp));
-        for &(_, id) in value_vars.iter().filter(|(n, _)| *n == node) {
-            assignment.overrides.push((id, value.clone()));
-        }
-    }
-    Ok(Outcome::Consistent)
+    let out = g
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(node, attr)| {
+            let ids = value_vars.iter().filter(|(n, _)| *n == node).map(|&(_, id)| id).collect();
+            attr.map(|attr| (attr.clone(), values[node], ids))
+        })
+        .collect();
+    Ok(Outcome::Consistent(out))
 }
 
 /// 2026-01-01T00:00:00Z, for an instant the model gives no value (the witness's `now` when the model has none).
@@ -201,8 +215,8 @@ const DEFAULT_NOW: i128 = 1_767_225_600 * NANOS_PER_SECOND;
 
 /// A term's value as the theory or the search left it.
 fn value_of(
-    a: &Assumptions<'_, '_>,
-    assignment: &Assignment,
+    a: &Model<'_, '_>,
+    assignment: &Chosen<'_>,
     attr: &Attr,
     value_vars: &[(usize, VarId)],
     node: usize,

@@ -162,11 +162,22 @@ pub fn check(a: &Assumptions<'_, '_>) -> Verdict {
     };
     match theory.run() {
         // Durations: the difference constraints over the timestamps (`difference`), values chosen to satisfy them.
-        Ok(Verdict::Consistent(mut assignment)) => match difference::check(a, &mut assignment) {
-            Ok(Outcome::Consistent) => Verdict::Consistent(assignment),
-            Ok(Outcome::Unknown) => Verdict::Unknown,
-            Err(lemma) => Verdict::Conflict(lemma),
-        },
+        Ok(Verdict::Consistent(mut assignment)) => {
+            let model = difference::Model { vars: a.vars, assumed: a.assumed, value: a.value };
+            let chosen = difference::Chosen { terms: &assignment.terms, overrides: &assignment.overrides };
+            match difference::check(&model, &chosen) {
+                Ok(Outcome::Consistent(values)) => {
+                    for (attr, at, ids) in values {
+                        let value = Value::Timestamp(at);
+                        assignment.overrides.extend(ids.into_iter().map(|id| (id, value.clone())));
+                        assignment.terms.insert(attr, (value, Type::Timestamp));
+                    }
+                    Verdict::Consistent(assignment)
+                }
+                Ok(Outcome::Unknown) => Verdict::Unknown,
+                Err(lemma) => Verdict::Conflict(lemma),
+            }
+        }
         Ok(verdict) => verdict,
         Err(lemma) => Verdict::Conflict(lemma),
     }
