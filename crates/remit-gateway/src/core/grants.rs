@@ -145,7 +145,7 @@ impl Gateway {
                     field: "template".into(),
                     condition: format!("template {} under {parent}", template.name),
                     value: Some(format!("{:?}", template.name)),
-                    witness: Some(request),
+                    witness: Some(Box::new(request)),
                     instance_narrows: Some(false),
                 };
                 let message = format!(
@@ -166,7 +166,7 @@ impl Gateway {
             if matches!(refusal.problem, GrantProblem::BoundFailed | GrantProblem::WindowInvalid) {
                 match concrete(program, id, &concrete_params()) {
                     Concrete::Widens(request) => {
-                        refusal.witness = Some(request);
+                        refusal.witness = Some(Box::new(request));
                         refusal.instance_narrows = Some(false);
                     }
                     Concrete::Narrows => refusal.instance_narrows = Some(true),

@@ -32,7 +32,7 @@ pub struct GrantRefusal {
     /// refuses, found by the narrowing proof on the concrete instance (filled by the gateway, which has the proof;
     /// absent when there is none or it was not looked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub witness: Option<Json>,
+    pub witness: Option<Box<Json>>,
     /// Whether the concrete instance narrows its parent in spite of the refusal (`true`: no witness exists);
     /// absent when not looked for or not decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
