@@ -53,6 +53,30 @@ fn find_mandate(image: &Image<'_>, doc: &Doc<'_>, name: u32) -> Option<u32> {
     image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(name), |j| image.mandate_name(j))
 }
 
+/// The mandate a request is decided under (its record's index) and, for an instance of a template, the instance once
+/// checked: `None` when it names no mandate of the policy, or an instance that fails (as `eval::trace` stops).
+fn resolve(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    req: &Request,
+    tool: u32,
+    listing: bool,
+) -> Option<(u32, Option<remit_rt::grants::Instance>)> {
+    use remit_rt::grants::{self, Under};
+    let named = req.mandate.and_then(|m| find_mandate(image, doc, m));
+    match grants::resolve(image, doc, req, named).ok()? {
+        Under::Mandate(m) => Some((m, None)),
+        Under::Instance(t, grant) => {
+            if !doc.text_eq(grant.holder, req.subject_id) {
+                return None;
+            }
+            let leaf = image.template(t).mandate;
+            let env = Env::new(image, doc, req, tool, listing, &image.mandate(leaf));
+            Some((leaf, Some(grants::check(image, &env, t, grant).ok()?)))
+        }
+    }
+}
+
 /// The rules of tool `tool` along the chain of mandate `leaf`, root first, each mandate's in its order: as a
 /// decision finds them (the tool's rule lists, sorted by mandate).
 fn chain_rules(image: &Image<'_>, tool: u32, leaf: u32) -> Vec<Rule> {
@@ -80,11 +104,9 @@ fn rt_trace(image: &Image<'_>, bytes: &[u8]) -> Vec<(&'static str, Option<bool>)
         let Ok((doc, _)) = parsed else { return Vec::new() };
         let Ok(req) = request::parse(&doc, Need::Call) else { return Vec::new() };
         let Some(call) = req.call else { return Vec::new() };
-        let (Some(tool), Some(leaf)) = (find_tool(image, &doc, call.name), find_mandate(image, &doc, req.mandate))
-        else {
-            return Vec::new();
-        };
-        let env = Env::new(image, &doc, &req, tool, false, &image.mandate(leaf));
+        let Some(tool) = find_tool(image, &doc, call.name) else { return Vec::new() };
+        let Some((leaf, instance)) = resolve(image, &doc, &req, tool, false) else { return Vec::new() };
+        let env = Env { instance, ..Env::new(image, &doc, &req, tool, false, &image.mandate(leaf)) };
         chain_rules(image, tool, leaf)
             .iter()
             .map(|r| (kind_name(r.kind), cond::eval(image, r.cond_off, r.cond_count, &env).ok()))
@@ -1061,8 +1083,8 @@ fn rt_possible(image: &Image<'_>, listing: &[u8], tool: &str) -> Option<Vec<(Pos
         let req: Request = request::parse(&doc, Need::Listing).ok()?;
         let h = image.header;
         let tool = image.find(h.tool_slots_off, h.tool_slots_len, || tool.bytes(), |j| image.tool_name(j))?;
-        let leaf = find_mandate(image, &doc, req.mandate)?;
-        let env = Env::new(image, &doc, &req, tool, true, &image.mandate(leaf));
+        let (leaf, instance) = resolve(image, &doc, &req, tool, true)?;
+        let env = Env { instance, ..Env::new(image, &doc, &req, tool, true, &image.mandate(leaf)) };
         Some(
             chain_rules(image, tool, leaf)
                 .iter()

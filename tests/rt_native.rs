@@ -287,7 +287,8 @@ struct Read {
     scopes: Option<Vec<String>>,
     call: Option<(String, Option<Value>)>,
     resource_id: Option<String>,
-    mandate: String,
+    mandate: Option<String>,
+    grants: Option<Value>,
     now: i128,
     operation_id: Option<String>,
     attempt: Option<i128>,
@@ -327,7 +328,8 @@ fn rt_read(bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
             scopes: r.scopes.map(strings),
             call: r.call.map(|c| (text_of(&doc, c.name), c.arguments.map(|a| json_of(&doc, a)))),
             resource_id: r.resource_id.map(|t| text_of(&doc, t)),
-            mandate: text_of(&doc, r.mandate),
+            mandate: r.mandate.map(|m| text_of(&doc, m)),
+            grants: r.grants.map(|g| json_of(&doc, g)),
             now: r.now,
             operation_id: r.operation_id.map(|t| text_of(&doc, t)),
             attempt: r.attempt,
@@ -350,9 +352,33 @@ fn rt_read(bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
 /// first, which is all it shows), and otherwise the fields as docs/requests.md defines them, read with serde_json.
 fn reference_read(program: &remit_lang::ir::Program, bytes: &[u8], need: Need) -> Result<Read, Vec<String>> {
     let codes: Vec<String> = match need {
-        Need::Call => remit_lang::eval::decide(program, bytes).reasons,
+        // Resolving the mandate by holder (`context.grants`, no `context.mandate`) names `context.mandate` missing
+        // when the subject holds none: a step after the reading, which read the request.
+        Need::Call => {
+            let decision = remit_lang::eval::decide(program, bytes);
+            let resolved = decision.fields.len() == 1
+                && decision.fields[0].field == "context.mandate"
+                && serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v["context"]["grants"].is_array());
+            if resolved {
+                Vec::new()
+            } else {
+                decision.reasons
+            }
+        }
         Need::Listing => {
-            remit_lang::eval::visible_tools(program, bytes).hidden.into_iter().map(|h| h.reason).take(1).collect()
+            let codes: Vec<String> =
+                remit_lang::eval::visible_tools(program, bytes).hidden.into_iter().map(|h| h.reason).take(1).collect();
+            // As for a call: a subject that holds nothing among `context.grants` and the policy's mandates.
+            let json = serde_json::from_slice::<Value>(bytes).unwrap_or_default();
+            let resolved = json["context"]["grants"].is_array()
+                && json["context"].get("mandate").is_none()
+                && json["subject"]["id"].is_string()
+                && json["context"]["now"].is_string();
+            if resolved && codes == ["request.missing-field"] {
+                Vec::new()
+            } else {
+                codes
+            }
         }
     };
     // The reading's own codes (a decision has others, like `request.undeclared-argument`, from later steps).
@@ -375,7 +401,8 @@ fn reference_read(program: &remit_lang::ir::Program, bytes: &[u8], need: Need) -
         call: (need == Need::Call)
             .then(|| (string(&["action", "name"]).unwrap(), at(&["action", "arguments"]).cloned())),
         resource_id: string(&["resource", "id"]).filter(|s| !blank(s)),
-        mandate: string(&["context", "mandate"]).unwrap(),
+        mandate: string(&["context", "mandate"]),
+        grants: at(&["context", "grants"]).cloned(),
         now: remit_lang::value::parse_instant(&string(&["context", "now"]).unwrap()).unwrap(),
         operation_id: string(&["context", "operation_id"]).filter(|s| !blank(s)),
         attempt: at(&["context", "attempt"]).map(|n| {

@@ -99,10 +99,10 @@ pub struct Unit {
     pub subjects: Vec<Vec<u8>>,
 }
 
-/// The folders of tests/semantics only the interpreter decides yet (as tests/semantics.rs runs them): `grants`,
-/// instances of templates in `context.grants`, which the module's runtime does not read (docs/grants-design.md,
-/// step 3). The corpus leaves them out, as every test of it compares engines or hosts.
-pub const INTERPRETER_ONLY: [&str; 1] = ["grants"];
+/// The folders of tests/semantics only the interpreter decides yet (as tests/semantics.rs runs them); the corpus
+/// leaves them out, as every test of it compares engines or hosts. None today: `grants` (instances of templates in
+/// `context.grants`) runs on every engine since the runtime reads them.
+pub const INTERPRETER_ONLY: [&str; 0] = [];
 
 /// Every example and every folder of tests/semantics (but [`INTERPRETER_ONLY`]), checked as `remit test` checks them
 /// (the semantics folders hold deliberately widening sub-mandates, so the narrowing proof is off: decisions never

@@ -109,6 +109,8 @@ pub struct Env<'e> {
     pub listing: bool,
     /// The principal of the request's mandate chain, as text (`principal.NAME` reads its attributes).
     pub principal: &'e [u8],
+    /// The instance of a template the request is decided under (a template's parameter reads its values).
+    pub instance: Option<crate::grants::Instance>,
 }
 
 impl<'e> Env<'e> {
@@ -123,7 +125,7 @@ impl<'e> Env<'e> {
         mandate: &image::Mandate,
     ) -> Env<'e> {
         let principal = image.str(mandate.principal_text_off, mandate.principal_text_len);
-        Env { image, doc, request, tool: image.tool(tool), listing, principal }
+        Env { image, doc, request, tool: image.tool(tool), listing, principal, instance: None }
     }
 
     /// The object of the principal's attributes in `context.principals`, if the request has one.
@@ -643,6 +645,19 @@ fn read_base(image: &Image<'_>, atom: &Attribute, env: &Env<'_>) -> Result<Optio
             None => return Err(PROBLEM_MISSING),
         },
         image::ATTR_NOW => Val::Timestamp(request.now),
+        // A template's parameter: the instance's value (checked before any condition reads it), or its implicit
+        // `principal`, `holder` and `granted`; mistyped without an instance (`eval::cond`'s reading).
+        image::ATTR_PARAM => {
+            let instance = env.instance.ok_or(PROBLEM_MISTYPED)?;
+            let grant = instance.grant;
+            match doc.get(grant.params, name) {
+                Some(json) => decode(image, doc, json, &Type::decode(image.bytes, atom.ty)).ok_or(PROBLEM_MISTYPED)?,
+                None if name == b"principal" => Val::Str(grant.principal),
+                None if name == b"holder" => Val::Str(grant.holder),
+                None if name == b"granted" => Val::Timestamp(instance.granted),
+                None => return Err(PROBLEM_MISSING),
+            }
+        }
         image::ATTR_LEVEL => Val::Level(i128::from(env.tool.level)),
         _ => return Err(PROBLEM_MISTYPED),
     };
@@ -903,6 +918,15 @@ fn holds(
         }
     }
     Ok(answer)
+}
+
+/// Whether the request's value `tok` is of the type record at `ty` and, unless `signed`, not negative money: a
+/// template parameter's value (`eval::grants::check`).
+pub fn param_ok(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: u32, signed: bool) -> bool {
+    match decode(image, doc, tok, &Type::decode(image.bytes, ty)) {
+        Some(value) => signed || !negative(image, doc, &value),
+        None => false,
+    }
 }
 
 /// Whether the tool's parameter `name` is declared `signed` (`ir::Tool::is_signed`; an undeclared name is not).
@@ -1401,8 +1425,15 @@ mod tests {
         let mut buffers = Buffers::new();
         let (doc, _) = buffers.parse(REQUEST).unwrap();
         let request = crate::request::parse(&doc, Need::Call).unwrap();
-        let mut env =
-            Env { image: &image, doc: &doc, request: &request, tool: Tool::default(), listing: false, principal: b"" };
+        let mut env = Env {
+            image: &image,
+            doc: &doc,
+            request: &request,
+            tool: Tool::default(),
+            listing: false,
+            principal: b"",
+            instance: None,
+        };
         let (off, count) = (nodes_at as u32, count as u32);
         let truth = eval(&image, off, count, &env);
         let p = possible(&image, off, count, &env);

@@ -16,6 +16,7 @@ use core::cmp::Ordering;
 use crate::cond::{self, starts_with, unsafe_path, Env, Truth};
 use crate::digest::{argument_digest, write_canonical};
 use crate::err;
+use crate::grants::{self, Instance, Under};
 use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
 use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER, STRING};
 use crate::out::{escaped, write_string, write_string_tok, Out};
@@ -121,7 +122,10 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
     let policy = image.str(image.header.policy_off, image.header.policy_len);
     let (doc, keys) = match parsed {
         Ok(p) => p,
-        Err(e) => return write_deny(out, err::of_request(request::RequestError::json(e)), b"[]", None, policy),
+        Err(e) => {
+            let codes = err::of_request(request::RequestError::json(e));
+            return write_deny(out, codes, &|out: &mut Out<'_>| out.write(b"[]"), None, policy);
+        }
     };
     let req = match request::parse(&doc, Need::Call) {
         Ok(req) => req,
@@ -131,33 +135,106 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
     let credential = req.credential_id.map(|id| (&doc, id));
     let call = match req.call {
         Some(call) => call,
-        None => return write_deny(out, err::REQUEST_MISSING_FIELD, b"[]", credential, policy),
+        None => {
+            return write_deny(
+                out,
+                err::REQUEST_MISSING_FIELD,
+                &|out: &mut Out<'_>| out.write(b"[]"),
+                credential,
+                policy,
+            )
+        }
     };
     let h = image.header;
     let tool = match find(image, h.tool_slots_off, h.tool_slots_len, &doc, call.name, |i| image.tool_name(i)) {
         Some(tool) => tool,
-        None => return write_deny(out, err::TOOL_UNDECLARED, b"[]", credential, policy),
+        None => {
+            return write_deny(out, err::TOOL_UNDECLARED, &|out: &mut Out<'_>| out.write(b"[]"), credential, policy)
+        }
     };
-    let leaf = match find(image, h.mandate_slots_off, h.mandate_slots_len, &doc, req.mandate, |i| image.mandate_name(i))
-    {
-        Some(leaf) => leaf,
-        None => return write_deny(out, err::MANDATE_UNKNOWN, b"[]", credential, policy),
+    let named = req
+        .mandate
+        .and_then(|tok| find(image, h.mandate_slots_off, h.mandate_slots_len, &doc, tok, |i| image.mandate_name(i)));
+    let (leaf, grant) = match grants::resolve(image, &doc, &req, named) {
+        Ok(Under::Mandate(leaf)) => (image.mandate(leaf), None),
+        Ok(Under::Instance(t, grant)) => (image.mandate(image.template(t).mandate), Some((t, grant))),
+        Err((code, field)) => {
+            out.write(b"{\"decision\":\"deny\",\"reasons\":");
+            err::write_codes(out, code);
+            if field {
+                out.write(b",\"fields\":[{\"field\":\"context.mandate\",\"problem\":\"missing\"}]");
+            }
+            return write_deny_tail(out, b"", &|out: &mut Out<'_>| out.write(b"[]"), credential, policy);
+        }
     };
-    let mandate = image.mandate(leaf);
-    let chain_json = image.str(mandate.chain_json_off, mandate.chain_json_len);
-    if !is_holder(image, &doc, &mandate, req.subject_id) {
-        write_deny(out, err::SUBJECT_NOT_HOLDER, chain_json, credential, policy);
+    let call = Call { tool, record: image.tool(tool), name: call.name, arguments: call.arguments };
+    let env = Env::new(image, &doc, &req, call.tool, false, &leaf);
+    // An instance: its holder must be the subject (before its check, as for any mandate), and it must pass the
+    // check every decision runs (`grant.invalid`, naming the clause it fails).
+    let mut instance = None;
+    let mut refused = None;
+    if let Some((t, grant)) = grant {
+        let mandate = image.template(t).mandate;
+        let shape = Instance { template: t, mandate, grant, granted: 0, valid_from: None, valid_until: None };
+        if doc.text_eq(grant.holder, req.subject_id) {
+            match grants::check(image, &env, t, grant) {
+                Ok(checked) => instance = Some(checked),
+                Err(refusal) => refused = Some(refusal),
+            }
+        }
+        if instance.is_none() {
+            instance = Some(shape);
+        }
+    }
+    let chain = |out: &mut Out<'_>| write_chain(image, &doc, &leaf, instance.as_ref(), out);
+    let holds = match instance {
+        Some(instance) => doc.text_eq(instance.grant.holder, req.subject_id),
+        None => is_holder(image, &doc, &leaf, req.subject_id),
+    };
+    if !holds {
+        write_deny(out, err::SUBJECT_NOT_HOLDER, &chain, credential, policy);
+    } else if let (Some(refusal), Some(instance)) = (refused, instance.as_ref()) {
+        out.write(b"{\"decision\":\"deny\",\"reasons\":");
+        err::write_codes(out, err::GRANT_INVALID);
+        out.write(b",\"rules\":[");
+        grants::write_refusal(image, &doc, instance, &refusal, keys, out);
+        out.byte(b']');
+        write_deny_tail(out, b"written", &chain, credential, policy);
     } else {
-        let call = Call { tool, record: image.tool(tool), name: call.name, arguments: call.arguments };
+        let env = Env { instance, ..env };
         let mut tally = Tally::new(work);
-        tally.examine(image, &doc, &req, &call, &mandate, keys);
-        tally.write(image, &doc, &req, &call, &mandate, keys, out);
+        tally.instance = instance;
+        tally.examine(image, &doc, &req, &call, &leaf, &env, keys);
+        tally.write(image, &doc, &req, &call, &leaf, keys, out);
     }
     // A decision that does not fit the output area (sized by `eval::output_limit`) is a deny of its own, never
     // truncated JSON.
     if out.overflow() {
         out.clear();
-        write_deny(out, err::DECISION_OVERSIZE, chain_json, credential, policy);
+        write_deny(out, err::DECISION_OVERSIZE, &chain, credential, policy);
+    }
+}
+
+/// Writes `mandate_chain`: the leaf's chain, and for an instance its parent's chain and the instance's name.
+pub(crate) fn write_chain(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    leaf: &Mandate,
+    instance: Option<&Instance>,
+    out: &mut Out<'_>,
+) {
+    let json = image.str(leaf.chain_json_off, leaf.chain_json_len);
+    match instance {
+        Some(instance) if grants::is_template(leaf) => {
+            let head = json.get(..json.len().saturating_sub(1)).unwrap_or(b"[");
+            out.write(head);
+            if head.len() > 1 {
+                out.byte(b',');
+            }
+            instance.write_name(image, doc, out);
+            out.byte(b']');
+        }
+        _ => out.write(json),
     }
 }
 
@@ -194,7 +271,7 @@ pub fn is_holder(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, subject: u
 
 /// Whether the string token `identity` is one of the [`Str`](image::Str) records `ids` (offset, count), or under one
 /// of the records `prefixes` with `under`'s meaning: the twin of `eval::holds`, for holders and approvers alike.
-fn holds(image: &Image<'_>, doc: &Doc<'_>, ids: (u32, u32), prefixes: (u32, u32), identity: u32) -> bool {
+pub(crate) fn holds(image: &Image<'_>, doc: &Doc<'_>, ids: (u32, u32), prefixes: (u32, u32), identity: u32) -> bool {
     if (0..ids.1).any(|i| doc.text_is(identity, image.str_at(ids.0, i))) {
         return true;
     }
@@ -204,10 +281,16 @@ fn holds(image: &Image<'_>, doc: &Doc<'_>, ids: (u32, u32), prefixes: (u32, u32)
 }
 
 /// A deny with the given reasons and nothing else, the shape of every decision made before the chain is examined.
-fn write_deny(out: &mut Out<'_>, codes: u32, chain_json: &[u8], credential: Option<(&Doc<'_>, u32)>, policy: &[u8]) {
+fn write_deny(
+    out: &mut Out<'_>,
+    codes: u32,
+    chain: &dyn Fn(&mut Out<'_>),
+    credential: Option<(&Doc<'_>, u32)>,
+    policy: &[u8],
+) {
     out.write(b"{\"decision\":\"deny\",\"reasons\":");
     err::write_codes(out, codes);
-    write_deny_tail(out, chain_json, credential, policy);
+    write_deny_tail(out, b"", chain, credential, policy);
 }
 
 /// The deny on a request that could not be read: its codes and, after `reasons`, the fields that are wrong
@@ -236,13 +319,23 @@ fn write_unreadable(out: &mut Out<'_>, e: request::RequestError, policy: &[u8]) 
         }
         out.byte(b']');
     }
-    write_deny_tail(out, b"[]", None, policy);
+    write_deny_tail(out, b"", &|out: &mut Out<'_>| out.write(b"[]"), None, policy);
 }
 
-/// A deny's keys after `reasons` (and `fields`): no rules, approvals or obligations.
-fn write_deny_tail(out: &mut Out<'_>, chain_json: &[u8], credential: Option<(&Doc<'_>, u32)>, policy: &[u8]) {
-    out.write(b",\"rules\":[],\"missing_approvals\":[],\"approvals\":[],\"obligations\":[],\"mandate_chain\":");
-    out.write(chain_json);
+/// A deny's keys after `reasons` (and `fields`): no rules (unless `rules_written`, non-empty, says they are),
+/// approvals or obligations.
+fn write_deny_tail(
+    out: &mut Out<'_>,
+    rules_written: &[u8],
+    chain: &dyn Fn(&mut Out<'_>),
+    credential: Option<(&Doc<'_>, u32)>,
+    policy: &[u8],
+) {
+    if rules_written.is_empty() {
+        out.write(b",\"rules\":[]");
+    }
+    out.write(b",\"missing_approvals\":[],\"approvals\":[],\"obligations\":[],\"mandate_chain\":");
+    chain(out);
     write_credential(out, credential);
     out.write(b",\"escalate_to\":null,\"policy\":");
     out.write(policy);
@@ -282,6 +375,8 @@ struct Tally<'w> {
     refusing_gates: bool,
     /// How many usable approvals `resolve_gates` left at the front of the parse's key slots.
     usable_len: usize,
+    /// The instance the call is decided under, if any (the chain's leaf decides as its template's mandate).
+    instance: Option<Instance>,
 }
 
 impl<'w> Tally<'w> {
@@ -305,6 +400,7 @@ impl<'w> Tally<'w> {
             digest: None,
             refusing_gates: false,
             usable_len: 0,
+            instance: None,
         }
     }
 
@@ -389,6 +485,7 @@ impl<'w> Tally<'w> {
         req: &Request,
         call: &Call,
         leaf: &Mandate,
+        env: &Env<'_>,
         keys: &mut [u32],
     ) {
         let tool = &call.record;
@@ -401,14 +498,15 @@ impl<'w> Tally<'w> {
         if has_undeclared_argument(image, doc, tool, call.arguments) {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
-        let env = Env::new(image, doc, req, call.tool, false, leaf);
+        let env = *env;
+        let instance = self.instance;
         for position in 0..leaf.chain_count {
             let index = image.word(leaf.chain_off.wrapping_add(4 * position));
             let mandate = image.mandate(index);
-            if let Some((code, entry)) = validity(&mandate, req.now) {
+            if let Some((code, entry)) = window_of(&mandate, instance.as_ref(), req.now) {
                 self.deny(code, Some(entry));
             }
-            match stop_at(image, doc, &mandate, tool, req) {
+            match stop_at(image, doc, &mandate, instance.as_ref(), tool, req) {
                 None => {}
                 Some(found) if found.strength == 0 => self.deny(err::STOP_ACTIVE, Some(mandate.stop_entry)),
                 Some(found) => {
@@ -581,7 +679,8 @@ impl<'w> Tally<'w> {
                 Some(a) if doc.text_is(a.kind, name) => a,
                 _ => continue,
             };
-            if let Some(r) = refusal(image, doc, &approval, kind, leaf, position, req, call, self.digest.as_ref()) {
+            let gate = Gate { kind, leaf, position, instance: self.instance.as_ref() };
+            if let Some(r) = refusal(image, doc, &approval, &gate, req, call, self.digest.as_ref()) {
                 refused |= r.code;
                 continue;
             }
@@ -605,7 +704,6 @@ impl<'w> Tally<'w> {
         keys: &mut [u32],
         out: &mut Out<'_>,
     ) {
-        let chain_json = image.str(leaf.chain_json_off, leaf.chain_json_len);
         let policy = image.str(image.header.policy_off, image.header.policy_len);
         let escalates = self.deny_codes == 0 && self.escalate_codes != 0;
         let (outcome, codes, rules): (&[u8], u32, &mut List<'w>) = if self.deny_codes != 0 {
@@ -625,6 +723,7 @@ impl<'w> Tally<'w> {
             stops: self.stops.items.get(..stops).unwrap_or(&[]),
             causes: self.causes.items.get(..causes).unwrap_or(&[]),
             closest: self.closest.items.get(..closest).unwrap_or(&[]),
+            instance: self.instance,
         };
         write_entries(image, doc, &found, rules.slice(), out);
         out.write(b",\"missing_approvals\":");
@@ -646,7 +745,7 @@ impl<'w> Tally<'w> {
             out.write(b"[]");
         }
         out.write(b",\"mandate_chain\":");
-        out.write(chain_json);
+        write_chain(image, doc, leaf, self.instance.as_ref(), out);
         write_credential(out, req.credential_id.map(|id| (doc, id)));
         out.write(b",\"escalate_to\":");
         if escalates {
@@ -708,7 +807,7 @@ impl<'w> Tally<'w> {
             out.write(b"{\"kind\":");
             out.write(image.str(kind.name_json_off, kind.name_json_len));
             out.write(b",\"mandate\":");
-            out.write(image.str(top.name_json_off, top.name_json_len));
+            write_mandate_name(image, doc, &top, self.instance.as_ref(), out);
             out.write(b",\"mandates\":[");
             let mut last = None;
             for &i in group {
@@ -720,7 +819,7 @@ impl<'w> Tally<'w> {
                     out.byte(b',');
                 }
                 last = Some(mandate.name_rank);
-                out.write(image.str(mandate.name_json_off, mandate.name_json_len));
+                write_mandate_name(image, doc, &mandate, self.instance.as_ref(), out);
             }
             out.byte(b']');
             if kind.binds & image::BINDS_TOOL != 0 {
@@ -741,7 +840,7 @@ impl<'w> Tally<'w> {
                 write_string_tok(out, doc, manifest);
             }
             out.write(b",\"refused\":");
-            let gate = Gate { kind: &kind, leaf, position: top_position };
+            let gate = Gate { kind: &kind, leaf, position: top_position, instance: self.instance.as_ref() };
             write_refused(image, doc, req, call, &gate, self.approvals, usable, spare, self.digest.as_ref(), out);
             out.byte(b'}');
         }
@@ -856,7 +955,7 @@ fn write_refused(
     let name = image.str(gate.kind.name_off, gate.kind.name_len);
     let judged = |i: usize| {
         let approval = usable_approval(cache, doc, usable, i).filter(|a| doc.text_is(a.kind, name))?;
-        let refusal = refusal(image, doc, &approval, gate.kind, gate.leaf, gate.position, req, call, digest)?;
+        let refusal = refusal(image, doc, &approval, gate, req, call, digest)?;
         Some((approval.id, refusal))
     };
     // The refused ones' ids and usable indices, then their order by id (a permutation and the sort's buffer).
@@ -930,6 +1029,8 @@ struct Gate<'a> {
     kind: &'a Kind,
     leaf: &'a Mandate,
     position: u32,
+    /// The instance the chain's leaf is, if any.
+    instance: Option<&'a Instance>,
 }
 
 /// The `i`th usable approval: read once per decision for the first ones (`cache`), at each use for the rest.
@@ -965,18 +1066,64 @@ fn counter_name<'a>(image: &Image<'a>, call: &Call, rank: u32) -> Option<&'a [u8
     None
 }
 
-/// What the entries of a list refer to besides the image ([`DYNAMIC`], [`CAUSED`] and [`CLOSEST`] items).
+/// What the entries of a list refer to besides the image ([`DYNAMIC`], [`CAUSED`] and [`CLOSEST`] items), and the
+/// instance that entries of a template's mandate name.
 pub(crate) struct Found<'f> {
     pub stops: &'f [u32],
     pub causes: &'f [u32],
     pub closest: &'f [u32],
+    pub instance: Option<Instance>,
+}
+
+/// Writes a mandate's name as JSON: an instance's mandate as the instance.
+fn write_mandate_name(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    mandate: &Mandate,
+    instance: Option<&Instance>,
+    out: &mut Out<'_>,
+) {
+    match instance {
+        Some(instance) if grants::is_template(mandate) => instance.write_name(image, doc, out),
+        _ => out.write(image.str(mandate.name_json_off, mandate.name_json_len)),
+    }
+}
+
+/// Writes `entry`'s JSON, without its closing brace when `open`. An entry of a template's mandate names the
+/// instance (its head replaced), and the instance's window is written from its instants.
+pub(crate) fn write_entry(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    instance: Option<&Instance>,
+    entry: u32,
+    open: bool,
+    out: &mut impl Sink,
+) {
+    let entry = image.entry(entry);
+    let json = image.str(entry.json_off, entry.json_len);
+    let json = if open { json.get(..json.len().saturating_sub(1)).unwrap_or(&[]) } else { json };
+    let instance = match instance {
+        Some(instance) if entry.instance != 0 => instance,
+        _ => return out.write(json),
+    };
+    out.write(b"{\"mandate\":");
+    instance.write_name(image, doc, out);
+    let rest = json.get(entry.instance as usize..).unwrap_or(&[]);
+    if entry.window != 0 {
+        // `,"rule":"valid"` and the rest.
+        const RULE: &[u8] = b",\"rule\":\"valid\"";
+        out.write(b",\"rule\":\"");
+        instance.write_window(out);
+        out.byte(b'"');
+        out.write(rest.get(RULE.len()..).unwrap_or(&[]));
+    } else {
+        out.write(rest);
+    }
 }
 
 /// Writes `entry`'s JSON without its closing brace.
-fn write_open(image: &Image<'_>, entry: u32, out: &mut Out<'_>) {
-    let entry = image.entry(entry);
-    let json = image.str(entry.json_off, entry.json_len);
-    out.write(json.get(..json.len().saturating_sub(1)).unwrap_or(&[]));
+fn write_open(image: &Image<'_>, doc: &Doc<'_>, instance: Option<&Instance>, entry: u32, out: &mut Out<'_>) {
+    write_entry(image, doc, instance, entry, true, out);
 }
 
 /// `,"unevaluable":{"attribute":…,"problem":…}` of atom `atom`.
@@ -997,6 +1144,7 @@ pub(crate) fn write_entries(
     out: &mut Out<'_>,
 ) {
     let (stops, causes, closest) = (found.stops, found.causes, found.closest);
+    let instance = found.instance.as_ref();
     let cause = |item: u32| -> (u32, u32, u32) {
         let at = 3 * (item & !CAUSED) as usize;
         let word = |k: usize| causes.get(at + k).copied().unwrap_or(0);
@@ -1039,7 +1187,7 @@ pub(crate) fn write_entries(
         if e & DYNAMIC == 0 && e & CAUSED != 0 {
             // The entry's object with `"unevaluable":{…}` before its closing brace.
             let (entry, atom, problem) = cause(e);
-            write_open(image, entry, out);
+            write_open(image, doc, instance, entry, out);
             write_unevaluable(image, atom, problem, out);
             out.byte(b'}');
             continue;
@@ -1047,9 +1195,9 @@ pub(crate) fn write_entries(
         if e & DYNAMIC == 0 && e & CLOSEST != 0 {
             // The `otherwise` entry with `"closest":{…}`: the grant's entry with what failed.
             let [otherwise, grant, atom, what, value] = near(e);
-            write_open(image, otherwise, out);
+            write_open(image, doc, instance, otherwise, out);
             out.write(b",\"closest\":");
-            write_open(image, grant, out);
+            write_open(image, doc, instance, grant, out);
             if what == FAILED {
                 let record = image::Atom::decode(image.bytes, atom);
                 out.write(b",\"failed\":{\"condition\":");
@@ -1068,8 +1216,7 @@ pub(crate) fn write_entries(
             continue;
         }
         if e & DYNAMIC == 0 {
-            let entry = image.entry(e);
-            out.write(image.str(entry.json_off, entry.json_len));
+            write_entry(image, doc, instance, e, false, out);
             continue;
         }
         // The listing's `{"mandate":M,"rule":"stop (LEVEL)","at":…}` with ` ID` written after `stop`.
@@ -1085,7 +1232,14 @@ pub(crate) fn write_entries(
         // `{"mandate":` + the name's JSON + `,"rule":"stop`.
         let split = (11 + mandate.name_json_len as usize + 13).min(json.len());
         let (head, tail) = json.split_at(split);
-        out.write(head);
+        match instance {
+            Some(instance) if entry.instance != 0 => {
+                out.write(b"{\"mandate\":");
+                instance.write_name(image, doc, out);
+                out.write(head.get(entry.instance as usize..).unwrap_or(&[]));
+            }
+            _ => out.write(head),
+        }
         out.byte(b' ');
         for b in escaped(doc, id) {
             out.byte(b);
@@ -1148,11 +1302,34 @@ pub(crate) fn validity(mandate: &Mandate, now: i128) -> Option<(u32, u32)> {
     }
 }
 
+/// [`validity`], and for an instance's mandate its own window (`eval::window_of`): instants of its values or of
+/// the template's.
+pub(crate) fn window_of(mandate: &Mandate, instance: Option<&Instance>, now: i128) -> Option<(u32, u32)> {
+    let instance = match instance {
+        Some(instance) if grants::is_template(mandate) => instance,
+        _ => return validity(mandate, now),
+    };
+    if instance.valid_from.map_or(false, |from| now < from) {
+        Some((err::NOT_YET_VALID, mandate.validity_entry))
+    } else if instance.valid_until.map_or(false, |until| now >= until) {
+        Some((err::EXPIRED, mandate.validity_entry))
+    } else {
+        None
+    }
+}
+
 /// The stop that refuses this call at `mandate` (`eval::stopped`): one naming the mandate, or at a root its
 /// principal, whose level refuses the tool (quarantine every tool; the other levels and a bare name tools with side
 /// effects). Of several: the strongest, then the smallest id; a bare name is the weakest.
-pub(crate) fn stop_at(image: &Image<'_>, doc: &Doc<'_>, mandate: &Mandate, tool: &Tool, req: &Request) -> Option<Stop> {
-    stop_for(image, doc, mandate, tool.flags & image::TOOL_SIDE_EFFECTS != 0, req)
+pub(crate) fn stop_at(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    mandate: &Mandate,
+    instance: Option<&Instance>,
+    tool: &Tool,
+    req: &Request,
+) -> Option<Stop> {
+    stop_for(image, doc, mandate, instance, tool.flags & image::TOOL_SIDE_EFFECTS != 0, req)
 }
 
 /// [`stop_at`] for a tool with or without side effects.
@@ -1160,9 +1337,12 @@ pub(crate) fn stop_for(
     image: &Image<'_>,
     doc: &Doc<'_>,
     mandate: &Mandate,
+    instance: Option<&Instance>,
     side_effects: bool,
     req: &Request,
 ) -> Option<Stop> {
+    // An instance's mandate is named as the instance.
+    let instance = instance.filter(|_| grants::is_template(mandate));
     let stops = req.stops?;
     let name = image.str(mandate.name_off, mandate.name_len);
     let principal = image.str(mandate.principal_text_off, mandate.principal_text_len);
@@ -1173,7 +1353,14 @@ pub(crate) fn stop_for(
             Some(stop) => stop,
             None => continue,
         };
-        let reaches = if stop.principal { root && doc.text_is(stop.on, principal) } else { doc.text_is(stop.on, name) };
+        let reaches = if stop.principal {
+            root && doc.text_is(stop.on, principal)
+        } else {
+            match instance {
+                Some(instance) => instance.is_named(image, doc, stop.on),
+                None => doc.text_is(stop.on, name),
+            }
+        };
         if !reaches || !(side_effects || stop.strength == request::STOP_LEVELS.len() as u32) {
             continue;
         }
@@ -1244,13 +1431,12 @@ fn refusal(
     image: &Image<'_>,
     doc: &Doc<'_>,
     approval: &Approval,
-    kind: &Kind,
-    leaf: &Mandate,
-    position: u32,
+    gate: &Gate<'_>,
     req: &Request,
     call: &Call,
     digest: Option<&[u8; 71]>,
 ) -> Option<Refusal> {
+    let (kind, leaf, position) = (gate.kind, gate.leaf, gate.position);
     let (now, issued) = (req.now, approval.issued_at);
     let ttl = i128::from(image::join64(kind.ttl_lo, kind.ttl_hi) as u64) * NANOS_PER_SECOND;
     let refused = |code: u32| Some(Refusal { code, binding: 0 });
@@ -1290,7 +1476,11 @@ fn refusal(
     }
     let in_chain = (0..=position).any(|p| {
         let m = image.word(leaf.chain_off.wrapping_add(4 * p));
-        doc.text_is(approval.mandate, image.mandate_name(m))
+        // An instance's mandate (past the policy's) is named as the instance.
+        match gate.instance {
+            Some(instance) if m >= image.header.mandates_count => instance.is_named(image, doc, approval.mandate),
+            _ => doc.text_is(approval.mandate, image.mandate_name(m)),
+        }
     });
     if !in_chain {
         return refused(err::APPROVAL_WRONG_MANDATE);

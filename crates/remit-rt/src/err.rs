@@ -5,7 +5,7 @@
 use crate::Sink;
 
 /// Every code, in byte order: bit `i` of a code set is `CODES[i]`.
-pub const CODES: [&str; 30] = [
+pub const CODES: [&str; 32] = [
     "approval.binding-mismatch",
     "approval.consumed",
     "approval.expired",
@@ -18,8 +18,10 @@ pub const CODES: [&str; 30] = [
     "credential.scope-missing",
     "decision.oversize",
     "fact.stale",
+    "grant.invalid",
     "level.exceeded",
     "limit.exceeded",
+    "mandate.ambiguous",
     "mandate.expired",
     "mandate.not-yet-valid",
     "mandate.self-modification",
@@ -50,24 +52,26 @@ pub const BUDGET_EXHAUSTED: u32 = 1 << 8;
 pub const SCOPE_MISSING: u32 = 1 << 9;
 pub const DECISION_OVERSIZE: u32 = 1 << 10;
 pub const FACT_STALE: u32 = 1 << 11;
-pub const LEVEL_EXCEEDED: u32 = 1 << 12;
-pub const LIMIT_EXCEEDED: u32 = 1 << 13;
-pub const EXPIRED: u32 = 1 << 14;
-pub const NOT_YET_VALID: u32 = 1 << 15;
-pub const SELF_MODIFICATION: u32 = 1 << 16;
-pub const MANDATE_UNKNOWN: u32 = 1 << 17;
-pub const OPERATION_MISSING_ID: u32 = 1 << 18;
-pub const REQUEST_MALFORMED: u32 = 1 << 19;
-pub const REQUEST_MISSING_FIELD: u32 = 1 << 20;
-pub const REQUEST_OVERSIZE: u32 = 1 << 21;
-pub const UNDECLARED_ARGUMENT: u32 = 1 << 22;
-pub const ALLOWED: u32 = 1 << 23;
-pub const FORBIDDEN: u32 = 1 << 24;
-pub const UNMATCHED: u32 = 1 << 25;
-pub const SCOPE_OUTSIDE: u32 = 1 << 26;
-pub const STOP_ACTIVE: u32 = 1 << 27;
-pub const SUBJECT_NOT_HOLDER: u32 = 1 << 28;
-pub const TOOL_UNDECLARED: u32 = 1 << 29;
+pub const GRANT_INVALID: u32 = 1 << 12;
+pub const LEVEL_EXCEEDED: u32 = 1 << 13;
+pub const LIMIT_EXCEEDED: u32 = 1 << 14;
+pub const MANDATE_AMBIGUOUS: u32 = 1 << 15;
+pub const EXPIRED: u32 = 1 << 16;
+pub const NOT_YET_VALID: u32 = 1 << 17;
+pub const SELF_MODIFICATION: u32 = 1 << 18;
+pub const MANDATE_UNKNOWN: u32 = 1 << 19;
+pub const OPERATION_MISSING_ID: u32 = 1 << 20;
+pub const REQUEST_MALFORMED: u32 = 1 << 21;
+pub const REQUEST_MISSING_FIELD: u32 = 1 << 22;
+pub const REQUEST_OVERSIZE: u32 = 1 << 23;
+pub const UNDECLARED_ARGUMENT: u32 = 1 << 24;
+pub const ALLOWED: u32 = 1 << 25;
+pub const FORBIDDEN: u32 = 1 << 26;
+pub const UNMATCHED: u32 = 1 << 27;
+pub const SCOPE_OUTSIDE: u32 = 1 << 28;
+pub const STOP_ACTIVE: u32 = 1 << 29;
+pub const SUBJECT_NOT_HOLDER: u32 = 1 << 30;
+pub const TOOL_UNDECLARED: u32 = 1 << 31;
 
 /// The request error's codes as a set.
 pub fn of_request(e: crate::request::RequestError) -> u32 {

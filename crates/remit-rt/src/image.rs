@@ -13,7 +13,7 @@
 
 /// `remit` + image version, the first word of every image.
 pub const MAGIC: u32 = 0x7469_6d72; // "rmit"
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Reads the little-endian `u32` at `at`, or 0 outside `image`.
 #[inline(always)]
@@ -101,6 +101,8 @@ record! {
         entries_off, entries_count,
         /// [`Calendar`] records: every calendar a condition reads, each once.
         calendars_off, calendars_count,
+        /// [`Template`] records, in declaration order (added in version 4).
+        templates_off, templates_count,
     }
 }
 
@@ -195,6 +197,66 @@ pub const MANDATE_VALID_UNTIL: u32 = 2;
 pub const MANDATE_MAX_LEVEL: u32 = 4;
 /// `otherwise escalate` (else `otherwise deny`).
 pub const MANDATE_ESCALATES: u32 = 8;
+/// The mandate an instance of a template decides as ([`Template::mandate`]): its record follows the policy's
+/// mandates in the table (so it is never found by name), named as its template, held by no one (an instance's
+/// holder is its own), with no window of its own (an instance's is its values'). Its chain is the template's
+/// parent's chain and itself; `chain_json_*` is the parent's chain alone (a decision appends the instance's name).
+pub const MANDATE_TEMPLATE: u32 = 16;
+
+record! {
+    /// A template (`ir::Template`), whose instances a request's `context.grants` carries. What a decision re-checks
+    /// of an instance (`eval::grants::check`) and the texts a `grant.invalid` decision names, as JSON strings.
+    Template {
+        name_off, name_len,
+        /// The index of its [`MANDATE_TEMPLATE`] mandate record.
+        mandate,
+        /// 1 when its parent is a template (sub-delegation: its instances are refused, `parent-template`).
+        parent_template,
+        /// [`TemplateParam`] records, in declaration order.
+        params_off, params_count,
+        /// [`Str`] records: `for` ids and prefixes (both empty: anyone), `holder` ids and prefixes.
+        principals_off, principals_count, principal_prefixes_off, principal_prefixes_count,
+        holders_off, holders_count, holder_prefixes_off, holder_prefixes_count,
+        /// `valid from`/`valid until`: [`BOUND_NONE`], [`BOUND_AT`] (`*_lo`/`*_hi` whole seconds) or [`BOUND_PARAM`]
+        /// (`*_lo` the parameter's index).
+        from_kind, from_lo, from_hi, until_kind, until_lo, until_hi,
+        /// JSON strings: `template NAME`, `template NAME under PARENT`, `for …`, `holder …`, `NAME(a, b)`, the window
+        /// as written (`valid until until`), and the template's location (`file:line:column`).
+        mismatch_json_off, mismatch_json_len,
+        parent_json_off, parent_json_len,
+        for_json_off, for_json_len,
+        holder_json_off, holder_json_len,
+        declared_json_off, declared_json_len,
+        window_json_off, window_json_len,
+        at_json_off, at_json_len,
+    }
+}
+
+pub const BOUND_NONE: u32 = 0;
+pub const BOUND_AT: u32 = 1;
+pub const BOUND_PARAM: u32 = 2;
+
+record! {
+    /// A declared parameter of a template.
+    TemplateParam {
+        name_off, name_len,
+        /// A [`Type`] record's offset.
+        ty,
+        /// 1 when its money may be negative (`signed`).
+        signed,
+        /// The bound: [`Node`] records (`Cond::True` when not written).
+        cond_off, cond_count,
+        /// JSON strings: the bound as written (`true` when not), the declaration (`cap: money`), and the
+        /// parameter's location.
+        bound_json_off, bound_json_len,
+        declaration_json_off, declaration_json_len,
+        at_json_off, at_json_len,
+    }
+}
+
+/// The most instances a request's `context.grants` may carry (`eval::grants::MAX_GRANTS`): more is
+/// `request.malformed`.
+pub const MAX_GRANTS: usize = 256;
 
 record! {
     /// An approval kind.
@@ -226,7 +288,14 @@ pub const BINDS_MANIFEST: u32 = 8;
 record! {
     /// A deciding rule: the JSON `{"mandate":…,"rule":…,"at":…}` a decision writes, and its rank in the canonical
     /// order (`DecidingRule::sort_key`); equal entries share one record.
-    Entry { json_off, json_len, rank }
+    ///
+    /// An entry of a [`MANDATE_TEMPLATE`] mandate names the template where a decision names the instance
+    /// (`TEMPLATE/ID@VERSION`): `instance` is then the length of its `{"mandate":"TEMPLATE"` head, which a decision
+    /// replaces with the instance's name. Its rank is the template's: no mandate name lies between `TEMPLATE` and
+    /// `TEMPLATE/…` (names are identifiers, whose bytes all sort after `/`, and mandates and templates share one
+    /// namespace). `window` is 1 for the instance's window (`"rule":"valid"`), whose text a decision writes from
+    /// the instance's instants (`valid from … until …`; no other clause's text begins with `valid`).
+    Entry { json_off, json_len, rank, instance, window }
 }
 
 record! {
@@ -355,6 +424,10 @@ pub const ATTR_ELAPSED: u32 = 15;
 /// mandate (its record's `principal_text_*`); `signed` as for subjects. A code added to version 3: a runtime that
 /// predates it reads it as mistyped, so an image that needs it fails closed there rather than decide otherwise.
 pub const ATTR_PRINCIPAL: u32 = 16;
+/// A template's parameter (`name_*`), read from the instance the request is decided under: its `params`, or the
+/// implicit `principal`, `holder` (strings) and `granted` (a timestamp). Added in version 4; without an instance it
+/// is mistyped (fails closed).
+pub const ATTR_PARAM: u32 = 17;
 
 /// A relation's terms the runtime keeps at hand while it compares them with the listed tuples (`cond::holds`); a
 /// relation with more terms reads the later ones again for each tuple (and weighs as unbounded, [`work_weight`]).
@@ -542,6 +615,24 @@ pub fn work_weight(image: &Image<'_>, cap: u64) -> u64 {
             }
         }
     }
+    // Each instance of a request is checked against its template: every bound once.
+    for t in 0..image.header.templates_count {
+        let template = image.template(t);
+        for p in 0..template.params_count {
+            let param = image.template_param(&template, p);
+            for i in 0..param.cond_count {
+                let node = Node::decode(image.bytes, Image::at(param.cond_off, Node::SIZE, i));
+                weight += 1;
+                if node.op == NODE_ATOM {
+                    let atom = Atom::decode(image.bytes, node.arg);
+                    weight += u64::from(atom.values_count) + u64::from(atom.operands_count);
+                }
+                if weight >= cap {
+                    return cap;
+                }
+            }
+        }
+    }
     weight
 }
 
@@ -578,6 +669,7 @@ impl<'a> Image<'a> {
         fit(h.levels_off, &mut h.levels_count, Str::SIZE);
         fit(h.entries_off, &mut h.entries_count, Entry::SIZE);
         fit(h.calendars_off, &mut h.calendars_count, Calendar::SIZE);
+        fit(h.templates_off, &mut h.templates_count, Template::SIZE);
         Some(Image { bytes, header })
     }
 
@@ -607,6 +699,22 @@ impl<'a> Image<'a> {
     #[inline(always)]
     pub fn mandate(&self, i: u32) -> Mandate {
         Mandate::decode(self.bytes, Image::at(self.header.mandates_off, Mandate::SIZE, i))
+    }
+
+    pub fn template(&self, i: u32) -> Template {
+        Template::decode(self.bytes, Image::at(self.header.templates_off, Template::SIZE, i))
+    }
+
+    pub fn template_param(&self, template: &Template, i: u32) -> TemplateParam {
+        TemplateParam::decode(self.bytes, Image::at(template.params_off, TemplateParam::SIZE, i))
+    }
+
+    /// The template named by the string token `name` (templates are few: a scan).
+    pub fn find_template(&self, doc: &crate::json::Doc<'_>, name: u32) -> Option<u32> {
+        (0..self.header.templates_count).find(|&t| {
+            let template = self.template(t);
+            doc.text_is(name, self.str(template.name_off, template.name_len))
+        })
     }
 
     #[inline(always)]

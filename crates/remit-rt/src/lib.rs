@@ -20,6 +20,7 @@ pub mod cond;
 pub mod decide;
 pub mod digest;
 pub mod err;
+pub mod grants;
 pub mod image;
 pub mod json;
 pub mod out;

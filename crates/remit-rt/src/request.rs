@@ -40,7 +40,7 @@ const MISSING: RequestError =
 
 /// The fields a request is read by, as a decision names them (`fields`), in byte order: a set of them is a `u32`
 /// whose bit `i` is `FIELDS[i]` (`eval::request::FIELDS`).
-pub const FIELDS: [&str; 25] = [
+pub const FIELDS: [&str; 26] = [
     "action",
     "action.arguments",
     "action.name",
@@ -50,6 +50,7 @@ pub const FIELDS: [&str; 25] = [
     "context.attributes",
     "context.counters",
     "context.facts",
+    "context.grants",
     "context.holidays",
     "context.mandate",
     "context.now",
@@ -76,22 +77,23 @@ const F_ATTEMPT: u32 = 1 << 5;
 const F_ATTRIBUTES: u32 = 1 << 6;
 const F_COUNTERS: u32 = 1 << 7;
 const F_FACTS: u32 = 1 << 8;
-const F_HOLIDAYS: u32 = 1 << 9;
-const F_MANDATE: u32 = 1 << 10;
-const F_NOW: u32 = 1 << 11;
-const F_OPERATION_ID: u32 = 1 << 12;
-const F_PRINCIPALS: u32 = 1 << 13;
-const F_RELATIONS: u32 = 1 << 14;
-const F_STOPS: u32 = 1 << 15;
-const F_RESOURCE: u32 = 1 << 16;
-const F_RESOURCE_ID: u32 = 1 << 17;
-const F_RESOURCE_PROPERTIES: u32 = 1 << 18;
-const F_SUBJECT: u32 = 1 << 19;
-const F_CREDENTIAL: u32 = 1 << 20;
-const F_CREDENTIAL_ID: u32 = 1 << 21;
-const F_SCOPES: u32 = 1 << 22;
-const F_SUBJECT_ID: u32 = 1 << 23;
-const F_SUBJECT_PROPERTIES: u32 = 1 << 24;
+const F_GRANTS: u32 = 1 << 9;
+const F_HOLIDAYS: u32 = 1 << 10;
+const F_MANDATE: u32 = 1 << 11;
+const F_NOW: u32 = 1 << 12;
+const F_OPERATION_ID: u32 = 1 << 13;
+const F_PRINCIPALS: u32 = 1 << 14;
+const F_RELATIONS: u32 = 1 << 15;
+const F_STOPS: u32 = 1 << 16;
+const F_RESOURCE: u32 = 1 << 17;
+const F_RESOURCE_ID: u32 = 1 << 18;
+const F_RESOURCE_PROPERTIES: u32 = 1 << 19;
+const F_SUBJECT: u32 = 1 << 20;
+const F_CREDENTIAL: u32 = 1 << 21;
+const F_CREDENTIAL_ID: u32 = 1 << 22;
+const F_SCOPES: u32 = 1 << 23;
+const F_SUBJECT_ID: u32 = 1 << 24;
+const F_SUBJECT_PROPERTIES: u32 = 1 << 25;
 
 impl RequestError {
     /// The classification of a document the JSON rule refused.
@@ -175,7 +177,12 @@ pub struct Request {
     pub call: Option<Call>,
     /// Absent also when empty or only white space.
     pub resource_id: Option<u32>,
-    pub mandate: u32,
+    /// `context.mandate`; absent only when the request carries `context.grants` (the mandate is then resolved by
+    /// holder: `decide::resolve`).
+    pub mandate: Option<u32>,
+    /// `context.grants`: an array token of at most [`crate::image::MAX_GRANTS`] instances, each well-formed
+    /// ([`grant`]).
+    pub grants: Option<u32>,
     /// `context.now` in nanoseconds since the Unix epoch.
     pub now: i128,
     /// Absent also when empty or only white space.
@@ -225,7 +232,7 @@ const ROOT_FIELDS: [Key<'static>; 4] =
 const SUBJECT_FIELDS: [Key<'static>; 3] = [ID, Key::new(b"credential"), PROPERTIES];
 const CREDENTIAL_FIELDS: [Key<'static>; 2] = [ID, Key::new(b"scopes")];
 const ACTION_FIELDS: [Key<'static>; 2] = [Key::new(b"name"), Key::new(b"arguments")];
-const CONTEXT_FIELDS: [Key<'static>; 12] = [
+const CONTEXT_FIELDS: [Key<'static>; 13] = [
     Key::new(b"mandate"),
     Key::new(b"now"),
     Key::new(b"operation_id"),
@@ -238,6 +245,7 @@ const CONTEXT_FIELDS: [Key<'static>; 12] = [
     Key::new(b"relations"),
     Key::new(b"holidays"),
     Key::new(b"principals"),
+    Key::new(b"grants"),
 ];
 
 /// Reads the request whose root is token 0 of `doc`. The presented approvals are only checked to be an array: an
@@ -278,9 +286,27 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
     let resource_properties = p.typed(resource_properties, OBJECT, F_RESOURCE_PROPERTIES);
 
     let object = p.typed(context, OBJECT, F_CONTEXT);
-    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes, relations, holidays, principals] =
+    let [mandate, now, operation_id, attempt, approval_items, stops, facts, counters, attributes, relations, holidays, principals, grants] =
         doc.fields(object, &CONTEXT_FIELDS);
-    let mandate = p.required_string(context, mandate, F_MANDATE);
+    // With `context.grants` the mandate may be left to resolution by holder; without, it is required.
+    let mandate = match (grants, mandate) {
+        (Some(_), None) => Some(None),
+        (Some(_), Some(m)) => p.typed(Some(m), STRING, F_MANDATE).map(Some),
+        (None, m) => p.required_string(context, m, F_MANDATE).map(Some),
+    };
+    // Every entry must be a well-formed instance (`GrantInstance::from_json`), at most `MAX_GRANTS` of them: else
+    // the whole request is malformed.
+    let grants = p.typed(grants, ARRAY, F_GRANTS);
+    let grants = match grants {
+        Some(items)
+            if elements(doc, items).count() > crate::image::MAX_GRANTS
+                || elements(doc, items).any(|item| grant(doc, item).is_none()) =>
+        {
+            p.malformed(F_GRANTS);
+            None
+        }
+        g => g,
+    };
     let now = p.required_string(context, now, F_NOW).and_then(|text| {
         let parsed = timestamp(doc, text);
         if parsed.is_none() {
@@ -326,6 +352,7 @@ pub fn parse(doc: &Doc<'_>, need: Need) -> Result<Request, RequestError> {
         call,
         resource_id,
         mandate,
+        grants,
         now,
         operation_id,
         attempt,
@@ -438,6 +465,61 @@ pub struct Stop {
     pub principal: bool,
 }
 
+/// One instance of `context.grants`, its fields as tokens (`eval::instance::GrantInstance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub id: u32,
+    pub version: u64,
+    pub template: u32,
+    pub principal: u32,
+    pub holder: u32,
+    pub params: u32,
+    pub granted: u32,
+}
+
+/// The longest instance id (bytes of its text), `eval::instance::MAX_INSTANCE_ID`.
+pub const MAX_INSTANCE_ID: usize = 128;
+
+const GRANT_FIELDS: [Key<'static>; 7] = [
+    ID,
+    Key::new(b"version"),
+    Key::new(b"template"),
+    Key::new(b"principal"),
+    Key::new(b"holder"),
+    Key::new(b"params"),
+    Key::new(b"granted"),
+];
+
+/// Reads one entry of `context.grants` strictly (`GrantInstance::from_json`): an object whose `id` (1 to
+/// [`MAX_INSTANCE_ID`] bytes, not blank), `template`, `principal`, `holder` and `granted` are strings, `version` a
+/// whole number that fits `u64` and `params` an object (other keys are ignored).
+pub fn grant(doc: &Doc<'_>, item: u32) -> Option<Grant> {
+    if doc.token(item).kind() != OBJECT {
+        return None;
+    }
+    let [id, version, template, principal, holder, params, granted] = doc.fields(Some(item), &GRANT_FIELDS);
+    let string = |t: Option<u32>| t.filter(|&t| doc.token(t).kind() == STRING);
+    let id = string(id).filter(|&id| doc.text(id).count() <= MAX_INSTANCE_ID && !is_blank(doc, id))?;
+    let version = version.filter(|&v| doc.token(v).kind() == NUMBER)?;
+    let raw = doc.raw(version);
+    if raw.is_empty() || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &c in raw {
+        n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(Grant {
+        id,
+        version: n,
+        template: string(template)?,
+        principal: string(principal)?,
+        holder: string(holder)?,
+        params: params.filter(|&p| doc.token(p).kind() == OBJECT)?,
+        granted: string(granted)?,
+    })
+}
+
 /// A stop item: a string (a mandate's name), or an object with a string `id`, a `level` of [`STOP_LEVELS`] and
 /// exactly one of a string `mandate` or `principal` (other keys ignored). `None`: unreadable.
 pub fn stop(doc: &Doc<'_>, item: u32) -> Option<Stop> {
@@ -515,6 +597,10 @@ pub fn white_space(code: u32) -> bool {
 }
 
 /// The timestamp a string token holds (its unescaped content), or `None`.
+pub(crate) fn timestamp_of(doc: &Doc<'_>, tok: u32) -> Option<i128> {
+    timestamp(doc, tok)
+}
+
 fn timestamp(doc: &Doc<'_>, tok: u32) -> Option<i128> {
     if let Some(raw) = doc.plain(tok) {
         return parse_timestamp(raw);

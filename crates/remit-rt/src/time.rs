@@ -398,7 +398,7 @@ pub fn compare_nanos_to_seconds(nanos: i64, seconds: i64) -> Ordering {
 
 /// The date of a day number, or `None` when its year is past `i32` (a day number from Unix seconds in an `i64` is
 /// at most about 1.1e14, so the arithmetic below stays far from overflowing).
-fn civil_from_days(days: i64) -> Option<(i32, u8, u8)> {
+pub(crate) fn civil_from_days(days: i64) -> Option<(i32, u8, u8)> {
     let z = days.checked_add(719_468)?;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

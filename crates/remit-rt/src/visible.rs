@@ -4,8 +4,9 @@
 //! [`crate::decide`]'s checks; never used by it.
 
 use crate::cond::{self, Env};
-use crate::decide::{find, lacks_scope, level_exceeded, rule_list, stop_at, stop_for, validity, Work};
+use crate::decide::{find, lacks_scope, level_exceeded, rule_list, stop_at, stop_for, window_of, Work};
 use crate::err;
+use crate::grants::{self, Instance, Under};
 use crate::image::{self, Image, Mandate, Rule, Tool};
 use crate::json::{Doc, Parsed};
 use crate::out::Out;
@@ -25,15 +26,31 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
         Err(e) => return hide_all(image, out, first(err::of_request(e))),
     };
     let h = image.header;
-    let leaf = match find(image, h.mandate_slots_off, h.mandate_slots_len, &doc, req.mandate, |i| image.mandate_name(i))
-    {
-        Some(leaf) => leaf,
-        None => return hide_all(image, out, err::MANDATE_UNKNOWN),
+    let named = req
+        .mandate
+        .and_then(|tok| find(image, h.mandate_slots_off, h.mandate_slots_len, &doc, tok, |i| image.mandate_name(i)));
+    // Resolved and checked as a decision is (`eval::visible_tools`): the first reason hides every tool.
+    let mut instance: Option<Instance> = None;
+    let leaf = match grants::resolve(image, &doc, &req, named) {
+        Ok(Under::Mandate(leaf)) => image.mandate(leaf),
+        Ok(Under::Instance(t, grant)) => {
+            let leaf = image.mandate(image.template(t).mandate);
+            if !doc.text_eq(grant.holder, req.subject_id) {
+                return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
+            }
+            let env = Env::new(image, &doc, &req, 0, true, &leaf);
+            match grants::check(image, &env, t, grant) {
+                Ok(checked) => instance = Some(checked),
+                Err(_) => return hide_all(image, out, err::GRANT_INVALID),
+            }
+            leaf
+        }
+        Err((code, _)) => return hide_all(image, out, code),
     };
-    let leaf = image.mandate(leaf);
-    if !crate::decide::is_holder(image, &doc, &leaf, req.subject_id) {
+    if instance.is_none() && !crate::decide::is_holder(image, &doc, &leaf, req.subject_id) {
         return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
     }
+    let instance = instance.as_ref();
     // The stop entry of each mandate of the chain, for a tool with side effects and for one without (u32::MAX: none),
     // found once: they depend on the tool only through that, and reading every stop item for every tool would make
     // the listing's work the product of the tools and the request's length.
@@ -43,7 +60,7 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
             for p in 0..leaf.chain_count {
                 let mandate = image.mandate(image.word(leaf.chain_off.wrapping_add(4 * p)));
                 for (k, side_effects) in [(0, true), (1, false)] {
-                    let entry = stop_for(image, &doc, &mandate, side_effects, &req)
+                    let entry = stop_for(image, &doc, &mandate, instance, side_effects, &req)
                         .map_or(u32::MAX, |s| stop_entry(&mandate, s.strength));
                     if let Some(slot) = stops.get_mut(2 * p as usize + k) {
                         *slot = entry;
@@ -63,7 +80,7 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
     let mut first_item = true;
     for i in 0..h.tools_count {
         let tool = image.word(h.listing_off.wrapping_add(4 * i));
-        let verdict = hidden_because(image, &doc, &req, &leaf, tool, stops);
+        let verdict = hidden_because(image, &doc, &req, &leaf, instance, tool, stops);
         if let Some([code, entry]) = kept.as_deref_mut().and_then(|k| k.get_mut(2 * i as usize..2 * i as usize + 2)) {
             *code = verdict.map_or(0, |(code, _)| code);
             *entry = verdict.and_then(|(_, entry)| entry).unwrap_or(u32::MAX);
@@ -84,14 +101,14 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
         let verdict = match kept.as_deref().and_then(|k| k.get(2 * i as usize..2 * i as usize + 2)) {
             Some(&[0, _]) => None,
             Some(&[code, entry]) => Some((code, Some(entry).filter(|&e| e != u32::MAX))),
-            _ => hidden_because(image, &doc, &req, &leaf, tool, stops),
+            _ => hidden_because(image, &doc, &req, &leaf, instance, tool, stops),
         };
         if let Some((code, entry)) = verdict {
             if !first_item {
                 out.byte(b',');
             }
             first_item = false;
-            write_hidden(image, out, tool, code, entry);
+            write_hidden(image, &doc, instance, out, tool, code, entry);
         }
     }
     out.write(b"]}");
@@ -102,7 +119,15 @@ fn first(codes: u32) -> u32 {
     codes & codes.wrapping_neg()
 }
 
-fn write_hidden(image: &Image<'_>, out: &mut Out<'_>, tool: u32, code: u32, entry: Option<u32>) {
+fn write_hidden(
+    image: &Image<'_>,
+    doc: &Doc<'_>,
+    instance: Option<&Instance>,
+    out: &mut Out<'_>,
+    tool: u32,
+    code: u32,
+    entry: Option<u32>,
+) {
     out.write(b"{\"tool\":");
     let t = image.tool(tool);
     out.write(image.str(t.name_json_off, t.name_json_len));
@@ -110,9 +135,8 @@ fn write_hidden(image: &Image<'_>, out: &mut Out<'_>, tool: u32, code: u32, entr
     out.write(err::name(code).as_bytes());
     out.byte(b'"');
     if let Some(entry) = entry {
-        let entry = image.entry(entry);
         out.write(b",\"rule\":");
-        out.write(image.str(entry.json_off, entry.json_len));
+        crate::decide::write_entry(image, doc, instance, entry, false, out);
     }
     out.byte(b'}');
 }
@@ -124,7 +148,13 @@ fn hide_all(image: &Image<'_>, out: &mut Out<'_>, code: u32) {
         if i > 0 {
             out.byte(b',');
         }
-        write_hidden(image, out, image.word(image.header.listing_off.wrapping_add(4 * i)), code, None);
+        let tool = image.word(image.header.listing_off.wrapping_add(4 * i));
+        out.write(b"{\"tool\":");
+        let t = image.tool(tool);
+        out.write(image.str(t.name_json_off, t.name_json_len));
+        out.write(b",\"reason\":\"");
+        out.write(err::name(code).as_bytes());
+        out.write(b"\"}");
     }
     out.write(b"]}");
 }
@@ -167,6 +197,7 @@ fn hidden_because(
     doc: &Doc<'_>,
     req: &Request,
     leaf: &Mandate,
+    instance: Option<&Instance>,
     tool_index: u32,
     stops: Option<&[u32]>,
 ) -> Option<(u32, Option<u32>)> {
@@ -182,7 +213,7 @@ fn hidden_because(
         (Lowest::default(), Lowest::default(), Lowest::default(), Lowest::default());
     for p in 0..leaf.chain_count {
         let mandate = image.mandate(mandate_at(p));
-        match validity(&mandate, req.now) {
+        match window_of(&mandate, instance, req.now) {
             Some((code, entry)) if code == err::NOT_YET_VALID => not_yet.offer(image, entry),
             Some((_, entry)) => expired.offer(image, entry),
             None => {}
@@ -190,7 +221,7 @@ fn hidden_because(
         let side_effects = tool.flags & image::TOOL_SIDE_EFFECTS != 0;
         let found = match stops {
             Some(stops) => stops.get(2 * p as usize + usize::from(!side_effects)).copied().filter(|&e| e != u32::MAX),
-            None => stop_at(image, doc, &mandate, &tool, req).map(|s| stop_entry(&mandate, s.strength)),
+            None => stop_at(image, doc, &mandate, instance, &tool, req).map(|s| stop_entry(&mandate, s.strength)),
         };
         if let Some(entry) = found {
             stopped.offer(image, entry);
@@ -210,7 +241,7 @@ fn hidden_because(
         }
     }
 
-    let env = Env::new(image, doc, req, tool_index, true, leaf);
+    let env = Env { instance: instance.copied(), ..Env::new(image, doc, req, tool_index, true, leaf) };
     let (mut forbidding, mut unmatched) = (Lowest::default(), Lowest::default());
     for p in 0..leaf.chain_count {
         let index = mandate_at(p);

@@ -11,7 +11,7 @@ use serde_json::Value as Json;
 
 use super::cond::{self, Env};
 use super::instance::Instance;
-pub use super::instance::{GrantInstance, MAX_INSTANCE_ID};
+pub use super::instance::{GrantInstance, MAX_GRANTS, MAX_INSTANCE_ID};
 use super::request::Request;
 use crate::ir::{Parent, Program, Template, TimeBound, Value};
 use crate::value::{format_instant, format_timestamp, parse_instant, NANOS_PER_SECOND};
@@ -234,7 +234,7 @@ pub(crate) fn window_text(template: &Template) -> String {
 }
 
 /// `holder "a", under "agent:"`: a pattern clause as written (ids, then prefixes).
-fn patterns(keyword: &str, ids: &[String], prefixes: &[String]) -> String {
+pub(crate) fn patterns(keyword: &str, ids: &[String], prefixes: &[String]) -> String {
     let items: Vec<String> =
         ids.iter().map(|id| quoted(id)).chain(prefixes.iter().map(|p| format!("under {}", quoted(p)))).collect();
     if items.is_empty() {
@@ -520,20 +520,22 @@ template shopping(
         }
     }
 
-    #[test]
-    fn instances_decide_within_their_parent_and_invalid_ones_fail_closed() {
-        // Without the proof (as `remit test` decides): an instance must not allow what its parent would not, proved
-        // or not.
-        let mut sources = crate::stdlib::sources();
-        sources.add("p.remit", POLICY);
-        let checked = crate::check::check_with(sources, crate::check::Options { narrowing: false });
-        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
-        let template = &program.templates[0];
-        let cases: usize = std::env::var("REMIT_GRANTS_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(4000);
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-        let merchants = ["acme", "globex", "evil", "initech"];
+    /// One random case against [`POLICY`]'s template: an instance (mostly valid values, each kind of invalid one now
+    /// and then), the subject (mostly its holder; now and then another agent or a subject under no pattern), a call,
+    /// presented approvals, and `now`.
+    struct Case {
+        grant: Json,
+        subject: &'static str,
+        call: Json,
+        approvals: Json,
+        now: &'static str,
+    }
+
+    const MERCHANTS: [&str; 4] = ["acme", "globex", "evil", "initech"];
+    const HOLDERS: [&str; 3] = ["agent:a", "agent:b", "robot:c"];
+
+    fn case(rng: &mut Rng) -> Case {
         let amounts = ["0.00 USD", "30.00 USD", "61.00 USD", "150.00 USD", "250.00 USD", "350.00 USD", "450.00 USD"];
-        // Mostly valid values, each kind of invalid one now and then.
         let caps = [
             json!("50.00 USD"),
             json!("120.00 USD"),
@@ -548,8 +550,14 @@ template shopping(
             json!("50.00 EUR"),
         ];
         let granted = ["2026-11-20T00:00:00Z", "2026-11-20T00:00:00Z", "2026-11-01T00:00:00Z", "2026-12-10T00:00:00Z"];
-        let untils =
-            ["2026-12-10T00:00:00Z", "2026-12-10T00:00:00Z", "2026-11-20T00:00:00Z", "2027-01-15T00:00:00Z", "later"];
+        let untils = [
+            "2026-12-10T00:00:00Z",
+            "2026-12-10T00:00:00Z",
+            "2026-11-20T00:00:00Z",
+            "2027-01-15T00:00:00Z",
+            "later",
+            "2026-12-09T23:59:59.25Z",
+        ];
         let nows = [
             "2026-11-20T00:00:00Z",
             "2026-12-01T00:00:00Z",
@@ -557,37 +565,50 @@ template shopping(
             "2026-11-01T00:00:00Z",
             "2027-07-01T00:00:00Z",
         ];
-        let holders = ["agent:a", "agent:b", "robot:c"];
         let principals = ["user:dana", "user:dana", "user:dana", "user:dana", "org:acme", ""];
+        let mut chosen: Vec<Json> = Vec::new();
+        for m in MERCHANTS {
+            if rng.next().is_multiple_of(2) {
+                chosen.push(json!(m));
+            }
+        }
+        let mut params = json!({"merchants": chosen, "cap": rng.pick(&caps), "until": rng.pick(&untils)});
+        if rng.next().is_multiple_of(10) {
+            params.as_object_mut().unwrap().remove("until");
+        }
+        let grant = json!({
+            "id": "g-1", "version": 1 + rng.next() % 3, "template": "shopping",
+            "principal": rng.pick(&principals), "holder": rng.pick(&HOLDERS[..2]),
+            "granted": rng.pick(&granted), "params": params,
+        });
+        let holder = grant["holder"].as_str().and_then(|h| HOLDERS.iter().find(|&&x| x == h)).copied().unwrap();
+        let subject = if rng.next().is_multiple_of(5) { *rng.pick(&HOLDERS) } else { holder };
+        let call = json!({"merchant": rng.pick(&MERCHANTS), "amount": rng.pick(&amounts)});
+        let approvals = if rng.next().is_multiple_of(3) {
+            let digest = crate::eval::argument_digest("pay", &call);
+            json!([{"id": "ap", "kind": "terms", "mandate": "ceiling", "issued_at": "2026-11-01T00:00:00Z",
+                "expires_at": "2028-01-01T00:00:00Z", "tool": "pay", "digest": digest}])
+        } else {
+            json!([])
+        };
+        Case { grant, subject, call, approvals, now: *rng.pick(&nows) }
+    }
+
+    #[test]
+    fn instances_decide_within_their_parent_and_invalid_ones_fail_closed() {
+        // Without the proof (as `remit test` decides): an instance must not allow what its parent would not, proved
+        // or not.
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        let checked = crate::check::check_with(sources, crate::check::Options { narrowing: false });
+        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let template = &program.templates[0];
+        let cases: usize = std::env::var("REMIT_GRANTS_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(4000);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut tally = std::collections::BTreeMap::<String, usize>::new();
         for _ in 0..cases {
-            let mut chosen: Vec<Json> = Vec::new();
-            for m in merchants {
-                if rng.next().is_multiple_of(2) {
-                    chosen.push(json!(m));
-                }
-            }
-            let mut params = json!({"merchants": chosen, "cap": rng.pick(&caps), "until": rng.pick(&untils)});
-            if rng.next().is_multiple_of(10) {
-                params.as_object_mut().unwrap().remove("until");
-            }
-            let grant = json!({
-                "id": "g-1", "version": 1 + rng.next() % 3, "template": "shopping",
-                "principal": rng.pick(&principals), "holder": rng.pick(&holders[..2]),
-                "granted": rng.pick(&granted), "params": params,
-            });
+            let Case { grant, subject, call, approvals, now } = case(&mut rng);
             let instance = GrantInstance::from_json(&grant).expect("well-formed");
-            // Mostly the holder; now and then another agent (not the holder) or a subject under no pattern.
-            let subject = if rng.next().is_multiple_of(5) { *rng.pick(&holders) } else { instance.holder.as_str() };
-            let call = json!({"merchant": rng.pick(&merchants), "amount": rng.pick(&amounts)});
-            let approvals = if rng.next().is_multiple_of(3) {
-                let digest = crate::eval::argument_digest("pay", &call);
-                json!([{"id": "ap", "kind": "terms", "mandate": "ceiling", "issued_at": "2026-11-01T00:00:00Z",
-                    "expires_at": "2028-01-01T00:00:00Z", "tool": "pay", "digest": digest}])
-            } else {
-                json!([])
-            };
-            let now = *rng.pick(&nows);
             let request = |mandate: Option<&str>| {
                 let mut context = json!({"now": now, "grants": [grant.clone()], "approvals": approvals.clone()});
                 if let Some(mandate) = mandate {
@@ -624,6 +645,166 @@ template shopping(
             ["allow", "escalate", "deny [\"grant.invalid\"]", "deny [\"mandate.expired\"]", "deny [\"rule.forbidden\"]"]
         {
             assert!(tally.keys().any(|k| k.starts_with(wanted)), "no {wanted} among {tally:?}");
+        }
+    }
+
+    /// [`POLICY`] and more: a static mandate that agents may hold beside an instance, a template under a template
+    /// (its instances are refused: `parent-template`), and one with a fixed window, its own patterns and a bound
+    /// over an int.
+    const MORE: &str = r#"
+tool refund(amount: money)
+
+mandate side for "org:other" {
+  holder "agent:a"
+  allow pay where args.amount <= 10 USD
+}
+
+template errands(
+  budget: money where budget <= 50 USD,
+) under shopping {
+  holder under "agent:"
+  allow pay where args.amount <= budget
+}
+
+template fixed(
+  count: int where count >= 1 and count <= 3,
+  kinds: set<string>,
+) under side {
+  for "user:dana", under "org:"
+  holder "agent:b"
+  valid from 2026-11-15T00:00:00Z until 2026-12-15T00:00:00Z
+  allow pay where args.merchant in kinds
+  allow refund
+  require approval terms for pay where args.amount > 5 USD
+}
+"#;
+
+    /// The runtime (`remit-rt`, natively over the policy image) decides every request with instances as the
+    /// interpreter does, byte for byte, and lists tools alike: [`case`]'s instances and requests, with more around
+    /// them (other templates, ids that need escaping, a second or a repeated instance, one of a template the policy
+    /// lacks, a malformed entry, more than [`MAX_GRANTS`], every way of naming the mandate, stops and approvals
+    /// naming the instance). `REMIT_GRANTS_DIFF_CASES` cases (two requests each: a decision and a listing).
+    #[test]
+    fn the_runtime_decides_instances_as_the_interpreter() {
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        sources.add("more.remit", MORE);
+        let checked = crate::check::check_with(sources, crate::check::Options { narrowing: false });
+        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let mut native = crate::native::Native::new(&program).expect("an image");
+        let cases: usize = std::env::var("REMIT_GRANTS_DIFF_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(3000);
+        let seed = std::env::var("REMIT_GRANTS_SEED").ok().and_then(|v| u64::from_str_radix(&v, 16).ok());
+        let mut rng = Rng(seed.unwrap_or(0x51f1_5eed_0bad_cafe) | 1);
+        let ids = ["g-1", "g-1", "g\"q", "\u{e9}/2", "g-2"];
+        let levels = ["pause", "cancel", "revoke", "quarantine"];
+        let mut tally = std::collections::BTreeMap::<String, usize>::new();
+        let started = std::time::Instant::now();
+        let mut requests = 0usize;
+        for _ in 0..cases {
+            let Case { mut grant, subject, call, mut approvals, now } = case(&mut rng);
+            grant["id"] = json!(rng.pick(&ids));
+            match rng.next() % 8 {
+                0 => {
+                    grant["template"] = json!("errands");
+                    grant["params"] = json!({"budget": rng.pick(&["20.00 USD", "60.00 USD"])});
+                }
+                1 => {
+                    grant["template"] = json!("fixed");
+                    grant["holder"] = json!(rng.pick(&["agent:b", "agent:a"]));
+                    grant["principal"] = json!(rng.pick(&["user:dana", "org:acme", "user:eve"]));
+                    let count = rng.pick(&[json!(2), json!(0), json!(2.5), json!("2")]).clone();
+                    grant["params"] = json!({"count": count, "kinds": rng.pick(&[json!(["acme"]), json!("acme")])});
+                }
+                2 => grant["template"] = json!("nope"),
+                _ => {}
+            }
+            let name = format!(
+                "{}/{}@{}",
+                grant["template"].as_str().unwrap(),
+                grant["id"].as_str().unwrap(),
+                grant["version"]
+            );
+            let reference = format!("{}/{}", grant["template"].as_str().unwrap(), grant["id"].as_str().unwrap());
+            let mut grants = vec![grant.clone()];
+            match rng.next() % 12 {
+                0 => grants.push(grant.clone()),
+                1 => {
+                    let mut other = grant.clone();
+                    other["id"] = json!("g-9");
+                    grants.push(other);
+                }
+                2 => {
+                    let mut other = grant.clone();
+                    other["template"] = json!("unknown");
+                    grants.insert(0, other);
+                }
+                3 => {
+                    let mut other = grant.clone();
+                    other["version"] = json!(rng.pick(&[json!(-1), json!("3"), json!(1.5)]));
+                    grants.push(other);
+                }
+                4 if rng.next().is_multiple_of(8) => grants = vec![grant.clone(); MAX_GRANTS + 1],
+                5 => grants = vec![grant.clone(); MAX_GRANTS],
+                _ => {}
+            }
+            let mut context = json!({"now": now, "grants": grants});
+            match rng.next() % 7 {
+                0 => {}
+                1 => context["mandate"] = json!(reference),
+                2 => context["mandate"] = json!(name),
+                3 => context["mandate"] = json!(format!("{reference}@99")),
+                4 => context["mandate"] = json!(rng.pick(&["ceiling", "side", "nope"])),
+                5 => context["mandate"] = json!(7),
+                _ => context["mandate"] = json!(reference),
+            }
+            if rng.next().is_multiple_of(4) {
+                if let Some(approval) = approvals.get_mut(0) {
+                    approval["mandate"] = json!(name);
+                }
+            }
+            if rng.next().is_multiple_of(2) {
+                context["approvals"] = std::mem::take(&mut approvals);
+            }
+            match rng.next() % 6 {
+                0 => context["stops"] = json!([name]),
+                1 => {
+                    context["stops"] =
+                        json!([{"id": rng.pick(&["s-1", "s\"2"]), "level": rng.pick(&levels), "mandate": name}])
+                }
+                2 => context["stops"] = json!([{"id": "s-3", "level": "quarantine", "principal": "org:acme"}]),
+                _ => {}
+            }
+            let tool = if rng.next().is_multiple_of(6) { "refund" } else { "pay" };
+            let request = json!({"subject": {"id": subject}, "action": {"name": tool, "arguments": call},
+                "context": context});
+            let text = request.to_string();
+            let decision = decide(&program, text.as_bytes()).to_json();
+            let got = native.decide(text.as_bytes());
+            assert_eq!(String::from_utf8_lossy(&got), decision, "{text}");
+            let mut listing = request;
+            listing.as_object_mut().unwrap().remove("action");
+            let listing = listing.to_string();
+            let visible = crate::eval::visible_tools(&program, listing.as_bytes()).to_json();
+            assert_eq!(String::from_utf8_lossy(&native.visible_tools(listing.as_bytes())), visible, "{listing}");
+            requests += 2;
+            let reasons = serde_json::from_str::<Json>(&decision).unwrap()["reasons"].to_string();
+            *tally.entry(reasons).or_default() += 1;
+        }
+        eprintln!("{requests} requests with instances, interpreter and runtime alike, in {:.1?}", started.elapsed());
+        for wanted in [
+            "rule.allowed",
+            "approval.missing",
+            "grant.invalid",
+            "mandate.expired",
+            "mandate.ambiguous",
+            "mandate.unknown",
+            "request.malformed",
+            "request.missing-field",
+            "stop.active",
+            "subject.not-holder",
+            "rule.forbidden",
+        ] {
+            assert!(tally.keys().any(|k| k.contains(wanted)), "no {wanted} among {tally:?}");
         }
     }
 }

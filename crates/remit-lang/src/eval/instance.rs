@@ -12,7 +12,12 @@ use crate::ir::Value;
 
 /// The longest instance id a request may carry (bytes): decisions name the instance, so its id is bounded like
 /// every other text a decision repeats.
-pub const MAX_INSTANCE_ID: usize = 128;
+pub const MAX_INSTANCE_ID: usize = remit_rt::request::MAX_INSTANCE_ID;
+
+/// The most instances a request's `context.grants` may carry: more is `request.malformed` (the runtime's
+/// `remit_rt::image::MAX_GRANTS`, which walks them again for each mandate it resolves by holder; the gateway fills
+/// only the subject's instances).
+pub const MAX_GRANTS: usize = remit_rt::image::MAX_GRANTS;
 
 /// One granted instance of a template, as the gateway stores it and fills it into a request's `context.grants`:
 /// `{"id", "version", "template", "principal", "holder", "params": {NAME: VALUE}, "granted": RFC 3339}`. Each

@@ -257,6 +257,30 @@ impl<'p> Chain<'p> {
         }
     }
 
+    /// The mandate every instance of `template` decides as, named as the template and held by no one: what the
+    /// policy image stores (`remit_rt::image::MANDATE_TEMPLATE`), where a decision names the instance instead and
+    /// the instance's holder holds it.
+    pub(crate) fn template_mandate(program: &Program, template: &Template) -> Mandate {
+        let statics: Vec<&Mandate> = match template.parent {
+            Parent::Mandate(parent) => program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect(),
+            Parent::Template(_) => Vec::new(),
+        };
+        let shape = GrantInstance {
+            id: String::new(),
+            version: 0,
+            template: template.name.clone(),
+            principal: String::new(),
+            holder: String::new(),
+            params: Map::new(),
+            granted: String::new(),
+        };
+        Mandate {
+            name: template.name.clone(),
+            holders: Vec::new(),
+            ..Chain::instance_mandate(template, &shape, &statics)
+        }
+    }
+
     pub(crate) fn mandates(&self) -> Vec<&Mandate> {
         let mut all = self.statics.clone();
         all.extend(self.instance_mandate.as_ref());

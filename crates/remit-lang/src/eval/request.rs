@@ -294,12 +294,14 @@ pub(crate) fn parse(bytes: &[u8], need: Need) -> Result<Request, RequestError> {
     let relations = p.object(context, "context.relations").cloned().unwrap_or_default();
     let holidays = p.object(context, "context.holidays").cloned().unwrap_or_default();
     let principals = p.object(context, "context.principals").cloned().unwrap_or_default();
-    // Every entry must be a well-formed instance (`GrantInstance::from_json`): one that is not is no instance
-    // anyone could be decided under, and the gateway never fills one, so the whole request is malformed.
+    // Every entry must be a well-formed instance (`GrantInstance::from_json`), at most `MAX_GRANTS` of them: one
+    // that is not is no instance anyone could be decided under, and the gateway never fills one, so the whole
+    // request is malformed.
     let grants = match context.get("grants") {
         None => None,
         Some(Json::Array(items)) => {
             let read: Option<Vec<_>> = items.iter().map(super::instance::GrantInstance::from_json).collect();
+            let read = read.filter(|_| items.len() <= super::instance::MAX_GRANTS);
             if read.is_none() {
                 p.malformed("context.grants");
             }

@@ -12,9 +12,6 @@ use crate::eval::{self, DecidingRule, Obligation};
 use crate::ir::{Atom, Attr, Binding, Cond, Program, RuleKind, Term, Test, Type, Value};
 use crate::syntax::ast::{CompareOp, FactVersion, Outcome};
 
-/// The attribute code of a template parameter: none, as no runtime reads one yet (see [`Attr::Param`]).
-const TEMPLATE_PARAM_UNENCODED: u32 = u32::MAX;
-
 pub use remit_module::err::ImageError;
 
 /// Writes the image of `program`.
@@ -235,10 +232,8 @@ impl<'p> Writer<'p> {
             Attr::Relation(name, _) => (rec::ATTR_RELATION, Some(name.as_str())),
             Attr::InCalendar(name, _) => (rec::ATTR_IN_CALENDAR, Some(name.as_str())),
             Attr::Elapsed(..) => (rec::ATTR_ELAPSED, None),
-            // Only a template's conditions read a parameter, and no template is encoded (instances come with
-            // grants). Should one reach here, a code no runtime knows is read as mistyped: it fails closed, as the
-            // interpreter does.
-            Attr::Param(name) => (TEMPLATE_PARAM_UNENCODED, Some(name.as_str())),
+            // A template's parameter: read from the instance the request is decided under.
+            Attr::Param(name) => (rec::ATTR_PARAM, Some(name.as_str())),
         };
         let mut r = rec::Atom { attr: code, ty: self.ty(ty), ..rec::Atom::default() };
         if let Some(name) = name {
@@ -353,6 +348,67 @@ impl<'p> Writer<'p> {
         }
     }
 
+    /// The record of `template`, whose instances decide as the mandate record `mandate` (`shape`).
+    fn template(&mut self, template: &crate::ir::Template, shape: &crate::ir::Mandate, mandate: u32) -> rec::Template {
+        let program = self.program;
+        let mut r = rec::Template { mandate, ..rec::Template::default() };
+        (r.name_off, r.name_len) = self.string(template.name.as_bytes());
+        let at = |span| eval::deciding_rule(program, shape, "", span).at;
+        let mut params = Vec::new();
+        for param in &template.params {
+            let mut p =
+                rec::TemplateParam { ty: self.ty(&param.ty), signed: u32::from(param.signed), ..Default::default() };
+            (p.name_off, p.name_len) = self.string(param.name.as_bytes());
+            (p.cond_off, p.cond_count) = self.condition(&param.bound);
+            (p.bound_json_off, p.bound_json_len) = self.json(param.bound_text.as_deref().unwrap_or("true"));
+            (p.declaration_json_off, p.declaration_json_len) =
+                self.json(&format!("{}: {}", param.name, param.ty.display()));
+            (p.at_json_off, p.at_json_len) = self.json(&at(param.span));
+            params.push(p);
+        }
+        r.params_off = self.reserve(rec::TemplateParam::SIZE, params.len());
+        r.params_count = params.len() as u32;
+        for (i, p) in params.iter().enumerate() {
+            self.put(r.params_off + (i * rec::TemplateParam::SIZE) as u32, |o| p.encode(o));
+        }
+        (r.principals_off, r.principals_count) = self.strs(template.principals.iter().map(|s| s.as_bytes()));
+        (r.principal_prefixes_off, r.principal_prefixes_count) =
+            self.strs(template.principal_prefixes.iter().map(|s| s.as_bytes()));
+        (r.holders_off, r.holders_count) = self.strs(template.holders.iter().map(|s| s.as_bytes()));
+        (r.holder_prefixes_off, r.holder_prefixes_count) =
+            self.strs(template.holder_prefixes.iter().map(|s| s.as_bytes()));
+        let bound = |b: &Option<crate::ir::TimeBound>| match b {
+            None => (rec::BOUND_NONE, 0, 0),
+            Some(crate::ir::TimeBound::At(at)) => {
+                let (lo, hi) = rec::split64(*at);
+                (rec::BOUND_AT, lo, hi)
+            }
+            Some(crate::ir::TimeBound::Param(name)) => {
+                let index = template.params.iter().position(|p| &p.name == name).map_or(u32::MAX, |i| i as u32);
+                (rec::BOUND_PARAM, index, 0)
+            }
+        };
+        (r.from_kind, r.from_lo, r.from_hi) = bound(&template.valid_from);
+        (r.until_kind, r.until_lo, r.until_hi) = bound(&template.valid_until);
+        let parent = match template.parent {
+            crate::ir::Parent::Mandate(_) => None,
+            crate::ir::Parent::Template(parent) => Some(program.templates.get(parent).map_or("", |t| t.name.as_str())),
+        };
+        r.parent_template = u32::from(parent.is_some());
+        (r.mismatch_json_off, r.mismatch_json_len) = self.json(&format!("template {}", template.name));
+        (r.parent_json_off, r.parent_json_len) =
+            self.json(&format!("template {} under {}", template.name, parent.unwrap_or("")));
+        (r.for_json_off, r.for_json_len) =
+            self.json(&eval::grants::patterns("for", &template.principals, &template.principal_prefixes));
+        (r.holder_json_off, r.holder_json_len) =
+            self.json(&eval::grants::patterns("holder", &template.holders, &template.holder_prefixes));
+        let declared = template.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
+        (r.declared_json_off, r.declared_json_len) = self.json(&format!("{}({declared})", template.name));
+        (r.window_json_off, r.window_json_len) = self.json(&eval::grants::window_text(template));
+        (r.at_json_off, r.at_json_len) = self.json(&at(template.span));
+        r
+    }
+
     fn write(mut self) -> Result<Vec<u8>, ImageError> {
         let program = self.program;
         let mut h = Header { magic: rec::MAGIC, version: rec::VERSION, ..Header::default() };
@@ -404,6 +460,7 @@ impl<'p> Writer<'p> {
             .mandates
             .iter()
             .flat_map(|m| m.rules.iter())
+            .chain(program.templates.iter().flat_map(|t| t.rules.iter()))
             .filter_map(|r| match &r.kind {
                 RuleKind::Budget { name, .. } => Some(Obligation::IncrementCounter(name.clone()).to_json()),
                 _ => None,
@@ -416,12 +473,17 @@ impl<'p> Writer<'p> {
             sorted.into_iter().enumerate().map(|(i, n)| (n, i as u32)).collect()
         };
 
-        // Mandates, with their clauses' entries and the records of their rules.
-        let mandate_rank = ranks(program.mandates.iter().map(|m| m.name.clone()).collect());
+        // Mandates, with their clauses' entries and the records of their rules; after the policy's, the mandate each
+        // template's instances decide as (`rec::MANDATE_TEMPLATE`), ranked by the template's name among all names.
+        let shapes: Vec<crate::ir::Mandate> =
+            program.templates.iter().map(|t| eval::Chain::template_mandate(program, t)).collect();
+        let all: Vec<&crate::ir::Mandate> = program.mandates.iter().chain(shapes.iter()).collect();
+        let mandate_rank = ranks(all.iter().map(|m| m.name.clone()).collect());
+        let statics = program.mandates.len();
         let mut mandates = Vec::new();
         // Per mandate, per rule: the offset of the rule's record.
         let mut rule_at: Vec<Vec<u32>> = Vec::new();
-        for (index, mandate) in program.mandates.iter().enumerate() {
+        for (index, &mandate) in all.iter().enumerate() {
             let (name_off, name_len) = self.string(mandate.name.as_bytes());
             let (name_json_off, name_json_len) = self.json(&mandate.name);
             let (principal_off, principal_len) = self.json(&mandate.principal);
@@ -429,13 +491,26 @@ impl<'p> Writer<'p> {
             let (holders_off, holders_count) = self.strs(mandate.holders.iter().map(|s| s.as_bytes()));
             let (holder_prefixes_off, holder_prefixes_count) =
                 self.strs(mandate.holder_prefixes.iter().map(|s| s.as_bytes()));
-            let chain: Vec<u32> = program.chain(index).iter().map(|&m| m as u32).collect();
+            let mut flags = 0;
+            let chain: Vec<u32> = match index.checked_sub(statics) {
+                None => program.chain(index).iter().map(|&m| m as u32).collect(),
+                Some(t) => {
+                    flags |= rec::MANDATE_TEMPLATE;
+                    let mut chain: Vec<u32> = match program.templates[t].parent {
+                        crate::ir::Parent::Mandate(parent) => program.chain(parent).iter().map(|&m| m as u32).collect(),
+                        crate::ir::Parent::Template(_) => Vec::new(),
+                    };
+                    chain.push(index as u32);
+                    chain
+                }
+            };
             let chain_off = self.words(&chain);
             let mut chain_json = String::new();
-            let names: Vec<String> = chain.iter().map(|&m| program.mandates[m as usize].name.clone()).collect();
+            // A template's mandate: its parent's chain alone (a decision appends the instance's name).
+            let names: Vec<String> =
+                chain.iter().filter(|&&m| (m as usize) < statics).map(|&m| all[m as usize].name.clone()).collect();
             crate::eval::write_json_strings(&mut chain_json, &names);
             let (chain_json_off, chain_json_len) = self.string(chain_json.as_bytes());
-            let mut flags = 0;
             let (mut valid_from_lo, mut valid_from_hi, mut valid_until_lo, mut valid_until_hi) = (0, 0, 0, 0);
             if let Some(from) = mandate.valid_from {
                 flags |= rec::MANDATE_VALID_FROM;
@@ -539,9 +614,21 @@ impl<'p> Writer<'p> {
             rule_at.push(ats);
         }
         h.mandates_off = self.reserve(rec::Mandate::SIZE, mandates.len());
-        h.mandates_count = mandates.len() as u32;
+        // The templates' mandates follow, past the count: found only through their templates.
+        h.mandates_count = statics as u32;
         for (i, m) in mandates.iter().enumerate() {
             self.put(h.mandates_off + (i * rec::Mandate::SIZE) as u32, |o| m.encode(o));
+        }
+
+        // Templates: what a decision re-checks of an instance, and the texts its refusal names.
+        let mut templates = Vec::new();
+        for (t, template) in program.templates.iter().enumerate() {
+            templates.push(self.template(template, &shapes[t], (statics + t) as u32));
+        }
+        h.templates_off = self.reserve(rec::Template::SIZE, templates.len());
+        h.templates_count = templates.len() as u32;
+        for (i, t) in templates.iter().enumerate() {
+            self.put(h.templates_off + (i * rec::Template::SIZE) as u32, |o| t.encode(o));
         }
 
         // Tools, with their parameters and their rules per mandate.
@@ -561,7 +648,7 @@ impl<'p> Writer<'p> {
             }
             let (scopes_off, scopes_count) = self.strs(tool.scopes.iter().map(|s| s.as_bytes()));
             let mut lists = Vec::new();
-            for (m, mandate) in program.mandates.iter().enumerate() {
+            for (m, mandate) in all.iter().enumerate() {
                 let covering: Vec<u32> = mandate
                     .rules
                     .iter()
@@ -632,7 +719,14 @@ impl<'p> Writer<'p> {
             let mut json = String::new();
             eval::write_deciding_rule(e, &mut json);
             let (json_off, json_len) = self.string(json.as_bytes());
-            records.push(rec::Entry { json_off, json_len, rank: rank[i] });
+            let mut record = rec::Entry { json_off, json_len, rank: rank[i], ..rec::Entry::default() };
+            if program.template_index.contains_key(&e.mandate) {
+                let mut name = String::new();
+                eval::write_json_string(&mut name, &e.mandate);
+                record.instance = ("{\"mandate\":".len() + name.len()) as u32;
+                record.window = u32::from(e.rule == "valid");
+            }
+            records.push(record);
         }
         h.entries_off = self.reserve(rec::Entry::SIZE, records.len());
         h.entries_count = records.len() as u32;
