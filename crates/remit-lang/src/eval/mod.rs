@@ -274,10 +274,13 @@ impl<'p> Chain<'p> {
             params: Map::new(),
             granted: String::new(),
         };
+        // The record carries its ceiling's principal; a decision reads the instance's own from the request.
+        let principal = statics.first().map_or(String::new(), |root| root.principal.clone());
         Mandate {
             name: template.name.clone(),
+            principal,
             holders: Vec::new(),
-            ..Chain::instance_mandate(template, &shape, &statics)
+            ..Chain::instance_mandate(template, &shape)
         }
     }
 
@@ -310,9 +313,17 @@ pub fn holds(ids: &[String], prefixes: &[String], subject: &str) -> bool {
 
 /// The principal a chain acts for: its leaf's. A static sub-mandate's is its root's (the checker copies it into
 /// every mandate of a chain); an instance of a template acts for the principal it names, not for its ceiling's —
-/// its escalations go to her, and she is the `principal` of an `approved by principal` gate and of `principal.NAME`.
+/// its escalations go to her, she is the `principal` of an `approved by principal` gate, and a stop on her reaches
+/// it.
 pub(crate) fn acting_principal<'m>(chain: &[&'m Mandate]) -> &'m str {
     chain.last().map_or("", |leaf| leaf.principal.as_str())
+}
+
+/// The principal whose attributes `principal.NAME` reads: the chain's root's, under an instance too (the gateway
+/// fills the attributes of the principals of the policy's mandates; a template cannot read `principal.NAME`,
+/// `remit::template-principal-attribute`).
+fn root_principal<'m>(chain: &[&'m Mandate]) -> &'m str {
+    chain.first().map_or("", |root| root.principal.as_str())
 }
 
 /// Whether `identity` may grant an approval kind with these approvers in a chain whose principal is
@@ -505,7 +516,14 @@ pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
     }
     let chain_mandates = chain.mandates();
     let principal = acting_principal(&chain_mandates);
-    let env = Env { program, request: &req, tool, listing: false, principal, instance: chain.instance.as_ref() };
+    let env = Env {
+        program,
+        request: &req,
+        tool,
+        listing: false,
+        principal: root_principal(&chain_mandates),
+        instance: chain.instance.as_ref(),
+    };
     let empty = Json::Object(Map::new());
     let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
     let mut out = Vec::new();
@@ -590,7 +608,8 @@ impl Tally {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
         let principal = acting_principal(chain);
-        let env = Env { program, request: req, tool: tool_id, listing: false, principal, instance };
+        let env =
+            Env { program, request: req, tool: tool_id, listing: false, principal: root_principal(chain), instance };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
         for (position, &mandate) in chain.iter().enumerate() {

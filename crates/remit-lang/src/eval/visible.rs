@@ -130,7 +130,7 @@ fn hidden_because(
         return Some((err::LEVEL_EXCEEDED, Some(rule)));
     }
 
-    let principal = super::acting_principal(chain);
+    let principal = chain.first().map_or("", |root| root.principal.as_str());
     let env = Env { program, request: req, tool: tool_id, listing: true, principal, instance };
     let mut forbidding = Vec::new();
     let mut unmatched = Vec::new();
