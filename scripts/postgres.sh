@@ -4,12 +4,16 @@
 #
 #   scripts/postgres.sh install
 #       installs Debian's `postgresql` when its server binaries are missing (idempotent; scripts/test-deps.sh runs it).
-#   scripts/postgres.sh start [--owner PID] [--port PORT] [--tls CERT KEY]
+#   scripts/postgres.sh start [--owner PID] [--port PORT] [--tls CERT KEY [--client-ca CA]]
 #       makes a cluster in a new temporary folder, starts it on 127.0.0.1 (on PORT, else a free port) and prints two
 #       lines: the folder, then the URL of an empty database `remit` (user `remit`, password in the folder's
 #       `password` file, also in the URL). With `--owner PID`, a watcher stops the server and removes the folder
 #       when that process ends (a test killed before it could stop it leaves nothing running). With `--tls`, the
 #       server also speaks TLS (`ssl = on`) with the certificate chain CERT and the key KEY (PEM files; copied).
+#       With `--client-ca`, it also asks clients for a certificate issued by a CA of the PEM file CA (`ssl_ca_file`),
+#       and every database but `remit` (the printed URL's, which the tests make their databases through) takes a
+#       connection over TCP only over TLS and only with such a certificate naming the user (`hostssl … cert`:
+#       clientcert=verify-full, no password); plain TCP to them is rejected.
 #   scripts/postgres.sh certificate DIR CERT KEY
 #       replaces the TLS certificate and key of the server of DIR (started with `--tls`) and reloads it: new
 #       connections get the new certificate, established ones keep theirs.
@@ -56,15 +60,19 @@ free_port() {
 }
 
 start() {
-  local owner="" port="" tls_cert="" tls_key=""
+  local owner="" port="" tls_cert="" tls_key="" client_ca=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --owner) owner="$2"; shift 2 ;;
       --port) port="$2"; shift 2 ;;
       --tls) tls_cert="$2"; tls_key="$3"; shift 3 ;;
+      --client-ca) client_ca="$2"; shift 2 ;;
       *) echo "postgres.sh: unknown option \`$1\`" >&2; exit 2 ;;
     esac
   done
+  if [ -n "$client_ca" ] && [ -z "$tls_cert" ]; then
+    echo "postgres.sh: --client-ca needs --tls" >&2; exit 2
+  fi
   local bin
   bin="$(bin_dir)" || { echo "postgres.sh: no PostgreSQL server: run \`scripts/postgres.sh install\`" >&2; exit 1; }
   local dir
@@ -89,6 +97,20 @@ EOF
   if [ -n "$tls_cert" ]; then
     install_certificate "$dir" "$tls_cert" "$tls_key"
     printf "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n" >>"$dir/data/postgresql.conf"
+  fi
+  if [ -n "$client_ca" ]; then
+    [ -r "$client_ca" ] || { echo "postgres.sh: cannot read \`$client_ca\`" >&2; rm -rf "$dir"; exit 1; }
+    cp "$client_ca" "$dir/data/root.crt"
+    if [ "$(id -u)" = 0 ]; then chown postgres "$dir/data/root.crt"; fi
+    printf "ssl_ca_file = 'root.crt'\n" >>"$dir/data/postgresql.conf"
+    # The first line that matches decides: these come before initdb's own.
+    { printf '%s\n' \
+        "host      remit  all  127.0.0.1/32  scram-sha-256" \
+        "hostssl   all    all  127.0.0.1/32  cert" \
+        "hostnossl all    all  127.0.0.1/32  reject"
+      cat "$dir/data/pg_hba.conf"; } >"$dir/data/pg_hba.conf.new"
+    mv "$dir/data/pg_hba.conf.new" "$dir/data/pg_hba.conf"
+    if [ "$(id -u)" = 0 ]; then chown postgres "$dir/data/pg_hba.conf"; fi
   fi
   local tries=0 started=""
   while [ $tries -lt 5 ] && [ -z "$started" ]; do
@@ -187,6 +209,6 @@ case "${1:-}" in
   thaw) thaw "${2:-}" ;;
   certificate) certificate "${2:-}" "${3:-}" "${4:-}" ;;
   resume) resume "${2:-}" ;;
-  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] [--tls CERT KEY] | stop DIR | pause DIR | resume DIR | freeze DIR | thaw DIR | certificate DIR CERT KEY" >&2
+  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] [--tls CERT KEY [--client-ca CA]] | stop DIR | pause DIR | resume DIR | freeze DIR | thaw DIR | certificate DIR CERT KEY" >&2
      exit 2 ;;
 esac

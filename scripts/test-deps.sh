@@ -9,7 +9,9 @@
 #   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json);
 #   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh);
 #   - the MCP server and the MCP client (Python SDK) the `remit mcp-proxy` tests run (scripts/test-deps-mcp.sh);
-#   - Debian's PostgreSQL server, which the PostgreSQL store's tests start throwaway clusters of (scripts/postgres.sh);
+#   - Debian's PostgreSQL server, which the PostgreSQL store's tests start throwaway clusters of (scripts/postgres.sh),
+#     and Debian's openssl, whose command makes the certificates of tests/gateway_postgres.rs' client-certificate test
+#     (not part of every Debian installation);
 #   - Debian's HAProxy, the load balancer of tests/deploy_topology.rs (two `remit serve` behind it);
 #     python3-yaml, which scripts/check-deploy.sh parses the compose file and the Helm chart with; podman and runc,
 #     which scripts/container.sh builds and runs the gateway's image with (FROM scratch: nothing is pulled).
@@ -27,6 +29,7 @@ command -v nvim >/dev/null || missing+=(neovim)
 command -v faketime >/dev/null || missing+=(faketime)
 [ -f /usr/share/zoneinfo/Europe/Berlin ] || missing+=(tzdata)
 [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
+command -v openssl >/dev/null || missing+=(openssl)
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 command -v podman >/dev/null || missing+=(podman)
 command -v runc >/dev/null || missing+=(runc)

@@ -646,3 +646,159 @@ fn instances_in_the_store_do_not_slow_a_decision() {
     println!("a decision, median of 2,000: 10 instances {few_p50:?}, 100,000 instances {many_p50:?}, ratio {ratio:.2}");
     assert!(ratio <= 1.2, "a decision with 100,000 instances costs {ratio:.2}× the one with 10");
 }
+
+/// The principal's page (the inbox, docs/gateway.md "The principal's grants"): a static mandate of hers, and a
+/// template with a parameter of every kind the page's form builds an input for.
+const PAGE_POLICY: &str = r#"
+kind person
+enum tier { basic, plus }
+
+tool pay(merchant: string, amount: money, tier: tier) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  holder under "agent:"
+  allow pay where args.amount <= 500 USD
+}
+
+mandate household for "user:alice" {
+  holder "agent:butler"
+  allow pay where args.amount <= 20 USD
+}
+
+template shopping(
+  merchants: set<string> where merchants within ["acme", "globex"],
+  cap: money where cap > 0 USD and cap <= 500 USD,
+  until: timestamp where until - granted <= 30d,
+  tier: tier,
+  cooldown: duration where cooldown <= 1d,
+  receipts_to: person,
+  tags: set<string>,
+  tries: int where tries <= 5,
+) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  granted by principal, under "ops:"
+  valid until until
+  otherwise escalate
+  allow pay where args.merchant in merchants and args.amount <= cap and args.tier == tier
+}
+"#;
+
+fn start_page(name: &str) -> HttpGateway {
+    let program = Arc::new(examples::compile(&[("page.remit".into(), PAGE_POLICY.into())]));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    HttpGateway::start(name, policy, Options { tokens: tokens(), config, ..Options::default() })
+}
+
+/// `GET /inbox/api/mandates`: the static mandates naming the caller, and the templates she may grant from (for
+/// herself, by `for`; for others, by `granted by`), with their parameters' types and bounds; inbox tokens only.
+#[test]
+fn the_inbox_lists_the_principals_mandates_and_the_templates_she_may_grant() {
+    let gateway = start_page("grants-inbox-api");
+    let (status, alice) = call(&gateway, "GET", "/inbox/api/mandates", ALICE, None);
+    assert_eq!(status, 200, "{alice}");
+    assert_eq!(alice["identity"], "user:alice");
+    assert_eq!(alice["grants"], true);
+    let names: Vec<&str> = alice["mandates"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["household"], "{alice}");
+    assert_eq!(alice["mandates"][0]["holders"], json!(["agent:butler"]));
+    let template = &alice["templates"][0];
+    assert_eq!((template["name"].as_str(), template["parent"].as_str()), (Some("shopping"), Some("ceiling")));
+    assert_eq!((template["for_self"].as_bool(), template["for_others"].as_bool()), (Some(true), Some(false)));
+    let cap = template["params"].as_array().unwrap().iter().find(|p| p["name"] == "cap").unwrap();
+    assert_eq!((cap["type"].as_str(), cap["bound"].as_str()), (Some("money"), Some("cap > 0 USD and cap <= 500 USD")));
+    let tier = template["params"].as_array().unwrap().iter().find(|p| p["name"] == "tier").unwrap();
+    assert_eq!(tier["variants"], json!(["basic", "plus"]));
+    assert_eq!(template["holder_prefixes"], json!(["agent:"]));
+    assert_eq!(template["valid_until"], json!({"param": "until"}));
+    // An operator grants for others (`granted by … under "ops:"`), not for herself (`for under "user:"`), and is
+    // the principal of no mandate.
+    let (_, ops) = call(&gateway, "GET", "/inbox/api/mandates", OPS, None);
+    assert_eq!(ops["mandates"], json!([]));
+    assert_eq!(
+        (ops["templates"][0]["for_self"].as_bool(), ops["templates"][0]["for_others"].as_bool()),
+        (Some(false), Some(true))
+    );
+    // Bob is a `user:` too: he may grant his own, and sees none of Alice's mandates.
+    let (_, bob) = call(&gateway, "GET", "/inbox/api/mandates", BOB, None);
+    assert_eq!(bob["mandates"], json!([]));
+    assert_eq!(bob["templates"][0]["name"], "shopping");
+    // The inbox's authentication: no token 401, an admin token 403.
+    assert_eq!(gateway.call("GET", "/inbox/api/mandates", None, None).status, 401);
+    assert_eq!(call(&gateway, "GET", "/inbox/api/mandates", ADMIN, None).0, 403);
+}
+
+/// The principal grants, is refused, narrows and revokes in the inbox page, in headless Debian chromium driven by
+/// Playwright (tests/browser/grants.py; `scripts/test-deps.sh` installs both); the store agrees, read through the
+/// API and the CLI, and the log holds one entry per change.
+#[test]
+fn the_principal_grants_narrows_and_revokes_in_the_browser() {
+    let ready = std::process::Command::new("python3")
+        .args(["-c", "import playwright.sync_api"])
+        .status()
+        .is_ok_and(|s| s.success())
+        && std::path::Path::new("/usr/bin/chromium").exists();
+    assert!(ready, "the browser test needs chromium and Playwright: run scripts/test-deps.sh");
+    let gateway = start_page("grants-browser");
+    // Ten days after the gateway's clock: within `until - granted <= 30d` (the page takes it as UTC).
+    let now = remit_lang::value::parse_timestamp(NOW).unwrap();
+    let until = remit_lang::value::format_timestamp(now + 10 * 86_400);
+    let until = until.trim_end_matches('Z');
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/grants.py");
+    let dir = support::temp_dir("grants-browser-shots");
+    let screenshot = dir.join("grants.png");
+    // As in tests/gateway_http.rs: the browser runs without libfaketime (the gateway has its own fixed clock).
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args([&gateway.url(""), ALICE, until, screenshot.to_str().unwrap()])
+        .env_remove("LD_PRELOAD")
+        .env_remove("FAKETIME")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    if let Ok(keep) = std::env::var("REMIT_KEEP_SCREENSHOT") {
+        std::fs::copy(&screenshot, keep).unwrap();
+    }
+    let id = stdout.lines().last().unwrap().trim().to_string();
+    assert!(id.starts_with("g-"), "{stdout}");
+    // The store: one instance (the refused grant and the refused narrowing stored nothing), two versions, revoked.
+    let (_, listed) = call(&gateway, "GET", "/v1/grants", ADMIN, None);
+    assert_eq!(listed["grants"].as_array().unwrap().len(), 1, "{listed}");
+    let (status, shown) = call(&gateway, "GET", &format!("/v1/grants/{id}"), ADMIN, None);
+    assert_eq!(status, 200, "{shown}");
+    let versions = shown["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2, "{shown}");
+    let expected = json!({"merchants": ["acme"], "cap": "100 USD", "until": format!("{until}Z"), "tier": "plus",
+                          "cooldown": "2h", "receipts_to": "user:alice", "tags": ["weekly", "food"], "tries": 3});
+    assert_eq!(versions[0]["params"], expected, "{shown}");
+    assert_eq!(versions[1]["params"]["cap"], "40 USD", "{shown}");
+    assert_eq!(versions[1]["params"]["tier"], "plus", "{shown}");
+    assert_eq!(
+        (versions[0]["principal"].as_str(), versions[0]["holder"].as_str()),
+        (Some("user:alice"), Some("agent:shopper"))
+    );
+    assert!(versions.iter().all(|v| v["granted_by"] == "user:alice"), "{shown}");
+    assert!(versions[1]["revoked_at"].is_i64(), "{shown}");
+    // The CLI reads the same.
+    let cli = std::process::Command::new(support::remit_bin())
+        .args(["grants", "show", &id, "--gateway", &gateway.url("")])
+        .env("REMIT_TOKEN", ALICE)
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    let printed: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(printed, shown);
+    // The log: a grant, a change and a revocation of this instance, nothing else.
+    let kinds: Vec<String> = audit::read_all(&*gateway.store)
+        .unwrap()
+        .into_iter()
+        .filter(|e| ["grant", "change", "revoke"].contains(&e.kind.as_str()))
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["grant", "change", "revoke"]);
+    std::fs::remove_dir_all(&dir).ok();
+}

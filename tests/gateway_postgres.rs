@@ -1438,3 +1438,173 @@ fn remit_serve_refuses_a_database_it_cannot_verify() {
     drop(served);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Runs Debian's `openssl` in `dir` (missing: scripts/test-deps.sh installs it).
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out =
+        std::process::Command::new("openssl").args(args).current_dir(dir).output().unwrap_or_else(|e| {
+            panic!("cannot run openssl (Debian's `openssl`, installed by scripts/test-deps.sh): {e}")
+        });
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Certificates as an operator makes them, with `openssl` in `dir`: a CA `NAME-ca.crt` (its key `NAME-ca.key`,
+/// P-256), and a function that issues `FILE.crt` (the certificate, then the CA's) and `FILE.key` signed by it for a
+/// subject and extensions (`extendedKeyUsage=…`, `subjectAltName=…`) with a key made by `keygen` (openssl's words).
+fn openssl_ca(dir: &std::path::Path, name: &str) -> impl Fn(&str, &[&str], &str, &[&str]) -> (String, String) {
+    let (ca_key, ca_crt) = (format!("{name}-ca.key"), format!("{name}-ca.crt"));
+    openssl(dir, &["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", &ca_key]);
+    let subject = format!("/CN={name} CA");
+    openssl(dir, &["req", "-x509", "-new", "-key", &ca_key, "-subj", &subject, "-days", "36500", "-out", &ca_crt]);
+    let dir = dir.to_path_buf();
+    move |file: &str, keygen: &[&str], subject: &str, extensions: &[&str]| {
+        let (key, csr, crt) = (format!("{file}.key"), format!("{file}.csr"), format!("{file}.crt"));
+        // `-out` right after the command: genrsa takes its key size last.
+        openssl(&dir, &[&keygen[..1], &["-out", &key], &keygen[1..]].concat());
+        openssl(&dir, &["req", "-new", "-key", &key, "-subj", subject, "-out", &csr]);
+        let extfile = format!("{file}.ext");
+        std::fs::write(dir.join(&extfile), format!("basicConstraints=CA:FALSE\n{}\n", extensions.join("\n"))).unwrap();
+        let sign = ["x509", "-req", "-in", &csr, "-CA", &ca_crt, "-CAkey", &ca_key, "-set_serial", "0x1c3f"];
+        openssl(&dir, &[&sign[..], &["-days", "36500", "-extfile", &extfile, "-out", &crt]].concat());
+        let chain = format!(
+            "{}{}",
+            std::fs::read_to_string(dir.join(&crt)).unwrap(),
+            std::fs::read_to_string(dir.join(&ca_crt)).unwrap()
+        );
+        std::fs::write(dir.join(&crt), chain).unwrap();
+        set_mode(&dir.join(&key), 0o600);
+        (dir.join(crt).display().to_string(), dir.join(key).display().to_string())
+    }
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A PostgreSQL server that takes a connection only with a client certificate (`hostssl … cert`, clientcert=
+/// verify-full: issued by its CA, naming the user) and whose own certificate names another host than the one the
+/// URL says (`db.internal`, reached as 127.0.0.1), every certificate and key made by `openssl` (the client's an
+/// RSA key in PKCS#1, the server's P-256 in SEC1). `verify-ca` with the client certificate connects and decides;
+/// `verify-full` refuses the server's name; without a client certificate, with one of another CA, or with a key
+/// file that others can read, no connection — each said as such.
+#[test]
+fn client_certificates_and_verify_ca_against_a_server_that_demands_them() {
+    let dir = std::env::temp_dir().join(format!("remit-pg-certs-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let issue = openssl_ca(&dir, "db");
+    let p256 = ["ecparam", "-name", "prime256v1", "-genkey", "-noout"];
+    let rsa = ["genrsa", "-traditional", "2048"];
+    let (server_crt, server_key) =
+        issue("server", &p256, "/CN=db.internal", &["extendedKeyUsage=serverAuth", "subjectAltName=DNS:db.internal"]);
+    let (client_crt, client_key) = issue("client", &rsa, "/CN=remit", &["extendedKeyUsage=clientAuth"]);
+    assert!(std::fs::read_to_string(&client_key).unwrap().starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+    let rogue = openssl_ca(&dir, "rogue");
+    let (rogue_crt, rogue_key) = rogue("rogue-client", &p256, "/CN=remit", &["extendedKeyUsage=clientAuth"]);
+    let root = dir.join("db-ca.crt").display().to_string();
+    let server = Server::start_client_certificates(&server_crt, &server_key, &root);
+    let (url, _) = server.url_and_password(&server.database("certs"));
+
+    let ca = format!("{url}?sslmode=verify-ca&sslrootcert={root}");
+    let with = |url: &str, crt: &str, key: &str| format!("{url}&sslcert={crt}&sslkey={key}");
+    let verified = PostgresStore::connect(&with(&ca, &client_crt, &client_key), None, &writer("cert")).unwrap();
+    let gateway =
+        Gateway::new(policy_of(BUDGET), Arc::new(verified), Arc::new(remit_gateway::SystemClock), Config::default());
+    assert!(gateway.decide(&payment("op-cert")).allowed());
+    let seen = server.query(
+        "SELECT DISTINCT s.ssl, s.client_dn FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+         WHERE a.application_name = 'cert'",
+    );
+    assert_eq!(seen, "t|/CN=remit", "over TLS, authenticated by the client certificate");
+
+    let refused = |url: String| PostgresStore::connect(&url, None, &writer("refused")).unwrap_err().to_string();
+    // The server's certificate names db.internal, not 127.0.0.1: verify-full refuses what verify-ca accepts.
+    let full = format!("{url}?sslmode=verify-full&sslrootcert={root}");
+    let why = refused(with(&full, &client_crt, &client_key));
+    assert!(why.contains("not valid for the URL's host `127.0.0.1`"), "{why}");
+    // verify-ca still checks the chain: the rogue CA's roots do not lead to the server's certificate.
+    let rogue_root = dir.join("rogue-ca.crt").display().to_string();
+    let why = refused(with(&format!("{url}?sslmode=verify-ca&sslrootcert={rogue_root}"), &client_crt, &client_key));
+    assert!(why.contains("not issued by a root of `sslrootcert=") && why.contains("sslmode=verify-ca"), "{why}");
+    // No client certificate: the server refuses the connection (its `cert` rule).
+    let why = refused(ca.clone());
+    assert!(why.contains("connection requires a valid client certificate"), "{why}");
+    // A certificate of another CA: refused in the handshake, said as the server's refusal of it.
+    let why = refused(with(&ca, &rogue_crt, &rogue_key));
+    assert!(why.contains("the server refused the client certificate `sslcert="), "{why}");
+    // A key file that others can read is refused before anything is sent, as libpq refuses it.
+    set_mode(std::path::Path::new(&client_key), 0o644);
+    let why = refused(with(&ca, &client_crt, &client_key));
+    assert!(why.contains("has group or world access (mode 0644)"), "{why}");
+    set_mode(std::path::Path::new(&client_key), 0o600);
+    // Plain TCP to the database: rejected, whatever the password.
+    let why = refused(server.database_url("certs"));
+    assert!(why.contains("pg_hba.conf rejects connection"), "{why}");
+
+    // `remit serve` with the files from its configuration file (paths relative to it) and the environment, none on
+    // the command line. Without a client certificate, it does not start, and says why.
+    use remit_gateway::client::blocking::request;
+    use std::process::{Command, Stdio};
+    use support::served::Served;
+    let (live_crt, live_key) = (dir.join("live.crt"), dir.join("live.key"));
+    let install = |crt: &str, key: &str| {
+        std::fs::copy(crt, &live_crt).unwrap();
+        std::fs::copy(key, &live_key).unwrap();
+    };
+    install(&client_crt, &client_key);
+    std::fs::write(dir.join("shop.remit"), BUDGET).unwrap();
+    let store = format!("{}?sslmode=verify-ca", server.url_and_password(&server.database("certs_serve")).0);
+    let settings = format!("policy = \"shop.remit\"\nstore = \"{store}\"\nstore-ssl-root-cert = \"db-ca.crt\"\n");
+    std::fs::write(dir.join("no-cert.toml"), &settings).unwrap();
+    std::fs::write(dir.join("remit.toml"), format!("{settings}store-ssl-cert = \"live.crt\"\n")).unwrap();
+    let serve = |config: &str| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["serve", "--config", dir.join(config).to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+        command
+    };
+    // The key alone is refused as half a setting.
+    let out = serve("no-cert.toml").env("REMIT_STORE_SSL_KEY", &live_key).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("`sslkey` without `sslcert`"), "{said}");
+    let out = serve("no-cert.toml").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("connection requires a valid client certificate"), "{said}");
+    let served = Served::start(serve("remit.toml").env("REMIT_STORE_SSL_KEY", &live_key).stderr(Stdio::inherit()));
+    let ready = || request("GET", &format!("{}/ready", served.url), &[], None).unwrap().status;
+    let decide = || {
+        let response = request("POST", &format!("{}/v1/decide", served.url), &[], Some(&payment("op-1"))).unwrap();
+        serde_json::from_slice::<Value>(&response.body).unwrap()
+    };
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    // The files rotated to a certificate the server does not trust; a restart drops the established connections:
+    // the replica cannot reach its store (its new connections are refused), /ready 503, decisions denied.
+    install(&rogue_crt, &rogue_key);
+    server.pause();
+    server.resume();
+    assert_eq!(ready(), 503);
+    let denied = decide();
+    assert_eq!((denied["decision"].as_str(), denied["reasons"][0].as_str()), (Some("deny"), Some(REASON_STORE)));
+    // A good certificate rotated in: the same process decides again, its files read anew.
+    install(&client_crt, &client_key);
+    assert_eq!(ready(), 200);
+    assert_eq!(decide()["decision"], "allow");
+    drop(served);
+    // `remit audit` reads the files from the same variables.
+    let audit = |with_files: bool| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["audit", "verify", &store]);
+        if with_files {
+            command.env("REMIT_STORE_SSL_ROOT_CERT", &root);
+            command.env("REMIT_STORE_SSL_CERT", &live_crt).env("REMIT_STORE_SSL_KEY", &live_key);
+        }
+        command.output().unwrap()
+    };
+    let out = audit(true);
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = audit(false);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("needs `sslrootcert=FILE`"), "{said}");
+    std::fs::remove_dir_all(&dir).ok();
+}

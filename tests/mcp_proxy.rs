@@ -1003,6 +1003,113 @@ fn with_a_verify_key_the_proxy_serves_only_signed_bundles() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `--bundle-from-store`: the proxy serves the signed bundle published in its store (`remit bundle publish`), on the
+/// PostgreSQL store replicas share, as `remit serve --bundle-from-store` does: it takes the next one published within
+/// its poll (the agent told its tool list changed, its calls decided by the new policy), refuses one its key did not
+/// sign (the policy in force stays), and logs what it took and refused. It needs `--verify-key`, and no `--policy`.
+#[test]
+fn the_proxy_serves_the_bundle_published_in_the_store_and_the_next_one() {
+    let dir = sandbox("from-store");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let remit = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_remit")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    assert_eq!(remit(&["keygen", "-o", &path("owner.key")]).0, Some(0));
+    assert_eq!(remit(&["keygen", "-o", &path("other.key")]).0, Some(0));
+    let original = std::fs::read_to_string(root().join("tests/mcp/modern/policy.remit")).unwrap();
+    let without_grow = original.replace("  allow grow\n", "");
+    assert_ne!(without_grow, original);
+    for (name, source, revision, key) in [
+        ("v1", &original, "1", "owner.key"),
+        ("v2", &without_grow, "2", "owner.key"),
+        ("v3", &original, "3", "other.key"),
+    ] {
+        std::fs::create_dir_all(dir.join(name)).unwrap();
+        std::fs::write(dir.join(name).join("policy.remit"), source).unwrap();
+        let bundle = format!("{name}.bundle");
+        let built = ["build", &path(name), "-o", &path(&bundle), "--bundle", "--sign", &path(key)];
+        let (code, said) = remit(&[&built[..], &["--revision", revision]].concat());
+        assert_eq!(code, Some(0), "{said}");
+    }
+    let server = postgres::Server::start();
+    let url = server.url().to_string();
+    let publish = |bundle: &str| remit(&["bundle", "publish", &path(bundle), "--store", &url]);
+    let key = path("owner.key.pub");
+    let python = python();
+    let upstream = root().join("tests/mcp/modern/server.py");
+    let proxy = |flags: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_remit"));
+        command
+            .args(["mcp-proxy", "--subject", "agent:tester", "--store", &url])
+            .args(flags)
+            .arg("--")
+            .arg(&python)
+            .arg(&upstream);
+        command
+    };
+    let refused = |flags: &[&str]| {
+        let out = proxy(flags).stdin(Stdio::null()).output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // What serving the store's bundle needs: its key, no policy files, and a bundle published.
+    assert!(refused(&["--bundle-from-store"]).contains("--verify-key"));
+    let with_policy = ["--bundle-from-store", "--verify-key", &key, "--policy", &path("v1")];
+    assert!(refused(&with_policy).contains("cannot be used with"));
+    let none = refused(&["--bundle-from-store", "--verify-key", &key]);
+    assert!(none.contains("no bundle is published in the store"), "{none}");
+
+    assert_eq!(publish("v1.bundle").0, Some(0));
+    let command = proxy(&["--bundle-from-store", "--verify-key", &key, "--inbox", "127.0.0.1:0"]);
+    let mut proxy = Session::spawn(command, &dir);
+    proxy.inbox();
+    proxy.initialize();
+    let before = names(&proxy.request(1, "tools/list", json!({})));
+    assert!(before.contains(&"grow".to_string()), "{before:?}");
+    let policy_of = |result: &Value| result["_meta"]["remit.dev/decision"]["decision"]["policy"].clone();
+    let first = policy_of(&proxy.call(2, "revision", json!({})));
+
+    // Revision 2 published (as a deployment pipeline does, by another process): taken within the poll, told.
+    assert_eq!(publish("v2.bundle").0, Some(0));
+    proxy.notification("notifications/tools/list_changed");
+    let after = names(&proxy.request(3, "tools/list", json!({})));
+    assert_eq!(after.len(), before.len() - 1, "{after:?}");
+    assert!(!after.contains(&"grow".to_string()), "{after:?}");
+    let denied = proxy.call(4, "grow", json!({}));
+    assert!(is_error(&denied) && text(&denied).contains("rule.unmatched"), "{denied}");
+    let second = policy_of(&denied);
+    assert_ne!(second, first, "decided by the published policy");
+
+    // Revision 3 signed by another key (published unchecked: the publisher was given no key): refused by the proxy.
+    assert_eq!(publish("v3.bundle").0, Some(0));
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = proxy.errors.recv_timeout(left).expect("the proxy says it refused the bundle published");
+        if line.contains("the published bundle 3 is refused") {
+            assert!(line.contains("signature"), "{line}");
+            break;
+        }
+    }
+    assert_eq!(names(&proxy.request(5, "tools/list", json!({}))), after, "the policy in force stays");
+    assert_eq!(policy_of(&proxy.call(6, "revision", json!({}))), second);
+    drop(proxy);
+
+    let bodies: Vec<Value> = server
+        .query("SELECT body FROM log WHERE kind = 'policy' ORDER BY gseq")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let taken: Vec<u64> =
+        bodies.iter().filter(|b| b["serving"] == true).map(|b| b["published"].as_u64().unwrap()).collect();
+    assert_eq!(taken, [1, 2], "taken at start and on a poll: {bodies:?}");
+    let refusals: Vec<u64> =
+        bodies.iter().filter(|b| b["refused"].is_string()).map(|b| b["published"].as_u64().unwrap()).collect();
+    assert_eq!(refusals, [3], "{bodies:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The reference server (`@modelcontextprotocol/server-everything`) over Streamable HTTP, on a loopback port it
 /// picks (tests/mcp/loopback.cjs), and that port.
 fn everything_over_http(dir: &Path) -> (Session, u16) {

@@ -82,6 +82,77 @@ fn graphs_draw_templates_under_their_parents() {
     assert!(dot.contains("\"tp_shopping\" -> \"tp_errands\";"), "{dot}");
 }
 
+/// `remit graph --instances FILE` draws instances of templates under their templates, named as decisions name them
+/// (`TEMPLATE/ID@VERSION`), with their parameters, holder, window and grantor; a revoked one and one outside its
+/// template (the check every decision runs: the failing bound and the value) in classes of their own. The file is
+/// `GET /v1/grants`'s answer, or a list as `context.grants` carries it (the same nodes).
+#[test]
+fn graphs_draw_instances_under_their_templates() {
+    let policy = "tests/semantics/templates/policy.remit";
+    let listed = "tests/pictures/instances.json";
+    let mermaid = remit(&["graph", policy, "--instances", listed, "--format", "mermaid"]);
+    snapshot("graph-instances.mmd", &mermaid);
+    let id = |name: &str| {
+        let line = mermaid.lines().find(|l| l.contains(&format!("<b>{name}</b>"))).unwrap_or_else(|| panic!("{name}"));
+        line.trim().split('[').next().unwrap().to_string()
+    };
+    let shopping = id("tp_shopping");
+    let (alice, bob, dan) = (
+        id("tp_shopping/g-0000000000000001@2"),
+        id("tp_shopping/g-0000000000000002@1"),
+        id("tp_shopping/g-0000000000000003@1"),
+    );
+    for instance in [&alice, &bob, &dan] {
+        assert!(mermaid.contains(&format!("{shopping} --> {instance}\n")), "{mermaid}");
+    }
+    assert!(mermaid.contains(&format!("class {alice} instance\n")), "{mermaid}");
+    assert!(mermaid.contains(&format!("class {bob} revoked\n")), "{mermaid}");
+    assert!(mermaid.contains(&format!("class {dan} invalid\n")), "{mermaid}");
+    assert!(mermaid.contains("parameter cap = 40 USD<br/>"), "{mermaid}");
+    assert!(mermaid.contains("granted by user:alice at 2026-12-04T15:30:00Z"), "{mermaid}");
+    assert!(mermaid.contains("for user:alice · held by agent:shopper"), "{mermaid}");
+    assert!(mermaid.contains("valid … → 2026-12-13T15:30:00Z"), "{mermaid}");
+    assert!(mermaid.contains("REVOKED at 2026-12-05T15:30:00Z"), "{mermaid}");
+    assert!(mermaid.contains("OUTSIDE its template: bound-failed: #96;params.cap#96;"), "{mermaid}");
+    // Without the file the picture is the templates' own.
+    assert_eq!(
+        remit(&["graph", policy, "--format", "mermaid"]).matches("class ").count() + 3,
+        mermaid.matches("class ").count()
+    );
+    // `context.grants`' shape (a list, `granted` as RFC 3339): the same nodes, the grantor unknown.
+    let dir = std::env::temp_dir().join(format!("remit-pictures-instances-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let carried = json!([{"id": "g-0000000000000001", "version": 2, "template": "tp_shopping", "principal": "user:alice",
+                          "holder": "agent:shopper", "granted": "2026-12-04T15:30:00Z",
+                          "params": {"merchants": ["acme"], "cap": "40 USD", "until": "2026-12-13T15:30:00Z"}}]);
+    let file = write(&dir, "grants.json", &carried.to_string());
+    let request = write(&dir, "request.json", &json!({"context": {"grants": carried}}).to_string());
+    for given in [&file, &request] {
+        let drawn = remit(&["graph", policy, "--instances", given, "--format", "dot"]);
+        assert!(drawn.contains("\"tp_shopping\" -> \"tp_shopping/g-0000000000000001@2\";"), "{drawn}");
+        assert!(drawn.contains("granted at 2026-12-04T15:30:00Z"), "{drawn}");
+    }
+    let svg = remit(&["graph", policy, "--instances", listed, "--format", "svg"]);
+    for class in ["instance", "revoked", "invalid"] {
+        assert!(svg.contains(&format!("data-class=\"{class}\"")), "the legend names `{class}`");
+    }
+    // An instance of a template the policy does not have is refused, naming the file and the template.
+    let unknown = write(
+        &dir,
+        "unknown.json",
+        r#"[{"id": "g-1", "version": 1, "template": "nope", "principal": "user:a",
+        "holder": "agent:a", "params": {}, "granted": "2026-12-04T15:30:00Z"}]"#,
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_remit"))
+        .args(["graph", policy, "--instances", &unknown])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("unknown.json") && err.contains("`nope`"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn graphviz_draws_every_mandate() {
     for example in examples() {

@@ -23,6 +23,9 @@ use clap::{ArgAction, Command};
 const PATH_KEYS: &[&str] = &[
     "policy",
     "store-password-file",
+    "store-ssl-root-cert",
+    "store-ssl-cert",
+    "store-ssl-key",
     "inbox-token-file",
     "admin-token-file",
     "pep-token-file",
@@ -221,6 +224,8 @@ fn relative_to(folder: &Path, key: &str, value: String) -> String {
     let (prefix, path) = match (key, value.strip_prefix("sqlite:")) {
         ("store", Some(path)) => ("sqlite:", path.to_string()),
         ("store", None) => return value,
+        // libpq's word for the platform's roots, not a file.
+        ("store-ssl-root-cert", _) if value == "system" => return value,
         _ => ("", value),
     };
     if Path::new(&path).is_absolute() || folder.as_os_str().is_empty() {

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,9 +20,15 @@ use remit_mcp::upstream::{UpstreamOptions, UpstreamRevision};
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("keys").args(["jwks", "jwks_url", "jwks_from_issuer"])))]
 pub struct McpProxyArgs {
-    /// The policy: a folder (or .remit files), a .wasm built by `remit build`, or a bundle
-    #[arg(long, required = true, num_args = 1..)]
+    /// The policy: a folder (or .remit files), a .wasm built by `remit build`, or a bundle; none with
+    /// `--bundle-from-store`
+    #[arg(long, required_unless_present = "bundle_from_store", num_args = 1..)]
     policy: Vec<PathBuf>,
+    /// Serve the signed bundle published in the store (`remit bundle publish`) in place of `--policy`, and take each
+    /// one published after it (the store polled every half second), as `remit serve --bundle-from-store`; needs
+    /// `--verify-key`
+    #[arg(long, conflicts_with_all = ["policy", "watch"], requires = "verify_key")]
+    bundle_from_store: bool,
     /// The subject the agent on stdin/stdout is (e.g. `agent:coder`); with `--listen`, `--agent-token` instead
     #[arg(long, required_unless_present = "listen")]
     subject: Option<String>,
@@ -201,10 +208,28 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     let log_key = args.log_key.load()?;
     let store = args.store.open("remit mcp-proxy", Durability::Process, args.clock.clock.is_some())?;
     let force = args.rollback.allow_rollback;
-    let Some(policy) =
-        super::serve::load_admitted(&args.policy, &runtime, verify_key.as_ref(), &*store, force, clock.as_ref())?
-    else {
-        return Ok(ExitCode::from(1));
+    // `--bundle-from-store`: the key its bundles must be signed by, and the id of the newest published bundle this
+    // proxy took or refused.
+    let from_store = if args.bundle_from_store { verify_key } else { None };
+    let seen = Arc::new(AtomicU64::new(0));
+    let policy = match &from_store {
+        Some(key) => {
+            let (id, policy) = super::serve::take_published_at_start(&*store, &runtime, key, force, clock.as_ref())?;
+            seen.store(id, Ordering::SeqCst);
+            policy
+        }
+        None => {
+            let loaded = super::serve::load_admitted(
+                &args.policy,
+                &runtime,
+                verify_key.as_ref(),
+                &*store,
+                force,
+                clock.as_ref(),
+            )?;
+            let Some(policy) = loaded else { return Ok(ExitCode::from(1)) };
+            policy
+        }
     };
     let served_on = args.inbox.as_deref().or(args.listen.as_deref()).unwrap_or("127.0.0.1:0");
     let tokens = args.inbox_args.tokens(&policy, served_on, args.serve_tls.client_ca())?;
@@ -232,11 +257,17 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
     let gateway = Arc::new(Gateway::new(policy, store.clone(), clock.clone(), config));
     let signer = super::serve::head_signer(log_key, store.clone(), clock.clone());
-    // Loads the policy again from where it came (`--watch`, `POST /admin/v1/reload`); the proxy tells the agents
-    // their tool list changed once a new one is in force (`Proxy::start_many`'s writer thread).
+    // Loads the policy again from where it came (`--watch`, `--bundle-from-store`'s polls, `POST
+    // /admin/v1/reload`); the proxy tells the agents their tool list changed once a new one is in force
+    // (`Proxy::start_many`'s writer thread).
     let paths = args.policy.clone();
+    let watch_published_with = from_store.is_some().then(|| (store.clone(), seen.clone()));
     let reloader: remit_gateway::http::Reloader = Arc::new(move || {
-        match super::serve::load_admitted(&paths, &runtime, verify_key.as_ref(), &*store, false, clock.as_ref())? {
+        let loaded = match &from_store {
+            Some(key) => Some(super::serve::reload_published(&*store, &runtime, key, &seen, clock.as_ref())?),
+            None => super::serve::load_admitted(&paths, &runtime, verify_key.as_ref(), &*store, false, clock.as_ref())?,
+        };
+        match loaded {
             Some(policy) => {
                 super::serve::warn_expiring(&policy, clock.as_ref(), horizon);
                 Ok(policy)
@@ -247,6 +278,10 @@ pub fn run(args: McpProxyArgs) -> Result<ExitCode, String> {
     if args.watch {
         let (paths, reloader, gateway) = (args.policy.clone(), reloader.clone(), gateway.clone());
         std::thread::spawn(move || super::serve::watch_files(&paths, &reloader, &gateway));
+    }
+    if let Some((store, seen)) = watch_published_with {
+        let (reloader, gateway) = (reloader.clone(), gateway.clone());
+        std::thread::spawn(move || super::serve::watch_published(&*store, &seen, &reloader, &gateway));
     }
     let backoff = Duration::try_from_secs_f64(args.upstream_restart_backoff).map_err(|_| {
         format!("`--upstream-restart-backoff {}`: not a number of seconds", args.upstream_restart_backoff)

@@ -184,6 +184,10 @@ enum Command {
         /// Show a stop as active on this mandate (and so on every mandate under it); repeatable
         #[arg(long = "stop", value_name = "MANDATE")]
         stops: Vec<String>,
+        /// Draw these instances of templates under their templates: a JSON list as `remit grants list` (`GET
+        /// /v1/grants`) answers it, or as a request's `context.grants` carries it
+        #[arg(long, value_name = "FILE")]
+        instances: Option<PathBuf>,
     },
     /// Explain one decision: the chain, each rule of the called tool with its condition and the request's values
     Explain {
@@ -265,7 +269,9 @@ pub fn run() -> ExitCode {
         }
         Command::Digest { request } => cmd_digest(&request),
         Command::Diff { old, new, format, output } => diff::run(&old, &new, format, output.as_deref()),
-        Command::Graph { paths, format, output, stops } => cmd_graph(&paths, format, output.as_deref(), &stops),
+        Command::Graph { paths, format, output, stops, instances } => {
+            cmd_graph(&paths, format, output.as_deref(), &stops, instances.as_ref())
+        }
         Command::Explain { policy, request, format, output, no_narrowing } => {
             cmd_explain(&policy, &request, format, output.as_deref(), Options { narrowing: !no_narrowing })
         }
@@ -453,6 +459,7 @@ fn cmd_graph(
     format: GraphFormat,
     output: Option<&Path>,
     stops: &[String],
+    instances: Option<&PathBuf>,
 ) -> Result<ExitCode, String> {
     let (program, _, _) = compile(paths, Format::Human)?;
     let Some(program) = program else { return Ok(ExitCode::from(1)) };
@@ -464,7 +471,15 @@ fn cmd_graph(
         GraphFormat::Dot => remit_lang::picture::Format::Dot,
         GraphFormat::Svg => remit_lang::picture::Format::Svg,
     };
-    write_output(output, &remit_lang::picture::graph(&program, stops, format))?;
+    let picture = match instances {
+        None => remit_lang::picture::graph(&program, stops, format),
+        Some(path) => {
+            let instances = remit_lang::picture::instances::parse(&program, &read(path)?)
+                .map_err(|e| format!("`{}`: {e}", path.display()))?;
+            remit_lang::picture::graph_with_instances(&program, stops, &instances, format)
+        }
+    };
+    write_output(output, &picture)?;
     Ok(ExitCode::SUCCESS)
 }
 

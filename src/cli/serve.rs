@@ -286,6 +286,18 @@ pub struct StoreArgs {
     /// (denied `gateway.store-unavailable`): a frozen or unreachable server never hangs a decision for longer
     #[arg(long, value_name = "DURATION", default_value = "35s", value_parser = duration)]
     store_answer_timeout: std::time::Duration,
+    /// The roots the PostgreSQL server's certificate must lead to, a PEM file (or `system`), as the URL's
+    /// `sslrootcert` (with `sslmode=verify-ca` or `verify-full`)
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_ROOT_CERT")]
+    store_ssl_root_cert: Option<String>,
+    /// A client certificate to present to the PostgreSQL server, its chain in a PEM file, as the URL's `sslcert`
+    /// (with `--store-ssl-key`, over TLS)
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_CERT")]
+    store_ssl_cert: Option<String>,
+    /// The client certificate's private key, an unencrypted PEM file readable by its owner only (0600), as the
+    /// URL's `sslkey`
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_KEY")]
+    store_ssl_key: Option<String>,
 }
 
 impl StoreArgs {
@@ -318,6 +330,15 @@ impl StoreArgs {
         Ok(Arc::new(self.connect_postgres(2, false, name)?))
     }
 
+    /// The TLS files of the flags (or their variables, or the configuration's keys).
+    fn tls_files(&self) -> remit_gateway::postgres_tls::TlsFiles {
+        remit_gateway::postgres_tls::TlsFiles {
+            root_cert: self.store_ssl_root_cert.clone(),
+            cert: self.store_ssl_cert.clone(),
+            key: self.store_ssl_key.clone(),
+        }
+    }
+
     /// The PostgreSQL store with at most `connections` connections, as the writer `writer`; the database's clock
     /// unless `gateway_clock`.
     fn connect_postgres(
@@ -332,6 +353,7 @@ impl StoreArgs {
             database_clock: !gateway_clock,
             writer: writer.to_string(),
             answer_timeout: self.store_answer_timeout,
+            tls: self.tls_files(),
         };
         remit_gateway::PostgresStore::connect(&self.store, password.as_deref(), &options)
             .map_err(|e| format!("cannot open the store `{}`: {e}", remit_gateway::postgres::redact(&self.store)))
@@ -1018,7 +1040,7 @@ enum Taken {
 /// the newer are refused (a bundle with a bad signature published after the one in force leaves the replicas that
 /// start later serving the one in force, as the running ones do). The id of the newest bundle looked at (what the
 /// polls start after) and the policy.
-fn take_published_at_start(
+pub fn take_published_at_start(
     store: &dyn remit_gateway::Store,
     runtime: &Runtime,
     key: &remit_gateway::bundle::VerifyingKey,
@@ -1046,12 +1068,35 @@ fn take_published_at_start(
     }
 }
 
+/// A reload with `--bundle-from-store` (a poll that saw a new bundle, or an admin call): the bundle published last,
+/// verified and admitted, and `seen` moved on to it, whether it is taken or refused.
+pub fn reload_published(
+    store: &dyn remit_gateway::Store,
+    runtime: &Runtime,
+    key: &remit_gateway::bundle::VerifyingKey,
+    seen: &AtomicU64,
+    clock: &dyn Clock,
+) -> Result<Policy, String> {
+    match take_published(store, None, runtime, key, false, clock) {
+        Taken::Serving(id, policy) => {
+            seen.fetch_max(id, Ordering::SeqCst);
+            Ok(*policy)
+        }
+        Taken::NonePublished => Err("no bundle is published in the store".into()),
+        Taken::Refused(id, why) => {
+            seen.fetch_max(id, Ordering::SeqCst);
+            Err(format!("{why}; the current policy stays in force"))
+        }
+        Taken::StoreFailed(why) => Err(format!("{why}; the current policy stays in force")),
+    }
+}
+
 /// `--bundle-from-store`: polls the id of the bundle published last every half second and, when a new one was
 /// published, takes it (verified and admitted) or refuses it; the current policy stays when it is refused. Polled,
 /// not notified: a gateway that could not reach the store catches up on its first poll after (a notification is
 /// lost while disconnected). `seen`: the id of the newest bundle this gateway looked at (the reloader moves it on,
 /// whether a poll or an admin call asked), so that each bundle is taken or refused once.
-fn watch_published(store: &dyn remit_gateway::Store, seen: &AtomicU64, reloader: &Reloader, gateway: &Gateway) {
+pub fn watch_published(store: &dyn remit_gateway::Store, seen: &AtomicU64, reloader: &Reloader, gateway: &Gateway) {
     loop {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let newest = store.begin_read().and_then(|mut tx| tx.published_bundle_id());
@@ -1167,18 +1212,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     let reloader: Reloader = Arc::new(move || {
         let loaded = match &from_store {
             // The bundle published last, whichever poll or admin call asks.
-            Some(key) => match take_published(&*reload_store, None, &runtime, key, false, reloaded_clock.as_ref()) {
-                Taken::Serving(id, policy) => {
-                    seen.fetch_max(id, Ordering::SeqCst);
-                    Some(*policy)
-                }
-                Taken::NonePublished => return Err("no bundle is published in the store".into()),
-                Taken::Refused(id, why) => {
-                    seen.fetch_max(id, Ordering::SeqCst);
-                    return Err(format!("{why}; the current policy stays in force"));
-                }
-                Taken::StoreFailed(why) => return Err(format!("{why}; the current policy stays in force")),
-            },
+            Some(key) => Some(reload_published(&*reload_store, &runtime, key, &seen, reloaded_clock.as_ref())?),
             None => {
                 load_admitted(&paths, &runtime, verify_key.as_ref(), &*reload_store, false, reloaded_clock.as_ref())?
             }
@@ -1551,12 +1585,18 @@ fn read_log(spec: &str) -> Result<Vec<remit_gateway::store::LogEntry>, String> {
 }
 
 /// The store `spec` names, for reading: `sqlite:PATH` or PATH, or a PostgreSQL URL (the password, when the URL has
-/// none, from `REMIT_STORE_PASSWORD`); and how to name it in messages.
+/// none, from `REMIT_STORE_PASSWORD`; TLS files the URL does not name from `REMIT_STORE_SSL_ROOT_CERT`,
+/// `REMIT_STORE_SSL_CERT` and `REMIT_STORE_SSL_KEY`, as `remit serve` reads them); and how to name it in messages.
 fn open_log(spec: &str) -> Result<(Box<dyn remit_gateway::Store>, String), String> {
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         let shown = remit_gateway::postgres::redact(spec);
         let password = std::env::var("REMIT_STORE_PASSWORD").ok();
-        let store = remit_gateway::PostgresStore::open_existing(spec, password.as_deref())
+        let tls = remit_gateway::postgres_tls::TlsFiles {
+            root_cert: std::env::var("REMIT_STORE_SSL_ROOT_CERT").ok(),
+            cert: std::env::var("REMIT_STORE_SSL_CERT").ok(),
+            key: std::env::var("REMIT_STORE_SSL_KEY").ok(),
+        };
+        let store = remit_gateway::PostgresStore::open_existing_with(spec, password.as_deref(), &tls)
             .map_err(|e| format!("cannot open `{shown}`: {e}"))?;
         return Ok((Box::new(store), shown));
     }

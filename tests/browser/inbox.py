@@ -1,8 +1,8 @@
 """Drives the gateway's inbox page in headless Debian chromium (Playwright, no downloaded browser).
 
 Usage: inbox.py BASE_URL TOKEN REQUEST_ID SCREENSHOT
-Signs in with the inbox token, checks that the access request shows the exact call, follows its link to the
-decision's explanation and checks the path it shows (the grant that matched, the gate that escalated, the missing
+Signs in with the inbox token, checks that the access request shows the exact call and that her mandate is
+listed, follows its link to the decision's explanation and checks the path it shows (the grant that matched, the gate that escalated, the missing
 approval), comes back, approves it in the page, and waits until the page shows it approved. Exit status 0 when all
 of that happened.
 """
@@ -34,6 +34,9 @@ def main() -> int:
         expect(card).to_contain_text("\"amount\":\"80.00 USD\"")
         expect(card).to_contain_text("sha256:")
         expect(card.locator(".status")).to_have_text("pending")
+        # Her mandate from the policy's metadata; the wallet has no templates, so no grants part.
+        expect(page.locator('section.mandate[data-name="wallet"]')).to_contain_text("agent:shopper")
+        expect(page.locator("#granting")).to_be_hidden()
         page.screenshot(path=screenshot.replace(".png", "-pending.png"), full_page=True)
         # The decision's path, in the explanation page (the gateway's HTML in a sandboxed frame).
         card.locator("a.explain").click()

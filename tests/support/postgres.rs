@@ -29,6 +29,13 @@ impl Server {
         Server::start_with(&["--tls", certificate, key])
     }
 
+    /// [`Server::start_tls`] asking clients for a certificate issued by a CA of the PEM file `client_ca`: every
+    /// database but `remit` (the one [`Server::database`] makes the others through) only over TLS with a certificate
+    /// naming the user (`hostssl … cert`), no password (scripts/postgres.sh `--client-ca`).
+    pub fn start_client_certificates(certificate: &str, key: &str, client_ca: &str) -> Server {
+        Server::start_with(&["--tls", certificate, key, "--client-ca", client_ca])
+    }
+
     fn start_with(options: &[&str]) -> Server {
         let out = script()
             .args(["start", "--owner", &std::process::id().to_string()])

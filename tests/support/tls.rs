@@ -76,6 +76,22 @@ impl TestCa {
         (vec![certificate.der().clone(), self.der.clone()], private)
     }
 
+    /// [`TestCa::client_identity`]'s certificate (CN `name`) and key as PEM files in `dir` (made if missing):
+    /// `client-chain.pem` (the certificate, then the CA's) and `client-key.pem` (PKCS#8, mode as the umask says).
+    /// Returns their paths.
+    pub fn client_files(&self, name: &str, dir: &Path) -> (String, String) {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let certificate = params.signed_by(&key, &self.issuer).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        let (cert, key_path) = (dir.join("client-chain.pem"), dir.join("client-key.pem"));
+        std::fs::write(&cert, format!("{}{}", certificate.pem(), self.pem)).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert.display().to_string(), key_path.display().to_string())
+    }
+
     /// POSTs `body` (JSON) to `path` at `address` over https, trusting this CA for the server and presenting a
     /// client certificate `identity` issued, if any; the status and the body, or why the exchange failed (a
     /// refused handshake included).

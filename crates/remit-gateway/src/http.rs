@@ -169,6 +169,7 @@ pub fn router_draining(
         .route("/inbox/api/requests/{id}/explanation", get(inbox_explanation))
         .route("/inbox/api/requests/{id}/approve", post(inbox_approve))
         .route("/inbox/api/requests/{id}/deny", post(inbox_deny))
+        .route("/inbox/api/mandates", get(inbox_mandates))
         .route("/v1/grants", post(grants_grant).get(grants_list))
         .route("/v1/grants/{id}", get(grants_show).put(grants_change).delete(grants_revoke))
         .route("/admin/v1/state", get(admin_state))
@@ -1096,6 +1097,42 @@ async fn inbox_list(State(app): Shared, headers: HeaderMap, Query(query): Query<
         }
         Err(response) => response,
     }
+}
+
+/// `GET /inbox/api/mandates`: the principal's authority, as her page shows it — the static mandates whose principal
+/// she is (holders, chain, end), and the templates she may grant from: those whose `for` admits her (she grants for
+/// herself) or whose `granted by` names her or a prefix of hers (she grants for others), each with its parameters'
+/// types and bounds as written, its `for`, `holder` and `granted by` patterns and its window. `grants` says whether
+/// this gateway can check a grant (it needs the policy's sources, as explanations do). Her instances are
+/// `GET /v1/grants`.
+async fn inbox_mandates(State(app): Shared, headers: HeaderMap) -> Response {
+    let identity = match authenticate(&headers, &app.tokens.inbox) {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
+    let policy = app.gateway.policy();
+    let mandates: Vec<&remit_lang::wasm::meta::MandateMeta> =
+        policy.meta.mandates.iter().filter(|m| m.principal == identity).collect();
+    let templates: Vec<Json> = policy
+        .meta
+        .templates
+        .iter()
+        .filter_map(|t| {
+            let anyone = t.principals.is_empty() && t.principal_prefixes.is_empty();
+            let for_self = anyone || remit_lang::eval::holds(&t.principals, &t.principal_prefixes, &identity);
+            let for_others = remit_lang::eval::holds(&t.granted_by.ids, &t.granted_by.prefixes, &identity);
+            if !for_self && !for_others {
+                return None;
+            }
+            let mut template = serde_json::to_value(t).expect("plain data serializes");
+            template["for_self"] = Json::Bool(for_self);
+            template["for_others"] = Json::Bool(for_others);
+            Some(template)
+        })
+        .collect();
+    let body = json!({"identity": identity, "mandates": mandates, "templates": templates,
+                      "grants": policy.program.is_some()});
+    json_response(StatusCode::OK, body.to_string())
 }
 
 async fn inbox_one(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {

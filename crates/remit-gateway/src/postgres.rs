@@ -55,7 +55,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, SimpleQueryMessage};
 
 use super::audit::{chain_hash, seal_body, writer_genesis, GENESIS, SEAL};
-use super::postgres_tls::Connection;
+use super::postgres_tls::{Connection, TlsFiles};
 use super::store::*;
 use remit_lang::syntax::ast::FactVersion;
 
@@ -177,6 +177,9 @@ pub struct PostgresOptions {
     /// answers is not cut off but for a pipeline of several statements that each wait long for locks; what is cut
     /// off is denied (its commit may have happened: an allow logged and answered deny, never the other way round).
     pub answer_timeout: Duration,
+    /// The TLS files given outside the URL (`--store-ssl-root-cert`, `--store-ssl-cert`, `--store-ssl-key`): as the
+    /// URL's `sslrootcert`, `sslcert` and `sslkey` ([`super::postgres_tls`]).
+    pub tls: TlsFiles,
 }
 
 /// [`PostgresOptions::answer_timeout`]'s default: the sessions' `statement_timeout` (30 s) and 5 s more.
@@ -184,7 +187,13 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(35);
 
 impl Default for PostgresOptions {
     fn default() -> PostgresOptions {
-        PostgresOptions { pool_size: 16, database_clock: true, writer: "remit".into(), answer_timeout: ANSWER_TIMEOUT }
+        PostgresOptions {
+            pool_size: 16,
+            database_clock: true,
+            writer: "remit".into(),
+            answer_timeout: ANSWER_TIMEOUT,
+            tls: TlsFiles::default(),
+        }
     }
 }
 
@@ -319,7 +328,7 @@ impl PostgresStore {
     }
 
     fn connect_unmigrated(url: &str, password: Option<&str>, options: &PostgresOptions) -> StoreResult<PostgresStore> {
-        let mut connection = Connection::from_url(url, &redact(url)).map_err(StoreError)?;
+        let mut connection = Connection::from_url_with(url, &redact(url), &options.tls).map_err(StoreError)?;
         let config = &mut connection.config;
         if let (None, Some(password)) = (config.get_password(), password) {
             config.password(password);
@@ -366,7 +375,17 @@ impl PostgresStore {
     /// changes nothing, takes no lock a writer waits for (every transaction is a read transaction), and fails when
     /// the database is not a remit store of a version this gateway knows.
     pub fn open_existing(url: &str, password: Option<&str>) -> StoreResult<PostgresStore> {
-        let options = PostgresOptions { pool_size: 2, writer: "remit audit".into(), ..PostgresOptions::default() };
+        PostgresStore::open_existing_with(url, password, &TlsFiles::default())
+    }
+
+    /// [`PostgresStore::open_existing`] with TLS files given outside the URL.
+    pub fn open_existing_with(url: &str, password: Option<&str>, tls: &TlsFiles) -> StoreResult<PostgresStore> {
+        let options = PostgresOptions {
+            pool_size: 2,
+            writer: "remit audit".into(),
+            tls: tls.clone(),
+            ..PostgresOptions::default()
+        };
         let mut store = PostgresStore::connect_unmigrated(url, password, &options)?;
         store.read_only = true;
         let version = store.schema_version().map_err(|e| StoreError(format!("not a remit store: {e}")))?;

@@ -1,6 +1,7 @@
-//! TLS to PostgreSQL for [`super::postgres`]: what a store URL's `sslmode` and `sslrootcert` ask for, turned into
-//! tokio-postgres' configuration and a TLS connector (tokio-postgres-rustls: rustls over tokio, on ring like the
-//! gateway's HTTP client in `client/tls.rs`; no OpenSSL). Depends on nothing else of the gateway.
+//! TLS to PostgreSQL for [`super::postgres`]: what a store URL's `sslmode`, `sslrootcert`, `sslcert` and `sslkey`
+//! ask for (or the same files given outside the URL: [`TlsFiles`]), turned into tokio-postgres' configuration and a
+//! TLS connector (tokio-postgres-rustls: rustls over tokio, on ring like the gateway's HTTP client in
+//! `client/tls.rs`; no OpenSSL). Depends on nothing else of the gateway.
 //!
 //! The modes (libpq's names, docs/scaling.md):
 //! - no `sslmode`, or `disable`: plain TCP, as before TLS was built (libpq's default is `prefer`: ours stays what
@@ -8,22 +9,34 @@
 //! - `prefer`: TLS when the server offers it, else plain TCP; the certificate is not checked;
 //! - `require`: TLS or no connection; the certificate is NOT checked: it keeps passive listeners out, but does not
 //!   stop a man in the middle, who presents a certificate of his own;
+//! - `verify-ca`: TLS, the server's chain checked against the roots of `sslrootcert=FILE` (PEM; required: against
+//!   the platform's roots, a chain check without the name would take any certificate a public CA issued to
+//!   anyone), the host name not checked (a private CA that issues database certificates only);
 //! - `verify-full`: TLS, the server's chain checked against the roots of `sslrootcert=FILE` (PEM; only those, as
 //!   libpq) or, without it or with `sslrootcert=system`, the platform's root certificates, and the certificate must
 //!   name the URL's host (a DNS name, or an IP address in its subject alternative names).
 //!
-//! Refused rather than half done: `verify-ca` (a chain check without the name: not built, `verify-full` is the one
-//! that stops a man in the middle), `allow`, and `sslrootcert` with a mode that would not read it (libpq turns
-//! `require` with a root file into `verify-ca`; silently not checking would look like checking). Client certificates
-//! (`sslcert`, `sslkey`) are not built: tokio-postgres refuses those parameters as unknown.
+//! A client certificate (`sslcert=FILE`, the chain in PEM, and `sslkey=FILE`, its unencrypted key in PEM: PKCS#8,
+//! PKCS#1 or SEC1) is presented when the server asks for one, with any mode but `disable`. The key file must be a
+//! regular file without group or world access (0600) — or, owned by root, without group write and world access
+//! (0640) — as libpq demands. Both are read at start (an error stops the gateway) and again at a handshake after
+//! either file changed (a rotated certificate taken without a restart); a changed pair that cannot be read or does
+//! not match keeps the last good one, said on stderr.
+//!
+//! Refused rather than half done: `allow`, a root file with a mode that would not read it (libpq turns `require`
+//! with a root file into `verify-ca`; silently not checking would look like checking), a client certificate without
+//! its key (or the other way round) or with `disable`, and `sslpassword` (encrypted keys: tokio-postgres refuses the
+//! parameter as unknown).
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::ResolvesClientCert;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -34,7 +47,21 @@ pub enum TlsMode {
     Disable,
     Prefer,
     Require,
+    VerifyCa,
     VerifyFull,
+}
+
+/// The TLS files given outside the URL (`remit serve --store-ssl-root-cert`, `--store-ssl-cert`, `--store-ssl-key`,
+/// their `REMIT_STORE_SSL_*` variables and configuration keys): each is what the URL's parameter of the same meaning
+/// would say. Given both ways, the two must agree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// `sslrootcert`: a PEM file of root certificates, or `system`.
+    pub root_cert: Option<String>,
+    /// `sslcert`: the client's certificate chain (PEM).
+    pub cert: Option<String>,
+    /// `sslkey`: the client certificate's private key (PEM, unencrypted).
+    pub key: Option<String>,
 }
 
 /// A store URL read: tokio-postgres' configuration (the TLS mode set), the connector its connections use, and the
@@ -43,54 +70,109 @@ pub struct Connection {
     pub config: tokio_postgres::Config,
     pub tls: MakeRustlsConnect,
     pub mode: TlsMode,
-    /// Where the roots of `verify-full` come from, for messages: the file of `sslrootcert`, or the platform.
+    /// Where the roots of `verify-ca` and `verify-full` come from, for messages: the file of `sslrootcert`, or the
+    /// platform.
     roots: String,
+    /// The client certificate's file, for messages.
+    client_cert: Option<String>,
 }
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("mode", &self.mode).field("roots", &self.roots).finish_non_exhaustive()
+        f.debug_struct("Connection")
+            .field("mode", &self.mode)
+            .field("roots", &self.roots)
+            .field("client_cert", &self.client_cert)
+            .finish_non_exhaustive()
     }
 }
 
 impl Connection {
-    /// Reads `url` (`postgres://user[:password]@host[:port]/database[?param=value&…]`): `sslmode` and `sslrootcert`
-    /// here, the other parameters by tokio-postgres. `shown` names the URL in messages (its password hidden).
+    /// Reads `url` (`postgres://user[:password]@host[:port]/database[?param=value&…]`): `sslmode`, `sslrootcert`,
+    /// `sslcert` and `sslkey` here, the other parameters by tokio-postgres. `shown` names the URL in messages (its
+    /// password hidden).
     pub fn from_url(url: &str, shown: &str) -> Result<Connection, String> {
+        Connection::from_url_with(url, shown, &TlsFiles::default())
+    }
+
+    /// [`Connection::from_url`] with the TLS files `files` given outside the URL.
+    pub fn from_url_with(url: &str, shown: &str, files: &TlsFiles) -> Result<Connection, String> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(format!("`{shown}` is not a PostgreSQL URL (`postgres://user@host:port/database`)"));
         }
-        let (rest, mode, root_file) = take_tls_parameters(url)?;
+        let (rest, mode, in_url) = take_tls_parameters(url)?;
+        let files = in_url.merged(files).map_err(|e| format!("`{shown}`: {e}"))?;
         let mut config: tokio_postgres::Config =
             rest.parse().map_err(|e| format!("`{shown}` is not a PostgreSQL URL: {}", describe(&e)))?;
-        if root_file.is_some() && mode != TlsMode::VerifyFull {
+        if files.root_cert.is_some() && !matches!(mode, TlsMode::VerifyCa | TlsMode::VerifyFull) {
             return Err(format!(
-                "`{shown}`: `sslrootcert` is read only with `sslmode=verify-full` (with another mode the server's \
-                 certificate would not be checked against it)"
+                "`{shown}`: `sslrootcert` is read only with `sslmode=verify-ca` or `verify-full` (with `sslmode={}` \
+                 the server's certificate would not be checked against it)",
+                mode.name()
             ));
         }
+        let client_files = match (&files.cert, &files.key) {
+            (None, None) => None,
+            (Some(_), Some(_)) if mode == TlsMode::Disable => {
+                return Err(format!(
+                    "`{shown}`: a client certificate (`sslcert`, `sslkey`) is sent over TLS only: give an `sslmode` \
+                     (`require`, `verify-ca` or `verify-full`)"
+                ));
+            }
+            (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
+            (Some(_), None) => {
+                return Err(format!("`{shown}`: `sslcert` without `sslkey`: give the certificate's key"))
+            }
+            (None, Some(_)) => return Err(format!("`{shown}`: `sslkey` without `sslcert`: give the certificate too")),
+        };
         config.ssl_mode(match mode {
             TlsMode::Disable => SslMode::Disable,
             TlsMode::Prefer => SslMode::Prefer,
-            TlsMode::Require | TlsMode::VerifyFull => SslMode::Require,
+            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
         });
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;
-        let (mut client, roots) = if mode == TlsMode::VerifyFull {
-            let (roots, source) = match root_file.as_deref() {
-                None | Some("system") => (platform_roots()?, "the platform's root certificates".to_string()),
-                Some(file) => (file_roots(Path::new(file))?, format!("`sslrootcert={file}`")),
-            };
-            (builder.with_root_certificates(roots).with_no_client_auth(), source)
-        } else {
-            let unchecked = Arc::new(UncheckedCertificate(provider));
-            (builder.dangerous().with_custom_certificate_verifier(unchecked).with_no_client_auth(), String::new())
+        let (verifier, roots): (Arc<dyn ServerCertVerifier>, String) = match (mode, files.root_cert.as_deref()) {
+            (TlsMode::VerifyFull, None | Some("system")) => {
+                let roots = Arc::new(platform_roots()?);
+                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                    .build()
+                    .map_err(|e| format!("TLS: {e}"))?;
+                (verifier, "the platform's root certificates".to_string())
+            }
+            (TlsMode::VerifyFull, Some(file)) => {
+                let roots = Arc::new(file_roots(Path::new(file))?);
+                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                    .build()
+                    .map_err(|e| format!("TLS: {e}"))?;
+                (verifier, format!("`sslrootcert={file}`"))
+            }
+            (TlsMode::VerifyCa, None | Some("system")) => {
+                return Err(format!(
+                    "`{shown}`: `sslmode=verify-ca` needs `sslrootcert=FILE`, the roots of the CA that issues the \
+                     database's certificates (against the platform's roots, a check without the host name would take \
+                     any certificate a public CA issued to anyone: use `verify-full` there)"
+                ))
+            }
+            (TlsMode::VerifyCa, Some(file)) => {
+                let roots = Some(file_roots(Path::new(file))?);
+                (Arc::new(Verifier { provider: provider.clone(), roots }), format!("`sslrootcert={file}`"))
+            }
+            _ => (Arc::new(Verifier { provider: provider.clone(), roots: None }), String::new()),
+        };
+        let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
+        let mut client = match &client_files {
+            Some((cert, key)) => {
+                builder.with_client_cert_resolver(Arc::new(ClientIdentity::read(cert, key, provider.clone())?))
+            }
+            None => builder.with_no_client_auth(),
         };
         // PostgreSQL 17 checks the ALPN name when it is sent, and needs it for `sslnegotiation=direct`.
         client.alpn_protocols = vec![b"postgresql".to_vec()];
-        Ok(Connection { config, tls: MakeRustlsConnect::new(client), mode, roots })
+        let client_cert = files.cert.clone();
+        Ok(Connection { config, tls: MakeRustlsConnect::new(client), mode, roots, client_cert })
     }
 
     /// Why a connection failed, in words: the causes tokio-postgres keeps behind its short message, a refused
@@ -109,6 +191,7 @@ impl Connection {
     }
 
     fn refusal(&self, refused: &rustls::Error) -> String {
+        use rustls::AlertDescription as Alert;
         use rustls::CertificateError as Certificate;
         match refused {
             rustls::Error::InvalidCertificate(certificate) => match certificate {
@@ -130,6 +213,20 @@ impl Connection {
                 }
                 other => format!("the server's certificate is refused: {other:?}"),
             },
+            // The server's alert about this client's certificate (PostgreSQL with `ssl_ca_file`).
+            rustls::Error::AlertReceived(
+                alert @ (Alert::BadCertificate
+                | Alert::UnknownCA
+                | Alert::CertificateRequired
+                | Alert::CertificateExpired
+                | Alert::CertificateRevoked
+                | Alert::CertificateUnknown
+                | Alert::UnsupportedCertificate
+                | Alert::AccessDenied),
+            ) => match &self.client_cert {
+                Some(cert) => format!("the server refused the client certificate `sslcert={cert}`: {alert:?}"),
+                None => format!("the server wants a client certificate (`sslcert`, `sslkey`): {alert:?}"),
+            },
             other => other.to_string(),
         }
     }
@@ -141,17 +238,41 @@ impl TlsMode {
             TlsMode::Disable => "disable",
             TlsMode::Prefer => "prefer",
             TlsMode::Require => "require",
+            TlsMode::VerifyCa => "verify-ca",
             TlsMode::VerifyFull => "verify-full",
         }
     }
 }
 
-/// `url` without its `sslmode` and `sslrootcert` parameters, the mode (none: [`TlsMode::Disable`]) and the root file.
-fn take_tls_parameters(url: &str) -> Result<(String, TlsMode, Option<String>), String> {
+impl TlsFiles {
+    /// These files (the URL's) with `outside`'s added; a file given both ways must be the same.
+    fn merged(mut self, outside: &TlsFiles) -> Result<TlsFiles, String> {
+        let pairs = [
+            (&mut self.root_cert, &outside.root_cert, "sslrootcert", "--store-ssl-root-cert"),
+            (&mut self.cert, &outside.cert, "sslcert", "--store-ssl-cert"),
+            (&mut self.key, &outside.key, "sslkey", "--store-ssl-key"),
+        ];
+        for (in_url, outside, parameter, flag) in pairs {
+            match (&*in_url, outside) {
+                (Some(a), Some(b)) if a != b => {
+                    return Err(format!(
+                    "`{parameter}={a}` in the URL and `{flag}` (or its variable or key) `{b}` disagree: give it once"
+                ))
+                }
+                (None, Some(b)) => *in_url = Some(b.clone()),
+                _ => {}
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// `url` without its TLS parameters, the mode (none: [`TlsMode::Disable`]) and the files the URL names.
+fn take_tls_parameters(url: &str) -> Result<(String, TlsMode, TlsFiles), String> {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_string(), TlsMode::Disable, None));
+        return Ok((url.to_string(), TlsMode::Disable, TlsFiles::default()));
     };
-    let (mut mode, mut root_file, mut kept) = (TlsMode::Disable, None, Vec::new());
+    let (mut mode, mut files, mut kept) = (TlsMode::Disable, TlsFiles::default(), Vec::new());
     for parameter in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = parameter.split_once('=').unwrap_or((parameter, ""));
         match key {
@@ -160,26 +281,27 @@ fn take_tls_parameters(url: &str) -> Result<(String, TlsMode, Option<String>), S
                     "disable" => TlsMode::Disable,
                     "prefer" => TlsMode::Prefer,
                     "require" => TlsMode::Require,
+                    "verify-ca" => TlsMode::VerifyCa,
                     "verify-full" => TlsMode::VerifyFull,
-                    "verify-ca" => {
-                        return Err("`sslmode=verify-ca` is not supported: use `verify-full` (the chain and the \
-                                    host name checked)"
-                            .into())
-                    }
                     other => {
                         return Err(format!(
-                            "`sslmode={other}` is not supported: `disable` (the default), `prefer`, `require` or \
-                             `verify-full`"
+                            "`sslmode={other}` is not supported: `disable` (the default), `prefer`, `require`, \
+                             `verify-ca` or `verify-full`"
                         ))
                     }
                 }
             }
-            "sslrootcert" => root_file = Some(percent_decoded(value)?),
+            "sslrootcert" => files.root_cert = Some(percent_decoded(value)?),
+            "sslcert" => files.cert = Some(percent_decoded(value)?),
+            "sslkey" => files.key = Some(percent_decoded(value)?),
+            "sslpassword" => {
+                return Err("`sslpassword` is not supported: give `sslkey` an unencrypted key file (mode 0600)".into())
+            }
             _ => kept.push(parameter),
         }
     }
     let rest = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
-    Ok((rest, mode, root_file))
+    Ok((rest, mode, files))
 }
 
 fn percent_decoded(text: &str) -> Result<String, String> {
@@ -250,20 +372,37 @@ fn refused_certificate<'a>(error: &'a (dyn std::error::Error + 'static)) -> Opti
         .or_else(|| error.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).and_then(|e| e.downcast_ref()))
 }
 
-/// `prefer` and `require`: any certificate accepted (that is what those modes mean); the handshake's signatures are
-/// still checked, as rustls' own verifier does, so that the session is at least with the holder of the key shown.
+/// The server's certificate for `prefer` and `require` (`roots` none: any certificate accepted, that is what those
+/// modes mean) and `verify-ca` (the chain must lead to one of `roots`, the name is not looked at). The handshake's
+/// signatures are checked either way, as rustls' own verifier does, so that the session is at least with the holder
+/// of the key shown.
 #[derive(Debug)]
-struct UncheckedCertificate(Arc<CryptoProvider>);
+struct Verifier {
+    provider: Arc<CryptoProvider>,
+    roots: Option<RootCertStore>,
+}
 
-impl ServerCertVerifier for UncheckedCertificate {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
         _: &ServerName<'_>,
         _: &[u8],
-        _: UnixTime,
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(roots) = &self.roots {
+            // What rustls' WebPkiServerVerifier checks (the chain, validity, the server-auth usage) but the name.
+            let certificate = rustls::server::ParsedCertificate::try_from(end_entity)?;
+            let algorithms = self.provider.signature_verification_algorithms.all;
+            rustls::client::verify_server_cert_signed_by_trust_anchor(
+                &certificate,
+                roots,
+                intermediates,
+                now,
+                algorithms,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 
@@ -273,7 +412,7 @@ impl ServerCertVerifier for UncheckedCertificate {
         certificate: &CertificateDer<'_>,
         signature: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, certificate, signature, &self.0.signature_verification_algorithms)
+        verify_tls12_signature(message, certificate, signature, &self.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -282,12 +421,115 @@ impl ServerCertVerifier for UncheckedCertificate {
         certificate: &CertificateDer<'_>,
         signature: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, certificate, signature, &self.0.signature_verification_algorithms)
+        verify_tls13_signature(message, certificate, signature, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
+}
+
+/// The client certificate (`sslcert`) and its key (`sslkey`), presented when the server asks: read when made, and
+/// read again at a handshake once either file's stamp (size, modification time, inode) changed. A changed pair that
+/// cannot be used keeps the last good one (a rotation writes two files, one after the other), said on stderr once
+/// for each change.
+#[derive(Debug)]
+struct ClientIdentity {
+    cert: PathBuf,
+    key: PathBuf,
+    provider: Arc<CryptoProvider>,
+    /// The files' stamps when last looked at, and the identity in use.
+    current: Mutex<(Stamps, Arc<CertifiedKey>)>,
+}
+
+type Stamps = [Option<(std::time::SystemTime, u64, u64)>; 2];
+
+impl ClientIdentity {
+    fn read(cert: &Path, key: &Path, provider: Arc<CryptoProvider>) -> Result<ClientIdentity, String> {
+        let stamps = [stamp(cert), stamp(key)];
+        let identity = Arc::new(certified_key(cert, key, &provider)?);
+        let current = Mutex::new((stamps, identity));
+        Ok(ClientIdentity { cert: cert.to_path_buf(), key: key.to_path_buf(), provider, current })
+    }
+}
+
+impl ResolvesClientCert for ClientIdentity {
+    fn resolve(&self, _: &[&[u8]], _: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let stamps = [stamp(&self.cert), stamp(&self.key)];
+        if stamps != current.0 {
+            current.0 = stamps;
+            match certified_key(&self.cert, &self.key, &self.provider) {
+                Ok(identity) => current.1 = Arc::new(identity),
+                Err(e) => eprintln!("the store's client certificate changed but is not used, the last one is: {e}"),
+            }
+        }
+        Some(current.1.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+fn stamp(path: &Path) -> Option<(std::time::SystemTime, u64, u64)> {
+    let metadata = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&metadata);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some((metadata.modified().ok()?, metadata.len(), inode))
+}
+
+/// The chain of `cert` and the key of `key`, checked as libpq checks them (the key file's permissions) and against
+/// each other.
+fn certified_key(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
+    let (cert_shown, key_shown) = (cert.display(), key.display());
+    let pem = std::fs::read(cert).map_err(|e| format!("cannot read `sslcert={cert_shown}`: {e}"))?;
+    let chain = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("`sslcert={cert_shown}` is not PEM certificates: {e}"))?;
+    if chain.is_empty() {
+        return Err(format!("`sslcert={cert_shown}` holds no certificate (`-----BEGIN CERTIFICATE-----`)"));
+    }
+    key_permissions(key)?;
+    let pem = std::fs::read(key).map_err(|e| format!("cannot read `sslkey={key_shown}`: {e}"))?;
+    let private = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        let encrypted = String::from_utf8_lossy(&pem).contains("ENCRYPTED");
+        let why =
+            if encrypted { "an encrypted key (not supported: no `sslpassword`)".to_string() } else { e.to_string() };
+        format!("`sslkey={key_shown}` is not an unencrypted private key in PEM (PKCS#8, PKCS#1 or SEC1): {why}")
+    })?;
+    CertifiedKey::from_der(chain, private, provider).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => {
+            format!("`sslkey={key_shown}` is not the key of the certificate `sslcert={cert_shown}`")
+        }
+        e => format!("`sslkey={key_shown}`: not a usable key: {e}"),
+    })
+}
+
+/// libpq's rule for the key file: a regular file; owned by the user, no access for the group or others (0600 or
+/// less); owned by root, no write or execute for the group and no access for others (0640 or less, for a key that
+/// a system manages and a group may read).
+fn key_permissions(key: &Path) -> Result<(), String> {
+    let shown = key.display();
+    let metadata = std::fs::metadata(key).map_err(|e| format!("cannot read `sslkey={shown}`: {e}"))?;
+    if !metadata.is_file() {
+        return Err(format!("`sslkey={shown}` is not a regular file"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (mode, owner) = (metadata.mode() & 0o777, metadata.uid());
+        let refused = if owner == 0 { mode & 0o037 != 0 } else { mode & 0o077 != 0 };
+        if refused {
+            return Err(format!(
+                "`sslkey={shown}` has group or world access (mode {mode:04o}): it must be u=rw (0600) or less if \
+                 owned by the user, or u=rw,g=r (0640) or less if owned by root, as libpq demands (`chmod 0600 {shown}`)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -296,25 +538,30 @@ mod tests {
 
     #[test]
     fn the_tls_parameters_are_read_and_the_others_kept() {
-        let url = "postgres://u:p@h:5/d?application_name=x&sslmode=verify-full&sslrootcert=%2Ftmp%2Fca.pem&a=b";
-        let (rest, mode, root) = take_tls_parameters(url).unwrap();
-        assert_eq!(
-            (rest.as_str(), mode, root.as_deref()),
-            ("postgres://u:p@h:5/d?application_name=x&a=b", TlsMode::VerifyFull, Some("/tmp/ca.pem"))
-        );
+        let url = "postgres://u:p@h:5/d?application_name=x&sslmode=verify-full&sslrootcert=%2Ftmp%2Fca.pem&a=b\
+                   &sslcert=/c.pem&sslkey=/k.pem";
+        let (rest, mode, files) = take_tls_parameters(url).unwrap();
+        assert_eq!((rest.as_str(), mode), ("postgres://u:p@h:5/d?application_name=x&a=b", TlsMode::VerifyFull));
+        let files_named =
+            TlsFiles { root_cert: Some("/tmp/ca.pem".into()), cert: Some("/c.pem".into()), key: Some("/k.pem".into()) };
+        assert_eq!(files, files_named);
         assert_eq!(take_tls_parameters("postgres://h/d").unwrap().1, TlsMode::Disable, "the default is plain TCP");
         assert_eq!(take_tls_parameters("postgres://h/d?sslmode=require").unwrap().0, "postgres://h/d");
-        assert!(take_tls_parameters("postgres://h/d?sslmode=verify-ca").unwrap_err().contains("verify-full"));
+        assert_eq!(take_tls_parameters("postgres://h/d?sslmode=verify-ca").unwrap().1, TlsMode::VerifyCa);
         assert!(take_tls_parameters("postgres://h/d?sslmode=allow").unwrap_err().contains("not supported"));
+        assert!(take_tls_parameters("postgres://h/d?sslpassword=x").unwrap_err().contains("unencrypted"));
     }
 
     #[test]
-    fn a_root_file_needs_verify_full_and_must_hold_certificates() {
+    fn a_root_file_needs_a_verifying_mode_and_must_hold_certificates() {
         let shown = "postgres://h/d";
         let refused = |url: &str| Connection::from_url(url, shown).err().unwrap();
-        assert!(refused("postgres://h/d?sslmode=require&sslrootcert=/x").contains("only with `sslmode=verify-full`"));
-        assert!(refused("postgres://h/d?sslrootcert=/x").contains("only with `sslmode=verify-full`"));
+        let only = "only with `sslmode=verify-ca` or `verify-full`";
+        assert!(refused("postgres://h/d?sslmode=require&sslrootcert=/x").contains(only));
+        assert!(refused("postgres://h/d?sslrootcert=/x").contains(only));
         assert!(refused("postgres://h/d?sslmode=verify-full&sslrootcert=/no/such/file").contains("cannot read"));
+        assert!(refused("postgres://h/d?sslmode=verify-ca").contains("needs `sslrootcert=FILE`"));
+        assert!(refused("postgres://h/d?sslmode=verify-ca&sslrootcert=system").contains("needs `sslrootcert=FILE`"));
         let dir = std::env::temp_dir().join(format!("remit-pgtls-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("empty.pem");
@@ -325,7 +572,53 @@ mod tests {
         ca.write(&file);
         let connection = Connection::from_url(&url, shown).unwrap();
         assert_eq!((connection.mode, connection.config.get_ssl_mode()), (TlsMode::VerifyFull, SslMode::Require));
+        let url = format!("postgres://h/d?sslmode=verify-ca&sslrootcert={}", file.display());
+        let connection = Connection::from_url(&url, shown).unwrap();
+        assert_eq!((connection.mode, connection.config.get_ssl_mode()), (TlsMode::VerifyCa, SslMode::Require));
+        // The root file given outside the URL means the same; given both ways, the two must agree.
+        let outside = TlsFiles { root_cert: Some(file.display().to_string()), ..TlsFiles::default() };
+        let connection = Connection::from_url_with("postgres://h/d?sslmode=verify-ca", shown, &outside).unwrap();
+        assert_eq!(connection.roots, format!("`sslrootcert={}`", file.display()));
+        assert!(Connection::from_url_with("postgres://h/d", shown, &outside).unwrap_err().contains(only));
+        let other = TlsFiles { root_cert: Some("/other.pem".into()), ..TlsFiles::default() };
+        assert!(Connection::from_url_with(&url, shown, &other).unwrap_err().contains("disagree"));
         assert_eq!(Connection::from_url(shown, shown).unwrap().config.get_ssl_mode(), SslMode::Disable);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key_tls_and_a_key_file_only_its_owner_reads() {
+        use std::os::unix::fs::PermissionsExt;
+        let shown = "postgres://h/d";
+        let dir = std::env::temp_dir().join(format!("remit-pgtls-client-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = crate::test_tls::TestCa::new("remit client CA");
+        let (cert, key) = ca.client_files("remit", &dir);
+        let files =
+            |cert: &str, key: &str| TlsFiles { cert: Some(cert.into()), key: Some(key.into()), ..Default::default() };
+        let connect = |url: &str, files: &TlsFiles| Connection::from_url_with(url, shown, files);
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let connection = connect("postgres://h/d?sslmode=require", &files(&cert, &key)).unwrap();
+        assert_eq!(connection.client_cert.as_deref(), Some(cert.as_str()));
+        let both = format!("postgres://h/d?sslmode=verify-full&sslcert={cert}&sslkey={key}");
+        let in_url = connect(&both, &TlsFiles::default()).unwrap();
+        assert_eq!(in_url.client_cert.as_deref(), Some(cert.as_str()));
+        assert!(connect("postgres://h/d", &files(&cert, &key)).unwrap_err().contains("over TLS only"));
+        let half = TlsFiles { cert: Some(cert.clone()), ..Default::default() };
+        assert!(connect("postgres://h/d?sslmode=require", &half).unwrap_err().contains("without `sslkey`"));
+        // libpq's permissions: readable by the group or the world is refused, for its owner and for root alike.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let why = connect("postgres://h/d?sslmode=require", &files(&cert, &key)).unwrap_err();
+        assert!(why.contains("has group or world access (mode 0644)"), "{why}");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // Another certificate's key, and a file that is no key.
+        let (_, other_key) = ca.client_files("other", &dir.join("other"));
+        std::fs::set_permissions(&other_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let why = connect("postgres://h/d?sslmode=require", &files(&cert, &other_key)).unwrap_err();
+        assert!(why.contains("is not the key of the certificate"), "{why}");
+        std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let why = connect("postgres://h/d?sslmode=require", &files(&cert, &cert)).unwrap_err();
+        assert!(why.contains("is not an unencrypted private key"), "{why}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

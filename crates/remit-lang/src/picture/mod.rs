@@ -7,6 +7,7 @@
 
 pub mod dot;
 pub mod explain;
+pub mod instances;
 pub mod mermaid;
 pub mod model;
 pub mod svg;
@@ -29,6 +30,21 @@ pub enum Format {
 /// The delegation forest of `program` in `format`; `stops` names mandates with an active stop.
 pub fn graph(program: &Program, stops: &[String], format: Format) -> String {
     let forest = Forest::of(program, stops);
+    match format {
+        Format::Svg => svg::render(&forest, &format!("remit graph · policy {}", short(&program.hash))),
+        Format::Dot => dot::render(&forest),
+        Format::Mermaid => mermaid::render(&forest),
+    }
+}
+
+/// [`graph`] with `instances` (parsed by [`instances::parse`]) drawn under their templates.
+pub fn graph_with_instances(
+    program: &Program,
+    stops: &[String],
+    instances: &[instances::GrantedInstance],
+    format: Format,
+) -> String {
+    let forest = instances::forest(program, stops, instances);
     match format {
         Format::Svg => svg::render(&forest, &format!("remit graph · policy {}", short(&program.hash))),
         Format::Dot => dot::render(&forest),

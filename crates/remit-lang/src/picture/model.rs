@@ -22,6 +22,8 @@ pub struct Node {
     pub name: String,
     /// Set when the node is a template: what an instance is granted with.
     pub template: Option<TemplateFacts>,
+    /// Set when the node is an instance of a template (`remit graph --instances`).
+    pub instance: Option<InstanceFacts>,
     /// A mandate's principal; a template's `for` (who an instance may be for).
     pub principal: String,
     pub holders: Vec<String>,
@@ -43,6 +45,19 @@ pub struct Node {
 pub struct TemplateFacts {
     pub params: Vec<String>,
     pub granted_by: String,
+}
+
+/// What only an instance has: its template and version, its parameters' values, who granted it when, whether it
+/// was revoked, and why the check refuses it when it does (`problem: field fails condition (value …)`).
+#[derive(Debug, Clone)]
+pub struct InstanceFacts {
+    pub template: String,
+    pub version: u64,
+    /// `NAME = VALUE`, in the template's order.
+    pub params: Vec<String>,
+    pub granted: String,
+    pub revoked_at: Option<String>,
+    pub outside: Option<String>,
 }
 
 /// A group of clauses of one mandate: what it grants, forbids, bounds, gates or requires.
@@ -76,6 +91,13 @@ const SECTIONS: [&str; 5] = ["grants", "forbids", "bounds", "gates", "requires"]
 
 /// The class of a template's node, and what it means in a legend.
 const TEMPLATE: (&str, &str) = ("template", "a template: its instances are granted at run time");
+
+/// The classes of instances' nodes, and what they mean in a legend.
+const INSTANCES: [(&str, &str); 3] = [
+    ("instance", "an instance of the template above it, granted at run time"),
+    ("revoked", "a revoked instance"),
+    ("invalid", "an instance outside its template: every decision under it is denied"),
+];
 
 fn section_of(kind: &RuleKind) -> &'static str {
     match kind {
@@ -156,6 +178,9 @@ impl Forest {
         if self.nodes.iter().any(|n| n.template.is_some()) {
             entries.push(TEMPLATE);
         }
+        if self.nodes.iter().any(|n| n.instance.is_some()) {
+            entries.extend(INSTANCES);
+        }
         entries
     }
 
@@ -174,7 +199,8 @@ impl Forest {
         out
     }
 
-    fn sort(&mut self) {
+    /// Roots and children in name order.
+    pub(super) fn sort(&mut self) {
         let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
         self.roots.sort_by(|a, b| names[*a].cmp(&names[*b]));
         for node in &mut self.nodes {
@@ -246,6 +272,7 @@ fn node(program: &Program, id: MandateId, stops: &[String]) -> Node {
     Node {
         name: mandate.name.clone(),
         template: None,
+        instance: None,
         principal: mandate.principal.clone(),
         holders: patterns(&mandate.holders, &mandate.holder_prefixes),
         purpose: mandate.purpose.clone(),
@@ -296,6 +323,7 @@ fn template_node(program: &Program, id: TemplateId, stops: &[String]) -> Node {
                 .collect(),
             granted_by: grantors(&template.granted_by),
         }),
+        instance: None,
         principal: if principals.is_empty() { "anyone".into() } else { principals.join(", ") },
         holders: patterns(&template.holders, &template.holder_prefixes),
         purpose: template.purpose.clone(),
@@ -328,6 +356,11 @@ impl Node {
             lines.extend(template.params.iter().map(|p| format!("parameter {p}")));
             lines.push(format!("granted by {}", template.granted_by));
         }
+        if let Some(instance) = &self.instance {
+            lines.push(format!("instance of {}, version {}", instance.template, instance.version));
+            lines.extend(instance.params.iter().map(|p| format!("parameter {p}")));
+            lines.push(instance.granted.clone());
+        }
         lines.push(format!("for {} · held by {}", self.principal, self.holders.join(", ")));
         if let Some(purpose) = &self.purpose {
             lines.push(format!("purpose: {purpose}"));
@@ -344,6 +377,14 @@ impl Node {
         }
         terms.push(format!("otherwise {}", self.otherwise));
         lines.push(terms.join(" · "));
+        if let Some(instance) = &self.instance {
+            if let Some(at) = &instance.revoked_at {
+                lines.push(format!("REVOKED at {at}"));
+            }
+            if let Some(why) = &instance.outside {
+                lines.push(format!("OUTSIDE its template: {why}"));
+            }
+        }
         match &self.stop {
             Stop::None => {}
             Stop::Here => lines.push("STOPPED: side-effecting calls refused".into()),
@@ -356,6 +397,9 @@ impl Node {
     pub fn class(&self) -> &'static str {
         match (&self.change, &self.stop) {
             (Some(change), _) => change.status.as_str(),
+            (None, _) if self.instance.as_ref().is_some_and(|i| i.revoked_at.is_some()) => INSTANCES[1].0,
+            (None, _) if self.instance.as_ref().is_some_and(|i| i.outside.is_some()) => INSTANCES[2].0,
+            (None, Stop::None) if self.instance.is_some() => INSTANCES[0].0,
             (None, Stop::None) if self.template.is_some() => TEMPLATE.0,
             (None, Stop::None) => "mandate",
             (None, _) => "stopped",
@@ -375,6 +419,9 @@ pub fn colours(class: &str) -> (&'static str, &'static str) {
         "undecided" => ("#efe3f7", "#6a1b9a"),
         "stopped" => ("#fde0dc", "#b71c1c"),
         "template" => ("#fffde7", "#f9a825"),
+        "instance" => ("#e0f2f1", "#00796b"),
+        "revoked" => ("#eeeeee", "#9e9e9e"),
+        "invalid" => ("#fde0dc", "#c62828"),
         _ => ("#ffffff", "#37474f"),
     }
 }
