@@ -177,6 +177,26 @@ fn an_instance_outside_its_template_is_refused_naming_the_bound_and_the_value() 
         assert!(refusal["condition"].as_str().is_some_and(|c| !c.is_empty()), "{answer}");
         assert!(refusal["value"].as_str().unwrap_or("").contains(value), "{problem}: {answer}");
         assert!(answer["error"]["message"].as_str().unwrap().contains(field), "{answer}");
+        // Out of its bounds: the narrowing proof on the concrete instance. A cap above the ceiling's widens it (a
+        // request paying between the ceiling's 500 USD and the cap); the other bounds refused here narrow it
+        // anyway (the ceiling names no merchants and no window); a value of the wrong type builds no instance.
+        let money = |v: &Value| v.as_str().and_then(remit_lang::value::Money::parse).map(|m| m.amount.0);
+        match (problem, value) {
+            ("bound-failed", "600 USD") => {
+                let witness = &refusal["witness"];
+                assert_eq!(refusal["instance_narrows"], false, "{answer}");
+                assert_eq!(witness["action"]["name"], "pay", "{answer}");
+                let amount = money(&witness["action"]["arguments"]["amount"]).expect("an amount");
+                let usd = |n: i128| money(&json!(format!("{n} USD"))).unwrap();
+                assert!(amount > usd(500) && amount <= usd(600), "{answer}");
+                assert!(answer["error"]["message"].as_str().unwrap().contains("would allow"), "{answer}");
+            }
+            ("bound-failed", _) => {
+                assert_eq!(refusal["instance_narrows"], true, "{answer}");
+                assert!(refusal.get("witness").is_none(), "{answer}");
+            }
+            _ => assert!(refusal.get("witness").is_none() && refusal.get("instance_narrows").is_none(), "{answer}"),
+        }
     }
     let (status, unknown) = call(
         &gateway,
@@ -478,6 +498,19 @@ fn a_grant_takes_milliseconds() {
     times.sort();
     let (p50, p99) = (times[times.len() / 2], times[times.len() * 99 / 100]);
     println!("a grant over HTTP (SQLite, 500 one at a time): p50 {p50:?}, p99 {p99:?}");
+    // A grant refused by a bound runs the narrowing proof on the concrete instance for its witness.
+    let refused = ask("user:alice", "agent:shopper", params("600 USD"));
+    let mut refusals: Vec<Duration> = (0..200)
+        .map(|_| {
+            let started = Instant::now();
+            let (status, _) = call(&gateway, "POST", "/v1/grants", ALICE, Some(&refused));
+            assert_eq!(status, 422);
+            started.elapsed()
+        })
+        .collect();
+    refusals.sort();
+    let (r50, r99) = (refusals[refusals.len() / 2], refusals[refusals.len() * 99 / 100]);
+    println!("a grant refused by a bound (200 one at a time): p50 {r50:?}, p99 {r99:?}");
     assert!(p50 <= Duration::from_millis(5), "p50 {p50:?} above the 5 ms target");
 }
 
@@ -515,6 +548,7 @@ fn the_cli_grants_lists_shows_changes_and_revokes() {
         ALICE,
     );
     assert!(!ok && err.contains("422") && err.contains("params.cap"), "{err}");
+    assert!(err.contains("witness: a request the instance would allow") && err.contains("\"pay\""), "{err}");
     let (_, listed, _) = cli(&["list", "--holder", "agent:shopper"], ALICE);
     assert_eq!(listed["grants"][0]["id"], id.as_str());
     let change = [
@@ -801,4 +835,42 @@ fn the_principal_grants_narrows_and_revokes_in_the_browser() {
         .collect();
     assert_eq!(kinds, ["grant", "change", "revoke"]);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A template the gateway grants unproved (`--grant-unproved`; here one the proof would refuse, compiled without it
+/// so that it is served unproved): each instance within its bounds is proved on its own when granted, and one that
+/// would allow what its parent refuses is refused with the witness (`instance-widens`).
+#[test]
+fn an_unproved_templates_widening_instance_is_refused_with_its_witness() {
+    let loose = format!(
+        "{POLICY}\ntemplate loose(cap: money where cap <= 900 USD) under ceiling {{\n  holder under \"agent:\"\n  \
+         allow pay where args.amount <= cap\n}}\n"
+    );
+    let mut sources = remit_lang::stdlib::sources();
+    sources.add("shop.remit", loose);
+    let checked = remit_lang::check::check_with(sources, remit_lang::check::Options { narrowing: false });
+    let program = Arc::new(checked.program.expect("checks without the proof"));
+    assert!(program.templates.iter().all(|t| !t.proved));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let gateway =
+        HttpGateway::start("grants-unproved", policy, Options { tokens: tokens(), config, ..Options::default() });
+    let ask = |cap: &str| {
+        json!({"template": "loose", "principal": "user:alice", "holder": "agent:l", "params": {"cap": cap}})
+            .to_string()
+            .into_bytes()
+    };
+    let (status, answer) = call(&gateway, "POST", "/v1/grants", ALICE, Some(&ask("700 USD")));
+    assert_eq!(status, 422, "{answer}");
+    let refusal = &answer["error"]["refusal"];
+    assert_eq!(
+        (refusal["problem"].as_str(), refusal["instance_narrows"].as_bool()),
+        (Some("instance-widens"), Some(false))
+    );
+    let amount = refusal["witness"]["action"]["arguments"]["amount"].as_str().and_then(remit_lang::value::Money::parse);
+    let usd = |n: i128| remit_lang::value::Money::parse(&format!("{n} USD")).unwrap().amount.0;
+    assert!(amount.is_some_and(|m| m.amount.0 > usd(500) && m.amount.0 <= usd(700)), "{answer}");
+    // Within the parent's cap: granted.
+    let (status, answer) = call(&gateway, "POST", "/v1/grants", ALICE, Some(&ask("400 USD")));
+    assert_eq!(status, 201, "{answer}");
 }

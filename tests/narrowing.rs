@@ -362,7 +362,7 @@ fn witnesses_replay_with_no_narrowing() {
 /// Templates are not compared yet (their proof is issue 31's next step): `remit diff` says so, naming each template
 /// added, removed or kept, rather than pass over them; the mandates' report is what it would be without them.
 #[test]
-fn diff_names_the_templates_it_does_not_compare_yet() {
+fn diff_reports_added_and_removed_templates() {
     let new_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/semantics/templates");
     let policy = std::fs::read_to_string(new_dir.join("policy.remit")).unwrap();
     let old_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("diff-templates-old");
@@ -372,18 +372,70 @@ fn diff_names_the_templates_it_does_not_compare_yet() {
     std::fs::write(old_dir.join("policy.remit"), without).unwrap();
 
     let out = diff(&old_dir, &new_dir, "json");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // An added template is new authority: a review.
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
-    let statuses: Vec<(&str, &str)> = report["mandates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| (m["mandate"].as_str().unwrap(), m["status"].as_str().unwrap()))
-        .collect();
-    assert_eq!(statuses, [("tp_ceiling", "unchanged")]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("templates are not compared yet"), "{stderr}");
-    assert!(stderr.contains("`tp_errands` (added), `tp_shopping` (added)"), "{stderr}");
-    let back = String::from_utf8_lossy(&diff(&new_dir, &old_dir, "human").stderr).into_owned();
-    assert!(back.contains("`tp_shopping` (removed)"), "{back}");
+    let statuses = |report: &Value, key: &str, name: &str| -> Vec<(String, String)> {
+        report[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m[name].as_str().unwrap().to_string(), m["status"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    };
+    assert_eq!(statuses(&report, "mandates", "mandate"), pairs(&[("tp_ceiling", "unchanged")]));
+    assert_eq!(statuses(&report, "templates", "template"), pairs(&[("tp_errands", "added"), ("tp_shopping", "added")]));
+    let back = diff(&new_dir, &old_dir, "json");
+    assert_eq!(back.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&back.stdout).expect("one JSON report");
+    assert_eq!(
+        statuses(&report, "templates", "template"),
+        pairs(&[("tp_errands", "removed"), ("tp_shopping", "removed")])
+    );
+    // The same policy: every template unchanged.
+    let same = diff(&new_dir, &new_dir, "json");
+    assert_eq!(same.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&same.stdout).expect("one JSON report");
+    assert_eq!(
+        statuses(&report, "templates", "template"),
+        pairs(&[("tp_errands", "unchanged"), ("tp_shopping", "unchanged")])
+    );
+}
+
+/// `tests/narrowing/diff_templates/{old,new}`: clauses changed, a bound widened (an instance the new version admits
+/// and the old refuses, confirmed here), a rule narrowed (a request an instance of both allowed before and not now,
+/// confirmed here on both concrete instances), a parameter added (not compared), added and removed templates.
+#[test]
+fn diff_compares_templates() {
+    use remit_lang::check::narrowing::parametric::instance;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/narrowing/diff_templates");
+    let (old, new) = (root.join("old"), root.join("new"));
+    let out = diff(&old, &new, "human");
+    assert_eq!(out.status.code(), Some(1));
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    insta::with_settings!({ snapshot_path => "narrowing/snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!("diff_templates", human);
+    });
+    let out = diff(&old, &new, "json");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
+    let (old_program, new_program) = (program_of_folder(&old), program_of_folder(&new));
+    let shopping = report["templates"].as_array().unwrap().iter().find(|t| t["template"] == "shopping").unwrap();
+    assert_eq!(shopping["status"], "both");
+    let id = |p: &Program| p.templates.iter().position(|t| t.name == "shopping").unwrap();
+    let widened = &shopping["instances_widened"][0]["params"];
+    let params = widened.as_object().unwrap();
+    assert!(instance(&new_program, id(&new_program), params).is_ok(), "{widened}");
+    assert!(instance(&old_program, id(&old_program), params).is_err(), "{widened}");
+    let narrowed = &shopping["narrowed"][0];
+    let params = narrowed["params"].as_object().unwrap();
+    let alone = |p: &Program| {
+        let (mut concrete, child) = instance(p, id(p), params).expect("admitted by both");
+        concrete.mandates[child].parent = None;
+        decide(&concrete, narrowed["witness"].to_string().as_bytes()).outcome
+    };
+    assert_eq!(alone(&old_program), Outcome::Allow);
+    assert_ne!(alone(&new_program), Outcome::Allow);
 }

@@ -1230,11 +1230,17 @@ fn template_policy(rng: &mut Rng) -> String {
             _ => format!("k: int where k >= {lo} and k <= {hi}"),
         }
     };
-    let until = match rng.below(4) {
+    // Durations place `until` through `granted` (difference constraints): by 2029-12-01 and 30 days, or by
+    // 2029-12-12 and 20 days, end by the ceiling's end; by 2029-12-15 or a second after 2029-12-12 they may not.
+    let until = match rng.below(8) {
         0 if !follow(rng) => "until: timestamp".to_string(),
         0 | 1 => "until: timestamp where until <= 2030-01-01T00:00:00Z".to_string(),
         2 => "until: timestamp where until - granted <= 30d".to_string(),
-        _ => "until: timestamp where until <= 2029-06-01T00:00:00Z and until - granted <= 30d".to_string(),
+        3 => "until: timestamp where until <= 2029-06-01T00:00:00Z and until - granted <= 30d".to_string(),
+        4 => "until: timestamp where until - granted <= 30d and granted <= 2029-12-01T00:00:00Z".to_string(),
+        5 if !follow(rng) => "until: timestamp where until - granted <= 30d and granted <= 2029-12-15T00:00:00Z".into(),
+        5 | 6 => "until: timestamp where until - granted <= 20d and granted <= 2029-12-12T00:00:00Z".to_string(),
+        _ => "until: timestamp where granted <= 2029-12-12T00:00:01Z and until - granted <= 20d".to_string(),
     };
     out.push_str(&format!("template shop({cap}, {shops}, {k}, {until}) under ceiling {{\n  holder under \"agent:\"\n"));
     if rng.chance(50) {
@@ -1310,17 +1316,23 @@ fn template_params(rng: &mut Rng) -> serde_json::Map<String, Json> {
         "2028-01-01T00:00:00Z",
         "2029-05-20T00:00:00Z",
         "2029-12-31T00:00:00Z",
+        "2029-12-31T23:59:59Z",
+        "2030-01-01T00:00:00Z",
+        "2030-01-01T00:00:01Z",
+        "2030-01-10T00:00:00Z",
         "2030-01-15T00:00:00Z",
         "2031-01-01T00:00:00Z",
     ];
-    let until = rng.below(instants.len());
+    // Now and then at the ceiling's end, where the durations' bounds decide.
+    let until = if rng.chance(35) { *rng.pick(&[5, 6, 7, 8]) } else { rng.below(instants.len()) };
     out.insert("until".into(), Json::from(instants[until]));
-    // `granted` within 40 days before `until` mostly.
+    // `granted` within 40 days before `until` mostly, or at the edges the durations' bounds draw.
+    let edges = ["2029-12-01T00:00:00Z", "2029-12-12T00:00:00Z", "2029-12-12T00:00:01Z", "2029-12-14T00:00:00Z"];
     let granted = if rng.chance(80) && until > 0 { instants[until - 1] } else { *rng.pick(&instants) };
-    let granted = if rng.chance(50) {
-        format_instant(parse_timestamp(instants[until]).map(i128::from).unwrap_or(0) * NS - 20 * 86_400 * NS)
-    } else {
-        granted.to_string()
+    let granted = match rng.below(10) {
+        0..=3 => format_instant(parse_timestamp(instants[until]).map(i128::from).unwrap_or(0) * NS - 20 * 86_400 * NS),
+        4..=6 => rng.pick(&edges).to_string(),
+        _ => granted.to_string(),
     };
     out.insert("granted".into(), Json::from(granted));
     out.insert("principal".into(), Json::from(*rng.pick(&["user:alice", "org:acme", "user:bob"])));
@@ -1346,14 +1358,22 @@ fn template_request(rng: &mut Rng, holder: &str) -> Json {
     if rng.chance(95) {
         arguments.insert("merchant".into(), Json::from(merchant));
     }
-    let now = *rng.pick(&[
-        "2025-12-01T00:00:00Z",
-        "2026-06-01T00:00:00Z",
-        "2029-05-25T00:00:00Z",
-        "2029-12-31T12:00:00Z",
-        "2030-01-10T00:00:00Z",
-        "2031-06-01T00:00:00Z",
-    ]);
+    let edge = ["2029-12-31T23:59:59Z", "2030-01-01T00:00:00Z", "2030-01-01T00:00:00.5Z", "2030-01-05T00:00:00Z"];
+    let now = if rng.chance(25) {
+        *rng.pick(&edge)
+    } else {
+        *rng.pick(&[
+            "2025-12-01T00:00:00Z",
+            "2026-06-01T00:00:00Z",
+            "2029-05-25T00:00:00Z",
+            "2029-12-31T12:00:00Z",
+            "2029-12-31T23:59:59Z",
+            "2030-01-01T00:00:00Z",
+            "2030-01-01T00:00:00.5Z",
+            "2030-01-10T00:00:00Z",
+            "2031-06-01T00:00:00Z",
+        ])
+    };
     let mut request = serde_json::json!({
         "subject": {"id": holder},
         "action": {"name": tool, "arguments": arguments},

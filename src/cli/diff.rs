@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use remit_lang::check::narrowing::diff::{diff, Example, MandateDiff, Status};
+use remit_lang::check::narrowing::template_diff::{diff_templates, TemplateDiff};
 use remit_lang::check::{check_with, Options};
 use remit_lang::diag::Diagnostic;
 use remit_lang::ir::Program;
@@ -36,10 +37,17 @@ pub fn run(old: &Path, new: &Path, format: DiffFormat, output: Option<&Path>) ->
     let old_program = compile(old, diagnostics)?;
     let new_program = compile(new, diagnostics)?;
     let report = diff(&old_program, &new_program);
+    let templates = diff_templates(&old_program, &new_program);
     match format {
-        DiffFormat::Human => human(&report),
-        DiffFormat::Json => println!("{}", as_json(&report)),
-        DiffFormat::Github => github(&report, &old_program, &new_program),
+        DiffFormat::Human => {
+            human(&report);
+            human_templates(&templates);
+        }
+        DiffFormat::Json => println!("{}", as_json(&report, &templates)),
+        DiffFormat::Github => {
+            github(&report, &old_program, &new_program);
+            github_templates(&templates, &old_program, &new_program);
+        }
         DiffFormat::Html => {
             write_output(output, &remit_lang::picture::diff_html(&old_program, &new_program, &report))?;
             eprintln!("{}", summary(&report));
@@ -49,10 +57,11 @@ pub fn run(old: &Path, new: &Path, format: DiffFormat, output: Option<&Path>) ->
             eprintln!("{}", summary(&report));
         }
     }
-    if let Some(note) = templates_note(&old_program, &new_program) {
-        eprintln!("{note}");
+    // The pictures draw mandates: the templates' report goes to stderr.
+    if matches!(format, DiffFormat::Html | DiffFormat::Svg) && !templates.is_empty() {
+        eprintln!("{}", templates_text(&templates));
     }
-    let widened = report.iter().any(|m| m.status.widens());
+    let widened = report.iter().any(|m| m.status.widens()) || templates.iter().any(|t| t.status.widens());
     Ok(if widened { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
@@ -71,21 +80,119 @@ fn compile(path: &Path, format: Format) -> Result<Program, String> {
     }
 }
 
-/// Templates are not compared yet (their instances decide nothing before run-time grants, and the proof for them is
-/// issue 31's next step): said on stderr, naming each, rather than left out in silence.
-fn templates_note(old: &Program, new: &Program) -> Option<String> {
-    let names = |p: &Program| p.templates.iter().map(|t| t.name.clone()).collect::<std::collections::BTreeSet<_>>();
-    let (old, new) = (names(old), names(new));
-    let all: Vec<String> = old
-        .union(&new)
-        .map(|name| match (old.contains(name), new.contains(name)) {
-            (true, true) => format!("`{name}`"),
-            (false, _) => format!("`{name}` (added)"),
-            (_, false) => format!("`{name}` (removed)"),
-        })
-        .collect();
-    (!all.is_empty())
-        .then(|| format!("note: templates are not compared yet (docs/grants-design.md): {}", all.join(", ")))
+fn params_text(params: &serde_json::Map<String, serde_json::Value>) -> String {
+    params.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The templates' report as text: one line per template, its changed clauses, and the examples.
+fn templates_text(report: &[TemplateDiff]) -> String {
+    let mut out = String::new();
+    for t in report {
+        out.push_str(&format!("{:<10} template {}\n", t.status.as_str(), t.name));
+        for change in &t.changes {
+            out.push_str(&format!("  {change}\n"));
+        }
+        for e in &t.instances_widened {
+            out.push_str(&format!(
+                "  instance admitted now; before, {}:\n    {}\n",
+                e.refused_by,
+                params_text(&e.params)
+            ));
+        }
+        for e in &t.instances_narrowed {
+            out.push_str(&format!(
+                "  instance admitted before; now {}:\n    {}\n",
+                e.refused_by,
+                params_text(&e.params)
+            ));
+        }
+        for e in &t.widened {
+            out.push_str(&format!(
+                "  now allowed; before, {}:\n    with {}\n    {}\n",
+                e.refused_by,
+                params_text(&e.params),
+                e.request
+            ));
+        }
+        for e in &t.narrowed {
+            out.push_str(&format!(
+                "  allowed before; now {}:\n    with {}\n    {}\n",
+                e.refused_by,
+                params_text(&e.params),
+                e.request
+            ));
+        }
+        if t.status == Status::Undecided && !t.changes.iter().any(|c| c.starts_with("not compared")) {
+            out.push_str("  the comparison did not finish; review this template by hand\n");
+        }
+    }
+    let count = |s: Status| report.iter().filter(|t| t.status == s).count();
+    let mut parts = vec![format!("{} template(s)", report.len())];
+    for status in [Status::Widened, Status::Narrowed, Status::Both, Status::Unchanged, Status::Added, Status::Removed] {
+        parts.push(format!("{} {}", count(status), status.as_str()));
+    }
+    if count(Status::Undecided) > 0 {
+        parts.push(format!("{} undecided", count(Status::Undecided)));
+    }
+    out.push_str(&parts.join(", "));
+    out
+}
+
+fn human_templates(report: &[TemplateDiff]) {
+    if !report.is_empty() {
+        println!("{}", templates_text(report));
+    }
+}
+
+fn templates_json(report: &[TemplateDiff]) -> serde_json::Value {
+    let instances = |list: &[remit_lang::check::narrowing::template_diff::InstanceExample]| {
+        list.iter().map(|e| json!({"params": e.params, "reason": e.refused_by})).collect::<Vec<_>>()
+    };
+    let rules = |list: &[remit_lang::check::narrowing::template_diff::RuleExample]| {
+        list.iter()
+            .map(|e| json!({"tool": e.tool, "params": e.params, "reason": e.refused_by, "witness": e.request}))
+            .collect::<Vec<_>>()
+    };
+    serde_json::Value::Array(
+        report
+            .iter()
+            .map(|t| {
+                json!({
+                    "template": t.name,
+                    "status": t.status.as_str(),
+                    "changes": t.changes,
+                    "instances_widened": instances(&t.instances_widened),
+                    "instances_narrowed": instances(&t.instances_narrowed),
+                    "widened": rules(&t.widened),
+                    "narrowed": rules(&t.narrowed),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Workflow annotations at the template's declaration, as for mandates.
+fn github_templates(report: &[TemplateDiff], old: &Program, new: &Program) {
+    let escape = |s: &str| s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    let escape_prop = |s: &str| escape(s).replace(':', "%3A").replace(',', "%2C");
+    for t in report.iter().filter(|t| t.status != Status::Unchanged) {
+        let level = if t.status.widens() { "error" } else { "notice" };
+        let find = |p: &Program| p.templates.iter().find(|x| x.name == t.name).map(|x| x.span);
+        let (program, span) = match (find(new), find(old)) {
+            (Some(span), _) => (new, span),
+            (None, Some(span)) => (old, span),
+            (None, None) => continue,
+        };
+        let (line, col) = program.sources.line_col(span);
+        let file = &program.sources.file(span.file).name;
+        let message = templates_text(std::slice::from_ref(t));
+        println!(
+            "::{level} file={},line={line},col={col},title={}::{}",
+            escape_prop(file),
+            escape_prop("remit diff"),
+            escape(&message)
+        );
+    }
 }
 
 fn count(report: &[MandateDiff], status: Status) -> usize {
@@ -136,7 +243,7 @@ fn examples(examples: &[Example]) -> serde_json::Value {
     serde_json::Value::Array(examples.iter().map(each).collect())
 }
 
-fn as_json(report: &[MandateDiff]) -> serde_json::Value {
+fn as_json(report: &[MandateDiff], templates: &[TemplateDiff]) -> serde_json::Value {
     let mandates: Vec<_> = report
         .iter()
         .map(|m| {
@@ -150,7 +257,8 @@ fn as_json(report: &[MandateDiff]) -> serde_json::Value {
         .collect();
     json!({
         "mandates": mandates,
-        "widened": report.iter().any(|m| m.status.widens()),
+        "templates": templates_json(templates),
+        "widened": report.iter().any(|m| m.status.widens()) || templates.iter().any(|t| t.status.widens()),
         "summary": summary(report),
     })
 }

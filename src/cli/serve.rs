@@ -829,7 +829,14 @@ impl Remote {
         let response = blocking::request_trusting(&self.tls()?, method, &self.url(path), &headers, body)?;
         let json = response.json();
         if response.status >= 400 {
-            let message = json.pointer("/error/message").and_then(Json::as_str).unwrap_or("").to_string();
+            let mut message = json.pointer("/error/message").and_then(Json::as_str).unwrap_or("").to_string();
+            // A refused grant's witness: a request the instance would allow and its parent refuses.
+            if let Some(witness) = json.pointer("/error/refusal/witness") {
+                let pretty = serde_json::to_string_pretty(witness).unwrap_or_default();
+                message.push_str(&format!(
+                    "\nwitness: a request the instance would allow and its parent refuses (`remit eval` format):\n{pretty}"
+                ));
+            }
             return Err(format!("the gateway answered {}: {message}", response.status));
         }
         Ok(json)

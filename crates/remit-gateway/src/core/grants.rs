@@ -122,11 +122,64 @@ impl Gateway {
             granted: remit_lang::value::format_timestamp(record.granted_at),
         };
         let now = i128::from(now) * remit_lang::value::NANOS_PER_SECOND;
-        remit_lang::eval::grants::validate_instance(program, template, &instance, now).map_err(|refusal| {
-            GrantError::Refused {
-                message: refusal.to_string(),
-                refusal: serde_json::to_value(&refusal).expect("plain data serializes"),
+        let concrete_params = || {
+            let mut params = record.params.clone();
+            params.insert("principal".into(), Json::from(record.principal.clone()));
+            params.insert("holder".into(), Json::from(record.holder.clone()));
+            params.insert("granted".into(), Json::from(instance.granted.clone()));
+            params
+        };
+        let id = program.templates.iter().position(|t| t.name == record.template).expect("found above");
+        let checked = remit_lang::eval::grants::validate_instance(program, template, &instance, now);
+        // An unproved template (granted with `--grant-unproved`): this instance, within its bounds, is proved on its
+        // own; one that widens its parent is refused with the witness.
+        if checked.is_ok() && !template.proved {
+            use remit_lang::check::narrowing::parametric::{concrete, Concrete};
+            if let Concrete::Widens(request) = concrete(program, id, &concrete_params()) {
+                let parent = match template.parent {
+                    remit_lang::ir::Parent::Mandate(m) => program.mandates[m].name.clone(),
+                    remit_lang::ir::Parent::Template(t) => program.templates[t].name.clone(),
+                };
+                let refusal = remit_lang::eval::grants::GrantRefusal {
+                    problem: remit_lang::eval::grants::GrantProblem::InstanceWidens,
+                    field: "template".into(),
+                    condition: format!("template {} under {parent}", template.name),
+                    value: Some(format!("{:?}", template.name)),
+                    witness: Some(Box::new(request)),
+                    instance_narrows: Some(false),
+                };
+                let message = format!(
+                    "{refusal}; the template is not proved and this instance would allow a request its parent \
+                     refuses (`witness`)"
+                );
+                return Err(GrantError::Refused {
+                    message,
+                    refusal: serde_json::to_value(&refusal).expect("plain data serializes"),
+                });
             }
+        }
+        checked.map_err(|mut refusal| {
+            // Out of its bounds or its window: what the instance would allow that its parent refuses, by the
+            // narrowing proof on the concrete instance (only on a refusal: a grant within bounds runs no proof).
+            use remit_lang::check::narrowing::parametric::{concrete, Concrete};
+            use remit_lang::eval::grants::GrantProblem;
+            if matches!(refusal.problem, GrantProblem::BoundFailed | GrantProblem::WindowInvalid) {
+                match concrete(program, id, &concrete_params()) {
+                    Concrete::Widens(request) => {
+                        refusal.witness = Some(Box::new(request));
+                        refusal.instance_narrows = Some(false);
+                    }
+                    Concrete::Narrows => refusal.instance_narrows = Some(true),
+                    Concrete::Unknown => {}
+                }
+            }
+            let mut message = refusal.to_string();
+            match (&refusal.witness, refusal.instance_narrows) {
+                (Some(_), _) => message.push_str("; the instance would allow a request its parent refuses (`witness`)"),
+                (None, Some(true)) => message.push_str("; the instance would still narrow its parent"),
+                _ => {}
+            }
+            GrantError::Refused { message, refusal: serde_json::to_value(&refusal).expect("plain data serializes") }
         })
     }
 

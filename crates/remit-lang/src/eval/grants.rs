@@ -28,6 +28,15 @@ pub struct GrantRefusal {
     pub condition: String,
     /// The instance's value of the field as canonical JSON (absent when the field is).
     pub value: Option<String>,
+    /// For an instance refused by a bound or its window: a request the instance would allow that its parent
+    /// refuses, found by the narrowing proof on the concrete instance (filled by the gateway, which has the proof;
+    /// absent when there is none or it was not looked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness: Option<Box<Json>>,
+    /// Whether the concrete instance narrows its parent in spite of the refusal (`true`: no witness exists);
+    /// absent when not looked for or not decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_narrows: Option<bool>,
 }
 
 /// The kinds of [`GrantRefusal`], in the order the check looks for them.
@@ -57,6 +66,10 @@ pub enum GrantProblem {
     /// The window has ended at the time of the check (only [`validate_instance`] looks: a decision on an instance
     /// whose window has ended is `mandate.expired`, as for any mandate).
     WindowEnded,
+    /// The template is not proved to narrow its parent and this instance, within its bounds, does not: the
+    /// narrowing proof on the concrete instance found a request it allows that its parent refuses (only the
+    /// gateway looks, with the proof, when it grants unproved templates; never a decision's check).
+    InstanceWidens,
 }
 
 impl GrantProblem {
@@ -73,6 +86,7 @@ impl GrantProblem {
             GrantProblem::BoundFailed => "bound-failed",
             GrantProblem::WindowInvalid => "window-invalid",
             GrantProblem::WindowEnded => "window-ended",
+            GrantProblem::InstanceWidens => "instance-widens",
         }
     }
 }
@@ -102,6 +116,8 @@ pub fn validate_instance(
         field: "valid".into(),
         condition: window_text(template),
         value: checked.valid_until.map(|t| quoted(&format_instant(t))),
+        witness: None,
+        instance_narrows: None,
     };
     if let Some(until) = checked.valid_until {
         if until <= now {
@@ -133,6 +149,8 @@ pub(crate) fn check(
         field: field.to_string(),
         condition,
         value,
+        witness: None,
+        instance_narrows: None,
     };
     if instance.template != template.name {
         let value = Some(quoted(&instance.template));

@@ -13,10 +13,12 @@
 mod authority;
 mod calendars;
 pub mod diff;
+mod difference;
 mod err;
 mod formula;
 pub mod parametric;
 mod solve;
+pub mod template_diff;
 mod theory;
 mod witness;
 

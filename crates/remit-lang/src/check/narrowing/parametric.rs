@@ -142,7 +142,7 @@ pub fn parameters(t: &Template) -> BTreeMap<String, Type> {
 }
 
 /// The program with the template added as a mandate of its own name (for the reports, which name its clauses).
-fn symbolic(program: &Program, t: &Template) -> (Program, MandateId) {
+pub(super) fn symbolic(program: &Program, t: &Template) -> (Program, MandateId) {
     let mut out = program.clone();
     let id = out.mandates.len();
     out.mandates.push(symbolic_mandate(t));
@@ -152,7 +152,7 @@ fn symbolic(program: &Program, t: &Template) -> (Program, MandateId) {
 
 /// The template as a mandate of its own name whose rules read the parameters (no parent, no holder, its window's
 /// instants only): what the encoder reads as the symbolic instance.
-fn symbolic_mandate(t: &Template) -> Mandate {
+pub(super) fn symbolic_mandate(t: &Template) -> Mandate {
     let at = |bound: &Option<TimeBound>| match bound {
         Some(TimeBound::At(s)) => Some(*s),
         _ => None,
@@ -185,7 +185,7 @@ fn compared(left: Attr, op: CompareOp, right: Attr, ty: Type) -> Cond {
 }
 
 /// What every instance of the template has, for a call to `tool`: see the module's documentation.
-fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mut Vars) -> Vec<F> {
+pub(super) fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mut Vars) -> Vec<F> {
     let called = &program.tools[tool];
     let mut enc = Encoder {
         vars,
@@ -359,6 +359,50 @@ pub fn instance(
     template: TemplateId,
     params: &Map<String, Json>,
 ) -> Result<(Program, MandateId), String> {
+    instance_with(program, template, params, true)
+}
+
+/// What the concrete instance of a template with these values does next to its parent, bounds or not: for a grant
+/// refused, whether the instance would have widened (docs/gateway.md, "Grants").
+#[derive(Debug, Clone, PartialEq)]
+pub enum Concrete {
+    /// A request the instance standing alone allows and its parent's chain refuses (confirmed).
+    Widens(Json),
+    /// The instance narrows its parent: refused by its bounds only.
+    Narrows,
+    /// No instance can be built from the values (a type, the principal, the holder, a fold), or the proof did not
+    /// decide.
+    Unknown,
+}
+
+/// The narrowing proof on the concrete instance (the values folded in without checking the bounds) as a sub-mandate
+/// of the template's parent.
+pub fn concrete(program: &Program, template: TemplateId, params: &Map<String, Json>) -> Concrete {
+    let Ok((program, child)) = instance_with(program, template, params, false) else { return Concrete::Unknown };
+    let Some(parent) = program.mandates[child].parent else { return Concrete::Unknown };
+    let mut findings = Vec::new();
+    super::compare(&program, child, parent, &mut None, &mut findings);
+    let mut unknown = false;
+    for f in findings {
+        match f.kind {
+            super::Kind::Widens(w) => return Concrete::Widens(w.witness),
+            super::Kind::Depth => {}
+            super::Kind::Undecided { .. } | super::Kind::Unconfirmed { .. } => unknown = true,
+        }
+    }
+    if unknown {
+        Concrete::Unknown
+    } else {
+        Concrete::Narrows
+    }
+}
+
+fn instance_with(
+    program: &Program,
+    template: TemplateId,
+    params: &Map<String, Json>,
+    bounds: bool,
+) -> Result<(Program, MandateId), String> {
     let t = &program.templates[template];
     let Parent::Mandate(parent) = t.parent else { return Err("a template under a template".into()) };
     let mut values: BTreeMap<String, Value> = BTreeMap::new();
@@ -372,7 +416,7 @@ pub fn instance(
         }
         values.insert(name, value);
     }
-    for p in &t.params {
+    for p in t.params.iter().filter(|_| bounds) {
         if fold(&p.bound, &values)? != Cond::True {
             return Err(format!("`{}` is outside its bound", p.name));
         }

@@ -11,6 +11,8 @@
 //! - **congruence**: relation atoms of one relation over equal terms (the same class, or the same constant) must
 //!   agree, on being answered and on the answer; so must memberships of equal items in one set;
 //! - **calendars** (`calendars`): `t in C` and not `t in P` is a contradiction when C holds only instants P holds;
+//! - **durations** (`difference`): `until - granted <= 30d` and the like, with the order and the literal bounds of
+//!   the timestamps they read, are difference constraints `x - y <= c`; a negative cycle is a contradiction;
 //! - a comparison, membership, relation or calendar atom is defined only when what it reads is present (and, for
 //!   a calendar, inside its zone table), and an equality or order of two present attributes (not money: it also
 //!   needs one currency, which the money groups see to) is defined.
@@ -22,17 +24,18 @@
 //! as SMT solvers do), so what is decided stays sound and the loop ends (each lemma excludes the assumptions that
 //! broke it).
 //!
-//! What stays opaque: durations, memberships beyond congruence, calendars in two zones over a long or unbounded
+//! What stays opaque: memberships beyond congruence, calendars in two zones over a long or unbounded
 //! window. When no value assignment is found and the failure is not a proven conflict (many terms pairwise apart in
 //! a small finite domain, a relation tuple that coincides by choice, an order whose only values fall in the gaps of
 //! `!=` tests), the answer is [`Verdict::Unknown`]: the check does not guess.
 //!
-//! Depends on `formula`, `sat` and `calendars` (the time library) only; never on the interpreter.
+//! Depends on `formula`, `sat`, `difference` and `calendars` (the time library) only; never on the interpreter.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::authority::optional;
 use super::calendars::{containment, outside_near, Containment};
+use super::difference::{self, Outcome};
 use super::formula::{and, is, or, Var, VarId, Vars, F};
 use crate::check::sat::{holds, path_model};
 use crate::ir::{Attr, CalendarDef, Term, Test, Type, Value};
@@ -77,7 +80,7 @@ pub fn relevant(vars: &Vars) -> bool {
         Var::Value(Attr::Relation(..), _) | Var::Present(Attr::Relation(..)) => true,
         _ => false,
     }) || vars.iter().filter(|(_, var)| matches!(var, Var::Value(Attr::InCalendar(..), _))).count() >= 2
-        || vars.iter().any(|(_, var)| matches!(var, Var::Value(Attr::Member(..), _)))
+        || vars.iter().any(|(_, var)| matches!(var, Var::Value(Attr::Member(..) | Attr::Elapsed(..), _)))
 }
 
 /// Whether the theory reasons about a comparison of two attributes: equality of anything but sets, order
@@ -158,6 +161,23 @@ pub fn check(a: &Assumptions<'_, '_>) -> Verdict {
         undefined_money: Vec::new(),
     };
     match theory.run() {
+        // Durations: the difference constraints over the timestamps (`difference`), values chosen to satisfy them.
+        Ok(Verdict::Consistent(mut assignment)) => {
+            let model = difference::Model { vars: a.vars, assumed: a.assumed, value: a.value };
+            let chosen = difference::Chosen { terms: &assignment.terms, overrides: &assignment.overrides };
+            match difference::check(&model, &chosen) {
+                Ok(Outcome::Consistent(values)) => {
+                    for (attr, at, ids) in values {
+                        let value = Value::Timestamp(at);
+                        assignment.overrides.extend(ids.into_iter().map(|id| (id, value.clone())));
+                        assignment.terms.insert(attr, (value, Type::Timestamp));
+                    }
+                    Verdict::Consistent(assignment)
+                }
+                Ok(Outcome::Unknown) => Verdict::Unknown,
+                Err(lemma) => Verdict::Conflict(lemma),
+            }
+        }
         Ok(verdict) => verdict,
         Err(lemma) => Verdict::Conflict(lemma),
     }
