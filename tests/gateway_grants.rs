@@ -661,6 +661,7 @@ fn instances_in_the_store_do_not_slow_a_decision() {
         assert_eq!(filled(&*gateway.store, &decided.id).len(), 1, "the holder's one instance is filled");
     }
     println!("decision under the instance: {}", first_few.decision);
+    assert_eq!(first_few.outcome, "allow", "decided under the instance");
     let (mut times_few, mut times_many) = (Vec::new(), Vec::new());
     for _ in 0..5 {
         for (gateway, times) in [(&few, &mut times_few), (&many, &mut times_many)] {
