@@ -315,6 +315,13 @@ fn payment(agent: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A payment of `agent` under the instance `reference` (`TEMPLATE/ID`), its caller's `context.grants` forged.
+fn payment_under(agent: &str, reference: &str) -> Vec<u8> {
+    let mut request: Value = serde_json::from_slice(&payment(agent)).unwrap();
+    request["context"]["mandate"] = json!(reference);
+    request.to_string().into_bytes()
+}
+
 /// The instances the logged request of decision `id` carried.
 fn filled(store: &dyn Store, id: &str) -> Vec<String> {
     let entries = audit::read_all(store).unwrap();
@@ -354,10 +361,9 @@ fn decisions_carry_the_holders_active_instances_and_never_the_callers() {
     assert!(filled(&*gateway.store, &gateway.gateway.decide(&payment("agent:nobody")).id).is_empty());
 }
 
-/// Decisions of the holder race a revocation on `deciders` (each a gateway of the same store): every decision that
-/// started after the revocation returned carries no instance. (That such a decision is not allowed under the
-/// instance needs the module to decide under instances, which the runtime does not yet: here the gateway's part,
-/// what it fills, is checked.)
+/// Decisions of the holder, each naming the instance, race a revocation on `deciders` (each a gateway of the same
+/// store): before it, decisions are allowed under the instance; every decision that started after the revocation
+/// returned carries no instance and is not allowed (`mandate.unknown`: the instance it names is gone).
 fn revocation_races(
     granting: &Gateway,
     deciders: &[Arc<Gateway>],
@@ -379,17 +385,18 @@ fn revocation_races(
             .enumerate()
             .map(|(i, gateway)| {
                 let (revoked, after, before_with) = (&revoked, &after, &before_with);
+                let reference = format!("shopping/{}", granted.id);
                 scope.spawn(move || {
                     let mut late = Vec::new();
                     let deadline = Instant::now() + Duration::from_secs(20);
                     while after.load(Ordering::SeqCst) < 40 && Instant::now() < deadline {
                         let started_after = revoked.load(Ordering::SeqCst);
-                        let decided = gateway.decide(&payment("agent:shopper"));
+                        let decided = gateway.decide(&payment_under("agent:shopper", &reference));
                         let grants = filled(&*store_of(i), &decided.id);
                         if started_after {
                             after.fetch_add(1, Ordering::SeqCst);
-                            late.push(grants);
-                        } else if !grants.is_empty() {
+                            late.push((decided.outcome, grants));
+                        } else if !grants.is_empty() && decided.outcome == "allow" {
                             before_with.fetch_add(1, Ordering::SeqCst);
                         }
                     }
@@ -406,9 +413,12 @@ fn revocation_races(
         revoked.store(true, Ordering::SeqCst);
         handles.into_iter().flat_map(|h| h.join().unwrap()).collect::<Vec<_>>()
     });
-    assert!(before_with.load(Ordering::SeqCst) >= 5, "decisions before the revocation carried the instance");
+    assert!(before_with.load(Ordering::SeqCst) >= 5, "decisions before the revocation were allowed under the instance");
     assert!(checked.len() >= 40, "decisions after the revocation: {}", checked.len());
-    assert!(checked.iter().all(Vec::is_empty), "a decision after the revocation carried it: {checked:?}");
+    assert!(
+        checked.iter().all(|(outcome, grants)| outcome != "allow" && grants.is_empty()),
+        "a decision after the revocation carried the instance or was allowed: {checked:?}"
+    );
 }
 
 #[test]
