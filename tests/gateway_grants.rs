@@ -885,3 +885,59 @@ fn an_unproved_templates_widening_instance_is_refused_with_its_witness() {
     let (status, answer) = call(&gateway, "POST", "/v1/grants", ALICE, Some(&ask("400 USD")));
     assert_eq!(status, 201, "{answer}");
 }
+
+/// The wallet's flow under an instance: the ceiling belongs to the shop (`org:acme`), the instance to Alice. A
+/// payment over her gate escalates to her (the instance's principal, not the ceiling's), lands in her inbox and not
+/// in Bob's; her approval (`commercial_terms` is `approved by principal`: hers) lets the retry through once.
+#[test]
+fn an_escalation_under_an_instance_goes_to_its_principal_who_approves_it() {
+    const GATED: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  holder under "agent:"
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  otherwise escalate
+  allow pay where args.amount <= cap
+  require approval commercial_terms for pay where args.amount > 60 USD
+}
+"#;
+    let program = Arc::new(examples::compile(&[("gated.remit".into(), GATED.into())]));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let gateway = HttpGateway::start("grants-escalation", policy, Options { tokens: tokens(), ..Options::default() });
+    let ask = json!({"template": "shopping", "principal": "user:alice", "holder": "agent:shopper",
+                     "params": {"cap": "100 USD"}});
+    let (status, granted) = call(&gateway, "POST", "/v1/grants", ALICE, Some(ask.to_string().as_bytes()));
+    assert_eq!(status, 201, "{granted}");
+    let pay = |amount: &str| {
+        json!({"subject": {"type": "agent", "id": "agent:shopper"},
+               "action": {"name": "pay", "properties": {"merchant": "acme", "amount": amount}},
+               "resource": {"type": "order", "id": "order:1"}})
+        .to_string()
+        .into_bytes()
+    };
+    let (_, first) = gateway.post_json("/access/v1/evaluation", &pay("80.00 USD"), None);
+    assert_eq!(first["context"]["decision"], "escalate", "{first}");
+    assert_eq!(first["context"]["escalate_to"], "user:alice", "{first}");
+    let name = format!("shopping/{}@1", granted["id"].as_str().unwrap());
+    assert_eq!(first["context"]["mandate_chain"], json!(["ceiling", name]));
+    let id = first["context"]["access_request"]["id"].as_str().unwrap().to_string();
+    let (_, bobs) = call(&gateway, "GET", "/inbox/api/requests", BOB, None);
+    assert!(bobs["requests"].as_array().unwrap().is_empty(), "not Bob's: {bobs}");
+    let (_, alices) = call(&gateway, "GET", "/inbox/api/requests", ALICE, None);
+    assert_eq!(alices["requests"][0]["id"], id.as_str(), "{alices}");
+    let (status, approved) = call(&gateway, "POST", &format!("/inbox/api/requests/{id}/approve"), ALICE, None);
+    assert_eq!(status, 200, "{approved}");
+    let (_, retry) = gateway.post_json("/access/v1/evaluation", &pay("80.00 USD"), None);
+    assert_eq!(retry["decision"], true, "{retry}");
+    let (_, again) = gateway.post_json("/access/v1/evaluation", &pay("80.00 USD"), None);
+    assert_eq!(again["context"]["decision"], "escalate", "single use: {again}");
+    audit::verify(audit::read_all(&*gateway.store).unwrap()).unwrap();
+}
