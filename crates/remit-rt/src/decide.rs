@@ -724,8 +724,14 @@ impl<'w> Tally<'w> {
         write_credential(out, req.credential_id.map(|id| (doc, id)));
         out.write(b",\"escalate_to\":");
         if escalates {
-            let root = image.mandate(image.word(leaf.chain_off));
-            out.write(image.str(root.principal_off, root.principal_len));
+            // The principal the chain acts for (`eval::acting_principal`): an instance's own, else the root's.
+            match self.instance.as_ref() {
+                Some(instance) => write_string_tok(out, doc, instance.grant.principal),
+                None => {
+                    let root = image.mandate(image.word(leaf.chain_off));
+                    out.write(image.str(root.principal_off, root.principal_len));
+                }
+            }
         } else {
             out.write(b"null");
         }
@@ -983,12 +989,19 @@ fn write_refused(
     out.byte(b']');
 }
 
-/// Whether the kind's `approved by` admits the identity `by` (a string token) in the chain ending at `leaf`: its
-/// principal (the root's), one of its ids, or an identity under one of its prefixes (with `under`'s path rules).
-fn admits(image: &Image<'_>, doc: &Doc<'_>, kind: &Kind, leaf: &Mandate, by: u32) -> bool {
+/// Whether the kind's `approved by` admits the identity `by` (a string token) in the chain ending at `leaf`: the
+/// principal the chain acts for (an instance's own, else the root's), one of its ids, or an identity under one of
+/// its prefixes (with `under`'s path rules).
+fn admits(image: &Image<'_>, doc: &Doc<'_>, kind: &Kind, leaf: &Mandate, instance: Option<&Instance>, by: u32) -> bool {
     if kind.approver_principal != 0 {
-        let root = image.mandate(image.word(leaf.chain_off));
-        if doc.text_is(by, image.str(root.principal_text_off, root.principal_text_len)) {
+        let acting = match instance {
+            Some(instance) => doc.text_eq(by, instance.grant.principal),
+            None => {
+                let root = image.mandate(image.word(leaf.chain_off));
+                doc.text_is(by, image.str(root.principal_text_off, root.principal_text_len))
+            }
+        };
+        if acting {
             return true;
         }
     }
@@ -1329,7 +1342,16 @@ pub(crate) fn stop_for(
             None => continue,
         };
         let reaches = if stop.principal {
-            root && doc.text_is(stop.on, principal)
+            match instance {
+                // The mandates a principal gave (`eval::stopped`): her roots, and an instance she was granted under
+                // a ceiling of someone else's (every mandate of a static chain carries its root's principal).
+                Some(instance) => {
+                    let root = image.mandate(image.word(mandate.chain_off));
+                    let ceiling = image.str(root.principal_text_off, root.principal_text_len);
+                    doc.text_eq(stop.on, instance.grant.principal) && !doc.text_is(stop.on, ceiling)
+                }
+                None => root && doc.text_is(stop.on, principal),
+            }
         } else {
             match instance {
                 Some(instance) => instance.is_named(image, doc, stop.on),
@@ -1446,7 +1468,9 @@ fn refusal(
             return Some(Refusal { code: err::APPROVAL_BINDING_MISMATCH, binding });
         }
     }
-    if kind.approvers != 0 && !approval.approved_by.map_or(false, |by| admits(image, doc, kind, leaf, by)) {
+    if kind.approvers != 0
+        && !approval.approved_by.map_or(false, |by| admits(image, doc, kind, leaf, gate.instance, by))
+    {
         return refused(err::APPROVAL_WRONG_APPROVER);
     }
     let in_chain = (0..=position).any(|p| {

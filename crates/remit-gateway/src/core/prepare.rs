@@ -238,18 +238,38 @@ pub(super) fn needs_of(request: &Map<String, Json>, meta: &PolicyMeta, now: i64)
     needs
 }
 
-/// The chain whose approvals and counters a decision under an instance reads: its template's parent mandate's
-/// (the instance named `TEMPLATE/ID` in `context.mandate`, or, when the request names none, the one instance filled
-/// for its subject). `None` for anything else.
+/// The chain whose approvals and counters a decision under an instance reads: its template's parent mandate's, and
+/// the instance's own name (`TEMPLATE/ID@VERSION`: an approval minted for a gate of the instance is issued under
+/// it). The instance is the one named `TEMPLATE/ID` in `context.mandate` or, when the request names none, the one
+/// instance filled for its subject. `None` for anything else.
 fn instance_chain(request: &Map<String, Json>, meta: &PolicyMeta, mandate: Option<&str>) -> Option<Vec<String>> {
-    let template = match mandate {
-        Some(named) => named.split_once('/')?.0.to_string(),
-        None => {
-            let grants = request.get("context")?.get("grants")?.as_array()?;
-            let [one] = grants.as_slice() else { return None };
-            one.get("template")?.as_str()?.to_string()
+    let grants = request.get("context")?.get("grants")?.as_array()?;
+    let grant = match mandate {
+        Some(named) => {
+            let (template, id) = named.split_once('/')?;
+            let id = id.split_once('@').map_or(id, |(id, _)| id);
+            grants.iter().find(|g| {
+                g.get("template").and_then(Json::as_str) == Some(template)
+                    && g.get("id").and_then(Json::as_str) == Some(id)
+            })
         }
+        None => match grants.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        },
+    };
+    let template = match (grant, mandate) {
+        (Some(grant), _) => grant.get("template")?.as_str()?,
+        // An instance the store does not have (revoked, or never granted): the parent's chain still reads its state.
+        (None, Some(named)) => named.split_once('/')?.0,
+        (None, None) => return None,
     };
     let template = meta.templates.iter().find(|t| t.name == template)?;
-    (template.parent_kind == "mandate").then(|| meta.mandate(&template.parent).map(|m| m.chain.clone()))?
+    let mut chain =
+        (template.parent_kind == "mandate").then(|| meta.mandate(&template.parent).map(|m| m.chain.clone()))??;
+    if let Some(grant) = grant {
+        let (id, version) = (grant.get("id")?.as_str()?, grant.get("version")?.as_u64()?);
+        chain.push(format!("{}/{id}@{version}", template.name));
+    }
+    Some(chain)
 }

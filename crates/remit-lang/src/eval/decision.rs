@@ -278,7 +278,7 @@ pub struct Decision {
     /// `subject.credential.id` of the request (who authorised the call); `None` without one, or when the request
     /// could not be read.
     pub credential: Option<String>,
-    /// The root mandate's principal, on escalations.
+    /// The principal the chain acts for (its root's, or the principal an instance names), on escalations.
     pub escalate_to: Option<String>,
     /// The module hash of the policy that decided.
     pub policy: String,

@@ -710,6 +710,36 @@ template fixed(
   allow refund
   require approval terms for pay where args.amount > 5 USD
 }
+
+// An instance acts for the principal it names, not its ceiling's: the `owner` gate (`approved by principal`),
+// escalations and stops on a principal are hers; `principal.limit` (the ceiling's) reads the root's.
+principal customer {
+  limit: money
+}
+
+approval owner {
+  binds tool
+  ttl 1h
+  approved by principal
+}
+
+tool gift(amount: money) {
+  side effects
+}
+
+mandate gifting for "org:gifts" {
+  holder under "agent:"
+  otherwise escalate
+  allow gift where args.amount <= principal.limit
+  require approval owner for gift where args.amount > 5 USD
+}
+
+template gifts(most: money where most <= 100 USD) under gifting {
+  for under "user:"
+  holder under "agent:"
+  otherwise escalate
+  allow gift where args.amount <= most and principal != "user:eve"
+}
 "#;
 
     /// The runtime (`remit-rt`, natively over the policy image) decides every request with instances as the
@@ -737,9 +767,20 @@ template fixed(
         let started = std::time::Instant::now();
         let mut requests = 0usize;
         for _ in 0..cases {
-            let Case { mut grant, subject, call, mut approvals, now } = case(&mut rng);
+            let Case { mut grant, subject, mut call, mut approvals, now } = case(&mut rng);
             grant["id"] = json!(rng.pick(&ids));
+            let mut tool = if rng.next().is_multiple_of(6) { "refund" } else { "pay" };
             match rng.next() % 8 {
+                3 => {
+                    grant["template"] = json!("gifts");
+                    grant["principal"] = json!(rng.pick(&["user:dana", "user:dana", "user:eve", "org:gifts"]));
+                    grant["params"] = json!({"most": rng.pick(&["40.00 USD", "100.00 USD", "150.00 USD"])});
+                    tool = "gift";
+                    call = json!({"amount": rng.pick(&["3.00 USD", "20.00 USD", "60.00 USD"])});
+                    let by = rng.pick(&["user:dana", "user:eve", "org:gifts"]);
+                    approvals = json!([{"id": "ap-o", "kind": "owner", "mandate": "gifting", "tool": "gift",
+                        "approved_by": by, "issued_at": "2026-11-01T00:00:00Z", "expires_at": "2028-01-01T00:00:00Z"}]);
+                }
                 0 => {
                     grant["template"] = json!("errands");
                     grant["params"] = json!({"budget": rng.pick(&["20.00 USD", "60.00 USD"])});
@@ -808,12 +849,24 @@ template fixed(
                         json!([{"id": rng.pick(&["s-1", "s\"2"]), "level": rng.pick(&levels), "mandate": name}])
                 }
                 2 => context["stops"] = json!([{"id": "s-3", "level": "quarantine", "principal": "org:acme"}]),
+                3 => {
+                    let on = rng.pick(&["user:dana", "user:eve", "org:gifts"]);
+                    context["stops"] = json!([{"id": "s-4", "level": rng.pick(&levels), "principal": on}]);
+                }
                 _ => {}
             }
-            let tool = if rng.next().is_multiple_of(6) { "refund" } else { "pay" };
+            if !rng.next().is_multiple_of(3) {
+                let limit = rng.pick(&[json!("50.00 USD"), json!("50.00 USD"), json!(7)]).clone();
+                context["principals"] = json!({"user:dana": {"limit": limit}, "org:gifts": {"limit": "500.00 USD"},
+                    "org:acme": {"limit": "1.00 USD"}});
+            }
             let request = json!({"subject": {"id": subject}, "action": {"name": tool, "arguments": call},
                 "context": context});
-            let text = request.to_string();
+            let mut text = request.to_string();
+            // The same principal written with an escape, everywhere it appears (the engines compare unescaped text).
+            if rng.next().is_multiple_of(4) {
+                text = text.replace("\"user:dana\"", "\"user:d\\u0061na\"");
+            }
             let decision = decide(&program, text.as_bytes()).to_json();
             let got = native.decide(text.as_bytes());
             assert_eq!(String::from_utf8_lossy(&got), decision, "{text}");

@@ -193,7 +193,7 @@ impl<'p> Chain<'p> {
             Parent::Mandate(parent) => program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect(),
             Parent::Template(_) => Vec::new(),
         };
-        let instance_mandate = Chain::instance_mandate(template, grant, &statics);
+        let instance_mandate = Chain::instance_mandate(template, grant);
         let mut chain = Chain { statics, instance_mandate: Some(instance_mandate), instance: None, invalid: None };
         if grant.holder != req.subject_id {
             let mut decision = Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy);
@@ -230,12 +230,12 @@ impl<'p> Chain<'p> {
     }
 
     /// The mandate an instance decides as: the template's rules and clauses, named `TEMPLATE/ID@VERSION`, held by
-    /// the instance's holder, acting for the chain's principal (its root's, as every mandate of a chain).
-    fn instance_mandate(template: &Template, grant: &GrantInstance, statics: &[&Mandate]) -> Mandate {
-        let principal = statics.first().map_or(String::new(), |root| root.principal.clone());
+    /// the instance's holder, acting for the principal it names (not its root's: the chain acts for its leaf's
+    /// principal, [`acting_principal`]).
+    fn instance_mandate(template: &Template, grant: &GrantInstance) -> Mandate {
         Mandate {
             name: grant.name(),
-            principal,
+            principal: grant.principal.clone(),
             parent: match template.parent {
                 Parent::Mandate(parent) => Some(parent),
                 Parent::Template(_) => None,
@@ -274,10 +274,13 @@ impl<'p> Chain<'p> {
             params: Map::new(),
             granted: String::new(),
         };
+        // The record carries its ceiling's principal; a decision reads the instance's own from the request.
+        let principal = statics.first().map_or(String::new(), |root| root.principal.clone());
         Mandate {
             name: template.name.clone(),
+            principal,
             holders: Vec::new(),
-            ..Chain::instance_mandate(template, &shape, &statics)
+            ..Chain::instance_mandate(template, &shape)
         }
     }
 
@@ -306,6 +309,21 @@ pub fn holds(ids: &[String], prefixes: &[String], subject: &str) -> bool {
         || (!prefixes.is_empty()
             && !cond::unsafe_path(subject)
             && prefixes.iter().any(|p| subject.starts_with(p.as_str())))
+}
+
+/// The principal a chain acts for: its leaf's. A static sub-mandate's is its root's (the checker copies it into
+/// every mandate of a chain); an instance of a template acts for the principal it names, not for its ceiling's —
+/// its escalations go to her, she is the `principal` of an `approved by principal` gate, and a stop on her reaches
+/// it.
+pub(crate) fn acting_principal<'m>(chain: &[&'m Mandate]) -> &'m str {
+    chain.last().map_or("", |leaf| leaf.principal.as_str())
+}
+
+/// The principal whose attributes `principal.NAME` reads: the chain's root's, under an instance too (the gateway
+/// fills the attributes of the principals of the policy's mandates; a template cannot read `principal.NAME`,
+/// `remit::template-principal-attribute`).
+fn root_principal<'m>(chain: &[&'m Mandate]) -> &'m str {
+    chain.first().map_or("", |root| root.principal.as_str())
 }
 
 /// Whether `identity` may grant an approval kind with these approvers in a chain whose principal is
@@ -375,7 +393,7 @@ pub fn output_limit(program: &Program) -> usize {
                 params: Map::new(),
                 granted: String::new(),
             };
-            let mut shape = Chain::instance_mandate(template, &longest, &statics);
+            let mut shape = Chain::instance_mandate(template, &longest);
             shape.valid_from = Some(253_402_300_799); // 9999-12-31T23:59:59Z, the longest instant
             shape.valid_until = shape.valid_from;
             Some((shape, statics))
@@ -450,7 +468,9 @@ pub fn output_limit(program: &Program) -> usize {
         .unwrap_or(0);
     // A closest grant's value, once per unmatched mandate of the chain.
     let chain = chains.iter().map(Vec::len).max().unwrap_or(0);
-    let requests = repeats.saturating_add(3).saturating_add(chain);
+    // An instance's escalations go to the principal it names, a string of the request's `context.grants`.
+    let escalation = usize::from(!shapes.is_empty());
+    let requests = repeats.saturating_add(3).saturating_add(chain).saturating_add(escalation);
     let decision = fixed.saturating_add(requests.saturating_mul(input));
     let listing = program.tools.iter().map(|t| json_len(&t.name) + 64 + longest_entry).sum::<usize>() + 64;
     decision.max(listing).clamp(MIN_OUTPUT, MAX_OUTPUT).next_multiple_of(64 * 1024)
@@ -495,8 +515,15 @@ pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
         return Vec::new();
     }
     let chain_mandates = chain.mandates();
-    let principal = chain_mandates.first().map_or("", |root| root.principal.as_str());
-    let env = Env { program, request: &req, tool, listing: false, principal, instance: chain.instance.as_ref() };
+    let principal = acting_principal(&chain_mandates);
+    let env = Env {
+        program,
+        request: &req,
+        tool,
+        listing: false,
+        principal: root_principal(&chain_mandates),
+        instance: chain.instance.as_ref(),
+    };
     let empty = Json::Object(Map::new());
     let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
     let mut out = Vec::new();
@@ -516,7 +543,7 @@ pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
             let approval = match rule.kind {
                 RuleKind::Gate { approval, .. } => {
                     let kind = &program.approvals[approval];
-                    let (chosen, _) = judge_gate(kind, &chain_mandates[..=position], &req, call, &digest);
+                    let (chosen, _) = judge_gate(kind, &chain_mandates[..=position], principal, &req, call, &digest);
                     chosen.map(|a| a.id.clone())
                 }
                 _ => None,
@@ -580,9 +607,9 @@ impl Tally {
         if has_undeclared_argument(tool, call) {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
-        // Every mandate of the chain acts for its root's principal (copied into each by the checker).
-        let principal = chain.first().map_or("", |root| root.principal.as_str());
-        let env = Env { program, request: req, tool: tool_id, listing: false, principal, instance };
+        let principal = acting_principal(chain);
+        let env =
+            Env { program, request: req, tool: tool_id, listing: false, principal: root_principal(chain), instance };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
         for (position, &mandate) in chain.iter().enumerate() {
@@ -621,7 +648,7 @@ impl Tally {
                     RuleKind::Scope if result != Ok(true) => self.deny(err::SCOPE_OUTSIDE, Some(entry())),
                     RuleKind::Gate { approval, on_missing } if applies => {
                         let kind = &program.approvals[*approval];
-                        let (chosen, refused) = judge_gate(kind, issuers, req, call, &digest);
+                        let (chosen, refused) = judge_gate(kind, issuers, principal, req, call, &digest);
                         if let Some(approval) = chosen {
                             let id = &approval.id;
                             if kind.single_use {
@@ -691,7 +718,7 @@ impl Tally {
                 if outcome == Otherwise::Escalate {
                     decision.outcome = Outcome::Escalate;
                     decision.missing_approvals = merged(self.missing);
-                    decision.escalate_to = chain.first().map(|root| root.principal.clone());
+                    decision.escalate_to = chain.last().map(|leaf| leaf.principal.clone());
                 }
             }
             None => {
@@ -867,8 +894,8 @@ pub(crate) fn validity_text(mandate: &Mandate) -> String {
 /// The stop levels' names, weakest first (the image writes a listing's `stop (LEVEL)` entry for each).
 pub const STOP_LEVEL_NAMES: [&str; 4] = ["pause", "cancel", "revoke", "quarantine"];
 
-/// The stop that refuses this call at `mandate`, as its deciding rule: a stop naming the mandate, or (at a root)
-/// its principal, whose level refuses the tool (quarantine every tool, the others and a bare name tools with side
+/// The stop that refuses this call at `mandate`, as its deciding rule: a stop naming the mandate, or (at a mandate
+/// the principal gave: a root, or an instance granted under someone else's ceiling) its principal, whose level refuses the tool (quarantine every tool, the others and a bare name tools with side
 /// effects). Of several, the decision names one per mandate: the strongest level, then the smallest id; a bare name
 /// is weaker than any object. A decision writes `stop ID (LEVEL)` (`stop` for a bare name); a listing, which repeats
 /// the rule for every hidden tool and so writes no request strings, `stop (LEVEL)`.
@@ -887,7 +914,12 @@ pub(crate) fn stopped(
             Stop::Object { id, level, on } => {
                 let reaches = match on {
                     StopOn::Mandate(name) => *name == mandate.name,
-                    StopOn::Principal(principal) => mandate.parent.is_none() && *principal == mandate.principal,
+                    // The mandates the principal gave: hers, under no mandate of hers (a root, or an instance
+                    // she was granted under a ceiling of someone else's); every mandate below them is stopped too.
+                    StopOn::Principal(principal) => {
+                        *principal == mandate.principal
+                            && mandate.parent.map_or(true, |parent| program.mandates[parent].principal != *principal)
+                    }
                 };
                 if !reaches || !(tool.side_effects || *level == StopLevel::Quarantine) {
                     continue;
@@ -955,13 +987,14 @@ fn location(program: &Program, span: Span) -> String {
 fn judge_gate<'r>(
     kind: &ApprovalKind,
     issuers: &[&Mandate],
+    principal: &str,
     req: &'r Request,
     call: &Call,
     digest: &str,
 ) -> (Option<&'r request::Approval>, Vec<RefusedApproval>) {
     let of_kind = req.approvals.iter().filter(|a| a.kind == kind.name);
     let judged: Vec<(&request::Approval, Option<Refusal>)> =
-        of_kind.map(|a| (a, refusal(a, kind, issuers, req, call, digest))).collect();
+        of_kind.map(|a| (a, refusal(a, kind, issuers, principal, req, call, digest))).collect();
     let chosen = judged.iter().filter(|(_, refusal)| refusal.is_none()).map(|(a, _)| *a).min_by_key(|a| &a.id);
     let mut refused: Vec<RefusedApproval> = judged
         .into_iter()
@@ -976,6 +1009,7 @@ fn refusal(
     approval: &request::Approval,
     kind: &ApprovalKind,
     issuers: &[&Mandate],
+    principal: &str,
     req: &Request,
     call: &Call,
     digest: &str,
@@ -999,7 +1033,6 @@ fn refusal(
     } else if let Some(binding) = unbound.next() {
         Refusal::BindingMismatch(binding)
     } else if kind.approvers.as_ref().is_some_and(|approvers| {
-        let principal = issuers.first().map_or("", |root| root.principal.as_str());
         !approval
             .approved_by
             .as_deref()

@@ -450,7 +450,8 @@ pub(crate) enum Stop {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StopOn {
     Mandate(String),
-    /// Every mandate of the principal: the roots it gave (and so every sub-mandate below them).
+    /// Every mandate of the principal: the roots it gave and the instances it was granted (and so every mandate below
+    /// them).
     Principal(String),
 }
 
