@@ -941,3 +941,34 @@ template shopping(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling
     assert_eq!(again["context"]["decision"], "escalate", "single use: {again}");
     audit::verify(audit::read_all(&*gateway.store).unwrap()).unwrap();
 }
+
+/// A request carries at most `MAX_GRANTS` instances (more is `request.malformed` in both engines), and every decision
+/// of a holder carries all its active instances: so a grant that would give a holder one more is refused (`422`,
+/// `holder-full`), and one revoked makes room again. The holder's calls keep being decided, never malformed.
+#[test]
+fn a_holder_holds_at_most_as_many_instances_as_a_request_carries() {
+    let gateway = start("grants-full");
+    let ask = |holder: &str| GrantAsk {
+        template: "shopping".into(),
+        principal: "user:alice".into(),
+        holder: holder.into(),
+        params: params("100 USD").as_object().unwrap().clone(),
+    };
+    let first = gateway.gateway.grant("user:alice", &ask("agent:busy")).unwrap();
+    for _ in 1..remit_lang::eval::grants::MAX_GRANTS {
+        gateway.gateway.grant("user:alice", &ask("agent:busy")).unwrap();
+    }
+    let body = self::ask("user:alice", "agent:busy", params("100 USD"));
+    let (status, answer) = call(&gateway, "POST", "/v1/grants", ALICE, Some(&body));
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["refusal"]["problem"], "holder-full", "{answer}");
+    // Another holder is not affected.
+    assert_eq!(
+        call(&gateway, "POST", "/v1/grants", ALICE, Some(&self::ask("user:alice", "agent:idle", params("9 USD")))).0,
+        201
+    );
+    let decided = gateway.gateway.decide(&payment_under("agent:busy", &format!("shopping/{}", first.id)));
+    assert_eq!(decided.outcome, "allow", "{}", decided.decision);
+    call(&gateway, "DELETE", &format!("/v1/grants/{}", first.id), ALICE, None);
+    assert_eq!(call(&gateway, "POST", "/v1/grants", ALICE, Some(&body)).0, 201, "room again after a revocation");
+}

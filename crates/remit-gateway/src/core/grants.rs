@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::{new_id, Gateway};
 use crate::store::{GrantRecord, StoreError, StoreResult, Tx};
+use remit_lang::eval::grants::MAX_GRANTS;
 use remit_lang::wasm::meta::{PolicyMeta, TemplateMeta};
 
 /// What someone asks to grant: an instance of `template` for `principal`, held by `holder`, with `params`.
@@ -195,6 +196,17 @@ impl Gateway {
         }
         let mut tx = self.store.begin()?;
         let now = tx.now().unwrap_or_else(|| self.clock.now());
+        // Every decision of the holder carries all its active instances, and a request carries at most
+        // `MAX_GRANTS` (more is `request.malformed` in both engines): one more grant would make every call of the
+        // holder fail, so it is refused here instead.
+        let held = tx.active_grants(&ask.holder)?.len();
+        if held >= MAX_GRANTS {
+            return Err(GrantError::Refused {
+                message: format!("`{}` holds {held} active instances already, the most a request carries", ask.holder),
+                refusal: serde_json::json!({"problem": "holder-full", "field": "holder",
+                    "condition": format!("at most {MAX_GRANTS} active instances per holder"), "value": ask.holder}),
+            });
+        }
         let record = GrantRecord {
             id: new_id("g"),
             version: 1,
