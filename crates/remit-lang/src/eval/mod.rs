@@ -918,7 +918,7 @@ pub(crate) fn stopped(
                     // she was granted under a ceiling of someone else's); every mandate below them is stopped too.
                     StopOn::Principal(principal) => {
                         *principal == mandate.principal
-                            && mandate.parent.map_or(true, |parent| program.mandates[parent].principal != *principal)
+                            && mandate.parent.is_none_or(|parent| program.mandates[parent].principal != *principal)
                     }
                 };
                 if !reaches || !(tool.side_effects || *level == StopLevel::Quarantine) {
