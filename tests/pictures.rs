@@ -309,3 +309,47 @@ fn pictures_render_in_a_real_browser() {
     // Every page was checked (a script that silently did nothing must not pass).
     assert_eq!(stdout.lines().filter(|l| l.contains("\"ok\": true")).count(), 5, "{stdout}");
 }
+
+/// `remit explain` under an instance of a template: the instance is a step of the path with its template's rules,
+/// acting for the principal it names, each rule showing the instance's values of the parameters it reads.
+#[test]
+fn an_explanation_under_an_instance_shows_the_templates_rules_with_its_values() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("explain-instance");
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  holder under "agent:"
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(
+  merchants: set<string> where merchants within ["acme", "globex"],
+  cap: money where cap > 0 USD and cap <= 500 USD,
+) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  otherwise escalate
+  allow pay where args.merchant in merchants and args.amount <= cap
+}
+"#;
+    std::fs::write(dir.join("policy.remit"), policy).unwrap();
+    let grant = json!({"id": "g-1", "version": 3, "template": "shopping", "principal": "user:dana",
+        "holder": "agent:shopper", "granted": "2026-11-30T12:00:00Z",
+        "params": {"merchants": ["acme"], "cap": "100.00 USD"}});
+    let body = json!({"subject": {"id": "agent:shopper"},
+        "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "150.00 USD"}},
+        "context": {"now": "2026-12-01T12:00:00Z", "grants": [grant]}});
+    let request = dir.join("request.json");
+    std::fs::write(&request, body.to_string()).unwrap();
+    let text = remit(&["explain", dir.to_str().unwrap(), "--request", request.to_str().unwrap()]);
+    assert!(text.starts_with("decision ESCALATE to user:dana"), "{text}");
+    assert!(text.contains("ceiling (for org:acme)"), "{text}");
+    let instance = text.split("shopping/g-1@3 (for user:dana)").nth(1).unwrap_or_else(|| panic!("{text}"));
+    assert!(instance.contains("allow pay where args.merchant in merchants and args.amount <= cap"), "{text}");
+    assert!(instance.contains("cap = \"100.00 USD\""), "{text}");
+    assert!(instance.contains("merchants = [\"acme\"]"), "{text}");
+}

@@ -91,19 +91,25 @@ pub fn explain(program: &Program, request: &[u8]) -> Explanation {
     let decided: BTreeSet<(&str, &str)> = decision.rules.iter().map(|r| (r.mandate.as_str(), r.at.as_str())).collect();
     let mut mandates = Vec::new();
     let mut traces = traces.into_iter();
+    // The instance the request was decided under, if any: the chain's last name, `TEMPLATE/ID@VERSION`.
+    let grant = decision.mandate_chain.last().and_then(|name| instance_grant(&json, name));
     for name in &decision.mandate_chain {
-        let Some(id) = program.mandate(name) else { continue };
-        let mandate = &program.mandates[id];
-        let mut step = MandateStep {
-            name: name.clone(),
-            principal: mandate.principal.clone(),
-            steps: Vec::new(),
-            terms: Vec::new(),
+        // A mandate of the policy, or the instance (its template's rules, acting for the principal it names).
+        let (rules, principal) = match (program.mandate(name), grant) {
+            (Some(id), _) => (&program.mandates[id].rules, program.mandates[id].principal.clone()),
+            (None, Some(grant)) => {
+                let template = grant.get("template").and_then(Json::as_str).unwrap_or_default();
+                let Some(t) = program.templates.iter().find(|t| t.name == template) else { continue };
+                let principal = grant.get("principal").and_then(Json::as_str).unwrap_or_default();
+                (&t.rules, principal.to_string())
+            }
+            (None, None) => continue,
         };
+        let mut step = MandateStep { name: name.clone(), principal, steps: Vec::new(), terms: Vec::new() };
         let mut clause_locations = BTreeSet::new();
         if let Some(tool) = tool {
             // `trace` lists the rules of the chain that cover the tool in this same order.
-            for rule in mandate.rules.iter().filter(|r| program.covers(&r.target, tool)) {
+            for rule in rules.iter().filter(|r| program.covers(&r.target, tool)) {
                 let Some(t) = traces.next() else { break };
                 let at = program.sources.location(rule.span);
                 let is_decided = decided.contains(&(name.as_str(), at.as_str()));
@@ -119,7 +125,7 @@ pub fn explain(program: &Program, request: &[u8]) -> Explanation {
                     at,
                     verdict,
                     effect,
-                    values: values(program, &rule.kind, &rule.condition, &json, tool),
+                    values: values(program, &rule.kind, &rule.condition, &json, grant, tool),
                     decided: is_decided,
                 });
             }
@@ -131,6 +137,17 @@ pub fn explain(program: &Program, request: &[u8]) -> Explanation {
     }
     let preliminary = decision.reasons.iter().filter_map(|code| preliminary(program, code, tool)).collect();
     Explanation { call: call_summary(&json), preliminary, decision, mandates, notes: Vec::new() }
+}
+
+/// The entry of `context.grants` whose name (`TEMPLATE/ID@VERSION`) is `name`.
+fn instance_grant<'j>(json: &'j Json, name: &str) -> Option<&'j Json> {
+    let (template, rest) = name.split_once('/')?;
+    let (id, version) = rest.rsplit_once('@')?;
+    json.pointer("/context/grants")?.as_array()?.iter().find(|g| {
+        g.get("template").and_then(Json::as_str) == Some(template)
+            && g.get("id").and_then(Json::as_str) == Some(id)
+            && g.get("version").and_then(Json::as_u64).map(|v| v.to_string()).as_deref() == Some(version)
+    })
 }
 
 /// For an `otherwise` the decision lists: the grant that came closest and what kept it from granting.
@@ -267,7 +284,14 @@ fn pointer_escape(key: &str) -> String {
 }
 
 /// The request's value of each attribute a rule reads.
-fn values(program: &Program, kind: &RuleKind, cond: &Cond, json: &Json, tool: usize) -> Vec<String> {
+fn values(
+    program: &Program,
+    kind: &RuleKind,
+    cond: &Cond,
+    json: &Json,
+    grant: Option<&Json>,
+    tool: usize,
+) -> Vec<String> {
     let mut attrs = BTreeSet::new();
     collect(cond, &mut attrs);
     let mut out: Vec<String> = attrs
@@ -275,8 +299,8 @@ fn values(program: &Program, kind: &RuleKind, cond: &Cond, json: &Json, tool: us
         .map(|attr| {
             let value = match &attr {
                 Attr::Level => Some(Json::String(program.levels[program.tools[tool].level].clone())),
-                Attr::Relation(name, terms) => relation_answer(program, json, name, terms),
-                other => request_value(program, json, other),
+                Attr::Relation(name, terms) => relation_answer(program, json, grant, name, terms),
+                other => request_value(program, json, grant, other),
             };
             format!("{} = {}", attr.display(), value.map_or("(missing)".to_string(), |v| v.to_string()))
         })
@@ -304,12 +328,18 @@ fn collect(cond: &Cond, out: &mut BTreeSet<Attr>) {
 }
 
 /// What `context.relations` answers for a relation atom, with its terms read from the request.
-fn relation_answer(program: &Program, json: &Json, name: &str, terms: &[crate::ir::Term]) -> Option<Json> {
+fn relation_answer(
+    program: &Program,
+    json: &Json,
+    grant: Option<&Json>,
+    name: &str,
+    terms: &[crate::ir::Term],
+) -> Option<Json> {
     let mut values = Vec::new();
     for term in terms {
         match term {
             crate::ir::Term::Value(text) => values.push(Json::String(text.clone())),
-            crate::ir::Term::Attr(attr) => values.push(request_value(program, json, attr)?),
+            crate::ir::Term::Attr(attr) => values.push(request_value(program, json, grant, attr)?),
         }
     }
     let listed = json.pointer(&format!("/context/relations/{}", pointer_escape(name)))?.as_array()?;
@@ -317,7 +347,8 @@ fn relation_answer(program: &Program, json: &Json, name: &str, terms: &[crate::i
 }
 
 /// The request's value of a plain attribute (not `level`, not derived).
-fn request_value(program: &Program, json: &Json, attr: &Attr) -> Option<Json> {
+/// The request's value of `attr`; a template's parameter from the instance decided under (`grant`).
+fn request_value(program: &Program, json: &Json, grant: Option<&Json>, attr: &Attr) -> Option<Json> {
     match attr {
         Attr::Arg(name) => json.pointer(&format!("/action/arguments/{}", pointer_escape(name))).cloned(),
         Attr::ResourceId => json.pointer("/resource/id").cloned(),
@@ -340,8 +371,14 @@ fn request_value(program: &Program, json: &Json, attr: &Attr) -> Option<Json> {
         | Attr::Member(..)
         | Attr::Relation(..)
         | Attr::InCalendar(..)
-        | Attr::Elapsed(..)
-        | Attr::Param(_) => None,
+        | Attr::Elapsed(..) => None,
+        Attr::Param(name) => {
+            let grant = grant?;
+            match name.as_str() {
+                "principal" | "holder" | "granted" => grant.get(name).cloned(),
+                _ => grant.get("params")?.get(name).cloned(),
+            }
+        }
     }
 }
 
