@@ -347,6 +347,7 @@ template shopping(
     std::fs::write(&request, body.to_string()).unwrap();
     let text = remit(&["explain", dir.to_str().unwrap(), "--request", request.to_str().unwrap()]);
     assert!(text.starts_with("decision ESCALATE to user:dana"), "{text}");
+    assert!(text.contains("by agent:shopper under shopping/g-1@3 at"), "the mandate it was resolved to: {text}");
     assert!(text.contains("ceiling (for org:acme)"), "{text}");
     let instance = text.split("shopping/g-1@3 (for user:dana)").nth(1).unwrap_or_else(|| panic!("{text}"));
     assert!(instance.contains("allow pay where args.merchant in merchants and args.amount <= cap"), "{text}");

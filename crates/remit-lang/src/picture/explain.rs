@@ -136,7 +136,8 @@ pub fn explain(program: &Program, request: &[u8]) -> Explanation {
         mandates.push(step);
     }
     let preliminary = decision.reasons.iter().filter_map(|code| preliminary(program, code, tool)).collect();
-    Explanation { call: call_summary(&json), preliminary, decision, mandates, notes: Vec::new() }
+    let resolved = decision.mandate_chain.last().map(String::as_str);
+    Explanation { call: call_summary(&json, resolved), preliminary, decision, mandates, notes: Vec::new() }
 }
 
 /// The entry of `context.grants` whose name (`TEMPLATE/ID@VERSION`) is `name`.
@@ -382,7 +383,8 @@ fn request_value(program: &Program, json: &Json, grant: Option<&Json>, attr: &At
     }
 }
 
-fn call_summary(json: &Json) -> String {
+/// `under` names the mandate the request names, else the one it was resolved to (the chain's leaf), else `?`.
+fn call_summary(json: &Json, resolved: Option<&str>) -> String {
     let text = |p: &str| json.pointer(p).and_then(Json::as_str).unwrap_or("?").to_string();
     let arguments = json.pointer("/action/arguments").map_or("{}".to_string(), Json::to_string);
     let mut call = format!("{}{arguments}", text("/action/name"));
@@ -392,7 +394,7 @@ fn call_summary(json: &Json) -> String {
     call.push_str(&format!(
         " by {} under {} at {}",
         text("/subject/id"),
-        text("/context/mandate"),
+        json.pointer("/context/mandate").and_then(Json::as_str).or(resolved).unwrap_or("?"),
         text("/context/now")
     ));
     call
