@@ -35,7 +35,9 @@ echo "== remit test $example"
 "$remit" test "$example"
 
 # The gateway, on the wallet (the example whose principal, agent and approval the steps below name): serve it on a
-# free loopback port, send the agent's 80 USD payment (escalates to Alice's inbox), approve it as Alice, retry
+# free loopback port, let Alice grant her shopping agent her mandate from the wallet's template (`remit grants
+# grant`: her three merchants, 100 USD a payment, until the ceiling ends), send the agent's 80 USD payment (escalates
+# to Alice's inbox: the instance acts for her), approve it as Alice, retry
 # (allowed, the single-use approval consumed), send it again in another operation (escalates again: the approval is
 # used up) and in the same one (denied: one payment per operation), then verify the decision log's hash chain and
 # print the operation's receipt. `--serve` keeps the gateway running afterwards, until Ctrl-C.
@@ -75,6 +77,11 @@ const body = {
 })().catch((e) => { console.error(e); process.exit(1); });
 JS
 }
+echo "== remit grants grant personal_shopping (as Alice): her mandate, granted at run time"
+REMIT_TOKEN=alice-demo-token "$remit" grants grant personal_shopping --principal user:alice --holder agent:shopper \
+  --param 'merchants=["acme-grocer","globex-pharmacy","initech-hardware"]' --param 'cap=100.00 USD' \
+  --param until=2027-01-01T00:00:00Z --gateway "$url"
+
 echo "== POST $url/access/v1/evaluation: the agent pays 80 USD"
 read -r decision access reasons < <(evaluate)
 echo "decision $decision, access request $access ($reasons)"

@@ -310,6 +310,9 @@ struct Checker<'a> {
     sources: &'a SourceMap,
     diagnostics: Vec<Diagnostic>,
     symbols: HashMap<String, (Symbol, Span)>,
+    /// The mandates some template hangs under: such a mandate may be held by no one (a ceiling only instances act
+    /// under).
+    ceilings: BTreeSet<String>,
     levels: Vec<String>,
     enums: HashMap<String, Vec<String>>,
     contexts: BTreeMap<String, Type>,
@@ -324,6 +327,7 @@ impl<'a> Checker<'a> {
             sources,
             diagnostics: Vec::new(),
             symbols: HashMap::new(),
+            ceilings: BTreeSet::new(),
             levels: Vec::new(),
             enums: HashMap::new(),
             contexts: BTreeMap::new(),
@@ -378,6 +382,10 @@ impl<'a> Checker<'a> {
         let mandate_decls: Vec<&ast::MandateDecl> =
             decls.iter().filter_map(|d| if let Decl::Mandate(m) = d { Some(m) } else { None }).collect();
         let parents = self.parents(&mandate_decls);
+        self.ceilings = decls
+            .iter()
+            .filter_map(|d| if let Decl::Template(t) = d { Some(t.parent.text.clone()) } else { None })
+            .collect();
         let mut mandates = Vec::new();
         for (index, m) in mandate_decls.iter().enumerate() {
             // A sub-mandate acts for its root's principal; conditions may name it (`resource.owner == principal`).
