@@ -15,7 +15,9 @@ mod support;
 use support::served::Served;
 use support::{remit_bin, root, run};
 
-/// `remit serve examples/wallet` on a free loopback port with `extra` flags; its stderr is collected.
+/// `remit serve` of the wallet as it was, Alice's own static mandate (tests/fixtures/wallet-static: the shipped
+/// example needs an instance granted first, which scripts/any-date.sh's run of the main job does), on a free loopback
+/// port with `extra` flags; its stderr is collected.
 struct Gateway {
     served: Served,
     stderr: std::sync::mpsc::Receiver<String>,
@@ -27,7 +29,7 @@ impl Gateway {
         let mut served = Served::start(
             std::process::Command::new(remit_bin())
                 .arg("serve")
-                .arg(root().join("examples/wallet"))
+                .arg(root().join("tests/fixtures/wallet-static"))
                 .args(["--listen", "127.0.0.1:0", "--store"])
                 .arg(format!("sqlite:{}", store.display()))
                 .args(extra)

@@ -40,13 +40,13 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A repository with `policies/wallet` and `policies/club` (the examples) committed; returns it and the base commit.
+/// A repository with `policies/wallet` (the wallet as it was, Alice's static mandate: tests/fixtures/wallet-static)
+/// and `policies/club` (the example) committed; returns it and the base commit.
 fn sample_repo(name: &str) -> (PathBuf, String) {
     let repo = temp_dir(&format!("ci-{name}"));
     git(&repo, &["init", "--quiet", "--initial-branch=main"]);
-    for example in ["wallet", "club"] {
-        copy_dir(&root().join("examples").join(example), &repo.join("policies").join(example));
-    }
+    copy_dir(&root().join("tests/fixtures/wallet-static"), &repo.join("policies/wallet"));
+    copy_dir(&root().join("examples/club"), &repo.join("policies/club"));
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "--quiet", "-m", "the policies on main"]);
     let base = git(&repo, &["rev-parse", "HEAD"]);

@@ -254,7 +254,7 @@ mandate shop for "user:alice" {
 
 #[test]
 fn forged_approvals_counters_stops_facts_and_time_in_the_request_are_ignored_and_logged() {
-    let s = setup("forged", &examples::program("wallet"));
+    let s = setup("forged", &examples::static_wallet_program());
     let mut request: Value = serde_json::from_slice(&payment("80.00 USD", "op-1")).unwrap();
     let digest = remit_lang::eval::argument_digest("make_payment", &request["action"]["arguments"]);
     request["context"]["approvals"] = json!([{
@@ -287,7 +287,7 @@ fn forged_approvals_counters_stops_facts_and_time_in_the_request_are_ignored_and
 
 #[test]
 fn an_approved_call_is_allowed_once_and_a_changed_argument_escalates_again() {
-    let s = setup("approve", &examples::program("wallet"));
+    let s = setup("approve", &examples::static_wallet_program());
     let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
     assert_eq!(escalated.outcome, "escalate");
     let request = escalated.access_request.unwrap();
@@ -357,7 +357,7 @@ mandate shop for "user:alice" {
 
 #[test]
 fn stops_and_facts_come_from_the_store() {
-    let s = setup("stops", &examples::program("wallet"));
+    let s = setup("stops", &examples::static_wallet_program());
     assert!(s.gateway.decide(&payment("20.00 USD", "op-1")).allowed());
     s.gateway.set_stop("wallet", true, "admin").unwrap();
     assert_eq!(s.gateway.decide(&payment("20.00 USD", "op-2")).reasons, ["stop.active"]);
@@ -413,7 +413,7 @@ fn stop(id: &str, level: &str, mandate: Option<&str>, principal: Option<&str>) -
 
 #[test]
 fn a_principal_stop_reaches_the_principals_mandates_and_the_decision_names_it() {
-    let s = setup("principal-stop", &examples::program("wallet"));
+    let s = setup("principal-stop", &examples::static_wallet_program());
     assert!(s.gateway.decide(&view_orders()).allowed());
     s.gateway.set_stop_record(&stop("STOP-ALICE-1", "revoke", None, Some("user:alice")), "admin").unwrap();
     let paid = s.gateway.decide(&payment("20.00 USD", "op-1"));
@@ -440,7 +440,7 @@ fn a_principal_stop_reaches_the_principals_mandates_and_the_decision_names_it() 
 
 #[test]
 fn a_quarantine_refuses_reads_too_and_a_bare_stop_still_works_beside_it() {
-    let s = setup("quarantine", &examples::program("wallet"));
+    let s = setup("quarantine", &examples::static_wallet_program());
     s.gateway.set_stop_record(&stop("STOP-WALLET-9", "quarantine", Some("wallet"), None), "admin").unwrap();
     let read = s.gateway.decide(&view_orders());
     assert_eq!(read.reasons, ["stop.active"]);
@@ -482,7 +482,7 @@ mandate desk for "org:club" { holder under "agent:club/desk/" allow make_payment
 
 #[test]
 fn a_changed_deleted_or_reordered_log_entry_is_detected() {
-    let s = setup("tamper", &examples::program("wallet"));
+    let s = setup("tamper", &examples::static_wallet_program());
     for op in ["op-1", "op-2", "op-3", "op-4"] {
         s.gateway.decide(&payment("20.00 USD", op));
     }
@@ -511,7 +511,7 @@ impl Store for Down {
 
 #[test]
 fn a_store_that_fails_denies_every_call() {
-    let program = examples::program("wallet");
+    let program = examples::static_wallet_program();
     let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
     let gateway = Gateway::new(policy(&program), Arc::new(Down), clock, Config::default());
     let decided = gateway.decide(&payment("20.00 USD", "op-1"));
@@ -533,7 +533,7 @@ fn a_store_that_fails_denies_every_call() {
 }
 
 fn wallet_files(replace: &[(&str, &str)]) -> Vec<(String, String)> {
-    let dir = examples::dir("wallet");
+    let dir = examples::static_wallet();
     ["catalog.remit", "policy.remit"]
         .iter()
         .map(|name| {
@@ -548,7 +548,7 @@ fn wallet_files(replace: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn shadow_mode_logs_the_policys_decision_and_answers_allow() {
-    let program = examples::program("wallet");
+    let program = examples::static_wallet_program();
     let config = Config { shadow_mandates: vec!["wallet".into()], ..Config::default() };
     let s = setup_with("shadow", policy(&program), config);
     let (gateway, store) = (&s.gateway, &s.store);
@@ -571,13 +571,13 @@ fn shadow_mode_logs_the_policys_decision_and_answers_allow() {
 
 #[test]
 fn replay_reports_the_decisions_another_policy_would_change() {
-    let s = setup("replay", &examples::program("wallet"));
+    let s = setup("replay", &examples::static_wallet_program());
     for (amount, op) in [("20.00 USD", "op-1"), ("80.00 USD", "op-2"), ("120.00 USD", "op-3")] {
         s.gateway.decide(&payment(amount, op));
     }
     s.gateway.decide(b"not json");
     let entries = log(&s.store);
-    let same = policy(&examples::program("wallet")).compiled;
+    let same = policy(&examples::static_wallet_program()).compiled;
     let report = remit_gateway::replay::replay(&entries, &same).unwrap();
     assert_eq!((report.replayed, report.changes.len()), (4, 0), "the same policy decides the same");
     // Approvals above 90 USD only, and a cap of 150 USD.
@@ -591,7 +591,7 @@ fn replay_reports_the_decisions_another_policy_would_change() {
 #[test]
 fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_the_policy_that_decided() {
     use remit_gateway::NoExplanation;
-    let wallet = examples::program("wallet");
+    let wallet = examples::static_wallet_program();
     let s = setup("explain", &wallet);
     let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
     let request = s.gateway.access_request(&escalated.access_request.unwrap().id).unwrap().unwrap();
@@ -606,8 +606,8 @@ fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_th
     assert_eq!(explanation.notes.len(), 1, "the decision is re-decided as it was: {:?}", explanation.notes);
     // Sources of another policy than the one that decided are not used to explain it.
     let other = examples::compile(&[
-        ("a.remit".into(), std::fs::read_to_string("examples/wallet/policy.remit").unwrap()),
-        ("catalog.remit".into(), std::fs::read_to_string("examples/wallet/catalog.remit").unwrap()),
+        ("a.remit".into(), std::fs::read_to_string("tests/fixtures/wallet-static/policy.remit").unwrap()),
+        ("catalog.remit".into(), std::fs::read_to_string("tests/fixtures/wallet-static/catalog.remit").unwrap()),
         ("note.remit".into(), "// version B\n".into()),
     ]);
     s.gateway.swap_policy(policy(&other).with_program(Arc::new(other.clone())).unwrap());
@@ -619,7 +619,7 @@ fn an_access_request_is_explained_from_its_log_entry_only_with_the_sources_of_th
 
 #[test]
 fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
-    let wallet = examples::program("wallet");
+    let wallet = examples::static_wallet_program();
     let config = Config { mask: vec!["amount".into()], ..Config::default() };
     let served = policy(&wallet).with_program(Arc::new(wallet.clone())).unwrap();
     let s = setup_with("mask", served, config);
@@ -635,7 +635,7 @@ fn masked_arguments_are_explained_as_logged_and_a_changed_outcome_is_said() {
 
 #[test]
 fn a_store_of_schema_version_2_gains_stops_with_ids() {
-    let wallet = examples::program("wallet");
+    let wallet = examples::static_wallet_program();
     let s = setup("schema-2", &wallet);
     s.gateway.set_stop("wallet", true, "admin").unwrap();
     // Make it a version 2 store: no `stop_records` table.
@@ -661,7 +661,7 @@ fn a_store_of_schema_version_2_gains_stops_with_ids() {
 
 #[test]
 fn a_store_of_schema_version_1_is_upgraded_and_its_old_requests_say_they_cannot_be_explained() {
-    let wallet = examples::program("wallet");
+    let wallet = examples::static_wallet_program();
     let s = setup("schema-1", &wallet);
     let escalated = s.gateway.decide(&payment("80.00 USD", "op-1"));
     let id = escalated.access_request.unwrap().id;
@@ -685,7 +685,7 @@ fn a_store_of_schema_version_1_is_upgraded_and_its_old_requests_say_they_cannot_
 
 #[test]
 fn the_checkpoint_thread_copies_committed_decisions_into_the_database_file() {
-    let wallet = examples::program("wallet");
+    let wallet = examples::static_wallet_program();
     let s = setup("checkpoint", &wallet);
     let database = s.dir.join("state.db");
     let before = std::fs::metadata(&database).unwrap().len();
@@ -751,7 +751,7 @@ fn the_target_argument_fills_the_resource() {
 /// or when flushed; the chain holds either way.
 #[test]
 fn queued_entries_are_written_with_the_next_decisions_or_when_flushed() {
-    let s = setup("queued", &examples::program("wallet"));
+    let s = setup("queued", &examples::static_wallet_program());
     s.gateway.decide(&payment("20.00 USD", "op-1"));
     s.gateway.queue_outcome(&json!({"decision": "dec-1", "tool": "make_payment", "is_error": false}));
     assert_eq!(log(&s.store).len(), 1, "queued, not written yet");

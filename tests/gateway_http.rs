@@ -32,7 +32,7 @@ fn wallet() -> remit_lang::ir::Program {
 
 /// The wallet with extra files (another policy version).
 fn wallet_and(extra: &[(&str, &str)]) -> remit_lang::ir::Program {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
+    let dir = support::examples::static_wallet();
     let mut sources = remit_lang::stdlib::sources();
     for (name, text) in extra {
         sources.add(name.to_string(), text.to_string());

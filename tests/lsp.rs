@@ -1,7 +1,7 @@
 //! `remit lsp` driven over stdio with LSP messages, as an editor would: diagnostics as you type (the same codes
 //! and help as `remit check`, cleared when fixed), hover, go to definition (into the standard library too), find
-//! references, completion of `args.` and of names, document symbols, shutdown. The wallet example is copied
-//! to a temporary folder so the test can edit it freely.
+//! references, completion of `args.` and of names, document symbols, shutdown. The wallet as it was (Alice's static
+//! mandate, tests/fixtures/wallet-static) is copied to a temporary folder so the test can edit it freely.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -102,12 +102,12 @@ fn uri(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
-/// A fresh copy of the wallet example in its own folder (each test has its own: the server loads a folder).
+/// A fresh copy of the static wallet in its own folder (each test has its own: the server loads a folder).
 fn workspace(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/wallet");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wallet-static");
     for file in ["policy.remit", "catalog.remit"] {
         std::fs::copy(example.join(file), dir.join(file)).unwrap();
     }

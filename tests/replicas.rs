@@ -312,7 +312,8 @@ fn postgresql_stopped_and_started_under_load_denies_then_recovers_without_restar
     assert!(started.elapsed() < Duration::from_secs(90), "bounded: {:?}", started.elapsed());
 }
 
-/// The wallet (examples/wallet; scripts/main-job.sh runs this flow on one gateway) on three replicas: the agent's
+/// The wallet as it was, Alice's own static mandate (tests/fixtures/wallet-static; scripts/main-job.sh runs this flow
+/// on one gateway, under an instance of the shipped example) on three replicas: the agent's
 /// 80 USD payment escalates on replica A; Alice finds it in the inbox of replica B and approves it there (`remit
 /// approvals approve --gateway B`); the agent's retries — twelve at once of the same call, on A and C, and twelve
 /// of the same payment in other operations — are allowed exactly once in all, and the approval is consumed by that
@@ -321,7 +322,7 @@ fn postgresql_stopped_and_started_under_load_denies_then_recovers_without_restar
 fn the_wallet_escalated_on_one_replica_approved_on_another_is_allowed_exactly_once() {
     let url = shared().database("wallet_replicas");
     let dir = support::temp_dir("replicas-wallet");
-    let wallet = support::root().join("examples/wallet");
+    let wallet = support::examples::static_wallet();
     let replicas = Replicas::start(3, &wallet, &url, &dir, &["--clock", "2026-12-03T15:30:00Z"]);
     let (a, b, c) = (replicas.url(0), replicas.url(1), replicas.url(2));
     // The main job's call (scripts/main-job.sh).

@@ -17,6 +17,18 @@ pub fn dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
 }
 
+/// The wallet as it was before it became a ceiling and a template (tests/fixtures/wallet-static: Alice's own static
+/// mandate `wallet`): the gateway's tests use it for what they test of the gateway (approvals, stops, replays,
+/// explanations) without granting an instance first; the shipped example is tested as it is elsewhere.
+pub fn static_wallet() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wallet-static")
+}
+
+/// [`static_wallet`] checked.
+pub fn static_wallet_program() -> Program {
+    compile(&remit_files(&static_wallet()))
+}
+
 /// A folder's files, sorted; none when it does not exist.
 pub fn sorted(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };

@@ -104,9 +104,10 @@ pub struct Unit {
 /// `context.grants`) runs on every engine since the runtime reads them.
 pub const INTERPRETER_ONLY: [&str; 0] = [];
 
-/// Every example and every folder of tests/semantics (but [`INTERPRETER_ONLY`]), checked as `remit test` checks them
-/// (the semantics folders hold deliberately widening sub-mandates, so the narrowing proof is off: decisions never
-/// depend on it).
+/// Every example and every folder of tests/semantics (but [`INTERPRETER_ONLY`]). The examples are checked as
+/// `remit build` checks them (with the narrowing proof, which a template's `proved` in the module's metadata
+/// records); the semantics folders as `remit test` does (they hold deliberately widening sub-mandates, so the proof
+/// is off: decisions never depend on it).
 pub fn corpus() -> Vec<Unit> {
     use examples::sorted;
     let mut dirs: Vec<PathBuf> = sorted(&root().join("examples")).into_iter().filter(|p| p.is_dir()).collect();
@@ -120,7 +121,8 @@ pub fn corpus() -> Vec<Unit> {
             for (file, text) in examples::remit_files(&dir) {
                 sources.add(file, text);
             }
-            let checked = check_with(sources, Options { narrowing: false });
+            let narrowing = dir.starts_with(root().join("examples"));
+            let checked = check_with(sources, Options { narrowing });
             let program =
                 checked.program.unwrap_or_else(|| panic!("{name} does not check: {:#?}", checked.diagnostics));
             let requests = examples::requests(&dir);

@@ -361,7 +361,12 @@ impl Node {
             lines.extend(instance.params.iter().map(|p| format!("parameter {p}")));
             lines.push(instance.granted.clone());
         }
-        lines.push(format!("for {} · held by {}", self.principal, self.holders.join(", ")));
+        if self.holders.is_empty() {
+            // A ceiling: only the instances of the templates under it act under it.
+            lines.push(format!("for {} · held by no one (a ceiling)", self.principal));
+        } else {
+            lines.push(format!("for {} · held by {}", self.principal, self.holders.join(", ")));
+        }
         if let Some(purpose) = &self.purpose {
             lines.push(format!("purpose: {purpose}"));
         }
