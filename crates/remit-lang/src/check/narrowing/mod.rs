@@ -33,7 +33,7 @@ use crate::diag::Diagnostic;
 use crate::ir::{Attr, MandateId, Program, RuleKind, Test, ToolId, Type, Value};
 use crate::syntax::ast::CompareOp;
 use crate::value::Decimal;
-use authority::{atom_true, conjuncts, truth_in, Side};
+use authority::{atom_true, conjuncts, truth_in, Conjunct, Side};
 use formula::{is, lit, literals, negate, Model, Var, Vars, F};
 use solve::{Answer, Lemmas, Solver};
 use witness::{Currencies, Scratch, Shape};
@@ -155,12 +155,7 @@ fn compare(
         if a.iter().any(|c| c.formula == F::False) {
             continue; // the child never allows this tool
         }
-        let b = conjuncts(&parents, name, &mut vars);
-        let questions: Vec<(Origin, F)> = b
-            .iter()
-            .filter(|c| !reported.contains(&c.origin) && !a.iter().any(|x| x.formula == c.formula))
-            .map(|c| (c.origin, negate(&c.formula)))
-            .collect();
+        let questions = questions(&a, &conjuncts(&parents, name, &mut vars), &reported);
         if questions.is_empty() {
             continue;
         }
@@ -273,6 +268,16 @@ impl Readable {
 }
 
 /// The literals each currency variable is compared with.
+/// What a proof asks of one tool: for each conjunct of the refusing side `b` that the allowing side `a` does not
+/// have as is (nor whose origin was reported already), its negation — satisfiable together with `a` exactly when
+/// `a` allows a call `b` refuses for that reason.
+fn questions(a: &[Conjunct], b: &[Conjunct], reported: &BTreeSet<Origin>) -> Vec<(Origin, F)> {
+    b.iter()
+        .filter(|c| !reported.contains(&c.origin) && !a.iter().any(|x| x.formula == c.formula))
+        .map(|c| (c.origin, negate(&c.formula)))
+        .collect()
+}
+
 fn currencies(goals: &[&F], vars: &Vars) -> Currencies {
     let mut out = Currencies::new();
     for goal in goals {

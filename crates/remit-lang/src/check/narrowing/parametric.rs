@@ -19,10 +19,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value as Json};
 
 use super::authority::{conjuncts, pattern, Conjunct, Encoder, Origin, Side};
-use super::formula::{is, lit, negate, or, Var, Vars, F};
+use super::formula::{is, lit, or, Var, Vars, F};
 use super::solve::{Answer, Lemmas, Solver};
 use super::witness::{self, Scratch, Shape};
-use super::{culprit_of, currencies, refusing_attributes, Readable, Widening};
+use super::{culprit_of, currencies, questions, refusing_attributes, Readable, Widening};
 use crate::diag::Diagnostic;
 use crate::ir::{
     Atom, Attr, Cond, Mandate, MandateId, Parent, Program, Template, TemplateId, Term, Test, TimeBound, Type, Value,
@@ -263,12 +263,7 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
                 a.push(Conjunct { formula, origin: Origin::Holder });
             }
         }
-        let b = conjuncts(&parents, name, &mut vars);
-        let questions: Vec<(Origin, F)> = b
-            .iter()
-            .filter(|c| !reported.contains(&c.origin) && !a.iter().any(|x| x.formula == c.formula))
-            .map(|c| (c.origin, negate(&c.formula)))
-            .collect();
+        let questions = questions(&a, &conjuncts(&parents, name, &mut vars), &reported);
         if questions.is_empty() {
             continue;
         }

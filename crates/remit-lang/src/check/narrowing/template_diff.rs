@@ -22,7 +22,7 @@ use super::formula::{negate, Vars, F};
 use super::parametric::{hypothesis, instance, parameters, symbolic, symbolic_mandate};
 use super::solve::{Answer, Lemmas, Solver};
 use super::witness::{self, Shape};
-use super::{currencies, Readable};
+use super::{currencies, questions, Readable};
 use crate::eval::{decide, Outcome};
 use crate::ir::{Approvers, Parent, Program, RuleKind, Template, TemplateId, TimeBound};
 use crate::value::format_timestamp;
@@ -327,12 +327,7 @@ fn rules(wide: &Program, w: TemplateId, narrow: &Program, n: TemplateId, undecid
                 a.push(Conjunct { formula, origin: Origin::Holder });
             }
         }
-        let b = conjuncts(&refusing, name, &mut vars);
-        let questions: Vec<(Origin, F)> = b
-            .iter()
-            .filter(|c| !a.iter().any(|x| x.formula == c.formula))
-            .map(|c| (c.origin, negate(&c.formula)))
-            .collect();
+        let questions = questions(&a, &conjuncts(&refusing, name, &mut vars), &BTreeSet::new());
         let all: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();
         let readable = Readable::new(wide, tool, &vars, &all);
         let lemmas = Lemmas::default();
