@@ -12,6 +12,7 @@ use super::world::{self, WorldSpec};
 use super::{Gateway, REASON_AMBIGUOUS};
 use crate::state_cache::{Needs, Reads};
 use crate::store::{StopRecord, StoreResult, StoredApproval};
+use remit_lang::eval::grants::GrantInstance;
 use remit_lang::value::format_timestamp;
 use remit_lang::wasm::meta::PolicyMeta;
 
@@ -244,22 +245,21 @@ pub(super) fn needs_of(request: &Map<String, Json>, meta: &PolicyMeta, now: i64)
 /// instance filled for its subject. `None` for anything else.
 fn instance_chain(request: &Map<String, Json>, meta: &PolicyMeta, mandate: Option<&str>) -> Option<Vec<String>> {
     let grants = request.get("context")?.get("grants")?.as_array()?;
+    // The gateway filled them, so they read (`GrantInstance`'s reading); a request names one as `TEMPLATE/ID`,
+    // with or without `@VERSION`.
+    let mut filled = grants.iter().filter_map(GrantInstance::from_json);
     let grant = match mandate {
         Some(named) => {
-            let (template, id) = named.split_once('/')?;
-            let id = id.split_once('@').map_or(id, |(id, _)| id);
-            grants.iter().find(|g| {
-                g.get("template").and_then(Json::as_str) == Some(template)
-                    && g.get("id").and_then(Json::as_str) == Some(id)
-            })
+            let reference = named.split_once('@').map_or(named, |(reference, _)| reference);
+            filled.find(|g| g.reference() == reference)
         }
-        None => match grants.as_slice() {
-            [one] => Some(one),
+        None => match (filled.next(), filled.next()) {
+            (Some(one), None) => Some(one),
             _ => None,
         },
     };
-    let template = match (grant, mandate) {
-        (Some(grant), _) => grant.get("template")?.as_str()?,
+    let template = match (&grant, mandate) {
+        (Some(grant), _) => grant.template.as_str(),
         // An instance the store does not have (revoked, or never granted): the parent's chain still reads its state.
         (None, Some(named)) => named.split_once('/')?.0,
         (None, None) => return None,
@@ -267,9 +267,6 @@ fn instance_chain(request: &Map<String, Json>, meta: &PolicyMeta, mandate: Optio
     let template = meta.templates.iter().find(|t| t.name == template)?;
     let mut chain =
         (template.parent_kind == "mandate").then(|| meta.mandate(&template.parent).map(|m| m.chain.clone()))??;
-    if let Some(grant) = grant {
-        let (id, version) = (grant.get("id")?.as_str()?, grant.get("version")?.as_u64()?);
-        chain.push(format!("{}/{id}@{version}", template.name));
-    }
+    chain.extend(grant.map(|g| g.name()));
     Some(chain)
 }

@@ -9,6 +9,7 @@ use std::fmt::Write;
 use serde_json::Value as Json;
 
 use super::svg::xml;
+use crate::eval::grants::GrantInstance;
 use crate::eval::{decide, trace, Decision, Outcome, RuleTrace};
 use crate::ir::{Attr, Cond, Program, RuleKind};
 use crate::syntax::ast::Outcome as Otherwise;
@@ -142,13 +143,8 @@ pub fn explain(program: &Program, request: &[u8]) -> Explanation {
 
 /// The entry of `context.grants` whose name (`TEMPLATE/ID@VERSION`) is `name`.
 fn instance_grant<'j>(json: &'j Json, name: &str) -> Option<&'j Json> {
-    let (template, rest) = name.split_once('/')?;
-    let (id, version) = rest.rsplit_once('@')?;
-    json.pointer("/context/grants")?.as_array()?.iter().find(|g| {
-        g.get("template").and_then(Json::as_str) == Some(template)
-            && g.get("id").and_then(Json::as_str) == Some(id)
-            && g.get("version").and_then(Json::as_u64).map(|v| v.to_string()).as_deref() == Some(version)
-    })
+    let grants = json.pointer("/context/grants")?.as_array()?;
+    grants.iter().find(|g| GrantInstance::from_json(g).is_some_and(|g| g.name() == name))
 }
 
 /// For an `otherwise` the decision lists: the grant that came closest and what kept it from granting.
