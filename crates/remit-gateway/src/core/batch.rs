@@ -547,7 +547,7 @@ fn prefetch(tx: &mut dyn Tx, jobs: &[&Job]) -> StoreResult<()> {
         let Prepared { value: Some(value), early_deny: None, .. } = &job.prepared else { continue };
         let at = now.unwrap_or(job.now);
         earliest = earliest.min(at);
-        let needs = super::prepare::needs_of(value, &job.policy.meta, at);
+        let (needs, _) = super::prepare::needs_of(value, &job.policy.meta, at);
         mandates.extend(needs.mandates);
         counters.extend(needs.counters);
     }
