@@ -1102,7 +1102,7 @@ fn a_templates_budget_is_counted_per_instance_and_a_ceilings_across_them() {
 }
 
 /// The same budgets on two PostgreSQL replicas, with calls at once on both: each instance's `purchases` allows
-/// exactly 2 of 24 calls, and the ceiling's `shipments` exactly 3 of 24 across both instances.
+/// exactly 2 of its 12 calls, and the ceiling's `shipments` exactly 3 of 24 across both instances.
 #[test]
 fn on_postgresql_a_templates_budget_allows_exactly_its_count_per_instance_across_replicas() {
     let url = support::postgres::shared().database("grants_budgets");

@@ -170,7 +170,27 @@ pub fn window_key(window: &str, operation: Option<&str>, now: i64) -> Option<Str
 
 #[cfg(test)]
 mod tests {
-    use super::window_key;
+    use super::{counter_key, window_key};
+    use remit_lang::wasm::meta::BudgetMeta;
+
+    #[test]
+    fn a_templates_budget_is_keyed_by_its_instances_reference_and_a_mandates_by_its_name() {
+        let budget = |mandate: &str, template| BudgetMeta {
+            mandate: mandate.into(),
+            name: "purchases".into(),
+            max: 2,
+            window: "day".into(),
+            template,
+        };
+        let chain = |last: &str| vec!["ceiling".to_string(), last.to_string()];
+        let templates = budget("shop", true);
+        assert_eq!(counter_key(&templates, &chain("shop/g-1@1")), "shop/g-1/purchases");
+        // Any version of the instance: one count.
+        assert_eq!(counter_key(&templates, &chain("shop/g-1@7")), "shop/g-1/purchases");
+        assert_eq!(counter_key(&templates, &chain("shop/g-2@1")), "shop/g-2/purchases");
+        assert_eq!(counter_key(&budget("ceiling", false), &chain("shop/g-1@1")), "purchases");
+        assert_eq!(counter_key(&budget("ceiling", false), &chain("child")), "purchases");
+    }
 
     #[test]
     fn budget_windows_are_keyed_by_operation_utc_hour_day_or_nothing() {

@@ -681,6 +681,43 @@ mod tests {
         assert!(PolicyMeta::from_json(old).unwrap().world.unwrap().tool_resource_types.is_empty());
     }
 
+    /// A template's budgets are carried, marked; a chain ending with one of its instances reads them after its
+    /// mandates', a name a mandate declares being the mandate's.
+    #[test]
+    fn templates_budgets_are_read_under_their_instances_after_the_chains_mandates() {
+        let mut sources = crate::stdlib::sources();
+        let policy = "tool pay(amount: money)
+tool ship(merchant: string)
+                      mandate ceiling for \"org:acme\" {\n  allow pay\n  allow ship\n                        budget shipments: at most 3 calls to ship per day\n}\n                      template budgeted(cap: money) under ceiling {\n  holder under \"agent:\"\n  allow pay\n                        allow ship\n  budget purchases: at most 2 calls to pay per hour\n                        budget shipments: at most 3 calls to ship per day\n}\n";
+        sources.add("p.remit", policy);
+        let checked = crate::check::check(sources);
+        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let meta = PolicyMeta::from_program(&program);
+        let declared: Vec<(&str, &str, bool)> =
+            meta.budgets.iter().map(|b| (b.mandate.as_str(), b.name.as_str(), b.template)).collect();
+        assert_eq!(
+            declared,
+            [("ceiling", "shipments", false), ("budgeted", "purchases", true), ("budgeted", "shipments", true)]
+        );
+        let text = meta.to_json();
+        assert_eq!(text.matches("\"template\":true").count(), 2, "{text}");
+        assert_eq!(PolicyMeta::from_json(text.as_bytes()).unwrap(), meta);
+        let of = |chain: &[&str]| {
+            let chain: Vec<String> = chain.iter().map(|c| c.to_string()).collect();
+            meta.budgets_of(&chain).iter().map(|b| (b.mandate.clone(), b.name.clone())).collect::<Vec<_>>()
+        };
+        let pair = |m: &str, n: &str| (m.to_string(), n.to_string());
+        assert_eq!(of(&["ceiling"]), [pair("ceiling", "shipments")]);
+        assert_eq!(of(&["ceiling", "budgeted/g-1@3"]), [pair("ceiling", "shipments"), pair("budgeted", "purchases")]);
+        // A template's name alone is not an instance of it.
+        assert_eq!(of(&["ceiling", "budgeted"]), [pair("ceiling", "shipments")]);
+        let chain = ["ceiling".to_string(), "budgeted/g-1@3".to_string()];
+        assert_eq!(meta.window_of(&chain, "purchases"), Some("hour"));
+        assert_eq!(meta.window_of(&chain[..1], "purchases"), None);
+        assert_eq!(PolicyMeta::instance_of(&chain), Some(("budgeted", "budgeted/g-1")));
+        assert_eq!(PolicyMeta::instance_of(&chain[..1]), None);
+    }
+
     #[test]
     fn metadata_without_targets_still_reads() {
         let old = br#"{"policy":"sha256:x","mandates":[],"approvals":[],"budgets":[]}"#;
