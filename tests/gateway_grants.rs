@@ -1062,6 +1062,15 @@ fn a_templates_budget_is_counted_per_instance_and_a_ceilings_across_them() {
     // The caller's counters removed, the gateway's filled by the names the module reads.
     assert_eq!(counters, json!({"purchases": 0, "shipments": 0}), "{counters}");
     assert_eq!(mandate, format!("{alice_ref}@1"));
+    // A later round of Bob's call (`remit mcp-proxy`): what the first counted is taken off, and not counted again.
+    let day = format!("day:{}", &NOW[..10]);
+    assert_eq!(first[1].carried.counts, [(format!("budgeted/{}/purchases", bob.id), day)]);
+    core.keep_round("r-bob", &first[1].carried).unwrap();
+    let call: Value = serde_json::from_slice(&budgeted_call("agent:b", "pay", None)).unwrap();
+    let round = core.decide_continuing(call.as_object().unwrap().clone(), "r-bob");
+    assert_eq!(round.outcome, "allow", "{}", round.decision);
+    assert_eq!(counters_and_mandate(store, &round.id).0["purchases"], 0);
+    assert_eq!(stored_count(store, &format!("budgeted/{}/purchases", bob.id)), 1, "not counted twice");
     // Alice narrows her instance: version 2 keeps the count of version 1.
     let changed = core.change_grant("user:alice", &alice.id, json!({"cap": "50 USD"}).as_object().unwrap()).unwrap();
     assert_eq!(changed.version, 2);
