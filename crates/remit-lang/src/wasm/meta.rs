@@ -380,7 +380,7 @@ pub struct BudgetMeta {
     /// `operation`, `hour`, `day`, `total`.
     pub window: String,
     /// Declared by a template (`mandate` is its name): the gateway counts it per instance
-    /// (docs/gateway.md "Budgets of templates"). Absent for a mandate's budget, so the metadata of a policy whose
+    /// (docs/gateway.md "Grants", budgets of templates). Absent for a mandate's budget, so the metadata of a policy whose
     /// templates declare no budget is unchanged, and a gateway that predates it never counts one (no chain names a
     /// template).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
