@@ -140,6 +140,12 @@ pub fn parameters(t: &Template) -> BTreeMap<String, Type> {
     out
 }
 
+/// The principal of the symbolic instances of a chain of templates, as a gate `approved by principal` reads it: one
+/// name for the one principal every instance of the chain has, which no identity is (it has a NUL). A model's
+/// approver of that name is the principal's value in the witness ([`witness::request_with`]). Exact for gates: an
+/// approver is the principal on one side exactly when on the other.
+pub const INSTANCE_PRINCIPAL: &str = "\u{0}principal";
+
 /// The templates above a template, nearest first (its parent, its parent's parent, …), and the mandate the
 /// topmost one hangs under.
 pub fn ancestors(program: &Program, template: TemplateId) -> (Vec<TemplateId>, MandateId) {
@@ -257,6 +263,7 @@ pub fn symbolic_chain(program: &Program, template: TemplateId) -> (Program, Mand
 /// refused by it.
 fn lifted_mandate(program: &Program, t: &Template, level: usize) -> Mandate {
     let mut m = symbolic_mandate(t);
+    m.principal = INSTANCE_PRINCIPAL.to_string();
     for rule in &mut m.rules {
         rule.condition = lift_cond(&rule.condition, level);
     }
@@ -407,7 +414,12 @@ fn ancestors_hypothesis(program: &Program, template: TemplateId, tool: usize, va
 
 fn compare(original: &Program, template: TemplateId, out: &mut Vec<TemplateFinding>) {
     let t = &original.templates[template];
-    let leaf = symbolic_mandate(t);
+    let mut leaf = symbolic_mandate(t);
+    // Under a template, a gate `approved by principal` reads the chain's one principal on both sides.
+    let under_template = matches!(t.parent, Parent::Template(_));
+    if under_template {
+        leaf.principal = INSTANCE_PRINCIPAL.to_string();
+    }
     // Under a mandate, the program itself; under a template, the program with the templates above as symbolic
     // mandates at their levels.
     let (program, parent) = match t.parent {
@@ -426,7 +438,7 @@ fn compare(original: &Program, template: TemplateId, out: &mut Vec<TemplateFindi
         chain: Vec::new(),
         holders: None,
         approval_names: vec![t.name.clone()],
-        instance_principal: Some((&t.principals, &t.principal_prefixes)),
+        instance_principal: (!under_template).then_some((&t.principals[..], &t.principal_prefixes[..])),
         leaf: Some(&leaf),
     };
     let parents = Side { program, chain, holders: None, approval_names: names, instance_principal: None, leaf: None };

@@ -374,7 +374,12 @@ pub fn request_with(
                 if let Some(Value::String(by)) =
                     find(&Var::ApprovalBy(kind.clone())).and_then(|a| model.get(a as usize))
                 {
-                    approval["approved_by"] = json!(by);
+                    // The principal of a chain of templates' symbolic instances: the instance's principal.
+                    let by = match param_values.get("principal") {
+                        Some(principal) if by == super::parametric::INSTANCE_PRINCIPAL => principal.clone(),
+                        _ => json!(by),
+                    };
+                    approval["approved_by"] = by;
                 }
                 let tool_name =
                     if bound(Binding::Tool) { shape.tool.to_string() } else { format!("not-{}", shape.tool) };
