@@ -662,7 +662,15 @@ fn build(
     if !crate::eval::holds(&t.holders, &t.holder_prefixes, &holder) {
         return Err("the holder is not admitted by `holder`".into());
     }
-    let seconds = |bound: &Option<TimeBound>| -> Result<Option<i64>, String> {
+    let mut rules = Vec::with_capacity(t.rules.len());
+    for rule in &t.rules {
+        let mut rule = rule.clone();
+        rule.condition = fold(&rule.condition, &values)?;
+        rules.push(rule);
+    }
+    // A window's bound in whole seconds, as a mandate's; an instant with a fraction (an instance may have one) is a
+    // limit on every tool instead (`now < until`), which allows exactly the same requests.
+    let mut seconds = |bound: &Option<TimeBound>, op: CompareOp| -> Result<Option<i64>, String> {
         match bound {
             None => Ok(None),
             Some(TimeBound::At(s)) => Ok(Some(*s)),
@@ -670,16 +678,24 @@ fn build(
                 Some(Value::Timestamp(nanos)) if nanos.rem_euclid(NANOS_PER_SECOND) == 0 => {
                     i64::try_from(nanos / NANOS_PER_SECOND).map(Some).map_err(|_| "out of range".into())
                 }
-                _ => Err(format!("`{p}` is not a whole second")),
+                Some(Value::Timestamp(nanos)) => {
+                    let test = Test::Compare(op, Value::Timestamp(*nanos));
+                    rules.push(crate::ir::Rule {
+                        kind: crate::ir::RuleKind::Limit,
+                        target: crate::ir::Target::AnyTool,
+                        tools: (0..out.tools.len()).collect(),
+                        condition: Cond::Atom(Atom { attr: Attr::Now, ty: Type::Timestamp, test }),
+                        label: format!("valid {} {p}", if op == CompareOp::Ge { "from" } else { "until" }),
+                        span: t.span,
+                    });
+                    Ok(None)
+                }
+                _ => Err(format!("`{p}` is not a timestamp")),
             },
         }
     };
-    let mut rules = Vec::with_capacity(t.rules.len());
-    for rule in &t.rules {
-        let mut rule = rule.clone();
-        rule.condition = fold(&rule.condition, &values)?;
-        rules.push(rule);
-    }
+    let valid_from = seconds(&t.valid_from, CompareOp::Ge)?;
+    let valid_until = seconds(&t.valid_until, CompareOp::Lt)?;
     let id = out.mandates.len();
     out.mandates.push(Mandate {
         name: t.name.clone(),
@@ -688,8 +704,8 @@ fn build(
         holders: vec![holder],
         holder_prefixes: Vec::new(),
         purpose: t.purpose.clone(),
-        valid_from: seconds(&t.valid_from)?,
-        valid_until: seconds(&t.valid_until)?,
+        valid_from,
+        valid_until,
         max_level: t.max_level,
         otherwise: t.otherwise,
         delegation_depth: t.delegation_depth,
