@@ -374,7 +374,7 @@ pub(super) fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mu
 /// recursively): its parameters present and of their types, its bounds, its principal (the child's) within its
 /// `for` and its holder within its `holder`, each at its level ([`at_level`]). Its window is not assumed: it is a
 /// clause of the parent's side (a request after the parent instance's end is refused by it).
-fn ancestors_hypothesis(program: &Program, template: TemplateId, tool: usize, vars: &mut Vars) -> Vec<F> {
+pub(super) fn ancestors_hypothesis(program: &Program, template: TemplateId, tool: usize, vars: &mut Vars) -> Vec<F> {
     let called = &program.tools[tool];
     let mut enc = Encoder {
         vars,
