@@ -738,25 +738,12 @@ pub fn not_a_timestamp(attr: &str, ty: &Type, span: Span) -> Diagnostic {
 
 // Templates (docs/language.md, "Templates").
 
-pub fn template_narrowing_unproved(
-    name: &str,
-    parent: &str,
-    why: &str,
-    sub_delegation: bool,
-    span: Span,
-) -> Diagnostic {
-    let help = if sub_delegation {
-        format!(
-            "the proof for a template under a template (`{parent}`) is not built yet, and decisions refuse the \
-             instances of such a template (`grant.invalid`) until it is (docs/grants-design.md)"
-        )
-    } else {
-        format!(
-            "the proof could not decide whether every instance within the bounds stays within `{parent}` \
-             (docs/narrowing.md, \"Templates\"), so the template is not marked proved; restate `{parent}`'s terms in \
-             it, or bound its parameters by `{parent}`'s literals"
-        )
-    };
+pub fn template_narrowing_unproved(name: &str, parent: &str, why: &str, span: Span) -> Diagnostic {
+    let help = format!(
+        "the proof could not decide whether every instance within the bounds stays within `{parent}` \
+         (docs/narrowing.md, \"Templates\"), so the template is not marked proved; restate `{parent}`'s terms in \
+         it, or bound its parameters by `{parent}`'s literals (or, under a template, by `parent.NAME`)"
+    );
     Diagnostic::warning(
         "remit::template-narrowing-unproved",
         format!("template `{name}` is not proved to narrow `{parent}`"),
@@ -809,6 +796,35 @@ pub fn bound_not_parameter(attr: &str, param: &str, span: Span) -> Diagnostic {
         "a bound may read the template's parameters and `granted` (the instant of the grant); \
          conditions on requests belong in the template's rules",
     )
+}
+
+pub fn parent_parameter_not_allowed(attr: &str, within: Option<&str>, span: Span) -> Diagnostic {
+    let message = match within {
+        Some(template) => format!("template `{template}` reads `{attr}`, but its parent is not a template"),
+        None => format!("`{attr}` is read outside a template"),
+    };
+    Diagnostic::error("remit::parent-parameter-not-allowed", message)
+        .label(span, "there is no parent instance to read it from")
+        .help(
+            "`parent.NAME` reads a declared parameter of the parent instance, in a template under a template \
+             (`template errand(…) under personal_shopping`); a mandate, or a template under a mandate, has no \
+             parent instance: write the value",
+        )
+}
+
+pub fn unknown_parent_parameter(name: &str, parent: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error(
+        "remit::unknown-parent-parameter",
+        format!("the parent template `{parent}` has no parameter `{name}`"),
+    )
+    .label(span, "not a declared parameter of the parent template");
+    let fallback = if candidates.is_empty() {
+        format!("`{parent}` declares no parameter; `parent.NAME` reads one of its declared parameters")
+    } else {
+        format!("`parent.NAME` reads one of `{parent}`'s declared parameters: {}", candidates.join(", "))
+    };
+    let qualified: Vec<String> = candidates.iter().map(|c| format!("parent.{c}")).collect();
+    suggest(d, &format!("parent.{name}"), &qualified.iter().map(String::as_str).collect::<Vec<_>>(), &fallback)
 }
 
 pub fn reserved_parameter(name: &str, span: Span) -> Diagnostic {
