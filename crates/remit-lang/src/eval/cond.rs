@@ -693,7 +693,15 @@ mod tests {
         let program = program();
         eval(
             cond,
-            &Env { program: &program, request: req, tool: 0, listing: false, principal: "user:p", instance: None, parent: None },
+            &Env {
+                program: &program,
+                request: req,
+                tool: 0,
+                listing: false,
+                principal: "user:p",
+                instance: None,
+                parent: None,
+            },
         )
     }
 
@@ -800,8 +808,15 @@ mod tests {
     fn levels_compare_by_position() {
         let req = base("{}", "{}");
         let program = program();
-        let env =
-            Env { program: &program, request: &req, tool: 0, listing: false, principal: "user:p", instance: None, parent: None };
+        let env = Env {
+            program: &program,
+            request: &req,
+            tool: 0,
+            listing: false,
+            principal: "user:p",
+            instance: None,
+            parent: None,
+        };
         let at_most = |l| atom(Attr::Level, Type::Level, Test::Compare(CompareOp::Le, Value::Level(l)));
         let level = program.tools[0].level;
         assert_eq!(eval(&at_most(level), &env), Ok(true));
@@ -836,7 +851,15 @@ mod tests {
         )
         .expect("listing request parses");
         let program = program();
-        let env = Env { program: &program, request: &req, tool: 0, listing: true, principal: "user:p", instance: None, parent: None };
+        let env = Env {
+            program: &program,
+            request: &req,
+            tool: 0,
+            listing: true,
+            principal: "user:p",
+            instance: None,
+            parent: None,
+        };
         let on_arg = arg("to", Type::String, Test::Under("press@".into()));
         let on_ctx = atom(Attr::Context("region".into()), Type::String, Test::Under("eu".into()));
         let on_subject = atom(Attr::SubjectId, Type::String, Test::Under("agent:".into()));

@@ -394,15 +394,8 @@ fn finish(
 ) -> Result<Instance, GrantRefusal> {
     let blank = Request::blank();
     let checked = Instance { name: instance.name(), params, valid_from: None, valid_until: None };
-    let env = Env {
-        program,
-        request: &blank,
-        tool: 0,
-        listing: false,
-        principal: "",
-        instance: Some(&checked),
-        parent,
-    };
+    let env =
+        Env { program, request: &blank, tool: 0, listing: false, principal: "", instance: Some(&checked), parent };
     for param in &template.params {
         if cond::eval(&param.bound, &env) != Ok(true) {
             let field = format!("params.{}", param.name);
