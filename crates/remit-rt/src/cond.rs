@@ -111,6 +111,8 @@ pub struct Env<'e> {
     pub principal: &'e [u8],
     /// The instance of a template the request is decided under (a template's parameter reads its values).
     pub instance: Option<crate::request::Instance>,
+    /// The instance `instance` hangs under (sub-delegation): `parent.NAME` reads its values.
+    pub parent: Option<crate::request::Instance>,
 }
 
 impl<'e> Env<'e> {
@@ -125,7 +127,7 @@ impl<'e> Env<'e> {
         mandate: &image::Mandate,
     ) -> Env<'e> {
         let principal = image.str(mandate.principal_text_off, mandate.principal_text_len);
-        Env { image, doc, request, tool: image.tool(tool), listing, principal, instance: None }
+        Env { image, doc, request, tool: image.tool(tool), listing, principal, instance: None, parent: None }
     }
 
     /// The object of the principal's attributes in `context.principals`, if the request has one.
@@ -1451,6 +1453,7 @@ mod tests {
             listing: false,
             principal: b"",
             instance: None,
+            parent: None,
         };
         let (off, count) = (nodes_at as u32, count as u32);
         let truth = eval(&image, off, count, &env);
