@@ -660,6 +660,18 @@ fn read_base(image: &Image<'_>, atom: &Attribute, env: &Env<'_>) -> Result<Optio
                 None => return Err(PROBLEM_MISSING),
             }
         }
+        // `parent.NAME`: the parent instance's value, read as a parameter is (`eval::cond`'s reading).
+        image::ATTR_PARENT_PARAM => {
+            let parent = env.parent.ok_or(PROBLEM_MISTYPED)?;
+            let grant = parent.grant;
+            match doc.get(grant.params, name) {
+                Some(json) => decode(image, doc, json, &Type::decode(image.bytes, atom.ty)).ok_or(PROBLEM_MISTYPED)?,
+                None if name == b"principal" => Val::Str(grant.principal),
+                None if name == b"holder" => Val::Str(grant.holder),
+                None if name == b"granted" => Val::Timestamp(parent.granted),
+                None => return Err(PROBLEM_MISSING),
+            }
+        }
         image::ATTR_LEVEL => Val::Level(i128::from(env.tool.level)),
         _ => return Err(PROBLEM_MISTYPED),
     };
