@@ -870,9 +870,9 @@ template shopping(
         }
     }
 
-    /// [`POLICY`] and more: a static mandate that agents may hold beside an instance, a template under a template
-    /// (its instances are refused: `parent-template`), and one with a fixed window, its own patterns and a bound
-    /// over an int.
+    /// [`POLICY`] and more: a static mandate that agents may hold beside an instance, templates under templates
+    /// (sub-delegation, two levels below `shopping`, bounds and rules reading `parent.NAME`), and one with a fixed
+    /// window, its own patterns and a bound over an int.
     const MORE: &str = r#"
 tool refund(amount: money)
 
@@ -882,10 +882,19 @@ mandate side for "org:other" {
 }
 
 template errands(
-  budget: money where budget <= 50 USD,
+  budget: money where budget <= 50 USD and budget <= parent.cap,
 ) under shopping {
   holder under "agent:"
-  allow pay where args.amount <= budget
+  otherwise escalate
+  allow pay where args.amount <= budget and args.merchant in parent.merchants
+  require approval terms for pay where args.amount > 20 USD
+}
+
+// Three levels: a chore under an errand under a shopping instance.
+template chores(small: money where small <= parent.budget) under errands {
+  holder under "agent:"
+  allow pay where args.amount <= small
+  allow refund
 }
 
 template fixed(
@@ -953,13 +962,16 @@ template gifts(most: money where most <= 100 USD) under gifting {
         let ids = ["g-1", "g-1", "g\"q", "\u{e9}/2", "g-2"];
         let levels = ["pause", "cancel", "revoke", "quarantine"];
         let mut tally = std::collections::BTreeMap::<String, usize>::new();
+        let mut nested = std::collections::BTreeMap::<String, usize>::new();
         let started = std::time::Instant::now();
         let mut requests = 0usize;
         for _ in 0..cases {
-            let Case { mut grant, subject, mut call, mut approvals, now } = case(&mut rng);
+            let Case { mut grant, mut subject, mut call, mut approvals, now } = case(&mut rng);
             grant["id"] = json!(rng.pick(&ids));
             let mut tool = if rng.next().is_multiple_of(6) { "refund" } else { "pay" };
-            match rng.next() % 8 {
+            // The instances a child hangs under (sub-delegation), filled into `context.grants` beside it.
+            let mut above: Vec<Json> = Vec::new();
+            match rng.next() % 10 {
                 3 => {
                     grant["template"] = json!("gifts");
                     grant["principal"] = json!(rng.pick(&["user:dana", "user:dana", "user:eve", "org:gifts"]));
@@ -970,9 +982,84 @@ template gifts(most: money where most <= 100 USD) under gifting {
                     approvals = json!([{"id": "ap-o", "kind": "owner", "mandate": "gifting", "tool": "gift",
                         "approved_by": by, "issued_at": "2026-11-01T00:00:00Z", "expires_at": "2028-01-01T00:00:00Z"}]);
                 }
-                0 => {
-                    grant["template"] = json!("errands");
-                    grant["params"] = json!({"budget": rng.pick(&["20.00 USD", "60.00 USD"])});
+                0 | 4 | 5 | 6 => {
+                    // A child of the shopping instance (which keeps the case's values), and now and then a chore
+                    // under the child; each link now and then broken (no parent, another template, a cycle, an id
+                    // not there, the entry missing or twice, another principal).
+                    let mut parent = grant.clone();
+                    parent["id"] = json!(rng.pick(&["p-1", "p-1", "p\"2"]));
+                    parent["holder"] = json!(rng.pick(&HOLDERS[..2]));
+                    if !rng.next().is_multiple_of(3) {
+                        // Mostly a valid parent, so that the children's own checks and rules decide.
+                        parent["principal"] = json!("user:dana");
+                        parent["granted"] = json!("2026-11-20T00:00:00Z");
+                        let cap = rng.pick(&["120.00 USD", "120.00 USD", "30.00 USD"]);
+                        let until = rng.pick(&["2026-12-10T00:00:00Z", "2026-12-10T00:00:00Z", "2026-11-25T00:00:00Z"]);
+                        parent["params"] = json!({"merchants": ["acme", "globex"], "cap": cap, "until": until});
+                    }
+                    let mut child = grant.clone();
+                    child["principal"] = parent["principal"].clone();
+                    child["template"] = json!("errands");
+                    let child_holder = *rng.pick(&["agent:c", "agent:c", "agent:a"]);
+                    child["holder"] = json!(child_holder);
+                    let budgets = ["20.00 USD", "45.00 USD", "45.00 USD", "20.00 USD", "60.00 USD", "30"];
+                    child["params"] = json!({"budget": rng.pick(&budgets)});
+                    let link = |rng: &mut Rng, child: &mut Json, parent: &Json| {
+                        let reference =
+                            format!("{}/{}", parent["template"].as_str().unwrap(), parent["id"].as_str().unwrap());
+                        match rng.next() % 24 {
+                            0 => {
+                                child.as_object_mut().unwrap().remove("parent");
+                            }
+                            1 => child["parent"] = json!("fixed/p-1"),
+                            2 => {
+                                let own = format!("{}/{}", child["template"].as_str().unwrap(), child["id"]);
+                                child["parent"] = json!(own.replace('"', ""));
+                            }
+                            3 => child["parent"] = json!(format!("{reference}x")),
+                            4 => child["parent"] = json!(7),
+                            _ => child["parent"] = json!(reference),
+                        }
+                        if rng.next().is_multiple_of(12) {
+                            child["principal"] = json!("user:eve");
+                        }
+                    };
+                    link(&mut rng, &mut child, &parent);
+                    match rng.next() % 10 {
+                        0 => {}
+                        1 => {
+                            above.push(parent.clone());
+                            above.push(parent.clone());
+                        }
+                        _ => above.push(parent.clone()),
+                    }
+                    if rng.next().is_multiple_of(3) {
+                        let mut chore = child.clone();
+                        chore["template"] = json!("chores");
+                        chore["id"] = json!("c-1");
+                        let chore_holder = *rng.pick(&["agent:d", "agent:c"]);
+                        chore["holder"] = json!(chore_holder);
+                        chore["params"] = json!({"small": rng.pick(&["10.00 USD", "30.00 USD"])});
+                        link(&mut rng, &mut chore, &child);
+                        above.push(child);
+                        grant = chore;
+                        subject = chore_holder;
+                        if rng.next().is_multiple_of(2) {
+                            call["amount"] = json!("5.00 USD");
+                            call["merchant"] = json!(rng.pick(&["acme", "globex", "initech"]));
+                        }
+                    } else {
+                        grant = child;
+                        subject = child_holder;
+                    }
+                    if rng.next().is_multiple_of(6) {
+                        // The parent's holder, or someone else.
+                        subject = *rng.pick(&HOLDERS);
+                    }
+                    if rng.next().is_multiple_of(2) {
+                        // A call within the child's budgets, so that the parent's rules and gates decide.
+                        call["amount"] = json!(rng.pick(&["5.00 USD", "15.00 USD", "25.00 USD", "25.00 USD"]));
+                    }
                 }
                 1 => {
                     grant["template"] = json!("fixed");
@@ -992,6 +1079,14 @@ template gifts(most: money where most <= 100 USD) under gifting {
             );
             let reference = format!("{}/{}", grant["template"].as_str().unwrap(), grant["id"].as_str().unwrap());
             let mut grants = vec![grant.clone()];
+            for (k, item) in above.iter().enumerate() {
+                // Before or after the child, in any order.
+                let at = (rng.next() as usize) % (grants.len() + 1);
+                grants.insert(if k == 0 { at } else { grants.len() }, item.clone());
+            }
+            let parent_name = above
+                .last()
+                .map(|p| format!("{}/{}@{}", p["template"].as_str().unwrap(), p["id"].as_str().unwrap(), p["version"]));
             match rng.next() % 12 {
                 0 => grants.push(grant.clone()),
                 1 => {
@@ -1014,18 +1109,23 @@ template gifts(most: money where most <= 100 USD) under gifting {
                 _ => {}
             }
             let mut context = json!({"now": now, "grants": grants});
-            match rng.next() % 7 {
+            match rng.next() % 8 {
                 0 => {}
                 1 => context["mandate"] = json!(reference),
                 2 => context["mandate"] = json!(name),
                 3 => context["mandate"] = json!(format!("{reference}@99")),
                 4 => context["mandate"] = json!(rng.pick(&["ceiling", "side", "nope"])),
                 5 => context["mandate"] = json!(7),
+                6 if parent_name.is_some() => context["mandate"] = json!(parent_name.clone().unwrap()),
                 _ => context["mandate"] = json!(reference),
             }
             if rng.next().is_multiple_of(4) {
                 if let Some(approval) = approvals.get_mut(0) {
-                    approval["mandate"] = json!(name);
+                    let under = match &parent_name {
+                        Some(parent) if rng.next().is_multiple_of(2) => parent.clone(),
+                        _ => name.clone(),
+                    };
+                    approval["mandate"] = json!(under);
                 }
             }
             if rng.next().is_multiple_of(2) {
@@ -1041,6 +1141,10 @@ template gifts(most: money where most <= 100 USD) under gifting {
                 3 => {
                     let on = rng.pick(&["user:dana", "user:eve", "org:gifts"]);
                     context["stops"] = json!([{"id": "s-4", "level": rng.pick(&levels), "principal": on}]);
+                }
+                4 if parent_name.is_some() => {
+                    let on = parent_name.clone().unwrap();
+                    context["stops"] = json!([{"id": "s-5", "level": rng.pick(&levels), "mandate": on}]);
                 }
                 _ => {}
             }
@@ -1065,10 +1169,32 @@ template gifts(most: money where most <= 100 USD) under gifting {
             let visible = crate::eval::visible_tools(&program, listing.as_bytes()).to_json();
             assert_eq!(String::from_utf8_lossy(&native.visible_tools(listing.as_bytes())), visible, "{listing}");
             requests += 2;
-            let reasons = serde_json::from_str::<Json>(&decision).unwrap()["reasons"].to_string();
+            let decided = serde_json::from_str::<Json>(&decision).unwrap();
+            let reasons = decided["reasons"].to_string();
+            // Decisions under a child instance (a chain of two instances or more below the ceiling).
+            let instances = decided["mandate_chain"]
+                .as_array()
+                .map_or(0, |c| c.iter().filter(|m| m.as_str().is_some_and(|m| m.contains('/'))).count());
+            if instances >= 2 {
+                *nested.entry(format!("{instances} {reasons}")).or_default() += 1;
+            }
             *tally.entry(reasons).or_default() += 1;
         }
         eprintln!("{requests} requests with instances, interpreter and runtime alike, in {:.1?}", started.elapsed());
+        eprintln!("under child instances: {nested:?}");
+        // Sub-delegation decided every way: allowed through two and three instances, refused by a parent
+        // instance's rule or gate, stopped through the parent, and children refused (`grant.invalid`).
+        for wanted in [
+            "2 [\"rule.allowed\"]",
+            "3 [\"rule.allowed\"]",
+            "2 [\"approval.missing\"",
+            "2 [\"rule.unmatched\"",
+            "2 [\"stop.active\"",
+            "2 [\"grant.invalid\"]",
+            "3 [\"grant.invalid\"]",
+        ] {
+            assert!(nested.keys().any(|k| k.starts_with(wanted)), "no {wanted} among {nested:?}");
+        }
         for wanted in [
             "rule.allowed",
             "approval.missing",
