@@ -675,11 +675,132 @@ template shopping(
             ("id", json!("x".repeat(MAX_INSTANCE_ID + 1))),
             ("params", json!([])),
             ("holder", json!(null)),
+            ("parent", json!(null)),
+            ("parent", json!(["shopping/g-1"])),
         ] {
             let mut entry = good.clone();
             entry[key] = bad;
             assert_eq!(GrantInstance::from_json(&entry), None, "{key}");
         }
+        let mut child = good.clone();
+        child["parent"] = json!("shopping/g-0");
+        assert_eq!(GrantInstance::from_json(&child).and_then(|g| g.parent).as_deref(), Some("shopping/g-0"));
+    }
+
+    /// [`POLICY`] and a template under its template (sub-delegation), whose bound reads the parent instance's cap.
+    const SUB: &str = r#"
+template errands(budget: money where budget > 0 USD and budget <= parent.cap, until: timestamp) under shopping {
+  holder under "agent:"
+  valid until until
+  allow pay where args.amount <= budget
+}
+"#;
+
+    fn sub_program() -> Program {
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        sources.add("sub.remit", SUB);
+        let checked = crate::check::check_with(sources, crate::check::Options { narrowing: false });
+        checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics))
+    }
+
+    fn errand(budget: &str, until: &str) -> GrantInstance {
+        serde_json::from_value(json!({
+            "id": "e-1", "version": 1, "template": "errands", "principal": "user:dana", "holder": "agent:runner",
+            "params": {"budget": budget, "until": until}, "granted": "2026-12-01T08:00:00Z", "parent": "shopping/g-1",
+        }))
+        .expect("an instance")
+    }
+
+    #[test]
+    fn a_child_instance_is_validated_with_its_parent_instance() {
+        let program = sub_program();
+        let errands = &program.templates[program.template_index["errands"]];
+        let parent = instance(valid());
+        let child = errand("30.00 USD", "2026-12-05T00:00:00Z");
+        let under = |child: &GrantInstance, grants: &[GrantInstance]| {
+            validate_instance_under(&program, errands, child, grants, NOW)
+        };
+        assert_eq!(under(&child, std::slice::from_ref(&parent)), Ok(()));
+        // Without its parent, or naming another template's instance: refused at the link.
+        let r = validate_instance(&program, errands, &child, NOW).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::ParentMissing, "parent"));
+        assert_eq!(r.condition, "template errands under shopping");
+        assert_eq!(r.value.as_deref(), Some("\"shopping/g-1\""));
+        let mut elsewhere = child.clone();
+        elsewhere.parent = Some("errands/e-1".into());
+        let r = under(&elsewhere, &[parent.clone(), child.clone()]).unwrap_err();
+        assert_eq!(r.problem, GrantProblem::ParentMismatch);
+        let mut orphan = child.clone();
+        orphan.parent = None;
+        assert_eq!(under(&orphan, std::slice::from_ref(&parent)).unwrap_err().problem, GrantProblem::ParentMissing);
+        assert_eq!(under(&child, &[parent.clone(), parent.clone()]).unwrap_err().problem, GrantProblem::ParentAmbiguous);
+        // An instance of a template under a mandate names no parent.
+        let mut top = parent.clone();
+        top.parent = Some("shopping/g-0".into());
+        let r = validate_instance(&program, &program.templates[0], &top, NOW).unwrap_err();
+        assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::ParentMismatch, "template shopping under ceiling"));
+        // The bound reads the parent's cap (40 USD).
+        let r = under(&errand("45.00 USD", "2026-12-05T00:00:00Z"), std::slice::from_ref(&parent)).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::BoundFailed, "params.budget"));
+        assert_eq!(r.condition, "budget > 0 USD and budget <= parent.cap");
+        // Another principal than the parent's.
+        let mut eve = child.clone();
+        eve.principal = "user:eve".into();
+        let r = under(&eve, std::slice::from_ref(&parent)).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::PrincipalNotAdmitted, "principal"));
+        // A parent outside its own template: the refusal is the parent's, named one step up.
+        let mut params = valid();
+        params["cap"] = json!("600.00 USD");
+        let r = under(&child, &[instance(params)]).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::BoundFailed, "parent.params.cap"));
+        // The window ends no later than the parent instance's (2026-12-10).
+        let r = under(&errand("30.00 USD", "2026-12-11T00:00:00Z"), std::slice::from_ref(&parent)).unwrap_err();
+        assert_eq!(r.problem, GrantProblem::WindowInvalid);
+        // The JSON shape round-trips with its parent.
+        let text = serde_json::to_string(&child).unwrap();
+        assert!(text.contains("\"parent\":\"shopping/g-1\""), "{text}");
+        assert_eq!(serde_json::from_str::<GrantInstance>(&text).unwrap(), child);
+        assert!(!serde_json::to_string(&parent).unwrap().contains("parent"));
+    }
+
+    /// A template nested deeper than [`MAX_INSTANCE_DEPTH`]: its instances are `grant.invalid` in both engines (the
+    /// runtime keeps a chain's instances in a fixed array), the ones above decide.
+    #[test]
+    fn instances_of_a_template_nested_too_deep_are_refused_by_every_engine() {
+        let mut text = String::new();
+        let mut above = "shopping".to_string();
+        for level in 1..=MAX_INSTANCE_DEPTH {
+            text.push_str(&format!("template t{level}(x: int) under {above} {{\n  holder under \"agent:\"\n  allow pay\n}}\n"));
+            above = format!("t{level}");
+        }
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        sources.add("deep.remit", text);
+        let checked = crate::check::check_with(sources, crate::check::Options { narrowing: false });
+        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let mut native = crate::native::Native::new(&program).expect("an image");
+        let mut grants = vec![serde_json::to_value(instance(valid())).unwrap()];
+        let mut parent = "shopping/g-1".to_string();
+        for level in 1..=MAX_INSTANCE_DEPTH {
+            grants.push(json!({"id": format!("i{level}"), "version": 1, "template": format!("t{level}"),
+                "principal": "user:dana", "holder": format!("agent:h{level}"), "params": {"x": 1},
+                "granted": "2026-11-30T12:00:00Z", "parent": parent}));
+            parent = format!("t{level}/i{level}");
+        }
+        for (level, expected) in [(MAX_INSTANCE_DEPTH - 1, "rule.allowed"), (MAX_INSTANCE_DEPTH, "grant.invalid")] {
+            let request = json!({"subject": {"id": format!("agent:h{level}")},
+                "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "1.00 USD"}},
+                "context": {"now": "2026-12-01T12:00:00Z", "grants": grants}})
+            .to_string();
+            let decision = crate::eval::decide(&program, request.as_bytes());
+            assert_eq!(decision.reasons, [expected], "level {level}: {}", decision.to_json());
+            assert_eq!(String::from_utf8_lossy(&native.decide(request.as_bytes())), decision.to_json());
+        }
+        let deepest = &program.templates[program.template_index[&format!("t{MAX_INSTANCE_DEPTH}")]];
+        let grant: Vec<GrantInstance> = grants.iter().map(|g| GrantInstance::from_json(g).unwrap()).collect();
+        let r = validate_instance_under(&program, deepest, grant.last().unwrap(), &grant, NOW).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::TooDeep, "template"));
     }
 }
 
