@@ -734,12 +734,18 @@ template errands(budget: money where budget > 0 USD and budget <= parent.cap, un
         let mut orphan = child.clone();
         orphan.parent = None;
         assert_eq!(under(&orphan, std::slice::from_ref(&parent)).unwrap_err().problem, GrantProblem::ParentMissing);
-        assert_eq!(under(&child, &[parent.clone(), parent.clone()]).unwrap_err().problem, GrantProblem::ParentAmbiguous);
+        assert_eq!(
+            under(&child, &[parent.clone(), parent.clone()]).unwrap_err().problem,
+            GrantProblem::ParentAmbiguous
+        );
         // An instance of a template under a mandate names no parent.
         let mut top = parent.clone();
         top.parent = Some("shopping/g-0".into());
         let r = validate_instance(&program, &program.templates[0], &top, NOW).unwrap_err();
-        assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::ParentMismatch, "template shopping under ceiling"));
+        assert_eq!(
+            (r.problem, r.condition.as_str()),
+            (GrantProblem::ParentMismatch, "template shopping under ceiling")
+        );
         // The bound reads the parent's cap (40 USD).
         let r = under(&errand("45.00 USD", "2026-12-05T00:00:00Z"), std::slice::from_ref(&parent)).unwrap_err();
         assert_eq!((r.problem, r.field.as_str()), (GrantProblem::BoundFailed, "params.budget"));
@@ -771,7 +777,9 @@ template errands(budget: money where budget > 0 USD and budget <= parent.cap, un
         let mut text = String::new();
         let mut above = "shopping".to_string();
         for level in 1..=MAX_INSTANCE_DEPTH {
-            text.push_str(&format!("template t{level}(x: int) under {above} {{\n  holder under \"agent:\"\n  allow pay\n}}\n"));
+            text.push_str(&format!(
+                "template t{level}(x: int) under {above} {{\n  holder under \"agent:\"\n  allow pay\n}}\n"
+            ));
             above = format!("t{level}");
         }
         let mut sources = crate::stdlib::sources();
