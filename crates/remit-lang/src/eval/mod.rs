@@ -191,11 +191,11 @@ pub(crate) struct Chain<'p> {
 
 /// The instance of the chain's mandate at `position`, and the instance above it (its parent instance), when the
 /// chain ends with the checked `instances`.
-pub(crate) fn instance_at<'i>(
+pub(crate) fn instance_at(
     chain_len: usize,
-    instances: &'i [instance::Instance],
+    instances: &[instance::Instance],
     position: usize,
-) -> (Option<&'i instance::Instance>, Option<&'i instance::Instance>) {
+) -> (Option<&instance::Instance>, Option<&instance::Instance>) {
     let first = chain_len.saturating_sub(instances.len());
     match position.checked_sub(first) {
         Some(i) => (instances.get(i), i.checked_sub(1).and_then(|p| instances.get(p))),
