@@ -131,8 +131,8 @@ pub fn validate_instance(
 /// template under a template: its parent instance, named by its `parent` as `TEMPLATE/ID`, and that one's
 /// ancestors, each the current version, as a decision finds them in `context.grants`; other entries are passed over).
 /// The parent must be there, an instance of the template's parent template, valid itself (recursively) and of the
-/// same principal; the bounds read its parameters (`parent.NAME`); the window must end no later than the parent
-/// instance's. A refusal about an ancestor names its field with one `parent.` per step up
+/// same principal; the bounds read its parameters (`parent.NAME`); the window must end no later than any instance
+/// above's and the ceiling's. A refusal about an ancestor names its field with one `parent.` per step up
 /// (`parent.params.cap`: the parent's `cap` fails its own bound).
 pub fn validate_instance_under(
     program: &Program,
@@ -165,11 +165,12 @@ pub fn validate_instance_under(
         if until <= now {
             return Err(window());
         }
-        let parent = match template.parent {
-            Parent::Mandate(parent) => program.expires_at(parent).map(|p| i128::from(p) * NANOS_PER_SECOND),
-            // The parent instance's own window (its template's parent's ends no earlier: checked when it was granted).
-            Parent::Template(_) => checked.len().checked_sub(2).and_then(|p| checked[p].valid_until),
-        };
+        // The end of the parent's window: the parent mandate's chain's; under a template, the earliest end of the
+        // instances above and of the ceiling's chain.
+        let ceiling =
+            super::ceiling(program, id).and_then(|m| program.expires_at(m)).map(|p| i128::from(p) * NANOS_PER_SECOND);
+        let above = checked[..checked.len() - 1].iter().filter_map(|i| i.valid_until);
+        let parent = above.chain(ceiling).min();
         if parent.is_some_and(|p| until > p) {
             return Err(GrantRefusal { problem: GrantProblem::WindowInvalid, ..window() });
         }
