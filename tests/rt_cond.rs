@@ -53,33 +53,36 @@ fn find_mandate(image: &Image<'_>, doc: &Doc<'_>, name: u32) -> Option<u32> {
     image.find(h.mandate_slots_off, h.mandate_slots_len, || doc.text(name), |j| image.mandate_name(j))
 }
 
-/// The mandate a request is decided under (its record's index) and, for an instance of a template, the instance once
-/// checked: `None` when it names no mandate of the policy, or an instance that fails (as `eval::trace` stops).
+/// The mandate a request is decided under (its record's index) and, for an instance of a template, the instances of
+/// its chain once checked (sub-delegation: the instances it hangs under first): `None` when it names no mandate of
+/// the policy, or an instance that fails (as `eval::trace` stops).
 fn resolve(
     image: &Image<'_>,
     doc: &Doc<'_>,
     req: &Request,
     tool: u32,
     listing: bool,
-) -> Option<(u32, Option<remit_rt::grants::Instance>)> {
-    use remit_rt::grants::{self, Under};
+) -> Option<(u32, remit_rt::grants::Instances)> {
+    use remit_rt::grants::{self, Instances, Under};
     let named = req.mandate.and_then(|m| find_mandate(image, doc, m));
     match grants::resolve(image, doc, req, named).ok()? {
-        Under::Mandate(m) => Some((m, None)),
+        Under::Mandate(m) => Some((m, Instances::NONE)),
         Under::Instance(t, grant) => {
             if !doc.text_eq(grant.holder, req.subject_id) {
                 return None;
             }
             let leaf = image.template(t).mandate;
             let env = Env::new(image, doc, req, tool, listing, &image.mandate(leaf));
-            Some((leaf, Some(grants::check(image, &env, t, grant).ok()?)))
+            let (mut instances, broken) = grants::lineage(image, doc, req, t, grant);
+            grants::check(image, &env, &mut instances, broken).ok()?;
+            Some((leaf, instances))
         }
     }
 }
 
 /// The rules of tool `tool` along the chain of mandate `leaf`, root first, each mandate's in its order: as a
-/// decision finds them (the tool's rule lists, sorted by mandate).
-fn chain_rules(image: &Image<'_>, tool: u32, leaf: u32) -> Vec<Rule> {
+/// decision finds them (the tool's rule lists, sorted by mandate), each with its mandate's index.
+fn chain_rules(image: &Image<'_>, tool: u32, leaf: u32) -> Vec<(u32, Rule)> {
     let t = image.tool(tool);
     let m = image.mandate(leaf);
     let mut out = Vec::new();
@@ -89,7 +92,7 @@ fn chain_rules(image: &Image<'_>, tool: u32, leaf: u32) -> Vec<Rule> {
             let list = RuleList::decode(image.bytes, Image::at(t.lists_off, RuleList::SIZE, l));
             if list.mandate == mandate {
                 for j in 0..list.rules_count {
-                    out.push(Rule::decode(image.bytes, image.word(list.rules_off + 4 * j)));
+                    out.push((mandate, Rule::decode(image.bytes, image.word(list.rules_off + 4 * j))));
                 }
             }
         }
@@ -105,11 +108,19 @@ fn rt_trace(image: &Image<'_>, bytes: &[u8]) -> Vec<(&'static str, Option<bool>)
         let Ok(req) = request::parse(&doc, Need::Call) else { return Vec::new() };
         let Some(call) = req.call else { return Vec::new() };
         let Some(tool) = find_tool(image, &doc, call.name) else { return Vec::new() };
-        let Some((leaf, instance)) = resolve(image, &doc, &req, tool, false) else { return Vec::new() };
-        let env = Env { instance, ..Env::new(image, &doc, &req, tool, false, &image.mandate(leaf)) };
+        let Some((leaf, instances)) = resolve(image, &doc, &req, tool, false) else { return Vec::new() };
+        let base = Env::new(image, &doc, &req, tool, false, &image.mandate(leaf));
         chain_rules(image, tool, leaf)
             .iter()
-            .map(|r| (kind_name(r.kind), cond::eval(image, r.cond_off, r.cond_count, &env).ok()))
+            .map(|(m, r)| {
+                // Each mandate's rules read its own instance's values (and its parent instance's).
+                let env = Env {
+                    instance: instances.of_mandate(*m).copied(),
+                    parent: instances.parent_of(*m).copied(),
+                    ..base
+                };
+                (kind_name(r.kind), cond::eval(image, r.cond_off, r.cond_count, &env).ok())
+            })
             .collect()
     })
 }
@@ -1083,12 +1094,17 @@ fn rt_possible(image: &Image<'_>, listing: &[u8], tool: &str) -> Option<Vec<(Pos
         let req: Request = request::parse(&doc, Need::Listing).ok()?;
         let h = image.header;
         let tool = image.find(h.tool_slots_off, h.tool_slots_len, || tool.bytes(), |j| image.tool_name(j))?;
-        let (leaf, instance) = resolve(image, &doc, &req, tool, true)?;
-        let env = Env { instance, ..Env::new(image, &doc, &req, tool, true, &image.mandate(leaf)) };
+        let (leaf, instances) = resolve(image, &doc, &req, tool, true)?;
+        let base = Env::new(image, &doc, &req, tool, true, &image.mandate(leaf));
         Some(
             chain_rules(image, tool, leaf)
                 .iter()
-                .map(|r| {
+                .map(|(m, r)| {
+                    let env = Env {
+                        instance: instances.of_mandate(*m).copied(),
+                        parent: instances.parent_of(*m).copied(),
+                        ..base
+                    };
                     // A per-call value: an argument, the resource's id, attribute or the attempt the listing does
                     // not carry, and a relation's tuple (a listing may not answer it); also as an operand.
                     let per_call = |a: &image::Atom| {

@@ -57,7 +57,8 @@ fn every_image_reads_back_as_its_program() {
             assert_eq!(rule["mandate"], mandate.name.as_str());
         }
         // Each template: its record, and the mandate record its instances decide as, past the policy's (never found
-        // by name), its chain the parent's and itself; its entries name the template, marked as an instance's.
+        // by name), its chain the parent's and itself; its entries name the template, marked as an instance's (and
+        // which template's).
         assert_eq!(h.mandates_count as usize, program.mandates.len(), "{}", unit.name);
         assert_eq!(h.templates_count as usize, program.templates.len(), "{}", unit.name);
         for (t, template) in program.templates.iter().enumerate() {
@@ -82,17 +83,33 @@ fn every_image_reads_back_as_its_program() {
             assert_ne!(shape.flags & remit_rt::image::MANDATE_TEMPLATE, 0);
             let chain: Vec<usize> =
                 (0..shape.chain_count).map(|k| image.word(shape.chain_off + 4 * k) as usize).collect();
-            let mut expected = match template.parent {
-                remit_lang::ir::Parent::Mandate(parent) => program.chain(parent),
-                remit_lang::ir::Parent::Template(_) => Vec::new(),
-            };
-            expected.push(record.mandate as usize);
+            // A template under a template (sub-delegation): its parent template's record's chain, then itself.
+            let mut expected = vec![record.mandate as usize];
+            let mut current = template;
+            loop {
+                match current.parent {
+                    remit_lang::ir::Parent::Mandate(parent) => {
+                        expected.splice(0..0, program.chain(parent));
+                        break;
+                    }
+                    remit_lang::ir::Parent::Template(parent) => {
+                        expected.insert(0, program.mandates.len() + parent);
+                        current = &program.templates[parent];
+                    }
+                }
+            }
             assert_eq!(chain, expected, "{}: template {}", unit.name, template.name);
+            let parent_template = match template.parent {
+                remit_lang::ir::Parent::Template(parent) => parent as u32 + 1,
+                remit_lang::ir::Parent::Mandate(_) => 0,
+            };
+            assert_eq!(record.parent_template, parent_template, "{}: template {}", unit.name, template.name);
             let entry = image.entry(shape.otherwise_entry);
             let json = image.str(entry.json_off, entry.json_len);
             let head = format!("{{\"mandate\":{}", serde_json::to_string(&template.name).unwrap());
             assert!(json.starts_with(head.as_bytes()));
             assert_eq!(entry.instance as usize, head.len());
+            assert_eq!(entry.template as usize, t + 1, "{}: the entry names its template", unit.name);
             let window = image.entry(shape.validity_entry);
             assert_eq!(window.window, 1);
             assert!(image

@@ -121,6 +121,8 @@ impl Gateway {
             holder: record.holder.clone(),
             params: record.params.clone(),
             granted: remit_lang::value::format_timestamp(record.granted_at),
+            // Sub-delegation (a parent instance) is the lead's to fill (session 40).
+            parent: None,
         };
         let now = i128::from(now) * remit_lang::value::NANOS_PER_SECOND;
         let concrete_params = || {

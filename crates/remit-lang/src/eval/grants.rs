@@ -2,7 +2,8 @@
 //! request's `context.grants` and in the gateway's store, and the check that it lies within its template — the
 //! parameters' types, the bounds (evaluated by the interpreter's condition code), the principal and holder patterns
 //! and the validity window. The gateway runs [`validate_instance`] when someone grants; every decision runs the same
-//! check again on the instance it is given ([`check`]), and an instance that fails it is decided `grant.invalid`.
+//! check again on the instance it is given and the instances it hangs under ([`check_lineage`]), and an instance
+//! that fails it is decided `grant.invalid`.
 
 use std::collections::BTreeMap;
 
@@ -11,9 +12,9 @@ use serde_json::Value as Json;
 
 use super::cond::{self, Env};
 use super::instance::Instance;
-pub use super::instance::{GrantInstance, MAX_GRANTS, MAX_INSTANCE_ID};
+pub use super::instance::{GrantInstance, MAX_GRANTS, MAX_INSTANCE_DEPTH, MAX_INSTANCE_ID};
 use super::request::Request;
-use crate::ir::{Parent, Program, Template, TimeBound, Value};
+use crate::ir::{Parent, Program, Template, TemplateId, TimeBound, Value};
 use crate::value::{format_instant, format_timestamp, parse_instant, NANOS_PER_SECOND};
 
 /// Why an instance is not within its template. Serialises as `{"problem", "field", "condition", "value"}`.
@@ -45,11 +46,20 @@ pub struct GrantRefusal {
 pub enum GrantProblem {
     /// The instance names another template than the one it is checked against.
     TemplateMismatch,
-    /// The template hangs under a template: instances of those are not decided yet (sub-delegation).
-    ParentTemplate,
+    /// The template hangs under a template and the instance names no parent instance (`parent`), or one that
+    /// `context.grants` does not hold (revoked, or never granted).
+    ParentMissing,
+    /// The instance's `parent` names an instance of another template than its template's parent template, or the
+    /// instance names a parent though its template hangs under a mandate.
+    ParentMismatch,
+    /// `context.grants` holds two entries the instance's `parent` names.
+    ParentAmbiguous,
+    /// The template is nested more than [`MAX_INSTANCE_DEPTH`] templates deep: no engine decides its instances.
+    TooDeep,
     /// `granted` is not an RFC 3339 timestamp.
     GrantedMalformed,
-    /// The principal is blank, or not admitted by the template's `for`.
+    /// The principal is blank, or not admitted by the template's `for`, or (under a template) not its parent
+    /// instance's.
     PrincipalNotAdmitted,
     /// The holder is not admitted by the template's `holder`.
     HolderNotAdmitted,
@@ -76,7 +86,10 @@ impl GrantProblem {
     pub fn code(self) -> &'static str {
         match self {
             GrantProblem::TemplateMismatch => "template-mismatch",
-            GrantProblem::ParentTemplate => "parent-template",
+            GrantProblem::ParentMissing => "parent-missing",
+            GrantProblem::ParentMismatch => "parent-mismatch",
+            GrantProblem::ParentAmbiguous => "parent-ambiguous",
+            GrantProblem::TooDeep => "too-deep",
             GrantProblem::GrantedMalformed => "granted-malformed",
             GrantProblem::PrincipalNotAdmitted => "principal-not-admitted",
             GrantProblem::HolderNotAdmitted => "holder-not-admitted",
@@ -103,47 +116,216 @@ impl std::fmt::Display for GrantRefusal {
 
 /// Checks `instance` against `template` of `program` as a grant is checked: everything [`check`] looks at (what
 /// every decision re-checks), and that its window has not ended at `now` (nanoseconds since the Unix epoch) and
-/// ends no later than its parent mandate's. The first problem found is the refusal.
+/// ends no later than its parent mandate's. The first problem found is the refusal. An instance of a template under
+/// a template needs its parent instance: [`validate_instance_under`].
 pub fn validate_instance(
     program: &Program,
     template: &Template,
     instance: &GrantInstance,
     now: i128,
 ) -> Result<(), GrantRefusal> {
-    let checked = check(program, template, instance)?;
+    validate_instance_under(program, template, instance, &[], now)
+}
+
+/// [`validate_instance`] for any instance, with `grants` the instances it may hang under (for an instance of a
+/// template under a template: its parent instance, named by its `parent` as `TEMPLATE/ID`, and that one's
+/// ancestors, each the current version, as a decision finds them in `context.grants`; other entries are passed over).
+/// The parent must be there, an instance of the template's parent template, valid itself (recursively) and of the
+/// same principal; the bounds read its parameters (`parent.NAME`); the window must end no later than any instance
+/// above's and the ceiling's. A refusal about an ancestor names its field with one `parent.` per step up
+/// (`parent.params.cap`: the parent's `cap` fails its own bound).
+pub fn validate_instance_under(
+    program: &Program,
+    template: &Template,
+    instance: &GrantInstance,
+    grants: &[GrantInstance],
+    now: i128,
+) -> Result<(), GrantRefusal> {
+    let Some(id) = program.templates.iter().position(|t| std::ptr::eq(t, template) || t.name == template.name) else {
+        let value = Some(quoted(&instance.template));
+        let condition = format!("template {}", template.name);
+        return Err(refusal(GrantProblem::TemplateMismatch, "template", condition, value));
+    };
+    let lineage = lineage(program, id, instance, grants);
+    let checked = check_lineage(program, &lineage).map_err(|(level, mut refusal)| {
+        let up = lineage.links.len() - 1 - level;
+        refusal.field = format!("{}{}", "parent.".repeat(up), refusal.field);
+        refusal
+    })?;
+    let leaf = checked.last().expect("a checked lineage ends with the instance");
     let window = || GrantRefusal {
         problem: GrantProblem::WindowEnded,
         field: "valid".into(),
         condition: window_text(template),
-        value: checked.valid_until.map(|t| quoted(&format_instant(t))),
+        value: leaf.valid_until.map(|t| quoted(&format_instant(t))),
         witness: None,
         instance_narrows: None,
     };
-    if let Some(until) = checked.valid_until {
+    if let Some(until) = leaf.valid_until {
         if until <= now {
             return Err(window());
         }
-        let parent = match template.parent {
-            Parent::Mandate(parent) => program.expires_at(parent),
-            Parent::Template(_) => None,
-        };
-        if parent.is_some_and(|p| until > i128::from(p) * NANOS_PER_SECOND) {
+        // The end of the parent's window: the parent mandate's chain's; under a template, the earliest end of the
+        // instances above and of the ceiling's chain.
+        let ceiling =
+            super::ceiling(program, id).and_then(|m| program.expires_at(m)).map(|p| i128::from(p) * NANOS_PER_SECOND);
+        let above = checked[..checked.len() - 1].iter().filter_map(|i| i.valid_until);
+        let parent = above.chain(ceiling).min();
+        if parent.is_some_and(|p| until > p) {
             return Err(GrantRefusal { problem: GrantProblem::WindowInvalid, ..window() });
         }
     }
     Ok(())
 }
 
-/// The check every decision runs on the instance it is given (and [`validate_instance`] at grant time), in this
-/// order: the template's name; its parent is a mandate; `granted` is a timestamp; the principal (not blank, admitted
-/// by `for`; anyone when `for` is not written) and the holder (admitted by `holder`); each declared parameter in
-/// declaration order has a value of its type; no value for an undeclared one (the first by name); each bound in
-/// declaration order holds (an error evaluating it fails it); the window does not end before it begins.
+/// The instances an instance hangs under (sub-delegation), found in `context.grants`, and the instance itself, last:
+/// `links` root first, each with its template. An instance of a template under a template names its parent as
+/// `TEMPLATE/ID` (`parent`): the one entry of that template (its template's parent) with that id. The walk stops
+/// at the first link it cannot follow (`broken`, about `links[0]`): a `parent` missing, naming no entry or another
+/// template, or two entries; a `parent` on an instance of a template under a mandate; or a template nested more
+/// than [`MAX_INSTANCE_DEPTH`] deep (then `links` is the instance alone). It cannot loop: each step goes one template
+/// up, and templates form no cycle (the checker refuses one; the walk is bounded by the depth anyway).
+pub(crate) struct Lineage<'g> {
+    pub links: Vec<(TemplateId, &'g GrantInstance)>,
+    pub broken: Option<GrantRefusal>,
+}
+
+/// How many templates deep `template` sits: 1 under a mandate, one more per template above it (at most
+/// [`MAX_INSTANCE_DEPTH`] + 1 is counted).
+fn depth(program: &Program, template: TemplateId) -> usize {
+    let mut depth = 1;
+    let mut current = template;
+    while let Parent::Template(parent) = program.templates[current].parent {
+        depth += 1;
+        if depth > MAX_INSTANCE_DEPTH {
+            break;
+        }
+        current = parent;
+    }
+    depth
+}
+
+/// `template NAME under PARENT`: the clause a refusal about the parent link names.
+pub(crate) fn parent_clause(program: &Program, template: &Template) -> String {
+    let parent = match template.parent {
+        Parent::Mandate(m) => program.mandates.get(m).map_or("", |m| m.name.as_str()),
+        Parent::Template(t) => program.templates.get(t).map_or("", |t| t.name.as_str()),
+    };
+    format!("template {} under {parent}", template.name)
+}
+
+fn refusal(problem: GrantProblem, field: &str, condition: String, value: Option<String>) -> GrantRefusal {
+    GrantRefusal { problem, field: field.to_string(), condition, value, witness: None, instance_narrows: None }
+}
+
+pub(crate) fn lineage<'g>(
+    program: &Program,
+    template: TemplateId,
+    grant: &'g GrantInstance,
+    grants: &'g [GrantInstance],
+) -> Lineage<'g> {
+    let mut links = vec![(template, grant)];
+    if depth(program, template) > MAX_INSTANCE_DEPTH {
+        let condition = parent_clause(program, &program.templates[template]);
+        let broken = refusal(GrantProblem::TooDeep, "template", condition, Some(quoted(&grant.template)));
+        return Lineage { links, broken: Some(broken) };
+    }
+    for _ in 0..MAX_INSTANCE_DEPTH {
+        let (t, g) = links[0];
+        let clause = || parent_clause(program, &program.templates[t]);
+        let link = |problem| Some(refusal(problem, "parent", clause(), g.parent.as_deref().map(quoted)));
+        let broken = match (program.templates[t].parent, g.parent.as_deref()) {
+            (Parent::Mandate(_), None) => None,
+            (Parent::Mandate(_), Some(_)) => link(GrantProblem::ParentMismatch),
+            (Parent::Template(_), None) => link(GrantProblem::ParentMissing),
+            (Parent::Template(above), Some(reference)) => {
+                let name = program.templates[above].name.as_str();
+                match reference.strip_prefix(name).and_then(|rest| rest.strip_prefix('/')) {
+                    None => link(GrantProblem::ParentMismatch),
+                    Some(id) => {
+                        let mut found = grants.iter().filter(|c| c.template == name && c.id == id);
+                        match (found.next(), found.next()) {
+                            (None, _) => link(GrantProblem::ParentMissing),
+                            (Some(parent), None) => {
+                                links.insert(0, (above, parent));
+                                continue;
+                            }
+                            (Some(_), Some(_)) => link(GrantProblem::ParentAmbiguous),
+                        }
+                    }
+                }
+            }
+        };
+        return Lineage { links, broken };
+    }
+    // Never reached: the depth was checked above.
+    let broken = refusal(GrantProblem::TooDeep, "template", parent_clause(program, &program.templates[template]), None);
+    Lineage { links: vec![(template, grant)], broken: Some(broken) }
+}
+
+/// The check every decision runs on an instance, without the time of day: [`check_lineage`] on the instances it
+/// hangs under found in `grants`, the refusal's field named as [`validate_instance_under`] names it.
 pub(crate) fn check(
     program: &Program,
     template: &Template,
     instance: &GrantInstance,
+    grants: &[GrantInstance],
 ) -> Result<Instance, GrantRefusal> {
+    let Some(id) = program.templates.iter().position(|t| t.name == template.name) else {
+        let value = Some(quoted(&instance.template));
+        let condition = format!("template {}", template.name);
+        return Err(refusal(GrantProblem::TemplateMismatch, "template", condition, value));
+    };
+    let lineage = lineage(program, id, instance, grants);
+    check_lineage(program, &lineage).map(|mut all| all.pop().expect("the instance")).map_err(|(level, mut r)| {
+        r.field = format!("{}{}", "parent.".repeat(lineage.links.len() - 1 - level), r.field);
+        r
+    })
+}
+
+/// The check every decision runs on the instance it is decided under and the instances it hangs under (and
+/// [`validate_instance_under`] at grant time). The checked instances, root first, or the refusal with the index in
+/// `links` of the instance it is about. In this order: each instance's own checks, from the instance up
+/// ([`own`]: its template's name, `granted`, the principal and the holder, the parameters' types, no undeclared
+/// one); the link of the topmost instance found ([`Lineage::broken`]); then from the top down, each instance's
+/// principal is its parent instance's, its bounds hold (reading its parent's parameters as `parent.NAME`), its
+/// window does not end before it begins.
+pub(crate) fn check_lineage(program: &Program, lineage: &Lineage) -> Result<Vec<Instance>, (usize, GrantRefusal)> {
+    let links = &lineage.links;
+    let mut owns = Vec::with_capacity(links.len());
+    for (level, &(t, grant)) in links.iter().enumerate().rev() {
+        owns.push(own(program, &program.templates[t], grant).map_err(|r| (level, r))?);
+    }
+    owns.reverse();
+    if let Some(broken) = &lineage.broken {
+        return Err((0, broken.clone()));
+    }
+    let mut checked: Vec<Instance> = Vec::with_capacity(links.len());
+    for (level, (&(t, grant), params)) in links.iter().zip(owns).enumerate() {
+        let template = &program.templates[t];
+        let parent = checked.last();
+        if let Some(parent) = parent {
+            if parent.params.get("principal") != Some(&Value::String(grant.principal.clone())) {
+                let condition = parent_clause(program, template);
+                let value = Some(quoted(&grant.principal));
+                return Err((level, refusal(GrantProblem::PrincipalNotAdmitted, "principal", condition, value)));
+            }
+        }
+        let instance = finish(program, template, grant, params, parent).map_err(|r| (level, r))?;
+        checked.push(instance);
+    }
+    Ok(checked)
+}
+
+/// An instance's own checks, in this order: the template's name; `granted` is a timestamp; the principal (not
+/// blank, admitted by `for`; anyone when `for` is not written, as under a template) and the holder (admitted by
+/// `holder`); each declared parameter in declaration order has a value of its type; no value for an undeclared one
+/// (the first by name). Its values decoded, the implicit `principal`, `holder` and `granted` included.
+fn own(
+    program: &Program,
+    template: &Template,
+    instance: &GrantInstance,
+) -> Result<BTreeMap<String, Value>, GrantRefusal> {
     let refuse = |problem, field: &str, condition: String, value: Option<String>| GrantRefusal {
         problem,
         field: field.to_string(),
@@ -155,11 +337,6 @@ pub(crate) fn check(
     if instance.template != template.name {
         let value = Some(quoted(&instance.template));
         return Err(refuse(GrantProblem::TemplateMismatch, "template", format!("template {}", template.name), value));
-    }
-    if let Parent::Template(parent) = template.parent {
-        let under = program.templates.get(parent).map_or("", |t| t.name.as_str());
-        let condition = format!("template {} under {under}", template.name);
-        return Err(refuse(GrantProblem::ParentTemplate, "template", condition, Some(quoted(&template.name))));
     }
     let Some(granted) = parse_instant(&instance.granted) else {
         let value = Some(quoted(&instance.granted));
@@ -185,7 +362,6 @@ pub(crate) fn check(
     params.insert("principal".to_string(), Value::String(instance.principal.clone()));
     params.insert("holder".to_string(), Value::String(instance.holder.clone()));
     params.insert("granted".to_string(), Value::Timestamp(granted));
-    let blank = Request::blank();
     for param in &template.params {
         let field = format!("params.{}", param.name);
         let declaration = format!("{}: {}", param.name, param.ty.display());
@@ -205,14 +381,28 @@ pub(crate) fn check(
         let value = instance.params.get(name).map(canonical);
         return Err(refuse(GrantProblem::ParamUnknown, &format!("params.{name}"), condition, value));
     }
+    Ok(params)
+}
+
+/// An instance's bounds, each in declaration order (an error evaluating it fails it; `parent.NAME` reads the parent
+/// instance's values), and its window (it must not end before it begins).
+fn finish(
+    program: &Program,
+    template: &Template,
+    instance: &GrantInstance,
+    params: BTreeMap<String, Value>,
+    parent: Option<&Instance>,
+) -> Result<Instance, GrantRefusal> {
+    let blank = Request::blank();
     let checked = Instance { name: instance.name(), params, valid_from: None, valid_until: None };
-    let env = Env { program, request: &blank, tool: 0, listing: false, principal: "", instance: Some(&checked) };
+    let env =
+        Env { program, request: &blank, tool: 0, listing: false, principal: "", instance: Some(&checked), parent };
     for param in &template.params {
         if cond::eval(&param.bound, &env) != Ok(true) {
             let field = format!("params.{}", param.name);
             let condition = param.bound_text.clone().unwrap_or_else(|| "true".into());
             let value = instance.params.get(&param.name).map(canonical);
-            return Err(refuse(GrantProblem::BoundFailed, &field, condition, value));
+            return Err(refusal(GrantProblem::BoundFailed, &field, condition, value));
         }
     }
     let instant = |bound: &Option<TimeBound>| match bound {
@@ -227,7 +417,7 @@ pub(crate) fn check(
     if let (Some(from), Some(until)) = (valid_from, valid_until) {
         if until <= from {
             let value = Some(quoted(&format_instant(until)));
-            return Err(refuse(GrantProblem::WindowInvalid, "valid", window_text(template), value));
+            return Err(refusal(GrantProblem::WindowInvalid, "valid", window_text(template), value));
         }
     }
     Ok(Instance { valid_from, valid_until, ..checked })
@@ -338,7 +528,7 @@ template shopping(
         assert_eq!(validate_instance(&program, &program.templates[0], &inst, NOW), Ok(()));
         assert_eq!(inst.name(), "shopping/g-1@3");
         assert_eq!(inst.reference(), "shopping/g-1");
-        let checked = check(&program, &program.templates[0], &inst).unwrap();
+        let checked = check(&program, &program.templates[0], &inst, &[]).unwrap();
         assert_eq!(checked.params["cap"], Value::Money(crate::value::Money::parse("40.00 USD").unwrap()));
         assert_eq!(checked.valid_until, parse_instant("2026-12-10T00:00:00Z"));
         // The JSON shape round-trips.
@@ -423,7 +613,7 @@ template shopping(
         let r = refusal(&program, &inst);
         assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::WindowEnded, "valid until until"));
         // A decision re-checks the rest, and decides the window as it decides any mandate's (`mandate.expired`).
-        assert!(check(&program, &program.templates[0], &inst).is_ok());
+        assert!(check(&program, &program.templates[0], &inst, &[]).is_ok());
         let later = 1_893_000_000 * NANOS_PER_SECOND; // 2029-12-26
         let mut inst = instance(json!({"merchants": [], "cap": "1.00 USD", "until": "2030-01-20T00:00:00Z"}));
         inst.granted = "2029-12-25T00:00:00Z".into();
@@ -486,11 +676,140 @@ template shopping(
             ("id", json!("x".repeat(MAX_INSTANCE_ID + 1))),
             ("params", json!([])),
             ("holder", json!(null)),
+            ("parent", json!(null)),
+            ("parent", json!(["shopping/g-1"])),
         ] {
             let mut entry = good.clone();
             entry[key] = bad;
             assert_eq!(GrantInstance::from_json(&entry), None, "{key}");
         }
+        let mut child = good.clone();
+        child["parent"] = json!("shopping/g-0");
+        assert_eq!(GrantInstance::from_json(&child).and_then(|g| g.parent).as_deref(), Some("shopping/g-0"));
+    }
+
+    /// [`POLICY`] and a template under its template (sub-delegation), whose bound reads the parent instance's cap.
+    const SUB: &str = r#"
+template errands(budget: money where budget > 0 USD and budget <= parent.cap, until: timestamp) under shopping {
+  holder under "agent:"
+  valid until until
+  allow pay where args.amount <= budget
+}
+"#;
+
+    fn sub_program() -> Program {
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        sources.add("sub.remit", SUB);
+        let checked = crate::check::check_with(sources, crate::check::Options { narrowing: false });
+        checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics))
+    }
+
+    fn errand(budget: &str, until: &str) -> GrantInstance {
+        serde_json::from_value(json!({
+            "id": "e-1", "version": 1, "template": "errands", "principal": "user:dana", "holder": "agent:runner",
+            "params": {"budget": budget, "until": until}, "granted": "2026-12-01T08:00:00Z", "parent": "shopping/g-1",
+        }))
+        .expect("an instance")
+    }
+
+    #[test]
+    fn a_child_instance_is_validated_with_its_parent_instance() {
+        let program = sub_program();
+        let errands = &program.templates[program.template_index["errands"]];
+        let parent = instance(valid());
+        let child = errand("30.00 USD", "2026-12-05T00:00:00Z");
+        let under = |child: &GrantInstance, grants: &[GrantInstance]| {
+            validate_instance_under(&program, errands, child, grants, NOW)
+        };
+        assert_eq!(under(&child, std::slice::from_ref(&parent)), Ok(()));
+        // Without its parent, or naming another template's instance: refused at the link.
+        let r = validate_instance(&program, errands, &child, NOW).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::ParentMissing, "parent"));
+        assert_eq!(r.condition, "template errands under shopping");
+        assert_eq!(r.value.as_deref(), Some("\"shopping/g-1\""));
+        let mut elsewhere = child.clone();
+        elsewhere.parent = Some("errands/e-1".into());
+        let r = under(&elsewhere, &[parent.clone(), child.clone()]).unwrap_err();
+        assert_eq!(r.problem, GrantProblem::ParentMismatch);
+        let mut orphan = child.clone();
+        orphan.parent = None;
+        assert_eq!(under(&orphan, std::slice::from_ref(&parent)).unwrap_err().problem, GrantProblem::ParentMissing);
+        assert_eq!(
+            under(&child, &[parent.clone(), parent.clone()]).unwrap_err().problem,
+            GrantProblem::ParentAmbiguous
+        );
+        // An instance of a template under a mandate names no parent.
+        let mut top = parent.clone();
+        top.parent = Some("shopping/g-0".into());
+        let r = validate_instance(&program, &program.templates[0], &top, NOW).unwrap_err();
+        assert_eq!(
+            (r.problem, r.condition.as_str()),
+            (GrantProblem::ParentMismatch, "template shopping under ceiling")
+        );
+        // The bound reads the parent's cap (40 USD).
+        let r = under(&errand("45.00 USD", "2026-12-05T00:00:00Z"), std::slice::from_ref(&parent)).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::BoundFailed, "params.budget"));
+        assert_eq!(r.condition, "budget > 0 USD and budget <= parent.cap");
+        // Another principal than the parent's.
+        let mut eve = child.clone();
+        eve.principal = "user:eve".into();
+        let r = under(&eve, std::slice::from_ref(&parent)).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::PrincipalNotAdmitted, "principal"));
+        // A parent outside its own template: the refusal is the parent's, named one step up.
+        let mut params = valid();
+        params["cap"] = json!("600.00 USD");
+        let r = under(&child, &[instance(params)]).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::BoundFailed, "parent.params.cap"));
+        // The window ends no later than the parent instance's (2026-12-10).
+        let r = under(&errand("30.00 USD", "2026-12-11T00:00:00Z"), std::slice::from_ref(&parent)).unwrap_err();
+        assert_eq!(r.problem, GrantProblem::WindowInvalid);
+        // The JSON shape round-trips with its parent.
+        let text = serde_json::to_string(&child).unwrap();
+        assert!(text.contains("\"parent\":\"shopping/g-1\""), "{text}");
+        assert_eq!(serde_json::from_str::<GrantInstance>(&text).unwrap(), child);
+        assert!(!serde_json::to_string(&parent).unwrap().contains("parent"));
+    }
+
+    /// A template nested deeper than [`MAX_INSTANCE_DEPTH`]: its instances are `grant.invalid` in both engines (the
+    /// runtime keeps a chain's instances in a fixed array), the ones above decide.
+    #[test]
+    fn instances_of_a_template_nested_too_deep_are_refused_by_every_engine() {
+        let mut text = String::new();
+        let mut above = "shopping".to_string();
+        for level in 1..=MAX_INSTANCE_DEPTH {
+            text.push_str(&format!(
+                "template t{level}(x: int) under {above} {{\n  holder under \"agent:\"\n  allow pay\n}}\n"
+            ));
+            above = format!("t{level}");
+        }
+        let mut sources = crate::stdlib::sources();
+        sources.add("p.remit", POLICY);
+        sources.add("deep.remit", text);
+        let checked = crate::check::check_with(sources, crate::check::Options { narrowing: false });
+        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let mut native = crate::native::Native::new(&program).expect("an image");
+        let mut grants = vec![serde_json::to_value(instance(valid())).unwrap()];
+        let mut parent = "shopping/g-1".to_string();
+        for level in 1..=MAX_INSTANCE_DEPTH {
+            grants.push(json!({"id": format!("i{level}"), "version": 1, "template": format!("t{level}"),
+                "principal": "user:dana", "holder": format!("agent:h{level}"), "params": {"x": 1},
+                "granted": "2026-11-30T12:00:00Z", "parent": parent}));
+            parent = format!("t{level}/i{level}");
+        }
+        for (level, expected) in [(MAX_INSTANCE_DEPTH - 1, "rule.allowed"), (MAX_INSTANCE_DEPTH, "grant.invalid")] {
+            let request = json!({"subject": {"id": format!("agent:h{level}")},
+                "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "1.00 USD"}},
+                "context": {"now": "2026-12-01T12:00:00Z", "grants": grants}})
+            .to_string();
+            let decision = crate::eval::decide(&program, request.as_bytes());
+            assert_eq!(decision.reasons, [expected], "level {level}: {}", decision.to_json());
+            assert_eq!(String::from_utf8_lossy(&native.decide(request.as_bytes())), decision.to_json());
+        }
+        let deepest = &program.templates[program.template_index[&format!("t{MAX_INSTANCE_DEPTH}")]];
+        let grant: Vec<GrantInstance> = grants.iter().map(|g| GrantInstance::from_json(g).unwrap()).collect();
+        let r = validate_instance_under(&program, deepest, grant.last().unwrap(), &grant, NOW).unwrap_err();
+        assert_eq!((r.problem, r.field.as_str()), (GrantProblem::TooDeep, "template"));
     }
 }
 
@@ -653,7 +972,7 @@ template shopping(
             };
             let under_instance = decide(&program, request(Some("shopping/g-1")).as_bytes());
             let under_parent = decide(&program, request(Some("ceiling")).as_bytes());
-            let checked = check(&program, template, &instance);
+            let checked = check(&program, template, &instance, &[]);
             let invalid = under_instance.reasons == ["grant.invalid"];
             if subject == instance.holder {
                 assert_eq!(invalid, checked.is_err(), "{}", request(None));
@@ -681,9 +1000,9 @@ template shopping(
         }
     }
 
-    /// [`POLICY`] and more: a static mandate that agents may hold beside an instance, a template under a template
-    /// (its instances are refused: `parent-template`), and one with a fixed window, its own patterns and a bound
-    /// over an int.
+    /// [`POLICY`] and more: a static mandate that agents may hold beside an instance, templates under templates
+    /// (sub-delegation, two levels below `shopping`, bounds and rules reading `parent.NAME`), and one with a fixed
+    /// window, its own patterns and a bound over an int.
     const MORE: &str = r#"
 tool refund(amount: money)
 
@@ -693,10 +1012,19 @@ mandate side for "org:other" {
 }
 
 template errands(
-  budget: money where budget <= 50 USD,
+  budget: money where budget <= 50 USD and budget <= parent.cap,
 ) under shopping {
   holder under "agent:"
-  allow pay where args.amount <= budget
+  otherwise escalate
+  allow pay where args.amount <= budget and args.merchant in parent.merchants
+  require approval terms for pay where args.amount > 20 USD
+}
+
+// Three levels: a chore under an errand under a shopping instance.
+template chores(small: money where small <= parent.budget) under errands {
+  holder under "agent:"
+  allow pay where args.amount <= small
+  allow refund
 }
 
 template fixed(
@@ -764,13 +1092,16 @@ template gifts(most: money where most <= 100 USD) under gifting {
         let ids = ["g-1", "g-1", "g\"q", "\u{e9}/2", "g-2"];
         let levels = ["pause", "cancel", "revoke", "quarantine"];
         let mut tally = std::collections::BTreeMap::<String, usize>::new();
+        let mut nested = std::collections::BTreeMap::<String, usize>::new();
         let started = std::time::Instant::now();
         let mut requests = 0usize;
         for _ in 0..cases {
-            let Case { mut grant, subject, mut call, mut approvals, now } = case(&mut rng);
+            let Case { mut grant, mut subject, mut call, mut approvals, now } = case(&mut rng);
             grant["id"] = json!(rng.pick(&ids));
             let mut tool = if rng.next().is_multiple_of(6) { "refund" } else { "pay" };
-            match rng.next() % 8 {
+            // The instances a child hangs under (sub-delegation), filled into `context.grants` beside it.
+            let mut above: Vec<Json> = Vec::new();
+            match rng.next() % 10 {
                 3 => {
                     grant["template"] = json!("gifts");
                     grant["principal"] = json!(rng.pick(&["user:dana", "user:dana", "user:eve", "org:gifts"]));
@@ -781,9 +1112,84 @@ template gifts(most: money where most <= 100 USD) under gifting {
                     approvals = json!([{"id": "ap-o", "kind": "owner", "mandate": "gifting", "tool": "gift",
                         "approved_by": by, "issued_at": "2026-11-01T00:00:00Z", "expires_at": "2028-01-01T00:00:00Z"}]);
                 }
-                0 => {
-                    grant["template"] = json!("errands");
-                    grant["params"] = json!({"budget": rng.pick(&["20.00 USD", "60.00 USD"])});
+                0 | 4 | 5 | 6 => {
+                    // A child of the shopping instance (which keeps the case's values), and now and then a chore
+                    // under the child; each link now and then broken (no parent, another template, a cycle, an id
+                    // not there, the entry missing or twice, another principal).
+                    let mut parent = grant.clone();
+                    parent["id"] = json!(rng.pick(&["p-1", "p-1", "p\"2"]));
+                    parent["holder"] = json!(rng.pick(&HOLDERS[..2]));
+                    if !rng.next().is_multiple_of(3) {
+                        // Mostly a valid parent, so that the children's own checks and rules decide.
+                        parent["principal"] = json!("user:dana");
+                        parent["granted"] = json!("2026-11-20T00:00:00Z");
+                        let cap = rng.pick(&["120.00 USD", "120.00 USD", "30.00 USD"]);
+                        let until = rng.pick(&["2026-12-10T00:00:00Z", "2026-12-10T00:00:00Z", "2026-11-25T00:00:00Z"]);
+                        parent["params"] = json!({"merchants": ["acme", "globex"], "cap": cap, "until": until});
+                    }
+                    let mut child = grant.clone();
+                    child["principal"] = parent["principal"].clone();
+                    child["template"] = json!("errands");
+                    let child_holder = *rng.pick(&["agent:c", "agent:c", "agent:a"]);
+                    child["holder"] = json!(child_holder);
+                    let budgets = ["20.00 USD", "45.00 USD", "45.00 USD", "20.00 USD", "60.00 USD", "30"];
+                    child["params"] = json!({"budget": rng.pick(&budgets)});
+                    let link = |rng: &mut Rng, child: &mut Json, parent: &Json| {
+                        let reference =
+                            format!("{}/{}", parent["template"].as_str().unwrap(), parent["id"].as_str().unwrap());
+                        match rng.next() % 24 {
+                            0 => {
+                                child.as_object_mut().unwrap().remove("parent");
+                            }
+                            1 => child["parent"] = json!("fixed/p-1"),
+                            2 => {
+                                let own = format!("{}/{}", child["template"].as_str().unwrap(), child["id"]);
+                                child["parent"] = json!(own.replace('"', ""));
+                            }
+                            3 => child["parent"] = json!(format!("{reference}x")),
+                            4 => child["parent"] = json!(7),
+                            _ => child["parent"] = json!(reference),
+                        }
+                        if rng.next().is_multiple_of(12) {
+                            child["principal"] = json!("user:eve");
+                        }
+                    };
+                    link(&mut rng, &mut child, &parent);
+                    match rng.next() % 10 {
+                        0 => {}
+                        1 => {
+                            above.push(parent.clone());
+                            above.push(parent.clone());
+                        }
+                        _ => above.push(parent.clone()),
+                    }
+                    if rng.next().is_multiple_of(3) {
+                        let mut chore = child.clone();
+                        chore["template"] = json!("chores");
+                        chore["id"] = json!("c-1");
+                        let chore_holder = *rng.pick(&["agent:d", "agent:c"]);
+                        chore["holder"] = json!(chore_holder);
+                        chore["params"] = json!({"small": rng.pick(&["10.00 USD", "30.00 USD"])});
+                        link(&mut rng, &mut chore, &child);
+                        above.push(child);
+                        grant = chore;
+                        subject = chore_holder;
+                        if rng.next().is_multiple_of(2) {
+                            call["amount"] = json!("5.00 USD");
+                            call["merchant"] = json!(rng.pick(&["acme", "globex", "initech"]));
+                        }
+                    } else {
+                        grant = child;
+                        subject = child_holder;
+                    }
+                    if rng.next().is_multiple_of(6) {
+                        // The parent's holder, or someone else.
+                        subject = *rng.pick(&HOLDERS);
+                    }
+                    if rng.next().is_multiple_of(2) {
+                        // A call within the child's budgets, so that the parent's rules and gates decide.
+                        call["amount"] = json!(rng.pick(&["5.00 USD", "15.00 USD", "25.00 USD", "25.00 USD"]));
+                    }
                 }
                 1 => {
                     grant["template"] = json!("fixed");
@@ -803,6 +1209,14 @@ template gifts(most: money where most <= 100 USD) under gifting {
             );
             let reference = format!("{}/{}", grant["template"].as_str().unwrap(), grant["id"].as_str().unwrap());
             let mut grants = vec![grant.clone()];
+            for (k, item) in above.iter().enumerate() {
+                // Before or after the child, in any order.
+                let at = (rng.next() as usize) % (grants.len() + 1);
+                grants.insert(if k == 0 { at } else { grants.len() }, item.clone());
+            }
+            let parent_name = above
+                .last()
+                .map(|p| format!("{}/{}@{}", p["template"].as_str().unwrap(), p["id"].as_str().unwrap(), p["version"]));
             match rng.next() % 12 {
                 0 => grants.push(grant.clone()),
                 1 => {
@@ -825,18 +1239,23 @@ template gifts(most: money where most <= 100 USD) under gifting {
                 _ => {}
             }
             let mut context = json!({"now": now, "grants": grants});
-            match rng.next() % 7 {
+            match rng.next() % 8 {
                 0 => {}
                 1 => context["mandate"] = json!(reference),
                 2 => context["mandate"] = json!(name),
                 3 => context["mandate"] = json!(format!("{reference}@99")),
                 4 => context["mandate"] = json!(rng.pick(&["ceiling", "side", "nope"])),
                 5 => context["mandate"] = json!(7),
+                6 if parent_name.is_some() => context["mandate"] = json!(parent_name.clone().unwrap()),
                 _ => context["mandate"] = json!(reference),
             }
             if rng.next().is_multiple_of(4) {
                 if let Some(approval) = approvals.get_mut(0) {
-                    approval["mandate"] = json!(name);
+                    let under = match &parent_name {
+                        Some(parent) if rng.next().is_multiple_of(2) => parent.clone(),
+                        _ => name.clone(),
+                    };
+                    approval["mandate"] = json!(under);
                 }
             }
             if rng.next().is_multiple_of(2) {
@@ -852,6 +1271,10 @@ template gifts(most: money where most <= 100 USD) under gifting {
                 3 => {
                     let on = rng.pick(&["user:dana", "user:eve", "org:gifts"]);
                     context["stops"] = json!([{"id": "s-4", "level": rng.pick(&levels), "principal": on}]);
+                }
+                4 if parent_name.is_some() => {
+                    let on = parent_name.clone().unwrap();
+                    context["stops"] = json!([{"id": "s-5", "level": rng.pick(&levels), "mandate": on}]);
                 }
                 _ => {}
             }
@@ -876,10 +1299,32 @@ template gifts(most: money where most <= 100 USD) under gifting {
             let visible = crate::eval::visible_tools(&program, listing.as_bytes()).to_json();
             assert_eq!(String::from_utf8_lossy(&native.visible_tools(listing.as_bytes())), visible, "{listing}");
             requests += 2;
-            let reasons = serde_json::from_str::<Json>(&decision).unwrap()["reasons"].to_string();
+            let decided = serde_json::from_str::<Json>(&decision).unwrap();
+            let reasons = decided["reasons"].to_string();
+            // Decisions under a child instance (a chain of two instances or more below the ceiling).
+            let instances = decided["mandate_chain"]
+                .as_array()
+                .map_or(0, |c| c.iter().filter(|m| m.as_str().is_some_and(|m| m.contains('/'))).count());
+            if instances >= 2 {
+                *nested.entry(format!("{instances} {reasons}")).or_default() += 1;
+            }
             *tally.entry(reasons).or_default() += 1;
         }
         eprintln!("{requests} requests with instances, interpreter and runtime alike, in {:.1?}", started.elapsed());
+        eprintln!("under child instances: {nested:?}");
+        // Sub-delegation decided every way: allowed through two and three instances, refused by a parent
+        // instance's rule or gate, stopped through the parent, and children refused (`grant.invalid`).
+        for wanted in [
+            "2 [\"rule.allowed\"]",
+            "3 [\"rule.allowed\"]",
+            "2 [\"approval.missing\"",
+            "2 [\"rule.unmatched\"",
+            "2 [\"stop.active\"",
+            "2 [\"grant.invalid\"]",
+            "3 [\"grant.invalid\"]",
+        ] {
+            assert!(nested.keys().any(|k| k.starts_with(wanted)), "no {wanted} among {nested:?}");
+        }
         for wanted in [
             "rule.allowed",
             "approval.missing",
