@@ -141,15 +141,16 @@ const RESTART_FRAMES: i64 = 4_000;
 ///    while the writer goes on (it never blocks the writer);
 /// 2. when that copied frames, an fsync of the database file from the thread (`sync_data`, the inode's dirty pages
 ///    whatever descriptor wrote them);
-/// 3. once the WAL holds [`RESTART_FRAMES`] frames not all copied, one more passive checkpoint while it holds the
-///    lock of `writer` (the store's connection), so that no transaction appends meanwhile: it copies the few frames
-///    committed since step 1, syncs the database file (little is left to write: step 2) and so ends, and the next
-///    write transaction starts the WAL again from its beginning.
+/// 3. once the WAL holds [`RESTART_FRAMES`] frames, one more passive checkpoint while it holds the lock of `writer`
+///    (the store's connection), so that no transaction appends meanwhile: it copies the few frames committed since
+///    step 1, syncs the database file (little is left to write: step 2) and so ends, and the next write transaction
+///    starts the WAL again from its beginning (with an fsync of the WAL's new header, SQLite's own).
 ///
-/// Without steps 2 and 3 a passive checkpoint seldom reached the WAL's end under a steady stream of commits (there
-/// was always a newer frame), so it never synced the database file and the WAL never started again: at 10,000
-/// frames a commit checkpointed by itself, with an fsync of the whole 40 MB copied since the last one (10–20 ms on
-/// this machine's disk) while every decision waited (BENCHMARKS.md, "Gateway over HTTP").
+/// Without steps 2 and 3 a passive checkpoint seldom ended under a steady stream of commits (one came while it
+/// copied), so it never synced the database file and the WAL never started again: at 10,000 frames a commit
+/// checkpointed by itself, with an fsync of the whole 40 MB copied since the last one (10–20 ms on this machine's
+/// disk) while every decision waited (BENCHMARKS.md, "Gateway over HTTP"; the test
+/// `under_a_steady_stream_of_commits_the_wal_starts_again_before_a_commit_would_checkpoint`).
 fn checkpointer(
     path: &Path,
     synchronous: &str,
@@ -169,17 +170,23 @@ fn checkpointer(
                     Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
                 })
             };
-            let mut synced = 0;
+            // What was synced last, and the WAL's frames when a checkpoint was last ended under the lock (the WAL
+            // starts again at the next write; until one, there is nothing to end).
+            let (mut synced, mut ended) = (0, 0);
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
                 // A failed checkpoint is retried at the next tick; the writer's own checkpoints remain.
                 let Ok((frames, copied)) = passive(&connection) else { continue };
                 if copied > 0 && copied != synced && database.sync_data().is_ok() {
                     synced = copied;
                 }
-                if frames >= RESTART_FRAMES && copied < frames {
+                // `frames` is the WAL as the checkpoint found it when it began: commits that came while it copied are
+                // not in it, so that `copied == frames` does not mean the checkpoint reached the WAL's end.
+                if frames >= RESTART_FRAMES && frames != ended {
                     let Some(writer) = writer.upgrade() else { return };
                     let _idle = writer.lock().unwrap_or_else(|p| p.into_inner());
-                    let _ = passive(&connection);
+                    if let Ok((frames, _)) = passive(&connection) {
+                        ended = frames;
+                    }
                 }
             }
         })
