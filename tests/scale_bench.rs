@@ -24,7 +24,11 @@
 //! counter equals the allows logged for it (the hot counter among them).
 //!
 //! `cargo test --release --test scale_bench -- --ignored --nocapture` (about 3 minutes: `REMIT_BENCH_SECONDS`,
-//! default 2, × 24 runs × `REMIT_BENCH_ROUNDS`, default 3).
+//! default 2, × 24 runs × `REMIT_BENCH_ROUNDS`, default 3). `REMIT_BENCH_STORES` (setup names' beginnings, e.g.
+//! `sqlite process,pg 2`), `REMIT_BENCH_CASES` and `REMIT_BENCH_CALLERS` (comma-separated) run only those; without
+//! a PostgreSQL setup no server is started. With `REMIT_DEBUG_TIMING` set (the gateways inherit it) the gateways
+//! keep fine histograms of each decision's stages (`remit_debug_*` in `/metrics`), and a last table gives their
+//! quantiles and each gateway thread's time on a CPU and waiting for one (`/proc/PID/task/TID/schedstat`).
 
 mod support;
 
