@@ -158,6 +158,9 @@ fn checkpointer(
 ) -> StoreResult<std::sync::mpsc::Sender<()>> {
     let connection = Connection::open(path).map_err(store_err)?;
     connection.pragma_update(None, "synchronous", synchronous).map_err(store_err)?;
+    // No waiting for another connection's lock (a checkpoint that cannot have one is tried at the next tick): this
+    // connection checkpoints while holding the writer's lock too (step 3), when a wait would hold every decision.
+    connection.busy_timeout(std::time::Duration::ZERO).map_err(store_err)?;
     let database =
         std::fs::File::open(path).map_err(|e| StoreError(format!("cannot open `{}`: {e}", path.display())))?;
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
