@@ -114,8 +114,9 @@ struct Run {
     /// With `REMIT_DEBUG_TIMING` set (inherited by the gateways): each stage's p50 and p99 in ms (`jobs`: jobs per
     /// batch), from the gateways' `remit_debug_*` buckets.
     stages: BTreeMap<String, (f64, f64)>,
-    /// With `REMIT_DEBUG_TIMING`: per thread name of the gateways and of the callers (`callers`), µs per decision
-    /// on a CPU and waiting for one (runnable, not running: `/proc/PID/task/TID/schedstat`), and times scheduled.
+    /// With `REMIT_DEBUG_TIMING`: per thread name of the gateways, µs per decision on a CPU and waiting for one
+    /// (runnable, not running: `/proc/PID/task/TID/schedstat`), and times scheduled. (Not the callers': their
+    /// threads have ended when the run is read.)
     threads: BTreeMap<String, (f64, f64, f64)>,
 }
 
@@ -464,10 +465,10 @@ fn measure(
     }
 }
 
-/// Per thread name (`callers` for this process's threads): ns on a CPU, ns waiting for one, times scheduled.
+/// Per thread name of the processes `gateways`: ns on a CPU, ns waiting for one, times scheduled.
 fn schedstats(gateways: &[u32]) -> BTreeMap<String, (f64, f64, f64)> {
     let mut out: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
-    for (pid, own) in gateways.iter().map(|p| (*p, false)).chain([(std::process::id(), true)]) {
+    for pid in gateways {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
         for task in tasks.flatten() {
             let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
@@ -476,8 +477,7 @@ fn schedstats(gateways: &[u32]) -> BTreeMap<String, (f64, f64, f64)> {
             if v.len() < 3 {
                 continue;
             }
-            let name = if own { "callers".to_string() } else { comm.trim().to_string() };
-            let e = out.entry(name).or_default();
+            let e = out.entry(comm.trim().to_string()).or_default();
             (e.0, e.1, e.2) = (e.0 + v[0], e.1 + v[1], e.2 + v[2]);
         }
     }
