@@ -702,6 +702,35 @@ fn the_checkpoint_thread_copies_committed_decisions_into_the_database_file() {
     assert_eq!(audit::verify(audit::read_all(s.store.as_ref()).unwrap()).unwrap(), 300);
 }
 
+/// Under a steady stream of commits the checkpoint thread still ends its checkpoints, so the WAL starts again from
+/// its beginning long before the 10,000 frames at which a commit checkpoints by itself (an fsync of everything copied
+/// since the last one, while every decision waits: the p99 of BENCHMARKS.md's "Gateway over HTTP"). A passive
+/// checkpoint alone ended only when no commit came while it copied, which under such a stream is never: the WAL then
+/// grew to 10,000 frames (41 MB), again and again.
+#[test]
+fn under_a_steady_stream_of_commits_the_wal_starts_again_before_a_commit_would_checkpoint() {
+    let dir = std::env::temp_dir().join(format!("remit-gateway-core-wal-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = SqliteStore::open(&dir.join("state.db"), Durability::Process).unwrap();
+    // Each entry's body spans three pages (a leaf and two overflow pages): 9,000 transactions write 27,000 frames or
+    // more, a commit every few hundred µs, with a short pause between them (as the committer hands out a batch's
+    // results between its transactions).
+    let body = "x".repeat(10_000);
+    for n in 0..9_000 {
+        let mut tx = store.begin().unwrap();
+        tx.append_log(n, "test", &body).unwrap();
+        tx.commit().unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    let frames = |bytes: u64| (bytes.saturating_sub(32)) / (4096 + 24);
+    let wal = frames(std::fs::metadata(dir.join("state.db-wal")).unwrap().len());
+    assert!(wal < 9_000, "the WAL grew to {wal} frames: it did not start again before a commit had to checkpoint");
+    assert_eq!(audit::verify(audit::read_all(&store).unwrap()).unwrap(), 9_000);
+    drop(store);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A tool that names its target argument (`target args.path`): the gateway sets `resource.id` from it, whatever the
 /// caller sent, so a scope on `resource.id` and an approval bound to the target apply to calls that have no resource
 /// (MCP). The metadata carries the target, also inside a built module.

@@ -24,7 +24,11 @@
 //! counter equals the allows logged for it (the hot counter among them).
 //!
 //! `cargo test --release --test scale_bench -- --ignored --nocapture` (about 3 minutes: `REMIT_BENCH_SECONDS`,
-//! default 2, × 24 runs × `REMIT_BENCH_ROUNDS`, default 3).
+//! default 2, × 24 runs × `REMIT_BENCH_ROUNDS`, default 3). `REMIT_BENCH_STORES` (setup names' beginnings, e.g.
+//! `sqlite process,pg 2`), `REMIT_BENCH_CASES` and `REMIT_BENCH_CALLERS` (comma-separated) run only those; without
+//! a PostgreSQL setup no server is started. With `REMIT_DEBUG_TIMING` set (the gateways inherit it) the gateways
+//! keep fine histograms of each decision's stages (`remit_debug_*` in `/metrics`), and a last table gives their
+//! quantiles and each gateway thread's time on a CPU and waiting for one (`/proc/PID/task/TID/schedstat`).
 
 mod support;
 
@@ -107,6 +111,13 @@ struct Run {
     cpu_database: f64,
     cpu_callers: f64,
     errors: usize,
+    /// With `REMIT_DEBUG_TIMING` set (inherited by the gateways): each stage's p50 and p99 in ms (`jobs`: jobs per
+    /// batch), from the gateways' `remit_debug_*` buckets.
+    stages: BTreeMap<String, (f64, f64)>,
+    /// With `REMIT_DEBUG_TIMING`: per thread name of the gateways, µs per decision on a CPU and waiting for one
+    /// (runnable, not running: `/proc/PID/task/TID/schedstat`), and times scheduled. (Not the callers': their
+    /// threads have ended when the run is read.)
+    threads: BTreeMap<String, (f64, f64, f64)>,
 }
 
 #[test]
@@ -115,12 +126,26 @@ fn scale_bench() {
     let env = |name: &str, default: f64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     let seconds = env("REMIT_BENCH_SECONDS", 2.0);
     let rounds = env("REMIT_BENCH_ROUNDS", 3.0) as usize;
+    // Filters, comma-separated (all when unset): `REMIT_BENCH_STORES` (setups whose name starts with one of
+    // them, e.g. `sqlite process`: its baseline too), `REMIT_BENCH_CASES`, `REMIT_BENCH_CALLERS`.
+    let list = |name: &str| -> Option<Vec<String>> {
+        std::env::var(name).ok().map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+    };
+    let stores = list("REMIT_BENCH_STORES");
+    let wanted = |name: &str| stores.as_ref().is_none_or(|s| s.iter().any(|s| name.starts_with(s.as_str())));
+    let cases: Vec<&str> = match list("REMIT_BENCH_CASES") {
+        Some(l) => CASES.into_iter().filter(|c| l.iter().any(|w| w == c)).collect(),
+        None => CASES.to_vec(),
+    };
+    let callers_run: Vec<usize> = match list("REMIT_BENCH_CALLERS") {
+        Some(l) => l.iter().map(|c| c.parse().expect("REMIT_BENCH_CALLERS: numbers")).collect(),
+        None => CALLERS.to_vec(),
+    };
     let dir = support::temp_dir("scale-bench");
     let policy = dir.join("shop.remit");
     std::fs::write(&policy, POLICY).unwrap();
-    let server = Server::start();
-    let one = server.database("bench_one");
-    let two = server.database("bench_two");
+    let with_postgres = wanted("pg 1") || wanted("pg 2");
+    let server = with_postgres.then(Server::start);
     let baseline = std::env::var("REMIT_BENCH_BASELINE").ok();
     let serve = |bin: &str, store: &str, extra: &[&str], log: &str| {
         let log = std::fs::File::create(dir.join(log)).unwrap();
@@ -146,29 +171,44 @@ fn scale_bench() {
         Setup { name: name.into(), served, store: url.to_string(), database, allows: Mutex::new(Vec::new()) }
     };
     let bin = support::remit_bin();
-    let mut setups = vec![
-        sqlite(bin, "sqlite full", "full", "full"),
-        sqlite(bin, "sqlite process", "process", "process"),
-        postgres(bin, "pg 1", &one, "bench_one", 1),
-        postgres(bin, "pg 2", &two, "bench_two", 2),
-    ];
+    let mut setups = Vec::new();
+    if wanted("sqlite full") {
+        setups.push(sqlite(bin, "sqlite full", "full", "full"));
+    }
+    if wanted("sqlite process") {
+        setups.push(sqlite(bin, "sqlite process", "process", "process"));
+        if let Some(base) = &baseline {
+            setups.push(sqlite(base, "sqlite process base", "process-base", "process"));
+        }
+    }
+    if let Some(server) = &server {
+        if wanted("pg 1") {
+            setups.push(postgres(bin, "pg 1", &server.database("bench_one"), "bench_one", 1));
+        }
+        if wanted("pg 2") {
+            setups.push(postgres(bin, "pg 2", &server.database("bench_two"), "bench_two", 2));
+            if let Some(base) = &baseline {
+                let two_base = server.database("bench_two_base");
+                setups.push(postgres(base, "pg 2 base", &two_base, "bench_two_base", 2));
+            }
+        }
+    }
     if let Some(base) = &baseline {
-        let two_base = server.database("bench_two_base");
-        setups.insert(2, sqlite(base, "sqlite process base", "process-base", "process"));
-        setups.push(postgres(base, "pg 2 base", &two_base, "bench_two_base", 2));
         println!("# baseline: {base}");
     }
-    let postmaster: u32 = std::fs::read_to_string(server.dir().join("data/postmaster.pid"))
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let postmaster: Option<u32> = server.as_ref().map(|server| {
+        std::fs::read_to_string(server.dir().join("data/postmaster.pid"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    });
     println!(
         "# scale_bench: {seconds} s × {rounds} rounds per variant; PostgreSQL {}; load average {}",
-        server.query("SHOW server_version"),
+        server.as_ref().map_or("not started".into(), |s| s.query("SHOW server_version")),
         load_average()
     );
     let counter = AtomicU64::new(0);
@@ -176,10 +216,10 @@ fn scale_bench() {
     let mut runs: BTreeMap<(usize, usize, usize), Vec<Run>> = BTreeMap::new();
     for round in 0..rounds {
         println!("# round {} of {rounds}, load average {}", round + 1, load_average());
-        for (c, case) in CASES.iter().enumerate() {
-            for (k, callers) in CALLERS.iter().enumerate() {
+        for (c, case) in cases.iter().enumerate() {
+            for (k, callers) in callers_run.iter().enumerate() {
                 for (s, setup) in setups.iter().enumerate() {
-                    let run = measure(setup, case, *callers, seconds, &counter, postmaster, &server);
+                    let run = measure(setup, case, *callers, seconds, &counter, postmaster, server.as_ref());
                     runs.entry((c, k, s)).or_default().push(run);
                 }
             }
@@ -191,7 +231,7 @@ fn scale_bench() {
         values.sort_by(f64::total_cmp);
         values[values.len() / 2]
     };
-    for (c, case) in CASES.iter().enumerate() {
+    for (c, case) in cases.iter().enumerate() {
         println!("\n## {case}\n");
         println!(
             "| store | callers | decisions/s | p50 | p99 | commits/s | decisions/commit | statements · round trips \
@@ -199,7 +239,7 @@ fn scale_bench() {
              db · callers | errors |"
         );
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-        for (k, callers) in CALLERS.iter().enumerate() {
+        for (k, callers) in callers_run.iter().enumerate() {
             for (s, setup) in setups.iter().enumerate() {
                 let r = &runs[&(c, k, s)];
                 let m = |f: fn(&Run) -> f64| median(r, f);
@@ -233,6 +273,51 @@ fn scale_bench() {
             }
         }
     }
+    if runs.values().flatten().any(|r| !r.stages.is_empty()) {
+        println!("\n## stages (REMIT_DEBUG_TIMING: the gateways' own timing, p50 / p99 in ms; jobs per batch)\n");
+        println!("| case | store | callers | queue | batch | wake | total | jobs |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for (c, case) in cases.iter().enumerate() {
+            for (k, callers) in callers_run.iter().enumerate() {
+                for (s, setup) in setups.iter().enumerate() {
+                    let r = &runs[&(c, k, s)];
+                    if r.iter().all(|r| r.stages.is_empty() && r.threads.is_empty()) {
+                        continue;
+                    }
+                    let cell = |stage: &str| {
+                        let mut p50s: Vec<f64> = r.iter().map(|r| r.stages.get(stage).map_or(0.0, |s| s.0)).collect();
+                        let mut p99s: Vec<f64> = r.iter().map(|r| r.stages.get(stage).map_or(0.0, |s| s.1)).collect();
+                        p50s.sort_by(f64::total_cmp);
+                        p99s.sort_by(f64::total_cmp);
+                        format!("{:.2} / {:.2}", p50s[p50s.len() / 2], p99s[p99s.len() / 2])
+                    };
+                    println!(
+                        "| {case} | {} | {callers} | {} | {} | {} | {} | {} |",
+                        setup.name,
+                        cell("queue"),
+                        cell("batch"),
+                        cell("wake"),
+                        cell("total"),
+                        cell("jobs")
+                    );
+                    let names: std::collections::BTreeSet<&String> = r.iter().flat_map(|r| r.threads.keys()).collect();
+                    for name in names {
+                        let t = |f: fn(&(f64, f64, f64)) -> f64| {
+                            let mut v: Vec<f64> = r.iter().map(|r| r.threads.get(name).map_or(0.0, f)).collect();
+                            v.sort_by(f64::total_cmp);
+                            v[v.len() / 2]
+                        };
+                        println!(
+                            "|   | thread `{name}`: µs/decision on CPU {:.1}, waiting for a CPU {:.1}; scheduled {:.2}/decision | | | | | |",
+                            t(|x| x.0),
+                            t(|x| x.1),
+                            t(|x| x.2)
+                        );
+                    }
+                }
+            }
+        }
+    }
     println!();
     for setup in &setups {
         exact(setup);
@@ -247,18 +332,20 @@ fn measure(
     callers: usize,
     seconds: f64,
     counter: &AtomicU64,
-    postmaster: u32,
-    server: &Server,
+    postmaster: Option<u32>,
+    server: Option<&Server>,
 ) -> Run {
     let metrics_before: Vec<BTreeMap<String, f64>> = setup.served.iter().map(metrics).collect();
     let gateways: Vec<u32> = setup.served.iter().map(|s| s.child.id()).collect();
-    let cpu_before = (cpu(&gateways), database_cpu(postmaster), cpu(&[std::process::id()]));
+    let cpu_before = (cpu(&gateways), postmaster.map_or(0.0, database_cpu), cpu(&[std::process::id()]));
+    let debug = std::env::var_os("REMIT_DEBUG_TIMING").is_some();
+    let sched_before = if debug { schedstats(&gateways) } else { BTreeMap::new() };
     let stop = AtomicBool::new(false);
     let barrier = Barrier::new(callers + 1);
     let length = Duration::from_secs_f64(seconds);
     let (results, elapsed, samples) = std::thread::scope(|scope| {
         let sampler = setup.database.as_ref().map(|database| {
-            let (stop, url) = (&stop, server.url());
+            let (stop, url) = (&stop, server.expect("a PostgreSQL setup has its server").url());
             scope.spawn(move || lock_waits(url, database, stop))
         });
         let workers: Vec<_> = (0..callers)
@@ -295,7 +382,8 @@ fn measure(
         stop.store(true, Ordering::Relaxed);
         (results, elapsed, sampler.map(|s| s.join().unwrap()))
     });
-    let cpu_after = (cpu(&gateways), database_cpu(postmaster), cpu(&[std::process::id()]));
+    let cpu_after = (cpu(&gateways), postmaster.map_or(0.0, database_cpu), cpu(&[std::process::id()]));
+    let sched_after = if debug { schedstats(&gateways) } else { BTreeMap::new() };
     let metrics_after: Vec<BTreeMap<String, f64>> = setup.served.iter().map(metrics).collect();
     let delta = |name: &str| -> f64 {
         metrics_after
@@ -316,6 +404,37 @@ fn measure(
     }
     latencies.sort();
     let n = latencies.len() as f64;
+    // The gateways' stage buckets (`remit_debug_STAGE{le="S"}`), counted during this run.
+    let mut buckets: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for name in metrics_after.iter().flat_map(|m| m.keys()).filter(|k| k.starts_with("remit_debug_")) {
+        let Some((stage, le)) = name.strip_prefix("remit_debug_").and_then(|n| n.split_once("{le=\"")) else {
+            continue;
+        };
+        let le: f64 = le.trim_end_matches("\"}").parse().unwrap();
+        let count = delta(name);
+        let stage = buckets.entry(stage.to_string()).or_default();
+        if count > 0.0 && !stage.iter().any(|(l, _)| *l == le) {
+            stage.push((le, count));
+        }
+    }
+    let stages = buckets
+        .into_iter()
+        .map(|(stage, mut b)| {
+            b.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let total: f64 = b.iter().map(|(_, c)| c).sum();
+            let scale = if stage == "jobs" { 1e5 } else { 1e3 };
+            let quantile = |q: f64| {
+                let mut seen = 0.0;
+                b.iter()
+                    .find(|(_, c)| {
+                        seen += c;
+                        seen >= q * total
+                    })
+                    .map_or(0.0, |(le, _)| le * scale)
+            };
+            (stage, (quantile(0.5), quantile(0.99)))
+        })
+        .collect();
     let at = |q: f64| latencies[((n * q) as usize).min(latencies.len() - 1)].as_secs_f64() * 1e3;
     let commits = delta("remit_decision_commits_total");
     let (waiting, with_any) = samples.unwrap_or((0.0, 0.0));
@@ -335,7 +454,34 @@ fn measure(
         cpu_database: (cpu_after.1 - cpu_before.1) * 1e6 / n,
         cpu_callers: (cpu_after.2 - cpu_before.2) * 1e6 / n,
         errors,
+        stages,
+        threads: sched_after
+            .iter()
+            .map(|(name, (run, wait, slices))| {
+                let (r0, w0, s0) = sched_before.get(name).copied().unwrap_or_default();
+                (name.clone(), ((run - r0) / 1e3 / n, (wait - w0) / 1e3 / n, (slices - s0) / n))
+            })
+            .collect(),
     }
+}
+
+/// Per thread name of the processes `gateways`: ns on a CPU, ns waiting for one, times scheduled.
+fn schedstats(gateways: &[u32]) -> BTreeMap<String, (f64, f64, f64)> {
+    let mut out: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+    for pid in gateways {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for task in tasks.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+            let v: Vec<f64> = stat.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            if v.len() < 3 {
+                continue;
+            }
+            let e = out.entry(comm.trim().to_string()).or_default();
+            (e.0, e.1, e.2) = (e.0 + v[0], e.1 + v[1], e.2 + v[2]);
+        }
+    }
+    out
 }
 
 /// Samples the sessions of `database` waiting for a lock every 10 ms until `stop`: their mean number, and the share

@@ -405,6 +405,9 @@ async fn run_decision(app: &Arc<App>, request: Vec<u8>, trusted: bool) -> Decide
     let decided = decision(app, request, trusted).await;
     let elapsed = started.elapsed();
     app.latency.observe(elapsed.as_secs_f64());
+    if app.gateway.counts.stages.enabled {
+        app.gateway.counts.stages.total.observe(elapsed.as_secs_f64());
+    }
     if let (true, Ok(d)) = (app.gateway.config().access_log, &decided) {
         let line = json!({
             "time": remit_lang::value::format_timestamp(app.gateway.now()), "decision_id": d.id, "outcome": d.outcome,
@@ -940,6 +943,7 @@ async fn metrics(State(app): Shared) -> Response {
         "From a decision's arrival to the commit of its log entry (group commit); it is answered only after.",
         &mut out,
     );
+    counts.stages.render(&mut out);
     let pending = counts.log_pending.load(Ordering::Relaxed);
     let _ = writeln!(
         out,

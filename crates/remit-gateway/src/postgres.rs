@@ -1908,8 +1908,15 @@ impl Tx for PgTx<'_> {
                     self.failed = None;
                 }
             }
+            // Nothing of the job was sent: its savepoint could never be rolled back to (its writes wait for the next
+            // statement, where their failure fails the batch, savepoint or not), so it is not sent at all — two
+            // statements and a subtransaction fewer for a decision whose writes are all deferred (a budget counted,
+            // an operation recorded).
+            (Opened::Queued(at), true) => {
+                self.pending.remove(at);
+            }
             // The job's writes wait with the release for the next statement: a failure there fails the batch.
-            (_, true) => self.pending.push(Item::Simple("RELEASE job")),
+            (Opened::Sent, true) => self.pending.push(Item::Simple("RELEASE job")),
         }
         Ok(())
     }

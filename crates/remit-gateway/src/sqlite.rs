@@ -11,13 +11,16 @@
 //! lock a writer holds.
 //!
 //! Checkpoints (copying the WAL into the database file, with an fsync) run on a thread of their own with its own
-//! connection, every 100 ms, so that no decision waits for one; a committing transaction checkpoints by itself only
-//! when the WAL has grown past 10,000 pages (the background thread fell behind). Checkpoints move only committed
+//! connection, every 100 ms, so that no decision waits for one ([`checkpointer`]): a passive checkpoint copies what
+//! was committed while the writer goes on, and the thread syncs the database file itself; once the WAL holds 4,000
+//! frames it ends a checkpoint while the writer's connection is idle (its lock held), which lets the next write
+//! transaction start the WAL again from its beginning. A committing transaction checkpoints by itself only when the
+//! WAL has grown past 10,000 pages (the background thread fell behind). Checkpoints move only committed
 //! transactions, so where they run changes no durability.
 
 use remit_lang::syntax::ast::FactVersion;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use rusqlite::config::DbConfig;
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -113,7 +116,9 @@ pub enum Durability {
 
 #[derive(Debug)]
 pub struct SqliteStore {
-    connection: Mutex<Connection>,
+    /// The connection every transaction runs on (shared with the checkpoint thread, which holds its lock to end a
+    /// checkpoint while no transaction runs).
+    connection: Arc<Mutex<Connection>>,
     /// The connection that reads the store's version (a store opened with [`SqliteStore::open`]).
     watcher: Option<Mutex<Watcher>>,
     /// Opened by [`SqliteStore::open_existing`]: transactions are read transactions.
@@ -126,19 +131,66 @@ pub struct SqliteStore {
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// The WAL size, in pages, past which a committing transaction checkpoints by itself (SQLite's default: 1,000).
 const WAL_AUTOCHECKPOINT: i64 = 10_000;
+/// The WAL size, in frames, from which the checkpoint thread ends a checkpoint under the writer's lock.
+const RESTART_FRAMES: i64 = 4_000;
 
-/// Starts the checkpoint thread of the store at `path`: a passive checkpoint (never blocks the writer) every
-/// [`CHECKPOINT_EVERY`] until the returned sender is dropped.
-fn checkpointer(path: &Path, synchronous: &str) -> StoreResult<std::sync::mpsc::Sender<()>> {
+/// Starts the checkpoint thread of the store at `path`, which runs every [`CHECKPOINT_EVERY`] until the returned
+/// sender is dropped:
+///
+/// 1. a passive checkpoint on its own connection: it copies the frames committed so far into the database file
+///    while the writer goes on (it never blocks the writer);
+/// 2. when that copied frames, an fsync of the database file from the thread (`sync_data`, the inode's dirty pages
+///    whatever descriptor wrote them);
+/// 3. once the WAL holds [`RESTART_FRAMES`] frames, one more passive checkpoint while it holds the lock of `writer`
+///    (the store's connection), so that no transaction appends meanwhile: it copies the few frames committed since
+///    step 1, syncs the database file (little is left to write: step 2) and so ends, and the next write transaction
+///    starts the WAL again from its beginning (with an fsync of the WAL's new header, SQLite's own).
+///
+/// Without steps 2 and 3 a passive checkpoint seldom ended under a steady stream of commits (one came while it
+/// copied), so it never synced the database file and the WAL never started again: at 10,000 frames a commit
+/// checkpointed by itself, with an fsync of the whole 40 MB copied since the last one (10–20 ms on this machine's
+/// disk) while every decision waited (BENCHMARKS.md, "Gateway over HTTP"; the test
+/// `under_a_steady_stream_of_commits_the_wal_starts_again_before_a_commit_would_checkpoint`).
+fn checkpointer(
+    path: &Path,
+    synchronous: &str,
+    writer: Weak<Mutex<Connection>>,
+) -> StoreResult<std::sync::mpsc::Sender<()>> {
     let connection = Connection::open(path).map_err(store_err)?;
     connection.pragma_update(None, "synchronous", synchronous).map_err(store_err)?;
+    // No waiting for another connection's lock (a checkpoint that cannot have one is tried at the next tick): this
+    // connection checkpoints while holding the writer's lock too (step 3), when a wait would hold every decision.
+    connection.busy_timeout(std::time::Duration::ZERO).map_err(store_err)?;
+    let database =
+        std::fs::File::open(path).map_err(|e| StoreError(format!("cannot open `{}`: {e}", path.display())))?;
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("remit-checkpoint".into())
         .spawn(move || {
+            // The frames in the WAL and those copied into the database file.
+            let passive = |connection: &Connection| {
+                connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                    Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+                })
+            };
+            // What was synced last, and the WAL's frames when a checkpoint was last ended under the lock (the WAL
+            // starts again at the next write; until one, there is nothing to end).
+            let (mut synced, mut ended) = (0, 0);
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
                 // A failed checkpoint is retried at the next tick; the writer's own checkpoints remain.
-                let _ = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                let Ok((frames, copied)) = passive(&connection) else { continue };
+                if copied > 0 && copied != synced && database.sync_data().is_ok() {
+                    synced = copied;
+                }
+                // `frames` is the WAL as the checkpoint found it when it began: commits that came while it copied are
+                // not in it, so that `copied == frames` does not mean the checkpoint reached the WAL's end.
+                if frames >= RESTART_FRAMES && frames != ended {
+                    let Some(writer) = writer.upgrade() else { return };
+                    let _idle = writer.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Ok((frames, _)) = passive(&connection) {
+                        ended = frames;
+                    }
+                }
             }
         })
         .map_err(|e| StoreError(format!("cannot start the checkpoint thread: {e}")))?;
@@ -189,7 +241,7 @@ impl SqliteStore {
         let connection = Connection::open(path).map_err(store_err)?;
         let mut store = SqliteStore::setup(connection, durability)?;
         let synchronous = if durability == Durability::Full { "FULL" } else { "NORMAL" };
-        store._checkpointer = Some(checkpointer(path, synchronous)?);
+        store._checkpointer = Some(checkpointer(path, synchronous, Arc::downgrade(&store.connection))?);
         store.watcher = Some(Mutex::new(Watcher::open(path)?));
         Ok(store)
     }
@@ -206,7 +258,8 @@ impl SqliteStore {
         if !(1..=SCHEMA_VERSION).contains(&version) {
             return Err(StoreError(format!("not a remit store of schema version {SCHEMA_VERSION} (found {version})")));
         }
-        Ok(SqliteStore { connection: Mutex::new(connection), watcher: None, read_only: true, _checkpointer: None })
+        let connection = Arc::new(Mutex::new(connection));
+        Ok(SqliteStore { connection, watcher: None, read_only: true, _checkpointer: None })
     }
 
     fn setup(connection: Connection, durability: Durability) -> StoreResult<SqliteStore> {
@@ -236,7 +289,8 @@ impl SqliteStore {
         }
         connection.execute_batch(SCHEMA).map_err(store_err)?;
         connection.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(store_err)?;
-        Ok(SqliteStore { connection: Mutex::new(connection), watcher: None, read_only: false, _checkpointer: None })
+        let connection = Arc::new(Mutex::new(connection));
+        Ok(SqliteStore { connection, watcher: None, read_only: false, _checkpointer: None })
     }
 
     /// Runs raw SQL on the store (tests use it to tamper with the log, or to break the store).

@@ -72,6 +72,8 @@ pub(super) struct Slot {
 #[derive(Default)]
 struct Handing {
     handed: Option<Handed>,
+    /// When the result was handed (its batch committed), for the wake-up's time (`Stages::wake`).
+    at: Option<std::time::Instant>,
     /// Whether the job's caller waits on `ready`: a leader fills its own slot too, and waking nobody is still a
     /// system call (a futex wake per decision).
     waiting: bool,
@@ -80,9 +82,10 @@ struct Handing {
 }
 
 impl Slot {
-    fn hand(&self, handed: Handed) {
+    fn hand(&self, handed: Handed, at: Option<std::time::Instant>) {
         let mut handing = self.handed.lock().unwrap_or_else(|p| p.into_inner());
         handing.handed = Some(handed);
+        handing.at = at;
         if handing.waiting {
             self.ready.notify_all();
         }
@@ -93,8 +96,8 @@ impl Slot {
         }
     }
 
-    fn fill(&self, result: StoreResult<Decided>) {
-        self.hand(Handed::Done(result));
+    fn fill(&self, result: StoreResult<Decided>, at: Option<std::time::Instant>) {
+        self.hand(Handed::Done(result), at);
     }
 
     fn wait(&self) -> Handed {
@@ -117,14 +120,17 @@ impl Slot {
 pub(super) struct Answer(Arc<Slot>);
 
 impl std::future::Future for Answer {
-    type Output = StoreResult<Decided>;
+    /// The result, and when it was handed (with `REMIT_DEBUG_TIMING`).
+    type Output = (StoreResult<Decided>, Option<std::time::Instant>);
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut handing = self.0.handed.lock().unwrap_or_else(|p| p.into_inner());
         match handing.handed.take() {
-            Some(Handed::Done(result)) => Poll::Ready(result),
+            Some(Handed::Done(result)) => Poll::Ready((result, handing.at)),
             // An awaited slot is never handed the lead.
-            Some(Handed::Lead) => Poll::Ready(Err(StoreError("the group commit handed the lead to a task".into()))),
+            Some(Handed::Lead) => {
+                Poll::Ready((Err(StoreError("the group commit handed the lead to a task".into())), None))
+            }
             None => {
                 if !handing.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     handing.waker = Some(cx.waker().clone());
@@ -214,9 +220,9 @@ impl Gateway {
                     match queue.jobs.first() {
                         Some((_, next)) if next.awaited => match self.committer.get() {
                             Some(committer) => committer.lead(),
-                            None => next.hand(Handed::Lead),
+                            None => next.hand(Handed::Lead, None),
                         },
-                        Some((_, next)) => next.hand(Handed::Lead),
+                        Some((_, next)) => next.hand(Handed::Lead, None),
                         None => queue.leading = false,
                     }
                     break;
@@ -272,16 +278,25 @@ impl Gateway {
 
     /// Runs the jobs taken from the queue as one batch and hands each its result.
     fn run_taken(&self, jobs: Vec<(Job, Arc<Slot>)>) {
+        let stages = &self.counts.stages;
+        let taken = stages.enabled.then(std::time::Instant::now);
         // A panic while running the batch must not leave its followers waiting: they get a store error
         // (a deny), and the lead passes on as usual.
         let run = std::panic::AssertUnwindSafe(|| self.run_batch_retrying(&jobs));
         let results = std::panic::catch_unwind(run)
             .unwrap_or_else(|_| vec![Err(StoreError("the batch failed".into())); jobs.len()]);
         let committed = std::time::Instant::now();
+        if let Some(taken) = taken {
+            stages.jobs.observe(jobs.len() as f64 * 1e-5);
+            for (job, _) in &jobs {
+                stages.queue.observe(taken.duration_since(job.queued).as_secs_f64());
+                stages.batch.observe(committed.duration_since(taken).as_secs_f64());
+            }
+        }
         for ((job, slot), result) in jobs.iter().zip(results) {
             self.counts.log_lag.observe(committed.duration_since(job.queued).as_secs_f64());
             self.counts.log_pending.fetch_sub(1, Ordering::Relaxed);
-            slot.fill(result);
+            slot.fill(result, taken.map(|_| committed));
         }
     }
 

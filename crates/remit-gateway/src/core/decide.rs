@@ -75,7 +75,10 @@ impl Gateway {
     /// it. The same group commit, the same promises: answered only after its batch committed.
     pub async fn decide_awaiting(self: &Arc<Self>, request: &[u8], trusted: bool) -> Decided {
         let (job, id, policy_hash) = self.job(Request::Bytes(request), false, None, trusted);
-        let result = self.queue_awaited(job).await;
+        let (result, handed) = self.queue_awaited(job).await;
+        if let Some(handed) = handed {
+            self.counts.stages.wake.observe(handed.elapsed().as_secs_f64());
+        }
         self.finish(result, id, policy_hash)
     }
 

@@ -65,4 +65,89 @@ pub struct Counts {
     pub log_pending: AtomicU64,
     /// Reason code → decisions that gave it.
     pub reasons: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// Where a decision's time goes, with `REMIT_DEBUG_TIMING` set.
+    pub stages: Stages,
+}
+
+/// Where a decision's time goes, in fine buckets, kept only when the variable `REMIT_DEBUG_TIMING` is set when the
+/// gateway starts (a diagnosis aid, BENCHMARKS.md "Gateway over HTTP"): `/metrics` then lists each stage as
+/// `remit_debug_STAGE{le="SECONDS"} COUNT` (each bucket on its own, not cumulative), and `tests/scale_bench.rs`
+/// prints their quantiles. Off, a stage costs one branch.
+#[derive(Debug)]
+pub struct Stages {
+    pub enabled: bool,
+    /// From the job queued to its batch taken from the queue.
+    pub queue: Fine,
+    /// From its batch taken to its batch committed (every job of a batch counts the whole batch).
+    pub batch: Fine,
+    /// From its batch committed to its task polled with the result (the wake-up of an awaiting task).
+    pub wake: Fine,
+    /// The whole decision as the HTTP front end times it (`remit_decision_seconds`).
+    pub total: Fine,
+    /// Jobs per batch, counted per batch, in the same buckets read as 1e-5 × jobs (10 µs = 1 job).
+    pub jobs: Fine,
+}
+
+impl Default for Stages {
+    fn default() -> Stages {
+        Stages {
+            enabled: std::env::var_os("REMIT_DEBUG_TIMING").is_some(),
+            queue: Fine::default(),
+            batch: Fine::default(),
+            wake: Fine::default(),
+            total: Fine::default(),
+            jobs: Fine::default(),
+        }
+    }
+}
+
+impl Stages {
+    pub fn render(&self, out: &mut String) {
+        if !self.enabled {
+            return;
+        }
+        for (name, fine) in [
+            ("queue", &self.queue),
+            ("batch", &self.batch),
+            ("wake", &self.wake),
+            ("total", &self.total),
+            ("jobs", &self.jobs),
+        ] {
+            fine.render(&format!("remit_debug_{name}"), out);
+        }
+    }
+}
+
+/// The number of [`Fine`] buckets: 10 µs × 1.25^i, up to about 5 s.
+const FINE: usize = 60;
+
+/// A histogram of durations in buckets 25% wide, from 10 µs ([`Stages`]).
+#[derive(Debug)]
+pub struct Fine([AtomicU64; FINE]);
+
+impl Default for Fine {
+    fn default() -> Fine {
+        Fine(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+impl Fine {
+    fn bound(i: usize) -> f64 {
+        1e-5 * 1.25f64.powi(i as i32)
+    }
+
+    pub fn observe(&self, seconds: f64) {
+        let i = if seconds <= 1e-5 { 0 } else { ((seconds / 1e-5).ln() / 1.25f64.ln()).ceil() as usize };
+        self.0[i.min(FINE - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, name: &str, out: &mut String) {
+        use std::fmt::Write;
+        for (i, bucket) in self.0.iter().enumerate() {
+            let n = bucket.load(Ordering::Relaxed);
+            if n > 0 {
+                let _ = writeln!(out, "{name}{{le=\"{:.7}\"}} {n}", Fine::bound(i));
+            }
+        }
+    }
 }
