@@ -109,6 +109,10 @@ pub enum Attr {
     /// `granted`): constant per instance. Only a template's conditions read it; no mandate's decision does, and an
     /// engine given one without an instance finds it missing (fails closed).
     Param(String),
+    /// `parent.NAME`: a declared parameter of the parent instance, in a template under a template (sub-delegation
+    /// from an instance). Constant per instance, like [`Attr::Param`]; read from the instance's parent instance
+    /// (its `parent` in `context.grants`). Only the conditions of a template under a template read it.
+    ParentParam(String),
 }
 
 /// An argument of a relation atom: an attribute's text, or a constant (a string written in the policy, or the
@@ -152,6 +156,7 @@ impl Attr {
                 format!("{} - {} {} {seconds}s", later.display(), earlier.display(), op.symbol())
             }
             Attr::Param(name) => name.clone(),
+            Attr::ParentParam(name) => format!("parent.{name}"),
         }
     }
 

@@ -362,6 +362,8 @@ impl Checker<'_> {
             ("now", _) => Attr::Now,
             ("attempt", _) => Attr::Attempt,
             ("level", _) => Attr::Level,
+            // `attribute` accepted it: the parent instance's parameter, in a template under a template.
+            ("parent", Some(f)) => Attr::ParentParam(f.to_string()),
             // Any other name `attribute` accepted is a template's parameter.
             (name, _) => Attr::Param(name.to_string()),
         }
@@ -369,6 +371,25 @@ impl Checker<'_> {
 
     /// The type of an attribute, or `None` after reporting why it has none.
     fn attribute(&mut self, attr: &ast::Attribute, env: &mut CondEnv<'_, '_>) -> Option<Type> {
+        // `parent.NAME`: the parent instance's parameter, in a template under a template (its bounds and rules).
+        if let ("parent", Some(name)) = (attr.root.as_str(), attr.field.as_deref()) {
+            let parent = env.scope.template.and_then(|t| t.parent.as_ref());
+            let ty = match parent {
+                Some((_, params)) if params.contains_key(name) => return Some(params[name].clone()),
+                Some((parent, params)) => {
+                    let candidates: Vec<&str> = params.keys().map(String::as_str).collect();
+                    err::unknown_parent_parameter(name, parent, attr.span, &candidates)
+                }
+                None => err::parent_parameter_not_allowed(
+                    &attr.display(),
+                    env.scope.template.map(|t| t.name.as_str()),
+                    attr.span,
+                ),
+            };
+            self.error(ty);
+            env.failed = true;
+            return None;
+        }
         if let Some(template) = env.scope.template {
             if attr.field.is_none() {
                 if let Some(ty) = template.params.get(&attr.root) {

@@ -811,6 +811,35 @@ pub fn bound_not_parameter(attr: &str, param: &str, span: Span) -> Diagnostic {
     )
 }
 
+pub fn parent_parameter_not_allowed(attr: &str, within: Option<&str>, span: Span) -> Diagnostic {
+    let message = match within {
+        Some(template) => format!("template `{template}` reads `{attr}`, but its parent is not a template"),
+        None => format!("`{attr}` is read outside a template"),
+    };
+    Diagnostic::error("remit::parent-parameter-not-allowed", message)
+        .label(span, "there is no parent instance to read it from")
+        .help(
+            "`parent.NAME` reads a declared parameter of the parent instance, in a template under a template \
+             (`template errand(…) under personal_shopping`); a mandate, or a template under a mandate, has no \
+             parent instance: write the value",
+        )
+}
+
+pub fn unknown_parent_parameter(name: &str, parent: &str, span: Span, candidates: &[&str]) -> Diagnostic {
+    let d = Diagnostic::error(
+        "remit::unknown-parent-parameter",
+        format!("the parent template `{parent}` has no parameter `{name}`"),
+    )
+    .label(span, "not a declared parameter of the parent template");
+    let fallback = if candidates.is_empty() {
+        format!("`{parent}` declares no parameter; `parent.NAME` reads one of its declared parameters")
+    } else {
+        format!("`parent.NAME` reads one of `{parent}`'s declared parameters: {}", candidates.join(", "))
+    };
+    let qualified: Vec<String> = candidates.iter().map(|c| format!("parent.{c}")).collect();
+    suggest(d, &format!("parent.{name}"), &qualified.iter().map(String::as_str).collect::<Vec<_>>(), &fallback)
+}
+
 pub fn reserved_parameter(name: &str, span: Span) -> Diagnostic {
     Diagnostic::error("remit::reserved-parameter", format!("`{name}` cannot name a template parameter"))
         .label(span, "a reserved name")

@@ -476,6 +476,9 @@ struct TemplateScope {
     /// While checking a parameter's bound: its name. A bound reads parameters only (there is no request when an
     /// instance is granted).
     bound_of: Option<String>,
+    /// In a template under a template: the parent template's name and declared parameters, which the template's
+    /// conditions read as `parent.NAME` ([`ir::Attr::ParentParam`]). `None` under a mandate.
+    parent: Option<(String, BTreeMap<String, Type>)>,
 }
 
 /// The longest tool name (as MCP's tool-name guidance bounds it).

@@ -40,16 +40,42 @@ impl Checker<'_> {
                 }
             }
         }
+        // Every template's declared parameters first: a template under a template reads its parent's as
+        // `parent.NAME`, whichever is declared first.
+        let typed: Vec<Vec<(String, Type)>> = decls.iter().map(|t| self.declared_params(t)).collect();
         decls
             .iter()
             .zip(&parents)
-            .map(|(t, parent)| {
-                let under_template = matches!(parent, Some(Parent::Template(_)));
+            .enumerate()
+            .map(|(index, (t, parent))| {
+                let parent_scope = match parent {
+                    Some(Parent::Template(id)) => {
+                        Some((decls[*id].name.text.clone(), typed[*id].iter().cloned().collect()))
+                    }
+                    _ => None,
+                };
                 // A placeholder parent after an error: the program is not produced then.
                 let parent = parent.unwrap_or(Parent::Mandate(0));
-                self.template(t, parent, under_template, tools, effects)
+                self.template(t, &typed[index], parent, parent_scope, tools, effects)
             })
             .collect()
+    }
+
+    /// A template's declared parameters with their types (`remit::reserved-parameter` and
+    /// `remit::duplicate-parameter` reported here, once).
+    fn declared_params(&mut self, t: &ast::TemplateDecl) -> Vec<(String, Type)> {
+        for p in &t.params {
+            if RESERVED.contains(&p.name.text.as_str()) {
+                self.error(err::reserved_parameter(&p.name.text, p.name.span));
+            }
+        }
+        let declared: Vec<ast::Param> = t
+            .params
+            .iter()
+            .filter(|p| !RESERVED.contains(&p.name.text.as_str()))
+            .map(|p| ast::Param { name: p.name.clone(), ty: p.ty.clone(), signed: p.signed })
+            .collect();
+        self.params(&declared)
     }
 
     fn template_parent(&mut self, t: &ast::TemplateDecl) -> Option<Parent> {
@@ -68,24 +94,14 @@ impl Checker<'_> {
     fn template(
         &mut self,
         t: &ast::TemplateDecl,
+        typed: &[(String, Type)],
         parent: Parent,
-        under_template: bool,
+        parent_scope: Option<(String, BTreeMap<String, Type>)>,
         tools: &[ir::Tool],
         effects: &[ir::Effect],
     ) -> ir::Template {
         let name = t.name.text.clone();
-        for p in &t.params {
-            if RESERVED.contains(&p.name.text.as_str()) {
-                self.error(err::reserved_parameter(&p.name.text, p.name.span));
-            }
-        }
-        let declared: Vec<ast::Param> = t
-            .params
-            .iter()
-            .filter(|p| !RESERVED.contains(&p.name.text.as_str()))
-            .map(|p| ast::Param { name: p.name.clone(), ty: p.ty.clone(), signed: p.signed })
-            .collect();
-        let typed = self.params(&declared);
+        let under_template = parent_scope.is_some();
         let mut bound_params: BTreeMap<String, Type> = typed.iter().cloned().collect();
         bound_params.insert("granted".into(), Type::Timestamp);
         let mut body_params = bound_params.clone();
@@ -94,7 +110,7 @@ impl Checker<'_> {
         }
 
         let mut params = Vec::new();
-        for (param_name, ty) in &typed {
+        for (param_name, ty) in typed {
             let decl = t.params.iter().find(|p| p.name.text == *param_name).expect("typed from these");
             let (bound, bound_text) = match &decl.bound {
                 Some(expr) => {
@@ -102,6 +118,7 @@ impl Checker<'_> {
                         name: name.clone(),
                         params: bound_params.clone(),
                         bound_of: Some(param_name.clone()),
+                        parent: parent_scope.clone(),
                     };
                     let scope = Scope { tools, effects, principal: None, template: Some(&scope) };
                     // A bound has no tool: `args.…` is refused before a target would be needed.
@@ -141,7 +158,8 @@ impl Checker<'_> {
             depth_span: t.name.span,
             proved: false,
         };
-        let template_scope = TemplateScope { name: name.clone(), params: body_params.clone(), bound_of: None };
+        let template_scope =
+            TemplateScope { name: name.clone(), params: body_params.clone(), bound_of: None, parent: parent_scope };
         let scope = Scope { tools, effects, principal: None, template: Some(&template_scope) };
         let mut seen: HashMap<&'static str, Span> = HashMap::new();
         let mut once = |this: &mut Self, clause: &'static str, span: Span| -> bool {
@@ -433,9 +451,10 @@ template shopping(cap: money where cap <= 500 USD) under ceiling {
   allow make_payment where args.amount <= cap
 }
 
-template errands(small: money where small <= 20 USD) under shopping {
+template errands(small: money where small <= 20 USD and small <= parent.cap) under shopping {
   holder under "agent:errands/"
   allow make_payment where args.amount <= small and args.merchant != principal and subject.id == holder
+  allow make_payment where args.amount <= parent.cap and args.merchant == "acme"
 }
 "#,
         );
@@ -452,6 +471,13 @@ template errands(small: money where small <= 20 USD) under shopping {
             .filter(|a| matches!(a, Attr::Param(_)))
             .collect();
         assert_eq!(reads, [Attr::Param("small".into()), Attr::Param("principal".into()), Attr::Param("holder".into())]);
+        // `parent.cap`: the parent instance's parameter, in the bounds and in the rules, of the parent's type.
+        let bound = atoms(&errands.param("small").unwrap().bound);
+        assert!(matches!(&bound[1].attr, Attr::Compare(left, CompareOp::Le, right, Type::Money)
+            if **left == Attr::Param("small".into()) && **right == Attr::ParentParam("cap".into())));
+        assert_eq!(bound[1].attr.display(), "small <= parent.cap");
+        let capped = atoms(&errands.rules[1].condition);
+        assert!(capped[0].attr.reads().contains(&&Attr::ParentParam("cap".into())));
     }
 
     #[test]

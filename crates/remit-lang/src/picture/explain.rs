@@ -376,6 +376,18 @@ fn request_value(program: &Program, json: &Json, grant: Option<&Json>, attr: &At
                 _ => grant.get("params")?.get(name).cloned(),
             }
         }
+        // The parent instance's parameter: the entry of `context.grants` the instance's `parent` (`TEMPLATE/ID`)
+        // names.
+        Attr::ParentParam(name) => {
+            let reference = grant?.get("parent")?.as_str()?;
+            let (template, id) = reference.split_once('/')?;
+            let grants = json.pointer("/context/grants")?.as_array()?;
+            let parent = grants.iter().find(|g| {
+                g.get("template").and_then(Json::as_str) == Some(template)
+                    && g.get("id").and_then(Json::as_str) == Some(id)
+            })?;
+            parent.get("params")?.get(name).cloned()
+        }
     }
 }
 

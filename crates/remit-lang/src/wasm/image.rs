@@ -215,6 +215,7 @@ impl<'p> Writer<'p> {
     /// The fields of an [`rec::Atom`] record that say how `attr` is read as `ty`: its code and name, its type, whether
     /// its money may be negative, its display, and a derived attribute's operands (each a record of its own).
     fn attribute(&mut self, attr: &Attr, ty: &Type) -> rec::Atom {
+        let parent_param = attr.display();
         let (code, name) = match attr {
             Attr::Arg(name) => (rec::ATTR_ARG, Some(name.as_str())),
             Attr::ResourceId => (rec::ATTR_RESOURCE_ID, None),
@@ -234,6 +235,11 @@ impl<'p> Writer<'p> {
             Attr::Elapsed(..) => (rec::ATTR_ELAPSED, None),
             // A template's parameter: read from the instance the request is decided under.
             Attr::Param(name) => (rec::ATTR_PARAM, Some(name.as_str())),
+            // `parent.NAME` (a template under a template): until the runtime has a code of its own for the parent
+            // instance's parameters, it is written as a parameter named `parent.NAME`, which no instance can have
+            // (a parameter's name has no `.`, and an undeclared one is refused), so the runtime finds it missing
+            // and fails closed.
+            Attr::ParentParam(_) => (rec::ATTR_PARAM, Some(parent_param.as_str())),
         };
         let mut r = rec::Atom { attr: code, ty: self.ty(ty), ..rec::Atom::default() };
         if let Some(name) = name {

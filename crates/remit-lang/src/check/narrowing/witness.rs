@@ -144,8 +144,8 @@ pub fn request_with(
             | Attr::Member(..)
             | Attr::InCalendar(..)
             | Attr::Elapsed(..) => {}
-            // A template's parameter is no part of a request (no mandate reads one).
-            Attr::Param(_) => {}
+            // A template's parameter is no part of a request (no mandate reads one), nor is its parent instance's.
+            Attr::Param(_) | Attr::ParentParam(_) => {}
         }
     }
     let model_now = match value_of(&Attr::Now) {
