@@ -13,7 +13,7 @@
 
 /// `remit` + image version, the first word of every image.
 pub const MAGIC: u32 = 0x7469_6d72; // "rmit"
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Reads the little-endian `u32` at `at`, or 0 outside `image`.
 #[inline(always)]
@@ -210,7 +210,9 @@ record! {
         name_off, name_len,
         /// The index of its [`MANDATE_TEMPLATE`] mandate record.
         mandate,
-        /// 1 when its parent is a template (sub-delegation: its instances are refused, `parent-template`).
+        /// Its parent template's index + 1 (sub-delegation: its instances name their parent instance, `parent`); 0
+        /// when its parent is a mandate. Version 5: before, 1 when its parent was a template (whose instances were
+        /// refused).
         parent_template,
         /// [`TemplateParam`] records, in declaration order.
         params_off, params_count,
@@ -258,6 +260,11 @@ record! {
 /// `request.malformed`.
 pub const MAX_GRANTS: usize = 256;
 
+/// The most instances one chain holds (`eval::instance::MAX_INSTANCE_DEPTH`): an instance and the instances it hangs
+/// under (a template under a template, its parent instance named by the entry's `parent`). An instance of a template
+/// nested deeper is `grant.invalid`; a chain's instances are kept in a fixed array of this length.
+pub const MAX_INSTANCE_DEPTH: usize = 8;
+
 record! {
     /// An approval kind.
     Kind {
@@ -295,7 +302,10 @@ record! {
     /// `TEMPLATE/…` (names are identifiers, whose bytes all sort after `/`, and mandates and templates share one
     /// namespace). `window` is 1 for the instance's window (`"rule":"valid"`), whose text a decision writes from
     /// the instance's instants (`valid from … until …`; no other clause's text begins with `valid`).
-    Entry { json_off, json_len, rank, instance, window }
+    ///
+    /// `template` is the index + 1 of the template whose mandate the entry belongs to (0: a mandate's entry): which
+    /// instance of a chain of instances (sub-delegation) it names. Added in version 5.
+    Entry { json_off, json_len, rank, instance, window, template }
 }
 
 record! {

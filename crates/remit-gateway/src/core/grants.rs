@@ -127,7 +127,7 @@ impl Gateway {
             params
         };
         let id = program.templates.iter().position(|t| t.name == record.template).expect("found above");
-        let checked = remit_lang::eval::grants::validate_instance(program, template, &instance, &ancestors, now);
+        let checked = remit_lang::eval::grants::validate_instance_under(program, template, &instance, &ancestors, now);
         // An unproved template (granted with `--grant-unproved`): this instance, within its bounds, is proved on its
         // own; one that widens its parent is refused with the witness.
         if checked.is_ok() && !template.proved {

@@ -30,6 +30,8 @@ pub(crate) struct Env<'a> {
     pub principal: &'a str,
     /// The instance of a template the request is decided under, once checked: a parameter reads its value.
     pub instance: Option<&'a super::instance::Instance>,
+    /// The instance `instance` hangs under, when its template hangs under a template (sub-delegation).
+    pub parent: Option<&'a super::instance::Instance>,
 }
 
 /// Evaluates `cond`. Every child is evaluated; an error in any child is the result (see the module header).
@@ -695,7 +697,15 @@ mod tests {
         let program = program();
         eval(
             cond,
-            &Env { program: &program, request: req, tool: 0, listing: false, principal: "user:p", instance: None },
+            &Env {
+                program: &program,
+                request: req,
+                tool: 0,
+                listing: false,
+                principal: "user:p",
+                instance: None,
+                parent: None,
+            },
         )
     }
 
@@ -802,8 +812,15 @@ mod tests {
     fn levels_compare_by_position() {
         let req = base("{}", "{}");
         let program = program();
-        let env =
-            Env { program: &program, request: &req, tool: 0, listing: false, principal: "user:p", instance: None };
+        let env = Env {
+            program: &program,
+            request: &req,
+            tool: 0,
+            listing: false,
+            principal: "user:p",
+            instance: None,
+            parent: None,
+        };
         let at_most = |l| atom(Attr::Level, Type::Level, Test::Compare(CompareOp::Le, Value::Level(l)));
         let level = program.tools[0].level;
         assert_eq!(eval(&at_most(level), &env), Ok(true));
@@ -838,7 +855,15 @@ mod tests {
         )
         .expect("listing request parses");
         let program = program();
-        let env = Env { program: &program, request: &req, tool: 0, listing: true, principal: "user:p", instance: None };
+        let env = Env {
+            program: &program,
+            request: &req,
+            tool: 0,
+            listing: true,
+            principal: "user:p",
+            instance: None,
+            parent: None,
+        };
         let on_arg = arg("to", Type::String, Test::Under("press@".into()));
         let on_ctx = atom(Attr::Context("region".into()), Type::String, Test::Under("eu".into()));
         let on_subject = atom(Attr::SubjectId, Type::String, Test::Under("agent:".into()));

@@ -2,7 +2,8 @@
 //! request's `context.grants` and in the gateway's store, and the check that it lies within its template — the
 //! parameters' types, the bounds (evaluated by the interpreter's condition code), the principal and holder patterns
 //! and the validity window. The gateway runs [`validate_instance`] when someone grants; every decision runs the same
-//! check again on the instance it is given ([`check`]), and an instance that fails it is decided `grant.invalid`.
+//! check again on the instance it is given and the instances it hangs under ([`check_lineage`]), and an instance
+//! that fails it is decided `grant.invalid`.
 
 use std::collections::BTreeMap;
 
@@ -11,9 +12,9 @@ use serde_json::Value as Json;
 
 use super::cond::{self, Env};
 use super::instance::Instance;
-pub use super::instance::{GrantInstance, MAX_GRANTS, MAX_INSTANCE_ID};
+pub use super::instance::{GrantInstance, MAX_GRANTS, MAX_INSTANCE_DEPTH, MAX_INSTANCE_ID};
 use super::request::Request;
-use crate::ir::{Parent, Program, Template, TimeBound, Value};
+use crate::ir::{Parent, Program, Template, TemplateId, TimeBound, Value};
 use crate::value::{format_instant, format_timestamp, parse_instant, NANOS_PER_SECOND};
 
 /// Why an instance is not within its template. Serialises as `{"problem", "field", "condition", "value"}`.
@@ -45,11 +46,20 @@ pub struct GrantRefusal {
 pub enum GrantProblem {
     /// The instance names another template than the one it is checked against.
     TemplateMismatch,
-    /// The template hangs under a template: instances of those are not decided yet (sub-delegation).
-    ParentTemplate,
+    /// The template hangs under a template and the instance names no parent instance (`parent`), or one that
+    /// `context.grants` does not hold (revoked, or never granted).
+    ParentMissing,
+    /// The instance's `parent` names an instance of another template than its template's parent template, or the
+    /// instance names a parent though its template hangs under a mandate.
+    ParentMismatch,
+    /// `context.grants` holds two entries the instance's `parent` names.
+    ParentAmbiguous,
+    /// The template is nested more than [`MAX_INSTANCE_DEPTH`] templates deep: no engine decides its instances.
+    TooDeep,
     /// `granted` is not an RFC 3339 timestamp.
     GrantedMalformed,
-    /// The principal is blank, or not admitted by the template's `for`.
+    /// The principal is blank, or not admitted by the template's `for`, or (under a template) not its parent
+    /// instance's.
     PrincipalNotAdmitted,
     /// The holder is not admitted by the template's `holder`.
     HolderNotAdmitted,
@@ -76,7 +86,10 @@ impl GrantProblem {
     pub fn code(self) -> &'static str {
         match self {
             GrantProblem::TemplateMismatch => "template-mismatch",
-            GrantProblem::ParentTemplate => "parent-template",
+            GrantProblem::ParentMissing => "parent-missing",
+            GrantProblem::ParentMismatch => "parent-mismatch",
+            GrantProblem::ParentAmbiguous => "parent-ambiguous",
+            GrantProblem::TooDeep => "too-deep",
             GrantProblem::GrantedMalformed => "granted-malformed",
             GrantProblem::PrincipalNotAdmitted => "principal-not-admitted",
             GrantProblem::HolderNotAdmitted => "holder-not-admitted",
@@ -103,47 +116,215 @@ impl std::fmt::Display for GrantRefusal {
 
 /// Checks `instance` against `template` of `program` as a grant is checked: everything [`check`] looks at (what
 /// every decision re-checks), and that its window has not ended at `now` (nanoseconds since the Unix epoch) and
-/// ends no later than its parent mandate's. The first problem found is the refusal.
+/// ends no later than its parent mandate's. The first problem found is the refusal. An instance of a template under
+/// a template needs its parent instance: [`validate_instance_under`].
 pub fn validate_instance(
     program: &Program,
     template: &Template,
     instance: &GrantInstance,
     now: i128,
 ) -> Result<(), GrantRefusal> {
-    let checked = check(program, template, instance)?;
+    validate_instance_under(program, template, instance, &[], now)
+}
+
+/// [`validate_instance`] for any instance, with `grants` the instances it may hang under (for an instance of a
+/// template under a template: its parent instance, named by its `parent` as `TEMPLATE/ID`, and that one's
+/// ancestors, each the current version, as a decision finds them in `context.grants`; other entries are passed over).
+/// The parent must be there, an instance of the template's parent template, valid itself (recursively) and of the
+/// same principal; the bounds read its parameters (`parent.NAME`); the window must end no later than the parent
+/// instance's. A refusal about an ancestor names its field with one `parent.` per step up
+/// (`parent.params.cap`: the parent's `cap` fails its own bound).
+pub fn validate_instance_under(
+    program: &Program,
+    template: &Template,
+    instance: &GrantInstance,
+    grants: &[GrantInstance],
+    now: i128,
+) -> Result<(), GrantRefusal> {
+    let Some(id) = program.templates.iter().position(|t| std::ptr::eq(t, template) || t.name == template.name) else {
+        let value = Some(quoted(&instance.template));
+        let condition = format!("template {}", template.name);
+        return Err(refusal(GrantProblem::TemplateMismatch, "template", condition, value));
+    };
+    let lineage = lineage(program, id, instance, grants);
+    let checked = check_lineage(program, &lineage).map_err(|(level, mut refusal)| {
+        let up = lineage.links.len() - 1 - level;
+        refusal.field = format!("{}{}", "parent.".repeat(up), refusal.field);
+        refusal
+    })?;
+    let leaf = checked.last().expect("a checked lineage ends with the instance");
     let window = || GrantRefusal {
         problem: GrantProblem::WindowEnded,
         field: "valid".into(),
         condition: window_text(template),
-        value: checked.valid_until.map(|t| quoted(&format_instant(t))),
+        value: leaf.valid_until.map(|t| quoted(&format_instant(t))),
         witness: None,
         instance_narrows: None,
     };
-    if let Some(until) = checked.valid_until {
+    if let Some(until) = leaf.valid_until {
         if until <= now {
             return Err(window());
         }
         let parent = match template.parent {
-            Parent::Mandate(parent) => program.expires_at(parent),
-            Parent::Template(_) => None,
+            Parent::Mandate(parent) => program.expires_at(parent).map(|p| i128::from(p) * NANOS_PER_SECOND),
+            // The parent instance's own window (its template's parent's ends no earlier: checked when it was granted).
+            Parent::Template(_) => checked.len().checked_sub(2).and_then(|p| checked[p].valid_until),
         };
-        if parent.is_some_and(|p| until > i128::from(p) * NANOS_PER_SECOND) {
+        if parent.is_some_and(|p| until > p) {
             return Err(GrantRefusal { problem: GrantProblem::WindowInvalid, ..window() });
         }
     }
     Ok(())
 }
 
-/// The check every decision runs on the instance it is given (and [`validate_instance`] at grant time), in this
-/// order: the template's name; its parent is a mandate; `granted` is a timestamp; the principal (not blank, admitted
-/// by `for`; anyone when `for` is not written) and the holder (admitted by `holder`); each declared parameter in
-/// declaration order has a value of its type; no value for an undeclared one (the first by name); each bound in
-/// declaration order holds (an error evaluating it fails it); the window does not end before it begins.
+/// The instances an instance hangs under (sub-delegation), found in `context.grants`, and the instance itself, last:
+/// `links` root first, each with its template. An instance of a template under a template names its parent as
+/// `TEMPLATE/ID` (`parent`): the one entry of that template (its template's parent) with that id. The walk stops
+/// at the first link it cannot follow (`broken`, about `links[0]`): a `parent` missing, naming no entry or another
+/// template, or two entries; a `parent` on an instance of a template under a mandate; or a template nested more
+/// than [`MAX_INSTANCE_DEPTH`] deep (then `links` is the instance alone). It cannot loop: each step goes one template
+/// up, and templates form no cycle (the checker refuses one; the walk is bounded by the depth anyway).
+pub(crate) struct Lineage<'g> {
+    pub links: Vec<(TemplateId, &'g GrantInstance)>,
+    pub broken: Option<GrantRefusal>,
+}
+
+/// How many templates deep `template` sits: 1 under a mandate, one more per template above it (at most
+/// [`MAX_INSTANCE_DEPTH`] + 1 is counted).
+fn depth(program: &Program, template: TemplateId) -> usize {
+    let mut depth = 1;
+    let mut current = template;
+    while let Parent::Template(parent) = program.templates[current].parent {
+        depth += 1;
+        if depth > MAX_INSTANCE_DEPTH {
+            break;
+        }
+        current = parent;
+    }
+    depth
+}
+
+/// `template NAME under PARENT`: the clause a refusal about the parent link names.
+pub(crate) fn parent_clause(program: &Program, template: &Template) -> String {
+    let parent = match template.parent {
+        Parent::Mandate(m) => program.mandates.get(m).map_or("", |m| m.name.as_str()),
+        Parent::Template(t) => program.templates.get(t).map_or("", |t| t.name.as_str()),
+    };
+    format!("template {} under {parent}", template.name)
+}
+
+fn refusal(problem: GrantProblem, field: &str, condition: String, value: Option<String>) -> GrantRefusal {
+    GrantRefusal { problem, field: field.to_string(), condition, value, witness: None, instance_narrows: None }
+}
+
+pub(crate) fn lineage<'g>(
+    program: &Program,
+    template: TemplateId,
+    grant: &'g GrantInstance,
+    grants: &'g [GrantInstance],
+) -> Lineage<'g> {
+    let mut links = vec![(template, grant)];
+    if depth(program, template) > MAX_INSTANCE_DEPTH {
+        let condition = parent_clause(program, &program.templates[template]);
+        let broken = refusal(GrantProblem::TooDeep, "template", condition, Some(quoted(&grant.template)));
+        return Lineage { links, broken: Some(broken) };
+    }
+    for _ in 0..MAX_INSTANCE_DEPTH {
+        let (t, g) = links[0];
+        let clause = || parent_clause(program, &program.templates[t]);
+        let link = |problem| Some(refusal(problem, "parent", clause(), g.parent.as_deref().map(quoted)));
+        let broken = match (program.templates[t].parent, g.parent.as_deref()) {
+            (Parent::Mandate(_), None) => None,
+            (Parent::Mandate(_), Some(_)) => link(GrantProblem::ParentMismatch),
+            (Parent::Template(_), None) => link(GrantProblem::ParentMissing),
+            (Parent::Template(above), Some(reference)) => {
+                let name = program.templates[above].name.as_str();
+                match reference.strip_prefix(name).and_then(|rest| rest.strip_prefix('/')) {
+                    None => link(GrantProblem::ParentMismatch),
+                    Some(id) => {
+                        let mut found = grants.iter().filter(|c| c.template == name && c.id == id);
+                        match (found.next(), found.next()) {
+                            (None, _) => link(GrantProblem::ParentMissing),
+                            (Some(parent), None) => {
+                                links.insert(0, (above, parent));
+                                continue;
+                            }
+                            (Some(_), Some(_)) => link(GrantProblem::ParentAmbiguous),
+                        }
+                    }
+                }
+            }
+        };
+        return Lineage { links, broken };
+    }
+    // Never reached: the depth was checked above.
+    let broken = refusal(GrantProblem::TooDeep, "template", parent_clause(program, &program.templates[template]), None);
+    Lineage { links: vec![(template, grant)], broken: Some(broken) }
+}
+
+/// The check every decision runs on an instance, without the time of day: [`check_lineage`] on the instances it
+/// hangs under found in `grants`, the refusal's field named as [`validate_instance_under`] names it.
 pub(crate) fn check(
     program: &Program,
     template: &Template,
     instance: &GrantInstance,
+    grants: &[GrantInstance],
 ) -> Result<Instance, GrantRefusal> {
+    let Some(id) = program.templates.iter().position(|t| t.name == template.name) else {
+        let value = Some(quoted(&instance.template));
+        let condition = format!("template {}", template.name);
+        return Err(refusal(GrantProblem::TemplateMismatch, "template", condition, value));
+    };
+    let lineage = lineage(program, id, instance, grants);
+    check_lineage(program, &lineage).map(|mut all| all.pop().expect("the instance")).map_err(|(level, mut r)| {
+        r.field = format!("{}{}", "parent.".repeat(lineage.links.len() - 1 - level), r.field);
+        r
+    })
+}
+
+/// The check every decision runs on the instance it is decided under and the instances it hangs under (and
+/// [`validate_instance_under`] at grant time). The checked instances, root first, or the refusal with the index in
+/// `links` of the instance it is about. In this order: each instance's own checks, from the instance up
+/// ([`own`]: its template's name, `granted`, the principal and the holder, the parameters' types, no undeclared
+/// one); the link of the topmost instance found ([`Lineage::broken`]); then from the top down, each instance's
+/// principal is its parent instance's, its bounds hold (reading its parent's parameters as `parent.NAME`), its
+/// window does not end before it begins.
+pub(crate) fn check_lineage(program: &Program, lineage: &Lineage) -> Result<Vec<Instance>, (usize, GrantRefusal)> {
+    let links = &lineage.links;
+    let mut owns = Vec::with_capacity(links.len());
+    for (level, &(t, grant)) in links.iter().enumerate().rev() {
+        owns.push(own(program, &program.templates[t], grant).map_err(|r| (level, r))?);
+    }
+    owns.reverse();
+    if let Some(broken) = &lineage.broken {
+        return Err((0, broken.clone()));
+    }
+    let mut checked: Vec<Instance> = Vec::with_capacity(links.len());
+    for (level, (&(t, grant), params)) in links.iter().zip(owns).enumerate() {
+        let template = &program.templates[t];
+        let parent = checked.last();
+        if let Some(parent) = parent {
+            if parent.params.get("principal") != Some(&Value::String(grant.principal.clone())) {
+                let condition = parent_clause(program, template);
+                let value = Some(quoted(&grant.principal));
+                return Err((level, refusal(GrantProblem::PrincipalNotAdmitted, "principal", condition, value)));
+            }
+        }
+        let instance = finish(program, template, grant, params, parent).map_err(|r| (level, r))?;
+        checked.push(instance);
+    }
+    Ok(checked)
+}
+
+/// An instance's own checks, in this order: the template's name; `granted` is a timestamp; the principal (not
+/// blank, admitted by `for`; anyone when `for` is not written, as under a template) and the holder (admitted by
+/// `holder`); each declared parameter in declaration order has a value of its type; no value for an undeclared one
+/// (the first by name). Its values decoded, the implicit `principal`, `holder` and `granted` included.
+fn own(
+    program: &Program,
+    template: &Template,
+    instance: &GrantInstance,
+) -> Result<BTreeMap<String, Value>, GrantRefusal> {
     let refuse = |problem, field: &str, condition: String, value: Option<String>| GrantRefusal {
         problem,
         field: field.to_string(),
@@ -155,11 +336,6 @@ pub(crate) fn check(
     if instance.template != template.name {
         let value = Some(quoted(&instance.template));
         return Err(refuse(GrantProblem::TemplateMismatch, "template", format!("template {}", template.name), value));
-    }
-    if let Parent::Template(parent) = template.parent {
-        let under = program.templates.get(parent).map_or("", |t| t.name.as_str());
-        let condition = format!("template {} under {under}", template.name);
-        return Err(refuse(GrantProblem::ParentTemplate, "template", condition, Some(quoted(&template.name))));
     }
     let Some(granted) = parse_instant(&instance.granted) else {
         let value = Some(quoted(&instance.granted));
@@ -185,7 +361,6 @@ pub(crate) fn check(
     params.insert("principal".to_string(), Value::String(instance.principal.clone()));
     params.insert("holder".to_string(), Value::String(instance.holder.clone()));
     params.insert("granted".to_string(), Value::Timestamp(granted));
-    let blank = Request::blank();
     for param in &template.params {
         let field = format!("params.{}", param.name);
         let declaration = format!("{}: {}", param.name, param.ty.display());
@@ -205,14 +380,28 @@ pub(crate) fn check(
         let value = instance.params.get(name).map(canonical);
         return Err(refuse(GrantProblem::ParamUnknown, &format!("params.{name}"), condition, value));
     }
+    Ok(params)
+}
+
+/// An instance's bounds, each in declaration order (an error evaluating it fails it; `parent.NAME` reads the parent
+/// instance's values), and its window (it must not end before it begins).
+fn finish(
+    program: &Program,
+    template: &Template,
+    instance: &GrantInstance,
+    params: BTreeMap<String, Value>,
+    parent: Option<&Instance>,
+) -> Result<Instance, GrantRefusal> {
+    let blank = Request::blank();
     let checked = Instance { name: instance.name(), params, valid_from: None, valid_until: None };
-    let env = Env { program, request: &blank, tool: 0, listing: false, principal: "", instance: Some(&checked) };
+    let env =
+        Env { program, request: &blank, tool: 0, listing: false, principal: "", instance: Some(&checked), parent };
     for param in &template.params {
         if cond::eval(&param.bound, &env) != Ok(true) {
             let field = format!("params.{}", param.name);
             let condition = param.bound_text.clone().unwrap_or_else(|| "true".into());
             let value = instance.params.get(&param.name).map(canonical);
-            return Err(refuse(GrantProblem::BoundFailed, &field, condition, value));
+            return Err(refusal(GrantProblem::BoundFailed, &field, condition, value));
         }
     }
     let instant = |bound: &Option<TimeBound>| match bound {
@@ -227,7 +416,7 @@ pub(crate) fn check(
     if let (Some(from), Some(until)) = (valid_from, valid_until) {
         if until <= from {
             let value = Some(quoted(&format_instant(until)));
-            return Err(refuse(GrantProblem::WindowInvalid, "valid", window_text(template), value));
+            return Err(refusal(GrantProblem::WindowInvalid, "valid", window_text(template), value));
         }
     }
     Ok(Instance { valid_from, valid_until, ..checked })
@@ -338,7 +527,7 @@ template shopping(
         assert_eq!(validate_instance(&program, &program.templates[0], &inst, NOW), Ok(()));
         assert_eq!(inst.name(), "shopping/g-1@3");
         assert_eq!(inst.reference(), "shopping/g-1");
-        let checked = check(&program, &program.templates[0], &inst).unwrap();
+        let checked = check(&program, &program.templates[0], &inst, &[]).unwrap();
         assert_eq!(checked.params["cap"], Value::Money(crate::value::Money::parse("40.00 USD").unwrap()));
         assert_eq!(checked.valid_until, parse_instant("2026-12-10T00:00:00Z"));
         // The JSON shape round-trips.
@@ -423,7 +612,7 @@ template shopping(
         let r = refusal(&program, &inst);
         assert_eq!((r.problem, r.condition.as_str()), (GrantProblem::WindowEnded, "valid until until"));
         // A decision re-checks the rest, and decides the window as it decides any mandate's (`mandate.expired`).
-        assert!(check(&program, &program.templates[0], &inst).is_ok());
+        assert!(check(&program, &program.templates[0], &inst, &[]).is_ok());
         let later = 1_893_000_000 * NANOS_PER_SECOND; // 2029-12-26
         let mut inst = instance(json!({"merchants": [], "cap": "1.00 USD", "until": "2030-01-20T00:00:00Z"}));
         inst.granted = "2029-12-25T00:00:00Z".into();
@@ -653,7 +842,7 @@ template shopping(
             };
             let under_instance = decide(&program, request(Some("shopping/g-1")).as_bytes());
             let under_parent = decide(&program, request(Some("ceiling")).as_bytes());
-            let checked = check(&program, template, &instance);
+            let checked = check(&program, template, &instance, &[]);
             let invalid = under_instance.reasons == ["grant.invalid"];
             if subject == instance.holder {
                 assert_eq!(invalid, checked.is_err(), "{}", request(None));

@@ -19,6 +19,11 @@ pub const MAX_INSTANCE_ID: usize = remit_rt::request::MAX_INSTANCE_ID;
 /// only the subject's instances).
 pub const MAX_GRANTS: usize = remit_rt::image::MAX_GRANTS;
 
+/// The most instances one chain holds: an instance and the instances it hangs under (sub-delegation, a template
+/// under a template). An instance of a template nested deeper is `grant.invalid` in every engine (the runtime keeps
+/// a chain's instances in a fixed array, `remit_rt::image::MAX_INSTANCE_DEPTH`).
+pub const MAX_INSTANCE_DEPTH: usize = remit_rt::image::MAX_INSTANCE_DEPTH;
+
 /// One granted instance of a template, as the gateway stores it and fills it into a request's `context.grants`:
 /// `{"id", "version", "template", "principal", "holder", "params": {NAME: VALUE}, "granted": RFC 3339}`. Each
 /// parameter's value has the JSON encoding a tool argument of its type has (docs/requests.md): money
@@ -35,6 +40,11 @@ pub struct GrantInstance {
     pub params: Map<String, Json>,
     /// When it was granted (this version), RFC 3339, from the store's clock: the implicit parameter `granted`.
     pub granted: String,
+    /// For an instance of a template under a template (sub-delegation): the instance it hangs under, as
+    /// `TEMPLATE/ID` (no version: the parent's current entry in `context.grants` is the one used). Absent for an
+    /// instance of a template under a mandate (present there, the instance is invalid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl GrantInstance {
@@ -51,11 +61,16 @@ impl GrantInstance {
 
     /// Reads one entry of `context.grants` strictly: an object whose `id` (1 to [`MAX_INSTANCE_ID`] bytes, not
     /// blank), `template`, `principal`, `holder` and `granted` are strings, `version` a whole number ≥ 0 and
-    /// `params` an object (other keys are ignored). `None` for anything else: the request is malformed.
+    /// `params` an object, and `parent`, when present, a string (other keys are ignored). `None` for anything else:
+    /// the request is malformed.
     pub fn from_json(json: &Json) -> Option<GrantInstance> {
         let object = json.as_object()?;
         let text = |key: &str| object.get(key).and_then(Json::as_str).map(str::to_string);
         let id = text("id").filter(|id| id.len() <= MAX_INSTANCE_ID && !crate::value::is_blank(id))?;
+        let parent = match object.get("parent") {
+            None => None,
+            Some(parent) => Some(parent.as_str()?.to_string()),
+        };
         Some(GrantInstance {
             id,
             version: object.get("version").and_then(Json::as_u64)?,
@@ -64,6 +79,7 @@ impl GrantInstance {
             holder: text("holder")?,
             params: object.get("params").and_then(Json::as_object).cloned()?,
             granted: text("granted")?,
+            parent,
         })
     }
 }

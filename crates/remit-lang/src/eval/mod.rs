@@ -89,7 +89,7 @@ fn decide_request(program: &Program, req: &Request) -> Decision {
         Some(denied) => (**denied).clone(),
         None if chain.holds(&req.subject_id) => {
             let mut tally = Tally::default();
-            tally.examine(program, req, call, tool, &mandates, chain.instance.as_ref());
+            tally.examine(program, req, call, tool, &mandates, &chain.instances);
             tally.into_decision(program, req, tool, &mandates)
         }
         None => Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy),
@@ -140,10 +140,7 @@ pub(crate) fn resolve<'r>(program: &Program, req: &'r Request) -> Result<Under<'
             // The mandates an instance hangs under are its ceiling, not a second mandate of its holder's.
             let shadowed: Vec<MandateId> = instances
                 .iter()
-                .filter_map(|g| match program.templates[program.template_index[&g.template]].parent {
-                    Parent::Mandate(parent) => Some(program.chain(parent)),
-                    Parent::Template(_) => None,
-                })
+                .filter_map(|g| ceiling(program, program.template_index[&g.template]).map(|m| program.chain(m)))
                 .flatten()
                 .collect();
             let statics = (0..program.mandates.len())
@@ -165,44 +162,77 @@ pub(crate) fn resolve<'r>(program: &Program, req: &'r Request) -> Result<Under<'
     }
 }
 
-/// The mandates a request is decided under, root first: the policy's, and for an instance the mandate made of its
-/// template and values (named `TEMPLATE/ID@VERSION`, under the template's parent), last.
+/// The mandate a template's instances hang under at the top: its parent, or for a template under a template
+/// (sub-delegation) the parent of the topmost template above it. `None` only for a malformed program.
+pub(crate) fn ceiling(program: &Program, template: TemplateId) -> Option<MandateId> {
+    let mut current = template;
+    for _ in 0..=program.templates.len() {
+        match program.templates.get(current)?.parent {
+            Parent::Mandate(m) => return Some(m),
+            Parent::Template(t) => current = t,
+        }
+    }
+    None
+}
+
+/// The mandates a request is decided under, root first: the policy's, and for an instance the mandates made of its
+/// template and values (named `TEMPLATE/ID@VERSION`) last: the instances it hangs under (sub-delegation) first, under
+/// the chain of the topmost template's parent.
 pub(crate) struct Chain<'p> {
     statics: Vec<&'p Mandate>,
-    instance_mandate: Option<Mandate>,
-    /// The checked instance, when the request is decided under one.
-    pub instance: Option<instance::Instance>,
+    /// The mandates of the instances, root first: those found of the request's instance's lineage (all of them
+    /// unless a link is broken, `grants::Lineage`), the request's instance last.
+    instance_mandates: Vec<Mandate>,
+    /// The checked instances, parallel to `instance_mandates` (empty unless the request's instance passed its check).
+    pub instances: Vec<instance::Instance>,
     /// The decision when the instance fails its check (`grant.invalid`).
     pub invalid: Option<Box<Decision>>,
 }
 
+/// The instance of the chain's mandate at `position`, and the instance above it (its parent instance), when the
+/// chain ends with the checked `instances`.
+pub(crate) fn instance_at<'i>(
+    chain_len: usize,
+    instances: &'i [instance::Instance],
+    position: usize,
+) -> (Option<&'i instance::Instance>, Option<&'i instance::Instance>) {
+    let first = chain_len.saturating_sub(instances.len());
+    match position.checked_sub(first) {
+        Some(i) => (instances.get(i), i.checked_sub(1).and_then(|p| instances.get(p))),
+        None => (None, None),
+    }
+}
+
 impl<'p> Chain<'p> {
     /// The chain for `under`. An instance whose holder is not the subject is `subject.not-holder` (before its check,
-    /// as for any mandate); one that fails its check ([`grants::check`]) carries its `grant.invalid` decision.
+    /// as for any mandate); one that fails its check ([`grants::check_lineage`], the instances it hangs under
+    /// included) carries its `grant.invalid` decision, whose rule names the instance that fails.
     pub(crate) fn of(program: &'p Program, req: &Request, under: &Under) -> Result<Chain<'p>, Box<Decision>> {
         let policy = program.hash.as_str();
         let (template_id, grant) = match *under {
             Under::Mandate(leaf) => {
                 let statics = program.chain(leaf).into_iter().map(|m| &program.mandates[m]).collect();
-                return Ok(Chain { statics, instance_mandate: None, instance: None, invalid: None });
+                return Ok(Chain { statics, instance_mandates: Vec::new(), instances: Vec::new(), invalid: None });
             }
             Under::Instance(template, grant) => (template, grant),
         };
-        let template = &program.templates[template_id];
-        let statics: Vec<&Mandate> = match template.parent {
-            Parent::Mandate(parent) => program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect(),
-            Parent::Template(_) => Vec::new(),
+        let statics: Vec<&Mandate> = match ceiling(program, template_id) {
+            Some(top) => program.chain(top).into_iter().map(|m| &program.mandates[m]).collect(),
+            None => Vec::new(),
         };
-        let instance_mandate = Chain::instance_mandate(template, grant);
-        let mut chain = Chain { statics, instance_mandate: Some(instance_mandate), instance: None, invalid: None };
+        let lineage = grants::lineage(program, template_id, grant, req.grants.as_deref().unwrap_or(&[]));
+        let instance_mandates =
+            lineage.links.iter().map(|&(t, g)| Chain::instance_mandate(&program.templates[t], g)).collect();
+        let mut chain = Chain { statics, instance_mandates, instances: Vec::new(), invalid: None };
         if grant.holder != req.subject_id {
             let mut decision = Decision::deny(vec![err::SUBJECT_NOT_HOLDER.into()], policy);
             decision.mandate_chain = chain.mandates().iter().map(|m| m.name.clone()).collect();
             return Err(Box::new(decision));
         }
-        match grants::check(program, template, grant) {
-            Ok(instance) => chain.instance = Some(instance),
-            Err(refusal) => {
+        match grants::check_lineage(program, &lineage) {
+            Ok(instances) => chain.instances = instances,
+            Err((level, refusal)) => {
+                let template = &program.templates[lineage.links[level].0];
                 let span = refusal
                     .field
                     .strip_prefix("params.")
@@ -214,12 +244,7 @@ impl<'p> Chain<'p> {
                         attribute: refusal.field.clone(),
                         value: refusal.value.clone(),
                     }),
-                    ..deciding_rule(
-                        program,
-                        chain.instance_mandate.as_ref().expect("an instance"),
-                        &refusal.condition,
-                        span,
-                    )
+                    ..deciding_rule(program, &chain.instance_mandates[level], &refusal.condition, span)
                 };
                 let mut decision = Decision::deny(vec![err::GRANT_INVALID.into()], policy);
                 decision.rules = vec![rule];
@@ -261,10 +286,8 @@ impl<'p> Chain<'p> {
     /// policy image stores (`remit_rt::image::MANDATE_TEMPLATE`), where a decision names the instance instead and
     /// the instance's holder holds it.
     pub(crate) fn template_mandate(program: &Program, template: &Template) -> Mandate {
-        let statics: Vec<&Mandate> = match template.parent {
-            Parent::Mandate(parent) => program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect(),
-            Parent::Template(_) => Vec::new(),
-        };
+        let id = program.template_index.get(&template.name).copied();
+        let root = id.and_then(|t| ceiling(program, t)).map(|m| &program.mandates[program.chain(m)[0]]);
         let shape = GrantInstance {
             id: String::new(),
             version: 0,
@@ -273,9 +296,10 @@ impl<'p> Chain<'p> {
             holder: String::new(),
             params: Map::new(),
             granted: String::new(),
+            parent: None,
         };
         // The record carries its ceiling's principal; a decision reads the instance's own from the request.
-        let principal = statics.first().map_or(String::new(), |root| root.principal.clone());
+        let principal = root.map_or(String::new(), |root| root.principal.clone());
         Mandate {
             name: template.name.clone(),
             principal,
@@ -286,7 +310,7 @@ impl<'p> Chain<'p> {
 
     pub(crate) fn mandates(&self) -> Vec<&Mandate> {
         let mut all = self.statics.clone();
-        all.extend(self.instance_mandate.as_ref());
+        all.extend(self.instance_mandates.iter());
         all
     }
 
@@ -378,12 +402,12 @@ pub fn output_limit(program: &Program) -> usize {
     let mut longest_entry = 0;
     // An instance of a template decides as the mandate made of the template, named with the longest name an
     // instance may have, under its parent's chain; its window's instants may carry a fraction (20 more bytes).
-    let shapes: Vec<(Mandate, Vec<&Mandate>)> = program
+    // A template under a template (sub-delegation) decides under its parent instance's chain: the ceiling's, then
+    // each instance above it, then its own.
+    let longest: Vec<Mandate> = program
         .templates
         .iter()
-        .filter_map(|template| {
-            let Parent::Mandate(parent) = template.parent else { return None };
-            let statics: Vec<&Mandate> = program.chain(parent).into_iter().map(|m| &program.mandates[m]).collect();
+        .map(|template| {
             let longest = GrantInstance {
                 id: "x".repeat(grants::MAX_INSTANCE_ID),
                 version: u64::MAX,
@@ -392,11 +416,29 @@ pub fn output_limit(program: &Program) -> usize {
                 holder: String::new(),
                 params: Map::new(),
                 granted: String::new(),
+                parent: None,
             };
             let mut shape = Chain::instance_mandate(template, &longest);
             shape.valid_from = Some(253_402_300_799); // 9999-12-31T23:59:59Z, the longest instant
             shape.valid_until = shape.valid_from;
-            Some((shape, statics))
+            shape
+        })
+        .collect();
+    let shapes: Vec<(Mandate, Vec<&Mandate>)> = (0..program.templates.len())
+        .filter_map(|t| {
+            let top = ceiling(program, t)?;
+            let mut statics: Vec<&Mandate> = program.chain(top).into_iter().map(|m| &program.mandates[m]).collect();
+            let mut above = Vec::new();
+            let mut current = t;
+            while let Parent::Template(parent) = program.templates[current].parent {
+                if above.len() > program.templates.len() {
+                    break;
+                }
+                above.push(&longest[parent]);
+                current = parent;
+            }
+            statics.extend(above.into_iter().rev());
+            Some((longest[t].clone(), statics))
         })
         .collect();
     fixed += 40 * shapes.len();
@@ -516,18 +558,13 @@ pub fn trace(program: &Program, request: &[u8]) -> Vec<RuleTrace> {
     }
     let chain_mandates = chain.mandates();
     let principal = acting_principal(&chain_mandates);
-    let env = Env {
-        program,
-        request: &req,
-        tool,
-        listing: false,
-        principal: root_principal(&chain_mandates),
-        instance: chain.instance.as_ref(),
-    };
     let empty = Json::Object(Map::new());
     let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
     let mut out = Vec::new();
     for (position, &mandate) in chain_mandates.iter().enumerate() {
+        let (instance, parent) = instance_at(chain_mandates.len(), &chain.instances, position);
+        let root = root_principal(&chain_mandates);
+        let env = Env { program, request: &req, tool, listing: false, principal: root, instance, parent };
         for rule in mandate.rules.iter().filter(|r| program.covers(&r.target, tool)) {
             let kind = match rule.kind {
                 RuleKind::Allow => "allow",
@@ -595,7 +632,7 @@ impl Tally {
         call: &Call,
         tool_id: ToolId,
         chain: &[&Mandate],
-        instance: Option<&instance::Instance>,
+        instances: &[instance::Instance],
     ) {
         let tool = &program.tools[tool_id];
         if tool.administers_mandates {
@@ -608,18 +645,21 @@ impl Tally {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
         let principal = acting_principal(chain);
-        let env =
-            Env { program, request: req, tool: tool_id, listing: false, principal: root_principal(chain), instance };
         let empty = Json::Object(Map::new());
         let digest = argument_digest(&call.name, call.arguments.as_ref().unwrap_or(&empty));
         for (position, &mandate) in chain.iter().enumerate() {
+            // Each mandate's conditions read its own instance's parameters (and its parent instance's).
+            let (instance, parent) = instance_at(chain.len(), instances, position);
+            let root = root_principal(chain);
+            let env = Env { program, request: req, tool: tool_id, listing: false, principal: root, instance, parent };
             // An approval counts for this mandate's gates only if issued under it or an ancestor: authority
             // flows down the chain, never up.
             let issuers = &chain[..=position];
-            if let Some((code, rule)) = window_of(program, chain, position, instance, req.now) {
+            if let Some((code, rule)) = window_of(program, chain, position, instances, req.now) {
                 self.deny(code, Some(rule));
             }
-            if let Some(rule) = stopped(program, mandate, req, tool, false) {
+            let above = position.checked_sub(1).map(|p| chain[p]);
+            if let Some(rule) = stopped(program, mandate, above, req, tool, false) {
                 self.deny(err::STOP_ACTIVE, Some(rule));
             }
             if let Some(rule) = level_exceeded(program, mandate, tool) {
@@ -844,18 +884,18 @@ pub(crate) fn validity(program: &Program, mandate: &Mandate, now: i128) -> Optio
     Some((code, deciding_rule(program, mandate, &text, mandate.valid_span)))
 }
 
-/// Whether `now` is outside the window of the mandate at `position` of `chain`: an instance's own window (its last
-/// mandate, when `instance` is given: instants of its values or the template's, named with them), else the
-/// mandate's ([`validity`]).
+/// Whether `now` is outside the window of the mandate at `position` of `chain`: an instance's own window (the
+/// chain's last mandates are its `instances`: instants of their values or the templates', named with them), else
+/// the mandate's ([`validity`]).
 pub(crate) fn window_of(
     program: &Program,
     chain: &[&Mandate],
     position: usize,
-    instance: Option<&instance::Instance>,
+    instances: &[instance::Instance],
     now: i128,
 ) -> Option<(&'static str, DecidingRule)> {
     let mandate = chain[position];
-    let Some(instance) = instance.filter(|_| position + 1 == chain.len()) else {
+    let Some(instance) = instance_at(chain.len(), instances, position).0 else {
         return validity(program, mandate, now);
     };
     let code = if instance.valid_from.is_some_and(|from| now < from) {
@@ -902,6 +942,7 @@ pub const STOP_LEVEL_NAMES: [&str; 4] = ["pause", "cancel", "revoke", "quarantin
 pub(crate) fn stopped(
     program: &Program,
     mandate: &Mandate,
+    above: Option<&Mandate>,
     req: &Request,
     tool: &Tool,
     listing: bool,
@@ -915,10 +956,10 @@ pub(crate) fn stopped(
                 let reaches = match on {
                     StopOn::Mandate(name) => *name == mandate.name,
                     // The mandates the principal gave: hers, under no mandate of hers (a root, or an instance
-                    // she was granted under a ceiling of someone else's); every mandate below them is stopped too.
+                    // she was granted under a ceiling of someone else's, not one under an instance of hers);
+                    // every mandate below them is stopped too. `above`: the mandate above it in the chain.
                     StopOn::Principal(principal) => {
-                        *principal == mandate.principal
-                            && mandate.parent.is_none_or(|parent| program.mandates[parent].principal != *principal)
+                        *principal == mandate.principal && above.is_none_or(|above| above.principal != *principal)
                     }
                 };
                 if !reaches || !(tool.side_effects || *level == StopLevel::Quarantine) {

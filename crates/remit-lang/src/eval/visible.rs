@@ -83,12 +83,12 @@ pub fn visible_tools(program: &Program, request: &[u8]) -> Visibility {
     if !chain.holds(&req.subject_id) {
         return hide_all(err::SUBJECT_NOT_HOLDER);
     }
-    let instance = chain.instance.as_ref();
+    let instances = chain.instances.as_slice();
     let chain = chain.mandates();
     let mut visibility = Visibility { visible: Vec::new(), hidden: Vec::new() };
     // `tool_index` is a BTreeMap: iteration is in name order.
     for (name, &tool) in &program.tool_index {
-        match hidden_because(program, &req, &chain, instance, tool) {
+        match hidden_because(program, &req, &chain, instances, tool) {
             None => visibility.visible.push(name.clone()),
             Some((reason, rule)) => {
                 visibility.hidden.push(HiddenTool { tool: name.clone(), reason: reason.to_string(), rule })
@@ -103,7 +103,7 @@ fn hidden_because(
     program: &Program,
     req: &Request,
     chain: &[&Mandate],
-    instance: Option<&super::instance::Instance>,
+    instances: &[super::instance::Instance],
     tool_id: ToolId,
 ) -> Option<(&'static str, Option<DecidingRule>)> {
     let tool = &program.tools[tool_id];
@@ -116,14 +116,16 @@ fn hidden_because(
     let mandates = || chain.iter().copied();
     // Among several clauses giving the same reason, report the one a decision would list first.
     let first = |rules: Vec<DecidingRule>| sorted_rules(rules).into_iter().next();
-    let windows: Vec<_> = (0..chain.len()).filter_map(|i| window_of(program, chain, i, instance, req.now)).collect();
+    let windows: Vec<_> = (0..chain.len()).filter_map(|i| window_of(program, chain, i, instances, req.now)).collect();
     for code in [err::NOT_YET_VALID, err::EXPIRED] {
         let rules = windows.iter().filter(|(c, _)| *c == code).map(|(_, r)| r.clone()).collect();
         if let Some(rule) = first(rules) {
             return Some((code, Some(rule)));
         }
     }
-    if let Some(rule) = first(mandates().filter_map(|m| stopped(program, m, req, tool, true)).collect()) {
+    let above = |i: usize| i.checked_sub(1).map(|p| chain[p]);
+    let stops = mandates().enumerate().filter_map(|(i, m)| stopped(program, m, above(i), req, tool, true));
+    if let Some(rule) = first(stops.collect()) {
         return Some((err::STOP_ACTIVE, Some(rule)));
     }
     if let Some(rule) = first(mandates().filter_map(|m| level_exceeded(program, m, tool)).collect()) {
@@ -131,10 +133,11 @@ fn hidden_because(
     }
 
     let principal = chain.first().map_or("", |root| root.principal.as_str());
-    let env = Env { program, request: req, tool: tool_id, listing: true, principal, instance };
     let mut forbidding = Vec::new();
     let mut unmatched = Vec::new();
-    for mandate in mandates() {
+    for (position, mandate) in mandates().enumerate() {
+        let (instance, parent) = super::instance_at(chain.len(), instances, position);
+        let env = Env { program, request: req, tool: tool_id, listing: true, principal, instance, parent };
         let mut may_grant = false;
         for rule in mandate.rules.iter().filter(|r| program.covers(&r.target, tool_id)) {
             match rule.kind {

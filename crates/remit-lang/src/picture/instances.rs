@@ -50,7 +50,7 @@ pub fn forest(program: &Program, stops: &[String], instances: &[GrantedInstance]
             .iter()
             .position(|n| n.template.is_some() && n.name == granted.instance.template)
             .expect("`parse` keeps instances of the policy's templates only");
-        let drawn = node(program, granted, &forest.nodes[parent]);
+        let drawn = node(program, granted, instances, &forest.nodes[parent]);
         forest.nodes.push(drawn);
         let id = forest.nodes.len() - 1;
         forest.nodes[parent].children.push(id);
@@ -99,6 +99,7 @@ fn one(program: &Program, item: &Json) -> Result<GrantedInstance, String> {
         holder: text("holder")?,
         params: object.get("params").and_then(Json::as_object).cloned().ok_or("no object `params`")?,
         granted,
+        parent: object.get("parent").and_then(Json::as_str).map(str::to_string),
     };
     let granted_by = object.get("granted_by").and_then(Json::as_str).map(str::to_string);
     Ok(GrantedInstance { instance, granted_by, revoked_at: instant("revoked_at")? })
@@ -113,7 +114,8 @@ fn shown(value: &Json) -> String {
 }
 
 /// The node of `granted`, under its template's node `template_node` (whose stop it shares).
-pub fn node(program: &Program, granted: &GrantedInstance, template_node: &Node) -> Node {
+/// `all`: the instances given, where an instance of a template under a template finds its parent instance.
+pub fn node(program: &Program, granted: &GrantedInstance, all: &[GrantedInstance], template_node: &Node) -> Node {
     let instance = &granted.instance;
     let template = program.templates.iter().find(|t| t.name == instance.template).expect("checked by `parse`");
     let params: &Map<String, Json> = &instance.params;
@@ -129,7 +131,8 @@ pub fn node(program: &Program, granted: &GrantedInstance, template_node: &Node) 
             Some(format!("{} → {}", from.unwrap_or_else(|| "…".into()), until.unwrap_or_else(|| "…".into())))
         }
     };
-    let outside = check(program, template, instance).err().map(|refusal| refusal.to_string());
+    let grants: Vec<GrantInstance> = all.iter().map(|g| g.instance.clone()).collect();
+    let outside = check(program, template, instance, &grants).err().map(|refusal| refusal.to_string());
     Node {
         name: format!("{}/{}@{}", instance.template, instance.id, instance.version),
         template: None,
