@@ -374,6 +374,7 @@ fn revocation_races(
         principal: "user:alice".into(),
         holder: "agent:shopper".into(),
         params: params("100 USD").as_object().unwrap().clone(),
+        parent: None,
     };
     let granted = granting.grant("user:alice", &ask).unwrap();
     let revoked = AtomicBool::new(false);
@@ -447,6 +448,7 @@ fn on_postgresql_a_revocation_on_one_replica_holds_on_the_other() {
         principal: "user:alice".into(),
         holder: "agent:pg".into(),
         params: params(cap).as_object().unwrap().clone(),
+        parent: None,
     };
     let first = gateways[0].grant("user:alice", &ask("100 USD")).unwrap();
     let cap = |cap: &str| -> Map<String, Value> { params(cap).as_object().unwrap().clone() };
@@ -582,6 +584,7 @@ fn concurrent_grants_changes_and_decisions_carry_versions_that_existed() {
         principal: "user:alice".into(),
         holder: holder.into(),
         params: params("100 USD").as_object().unwrap().clone(),
+        parent: None,
     };
     let id = core.grant("user:alice", &ask("agent:shopper")).unwrap().id;
     let seen: Vec<Vec<u64>> = std::thread::scope(|scope| {
@@ -646,6 +649,7 @@ fn instances_in_the_store_do_not_slow_a_decision() {
             principal: "user:alice".into(),
             holder,
             params: params("100 USD").as_object().unwrap().clone(),
+            parent: None,
         };
         gateway.gateway.grant("user:alice", &ask).unwrap();
     };
@@ -948,6 +952,7 @@ fn a_holder_holds_at_most_as_many_instances_as_a_request_carries() {
         principal: "user:alice".into(),
         holder: holder.into(),
         params: params("100 USD").as_object().unwrap().clone(),
+        parent: None,
     };
     let first = gateway.gateway.grant("user:alice", &ask("agent:busy")).unwrap();
     for _ in 1..remit_lang::eval::grants::MAX_GRANTS {
@@ -966,4 +971,162 @@ fn a_holder_holds_at_most_as_many_instances_as_a_request_carries() {
     assert_eq!(decided.outcome, "allow", "{}", decided.decision);
     call(&gateway, "DELETE", &format!("/v1/grants/{}", first.id), ALICE, None);
     assert_eq!(call(&gateway, "POST", "/v1/grants", ALICE, Some(&body)).0, 201, "room again after a revocation");
+}
+
+/// Sub-delegation: a template under a template whose bounds and rules read the parent instance's parameters.
+const SUB_POLICY: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  holder under "agent:"
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(
+  merchants: set<string> where merchants within ["acme", "globex"],
+  cap: money where cap > 0 USD and cap <= 500 USD,
+) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  allow pay where args.merchant in merchants and args.amount <= cap
+}
+
+template errand(small: money where small > 0 USD and small <= parent.cap) under shopping {
+  holder under "agent:errands/"
+  allow pay where args.merchant in parent.merchants and args.amount <= small
+}
+"#;
+
+/// An instance sub-delegated from Alice's: granted naming its parent (acting for her), filled with its parent into
+/// its holder's decisions and decided along both; refused without a parent, under another principal or another
+/// template's instance; revoked when a narrowing of its parent breaks its bound, and with its parent.
+#[test]
+fn an_instance_sub_delegated_from_another_is_decided_under_both_and_goes_with_its_parent() {
+    let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let gateway = HttpGateway::start("grants-sub", policy, Options { tokens: tokens(), config, ..Options::default() });
+    let post =
+        |token: &str, body: Value| call(&gateway, "POST", "/v1/grants", token, Some(body.to_string().as_bytes()));
+    let (status, shopping) = post(
+        ALICE,
+        json!({"template": "shopping", "principal": "user:alice", "holder": "agent:shopper",
+               "params": {"merchants": ["acme"], "cap": "100 USD"}}),
+    );
+    assert_eq!(status, 201, "{shopping}");
+    let parent_id = shopping["id"].as_str().unwrap().to_string();
+    let errand = |parent: Option<&str>, small: &str| {
+        let mut body = json!({"template": "errand", "holder": "agent:errands/1", "params": {"small": small}});
+        if let Some(parent) = parent {
+            body["parent"] = json!(parent);
+        }
+        body
+    };
+    // Refusals: no parent, a parent that is no instance, another principal, a bound over the parent's cap, a
+    // parent for a template under a mandate.
+    let problem =
+        |(status, body): (u16, Value)| (status, body["error"]["refusal"]["problem"].as_str().map(str::to_string));
+    assert_eq!(problem(post(ALICE, errand(None, "20 USD"))), (422, Some("parent-missing".into())));
+    assert_eq!(
+        problem(post(ALICE, errand(Some("g-0000000000000000"), "20 USD"))),
+        (422, Some("parent-missing".into()))
+    );
+    let mut bobs = errand(Some(&parent_id), "20 USD");
+    bobs["principal"] = json!("user:bob");
+    assert_eq!(problem(post(BOB, bobs)), (422, Some("principal-not-parents".into())));
+    let (status, over) = post(ALICE, errand(Some(&parent_id), "150 USD"));
+    assert_eq!((status, over["error"]["refusal"]["problem"].as_str()), (422, Some("bound-failed")), "{over}");
+    assert!(over["error"]["refusal"]["condition"].as_str().unwrap().contains("parent.cap"), "{over}");
+    let mut stray = json!({"template": "shopping", "principal": "user:alice", "holder": "agent:x",
+                           "params": {"merchants": ["acme"], "cap": "10 USD"}});
+    stray["parent"] = json!(parent_id);
+    assert_eq!(problem(post(ALICE, stray)), (422, Some("parent-unexpected".into())));
+    // Bob may not sub-delegate Alice's instance (the principal is hers).
+    assert_eq!(post(BOB, errand(Some(&parent_id), "20 USD")).0, 403);
+    // Granted by Alice, named `TEMPLATE/ID` or by its id alone.
+    let (status, child) = post(ALICE, errand(Some(&format!("shopping/{parent_id}")), "20 USD"));
+    assert_eq!(status, 201, "{child}");
+    assert_eq!(
+        (child["principal"].as_str(), child["parent"].as_str()),
+        (Some("user:alice"), Some(&*format!("shopping/{parent_id}")))
+    );
+    let child_id = child["id"].as_str().unwrap().to_string();
+    // Decisions of the errand agent carry its instance and its parent, and are decided along both.
+    let pay = |merchant: &str, amount: &str| {
+        json!({"subject": {"type": "agent", "id": "agent:errands/1"},
+               "action": {"name": "pay", "properties": {"merchant": merchant, "amount": amount}},
+               "resource": {"type": "order", "id": "order:1"}})
+        .to_string()
+        .into_bytes()
+    };
+    let (_, allowed) = gateway.post_json("/access/v1/evaluation", &pay("acme", "15.00 USD"), None);
+    assert_eq!(allowed["decision"], true, "{allowed}");
+    assert_eq!(
+        allowed["context"]["mandate_chain"],
+        json!(["ceiling", format!("shopping/{parent_id}@1"), format!("errand/{child_id}@1")]),
+        "{allowed}"
+    );
+    let id = allowed["context"]["decision_id"].as_str().unwrap().to_string();
+    let mut carried = filled(&*gateway.store, &id);
+    carried.sort();
+    let mut expected = vec![format!("{parent_id}@1"), format!("{child_id}@1")];
+    expected.sort();
+    assert_eq!(carried, expected);
+    // Its own bound, and its parent's merchants (read through `parent.merchants`), refuse.
+    let (_, over_small) = gateway.post_json("/access/v1/evaluation", &pay("acme", "25.00 USD"), None);
+    assert_eq!(over_small["decision"], false, "{over_small}");
+    let (_, elsewhere) = gateway.post_json("/access/v1/evaluation", &pay("globex", "5.00 USD"), None);
+    assert_eq!(elsewhere["decision"], false, "{elsewhere}");
+    // The parent's own holder is not the errand agent: its decisions carry Alice's instance only.
+    let shopper = json!({"subject": {"type": "agent", "id": "agent:shopper"},
+                         "action": {"name": "pay", "properties": {"merchant": "acme", "amount": "50.00 USD"}},
+                         "resource": {"type": "order", "id": "order:1"}});
+    let (_, theirs) = gateway.post_json("/access/v1/evaluation", shopper.to_string().as_bytes(), None);
+    assert_eq!(theirs["decision"], true, "{theirs}");
+    // Narrowing the parent within the child's bound keeps the child; below it revokes the child, with the reason.
+    let put = |id: &str, params: Value| {
+        call(
+            &gateway,
+            "PUT",
+            &format!("/v1/grants/{id}"),
+            ALICE,
+            Some(json!({"params": params}).to_string().as_bytes()),
+        )
+    };
+    assert_eq!(put(&parent_id, json!({"merchants": ["acme"], "cap": "30 USD"})).0, 200);
+    let (_, listed) = call(&gateway, "GET", "/v1/grants?holder=agent%3Aerrands%2F1", ALICE, None);
+    assert!(listed["grants"][0].get("revoked_at").is_none(), "{listed}");
+    let (_, still) = gateway.post_json("/access/v1/evaluation", &pay("acme", "15.00 USD"), None);
+    assert_eq!(still["decision"], true, "{still}");
+    assert_eq!(put(&parent_id, json!({"merchants": ["acme"], "cap": "10 USD"})).0, 200);
+    let (_, listed) = call(&gateway, "GET", "/v1/grants?holder=agent%3Aerrands%2F1", ALICE, None);
+    assert!(listed["grants"][0]["revoked_at"].is_i64(), "{listed}");
+    let (_, gone) = gateway.post_json("/access/v1/evaluation", &pay("acme", "5.00 USD"), None);
+    assert_eq!(gone["decision"], false, "{gone}");
+    // A new errand within the narrowed cap; revoking the parent revokes it too.
+    let (status, second) = post(ALICE, errand(Some(&parent_id), "8 USD"));
+    assert_eq!(status, 201, "{second}");
+    let (_, before) = gateway.post_json("/access/v1/evaluation", &pay("acme", "5.00 USD"), None);
+    assert_eq!(before["decision"], true, "{before}");
+    assert_eq!(call(&gateway, "DELETE", &format!("/v1/grants/{parent_id}"), ALICE, None).0, 200);
+    let (_, after) = gateway.post_json("/access/v1/evaluation", &pay("acme", "5.00 USD"), None);
+    assert_eq!(after["decision"], false, "{after}");
+    assert_eq!(problem(post(ALICE, errand(Some(&parent_id), "5 USD"))), (422, Some("parent-missing".into())));
+    // The log: grants naming the parent, revocations naming why.
+    let entries = audit::read_all(&*gateway.store).unwrap();
+    audit::verify(entries.clone()).unwrap();
+    let revokes: Vec<Value> =
+        entries.iter().filter(|e| e.kind == "revoke").map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+    assert_eq!(revokes.len(), 3, "{revokes:?}");
+    assert_eq!(revokes[0]["id"], child_id.as_str());
+    assert_eq!(revokes[0]["because"]["refusal"]["problem"], "bound-failed", "{:?}", revokes[0]);
+    assert_eq!(revokes[1]["id"], second["id"]);
+    assert_eq!(revokes[1]["because"]["revoked"], true);
+    assert_eq!(revokes[2]["id"], parent_id.as_str());
+    assert!(revokes[2].get("because").is_none());
+    let grants: Vec<Value> =
+        entries.iter().filter(|e| e.kind == "grant").map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+    assert_eq!(grants[1]["parent"], format!("shopping/{parent_id}"));
 }

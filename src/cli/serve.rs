@@ -600,7 +600,8 @@ fn grant_params(pairs: &[String]) -> Result<Json, String> {
 pub fn grants(command: GrantsCommand) -> Result<ExitCode, String> {
     let answer = match command {
         GrantsCommand::Grant { template, principal, holder, parent, params, remote } => {
-            let mut body = serde_json::json!({"template": template, "holder": holder, "params": grant_params(&params)?});
+            let mut body =
+                serde_json::json!({"template": template, "holder": holder, "params": grant_params(&params)?});
             if let Some(principal) = principal {
                 body["principal"] = principal.into();
             }
