@@ -1130,3 +1130,70 @@ fn an_instance_sub_delegated_from_another_is_decided_under_both_and_goes_with_it
         entries.iter().filter(|e| e.kind == "grant").map(|e| serde_json::from_str(&e.body).unwrap()).collect();
     assert_eq!(grants[1]["parent"], format!("shopping/{parent_id}"));
 }
+
+/// Sub-delegation on two PostgreSQL replicas: a child granted on one replica is decided on the other; grants of
+/// children racing the revocation of their parent (on the other replica) never leave an active child under a
+/// revoked parent (the grant locks the parent's row, the revocation revokes the children it finds).
+#[test]
+fn on_postgresql_a_child_is_granted_on_one_replica_and_goes_with_its_parent_revoked_on_the_other() {
+    let url = support::postgres::shared().database("grants_sub");
+    let options = PostgresOptions { database_clock: false, ..PostgresOptions::default() };
+    let stores: Vec<Arc<dyn Store>> =
+        (0..2).map(|_| Arc::new(PostgresStore::connect(&url, None, &options).unwrap()) as Arc<dyn Store>).collect();
+    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp(NOW).unwrap()));
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
+    let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
+    let gateways: Vec<Arc<Gateway>> =
+        stores.iter().map(|s| Arc::new(Gateway::new(policy(), s.clone(), clock.clone(), config.clone()))).collect();
+    let shopping = GrantAsk {
+        template: "shopping".into(),
+        principal: "user:alice".into(),
+        holder: "agent:shopper".into(),
+        params: json!({"merchants": ["acme"], "cap": "100 USD"}).as_object().unwrap().clone(),
+        parent: None,
+    };
+    let errand = |parent: &str, holder: String| GrantAsk {
+        template: "errand".into(),
+        principal: String::new(),
+        holder,
+        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
+        parent: Some(parent.to_string()),
+    };
+    let pay = |agent: &str| {
+        json!({"subject": {"type": "agent", "id": agent},
+               "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "10 USD"}}})
+        .to_string()
+        .into_bytes()
+    };
+    for round in 0..3 {
+        let parent = gateways[0].grant("user:alice", &shopping).unwrap();
+        let child = gateways[1].grant("user:alice", &errand(&parent.id, format!("agent:errands/{round}"))).unwrap();
+        assert_eq!(child.parent, Some(format!("shopping/{}", parent.id)));
+        let decided = gateways[0].decide(&pay(&format!("agent:errands/{round}")));
+        assert_eq!(decided.outcome, "allow", "{decided:?}");
+        // Children granted on replica 1 while replica 0 revokes the parent.
+        let results: Vec<Result<_, GrantError>> = std::thread::scope(|scope| {
+            let grants: Vec<_> = (0..6)
+                .map(|i| {
+                    let (gateway, ask) = (&gateways[1], errand(&parent.id, format!("agent:errands/{round}-{i}")));
+                    scope.spawn(move || gateway.grant("user:alice", &ask))
+                })
+                .collect();
+            let revoked = gateways[0].revoke_grant("user:alice", &parent.id);
+            assert!(revoked.is_ok(), "{revoked:?}");
+            grants.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for result in &results {
+            if let Err(e) = result {
+                assert!(matches!(e, GrantError::Refused { .. }), "refused as parent-missing, never an error: {e:?}");
+            }
+        }
+        let active = gateways[1].grants("ops", true, Some("user:alice"), None).unwrap();
+        let left: Vec<_> = active.iter().filter(|g| g.revoked_at.is_none()).map(|g| g.id.clone()).collect();
+        assert!(left.is_empty(), "round {round}: active after their parent was revoked: {left:?} of {results:?}");
+        let after = gateways[1].decide(&pay(&format!("agent:errands/{round}")));
+        assert_ne!(after.outcome, "allow", "{after:?}");
+    }
+    audit::verify_chains(audit::read_all(&*stores[0]).unwrap()).unwrap();
+}
