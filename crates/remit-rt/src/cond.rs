@@ -111,6 +111,8 @@ pub struct Env<'e> {
     pub principal: &'e [u8],
     /// The instance of a template the request is decided under (a template's parameter reads its values).
     pub instance: Option<crate::request::Instance>,
+    /// The instance `instance` hangs under (sub-delegation): `parent.NAME` reads its values.
+    pub parent: Option<crate::request::Instance>,
 }
 
 impl<'e> Env<'e> {
@@ -125,7 +127,7 @@ impl<'e> Env<'e> {
         mandate: &image::Mandate,
     ) -> Env<'e> {
         let principal = image.str(mandate.principal_text_off, mandate.principal_text_len);
-        Env { image, doc, request, tool: image.tool(tool), listing, principal, instance: None }
+        Env { image, doc, request, tool: image.tool(tool), listing, principal, instance: None, parent: None }
     }
 
     /// The object of the principal's attributes in `context.principals`, if the request has one.
@@ -655,6 +657,18 @@ fn read_base(image: &Image<'_>, atom: &Attribute, env: &Env<'_>) -> Result<Optio
                 None if name == b"principal" => Val::Str(grant.principal),
                 None if name == b"holder" => Val::Str(grant.holder),
                 None if name == b"granted" => Val::Timestamp(instance.granted),
+                None => return Err(PROBLEM_MISSING),
+            }
+        }
+        // `parent.NAME`: the parent instance's value, read as a parameter is (`eval::cond`'s reading).
+        image::ATTR_PARENT_PARAM => {
+            let parent = env.parent.ok_or(PROBLEM_MISTYPED)?;
+            let grant = parent.grant;
+            match doc.get(grant.params, name) {
+                Some(json) => decode(image, doc, json, &Type::decode(image.bytes, atom.ty)).ok_or(PROBLEM_MISTYPED)?,
+                None if name == b"principal" => Val::Str(grant.principal),
+                None if name == b"holder" => Val::Str(grant.holder),
+                None if name == b"granted" => Val::Timestamp(parent.granted),
                 None => return Err(PROBLEM_MISSING),
             }
         }
@@ -1451,6 +1465,7 @@ mod tests {
             listing: false,
             principal: b"",
             instance: None,
+            parent: None,
         };
         let (off, count) = (nodes_at as u32, count as u32);
         let truth = eval(&image, off, count, &env);

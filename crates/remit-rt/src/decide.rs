@@ -17,7 +17,7 @@ pub use crate::cond::is_holder;
 use crate::cond::{self, holds_identity as holds, Env, Truth};
 use crate::digest::{argument_digest, write_canonical};
 use crate::err;
-use crate::grants::{self, Instance, Under};
+use crate::grants::{self, Instance, Instances, Under};
 use crate::image::{self, Image, Kind, Mandate, Rule, RuleList, Tool, MAX_DECIDING};
 use crate::json::{heap_sort, merge_sort, Doc, Parsed, NUMBER, STRING};
 use crate::out::{escaped, write_string, write_string_tok, Out};
@@ -171,40 +171,38 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
     let call = Call { tool, record: image.tool(tool), name: call.name, arguments: call.arguments };
     let env = Env::new(image, &doc, &req, call.tool, false, &leaf);
     // An instance: its holder must be the subject (before its check, as for any mandate), and it must pass the
-    // check every decision runs (`grant.invalid`, naming the clause it fails).
-    let mut instance = None;
+    // check every decision runs, the instances it hangs under included (`grant.invalid`, naming the clause it fails
+    // and the instance that fails it).
+    let mut instances = Instances::NONE;
     let mut refused = None;
     if let Some((t, grant)) = grant {
-        let mandate = image.template(t).mandate;
-        let shape = Instance { template: t, mandate, grant, granted: 0, valid_from: None, valid_until: None };
+        let (found, broken) = grants::lineage(image, &doc, &req, t, grant);
+        instances = found;
         if doc.text_eq(grant.holder, req.subject_id) {
-            match grants::check(image, &env, t, grant) {
-                Ok(checked) => instance = Some(checked),
-                Err(refusal) => refused = Some(refusal),
+            if let Err(refusal) = grants::check(image, &env, &mut instances, broken) {
+                refused = Some(refusal);
             }
         }
-        if instance.is_none() {
-            instance = Some(shape);
-        }
     }
-    let chain = |out: &mut Out<'_>| write_chain(image, &doc, &leaf, instance.as_ref(), out);
-    let holds = match instance {
+    let chain = |out: &mut Out<'_>| write_chain(image, &doc, &leaf, &instances, out);
+    let holds = match instances.leaf() {
         Some(instance) => doc.text_eq(instance.grant.holder, req.subject_id),
         None => is_holder(image, &doc, &leaf, req.subject_id),
     };
     if !holds {
         write_deny(out, err::SUBJECT_NOT_HOLDER, &chain, credential, policy);
-    } else if let (Some(refusal), Some(instance)) = (refused, instance.as_ref()) {
+    } else if let Some((level, refusal)) = refused {
         out.write(b"{\"decision\":\"deny\",\"reasons\":");
         err::write_codes(out, err::GRANT_INVALID);
         out.write(b",\"rules\":[");
-        grants::write_refusal(image, &doc, instance, &refusal, keys, out);
+        if let Some(instance) = instances.as_slice().get(level) {
+            grants::write_refusal(image, &doc, instance, &refusal, keys, out);
+        }
         out.byte(b']');
         write_deny_tail(out, true, &chain, credential, policy);
     } else {
-        let env = Env { instance, ..env };
         let mut tally = Tally::new(work);
-        tally.instance = instance;
+        tally.instances = instances;
         tally.examine(&call, &leaf, &env, keys);
         tally.write(image, &doc, &req, &call, &leaf, keys, out);
     }
@@ -216,27 +214,28 @@ pub fn decide(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out: &mut 
     }
 }
 
-/// Writes `mandate_chain`: the leaf's chain, and for an instance its parent's chain and the instance's name.
-pub(crate) fn write_chain(
-    image: &Image<'_>,
-    doc: &Doc<'_>,
-    leaf: &Mandate,
-    instance: Option<&Instance>,
-    out: &mut Out<'_>,
-) {
-    let json = image.str(leaf.chain_json_off, leaf.chain_json_len);
-    match instance {
-        Some(instance) if grants::is_template(leaf) => {
-            let head = json.get(..json.len().saturating_sub(1)).unwrap_or(b"[");
-            out.write(head);
-            if head.len() > 1 {
-                out.byte(b',');
-            }
-            instance.write_name(image, doc, out);
-            out.byte(b']');
-        }
-        _ => out.write(json),
+/// Writes `mandate_chain`: the leaf's chain; for an instance the ceiling's chain and the names of the instances
+/// found (those it hangs under, then itself: a template's mandate whose instance was not found is left out).
+pub(crate) fn write_chain(image: &Image<'_>, doc: &Doc<'_>, leaf: &Mandate, instances: &Instances, out: &mut Out<'_>) {
+    if !grants::is_template(leaf) || instances.leaf().is_none() {
+        return out.write(image.str(leaf.chain_json_off, leaf.chain_json_len));
     }
+    out.byte(b'[');
+    let mut first = true;
+    for p in 0..leaf.chain_count {
+        let m = image.word(leaf.chain_off.wrapping_add(4 * p));
+        let record = image.mandate(m);
+        let instance = instances.of_mandate(m);
+        if grants::is_template(&record) && instance.is_none() {
+            continue;
+        }
+        if !first {
+            out.byte(b',');
+        }
+        first = false;
+        write_mandate_name(image, doc, &record, instance, out);
+    }
+    out.byte(b']');
 }
 
 /// The record of the hash table at `slots_off` whose name is the string token `tok`.
@@ -358,8 +357,9 @@ struct Tally<'w> {
     refusing_gates: bool,
     /// How many usable approvals `resolve_gates` left at the front of the parse's key slots.
     usable_len: usize,
-    /// The instance the call is decided under, if any (the chain's leaf decides as its template's mandate).
-    instance: Option<Instance>,
+    /// The instances the call is decided under, if any (the chain's leaf decides as its template's mandate, the
+    /// instances it hangs under as theirs).
+    instances: Instances,
 }
 
 impl<'w> Tally<'w> {
@@ -383,7 +383,7 @@ impl<'w> Tally<'w> {
             digest: None,
             refusing_gates: false,
             usable_len: 0,
-            instance: None,
+            instances: Instances::NONE,
         }
     }
 
@@ -473,11 +473,12 @@ impl<'w> Tally<'w> {
         if has_undeclared_argument(image, doc, tool, call.arguments) {
             self.deny(err::UNDECLARED_ARGUMENT, None);
         }
-        let env = *env;
-        let instance = self.instance;
         for position in 0..leaf.chain_count {
             let index = image.word(leaf.chain_off.wrapping_add(4 * position));
             let mandate = image.mandate(index);
+            // Each mandate's conditions read its own instance's values (and its parent instance's).
+            let instance = self.instances.of_mandate(index).copied();
+            let env = Env { instance, parent: self.instances.parent_of(index).copied(), ..*env };
             if let Some((code, entry)) = window_of(&mandate, instance.as_ref(), req.now) {
                 self.deny(code, Some(entry));
             }
@@ -654,7 +655,7 @@ impl<'w> Tally<'w> {
                 Some(a) if doc.text_is(a.kind, name) => a,
                 _ => continue,
             };
-            let gate = Gate { kind, leaf, position, instance: self.instance.as_ref() };
+            let gate = Gate { kind, leaf, position, instances: &self.instances };
             if let Some(r) = refusal(image, doc, &approval, &gate, req, call, self.digest.as_ref()) {
                 refused |= r.code;
                 continue;
@@ -698,7 +699,7 @@ impl<'w> Tally<'w> {
             stops: self.stops.items.get(..stops).unwrap_or(&[]),
             causes: self.causes.items.get(..causes).unwrap_or(&[]),
             closest: self.closest.items.get(..closest).unwrap_or(&[]),
-            instance: self.instance,
+            instances: &self.instances,
         };
         write_entries(image, doc, &found, rules.slice(), out);
         out.write(b",\"missing_approvals\":");
@@ -720,12 +721,12 @@ impl<'w> Tally<'w> {
             out.write(b"[]");
         }
         out.write(b",\"mandate_chain\":");
-        write_chain(image, doc, leaf, self.instance.as_ref(), out);
+        write_chain(image, doc, leaf, &self.instances, out);
         write_credential(out, req.credential_id.map(|id| (doc, id)));
         out.write(b",\"escalate_to\":");
         if escalates {
             // The principal the chain acts for (`eval::acting_principal`): an instance's own, else the root's.
-            match self.instance.as_ref() {
+            match self.instances.leaf() {
                 Some(instance) => write_string_tok(out, doc, instance.grant.principal),
                 None => {
                     let root = image.mandate(image.word(leaf.chain_off));
@@ -761,7 +762,10 @@ impl<'w> Tally<'w> {
             let at = 2 * i as usize;
             (pairs.get(at).copied().unwrap_or(0), pairs.get(at + 1).copied().unwrap_or(0))
         };
-        let mandate_at = |position: u32| image.mandate(image.word(leaf.chain_off.wrapping_add(4 * position)));
+        let index_at = |position: u32| image.word(leaf.chain_off.wrapping_add(4 * position));
+        let mandate_at = |position: u32| image.mandate(index_at(position));
+        let instances = &self.instances;
+        let instance_at = |position: u32| instances.of_mandate(index_at(position));
         let key = |i: u32| {
             let (kind, position) = pair(i);
             (image.kind(kind).name_rank, mandate_at(position).name_rank)
@@ -788,7 +792,7 @@ impl<'w> Tally<'w> {
             out.write(b"{\"kind\":");
             out.write(image.str(kind.name_json_off, kind.name_json_len));
             out.write(b",\"mandate\":");
-            write_mandate_name(image, doc, &top, self.instance.as_ref(), out);
+            write_mandate_name(image, doc, &top, instance_at(top_position), out);
             out.write(b",\"mandates\":[");
             let mut last = None;
             for &i in group {
@@ -800,7 +804,7 @@ impl<'w> Tally<'w> {
                     out.byte(b',');
                 }
                 last = Some(mandate.name_rank);
-                write_mandate_name(image, doc, &mandate, self.instance.as_ref(), out);
+                write_mandate_name(image, doc, &mandate, instance_at(pair(i).1), out);
             }
             out.byte(b']');
             if kind.binds & image::BINDS_TOOL != 0 {
@@ -821,7 +825,7 @@ impl<'w> Tally<'w> {
                 write_string_tok(out, doc, manifest);
             }
             out.write(b",\"refused\":");
-            let gate = Gate { kind: &kind, leaf, position: top_position, instance: self.instance.as_ref() };
+            let gate = Gate { kind: &kind, leaf, position: top_position, instances: &self.instances };
             write_refused(image, doc, req, call, &gate, self.approvals, usable, spare, self.digest.as_ref(), out);
             out.byte(b'}');
         }
@@ -992,9 +996,9 @@ fn write_refused(
 /// Whether the kind's `approved by` admits the identity `by` (a string token) in the chain ending at `leaf`: the
 /// principal the chain acts for (an instance's own, else the root's), one of its ids, or an identity under one of
 /// its prefixes (with `under`'s path rules).
-fn admits(image: &Image<'_>, doc: &Doc<'_>, kind: &Kind, leaf: &Mandate, instance: Option<&Instance>, by: u32) -> bool {
+fn admits(image: &Image<'_>, doc: &Doc<'_>, kind: &Kind, leaf: &Mandate, instances: &Instances, by: u32) -> bool {
     if kind.approver_principal != 0 {
-        let acting = match instance {
+        let acting = match instances.leaf() {
             Some(instance) => doc.text_eq(by, instance.grant.principal),
             None => {
                 let root = image.mandate(image.word(leaf.chain_off));
@@ -1017,8 +1021,8 @@ struct Gate<'a> {
     kind: &'a Kind,
     leaf: &'a Mandate,
     position: u32,
-    /// The instance the chain's leaf is, if any.
-    instance: Option<&'a Instance>,
+    /// The instances of the chain, if any.
+    instances: &'a Instances,
 }
 
 /// The `i`th usable approval: read once per decision for the first ones (`cache`), at each use for the rest.
@@ -1060,7 +1064,7 @@ pub(crate) struct Found<'f> {
     pub stops: &'f [u32],
     pub causes: &'f [u32],
     pub closest: &'f [u32],
-    pub instance: Option<Instance>,
+    pub instances: &'f Instances,
 }
 
 /// Writes a mandate's name as JSON: an instance's mandate as the instance.
@@ -1078,11 +1082,11 @@ fn write_mandate_name(
 }
 
 /// Writes `entry`'s JSON, without its closing brace when `open`. An entry of a template's mandate names the
-/// instance (its head replaced), and the instance's window is written from its instants.
+/// chain's instance of that template (its head replaced), and the instance's window is written from its instants.
 pub(crate) fn write_entry(
     image: &Image<'_>,
     doc: &Doc<'_>,
-    instance: Option<&Instance>,
+    instances: &Instances,
     entry: u32,
     open: bool,
     out: &mut impl Sink,
@@ -1090,8 +1094,8 @@ pub(crate) fn write_entry(
     let entry = image.entry(entry);
     let json = image.str(entry.json_off, entry.json_len);
     let json = if open { json.get(..json.len().saturating_sub(1)).unwrap_or(&[]) } else { json };
-    let instance = match instance {
-        Some(instance) if entry.instance != 0 => instance,
+    let instance = match instances.of_template(entry.template.wrapping_sub(1)) {
+        Some(instance) if entry.instance != 0 && entry.template != 0 => instance,
         _ => return out.write(json),
     };
     out.write(b"{\"mandate\":");
@@ -1110,8 +1114,8 @@ pub(crate) fn write_entry(
 }
 
 /// Writes `entry`'s JSON without its closing brace.
-fn write_open(image: &Image<'_>, doc: &Doc<'_>, instance: Option<&Instance>, entry: u32, out: &mut Out<'_>) {
-    write_entry(image, doc, instance, entry, true, out);
+fn write_open(image: &Image<'_>, doc: &Doc<'_>, instances: &Instances, entry: u32, out: &mut Out<'_>) {
+    write_entry(image, doc, instances, entry, true, out);
 }
 
 /// `,"unevaluable":{"attribute":…,"problem":…}` of atom `atom`.
@@ -1132,7 +1136,7 @@ pub(crate) fn write_entries(
     out: &mut Out<'_>,
 ) {
     let (stops, causes, closest) = (found.stops, found.causes, found.closest);
-    let instance = found.instance.as_ref();
+    let instance = found.instances;
     let cause = |item: u32| -> (u32, u32, u32) {
         let at = 3 * (item & !CAUSED) as usize;
         let word = |k: usize| causes.get(at + k).copied().unwrap_or(0);
@@ -1220,8 +1224,8 @@ pub(crate) fn write_entries(
         // `{"mandate":` + the name's JSON + `,"rule":"stop`.
         let split = (11 + mandate.name_json_len as usize + 13).min(json.len());
         let (head, tail) = json.split_at(split);
-        match instance {
-            Some(instance) if entry.instance != 0 => {
+        match instance.of_template(entry.template.wrapping_sub(1)) {
+            Some(instance) if entry.instance != 0 && entry.template != 0 => {
                 out.write(b"{\"mandate\":");
                 instance.write_name(image, doc, out);
                 out.write(head.get(entry.instance as usize..).unwrap_or(&[]));
@@ -1345,10 +1349,14 @@ pub(crate) fn stop_for(
             match instance {
                 // The mandates a principal gave (`eval::stopped`): her roots, and an instance she was granted under
                 // a ceiling of someone else's (every mandate of a static chain carries its root's principal).
+                // Under an instance of hers (sub-delegation: the same principal, checked) it is reached through its
+                // parent instance, not as a mandate she gave.
                 Some(instance) => {
                     let root = image.mandate(image.word(mandate.chain_off));
                     let ceiling = image.str(root.principal_text_off, root.principal_text_len);
-                    doc.text_eq(stop.on, instance.grant.principal) && !doc.text_is(stop.on, ceiling)
+                    image.template(instance.template).parent_template == 0
+                        && doc.text_eq(stop.on, instance.grant.principal)
+                        && !doc.text_is(stop.on, ceiling)
                 }
                 None => root && doc.text_is(stop.on, principal),
             }
@@ -1469,14 +1477,14 @@ fn refusal(
         }
     }
     if kind.approvers != 0
-        && !approval.approved_by.map_or(false, |by| admits(image, doc, kind, leaf, gate.instance, by))
+        && !approval.approved_by.map_or(false, |by| admits(image, doc, kind, leaf, gate.instances, by))
     {
         return refused(err::APPROVAL_WRONG_APPROVER);
     }
     let in_chain = (0..=position).any(|p| {
         let m = image.word(leaf.chain_off.wrapping_add(4 * p));
         // An instance's mandate (past the policy's) is named as the instance.
-        match gate.instance {
+        match gate.instances.of_mandate(m) {
             Some(instance) if m >= image.header.mandates_count => instance.is_named(image, doc, approval.mandate),
             _ => doc.text_is(approval.mandate, image.mandate_name(m)),
         }

@@ -7,7 +7,7 @@
 use crate::cond::{self, Env, Truth};
 use crate::digest::write_canonical;
 use crate::err;
-use crate::image::{self, Image, Mandate};
+use crate::image::{self, Image, Mandate, MAX_INSTANCE_DEPTH};
 use crate::json::{Doc, STRING};
 use crate::out::{escaped, write_escaped, write_string_tok};
 use crate::request::{self, elements, Grant, Request};
@@ -230,6 +230,8 @@ pub struct Refusal {
 #[derive(Clone, Copy, Debug)]
 pub enum Field {
     Template,
+    /// `parent`: the link to the parent instance.
+    Parent,
     Granted,
     Principal,
     Holder,
@@ -250,20 +252,216 @@ pub enum Value {
     Instant(i128),
 }
 
-/// `eval::grants::check` on the instance `grant` of template `t`: the template's parent is a mandate, `granted` is
-/// a timestamp, the principal (not blank, admitted by `for`) and the holder (admitted by `holder`), each declared
-/// parameter has a value of its type, no value for an undeclared one (the first by name), each bound holds, the
-/// window does not end before it begins. The first problem found is the refusal.
-pub fn check(image: &Image<'_>, env: &Env<'_>, t: u32, grant: Grant) -> Result<Instance, Refusal> {
-    let doc = env.doc;
-    let template = image.template(t);
+/// The instances of a chain, root first (`eval::Chain`'s instances): the instance a request is decided under last,
+/// the instances it hangs under (sub-delegation) before it. A fixed array: at most [`MAX_INSTANCE_DEPTH`].
+#[derive(Clone, Copy, Debug)]
+pub struct Instances {
+    items: [Instance; MAX_INSTANCE_DEPTH],
+    len: usize,
+}
+
+impl Instances {
+    pub const NONE: Instances = Instances { items: [Instance::EMPTY; MAX_INSTANCE_DEPTH], len: 0 };
+
+    /// The instances, root first.
+    pub fn as_slice(&self) -> &[Instance] {
+        self.items.get(..self.len).unwrap_or(&[])
+    }
+
+    /// The instance the request is decided under.
+    pub fn leaf(&self) -> Option<&Instance> {
+        self.as_slice().last()
+    }
+
+    /// The instance that decides as mandate record `m` (a [`image::MANDATE_TEMPLATE`] record), if the chain has one.
+    pub fn of_mandate(&self, m: u32) -> Option<&Instance> {
+        self.as_slice().iter().find(|i| i.mandate == m)
+    }
+
+    /// The instance of template `t` in the chain, if any.
+    pub fn of_template(&self, t: u32) -> Option<&Instance> {
+        self.as_slice().iter().find(|i| i.template == t)
+    }
+
+    /// The instance above the one of mandate record `m` (its parent instance), if any.
+    pub fn parent_of(&self, m: u32) -> Option<&Instance> {
+        let at = self.as_slice().iter().position(|i| i.mandate == m)?;
+        self.as_slice().get(at.checked_sub(1)?)
+    }
+
+    fn push(&mut self, instance: Instance) -> bool {
+        match self.items.get_mut(self.len) {
+            Some(slot) => {
+                *slot = instance;
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// How many templates deep template `t` sits (`eval::grants::depth`): 1 under a mandate, one more per template above
+/// it, counted up to [`MAX_INSTANCE_DEPTH`] + 1.
+fn depth(image: &Image<'_>, t: u32) -> usize {
+    let mut depth = 1;
+    let mut current = image.template(t);
+    while current.parent_template != 0 && depth <= MAX_INSTANCE_DEPTH {
+        depth += 1;
+        current = image.template(current.parent_template - 1);
+    }
+    depth
+}
+
+/// `eval::grants::lineage`: the instances `grant` (of template `t`) hangs under, found in `context.grants` by their
+/// `parent` references, and `grant` last (root first, each unchecked: `granted` and the window unset); and why the
+/// first of them cannot be followed to its parent (a `parent` missing, naming no entry or another template, or two;
+/// a `parent` under a mandate; a template nested too deep: then the instance alone). Each step goes one template up,
+/// so the walk ends within [`MAX_INSTANCE_DEPTH`] steps.
+pub fn lineage(image: &Image<'_>, doc: &Doc<'_>, req: &Request, t: u32, grant: Grant) -> (Instances, Option<Refusal>) {
+    let shape = |t: u32, grant: Grant| Instance {
+        template: t,
+        mandate: image.template(t).mandate,
+        grant,
+        granted: 0,
+        valid_from: None,
+        valid_until: None,
+    };
+    // Leaf first while walking, reversed at the end.
+    let mut found = Instances::NONE;
+    found.push(shape(t, grant));
+    let link = |t: u32, value: Value| {
+        let template = image.template(t);
+        Some(Refusal {
+            condition: (template.parent_json_off, template.parent_json_len),
+            field: Field::Parent,
+            at: (template.at_json_off, template.at_json_len),
+            value,
+        })
+    };
+    let mut broken = None;
+    if depth(image, t) > MAX_INSTANCE_DEPTH {
+        let template = image.template(t);
+        broken = Some(Refusal {
+            condition: (template.parent_json_off, template.parent_json_len),
+            field: Field::Template,
+            at: (template.at_json_off, template.at_json_len),
+            value: Value::Canonical(grant.template),
+        });
+    }
+    while broken.is_none() {
+        let top = match found.as_slice().last() {
+            Some(top) => *top,
+            None => break,
+        };
+        let template = image.template(top.template);
+        let reference = top.grant.parent;
+        let value = reference.map_or(Value::None, Value::Canonical);
+        let (above, reference) = match (template.parent_template, reference) {
+            (0, None) => break,
+            (0, Some(_)) => {
+                broken = link(top.template, value);
+                break;
+            }
+            (_, None) => {
+                broken = link(top.template, value);
+                break;
+            }
+            (above, Some(reference)) => (above - 1, reference),
+        };
+        let record = image.template(above);
+        let name = image.str(record.name_off, record.name_len);
+        let mut text = doc.text(reference);
+        let prefixed = name.iter().all(|&b| text.next() == Some(b)) && text.next() == Some(b'/');
+        if !prefixed {
+            broken = link(top.template, value);
+            break;
+        }
+        let id_of = |g: &Grant| doc.text(reference).skip(name.len() + 1).eq(doc.text(g.id));
+        let mut parent = None;
+        let mut count = 0;
+        for item in req.grants.into_iter().flat_map(|items| elements(doc, items)) {
+            if let Some(g) = request::grant(doc, item) {
+                if doc.text_is(g.template, name) && id_of(&g) {
+                    count += 1;
+                    parent = Some(g);
+                }
+            }
+        }
+        match (count, parent) {
+            (1, Some(parent)) => {
+                if !found.push(shape(above, parent)) {
+                    break;
+                }
+            }
+            // None: missing (revoked or never granted); several: ambiguous.
+            _ => {
+                broken = link(top.template, value);
+                break;
+            }
+        }
+    }
+    let len = found.len;
+    if let Some(items) = found.items.get_mut(..len) {
+        items.reverse();
+    }
+    (found, broken)
+}
+
+/// `eval::grants::check_lineage` on the instances of `lineage` (root first; `broken` why the first cannot be followed
+/// up): each instance's own checks from the leaf up ([`own`]), then the broken link, then from the root down each
+/// instance's principal is its parent's, its bounds hold (`parent.NAME` reading the parent's values) and its window
+/// does not end before it begins. The refusal comes with the index of the instance it is about; on success the
+/// instances carry their `granted` and window.
+pub fn check(
+    image: &Image<'_>,
+    env: &Env<'_>,
+    instances: &mut Instances,
+    broken: Option<Refusal>,
+) -> Result<(), (usize, Refusal)> {
+    let len = instances.len;
+    let items = instances.items.get_mut(..len).unwrap_or(&mut []);
+    for i in (0..items.len()).rev() {
+        if let Some(instance) = items.get_mut(i) {
+            instance.granted = own(image, env.doc, instance).map_err(|r| (i, r))?;
+        }
+    }
+    if let Some(broken) = broken {
+        return Err((0, broken));
+    }
+    for i in 0..items.len() {
+        let parent = i.checked_sub(1).and_then(|p| items.get(p)).copied();
+        let instance = match items.get_mut(i) {
+            Some(instance) => instance,
+            None => break,
+        };
+        let template = image.template(instance.template);
+        if let Some(parent) = parent {
+            if !env.doc.text_eq(instance.grant.principal, parent.grant.principal) {
+                return Err((
+                    i,
+                    Refusal {
+                        condition: (template.parent_json_off, template.parent_json_len),
+                        field: Field::Principal,
+                        at: (template.at_json_off, template.at_json_len),
+                        value: Value::Canonical(instance.grant.principal),
+                    },
+                ));
+            }
+        }
+        finish(image, env, instance, parent).map_err(|r| (i, r))?;
+    }
+    Ok(())
+}
+
+/// An instance's own checks (`eval::grants::own`): its template's name (found by it), `granted` is a timestamp, the
+/// principal (not blank, admitted by `for`) and the holder (admitted by `holder`), each declared parameter has a
+/// value of its type, no value for an undeclared one (the first by name). Its `granted`, in nanoseconds.
+fn own(image: &Image<'_>, doc: &Doc<'_>, instance: &Instance) -> Result<i128, Refusal> {
+    let grant = instance.grant;
+    let template = image.template(instance.template);
     let at = (template.at_json_off, template.at_json_len);
     let refuse = |condition: (u32, u32), field: Field, value: Value| Refusal { condition, field, at, value };
-    if template.parent_template != 0 {
-        let name = (template.name_off, template.name_len);
-        let condition = (template.parent_json_off, template.parent_json_len);
-        return Err(refuse(condition, Field::Template, Value::ImageString(name.0, name.1)));
-    }
     let granted = match request::timestamp_of(doc, grant.granted) {
         Some(granted) => granted,
         None => return Err(refuse((0, 0), Field::Granted, Value::Canonical(grant.granted))),
@@ -313,9 +511,16 @@ pub fn check(image: &Image<'_>, env: &Env<'_>, t: u32, grant: Grant) -> Result<I
         let value = doc.token(key).next;
         return Err(refuse(condition, Field::ParamToken(key), Value::Canonical(value)));
     }
-    let mut instance =
-        Instance { template: t, mandate: template.mandate, grant, granted, valid_from: None, valid_until: None };
-    let bound_env = Env { instance: Some(instance), ..*env };
+    Ok(granted)
+}
+
+/// An instance's bounds, in declaration order (`parent.NAME` reads `parent`'s values), and its window: sets the
+/// instance's window.
+fn finish(image: &Image<'_>, env: &Env<'_>, instance: &mut Instance, parent: Option<Instance>) -> Result<(), Refusal> {
+    let doc = env.doc;
+    let grant = instance.grant;
+    let template = image.template(instance.template);
+    let bound_env = Env { instance: Some(*instance), parent, ..*env };
     for p in 0..template.params_count {
         let param = image.template_param(&template, p);
         if cond::eval(image, param.cond_off, param.cond_count, &bound_env) != Truth::True {
@@ -343,10 +548,11 @@ pub fn check(image: &Image<'_>, env: &Env<'_>, t: u32, grant: Grant) -> Result<I
     if let (Some(from), Some(until)) = (instance.valid_from, instance.valid_until) {
         if until <= from {
             let condition = (template.window_json_off, template.window_json_len);
-            return Err(refuse(condition, Field::Valid, Value::Instant(until)));
+            let at = (template.at_json_off, template.at_json_len);
+            return Err(Refusal { condition, field: Field::Valid, at, value: Value::Instant(until) });
         }
     }
-    Ok(instance)
+    Ok(())
 }
 
 /// Writes the `grant.invalid` rule: `{"mandate":INSTANCE,"rule":C,"at":…,"failed":{"condition":C,"attribute":F,
@@ -374,6 +580,7 @@ pub fn write_refusal(
     out.write(b",\"attribute\":");
     match refusal.field {
         Field::Template => out.write(b"\"template\""),
+        Field::Parent => out.write(b"\"parent\""),
         Field::Granted => out.write(b"\"granted\""),
         Field::Principal => out.write(b"\"principal\""),
         Field::Holder => out.write(b"\"holder\""),

@@ -438,6 +438,10 @@ pub const ATTR_PRINCIPAL: u32 = 16;
 /// implicit `principal`, `holder` (strings) and `granted` (a timestamp). Added in version 4; without an instance it
 /// is mistyped (fails closed).
 pub const ATTR_PARAM: u32 = 17;
+/// `parent.NAME` in a template under a template (sub-delegation): the parameter `name_*` of the parent instance of
+/// the instance whose condition reads it, as [`ATTR_PARAM`] reads its own instance's. Added in version 5; without a
+/// parent instance it is mistyped (fails closed).
+pub const ATTR_PARENT_PARAM: u32 = 18;
 
 /// A relation's terms the runtime keeps at hand while it compares them with the listed tuples (`cond::holds`); a
 /// relation with more terms reads the later ones again for each tuple (and weighs as unbounded, [`work_weight`]).

@@ -475,6 +475,13 @@ pub struct Grant {
     pub holder: u32,
     pub params: u32,
     pub granted: u32,
+    /// `parent`, a string token (`TEMPLATE/ID`): the instance it hangs under (sub-delegation).
+    pub parent: Option<u32>,
+}
+
+impl Grant {
+    pub const EMPTY: Grant =
+        Grant { id: 0, version: 0, template: 0, principal: 0, holder: 0, params: 0, granted: 0, parent: None };
 }
 
 /// An instance the request is decided under: its template (index), the mandate record it decides as
@@ -489,10 +496,15 @@ pub struct Instance {
     pub valid_until: Option<i128>,
 }
 
+impl Instance {
+    pub const EMPTY: Instance =
+        Instance { template: 0, mandate: 0, grant: Grant::EMPTY, granted: 0, valid_from: None, valid_until: None };
+}
+
 /// The longest instance id (bytes of its text), `eval::instance::MAX_INSTANCE_ID`.
 pub const MAX_INSTANCE_ID: usize = 128;
 
-const GRANT_FIELDS: [Key<'static>; 7] = [
+const GRANT_FIELDS: [Key<'static>; 8] = [
     ID,
     Key::new(b"version"),
     Key::new(b"template"),
@@ -500,16 +512,17 @@ const GRANT_FIELDS: [Key<'static>; 7] = [
     Key::new(b"holder"),
     Key::new(b"params"),
     Key::new(b"granted"),
+    Key::new(b"parent"),
 ];
 
 /// Reads one entry of `context.grants` strictly (`GrantInstance::from_json`): an object whose `id` (1 to
 /// [`MAX_INSTANCE_ID`] bytes, not blank), `template`, `principal`, `holder` and `granted` are strings, `version` a
-/// whole number that fits `u64` and `params` an object (other keys are ignored).
+/// whole number that fits `u64`, `params` an object and `parent`, when present, a string (other keys are ignored).
 pub fn grant(doc: &Doc<'_>, item: u32) -> Option<Grant> {
     if doc.token(item).kind() != OBJECT {
         return None;
     }
-    let [id, version, template, principal, holder, params, granted] = doc.fields(Some(item), &GRANT_FIELDS);
+    let [id, version, template, principal, holder, params, granted, parent] = doc.fields(Some(item), &GRANT_FIELDS);
     let string = |t: Option<u32>| t.filter(|&t| doc.token(t).kind() == STRING);
     let id = string(id).filter(|&id| doc.text(id).count() <= MAX_INSTANCE_ID && !is_blank(doc, id))?;
     let version = version.filter(|&v| doc.token(v).kind() == NUMBER)?;
@@ -521,6 +534,10 @@ pub fn grant(doc: &Doc<'_>, item: u32) -> Option<Grant> {
     for &c in raw {
         n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
     }
+    let parent = match parent {
+        None => None,
+        Some(p) => Some(string(Some(p))?),
+    };
     Some(Grant {
         id,
         version: n,
@@ -529,6 +546,7 @@ pub fn grant(doc: &Doc<'_>, item: u32) -> Option<Grant> {
         holder: string(holder)?,
         params: params.filter(|&p| doc.token(p).kind() == OBJECT)?,
         granted: string(granted)?,
+        parent,
     })
 }
 

@@ -6,7 +6,7 @@
 use crate::cond::{self, Env};
 use crate::decide::{find, lacks_scope, level_exceeded, rule_list, stop_at, stop_for, window_of, Work};
 use crate::err;
-use crate::grants::{self, Instance, Under};
+use crate::grants::{self, Instances, Under};
 use crate::image::{self, Image, Mandate, Rule, Tool};
 use crate::json::{Doc, Parsed};
 use crate::out::Out;
@@ -30,7 +30,7 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
         .mandate
         .and_then(|tok| find(image, h.mandate_slots_off, h.mandate_slots_len, &doc, tok, |i| image.mandate_name(i)));
     // Resolved and checked as a decision is (`eval::visible_tools`): the first reason hides every tool.
-    let mut instance: Option<Instance> = None;
+    let mut instances = Instances::NONE;
     let leaf = match grants::resolve(image, &doc, &req, named) {
         Ok(Under::Mandate(leaf)) => image.mandate(leaf),
         Ok(Under::Instance(t, grant)) => {
@@ -39,18 +39,19 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
                 return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
             }
             let env = Env::new(image, &doc, &req, 0, true, &leaf);
-            match grants::check(image, &env, t, grant) {
-                Ok(checked) => instance = Some(checked),
-                Err(_) => return hide_all(image, out, err::GRANT_INVALID),
+            let (found, broken) = grants::lineage(image, &doc, &req, t, grant);
+            instances = found;
+            if grants::check(image, &env, &mut instances, broken).is_err() {
+                return hide_all(image, out, err::GRANT_INVALID);
             }
             leaf
         }
         Err((code, _)) => return hide_all(image, out, code),
     };
-    if instance.is_none() && !crate::decide::is_holder(image, &doc, &leaf, req.subject_id) {
+    if instances.leaf().is_none() && !crate::decide::is_holder(image, &doc, &leaf, req.subject_id) {
         return hide_all(image, out, err::SUBJECT_NOT_HOLDER);
     }
-    let instance = instance.as_ref();
+    let instances = &instances;
     // The stop entry of each mandate of the chain, for a tool with side effects and for one without (u32::MAX: none),
     // found once: they depend on the tool only through that, and reading every stop item for every tool would make
     // the listing's work the product of the tools and the request's length.
@@ -58,7 +59,9 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
     let stops = match stops {
         Some(stops) => {
             for p in 0..leaf.chain_count {
-                let mandate = image.mandate(image.word(leaf.chain_off.wrapping_add(4 * p)));
+                let index = image.word(leaf.chain_off.wrapping_add(4 * p));
+                let mandate = image.mandate(index);
+                let instance = instances.of_mandate(index);
                 for (k, side_effects) in [(0, true), (1, false)] {
                     let entry = stop_for(image, &doc, &mandate, instance, side_effects, &req)
                         .map_or(u32::MAX, |s| stop_entry(&mandate, s.strength));
@@ -80,7 +83,7 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
     let mut first_item = true;
     for i in 0..h.tools_count {
         let tool = image.word(h.listing_off.wrapping_add(4 * i));
-        let verdict = hidden_because(image, &doc, &req, &leaf, instance, tool, stops);
+        let verdict = hidden_because(image, &doc, &req, &leaf, instances, tool, stops);
         if let Some([code, entry]) = kept.as_deref_mut().and_then(|k| k.get_mut(2 * i as usize..2 * i as usize + 2)) {
             *code = verdict.map_or(0, |(code, _)| code);
             *entry = verdict.and_then(|(_, entry)| entry).unwrap_or(u32::MAX);
@@ -101,14 +104,14 @@ pub fn visible_tools(image: &Image<'_>, parsed: Parsed<'_>, work: &mut Work, out
         let verdict = match kept.as_deref().and_then(|k| k.get(2 * i as usize..2 * i as usize + 2)) {
             Some(&[0, _]) => None,
             Some(&[code, entry]) => Some((code, Some(entry).filter(|&e| e != u32::MAX))),
-            _ => hidden_because(image, &doc, &req, &leaf, instance, tool, stops),
+            _ => hidden_because(image, &doc, &req, &leaf, instances, tool, stops),
         };
         if let Some((code, entry)) = verdict {
             if !first_item {
                 out.byte(b',');
             }
             first_item = false;
-            write_hidden(image, &doc, instance, out, tool, code, entry);
+            write_hidden(image, &doc, instances, out, tool, code, entry);
         }
     }
     out.write(b"]}");
@@ -122,7 +125,7 @@ fn first(codes: u32) -> u32 {
 fn write_hidden(
     image: &Image<'_>,
     doc: &Doc<'_>,
-    instance: Option<&Instance>,
+    instances: &Instances,
     out: &mut Out<'_>,
     tool: u32,
     code: u32,
@@ -136,7 +139,7 @@ fn write_hidden(
     out.byte(b'"');
     if let Some(entry) = entry {
         out.write(b",\"rule\":");
-        crate::decide::write_entry(image, doc, instance, entry, false, out);
+        crate::decide::write_entry(image, doc, instances, entry, false, out);
     }
     out.byte(b'}');
 }
@@ -197,7 +200,7 @@ fn hidden_because(
     doc: &Doc<'_>,
     req: &Request,
     leaf: &Mandate,
-    instance: Option<&Instance>,
+    instances: &Instances,
     tool_index: u32,
     stops: Option<&[u32]>,
 ) -> Option<(u32, Option<u32>)> {
@@ -212,7 +215,9 @@ fn hidden_because(
     let (mut not_yet, mut expired, mut stopped, mut level) =
         (Lowest::default(), Lowest::default(), Lowest::default(), Lowest::default());
     for p in 0..leaf.chain_count {
-        let mandate = image.mandate(mandate_at(p));
+        let index = mandate_at(p);
+        let mandate = image.mandate(index);
+        let instance = instances.of_mandate(index);
         match window_of(&mandate, instance, req.now) {
             Some((code, entry)) if code == err::NOT_YET_VALID => not_yet.offer(image, entry),
             Some((_, entry)) => expired.offer(image, entry),
@@ -241,11 +246,13 @@ fn hidden_because(
         }
     }
 
-    let env = Env { instance: instance.copied(), ..Env::new(image, doc, req, tool_index, true, leaf) };
+    let base = Env::new(image, doc, req, tool_index, true, leaf);
     let (mut forbidding, mut unmatched) = (Lowest::default(), Lowest::default());
     for p in 0..leaf.chain_count {
         let index = mandate_at(p);
         let mandate = image.mandate(index);
+        let instance = instances.of_mandate(index).copied();
+        let env = Env { instance, parent: instances.parent_of(index).copied(), ..base };
         let mut may_grant = false;
         let list = rule_list(image, &tool, index);
         for k in 0..list.rules_count {

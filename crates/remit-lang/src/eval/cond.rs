@@ -273,10 +273,13 @@ fn fetch(attr: &Attr, ty: &Type, env: &Env) -> Result<Fetched, EvalError> {
             Some(instance) => instance.params.get(name).cloned().ok_or(EvalError::Missing)?,
             None => return Err(EvalError::WrongType),
         },
-        // `parent.NAME` in a template under a template: the parent instance's parameter. A checked instance does
-        // not carry its parent's values yet (instances of a template under a template are `grant.invalid` before
-        // any condition is read), so reading one fails closed, as a parameter without an instance does.
-        Attr::ParentParam(_) => return Err(EvalError::WrongType),
+        // `parent.NAME` in a template under a template: the parent instance's value (checked before its child's
+        // bounds and rules read it). Without a parent instance it is mistyped (fails closed), as a parameter
+        // without an instance is.
+        Attr::ParentParam(name) => match env.parent {
+            Some(parent) => parent.params.get(name).cloned().ok_or(EvalError::Missing)?,
+            None => return Err(EvalError::WrongType),
+        },
         // Both sides are read, left first: the first error is the result, whatever the other side holds.
         Attr::Compare(left, op, right, operand_ty) => {
             let left = fetch(left, operand_ty, env)?;

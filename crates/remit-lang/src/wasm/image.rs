@@ -215,7 +215,6 @@ impl<'p> Writer<'p> {
     /// The fields of an [`rec::Atom`] record that say how `attr` is read as `ty`: its code and name, its type, whether
     /// its money may be negative, its display, and a derived attribute's operands (each a record of its own).
     fn attribute(&mut self, attr: &Attr, ty: &Type) -> rec::Atom {
-        let parent_param = attr.display();
         let (code, name) = match attr {
             Attr::Arg(name) => (rec::ATTR_ARG, Some(name.as_str())),
             Attr::ResourceId => (rec::ATTR_RESOURCE_ID, None),
@@ -235,11 +234,8 @@ impl<'p> Writer<'p> {
             Attr::Elapsed(..) => (rec::ATTR_ELAPSED, None),
             // A template's parameter: read from the instance the request is decided under.
             Attr::Param(name) => (rec::ATTR_PARAM, Some(name.as_str())),
-            // `parent.NAME` (a template under a template): until the runtime has a code of its own for the parent
-            // instance's parameters, it is written as a parameter named `parent.NAME`, which no instance can have
-            // (a parameter's name has no `.`, and an undeclared one is refused), so the runtime finds it missing
-            // and fails closed.
-            Attr::ParentParam(_) => (rec::ATTR_PARAM, Some(parent_param.as_str())),
+            // `parent.NAME` (a template under a template): read from the parent instance.
+            Attr::ParentParam(name) => (rec::ATTR_PARENT_PARAM, Some(name.as_str())),
         };
         let mut r = rec::Atom { attr: code, ty: self.ty(ty), ..rec::Atom::default() };
         if let Some(name) = name {
@@ -396,14 +392,12 @@ impl<'p> Writer<'p> {
         };
         (r.from_kind, r.from_lo, r.from_hi) = bound(&template.valid_from);
         (r.until_kind, r.until_lo, r.until_hi) = bound(&template.valid_until);
-        let parent = match template.parent {
-            crate::ir::Parent::Mandate(_) => None,
-            crate::ir::Parent::Template(parent) => Some(program.templates.get(parent).map_or("", |t| t.name.as_str())),
+        r.parent_template = match template.parent {
+            crate::ir::Parent::Mandate(_) => 0,
+            crate::ir::Parent::Template(parent) => parent as u32 + 1,
         };
-        r.parent_template = u32::from(parent.is_some());
         (r.mismatch_json_off, r.mismatch_json_len) = self.json(&format!("template {}", template.name));
-        (r.parent_json_off, r.parent_json_len) =
-            self.json(&format!("template {} under {}", template.name, parent.unwrap_or("")));
+        (r.parent_json_off, r.parent_json_len) = self.json(&eval::grants::parent_clause(program, template));
         (r.for_json_off, r.for_json_len) =
             self.json(&eval::grants::patterns("for", &template.principals, &template.principal_prefixes));
         (r.holder_json_off, r.holder_json_len) =
@@ -502,11 +496,24 @@ impl<'p> Writer<'p> {
                 None => program.chain(index).iter().map(|&m| m as u32).collect(),
                 Some(t) => {
                     flags |= rec::MANDATE_TEMPLATE;
-                    let mut chain: Vec<u32> = match program.templates[t].parent {
-                        crate::ir::Parent::Mandate(parent) => program.chain(parent).iter().map(|&m| m as u32).collect(),
-                        crate::ir::Parent::Template(_) => Vec::new(),
-                    };
-                    chain.push(index as u32);
+                    // Its parent's chain and itself: a template under a template (sub-delegation) decides under its
+                    // parent template's mandate, and so on up to the ceiling's chain.
+                    let mut chain = Vec::new();
+                    let mut current = t;
+                    loop {
+                        chain.push((statics + current) as u32);
+                        match program.templates[current].parent {
+                            crate::ir::Parent::Template(parent) if chain.len() <= program.templates.len() => {
+                                current = parent
+                            }
+                            crate::ir::Parent::Template(_) => break,
+                            crate::ir::Parent::Mandate(parent) => {
+                                chain.extend(program.chain(parent).iter().rev().map(|&m| m as u32));
+                                break;
+                            }
+                        }
+                    }
+                    chain.reverse();
                     chain
                 }
             };
@@ -726,7 +733,8 @@ impl<'p> Writer<'p> {
             eval::write_deciding_rule(e, &mut json);
             let (json_off, json_len) = self.string(json.as_bytes());
             let mut record = rec::Entry { json_off, json_len, rank: rank[i], ..rec::Entry::default() };
-            if program.template_index.contains_key(&e.mandate) {
+            if let Some(&template) = program.template_index.get(&e.mandate) {
+                record.template = template as u32 + 1;
                 let mut name = String::new();
                 eval::write_json_string(&mut name, &e.mandate);
                 record.instance = ("{\"mandate\":".len() + name.len()) as u32;
