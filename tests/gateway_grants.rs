@@ -979,8 +979,8 @@ tool pay(merchant: string, amount: money) {
   side effects
 }
 
+// Held by no one: agents act only under instances, so a revoked instance leaves its holder nothing.
 mandate ceiling for "org:acme" {
-  holder under "agent:"
   allow pay where args.amount <= 500 USD
 }
 
@@ -1019,8 +1019,9 @@ fn an_instance_sub_delegated_from_another_is_decided_under_both_and_goes_with_it
     let parent_id = shopping["id"].as_str().unwrap().to_string();
     let errand = |parent: Option<&str>, small: &str| {
         let mut body = json!({"template": "errand", "holder": "agent:errands/1", "params": {"small": small}});
-        if let Some(parent) = parent {
-            body["parent"] = json!(parent);
+        match parent {
+            Some(parent) => body["parent"] = json!(parent),
+            None => body["principal"] = json!("user:alice"),
         }
         body
     };
