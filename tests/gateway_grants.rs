@@ -1107,8 +1107,24 @@ fn an_instance_sub_delegated_from_another_is_decided_under_both_and_goes_with_it
     let (_, gone) = gateway.post_json("/access/v1/evaluation", &pay("acme", "5.00 USD"), None);
     assert_eq!(gone["decision"], false, "{gone}");
     // A new errand within the narrowed cap; revoking the parent revokes it too.
-    let (status, second) = post(ALICE, errand(Some(&parent_id), "8 USD"));
-    assert_eq!(status, 201, "{second}");
+    // (By the CLI: `--parent` instead of `--principal`.)
+    let out = std::process::Command::new(support::remit_bin())
+        .args([
+            "grants",
+            "grant",
+            "errand",
+            "--parent",
+            &format!("shopping/{parent_id}"),
+            "--holder",
+            "agent:errands/1",
+        ])
+        .args(["--param", "small=8 USD", "--gateway", &gateway.url("")])
+        .env("REMIT_TOKEN", ALICE)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let second: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((second["principal"].as_str(), second["version"].as_u64()), (Some("user:alice"), Some(1)), "{second}");
     let (_, before) = gateway.post_json("/access/v1/evaluation", &pay("acme", "5.00 USD"), None);
     assert_eq!(before["decision"], true, "{before}");
     assert_eq!(call(&gateway, "DELETE", &format!("/v1/grants/{parent_id}"), ALICE, None).0, 200);
@@ -1197,4 +1213,47 @@ fn on_postgresql_a_child_is_granted_on_one_replica_and_goes_with_its_parent_revo
         assert_ne!(after.outcome, "allow", "{after:?}");
     }
     audit::verify_chains(audit::read_all(&*stores[0]).unwrap()).unwrap();
+}
+
+/// The principal's page grants a sub-delegated instance: the form of a template under a template offers her active
+/// instances of the parent template instead of a principal, and shows the bound over `parent.NAME`.
+#[test]
+fn the_principal_sub_delegates_in_the_browser() {
+    let ready = std::process::Command::new("python3")
+        .args(["-c", "import playwright.sync_api"])
+        .status()
+        .is_ok_and(|s| s.success())
+        && std::path::Path::new("/usr/bin/chromium").exists();
+    assert!(ready, "the browser test needs chromium and Playwright: run scripts/test-deps.sh");
+    let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let gateway =
+        HttpGateway::start("grants-sub-browser", policy, Options { tokens: tokens(), config, ..Options::default() });
+    let shopping = json!({"template": "shopping", "principal": "user:alice", "holder": "agent:shopper",
+                          "params": {"merchants": ["acme"], "cap": "100 USD"}});
+    let (status, parent) = call(&gateway, "POST", "/v1/grants", ALICE, Some(shopping.to_string().as_bytes()));
+    assert_eq!(status, 201, "{parent}");
+    let parent = parent["id"].as_str().unwrap().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/subgrant.py");
+    let dir = support::temp_dir("grants-sub-browser-shots");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args([&gateway.url(""), ALICE, &parent, dir.join("subgrant.png").to_str().unwrap()])
+        .env_remove("LD_PRELOAD")
+        .env_remove("FAKETIME")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let id = stdout.lines().last().unwrap().trim().to_string();
+    let (status, shown) = call(&gateway, "GET", &format!("/v1/grants/{id}"), ADMIN, None);
+    assert_eq!(status, 200, "{shown}");
+    let version = &shown["versions"][0];
+    assert_eq!(version["parent"], format!("shopping/{parent}"), "{shown}");
+    assert_eq!(
+        (version["principal"].as_str(), version["params"]["small"].as_str()),
+        (Some("user:alice"), Some("20 USD"))
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
