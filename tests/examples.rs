@@ -1,5 +1,6 @@
 //! The shipped examples: every one checks clean, their policy tests pass (at least 40 cases), `remit tools`
-//! lists exactly each club lane's tools, and `remit eval` prints decisions for the shipped requests.
+//! lists exactly each club lane's tools, `remit eval` prints decisions for the shipped requests, and the decisions
+//! docs/requests.md shows are the ones it prints.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -76,4 +77,72 @@ fn tools_explain_names_what_hides_each_tool() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let hidden = stdout.lines().find(|l| l.starts_with("hidden export_roster:")).expect("the 15th tool is hidden");
     assert!(hidden.contains("rule.forbidden") || hidden.contains("credential.scope-missing"), "{hidden}");
+}
+
+/// docs/requests.md shows decisions of the examples: each block after a line `<!-- remit eval ARGS -->` is what
+/// `remit eval ARGS` prints (pretty-printed), or with `(one of its rules)` after ARGS one of its `rules`. In the
+/// shown JSON a string may elide text with `…` (`"sha256:…"`); every other key and value is the output's.
+#[test]
+fn the_decisions_requests_md_shows_are_what_remit_eval_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/requests.md")).unwrap();
+    let mut lines = page.lines();
+    let mut shown = 0;
+    while let Some(line) = lines.next() {
+        let Some(command) = line.strip_prefix("<!-- remit eval ").and_then(|l| l.strip_suffix(" -->")) else {
+            continue;
+        };
+        let (args, one_rule) = match command.strip_suffix(" (one of its rules)") {
+            Some(args) => (args, true),
+            None => (command, false),
+        };
+        assert_eq!(lines.next(), Some("```json"), "a JSON block right after `{line}`");
+        let block: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        let expected: serde_json::Value =
+            serde_json::from_str(&block.join("\n")).unwrap_or_else(|e| panic!("the block after `{line}`: {e}"));
+        let mut argv = vec!["eval"];
+        argv.extend(args.split_whitespace());
+        let out = remit(&argv);
+        assert!(out.status.success(), "remit {argv:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let decision: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a decision");
+        let candidates: Vec<&serde_json::Value> =
+            if one_rule { decision["rules"].as_array().expect("rules").iter().collect() } else { vec![&decision] };
+        assert!(
+            candidates.iter().any(|actual| shows(&expected, actual)),
+            "docs/requests.md shows after `{line}`:\n{expected:#}\nbut `remit {}` prints:\n{decision:#}",
+            argv.join(" ")
+        );
+        shown += 1;
+    }
+    assert!(shown >= 2, "docs/requests.md shows {shown} decisions checked here");
+}
+
+/// Whether the JSON a page shows is `actual`, but for text elided with `…` inside strings.
+fn shows(shown: &serde_json::Value, actual: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (shown, actual) {
+        (Value::String(pattern), Value::String(text)) => {
+            let parts: Vec<&str> = pattern.split('…').collect();
+            let (first, last) = (parts[0], parts[parts.len() - 1]);
+            if parts.len() == 1 {
+                return pattern == text;
+            }
+            if !text.starts_with(first) || !text[first.len()..].ends_with(last) {
+                return false;
+            }
+            let mut rest = &text[first.len()..text.len() - last.len()];
+            for part in &parts[1..parts.len() - 1] {
+                match rest.find(part) {
+                    Some(at) => rest = &rest[at + part.len()..],
+                    None => return false,
+                }
+            }
+            true
+        }
+        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| shows(x, y)),
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len() && a.iter().all(|(k, v)| b.get(k).is_some_and(|w| shows(v, w)))
+        }
+        _ => shown == actual,
+    }
 }

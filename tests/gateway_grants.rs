@@ -973,6 +973,209 @@ fn a_holder_holds_at_most_as_many_instances_as_a_request_carries() {
     assert_eq!(call(&gateway, "POST", "/v1/grants", ALICE, Some(&body)).0, 201, "room again after a revocation");
 }
 
+/// A template that declares a budget of its own (`purchases`, counted per instance) and restates its ceiling's
+/// (`shipments`: one counter, the ceiling's, whatever instance decides).
+const BUDGETED: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+tool ship(merchant: string) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  allow pay where args.amount <= 500 USD
+  allow ship
+  budget shipments: at most 3 calls to ship per day
+}
+
+template budgeted(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  allow pay where args.amount <= cap
+  allow ship
+  budget purchases: at most 2 calls to pay per day
+  // The ceiling's, restated (the proof asks for it).
+  budget shipments: at most 3 calls to ship per day
+}
+"#;
+
+fn budgeted_policy() -> Policy {
+    let program = Arc::new(examples::compile(&[("budgeted.remit".into(), BUDGETED.into())]));
+    support::gateway::policy(&program).with_program(program).unwrap()
+}
+
+fn budgeted_ask(principal: &str, holder: &str, cap: &str) -> GrantAsk {
+    GrantAsk {
+        template: "budgeted".into(),
+        principal: principal.into(),
+        holder: holder.into(),
+        params: json!({"cap": cap}).as_object().unwrap().clone(),
+    }
+}
+
+/// A call of `agent` to `tool`, under the instance `reference` (`TEMPLATE/ID`) or, without one, under the one
+/// instance the agent holds (the ceiling has no holder).
+fn budgeted_call(agent: &str, tool: &str, reference: Option<&str>) -> Vec<u8> {
+    let arguments = match tool {
+        "pay" => json!({"merchant": "acme", "amount": "10 USD"}),
+        _ => json!({"merchant": "acme"}),
+    };
+    let mut request = json!({"subject": {"id": agent}, "action": {"name": tool, "arguments": arguments},
+                             "context": {"counters": {"purchases": 0, "shipments": 0}}});
+    if let Some(reference) = reference {
+        request["context"]["mandate"] = json!(reference);
+    }
+    request.to_string().into_bytes()
+}
+
+/// The counters the logged request of decision `id` carried, and the mandate the decision names (its chain's last).
+fn counters_and_mandate(store: &dyn Store, id: &str) -> (Value, Value) {
+    let entries = audit::read_all(store).unwrap();
+    let body: Value = serde_json::from_str(&audit::find_decision(&entries, id).unwrap().body).unwrap();
+    let chain = body["decision"]["mandate_chain"].as_array().cloned().unwrap_or_default();
+    (body["request"]["context"]["counters"].clone(), chain.last().cloned().unwrap_or(Value::Null))
+}
+
+/// The count the store keeps under `counter` in today's window (the test's clock: `NOW`).
+fn stored_count(store: &dyn Store, counter: &str) -> u64 {
+    let mut tx = store.begin_read().unwrap();
+    tx.counter(counter, &format!("day:{}", &NOW[..10])).unwrap()
+}
+
+/// A budget a template declares is counted per instance (docs/gateway.md "Budgets of templates"): two instances of
+/// two principals each get exactly 2 allows of `purchases`, the third is `budget.exhausted`; a narrowed instance
+/// (a new version) keeps its count; revoked and granted again under a new id, it counts anew. The module reads it as
+/// `context.counters.purchases`, the store keeps it as `budgeted/ID/purchases`. A budget the ceiling declares too
+/// (`shipments`) is the ceiling's one counter, across every instance.
+#[test]
+fn a_templates_budget_is_counted_per_instance_and_a_ceilings_across_them() {
+    let gateway =
+        HttpGateway::start("grants-budgets", budgeted_policy(), Options { tokens: tokens(), ..Options::default() });
+    let core = &gateway.gateway;
+    let store: &dyn Store = &*gateway.store;
+    let alice = core.grant("user:alice", &budgeted_ask("user:alice", "agent:a", "100 USD")).unwrap();
+    let bob = core.grant("user:bob", &budgeted_ask("user:bob", "agent:b", "100 USD")).unwrap();
+    let alice_ref = format!("budgeted/{}", alice.id);
+    // Alice's agent names her instance; Bob's names none (it holds one instance, and nothing else).
+    let pay_a = || core.decide(&budgeted_call("agent:a", "pay", Some(&alice_ref)));
+    let pay_b = || core.decide(&budgeted_call("agent:b", "pay", None));
+    let first = [pay_a(), pay_b()];
+    assert!(first.iter().all(|d| d.outcome == "allow"), "{:?}", first.iter().map(|d| &d.decision).collect::<Vec<_>>());
+    let (counters, mandate) = counters_and_mandate(store, &first[0].id);
+    // The caller's counters removed, the gateway's filled by the names the module reads.
+    assert_eq!(counters, json!({"purchases": 0, "shipments": 0}), "{counters}");
+    assert_eq!(mandate, format!("{alice_ref}@1"));
+    // A later round of Bob's call (`remit mcp-proxy`): what the first counted is taken off, and not counted again.
+    let day = format!("day:{}", &NOW[..10]);
+    assert_eq!(first[1].carried.counts, [(format!("budgeted/{}/purchases", bob.id), day)]);
+    core.keep_round("r-bob", &first[1].carried).unwrap();
+    let call: Value = serde_json::from_slice(&budgeted_call("agent:b", "pay", None)).unwrap();
+    let round = core.decide_continuing(call.as_object().unwrap().clone(), "r-bob");
+    assert_eq!(round.outcome, "allow", "{}", round.decision);
+    assert_eq!(counters_and_mandate(store, &round.id).0["purchases"], 0);
+    assert_eq!(stored_count(store, &format!("budgeted/{}/purchases", bob.id)), 1, "not counted twice");
+    // Alice narrows her instance: version 2 keeps the count of version 1.
+    let changed = core.change_grant("user:alice", &alice.id, json!({"cap": "50 USD"}).as_object().unwrap()).unwrap();
+    assert_eq!(changed.version, 2);
+    let second = [pay_a(), pay_b()];
+    assert!(
+        second.iter().all(|d| d.outcome == "allow"),
+        "{:?}",
+        second.iter().map(|d| &d.decision).collect::<Vec<_>>()
+    );
+    let (counters, mandate) = counters_and_mandate(store, &second[0].id);
+    assert_eq!((counters["purchases"].clone(), mandate), (json!(1), json!(format!("{alice_ref}@2"))));
+    assert_eq!(counters_and_mandate(store, &second[1].id).0["purchases"], 1, "Bob's instance counts its own");
+    for third in [pay_a(), pay_b()] {
+        assert_eq!(third.outcome, "deny", "{}", third.decision);
+        assert_eq!(third.reasons, ["budget.exhausted"], "{}", third.decision);
+        assert_eq!(counters_and_mandate(store, &third.id).0["purchases"], 2);
+    }
+    // Kept per instance, by reference (not version), under a key no mandate's counter name can take.
+    assert_eq!(stored_count(store, &format!("budgeted/{}/purchases", alice.id)), 2);
+    assert_eq!(stored_count(store, &format!("budgeted/{}/purchases", bob.id)), 2);
+    assert_eq!(stored_count(store, "purchases"), 0, "never one counter for every instance");
+    // Revoked and granted again: a new id, a new count.
+    core.revoke_grant("user:alice", &alice.id).unwrap();
+    let again = core.grant("user:alice", &budgeted_ask("user:alice", "agent:a", "100 USD")).unwrap();
+    let pay_again = || core.decide(&budgeted_call("agent:a", "pay", None));
+    let outcomes: Vec<String> = (0..3).map(|_| pay_again().outcome).collect();
+    assert_eq!(outcomes, ["allow", "allow", "deny"]);
+    assert_eq!(stored_count(store, &format!("budgeted/{}/purchases", again.id)), 2);
+    // The ceiling's budget, restated by the template: one counter across both instances, 3 a day in all.
+    let ships: Vec<String> = [("agent:a", None), ("agent:b", None), ("agent:a", None), ("agent:b", None)]
+        .iter()
+        .map(|(agent, reference)| core.decide(&budgeted_call(agent, "ship", *reference)).outcome)
+        .collect();
+    assert_eq!(ships, ["allow", "allow", "allow", "deny"]);
+    assert_eq!(stored_count(store, "shipments"), 3);
+    assert_eq!(stored_count(store, &format!("budgeted/{}/shipments", bob.id)), 0);
+    audit::verify(audit::read_all(store).unwrap()).unwrap();
+}
+
+/// The same budgets on two PostgreSQL replicas, with calls at once on both: each instance's `purchases` allows
+/// exactly 2 of its 12 calls, and the ceiling's `shipments` exactly 3 of 24 across both instances.
+#[test]
+fn on_postgresql_a_templates_budget_allows_exactly_its_count_per_instance_across_replicas() {
+    let url = support::postgres::shared().database("grants_budgets");
+    let options = PostgresOptions { database_clock: false, ..PostgresOptions::default() };
+    let stores: Vec<Arc<dyn Store>> =
+        (0..2).map(|_| Arc::new(PostgresStore::connect(&url, None, &options).unwrap()) as Arc<dyn Store>).collect();
+    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp(NOW).unwrap()));
+    let gateways: Vec<Arc<Gateway>> = stores
+        .iter()
+        .map(|s| Arc::new(Gateway::new(budgeted_policy(), s.clone(), clock.clone(), Config::default())))
+        .collect();
+    let alice = gateways[0].grant("user:alice", &budgeted_ask("user:alice", "agent:pa", "100 USD")).unwrap();
+    let bob = gateways[1].grant("user:bob", &budgeted_ask("user:bob", "agent:pb", "100 USD")).unwrap();
+    let references = [format!("budgeted/{}", alice.id), format!("budgeted/{}", bob.id)];
+    // 12 threads, each 4 calls: one replica per thread, half the threads Alice's agent, half Bob's, each call
+    // `pay` or `ship`.
+    let started = Instant::now();
+    let outcomes: Vec<(usize, &str, bool)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..12)
+            .map(|t| {
+                let (gateway, references) = (&gateways[t % 2], &references);
+                scope.spawn(move || {
+                    let who = (t / 2) % 2;
+                    let agent = ["agent:pa", "agent:pb"][who];
+                    (0..4)
+                        .map(|i| {
+                            let tool = if i % 2 == 0 { "pay" } else { "ship" };
+                            let reference = (t % 3 == 0).then_some(references[who].as_str());
+                            let decided = gateway.decide(&budgeted_call(agent, tool, reference));
+                            let allowed = decided.outcome == "allow";
+                            assert!(
+                                allowed || decided.reasons == ["budget.exhausted"],
+                                "denied for another reason: {}",
+                                decided.decision
+                            );
+                            (who, tool, allowed)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    // What docs/scaling.md reports ("What keeps batches exact"): `--nocapture` shows it.
+    eprintln!("48 calls on two replicas took {:?}", started.elapsed());
+    let allowed = |who: Option<usize>, tool: &str| {
+        outcomes.iter().filter(|(w, t, a)| *a && *t == tool && who.is_none_or(|who| who == *w)).count()
+    };
+    let calls = |who: usize, tool: &str| outcomes.iter().filter(|(w, t, _)| *w == who && *t == tool).count();
+    assert_eq!((calls(0, "pay"), calls(1, "pay")), (12, 12));
+    assert_eq!((allowed(Some(0), "pay"), allowed(Some(1), "pay")), (2, 2), "{outcomes:?}");
+    assert_eq!(allowed(None, "ship"), 3, "{outcomes:?}");
+    for (id, store) in [(&alice.id, &stores[1]), (&bob.id, &stores[0])] {
+        assert_eq!(stored_count(&**store, &format!("budgeted/{id}/purchases")), 2);
+    }
+    assert_eq!(stored_count(&*stores[0], "shipments"), 3);
+    audit::verify_chains(audit::read_all(&*stores[0]).unwrap()).unwrap();
+}
+
 /// Sub-delegation: a template under a template whose bounds and rules read the parent instance's parameters.
 const SUB_POLICY: &str = r#"
 tool pay(merchant: string, amount: money) {

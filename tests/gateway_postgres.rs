@@ -1486,7 +1486,7 @@ fn set_mode(path: &std::path::Path, mode: u32) {
 /// verify-full: issued by its CA, naming the user) and whose own certificate names another host than the one the
 /// URL says (`db.internal`, reached as 127.0.0.1), every certificate and key made by `openssl` (the client's an
 /// RSA key in PKCS#1, the server's P-256 in SEC1). `verify-ca` with the client certificate connects and decides;
-/// `verify-full` refuses the server's name; without a client certificate, with one of another CA, or with a key
+/// `verify-full` refuses the server's name; `require` with `sslrootcert` is `verify-ca` (libpq's reading); without a client certificate, with one of another CA, or with a key
 /// file that others can read, no connection — each said as such.
 #[test]
 fn client_certificates_and_verify_ca_against_a_server_that_demands_them() {
@@ -1527,6 +1527,15 @@ fn client_certificates_and_verify_ca_against_a_server_that_demands_them() {
     let rogue_root = dir.join("rogue-ca.crt").display().to_string();
     let why = refused(with(&format!("{url}?sslmode=verify-ca&sslrootcert={rogue_root}"), &client_crt, &client_key));
     assert!(why.contains("not issued by a root of `sslrootcert=") && why.contains("sslmode=verify-ca"), "{why}");
+    // `require` with a root file is `verify-ca`, as libpq: it connects to db.internal reached as 127.0.0.1 (the
+    // host name not checked), over TLS, and refuses a server whose chain does not lead to the root given.
+    let require = |root: &str| with(&format!("{url}?sslmode=require&sslrootcert={root}"), &client_crt, &client_key);
+    let required = PostgresStore::connect(&require(&root), None, &writer("require-ca")).unwrap();
+    required.execute_raw("SELECT 1").unwrap();
+    assert_eq!(tls_of(&server, "require-ca"), "t");
+    let why = refused(require(&rogue_root));
+    assert!(why.contains("not issued by a root of `sslrootcert="), "{why}");
+    assert!(why.contains("sslmode=require, read as verify-ca since `sslrootcert` is given"), "{why}");
     // No client certificate: the server refuses the connection (its `cert` rule).
     let why = refused(ca.clone());
     assert!(why.contains("connection requires a valid client certificate"), "{why}");

@@ -182,6 +182,35 @@ fn settings_come_from_the_file_then_the_environment_then_the_command_line() {
     std::fs::remove_dir_all(&other).ok();
 }
 
+/// The TLS files of a PostgreSQL store (`--store-ssl-root-cert`, `--store-ssl-cert`, `--store-ssl-key`) given with
+/// a SQLite store, by a flag, a variable or a key of the configuration file: `remit serve` does not start and says
+/// why, rather than ignore them (the operator believes the gateway talks to a database over TLS).
+#[test]
+fn store_tls_files_with_a_sqlite_store_are_refused() {
+    let dir = workspace("sqlite-tls");
+    let base = ["serve", "policy", "--listen", "127.0.0.1:0", "--store", "sqlite:state.db"];
+    let error = refused(remit(&dir, &[&base[..], &["--store-ssl-root-cert", "ca.pem"]].concat(), &[]));
+    assert!(
+        error.contains("`--store-ssl-root-cert`") && error.contains("the store `sqlite:state.db` is SQLite"),
+        "{error}"
+    );
+    let env = [("REMIT_STORE_SSL_CERT", "client.pem"), ("REMIT_STORE_SSL_KEY", "client.key")];
+    let error = refused(remit(&dir, &base, &env));
+    assert!(error.contains("`--store-ssl-cert`, `--store-ssl-key`") && error.contains("is SQLite"), "{error}");
+    std::fs::write(
+        dir.join("remit.toml"),
+        "policy = [\"policy\"]\nlisten = \"127.0.0.1:0\"\nstore = \"sqlite:state.db\"\nstore-ssl-root-cert = \"ca.pem\"\n",
+    )
+    .unwrap();
+    let error = refused(remit(&dir, &["serve", "--config", "remit.toml"], &[]));
+    assert!(error.contains("`--store-ssl-root-cert`") && error.contains("is SQLite"), "{error}");
+    assert!(!dir.join("state.db").exists(), "refused before the store is made");
+    // Without them, the same gateway starts.
+    drop(Gateway::start(remit(&dir, &base, &[])));
+    assert!(dir.join("state.db").is_file());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Sends a decision request's head and the first half of its body: a request in flight until the rest comes.
 fn half_sent(address: &str) -> (TcpStream, Vec<u8>) {
     let body = json!({"subject": {"id": "agent:shopper"}, "action": {"name": "make_payment", "arguments":

@@ -83,6 +83,18 @@ fn confirm_template_findings(program: &Program, path: &Path) {
         let TemplateKind::Widens { widening, params } = f.kind else {
             panic!("{}: not a confirmed widening: {:?}", path.display(), f.kind)
         };
+        // The instance names someone: an id `for` / `holder` lists when they list one, else a member of a prefix,
+        // never the bare prefix (`user:` is a namespace, not a principal).
+        let t = &program.templates[f.template];
+        for (name, ids, prefixes) in
+            [("principal", &t.principals, &t.principal_prefixes), ("holder", &t.holders, &t.holder_prefixes)]
+        {
+            let Some(value) = params.get(name).and_then(Value::as_str) else { continue };
+            if !ids.is_empty() {
+                assert!(ids.iter().any(|id| id == value), "{}: `{name}` = {value:?}, not an id listed", path.display());
+            }
+            assert!(!prefixes.iter().any(|p| p == value), "{}: `{name}` = {value:?} is a bare prefix", path.display());
+        }
         let (concrete, _) = instance(program, f.template, &params)
             .unwrap_or_else(|e| panic!("{}: the witness's instance is refused ({e}): {params:?}", path.display()));
         if let Err(e) = confirm(&concrete, &widening.witness) {

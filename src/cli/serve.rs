@@ -287,7 +287,7 @@ pub struct StoreArgs {
     #[arg(long, value_name = "DURATION", default_value = "35s", value_parser = duration)]
     store_answer_timeout: std::time::Duration,
     /// The roots the PostgreSQL server's certificate must lead to, a PEM file (or `system`), as the URL's
-    /// `sslrootcert` (with `sslmode=verify-ca` or `verify-full`)
+    /// `sslrootcert` (with `sslmode=verify-ca` or `verify-full`; `require` with it is `verify-ca`, as libpq)
     #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_ROOT_CERT")]
     store_ssl_root_cert: Option<String>,
     /// A client certificate to present to the PostgreSQL server, its chain in a PEM file, as the URL's `sslcert`
@@ -311,6 +311,7 @@ impl StoreArgs {
         gateway_clock: bool,
     ) -> Result<Arc<dyn remit_gateway::Store>, String> {
         if !is_postgres(&self.store) {
+            self.no_tls_files()?;
             return Ok(Arc::new(open_store(&self.store, durability)?));
         }
         let writer = format!("{command} {}", std::process::id());
@@ -325,9 +326,33 @@ impl StoreArgs {
     /// of its own named `name` (its chain sealed by the replicas' seals), without the seals of a gateway.
     pub fn open_once(&self, name: &str) -> Result<Arc<dyn remit_gateway::Store>, String> {
         if !is_postgres(&self.store) {
+            self.no_tls_files()?;
             return Ok(Arc::new(open_store(&self.store, Durability::Process)?));
         }
         Ok(Arc::new(self.connect_postgres(2, false, name)?))
+    }
+
+    /// A SQLite store with TLS files given: refused, rather than ignored (an operator who gives them believes the
+    /// gateway talks to a PostgreSQL server over TLS).
+    fn no_tls_files(&self) -> Result<(), String> {
+        let given: Vec<String> = [
+            (&self.store_ssl_root_cert, "--store-ssl-root-cert"),
+            (&self.store_ssl_cert, "--store-ssl-cert"),
+            (&self.store_ssl_key, "--store-ssl-key"),
+        ]
+        .into_iter()
+        .filter(|(value, _)| value.is_some())
+        .map(|(_, flag)| format!("`{flag}`"))
+        .collect();
+        if given.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "TLS files ({}: flags, `REMIT_STORE_SSL_…` variables or configuration keys) are for a PostgreSQL store; \
+             the store `{}` is SQLite, which would ignore them: give a `postgres://` store, or leave them out",
+            given.join(", "),
+            self.store
+        ))
     }
 
     /// The TLS files of the flags (or their variables, or the configuration's keys).

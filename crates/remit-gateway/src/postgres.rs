@@ -687,6 +687,11 @@ struct PgTx<'a> {
     state: Option<DecisionState>,
     /// What [`Tx::prefetch`] read for the batch's decisions, kept up to date with this transaction's own writes.
     ahead: Option<Ahead>,
+    /// The active instances [`Tx::prefetch_grants`] read for the batch's holders, by holder (every holder asked, an
+    /// empty list for none): its decisions' reads of their instances are answered from here. A batch's calls all came
+    /// before its transaction began, as for `state`: an instance granted or revoked by another replica after the read
+    /// is concurrent with them. Forgotten when this transaction writes a grant.
+    grants_ahead: Option<std::collections::HashMap<String, Vec<GrantRecord>>>,
     /// The failure came with writes of earlier jobs (deferred past their savepoints' release): no savepoint can
     /// repair it, and the whole transaction fails.
     fatal: bool,
@@ -860,6 +865,7 @@ impl<'a> PgTx<'a> {
             fatal: false,
             state: None,
             ahead: None,
+            grants_ahead: None,
         }
     }
 
@@ -1624,6 +1630,7 @@ impl Tx for PgTx<'_> {
     // next, or, had it not locked, its insert of a version taken meanwhile fails on the key (a conflict).
 
     fn put_grant(&mut self, g: &GrantRecord) -> StoreResult<()> {
+        self.grants_ahead = None;
         self.execute("UPDATE grants SET current = false WHERE id = $1 AND current RETURNING 1", &[&g.id])?;
         let params = json(&g.params);
         self.execute(
@@ -1690,6 +1697,9 @@ impl Tx for PgTx<'_> {
     }
 
     fn active_grants(&mut self, holder: &str) -> StoreResult<Vec<GrantRecord>> {
+        if let Some(read) = self.grants_ahead.as_ref().and_then(|ahead| ahead.get(holder)) {
+            return Ok(read.clone());
+        }
         let rows = self.query(
             "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent FROM grants \
              WHERE holder = $1 AND current AND revoked_at IS NULL ORDER BY id COLLATE \"C\"",
@@ -1714,6 +1724,31 @@ impl Tx for PgTx<'_> {
             &[&parent],
         )?;
         rows.iter().map(grant_of).collect()
+    }
+
+    fn prefetch_grants(
+        &mut self,
+        holders: &[String],
+    ) -> StoreResult<Option<std::collections::HashMap<String, Vec<GrantRecord>>>> {
+        if !self.writes {
+            return Ok(None);
+        }
+        // One read on the holder index for the whole batch, in the order `active_grants` gives.
+        let rows = self.query(
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent \
+             FROM grants WHERE holder = ANY($1) AND current AND revoked_at IS NULL ORDER BY id COLLATE \"C\"",
+            &[&holders],
+        )?;
+        let mut read: std::collections::HashMap<String, Vec<GrantRecord>> =
+            holders.iter().map(|h| (h.clone(), Vec::new())).collect();
+        for row in &rows {
+            let grant = grant_of(row)?;
+            if let Some(held) = read.get_mut(&grant.holder) {
+                held.push(grant);
+            }
+        }
+        self.grants_ahead = Some(read.clone());
+        Ok(Some(read))
     }
 
     // The data sets (docs/gateway.md "Data sets"), as the SQLite store keeps them: rows by origin, `admin` winning.

@@ -8,7 +8,9 @@
 //!   deployed gateways already do; `prefer` gives no protection against an active attacker anyway);
 //! - `prefer`: TLS when the server offers it, else plain TCP; the certificate is not checked;
 //! - `require`: TLS or no connection; the certificate is NOT checked: it keeps passive listeners out, but does not
-//!   stop a man in the middle, who presents a certificate of his own;
+//!   stop a man in the middle, who presents a certificate of his own. With `sslrootcert=FILE` it is `verify-ca`, as
+//!   libpq ("if a root CA file exists, the behavior of sslmode=require will be the same as that of verify-ca");
+//!   with `sslrootcert=system` it is refused, as libpq refuses it;
 //! - `verify-ca`: TLS, the server's chain checked against the roots of `sslrootcert=FILE` (PEM; required: against
 //!   the platform's roots, a chain check without the name would take any certificate a public CA issued to
 //!   anyone), the host name not checked (a private CA that issues database certificates only);
@@ -23,8 +25,8 @@
 //! either file changed (a rotated certificate taken without a restart); a changed pair that cannot be read or does
 //! not match keeps the last good one, said on stderr.
 //!
-//! Refused rather than half done: `allow`, a root file with a mode that would not read it (libpq turns `require`
-//! with a root file into `verify-ca`; silently not checking would look like checking), a client certificate without
+//! Refused rather than half done: `allow`, a root file with a mode that would not read it (`disable`, `prefer`:
+//! silently not checking would look like checking), a client certificate without
 //! its key (or the other way round) or with `disable`, and `sslpassword` (encrypted keys: tokio-postgres refuses the
 //! parameter as unknown).
 
@@ -70,6 +72,8 @@ pub struct Connection {
     pub config: tokio_postgres::Config,
     pub tls: MakeRustlsConnect,
     pub mode: TlsMode,
+    /// The mode as the URL writes it (`require` where a root file makes it `verify-ca`), for messages.
+    written: TlsMode,
     /// Where the roots of `verify-ca` and `verify-full` come from, for messages: the file of `sslrootcert`, or the
     /// platform.
     roots: String,
@@ -104,13 +108,27 @@ impl Connection {
         let files = in_url.merged(files).map_err(|e| format!("`{shown}`: {e}"))?;
         let mut config: tokio_postgres::Config =
             rest.parse().map_err(|e| format!("`{shown}` is not a PostgreSQL URL: {}", describe(&e)))?;
-        if files.root_cert.is_some() && !matches!(mode, TlsMode::VerifyCa | TlsMode::VerifyFull) {
-            return Err(format!(
-                "`{shown}`: `sslrootcert` is read only with `sslmode=verify-ca` or `verify-full` (with `sslmode={}` \
-                 the server's certificate would not be checked against it)",
-                mode.name()
-            ));
-        }
+        let written = mode;
+        let mode = match (mode, files.root_cert.as_deref()) {
+            // As libpq: "if a root CA file exists, the behavior of sslmode=require will be the same as that of
+            // verify-ca". The platform's roots (`system`) are libpq's error with any mode but `verify-full`.
+            (TlsMode::Require, Some("system")) => {
+                return Err(format!(
+                    "`{shown}`: `sslrootcert=system` is read only with `sslmode=verify-full` (the platform's roots \
+                     without the host name would take any certificate a public CA issued to anyone)"
+                ))
+            }
+            (TlsMode::Require, Some(_)) => TlsMode::VerifyCa,
+            (TlsMode::Disable | TlsMode::Prefer, Some(_)) => {
+                return Err(format!(
+                    "`{shown}`: `sslrootcert` is read only with `sslmode=require` (which it makes `verify-ca`, as \
+                     libpq), `verify-ca` or `verify-full` (with `sslmode={}` the server's certificate would not be \
+                     checked against it)",
+                    mode.name()
+                ))
+            }
+            (mode, _) => mode,
+        };
         let client_files = match (&files.cert, &files.key) {
             (None, None) => None,
             (Some(_), Some(_)) if mode == TlsMode::Disable => {
@@ -172,7 +190,7 @@ impl Connection {
         // PostgreSQL 17 checks the ALPN name when it is sent, and needs it for `sslnegotiation=direct`.
         client.alpn_protocols = vec![b"postgresql".to_vec()];
         let client_cert = files.cert.clone();
-        Ok(Connection { config, tls: MakeRustlsConnect::new(client), mode, roots, client_cert })
+        Ok(Connection { config, tls: MakeRustlsConnect::new(client), mode, written, roots, client_cert })
     }
 
     /// Why a connection failed, in words: the causes tokio-postgres keeps behind its short message, a refused
@@ -182,7 +200,13 @@ impl Connection {
         let mut cause = Some(error);
         while let Some(e) = cause {
             if let Some(refused) = refused_certificate(e) {
-                words.push_str(&format!(" ({}; sslmode={})", self.refusal(refused), self.mode.name()));
+                let mode = match self.written {
+                    written if written != self.mode => {
+                        format!("sslmode={}, read as {} since `sslrootcert` is given", written.name(), self.mode.name())
+                    }
+                    _ => format!("sslmode={}", self.mode.name()),
+                };
+                words.push_str(&format!(" ({}; {mode})", self.refusal(refused)));
                 break;
             }
             cause = e.source();
@@ -553,12 +577,16 @@ mod tests {
     }
 
     #[test]
-    fn a_root_file_needs_a_verifying_mode_and_must_hold_certificates() {
+    fn a_root_file_needs_a_verifying_mode_makes_require_verify_ca_and_must_hold_certificates() {
         let shown = "postgres://h/d";
         let refused = |url: &str| Connection::from_url(url, shown).err().unwrap();
-        let only = "only with `sslmode=verify-ca` or `verify-full`";
-        assert!(refused("postgres://h/d?sslmode=require&sslrootcert=/x").contains(only));
+        let only = "only with `sslmode=require` (which it makes `verify-ca`, as libpq), `verify-ca` or `verify-full`";
+        assert!(refused("postgres://h/d?sslmode=prefer&sslrootcert=/x").contains(only));
         assert!(refused("postgres://h/d?sslrootcert=/x").contains(only));
+        // `require` with a root file is `verify-ca`, which reads it; with the platform's roots, refused (libpq).
+        assert!(refused("postgres://h/d?sslmode=require&sslrootcert=/x").contains("cannot read `sslrootcert=/x`"));
+        let system = "`sslrootcert=system` is read only with `sslmode=verify-full`";
+        assert!(refused("postgres://h/d?sslmode=require&sslrootcert=system").contains(system));
         assert!(refused("postgres://h/d?sslmode=verify-full&sslrootcert=/no/such/file").contains("cannot read"));
         assert!(refused("postgres://h/d?sslmode=verify-ca").contains("needs `sslrootcert=FILE`"));
         assert!(refused("postgres://h/d?sslmode=verify-ca&sslrootcert=system").contains("needs `sslrootcert=FILE`"));
@@ -575,10 +603,16 @@ mod tests {
         let url = format!("postgres://h/d?sslmode=verify-ca&sslrootcert={}", file.display());
         let connection = Connection::from_url(&url, shown).unwrap();
         assert_eq!((connection.mode, connection.config.get_ssl_mode()), (TlsMode::VerifyCa, SslMode::Require));
+        let require = format!("postgres://h/d?sslmode=require&sslrootcert={}", file.display());
+        let connection = Connection::from_url(&require, shown).unwrap();
+        assert_eq!((connection.mode, connection.config.get_ssl_mode()), (TlsMode::VerifyCa, SslMode::Require));
+        assert_eq!(connection.roots, format!("`sslrootcert={}`", file.display()));
         // The root file given outside the URL means the same; given both ways, the two must agree.
         let outside = TlsFiles { root_cert: Some(file.display().to_string()), ..TlsFiles::default() };
         let connection = Connection::from_url_with("postgres://h/d?sslmode=verify-ca", shown, &outside).unwrap();
         assert_eq!(connection.roots, format!("`sslrootcert={}`", file.display()));
+        let connection = Connection::from_url_with("postgres://h/d?sslmode=require", shown, &outside).unwrap();
+        assert_eq!(connection.mode, TlsMode::VerifyCa);
         assert!(Connection::from_url_with("postgres://h/d", shown, &outside).unwrap_err().contains(only));
         let other = TlsFiles { root_cert: Some("/other.pem".into()), ..TlsFiles::default() };
         assert!(Connection::from_url_with(&url, shown, &other).unwrap_err().contains("disagree"));

@@ -5,6 +5,8 @@
 //! its writes or none. The core reads the state a decision needs, decides, carries out the obligations and appends
 //! the log entry in one `Tx`, which is what makes the obligations happen exactly once and atomically with the log.
 
+use std::collections::HashMap;
+
 use remit_lang::syntax::ast::FactVersion;
 use serde::{Deserialize, Serialize};
 
@@ -636,6 +638,14 @@ pub trait Tx {
     fn active_children(&mut self, parent: &str) -> StoreResult<Vec<GrantRecord>> {
         let _ = parent;
         no_grants()
+    }
+    /// Reads ahead, for a write batch of a store that reads ahead ([`Tx::prefetch`]), the active instances of each of
+    /// `holders` ([`Tx::active_grants`], all in one read): the batch then knows the counters of the instances its
+    /// decisions are made under (a template's budget is counted per instance), and reads and locks them with the
+    /// rest. `None` when the store reads nothing ahead (the default: its decisions read their instances themselves).
+    fn prefetch_grants(&mut self, holders: &[String]) -> StoreResult<Option<HashMap<String, Vec<GrantRecord>>>> {
+        let _ = holders;
+        Ok(None)
     }
 
     /// Appends an entry after the head (computing its hash) and returns it.

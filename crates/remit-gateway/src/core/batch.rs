@@ -538,8 +538,21 @@ impl Gateway {
 
 /// Reads ahead, in `tx`, what the jobs of a write batch will read (`Tx::prefetch`): every approval and counter their
 /// requests need, at the earliest time any of them decides at (the transaction's clock, when the store gives one).
+/// The counters of a decision under an instance depend on the instance (a template's budget is counted per instance),
+/// so for a policy with templates the instances of the jobs' subjects are read ahead first, when the store reads
+/// ahead (`Tx::prefetch_grants`: one read), and filled into a copy of each request to find its needs.
 fn prefetch(tx: &mut dyn Tx, jobs: &[&Job]) -> StoreResult<()> {
     let now = tx.now();
+    let ready = |job: &&&Job| matches!(&job.prepared, Prepared { value: Some(_), early_deny: None, .. });
+    let mut holders: Vec<String> = jobs
+        .iter()
+        .filter(ready)
+        .filter(|job| !job.policy.meta.templates.is_empty())
+        .filter_map(|job| job.prepared.value.as_ref().and_then(super::grants::subject_of))
+        .collect();
+    holders.sort_unstable();
+    holders.dedup();
+    let grants = if holders.is_empty() { None } else { tx.prefetch_grants(&holders)? };
     let mut mandates: Vec<String> = Vec::new();
     let mut counters: Vec<(String, String)> = Vec::new();
     let mut earliest = i64::MAX;
@@ -547,7 +560,19 @@ fn prefetch(tx: &mut dyn Tx, jobs: &[&Job]) -> StoreResult<()> {
         let Prepared { value: Some(value), early_deny: None, .. } = &job.prepared else { continue };
         let at = now.unwrap_or(job.now);
         earliest = earliest.min(at);
-        let needs = super::prepare::needs_of(value, &job.policy.meta, at);
+        let meta = &job.policy.meta;
+        let held = grants.as_ref().filter(|_| !meta.templates.is_empty()).and_then(|grants| {
+            let subject = super::grants::subject_of(value)?;
+            grants.get(&subject)
+        });
+        let (needs, _) = match held {
+            Some(held) => {
+                let mut filled = value.clone();
+                super::grants::fill_read_grants(&mut filled, meta, held);
+                super::prepare::needs_of(&filled, meta, at)
+            }
+            None => super::prepare::needs_of(value, meta, at),
+        };
         mandates.extend(needs.mandates);
         counters.extend(needs.counters);
     }

@@ -518,17 +518,28 @@ fn entry(record: &GrantRecord, previous: Option<&GrantRecord>) -> Json {
 /// the decision's transaction) and those they are sub-delegated from (a read by id each), and, for a request that names no mandate, names the one static mandate its subject
 /// holds when it holds no instance (else the module resolves among the mandates and instances it holds).
 pub(super) fn fill_grants(tx: &mut dyn Tx, request: &mut Map<String, Json>, meta: &PolicyMeta) -> StoreResult<()> {
-    let subject = request.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str).map(str::to_string);
+    let subject = subject_of(request);
     let grants = match &subject {
         Some(subject) => filled(tx, subject)?,
         None => Vec::new(),
     };
-    let Some(context) = request.get_mut("context").and_then(Json::as_object_mut) else { return Ok(()) };
+    fill_read_grants(request, meta, &grants);
+    Ok(())
+}
+
+/// The request's `subject.id`: the holder whose instances [`fill_grants`] reads.
+pub(super) fn subject_of(request: &Map<String, Json>) -> Option<String> {
+    request.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str).map(str::to_string)
+}
+
+/// [`fill_grants`] with the subject's active instances already read.
+pub(super) fn fill_read_grants(request: &mut Map<String, Json>, meta: &PolicyMeta, grants: &[GrantRecord]) {
+    let subject = subject_of(request);
+    let Some(context) = request.get_mut("context").and_then(Json::as_object_mut) else { return };
     if !context.contains_key("mandate") && grants.is_empty() {
         if let [one] = subject.as_deref().map(|s| meta.held_by(s)).unwrap_or_default().as_slice() {
             context.insert("mandate".into(), Json::String(one.name.clone()));
         }
     }
     context.insert("grants".into(), Json::Array(grants.iter().map(GrantRecord::instance_json).collect()));
-    Ok(())
 }

@@ -7,7 +7,7 @@ use serde_json::{json, Value as Json};
 use super::Gateway;
 use crate::store::{OperationRecord, StoreError, StoreResult, Tx};
 use remit_lang::value::format_timestamp;
-use remit_lang::wasm::meta::PolicyMeta;
+use remit_lang::wasm::meta::{BudgetMeta, PolicyMeta};
 
 /// How long a round of a call is kept for the next one ([`Gateway::keep_round`]): the user may take a while to answer
 /// what a tool asked.
@@ -92,13 +92,17 @@ impl Gateway {
                     None => return Ok(Err(format!("approval `{approval}` is not in the store"))),
                 },
                 ("increment-counter", _, Some(counter)) => {
-                    let window = meta.window_of(chain, &counter).and_then(|w| window_key(w, operation, now));
+                    // The module names the counter as it read it (`context.counters.NAME`); the store keeps a
+                    // template's budget per instance (`counter_key`).
+                    let budget = meta.budget_of(chain, &counter);
+                    let window =
+                        budget.and_then(|b| Some((counter_key(b, chain), window_key(&b.window, operation, now)?)));
                     match window {
                         // Counted by an earlier round of this call.
-                        Some(window) if earlier.has_count(&counter, &window) => {}
-                        Some(window) => {
-                            carried.counts.push((counter.clone(), window.clone()));
-                            steps.push(Step::Count(counter, window));
+                        Some((key, window)) if earlier.has_count(&key, &window) => {}
+                        Some((key, window)) => {
+                            carried.counts.push((key.clone(), window.clone()));
+                            steps.push(Step::Count(key, window));
                         }
                         None => return Ok(Err(format!("counter `{counter}` has no window the gateway can keep"))),
                     }
@@ -133,6 +137,28 @@ impl Gateway {
     }
 }
 
+/// The store's name of the counter of `budget` in a decision under `chain`: a mandate's budget is its name, shared
+/// by every decision of a chain that declares it; a template's budget is counted per instance, as
+/// `TEMPLATE/ID/NAME` with the reference of the chain's instance of its template (`TEMPLATE/ID`: not its version,
+/// so narrowing an instance keeps its count). A mandate's counter name is an identifier, which has no `/`, so the
+/// two never meet; and NAME, an identifier too, is what follows the last `/`, so two instances or two budgets never
+/// share a key. A template's budget whose name a mandate of the chain declares is that mandate's
+/// ([`PolicyMeta::budgets_of`]), as the module reads one `context.counters.NAME` for both.
+pub fn counter_key(budget: &BudgetMeta, chain: &[String]) -> String {
+    if !budget.template {
+        return budget.name.clone();
+    }
+    // `budgets_of` gives a template's budgets only under one of its instances (under sub-delegation, the chain's
+    // instance of that template: a parent instance's budget is counted once for it and every instance below it);
+    // without one (never so), its own key still meets no mandate's (one `/`, where an instance's has two).
+    let reference = chain
+        .iter()
+        .filter_map(|step| PolicyMeta::instance_in(step))
+        .find(|(template, _)| *template == budget.mandate)
+        .map_or(budget.mandate.as_str(), |(_, reference)| reference);
+    format!("{reference}/{}", budget.name)
+}
+
 /// The window a budget counts in at `now`: `operation:ID`, `hour:YYYY-MM-DDTHH`, `day:YYYY-MM-DD`, `total`.
 /// `None` for a per-operation budget of a call without an operation id (the counter stays absent: the module
 /// denies, `budget.exhausted`).
@@ -149,7 +175,27 @@ pub fn window_key(window: &str, operation: Option<&str>, now: i64) -> Option<Str
 
 #[cfg(test)]
 mod tests {
-    use super::window_key;
+    use super::{counter_key, window_key};
+    use remit_lang::wasm::meta::BudgetMeta;
+
+    #[test]
+    fn a_templates_budget_is_keyed_by_its_instances_reference_and_a_mandates_by_its_name() {
+        let budget = |mandate: &str, template| BudgetMeta {
+            mandate: mandate.into(),
+            name: "purchases".into(),
+            max: 2,
+            window: "day".into(),
+            template,
+        };
+        let chain = |last: &str| vec!["ceiling".to_string(), last.to_string()];
+        let templates = budget("shop", true);
+        assert_eq!(counter_key(&templates, &chain("shop/g-1@1")), "shop/g-1/purchases");
+        // Any version of the instance: one count.
+        assert_eq!(counter_key(&templates, &chain("shop/g-1@7")), "shop/g-1/purchases");
+        assert_eq!(counter_key(&templates, &chain("shop/g-2@1")), "shop/g-2/purchases");
+        assert_eq!(counter_key(&budget("ceiling", false), &chain("shop/g-1@1")), "purchases");
+        assert_eq!(counter_key(&budget("ceiling", false), &chain("child")), "purchases");
+    }
 
     #[test]
     fn budget_windows_are_keyed_by_operation_utc_hour_day_or_nothing() {

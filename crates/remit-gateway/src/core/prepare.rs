@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value as Json};
 
 use std::sync::Arc;
 
-use super::obligations::{window_key, Carried};
+use super::obligations::{counter_key, window_key, Carried};
 use super::world::{self, WorldSpec};
 use super::{Gateway, REASON_AMBIGUOUS};
 use crate::state_cache::{Needs, Reads};
@@ -128,7 +128,7 @@ impl Gateway {
         continues: Option<&Carried>,
     ) -> StoreResult<Vec<String>> {
         let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str).map(str::to_string);
-        let needs = needs_of(request, meta, now);
+        let (needs, names) = needs_of(request, meta, now);
         let chain = needs.mandates.clone();
         let read = reads.read(&needs, now)?;
         // An approval is presented only to calls of the agent it was minted for (`StoredApproval::agent`): the
@@ -158,8 +158,8 @@ impl Gateway {
         let mut stops: Vec<Json> = read.state.stops.into_iter().map(Json::String).collect();
         stops.extend(read.state.records.iter().map(StopRecord::to_json));
         let facts: Map<String, Json> = read.state.facts.into_iter().map(|(name, v)| (name, v.to_json())).collect();
-        let counters: Map<String, Json> =
-            needs.counters.into_iter().map(|(name, _)| name).zip(counts.into_iter().map(Json::from)).collect();
+        // By the names the module reads, whatever the store keys them by (`counter_key`).
+        let counters: Map<String, Json> = names.into_iter().zip(counts.into_iter().map(Json::from)).collect();
         let context = request.get_mut("context").and_then(Json::as_object_mut).expect("prepare made it an object");
         context.insert("now".into(), Json::String(format_timestamp(now)));
         context.insert("approvals".into(), Json::Array(approvals));
@@ -213,8 +213,10 @@ fn presented(a: &StoredApproval) -> Json {
 }
 
 /// What filling `request` at `now` reads: the approvals of its mandate chain and the counters of the chain's budgets
-/// in their current windows (known before deciding, so a batch can read them for all its decisions at once).
-pub(super) fn needs_of(request: &Map<String, Json>, meta: &PolicyMeta, now: i64) -> Needs {
+/// (an instance's template's included, keyed per instance: `counter_key`) in their current windows (known before
+/// deciding, so a batch can read them for all its decisions at once); and the name the module reads each counter
+/// by (`context.counters.NAME`), in the order of `Needs::counters`.
+pub(super) fn needs_of(request: &Map<String, Json>, meta: &PolicyMeta, now: i64) -> (Needs, Vec<String>) {
     let context = request.get("context");
     let mandate = context.and_then(|c| c.get("mandate")).and_then(Json::as_str);
     let chain = match mandate.and_then(|m| meta.mandate(m)) {
@@ -228,15 +230,15 @@ pub(super) fn needs_of(request: &Map<String, Json>, meta: &PolicyMeta, now: i64)
         .filter(|o| !o.is_empty())
         .map(str::to_string);
     let mut needs = Needs { mandates: chain.clone(), counters: Vec::new() };
+    let mut names = Vec::new();
+    // One budget per name (`budgets_of`): the one the obligation counts (`PolicyMeta::budget_of`).
     for budget in meta.budgets_of(&chain) {
-        if needs.counters.iter().any(|(name, _)| *name == budget.name) {
-            continue;
-        }
         if let Some(window) = window_key(&budget.window, operation.as_deref(), now) {
-            needs.counters.push((budget.name.clone(), window));
+            needs.counters.push((counter_key(budget, &chain), window));
+            names.push(budget.name.clone());
         }
     }
-    needs
+    (needs, names)
 }
 
 /// The chain whose approvals and counters a decision under an instance reads: its template's parent mandate's, and

@@ -144,7 +144,8 @@ const NANOS: i128 = crate::value::NANOS_PER_SECOND;
 
 /// A value of type `ty` that passes every test, or `None` when no value does. This decides satisfiability one
 /// attribute at a time (attributes are independent), and gives the narrowing check the concrete values of its
-/// counterexamples. Values are chosen to read well: the bound itself, whole numbers, the required prefix.
+/// counterexamples. Values are chosen to read well: the bound itself, whole numbers, the required prefix extended by a
+/// letter (`user:a`, a member of `under "user:"`).
 /// `levels` is the size of the impact scale.
 pub fn domain_model(ty: &Type, tests: &[&Test], levels: usize) -> Option<Value> {
     path_model(ty, tests, None, levels)
@@ -412,10 +413,12 @@ fn discrete_model(tests: &[&Test], domain: Option<Vec<String>>, path: Option<boo
         candidates.extend(extensions.map(|c| format!("{longest}{c}/../")));
         return candidates.into_iter().find(|s| fits(s));
     }
+    // A member of the prefix before the prefix itself: `user:a` names someone, `user:` a namespace (and a witness
+    // naming `principal` = `"user:"` reads as a slip). The prefix stays the last resort.
+    candidates.extend(extensions.map(|c| format!("{longest}{c}")));
     if !longest.is_empty() {
         candidates.push(longest.to_string());
     }
-    candidates.extend(extensions.map(|c| format!("{longest}{c}")));
     candidates.into_iter().find(|s| fits(s))
 }
 
@@ -588,7 +591,12 @@ mod tests {
     #[test]
     fn string_models_extend_the_required_prefix() {
         let s = |t: &str| Value::String(t.to_string());
-        assert_eq!(model(Type::String, &[Test::Under("site/".into())]), Some(s("site/")));
+        assert_eq!(model(Type::String, &[Test::Under("site/".into())]), Some(s("site/a")));
+        // A member of an identity namespace, not the namespace: `user:a`, never `user:`.
+        assert_eq!(model(Type::String, &[Test::Under("user:".into())]), Some(s("user:a")));
+        // The prefix itself when nothing else is left.
+        let only = [Test::Under("site/".into()), Test::In(vec![s("site/"), s("web/")])];
+        assert_eq!(model(Type::String, &only), Some(s("site/")));
         let blocked =
             [Test::Under("site/".into()), Test::Compare(CompareOp::Ne, s("site/")), Test::NotUnder("site/a".into())];
         assert_eq!(model(Type::String, &blocked), Some(s("site/b")));
@@ -609,7 +617,7 @@ mod tests {
             found
         };
         let under = |p: &str| Test::Under(p.into());
-        assert_eq!(path(&[under("site/")], true), Some(s("site/")));
+        assert_eq!(path(&[under("site/")], true), Some(s("site/a")));
         assert_eq!(path(&[under("site/")], false), Some(s("site/../")));
         // A prefix that ends in a `..` segment is extended into a testable one; one that holds `//` never is.
         assert_eq!(path(&[under("a/..")], true), Some(s("a/..a")));

@@ -372,11 +372,19 @@ impl ApprovalMeta {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BudgetMeta {
+    /// The mandate that declares it, or the template when `template` is set (mandate and template names share a
+    /// namespace).
     pub mandate: String,
     pub name: String,
     pub max: u64,
     /// `operation`, `hour`, `day`, `total`.
     pub window: String,
+    /// Declared by a template (`mandate` is its name): the gateway counts it per instance
+    /// (docs/gateway.md "Grants", budgets of templates). Absent for a mandate's budget, so the metadata of a policy whose
+    /// templates declare no budget is unchanged, and a gateway that predates it never counts one (no chain names a
+    /// template).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub template: bool,
 }
 
 impl PolicyMeta {
@@ -423,8 +431,10 @@ impl PolicyMeta {
             })
             .collect();
         let mut budgets = Vec::new();
-        for m in &program.mandates {
-            for rule in &m.rules {
+        let declarers = program.mandates.iter().map(|m| (&m.name, &m.rules, false));
+        let declarers = declarers.chain(program.templates.iter().map(|t| (&t.name, &t.rules, true)));
+        for (declarer, rules, template) in declarers {
+            for rule in rules {
                 if let RuleKind::Budget { name, max, window } = &rule.kind {
                     let window = match window {
                         Window::PerOperation => "operation",
@@ -433,10 +443,11 @@ impl PolicyMeta {
                         Window::InTotal => "total",
                     };
                     budgets.push(BudgetMeta {
-                        mandate: m.name.clone(),
+                        mandate: declarer.clone(),
                         name: name.clone(),
                         max: *max,
                         window: window.to_string(),
+                        template,
                     });
                 }
             }
@@ -499,14 +510,49 @@ impl PolicyMeta {
         self.approvals.iter().find(|a| a.kind == kind)
     }
 
-    /// The budgets of the mandates in `chain`.
-    pub fn budgets_of<'a>(&'a self, chain: &'a [String]) -> impl Iterator<Item = &'a BudgetMeta> + 'a {
-        self.budgets.iter().filter(move |b| chain.contains(&b.mandate))
+    /// The budgets a decision under `chain` reads, one per counter name (the module reads `context.counters.NAME`
+    /// and increments NAME once, whoever declares it): those of the chain's mandates, the first declared of a name
+    /// first; then, for each instance of the chain (`TEMPLATE/ID@VERSION`, [`PolicyMeta::instance_in`]; several
+    /// under sub-delegation, root first), its template's budgets whose names nothing above declares.
+    pub fn budgets_of<'a>(&'a self, chain: &[String]) -> Vec<&'a BudgetMeta> {
+        let of_mandates = self.budgets.iter().filter(|b| !b.template && chain.contains(&b.mandate));
+        let templates: Vec<&str> = chain.iter().filter_map(|step| Self::instance_in(step)).map(|(t, _)| t).collect();
+        let of_templates = templates
+            .into_iter()
+            .flat_map(|template| self.budgets.iter().filter(move |b| b.template && b.mandate == template));
+        let mut out: Vec<&BudgetMeta> = Vec::new();
+        for budget in of_mandates.chain(of_templates) {
+            if !out.iter().any(|b| b.name == budget.name) {
+                out.push(budget);
+            }
+        }
+        out
+    }
+
+    /// The budget a counter named by an `increment-counter` obligation of a decision under `chain` counts in: the
+    /// one of that name [`PolicyMeta::budgets_of`] gives.
+    pub fn budget_of(&self, chain: &[String], counter: &str) -> Option<&BudgetMeta> {
+        self.budgets_of(chain).into_iter().find(|b| b.name == counter)
     }
 
     /// The window of a counter named by an `increment-counter` obligation, as the chain's budgets declare it.
     pub fn window_of(&self, chain: &[String], counter: &str) -> Option<&str> {
-        self.budgets.iter().find(|b| b.name == counter && chain.contains(&b.mandate)).map(|b| b.window.as_str())
+        self.budget_of(chain, counter).map(|b| b.window.as_str())
+    }
+
+    /// The template and the reference (`TEMPLATE/ID`) of the instance a chain ends with (`TEMPLATE/ID@VERSION`, as
+    /// a decision under an instance names it); `None` when it ends with a mandate (whose name, an identifier, has no
+    /// `/`).
+    pub fn instance_of(chain: &[String]) -> Option<(&str, &str)> {
+        Self::instance_in(chain.last()?)
+    }
+
+    /// The template and the reference (`TEMPLATE/ID`) of a step of a chain that names an instance
+    /// (`TEMPLATE/ID@VERSION`); `None` for a mandate.
+    pub fn instance_in(step: &str) -> Option<(&str, &str)> {
+        let (template, _) = step.split_once('/')?;
+        let reference = step.rsplit_once('@').map_or(step, |(reference, _)| reference);
+        Some((template, reference))
     }
 }
 
@@ -561,7 +607,13 @@ mod tests {
                 single_use: true,
                 approvers: Some(ApproversMeta { principal: true, ids: vec!["user:cfo".into()], prefixes: vec![] }),
             }],
-            budgets: vec![BudgetMeta { mandate: "m".into(), name: "b".into(), max: 2, window: "hour".into() }],
+            budgets: vec![BudgetMeta {
+                mandate: "m".into(),
+                name: "b".into(),
+                max: 2,
+                window: "hour".into(),
+                template: false,
+            }],
             targets: vec![TargetMeta { tool: "read_file".into(), argument: "path".into() }],
             facts: Some(vec!["price_sheet".into()]),
             world: None,
@@ -634,6 +686,43 @@ mod tests {
         let old = br#"{"policy":"sha256:x","mandates":[],"approvals":[],"budgets":[],
             "world":{"subjects":[],"resources":[{"type":"todo","attributes":[]}],"relations":[]}}"#;
         assert!(PolicyMeta::from_json(old).unwrap().world.unwrap().tool_resource_types.is_empty());
+    }
+
+    /// A template's budgets are carried, marked; a chain ending with one of its instances reads them after its
+    /// mandates', a name a mandate declares being the mandate's.
+    #[test]
+    fn templates_budgets_are_read_under_their_instances_after_the_chains_mandates() {
+        let mut sources = crate::stdlib::sources();
+        let policy = "tool pay(amount: money)
+tool ship(merchant: string)
+                      mandate ceiling for \"org:acme\" {\n  allow pay\n  allow ship\n                        budget shipments: at most 3 calls to ship per day\n}\n                      template budgeted(cap: money) under ceiling {\n  holder under \"agent:\"\n  allow pay\n                        allow ship\n  budget purchases: at most 2 calls to pay per hour\n                        budget shipments: at most 3 calls to ship per day\n}\n";
+        sources.add("p.remit", policy);
+        let checked = crate::check::check(sources);
+        let program = checked.program.unwrap_or_else(|| panic!("{:?}", checked.diagnostics));
+        let meta = PolicyMeta::from_program(&program);
+        let declared: Vec<(&str, &str, bool)> =
+            meta.budgets.iter().map(|b| (b.mandate.as_str(), b.name.as_str(), b.template)).collect();
+        assert_eq!(
+            declared,
+            [("ceiling", "shipments", false), ("budgeted", "purchases", true), ("budgeted", "shipments", true)]
+        );
+        let text = meta.to_json();
+        assert_eq!(text.matches("\"template\":true").count(), 2, "{text}");
+        assert_eq!(PolicyMeta::from_json(text.as_bytes()).unwrap(), meta);
+        let of = |chain: &[&str]| {
+            let chain: Vec<String> = chain.iter().map(|c| c.to_string()).collect();
+            meta.budgets_of(&chain).iter().map(|b| (b.mandate.clone(), b.name.clone())).collect::<Vec<_>>()
+        };
+        let pair = |m: &str, n: &str| (m.to_string(), n.to_string());
+        assert_eq!(of(&["ceiling"]), [pair("ceiling", "shipments")]);
+        assert_eq!(of(&["ceiling", "budgeted/g-1@3"]), [pair("ceiling", "shipments"), pair("budgeted", "purchases")]);
+        // A template's name alone is not an instance of it.
+        assert_eq!(of(&["ceiling", "budgeted"]), [pair("ceiling", "shipments")]);
+        let chain = ["ceiling".to_string(), "budgeted/g-1@3".to_string()];
+        assert_eq!(meta.window_of(&chain, "purchases"), Some("hour"));
+        assert_eq!(meta.window_of(&chain[..1], "purchases"), None);
+        assert_eq!(PolicyMeta::instance_of(&chain), Some(("budgeted", "budgeted/g-1")));
+        assert_eq!(PolicyMeta::instance_of(&chain[..1]), None);
     }
 
     #[test]
