@@ -1012,6 +1012,7 @@ fn budgeted_ask(principal: &str, holder: &str, cap: &str) -> GrantAsk {
         principal: principal.into(),
         holder: holder.into(),
         params: json!({"cap": cap}).as_object().unwrap().clone(),
+        parent: None,
     }
 }
 
@@ -1459,4 +1460,73 @@ fn the_principal_sub_delegates_in_the_browser() {
         (Some("user:alice"), Some("20 USD"))
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Budgets under sub-delegation: the parent template's budget is counted once for the parent instance and every
+/// instance sub-delegated from it (Alice's 3 purchases a day, whichever of her agents buys), the child template's
+/// own per child instance.
+#[test]
+fn a_parent_instances_budget_counts_the_calls_of_the_instances_below_it() {
+    const BUDGETED_SUB: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  allow pay where args.amount <= cap
+  budget purchases: at most 3 calls to pay per day
+}
+
+template errand(small: money where small > 0 USD and small <= parent.cap) under shopping {
+  holder under "agent:errands/"
+  allow pay where args.amount <= small
+  budget errands: at most 2 calls to pay per day
+}
+"#;
+    let program = Arc::new(examples::compile(&[("budgeted.remit".into(), BUDGETED_SUB.into())]));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let gateway =
+        HttpGateway::start("grants-sub-budget", policy, Options { tokens: tokens(), config, ..Options::default() });
+    let shopping = GrantAsk {
+        template: "shopping".into(),
+        principal: "user:alice".into(),
+        holder: "agent:shopper".into(),
+        params: json!({"cap": "100 USD"}).as_object().unwrap().clone(),
+        parent: None,
+    };
+    let parent = gateway.gateway.grant("user:alice", &shopping).unwrap();
+    let errand = |holder: &str| GrantAsk {
+        template: "errand".into(),
+        principal: String::new(),
+        holder: holder.into(),
+        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
+        parent: Some(parent.id.clone()),
+    };
+    let first = gateway.gateway.grant("user:alice", &errand("agent:errands/1")).unwrap();
+    let second = gateway.gateway.grant("user:alice", &errand("agent:errands/2")).unwrap();
+    let pay = |agent: &str| {
+        json!({"subject": {"type": "agent", "id": agent},
+               "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "10 USD"}}})
+        .to_string()
+        .into_bytes()
+    };
+    let outcomes: Vec<String> =
+        ["agent:errands/1", "agent:errands/1", "agent:errands/1", "agent:errands/2", "agent:shopper"]
+            .iter()
+            .map(|agent| gateway.gateway.decide(&pay(agent)).outcome)
+            .collect();
+    // errands/1: 2 of its own `errands`, the third refused by it; errands/2: the parent's third purchase; the
+    // shopper: the parent's budget is spent.
+    assert_eq!(outcomes, ["allow", "allow", "deny", "allow", "deny"]);
+    let store: &dyn Store = &*gateway.store;
+    assert_eq!(stored_count(store, &format!("shopping/{}/purchases", parent.id)), 3);
+    assert_eq!(stored_count(store, &format!("errand/{}/errands", first.id)), 2);
+    assert_eq!(stored_count(store, &format!("errand/{}/errands", second.id)), 1);
 }
