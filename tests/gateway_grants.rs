@@ -1244,6 +1244,9 @@ fn an_instance_sub_delegated_from_another_is_decided_under_both_and_goes_with_it
     let (status, over) = post(ALICE, errand(Some(&parent_id), "150 USD"));
     assert_eq!((status, over["error"]["refusal"]["problem"].as_str()), (422, Some("bound-failed")), "{over}");
     assert!(over["error"]["refusal"]["condition"].as_str().unwrap().contains("parent.cap"), "{over}");
+    // What the refused child would allow that its parent refuses: the proof on the concrete chain of instances.
+    assert_eq!(over["error"]["refusal"]["instance_narrows"], false, "{over}");
+    assert_eq!(over["error"]["refusal"]["witness"]["action"]["name"], "pay", "{over}");
     let mut stray = json!({"template": "shopping", "principal": "user:alice", "holder": "agent:x",
                            "params": {"merchants": ["acme"], "cap": "10 USD"}});
     stray["parent"] = json!(parent_id);

@@ -124,6 +124,16 @@ impl Gateway {
             params.insert("principal".into(), Json::from(record.principal.clone()));
             params.insert("holder".into(), Json::from(record.holder.clone()));
             params.insert("granted".into(), Json::from(instance.granted.clone()));
+            // Under sub-delegation the proof builds the concrete chain: each instance above by its values, keyed
+            // `parent.NAME`, `parent.parent.NAME`, … (the principal is the chain's one).
+            for (level, above) in ancestors.iter().enumerate() {
+                let prefix = "parent.".repeat(level + 1);
+                for (name, value) in &above.params {
+                    params.insert(format!("{prefix}{name}"), value.clone());
+                }
+                params.insert(format!("{prefix}holder"), Json::from(above.holder.clone()));
+                params.insert(format!("{prefix}granted"), Json::from(above.granted.clone()));
+            }
             params
         };
         let id = program.templates.iter().position(|t| t.name == record.template).expect("found above");
