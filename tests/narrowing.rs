@@ -419,7 +419,8 @@ fn diff_reports_added_and_removed_templates() {
 
 /// `tests/narrowing/diff_templates/{old,new}`: clauses changed, a bound widened (an instance the new version admits
 /// and the old refuses, confirmed here), a rule narrowed (a request an instance of both allowed before and not now,
-/// confirmed here on both concrete instances), a parameter added (not compared), added and removed templates.
+/// confirmed here on both concrete instances), a parameter added (not compared), added and removed templates, and a
+/// template under a template whose rule widened.
 #[test]
 fn diff_compares_templates() {
     use remit_lang::check::narrowing::parametric::instance;
@@ -450,4 +451,19 @@ fn diff_compares_templates() {
     };
     assert_eq!(alone(&old_program), Outcome::Allow);
     assert_ne!(alone(&new_program), Outcome::Allow);
+    // A template under a template: its rule widened on a chain of instances both versions admit (its values and
+    // its parent instance's, `parent.cap`), confirmed here on both concrete chains.
+    let errand = report["templates"].as_array().unwrap().iter().find(|t| t["template"] == "errand").unwrap();
+    assert_eq!(errand["status"], "widened", "{errand}");
+    let widened = &errand["widened"][0];
+    let params = widened["params"].as_object().unwrap();
+    assert!(params.contains_key("parent.cap"), "{widened}");
+    let id = |p: &Program| p.templates.iter().position(|t| t.name == "errand").unwrap();
+    let alone = |p: &Program| {
+        let (mut concrete, child) = instance(p, id(p), params).expect("admitted by both");
+        concrete.mandates[child].parent = None;
+        decide(&concrete, widened["witness"].to_string().as_bytes()).outcome
+    };
+    assert_ne!(alone(&old_program), Outcome::Allow);
+    assert_eq!(alone(&new_program), Outcome::Allow);
 }

@@ -1436,7 +1436,7 @@ fn template_run(seed: u64, count: usize) {
                     );
                 }
                 TemplateKind::Depth => is_proved = false,
-                TemplateKind::Undecided { .. } | TemplateKind::Unconfirmed { .. } | TemplateKind::SubDelegation => {
+                TemplateKind::Undecided { .. } | TemplateKind::Unconfirmed { .. } => {
                     if std::env::var_os("TEMPLATE_SHOW_UNDECIDED").is_some() {
                         eprintln!("undecided template {index}:\n{text}\n{:?}", f.kind);
                     }
@@ -1501,4 +1501,276 @@ fn template_run(seed: u64, count: usize) {
 #[test]
 fn templates_soundness() {
     template_run(0x7E3A_11C5, size("TEMPLATE_CASES", 1_000));
+}
+
+/// A random template `errand` under a random template `shop` (itself under a random ceiling): its bounds read
+/// `parent.cap`, `parent.until`, `parent.k` or literals, its rules `parent.shops` and `parent.cap` or its own
+/// parameters, its window its own `end` or none.
+fn subdelegation_policy(rng: &mut Rng) -> String {
+    // Three times in four a parent proved to narrow the ceiling (an errand can narrow the chain then), else any.
+    let mut out = template_policy(rng);
+    if rng.chance(75) {
+        for _ in 0..40 {
+            let mut sources = remit_lang::stdlib::sources();
+            sources.add("t.remit", out.clone());
+            let program = check_with(sources, Options { narrowing: false }).program.expect("a parent checks");
+            if remit_lang::check::narrowing::parametric::analyse(&program).is_empty() {
+                break;
+            }
+            out = template_policy(rng);
+        }
+    }
+    let faithful = rng.chance(60);
+    let follow = |rng: &mut Rng| faithful && rng.chance(93);
+    let amount = *rng.pick(&[50, 100, 300, 500]);
+    let small = match rng.below(6) {
+        0 if !follow(rng) => "small: money".to_string(),
+        0 | 1 => "small: money where small <= parent.cap".to_string(),
+        2 => "small: money where small > 0 USD and small <= parent.cap".to_string(),
+        3 if !follow(rng) => format!("small: money where small <= {amount} USD"),
+        3 | 4 => "small: money where small < parent.cap".to_string(),
+        _ => format!("small: money where small <= parent.cap and small <= {amount} USD"),
+    };
+    let end = match rng.below(3) {
+        _ if !follow(rng) && rng.chance(60) => {
+            if rng.chance(50) { "end: timestamp" } else { "end: timestamp where end <= 2030-01-01T00:00:00Z" }
+                .to_string()
+        }
+        0 => "end: timestamp where end <= parent.until".to_string(),
+        1 => "end: timestamp where end <= parent.until and end - granted <= 10d".to_string(),
+        _ => "end: timestamp where end < parent.until".to_string(),
+    };
+    let j = match rng.below(3) {
+        0 if !follow(rng) => "j: int".to_string(),
+        0 | 1 => "j: int where j <= parent.k".to_string(),
+        _ => format!("j: int where j <= {}", 5 + rng.below(6)),
+    };
+    out.push_str(&format!("\ntemplate errand({small}, {end}, {j}) under shop {{\n  holder under \"agent:\"\n"));
+    if follow(rng) {
+        out.push_str("  valid from 2026-01-01T00:00:00Z until end\n");
+    } else {
+        match rng.below(4) {
+            0 => {}
+            1 => out.push_str("  valid from 2026-01-01T00:00:00Z until end\n"),
+            2 => out.push_str("  valid until end\n"),
+            _ => out.push_str("  valid from 2026-01-01T00:00:00Z until 2029-01-01T00:00:00Z\n"),
+        }
+    }
+    let mut terms: Vec<String> = vec![match rng.below(4) {
+        0 => "args.amount <= small".into(),
+        1 if !follow(rng) => "args.amount <= parent.cap".into(),
+        1 => "args.amount <= small and args.amount <= parent.cap".into(),
+        2 if !follow(rng) => format!("args.amount <= {amount} USD"),
+        _ => "args.amount < small".into(),
+    }];
+    if follow(rng) || rng.chance(50) {
+        terms.push("args.amount <= resource.total".into());
+    }
+    if follow(rng) || rng.chance(60) {
+        terms.push(if follow(rng) || rng.chance(70) {
+            "args.merchant in parent.shops".into()
+        } else {
+            format!("args.merchant in [{}]", quoted(&list(rng)))
+        });
+    }
+    if follow(rng) || rng.chance(50) {
+        terms.push(match rng.below(3) {
+            0 if !follow(rng) => "args.n <= j".into(),
+            0 => "args.n <= j and args.n <= parent.k and args.n >= 2".into(),
+            1 => "args.n >= 2 and args.n <= parent.k".into(),
+            _ => format!("args.n >= {} and args.n <= {}", rng.below(3), 5 + rng.below(6)),
+        });
+    }
+    out.push_str(&format!("  allow tpay where {}\n", terms.join(" and ")));
+    // `shop` grants `tlook` within its shops, or not at all.
+    let looks = out.contains("allow tlook where args.merchant in shops");
+    if (looks && follow(rng)) || rng.chance(20) {
+        out.push_str("  allow tlook where args.merchant in parent.shops\n");
+    }
+    if follow(rng) || rng.chance(30) {
+        out.push_str(&format!("  forbid tpay where args.amount > {} USD\n", *rng.pick(&[50, 150, 250])));
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// Random values for an errand and its parent instance (`parent.…`), one principal.
+fn subdelegation_params(rng: &mut Rng, parent: &serde_json::Map<String, Json>) -> serde_json::Map<String, Json> {
+    let mut out = serde_json::Map::new();
+    for (key, value) in parent {
+        if key != "principal" {
+            out.insert(format!("parent.{key}"), value.clone());
+        }
+    }
+    out.insert("principal".into(), parent["principal"].clone());
+    // Mostly at or around the parent's cap, in its currency.
+    let cap = parent["cap"].as_str().unwrap_or("0.00 USD").to_string();
+    let (whole, currency) = cap.split_once(".00 ").unwrap_or(("0", "USD"));
+    let whole: i64 = whole.parse().unwrap_or(0);
+    let currency = if rng.chance(95) { currency } else { "EUR" };
+    let small = match rng.below(4) {
+        0 => whole,
+        1 => whole - 1,
+        2 => whole + 1,
+        _ => *rng.pick(&[0, 1, 20, 49, 50, 99, 100, 149, 150, 250, 300, 499, 500, 600]),
+    };
+    out.insert("small".into(), Json::from(format!("{small}.00 {currency}")));
+    // Mostly at or just around the parent's `until`.
+    let until = parent["until"].as_str().and_then(parse_timestamp).unwrap_or(0);
+    let end = match rng.below(4) {
+        0 => until,
+        1 => until - 1,
+        2 => until + *rng.pick(&[1, 86_400]),
+        _ => until - *rng.pick(&[3600, 5 * 86_400, 40 * 86_400]),
+    };
+    out.insert("end".into(), Json::from(format_instant(i128::from(end) * NS)));
+    let granted = end - *rng.pick(&[86_400, 9 * 86_400, 10 * 86_400, 11 * 86_400]);
+    out.insert("granted".into(), Json::from(format_instant(i128::from(granted) * NS)));
+    let k = parent["k"].as_i64().unwrap_or(0);
+    let j = if rng.chance(60) { k + [-1, 0, 0, 1][rng.below(4)] } else { rng.below(13) as i64 - 1 };
+    out.insert("j".into(), Json::from(j));
+    out.insert("holder".into(), Json::from(*rng.pick(&["agent:a", "agent:b/c", "bot:x"])));
+    out
+}
+
+/// The proof of a template under a template, by random sampling: for every `errand` proved, random instances of it
+/// within its bounds under random valid instances of `shop` never allow a request the chain above refuses; for every
+/// widening, the witness is confirmed again on the two instances it names.
+fn subdelegation_run(seed: u64, count: usize) {
+    use remit_lang::check::narrowing::parametric::{analyse as analyse_templates, instance, TemplateKind};
+    let requests = size("NARROWING_REQUESTS", 100);
+    let started = std::time::Instant::now();
+    let mut rng = Rng(seed);
+    let (mut proved, mut widened, mut undecided, mut instances, mut decided, mut violations) = (0, 0, 0, 0, 0, 0);
+    let mut check_time = std::time::Duration::ZERO;
+    for index in 0..count {
+        let text = subdelegation_policy(&mut rng);
+        let mut sources = remit_lang::stdlib::sources();
+        sources.add("t.remit", text.clone());
+        let checked = check_with(sources, Options { narrowing: false });
+        let program = checked
+            .program
+            .unwrap_or_else(|| panic!("policy {index} does not check:\n{text}\n{:#?}", checked.diagnostics));
+        let errand = program.template_index["errand"];
+        let timer = std::time::Instant::now();
+        let findings: Vec<_> = analyse_templates(&program).into_iter().filter(|f| f.template == errand).collect();
+        check_time += timer.elapsed();
+        let mut is_proved = true;
+        for f in &findings {
+            match &f.kind {
+                TemplateKind::Widens { widening, params } => {
+                    is_proved = false;
+                    let (concrete, child) = instance(&program, errand, params).unwrap_or_else(|e| {
+                        panic!("policy {index}: witness instances refused ({e}):\n{text}\n{params:?}")
+                    });
+                    let mut alone = concrete.clone();
+                    alone.mandates[child].parent = None;
+                    let d = decide(&alone, widening.witness.to_string().as_bytes());
+                    assert_eq!(
+                        d.outcome,
+                        Outcome::Allow,
+                        "policy {index}: the errand does not allow its witness:\n{text}\n{params:?}\n{}",
+                        widening.witness
+                    );
+                    let parent = concrete.mandates[child].parent.unwrap();
+                    let mut as_parent = concrete.clone();
+                    let subject = widening.witness.pointer("/subject/id").and_then(Json::as_str).unwrap().to_string();
+                    as_parent.mandates[parent].holders.push(subject);
+                    let request = for_parent(&widening.witness, "errand", "shop");
+                    let d = decide(&as_parent, request.to_string().as_bytes());
+                    assert_ne!(
+                        d.outcome,
+                        Outcome::Allow,
+                        "policy {index}: the parent instance's chain allows the witness:\n{text}\n{params:?}\n{}",
+                        widening.witness
+                    );
+                }
+                TemplateKind::Depth => is_proved = false,
+                TemplateKind::Undecided { .. } | TemplateKind::Unconfirmed { .. } => {
+                    if std::env::var_os("TEMPLATE_SHOW_UNDECIDED").is_some() {
+                        eprintln!("undecided errand {index}:\n{text}\n{:?}", f.kind);
+                    }
+                    is_proved = false;
+                }
+            }
+        }
+        let widens = findings.iter().any(|f| matches!(f.kind, TemplateKind::Widens { .. }));
+        if widens {
+            widened += 1;
+        } else if !is_proved {
+            undecided += 1;
+        } else {
+            proved += 1;
+            let mut kept = 0;
+            let shop = program.template_index["shop"];
+            for _ in 0..300 {
+                if kept == 10 {
+                    break;
+                }
+                // A valid parent instance, then errands under it until one is within its bounds (`instance` checks
+                // the parent's too).
+                let parent = template_params(&mut rng);
+                if instance(&program, shop, &parent).is_err() {
+                    continue;
+                }
+                let Some((params, (concrete, child))) = (0..30).find_map(|_| {
+                    let params = subdelegation_params(&mut rng, &parent);
+                    instance(&program, errand, &params).ok().map(|built| (params, built))
+                }) else {
+                    continue;
+                };
+                kept += 1;
+                instances += 1;
+                let parent = concrete.mandates[child].parent.unwrap();
+                let holder = params["holder"].as_str().unwrap().to_string();
+                let mut alone = concrete.clone();
+                alone.mandates[child].parent = None;
+                let mut as_parent = concrete.clone();
+                as_parent.mandates[parent].holders.push(holder.clone());
+                for _ in 0..requests / 10 {
+                    let mut request = template_request(&mut rng, &holder);
+                    request["context"]["mandate"] = Json::from("errand");
+                    // Now and then at the edges of the two instances' windows.
+                    if rng.chance(30) {
+                        let edge = |key: &str| params[key].as_str().and_then(parse_timestamp).unwrap_or(0);
+                        let at = match rng.below(4) {
+                            0 => i128::from(edge("parent.until")) * NS,
+                            1 => i128::from(edge("parent.until")) * NS + NS / 2,
+                            2 => i128::from(edge("end")) * NS - NS,
+                            _ => i128::from(edge("parent.until")) * NS - NS,
+                        };
+                        request["context"]["now"] = Json::from(format_instant(at));
+                    }
+                    decided += 1;
+                    if decide(&alone, request.to_string().as_bytes()).outcome != Outcome::Allow {
+                        continue;
+                    }
+                    let to_parent = for_parent(&request, "errand", "shop");
+                    if decide(&as_parent, to_parent.to_string().as_bytes()).outcome != Outcome::Allow {
+                        violations += 1;
+                        eprintln!("UNSOUND errand {index}:\n{text}\nparams {params:?}\nrequest {request}");
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "templates under templates (seed {seed}): {count} errands: {proved} proved, {widened} widen (witnesses \
+         confirmed), {undecided} undecided ({:.1} %); {instances} instance pairs within bounds, {decided} requests, \
+         {violations} unsound; proof {:.2?} ({:.2} ms a policy), whole run {:.2?}",
+        undecided as f64 * 100.0 / count as f64,
+        check_time,
+        check_time.as_secs_f64() * 1000.0 / count as f64,
+        started.elapsed(),
+    );
+    assert_eq!(violations, 0, "an instance of a proved template under a template allowed what its chain refuses");
+    assert!(
+        proved > count / 20 && widened > count / 20,
+        "the generator must give both answers: {proved} proved, {widened} widen"
+    );
+}
+
+#[test]
+fn subdelegation_soundness() {
+    subdelegation_run(0x5B0D_E1E6, size("SUBDELEGATION_CASES", 400));
 }

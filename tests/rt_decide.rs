@@ -695,3 +695,58 @@ fn world_fuel() {
         println!("the {name} request, {len} bytes: JSON accepted {parse} fuel, and read {both}");
     }
 }
+
+/// What accepting and reading `world_speed`'s two requests takes in time (where `world_fuel` counts fuel): the bare
+/// artifact's test exports `rt_json_validate` (the JSON accepted) and `rt_request_decode` (accepted, then the
+/// request's fields read), each request in batches of 100 calls, interleaved, medians of 400 rounds (an empty call,
+/// `rt_input`, beside them). `REMIT_RT_ARTIFACT` for another build of the runtime.
+/// `cargo test --release --test rt_decide -- --ignored --nocapture world_parse_speed`.
+#[test]
+#[ignore]
+fn world_parse_speed() {
+    use std::time::Instant;
+    use wasmtime::{Instance, Module, Store, TypedFunc};
+    let literal_request = br#"{"subject":{"id":"agent:desk"},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1"},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z"}}"#.to_vec();
+    let world_request = br#"{"subject":{"id":"agent:desk","properties":{"teams":["refunds","billing"]}},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1","properties":{"owner":"user:alice","total":"120.00 EUR"}},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z","relations":{"member_of":[{"args":["agent:desk","team:suspended"],"holds":false}]}}}"#.to_vec();
+    let engine = wasmtime::Engine::default();
+    let artifact = other_artifact().unwrap_or_else(|| remit_module::RUNTIME.to_vec());
+    let mut store = Store::new(&engine, ());
+    let instance = Instance::new(&mut store, &Module::new(&engine, &artifact).unwrap(), &[]).unwrap();
+    let memory = instance.get_memory(&mut store, "memory").unwrap();
+    let input_at: TypedFunc<(), i32> = instance.get_typed_func(&mut store, "rt_input").unwrap();
+    let validate: TypedFunc<i32, i32> = instance.get_typed_func(&mut store, "rt_json_validate").unwrap();
+    let read: TypedFunc<(i32, i32), i32> = instance.get_typed_func(&mut store, "rt_request_decode").unwrap();
+    let input = input_at.call(&mut store, ()).unwrap() as usize;
+    let requests = [&literal_request, &world_request];
+    let batch = 100;
+    // Per request: the empty call, the JSON accepted, accepted and read.
+    let mut samples: [[Vec<f64>; 3]; 2] = Default::default();
+    for _ in 0..400 {
+        for (r, request) in requests.iter().enumerate() {
+            memory.write(&mut store, input, request).unwrap();
+            let len = request.len() as i32;
+            let mut time = |f: &mut dyn FnMut(&mut Store<()>) -> i32| {
+                let start = Instant::now();
+                for _ in 0..batch {
+                    std::hint::black_box(f(&mut store));
+                }
+                start.elapsed().as_nanos() as f64 / batch as f64
+            };
+            samples[r][0].push(time(&mut |s| input_at.call(s, ()).unwrap()));
+            samples[r][1].push(time(&mut |s| validate.call(s, len).unwrap()));
+            samples[r][2].push(time(&mut |s| read.call(s, (len, 0)).unwrap()));
+        }
+    }
+    println!("| request | bytes | empty call | JSON accepted | accepted and read |");
+    println!("|---|---|---|---|---|");
+    for (r, name) in ["literals'", "world's"].iter().enumerate() {
+        let [empty, accepted, read] = &mut samples[r];
+        println!(
+            "| {name} | {} | {:.0} ns | {:.0} ns | {:.0} ns |",
+            requests[r].len(),
+            median(empty),
+            median(accepted),
+            median(read)
+        );
+    }
+}

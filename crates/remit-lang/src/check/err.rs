@@ -738,25 +738,12 @@ pub fn not_a_timestamp(attr: &str, ty: &Type, span: Span) -> Diagnostic {
 
 // Templates (docs/language.md, "Templates").
 
-pub fn template_narrowing_unproved(
-    name: &str,
-    parent: &str,
-    why: &str,
-    sub_delegation: bool,
-    span: Span,
-) -> Diagnostic {
-    let help = if sub_delegation {
-        format!(
-            "the proof for a template under a template (`{parent}`) is not built yet, and decisions refuse the \
-             instances of such a template (`grant.invalid`) until it is (docs/grants-design.md)"
-        )
-    } else {
-        format!(
-            "the proof could not decide whether every instance within the bounds stays within `{parent}` \
-             (docs/narrowing.md, \"Templates\"), so the template is not marked proved; restate `{parent}`'s terms in \
-             it, or bound its parameters by `{parent}`'s literals"
-        )
-    };
+pub fn template_narrowing_unproved(name: &str, parent: &str, why: &str, span: Span) -> Diagnostic {
+    let help = format!(
+        "the proof could not decide whether every instance within the bounds stays within `{parent}` \
+         (docs/narrowing.md, \"Templates\"), so the template is not marked proved; restate `{parent}`'s terms in \
+         it, or bound its parameters by `{parent}`'s literals (or, under a template, by `parent.NAME`)"
+    );
     Diagnostic::warning(
         "remit::template-narrowing-unproved",
         format!("template `{name}` is not proved to narrow `{parent}`"),

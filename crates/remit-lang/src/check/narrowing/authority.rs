@@ -283,7 +283,7 @@ impl Encoder<'_> {
                 // An item tested for membership in a template's set parameter: the theory's `within` lemma states
                 // what the item may be, which needs a variable for it.
                 if let Attr::Member(item, set, ty) = &atom.attr {
-                    if matches!(**set, Attr::Param(_)) {
+                    if matches!(**set, Attr::Param(_) | Attr::ParentParam(_)) {
                         self.vars.id(Var::Value((**item).clone(), ty.clone()));
                     }
                 }

@@ -108,6 +108,15 @@ fn widens(program: &Program, child: &Mandate, parent: &Mandate, w: &Widening) ->
                 RuleKind::Forbid => {
                     (format!("`{c}` allows `{tool}` calls that `{a}` forbids"), "forbidden here".into())
                 }
+                // A parent instance's window whose bound is a parameter (`valid until parent.until`, a template
+                // under a template): read as a limit on every tool by the proof.
+                RuleKind::Limit if rule.label.starts_with("valid until ") => {
+                    (format!("`{c}` allows `{tool}` calls after an instance of `{a}` expires"), "its window".into())
+                }
+                RuleKind::Limit if rule.label.starts_with("valid from ") => (
+                    format!("`{c}` allows `{tool}` calls before an instance of `{a}` becomes valid"),
+                    "its window".into(),
+                ),
                 RuleKind::Limit => {
                     (format!("`{c}` allows `{tool}` calls beyond the per-call limit of `{a}`"), "the limit".into())
                 }
@@ -135,8 +144,22 @@ fn widens(program: &Program, child: &Mandate, parent: &Mandate, w: &Widening) ->
                 ),
                 RuleKind::Allow => (format!("`{c}` allows `{tool}` calls that `{a}` refuses"), "refuses here".into()),
             };
-            let mut help =
-                format!("a sub-mandate must state everything it allows within its parent: {}", restate(rule.span));
+            let window = rule.kind == RuleKind::Limit && rule.label.starts_with("valid ");
+            let mut help = if window {
+                let param = rule.label.split(' ').nth(2).unwrap_or_default();
+                let example = if rule.label.starts_with("valid until ") {
+                    format!("`until <= {param}`, with `valid until until`")
+                } else {
+                    format!("`from >= {param}`, with `valid from from`")
+                };
+                format!(
+                    "an instance must stay within its parent instance's window (`{}`): bound `{c}`'s window by \
+                     `{param}` ({example})",
+                    rule.label
+                )
+            } else {
+                format!("a sub-mandate must state everything it allows within its parent: {}", restate(rule.span))
+            };
             if matches!(rule.kind, RuleKind::Gate { .. }) {
                 help.push_str(" (an approval of another kind does not count)");
             }

@@ -12,7 +12,12 @@
 //! as an ordinary sub-mandate) by the reference interpreter, as every witness is. A model the interpreter does not
 //! confirm, or a search that runs out of steps, leaves the template unproved (a warning), never proved.
 //!
-//! Not compared yet: a template under a template (sub-delegation from an instance): it stays unproved.
+//! A template under a template (sub-delegation from an instance) is compared with its parent's chain read the same
+//! way: each template above it is a symbolic instance of its own ([`symbolic_chain`]), whose parameters are
+//! variables of their own (`parent.cap` for the parent's, `parent.parent.cap` for the grandparent's:
+//! [`Attr::ParentParam`]), `principal` shared, and whose bounds, `for` and `holder` join the hypothesis (the parent
+//! instance is valid); their windows, which may be parameters, are clauses of the parent's side. A model names every
+//! instance's values and is confirmed on the concrete chain of instances ([`instance`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,25 +54,27 @@ pub enum TemplateKind {
     Undecided { tool: String },
     /// A model the interpreter did not confirm on the instance it describes: a law the theories do not decide.
     Unconfirmed { tool: String, params: Map<String, Json>, request: Json },
-    /// A template under a template: not compared yet.
-    SubDelegation,
 }
 
 /// Every finding, template by template (a template without one is proved).
 pub fn analyse(program: &Program) -> Vec<TemplateFinding> {
     let mut out = Vec::new();
     for (id, t) in program.templates.iter().enumerate() {
-        let Parent::Mandate(parent) = t.parent else {
-            out.push(TemplateFinding { template: id, kind: TemplateKind::SubDelegation });
-            continue;
-        };
-        let limit = program.mandates[parent].delegation_depth.filter(|&d| d > 0);
+        let limit = parent_depth(program, t).0.filter(|&d| d > 0);
         if limit.is_some_and(|limit| t.delegation_depth.is_none_or(|own| own >= limit)) {
             out.push(TemplateFinding { template: id, kind: TemplateKind::Depth });
         }
-        compare(program, id, parent, &mut out);
+        compare(program, id, &mut out);
     }
     out
+}
+
+/// The parent's `delegation depth` and where it is written.
+fn parent_depth(program: &Program, t: &Template) -> (Option<u32>, crate::source::Span) {
+    match t.parent {
+        Parent::Mandate(id) => (program.mandates[id].delegation_depth, program.mandates[id].depth_span),
+        Parent::Template(id) => (program.templates[id].delegation_depth, program.templates[id].depth_span),
+    }
 }
 
 /// The diagnostics of the templates: `remit::template-widens` (an error, with its witness) and
@@ -88,8 +95,7 @@ pub fn check_findings(program: &Program, findings: &[TemplateFinding]) -> Vec<Di
         };
         match &f.kind {
             TemplateKind::Widens { widening, params } => {
-                let Parent::Mandate(p) = t.parent else { continue };
-                let (symbolic, id) = symbolic(program, t);
+                let (symbolic, id, p) = symbolic_chain(program, f.template);
                 let d = super::err::finding(
                     &symbolic,
                     &super::Finding { child: id, parent: p, kind: super::Kind::Widens(widening.clone()) },
@@ -97,9 +103,8 @@ pub fn check_findings(program: &Program, findings: &[TemplateFinding]) -> Vec<Di
                 out.push(crate::check::err::template_widens(d, &t.name, parent, &instance_text(params)));
             }
             TemplateKind::Depth => {
-                let Parent::Mandate(p) = t.parent else { continue };
-                let m = &program.mandates[p];
-                out.push(crate::check::err::template_depth(&t.name, parent, m.delegation_depth, t.span, m.depth_span));
+                let (depth, depth_span) = parent_depth(program, t);
+                out.push(crate::check::err::template_depth(&t.name, parent, depth, t.span, depth_span));
             }
             TemplateKind::Undecided { tool } | TemplateKind::Unconfirmed { tool, .. } => {
                 if unproved.insert(f.template) {
@@ -108,13 +113,7 @@ pub fn check_findings(program: &Program, findings: &[TemplateFinding]) -> Vec<Di
                     } else {
                         format!("a law the proof does not decide (for `{tool}`)")
                     };
-                    out.push(crate::check::err::template_narrowing_unproved(&t.name, parent, &why, false, t.span));
-                }
-            }
-            TemplateKind::SubDelegation => {
-                if unproved.insert(f.template) {
-                    let why = "templates under templates (sub-delegation) are not compared yet".to_string();
-                    out.push(crate::check::err::template_narrowing_unproved(&t.name, parent, &why, true, t.span));
+                    out.push(crate::check::err::template_narrowing_unproved(&t.name, parent, &why, t.span));
                 }
             }
         }
@@ -139,6 +138,150 @@ pub fn parameters(t: &Template) -> BTreeMap<String, Type> {
         out.insert(name.to_string(), ty);
     }
     out
+}
+
+/// The principal of the symbolic instances of a chain of templates, as a gate `approved by principal` reads it: one
+/// name for the one principal every instance of the chain has, which no identity is (it has a NUL). A model's
+/// approver of that name is the principal's value in the witness ([`witness::request_with`]). Exact for gates: an
+/// approver is the principal on one side exactly when on the other.
+pub const INSTANCE_PRINCIPAL: &str = "\u{0}principal";
+
+/// The templates above a template, nearest first (its parent, its parent's parent, …), and the mandate the
+/// topmost one hangs under.
+pub fn ancestors(program: &Program, template: TemplateId) -> (Vec<TemplateId>, MandateId) {
+    let mut out = Vec::new();
+    let mut current = program.templates[template].parent;
+    loop {
+        match current {
+            Parent::Mandate(m) => return (out, m),
+            Parent::Template(id) => {
+                // Cycles are refused by the checker; never loop here.
+                if out.contains(&id) || id == template {
+                    return (out, 0);
+                }
+                out.push(id);
+                current = program.templates[id].parent;
+            }
+        }
+    }
+}
+
+/// The attribute that stands for the parameter `name` of the template `level` steps above the one proved (0: its
+/// own, `cap`; 1: its parent instance's, `parent.cap`; 2: `parent.parent.cap`, …). Every instance of a chain has
+/// the same principal: `principal` is one variable at every level.
+pub fn at_level(name: &str, level: usize) -> Attr {
+    if level == 0 || name == "principal" {
+        Attr::Param(name.to_string())
+    } else {
+        Attr::ParentParam(format!("{}{name}", "parent.".repeat(level - 1)))
+    }
+}
+
+/// The attribute a parameter's key names in a witness's values (`cap`, `parent.cap`, `parent.parent.cap`).
+pub fn key_attr(key: &str) -> Attr {
+    match key.strip_prefix("parent.") {
+        Some(rest) => Attr::ParentParam(rest.to_string()),
+        None => Attr::Param(key.to_string()),
+    }
+}
+
+/// An attribute of a template `level` steps above the one proved, as the proof reads it: its parameters at its
+/// level, its `parent.NAME` one level higher.
+fn lift(attr: &Attr, level: usize) -> Attr {
+    let boxed = |a: &Attr| Box::new(lift(a, level));
+    match attr {
+        Attr::Param(name) => at_level(name, level),
+        Attr::ParentParam(name) => at_level(name, level + 1),
+        Attr::Compare(left, op, right, ty) => Attr::Compare(boxed(left), *op, boxed(right), ty.clone()),
+        Attr::Member(item, set, ty) => Attr::Member(boxed(item), boxed(set), ty.clone()),
+        Attr::Elapsed(later, earlier, op, seconds) => Attr::Elapsed(boxed(later), boxed(earlier), *op, *seconds),
+        Attr::InCalendar(name, instant) => Attr::InCalendar(name.clone(), boxed(instant)),
+        Attr::Relation(name, terms) => Attr::Relation(
+            name.clone(),
+            terms
+                .iter()
+                .map(|t| match t {
+                    Term::Attr(a) => Term::Attr(lift(a, level)),
+                    Term::Value(_) => t.clone(),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A condition of a template `level` steps above the one proved, read at its level ([`lift`]).
+fn lift_cond(cond: &Cond, level: usize) -> Cond {
+    if level == 0 {
+        return cond.clone();
+    }
+    match cond {
+        Cond::True | Cond::False => cond.clone(),
+        Cond::And(items) => Cond::And(items.iter().map(|c| lift_cond(c, level)).collect()),
+        Cond::Or(items) => Cond::Or(items.iter().map(|c| lift_cond(c, level)).collect()),
+        Cond::Atom(atom) => {
+            Cond::Atom(Atom { attr: lift(&atom.attr, level), ty: atom.ty.clone(), test: atom.test.clone() })
+        }
+    }
+}
+
+/// Every parameter of the template proved and of the templates above it, by the key a witness names it with
+/// (`cap`, `parent.cap`, …; `principal` once), with its type.
+pub fn chain_parameters(program: &Program, template: TemplateId) -> BTreeMap<String, Type> {
+    let mut out = parameters(&program.templates[template]);
+    for (index, &a) in ancestors(program, template).0.iter().enumerate() {
+        for (name, ty) in parameters(&program.templates[a]) {
+            out.insert(at_level(&name, index + 1).display(), ty);
+        }
+    }
+    out
+}
+
+/// The program with the template added as a mandate of its own name (no parent) and, for a template under a
+/// template, each template above it as a symbolic mandate at its level ([`lift`]: its window a limit on every tool
+/// when a bound is a parameter), chained under the topmost one's mandate: the template's id and its parent's (the
+/// nearest ancestor's) in it. What the proof compares and the reports name.
+pub fn symbolic_chain(program: &Program, template: TemplateId) -> (Program, MandateId, MandateId) {
+    let (above, top) = ancestors(program, template);
+    let mut out = program.clone();
+    let mut parent = top;
+    for (index, &a) in above.iter().enumerate().rev() {
+        let mut m = lifted_mandate(program, &program.templates[a], index + 1);
+        m.parent = Some(parent);
+        parent = out.mandates.len();
+        out.mandate_index.insert(m.name.clone(), parent);
+        out.mandates.push(m);
+    }
+    let id = out.mandates.len();
+    out.mandates.push(symbolic_mandate(&program.templates[template]));
+    out.mandate_index.insert(program.templates[template].name.clone(), id);
+    (out, id, parent)
+}
+
+/// A template above the one proved, as a mandate of the parent's side: its rules read at its level, its window's
+/// parameters limits on every tool (`now < parent.until`), so that a request past the parent instance's end is
+/// refused by it.
+fn lifted_mandate(program: &Program, t: &Template, level: usize) -> Mandate {
+    let mut m = symbolic_mandate(t);
+    m.principal = INSTANCE_PRINCIPAL.to_string();
+    for rule in &mut m.rules {
+        rule.condition = lift_cond(&rule.condition, level);
+    }
+    let every_tool: Vec<usize> = (0..program.tools.len()).collect();
+    for (bound, op, word) in [(&t.valid_from, CompareOp::Ge, "from"), (&t.valid_until, CompareOp::Lt, "until")] {
+        if let Some(TimeBound::Param(name)) = bound {
+            let param = at_level(name, level);
+            m.rules.push(crate::ir::Rule {
+                kind: crate::ir::RuleKind::Limit,
+                target: crate::ir::Target::AnyTool,
+                tools: every_tool.clone(),
+                label: format!("valid {word} {}", param.display()),
+                condition: compared(Attr::Now, op, param, Type::Timestamp),
+                span: t.span,
+            });
+        }
+    }
+    m
 }
 
 /// The program with the template added as a mandate of its own name (for the reports, which name its clauses).
@@ -227,9 +370,66 @@ pub(super) fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mu
     out
 }
 
-fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut Vec<TemplateFinding>) {
-    let t = &program.templates[template];
-    let leaf = symbolic_mandate(t);
+/// What every valid instance of each template above the one proved has (a child instance's parent is valid,
+/// recursively): its parameters present and of their types, its bounds, its principal (the child's) within its
+/// `for` and its holder within its `holder`, each at its level ([`at_level`]). Its window is not assumed: it is a
+/// clause of the parent's side (a request after the parent instance's end is refused by it).
+pub(super) fn ancestors_hypothesis(program: &Program, template: TemplateId, tool: usize, vars: &mut Vars) -> Vec<F> {
+    let called = &program.tools[tool];
+    let mut enc = Encoder {
+        vars,
+        level: called.level,
+        signed: called.signed.clone(),
+        signed_contexts: &program.signed_contexts,
+        calendars: &program.calendars,
+    };
+    let mut out = Vec::new();
+    for (index, &a) in ancestors(program, template).0.iter().enumerate() {
+        let (t, level) = (&program.templates[a], index + 1);
+        for (name, ty) in parameters(t) {
+            let attr = at_level(&name, level);
+            out.push(is(enc.vars.id(Var::Present(attr.clone())), true));
+            let signed = t.param(&name).is_some_and(|p| p.signed);
+            if ty == Type::Money && !signed {
+                let value = enc.vars.id(Var::Value(attr, Type::Money));
+                out.push(lit(value, Test::Compare(CompareOp::Ge, Value::Number(Decimal(0)))));
+            }
+        }
+        for p in &t.params {
+            out.push(enc.truth(&lift_cond(&p.bound, level)));
+        }
+        let mut identity = |name: &str, ids: &[String], prefixes: &[String]| -> F {
+            let var = enc.vars.id(Var::Value(at_level(name, level), Type::String));
+            let listed: Vec<Value> = ids.iter().map(|id| Value::String(id.clone())).collect();
+            let exact = (!listed.is_empty()).then(|| lit(var, Test::In(listed)));
+            or(exact.into_iter().chain(prefixes.iter().map(|p| pattern(var, p))))
+        };
+        if !t.principals.is_empty() || !t.principal_prefixes.is_empty() {
+            out.push(identity("principal", &t.principals, &t.principal_prefixes));
+        }
+        out.push(identity("holder", &t.holders, &t.holder_prefixes));
+    }
+    out
+}
+
+fn compare(original: &Program, template: TemplateId, out: &mut Vec<TemplateFinding>) {
+    let t = &original.templates[template];
+    let mut leaf = symbolic_mandate(t);
+    // Under a template, a gate `approved by principal` reads the chain's one principal on both sides.
+    let under_template = matches!(t.parent, Parent::Template(_));
+    if under_template {
+        leaf.principal = INSTANCE_PRINCIPAL.to_string();
+    }
+    // Under a mandate, the program itself; under a template, the program with the templates above as symbolic
+    // mandates at their levels.
+    let (program, parent) = match t.parent {
+        Parent::Mandate(parent) => (std::borrow::Cow::Borrowed(original), parent),
+        Parent::Template(_) => {
+            let (symbolic, _, parent) = symbolic_chain(original, template);
+            (std::borrow::Cow::Owned(symbolic), parent)
+        }
+    };
+    let program: &Program = &program;
     let chain = program.chain(parent);
     let mut names = vec![t.name.clone()];
     names.extend(chain.iter().map(|&m| program.mandates[m].name.clone()));
@@ -238,11 +438,11 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
         chain: Vec::new(),
         holders: None,
         approval_names: vec![t.name.clone()],
-        instance_principal: Some((&t.principals, &t.principal_prefixes)),
+        instance_principal: (!under_template).then_some((&t.principals[..], &t.principal_prefixes[..])),
         leaf: Some(&leaf),
     };
     let parents = Side { program, chain, holders: None, approval_names: names, instance_principal: None, leaf: None };
-    let types = parameters(t);
+    let types = chain_parameters(original, template);
     let mut reported: BTreeSet<Origin> = BTreeSet::new();
     let mut undecided = false;
     let granted: BTreeSet<usize> = leaf
@@ -258,7 +458,9 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
         if a.iter().any(|c| c.formula == F::False) {
             continue;
         }
-        for formula in hypothesis(program, t, tool, &mut vars) {
+        let mut assumed = hypothesis(program, t, tool, &mut vars);
+        assumed.extend(ancestors_hypothesis(original, template, tool, &mut vars));
+        for formula in assumed {
             if formula != F::True {
                 a.push(Conjunct { formula, origin: Origin::Holder });
             }
@@ -296,7 +498,7 @@ fn compare(program: &Program, template: TemplateId, parent: MandateId, out: &mut
                         for fill in [true, false] {
                             let (request, params) =
                                 witness::request_with(model, &vars, shape, &currencies, fill, &types);
-                            let ok = confirm(program, template, &params, &request);
+                            let ok = confirm(original, template, &params, &request);
                             last = Some((request, params, ok));
                             if ok {
                                 break;
@@ -398,9 +600,40 @@ fn instance_with(
     params: &Map<String, Json>,
     bounds: bool,
 ) -> Result<(Program, MandateId), String> {
+    build(program, template, params, bounds).map(|(program, id, _)| (program, id))
+}
+
+/// [`instance_with`], and the values the instance's conditions read, by key (`cap`, `parent.cap`, …). A template
+/// under a template is built on the concrete instance of its parent, whose values are the ones named `parent.NAME`
+/// (and the same principal), built the same way (its bounds checked too when `bounds` is set).
+fn build(
+    program: &Program,
+    template: TemplateId,
+    params: &Map<String, Json>,
+    bounds: bool,
+) -> Result<(Program, MandateId, BTreeMap<String, Value>), String> {
     let t = &program.templates[template];
-    let Parent::Mandate(parent) = t.parent else { return Err("a template under a template".into()) };
     let mut values: BTreeMap<String, Value> = BTreeMap::new();
+    let (mut out, parent) = match t.parent {
+        Parent::Mandate(parent) => (program.clone(), parent),
+        Parent::Template(above) => {
+            let mut theirs: Map<String, Json> = params
+                .iter()
+                .filter_map(|(key, value)| Some((key.strip_prefix("parent.")?.to_string(), value.clone())))
+                .collect();
+            if let Some(principal) = params.get("principal") {
+                theirs.insert("principal".into(), principal.clone());
+            }
+            let (out, parent, parent_values) =
+                build(program, above, &theirs, bounds).map_err(|why| format!("the parent instance: {why}"))?;
+            for (key, value) in parent_values {
+                if key != "principal" {
+                    values.insert(format!("parent.{key}"), value);
+                }
+            }
+            (out, parent)
+        }
+    };
     for (name, ty) in parameters(t) {
         let json = params.get(&name).ok_or_else(|| format!("`{name}` is missing"))?;
         let value =
@@ -429,7 +662,15 @@ fn instance_with(
     if !crate::eval::holds(&t.holders, &t.holder_prefixes, &holder) {
         return Err("the holder is not admitted by `holder`".into());
     }
-    let seconds = |bound: &Option<TimeBound>| -> Result<Option<i64>, String> {
+    let mut rules = Vec::with_capacity(t.rules.len());
+    for rule in &t.rules {
+        let mut rule = rule.clone();
+        rule.condition = fold(&rule.condition, &values)?;
+        rules.push(rule);
+    }
+    // A window's bound in whole seconds, as a mandate's; an instant with a fraction (an instance may have one) is a
+    // limit on every tool instead (`now < until`), which allows exactly the same requests.
+    let mut seconds = |bound: &Option<TimeBound>, op: CompareOp| -> Result<Option<i64>, String> {
         match bound {
             None => Ok(None),
             Some(TimeBound::At(s)) => Ok(Some(*s)),
@@ -437,17 +678,24 @@ fn instance_with(
                 Some(Value::Timestamp(nanos)) if nanos.rem_euclid(NANOS_PER_SECOND) == 0 => {
                     i64::try_from(nanos / NANOS_PER_SECOND).map(Some).map_err(|_| "out of range".into())
                 }
-                _ => Err(format!("`{p}` is not a whole second")),
+                Some(Value::Timestamp(nanos)) => {
+                    let test = Test::Compare(op, Value::Timestamp(*nanos));
+                    rules.push(crate::ir::Rule {
+                        kind: crate::ir::RuleKind::Limit,
+                        target: crate::ir::Target::AnyTool,
+                        tools: (0..out.tools.len()).collect(),
+                        condition: Cond::Atom(Atom { attr: Attr::Now, ty: Type::Timestamp, test }),
+                        label: format!("valid {} {p}", if op == CompareOp::Ge { "from" } else { "until" }),
+                        span: t.span,
+                    });
+                    Ok(None)
+                }
+                _ => Err(format!("`{p}` is not a timestamp")),
             },
         }
     };
-    let mut rules = Vec::with_capacity(t.rules.len());
-    for rule in &t.rules {
-        let mut rule = rule.clone();
-        rule.condition = fold(&rule.condition, &values)?;
-        rules.push(rule);
-    }
-    let mut out = program.clone();
+    let valid_from = seconds(&t.valid_from, CompareOp::Ge)?;
+    let valid_until = seconds(&t.valid_until, CompareOp::Lt)?;
     let id = out.mandates.len();
     out.mandates.push(Mandate {
         name: t.name.clone(),
@@ -456,8 +704,8 @@ fn instance_with(
         holders: vec![holder],
         holder_prefixes: Vec::new(),
         purpose: t.purpose.clone(),
-        valid_from: seconds(&t.valid_from)?,
-        valid_until: seconds(&t.valid_until)?,
+        valid_from,
+        valid_until,
         max_level: t.max_level,
         otherwise: t.otherwise,
         delegation_depth: t.delegation_depth,
@@ -469,10 +717,10 @@ fn instance_with(
         depth_span: t.depth_span,
     });
     out.mandate_index.insert(t.name.clone(), id);
-    Ok((out, id))
+    Ok((out, id, values))
 }
 
-/// A condition with the parameters' values folded in: an atom of parameters only becomes true or false, a
+/// A condition with the parameters' values (by key: `cap`, `parent.cap`) folded in: an atom of parameters only becomes true or false, a
 /// comparison or membership with one parameter a literal test on the other side, a relation's parameter a
 /// constant. An atom the fold cannot express (a calendar or a duration of a parameter and an attribute), or one
 /// that is an error on the values (money in two currencies), refuses the instance.
@@ -517,6 +765,10 @@ fn fold_atom(atom: &Atom, values: &BTreeMap<String, Value>) -> Result<Cond, Stri
     let param = |attr: &Attr| -> Result<Option<Value>, String> {
         match attr {
             Attr::Param(name) => values.get(name).cloned().map(Some).ok_or_else(|| format!("`{name}` has no value")),
+            Attr::ParentParam(_) => {
+                let key = attr.display();
+                values.get(&key).cloned().map(Some).ok_or_else(|| format!("`{key}` has no value"))
+            }
             _ => Ok(None),
         }
     };
@@ -530,7 +782,7 @@ fn fold_atom(atom: &Atom, values: &BTreeMap<String, Value>) -> Result<Cond, Stri
     let truth = |b: bool| constant(crate::eval::cond::constant_test(&Value::Bool(b), &atom.test));
     let test_on = |attr: &Attr, ty: Type, test: Test| Cond::Atom(Atom { attr: attr.clone(), ty, test });
     match &atom.attr {
-        Attr::Param(_) => {
+        Attr::Param(_) | Attr::ParentParam(_) => {
             let value = param(&atom.attr)?.expect("a parameter");
             constant(crate::eval::cond::constant_test(&value, &atom.test))
         }

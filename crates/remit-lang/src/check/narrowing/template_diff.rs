@@ -10,7 +10,10 @@
 //!   standing alone.
 //!
 //! The questions are asked only when both versions declare the same parameters with the same types and the same
-//! parent; otherwise the template is `undecided` and the changes say why.
+//! parent, and, for a template under a template, when the templates above declare the same parameters in both
+//! versions (their values are shared variables, `parent.cap`, and both versions' bounds of them are assumed: an
+//! example names the values of the whole chain of instances); otherwise the template is `undecided` and the
+//! changes say why.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,7 +22,10 @@ use serde_json::{Map, Value as Json};
 use super::authority::{conjuncts, Conjunct, Origin, Side};
 use super::diff::Status;
 use super::formula::{negate, Vars, F};
-use super::parametric::{hypothesis, instance, parameters, symbolic, symbolic_mandate};
+use super::parametric::{
+    ancestors_hypothesis, chain_parameters, hypothesis, instance, parameters, symbolic, symbolic_mandate,
+    INSTANCE_PRINCIPAL,
+};
 use super::solve::{Answer, Lemmas, Solver};
 use super::witness::{self, Shape};
 use super::{currencies, questions, Readable};
@@ -185,19 +191,16 @@ fn compare(old: &Program, o: TemplateId, new: &Program, n: TemplateId) -> Templa
     let same_params = parameters(to) == parameters(tn)
         && to.params.iter().all(|p| tn.param(&p.name).is_some_and(|q| q.signed == p.signed));
     let same_parent = parent_name(old, to) == parent_name(new, tn);
-    let comparable =
-        same_params && same_parent && matches!((to.parent, tn.parent), (Parent::Mandate(_), Parent::Mandate(_)));
-    // A template under a template (sub-delegation) is not compared by the proof yet: unchanged when nothing of it
-    // changed as written (its rules included), else left to a review.
-    let sub_delegation = matches!((to.parent, tn.parent), (Parent::Template(_), Parent::Template(_)));
-    if sub_delegation && same_params && same_parent {
-        if out.changes.is_empty() && rules_text(old, to) == rules_text(new, tn) {
-            return out;
+    // Under templates, the chains above declare the same parameters (so that `parent.…` are the same variables).
+    let same_chain = match (to.parent, tn.parent) {
+        (Parent::Mandate(_), Parent::Mandate(_)) => true,
+        (Parent::Template(_), Parent::Template(_)) => {
+            chain_parameters(old, o) == chain_parameters(new, n)
+                && super::parametric::ancestors(old, o).0.len() == super::parametric::ancestors(new, n).0.len()
         }
-        out.status = Status::Undecided;
-        out.changes.push("not compared by the proof: a template under a template; review this template by hand".into());
-        return out;
-    }
+        _ => false,
+    };
+    let comparable = same_params && same_parent && same_chain;
     if !comparable {
         out.status = Status::Undecided;
         out.changes.push(
@@ -222,23 +225,12 @@ fn compare(old: &Program, o: TemplateId, new: &Program, n: TemplateId) -> Templa
     out
 }
 
-/// A template's rules as data (kind, tools by name, condition), in a canonical order.
-fn rules_text(program: &Program, t: &Template) -> Vec<String> {
-    let mut out: Vec<String> = t
-        .rules
-        .iter()
-        .map(|r| {
-            let tools: Vec<&str> = r.tools.iter().map(|&id| program.tools[id].name.as_str()).collect();
-            format!("{:?} {tools:?} {:?}", r.kind, r.condition)
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// The hypothesis of a template (what every instance has) for the first tool, as conjuncts.
-fn admitted(program: &Program, t: &Template, vars: &mut Vars) -> Vec<F> {
-    hypothesis(program, t, 0, vars).into_iter().filter(|f| *f != F::True).collect()
+/// The hypothesis of a template (what every instance has, and every instance above it) for the first tool, as
+/// conjuncts.
+fn admitted(program: &Program, t: TemplateId, vars: &mut Vars) -> Vec<F> {
+    let mut out = hypothesis(program, &program.templates[t], 0, vars);
+    out.extend(ancestors_hypothesis(program, t, 0, vars));
+    out.into_iter().filter(|f| *f != F::True).collect()
 }
 
 /// An instance `wide`'s template admits and `narrow`'s refuses, if the proof finds one the versions confirm.
@@ -252,10 +244,10 @@ fn instances(
     if wide.tools.is_empty() || narrow.tools.is_empty() {
         return Vec::new();
     }
-    let (tw, tn) = (&wide.templates[w], &narrow.templates[n]);
+    let tw = &wide.templates[w];
     let mut vars = Vars::default();
-    let a = admitted(wide, tw, &mut vars);
-    let b = admitted(narrow, tn, &mut vars);
+    let a = admitted(wide, w, &mut vars);
+    let b = admitted(narrow, n, &mut vars);
     let refused = negate(&super::formula::and(b.clone()));
     let goals: Vec<&F> = a.iter().chain([&refused]).collect();
     let readable = Readable::new(wide, 0, &vars, &goals);
@@ -269,7 +261,7 @@ fn instances(
         }
         Answer::Sat(model) => {
             let shape = Shape { program: wide, tool: &wide.tools[0].name, mandate: &tw.name };
-            let types = parameters(tw);
+            let types = chain_parameters(wide, w);
             let (_, params) = witness::request_with(&model, &vars, shape, &currencies(&goals, &vars), false, &types);
             match (instance(wide, w, &params), instance(narrow, n, &params)) {
                 (Ok(_), Err(refused_by)) => vec![InstanceExample { params, refused_by }],
@@ -282,16 +274,27 @@ fn instances(
     }
 }
 
-/// The symbolic instance of a template standing alone.
+/// The symbolic instance of a template standing alone (under a template, a gate `approved by principal` reads the
+/// chain's one principal, as in the proof).
 fn side<'p>(program: &'p Program, leaf: &'p crate::ir::Mandate, t: &'p Template) -> Side<'p> {
+    let under_template = matches!(t.parent, Parent::Template(_));
     Side {
         program,
         chain: Vec::new(),
         holders: None,
         approval_names: vec![t.name.clone()],
-        instance_principal: Some((&t.principals, &t.principal_prefixes)),
+        instance_principal: (!under_template).then_some((&t.principals[..], &t.principal_prefixes[..])),
         leaf: Some(leaf),
     }
+}
+
+/// The symbolic instance of a template as [`side`] reads it.
+fn leaf_of(t: &Template) -> crate::ir::Mandate {
+    let mut leaf = symbolic_mandate(t);
+    if matches!(t.parent, Parent::Template(_)) {
+        leaf.principal = INSTANCE_PRINCIPAL.to_string();
+    }
+    leaf
 }
 
 /// The concrete instance standing alone decides `request`: whether it allows it.
@@ -305,13 +308,13 @@ fn allows(program: &Program, t: TemplateId, params: &Map<String, Json>, request:
 /// `narrow` that refuses some.
 fn rules(wide: &Program, w: TemplateId, narrow: &Program, n: TemplateId, undecided: &mut bool) -> Vec<RuleExample> {
     let (tw, tn) = (&wide.templates[w], &narrow.templates[n]);
-    let (leaf_w, leaf_n) = (symbolic_mandate(tw), symbolic_mandate(tn));
+    let (leaf_w, leaf_n) = (leaf_of(tw), leaf_of(tn));
     let (allowing, refusing) = (side(wide, &leaf_w, tw), side(narrow, &leaf_n, tn));
     let (symbolic_narrow, id) = symbolic(narrow, tn);
     let mut found: Vec<RuleExample> = Vec::new();
     let granted: BTreeSet<usize> =
         tw.rules.iter().filter(|r| r.kind == RuleKind::Allow).flat_map(|r| r.tools.iter().copied()).collect();
-    let types = parameters(tw);
+    let types = chain_parameters(wide, w);
     for tool in granted {
         let name = wide.tools[tool].name.as_str();
         let mut vars = Vars::default();
@@ -319,13 +322,14 @@ fn rules(wide: &Program, w: TemplateId, narrow: &Program, n: TemplateId, undecid
         if a.iter().any(|c| c.formula == F::False) {
             continue;
         }
-        for formula in hypothesis(wide, tw, tool, &mut vars) {
-            a.push(Conjunct { formula, origin: Origin::Holder });
-        }
+        let mut assumed = hypothesis(wide, tw, tool, &mut vars);
+        assumed.extend(ancestors_hypothesis(wide, w, tool, &mut vars));
         if let Some(t) = narrow.tool(name) {
-            for formula in hypothesis(narrow, tn, t, &mut vars) {
-                a.push(Conjunct { formula, origin: Origin::Holder });
-            }
+            assumed.extend(hypothesis(narrow, tn, t, &mut vars));
+            assumed.extend(ancestors_hypothesis(narrow, n, t, &mut vars));
+        }
+        for formula in assumed {
+            a.push(Conjunct { formula, origin: Origin::Holder });
         }
         let questions = questions(&a, &conjuncts(&refusing, name, &mut vars), &BTreeSet::new());
         let all: Vec<&F> = a.iter().map(|c| &c.formula).chain(questions.iter().map(|(_, f)| f)).collect();

@@ -428,7 +428,7 @@ impl<'a, 'f> Theory<'a, 'f> {
             Some(calendars) => self.calendar_lemmas(calendars)?,
             None => Vec::new(),
         };
-        let within = memberships.iter().any(|m| matches!(m.set, Attr::Param(_)));
+        let within = memberships.iter().any(|m| matches!(m.set, Attr::Param(_) | Attr::ParentParam(_)));
         if self.edges.is_empty()
             && self.undefined_money.is_empty()
             && atoms.len() < 2

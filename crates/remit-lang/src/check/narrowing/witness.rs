@@ -98,7 +98,7 @@ pub fn request_with(
     let mut relations: Vec<(String, Vec<crate::ir::Term>, bool)> = Vec::new();
     let mut param_values = Map::new();
     for (name, ty) in params {
-        param_values.insert(name.clone(), attribute(&Attr::Param(name.clone()), Some(ty)));
+        param_values.insert(name.clone(), attribute(&super::parametric::key_attr(name), Some(ty)));
     }
     for (_, var) in vars.iter() {
         let Var::Present(attr) = var else { continue };
@@ -247,7 +247,7 @@ pub fn request_with(
         }
         for (set, mut elements) in set_wants {
             // A parameter's set keeps what its bounds chose (`contains`), less the items the model keeps out.
-            if let (Attr::Param(_), Some(Json::Array(chosen))) = (&set, slots.get(&set)) {
+            if let (Attr::Param(_) | Attr::ParentParam(_), Some(Json::Array(chosen))) = (&set, slots.get(&set)) {
                 let out = unwanted.get(&set).cloned().unwrap_or_default();
                 for item in chosen {
                     if !elements.contains(&item) && !out.contains(&item) {
@@ -374,7 +374,12 @@ pub fn request_with(
                 if let Some(Value::String(by)) =
                     find(&Var::ApprovalBy(kind.clone())).and_then(|a| model.get(a as usize))
                 {
-                    approval["approved_by"] = json!(by);
+                    // The principal of a chain of templates' symbolic instances: the instance's principal.
+                    let by = match param_values.get("principal") {
+                        Some(principal) if by == super::parametric::INSTANCE_PRINCIPAL => principal.clone(),
+                        _ => json!(by),
+                    };
+                    approval["approved_by"] = by;
                 }
                 let tool_name =
                     if bound(Binding::Tool) { shape.tool.to_string() } else { format!("not-{}", shape.tool) };
@@ -502,6 +507,7 @@ impl Slots<'_> {
             Attr::Principal(name) => self.principal.get(name).cloned(),
             Attr::ResourceId => self.resource_id.clone(),
             Attr::Param(name) => self.params.get(name).cloned(),
+            Attr::ParentParam(_) => self.params.get(&attr.display()).cloned(),
             _ => None,
         }
     }
@@ -527,6 +533,9 @@ impl Slots<'_> {
             Attr::ResourceId => *self.resource_id = Some(value),
             Attr::Param(name) => {
                 self.params.insert(name.clone(), value);
+            }
+            Attr::ParentParam(_) => {
+                self.params.insert(attr.display(), value);
             }
             _ => {}
         }
