@@ -1490,6 +1490,8 @@ template shopping(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling
 template errand(small: money where small > 0 USD and small <= parent.cap) under shopping {
   holder under "agent:errands/"
   allow pay where args.amount <= small
+  // Restated (the proof asks for it): the same counter as the parent instance's, which declares it first.
+  budget purchases: at most 3 calls to pay per day
   budget errands: at most 2 calls to pay per day
 }
 "#;
