@@ -375,6 +375,7 @@ fn revocation_races(
         principal: "user:alice".into(),
         holder: "agent:shopper".into(),
         params: params("100 USD").as_object().unwrap().clone(),
+        parent: None,
     };
     let granted = granting.grant("user:alice", &ask).unwrap();
     let revoked = AtomicBool::new(false);
@@ -448,6 +449,7 @@ fn on_postgresql_a_revocation_on_one_replica_holds_on_the_other() {
         principal: "user:alice".into(),
         holder: "agent:pg".into(),
         params: params(cap).as_object().unwrap().clone(),
+        parent: None,
     };
     let first = gateways[0].grant("user:alice", &ask("100 USD")).unwrap();
     let cap = |cap: &str| -> Map<String, Value> { params(cap).as_object().unwrap().clone() };
@@ -583,6 +585,7 @@ fn concurrent_grants_changes_and_decisions_carry_versions_that_existed() {
         principal: "user:alice".into(),
         holder: holder.into(),
         params: params("100 USD").as_object().unwrap().clone(),
+        parent: None,
     };
     let id = core.grant("user:alice", &ask("agent:shopper")).unwrap().id;
     let seen: Vec<Vec<u64>> = std::thread::scope(|scope| {
@@ -647,6 +650,7 @@ fn instances_in_the_store_do_not_slow_a_decision() {
             principal: "user:alice".into(),
             holder,
             params: params("100 USD").as_object().unwrap().clone(),
+            parent: None,
         };
         gateway.gateway.grant("user:alice", &ask).unwrap();
     };
@@ -949,6 +953,7 @@ fn a_holder_holds_at_most_as_many_instances_as_a_request_carries() {
         principal: "user:alice".into(),
         holder: holder.into(),
         params: params("100 USD").as_object().unwrap().clone(),
+        parent: None,
     };
     let first = gateway.gateway.grant("user:alice", &ask("agent:busy")).unwrap();
     for _ in 1..remit_lang::eval::grants::MAX_GRANTS {
@@ -1008,6 +1013,7 @@ fn budgeted_ask(principal: &str, holder: &str, cap: &str) -> GrantAsk {
         principal: principal.into(),
         holder: holder.into(),
         params: json!({"cap": cap}).as_object().unwrap().clone(),
+        parent: None,
     }
 }
 
@@ -1170,4 +1176,363 @@ fn on_postgresql_a_templates_budget_allows_exactly_its_count_per_instance_across
     }
     assert_eq!(stored_count(&*stores[0], "shipments"), 3);
     audit::verify_chains(audit::read_all(&*stores[0]).unwrap()).unwrap();
+}
+
+/// Sub-delegation: a template under a template whose bounds and rules read the parent instance's parameters.
+const SUB_POLICY: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+// Held by no one: agents act only under instances, so a revoked instance leaves its holder nothing.
+mandate ceiling for "org:acme" {
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(
+  merchants: set<string> where merchants within ["acme", "globex"],
+  cap: money where cap > 0 USD and cap <= 500 USD,
+) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  allow pay where args.merchant in merchants and args.amount <= cap
+}
+
+template errand(small: money where small > 0 USD and small <= parent.cap) under shopping {
+  holder under "agent:errands/"
+  allow pay where args.merchant in parent.merchants and args.amount <= small
+}
+"#;
+
+/// An instance sub-delegated from Alice's: granted naming its parent (acting for her), filled with its parent into
+/// its holder's decisions and decided along both; refused without a parent, under another principal or another
+/// template's instance; revoked when a narrowing of its parent breaks its bound, and with its parent.
+#[test]
+fn an_instance_sub_delegated_from_another_is_decided_under_both_and_goes_with_its_parent() {
+    let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let gateway = HttpGateway::start("grants-sub", policy, Options { tokens: tokens(), config, ..Options::default() });
+    let post =
+        |token: &str, body: Value| call(&gateway, "POST", "/v1/grants", token, Some(body.to_string().as_bytes()));
+    let (status, shopping) = post(
+        ALICE,
+        json!({"template": "shopping", "principal": "user:alice", "holder": "agent:shopper",
+               "params": {"merchants": ["acme"], "cap": "100 USD"}}),
+    );
+    assert_eq!(status, 201, "{shopping}");
+    let parent_id = shopping["id"].as_str().unwrap().to_string();
+    let errand = |parent: Option<&str>, small: &str| {
+        let mut body = json!({"template": "errand", "holder": "agent:errands/1", "params": {"small": small}});
+        match parent {
+            Some(parent) => body["parent"] = json!(parent),
+            None => body["principal"] = json!("user:alice"),
+        }
+        body
+    };
+    // Refusals: no parent, a parent that is no instance, another principal, a bound over the parent's cap, a
+    // parent for a template under a mandate.
+    let problem =
+        |(status, body): (u16, Value)| (status, body["error"]["refusal"]["problem"].as_str().map(str::to_string));
+    assert_eq!(problem(post(ALICE, errand(None, "20 USD"))), (422, Some("parent-missing".into())));
+    assert_eq!(
+        problem(post(ALICE, errand(Some("g-0000000000000000"), "20 USD"))),
+        (422, Some("parent-missing".into()))
+    );
+    let mut bobs = errand(Some(&parent_id), "20 USD");
+    bobs["principal"] = json!("user:bob");
+    assert_eq!(problem(post(BOB, bobs)), (422, Some("principal-not-parents".into())));
+    let (status, over) = post(ALICE, errand(Some(&parent_id), "150 USD"));
+    assert_eq!((status, over["error"]["refusal"]["problem"].as_str()), (422, Some("bound-failed")), "{over}");
+    assert!(over["error"]["refusal"]["condition"].as_str().unwrap().contains("parent.cap"), "{over}");
+    // What the refused child would allow that its parent refuses: the proof on the concrete chain of instances.
+    assert_eq!(over["error"]["refusal"]["instance_narrows"], false, "{over}");
+    assert_eq!(over["error"]["refusal"]["witness"]["action"]["name"], "pay", "{over}");
+    let mut stray = json!({"template": "shopping", "principal": "user:alice", "holder": "agent:x",
+                           "params": {"merchants": ["acme"], "cap": "10 USD"}});
+    stray["parent"] = json!(parent_id);
+    assert_eq!(problem(post(ALICE, stray)), (422, Some("parent-unexpected".into())));
+    // Bob may not sub-delegate Alice's instance (the principal is hers).
+    assert_eq!(post(BOB, errand(Some(&parent_id), "20 USD")).0, 403);
+    // Granted by Alice, named `TEMPLATE/ID` or by its id alone.
+    let (status, child) = post(ALICE, errand(Some(&format!("shopping/{parent_id}")), "20 USD"));
+    assert_eq!(status, 201, "{child}");
+    assert_eq!(
+        (child["principal"].as_str(), child["parent"].as_str()),
+        (Some("user:alice"), Some(&*format!("shopping/{parent_id}")))
+    );
+    let child_id = child["id"].as_str().unwrap().to_string();
+    // Decisions of the errand agent carry its instance and its parent, and are decided along both.
+    let pay = |merchant: &str, amount: &str| {
+        json!({"subject": {"type": "agent", "id": "agent:errands/1"},
+               "action": {"name": "pay", "properties": {"merchant": merchant, "amount": amount}},
+               "resource": {"type": "order", "id": "order:1"}})
+        .to_string()
+        .into_bytes()
+    };
+    let (_, allowed) = gateway.post_json("/access/v1/evaluation", &pay("acme", "15.00 USD"), None);
+    assert_eq!(allowed["decision"], true, "{allowed}");
+    assert_eq!(
+        allowed["context"]["mandate_chain"],
+        json!(["ceiling", format!("shopping/{parent_id}@1"), format!("errand/{child_id}@1")]),
+        "{allowed}"
+    );
+    let id = allowed["context"]["decision_id"].as_str().unwrap().to_string();
+    let mut carried = filled(&*gateway.store, &id);
+    carried.sort();
+    let mut expected = vec![format!("{parent_id}@1"), format!("{child_id}@1")];
+    expected.sort();
+    assert_eq!(carried, expected);
+    // Its own bound, and its parent's merchants (read through `parent.merchants`), refuse.
+    let (_, over_small) = gateway.post_json("/access/v1/evaluation", &pay("acme", "25.00 USD"), None);
+    assert_eq!(over_small["decision"], false, "{over_small}");
+    let (_, elsewhere) = gateway.post_json("/access/v1/evaluation", &pay("globex", "5.00 USD"), None);
+    assert_eq!(elsewhere["decision"], false, "{elsewhere}");
+    // The parent's own holder is not the errand agent: its decisions carry Alice's instance only.
+    let shopper = json!({"subject": {"type": "agent", "id": "agent:shopper"},
+                         "action": {"name": "pay", "properties": {"merchant": "acme", "amount": "50.00 USD"}},
+                         "resource": {"type": "order", "id": "order:1"}});
+    let (_, theirs) = gateway.post_json("/access/v1/evaluation", shopper.to_string().as_bytes(), None);
+    assert_eq!(theirs["decision"], true, "{theirs}");
+    // Narrowing the parent within the child's bound keeps the child; below it revokes the child, with the reason.
+    let put = |id: &str, params: Value| {
+        call(
+            &gateway,
+            "PUT",
+            &format!("/v1/grants/{id}"),
+            ALICE,
+            Some(json!({"params": params}).to_string().as_bytes()),
+        )
+    };
+    assert_eq!(put(&parent_id, json!({"merchants": ["acme"], "cap": "30 USD"})).0, 200);
+    let (_, listed) = call(&gateway, "GET", "/v1/grants?holder=agent%3Aerrands%2F1", ALICE, None);
+    assert!(listed["grants"][0].get("revoked_at").is_none(), "{listed}");
+    let (_, still) = gateway.post_json("/access/v1/evaluation", &pay("acme", "15.00 USD"), None);
+    assert_eq!(still["decision"], true, "{still}");
+    assert_eq!(put(&parent_id, json!({"merchants": ["acme"], "cap": "10 USD"})).0, 200);
+    let (_, listed) = call(&gateway, "GET", "/v1/grants?holder=agent%3Aerrands%2F1", ALICE, None);
+    assert!(listed["grants"][0]["revoked_at"].is_i64(), "{listed}");
+    let (_, gone) = gateway.post_json("/access/v1/evaluation", &pay("acme", "5.00 USD"), None);
+    assert_eq!(gone["decision"], false, "{gone}");
+    // A new errand within the narrowed cap; revoking the parent revokes it too.
+    // (By the CLI: `--parent` instead of `--principal`.)
+    let out = std::process::Command::new(support::remit_bin())
+        .args([
+            "grants",
+            "grant",
+            "errand",
+            "--parent",
+            &format!("shopping/{parent_id}"),
+            "--holder",
+            "agent:errands/1",
+        ])
+        .args(["--param", "small=8 USD", "--gateway", &gateway.url("")])
+        .env("REMIT_TOKEN", ALICE)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let second: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((second["principal"].as_str(), second["version"].as_u64()), (Some("user:alice"), Some(1)), "{second}");
+    let (_, before) = gateway.post_json("/access/v1/evaluation", &pay("acme", "5.00 USD"), None);
+    assert_eq!(before["decision"], true, "{before}");
+    assert_eq!(call(&gateway, "DELETE", &format!("/v1/grants/{parent_id}"), ALICE, None).0, 200);
+    let (_, after) = gateway.post_json("/access/v1/evaluation", &pay("acme", "5.00 USD"), None);
+    assert_eq!(after["decision"], false, "{after}");
+    assert_eq!(problem(post(ALICE, errand(Some(&parent_id), "5 USD"))), (422, Some("parent-missing".into())));
+    // The log: grants naming the parent, revocations naming why.
+    let entries = audit::read_all(&*gateway.store).unwrap();
+    audit::verify(entries.clone()).unwrap();
+    let revokes: Vec<Value> =
+        entries.iter().filter(|e| e.kind == "revoke").map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+    assert_eq!(revokes.len(), 3, "{revokes:?}");
+    assert_eq!(revokes[0]["id"], child_id.as_str());
+    assert_eq!(revokes[0]["because"]["refusal"]["problem"], "bound-failed", "{:?}", revokes[0]);
+    assert_eq!(revokes[1]["id"], second["id"]);
+    assert_eq!(revokes[1]["because"]["revoked"], true);
+    assert_eq!(revokes[2]["id"], parent_id.as_str());
+    assert!(revokes[2].get("because").is_none());
+    let grants: Vec<Value> =
+        entries.iter().filter(|e| e.kind == "grant").map(|e| serde_json::from_str(&e.body).unwrap()).collect();
+    assert_eq!(grants[1]["parent"], format!("shopping/{parent_id}"));
+}
+
+/// Sub-delegation on two PostgreSQL replicas: a child granted on one replica is decided on the other; grants of
+/// children racing the revocation of their parent (on the other replica) never leave an active child under a
+/// revoked parent (the grant locks the parent's row, the revocation revokes the children it finds).
+#[test]
+fn on_postgresql_a_child_is_granted_on_one_replica_and_goes_with_its_parent_revoked_on_the_other() {
+    let url = support::postgres::shared().database("grants_sub");
+    let options = PostgresOptions { database_clock: false, ..PostgresOptions::default() };
+    let stores: Vec<Arc<dyn Store>> =
+        (0..2).map(|_| Arc::new(PostgresStore::connect(&url, None, &options).unwrap()) as Arc<dyn Store>).collect();
+    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp(NOW).unwrap()));
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
+    let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
+    let gateways: Vec<Arc<Gateway>> =
+        stores.iter().map(|s| Arc::new(Gateway::new(policy(), s.clone(), clock.clone(), config.clone()))).collect();
+    let shopping = GrantAsk {
+        template: "shopping".into(),
+        principal: "user:alice".into(),
+        holder: "agent:shopper".into(),
+        params: json!({"merchants": ["acme"], "cap": "100 USD"}).as_object().unwrap().clone(),
+        parent: None,
+    };
+    let errand = |parent: &str, holder: String| GrantAsk {
+        template: "errand".into(),
+        principal: String::new(),
+        holder,
+        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
+        parent: Some(parent.to_string()),
+    };
+    let pay = |agent: &str| {
+        json!({"subject": {"type": "agent", "id": agent},
+               "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "10 USD"}}})
+        .to_string()
+        .into_bytes()
+    };
+    for round in 0..3 {
+        let parent = gateways[0].grant("user:alice", &shopping).unwrap();
+        let child = gateways[1].grant("user:alice", &errand(&parent.id, format!("agent:errands/{round}"))).unwrap();
+        assert_eq!(child.parent, Some(format!("shopping/{}", parent.id)));
+        let decided = gateways[0].decide(&pay(&format!("agent:errands/{round}")));
+        assert_eq!(decided.outcome, "allow", "{decided:?}");
+        // Children granted on replica 1 while replica 0 revokes the parent.
+        let results: Vec<Result<_, GrantError>> = std::thread::scope(|scope| {
+            let grants: Vec<_> = (0..6)
+                .map(|i| {
+                    let (gateway, ask) = (&gateways[1], errand(&parent.id, format!("agent:errands/{round}-{i}")));
+                    scope.spawn(move || gateway.grant("user:alice", &ask))
+                })
+                .collect();
+            let revoked = gateways[0].revoke_grant("user:alice", &parent.id);
+            assert!(revoked.is_ok(), "{revoked:?}");
+            grants.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for result in &results {
+            if let Err(e) = result {
+                assert!(matches!(e, GrantError::Refused { .. }), "refused as parent-missing, never an error: {e:?}");
+            }
+        }
+        let active = gateways[1].grants("ops", true, Some("user:alice"), None).unwrap();
+        let left: Vec<_> = active.iter().filter(|g| g.revoked_at.is_none()).map(|g| g.id.clone()).collect();
+        assert!(left.is_empty(), "round {round}: active after their parent was revoked: {left:?} of {results:?}");
+        let after = gateways[1].decide(&pay(&format!("agent:errands/{round}")));
+        assert_ne!(after.outcome, "allow", "{after:?}");
+    }
+    audit::verify_chains(audit::read_all(&*stores[0]).unwrap()).unwrap();
+}
+
+/// The principal's page grants a sub-delegated instance: the form of a template under a template offers her active
+/// instances of the parent template instead of a principal, and shows the bound over `parent.NAME`.
+#[test]
+fn the_principal_sub_delegates_in_the_browser() {
+    let ready = std::process::Command::new("python3")
+        .args(["-c", "import playwright.sync_api"])
+        .status()
+        .is_ok_and(|s| s.success())
+        && std::path::Path::new("/usr/bin/chromium").exists();
+    assert!(ready, "the browser test needs chromium and Playwright: run scripts/test-deps.sh");
+    let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let gateway =
+        HttpGateway::start("grants-sub-browser", policy, Options { tokens: tokens(), config, ..Options::default() });
+    let shopping = json!({"template": "shopping", "principal": "user:alice", "holder": "agent:shopper",
+                          "params": {"merchants": ["acme"], "cap": "100 USD"}});
+    let (status, parent) = call(&gateway, "POST", "/v1/grants", ALICE, Some(shopping.to_string().as_bytes()));
+    assert_eq!(status, 201, "{parent}");
+    let parent = parent["id"].as_str().unwrap().to_string();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/subgrant.py");
+    let dir = support::temp_dir("grants-sub-browser-shots");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args([&gateway.url(""), ALICE, &parent, dir.join("subgrant.png").to_str().unwrap()])
+        .env_remove("LD_PRELOAD")
+        .env_remove("FAKETIME")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let id = stdout.lines().last().unwrap().trim().to_string();
+    let (status, shown) = call(&gateway, "GET", &format!("/v1/grants/{id}"), ADMIN, None);
+    assert_eq!(status, 200, "{shown}");
+    let version = &shown["versions"][0];
+    assert_eq!(version["parent"], format!("shopping/{parent}"), "{shown}");
+    assert_eq!(
+        (version["principal"].as_str(), version["params"]["small"].as_str()),
+        (Some("user:alice"), Some("20 USD"))
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Budgets under sub-delegation: the parent template's budget is counted once for the parent instance and every
+/// instance sub-delegated from it (Alice's 3 purchases a day, whichever of her agents buys), the child template's
+/// own per child instance.
+#[test]
+fn a_parent_instances_budget_counts_the_calls_of_the_instances_below_it() {
+    const BUDGETED_SUB: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  allow pay where args.amount <= cap
+  budget purchases: at most 3 calls to pay per day
+}
+
+template errand(small: money where small > 0 USD and small <= parent.cap) under shopping {
+  holder under "agent:errands/"
+  allow pay where args.amount <= small
+  // Restated (the proof asks for it): the same counter as the parent instance's, which declares it first.
+  budget purchases: at most 3 calls to pay per day
+  budget errands: at most 2 calls to pay per day
+}
+"#;
+    let program = Arc::new(examples::compile(&[("budgeted.remit".into(), BUDGETED_SUB.into())]));
+    let policy = support::gateway::policy(&program).with_program(program).unwrap();
+    let config = Config { grant_unproved: true, ..Config::default() };
+    let gateway =
+        HttpGateway::start("grants-sub-budget", policy, Options { tokens: tokens(), config, ..Options::default() });
+    let shopping = GrantAsk {
+        template: "shopping".into(),
+        principal: "user:alice".into(),
+        holder: "agent:shopper".into(),
+        params: json!({"cap": "100 USD"}).as_object().unwrap().clone(),
+        parent: None,
+    };
+    let parent = gateway.gateway.grant("user:alice", &shopping).unwrap();
+    let errand = |holder: &str| GrantAsk {
+        template: "errand".into(),
+        principal: String::new(),
+        holder: holder.into(),
+        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
+        parent: Some(parent.id.clone()),
+    };
+    let first = gateway.gateway.grant("user:alice", &errand("agent:errands/1")).unwrap();
+    let second = gateway.gateway.grant("user:alice", &errand("agent:errands/2")).unwrap();
+    let pay = |agent: &str| {
+        json!({"subject": {"type": "agent", "id": agent},
+               "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "10 USD"}}})
+        .to_string()
+        .into_bytes()
+    };
+    let outcomes: Vec<String> =
+        ["agent:errands/1", "agent:errands/1", "agent:errands/1", "agent:errands/2", "agent:shopper"]
+            .iter()
+            .map(|agent| gateway.gateway.decide(&pay(agent)).outcome)
+            .collect();
+    // errands/1: 2 of its own `errands`, the third refused by it; errands/2: the parent's third purchase; the
+    // shopper: the parent's budget is spent.
+    assert_eq!(outcomes, ["allow", "allow", "deny", "allow", "deny"]);
+    let store: &dyn Store = &*gateway.store;
+    assert_eq!(stored_count(store, &format!("shopping/{}/purchases", parent.id)), 3);
+    assert_eq!(stored_count(store, &format!("errand/{}/errands", first.id)), 2);
+    assert_eq!(stored_count(store, &format!("errand/{}/errands", second.id)), 1);
 }

@@ -556,13 +556,18 @@ pub enum ApprovalsCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum GrantsCommand {
-    /// Grant an instance of a template: `remit grants grant TEMPLATE --principal P --holder H --param NAME=JSON…`
+    /// Grant an instance of a template: `remit grants grant TEMPLATE --principal P --holder H --param NAME=JSON…`;
+    /// of a template under a template: `--parent ID` (the instance it is sub-delegated from, whose principal it
+    /// acts for) instead of `--principal`
     Grant {
         template: String,
-        #[arg(long)]
-        principal: String,
+        #[arg(long, required_unless_present = "parent")]
+        principal: Option<String>,
         #[arg(long)]
         holder: String,
+        /// The instance this one is sub-delegated from (`ID` or `TEMPLATE/ID`)
+        #[arg(long)]
+        parent: Option<String>,
         /// A parameter's value, in the JSON tool arguments use (`cap='"100 USD"'`, `merchants='["acme"]'`); a value
         /// that is not JSON is taken as a string (`cap=100 USD`); repeatable
         #[arg(long = "param", value_name = "NAME=VALUE")]
@@ -619,9 +624,15 @@ fn grant_params(pairs: &[String]) -> Result<Json, String> {
 /// `remit grants …`: over the gateway's grants API (`/v1/grants`), with an inbox (or admin) token.
 pub fn grants(command: GrantsCommand) -> Result<ExitCode, String> {
     let answer = match command {
-        GrantsCommand::Grant { template, principal, holder, params, remote } => {
-            let body = serde_json::json!({"template": template, "principal": principal, "holder": holder,
-                                          "params": grant_params(&params)?});
+        GrantsCommand::Grant { template, principal, holder, parent, params, remote } => {
+            let mut body =
+                serde_json::json!({"template": template, "holder": holder, "params": grant_params(&params)?});
+            if let Some(principal) = principal {
+                body["principal"] = principal.into();
+            }
+            if let Some(parent) = parent {
+                body["parent"] = parent.into();
+            }
             remote.call("POST", "/v1/grants", Some(body.to_string().as_bytes()))?
         }
         GrantsCommand::List { principal, holder, remote } => {

@@ -1402,15 +1402,22 @@ async fn grants_grant(State(app): Shared, headers: HeaderMap, body: Bytes) -> Re
         Err(response) => return response,
     };
     let text = |key: &str| object.get(key).and_then(Json::as_str).map(str::to_string);
-    let (Some(template), Some(principal), Some(holder)) = (text("template"), text("principal"), text("holder")) else {
-        let usage = "the body must be `{\"template\": NAME, \"principal\": ID, \"holder\": ID, \"params\": {…}}`";
+    let parent = text("parent");
+    // A sub-delegated instance acts for its parent's principal: it need not be written again.
+    let principal = text("principal").or_else(|| parent.as_ref().map(|_| String::new()));
+    let (Some(template), Some(principal), Some(holder)) = (text("template"), principal, text("holder")) else {
+        let usage = "the body must be `{\"template\": NAME, \"principal\": ID, \"holder\": ID, \"params\": {…}}` \
+                     (`\"parent\": ID` instead of `principal` for an instance sub-delegated from another)";
         return error(StatusCode::BAD_REQUEST, "http.bad-request", usage);
     };
+    if object.get("parent").is_some_and(|p| !p.is_string()) {
+        return error(StatusCode::BAD_REQUEST, "http.bad-request", "`parent` must be an instance's id");
+    }
     let params = match grant_params(&object) {
         Ok(params) => params,
         Err(response) => return response,
     };
-    let ask = GrantAsk { template, principal, holder, params };
+    let ask = GrantAsk { template, principal, holder, params, parent };
     let gateway = app.gateway.clone();
     grants_call(StatusCode::CREATED, move || gateway.grant(&identity, &ask)).await
 }

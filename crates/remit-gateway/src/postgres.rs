@@ -146,6 +146,12 @@ CREATE TABLE grants (
 CREATE UNIQUE INDEX grants_current ON grants (id) WHERE current;
 CREATE INDEX grants_by_holder ON grants (holder) WHERE current AND revoked_at IS NULL;
 ",
+    // Sub-delegation (an instance of a template under a template names the instance it came from): a decision
+    // under it reads its parent by id, and revoking a parent revokes its children (found by this index).
+    "
+ALTER TABLE grants ADD COLUMN parent text;
+CREATE INDEX grants_by_parent ON grants (parent) WHERE current AND revoked_at IS NULL;
+",
 ];
 
 /// The first schema version with a chain per writer (before it, the log is the one chain of writer `''`).
@@ -834,6 +840,7 @@ fn grant_of(row: &Row) -> StoreResult<GrantRecord> {
         granted_by: row.get(6),
         granted_at: row.get(7),
         revoked_at: row.get(8),
+        parent: row.get(9),
     })
 }
 
@@ -1628,7 +1635,7 @@ impl Tx for PgTx<'_> {
         let params = json(&g.params);
         self.execute(
             "INSERT INTO grants (id, version, template, principal, holder, params, granted_by, granted_at, \
-             revoked_at, current) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true) RETURNING 1",
+             revoked_at, current, parent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true, $10) RETURNING 1",
             &[
                 &g.id,
                 &(g.version as i64),
@@ -1639,6 +1646,7 @@ impl Tx for PgTx<'_> {
                 &g.granted_by,
                 &g.granted_at,
                 &g.revoked_at,
+                &g.parent,
             ],
         )?;
         Ok(())
@@ -1651,10 +1659,10 @@ impl Tx for PgTx<'_> {
 
     fn grant(&mut self, id: &str) -> StoreResult<Option<GrantRecord>> {
         let sql = if self.writes {
-            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent FROM grants \
              WHERE id = $1 AND current FOR UPDATE"
         } else {
-            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent FROM grants \
              WHERE id = $1 AND current"
         };
         let found = self.query(sql, &[&id])?.iter().map(grant_of).next().transpose()?;
@@ -1671,7 +1679,7 @@ impl Tx for PgTx<'_> {
 
     fn grant_history(&mut self, id: &str) -> StoreResult<Vec<GrantRecord>> {
         let rows = self.query(
-            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent FROM grants \
              WHERE id = $1 ORDER BY version",
             &[&id],
         )?;
@@ -1680,7 +1688,7 @@ impl Tx for PgTx<'_> {
 
     fn grants(&mut self, principal: Option<&str>, holder: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
         let rows = self.query(
-            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent FROM grants \
              WHERE current AND ($1::text IS NULL OR principal = $1) AND ($2::text IS NULL OR holder = $2) \
              ORDER BY id COLLATE \"C\"",
             &[&principal, &holder],
@@ -1693,9 +1701,27 @@ impl Tx for PgTx<'_> {
             return Ok(read.clone());
         }
         let rows = self.query(
-            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent FROM grants \
              WHERE holder = $1 AND current AND revoked_at IS NULL ORDER BY id COLLATE \"C\"",
             &[&holder],
+        )?;
+        rows.iter().map(grant_of).collect()
+    }
+
+    fn active_grant(&mut self, id: &str) -> StoreResult<Option<GrantRecord>> {
+        let rows = self.query(
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent \
+             FROM grants WHERE id = $1 AND current AND revoked_at IS NULL",
+            &[&id],
+        )?;
+        rows.iter().map(grant_of).next().transpose()
+    }
+
+    fn active_children(&mut self, parent: &str) -> StoreResult<Vec<GrantRecord>> {
+        let rows = self.query(
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent \
+             FROM grants WHERE parent = $1 AND current AND revoked_at IS NULL ORDER BY id COLLATE \"C\"",
+            &[&parent],
         )?;
         rows.iter().map(grant_of).collect()
     }
@@ -1709,8 +1735,8 @@ impl Tx for PgTx<'_> {
         }
         // One read on the holder index for the whole batch, in the order `active_grants` gives.
         let rows = self.query(
-            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants \
-             WHERE holder = ANY($1) AND current AND revoked_at IS NULL ORDER BY id COLLATE \"C\"",
+            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent \
+             FROM grants WHERE holder = ANY($1) AND current AND revoked_at IS NULL ORDER BY id COLLATE \"C\"",
             &[&holders],
         )?;
         let mut read: std::collections::HashMap<String, Vec<GrantRecord>> =

@@ -97,7 +97,7 @@ CREATE TABLE IF NOT EXISTS published_bundles (
 CREATE TABLE IF NOT EXISTS grants (
   id TEXT NOT NULL, version INTEGER NOT NULL, template TEXT NOT NULL, principal TEXT NOT NULL, holder TEXT NOT NULL,
   params TEXT NOT NULL, granted_by TEXT NOT NULL, granted_at INTEGER NOT NULL, revoked_at INTEGER,
-  current INTEGER NOT NULL, PRIMARY KEY (id, version)) WITHOUT ROWID;
+  current INTEGER NOT NULL, parent TEXT, PRIMARY KEY (id, version)) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS grants_current ON grants (id) WHERE current = 1;
 CREATE INDEX IF NOT EXISTS grants_by_holder ON grants (holder) WHERE current = 1 AND revoked_at IS NULL;
 CREATE TABLE IF NOT EXISTS log (
@@ -288,6 +288,7 @@ impl SqliteStore {
             )));
         }
         connection.execute_batch(SCHEMA).map_err(store_err)?;
+        add_grants_parent(&connection).map_err(store_err)?;
         connection.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(store_err)?;
         let connection = Arc::new(Mutex::new(connection));
         Ok(SqliteStore { connection, watcher: None, read_only: false, _checkpointer: None })
@@ -371,6 +372,22 @@ fn upgrade(connection: &Connection) -> rusqlite::Result<()> {
     }
 }
 
+/// Gives a `grants` table made before sub-delegation its `parent` column (and the index revoking a parent reads).
+/// No new schema version: a gateway that does not know the column fills a sub-delegated instance without its
+/// parent, which both engines refuse (`grant.invalid`): it fails closed.
+fn add_grants_parent(connection: &Connection) -> rusqlite::Result<()> {
+    let present: i64 =
+        connection.query_row("SELECT count(*) FROM pragma_table_info('grants') WHERE name = 'parent'", [], |row| {
+            row.get(0)
+        })?;
+    if present == 0 {
+        connection.execute_batch("ALTER TABLE grants ADD COLUMN parent TEXT")?;
+    }
+    connection.execute_batch(
+        "CREATE INDEX IF NOT EXISTS grants_by_parent ON grants (parent) WHERE current = 1 AND revoked_at IS NULL",
+    )
+}
+
 /// Appends a log entry after the head (computing its hash).
 fn append(connection: &Connection, time: i64, kind: &str, body: &str) -> rusqlite::Result<LogEntry> {
     let head: Option<(i64, String)> = connection
@@ -435,7 +452,7 @@ impl SqliteTx<'_> {
 
 /// The columns a [`GrantRecord`] is read from ([`grant_of`]).
 const GRANT_COLUMNS: &str =
-    "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at FROM grants";
+    "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent FROM grants";
 
 fn grant_of(row: &Row<'_>) -> rusqlite::Result<GrantRecord> {
     let params: String = row.get(5)?;
@@ -453,6 +470,7 @@ fn grant_of(row: &Row<'_>) -> rusqlite::Result<GrantRecord> {
         granted_by: row.get(6)?,
         granted_at: row.get(7)?,
         revoked_at: row.get(8)?,
+        parent: row.get(9)?,
     })
 }
 
@@ -1244,7 +1262,7 @@ impl Tx for SqliteTx<'_> {
         self.connection
             .prepare_cached(
                 "INSERT INTO grants (id, version, template, principal, holder, params, granted_by, granted_at, \
-                 revoked_at, current) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1)",
+                 revoked_at, current, parent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, ?10)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -1256,7 +1274,8 @@ impl Tx for SqliteTx<'_> {
                     json(&g.params),
                     g.granted_by,
                     g.granted_at,
-                    g.revoked_at
+                    g.revoked_at,
+                    g.parent
                 ])
             })
             .map_err(store_err)?;
@@ -1291,6 +1310,16 @@ impl Tx for SqliteTx<'_> {
     fn active_grants(&mut self, holder: &str) -> StoreResult<Vec<GrantRecord>> {
         let sql = format!("{GRANT_COLUMNS} WHERE holder = ?1 AND current = 1 AND revoked_at IS NULL ORDER BY id");
         self.grants_where(&sql, params![holder])
+    }
+
+    fn active_grant(&mut self, id: &str) -> StoreResult<Option<GrantRecord>> {
+        let sql = format!("{GRANT_COLUMNS} WHERE id = ?1 AND current = 1 AND revoked_at IS NULL");
+        Ok(self.grants_where(&sql, params![id])?.pop())
+    }
+
+    fn active_children(&mut self, parent: &str) -> StoreResult<Vec<GrantRecord>> {
+        let sql = format!("{GRANT_COLUMNS} WHERE parent = ?1 AND current = 1 AND revoked_at IS NULL ORDER BY id");
+        self.grants_where(&sql, params![parent])
     }
 
     fn append_log(&mut self, time: i64, kind: &str, body: &str) -> StoreResult<LogEntry> {

@@ -321,16 +321,44 @@ pub struct GrantRecord {
     /// When the instance was revoked (on its current version); `None` while it is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<i64>,
+    /// The instance this one was sub-delegated from (`TEMPLATE/ID`), for an instance of a template under a template;
+    /// `None` for an instance of a template under a mandate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl GrantRecord {
-    /// The item of a request's `context.grants`: `{id, version, template, principal, holder, params, granted}`.
+    /// The item of a request's `context.grants`: `{id, version, template, principal, holder, params, granted}`,
+    /// and `parent` for an instance sub-delegated from another.
     pub fn instance_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "id": self.id, "version": self.version, "template": self.template, "principal": self.principal,
             "holder": self.holder, "params": self.params,
             "granted": remit_lang::value::format_timestamp(self.granted_at),
-        })
+        });
+        if let Some(parent) = &self.parent {
+            json["parent"] = parent.clone().into();
+        }
+        json
+    }
+
+    /// The instance as the engines read it (`remit_lang::eval::grants::GrantInstance`).
+    pub fn instance(&self) -> remit_lang::eval::grants::GrantInstance {
+        remit_lang::eval::grants::GrantInstance {
+            id: self.id.clone(),
+            version: self.version,
+            template: self.template.clone(),
+            principal: self.principal.clone(),
+            holder: self.holder.clone(),
+            params: self.params.clone(),
+            granted: remit_lang::value::format_timestamp(self.granted_at),
+            parent: self.parent.clone(),
+        }
+    }
+
+    /// How a request names this instance: `TEMPLATE/ID`.
+    pub fn reference(&self) -> String {
+        format!("{}/{}", self.template, self.id)
     }
 }
 
@@ -598,6 +626,17 @@ pub trait Tx {
     /// templates reads, in its batch's transaction, on the holder's index.
     fn active_grants(&mut self, holder: &str) -> StoreResult<Vec<GrantRecord>> {
         let _ = holder;
+        no_grants()
+    }
+    /// The active instance `id` (current, not revoked), read without a lock: the parent a decision under an
+    /// instance sub-delegated from it reads.
+    fn active_grant(&mut self, id: &str) -> StoreResult<Option<GrantRecord>> {
+        let _ = id;
+        no_grants()
+    }
+    /// The active instances sub-delegated from `parent` (`TEMPLATE/ID`), sorted by id: what revoking it revokes.
+    fn active_children(&mut self, parent: &str) -> StoreResult<Vec<GrantRecord>> {
+        let _ = parent;
         no_grants()
     }
     /// Reads ahead, for a write batch of a store that reads ahead ([`Tx::prefetch`]), the active instances of each of

@@ -17,6 +17,9 @@ pub struct GrantAsk {
     pub principal: String,
     pub holder: String,
     pub params: Map<String, Json>,
+    /// The instance this one is sub-delegated from (`ID` or `TEMPLATE/ID`), for a template under a template; the
+    /// principal is then the parent's (blank: taken from it).
+    pub parent: Option<String>,
 }
 
 /// Why a grant, a change or a revocation was refused; `gateway::http` answers each with its status.
@@ -98,7 +101,7 @@ impl Gateway {
     /// validate_instance`, the check every decision runs again): the principal (`for`) and holder (`holder`), each
     /// parameter's type, the bounds (by the interpreter's condition code), the window inside the parent's and not
     /// ended at `now`. It needs the checked program: a gateway serving a `.wasm` or a bundle has none (`501`).
-    fn check_instance(&self, record: &GrantRecord, now: i64) -> Result<(), GrantError> {
+    fn check_instance(&self, record: &GrantRecord, ancestors: &[GrantRecord], now: i64) -> Result<(), GrantError> {
         let policy = self.policy();
         let Some(program) = &policy.program else {
             return Err(GrantError::Unavailable(
@@ -113,27 +116,28 @@ impl Gateway {
                 Some(&record.template),
             ));
         };
-        let instance = remit_lang::eval::grants::GrantInstance {
-            id: record.id.clone(),
-            version: record.version,
-            template: record.template.clone(),
-            principal: record.principal.clone(),
-            holder: record.holder.clone(),
-            params: record.params.clone(),
-            granted: remit_lang::value::format_timestamp(record.granted_at),
-            // Sub-delegation (a parent instance) is the lead's to fill (session 40).
-            parent: None,
-        };
+        let instance = record.instance();
+        let ancestors: Vec<_> = ancestors.iter().map(GrantRecord::instance).collect();
         let now = i128::from(now) * remit_lang::value::NANOS_PER_SECOND;
         let concrete_params = || {
             let mut params = record.params.clone();
             params.insert("principal".into(), Json::from(record.principal.clone()));
             params.insert("holder".into(), Json::from(record.holder.clone()));
             params.insert("granted".into(), Json::from(instance.granted.clone()));
+            // Under sub-delegation the proof builds the concrete chain: each instance above by its values, keyed
+            // `parent.NAME`, `parent.parent.NAME`, … (the principal is the chain's one).
+            for (level, above) in ancestors.iter().enumerate() {
+                let prefix = "parent.".repeat(level + 1);
+                for (name, value) in &above.params {
+                    params.insert(format!("{prefix}{name}"), value.clone());
+                }
+                params.insert(format!("{prefix}holder"), Json::from(above.holder.clone()));
+                params.insert(format!("{prefix}granted"), Json::from(above.granted.clone()));
+            }
             params
         };
         let id = program.templates.iter().position(|t| t.name == record.template).expect("found above");
-        let checked = remit_lang::eval::grants::validate_instance(program, template, &instance, now);
+        let checked = remit_lang::eval::grants::validate_instance_under(program, template, &instance, &ancestors, now);
         // An unproved template (granted with `--grant-unproved`): this instance, within its bounds, is proved on its
         // own; one that widens its parent is refused with the witness.
         if checked.is_ok() && !template.proved {
@@ -190,18 +194,30 @@ impl Gateway {
     /// every decision of its holder that starts after this returns.
     pub fn grant(&self, identity: &str, ask: &GrantAsk) -> Result<GrantRecord, GrantError> {
         let template = self.template(&ask.template)?;
-        if !may_grant(&template, &ask.principal, identity) {
-            return Err(GrantError::Forbidden(format!(
-                "`{identity}` may not grant `{}` for `{}`: neither the principal nor admitted by its `granted by`",
-                ask.template, ask.principal
-            )));
-        }
         let mut tx = self.store.begin()?;
         let now = tx.now().unwrap_or_else(|| self.clock.now());
+        // Sub-delegation: the instance it comes from, locked (`Tx::grant`) so that revoking or changing it waits
+        // for this grant and then sees it among its children.
+        let ancestors = parent_of(&mut *tx, &template, ask.parent.as_deref())?;
+        let principal = match ancestors.first() {
+            Some(parent) if ask.principal.is_empty() || ask.principal == parent.principal => parent.principal.clone(),
+            Some(parent) => {
+                let condition = format!("the principal of `{}`", parent.reference());
+                return Err(refused("principal-not-parents", "principal", &condition, Some(&ask.principal)));
+            }
+            None => ask.principal.clone(),
+        };
+        if !may_grant(&template, &principal, identity) {
+            return Err(GrantError::Forbidden(format!(
+                "`{identity}` may not grant `{}` for `{principal}`: neither the principal nor admitted by its `granted \
+                 by`",
+                ask.template
+            )));
+        }
         // Every decision of the holder carries all its active instances, and a request carries at most
         // `MAX_GRANTS` (more is `request.malformed` in both engines): one more grant would make every call of the
         // holder fail, so it is refused here instead.
-        let held = tx.active_grants(&ask.holder)?.len();
+        let held = filled(&mut *tx, &ask.holder)?.len();
         if held >= MAX_GRANTS {
             return Err(GrantError::Refused {
                 message: format!("`{}` holds {held} active instances already, the most a request carries", ask.holder),
@@ -213,14 +229,15 @@ impl Gateway {
             id: new_id("g"),
             version: 1,
             template: ask.template.clone(),
-            principal: ask.principal.clone(),
+            principal,
             holder: ask.holder.clone(),
             params: ask.params.clone(),
             granted_by: identity.to_string(),
             granted_at: now,
             revoked_at: None,
+            parent: ancestors.first().map(GrantRecord::reference),
         };
-        self.check_instance(&record, now)?;
+        self.check_instance(&record, &ancestors, now)?;
         tx.put_grant(&record)?;
         tx.append_log(now, "grant", &entry(&record, None).to_string())?;
         tx.commit()?;
@@ -252,11 +269,48 @@ impl Gateway {
             granted_at: now,
             ..current.clone()
         };
-        self.check_instance(&record, now)?;
+        let ancestors = ancestors(&mut *tx, current.parent.as_deref())?;
+        self.check_instance(&record, &ancestors, now)?;
         tx.put_grant(&record)?;
         tx.append_log(now, "change", &entry(&record, Some(&current)).to_string())?;
+        // An instance sub-delegated from this one whose bounds no longer hold under the new version (`cap <=
+        // parent.cap` after the cap was lowered) would be refused by every decision: it is revoked now, with the
+        // refusal in its entry, rather than left to look active.
+        let mut lineage = vec![record.clone()];
+        lineage.extend(ancestors);
+        self.revoke_invalid_children(&mut *tx, &lineage, identity, now)?;
         tx.commit()?;
         Ok(record)
+    }
+
+    /// Revokes the active children of `lineage[0]` (whose ancestors follow it) that no longer pass the check, and
+    /// checks the children of those that do in turn.
+    fn revoke_invalid_children(
+        &self,
+        tx: &mut dyn Tx,
+        lineage: &[GrantRecord],
+        identity: &str,
+        now: i64,
+    ) -> Result<(), GrantError> {
+        if lineage.len() > MAX_GRANTS {
+            return Ok(());
+        }
+        for child in tx.active_children(&lineage[0].reference())? {
+            match self.check_instance(&child, lineage, now) {
+                Ok(()) => {
+                    let mut below = vec![child];
+                    below.extend(lineage.iter().cloned());
+                    self.revoke_invalid_children(tx, &below, identity, now)?;
+                }
+                Err(GrantError::Refused { refusal, .. }) => {
+                    let because = json!({"parent": lineage[0].reference(), "parent_version": lineage[0].version,
+                                         "refusal": refusal});
+                    revoke_with_children(tx, &child, identity, now, Some(because))?;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(())
     }
 
     /// Revokes an instance: its current version marked revoked and a `revoke` entry, in one transaction; no decision
@@ -278,12 +332,9 @@ impl Gateway {
         if !allowed {
             return Err(forbidden(identity, &current));
         }
-        if !tx.revoke_grant(id, now)? {
+        if !revoke_with_children(&mut *tx, &current, identity, now, None)? {
             return Err(GrantError::Revoked(format!("the grant `{id}` is revoked already")));
         }
-        let body = json!({"id": id, "version": current.version, "template": current.template,
-                          "principal": current.principal, "holder": current.holder, "by": identity});
-        tx.append_log(now, "revoke", &body.to_string())?;
         tx.commit()?;
         Ok(GrantRecord { revoked_at: Some(now), ..current })
     }
@@ -333,6 +384,109 @@ impl Gateway {
     }
 }
 
+/// Revokes `grant` and, before it, every active instance sub-delegated from it (depth first), each with its
+/// `revoke` entry (`because`, for one revoked with its parent, names the parent); `false` when `grant` was revoked
+/// already.
+fn revoke_with_children(
+    tx: &mut dyn Tx,
+    grant: &GrantRecord,
+    identity: &str,
+    now: i64,
+    because: Option<Json>,
+) -> Result<bool, GrantError> {
+    let mut pending = vec![(grant.clone(), because, false)];
+    let mut revoked_self = false;
+    // An explicit stack: a chain of sub-delegations as deep as the store holds is not a deep recursion.
+    while let Some((g, because, expanded)) = pending.pop() {
+        if !expanded {
+            let children = tx.active_children(&g.reference())?;
+            let reason = json!({"parent": g.reference(), "parent_version": g.version, "revoked": true});
+            pending.push((g, because, true));
+            pending.extend(children.into_iter().map(|c| (c, Some(reason.clone()), false)));
+            continue;
+        }
+        let done = tx.revoke_grant(&g.id, now)?;
+        if g.id == grant.id {
+            revoked_self = done;
+        }
+        if done {
+            let mut body = json!({"id": g.id, "version": g.version, "template": g.template,
+                                  "principal": g.principal, "holder": g.holder, "by": identity});
+            if let Some(because) = because {
+                body["because"] = because;
+            }
+            tx.append_log(now, "revoke", &body.to_string())?;
+        }
+    }
+    Ok(revoked_self)
+}
+
+/// The instance a grant of `template` is sub-delegated from, with its ancestors (parent first): none for a
+/// template under a mandate; for a template under a template, the named active instance of the parent template
+/// (its current row locked), or a refusal.
+fn parent_of(tx: &mut dyn Tx, template: &TemplateMeta, named: Option<&str>) -> Result<Vec<GrantRecord>, GrantError> {
+    let under_template = template.parent_kind == "template";
+    let condition = format!("an active instance of `{}`", template.parent);
+    match (under_template, named) {
+        (false, None) => Ok(Vec::new()),
+        (false, Some(named)) => {
+            let condition = format!("none: `{}` is under the mandate `{}`", template.name, template.parent);
+            Err(refused("parent-unexpected", "parent", &condition, Some(named)))
+        }
+        (true, None) => Err(refused("parent-missing", "parent", &condition, None)),
+        (true, Some(named)) => {
+            let id = named.rsplit_once('/').map_or(named, |(_, id)| id);
+            match tx.grant(id)? {
+                Some(parent) if parent.revoked_at.is_none() && parent.template == template.parent => {
+                    let mut lineage = vec![parent];
+                    lineage.extend(ancestors(tx, lineage[0].parent.as_deref())?);
+                    Ok(lineage)
+                }
+                Some(parent) if parent.revoked_at.is_none() => {
+                    Err(refused("parent-template", "parent", &condition, Some(&parent.reference())))
+                }
+                _ => Err(refused("parent-missing", "parent", &condition, Some(named))),
+            }
+        }
+    }
+}
+
+/// The active instances `parent` (a `TEMPLATE/ID`) names and its own ancestors, nearest first (stopping at one
+/// that is not active: the engines then refuse the instance below it).
+fn ancestors(tx: &mut dyn Tx, parent: Option<&str>) -> StoreResult<Vec<GrantRecord>> {
+    let mut lineage: Vec<GrantRecord> = Vec::new();
+    let mut next = parent.map(str::to_string);
+    while let Some(reference) = next.take() {
+        let id = reference.rsplit_once('/').map_or(reference.as_str(), |(_, id)| id);
+        // A cycle cannot be stored (a parent exists before its child), but a bound keeps a damaged store finite.
+        if lineage.len() >= MAX_GRANTS || lineage.iter().any(|g| g.id == id) {
+            break;
+        }
+        if let Some(grant) = tx.active_grant(id)? {
+            next = grant.parent.clone();
+            lineage.push(grant);
+        }
+    }
+    Ok(lineage)
+}
+
+/// What a decision of `holder` is filled with: its active instances and the active instances they are
+/// sub-delegated from (held by others: the engines check a child against its parent), each once.
+fn filled(tx: &mut dyn Tx, holder: &str) -> StoreResult<Vec<GrantRecord>> {
+    let mut grants = tx.active_grants(holder)?;
+    let mut next = 0;
+    while next < grants.len() && grants.len() <= MAX_GRANTS {
+        if let Some(parent) = grants[next].parent.clone() {
+            let id = parent.rsplit_once('/').map_or(parent.as_str(), |(_, id)| id);
+            if !grants.iter().any(|g| g.id == id) {
+                grants.extend(tx.active_grant(id)?);
+            }
+        }
+        next += 1;
+    }
+    Ok(grants)
+}
+
 /// How many times a change or revocation that lost to a concurrent one (on another replica) is tried.
 const ATTEMPTS: usize = 8;
 
@@ -361,6 +515,9 @@ fn entry(record: &GrantRecord, previous: Option<&GrantRecord>) -> Json {
         "holder": record.holder, "params": record.params, "by": record.granted_by,
         "granted": remit_lang::value::format_timestamp(record.granted_at),
     });
+    if let Some(parent) = &record.parent {
+        body["parent"] = parent.clone().into();
+    }
     if let Some(previous) = previous {
         body["previous"] = json!({"version": previous.version, "params": previous.params});
     }
@@ -368,11 +525,12 @@ fn entry(record: &GrantRecord, previous: Option<&GrantRecord>) -> Json {
 }
 
 /// Fills `context.grants` with the active instances whose holder is the request's subject (one indexed read in
-/// the decision's transaction), and, for a request that names no mandate, names the one static mandate its subject
+/// the decision's transaction) and those they are sub-delegated from (a read by id each), and, for a request that names no mandate, names the one static mandate its subject
 /// holds when it holds no instance (else the module resolves among the mandates and instances it holds).
 pub(super) fn fill_grants(tx: &mut dyn Tx, request: &mut Map<String, Json>, meta: &PolicyMeta) -> StoreResult<()> {
-    let grants = match subject_of(request) {
-        Some(subject) => tx.active_grants(&subject)?,
+    let subject = subject_of(request);
+    let grants = match &subject {
+        Some(subject) => filled(tx, subject)?,
         None => Vec::new(),
     };
     fill_read_grants(request, meta, &grants);

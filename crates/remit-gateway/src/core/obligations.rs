@@ -139,7 +139,7 @@ impl Gateway {
 
 /// The store's name of the counter of `budget` in a decision under `chain`: a mandate's budget is its name, shared
 /// by every decision of a chain that declares it; a template's budget is counted per instance, as
-/// `TEMPLATE/ID/NAME` with the instance's reference (`TEMPLATE/ID`, [`PolicyMeta::instance_of`]: not its version,
+/// `TEMPLATE/ID/NAME` with the reference of the chain's instance of its template (`TEMPLATE/ID`: not its version,
 /// so narrowing an instance keeps its count). A mandate's counter name is an identifier, which has no `/`, so the
 /// two never meet; and NAME, an identifier too, is what follows the last `/`, so two instances or two budgets never
 /// share a key. A template's budget whose name a mandate of the chain declares is that mandate's
@@ -148,9 +148,14 @@ pub fn counter_key(budget: &BudgetMeta, chain: &[String]) -> String {
     if !budget.template {
         return budget.name.clone();
     }
-    // `budgets_of` gives a template's budgets only under one of its instances; without one (never so), its own key
-    // still meets no mandate's (one `/`, where an instance's has two).
-    let reference = PolicyMeta::instance_of(chain).map_or(budget.mandate.as_str(), |(_, reference)| reference);
+    // `budgets_of` gives a template's budgets only under one of its instances (under sub-delegation, the chain's
+    // instance of that template: a parent instance's budget is counted once for it and every instance below it);
+    // without one (never so), its own key still meets no mandate's (one `/`, where an instance's has two).
+    let reference = chain
+        .iter()
+        .filter_map(|step| PolicyMeta::instance_in(step))
+        .find(|(template, _)| *template == budget.mandate)
+        .map_or(budget.mandate.as_str(), |(_, reference)| reference);
     format!("{reference}/{}", budget.name)
 }
 

@@ -249,16 +249,21 @@ fn instance_chain(request: &Map<String, Json>, meta: &PolicyMeta, mandate: Optio
     let grants = request.get("context")?.get("grants")?.as_array()?;
     // The gateway filled them, so they read (`GrantInstance`'s reading); a request names one as `TEMPLATE/ID`,
     // with or without `@VERSION`.
-    let mut filled = grants.iter().filter_map(GrantInstance::from_json);
+    let filled: Vec<GrantInstance> = grants.iter().filter_map(GrantInstance::from_json).collect();
+    let subject = request.get("subject").and_then(|s| s.get("id")).and_then(Json::as_str);
     let grant = match mandate {
         Some(named) => {
             let reference = named.split_once('@').map_or(named, |(reference, _)| reference);
-            filled.find(|g| g.reference() == reference)
+            filled.iter().find(|g| g.reference() == reference)
         }
-        None => match (filled.next(), filled.next()) {
-            (Some(one), None) => Some(one),
-            _ => None,
-        },
+        // The one the subject holds (the parents filled beside a sub-delegated instance are held by others).
+        None => {
+            let mut held = filled.iter().filter(|g| Some(g.holder.as_str()) == subject);
+            match (held.next(), held.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        }
     };
     let template = match (&grant, mandate) {
         (Some(grant), _) => grant.template.as_str(),
@@ -266,9 +271,29 @@ fn instance_chain(request: &Map<String, Json>, meta: &PolicyMeta, mandate: Optio
         (None, Some(named)) => named.split_once('/')?.0,
         (None, None) => return None,
     };
+    chain_under(meta, &filled, template, grant, 0)
+}
+
+/// The chain of an instance of `template` (`grant`, when present): the mandate chain its templates hang under,
+/// then each instance it is sub-delegated from, then itself.
+fn chain_under(
+    meta: &PolicyMeta,
+    filled: &[GrantInstance],
+    template: &str,
+    grant: Option<&GrantInstance>,
+    depth: usize,
+) -> Option<Vec<String>> {
     let template = meta.templates.iter().find(|t| t.name == template)?;
-    let mut chain =
-        (template.parent_kind == "mandate").then(|| meta.mandate(&template.parent).map(|m| m.chain.clone()))??;
+    let mut chain = if template.parent_kind == "mandate" {
+        meta.mandate(&template.parent)?.chain.clone()
+    } else {
+        // Bounded: a cycle of `parent` references (which the engines refuse) must not loop here.
+        if depth >= remit_lang::eval::grants::MAX_GRANTS {
+            return None;
+        }
+        let parent = grant.and_then(|g| g.parent.as_deref()).and_then(|r| filled.iter().find(|p| p.reference() == r));
+        chain_under(meta, filled, &template.parent, parent, depth + 1)?
+    };
     chain.extend(grant.map(|g| g.name()));
     Some(chain)
 }

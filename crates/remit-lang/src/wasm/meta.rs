@@ -512,14 +512,16 @@ impl PolicyMeta {
 
     /// The budgets a decision under `chain` reads, one per counter name (the module reads `context.counters.NAME`
     /// and increments NAME once, whoever declares it): those of the chain's mandates, the first declared of a name
-    /// first; then, when the chain ends with an instance (`TEMPLATE/ID@VERSION`, [`PolicyMeta::instance_of`]), its
-    /// template's budgets whose names no mandate of the chain declares.
+    /// first; then, for each instance of the chain (`TEMPLATE/ID@VERSION`, [`PolicyMeta::instance_in`]; several
+    /// under sub-delegation, root first), its template's budgets whose names nothing above declares.
     pub fn budgets_of<'a>(&'a self, chain: &[String]) -> Vec<&'a BudgetMeta> {
-        let template = Self::instance_of(chain).map(|(template, _)| template);
         let of_mandates = self.budgets.iter().filter(|b| !b.template && chain.contains(&b.mandate));
-        let of_template = self.budgets.iter().filter(|b| b.template && Some(b.mandate.as_str()) == template);
+        let templates: Vec<&str> = chain.iter().filter_map(|step| Self::instance_in(step)).map(|(t, _)| t).collect();
+        let of_templates = templates
+            .into_iter()
+            .flat_map(|template| self.budgets.iter().filter(move |b| b.template && b.mandate == template));
         let mut out: Vec<&BudgetMeta> = Vec::new();
-        for budget in of_mandates.chain(of_template) {
+        for budget in of_mandates.chain(of_templates) {
             if !out.iter().any(|b| b.name == budget.name) {
                 out.push(budget);
             }
@@ -542,9 +544,14 @@ impl PolicyMeta {
     /// a decision under an instance names it); `None` when it ends with a mandate (whose name, an identifier, has no
     /// `/`).
     pub fn instance_of(chain: &[String]) -> Option<(&str, &str)> {
-        let name = chain.last()?;
-        let (template, _) = name.split_once('/')?;
-        let reference = name.rsplit_once('@').map_or(name.as_str(), |(reference, _)| reference);
+        Self::instance_in(chain.last()?)
+    }
+
+    /// The template and the reference (`TEMPLATE/ID`) of a step of a chain that names an instance
+    /// (`TEMPLATE/ID@VERSION`); `None` for a mandate.
+    pub fn instance_in(step: &str) -> Option<(&str, &str)> {
+        let (template, _) = step.split_once('/')?;
+        let reference = step.rsplit_once('@').map_or(step, |(reference, _)| reference);
         Some((template, reference))
     }
 }
