@@ -177,14 +177,6 @@ pub fn at_level(name: &str, level: usize) -> Attr {
     }
 }
 
-/// The attribute a parameter's key names in a witness's values (`cap`, `parent.cap`, `parent.parent.cap`).
-pub fn key_attr(key: &str) -> Attr {
-    match key.strip_prefix("parent.") {
-        Some(rest) => Attr::ParentParam(rest.to_string()),
-        None => Attr::Param(key.to_string()),
-    }
-}
-
 /// An attribute of a template `level` steps above the one proved, as the proof reads it: its parameters at its
 /// level, its `parent.NAME` one level higher.
 fn lift(attr: &Attr, level: usize) -> Attr {

@@ -98,7 +98,7 @@ pub fn request_with(
     let mut relations: Vec<(String, Vec<crate::ir::Term>, bool)> = Vec::new();
     let mut param_values = Map::new();
     for (name, ty) in params {
-        param_values.insert(name.clone(), attribute(&super::parametric::key_attr(name), Some(ty)));
+        param_values.insert(name.clone(), attribute(&key_attr(name), Some(ty)));
     }
     for (_, var) in vars.iter() {
         let Var::Present(attr) = var else { continue };
@@ -729,4 +729,13 @@ fn calendar_candidates(start: i128, defs: &[&crate::ir::CalendarDef]) -> impl It
     }
     // The start itself first: the theory may have placed it where the calendars answer as the model chose.
     std::iter::once(exact).chain((0..14 * 24).map(move |h| start + h * hour)).chain(dated)
+}
+
+/// The attribute a parameter's key names in a witness's values (`cap`, `parent.cap`, `parent.parent.cap`, as
+/// `parametric` keys the values of a chain of instances).
+fn key_attr(key: &str) -> Attr {
+    match key.strip_prefix("parent.") {
+        Some(rest) => Attr::ParentParam(rest.to_string()),
+        None => Attr::Param(key.to_string()),
+    }
 }
