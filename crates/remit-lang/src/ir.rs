@@ -470,6 +470,8 @@ pub struct Template {
     pub delegation_depth: Option<u32>,
     pub rules: Vec<Rule>,
     pub span: Span,
+    /// Where `otherwise` was written (the template's name when absent, as a mandate's).
+    pub otherwise_span: Span,
     /// Where `delegation depth` was written (the template's name when absent).
     pub depth_span: Span,
     /// Whether `remit check` proved that every instance within the bounds narrows the parent (set by the narrowing

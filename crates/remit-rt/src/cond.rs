@@ -321,6 +321,22 @@ pub fn failed_atom(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<
     None
 }
 
+/// The record (atom `at`'s or one of its operands') of the attribute a closest grant's `failed` names and gives the
+/// request's value of (`crates/remit-lang/src/eval/cond.rs`'s `failed_attribute`): a membership in a template's set
+/// parameter (`args.merchant in merchants`, `args.merchant in parent.merchants`) names its item, as a membership in
+/// a written set does; any other atom names its own attribute.
+pub fn failed_attribute(image: &Image<'_>, at: u32) -> u32 {
+    let atom = image::Atom::decode(image.bytes, at);
+    if atom.attr == image::ATTR_MEMBER && atom.operands_count == 2 {
+        let item = image.word(atom.operands_off);
+        let set = image::Atom::decode(image.bytes, image.word(atom.operands_off.wrapping_add(4)));
+        if set.attr == image::ATTR_PARAM || set.attr == image::ATTR_PARENT_PARAM {
+            return item;
+        }
+    }
+    at
+}
+
 /// The request's token of atom `at`'s attribute, for `args.*`, `context.*`, `resource.id`, `subject.id` and the
 /// declared attributes of the subject, the resource and the principal.
 pub fn value_token(image: &Image<'_>, at: u32, env: &Env<'_>) -> Option<u32> {

@@ -441,7 +441,10 @@ impl<'w> Tally<'w> {
             }
         } else {
             match cond::failed_atom(image, rule.cond_off, rule.cond_count, env) {
-                Some(atom) => (atom, FAILED, cond::value_token(image, atom, env).map_or(0, |t| t.wrapping_add(1))),
+                Some(atom) => {
+                    let attribute = cond::failed_attribute(image, atom);
+                    (atom, FAILED, cond::value_token(image, attribute, env).map_or(0, |t| t.wrapping_add(1)))
+                }
                 None => (0, NO_ATOM, 0),
             }
         };
@@ -1195,7 +1198,7 @@ pub(crate) fn write_entries(
                 out.write(b",\"failed\":{\"condition\":");
                 out.write(image.str(record.text_off, record.text_len));
                 out.write(b",\"attribute\":");
-                cond::write_attribute(out, image, atom);
+                cond::write_attribute(out, image, cond::failed_attribute(image, atom));
                 if value != 0 {
                     out.write(b",\"value\":");
                     write_canonical(out, doc, value.wrapping_sub(1), &mut [], 0);

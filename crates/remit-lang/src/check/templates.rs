@@ -155,6 +155,7 @@ impl Checker<'_> {
             delegation_depth: None,
             rules: Vec::new(),
             span: t.name.span,
+            otherwise_span: t.name.span,
             depth_span: t.name.span,
             proved: false,
         };
@@ -243,6 +244,7 @@ impl Checker<'_> {
                 ClauseKind::Otherwise(outcome) => {
                     if once(self, "otherwise", span) {
                         out.otherwise = *outcome;
+                        out.otherwise_span = span;
                     }
                 }
                 ClauseKind::DelegationDepth(depth) => {

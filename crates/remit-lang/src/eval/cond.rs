@@ -98,6 +98,17 @@ pub(crate) fn failed_atom<'c>(cond: &'c Cond, env: &Env) -> Option<&'c crate::ir
     }
 }
 
+/// The attribute a closest grant's `failed` names of atom attribute `attr`, whose request value it gives: a
+/// membership in a template's set parameter (`args.merchant in merchants`, `args.merchant in parent.merchants`)
+/// names its item, as a membership in a written set does (`args.merchant in ["a", "b"]` is an atom on
+/// `args.merchant`); any other attribute names itself. The runtime's twin is `remit_rt::cond::failed_attribute`.
+pub(crate) fn failed_attribute(attr: &Attr) -> &Attr {
+    match attr {
+        Attr::Member(item, set, _) if matches!(**set, Attr::Param(_) | Attr::ParentParam(_)) => item,
+        _ => attr,
+    }
+}
+
 /// An atom as a decision names it (`failed.condition`): attribute, test and operand in the language's words, the
 /// negation the checker pushed into it written as `!=`, `not in`, `not under`, `not contains`, `not within` or the
 /// opposite comparison (`args.amount <= 100 USD`, `args.merchant not in ["acme", "globex"]`).

@@ -277,7 +277,7 @@ impl<'p> Chain<'p> {
             span: template.span,
             valid_span: template.span,
             max_level_span: template.span,
-            otherwise_span: template.span,
+            otherwise_span: template.otherwise_span,
             depth_span: template.depth_span,
         }
     }
@@ -803,7 +803,8 @@ fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Opt
         entry.unevaluable = unevaluable(&rule.condition, env);
     } else if let Some(atom) = cond::failed_atom(&rule.condition, env) {
         let req = env.request;
-        let json = match &atom.attr {
+        let attribute = cond::failed_attribute(&atom.attr);
+        let json = match attribute {
             crate::ir::Attr::Arg(name) => req.call.as_ref().and_then(|c| c.argument(name)).cloned(),
             crate::ir::Attr::Context(name) => req.attributes.get(name).cloned(),
             crate::ir::Attr::ResourceId => req.resource_id.clone().map(Json::String),
@@ -819,7 +820,7 @@ fn closest(program: &Program, mandate: &Mandate, tool: ToolId, env: &Env) -> Opt
             out
         });
         entry.failed =
-            Some(Failed { condition: cond::atom_text(atom, program), attribute: atom.attr.display(), value });
+            Some(Failed { condition: cond::atom_text(atom, program), attribute: attribute.display(), value });
     }
     Some(entry)
 }

@@ -308,7 +308,7 @@ pub(super) fn symbolic_mandate(t: &Template) -> Mandate {
         span: t.span,
         valid_span: t.span,
         max_level_span: t.span,
-        otherwise_span: t.span,
+        otherwise_span: t.otherwise_span,
         depth_span: t.depth_span,
     }
 }
@@ -705,7 +705,7 @@ fn build(
         span: t.span,
         valid_span: t.span,
         max_level_span: t.span,
-        otherwise_span: t.span,
+        otherwise_span: t.otherwise_span,
         depth_span: t.depth_span,
     });
     out.mandate_index.insert(t.name.clone(), id);
