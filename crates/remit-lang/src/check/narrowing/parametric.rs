@@ -140,11 +140,9 @@ pub fn parameters(t: &Template) -> BTreeMap<String, Type> {
     out
 }
 
-/// The principal of the symbolic instances of a chain of templates, as a gate `approved by principal` reads it: one
-/// name for the one principal every instance of the chain has, which no identity is (it has a NUL). A model's
-/// approver of that name is the principal's value in the witness ([`witness::request_with`]). Exact for gates: an
-/// approver is the principal on one side exactly when on the other.
-pub const INSTANCE_PRINCIPAL: &str = "\u{0}principal";
+/// The principal of the symbolic instances of a chain of templates (defined beside [`witness::request_with`], which
+/// reads it back).
+pub use super::witness::INSTANCE_PRINCIPAL;
 
 /// The templates above a template, nearest first (its parent, its parent's parent, …), and the mandate the
 /// topmost one hangs under.

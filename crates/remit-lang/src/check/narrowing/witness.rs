@@ -376,7 +376,7 @@ pub fn request_with(
                 {
                     // The principal of a chain of templates' symbolic instances: the instance's principal.
                     let by = match param_values.get("principal") {
-                        Some(principal) if by == super::parametric::INSTANCE_PRINCIPAL => principal.clone(),
+                        Some(principal) if by == INSTANCE_PRINCIPAL => principal.clone(),
                         _ => json!(by),
                     };
                     approval["approved_by"] = by;
@@ -739,3 +739,9 @@ fn key_attr(key: &str) -> Attr {
         None => Attr::Param(key.to_string()),
     }
 }
+
+/// The principal of the symbolic instances of a chain of templates (`parametric`), as a gate `approved by principal`
+/// reads it: one name for the one principal every instance of the chain has, which no identity is (it has a NUL). A
+/// model's approver of that name is the principal's value in the witness ([`request_with`]). Exact for gates: an
+/// approver is the principal on one side exactly when on the other.
+pub const INSTANCE_PRINCIPAL: &str = "\u{0}principal";
