@@ -431,18 +431,23 @@ fn a_revocation_holds_for_every_decision_that_starts_after_it_returned() {
     revocation_races(&gateway.gateway, &deciders, &|_| store.clone());
 }
 
-/// The same on PostgreSQL, with two replicas: granted and revoked through one, decided on both.
-#[test]
-fn on_postgresql_a_revocation_on_one_replica_holds_on_the_other() {
-    let url = support::postgres::shared().database("grants_race");
-    // The gateway's fixed clock, not the database's: the template's window is about the test's instant.
+/// Two gateways (replicas) of `policy` on a fresh PostgreSQL database `name`, with the test's fixed clock (not the
+/// database's: the templates' windows are about the test's instant).
+fn replicas(name: &str, policy: impl Fn() -> Policy, config: Config) -> (Vec<Arc<dyn Store>>, Vec<Arc<Gateway>>) {
+    let url = support::postgres::shared().database(name);
     let options = PostgresOptions { database_clock: false, ..PostgresOptions::default() };
     let stores: Vec<Arc<dyn Store>> =
         (0..2).map(|_| Arc::new(PostgresStore::connect(&url, None, &options).unwrap()) as Arc<dyn Store>).collect();
     let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp(NOW).unwrap()));
-    let config = Config { grant_unproved: true, ..Config::default() };
-    let gateways: Vec<Arc<Gateway>> =
+    let gateways =
         stores.iter().map(|s| Arc::new(Gateway::new(policy(), s.clone(), clock.clone(), config.clone()))).collect();
+    (stores, gateways)
+}
+
+/// The same on PostgreSQL, with two replicas: granted and revoked through one, decided on both.
+#[test]
+fn on_postgresql_a_revocation_on_one_replica_holds_on_the_other() {
+    let (stores, gateways) = replicas("grants_race", policy, Config { grant_unproved: true, ..Config::default() });
     // The API's core on PostgreSQL: a grant, a change taken by the other replica, a refusal, the history.
     let ask = |cap: &str| GrantAsk {
         template: "shopping".into(),
@@ -1121,15 +1126,7 @@ fn a_templates_budget_is_counted_per_instance_and_a_ceilings_across_them() {
 /// exactly 2 of its 12 calls, and the ceiling's `shipments` exactly 3 of 24 across both instances.
 #[test]
 fn on_postgresql_a_templates_budget_allows_exactly_its_count_per_instance_across_replicas() {
-    let url = support::postgres::shared().database("grants_budgets");
-    let options = PostgresOptions { database_clock: false, ..PostgresOptions::default() };
-    let stores: Vec<Arc<dyn Store>> =
-        (0..2).map(|_| Arc::new(PostgresStore::connect(&url, None, &options).unwrap()) as Arc<dyn Store>).collect();
-    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp(NOW).unwrap()));
-    let gateways: Vec<Arc<Gateway>> = stores
-        .iter()
-        .map(|s| Arc::new(Gateway::new(budgeted_policy(), s.clone(), clock.clone(), Config::default())))
-        .collect();
+    let (stores, gateways) = replicas("grants_budgets", budgeted_policy, Config::default());
     let alice = gateways[0].grant("user:alice", &budgeted_ask("user:alice", "agent:pa", "100 USD")).unwrap();
     let bob = gateways[1].grant("user:bob", &budgeted_ask("user:bob", "agent:pb", "100 USD")).unwrap();
     let references = [format!("budgeted/{}", alice.id), format!("budgeted/{}", bob.id)];
@@ -1361,16 +1358,9 @@ fn an_instance_sub_delegated_from_another_is_decided_under_both_and_goes_with_it
 /// revoked parent (the grant locks the parent's row, the revocation revokes the children it finds).
 #[test]
 fn on_postgresql_a_child_is_granted_on_one_replica_and_goes_with_its_parent_revoked_on_the_other() {
-    let url = support::postgres::shared().database("grants_sub");
-    let options = PostgresOptions { database_clock: false, ..PostgresOptions::default() };
-    let stores: Vec<Arc<dyn Store>> =
-        (0..2).map(|_| Arc::new(PostgresStore::connect(&url, None, &options).unwrap()) as Arc<dyn Store>).collect();
-    let clock = Arc::new(FixedClock::new(remit_lang::value::parse_timestamp(NOW).unwrap()));
-    let config = Config { grant_unproved: true, ..Config::default() };
     let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
     let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
-    let gateways: Vec<Arc<Gateway>> =
-        stores.iter().map(|s| Arc::new(Gateway::new(policy(), s.clone(), clock.clone(), config.clone()))).collect();
+    let (stores, gateways) = replicas("grants_sub", policy, Config { grant_unproved: true, ..Config::default() });
     let shopping = GrantAsk {
         template: "shopping".into(),
         principal: "user:alice".into(),

@@ -1410,29 +1410,15 @@ fn template_run(seed: u64, count: usize) {
                 TemplateKind::Widens { widening, params } => {
                     is_proved = false;
                     // Confirmed again here, on the instance the witness names.
-                    let (concrete, child) = instance(&program, f.template, params).unwrap_or_else(|e| {
-                        panic!("template {index}: witness instance refused ({e}):\n{text}\n{params:?}")
-                    });
-                    let mut alone = concrete.clone();
-                    alone.mandates[child].parent = None;
-                    let d = decide(&alone, widening.witness.to_string().as_bytes());
-                    assert_eq!(
-                        d.outcome,
-                        Outcome::Allow,
-                        "template {index}: the instance does not allow its witness:\n{text}\n{params:?}\n{}",
-                        widening.witness
-                    );
-                    let parent = concrete.mandates[child].parent.unwrap();
-                    let mut as_parent = concrete.clone();
-                    let subject = widening.witness.pointer("/subject/id").and_then(Json::as_str).unwrap().to_string();
-                    as_parent.mandates[parent].holders.push(subject);
-                    let request = for_parent(&widening.witness, "shop", "ceiling");
-                    let d = decide(&as_parent, request.to_string().as_bytes());
-                    assert_ne!(
-                        d.outcome,
-                        Outcome::Allow,
-                        "template {index}: the parent allows the witness:\n{text}\n{}",
-                        widening.witness
+                    let label = format!("template {index}");
+                    confirm_widening(
+                        &program,
+                        f.template,
+                        &widening.witness,
+                        params,
+                        ("shop", "ceiling"),
+                        &label,
+                        &text,
                     );
                 }
                 TemplateKind::Depth => is_proved = false,
@@ -1660,30 +1646,8 @@ fn subdelegation_run(seed: u64, count: usize) {
             match &f.kind {
                 TemplateKind::Widens { widening, params } => {
                     is_proved = false;
-                    let (concrete, child) = instance(&program, errand, params).unwrap_or_else(|e| {
-                        panic!("policy {index}: witness instances refused ({e}):\n{text}\n{params:?}")
-                    });
-                    let mut alone = concrete.clone();
-                    alone.mandates[child].parent = None;
-                    let d = decide(&alone, widening.witness.to_string().as_bytes());
-                    assert_eq!(
-                        d.outcome,
-                        Outcome::Allow,
-                        "policy {index}: the errand does not allow its witness:\n{text}\n{params:?}\n{}",
-                        widening.witness
-                    );
-                    let parent = concrete.mandates[child].parent.unwrap();
-                    let mut as_parent = concrete.clone();
-                    let subject = widening.witness.pointer("/subject/id").and_then(Json::as_str).unwrap().to_string();
-                    as_parent.mandates[parent].holders.push(subject);
-                    let request = for_parent(&widening.witness, "errand", "shop");
-                    let d = decide(&as_parent, request.to_string().as_bytes());
-                    assert_ne!(
-                        d.outcome,
-                        Outcome::Allow,
-                        "policy {index}: the parent instance's chain allows the witness:\n{text}\n{params:?}\n{}",
-                        widening.witness
-                    );
+                    let label = format!("policy {index} (errand)");
+                    confirm_widening(&program, errand, &widening.witness, params, ("errand", "shop"), &label, &text);
                 }
                 TemplateKind::Depth => is_proved = false,
                 TemplateKind::Undecided { .. } | TemplateKind::Unconfirmed { .. } => {
@@ -1773,4 +1737,40 @@ fn subdelegation_run(seed: u64, count: usize) {
 #[test]
 fn subdelegation_soundness() {
     subdelegation_run(0x5B0D_E1E6, size("SUBDELEGATION_CASES", 400));
+}
+
+/// A template's witness confirmed again on the concrete instance (or chain of instances) its `params` name: the
+/// instance standing alone allows `witness`, and its parent, made to hold the witness's subject, refuses it (the
+/// request renamed from `names.0` to `names.1`, `for_parent`). `label` and `text` say which policy failed.
+fn confirm_widening(
+    program: &Program,
+    template: usize,
+    witness: &Json,
+    params: &serde_json::Map<String, Json>,
+    names: (&str, &str),
+    label: &str,
+    text: &str,
+) {
+    use remit_lang::check::narrowing::parametric::instance;
+    let (concrete, child) = instance(program, template, params)
+        .unwrap_or_else(|e| panic!("{label}: witness instance refused ({e}):\n{text}\n{params:?}"));
+    let mut alone = concrete.clone();
+    alone.mandates[child].parent = None;
+    let d = decide(&alone, witness.to_string().as_bytes());
+    assert_eq!(
+        d.outcome,
+        Outcome::Allow,
+        "{label}: the instance does not allow its witness:\n{text}\n{params:?}\n{witness}"
+    );
+    let parent = concrete.mandates[child].parent.unwrap();
+    let mut as_parent = concrete.clone();
+    let subject = witness.pointer("/subject/id").and_then(Json::as_str).unwrap().to_string();
+    as_parent.mandates[parent].holders.push(subject);
+    let request = for_parent(witness, names.0, names.1);
+    let d = decide(&as_parent, request.to_string().as_bytes());
+    assert_ne!(
+        d.outcome,
+        Outcome::Allow,
+        "{label}: the parent's chain allows the witness:\n{text}\n{params:?}\n{witness}"
+    );
 }
