@@ -910,6 +910,10 @@ fn term(image: &Image<'_>, term: &Attribute, env: &Env<'_>) -> Result<Option<Tex
     if term.attr == image::ATTR_TEXT {
         return Ok(Some(Text::Image(term.name_off, term.name_len)));
     }
+    // `subject`, the most common term besides a constant: its id, as [`read_base`] reads it, without a [`Val`].
+    if term.attr == image::ATTR_SUBJECT_ID {
+        return Ok(Some(Text::Token(env.request.subject_id)));
+    }
     match read_base(image, term, env)? {
         Some(Val::Str(tok)) => Ok(Some(Text::Token(tok))),
         Some(_) => Err(PROBLEM_MISTYPED),
