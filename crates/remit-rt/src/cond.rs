@@ -171,7 +171,7 @@ fn leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Truth {
         image::NODE_TRUE => Truth::True,
         image::NODE_FALSE => Truth::False,
         image::NODE_ATOM => match fetch(image, node.arg, env) {
-            Fetched::Value(atom, value) => test(image, env.doc, &atom, value),
+            Fetched::Value(check, value) => test(image, env.doc, &check, value),
             Fetched::Unknown | Fetched::Failed(_) => Truth::Error,
         },
         _ => Truth::Error,
@@ -210,8 +210,8 @@ pub fn cause(image: &Image<'_>, cond_off: u32, cond_count: u32, env: &Env<'_>) -
             continue;
         }
         let problem = match fetch(image, n.arg, env) {
-            Fetched::Value(atom, value) => match test(image, env.doc, &atom, value) {
-                Truth::Error => test_problem(image, &atom, value),
+            Fetched::Value(check, value) => match test(image, env.doc, &check, value) {
+                Truth::Error => test_problem(image, &check, value),
                 _ => continue,
             },
             Fetched::Unknown => PROBLEM_MISSING,
@@ -241,7 +241,7 @@ fn culprit(image: &Image<'_>, at: u32, env: &Env<'_>) -> u32 {
 
 /// Why [`test`] failed on `value`: an `under` test of a string against a string prefix fails only on an unsafe
 /// path; everything else that fails is incomparable.
-fn test_problem(image: &Image<'_>, atom: &image::Atom, value: Val) -> u32 {
+fn test_problem(image: &Image<'_>, atom: &Check, value: Val) -> u32 {
     let under = atom.test == image::TEST_UNDER || atom.test == image::TEST_NOT_UNDER;
     let string_prefix =
         || Value::decode(image.bytes, Image::at(atom.values_off, Value::SIZE, 0)).tag == image::VALUE_STRING;
@@ -454,7 +454,7 @@ fn possible_leaf(image: &Image<'_>, node: Node, env: &Env<'_>) -> Possible {
         image::NODE_TRUE => Possible::TRUE,
         image::NODE_FALSE => Possible::FALSE,
         image::NODE_ATOM => match fetch(image, node.arg, env) {
-            Fetched::Value(atom, value) => Possible::of(test(image, env.doc, &atom, value)),
+            Fetched::Value(check, value) => Possible::of(test(image, env.doc, &check, value)),
             Fetched::Unknown => Possible::ANY,
             Fetched::Failed(_) => Possible::ERROR,
         },
@@ -553,7 +553,8 @@ enum Val {
 }
 
 enum Fetched {
-    Value(image::Atom, Val),
+    /// The value, and the atom's test to apply to it.
+    Value(Check, Val),
     /// A per-call value, while listing tools.
     Unknown,
     /// Not evaluable: [`PROBLEM_MISSING`] (absent from the request), [`PROBLEM_MISTYPED`] (present but not of the
@@ -564,6 +565,23 @@ enum Fetched {
 
 /// The type of the elements of `subject.scopes`.
 const STRINGS: Type = Type { code: image::TYPE_STRING, variants_off: 0, variants_count: 0, element: 0 };
+
+/// What [`test`] needs of an atom's record: its test and the operand's constants, three of the record's twenty
+/// words. A fetched value carries this, not the whole [`image::Atom`]: every atom's fetch returned the record,
+/// twenty words copied to be read three.
+#[derive(Clone, Copy, Debug)]
+struct Check {
+    test: u32,
+    values_off: u32,
+    values_count: u32,
+}
+
+impl Check {
+    #[inline(always)]
+    fn of(atom: &image::Atom) -> Check {
+        Check { test: atom.test, values_off: atom.values_off, values_count: atom.values_count }
+    }
+}
 
 /// What reading a written attribute needs of its record (an atom's, or a derived attribute's operand's): the five
 /// words of an [`image::Atom`] that say where the value is and how it is read. An operand is read as this, not as a
@@ -605,7 +623,7 @@ fn fetch(image: &Image<'_>, at: u32, env: &Env<'_>) -> Fetched {
         read_base(image, &Attribute::of(&atom), env)
     };
     match read {
-        Ok(Some(value)) => Fetched::Value(atom, value),
+        Ok(Some(value)) => Fetched::Value(Check::of(&atom), value),
         Ok(None) => Fetched::Unknown,
         Err(problem) => Fetched::Failed(problem),
     }
@@ -756,17 +774,33 @@ fn read_derived(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<
             }
         }
         image::ATTR_RELATION => {
-            // The first terms are kept for `holds`, which compares them with every listed tuple.
-            let mut kept = [Text::Image(0, 0); image::RELATION_TERMS_KEPT];
-            let mut unknown = false;
-            for k in 0..atom.operands_count {
-                match term(image, &operand(image, atom, k), env)? {
-                    Some(text) => {
-                        if let Some(slot) = kept.get_mut(k as usize) {
-                            *slot = text;
-                        }
+            // The first terms are kept for `holds`, which compares them with every listed tuple. Each slot is
+            // written once, as its term is read (a kept array filled first and written again was a 96-byte fill);
+            // after a term that cannot be read, none is (the first such term is the result).
+            let (mut unknown, mut failed) = (false, None);
+            let kept: [Text; image::RELATION_TERMS_KEPT] = core::array::from_fn(|k| {
+                let k = k as u32;
+                if k >= atom.operands_count || failed.is_some() {
+                    return Text::Image(0, 0);
+                }
+                match term(image, &operand(image, atom, k), env) {
+                    Ok(Some(text)) => text,
+                    Ok(None) => {
+                        unknown = true;
+                        Text::Image(0, 0)
                     }
-                    None => unknown = true,
+                    Err(problem) => {
+                        failed = Some(problem);
+                        Text::Image(0, 0)
+                    }
+                }
+            });
+            if let Some(problem) = failed {
+                return Err(problem);
+            }
+            for k in image::RELATION_TERMS_KEPT as u32..atom.operands_count {
+                if term(image, &operand(image, atom, k), env)?.is_none() {
+                    unknown = true;
                 }
             }
             if unknown {
@@ -875,6 +909,10 @@ enum Text {
 fn term(image: &Image<'_>, term: &Attribute, env: &Env<'_>) -> Result<Option<Text>, u32> {
     if term.attr == image::ATTR_TEXT {
         return Ok(Some(Text::Image(term.name_off, term.name_len)));
+    }
+    // `subject`, the most common term besides a constant: its id, as [`read_base`] reads it, without a [`Val`].
+    if term.attr == image::ATTR_SUBJECT_ID {
+        return Ok(Some(Text::Token(env.request.subject_id)));
     }
     match read_base(image, term, env)? {
         Some(Val::Str(tok)) => Ok(Some(Text::Token(tok))),
@@ -1021,7 +1059,7 @@ fn position(image: &Image<'_>, doc: &Doc<'_>, tok: u32, off: u32, count: u32) ->
 /// when it is not one (a wrong type).
 fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> {
     let kind = doc.token(tok).kind();
-    let mut buf = [0u8; MAX_NUMBER_TEXT];
+    // A buffer for an escaped text is zeroed only where a text has an escape (rarely), not on every decode.
     Some(match ty.code {
         image::TYPE_STRING | image::TYPE_KIND if kind == STRING => Val::Str(tok),
         // A value outside the enum is a type error, not just an unequal string.
@@ -1041,12 +1079,12 @@ fn decode(image: &Image<'_>, doc: &Doc<'_>, tok: u32, ty: &Type) -> Option<Val> 
         // [`MAX_NUMBER_TEXT`], which [`unescaped`] refuses, is no decimal or money either.
         image::TYPE_DECIMAL if kind == STRING => match doc.plain(tok) {
             Some(raw) => Val::Num(parse_decimal(raw)?),
-            None => Val::Num(parse_decimal(unescaped(doc, tok, &mut buf)?)?),
+            None => Val::Num(parse_decimal(unescaped(doc, tok, &mut [0u8; MAX_NUMBER_TEXT])?)?),
         },
         image::TYPE_MONEY if kind == STRING => {
             let (amount, currency) = match doc.plain(tok) {
                 Some(raw) => parse_money(raw)?,
-                None => parse_money(unescaped(doc, tok, &mut buf)?)?,
+                None => parse_money(unescaped(doc, tok, &mut [0u8; MAX_NUMBER_TEXT])?)?,
             };
             Val::Money(amount, currency)
         }
@@ -1106,7 +1144,7 @@ fn element_of(image: &Image<'_>, doc: &Doc<'_>, tok: u32, element: &Type) -> Opt
 }
 
 /// Applies atom `atom`'s test to its attribute's value (`crates/remit-lang/src/eval/cond.rs`'s `test`).
-fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &image::Atom, value: Val) -> Truth {
+fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &Check, value: Val) -> Truth {
     let c = Cmp { image, doc };
     let operand = || c.value(atom.values_off, 0);
     let (items, count) = (atom.values_off, atom.values_count);
@@ -1325,6 +1363,21 @@ impl Cmp<'_> {
 
     /// Whether the constant `item` equals one of the elements of the request's set `array` (`member(item, set)`).
     fn member_of_set(&self, item: &Value, array: u32, element: &Type) -> Result<bool, ()> {
+        // A string among strings (nearly every `contains`): the constant's bytes found once, each element compared
+        // with them; what [`Cmp::any_element_equal`] with [`Cmp::equal_scalar`] does there, without a [`Val`] built
+        // and matched per element (an element that is not a string is an error unless an earlier one matched).
+        if element.code == image::TYPE_STRING && item.tag == image::VALUE_STRING {
+            let text = self.image.str(item.str_off, item.str_len);
+            for tok in elements(self.doc, array) {
+                if self.doc.token(tok).kind() != STRING {
+                    return Err(());
+                }
+                if self.doc.text_is(tok, text) {
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
+        }
         // Equality is symmetric: `equal(item, x)` is `equal(x, item)`.
         self.any_element_equal(array, element, |x| self.equal_scalar(x, item))
     }
