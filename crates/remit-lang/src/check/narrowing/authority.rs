@@ -74,13 +74,7 @@ pub fn conjuncts(side: &Side<'_>, tool: &str, vars: &mut Vars) -> Vec<Conjunct> 
     if t.administers_mandates {
         return vec![Conjunct { formula: F::False, origin: Origin::SelfModification }];
     }
-    let mut enc = Encoder {
-        vars,
-        level: t.level,
-        signed: t.signed.clone(),
-        signed_contexts: &program.signed_contexts,
-        calendars: &program.calendars,
-    };
+    let mut enc = Encoder::for_tool(program, tool_id, vars);
     let mut out = Vec::new();
     let mut push = |formula: F, origin: Origin| {
         if formula != F::True {
@@ -232,7 +226,19 @@ pub struct Encoder<'v> {
     pub calendars: &'v std::collections::BTreeMap<String, crate::ir::CalendarDef>,
 }
 
-impl Encoder<'_> {
+impl<'v> Encoder<'v> {
+    /// The encoder of conditions of a call to tool `tool` of `program` (its level, its `signed` parameters).
+    pub fn for_tool(program: &'v Program, tool: usize, vars: &'v mut Vars) -> Encoder<'v> {
+        let called = &program.tools[tool];
+        Encoder {
+            vars,
+            level: called.level,
+            signed: called.signed.clone(),
+            signed_contexts: &program.signed_contexts,
+            calendars: &program.calendars,
+        }
+    }
+
     /// The condition evaluates to true (no error): what a grant, a limit and a scope need.
     pub fn truth(&mut self, cond: &Cond) -> F {
         let cond = for_level(cond, self.level);

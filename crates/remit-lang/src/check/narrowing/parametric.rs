@@ -319,14 +319,7 @@ fn compared(left: Attr, op: CompareOp, right: Attr, ty: Type) -> Cond {
 
 /// What every instance of the template has, for a call to `tool`: see the module's documentation.
 pub(super) fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mut Vars) -> Vec<F> {
-    let called = &program.tools[tool];
-    let mut enc = Encoder {
-        vars,
-        level: called.level,
-        signed: called.signed.clone(),
-        signed_contexts: &program.signed_contexts,
-        calendars: &program.calendars,
-    };
+    let mut enc = Encoder::for_tool(program, tool, vars);
     let mut out = Vec::new();
     for (name, ty) in parameters(t) {
         let attr = Attr::Param(name.clone());
@@ -365,14 +358,7 @@ pub(super) fn hypothesis(program: &Program, t: &Template, tool: usize, vars: &mu
 /// `for` and its holder within its `holder`, each at its level ([`at_level`]). Its window is not assumed: it is a
 /// clause of the parent's side (a request after the parent instance's end is refused by it).
 pub(super) fn ancestors_hypothesis(program: &Program, template: TemplateId, tool: usize, vars: &mut Vars) -> Vec<F> {
-    let called = &program.tools[tool];
-    let mut enc = Encoder {
-        vars,
-        level: called.level,
-        signed: called.signed.clone(),
-        signed_contexts: &program.signed_contexts,
-        calendars: &program.calendars,
-    };
+    let mut enc = Encoder::for_tool(program, tool, vars);
     let mut out = Vec::new();
     for (index, &a) in ancestors(program, template).0.iter().enumerate() {
         let (t, level) = (&program.templates[a], index + 1);
