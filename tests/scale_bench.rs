@@ -29,6 +29,10 @@
 //! a PostgreSQL setup no server is started. With `REMIT_DEBUG_TIMING` set (the gateways inherit it) the gateways
 //! keep fine histograms of each decision's stages (`remit_debug_*` in `/metrics`), and a last table gives their
 //! quantiles and each gateway thread's time on a CPU and waiting for one (`/proc/PID/task/TID/schedstat`).
+//!
+//! `REMIT_BENCH_GATEWAY_CPUS=LIST` (a `taskset` CPU list, e.g. `0`) runs the gateways on those CPUs only; run the
+//! bench itself (the callers) on the others to separate the gateway's own tail from contention with its callers:
+//! `REMIT_BENCH_GATEWAY_CPUS=0 taskset -c 1 target/release/deps/scale_bench-HASH --ignored --nocapture`.
 
 mod support;
 
@@ -147,9 +151,18 @@ fn scale_bench() {
     let with_postgres = wanted("pg 1") || wanted("pg 2");
     let server = with_postgres.then(Server::start);
     let baseline = std::env::var("REMIT_BENCH_BASELINE").ok();
+    let gateway_cpus = std::env::var("REMIT_BENCH_GATEWAY_CPUS").ok();
     let serve = |bin: &str, store: &str, extra: &[&str], log: &str| {
         let log = std::fs::File::create(dir.join(log)).unwrap();
-        let mut command = Command::new(bin);
+        // Pinned with `taskset`, which replaces the affinity the child would inherit from this process.
+        let mut command = match &gateway_cpus {
+            Some(cpus) => {
+                let mut taskset = Command::new("taskset");
+                taskset.args(["-c", cpus.as_str(), bin]);
+                taskset
+            }
+            None => Command::new(bin),
+        };
         command
             .arg("serve")
             .arg(&policy)
@@ -211,6 +224,9 @@ fn scale_bench() {
         server.as_ref().map_or("not started".into(), |s| s.query("SHOW server_version")),
         load_average()
     );
+    if let Some(cpus) = &gateway_cpus {
+        println!("# gateways on CPUs {cpus} (taskset)");
+    }
     let counter = AtomicU64::new(0);
     // (case, callers, setup) → runs.
     let mut runs: BTreeMap<(usize, usize, usize), Vec<Run>> = BTreeMap::new();
