@@ -403,7 +403,7 @@ fn stale_scratch_of_dead_processes_is_removed() {
         std::fs::create_dir_all(dir.join("inner")).unwrap();
         std::fs::write(dir.join("inner/process.db"), "x").unwrap();
     }
-    assert_eq!(remove_stale_scratch(&temp), [dead.clone()]);
+    assert_eq!(remove_stale_scratch(&temp), std::slice::from_ref(&dead));
     assert!(!dead.exists() && live.is_dir() && other.is_dir() && another.is_dir());
     std::fs::remove_dir_all(&temp).unwrap();
 }

@@ -17,7 +17,7 @@ const INTERPRETER_ONLY: &[(&str, &str)] = &[];
 /// still decides, so nothing is allowed that a parent refuses. `remit test` checks without the proof (docs/cli.md
 /// "`remit test`"), so their cases run; `check_errors_are_the_expected_ones` holds `remit check` on every folder to
 /// exactly these errors (none for a folder not listed), so a new one, or one that goes away, is seen.
-const EXPECTED_CHECK_ERRORS: &[(&str, &[(&str, &str)], &str)] = &[
+const EXPECTED_CHECK_ERRORS: &[(&str, &[CheckError], &str)] = &[
     (
         "approvals",
         &[("remit::widens-parent", "shop_child")],
@@ -63,6 +63,9 @@ const EXPECTED_CHECK_ERRORS: &[(&str, &[(&str, &str)], &str)] = &[
         "sub-mandates without a window or with one that starts before the parent's: the parent's window applies",
     ),
 ];
+
+/// An error `remit check` reports: its code and the first name its message gives.
+type CheckError = (&'static str, &'static str);
 
 fn run(engine: &str, paths: &[PathBuf]) -> (usize, String, bool) {
     let out = Command::new(env!("CARGO_BIN_EXE_remit"))
