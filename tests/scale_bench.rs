@@ -33,6 +33,10 @@
 //! `REMIT_BENCH_GATEWAY_CPUS=LIST` (a `taskset` CPU list, e.g. `0`) runs the gateways on those CPUs only; run the
 //! bench itself (the callers) on the others to separate the gateway's own tail from contention with its callers:
 //! `REMIT_BENCH_GATEWAY_CPUS=0 taskset -c 1 target/release/deps/scale_bench-HASH --ignored --nocapture`.
+//!
+//! Its files (the SQLite stores, the gateways' logs) are in `$TMPDIR/remit-scale-bench-PID`, removed when the run
+//! ends or fails; a run killed or interrupted leaves it, and the next run removes every such folder whose process
+//! no longer exists. `cargo test --test scale_bench` (not ignored) tests that clean-up alone.
 
 mod support;
 
@@ -145,7 +149,10 @@ fn scale_bench() {
         Some(l) => l.iter().map(|c| c.parse().expect("REMIT_BENCH_CALLERS: numbers")).collect(),
         None => CALLERS.to_vec(),
     };
-    let dir = support::temp_dir("scale-bench");
+    // Folders left by runs that were killed or interrupted, then this run's own, removed however the run ends.
+    remove_stale_scratch(&std::env::temp_dir());
+    let scratch = Scratch(support::temp_dir("scale-bench"));
+    let dir = scratch.0.clone();
     let policy = dir.join("shop.remit");
     std::fs::write(&policy, POLICY).unwrap();
     let with_postgres = wanted("pg 1") || wanted("pg 2");
@@ -338,6 +345,83 @@ fn scale_bench() {
     for setup in &setups {
         exact(setup);
     }
+}
+
+/// What a run's scratch folder is called: `remit-scale-bench-PID` (`support::temp_dir`), PID this process's.
+const SCRATCH_PREFIX: &str = "remit-scale-bench-";
+
+/// The run's scratch folder (the policy, the SQLite stores, the gateways' logs), removed when dropped: at the end of
+/// the run, and when it fails, as a panic unwinds through it (it is the bench's first local, so it is dropped last,
+/// after the gateways and the PostgreSQL server). A run that is killed or interrupted (SIGINT, SIGKILL) cannot remove
+/// it: the next run does ([`remove_stale_scratch`]).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch_name(pid: u32) -> String {
+    format!("{SCRATCH_PREFIX}{pid}")
+}
+
+/// Removes the scratch folders under `temp` that runs of this bench left (`remit-scale-bench-PID`) whose process no
+/// longer exists (no `/proc/PID`); a folder of a live process, this one's or another run's, is kept. What it removed.
+fn remove_stale_scratch(temp: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(temp) else { return removed };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path();
+        let dead = !Path::new("/proc").join(pid.to_string()).exists();
+        if dead && entry.file_type().is_ok_and(|t| t.is_dir()) && std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+#[test]
+fn scratch_is_removed_at_the_end_and_on_panic() {
+    // Not the bench's own folder (`remit-scale-bench-PID`): a bench run by `--include-ignored` in this process uses it.
+    let dir = std::env::temp_dir().join(format!("remit-scale-bench-guard-{}", std::process::id()));
+    let scratch = Scratch(support::temp_dir("scale-bench-guard"));
+    assert_eq!(scratch.0, dir);
+    std::fs::write(scratch.0.join("a.db"), "x").unwrap();
+    drop(scratch);
+    assert!(!dir.exists(), "removed at the end");
+    let failed = std::panic::catch_unwind(|| {
+        let scratch = Scratch(support::temp_dir("scale-bench-guard"));
+        std::fs::create_dir_all(scratch.0.join("inner")).unwrap();
+        std::fs::write(scratch.0.join("inner/a.log"), "x").unwrap();
+        panic!("the bench fails with its scratch folder {}", scratch.0.display());
+    });
+    assert!(failed.is_err());
+    assert!(!dir.exists(), "removed on panic");
+}
+
+#[test]
+fn stale_scratch_of_dead_processes_is_removed() {
+    // A folder of its own, with folders named as a dead run's and as a live one's (this process), and others.
+    let temp = support::temp_dir("scale-bench-stale");
+    // No process has a pid above `pid_max`.
+    let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    let dead = temp.join(scratch_name(max + 1));
+    let live = temp.join(scratch_name(std::process::id()));
+    let other = temp.join(format!("{SCRATCH_PREFIX}notapid"));
+    let another = temp.join(format!("remit-nesting-{}", max + 1));
+    for dir in [&dead, &live, &other, &another] {
+        std::fs::create_dir_all(dir.join("inner")).unwrap();
+        std::fs::write(dir.join("inner/process.db"), "x").unwrap();
+    }
+    assert_eq!(remove_stale_scratch(&temp), std::slice::from_ref(&dead));
+    assert!(!dead.exists() && live.is_dir() && other.is_dir() && another.is_dir());
+    std::fs::remove_dir_all(&temp).unwrap();
 }
 
 /// Runs `callers` callers on `setup` for `seconds` (caller `i` on gateway `i % n`).

@@ -470,6 +470,10 @@ pub struct Template {
     pub delegation_depth: Option<u32>,
     pub rules: Vec<Rule>,
     pub span: Span,
+    /// Where `valid from`/`valid until` was written (the template's name when absent, as a mandate's).
+    pub valid_span: Span,
+    /// Where `max level` was written (the template's name when absent, as a mandate's).
+    pub max_level_span: Span,
     /// Where `otherwise` was written (the template's name when absent, as a mandate's).
     pub otherwise_span: Span,
     /// Where `delegation depth` was written (the template's name when absent).

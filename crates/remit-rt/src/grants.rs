@@ -548,7 +548,7 @@ fn finish(image: &Image<'_>, env: &Env<'_>, instance: &mut Instance, parent: Opt
     if let (Some(from), Some(until)) = (instance.valid_from, instance.valid_until) {
         if until <= from {
             let condition = (template.window_json_off, template.window_json_len);
-            let at = (template.at_json_off, template.at_json_len);
+            let at = (template.window_at_json_off, template.window_at_json_len);
             return Err(Refusal { condition, field: Field::Valid, at, value: Value::Instant(until) });
         }
     }

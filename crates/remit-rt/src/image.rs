@@ -13,7 +13,7 @@
 
 /// `remit` + image version, the first word of every image.
 pub const MAGIC: u32 = 0x7469_6d72; // "rmit"
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// Reads the little-endian `u32` at `at`, or 0 outside `image`.
 #[inline(always)]
@@ -231,6 +231,9 @@ record! {
         declared_json_off, declared_json_len,
         window_json_off, window_json_len,
         at_json_off, at_json_len,
+        /// A JSON string: the window's location (`file:line:column` of `valid …`; the template's when not written),
+        /// where a refusal of the instance's window is. Added in version 6.
+        window_at_json_off, window_at_json_len,
     }
 }
 

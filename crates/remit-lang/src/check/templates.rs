@@ -155,6 +155,8 @@ impl Checker<'_> {
             delegation_depth: None,
             rules: Vec::new(),
             span: t.name.span,
+            valid_span: t.name.span,
+            max_level_span: t.name.span,
             otherwise_span: t.name.span,
             depth_span: t.name.span,
             proved: false,
@@ -227,6 +229,7 @@ impl Checker<'_> {
                 }
                 ClauseKind::Valid { from, until } => {
                     if once(self, "valid", span) {
+                        out.valid_span = span;
                         out.valid_from = from.as_ref().and_then(|(b, _)| self.time_bound(b, &template_scope));
                         out.valid_until = until.as_ref().and_then(|(b, _)| self.time_bound(b, &template_scope));
                         if let (Some(TimeBound::At(f)), Some(TimeBound::At(u))) = (&out.valid_from, &out.valid_until) {
@@ -239,6 +242,7 @@ impl Checker<'_> {
                 ClauseKind::MaxLevel(level) => {
                     if once(self, "max level", span) {
                         out.max_level = self.level(level);
+                        out.max_level_span = span;
                     }
                 }
                 ClauseKind::Otherwise(outcome) => {

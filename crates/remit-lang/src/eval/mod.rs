@@ -233,11 +233,15 @@ impl<'p> Chain<'p> {
             Ok(instances) => chain.instances = instances,
             Err((level, refusal)) => {
                 let template = &program.templates[lineage.links[level].0];
-                let span = refusal
-                    .field
-                    .strip_prefix("params.")
-                    .and_then(|name| template.param(name))
-                    .map_or(template.span, |p| p.span);
+                // A parameter's refusal is at its declaration, the window's at the window's clause, any other at
+                // the template's name (the runtime's twin: `remit_rt::grants`' refusals' `at`).
+                let span = match refusal.field.as_str() {
+                    "valid" => template.valid_span,
+                    field => field
+                        .strip_prefix("params.")
+                        .and_then(|name| template.param(name))
+                        .map_or(template.span, |p| p.span),
+                };
                 let rule = DecidingRule {
                     failed: Some(Failed {
                         condition: refusal.condition.clone(),
@@ -275,8 +279,8 @@ impl<'p> Chain<'p> {
             delegation_depth: template.delegation_depth,
             rules: template.rules.clone(),
             span: template.span,
-            valid_span: template.span,
-            max_level_span: template.span,
+            valid_span: template.valid_span,
+            max_level_span: template.max_level_span,
             otherwise_span: template.otherwise_span,
             depth_span: template.depth_span,
         }

@@ -4,8 +4,9 @@
 //! decides:
 //!
 //! - indentation: two spaces per `{` block; a clause or declaration continued on the next line is indented four
-//!   more; the lines inside a `[`/`(` list two more than the line that opened it; a closing `}`/`]`/`)` that starts
-//!   a line lines up with the line that opened it;
+//!   more; the lines inside a `[`/`(` list two more than the line that opened it; a closing `]`/`)` that starts
+//!   a line lines up with the line that opened it, a closing `}` with the first line of the statement that opened
+//!   it (a header continued on the next lines closes its block where it began);
 //! - spacing within a line: one space between tokens, none before `,` `:` `)` `]`, none after `(` `[`, none
 //!   around the angle brackets of `set<…>`, none between a tool's or effect's name and its `(`;
 //! - lines: the author's line breaks are kept (a clause per line stays a clause per line); runs of blank lines
@@ -271,7 +272,14 @@ fn layout(text: &str) -> String {
                 // Enum variants and the attributes of subjects, resources and principals are items, one per line.
                 let items =
                     matches!(statement.first(), Some(&"enum" | &"subject" | &"resource" | &"principal" | &"calendar"));
-                let indent = current_line_indent(&out);
+                // The block lines up with its statement's first line, not with the line the `{` is on: a header
+                // continued on the next lines (`template t(a: int,\n  b: int) under p {`, `\n    under p {`)
+                // closes its block where it began, as its clauses are indented by the depth of blocks.
+                let indent = if stack.last().is_none_or(|o| o.token == b'{') {
+                    statement_indent
+                } else {
+                    current_line_indent(&out)
+                };
                 stack.push(Open { token: b'{', indent, items });
                 statement.clear();
             }

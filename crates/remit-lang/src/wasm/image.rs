@@ -406,6 +406,7 @@ impl<'p> Writer<'p> {
         (r.declared_json_off, r.declared_json_len) = self.json(&format!("{}({declared})", template.name));
         (r.window_json_off, r.window_json_len) = self.json(&eval::grants::window_text(template));
         (r.at_json_off, r.at_json_len) = self.json(&at(template.span));
+        (r.window_at_json_off, r.window_at_json_len) = self.json(&at(template.valid_span));
         r
     }
 

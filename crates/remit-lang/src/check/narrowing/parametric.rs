@@ -267,7 +267,7 @@ fn lifted_mandate(program: &Program, t: &Template, level: usize) -> Mandate {
                 tools: every_tool.clone(),
                 label: format!("valid {word} {}", param.display()),
                 condition: compared(Attr::Now, op, param, Type::Timestamp),
-                span: t.span,
+                span: t.valid_span,
             });
         }
     }
@@ -304,8 +304,8 @@ pub(super) fn symbolic_mandate(t: &Template) -> Mandate {
         delegation_depth: t.delegation_depth,
         rules: t.rules.clone(),
         span: t.span,
-        valid_span: t.span,
-        max_level_span: t.span,
+        valid_span: t.valid_span,
+        max_level_span: t.max_level_span,
         otherwise_span: t.otherwise_span,
         depth_span: t.depth_span,
     }
@@ -662,7 +662,7 @@ fn build(
                         tools: (0..out.tools.len()).collect(),
                         condition: Cond::Atom(Atom { attr: Attr::Now, ty: Type::Timestamp, test }),
                         label: format!("valid {} {p}", if op == CompareOp::Ge { "from" } else { "until" }),
-                        span: t.span,
+                        span: t.valid_span,
                     });
                     Ok(None)
                 }
@@ -687,8 +687,8 @@ fn build(
         delegation_depth: t.delegation_depth,
         rules,
         span: t.span,
-        valid_span: t.span,
-        max_level_span: t.span,
+        valid_span: t.valid_span,
+        max_level_span: t.max_level_span,
         otherwise_span: t.otherwise_span,
         depth_span: t.depth_span,
     });
