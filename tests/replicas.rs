@@ -9,6 +9,7 @@
 
 mod support;
 
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -17,7 +18,8 @@ use remit_gateway::audit;
 use serde_json::{json, Value};
 use support::postgres::{shared, Server};
 use support::replicas::{
-    approve, audited, decide, evaluate, query, wait_until, waiting_for_a_lock, writer_of, Answer, Replicas, RowLock,
+    approve, audit_verify, audited, decide, evaluate, query, wait_until, waiting_for_a_lock, writer_of, Answer,
+    Replicas, RowLock,
 };
 
 /// Payments of at most 3 per operation, those above 60 USD approved first by Alice (a single-use approval).
@@ -590,6 +592,90 @@ fn a_promoted_standby_takes_over_from_a_dead_primary_without_a_restart_and_loses
         consumed[0],
         seen.approved_flows
     );
+    drop(replicas);
+    drop(standby);
+    drop(primary);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(started.elapsed() < Duration::from_secs(90), "bounded: {:?}", started.elapsed());
+}
+
+/// What asynchronous replication loses at a failover, and what finds it (docs/scaling.md, "Failover"): a primary
+/// with an asynchronous standby, one replica signing its chain's head every second (`--log-key`). Ten allows reach
+/// the standby; then the standby stops (a replication lag as long as one likes), and ten more allows are answered
+/// and committed on the primary alone, and their head signed and kept outside (`remit audit head`). The primary
+/// dies; the standby, started again, is promoted; the same replica decides on it. The promoted database lacks the
+/// ten last allows, and is a consistent earlier state of the primary's: `remit audit verify` passes on it — the
+/// cut tail is not found by the log alone — while `remit audit verify --head` with the head kept outside fails,
+/// naming the writer's entry that was rewritten.
+#[test]
+fn an_asynchronous_standby_promoted_loses_the_unreplicated_tail_which_only_a_head_kept_outside_finds() {
+    let started = Instant::now();
+    let primary = Server::start();
+    primary.database("async_failover");
+    let standby = primary.standby(false);
+    let url = primary.failover_url(&standby, "async_failover");
+    let dir = policy_dir("replicas-async-failover", &SHOP.replace("at most 3", "at most 1000"));
+    let key = dir.join("log.key");
+    let made = Command::new(support::remit_bin()).arg("keygen").arg("-o").arg(&key).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let key_text = key.display().to_string();
+    let replicas =
+        Replicas::start(1, &dir.join("shop.remit"), &url, &dir, &["--log-key", &key_text, "--head-interval", "1s"]);
+    let allow = |operation: &str| {
+        let answer = decide(replicas.url(0), &payment("20.00 USD", operation)).unwrap();
+        assert!(answer.allowed(), "{answer:?}: {}", replicas.stderr(0));
+        answer.id.unwrap()
+    };
+    let (on_primary, on_standby) = (primary.database_url("async_failover"), standby.database_url("async_failover"));
+    let decisions = "SELECT count(*) FROM log WHERE kind = 'decision'";
+    let kept: Vec<String> = (0..10).map(|k| allow(&format!("op-kept-{k}"))).collect();
+    let replicated = wait_until(Duration::from_secs(10), || query(&on_standby, decisions) == ["10"]);
+    assert!(replicated, "the standby replayed the first ten allows");
+    standby.pause();
+    let lost: Vec<String> = (0..10).map(|k| allow(&format!("op-lost-{k}"))).collect();
+    // A head signed after the lost allows, kept outside the database.
+    let writer = writer_of(&on_primary, replicas.pid(0));
+    let last: u64 =
+        query(&on_primary, &format!("SELECT max(seq) FROM log WHERE writer = '{writer}'"))[0].parse().unwrap();
+    let head_file = dir.join("head.json");
+    let signed = wait_until(Duration::from_secs(10), || {
+        let out = Command::new(support::remit_bin()).args(["audit", "head", "--store", &on_primary]).output().unwrap();
+        let head: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let covers = head["writer"] == writer.as_str() && head["seq"].as_u64().is_some_and(|seq| seq >= last);
+        if covers {
+            std::fs::write(&head_file, &out.stdout).unwrap();
+        }
+        covers
+    });
+    assert!(signed, "a head of `{writer}` at or after entry {last} was signed");
+    primary.pause();
+    standby.resume();
+    standby.promote();
+    let back = wait_until(Duration::from_secs(30), || replicas.ready(0) == 200);
+    assert!(back, "the replica is ready on the promoted standby: {}", replicas.stderr(0));
+    let after = allow("op-after");
+
+    // The promoted database: the first ten allows and the one after, not the ten the standby never received.
+    let logged = |id: &str| query(&on_standby, &format!("SELECT count(*) FROM log WHERE body LIKE '%\"{id}\"%'"));
+    for id in kept.iter().chain([&after]) {
+        assert_eq!(logged(id), ["1"], "`{id}` is logged on the promoted standby");
+    }
+    let missing: Vec<&String> = lost.iter().filter(|id| logged(id) == ["0"]).collect();
+    assert_eq!(missing.len(), lost.len(), "the allows committed on the primary alone are lost: {missing:?}");
+    // The log alone verifies: an earlier, consistent state, the writer's chain going on from its replicated head.
+    let (passed, said) = audit_verify(&on_standby);
+    assert!(passed, "remit audit verify on the promoted standby: {said}");
+    // The head kept outside finds the cut.
+    let public = format!("{}.pub", key.display());
+    let out = Command::new(support::remit_bin())
+        .args(["audit", "verify", &on_standby, "--key", &public, "--head"])
+        .arg(&head_file)
+        .output()
+        .unwrap();
+    let kept_said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "the kept head fails: {kept_said}");
+    assert!(kept_said.contains("the kept head fails") && kept_said.contains(&writer), "{kept_said}");
+    eprintln!("remit audit verify: {said}\nwith the head kept outside: {kept_said}");
     drop(replicas);
     drop(standby);
     drop(primary);
