@@ -269,7 +269,8 @@ pub fn warn_expiring(policy: &Policy, clock: &dyn Clock, horizon: u64) {
 #[derive(Args, Debug)]
 pub struct StoreArgs {
     /// Where the state lives: `sqlite:PATH` (one gateway), or `postgres://USER@HOST:PORT/DATABASE[?sslmode=…]` (a
-    /// database that several gateways share: docs/scaling.md)
+    /// database that several gateways share: docs/scaling.md); a primary and its standbys as
+    /// `postgres://USER@H1:P1,H2:P2/DATABASE`, connecting to the one that accepts writes
     #[arg(long, default_value = "sqlite:remit-gateway.db")]
     store: String,
     /// A file holding the PostgreSQL store's password (its first line), when the URL has none

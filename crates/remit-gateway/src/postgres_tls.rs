@@ -223,11 +223,23 @@ impl Connection {
                     format!("the server's certificate is not issued by a root of {}", self.roots)
                 }
                 Certificate::NotValidForName | Certificate::NotValidForNameContext { .. } => {
-                    let host = match self.config.get_hosts().first() {
-                        Some(tokio_postgres::config::Host::Tcp(host)) => host.as_str(),
-                        _ => "",
-                    };
-                    format!("the server's certificate is not valid for the URL's host `{host}`")
+                    // With several hosts (a primary and its standbys), the one refused is not known here.
+                    let hosts: Vec<String> = self
+                        .config
+                        .get_hosts()
+                        .iter()
+                        .filter_map(|host| match host {
+                            tokio_postgres::config::Host::Tcp(host) => Some(format!("`{host}`")),
+                            _ => None,
+                        })
+                        .collect();
+                    match hosts.len() {
+                        0 | 1 => format!("the server's certificate is not valid for the URL's host {}", hosts.join("")),
+                        _ => format!(
+                            "the server's certificate is not valid for the URL's host (one of {})",
+                            hosts.join(", ")
+                        ),
+                    }
                 }
                 Certificate::Expired | Certificate::ExpiredContext { .. } => {
                     "the server's certificate has expired".to_string()
