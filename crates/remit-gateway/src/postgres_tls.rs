@@ -283,7 +283,7 @@ impl Connection {
                 Certificate::NotValidYet | Certificate::NotValidYetContext { .. } => {
                     "the server's certificate is not valid yet".to_string()
                 }
-                Certificate::Revoked => format!("the server's certificate is revoked ({})", self.crl_named()),
+                Certificate::Revoked => format!("the server's certificate is revoked by {}", self.crl_named()),
                 Certificate::UnknownRevocationStatus => format!(
                     "the revocation of the server's certificate cannot be checked: {} has no list of its issuer",
                     self.crl_named()
