@@ -19,16 +19,21 @@
 //!   name the URL's host (a DNS name, or an IP address in its subject alternative names).
 //!
 //! A client certificate (`sslcert=FILE`, the chain in PEM, and `sslkey=FILE`, its unencrypted key in PEM: PKCS#8,
-//! PKCS#1 or SEC1) is presented when the server asks for one, with any mode but `disable`. The key file must be a
-//! regular file without group or world access (0600) — or, owned by root, without group write and world access
-//! (0640) — as libpq demands. Both are read at start (an error stops the gateway) and again at a handshake after
-//! either file changed (a rotated certificate taken without a restart); a changed pair that cannot be read or does
-//! not match keeps the last good one, said on stderr.
+//! PKCS#1 or SEC1) is presented when the server asks for one, with any mode but `disable`; without either, libpq's
+//! default files `$HOME/.postgresql/postgresql.crt` and `postgresql.key` when the certificate is there. The key file
+//! must be a regular file without group or world access (0600) — or, owned by root, without group write and world
+//! access (0640) — as libpq demands. Both are read at start (an error stops the gateway) and again at a handshake
+//! after either file changed (a rotated certificate taken without a restart); a changed pair that cannot be read or
+//! does not match keeps the last good one, said on stderr.
 //!
-//! Refused rather than half done: `allow`, a root file with a mode that would not read it (`disable`, `prefer`:
-//! silently not checking would look like checking), a client certificate without
-//! its key (or the other way round) or with `disable`, and `sslpassword` (encrypted keys: tokio-postgres refuses the
-//! parameter as unknown).
+//! Revocation lists (`sslcrl=FILE`, PEM or DER) are checked with `verify-ca` and `verify-full` by rustls' verifier:
+//! every certificate of the chain, an issuer without a list refused, an expired list refused (OpenSSL's checks for
+//! libpq).
+//!
+//! Refused rather than half done: `allow`, a root file or a revocation list with a mode that would not read it
+//! (`disable`, `prefer`: silently not checking would look like checking), a client certificate without its key (or
+//! the other way round) or with `disable`, `sslcrldir`, and encrypted keys (`sslpassword`; a key file in an
+//! encrypted form is refused naming it).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
