@@ -574,9 +574,8 @@ impl PostgresStore {
 /// primary and its standbys, docs/scaling.md "Failover") connects to the one that accepts writes: its
 /// `target_session_attrs` is `read-write` when the URL gives none (tokio-postgres asks each server `SHOW
 /// transaction_read_only` and goes on to the next one while the answer is `on`). Any other value, with several
-/// hosts, is refused: a
-/// gateway on a standby would deny every call while its read transactions, and so `/ready`, still succeed, and its
-/// connections there would stay in the pool after the primary came back.
+/// hosts, is refused: a gateway on a standby would deny every call while its read transactions, and so `/ready`,
+/// still succeed, and its connections there would stay in the pool after the primary came back.
 fn writable_hosts(config: &mut tokio_postgres::Config, url: &str, shown: &str) -> Result<(), String> {
     use tokio_postgres::config::TargetSessionAttrs;
     let given = url
