@@ -182,6 +182,7 @@ standby() {
   [ -f "$primary/port" ] || { echo "postgres.sh: no server started in \`$primary\`" >&2; exit 1; }
   local bin primary_port password dir port=""
   bin="$(bin_dir)" || { echo "postgres.sh: no PostgreSQL server: run \`scripts/postgres.sh install\`" >&2; exit 1; }
+  [ -x "$bin/pg_basebackup" ] || { echo "postgres.sh: no \`$bin/pg_basebackup\` (Debian's postgresql-client)" >&2; exit 1; }
   primary_port="$(cat "$primary/port")"
   password="$(cat "$primary/password")"
   dir="$(mktemp -d "${TMPDIR:-/tmp}/remit-pg-XXXXXX")"
