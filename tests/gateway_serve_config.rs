@@ -184,7 +184,7 @@ fn settings_come_from_the_file_then_the_environment_then_the_command_line() {
 
 /// The TLS files of a PostgreSQL store (`--store-ssl-root-cert`, `--store-ssl-cert`, `--store-ssl-key`,
 /// `--store-ssl-crl`) and its password file given with a SQLite store, by a flag, a variable or a key of the
-/// configuration file: `remit serve` (and `remit mcp-proxy`) does not start and says why, rather than ignore them
+/// configuration file: `remit serve` (and `remit mcp-proxy`, `remit bundle publish`) does not start and says why, rather than ignore them
 /// (the operator believes the gateway talks to a database over TLS, with that password).
 #[test]
 fn store_tls_files_with_a_sqlite_store_are_refused() {
@@ -223,6 +223,14 @@ fn store_tls_files_with_a_sqlite_store_are_refused() {
     assert!(error.contains("`--store-password-file") && error.contains("is SQLite"), "{error}");
     let proxy = ["mcp-proxy", "--policy", "policy", "--subject", "agent:a", "--store", "sqlite:state.db"];
     let error = refused(remit(&dir, &[&proxy[..], &["--store-password-file", "pw", "--", "true"]].concat(), &[]));
+    assert!(error.contains(password), "{error}");
+    // `remit bundle publish` too, once its bundle is read and checked.
+    let made =
+        |args: &[&str]| assert!(support::run(&mut remit(&dir, args, &[]), Duration::from_secs(60)).status.success());
+    made(&["keygen", "-o", "owner.key"]);
+    made(&["build", "policy", "--bundle", "--sign", "owner.key", "--revision", "1", "-o", "p.bundle"]);
+    let publish = ["bundle", "publish", "p.bundle", "--verify-key", "owner.key.pub", "--store", "sqlite:state.db"];
+    let error = refused(remit(&dir, &[&publish[..], &["--store-password-file", "pw"]].concat(), &[]));
     assert!(error.contains(password), "{error}");
     assert!(!dir.join("state.db").exists(), "refused before the store is made");
     // Without them, the same gateway starts.
