@@ -184,8 +184,8 @@ fn settings_come_from_the_file_then_the_environment_then_the_command_line() {
 
 /// The TLS files of a PostgreSQL store (`--store-ssl-root-cert`, `--store-ssl-cert`, `--store-ssl-key`,
 /// `--store-ssl-crl`) and its password file given with a SQLite store, by a flag, a variable or a key of the
-/// configuration file: `remit serve` (and `remit mcp-proxy`, `remit bundle publish`) does not start and says why, rather than ignore them
-/// (the operator believes the gateway talks to a database over TLS, with that password).
+/// configuration file: `remit serve` (and `remit mcp-proxy`, `remit bundle publish`) does not start and says why,
+/// rather than ignore them (the operator believes the gateway talks to a database over TLS, with that password).
 #[test]
 fn store_tls_files_with_a_sqlite_store_are_refused() {
     let dir = workspace("sqlite-tls");
