@@ -1670,8 +1670,9 @@ fn revocation_lists_refuse_a_revoked_server_certificate() {
     let p256 = ["ecparam", "-name", "prime256v1", "-genkey", "-noout"];
     let (server_crt, server_key) =
         issue("server", &p256, "/CN=127.0.0.1", &["extendedKeyUsage=serverAuth", "subjectAltName=IP:127.0.0.1"]);
-    let _other = openssl_ca(&dir, "other"); // its CA only: the list below is its own
-                                            // `openssl ca`'s list of each CA: none revoked, then the server's certificate revoked.
+    // Another CA, of which a list of its own (no list of the server's issuer).
+    let _other = openssl_ca(&dir, "other");
+    // `openssl ca`'s list of each CA: none revoked, then the server's certificate revoked.
     let gencrl = |ca: &str, out: &str, extra: &[&str]| {
         let config = format!("{ca}-ca.cnf");
         if !dir.join(&config).exists() {

@@ -464,8 +464,9 @@ fn default_client_files(home: Option<&Path>) -> Result<Option<(PathBuf, PathBuf)
     }
     if !key.exists() {
         return Err(format!(
-            "the default client certificate `{}` is there (no `sslcert` given: libpq's `~/.postgresql/postgresql.crt`), \
-             but not its key `{}`: add the key, or name the files (`sslcert`, `sslkey`)",
+            "the default client certificate `{}` is there (no `sslcert` given: libpq's \
+             `~/.postgresql/postgresql.crt`), but not its key `{}`: add the key, or name the files (`sslcert`, \
+             `sslkey`)",
             cert.display(),
             key.display()
         ));
@@ -841,7 +842,9 @@ mod tests {
         let refused = |url: &str| Connection::from_url_in(url, shown, &TlsFiles::default(), None).unwrap_err();
         for mode in ["prefer", "require"] {
             let why = refused(&format!("postgres://h/d?sslmode={mode}&sslcrl=/x.crl"));
-            assert!(why.contains(&format!("`sslcrl` is read only with `sslmode=verify-ca` or `verify-full` (or `require` with `sslrootcert`, which is `verify-ca`): with `sslmode={mode}`")), "{why}");
+            let only = "`sslcrl` is read only with `sslmode=verify-ca` or `verify-full` (or `require` with \
+                        `sslrootcert`, which is `verify-ca`)";
+            assert!(why.contains(&format!("{only}: with `sslmode={mode}`")), "{why}");
         }
         let why = refused(&format!("postgres://h/d?sslmode=verify-ca&sslrootcert={root}&sslcrl=/no/such.crl"));
         assert!(why.contains("cannot read `sslcrl=/no/such.crl`"), "{why}");
@@ -872,8 +875,10 @@ mod tests {
         let ca = crate::test_tls::TestCa::new("remit client CA");
         let (cert, _) = ca.client_files("remit", &dir);
         let encrypted = [
-            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIGbMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAiK\n-----END ENCRYPTED PRIVATE KEY-----\n",
-            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0F3E\n\nMIIEow==\n-----END RSA PRIVATE KEY-----\n",
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIGbMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAiK\n\
+             -----END ENCRYPTED PRIVATE KEY-----\n",
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0F3E\n\nMIIEow==\n\
+             -----END RSA PRIVATE KEY-----\n",
         ];
         for (i, pem) in encrypted.iter().enumerate() {
             let key = dir.join(format!("encrypted-{i}.key"));
