@@ -14,6 +14,17 @@
 #       and every database but `remit` (the printed URL's, which the tests make their databases through) takes a
 #       connection over TCP only over TLS and only with such a certificate naming the user (`hostssl … cert`:
 #       clientcert=verify-full, no password); plain TCP to them is rejected.
+#   scripts/postgres.sh standby PRIMARY_DIR [--owner PID] [--sync]
+#       makes a streaming-replication standby of the server of PRIMARY_DIR (started by `start`): a base backup
+#       (pg_basebackup, its WAL streamed) in a new temporary folder, started on 127.0.0.1 on a free port as a hot
+#       standby streaming the primary's WAL (`primary_conninfo`; the password in a passfile of the folder), and
+#       prints the folder and the URL of its database `remit`, as `start` does. With `--sync`, the primary then
+#       waits for the standby at every commit (`synchronous_standby_names = 'remit_standby'`, `synchronous_commit`
+#       left `on`: a commit returns once the standby has flushed it), and this waits until the standby is the
+#       primary's synchronous one; without, it waits until the standby streams (asynchronous). The standby's folder
+#       takes `stop`, `pause`, `resume`, `freeze`, `thaw` and `promote`.
+#   scripts/postgres.sh promote DIR
+#       promotes the standby of DIR (`pg_ctl promote`; returns once it accepts writes).
 #   scripts/postgres.sh certificate DIR CERT KEY
 #       replaces the TLS certificate and key of the server of DIR (started with `--tls`) and reloads it: new
 #       connections get the new certificate, established ones keep theirs.
@@ -157,6 +168,84 @@ install_certificate() {
   return 0
 }
 
+standby() {
+  local primary="${1:?postgres.sh standby PRIMARY_DIR [--owner PID] [--sync]}"
+  shift
+  local owner="" sync=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --owner) owner="$2"; shift 2 ;;
+      --sync) sync=1; shift ;;
+      *) echo "postgres.sh: unknown option \`$1\`" >&2; exit 2 ;;
+    esac
+  done
+  [ -f "$primary/port" ] || { echo "postgres.sh: no server started in \`$primary\`" >&2; exit 1; }
+  local bin primary_port password dir port=""
+  bin="$(bin_dir)" || { echo "postgres.sh: no PostgreSQL server: run \`scripts/postgres.sh install\`" >&2; exit 1; }
+  [ -x "$bin/pg_basebackup" ] || { echo "postgres.sh: no \`$bin/pg_basebackup\` (Debian's postgresql-client)" >&2; exit 1; }
+  primary_port="$(cat "$primary/port")"
+  password="$(cat "$primary/password")"
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/remit-pg-XXXXXX")"
+  chmod 755 "$dir"
+  printf '%s\n' "$password" >"$dir/password"
+  # The replication connection's password, in a passfile rather than on a command line or in the configuration.
+  printf '127.0.0.1:%s:*:remit:%s\n' "$primary_port" "$password" >"$dir/pgpass"
+  chmod 600 "$dir/pgpass"
+  [ "$(id -u)" = 0 ] && chown -R postgres "$dir"
+  as_server env PGPASSFILE="$dir/pgpass" "$bin/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U remit \
+    -D "$dir/data" -X stream -c fast >"$dir/basebackup.log" 2>&1 \
+    || { cat "$dir/basebackup.log" >&2; rm -rf "$dir"; exit 1; }
+  # The primary's configuration came with the backup: the socket in this folder, the WAL from the primary.
+  {
+    echo "unix_socket_directories = '$dir/data'"
+    echo "primary_conninfo = 'host=127.0.0.1 port=$primary_port user=remit passfile=$dir/pgpass application_name=remit_standby'"
+    echo "hot_standby = on"
+  } >>"$dir/data/postgresql.conf"
+  as_server touch "$dir/data/standby.signal"
+  local tries=0 started=""
+  while [ $tries -lt 5 ] && [ -z "$started" ]; do
+    tries=$((tries + 1))
+    port="$(free_port)"
+    if as_server "$bin/pg_ctl" -D "$dir/data" -o "-p $port" -l "$dir/server.log" -w -t 30 start >/dev/null; then
+      started=1
+    fi
+  done
+  [ -n "$started" ] || { cat "$dir/server.log" >&2 || true; rm -rf "$dir"; exit 1; }
+  echo "$port" >"$dir/port"
+  if [ -n "$owner" ]; then
+    setsid bash -c "while kill -0 $owner 2>/dev/null && [ -d '$dir' ]; do sleep 1; done; '$0' stop '$dir'" \
+      </dev/null >/dev/null 2>&1 &
+  fi
+  local want="streaming|async"
+  if [ -n "$sync" ]; then
+    want="streaming|sync"
+    printf "synchronous_standby_names = 'remit_standby'\n" >>"$primary/data/postgresql.conf"
+    as_server "$bin/pg_ctl" -D "$primary/data" reload >/dev/null
+  fi
+  # Streaming (and with --sync, the synchronous standby) before this returns.
+  local state="" waited=0
+  while [ "$state" != "$want" ]; do
+    state="$(as_server "$bin/psql" -h "$primary/data" -p "$primary_port" -U remit -d postgres -Atq \
+      -c "SELECT state || '|' || sync_state FROM pg_stat_replication WHERE application_name = 'remit_standby'" \
+      2>/dev/null)" || true
+    [ "$state" = "$want" ] && break
+    waited=$((waited + 1))
+    if [ $waited -ge 300 ]; then
+      echo "postgres.sh: the standby is \`$state\`, not \`$want\`, after 30 s" >&2
+      cat "$dir/server.log" >&2 || true
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "$dir"
+  echo "postgres://remit:$password@127.0.0.1:$port/remit"
+}
+
+promote() {
+  local dir="${1:?postgres.sh promote DIR}"
+  as_server "$(bin_dir)/pg_ctl" -D "$dir/data" -w -t 30 promote >/dev/null
+}
+
 certificate() {
   local dir="${1:?postgres.sh certificate DIR CERT KEY}"
   install_certificate "$dir" "${2:?postgres.sh certificate DIR CERT KEY}" "${3:?postgres.sh certificate DIR CERT KEY}"
@@ -207,8 +296,10 @@ case "${1:-}" in
   pause) pause "${2:-}" ;;
   freeze) freeze "${2:-}" ;;
   thaw) thaw "${2:-}" ;;
+  standby) shift; standby "$@" ;;
+  promote) promote "${2:-}" ;;
   certificate) certificate "${2:-}" "${3:-}" "${4:-}" ;;
   resume) resume "${2:-}" ;;
-  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] [--tls CERT KEY [--client-ca CA]] | stop DIR | pause DIR | resume DIR | freeze DIR | thaw DIR | certificate DIR CERT KEY" >&2
+  *) echo "usage: scripts/postgres.sh install | start [--owner PID] [--port PORT] [--tls CERT KEY [--client-ca CA]] | standby PRIMARY_DIR [--owner PID] [--sync] | promote DIR | stop DIR | pause DIR | resume DIR | freeze DIR | thaw DIR | certificate DIR CERT KEY" >&2
      exit 2 ;;
 esac

@@ -9,7 +9,8 @@
 #   - the pinned npm packages the browser tests load from disk (tests/browser/package-lock.json);
 #   - what the host libraries and the editor package need (scripts/test-deps-hosts.sh);
 #   - the MCP server and the MCP client (Python SDK) the `remit mcp-proxy` tests run (scripts/test-deps-mcp.sh);
-#   - Debian's PostgreSQL server, which the PostgreSQL store's tests start throwaway clusters of (scripts/postgres.sh),
+#   - Debian's PostgreSQL server, which the PostgreSQL store's tests start throwaway clusters of (scripts/postgres.sh;
+#     their standbys with pg_basebackup, of Debian's postgresql-client, which the server's package depends on),
 #     and Debian's openssl, whose command makes the certificates of tests/gateway_postgres.rs' client-certificate test
 #     (not part of every Debian installation);
 #   - Debian's HAProxy, the load balancer of tests/deploy_topology.rs (two `remit serve` behind it);

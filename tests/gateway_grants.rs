@@ -1413,6 +1413,74 @@ fn on_postgresql_a_child_is_granted_on_one_replica_and_goes_with_its_parent_revo
     audit::verify_chains(audit::read_all(&*stores[0]).unwrap()).unwrap();
 }
 
+/// Changes of child instances on one PostgreSQL replica racing the revocation of their parent on the other, many
+/// times: the revocation revokes the children it finds, and a change replaces a child's current row by a new
+/// version, so a change that committed between the two would leave its new version active under a revoked parent
+/// (the cascade's update finding the old row no longer current). The change locks the chain top-down — the
+/// parent's current row before the child's, as the cascade does — and is refused when the parent is no longer
+/// active: after every race each child is revoked, none listed active, whichever of the two came first.
+#[test]
+fn on_postgresql_a_childs_change_racing_its_parents_revocation_never_leaves_the_child_active() {
+    let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
+    let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
+    let (stores, gateways) =
+        replicas("grants_sub_change", policy, Config { grant_unproved: true, ..Config::default() });
+    let shopping = GrantAsk {
+        template: "shopping".into(),
+        principal: "user:alice".into(),
+        holder: "agent:shopper".into(),
+        params: json!({"merchants": ["acme"], "cap": "100 USD"}).as_object().unwrap().clone(),
+        parent: None,
+    };
+    let errand = |parent: &str, holder: String| GrantAsk {
+        template: "errand".into(),
+        principal: String::new(),
+        holder,
+        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
+        parent: Some(parent.to_string()),
+    };
+    let (mut changed, mut refused) = (0, 0);
+    for round in 0..40 {
+        let parent = gateways[0].grant("user:alice", &shopping).unwrap();
+        let children: Vec<_> = (0..3)
+            .map(|i| {
+                gateways[1].grant("user:alice", &errand(&parent.id, format!("agent:errands/{round}-{i}"))).unwrap()
+            })
+            .collect();
+        let results: Vec<Result<_, GrantError>> = std::thread::scope(|scope| {
+            let changes: Vec<_> = children
+                .iter()
+                .enumerate()
+                .map(|(i, child)| {
+                    let (gateway, id) = (&gateways[1], child.id.clone());
+                    let small: Map<String, Value> =
+                        json!({"small": format!("{} USD", 5 + i)}).as_object().unwrap().clone();
+                    scope.spawn(move || gateway.change_grant("user:alice", &id, &small))
+                })
+                .collect();
+            let revoked = gateways[0].revoke_grant("user:alice", &parent.id);
+            assert!(revoked.is_ok(), "{revoked:?}");
+            changes.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for result in &results {
+            match result {
+                Ok(g) => {
+                    assert_eq!(g.version, 2);
+                    changed += 1;
+                }
+                Err(GrantError::Revoked(_) | GrantError::Refused { .. }) => refused += 1,
+                Err(e) => panic!("a change racing the revocation is done or refused, never an error: {e:?}"),
+            }
+        }
+        let listed = gateways[1].grants("ops", true, Some("user:alice"), None).unwrap();
+        let active: Vec<_> = listed.iter().filter(|g| g.revoked_at.is_none()).map(|g| (&g.id, g.version)).collect();
+        assert!(active.is_empty(), "round {round}: listed active under a revoked parent: {active:?} ({results:?})");
+    }
+    assert!(changed > 0 && refused > 0, "both orders happened: {changed} changed, {refused} refused");
+    eprintln!("{changed} changes done before the revocation (then revoked with it), {refused} refused after it");
+    audit::verify_chains(audit::read_all(&*stores[0]).unwrap()).unwrap();
+}
+
 /// The principal's page grants a sub-delegated instance: the form of a template under a template offers her active
 /// instances of the parent template instead of a principal, and shows the bound over `parent.NAME`.
 #[test]

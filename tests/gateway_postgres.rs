@@ -1615,5 +1615,122 @@ fn client_certificates_and_verify_ca_against_a_server_that_demands_them() {
     let out = audit(false);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && said.contains("needs `sslrootcert=FILE`"), "{said}");
+
+    // libpq's default client certificate: `$HOME/.postgresql/postgresql.crt` and `postgresql.key`, presented when
+    // no `sslcert` is named (`remit audit verify`, a process of its own, with HOME set for it).
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".postgresql")).unwrap();
+    let audit_in = |home: &std::path::Path| {
+        let mut command = Command::new(support::remit_bin());
+        command.args(["audit", "verify", &format!("{store}&sslrootcert={root}")]).env("HOME", home);
+        command.env_remove("REMIT_STORE_SSL_CERT").env_remove("REMIT_STORE_SSL_KEY").output().unwrap()
+    };
+    let out = audit_in(&home);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("connection requires a valid client certificate"), "{said}");
+    std::fs::copy(&client_crt, home.join(".postgresql/postgresql.crt")).unwrap();
+    let out = audit_in(&home);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("postgresql.crt` is there") && said.contains("not its key"),
+        "{said}"
+    );
+    std::fs::copy(&client_key, home.join(".postgresql/postgresql.key")).unwrap();
+    set_mode(&home.join(".postgresql/postgresql.key"), 0o600);
+    let out = audit_in(&home);
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+
+    // Encrypted keys, as openssl writes them (PKCS#8, and the traditional form with `Proc-Type`): refused, naming the
+    // file, before anything is sent.
+    let client_key_file = std::path::Path::new(&client_key).file_name().unwrap().to_str().unwrap().to_string();
+    openssl(&dir, &["pkey", "-in", &client_key_file, "-aes256", "-passout", "pass:secret", "-out", "pkcs8.key"]);
+    let traditional = ["rsa", "-in", &client_key_file, "-aes128", "-traditional", "-passout", "pass:secret"];
+    openssl(&dir, &[&traditional[..], &["-out", "traditional.key"]].concat());
+    for file in ["pkcs8.key", "traditional.key"] {
+        let key = dir.join(file);
+        set_mode(&key, 0o600);
+        let why = refused(with(&ca, &client_crt, key.to_str().unwrap()));
+        let named = format!("`sslkey={}` is an encrypted private key, which is not supported", key.display());
+        assert!(why.contains(&named), "{why}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Revocation lists for the server's certificate (`sslcrl`, `--store-ssl-crl`, `REMIT_STORE_SSL_CRL`), made by
+/// `openssl ca` as an operator makes them: a list of the server's CA that revokes nothing lets `verify-full` and
+/// `verify-ca` connect; one that revokes the server's certificate refuses it, said as such, in both modes; a list of
+/// another CA only (the server's issuer has none) and an expired list are refused too, as OpenSSL refuses them for
+/// libpq. `remit audit verify` reads the list from the variable.
+#[test]
+fn revocation_lists_refuse_a_revoked_server_certificate() {
+    let dir = std::env::temp_dir().join(format!("remit-pg-crl-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let issue = openssl_ca(&dir, "db");
+    let p256 = ["ecparam", "-name", "prime256v1", "-genkey", "-noout"];
+    let (server_crt, server_key) =
+        issue("server", &p256, "/CN=127.0.0.1", &["extendedKeyUsage=serverAuth", "subjectAltName=IP:127.0.0.1"]);
+    // Another CA, of which a list of its own (no list of the server's issuer).
+    let _other = openssl_ca(&dir, "other");
+    // `openssl ca`'s list of each CA: none revoked, then the server's certificate revoked.
+    let gencrl = |ca: &str, out: &str, extra: &[&str]| {
+        let config = format!("{ca}-ca.cnf");
+        if !dir.join(&config).exists() {
+            let body = format!(
+                "[ca]\ndefault_ca = crl_ca\n[crl_ca]\ndatabase = {ca}-index.txt\ncrlnumber = {ca}-crlnumber\n\
+                 default_md = sha256\ndefault_crl_days = 36500\n"
+            );
+            std::fs::write(dir.join(&config), body).unwrap();
+            std::fs::write(dir.join(format!("{ca}-index.txt")), "").unwrap();
+            std::fs::write(dir.join(format!("{ca}-crlnumber")), "01\n").unwrap();
+        }
+        let (key, crt) = (format!("{ca}-ca.key"), format!("{ca}-ca.crt"));
+        let args = ["ca", "-config", &config, "-keyfile", &key, "-cert", &crt];
+        match out {
+            "" => openssl(&dir, &[&args[..], extra].concat()),
+            out => openssl(&dir, &[&args[..], extra, &["-gencrl", "-out", out]].concat()),
+        }
+        dir.join(out).display().to_string()
+    };
+    let clean = gencrl("db", "clean.crl", &[]);
+    let elsewhere = gencrl("other", "other.crl", &[]);
+    gencrl("db", "", &["-revoke", &server_crt]);
+    let revoked = gencrl("db", "revoked.crl", &[]);
+    let expired = gencrl("db", "expired.crl", &["-crlsec", "1"]);
+
+    let server = Server::start_tls(&server_crt, &server_key);
+    let url = server.database("crl");
+    let root = dir.join("db-ca.crt").display().to_string();
+    let connect = |mode: &str, crl: &str| {
+        let url = format!("{url}?sslmode={mode}&sslrootcert={root}&sslcrl={crl}");
+        PostgresStore::connect(&url, None, &writer(&format!("crl-{mode}")))
+    };
+    for mode in ["verify-full", "verify-ca"] {
+        let store = connect(mode, &clean).unwrap_or_else(|e| panic!("{mode} with a clean list: {e}"));
+        store.execute_raw("SELECT 1").unwrap();
+        assert_eq!(tls_of(&server, &format!("crl-{mode}")), "t");
+        let why = connect(mode, &revoked).unwrap_err().to_string();
+        let said = format!("the server's certificate is revoked by `sslcrl={revoked}`; sslmode={mode}");
+        assert!(why.contains(&said), "{why}");
+        let why = connect(mode, &elsewhere).unwrap_err().to_string();
+        assert!(why.contains(&format!("cannot be checked: `sslcrl={elsewhere}` has no list of its issuer")), "{why}");
+    }
+    // The expired list: its next update one second after it was made.
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    let why = connect("verify-full", &expired).unwrap_err().to_string();
+    assert!(why.contains(&format!("the revocation list of `sslcrl={expired}` has expired")), "{why}");
+
+    // `remit audit verify` with the list from `REMIT_STORE_SSL_CRL` (the store made above, through the clean one).
+    let audit = |crl: &str| {
+        let mut command = std::process::Command::new(support::remit_bin());
+        command.args(["audit", "verify", &format!("{url}?sslmode=verify-full&sslrootcert={root}")]);
+        command.env("REMIT_STORE_SSL_CRL", crl).output().unwrap()
+    };
+    let out = audit(&clean);
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = audit(&revoked);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("the server's certificate is revoked"), "{said}");
+    drop(server);
     std::fs::remove_dir_all(&dir).ok();
 }

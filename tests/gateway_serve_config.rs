@@ -182,9 +182,10 @@ fn settings_come_from_the_file_then_the_environment_then_the_command_line() {
     std::fs::remove_dir_all(&other).ok();
 }
 
-/// The TLS files of a PostgreSQL store (`--store-ssl-root-cert`, `--store-ssl-cert`, `--store-ssl-key`) given with
-/// a SQLite store, by a flag, a variable or a key of the configuration file: `remit serve` does not start and says
-/// why, rather than ignore them (the operator believes the gateway talks to a database over TLS).
+/// The TLS files of a PostgreSQL store (`--store-ssl-root-cert`, `--store-ssl-cert`, `--store-ssl-key`,
+/// `--store-ssl-crl`) and its password file given with a SQLite store, by a flag, a variable or a key of the
+/// configuration file: `remit serve` (and `remit mcp-proxy`, `remit bundle publish`) does not start and says why,
+/// rather than ignore them (the operator believes the gateway talks to a database over TLS, with that password).
 #[test]
 fn store_tls_files_with_a_sqlite_store_are_refused() {
     let dir = workspace("sqlite-tls");
@@ -204,6 +205,33 @@ fn store_tls_files_with_a_sqlite_store_are_refused() {
     .unwrap();
     let error = refused(remit(&dir, &["serve", "--config", "remit.toml"], &[]));
     assert!(error.contains("`--store-ssl-root-cert`") && error.contains("is SQLite"), "{error}");
+    let error = refused(remit(&dir, &[&base[..], &["--store-ssl-crl", "db.crl"]].concat(), &[]));
+    assert!(error.contains("`--store-ssl-crl`") && error.contains("is SQLite"), "{error}");
+    // The password file too (a flag, a variable, a key), and by `remit mcp-proxy` as by `remit serve`.
+    let password = "`--store-password-file pw` (a flag, `REMIT_STORE_PASSWORD_FILE` or a configuration key) is for a \
+                    PostgreSQL store; the store `sqlite:state.db` is SQLite";
+    let error = refused(remit(&dir, &[&base[..], &["--store-password-file", "pw"]].concat(), &[]));
+    assert!(error.contains(password), "{error}");
+    let error = refused(remit(&dir, &base, &[("REMIT_STORE_PASSWORD_FILE", "pw")]));
+    assert!(error.contains(password), "{error}");
+    std::fs::write(
+        dir.join("password.toml"),
+        "policy = [\"policy\"]\nlisten = \"127.0.0.1:0\"\nstore = \"sqlite:state.db\"\nstore-password-file = \"pw\"\n",
+    )
+    .unwrap();
+    let error = refused(remit(&dir, &["serve", "--config", "password.toml"], &[]));
+    assert!(error.contains("`--store-password-file") && error.contains("is SQLite"), "{error}");
+    let proxy = ["mcp-proxy", "--policy", "policy", "--subject", "agent:a", "--store", "sqlite:state.db"];
+    let error = refused(remit(&dir, &[&proxy[..], &["--store-password-file", "pw", "--", "true"]].concat(), &[]));
+    assert!(error.contains(password), "{error}");
+    // `remit bundle publish` too, once its bundle is read and checked.
+    let made =
+        |args: &[&str]| assert!(support::run(&mut remit(&dir, args, &[]), Duration::from_secs(60)).status.success());
+    made(&["keygen", "-o", "owner.key"]);
+    made(&["build", "policy", "--bundle", "--sign", "owner.key", "--revision", "1", "-o", "p.bundle"]);
+    let publish = ["bundle", "publish", "p.bundle", "--verify-key", "owner.key.pub", "--store", "sqlite:state.db"];
+    let error = refused(remit(&dir, &[&publish[..], &["--store-password-file", "pw"]].concat(), &[]));
+    assert!(error.contains(password), "{error}");
     assert!(!dir.join("state.db").exists(), "refused before the store is made");
     // Without them, the same gateway starts.
     drop(Gateway::start(remit(&dir, &base, &[])));

@@ -9,6 +9,7 @@
 
 mod support;
 
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -17,7 +18,8 @@ use remit_gateway::audit;
 use serde_json::{json, Value};
 use support::postgres::{shared, Server};
 use support::replicas::{
-    approve, audited, decide, evaluate, query, wait_until, waiting_for_a_lock, writer_of, Answer, Replicas, RowLock,
+    approve, audit_verify, audited, decide, evaluate, query, wait_until, waiting_for_a_lock, writer_of, Answer,
+    Replicas, RowLock,
 };
 
 /// Payments of at most 3 per operation, those above 60 USD approved first by Alice (a single-use approval).
@@ -446,4 +448,238 @@ fn the_answer_timeout_flag_bounds_the_wait_for_a_frozen_server() {
     drop(replicas);
     drop(server);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Failover (docs/scaling.md, "Failover"): a primary with a synchronous streaming-replication standby
+/// (scripts/postgres.sh `standby --sync`), and two replicas whose store URL names both servers (libpq's multi-host
+/// form, `…@primary:p1,standby:p2/db?target_session_attrs=read-write`), under load — small payments counted by a
+/// budget of 3 per operation, and large ones escalated on one replica, approved in the inbox of the other, retried —
+/// when the primary is stopped (`pg_ctl stop -m immediate`) and, 1.5 s later, the standby promoted (`pg_ctl
+/// promote`). While there is no primary every call is answered, denied `gateway.store-unavailable` (never allowed,
+/// never logged), and `/ready` answers 503; once the standby is promoted the same processes (never restarted)
+/// connect to it, turn ready and decide again. On the promoted database: every allow any caller was answered, before
+/// the failover too, is logged (a commit returned only once the standby had flushed it), `remit audit verify`
+/// passes, every budget counter equals the allows logged, and every consumed approval has its allow.
+#[test]
+fn a_promoted_standby_takes_over_from_a_dead_primary_without_a_restart_and_loses_no_allow() {
+    let started = Instant::now();
+    let primary = Server::start();
+    primary.database("failover");
+    let standby = primary.standby(true);
+    let url = primary.failover_url(&standby, "failover");
+    let dir = policy_dir("replicas-failover", SHOP);
+    let mut replicas = Replicas::start(2, &dir.join("shop.remit"), &url, &dir, &[]);
+    let pids = [replicas.pid(0), replicas.pid(1)];
+    let done = AtomicBool::new(false);
+    let seen = Mutex::new(Seen::default());
+    let (stopped_at, promoted_at, back_at, ready_while_down) = std::thread::scope(|scope| {
+        let (replicas, done, seen) = (&replicas, &done, &seen);
+        for caller in 0..4 {
+            scope.spawn(move || {
+                let call = |replica: usize, body: &Value| {
+                    let sent = Instant::now();
+                    let answer = decide(replicas.url(replica), body);
+                    let mut seen = seen.lock().unwrap();
+                    match answer {
+                        Ok(answer) => {
+                            seen.answers.push((replica, sent, Instant::now(), answer.clone()));
+                            Some(answer)
+                        }
+                        Err(e) => {
+                            seen.lost.push((replica, sent, e));
+                            None
+                        }
+                    }
+                };
+                for k in 0..2_000 {
+                    if done.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let first = (caller + k) % 2;
+                    if k % 5 != 4 {
+                        // Four calls per operation: the fourth is over the budget of 3.
+                        call(first, &payment("20.00 USD", &format!("op-{caller}-{}", k / 4)));
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                    let operation = format!("big-{caller}-{k}");
+                    let mut big = payment("80.00 USD", &operation);
+                    big["resource"]["id"] = json!(format!("order:{operation}"));
+                    // Without a primary it is denied, not escalated: no flow then.
+                    let Some(escalated) = call(first, &big) else { continue };
+                    let Some(request) = escalated.access_request.filter(|_| escalated.outcome == "escalate") else {
+                        continue;
+                    };
+                    match approve(replicas.url(1 - first), &request) {
+                        Ok(200) => {}
+                        // Refused without a primary (503): the flow ends there.
+                        Ok(_) => continue,
+                        Err(e) => {
+                            seen.lock().unwrap().lost.push((1 - first, Instant::now(), e));
+                            continue;
+                        }
+                    }
+                    if call(first, &big).is_some_and(|a| a.allowed()) {
+                        seen.lock().unwrap().approved_flows += 1;
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(1_200));
+        primary.pause();
+        let stopped_at = Instant::now();
+        let ready_while_down = [replicas.ready(0), replicas.ready(1)];
+        std::thread::sleep(Duration::from_millis(1_500));
+        let promoted_at = Instant::now();
+        standby.promote();
+        let back = wait_until(Duration::from_secs(30), || replicas.ready(0) == 200 && replicas.ready(1) == 200);
+        assert!(back, "both replicas ready on the promoted standby: {}{}", replicas.stderr(0), replicas.stderr(1));
+        let back_at = Instant::now();
+        std::thread::sleep(Duration::from_millis(1_500));
+        done.store(true, Ordering::SeqCst);
+        (stopped_at, promoted_at, back_at, ready_while_down)
+    });
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(ready_while_down, [503, 503], "/ready without a primary");
+    assert!(seen.lost.is_empty(), "every call was answered: {:?}", seen.lost);
+    for (i, pid) in pids.iter().enumerate() {
+        assert!(replicas.running(i) && replicas.pid(i) == *pid, "replica {i} was not restarted");
+    }
+    // Without a primary: denied for want of the store, by both replicas, and never allowed.
+    let gap: Vec<&(usize, Instant, Instant, Answer)> =
+        seen.answers.iter().filter(|(_, sent, got, _)| *sent > stopped_at && *got < promoted_at).collect();
+    let not_denied: Vec<_> = gap.iter().filter(|(.., a)| !a.store_unavailable()).collect();
+    assert!(not_denied.is_empty(), "calls without a primary not denied store-unavailable: {not_denied:?}");
+    for replica in [0, 1] {
+        assert!(gap.iter().any(|(r, ..)| *r == replica), "replica {replica} denied calls without a primary");
+    }
+    // On the promoted standby: both decide again, allowing within the budget.
+    let after: Vec<&(usize, Instant, Instant, Answer)> =
+        seen.answers.iter().filter(|(_, sent, ..)| *sent > back_at).collect();
+    let unavailable: Vec<_> = after.iter().filter(|(.., a)| a.store_unavailable() || a.status != 200).collect();
+    assert!(unavailable.is_empty(), "refused once ready again: {unavailable:?}");
+    for replica in [0, 1] {
+        let allowed = after.iter().filter(|(r, .., a)| *r == replica && a.allowed()).count();
+        assert!(allowed > 0, "replica {replica} allowed on the promoted standby");
+    }
+    let before = seen.answers.iter().filter(|(_, _, got, a)| *got < stopped_at && a.allowed()).count();
+    assert!(before > 0 && seen.approved_flows > 0, "allowed before the failover; escalations approved and allowed");
+    let promoted = standby.database_url("failover");
+    assert_eq!(query(&promoted, "SELECT pg_is_in_recovery()"), ["f"], "the standby was promoted");
+    let sessions = query(
+        &promoted,
+        "SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name LIKE 'remit serve %' ORDER BY 1",
+    );
+    let mut names: Vec<String> = pids.iter().map(|pid| format!("remit serve {pid}")).collect();
+    names.sort();
+    assert_eq!(sessions, names, "both replicas' connections are on the promoted standby");
+
+    // The promoted database, audited: every allow answered (before the failover too) is there.
+    let audit = audited(&promoted, &seen.allows(), "per_op");
+    assert_eq!(audit.chains, 2, "a chain per replica, each going on after the failover");
+    let logged: Vec<_> =
+        gap.iter().filter_map(|(.., a)| a.id.as_deref().filter(|id| audit.decisions.contains_key(*id))).collect();
+    assert!(logged.is_empty(), "denied for want of the store, yet logged: {logged:?}");
+    let consumed = query(&promoted, "SELECT count(*) FROM approvals WHERE consumed");
+    eprintln!(
+        "{} calls, {} allowed ({before} before the primary died), {} without a primary (all denied \
+         gateway.store-unavailable), ready on the promoted standby {:?} after `pg_ctl promote`; {} approvals \
+         consumed, {} escalations approved and allowed",
+        seen.answers.len(),
+        seen.allows().len(),
+        gap.len(),
+        back_at - promoted_at,
+        consumed[0],
+        seen.approved_flows
+    );
+    drop(replicas);
+    drop(standby);
+    drop(primary);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(started.elapsed() < Duration::from_secs(90), "bounded: {:?}", started.elapsed());
+}
+
+/// What asynchronous replication loses at a failover, and what finds it (docs/scaling.md, "Failover"): a primary
+/// with an asynchronous standby, one replica signing its chain's head every second (`--log-key`). Ten allows reach
+/// the standby; then the standby stops (a replication lag as long as one likes), and ten more allows are answered
+/// and committed on the primary alone, and their head signed and kept outside (`remit audit head`). The primary
+/// dies; the standby, started again, is promoted; the same replica decides on it. The promoted database lacks the
+/// ten last allows, and is a consistent earlier state of the primary's: `remit audit verify` passes on it — the
+/// cut tail is not found by the log alone — while `remit audit verify --head` with the head kept outside fails,
+/// naming the writer's entry that was rewritten.
+#[test]
+fn an_asynchronous_standby_promoted_loses_the_unreplicated_tail_which_only_a_head_kept_outside_finds() {
+    let started = Instant::now();
+    let primary = Server::start();
+    primary.database("async_failover");
+    let standby = primary.standby(false);
+    // Without `target_session_attrs`: with several hosts, a gateway takes `read-write`.
+    let url = primary.failover_url(&standby, "async_failover").replace("?target_session_attrs=read-write", "");
+    let dir = policy_dir("replicas-async-failover", &SHOP.replace("at most 3", "at most 1000"));
+    let key = dir.join("log.key");
+    let made = Command::new(support::remit_bin()).arg("keygen").arg("-o").arg(&key).output().unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let key_text = key.display().to_string();
+    let replicas =
+        Replicas::start(1, &dir.join("shop.remit"), &url, &dir, &["--log-key", &key_text, "--head-interval", "1s"]);
+    let allow = |operation: &str| {
+        let answer = decide(replicas.url(0), &payment("20.00 USD", operation)).unwrap();
+        assert!(answer.allowed(), "{answer:?}: {}", replicas.stderr(0));
+        answer.id.unwrap()
+    };
+    let (on_primary, on_standby) = (primary.database_url("async_failover"), standby.database_url("async_failover"));
+    let decisions = "SELECT count(*) FROM log WHERE kind = 'decision'";
+    let kept: Vec<String> = (0..10).map(|k| allow(&format!("op-kept-{k}"))).collect();
+    let replicated = wait_until(Duration::from_secs(10), || query(&on_standby, decisions) == ["10"]);
+    assert!(replicated, "the standby replayed the first ten allows");
+    standby.pause();
+    let lost: Vec<String> = (0..10).map(|k| allow(&format!("op-lost-{k}"))).collect();
+    // A head signed after the lost allows, kept outside the database.
+    let writer = writer_of(&on_primary, replicas.pid(0));
+    let last: u64 =
+        query(&on_primary, &format!("SELECT max(seq) FROM log WHERE writer = '{writer}'"))[0].parse().unwrap();
+    let head_file = dir.join("head.json");
+    let signed = wait_until(Duration::from_secs(10), || {
+        let out = Command::new(support::remit_bin()).args(["audit", "head", "--store", &on_primary]).output().unwrap();
+        let head: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let covers = head["writer"] == writer.as_str() && head["seq"].as_u64().is_some_and(|seq| seq >= last);
+        if covers {
+            std::fs::write(&head_file, &out.stdout).unwrap();
+        }
+        covers
+    });
+    assert!(signed, "a head of `{writer}` at or after entry {last} was signed");
+    primary.pause();
+    standby.resume();
+    standby.promote();
+    let back = wait_until(Duration::from_secs(30), || replicas.ready(0) == 200);
+    assert!(back, "the replica is ready on the promoted standby: {}", replicas.stderr(0));
+    let after = allow("op-after");
+
+    // The promoted database: the first ten allows and the one after, not the ten the standby never received.
+    let logged = |id: &str| query(&on_standby, &format!("SELECT count(*) FROM log WHERE body LIKE '%\"{id}\"%'"));
+    for id in kept.iter().chain([&after]) {
+        assert_eq!(logged(id), ["1"], "`{id}` is logged on the promoted standby");
+    }
+    let missing: Vec<&String> = lost.iter().filter(|id| logged(id) == ["0"]).collect();
+    assert_eq!(missing.len(), lost.len(), "the allows committed on the primary alone are lost: {missing:?}");
+    // The log alone verifies: an earlier, consistent state, the writer's chain going on from its replicated head.
+    let (passed, said) = audit_verify(&on_standby);
+    assert!(passed, "remit audit verify on the promoted standby: {said}");
+    // The head kept outside finds the cut.
+    let public = format!("{}.pub", key.display());
+    let out = Command::new(support::remit_bin())
+        .args(["audit", "verify", &on_standby, "--key", &public, "--head"])
+        .arg(&head_file)
+        .output()
+        .unwrap();
+    let kept_said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "the kept head fails: {kept_said}");
+    assert!(kept_said.contains("the kept head fails") && kept_said.contains(&writer), "{kept_said}");
+    eprintln!("remit audit verify: {said}\nwith the head kept outside: {kept_said}");
+    drop(replicas);
+    drop(standby);
+    drop(primary);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(started.elapsed() < Duration::from_secs(90), "bounded: {:?}", started.elapsed());
 }

@@ -5,7 +5,10 @@
 //! - `sqlite full`: one gateway, its SQLite file on disk, `--durability full` (an fsync per commit);
 //! - `sqlite process`: the same with `--durability process` (the default: WAL, `synchronous = NORMAL`);
 //! - `pg 1`: one gateway on a PostgreSQL database (the throwaway server of scripts/postgres.sh, `fsync = off`);
-//! - `pg 2`: two gateways on another database of that server, the callers split between them.
+//! - `pg 2`: two gateways on another database of that server, the callers split between them;
+//! - `pg 2 sync`: the same on a second server with a synchronous streaming-replication standby (scripts/postgres.sh
+//!   `standby --sync`: every commit waits until the standby has flushed it; docs/scaling.md "Failover"). Its
+//!   server's CPU is the primary's only (the standby's is not counted).
 //!
 //! With `REMIT_BENCH_BASELINE=PATH` (another build's `remit`), `sqlite process` and `pg 2` run also on that binary
 //! (`… base`, their own store and database), in the same rounds: a change measured side by side with its baseline.
@@ -95,6 +98,8 @@ struct Setup {
     store: String,
     /// The PostgreSQL database's name (for `pg_stat_activity`).
     database: Option<String>,
+    /// Its server: the URL of its database `remit` (where `pg_stat_activity` is read) and its postmaster's pid.
+    server: Option<(String, u32)>,
     /// The decision ids answered allow.
     allows: Mutex<Vec<String>>,
 }
@@ -157,6 +162,12 @@ fn scale_bench() {
     std::fs::write(&policy, POLICY).unwrap();
     let with_postgres = wanted("pg 1") || wanted("pg 2");
     let server = with_postgres.then(Server::start);
+    // The synchronous standby's primary, and its standby (kept until the end).
+    let synchronous = wanted("pg 2 sync").then(|| {
+        let primary = Server::start();
+        let standby = primary.standby(true);
+        (primary, standby)
+    });
     let baseline = std::env::var("REMIT_BENCH_BASELINE").ok();
     let gateway_cpus = std::env::var("REMIT_BENCH_GATEWAY_CPUS").ok();
     let serve = |bin: &str, store: &str, extra: &[&str], log: &str| {
@@ -183,12 +194,17 @@ fn scale_bench() {
     let sqlite = |bin: &str, name: &str, file: &str, durability: &str| {
         let store = format!("sqlite:{}", dir.join(format!("{file}.db")).display());
         let served = vec![serve(bin, &store, &["--durability", durability], &format!("{file}.log"))];
-        Setup { name: name.into(), served, store, database: None, allows: Mutex::new(Vec::new()) }
+        Setup { name: name.into(), served, store, database: None, server: None, allows: Mutex::new(Vec::new()) }
     };
-    let postgres = |bin: &str, name: &str, url: &str, database: &str, n: usize| {
-        let served = (0..n).map(|i| serve(bin, url, &[], &format!("{database}-{i}.log"))).collect();
-        let database = Some(database.into());
-        Setup { name: name.into(), served, store: url.to_string(), database, allows: Mutex::new(Vec::new()) }
+    let postmaster_of = |server: &Server| -> u32 {
+        let pid = std::fs::read_to_string(server.dir().join("data/postmaster.pid")).unwrap();
+        pid.lines().next().unwrap().trim().parse().unwrap()
+    };
+    let postgres = |bin: &str, name: &str, server: &Server, database: &str, n: usize| {
+        let url = server.database(database);
+        let served = (0..n).map(|i| serve(bin, &url, &[], &format!("{database}-{i}.log"))).collect();
+        let (database, server) = (Some(database.into()), Some((server.url().to_string(), postmaster_of(server))));
+        Setup { name: name.into(), served, store: url, database, server, allows: Mutex::new(Vec::new()) }
     };
     let bin = support::remit_bin();
     let mut setups = Vec::new();
@@ -203,29 +219,21 @@ fn scale_bench() {
     }
     if let Some(server) = &server {
         if wanted("pg 1") {
-            setups.push(postgres(bin, "pg 1", &server.database("bench_one"), "bench_one", 1));
+            setups.push(postgres(bin, "pg 1", server, "bench_one", 1));
         }
         if wanted("pg 2") {
-            setups.push(postgres(bin, "pg 2", &server.database("bench_two"), "bench_two", 2));
+            setups.push(postgres(bin, "pg 2", server, "bench_two", 2));
             if let Some(base) = &baseline {
-                let two_base = server.database("bench_two_base");
-                setups.push(postgres(base, "pg 2 base", &two_base, "bench_two_base", 2));
+                setups.push(postgres(base, "pg 2 base", server, "bench_two_base", 2));
             }
         }
+    }
+    if let Some((primary, _)) = &synchronous {
+        setups.push(postgres(bin, "pg 2 sync", primary, "bench_sync", 2));
     }
     if let Some(base) = &baseline {
         println!("# baseline: {base}");
     }
-    let postmaster: Option<u32> = server.as_ref().map(|server| {
-        std::fs::read_to_string(server.dir().join("data/postmaster.pid"))
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    });
     println!(
         "# scale_bench: {seconds} s × {rounds} rounds per variant; PostgreSQL {}; load average {}",
         server.as_ref().map_or("not started".into(), |s| s.query("SHOW server_version")),
@@ -242,7 +250,7 @@ fn scale_bench() {
         for (c, case) in cases.iter().enumerate() {
             for (k, callers) in callers_run.iter().enumerate() {
                 for (s, setup) in setups.iter().enumerate() {
-                    let run = measure(setup, case, *callers, seconds, &counter, postmaster, server.as_ref());
+                    let run = measure(setup, case, *callers, seconds, &counter);
                     runs.entry((c, k, s)).or_default().push(run);
                 }
             }
@@ -425,16 +433,8 @@ fn stale_scratch_of_dead_processes_is_removed() {
 }
 
 /// Runs `callers` callers on `setup` for `seconds` (caller `i` on gateway `i % n`).
-#[allow(clippy::too_many_arguments)]
-fn measure(
-    setup: &Setup,
-    case: &str,
-    callers: usize,
-    seconds: f64,
-    counter: &AtomicU64,
-    postmaster: Option<u32>,
-    server: Option<&Server>,
-) -> Run {
+fn measure(setup: &Setup, case: &str, callers: usize, seconds: f64, counter: &AtomicU64) -> Run {
+    let postmaster = setup.server.as_ref().map(|(_, pid)| *pid);
     let metrics_before: Vec<BTreeMap<String, f64>> = setup.served.iter().map(metrics).collect();
     let gateways: Vec<u32> = setup.served.iter().map(|s| s.child.id()).collect();
     let cpu_before = (cpu(&gateways), postmaster.map_or(0.0, database_cpu), cpu(&[std::process::id()]));
@@ -445,7 +445,7 @@ fn measure(
     let length = Duration::from_secs_f64(seconds);
     let (results, elapsed, samples) = std::thread::scope(|scope| {
         let sampler = setup.database.as_ref().map(|database| {
-            let (stop, url) = (&stop, server.expect("a PostgreSQL setup has its server").url());
+            let (stop, url) = (&stop, setup.server.as_ref().expect("a PostgreSQL setup has its server").0.as_str());
             scope.spawn(move || lock_waits(url, database, stop))
         });
         let workers: Vec<_> = (0..callers)

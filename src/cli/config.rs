@@ -26,6 +26,7 @@ const PATH_KEYS: &[&str] = &[
     "store-ssl-root-cert",
     "store-ssl-cert",
     "store-ssl-key",
+    "store-ssl-crl",
     "inbox-token-file",
     "admin-token-file",
     "pep-token-file",

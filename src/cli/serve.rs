@@ -269,7 +269,8 @@ pub fn warn_expiring(policy: &Policy, clock: &dyn Clock, horizon: u64) {
 #[derive(Args, Debug)]
 pub struct StoreArgs {
     /// Where the state lives: `sqlite:PATH` (one gateway), or `postgres://USER@HOST:PORT/DATABASE[?sslmode=…]` (a
-    /// database that several gateways share: docs/scaling.md)
+    /// database that several gateways share: docs/scaling.md); a primary and its standbys as
+    /// `postgres://USER@H1:P1,H2:P2/DATABASE`, connecting to the one that accepts writes
     #[arg(long, default_value = "sqlite:remit-gateway.db")]
     store: String,
     /// A file holding the PostgreSQL store's password (its first line), when the URL has none
@@ -298,6 +299,10 @@ pub struct StoreArgs {
     /// URL's `sslkey`
     #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_KEY")]
     store_ssl_key: Option<String>,
+    /// Certificate revocation lists (PEM) the PostgreSQL server's certificate chain is checked against, as the
+    /// URL's `sslcrl` (with `sslmode=verify-ca` or `verify-full`)
+    #[arg(long, value_name = "FILE", env = "REMIT_STORE_SSL_CRL")]
+    store_ssl_crl: Option<String>,
 }
 
 impl StoreArgs {
@@ -332,27 +337,38 @@ impl StoreArgs {
         Ok(Arc::new(self.connect_postgres(2, false, name)?))
     }
 
-    /// A SQLite store with TLS files given: refused, rather than ignored (an operator who gives them believes the
-    /// gateway talks to a PostgreSQL server over TLS).
+    /// A SQLite store with TLS files or a password file given: refused, rather than ignored (an operator who gives
+    /// them believes the gateway talks to a PostgreSQL server, over TLS, with that password).
     fn no_tls_files(&self) -> Result<(), String> {
-        let given: Vec<String> = [
+        let tls: Vec<String> = [
             (&self.store_ssl_root_cert, "--store-ssl-root-cert"),
             (&self.store_ssl_cert, "--store-ssl-cert"),
             (&self.store_ssl_key, "--store-ssl-key"),
+            (&self.store_ssl_crl, "--store-ssl-crl"),
         ]
         .into_iter()
         .filter(|(value, _)| value.is_some())
         .map(|(_, flag)| format!("`{flag}`"))
         .collect();
-        if given.is_empty() {
-            return Ok(());
+        if !tls.is_empty() {
+            return Err(format!(
+                "TLS files ({}: flags, `REMIT_STORE_SSL_…` variables or configuration keys) are for a PostgreSQL \
+                 store; the store `{}` is SQLite, which would ignore them: give a `postgres://` store, or leave them \
+                 out",
+                tls.join(", "),
+                self.store
+            ));
         }
-        Err(format!(
-            "TLS files ({}: flags, `REMIT_STORE_SSL_…` variables or configuration keys) are for a PostgreSQL store; \
-             the store `{}` is SQLite, which would ignore them: give a `postgres://` store, or leave them out",
-            given.join(", "),
-            self.store
-        ))
+        if let Some(file) = &self.store_password_file {
+            return Err(format!(
+                "`--store-password-file {}` (a flag, `REMIT_STORE_PASSWORD_FILE` or a configuration key) is for a \
+                 PostgreSQL store; the store `{}` is SQLite, which would ignore it: give a `postgres://` store, or \
+                 leave it out",
+                file.display(),
+                self.store
+            ));
+        }
+        Ok(())
     }
 
     /// The TLS files of the flags (or their variables, or the configuration's keys).
@@ -361,6 +377,7 @@ impl StoreArgs {
             root_cert: self.store_ssl_root_cert.clone(),
             cert: self.store_ssl_cert.clone(),
             key: self.store_ssl_key.clone(),
+            crl: self.store_ssl_crl.clone(),
         }
     }
 
@@ -1629,7 +1646,8 @@ fn read_log(spec: &str) -> Result<Vec<remit_gateway::store::LogEntry>, String> {
 
 /// The store `spec` names, for reading: `sqlite:PATH` or PATH, or a PostgreSQL URL (the password, when the URL has
 /// none, from `REMIT_STORE_PASSWORD`; TLS files the URL does not name from `REMIT_STORE_SSL_ROOT_CERT`,
-/// `REMIT_STORE_SSL_CERT` and `REMIT_STORE_SSL_KEY`, as `remit serve` reads them); and how to name it in messages.
+/// `REMIT_STORE_SSL_CERT`, `REMIT_STORE_SSL_KEY` and `REMIT_STORE_SSL_CRL`, as `remit serve` reads them); and how
+/// to name it in messages.
 fn open_log(spec: &str) -> Result<(Box<dyn remit_gateway::Store>, String), String> {
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         let shown = remit_gateway::postgres::redact(spec);
@@ -1638,6 +1656,7 @@ fn open_log(spec: &str) -> Result<(Box<dyn remit_gateway::Store>, String), Strin
             root_cert: std::env::var("REMIT_STORE_SSL_ROOT_CERT").ok(),
             cert: std::env::var("REMIT_STORE_SSL_CERT").ok(),
             key: std::env::var("REMIT_STORE_SSL_KEY").ok(),
+            crl: std::env::var("REMIT_STORE_SSL_CRL").ok(),
         };
         let store = remit_gateway::PostgresStore::open_existing_with(spec, password.as_deref(), &tls)
             .map_err(|e| format!("cannot open `{shown}`: {e}"))?;

@@ -56,6 +56,55 @@ impl Server {
         Server { dir: PathBuf::from(dir), url: url.to_string() }
     }
 
+    /// A streaming-replication standby of this server (scripts/postgres.sh `standby`: a base backup of every
+    /// database, then the primary's WAL streamed), started on a port of its own; with `synchronous`, the primary's
+    /// commits wait until the standby has flushed them (`synchronous_standby_names`). Its [`Server::url`] is its
+    /// database `remit`; [`Server::database_url`] names the others, which are the primary's.
+    pub fn standby(&self, synchronous: bool) -> Server {
+        let dir = self.dir.display().to_string();
+        let mut options = vec!["--owner".to_string(), std::process::id().to_string()];
+        if synchronous {
+            options.push("--sync".into());
+        }
+        let out = script()
+            .args(["standby", &dir])
+            .args(&options)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {SCRIPT}: {e}"));
+        assert!(out.status.success(), "{SCRIPT} standby failed: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut lines = stdout.lines();
+        let (Some(dir), Some(url)) = (lines.next(), lines.next()) else {
+            panic!("{SCRIPT} standby printed no folder and URL: {stdout}");
+        };
+        Server { dir: PathBuf::from(dir), url: url.to_string() }
+    }
+
+    /// Promotes a standby ([`Server::standby`]) to a primary: returns once it accepts writes.
+    pub fn promote(&self) {
+        let status = script().arg("promote").arg(&self.dir).status().unwrap();
+        assert!(status.success(), "{SCRIPT} promote");
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        std::fs::read_to_string(self.dir.join("port")).unwrap().trim().parse().unwrap()
+    }
+
+    /// The URL of the database `name` on this server and then on `standby` (libpq's multi-host form,
+    /// `postgres://user:password@h1:p1,h2:p2/name?target_session_attrs=read-write`): a connection goes to whichever
+    /// of the two accepts writes.
+    pub fn failover_url(&self, standby: &Server, name: &str) -> String {
+        let password = std::fs::read_to_string(self.dir.join("password")).unwrap().trim().to_string();
+        let name: String =
+            name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+        format!(
+            "postgres://remit:{password}@127.0.0.1:{},127.0.0.1:{}/{name}?target_session_attrs=read-write",
+            self.port(),
+            standby.port()
+        )
+    }
+
     /// The server's folder (scripts/postgres.sh's: `data/` holds the cluster).
     pub fn dir(&self) -> &std::path::Path {
         &self.dir

@@ -286,7 +286,7 @@ impl PostgresStore {
     /// says: [`super::postgres_tls`]; the password, when the URL has none, is `password`) and creates or migrates
     /// its schema.
     pub fn connect(url: &str, password: Option<&str>, options: &PostgresOptions) -> StoreResult<PostgresStore> {
-        let mut store = PostgresStore::connect_unmigrated(url, password, options)?;
+        let mut store = PostgresStore::connect_unmigrated(url, password, options, true)?;
         store.migrate(&options.writer)?;
         store.register(&options.writer)?;
         Ok(store)
@@ -333,9 +333,19 @@ impl PostgresStore {
         &self.writer
     }
 
-    fn connect_unmigrated(url: &str, password: Option<&str>, options: &PostgresOptions) -> StoreResult<PostgresStore> {
+    /// The store's pool, no connection made yet; a store that `writes` connects to a server that accepts writes
+    /// only ([`writable_hosts`]).
+    fn connect_unmigrated(
+        url: &str,
+        password: Option<&str>,
+        options: &PostgresOptions,
+        writes: bool,
+    ) -> StoreResult<PostgresStore> {
         let mut connection = Connection::from_url_with(url, &redact(url), &options.tls).map_err(StoreError)?;
         let config = &mut connection.config;
+        if writes {
+            writable_hosts(config, url, &redact(url)).map_err(StoreError)?;
+        }
         if let (None, Some(password)) = (config.get_password(), password) {
             config.password(password);
         }
@@ -392,7 +402,7 @@ impl PostgresStore {
             tls: tls.clone(),
             ..PostgresOptions::default()
         };
-        let mut store = PostgresStore::connect_unmigrated(url, password, &options)?;
+        let mut store = PostgresStore::connect_unmigrated(url, password, &options, false)?;
         store.read_only = true;
         let version = store.schema_version().map_err(|e| StoreError(format!("not a remit store: {e}")))?;
         if !(1..=MIGRATIONS.len() as i32).contains(&version) {
@@ -557,6 +567,39 @@ impl PostgresStore {
                 Err(store_err(e))
             }
         }
+    }
+}
+
+/// A writer's URL that names several servers (libpq's multi-host form, `postgres://user@h1:p1,h2:p2/db`: a
+/// primary and its standbys, docs/scaling.md "Failover") connects to the one that accepts writes: its
+/// `target_session_attrs` is `read-write` when the URL gives none (tokio-postgres asks each server `SHOW
+/// transaction_read_only` and goes on to the next one while the answer is `on`). Any other value, with several
+/// hosts, is refused: a gateway on a standby would deny every call while its read transactions, and so `/ready`,
+/// still succeed, and its connections there would stay in the pool after the primary came back.
+fn writable_hosts(config: &mut tokio_postgres::Config, url: &str, shown: &str) -> Result<(), String> {
+    use tokio_postgres::config::TargetSessionAttrs;
+    let given = url
+        .split_once('?')
+        .is_some_and(|(_, query)| query.split('&').any(|p| p.split('=').next() == Some("target_session_attrs")));
+    match config.get_target_session_attrs() {
+        TargetSessionAttrs::ReadWrite => Ok(()),
+        _ if !given => {
+            if config.get_hosts().len() > 1 {
+                config.target_session_attrs(TargetSessionAttrs::ReadWrite);
+            }
+            Ok(())
+        }
+        // One server: what it is, it is (libpq's default is `any`).
+        _ if config.get_hosts().len() <= 1 => Ok(()),
+        other => Err(format!(
+            "`{shown}`: `target_session_attrs={}` would let this gateway connect to a server that does not accept \
+             writes (a standby): give `target_session_attrs=read-write`, or leave it out (with several hosts it is \
+             `read-write`)",
+            match other {
+                TargetSessionAttrs::ReadOnly => "read-only",
+                _ => "any",
+            }
+        )),
     }
 }
 
@@ -1989,4 +2032,37 @@ fn decision_state_of(rows: &[Row]) -> StoreResult<DecisionState> {
     state.facts.sort_unstable();
     state.records.sort_unstable_by(|a, b| a.id.cmp(&b.id));
     Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_postgres::config::TargetSessionAttrs;
+
+    fn attrs(url: &str) -> Result<TargetSessionAttrs, String> {
+        let mut config: tokio_postgres::Config = url.parse().unwrap();
+        writable_hosts(&mut config, url, url).map(|()| config.get_target_session_attrs())
+    }
+
+    #[test]
+    fn a_writer_naming_several_hosts_connects_to_the_one_that_accepts_writes() {
+        let two = "postgres://u@h1:5432,h2:5433/d";
+        assert_eq!(attrs(two), Ok(TargetSessionAttrs::ReadWrite), "read-write by default with several hosts");
+        let given = format!("{two}?target_session_attrs=read-write");
+        assert_eq!(attrs(&given), Ok(TargetSessionAttrs::ReadWrite));
+        for other in ["any", "read-only"] {
+            let why = attrs(&format!("{two}?target_session_attrs={other}")).unwrap_err();
+            assert!(why.contains(&format!("`target_session_attrs={other}` would let")), "{why}");
+        }
+        // One host: as libpq, whatever the URL says.
+        assert_eq!(attrs("postgres://u@h1/d"), Ok(TargetSessionAttrs::Any));
+        assert_eq!(attrs("postgres://u@h1/d?target_session_attrs=any"), Ok(TargetSessionAttrs::Any));
+        // The refusal comes before any connection is tried.
+        let options = PostgresOptions::default();
+        let url = format!("{two}?target_session_attrs=any");
+        let refused = PostgresStore::connect(&url, None, &options).unwrap_err();
+        assert!(refused.0.contains("would let this gateway connect"), "{refused:?}");
+        // A reader (`remit audit`) may read a standby.
+        assert!(PostgresStore::connect_unmigrated(&url, None, &options, false).is_ok());
+    }
 }

@@ -19,16 +19,21 @@
 //!   name the URL's host (a DNS name, or an IP address in its subject alternative names).
 //!
 //! A client certificate (`sslcert=FILE`, the chain in PEM, and `sslkey=FILE`, its unencrypted key in PEM: PKCS#8,
-//! PKCS#1 or SEC1) is presented when the server asks for one, with any mode but `disable`. The key file must be a
-//! regular file without group or world access (0600) — or, owned by root, without group write and world access
-//! (0640) — as libpq demands. Both are read at start (an error stops the gateway) and again at a handshake after
-//! either file changed (a rotated certificate taken without a restart); a changed pair that cannot be read or does
-//! not match keeps the last good one, said on stderr.
+//! PKCS#1 or SEC1) is presented when the server asks for one, with any mode but `disable`; without either, libpq's
+//! default files `$HOME/.postgresql/postgresql.crt` and `postgresql.key` when the certificate is there. The key file
+//! must be a regular file without group or world access (0600) — or, owned by root, without group write and world
+//! access (0640) — as libpq demands. Both are read at start (an error stops the gateway) and again at a handshake
+//! after either file changed (a rotated certificate taken without a restart); a changed pair that cannot be read or
+//! does not match keeps the last good one, said on stderr.
 //!
-//! Refused rather than half done: `allow`, a root file with a mode that would not read it (`disable`, `prefer`:
-//! silently not checking would look like checking), a client certificate without
-//! its key (or the other way round) or with `disable`, and `sslpassword` (encrypted keys: tokio-postgres refuses the
-//! parameter as unknown).
+//! Revocation lists (`sslcrl=FILE`, PEM or DER) are checked with `verify-ca` and `verify-full` by rustls' verifier:
+//! every certificate of the chain, an issuer without a list refused, an expired list refused (OpenSSL's checks for
+//! libpq).
+//!
+//! Refused rather than half done: `allow`, a root file or a revocation list with a mode that would not read it
+//! (`disable`, `prefer`: silently not checking would look like checking), a client certificate without its key (or
+//! the other way round) or with `disable`, `sslcrldir`, and encrypted keys (`sslpassword`; a key file in an
+//! encrypted form is refused naming it).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -37,7 +42,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::ResolvesClientCert;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres::config::SslMode;
@@ -64,6 +69,8 @@ pub struct TlsFiles {
     pub cert: Option<String>,
     /// `sslkey`: the client certificate's private key (PEM, unencrypted).
     pub key: Option<String>,
+    /// `sslcrl`: certificate revocation lists (PEM or DER) the server's chain is checked against.
+    pub crl: Option<String>,
 }
 
 /// A store URL read: tokio-postgres' configuration (the TLS mode set), the connector its connections use, and the
@@ -79,6 +86,8 @@ pub struct Connection {
     roots: String,
     /// The client certificate's file, for messages.
     client_cert: Option<String>,
+    /// The revocation lists' file, for messages.
+    crl: Option<String>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -99,8 +108,16 @@ impl Connection {
         Connection::from_url_with(url, shown, &TlsFiles::default())
     }
 
-    /// [`Connection::from_url`] with the TLS files `files` given outside the URL.
+    /// [`Connection::from_url`] with the TLS files `files` given outside the URL; the default client certificate
+    /// is looked for in `$HOME/.postgresql` ([`Connection::from_url_in`]).
     pub fn from_url_with(url: &str, shown: &str, files: &TlsFiles) -> Result<Connection, String> {
+        let home = std::env::var_os("HOME").filter(|home| !home.is_empty()).map(PathBuf::from);
+        Connection::from_url_in(url, shown, files, home.as_deref())
+    }
+
+    /// [`Connection::from_url_with`], the home folder `home` (of the default client certificate, libpq's
+    /// `~/.postgresql/postgresql.crt` and `postgresql.key`) given.
+    pub fn from_url_in(url: &str, shown: &str, files: &TlsFiles, home: Option<&Path>) -> Result<Connection, String> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(format!("`{shown}` is not a PostgreSQL URL (`postgres://user@host:port/database`)"));
         }
@@ -130,7 +147,8 @@ impl Connection {
             (mode, _) => mode,
         };
         let client_files = match (&files.cert, &files.key) {
-            (None, None) => None,
+            (None, None) if mode == TlsMode::Disable => None,
+            (None, None) => default_client_files(home)?,
             (Some(_), Some(_)) if mode == TlsMode::Disable => {
                 return Err(format!(
                     "`{shown}`: a client certificate (`sslcert`, `sslkey`) is sent over TLS only: give an `sslmode` \
@@ -143,6 +161,17 @@ impl Connection {
             }
             (None, Some(_)) => return Err(format!("`{shown}`: `sslkey` without `sslcert`: give the certificate too")),
         };
+        let crls = match (files.crl.as_deref(), mode) {
+            (None, _) => Vec::new(),
+            (Some(file), TlsMode::VerifyCa | TlsMode::VerifyFull) => file_crls(Path::new(file))?,
+            (Some(_), mode) => {
+                return Err(format!(
+                    "`{shown}`: `sslcrl` is read only with `sslmode=verify-ca` or `verify-full` (or `require` with \
+                     `sslrootcert`, which is `verify-ca`): with `sslmode={}` the server's certificate is not checked",
+                    mode.name()
+                ))
+            }
+        };
         config.ssl_mode(match mode {
             TlsMode::Disable => SslMode::Disable,
             TlsMode::Prefer => SslMode::Prefer,
@@ -152,20 +181,31 @@ impl Connection {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;
+        // rustls' verifier of the chain, validity and server-auth usage, with the revocation lists when given (every
+        // certificate of the chain checked, one without a list of its issuer refused, an expired list refused: what
+        // OpenSSL does for libpq's `sslcrl`), and of the name.
+        let webpki = |roots: RootCertStore| {
+            let builder =
+                rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+            let builder = match crls.is_empty() {
+                true => builder,
+                false => builder.with_crls(crls.clone()).enforce_revocation_expiration(),
+            };
+            // The lists are parsed here: a damaged file stops the gateway at start rather than refuse every
+            // connection.
+            builder.build().map_err(|e| match (e, files.crl.as_deref()) {
+                (rustls::client::VerifierBuilderError::InvalidCrl(why), Some(file)) => {
+                    format!("`sslcrl={file}`: not a usable revocation list: {why:?}")
+                }
+                (e, _) => format!("TLS: {e}"),
+            })
+        };
         let (verifier, roots): (Arc<dyn ServerCertVerifier>, String) = match (mode, files.root_cert.as_deref()) {
             (TlsMode::VerifyFull, None | Some("system")) => {
-                let roots = Arc::new(platform_roots()?);
-                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
-                    .build()
-                    .map_err(|e| format!("TLS: {e}"))?;
-                (verifier, "the platform's root certificates".to_string())
+                (webpki(platform_roots()?)?, "the platform's root certificates".to_string())
             }
             (TlsMode::VerifyFull, Some(file)) => {
-                let roots = Arc::new(file_roots(Path::new(file))?);
-                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
-                    .build()
-                    .map_err(|e| format!("TLS: {e}"))?;
-                (verifier, format!("`sslrootcert={file}`"))
+                (webpki(file_roots(Path::new(file))?)?, format!("`sslrootcert={file}`"))
             }
             (TlsMode::VerifyCa, None | Some("system")) => {
                 return Err(format!(
@@ -175,10 +215,10 @@ impl Connection {
                 ))
             }
             (TlsMode::VerifyCa, Some(file)) => {
-                let roots = Some(file_roots(Path::new(file))?);
-                (Arc::new(Verifier { provider: provider.clone(), roots }), format!("`sslrootcert={file}`"))
+                let chain = Some(webpki(file_roots(Path::new(file))?)?);
+                (Arc::new(Verifier { provider: provider.clone(), chain }), format!("`sslrootcert={file}`"))
             }
-            _ => (Arc::new(Verifier { provider: provider.clone(), roots: None }), String::new()),
+            _ => (Arc::new(Verifier { provider: provider.clone(), chain: None }), String::new()),
         };
         let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
         let mut client = match &client_files {
@@ -189,8 +229,9 @@ impl Connection {
         };
         // PostgreSQL 17 checks the ALPN name when it is sent, and needs it for `sslnegotiation=direct`.
         client.alpn_protocols = vec![b"postgresql".to_vec()];
-        let client_cert = files.cert.clone();
-        Ok(Connection { config, tls: MakeRustlsConnect::new(client), mode, written, roots, client_cert })
+        let client_cert = client_files.as_ref().map(|(cert, _)| cert.display().to_string());
+        let crl = files.crl.clone();
+        Ok(Connection { config, tls: MakeRustlsConnect::new(client), mode, written, roots, client_cert, crl })
     }
 
     /// Why a connection failed, in words: the causes tokio-postgres keeps behind its short message, a refused
@@ -223,17 +264,37 @@ impl Connection {
                     format!("the server's certificate is not issued by a root of {}", self.roots)
                 }
                 Certificate::NotValidForName | Certificate::NotValidForNameContext { .. } => {
-                    let host = match self.config.get_hosts().first() {
-                        Some(tokio_postgres::config::Host::Tcp(host)) => host.as_str(),
-                        _ => "",
-                    };
-                    format!("the server's certificate is not valid for the URL's host `{host}`")
+                    // With several hosts (a primary and its standbys), the one refused is not known here.
+                    let hosts: Vec<String> = self
+                        .config
+                        .get_hosts()
+                        .iter()
+                        .filter_map(|host| match host {
+                            tokio_postgres::config::Host::Tcp(host) => Some(format!("`{host}`")),
+                            _ => None,
+                        })
+                        .collect();
+                    match hosts.len() {
+                        0 | 1 => format!("the server's certificate is not valid for the URL's host {}", hosts.join("")),
+                        _ => format!(
+                            "the server's certificate is not valid for the URL's host (one of {})",
+                            hosts.join(", ")
+                        ),
+                    }
                 }
                 Certificate::Expired | Certificate::ExpiredContext { .. } => {
                     "the server's certificate has expired".to_string()
                 }
                 Certificate::NotValidYet | Certificate::NotValidYetContext { .. } => {
                     "the server's certificate is not valid yet".to_string()
+                }
+                Certificate::Revoked => format!("the server's certificate is revoked by {}", self.crl_named()),
+                Certificate::UnknownRevocationStatus => format!(
+                    "the revocation of the server's certificate cannot be checked: {} has no list of its issuer",
+                    self.crl_named()
+                ),
+                Certificate::ExpiredRevocationList | Certificate::ExpiredRevocationListContext { .. } => {
+                    format!("the revocation list of {} has expired (its next update is past)", self.crl_named())
                 }
                 other => format!("the server's certificate is refused: {other:?}"),
             },
@@ -251,7 +312,17 @@ impl Connection {
                 Some(cert) => format!("the server refused the client certificate `sslcert={cert}`: {alert:?}"),
                 None => format!("the server wants a client certificate (`sslcert`, `sslkey`): {alert:?}"),
             },
+            rustls::Error::InvalidCertRevocationList(why) => {
+                format!("the revocation list of {} is not usable: {why:?}", self.crl_named())
+            }
             other => other.to_string(),
+        }
+    }
+
+    fn crl_named(&self) -> String {
+        match &self.crl {
+            Some(file) => format!("`sslcrl={file}`"),
+            None => "no `sslcrl`".to_string(),
         }
     }
 }
@@ -275,6 +346,7 @@ impl TlsFiles {
             (&mut self.root_cert, &outside.root_cert, "sslrootcert", "--store-ssl-root-cert"),
             (&mut self.cert, &outside.cert, "sslcert", "--store-ssl-cert"),
             (&mut self.key, &outside.key, "sslkey", "--store-ssl-key"),
+            (&mut self.crl, &outside.crl, "sslcrl", "--store-ssl-crl"),
         ];
         for (in_url, outside, parameter, flag) in pairs {
             match (&*in_url, outside) {
@@ -318,6 +390,10 @@ fn take_tls_parameters(url: &str) -> Result<(String, TlsMode, TlsFiles), String>
             "sslrootcert" => files.root_cert = Some(percent_decoded(value)?),
             "sslcert" => files.cert = Some(percent_decoded(value)?),
             "sslkey" => files.key = Some(percent_decoded(value)?),
+            "sslcrl" => files.crl = Some(percent_decoded(value)?),
+            "sslcrldir" => {
+                return Err("`sslcrldir` is not supported: give the lists in one file, `sslcrl=FILE` (PEM)".into())
+            }
             "sslpassword" => {
                 return Err("`sslpassword` is not supported: give `sslkey` an unencrypted key file (mode 0600)".into())
             }
@@ -358,6 +434,44 @@ fn file_roots(path: &Path) -> Result<RootCertStore, String> {
         roots.add(certificate).map_err(|e| format!("`sslrootcert={shown}`: not a usable CA: {e}"))?;
     }
     Ok(roots)
+}
+
+/// The revocation lists of `path`: PEM (`-----BEGIN X509 CRL-----`, one or more) or one in DER, as libpq reads
+/// `sslcrl`.
+fn file_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `sslcrl={shown}`: {e}"))?;
+    let pem = CertificateRevocationListDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("`sslcrl={shown}` is not PEM revocation lists: {e}"))?;
+    let crls = match pem.is_empty() {
+        true if bytes.first() == Some(&0x30) => vec![CertificateRevocationListDer::from(bytes)],
+        true => return Err(format!("`sslcrl={shown}` holds no revocation list (`-----BEGIN X509 CRL-----`, or DER)")),
+        false => pem,
+    };
+    Ok(crls)
+}
+
+/// libpq's default client certificate, used when neither `sslcert` nor `sslkey` is given: `postgresql.crt` in
+/// `~/.postgresql` (`$HOME`'s), with the key `postgresql.key` beside it. None when the certificate is not there (no
+/// certificate is then presented); the certificate without its key is an error, as in libpq.
+fn default_client_files(home: Option<&Path>) -> Result<Option<(PathBuf, PathBuf)>, String> {
+    let Some(home) = home else { return Ok(None) };
+    let folder = home.join(".postgresql");
+    let (cert, key) = (folder.join("postgresql.crt"), folder.join("postgresql.key"));
+    if !cert.exists() {
+        return Ok(None);
+    }
+    if !key.exists() {
+        return Err(format!(
+            "the default client certificate `{}` is there (no `sslcert` given: libpq's \
+             `~/.postgresql/postgresql.crt`), but not its key `{}`: add the key, or name the files (`sslcert`, \
+             `sslkey`)",
+            cert.display(),
+            key.display()
+        ));
+    }
+    Ok(Some((cert, key)))
 }
 
 fn platform_roots() -> Result<RootCertStore, String> {
@@ -403,7 +517,8 @@ fn refused_certificate<'a>(error: &'a (dyn std::error::Error + 'static)) -> Opti
 #[derive(Debug)]
 struct Verifier {
     provider: Arc<CryptoProvider>,
-    roots: Option<RootCertStore>,
+    /// rustls' verifier of the roots (and revocation lists), whose verdict on the name is not taken.
+    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
 }
 
 impl ServerCertVerifier for Verifier {
@@ -411,21 +526,18 @@ impl ServerCertVerifier for Verifier {
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
+        name: &ServerName<'_>,
+        ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if let Some(roots) = &self.roots {
-            // What rustls' WebPkiServerVerifier checks (the chain, validity, the server-auth usage) but the name.
-            let certificate = rustls::server::ParsedCertificate::try_from(end_entity)?;
-            let algorithms = self.provider.signature_verification_algorithms.all;
-            rustls::client::verify_server_cert_signed_by_trust_anchor(
-                &certificate,
-                roots,
-                intermediates,
-                now,
-                algorithms,
-            )?;
+        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+        if let Some(chain) = &self.chain {
+            // What rustls' WebPkiServerVerifier checks (the chain, validity, the server-auth usage, revocation) but
+            // the name, which it checks last: a refusal of the name means everything before it held.
+            match chain.verify_server_cert(end_entity, intermediates, name, ocsp, now) {
+                Err(rustls::Error::InvalidCertificate(NotValidForName | NotValidForNameContext { .. })) => {}
+                other => return other,
+            }
         }
         Ok(ServerCertVerified::assertion())
     }
@@ -518,6 +630,15 @@ fn certified_key(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<C
     }
     key_permissions(key)?;
     let pem = std::fs::read(key).map_err(|e| format!("cannot read `sslkey={key_shown}`: {e}"))?;
+    // PKCS#8's encrypted form, and OpenSSL's traditional one (a `Proc-Type` header in the PEM block).
+    let text = String::from_utf8_lossy(&pem);
+    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || text.contains("Proc-Type: 4,ENCRYPTED") {
+        return Err(format!(
+            "`sslkey={key_shown}` is an encrypted private key, which is not supported (no `sslpassword`): give the \
+             key unencrypted, in a file only its owner reads (`openssl pkey -in {key_shown} -out KEY`, `chmod 0600 \
+             KEY`)"
+        ));
+    }
     let private = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
         let encrypted = String::from_utf8_lossy(&pem).contains("ENCRYPTED");
         let why =
@@ -566,8 +687,12 @@ mod tests {
                    &sslcert=/c.pem&sslkey=/k.pem";
         let (rest, mode, files) = take_tls_parameters(url).unwrap();
         assert_eq!((rest.as_str(), mode), ("postgres://u:p@h:5/d?application_name=x&a=b", TlsMode::VerifyFull));
-        let files_named =
-            TlsFiles { root_cert: Some("/tmp/ca.pem".into()), cert: Some("/c.pem".into()), key: Some("/k.pem".into()) };
+        let files_named = TlsFiles {
+            root_cert: Some("/tmp/ca.pem".into()),
+            cert: Some("/c.pem".into()),
+            key: Some("/k.pem".into()),
+            crl: None,
+        };
         assert_eq!(files, files_named);
         assert_eq!(take_tls_parameters("postgres://h/d").unwrap().1, TlsMode::Disable, "the default is plain TCP");
         assert_eq!(take_tls_parameters("postgres://h/d?sslmode=require").unwrap().0, "postgres://h/d");
@@ -653,6 +778,120 @@ mod tests {
         std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o600)).unwrap();
         let why = connect("postgres://h/d?sslmode=require", &files(&cert, &cert)).unwrap_err();
         assert!(why.contains("is not an unencrypted private key"), "{why}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// libpq's default client certificate: `$HOME/.postgresql/postgresql.crt` with `postgresql.key`, when neither
+    /// `sslcert` nor `sslkey` is given and the mode is not `disable`; none when the certificate is not there; the
+    /// certificate without its key refused.
+    #[test]
+    fn the_default_client_certificate_is_read_from_home_as_libpq_reads_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let shown = "postgres://h/d";
+        let home = std::env::temp_dir().join(format!("remit-pgtls-home-{}", std::process::id()));
+        let folder = home.join(".postgresql");
+        std::fs::create_dir_all(&folder).unwrap();
+        let connect = |url: &str, files: &TlsFiles| Connection::from_url_in(url, shown, files, Some(&home));
+        // Nothing there: no certificate, no error.
+        assert_eq!(connect("postgres://h/d?sslmode=require", &TlsFiles::default()).unwrap().client_cert, None);
+        let ca = crate::test_tls::TestCa::new("remit client CA");
+        let (cert, key) = ca.client_files("remit", &home.join("made"));
+        let (default_cert, default_key) = (folder.join("postgresql.crt"), folder.join("postgresql.key"));
+        std::fs::copy(&cert, &default_cert).unwrap();
+        // The certificate without its key: refused, naming both files.
+        let why = connect("postgres://h/d?sslmode=require", &TlsFiles::default()).unwrap_err();
+        assert!(why.contains(&format!("`{}` is there", default_cert.display())), "{why}");
+        assert!(why.contains(&format!("not its key `{}`", default_key.display())), "{why}");
+        std::fs::copy(&key, &default_key).unwrap();
+        std::fs::set_permissions(&default_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let found = connect("postgres://h/d?sslmode=verify-full&sslrootcert=system", &TlsFiles::default());
+        let default = Some(default_cert.display().to_string());
+        match found {
+            Ok(connection) => assert_eq!(connection.client_cert, default),
+            // A machine without platform roots: the same with `require`.
+            Err(e) => assert!(e.contains("needs trusted roots"), "{e}"),
+        }
+        assert_eq!(connect("postgres://h/d?sslmode=prefer", &TlsFiles::default()).unwrap().client_cert, default);
+        // Checked as a named key is: readable by others, refused.
+        std::fs::set_permissions(&default_key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let why = connect("postgres://h/d?sslmode=require", &TlsFiles::default()).unwrap_err();
+        assert!(why.contains("has group or world access"), "{why}");
+        std::fs::set_permissions(&default_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // Plain TCP sends none; named files win; no home, no default.
+        assert_eq!(connect("postgres://h/d", &TlsFiles::default()).unwrap().client_cert, None);
+        let named = TlsFiles { cert: Some(cert.clone()), key: Some(key.clone()), ..TlsFiles::default() };
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(connect("postgres://h/d?sslmode=require", &named).unwrap().client_cert, Some(cert.clone()));
+        let homeless = Connection::from_url_in("postgres://h/d?sslmode=require", shown, &TlsFiles::default(), None);
+        assert_eq!(homeless.unwrap().client_cert, None);
+        std::fs::remove_dir_all(&home).ok();
+    }
+
+    /// `sslcrl`: read from the URL or outside it, only with a mode that checks the server's chain; a file that holds
+    /// no list, or a damaged one, stops the start. (Revocation itself: tests/gateway_postgres.rs, against a server.)
+    #[test]
+    fn revocation_lists_need_a_verifying_mode_and_a_usable_file() {
+        let shown = "postgres://h/d";
+        let (_, _, files) = take_tls_parameters("postgres://h/d?sslmode=verify-ca&sslcrl=%2Fetc%2Fdb.crl").unwrap();
+        assert_eq!(files.crl.as_deref(), Some("/etc/db.crl"));
+        assert!(take_tls_parameters("postgres://h/d?sslcrldir=/etc/crls").unwrap_err().contains("`sslcrl=FILE`"));
+        let dir = std::env::temp_dir().join(format!("remit-pgtls-crl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = crate::test_tls::TestCa::new("remit CRL CA");
+        let root = ca.write(&dir.join("ca.pem"));
+        let refused = |url: &str| Connection::from_url_in(url, shown, &TlsFiles::default(), None).unwrap_err();
+        for mode in ["prefer", "require"] {
+            let why = refused(&format!("postgres://h/d?sslmode={mode}&sslcrl=/x.crl"));
+            let only = "`sslcrl` is read only with `sslmode=verify-ca` or `verify-full` (or `require` with \
+                        `sslrootcert`, which is `verify-ca`)";
+            assert!(why.contains(&format!("{only}: with `sslmode={mode}`")), "{why}");
+        }
+        let why = refused(&format!("postgres://h/d?sslmode=verify-ca&sslrootcert={root}&sslcrl=/no/such.crl"));
+        assert!(why.contains("cannot read `sslcrl=/no/such.crl`"), "{why}");
+        let empty = dir.join("empty.crl");
+        std::fs::write(&empty, "no list here").unwrap();
+        let why = refused(&format!("postgres://h/d?sslmode=verify-full&sslrootcert={root}&sslcrl={}", empty.display()));
+        assert!(why.contains("holds no revocation list"), "{why}");
+        let damaged = dir.join("damaged.crl");
+        std::fs::write(&damaged, "-----BEGIN X509 CRL-----\nMAMCAQA=\n-----END X509 CRL-----\n").unwrap();
+        let url = format!("postgres://h/d?sslmode=require&sslrootcert={root}&sslcrl={}", damaged.display());
+        assert!(refused(&url).contains("not a usable revocation list"), "{}", refused(&url));
+        // Given outside the URL it means the same; both ways, the two must agree.
+        let outside = TlsFiles { crl: Some("/a.crl".into()), ..TlsFiles::default() };
+        let why = Connection::from_url_in("postgres://h/d?sslmode=require", shown, &outside, None).unwrap_err();
+        assert!(why.contains("`sslcrl` is read only"), "{why}");
+        let both = Connection::from_url_in("postgres://h/d?sslcrl=/b.crl", shown, &outside, None).unwrap_err();
+        assert!(both.contains("disagree"), "{both}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// An encrypted key (PKCS#8's `ENCRYPTED PRIVATE KEY`, or OpenSSL's traditional form with its `Proc-Type`
+    /// header) is refused naming the file, and `sslpassword` with it: remit reads unencrypted keys only.
+    #[test]
+    fn an_encrypted_key_is_refused_naming_the_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let shown = "postgres://h/d";
+        let dir = std::env::temp_dir().join(format!("remit-pgtls-encrypted-{}", std::process::id()));
+        let ca = crate::test_tls::TestCa::new("remit client CA");
+        let (cert, _) = ca.client_files("remit", &dir);
+        let encrypted = [
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIGbMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAiK\n\
+             -----END ENCRYPTED PRIVATE KEY-----\n",
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0F3E\n\nMIIEow==\n\
+             -----END RSA PRIVATE KEY-----\n",
+        ];
+        for (i, pem) in encrypted.iter().enumerate() {
+            let key = dir.join(format!("encrypted-{i}.key"));
+            std::fs::write(&key, pem).unwrap();
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let files =
+                TlsFiles { cert: Some(cert.clone()), key: Some(key.display().to_string()), ..Default::default() };
+            let why = Connection::from_url_in("postgres://h/d?sslmode=require", shown, &files, None).unwrap_err();
+            let named = format!("`sslkey={}` is an encrypted private key, which is not supported", key.display());
+            assert!(why.contains(&named), "{why}");
+        }
+        let why = Connection::from_url_in("postgres://h/d?sslpassword=x", shown, &TlsFiles::default(), None);
+        assert!(why.unwrap_err().contains("`sslpassword` is not supported"));
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -257,6 +257,8 @@ impl Gateway {
     fn change_once(&self, identity: &str, id: &str, params: &Map<String, Json>) -> Result<GrantRecord, GrantError> {
         let mut tx = self.store.begin()?;
         let now = tx.now().unwrap_or_else(|| self.clock.now());
+        // The instances it is sub-delegated from, locked top-down before it, as a revocation's cascade locks them.
+        let ancestors = locked_ancestors(&mut *tx, id)?;
         let current = self.current(&mut *tx, id)?;
         let template = self.template(&current.template)?;
         if !may_grant(&template, &current.principal, identity) {
@@ -269,7 +271,6 @@ impl Gateway {
             granted_at: now,
             ..current.clone()
         };
-        let ancestors = ancestors(&mut *tx, current.parent.as_deref())?;
         self.check_instance(&record, &ancestors, now)?;
         tx.put_grant(&record)?;
         tx.append_log(now, "change", &entry(&record, Some(&current)).to_string())?;
@@ -449,6 +450,47 @@ fn parent_of(tx: &mut dyn Tx, template: &TemplateMeta, named: Option<&str>) -> R
             }
         }
     }
+}
+
+/// The instances the instance `id` is sub-delegated from, nearest first, each active and its current row locked
+/// (`Tx::grant`) from the top of the chain down — the order in which a revocation locks them (the revoked instance,
+/// then the children its cascade revokes) — or a refusal when one of them is no longer active.
+///
+/// Without it, a change of a child on one replica racing its parent's revocation on another (PostgreSQL, READ
+/// COMMITTED) could commit the child's new version after the revocation had read the children to revoke and before
+/// it revoked them: the cascade's update then found the old version no longer current, and the new one stayed
+/// active under a revoked parent (refused by every decision, but listed active). With the parent locked first, the
+/// change waits for a revocation under way and then finds the parent revoked, or the revocation waits for the
+/// change and then finds the new version among the children.
+fn locked_ancestors(tx: &mut dyn Tx, id: &str) -> Result<Vec<GrantRecord>, GrantError> {
+    // The chain's ids, read without a lock (a parent is fixed when an instance is granted; no version changes it).
+    let mut chain: Vec<String> = Vec::new();
+    let mut next = match tx.active_grant(id)? {
+        Some(instance) => instance.parent,
+        // Revoked or not there: `current` says which, under its lock.
+        None => return Ok(Vec::new()),
+    };
+    while let Some(reference) = next.take() {
+        let parent = reference.rsplit_once('/').map_or(reference.as_str(), |(_, id)| id).to_string();
+        // A cycle cannot be stored, but a bound keeps a damaged store finite.
+        if chain.len() >= MAX_GRANTS || chain.contains(&parent) || parent == id {
+            break;
+        }
+        next = tx.active_grant(&parent)?.and_then(|g| g.parent);
+        chain.push(parent);
+    }
+    let mut locked = Vec::with_capacity(chain.len());
+    for parent in chain.iter().rev() {
+        match tx.grant(parent)? {
+            Some(g) if g.revoked_at.is_none() => locked.push(g),
+            _ => {
+                let condition = format!("an active instance above `{id}`");
+                return Err(refused("parent-missing", "parent", &condition, Some(parent)));
+            }
+        }
+    }
+    locked.reverse();
+    Ok(locked)
 }
 
 /// The active instances `parent` (a `TEMPLATE/ID`) names and its own ancestors, nearest first (stopping at one
