@@ -11,8 +11,9 @@
 //!   Everything a decision reads comes after its transaction began, so a stop, a fact or a consumed approval
 //!   committed by any replica before is seen (READ COMMITTED: each statement sees what committed before it);
 //! - a single-use approval is consumed by a conditional update (`… WHERE NOT consumed`): one winner;
-//! - counters are made if missing and read under row locks (`FOR UPDATE`, in sorted order, one pipeline) and
-//!   incremented in place, so two replicas' batches counting the same budget wait for each other;
+//! - counters are made if missing and locked (`INSERT … ON CONFLICT DO UPDATE … WHERE false`, in sorted order),
+//!   then read, in one pipeline, and incremented in place (all of a batch's counts in one statement), so two
+//!   replicas' batches counting the same budget wait for each other;
 //! - at most one live pending access request per key (a unique index on `pending_key`), answered once (a
 //!   conditional update on `status = 'pending'`);
 //! - the schema is created and migrated by the gateway under an advisory lock, in one transaction, with the
@@ -736,27 +737,31 @@ const LIVE_APPROVALS: &str = "SELECT id, kind, mandate, issued_at, expires_at, t
 const DECISION_STATE: &str = "SELECT 0, mandate, NULL::bigint, NULL, NULL, NULL FROM stops \
      UNION ALL SELECT 1, name, number, text, NULL, NULL FROM facts \
      UNION ALL SELECT 2, id, NULL, level, mandate, principal FROM stop_records";
-/// The counters asked for, made when missing (with 0, in sorted order: the new rows are locked as they are
-/// inserted, and another transaction making the same one waits for this one), so that they can be locked.
-const COUNTERS_MADE: &str = "INSERT INTO counters (counter, counter_window, value) \
-     SELECT c, w, 0 FROM unnest($1::text[], $2::text[]) AS k(c, w) ORDER BY c, w ON CONFLICT DO NOTHING";
-/// The counters asked for, locked in sorted order (the lock is taken as each sorted row is returned).
-const COUNTERS_LOCKED: &str = "SELECT counter, counter_window, value FROM counters \
-     WHERE (counter, counter_window) IN (SELECT * FROM unnest($1::text[], $2::text[])) \
-     ORDER BY counter, counter_window FOR UPDATE";
-const COUNTERS: &str = "SELECT counter, counter_window, value FROM counters \
-     WHERE (counter, counter_window) IN (SELECT * FROM unnest($1::text[], $2::text[]))";
+/// The counters asked for, made when missing (with 0) and locked, in sorted order: a new row is locked as it is
+/// inserted (another transaction making the same one waits for this one), an existing one by the `DO UPDATE` action,
+/// which locks the row whether or not its `WHERE` lets it update it (`WHERE false`: never, so no new row version).
+/// The values are then read by [`COUNTERS`], in the same pipeline: the rows are locked, so they are the values
+/// last committed, and nothing but this transaction changes them until it ends.
+const COUNTERS_LOCKED: &str = "INSERT INTO counters (counter, counter_window, value) \
+     SELECT DISTINCT c, w, 0 FROM unnest($1::text[], $2::text[]) AS k(c, w) ORDER BY c, w \
+     ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value WHERE false";
+/// The counters asked for, each by its key on the primary key's index (a lateral subquery that is not pulled up:
+/// a join of the keys with `counters` may be planned as a hash join over a scan of the whole table, which grows
+/// with every operation counted).
+const COUNTERS: &str = "SELECT k.c, k.w, x.value FROM unnest($1::text[], $2::text[]) AS k(c, w) \
+     CROSS JOIN LATERAL (SELECT value FROM counters WHERE counter = k.c AND counter_window = k.w OFFSET 0) AS x";
 /// How many levels above the holders' instances [`Tx::prefetch_grants`] reads (a deeper chain's top is read by the
 /// decision itself).
 const ABOVE_DEPTH: i32 = 16;
 /// The active instances of the holders `$1` (depth 0) and, level by level, the active instances their parents name
-/// (`TEMPLATE/ID`: by the id after the last `/`, as [`Tx::active_grant`] is asked), up to depth `$2`.
+/// (`TEMPLATE/ID`: by the id after the last `/`, as [`Tx::active_grant`] is asked), up to depth `$2`; each parent
+/// looked up by its id on the index of current rows (a lateral subquery, not a join that may scan the table).
 const HELD_AND_ABOVE: &str = "WITH RECURSIVE chain AS ( \
      SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent, 0 AS depth \
      FROM grants WHERE holder = ANY($1) AND current AND revoked_at IS NULL \
      UNION ALL SELECT g.id, g.version, g.template, g.principal, g.holder, g.params, g.granted_by, g.granted_at, \
-     g.revoked_at, g.parent, c.depth + 1 FROM chain c JOIN grants g \
-     ON g.id = regexp_replace(c.parent, '^.*/', '') AND g.current AND g.revoked_at IS NULL \
+     g.revoked_at, g.parent, c.depth + 1 FROM chain c CROSS JOIN LATERAL (SELECT * FROM grants \
+     WHERE id = regexp_replace(c.parent, '^.*/', '') AND current AND revoked_at IS NULL OFFSET 0) AS g \
      WHERE c.parent IS NOT NULL AND c.depth < $2) \
      SELECT * FROM chain ORDER BY depth, id COLLATE \"C\"";
 /// A transaction's entries, in order (`gseq` from its default, one by one in the rows' order).
@@ -1259,7 +1264,6 @@ impl Tx for PgTx<'_> {
         }
         let names: Vec<&str> = counters.iter().map(|(c, _)| c.as_str()).collect();
         let windows: Vec<&str> = counters.iter().map(|(_, w)| w.as_str()).collect();
-        let counters_sql = if self.writes { COUNTERS_LOCKED } else { COUNTERS };
         let kept = self.state.clone();
         let mut statements: Vec<(&str, Params<'_>)> = Vec::new();
         if kept.is_none() {
@@ -1270,13 +1274,14 @@ impl Tx for PgTx<'_> {
         if !mandates.is_empty() {
             statements.push((LIVE_APPROVALS, &approvals_params));
         }
-        // A counter not made yet has no row to lock: made first (another replica's batch counting it then waits).
+        // In a write transaction the counters are made if missing and locked first (another replica's batch counting
+        // one of them then waits), then read.
         let make = self.writes && !counters.is_empty();
         if make {
-            statements.push((COUNTERS_MADE, &counter_params));
+            statements.push((COUNTERS_LOCKED, &counter_params));
         }
         if !counters.is_empty() {
-            statements.push((counters_sql, &counter_params));
+            statements.push((COUNTERS, &counter_params));
         }
         let mut results = self.pipeline(&statements)?.into_iter();
         let state = match kept {
@@ -1308,7 +1313,7 @@ impl Tx for PgTx<'_> {
         if !self.writes {
             return Ok(());
         }
-        // One round trip for the whole batch; the counters locked in sorted order (`COUNTERS_LOCKED`).
+        // One round trip for the whole batch; the counters made and locked in sorted order (`COUNTERS_LOCKED`).
         let (approvals, state, values) = self.read_for_decision(mandates, counters, now)?;
         let mut ahead = Ahead {
             now,
