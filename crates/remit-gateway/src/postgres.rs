@@ -1161,30 +1161,52 @@ const RECORD_OPERATIONS: &str = "INSERT INTO operations (operation, decision_id,
 /// The statements that write `counts` (summed per counter) and `operations`: none, one or two.
 fn kept_statements(counts: &[(String, String)], operations: &[OperationRecord]) -> Vec<Item> {
     let mut items = Vec::new();
+    let (counted, recorded) = kept_columns(counts, operations);
     if !counts.is_empty() {
-        let mut summed: std::collections::BTreeMap<&(String, String), i64> = std::collections::BTreeMap::new();
-        for key in counts {
-            *summed.entry(key).or_default() += 1;
-        }
-        let names: Vec<String> = summed.keys().map(|(c, _)| c.clone()).collect();
-        let windows: Vec<String> = summed.keys().map(|(_, w)| w.clone()).collect();
-        let values: Vec<i64> = summed.into_values().collect();
-        items.push(Item::Write(COUNT_ALL, vec![Box::new(names), Box::new(windows), Box::new(values)]));
+        items.push(Item::Write(COUNT_ALL, counted));
     }
     if !operations.is_empty() {
-        let column = |f: fn(&OperationRecord) -> &String| operations.iter().map(f).cloned().collect::<Vec<String>>();
-        items.push(Item::Write(
-            RECORD_OPERATIONS,
-            vec![
-                Box::new(column(|o| &o.operation)),
-                Box::new(column(|o| &o.decision_id)),
-                Box::new(column(|o| &o.tool)),
-                Box::new(operations.iter().map(|o| o.time).collect::<Vec<i64>>()),
-            ],
-        ));
+        items.push(Item::Write(RECORD_OPERATIONS, recorded));
     }
     items
 }
+
+/// A statement's parameters, as a pipeline keeps them.
+type Columns = Vec<Box<dyn ToSql + Sync + Send>>;
+
+/// The parameters of [`COUNT_ALL`] (the counts summed per counter, in sorted order) and of [`RECORD_OPERATIONS`].
+fn kept_columns(counts: &[(String, String)], operations: &[OperationRecord]) -> (Columns, Columns) {
+    let mut summed: std::collections::BTreeMap<&(String, String), i64> = std::collections::BTreeMap::new();
+    for key in counts {
+        *summed.entry(key).or_default() += 1;
+    }
+    let names: Vec<String> = summed.keys().map(|(c, _)| c.clone()).collect();
+    let windows: Vec<String> = summed.keys().map(|(_, w)| w.clone()).collect();
+    let values: Vec<i64> = summed.into_values().collect();
+    let column = |f: fn(&OperationRecord) -> &String| operations.iter().map(f).cloned().collect::<Vec<String>>();
+    (
+        vec![Box::new(names), Box::new(windows), Box::new(values)],
+        vec![
+            Box::new(column(|o| &o.operation)),
+            Box::new(column(|o| &o.decision_id)),
+            Box::new(column(|o| &o.tool)),
+            Box::new(operations.iter().map(|o| o.time).collect::<Vec<i64>>()),
+        ],
+    )
+}
+
+/// What a transaction writes at its commit, in one statement (data-modifying `WITH` queries, each of a table of
+/// its own): the counts and operations kept ([`COUNT_ALL`], [`RECORD_OPERATIONS`]: an empty array inserts no row),
+/// the log's entries ([`INSERT_LOG`]) and this writer's head ([`UPDATE_HEAD`]) — one statement, not four, in the
+/// commit's pipeline.
+const COMMIT_WRITES: &str = "WITH counted AS (INSERT INTO counters (counter, counter_window, value) \
+     SELECT c, w, n FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(c, w, n) ORDER BY c, w \
+     ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + excluded.value), \
+     recorded AS (INSERT INTO operations (operation, decision_id, tool, time) \
+     SELECT * FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[])), \
+     logged AS (INSERT INTO log (writer, seq, time, kind, body, prev, hash) \
+     SELECT $8::text, * FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[])) \
+     UPDATE writer_heads SET wseq = $15, hash = $16 WHERE writer = $8";
 
 /// What waits in a transaction's pipeline.
 enum Item {
@@ -2083,10 +2105,33 @@ impl Tx for PgTx<'_> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        // The log's entries, the head and `COMMIT` in one pipeline; a failure before `COMMIT` is seen in its
-        // statement's result (a `COMMIT` after a failed statement is a rollback).
-        self.queue_kept()?;
-        self.queue_log()?;
+        // The counts and operations kept, the log's entries, the head and `COMMIT` in one pipeline; a failure before
+        // `COMMIT` is seen in its statement's result (a `COMMIT` after a failed statement is a rollback).
+        if self.savepoint.is_none() && !self.entries.is_empty() {
+            // As one statement (`COMMIT_WRITES`).
+            self.writing()?;
+            let (counts, operations) = (std::mem::take(&mut self.counts), std::mem::take(&mut self.operations));
+            let (counted, recorded) = kept_columns(&counts, &operations);
+            let entries = std::mem::take(&mut self.entries);
+            let c = log_statements(&entries, &self.head);
+            let mut params = counted;
+            params.extend(recorded);
+            params.extend([
+                Box::new(self.store.writer.clone()) as Box<dyn ToSql + Sync + Send>,
+                Box::new(c.seqs),
+                Box::new(c.times),
+                Box::new(c.kinds),
+                Box::new(c.bodies),
+                Box::new(c.prevs),
+                Box::new(c.hashes),
+                Box::new(c.head_seq),
+                Box::new(c.head_hash),
+            ]);
+            self.pending.push(Item::Write(COMMIT_WRITES, params));
+        } else {
+            self.queue_kept()?;
+            self.queue_log()?;
+        }
         self.pending.push(Item::Simple("COMMIT"));
         self.flush()?;
         // Back to the pool.
