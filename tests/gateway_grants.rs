@@ -1594,3 +1594,121 @@ template errand(small: money where small > 0 USD and small <= parent.cap) under 
     assert_eq!(stored_count(store, &format!("errand/{}/errands", first.id)), 2);
     assert_eq!(stored_count(store, &format!("errand/{}/errands", second.id)), 1);
 }
+
+/// A parent template with a budget, and a template under it with its own: a decision under a child counts the
+/// child's budget and its parent instance's (the chain's every step, each per instance).
+const SUB_BUDGETS: &str = r#"
+tool pay(merchant: string, amount: money) {
+  side effects
+}
+
+mandate ceiling for "org:acme" {
+  allow pay where args.amount <= 500 USD
+}
+
+template shopping(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling {
+  for under "user:"
+  holder under "agent:"
+  allow pay where args.amount <= cap
+  budget purchases: at most 7 calls to pay per day
+}
+
+template errand(small: money where small > 0 USD and small <= parent.cap) under shopping {
+  holder under "agent:errands/"
+  allow pay where args.amount <= small
+  // The parent's, restated (the checker asks for it): one budget, the parent instance's.
+  budget purchases: at most 7 calls to pay per day
+  budget errands: at most 3 calls to pay per day
+}
+"#;
+
+/// Sub-delegation on two PostgreSQL replicas, with calls at once on both: the write batch reads the instances
+/// above its holders' ahead (one read, no round trip of the decision's own), so a child's decision reads and locks
+/// its parent instance's counters with the batch's. Two errand agents under Alice's instance and her shopping agent
+/// call 12 times each: each errand allows exactly 3 (its own budget), the three together exactly 7 (the parent
+/// instance's, which the children's decisions count too), and the stored counters equal the allows.
+#[test]
+fn on_postgresql_a_sub_delegated_decisions_counters_are_exact_across_replicas_and_read_ahead() {
+    let program = Arc::new(examples::compile(&[("sub-budgets.remit".into(), SUB_BUDGETS.into())]));
+    let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
+    let (stores, gateways) =
+        replicas("grants_sub_budgets", policy, Config { grant_unproved: true, ..Config::default() });
+    let parent = gateways[0]
+        .grant(
+            "user:alice",
+            &GrantAsk {
+                template: "shopping".into(),
+                principal: "user:alice".into(),
+                holder: "agent:shopper".into(),
+                params: json!({"cap": "100 USD"}).as_object().unwrap().clone(),
+                parent: None,
+            },
+        )
+        .unwrap();
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let ask = GrantAsk {
+                template: "errand".into(),
+                principal: String::new(),
+                holder: format!("agent:errands/{i}"),
+                params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
+                parent: Some(format!("shopping/{}", parent.id)),
+            };
+            gateways[1].grant("user:alice", &ask).unwrap()
+        })
+        .collect();
+    let pay = |agent: &str| {
+        json!({"subject": {"id": agent}, "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "10 USD"}}})
+            .to_string()
+            .into_bytes()
+    };
+    // One decision under a child, alone: the transaction's begin, the instances read ahead with the one above,
+    // the counters and approvals of the whole chain read and locked, the commit — four round trips, none for the
+    // decision itself (reading the parent and then its counters would be two more).
+    let before = stores[0].sent().unwrap().round_trips;
+    let first = gateways[0].decide(&pay("agent:errands/0"));
+    assert_eq!(first.outcome, "allow", "{}", first.decision);
+    let chain: Value = serde_json::from_str::<Value>(&first.decision).unwrap()["mandate_chain"].clone();
+    assert_eq!(
+        chain,
+        json!(["ceiling", format!("shopping/{}@1", parent.id), format!("errand/{}@1", children[0].id)]),
+        "{}",
+        first.decision
+    );
+    assert_eq!(stores[0].sent().unwrap().round_trips - before, 4, "round trips of one sub-delegated decision");
+    // 36 calls at once, 12 threads on both replicas.
+    let agents = ["agent:errands/0", "agent:errands/1", "agent:shopper"];
+    let outcomes: Vec<(usize, bool)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..12)
+            .map(|t| {
+                let (gateway, pay) = (&gateways[t % 2], &pay);
+                scope.spawn(move || {
+                    let who = t % 3;
+                    (0..3)
+                        .map(|_| {
+                            let decided = gateway.decide(&pay(agents[who]));
+                            let allowed = decided.outcome == "allow";
+                            assert!(
+                                allowed || decided.reasons == ["budget.exhausted"],
+                                "denied for another reason: {}",
+                                decided.decision
+                            );
+                            (who, allowed)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let allowed = |who: usize| outcomes.iter().filter(|(w, a)| *a && *w == who).count() + usize::from(who == 0);
+    let total = allowed(0) + allowed(1) + allowed(2);
+    assert_eq!(total, 7, "the parent instance's budget across its children and its holder: {outcomes:?}");
+    assert!(allowed(0) <= 3 && allowed(1) <= 3, "each errand's own budget: {outcomes:?}");
+    let count = |counter: String| stored_count(&*stores[1], &counter);
+    assert_eq!(count(format!("shopping/{}/purchases", parent.id)), 7);
+    for (i, child) in children.iter().enumerate() {
+        assert_eq!(count(format!("errand/{}/errands", child.id)), allowed(i) as u64, "errand {i}");
+    }
+    audit::verify_chains(audit::read_all(&*stores[0]).unwrap()).unwrap();
+}

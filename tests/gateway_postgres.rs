@@ -294,6 +294,43 @@ fn contract(kind: Kind, store: &dyn Store) {
     drop(tx);
     assert_eq!(store.begin().unwrap().counter("c", "total").unwrap(), 2, "{kind:?}: dropped, nothing kept");
 
+    // A batch's counts and operations: kept per decision and written together (on PostgreSQL one statement each
+    // for the batch, the counts summed per counter); a decision rolled back takes its own with it — kept unsent, or
+    // sent after its savepoint by a read of its own — and never an earlier decision's.
+    let op = |decision: &str| OperationRecord {
+        operation: "batch-op".into(),
+        decision_id: decision.into(),
+        tool: "pay".into(),
+        time: 70,
+    };
+    let mut tx = store.begin().unwrap();
+    tx.savepoint().unwrap();
+    tx.count("batch-b", "total").unwrap();
+    tx.count("batch-a", "total").unwrap();
+    tx.record_operation(&op("d1")).unwrap();
+    tx.release(true).unwrap();
+    tx.savepoint().unwrap();
+    tx.count("batch-b", "total").unwrap();
+    tx.record_operation(&op("d2")).unwrap();
+    tx.release(false).unwrap();
+    tx.savepoint().unwrap();
+    tx.count("batch-b", "total").unwrap();
+    tx.record_operation(&op("d3")).unwrap();
+    assert_eq!(tx.counter("batch-b", "total").unwrap(), 2, "{kind:?}: its own count and the earlier decision's");
+    tx.release(false).unwrap();
+    assert_eq!(tx.counter("batch-b", "total").unwrap(), 1, "{kind:?}: rolled back after it was sent");
+    tx.savepoint().unwrap();
+    tx.count("batch-b", "total").unwrap();
+    tx.count("batch-b", "total").unwrap();
+    tx.record_operation(&op("d4")).unwrap();
+    tx.release(true).unwrap();
+    tx.commit().unwrap();
+    let mut tx = store.begin_read().unwrap();
+    assert_eq!((tx.counter("batch-a", "total").unwrap(), tx.counter("batch-b", "total").unwrap()), (1, 3), "{kind:?}");
+    let recorded: Vec<String> = tx.operations("batch-op").unwrap().into_iter().map(|o| o.decision_id).collect();
+    assert_eq!(recorded, ["d1", "d4"], "{kind:?}");
+    drop(tx);
+
     // Access requests: one pending per key while live; a new one once it expired.
     let mut tx = store.begin().unwrap();
     tx.insert_access_request(&request("r1", "k", 10, 100)).unwrap();

@@ -11,8 +11,9 @@
 //!   Everything a decision reads comes after its transaction began, so a stop, a fact or a consumed approval
 //!   committed by any replica before is seen (READ COMMITTED: each statement sees what committed before it);
 //! - a single-use approval is consumed by a conditional update (`… WHERE NOT consumed`): one winner;
-//! - counters are made if missing and read under row locks (`FOR UPDATE`, in sorted order, one pipeline) and
-//!   incremented in place, so two replicas' batches counting the same budget wait for each other;
+//! - counters are made if missing and locked (`INSERT … ON CONFLICT DO UPDATE … WHERE false`, in sorted order),
+//!   then read, in one pipeline, and incremented in place (all of a batch's counts in one statement), so two
+//!   replicas' batches counting the same budget wait for each other;
 //! - at most one live pending access request per key (a unique index on `pending_key`), answered once (a
 //!   conditional update on `status = 'pending'`);
 //! - the schema is created and migrated by the gateway under an advisory lock, in one transaction, with the
@@ -693,6 +694,10 @@ struct Savepoint {
     opened: Opened,
     entries: usize,
     head: (u64, String),
+    /// How many of the transaction's kept counts and operations (`PgTx::counts`, `PgTx::operations`) came before
+    /// it: the rest are the decision's, dropped when it is rolled back.
+    counts: usize,
+    operations: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -735,9 +740,19 @@ struct PgTx<'a> {
     /// before its transaction began, as for `state`: an instance granted or revoked by another replica after the read
     /// is concurrent with them. Forgotten when this transaction writes a grant.
     grants_ahead: Option<std::collections::HashMap<String, Vec<GrantRecord>>>,
+    /// Read with `grants_ahead`: the instances above the holders' (their parents, by parent id, up to
+    /// [`ABOVE_DEPTH`] levels), by id — `None` for an id looked up and not active — which answer
+    /// [`Tx::active_grant`], so that a sub-delegated decision's chain, and with it its counters and approvals, is
+    /// read ahead and locked with the batch's. Forgotten with `grants_ahead`.
+    instances_ahead: Option<std::collections::HashMap<String, Option<GrantRecord>>>,
     /// The failure came with writes of earlier jobs (deferred past their savepoints' release): no savepoint can
     /// repair it, and the whole transaction fails.
     fatal: bool,
+    /// The counts ([`Tx::count`]) and operations ([`Tx::record_operation`]) not sent yet, in order: written with
+    /// the next statement as one statement each for all of them (the counts summed per counter:
+    /// [`COUNT_ALL`], [`RECORD_OPERATIONS`]), not one per decision.
+    counts: Vec<(String, String)>,
+    operations: Vec<OperationRecord>,
 }
 
 impl Drop for PgTx<'_> {
@@ -765,16 +780,33 @@ const LIVE_APPROVALS: &str = "SELECT id, kind, mandate, issued_at, expires_at, t
 const DECISION_STATE: &str = "SELECT 0, mandate, NULL::bigint, NULL, NULL, NULL FROM stops \
      UNION ALL SELECT 1, name, number, text, NULL, NULL FROM facts \
      UNION ALL SELECT 2, id, NULL, level, mandate, principal FROM stop_records";
-/// The counters asked for, made when missing (with 0, in sorted order: the new rows are locked as they are
-/// inserted, and another transaction making the same one waits for this one), so that they can be locked.
-const COUNTERS_MADE: &str = "INSERT INTO counters (counter, counter_window, value) \
-     SELECT c, w, 0 FROM unnest($1::text[], $2::text[]) AS k(c, w) ORDER BY c, w ON CONFLICT DO NOTHING";
-/// The counters asked for, locked in sorted order (the lock is taken as each sorted row is returned).
-const COUNTERS_LOCKED: &str = "SELECT counter, counter_window, value FROM counters \
-     WHERE (counter, counter_window) IN (SELECT * FROM unnest($1::text[], $2::text[])) \
-     ORDER BY counter, counter_window FOR UPDATE";
-const COUNTERS: &str = "SELECT counter, counter_window, value FROM counters \
-     WHERE (counter, counter_window) IN (SELECT * FROM unnest($1::text[], $2::text[]))";
+/// The counters asked for, made when missing (with 0) and locked, in sorted order: a new row is locked as it is
+/// inserted (another transaction making the same one waits for this one), an existing one by the `DO UPDATE` action,
+/// which locks the row whether or not its `WHERE` lets it update it (`WHERE false`: never, so no new row version).
+/// The values are then read by [`COUNTERS`], in the same pipeline: the rows are locked, so they are the values
+/// last committed, and nothing but this transaction changes them until it ends.
+const COUNTERS_LOCKED: &str = "INSERT INTO counters (counter, counter_window, value) \
+     SELECT DISTINCT c, w, 0 FROM unnest($1::text[], $2::text[]) AS k(c, w) ORDER BY c, w \
+     ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value WHERE false";
+/// The counters asked for, each by its key on the primary key's index (a lateral subquery that is not pulled up:
+/// a join of the keys with `counters` may be planned as a hash join over a scan of the whole table, which grows
+/// with every operation counted).
+const COUNTERS: &str = "SELECT k.c, k.w, x.value FROM unnest($1::text[], $2::text[]) AS k(c, w) \
+     CROSS JOIN LATERAL (SELECT value FROM counters WHERE counter = k.c AND counter_window = k.w OFFSET 0) AS x";
+/// How many levels above the holders' instances [`Tx::prefetch_grants`] reads (a deeper chain's top is read by the
+/// decision itself).
+const ABOVE_DEPTH: i32 = 16;
+/// The active instances of the holders `$1` (depth 0) and, level by level, the active instances their parents name
+/// (`TEMPLATE/ID`: by the id after the last `/`, as [`Tx::active_grant`] is asked), up to depth `$2`; each parent
+/// looked up by its id on the index of current rows (a lateral subquery, not a join that may scan the table).
+const HELD_AND_ABOVE: &str = "WITH RECURSIVE chain AS ( \
+     SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent, 0 AS depth \
+     FROM grants WHERE holder = ANY($1) AND current AND revoked_at IS NULL \
+     UNION ALL SELECT g.id, g.version, g.template, g.principal, g.holder, g.params, g.granted_by, g.granted_at, \
+     g.revoked_at, g.parent, c.depth + 1 FROM chain c CROSS JOIN LATERAL (SELECT * FROM grants \
+     WHERE id = regexp_replace(c.parent, '^.*/', '') AND current AND revoked_at IS NULL OFFSET 0) AS g \
+     WHERE c.parent IS NOT NULL AND c.depth < $2) \
+     SELECT * FROM chain ORDER BY depth, id COLLATE \"C\"";
 /// A transaction's entries, in order (`gseq` from its default, one by one in the rows' order).
 const INSERT_LOG: &str = "INSERT INTO log (writer, seq, time, kind, body, prev, hash) \
      SELECT $1::text, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[])";
@@ -909,6 +941,9 @@ impl<'a> PgTx<'a> {
             state: None,
             ahead: None,
             grants_ahead: None,
+            instances_ahead: None,
+            counts: Vec::new(),
+            operations: Vec::new(),
         }
     }
 
@@ -922,6 +957,7 @@ impl<'a> PgTx<'a> {
     /// Runs what is pending, then `statements` (each with its parameters), as one pipeline (one round trip), and
     /// gives each statement's rows. A failure marks the transaction failed until a savepoint is rolled back to.
     fn pipeline(&mut self, statements: &[(&str, Params<'_>)]) -> StoreResult<Vec<Vec<Row>>> {
+        self.queue_kept()?;
         let pending = std::mem::take(&mut self.pending);
         // Writes queued before the current savepoint are earlier jobs' (or there is no savepoint): a failure then
         // cannot be rolled back to a savepoint.
@@ -995,6 +1031,40 @@ impl<'a> PgTx<'a> {
             }
             e
         })
+    }
+
+    /// Queues the counts and operations kept so far as (at most) two statements for each side of the current
+    /// decision's savepoint: those of earlier decisions before it (where a rollback to it does not reach them),
+    /// the decision's own after it (opening it first when it has not been).
+    fn queue_kept(&mut self) -> StoreResult<()> {
+        if self.counts.is_empty() && self.operations.is_empty() {
+            return Ok(());
+        }
+        let (counts, operations) = match &self.savepoint {
+            Some(s) if s.opened != Opened::Sent => (s.counts, s.operations),
+            // Everything kept is the decision's, after its savepoint (sent), or there is no decision.
+            Some(_) => (0, 0),
+            None => (self.counts.len(), self.operations.len()),
+        };
+        let own_counts = self.counts.split_off(counts);
+        let own_operations = self.operations.split_off(operations);
+        let earlier = kept_statements(&std::mem::take(&mut self.counts), &std::mem::take(&mut self.operations));
+        match self.savepoint.as_mut().map(|s| (s.opened, s)) {
+            Some((Opened::Queued(at), savepoint)) => {
+                let n = earlier.len();
+                savepoint.opened = Opened::Queued(at + n);
+                self.pending.splice(at..at, earlier);
+            }
+            _ => self.pending.extend(earlier),
+        }
+        if !own_counts.is_empty() || !own_operations.is_empty() {
+            self.opening()?;
+            self.pending.extend(kept_statements(&own_counts, &own_operations));
+        }
+        if let Some(savepoint) = &mut self.savepoint {
+            (savepoint.counts, savepoint.operations) = (0, 0);
+        }
+        Ok(())
     }
 
     /// Sends what is pending now (its errors are this call's).
@@ -1121,6 +1191,66 @@ impl Ahead {
     }
 }
 
+/// All the counts of a transaction not sent yet in one statement: summed per counter (a row is updated once per
+/// statement), made or incremented in sorted order, as the batch locked them.
+const COUNT_ALL: &str = "INSERT INTO counters (counter, counter_window, value) \
+     SELECT c, w, n FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(c, w, n) ORDER BY c, w \
+     ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + excluded.value";
+/// All the operations of a transaction not sent yet in one statement, in the order they were recorded (`id` from
+/// its sequence, row by row).
+const RECORD_OPERATIONS: &str = "INSERT INTO operations (operation, decision_id, tool, time) \
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[])";
+
+/// The statements that write `counts` (summed per counter) and `operations`: none, one or two.
+fn kept_statements(counts: &[(String, String)], operations: &[OperationRecord]) -> Vec<Item> {
+    let mut items = Vec::new();
+    let (counted, recorded) = kept_columns(counts, operations);
+    if !counts.is_empty() {
+        items.push(Item::Write(COUNT_ALL, counted));
+    }
+    if !operations.is_empty() {
+        items.push(Item::Write(RECORD_OPERATIONS, recorded));
+    }
+    items
+}
+
+/// A statement's parameters, as a pipeline keeps them.
+type Columns = Vec<Box<dyn ToSql + Sync + Send>>;
+
+/// The parameters of [`COUNT_ALL`] (the counts summed per counter, in sorted order) and of [`RECORD_OPERATIONS`].
+fn kept_columns(counts: &[(String, String)], operations: &[OperationRecord]) -> (Columns, Columns) {
+    let mut summed: std::collections::BTreeMap<&(String, String), i64> = std::collections::BTreeMap::new();
+    for key in counts {
+        *summed.entry(key).or_default() += 1;
+    }
+    let names: Vec<String> = summed.keys().map(|(c, _)| c.clone()).collect();
+    let windows: Vec<String> = summed.keys().map(|(_, w)| w.clone()).collect();
+    let values: Vec<i64> = summed.into_values().collect();
+    let column = |f: fn(&OperationRecord) -> &String| operations.iter().map(f).cloned().collect::<Vec<String>>();
+    (
+        vec![Box::new(names), Box::new(windows), Box::new(values)],
+        vec![
+            Box::new(column(|o| &o.operation)),
+            Box::new(column(|o| &o.decision_id)),
+            Box::new(column(|o| &o.tool)),
+            Box::new(operations.iter().map(|o| o.time).collect::<Vec<i64>>()),
+        ],
+    )
+}
+
+/// What a transaction writes at its commit, in one statement (data-modifying `WITH` queries, each of a table of
+/// its own): the counts and operations kept ([`COUNT_ALL`], [`RECORD_OPERATIONS`]: an empty array inserts no row),
+/// the log's entries ([`INSERT_LOG`]) and this writer's head ([`UPDATE_HEAD`]) — one statement, not four, in the
+/// commit's pipeline.
+const COMMIT_WRITES: &str = "WITH counted AS (INSERT INTO counters (counter, counter_window, value) \
+     SELECT c, w, n FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(c, w, n) ORDER BY c, w \
+     ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + excluded.value), \
+     recorded AS (INSERT INTO operations (operation, decision_id, tool, time) \
+     SELECT * FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[])), \
+     logged AS (INSERT INTO log (writer, seq, time, kind, body, prev, hash) \
+     SELECT $8::text, * FROM unnest($9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[])) \
+     UPDATE writer_heads SET wseq = $15, hash = $16 WHERE writer = $8";
+
 /// What waits in a transaction's pipeline.
 enum Item {
     /// A command sent with the simple protocol.
@@ -1199,7 +1329,6 @@ impl Tx for PgTx<'_> {
         }
         let names: Vec<&str> = counters.iter().map(|(c, _)| c.as_str()).collect();
         let windows: Vec<&str> = counters.iter().map(|(_, w)| w.as_str()).collect();
-        let counters_sql = if self.writes { COUNTERS_LOCKED } else { COUNTERS };
         let kept = self.state.clone();
         let mut statements: Vec<(&str, Params<'_>)> = Vec::new();
         if kept.is_none() {
@@ -1210,13 +1339,14 @@ impl Tx for PgTx<'_> {
         if !mandates.is_empty() {
             statements.push((LIVE_APPROVALS, &approvals_params));
         }
-        // A counter not made yet has no row to lock: made first (another replica's batch counting it then waits).
+        // In a write transaction the counters are made if missing and locked first (another replica's batch counting
+        // one of them then waits), then read.
         let make = self.writes && !counters.is_empty();
         if make {
-            statements.push((COUNTERS_MADE, &counter_params));
+            statements.push((COUNTERS_LOCKED, &counter_params));
         }
         if !counters.is_empty() {
-            statements.push((counters_sql, &counter_params));
+            statements.push((COUNTERS, &counter_params));
         }
         let mut results = self.pipeline(&statements)?.into_iter();
         let state = match kept {
@@ -1248,7 +1378,7 @@ impl Tx for PgTx<'_> {
         if !self.writes {
             return Ok(());
         }
-        // One round trip for the whole batch; the counters locked in sorted order (`COUNTERS_LOCKED`).
+        // One round trip for the whole batch; the counters made and locked in sorted order (`COUNTERS_LOCKED`).
         let (approvals, state, values) = self.read_for_decision(mandates, counters, now)?;
         let mut ahead = Ahead {
             now,
@@ -1446,24 +1576,18 @@ impl Tx for PgTx<'_> {
     }
 
     fn count(&mut self, counter: &str, window: &str) -> StoreResult<()> {
+        // Kept, and sent with the next statement with every other count kept (`queue_kept`): one statement for
+        // the batch's counts, not one per decision.
+        self.writing()?;
         self.counted(counter, window);
-        self.defer(
-            "INSERT INTO counters (counter, counter_window, value) VALUES ($1, $2, 1) \
-             ON CONFLICT (counter, counter_window) DO UPDATE SET value = counters.value + 1",
-            vec![Box::new(counter.to_string()), Box::new(window.to_string())],
-        )
+        self.counts.push((counter.to_string(), window.to_string()));
+        Ok(())
     }
 
     fn record_operation(&mut self, record: &OperationRecord) -> StoreResult<()> {
-        self.defer(
-            "INSERT INTO operations (operation, decision_id, tool, time) VALUES ($1, $2, $3, $4)",
-            vec![
-                Box::new(record.operation.clone()),
-                Box::new(record.decision_id.clone()),
-                Box::new(record.tool.clone()),
-                Box::new(record.time),
-            ],
-        )
+        self.writing()?;
+        self.operations.push(record.clone());
+        Ok(())
     }
 
     fn insert_approval(&mut self, a: &StoredApproval) -> StoreResult<()> {
@@ -1674,6 +1798,7 @@ impl Tx for PgTx<'_> {
 
     fn put_grant(&mut self, g: &GrantRecord) -> StoreResult<()> {
         self.grants_ahead = None;
+        self.instances_ahead = None;
         self.execute("UPDATE grants SET current = false WHERE id = $1 AND current RETURNING 1", &[&g.id])?;
         let params = json(&g.params);
         self.execute(
@@ -1696,6 +1821,8 @@ impl Tx for PgTx<'_> {
     }
 
     fn revoke_grant(&mut self, id: &str, at: i64) -> StoreResult<bool> {
+        self.grants_ahead = None;
+        self.instances_ahead = None;
         let sql = "UPDATE grants SET revoked_at = $2 WHERE id = $1 AND current AND revoked_at IS NULL RETURNING 1";
         Ok(self.execute(sql, &[&id, &at])? > 0)
     }
@@ -1752,6 +1879,9 @@ impl Tx for PgTx<'_> {
     }
 
     fn active_grant(&mut self, id: &str) -> StoreResult<Option<GrantRecord>> {
+        if let Some(read) = self.instances_ahead.as_ref().and_then(|ahead| ahead.get(id)) {
+            return Ok(read.clone());
+        }
         let rows = self.query(
             "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent \
              FROM grants WHERE id = $1 AND current AND revoked_at IS NULL",
@@ -1776,20 +1906,35 @@ impl Tx for PgTx<'_> {
         if !self.writes {
             return Ok(None);
         }
-        // One read on the holder index for the whole batch, in the order `active_grants` gives.
-        let rows = self.query(
-            "SELECT id, version, template, principal, holder, params, granted_by, granted_at, revoked_at, parent \
-             FROM grants WHERE holder = ANY($1) AND current AND revoked_at IS NULL ORDER BY id COLLATE \"C\"",
-            &[&holders],
-        )?;
+        // One read for the whole batch: the holders' instances (on the holder index, in the order `active_grants`
+        // gives) and those above them, by parent id.
+        let rows = self.query(HELD_AND_ABOVE, &[&holders, &ABOVE_DEPTH])?;
         let mut read: std::collections::HashMap<String, Vec<GrantRecord>> =
             holders.iter().map(|h| (h.clone(), Vec::new())).collect();
+        let mut instances: std::collections::HashMap<String, Option<GrantRecord>> = std::collections::HashMap::new();
+        // Each id at its lowest depth (rows come by depth): one whose parent was looked up when below the bound.
+        let mut looked_up: Vec<String> = Vec::new();
         for row in &rows {
             let grant = grant_of(row)?;
-            if let Some(held) = read.get_mut(&grant.holder) {
-                held.push(grant);
+            let depth: i32 = row.get(10);
+            if instances.contains_key(&grant.id) {
+                continue;
             }
+            if depth == 0 {
+                if let Some(held) = read.get_mut(&grant.holder) {
+                    held.push(grant.clone());
+                }
+            }
+            if depth < ABOVE_DEPTH {
+                looked_up
+                    .extend(grant.parent.as_deref().map(|p| p.rsplit_once('/').map_or(p, |(_, id)| id).to_string()));
+            }
+            instances.insert(grant.id.clone(), Some(grant));
         }
+        for id in looked_up {
+            instances.entry(id).or_insert(None);
+        }
+        self.instances_ahead = Some(instances);
         self.grants_ahead = Some(read.clone());
         Ok(Some(read))
     }
@@ -1948,7 +2093,13 @@ impl Tx for PgTx<'_> {
     }
 
     fn savepoint(&mut self) -> StoreResult<()> {
-        self.savepoint = Some(Savepoint { opened: Opened::No, entries: self.entries.len(), head: self.head.clone() });
+        self.savepoint = Some(Savepoint {
+            opened: Opened::No,
+            entries: self.entries.len(),
+            head: self.head.clone(),
+            counts: self.counts.len(),
+            operations: self.operations.len(),
+        });
         Ok(())
     }
 
@@ -1958,6 +2109,9 @@ impl Tx for PgTx<'_> {
         };
         if !keep {
             self.entries.truncate(savepoint.entries.min(self.entries.len()));
+            // The decision's counts and operations not sent yet (those sent, after its savepoint, are rolled back).
+            self.counts.truncate(savepoint.counts);
+            self.operations.truncate(savepoint.operations);
             self.head = savepoint.head;
             self.state = None;
             self.ahead = None;
@@ -1994,9 +2148,33 @@ impl Tx for PgTx<'_> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        // The log's entries, the head and `COMMIT` in one pipeline; a failure before `COMMIT` is seen in its
-        // statement's result (a `COMMIT` after a failed statement is a rollback).
-        self.queue_log()?;
+        // The counts and operations kept, the log's entries, the head and `COMMIT` in one pipeline; a failure before
+        // `COMMIT` is seen in its statement's result (a `COMMIT` after a failed statement is a rollback).
+        if self.savepoint.is_none() && !self.entries.is_empty() {
+            // As one statement (`COMMIT_WRITES`).
+            self.writing()?;
+            let (counts, operations) = (std::mem::take(&mut self.counts), std::mem::take(&mut self.operations));
+            let (counted, recorded) = kept_columns(&counts, &operations);
+            let entries = std::mem::take(&mut self.entries);
+            let c = log_statements(&entries, &self.head);
+            let mut params = counted;
+            params.extend(recorded);
+            params.extend([
+                Box::new(self.store.writer.clone()) as Box<dyn ToSql + Sync + Send>,
+                Box::new(c.seqs),
+                Box::new(c.times),
+                Box::new(c.kinds),
+                Box::new(c.bodies),
+                Box::new(c.prevs),
+                Box::new(c.hashes),
+                Box::new(c.head_seq),
+                Box::new(c.head_hash),
+            ]);
+            self.pending.push(Item::Write(COMMIT_WRITES, params));
+        } else {
+            self.queue_kept()?;
+            self.queue_log()?;
+        }
         self.pending.push(Item::Simple("COMMIT"));
         self.flush()?;
         // Back to the pool.

@@ -640,9 +640,11 @@ pub trait Tx {
         no_grants()
     }
     /// Reads ahead, for a write batch of a store that reads ahead ([`Tx::prefetch`]), the active instances of each of
-    /// `holders` ([`Tx::active_grants`], all in one read): the batch then knows the counters of the instances its
-    /// decisions are made under (a template's budget is counted per instance), and reads and locks them with the
-    /// rest. `None` when the store reads nothing ahead (the default: its decisions read their instances themselves).
+    /// `holders` ([`Tx::active_grants`], all in one read), and the active instances above them (their parents, by
+    /// parent id: what [`Tx::active_grant`] then answers): the batch then knows the counters of the instances its
+    /// decisions are made under, sub-delegated ones' whole chain included (a template's budget is counted per
+    /// instance), and reads and locks them with the rest. `None` when the store reads nothing ahead (the default:
+    /// its decisions read their instances themselves).
     fn prefetch_grants(&mut self, holders: &[String]) -> StoreResult<Option<HashMap<String, Vec<GrantRecord>>>> {
         let _ = holders;
         Ok(None)

@@ -554,8 +554,9 @@ impl Gateway {
 /// Reads ahead, in `tx`, what the jobs of a write batch will read (`Tx::prefetch`): every approval and counter their
 /// requests need, at the earliest time any of them decides at (the transaction's clock, when the store gives one).
 /// The counters of a decision under an instance depend on the instance (a template's budget is counted per instance),
-/// so for a policy with templates the instances of the jobs' subjects are read ahead first, when the store reads
-/// ahead (`Tx::prefetch_grants`: one read), and filled into a copy of each request to find its needs.
+/// so for a policy with templates the instances of the jobs' subjects, and the instances above them, are read ahead
+/// first, when the store reads ahead (`Tx::prefetch_grants`: one read), and filled into a copy of each request to
+/// find its needs.
 fn prefetch(tx: &mut dyn Tx, jobs: &[&Job]) -> StoreResult<()> {
     let now = tx.now();
     let ready = |job: &&&Job| matches!(&job.prepared, Prepared { value: Some(_), early_deny: None, .. });
@@ -576,14 +577,19 @@ fn prefetch(tx: &mut dyn Tx, jobs: &[&Job]) -> StoreResult<()> {
         let at = now.unwrap_or(job.now);
         earliest = earliest.min(at);
         let meta = &job.policy.meta;
-        let held = grants.as_ref().filter(|_| !meta.templates.is_empty()).and_then(|grants| {
-            let subject = super::grants::subject_of(value)?;
-            grants.get(&subject)
-        });
+        // The subject's instances and those above them (a sub-delegated one's parent, its parent's, …), as the
+        // decision will fill them: from what the store read ahead (no round trip), so that the counters and
+        // approvals of the whole chain are read and locked with the batch's.
+        let subject =
+            grants.as_ref().filter(|_| !meta.templates.is_empty()).and_then(|_| super::grants::subject_of(value));
+        let held = match subject {
+            Some(subject) => Some(super::grants::filled(tx, &subject)?),
+            None => None,
+        };
         let (needs, _) = match held {
             Some(held) => {
                 let mut filled = value.clone();
-                super::grants::fill_read_grants(&mut filled, meta, held);
+                super::grants::fill_read_grants(&mut filled, meta, &held);
                 super::prepare::needs_of(&filled, meta, at)
             }
             None => super::prepare::needs_of(value, meta, at),

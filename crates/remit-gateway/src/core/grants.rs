@@ -513,8 +513,10 @@ fn ancestors(tx: &mut dyn Tx, parent: Option<&str>) -> StoreResult<Vec<GrantReco
 }
 
 /// What a decision of `holder` is filled with: its active instances and the active instances they are
-/// sub-delegated from (held by others: the engines check a child against its parent), each once.
-fn filled(tx: &mut dyn Tx, holder: &str) -> StoreResult<Vec<GrantRecord>> {
+/// sub-delegated from (held by others: the engines check a child against its parent), each once. Also what a
+/// write batch reads ahead for each of its holders (`core::batch`'s `prefetch`), answered from what the store read
+/// ahead.
+pub(super) fn filled(tx: &mut dyn Tx, holder: &str) -> StoreResult<Vec<GrantRecord>> {
     let mut grants = tx.active_grants(holder)?;
     let mut next = 0;
     while next < grants.len() && grants.len() <= MAX_GRANTS {
