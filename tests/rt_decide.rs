@@ -392,6 +392,10 @@ fn module_loop() {
     let mut config = wasmtime::Config::new();
     config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     let engine = wasmtime::Engine::new(&config).unwrap();
+    // The module compiled as this engine compiles it, an ELF object (`objdump -d`): the code the perf map names.
+    if let Ok(path) = std::env::var("REMIT_LOOP_NATIVE") {
+        std::fs::write(path, engine.precompile_module(&module).unwrap()).unwrap();
+    }
     let mut wasm = support::wasm::Wasm::new(&engine, &module);
     let calls: usize = std::env::var("REMIT_LOOP_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000);
     let mut total = 0;
