@@ -1083,6 +1083,74 @@ fn escaped_values_reach_the_readers() {
     assert!(text.contains(r#""\u0061":"\u0032"#), "{text}");
 }
 
+/// A relation's listed tuples read key by key (`cond::tuple_fields`) and its terms compared as bytes or unescaped:
+/// tuples whose `args` and `holds` keys, arguments, or the subject's id (a term) are written with escapes, keys in
+/// either order, extra keys, and malformed items, for a relation of two terms (kept in locals) and one of three
+/// (kept in an array), against the interpreter.
+#[test]
+fn relation_lists_with_escapes_evaluate_as_in_the_interpreter() {
+    let text = r#"
+subject rl_agent {
+  team: string from properties
+}
+relation rl_member(string, string) from properties
+relation rl_can(string, string, string) from properties
+tool rl_t(x: string) {
+  level draft
+}
+mandate rl for "user:rl" {
+  holder under "agent:"
+  allow rl_t where rl_member(subject, "team:a")
+  allow rl_t where rl_can(subject, args.x, subject.team)
+  forbid rl_t where rl_member(subject, args.x)
+}
+"#;
+    let mut sources = remit_lang::stdlib::sources();
+    sources.add("rl.remit".to_string(), text.to_string());
+    let program = check_with(sources, Options { narrowing: false }).program.expect("the policy checks");
+    let bytes = remit_lang::wasm::image::write(&program).unwrap();
+    let image = Image::new(&bytes).unwrap();
+    let subjects = [r#""agent:a""#, r#""agent:\u0061""#, r#""\u0061gent:a""#, r#""agent:b""#];
+    let members = [
+        r#"[{"args":["agent:a","team:a"],"holds":true}]"#,
+        r#"[{"\u0061rgs":["agent:a","team:a"],"holds":true}]"#,
+        r#"[{"args":["agent:a","team:a"],"hold\u0073":true}]"#,
+        r#"[{"holds":false,"args":["agent:a","t\u0065am:a"]}]"#,
+        r#"[{"holds":true,"note":1,"args":["agent:\u0061","team:a"]}]"#,
+        r#"[{"args":["agent:a","team:a"],"holds":true},{"args":["agent:a","x"],"holds":false}]"#,
+        r#"[{"args":["agent:a","team:a"],"holds":true},{"args":["agent:a","team:a"],"holds":false}]"#,
+        r#"[{"args":["agent:a","team:a"],"holds":true},{"args":["agent:a"],"holdsx":true}]"#,
+        r#"[{"args":["agent:a","team:a"],"holds":true},{"arg":["agent:a"],"holds":true}]"#,
+        r#"[{"args":["agent:a","team:a"],"holds":"true"}]"#,
+        r#"[{"args":["agent:a","team:a",1],"holds":true}]"#,
+        r#"[{"args":["agent:a"],"holds":true},{"args":["agent:a","team:a","x"],"holds":true}]"#,
+        r#"[{"args":{"0":"agent:a"},"holds":true}]"#,
+        r#"[["agent:a","team:a"]]"#,
+        r#"[]"#,
+    ];
+    let cans = [
+        r#"[{"args":["agent:a","x","ops"],"holds":true}]"#,
+        r#"[{"\u0061rgs":["\u0061gent:a","x","o\u0070s"],"hold\u0073":true}]"#,
+        r#"[{"args":["agent:a","x","ops"],"holds":false},{"args":["agent:a","y","ops"],"holds":true}]"#,
+        r#"[{"args":["agent:a","x"],"holds":true}]"#,
+    ];
+    let mut tally = Tally::default();
+    for subject in subjects {
+        for member in members {
+            for can in cans {
+                for x in [r#""x""#, r#""te\u0061m:a""#, r#""team:a""#] {
+                    let request = format!(
+                        r#"{{"subject":{{"id":{subject},"properties":{{"team":"o\u0070s"}}}},"action":{{"name":"rl_t","arguments":{{"x":{x}}}}},"context":{{"mandate":"rl","now":"2026-12-07T10:00:00Z","relations":{{"rl_member":{member},"rl_can":{can}}}}}}}"#
+                    );
+                    same("relation lists", &program, &image, request.as_bytes(), &mut tally);
+                }
+            }
+        }
+    }
+    eprintln!("relation lists: {tally:?}");
+    assert!(tally.outcomes.iter().all(|&n| n > 20), "{tally:?}");
+}
+
 // -------------------------------------------------------------------------------------------------------------------
 // The listing's `possible`.
 

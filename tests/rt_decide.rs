@@ -392,6 +392,10 @@ fn module_loop() {
     let mut config = wasmtime::Config::new();
     config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     let engine = wasmtime::Engine::new(&config).unwrap();
+    // The module compiled as this engine compiles it, an ELF object (`objdump -d`): the code the perf map names.
+    if let Ok(path) = std::env::var("REMIT_LOOP_NATIVE") {
+        std::fs::write(path, engine.precompile_module(&module).unwrap()).unwrap();
+    }
     let mut wasm = support::wasm::Wasm::new(&engine, &module);
     let calls: usize = std::env::var("REMIT_LOOP_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(300_000);
     let mut total = 0;
@@ -694,6 +698,159 @@ fn world_fuel() {
         let both = before - store.get_fuel().unwrap();
         println!("the {name} request, {len} bytes: JSON accepted {parse} fuel, and read {both}");
     }
+}
+
+/// `world_speed`'s bare column for several builds of the runtime side by side in one process: the three cases of
+/// each build (`REMIT_RT_ARTIFACTS`, paths separated by commas; the committed artifact when unset) called bare,
+/// each module instantiated `REMIT_SPEED_INSTANCES` times (4), all interleaved in one loop (batches of 50,
+/// `REMIT_SPEED_ROUNDS` rounds, 300), so that builds are compared under the same load rather than in runs apart.
+/// A module's time depends on where its code lands (the same artifact instantiated twice in one process gave (a)
+/// 1.24 and 1.29, each steady within ±0.01 over its rounds), so each build's medians pool its instances; then (a)
+/// and (b) per build, and (a) per instance (the spread of that placement).
+/// `REMIT_RT_ARTIFACTS=old.wasm,new.wasm cargo test --release --test rt_decide -- --ignored --nocapture world_speed_builds`.
+#[test]
+#[ignore]
+fn world_speed_builds() {
+    use std::time::Instant;
+    let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let (rounds, instances) = (env("REMIT_SPEED_ROUNDS", 300), env("REMIT_SPEED_INSTANCES", 4));
+    let paths: Vec<String> =
+        std::env::var("REMIT_RT_ARTIFACTS").map(|v| v.split(',').map(str::to_string).collect()).unwrap_or_default();
+    let artifacts: Vec<(String, Vec<u8>)> = if paths.is_empty() {
+        vec![("committed".to_string(), remit_module::RUNTIME.to_vec())]
+    } else {
+        paths.iter().map(|p| (p.clone(), std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}")))).collect()
+    };
+    let literal = "tool refund(order: string, amount: money)\nmandate desk for \"user:alice\" {\n  holder \"agent:desk\"\n  allow refund where args.order == \"order-1\" and args.amount <= 120 EUR and args.order in [\"order-1\", \"order-2\"]\n  forbid refund where args.order == \"order-9\"\n}\n";
+    let world = "resource order {\n  owner: string\n  total: money\n}\nsubject agent {\n  teams: set<string>\n}\nrelation member_of(string, string)\ntool refund(order: string, amount: money)\nmandate desk for \"user:alice\" {\n  holder \"agent:desk\"\n  allow refund where resource.owner == principal and args.amount <= resource.total and subject.teams contains \"refunds\"\n  forbid refund where member_of(subject, \"team:suspended\")\n}\n";
+    let literal_request = br#"{"subject":{"id":"agent:desk"},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1"},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z"}}"#.to_vec();
+    let world_request = br#"{"subject":{"id":"agent:desk","properties":{"teams":["refunds","billing"]}},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1","properties":{"owner":"user:alice","total":"120.00 EUR"}},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z","relations":{"member_of":[{"args":["agent:desk","team:suspended"],"holds":false}]}}}"#.to_vec();
+    let program = |source: &str| support::examples::compile(&[("p.remit".to_string(), source.to_string())]);
+    let (literal, world) = (program(literal), program(world));
+    let cases = [(&literal, &literal_request), (&literal, &world_request), (&world, &world_request)];
+    let engine = wasmtime::Engine::default();
+    // Per build, per instance, per case: the module bare.
+    let mut modules: Vec<Vec<Vec<support::wasm::Wasm>>> = artifacts
+        .iter()
+        .map(|(_, artifact)| {
+            let linked: Vec<Vec<u8>> = cases
+                .iter()
+                .map(|(program, _)| {
+                    let image = remit_lang::wasm::image::write(program).unwrap();
+                    remit_module::link_image(artifact, &image, None).unwrap()
+                })
+                .collect();
+            (0..instances)
+                .map(|_| {
+                    cases
+                        .iter()
+                        .zip(&linked)
+                        .map(|((program, request), bytes)| {
+                            let mut module = support::wasm::Wasm::new(&engine, bytes);
+                            assert_eq!(module.decide(request), remit_lang::eval::decide(program, request).to_json());
+                            module
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let batch = 50;
+    // Per build, per instance, per case.
+    let mut samples: Vec<Vec<[Vec<f64>; 3]>> = vec![vec![Default::default(); instances]; artifacts.len()];
+    for _ in 0..rounds {
+        for (b, build) in modules.iter_mut().enumerate() {
+            for (i, instance) in build.iter_mut().enumerate() {
+                for (k, module) in instance.iter_mut().enumerate() {
+                    let request = cases[k].1;
+                    let start = Instant::now();
+                    for _ in 0..batch {
+                        std::hint::black_box(module.decide(request).len());
+                    }
+                    samples[b][i][k].push(start.elapsed().as_nanos() as f64 / batch as f64);
+                }
+            }
+        }
+    }
+    println!("| build | literals, own request | literals, world's request | world | (a) | (b) | (a) per instance |");
+    println!("|---|---|---|---|---|---|---|");
+    for (b, (name, _)) in artifacts.iter().enumerate() {
+        let per_instance: Vec<String> = samples[b]
+            .iter_mut()
+            .map(|cases| format!("{:.3}", median(&mut cases[2]) / median(&mut cases[0])))
+            .collect();
+        let m: Vec<f64> = (0..3)
+            .map(|k| {
+                let mut pooled: Vec<f64> = samples[b].iter().flat_map(|cases| cases[k].iter().copied()).collect();
+                median(&mut pooled)
+            })
+            .collect();
+        println!(
+            "| {name} | {:.0} ns | {:.0} ns | {:.0} ns | {:.3} | {:.3} | {} |",
+            m[0],
+            m[1],
+            m[2],
+            m[2] / m[0],
+            m[2] / m[1],
+            per_instance.join(", ")
+        );
+    }
+}
+
+/// `world_fuel`'s swaps in time: the literal policy and each policy with one of `world_speed`'s world atoms in
+/// place of its literal one (then all four: `world_speed`'s world policy), all on the world's request, the modules
+/// called bare, interleaved in batches of 50, medians of `REMIT_SPEED_ROUNDS` rounds (300): what each world atom
+/// costs beyond its literal twin, in nanoseconds. `REMIT_RT_ARTIFACT` for another build of the runtime.
+/// `cargo test --release --test rt_decide -- --ignored --nocapture world_atom_speed`.
+#[test]
+#[ignore]
+fn world_atom_speed() {
+    use std::time::Instant;
+    let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let world_request = br#"{"subject":{"id":"agent:desk","properties":{"teams":["refunds","billing"]}},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1","properties":{"owner":"user:alice","total":"120.00 EUR"}},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z","relations":{"member_of":[{"args":["agent:desk","team:suspended"],"holds":false}]}}}"#.to_vec();
+    let declarations = "resource order {\n  owner: string\n  total: money\n}\nsubject agent {\n  teams: set<string>\n}\nrelation member_of(string, string)\ntool refund(order: string, amount: money)\n";
+    let atoms: [[&str; 2]; 4] = [
+        ["args.order == \"order-1\"", "resource.owner == principal"],
+        ["args.amount <= 120 EUR", "args.amount <= resource.total"],
+        ["args.order in [\"order-1\", \"order-2\"]", "subject.teams contains \"refunds\""],
+        ["args.order == \"order-9\"", "member_of(subject, \"team:suspended\")"],
+    ];
+    let engine = wasmtime::Engine::default();
+    let module_of = |pick: [usize; 4]| {
+        let text = format!(
+            "{declarations}mandate desk for \"user:alice\" {{\n  holder \"agent:desk\"\n  allow refund where {} and {} and {}\n  forbid refund where {}\n}}\n",
+            atoms[0][pick[0]], atoms[1][pick[1]], atoms[2][pick[2]], atoms[3][pick[3]]
+        );
+        let program = support::examples::compile(&[("p.remit".to_string(), text)]);
+        let mut module = support::wasm::Wasm::new(&engine, &linked(&program));
+        assert_eq!(module.decide(&world_request), remit_lang::eval::decide(&program, &world_request).to_json());
+        module
+    };
+    let mut picks = vec![[0; 4]];
+    for k in 0..4 {
+        let mut pick = [0; 4];
+        pick[k] = 1;
+        picks.push(pick);
+    }
+    picks.push([1; 4]);
+    let mut modules: Vec<_> = picks.iter().map(|&pick| module_of(pick)).collect();
+    let batch = 50;
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); modules.len()];
+    for _ in 0..rounds {
+        for (k, module) in modules.iter_mut().enumerate() {
+            let start = Instant::now();
+            for _ in 0..batch {
+                std::hint::black_box(module.decide(&world_request).len());
+            }
+            samples[k].push(start.elapsed().as_nanos() as f64 / batch as f64);
+        }
+    }
+    let m: Vec<f64> = samples.iter_mut().map(|v| median(v)).collect();
+    println!("the literal policy on the world's request: {:.0} ns", m[0]);
+    for k in 0..4 {
+        println!("  `{}` for `{}`: {:+.0} ns", atoms[k][1], atoms[k][0], m[k + 1] - m[0]);
+    }
+    println!("  all of world_speed's: {:+.0} ns", m[5] - m[0]);
 }
 
 /// What accepting and reading `world_speed`'s two requests takes in time (where `world_fuel` counts fuel): the bare

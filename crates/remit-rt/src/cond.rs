@@ -644,27 +644,39 @@ fn read_base(image: &Image<'_>, atom: &Attribute, env: &Env<'_>) -> Result<Optio
     let doc = env.doc;
     let request = env.request;
     let name = image.str(atom.name_off, atom.name_len);
-    let declared = |object: Option<u32>, signed: bool| declared(image, doc, atom, object, || signed);
-    let value = match atom.attr {
-        image::ATTR_ARG => {
-            if env.listing {
-                return Ok(None);
-            }
-            // Money is non-negative unless the parameter is `signed`: a negative amount is a mistyped argument.
-            let arguments = request.call.and_then(|c| c.arguments);
-            self::declared(image, doc, atom, arguments, || signed_param(image, &env.tool, name))?
-        }
-        image::ATTR_CONTEXT => declared(request.attributes, atom.signed != 0)?,
-        image::ATTR_SUBJECT => declared(request.subject_properties, atom.signed != 0)?,
+    // The declared attributes (arguments, context attributes, the subject's, the resource's and the principal's):
+    // their object, then one read of the name in it, inline. (A read per kind, each through a closure, had the
+    // properties' reads take a call the arguments' did not.)
+    let object = match atom.attr {
+        image::ATTR_ARG if env.listing => return Ok(None),
+        image::ATTR_ARG => request.call.and_then(|c| c.arguments),
+        image::ATTR_CONTEXT => request.attributes,
+        image::ATTR_SUBJECT => request.subject_properties,
         // An entry that is not an object has no attributes: missing, as an absent one (the interpreter's reading).
-        image::ATTR_PRINCIPAL => declared(env.principal_attributes(), atom.signed != 0)?,
+        image::ATTR_PRINCIPAL => env.principal_attributes(),
         // Listing tools before the call: the resource's attributes come with the call.
-        image::ATTR_RESOURCE => {
-            if env.listing && request.resource_properties.and_then(|object| doc.get(object, name)).is_none() {
-                return Ok(None);
-            }
-            declared(request.resource_properties, atom.signed != 0)?
+        image::ATTR_RESOURCE
+            if env.listing && request.resource_properties.and_then(|object| doc.get(object, name)).is_none() =>
+        {
+            return Ok(None)
         }
+        image::ATTR_RESOURCE => request.resource_properties,
+        _ => return read_fixed(image, atom, env),
+    };
+    // Money is non-negative unless the attribute is declared `signed` (an argument: the tool's parameter of its
+    // name): a negative amount is a mistyped attribute.
+    let signed = || if atom.attr == image::ATTR_ARG { signed_param(image, &env.tool, name) } else { atom.signed != 0 };
+    declared(image, doc, atom, object, signed).map(Some)
+}
+
+/// [`read_base`] of an attribute that is not declared: the request's fixed fields, a template's parameters, the
+/// tool's level.
+#[inline(always)]
+fn read_fixed(image: &Image<'_>, atom: &Attribute, env: &Env<'_>) -> Result<Option<Val>, u32> {
+    let doc = env.doc;
+    let request = env.request;
+    let name = image.str(atom.name_off, atom.name_len);
+    let value = match atom.attr {
         image::ATTR_RESOURCE_ID => match request.resource_id {
             Some(id) => Val::Str(id),
             None if env.listing => return Ok(None),
@@ -773,46 +785,10 @@ fn read_derived(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<
                 _ => return Ok(None),
             }
         }
-        image::ATTR_RELATION => {
-            // The first terms are kept for `holds`, which compares them with every listed tuple. Each slot is
-            // written once, as its term is read (a kept array filled first and written again was a 96-byte fill);
-            // after a term that cannot be read, none is (the first such term is the result).
-            let (mut unknown, mut failed) = (false, None);
-            let kept: [Text; image::RELATION_TERMS_KEPT] = core::array::from_fn(|k| {
-                let k = k as u32;
-                if k >= atom.operands_count || failed.is_some() {
-                    return Text::Image(0, 0);
-                }
-                match term(image, &operand(image, atom, k), env) {
-                    Ok(Some(text)) => text,
-                    Ok(None) => {
-                        unknown = true;
-                        Text::Image(0, 0)
-                    }
-                    Err(problem) => {
-                        failed = Some(problem);
-                        Text::Image(0, 0)
-                    }
-                }
-            });
-            if let Some(problem) = failed {
-                return Err(problem);
-            }
-            for k in image::RELATION_TERMS_KEPT as u32..atom.operands_count {
-                if term(image, &operand(image, atom, k), env)?.is_none() {
-                    unknown = true;
-                }
-            }
-            if unknown {
-                return Ok(None);
-            }
-            match holds(image, atom, env, &kept) {
-                Err(()) => return Err(PROBLEM_MISTYPED),
-                Ok(Some(b)) => b,
-                Ok(None) if env.listing => return Ok(None),
-                Ok(None) => return Err(PROBLEM_MISSING),
-            }
-        }
+        image::ATTR_RELATION => match relation(image, atom, env)? {
+            Some(b) => b,
+            None => return Ok(None),
+        },
         image::ATTR_IN_CALENDAR if atom.operands_count == 1 => {
             let instant = match read_base(image, &operand(image, atom, 0), env)? {
                 Some(Val::Timestamp(instant)) => instant,
@@ -897,40 +873,121 @@ fn in_calendar(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>, instant: i1
 /// Bytes of a date a holiday list writes, `YYYY-MM-DD`.
 const DATE_TEXT: usize = 10;
 
-/// A relation's term: a constant of the image, or a string of the request.
+/// A relation's term as it is compared with the listed tuples' strings: its bytes (a constant of the image, or a
+/// string of the request without an escape, whose raw bytes are its text), or a string token of the request with
+/// an escape (compared unescaped).
 #[derive(Clone, Copy, Debug)]
-enum Text {
-    Image(u32, u32),
+enum Text<'t> {
+    Bytes(&'t [u8]),
     Token(u32),
+}
+
+impl Text<'_> {
+    const EMPTY: Text<'static> = Text::Bytes(&[]);
 }
 
 /// The text of a relation's term (operand record `term`): `Ok(None)` when unknown (listing); a value that is not a
 /// string is mistyped.
-fn term(image: &Image<'_>, term: &Attribute, env: &Env<'_>) -> Result<Option<Text>, u32> {
-    if term.attr == image::ATTR_TEXT {
-        return Ok(Some(Text::Image(term.name_off, term.name_len)));
-    }
-    // `subject`, the most common term besides a constant: its id, as [`read_base`] reads it, without a [`Val`].
-    if term.attr == image::ATTR_SUBJECT_ID {
-        return Ok(Some(Text::Token(env.request.subject_id)));
-    }
-    match read_base(image, term, env)? {
-        Some(Val::Str(tok)) => Ok(Some(Text::Token(tok))),
-        Some(_) => Err(PROBLEM_MISTYPED),
-        None => Ok(None),
+#[inline(always)]
+fn term<'t>(image: &Image<'t>, term: &Attribute, env: &Env<'t>) -> Result<Option<Text<'t>>, u32> {
+    let token = if term.attr == image::ATTR_TEXT {
+        return Ok(Some(Text::Bytes(image.str(term.name_off, term.name_len))));
+    } else if term.attr == image::ATTR_SUBJECT_ID {
+        // `subject`, the most common term besides a constant: its id, as [`read_base`] reads it, without a [`Val`].
+        env.request.subject_id
+    } else {
+        match read_base(image, term, env)? {
+            Some(Val::Str(tok)) => tok,
+            Some(_) => return Err(PROBLEM_MISTYPED),
+            None => return Ok(None),
+        }
+    };
+    Ok(Some(match env.doc.plain(token) {
+        Some(raw) => Text::Bytes(raw),
+        None => Text::Token(token),
+    }))
+}
+
+/// Reads relation atom `atom` (`crates/remit-lang/src/eval/cond.rs`'s `Relation` arm): its terms in order (the first
+/// that cannot be read is the result; an unknown one makes the atom unknown), then what `context.relations.NAME`
+/// says of their tuple ([`holds`]). A relation of at most two terms (nearly all: `owns(principal, resource)`,
+/// `member_of(subject, "team:…")`) keeps them in two locals; a longer one keeps its first
+/// [`image::RELATION_TERMS_KEPT`] in an array, and reads the later ones again for each listed tuple.
+fn relation(image: &Image<'_>, atom: &image::Atom, env: &Env<'_>) -> Result<Option<bool>, u32> {
+    let count = atom.operands_count;
+    let answer = if count <= 2 {
+        let mut pair = [Text::EMPTY; 2];
+        let mut unknown = false;
+        for (k, slot) in (0..count).zip(pair.iter_mut()) {
+            match term(image, &operand(image, atom, k), env)? {
+                Some(text) => *slot = text,
+                None => unknown = true,
+            }
+        }
+        if unknown {
+            return Ok(None);
+        }
+        let [first, second] = pair;
+        holds(image, atom, env, |k| if k == 0 { first } else { second })
+    } else {
+        // Each slot is written once, as its term is read (a kept array filled first and written again was a 96-byte
+        // fill); after a term that cannot be read, none is (the first such term is the result).
+        let (mut unknown, mut failed) = (false, None);
+        let kept: [Text; image::RELATION_TERMS_KEPT] = core::array::from_fn(|k| {
+            let k = k as u32;
+            if k >= count || failed.is_some() {
+                return Text::EMPTY;
+            }
+            match term(image, &operand(image, atom, k), env) {
+                Ok(Some(text)) => text,
+                Ok(None) => {
+                    unknown = true;
+                    Text::EMPTY
+                }
+                Err(problem) => {
+                    failed = Some(problem);
+                    Text::EMPTY
+                }
+            }
+        });
+        if let Some(problem) = failed {
+            return Err(problem);
+        }
+        for k in image::RELATION_TERMS_KEPT as u32..count {
+            if term(image, &operand(image, atom, k), env)?.is_none() {
+                unknown = true;
+            }
+        }
+        if unknown {
+            return Ok(None);
+        }
+        holds(image, atom, env, |k| match kept.get(k as usize) {
+            Some(&text) => text,
+            None => match term(image, &operand(image, atom, k), env) {
+                Ok(Some(text)) => text,
+                _ => Text::EMPTY,
+            },
+        })
+    };
+    match answer {
+        Err(()) => Err(PROBLEM_MISTYPED),
+        Ok(Some(b)) => Ok(Some(b)),
+        Ok(None) if env.listing => Ok(None),
+        Ok(None) => Err(PROBLEM_MISSING),
     }
 }
 
-/// What the request's `context.relations.NAME` says of the tuple of relation atom `atom`'s terms (all of which
-/// read as strings; the first [`image::RELATION_TERMS_KEPT`] are `kept`, as [`read_derived`] read them):
-/// `Ok(Some(holds))`, `Ok(None)` when it does not list the tuple, `Err` when the list is not an array of
-/// `{"args": [strings], "holds": bool}` or says two things of the tuple (`crates/remit-lang/src/eval/cond.rs`'s
-/// `holds`: every item is checked, also after an answer is found).
-fn holds(
-    image: &Image<'_>,
+/// What the request's `context.relations.NAME` says of the tuple of relation atom `atom`'s terms, term `k` being
+/// `text_of(k)` (all of which read as strings, as [`relation`] read them): `Ok(Some(holds))`, `Ok(None)` when it
+/// does not list the tuple, `Err` when the list is not an array of `{"args": [strings], "holds": bool}` or says two
+/// things of the tuple (`crates/remit-lang/src/eval/cond.rs`'s `holds`: every item is checked, also after an answer
+/// is found).
+#[inline(always)]
+fn holds<'t>(
+    image: &Image<'t>,
     atom: &image::Atom,
-    env: &Env<'_>,
-    kept: &[Text; image::RELATION_TERMS_KEPT],
+    env: &Env<'t>,
+    text_of: impl Fn(u32) -> Text<'t>,
 ) -> Result<Option<bool>, ()> {
     let doc = env.doc;
     let name = image.str(atom.name_off, atom.name_len);
@@ -942,28 +999,9 @@ fn holds(
         return Err(());
     }
     let count = atom.operands_count;
-    let text_of = |k: u32| -> Text {
-        match kept.get(k as usize) {
-            Some(&text) => text,
-            None => match term(image, &operand(image, atom, k), env) {
-                Ok(Some(text)) => text,
-                _ => Text::Image(0, 0),
-            },
-        }
-    };
     let mut answer = None;
     for item in elements(doc, listed) {
-        if doc.token(item).kind() != OBJECT {
-            return Err(());
-        }
-        // Two names of an object of two entries: [`Doc::get`] twice costs less than a [`Doc::fields`] pass.
-        let (args, held) = (doc.get(item, b"args"), doc.get(item, b"holds"));
-        let args = args.filter(|&a| doc.token(a).kind() == ARRAY).ok_or(())?;
-        let held = match held.map(|h| doc.token(h).kind()) {
-            Some(TRUE) => true,
-            Some(FALSE) => false,
-            _ => return Err(()),
-        };
+        let (args, held) = tuple_fields(doc, item).ok_or(())?;
         let (mut same, mut k) = (true, 0u32);
         for arg in elements(doc, args) {
             if doc.token(arg).kind() != STRING {
@@ -972,7 +1010,7 @@ fn holds(
             if same {
                 same = k < count
                     && match text_of(k) {
-                        Text::Image(off, len) => doc.text_is(arg, image.str(off, len)),
+                        Text::Bytes(bytes) => doc.text_is(arg, bytes),
                         Text::Token(tok) => doc.text_eq(arg, tok),
                     };
             }
@@ -986,6 +1024,46 @@ fn holds(
         }
     }
     Ok(answer)
+}
+
+/// A listed tuple `item` of `context.relations.NAME`: its `args` (an array token) and `holds` (a bool), or `None`
+/// when it is not an object with both so typed. One pass over its keys, each compared inline by its length and
+/// bytes (the keys of a parsed object are distinct; an escaped key is compared unescaped): two [`Doc::get`]s were
+/// two searches with a call per matching key, for every listed tuple.
+#[inline(always)]
+fn tuple_fields(doc: &Doc<'_>, item: u32) -> Option<(u32, bool)> {
+    let object = doc.token(item);
+    if object.kind() != OBJECT {
+        return None;
+    }
+    let (mut args, mut held) = (None, None);
+    let mut k = item + 1;
+    while k < object.next {
+        let key = doc.token(k);
+        let (is_args, is_holds) = match doc.plain(k) {
+            Some(raw) => {
+                // The first four bytes as one word (slice `==` is a `memcmp` call on wasm32).
+                let head = raw.get(..4).and_then(|h| <[u8; 4]>::try_from(h).ok()).map(u32::from_le_bytes);
+                let is = |word: &[u8; 4], len: usize| raw.len() == len && head == Some(u32::from_le_bytes(*word));
+                (is(b"args", 4), is(b"hold", 5) && raw.get(4) == Some(&b's'))
+            }
+            None => (doc.text(k).eq(b"args".iter().copied()), doc.text(k).eq(b"holds".iter().copied())),
+        };
+        if is_args {
+            args = Some(key.next);
+        } else if is_holds {
+            held = Some(key.next);
+        }
+        // The key's value, then the next key (`max`: always forward, on any tape).
+        k = doc.token(key.next).next.max(k + 1);
+    }
+    let args = args.filter(|&a| doc.token(a).kind() == ARRAY)?;
+    let held = match held.map(|h| doc.token(h).kind()) {
+        Some(TRUE) => true,
+        Some(FALSE) => false,
+        _ => return None,
+    };
+    Some((args, held))
 }
 
 /// Whether the request's subject holds the mandate (`eval::is_holder`): one of its ids, or under one of its
@@ -1145,6 +1223,17 @@ fn element_of(image: &Image<'_>, doc: &Doc<'_>, tok: u32, element: &Type) -> Opt
 
 /// Applies atom `atom`'s test to its attribute's value (`crates/remit-lang/src/eval/cond.rs`'s `test`).
 fn test(image: &Image<'_>, doc: &Doc<'_>, atom: &Check, value: Val) -> Truth {
+    // A bool (the value of every derived attribute: a comparison, a membership, a relation) tested with `==` or
+    // `!=` against a bool: the constant's record read in place, what [`Cmp::equal`] and [`Cmp::equal_scalar`] do
+    // with it without their calls. Any other constant takes the general path (an error there).
+    if let Val::Bool(b) = value {
+        if (atom.test == image::TEST_EQ || atom.test == image::TEST_NE) && atom.values_count == 1 {
+            let constant = Value::decode(image.bytes, Image::at(atom.values_off, Value::SIZE, 0));
+            if constant.tag == image::VALUE_BOOL {
+                return Truth::of((i128::from(b) == constant.number()) == (atom.test == image::TEST_EQ));
+            }
+        }
+    }
     let c = Cmp { image, doc };
     let operand = || c.value(atom.values_off, 0);
     let (items, count) = (atom.values_off, atom.values_count);
