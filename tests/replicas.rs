@@ -60,6 +60,52 @@ struct Seen {
     approved_flows: usize,
 }
 
+/// When a store outage that two replicas rode under load happened, and what their `/ready` said during it.
+struct Outage {
+    cut_at: Instant,
+    restored_at: Instant,
+    /// When both replicas answered `/ready` 200 again.
+    back_at: Instant,
+    ready_while_down: [u16; 2],
+}
+
+impl Outage {
+    /// The outage's timeline, while callers run: `before` of load, `cut()` (the store gone), both replicas'
+    /// `/ready` read, `gap`, `restore()` (the store, or its promoted standby, back), both ready again (within 30 s),
+    /// `after` more of load; then `done` stops the callers.
+    fn ride(
+        replicas: &Replicas,
+        done: &AtomicBool,
+        [before, gap, after]: [Duration; 3],
+        cut: impl FnOnce(),
+        restore: impl FnOnce(),
+    ) -> Outage {
+        std::thread::sleep(before);
+        cut();
+        let cut_at = Instant::now();
+        let ready_while_down = [replicas.ready(0), replicas.ready(1)];
+        std::thread::sleep(gap);
+        let restored_at = Instant::now();
+        restore();
+        let back = wait_until(Duration::from_secs(30), || replicas.ready(0) == 200 && replicas.ready(1) == 200);
+        assert!(back, "both replicas ready again: {}{}", replicas.stderr(0), replicas.stderr(1));
+        let back_at = Instant::now();
+        std::thread::sleep(after);
+        done.store(true, Ordering::SeqCst);
+        Outage { cut_at, restored_at, back_at, ready_while_down }
+    }
+
+    /// What every outage must show: `/ready` 503 on both while the store was gone, every call answered, and the
+    /// same processes (never restarted) at the end.
+    fn ridden_out(&self, replicas: &mut Replicas, pids: [u32; 2], seen: &Seen) {
+        assert_eq!(self.ready_while_down, [503, 503], "/ready while the store is gone");
+        assert!(seen.lost.is_empty(), "every call was answered: {:?}", seen.lost);
+        for (i, pid) in pids.iter().enumerate() {
+            assert!(replicas.running(i) && replicas.pid(i) == *pid, "replica {i} was not restarted");
+        }
+    }
+}
+
 impl Seen {
     fn allows(&self) -> Vec<String> {
         self.answers.iter().filter(|(.., a)| a.allowed()).map(|(.., a)| a.id.clone().unwrap()).collect()
@@ -233,7 +279,7 @@ fn postgresql_stopped_and_started_under_load_denies_then_recovers_without_restar
     let pids = [replicas.pid(0), replicas.pid(1)];
     let done = AtomicBool::new(false);
     let seen = Mutex::new(Seen::default());
-    let (paused_at, resumed_at, back_at, ready_while_down) = std::thread::scope(|scope| {
+    let outage = std::thread::scope(|scope| {
         let (replicas, done, seen) = (&replicas, &done, &seen);
         for caller in 0..4 {
             scope.spawn(move || {
@@ -255,26 +301,12 @@ fn postgresql_stopped_and_started_under_load_denies_then_recovers_without_restar
                 }
             });
         }
-        std::thread::sleep(Duration::from_millis(800));
-        server.pause();
-        let paused_at = Instant::now();
-        let ready_while_down = [replicas.ready(0), replicas.ready(1)];
-        std::thread::sleep(Duration::from_millis(1_500));
-        let resumed_at = Instant::now();
-        server.resume();
-        let back = wait_until(Duration::from_secs(30), || replicas.ready(0) == 200 && replicas.ready(1) == 200);
-        assert!(back, "both replicas ready again: {}{}", replicas.stderr(0), replicas.stderr(1));
-        let back_at = Instant::now();
-        std::thread::sleep(Duration::from_millis(1_000));
-        done.store(true, Ordering::SeqCst);
-        (paused_at, resumed_at, back_at, ready_while_down)
+        let timing = [800, 1_500, 1_000].map(Duration::from_millis);
+        Outage::ride(replicas, done, timing, || server.pause(), || server.resume())
     });
     let seen = seen.into_inner().unwrap();
-    assert_eq!(ready_while_down, [503, 503], "/ready while PostgreSQL is down");
-    assert!(seen.lost.is_empty(), "every call was answered: {:?}", seen.lost);
-    for (i, pid) in pids.iter().enumerate() {
-        assert!(replicas.running(i) && replicas.pid(i) == *pid, "replica {i} was not restarted");
-    }
+    outage.ridden_out(&mut replicas, pids, &seen);
+    let Outage { cut_at: paused_at, restored_at: resumed_at, back_at, .. } = outage;
     let during: Vec<&Answer> = seen
         .answers
         .iter()
@@ -472,7 +504,7 @@ fn a_promoted_standby_takes_over_from_a_dead_primary_without_a_restart_and_loses
     let pids = [replicas.pid(0), replicas.pid(1)];
     let done = AtomicBool::new(false);
     let seen = Mutex::new(Seen::default());
-    let (stopped_at, promoted_at, back_at, ready_while_down) = std::thread::scope(|scope| {
+    let outage = std::thread::scope(|scope| {
         let (replicas, done, seen) = (&replicas, &done, &seen);
         for caller in 0..4 {
             scope.spawn(move || {
@@ -525,26 +557,12 @@ fn a_promoted_standby_takes_over_from_a_dead_primary_without_a_restart_and_loses
                 }
             });
         }
-        std::thread::sleep(Duration::from_millis(1_200));
-        primary.pause();
-        let stopped_at = Instant::now();
-        let ready_while_down = [replicas.ready(0), replicas.ready(1)];
-        std::thread::sleep(Duration::from_millis(1_500));
-        let promoted_at = Instant::now();
-        standby.promote();
-        let back = wait_until(Duration::from_secs(30), || replicas.ready(0) == 200 && replicas.ready(1) == 200);
-        assert!(back, "both replicas ready on the promoted standby: {}{}", replicas.stderr(0), replicas.stderr(1));
-        let back_at = Instant::now();
-        std::thread::sleep(Duration::from_millis(1_500));
-        done.store(true, Ordering::SeqCst);
-        (stopped_at, promoted_at, back_at, ready_while_down)
+        let timing = [1_200, 1_500, 1_500].map(Duration::from_millis);
+        Outage::ride(replicas, done, timing, || primary.pause(), || standby.promote())
     });
     let seen = seen.into_inner().unwrap();
-    assert_eq!(ready_while_down, [503, 503], "/ready without a primary");
-    assert!(seen.lost.is_empty(), "every call was answered: {:?}", seen.lost);
-    for (i, pid) in pids.iter().enumerate() {
-        assert!(replicas.running(i) && replicas.pid(i) == *pid, "replica {i} was not restarted");
-    }
+    outage.ridden_out(&mut replicas, pids, &seen);
+    let Outage { cut_at: stopped_at, restored_at: promoted_at, back_at, .. } = outage;
     // Without a primary: denied for want of the store, by both replicas, and never allowed.
     let gap: Vec<&(usize, Instant, Instant, Answer)> =
         seen.answers.iter().filter(|(_, sent, got, _)| *sent > stopped_at && *got < promoted_at).collect();
