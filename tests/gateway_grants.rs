@@ -1529,31 +1529,7 @@ fn the_principal_sub_delegates_in_the_browser() {
 /// own per child instance.
 #[test]
 fn a_parent_instances_budget_counts_the_calls_of_the_instances_below_it() {
-    const BUDGETED_SUB: &str = r#"
-tool pay(merchant: string, amount: money) {
-  side effects
-}
-
-mandate ceiling for "org:acme" {
-  allow pay where args.amount <= 500 USD
-}
-
-template shopping(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling {
-  for under "user:"
-  holder under "agent:"
-  allow pay where args.amount <= cap
-  budget purchases: at most 3 calls to pay per day
-}
-
-template errand(small: money where small > 0 USD and small <= parent.cap) under shopping {
-  holder under "agent:errands/"
-  allow pay where args.amount <= small
-  // Restated (the proof asks for it): the same counter as the parent instance's, which declares it first.
-  budget purchases: at most 3 calls to pay per day
-  budget errands: at most 2 calls to pay per day
-}
-"#;
-    let program = Arc::new(examples::compile(&[("budgeted.remit".into(), BUDGETED_SUB.into())]));
+    let program = Arc::new(examples::compile(&[("budgeted.remit".into(), sub_budgets(3, 2))]));
     let policy = support::gateway::policy(&program).with_program(program).unwrap();
     let config = Config { grant_unproved: true, ..Config::default() };
     let gateway =
@@ -1595,9 +1571,11 @@ template errand(small: money where small > 0 USD and small <= parent.cap) under 
     assert_eq!(stored_count(store, &format!("errand/{}/errands", second.id)), 1);
 }
 
-/// A parent template with a budget, and a template under it with its own: a decision under a child counts the
-/// child's budget and its parent instance's (the chain's every step, each per instance).
-const SUB_BUDGETS: &str = r#"
+/// A parent template with a budget of `purchases` a day, and a template under it with its own of `errands`: a
+/// decision under a child counts the child's budget and its parent instance's (the chain's every step, each per
+/// instance).
+fn sub_budgets(purchases: u32, errands: u32) -> String {
+    r#"
 tool pay(merchant: string, amount: money) {
   side effects
 }
@@ -1610,17 +1588,20 @@ template shopping(cap: money where cap > 0 USD and cap <= 500 USD) under ceiling
   for under "user:"
   holder under "agent:"
   allow pay where args.amount <= cap
-  budget purchases: at most 7 calls to pay per day
+  budget purchases: at most PURCHASES calls to pay per day
 }
 
 template errand(small: money where small > 0 USD and small <= parent.cap) under shopping {
   holder under "agent:errands/"
   allow pay where args.amount <= small
   // The parent's, restated (the checker asks for it): one budget, the parent instance's.
-  budget purchases: at most 7 calls to pay per day
-  budget errands: at most 3 calls to pay per day
+  budget purchases: at most PURCHASES calls to pay per day
+  budget errands: at most ERRANDS calls to pay per day
 }
-"#;
+"#
+    .replace("PURCHASES", &purchases.to_string())
+    .replace("ERRANDS", &errands.to_string())
+}
 
 /// Sub-delegation on two PostgreSQL replicas, with calls at once on both: the write batch reads the instances
 /// above its holders' ahead (one read, no round trip of the decision's own), so a child's decision reads and locks
@@ -1629,7 +1610,7 @@ template errand(small: money where small > 0 USD and small <= parent.cap) under 
 /// instance's, which the children's decisions count too), and the stored counters equal the allows.
 #[test]
 fn on_postgresql_a_sub_delegated_decisions_counters_are_exact_across_replicas_and_read_ahead() {
-    let program = Arc::new(examples::compile(&[("sub-budgets.remit".into(), SUB_BUDGETS.into())]));
+    let program = Arc::new(examples::compile(&[("sub-budgets.remit".into(), sub_budgets(7, 3))]));
     let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
     let (stores, gateways) =
         replicas("grants_sub_budgets", policy, Config { grant_unproved: true, ..Config::default() });
