@@ -29,10 +29,13 @@
 //! Time: a transaction reads the database's clock (`clock_timestamp()`, after its lock is granted) and offers it as
 //! [`Tx::now`], so that every replica decides by one clock, and log times never go back along a writer's chain.
 //!
-//! Bridging: the traits are synchronous (the core runs decisions on blocking threads: `block_in_place` or
-//! `spawn_blocking`). The connections' I/O runs on a tokio runtime of the store's own; a query's future only talks
-//! to its connection's task over channels, so it is waited for on the calling thread (`futures_executor`), which
-//! works inside or outside tokio's workers and never needs the caller's runtime.
+//! Bridging: the traits are synchronous (the core runs decisions on blocking threads: `block_in_place`,
+//! `spawn_blocking`, the committer). The connections' I/O runs on a current-thread tokio runtime of the store's own,
+//! which the thread that waits for an answer drives itself (`Runtime::block_on`): the request written, the socket
+//! polled and the answer read on that thread, no wake of another thread and back per round trip. Threads that wait
+//! at once take turns driving it (tokio hands the runtime to one, which drives the others' connections too). It is
+//! never entered from an async task (its `block_on` would panic there): the core's store calls all run on blocking
+//! threads, and it never needs the caller's runtime.
 //!
 //! Round trips: a transaction's commands that answer nothing (`SAVEPOINT`, `RELEASE`) and its writes whose result
 //! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement (the
@@ -215,7 +218,9 @@ pub struct Stats {
 
 pub struct PostgresStore {
     pool: Pool,
-    /// Drives the connections; shut down in the background on drop (the store may be dropped on a tokio worker).
+    /// Drives the connections: a current-thread runtime, run by whichever thread waits for the database
+    /// ([`PostgresStore::wait`]), so that a round trip costs no hand-off to another thread and back; shut down in
+    /// the background on drop (the store may be dropped on a tokio worker).
     runtime: Option<tokio::runtime::Runtime>,
     database_clock: bool,
     /// Opened by [`PostgresStore::open_existing`]: transactions are read transactions.
@@ -249,11 +254,6 @@ impl Drop for PostgresStore {
             runtime.shutdown_background();
         }
     }
-}
-
-/// Waits for `future` on this thread.
-fn wait<T>(future: impl Future<Output = T>) -> T {
-    futures_executor::block_on(future)
 }
 
 fn store_err(e: tokio_postgres::Error) -> StoreError {
@@ -300,7 +300,7 @@ impl PostgresStore {
         let writer = format!("gw-{}", super::keys::hex(&random));
         let client = self.client()?;
         let now = "floor(extract(epoch FROM clock_timestamp()))::bigint";
-        let registered = wait(async {
+        let registered = self.wait(async {
             client.batch_execute("BEGIN").await?;
             client
                 .execute(
@@ -358,9 +358,7 @@ impl PostgresStore {
             connection.tls.clone(),
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("remit-postgres")
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| StoreError(format!("cannot start the database's runtime: {e}")))?;
@@ -424,14 +422,15 @@ impl PostgresStore {
     /// The schema's version in the database.
     pub fn schema_version(&self) -> StoreResult<i32> {
         let client = self.client()?;
-        let row = wait(client.query_one("SELECT max(version) FROM remit_schema", &[])).map_err(store_err)?;
+        let row = self.wait(client.query_one("SELECT max(version) FROM remit_schema", &[])).map_err(store_err)?;
         Ok(row.get::<_, Option<i32>>(0).unwrap_or(0))
     }
 
     /// The migrations applied to the database: version and who applied it, in order.
     pub fn schema_history(&self) -> StoreResult<Vec<(i32, String)>> {
         let client = self.client()?;
-        let rows = wait(client.query("SELECT version, applied_by FROM remit_schema ORDER BY version", &[]))
+        let rows = self
+            .wait(client.query("SELECT version, applied_by FROM remit_schema ORDER BY version", &[]))
             .map_err(store_err)?;
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
@@ -439,7 +438,7 @@ impl PostgresStore {
     /// Runs raw SQL on the store, outside any transaction (tests use it to tamper with the log or break the store).
     pub fn execute_raw(&self, sql: &str) -> StoreResult<()> {
         let client = self.client()?;
-        wait(client.batch_execute(sql)).map_err(store_err)
+        self.wait(client.batch_execute(sql)).map_err(store_err)
     }
 
     fn runtime(&self) -> &tokio::runtime::Runtime {
@@ -451,17 +450,14 @@ impl PostgresStore {
     /// network that drops packets, does neither, and without this bound a transaction (and the replica's batches
     /// behind it, one at a time) would wait for as long as TCP keeps the connection, many minutes.
     fn answered<T>(&self, request: impl Future<Output = T>) -> Option<T> {
-        // The timer is the store's runtime's (its worker drives it); this thread only waits for it.
-        let timer = {
-            let _runtime = self.runtime().enter();
-            tokio::time::sleep(self.answer_timeout)
-        };
-        wait(async {
-            match futures_util::future::select(std::pin::pin!(request), std::pin::pin!(timer)).await {
-                futures_util::future::Either::Left((answer, _)) => Some(answer),
-                futures_util::future::Either::Right(_) => None,
-            }
-        })
+        // The timer is the store's runtime's, driven by this thread while it waits.
+        self.wait(async { tokio::time::timeout(self.answer_timeout, request).await.ok() })
+    }
+
+    /// Runs `future` to its end on this thread, which drives the store's runtime meanwhile: the connections' tasks
+    /// (the requests written, the answers read), their sockets and timers ([`PostgresStore::runtime`]).
+    fn wait<T>(&self, future: impl Future<Output = T>) -> T {
+        self.runtime().block_on(future)
     }
 
     /// What a request that got no answer fails with, after the pool's idle connections are dropped: they lead to the
@@ -475,12 +471,11 @@ impl PostgresStore {
     /// A pooled connection (made on the store's runtime, which its connection task needs).
     fn client(&self) -> StoreResult<Object> {
         let pool = self.pool.clone();
-        match wait(self.runtime().spawn(async move { pool.get().await })) {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(deadpool_postgres::PoolError::Backend(e))) => {
+        match self.wait(async move { pool.get().await }) {
+            Ok(client) => Ok(client),
+            Err(deadpool_postgres::PoolError::Backend(e)) => {
                 Err(StoreError(format!("cannot reach the database: {}", self.connection.why(&e))))
             }
-            Ok(Err(e)) => Err(StoreError(format!("cannot reach the database: {e}"))),
             Err(e) => Err(StoreError(format!("cannot reach the database: {e}"))),
         }
     }
@@ -529,7 +524,7 @@ impl PostgresStore {
     /// time waits and then finds the schema migrated.
     fn migrate(&self, writer: &str) -> StoreResult<()> {
         let client = self.client()?;
-        let migrated = wait(async {
+        let migrated = self.wait(async {
             client
                 .batch_execute(&format!(
                     // A migration may rewrite a large log, and wait for another replica's: no session timeout.
