@@ -156,6 +156,11 @@ CREATE INDEX grants_by_holder ON grants (holder) WHERE current AND revoked_at IS
 ALTER TABLE grants ADD COLUMN parent text;
 CREATE INDEX grants_by_parent ON grants (parent) WHERE current AND revoked_at IS NULL;
 ",
+    // No query reads an operation by its `id` (it orders an operation's records, read on `operations_by_id`): its
+    // index was one more B-tree insert for every call counted, for nothing.
+    "
+ALTER TABLE operations DROP CONSTRAINT operations_pkey;
+",
 ];
 
 /// The first schema version with a chain per writer (before it, the log is the one chain of writer `''`).
@@ -229,8 +234,6 @@ pub struct PostgresStore {
     chains: bool,
     /// This gateway's writer id (`gw-` + 16 hex digits), `""` when it only reads.
     writer: String,
-    /// What a write transaction begins with: its writer's head locked, the database's clock read.
-    begin_write: String,
     /// This writer's sequence number at its last seal (0: none yet).
     sealed: std::sync::Mutex<u64>,
     /// The policy this gateway serves, recorded in `writers` with the next seal.
@@ -320,11 +323,6 @@ impl PostgresStore {
             let _ = Object::take(client);
             return Err(store_err(e));
         }
-        // The id is made here of hex digits only: it can be written into the statement.
-        self.begin_write = format!(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT wseq, hash, {now} FROM writer_heads \
-             WHERE writer = '{writer}' FOR UPDATE"
-        );
         self.writer = writer;
         Ok(())
     }
@@ -377,7 +375,6 @@ impl PostgresStore {
             read_only: false,
             chains: true,
             writer: String::new(),
-            begin_write: String::new(),
             sealed: std::sync::Mutex::new(0),
             policy: std::sync::Mutex::new(None),
             stats: Stats::default(),
@@ -480,22 +477,20 @@ impl PostgresStore {
         }
     }
 
-    /// Sends `sql` (simple protocol: several statements, one round trip) on a pooled connection, and gives the
-    /// connection with the rows; a connection found closed (the server restarted) is dropped and another taken.
-    fn start(&self, sql: &str) -> StoreResult<(Object, Vec<Vec<Option<String>>>)> {
+    /// Sends `sql` (simple protocol: several statements, one round trip) on a pooled connection — followed, for
+    /// `writer`, by [`HEAD_LOCK`] of that writer, in the same round trip — and gives the connection with the rows
+    /// (as text); a connection found closed (the server restarted) is dropped and another taken.
+    fn start(&self, sql: &str, writer: Option<&str>) -> StoreResult<(Object, Vec<Vec<Option<String>>>)> {
         let mut last = None;
         for _ in 0..3 {
             let client = self.client()?;
             self.stats.round_trips.fetch_add(1, Ordering::Relaxed);
-            self.stats.statements.fetch_add(sql.matches(';').count() as u64 + 1, Ordering::Relaxed);
-            let Some(answer) = self.answered(client.simple_query(sql)) else {
-                // Its transaction may have begun: the connection is given up, never back to the pool.
-                let _ = Object::take(client);
-                return Err(self.unanswered());
-            };
-            match answer {
-                Ok(messages) => {
-                    let rows = messages
+            let statements = sql.matches(';').count() as u64 + 1 + u64::from(writer.is_some());
+            self.stats.statements.fetch_add(statements, Ordering::Relaxed);
+            let answer = self.answered(async {
+                let Some(writer) = writer else {
+                    let messages = client.simple_query(sql).await?;
+                    return Ok(messages
                         .iter()
                         .filter_map(|m| match m {
                             SimpleQueryMessage::Row(row) => {
@@ -503,9 +498,29 @@ impl PostgresStore {
                             }
                             _ => None,
                         })
-                        .collect();
-                    return Ok((client, rows));
-                }
+                        .collect());
+                };
+                // From the connection's cache after the first time: no round trip then.
+                let head_lock = client.prepare_cached(HEAD_LOCK).await?;
+                // Both sent before either answer is read: one round trip.
+                let (begun, rows) =
+                    futures_util::future::join(client.batch_execute(sql), client.query(&head_lock, &[&writer])).await;
+                begun?;
+                Ok(rows?
+                    .iter()
+                    .map(|row| {
+                        let (seq, hash, now): (i64, String, i64) = (row.get(0), row.get(1), row.get(2));
+                        vec![Some(seq.to_string()), Some(hash), Some(now.to_string())]
+                    })
+                    .collect::<Vec<Vec<Option<String>>>>())
+            });
+            let Some(answer) = answer else {
+                // Its transaction may have begun: the connection is given up, never back to the pool.
+                let _ = Object::take(client);
+                return Err(self.unanswered());
+            };
+            match answer {
+                Ok(rows) => return Ok((client, rows)),
                 Err(e) if client.is_closed() => {
                     let _ = Object::take(client);
                     last = Some(store_err(e));
@@ -601,12 +616,18 @@ fn writable_hosts(config: &mut tokio_postgres::Config, url: &str, shown: &str) -
 
 const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
      SELECT floor(extract(epoch FROM clock_timestamp()))::bigint";
+/// What a write transaction begins with, in one round trip: `BEGIN` and [`HEAD_LOCK`].
+const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+/// Its writer's head locked, the database's clock read after the lock is granted: a prepared statement (parsed and
+/// planned once per connection, not once per transaction as a simple query is).
+const HEAD_LOCK: &str = "SELECT wseq, hash, floor(extract(epoch FROM clock_timestamp()))::bigint FROM writer_heads \
+     WHERE writer = $1 FOR UPDATE";
 
 impl PostgresStore {
     /// A write transaction: this writer's head locked (no other replica's transaction waits for it), the database's
     /// clock read after the lock is granted.
     fn begin_write(&self) -> StoreResult<PgTx<'_>> {
-        let (client, rows) = self.start(&self.begin_write)?;
+        let (client, rows) = self.start(BEGIN_WRITE, Some(&self.writer))?;
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         let row = rows.first().ok_or_else(|| StoreError("this writer's head is missing from `writer_heads`".into()))?;
         let field = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
@@ -674,7 +695,7 @@ impl Store for PostgresStore {
     }
 
     fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
-        let (client, rows) = self.start(BEGIN_READ)?;
+        let (client, rows) = self.start(BEGIN_READ, None)?;
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         let now = rows.first().and_then(|row| row.first().cloned().flatten()).unwrap_or_default();
         let now: i64 = now.parse().map_err(|_| StoreError("the database's clock is not a number".into()))?;
