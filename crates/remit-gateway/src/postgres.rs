@@ -159,7 +159,7 @@ CREATE INDEX grants_by_parent ON grants (parent) WHERE current AND revoked_at IS
     // No query reads an operation by its `id` (it orders an operation's records, read on `operations_by_id`): its
     // index was one more B-tree insert for every call counted, for nothing.
     "
-ALTER TABLE operations DROP CONSTRAINT operations_pkey;
+ALTER TABLE operations DROP CONSTRAINT IF EXISTS operations_pkey;
 ",
 ];
 
