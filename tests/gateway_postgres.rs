@@ -629,9 +629,9 @@ fn replicas_starting_at_once_migrate_the_schema_once() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for store in &stores {
-        assert_eq!(store.schema_version().unwrap(), 6);
+        assert_eq!(store.schema_version().unwrap(), 7);
     }
-    assert_eq!(stores[0].schema_history().unwrap().len(), 6, "each of the six migrations applied, once");
+    assert_eq!(stores[0].schema_history().unwrap().len(), 7, "each of the seven migrations applied, once");
     let writers: std::collections::BTreeSet<&str> = stores.iter().map(|s| s.writer()).collect();
     assert_eq!(writers.len(), 6, "a writer each: {writers:?}");
     contract(Kind::Postgres, &stores[3]);

@@ -29,10 +29,13 @@
 //! Time: a transaction reads the database's clock (`clock_timestamp()`, after its lock is granted) and offers it as
 //! [`Tx::now`], so that every replica decides by one clock, and log times never go back along a writer's chain.
 //!
-//! Bridging: the traits are synchronous (the core runs decisions on blocking threads: `block_in_place` or
-//! `spawn_blocking`). The connections' I/O runs on a tokio runtime of the store's own; a query's future only talks
-//! to its connection's task over channels, so it is waited for on the calling thread (`futures_executor`), which
-//! works inside or outside tokio's workers and never needs the caller's runtime.
+//! Bridging: the traits are synchronous (the core runs decisions on blocking threads: `block_in_place`,
+//! `spawn_blocking`, the committer). The connections' I/O runs on a current-thread tokio runtime of the store's own,
+//! which the thread that waits for an answer drives itself (`Runtime::block_on`): the request written, the socket
+//! polled and the answer read on that thread, no wake of another thread and back per round trip. Threads that wait
+//! at once take turns driving it (tokio hands the runtime to one, which drives the others' connections too). It is
+//! never entered from an async task (its `block_on` would panic there): the core's store calls all run on blocking
+//! threads, and it never needs the caller's runtime.
 //!
 //! Round trips: a transaction's commands that answer nothing (`SAVEPOINT`, `RELEASE`) and its writes whose result
 //! nobody reads ([`Tx::count`], an operation recorded, the log's entries) wait to go with its next statement (the
@@ -153,6 +156,11 @@ CREATE INDEX grants_by_holder ON grants (holder) WHERE current AND revoked_at IS
 ALTER TABLE grants ADD COLUMN parent text;
 CREATE INDEX grants_by_parent ON grants (parent) WHERE current AND revoked_at IS NULL;
 ",
+    // No query reads an operation by its `id` (it orders an operation's records, read on `operations_by_id`): its
+    // index was one more B-tree insert for every call counted, for nothing.
+    "
+ALTER TABLE operations DROP CONSTRAINT IF EXISTS operations_pkey;
+",
 ];
 
 /// The first schema version with a chain per writer (before it, the log is the one chain of writer `''`).
@@ -215,7 +223,9 @@ pub struct Stats {
 
 pub struct PostgresStore {
     pool: Pool,
-    /// Drives the connections; shut down in the background on drop (the store may be dropped on a tokio worker).
+    /// Drives the connections: a current-thread runtime, run by whichever thread waits for the database
+    /// ([`PostgresStore::wait`]), so that a round trip costs no hand-off to another thread and back; shut down in
+    /// the background on drop (the store may be dropped on a tokio worker).
     runtime: Option<tokio::runtime::Runtime>,
     database_clock: bool,
     /// Opened by [`PostgresStore::open_existing`]: transactions are read transactions.
@@ -224,8 +234,6 @@ pub struct PostgresStore {
     chains: bool,
     /// This gateway's writer id (`gw-` + 16 hex digits), `""` when it only reads.
     writer: String,
-    /// What a write transaction begins with: its writer's head locked, the database's clock read.
-    begin_write: String,
     /// This writer's sequence number at its last seal (0: none yet).
     sealed: std::sync::Mutex<u64>,
     /// The policy this gateway serves, recorded in `writers` with the next seal.
@@ -249,11 +257,6 @@ impl Drop for PostgresStore {
             runtime.shutdown_background();
         }
     }
-}
-
-/// Waits for `future` on this thread.
-fn wait<T>(future: impl Future<Output = T>) -> T {
-    futures_executor::block_on(future)
 }
 
 fn store_err(e: tokio_postgres::Error) -> StoreError {
@@ -300,7 +303,7 @@ impl PostgresStore {
         let writer = format!("gw-{}", super::keys::hex(&random));
         let client = self.client()?;
         let now = "floor(extract(epoch FROM clock_timestamp()))::bigint";
-        let registered = wait(async {
+        let registered = self.wait(async {
             client.batch_execute("BEGIN").await?;
             client
                 .execute(
@@ -320,11 +323,6 @@ impl PostgresStore {
             let _ = Object::take(client);
             return Err(store_err(e));
         }
-        // The id is made here of hex digits only: it can be written into the statement.
-        self.begin_write = format!(
-            "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT wseq, hash, {now} FROM writer_heads \
-             WHERE writer = '{writer}' FOR UPDATE"
-        );
         self.writer = writer;
         Ok(())
     }
@@ -358,9 +356,7 @@ impl PostgresStore {
             connection.tls.clone(),
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("remit-postgres")
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| StoreError(format!("cannot start the database's runtime: {e}")))?;
@@ -379,7 +375,6 @@ impl PostgresStore {
             read_only: false,
             chains: true,
             writer: String::new(),
-            begin_write: String::new(),
             sealed: std::sync::Mutex::new(0),
             policy: std::sync::Mutex::new(None),
             stats: Stats::default(),
@@ -424,14 +419,15 @@ impl PostgresStore {
     /// The schema's version in the database.
     pub fn schema_version(&self) -> StoreResult<i32> {
         let client = self.client()?;
-        let row = wait(client.query_one("SELECT max(version) FROM remit_schema", &[])).map_err(store_err)?;
+        let row = self.wait(client.query_one("SELECT max(version) FROM remit_schema", &[])).map_err(store_err)?;
         Ok(row.get::<_, Option<i32>>(0).unwrap_or(0))
     }
 
     /// The migrations applied to the database: version and who applied it, in order.
     pub fn schema_history(&self) -> StoreResult<Vec<(i32, String)>> {
         let client = self.client()?;
-        let rows = wait(client.query("SELECT version, applied_by FROM remit_schema ORDER BY version", &[]))
+        let rows = self
+            .wait(client.query("SELECT version, applied_by FROM remit_schema ORDER BY version", &[]))
             .map_err(store_err)?;
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
@@ -439,7 +435,7 @@ impl PostgresStore {
     /// Runs raw SQL on the store, outside any transaction (tests use it to tamper with the log or break the store).
     pub fn execute_raw(&self, sql: &str) -> StoreResult<()> {
         let client = self.client()?;
-        wait(client.batch_execute(sql)).map_err(store_err)
+        self.wait(client.batch_execute(sql)).map_err(store_err)
     }
 
     fn runtime(&self) -> &tokio::runtime::Runtime {
@@ -451,17 +447,14 @@ impl PostgresStore {
     /// network that drops packets, does neither, and without this bound a transaction (and the replica's batches
     /// behind it, one at a time) would wait for as long as TCP keeps the connection, many minutes.
     fn answered<T>(&self, request: impl Future<Output = T>) -> Option<T> {
-        // The timer is the store's runtime's (its worker drives it); this thread only waits for it.
-        let timer = {
-            let _runtime = self.runtime().enter();
-            tokio::time::sleep(self.answer_timeout)
-        };
-        wait(async {
-            match futures_util::future::select(std::pin::pin!(request), std::pin::pin!(timer)).await {
-                futures_util::future::Either::Left((answer, _)) => Some(answer),
-                futures_util::future::Either::Right(_) => None,
-            }
-        })
+        // The timer is the store's runtime's, driven by this thread while it waits.
+        self.wait(async { tokio::time::timeout(self.answer_timeout, request).await.ok() })
+    }
+
+    /// Runs `future` to its end on this thread, which drives the store's runtime meanwhile: the connections' tasks
+    /// (the requests written, the answers read), their sockets and timers ([`PostgresStore::runtime`]).
+    fn wait<T>(&self, future: impl Future<Output = T>) -> T {
+        self.runtime().block_on(future)
     }
 
     /// What a request that got no answer fails with, after the pool's idle connections are dropped: they lead to the
@@ -475,32 +468,29 @@ impl PostgresStore {
     /// A pooled connection (made on the store's runtime, which its connection task needs).
     fn client(&self) -> StoreResult<Object> {
         let pool = self.pool.clone();
-        match wait(self.runtime().spawn(async move { pool.get().await })) {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(deadpool_postgres::PoolError::Backend(e))) => {
+        match self.wait(async move { pool.get().await }) {
+            Ok(client) => Ok(client),
+            Err(deadpool_postgres::PoolError::Backend(e)) => {
                 Err(StoreError(format!("cannot reach the database: {}", self.connection.why(&e))))
             }
-            Ok(Err(e)) => Err(StoreError(format!("cannot reach the database: {e}"))),
             Err(e) => Err(StoreError(format!("cannot reach the database: {e}"))),
         }
     }
 
-    /// Sends `sql` (simple protocol: several statements, one round trip) on a pooled connection, and gives the
-    /// connection with the rows; a connection found closed (the server restarted) is dropped and another taken.
-    fn start(&self, sql: &str) -> StoreResult<(Object, Vec<Vec<Option<String>>>)> {
+    /// Sends `sql` (simple protocol: several statements, one round trip) on a pooled connection — followed, for
+    /// `writer`, by [`HEAD_LOCK`] of that writer, in the same round trip — and gives the connection with the rows
+    /// (as text); a connection found closed (the server restarted) is dropped and another taken.
+    fn start(&self, sql: &str, writer: Option<&str>) -> StoreResult<(Object, Vec<Vec<Option<String>>>)> {
         let mut last = None;
         for _ in 0..3 {
             let client = self.client()?;
             self.stats.round_trips.fetch_add(1, Ordering::Relaxed);
-            self.stats.statements.fetch_add(sql.matches(';').count() as u64 + 1, Ordering::Relaxed);
-            let Some(answer) = self.answered(client.simple_query(sql)) else {
-                // Its transaction may have begun: the connection is given up, never back to the pool.
-                let _ = Object::take(client);
-                return Err(self.unanswered());
-            };
-            match answer {
-                Ok(messages) => {
-                    let rows = messages
+            let statements = sql.matches(';').count() as u64 + 1 + u64::from(writer.is_some());
+            self.stats.statements.fetch_add(statements, Ordering::Relaxed);
+            let answer = self.answered(async {
+                let Some(writer) = writer else {
+                    let messages = client.simple_query(sql).await?;
+                    return Ok(messages
                         .iter()
                         .filter_map(|m| match m {
                             SimpleQueryMessage::Row(row) => {
@@ -508,9 +498,29 @@ impl PostgresStore {
                             }
                             _ => None,
                         })
-                        .collect();
-                    return Ok((client, rows));
-                }
+                        .collect());
+                };
+                // From the connection's cache after the first time: no round trip then.
+                let head_lock = client.prepare_cached(HEAD_LOCK).await?;
+                // Both sent before either answer is read: one round trip.
+                let (begun, rows) =
+                    futures_util::future::join(client.batch_execute(sql), client.query(&head_lock, &[&writer])).await;
+                begun?;
+                Ok(rows?
+                    .iter()
+                    .map(|row| {
+                        let (seq, hash, now): (i64, String, i64) = (row.get(0), row.get(1), row.get(2));
+                        vec![Some(seq.to_string()), Some(hash), Some(now.to_string())]
+                    })
+                    .collect::<Vec<Vec<Option<String>>>>())
+            });
+            let Some(answer) = answer else {
+                // Its transaction may have begun: the connection is given up, never back to the pool.
+                let _ = Object::take(client);
+                return Err(self.unanswered());
+            };
+            match answer {
+                Ok(rows) => return Ok((client, rows)),
                 Err(e) if client.is_closed() => {
                     let _ = Object::take(client);
                     last = Some(store_err(e));
@@ -529,7 +539,7 @@ impl PostgresStore {
     /// time waits and then finds the schema migrated.
     fn migrate(&self, writer: &str) -> StoreResult<()> {
         let client = self.client()?;
-        let migrated = wait(async {
+        let migrated = self.wait(async {
             client
                 .batch_execute(&format!(
                     // A migration may rewrite a large log, and wait for another replica's: no session timeout.
@@ -606,12 +616,18 @@ fn writable_hosts(config: &mut tokio_postgres::Config, url: &str, shown: &str) -
 
 const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
      SELECT floor(extract(epoch FROM clock_timestamp()))::bigint";
+/// What a write transaction begins with, in one round trip: `BEGIN` and [`HEAD_LOCK`].
+const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+/// Its writer's head locked, the database's clock read after the lock is granted: a prepared statement (parsed and
+/// planned once per connection, not once per transaction as a simple query is).
+const HEAD_LOCK: &str = "SELECT wseq, hash, floor(extract(epoch FROM clock_timestamp()))::bigint FROM writer_heads \
+     WHERE writer = $1 FOR UPDATE";
 
 impl PostgresStore {
     /// A write transaction: this writer's head locked (no other replica's transaction waits for it), the database's
     /// clock read after the lock is granted.
     fn begin_write(&self) -> StoreResult<PgTx<'_>> {
-        let (client, rows) = self.start(&self.begin_write)?;
+        let (client, rows) = self.start(BEGIN_WRITE, Some(&self.writer))?;
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         let row = rows.first().ok_or_else(|| StoreError("this writer's head is missing from `writer_heads`".into()))?;
         let field = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
@@ -679,7 +695,7 @@ impl Store for PostgresStore {
     }
 
     fn begin_read(&self) -> StoreResult<Box<dyn Tx + '_>> {
-        let (client, rows) = self.start(BEGIN_READ)?;
+        let (client, rows) = self.start(BEGIN_READ, None)?;
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         let now = rows.first().and_then(|row| row.first().cloned().flatten()).unwrap_or_default();
         let now: i64 = now.parse().map_err(|_| StoreError("the database's clock is not a number".into()))?;
