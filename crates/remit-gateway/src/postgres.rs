@@ -1153,23 +1153,11 @@ impl<'a> PgTx<'a> {
             // What the savepoint would roll back is now queued after it, where the rollback reaches it.
             savepoint.entries = 0;
         }
-        let c = log_statements(&entries, &self.head);
-        self.pending.push(Item::Write(
-            INSERT_LOG,
-            vec![
-                Box::new(self.store.writer.clone()),
-                Box::new(c.seqs),
-                Box::new(c.times),
-                Box::new(c.kinds),
-                Box::new(c.bodies),
-                Box::new(c.prevs),
-                Box::new(c.hashes),
-            ],
-        ));
-        self.pending.push(Item::Write(
-            UPDATE_HEAD,
-            vec![Box::new(self.store.writer.clone()), Box::new(c.head_seq), Box::new(c.head_hash)],
-        ));
+        let (appended, head) = log_columns(&self.store.writer, &entries, &self.head);
+        self.pending.push(Item::Write(INSERT_LOG, appended));
+        let mut head_params: Columns = vec![Box::new(self.store.writer.clone())];
+        head_params.extend(head);
+        self.pending.push(Item::Write(UPDATE_HEAD, head_params));
         Ok(())
     }
 }
@@ -1275,29 +1263,20 @@ enum Item {
     Write(&'static str, Vec<Box<dyn ToSql + Sync + Send>>),
 }
 
-/// The columns of entries to insert, and the head after them.
-struct LogColumns {
-    seqs: Vec<i64>,
-    times: Vec<i64>,
-    kinds: Vec<String>,
-    bodies: Vec<String>,
-    prevs: Vec<String>,
-    hashes: Vec<String>,
-    head_seq: i64,
-    head_hash: String,
-}
-
-fn log_statements(entries: &[LogEntry], head: &(u64, String)) -> LogColumns {
-    LogColumns {
-        seqs: entries.iter().map(|e| e.seq as i64).collect(),
-        times: entries.iter().map(|e| e.time).collect(),
-        kinds: entries.iter().map(|e| e.kind.clone()).collect(),
-        bodies: entries.iter().map(|e| e.body.clone()).collect(),
-        prevs: entries.iter().map(|e| e.prev.clone()).collect(),
-        hashes: entries.iter().map(|e| e.hash.clone()).collect(),
-        head_seq: head.0 as i64,
-        head_hash: head.1.clone(),
-    }
+/// The parameters that append `entries` to `writer`'s chain: the writer and the entries' columns (`INSERT_LOG`'s),
+/// and the head after them (its seq and hash: `UPDATE_HEAD`'s after the writer).
+fn log_columns(writer: &str, entries: &[LogEntry], head: &(u64, String)) -> (Columns, Columns) {
+    let column = |f: fn(&LogEntry) -> &String| entries.iter().map(f).cloned().collect::<Vec<String>>();
+    let appended: Columns = vec![
+        Box::new(writer.to_string()),
+        Box::new(entries.iter().map(|e| e.seq as i64).collect::<Vec<i64>>()),
+        Box::new(entries.iter().map(|e| e.time).collect::<Vec<i64>>()),
+        Box::new(column(|e| &e.kind)),
+        Box::new(column(|e| &e.body)),
+        Box::new(column(|e| &e.prev)),
+        Box::new(column(|e| &e.hash)),
+    ];
+    (appended, vec![Box::new(head.0 as i64), Box::new(head.1.clone())])
 }
 
 impl Tx for PgTx<'_> {
@@ -2172,20 +2151,11 @@ impl Tx for PgTx<'_> {
             let (counts, operations) = (std::mem::take(&mut self.counts), std::mem::take(&mut self.operations));
             let (counted, recorded) = kept_columns(&counts, &operations);
             let entries = std::mem::take(&mut self.entries);
-            let c = log_statements(&entries, &self.head);
+            let (appended, head) = log_columns(&self.store.writer, &entries, &self.head);
             let mut params = counted;
             params.extend(recorded);
-            params.extend([
-                Box::new(self.store.writer.clone()) as Box<dyn ToSql + Sync + Send>,
-                Box::new(c.seqs),
-                Box::new(c.times),
-                Box::new(c.kinds),
-                Box::new(c.bodies),
-                Box::new(c.prevs),
-                Box::new(c.hashes),
-                Box::new(c.head_seq),
-                Box::new(c.head_hash),
-            ]);
+            params.extend(appended);
+            params.extend(head);
             self.pending.push(Item::Write(COMMIT_WRITES, params));
         } else {
             self.queue_kept()?;
