@@ -1353,6 +1353,29 @@ fn an_instance_sub_delegated_from_another_is_decided_under_both_and_goes_with_it
     assert_eq!(grants[1]["parent"], format!("shopping/{parent_id}"));
 }
 
+/// Alice's instance of the template `shopping` with `params`, held by her shopper.
+fn alices_shopping(params: Value) -> GrantAsk {
+    GrantAsk {
+        template: "shopping".into(),
+        principal: "user:alice".into(),
+        holder: "agent:shopper".into(),
+        params: params.as_object().unwrap().clone(),
+        parent: None,
+    }
+}
+
+/// An `errand` of 20 USD sub-delegated from the `shopping` instance `parent` (`ID` or `shopping/ID`) to `holder`
+/// (its principal the parent's).
+fn errand_under(parent: &str, holder: &str) -> GrantAsk {
+    GrantAsk {
+        template: "errand".into(),
+        principal: String::new(),
+        holder: holder.into(),
+        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
+        parent: Some(parent.to_string()),
+    }
+}
+
 /// Sub-delegation on two PostgreSQL replicas: a child granted on one replica is decided on the other; grants of
 /// children racing the revocation of their parent (on the other replica) never leave an active child under a
 /// revoked parent (the grant locks the parent's row, the revocation revokes the children it finds).
@@ -1361,20 +1384,7 @@ fn on_postgresql_a_child_is_granted_on_one_replica_and_goes_with_its_parent_revo
     let program = Arc::new(examples::compile(&[("sub.remit".into(), SUB_POLICY.into())]));
     let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
     let (stores, gateways) = replicas("grants_sub", policy, Config { grant_unproved: true, ..Config::default() });
-    let shopping = GrantAsk {
-        template: "shopping".into(),
-        principal: "user:alice".into(),
-        holder: "agent:shopper".into(),
-        params: json!({"merchants": ["acme"], "cap": "100 USD"}).as_object().unwrap().clone(),
-        parent: None,
-    };
-    let errand = |parent: &str, holder: String| GrantAsk {
-        template: "errand".into(),
-        principal: String::new(),
-        holder,
-        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
-        parent: Some(parent.to_string()),
-    };
+    let shopping = alices_shopping(json!({"merchants": ["acme"], "cap": "100 USD"}));
     let pay = |agent: &str| {
         json!({"subject": {"type": "agent", "id": agent},
                "action": {"name": "pay", "arguments": {"merchant": "acme", "amount": "10 USD"}}})
@@ -1383,7 +1393,8 @@ fn on_postgresql_a_child_is_granted_on_one_replica_and_goes_with_its_parent_revo
     };
     for round in 0..3 {
         let parent = gateways[0].grant("user:alice", &shopping).unwrap();
-        let child = gateways[1].grant("user:alice", &errand(&parent.id, format!("agent:errands/{round}"))).unwrap();
+        let child =
+            gateways[1].grant("user:alice", &errand_under(&parent.id, &format!("agent:errands/{round}"))).unwrap();
         assert_eq!(child.parent, Some(format!("shopping/{}", parent.id)));
         let decided = gateways[0].decide(&pay(&format!("agent:errands/{round}")));
         assert_eq!(decided.outcome, "allow", "{decided:?}");
@@ -1391,7 +1402,8 @@ fn on_postgresql_a_child_is_granted_on_one_replica_and_goes_with_its_parent_revo
         let results: Vec<Result<_, GrantError>> = std::thread::scope(|scope| {
             let grants: Vec<_> = (0..6)
                 .map(|i| {
-                    let (gateway, ask) = (&gateways[1], errand(&parent.id, format!("agent:errands/{round}-{i}")));
+                    let (gateway, ask) =
+                        (&gateways[1], errand_under(&parent.id, &format!("agent:errands/{round}-{i}")));
                     scope.spawn(move || gateway.grant("user:alice", &ask))
                 })
                 .collect();
@@ -1425,26 +1437,15 @@ fn on_postgresql_a_childs_change_racing_its_parents_revocation_never_leaves_the_
     let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
     let (stores, gateways) =
         replicas("grants_sub_change", policy, Config { grant_unproved: true, ..Config::default() });
-    let shopping = GrantAsk {
-        template: "shopping".into(),
-        principal: "user:alice".into(),
-        holder: "agent:shopper".into(),
-        params: json!({"merchants": ["acme"], "cap": "100 USD"}).as_object().unwrap().clone(),
-        parent: None,
-    };
-    let errand = |parent: &str, holder: String| GrantAsk {
-        template: "errand".into(),
-        principal: String::new(),
-        holder,
-        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
-        parent: Some(parent.to_string()),
-    };
+    let shopping = alices_shopping(json!({"merchants": ["acme"], "cap": "100 USD"}));
     let (mut changed, mut refused) = (0, 0);
     for round in 0..40 {
         let parent = gateways[0].grant("user:alice", &shopping).unwrap();
         let children: Vec<_> = (0..3)
             .map(|i| {
-                gateways[1].grant("user:alice", &errand(&parent.id, format!("agent:errands/{round}-{i}"))).unwrap()
+                gateways[1]
+                    .grant("user:alice", &errand_under(&parent.id, &format!("agent:errands/{round}-{i}")))
+                    .unwrap()
             })
             .collect();
         let results: Vec<Result<_, GrantError>> = std::thread::scope(|scope| {
@@ -1534,21 +1535,8 @@ fn a_parent_instances_budget_counts_the_calls_of_the_instances_below_it() {
     let config = Config { grant_unproved: true, ..Config::default() };
     let gateway =
         HttpGateway::start("grants-sub-budget", policy, Options { tokens: tokens(), config, ..Options::default() });
-    let shopping = GrantAsk {
-        template: "shopping".into(),
-        principal: "user:alice".into(),
-        holder: "agent:shopper".into(),
-        params: json!({"cap": "100 USD"}).as_object().unwrap().clone(),
-        parent: None,
-    };
-    let parent = gateway.gateway.grant("user:alice", &shopping).unwrap();
-    let errand = |holder: &str| GrantAsk {
-        template: "errand".into(),
-        principal: String::new(),
-        holder: holder.into(),
-        params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
-        parent: Some(parent.id.clone()),
-    };
+    let parent = gateway.gateway.grant("user:alice", &alices_shopping(json!({"cap": "100 USD"}))).unwrap();
+    let errand = |holder: &str| errand_under(&parent.id, holder);
     let first = gateway.gateway.grant("user:alice", &errand("agent:errands/1")).unwrap();
     let second = gateway.gateway.grant("user:alice", &errand("agent:errands/2")).unwrap();
     let pay = |agent: &str| {
@@ -1614,27 +1602,10 @@ fn on_postgresql_a_sub_delegated_decisions_counters_are_exact_across_replicas_an
     let policy = || support::gateway::policy(&program).with_program(program.clone()).unwrap();
     let (stores, gateways) =
         replicas("grants_sub_budgets", policy, Config { grant_unproved: true, ..Config::default() });
-    let parent = gateways[0]
-        .grant(
-            "user:alice",
-            &GrantAsk {
-                template: "shopping".into(),
-                principal: "user:alice".into(),
-                holder: "agent:shopper".into(),
-                params: json!({"cap": "100 USD"}).as_object().unwrap().clone(),
-                parent: None,
-            },
-        )
-        .unwrap();
+    let parent = gateways[0].grant("user:alice", &alices_shopping(json!({"cap": "100 USD"}))).unwrap();
     let children: Vec<_> = (0..2)
         .map(|i| {
-            let ask = GrantAsk {
-                template: "errand".into(),
-                principal: String::new(),
-                holder: format!("agent:errands/{i}"),
-                params: json!({"small": "20 USD"}).as_object().unwrap().clone(),
-                parent: Some(format!("shopping/{}", parent.id)),
-            };
+            let ask = errand_under(&format!("shopping/{}", parent.id), &format!("agent:errands/{i}"));
             gateways[1].grant("user:alice", &ask).unwrap()
         })
         .collect();
