@@ -1439,7 +1439,11 @@ fn on_postgresql_a_childs_change_racing_its_parents_revocation_never_leaves_the_
         replicas("grants_sub_change", policy, Config { grant_unproved: true, ..Config::default() });
     let shopping = alices_shopping(json!({"merchants": ["acme"], "cap": "100 USD"}));
     let (mut changed, mut refused) = (0, 0);
+    // Which comes first depends on the machine's scheduling (on one CI machine the revocation won all 120 races):
+    // the revocation waits a little longer each round, from not at all to 16 ms (longer than a change takes), so
+    // that both orders and the interleavings between them happen on any machine.
     for round in 0..40 {
+        let head_start = Duration::from_micros([0, 250, 500, 1_000, 2_000, 4_000, 8_000, 16_000][round % 8]);
         let parent = gateways[0].grant("user:alice", &shopping).unwrap();
         let children: Vec<_> = (0..3)
             .map(|i| {
@@ -1459,6 +1463,7 @@ fn on_postgresql_a_childs_change_racing_its_parents_revocation_never_leaves_the_
                     scope.spawn(move || gateway.change_grant("user:alice", &id, &small))
                 })
                 .collect();
+            std::thread::sleep(head_start);
             let revoked = gateways[0].revoke_grant("user:alice", &parent.id);
             assert!(revoked.is_ok(), "{revoked:?}");
             changes.into_iter().map(|h| h.join().unwrap()).collect()
