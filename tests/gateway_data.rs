@@ -839,3 +839,210 @@ fn a_million_tuples_cost_a_lookup_and_a_decision_what_ten_do() {
     drop((small, large, small_store, large_store));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A refund desk's rules with literals, and the same rules read from the world (tests/rt_decide.rs `world_speed`'s
+/// two policies).
+const REFUNDS_LITERAL: &str = r#"
+tool refund(order: string, amount: money)
+mandate desk for "user:alice" {
+  holder "agent:desk"
+  allow refund where args.order == "order-1" and args.amount <= 120 EUR and args.order in ["order-1", "order-2"]
+  forbid refund where args.order == "order-9"
+}
+"#;
+
+const REFUNDS_WORLD: &str = r#"
+resource order {
+  owner: string
+  total: money
+}
+subject agent {
+  teams: set<string>
+}
+relation member_of(string, string)
+tool refund(order: string, amount: money)
+mandate desk for "user:alice" {
+  holder "agent:desk"
+  allow refund where resource.owner == principal and args.amount <= resource.total and subject.teams contains "refunds"
+  forbid refund where member_of(subject, "team:suspended")
+}
+"#;
+
+/// A world policy's decisions that change nothing (`decide_deferring`, as the MCP proxy decides) read the data
+/// through the state cache while the store's version stays the same: repeated, they fill the same values; after
+/// each change of the data (an entity, a tuple, set and removed) the next decision fills and decides by the new
+/// data, without a commit of the log in between.
+#[test]
+fn world_decisions_through_the_cache_follow_every_change_of_the_data() {
+    let dir = support::temp_dir("gateway-data-cached-world");
+    let store = Arc::new(SqliteStore::open(&dir.join("world.db"), Durability::Process).unwrap());
+    let put = |change: &dyn Fn(&mut dyn remit_gateway::store::Tx)| {
+        let mut tx = store.begin().unwrap();
+        change(tx.as_mut());
+        tx.commit().unwrap();
+    };
+    put(&|tx| {
+        let order = json!({"owner": "user:alice", "total": "120.00 EUR"});
+        tx.put_entity(ORIGIN_ADMIN, "order", "order-1", Some(order.as_object().unwrap())).unwrap();
+        let agent = json!({"teams": ["refunds"]});
+        tx.put_entity(ORIGIN_ADMIN, "agent", "agent:desk", Some(agent.as_object().unwrap())).unwrap();
+    });
+    let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+    let gateway = Gateway::new(policy_of(REFUNDS_WORLD), store.clone(), clock, Config::default());
+    let call = json!({"subject": {"type": "agent", "id": "agent:desk"},
+                      "action": {"name": "refund", "arguments": {"order": "order-1", "amount": "40.00 EUR"}},
+                      "resource": {"type": "order", "id": "order-1"}})
+    .to_string();
+    // The outcome of each decision, and the requests it decided (the log written only at the end).
+    let mut outcomes = Vec::new();
+    let mut decide = |times: usize| {
+        for _ in 0..times {
+            outcomes.push(gateway.decide_deferring(call.as_bytes()).outcome);
+        }
+    };
+    decide(3);
+    put(&|tx| {
+        tx.set_tuple(ORIGIN_ADMIN, "member_of", "agent:desk", "team:suspended", true).unwrap();
+    });
+    decide(2);
+    put(&|tx| {
+        tx.set_tuple(ORIGIN_ADMIN, "member_of", "agent:desk", "team:suspended", false).unwrap();
+    });
+    decide(2);
+    put(&|tx| {
+        let order = json!({"owner": "user:bob", "total": "120.00 EUR"});
+        tx.put_entity(ORIGIN_ADMIN, "order", "order-1", Some(order.as_object().unwrap())).unwrap();
+    });
+    decide(2);
+    put(&|tx| {
+        tx.put_entity(ORIGIN_ADMIN, "agent", "agent:desk", None).unwrap();
+    });
+    decide(1);
+    assert_eq!(outcomes, ["allow", "allow", "allow", "deny", "deny", "allow", "allow", "deny", "deny", "deny"]);
+    // Two orders decided in turn, then one of them changed: the first decided after the change reads the store
+    // and keeps its lookups for the new version; the other's, looked up only before the change, are not answered
+    // from the cache.
+    put(&|tx| {
+        let agent = json!({"teams": ["refunds"]});
+        tx.put_entity(ORIGIN_ADMIN, "agent", "agent:desk", Some(agent.as_object().unwrap())).unwrap();
+        for id in ["order-2", "order-3"] {
+            let order = json!({"owner": "user:alice", "total": "120.00 EUR"});
+            tx.put_entity(ORIGIN_ADMIN, "order", id, Some(order.as_object().unwrap())).unwrap();
+        }
+    });
+    let refund = |order: &str| {
+        let call = json!({"subject": {"type": "agent", "id": "agent:desk"},
+                          "action": {"name": "refund", "arguments": {"order": order, "amount": "40.00 EUR"}},
+                          "resource": {"type": "order", "id": order}});
+        gateway.decide_deferring(call.to_string().as_bytes()).outcome
+    };
+    assert_eq!([refund("order-2"), refund("order-3"), refund("order-2"), refund("order-3")], ["allow"; 4]);
+    put(&|tx| {
+        let order = json!({"owner": "user:bob", "total": "120.00 EUR"});
+        tx.put_entity(ORIGIN_ADMIN, "order", "order-3", Some(order.as_object().unwrap())).unwrap();
+    });
+    assert_eq!(
+        [refund("order-2"), refund("order-3"), refund("order-2"), refund("order-3")],
+        ["allow", "deny", "allow", "deny"]
+    );
+    gateway.flush_entries().unwrap();
+    let log = store.begin().unwrap().log_entries(1, 1 << 20).unwrap();
+    let requests: Vec<Value> = log
+        .iter()
+        .filter(|e| e.kind == "decision")
+        .map(|e| serde_json::from_str::<Value>(&e.body).unwrap()["request"].clone())
+        .collect();
+    assert_eq!(requests.len(), 18);
+    let filled = |r: &Value| {
+        (
+            r["resource"]["properties"]["owner"].clone(),
+            r["subject"]["properties"].clone(),
+            r["context"]["relations"].clone(),
+        )
+    };
+    let held = |holds: bool| json!({"member_of": [{"args": ["agent:desk", "team:suspended"], "holds": holds}]});
+    let alice = (json!("user:alice"), json!({"teams": ["refunds"]}), held(false));
+    assert_eq!(requests[..3].iter().map(filled).collect::<Vec<_>>(), vec![alice.clone(); 3]);
+    assert_eq!(filled(&requests[3]), (json!("user:alice"), json!({"teams": ["refunds"]}), held(true)));
+    assert_eq!(filled(&requests[5]), alice);
+    assert_eq!(filled(&requests[7]), (json!("user:bob"), json!({"teams": ["refunds"]}), held(false)));
+    // The agent's entity removed: no properties filled (the module denies, naming the attribute).
+    assert_eq!(filled(&requests[9]), (json!("user:bob"), Value::Null, held(false)));
+    drop(gateway);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Issue 30's first benchmark seen from the gateway: the same agent's call decided under a policy with literals and
+/// under one that reads attributes and relations, each gateway filling what its policy reads (the world's from its
+/// data sets: two entities looked up and a relation tuple asked about) and logging the decision, two ways: as `remit
+/// mcp-proxy` decides (entries queued, written between the timed batches; the data read through the state cache)
+/// and as `remit serve` decides (each decision its own committed transaction, here one caller at a time, so no
+/// batch shares a commit). What the world costs a caller in the gateway, beside the module-only ratio of
+/// tests/rt_decide.rs `world_speed` (BENCHMARKS.md, "Reading the world").
+/// A measurement: `cargo test --release --test gateway_data -- --ignored --nocapture world_decisions_in_the_gateway`.
+#[test]
+#[ignore]
+fn world_decisions_in_the_gateway_against_literals() {
+    let dir = support::temp_dir("gateway-data-world-speed");
+    let gateway = |name: &str, source: &str| {
+        let store = Arc::new(SqliteStore::open(&dir.join(format!("{name}.db")), Durability::Process).unwrap());
+        let mut tx = store.begin().unwrap();
+        let order = json!({"owner": "user:alice", "total": "120.00 EUR"});
+        tx.put_entity(ORIGIN_ADMIN, "order", "order-1", Some(order.as_object().unwrap())).unwrap();
+        let agent = json!({"teams": ["refunds", "billing"]});
+        tx.put_entity(ORIGIN_ADMIN, "agent", "agent:desk", Some(agent.as_object().unwrap())).unwrap();
+        for i in 0..100 {
+            tx.set_tuple(ORIGIN_ADMIN, "member_of", &format!("agent:{i}"), "team:suspended", true).unwrap();
+        }
+        tx.commit().unwrap();
+        let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
+        (store.clone(), Gateway::new(policy_of(source), store, clock, Config::default()))
+    };
+    let (literal_store, literal) = gateway("literal", REFUNDS_LITERAL);
+    let (world_store, world) = gateway("world", REFUNDS_WORLD);
+    let call = json!({"subject": {"type": "agent", "id": "agent:desk"},
+                      "action": {"name": "refund", "arguments": {"order": "order-1", "amount": "40.00 EUR"}},
+                      "resource": {"type": "order", "id": "order-1"}})
+    .to_string();
+    for (gateway, store) in [(&literal, &literal_store), (&world, &world_store)] {
+        let decided = gateway.decide(call.as_bytes());
+        assert!(decided.allowed(), "{decided:?}");
+        let log = store.begin().unwrap().log_entries(1, 1 << 20).unwrap();
+        let body: Value = serde_json::from_str(&log.last().unwrap().body).unwrap();
+        eprintln!("decided: {}", body["request"]);
+    }
+    let batch = |gateway: &Gateway, n: usize, deferring: bool| {
+        let started = Instant::now();
+        for _ in 0..n {
+            let decided =
+                if deferring { gateway.decide_deferring(call.as_bytes()) } else { gateway.decide(call.as_bytes()) };
+            assert!(decided.allowed());
+        }
+        let elapsed = started.elapsed().as_secs_f64() / n as f64;
+        gateway.flush_entries().unwrap();
+        elapsed
+    };
+    let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    for (deferring, how) in [(true, "deferring (remit mcp-proxy)"), (false, "committed (remit serve)")] {
+        let (mut literals, mut worlds) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            // Each goes first in every other round.
+            if round % 2 == 0 {
+                literals.push(batch(&literal, 100, deferring));
+                worlds.push(batch(&world, 100, deferring));
+            } else {
+                worlds.push(batch(&world, 100, deferring));
+                literals.push(batch(&literal, 100, deferring));
+            }
+        }
+        let (l, w) = (median(literals), median(worlds));
+        eprintln!(
+            "in the gateway, {how}, medians of {rounds} batches of 100: literals {:.2} µs, world {:.2} µs: {:.3}×",
+            l * 1e6,
+            w * 1e6,
+            w / l
+        );
+    }
+    drop((literal, world, literal_store, world_store));
+    std::fs::remove_dir_all(&dir).ok();
+}

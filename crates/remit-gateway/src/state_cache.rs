@@ -14,11 +14,16 @@
 //!   answered for a later time by the same filter as the store's (`expires_at > now`); an earlier time (a clock set
 //!   back) is not answered.
 //! - A decision that writes reads its own transaction, never the cache.
-//! - A decision of a policy that reads the world (`core::world`) reads all of it — its data, looked up by keys no
-//!   cache holds, and its state — in a transaction ([`Reads::reading_tx`]), never the cache.
+//! - A decision of a policy that reads the world (`core::world`) reads its data (each lookup by its keys: an
+//!   entity, a tuple, a calendar's holidays) and its state either all from the cache, every lookup answered for
+//!   one version, or all from one transaction: on the first lookup the cache cannot answer, everything is read
+//!   again in the transaction ([`DataReads`]: [`CachedData`], then [`TxData`], whose lookups are kept as the
+//!   state is). A policy with templates reads in the transaction always (`core::prepare`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value as Json};
 
 use super::store::{DecisionState, Store, StoreError, StoreResult, StoredApproval, Tx};
 
@@ -46,6 +51,127 @@ impl Read {
     }
 }
 
+/// One lookup of the gateway's data sets (`core::world`'s fill), as a key of the cache.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DataKey {
+    /// The entity `(kind, id)` ([`Tx::entity`]).
+    Entity(String, String),
+    /// The tuple `relation(a, b)` ([`Tx::holds`]).
+    Holds(String, String, String),
+    /// Every `b` of `relation(a, b)` ([`Tx::related`]: a calendar's holidays).
+    Related(String, String),
+}
+
+/// What a [`DataKey`] looked up: shared, so that an answer from the cache copies no attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataValue {
+    Entity(Option<Arc<Map<String, Json>>>),
+    Holds(bool),
+    Related(Arc<Vec<String>>),
+}
+
+/// The data sets as a decision's fill reads them: from a transaction ([`TxData`]) or from the cache
+/// ([`CachedData`]).
+pub trait DataReads {
+    fn entity(&mut self, kind: &str, id: &str) -> StoreResult<Option<Arc<Map<String, Json>>>>;
+    fn holds(&mut self, relation: &str, a: &str, b: &str) -> StoreResult<bool>;
+    fn related(&mut self, relation: &str, a: &str) -> StoreResult<Arc<Vec<String>>>;
+}
+
+/// The data sets read in a transaction, each lookup and its answer recorded, to be kept in the cache when the
+/// transaction saw the version the cache is for.
+pub struct TxData<'t, 'a> {
+    tx: &'t mut (dyn Tx + 'a),
+    seen: Vec<(DataKey, DataValue)>,
+}
+
+impl<'t, 'a> TxData<'t, 'a> {
+    pub fn new(tx: &'t mut (dyn Tx + 'a)) -> TxData<'t, 'a> {
+        TxData { tx, seen: Vec::new() }
+    }
+
+    /// The lookups made, with their answers.
+    pub fn into_seen(self) -> Vec<(DataKey, DataValue)> {
+        self.seen
+    }
+}
+
+impl std::fmt::Debug for TxData<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxData").field("seen", &self.seen).finish_non_exhaustive()
+    }
+}
+
+impl DataReads for TxData<'_, '_> {
+    fn entity(&mut self, kind: &str, id: &str) -> StoreResult<Option<Arc<Map<String, Json>>>> {
+        let found = self.tx.entity(kind, id)?.map(Arc::new);
+        self.seen.push((DataKey::Entity(kind.into(), id.into()), DataValue::Entity(found.clone())));
+        Ok(found)
+    }
+
+    fn holds(&mut self, relation: &str, a: &str, b: &str) -> StoreResult<bool> {
+        let holds = self.tx.holds(relation, a, b)?;
+        self.seen.push((DataKey::Holds(relation.into(), a.into(), b.into()), DataValue::Holds(holds)));
+        Ok(holds)
+    }
+
+    fn related(&mut self, relation: &str, a: &str) -> StoreResult<Arc<Vec<String>>> {
+        let related = Arc::new(self.tx.related(relation, a)?);
+        self.seen.push((DataKey::Related(relation.into(), a.into()), DataValue::Related(related.clone())));
+        Ok(related)
+    }
+}
+
+/// The data sets as the cache holds them for `version`. A lookup it does not hold (or held for another version) is
+/// a miss: answered as nothing, and [`CachedData::missed`] says the fill must be done again in a transaction.
+#[derive(Debug)]
+pub struct CachedData<'c> {
+    cache: &'c StateCache,
+    version: u64,
+    missed: bool,
+}
+
+impl<'c> CachedData<'c> {
+    pub fn new(cache: &'c StateCache, version: u64) -> CachedData<'c> {
+        CachedData { cache, version, missed: false }
+    }
+
+    /// Whether a lookup was not answered for the version.
+    pub fn missed(&self) -> bool {
+        self.missed
+    }
+
+    fn lookup(&mut self, key: DataKey) -> Option<DataValue> {
+        if self.missed {
+            return None;
+        }
+        let kept = self.cache.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let found = if kept.version == Some(self.version) { kept.data.get(&key).cloned() } else { None };
+        self.missed = found.is_none();
+        found
+    }
+}
+
+impl DataReads for CachedData<'_> {
+    fn entity(&mut self, kind: &str, id: &str) -> StoreResult<Option<Arc<Map<String, Json>>>> {
+        Ok(match self.lookup(DataKey::Entity(kind.into(), id.into())) {
+            Some(DataValue::Entity(found)) => found,
+            _ => None,
+        })
+    }
+
+    fn holds(&mut self, relation: &str, a: &str, b: &str) -> StoreResult<bool> {
+        Ok(matches!(self.lookup(DataKey::Holds(relation.into(), a.into(), b.into())), Some(DataValue::Holds(true))))
+    }
+
+    fn related(&mut self, relation: &str, a: &str) -> StoreResult<Arc<Vec<String>>> {
+        Ok(match self.lookup(DataKey::Related(relation.into(), a.into())) {
+            Some(DataValue::Related(related)) => related,
+            _ => Arc::default(),
+        })
+    }
+}
+
 /// The most approval lists and counters kept for one version (a version lasts until the next commit: the proxy's
 /// writer commits every 50 ms, so this bounds a burst of new subjects or windows, not a steady state).
 const MAX_KEPT: usize = 10_000;
@@ -63,6 +189,8 @@ struct Kept {
     /// Per mandate: the time its approvals were read, and those live then.
     approvals: HashMap<String, (i64, Vec<StoredApproval>)>,
     counters: HashMap<(String, String), u64>,
+    /// The data sets' lookups ([`DataKey`]) with their answers.
+    data: HashMap<DataKey, DataValue>,
 }
 
 impl StateCache {
@@ -89,7 +217,7 @@ impl StateCache {
     /// that the version did not change around its reads); forgets what was kept for another version.
     pub fn keep(&self, version: u64, needs: &Needs, now: i64, read: &Read) {
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.version != Some(version) || kept.approvals.len() + kept.counters.len() > MAX_KEPT {
+        if kept.version != Some(version) || kept.approvals.len() + kept.counters.len() + kept.data.len() > MAX_KEPT {
             *kept = Kept { version: Some(version), ..Kept::default() };
         }
         kept.state = Some(read.state.clone());
@@ -100,6 +228,19 @@ impl StateCache {
         for (key, value) in needs.counters.iter().zip(&read.counters) {
             kept.counters.insert(key.clone(), *value);
         }
+    }
+}
+
+impl StateCache {
+    /// Keeps the data lookups a fill made in a transaction that saw the store at `version` (the caller checks, as for
+    /// [`StateCache::keep`], which it calls first for the same decision), unless the cache has moved on to another
+    /// version since.
+    pub fn keep_data(&self, version: u64, seen: Vec<(DataKey, DataValue)>) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.version != Some(version) {
+            return;
+        }
+        kept.data.extend(seen);
     }
 }
 
@@ -218,5 +359,44 @@ mod tests {
         cache.keep(2, &other, 60, &Read { approvals: vec![], state: DecisionState::default(), counters: vec![7] });
         assert_eq!(cache.answer(2, &needs, 60), None);
         assert!(cache.answer(2, &other, 60).is_some());
+    }
+
+    /// Data lookups are answered only for the version they were kept for, only those kept; the first one not
+    /// answered marks the whole fill as missed (what it answers after that is nothing); lookups kept for a version
+    /// the cache has moved on from are dropped.
+    #[test]
+    fn data_lookups_are_answered_for_their_version_only() {
+        let cache = StateCache::default();
+        let entity = DataKey::Entity("agent".into(), "agent:a".into());
+        let team: Map<String, Json> = serde_json::from_str(r#"{"team": "payments"}"#).unwrap();
+        let seen = vec![
+            (entity.clone(), DataValue::Entity(Some(Arc::new(team.clone())))),
+            (DataKey::Holds("member_of".into(), "agent:a".into(), "team:x".into()), DataValue::Holds(true)),
+            (
+                DataKey::Related("holiday".into(), "office".into()),
+                DataValue::Related(Arc::new(vec!["2026-12-25".into()])),
+            ),
+        ];
+        cache.keep_data(1, seen.clone());
+        assert!(CachedData::new(&cache, 1).entity("agent", "agent:a").unwrap().is_none(), "no version kept yet");
+        let empty = Needs::default();
+        cache.keep(1, &empty, 0, &Read::default());
+        cache.keep_data(1, seen.clone());
+        let mut data = CachedData::new(&cache, 1);
+        assert_eq!(data.entity("agent", "agent:a").unwrap().as_deref(), Some(&team));
+        assert!(data.holds("member_of", "agent:a", "team:x").unwrap());
+        assert_eq!(*data.related("holiday", "office").unwrap(), ["2026-12-25"]);
+        assert!(!data.missed());
+        // A tuple not kept: missed, and nothing answered after it.
+        assert!(!data.holds("member_of", "agent:a", "team:y").unwrap());
+        assert!(data.missed());
+        assert!(data.entity("agent", "agent:a").unwrap().is_none());
+        // Another version: missed; lookups kept for the old version once the cache moved on: dropped.
+        let mut newer = CachedData::new(&cache, 2);
+        assert!(newer.entity("agent", "agent:a").unwrap().is_none() && newer.missed());
+        cache.keep(2, &empty, 0, &Read::default());
+        cache.keep_data(1, seen);
+        let mut newer = CachedData::new(&cache, 2);
+        assert!(newer.entity("agent", "agent:a").unwrap().is_none() && newer.missed());
     }
 }

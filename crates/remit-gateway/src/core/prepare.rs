@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::obligations::{counter_key, window_key, Carried};
 use super::world::{self, WorldSpec};
 use super::{Gateway, REASON_AMBIGUOUS};
-use crate::state_cache::{Needs, Reads};
+use crate::state_cache::{CachedData, Needs, Read, Reads, TxData};
 use crate::store::{StopRecord, StoreResult, StoredApproval};
 use remit_lang::eval::grants::GrantInstance;
 use remit_lang::value::format_timestamp;
@@ -91,9 +91,10 @@ impl Gateway {
     /// Fills the gateway's state into a prepared request; the chain of its mandate. For a call that `continues`
     /// earlier rounds, as if their obligations had not been carried out ([`Gateway::decide_continuing`]).
     ///
-    /// A request of a policy that reads the world is read all in one transaction (the batch's): the data the
-    /// request needs is looked up by its keys, which no cache holds, and its state is read beside it, from the same
-    /// transaction, so that every value a decision reads comes from one state.
+    /// A request of a policy that reads the world reads its data (looked up by the request's keys) and its state
+    /// from one state: all from the cache for the version it holds, when every lookup is there (a decision that
+    /// changes nothing, [`Reads::Cached`]); else all in one transaction (the batch's), whose lookups are then kept
+    /// like its state when the store's version did not change around them (`state_cache`'s invariants).
     pub(super) fn fill(
         &self,
         reads: &mut Reads<'_, '_>,
@@ -105,7 +106,36 @@ impl Gateway {
     ) -> StoreResult<Vec<String>> {
         let templates = !meta.templates.is_empty();
         if world.is_empty() && !templates {
-            return self.fill_state(reads, request, meta, now, continues);
+            return self.fill_state(reads, request, meta, now, continues, None);
+        }
+        if let (Reads::Cached { store, tx, cache, version }, false, None) = (&mut *reads, templates, continues) {
+            let (store, cache, version) = (*store, *cache, *version);
+            // First from the cache alone. A miss leaves the request half filled: what the fill writes is put back.
+            let before = world::filled_parts(request);
+            let mut cached = CachedData::new(cache, version);
+            world::fill(&mut cached, request, world, meta)?;
+            if !cached.missed() {
+                let (needs, _) = needs_of(request, meta, now);
+                if let Some(read) = cache.answer(version, &needs, now) {
+                    return self.fill_state(reads, request, meta, now, None, Some(read));
+                }
+            }
+            world::restore_parts(request, before);
+            // Else all in the transaction, begun after `version` was taken.
+            let tx = match tx {
+                Some(tx) => tx,
+                None => tx.insert(store.begin_read()?),
+            };
+            let mut data = TxData::new(tx.as_mut());
+            world::fill(&mut data, request, world, meta)?;
+            let seen = data.into_seen();
+            let (needs, _) = needs_of(request, meta, now);
+            let read = Read::from_tx(tx.as_mut(), &needs, now)?;
+            if store.version() == Some(version) {
+                cache.keep(version, &needs, now, &read);
+                cache.keep_data(version, seen);
+            }
+            return self.fill_state(reads, request, meta, now, None, Some(read));
         }
         // The instances of a policy with templates are read in the transaction too: a revocation committed before
         // the decision's transaction began is seen, on every replica.
@@ -114,9 +144,9 @@ impl Gateway {
             super::grants::fill_grants(&mut *tx, request, meta)?;
         }
         if !world.is_empty() {
-            world::fill(&mut *tx, request, world, meta)?;
+            world::fill(&mut TxData::new(&mut *tx), request, world, meta)?;
         }
-        self.fill_state(&mut Reads::Tx(tx), request, meta, now, continues)
+        self.fill_state(&mut Reads::Tx(tx), request, meta, now, continues, None)
     }
 
     fn fill_state(
@@ -126,11 +156,16 @@ impl Gateway {
         meta: &PolicyMeta,
         now: i64,
         continues: Option<&Carried>,
+        known: Option<Read>,
     ) -> StoreResult<Vec<String>> {
         let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str).map(str::to_string);
         let (needs, names) = needs_of(request, meta, now);
         let chain = needs.mandates.clone();
-        let read = reads.read(&needs, now)?;
+        // `known`: what the caller read for these needs, from the state its data came from.
+        let read = match known {
+            Some(read) => read,
+            None => reads.read(&needs, now)?,
+        };
         // An approval is presented only to calls of the agent it was minted for (`StoredApproval::agent`): the
         // gateway is the only source of a request's approvals, so a co-holder of the mandate never sees another
         // agent's approval, and the module needs no binding of its own for it.

@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value as Json};
 
-use crate::store::{StoreResult, Tx, HOLIDAY_RELATION};
+use crate::state_cache::DataReads;
+use crate::store::{StoreResult, HOLIDAY_RELATION};
 use remit_lang::wasm::meta::PolicyMeta;
 
 /// What the policy reads about the world, and from where: what the compiled policy's metadata says
@@ -385,12 +386,12 @@ pub(super) fn strip(request: &mut Map<String, Json>, spec: &WorldSpec, trusted: 
     }
 }
 
-/// Fills the `from data` values of a stripped request from the store, in `tx` (the batch's transaction): the
-/// subject's and the resource's attributes (by their type and id), each asked relation tuple (by the atoms' term
-/// values), and the calendars' holidays. A value the data sets do not have is left out (the module then denies,
-/// naming it).
+/// Fills the `from data` values of a stripped request from the data sets, as `data` reads them (the batch's
+/// transaction, or the cache: `state_cache`): the subject's and the resource's attributes (by their type and id),
+/// each asked relation tuple (by the atoms' term values), and the calendars' holidays. A value the data sets do not
+/// have is left out (the module then denies, naming it).
 pub(super) fn fill(
-    tx: &mut dyn Tx,
+    tx: &mut dyn DataReads,
     request: &mut Map<String, Json>,
     spec: &WorldSpec,
     meta: &PolicyMeta,
@@ -442,7 +443,7 @@ pub(super) fn fill(
     let mut holidays = Map::new();
     for calendar in spec.calendars.iter().filter(|c| c.holidays) {
         let dates = tx.related(HOLIDAY_RELATION, &calendar.name)?;
-        holidays.insert(calendar.name.clone(), Json::Array(dates.into_iter().map(Json::String).collect()));
+        holidays.insert(calendar.name.clone(), Json::Array(dates.iter().cloned().map(Json::String).collect()));
     }
     let Some(Json::Object(context)) = request.get_mut("context") else { return Ok(()) };
     if !relations.is_empty() {
@@ -456,6 +457,32 @@ pub(super) fn fill(
         context.insert("holidays".into(), Json::Object(holidays));
     }
     Ok(())
+}
+
+/// Where [`fill`] writes in a request: the subject's and the resource's `properties`, and `context`'s
+/// `principals`, `relations` and `holidays`.
+const FILLED: [(&str, &str); 5] = [
+    ("subject", "properties"),
+    ("resource", "properties"),
+    ("context", "principals"),
+    ("context", "relations"),
+    ("context", "holidays"),
+];
+
+/// What a request holds where [`fill`] writes, for [`restore_parts`].
+pub(super) fn filled_parts(request: &Map<String, Json>) -> [Option<Json>; 5] {
+    FILLED.map(|(object, key)| request.get(object).and_then(|o| o.get(key)).cloned())
+}
+
+/// Puts back what [`filled_parts`] saw, undoing a [`fill`] made since.
+pub(super) fn restore_parts(request: &mut Map<String, Json>, parts: [Option<Json>; 5]) {
+    for ((object, key), part) in FILLED.into_iter().zip(parts) {
+        let Some(Json::Object(object)) = request.get_mut(object) else { continue };
+        match part {
+            Some(value) => object.insert(key.to_string(), value),
+            None => object.shift_remove(key),
+        };
+    }
 }
 
 /// The principals whose attributes a request may need: the principal of the mandate it names, else those of the
@@ -482,7 +509,7 @@ fn candidate_principals(request: &Map<String, Json>, meta: &PolicyMeta) -> Vec<S
 /// declared attributes that the data sets have (an attribute they lack is left out: the module then denies,
 /// naming it).
 fn principal_attributes(
-    tx: &mut dyn Tx,
+    tx: &mut dyn DataReads,
     request: &Map<String, Json>,
     spec: &WorldSpec,
     meta: &PolicyMeta,
