@@ -840,34 +840,6 @@ fn a_million_tuples_cost_a_lookup_and_a_decision_what_ten_do() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// A refund desk's rules with literals, and the same rules read from the world (tests/rt_decide.rs `world_speed`'s
-/// two policies).
-const REFUNDS_LITERAL: &str = r#"
-tool refund(order: string, amount: money)
-mandate desk for "user:alice" {
-  holder "agent:desk"
-  allow refund where args.order == "order-1" and args.amount <= 120 EUR and args.order in ["order-1", "order-2"]
-  forbid refund where args.order == "order-9"
-}
-"#;
-
-const REFUNDS_WORLD: &str = r#"
-resource order {
-  owner: string
-  total: money
-}
-subject agent {
-  teams: set<string>
-}
-relation member_of(string, string)
-tool refund(order: string, amount: money)
-mandate desk for "user:alice" {
-  holder "agent:desk"
-  allow refund where resource.owner == principal and args.amount <= resource.total and subject.teams contains "refunds"
-  forbid refund where member_of(subject, "team:suspended")
-}
-"#;
-
 /// A world policy's decisions that change nothing (`decide_deferring`, as the MCP proxy decides) read the data
 /// through the state cache while the store's version stays the same: repeated, they fill the same values; after
 /// each change of the data (an entity, a tuple, set and removed) the next decision fills and decides by the new
@@ -888,7 +860,7 @@ fn world_decisions_through_the_cache_follow_every_change_of_the_data() {
         tx.put_entity(ORIGIN_ADMIN, "agent", "agent:desk", Some(agent.as_object().unwrap())).unwrap();
     });
     let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
-    let gateway = Gateway::new(policy_of(REFUNDS_WORLD), store.clone(), clock, Config::default());
+    let gateway = Gateway::new(policy_of(examples::REFUNDS_WORLD), store.clone(), clock, Config::default());
     let call = json!({"subject": {"type": "agent", "id": "agent:desk"},
                       "action": {"name": "refund", "arguments": {"order": "order-1", "amount": "40.00 EUR"}},
                       "resource": {"type": "order", "id": "order-1"}})
@@ -998,8 +970,8 @@ fn world_decisions_in_the_gateway_against_literals() {
         let clock = Arc::new(FixedClock::new(parse_timestamp(NOW).unwrap()));
         (store.clone(), Gateway::new(policy_of(source), store, clock, Config::default()))
     };
-    let (literal_store, literal) = gateway("literal", REFUNDS_LITERAL);
-    let (world_store, world) = gateway("world", REFUNDS_WORLD);
+    let (literal_store, literal) = gateway("literal", examples::REFUNDS_LITERAL);
+    let (world_store, world) = gateway("world", examples::REFUNDS_WORLD);
     let call = json!({"subject": {"type": "agent", "id": "agent:desk"},
                       "action": {"name": "refund", "arguments": {"order": "order-1", "amount": "40.00 EUR"}},
                       "resource": {"type": "order", "id": "order-1"}})

@@ -525,30 +525,7 @@ fn fuel_per_decision() {
 fn world_speed() {
     use std::time::Instant;
     let rounds: usize = std::env::var("REMIT_SPEED_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
-    let literal = r#"
-tool refund(order: string, amount: money)
-mandate desk for "user:alice" {
-  holder "agent:desk"
-  allow refund where args.order == "order-1" and args.amount <= 120 EUR and args.order in ["order-1", "order-2"]
-  forbid refund where args.order == "order-9"
-}
-"#;
-    let world = r#"
-resource order {
-  owner: string
-  total: money
-}
-subject agent {
-  teams: set<string>
-}
-relation member_of(string, string)
-tool refund(order: string, amount: money)
-mandate desk for "user:alice" {
-  holder "agent:desk"
-  allow refund where resource.owner == principal and args.amount <= resource.total and subject.teams contains "refunds"
-  forbid refund where member_of(subject, "team:suspended")
-}
-"#;
+    let (literal, world) = (support::examples::REFUNDS_LITERAL, support::examples::REFUNDS_WORLD);
     let literal_request = br#"{"subject":{"id":"agent:desk"},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1"},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z"}}"#.to_vec();
     let world_request = br#"{"subject":{"id":"agent:desk","properties":{"teams":["refunds","billing"]}},"action":{"name":"refund","arguments":{"order":"order-1","amount":"40.00 EUR"}},"resource":{"id":"order-1","properties":{"owner":"user:alice","total":"120.00 EUR"}},"context":{"mandate":"desk","now":"2026-12-07T10:00:00Z","relations":{"member_of":[{"args":["agent:desk","team:suspended"],"holds":false}]}}}"#.to_vec();
     let runtime = remit_host::Runtime::new().unwrap();

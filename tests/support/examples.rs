@@ -12,6 +12,35 @@ use serde_json::Value;
 
 pub const EXAMPLES: [&str; 4] = ["web-publication", "wallet", "club", "bank-disputes"];
 
+/// A refund desk's rules with literals, and the same rules read from the world (attributes of the resource and the
+/// subject, a relation): issue 30's first benchmark compares the two (tests/rt_decide.rs `world_speed`, in the
+/// module; tests/gateway_data.rs, in the gateway).
+pub const REFUNDS_LITERAL: &str = r#"
+tool refund(order: string, amount: money)
+mandate desk for "user:alice" {
+  holder "agent:desk"
+  allow refund where args.order == "order-1" and args.amount <= 120 EUR and args.order in ["order-1", "order-2"]
+  forbid refund where args.order == "order-9"
+}
+"#;
+
+pub const REFUNDS_WORLD: &str = r#"
+resource order {
+  owner: string
+  total: money
+}
+subject agent {
+  teams: set<string>
+}
+relation member_of(string, string)
+tool refund(order: string, amount: money)
+mandate desk for "user:alice" {
+  holder "agent:desk"
+  allow refund where resource.owner == principal and args.amount <= resource.total and subject.teams contains "refunds"
+  forbid refund where member_of(subject, "team:suspended")
+}
+"#;
+
 /// The folder of a shipped example.
 pub fn dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
