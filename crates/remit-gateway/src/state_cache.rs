@@ -78,16 +78,27 @@ pub trait DataReads {
     fn related(&mut self, relation: &str, a: &str) -> StoreResult<Arc<Vec<String>>>;
 }
 
-/// The data sets read in a transaction, each lookup and its answer recorded, to be kept in the cache when the
-/// transaction saw the version the cache is for.
+/// The data sets read in a transaction; with [`TxData::recording`], each lookup and its answer recorded, to be kept
+/// in the cache when the transaction saw the version the cache is for.
 pub struct TxData<'t, 'a> {
     tx: &'t mut (dyn Tx + 'a),
+    record: bool,
     seen: Vec<(DataKey, DataValue)>,
 }
 
 impl<'t, 'a> TxData<'t, 'a> {
     pub fn new(tx: &'t mut (dyn Tx + 'a)) -> TxData<'t, 'a> {
-        TxData { tx, seen: Vec::new() }
+        TxData { tx, record: false, seen: Vec::new() }
+    }
+
+    pub fn recording(tx: &'t mut (dyn Tx + 'a)) -> TxData<'t, 'a> {
+        TxData { tx, record: true, seen: Vec::new() }
+    }
+
+    fn saw(&mut self, key: impl FnOnce() -> DataKey, value: DataValue) {
+        if self.record {
+            self.seen.push((key(), value));
+        }
     }
 
     /// The lookups made, with their answers.
@@ -105,19 +116,19 @@ impl std::fmt::Debug for TxData<'_, '_> {
 impl DataReads for TxData<'_, '_> {
     fn entity(&mut self, kind: &str, id: &str) -> StoreResult<Option<Arc<Map<String, Json>>>> {
         let found = self.tx.entity(kind, id)?.map(Arc::new);
-        self.seen.push((DataKey::Entity(kind.into(), id.into()), DataValue::Entity(found.clone())));
+        self.saw(|| DataKey::Entity(kind.into(), id.into()), DataValue::Entity(found.clone()));
         Ok(found)
     }
 
     fn holds(&mut self, relation: &str, a: &str, b: &str) -> StoreResult<bool> {
         let holds = self.tx.holds(relation, a, b)?;
-        self.seen.push((DataKey::Holds(relation.into(), a.into(), b.into()), DataValue::Holds(holds)));
+        self.saw(|| DataKey::Holds(relation.into(), a.into(), b.into()), DataValue::Holds(holds));
         Ok(holds)
     }
 
     fn related(&mut self, relation: &str, a: &str) -> StoreResult<Arc<Vec<String>>> {
         let related = Arc::new(self.tx.related(relation, a)?);
-        self.seen.push((DataKey::Related(relation.into(), a.into()), DataValue::Related(related.clone())));
+        self.saw(|| DataKey::Related(relation.into(), a.into()), DataValue::Related(related.clone()));
         Ok(related)
     }
 }

@@ -126,7 +126,7 @@ impl Gateway {
                 Some(tx) => tx,
                 None => tx.insert(store.begin_read()?),
             };
-            let mut data = TxData::new(tx.as_mut());
+            let mut data = TxData::recording(tx.as_mut());
             world::fill(&mut data, request, world, meta)?;
             let seen = data.into_seen();
             let (needs, _) = needs_of(request, meta, now);
