@@ -1,5 +1,5 @@
 //! What a decision reads from the store — the live approvals of its mandate chain, the stops and facts, the counters
-//! of its budgets — and a cache of it for the decisions that change nothing (`Gateway::decide_deferring`: a deny, an
+//! of its budgets, and for a policy that reads the world its lookups in the data sets — and a cache of it for the decisions that change nothing (`Gateway::decide_deferring`: a deny, an
 //! allow without obligations), kept while the store's version ([`Store::version`]) stays the same. A stream of such
 //! calls (the MCP proxy's) then reads the store once per change of its state rather than once per call, and waits
 //! for no writer: reading the store was about a third of a decision's time, and waiting for the connection while the
