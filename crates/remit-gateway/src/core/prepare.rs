@@ -115,9 +115,9 @@ impl Gateway {
             let mut cached = CachedData::new(cache, version);
             world::fill(&mut cached, request, world, meta)?;
             if !cached.missed() {
-                let (needs, _) = needs_of(request, meta, now);
-                if let Some(read) = cache.answer(version, &needs, now) {
-                    return self.fill_state(reads, request, meta, now, None, Some(read));
+                let needed = needs_of(request, meta, now);
+                if let Some(read) = cache.answer(version, &needed.0, now) {
+                    return self.fill_state(reads, request, meta, now, None, Some((needed, read)));
                 }
             }
             world::restore_parts(request, before);
@@ -129,13 +129,13 @@ impl Gateway {
             let mut data = TxData::recording(tx.as_mut());
             world::fill(&mut data, request, world, meta)?;
             let seen = data.into_seen();
-            let (needs, _) = needs_of(request, meta, now);
-            let read = Read::from_tx(tx.as_mut(), &needs, now)?;
+            let needed = needs_of(request, meta, now);
+            let read = Read::from_tx(tx.as_mut(), &needed.0, now)?;
             if store.version() == Some(version) {
-                cache.keep(version, &needs, now, &read);
+                cache.keep(version, &needed.0, now, &read);
                 cache.keep_data(version, seen);
             }
-            return self.fill_state(reads, request, meta, now, None, Some(read));
+            return self.fill_state(reads, request, meta, now, None, Some((needed, read)));
         }
         // The instances of a policy with templates are read in the transaction too: a revocation committed before
         // the decision's transaction began is seen, on every replica.
@@ -156,16 +156,20 @@ impl Gateway {
         meta: &PolicyMeta,
         now: i64,
         continues: Option<&Carried>,
-        known: Option<Read>,
+        known: Option<((Needs, Vec<String>), Read)>,
     ) -> StoreResult<Vec<String>> {
         let tool = request.get("action").and_then(|a| a.get("name")).and_then(Json::as_str).map(str::to_string);
-        let (needs, names) = needs_of(request, meta, now);
-        let chain = needs.mandates.clone();
-        // `known`: what the caller read for these needs, from the state its data came from.
-        let read = match known {
-            Some(read) => read,
-            None => reads.read(&needs, now)?,
+        // `known`: the request's needs (`needs_of`) and what the caller read for them, from the state its data came
+        // from.
+        let ((needs, names), read) = match known {
+            Some(known) => known,
+            None => {
+                let (needs, names) = needs_of(request, meta, now);
+                let read = reads.read(&needs, now)?;
+                ((needs, names), read)
+            }
         };
+        let chain = needs.mandates.clone();
         // An approval is presented only to calls of the agent it was minted for (`StoredApproval::agent`): the
         // gateway is the only source of a request's approvals, so a co-holder of the mandate never sees another
         // agent's approval, and the module needs no binding of its own for it.
